@@ -1,0 +1,47 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CreateDatabaseIfMissing creates database name (from template, when not
+// empty) unless it exists. Names are quoted, so any name is safe.
+func CreateDatabaseIfMissing(ctx context.Context, conn *pgx.Conn, name, template string) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("error looking up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		sql += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("error creating database %s: %w", name, mapErr(err))
+	}
+	return nil
+}
+
+// DropDatabase drops database name, disconnecting its sessions first.
+func DropDatabase(ctx context.Context, conn *pgx.Conn, name string) error {
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("error dropping database %s: %w", name, err)
+	}
+	return nil
+}
+
+// WithDatabase returns the connection URL rawURL pointed at database name.
+func WithDatabase(rawURL, name string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("database url must be a postgres:// URL to switch databases")
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}

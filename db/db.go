@@ -1,0 +1,118 @@
+// Package db owns ax's access to Postgres: the pool, migrations,
+// transactions, error mapping and typed query functions. The sqlc-generated
+// code stays in db/internal; callers get ax's own row types.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// Executor runs queries: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx, so every
+// query function works on its own or inside a caller's transaction.
+type Executor = dbsqlc.DBTX
+
+var queries = dbsqlc.New()
+
+var (
+	// ErrNotFound means the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a unique constraint refused the write.
+	ErrConflict = errors.New("conflict")
+)
+
+// Open connects a pool to url and checks that the server answers.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing database url: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "ax"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("error creating pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("error connecting to database: %w", err)
+	}
+	return pool, nil
+}
+
+// TxBeginner starts transactions: a pool, a connection or a transaction
+// (which then nests as a savepoint).
+type TxBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// WithTx runs fn in a transaction, committing when fn returns nil and
+// rolling back otherwise.
+func WithTx(ctx context.Context, b TxBeginner, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, b, fn)
+}
+
+// WithTxV is WithTx for functions that return a value.
+func WithTxV[T any](ctx context.Context, b TxBeginner, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	var out T
+	err := pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
+		var err error
+		out, err = fn(tx)
+		return err
+	})
+	return out, err
+}
+
+// ConstraintError is a check constraint that refused a write; Constraint
+// names it (the names read as sentences: job_interval_positive…).
+type ConstraintError struct {
+	Constraint string
+	Err        error
+}
+
+func (e *ConstraintError) Error() string {
+	return fmt.Sprintf("constraint %s violated", e.Constraint)
+}
+func (e *ConstraintError) Unwrap() error { return e.Err }
+
+// mapErr turns driver errors into the errors callers test for.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
+		case "23514": // check_violation
+			return &ConstraintError{Constraint: pgErr.ConstraintName, Err: err}
+		}
+	}
+	return err
+}
+
+// Now returns the database clock: every deadline in ax is computed from it.
+func Now(ctx context.Context, e Executor) (time.Time, error) {
+	now, err := queries.Now(ctx, e)
+	return now.UTC(), mapErr(err)
+}
+
+// Notify sends a NOTIFY on channel, delivered when the transaction commits.
+func Notify(ctx context.Context, e Executor, channel, payload string) error {
+	err := queries.Notify(ctx, e, dbsqlc.NotifyParams{Channel: channel, Payload: payload})
+	if err != nil {
+		return fmt.Errorf("error notifying %s: %w", channel, mapErr(err))
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// Trigger kinds, executors and policies as stored in the enums of the
+// same names in schema ax.
+const (
+	TriggerCron     = "cron"
+	TriggerInterval = "interval"
+	TriggerDelay    = "delay"
+	TriggerManual   = "manual"
+)
+
+// Job is a job definition joined with its trigger row.
+type Job struct {
+	ID                     uuid.UUID
+	Name                   string
+	Group                  string
+	Owner                  string
+	Description            string
+	TriggerKind            string
+	CronExpr               string // set for cron triggers
+	Timezone               string
+	IntervalSeconds        int64      // set for interval triggers
+	RunAt                  *time.Time // set for delay triggers
+	ExecutorKind           string
+	Executor               json.RawMessage // executor config, by kind
+	TargetLabels           map[string]string
+	RouteStrategy          string
+	RouteKey               string
+	ShardCount             int
+	ShardParams            []string
+	Priority               int
+	TimeoutSeconds         int
+	RetryMaxAttempts       int
+	RetryBackoffSeconds    int
+	RetryBackoffMaxSeconds int
+	ConcurrencyPolicy      string
+	MisfirePolicy          string
+	MisfireWindowSeconds   int
+	MisfireMaxFires        int
+	RateLimitClass         string
+	CallbackURL            string
+	Params                 json.RawMessage // object handed to every run
+	CreatedAt              time.Time
+	UpdatedAt              time.Time
+
+	// From the trigger row.
+	NextFireAt       *time.Time
+	Paused           bool
+	PausedAt         *time.Time
+	LastFireAt       *time.Time
+	LastScheduledFor *time.Time
+}
+
+// JobInsert stores a new job and its trigger row (with job.NextFireAt and
+// job.Paused) and returns the stored job.
+func JobInsert(ctx context.Context, e Executor, job *Job) (*Job, error) {
+	p, err := jobParams(job)
+	if err != nil {
+		return nil, err
+	}
+	row, err := queries.JobInsert(ctx, e, p)
+	if err != nil {
+		return nil, fmt.Errorf("error inserting job: %w", mapErr(err))
+	}
+	trig, err := queries.TriggerInsert(ctx, e, dbsqlc.TriggerInsertParams{
+		JobID: row.ID, NextFireAt: job.NextFireAt, Paused: job.Paused,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error inserting trigger: %w", mapErr(err))
+	}
+	return jobFromRow(row, trig)
+}
+
+// JobUpdate replaces the definition of job.ID and sets its next fire time;
+// the paused flag and fire history stay as they are.
+func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
+	p, err := jobParams(job)
+	if err != nil {
+		return nil, err
+	}
+	row, err := queries.JobUpdate(ctx, e, dbsqlc.JobUpdateParams{
+		ID: p.ID, Name: p.Name, GroupName: p.GroupName, Owner: p.Owner, Description: p.Description,
+		TriggerKind: p.TriggerKind, CronExpr: p.CronExpr, Timezone: p.Timezone,
+		IntervalSeconds: p.IntervalSeconds, RunAt: p.RunAt,
+		ExecutorKind: p.ExecutorKind, Executor: p.Executor, TargetLabels: p.TargetLabels,
+		RouteStrategy: p.RouteStrategy, RouteKey: p.RouteKey,
+		ShardCount: p.ShardCount, ShardParams: p.ShardParams, Priority: p.Priority,
+		TimeoutSeconds: p.TimeoutSeconds, RetryMaxAttempts: p.RetryMaxAttempts,
+		RetryBackoffSeconds: p.RetryBackoffSeconds, RetryBackoffMaxSeconds: p.RetryBackoffMaxSeconds,
+		ConcurrencyPolicy: p.ConcurrencyPolicy, MisfirePolicy: p.MisfirePolicy,
+		MisfireWindowSeconds: p.MisfireWindowSeconds, MisfireMaxFires: p.MisfireMaxFires,
+		RateLimitClass: p.RateLimitClass, CallbackUrl: p.CallbackUrl, Params: p.Params,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
+	}
+	trig, err := TriggerSetNextFire(ctx, e, job.ID, job.NextFireAt)
+	if err != nil {
+		return nil, err
+	}
+	return jobFromRow(row, *trig)
+}
+
+// JobGetByID returns one job.
+func JobGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Job, error) {
+	row, err := queries.JobGetByID(ctx, e, id)
+	if err != nil {
+		return nil, fmt.Errorf("error getting job %s: %w", id, mapErr(err))
+	}
+	return jobFromRow(row.AxJob, row.AxTrigger)
+}
+
+// JobGetByIDForUpdate returns one job and locks its rows until the
+// transaction ends, so concurrent updates of one job serialize.
+func JobGetByIDForUpdate(ctx context.Context, e Executor, id uuid.UUID) (*Job, error) {
+	row, err := queries.JobGetByIDForUpdate(ctx, e, id)
+	if err != nil {
+		return nil, fmt.Errorf("error locking job %s: %w", id, mapErr(err))
+	}
+	return jobFromRow(row.AxJob, row.AxTrigger)
+}
+
+// JobListParams filters and pages JobList. Nil filters match everything.
+type JobListParams struct {
+	After  *uuid.UUID // last id of the previous page
+	Group  *string
+	Owner  *string
+	Paused *bool
+	Limit  int
+}
+
+// JobList returns up to Limit jobs in id (creation) order.
+func JobList(ctx context.Context, e Executor, p *JobListParams) ([]*Job, error) {
+	rows, err := queries.JobList(ctx, e, dbsqlc.JobListParams{
+		After: p.After, GroupName: p.Group, Owner: p.Owner, Paused: p.Paused, Max: int32(p.Limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error listing jobs: %w", mapErr(err))
+	}
+	jobs := make([]*Job, 0, len(rows))
+	for _, r := range rows {
+		j, err := jobFromRow(r.AxJob, r.AxTrigger)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// JobDelete removes a job and its trigger row.
+func JobDelete(ctx context.Context, e Executor, id uuid.UUID) error {
+	n, err := queries.JobDelete(ctx, e, id)
+	if err != nil {
+		return fmt.Errorf("error deleting job %s: %w", id, mapErr(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("error deleting job %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
+	labels, err := json.Marshal(nonNilMap(j.TargetLabels))
+	if err != nil {
+		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding target labels: %w", err)
+	}
+	shardParams, err := json.Marshal(nonNilSlice(j.ShardParams))
+	if err != nil {
+		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding shard params: %w", err)
+	}
+	return dbsqlc.JobInsertParams{
+		ID: j.ID, Name: j.Name, GroupName: j.Group, Owner: j.Owner, Description: j.Description,
+		TriggerKind: dbsqlc.AxTriggerKind(j.TriggerKind), CronExpr: nilIfEmpty(j.CronExpr),
+		Timezone: j.Timezone, IntervalSeconds: nilIfZero(j.IntervalSeconds), RunAt: j.RunAt,
+		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: jsonOr(j.Executor, "{}"),
+		TargetLabels: labels, RouteStrategy: dbsqlc.AxRouteStrategy(j.RouteStrategy), RouteKey: j.RouteKey,
+		ShardCount: int32(j.ShardCount), ShardParams: shardParams, Priority: int32(j.Priority),
+		TimeoutSeconds: int32(j.TimeoutSeconds), RetryMaxAttempts: int32(j.RetryMaxAttempts),
+		RetryBackoffSeconds: int32(j.RetryBackoffSeconds), RetryBackoffMaxSeconds: int32(j.RetryBackoffMaxSeconds),
+		ConcurrencyPolicy:    dbsqlc.AxConcurrencyPolicy(j.ConcurrencyPolicy),
+		MisfirePolicy:        dbsqlc.AxMisfirePolicy(j.MisfirePolicy),
+		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
+		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
+		Params: jsonOr(j.Params, "{}"),
+	}, nil
+}
+
+func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger) (*Job, error) {
+	j := &Job{
+		ID: r.ID, Name: r.Name, Group: r.GroupName, Owner: r.Owner, Description: r.Description,
+		TriggerKind: string(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
+		IntervalSeconds: deref(r.IntervalSeconds), RunAt: utcPtr(r.RunAt),
+		ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
+		RouteStrategy: string(r.RouteStrategy), RouteKey: r.RouteKey,
+		ShardCount: int(r.ShardCount), Priority: int(r.Priority), TimeoutSeconds: int(r.TimeoutSeconds),
+		RetryMaxAttempts: int(r.RetryMaxAttempts), RetryBackoffSeconds: int(r.RetryBackoffSeconds),
+		RetryBackoffMaxSeconds: int(r.RetryBackoffMaxSeconds),
+		ConcurrencyPolicy:      string(r.ConcurrencyPolicy), MisfirePolicy: string(r.MisfirePolicy),
+		MisfireWindowSeconds: int(r.MisfireWindowSeconds), MisfireMaxFires: int(r.MisfireMaxFires),
+		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl),
+		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
+		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
+	}
+	if err := json.Unmarshal(r.TargetLabels, &j.TargetLabels); err != nil {
+		return nil, fmt.Errorf("error decoding target labels of job %s: %w", r.ID, err)
+	}
+	if err := json.Unmarshal(r.ShardParams, &j.ShardParams); err != nil {
+		return nil, fmt.Errorf("error decoding shard params of job %s: %w", r.ID, err)
+	}
+	return j, nil
+}

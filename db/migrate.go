@@ -1,0 +1,118 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/ax-scheduler/ax/migrations"
+)
+
+// Migrator applies ax's migrations. Every change runs under goose's
+// Postgres session lock (an advisory lock), so replicas that start together
+// migrate once: one applies, the others wait and then find nothing to do.
+type Migrator struct {
+	provider *goose.Provider
+	sqlDB    *sql.DB
+}
+
+// NewMigrator returns a Migrator working through pool. Close it after use.
+func NewMigrator(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
+	// Waiting replicas retry the lock every second for up to 5 minutes
+	// (goose's default polls every 5 s, which slows every cold start).
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return nil, fmt.Errorf("error creating migration lock: %w", err)
+	}
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	opts := []goose.ProviderOption{
+		goose.WithSessionLocker(locker),
+		goose.WithTableName(migrations.VersionTable),
+		goose.WithGoMigrations(migrations.GoMigrations()...),
+		goose.WithDisableGlobalRegistry(true),
+	}
+	if logger != nil {
+		opts = append(opts, goose.WithSlog(logger), goose.WithVerbose(true))
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS(), opts...)
+	if err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("error creating migration provider: %w", err)
+	}
+	return &Migrator{provider: provider, sqlDB: sqlDB}, nil
+}
+
+// Close releases the migrator's connection handle (not the pool).
+func (m *Migrator) Close() error { return m.sqlDB.Close() }
+
+// Up applies every pending migration.
+func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
+	res, err := m.provider.Up(ctx)
+	if err != nil {
+		return res, fmt.Errorf("error migrating up: %w", err)
+	}
+	return res, nil
+}
+
+// Down rolls back the newest applied migration.
+func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
+	res, err := m.provider.Down(ctx)
+	if err != nil {
+		return res, fmt.Errorf("error migrating down: %w", err)
+	}
+	return res, nil
+}
+
+// DownTo rolls back to version (0 removes everything).
+func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.MigrationResult, error) {
+	res, err := m.provider.DownTo(ctx, version)
+	if err != nil {
+		return res, fmt.Errorf("error migrating down to %d: %w", version, err)
+	}
+	return res, nil
+}
+
+// Status lists every known migration and whether it is applied.
+func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error) {
+	st, err := m.provider.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("error reading migration status: %w", err)
+	}
+	return st, nil
+}
+
+// HasPending reports whether the database lacks migrations this binary has.
+func (m *Migrator) HasPending(ctx context.Context) (bool, error) {
+	pending, err := m.provider.HasPending(ctx)
+	if err != nil {
+		return false, fmt.Errorf("error checking pending migrations: %w", err)
+	}
+	return pending, nil
+}
+
+// Migrate applies all pending migrations through pool: the one call
+// `ax serve` and the test harness need.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	m, err := NewMigrator(pool, logger)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	_, err = m.Up(ctx)
+	return err
+}
+
+// UpByOne applies the next pending migration.
+func (m *Migrator) UpByOne(ctx context.Context) (*goose.MigrationResult, error) {
+	res, err := m.provider.UpByOne(ctx)
+	if err != nil {
+		return res, fmt.Errorf("error migrating up by one: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,120 @@
+package db_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// emptyDatabase returns a pool on a database with no ax schema: the
+// template's migrations are rolled back first.
+func emptyDatabase(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool := dbtest.New(t)
+	m, err := db.NewMigrator(pool, nil)
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.DownTo(context.Background(), 0)
+	require.NoError(t, err)
+	return pool
+}
+
+func TestMigrationsUpDownUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptyDatabase(t)
+	m, err := db.NewMigrator(pool, nil)
+	require.NoError(t, err)
+	defer m.Close()
+
+	status, err := m.Status(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, status)
+
+	// Each migration goes up, down and up again on its own.
+	for range status {
+		applied := schemaObjects(t, pool)
+		_, err := m.UpByOne(ctx)
+		require.NoError(t, err)
+		after := schemaObjects(t, pool)
+		_, err = m.Down(ctx)
+		require.NoError(t, err)
+		require.Equal(t, applied, schemaObjects(t, pool), "down must restore the schema")
+		_, err = m.UpByOne(ctx)
+		require.NoError(t, err)
+		require.Equal(t, after, schemaObjects(t, pool), "up again must rebuild the same schema")
+	}
+	pending, err := m.HasPending(ctx)
+	require.NoError(t, err)
+	require.False(t, pending)
+
+	_, err = m.DownTo(ctx, 0)
+	require.NoError(t, err)
+	require.Empty(t, schemaObjects(t, pool), "all the way down leaves nothing of ax")
+}
+
+func TestMigrateConcurrentReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptyDatabase(t)
+
+	// Replicas starting together, each with its own pool as separate
+	// processes would have: the session lock lets one migrate while the
+	// others wait and then find nothing to do.
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replica, err := pgxpool.New(ctx, pool.Config().ConnString())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer replica.Close()
+			errs <- db.Migrate(ctx, replica, nil)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	m, err := db.NewMigrator(pool, nil)
+	require.NoError(t, err)
+	defer m.Close()
+	pending, err := m.HasPending(ctx)
+	require.NoError(t, err)
+	require.False(t, pending)
+}
+
+// schemaObjects lists the tables, types and indexes in schema ax.
+func schemaObjects(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT c.relkind::text || ':' || c.relname FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'ax'
+		UNION ALL
+		SELECT 'type:' || t.typname FROM pg_type t
+		JOIN pg_namespace n ON n.oid = t.typnamespace
+		WHERE n.nspname = 'ax' AND t.typtype = 'e'
+		ORDER BY 1`)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}

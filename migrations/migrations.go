@@ -1,0 +1,30 @@
+// Package migrations holds ax's schema as goose migrations: SQL files
+// embedded in the binary, plus Go migrations where another library owns the
+// SQL (River).
+package migrations
+
+import (
+	"embed"
+	"io/fs"
+
+	"github.com/pressly/goose/v3"
+)
+
+// Schema is the Postgres schema that holds all of ax's tables, River's
+// included.
+const Schema = "ax"
+
+// VersionTable is goose's bookkeeping table. It lives outside schema ax so
+// that migrating all the way down can drop the schema.
+const VersionTable = "public.ax_schema_version"
+
+//go:embed *.sql
+var sqlFiles embed.FS
+
+// FS returns the embedded SQL migrations.
+func FS() fs.FS { return sqlFiles }
+
+// GoMigrations returns the migrations written in Go.
+func GoMigrations() []*goose.Migration {
+	return []*goose.Migration{riverMigration()}
+}

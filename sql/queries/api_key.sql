@@ -1,0 +1,37 @@
+-- Scopes are read and written as text[]: pgx then needs no registered
+-- enum type, and Postgres still checks each value against ax.api_scope.
+
+-- name: APIKeyInsert :one
+INSERT INTO ax.api_key (id, name, key_hash, key_prefix, scopes)
+VALUES (@id, @name, @key_hash, @key_prefix, CAST(sqlc.arg(scopes)::text[] AS ax.api_scope[]))
+RETURNING id, name, key_prefix, scopes::text[] AS scopes, created_at, last_used_at, revoked_at;
+
+-- APIKeyAuthenticate finds a live key by hash and stamps its use, at most
+-- once a minute so hot keys do not write on every request.
+-- name: APIKeyAuthenticate :one
+WITH found AS (
+    SELECT k.id, k.name, k.scopes, k.last_used_at FROM ax.api_key k
+    WHERE k.key_hash = @key_hash AND k.revoked_at IS NULL
+), touched AS (
+    UPDATE ax.api_key SET last_used_at = now()
+    FROM found
+    WHERE api_key.id = found.id
+      AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
+)
+SELECT found.id, found.name, found.scopes::text[] AS scopes FROM found;
+
+-- name: APIKeyList :many
+SELECT id, name, key_prefix, scopes::text[] AS scopes, created_at, last_used_at, revoked_at
+FROM ax.api_key
+ORDER BY created_at, id;
+
+-- name: APIKeyRevoke :execrows
+UPDATE ax.api_key SET revoked_at = now() WHERE id = @id AND revoked_at IS NULL;
+
+-- APIKeyEnsure stores a key unless one with the same hash exists: how
+-- `ax serve` installs the bootstrap admin key from AX_ADMIN_KEY on every
+-- start without duplicating it.
+-- name: APIKeyEnsure :exec
+INSERT INTO ax.api_key (id, name, key_hash, key_prefix, scopes)
+VALUES (@id, @name, @key_hash, @key_prefix, CAST(sqlc.arg(scopes)::text[] AS ax.api_scope[]))
+ON CONFLICT (key_hash) DO NOTHING;

@@ -1,0 +1,71 @@
+-- name: JobInsert :one
+INSERT INTO ax.job (
+    id, name, group_name, owner, description,
+    trigger_kind, cron_expr, timezone, interval_seconds, run_at,
+    executor_kind, executor, target_labels, route_strategy, route_key,
+    shard_count, shard_params, priority, timeout_seconds,
+    retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
+    concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
+    rate_limit_class, callback_url, params
+) VALUES (
+    @id, @name, @group_name, @owner, @description,
+    @trigger_kind, sqlc.narg('cron_expr'), @timezone, sqlc.narg('interval_seconds'), sqlc.narg('run_at'),
+    @executor_kind, @executor, @target_labels, @route_strategy, @route_key,
+    @shard_count, @shard_params, @priority, @timeout_seconds,
+    @retry_max_attempts, @retry_backoff_seconds, @retry_backoff_max_seconds,
+    @concurrency_policy, @misfire_policy, @misfire_window_seconds, @misfire_max_fires,
+    sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params
+)
+RETURNING *;
+
+-- name: JobUpdate :one
+UPDATE ax.job SET
+    name = @name, group_name = @group_name, owner = @owner, description = @description,
+    trigger_kind = @trigger_kind, cron_expr = sqlc.narg('cron_expr'), timezone = @timezone,
+    interval_seconds = sqlc.narg('interval_seconds'), run_at = sqlc.narg('run_at'),
+    executor_kind = @executor_kind, executor = @executor, target_labels = @target_labels,
+    route_strategy = @route_strategy, route_key = @route_key,
+    shard_count = @shard_count, shard_params = @shard_params, priority = @priority,
+    timeout_seconds = @timeout_seconds, retry_max_attempts = @retry_max_attempts,
+    retry_backoff_seconds = @retry_backoff_seconds, retry_backoff_max_seconds = @retry_backoff_max_seconds,
+    concurrency_policy = @concurrency_policy, misfire_policy = @misfire_policy,
+    misfire_window_seconds = @misfire_window_seconds, misfire_max_fires = @misfire_max_fires,
+    rate_limit_class = sqlc.narg('rate_limit_class'), callback_url = sqlc.narg('callback_url'),
+    params = @params, updated_at = now()
+WHERE id = @id
+RETURNING *;
+
+-- name: JobGetByID :one
+SELECT sqlc.embed(j), sqlc.embed(t)
+FROM ax.job j
+JOIN ax.trigger t ON t.job_id = j.id
+WHERE j.id = @id;
+
+-- name: JobGetByIDForUpdate :one
+SELECT sqlc.embed(j), sqlc.embed(t)
+FROM ax.job j
+JOIN ax.trigger t ON t.job_id = j.id
+WHERE j.id = @id
+FOR UPDATE OF j, t;
+
+-- JobList pages through jobs in id order (ids are UUIDv7, so creation
+-- order); after is the last id of the previous page.
+-- name: JobList :many
+SELECT sqlc.embed(j), sqlc.embed(t)
+FROM ax.job j
+JOIN ax.trigger t ON t.job_id = j.id
+WHERE (sqlc.narg('after')::uuid IS NULL OR j.id > sqlc.narg('after')::uuid)
+  AND (sqlc.narg('group_name')::text IS NULL OR j.group_name = sqlc.narg('group_name')::text)
+  AND (sqlc.narg('owner')::text IS NULL OR j.owner = sqlc.narg('owner')::text)
+  AND (sqlc.narg('paused')::boolean IS NULL OR t.paused = sqlc.narg('paused')::boolean)
+ORDER BY j.id
+LIMIT @max;
+
+-- name: JobDelete :execrows
+DELETE FROM ax.job WHERE id = @id;
+
+-- name: Now :one
+SELECT now()::timestamptz AS now;
+
+-- name: Notify :exec
+SELECT pg_notify(@channel::text, @payload::text);

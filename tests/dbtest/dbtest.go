@@ -1,0 +1,198 @@
+// Package dbtest gives each test its own Postgres database, cloned from a
+// migrated template, so tests run in parallel without seeing each other's
+// data. The server comes from pglocal: DATABASE_URL, 127.0.0.1:5432, or a
+// throwaway cluster.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/db/pglocal"
+	"github.com/ax-scheduler/ax/migrations"
+)
+
+// templateLockID serializes template creation across test processes
+// (go test runs packages in parallel).
+const templateLockID = 0x61785f746d706c // "ax_tmpl"
+
+var (
+	setupOnce sync.Once
+	server    *pglocal.Server
+	template  string
+	setupErr  error
+)
+
+// Main wraps a package's TestMain: it stops a Postgres cluster the harness
+// had to start once the package's tests are done.
+func Main(m *testing.M) {
+	code := m.Run()
+	if server != nil {
+		_ = server.Stop()
+	}
+	os.Exit(code)
+}
+
+// AdminURL returns the URL of the server's maintenance database.
+func AdminURL(t testing.TB) string {
+	t.Helper()
+	setupOnce.Do(setup)
+	if setupErr != nil {
+		t.Fatalf("dbtest: %v", setupErr)
+	}
+	return server.URL
+}
+
+// NewURL creates a fresh migrated database for t, dropped when t ends,
+// and returns its URL (for tests that start processes).
+func NewURL(t testing.TB) string {
+	t.Helper()
+	admin := AdminURL(t)
+	name := "ax_test_" + randomHex(6)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	withConn(t, ctx, admin, func(conn *pgx.Conn) error {
+		return db.CreateDatabaseIfMissing(ctx, conn, name, template)
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		withConn(t, ctx, admin, func(conn *pgx.Conn) error { return db.DropDatabase(ctx, conn, name) })
+	})
+	url, err := db.WithDatabase(admin, name)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	return url
+}
+
+// New returns a pool on a fresh migrated database for t.
+func New(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	url := NewURL(t)
+	pool, err := db.Open(context.Background(), url)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func setup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	server, setupErr = pglocal.Find(ctx, pglocal.Options{})
+	if setupErr != nil {
+		return
+	}
+	template, setupErr = ensureTemplate(ctx, server.URL)
+}
+
+// ensureTemplate creates and migrates the template database once per
+// schema: its name carries a hash of the migrations, so a changed schema
+// gets a new template and stale ones are never used.
+func ensureTemplate(ctx context.Context, admin string) (string, error) {
+	hash, err := migrationsHash()
+	if err != nil {
+		return "", err
+	}
+	name := "ax_template_" + hash
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("error connecting to %s: %w", admin, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLockID); err != nil {
+		return "", fmt.Errorf("error locking template creation: %w", err)
+	}
+	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLockID) //nolint:errcheck
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("error looking up template: %w", err)
+	}
+	if exists {
+		return name, nil
+	}
+	if err := buildTemplate(ctx, conn, admin, name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// buildTemplate migrates a new database and marks it a template; a
+// half-built one from a crashed run is dropped first.
+func buildTemplate(ctx context.Context, conn *pgx.Conn, admin, name string) error {
+	if err := db.DropDatabase(ctx, conn, name); err != nil {
+		return err
+	}
+	if err := db.CreateDatabaseIfMissing(ctx, conn, name, ""); err != nil {
+		return err
+	}
+	url, err := db.WithDatabase(admin, name)
+	if err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	err = db.Migrate(ctx, pool, nil)
+	pool.Close()
+	if err != nil {
+		return fmt.Errorf("error migrating template: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH IS_TEMPLATE true"); err != nil {
+		return fmt.Errorf("error marking template: %w", err)
+	}
+	return nil
+}
+
+func migrationsHash() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS(), path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%s\x00", path, b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("error hashing migrations: %w", err)
+	}
+	fmt.Fprintf(h, "go:%d river:%d", len(migrations.GoMigrations()), migrations.RiverSchemaVersion)
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+func withConn(t testing.TB, ctx context.Context, url string, fn func(*pgx.Conn) error) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("dbtest: error connecting: %v", err)
+	}
+	defer conn.Close(ctx)
+	if err := fn(conn); err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
