@@ -60,6 +60,8 @@ type Job struct {
 	PausedAt         *time.Time
 	LastFireAt       *time.Time
 	LastScheduledFor *time.Time
+	LastExecutionID  *uuid.UUID
+	LastState        string // state of the last execution; "" before the first fire
 }
 
 // JobInsert stores a new job and its trigger row (with job.NextFireAt and
@@ -79,7 +81,7 @@ func JobInsert(ctx context.Context, e Executor, job *Job) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error inserting trigger: %w", mapErr(err))
 	}
-	return jobFromRow(row, trig)
+	return jobFromRow(row, trig, "")
 }
 
 // JobUpdate replaces the definition of job.ID and sets its next fire time;
@@ -109,7 +111,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jobFromRow(row, *trig)
+	return jobFromRow(row, *trig, "")
 }
 
 // JobGetByID returns one job.
@@ -118,7 +120,7 @@ func JobGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error getting job %s: %w", id, mapErr(err))
 	}
-	return jobFromRow(row.AxJob, row.AxTrigger)
+	return jobFromRow(row.AxJob, row.AxTrigger, row.LastState)
 }
 
 // JobGetByIDForUpdate returns one job and locks its rows until the
@@ -128,7 +130,7 @@ func JobGetByIDForUpdate(ctx context.Context, e Executor, id uuid.UUID) (*Job, e
 	if err != nil {
 		return nil, fmt.Errorf("error locking job %s: %w", id, mapErr(err))
 	}
-	return jobFromRow(row.AxJob, row.AxTrigger)
+	return jobFromRow(row.AxJob, row.AxTrigger, row.LastState)
 }
 
 // JobListParams filters and pages JobList. Nil filters match everything.
@@ -150,7 +152,7 @@ func JobList(ctx context.Context, e Executor, p *JobListParams) ([]*Job, error) 
 	}
 	jobs := make([]*Job, 0, len(rows))
 	for _, r := range rows {
-		j, err := jobFromRow(r.AxJob, r.AxTrigger)
+		j, err := jobFromRow(r.AxJob, r.AxTrigger, r.LastState)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +199,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 	}, nil
 }
 
-func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger) (*Job, error) {
+func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, error) {
 	j := &Job{
 		ID: r.ID, Name: r.Name, Group: r.GroupName, Owner: r.Owner, Description: r.Description,
 		TriggerKind: string(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
@@ -213,6 +215,7 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger) (*Job, error) {
 		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
+		LastExecutionID: t.LastExecutionID, LastState: lastState,
 	}
 	if err := json.Unmarshal(r.TargetLabels, &j.TargetLabels); err != nil {
 		return nil, fmt.Errorf("error decoding target labels of job %s: %w", r.ID, err)

@@ -36,13 +36,15 @@ WHERE id = @id
 RETURNING *;
 
 -- name: JobGetByID :one
-SELECT sqlc.embed(j), sqlc.embed(t)
+SELECT sqlc.embed(j), sqlc.embed(t),
+       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE j.id = @id;
 
 -- name: JobGetByIDForUpdate :one
-SELECT sqlc.embed(j), sqlc.embed(t)
+SELECT sqlc.embed(j), sqlc.embed(t),
+       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE j.id = @id
@@ -51,7 +53,8 @@ FOR UPDATE OF j, t;
 -- JobList pages through jobs in id order (ids are UUIDv7, so creation
 -- order); after is the last id of the previous page.
 -- name: JobList :many
-SELECT sqlc.embed(j), sqlc.embed(t)
+SELECT sqlc.embed(j), sqlc.embed(t),
+       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE (sqlc.narg('after')::uuid IS NULL OR j.id > sqlc.narg('after')::uuid)

@@ -21,3 +21,57 @@ UPDATE ax.trigger
 SET paused = false, paused_at = NULL, updated_at = now()
 WHERE job_id = @job_id
 RETURNING *;
+
+-- TriggerClaimDue locks up to @max due, unpaused trigger rows (skipping
+-- rows other replicas hold) with what planning their fires needs. Read
+-- through trigger_due_idx: cost grows with the due rows, not all jobs.
+-- name: TriggerClaimDue :many
+SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
+       j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
+       t.next_fire_at::timestamptz AS next_fire_at,
+       coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS db_now,
+       (j.concurrency_policy <> 'allow' AND EXISTS (
+           SELECT 1 FROM ax.execution e
+           WHERE e.job_id = j.id AND e.state IN ('pending', 'running')))::boolean AS has_unfinished
+FROM ax.trigger t
+JOIN ax.job j ON j.id = t.job_id
+WHERE t.next_fire_at <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.paused
+ORDER BY t.next_fire_at
+LIMIT @max
+FOR UPDATE OF t SKIP LOCKED;
+
+-- TriggerAdvanceMany moves each claimed trigger to its next tick (none
+-- when has_next is false) and records its last fire.
+-- name: TriggerAdvanceMany :exec
+UPDATE ax.trigger t
+SET next_fire_at = CASE WHEN u.has_next THEN u.next_fire_at END,
+    last_fire_at = CASE WHEN u.fired THEN clock_timestamp() ELSE t.last_fire_at END,
+    last_scheduled_for = CASE WHEN u.fired THEN u.last_scheduled_for ELSE t.last_scheduled_for END,
+    last_execution_id = CASE WHEN u.fired THEN u.last_execution_id ELSE t.last_execution_id END,
+    updated_at = now()
+FROM (
+    SELECT unnest(@job_ids::uuid[]) AS job_id,
+           unnest(@has_next::boolean[]) AS has_next,
+           unnest(@next_fire_ats::timestamptz[]) AS next_fire_at,
+           unnest(@fired::boolean[]) AS fired,
+           unnest(@last_scheduled_fors::timestamptz[]) AS last_scheduled_for,
+           unnest(@last_execution_ids::uuid[]) AS last_execution_id
+) u
+WHERE t.job_id = u.job_id;
+
+-- TriggerNextDue says how long until the earliest unpaused fire, by the
+-- database clock (negative when something is already due; null when
+-- nothing is scheduled).
+-- name: TriggerNextDue :one
+SELECT coalesce((extract(epoch FROM min(next_fire_at) - clock_timestamp()) * 1000000)::bigint, 0)::bigint AS micros,
+       (min(next_fire_at) IS NOT NULL)::boolean AS scheduled
+FROM ax.trigger
+WHERE next_fire_at IS NOT NULL AND NOT paused;
+
+-- TriggerRecordFire notes a fire made outside the trigger loop (the
+-- trigger API) as the job's last fire.
+-- name: TriggerRecordFire :exec
+UPDATE ax.trigger
+SET last_fire_at = clock_timestamp(), last_scheduled_for = @scheduled_for,
+    last_execution_id = @execution_id, updated_at = now()
+WHERE job_id = @job_id;

@@ -137,6 +137,137 @@ func AllAxConcurrencyPolicyValues() []AxConcurrencyPolicy {
 	}
 }
 
+type AxExecutionCause string
+
+const (
+	AxExecutionCauseSchedule AxExecutionCause = "schedule"
+	AxExecutionCauseCatchUp  AxExecutionCause = "catch_up"
+	AxExecutionCauseManual   AxExecutionCause = "manual"
+)
+
+func (e *AxExecutionCause) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxExecutionCause(s)
+	case string:
+		*e = AxExecutionCause(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxExecutionCause: %T", src)
+	}
+	return nil
+}
+
+type NullAxExecutionCause struct {
+	AxExecutionCause AxExecutionCause
+	Valid            bool // Valid is true if AxExecutionCause is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxExecutionCause) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxExecutionCause, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxExecutionCause.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxExecutionCause) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxExecutionCause), nil
+}
+
+func (e AxExecutionCause) Valid() bool {
+	switch e {
+	case AxExecutionCauseSchedule,
+		AxExecutionCauseCatchUp,
+		AxExecutionCauseManual:
+		return true
+	}
+	return false
+}
+
+func AllAxExecutionCauseValues() []AxExecutionCause {
+	return []AxExecutionCause{
+		AxExecutionCauseSchedule,
+		AxExecutionCauseCatchUp,
+		AxExecutionCauseManual,
+	}
+}
+
+type AxExecutionState string
+
+const (
+	AxExecutionStatePending   AxExecutionState = "pending"
+	AxExecutionStateRunning   AxExecutionState = "running"
+	AxExecutionStateSucceeded AxExecutionState = "succeeded"
+	AxExecutionStateFailed    AxExecutionState = "failed"
+	AxExecutionStateTimedOut  AxExecutionState = "timed_out"
+	AxExecutionStateCancelled AxExecutionState = "cancelled"
+)
+
+func (e *AxExecutionState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxExecutionState(s)
+	case string:
+		*e = AxExecutionState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxExecutionState: %T", src)
+	}
+	return nil
+}
+
+type NullAxExecutionState struct {
+	AxExecutionState AxExecutionState
+	Valid            bool // Valid is true if AxExecutionState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxExecutionState) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxExecutionState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxExecutionState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxExecutionState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxExecutionState), nil
+}
+
+func (e AxExecutionState) Valid() bool {
+	switch e {
+	case AxExecutionStatePending,
+		AxExecutionStateRunning,
+		AxExecutionStateSucceeded,
+		AxExecutionStateFailed,
+		AxExecutionStateTimedOut,
+		AxExecutionStateCancelled:
+		return true
+	}
+	return false
+}
+
+func AllAxExecutionStateValues() []AxExecutionState {
+	return []AxExecutionState{
+		AxExecutionStatePending,
+		AxExecutionStateRunning,
+		AxExecutionStateSucceeded,
+		AxExecutionStateFailed,
+		AxExecutionStateTimedOut,
+		AxExecutionStateCancelled,
+	}
+}
+
 type AxExecutorKind string
 
 const (
@@ -335,6 +466,143 @@ func AllAxRouteStrategyValues() []AxRouteStrategy {
 	}
 }
 
+type AxSkipReason string
+
+const (
+	AxSkipReasonMisfire AxSkipReason = "misfire"
+	AxSkipReasonOverlap AxSkipReason = "overlap"
+	AxSkipReasonPaused  AxSkipReason = "paused"
+	AxSkipReasonDstGap  AxSkipReason = "dst_gap"
+)
+
+func (e *AxSkipReason) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxSkipReason(s)
+	case string:
+		*e = AxSkipReason(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxSkipReason: %T", src)
+	}
+	return nil
+}
+
+type NullAxSkipReason struct {
+	AxSkipReason AxSkipReason
+	Valid        bool // Valid is true if AxSkipReason is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxSkipReason) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxSkipReason, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxSkipReason.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxSkipReason) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxSkipReason), nil
+}
+
+func (e AxSkipReason) Valid() bool {
+	switch e {
+	case AxSkipReasonMisfire,
+		AxSkipReasonOverlap,
+		AxSkipReasonPaused,
+		AxSkipReasonDstGap:
+		return true
+	}
+	return false
+}
+
+func AllAxSkipReasonValues() []AxSkipReason {
+	return []AxSkipReason{
+		AxSkipReasonMisfire,
+		AxSkipReasonOverlap,
+		AxSkipReasonPaused,
+		AxSkipReasonDstGap,
+	}
+}
+
+type AxTaskState string
+
+const (
+	AxTaskStatePending   AxTaskState = "pending"
+	AxTaskStateLeased    AxTaskState = "leased"
+	AxTaskStateRunning   AxTaskState = "running"
+	AxTaskStateSucceeded AxTaskState = "succeeded"
+	AxTaskStateFailed    AxTaskState = "failed"
+	AxTaskStateTimedOut  AxTaskState = "timed_out"
+	AxTaskStateCancelled AxTaskState = "cancelled"
+)
+
+func (e *AxTaskState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxTaskState(s)
+	case string:
+		*e = AxTaskState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxTaskState: %T", src)
+	}
+	return nil
+}
+
+type NullAxTaskState struct {
+	AxTaskState AxTaskState
+	Valid       bool // Valid is true if AxTaskState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxTaskState) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxTaskState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxTaskState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxTaskState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxTaskState), nil
+}
+
+func (e AxTaskState) Valid() bool {
+	switch e {
+	case AxTaskStatePending,
+		AxTaskStateLeased,
+		AxTaskStateRunning,
+		AxTaskStateSucceeded,
+		AxTaskStateFailed,
+		AxTaskStateTimedOut,
+		AxTaskStateCancelled:
+		return true
+	}
+	return false
+}
+
+func AllAxTaskStateValues() []AxTaskState {
+	return []AxTaskState{
+		AxTaskStatePending,
+		AxTaskStateLeased,
+		AxTaskStateRunning,
+		AxTaskStateSucceeded,
+		AxTaskStateFailed,
+		AxTaskStateTimedOut,
+		AxTaskStateCancelled,
+	}
+}
+
 type AxTriggerKind string
 
 const (
@@ -410,6 +678,39 @@ type AxApiKey struct {
 	RevokedAt  *time.Time
 }
 
+type AxDueNow struct {
+	JobID      uuid.UUID
+	GroupName  string
+	Name       string
+	NextFireAt *time.Time
+	OverdueBy  int32
+}
+
+type AxExecution struct {
+	ID                uuid.UUID
+	JobID             uuid.UUID
+	Cause             AxExecutionCause
+	ScheduledFor      time.Time
+	FiredAt           time.Time
+	Misfired          bool
+	State             AxExecutionState
+	Params            []byte
+	ShardCount        int32
+	Priority          int32
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	CancelReason      *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+type AxExecutionsByState struct {
+	State AxExecutionState
+	Today int64
+	Total int64
+}
+
 type AxIdempotencyKey struct {
 	ApiKeyID       uuid.UUID
 	Key            string
@@ -457,6 +758,50 @@ type AxJob struct {
 	UpdatedAt              time.Time
 }
 
+type AxSkippedFire struct {
+	ID         int64
+	JobID      uuid.UUID
+	Reason     AxSkipReason
+	FirstTick  time.Time
+	LastTick   time.Time
+	TickCount  *int32
+	Detail     string
+	RecordedAt time.Time
+}
+
+type AxSkippedToday struct {
+	GroupName  string
+	Name       string
+	Reason     AxSkipReason
+	FirstTick  time.Time
+	LastTick   time.Time
+	TickCount  *int32
+	Detail     string
+	RecordedAt time.Time
+}
+
+type AxTask struct {
+	ID                uuid.UUID
+	ExecutionID       uuid.UUID
+	JobID             uuid.UUID
+	ShardIndex        int32
+	ShardTotal        int32
+	ShardParam        string
+	State             AxTaskState
+	Priority          int32
+	Attempt           int32
+	MaxAttempts       int32
+	TimeoutSeconds    int32
+	NotBefore         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Result            []byte
+	Error             *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
 type AxTrigger struct {
 	JobID            uuid.UUID
 	NextFireAt       *time.Time
@@ -465,4 +810,15 @@ type AxTrigger struct {
 	LastFireAt       *time.Time
 	LastScheduledFor *time.Time
 	UpdatedAt        time.Time
+	LastExecutionID  *uuid.UUID
+}
+
+type AxUpcomingHour struct {
+	JobID       uuid.UUID
+	GroupName   string
+	Name        string
+	TriggerKind AxTriggerKind
+	CronExpr    *string
+	Timezone    string
+	NextFireAt  *time.Time
 }

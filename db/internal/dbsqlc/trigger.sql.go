@@ -12,11 +12,124 @@ import (
 	"github.com/google/uuid"
 )
 
+const triggerAdvanceMany = `-- name: TriggerAdvanceMany :exec
+UPDATE ax.trigger t
+SET next_fire_at = CASE WHEN u.has_next THEN u.next_fire_at END,
+    last_fire_at = CASE WHEN u.fired THEN clock_timestamp() ELSE t.last_fire_at END,
+    last_scheduled_for = CASE WHEN u.fired THEN u.last_scheduled_for ELSE t.last_scheduled_for END,
+    last_execution_id = CASE WHEN u.fired THEN u.last_execution_id ELSE t.last_execution_id END,
+    updated_at = now()
+FROM (
+    SELECT unnest($1::uuid[]) AS job_id,
+           unnest($2::boolean[]) AS has_next,
+           unnest($3::timestamptz[]) AS next_fire_at,
+           unnest($4::boolean[]) AS fired,
+           unnest($5::timestamptz[]) AS last_scheduled_for,
+           unnest($6::uuid[]) AS last_execution_id
+) u
+WHERE t.job_id = u.job_id
+`
+
+type TriggerAdvanceManyParams struct {
+	JobIds            []uuid.UUID
+	HasNext           []bool
+	NextFireAts       []time.Time
+	Fired             []bool
+	LastScheduledFors []time.Time
+	LastExecutionIds  []uuid.UUID
+}
+
+// TriggerAdvanceMany moves each claimed trigger to its next tick (none
+// when has_next is false) and records its last fire.
+func (q *Queries) TriggerAdvanceMany(ctx context.Context, db DBTX, arg TriggerAdvanceManyParams) error {
+	_, err := db.Exec(ctx, triggerAdvanceMany,
+		arg.JobIds,
+		arg.HasNext,
+		arg.NextFireAts,
+		arg.Fired,
+		arg.LastScheduledFors,
+		arg.LastExecutionIds,
+	)
+	return err
+}
+
+const triggerClaimDue = `-- name: TriggerClaimDue :many
+SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
+       j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
+       t.next_fire_at::timestamptz AS next_fire_at,
+       coalesce($1::timestamptz, now())::timestamptz AS db_now,
+       (j.concurrency_policy <> 'allow' AND EXISTS (
+           SELECT 1 FROM ax.execution e
+           WHERE e.job_id = j.id AND e.state IN ('pending', 'running')))::boolean AS has_unfinished
+FROM ax.trigger t
+JOIN ax.job j ON j.id = t.job_id
+WHERE t.next_fire_at <= coalesce($1::timestamptz, now()) AND NOT t.paused
+ORDER BY t.next_fire_at
+LIMIT $2
+FOR UPDATE OF t SKIP LOCKED
+`
+
+type TriggerClaimDueParams struct {
+	Now *time.Time
+	Max int32
+}
+
+type TriggerClaimDueRow struct {
+	ID                   uuid.UUID
+	TriggerKind          AxTriggerKind
+	CronExpr             *string
+	Timezone             string
+	IntervalSeconds      *int64
+	ConcurrencyPolicy    AxConcurrencyPolicy
+	MisfirePolicy        AxMisfirePolicy
+	MisfireWindowSeconds int32
+	MisfireMaxFires      int32
+	NextFireAt           time.Time
+	DbNow                time.Time
+	HasUnfinished        bool
+}
+
+// TriggerClaimDue locks up to @max due, unpaused trigger rows (skipping
+// rows other replicas hold) with what planning their fires needs. Read
+// through trigger_due_idx: cost grows with the due rows, not all jobs.
+func (q *Queries) TriggerClaimDue(ctx context.Context, db DBTX, arg TriggerClaimDueParams) ([]TriggerClaimDueRow, error) {
+	rows, err := db.Query(ctx, triggerClaimDue, arg.Now, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TriggerClaimDueRow
+	for rows.Next() {
+		var i TriggerClaimDueRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TriggerKind,
+			&i.CronExpr,
+			&i.Timezone,
+			&i.IntervalSeconds,
+			&i.ConcurrencyPolicy,
+			&i.MisfirePolicy,
+			&i.MisfireWindowSeconds,
+			&i.MisfireMaxFires,
+			&i.NextFireAt,
+			&i.DbNow,
+			&i.HasUnfinished,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const triggerInsert = `-- name: TriggerInsert :one
 INSERT INTO ax.trigger (job_id, next_fire_at, paused, paused_at)
 VALUES ($1, $2, $3,
         CASE WHEN $3::boolean THEN now() END)
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id
 `
 
 type TriggerInsertParams struct {
@@ -36,7 +149,30 @@ func (q *Queries) TriggerInsert(ctx context.Context, db DBTX, arg TriggerInsertP
 		&i.LastFireAt,
 		&i.LastScheduledFor,
 		&i.UpdatedAt,
+		&i.LastExecutionID,
 	)
+	return i, err
+}
+
+const triggerNextDue = `-- name: TriggerNextDue :one
+SELECT coalesce((extract(epoch FROM min(next_fire_at) - clock_timestamp()) * 1000000)::bigint, 0)::bigint AS micros,
+       (min(next_fire_at) IS NOT NULL)::boolean AS scheduled
+FROM ax.trigger
+WHERE next_fire_at IS NOT NULL AND NOT paused
+`
+
+type TriggerNextDueRow struct {
+	Micros    int64
+	Scheduled bool
+}
+
+// TriggerNextDue says how long until the earliest unpaused fire, by the
+// database clock (negative when something is already due; null when
+// nothing is scheduled).
+func (q *Queries) TriggerNextDue(ctx context.Context, db DBTX) (TriggerNextDueRow, error) {
+	row := db.QueryRow(ctx, triggerNextDue)
+	var i TriggerNextDueRow
+	err := row.Scan(&i.Micros, &i.Scheduled)
 	return i, err
 }
 
@@ -44,7 +180,7 @@ const triggerPause = `-- name: TriggerPause :one
 UPDATE ax.trigger
 SET paused = true, paused_at = coalesce(paused_at, now()), updated_at = now()
 WHERE job_id = $1
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id
 `
 
 func (q *Queries) TriggerPause(ctx context.Context, db DBTX, jobID uuid.UUID) (AxTrigger, error) {
@@ -58,15 +194,36 @@ func (q *Queries) TriggerPause(ctx context.Context, db DBTX, jobID uuid.UUID) (A
 		&i.LastFireAt,
 		&i.LastScheduledFor,
 		&i.UpdatedAt,
+		&i.LastExecutionID,
 	)
 	return i, err
+}
+
+const triggerRecordFire = `-- name: TriggerRecordFire :exec
+UPDATE ax.trigger
+SET last_fire_at = clock_timestamp(), last_scheduled_for = $1,
+    last_execution_id = $2, updated_at = now()
+WHERE job_id = $3
+`
+
+type TriggerRecordFireParams struct {
+	ScheduledFor *time.Time
+	ExecutionID  *uuid.UUID
+	JobID        uuid.UUID
+}
+
+// TriggerRecordFire notes a fire made outside the trigger loop (the
+// trigger API) as the job's last fire.
+func (q *Queries) TriggerRecordFire(ctx context.Context, db DBTX, arg TriggerRecordFireParams) error {
+	_, err := db.Exec(ctx, triggerRecordFire, arg.ScheduledFor, arg.ExecutionID, arg.JobID)
+	return err
 }
 
 const triggerResume = `-- name: TriggerResume :one
 UPDATE ax.trigger
 SET paused = false, paused_at = NULL, updated_at = now()
 WHERE job_id = $1
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id
 `
 
 func (q *Queries) TriggerResume(ctx context.Context, db DBTX, jobID uuid.UUID) (AxTrigger, error) {
@@ -80,6 +237,7 @@ func (q *Queries) TriggerResume(ctx context.Context, db DBTX, jobID uuid.UUID) (
 		&i.LastFireAt,
 		&i.LastScheduledFor,
 		&i.UpdatedAt,
+		&i.LastExecutionID,
 	)
 	return i, err
 }
@@ -88,7 +246,7 @@ const triggerSetNextFire = `-- name: TriggerSetNextFire :one
 UPDATE ax.trigger
 SET next_fire_at = $1, updated_at = now()
 WHERE job_id = $2
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id
 `
 
 type TriggerSetNextFireParams struct {
@@ -107,6 +265,7 @@ func (q *Queries) TriggerSetNextFire(ctx context.Context, db DBTX, arg TriggerSe
 		&i.LastFireAt,
 		&i.LastScheduledFor,
 		&i.UpdatedAt,
+		&i.LastExecutionID,
 	)
 	return i, err
 }

@@ -1,0 +1,52 @@
+# ax — run `make help` for the targets.
+SHELL := /bin/bash
+GO ?= go
+SQLC := $(GO) run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
+OAPI_CODEGEN := $(GO) run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2
+AX := bin/ax
+# Tests start processes and databases: keep the suite inside 10 minutes.
+TEST_TIMEOUT ?= 9m
+BENCH ?= .
+BENCH_COUNT ?= 3
+
+.DEFAULT_GOAL := help
+.PHONY: help run test bench generate verify lint build schema
+
+help: ## Show the targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## Build bin/ax and bin/ax-agent.
+	@mkdir -p bin
+	$(GO) build -o bin/ ./cmd/...
+
+run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the URL, docs and a dev key.
+	$(AX) dev
+
+test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster).
+	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+bench: build ## Run the benchmarks (BENCH=regexp, BENCH_COUNT=n); output is benchstat-readable.
+	$(AX) dev exec -- $(GO) test -run '^$$' -bench '$(BENCH)' -count $(BENCH_COUNT) -timeout 60m ./...
+
+generate: build ## Regenerate sqlc code, the OpenAPI specs, the Go client and sql/schema.sql.
+	cd sql && $(SQLC) generate
+	$(AX) openapi -dir openapi
+	cd openapi/client && $(OAPI_CODEGEN) -config oapi-codegen.yaml ../openapi-3.0.yaml
+	$(MAKE) --no-print-directory schema
+
+schema: build ## Dump the migrated schema to sql/schema.sql (for reading; migrations are the truth).
+	$(AX) dev exec -- bash -c 'set -euo pipefail; db=ax_schema_dump_$$$$; \
+	  psql -q "$$DATABASE_URL" -c "CREATE DATABASE $$db"; \
+	  url=$$(sed -E "s#/[^/?]*(\?|$$)#/$$db\1#" <<<"$${DATABASE_URL##*://}"); url="postgres://$$url"; \
+	  trap "psql -q \"$$DATABASE_URL\" -c \"DROP DATABASE $$db WITH (FORCE)\"" EXIT; \
+	  $(AX) migrate --database-url "$$url" up >/dev/null; \
+	  pg_dump --schema-only --no-owner --no-privileges --schema=ax "$$url" \
+	    | grep -vE "^(-- Dumped|SET |SELECT pg_catalog.set_config)" | cat -s > sql/schema.sql'
+
+verify: generate lint ## Regenerate everything, then fail if anything changed.
+	git diff --exit-code -- . ':!go.sum'
+	@test -z "$$(git status --porcelain --untracked-files=all -- db/internal openapi sql)" || { git status --porcelain -- db/internal openapi sql; exit 1; }
+
+lint: ## gofmt and go vet.
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...

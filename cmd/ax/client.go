@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ax-scheduler/ax/openapi/client"
+)
+
+// apiFlags are the flags every API command takes.
+type apiFlags struct {
+	server string
+	key    string
+	output string
+}
+
+func (f *apiFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.server, "server", envOr("AX_SERVER", "http://127.0.0.1:8080"), "ax server URL (AX_SERVER)")
+	fs.StringVar(&f.key, "key", envOr("AX_API_KEY", ""), "API key (AX_API_KEY)")
+	fs.StringVar(&f.output, "o", "table", "output: table or json")
+}
+
+func (f *apiFlags) client() (*client.ClientWithResponses, error) {
+	if f.key == "" {
+		return nil, fmt.Errorf("no API key: set AX_API_KEY or --key (`ax key create` makes one)")
+	}
+	if f.output != "table" && f.output != "json" {
+		return nil, fmt.Errorf("-o must be table or json, not %q", f.output)
+	}
+	auth := func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+f.key)
+		return nil
+	}
+	return client.NewClientWithResponses(strings.TrimRight(f.server, "/"),
+		client.WithHTTPClient(&http.Client{Timeout: 60 * time.Second}),
+		client.WithRequestEditorFn(auth))
+}
+
+// apiError turns a non-2xx answer into an error that shows the problem
+// document's title and each field error.
+func apiError(status int, body []byte) error {
+	var p struct {
+		Title  string `json:"title"`
+		Detail string `json:"detail"`
+		Errors []struct {
+			Location string `json:"location"`
+			Message  string `json:"message"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(body, &p) != nil || (p.Title == "" && p.Detail == "") {
+		return fmt.Errorf("server answered %d: %s", status, strings.TrimSpace(string(body)))
+	}
+	msg := fmt.Sprintf("%d %s", status, p.Title)
+	if p.Detail != "" && p.Detail != p.Title {
+		msg += ": " + p.Detail
+	}
+	for _, e := range p.Errors {
+		msg += fmt.Sprintf("\n  %s: %s", e.Location, e.Message)
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/openapi/client"
+)
+
+func runExec(ctx context.Context, args []string) error {
+	return subcommand(ctx, "exec", args, map[string]func(context.Context, []string) error{
+		"list":   execList,
+		"get":    execGet,
+		"cancel": execCancel,
+	})
+}
+
+func execList(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ax exec list", flag.ContinueOnError)
+	var af apiFlags
+	af.register(fs)
+	job := fs.String("job", "", "only executions of this job id")
+	state := fs.String("state", "", "only executions in this state")
+	since := fs.Duration("since", 0, "only executions scheduled within this long ago (e.g. 1h)")
+	limit := fs.Int("limit", 50, "how many")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	lim := int64(*limit)
+	params := &client.ListExecutionsParams{Limit: &lim}
+	if *job != "" {
+		id, err := uuid.Parse(*job)
+		if err != nil {
+			return fmt.Errorf("--job %q is not a UUID", *job)
+		}
+		params.JobId = &id
+	}
+	if *state != "" {
+		s := client.ListExecutionsParamsState(*state)
+		params.State = &s
+	}
+	if *since > 0 {
+		from := time.Now().Add(-*since)
+		params.From = &from
+	}
+	resp, err := c.ListExecutionsWithResponse(ctx, params)
+	if err != nil {
+		return fmt.Errorf("error calling ax: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.StatusCode(), resp.Body)
+	}
+	execs := deref(resp.JSON200.Executions)
+	if af.output == "json" {
+		return printJSON(execs)
+	}
+	return showExecutions(execs)
+}
+
+func execGet(ctx context.Context, args []string) error {
+	return execByID(ctx, "get", args)
+}
+
+func execCancel(ctx context.Context, args []string) error {
+	return execByID(ctx, "cancel", args)
+}
+
+func execByID(ctx context.Context, verb string, args []string) error {
+	fs := flag.NewFlagSet("ax exec "+verb, flag.ContinueOnError)
+	var af apiFlags
+	af.register(fs)
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: ax exec %s ID", verb)
+	}
+	id, err := uuid.Parse(fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("execution id %q is not a UUID", fs.Arg(0))
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	var exec *client.Execution
+	var status int
+	var body []byte
+	if verb == "get" {
+		r, err := c.GetExecutionWithResponse(ctx, id)
+		if err != nil {
+			return fmt.Errorf("error calling ax: %w", err)
+		}
+		exec, status, body = r.JSON200, r.StatusCode(), r.Body
+	} else {
+		r, err := c.CancelExecutionWithResponse(ctx, id)
+		if err != nil {
+			return fmt.Errorf("error calling ax: %w", err)
+		}
+		exec, status, body = r.JSON200, r.StatusCode(), r.Body
+	}
+	if exec == nil {
+		return apiError(status, body)
+	}
+	if af.output == "json" {
+		return printJSON(exec)
+	}
+	return showExecution(*exec)
+}
+
+func showExecutions(execs []client.Execution) error {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tJOB\tCAUSE\tSTATE\tSCHEDULED FOR (UTC)\tLAG")
+	for _, e := range execs {
+		cause := string(e.Cause)
+		if e.Misfired {
+			cause += " (misfired)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Id, e.JobId, cause, e.State,
+			formatTime(&e.ScheduledFor), e.FiredAt.Sub(e.ScheduledFor).Round(time.Millisecond))
+	}
+	return w.Flush()
+}
+
+func showExecution(e client.Execution) error {
+	if err := showExecutions([]client.Execution{e}); err != nil {
+		return err
+	}
+	tasks := deref(e.Tasks)
+	if len(tasks) == 0 {
+		return nil
+	}
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SHARD\tPARAM\tSTATE\tATTEMPT\tERROR")
+	for _, t := range tasks {
+		fmt.Fprintf(w, "%d/%d\t%s\t%s\t%d/%d\t%s\n", t.ShardIndex, t.ShardTotal, deref(t.ShardParam), t.State,
+			t.Attempt, t.MaxAttempts, strings.TrimSpace(deref(t.Error)))
+	}
+	return w.Flush()
+}
+
+// jobTrigger runs a job now: `ax job trigger ID [-params '{"k":"v"}'] [-idempotency-key K]`.
+func jobTrigger(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ax job trigger", flag.ContinueOnError)
+	var af apiFlags
+	af.register(fs)
+	params := fs.String("params", "", "JSON object overlaying the job's params")
+	key := fs.String("idempotency-key", "", "retry-safe key: the same key returns the same execution")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: ax job trigger ID [-params JSON] [-idempotency-key KEY]")
+	}
+	id, err := uuid.Parse(fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("job id %q is not a UUID", fs.Arg(0))
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	body := "{}"
+	if *params != "" {
+		body = `{"params":` + *params + `}`
+	}
+	p := &client.TriggerJobParams{}
+	if *key != "" {
+		p.IdempotencyKey = key
+	}
+	resp, err := c.TriggerJobWithBodyWithResponse(ctx, id, p, "application/json", strings.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("error calling ax: %w", err)
+	}
+	if resp.JSON202 == nil {
+		return apiError(resp.StatusCode(), resp.Body)
+	}
+	if af.output == "json" {
+		return printJSON(resp.JSON202)
+	}
+	return showExecution(*resp.JSON202)
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/openapi/client"
+)
+
+func runJob(ctx context.Context, args []string) error {
+	return subcommand(ctx, "job", args, map[string]func(context.Context, []string) error{
+		"create":  jobCreate,
+		"list":    jobList,
+		"get":     jobByID("get"),
+		"trigger": jobTrigger,
+		"pause":   jobByID("pause"),
+		"resume":  jobByID("resume"),
+		"delete":  jobByID("delete"),
+	})
+}
+
+func jobCreate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ax job create", flag.ContinueOnError)
+	var af apiFlags
+	af.register(fs)
+	file := fs.String("f", "", "job definition as JSON (- for stdin)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return errors.New("usage: ax job create -f job.json")
+	}
+	body, err := readInput(*file)
+	if err != nil {
+		return err
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	resp, err := c.CreateJobWithBodyWithResponse(ctx, "application/json", body)
+	if err != nil {
+		return fmt.Errorf("error calling ax: %w", err)
+	}
+	if resp.JSON201 == nil {
+		return apiError(resp.StatusCode(), resp.Body)
+	}
+	return showJob(af.output, *resp.JSON201)
+}
+
+func jobList(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ax job list", flag.ContinueOnError)
+	var af apiFlags
+	af.register(fs)
+	group := fs.String("group", "", "only this group")
+	owner := fs.String("owner", "", "only this owner")
+	limit := fs.Int("limit", 100, "page size")
+	all := fs.Bool("all", false, "follow cursors through every page")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	lim := int64(*limit)
+	params := &client.ListJobsParams{Limit: &lim}
+	if *group != "" {
+		params.Group = group
+	}
+	if *owner != "" {
+		params.Owner = owner
+	}
+	var jobs []client.Job
+	for {
+		resp, err := c.ListJobsWithResponse(ctx, params)
+		if err != nil {
+			return fmt.Errorf("error calling ax: %w", err)
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.StatusCode(), resp.Body)
+		}
+		if resp.JSON200.Jobs != nil {
+			jobs = append(jobs, *resp.JSON200.Jobs...)
+		}
+		next := resp.JSON200.NextCursor
+		if !*all || next == nil || *next == "" {
+			break
+		}
+		params.Cursor = next
+	}
+	return showJobs(af.output, jobs...)
+}
+
+// jobByID makes the commands that take one job id.
+func jobByID(verb string) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		fs := flag.NewFlagSet("ax job "+verb, flag.ContinueOnError)
+		var af apiFlags
+		af.register(fs)
+		if err := parseInterspersed(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return fmt.Errorf("usage: ax job %s ID", verb)
+		}
+		id, err := uuid.Parse(fs.Arg(0))
+		if err != nil {
+			return fmt.Errorf("job id %q is not a UUID", fs.Arg(0))
+		}
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		status, body, job, err := callJob(ctx, c, verb, id)
+		if err != nil {
+			return fmt.Errorf("error calling ax: %w", err)
+		}
+		switch {
+		case verb == "delete" && status == http.StatusNoContent:
+			fmt.Println("deleted", id)
+			return nil
+		case job == nil:
+			return apiError(status, body)
+		}
+		return showJob(af.output, *job)
+	}
+}
+
+func callJob(ctx context.Context, c *client.ClientWithResponses, verb string, id uuid.UUID) (int, []byte, *client.Job, error) {
+	switch verb {
+	case "get":
+		r, err := c.GetJobWithResponse(ctx, id)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		return r.StatusCode(), r.Body, r.JSON200, nil
+	case "pause":
+		r, err := c.PauseJobWithResponse(ctx, id)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		return r.StatusCode(), r.Body, r.JSON200, nil
+	case "resume":
+		r, err := c.ResumeJobWithResponse(ctx, id)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		return r.StatusCode(), r.Body, r.JSON200, nil
+	}
+	r, err := c.DeleteJobWithResponse(ctx, id)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return r.StatusCode(), r.Body, nil, nil
+}
+
+func showJob(output string, job client.Job) error {
+	if output == "json" {
+		return printJSON(job)
+	}
+	return showJobs(output, job)
+}
+
+func showJobs(output string, jobs ...client.Job) error {
+	if output == "json" {
+		return printJSON(jobs)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tGROUP\tTRIGGER\tEXECUTOR\tPAUSED\tNEXT FIRE (UTC)")
+	for _, j := range jobs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", deref(j.Id), j.Name, deref(j.Group),
+			describeTrigger(j.Trigger), j.Executor.Kind, strconv.FormatBool(deref(j.Paused)), formatTime(j.NextFireAt))
+	}
+	return w.Flush()
+}
+
+func describeTrigger(t client.JobTrigger) string {
+	switch t.Kind {
+	case client.JobTriggerKindCron:
+		return fmt.Sprintf("cron %q %s", deref(t.Cron), deref(t.Timezone))
+	case client.JobTriggerKindInterval:
+		return fmt.Sprintf("every %ds", deref(t.IntervalSeconds))
+	case client.JobTriggerKindDelay:
+		return "at " + formatTime(t.RunAt)
+	}
+	return string(t.Kind)
+}
+
+func formatTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func readInput(path string) (io.Reader, error) {
+	if path == "-" {
+		return os.Stdin, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("error reading %s: %w", path, err)
+	}
+	return f, nil
+}

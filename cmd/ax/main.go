@@ -1,0 +1,126 @@
+// Command ax is the ax server and CLI: `ax serve` runs a replica, the
+// other commands migrate, generate the spec, manage keys and call the API.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"serve":   {"run an ax server replica", runServe},
+		"migrate": {"apply or inspect schema migrations: up | down | status", runMigrate},
+		"openapi": {"write the OpenAPI 3.1 spec and its 3.0 downgrade", runOpenAPI},
+		"key":     {"manage API keys: create | list | revoke", runKey},
+		"dev":     {"run ax with a local Postgres; `ax dev exec -- CMD` runs CMD with DATABASE_URL set", runDev},
+		"job":     {"call the job API: create | list | get | trigger | pause | resume | delete", runJob},
+		"exec":    {"call the execution API: list | get | cancel", runExec},
+		"version": {"print the version", func(context.Context, []string) error { fmt.Println(version); return nil }},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "ax:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(os.Stdout, cmds)
+		return nil
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		usage(os.Stderr, cmds)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	return cmd.run(ctx, args[1:])
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: ax COMMAND [flags]\n\ncommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun `ax COMMAND -h` for a command's flags.")
+}
+
+// newLogger logs JSON to stderr at the level in AX_LOG_LEVEL (default info).
+func newLogger() *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(envOr("AX_LOG_LEVEL", "info"))); err != nil {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func envOr(name, fallback string) string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// subcommand dispatches the first argument to one of subs.
+func subcommand(ctx context.Context, group string, args []string, subs map[string]func(context.Context, []string) error) error {
+	names := make([]string, 0, len(subs))
+	for n := range subs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(args) == 0 {
+		return fmt.Errorf("usage: ax %s %s", group, strings.Join(names, "|"))
+	}
+	fn, ok := subs[args[0]]
+	if !ok {
+		return fmt.Errorf("unknown command `ax %s %s`: use one of %s", group, args[0], strings.Join(names, ", "))
+	}
+	return fn(ctx, args[1:])
+}
+
+// parseInterspersed parses flags that come before or after positional
+// arguments (`ax job get ID -o json`), which flag.Parse alone stops at.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return fs.Parse(append([]string{"--"}, positional...))
+}

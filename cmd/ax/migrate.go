@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+func runMigrate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ax migrate", flag.ContinueOnError)
+	url := fs.String("database-url", envOr("DATABASE_URL", ""), "Postgres URL (DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return errors.New("no database: set DATABASE_URL or --database-url")
+	}
+	pool, err := db.Open(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	m, err := db.NewMigrator(pool, nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return subcommand(ctx, "migrate", fs.Args(), map[string]func(context.Context, []string) error{
+		"up": func(ctx context.Context, _ []string) error {
+			res, err := m.Up(ctx)
+			for _, r := range res {
+				fmt.Printf("applied %d %s (%s)\n", r.Source.Version, r.Source.Path, r.Duration)
+			}
+			if err == nil && len(res) == 0 {
+				fmt.Println("schema is current")
+			}
+			return err
+		},
+		"down": func(ctx context.Context, _ []string) error {
+			r, err := m.Down(ctx)
+			if r != nil {
+				fmt.Printf("rolled back %d %s (%s)\n", r.Source.Version, r.Source.Path, r.Duration)
+			}
+			return err
+		},
+		"status": func(ctx context.Context, _ []string) error {
+			st, err := m.Status(ctx)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "VERSION\tSTATE\tAPPLIED AT\tSOURCE")
+			for _, s := range st {
+				applied := "-"
+				if !s.AppliedAt.IsZero() {
+					applied = s.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Source.Version, s.State, applied, s.Source.Path)
+			}
+			return w.Flush()
+		},
+	})
+}

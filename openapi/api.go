@@ -1,0 +1,66 @@
+// Package openapi is ax's HTTP API: Huma operations (one file per
+// resource), authentication, and the OpenAPI document generated from them.
+package openapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/danielgtaylor/huma/v2/autopatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/queue"
+)
+
+// Config holds what the API needs. Only Version matters for generating the
+// spec; serving needs Pool too.
+type Config struct {
+	// Pool is the database. Nil only when generating the spec.
+	Pool *pgxpool.Pool
+	// Logger receives request and change logs. Defaults to discarding.
+	Logger *slog.Logger
+	// Version of the build, reported by /healthz and /readyz.
+	Version string
+	// Metrics counts fires made through the API. Nil: unregistered.
+	Metrics *queue.Metrics
+	// Ready reports whether this replica can serve (database reachable,
+	// migrations current). Nil means always ready.
+	Ready func(ctx context.Context) error
+}
+
+// New builds the API: the http.Handler to serve and the huma.API that
+// describes it.
+func New(cfg Config) (http.Handler, huma.API) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	api := humago.New(mux, apiConfig())
+	auth := &authenticator{pool: cfg.Pool, api: api, logger: cfg.Logger}
+	api.UseMiddleware(auth.middleware)
+
+	jobs := &jobHandlers{jobs: queue.NewJobService(cfg.Pool, cfg.Logger)}
+	jobs.register(api)
+	(&executionHandlers{execs: queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics)}).register(api)
+	registerCronPreview(api)
+	(&healthHandlers{version: cfg.Version, ready: cfg.Ready}).register(api)
+	autopatch.AutoPatch(api)
+	return mux, api
+}
+
+func apiConfig() huma.Config {
+	cfg := huma.DefaultConfig("ax", SpecVersion)
+	cfg.Info.Description = "ax is a distributed job scheduler whose state lives in PostgreSQL. " +
+		"Authenticate with `Authorization: Bearer <api key>`; errors are RFC 9457 problem documents."
+	// No $schema links in bodies: clients round-trip job documents (PUT
+	// what GET returned) and strict clients would trip on the extra field.
+	cfg.CreateHooks = nil
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		securitySchemeName: {Type: "http", Scheme: "bearer", Description: "An ax API key."},
+	}
+	cfg.RejectUnknownQueryParameters = true
+	return cfg
+}

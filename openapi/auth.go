@@ -1,0 +1,102 @@
+package openapi
+
+import (
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// Scopes an API key can carry. admin may do everything; submit may also
+// read (a submitter needs the results); read and agent grant only
+// themselves.
+const (
+	ScopeAdmin  = "admin"
+	ScopeSubmit = "submit"
+	ScopeRead   = "read"
+	ScopeAgent  = "agent"
+)
+
+const (
+	securitySchemeName = "bearer"
+	scopeMetadataKey   = "ax-scope"
+)
+
+// requireScope marks op as needing scope, both for the middleware and in
+// the spec.
+func requireScope(op huma.Operation, scope string) huma.Operation {
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata[scopeMetadataKey] = scope
+	op.Security = []map[string][]string{{securitySchemeName: {scope}}}
+	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
+	return op
+}
+
+// grants reports whether a key with scopes may call an operation that
+// requires scope.
+func grants(scopes []string, scope string) bool {
+	return slices.Contains(scopes, ScopeAdmin) || slices.Contains(scopes, scope) ||
+		(scope == ScopeRead && slices.Contains(scopes, ScopeSubmit))
+}
+
+type authenticator struct {
+	pool   *pgxpool.Pool
+	api    huma.API
+	logger *slog.Logger
+}
+
+type principalKey struct{}
+
+func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
+	scope, _ := ctx.Operation().Metadata[scopeMetadataKey].(string)
+	if scope == "" {
+		next(ctx)
+		return
+	}
+	secret, ok := bearer(ctx.Header("Authorization"))
+	if !ok {
+		a.deny(ctx, http.StatusUnauthorized, "missing API key: send the header `Authorization: Bearer <key>`")
+		return
+	}
+	hash := sha256.Sum256([]byte(secret))
+	key, err := db.APIKeyAuthenticate(ctx.Context(), a.pool, hash[:])
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		a.deny(ctx, http.StatusUnauthorized, "unknown or revoked API key")
+		return
+	case err != nil:
+		a.logger.ErrorContext(ctx.Context(), "error authenticating", "error", err)
+		a.deny(ctx, http.StatusServiceUnavailable, "cannot check the API key right now")
+		return
+	}
+	if !grants(key.Scopes, scope) {
+		a.deny(ctx, http.StatusForbidden, "API key "+key.Name+" lacks scope "+scope+" (it has "+strings.Join(key.Scopes, ", ")+")")
+		return
+	}
+	next(huma.WithValue(ctx, principalKey{}, key))
+}
+
+func (a *authenticator) deny(ctx huma.Context, status int, msg string) {
+	if status == http.StatusUnauthorized {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="ax"`)
+	}
+	_ = huma.WriteErr(a.api, ctx, status, msg)
+}
+
+func bearer(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}

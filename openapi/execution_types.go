@@ -1,0 +1,74 @@
+package openapi
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// Execution is one fire of a job: the status the trigger API points to.
+type Execution struct {
+	ID                string         `json:"id" format:"uuid" doc:"Execution id: the idempotency key handed to every task and callback"`
+	JobID             string         `json:"job_id" format:"uuid"`
+	Cause             string         `json:"cause" enum:"schedule,catch_up,manual" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API"`
+	State             string         `json:"state" enum:"pending,running,succeeded,failed,timed_out,cancelled"`
+	ScheduledFor      time.Time      `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted)"`
+	FiredAt           time.Time      `json:"fired_at" doc:"When it was created; fired_at - scheduled_for is the fire lag"`
+	Misfired          bool           `json:"misfired" doc:"The tick was missed and fired late under the misfire policy"`
+	Params            map[string]any `json:"params"`
+	ShardCount        int            `json:"shard_count"`
+	Priority          int            `json:"priority"`
+	StartedAt         *time.Time     `json:"started_at,omitempty"`
+	FinishedAt        *time.Time     `json:"finished_at,omitempty"`
+	CancelRequestedAt *time.Time     `json:"cancel_requested_at,omitempty"`
+	CancelReason      string         `json:"cancel_reason,omitempty"`
+	Tasks             []Task         `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
+}
+
+// Task is one shard of an execution.
+type Task struct {
+	ID          string          `json:"id" format:"uuid"`
+	ShardIndex  int             `json:"shard_index"`
+	ShardTotal  int             `json:"shard_total"`
+	ShardParam  string          `json:"shard_param,omitempty"`
+	State       string          `json:"state" enum:"pending,leased,running,succeeded,failed,timed_out,cancelled"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	NotBefore   time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff)"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty" doc:"What the task reported"`
+	Error       string          `json:"error,omitempty"`
+}
+
+// SkippedFire is a run of ticks that did not fire, with why.
+type SkippedFire struct {
+	Reason     string    `json:"reason" enum:"misfire,overlap,paused,dst_gap"`
+	FirstTick  time.Time `json:"first_tick"`
+	LastTick   time.Time `json:"last_tick" doc:"Last skipped tick, or the end of the range when the ticks were too many to count"`
+	TickCount  int       `json:"tick_count,omitempty" doc:"How many ticks; absent when too many to count"`
+	Detail     string    `json:"detail"`
+	RecordedAt time.Time `json:"recorded_at"`
+}
+
+func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
+	var params map[string]any
+	if err := json.Unmarshal(e.Params, &params); err != nil {
+		return nil, err
+	}
+	out := &Execution{
+		ID: e.ID.String(), JobID: e.JobID.String(), Cause: e.Cause, State: e.State,
+		ScheduledFor: e.ScheduledFor, FiredAt: e.FiredAt, Misfired: e.Misfired, Params: params,
+		ShardCount: e.ShardCount, Priority: e.Priority, StartedAt: e.StartedAt, FinishedAt: e.FinishedAt,
+		CancelRequestedAt: e.CancelRequestedAt, CancelReason: e.CancelReason,
+	}
+	for _, t := range tasks {
+		out.Tasks = append(out.Tasks, Task{
+			ID: t.ID.String(), ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam,
+			State: t.State, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, NotBefore: t.NotBefore,
+			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error,
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,274 @@
+package openapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+)
+
+type executionHandlers struct {
+	execs *queue.ExecutionService
+}
+
+// TriggerRequest is the optional body of a trigger call.
+type TriggerRequest struct {
+	Params map[string]any `json:"params,omitempty" doc:"Overlay the job's params for this run"`
+}
+
+type triggerInput struct {
+	ID             string `path:"id" format:"uuid" doc:"Job id"`
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"Same key and body: the same execution, not a second run; same key, other body: 422"`
+	Body           *TriggerRequest `required:"false"`
+}
+
+type executionAcceptedOutput struct {
+	Location string `header:"Location" doc:"Status URL of the execution"`
+	Body     *Execution
+}
+
+type executionIDInput struct {
+	ID string `path:"id" format:"uuid" doc:"Execution id"`
+}
+
+type executionOutput struct {
+	Body *Execution
+}
+
+type executionListInput struct {
+	JobID  string    `query:"job_id" format:"uuid" doc:"Only executions of this job"`
+	State  string    `query:"state" enum:"pending,running,succeeded,failed,timed_out,cancelled" doc:"Only executions in this state"`
+	From   time.Time `query:"from" doc:"Only executions scheduled at or after this instant"`
+	To     time.Time `query:"to" doc:"Only executions scheduled before this instant"`
+	Limit  int       `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Cursor string    `query:"cursor" maxLength:"100" doc:"next_cursor of the previous page"`
+}
+
+type jobExecutionListInput struct {
+	ID     string    `path:"id" format:"uuid" doc:"Job id"`
+	State  string    `query:"state" enum:"pending,running,succeeded,failed,timed_out,cancelled"`
+	From   time.Time `query:"from"`
+	To     time.Time `query:"to"`
+	Limit  int       `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Cursor string    `query:"cursor" maxLength:"100"`
+}
+
+// ExecutionList is one page of executions, newest first.
+type ExecutionList struct {
+	Executions []*Execution `json:"executions"`
+	NextCursor string       `json:"next_cursor,omitempty" doc:"Pass as cursor for the next page; absent on the last"`
+}
+
+type executionListOutput struct {
+	Body ExecutionList
+}
+
+type skippedInput struct {
+	ID    string `path:"id" format:"uuid" doc:"Job id"`
+	Limit int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+}
+
+type skippedOutput struct {
+	Body struct {
+		Skipped []SkippedFire `json:"skipped"`
+	}
+}
+
+func (h *executionHandlers) register(api huma.API) {
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "trigger-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/trigger", Tags: []string{"Jobs"},
+		Summary: "Run a job now", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
+		Description: "Creates an execution at once and answers 202 with it; poll the Location URL for its state. " +
+			"Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, ScopeSubmit), h.trigger)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "get-execution", Method: http.MethodGet, Path: "/v1/executions/{id}", Tags: []string{"Executions"},
+		Summary: "Get an execution with its tasks", Errors: []int{http.StatusNotFound},
+	}, ScopeRead), h.get)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "list-executions", Method: http.MethodGet, Path: "/v1/executions", Tags: []string{"Executions"},
+		Summary: "List executions", Description: "Newest first; filter by job, state and scheduled time.",
+	}, ScopeRead), h.list)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "list-job-executions", Method: http.MethodGet, Path: "/v1/jobs/{id}/executions", Tags: []string{"Jobs"},
+		Summary: "List a job's executions", Errors: []int{http.StatusNotFound},
+	}, ScopeRead), h.listForJob)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "cancel-execution", Method: http.MethodPost, Path: "/v1/executions/{id}/cancel", Tags: []string{"Executions"},
+		Summary:     "Cancel an execution",
+		Description: "Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing.",
+		Errors:      []int{http.StatusNotFound},
+	}, ScopeSubmit), h.cancel)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "list-skipped-fires", Method: http.MethodGet, Path: "/v1/jobs/{id}/skipped", Tags: []string{"Jobs"},
+		Summary:     "List ticks that did not fire, with why",
+		Description: "Misfires, overlaps, pauses: newest first. Answers \"why did it not run at 03:00?\"",
+		Errors:      []int{http.StatusNotFound},
+	}, ScopeRead), h.skipped)
+}
+
+func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*executionAcceptedOutput, error) {
+	jobID, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	req := &queue.TriggerRequest{JobID: jobID, IdempotencyKey: in.IdempotencyKey,
+		Method: http.MethodPost, Path: "/v1/jobs/" + jobID.String() + "/trigger"}
+	if in.Body != nil && in.Body.Params != nil {
+		if req.Params, err = json.Marshal(in.Body.Params); err != nil {
+			return nil, err
+		}
+	}
+	if in.IdempotencyKey != "" {
+		key, _ := ctx.Value(principalKey{}).(*db.APIKey)
+		if key != nil {
+			req.APIKeyID = key.ID
+		}
+		// The hash is over the decoded body re-encoded (map keys sorted), so
+		// a retry that differs only in spacing or key order still matches.
+		canonical, err := json.Marshal(in.Body)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(canonical)
+		req.RequestHash = sum[:]
+	}
+	exec, _, err := h.execs.Trigger(ctx, req)
+	switch {
+	case errors.Is(err, queue.ErrIdempotencyMismatch):
+		return nil, huma.Error422UnprocessableEntity("Idempotency-Key was used for a different request",
+			&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "was used before with another body", Value: in.IdempotencyKey})
+	case errors.Is(err, queue.ErrOverlapForbidden):
+		return nil, huma.Error409Conflict(err.Error())
+	case err != nil:
+		return nil, jobError(err, nil)
+	}
+	out, err := executionFromDB(exec, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &executionAcceptedOutput{Location: "/v1/executions/" + out.ID, Body: out}, nil
+}
+
+func (h *executionHandlers) get(ctx context.Context, in *executionIDInput) (*executionOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	exec, tasks, err := h.execs.Get(ctx, id)
+	if err != nil {
+		return nil, executionError(err)
+	}
+	out, err := executionFromDB(exec, tasks)
+	return &executionOutput{Body: out}, err
+}
+
+func (h *executionHandlers) cancel(ctx context.Context, in *executionIDInput) (*executionOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	exec, err := h.execs.Cancel(ctx, id, "cancelled through the API")
+	if err != nil {
+		return nil, executionError(err)
+	}
+	out, err := executionFromDB(exec, nil)
+	return &executionOutput{Body: out}, err
+}
+
+func (h *executionHandlers) list(ctx context.Context, in *executionListInput) (*executionListOutput, error) {
+	p := &db.ExecutionListParams{}
+	if in.JobID != "" {
+		id, err := uuid.Parse(in.JobID)
+		if err != nil {
+			return nil, huma.Error422UnprocessableEntity("invalid job_id",
+				&huma.ErrorDetail{Location: "query.job_id", Message: "must be a UUID", Value: in.JobID})
+		}
+		p.JobID = &id
+	}
+	return h.page(ctx, p, in.State, in.From, in.To, in.Limit, in.Cursor)
+}
+
+func (h *executionHandlers) listForJob(ctx context.Context, in *jobExecutionListInput) (*executionListOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.execs.SkippedFires(ctx, id, 1); err != nil { // 404 for unknown jobs
+		return nil, jobError(err, nil)
+	}
+	return h.page(ctx, &db.ExecutionListParams{JobID: &id}, in.State, in.From, in.To, in.Limit, in.Cursor)
+}
+
+func (h *executionHandlers) page(ctx context.Context, p *db.ExecutionListParams, state string, from, to time.Time, limit int, cursor string) (*executionListOutput, error) {
+	if state != "" {
+		p.State = &state
+	}
+	if !from.IsZero() {
+		p.From = &from
+	}
+	if !to.IsZero() {
+		p.To = &to
+	}
+	if cursor != "" {
+		before, err := decodeCursor(cursor)
+		if err != nil {
+			return nil, huma.Error422UnprocessableEntity("invalid cursor",
+				&huma.ErrorDetail{Location: "query.cursor", Message: "is not a cursor returned by this API", Value: cursor})
+		}
+		p.Before = &before
+	}
+	p.Limit = limit + 1
+	execs, err := h.execs.List(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := &executionListOutput{Body: ExecutionList{Executions: make([]*Execution, 0, len(execs))}}
+	if len(execs) > limit {
+		execs = execs[:limit]
+		out.Body.NextCursor = encodeCursor(execs[len(execs)-1].ID)
+	}
+	for _, e := range execs {
+		ae, err := executionFromDB(e, nil)
+		if err != nil {
+			return nil, err
+		}
+		out.Body.Executions = append(out.Body.Executions, ae)
+	}
+	return out, nil
+}
+
+func (h *executionHandlers) skipped(ctx context.Context, in *skippedInput) (*skippedOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	skips, err := h.execs.SkippedFires(ctx, id, in.Limit)
+	if err != nil {
+		return nil, jobError(err, nil)
+	}
+	out := &skippedOutput{}
+	out.Body.Skipped = make([]SkippedFire, 0, len(skips))
+	for _, s := range skips {
+		out.Body.Skipped = append(out.Body.Skipped, SkippedFire{Reason: s.Reason, FirstTick: s.FirstTick,
+			LastTick: s.LastTick, TickCount: s.TickCount, Detail: s.Detail, RecordedAt: s.RecordedAt})
+	}
+	return out, nil
+}
+
+func executionError(err error) error {
+	if errors.Is(err, db.ErrNotFound) {
+		return huma.Error404NotFound("execution not found")
+	}
+	return err
+}
+

@@ -1,0 +1,91 @@
+package openapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// trigger POSTs a trigger call with an optional Idempotency-Key.
+func (e *apiEnv) trigger(jobID, idemKey, body string) *response {
+	e.t.Helper()
+	req, err := http.NewRequest("POST", e.url+"/v1/jobs/"+jobID+"/trigger", stringsReader(body))
+	require.NoError(e.t, err)
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Content-Type", "application/json")
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	return e.do(req)
+}
+
+func TestTriggerAndReadExecution(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	job := cronJob("manual-run", "0 0 * * *", "UTC")
+	job["params"] = map[string]any{"region": "eu", "size": 1}
+	job["shards"] = map[string]any{"count": 2, "params": []string{"left", "right"}}
+	id := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+
+	resp := env.trigger(id, "", `{"params":{"size":2}}`)
+	exec := resp.must(t, http.StatusAccepted)
+	require.Equal(t, "/v1/executions/"+exec["id"].(string), resp.header.Get("Location"))
+	require.Equal(t, "manual", exec["cause"])
+	require.Equal(t, "pending", exec["state"])
+	require.Equal(t, map[string]any{"region": "eu", "size": float64(2)}, exec["params"], "trigger params overlay the job's")
+
+	got := env.call("GET", resp.header.Get("Location"), env.admin, nil).must(t, http.StatusOK)
+	tasks := got["tasks"].([]any)
+	require.Len(t, tasks, 2)
+	require.Equal(t, "right", tasks[1].(map[string]any)["shard_param"])
+
+	jobNow := env.call("GET", "/v1/jobs/"+id, env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, exec["id"], jobNow["last_execution_id"])
+	require.Equal(t, "pending", jobNow["last_state"])
+
+	list := env.call("GET", "/v1/jobs/"+id+"/executions", env.admin, nil).must(t, http.StatusOK)
+	require.Len(t, list["executions"], 1)
+	list = env.call("GET", "/v1/executions?state=succeeded&job_id="+id, env.admin, nil).must(t, http.StatusOK)
+	require.Empty(t, list["executions"])
+
+	cancelled := env.call("POST", "/v1/executions/"+exec["id"].(string)+"/cancel", env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "cancelled", cancelled["state"], "only pending tasks: cancelled at once")
+	again := env.call("POST", "/v1/executions/"+exec["id"].(string)+"/cancel", env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, cancelled["finished_at"], again["finished_at"], "cancelling twice changes nothing")
+
+	env.call("GET", "/v1/executions/01a22b9a-bfcc-7aeb-889e-fd18f31ac4ad", env.admin, nil).must(t, http.StatusNotFound)
+	env.trigger("01a22b9a-bfcc-7aeb-889e-fd18f31ac4ad", "", "").must(t, http.StatusNotFound)
+}
+
+func TestTriggerIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	id := env.call("POST", "/v1/jobs", env.admin, cronJob("idem", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
+
+	first := env.trigger(id, "order-42", `{"params":{"order":42}}`).must(t, http.StatusAccepted)
+	second := env.trigger(id, "order-42", `{"params":{"order":42}}`).must(t, http.StatusAccepted)
+	require.Equal(t, first["id"], second["id"], "same key, same body: the same execution")
+
+	mismatch := env.trigger(id, "order-42", `{"params":{"order":43}}`)
+	mismatch.must(t, http.StatusUnprocessableEntity)
+	require.Equal(t, []string{"header.Idempotency-Key"}, mismatch.errorLocations())
+
+	other := env.trigger(id, "order-43", `{"params":{"order":43}}`).must(t, http.StatusAccepted)
+	require.NotEqual(t, first["id"], other["id"])
+
+	var n int
+	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.execution").Scan(&n))
+	require.Equal(t, 2, n)
+}
+
+func TestTriggerForbidOverlap(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	job := cronJob("solo", "0 0 * * *", "UTC")
+	job["concurrency_policy"] = "forbid"
+	id := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+	env.trigger(id, "", "").must(t, http.StatusAccepted)
+	env.trigger(id, "", "").must(t, http.StatusConflict)
+}

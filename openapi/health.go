@@ -1,0 +1,54 @@
+package openapi
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+type healthHandlers struct {
+	version string
+	ready   func(ctx context.Context) error
+}
+
+// HealthStatus answers liveness and readiness probes.
+type HealthStatus struct {
+	Status  string `json:"status" enum:"ok,unavailable" doc:"ok when the check passed"`
+	Version string `json:"version" doc:"Version of this ax build"`
+	Reason  string `json:"reason,omitempty" doc:"Why the replica is not ready"`
+}
+
+type healthOutput struct {
+	Status int
+	Body   HealthStatus
+}
+
+func (h *healthHandlers) register(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"Operations"},
+		Summary:     "Liveness: the process serves HTTP",
+	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		return &healthOutput{Status: http.StatusOK, Body: HealthStatus{Status: "ok", Version: h.version}}, nil
+	})
+	huma.Register(api, huma.Operation{
+		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"Operations"},
+		Summary:     "Readiness: the database answers and its schema is current",
+		Description: "503 with a reason while this replica cannot serve.",
+		Responses: map[string]*huma.Response{
+			"503": {Description: "Not ready", Content: map[string]*huma.MediaType{
+				"application/json": {Schema: api.OpenAPI().Components.Schemas.Schema(
+					reflect.TypeFor[HealthStatus](), true, "")}}},
+		},
+	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		out := &healthOutput{Status: http.StatusOK, Body: HealthStatus{Status: "ok", Version: h.version}}
+		if h.ready != nil {
+			if err := h.ready(ctx); err != nil {
+				out.Status = http.StatusServiceUnavailable
+				out.Body.Status, out.Body.Reason = "unavailable", err.Error()
+			}
+		}
+		return out, nil
+	})
+}

@@ -1,0 +1,112 @@
+package openapi
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// jobToDB turns an API job into a definition, filling defaults.
+func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
+	exec := executorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
+		Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler}
+	if j.Executor.Kind == "http" {
+		exec.Method = cmp.Or(j.Executor.Method, "POST")
+	}
+	executor, err := json.Marshal(exec)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding executor: %w", err)
+	}
+	if j.Params == nil {
+		j.Params = map[string]any{}
+	}
+	params, err := json.Marshal(j.Params)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding params: %w", err)
+	}
+	route := deref(j.Route)
+	shards := deref(j.Shards)
+	retry := deref(j.Retry)
+	misfire := deref(j.Misfire)
+	out := &db.Job{
+		ID: id, Name: j.Name, Group: cmp.Or(j.Group, "default"), Owner: j.Owner, Description: j.Description,
+		TriggerKind: j.Trigger.Kind, CronExpr: j.Trigger.Cron, Timezone: cmp.Or(j.Trigger.Timezone, "UTC"),
+		IntervalSeconds: j.Trigger.IntervalSeconds, RunAt: j.Trigger.RunAt,
+		ExecutorKind: j.Executor.Kind, Executor: executor,
+		TargetLabels:  deref(j.Target).Labels,
+		RouteStrategy: cmp.Or(route.Strategy, "round_robin"), RouteKey: route.Key,
+		ShardCount: cmp.Or(shards.Count, 1), ShardParams: shards.Params,
+		Priority: j.Priority, TimeoutSeconds: cmp.Or(j.TimeoutSeconds, 3600),
+		RetryMaxAttempts:       cmp.Or(retry.MaxAttempts, 1),
+		RetryBackoffSeconds:    cmp.Or(retry.BackoffSeconds, 5),
+		RetryBackoffMaxSeconds: cmp.Or(retry.BackoffMaxSeconds, max(600, retry.BackoffSeconds)),
+		ConcurrencyPolicy:      cmp.Or(j.ConcurrencyPolicy, "allow"),
+		MisfirePolicy:          cmp.Or(misfire.Policy, "fire_once"),
+		MisfireWindowSeconds:   cmp.Or(misfire.WindowSeconds, 86400),
+		MisfireMaxFires:        cmp.Or(misfire.MaxFires, 100),
+		RateLimitClass:         j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: params,
+	}
+	return out, nil
+}
+
+// executorConfig is the executor's settings as stored in job.executor.
+type executorConfig struct {
+	Command string            `json:"command,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+	Handler string            `json:"handler,omitempty"`
+}
+
+// jobFromDB shows a stored job with every setting spelled out.
+func jobFromDB(j *db.Job) (*Job, error) {
+	var exec executorConfig
+	if err := json.Unmarshal(j.Executor, &exec); err != nil {
+		return nil, fmt.Errorf("error decoding executor of job %s: %w", j.ID, err)
+	}
+	var params map[string]any
+	if err := json.Unmarshal(j.Params, &params); err != nil {
+		return nil, fmt.Errorf("error decoding params of job %s: %w", j.ID, err)
+	}
+	out := &Job{
+		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
+		Trigger: JobTrigger{Kind: j.TriggerKind, Cron: j.CronExpr, Timezone: j.Timezone,
+			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
+		Executor: JobExecutor{Kind: j.ExecutorKind, Command: exec.Command, URL: exec.URL, Method: exec.Method,
+			Headers: exec.Headers, Body: exec.Body, Handler: exec.Handler},
+		Target:            &JobTarget{Labels: j.TargetLabels},
+		Route:             &JobRoute{Strategy: j.RouteStrategy, Key: j.RouteKey},
+		Shards:            &JobShards{Count: j.ShardCount, Params: j.ShardParams},
+		Priority:          j.Priority,
+		TimeoutSeconds:    j.TimeoutSeconds,
+		Retry:             &JobRetry{MaxAttempts: j.RetryMaxAttempts, BackoffSeconds: j.RetryBackoffSeconds, BackoffMaxSeconds: j.RetryBackoffMaxSeconds},
+		ConcurrencyPolicy: j.ConcurrencyPolicy,
+		Misfire:           &JobMisfire{Policy: j.MisfirePolicy, WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
+		RateLimitClass:    j.RateLimitClass,
+		Params:            params,
+		Paused:            j.Paused, PausedAt: j.PausedAt, NextFireAt: j.NextFireAt,
+		LastFireAt: j.LastFireAt, LastScheduledFor: j.LastScheduledFor,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+	}
+	if j.LastExecutionID != nil {
+		out.LastExecutionID = j.LastExecutionID.String()
+	}
+	out.LastState = j.LastState
+	if j.CallbackURL != "" {
+		out.Callback = &JobCallback{URL: j.CallbackURL}
+	}
+	return out, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,96 @@
+package openapi
+
+import (
+	"time"
+)
+
+// Job is a job definition as the API shows and accepts it. Read-only
+// fields are ignored in requests, so a client may PUT back what it got.
+type Job struct {
+	ID          string `json:"id,omitempty" readOnly:"true" format:"uuid" doc:"Job id (UUIDv7, so ids sort by creation)"`
+	Name        string `json:"name" minLength:"1" maxLength:"200" example:"nightly-report" doc:"Name, unique within the group"`
+	Group       string `json:"group,omitempty" maxLength:"200" default:"default" example:"billing" doc:"Group the job belongs to"`
+	Owner       string `json:"owner,omitempty" maxLength:"200" example:"team-billing" doc:"Who to call when it fails"`
+	Description string `json:"description,omitempty" maxLength:"4000"`
+
+	Trigger           JobTrigger        `json:"trigger" doc:"When the job fires"`
+	Executor          JobExecutor       `json:"executor" doc:"What a run does"`
+	Target            *JobTarget        `json:"target,omitempty" doc:"Which agents may run it"`
+	Route             *JobRoute         `json:"route,omitempty" doc:"How a task picks its agent"`
+	Shards            *JobShards        `json:"shards,omitempty" doc:"How a run splits into tasks"`
+	Priority          int               `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Higher leases first"`
+	TimeoutSeconds    int               `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" default:"3600" doc:"Limit on one attempt of one task"`
+	Retry             *JobRetry         `json:"retry,omitempty" doc:"Retries of a failed task"`
+	ConcurrencyPolicy string            `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
+	Misfire           *JobMisfire       `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
+	RateLimitClass    string            `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate"`
+	Callback          *JobCallback      `json:"callback,omitempty" doc:"Where to announce results"`
+	Params            map[string]any    `json:"params,omitempty" doc:"Parameters handed to every run"`
+
+	Paused           bool       `json:"paused" readOnly:"true" doc:"Paused jobs do not fire; see pause and resume"`
+	PausedAt         *time.Time `json:"paused_at,omitempty" readOnly:"true"`
+	NextFireAt       *time.Time `json:"next_fire_at,omitempty" readOnly:"true" doc:"When it fires next (UTC); absent when it will not fire on its own"`
+	LastFireAt       *time.Time `json:"last_fire_at,omitempty" readOnly:"true" doc:"When it last fired"`
+	LastScheduledFor *time.Time `json:"last_scheduled_for,omitempty" readOnly:"true" doc:"Scheduled time of the last fire"`
+	LastExecutionID  string     `json:"last_execution_id,omitempty" readOnly:"true" format:"uuid" doc:"The last fire's execution"`
+	LastState        string     `json:"last_state,omitempty" readOnly:"true" doc:"State of the last fire's execution"`
+	CreatedAt        time.Time  `json:"created_at" readOnly:"true"`
+	UpdatedAt        time.Time  `json:"updated_at" readOnly:"true"`
+}
+
+// JobTrigger says when a job fires.
+type JobTrigger struct {
+	Kind            string     `json:"kind" enum:"cron,interval,delay,manual" doc:"cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API"`
+	Cron            string     `json:"cron,omitempty" maxLength:"200" example:"0 0 8 * * ?" doc:"Cron expression (kind cron): 5 fields (minute first) or 6 (seconds first); Sunday is 0 or 7; see the README for the dialect"`
+	Timezone        string     `json:"timezone,omitempty" maxLength:"100" default:"UTC" example:"Asia/Shanghai" doc:"IANA timezone the cron expression is read in"`
+	IntervalSeconds int64      `json:"interval_seconds,omitempty" minimum:"1" maximum:"31536000" doc:"Seconds between fires (kind interval)"`
+	RunAt           *time.Time `json:"run_at,omitempty" doc:"When to fire (kind delay); must be in the future"`
+}
+
+// JobExecutor says what a run does.
+type JobExecutor struct {
+	Kind    string            `json:"kind" enum:"shell,http,handler" doc:"shell: run command on an agent; http: call url; handler: a Go handler registered in an agent by name"`
+	Command string            `json:"command,omitempty" maxLength:"65536" example:"./report.sh --day yesterday" doc:"Shell command (kind shell), run with /bin/sh -c"`
+	URL     string            `json:"url,omitempty" maxLength:"2048" example:"https://billing.internal/run" doc:"Absolute http(s) URL (kind http)"`
+	Method  string            `json:"method,omitempty" enum:"GET,POST,PUT,PATCH,DELETE" default:"POST" doc:"HTTP method (kind http)"`
+	Headers map[string]string `json:"headers,omitempty" doc:"Extra request headers (kind http)"`
+	Body    string            `json:"body,omitempty" maxLength:"65536" doc:"Request body template (kind http)"`
+	Handler string            `json:"handler,omitempty" maxLength:"200" pattern:"^[A-Za-z0-9_.:/-]*$" example:"reports.nightly" doc:"Handler name (kind handler)"`
+}
+
+// JobTarget selects agents by label.
+type JobTarget struct {
+	Labels map[string]string `json:"labels,omitempty" example:"{\"pool\":\"billing\"}" doc:"Only agents carrying all these labels may run the job"`
+}
+
+// JobRoute picks the agent for each task.
+type JobRoute struct {
+	Strategy string `json:"strategy,omitempty" enum:"round_robin,random,weighted,least_active,consistent_hash,load_aware,broadcast,failover" default:"round_robin"`
+	Key      string `json:"key,omitempty" maxLength:"1000" example:"customer_id={{.params.customer_id}}" doc:"Route key for consistent_hash and load_aware"`
+}
+
+// JobShards splits a run into tasks.
+type JobShards struct {
+	Count  int      `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
+	Params []string `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its index range"`
+}
+
+// JobRetry says how failed tasks are retried.
+type JobRetry struct {
+	MaxAttempts       int `json:"max_attempts,omitempty" minimum:"1" maximum:"100" default:"1" doc:"Attempts per task, the first included"`
+	BackoffSeconds    int `json:"backoff_seconds,omitempty" minimum:"1" maximum:"86400" default:"5" doc:"Wait before the first retry; doubles each retry"`
+	BackoffMaxSeconds int `json:"backoff_max_seconds,omitempty" minimum:"1" maximum:"86400" default:"600" doc:"Longest wait between retries"`
+}
+
+// JobMisfire says what happens to fires missed while no replica ran or the
+// job was paused.
+type JobMisfire struct {
+	Policy        string `json:"policy,omitempty" enum:"fire_once,skip,fire_all" default:"fire_once" doc:"fire_once: one catch-up run; skip: record the missed fires as skipped; fire_all: run each missed fire, up to max_fires"`
+	WindowSeconds int    `json:"window_seconds,omitempty" minimum:"1" maximum:"31536000" default:"86400" doc:"Missed fires older than this are skipped whatever the policy"`
+	MaxFires      int    `json:"max_fires,omitempty" minimum:"1" maximum:"10000" default:"100" doc:"Cap on catch-up runs under fire_all"`
+}
+
+// JobCallback says where results are announced.
+type JobCallback struct {
+	URL string `json:"url" maxLength:"2048" format:"uri" example:"https://example.com/ax-callback" doc:"Absolute http(s) URL that receives a signed POST when a run ends"`
+}

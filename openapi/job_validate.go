@@ -1,0 +1,151 @@
+package openapi
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/ax-scheduler/ax/queue/cron"
+)
+
+var labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,100}$`)
+
+// Resolve checks what struct tags cannot: fields that depend on each
+// other, cron expressions, timezones and URLs. Huma calls it after
+// decoding, so every error names its field (body.trigger.cron…).
+func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
+	var errs fieldErrors
+	if strings.TrimSpace(j.Name) == "" {
+		errs.add(prefix.With("name"), "must not be blank", j.Name)
+	}
+	j.Trigger.validate(prefix, &errs)
+	j.Executor.validate(prefix, &errs)
+	if j.Target != nil {
+		for k := range j.Target.Labels {
+			if !labelKeyPattern.MatchString(k) {
+				errs.add(prefix.With("target.labels"), "label keys are 1-100 of A-Z a-z 0-9 _ . - /", k)
+			}
+		}
+	}
+	if j.Route != nil && (j.Route.Strategy == "consistent_hash" || j.Route.Strategy == "load_aware") &&
+		strings.TrimSpace(j.Route.Key) == "" {
+		errs.add(prefix.With("route.key"), "is required with strategy "+j.Route.Strategy, j.Route.Key)
+	}
+	if j.Shards != nil && len(j.Shards.Params) > 0 && len(j.Shards.Params) != max(j.Shards.Count, 1) {
+		errs.add(prefix.With("shards.params"),
+			fmt.Sprintf("has %d entries but shards.count is %d: give one param per shard or none", len(j.Shards.Params), max(j.Shards.Count, 1)),
+			j.Shards.Params)
+	}
+	if j.Retry != nil && j.Retry.BackoffMaxSeconds != 0 && j.Retry.BackoffMaxSeconds < j.Retry.BackoffSeconds {
+		errs.add(prefix.With("retry.backoff_max_seconds"), "must not be less than retry.backoff_seconds", j.Retry.BackoffMaxSeconds)
+	}
+	if j.Callback != nil {
+		if reason := httpURLProblem(j.Callback.URL); reason != "" {
+			errs.add(prefix.With("callback.url"), reason, j.Callback.URL)
+		}
+	}
+	return errs
+}
+
+func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
+	at := func(f string) string { return prefix.With("trigger." + f) }
+	if _, err := cron.Parse("0 0 * * *", t.Timezone); err != nil {
+		errs.add(at("timezone"), cronReason(err), t.Timezone)
+	}
+	onlyFor := func(field, kind string, set bool) {
+		if set && t.Kind != kind {
+			errs.add(at(field), "is only used with trigger kind "+kind, nil)
+		}
+	}
+	onlyFor("cron", "cron", t.Cron != "")
+	onlyFor("interval_seconds", "interval", t.IntervalSeconds != 0)
+	onlyFor("run_at", "delay", t.RunAt != nil)
+	switch t.Kind {
+	case "cron":
+		if t.Cron == "" {
+			errs.add(at("cron"), "is required with trigger kind cron", nil)
+		} else if _, err := cron.Parse(t.Cron, t.Timezone); err != nil {
+			var fe *cron.FieldError
+			if !errors.As(err, &fe) || fe.Field != "timezone" {
+				errs.add(at("cron"), cronReason(err), t.Cron)
+			}
+		}
+	case "interval":
+		if t.IntervalSeconds < 1 {
+			errs.add(at("interval_seconds"), "is required with trigger kind interval and must be at least 1", t.IntervalSeconds)
+		}
+	case "delay":
+		if t.RunAt == nil {
+			errs.add(at("run_at"), "is required with trigger kind delay", nil)
+		} else if !t.RunAt.After(time.Now()) {
+			errs.add(at("run_at"), "must be in the future", t.RunAt)
+		}
+	}
+}
+
+func (e *JobExecutor) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
+	at := func(f string) string { return prefix.With("executor." + f) }
+	onlyFor := func(field, kind string, set bool) {
+		if set && e.Kind != kind {
+			errs.add(at(field), "is only used with executor kind "+kind, nil)
+		}
+	}
+	onlyFor("command", "shell", e.Command != "")
+	onlyFor("url", "http", e.URL != "")
+	onlyFor("headers", "http", len(e.Headers) > 0)
+	onlyFor("body", "http", e.Body != "")
+	onlyFor("handler", "handler", e.Handler != "")
+	switch e.Kind {
+	case "shell":
+		if strings.TrimSpace(e.Command) == "" {
+			errs.add(at("command"), "is required with executor kind shell", e.Command)
+		}
+	case "http":
+		if reason := httpURLProblem(e.URL); reason != "" {
+			errs.add(at("url"), reason, e.URL)
+		}
+	case "handler":
+		if e.Handler == "" {
+			errs.add(at("handler"), "is required with executor kind handler", nil)
+		}
+	}
+}
+
+// httpURLProblem says what is wrong with an outbound URL, or "".
+func httpURLProblem(raw string) string {
+	if raw == "" {
+		return "is required"
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an absolute http or https URL"
+	case u.Host == "" || u.Hostname() == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not carry credentials; use headers"
+	}
+	return ""
+}
+
+func cronReason(err error) string {
+	var fe *cron.FieldError
+	if errors.As(err, &fe) {
+		return fe.Reason
+	}
+	return err.Error()
+}
+
+// fieldErrors collects validation errors in Huma's form.
+type fieldErrors []error
+
+func (e *fieldErrors) add(location, message string, value any) {
+	*e = append(*e, &huma.ErrorDetail{Location: location, Message: message, Value: value})
+}

@@ -1,0 +1,257 @@
+package openapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+)
+
+type jobHandlers struct {
+	jobs *queue.JobService
+}
+
+const jobBodyLimit = 256 << 10
+
+type jobIDInput struct {
+	ID string `path:"id" format:"uuid" doc:"Job id"`
+}
+
+type jobBodyInput struct {
+	Body Job
+}
+
+type jobUpdateInput struct {
+	ID   string `path:"id" format:"uuid" doc:"Job id"`
+	Body Job
+}
+
+type jobOutput struct {
+	Body *Job
+}
+
+type jobCreatedOutput struct {
+	Location string `header:"Location" doc:"URL of the new job"`
+	Body     *Job
+}
+
+type jobListInput struct {
+	Group  string `query:"group" maxLength:"200" doc:"Only jobs of this group"`
+	Owner  string `query:"owner" maxLength:"200" doc:"Only jobs of this owner"`
+	Paused string `query:"paused" enum:"true,false" doc:"Only paused (true) or unpaused (false) jobs"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size"`
+	Cursor string `query:"cursor" maxLength:"100" doc:"next_cursor of the previous page"`
+}
+
+// JobList is one page of jobs.
+type JobList struct {
+	Jobs       []*Job `json:"jobs"`
+	NextCursor string `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page"`
+}
+
+type jobListOutput struct {
+	Body JobList
+}
+
+func (h *jobHandlers) register(api huma.API) {
+	tags := []string{"Jobs"}
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "create-job", Method: http.MethodPost, Path: "/v1/jobs", Tags: tags,
+		Summary: "Create a job", DefaultStatus: http.StatusCreated, MaxBodyBytes: jobBodyLimit,
+		Description: "Validates the definition, stores it and computes its first fire time from the database clock.",
+		Errors:      []int{http.StatusConflict, http.StatusUnprocessableEntity},
+	}, ScopeSubmit), h.create)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "list-jobs", Method: http.MethodGet, Path: "/v1/jobs", Tags: tags,
+		Summary: "List jobs", Description: "Pages in creation order; filter by group, owner and paused.",
+	}, ScopeRead), h.list)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "get-job", Method: http.MethodGet, Path: "/v1/jobs/{id}", Tags: tags,
+		Summary: "Get a job", Errors: []int{http.StatusNotFound},
+	}, ScopeRead), h.get)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "update-job", Method: http.MethodPut, Path: "/v1/jobs/{id}", Tags: tags,
+		Summary: "Replace a job's definition", MaxBodyBytes: jobBodyLimit,
+		Description: "Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. " +
+			"PATCH with a JSON merge patch changes single fields.",
+		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, ScopeSubmit), h.update)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "pause-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/pause", Tags: tags,
+		Summary: "Pause a job", Description: "A paused job does not fire. Pausing twice is harmless.",
+		Errors: []int{http.StatusNotFound},
+	}, ScopeSubmit), h.pause)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "resume-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/resume", Tags: tags,
+		Summary:     "Resume a paused job",
+		Description: "Fires that fell due while paused are handled under the job's misfire policy.",
+		Errors:      []int{http.StatusNotFound},
+	}, ScopeSubmit), h.resume)
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "delete-job", Method: http.MethodDelete, Path: "/v1/jobs/{id}", Tags: tags,
+		Summary: "Delete a job", DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound},
+	}, ScopeSubmit), h.delete)
+}
+
+func (h *jobHandlers) create(ctx context.Context, in *jobBodyInput) (*jobCreatedOutput, error) {
+	def, err := jobToDB(&in.Body, uuid.Nil)
+	if err != nil {
+		return nil, err
+	}
+	job, err := h.jobs.Create(ctx, def)
+	if err != nil {
+		return nil, jobError(err, &in.Body)
+	}
+	out, err := jobFromDB(job)
+	if err != nil {
+		return nil, err
+	}
+	return &jobCreatedOutput{Location: "/v1/jobs/" + out.ID, Body: out}, nil
+}
+
+func (h *jobHandlers) list(ctx context.Context, in *jobListInput) (*jobListOutput, error) {
+	p := &db.JobListParams{Limit: in.Limit + 1}
+	if in.Cursor != "" {
+		after, err := decodeCursor(in.Cursor)
+		if err != nil {
+			return nil, huma.Error422UnprocessableEntity("invalid cursor",
+				&huma.ErrorDetail{Location: "query.cursor", Message: "is not a cursor returned by this API", Value: in.Cursor})
+		}
+		p.After = &after
+	}
+	if in.Group != "" {
+		p.Group = &in.Group
+	}
+	if in.Owner != "" {
+		p.Owner = &in.Owner
+	}
+	if in.Paused != "" {
+		paused := in.Paused == "true"
+		p.Paused = &paused
+	}
+	jobs, err := h.jobs.List(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := &jobListOutput{Body: JobList{Jobs: make([]*Job, 0, len(jobs))}}
+	if len(jobs) > in.Limit {
+		jobs = jobs[:in.Limit]
+		out.Body.NextCursor = encodeCursor(jobs[len(jobs)-1].ID)
+	}
+	for _, j := range jobs {
+		aj, err := jobFromDB(j)
+		if err != nil {
+			return nil, err
+		}
+		out.Body.Jobs = append(out.Body.Jobs, aj)
+	}
+	return out, nil
+}
+
+func (h *jobHandlers) get(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return h.respond(h.jobs.Get(ctx, id))
+}
+
+func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	def, err := jobToDB(&in.Body, id)
+	if err != nil {
+		return nil, err
+	}
+	job, err := h.jobs.Update(ctx, def)
+	if err != nil {
+		return nil, jobError(err, &in.Body)
+	}
+	return h.respond(job, nil)
+}
+
+func (h *jobHandlers) pause(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return h.respond(h.jobs.Pause(ctx, id))
+}
+
+func (h *jobHandlers) resume(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return h.respond(h.jobs.Resume(ctx, id))
+}
+
+func (h *jobHandlers) delete(ctx context.Context, in *jobIDInput) (*struct{}, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.jobs.Delete(ctx, id); err != nil {
+		return nil, jobError(err, nil)
+	}
+	return nil, nil
+}
+
+func (h *jobHandlers) respond(job *db.Job, err error) (*jobOutput, error) {
+	if err != nil {
+		return nil, jobError(err, nil)
+	}
+	out, err := jobFromDB(job)
+	if err != nil {
+		return nil, err
+	}
+	return &jobOutput{Body: out}, nil
+}
+
+// jobError turns service errors into problem responses.
+func jobError(err error, in *Job) error {
+	var ce *db.ConstraintError
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return huma.Error404NotFound("job not found")
+	case errors.Is(err, db.ErrConflict) && in != nil:
+		return huma.Error409Conflict(fmt.Sprintf("a job named %q already exists in group %q", in.Name, in.Group),
+			&huma.ErrorDetail{Location: "body.name", Message: "is taken in this group", Value: in.Name})
+	case errors.As(err, &ce):
+		return huma.Error422UnprocessableEntity("the job breaks rule "+ce.Constraint,
+			&huma.ErrorDetail{Location: "body", Message: "violates " + ce.Constraint})
+	}
+	return err
+}
+
+func parseID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, huma.Error422UnprocessableEntity("invalid id",
+			&huma.ErrorDetail{Location: "path.id", Message: "must be a UUID", Value: s})
+	}
+	return id, nil
+}
+
+// Cursors are opaque to clients so the paging key can change later.
+func encodeCursor(id uuid.UUID) string {
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+func decodeCursor(s string) (uuid.UUID, error) {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return uuid.FromBytes(b)
+}

@@ -1,0 +1,131 @@
+package openapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// apiEnv is a real ax API on loopback over a database of its own.
+type apiEnv struct {
+	t     *testing.T
+	pool  *pgxpool.Pool
+	url   string
+	admin string // an admin key
+}
+
+func setup(t *testing.T) *apiEnv {
+	t.Helper()
+	pool := dbtest.New(t)
+	handler, _ := openapi.New(openapi.Config{Pool: pool, Version: "test"})
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	env := &apiEnv{t: t, pool: pool, url: srv.URL}
+	env.admin = env.key(openapi.ScopeAdmin)
+	return env
+}
+
+// key creates a key with scopes and returns its secret.
+func (e *apiEnv) key(scopes ...string) string {
+	e.t.Helper()
+	secret, _, err := openapi.CreateAPIKey(context.Background(), e.pool, "test", scopes)
+	require.NoError(e.t, err)
+	return secret
+}
+
+// response is an answer with its body decoded as JSON.
+type response struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   map[string]any
+}
+
+// call sends body (marshalled unless it is a string or []byte) with key.
+func (e *apiEnv) call(method, path, key string, body any) *response {
+	e.t.Helper()
+	var rdr io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rdr = bytes.NewBufferString(b)
+	case []byte:
+		rdr = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		require.NoError(e.t, err)
+		rdr = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, e.url+path, rdr)
+	require.NoError(e.t, err)
+	if rdr != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return e.do(req)
+}
+
+// do sends req and decodes the answer.
+func (e *apiEnv) do(req *http.Request) *response {
+	e.t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	out := &response{status: resp.StatusCode, header: resp.Header, raw: raw}
+	if len(raw) > 0 && raw[0] == '{' {
+		require.NoError(e.t, json.Unmarshal(raw, &out.body), string(raw))
+	}
+	return out
+}
+
+// must checks the status and returns the body.
+func (r *response) must(t *testing.T, status int) map[string]any {
+	t.Helper()
+	require.Equal(t, status, r.status, "body: %s", r.raw)
+	return r.body
+}
+
+// errorLocations lists the locations of a problem document's errors.
+func (r *response) errorLocations() []string {
+	var locs []string
+	errs, _ := r.body["errors"].([]any)
+	for _, e := range errs {
+		if m, ok := e.(map[string]any); ok {
+			loc, _ := m["location"].(string)
+			locs = append(locs, loc)
+		}
+	}
+	return locs
+}
+
+// cronJob is a minimal valid job body.
+func cronJob(name, expr, tz string) map[string]any {
+	return map[string]any{
+		"name":     name,
+		"trigger":  map[string]any{"kind": "cron", "cron": expr, "timezone": tz},
+		"executor": map[string]any{"kind": "shell", "command": "echo hello"},
+	}
+}
+
+func (e *apiEnv) countJobs() int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.job").Scan(&n))
+	return n
+}

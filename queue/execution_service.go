@@ -1,0 +1,195 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+var (
+	// ErrIdempotencyMismatch means an Idempotency-Key was reused with a
+	// different request.
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
+	// ErrOverlapForbidden means a job with concurrency policy forbid still
+	// has an unfinished execution.
+	ErrOverlapForbidden = errors.New("the job's previous execution is unfinished and its concurrency policy is forbid")
+)
+
+// ExecutionService triggers, reads and cancels executions.
+type ExecutionService struct {
+	pool    *pgxpool.Pool
+	logger  *slog.Logger
+	metrics *Metrics
+}
+
+// NewExecutionService returns an ExecutionService on pool.
+func NewExecutionService(pool *pgxpool.Pool, logger *slog.Logger, metrics *Metrics) *ExecutionService {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &ExecutionService{pool: pool, logger: logger, metrics: metrics}
+}
+
+// TriggerRequest asks for a run of a job now.
+type TriggerRequest struct {
+	JobID uuid.UUID
+	// Params overlay the job's params for this run (nil: the job's).
+	Params json.RawMessage
+	// Idempotency: with a Key, the same key (per API key) returns the same
+	// execution; RequestHash tells a retry from a different request.
+	APIKeyID       uuid.UUID
+	IdempotencyKey string
+	Method, Path   string
+	RequestHash    []byte
+}
+
+// Trigger creates an execution of a job now, with its tasks, in one
+// transaction with the idempotency record. replayed is true when the key
+// had been used for the same request before.
+func (s *ExecutionService) Trigger(ctx context.Context, req *TriggerRequest) (exec *db.Execution, replayed bool, err error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, false, fmt.Errorf("error generating execution id: %w", err)
+	}
+	err = db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if req.IdempotencyKey != "" {
+			prior, err := s.claimKey(ctx, tx, req, id)
+			if err != nil || prior != uuid.Nil {
+				if err == nil {
+					exec, replayed = nil, true
+					exec, err = db.ExecutionGetByID(ctx, tx, prior)
+				}
+				return err
+			}
+		}
+		exec, err = s.fireNow(ctx, tx, req, id)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if !replayed {
+		s.metrics.Fires.WithLabelValues(db.CauseManual).Inc()
+		s.logger.InfoContext(ctx, "job triggered", "job_id", req.JobID, "execution_id", exec.ID)
+	}
+	return exec, replayed, nil
+}
+
+// claimKey records the key for this request, or returns the execution of
+// the earlier request that used it.
+func (s *ExecutionService) claimKey(ctx context.Context, tx pgx.Tx, req *TriggerRequest, id uuid.UUID) (uuid.UUID, error) {
+	body, _ := json.Marshal(map[string]string{"execution_id": id.String()})
+	prior, claimed, err := db.IdempotencyKeyClaim(ctx, tx, &db.IdempotencyRecord{
+		APIKeyID: req.APIKeyID, Key: req.IdempotencyKey, Method: req.Method, Path: req.Path,
+		RequestHash: req.RequestHash, ResponseStatus: 202, ResponseBody: body,
+	})
+	if err != nil || claimed {
+		return uuid.Nil, err
+	}
+	if prior.Method != req.Method || prior.Path != req.Path || !bytes.Equal(prior.RequestHash, req.RequestHash) {
+		return uuid.Nil, ErrIdempotencyMismatch
+	}
+	var stored struct {
+		ExecutionID uuid.UUID `json:"execution_id"`
+	}
+	if err := json.Unmarshal(prior.ResponseBody, &stored); err != nil {
+		return uuid.Nil, fmt.Errorf("error decoding stored idempotent response: %w", err)
+	}
+	return stored.ExecutionID, nil
+}
+
+func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerRequest, id uuid.UUID) (*db.Execution, error) {
+	job, err := db.JobGetByIDForUpdate(ctx, tx, req.JobID)
+	if err != nil {
+		return nil, err
+	}
+	if job.ConcurrencyPolicy != "allow" {
+		unfinished, err := db.ExecutionHasUnfinished(ctx, tx, job.ID)
+		if err != nil {
+			return nil, err
+		}
+		if unfinished && job.ConcurrencyPolicy == "forbid" {
+			return nil, ErrOverlapForbidden
+		}
+		if unfinished {
+			if _, err := db.ExecutionCancel(ctx, tx, nil, []uuid.UUID{job.ID}, "replaced by a newer fire"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	now, err := db.Now(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	inserted, err := db.ExecutionInsertMany(ctx, tx, []*db.NewExecution{{
+		ID: id, JobID: job.ID, Cause: db.CauseManual, ScheduledFor: now, Params: req.Params,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if len(inserted) != 1 {
+		return nil, fmt.Errorf("error inserting execution %s: not inserted", id)
+	}
+	if err := db.TriggerRecordFire(ctx, tx, job.ID, id, now); err != nil {
+		return nil, err
+	}
+	if err := db.Notify(ctx, tx, TaskReadyChannel, ""); err != nil {
+		return nil, err
+	}
+	return db.ExecutionGetByID(ctx, tx, id)
+}
+
+// Get returns an execution with its tasks.
+func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*db.Execution, []*db.Task, error) {
+	exec, err := db.ExecutionGetByID(ctx, s.pool, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	tasks, err := db.TaskListByExecution(ctx, s.pool, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return exec, tasks, nil
+}
+
+// List returns a page of executions, newest first.
+func (s *ExecutionService) List(ctx context.Context, p *db.ExecutionListParams) ([]*db.Execution, error) {
+	return db.ExecutionList(ctx, s.pool, p)
+}
+
+// Cancel stops an execution: pending tasks end now, running ones are
+// flagged for their agents. Cancelling a finished execution changes
+// nothing.
+func (s *ExecutionService) Cancel(ctx context.Context, id uuid.UUID, reason string) (*db.Execution, error) {
+	exec, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Execution, error) {
+		if _, err := db.ExecutionCancel(ctx, tx, []uuid.UUID{id}, nil, reason); err != nil {
+			return nil, err
+		}
+		return db.ExecutionGetByID(ctx, tx, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "execution cancel requested", "execution_id", id, "state", exec.State)
+	return exec, nil
+}
+
+// SkippedFires returns the newest skipped ticks of a job.
+func (s *ExecutionService) SkippedFires(ctx context.Context, jobID uuid.UUID, limit int) ([]*db.SkippedFire, error) {
+	if _, err := db.JobGetByID(ctx, s.pool, jobID); err != nil {
+		return nil, err
+	}
+	return db.SkippedFireListByJob(ctx, s.pool, jobID, limit)
+}

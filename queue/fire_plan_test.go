@@ -1,0 +1,130 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// everySecond ticks on whole seconds.
+type everySecond struct{}
+
+func (everySecond) next(_ *db.DueTrigger, after time.Time) (*time.Time, error) {
+	next := after.Truncate(time.Second).Add(time.Second)
+	return &next, nil
+}
+
+func (e everySecond) atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, error) {
+	return e.next(t, x.Add(-time.Nanosecond))
+}
+
+func TestPlanner(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	p := &planner{misfireThreshold: 5 * time.Second, ticks: everySecond{}}
+	due := func(policy string, behind time.Duration) *db.DueTrigger {
+		return &db.DueTrigger{JobID: uuid.New(), MisfirePolicy: policy, MisfireWindowSeconds: 3600,
+			MisfireMaxFires: 10, ConcurrencyPolicy: "allow", NextFireAt: base.Add(-behind)}
+	}
+	count := func(plan *firePlan) (fires, catchUps, skipped int) {
+		for _, f := range plan.fires {
+			fires++
+			if f.catchUp {
+				catchUps++
+			}
+		}
+		for _, s := range plan.skips {
+			skipped += s.TickCount
+		}
+		return
+	}
+
+	t.Run("on time", func(t *testing.T) {
+		plan, err := p.plan(due("fire_once", 0), base.Add(3*time.Millisecond))
+		require.NoError(t, err)
+		require.Equal(t, []plannedFire{{scheduledFor: base}}, plan.fires)
+		require.Empty(t, plan.skips)
+		require.Equal(t, base.Add(time.Second), *plan.next, "next tick from the scheduled time, not now")
+	})
+	t.Run("fire_once folds an outage into one catch-up", func(t *testing.T) {
+		plan, err := p.plan(due("fire_once", 60*time.Second), base)
+		require.NoError(t, err)
+		fires, catchUps, skipped := count(plan)
+		require.Equal(t, 1, catchUps)
+		require.Equal(t, base.Add(-60*time.Second), plan.fires[0].scheduledFor)
+		require.Equal(t, 6, fires-catchUps, "ticks within the threshold are on time")
+		require.Equal(t, 61, fires+skipped, "every tick is fired or recorded")
+		require.Len(t, plan.skips, 1, "consecutive skips are one range")
+		require.Equal(t, base.Add(-59*time.Second), plan.skips[0].FirstTick)
+		require.Equal(t, db.SkipMisfire, plan.skips[0].Reason)
+	})
+	t.Run("fire_all is capped", func(t *testing.T) {
+		plan, err := p.plan(due("fire_all", 60*time.Second), base)
+		require.NoError(t, err)
+		fires, catchUps, skipped := count(plan)
+		require.Equal(t, 10, catchUps)
+		require.Equal(t, 61, fires+skipped)
+	})
+	t.Run("skip fires only on-time ticks", func(t *testing.T) {
+		plan, err := p.plan(due("skip", 60*time.Second), base)
+		require.NoError(t, err)
+		fires, catchUps, skipped := count(plan)
+		require.Equal(t, 0, catchUps)
+		require.Equal(t, 55, skipped)
+		require.Equal(t, 6, fires)
+	})
+	t.Run("outside the window nothing catches up", func(t *testing.T) {
+		d := due("fire_all", 60*time.Second)
+		d.MisfireWindowSeconds = 30
+		plan, err := p.plan(d, base)
+		require.NoError(t, err)
+		_, catchUps, skipped := count(plan)
+		require.Equal(t, 10, catchUps, "ticks 30s..6s old still catch up")
+		require.Equal(t, 61-10-6, skipped)
+		require.Contains(t, plan.skips[0].Detail, "catch-up window")
+		require.Equal(t, 30, plan.skips[0].TickCount, "ticks 60s..31s old")
+	})
+	t.Run("a huge outage is one uncounted range", func(t *testing.T) {
+		plan, err := p.plan(due("fire_once", 48*time.Hour), base)
+		require.NoError(t, err)
+		fires, catchUps, _ := count(plan)
+		require.Equal(t, 1, catchUps, "one catch-up for the missed ticks inside the window")
+		require.Equal(t, base.Add(-time.Hour), plan.fires[0].scheduledFor, "the oldest missed tick in the window stands for all")
+		require.Equal(t, 7, fires)
+		old := plan.skips[0]
+		require.Equal(t, 0, old.TickCount, "47 hours of ticks: not counted")
+		require.Equal(t, base.Add(-48*time.Hour), old.FirstTick)
+		require.Equal(t, base.Add(-time.Hour), old.LastTick)
+		require.Equal(t, base.Add(time.Second), *plan.next)
+	})
+	t.Run("forbid skips while the previous run is unfinished", func(t *testing.T) {
+		d := due("fire_once", 0)
+		d.ConcurrencyPolicy, d.HasUnfinished = "forbid", true
+		plan, err := p.plan(d, base)
+		require.NoError(t, err)
+		require.Empty(t, plan.fires)
+		require.Equal(t, db.SkipOverlap, plan.skips[0].Reason)
+		require.Equal(t, 1, plan.skips[0].TickCount)
+	})
+	t.Run("forbid runs only the first of several fires", func(t *testing.T) {
+		d := due("fire_all", 3*time.Second)
+		d.ConcurrencyPolicy = "forbid"
+		plan, err := p.plan(d, base)
+		require.NoError(t, err)
+		require.Len(t, plan.fires, 1)
+		require.Equal(t, base.Add(-3*time.Second), plan.fires[0].scheduledFor)
+		require.Equal(t, 3, plan.skips[0].TickCount)
+	})
+	t.Run("replace runs only the last of several fires", func(t *testing.T) {
+		d := due("fire_all", 3*time.Second)
+		d.ConcurrencyPolicy = "replace"
+		plan, err := p.plan(d, base)
+		require.NoError(t, err)
+		require.Equal(t, []plannedFire{{scheduledFor: base}}, plan.fires)
+		require.Equal(t, 3, plan.skips[0].TickCount)
+	})
+}

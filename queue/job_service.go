@@ -1,0 +1,195 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// JobChangedChannel is the NOTIFY channel that tells trigger loops a job
+// was created, changed, paused, resumed or deleted, so they can recompute
+// how long to sleep.
+const JobChangedChannel = "ax_job_changed"
+
+// JobService changes jobs. Each change is one transaction that also
+// computes the next fire time from the database clock and notifies the
+// trigger loops.
+type JobService struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+// NewJobService returns a JobService on pool.
+func NewJobService(pool *pgxpool.Pool, logger *slog.Logger) *JobService {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &JobService{pool: pool, logger: logger}
+}
+
+// Create stores a new job (ID assigned here when unset) with its first
+// next_fire_at computed from the database clock.
+func (s *JobService) Create(ctx context.Context, job *db.Job) (*db.Job, error) {
+	if job.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("error generating job id: %w", err)
+		}
+		job.ID = id
+	}
+	created, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Job, error) {
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		if job.NextFireAt, err = NextFire(job, now); err != nil {
+			return nil, err
+		}
+		created, err := db.JobInsert(ctx, tx, job)
+		if err != nil {
+			return nil, err
+		}
+		return created, notifyJobChanged(ctx, tx, created.ID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error creating job: %w", err)
+	}
+	s.logger.InfoContext(ctx, "job created", "job_id", created.ID, "name", created.Name,
+		"trigger", created.TriggerKind, "next_fire_at", created.NextFireAt)
+	return created, nil
+}
+
+// Update replaces a job's definition. next_fire_at is recomputed only
+// when the schedule itself changed, so editing a description never moves
+// (or loses) a pending fire.
+func (s *JobService) Update(ctx context.Context, job *db.Job) (*db.Job, error) {
+	updated, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Job, error) {
+		old, err := db.JobGetByIDForUpdate(ctx, tx, job.ID)
+		if err != nil {
+			return nil, err
+		}
+		job.NextFireAt = old.NextFireAt
+		if !sameSchedule(old, job) {
+			now, err := db.Now(ctx, tx)
+			if err != nil {
+				return nil, err
+			}
+			if job.NextFireAt, err = NextFire(job, now); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := db.JobUpdate(ctx, tx, job); err != nil {
+			return nil, err
+		}
+		if err := notifyJobChanged(ctx, tx, job.ID); err != nil {
+			return nil, err
+		}
+		return db.JobGetByID(ctx, tx, job.ID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error updating job: %w", err)
+	}
+	s.logger.InfoContext(ctx, "job updated", "job_id", updated.ID, "next_fire_at", updated.NextFireAt)
+	return updated, nil
+}
+
+// Get returns one job.
+func (s *JobService) Get(ctx context.Context, id uuid.UUID) (*db.Job, error) {
+	return db.JobGetByID(ctx, s.pool, id)
+}
+
+// List returns a page of jobs.
+func (s *JobService) List(ctx context.Context, p *db.JobListParams) ([]*db.Job, error) {
+	return db.JobList(ctx, s.pool, p)
+}
+
+// Pause stops a job from firing until Resume.
+func (s *JobService) Pause(ctx context.Context, id uuid.UUID) (*db.Job, error) {
+	return s.setPaused(ctx, id, true)
+}
+
+// Resume lets a paused job fire again. Fires that fell due while it was
+// paused are handled by the trigger loop under the job's misfire policy.
+func (s *JobService) Resume(ctx context.Context, id uuid.UUID) (*db.Job, error) {
+	return s.setPaused(ctx, id, false)
+}
+
+func (s *JobService) setPaused(ctx context.Context, id uuid.UUID, paused bool) (*db.Job, error) {
+	job, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Job, error) {
+		var err error
+		if paused {
+			err = db.TriggerPause(ctx, tx, id)
+		} else {
+			err = resume(ctx, tx, id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := notifyJobChanged(ctx, tx, id); err != nil {
+			return nil, err
+		}
+		return db.JobGetByID(ctx, tx, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "job pause changed", "job_id", id, "paused", paused)
+	return job, nil
+}
+
+// Delete removes a job.
+func (s *JobService) Delete(ctx context.Context, id uuid.UUID) error {
+	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := db.JobDelete(ctx, tx, id); err != nil {
+			return err
+		}
+		return notifyJobChanged(ctx, tx, id)
+	})
+	if err != nil {
+		return err
+	}
+	s.logger.InfoContext(ctx, "job deleted", "job_id", id)
+	return nil
+}
+
+func notifyJobChanged(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+	return db.Notify(ctx, tx, JobChangedChannel, id.String())
+}
+
+// resume unpauses a job. Ticks that fell due while it was paused are
+// recorded as skipped (reason paused) and the schedule moves on to the
+// first tick after now: a resumed job does not replay its pause.
+func resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+	job, err := db.JobGetByIDForUpdate(ctx, tx, id)
+	if err != nil || !job.Paused {
+		return err
+	}
+	now, err := db.Now(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if job.NextFireAt != nil && !job.NextFireAt.After(now) {
+		due := &db.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
+			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt}
+		skip := &skipRecorder{jobID: job.ID}
+		p := &planner{ticks: triggerTicks{}}
+		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, db.SkipPaused, "the job was paused")
+		if err != nil {
+			return err
+		}
+		if err := db.SkippedFireInsertMany(ctx, tx, skip.done()); err != nil {
+			return err
+		}
+		if _, err := db.TriggerSetNextFire(ctx, tx, id, next); err != nil {
+			return err
+		}
+	}
+	return db.TriggerResume(ctx, tx, id)
+}

@@ -1,0 +1,136 @@
+package queue
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Notifier holds one LISTEN connection per replica and fans notifications
+// out to any number of subscribers, so waiting loops and long polls cost no
+// connection each. Wakeups coalesce: a subscriber that is busy sees one
+// pending wakeup, not a queue. After a reconnect every subscriber is woken,
+// since notifications sent meanwhile were lost.
+type Notifier struct {
+	connConfig *pgx.ConnConfig
+	channels   []string
+	logger     *slog.Logger
+
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]struct{}
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// NewNotifier listens on channels through a connection configured like
+// pool's.
+func NewNotifier(pool *pgxpool.Pool, logger *slog.Logger, channels ...string) *Notifier {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Notifier{
+		connConfig: pool.Config().ConnConfig.Copy(),
+		channels:   channels,
+		logger:     logger,
+		subs:       map[string]map[chan struct{}]struct{}{},
+	}
+}
+
+// Subscribe returns a channel that receives a value after each
+// notification on channel, and a function that ends the subscription.
+func (n *Notifier) Subscribe(channel string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	if n.subs[channel] == nil {
+		n.subs[channel] = map[chan struct{}]struct{}{}
+	}
+	n.subs[channel][ch] = struct{}{}
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		delete(n.subs[channel], ch)
+		n.mu.Unlock()
+	}
+}
+
+// Start connects and listens in the background until Stop.
+func (n *Notifier) Start(ctx context.Context) error {
+	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.done = make(chan struct{})
+	go n.run(ctx)
+	return nil
+}
+
+// Stop ends listening and waits for the connection to close. It is safe
+// to call twice or without Start.
+func (n *Notifier) Stop() {
+	n.stopOnce.Do(func() {
+		if n.cancel != nil {
+			n.cancel()
+			<-n.done
+		}
+	})
+}
+
+func (n *Notifier) run(ctx context.Context) {
+	defer close(n.done)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := n.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		n.logger.WarnContext(ctx, "notifier connection lost; reconnecting", "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// listen runs one connection until it fails.
+func (n *Notifier) listen(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, n.connConfig)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, ch := range n.channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	n.wakeAll()
+	for {
+		note, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		n.wake(note.Channel)
+	}
+}
+
+func (n *Notifier) wake(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.subs[channel] {
+		select {
+		case ch <- struct{}{}:
+		default: // a wakeup is pending already
+		}
+	}
+}
+
+func (n *Notifier) wakeAll() {
+	for _, ch := range n.channels {
+		n.wake(ch)
+	}
+}

@@ -1,0 +1,120 @@
+package queue
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/cron"
+)
+
+// NextFire returns when job fires next strictly after `after`, or nil when
+// it never fires on its own (manual jobs, delays already past, cron
+// expressions with no further tick).
+func NextFire(job *db.Job, after time.Time) (*time.Time, error) {
+	if job.TriggerKind == db.TriggerDelay {
+		if job.RunAt == nil || !job.RunAt.After(after) {
+			return nil, nil
+		}
+		runAt := job.RunAt.UTC()
+		return &runAt, nil
+	}
+	return nextTick(job.TriggerKind, job.CronExpr, job.Timezone, job.IntervalSeconds, after)
+}
+
+// triggerTicks enumerates due triggers' ticks. Scheduled times are
+// computed from the previous scheduled time, never from now, so interval
+// jobs do not drift and cron jobs never skip or repeat a tick.
+type triggerTicks struct{}
+
+func (triggerTicks) next(t *db.DueTrigger, after time.Time) (*time.Time, error) {
+	if t.TriggerKind == db.TriggerDelay {
+		return nil, nil // a delay fires once
+	}
+	return nextTick(t.TriggerKind, t.CronExpr, t.Timezone, t.IntervalSeconds, after)
+}
+
+func (tt triggerTicks) atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, error) {
+	switch {
+	case !t.NextFireAt.Before(x):
+		return &t.NextFireAt, nil
+	case t.TriggerKind == db.TriggerInterval:
+		step := time.Duration(t.IntervalSeconds) * time.Second
+		n := (x.Sub(t.NextFireAt) + step - 1) / step
+		tick := t.NextFireAt.Add(n * step)
+		return &tick, nil
+	}
+	return tt.next(t, x.Add(-time.Nanosecond))
+}
+
+func nextTick(kind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
+	switch kind {
+	case db.TriggerCron:
+		sched, err := schedules.get(expr, tz)
+		if err != nil {
+			return nil, err
+		}
+		return nonZero(sched.Next(after)), nil
+	case db.TriggerInterval:
+		next := after.Add(time.Duration(intervalSeconds) * time.Second).UTC()
+		return &next, nil
+	case db.TriggerManual, db.TriggerDelay:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unknown trigger kind %q", kind)
+}
+
+func nonZero(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// schedules caches parsed cron expressions: a replica fires the same few
+// thousand expressions over and over.
+var schedules = &scheduleCache{m: map[string]*cron.Schedule{}}
+
+const scheduleCacheMax = 100_000
+
+type scheduleCache struct {
+	mu sync.Mutex
+	m  map[string]*cron.Schedule
+}
+
+func (c *scheduleCache) get(expr, tz string) (*cron.Schedule, error) {
+	key := expr + "\x00" + tz
+	c.mu.Lock()
+	s, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := cron.Parse(expr, tz)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing cron %q in %s: %w", expr, tz, err)
+	}
+	c.mu.Lock()
+	if len(c.m) >= scheduleCacheMax {
+		clear(c.m) // rare; a full rebuild is cheaper than tracking recency
+	}
+	c.m[key] = s
+	c.mu.Unlock()
+	return s, nil
+}
+
+// sameSchedule reports whether two versions of a job fire at the same
+// times, so an update that leaves the schedule alone keeps next_fire_at.
+func sameSchedule(a, b *db.Job) bool {
+	return a.TriggerKind == b.TriggerKind && a.CronExpr == b.CronExpr &&
+		a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
+		timesEqual(a.RunAt, b.RunAt)
+}
+
+func timesEqual(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}

@@ -1,0 +1,242 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type env struct {
+	t    *testing.T
+	pool *pgxpool.Pool
+	jobs *queue.JobService
+	loop *queue.TriggerLoop
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	pool := dbtest.New(t)
+	return &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil),
+		loop: queue.NewTriggerLoop(pool, nil, queue.TriggerLoopConfig{})}
+}
+
+// job creates a job; mutate adjusts the definition first.
+func (e *env) job(kind string, mutate func(j *db.Job)) *db.Job {
+	e.t.Helper()
+	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: kind, Timezone: "UTC",
+		ExecutorKind: "shell", Executor: []byte(`{"command":"true"}`), RouteStrategy: "round_robin",
+		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 5, RetryBackoffMaxSeconds: 60,
+		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100}
+	switch kind {
+	case db.TriggerCron:
+		j.CronExpr = "* * * * * *"
+	case db.TriggerInterval:
+		j.IntervalSeconds = 1
+	}
+	if mutate != nil {
+		mutate(j)
+	}
+	created, err := e.jobs.Create(context.Background(), j)
+	require.NoError(e.t, err)
+	return created
+}
+
+// behind moves a job's next fire into the past, as if no replica ran.
+func (e *env) behind(id uuid.UUID, d time.Duration) time.Time {
+	e.t.Helper()
+	var next time.Time
+	err := e.pool.QueryRow(context.Background(),
+		`UPDATE ax.trigger SET next_fire_at = date_trunc('second', now()) - $2::interval
+		 WHERE job_id = $1 RETURNING next_fire_at`, id, fmt.Sprintf("%d milliseconds", d.Milliseconds())).Scan(&next)
+	require.NoError(e.t, err)
+	return next.UTC()
+}
+
+func (e *env) fire() int {
+	e.t.Helper()
+	n, err := e.loop.FireDue(context.Background())
+	require.NoError(e.t, err)
+	return n
+}
+
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func TestFireDueIntervalNoDrift(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	j := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 10; j.ShardCount = 3; j.ShardParams = []string{"a", "b", "c"} })
+	scheduled := e.behind(j.ID, 1500*time.Millisecond)
+	require.Equal(t, 1, e.fire())
+
+	got, err := db.JobGetByID(context.Background(), e.pool, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, scheduled.Add(10*time.Second), *got.NextFireAt, "next = previous scheduled + interval, not now + interval")
+	require.Equal(t, scheduled, *got.LastScheduledFor)
+	require.Equal(t, "pending", got.LastState)
+
+	execs, err := db.ExecutionList(context.Background(), e.pool, &db.ExecutionListParams{JobID: &j.ID, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, execs, 1)
+	require.Equal(t, db.CauseSchedule, execs[0].Cause)
+	require.False(t, execs[0].Misfired)
+	tasks, err := db.TaskListByExecution(context.Background(), e.pool, execs[0].ID)
+	require.NoError(t, err)
+	require.Len(t, tasks, 3)
+	for i, task := range tasks {
+		require.Equal(t, i, task.ShardIndex)
+		require.Equal(t, 3, task.ShardTotal)
+		require.Equal(t, []string{"a", "b", "c"}[i], task.ShardParam)
+		require.Equal(t, "pending", task.State)
+	}
+	require.Equal(t, 0, e.fire(), "nothing else is due")
+}
+
+func TestFireDueMisfirePolicies(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	once := e.job(db.TriggerCron, nil)
+	all := e.job(db.TriggerCron, func(j *db.Job) { j.MisfirePolicy = "fire_all"; j.MisfireMaxFires = 10 })
+	skip := e.job(db.TriggerCron, func(j *db.Job) { j.MisfirePolicy = "skip" })
+	for _, j := range []*db.Job{once, all, skip} {
+		e.behind(j.ID, 60*time.Second)
+	}
+	require.Equal(t, 3, e.fire())
+
+	catchUps := func(id uuid.UUID) int {
+		return e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1 AND cause = 'catch_up' AND misfired`, id)
+	}
+	require.Equal(t, 1, catchUps(once.ID))
+	require.Equal(t, 10, catchUps(all.ID))
+	require.Equal(t, 0, catchUps(skip.ID))
+	for _, j := range []*db.Job{once, all, skip} {
+		// Every tick from 60 s ago to now is either fired or recorded as
+		// skipped, once.
+		fired := e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, j.ID)
+		skipped := e.count(`SELECT coalesce(sum(tick_count), 0) FROM ax.skipped_fire WHERE job_id = $1 AND reason = 'misfire'`, j.ID)
+		last := e.count(`SELECT extract(epoch FROM max(scheduled_for) - min(scheduled_for))::int FROM ax.execution WHERE job_id = $1`, j.ID)
+		require.GreaterOrEqual(t, fired+skipped, 61, j.MisfirePolicy)
+		require.LessOrEqual(t, last, 61)
+	}
+	require.Positive(t, e.count(`SELECT count(*) FROM ax.skipped_today WHERE reason = 'misfire'`))
+}
+
+func TestFireDueOverlapPolicies(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	forbid := e.job(db.TriggerCron, func(j *db.Job) { j.ConcurrencyPolicy = "forbid" })
+	replace := e.job(db.TriggerCron, func(j *db.Job) { j.ConcurrencyPolicy = "replace" })
+	for _, j := range []*db.Job{forbid, replace} {
+		e.behind(j.ID, 0)
+	}
+	require.Equal(t, 2, e.fire())
+	// The next tick falls due while the first execution is still pending.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	require.Equal(t, 2, e.fire())
+
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, forbid.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.skipped_fire WHERE job_id = $1 AND reason = 'overlap'`, forbid.ID))
+
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, replace.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1 AND state = 'cancelled'
+		AND cancel_reason = 'replaced by a newer fire'`, replace.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.task WHERE job_id = $1 AND state = 'cancelled'`, replace.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1 AND state = 'pending'`, replace.ID))
+}
+
+func TestFireDueDelayFiresOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	runAt := time.Now().Add(time.Hour)
+	j := e.job(db.TriggerDelay, func(j *db.Job) { j.RunAt = &runAt })
+	e.behind(j.ID, 0)
+	require.Equal(t, 1, e.fire())
+	got, err := db.JobGetByID(context.Background(), e.pool, j.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.NextFireAt, "a delay job is done after it fired")
+	require.Equal(t, 0, e.fire())
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, j.ID))
+}
+
+func TestPausedJobsDoNotFireAndResumeRecordsTheGap(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	j := e.job(db.TriggerCron, nil)
+	_, err := e.jobs.Pause(context.Background(), j.ID)
+	require.NoError(t, err)
+	from := e.behind(j.ID, 30*time.Second)
+	require.Equal(t, 0, e.fire(), "paused jobs are not claimed")
+
+	resumed, err := e.jobs.Resume(context.Background(), j.ID)
+	require.NoError(t, err)
+	require.False(t, resumed.Paused)
+	require.True(t, resumed.NextFireAt.After(time.Now().Add(-2*time.Second)), "the schedule moved past the pause")
+	skipped, err := db.SkippedFireListByJob(context.Background(), e.pool, j.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, skipped, 1)
+	require.Equal(t, db.SkipPaused, skipped[0].Reason)
+	require.Equal(t, from, skipped[0].FirstTick)
+	require.InDelta(t, 31, skipped[0].TickCount, 2)
+	e.fire()
+	require.Zero(t, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1 AND misfired`, j.ID))
+}
+
+// TestConcurrentReplicasFireEachTickOnce races several loops over the same
+// due triggers: every tick gets exactly one execution.
+func TestConcurrentReplicasFireEachTickOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var ids []uuid.UUID
+	for range 200 {
+		j := e.job(db.TriggerCron, func(j *db.Job) { j.MisfirePolicy = "fire_all"; j.MisfireMaxFires = 1000 })
+		e.behind(j.ID, 3*time.Second)
+		ids = append(ids, j.ID)
+	}
+	loops := make([]*queue.TriggerLoop, 4)
+	for i := range loops {
+		loops[i] = queue.NewTriggerLoop(e.pool, nil, queue.TriggerLoopConfig{BatchSize: 7})
+	}
+	var wg sync.WaitGroup
+	for _, l := range loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n, err := l.FireDue(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n == 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, e.count(`SELECT count(*) FROM (SELECT job_id, scheduled_for FROM ax.execution
+		GROUP BY 1, 2 HAVING count(*) > 1) d`), "no tick fired twice")
+	for _, id := range ids {
+		n := e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, id)
+		require.GreaterOrEqual(t, n, 4, "ticks 3 s ago to now")
+		require.Equal(t, n, e.count(`SELECT count(DISTINCT scheduled_for) FROM ax.execution WHERE job_id = $1`, id))
+		require.Equal(t, n-1, e.count(`SELECT extract(epoch FROM max(scheduled_for) - min(scheduled_for))::int
+			FROM ax.execution WHERE job_id = $1`, id), "no gaps")
+	}
+}

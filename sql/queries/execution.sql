@@ -1,0 +1,108 @@
+-- ExecutionInsertMany inserts fires (params: the job's, overlaid by the
+-- fire's own); a scheduled tick that already has an
+-- execution is skipped (execution_tick_once_idx), so a tick fires once
+-- whatever races. Returns the executions actually inserted.
+-- name: ExecutionInsertMany :many
+INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at)
+SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
+       j.params || coalesce(e.params, '{}'::jsonb), j.shard_count, j.priority, clock_timestamp()
+FROM (
+    SELECT unnest(@ids::uuid[]) AS id,
+           unnest(@job_ids::uuid[]) AS job_id,
+           unnest(@causes::text[]) AS cause,
+           unnest(@scheduled_fors::timestamptz[]) AS scheduled_for,
+           unnest(@misfired::boolean[]) AS misfired,
+           unnest(@params::jsonb[]) AS params
+) e
+JOIN ax.job j ON j.id = e.job_id
+ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
+RETURNING id, job_id, scheduled_for, fired_at;
+
+-- TaskInsertForExecutions makes one pending task per shard of each
+-- execution in @execution_ids; ids that were not inserted (a tick that
+-- had fired already) match nothing.
+-- name: TaskInsertForExecutions :execrows
+INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
+                     priority, max_attempts, timeout_seconds)
+SELECT e.id, e.job_id, s.i, e.shard_count, coalesce(j.shard_params ->> s.i, ''),
+       e.priority, j.retry_max_attempts, j.timeout_seconds
+FROM ax.execution e
+JOIN ax.job j ON j.id = e.job_id
+CROSS JOIN LATERAL generate_series(0, e.shard_count - 1) AS s(i)
+WHERE e.id = ANY(@execution_ids::uuid[]);
+
+-- SkippedFireInsertMany records ticks that did not fire (tick_count < 1
+-- means not counted).
+-- name: SkippedFireInsertMany :exec
+INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, tick_count, detail)
+SELECT s.job_id, s.reason::ax.skip_reason, s.first_tick, s.last_tick, nullif(s.tick_count, 0), s.detail
+FROM (
+    SELECT unnest(@job_ids::uuid[]) AS job_id,
+           unnest(@reasons::text[]) AS reason,
+           unnest(@first_ticks::timestamptz[]) AS first_tick,
+           unnest(@last_ticks::timestamptz[]) AS last_tick,
+           unnest(@tick_counts::integer[]) AS tick_count,
+           unnest(@details::text[]) AS detail
+) s;
+
+-- ExecutionCancel stops the unfinished executions in @ids and those of
+-- @job_ids: pending tasks are cancelled at once; leased and running tasks
+-- are flagged so their agents stop them, and their execution stays
+-- running until they report. Returns the executions touched.
+-- name: ExecutionCancel :many
+WITH target AS (
+    SELECT id FROM ax.execution
+    WHERE (id = ANY(@ids::uuid[]) OR job_id = ANY(@job_ids::uuid[]))
+      AND state IN ('pending', 'running')
+    FOR UPDATE
+), cancelled_tasks AS (
+    UPDATE ax.task
+    SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || @reason::text
+    WHERE execution_id IN (SELECT id FROM target) AND state = 'pending'
+    RETURNING execution_id
+), flagged_tasks AS (
+    UPDATE ax.task
+    SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
+    WHERE execution_id IN (SELECT id FROM target) AND state IN ('leased', 'running')
+    RETURNING execution_id
+)
+UPDATE ax.execution e
+SET cancel_requested_at = coalesce(e.cancel_requested_at, now()),
+    cancel_reason = coalesce(e.cancel_reason, @reason::text),
+    state = CASE WHEN EXISTS (SELECT 1 FROM flagged_tasks f WHERE f.execution_id = e.id)
+                 THEN e.state ELSE 'cancelled' END,
+    finished_at = CASE WHEN EXISTS (SELECT 1 FROM flagged_tasks f WHERE f.execution_id = e.id)
+                       THEN NULL ELSE now() END,
+    updated_at = now()
+FROM target
+WHERE e.id = target.id
+RETURNING e.id, e.state;
+
+-- name: ExecutionGetByID :one
+SELECT * FROM ax.execution WHERE id = @id;
+
+-- ExecutionList pages newest first (ids are UUIDv7); @before is the last
+-- id of the previous page. Times filter on scheduled_for.
+-- name: ExecutionList :many
+SELECT * FROM ax.execution
+WHERE (sqlc.narg('job_id')::uuid IS NULL OR job_id = sqlc.narg('job_id')::uuid)
+  AND (sqlc.narg('state')::text IS NULL OR state = sqlc.narg('state')::ax.execution_state)
+  AND (sqlc.narg('from')::timestamptz IS NULL OR scheduled_for >= sqlc.narg('from')::timestamptz)
+  AND (sqlc.narg('to')::timestamptz IS NULL OR scheduled_for < sqlc.narg('to')::timestamptz)
+  AND (sqlc.narg('before')::uuid IS NULL OR id < sqlc.narg('before')::uuid)
+ORDER BY id DESC
+LIMIT @max;
+
+-- name: TaskListByExecution :many
+SELECT * FROM ax.task WHERE execution_id = @execution_id ORDER BY shard_index;
+
+-- name: SkippedFireListByJob :many
+SELECT * FROM ax.skipped_fire
+WHERE job_id = @job_id
+ORDER BY first_tick DESC
+LIMIT @max;
+
+-- name: ExecutionHasUnfinished :one
+SELECT EXISTS (
+    SELECT 1 FROM ax.execution WHERE job_id = @job_id AND state IN ('pending', 'running')
+)::boolean AS unfinished;

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/proctest"
+)
+
+func TestMain(m *testing.M) {
+	defer proctest.Cleanup()
+	dbtest.Main(m)
+}
+
+// server is an `ax serve` process on a database of its own.
+type server struct {
+	url, dbURL, key string
+	proc            *proctest.Process
+}
+
+func startServer(t *testing.T) *server {
+	t.Helper()
+	dbURL := dbtest.NewURL(t)
+	key := "ax_e2e_bootstrap_admin_key_0123456789"
+	addr := proctest.FreeAddr(t)
+	proc := proctest.Start(t, proctest.Binary(t, "ax"),
+		[]string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key, "AX_ADDR=" + addr}, "serve")
+	url := "http://" + addr
+	proctest.WaitHTTP(t, url+"/readyz", 30*time.Second)
+	return &server{url: url, dbURL: dbURL, key: key, proc: proc}
+}
+
+// ax runs the CLI against s and returns its stdout.
+func (s *server) ax(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(proctest.Binary(t, "ax"), args...)
+	cmd.Env = append(os.Environ(), "AX_SERVER="+s.url, "AX_API_KEY="+s.key, "DATABASE_URL="+s.dbURL)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), &cliError{err: err, stderr: stderr.String()}
+	}
+	return string(out), nil
+}
+
+type cliError struct {
+	err    error
+	stderr string
+}
+
+func (e *cliError) Error() string { return e.err.Error() + ": " + e.stderr }
+
+func TestCLIJobsAgainstServer(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	dir := t.TempDir()
+	jobFile := filepath.Join(dir, "job.json")
+	require.NoError(t, os.WriteFile(jobFile, []byte(`{
+		"name": "breakfast",
+		"group": "kitchen",
+		"trigger": {"kind": "cron", "cron": "0 0 8 * * ?", "timezone": "Asia/Shanghai"},
+		"executor": {"kind": "shell", "command": "make coffee"}
+	}`), 0o644))
+
+	out, err := s.ax(t, "job", "create", "-f", jobFile, "-o", "json")
+	require.NoError(t, err)
+	var created struct {
+		ID         string    `json:"id"`
+		NextFireAt time.Time `json:"next_fire_at"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &created))
+	require.Equal(t, 0, created.NextFireAt.Hour(), "08:00 Shanghai is 00:00 UTC")
+	require.True(t, created.NextFireAt.After(time.Now()))
+
+	out, err = s.ax(t, "job", "list")
+	require.NoError(t, err)
+	require.Contains(t, out, "breakfast")
+	require.Contains(t, out, `cron "0 0 8 * * ?" Asia/Shanghai`)
+	require.Contains(t, out, created.NextFireAt.UTC().Format("2006-01-02 15:04:05"))
+
+	out, err = s.ax(t, "job", "get", created.ID)
+	require.NoError(t, err)
+	require.Contains(t, out, "kitchen")
+
+	// Bad input: the CLI shows the field and the reason; nothing is stored.
+	require.NoError(t, os.WriteFile(jobFile, []byte(`{"name":"bad","trigger":{"kind":"cron","cron":"0 0 30 2 *"},"executor":{"kind":"shell","command":"x"}}`), 0o644))
+	_, err = s.ax(t, "job", "create", "-f", jobFile)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "body.trigger.cron")
+
+	out, err = s.ax(t, "job", "pause", created.ID, "-o", "json")
+	require.NoError(t, err)
+	require.Contains(t, out, `"paused": true`)
+
+	out, err = s.ax(t, "job", "list", "-o", "json", "-all")
+	require.NoError(t, err)
+	var jobs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &jobs))
+	require.Len(t, jobs, 1)
+
+	out, err = s.ax(t, "job", "delete", created.ID)
+	require.NoError(t, err)
+	require.Contains(t, out, "deleted")
+}
+
+func TestKeyCommandAndScopes(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	cmd := exec.Command(proctest.Binary(t, "ax"), "key", "create", "--scope", "read", "--name", "dashboard")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+s.dbURL)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	readKey := strings.TrimSpace(string(out))
+	require.True(t, strings.HasPrefix(readKey, "ax_"))
+
+	s.key = readKey
+	_, err = s.ax(t, "job", "list")
+	require.NoError(t, err)
+	jobFile := filepath.Join(t.TempDir(), "job.json")
+	require.NoError(t, os.WriteFile(jobFile, []byte(`{"name":"x","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"x"}}`), 0o644))
+	_, err = s.ax(t, "job", "create", "-f", jobFile)
+	require.ErrorContains(t, err, "403")
+
+	list, err := s.ax(t, "key", "list")
+	require.NoError(t, err)
+	require.Contains(t, list, "dashboard")
+	require.Contains(t, list, "bootstrap-admin")
+}

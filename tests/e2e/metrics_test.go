@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// scrape returns the value of each sample on /metrics, keyed by its name
+// with labels (`ax_fires_total{cause="manual"}`).
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, line)
+		out[line[:i]] = v
+	}
+	return out
+}
+
+func TestMetricsMoveAsJobsFire(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	before := scrape(t, s.url)
+	for _, name := range []string{`ax_fires_total{cause="schedule"}`, `ax_fires_total{cause="manual"}`,
+		`ax_misfires_total`, `ax_skipped_ticks_total{reason="misfire"}`, `ax_fire_lag_seconds_count`} {
+		require.Contains(t, before, name)
+	}
+
+	create := func(body string) string {
+		req, _ := http.NewRequest("POST", s.url+"/v1/jobs", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+s.key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		var j struct{ ID string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&j))
+		return j.ID
+	}
+	create(`{"name":"every-second","trigger":{"kind":"cron","cron":"* * * * * *"},"executor":{"kind":"shell","command":"true"}}`)
+	manual := create(`{"name":"by-hand","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`)
+	late := create(`{"name":"late","trigger":{"kind":"interval","interval_seconds":1},"misfire":{"policy":"fire_once"},"executor":{"kind":"shell","command":"true"}}`)
+
+	// An outage for one job: its next fire a minute in the past.
+	pool, err := pgxpool.New(context.Background(), s.dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() - interval '60 seconds' WHERE job_id = $1`, late)
+	require.NoError(t, err)
+
+	req, _ := http.NewRequest("POST", s.url+"/v1/jobs/"+manual+"/trigger", bytes.NewReader(nil))
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	require.Eventually(t, func() bool {
+		after := scrape(t, s.url)
+		return after[`ax_fires_total{cause="schedule"}`] >= before[`ax_fires_total{cause="schedule"}`]+2 &&
+			after[`ax_fires_total{cause="manual"}`] == before[`ax_fires_total{cause="manual"}`]+1 &&
+			after[`ax_fires_total{cause="catch_up"}`] >= 1 &&
+			after[`ax_misfires_total`] >= 50 &&
+			after[`ax_skipped_ticks_total{reason="misfire"}`] >= 50 &&
+			after[`ax_fire_lag_seconds_count`] >= 2
+	}, 15*time.Second, 200*time.Millisecond)
+}

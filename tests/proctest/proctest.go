@@ -1,0 +1,163 @@
+// Package proctest builds ax's binaries once per test process and runs
+// them as real processes that are always stopped (by PID) and cleaned up,
+// also when a test fails.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// Binary returns the path of cmd/<name> built for this test run.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	buildOnce.Do(build)
+	if buildErr != nil {
+		t.Fatalf("proctest: %v", buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+// Cleanup removes the built binaries; call it from TestMain after m.Run.
+func Cleanup() {
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+}
+
+func build() {
+	binDir, buildErr = os.MkdirTemp("", "ax-bin-")
+	if buildErr != nil {
+		return
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	cmd := exec.Command("go", "build", "-race", "-o", binDir+string(filepath.Separator), "./cmd/...")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		buildErr = fmt.Errorf("error building binaries: %v\n%s", err, out)
+	}
+}
+
+// Process is a running binary.
+type Process struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	output *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// Start runs bin with args and env (added to this process's environment)
+// and stops it when the test ends.
+func Start(t testing.TB, bin string, env []string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("proctest: error starting %s: %v", bin, err)
+	}
+	p := &Process{t: t, cmd: cmd, output: out, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Signal(syscall.SIGKILL)
+		<-p.done
+		if t.Failed() {
+			t.Logf("output of %s %s:\n%s", filepath.Base(bin), strings.Join(args, " "), p.Output())
+		}
+	})
+	return p
+}
+
+// PID is the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Signal sends sig to the process group (children included).
+func (p *Process) Signal(sig syscall.Signal) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// Wait waits up to timeout for the process to exit and returns its error.
+func (p *Process) Wait(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("process %d still running after %s", p.PID(), timeout)
+	}
+}
+
+// Output is what the process printed so far.
+func (p *Process) Output() string { return p.output.String() }
+
+// FreeAddr returns a free loopback TCP address.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proctest: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// WaitHTTP polls url until it answers 200 or timeout passes.
+func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("proctest: %s did not answer 200 within %s (last error: %v)", url, timeout, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
