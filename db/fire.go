@@ -30,11 +30,13 @@ type DueTrigger struct {
 	HasUnfinished bool
 }
 
-// TriggerClaimDue locks up to max due triggers until the transaction ends;
-// rows locked by other replicas are skipped. now, when set, replaces the
-// database clock (tests and benchmarks).
-func TriggerClaimDue(ctx context.Context, e Executor, max int, now *time.Time) ([]*DueTrigger, error) {
-	rows, err := queries.TriggerClaimDue(ctx, e, dbsqlc.TriggerClaimDueParams{Now: now, Max: int32(max)})
+// TriggerClaimDue locks up to max triggers due within `ahead` from now
+// until the transaction ends; rows locked by other replicas are skipped.
+// now, when set, replaces the database clock (tests and benchmarks).
+func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Duration, now *time.Time) ([]*DueTrigger, error) {
+	rows, err := queries.TriggerClaimDue(ctx, e, dbsqlc.TriggerClaimDueParams{
+		Now: now, Max: int32(max), AheadMs: ahead.Milliseconds(),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("error claiming due triggers: %w", mapErr(err))
 	}

@@ -56,6 +56,8 @@ func TestTriggerAndReadExecution(t *testing.T) {
 	require.Equal(t, cancelled["finished_at"], again["finished_at"], "cancelling twice changes nothing")
 
 	env.call("GET", "/v1/executions/01a22b9a-bfcc-7aeb-889e-fd18f31ac4ad", env.admin, nil).must(t, http.StatusNotFound)
+	env.call("GET", "/v1/jobs/01a22b9a-bfcc-7aeb-889e-fd18f31ac4ad/executions", env.admin, nil).must(t, http.StatusNotFound)
+	env.call("GET", "/v1/executions?job_id=01a22b9a-bfcc-7aeb-889e-fd18f31ac4ad", env.admin, nil).must(t, http.StatusNotFound)
 	env.trigger("01a22b9a-bfcc-7aeb-889e-fd18f31ac4ad", "", "").must(t, http.StatusNotFound)
 }
 

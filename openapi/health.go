@@ -28,7 +28,7 @@ type healthOutput struct {
 func (h *healthHandlers) register(api huma.API) {
 	huma.Register(api, huma.Operation{
 		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"Operations"},
-		Summary:     "Liveness: the process serves HTTP",
+		Summary: "Liveness: the process serves HTTP",
 	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		return &healthOutput{Status: http.StatusOK, Body: HealthStatus{Status: "ok", Version: h.version}}, nil
 	})

@@ -46,7 +46,7 @@ func TestCronPreviewTable(t *testing.T) {
 		{cron: "0 0 1 JAN,JUL *", tz: "UTC", next: []string{"2027-01-01T00:00:00Z", "2027-07-01T00:00:00Z"}},
 		{cron: "0 30 2 * * *", tz: "America/New_York", next: []string{"2026-11-30T07:30:00Z", "2026-12-01T07:30:00Z"}},
 		{cron: "0 0 9 * * *", tz: "Australia/Sydney", next: []string{"2026-11-30T22:00:00Z", "2026-12-01T22:00:00Z"}}, // AEDT, UTC+11
-		{cron: "0 0 9 * * *", tz: "Asia/Kolkata", next: []string{"2026-11-30T03:30:00Z", "2026-12-01T03:30:00Z"}},  // UTC+5:30
+		{cron: "0 0 9 * * *", tz: "Asia/Kolkata", next: []string{"2026-11-30T03:30:00Z", "2026-12-01T03:30:00Z"}},     // UTC+5:30
 		{cron: "5-10/5 0 * * *", tz: "UTC", next: []string{"2026-12-01T00:05:00Z", "2026-12-01T00:10:00Z"}},
 
 		{cron: "0 0 30 2 *", tz: "UTC", errField: "body.cron", errSubstr: "never"},

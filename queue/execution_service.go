@@ -164,9 +164,17 @@ func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*db.Execution
 	return exec, tasks, nil
 }
 
-// List returns a page of executions, newest first.
+// List returns a page of executions, newest first. When filtering by a
+// job that does not exist it returns db.ErrNotFound, not an empty page.
 func (s *ExecutionService) List(ctx context.Context, p *db.ExecutionListParams) ([]*db.Execution, error) {
-	return db.ExecutionList(ctx, s.pool, p)
+	execs, err := db.ExecutionList(ctx, s.pool, p)
+	if err != nil || len(execs) > 0 || p.JobID == nil {
+		return execs, err
+	}
+	if _, err := db.JobGetByID(ctx, s.pool, *p.JobID); err != nil {
+		return nil, err
+	}
+	return execs, nil
 }
 
 // Cancel stops an execution: pending tasks end now, running ones are

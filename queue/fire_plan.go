@@ -41,12 +41,17 @@ type planner struct {
 	// misfireThreshold is how late a tick may fire and still count as on
 	// time; later ticks are missed and follow the job's misfire policy.
 	misfireThreshold time.Duration
-	ticks            ticker
+	// fireAhead lets ticks up to this far in the future fire now: their
+	// executions are committed early and their tasks wait for
+	// scheduled_for (not_before), so a burst of simultaneous ticks is
+	// runnable on time instead of queueing behind the inserts.
+	fireAhead time.Duration
+	ticks     ticker
 }
 
-// plan splits the ticks from t.NextFireAt to now into three stretches:
-// older than the catch-up window (skipped), missed within the window (the
-// misfire policy decides), and on time (fired).
+// plan splits the ticks from t.NextFireAt to now (plus fireAhead) into
+// three stretches: older than the catch-up window (skipped), missed within
+// the window (the misfire policy decides), and on time (fired).
 func (p *planner) plan(t *db.DueTrigger, now time.Time) (*firePlan, error) {
 	plan := &firePlan{}
 	skip := &skipRecorder{jobID: t.JobID}
@@ -74,7 +79,7 @@ func (p *planner) plan(t *db.DueTrigger, now time.Time) (*firePlan, error) {
 		}
 	}
 	planMissed(t, missed, plan, skip)
-	for tick != nil && !tick.After(now) {
+	for horizon := now.Add(p.fireAhead); tick != nil && !tick.After(horizon); {
 		plan.fires = append(plan.fires, plannedFire{scheduledFor: *tick})
 		if tick, err = p.ticks.next(t, *tick); err != nil {
 			return nil, err

@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 		FireLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ax_fire_lag_seconds",
-			Help:    "Time from a tick's scheduled time to its execution being created (on-time fires).",
+			Help:    "Time from a tick's scheduled time to its tasks being runnable (on-time fires; fires committed ahead count 0).",
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,7 +128,6 @@ Try:
 
 Stop with Ctrl-C.
 `, srv.Source, redactURL(dbURL), base, base, base, key, key, base)
-	slog.Debug("dev banner printed")
 }
 
 func redactURL(u string) string {

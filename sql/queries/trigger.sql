@@ -22,9 +22,10 @@ SET paused = false, paused_at = NULL, updated_at = now()
 WHERE job_id = @job_id
 RETURNING *;
 
--- TriggerClaimDue locks up to @max due, unpaused trigger rows (skipping
--- rows other replicas hold) with what planning their fires needs. Read
--- through trigger_due_idx: cost grows with the due rows, not all jobs.
+-- TriggerClaimDue locks up to @max unpaused trigger rows due by now plus
+-- @ahead_ms (skipping rows other replicas hold) with what planning their
+-- fires needs. Read through trigger_due_idx: cost grows with the due
+-- rows, not all jobs.
 -- name: TriggerClaimDue :many
 SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
        j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
@@ -35,7 +36,8 @@ SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
            WHERE e.job_id = j.id AND e.state IN ('pending', 'running')))::boolean AS has_unfinished
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
-WHERE t.next_fire_at <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.paused
+WHERE t.next_fire_at <= coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('ahead_ms')::bigint / 1000.0)
+  AND NOT t.paused
 ORDER BY t.next_fire_at
 LIMIT @max
 FOR UPDATE OF t SKIP LOCKED;

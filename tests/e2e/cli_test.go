@@ -97,6 +97,27 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "body.trigger.cron")
 
+	out, err = s.ax(t, "job", "trigger", created.ID, "-params", `{"day":"monday"}`, "-o", "json")
+	require.NoError(t, err)
+	var exec struct {
+		ID     string         `json:"id"`
+		Cause  string         `json:"cause"`
+		Params map[string]any `json:"params"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &exec))
+	require.Equal(t, "manual", exec.Cause)
+	require.Equal(t, "monday", exec.Params["day"])
+	out, err = s.ax(t, "exec", "get", exec.ID)
+	require.NoError(t, err)
+	require.Contains(t, out, "manual")
+	require.Contains(t, out, "0/1") // the one shard
+	out, err = s.ax(t, "exec", "list", "--job", created.ID)
+	require.NoError(t, err)
+	require.Contains(t, out, exec.ID)
+	out, err = s.ax(t, "exec", "cancel", exec.ID)
+	require.NoError(t, err)
+	require.Contains(t, out, "cancelled")
+
 	out, err = s.ax(t, "job", "pause", created.ID, "-o", "json")
 	require.NoError(t, err)
 	require.Contains(t, out, `"paused": true`)

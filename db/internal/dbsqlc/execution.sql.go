@@ -332,9 +332,9 @@ func (q *Queries) SkippedFireListByJob(ctx context.Context, db DBTX, arg Skipped
 
 const taskInsertForExecutions = `-- name: TaskInsertForExecutions :execrows
 INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                     priority, max_attempts, timeout_seconds)
+                     priority, max_attempts, timeout_seconds, not_before)
 SELECT e.id, e.job_id, s.i, e.shard_count, coalesce(j.shard_params ->> s.i, ''),
-       e.priority, j.retry_max_attempts, j.timeout_seconds
+       e.priority, j.retry_max_attempts, j.timeout_seconds, greatest(e.scheduled_for, now())
 FROM ax.execution e
 JOIN ax.job j ON j.id = e.job_id
 CROSS JOIN LATERAL generate_series(0, e.shard_count - 1) AS s(i)
@@ -342,8 +342,9 @@ WHERE e.id = ANY($1::uuid[])
 `
 
 // TaskInsertForExecutions makes one pending task per shard of each
-// execution in @execution_ids; ids that were not inserted (a tick that
-// had fired already) match nothing.
+// execution in @execution_ids, not leasable before its scheduled time (a
+// fire made ahead waits for its tick); ids that were not inserted (a tick
+// that had fired already) match nothing.
 func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, executionIds []uuid.UUID) (int64, error) {
 	result, err := db.Exec(ctx, taskInsertForExecutions, executionIds)
 	if err != nil {

@@ -63,15 +63,17 @@ SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
            WHERE e.job_id = j.id AND e.state IN ('pending', 'running')))::boolean AS has_unfinished
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
-WHERE t.next_fire_at <= coalesce($1::timestamptz, now()) AND NOT t.paused
+WHERE t.next_fire_at <= coalesce($1::timestamptz, now()) + make_interval(secs => $2::bigint / 1000.0)
+  AND NOT t.paused
 ORDER BY t.next_fire_at
-LIMIT $2
+LIMIT $3
 FOR UPDATE OF t SKIP LOCKED
 `
 
 type TriggerClaimDueParams struct {
-	Now *time.Time
-	Max int32
+	Now     *time.Time
+	AheadMs int64
+	Max     int32
 }
 
 type TriggerClaimDueRow struct {
@@ -89,11 +91,12 @@ type TriggerClaimDueRow struct {
 	HasUnfinished        bool
 }
 
-// TriggerClaimDue locks up to @max due, unpaused trigger rows (skipping
-// rows other replicas hold) with what planning their fires needs. Read
-// through trigger_due_idx: cost grows with the due rows, not all jobs.
+// TriggerClaimDue locks up to @max unpaused trigger rows due by now plus
+// @ahead_ms (skipping rows other replicas hold) with what planning their
+// fires needs. Read through trigger_due_idx: cost grows with the due
+// rows, not all jobs.
 func (q *Queries) TriggerClaimDue(ctx context.Context, db DBTX, arg TriggerClaimDueParams) ([]TriggerClaimDueRow, error) {
-	rows, err := db.Query(ctx, triggerClaimDue, arg.Now, arg.Max)
+	rows, err := db.Query(ctx, triggerClaimDue, arg.Now, arg.AheadMs, arg.Max)
 	if err != nil {
 		return nil, err
 	}
