@@ -28,8 +28,10 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	pool := dbtest.New(t)
+	// Fire-ahead off: these tests place ticks at exact seconds and must not
+	// have the next one claimed early. TestFireAhead covers it.
 	return &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil),
-		loop: queue.NewTriggerLoop(pool, nil, queue.TriggerLoopConfig{})}
+		loop: queue.NewTriggerLoop(pool, nil, queue.TriggerLoopConfig{FireAhead: -1})}
 }
 
 // job creates a job; mutate adjusts the definition first.
@@ -210,7 +212,7 @@ func TestConcurrentReplicasFireEachTickOnce(t *testing.T) {
 	}
 	loops := make([]*queue.TriggerLoop, 4)
 	for i := range loops {
-		loops[i] = queue.NewTriggerLoop(e.pool, nil, queue.TriggerLoopConfig{BatchSize: 7})
+		loops[i] = queue.NewTriggerLoop(e.pool, nil, queue.TriggerLoopConfig{BatchSize: 7, FireAhead: -1})
 	}
 	var wg sync.WaitGroup
 	for _, l := range loops {
@@ -239,4 +241,26 @@ func TestConcurrentReplicasFireEachTickOnce(t *testing.T) {
 		require.Equal(t, n-1, e.count(`SELECT extract(epoch FROM max(scheduled_for) - min(scheduled_for))::int
 			FROM ax.execution WHERE job_id = $1`, id), "no gaps")
 	}
+}
+
+// TestFireAhead: a tick due within the fire-ahead window fires now, and
+// its tasks are held until the tick.
+func TestFireAhead(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	j := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 60 })
+	var tick time.Time
+	require.NoError(t, e.pool.QueryRow(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() + interval '150 milliseconds'
+		WHERE job_id = $1 RETURNING next_fire_at`, j.ID).Scan(&tick))
+	require.Equal(t, 0, e.fire(), "not due yet without fire-ahead")
+
+	ahead := queue.NewTriggerLoop(e.pool, nil, queue.TriggerLoopConfig{FireAhead: 250 * time.Millisecond})
+	n, err := ahead.FireDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	var notBefore, firedAt time.Time
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT t.not_before, e.fired_at FROM ax.task t
+		JOIN ax.execution e ON e.id = t.execution_id WHERE e.job_id = $1`, j.ID).Scan(&notBefore, &firedAt))
+	require.True(t, notBefore.Equal(tick), "tasks wait for the tick")
+	require.True(t, firedAt.Before(tick), "the execution was committed ahead")
 }
