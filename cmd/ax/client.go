@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ax-scheduler/ax/openapi/client"
 )
 
@@ -70,4 +72,24 @@ func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// idCommand parses the flags of a command that takes one id (flags may
+// come after it) and returns the id, the API flags and a client.
+func idCommand(name, what string, args []string) (uuid.UUID, *apiFlags, *client.ClientWithResponses, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	af := &apiFlags{}
+	af.register(fs)
+	if err := parseInterspersed(fs, args); err != nil {
+		return uuid.Nil, nil, nil, err
+	}
+	if fs.NArg() != 1 {
+		return uuid.Nil, nil, nil, fmt.Errorf("usage: %s ID", name)
+	}
+	id, err := uuid.Parse(fs.Arg(0))
+	if err != nil {
+		return uuid.Nil, nil, nil, fmt.Errorf("%s id %q is not a UUID", what, fs.Arg(0))
+	}
+	c, err := af.client()
+	return id, af, c, err
 }

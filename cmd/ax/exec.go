@@ -77,20 +77,7 @@ func execCancel(ctx context.Context, args []string) error {
 }
 
 func execByID(ctx context.Context, verb string, args []string) error {
-	fs := flag.NewFlagSet("ax exec "+verb, flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
-	if err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: ax exec %s ID", verb)
-	}
-	id, err := uuid.Parse(fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("execution id %q is not a UUID", fs.Arg(0))
-	}
-	c, err := af.client()
+	id, af, c, err := idCommand("ax exec "+verb, "execution", args)
 	if err != nil {
 		return err
 	}

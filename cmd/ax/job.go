@@ -105,20 +105,7 @@ func jobList(ctx context.Context, args []string) error {
 // jobByID makes the commands that take one job id.
 func jobByID(verb string) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		fs := flag.NewFlagSet("ax job "+verb, flag.ContinueOnError)
-		var af apiFlags
-		af.register(fs)
-		if err := parseInterspersed(fs, args); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return fmt.Errorf("usage: ax job %s ID", verb)
-		}
-		id, err := uuid.Parse(fs.Arg(0))
-		if err != nil {
-			return fmt.Errorf("job id %q is not a UUID", fs.Arg(0))
-		}
-		c, err := af.client()
+		id, af, c, err := idCommand("ax job "+verb, "job", args)
 		if err != nil {
 			return err
 		}

@@ -18,20 +18,12 @@ import (
 // runKey manages API keys directly in the database: it is the operator's
 // way in before any key exists.
 func runKey(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax key", flag.ContinueOnError)
-	url := fs.String("database-url", envOr("DATABASE_URL", ""), "Postgres URL (DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *url == "" {
-		return errors.New("no database: set DATABASE_URL or --database-url")
-	}
-	pool, err := db.Open(ctx, *url)
+	pool, args, err := openDatabase(ctx, "ax key", args)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	return subcommand(ctx, "key", fs.Args(), map[string]func(context.Context, []string) error{
+	return subcommand(ctx, "key", args, map[string]func(context.Context, []string) error{
 		"create": func(ctx context.Context, args []string) error {
 			fs := flag.NewFlagSet("ax key create", flag.ContinueOnError)
 			scope := fs.String("scope", "", "comma-separated scopes: "+strings.Join(openapi.AllScopes, ", "))

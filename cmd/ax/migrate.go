@@ -8,19 +8,13 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/ax-scheduler/ax/db"
 )
 
 func runMigrate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax migrate", flag.ContinueOnError)
-	url := fs.String("database-url", envOr("DATABASE_URL", ""), "Postgres URL (DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *url == "" {
-		return errors.New("no database: set DATABASE_URL or --database-url")
-	}
-	pool, err := db.Open(ctx, *url)
+	pool, args, err := openDatabase(ctx, "ax migrate", args)
 	if err != nil {
 		return err
 	}
@@ -30,7 +24,7 @@ func runMigrate(ctx context.Context, args []string) error {
 		return err
 	}
 	defer m.Close()
-	return subcommand(ctx, "migrate", fs.Args(), map[string]func(context.Context, []string) error{
+	return subcommand(ctx, "migrate", args, map[string]func(context.Context, []string) error{
 		"up": func(ctx context.Context, _ []string) error {
 			res, err := m.Up(ctx)
 			for _, r := range res {
@@ -65,4 +59,23 @@ func runMigrate(ctx context.Context, args []string) error {
 			return w.Flush()
 		},
 	})
+}
+
+// openDatabase parses --database-url (default DATABASE_URL) for the
+// commands that work on the database directly and returns the pool and
+// the remaining arguments.
+func openDatabase(ctx context.Context, name string, args []string) (*pgxpool.Pool, []string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	url := fs.String("database-url", envOr("DATABASE_URL", ""), "Postgres URL (DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	if *url == "" {
+		return nil, nil, errors.New("no database: set DATABASE_URL or --database-url")
+	}
+	pool, err := db.Open(ctx, *url)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pool, fs.Args(), nil
 }
