@@ -116,3 +116,13 @@ func Notify(ctx context.Context, e Executor, channel, payload string) error {
 	}
 	return nil
 }
+
+// TryXactLock takes the advisory lock id until the transaction ends and
+// reports whether it got it (false: another session holds it).
+func TryXactLock(ctx context.Context, e Executor, id int64) (bool, error) {
+	ok, err := queries.TryXactLock(ctx, e, id)
+	if err != nil {
+		return false, fmt.Errorf("error taking advisory lock: %w", mapErr(err))
+	}
+	return ok, nil
+}

@@ -26,6 +26,10 @@ type Config struct {
 	Version string
 	// Metrics counts fires made through the API. Nil: unregistered.
 	Metrics *queue.Metrics
+	// Notifier wakes long-polling lease requests; nil makes them poll.
+	Notifier *queue.Notifier
+	// Agent tunes the agent protocol (lease length, heartbeat interval).
+	Agent queue.AgentConfig
 	// Ready reports whether this replica can serve (database reachable,
 	// migrations current). Nil means always ready.
 	Ready func(ctx context.Context) error
@@ -45,6 +49,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	jobs := &jobHandlers{jobs: queue.NewJobService(cfg.Pool, cfg.Logger)}
 	jobs.register(api)
 	(&executionHandlers{execs: queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics)}).register(api)
+	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready}).register(api)
 	autopatch.AutoPatch(api)

@@ -83,6 +83,7 @@ type skippedOutput struct {
 }
 
 func (h *executionHandlers) register(api huma.API) {
+	h.registerLogs(api)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "trigger-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/trigger", Tags: []string{"Jobs"},
 		Summary: "Run a job now", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
@@ -267,4 +268,62 @@ func executionError(err error) error {
 		return huma.Error404NotFound("execution not found")
 	}
 	return err
+}
+
+type executionLogsInput struct {
+	ID    string `path:"id" format:"uuid" doc:"Execution id"`
+	After int64  `query:"after" minimum:"0" doc:"Only events after this event id (the last one seen): follow a run by polling"`
+	Kind  string `query:"kind" enum:"state,log" doc:"Only state changes or only output"`
+	Limit int    `query:"limit" minimum:"1" maximum:"10000" default:"1000"`
+}
+
+// TaskEvent is a state change or a chunk of output of one task.
+type TaskEvent struct {
+	ID         int64     `json:"id" doc:"Increasing; pass the last as after to follow"`
+	TaskID     string    `json:"task_id" format:"uuid"`
+	ShardIndex int       `json:"shard_index"`
+	Attempt    int       `json:"attempt"`
+	Kind       string    `json:"kind" enum:"state,log"`
+	State      string    `json:"state,omitempty"`
+	AgentID    string    `json:"agent_id,omitempty"`
+	Stream     string    `json:"stream,omitempty"`
+	Message    string    `json:"message,omitempty" doc:"Output (log) or reason (state)"`
+	At         time.Time `json:"at"`
+}
+
+type executionLogsOutput struct {
+	Body struct {
+		Events []TaskEvent `json:"events"`
+	}
+}
+
+func (h *executionHandlers) registerLogs(api huma.API) {
+	huma.Register(api, requireScope(huma.Operation{
+		OperationID: "get-execution-logs", Method: http.MethodGet, Path: "/v1/executions/{id}/logs", Tags: []string{"Executions"},
+		Summary:     "An execution's task events and output",
+		Description: "State changes and log chunks of every task, oldest first. Poll with after= to follow.",
+		Errors:      []int{http.StatusNotFound},
+	}, ScopeRead), h.logs)
+}
+
+func (h *executionHandlers) logs(ctx context.Context, in *executionLogsInput) (*executionLogsOutput, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	events, err := h.execs.Events(ctx, id, in.After, in.Kind, in.Limit)
+	if err != nil {
+		return nil, executionError(err)
+	}
+	out := &executionLogsOutput{}
+	out.Body.Events = make([]TaskEvent, 0, len(events))
+	for _, e := range events {
+		ev := TaskEvent{ID: e.ID, TaskID: e.TaskID.String(), ShardIndex: e.ShardIndex, Attempt: e.Attempt,
+			Kind: e.Kind, State: e.State, Stream: e.Stream, Message: e.Message, At: e.At}
+		if e.AgentID != nil {
+			ev.AgentID = e.AgentID.String()
+		}
+		out.Body.Events = append(out.Body.Events, ev)
+	}
+	return out, nil
 }

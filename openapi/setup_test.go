@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -26,10 +27,26 @@ type apiEnv struct {
 	admin string // an admin key
 }
 
+type openapiConfig = openapi.Config
+
 func setup(t *testing.T) *apiEnv {
 	t.Helper()
+	return setupConfig(t, nil)
+}
+
+// setupConfig starts the API with a notifier (so long polls wake) and a
+// config that mutate may adjust.
+func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
+	t.Helper()
 	pool := dbtest.New(t)
-	handler, _ := openapi.New(openapi.Config{Pool: pool, Version: "test"})
+	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel)
+	require.NoError(t, notifier.Start(context.Background()))
+	t.Cleanup(notifier.Stop)
+	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	handler, _ := openapi.New(cfg)
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	env := &apiEnv{t: t, pool: pool, url: srv.URL}

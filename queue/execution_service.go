@@ -201,3 +201,16 @@ func (s *ExecutionService) SkippedFires(ctx context.Context, jobID uuid.UUID, li
 	}
 	return db.SkippedFireListByJob(ctx, s.pool, jobID, limit)
 }
+
+// Events returns an execution's task events after afterID (kind "" for
+// all), or db.ErrNotFound when there is no such execution.
+func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int64, kind string, limit int) ([]*db.TaskEvent, error) {
+	events, err := db.TaskEventListByExecution(ctx, s.pool, id, afterID, kind, limit)
+	if err != nil || len(events) > 0 {
+		return events, err
+	}
+	if _, err := db.ExecutionGetByID(ctx, s.pool, id); err != nil {
+		return nil, err
+	}
+	return events, nil
+}

@@ -65,16 +65,20 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	metrics := queue.NewMetrics(prometheus.DefaultRegisterer)
 	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel)
 	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics})
-	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers} {
+	agentCfg := queue.AgentConfig{}
+	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger})
+	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {
 			return err
 		}
 	}
 	defer notifier.Stop()
 	defer triggers.Stop()
+	defer reaper.Stop()
 
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: metrics,
+		Notifier: notifier, Agent: agentCfg,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.Handler())

@@ -18,6 +18,30 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AgentInfoState.
+const (
+	AgentInfoStateActive      AgentInfoState = "active"
+	AgentInfoStateDraining    AgentInfoState = "draining"
+	AgentInfoStateOffline     AgentInfoState = "offline"
+	AgentInfoStateQuarantined AgentInfoState = "quarantined"
+)
+
+// Valid indicates whether the value is a known member of the AgentInfoState enum.
+func (e AgentInfoState) Valid() bool {
+	switch e {
+	case AgentInfoStateActive:
+		return true
+	case AgentInfoStateDraining:
+		return true
+	case AgentInfoStateOffline:
+		return true
+	case AgentInfoStateQuarantined:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionCause.
 const (
 	ExecutionCauseCatchUp  ExecutionCause = "catch_up"
@@ -81,6 +105,30 @@ func (e HealthStatusStatus) Valid() bool {
 	case HealthStatusStatusOk:
 		return true
 	case HealthStatusStatusUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HeartbeatReplyState.
+const (
+	HeartbeatReplyStateActive      HeartbeatReplyState = "active"
+	HeartbeatReplyStateDraining    HeartbeatReplyState = "draining"
+	HeartbeatReplyStateOffline     HeartbeatReplyState = "offline"
+	HeartbeatReplyStateQuarantined HeartbeatReplyState = "quarantined"
+)
+
+// Valid indicates whether the value is a known member of the HeartbeatReplyState enum.
+func (e HeartbeatReplyState) Valid() bool {
+	switch e {
+	case HeartbeatReplyStateActive:
+		return true
+	case HeartbeatReplyStateDraining:
+		return true
+	case HeartbeatReplyStateOffline:
+		return true
+	case HeartbeatReplyStateQuarantined:
 		return true
 	default:
 		return false
@@ -267,6 +315,42 @@ func (e JsonPatchOpOp) Valid() bool {
 	}
 }
 
+// Defines values for LogChunkStream.
+const (
+	LogChunkStreamStderr LogChunkStream = "stderr"
+	LogChunkStreamStdout LogChunkStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the LogChunkStream enum.
+func (e LogChunkStream) Valid() bool {
+	switch e {
+	case LogChunkStreamStderr:
+		return true
+	case LogChunkStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ResultOutcomeStatus.
+const (
+	ResultOutcomeStatusAccepted ResultOutcomeStatus = "accepted"
+	ResultOutcomeStatusConflict ResultOutcomeStatus = "conflict"
+)
+
+// Valid indicates whether the value is a known member of the ResultOutcomeStatus enum.
+func (e ResultOutcomeStatus) Valid() bool {
+	switch e {
+	case ResultOutcomeStatusAccepted:
+		return true
+	case ResultOutcomeStatusConflict:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SkippedFireReason.
 const (
 	SkippedFireReasonDstGap  SkippedFireReason = "dst_gap"
@@ -324,6 +408,45 @@ func (e TaskState) Valid() bool {
 	}
 }
 
+// Defines values for TaskEventKind.
+const (
+	TaskEventKindLog   TaskEventKind = "log"
+	TaskEventKindState TaskEventKind = "state"
+)
+
+// Valid indicates whether the value is a known member of the TaskEventKind enum.
+func (e TaskEventKind) Valid() bool {
+	switch e {
+	case TaskEventKindLog:
+		return true
+	case TaskEventKindState:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TaskResultState.
+const (
+	TaskResultStateCancelled TaskResultState = "cancelled"
+	TaskResultStateFailed    TaskResultState = "failed"
+	TaskResultStateSucceeded TaskResultState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the TaskResultState enum.
+func (e TaskResultState) Valid() bool {
+	switch e {
+	case TaskResultStateCancelled:
+		return true
+	case TaskResultStateFailed:
+		return true
+	case TaskResultStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListExecutionsParamsState.
 const (
 	ListExecutionsParamsStateCancelled ListExecutionsParamsState = "cancelled"
@@ -348,6 +471,24 @@ func (e ListExecutionsParamsState) Valid() bool {
 	case ListExecutionsParamsStateSucceeded:
 		return true
 	case ListExecutionsParamsStateTimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetExecutionLogsParamsKind.
+const (
+	GetExecutionLogsParamsKindLog   GetExecutionLogsParamsKind = "log"
+	GetExecutionLogsParamsKindState GetExecutionLogsParamsKind = "state"
+)
+
+// Valid indicates whether the value is a known member of the GetExecutionLogsParamsKind enum.
+func (e GetExecutionLogsParamsKind) Valid() bool {
+	switch e {
+	case GetExecutionLogsParamsKindLog:
+		return true
+	case GetExecutionLogsParamsKindState:
 		return true
 	default:
 		return false
@@ -421,6 +562,91 @@ func (e ListJobExecutionsParamsState) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// AgentCredentials defines model for AgentCredentials.
+type AgentCredentials struct {
+	AgentId openapi_types.UUID `json:"agent_id"`
+
+	// HeartbeatIntervalSeconds How often to heartbeat; an agent silent for 3 intervals is offline
+	HeartbeatIntervalSeconds int64 `json:"heartbeat_interval_seconds"`
+
+	// LeaseSeconds How long a lease lasts without a heartbeat
+	LeaseSeconds int64 `json:"lease_seconds"`
+
+	// Token API key of this agent (scope agent), shown once; send it as Bearer on every agent call
+	Token string `json:"token"`
+}
+
+// AgentHeartbeat defines model for AgentHeartbeat.
+type AgentHeartbeat struct {
+	// Cpu CPU utilisation 0..1
+	Cpu *float64 `json:"cpu,omitempty"`
+
+	// Load1 1-minute load average per core
+	Load1 *float64 `json:"load1,omitempty"`
+
+	// Memory Memory utilisation 0..1
+	Memory *float64 `json:"memory,omitempty"`
+
+	// Ready False while the agent's executors are not usable; it then gets no tasks
+	Ready   *bool      `json:"ready,omitempty"`
+	Running int64      `json:"running"`
+	Tasks   *[]TaskRef `json:"tasks"`
+}
+
+// AgentInfo defines model for AgentInfo.
+type AgentInfo struct {
+	Capacity        int64              `json:"capacity"`
+	Cpu             float64            `json:"cpu"`
+	Id              openapi_types.UUID `json:"id"`
+	Labels          map[string]string  `json:"labels"`
+	LastHeartbeatAt time.Time          `json:"last_heartbeat_at"`
+	Load1           float64            `json:"load1"`
+	Memory          float64            `json:"memory"`
+	Name            string             `json:"name"`
+	Ready           bool               `json:"ready"`
+	RegisteredAt    time.Time          `json:"registered_at"`
+
+	// Running Tasks leased to it now
+	Running int64          `json:"running"`
+	State   AgentInfoState `json:"state"`
+	Version string         `json:"version"`
+}
+
+// AgentInfoState defines model for AgentInfo.State.
+type AgentInfoState string
+
+// AgentListOutputBody defines model for AgentListOutputBody.
+type AgentListOutputBody struct {
+	Agents *[]AgentInfo `json:"agents"`
+}
+
+// AgentRegistration defines model for AgentRegistration.
+type AgentRegistration struct {
+	// Capacity Tasks it runs at once
+	Capacity int64 `json:"capacity"`
+
+	// Labels Jobs target agents by these labels
+	//
+	// Example: {"pool":"billing"}
+	Labels *map[string]string `json:"labels,omitempty"`
+
+	// Name Human name, e.g. the host name
+	//
+	// Example: worker-17
+	Name    string  `json:"name"`
+	Version *string `json:"version,omitempty"`
+}
+
+// CompleteReply defines model for CompleteReply.
+type CompleteReply struct {
+	Results *[]ResultOutcome `json:"results"`
+}
+
+// CompleteRequest defines model for CompleteRequest.
+type CompleteRequest struct {
+	Results *[]TaskResult `json:"results"`
 }
 
 // CronPreview defines model for CronPreview.
@@ -539,6 +765,11 @@ type ExecutionList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
+// ExecutionLogsOutputBody defines model for ExecutionLogsOutputBody.
+type ExecutionLogsOutputBody struct {
+	Events *[]TaskEvent `json:"events"`
+}
+
 // HealthStatus defines model for HealthStatus.
 type HealthStatus struct {
 	// Reason Why the replica is not ready
@@ -553,6 +784,25 @@ type HealthStatus struct {
 
 // HealthStatusStatus ok when the check passed
 type HealthStatusStatus string
+
+// HeartbeatReply defines model for HeartbeatReply.
+type HeartbeatReply struct {
+	// Cancel Task ids to stop (cancelled or timed out); report them as cancelled
+	Cancel         *[]string `json:"cancel"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+
+	// Lost Task ids whose lease is gone (expired, reaped, or another token): stop them and do not report
+	Lost *[]string `json:"lost"`
+
+	// Renewed Task ids whose leases were renewed
+	Renewed *[]string `json:"renewed"`
+
+	// State The agent's state as the server sees it
+	State HeartbeatReplyState `json:"state"`
+}
+
+// HeartbeatReplyState The agent's state as the server sees it
+type HeartbeatReplyState string
 
 // Job defines model for Job.
 type Job struct {
@@ -775,6 +1025,75 @@ type JsonPatchOp struct {
 // JsonPatchOpOp Operation name
 type JsonPatchOpOp string
 
+// LeaseRequest defines model for LeaseRequest.
+type LeaseRequest struct {
+	// Max Most tasks to hand out
+	Max int64 `json:"max"`
+
+	// WaitSeconds Long-poll: wait this long for a task when none is ready
+	WaitSeconds *int64 `json:"wait_seconds,omitempty"`
+}
+
+// LeasedTask defines model for LeasedTask.
+type LeasedTask struct {
+	Attempt int64 `json:"attempt"`
+
+	// ExecutionId Idempotency key of the run
+	ExecutionId    openapi_types.UUID `json:"execution_id"`
+	Executor       JobExecutor        `json:"executor"`
+	JobId          openapi_types.UUID `json:"job_id"`
+	LeaseExpiresAt time.Time          `json:"lease_expires_at"`
+
+	// LeaseToken Fencing token: heartbeats and results must carry it
+	LeaseToken  openapi_types.UUID `json:"lease_token"`
+	MaxAttempts int64              `json:"max_attempts"`
+
+	// Params The run's params (an object)
+	Params         interface{}        `json:"params"`
+	ScheduledFor   time.Time          `json:"scheduled_for"`
+	ShardIndex     int64              `json:"shard_index"`
+	ShardParam     string             `json:"shard_param"`
+	ShardTotal     int64              `json:"shard_total"`
+	TaskId         openapi_types.UUID `json:"task_id"`
+	TimeoutSeconds int64              `json:"timeout_seconds"`
+}
+
+// Leases defines model for Leases.
+type Leases struct {
+	Tasks *[]LeasedTask `json:"tasks"`
+}
+
+// LogChunk defines model for LogChunk.
+type LogChunk struct {
+	Data       string             `json:"data"`
+	LeaseToken openapi_types.UUID `json:"lease_token"`
+	Stream     LogChunkStream     `json:"stream"`
+	TaskId     openapi_types.UUID `json:"task_id"`
+}
+
+// LogChunkStream defines model for LogChunk.Stream.
+type LogChunkStream string
+
+// LogRequest defines model for LogRequest.
+type LogRequest struct {
+	Chunks *[]LogChunk `json:"chunks"`
+}
+
+// ReleaseRequest defines model for ReleaseRequest.
+type ReleaseRequest struct {
+	Tasks *[]TaskRef `json:"tasks"`
+}
+
+// ResultOutcome defines model for ResultOutcome.
+type ResultOutcome struct {
+	// Status conflict: the lease token is not current; nothing was recorded
+	Status ResultOutcomeStatus `json:"status"`
+	TaskId openapi_types.UUID  `json:"task_id"`
+}
+
+// ResultOutcomeStatus conflict: the lease token is not current; nothing was recorded
+type ResultOutcomeStatus string
+
 // SkippedFire defines model for SkippedFire.
 type SkippedFire struct {
 	Detail    string    `json:"detail"`
@@ -820,6 +1139,47 @@ type Task struct {
 // TaskState defines model for Task.State.
 type TaskState string
 
+// TaskEvent defines model for TaskEvent.
+type TaskEvent struct {
+	AgentId *string   `json:"agent_id,omitempty"`
+	At      time.Time `json:"at"`
+	Attempt int64     `json:"attempt"`
+
+	// Id Increasing; pass the last as after to follow
+	Id   int64         `json:"id"`
+	Kind TaskEventKind `json:"kind"`
+
+	// Message Output (log) or reason (state)
+	Message    *string            `json:"message,omitempty"`
+	ShardIndex int64              `json:"shard_index"`
+	State      *string            `json:"state,omitempty"`
+	Stream     *string            `json:"stream,omitempty"`
+	TaskId     openapi_types.UUID `json:"task_id"`
+}
+
+// TaskEventKind defines model for TaskEvent.Kind.
+type TaskEventKind string
+
+// TaskRef defines model for TaskRef.
+type TaskRef struct {
+	LeaseToken openapi_types.UUID `json:"lease_token"`
+	TaskId     openapi_types.UUID `json:"task_id"`
+}
+
+// TaskResult defines model for TaskResult.
+type TaskResult struct {
+	Error      *string            `json:"error,omitempty"`
+	LeaseToken openapi_types.UUID `json:"lease_token"`
+
+	// Result Any JSON the task produced
+	Result interface{}        `json:"result,omitempty"`
+	State  TaskResultState    `json:"state"`
+	TaskId openapi_types.UUID `json:"task_id"`
+}
+
+// TaskResultState defines model for TaskResult.State.
+type TaskResultState string
+
 // TriggerRequest defines model for TriggerRequest.
 type TriggerRequest struct {
 	// Params Overlay the job's params for this run
@@ -847,6 +1207,19 @@ type ListExecutionsParams struct {
 
 // ListExecutionsParamsState defines parameters for ListExecutions.
 type ListExecutionsParamsState string
+
+// GetExecutionLogsParams defines parameters for GetExecutionLogs.
+type GetExecutionLogsParams struct {
+	// After Only events after this event id (the last one seen): follow a run by polling
+	After *int64 `form:"after,omitempty" json:"after,omitempty"`
+
+	// Kind Only state changes or only output
+	Kind  *GetExecutionLogsParamsKind `form:"kind,omitempty" json:"kind,omitempty"`
+	Limit *int64                      `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetExecutionLogsParamsKind defines parameters for GetExecutionLogs.
+type GetExecutionLogsParamsKind string
 
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
@@ -980,6 +1353,24 @@ type TriggerJobParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// RegisterAgentJSONRequestBody defines body for RegisterAgent for application/json ContentType.
+type RegisterAgentJSONRequestBody = AgentRegistration
+
+// CompleteTasksJSONRequestBody defines body for CompleteTasks for application/json ContentType.
+type CompleteTasksJSONRequestBody = CompleteRequest
+
+// HeartbeatAgentJSONRequestBody defines body for HeartbeatAgent for application/json ContentType.
+type HeartbeatAgentJSONRequestBody = AgentHeartbeat
+
+// LeaseTasksJSONRequestBody defines body for LeaseTasks for application/json ContentType.
+type LeaseTasksJSONRequestBody = LeaseRequest
+
+// AppendTaskLogsJSONRequestBody defines body for AppendTaskLogs for application/json ContentType.
+type AppendTaskLogsJSONRequestBody = LogRequest
+
+// ReleaseTasksJSONRequestBody defines body for ReleaseTasks for application/json ContentType.
+type ReleaseTasksJSONRequestBody = ReleaseRequest
+
 // PreviewCronJSONRequestBody defines body for PreviewCron for application/json ContentType.
 type PreviewCronJSONRequestBody = CronPreviewRequest
 
@@ -1084,6 +1475,133 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAgents List agents
+	//
+	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
+	ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterAgentWithBody Register an agent
+	//
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/agents/register (the `RegisterAgent` operationId).
+	RegisterAgentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterAgent Register an agent
+	//
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/agents/register (the `RegisterAgent` operationId).
+	RegisterAgent(ctx context.Context, body RegisterAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteTasksWithBody Report task results
+	//
+	// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/complete (the `CompleteTasks` operationId).
+	CompleteTasksWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteTasks Report task results
+	//
+	// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/complete (the `CompleteTasks` operationId).
+	CompleteTasks(ctx context.Context, id openapi_types.UUID, body CompleteTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeregisterAgent Deregister an agent
+	//
+	// The agent is offline from now; leases it still holds expire and are reaped.
+	//
+	// Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
+	DeregisterAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DrainAgent Drain an agent
+	//
+	// It gets no new tasks; running ones finish.
+	//
+	// Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
+	DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HeartbeatAgentWithBody Renew leases and report load
+	//
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/heartbeat (the `HeartbeatAgent` operationId).
+	HeartbeatAgentWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HeartbeatAgent Renew leases and report load
+	//
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/heartbeat (the `HeartbeatAgent` operationId).
+	HeartbeatAgent(ctx context.Context, id openapi_types.UUID, body HeartbeatAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LeaseTasksWithBody Lease tasks (long poll)
+	//
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/lease (the `LeaseTasks` operationId).
+	LeaseTasksWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LeaseTasks Lease tasks (long poll)
+	//
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/lease (the `LeaseTasks` operationId).
+	LeaseTasks(ctx context.Context, id openapi_types.UUID, body LeaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AppendTaskLogsWithBody Append task output
+	//
+	// Chunks of tasks whose lease is not current are dropped.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/logs (the `AppendTaskLogs` operationId).
+	AppendTaskLogsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AppendTaskLogs Append task output
+	//
+	// Chunks of tasks whose lease is not current are dropped.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/logs (the `AppendTaskLogs` operationId).
+	AppendTaskLogs(ctx context.Context, id openapi_types.UUID, body AppendTaskLogsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseTasksWithBody Hand leases back
+	//
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
+	ReleaseTasksWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseTasks Hand leases back
+	//
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
+	ReleaseTasks(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PreviewCronWithBody List the next fire times of a cron expression
 	//
 	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
@@ -1120,6 +1638,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 	CancelExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetExecutionLogs An execution's task events and output
+	//
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+	//
+	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
+	GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobs List jobs
 	//
@@ -1278,6 +1803,283 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// ListAgents List agents
+//
+// Corresponds with GET /v1/agents (the `ListAgents` operationId).
+func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAgentsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterAgentWithBody Register an agent
+//
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/agents/register (the `RegisterAgent` operationId).
+func (c *Client) RegisterAgentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterAgentRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterAgent Register an agent
+//
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/agents/register (the `RegisterAgent` operationId).
+func (c *Client) RegisterAgent(ctx context.Context, body RegisterAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterAgentRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CompleteTasksWithBody Report task results
+//
+// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/agents/{id}/complete (the `CompleteTasks` operationId).
+func (c *Client) CompleteTasksWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteTasksRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CompleteTasks Report task results
+//
+// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/agents/{id}/complete (the `CompleteTasks` operationId).
+func (c *Client) CompleteTasks(ctx context.Context, id openapi_types.UUID, body CompleteTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteTasksRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeregisterAgent Deregister an agent
+//
+// The agent is offline from now; leases it still holds expire and are reaped.
+//
+// Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
+func (c *Client) DeregisterAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeregisterAgentRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DrainAgent Drain an agent
+//
+// It gets no new tasks; running ones finish.
+//
+// Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
+func (c *Client) DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDrainAgentRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HeartbeatAgentWithBody Renew leases and report load
+//
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/agents/{id}/heartbeat (the `HeartbeatAgent` operationId).
+func (c *Client) HeartbeatAgentWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeartbeatAgentRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HeartbeatAgent Renew leases and report load
+//
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/agents/{id}/heartbeat (the `HeartbeatAgent` operationId).
+func (c *Client) HeartbeatAgent(ctx context.Context, id openapi_types.UUID, body HeartbeatAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeartbeatAgentRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeaseTasksWithBody Lease tasks (long poll)
+//
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/agents/{id}/lease (the `LeaseTasks` operationId).
+func (c *Client) LeaseTasksWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeaseTasksRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeaseTasks Lease tasks (long poll)
+//
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/agents/{id}/lease (the `LeaseTasks` operationId).
+func (c *Client) LeaseTasks(ctx context.Context, id openapi_types.UUID, body LeaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeaseTasksRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AppendTaskLogsWithBody Append task output
+//
+// Chunks of tasks whose lease is not current are dropped.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/agents/{id}/logs (the `AppendTaskLogs` operationId).
+func (c *Client) AppendTaskLogsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAppendTaskLogsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AppendTaskLogs Append task output
+//
+// Chunks of tasks whose lease is not current are dropped.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/agents/{id}/logs (the `AppendTaskLogs` operationId).
+func (c *Client) AppendTaskLogs(ctx context.Context, id openapi_types.UUID, body AppendTaskLogsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAppendTaskLogsRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseTasksWithBody Hand leases back
+//
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
+func (c *Client) ReleaseTasksWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseTasksRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseTasks Hand leases back
+//
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
+func (c *Client) ReleaseTasks(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseTasksRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PreviewCronWithBody List the next fire times of a cron expression
 //
 // See what an expression means in a timezone, daylight-saving changes included, before saving a job.
@@ -1355,6 +2157,23 @@ func (c *Client) GetExecution(ctx context.Context, id openapi_types.UUID, reqEdi
 // Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelExecutionRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetExecutionLogs An execution's task events and output
+//
+// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+//
+// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
+func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetExecutionLogsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1703,6 +2522,376 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListAgentsRequest constructs an http.Request for the ListAgents method
+func NewListAgentsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRegisterAgentRequest calls the generic RegisterAgent builder with application/json body
+func NewRegisterAgentRequest(server string, body RegisterAgentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRegisterAgentRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRegisterAgentRequestWithBody constructs an http.Request for the RegisterAgent method, with any body, and a specified content type
+func NewRegisterAgentRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/register")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCompleteTasksRequest calls the generic CompleteTasks builder with application/json body
+func NewCompleteTasksRequest(server string, id openapi_types.UUID, body CompleteTasksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCompleteTasksRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCompleteTasksRequestWithBody constructs an http.Request for the CompleteTasks method, with any body, and a specified content type
+func NewCompleteTasksRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/complete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeregisterAgentRequest constructs an http.Request for the DeregisterAgent method
+func NewDeregisterAgentRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/deregister", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDrainAgentRequest constructs an http.Request for the DrainAgent method
+func NewDrainAgentRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/drain", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewHeartbeatAgentRequest calls the generic HeartbeatAgent builder with application/json body
+func NewHeartbeatAgentRequest(server string, id openapi_types.UUID, body HeartbeatAgentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewHeartbeatAgentRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewHeartbeatAgentRequestWithBody constructs an http.Request for the HeartbeatAgent method, with any body, and a specified content type
+func NewHeartbeatAgentRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/heartbeat", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewLeaseTasksRequest calls the generic LeaseTasks builder with application/json body
+func NewLeaseTasksRequest(server string, id openapi_types.UUID, body LeaseTasksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewLeaseTasksRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewLeaseTasksRequestWithBody constructs an http.Request for the LeaseTasks method, with any body, and a specified content type
+func NewLeaseTasksRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/lease", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAppendTaskLogsRequest calls the generic AppendTaskLogs builder with application/json body
+func NewAppendTaskLogsRequest(server string, id openapi_types.UUID, body AppendTaskLogsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAppendTaskLogsRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewAppendTaskLogsRequestWithBody constructs an http.Request for the AppendTaskLogs method, with any body, and a specified content type
+func NewAppendTaskLogsRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReleaseTasksRequest calls the generic ReleaseTasks builder with application/json body
+func NewReleaseTasksRequest(server string, id openapi_types.UUID, body ReleaseTasksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReleaseTasksRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewReleaseTasksRequestWithBody constructs an http.Request for the ReleaseTasks method, with any body, and a specified content type
+func NewReleaseTasksRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/release", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPreviewCronRequest calls the generic PreviewCron builder with application/json body
 func NewPreviewCronRequest(server string, body PreviewCronJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1918,6 +3107,91 @@ func NewCancelExecutionRequest(server string, id openapi_types.UUID) (*http.Requ
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetExecutionLogsRequest constructs an http.Request for the GetExecutionLogs method
+func NewGetExecutionLogsRequest(server string, id openapi_types.UUID, params *GetExecutionLogsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Kind != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "kind", *params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2600,6 +3874,139 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
+	// ListAgentsWithResponse List agents
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
+	ListAgentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error)
+
+	// RegisterAgentWithBodyWithResponse Register an agent
+	//
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/register (the `RegisterAgent` operationId).
+	RegisterAgentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterAgentResponse, error)
+
+	// RegisterAgentWithResponse Register an agent
+	//
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/register (the `RegisterAgent` operationId).
+	RegisterAgentWithResponse(ctx context.Context, body RegisterAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterAgentResponse, error)
+
+	// CompleteTasksWithBodyWithResponse Report task results
+	//
+	// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/complete (the `CompleteTasks` operationId).
+	CompleteTasksWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteTasksResponse, error)
+
+	// CompleteTasksWithResponse Report task results
+	//
+	// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/complete (the `CompleteTasks` operationId).
+	CompleteTasksWithResponse(ctx context.Context, id openapi_types.UUID, body CompleteTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteTasksResponse, error)
+
+	// DeregisterAgentWithResponse Deregister an agent
+	//
+	// The agent is offline from now; leases it still holds expire and are reaped.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
+	DeregisterAgentWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DeregisterAgentResponse, error)
+
+	// DrainAgentWithResponse Drain an agent
+	//
+	// It gets no new tasks; running ones finish.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
+	DrainAgentWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DrainAgentResponse, error)
+
+	// HeartbeatAgentWithBodyWithResponse Renew leases and report load
+	//
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/heartbeat (the `HeartbeatAgent` operationId).
+	HeartbeatAgentWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HeartbeatAgentResponse, error)
+
+	// HeartbeatAgentWithResponse Renew leases and report load
+	//
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/heartbeat (the `HeartbeatAgent` operationId).
+	HeartbeatAgentWithResponse(ctx context.Context, id openapi_types.UUID, body HeartbeatAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatAgentResponse, error)
+
+	// LeaseTasksWithBodyWithResponse Lease tasks (long poll)
+	//
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/lease (the `LeaseTasks` operationId).
+	LeaseTasksWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*LeaseTasksResponse, error)
+
+	// LeaseTasksWithResponse Lease tasks (long poll)
+	//
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/lease (the `LeaseTasks` operationId).
+	LeaseTasksWithResponse(ctx context.Context, id openapi_types.UUID, body LeaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*LeaseTasksResponse, error)
+
+	// AppendTaskLogsWithBodyWithResponse Append task output
+	//
+	// Chunks of tasks whose lease is not current are dropped.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/logs (the `AppendTaskLogs` operationId).
+	AppendTaskLogsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AppendTaskLogsResponse, error)
+
+	// AppendTaskLogsWithResponse Append task output
+	//
+	// Chunks of tasks whose lease is not current are dropped.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/logs (the `AppendTaskLogs` operationId).
+	AppendTaskLogsWithResponse(ctx context.Context, id openapi_types.UUID, body AppendTaskLogsJSONRequestBody, reqEditors ...RequestEditorFn) (*AppendTaskLogsResponse, error)
+
+	// ReleaseTasksWithBodyWithResponse Hand leases back
+	//
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
+	ReleaseTasksWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseTasksResponse, error)
+
+	// ReleaseTasksWithResponse Hand leases back
+	//
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
+	ReleaseTasksWithResponse(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseTasksResponse, error)
+
 	// PreviewCronWithBodyWithResponse List the next fire times of a cron expression
 	//
 	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
@@ -2642,6 +4049,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 	CancelExecutionWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
+
+	// GetExecutionLogsWithResponse An execution's task events and output
+	//
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
+	GetExecutionLogsWithResponse(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*GetExecutionLogsResponse, error)
 
 	// ListJobsWithResponse List jobs
 	//
@@ -2872,6 +4288,697 @@ func (r ReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAgentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AgentListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAgentsResponse) GetJSON200() *AgentListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAgentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAgentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAgentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAgentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RegisterAgentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *AgentCredentials
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RegisterAgentResponse) GetJSON201() *AgentCredentials {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RegisterAgentResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RegisterAgentResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RegisterAgentResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RegisterAgentResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RegisterAgentResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RegisterAgentResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RegisterAgentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegisterAgentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegisterAgentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegisterAgentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CompleteTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CompleteReply
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CompleteTasksResponse) GetJSON200() *CompleteReply {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CompleteTasksResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CompleteTasksResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CompleteTasksResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CompleteTasksResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CompleteTasksResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CompleteTasksResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CompleteTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CompleteTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CompleteTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CompleteTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeregisterAgentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeregisterAgentResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeregisterAgentResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeregisterAgentResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeregisterAgentResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DeregisterAgentResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeregisterAgentResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeregisterAgentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeregisterAgentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeregisterAgentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeregisterAgentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DrainAgentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DrainAgentResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DrainAgentResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DrainAgentResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DrainAgentResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DrainAgentResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DrainAgentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DrainAgentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DrainAgentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DrainAgentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type HeartbeatAgentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HeartbeatReply
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r HeartbeatAgentResponse) GetJSON200() *HeartbeatReply {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r HeartbeatAgentResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r HeartbeatAgentResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r HeartbeatAgentResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r HeartbeatAgentResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r HeartbeatAgentResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r HeartbeatAgentResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r HeartbeatAgentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HeartbeatAgentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HeartbeatAgentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HeartbeatAgentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type LeaseTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Leases
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r LeaseTasksResponse) GetJSON200() *Leases {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r LeaseTasksResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r LeaseTasksResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r LeaseTasksResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r LeaseTasksResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r LeaseTasksResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r LeaseTasksResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r LeaseTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LeaseTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeaseTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeaseTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AppendTaskLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AppendTaskLogsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AppendTaskLogsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AppendTaskLogsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AppendTaskLogsResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AppendTaskLogsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AppendTaskLogsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AppendTaskLogsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AppendTaskLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AppendTaskLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AppendTaskLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReleaseTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseTasksResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseTasksResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleaseTasksResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReleaseTasksResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReleaseTasksResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReleaseTasksResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseTasksResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3162,6 +5269,82 @@ func (r CancelExecutionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelExecutionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetExecutionLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ExecutionLogsOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetExecutionLogsResponse) GetJSON200() *ExecutionLogsOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetExecutionLogsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetExecutionLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetExecutionLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetExecutionLogsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4053,6 +6236,229 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
+// ListAgentsWithResponse List agents
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/agents (the `ListAgents` operationId).
+func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error) {
+	rsp, err := c.ListAgents(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAgentsResponse(rsp)
+}
+
+// RegisterAgentWithBodyWithResponse Register an agent
+//
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/register (the `RegisterAgent` operationId).
+func (c *ClientWithResponses) RegisterAgentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterAgentResponse, error) {
+	rsp, err := c.RegisterAgentWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterAgentResponse(rsp)
+}
+
+// RegisterAgentWithResponse Register an agent
+//
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/register (the `RegisterAgent` operationId).
+func (c *ClientWithResponses) RegisterAgentWithResponse(ctx context.Context, body RegisterAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterAgentResponse, error) {
+	rsp, err := c.RegisterAgent(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterAgentResponse(rsp)
+}
+
+// CompleteTasksWithBodyWithResponse Report task results
+//
+// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/complete (the `CompleteTasks` operationId).
+func (c *ClientWithResponses) CompleteTasksWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteTasksResponse, error) {
+	rsp, err := c.CompleteTasksWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteTasksResponse(rsp)
+}
+
+// CompleteTasksWithResponse Report task results
+//
+// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/complete (the `CompleteTasks` operationId).
+func (c *ClientWithResponses) CompleteTasksWithResponse(ctx context.Context, id openapi_types.UUID, body CompleteTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteTasksResponse, error) {
+	rsp, err := c.CompleteTasks(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteTasksResponse(rsp)
+}
+
+// DeregisterAgentWithResponse Deregister an agent
+//
+// The agent is offline from now; leases it still holds expire and are reaped.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
+func (c *ClientWithResponses) DeregisterAgentWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DeregisterAgentResponse, error) {
+	rsp, err := c.DeregisterAgent(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeregisterAgentResponse(rsp)
+}
+
+// DrainAgentWithResponse Drain an agent
+//
+// It gets no new tasks; running ones finish.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
+func (c *ClientWithResponses) DrainAgentWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DrainAgentResponse, error) {
+	rsp, err := c.DrainAgent(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDrainAgentResponse(rsp)
+}
+
+// HeartbeatAgentWithBodyWithResponse Renew leases and report load
+//
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/heartbeat (the `HeartbeatAgent` operationId).
+func (c *ClientWithResponses) HeartbeatAgentWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HeartbeatAgentResponse, error) {
+	rsp, err := c.HeartbeatAgentWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHeartbeatAgentResponse(rsp)
+}
+
+// HeartbeatAgentWithResponse Renew leases and report load
+//
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/heartbeat (the `HeartbeatAgent` operationId).
+func (c *ClientWithResponses) HeartbeatAgentWithResponse(ctx context.Context, id openapi_types.UUID, body HeartbeatAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatAgentResponse, error) {
+	rsp, err := c.HeartbeatAgent(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHeartbeatAgentResponse(rsp)
+}
+
+// LeaseTasksWithBodyWithResponse Lease tasks (long poll)
+//
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/lease (the `LeaseTasks` operationId).
+func (c *ClientWithResponses) LeaseTasksWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*LeaseTasksResponse, error) {
+	rsp, err := c.LeaseTasksWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeaseTasksResponse(rsp)
+}
+
+// LeaseTasksWithResponse Lease tasks (long poll)
+//
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/lease (the `LeaseTasks` operationId).
+func (c *ClientWithResponses) LeaseTasksWithResponse(ctx context.Context, id openapi_types.UUID, body LeaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*LeaseTasksResponse, error) {
+	rsp, err := c.LeaseTasks(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeaseTasksResponse(rsp)
+}
+
+// AppendTaskLogsWithBodyWithResponse Append task output
+//
+// Chunks of tasks whose lease is not current are dropped.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/logs (the `AppendTaskLogs` operationId).
+func (c *ClientWithResponses) AppendTaskLogsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AppendTaskLogsResponse, error) {
+	rsp, err := c.AppendTaskLogsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAppendTaskLogsResponse(rsp)
+}
+
+// AppendTaskLogsWithResponse Append task output
+//
+// Chunks of tasks whose lease is not current are dropped.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/logs (the `AppendTaskLogs` operationId).
+func (c *ClientWithResponses) AppendTaskLogsWithResponse(ctx context.Context, id openapi_types.UUID, body AppendTaskLogsJSONRequestBody, reqEditors ...RequestEditorFn) (*AppendTaskLogsResponse, error) {
+	rsp, err := c.AppendTaskLogs(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAppendTaskLogsResponse(rsp)
+}
+
+// ReleaseTasksWithBodyWithResponse Hand leases back
+//
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
+func (c *ClientWithResponses) ReleaseTasksWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseTasksResponse, error) {
+	rsp, err := c.ReleaseTasksWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseTasksResponse(rsp)
+}
+
+// ReleaseTasksWithResponse Hand leases back
+//
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
+func (c *ClientWithResponses) ReleaseTasksWithResponse(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseTasksResponse, error) {
+	rsp, err := c.ReleaseTasks(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseTasksResponse(rsp)
+}
+
 // PreviewCronWithBodyWithResponse List the next fire times of a cron expression
 //
 // See what an expression means in a timezone, daylight-saving changes included, before saving a job.
@@ -4124,6 +6530,21 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, i
 		return nil, err
 	}
 	return ParseCancelExecutionResponse(rsp)
+}
+
+// GetExecutionLogsWithResponse An execution's task events and output
+//
+// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
+func (c *ClientWithResponses) GetExecutionLogsWithResponse(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*GetExecutionLogsResponse, error) {
+	rsp, err := c.GetExecutionLogs(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetExecutionLogsResponse(rsp)
 }
 
 // ListJobsWithResponse List jobs
@@ -4426,6 +6847,574 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	return response, nil
 }
 
+// ParseListAgentsResponse parses an HTTP response from a ListAgentsWithResponse call
+func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAgentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AgentListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRegisterAgentResponse parses an HTTP response from a RegisterAgentWithResponse call
+func ParseRegisterAgentResponse(rsp *http.Response) (*RegisterAgentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegisterAgentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest AgentCredentials
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCompleteTasksResponse parses an HTTP response from a CompleteTasksWithResponse call
+func ParseCompleteTasksResponse(rsp *http.Response) (*CompleteTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CompleteTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CompleteReply
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeregisterAgentResponse parses an HTTP response from a DeregisterAgentWithResponse call
+func ParseDeregisterAgentResponse(rsp *http.Response) (*DeregisterAgentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeregisterAgentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDrainAgentResponse parses an HTTP response from a DrainAgentWithResponse call
+func ParseDrainAgentResponse(rsp *http.Response) (*DrainAgentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DrainAgentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseHeartbeatAgentResponse parses an HTTP response from a HeartbeatAgentWithResponse call
+func ParseHeartbeatAgentResponse(rsp *http.Response) (*HeartbeatAgentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HeartbeatAgentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HeartbeatReply
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseLeaseTasksResponse parses an HTTP response from a LeaseTasksWithResponse call
+func ParseLeaseTasksResponse(rsp *http.Response) (*LeaseTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeaseTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Leases
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAppendTaskLogsResponse parses an HTTP response from a AppendTaskLogsWithResponse call
+func ParseAppendTaskLogsResponse(rsp *http.Response) (*AppendTaskLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AppendTaskLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReleaseTasksResponse parses an HTTP response from a ReleaseTasksWithResponse call
+func ParseReleaseTasksResponse(rsp *http.Response) (*ReleaseTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePreviewCronResponse parses an HTTP response from a PreviewCronWithResponse call
 func ParsePreviewCronResponse(rsp *http.Response) (*PreviewCronResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4611,6 +7600,67 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Execution
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetExecutionLogsResponse parses an HTTP response from a GetExecutionLogsWithResponse call
+func ParseGetExecutionLogsResponse(rsp *http.Response) (*GetExecutionLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetExecutionLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ExecutionLogsOutputBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

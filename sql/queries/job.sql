@@ -72,3 +72,7 @@ SELECT now()::timestamptz AS now;
 
 -- name: Notify :exec
 SELECT pg_notify(@channel::text, @payload::text);
+
+-- TryXactLock takes a transaction-scoped advisory lock if it is free.
+-- name: TryXactLock :one
+SELECT pg_try_advisory_xact_lock(@lock_id::bigint)::boolean AS locked;

@@ -354,7 +354,7 @@ func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, executio
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
@@ -386,6 +386,10 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.Error,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.AgentID,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.LeasedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -510,3 +510,15 @@ func (q *Queries) Now(ctx context.Context, db DBTX) (time.Time, error) {
 	err := row.Scan(&now)
 	return now, err
 }
+
+const tryXactLock = `-- name: TryXactLock :one
+SELECT pg_try_advisory_xact_lock($1::bigint)::boolean AS locked
+`
+
+// TryXactLock takes a transaction-scoped advisory lock if it is free.
+func (q *Queries) TryXactLock(ctx context.Context, db DBTX, lockID int64) (bool, error) {
+	row := db.QueryRow(ctx, tryXactLock, lockID)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}

@@ -12,6 +12,70 @@ import (
 	"github.com/google/uuid"
 )
 
+type AxAgentState string
+
+const (
+	AxAgentStateActive      AxAgentState = "active"
+	AxAgentStateDraining    AxAgentState = "draining"
+	AxAgentStateOffline     AxAgentState = "offline"
+	AxAgentStateQuarantined AxAgentState = "quarantined"
+)
+
+func (e *AxAgentState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxAgentState(s)
+	case string:
+		*e = AxAgentState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxAgentState: %T", src)
+	}
+	return nil
+}
+
+type NullAxAgentState struct {
+	AxAgentState AxAgentState
+	Valid        bool // Valid is true if AxAgentState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxAgentState) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxAgentState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxAgentState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxAgentState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxAgentState), nil
+}
+
+func (e AxAgentState) Valid() bool {
+	switch e {
+	case AxAgentStateActive,
+		AxAgentStateDraining,
+		AxAgentStateOffline,
+		AxAgentStateQuarantined:
+		return true
+	}
+	return false
+}
+
+func AllAxAgentStateValues() []AxAgentState {
+	return []AxAgentState{
+		AxAgentStateActive,
+		AxAgentStateDraining,
+		AxAgentStateOffline,
+		AxAgentStateQuarantined,
+	}
+}
+
 type AxApiScope string
 
 const (
@@ -530,6 +594,64 @@ func AllAxSkipReasonValues() []AxSkipReason {
 	}
 }
 
+type AxTaskEventKind string
+
+const (
+	AxTaskEventKindState AxTaskEventKind = "state"
+	AxTaskEventKindLog   AxTaskEventKind = "log"
+)
+
+func (e *AxTaskEventKind) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxTaskEventKind(s)
+	case string:
+		*e = AxTaskEventKind(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxTaskEventKind: %T", src)
+	}
+	return nil
+}
+
+type NullAxTaskEventKind struct {
+	AxTaskEventKind AxTaskEventKind
+	Valid           bool // Valid is true if AxTaskEventKind is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxTaskEventKind) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxTaskEventKind, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxTaskEventKind.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxTaskEventKind) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxTaskEventKind), nil
+}
+
+func (e AxTaskEventKind) Valid() bool {
+	switch e {
+	case AxTaskEventKindState,
+		AxTaskEventKindLog:
+		return true
+	}
+	return false
+}
+
+func AllAxTaskEventKindValues() []AxTaskEventKind {
+	return []AxTaskEventKind{
+		AxTaskEventKindState,
+		AxTaskEventKindLog,
+	}
+}
+
 type AxTaskState string
 
 const (
@@ -667,6 +789,23 @@ func AllAxTriggerKindValues() []AxTriggerKind {
 	}
 }
 
+type AxAgent struct {
+	ID              uuid.UUID
+	Name            string
+	Labels          []byte
+	Capacity        int32
+	Version         string
+	State           AxAgentState
+	Ready           bool
+	ApiKeyID        uuid.UUID
+	Running         int32
+	Cpu             float64
+	Load1           float64
+	Memory          float64
+	RegisteredAt    time.Time
+	LastHeartbeatAt time.Time
+}
+
 type AxApiKey struct {
 	ID         uuid.UUID
 	Name       string
@@ -758,6 +897,17 @@ type AxJob struct {
 	UpdatedAt              time.Time
 }
 
+type AxRunningTask struct {
+	Agent          *string
+	Job            string
+	ExecutionID    uuid.UUID
+	ShardIndex     int32
+	State          AxTaskState
+	Attempt        int32
+	LeasedAt       *time.Time
+	LeaseExpiresAt *time.Time
+}
+
 type AxSkippedFire struct {
 	ID         int64
 	JobID      uuid.UUID
@@ -800,6 +950,24 @@ type AxTask struct {
 	Error             *string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	AgentID           *uuid.UUID
+	LeaseToken        *uuid.UUID
+	LeaseExpiresAt    *time.Time
+	LeasedAt          *time.Time
+}
+
+type AxTaskEvent struct {
+	ID          int64
+	TaskID      uuid.UUID
+	ExecutionID uuid.UUID
+	ShardIndex  int32
+	Attempt     int32
+	Kind        AxTaskEventKind
+	State       *AxTaskState
+	AgentID     *uuid.UUID
+	Stream      *string
+	Message     string
+	At          time.Time
 }
 
 type AxTrigger struct {

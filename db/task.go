@@ -1,0 +1,239 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// LeasedTask is a task handed to an agent, with what running it needs.
+type LeasedTask struct {
+	ID             uuid.UUID
+	ExecutionID    uuid.UUID
+	JobID          uuid.UUID
+	ShardIndex     int
+	ShardTotal     int
+	ShardParam     string
+	Attempt        int
+	MaxAttempts    int
+	TimeoutSeconds int
+	LeaseToken     uuid.UUID
+	LeaseExpiresAt time.Time
+	ExecutorKind   string
+	Executor       json.RawMessage
+	Params         json.RawMessage
+	ScheduledFor   time.Time
+}
+
+// TaskLeaseParams asks for tasks for one agent.
+type TaskLeaseParams struct {
+	AgentID     uuid.UUID
+	AgentLabels map[string]string
+	Max         int
+	Lease       time.Duration
+}
+
+// TaskLease claims up to Max pending tasks the agent may run.
+func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTask, error) {
+	labels, err := json.Marshal(nonNilMap(p.AgentLabels))
+	if err != nil {
+		return nil, fmt.Errorf("error encoding agent labels: %w", err)
+	}
+	rows, err := queries.TaskLease(ctx, e, dbsqlc.TaskLeaseParams{
+		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
+	}
+	out := make([]*LeasedTask, len(rows))
+	for i, r := range rows {
+		out[i] = &LeasedTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
+			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt),
+			MaxAttempts: int(r.MaxAttempts), TimeoutSeconds: int(r.TimeoutSeconds), LeaseToken: r.LeaseToken,
+			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
+			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC()}
+	}
+	return out, nil
+}
+
+// TaskRef names a leased task with its fencing token.
+type TaskRef struct {
+	ID    uuid.UUID
+	Token uuid.UUID
+}
+
+func splitRefs(refs []TaskRef) (ids, tokens []uuid.UUID) {
+	ids, tokens = make([]uuid.UUID, len(refs)), make([]uuid.UUID, len(refs))
+	for i, r := range refs {
+		ids[i], tokens[i] = r.ID, r.Token
+	}
+	return ids, tokens
+}
+
+// RenewedTask is a lease a heartbeat extended.
+type RenewedTask struct {
+	ID             uuid.UUID
+	Cancel         bool // the agent should stop it (cancelled or timed out)
+	LeaseExpiresAt time.Time
+}
+
+// TaskRenew extends the agent's current leases among refs.
+func TaskRenew(ctx context.Context, e Executor, agentID uuid.UUID, refs []TaskRef, lease time.Duration) ([]RenewedTask, error) {
+	ids, tokens := splitRefs(refs)
+	rows, err := queries.TaskRenew(ctx, e, dbsqlc.TaskRenewParams{
+		TaskIds: ids, Tokens: tokens, AgentID: &agentID, LeaseSeconds: lease.Seconds(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error renewing leases of agent %s: %w", agentID, mapErr(err))
+	}
+	out := make([]RenewedTask, len(rows))
+	for i, r := range rows {
+		out[i] = RenewedTask{ID: r.ID, Cancel: r.Cancel, LeaseExpiresAt: r.LeaseExpiresAt.UTC()}
+	}
+	return out, nil
+}
+
+// TaskResult is an outcome reported by an agent.
+type TaskResult struct {
+	TaskRef
+	State  string // succeeded, failed or cancelled
+	Result json.RawMessage
+	Error  string
+}
+
+// CompletedTask is a result that was recorded; State is the task's state
+// afterwards (pending when a failure will be retried).
+type CompletedTask struct {
+	ID          uuid.UUID
+	ExecutionID uuid.UUID
+	State       string
+}
+
+// TaskComplete records results with current tokens; the others match
+// nothing. Executions whose tasks all ended are finalized in the same call.
+func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]CompletedTask, error) {
+	p := dbsqlc.TaskCompleteParams{}
+	for _, r := range results {
+		p.TaskIds = append(p.TaskIds, r.ID)
+		p.Tokens = append(p.Tokens, r.Token)
+		p.States = append(p.States, r.State)
+		p.Results = append(p.Results, []byte(r.Result))
+		p.Errors = append(p.Errors, r.Error)
+	}
+	rows, err := queries.TaskComplete(ctx, e, p)
+	if err != nil {
+		return nil, fmt.Errorf("error completing tasks: %w", mapErr(err))
+	}
+	out := make([]CompletedTask, len(rows))
+	execs := make([]uuid.UUID, 0, len(rows))
+	for i, r := range rows {
+		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: string(r.State)}
+		execs = append(execs, r.ExecutionID)
+	}
+	return out, ExecutionFinalize(ctx, e, execs)
+}
+
+// TaskRelease hands an agent's leases back without using up attempts.
+func TaskRelease(ctx context.Context, e Executor, agentID uuid.UUID, refs []TaskRef) ([]uuid.UUID, error) {
+	ids, tokens := splitRefs(refs)
+	released, err := queries.TaskRelease(ctx, e, dbsqlc.TaskReleaseParams{TaskIds: ids, Tokens: tokens, AgentID: &agentID})
+	if err != nil {
+		return nil, fmt.Errorf("error releasing leases of agent %s: %w", agentID, mapErr(err))
+	}
+	return released, nil
+}
+
+// LogChunk is output of a task.
+type LogChunk struct {
+	TaskRef
+	Stream string
+	Data   string
+}
+
+// TaskLogAppend stores chunks of tasks whose lease is current and returns
+// how many were stored.
+func TaskLogAppend(ctx context.Context, e Executor, chunks []LogChunk) (int, error) {
+	p := dbsqlc.TaskLogAppendParams{}
+	for _, c := range chunks {
+		p.TaskIds = append(p.TaskIds, c.ID)
+		p.Tokens = append(p.Tokens, c.Token)
+		p.Streams = append(p.Streams, c.Stream)
+		p.Data = append(p.Data, c.Data)
+	}
+	n, err := queries.TaskLogAppend(ctx, e, p)
+	if err != nil {
+		return 0, fmt.Errorf("error appending logs: %w", mapErr(err))
+	}
+	return int(n), nil
+}
+
+// TaskReapExpired ends up to max expired leases and overdue tasks and
+// finalizes the executions that ended with them.
+func TaskReapExpired(ctx context.Context, e Executor, max int) (int, error) {
+	execs, err := queries.TaskReapExpired(ctx, e, int32(max))
+	if err != nil {
+		return 0, fmt.Errorf("error reaping expired leases: %w", mapErr(err))
+	}
+	return len(execs), ExecutionFinalize(ctx, e, execs)
+}
+
+// ExecutionFinalize ends the executions among ids whose tasks all ended.
+func ExecutionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := queries.ExecutionFinalize(ctx, e, ids); err != nil {
+		return fmt.Errorf("error finalizing executions: %w", mapErr(err))
+	}
+	return nil
+}
+
+// TaskNextReady is how long until the earliest pending task is leasable.
+func TaskNextReady(ctx context.Context, e Executor) (time.Duration, error) {
+	ms, err := queries.TaskNextReady(ctx, e)
+	if err != nil {
+		return 0, fmt.Errorf("error finding next ready task: %w", mapErr(err))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// TaskEvent is one entry of a task's audit trail.
+type TaskEvent struct {
+	ID          int64
+	TaskID      uuid.UUID
+	ExecutionID uuid.UUID
+	ShardIndex  int
+	Attempt     int
+	Kind        string // state or log
+	State       string
+	AgentID     *uuid.UUID
+	Stream      string
+	Message     string
+	At          time.Time
+}
+
+// TaskEventListByExecution returns an execution's events after afterID,
+// oldest first; kind "" means all.
+func TaskEventListByExecution(ctx context.Context, e Executor, executionID uuid.UUID, afterID int64, kind string, limit int) ([]*TaskEvent, error) {
+	rows, err := queries.TaskEventListByExecution(ctx, e, dbsqlc.TaskEventListByExecutionParams{
+		ExecutionID: executionID, AfterID: afterID, Kind: nilIfEmpty(kind), Max: int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error listing events of execution %s: %w", executionID, mapErr(err))
+	}
+	out := make([]*TaskEvent, len(rows))
+	for i, r := range rows {
+		out[i] = &TaskEvent{ID: r.ID, TaskID: r.TaskID, ExecutionID: r.ExecutionID, ShardIndex: int(r.ShardIndex),
+			Attempt: int(r.Attempt), Kind: string(r.Kind), AgentID: r.AgentID, Stream: deref(r.Stream),
+			Message: r.Message, At: r.At.UTC()}
+		if r.State != nil {
+			out[i].State = string(*r.State)
+		}
+	}
+	return out, nil
+}

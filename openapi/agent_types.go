@@ -1,0 +1,121 @@
+package openapi
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// AgentRegistration introduces an agent to the server.
+type AgentRegistration struct {
+	Name     string            `json:"name" minLength:"1" maxLength:"200" example:"worker-17" doc:"Human name, e.g. the host name"`
+	Labels   map[string]string `json:"labels,omitempty" example:"{\"pool\":\"billing\"}" doc:"Jobs target agents by these labels"`
+	Capacity int               `json:"capacity" minimum:"1" maximum:"10000" doc:"Tasks it runs at once"`
+	Version  string            `json:"version,omitempty" maxLength:"100"`
+}
+
+// AgentCredentials are what a registered agent uses from then on.
+type AgentCredentials struct {
+	AgentID                  string `json:"agent_id" format:"uuid"`
+	Token                    string `json:"token" doc:"API key of this agent (scope agent), shown once; send it as Bearer on every agent call"`
+	LeaseSeconds             int    `json:"lease_seconds" doc:"How long a lease lasts without a heartbeat"`
+	HeartbeatIntervalSeconds int    `json:"heartbeat_interval_seconds" doc:"How often to heartbeat; an agent silent for 3 intervals is offline"`
+}
+
+// LeaseRequest asks for work, waiting for it up to WaitSeconds.
+type LeaseRequest struct {
+	Max         int `json:"max" minimum:"1" maximum:"1000" doc:"Most tasks to hand out"`
+	WaitSeconds int `json:"wait_seconds,omitempty" minimum:"0" maximum:"25" doc:"Long-poll: wait this long for a task when none is ready"`
+}
+
+// LeasedTask is one task handed to an agent.
+type LeasedTask struct {
+	TaskID         string          `json:"task_id" format:"uuid"`
+	ExecutionID    string          `json:"execution_id" format:"uuid" doc:"Idempotency key of the run"`
+	JobID          string          `json:"job_id" format:"uuid"`
+	ShardIndex     int             `json:"shard_index"`
+	ShardTotal     int             `json:"shard_total"`
+	ShardParam     string          `json:"shard_param"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	LeaseToken     string          `json:"lease_token" format:"uuid" doc:"Fencing token: heartbeats and results must carry it"`
+	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
+	TimeoutSeconds int             `json:"timeout_seconds"`
+	ScheduledFor   time.Time       `json:"scheduled_for"`
+	Executor       JobExecutor     `json:"executor"`
+	Params         json.RawMessage `json:"params" doc:"The run's params (an object)"`
+}
+
+// Leases is the answer to a lease request (empty when the wait ran out).
+type Leases struct {
+	Tasks []LeasedTask `json:"tasks"`
+}
+
+// TaskRef names a leased task with its fencing token.
+type TaskRef struct {
+	TaskID     string `json:"task_id" format:"uuid"`
+	LeaseToken string `json:"lease_token" format:"uuid"`
+}
+
+// AgentHeartbeat renews the leases of every task the agent is running and
+// reports its load.
+type AgentHeartbeat struct {
+	Tasks   []TaskRef `json:"tasks" maxItems:"10000"`
+	Running int       `json:"running" minimum:"0"`
+	CPU     float64   `json:"cpu,omitempty" minimum:"0" doc:"CPU utilisation 0..1"`
+	Load1   float64   `json:"load1,omitempty" minimum:"0" doc:"1-minute load average per core"`
+	Memory  float64   `json:"memory,omitempty" minimum:"0" doc:"Memory utilisation 0..1"`
+	Ready   *bool     `json:"ready,omitempty" doc:"False while the agent's executors are not usable; it then gets no tasks"`
+}
+
+// HeartbeatReply tells the agent which leases it still holds.
+type HeartbeatReply struct {
+	Renewed        []string  `json:"renewed" doc:"Task ids whose leases were renewed"`
+	Lost           []string  `json:"lost" doc:"Task ids whose lease is gone (expired, reaped, or another token): stop them and do not report"`
+	Cancel         []string  `json:"cancel" doc:"Task ids to stop (cancelled or timed out); report them as cancelled"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	State          string    `json:"state" enum:"active,draining,offline,quarantined" doc:"The agent's state as the server sees it"`
+}
+
+// TaskResult is the outcome of one task.
+type TaskResult struct {
+	TaskID     string          `json:"task_id" format:"uuid"`
+	LeaseToken string          `json:"lease_token" format:"uuid"`
+	State      string          `json:"state" enum:"succeeded,failed,cancelled"`
+	Result     json.RawMessage `json:"result,omitempty" doc:"Any JSON the task produced"`
+	Error      string          `json:"error,omitempty" maxLength:"65536"`
+}
+
+// CompleteRequest reports several results at once.
+type CompleteRequest struct {
+	Results []TaskResult `json:"results" minItems:"1" maxItems:"10000"`
+}
+
+// ResultOutcome says what happened to one reported result.
+type ResultOutcome struct {
+	TaskID string `json:"task_id" format:"uuid"`
+	Status string `json:"status" enum:"accepted,conflict" doc:"conflict: the lease token is not current; nothing was recorded"`
+}
+
+// CompleteReply lists the outcome of each result.
+type CompleteReply struct {
+	Results []ResultOutcome `json:"results"`
+}
+
+// LogChunk is output of a task.
+type LogChunk struct {
+	TaskID     string `json:"task_id" format:"uuid"`
+	LeaseToken string `json:"lease_token" format:"uuid"`
+	Stream     string `json:"stream" enum:"stdout,stderr"`
+	Data       string `json:"data" maxLength:"1048576"`
+}
+
+// LogRequest appends log chunks.
+type LogRequest struct {
+	Chunks []LogChunk `json:"chunks" minItems:"1" maxItems:"1000"`
+}
+
+// ReleaseRequest hands leases back (a draining agent's unfinished tasks):
+// they are pending again at once, without using up an attempt.
+type ReleaseRequest struct {
+	Tasks []TaskRef `json:"tasks" maxItems:"10000"`
+}

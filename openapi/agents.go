@@ -1,0 +1,342 @@
+package openapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+)
+
+type agentHandlers struct {
+	pool   *pgxpool.Pool
+	agents *queue.AgentService
+}
+
+type agentRegisterInput struct {
+	Body AgentRegistration
+}
+
+type agentRegisterOutput struct {
+	Body AgentCredentials
+}
+
+type agentIDInput struct {
+	ID string `path:"id" format:"uuid" doc:"Agent id"`
+}
+
+type leaseInput struct {
+	ID   string `path:"id" format:"uuid" doc:"Agent id"`
+	Body LeaseRequest
+}
+
+type leaseOutput struct {
+	Body Leases
+}
+
+type heartbeatInput struct {
+	ID   string `path:"id" format:"uuid" doc:"Agent id"`
+	Body AgentHeartbeat
+}
+
+type heartbeatOutput struct {
+	Body HeartbeatReply
+}
+
+type completeInput struct {
+	ID   string `path:"id" format:"uuid" doc:"Agent id"`
+	Body CompleteRequest
+}
+
+type completeOutput struct {
+	Body CompleteReply
+}
+
+type logsInput struct {
+	ID   string `path:"id" format:"uuid" doc:"Agent id"`
+	Body LogRequest
+}
+
+type releaseInput struct {
+	ID   string `path:"id" format:"uuid" doc:"Agent id"`
+	Body ReleaseRequest
+}
+
+// AgentInfo is an agent as operators see it.
+type AgentInfo struct {
+	ID              string            `json:"id" format:"uuid"`
+	Name            string            `json:"name"`
+	Labels          map[string]string `json:"labels"`
+	State           string            `json:"state" enum:"active,draining,offline,quarantined"`
+	Ready           bool              `json:"ready"`
+	Capacity        int               `json:"capacity"`
+	Running         int               `json:"running" doc:"Tasks leased to it now"`
+	CPU             float64           `json:"cpu"`
+	Load1           float64           `json:"load1"`
+	Memory          float64           `json:"memory"`
+	Version         string            `json:"version"`
+	RegisteredAt    time.Time         `json:"registered_at"`
+	LastHeartbeatAt time.Time         `json:"last_heartbeat_at"`
+}
+
+type agentListOutput struct {
+	Body struct {
+		Agents []AgentInfo `json:"agents"`
+	}
+}
+
+func (h *agentHandlers) register(api huma.API) {
+	tags := []string{"Agent protocol"}
+	op := func(id, path, summary, desc string, status int) huma.Operation {
+		return requireScope(huma.Operation{OperationID: id, Method: http.MethodPost, Path: path, Tags: tags,
+			Summary: summary, Description: desc, DefaultStatus: status, MaxBodyBytes: 8 << 20,
+			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}}, ScopeAgent)
+	}
+	huma.Register(api, op("register-agent", "/v1/agents/register", "Register an agent",
+		"Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.",
+		http.StatusCreated), h.registerAgent)
+	huma.Register(api, op("lease-tasks", "/v1/agents/{id}/lease", "Lease tasks (long poll)",
+		"Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.",
+		http.StatusOK), h.lease)
+	huma.Register(api, op("heartbeat-agent", "/v1/agents/{id}/heartbeat", "Renew leases and report load",
+		"Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.",
+		http.StatusOK), h.heartbeat)
+	huma.Register(api, op("complete-tasks", "/v1/agents/{id}/complete", "Report task results",
+		"Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.",
+		http.StatusOK), h.complete)
+	huma.Register(api, op("append-task-logs", "/v1/agents/{id}/logs", "Append task output",
+		"Chunks of tasks whose lease is not current are dropped.", http.StatusNoContent), h.logs)
+	huma.Register(api, op("release-tasks", "/v1/agents/{id}/release", "Hand leases back",
+		"A draining agent's unfinished tasks: pending again at once, without using up an attempt.",
+		http.StatusNoContent), h.release)
+	huma.Register(api, op("deregister-agent", "/v1/agents/{id}/deregister", "Deregister an agent",
+		"The agent is offline from now; leases it still holds expire and are reaped.", http.StatusNoContent), h.deregister)
+	huma.Register(api, requireScope(huma.Operation{OperationID: "drain-agent", Method: http.MethodPost,
+		Path: "/v1/agents/{id}/drain", Tags: []string{"Agents"}, Summary: "Drain an agent",
+		Description: "It gets no new tasks; running ones finish.", DefaultStatus: http.StatusNoContent,
+		Errors: []int{http.StatusNotFound}}, ScopeAdmin), h.drain)
+	huma.Register(api, requireScope(huma.Operation{OperationID: "list-agents", Method: http.MethodGet,
+		Path: "/v1/agents", Tags: []string{"Agents"}, Summary: "List agents"}, ScopeRead), h.list)
+}
+
+func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInput) (*agentRegisterOutput, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	token, key, err := CreateAPIKey(ctx, h.pool, "agent:"+in.Body.Name+":"+id.String(), []string{ScopeAgent})
+	if err != nil {
+		return nil, err
+	}
+	agent, err := h.agents.Register(ctx, &db.Agent{ID: id, Name: in.Body.Name, Labels: in.Body.Labels,
+		Capacity: in.Body.Capacity, Version: in.Body.Version, APIKeyID: key.ID})
+	if err != nil {
+		return nil, err
+	}
+	cfg := h.agents.Config()
+	return &agentRegisterOutput{Body: AgentCredentials{AgentID: agent.ID.String(), Token: token,
+		LeaseSeconds: int(cfg.Lease.Seconds()), HeartbeatIntervalSeconds: int(cfg.HeartbeatInterval.Seconds())}}, nil
+}
+
+// agentFor loads the agent named in the path and checks that the caller
+// is that agent (or an admin): one agent cannot act for another.
+func (h *agentHandlers) agentFor(ctx context.Context, rawID string) (*db.Agent, error) {
+	id, err := parseID(rawID)
+	if err != nil {
+		return nil, err
+	}
+	agent, err := h.agents.Get(ctx, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, huma.Error404NotFound("agent not found: register again")
+	}
+	if err != nil {
+		return nil, err
+	}
+	key, _ := ctx.Value(principalKey{}).(*db.APIKey)
+	if key == nil || (key.ID != agent.APIKeyID && !slices.Contains(key.Scopes, ScopeAdmin)) {
+		return nil, huma.Error403Forbidden("this key does not belong to agent " + agent.ID.String())
+	}
+	return agent, nil
+}
+
+func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput, error) {
+	agent, err := h.agentFor(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := &leaseOutput{Body: Leases{Tasks: []LeasedTask{}}}
+	tasks, err := h.agents.Lease(ctx, agent, in.Body.Max, time.Duration(in.Body.WaitSeconds)*time.Second)
+	if errors.Is(err, queue.ErrAgentNotActive) {
+		return out, nil // a draining agent simply gets nothing
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tasks {
+		var exec executorConfig
+		if err := json.Unmarshal(t.Executor, &exec); err != nil {
+			return nil, fmt.Errorf("error decoding executor of job %s: %w", t.JobID, err)
+		}
+		out.Body.Tasks = append(out.Body.Tasks, LeasedTask{
+			TaskID: t.ID.String(), ExecutionID: t.ExecutionID.String(), JobID: t.JobID.String(),
+			ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt,
+			MaxAttempts: t.MaxAttempts, LeaseToken: t.LeaseToken.String(), LeaseExpiresAt: t.LeaseExpiresAt,
+			TimeoutSeconds: t.TimeoutSeconds, ScheduledFor: t.ScheduledFor, Params: t.Params,
+			Executor: JobExecutor{Kind: t.ExecutorKind, Command: exec.Command, URL: exec.URL, Method: exec.Method,
+				Headers: exec.Headers, Body: exec.Body, Handler: exec.Handler},
+		})
+	}
+	return out, nil
+}
+
+func (h *agentHandlers) heartbeat(ctx context.Context, in *heartbeatInput) (*heartbeatOutput, error) {
+	agent, err := h.agentFor(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := taskRefs(in.Body.Tasks, "body.tasks")
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.agents.Heartbeat(ctx, agent.ID, refs, &db.AgentLoad{Running: in.Body.Running,
+		CPU: in.Body.CPU, Load1: in.Body.Load1, Mem: in.Body.Memory, Ready: in.Body.Ready})
+	if err != nil {
+		return nil, err
+	}
+	return &heartbeatOutput{Body: HeartbeatReply{Renewed: idStrings(res.Renewed), Lost: idStrings(res.Lost),
+		Cancel: idStrings(res.Cancel), LeaseExpiresAt: res.LeaseExpiresAt, State: res.State}}, nil
+}
+
+func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*completeOutput, error) {
+	agent, err := h.agentFor(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]db.TaskResult, len(in.Body.Results))
+	for i, r := range in.Body.Results {
+		ref, err := taskRef(r.TaskID, r.LeaseToken, fmt.Sprintf("body.results[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		results[i] = db.TaskResult{TaskRef: ref, State: r.State, Result: r.Result, Error: r.Error}
+	}
+	done, err := h.agents.Complete(ctx, agent.ID, results)
+	if err != nil {
+		return nil, err
+	}
+	accepted := make(map[uuid.UUID]bool, len(done))
+	for _, d := range done {
+		accepted[d.ID] = true
+	}
+	out := &completeOutput{}
+	for _, r := range results {
+		status := "conflict"
+		if accepted[r.ID] {
+			status = "accepted"
+		}
+		out.Body.Results = append(out.Body.Results, ResultOutcome{TaskID: r.ID.String(), Status: status})
+	}
+	if len(done) == 0 {
+		return nil, huma.Error409Conflict("no result was recorded: the lease tokens are not current (lease expired or taken over); drop these tasks")
+	}
+	return out, nil
+}
+
+func (h *agentHandlers) logs(ctx context.Context, in *logsInput) (*struct{}, error) {
+	if _, err := h.agentFor(ctx, in.ID); err != nil {
+		return nil, err
+	}
+	chunks := make([]db.LogChunk, len(in.Body.Chunks))
+	for i, c := range in.Body.Chunks {
+		ref, err := taskRef(c.TaskID, c.LeaseToken, fmt.Sprintf("body.chunks[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		chunks[i] = db.LogChunk{TaskRef: ref, Stream: c.Stream, Data: c.Data}
+	}
+	_, err := h.agents.Logs(ctx, chunks)
+	return nil, err
+}
+
+func (h *agentHandlers) release(ctx context.Context, in *releaseInput) (*struct{}, error) {
+	agent, err := h.agentFor(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := taskRefs(in.Body.Tasks, "body.tasks")
+	if err != nil {
+		return nil, err
+	}
+	_, err = h.agents.Release(ctx, agent.ID, refs)
+	return nil, err
+}
+
+func (h *agentHandlers) deregister(ctx context.Context, in *agentIDInput) (*struct{}, error) {
+	agent, err := h.agentFor(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return nil, h.agents.SetState(ctx, agent.ID, "offline")
+}
+
+func (h *agentHandlers) drain(ctx context.Context, in *agentIDInput) (*struct{}, error) {
+	agent, err := h.agentFor(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return nil, h.agents.SetState(ctx, agent.ID, "draining")
+}
+
+func (h *agentHandlers) list(ctx context.Context, _ *struct{}) (*agentListOutput, error) {
+	agents, err := h.agents.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &agentListOutput{}
+	out.Body.Agents = make([]AgentInfo, 0, len(agents))
+	for _, a := range agents {
+		out.Body.Agents = append(out.Body.Agents, AgentInfo{ID: a.ID.String(), Name: a.Name, Labels: a.Labels,
+			State: a.State, Ready: a.Ready, Capacity: a.Capacity, Running: a.Leased, CPU: a.CPU, Load1: a.Load1,
+			Memory: a.Mem, Version: a.Version, RegisteredAt: a.RegisteredAt, LastHeartbeatAt: a.LastHeartbeatAt})
+	}
+	return out, nil
+}
+
+func taskRefs(in []TaskRef, at string) ([]db.TaskRef, error) {
+	out := make([]db.TaskRef, len(in))
+	for i, r := range in {
+		ref, err := taskRef(r.TaskID, r.LeaseToken, fmt.Sprintf("%s[%d]", at, i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ref
+	}
+	return out, nil
+}
+
+func taskRef(taskID, token, at string) (db.TaskRef, error) {
+	id, err1 := uuid.Parse(taskID)
+	tok, err2 := uuid.Parse(token)
+	if err1 != nil || err2 != nil {
+		return db.TaskRef{}, huma.Error422UnprocessableEntity("invalid task reference",
+			&huma.ErrorDetail{Location: at, Message: "task_id and lease_token must be UUIDs"})
+	}
+	return db.TaskRef{ID: id, Token: tok}, nil
+}
+
+func idStrings(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}

@@ -1,0 +1,234 @@
+package openapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/queue"
+)
+
+// agentClient speaks the agent protocol over HTTP like ax-agent does.
+type agentClient struct {
+	env   *apiEnv
+	id    string
+	token string
+}
+
+func (e *apiEnv) registerAgent(name string, labels map[string]string, capacity int) *agentClient {
+	e.t.Helper()
+	creds := e.call("POST", "/v1/agents/register", e.key("agent"), map[string]any{
+		"name": name, "labels": labels, "capacity": capacity, "version": "test",
+	}).must(e.t, http.StatusCreated)
+	a := &agentClient{env: e, id: creds["agent_id"].(string), token: creds["token"].(string)}
+	a.heartbeat(nil).must(e.t, http.StatusOK) // ready
+	return a
+}
+
+func (a *agentClient) post(path string, body any) *response {
+	return a.env.call("POST", "/v1/agents/"+a.id+path, a.token, body)
+}
+
+func (a *agentClient) lease(max, wait int) []map[string]any {
+	a.env.t.Helper()
+	body := a.post("/lease", map[string]any{"max": max, "wait_seconds": wait}).must(a.env.t, http.StatusOK)
+	var out []map[string]any
+	for _, t := range body["tasks"].([]any) {
+		out = append(out, t.(map[string]any))
+	}
+	return out
+}
+
+func (a *agentClient) heartbeat(tasks []map[string]any) *response {
+	refs := []map[string]any{}
+	for _, t := range tasks {
+		refs = append(refs, map[string]any{"task_id": t["task_id"], "lease_token": t["lease_token"]})
+	}
+	return a.post("/heartbeat", map[string]any{"tasks": refs, "running": len(tasks), "ready": true})
+}
+
+func (a *agentClient) complete(t map[string]any, state string) *response {
+	return a.post("/complete", map[string]any{"results": []map[string]any{{
+		"task_id": t["task_id"], "lease_token": t["lease_token"], "state": state,
+		"result": map[string]any{"shard": t["shard_index"]},
+	}}})
+}
+
+func TestAgentProtocolHappyPath(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, queue.AgentConfig{})
+	job := cronJob("sharded", "0 0 * * *", "UTC")
+	job["shards"] = map[string]any{"count": 3, "params": []string{"a", "b", "c"}}
+	job["target"] = map[string]any{"labels": map[string]string{"pool": "billing"}}
+	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+
+	other := env.registerAgent("elsewhere", map[string]string{"pool": "web"}, 4)
+	agent := env.registerAgent("biller", map[string]string{"pool": "billing", "region": "eu"}, 4)
+
+	// A long poll waits, and wakes when the run is triggered.
+	got := make(chan []map[string]any, 1)
+	go func() { got <- agent.lease(10, 10) }()
+	time.Sleep(200 * time.Millisecond)
+	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+	var tasks []map[string]any
+	select {
+	case tasks = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the long poll did not wake")
+	}
+	require.Len(t, tasks, 3)
+	require.Empty(t, other.lease(10, 0), "labels do not match")
+	for _, task := range tasks {
+		require.Equal(t, exec["id"], task["execution_id"])
+		require.Equal(t, "shell", task["executor"].(map[string]any)["kind"])
+	}
+
+	hb := agent.heartbeat(tasks).must(t, http.StatusOK)
+	require.Len(t, hb["renewed"], 3)
+	require.Empty(t, hb["lost"])
+	running := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "running", running["state"])
+
+	agent.post("/logs", map[string]any{"chunks": []map[string]any{{
+		"task_id": tasks[0]["task_id"], "lease_token": tasks[0]["lease_token"], "stream": "stdout", "data": "hello\n"}}}).
+		must(t, http.StatusNoContent)
+	for _, task := range tasks {
+		reply := agent.complete(task, "succeeded").must(t, http.StatusOK)
+		require.Equal(t, "accepted", reply["results"].([]any)[0].(map[string]any)["status"])
+	}
+	// A result is recorded once: the same report again is a conflict.
+	agent.complete(tasks[0], "failed").must(t, http.StatusConflict)
+
+	done := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "succeeded", done["state"])
+	for _, task := range done["tasks"].([]any) {
+		require.Equal(t, "succeeded", task.(map[string]any)["state"])
+	}
+	logs := env.call("GET", "/v1/executions/"+exec["id"].(string)+"/logs?kind=log", env.admin, nil).must(t, http.StatusOK)
+	require.Len(t, logs["events"], 1)
+	require.Equal(t, "hello\n", logs["events"].([]any)[0].(map[string]any)["message"])
+	states := env.call("GET", "/v1/executions/"+exec["id"].(string)+"/logs?kind=state", env.admin, nil).must(t, http.StatusOK)
+	require.Len(t, states["events"], 6, "leased and succeeded for each shard")
+
+	agents := env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
+	require.Len(t, agents, 2)
+
+	// One agent cannot act for another.
+	env.call("POST", "/v1/agents/"+agent.id+"/lease", other.token, map[string]any{"max": 1}).must(t, http.StatusForbidden)
+}
+
+func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, queue.AgentConfig{Lease: time.Second})
+	job := cronJob("retried", "0 0 * * *", "UTC")
+	job["retry"] = map[string]any{"max_attempts": 3, "backoff_seconds": 1}
+	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+	a := env.registerAgent("a", nil, 1)
+	b := env.registerAgent("b", nil, 1)
+	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+
+	first := a.lease(1, 5)
+	require.Len(t, first, 1)
+	// a goes silent past its lease; the reaper gives the task back.
+	time.Sleep(1200 * time.Millisecond)
+	reaper := queue.NewReaper(env.pool, queue.AgentConfig{Lease: time.Second}, queue.ReaperConfig{})
+	require.NoError(t, reaper.Sweep(context.Background()))
+
+	second := b.lease(1, 5) // after the 1 s backoff
+	require.Len(t, second, 1)
+	require.Equal(t, first[0]["task_id"], second[0]["task_id"])
+	require.Equal(t, float64(2), second[0]["attempt"])
+	require.NotEqual(t, first[0]["lease_token"], second[0]["lease_token"])
+
+	// a wakes up: its heartbeat learns the lease is gone, its late result is refused.
+	hb := a.heartbeat(first).must(t, http.StatusOK)
+	require.Equal(t, []any{first[0]["task_id"]}, hb["lost"])
+	a.complete(first[0], "succeeded").must(t, http.StatusConflict)
+
+	b.complete(second[0], "succeeded").must(t, http.StatusOK)
+	var results int
+	require.NoError(t, env.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM ax.task_event WHERE execution_id = $1 AND state = 'succeeded'`, exec["id"]).Scan(&results))
+	require.Equal(t, 1, results, "the execution records exactly one result")
+	final := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "succeeded", final["state"])
+}
+
+func TestAgentFailureRetriesThenFails(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, queue.AgentConfig{})
+	job := cronJob("flaky", "0 0 * * *", "UTC")
+	job["retry"] = map[string]any{"max_attempts": 2, "backoff_seconds": 1}
+	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+	a := env.registerAgent("a", nil, 1)
+	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+
+	for attempt := 1; attempt <= 2; attempt++ {
+		tasks := a.lease(1, 5)
+		require.Len(t, tasks, 1, "attempt %d", attempt)
+		require.Equal(t, float64(attempt), tasks[0]["attempt"])
+		a.complete(tasks[0], "failed").must(t, http.StatusOK)
+	}
+	final := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "failed", final["state"])
+	require.Empty(t, a.lease(1, 0))
+}
+
+func TestAgentReleaseAndDrain(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, queue.AgentConfig{})
+	jobID := env.call("POST", "/v1/jobs", env.admin, cronJob("released", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
+	a := env.registerAgent("a", nil, 1)
+	b := env.registerAgent("b", nil, 1)
+	env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+	tasks := a.lease(1, 5)
+	require.Len(t, tasks, 1)
+
+	env.call("POST", "/v1/agents/"+a.id+"/drain", env.admin, nil).must(t, http.StatusNoContent)
+	require.Empty(t, a.lease(1, 0), "a draining agent gets nothing new")
+	a.post("/release", map[string]any{"tasks": []map[string]any{{
+		"task_id": tasks[0]["task_id"], "lease_token": tasks[0]["lease_token"]}}}).must(t, http.StatusNoContent)
+	again := b.lease(1, 5)
+	require.Len(t, again, 1, "released at once")
+	require.Equal(t, float64(1), again[0]["attempt"], "a release does not use up an attempt")
+	a.post("/deregister", nil).must(t, http.StatusNoContent)
+}
+
+func setupWithAgents(t *testing.T, cfg queue.AgentConfig) *apiEnv {
+	t.Helper()
+	return setupConfig(t, func(c *openapiConfig) { c.Agent = cfg })
+}
+
+func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, queue.AgentConfig{})
+	job := cronJob("slow", "0 0 * * *", "UTC")
+	job["timeout_seconds"] = 1
+	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+	a := env.registerAgent("a", nil, 1)
+	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+	tasks := a.lease(1, 5)
+	require.Len(t, tasks, 1)
+	a.heartbeat(tasks).must(t, http.StatusOK) // running, lease fresh
+
+	time.Sleep(1200 * time.Millisecond)
+	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{OfflineAfter: time.Second})
+	require.NoError(t, reaper.Sweep(context.Background()))
+
+	final := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "timed_out", final["state"])
+	require.Contains(t, final["tasks"].([]any)[0].(map[string]any)["error"], "timed out after 1 s")
+	hb := a.heartbeat(tasks).must(t, http.StatusOK)
+	require.Equal(t, []any{tasks[0]["task_id"]}, hb["lost"], "the agent learns to stop it")
+
+	time.Sleep(1100 * time.Millisecond)
+	require.NoError(t, reaper.Sweep(context.Background()))
+	agents := env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
+	require.Equal(t, "offline", agents[0].(map[string]any)["state"])
+	a.heartbeat(nil).must(t, http.StatusOK)
+	agents = env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
+	require.Equal(t, "active", agents[0].(map[string]any)["state"], "a heartbeat brings it back")
+}

@@ -1,0 +1,232 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// ErrAgentNotActive means an agent asked for work while draining or
+// quarantined.
+var ErrAgentNotActive = errors.New("agent is not active")
+
+// AgentConfig tunes the agent protocol.
+type AgentConfig struct {
+	// Lease is how long a lease lasts without a heartbeat. Defaults to 30 s.
+	Lease time.Duration
+	// HeartbeatInterval is how often agents heartbeat; one silent for 3
+	// intervals is offline. Defaults to 5 s.
+	HeartbeatInterval time.Duration
+}
+
+func (c AgentConfig) withDefaults() AgentConfig {
+	c.Lease = cmp.Or(c.Lease, 30*time.Second)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 5*time.Second)
+	return c
+}
+
+// AgentService is the server side of the agent protocol: registration,
+// long-poll leasing, heartbeats, results, logs and releases. Leasing waits
+// on the replica's one LISTEN connection (Notifier), never on a
+// connection per waiting agent.
+type AgentService struct {
+	pool     *pgxpool.Pool
+	notifier *Notifier
+	cfg      AgentConfig
+	logger   *slog.Logger
+}
+
+// NewAgentService returns an AgentService; notifier may be nil (leases then
+// poll every 250 ms while waiting).
+func NewAgentService(pool *pgxpool.Pool, notifier *Notifier, cfg AgentConfig, logger *slog.Logger) *AgentService {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &AgentService{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger}
+}
+
+// Config returns the protocol settings agents are told at registration.
+func (s *AgentService) Config() AgentConfig { return s.cfg }
+
+// Register stores an agent bound to the API key it will use.
+func (s *AgentService) Register(ctx context.Context, a *db.Agent) (*db.Agent, error) {
+	if a.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("error generating agent id: %w", err)
+		}
+		a.ID = id
+	}
+	agent, err := db.AgentInsert(ctx, s.pool, a)
+	if err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "agent registered", "agent_id", agent.ID, "name", agent.Name, "capacity", agent.Capacity)
+	return agent, nil
+}
+
+// Get returns an agent.
+func (s *AgentService) Get(ctx context.Context, id uuid.UUID) (*db.Agent, error) {
+	return db.AgentGetByID(ctx, s.pool, id)
+}
+
+// List returns every agent.
+func (s *AgentService) List(ctx context.Context) ([]*db.Agent, error) {
+	return db.AgentList(ctx, s.pool)
+}
+
+// Lease hands the agent up to limit tasks, waiting up to wait for some to be
+// ready: it wakes on the task-ready notification or when the earliest
+// pending task's not_before comes.
+func (s *AgentService) Lease(ctx context.Context, agent *db.Agent, limit int, wait time.Duration) ([]*db.LeasedTask, error) {
+	if agent.State != "active" {
+		return nil, fmt.Errorf("%w: it is %s", ErrAgentNotActive, agent.State)
+	}
+	var wake <-chan struct{}
+	if s.notifier != nil {
+		var unsubscribe func()
+		wake, unsubscribe = s.notifier.Subscribe(TaskReadyChannel)
+		defer unsubscribe()
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		tasks, err := db.TaskLease(ctx, s.pool, &db.TaskLeaseParams{
+			AgentID: agent.ID, AgentLabels: agent.Labels, Max: limit, Lease: s.cfg.Lease})
+		if err != nil || len(tasks) > 0 {
+			s.logLeases(ctx, agent, tasks)
+			return tasks, err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 || ctx.Err() != nil {
+			return nil, nil
+		}
+		next, err := db.TaskNextReady(ctx, s.pool)
+		if err != nil {
+			return nil, err
+		}
+		if s.notifier == nil {
+			next = min(next, 250*time.Millisecond)
+		}
+		sleep(ctx, min(max(next, time.Millisecond), remaining), wake)
+	}
+}
+
+func (s *AgentService) logLeases(ctx context.Context, agent *db.Agent, tasks []*db.LeasedTask) {
+	for _, t := range tasks {
+		s.logger.DebugContext(ctx, "task leased", "agent_id", agent.ID, "task_id", t.ID,
+			"execution_id", t.ExecutionID, "shard", t.ShardIndex, "attempt", t.Attempt)
+	}
+}
+
+// HeartbeatResult tells an agent which of its leases survive.
+type HeartbeatResult struct {
+	Renewed, Lost, Cancel []uuid.UUID
+	LeaseExpiresAt        time.Time
+	State                 string
+}
+
+// Heartbeat renews every lease the agent lists (and still holds), records
+// its load, and says which tasks are lost or must stop.
+func (s *AgentService) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef, load *db.AgentLoad) (*HeartbeatResult, error) {
+	res := &HeartbeatResult{LeaseExpiresAt: time.Now().Add(s.cfg.Lease)}
+	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if res.State, err = db.AgentHeartbeat(ctx, tx, agentID, load); err != nil {
+			return err
+		}
+		renewed, err := db.TaskRenew(ctx, tx, agentID, refs, s.cfg.Lease)
+		if err != nil {
+			return err
+		}
+		held := make(map[uuid.UUID]bool, len(renewed))
+		for _, r := range renewed {
+			held[r.ID] = true
+			res.Renewed = append(res.Renewed, r.ID)
+			res.LeaseExpiresAt = r.LeaseExpiresAt
+			if r.Cancel {
+				res.Cancel = append(res.Cancel, r.ID)
+			}
+		}
+		for _, r := range refs {
+			if !held[r.ID] {
+				res.Lost = append(res.Lost, r.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range res.Lost {
+		s.logger.InfoContext(ctx, "lease lost", "agent_id", agentID, "task_id", id)
+	}
+	return res, nil
+}
+
+// Complete records results; those with a stale token are left out of the
+// returned list and changed nothing.
+func (s *AgentService) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
+	done, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
+		done, err := db.TaskComplete(ctx, tx, results)
+		if err != nil {
+			return nil, err
+		}
+		if retried := countState(done, "pending"); retried > 0 {
+			return done, db.Notify(ctx, tx, TaskReadyChannel, "")
+		}
+		return done, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range done {
+		s.logger.InfoContext(ctx, "task completed", "agent_id", agentID, "task_id", d.ID,
+			"execution_id", d.ExecutionID, "state", d.State)
+	}
+	return done, nil
+}
+
+func countState(done []db.CompletedTask, state string) int {
+	n := 0
+	for _, d := range done {
+		if d.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+// Logs stores log chunks of current leases.
+func (s *AgentService) Logs(ctx context.Context, chunks []db.LogChunk) (int, error) {
+	return db.TaskLogAppend(ctx, s.pool, chunks)
+}
+
+// Release hands leases back so other agents take the tasks at once.
+func (s *AgentService) Release(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef) ([]uuid.UUID, error) {
+	return db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]uuid.UUID, error) {
+		released, err := db.TaskRelease(ctx, tx, agentID, refs)
+		if err != nil || len(released) == 0 {
+			return released, err
+		}
+		return released, db.Notify(ctx, tx, TaskReadyChannel, "")
+	})
+}
+
+// SetState drains or reactivates an agent, or marks it offline when it
+// deregisters.
+func (s *AgentService) SetState(ctx context.Context, agentID uuid.UUID, state string) error {
+	if err := db.AgentSetState(ctx, s.pool, agentID, state); err != nil {
+		return err
+	}
+	s.logger.InfoContext(ctx, "agent state changed", "agent_id", agentID, "state", state)
+	return nil
+}

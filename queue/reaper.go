@@ -1,0 +1,111 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// ReaperConfig tunes a Reaper.
+type ReaperConfig struct {
+	// Interval between sweeps. Defaults to 1 s.
+	Interval time.Duration
+	// OfflineAfter is how long an agent may be silent before it is
+	// offline. Defaults to 3 heartbeat intervals of AgentConfig.
+	OfflineAfter time.Duration
+	// BatchSize bounds one sweep's expired leases. Defaults to 1000.
+	BatchSize int
+	Logger    *slog.Logger
+}
+
+// Reaper returns expired leases to pending (attempt + 1, after backoff) or
+// fails them when attempts are spent, times out overdue tasks, finalizes
+// their executions and marks silent agents offline. Every replica runs
+// one; a transaction-scoped advisory lock lets one sweep at a time.
+type Reaper struct {
+	pool *pgxpool.Pool
+	cfg  ReaperConfig
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// reaperLockID is the advisory lock that serializes sweeps.
+const reaperLockID = 0x61785f7265617072 // "ax_reapr"
+
+// NewReaper returns a Reaper; agentCfg supplies the heartbeat interval.
+func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reaper {
+	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
+	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, 3*agentCfg.withDefaults().HeartbeatInterval)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Reaper{pool: pool, cfg: cfg}
+}
+
+// Start sweeps in the background until Stop.
+func (r *Reaper) Start(ctx context.Context) error {
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
+			if err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+				r.cfg.Logger.ErrorContext(ctx, "error reaping", "error", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends sweeping. Safe to call twice or without Start.
+func (r *Reaper) Stop() {
+	r.stopOnce.Do(func() {
+		if r.cancel != nil {
+			r.cancel()
+			<-r.done
+		}
+	})
+}
+
+// Sweep runs one pass, unless another replica is sweeping right now.
+func (r *Reaper) Sweep(ctx context.Context) error {
+	return db.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
+		leader, err := db.TryXactLock(ctx, tx, reaperLockID)
+		if err != nil || !leader {
+			return err
+		}
+		offline, err := db.AgentMarkOffline(ctx, tx, r.cfg.OfflineAfter)
+		if err != nil {
+			return err
+		}
+		for _, id := range offline {
+			r.cfg.Logger.WarnContext(ctx, "agent offline: silent too long", "agent_id", id)
+		}
+		n, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			r.cfg.Logger.InfoContext(ctx, "reaped expired leases", "executions", n)
+			return db.Notify(ctx, tx, TaskReadyChannel, "")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,174 @@
+-- TaskLease claims up to @max pending tasks the agent may run (the job's
+-- target labels are a subset of the agent's), highest priority then
+-- oldest first, skipping rows other agents are claiming. Each lease gets a
+-- fresh token and an expiry from the database clock; executions start.
+-- name: TaskLease :many
+WITH picked AS (
+    SELECT t.id
+    FROM ax.task t
+    JOIN ax.job j ON j.id = t.job_id
+    WHERE t.state = 'pending' AND t.not_before <= now()
+      AND j.target_labels <@ @agent_labels::jsonb
+    ORDER BY t.priority DESC, t.created_at
+    LIMIT @max
+    FOR UPDATE OF t SKIP LOCKED
+), leased AS (
+    UPDATE ax.task t
+    SET state = 'leased', agent_id = @agent_id, lease_token = gen_random_uuid(),
+        lease_expires_at = now() + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
+        leased_at = now(), updated_at = now()
+    FROM picked
+    WHERE t.id = picked.id
+    RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
+              t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id
+), started AS (
+    UPDATE ax.execution e
+    SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
+    WHERE e.id IN (SELECT execution_id FROM leased) AND e.state = 'pending'
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id FROM leased
+)
+SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
+       l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
+       l.lease_expires_at::timestamptz AS lease_expires_at,
+       j.executor_kind, j.executor, e.params, e.scheduled_for
+FROM leased l
+JOIN ax.job j ON j.id = l.job_id
+JOIN ax.execution e ON e.id = l.execution_id;
+
+-- TaskRenew extends the leases the agent still holds (matching token) and
+-- marks them running; the ids it does not return are lost to the agent.
+-- name: TaskRenew :many
+UPDATE ax.task t
+SET lease_expires_at = now() + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
+    state = 'running', started_at = coalesce(t.started_at, now()), updated_at = now()
+FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token) h
+WHERE t.id = h.id AND t.lease_token = h.token AND t.agent_id = @agent_id
+  AND t.state IN ('leased', 'running')
+RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
+          t.lease_expires_at::timestamptz AS lease_expires_at;
+
+-- TaskComplete records results whose lease token is current: success and
+-- cancellation end the task; a failure is retried (attempt + 1, after
+-- exponential backoff from the job's settings) until attempts run out.
+-- Results with a stale token match nothing and change nothing.
+-- name: TaskComplete :many
+WITH input AS (
+    SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
+           unnest(@states::text[]) AS state, unnest(@results::jsonb[]) AS result,
+           unnest(@errors::text[]) AS error
+), done AS (
+    UPDATE ax.task t
+    SET state = CASE WHEN i.state = 'failed' AND t.attempt < t.max_attempts THEN 'pending'
+                     ELSE i.state::ax.task_state END,
+        attempt = CASE WHEN i.state = 'failed' AND t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
+        not_before = CASE WHEN i.state = 'failed' AND t.attempt < t.max_attempts
+                          THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
+                                   j.retry_backoff_seconds * power(2, t.attempt - 1)))
+                          ELSE t.not_before END,
+        finished_at = CASE WHEN i.state = 'failed' AND t.attempt < t.max_attempts THEN NULL ELSE now() END,
+        result = i.result, error = nullif(i.error, ''),
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM input i, ax.job j
+    WHERE t.id = i.id AND t.lease_token = i.token AND t.state IN ('leased', 'running') AND j.id = t.job_id
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, coalesce(error, '') FROM done
+)
+SELECT id, execution_id, state FROM done;
+
+-- TaskRelease hands leases back: the tasks are pending again at once,
+-- without using up an attempt (a draining agent did not fail them).
+-- name: TaskRelease :many
+WITH released AS (
+    UPDATE ax.task t
+    SET state = 'pending', lease_token = NULL, lease_expires_at = NULL, not_before = now(), updated_at = now()
+    FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token) r
+    WHERE t.id = r.id AND t.lease_token = r.token AND t.agent_id = @agent_id
+      AND t.state IN ('leased', 'running')
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'pending', agent_id, 'released by its agent' FROM released
+)
+SELECT id FROM released;
+
+-- TaskLogAppend stores log chunks of tasks whose lease is current.
+-- name: TaskLogAppend :execrows
+INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, agent_id, stream, message)
+SELECT t.id, t.execution_id, t.shard_index, t.attempt, 'log', t.agent_id, c.stream, c.data
+FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
+             unnest(@streams::text[]) AS stream, unnest(@data::text[]) AS data) c
+JOIN ax.task t ON t.id = c.id AND t.lease_token = c.token;
+
+-- TaskReapExpired ends leases that ran out (agent dead or partitioned):
+-- the task is pending again after backoff with attempt + 1, or failed
+-- when its attempts are spent. Tasks past their timeout are timed out the
+-- same way. Returns the executions touched.
+-- name: TaskReapExpired :many
+WITH expired AS (
+    SELECT t.id,
+           CASE WHEN t.lease_expires_at <= now() THEN 'lease expired'
+                ELSE 'timed out after ' || t.timeout_seconds || ' s' END AS why,
+           t.lease_expires_at > now() AS timed_out
+    FROM ax.task t
+    WHERE t.state IN ('leased', 'running')
+      AND (t.lease_expires_at <= now()
+           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= now())
+    ORDER BY t.lease_expires_at
+    LIMIT @max
+    FOR UPDATE OF t SKIP LOCKED
+), reaped AS (
+    UPDATE ax.task t
+    SET state = (CASE WHEN t.attempt < t.max_attempts THEN 'pending'
+                      WHEN x.timed_out THEN 'timed_out' ELSE 'failed' END)::ax.task_state,
+        attempt = CASE WHEN t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
+        not_before = CASE WHEN t.attempt < t.max_attempts
+                          THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
+                                   j.retry_backoff_seconds * power(2, t.attempt - 1)))
+                          ELSE t.not_before END,
+        finished_at = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE now() END,
+        cancel_requested_at = CASE WHEN x.timed_out THEN now() ELSE t.cancel_requested_at END,
+        error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM expired x, ax.job j
+    WHERE t.id = x.id AND j.id = t.job_id
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, error FROM reaped
+)
+SELECT DISTINCT execution_id FROM reaped;
+
+-- ExecutionFinalize ends executions whose tasks have all ended: succeeded
+-- when every shard succeeded, else timed_out, failed or cancelled.
+-- name: ExecutionFinalize :many
+UPDATE ax.execution e
+SET state = s.final_state::ax.execution_state, finished_at = now(), updated_at = now()
+FROM (
+    SELECT execution_id,
+           CASE WHEN bool_and(state = 'succeeded') THEN 'succeeded'
+                WHEN bool_or(state = 'timed_out') THEN 'timed_out'
+                WHEN bool_or(state = 'failed') THEN 'failed'
+                ELSE 'cancelled' END AS final_state
+    FROM ax.task
+    WHERE execution_id = ANY(@execution_ids::uuid[])
+    GROUP BY execution_id
+    HAVING bool_and(state IN ('succeeded', 'failed', 'timed_out', 'cancelled'))
+) s
+WHERE e.id = s.execution_id AND e.state IN ('pending', 'running')
+RETURNING e.id, e.state;
+
+-- TaskNextReady says how long until the earliest pending task becomes
+-- leasable (an hour when none is pending: a NOTIFY wakes the polls).
+-- name: TaskNextReady :one
+SELECT coalesce((extract(epoch FROM min(not_before) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
+FROM ax.task WHERE state = 'pending';
+
+-- name: TaskEventListByExecution :many
+SELECT * FROM ax.task_event
+WHERE execution_id = @execution_id AND id > @after_id
+  AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind')::ax.task_event_kind)
+ORDER BY id
+LIMIT @max;
