@@ -172,14 +172,34 @@ func TaskLogAppend(ctx context.Context, e Executor, chunks []LogChunk) (int, err
 	return int(n), nil
 }
 
+// Reaped counts what one reaper sweep did.
+type Reaped struct {
+	Expired  int // leases that ran out (agent dead or partitioned)
+	TimedOut int // tasks past their timeout
+	Retried  int // of both, tasks pending again for another attempt
+}
+
 // TaskReapExpired ends up to max expired leases and overdue tasks and
 // finalizes the executions that ended with them.
-func TaskReapExpired(ctx context.Context, e Executor, max int) (int, error) {
-	execs, err := queries.TaskReapExpired(ctx, e, int32(max))
+func TaskReapExpired(ctx context.Context, e Executor, max int) (Reaped, error) {
+	rows, err := queries.TaskReapExpired(ctx, e, int32(max))
 	if err != nil {
-		return 0, fmt.Errorf("error reaping expired leases: %w", mapErr(err))
+		return Reaped{}, fmt.Errorf("error reaping expired leases: %w", mapErr(err))
 	}
-	return len(execs), ExecutionFinalize(ctx, e, execs)
+	var r Reaped
+	execs := make([]uuid.UUID, 0, len(rows))
+	for _, row := range rows {
+		execs = append(execs, row.ExecutionID)
+		if row.TimedOut {
+			r.TimedOut++
+		} else {
+			r.Expired++
+		}
+		if row.State == dbsqlc.AxTaskStatePending {
+			r.Retried++
+		}
+	}
+	return r, ExecutionFinalize(ctx, e, execs)
 }
 
 // ExecutionFinalize ends the executions among ids whose tasks all ended.
@@ -236,4 +256,14 @@ func TaskEventListByExecution(ctx context.Context, e Executor, executionID uuid.
 		}
 	}
 	return out, nil
+}
+
+// TaskBacklog returns how many pending tasks are ready and how long the
+// oldest of them has waited.
+func TaskBacklog(ctx context.Context, e Executor) (int64, time.Duration, error) {
+	r, err := queries.TaskBacklog(ctx, e)
+	if err != nil {
+		return 0, 0, fmt.Errorf("error reading backlog: %w", mapErr(err))
+	}
+	return r.Depth, time.Duration(r.OldestSeconds * float64(time.Second)), nil
 }

@@ -24,7 +24,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Version of the build, reported by /healthz and /readyz.
 	Version string
-	// Metrics counts fires made through the API. Nil: unregistered.
+	// Metrics counts fires, dispatches and results. Nil: unregistered.
 	Metrics *queue.Metrics
 	// Notifier wakes long-polling lease requests; nil makes them poll.
 	Notifier *queue.Notifier
@@ -49,7 +49,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	jobs := &jobHandlers{jobs: queue.NewJobService(cfg.Pool, cfg.Logger)}
 	jobs.register(api)
 	(&executionHandlers{execs: queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics)}).register(api)
-	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger)}).register(api)
+	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready}).register(api)
 	autopatch.AutoPatch(api)

@@ -43,15 +43,19 @@ type AgentService struct {
 	notifier *Notifier
 	cfg      AgentConfig
 	logger   *slog.Logger
+	metrics  *Metrics
 }
 
 // NewAgentService returns an AgentService; notifier may be nil (leases then
-// poll every 250 ms while waiting).
-func NewAgentService(pool *pgxpool.Pool, notifier *Notifier, cfg AgentConfig, logger *slog.Logger) *AgentService {
+// poll every 250 ms while waiting), logger and metrics too.
+func NewAgentService(pool *pgxpool.Pool, notifier *Notifier, cfg AgentConfig, logger *slog.Logger, metrics *Metrics) *AgentService {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &AgentService{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &AgentService{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: metrics}
 }
 
 // Config returns the protocol settings agents are told at registration.
@@ -101,9 +105,14 @@ func (s *AgentService) Lease(ctx context.Context, agent *db.Agent, limit int, wa
 	for {
 		tasks, err := db.TaskLease(ctx, s.pool, &db.TaskLeaseParams{
 			AgentID: agent.ID, AgentLabels: agent.Labels, Max: limit, Lease: s.cfg.Lease})
-		if err != nil || len(tasks) > 0 {
+		if err != nil {
+			s.metrics.DispatchFailures.Inc()
+			return nil, err
+		}
+		if len(tasks) > 0 {
+			s.metrics.Dispatched.Add(float64(len(tasks)))
 			s.logLeases(ctx, agent, tasks)
-			return tasks, err
+			return tasks, nil
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 || ctx.Err() != nil {
@@ -189,6 +198,11 @@ func (s *AgentService) Complete(ctx context.Context, agentID uuid.UUID, results 
 		return nil, err
 	}
 	for _, d := range done {
+		if d.State == "pending" {
+			s.metrics.Retries.Inc()
+		} else {
+			s.metrics.TaskResults.WithLabelValues(d.State).Inc()
+		}
 		s.logger.InfoContext(ctx, "task completed", "agent_id", agentID, "task_id", d.ID,
 			"execution_id", d.ExecutionID, "state", d.State)
 	}

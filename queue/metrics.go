@@ -1,7 +1,13 @@
 package queue
 
 import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ax-scheduler/ax/db"
 )
 
 // Metrics are the engine's Prometheus metrics. Labels stay bounded (no
@@ -11,6 +17,12 @@ type Metrics struct {
 	Misfire prometheus.Counter
 	Skipped *prometheus.CounterVec
 	FireLag prometheus.Histogram
+
+	Dispatched       prometheus.Counter
+	DispatchFailures prometheus.Counter
+	TaskResults      *prometheus.CounterVec
+	Retries          prometheus.Counter
+	LeaseExpiries    prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -35,6 +47,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 	}
+	m.Dispatched = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents.",
+	})
+	m.DispatchFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_dispatch_failures_total", Help: "Lease requests that failed with an error.",
+	})
+	m.TaskResults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_task_results_total",
+		Help: "Task outcomes: succeeded, failed (for good), cancelled, timed_out; retried failures count as retry.",
+	}, []string{"state"})
+	m.Retries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_task_retries_total", Help: "Task attempts scheduled again after a failure, lost lease or timeout.",
+	})
+	m.LeaseExpiries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_lease_expiries_total", Help: "Leases that ran out without a heartbeat (agent dead or cut off).",
+	})
+	for _, s := range []string{"succeeded", "failed", "cancelled", "timed_out"} {
+		m.TaskResults.WithLabelValues(s)
+	}
 	for _, c := range []string{"schedule", "catch_up", "manual"} {
 		m.Fires.WithLabelValues(c)
 	}
@@ -42,7 +73,44 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Skipped.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag)
+		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag,
+			m.Dispatched, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries)
 	}
 	return m
+}
+
+// QueueCollector reports the pending backlog on each scrape, read from
+// the database (every replica reports the same numbers).
+type QueueCollector struct {
+	pool      *pgxpool.Pool
+	depth     *prometheus.Desc
+	oldestAge *prometheus.Desc
+}
+
+// NewQueueCollector returns a collector of the backlog in pool.
+func NewQueueCollector(pool *pgxpool.Pool) *QueueCollector {
+	return &QueueCollector{
+		pool:      pool,
+		depth:     prometheus.NewDesc("ax_queue_depth", "Pending tasks ready to lease.", nil, nil),
+		oldestAge: prometheus.NewDesc("ax_queue_oldest_wait_seconds", "How long the oldest ready pending task has waited.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.depth
+	ch <- c.oldestAge
+}
+
+// Collect implements prometheus.Collector.
+func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	depth, oldest, err := db.TaskBacklog(ctx, c.pool)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.depth, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(depth))
+	ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, oldest.Seconds())
 }

@@ -23,6 +23,7 @@ type ReaperConfig struct {
 	// BatchSize bounds one sweep's expired leases. Defaults to 1000.
 	BatchSize int
 	Logger    *slog.Logger
+	Metrics   *Metrics
 }
 
 // Reaper returns expired leases to pending (attempt + 1, after backoff) or
@@ -48,6 +49,9 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
 	}
 	return &Reaper{pool: pool, cfg: cfg}
 }
@@ -98,12 +102,18 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		for _, id := range offline {
 			r.cfg.Logger.WarnContext(ctx, "agent offline: silent too long", "agent_id", id)
 		}
-		n, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize)
+		reaped, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
-		if n > 0 {
-			r.cfg.Logger.InfoContext(ctx, "reaped expired leases", "executions", n)
+		r.cfg.Metrics.LeaseExpiries.Add(float64(reaped.Expired))
+		r.cfg.Metrics.TaskResults.WithLabelValues("timed_out").Add(float64(reaped.TimedOut))
+		r.cfg.Metrics.Retries.Add(float64(reaped.Retried))
+		if reaped.Expired+reaped.TimedOut > 0 {
+			r.cfg.Logger.InfoContext(ctx, "reaped leases", "expired", reaped.Expired,
+				"timed_out", reaped.TimedOut, "retried", reaped.Retried)
+		}
+		if reaped.Retried > 0 {
 			return db.Notify(ctx, tx, TaskReadyChannel, "")
 		}
 		return nil

@@ -66,7 +66,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel)
 	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics})
 	agentCfg := queue.AgentConfig{}
-	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger})
+	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: metrics})
+	prometheus.MustRegister(queue.NewQueueCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {
 			return err

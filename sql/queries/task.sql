@@ -106,7 +106,8 @@ JOIN ax.task t ON t.id = c.id AND t.lease_token = c.token;
 -- TaskReapExpired ends leases that ran out (agent dead or partitioned):
 -- the task is pending again after backoff with attempt + 1, or failed
 -- when its attempts are spent. Tasks past their timeout are timed out the
--- same way. Returns the executions touched.
+-- same way. Returns each reaped task's execution, new state and whether
+-- it had timed out (rather than lost its lease).
 -- name: TaskReapExpired :many
 WITH expired AS (
     SELECT t.id,
@@ -134,12 +135,12 @@ WITH expired AS (
         error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, x.timed_out
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
     SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, error FROM reaped
 )
-SELECT DISTINCT execution_id FROM reaped;
+SELECT execution_id, state, timed_out FROM reaped;
 
 -- ExecutionFinalize ends executions whose tasks have all ended: succeeded
 -- when every shard succeeded, else timed_out, failed or cancelled.
@@ -172,3 +173,10 @@ WHERE execution_id = @execution_id AND id > @after_id
   AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind')::ax.task_event_kind)
 ORDER BY id
 LIMIT @max;
+
+-- TaskBacklog counts pending tasks that are ready and the age of the
+-- oldest (read through task_pending_idx).
+-- name: TaskBacklog :one
+SELECT count(*)::bigint AS depth,
+       coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
+FROM ax.task WHERE state = 'pending' AND not_before <= now();

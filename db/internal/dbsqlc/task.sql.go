@@ -57,6 +57,26 @@ func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds [
 	return items, nil
 }
 
+const taskBacklog = `-- name: TaskBacklog :one
+SELECT count(*)::bigint AS depth,
+       coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
+FROM ax.task WHERE state = 'pending' AND not_before <= now()
+`
+
+type TaskBacklogRow struct {
+	Depth         int64
+	OldestSeconds float64
+}
+
+// TaskBacklog counts pending tasks that are ready and the age of the
+// oldest (read through task_pending_idx).
+func (q *Queries) TaskBacklog(ctx context.Context, db DBTX) (TaskBacklogRow, error) {
+	row := db.QueryRow(ctx, taskBacklog)
+	var i TaskBacklogRow
+	err := row.Scan(&i.Depth, &i.OldestSeconds)
+	return i, err
+}
+
 const taskComplete = `-- name: TaskComplete :many
 WITH input AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
@@ -356,31 +376,38 @@ WITH expired AS (
         error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, x.timed_out
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
     SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, error FROM reaped
 )
-SELECT DISTINCT execution_id FROM reaped
+SELECT execution_id, state, timed_out FROM reaped
 `
+
+type TaskReapExpiredRow struct {
+	ExecutionID uuid.UUID
+	State       AxTaskState
+	TimedOut    bool
+}
 
 // TaskReapExpired ends leases that ran out (agent dead or partitioned):
 // the task is pending again after backoff with attempt + 1, or failed
 // when its attempts are spent. Tasks past their timeout are timed out the
-// same way. Returns the executions touched.
-func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, max int32) ([]uuid.UUID, error) {
+// same way. Returns each reaped task's execution, new state and whether
+// it had timed out (rather than lost its lease).
+func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, max int32) ([]TaskReapExpiredRow, error) {
 	rows, err := db.Query(ctx, taskReapExpired, max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []uuid.UUID
+	var items []TaskReapExpiredRow
 	for rows.Next() {
-		var execution_id uuid.UUID
-		if err := rows.Scan(&execution_id); err != nil {
+		var i TaskReapExpiredRow
+		if err := rows.Scan(&i.ExecutionID, &i.State, &i.TimedOut); err != nil {
 			return nil, err
 		}
-		items = append(items, execution_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
