@@ -41,7 +41,7 @@ schema: build ## Dump the migrated schema to sql/schema.sql (for reading; migrat
 	  trap "psql -q \"$$DATABASE_URL\" -c \"DROP DATABASE $$db WITH (FORCE)\"" EXIT; \
 	  $(AX) migrate --database-url "$$url" up >/dev/null; \
 	  pg_dump --schema-only --no-owner --no-privileges --schema=ax "$$url" \
-	    | grep -vE "^(-- Dumped|SET |SELECT pg_catalog.set_config)" | cat -s > sql/schema.sql'
+	    | grep -vE "^(-- Dumped|SET |SELECT pg_catalog.set_config|\\\\(un)?restrict )" | cat -s > sql/schema.sql'
 
 verify: generate lint ## Regenerate everything, then fail if anything changed.
 	git diff --exit-code -- . ':!go.sum'

@@ -1,0 +1,929 @@
+--
+-- PostgreSQL database dump
+--
+
+--
+-- Name: ax; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA ax;
+
+--
+-- Name: agent_state; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.agent_state AS ENUM (
+    'active',
+    'draining',
+    'offline',
+    'quarantined'
+);
+
+--
+-- Name: api_scope; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.api_scope AS ENUM (
+    'admin',
+    'submit',
+    'read',
+    'agent'
+);
+
+--
+-- Name: concurrency_policy; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.concurrency_policy AS ENUM (
+    'allow',
+    'forbid',
+    'replace'
+);
+
+--
+-- Name: execution_cause; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.execution_cause AS ENUM (
+    'schedule',
+    'catch_up',
+    'manual'
+);
+
+--
+-- Name: execution_state; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.execution_state AS ENUM (
+    'pending',
+    'running',
+    'succeeded',
+    'failed',
+    'timed_out',
+    'cancelled'
+);
+
+--
+-- Name: executor_kind; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.executor_kind AS ENUM (
+    'shell',
+    'http',
+    'handler'
+);
+
+--
+-- Name: misfire_policy; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.misfire_policy AS ENUM (
+    'fire_once',
+    'skip',
+    'fire_all'
+);
+
+--
+-- Name: river_job_state; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.river_job_state AS ENUM (
+    'available',
+    'cancelled',
+    'completed',
+    'discarded',
+    'pending',
+    'retryable',
+    'running',
+    'scheduled'
+);
+
+--
+-- Name: route_strategy; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.route_strategy AS ENUM (
+    'round_robin',
+    'random',
+    'weighted',
+    'least_active',
+    'consistent_hash',
+    'load_aware',
+    'broadcast',
+    'failover'
+);
+
+--
+-- Name: skip_reason; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.skip_reason AS ENUM (
+    'misfire',
+    'overlap',
+    'paused',
+    'dst_gap'
+);
+
+--
+-- Name: task_event_kind; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.task_event_kind AS ENUM (
+    'state',
+    'log'
+);
+
+--
+-- Name: task_state; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.task_state AS ENUM (
+    'pending',
+    'leased',
+    'running',
+    'succeeded',
+    'failed',
+    'timed_out',
+    'cancelled'
+);
+
+--
+-- Name: trigger_kind; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.trigger_kind AS ENUM (
+    'cron',
+    'interval',
+    'delay',
+    'manual'
+);
+
+--
+-- Name: river_job_state_in_bitmask(bit, ax.river_job_state); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.river_job_state_in_bitmask(bitmask bit, state ax.river_job_state) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE state
+        WHEN 'available' THEN get_bit(bitmask, 7)
+        WHEN 'cancelled' THEN get_bit(bitmask, 6)
+        WHEN 'completed' THEN get_bit(bitmask, 5)
+        WHEN 'discarded' THEN get_bit(bitmask, 4)
+        WHEN 'pending'   THEN get_bit(bitmask, 3)
+        WHEN 'retryable' THEN get_bit(bitmask, 2)
+        WHEN 'running'   THEN get_bit(bitmask, 1)
+        WHEN 'scheduled' THEN get_bit(bitmask, 0)
+        ELSE 0
+    END = 1;
+$$;
+
+--
+-- Name: agent; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.agent (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    capacity integer NOT NULL,
+    version text DEFAULT ''::text NOT NULL,
+    state ax.agent_state DEFAULT 'active'::ax.agent_state NOT NULL,
+    ready boolean DEFAULT true NOT NULL,
+    api_key_id uuid NOT NULL,
+    running integer DEFAULT 0 NOT NULL,
+    cpu double precision DEFAULT 0 NOT NULL,
+    load1 double precision DEFAULT 0 NOT NULL,
+    memory double precision DEFAULT 0 NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT agent_capacity_range CHECK (((capacity >= 1) AND (capacity <= 10000))),
+    CONSTRAINT agent_labels_is_object CHECK ((jsonb_typeof(labels) = 'object'::text))
+);
+
+--
+-- Name: api_key; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.api_key (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    key_hash bytea NOT NULL,
+    key_prefix text NOT NULL,
+    scopes ax.api_scope[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_used_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_key_has_scope CHECK ((cardinality(scopes) > 0))
+);
+
+--
+-- Name: job; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.job (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    group_name text DEFAULT 'default'::text NOT NULL,
+    owner text DEFAULT ''::text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    trigger_kind ax.trigger_kind NOT NULL,
+    cron_expr text,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    interval_seconds bigint,
+    run_at timestamp with time zone,
+    executor_kind ax.executor_kind NOT NULL,
+    executor jsonb DEFAULT '{}'::jsonb NOT NULL,
+    target_labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    route_strategy ax.route_strategy DEFAULT 'round_robin'::ax.route_strategy NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    shard_count integer DEFAULT 1 NOT NULL,
+    shard_params jsonb DEFAULT '[]'::jsonb NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    timeout_seconds integer DEFAULT 3600 NOT NULL,
+    retry_max_attempts integer DEFAULT 1 NOT NULL,
+    retry_backoff_seconds integer DEFAULT 5 NOT NULL,
+    retry_backoff_max_seconds integer DEFAULT 600 NOT NULL,
+    concurrency_policy ax.concurrency_policy DEFAULT 'allow'::ax.concurrency_policy NOT NULL,
+    misfire_policy ax.misfire_policy DEFAULT 'fire_once'::ax.misfire_policy NOT NULL,
+    misfire_window_seconds integer DEFAULT 86400 NOT NULL,
+    misfire_max_fires integer DEFAULT 100 NOT NULL,
+    rate_limit_class text,
+    callback_url text,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
+    CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
+    CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
+    CONSTRAINT job_interval_positive CHECK (((trigger_kind <> 'interval'::ax.trigger_kind) OR (interval_seconds >= 1))),
+    CONSTRAINT job_misfire_bounds CHECK (((misfire_window_seconds >= 0) AND ((misfire_max_fires >= 1) AND (misfire_max_fires <= 10000)))),
+    CONSTRAINT job_name_not_blank CHECK ((length(btrim(name)) > 0)),
+    CONSTRAINT job_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
+    CONSTRAINT job_retry_attempts_range CHECK (((retry_max_attempts >= 1) AND (retry_max_attempts <= 100))),
+    CONSTRAINT job_retry_backoff_range CHECK (((retry_backoff_seconds >= 0) AND (retry_backoff_max_seconds >= retry_backoff_seconds))),
+    CONSTRAINT job_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
+    CONSTRAINT job_shard_params_is_array CHECK ((jsonb_typeof(shard_params) = 'array'::text)),
+    CONSTRAINT job_target_labels_is_object CHECK ((jsonb_typeof(target_labels) = 'object'::text)),
+    CONSTRAINT job_timeout_positive CHECK ((timeout_seconds > 0))
+);
+
+--
+-- Name: trigger; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.trigger (
+    job_id uuid NOT NULL,
+    next_fire_at timestamp with time zone,
+    paused boolean DEFAULT false NOT NULL,
+    paused_at timestamp with time zone,
+    last_fire_at timestamp with time zone,
+    last_scheduled_for timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_execution_id uuid,
+    CONSTRAINT trigger_paused_at_set CHECK ((paused = (paused_at IS NOT NULL)))
+)
+WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000');
+
+--
+-- Name: due_now; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.due_now AS
+ SELECT j.id AS job_id,
+    j.group_name,
+    j.name,
+    t.next_fire_at,
+    (now() - t.next_fire_at) AS overdue_by
+   FROM (ax.trigger t
+     JOIN ax.job j ON ((j.id = t.job_id)))
+  WHERE ((t.next_fire_at <= now()) AND (NOT t.paused))
+  ORDER BY t.next_fire_at;
+
+--
+-- Name: execution; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT execution_finished_when_final CHECK (((state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state])) = (finished_at IS NULL))),
+    CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
+    CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000)))
+);
+
+--
+-- Name: executions_by_state; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.executions_by_state AS
+ SELECT execution.state,
+    count(*) FILTER (WHERE (execution.fired_at >= (date_trunc('day'::text, (now() AT TIME ZONE 'UTC'::text)) AT TIME ZONE 'UTC'::text))) AS today,
+    count(*) AS total
+   FROM ax.execution
+  GROUP BY execution.state
+  ORDER BY execution.state;
+
+--
+-- Name: idempotency_key; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.idempotency_key (
+    api_key_id uuid NOT NULL,
+    key text NOT NULL,
+    method text NOT NULL,
+    path text NOT NULL,
+    request_hash bytea NOT NULL,
+    response_status integer,
+    response_body bytea,
+    locked_until timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone DEFAULT (now() + '24:00:00'::interval) NOT NULL,
+    CONSTRAINT idempotency_key_length CHECK (((length(key) >= 1) AND (length(key) <= 255)))
+);
+
+--
+-- Name: river_job; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.river_job (
+    id bigint NOT NULL,
+    state ax.river_job_state DEFAULT 'available'::ax.river_job_state NOT NULL,
+    attempt smallint DEFAULT 0 NOT NULL,
+    max_attempts smallint DEFAULT 25 NOT NULL,
+    attempted_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finalized_at timestamp with time zone,
+    scheduled_at timestamp with time zone DEFAULT now() NOT NULL,
+    priority smallint DEFAULT 1 NOT NULL,
+    args jsonb NOT NULL,
+    attempted_by text[],
+    errors jsonb[],
+    kind text NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    tags character varying(255)[] DEFAULT '{}'::character varying[] NOT NULL,
+    unique_key bytea,
+    unique_states bit(8),
+    CONSTRAINT finalized_or_finalized_at_null CHECK ((((finalized_at IS NULL) AND (state <> ALL (ARRAY['cancelled'::ax.river_job_state, 'completed'::ax.river_job_state, 'discarded'::ax.river_job_state]))) OR ((finalized_at IS NOT NULL) AND (state = ANY (ARRAY['cancelled'::ax.river_job_state, 'completed'::ax.river_job_state, 'discarded'::ax.river_job_state]))))),
+    CONSTRAINT kind_length CHECK (((char_length(kind) > 0) AND (char_length(kind) < 128))),
+    CONSTRAINT max_attempts_is_positive CHECK ((max_attempts > 0)),
+    CONSTRAINT priority_in_range CHECK (((priority >= 1) AND (priority <= 4))),
+    CONSTRAINT queue_length CHECK (((char_length(queue) > 0) AND (char_length(queue) < 128)))
+);
+
+--
+-- Name: river_job_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+CREATE SEQUENCE ax.river_job_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: river_job_id_seq; Type: SEQUENCE OWNED BY; Schema: ax; Owner: -
+--
+
+ALTER SEQUENCE ax.river_job_id_seq OWNED BY ax.river_job.id;
+
+--
+-- Name: river_leader; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE UNLOGGED TABLE ax.river_leader (
+    elected_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    leader_id text NOT NULL,
+    name text DEFAULT 'default'::text NOT NULL,
+    CONSTRAINT leader_id_length CHECK (((char_length(leader_id) > 0) AND (char_length(leader_id) < 128))),
+    CONSTRAINT name_length CHECK ((name = 'default'::text))
+);
+
+--
+-- Name: river_migration; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.river_migration (
+    line text NOT NULL,
+    version bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT line_length CHECK (((char_length(line) > 0) AND (char_length(line) < 128))),
+    CONSTRAINT version_gte_1 CHECK ((version >= 1))
+);
+
+--
+-- Name: river_notification; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.river_notification (
+    id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    payload text NOT NULL,
+    topic text NOT NULL,
+    CONSTRAINT topic_length CHECK (((length(topic) > 0) AND (length(topic) < 128)))
+);
+
+--
+-- Name: river_notification_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+CREATE SEQUENCE ax.river_notification_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: river_notification_id_seq; Type: SEQUENCE OWNED BY; Schema: ax; Owner: -
+--
+
+ALTER SEQUENCE ax.river_notification_id_seq OWNED BY ax.river_notification.id;
+
+--
+-- Name: river_queue; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.river_queue (
+    name text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    paused_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+);
+
+--
+-- Name: task; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
+    CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
+    CONSTRAINT task_shard_index_range CHECK (((shard_index >= 0) AND (shard_index < shard_total)))
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='1000');
+
+--
+-- Name: running_tasks; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.running_tasks AS
+ SELECT a.name AS agent,
+    j.name AS job,
+    t.execution_id,
+    t.shard_index,
+    t.state,
+    t.attempt,
+    t.leased_at,
+    t.lease_expires_at
+   FROM ((ax.task t
+     JOIN ax.job j ON ((j.id = t.job_id)))
+     LEFT JOIN ax.agent a ON ((a.id = t.agent_id)))
+  WHERE (t.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state]))
+  ORDER BY t.leased_at;
+
+--
+-- Name: skipped_fire; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.skipped_fire (
+    id bigint NOT NULL,
+    job_id uuid NOT NULL,
+    reason ax.skip_reason NOT NULL,
+    first_tick timestamp with time zone NOT NULL,
+    last_tick timestamp with time zone NOT NULL,
+    tick_count integer,
+    detail text DEFAULT ''::text NOT NULL,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT skipped_fire_count CHECK (((tick_count IS NULL) OR (tick_count >= 1))),
+    CONSTRAINT skipped_fire_range CHECK ((first_tick <= last_tick))
+);
+
+--
+-- Name: skipped_fire_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.skipped_fire ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ax.skipped_fire_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: skipped_today; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.skipped_today AS
+ SELECT j.group_name,
+    j.name,
+    s.reason,
+    s.first_tick,
+    s.last_tick,
+    s.tick_count,
+    s.detail,
+    s.recorded_at
+   FROM (ax.skipped_fire s
+     JOIN ax.job j ON ((j.id = s.job_id)))
+  WHERE (s.recorded_at >= (date_trunc('day'::text, (now() AT TIME ZONE 'UTC'::text)) AT TIME ZONE 'UTC'::text))
+  ORDER BY s.recorded_at DESC;
+
+--
+-- Name: task_event; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_event (
+    id bigint NOT NULL,
+    task_id uuid NOT NULL,
+    execution_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    attempt integer NOT NULL,
+    kind ax.task_event_kind NOT NULL,
+    state ax.task_state,
+    agent_id uuid,
+    stream text,
+    message text DEFAULT ''::text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+);
+
+--
+-- Name: task_event_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ax.task_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: upcoming_hour; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.upcoming_hour AS
+ SELECT j.id AS job_id,
+    j.group_name,
+    j.name,
+    j.trigger_kind,
+    j.cron_expr,
+    j.timezone,
+    t.next_fire_at
+   FROM (ax.trigger t
+     JOIN ax.job j ON ((j.id = t.job_id)))
+  WHERE ((t.next_fire_at > now()) AND (t.next_fire_at <= (now() + '01:00:00'::interval)) AND (NOT t.paused))
+  ORDER BY t.next_fire_at;
+
+--
+-- Name: river_job id; Type: DEFAULT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.river_job ALTER COLUMN id SET DEFAULT nextval('ax.river_job_id_seq'::regclass);
+
+--
+-- Name: river_notification id; Type: DEFAULT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.river_notification ALTER COLUMN id SET DEFAULT nextval('ax.river_notification_id_seq'::regclass);
+
+--
+-- Name: agent agent_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.agent
+    ADD CONSTRAINT agent_pkey PRIMARY KEY (id);
+
+--
+-- Name: api_key api_key_hash_unique; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.api_key
+    ADD CONSTRAINT api_key_hash_unique UNIQUE (key_hash);
+
+--
+-- Name: api_key api_key_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.api_key
+    ADD CONSTRAINT api_key_pkey PRIMARY KEY (id);
+
+--
+-- Name: execution execution_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution
+    ADD CONSTRAINT execution_pkey PRIMARY KEY (id);
+
+--
+-- Name: idempotency_key idempotency_key_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.idempotency_key
+    ADD CONSTRAINT idempotency_key_pkey PRIMARY KEY (api_key_id, key);
+
+--
+-- Name: job job_name_unique; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job
+    ADD CONSTRAINT job_name_unique UNIQUE (group_name, name);
+
+--
+-- Name: job job_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job
+    ADD CONSTRAINT job_pkey PRIMARY KEY (id);
+
+--
+-- Name: river_job river_job_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.river_job
+    ADD CONSTRAINT river_job_pkey PRIMARY KEY (id);
+
+--
+-- Name: river_leader river_leader_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.river_leader
+    ADD CONSTRAINT river_leader_pkey PRIMARY KEY (name);
+
+--
+-- Name: river_migration river_migration_pkey1; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.river_migration
+    ADD CONSTRAINT river_migration_pkey1 PRIMARY KEY (line, version);
+
+--
+-- Name: river_notification river_notification_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.river_notification
+    ADD CONSTRAINT river_notification_pkey PRIMARY KEY (id);
+
+--
+-- Name: river_queue river_queue_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.river_queue
+    ADD CONSTRAINT river_queue_pkey PRIMARY KEY (name);
+
+--
+-- Name: skipped_fire skipped_fire_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.skipped_fire
+    ADD CONSTRAINT skipped_fire_pkey PRIMARY KEY (id);
+
+--
+-- Name: task_event task_event_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_event
+    ADD CONSTRAINT task_event_pkey PRIMARY KEY (id);
+
+--
+-- Name: task task_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task
+    ADD CONSTRAINT task_pkey PRIMARY KEY (id);
+
+--
+-- Name: task task_shard_once; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task
+    ADD CONSTRAINT task_shard_once UNIQUE (execution_id, shard_index);
+
+--
+-- Name: trigger trigger_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.trigger
+    ADD CONSTRAINT trigger_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: agent_live_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX agent_live_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (state = ANY (ARRAY['active'::ax.agent_state, 'draining'::ax.agent_state]));
+
+--
+-- Name: execution_job_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_job_idx ON ax.execution USING btree (job_id, id DESC);
+
+--
+-- Name: execution_scheduled_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_scheduled_idx ON ax.execution USING btree (scheduled_for);
+
+--
+-- Name: execution_tick_once_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id, scheduled_for) WHERE (cause = ANY (ARRAY['schedule'::ax.execution_cause, 'catch_up'::ax.execution_cause]));
+
+--
+-- Name: execution_unfinished_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_unfinished_idx ON ax.execution USING btree (job_id) WHERE (state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state]));
+
+--
+-- Name: idempotency_key_expires_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX idempotency_key_expires_idx ON ax.idempotency_key USING btree (expires_at);
+
+--
+-- Name: job_owner_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX job_owner_idx ON ax.job USING btree (owner, id);
+
+--
+-- Name: river_job_args_index; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX river_job_args_index ON ax.river_job USING gin (args);
+
+--
+-- Name: river_job_kind; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX river_job_kind ON ax.river_job USING btree (kind);
+
+--
+-- Name: river_job_metadata_index; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX river_job_metadata_index ON ax.river_job USING gin (metadata);
+
+--
+-- Name: river_job_prioritized_fetching_index; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX river_job_prioritized_fetching_index ON ax.river_job USING btree (state, queue, priority, scheduled_at, id);
+
+--
+-- Name: river_job_state_and_finalized_at_index; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX river_job_state_and_finalized_at_index ON ax.river_job USING btree (state, finalized_at) WHERE (finalized_at IS NOT NULL);
+
+--
+-- Name: river_job_unique_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE UNIQUE INDEX river_job_unique_idx ON ax.river_job USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND (unique_states IS NOT NULL) AND ax.river_job_state_in_bitmask(unique_states, state));
+
+--
+-- Name: river_notification_created_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX river_notification_created_at_idx ON ax.river_notification USING btree (created_at);
+
+--
+-- Name: river_notification_topic_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX river_notification_topic_id_idx ON ax.river_notification USING btree (topic, id);
+
+--
+-- Name: skipped_fire_job_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX skipped_fire_job_idx ON ax.skipped_fire USING btree (job_id, first_tick);
+
+--
+-- Name: skipped_fire_recorded_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX skipped_fire_recorded_idx ON ax.skipped_fire USING btree (recorded_at);
+
+--
+-- Name: task_agent_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_agent_idx ON ax.task USING btree (agent_id) WHERE (state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state]));
+
+--
+-- Name: task_event_execution_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_event_execution_idx ON ax.task_event USING btree (execution_id, id);
+
+--
+-- Name: task_leased_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_leased_idx ON ax.task USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state]));
+
+--
+-- Name: task_pending_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_pending_idx ON ax.task USING btree (priority DESC, created_at) WHERE (state = 'pending'::ax.task_state);
+
+--
+-- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((next_fire_at IS NOT NULL) AND (NOT paused));
+
+--
+-- Name: agent agent_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.agent
+    ADD CONSTRAINT agent_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: execution execution_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution
+    ADD CONSTRAINT execution_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: idempotency_key idempotency_key_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.idempotency_key
+    ADD CONSTRAINT idempotency_key_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: skipped_fire skipped_fire_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.skipped_fire
+    ADD CONSTRAINT skipped_fire_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: task task_execution_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task
+    ADD CONSTRAINT task_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES ax.execution(id) ON DELETE CASCADE;
+
+--
+-- Name: trigger trigger_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.trigger
+    ADD CONSTRAINT trigger_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- PostgreSQL database dump complete
+--
+
