@@ -1,0 +1,428 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The runtime tests below run the agent against serverDouble, the
+// in-memory test double of Server; see its comment for what it is not.
+
+func TestAgentNeverRunsMoreThanCapacity(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{Capacity: 2})
+	g := newGate()
+	a.Handle("block", g.handle)
+	for i := range 6 {
+		d.add(handlerTask(fmt.Sprint("t", i), "block"))
+	}
+	start(t, a)
+
+	g.waitStarted(t, 2)
+	time.Sleep(100 * time.Millisecond) // room for a wrong third lease
+	inside, _ := g.counts()
+	require.Equal(t, 2, inside)
+	close(g.open)
+	eventually(t, func() bool { return d.resultCount() == 6 }, "all six tasks reported")
+
+	_, most := g.counts()
+	require.Equal(t, 2, most, "tasks running at once")
+	d.snapshot(func(d *serverDouble) {
+		for _, l := range d.leases {
+			require.True(t, l.Max >= 1 && l.Max <= 2, "lease asked for %d tasks with capacity 2", l.Max)
+			require.Equal(t, 1, l.WaitSeconds)
+		}
+		for _, r := range d.results {
+			require.Equal(t, StateSucceeded, r.State)
+			require.JSONEq(t, fmt.Sprintf(`{"task": %q}`, r.TaskID), string(r.Result))
+		}
+	})
+}
+
+func TestAgentHeartbeatRenewsEveryHeldTask(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{Capacity: 5})
+	g := newGate()
+	a.Handle("block", g.handle)
+	d.add(handlerTask("a", "block"), handlerTask("b", "block"), handlerTask("c", "block"))
+	start(t, a)
+	g.waitStarted(t, 3)
+
+	var want []TaskRef
+	d.snapshot(func(d *serverDouble) {
+		for _, id := range []string{"a", "b", "c"} {
+			want = append(want, TaskRef{TaskID: id, LeaseToken: d.tokens[id]})
+		}
+	})
+	eventually(t, func() bool {
+		var ok bool
+		d.snapshot(func(d *serverDouble) {
+			if len(d.heartbeats) == 0 {
+				return
+			}
+			hb := d.heartbeats[len(d.heartbeats)-1]
+			got := slices.Clone(hb.Tasks)
+			slices.SortFunc(got, func(x, y TaskRef) int { return strings.Compare(x.TaskID, y.TaskID) })
+			ok = slices.Equal(got, want) && hb.Running == 3 && hb.Ready
+		})
+		return ok
+	}, "a heartbeat renewing all three leases")
+	close(g.open)
+}
+
+func TestAgentLostLeaseStopsTaskAndNeverReportsIt(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{Capacity: 2})
+	g := newGate()
+	a.Handle("block", g.handle)
+	d.add(handlerTask("lost", "block"), handlerTask("kept", "block"))
+	start(t, a)
+	g.waitStarted(t, 2)
+
+	d.set(func(d *serverDouble) { d.lost["lost"] = true })
+	eventually(t, func() bool { return g.stoppedBy("lost") != nil }, "the lost task is cancelled")
+	require.ErrorIs(t, g.stoppedBy("lost"), errLeaseLost)
+	close(g.open)
+	eventually(t, func() bool { _, ok := d.resultOf("kept"); return ok }, "the other task is reported")
+
+	time.Sleep(50 * time.Millisecond) // a few more heartbeats and flushes
+	d.snapshot(func(d *serverDouble) {
+		for _, batch := range d.completes {
+			for _, r := range batch {
+				require.NotEqual(t, "lost", r.TaskID, "a task whose lease was lost was reported")
+			}
+		}
+		for _, ref := range d.heartbeats[len(d.heartbeats)-1].Tasks {
+			require.NotEqual(t, "lost", ref.TaskID, "the lost lease is still renewed")
+		}
+	})
+	require.Equal(t, 0, a.running.executingCount())
+}
+
+func TestAgentServerCancelIsReportedCancelled(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{})
+	g := newGate()
+	a.Handle("block", g.handle)
+	d.add(handlerTask("x", "block"))
+	start(t, a)
+	g.waitStarted(t, 1)
+
+	d.set(func(d *serverDouble) { d.cancel["x"] = true })
+	eventually(t, func() bool { _, ok := d.resultOf("x"); return ok }, "the cancelled task is reported")
+	r, _ := d.resultOf("x")
+	require.Equal(t, StateCancelled, r.State)
+	require.ErrorIs(t, g.stoppedBy("x"), errCancelledByServer)
+}
+
+func TestAgentTimeoutFailsTask(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{})
+	g := newGate()
+	a.Handle("block", g.handle)
+	task := handlerTask("slow", "block")
+	task.TimeoutSeconds = 1
+	d.add(task)
+	start(t, a)
+
+	eventually(t, func() bool { _, ok := d.resultOf("slow"); return ok }, "the timed-out task is reported")
+	r, _ := d.resultOf("slow")
+	require.Equal(t, StateFailed, r.State)
+	require.Contains(t, r.Error, "timed out after 1 s")
+	require.ErrorIs(t, g.stoppedBy("slow"), errTimedOut)
+}
+
+func TestAgentDrainFinishesThenReleasesThenDeregisters(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{Capacity: 3, DrainGrace: 300 * time.Millisecond})
+	g := newGate()
+	a.Handle("block", g.handle)
+	a.Handle("quick", func(ctx context.Context, _ Task) (Result, error) {
+		select {
+		case <-time.After(100 * time.Millisecond): // finishes inside the grace
+			return "done", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	d.add(handlerTask("stuck", "block"), handlerTask("quick", "quick"))
+	stop := start(t, a)
+	g.waitStarted(t, 1)
+	var stuckToken string
+	d.snapshot(func(d *serverDouble) { stuckToken = d.tokens["stuck"] })
+
+	began := time.Now()
+	require.NoError(t, stop())
+	require.Less(t, time.Since(began), 5*time.Second)
+
+	require.ErrorIs(t, g.stoppedBy("stuck"), errDrained)
+	r, ok := d.resultOf("quick")
+	require.True(t, ok, "the task that finished inside the grace is reported")
+	require.Equal(t, StateSucceeded, r.State)
+	_, ok = d.resultOf("stuck")
+	require.False(t, ok, "a released task must not be reported")
+	d.snapshot(func(d *serverDouble) {
+		require.Equal(t, []TaskRef{{TaskID: "stuck", LeaseToken: stuckToken}}, d.released)
+		require.Equal(t, 1, d.deregs)
+		last := slices.Index(d.events, "deregister")
+		require.Equal(t, len(d.events)-1, last, "deregister is the last call: %v", d.events)
+		require.Less(t, slices.Index(d.events, "release"), last)
+	})
+}
+
+func TestAgentDrainStopsLeasingAtOnce(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{LeaseWait: 20 * time.Second})
+	stop := start(t, a)
+	eventually(t, func() bool { var n int; d.snapshot(func(d *serverDouble) { n = len(d.leases) }); return n > 0 },
+		"a lease is waiting")
+
+	began := time.Now()
+	require.NoError(t, stop())
+	require.Less(t, time.Since(began), 2*time.Second, "drain waited for the long poll")
+	d.snapshot(func(d *serverDouble) { require.Equal(t, 1, d.deregs) })
+}
+
+func TestAgentRegistersAgainWhenTokenRefused(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{})
+	a.Handle("ok", func(context.Context, Task) (Result, error) { return nil, nil })
+	start(t, a)
+	eventually(t, func() bool { var n int; d.snapshot(func(d *serverDouble) { n = len(d.heartbeats) }); return n > 0 },
+		"first heartbeat")
+
+	d.revoke()
+	eventually(t, func() bool { var n int; d.snapshot(func(d *serverDouble) { n = d.agents }); return n == 2 },
+		"the agent registers again")
+	d.add(handlerTask("after", "ok"))
+	eventually(t, func() bool { _, ok := d.resultOf("after"); return ok }, "work goes on with the new token")
+}
+
+func TestAgentRetriesResultsWhileServerAway(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{})
+	a.Handle("ok", func(context.Context, Task) (Result, error) { return 42, nil })
+	d.failNext("complete", unavailable, errors.New("connection refused"), unavailable)
+	d.add(handlerTask("r", "ok"))
+	start(t, a)
+
+	eventually(t, func() bool { _, ok := d.resultOf("r"); return ok }, "the result gets through")
+	r, _ := d.resultOf("r")
+	require.JSONEq(t, `42`, string(r.Result))
+	d.snapshot(func(d *serverDouble) { require.Len(t, d.completes, 1, "only the successful try reaches the double") })
+}
+
+func TestAgentDropsResultsRefusedAsConflict(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{})
+	a.Handle("ok", func(context.Context, Task) (Result, error) { return nil, nil })
+	d.set(func(d *serverDouble) { d.conflict["stale"] = true })
+	d.add(handlerTask("stale", "ok"))
+	start(t, a)
+
+	eventually(t, func() bool { var n int; d.snapshot(func(d *serverDouble) { n = len(d.completes) }); return n == 1 },
+		"the result is sent")
+	time.Sleep(100 * time.Millisecond)
+	d.snapshot(func(d *serverDouble) {
+		require.Len(t, d.completes, 1, "a conflict must not be retried")
+		for _, hb := range d.heartbeats[len(d.heartbeats)-1:] {
+			require.Empty(t, hb.Tasks, "the refused task is still held")
+		}
+	})
+}
+
+func TestAgentReadyOnlyAfterSelfCheck(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	passed := make(chan struct{})
+	a := newTestAgent(t, d, Config{SelfCheck: func(ctx context.Context) error {
+		select {
+		case <-passed:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	start(t, a)
+	eventually(t, func() bool { var n int; d.snapshot(func(d *serverDouble) { n = len(d.heartbeats) }); return n >= 3 },
+		"heartbeats while not ready")
+	d.snapshot(func(d *serverDouble) {
+		require.False(t, d.heartbeats[0].Ready)
+		require.Empty(t, d.leases, "an agent that is not ready must not lease")
+	})
+
+	close(passed)
+	eventually(t, func() bool {
+		var ok bool
+		d.snapshot(func(d *serverDouble) { ok = d.heartbeats[len(d.heartbeats)-1].Ready && len(d.leases) > 0 })
+		return ok
+	}, "ready, then leasing")
+}
+
+func TestAgentHandsBackLeasesBeyondCapacity(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	d.set(func(d *serverDouble) { d.extra = 1 })
+	a := newTestAgent(t, d, Config{Capacity: 1})
+	g := newGate()
+	a.Handle("block", g.handle)
+	d.add(handlerTask("one", "block"), handlerTask("two", "block"))
+	start(t, a)
+
+	g.waitStarted(t, 1)
+	eventually(t, func() bool { var n int; d.snapshot(func(d *serverDouble) { n = len(d.released) }); return n == 1 },
+		"the extra lease is handed back")
+	inside, _ := g.counts()
+	require.Equal(t, 1, inside)
+	close(g.open)
+}
+
+func TestAgentGivesUpLeasesItCannotRenew(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	d.set(func(d *serverDouble) { d.settings.LeaseSeconds = 1 })
+	a := newTestAgent(t, d, Config{})
+	g := newGate()
+	a.Handle("block", g.handle)
+	d.add(handlerTask("orphan", "block"))
+	start(t, a)
+	g.waitStarted(t, 1)
+
+	away := make([]error, 1000)
+	for i := range away {
+		away[i] = unavailable
+	}
+	d.failNext("heartbeat", away...)
+	d.failNext("complete", away...)
+	eventually(t, func() bool { return g.stoppedBy("orphan") != nil }, "the task stops when its lease runs out")
+	require.ErrorIs(t, g.stoppedBy("orphan"), errLeaseExpired)
+	d.set(func(d *serverDouble) { d.failures = map[string][]error{} })
+	time.Sleep(100 * time.Millisecond)
+	_, reported := d.resultOf("orphan")
+	require.False(t, reported, "a task whose lease ran out must not be reported")
+}
+
+func TestAgentShipsOutputBeforeResult(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{})
+	a.Handle("talk", func(_ context.Context, t Task) (Result, error) {
+		fmt.Fprintf(t.Output, "hello from %s\n", t.IdempotencyKey())
+		return nil, nil
+	})
+	d.add(handlerTask("t", "talk"))
+	start(t, a)
+
+	eventually(t, func() bool { _, ok := d.resultOf("t"); return ok }, "reported")
+	d.snapshot(func(d *serverDouble) {
+		require.Len(t, d.logs, 1)
+		require.Equal(t, "hello from exec-t-0\n", d.logs[0].Data)
+		require.Equal(t, streamStdout, d.logs[0].Stream)
+		require.Less(t, slices.Index(d.events, "log t"), slices.Index(d.events, "result t"))
+	})
+}
+
+func TestAgentPausesLeasingWhileServerDrainsIt(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	d.set(func(d *serverDouble) { d.state = "draining" })
+	a := newTestAgent(t, d, Config{LeaseWait: time.Second})
+	a.Handle("ok", func(context.Context, Task) (Result, error) { return nil, nil })
+	start(t, a)
+	eventually(t, func() bool { return a.leasePaused.Load() }, "the agent learns it is drained")
+	var before int
+	d.snapshot(func(d *serverDouble) { before = len(d.leases) })
+	time.Sleep(100 * time.Millisecond)
+	d.snapshot(func(d *serverDouble) { require.Equal(t, before, len(d.leases), "leasing while drained") })
+
+	d.set(func(d *serverDouble) { d.state = "active" })
+	d.add(handlerTask("resumed", "ok"))
+	eventually(t, func() bool { _, ok := d.resultOf("resumed"); return ok }, "leasing resumes")
+}
+
+func TestAgentRunFailsWhenKeyRefused(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{Key: "wrong"})
+	err := a.Run(context.Background())
+	require.ErrorIs(t, err, ErrUnauthorized)
+	require.Error(t, a.Run(context.Background()), "Run twice")
+}
+
+func TestAgentRegistersThroughOutage(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	d.failNext("register", errors.New("connection refused"), unavailable)
+	a := newTestAgent(t, d, Config{})
+	start(t, a)
+	eventually(t, func() bool { var n int; d.snapshot(func(d *serverDouble) { n = d.agents }); return n == 1 },
+		"registered after the outage")
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	for name, cfg := range map[string]Config{
+		"no key":      {URL: "http://127.0.0.1:8080"},
+		"no server":   {Key: "k"},
+		"bad url":     {Key: "k", URL: "127.0.0.1:8080"},
+		"capacity":    {Key: "k", URL: "http://x", Capacity: 10001},
+		"lease wait":  {Key: "k", URL: "http://x", LeaseWait: time.Minute},
+		"empty label": {Key: "k", URL: "http://x", Labels: map[string]string{"": "v"}},
+	} {
+		_, err := New(cfg)
+		require.Error(t, err, name)
+	}
+	a, err := New(Config{Key: "k", URL: "http://127.0.0.1:8080"})
+	require.NoError(t, err)
+	require.Equal(t, 4, a.cfg.Capacity)
+	require.Equal(t, 90*time.Second, a.cfg.DrainGrace)
+	require.NotEmpty(t, a.cfg.Name)
+}
+
+func TestAgentRunsShellTask(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{SelfCheck: ShellSelfCheck})
+	d.add(LeasedTask{TaskID: "sh", ExecutionID: "e1", JobID: "j1", ShardIndex: 1, ShardTotal: 2, Attempt: 1,
+		Executor: Executor{Kind: KindShell, Command: `echo "shard $AX_SHARD_INDEX of $AX_SHARD_TOTAL"; echo warn >&2; exit 4`}},
+		LeasedTask{TaskID: "odd", Executor: Executor{Kind: "python"}})
+	start(t, a)
+
+	eventually(t, func() bool { return d.resultCount() == 2 }, "both tasks reported")
+	r, _ := d.resultOf("sh")
+	require.Equal(t, StateFailed, r.State)
+	require.Equal(t, "exit code 4: warn", r.Error)
+	require.JSONEq(t, `{"exit_code": 4}`, string(r.Result))
+	d.snapshot(func(d *serverDouble) {
+		var out, errOut string
+		for _, c := range d.logs {
+			if c.Stream == streamStdout {
+				out += c.Data
+			} else {
+				errOut += c.Data
+			}
+		}
+		require.Equal(t, "shard 1 of 2\n", out)
+		require.Equal(t, "warn\n", errOut)
+	})
+	r, _ = d.resultOf("odd")
+	require.Equal(t, StateFailed, r.State)
+	require.Contains(t, r.Error, `executor kind "python" is not supported`)
+}

@@ -1,0 +1,30 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+)
+
+// Executor kinds a task can have.
+const (
+	KindShell   = "shell"
+	KindHTTP    = "http"
+	KindHandler = "handler"
+)
+
+// executor runs one task. It returns the task's result (may be nil) and an
+// error when the task failed; a failed task may still have a result (a
+// shell command's exit code). It must return soon after ctx ends.
+type executor interface {
+	execute(ctx context.Context, t LeasedTask, out *taskOutput, log *slog.Logger) (json.RawMessage, error)
+}
+
+// executorFor picks the executor of a task's kind.
+func (a *Agent) executorFor(kind string) (executor, error) {
+	if e, ok := a.executors[kind]; ok {
+		return e, nil
+	}
+	return nil, fmt.Errorf("executor kind %q is not supported by this agent (it runs shell, http and handler)", kind)
+}

@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"time"
+)
+
+// heartbeatLoop heartbeats every interval, and at once when asked (the
+// agent became ready), until ctx ends.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-a.beatNow:
+		}
+		a.heartbeat(ctx)
+		timer.Reset(a.heartbeatInterval())
+	}
+}
+
+// heartbeat renews every lease the agent holds, reports its load and acts
+// on the answer. Leases that ran out without renewal (the server was away
+// too long) are given up first: the server has handed those tasks, or soon
+// will, to another agent.
+func (a *Agent) heartbeat(ctx context.Context) {
+	for _, t := range a.running.expire() {
+		a.taskLogger(t).WarnContext(ctx, "lease expired without renewal: stopping the task, its result will not be reported")
+	}
+	cpu, load1, mem := a.load.sample()
+	hb := Heartbeat{Tasks: a.running.refs(), Running: a.running.executingCount(),
+		CPU: cpu, Load1: load1, Memory: mem, Ready: a.ready.Load()}
+	// A heartbeat that takes longer than the interval is overtaken by the
+	// next one: give up on it then.
+	ctx, cancel := context.WithTimeout(ctx, a.heartbeatInterval())
+	defer cancel()
+	var reply HeartbeatReply
+	err := a.call(ctx, "heartbeat", func(ctx context.Context, s Session) error {
+		var err error
+		reply, err = a.server.Heartbeat(ctx, s, hb)
+		return err
+	})
+	if err != nil {
+		a.log.WarnContext(ctx, "heartbeat failed", "error", err, "tasks", len(hb.Tasks))
+		return
+	}
+	a.applyHeartbeat(ctx, reply, time.Now())
+}
+
+// applyHeartbeat acts on the server's answer received at at: renewed leases
+// last another lease length from then; lost ones are stopped and never
+// reported; cancelled ones are stopped and reported as cancelled.
+func (a *Agent) applyHeartbeat(ctx context.Context, reply HeartbeatReply, at time.Time) {
+	a.running.renew(reply.Renewed, at.Add(a.leaseDuration()))
+	for _, t := range a.running.lose(reply.Lost, errLeaseLost) {
+		a.taskLogger(t).WarnContext(ctx, "lease lost: stopping the task, its result will not be reported")
+	}
+	for _, t := range a.running.cancel(reply.Cancel) {
+		a.taskLogger(t).InfoContext(ctx, "server cancelled the task: stopping it")
+	}
+	a.setServerState(ctx, reply.State)
+}
+
+// setServerState pauses leasing while the server holds the agent draining
+// (an operator drained it) or quarantined: it would hand out nothing.
+func (a *Agent) setServerState(ctx context.Context, state string) {
+	paused := state == "draining" || state == "quarantined"
+	if a.leasePaused.Swap(paused) != paused {
+		a.log.InfoContext(ctx, "server changed the agent's state", "state", state, "leasing", !paused)
+		signal(a.wake)
+	}
+}

@@ -1,0 +1,157 @@
+// Command ax-agent runs the tasks of an ax server on this machine: shell
+// commands, HTTP calls, and the Go handlers compiled into it (see package
+// agent to build an agent with handlers of your own). SIGTERM or SIGINT
+// drains it: no new tasks, running ones get the drain grace, the rest are
+// handed back to the server; a second signal stops it at once.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ax-scheduler/ax/agent"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		fmt.Println(version)
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the first signal drains; the default action of the next one ends the process
+	}()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "ax-agent:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parseConfig(args, os.Getenv, os.Stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = newLogger(os.Getenv("AX_LOG_LEVEL"))
+	cfg.Version = version
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// parseConfig maps flags, then AX_ environment variables, onto the agent's
+// configuration.
+func parseConfig(args []string, getenv func(string) string, usage io.Writer) (agent.Config, error) {
+	env := envReader{getenv: getenv}
+	fs := flag.NewFlagSet("ax-agent", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	server := fs.String("server", cmp.Or(getenv("AX_SERVER"), "http://127.0.0.1:8080"), "ax server URL (AX_SERVER)")
+	// No default shown for the key: -h must not print a secret.
+	key := fs.String("key", "", "bootstrap API key with scope agent (AX_AGENT_KEY, else AX_API_KEY)")
+	name := fs.String("name", getenv("AX_AGENT_NAME"), "agent name (AX_AGENT_NAME; default: the host name)")
+	labels := fs.String("labels", getenv("AX_AGENT_LABELS"), "labels jobs target, k=v,k=v (AX_AGENT_LABELS)")
+	capacity := fs.Int("capacity", env.int("AX_AGENT_CAPACITY", 4), "tasks run at once (AX_AGENT_CAPACITY)")
+	grace := fs.Duration("drain-grace", env.duration("AX_DRAIN_GRACE", 90*time.Second),
+		"how long running tasks may finish after SIGTERM (AX_DRAIN_GRACE)")
+	heartbeat := fs.Duration("heartbeat", env.duration("AX_HEARTBEAT_INTERVAL", 0),
+		"override the server's heartbeat interval (AX_HEARTBEAT_INTERVAL)")
+	if err := fs.Parse(args); err != nil {
+		return agent.Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return agent.Config{}, fmt.Errorf("unexpected argument %q (the only command is `version`)", fs.Arg(0))
+	}
+	lbls, err := parseLabels(*labels)
+	if err = errors.Join(env.err, err); err != nil {
+		return agent.Config{}, err
+	}
+	return agent.Config{
+		URL: *server, Key: cmp.Or(*key, getenv("AX_AGENT_KEY"), getenv("AX_API_KEY")), Name: *name,
+		Labels: lbls, Capacity: *capacity, DrainGrace: *grace, HeartbeatInterval: *heartbeat,
+	}, nil
+}
+
+// parseLabels reads "k=v,k=v".
+func parseLabels(s string) (map[string]string, error) {
+	labels := map[string]string{}
+	for item := range strings.SplitSeq(s, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(item, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("label %q is not k=v", item)
+		}
+		labels[k] = strings.TrimSpace(v)
+	}
+	return labels, nil
+}
+
+// envReader reads typed environment variables and remembers the first
+// malformed one.
+type envReader struct {
+	getenv func(string) string
+	err    error
+}
+
+func (e *envReader) int(name string, fallback int) int {
+	s := strings.TrimSpace(e.getenv(name))
+	if s == "" {
+		return fallback
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		e.fail(fmt.Errorf("%s=%q is not a number", name, s))
+		return fallback
+	}
+	return v
+}
+
+func (e *envReader) duration(name string, fallback time.Duration) time.Duration {
+	s := strings.TrimSpace(e.getenv(name))
+	if s == "" {
+		return fallback
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		e.fail(fmt.Errorf("%s=%q is not a duration such as 90s", name, s))
+		return fallback
+	}
+	return v
+}
+
+func (e *envReader) fail(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// newLogger logs JSON to stderr at level (default info).
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(cmp.Or(level, "info"))); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
