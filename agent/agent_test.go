@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -425,4 +426,26 @@ func TestAgentRunsShellTask(t *testing.T) {
 	r, _ = d.resultOf("odd")
 	require.Equal(t, StateFailed, r.State)
 	require.Contains(t, r.Error, `executor kind "python" is not supported`)
+}
+
+func TestAgentEndGraceHandsBackAtOnce(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{DrainGrace: time.Hour})
+	g := newGate()
+	a.Handle("block", g.handle)
+	d.add(handlerTask("long", "block"))
+	stop := start(t, a)
+	g.waitStarted(t, 1)
+
+	stopped := goDone(func() { assert.NoError(t, stop()) })
+	time.Sleep(50 * time.Millisecond) // draining now, with an hour of grace
+	a.EndGrace()
+	a.EndGrace() // a third signal must not panic
+	require.True(t, waitFor(stopped, 5*time.Second), "Run waited for the grace")
+	require.ErrorIs(t, g.stoppedBy("long"), errDrained)
+	d.snapshot(func(d *serverDouble) {
+		require.Len(t, d.released, 1)
+		require.Empty(t, d.results)
+	})
 }

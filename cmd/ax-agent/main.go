@@ -2,7 +2,8 @@
 // commands, HTTP calls, and the Go handlers compiled into it (see package
 // agent to build an agent with handlers of your own). SIGTERM or SIGINT
 // drains it: no new tasks, running ones get the drain grace, the rest are
-// handed back to the server; a second signal stops it at once.
+// stopped and handed back to the server; a second signal ends the grace at
+// once, a third exits without handing anything back.
 package main
 
 import (
@@ -31,13 +32,7 @@ func main() {
 		fmt.Println(version)
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop() // the first signal drains; the default action of the next one ends the process
-	}()
-	if err := run(ctx, os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "ax-agent:", err)
 		}
@@ -45,7 +40,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string) error {
+func run(args []string) error {
 	cfg, err := parseConfig(args, os.Getenv, os.Stderr)
 	if err != nil {
 		return err
@@ -56,7 +51,25 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	ctx, drain := context.WithCancel(context.Background())
+	defer drain()
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go onSignals(sigs, drain, a.EndGrace, cfg.Logger)
 	return a.Run(ctx)
+}
+
+// onSignals drains the agent on the first SIGTERM or SIGINT, cuts the drain
+// grace short on the second (running tasks are stopped and handed back at
+// once), and exits on the third without handing anything back.
+func onSignals(sigs <-chan os.Signal, drain, endGrace func(), logger *slog.Logger) {
+	logger.Info("signal received: draining", "signal", (<-sigs).String())
+	drain()
+	logger.Warn("second signal: stopping running tasks and handing them back", "signal", (<-sigs).String())
+	endGrace()
+	logger.Error("third signal: exiting at once; running tasks are left to their lease expiry", "signal", (<-sigs).String())
+	os.Exit(1)
 }
 
 // parseConfig maps flags, then AX_ environment variables, onto the agent's
