@@ -187,6 +187,8 @@ func TestAgentReleaseAndDrain(t *testing.T) {
 	tasks := a.lease(1, 5)
 	require.Len(t, tasks, 1)
 
+	env.call("POST", "/v1/agents/"+a.id+"/drain", b.token, nil).must(t, http.StatusForbidden)
+	env.call("POST", "/v1/agents/"+a.id+"/drain", a.token, nil).must(t, http.StatusNoContent)
 	env.call("POST", "/v1/agents/"+a.id+"/drain", env.admin, nil).must(t, http.StatusNoContent)
 	require.Empty(t, a.lease(1, 0), "a draining agent gets nothing new")
 	a.post("/release", map[string]any{"tasks": []map[string]any{{

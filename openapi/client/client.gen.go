@@ -1525,7 +1525,7 @@ type ClientInterface interface {
 
 	// DrainAgent Drain an agent
 	//
-	// It gets no new tasks; running ones finish.
+	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.
 	//
 	// Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
 	DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1913,7 +1913,7 @@ func (c *Client) DeregisterAgent(ctx context.Context, id openapi_types.UUID, req
 
 // DrainAgent Drain an agent
 //
-// It gets no new tasks; running ones finish.
+// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.
 //
 // Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
 func (c *Client) DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3928,7 +3928,7 @@ type ClientWithResponsesInterface interface {
 
 	// DrainAgentWithResponse Drain an agent
 	//
-	// It gets no new tasks; running ones finish.
+	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6326,7 +6326,7 @@ func (c *ClientWithResponses) DeregisterAgentWithResponse(ctx context.Context, i
 
 // DrainAgentWithResponse Drain an agent
 //
-// It gets no new tasks; running ones finish.
+// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
