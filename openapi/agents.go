@@ -122,7 +122,7 @@ func (h *agentHandlers) register(api huma.API) {
 		"The agent is offline from now; leases it still holds expire and are reaped.", http.StatusNoContent), h.deregister)
 	huma.Register(api, requireScope(huma.Operation{OperationID: "drain-agent", Method: http.MethodPost,
 		Path: "/v1/agents/{id}/drain", Tags: []string{"Agents"}, Summary: "Drain an agent",
-		Description: "It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.",
+		Description:   "It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.",
 		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound}}, ScopeAgent), h.drain)
 	huma.Register(api, requireScope(huma.Operation{OperationID: "list-agents", Method: http.MethodGet,
 		Path: "/v1/agents", Tags: []string{"Agents"}, Summary: "List agents"}, ScopeRead), h.list)
