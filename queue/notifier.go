@@ -23,9 +23,7 @@ type Notifier struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	bg background
 }
 
 // NewNotifier listens on channels through a connection configured like
@@ -61,25 +59,15 @@ func (n *Notifier) Subscribe(channel string) (<-chan struct{}, func()) {
 
 // Start connects and listens in the background until Stop.
 func (n *Notifier) Start(ctx context.Context) error {
-	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	n.done = make(chan struct{})
-	go n.run(ctx)
+	n.bg.start(ctx, n.run)
 	return nil
 }
 
 // Stop ends listening and waits for the connection to close. It is safe
 // to call twice or without Start.
-func (n *Notifier) Stop() {
-	n.stopOnce.Do(func() {
-		if n.cancel != nil {
-			n.cancel()
-			<-n.done
-		}
-	})
-}
+func (n *Notifier) Stop() { n.bg.stop() }
 
 func (n *Notifier) run(ctx context.Context) {
-	defer close(n.done)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := n.listen(ctx)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,9 +33,7 @@ type Reaper struct {
 	pool *pgxpool.Pool
 	cfg  ReaperConfig
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	bg background
 }
 
 // reaperLockID is the advisory lock that serializes sweeps.
@@ -58,10 +55,7 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 
 // Start sweeps in the background until Stop.
 func (r *Reaper) Start(ctx context.Context) error {
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.done = make(chan struct{})
-	go func() {
-		defer close(r.done)
+	r.bg.start(ctx, func(ctx context.Context) {
 		t := time.NewTicker(r.cfg.Interval)
 		defer t.Stop()
 		for {
@@ -74,19 +68,12 @@ func (r *Reaper) Start(ctx context.Context) error {
 			case <-t.C:
 			}
 		}
-	}()
+	})
 	return nil
 }
 
 // Stop ends sweeping. Safe to call twice or without Start.
-func (r *Reaper) Stop() {
-	r.stopOnce.Do(func() {
-		if r.cancel != nil {
-			r.cancel()
-			<-r.done
-		}
-	})
-}
+func (r *Reaper) Stop() { r.bg.stop() }
 
 // Sweep runs one pass, unless another replica is sweeping right now.
 func (r *Reaper) Sweep(ctx context.Context) error {

@@ -6,7 +6,6 @@ import (
 
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -66,9 +65,7 @@ type TriggerLoop struct {
 	cfg      TriggerLoopConfig
 	planner  *planner
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	bg background
 }
 
 // NewTriggerLoop returns a loop over pool; notifier (may be nil) wakes it
@@ -83,31 +80,21 @@ func NewTriggerLoop(pool *pgxpool.Pool, notifier *Notifier, cfg TriggerLoopConfi
 
 // Start runs the loop in the background until Stop.
 func (l *TriggerLoop) Start(ctx context.Context) error {
-	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	l.done = make(chan struct{})
 	var wake <-chan struct{}
 	unsubscribe := func() {}
 	if l.notifier != nil {
 		wake, unsubscribe = l.notifier.Subscribe(JobChangedChannel)
 	}
-	go func() {
-		defer close(l.done)
+	l.bg.start(ctx, func(ctx context.Context) {
 		defer unsubscribe()
 		l.run(ctx, wake)
-	}()
+	})
 	return nil
 }
 
 // Stop ends the loop after its current batch. Safe to call twice or
 // without Start.
-func (l *TriggerLoop) Stop() {
-	l.stopOnce.Do(func() {
-		if l.cancel != nil {
-			l.cancel()
-			<-l.done
-		}
-	})
-}
+func (l *TriggerLoop) Stop() { l.bg.stop() }
 
 func (l *TriggerLoop) run(ctx context.Context, wake <-chan struct{}) {
 	for ctx.Err() == nil {

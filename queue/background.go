@@ -1,0 +1,35 @@
+package queue
+
+import (
+	"context"
+	"sync"
+)
+
+// background is the one goroutine behind a service's Start and Stop.
+// Stop cancels it and waits for it to return; it is safe to call twice or
+// without start.
+type background struct {
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// start runs fn in a goroutine with a context that Stop cancels (and that
+// outlives ctx's cancellation, so shutdown order stays with the caller).
+func (b *background) start(ctx context.Context, fn func(ctx context.Context)) {
+	ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	b.done = make(chan struct{})
+	go func() {
+		defer close(b.done)
+		fn(ctx)
+	}()
+}
+
+func (b *background) stop() {
+	b.stopOnce.Do(func() {
+		if b.cancel != nil {
+			b.cancel()
+			<-b.done
+		}
+	})
+}
