@@ -3,10 +3,12 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
@@ -17,6 +19,7 @@ type Agent struct {
 	Name            string
 	Labels          map[string]string
 	Capacity        int
+	Weight          int // share under the weighted strategy; defaults to 1
 	Version         string
 	State           string
 	Ready           bool
@@ -26,6 +29,17 @@ type Agent struct {
 	CPU, Load1, Mem float64
 	RegisteredAt    time.Time
 	LastHeartbeatAt time.Time
+	QuarantinedAt   *time.Time
+	// Recent is the agent's record over AgentList's window.
+	Recent AgentRecord
+}
+
+// AgentRecord is what an agent did over a recent window.
+type AgentRecord struct {
+	Succeeded, Failed int64   // outcomes it reported (failed includes timed out)
+	Leases            int64   // tasks it took
+	Routed            int64   // of those, tasks routed to it
+	AvgSeconds        float64 // mean duration of its last successes
 }
 
 // AgentInsert registers an agent; it starts not ready until its first
@@ -36,7 +50,8 @@ func AgentInsert(ctx context.Context, e Executor, a *Agent) (*Agent, error) {
 		return nil, fmt.Errorf("error encoding agent labels: %w", err)
 	}
 	r, err := queries.AgentInsert(ctx, e, dbsqlc.AgentInsertParams{
-		ID: a.ID, Name: a.Name, Labels: labels, Capacity: int32(a.Capacity), Version: a.Version, ApiKeyID: a.APIKeyID,
+		ID: a.ID, Name: a.Name, Labels: labels, Capacity: int32(a.Capacity), Weight: int32(max(a.Weight, 1)),
+		Version: a.Version, ApiKeyID: a.APIKeyID,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error inserting agent: %w", mapErr(err))
@@ -80,9 +95,10 @@ func AgentSetState(ctx context.Context, e Executor, id uuid.UUID, state string) 
 	return nil
 }
 
-// AgentList returns every agent with its current lease count.
-func AgentList(ctx context.Context, e Executor) ([]*Agent, error) {
-	rows, err := queries.AgentList(ctx, e)
+// AgentList returns every agent with its current lease count and its
+// record over the last window.
+func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*Agent, error) {
+	rows, err := queries.AgentList(ctx, e, window.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("error listing agents: %w", mapErr(err))
 	}
@@ -91,10 +107,12 @@ func AgentList(ctx context.Context, e Executor) ([]*Agent, error) {
 		a, err := agentFromRow(dbsqlc.AxAgent{ID: r.ID, Name: r.Name, Labels: r.Labels, Capacity: r.Capacity,
 			Version: r.Version, State: r.State, Ready: r.Ready, ApiKeyID: r.ApiKeyID, Running: r.Running,
 			Cpu: r.Cpu, Load1: r.Load1, Memory: r.Memory, RegisteredAt: r.RegisteredAt,
-			LastHeartbeatAt: r.LastHeartbeatAt}, int(r.Leased))
+			LastHeartbeatAt: r.LastHeartbeatAt, Weight: r.Weight, QuarantinedAt: r.QuarantinedAt}, int(r.Leased))
 		if err != nil {
 			return nil, err
 		}
+		a.Recent = AgentRecord{Succeeded: r.RecentSucceeded, Failed: r.RecentFailed, Leases: r.RecentLeases,
+			Routed: r.RecentRouted, AvgSeconds: r.RecentAvgSeconds}
 		out = append(out, a)
 	}
 	return out, nil
@@ -110,11 +128,94 @@ func AgentMarkOffline(ctx context.Context, e Executor, silent time.Duration) ([]
 }
 
 func agentFromRow(r dbsqlc.AxAgent, leased int) (*Agent, error) {
-	a := &Agent{ID: r.ID, Name: r.Name, Capacity: int(r.Capacity), Version: r.Version, State: string(r.State),
+	a := &Agent{ID: r.ID, Name: r.Name, Capacity: int(r.Capacity), Weight: int(r.Weight), Version: r.Version,
+		State: string(r.State), QuarantinedAt: utcPtr(r.QuarantinedAt),
 		Ready: r.Ready, APIKeyID: r.ApiKeyID, Running: int(r.Running), Leased: leased, CPU: r.Cpu,
 		Load1: r.Load1, Mem: r.Memory, RegisteredAt: r.RegisteredAt.UTC(), LastHeartbeatAt: r.LastHeartbeatAt.UTC()}
 	if err := json.Unmarshal(r.Labels, &a.Labels); err != nil {
 		return nil, fmt.Errorf("error decoding labels of agent %s: %w", r.ID, err)
 	}
 	return a, nil
+}
+
+// Candidate is an agent routing may prefer, with its load.
+type Candidate struct {
+	ID              uuid.UUID
+	Labels          map[string]string
+	Capacity        int
+	Weight          int
+	Healthy         bool // active and ready (not quarantined)
+	Running         int  // the larger of reported and leased
+	CPU, Load1      float64
+	AvgTaskDuration time.Duration
+}
+
+// AgentListCandidates returns the active or quarantined agents heard
+// from within live.
+func AgentListCandidates(ctx context.Context, e Executor, live time.Duration) ([]*Candidate, error) {
+	rows, err := queries.AgentListCandidates(ctx, e, live.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("error listing routing candidates: %w", mapErr(err))
+	}
+	out := make([]*Candidate, len(rows))
+	for i, r := range rows {
+		c := &Candidate{ID: r.ID, Capacity: int(r.Capacity), Weight: int(r.Weight),
+			Healthy: r.State == dbsqlc.AxAgentStateActive && r.Ready, Running: int(max(r.Running, r.Leased)),
+			CPU: r.Cpu, Load1: r.Load1, AvgTaskDuration: time.Duration(r.AvgSeconds * float64(time.Second))}
+		if err := json.Unmarshal(r.Labels, &c.Labels); err != nil {
+			return nil, fmt.Errorf("error decoding labels of agent %s: %w", r.ID, err)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// QuarantinePolicy says when an agent fails too often to be given work.
+type QuarantinePolicy struct {
+	Window      time.Duration // how far back outcomes count
+	MinResults  int           // fewer outcomes than this never quarantine
+	FailureRate float64       // failed / all at or above this quarantines
+}
+
+// QuarantinedAgent is an agent just quarantined, with the numbers why.
+type QuarantinedAgent struct {
+	ID                uuid.UUID
+	Results, Failures int
+}
+
+// AgentQuarantineFailing quarantines active agents that fail per p.
+func AgentQuarantineFailing(ctx context.Context, e Executor, p QuarantinePolicy) ([]QuarantinedAgent, error) {
+	rows, err := queries.AgentQuarantineFailing(ctx, e, dbsqlc.AgentQuarantineFailingParams{
+		WindowSeconds: p.Window.Seconds(), MinResults: int32(p.MinResults), FailureRate: p.FailureRate})
+	if err != nil {
+		return nil, fmt.Errorf("error quarantining failing agents: %w", mapErr(err))
+	}
+	out := make([]QuarantinedAgent, len(rows))
+	for i, r := range rows {
+		out[i] = QuarantinedAgent{ID: r.ID, Results: int(r.Results), Failures: int(r.Failures)}
+	}
+	return out, nil
+}
+
+// AgentRestoreRecovered reactivates quarantined agents whose last
+// successes probe outcomes all succeeded.
+func AgentRestoreRecovered(ctx context.Context, e Executor, successes int) ([]uuid.UUID, error) {
+	ids, err := queries.AgentRestoreRecovered(ctx, e, int32(successes))
+	if err != nil {
+		return nil, fmt.Errorf("error restoring recovered agents: %w", mapErr(err))
+	}
+	return ids, nil
+}
+
+// AgentTakeProbe reports whether a quarantined agent may take one probe
+// task now (its last probe was at least every ago), and records it.
+func AgentTakeProbe(ctx context.Context, e Executor, id uuid.UUID, every time.Duration) (bool, error) {
+	_, err := queries.AgentTakeProbe(ctx, e, dbsqlc.AgentTakeProbeParams{ID: id, EverySeconds: every.Seconds()})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("error taking a probe for agent %s: %w", id, mapErr(err))
+	}
+	return true, nil
 }

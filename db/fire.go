@@ -77,12 +77,14 @@ type InsertedExecution struct {
 	FiredAt      time.Time
 }
 
-// ExecutionInsertMany records fires and makes their tasks (one per shard),
-// in two set-based statements. A scheduled tick that has an execution
-// already is left out, so a tick fires once whatever races.
-func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution) ([]InsertedExecution, error) {
+// ExecutionInsertMany records fires and makes their tasks (one per shard,
+// or for broadcast jobs one per agent live within p.Live), in two
+// set-based statements. A scheduled tick that has an execution already is
+// left out, so a tick fires once whatever races. The new tasks come back
+// for routing.
+func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution, live time.Duration) ([]InsertedExecution, []*NewTask, error) {
 	if len(execs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	p := dbsqlc.ExecutionInsertManyParams{}
 	for _, x := range execs {
@@ -95,7 +97,7 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution)
 	}
 	rows, err := queries.ExecutionInsertMany(ctx, e, p)
 	if err != nil {
-		return nil, fmt.Errorf("error inserting executions: %w", mapErr(err))
+		return nil, nil, fmt.Errorf("error inserting executions: %w", mapErr(err))
 	}
 	out := make([]InsertedExecution, len(rows))
 	ids := make([]uuid.UUID, len(rows))
@@ -103,12 +105,63 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution)
 		out[i] = InsertedExecution{ID: r.ID, JobID: r.JobID, ScheduledFor: r.ScheduledFor.UTC(), FiredAt: r.FiredAt.UTC()}
 		ids[i] = r.ID
 	}
-	if len(ids) > 0 {
-		if _, err := queries.TaskInsertForExecutions(ctx, e, ids); err != nil {
-			return nil, fmt.Errorf("error inserting tasks: %w", mapErr(err))
+	if len(ids) == 0 {
+		return out, nil, nil
+	}
+	taskRows, err := queries.TaskInsertForExecutions(ctx, e, dbsqlc.TaskInsertForExecutionsParams{
+		ExecutionIds: ids, LiveSeconds: live.Seconds()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("error inserting tasks: %w", mapErr(err))
+	}
+	tasks := make([]*NewTask, len(taskRows))
+	for i, r := range taskRows {
+		tasks[i] = &NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
+			JobGroup: r.GroupName, ShardIndex: int(r.ShardIndex), ShardTotal: int(r.ShardTotal),
+			ShardParam: r.ShardParam, Pinned: r.Pinned, RouteStrategy: string(r.RouteStrategy),
+			RouteKey: r.RouteKey, Params: r.Params}
+		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
+			return nil, nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)
 		}
 	}
-	return out, nil
+	return out, tasks, nil
+}
+
+// NewTask is a task just made, with what routing needs to place it.
+type NewTask struct {
+	ID, ExecutionID, JobID uuid.UUID
+	JobName, JobGroup      string
+	ShardIndex, ShardTotal int
+	ShardParam             string
+	Pinned                 bool // a broadcast task, made for one agent
+	RouteStrategy          string
+	RouteKey               string // the job's template
+	TargetLabels           map[string]string
+	Params                 json.RawMessage
+}
+
+// TaskRoute is one routing decision; nil agent ids mean no preference.
+type TaskRoute struct {
+	TaskID              uuid.UUID
+	Preferred, Fallback uuid.UUID
+	RouteKey            string
+}
+
+// TaskSetRoute records routing decisions.
+func TaskSetRoute(ctx context.Context, e Executor, routes []TaskRoute) error {
+	if len(routes) == 0 {
+		return nil
+	}
+	p := dbsqlc.TaskSetRouteParams{}
+	for _, r := range routes {
+		p.TaskIds = append(p.TaskIds, r.TaskID)
+		p.Preferred = append(p.Preferred, r.Preferred)
+		p.Fallback = append(p.Fallback, r.Fallback)
+		p.RouteKeys = append(p.RouteKeys, r.RouteKey)
+	}
+	if err := queries.TaskSetRoute(ctx, e, p); err != nil {
+		return fmt.Errorf("error recording task routes: %w", mapErr(err))
+	}
+	return nil
 }
 
 // Skip reasons.

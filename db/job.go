@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,25 +21,32 @@ const (
 	TriggerManual   = "manual"
 )
 
+// DefaultShardRangeTo ends the default shard range: the 32-bit hash space.
+const DefaultShardRangeTo = 1 << 32
+
 // Job is a job definition joined with its trigger row.
 type Job struct {
-	ID                     uuid.UUID
-	Name                   string
-	Group                  string
-	Owner                  string
-	Description            string
-	TriggerKind            string
-	CronExpr               string // set for cron triggers
-	Timezone               string
-	IntervalSeconds        int64      // set for interval triggers
-	RunAt                  *time.Time // set for delay triggers
-	ExecutorKind           string
-	Executor               json.RawMessage // executor config, by kind
-	TargetLabels           map[string]string
-	RouteStrategy          string
-	RouteKey               string
-	ShardCount             int
-	ShardParams            []string
+	ID              uuid.UUID
+	Name            string
+	Group           string
+	Owner           string
+	Description     string
+	TriggerKind     string
+	CronExpr        string // set for cron triggers
+	Timezone        string
+	IntervalSeconds int64      // set for interval triggers
+	RunAt           *time.Time // set for delay triggers
+	ExecutorKind    string
+	Executor        json.RawMessage // executor config, by kind
+	TargetLabels    map[string]string
+	RouteStrategy   string
+	RouteKey        string
+	ShardCount      int
+	ShardParams     []string
+	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
+	// a parameter get: [0, 2^32) when both are zero.
+	ShardRangeFrom         int64
+	ShardRangeTo           int64
 	Priority               int
 	TimeoutSeconds         int
 	RetryMaxAttempts       int
@@ -98,6 +106,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		ExecutorKind: p.ExecutorKind, Executor: p.Executor, TargetLabels: p.TargetLabels,
 		RouteStrategy: p.RouteStrategy, RouteKey: p.RouteKey,
 		ShardCount: p.ShardCount, ShardParams: p.ShardParams, Priority: p.Priority,
+		ShardRangeFrom: p.ShardRangeFrom, ShardRangeTo: p.ShardRangeTo,
 		TimeoutSeconds: p.TimeoutSeconds, RetryMaxAttempts: p.RetryMaxAttempts,
 		RetryBackoffSeconds: p.RetryBackoffSeconds, RetryBackoffMaxSeconds: p.RetryBackoffMaxSeconds,
 		ConcurrencyPolicy: p.ConcurrencyPolicy, MisfirePolicy: p.MisfirePolicy,
@@ -189,6 +198,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: jsonOr(j.Executor, "{}"),
 		TargetLabels: labels, RouteStrategy: dbsqlc.AxRouteStrategy(j.RouteStrategy), RouteKey: j.RouteKey,
 		ShardCount: int32(j.ShardCount), ShardParams: shardParams, Priority: int32(j.Priority),
+		ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: cmp.Or(j.ShardRangeTo, DefaultShardRangeTo),
 		TimeoutSeconds: int32(j.TimeoutSeconds), RetryMaxAttempts: int32(j.RetryMaxAttempts),
 		RetryBackoffSeconds: int32(j.RetryBackoffSeconds), RetryBackoffMaxSeconds: int32(j.RetryBackoffMaxSeconds),
 		ConcurrencyPolicy:    dbsqlc.AxConcurrencyPolicy(j.ConcurrencyPolicy),
@@ -207,6 +217,7 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
 		RouteStrategy: string(r.RouteStrategy), RouteKey: r.RouteKey,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), TimeoutSeconds: int(r.TimeoutSeconds),
+		ShardRangeFrom: r.ShardRangeFrom, ShardRangeTo: r.ShardRangeTo,
 		RetryMaxAttempts: int(r.RetryMaxAttempts), RetryBackoffSeconds: int(r.RetryBackoffSeconds),
 		RetryBackoffMaxSeconds: int(r.RetryBackoffMaxSeconds),
 		ConcurrencyPolicy:      string(r.ConcurrencyPolicy), MisfirePolicy: string(r.MisfirePolicy),

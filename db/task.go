@@ -28,6 +28,8 @@ type LeasedTask struct {
 	Executor       json.RawMessage
 	Params         json.RawMessage
 	ScheduledFor   time.Time
+	JobName        string
+	RoutedHere     bool // the task was routed to this agent (or unassigned)
 }
 
 // TaskLeaseParams asks for tasks for one agent.
@@ -36,6 +38,10 @@ type TaskLeaseParams struct {
 	AgentLabels map[string]string
 	Max         int
 	Lease       time.Duration
+	// StealAfter is how long a task routed to another agent waits before
+	// this one may take it (its runner-up first; anyone after three times
+	// as long).
+	StealAfter time.Duration
 }
 
 // TaskLease claims up to Max pending tasks the agent may run.
@@ -46,6 +52,7 @@ func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTa
 	}
 	rows, err := queries.TaskLease(ctx, e, dbsqlc.TaskLeaseParams{
 		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(),
+		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
@@ -56,7 +63,7 @@ func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTa
 			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt),
 			MaxAttempts: int(r.MaxAttempts), TimeoutSeconds: int(r.TimeoutSeconds), LeaseToken: r.LeaseToken,
 			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
-			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC()}
+			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), JobName: r.JobName, RoutedHere: r.RoutedHere}
 	}
 	return out, nil
 }
@@ -214,8 +221,9 @@ func ExecutionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) error {
 }
 
 // TaskNextReady is how long until the earliest pending task is leasable.
-func TaskNextReady(ctx context.Context, e Executor) (time.Duration, error) {
-	ms, err := queries.TaskNextReady(ctx, e)
+func TaskNextReady(ctx context.Context, e Executor, agentID uuid.UUID, stealAfter time.Duration) (time.Duration, error) {
+	ms, err := queries.TaskNextReady(ctx, e, dbsqlc.TaskNextReadyParams{AgentID: &agentID,
+		StealSeconds: stealAfter.Seconds(), StealAnySeconds: 3 * stealAfter.Seconds()})
 	if err != nil {
 		return 0, fmt.Errorf("error finding next ready task: %w", mapErr(err))
 	}

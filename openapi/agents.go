@@ -79,6 +79,7 @@ type AgentInfo struct {
 	State           string            `json:"state" enum:"active,draining,offline,quarantined"`
 	Ready           bool              `json:"ready"`
 	Capacity        int               `json:"capacity"`
+	Weight          int               `json:"weight" doc:"Share under the weighted strategy"`
 	Running         int               `json:"running" doc:"Tasks leased to it now"`
 	CPU             float64           `json:"cpu"`
 	Load1           float64           `json:"load1"`
@@ -86,6 +87,19 @@ type AgentInfo struct {
 	Version         string            `json:"version"`
 	RegisteredAt    time.Time         `json:"registered_at"`
 	LastHeartbeatAt time.Time         `json:"last_heartbeat_at"`
+	QuarantinedAt   *time.Time        `json:"quarantined_at,omitempty"`
+	Recent          AgentRecentRecord `json:"recent" doc:"What it did over the server's record window (10 minutes by default)"`
+}
+
+// AgentRecentRecord is an agent's recent work: what routing and health
+// checks look at.
+type AgentRecentRecord struct {
+	Succeeded          int64   `json:"succeeded" doc:"Outcomes it reported as succeeded"`
+	Failed             int64   `json:"failed" doc:"Outcomes failed or timed out"`
+	SuccessRate        float64 `json:"success_rate" doc:"succeeded / (succeeded + failed); 1 when it has no outcomes"`
+	Served             int64   `json:"served" doc:"Tasks it leased"`
+	Routed             int64   `json:"routed" doc:"Of those, tasks routed to it (preferred or unassigned), not taken over from another agent"`
+	AvgDurationSeconds float64 `json:"avg_duration_seconds" doc:"Mean duration of its last 50 successful tasks"`
 }
 
 type agentListOutput struct {
@@ -138,7 +152,7 @@ func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInpu
 		return nil, err
 	}
 	agent, err := h.agents.Register(ctx, &db.Agent{ID: id, Name: in.Body.Name, Labels: in.Body.Labels,
-		Capacity: in.Body.Capacity, Version: in.Body.Version, APIKeyID: key.ID})
+		Capacity: in.Body.Capacity, Weight: in.Body.Weight, Version: in.Body.Version, APIKeyID: key.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -305,10 +319,20 @@ func (h *agentHandlers) list(ctx context.Context, _ *struct{}) (*agentListOutput
 	out.Body.Agents = make([]AgentInfo, 0, len(agents))
 	for _, a := range agents {
 		out.Body.Agents = append(out.Body.Agents, AgentInfo{ID: a.ID.String(), Name: a.Name, Labels: a.Labels,
-			State: a.State, Ready: a.Ready, Capacity: a.Capacity, Running: a.Leased, CPU: a.CPU, Load1: a.Load1,
-			Memory: a.Mem, Version: a.Version, RegisteredAt: a.RegisteredAt, LastHeartbeatAt: a.LastHeartbeatAt})
+			State: a.State, Ready: a.Ready, Capacity: a.Capacity, Weight: a.Weight, Running: a.Leased, CPU: a.CPU,
+			Load1: a.Load1, Memory: a.Mem, Version: a.Version, RegisteredAt: a.RegisteredAt,
+			LastHeartbeatAt: a.LastHeartbeatAt, QuarantinedAt: a.QuarantinedAt, Recent: recentRecord(a.Recent)})
 	}
 	return out, nil
+}
+
+func recentRecord(r db.AgentRecord) AgentRecentRecord {
+	rate := 1.0
+	if n := r.Succeeded + r.Failed; n > 0 {
+		rate = float64(r.Succeeded) / float64(n)
+	}
+	return AgentRecentRecord{Succeeded: r.Succeeded, Failed: r.Failed, SuccessRate: rate, Served: r.Leases,
+		Routed: r.Routed, AvgDurationSeconds: r.AvgSeconds}
 }
 
 func taskRefs(in []TaskRef, at string) ([]db.TaskRef, error) {

@@ -30,6 +30,8 @@ type Config struct {
 	Notifier *queue.Notifier
 	// Agent tunes the agent protocol (lease length, heartbeat interval).
 	Agent queue.AgentConfig
+	// Router places the tasks of manual runs; nil leaves them unassigned.
+	Router *queue.TaskRouter
 	// Ready reports whether this replica can serve (database reachable,
 	// migrations current). Nil means always ready.
 	Ready func(ctx context.Context) error
@@ -48,7 +50,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 
 	jobs := &jobHandlers{jobs: queue.NewJobService(cfg.Pool, cfg.Logger)}
 	jobs.register(api)
-	(&executionHandlers{execs: queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics)}).register(api)
+	(&executionHandlers{execs: queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router)}).register(api)
 	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready}).register(api)

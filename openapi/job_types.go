@@ -66,13 +66,21 @@ type JobTarget struct {
 // JobRoute picks the agent for each task.
 type JobRoute struct {
 	Strategy string `json:"strategy,omitempty" enum:"round_robin,random,weighted,least_active,consistent_hash,load_aware,broadcast,failover" default:"round_robin"`
-	Key      string `json:"key,omitempty" maxLength:"1000" example:"customer_id={{.params.customer_id}}" doc:"Route key for consistent_hash and load_aware"`
+	Key      string `json:"key,omitempty" maxLength:"1000" example:"customer_id={{.params.customer_id}}" doc:"Route key for consistent_hash and load_aware: a Go text/template over .params (the run's params), .shard (.index, .total, .param) and .job (.id, .name, .group)"`
 }
 
 // JobShards splits a run into tasks.
 type JobShards struct {
-	Count  int      `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
-	Params []string `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its index range"`
+	Count  int         `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
+	Params []string    `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its part of range as \"from-to\""`
+	Range  *ShardRange `json:"range,omitempty" doc:"Range split among shards that have no param; defaults to the 32-bit hash space [0, 4294967296)"`
+}
+
+// ShardRange is a half-open integer range [from, to) that shards split
+// evenly when the job gives no per-shard params.
+type ShardRange struct {
+	From int64 `json:"from" example:"0" doc:"First value of the range"`
+	To   int64 `json:"to" example:"1000000" doc:"End of the range (excluded)"`
 }
 
 // JobRetry says how failed tasks are retried.

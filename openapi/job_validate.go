@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/cron"
 )
 
@@ -35,6 +36,17 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if j.Route != nil && (j.Route.Strategy == "consistent_hash" || j.Route.Strategy == "load_aware") &&
 		strings.TrimSpace(j.Route.Key) == "" {
 		errs.add(prefix.With("route.key"), "is required with strategy "+j.Route.Strategy, j.Route.Key)
+	}
+	if j.Route != nil && j.Route.Key != "" {
+		if err := queue.ParseRouteKey(j.Route.Key); err != nil {
+			errs.add(prefix.With("route.key"), err.Error(), j.Route.Key)
+		}
+	}
+	if j.Route != nil && j.Route.Strategy == "broadcast" && j.Shards != nil && j.Shards.Count > 1 {
+		errs.add(prefix.With("shards.count"), "must be 1 with strategy broadcast: a run has one task per live agent", j.Shards.Count)
+	}
+	if r := deref(j.Shards).Range; r != nil && r.From >= r.To {
+		errs.add(prefix.With("shards.range.to"), "must be greater than shards.range.from", r.To)
 	}
 	if j.Shards != nil && len(j.Shards.Params) > 0 && len(j.Shards.Params) != max(j.Shards.Count, 1) {
 		errs.add(prefix.With("shards.params"),

@@ -26,11 +26,24 @@ type AgentConfig struct {
 	// HeartbeatInterval is how often agents heartbeat; one silent for 3
 	// intervals is offline. Defaults to 5 s.
 	HeartbeatInterval time.Duration
+	// StealAfter is how long a task routed to one agent waits before
+	// another may take it, so a dead or busy agent never stalls work.
+	// Defaults to 2 s.
+	StealAfter time.Duration
+	// ProbeEvery is how often a quarantined agent is given one task to
+	// prove itself. Defaults to 5 s.
+	ProbeEvery time.Duration
+	// RecordWindow is how far back GET /v1/agents counts each agent's
+	// outcomes. Defaults to 10 minutes.
+	RecordWindow time.Duration
 }
 
 func (c AgentConfig) withDefaults() AgentConfig {
 	c.Lease = cmp.Or(c.Lease, 30*time.Second)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, 5*time.Second)
+	c.StealAfter = cmp.Or(c.StealAfter, 2*time.Second)
+	c.ProbeEvery = cmp.Or(c.ProbeEvery, 5*time.Second)
+	c.RecordWindow = cmp.Or(c.RecordWindow, 10*time.Minute)
 	return c
 }
 
@@ -85,14 +98,15 @@ func (s *AgentService) Get(ctx context.Context, id uuid.UUID) (*db.Agent, error)
 
 // List returns every agent.
 func (s *AgentService) List(ctx context.Context) ([]*db.Agent, error) {
-	return db.AgentList(ctx, s.pool)
+	return db.AgentList(ctx, s.pool, s.cfg.RecordWindow)
 }
 
 // Lease hands the agent up to limit tasks, waiting up to wait for some to be
 // ready: it wakes on the task-ready notification or when the earliest
-// pending task's not_before comes.
+// task it may take becomes leasable. An agent that is not ready gets
+// nothing; a quarantined one gets a single probe task every ProbeEvery.
 func (s *AgentService) Lease(ctx context.Context, agent *db.Agent, limit int, wait time.Duration) ([]*db.LeasedTask, error) {
-	if agent.State != "active" {
+	if agent.State != "active" && agent.State != "quarantined" {
 		return nil, fmt.Errorf("%w: it is %s", ErrAgentNotActive, agent.State)
 	}
 	var wake <-chan struct{}
@@ -102,37 +116,72 @@ func (s *AgentService) Lease(ctx context.Context, agent *db.Agent, limit int, wa
 		defer unsubscribe()
 	}
 	deadline := time.Now().Add(wait)
-	for {
-		tasks, err := db.TaskLease(ctx, s.pool, &db.TaskLeaseParams{
-			AgentID: agent.ID, AgentLabels: agent.Labels, Max: limit, Lease: s.cfg.Lease})
-		if err != nil {
-			s.metrics.DispatchFailures.Inc()
-			return nil, err
+	for first := true; ; first = false {
+		if !first { // the agent may have changed (ready, drained) while it waited
+			var err error
+			if agent, err = db.AgentGetByID(ctx, s.pool, agent.ID); err != nil {
+				return nil, err
+			}
+			if agent.State != "active" && agent.State != "quarantined" {
+				return nil, nil // drained or gone while waiting
+			}
 		}
-		if len(tasks) > 0 {
-			s.metrics.Dispatched.Add(float64(len(tasks)))
-			s.logLeases(ctx, agent, tasks)
-			return tasks, nil
+		tasks, next, err := s.leaseOnce(ctx, agent, limit)
+		if err != nil || len(tasks) > 0 {
+			return tasks, err
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 || ctx.Err() != nil {
 			return nil, nil
 		}
-		next, err := db.TaskNextReady(ctx, s.pool)
-		if err != nil {
-			return nil, err
-		}
-		if s.notifier == nil {
-			next = min(next, 250*time.Millisecond)
-		}
 		sleep(ctx, min(max(next, time.Millisecond), remaining), wake)
 	}
 }
 
+// leaseOnce tries one lease for agent, or says how long to wait before the
+// next try.
+func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, time.Duration, error) {
+	switch {
+	case !agent.Ready:
+		return nil, time.Second, nil
+	case agent.State == "quarantined":
+		probe, err := db.AgentTakeProbe(ctx, s.pool, agent.ID, s.cfg.ProbeEvery)
+		if err != nil || !probe {
+			return nil, s.cfg.ProbeEvery, err
+		}
+		limit = 1
+	}
+	tasks, err := db.TaskLease(ctx, s.pool, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
+		Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter})
+	if err != nil {
+		s.metrics.DispatchFailures.Inc()
+		return nil, 0, err
+	}
+	if len(tasks) > 0 {
+		s.metrics.Dispatched.Add(float64(len(tasks)))
+		s.logLeases(ctx, agent, tasks)
+		return tasks, 0, nil
+	}
+	next, err := db.TaskNextReady(ctx, s.pool, agent.ID, s.cfg.StealAfter)
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.notifier == nil {
+		next = min(next, 250*time.Millisecond)
+	}
+	return nil, next, nil
+}
+
 func (s *AgentService) logLeases(ctx context.Context, agent *db.Agent, tasks []*db.LeasedTask) {
+	id := agent.ID.String()
 	for _, t := range tasks {
+		how := "routed"
+		if !t.RoutedHere {
+			how = "taken_over"
+		}
+		s.metrics.AgentLeases.WithLabelValues(id, how).Inc()
 		s.logger.DebugContext(ctx, "task leased", "agent_id", agent.ID, "task_id", t.ID,
-			"execution_id", t.ExecutionID, "shard", t.ShardIndex, "attempt", t.Attempt)
+			"execution_id", t.ExecutionID, "shard", t.ShardIndex, "attempt", t.Attempt, "how", how)
 	}
 }
 

@@ -29,6 +29,13 @@ type ExecutionService struct {
 	pool    *pgxpool.Pool
 	logger  *slog.Logger
 	metrics *Metrics
+	router  *TaskRouter
+}
+
+// WithRouter makes the service place new tasks with router; it returns s.
+func (s *ExecutionService) WithRouter(router *TaskRouter) *ExecutionService {
+	s.router = router
+	return s
 }
 
 // NewExecutionService returns an ExecutionService on pool.
@@ -133,7 +140,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if err != nil {
 		return nil, err
 	}
-	inserted, err := db.ExecutionInsertMany(ctx, tx, []*db.NewExecution{{
+	inserted, err := insertExecutions(ctx, tx, s.router, []*db.NewExecution{{
 		ID: id, JobID: job.ID, Cause: db.CauseManual, ScheduledFor: now, Params: req.Params,
 	}})
 	if err != nil {

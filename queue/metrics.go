@@ -23,6 +23,10 @@ type Metrics struct {
 	TaskResults      *prometheus.CounterVec
 	Retries          prometheus.Counter
 	LeaseExpiries    prometheus.Counter
+
+	TasksRouted *prometheus.CounterVec // by strategy and preferred agent
+	AgentLeases *prometheus.CounterVec // by agent and how the task came to it
+	AgentHealth *prometheus.CounterVec // quarantines and restores
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -63,6 +67,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.LeaseExpiries = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_lease_expiries_total", Help: "Leases that ran out without a heartbeat (agent dead or cut off).",
 	})
+	m.TasksRouted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_tasks_routed_total", Help: "Tasks given a preferred agent, by strategy and agent id.",
+	}, []string{"strategy", "agent"})
+	m.AgentLeases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_agent_leases_total",
+		Help: "Tasks leased per agent id, by how: routed (preferred it or unassigned) or taken_over (stolen after the steal delay).",
+	}, []string{"agent", "how"})
+	m.AgentHealth = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_agent_health_changes_total", Help: "Agents quarantined for failing, or restored after probes succeeded.",
+	}, []string{"change"})
+	m.AgentHealth.WithLabelValues("quarantined")
+	m.AgentHealth.WithLabelValues("restored")
 	for _, s := range []string{"succeeded", "failed", "cancelled", "timed_out"} {
 		m.TaskResults.WithLabelValues(s)
 	}
@@ -74,7 +90,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag,
-			m.Dispatched, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries)
+			m.Dispatched, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries,
+			m.TasksRouted, m.AgentLeases, m.AgentHealth)
 	}
 	return m
 }

@@ -21,8 +21,15 @@ type ReaperConfig struct {
 	OfflineAfter time.Duration
 	// BatchSize bounds one sweep's expired leases. Defaults to 1000.
 	BatchSize int
-	Logger    *slog.Logger
-	Metrics   *Metrics
+	// Quarantine says when an agent fails too often to get routed work:
+	// defaults to a failure rate of 50% or more over at least 5 outcomes
+	// within the last 5 minutes.
+	Quarantine db.QuarantinePolicy
+	// RestoreAfter is how many probe tasks in a row a quarantined agent
+	// must succeed to be active again. Defaults to 2.
+	RestoreAfter int
+	Logger       *slog.Logger
+	Metrics      *Metrics
 }
 
 // Reaper returns expired leases to pending (attempt + 1, after backoff) or
@@ -44,6 +51,10 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
 	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, 3*agentCfg.withDefaults().HeartbeatInterval)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
+	cfg.Quarantine.Window = cmp.Or(cfg.Quarantine.Window, 5*time.Minute)
+	cfg.Quarantine.MinResults = cmp.Or(cfg.Quarantine.MinResults, 5)
+	cfg.Quarantine.FailureRate = cmp.Or(cfg.Quarantine.FailureRate, 0.5)
+	cfg.RestoreAfter = cmp.Or(cfg.RestoreAfter, 2)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,6 +100,9 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		for _, id := range offline {
 			r.cfg.Logger.WarnContext(ctx, "agent offline: silent too long", "agent_id", id)
 		}
+		if err := r.checkHealth(ctx, tx); err != nil {
+			return err
+		}
 		reaped, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize)
 		if err != nil {
 			return err
@@ -105,4 +119,28 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// checkHealth quarantines agents that fail too often and restores those
+// whose probes succeed again.
+func (r *Reaper) checkHealth(ctx context.Context, tx pgx.Tx) error {
+	failing, err := db.AgentQuarantineFailing(ctx, tx, r.cfg.Quarantine)
+	if err != nil {
+		return err
+	}
+	for _, a := range failing {
+		r.cfg.Metrics.AgentHealth.WithLabelValues("quarantined").Inc()
+		r.cfg.Logger.WarnContext(ctx, "agent quarantined: failing too often", "agent_id", a.ID,
+			"failures", a.Failures, "results", a.Results, "window", r.cfg.Quarantine.Window)
+	}
+	restored, err := db.AgentRestoreRecovered(ctx, tx, r.cfg.RestoreAfter)
+	if err != nil {
+		return err
+	}
+	for _, id := range restored {
+		r.cfg.Metrics.AgentHealth.WithLabelValues("restored").Inc()
+		r.cfg.Logger.InfoContext(ctx, "agent restored: probes succeeded", "agent_id", id,
+			"probes", r.cfg.RestoreAfter)
+	}
+	return nil
 }

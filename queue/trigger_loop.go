@@ -36,6 +36,8 @@ type TriggerLoopConfig struct {
 	// MaxSleep caps how long the loop sleeps without checking the table,
 	// as a fallback for a lost notification. Defaults to 5 seconds.
 	MaxSleep time.Duration
+	// Router places the new tasks on agents; nil leaves them unassigned.
+	Router *TaskRouter
 	// Logger defaults to discarding; Metrics defaults to unregistered.
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -174,10 +176,11 @@ type batch struct {
 	advances    []*db.TriggerAdvance
 	replaceJobs []uuid.UUID
 	inserted    []db.InsertedExecution
+	router      *TaskRouter
 }
 
 func (l *TriggerLoop) planBatch(due []*db.DueTrigger) (*batch, error) {
-	b := &batch{claimed: len(due), now: due[0].Now}
+	b := &batch{claimed: len(due), now: due[0].Now, router: l.cfg.Router}
 	for _, t := range due {
 		plan, err := l.planner.plan(t, t.Now)
 		if err != nil {
@@ -215,7 +218,7 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	var err error
-	if b.inserted, err = db.ExecutionInsertMany(ctx, tx, b.executions); err != nil {
+	if b.inserted, err = insertExecutions(ctx, tx, b.router, b.executions); err != nil {
 		return err
 	}
 	b.keepInsertedAsLast()

@@ -25,6 +25,11 @@ type serveConfig struct {
 	DatabaseURL string // DATABASE_URL
 	NoMigrate   bool   // skip migrations at start (another process runs them)
 	AdminKey    string // AX_ADMIN_KEY: installed as an admin key at start
+	// Agent is the agent protocol's timing: Lease (AX_LEASE, default 30 s)
+	// is how long a lease lasts without renewal, HeartbeatInterval
+	// (AX_HEARTBEAT_INTERVAL, default 5 s) how often agents are asked to
+	// heartbeat; an agent silent for 3 intervals is offline.
+	Agent queue.AgentConfig
 	// Ready, when set, is called with the bound address once serving.
 	Ready func(addr string)
 }
@@ -35,7 +40,24 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Addr, "addr", envOr("AX_ADDR", "127.0.0.1:8080"), "listen address (AX_ADDR)")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", envOr("DATABASE_URL", ""), "Postgres URL (DATABASE_URL)")
 	fs.BoolVar(&cfg.NoMigrate, "no-migrate", false, "do not apply migrations at start")
+	lease, errLease := envDuration("AX_LEASE", 30*time.Second)
+	heartbeat, errHeartbeat := envDuration("AX_HEARTBEAT_INTERVAL", 5*time.Second)
+	steal, errSteal := envDuration("AX_STEAL_AFTER", 2*time.Second)
+	probe, errProbe := envDuration("AX_PROBE_EVERY", 5*time.Second)
+	fs.DurationVar(&cfg.Agent.StealAfter, "steal-after", steal,
+		"how long a task routed to a busy or dead agent waits before another takes it (AX_STEAL_AFTER)")
+	fs.DurationVar(&cfg.Agent.ProbeEvery, "probe-every", probe,
+		"how often a quarantined agent gets one task to prove itself (AX_PROBE_EVERY)")
+	fs.DurationVar(&cfg.Agent.Lease, "lease", lease, "how long a task lease lasts without a heartbeat, whole seconds (AX_LEASE)")
+	fs.DurationVar(&cfg.Agent.HeartbeatInterval, "heartbeat-interval", heartbeat,
+		"how often agents heartbeat, whole seconds, well under the lease (AX_HEARTBEAT_INTERVAL)")
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := validateAgentTiming(cfg.Agent); err != nil {
 		return err
 	}
 	cfg.AdminKey = envOr("AX_ADMIN_KEY", "")
@@ -64,8 +86,12 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	metrics := queue.NewMetrics(prometheus.DefaultRegisterer)
 	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel)
-	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics})
-	agentCfg := queue.AgentConfig{}
+	agentCfg := cfg.Agent
+	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, metrics)
+	if err != nil {
+		return err
+	}
+	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
 	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: metrics})
 	prometheus.MustRegister(queue.NewQueueCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
@@ -79,7 +105,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: metrics,
-		Notifier: notifier, Agent: agentCfg,
+		Notifier: notifier, Agent: agentCfg, Router: router,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.Handler())
@@ -108,6 +134,36 @@ func listenAndServe(ctx context.Context, logger *slog.Logger, cfg serveConfig, h
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdownCtx)
+}
+
+// envDuration reads a duration such as 30s from the environment.
+func envDuration(name string, fallback time.Duration) (time.Duration, error) {
+	s := envOr(name, "")
+	if s == "" {
+		return fallback, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fallback, fmt.Errorf("%s=%q is not a duration such as 30s", name, s)
+	}
+	return d, nil
+}
+
+// validateAgentTiming checks what agents are told at registration: whole
+// seconds (the protocol carries seconds), and a heartbeat interval short
+// enough that a lease survives a missed heartbeat.
+func validateAgentTiming(c queue.AgentConfig) error {
+	var errs []error
+	for name, d := range map[string]time.Duration{"lease": c.Lease, "heartbeat interval": c.HeartbeatInterval} {
+		if d < time.Second || d%time.Second != 0 {
+			errs = append(errs, fmt.Errorf("%s %s is not a whole number of seconds of at least 1 s", name, d))
+		}
+	}
+	if c.HeartbeatInterval*2 > c.Lease {
+		errs = append(errs, fmt.Errorf("heartbeat interval %s is more than half the lease %s: a lease would expire after one missed heartbeat",
+			c.HeartbeatInterval, c.Lease))
+	}
+	return errors.Join(errs...)
 }
 
 // readiness checks that the database answers and has every migration this

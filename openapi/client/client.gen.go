@@ -605,13 +605,18 @@ type AgentInfo struct {
 	Load1           float64            `json:"load1"`
 	Memory          float64            `json:"memory"`
 	Name            string             `json:"name"`
+	QuarantinedAt   *time.Time         `json:"quarantined_at,omitempty"`
 	Ready           bool               `json:"ready"`
+	Recent          AgentRecentRecord  `json:"recent"`
 	RegisteredAt    time.Time          `json:"registered_at"`
 
 	// Running Tasks leased to it now
 	Running int64          `json:"running"`
 	State   AgentInfoState `json:"state"`
 	Version string         `json:"version"`
+
+	// Weight Share under the weighted strategy
+	Weight int64 `json:"weight"`
 }
 
 // AgentInfoState defines model for AgentInfo.State.
@@ -620,6 +625,27 @@ type AgentInfoState string
 // AgentListOutputBody defines model for AgentListOutputBody.
 type AgentListOutputBody struct {
 	Agents *[]AgentInfo `json:"agents"`
+}
+
+// AgentRecentRecord defines model for AgentRecentRecord.
+type AgentRecentRecord struct {
+	// AvgDurationSeconds Mean duration of its last 50 successful tasks
+	AvgDurationSeconds float64 `json:"avg_duration_seconds"`
+
+	// Failed Outcomes failed or timed out
+	Failed int64 `json:"failed"`
+
+	// Routed Of those, tasks routed to it (preferred or unassigned), not taken over from another agent
+	Routed int64 `json:"routed"`
+
+	// Served Tasks it leased
+	Served int64 `json:"served"`
+
+	// Succeeded Outcomes it reported as succeeded
+	Succeeded int64 `json:"succeeded"`
+
+	// SuccessRate succeeded / (succeeded + failed); 1 when it has no outcomes
+	SuccessRate float64 `json:"success_rate"`
 }
 
 // AgentRegistration defines model for AgentRegistration.
@@ -637,6 +663,9 @@ type AgentRegistration struct {
 	// Example: worker-17
 	Name    string  `json:"name"`
 	Version *string `json:"version,omitempty"`
+
+	// Weight Share of work under the weighted strategy
+	Weight *int64 `json:"weight,omitempty"`
 }
 
 // CompleteReply defines model for CompleteReply.
@@ -955,7 +984,7 @@ type JobRetry struct {
 
 // JobRoute defines model for JobRoute.
 type JobRoute struct {
-	// Key Route key for consistent_hash and load_aware
+	// Key Route key for consistent_hash and load_aware: a Go text/template over .params (the run's params), .shard (.index, .total, .param) and .job (.id, .name, .group)
 	//
 	// Example: customer_id={{.params.customer_id}}
 	Key      *string           `json:"key,omitempty"`
@@ -970,8 +999,9 @@ type JobShards struct {
 	// Count Number of tasks per run
 	Count *int64 `json:"count,omitempty"`
 
-	// Params One parameter per shard; when empty each shard gets its index range
-	Params *[]string `json:"params,omitempty"`
+	// Params One parameter per shard; when empty each shard gets its part of range as "from-to"
+	Params *[]string   `json:"params,omitempty"`
+	Range  *ShardRange `json:"range,omitempty"`
 }
 
 // JobTarget defines model for JobTarget.
@@ -1093,6 +1123,19 @@ type ResultOutcome struct {
 
 // ResultOutcomeStatus conflict: the lease token is not current; nothing was recorded
 type ResultOutcomeStatus string
+
+// ShardRange defines model for ShardRange.
+type ShardRange struct {
+	// From First value of the range
+	//
+	// Example: 0
+	From int64 `json:"from"`
+
+	// To End of the range (excluded)
+	//
+	// Example: 1000000
+	To int64 `json:"to"`
+}
 
 // SkippedFire defines model for SkippedFire.
 type SkippedFire struct {

@@ -1,6 +1,6 @@
 -- name: AgentInsert :one
-INSERT INTO ax.agent (id, name, labels, capacity, version, api_key_id, ready)
-VALUES (@id, @name, @labels, @capacity, @version, @api_key_id, false)
+INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, ready)
+VALUES (@id, @name, @labels, @capacity, @weight, @version, @api_key_id, false)
 RETURNING *;
 
 -- name: AgentGetByID :one
@@ -16,19 +16,105 @@ SET last_heartbeat_at = now(), running = @running, cpu = @cpu, load1 = @load1, m
 WHERE id = @id
 RETURNING state;
 
+-- AgentSetState drains, reactivates or quarantines an agent; a
+-- reactivated agent starts a fresh health window.
 -- name: AgentSetState :exec
-UPDATE ax.agent SET state = @state::ax.agent_state WHERE id = @id;
+UPDATE ax.agent
+SET state = @state::ax.agent_state,
+    quarantined_at = CASE WHEN @state = 'quarantined' THEN coalesce(quarantined_at, now()) END,
+    health_since = CASE WHEN @state = 'active' AND state <> 'active' THEN now() ELSE health_since END
+WHERE id = @id;
 
+-- AgentList returns every agent with what it runs now and its record
+-- over the last @window_seconds (from task events): outcomes, average
+-- duration of successes, tasks routed to it and tasks it took.
 -- name: AgentList :many
 SELECT a.*,
-       (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased
+       (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
+       coalesce(s.succeeded, 0)::bigint AS recent_succeeded,
+       coalesce(s.failed, 0)::bigint AS recent_failed,
+       coalesce(s.leases, 0)::bigint AS recent_leases,
+       coalesce(s.routed_here, 0)::bigint AS recent_routed,
+       coalesce(d.avg_seconds, 0)::double precision AS recent_avg_seconds
 FROM ax.agent a
+LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE e.state = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed,
+           count(*) FILTER (WHERE e.state = 'leased') AS leases,
+           count(*) FILTER (WHERE e.state = 'leased' AND e.message IN ('routed here', 'unassigned')) AS routed_here
+    FROM ax.task_event e
+    WHERE e.agent_id = a.id AND e.kind = 'state'
+      AND e.at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
+) s ON true
+LEFT JOIN LATERAL (
+    SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at))) AS avg_seconds
+    FROM (SELECT * FROM ax.task t
+          WHERE t.agent_id = a.id AND t.state = 'succeeded' AND t.finished_at IS NOT NULL
+          ORDER BY t.finished_at DESC LIMIT 50) t
+) d ON true
 ORDER BY a.name, a.id;
+
+-- AgentListCandidates returns the agents routing may prefer: active or
+-- quarantined (unhealthy), heard from within @live_seconds, with their
+-- load, weight and recent average task duration.
+-- name: AgentListCandidates :many
+SELECT a.id, a.labels, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
+       (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
+       coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
+                 FROM ax.task_event e JOIN ax.task t ON t.id = e.task_id
+                 WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded'
+                   AND e.at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
+FROM ax.agent a
+WHERE a.state IN ('active', 'quarantined')
+  AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision);
+
+-- AgentQuarantineFailing quarantines active agents whose outcomes since
+-- the start of their health window (at most @window_seconds back) number
+-- at least @min_results and fail at @failure_rate or more.
+-- name: AgentQuarantineFailing :many
+UPDATE ax.agent a
+SET state = 'quarantined', quarantined_at = now(), last_probe_at = now()
+FROM (
+    SELECT e.agent_id,
+           count(*) AS n,
+           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
+    FROM ax.agent a2
+    JOIN ax.task_event e ON e.agent_id = a2.id AND e.kind = 'state'
+         AND e.state IN ('succeeded', 'failed', 'timed_out')
+         AND e.at > greatest(a2.health_since, now() - make_interval(secs => sqlc.arg('window_seconds')::double precision))
+    WHERE a2.state = 'active'
+    GROUP BY e.agent_id
+) s
+WHERE a.id = s.agent_id AND a.state = 'active'
+  AND s.n >= sqlc.arg('min_results')::integer
+  AND s.failed::double precision / s.n >= sqlc.arg('failure_rate')::double precision
+RETURNING a.id, s.n::integer AS results, s.failed::integer AS failures;
+
+-- AgentRestoreRecovered reactivates quarantined agents whose last
+-- @successes probe outcomes since quarantine all succeeded.
+-- name: AgentRestoreRecovered :many
+UPDATE ax.agent a
+SET state = 'active', quarantined_at = NULL, health_since = now()
+WHERE a.state = 'quarantined'
+  AND (SELECT count(*) FILTER (WHERE r.state = 'succeeded') = sqlc.arg('successes')::integer
+       FROM (SELECT e.state FROM ax.task_event e
+             WHERE e.agent_id = a.id AND e.kind = 'state' AND e.at > a.quarantined_at
+               AND e.state IN ('succeeded', 'failed', 'timed_out')
+             ORDER BY e.at DESC LIMIT sqlc.arg('successes')::integer) r)
+RETURNING a.id;
+
+-- AgentTakeProbe lets a quarantined agent take one probe task when its
+-- last probe was at least @every_seconds ago.
+-- name: AgentTakeProbe :one
+UPDATE ax.agent SET last_probe_at = now()
+WHERE id = @id AND state = 'quarantined'
+  AND (last_probe_at IS NULL OR last_probe_at <= now() - make_interval(secs => sqlc.arg('every_seconds')::double precision))
+RETURNING id;
 
 -- AgentMarkOffline turns agents silent for longer than @silent_seconds
 -- offline and returns them.
 -- name: AgentMarkOffline :many
-UPDATE ax.agent SET state = 'offline'
+UPDATE ax.agent SET state = 'offline', quarantined_at = NULL
 WHERE state IN ('active', 'draining', 'quarantined')
   AND last_heartbeat_at < now() - make_interval(secs => sqlc.arg('silent_seconds')::double precision)
 RETURNING id;

@@ -18,19 +18,76 @@ JOIN ax.job j ON j.id = e.job_id
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
 RETURNING id, job_id, scheduled_for, fired_at;
 
--- TaskInsertForExecutions makes one pending task per shard of each
--- execution in @execution_ids, not leasable before its scheduled time (a
--- fire made ahead waits for its tick); ids that were not inserted (a tick
--- that had fired already) match nothing.
--- name: TaskInsertForExecutions :execrows
-INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                     priority, max_attempts, timeout_seconds, not_before)
-SELECT e.id, e.job_id, s.i, e.shard_count, coalesce(j.shard_params ->> s.i, ''),
-       e.priority, j.retry_max_attempts, j.timeout_seconds, greatest(e.scheduled_for, now())
-FROM ax.execution e
-JOIN ax.job j ON j.id = e.job_id
-CROSS JOIN LATERAL generate_series(0, e.shard_count - 1) AS s(i)
-WHERE e.id = ANY(@execution_ids::uuid[]);
+-- TaskInsertForExecutions makes the pending tasks of each execution in
+-- @execution_ids, not leasable before its scheduled time (a fire made
+-- ahead waits for its tick): one per shard, with the shard's param or its
+-- part of the job's shard range; for broadcast jobs one per live agent of
+-- the pool, pinned to it. Ids that were not inserted (a tick that had fired
+-- already) match nothing. Returns what routing needs to know of each task.
+-- name: TaskInsertForExecutions :many
+WITH execs AS (
+    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
+           j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
+           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name
+    FROM ax.execution e
+    JOIN ax.job j ON j.id = e.job_id
+    WHERE e.id = ANY(@execution_ids::uuid[])
+), shards AS (
+    SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
+    FROM execs x
+    CROSS JOIN LATERAL generate_series(0, x.shard_count - 1) AS s(i)
+    WHERE x.route_strategy <> 'broadcast'
+    UNION ALL
+    SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
+    FROM execs x
+    JOIN ax.agent a ON a.labels @> x.target_labels
+    WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
+      AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision)
+    WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
+), inserted AS (
+    INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
+                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned)
+    SELECT x.id, x.job_id, s.i, s.n,
+           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
+                ELSE (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * s.i / s.n))::bigint
+                     || '-' ||
+                     (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * (s.i + 1) / s.n))::bigint
+           END,
+           x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
+           s.agent_id, s.agent_id IS NOT NULL
+    FROM shards s
+    JOIN execs x ON x.id = s.execution_id
+    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned
+), shard_counts AS (
+    -- A broadcast run has as many shards as live agents, maybe none.
+    UPDATE ax.execution e
+    SET shard_count = greatest(c.n, 1),
+        state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
+        finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
+        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels' END
+    FROM (SELECT x.id, count(i.id)::integer AS n
+          FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
+          WHERE x.route_strategy = 'broadcast'
+          GROUP BY x.id) c
+    WHERE e.id = c.id
+)
+SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned,
+       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name
+FROM inserted i
+JOIN execs x ON x.id = i.execution_id;
+
+-- TaskSetRoute records routing decisions of new tasks (the nil UUID: no
+-- preference).
+-- name: TaskSetRoute :exec
+UPDATE ax.task t
+SET preferred_agent_id = nullif(r.preferred, '00000000-0000-0000-0000-000000000000'),
+    fallback_agent_id = nullif(r.fallback, '00000000-0000-0000-0000-000000000000'),
+    route_key = r.route_key
+FROM (SELECT unnest(@task_ids::uuid[]) AS id,
+             unnest(@preferred::uuid[]) AS preferred,
+             unnest(@fallback::uuid[]) AS fallback,
+             unnest(@route_keys::text[]) AS route_key) r
+WHERE t.id = r.id;
 
 -- SkippedFireInsertMany records ticks that did not fire (tick_count < 1
 -- means not counted).

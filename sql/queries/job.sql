@@ -3,7 +3,7 @@ INSERT INTO ax.job (
     id, name, group_name, owner, description,
     trigger_kind, cron_expr, timezone, interval_seconds, run_at,
     executor_kind, executor, target_labels, route_strategy, route_key,
-    shard_count, shard_params, priority, timeout_seconds,
+    shard_count, shard_params, shard_range_from, shard_range_to, priority, timeout_seconds,
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params
@@ -11,7 +11,7 @@ INSERT INTO ax.job (
     @id, @name, @group_name, @owner, @description,
     @trigger_kind, sqlc.narg('cron_expr'), @timezone, sqlc.narg('interval_seconds'), sqlc.narg('run_at'),
     @executor_kind, @executor, @target_labels, @route_strategy, @route_key,
-    @shard_count, @shard_params, @priority, @timeout_seconds,
+    @shard_count, @shard_params, @shard_range_from, @shard_range_to, @priority, @timeout_seconds,
     @retry_max_attempts, @retry_backoff_seconds, @retry_backoff_max_seconds,
     @concurrency_policy, @misfire_policy, @misfire_window_seconds, @misfire_max_fires,
     sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params
@@ -25,7 +25,8 @@ UPDATE ax.job SET
     interval_seconds = sqlc.narg('interval_seconds'), run_at = sqlc.narg('run_at'),
     executor_kind = @executor_kind, executor = @executor, target_labels = @target_labels,
     route_strategy = @route_strategy, route_key = @route_key,
-    shard_count = @shard_count, shard_params = @shard_params, priority = @priority,
+    shard_count = @shard_count, shard_params = @shard_params,
+    shard_range_from = @shard_range_from, shard_range_to = @shard_range_to, priority = @priority,
     timeout_seconds = @timeout_seconds, retry_max_attempts = @retry_max_attempts,
     retry_backoff_seconds = @retry_backoff_seconds, retry_backoff_max_seconds = @retry_backoff_max_seconds,
     concurrency_policy = @concurrency_policy, misfire_policy = @misfire_policy,

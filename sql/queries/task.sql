@@ -1,17 +1,39 @@
--- TaskLease claims up to @max pending tasks the agent may run (the job's
--- target labels are a subset of the agent's), highest priority then
--- oldest first, skipping rows other agents are claiming. Each lease gets a
--- fresh token and an expiry from the database clock; executions start.
+-- TaskLease claims up to @max pending tasks for one agent: first those
+-- routed to it, then unassigned ones the agent may run (the job's target
+-- labels are a subset of the agent's), then tasks preferred by other agents
+-- that have waited longer than the steal delay (a keyed task's runner-up
+-- gets it first; anyone after three steal delays). Pinned (broadcast)
+-- tasks are never stolen. Each group is read in lease order, highest
+-- priority then oldest, skipping rows other agents are claiming. Each lease
+-- gets a fresh token and an expiry from the database clock; executions
+-- start.
 -- name: TaskLease :many
-WITH picked AS (
-    SELECT t.id
+WITH own AS (
+    SELECT t.id, t.priority, t.created_at
+    FROM ax.task t
+    WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= now()
+    ORDER BY t.priority DESC, t.created_at
+    LIMIT sqlc.arg('max')::integer
+    FOR UPDATE SKIP LOCKED
+), others AS (
+    SELECT t.id, t.priority, t.created_at
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.not_before <= now()
       AND j.target_labels <@ @agent_labels::jsonb
+      AND (t.preferred_agent_id IS NULL
+           OR (NOT t.pinned AND t.preferred_agent_id <> @agent_id
+               AND t.not_before <= now() - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
+                    OR t.not_before <= now() - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT @max
+    LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
+), picked AS (
+    SELECT id FROM own
+    UNION ALL
+    (SELECT id FROM others ORDER BY priority DESC, created_at
+     LIMIT greatest(sqlc.arg('max')::integer - (SELECT count(*) FROM own), 0))
 ), leased AS (
     UPDATE ax.task t
     SET state = 'leased', agent_id = @agent_id, lease_token = gen_random_uuid(),
@@ -20,19 +42,25 @@ WITH picked AS (
     FROM picked
     WHERE t.id = picked.id
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
-              t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id
+              t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
+              t.preferred_agent_id
 ), started AS (
     UPDATE ax.execution e
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
     WHERE e.id IN (SELECT execution_id FROM leased) AND e.state = 'pending'
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id)
-    SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id FROM leased
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id,
+           CASE WHEN preferred_agent_id IS NULL THEN 'unassigned'
+                WHEN preferred_agent_id = agent_id THEN 'routed here'
+                ELSE 'taken over from agent ' || preferred_agent_id END
+    FROM leased
 )
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
        l.lease_expires_at::timestamptz AS lease_expires_at,
-       j.executor_kind, j.executor, e.params, e.scheduled_for
+       (l.preferred_agent_id IS NULL OR l.preferred_agent_id = l.agent_id)::boolean AS routed_here,
+       j.executor_kind, j.executor, j.name AS job_name, e.params, e.scheduled_for
 FROM leased l
 JOIN ax.job j ON j.id = l.job_id
 JOIN ax.execution e ON e.id = l.execution_id;
@@ -72,10 +100,18 @@ WITH input AS (
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
     WHERE t.id = i.id AND t.lease_token = i.token AND t.state IN ('leased', 'running') AND j.id = t.job_id
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.not_before,
+              i.state AS reported
 ), events AS (
+    -- The attempt's own outcome, then (for a retry) the new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, coalesce(error, '') FROM done
+    SELECT id, execution_id, shard_index, CASE WHEN state = 'pending' THEN attempt - 1 ELSE attempt END,
+           'state'::ax.task_event_kind, reported::ax.task_state, agent_id, coalesce(error, '')
+    FROM done
+    UNION ALL
+    SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
+           'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+    FROM done WHERE state = 'pending'
 )
 SELECT id, execution_id, state FROM done;
 
@@ -162,9 +198,17 @@ WHERE e.id = s.execution_id AND e.state IN ('pending', 'running')
 RETURNING e.id, e.state;
 
 -- TaskNextReady says how long until the earliest pending task becomes
--- leasable (an hour when none is pending: a NOTIFY wakes the polls).
+-- leasable by agent @agent_id: its own and unassigned tasks at not_before,
+-- others' after the steal delays, pinned ones never (an hour when none
+-- is pending: a NOTIFY wakes the polls).
 -- name: TaskNextReady :one
-SELECT coalesce((extract(epoch FROM min(not_before) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
+SELECT coalesce((extract(epoch FROM min(
+           CASE WHEN preferred_agent_id IS NULL OR preferred_agent_id = @agent_id THEN not_before
+                WHEN pinned THEN NULL
+                WHEN fallback_agent_id IS NULL OR fallback_agent_id = @agent_id
+                     THEN not_before + make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+                ELSE not_before + make_interval(secs => sqlc.arg('steal_any_seconds')::double precision)
+           END) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
 FROM ax.task WHERE state = 'pending';
 
 -- name: TaskEventListByExecution :many

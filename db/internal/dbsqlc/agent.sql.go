@@ -13,7 +13,7 @@ import (
 )
 
 const agentGetByID = `-- name: AgentGetByID :one
-SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at FROM ax.agent WHERE id = $1
+SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at FROM ax.agent WHERE id = $1
 `
 
 func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAgent, error) {
@@ -34,6 +34,10 @@ func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAg
 		&i.Memory,
 		&i.RegisteredAt,
 		&i.LastHeartbeatAt,
+		&i.Weight,
+		&i.HealthSince,
+		&i.QuarantinedAt,
+		&i.LastProbeAt,
 	)
 	return i, err
 }
@@ -73,9 +77,9 @@ func (q *Queries) AgentHeartbeat(ctx context.Context, db DBTX, arg AgentHeartbea
 }
 
 const agentInsert = `-- name: AgentInsert :one
-INSERT INTO ax.agent (id, name, labels, capacity, version, api_key_id, ready)
-VALUES ($1, $2, $3, $4, $5, $6, false)
-RETURNING id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at
+INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, ready)
+VALUES ($1, $2, $3, $4, $5, $6, $7, false)
+RETURNING id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at
 `
 
 type AgentInsertParams struct {
@@ -83,6 +87,7 @@ type AgentInsertParams struct {
 	Name     string
 	Labels   []byte
 	Capacity int32
+	Weight   int32
 	Version  string
 	ApiKeyID uuid.UUID
 }
@@ -93,6 +98,7 @@ func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParam
 		arg.Name,
 		arg.Labels,
 		arg.Capacity,
+		arg.Weight,
 		arg.Version,
 		arg.ApiKeyID,
 	)
@@ -112,37 +118,73 @@ func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParam
 		&i.Memory,
 		&i.RegisteredAt,
 		&i.LastHeartbeatAt,
+		&i.Weight,
+		&i.HealthSince,
+		&i.QuarantinedAt,
+		&i.LastProbeAt,
 	)
 	return i, err
 }
 
 const agentList = `-- name: AgentList :many
-SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_key_id, a.running, a.cpu, a.load1, a.memory, a.registered_at, a.last_heartbeat_at,
-       (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased
+SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_key_id, a.running, a.cpu, a.load1, a.memory, a.registered_at, a.last_heartbeat_at, a.weight, a.health_since, a.quarantined_at, a.last_probe_at,
+       (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
+       coalesce(s.succeeded, 0)::bigint AS recent_succeeded,
+       coalesce(s.failed, 0)::bigint AS recent_failed,
+       coalesce(s.leases, 0)::bigint AS recent_leases,
+       coalesce(s.routed_here, 0)::bigint AS recent_routed,
+       coalesce(d.avg_seconds, 0)::double precision AS recent_avg_seconds
 FROM ax.agent a
+LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE e.state = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed,
+           count(*) FILTER (WHERE e.state = 'leased') AS leases,
+           count(*) FILTER (WHERE e.state = 'leased' AND e.message IN ('routed here', 'unassigned')) AS routed_here
+    FROM ax.task_event e
+    WHERE e.agent_id = a.id AND e.kind = 'state'
+      AND e.at > now() - make_interval(secs => $1::double precision)
+) s ON true
+LEFT JOIN LATERAL (
+    SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at))) AS avg_seconds
+    FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key FROM ax.task t
+          WHERE t.agent_id = a.id AND t.state = 'succeeded' AND t.finished_at IS NOT NULL
+          ORDER BY t.finished_at DESC LIMIT 50) t
+) d ON true
 ORDER BY a.name, a.id
 `
 
 type AgentListRow struct {
-	ID              uuid.UUID
-	Name            string
-	Labels          []byte
-	Capacity        int32
-	Version         string
-	State           AxAgentState
-	Ready           bool
-	ApiKeyID        uuid.UUID
-	Running         int32
-	Cpu             float64
-	Load1           float64
-	Memory          float64
-	RegisteredAt    time.Time
-	LastHeartbeatAt time.Time
-	Leased          int32
+	ID               uuid.UUID
+	Name             string
+	Labels           []byte
+	Capacity         int32
+	Version          string
+	State            AxAgentState
+	Ready            bool
+	ApiKeyID         uuid.UUID
+	Running          int32
+	Cpu              float64
+	Load1            float64
+	Memory           float64
+	RegisteredAt     time.Time
+	LastHeartbeatAt  time.Time
+	Weight           int32
+	HealthSince      time.Time
+	QuarantinedAt    *time.Time
+	LastProbeAt      *time.Time
+	Leased           int32
+	RecentSucceeded  int64
+	RecentFailed     int64
+	RecentLeases     int64
+	RecentRouted     int64
+	RecentAvgSeconds float64
 }
 
-func (q *Queries) AgentList(ctx context.Context, db DBTX) ([]AgentListRow, error) {
-	rows, err := db.Query(ctx, agentList)
+// AgentList returns every agent with what it runs now and its record
+// over the last @window_seconds (from task events): outcomes, average
+// duration of successes, tasks routed to it and tasks it took.
+func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64) ([]AgentListRow, error) {
+	rows, err := db.Query(ctx, agentList, windowSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +207,77 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX) ([]AgentListRow, error
 			&i.Memory,
 			&i.RegisteredAt,
 			&i.LastHeartbeatAt,
+			&i.Weight,
+			&i.HealthSince,
+			&i.QuarantinedAt,
+			&i.LastProbeAt,
 			&i.Leased,
+			&i.RecentSucceeded,
+			&i.RecentFailed,
+			&i.RecentLeases,
+			&i.RecentRouted,
+			&i.RecentAvgSeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentListCandidates = `-- name: AgentListCandidates :many
+SELECT a.id, a.labels, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
+       (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
+       coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
+                 FROM ax.task_event e JOIN ax.task t ON t.id = e.task_id
+                 WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded'
+                   AND e.at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
+FROM ax.agent a
+WHERE a.state IN ('active', 'quarantined')
+  AND a.last_heartbeat_at > now() - make_interval(secs => $1::double precision)
+`
+
+type AgentListCandidatesRow struct {
+	ID         uuid.UUID
+	Labels     []byte
+	Capacity   int32
+	Weight     int32
+	State      AxAgentState
+	Ready      bool
+	Running    int32
+	Cpu        float64
+	Load1      float64
+	Leased     int32
+	AvgSeconds float64
+}
+
+// AgentListCandidates returns the agents routing may prefer: active or
+// quarantined (unhealthy), heard from within @live_seconds, with their
+// load, weight and recent average task duration.
+func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, liveSeconds float64) ([]AgentListCandidatesRow, error) {
+	rows, err := db.Query(ctx, agentListCandidates, liveSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AgentListCandidatesRow
+	for rows.Next() {
+		var i AgentListCandidatesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Labels,
+			&i.Capacity,
+			&i.Weight,
+			&i.State,
+			&i.Ready,
+			&i.Running,
+			&i.Cpu,
+			&i.Load1,
+			&i.Leased,
+			&i.AvgSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -178,7 +290,7 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX) ([]AgentListRow, error
 }
 
 const agentMarkOffline = `-- name: AgentMarkOffline :many
-UPDATE ax.agent SET state = 'offline'
+UPDATE ax.agent SET state = 'offline', quarantined_at = NULL
 WHERE state IN ('active', 'draining', 'quarantined')
   AND last_heartbeat_at < now() - make_interval(secs => $1::double precision)
 RETURNING id
@@ -206,8 +318,101 @@ func (q *Queries) AgentMarkOffline(ctx context.Context, db DBTX, silentSeconds f
 	return items, nil
 }
 
+const agentQuarantineFailing = `-- name: AgentQuarantineFailing :many
+UPDATE ax.agent a
+SET state = 'quarantined', quarantined_at = now(), last_probe_at = now()
+FROM (
+    SELECT e.agent_id,
+           count(*) AS n,
+           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
+    FROM ax.agent a2
+    JOIN ax.task_event e ON e.agent_id = a2.id AND e.kind = 'state'
+         AND e.state IN ('succeeded', 'failed', 'timed_out')
+         AND e.at > greatest(a2.health_since, now() - make_interval(secs => $3::double precision))
+    WHERE a2.state = 'active'
+    GROUP BY e.agent_id
+) s
+WHERE a.id = s.agent_id AND a.state = 'active'
+  AND s.n >= $1::integer
+  AND s.failed::double precision / s.n >= $2::double precision
+RETURNING a.id, s.n::integer AS results, s.failed::integer AS failures
+`
+
+type AgentQuarantineFailingParams struct {
+	MinResults    int32
+	FailureRate   float64
+	WindowSeconds float64
+}
+
+type AgentQuarantineFailingRow struct {
+	ID       uuid.UUID
+	Results  int32
+	Failures int32
+}
+
+// AgentQuarantineFailing quarantines active agents whose outcomes since
+// the start of their health window (at most @window_seconds back) number
+// at least @min_results and fail at @failure_rate or more.
+func (q *Queries) AgentQuarantineFailing(ctx context.Context, db DBTX, arg AgentQuarantineFailingParams) ([]AgentQuarantineFailingRow, error) {
+	rows, err := db.Query(ctx, agentQuarantineFailing, arg.MinResults, arg.FailureRate, arg.WindowSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AgentQuarantineFailingRow
+	for rows.Next() {
+		var i AgentQuarantineFailingRow
+		if err := rows.Scan(&i.ID, &i.Results, &i.Failures); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentRestoreRecovered = `-- name: AgentRestoreRecovered :many
+UPDATE ax.agent a
+SET state = 'active', quarantined_at = NULL, health_since = now()
+WHERE a.state = 'quarantined'
+  AND (SELECT count(*) FILTER (WHERE r.state = 'succeeded') = $1::integer
+       FROM (SELECT e.state FROM ax.task_event e
+             WHERE e.agent_id = a.id AND e.kind = 'state' AND e.at > a.quarantined_at
+               AND e.state IN ('succeeded', 'failed', 'timed_out')
+             ORDER BY e.at DESC LIMIT $1::integer) r)
+RETURNING a.id
+`
+
+// AgentRestoreRecovered reactivates quarantined agents whose last
+// @successes probe outcomes since quarantine all succeeded.
+func (q *Queries) AgentRestoreRecovered(ctx context.Context, db DBTX, successes int32) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, agentRestoreRecovered, successes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const agentSetState = `-- name: AgentSetState :exec
-UPDATE ax.agent SET state = $1::ax.agent_state WHERE id = $2
+UPDATE ax.agent
+SET state = $1::ax.agent_state,
+    quarantined_at = CASE WHEN $1 = 'quarantined' THEN coalesce(quarantined_at, now()) END,
+    health_since = CASE WHEN $1 = 'active' AND state <> 'active' THEN now() ELSE health_since END
+WHERE id = $2
 `
 
 type AgentSetStateParams struct {
@@ -215,7 +420,30 @@ type AgentSetStateParams struct {
 	ID    uuid.UUID
 }
 
+// AgentSetState drains, reactivates or quarantines an agent; a
+// reactivated agent starts a fresh health window.
 func (q *Queries) AgentSetState(ctx context.Context, db DBTX, arg AgentSetStateParams) error {
 	_, err := db.Exec(ctx, agentSetState, arg.State, arg.ID)
 	return err
+}
+
+const agentTakeProbe = `-- name: AgentTakeProbe :one
+UPDATE ax.agent SET last_probe_at = now()
+WHERE id = $1 AND state = 'quarantined'
+  AND (last_probe_at IS NULL OR last_probe_at <= now() - make_interval(secs => $2::double precision))
+RETURNING id
+`
+
+type AgentTakeProbeParams struct {
+	ID           uuid.UUID
+	EverySeconds float64
+}
+
+// AgentTakeProbe lets a quarantined agent take one probe task when its
+// last probe was at least @every_seconds ago.
+func (q *Queries) AgentTakeProbe(ctx context.Context, db DBTX, arg AgentTakeProbeParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, agentTakeProbe, arg.ID, arg.EverySeconds)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }

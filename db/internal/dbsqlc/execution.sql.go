@@ -78,7 +78,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg ExecutionCan
 }
 
 const executionGetByID = `-- name: ExecutionGetByID :one
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at FROM ax.execution WHERE id = $1
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error FROM ax.execution WHERE id = $1
 `
 
 func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxExecution, error) {
@@ -101,6 +101,7 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.CancelReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Error,
 	)
 	return i, err
 }
@@ -188,7 +189,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at FROM ax.execution
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error FROM ax.execution
 WHERE ($1::uuid IS NULL OR job_id = $1::uuid)
   AND ($2::text IS NULL OR state = $2::ax.execution_state)
   AND ($3::timestamptz IS NULL OR scheduled_for >= $3::timestamptz)
@@ -242,6 +243,7 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 			&i.CancelReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Error,
 		); err != nil {
 			return nil, err
 		}
@@ -330,31 +332,122 @@ func (q *Queries) SkippedFireListByJob(ctx context.Context, db DBTX, arg Skipped
 	return items, nil
 }
 
-const taskInsertForExecutions = `-- name: TaskInsertForExecutions :execrows
-INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                     priority, max_attempts, timeout_seconds, not_before)
-SELECT e.id, e.job_id, s.i, e.shard_count, coalesce(j.shard_params ->> s.i, ''),
-       e.priority, j.retry_max_attempts, j.timeout_seconds, greatest(e.scheduled_for, now())
-FROM ax.execution e
-JOIN ax.job j ON j.id = e.job_id
-CROSS JOIN LATERAL generate_series(0, e.shard_count - 1) AS s(i)
-WHERE e.id = ANY($1::uuid[])
+const taskInsertForExecutions = `-- name: TaskInsertForExecutions :many
+WITH execs AS (
+    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
+           j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
+           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name
+    FROM ax.execution e
+    JOIN ax.job j ON j.id = e.job_id
+    WHERE e.id = ANY($1::uuid[])
+), shards AS (
+    SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
+    FROM execs x
+    CROSS JOIN LATERAL generate_series(0, x.shard_count - 1) AS s(i)
+    WHERE x.route_strategy <> 'broadcast'
+    UNION ALL
+    SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
+    FROM execs x
+    JOIN ax.agent a ON a.labels @> x.target_labels
+    WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
+      AND a.last_heartbeat_at > now() - make_interval(secs => $2::double precision)
+    WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
+), inserted AS (
+    INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
+                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned)
+    SELECT x.id, x.job_id, s.i, s.n,
+           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
+                ELSE (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * s.i / s.n))::bigint
+                     || '-' ||
+                     (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * (s.i + 1) / s.n))::bigint
+           END,
+           x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
+           s.agent_id, s.agent_id IS NOT NULL
+    FROM shards s
+    JOIN execs x ON x.id = s.execution_id
+    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned
+), shard_counts AS (
+    -- A broadcast run has as many shards as live agents, maybe none.
+    UPDATE ax.execution e
+    SET shard_count = greatest(c.n, 1),
+        state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
+        finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
+        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels' END
+    FROM (SELECT x.id, count(i.id)::integer AS n
+          FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
+          WHERE x.route_strategy = 'broadcast'
+          GROUP BY x.id) c
+    WHERE e.id = c.id
+)
+SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned,
+       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name
+FROM inserted i
+JOIN execs x ON x.id = i.execution_id
 `
 
-// TaskInsertForExecutions makes one pending task per shard of each
-// execution in @execution_ids, not leasable before its scheduled time (a
-// fire made ahead waits for its tick); ids that were not inserted (a tick
-// that had fired already) match nothing.
-func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, executionIds []uuid.UUID) (int64, error) {
-	result, err := db.Exec(ctx, taskInsertForExecutions, executionIds)
+type TaskInsertForExecutionsParams struct {
+	ExecutionIds []uuid.UUID
+	LiveSeconds  float64
+}
+
+type TaskInsertForExecutionsRow struct {
+	ID            uuid.UUID
+	ExecutionID   uuid.UUID
+	JobID         uuid.UUID
+	ShardIndex    int32
+	ShardTotal    int32
+	ShardParam    string
+	Pinned        bool
+	RouteStrategy AxRouteStrategy
+	RouteKey      string
+	TargetLabels  []byte
+	Params        []byte
+	JobName       string
+	GroupName     string
+}
+
+// TaskInsertForExecutions makes the pending tasks of each execution in
+// @execution_ids, not leasable before its scheduled time (a fire made
+// ahead waits for its tick): one per shard, with the shard's param or its
+// part of the job's shard range; for broadcast jobs one per live agent of
+// the pool, pinned to it. Ids that were not inserted (a tick that had fired
+// already) match nothing. Returns what routing needs to know of each task.
+func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, arg TaskInsertForExecutionsParams) ([]TaskInsertForExecutionsRow, error) {
+	rows, err := db.Query(ctx, taskInsertForExecutions, arg.ExecutionIds, arg.LiveSeconds)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []TaskInsertForExecutionsRow
+	for rows.Next() {
+		var i TaskInsertForExecutionsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ExecutionID,
+			&i.JobID,
+			&i.ShardIndex,
+			&i.ShardTotal,
+			&i.ShardParam,
+			&i.Pinned,
+			&i.RouteStrategy,
+			&i.RouteKey,
+			&i.TargetLabels,
+			&i.Params,
+			&i.JobName,
+			&i.GroupName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
@@ -390,6 +483,10 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.LeaseToken,
 			&i.LeaseExpiresAt,
 			&i.LeasedAt,
+			&i.PreferredAgentID,
+			&i.FallbackAgentID,
+			&i.Pinned,
+			&i.RouteKey,
 		); err != nil {
 			return nil, err
 		}
@@ -399,4 +496,35 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 		return nil, err
 	}
 	return items, nil
+}
+
+const taskSetRoute = `-- name: TaskSetRoute :exec
+UPDATE ax.task t
+SET preferred_agent_id = nullif(r.preferred, '00000000-0000-0000-0000-000000000000'),
+    fallback_agent_id = nullif(r.fallback, '00000000-0000-0000-0000-000000000000'),
+    route_key = r.route_key
+FROM (SELECT unnest($1::uuid[]) AS id,
+             unnest($2::uuid[]) AS preferred,
+             unnest($3::uuid[]) AS fallback,
+             unnest($4::text[]) AS route_key) r
+WHERE t.id = r.id
+`
+
+type TaskSetRouteParams struct {
+	TaskIds   []uuid.UUID
+	Preferred []uuid.UUID
+	Fallback  []uuid.UUID
+	RouteKeys []string
+}
+
+// TaskSetRoute records routing decisions of new tasks (the nil UUID: no
+// preference).
+func (q *Queries) TaskSetRoute(ctx context.Context, db DBTX, arg TaskSetRouteParams) error {
+	_, err := db.Exec(ctx, taskSetRoute,
+		arg.TaskIds,
+		arg.Preferred,
+		arg.Fallback,
+		arg.RouteKeys,
+	)
+	return err
 }

@@ -25,7 +25,7 @@ func (q *Queries) JobDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, 
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
        coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -73,6 +73,8 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.Params,
 		&i.AxJob.CreatedAt,
 		&i.AxJob.UpdatedAt,
+		&i.AxJob.ShardRangeFrom,
+		&i.AxJob.ShardRangeTo,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -87,7 +89,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
        coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -136,6 +138,8 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.Params,
 		&i.AxJob.CreatedAt,
 		&i.AxJob.UpdatedAt,
+		&i.AxJob.ShardRangeFrom,
+		&i.AxJob.ShardRangeTo,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -154,7 +158,7 @@ INSERT INTO ax.job (
     id, name, group_name, owner, description,
     trigger_kind, cron_expr, timezone, interval_seconds, run_at,
     executor_kind, executor, target_labels, route_strategy, route_key,
-    shard_count, shard_params, priority, timeout_seconds,
+    shard_count, shard_params, shard_range_from, shard_range_to, priority, timeout_seconds,
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params
@@ -162,12 +166,12 @@ INSERT INTO ax.job (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9, $10,
     $11, $12, $13, $14, $15,
-    $16, $17, $18, $19,
-    $20, $21, $22,
-    $23, $24, $25, $26,
-    $27, $28, $29
+    $16, $17, $18, $19, $20, $21,
+    $22, $23, $24,
+    $25, $26, $27, $28,
+    $29, $30, $31
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to
 `
 
 type JobInsertParams struct {
@@ -188,6 +192,8 @@ type JobInsertParams struct {
 	RouteKey               string
 	ShardCount             int32
 	ShardParams            []byte
+	ShardRangeFrom         int64
+	ShardRangeTo           int64
 	Priority               int32
 	TimeoutSeconds         int32
 	RetryMaxAttempts       int32
@@ -221,6 +227,8 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		arg.RouteKey,
 		arg.ShardCount,
 		arg.ShardParams,
+		arg.ShardRangeFrom,
+		arg.ShardRangeTo,
 		arg.Priority,
 		arg.TimeoutSeconds,
 		arg.RetryMaxAttempts,
@@ -267,12 +275,14 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.Params,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ShardRangeFrom,
+		&i.ShardRangeTo,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
        coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -347,6 +357,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.Params,
 			&i.AxJob.CreatedAt,
 			&i.AxJob.UpdatedAt,
+			&i.AxJob.ShardRangeFrom,
+			&i.AxJob.ShardRangeTo,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -374,15 +386,16 @@ UPDATE ax.job SET
     interval_seconds = $8, run_at = $9,
     executor_kind = $10, executor = $11, target_labels = $12,
     route_strategy = $13, route_key = $14,
-    shard_count = $15, shard_params = $16, priority = $17,
-    timeout_seconds = $18, retry_max_attempts = $19,
-    retry_backoff_seconds = $20, retry_backoff_max_seconds = $21,
-    concurrency_policy = $22, misfire_policy = $23,
-    misfire_window_seconds = $24, misfire_max_fires = $25,
-    rate_limit_class = $26, callback_url = $27,
-    params = $28, updated_at = now()
-WHERE id = $29
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at
+    shard_count = $15, shard_params = $16,
+    shard_range_from = $17, shard_range_to = $18, priority = $19,
+    timeout_seconds = $20, retry_max_attempts = $21,
+    retry_backoff_seconds = $22, retry_backoff_max_seconds = $23,
+    concurrency_policy = $24, misfire_policy = $25,
+    misfire_window_seconds = $26, misfire_max_fires = $27,
+    rate_limit_class = $28, callback_url = $29,
+    params = $30, updated_at = now()
+WHERE id = $31
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to
 `
 
 type JobUpdateParams struct {
@@ -402,6 +415,8 @@ type JobUpdateParams struct {
 	RouteKey               string
 	ShardCount             int32
 	ShardParams            []byte
+	ShardRangeFrom         int64
+	ShardRangeTo           int64
 	Priority               int32
 	TimeoutSeconds         int32
 	RetryMaxAttempts       int32
@@ -435,6 +450,8 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		arg.RouteKey,
 		arg.ShardCount,
 		arg.ShardParams,
+		arg.ShardRangeFrom,
+		arg.ShardRangeTo,
 		arg.Priority,
 		arg.TimeoutSeconds,
 		arg.RetryMaxAttempts,
@@ -482,6 +499,8 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.Params,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ShardRangeFrom,
+		&i.ShardRangeTo,
 	)
 	return i, err
 }

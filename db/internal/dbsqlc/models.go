@@ -804,6 +804,10 @@ type AxAgent struct {
 	Memory          float64
 	RegisteredAt    time.Time
 	LastHeartbeatAt time.Time
+	Weight          int32
+	HealthSince     time.Time
+	QuarantinedAt   *time.Time
+	LastProbeAt     *time.Time
 }
 
 type AxApiKey struct {
@@ -842,6 +846,7 @@ type AxExecution struct {
 	CancelReason      *string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	Error             *string
 }
 
 type AxExecutionsByState struct {
@@ -895,6 +900,8 @@ type AxJob struct {
 	Params                 []byte
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
+	ShardRangeFrom         int64
+	ShardRangeTo           int64
 }
 
 type AxRunningTask struct {
@@ -954,6 +961,10 @@ type AxTask struct {
 	LeaseToken        *uuid.UUID
 	LeaseExpiresAt    *time.Time
 	LeasedAt          *time.Time
+	PreferredAgentID  *uuid.UUID
+	FallbackAgentID   *uuid.UUID
+	Pinned            bool
+	RouteKey          string
 }
 
 type AxTaskEvent struct {

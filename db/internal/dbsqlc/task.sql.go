@@ -96,10 +96,18 @@ WITH input AS (
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
     WHERE t.id = i.id AND t.lease_token = i.token AND t.state IN ('leased', 'running') AND j.id = t.job_id
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.not_before,
+              i.state AS reported
 ), events AS (
+    -- The attempt's own outcome, then (for a retry) the new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, coalesce(error, '') FROM done
+    SELECT id, execution_id, shard_index, CASE WHEN state = 'pending' THEN attempt - 1 ELSE attempt END,
+           'state'::ax.task_event_kind, reported::ax.task_state, agent_id, coalesce(error, '')
+    FROM done
+    UNION ALL
+    SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
+           'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+    FROM done WHERE state = 'pending'
 )
 SELECT id, execution_id, state FROM done
 `
@@ -201,46 +209,71 @@ func (q *Queries) TaskEventListByExecution(ctx context.Context, db DBTX, arg Tas
 }
 
 const taskLease = `-- name: TaskLease :many
-WITH picked AS (
-    SELECT t.id
+WITH own AS (
+    SELECT t.id, t.priority, t.created_at
+    FROM ax.task t
+    WHERE t.state = 'pending' AND t.preferred_agent_id = $1 AND t.not_before <= now()
+    ORDER BY t.priority DESC, t.created_at
+    LIMIT $2::integer
+    FOR UPDATE SKIP LOCKED
+), others AS (
+    SELECT t.id, t.priority, t.created_at
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.not_before <= now()
-      AND j.target_labels <@ $1::jsonb
+      AND j.target_labels <@ $3::jsonb
+      AND (t.preferred_agent_id IS NULL
+           OR (NOT t.pinned AND t.preferred_agent_id <> $1
+               AND t.not_before <= now() - make_interval(secs => $4::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $1
+                    OR t.not_before <= now() - make_interval(secs => $5::double precision))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $2
+    LIMIT $2::integer
     FOR UPDATE OF t SKIP LOCKED
+), picked AS (
+    SELECT id FROM own
+    UNION ALL
+    (SELECT id FROM others ORDER BY priority DESC, created_at
+     LIMIT greatest($2::integer - (SELECT count(*) FROM own), 0))
 ), leased AS (
     UPDATE ax.task t
-    SET state = 'leased', agent_id = $3, lease_token = gen_random_uuid(),
-        lease_expires_at = now() + make_interval(secs => $4::double precision),
+    SET state = 'leased', agent_id = $1, lease_token = gen_random_uuid(),
+        lease_expires_at = now() + make_interval(secs => $6::double precision),
         leased_at = now(), updated_at = now()
     FROM picked
     WHERE t.id = picked.id
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
-              t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id
+              t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
+              t.preferred_agent_id
 ), started AS (
     UPDATE ax.execution e
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
     WHERE e.id IN (SELECT execution_id FROM leased) AND e.state = 'pending'
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id)
-    SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id FROM leased
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id,
+           CASE WHEN preferred_agent_id IS NULL THEN 'unassigned'
+                WHEN preferred_agent_id = agent_id THEN 'routed here'
+                ELSE 'taken over from agent ' || preferred_agent_id END
+    FROM leased
 )
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
        l.lease_expires_at::timestamptz AS lease_expires_at,
-       j.executor_kind, j.executor, e.params, e.scheduled_for
+       (l.preferred_agent_id IS NULL OR l.preferred_agent_id = l.agent_id)::boolean AS routed_here,
+       j.executor_kind, j.executor, j.name AS job_name, e.params, e.scheduled_for
 FROM leased l
 JOIN ax.job j ON j.id = l.job_id
 JOIN ax.execution e ON e.id = l.execution_id
 `
 
 type TaskLeaseParams struct {
-	AgentLabels  []byte
-	Max          int32
-	AgentID      *uuid.UUID
-	LeaseSeconds float64
+	AgentID         *uuid.UUID
+	Max             int32
+	AgentLabels     []byte
+	StealSeconds    float64
+	StealAnySeconds float64
+	LeaseSeconds    float64
 }
 
 type TaskLeaseRow struct {
@@ -255,21 +288,30 @@ type TaskLeaseRow struct {
 	TimeoutSeconds int32
 	LeaseToken     uuid.UUID
 	LeaseExpiresAt time.Time
+	RoutedHere     bool
 	ExecutorKind   AxExecutorKind
 	Executor       []byte
+	JobName        string
 	Params         []byte
 	ScheduledFor   time.Time
 }
 
-// TaskLease claims up to @max pending tasks the agent may run (the job's
-// target labels are a subset of the agent's), highest priority then
-// oldest first, skipping rows other agents are claiming. Each lease gets a
-// fresh token and an expiry from the database clock; executions start.
+// TaskLease claims up to @max pending tasks for one agent: first those
+// routed to it, then unassigned ones the agent may run (the job's target
+// labels are a subset of the agent's), then tasks preferred by other agents
+// that have waited longer than the steal delay (a keyed task's runner-up
+// gets it first; anyone after three steal delays). Pinned (broadcast)
+// tasks are never stolen. Each group is read in lease order, highest
+// priority then oldest, skipping rows other agents are claiming. Each lease
+// gets a fresh token and an expiry from the database clock; executions
+// start.
 func (q *Queries) TaskLease(ctx context.Context, db DBTX, arg TaskLeaseParams) ([]TaskLeaseRow, error) {
 	rows, err := db.Query(ctx, taskLease,
-		arg.AgentLabels,
-		arg.Max,
 		arg.AgentID,
+		arg.Max,
+		arg.AgentLabels,
+		arg.StealSeconds,
+		arg.StealAnySeconds,
 		arg.LeaseSeconds,
 	)
 	if err != nil {
@@ -291,8 +333,10 @@ func (q *Queries) TaskLease(ctx context.Context, db DBTX, arg TaskLeaseParams) (
 			&i.TimeoutSeconds,
 			&i.LeaseToken,
 			&i.LeaseExpiresAt,
+			&i.RoutedHere,
 			&i.ExecutorKind,
 			&i.Executor,
+			&i.JobName,
 			&i.Params,
 			&i.ScheduledFor,
 		); err != nil {
@@ -336,14 +380,28 @@ func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendP
 }
 
 const taskNextReady = `-- name: TaskNextReady :one
-SELECT coalesce((extract(epoch FROM min(not_before) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
+SELECT coalesce((extract(epoch FROM min(
+           CASE WHEN preferred_agent_id IS NULL OR preferred_agent_id = $1 THEN not_before
+                WHEN pinned THEN NULL
+                WHEN fallback_agent_id IS NULL OR fallback_agent_id = $1
+                     THEN not_before + make_interval(secs => $2::double precision)
+                ELSE not_before + make_interval(secs => $3::double precision)
+           END) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
 FROM ax.task WHERE state = 'pending'
 `
 
+type TaskNextReadyParams struct {
+	AgentID         *uuid.UUID
+	StealSeconds    float64
+	StealAnySeconds float64
+}
+
 // TaskNextReady says how long until the earliest pending task becomes
-// leasable (an hour when none is pending: a NOTIFY wakes the polls).
-func (q *Queries) TaskNextReady(ctx context.Context, db DBTX) (int64, error) {
-	row := db.QueryRow(ctx, taskNextReady)
+// leasable by agent @agent_id: its own and unassigned tasks at not_before,
+// others' after the steal delays, pinned ones never (an hour when none
+// is pending: a NOTIFY wakes the polls).
+func (q *Queries) TaskNextReady(ctx context.Context, db DBTX, arg TaskNextReadyParams) (int64, error) {
+	row := db.QueryRow(ctx, taskNextReady, arg.AgentID, arg.StealSeconds, arg.StealAnySeconds)
 	var millis int64
 	err := row.Scan(&millis)
 	return millis, err

@@ -1,0 +1,249 @@
+package openapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
+)
+
+// setupRouted is an API whose manual runs are routed, with a short steal
+// delay and probe interval.
+func setupRouted(t *testing.T) *apiEnv {
+	t.Helper()
+	agentCfg := queue.AgentConfig{StealAfter: 500 * time.Millisecond, ProbeEvery: 300 * time.Millisecond}
+	var router *queue.TaskRouter
+	env := setupConfig(t, func(c *openapi.Config) {
+		var err error
+		router, err = queue.NewTaskRouter(c.Pool, agentCfg, queue.TaskRouterConfig{Refresh: time.Millisecond}, nil, nil)
+		require.NoError(t, err)
+		c.Agent, c.Router = agentCfg, router
+	})
+	return env
+}
+
+func (e *apiEnv) manualJob(name string, mutate func(map[string]any)) string {
+	e.t.Helper()
+	job := map[string]any{"name": name, "trigger": map[string]any{"kind": "manual"},
+		"executor": map[string]any{"kind": "shell", "command": "true"}}
+	if mutate != nil {
+		mutate(job)
+	}
+	return e.call("POST", "/v1/jobs", e.admin, job).must(e.t, http.StatusCreated)["id"].(string)
+}
+
+func (e *apiEnv) run(jobID string, params map[string]any) string {
+	e.t.Helper()
+	var body any
+	if params != nil {
+		body = map[string]any{"params": params}
+	}
+	return e.call("POST", "/v1/jobs/"+jobID+"/trigger", e.admin, body).must(e.t, http.StatusAccepted)["id"].(string)
+}
+
+// TestConsistentHashKeepsAKeyOnOneAgent: every run of a key is routed to
+// the same agent; the others get nothing until the steal delay passes,
+// and then the key's runner-up takes over before anyone else.
+func TestConsistentHashKeepsAKeyOnOneAgent(t *testing.T) {
+	t.Parallel()
+	env := setupRouted(t)
+	agents := map[string]*agentClient{}
+	for _, name := range []string{"a", "b", "c"} {
+		a := env.registerAgent(name, nil, 100)
+		agents[a.id] = a
+	}
+	jobID := env.manualJob("sticky", func(j map[string]any) {
+		j["route"] = map[string]any{"strategy": "consistent_hash", "key": "customer_id={{.params.customer_id}}"}
+	})
+	for range 10 {
+		env.run(jobID, map[string]any{"customer_id": 9527})
+	}
+	var owner, fallback string
+	require.NoError(t, env.pool.QueryRow(context.Background(),
+		`SELECT DISTINCT preferred_agent_id::text, fallback_agent_id::text FROM ax.task`).Scan(&owner, &fallback))
+	require.NotEqual(t, owner, fallback)
+	var keys []string
+	require.NoError(t, pgxCollect(env, `SELECT DISTINCT route_key FROM ax.task`, &keys))
+	require.Equal(t, []string{"customer_id=9527"}, keys)
+
+	for id, a := range agents {
+		if id != owner {
+			require.Empty(t, a.lease(10, 0), "before the steal delay only the owner may take its key")
+		}
+	}
+	require.Len(t, agents[owner].lease(5, 0), 5)
+
+	time.Sleep(600 * time.Millisecond) // past the steal delay, before 3×
+	for id, a := range agents {
+		if id != owner && id != fallback {
+			require.Empty(t, a.lease(10, 0), "the runner-up takes over first")
+		}
+	}
+	taken := agents[fallback].lease(10, 0)
+	require.Len(t, taken, 5)
+	events := env.call("GET", "/v1/executions/"+taken[0]["execution_id"].(string)+"/logs?kind=state", env.admin, nil).
+		must(t, http.StatusOK)["events"].([]any)
+	require.Contains(t, events[0].(map[string]any)["message"], "taken over from agent "+owner)
+}
+
+// TestBroadcastRunsOnEveryLiveAgent: one pinned task per live, ready
+// agent; each agent gets only its own; no agent at all fails the run.
+func TestBroadcastRunsOnEveryLiveAgent(t *testing.T) {
+	t.Parallel()
+	env := setupRouted(t)
+	jobID := env.manualJob("everywhere", func(j map[string]any) {
+		j["route"] = map[string]any{"strategy": "broadcast"}
+		j["target"] = map[string]any{"labels": map[string]string{"pool": "edge"}}
+	})
+	none := env.run(jobID, nil)
+	got := env.call("GET", "/v1/executions/"+none, env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "failed", got["state"])
+
+	var clients []*agentClient
+	for _, name := range []string{"e1", "e2", "e3"} {
+		clients = append(clients, env.registerAgent(name, map[string]string{"pool": "edge"}, 4))
+	}
+	other := env.registerAgent("core", map[string]string{"pool": "core"}, 4)
+	execID := env.run(jobID, nil)
+	got = env.call("GET", "/v1/executions/"+execID, env.admin, nil).must(t, http.StatusOK)
+	require.Len(t, got["tasks"], 3)
+
+	require.Empty(t, other.lease(10, 0))
+	time.Sleep(2 * time.Second) // pinned tasks are never stolen, whatever the wait
+	seen := map[float64]bool{}
+	for _, a := range clients {
+		tasks := a.lease(10, 0)
+		require.Len(t, tasks, 1, "each agent gets exactly its own task")
+		require.EqualValues(t, 3, tasks[0]["shard_total"])
+		seen[tasks[0]["shard_index"].(float64)] = true
+		a.complete(tasks[0], "succeeded").must(t, http.StatusOK)
+	}
+	require.Len(t, seen, 3)
+	got = env.call("GET", "/v1/executions/"+execID, env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "succeeded", got["state"])
+}
+
+// TestShardsWithoutParamsGetRanges: shards without a param list split the
+// job's range (or the 32-bit hash space) evenly.
+func TestShardsWithoutParamsGetRanges(t *testing.T) {
+	t.Parallel()
+	env := setupRouted(t)
+	hashSpace := env.manualJob("hash-space", func(j map[string]any) { j["shards"] = map[string]any{"count": 4} })
+	ranged := env.manualJob("ranged", func(j map[string]any) {
+		j["shards"] = map[string]any{"count": 3, "range": map[string]any{"from": 1, "to": 11}}
+	})
+	params := func(execID string) []string {
+		var out []string
+		for _, task := range env.call("GET", "/v1/executions/"+execID, env.admin, nil).must(t, http.StatusOK)["tasks"].([]any) {
+			out = append(out, task.(map[string]any)["shard_param"].(string))
+		}
+		return out
+	}
+	require.Equal(t, []string{"0-1073741824", "1073741824-2147483648", "2147483648-3221225472", "3221225472-4294967296"},
+		params(env.run(hashSpace, nil)))
+	require.Equal(t, []string{"1-4", "4-7", "7-11"}, params(env.run(ranged, nil)))
+
+	bad := env.call("POST", "/v1/jobs", env.admin, map[string]any{"name": "bad",
+		"trigger": map[string]any{"kind": "manual"}, "executor": map[string]any{"kind": "shell", "command": "true"},
+		"shards": map[string]any{"count": 2, "range": map[string]any{"from": 5, "to": 5}}})
+	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
+	require.Contains(t, bad.errorLocations(), "body.shards.range.to")
+}
+
+// TestNotReadyAgentGetsNothing: an agent that has not reported ready
+// leases nothing, even with work waiting.
+func TestNotReadyAgentGetsNothing(t *testing.T) {
+	t.Parallel()
+	env := setupRouted(t)
+	jobID := env.manualJob("work", nil)
+	env.run(jobID, nil)
+	a := env.registerAgent("half-started", nil, 4)
+	a.post("/heartbeat", map[string]any{"tasks": []any{}, "running": 0, "ready": false}).must(t, http.StatusOK)
+	require.Empty(t, a.lease(10, 1))
+	a.heartbeat(nil).must(t, http.StatusOK) // ready now
+	require.Len(t, a.lease(10, 1), 1)
+}
+
+// TestFailingAgentIsQuarantinedThenRestored: an agent failing most of its
+// tasks is quarantined (no routed work, one probe at a time) and restored
+// after its probes succeed.
+func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
+	t.Parallel()
+	env := setupRouted(t)
+	ctx := context.Background()
+	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{
+		Quarantine: db.QuarantinePolicy{Window: time.Minute, MinResults: 5, FailureRate: 0.5}})
+	bad := env.registerAgent("bad", nil, 10)
+	jobID := env.manualJob("work", nil)
+	for i := range 10 {
+		env.run(jobID, nil)
+		tasks := bad.lease(1, 0)
+		require.Len(t, tasks, 1)
+		state := "failed"
+		if i%5 == 0 {
+			state = "succeeded" // 80% fail
+		}
+		bad.complete(tasks[0], state).must(t, http.StatusOK)
+	}
+	require.NoError(t, reaper.Sweep(ctx))
+	require.Equal(t, "quarantined", env.agentState(bad.id))
+
+	for range 3 {
+		env.run(jobID, nil)
+	}
+	require.Empty(t, bad.lease(10, 0), "no work right after quarantine")
+	time.Sleep(350 * time.Millisecond)
+	probe := bad.lease(10, 0)
+	require.Len(t, probe, 1, "a quarantined agent gets one probe task")
+	require.Empty(t, bad.lease(10, 0), "and no second one before the probe interval")
+	bad.complete(probe[0], "succeeded").must(t, http.StatusOK)
+	time.Sleep(350 * time.Millisecond)
+	probe = bad.lease(10, 1)
+	require.Len(t, probe, 1)
+	bad.complete(probe[0], "succeeded").must(t, http.StatusOK)
+	require.NoError(t, reaper.Sweep(ctx))
+	require.Equal(t, "active", env.agentState(bad.id), "two good probes in a row restore it")
+	require.NoError(t, reaper.Sweep(ctx))
+	require.Equal(t, "active", env.agentState(bad.id), "its old failures no longer count")
+
+	info := env.agentInfo(bad.id)
+	recent := info["recent"].(map[string]any)
+	require.EqualValues(t, 4, recent["succeeded"])
+	require.EqualValues(t, 8, recent["failed"])
+	require.EqualValues(t, 12, recent["served"])
+}
+
+func (e *apiEnv) agentInfo(id string) map[string]any {
+	e.t.Helper()
+	for _, a := range e.call("GET", "/v1/agents", e.admin, nil).must(e.t, http.StatusOK)["agents"].([]any) {
+		if a.(map[string]any)["id"] == id {
+			return a.(map[string]any)
+		}
+	}
+	e.t.Fatalf("agent %s not listed", id)
+	return nil
+}
+
+func (e *apiEnv) agentState(id string) string { return e.agentInfo(id)["state"].(string) }
+
+func pgxCollect(e *apiEnv, sql string, out *[]string) error {
+	rows, err := e.pool.Query(context.Background(), sql)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return err
+		}
+		*out = append(*out, s)
+	}
+	return rows.Err()
+}

@@ -1,0 +1,75 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"text/template"
+)
+
+// A route key is a text/template over the task: .params (the run's
+// params), .shard (.index, .total, .param) and .job (.id, .name, .group),
+// e.g. "customer_id={{.params.customer_id}}". Missing params render as
+// "<no value>" would hide mistakes, so they are errors instead.
+
+// ParseRouteKey reports whether key is a valid route key template.
+func ParseRouteKey(key string) error {
+	_, err := parseRouteKey(key)
+	return err
+}
+
+// routeKeyTemplates caches parsed templates: a job fires many times with
+// the same key.
+var routeKeyTemplates sync.Map // string → *template.Template
+
+func parseRouteKey(key string) (*template.Template, error) {
+	if t, ok := routeKeyTemplates.Load(key); ok {
+		return t.(*template.Template), nil
+	}
+	t, err := template.New("route_key").Option("missingkey=error").Parse(key)
+	if err != nil {
+		return nil, fmt.Errorf("is not a valid template: %s", strings.TrimPrefix(err.Error(), "template: route_key:"))
+	}
+	routeKeyTemplates.Store(key, t)
+	return t, nil
+}
+
+// routeKeyInput is what a route key template sees.
+type routeKeyInput struct {
+	JobID, JobName, JobGroup string
+	Params                   json.RawMessage
+	ShardIndex, ShardTotal   int
+	ShardParam               string
+}
+
+// renderRouteKey expands key for one task. A key without "{{" is used as
+// it is, without decoding the params.
+func renderRouteKey(key string, in *routeKeyInput) (string, error) {
+	if !strings.Contains(key, "{{") {
+		return key, nil
+	}
+	t, err := parseRouteKey(key)
+	if err != nil {
+		return "", err
+	}
+	params := map[string]any{}
+	if len(in.Params) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(in.Params))
+		dec.UseNumber() // customer ids stay exact, not float64
+		if err := dec.Decode(&params); err != nil {
+			return "", fmt.Errorf("error decoding params: %w", err)
+		}
+	}
+	data := map[string]any{
+		"params": params,
+		"shard":  map[string]any{"index": in.ShardIndex, "total": in.ShardTotal, "param": in.ShardParam},
+		"job":    map[string]any{"id": in.JobID, "name": in.JobName, "group": in.JobGroup},
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("error rendering route key %q: %w", key, err)
+	}
+	return b.String(), nil
+}

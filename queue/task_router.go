@@ -1,0 +1,283 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/routing"
+)
+
+// TaskRouterConfig tunes a TaskRouter.
+type TaskRouterConfig struct {
+	// Live is how recently an agent must have heartbeated to be a
+	// candidate. Defaults to 2 heartbeat intervals of AgentConfig.
+	Live time.Duration
+	// Refresh is how long a snapshot of the candidates is reused. Defaults
+	// to 1 s.
+	Refresh time.Duration
+	// Routing tunes the strategies (load threshold, ring slots).
+	Routing routing.Config
+}
+
+// TaskRouter places new tasks: by the job's strategy it picks each task's
+// preferred agent (and, for keyed strategies, the runner-up that takes it
+// over first) among the live, ready agents whose labels match the job's.
+// The lease broker honours the choice. Decisions use a snapshot of the
+// candidates refreshed at most every Refresh, so routing a batch of fires
+// costs one query at most.
+type TaskRouter struct {
+	pool    *pgxpool.Pool
+	cfg     TaskRouterConfig
+	router  *routing.Router
+	logger  *slog.Logger
+	metrics *Metrics
+
+	mu       sync.Mutex
+	snapshot *candidateSnapshot
+	rings    map[string]*routing.Ring // by membership
+	seq      map[uuid.UUID]uint64     // round-robin counter per job, this replica's
+}
+
+// candidateSnapshot is the candidates as read at one time.
+type candidateSnapshot struct {
+	at     time.Time
+	agents []*db.Candidate
+}
+
+// NewTaskRouter returns a TaskRouter; logger and metrics may be nil.
+func NewTaskRouter(pool *pgxpool.Pool, agentCfg AgentConfig, cfg TaskRouterConfig, logger *slog.Logger, metrics *Metrics) (*TaskRouter, error) {
+	cfg.Live = cmp.Or(cfg.Live, 2*agentCfg.withDefaults().HeartbeatInterval)
+	cfg.Refresh = cmp.Or(cfg.Refresh, time.Second)
+	router, err := routing.NewRouter(&cfg.Routing)
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &TaskRouter{pool: pool, cfg: cfg, router: router, logger: logger, metrics: metrics,
+		rings: map[string]*routing.Ring{}, seq: map[uuid.UUID]uint64{}}, nil
+}
+
+// Live is how recently an agent must have heartbeated to get work.
+func (r *TaskRouter) Live() time.Duration { return r.cfg.Live }
+
+// Route decides the preferred agents of tasks and records them with e
+// (the transaction that made the tasks). Tasks with no healthy candidate,
+// or only one, are left unassigned: any matching agent may take them.
+func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*db.NewTask) error {
+	if !slices.ContainsFunc(tasks, func(t *db.NewTask) bool { return !t.Pinned }) {
+		return nil
+	}
+	agents, err := r.candidates(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	routes := r.decide(ctx, agents, tasks)
+	r.mu.Unlock()
+	return db.TaskSetRoute(ctx, e, routes)
+}
+
+// candidates returns the current snapshot, reading a new one when it is
+// older than Refresh.
+func (r *TaskRouter) candidates(ctx context.Context) ([]*db.Candidate, error) {
+	r.mu.Lock()
+	s := r.snapshot
+	r.mu.Unlock()
+	if s != nil && time.Since(s.at) < r.cfg.Refresh {
+		return s.agents, nil
+	}
+	agents, err := db.AgentListCandidates(ctx, r.pool, r.cfg.Live)
+	if err != nil {
+		return nil, fmt.Errorf("error routing tasks: %w", err)
+	}
+	r.mu.Lock()
+	r.snapshot = &candidateSnapshot{at: time.Now(), agents: agents}
+	r.mu.Unlock()
+	return agents, nil
+}
+
+// Invalidate drops the snapshot so the next Route reads agents afresh
+// (after a join, a drain or a quarantine this replica knows of).
+func (r *TaskRouter) Invalidate() {
+	r.mu.Lock()
+	r.snapshot = nil
+	r.mu.Unlock()
+}
+
+// decide routes every unpinned task; the caller holds r.mu.
+func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks []*db.NewTask) []db.TaskRoute {
+	pools := map[string]*batchPool{}
+	var routes []db.TaskRoute
+	for _, t := range tasks {
+		if t.Pinned {
+			continue
+		}
+		labels := labelKey(t.TargetLabels)
+		bp := pools[labels]
+		if bp == nil {
+			bp = r.newBatchPool(agents, t.TargetLabels)
+			pools[labels] = bp
+		}
+		route, ok := r.decideOne(ctx, bp, t)
+		if ok {
+			routes = append(routes, route)
+		}
+	}
+	return routes
+}
+
+// decideOne routes one task; false leaves it unassigned.
+func (r *TaskRouter) decideOne(ctx context.Context, bp *batchPool, t *db.NewTask) (db.TaskRoute, bool) {
+	if bp.healthy < 2 {
+		return db.TaskRoute{}, false
+	}
+	strategy := routing.Strategy(t.RouteStrategy)
+	key, err := renderRouteKey(t.RouteKey, &routeKeyInput{JobID: t.JobID.String(), JobName: t.JobName,
+		JobGroup: t.JobGroup, Params: t.Params, ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal,
+		ShardParam: t.ShardParam})
+	if err != nil {
+		// A params mismatch is the job's problem, not a reason to lose the
+		// fire: the task runs unassigned and the log says why.
+		r.logger.WarnContext(ctx, "route key not rendered; task left unassigned", "job_id", t.JobID,
+			"execution_id", t.ExecutionID, "task_id", t.ID, "error", err)
+		return db.TaskRoute{}, false
+	}
+	req := routing.Request{Strategy: strategy, Key: key, Rand: rand.Uint64()}
+	if strategy == routing.StrategyRoundRobin {
+		req.Seq = r.seq[t.JobID]
+		r.seq[t.JobID]++
+	}
+	preferred, ok := bp.pool.Pick(req)
+	if !ok {
+		return db.TaskRoute{}, false
+	}
+	bp.pool.Assigned(preferred)
+	route := db.TaskRoute{TaskID: t.ID, Preferred: uuid.MustParse(preferred), RouteKey: key}
+	if strategy.NeedsKey() {
+		if fallback, ok := bp.without(r.router, preferred).Pick(req); ok {
+			route.Fallback = uuid.MustParse(fallback)
+		}
+	}
+	r.metrics.TasksRouted.WithLabelValues(string(strategy), preferred).Inc()
+	return route, true
+}
+
+// batchPool is the routing pool of one label set for one batch, with the
+// pools that leave one agent out (for keyed runners-up), built on demand.
+type batchPool struct {
+	agents   []routing.Agent
+	ring     *routing.Ring
+	pool     *routing.Pool
+	healthy  int
+	excluded map[string]*routing.Pool // pool without the agent, by agent id
+}
+
+func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]string) *batchPool {
+	bp := &batchPool{excluded: map[string]*routing.Pool{}}
+	var members []string
+	for _, c := range candidates {
+		if !labelsMatch(c.Labels, target) {
+			continue
+		}
+		a := routing.Agent{ID: c.ID.String(), Weight: c.Weight, Capacity: c.Capacity, Running: c.Running,
+			CPU: c.CPU, Load1: c.Load1, AvgDuration: c.AvgTaskDuration, Healthy: c.Healthy}
+		bp.agents = append(bp.agents, a)
+		if a.Healthy {
+			bp.healthy++
+			members = append(members, a.ID)
+		}
+	}
+	bp.ring = r.ring(members)
+	bp.pool = r.router.NewPool(bp.agents, bp.ring)
+	return bp
+}
+
+// without returns the pool with agent id unhealthy: its Pick of a key is
+// the runner-up, the agent that owns the key once id is gone.
+func (bp *batchPool) without(router *routing.Router, id string) *routing.Pool {
+	if p, ok := bp.excluded[id]; ok {
+		return p
+	}
+	agents := slices.Clone(bp.agents)
+	for i := range agents {
+		if agents[i].ID == id {
+			agents[i].Healthy = false
+		}
+	}
+	p := router.NewPool(agents, bp.ring)
+	bp.excluded[id] = p
+	return p
+}
+
+// ring returns the consistent-hash ring of members, built once per
+// membership (a ring costs Slots × members to build).
+func (r *TaskRouter) ring(members []string) *routing.Ring {
+	slices.Sort(members)
+	key := strings.Join(members, ",")
+	if ring, ok := r.rings[key]; ok {
+		return ring
+	}
+	if len(r.rings) > 64 { // memberships churned: start over
+		clear(r.rings)
+	}
+	ring := r.router.NewRing(members)
+	r.rings[key] = ring
+	return ring
+}
+
+// labelsMatch reports whether an agent's labels include all of target.
+func labelsMatch(agent, target map[string]string) bool {
+	for k, v := range target {
+		if agent[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// labelKey identifies a label set.
+func labelKey(labels map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(labels[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// defaultLive is how recently an agent must have heartbeated to get a
+// broadcast task when no router is configured: 2 default heartbeats.
+const defaultLive = 10 * time.Second
+
+// insertExecutions records fires, makes their tasks and routes them, all
+// in e (the fire's transaction).
+func insertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
+	live := defaultLive
+	if router != nil {
+		live = router.Live()
+	}
+	inserted, tasks, err := db.ExecutionInsertMany(ctx, e, execs, live)
+	if err != nil || router == nil {
+		return inserted, err
+	}
+	return inserted, router.Route(ctx, e, tasks)
+}
