@@ -174,7 +174,8 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) Handle(name string, fn HandlerFunc) { a.handlers.add(name, fn) }
 
 // Run registers the agent and runs tasks until ctx ends, then drains:
-// it stops leasing at once, lets running tasks finish for DrainGrace,
+// it stops leasing at once, tells the server it drains (so that no new task
+// is routed to it), lets running tasks finish for DrainGrace,
 // stops and hands back the rest, reports what finished, deregisters and
 // returns. It returns an error only when the agent could not register at
 // all (wrong key, wrong URL); once registered, it rides out server outages.
@@ -200,7 +201,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	shipper := goDone(func() { a.logs.run(bg, stopping) })
 
 	a.leaseLoop(ctx)
+	announced := goDone(func() { a.announceDrain(bg) })
 	a.drain(bg, stopping, reporter, shipper)
+	<-announced // a late drain call must not follow the goodbye
 	stopBeats() // no heartbeat may bring the agent back after its goodbye
 	<-heartbeats
 	a.deregister(bg)
@@ -231,6 +234,24 @@ func (a *Agent) drain(ctx context.Context, stopping chan struct{}, reporter, shi
 		a.log.WarnContext(ctx, "results not reported before their leases expired", "results", a.running.pendingResults())
 	}
 	waitFor(shipper, logSendBudget)
+}
+
+// drainAnnounceBudget bounds how long the agent tries to tell the server
+// it drains. Leasing has stopped already, so a server that does not hear it
+// only goes on preferring the agent for new tasks until the deregistration
+// (other agents steal them after a while).
+const drainAnnounceBudget = 5 * time.Second
+
+// announceDrain tells the server the agent is draining, so that it routes
+// no new task to it while the running ones finish or are handed back.
+func (a *Agent) announceDrain(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, drainAnnounceBudget)
+	defer cancel()
+	if err := a.callHeld(ctx, "drain", a.server.Drain); err != nil {
+		a.log.WarnContext(ctx, "error telling the server the agent drains", "error", err)
+		return
+	}
+	a.log.InfoContext(ctx, "told the server the agent drains")
 }
 
 // waitForTasks waits up to grace for the running tasks to finish, or until

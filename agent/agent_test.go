@@ -184,6 +184,62 @@ func TestAgentDrainFinishesThenReleasesThenDeregisters(t *testing.T) {
 	})
 }
 
+func TestAgentTellsServerItDrains(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{DrainGrace: time.Minute})
+	g := newGate()
+	a.Handle("block", g.handle)
+	d.add(handlerTask("running", "block"))
+	stop := start(t, a)
+	g.waitStarted(t, 1)
+
+	stopped := goDone(func() { assert.NoError(t, stop()) })
+	eventually(t, func() bool {
+		var state string
+		d.snapshot(func(d *serverDouble) { state = d.state })
+		return state == "draining"
+	}, "the server hears of the drain while a task still runs")
+	inside, _ := g.counts()
+	require.Equal(t, 1, inside, "the task runs on through the drain")
+	close(g.open)
+	require.True(t, waitFor(stopped, 10*time.Second), "Run returns once the task finished")
+	r, ok := d.resultOf("running")
+	require.True(t, ok, "the task that finished inside the grace is reported")
+	require.Equal(t, StateSucceeded, r.State)
+	d.snapshot(func(d *serverDouble) {
+		drain := slices.Index(d.events, "drain")
+		require.NotEqual(t, -1, drain, "events: %v", d.events)
+		require.Equal(t, -1, slices.Index(d.events[drain+1:], "drain"), "one drain call: %v", d.events)
+		require.Less(t, drain, slices.Index(d.events, "deregister"), "drain before the goodbye: %v", d.events)
+	})
+}
+
+// TestAgentRenewsLeasesFromWhenTheHeartbeatWasSent: the server renews a
+// lease while the heartbeat is on its way, so a late answer (slow network,
+// a pause of the process) must not stretch the lease on the agent's side
+// past its expiry on the server's.
+func TestAgentRenewsLeasesFromWhenTheHeartbeatWasSent(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{HeartbeatInterval: 5 * time.Second})
+	_, err := a.sessions.current(t.Context())
+	require.NoError(t, err)
+	task := handlerTask("held", "none")
+	task.LeaseToken = "lease-held"
+	d.set(func(d *serverDouble) { d.tokens["held"], d.hbDelay = "lease-held", 300*time.Millisecond })
+	a.running.add(task, func(error) {}, time.Now().Add(time.Second))
+
+	sent := time.Now()
+	a.heartbeat(t.Context())
+	require.GreaterOrEqual(t, time.Since(sent), 300*time.Millisecond, "the answer came late")
+	h, ok := a.running.tasks["held"]
+	require.True(t, ok)
+	require.False(t, h.deadline.After(time.Now().Add(a.leaseDuration()-250*time.Millisecond)),
+		"the renewed lease runs from when the heartbeat was sent")
+	require.True(t, h.deadline.After(sent.Add(a.leaseDuration()-time.Second)), "the lease was renewed")
+}
+
 func TestAgentDrainStopsLeasingAtOnce(t *testing.T) {
 	t.Parallel()
 	d := newServerDouble()

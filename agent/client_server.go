@@ -197,6 +197,18 @@ func (c *ClientServer) Release(ctx context.Context, s Session, tasks []TaskRef) 
 	return checkAgent("release", resp, err)
 }
 
+// Drain implements Server.
+func (c *ClientServer) Drain(ctx context.Context, s Session) error {
+	id, err := agentID(s)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.api.DrainAgentWithResponse(ctx, id, bearer(s.Token))
+	return checkAgent("drain", resp, err)
+}
+
 // Deregister implements Server.
 func (c *ClientServer) Deregister(ctx context.Context, s Session) error {
 	id, err := agentID(s)

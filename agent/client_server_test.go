@@ -89,7 +89,7 @@ func TestClientServerLeaseKeepsParamsExact(t *testing.T) {
 	require.JSONEq(t, `{"max":3,"wait_seconds":25}`, r.body)
 }
 
-func TestClientServerHeartbeatReleaseDeregister(t *testing.T) {
+func TestClientServerHeartbeatReleaseDrainDeregister(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, got := canned(t, http.StatusOK, `{"renewed":["`+taskUUID+`"],"lost":[],"cancel":null,`+
@@ -112,6 +112,11 @@ func TestClientServerHeartbeatReleaseDeregister(t *testing.T) {
 	r := <-got
 	require.Equal(t, "/v1/agents/"+agentUUID+"/release", r.path)
 	require.JSONEq(t, `{"tasks":[]}`, r.body)
+
+	require.NoError(t, c.Drain(ctx, session))
+	r = <-got
+	require.Equal(t, "/v1/agents/"+agentUUID+"/drain", r.path)
+	require.Equal(t, "Bearer agent-token", r.auth)
 
 	require.NoError(t, c.Deregister(ctx, session))
 	require.Equal(t, "/v1/agents/"+agentUUID+"/deregister", (<-got).path)

@@ -37,6 +37,11 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	// next one: give up on it then.
 	ctx, cancel := context.WithTimeout(ctx, a.heartbeatInterval())
 	defer cancel()
+	// Renewed leases run from when the heartbeat was sent, not from when
+	// its answer arrived: the server renewed them in between, so an answer
+	// that arrives late (slow network, GC pause, the process stopped) must
+	// not make the agent believe it holds a lease past its real expiry.
+	sent := time.Now()
 	var reply HeartbeatReply
 	err := a.call(ctx, "heartbeat", func(ctx context.Context, s Session) error {
 		var err error
@@ -47,12 +52,13 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		a.log.WarnContext(ctx, "heartbeat failed", "error", err, "tasks", len(hb.Tasks))
 		return
 	}
-	a.applyHeartbeat(ctx, reply, time.Now())
+	a.applyHeartbeat(ctx, reply, sent)
 }
 
-// applyHeartbeat acts on the server's answer received at at: renewed leases
-// last another lease length from then; lost ones are stopped and never
-// reported; cancelled ones are stopped and reported as cancelled.
+// applyHeartbeat acts on the server's answer to a heartbeat sent at at:
+// renewed leases last another lease length from then; lost ones are
+// stopped and never reported; cancelled ones are stopped and reported as
+// cancelled.
 func (a *Agent) applyHeartbeat(ctx context.Context, reply HeartbeatReply, at time.Time) {
 	a.running.renew(reply.Renewed, at.Add(a.leaseDuration()))
 	for _, t := range a.running.lose(reply.Lost, errLeaseLost) {

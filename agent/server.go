@@ -36,6 +36,9 @@ type Server interface {
 	Logs(ctx context.Context, s Session, chunks []LogChunk) error
 	// Release hands leases back so the tasks are pending again at once.
 	Release(ctx context.Context, s Session, tasks []TaskRef) error
+	// Drain tells the server the agent is draining: it routes no new
+	// tasks to it, while the agent finishes or hands back what it holds.
+	Drain(ctx context.Context, s Session) error
 	// Deregister marks the agent offline.
 	Deregister(ctx context.Context, s Session) error
 }

@@ -27,6 +27,7 @@ type serverDouble struct {
 	cancel   map[string]bool // reported to cancel on every heartbeat
 	conflict map[string]bool // results refused as stale
 	extra    int             // tasks handed out beyond the max asked for
+	hbDelay  time.Duration   // how late heartbeat answers arrive
 	failures map[string][]error
 	settings Credentials
 
@@ -149,7 +150,20 @@ func (d *serverDouble) take(s Session, req LeaseRequest, first bool) ([]LeasedTa
 	return tasks, d.arrived, nil
 }
 
-func (d *serverDouble) Heartbeat(_ context.Context, s Session, hb Heartbeat) (HeartbeatReply, error) {
+func (d *serverDouble) Heartbeat(ctx context.Context, s Session, hb Heartbeat) (HeartbeatReply, error) {
+	reply, err := d.heartbeat(s, hb)
+	d.mu.Lock()
+	delay := d.hbDelay
+	d.mu.Unlock()
+	select { // the leases were renewed already: only the answer is late
+	case <-time.After(delay):
+		return reply, err
+	case <-ctx.Done():
+		return HeartbeatReply{}, ctx.Err()
+	}
+}
+
+func (d *serverDouble) heartbeat(s Session, hb Heartbeat) (HeartbeatReply, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.begin("heartbeat", &s); err != nil {
@@ -218,6 +232,16 @@ func (d *serverDouble) Release(_ context.Context, s Session, tasks []TaskRef) er
 			delete(d.tokens, r.TaskID)
 		}
 	}
+	return nil
+}
+
+func (d *serverDouble) Drain(_ context.Context, s Session) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.begin("drain", &s); err != nil {
+		return err
+	}
+	d.state = "draining"
 	return nil
 }
 

@@ -1,8 +1,9 @@
 // Command ax-agent runs the tasks of an ax server on this machine: shell
 // commands, HTTP calls, and the Go handlers compiled into it (see package
 // agent to build an agent with handlers of your own). SIGTERM or SIGINT
-// drains it: no new tasks, running ones get the drain grace, the rest are
-// stopped and handed back to the server; a second signal ends the grace at
+// drains it: it leases nothing more and tells the server it is draining,
+// running tasks get the drain grace, the rest are stopped and handed back
+// to the server; a second signal ends the grace at
 // once, a third exits without handing anything back.
 package main
 

@@ -65,6 +65,7 @@ type cluster struct {
 	bin    string
 	cred   *syscall.Credential
 	logger *slog.Logger
+	port   int // set once started
 }
 
 // start starts a cluster as Options say, cleaning up after itself on error.
@@ -233,6 +234,7 @@ func (c *cluster) startOnFreePort(ctx context.Context) (int, error) {
 		}
 		err = c.startOn(ctx, port)
 		if err == nil {
+			c.port = port
 			return port, nil
 		}
 		if attempt == startAttempts || !errors.Is(err, errPortTaken) {

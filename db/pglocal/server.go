@@ -4,8 +4,11 @@
 package pglocal
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // Sources of a Server, in the order Find tries them.
@@ -41,6 +44,42 @@ type Server struct {
 // append to exec.Cmd.Env.
 func (s *Server) Env() []string {
 	return []string{"DATABASE_URL=" + s.URL}
+}
+
+// ErrNotStarted means the server was not started by this package (or is
+// stopped for good), so it cannot be halted or started.
+var ErrNotStarted = errors.New("pglocal: not a cluster this package started and still owns")
+
+// Halt shuts the server of a started cluster down (pg_ctl stop -m fast:
+// sessions are ended, commits are kept) and keeps its data and port, so
+// that a test can take the database away from running processes and bring
+// it back with Start, as a crash-restart or a failover would. Halting a
+// halted server does nothing. Stop still cleans up after a Halt.
+func (s *Server) Halt() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.cluster == nil {
+		return ErrNotStarted
+	}
+	return s.cluster.stop(stopFast)
+}
+
+// Start starts a halted cluster again on the same port, so URL stays
+// valid, and waits until it accepts connections. Starting a running server
+// does nothing. It fails if another process took the port meanwhile.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.cluster == nil {
+		return ErrNotStarted
+	}
+	if s.cluster.running() {
+		return nil
+	}
+	if err := s.cluster.startOn(ctx, s.cluster.port); err != nil {
+		return fmt.Errorf("error starting PostgreSQL again on port %d: %w", s.cluster.port, err)
+	}
+	return ping(ctx, s.URL, 10*time.Second)
 }
 
 // Stop stops the cluster if this package started it and removes its folder

@@ -109,6 +109,16 @@ func (p *Process) Wait(timeout time.Duration) error {
 	}
 }
 
+// Running reports whether the process has not exited yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Output is what the process printed so far.
 func (p *Process) Output() string { return p.output.String() }
 
