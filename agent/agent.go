@@ -38,6 +38,9 @@ type Config struct {
 	Labels map[string]string
 	// Capacity is how many tasks run at once. Defaults to 4.
 	Capacity int
+	// Weight is the agent's share of work under the weighted routing
+	// strategy, 1..1000. Zero leaves it to the server, which defaults to 1.
+	Weight int
 	// HeartbeatInterval overrides the interval the server asks for at
 	// registration. It must stay well under the server's lease length.
 	HeartbeatInterval time.Duration
@@ -65,8 +68,12 @@ type Config struct {
 	Server Server
 	// SelfCheck decides when the agent's executors are usable: the agent
 	// reports itself not ready, and leases nothing, until it passes.
-	// Defaults to ShellSelfCheck.
+	// Defaults to ShellSelfCheck; CommandSelfCheck makes one of an
+	// operator's command.
 	SelfCheck func(context.Context) error
+	// SelfCheckRetry is how long the agent waits before running a failed
+	// self-check again. Defaults to 10 seconds.
+	SelfCheckRetry time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -77,6 +84,7 @@ func (c Config) withDefaults() Config {
 	c.KillGrace = cmp.Or(c.KillGrace, 5*time.Second)
 	c.LeaseWait = cmp.Or(c.LeaseWait, 25*time.Second)
 	c.MaxOutputBytes = cmp.Or(c.MaxOutputBytes, 16<<20)
+	c.SelfCheckRetry = cmp.Or(c.SelfCheckRetry, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -100,10 +108,13 @@ func (c Config) validate() error {
 	if c.Capacity < 1 || c.Capacity > 10000 {
 		errs = append(errs, fmt.Errorf("capacity %d is outside 1..10000", c.Capacity))
 	}
+	if c.Weight < 0 || c.Weight > 1000 {
+		errs = append(errs, fmt.Errorf("weight %d is outside 1..1000", c.Weight))
+	}
 	if c.LeaseWait > 25*time.Second {
 		errs = append(errs, fmt.Errorf("lease wait %s is over the 25 s the server allows", c.LeaseWait))
 	}
-	for _, d := range []time.Duration{c.HeartbeatInterval, c.DrainGrace, c.KillGrace, c.LeaseWait} {
+	for _, d := range []time.Duration{c.HeartbeatInterval, c.DrainGrace, c.KillGrace, c.LeaseWait, c.SelfCheckRetry} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("negative duration %s", d))
 		}
@@ -131,7 +142,7 @@ type Agent struct {
 	backoff   backoff
 
 	ready       atomic.Bool // the self-check passed
-	leasePaused atomic.Bool // the server says draining or quarantined
+	leasePaused atomic.Bool // the server says the agent is draining
 	started     atomic.Bool
 	wake        chan struct{} // the lease loop may have something to do
 	beatNow     chan struct{} // send a heartbeat without waiting for the tick
@@ -318,7 +329,8 @@ func (a *Agent) deregister(ctx context.Context) {
 // register introduces the agent with the bootstrap key, retrying while the
 // server is away.
 func (a *Agent) register(ctx context.Context) (Credentials, error) {
-	reg := Registration{Name: a.cfg.Name, Labels: a.cfg.Labels, Capacity: a.cfg.Capacity, Version: a.cfg.Version}
+	reg := Registration{Name: a.cfg.Name, Labels: a.cfg.Labels, Capacity: a.cfg.Capacity, Weight: a.cfg.Weight,
+		Version: a.cfg.Version}
 	var creds Credentials
 	err := a.retry(ctx, "register", func(ctx context.Context) error {
 		var err error
@@ -329,7 +341,7 @@ func (a *Agent) register(ctx context.Context) (Credentials, error) {
 		return creds, err
 	}
 	a.log.InfoContext(ctx, "agent registered", "agent_id", creds.AgentID, "name", reg.Name,
-		"capacity", reg.Capacity, "lease_seconds", creds.LeaseSeconds)
+		"capacity", reg.Capacity, "weight", reg.Weight, "lease_seconds", creds.LeaseSeconds)
 	return creds, nil
 }
 

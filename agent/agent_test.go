@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -414,6 +416,77 @@ func TestAgentPausesLeasingWhileServerDrainsIt(t *testing.T) {
 	eventually(t, func() bool { _, ok := d.resultOf("resumed"); return ok }, "leasing resumes")
 }
 
+// TestAgentLeasesProbesWhileQuarantined: a quarantined agent keeps asking
+// for work, since the server restores it only after probe tasks succeed.
+func TestAgentLeasesProbesWhileQuarantined(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	d.set(func(d *serverDouble) { d.state = "quarantined" })
+	a := newTestAgent(t, d, Config{LeaseWait: time.Second})
+	a.Handle("ok", func(context.Context, Task) (Result, error) { return nil, nil })
+	start(t, a)
+	eventually(t, func() bool {
+		var n int
+		d.snapshot(func(d *serverDouble) { n = len(d.heartbeats) })
+		return n >= 2
+	}, "the agent hears it is quarantined")
+	require.False(t, a.leasePaused.Load())
+	d.add(handlerTask("probe", "ok"))
+	eventually(t, func() bool { _, ok := d.resultOf("probe"); return ok }, "the probe runs")
+}
+
+// TestAgentReadyOnceCommandPasses: with a self-check command, the agent
+// reports not ready and leases nothing until the command succeeds, tried
+// again every SelfCheckRetry.
+func TestAgentReadyOnceCommandPasses(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	flag := filepath.Join(t.TempDir(), "tools-installed")
+	a := newTestAgent(t, d, Config{SelfCheck: CommandSelfCheck("test -e " + flag), SelfCheckRetry: 20 * time.Millisecond})
+	start(t, a)
+	eventually(t, func() bool {
+		var n int
+		d.snapshot(func(d *serverDouble) { n = len(d.heartbeats) })
+		return n >= 3
+	}, "heartbeats while not ready")
+	d.snapshot(func(d *serverDouble) {
+		for _, hb := range d.heartbeats {
+			require.False(t, hb.Ready)
+		}
+		require.Empty(t, d.leases, "an agent whose check fails must not lease")
+	})
+
+	require.NoError(t, os.WriteFile(flag, nil, 0o644))
+	eventually(t, func() bool {
+		var ok bool
+		d.snapshot(func(d *serverDouble) { ok = d.heartbeats[len(d.heartbeats)-1].Ready && len(d.leases) > 0 })
+		return ok
+	}, "ready once the check passes, then leasing")
+}
+
+func TestCommandSelfCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, CommandSelfCheck("exit 0")(ctx))
+	require.NoError(t, ShellSelfCheck(ctx))
+	err := CommandSelfCheck("echo ffmpeg is missing >&2; exit 3")(ctx)
+	require.ErrorContains(t, err, "exit status 3")
+	require.ErrorContains(t, err, "ffmpeg is missing")
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.Error(t, CommandSelfCheck("sleep 30")(cancelled))
+}
+
+// TestCommandSelfCheckEnvironment is not parallel: it sets variables of
+// the test process.
+func TestCommandSelfCheckEnvironment(t *testing.T) {
+	t.Setenv("AX_AGENT_KEY", "secret")
+	t.Setenv("TOOLS_DIR", "/opt/tools")
+	require.NoError(t, CommandSelfCheck(`[ -z "$AX_AGENT_KEY" ] && [ "$TOOLS_DIR" = /opt/tools ]`)(context.Background()),
+		"the command sees the environment less the agent's AX_ variables")
+}
+
 func TestAgentRunFailsWhenKeyRefused(t *testing.T) {
 	t.Parallel()
 	d := newServerDouble()
@@ -442,6 +515,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"capacity":    {Key: "k", URL: "http://x", Capacity: 10001},
 		"lease wait":  {Key: "k", URL: "http://x", LeaseWait: time.Minute},
 		"empty label": {Key: "k", URL: "http://x", Labels: map[string]string{"": "v"}},
+		"weight":      {Key: "k", URL: "http://x", Weight: 1001},
+		"neg weight":  {Key: "k", URL: "http://x", Weight: -1},
+		"neg retry":   {Key: "k", URL: "http://x", SelfCheckRetry: -time.Second},
 	} {
 		_, err := New(cfg)
 		require.Error(t, err, name)
@@ -450,6 +526,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, a.cfg.Capacity)
 	require.Equal(t, 90*time.Second, a.cfg.DrainGrace)
+	require.Equal(t, 10*time.Second, a.cfg.SelfCheckRetry)
+	require.Zero(t, a.cfg.Weight, "the server's default weight")
 	require.NotEmpty(t, a.cfg.Name)
 }
 

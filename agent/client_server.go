@@ -60,6 +60,10 @@ func (c *ClientServer) Register(ctx context.Context, key string, reg Registratio
 	if len(reg.Labels) > 0 {
 		body.Labels = &reg.Labels
 	}
+	if reg.Weight > 0 {
+		weight := int64(reg.Weight)
+		body.Weight = &weight
+	}
 	resp, err := c.api.RegisterAgentWithResponse(ctx, body, bearer(key))
 	if err := check("register", resp, err); err != nil {
 		var se *StatusError

@@ -60,14 +60,19 @@ func TestClientServerRegister(t *testing.T) {
 	c, got := canned(t, http.StatusCreated,
 		`{"agent_id":"`+agentUUID+`","token":"t1","lease_seconds":30,"heartbeat_interval_seconds":5}`)
 	creds, err := c.Register(context.Background(), "boot", Registration{Name: "w1", Capacity: 4,
-		Labels: map[string]string{"pool": "billing"}, Version: "1.2"})
+		Labels: map[string]string{"pool": "billing"}, Weight: 3, Version: "1.2"})
 	require.NoError(t, err)
 	require.Equal(t, Credentials{AgentID: agentUUID, Token: "t1", LeaseSeconds: 30, HeartbeatIntervalSeconds: 5}, creds)
 	r := <-got
 	require.Equal(t, http.MethodPost, r.method)
 	require.Equal(t, "/v1/agents/register", r.path)
 	require.Equal(t, "Bearer boot", r.auth)
-	require.JSONEq(t, `{"name":"w1","labels":{"pool":"billing"},"capacity":4,"version":"1.2"}`, r.body)
+	require.JSONEq(t, `{"name":"w1","labels":{"pool":"billing"},"capacity":4,"weight":3,"version":"1.2"}`, r.body)
+
+	// No weight: the server's default.
+	_, err = c.Register(context.Background(), "boot", Registration{Name: "w2", Capacity: 1})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"name":"w2","capacity":1,"version":""}`, (<-got).body)
 }
 
 func TestClientServerLeaseKeepsParamsExact(t *testing.T) {

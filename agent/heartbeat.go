@@ -71,9 +71,12 @@ func (a *Agent) applyHeartbeat(ctx context.Context, reply HeartbeatReply, at tim
 }
 
 // setServerState pauses leasing while the server holds the agent draining
-// (an operator drained it) or quarantined: it would hand out nothing.
+// (an operator drained it): it would hand out nothing. A quarantined agent
+// goes on asking: the server hands it a probe task now and then, and
+// restores it once its probes succeed, which an agent that stopped asking
+// would never be.
 func (a *Agent) setServerState(ctx context.Context, state string) {
-	paused := state == "draining" || state == "quarantined"
+	paused := state == "draining"
 	if a.leasePaused.Swap(paused) != paused {
 		a.log.InfoContext(ctx, "server changed the agent's state", "state", state, "leasing", !paused)
 		signal(a.wake)

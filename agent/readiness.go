@@ -4,19 +4,49 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strings"
+	"syscall"
 	"time"
 )
 
-// selfCheckRetry is how often a failed self-check is tried again.
-const selfCheckRetry = 10 * time.Second
+// selfCheckTimeout bounds one run of a self-check command.
+const selfCheckTimeout = 10 * time.Second
 
 // ShellSelfCheck is the default Config.SelfCheck: the shell executor is
 // usable when /bin/sh runs `true`.
 func ShellSelfCheck(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	return runCheck(ctx, "true")
+}
+
+// CommandSelfCheck returns a Config.SelfCheck that runs command with
+// /bin/sh -c (so it checks the shell executor too): the agent is ready once
+// the command exits 0. Operators use it to keep an agent that is alive but
+// useless, such as one whose tools or mounts are missing, from getting work:
+// `test -x /usr/bin/ffmpeg`, `pg_isready -h db`. The command sees the
+// agent's environment less its AX_ variables (the agent's key stays
+// private), as shell tasks do; a run that takes longer than 10 seconds
+// fails.
+func CommandSelfCheck(command string) func(context.Context) error {
+	return func(ctx context.Context) error { return runCheck(ctx, command) }
+}
+
+// runCheck runs command in a process group of its own, killed whole when
+// the check times out, and returns the end of its output when it fails.
+func runCheck(ctx context.Context, command string) error {
+	ctx, cancel := context.WithTimeout(ctx, selfCheckTimeout)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "/bin/sh", "-c", "true").CombinedOutput(); err != nil {
-		return fmt.Errorf("/bin/sh -c true failed: %w %s", err, out)
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.Env = inheritedEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second // a child that left the group must not hold the output open
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tail := strings.TrimSpace(string(out))
+		if len(tail) > 500 {
+			tail = "…" + tail[len(tail)-500:]
+		}
+		return fmt.Errorf("/bin/sh -c %q failed: %w: %s", command, err, tail)
 	}
 	return nil
 }
@@ -37,8 +67,9 @@ func (a *Agent) checkReadiness(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		a.log.WarnContext(ctx, "self-check failed: agent not ready", "error", err, "retry_in", selfCheckRetry.String())
-		if sleep(ctx, selfCheckRetry) != nil {
+		a.log.WarnContext(ctx, "self-check failed: agent not ready", "error", err,
+			"retry_in", a.cfg.SelfCheckRetry.String())
+		if sleep(ctx, a.cfg.SelfCheckRetry) != nil {
 			return
 		}
 	}

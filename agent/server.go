@@ -54,7 +54,10 @@ type Registration struct {
 	Name     string            `json:"name"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	Capacity int               `json:"capacity"`
-	Version  string            `json:"version,omitempty"`
+	// Weight is the share under the weighted strategy; 0 lets the server
+	// choose (1).
+	Weight  int    `json:"weight,omitempty"`
+	Version string `json:"version,omitempty"`
 }
 
 // Credentials are what a registered agent uses from then on.

@@ -137,7 +137,7 @@ func (d *serverDouble) take(s Session, req LeaseRequest, first bool) ([]LeasedTa
 		}
 		d.leases = append(d.leases, req)
 	}
-	if d.state != "active" {
+	if d.state != "active" && d.state != "quarantined" { // the server probes quarantined agents
 		return nil, nil, nil
 	}
 	n := min(len(d.pending), req.Max+d.extra)

@@ -5,6 +5,12 @@
 // running tasks get the drain grace, the rest are stopped and handed back
 // to the server; a second signal ends the grace at
 // once, a third exits without handing anything back.
+//
+// The agent reports itself ready, and gets work, only once its self-check
+// passes: /bin/sh must run, and so must the operator's --ready-command
+// (AX_READY_COMMAND) when one is given, tried again every --ready-retry
+// until it exits 0. --weight (AX_AGENT_WEIGHT) is its share of work under
+// the weighted routing strategy.
 package main
 
 import (
@@ -85,6 +91,12 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (ag
 	name := fs.String("name", getenv("AX_AGENT_NAME"), "agent name (AX_AGENT_NAME; default: the host name)")
 	labels := fs.String("labels", getenv("AX_AGENT_LABELS"), "labels jobs target, k=v,k=v (AX_AGENT_LABELS)")
 	capacity := fs.Int("capacity", env.int("AX_AGENT_CAPACITY", 4), "tasks run at once (AX_AGENT_CAPACITY)")
+	weight := fs.Int("weight", env.int("AX_AGENT_WEIGHT", 0),
+		"share of work under the weighted strategy, 1..1000 (AX_AGENT_WEIGHT; default: the server's, 1)")
+	ready := fs.String("ready-command", getenv("AX_READY_COMMAND"),
+		"shell command that must exit 0 before the agent takes work, e.g. 'test -x /usr/bin/ffmpeg' (AX_READY_COMMAND)")
+	readyRetry := fs.Duration("ready-retry", env.duration("AX_READY_RETRY", 10*time.Second),
+		"how often a failing ready command is run again (AX_READY_RETRY)")
 	grace := fs.Duration("drain-grace", env.duration("AX_DRAIN_GRACE", 90*time.Second),
 		"how long running tasks may finish after SIGTERM (AX_DRAIN_GRACE)")
 	heartbeat := fs.Duration("heartbeat", env.duration("AX_HEARTBEAT_INTERVAL", 0),
@@ -99,10 +111,15 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (ag
 	if err = errors.Join(env.err, err); err != nil {
 		return agent.Config{}, err
 	}
-	return agent.Config{
+	cfg := agent.Config{
 		URL: *server, Key: cmp.Or(*key, getenv("AX_AGENT_KEY"), getenv("AX_API_KEY")), Name: *name,
-		Labels: lbls, Capacity: *capacity, DrainGrace: *grace, HeartbeatInterval: *heartbeat,
-	}, nil
+		Labels: lbls, Capacity: *capacity, Weight: *weight, DrainGrace: *grace, HeartbeatInterval: *heartbeat,
+		SelfCheckRetry: *readyRetry,
+	}
+	if strings.TrimSpace(*ready) != "" {
+		cfg.SelfCheck = agent.CommandSelfCheck(*ready)
+	}
+	return cfg, nil
 }
 
 // parseLabels reads "k=v,k=v".

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +22,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	cfg, err := parseConfig(nil, envOf(map[string]string{"AX_API_KEY": "api-key"}), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, agent.Config{URL: "http://127.0.0.1:8080", Key: "api-key", Labels: map[string]string{},
-		Capacity: 4, DrainGrace: 90 * time.Second}, cfg)
+		Capacity: 4, DrainGrace: 90 * time.Second, SelfCheckRetry: 10 * time.Second}, cfg)
 }
 
 func TestParseConfigFromEnvironment(t *testing.T) {
@@ -27,12 +30,29 @@ func TestParseConfigFromEnvironment(t *testing.T) {
 	cfg, err := parseConfig(nil, envOf(map[string]string{
 		"AX_SERVER": "https://ax.internal", "AX_AGENT_KEY": "agent-key", "AX_API_KEY": "api-key",
 		"AX_AGENT_NAME": "worker-7", "AX_AGENT_LABELS": "pool=billing, zone = eu-1 ,", "AX_AGENT_CAPACITY": "16",
-		"AX_DRAIN_GRACE": "2m", "AX_HEARTBEAT_INTERVAL": "3s",
+		"AX_DRAIN_GRACE": "2m", "AX_HEARTBEAT_INTERVAL": "3s", "AX_AGENT_WEIGHT": "3", "AX_READY_RETRY": "2s",
 	}), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, agent.Config{URL: "https://ax.internal", Key: "agent-key", Name: "worker-7",
-		Labels: map[string]string{"pool": "billing", "zone": "eu-1"}, Capacity: 16, DrainGrace: 2 * time.Minute,
-		HeartbeatInterval: 3 * time.Second}, cfg)
+		Labels: map[string]string{"pool": "billing", "zone": "eu-1"}, Capacity: 16, Weight: 3, DrainGrace: 2 * time.Minute,
+		HeartbeatInterval: 3 * time.Second, SelfCheckRetry: 2 * time.Second}, cfg)
+}
+
+func TestParseConfigReadyCommand(t *testing.T) {
+	t.Parallel()
+	flag := filepath.Join(t.TempDir(), "ready")
+	cfg, err := parseConfig(nil, envOf(map[string]string{"AX_API_KEY": "k", "AX_READY_COMMAND": "test -e " + flag}), io.Discard)
+	require.NoError(t, err)
+	require.NotNil(t, cfg.SelfCheck)
+	require.ErrorContains(t, cfg.SelfCheck(context.Background()), "test -e "+flag)
+	require.NoError(t, os.WriteFile(flag, nil, 0o644))
+	require.NoError(t, cfg.SelfCheck(context.Background()))
+
+	cfg, err = parseConfig([]string{"-ready-command", "exit 7", "-weight", "5"},
+		envOf(map[string]string{"AX_API_KEY": "k", "AX_READY_COMMAND": "true", "AX_AGENT_WEIGHT": "2"}), io.Discard)
+	require.NoError(t, err)
+	require.ErrorContains(t, cfg.SelfCheck(context.Background()), "exit status 7", "the flag wins")
+	require.Equal(t, 5, cfg.Weight)
 }
 
 func TestParseConfigFlagsWin(t *testing.T) {
@@ -54,6 +74,8 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		"capacity":  {env: map[string]string{"AX_AGENT_CAPACITY": "many"}, want: `AX_AGENT_CAPACITY="many" is not a number`},
+		"weight":    {env: map[string]string{"AX_AGENT_WEIGHT": "heavy"}, want: `AX_AGENT_WEIGHT="heavy" is not a number`},
+		"retry":     {env: map[string]string{"AX_READY_RETRY": "10"}, want: `AX_READY_RETRY="10" is not a duration`},
 		"grace":     {env: map[string]string{"AX_DRAIN_GRACE": "90"}, want: `AX_DRAIN_GRACE="90" is not a duration`},
 		"label":     {env: map[string]string{"AX_AGENT_LABELS": "pool"}, want: `label "pool" is not k=v`},
 		"argument":  {args: []string{"serve"}, want: `unexpected argument "serve"`},
