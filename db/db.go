@@ -95,7 +95,7 @@ func mapErr(err error) error {
 		switch pgErr.Code {
 		case "23505": // unique_violation
 			return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
-		case "23514": // check_violation
+		case "23514", "23503": // check_violation, foreign_key_violation
 			return &ConstraintError{Constraint: pgErr.ConstraintName, Err: err}
 		}
 	}

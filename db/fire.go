@@ -67,6 +67,7 @@ type NewExecution struct {
 	ScheduledFor time.Time
 	Misfired     bool
 	Params       json.RawMessage
+	Priority     *int // nil: the job's priority
 }
 
 // InsertedExecution is a fire that was recorded.
@@ -94,6 +95,8 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 		p.ScheduledFors = append(p.ScheduledFors, x.ScheduledFor)
 		p.Misfired = append(p.Misfired, x.Misfired)
 		p.Params = append(p.Params, []byte(x.Params))
+		p.Priorities = append(p.Priorities, int32(deref(x.Priority)))
+		p.PrioritySet = append(p.PrioritySet, x.Priority != nil)
 	}
 	rows, err := queries.ExecutionInsertMany(ctx, e, p)
 	if err != nil {

@@ -57,10 +57,13 @@ type Job struct {
 	MisfireWindowSeconds   int
 	MisfireMaxFires        int
 	RateLimitClass         string
-	CallbackURL            string
-	Params                 json.RawMessage // object handed to every run
-	CreatedAt              time.Time
-	UpdatedAt              time.Time
+	// DegradeAction is what the job's tasks do while their class's
+	// priority floor is above them: wait (default) or skip.
+	DegradeAction string
+	CallbackURL   string
+	Params        json.RawMessage // object handed to every run
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 
 	// From the trigger row.
 	NextFireAt       *time.Time
@@ -112,6 +115,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		ConcurrencyPolicy: p.ConcurrencyPolicy, MisfirePolicy: p.MisfirePolicy,
 		MisfireWindowSeconds: p.MisfireWindowSeconds, MisfireMaxFires: p.MisfireMaxFires,
 		RateLimitClass: p.RateLimitClass, CallbackUrl: p.CallbackUrl, Params: p.Params,
+		DegradeAction: p.DegradeAction,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -205,7 +209,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		MisfirePolicy:        dbsqlc.AxMisfirePolicy(j.MisfirePolicy),
 		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
-		Params: jsonOr(j.Params, "{}"),
+		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(cmp.Or(j.DegradeAction, "wait")),
 	}, nil
 }
 
@@ -222,7 +226,7 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		RetryBackoffMaxSeconds: int(r.RetryBackoffMaxSeconds),
 		ConcurrencyPolicy:      string(r.ConcurrencyPolicy), MisfirePolicy: string(r.MisfirePolicy),
 		MisfireWindowSeconds: int(r.MisfireWindowSeconds), MisfireMaxFires: int(r.MisfireMaxFires),
-		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl),
+		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: string(r.DegradeAction),
 		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),

@@ -29,7 +29,12 @@ type LeasedTask struct {
 	Params         json.RawMessage
 	ScheduledFor   time.Time
 	JobName        string
-	RoutedHere     bool // the task was routed to this agent (or unassigned)
+	JobGroup       string
+	RoutedHere     bool          // the task was routed to this agent (or unassigned)
+	ReadyAt        time.Time     // when it became leasable
+	Waited         time.Duration // from ReadyAt to its lease, by the database clock: pickup latency
+	RateClass      string
+	Priority       int
 }
 
 // TaskLeaseParams asks for tasks for one agent.
@@ -42,6 +47,9 @@ type TaskLeaseParams struct {
 	// this one may take it (its runner-up first; anyone after three times
 	// as long).
 	StealAfter time.Duration
+	// StarveAfter is how long a ready task may wait before it is leased
+	// ahead of higher priorities.
+	StarveAfter time.Duration
 }
 
 // TaskLease claims up to Max pending tasks the agent may run.
@@ -53,6 +61,7 @@ func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTa
 	rows, err := queries.TaskLease(ctx, e, dbsqlc.TaskLeaseParams{
 		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(),
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
+		StarveSeconds: p.StarveAfter.Seconds(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
@@ -63,7 +72,9 @@ func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTa
 			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt),
 			MaxAttempts: int(r.MaxAttempts), TimeoutSeconds: int(r.TimeoutSeconds), LeaseToken: r.LeaseToken,
 			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
-			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), JobName: r.JobName, RoutedHere: r.RoutedHere}
+			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), JobName: r.JobName, JobGroup: r.GroupName,
+			RoutedHere: r.RoutedHere, ReadyAt: r.ReadyAt.UTC(),
+			Waited: time.Duration(r.WaitedSeconds * float64(time.Second)), RateClass: r.RateClass, Priority: int(r.Priority)}
 	}
 	return out, nil
 }

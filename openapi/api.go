@@ -52,6 +52,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	jobs.register(api)
 	(&executionHandlers{execs: queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router)}).register(api)
 	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics)}).register(api)
+	(&classHandlers{pool: cfg.Pool}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready}).register(api)
 	autopatch.AutoPatch(api)

@@ -21,7 +21,8 @@ type executionHandlers struct {
 
 // TriggerRequest is the optional body of a trigger call.
 type TriggerRequest struct {
-	Params map[string]any `json:"params,omitempty" doc:"Overlay the job's params for this run"`
+	Params   map[string]any `json:"params,omitempty" doc:"Overlay the job's params for this run"`
+	Priority *int           `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the job's"`
 }
 
 type triggerInput struct {
@@ -128,6 +129,9 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 		if req.Params, err = json.Marshal(in.Body.Params); err != nil {
 			return nil, err
 		}
+	}
+	if in.Body != nil {
+		req.Priority = in.Body.Priority
 	}
 	if in.IdempotencyKey != "" {
 		key, _ := ctx.Value(principalKey{}).(*db.APIKey)

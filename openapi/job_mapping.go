@@ -50,6 +50,7 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 		MisfireWindowSeconds:   cmp.Or(misfire.WindowSeconds, 86400),
 		MisfireMaxFires:        cmp.Or(misfire.MaxFires, 100),
 		RateLimitClass:         j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: params,
+		DegradeAction: cmp.Or(j.DegradeAction, "wait"),
 	}
 	return out, nil
 }
@@ -90,6 +91,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		ConcurrencyPolicy: j.ConcurrencyPolicy,
 		Misfire:           &JobMisfire{Policy: j.MisfirePolicy, WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
 		RateLimitClass:    j.RateLimitClass,
+		DegradeAction:     j.DegradeAction,
 		Params:            params,
 		Paused:            j.Paused, PausedAt: j.PausedAt, NextFireAt: j.NextFireAt,
 		LastFireAt: j.LastFireAt, LastScheduledFor: j.LastScheduledFor,

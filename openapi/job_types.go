@@ -23,7 +23,8 @@ type Job struct {
 	Retry             *JobRetry      `json:"retry,omitempty" doc:"Retries of a failed task"`
 	ConcurrencyPolicy string         `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
 	Misfire           *JobMisfire    `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
-	RateLimitClass    string         `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate"`
+	RateLimitClass    string         `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate (see /v1/classes)"`
+	DegradeAction     string         `json:"degrade_action,omitempty" enum:"wait,skip" default:"wait" doc:"While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)"`
 	Callback          *JobCallback   `json:"callback,omitempty" doc:"Where to announce results"`
 	Params            map[string]any `json:"params,omitempty" doc:"Parameters handed to every run"`
 

@@ -227,6 +227,10 @@ func jobError(err error, in *Job) error {
 	case errors.Is(err, db.ErrConflict) && in != nil:
 		return huma.Error409Conflict(fmt.Sprintf("a job named %q already exists in group %q", in.Name, in.Group),
 			&huma.ErrorDetail{Location: "body.name", Message: "is taken in this group", Value: in.Name})
+	case errors.As(err, &ce) && ce.Constraint == "job_rate_limit_class_fk" && in != nil:
+		return huma.Error422UnprocessableEntity("unknown rate class",
+			&huma.ErrorDetail{Location: "body.rate_limit_class", Message: "names no rate class: create it first (POST /v1/classes)",
+				Value: in.RateLimitClass})
 	case errors.As(err, &ce):
 		return huma.Error422UnprocessableEntity("the job breaks rule "+ce.Constraint,
 			&huma.ErrorDetail{Location: "body", Message: "violates " + ce.Constraint})

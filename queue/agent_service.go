@@ -36,6 +36,10 @@ type AgentConfig struct {
 	// RecordWindow is how far back GET /v1/agents counts each agent's
 	// outcomes. Defaults to 10 minutes.
 	RecordWindow time.Duration
+	// StarveAfter is how long a ready task may wait before it is leased
+	// ahead of higher priorities, so low-priority work is delayed, never
+	// starved. Defaults to 5 minutes.
+	StarveAfter time.Duration
 }
 
 func (c AgentConfig) withDefaults() AgentConfig {
@@ -44,6 +48,7 @@ func (c AgentConfig) withDefaults() AgentConfig {
 	c.StealAfter = cmp.Or(c.StealAfter, 2*time.Second)
 	c.ProbeEvery = cmp.Or(c.ProbeEvery, 5*time.Second)
 	c.RecordWindow = cmp.Or(c.RecordWindow, 10*time.Minute)
+	c.StarveAfter = cmp.Or(c.StarveAfter, 5*time.Minute)
 	return c
 }
 
@@ -152,13 +157,12 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 		limit = 1
 	}
 	tasks, err := db.TaskLease(ctx, s.pool, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
-		Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter})
+		Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter})
 	if err != nil {
 		s.metrics.DispatchFailures.Inc()
 		return nil, 0, err
 	}
 	if len(tasks) > 0 {
-		s.metrics.Dispatched.Add(float64(len(tasks)))
 		s.logLeases(ctx, agent, tasks)
 		return tasks, 0, nil
 	}
@@ -166,6 +170,11 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 	if err != nil {
 		return nil, 0, err
 	}
+	token, err := db.RateClassNextToken(ctx, s.pool)
+	if err != nil {
+		return nil, 0, err
+	}
+	next = min(next, token)
 	if s.notifier == nil {
 		next = min(next, 250*time.Millisecond)
 	}
@@ -180,6 +189,8 @@ func (s *AgentService) logLeases(ctx context.Context, agent *db.Agent, tasks []*
 			how = "taken_over"
 		}
 		s.metrics.AgentLeases.WithLabelValues(id, how).Inc()
+		s.metrics.Dispatched.WithLabelValues(cmp.Or(t.RateClass, "none")).Inc()
+		s.metrics.PickupLatency.Observe(t.Waited.Seconds())
 		s.logger.DebugContext(ctx, "task leased", "agent_id", agent.ID, "task_id", t.ID,
 			"execution_id", t.ExecutionID, "shard", t.ShardIndex, "attempt", t.Attempt, "how", how)
 	}

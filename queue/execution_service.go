@@ -54,6 +54,8 @@ type TriggerRequest struct {
 	JobID uuid.UUID
 	// Params overlay the job's params for this run (nil: the job's).
 	Params json.RawMessage
+	// Priority overrides the job's priority for this run.
+	Priority *int
 	// Idempotency: with a Key, the same key (per API key) returns the same
 	// execution; RequestHash tells a retry from a different request.
 	APIKeyID       uuid.UUID
@@ -141,7 +143,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 		return nil, err
 	}
 	inserted, err := insertExecutions(ctx, tx, s.router, []*db.NewExecution{{
-		ID: id, JobID: job.ID, Cause: db.CauseManual, ScheduledFor: now, Params: req.Params,
+		ID: id, JobID: job.ID, Cause: db.CauseManual, ScheduledFor: now, Params: req.Params, Priority: req.Priority,
 	}})
 	if err != nil {
 		return nil, err

@@ -18,7 +18,8 @@ type Metrics struct {
 	Skipped *prometheus.CounterVec
 	FireLag prometheus.Histogram
 
-	Dispatched       prometheus.Counter
+	Dispatched       *prometheus.CounterVec // by class ("none" without one)
+	PickupLatency    prometheus.Histogram
 	DispatchFailures prometheus.Counter
 	TaskResults      *prometheus.CounterVec
 	Retries          prometheus.Counter
@@ -51,8 +52,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 	}
-	m.Dispatched = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents.",
+	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
+	}, []string{"class"})
+	m.Dispatched.WithLabelValues("none")
+	m.PickupLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ax_pickup_latency_seconds",
+		Help:    "Time from a task becoming leasable to its lease, by the database clock.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	})
 	m.DispatchFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_dispatch_failures_total", Help: "Lease requests that failed with an error.",
@@ -90,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag,
-			m.Dispatched, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries,
+			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries,
 			m.TasksRouted, m.AgentLeases, m.AgentHealth)
 	}
 	return m

@@ -103,6 +103,9 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err := r.checkHealth(ctx, tx); err != nil {
 			return err
 		}
+		if err := r.degrade(ctx, tx); err != nil {
+			return err
+		}
 		reaped, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize)
 		if err != nil {
 			return err
@@ -143,4 +146,29 @@ func (r *Reaper) checkHealth(ctx context.Context, tx pgx.Tx) error {
 			"probes", r.cfg.RestoreAfter)
 	}
 	return nil
+}
+
+// degrade switches rate classes' automatic priority floors by their
+// pressure and skips waiting tasks below a floor whose jobs say so.
+func (r *Reaper) degrade(ctx context.Context, tx pgx.Tx) error {
+	changes, err := db.RateClassDegradeAuto(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		if c.Degraded {
+			r.cfg.Logger.WarnContext(ctx, "rate class degraded: only higher priorities lease", "class", c.Name,
+				"min_priority", c.MinPriority)
+		} else {
+			r.cfg.Logger.InfoContext(ctx, "rate class recovered: all priorities lease again", "class", c.Name)
+		}
+	}
+	skipped, err := db.TaskSkipBelowFloor(ctx, tx)
+	if err != nil || len(skipped) == 0 {
+		return err
+	}
+	for _, id := range skipped {
+		r.cfg.Logger.InfoContext(ctx, "tasks skipped below their class's priority floor", "execution_id", id)
+	}
+	return db.ExecutionFinalize(ctx, tx, skipped)
 }

@@ -156,6 +156,24 @@ func (e JobConcurrencyPolicy) Valid() bool {
 	}
 }
 
+// Defines values for JobDegradeAction.
+const (
+	JobDegradeActionSkip JobDegradeAction = "skip"
+	JobDegradeActionWait JobDegradeAction = "wait"
+)
+
+// Valid indicates whether the value is a known member of the JobDegradeAction enum.
+func (e JobDegradeAction) Valid() bool {
+	switch e {
+	case JobDegradeActionSkip:
+		return true
+	case JobDegradeActionWait:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobExecutorKind.
 const (
 	JobExecutorKindHandler JobExecutorKind = "handler"
@@ -534,6 +552,24 @@ func (e PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy) Valid() bool
 	}
 }
 
+// Defines values for PatchJobApplicationMergePatchPlusJSONBodyDegradeAction.
+const (
+	PatchJobApplicationMergePatchPlusJSONBodyDegradeActionSkip PatchJobApplicationMergePatchPlusJSONBodyDegradeAction = "skip"
+	PatchJobApplicationMergePatchPlusJSONBodyDegradeActionWait PatchJobApplicationMergePatchPlusJSONBodyDegradeAction = "wait"
+)
+
+// Valid indicates whether the value is a known member of the PatchJobApplicationMergePatchPlusJSONBodyDegradeAction enum.
+func (e PatchJobApplicationMergePatchPlusJSONBodyDegradeAction) Valid() bool {
+	switch e {
+	case PatchJobApplicationMergePatchPlusJSONBodyDegradeActionSkip:
+		return true
+	case PatchJobApplicationMergePatchPlusJSONBodyDegradeActionWait:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListJobExecutionsParamsState.
 const (
 	ListJobExecutionsParamsStateCancelled ListJobExecutionsParamsState = "cancelled"
@@ -668,6 +704,23 @@ type AgentRegistration struct {
 	Weight *int64 `json:"weight,omitempty"`
 }
 
+// AutoDegrade defines model for AutoDegrade.
+type AutoDegrade struct {
+	// AgeSeconds Degrade while the oldest ready task has waited longer than this
+	AgeSeconds *int64 `json:"age_seconds,omitempty"`
+
+	// Depth Degrade while more ready tasks than this wait
+	Depth *int64 `json:"depth,omitempty"`
+
+	// MinPriority Floor while degraded
+	MinPriority int64 `json:"min_priority"`
+}
+
+// ClassListOutputBody defines model for ClassListOutputBody.
+type ClassListOutputBody struct {
+	Classes *[]RateClass `json:"classes"`
+}
+
 // CompleteReply defines model for CompleteReply.
 type CompleteReply struct {
 	Results *[]ResultOutcome `json:"results"`
@@ -704,6 +757,12 @@ type CronPreviewRequest struct {
 	//
 	// Example: Asia/Shanghai
 	Timezone *string `json:"timezone,omitempty"`
+}
+
+// DegradeRequest defines model for DegradeRequest.
+type DegradeRequest struct {
+	// MinPriority Tasks below this priority wait (or skip, per job)
+	MinPriority int64 `json:"min_priority"`
 }
 
 // ErrorDetail defines model for ErrorDetail.
@@ -840,8 +899,11 @@ type Job struct {
 	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
 	ConcurrencyPolicy *JobConcurrencyPolicy `json:"concurrency_policy,omitempty"`
 	CreatedAt         *time.Time            `json:"created_at,omitempty"`
-	Description       *string               `json:"description,omitempty"`
-	Executor          JobExecutor           `json:"executor"`
+
+	// DegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
+	DegradeAction *JobDegradeAction `json:"degrade_action,omitempty"`
+	Description   *string           `json:"description,omitempty"`
+	Executor      JobExecutor       `json:"executor"`
 
 	// Group Group the job belongs to
 	//
@@ -887,7 +949,7 @@ type Job struct {
 	// Priority Higher leases first
 	Priority *int64 `json:"priority,omitempty"`
 
-	// RateLimitClass Token bucket class that caps this job's lease rate
+	// RateLimitClass Token bucket class that caps this job's lease rate (see /v1/classes)
 	RateLimitClass *string    `json:"rate_limit_class,omitempty"`
 	Retry          *JobRetry  `json:"retry,omitempty"`
 	Route          *JobRoute  `json:"route,omitempty"`
@@ -902,6 +964,9 @@ type Job struct {
 
 // JobConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
 type JobConcurrencyPolicy string
+
+// JobDegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
+type JobDegradeAction string
 
 // JobCallback defines model for JobCallback.
 type JobCallback struct {
@@ -1109,6 +1174,48 @@ type LogRequest struct {
 	Chunks *[]LogChunk `json:"chunks"`
 }
 
+// RateClass defines model for RateClass.
+type RateClass struct {
+	AutoDegrade *AutoDegrade `json:"auto_degrade,omitempty"`
+
+	// Burst Tasks that may lease at once after a quiet spell (the bucket size)
+	//
+	// Example: 10
+	Burst     float64    `json:"burst"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+
+	// Degraded Whether the automatic floor is in force
+	Degraded      *bool      `json:"degraded,omitempty"`
+	DegradedSince *time.Time `json:"degraded_since,omitempty"`
+	Description   *string    `json:"description,omitempty"`
+
+	// EffectiveMinPriority The floor in force now, if any
+	EffectiveMinPriority *int64 `json:"effective_min_priority,omitempty"`
+
+	// MinPriority Operator's floor: while set, tasks below this priority wait (or skip, per job)
+	MinPriority *int64 `json:"min_priority,omitempty"`
+
+	// Name Jobs name it in rate_limit_class
+	//
+	// Example: billing-db
+	Name string `json:"name"`
+
+	// OldestWaitSeconds How long the oldest waiting task has waited
+	OldestWaitSeconds *float64 `json:"oldest_wait_seconds,omitempty"`
+
+	// Rate Tasks per second, sustained
+	//
+	// Example: 10
+	Rate float64 `json:"rate"`
+
+	// Tokens Tokens in the bucket now
+	Tokens    *float64   `json:"tokens,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+
+	// Waiting Ready tasks waiting for this class
+	Waiting *int64 `json:"waiting,omitempty"`
+}
+
 // ReleaseRequest defines model for ReleaseRequest.
 type ReleaseRequest struct {
 	Tasks *[]TaskRef `json:"tasks"`
@@ -1227,6 +1334,55 @@ type TaskResultState string
 type TriggerRequest struct {
 	// Params Overlay the job's params for this run
 	Params *map[string]interface{} `json:"params,omitempty"`
+
+	// Priority Run at this priority instead of the job's
+	Priority *int64 `json:"priority,omitempty"`
+}
+
+// PatchClassApplicationJSONPatchPlusJSONBody defines parameters for PatchClass.
+type PatchClassApplicationJSONPatchPlusJSONBody = []JsonPatchOp
+
+// PatchClassApplicationMergePatchPlusJSONBody defines parameters for PatchClass.
+type PatchClassApplicationMergePatchPlusJSONBody struct {
+	// AutoDegrade Floor applied automatically while the class is under pressure
+	AutoDegrade interface{} `json:"auto_degrade,omitempty"`
+
+	// Burst Tasks that may lease at once after a quiet spell (the bucket size)
+	//
+	// Example: 10
+	Burst     *float64   `json:"burst,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+
+	// Degraded Whether the automatic floor is in force
+	Degraded      *bool      `json:"degraded,omitempty"`
+	DegradedSince *time.Time `json:"degraded_since,omitempty"`
+	Description   *string    `json:"description,omitempty"`
+
+	// EffectiveMinPriority The floor in force now, if any
+	EffectiveMinPriority *int64 `json:"effective_min_priority,omitempty"`
+
+	// MinPriority Operator's floor: while set, tasks below this priority wait (or skip, per job)
+	MinPriority *int64 `json:"min_priority,omitempty"`
+
+	// Name Jobs name it in rate_limit_class
+	//
+	// Example: billing-db
+	Name *string `json:"name,omitempty"`
+
+	// OldestWaitSeconds How long the oldest waiting task has waited
+	OldestWaitSeconds *float64 `json:"oldest_wait_seconds,omitempty"`
+
+	// Rate Tasks per second, sustained
+	//
+	// Example: 10
+	Rate *float64 `json:"rate,omitempty"`
+
+	// Tokens Tokens in the bucket now
+	Tokens    *float64   `json:"tokens,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+
+	// Waiting Ready tasks waiting for this class
+	Waiting *int64 `json:"waiting,omitempty"`
 }
 
 // ListExecutionsParams defines parameters for ListExecutions.
@@ -1296,7 +1452,10 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
 	ConcurrencyPolicy *PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy `json:"concurrency_policy,omitempty"`
 	CreatedAt         *time.Time                                                  `json:"created_at,omitempty"`
-	Description       *string                                                     `json:"description,omitempty"`
+
+	// DegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
+	DegradeAction *PatchJobApplicationMergePatchPlusJSONBodyDegradeAction `json:"degrade_action,omitempty"`
+	Description   *string                                                 `json:"description,omitempty"`
 
 	// Executor What a run does
 	Executor interface{} `json:"executor,omitempty"`
@@ -1347,7 +1506,7 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Priority Higher leases first
 	Priority *int64 `json:"priority,omitempty"`
 
-	// RateLimitClass Token bucket class that caps this job's lease rate
+	// RateLimitClass Token bucket class that caps this job's lease rate (see /v1/classes)
 	RateLimitClass *string `json:"rate_limit_class,omitempty"`
 
 	// Retry Retries of a failed task
@@ -1372,6 +1531,9 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 
 // PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy defines parameters for PatchJob.
 type PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy string
+
+// PatchJobApplicationMergePatchPlusJSONBodyDegradeAction defines parameters for PatchJob.
+type PatchJobApplicationMergePatchPlusJSONBodyDegradeAction string
 
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {
@@ -1413,6 +1575,21 @@ type AppendTaskLogsJSONRequestBody = LogRequest
 
 // ReleaseTasksJSONRequestBody defines body for ReleaseTasks for application/json ContentType.
 type ReleaseTasksJSONRequestBody = ReleaseRequest
+
+// CreateClassJSONRequestBody defines body for CreateClass for application/json ContentType.
+type CreateClassJSONRequestBody = RateClass
+
+// PatchClassApplicationJSONPatchPlusJSONRequestBody defines body for PatchClass for application/json-patch+json ContentType.
+type PatchClassApplicationJSONPatchPlusJSONRequestBody = PatchClassApplicationJSONPatchPlusJSONBody
+
+// PatchClassApplicationMergePatchPlusJSONRequestBody defines body for PatchClass for application/merge-patch+json ContentType.
+type PatchClassApplicationMergePatchPlusJSONRequestBody PatchClassApplicationMergePatchPlusJSONBody
+
+// UpdateClassJSONRequestBody defines body for UpdateClass for application/json ContentType.
+type UpdateClassJSONRequestBody = RateClass
+
+// DegradeClassJSONRequestBody defines body for DegradeClass for application/json ContentType.
+type DegradeClassJSONRequestBody = DegradeRequest
 
 // PreviewCronJSONRequestBody defines body for PreviewCron for application/json ContentType.
 type PreviewCronJSONRequestBody = CronPreviewRequest
@@ -1644,6 +1821,109 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
 	ReleaseTasks(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListClasses List rate classes
+	//
+	// With each bucket's tokens, waiting depth and floor now.
+	//
+	// Corresponds with GET /v1/classes (the `ListClasses` operationId).
+	ListClasses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateClassWithBody Create a rate class
+	//
+	// A token bucket shared by every job that names it; it starts full.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/classes (the `CreateClass` operationId).
+	CreateClassWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateClass Create a rate class
+	//
+	// A token bucket shared by every job that names it; it starts full.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/classes (the `CreateClass` operationId).
+	CreateClass(ctx context.Context, body CreateClassJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteClass Delete a rate class
+	//
+	// Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
+	DeleteClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetClass Get a rate class
+	//
+	// Corresponds with GET /v1/classes/{name} (the `GetClass` operationId).
+	GetClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchClassWithBody Patch class
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+	PatchClassWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchClassWithApplicationJSONPatchPlusJSONBody Patch class
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	//
+	// Takes a body of the `application/json-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+	PatchClassWithApplicationJSONPatchPlusJSONBody(ctx context.Context, name string, body PatchClassApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchClassWithApplicationMergePatchPlusJSONBody Patch class
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+	PatchClassWithApplicationMergePatchPlusJSONBody(ctx context.Context, name string, body PatchClassApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateClassWithBody Change a rate class
+	//
+	// The bucket keeps its level, capped at the new burst.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/classes/{name} (the `UpdateClass` operationId).
+	UpdateClassWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateClass Change a rate class
+	//
+	// The bucket keeps its level, capped at the new burst.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/classes/{name} (the `UpdateClass` operationId).
+	UpdateClass(ctx context.Context, name string, body UpdateClassJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DegradeClassWithBody Switch an operator's priority floor on
+	//
+	// Until restored, the class leases only tasks at or above min_priority.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/classes/{name}/degrade (the `DegradeClass` operationId).
+	DegradeClassWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DegradeClass Switch an operator's priority floor on
+	//
+	// Until restored, the class leases only tasks at or above min_priority.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/classes/{name}/degrade (the `DegradeClass` operationId).
+	DegradeClass(ctx context.Context, name string, body DegradeClassJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RestoreClass Switch an operator's priority floor off
+	//
+	// Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
+	RestoreClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PreviewCronWithBody List the next fire times of a cron expression
 	//
@@ -2113,6 +2393,239 @@ func (c *Client) ReleaseTasksWithBody(ctx context.Context, id openapi_types.UUID
 // Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
 func (c *Client) ReleaseTasks(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleaseTasksRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListClasses List rate classes
+//
+// With each bucket's tokens, waiting depth and floor now.
+//
+// Corresponds with GET /v1/classes (the `ListClasses` operationId).
+func (c *Client) ListClasses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListClassesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateClassWithBody Create a rate class
+//
+// A token bucket shared by every job that names it; it starts full.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/classes (the `CreateClass` operationId).
+func (c *Client) CreateClassWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateClassRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateClass Create a rate class
+//
+// A token bucket shared by every job that names it; it starts full.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/classes (the `CreateClass` operationId).
+func (c *Client) CreateClass(ctx context.Context, body CreateClassJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateClassRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteClass Delete a rate class
+//
+// Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
+func (c *Client) DeleteClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteClassRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetClass Get a rate class
+//
+// Corresponds with GET /v1/classes/{name} (the `GetClass` operationId).
+func (c *Client) GetClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetClassRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchClassWithBody Patch class
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+func (c *Client) PatchClassWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchClassRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchClassWithApplicationJSONPatchPlusJSONBody Patch class
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+//
+// Takes a body of the `application/json-patch+json` content type.
+//
+// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+func (c *Client) PatchClassWithApplicationJSONPatchPlusJSONBody(ctx context.Context, name string, body PatchClassApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchClassRequestWithApplicationJSONPatchPlusJSONBody(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchClassWithApplicationMergePatchPlusJSONBody Patch class
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+func (c *Client) PatchClassWithApplicationMergePatchPlusJSONBody(ctx context.Context, name string, body PatchClassApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchClassRequestWithApplicationMergePatchPlusJSONBody(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateClassWithBody Change a rate class
+//
+// The bucket keeps its level, capped at the new burst.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/classes/{name} (the `UpdateClass` operationId).
+func (c *Client) UpdateClassWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateClassRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateClass Change a rate class
+//
+// The bucket keeps its level, capped at the new burst.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/classes/{name} (the `UpdateClass` operationId).
+func (c *Client) UpdateClass(ctx context.Context, name string, body UpdateClassJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateClassRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DegradeClassWithBody Switch an operator's priority floor on
+//
+// Until restored, the class leases only tasks at or above min_priority.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/classes/{name}/degrade (the `DegradeClass` operationId).
+func (c *Client) DegradeClassWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDegradeClassRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DegradeClass Switch an operator's priority floor on
+//
+// Until restored, the class leases only tasks at or above min_priority.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/classes/{name}/degrade (the `DegradeClass` operationId).
+func (c *Client) DegradeClass(ctx context.Context, name string, body DegradeClassJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDegradeClassRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RestoreClass Switch an operator's priority floor off
+//
+// Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
+func (c *Client) RestoreClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRestoreClassRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -2931,6 +3444,327 @@ func NewReleaseTasksRequestWithBody(server string, id openapi_types.UUID, conten
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListClassesRequest constructs an http.Request for the ListClasses method
+func NewListClassesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/classes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateClassRequest calls the generic CreateClass builder with application/json body
+func NewCreateClassRequest(server string, body CreateClassJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateClassRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateClassRequestWithBody constructs an http.Request for the CreateClass method, with any body, and a specified content type
+func NewCreateClassRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/classes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteClassRequest constructs an http.Request for the DeleteClass method
+func NewDeleteClassRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/classes/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetClassRequest constructs an http.Request for the GetClass method
+func NewGetClassRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/classes/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPatchClassRequestWithApplicationJSONPatchPlusJSONBody calls the generic PatchClass builder with application/json-patch+json body
+func NewPatchClassRequestWithApplicationJSONPatchPlusJSONBody(server string, name string, body PatchClassApplicationJSONPatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchClassRequestWithBody(server, name, "application/json-patch+json", bodyReader)
+}
+
+// NewPatchClassRequestWithApplicationMergePatchPlusJSONBody calls the generic PatchClass builder with application/merge-patch+json body
+func NewPatchClassRequestWithApplicationMergePatchPlusJSONBody(server string, name string, body PatchClassApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchClassRequestWithBody(server, name, "application/merge-patch+json", bodyReader)
+}
+
+// NewPatchClassRequestWithBody constructs an http.Request for the PatchClass method, with any body, and a specified content type
+func NewPatchClassRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/classes/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewUpdateClassRequest calls the generic UpdateClass builder with application/json body
+func NewUpdateClassRequest(server string, name string, body UpdateClassJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateClassRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewUpdateClassRequestWithBody constructs an http.Request for the UpdateClass method, with any body, and a specified content type
+func NewUpdateClassRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/classes/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDegradeClassRequest calls the generic DegradeClass builder with application/json body
+func NewDegradeClassRequest(server string, name string, body DegradeClassJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDegradeClassRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewDegradeClassRequestWithBody constructs an http.Request for the DegradeClass method, with any body, and a specified content type
+func NewDegradeClassRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/classes/%s/degrade", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRestoreClassRequest constructs an http.Request for the RestoreClass method
+func NewRestoreClassRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/classes/%s/restore", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4050,6 +4884,117 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
 	ReleaseTasksWithResponse(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseTasksResponse, error)
 
+	// ListClassesWithResponse List rate classes
+	//
+	// With each bucket's tokens, waiting depth and floor now.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/classes (the `ListClasses` operationId).
+	ListClassesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListClassesResponse, error)
+
+	// CreateClassWithBodyWithResponse Create a rate class
+	//
+	// A token bucket shared by every job that names it; it starts full.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/classes (the `CreateClass` operationId).
+	CreateClassWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateClassResponse, error)
+
+	// CreateClassWithResponse Create a rate class
+	//
+	// A token bucket shared by every job that names it; it starts full.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/classes (the `CreateClass` operationId).
+	CreateClassWithResponse(ctx context.Context, body CreateClassJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClassResponse, error)
+
+	// DeleteClassWithResponse Delete a rate class
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
+	DeleteClassWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteClassResponse, error)
+
+	// GetClassWithResponse Get a rate class
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/classes/{name} (the `GetClass` operationId).
+	GetClassWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetClassResponse, error)
+
+	// PatchClassWithBodyWithResponse Patch class
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+	PatchClassWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchClassResponse, error)
+
+	// PatchClassWithApplicationJSONPatchPlusJSONBodyWithResponse Patch class
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	//
+	// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+	PatchClassWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, name string, body PatchClassApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchClassResponse, error)
+
+	// PatchClassWithApplicationMergePatchPlusJSONBodyWithResponse Patch class
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+	PatchClassWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, name string, body PatchClassApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchClassResponse, error)
+
+	// UpdateClassWithBodyWithResponse Change a rate class
+	//
+	// The bucket keeps its level, capped at the new burst.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/classes/{name} (the `UpdateClass` operationId).
+	UpdateClassWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateClassResponse, error)
+
+	// UpdateClassWithResponse Change a rate class
+	//
+	// The bucket keeps its level, capped at the new burst.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/classes/{name} (the `UpdateClass` operationId).
+	UpdateClassWithResponse(ctx context.Context, name string, body UpdateClassJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateClassResponse, error)
+
+	// DegradeClassWithBodyWithResponse Switch an operator's priority floor on
+	//
+	// Until restored, the class leases only tasks at or above min_priority.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/classes/{name}/degrade (the `DegradeClass` operationId).
+	DegradeClassWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DegradeClassResponse, error)
+
+	// DegradeClassWithResponse Switch an operator's priority floor on
+	//
+	// Until restored, the class leases only tasks at or above min_priority.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/classes/{name}/degrade (the `DegradeClass` operationId).
+	DegradeClassWithResponse(ctx context.Context, name string, body DegradeClassJSONRequestBody, reqEditors ...RequestEditorFn) (*DegradeClassResponse, error)
+
+	// RestoreClassWithResponse Switch an operator's priority floor off
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
+	RestoreClassWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RestoreClassResponse, error)
+
 	// PreviewCronWithBodyWithResponse List the next fire times of a cron expression
 	//
 	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
@@ -5022,6 +5967,600 @@ func (r ReleaseTasksResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReleaseTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListClassesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ClassListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListClassesResponse) GetJSON200() *ClassListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListClassesResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListClassesResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListClassesResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListClassesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListClassesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListClassesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListClassesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateClassResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *RateClass
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateClassResponse) GetJSON201() *RateClass {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateClassResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateClassResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateClassResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateClassResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateClassResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateClassResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateClassResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateClassResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateClassResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteClassResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteClassResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteClassResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteClassResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteClassResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DeleteClassResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteClassResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteClassResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteClassResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteClassResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteClassResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetClassResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RateClass
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetClassResponse) GetJSON200() *RateClass {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetClassResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetClassResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetClassResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetClassResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetClassResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetClassResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetClassResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetClassResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetClassResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PatchClassResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RateClass
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchClassResponse) GetJSON200() *RateClass {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PatchClassResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PatchClassResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PatchClassResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PatchClassResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PatchClassResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchClassResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchClassResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchClassResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchClassResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateClassResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RateClass
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateClassResponse) GetJSON200() *RateClass {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateClassResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateClassResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateClassResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateClassResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UpdateClassResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateClassResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateClassResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateClassResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateClassResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DegradeClassResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RateClass
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DegradeClassResponse) GetJSON200() *RateClass {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DegradeClassResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DegradeClassResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DegradeClassResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DegradeClassResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DegradeClassResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DegradeClassResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DegradeClassResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DegradeClassResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DegradeClassResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RestoreClassResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RateClass
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RestoreClassResponse) GetJSON200() *RateClass {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RestoreClassResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RestoreClassResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RestoreClassResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RestoreClassResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RestoreClassResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RestoreClassResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RestoreClassResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RestoreClassResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RestoreClassResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6502,6 +8041,195 @@ func (c *ClientWithResponses) ReleaseTasksWithResponse(ctx context.Context, id o
 	return ParseReleaseTasksResponse(rsp)
 }
 
+// ListClassesWithResponse List rate classes
+//
+// With each bucket's tokens, waiting depth and floor now.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/classes (the `ListClasses` operationId).
+func (c *ClientWithResponses) ListClassesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListClassesResponse, error) {
+	rsp, err := c.ListClasses(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListClassesResponse(rsp)
+}
+
+// CreateClassWithBodyWithResponse Create a rate class
+//
+// A token bucket shared by every job that names it; it starts full.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/classes (the `CreateClass` operationId).
+func (c *ClientWithResponses) CreateClassWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateClassResponse, error) {
+	rsp, err := c.CreateClassWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateClassResponse(rsp)
+}
+
+// CreateClassWithResponse Create a rate class
+//
+// A token bucket shared by every job that names it; it starts full.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/classes (the `CreateClass` operationId).
+func (c *ClientWithResponses) CreateClassWithResponse(ctx context.Context, body CreateClassJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClassResponse, error) {
+	rsp, err := c.CreateClass(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateClassResponse(rsp)
+}
+
+// DeleteClassWithResponse Delete a rate class
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
+func (c *ClientWithResponses) DeleteClassWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteClassResponse, error) {
+	rsp, err := c.DeleteClass(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteClassResponse(rsp)
+}
+
+// GetClassWithResponse Get a rate class
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/classes/{name} (the `GetClass` operationId).
+func (c *ClientWithResponses) GetClassWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetClassResponse, error) {
+	rsp, err := c.GetClass(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetClassResponse(rsp)
+}
+
+// PatchClassWithBodyWithResponse Patch class
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+func (c *ClientWithResponses) PatchClassWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchClassResponse, error) {
+	rsp, err := c.PatchClassWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchClassResponse(rsp)
+}
+
+// PatchClassWithApplicationJSONPatchPlusJSONBodyWithResponse Patch class
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+//
+// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+func (c *ClientWithResponses) PatchClassWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, name string, body PatchClassApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchClassResponse, error) {
+	rsp, err := c.PatchClassWithApplicationJSONPatchPlusJSONBody(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchClassResponse(rsp)
+}
+
+// PatchClassWithApplicationMergePatchPlusJSONBodyWithResponse Patch class
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/classes/{name} (the `PatchClass` operationId).
+func (c *ClientWithResponses) PatchClassWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, name string, body PatchClassApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchClassResponse, error) {
+	rsp, err := c.PatchClassWithApplicationMergePatchPlusJSONBody(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchClassResponse(rsp)
+}
+
+// UpdateClassWithBodyWithResponse Change a rate class
+//
+// The bucket keeps its level, capped at the new burst.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/classes/{name} (the `UpdateClass` operationId).
+func (c *ClientWithResponses) UpdateClassWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateClassResponse, error) {
+	rsp, err := c.UpdateClassWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateClassResponse(rsp)
+}
+
+// UpdateClassWithResponse Change a rate class
+//
+// The bucket keeps its level, capped at the new burst.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/classes/{name} (the `UpdateClass` operationId).
+func (c *ClientWithResponses) UpdateClassWithResponse(ctx context.Context, name string, body UpdateClassJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateClassResponse, error) {
+	rsp, err := c.UpdateClass(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateClassResponse(rsp)
+}
+
+// DegradeClassWithBodyWithResponse Switch an operator's priority floor on
+//
+// Until restored, the class leases only tasks at or above min_priority.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/classes/{name}/degrade (the `DegradeClass` operationId).
+func (c *ClientWithResponses) DegradeClassWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DegradeClassResponse, error) {
+	rsp, err := c.DegradeClassWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDegradeClassResponse(rsp)
+}
+
+// DegradeClassWithResponse Switch an operator's priority floor on
+//
+// Until restored, the class leases only tasks at or above min_priority.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/classes/{name}/degrade (the `DegradeClass` operationId).
+func (c *ClientWithResponses) DegradeClassWithResponse(ctx context.Context, name string, body DegradeClassJSONRequestBody, reqEditors ...RequestEditorFn) (*DegradeClassResponse, error) {
+	rsp, err := c.DegradeClass(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDegradeClassResponse(rsp)
+}
+
+// RestoreClassWithResponse Switch an operator's priority floor off
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
+func (c *ClientWithResponses) RestoreClassWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RestoreClassResponse, error) {
+	rsp, err := c.RestoreClass(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRestoreClassResponse(rsp)
+}
+
 // PreviewCronWithBodyWithResponse List the next fire times of a cron expression
 //
 // See what an expression means in a timezone, daylight-saving changes included, before saving a job.
@@ -7438,6 +9166,483 @@ func ParseReleaseTasksResponse(rsp *http.Response) (*ReleaseTasksResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListClassesResponse parses an HTTP response from a ListClassesWithResponse call
+func ParseListClassesResponse(rsp *http.Response) (*ListClassesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListClassesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ClassListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateClassResponse parses an HTTP response from a CreateClassWithResponse call
+func ParseCreateClassResponse(rsp *http.Response) (*CreateClassResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateClassResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest RateClass
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteClassResponse parses an HTTP response from a DeleteClassWithResponse call
+func ParseDeleteClassResponse(rsp *http.Response) (*DeleteClassResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteClassResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetClassResponse parses an HTTP response from a GetClassWithResponse call
+func ParseGetClassResponse(rsp *http.Response) (*GetClassResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetClassResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RateClass
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePatchClassResponse parses an HTTP response from a PatchClassWithResponse call
+func ParsePatchClassResponse(rsp *http.Response) (*PatchClassResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchClassResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RateClass
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateClassResponse parses an HTTP response from a UpdateClassWithResponse call
+func ParseUpdateClassResponse(rsp *http.Response) (*UpdateClassResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateClassResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RateClass
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDegradeClassResponse parses an HTTP response from a DegradeClassWithResponse call
+func ParseDegradeClassResponse(rsp *http.Response) (*DegradeClassResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DegradeClassResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RateClass
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRestoreClassResponse parses an HTTP response from a RestoreClassWithResponse call
+func ParseRestoreClassResponse(rsp *http.Response) (*RestoreClassResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RestoreClassResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RateClass
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

@@ -5,14 +5,17 @@
 -- name: ExecutionInsertMany :many
 INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
-       j.params || coalesce(e.params, '{}'::jsonb), j.shard_count, j.priority, clock_timestamp()
+       j.params || coalesce(e.params, '{}'::jsonb), j.shard_count,
+       CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp()
 FROM (
     SELECT unnest(@ids::uuid[]) AS id,
            unnest(@job_ids::uuid[]) AS job_id,
            unnest(@causes::text[]) AS cause,
            unnest(@scheduled_fors::timestamptz[]) AS scheduled_for,
            unnest(@misfired::boolean[]) AS misfired,
-           unnest(@params::jsonb[]) AS params
+           unnest(@params::jsonb[]) AS params,
+           unnest(@priorities::integer[]) AS priority,
+           unnest(@priority_set::boolean[]) AS priority_set
 ) e
 JOIN ax.job j ON j.id = e.job_id
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
@@ -28,7 +31,7 @@ RETURNING id, job_id, scheduled_for, fired_at;
 WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
-           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name
+           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY(@execution_ids::uuid[])
@@ -46,7 +49,7 @@ WITH execs AS (
     WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
 ), inserted AS (
     INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned)
+                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class)
     SELECT x.id, x.job_id, s.i, s.n,
            CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
                 ELSE (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * s.i / s.n))::bigint
@@ -54,7 +57,7 @@ WITH execs AS (
                      (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * (s.i + 1) / s.n))::bigint
            END,
            x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
-           s.agent_id, s.agent_id IS NOT NULL
+           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
     RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned

@@ -122,14 +122,17 @@ func (q *Queries) ExecutionHasUnfinished(ctx context.Context, db DBTX, jobID uui
 const executionInsertMany = `-- name: ExecutionInsertMany :many
 INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
-       j.params || coalesce(e.params, '{}'::jsonb), j.shard_count, j.priority, clock_timestamp()
+       j.params || coalesce(e.params, '{}'::jsonb), j.shard_count,
+       CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp()
 FROM (
     SELECT unnest($1::uuid[]) AS id,
            unnest($2::uuid[]) AS job_id,
            unnest($3::text[]) AS cause,
            unnest($4::timestamptz[]) AS scheduled_for,
            unnest($5::boolean[]) AS misfired,
-           unnest($6::jsonb[]) AS params
+           unnest($6::jsonb[]) AS params,
+           unnest($7::integer[]) AS priority,
+           unnest($8::boolean[]) AS priority_set
 ) e
 JOIN ax.job j ON j.id = e.job_id
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
@@ -143,6 +146,8 @@ type ExecutionInsertManyParams struct {
 	ScheduledFors []time.Time
 	Misfired      []bool
 	Params        [][]byte
+	Priorities    []int32
+	PrioritySet   []bool
 }
 
 type ExecutionInsertManyRow struct {
@@ -164,6 +169,8 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 		arg.ScheduledFors,
 		arg.Misfired,
 		arg.Params,
+		arg.Priorities,
+		arg.PrioritySet,
 	)
 	if err != nil {
 		return nil, err
@@ -336,7 +343,7 @@ const taskInsertForExecutions = `-- name: TaskInsertForExecutions :many
 WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
-           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name
+           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY($1::uuid[])
@@ -354,7 +361,7 @@ WITH execs AS (
     WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
 ), inserted AS (
     INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned)
+                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class)
     SELECT x.id, x.job_id, s.i, s.n,
            CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
                 ELSE (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * s.i / s.n))::bigint
@@ -362,7 +369,7 @@ WITH execs AS (
                      (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * (s.i + 1) / s.n))::bigint
            END,
            x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
-           s.agent_id, s.agent_id IS NOT NULL
+           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
     RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned
@@ -447,7 +454,7 @@ func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, arg Task
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
@@ -487,6 +494,7 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.FallbackAgentID,
 			&i.Pinned,
 			&i.RouteKey,
+			&i.RateClass,
 		); err != nil {
 			return nil, err
 		}

@@ -201,6 +201,64 @@ func AllAxConcurrencyPolicyValues() []AxConcurrencyPolicy {
 	}
 }
 
+type AxDegradeAction string
+
+const (
+	AxDegradeActionWait AxDegradeAction = "wait"
+	AxDegradeActionSkip AxDegradeAction = "skip"
+)
+
+func (e *AxDegradeAction) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxDegradeAction(s)
+	case string:
+		*e = AxDegradeAction(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxDegradeAction: %T", src)
+	}
+	return nil
+}
+
+type NullAxDegradeAction struct {
+	AxDegradeAction AxDegradeAction
+	Valid           bool // Valid is true if AxDegradeAction is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxDegradeAction) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxDegradeAction, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxDegradeAction.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxDegradeAction) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxDegradeAction), nil
+}
+
+func (e AxDegradeAction) Valid() bool {
+	switch e {
+	case AxDegradeActionWait,
+		AxDegradeActionSkip:
+		return true
+	}
+	return false
+}
+
+func AllAxDegradeActionValues() []AxDegradeAction {
+	return []AxDegradeAction{
+		AxDegradeActionWait,
+		AxDegradeActionSkip,
+	}
+}
+
 type AxExecutionCause string
 
 const (
@@ -902,6 +960,32 @@ type AxJob struct {
 	UpdatedAt              time.Time
 	ShardRangeFrom         int64
 	ShardRangeTo           int64
+	DegradeAction          AxDegradeAction
+}
+
+type AxRateClass struct {
+	Name              string
+	Description       string
+	Rate              float64
+	Burst             float64
+	Tokens            float64
+	RefilledAt        time.Time
+	ManualMinPriority *int32
+	AutoMinPriority   *int32
+	AutoDepth         *int32
+	AutoAgeSeconds    *int32
+	DegradedSince     *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+type AxRateClassStatus struct {
+	Name        string
+	Rate        float64
+	Burst       float64
+	TokensNow   interface{}
+	MinPriority *int32
+	Waiting     int64
 }
 
 type AxRunningTask struct {
@@ -965,6 +1049,7 @@ type AxTask struct {
 	FallbackAgentID   *uuid.UUID
 	Pinned            bool
 	RouteKey          string
+	RateClass         *string
 }
 
 type AxTaskEvent struct {

@@ -209,42 +209,104 @@ func (q *Queries) TaskEventListByExecution(ctx context.Context, db DBTX, arg Tas
 }
 
 const taskLease = `-- name: TaskLease :many
-WITH own AS (
-    SELECT t.id, t.priority, t.created_at
+WITH starved AS (
+    SELECT t.id, t.rate_class, t.priority, t.created_at, 0 AS grp
     FROM ax.task t
-    WHERE t.state = 'pending' AND t.preferred_agent_id = $1 AND t.not_before <= now()
+    JOIN ax.job j ON j.id = t.job_id
+    WHERE t.state = 'pending'
+      AND t.not_before <= now() - make_interval(secs => $1::double precision)
+      AND j.target_labels <@ $2::jsonb
+      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $3
+           OR (NOT t.pinned
+               AND t.not_before <= now() - make_interval(secs => $4::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
+                    OR t.not_before <= now() - make_interval(secs => $5::double precision))))
+      AND (t.rate_class IS NULL OR EXISTS (
+          SELECT 1 FROM ax.rate_class c
+          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
+            AND t.priority >= coalesce(c.manual_min_priority,
+                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
+                                       t.priority)))
+    ORDER BY t.not_before
+    LIMIT $6::integer
+    FOR UPDATE OF t SKIP LOCKED
+), own AS (
+    SELECT t.id, t.rate_class, t.priority, t.created_at, 1 AS grp
+    FROM ax.task t
+    WHERE t.state = 'pending' AND t.preferred_agent_id = $3 AND t.not_before <= now()
+      AND (t.rate_class IS NULL OR EXISTS (
+          SELECT 1 FROM ax.rate_class c
+          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
+            AND t.priority >= coalesce(c.manual_min_priority,
+                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
+                                       t.priority)))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $2::integer
+    LIMIT $6::integer
     FOR UPDATE SKIP LOCKED
 ), others AS (
-    SELECT t.id, t.priority, t.created_at
+    SELECT t.id, t.rate_class, t.priority, t.created_at, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.not_before <= now()
-      AND j.target_labels <@ $3::jsonb
+      AND j.target_labels <@ $2::jsonb
       AND (t.preferred_agent_id IS NULL
-           OR (NOT t.pinned AND t.preferred_agent_id <> $1
+           OR (NOT t.pinned AND t.preferred_agent_id <> $3
                AND t.not_before <= now() - make_interval(secs => $4::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $1
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
                     OR t.not_before <= now() - make_interval(secs => $5::double precision))))
+      AND (t.rate_class IS NULL OR EXISTS (
+          SELECT 1 FROM ax.rate_class c
+          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
+            AND t.priority >= coalesce(c.manual_min_priority,
+                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
+                                       t.priority)))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $2::integer
+    LIMIT $6::integer
     FOR UPDATE OF t SKIP LOCKED
+), candidates AS (
+    -- A starved task can also be routed here or unassigned: keep it once.
+    SELECT DISTINCT ON (id) id, rate_class, priority, created_at, grp
+    FROM (SELECT id, rate_class, priority, created_at, grp FROM starved UNION ALL SELECT id, rate_class, priority, created_at, grp FROM own UNION ALL SELECT id, rate_class, priority, created_at, grp FROM others) c
+    ORDER BY id, grp
+), firsts AS (
+    SELECT id, rate_class, priority, created_at, grp
+    FROM candidates
+    ORDER BY grp, priority DESC, created_at
+    LIMIT $6::integer
+), demand AS (
+    SELECT rate_class, count(*) AS n FROM firsts WHERE rate_class IS NOT NULL GROUP BY rate_class
+), buckets AS (
+    -- Lock the buckets of the classes in demand and refill them lazily.
+    SELECT c.name, d.n,
+           least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) AS level
+    FROM ax.rate_class c
+    JOIN demand d ON d.rate_class = c.name
+    FOR UPDATE OF c
+), granted AS (
+    UPDATE ax.rate_class c
+    SET tokens = b.level - least(b.n, floor(b.level)), refilled_at = greatest(c.refilled_at, now())
+    FROM buckets b
+    WHERE c.name = b.name
+    RETURNING c.name, least(b.n, floor(b.level))::integer AS granted
 ), picked AS (
-    SELECT id FROM own
-    UNION ALL
-    (SELECT id FROM others ORDER BY priority DESC, created_at
-     LIMIT greatest($2::integer - (SELECT count(*) FROM own), 0))
+    SELECT f.id
+    FROM (SELECT id, rate_class,
+                 row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
+          FROM firsts) f
+    LEFT JOIN granted g ON g.name = f.rate_class
+    WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.granted, 0)
 ), leased AS (
     UPDATE ax.task t
-    SET state = 'leased', agent_id = $1, lease_token = gen_random_uuid(),
-        lease_expires_at = now() + make_interval(secs => $6::double precision),
+    SET state = 'leased', agent_id = $3, lease_token = gen_random_uuid(),
+        lease_expires_at = now() + make_interval(secs => $7::double precision),
         leased_at = now(), updated_at = now()
     FROM picked
     WHERE t.id = picked.id
+      -- An agent drained or marked offline while its poll waited gets nothing.
+      AND EXISTS (SELECT 1 FROM ax.agent a WHERE a.id = $3 AND a.state IN ('active', 'quarantined'))
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
-              t.preferred_agent_id
+              t.preferred_agent_id, t.not_before, t.rate_class
 ), started AS (
     UPDATE ax.execution e
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
@@ -261,18 +323,21 @@ SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_par
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
        l.lease_expires_at::timestamptz AS lease_expires_at,
        (l.preferred_agent_id IS NULL OR l.preferred_agent_id = l.agent_id)::boolean AS routed_here,
-       j.executor_kind, j.executor, j.name AS job_name, e.params, e.scheduled_for
+       l.not_before::timestamptz AS ready_at, coalesce(l.rate_class, '')::text AS rate_class,
+       extract(epoch FROM clock_timestamp() - l.not_before)::double precision AS waited_seconds,
+       j.executor_kind, j.executor, j.name AS job_name, j.group_name, e.params, e.scheduled_for, e.priority
 FROM leased l
 JOIN ax.job j ON j.id = l.job_id
 JOIN ax.execution e ON e.id = l.execution_id
 `
 
 type TaskLeaseParams struct {
-	AgentID         *uuid.UUID
-	Max             int32
+	StarveSeconds   float64
 	AgentLabels     []byte
+	AgentID         *uuid.UUID
 	StealSeconds    float64
 	StealAnySeconds float64
+	Max             int32
 	LeaseSeconds    float64
 }
 
@@ -289,29 +354,42 @@ type TaskLeaseRow struct {
 	LeaseToken     uuid.UUID
 	LeaseExpiresAt time.Time
 	RoutedHere     bool
+	ReadyAt        time.Time
+	RateClass      string
+	WaitedSeconds  float64
 	ExecutorKind   AxExecutorKind
 	Executor       []byte
 	JobName        string
+	GroupName      string
 	Params         []byte
 	ScheduledFor   time.Time
+	Priority       int32
 }
 
-// TaskLease claims up to @max pending tasks for one agent: first those
-// routed to it, then unassigned ones the agent may run (the job's target
-// labels are a subset of the agent's), then tasks preferred by other agents
-// that have waited longer than the steal delay (a keyed task's runner-up
-// gets it first; anyone after three steal delays). Pinned (broadcast)
-// tasks are never stolen. Each group is read in lease order, highest
-// priority then oldest, skipping rows other agents are claiming. Each lease
-// gets a fresh token and an expiry from the database clock; executions
-// start.
+// TaskLease claims up to @max pending tasks for one agent, in this order:
+// tasks it may take that have waited longer than @starve_seconds (oldest
+// first: low priority is delayed, never starved); then tasks routed to it;
+// then unassigned ones; then tasks preferred by other agents that have
+// waited longer than the steal delay (a keyed task's runner-up first,
+// anyone after @steal_any_seconds). Pinned (broadcast) tasks are never
+// stolen. Within a group: highest priority, then oldest. The job's target
+// labels must be a subset of the agent's.
+//
+// Rate classes: a class's tasks are candidates only while its bucket holds
+// a token and their priority is at or above the class's floor (manual, or
+// automatic while degraded). The tokens for all of a class's candidates
+// are taken in one UPDATE of its bucket row (refilled lazily from now()),
+// and only as many tasks as tokens granted are leased, so concurrent
+// lease calls never overdraw a class. Each lease gets a fresh token and an
+// expiry from the database clock; executions start.
 func (q *Queries) TaskLease(ctx context.Context, db DBTX, arg TaskLeaseParams) ([]TaskLeaseRow, error) {
 	rows, err := db.Query(ctx, taskLease,
-		arg.AgentID,
-		arg.Max,
+		arg.StarveSeconds,
 		arg.AgentLabels,
+		arg.AgentID,
 		arg.StealSeconds,
 		arg.StealAnySeconds,
+		arg.Max,
 		arg.LeaseSeconds,
 	)
 	if err != nil {
@@ -334,11 +412,16 @@ func (q *Queries) TaskLease(ctx context.Context, db DBTX, arg TaskLeaseParams) (
 			&i.LeaseToken,
 			&i.LeaseExpiresAt,
 			&i.RoutedHere,
+			&i.ReadyAt,
+			&i.RateClass,
+			&i.WaitedSeconds,
 			&i.ExecutorKind,
 			&i.Executor,
 			&i.JobName,
+			&i.GroupName,
 			&i.Params,
 			&i.ScheduledFor,
+			&i.Priority,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,60 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// errExplained stops a query function after its plan was captured.
+var errExplained = errors.New("explained, not run")
+
+// explainer is an Executor that plans the first query it is given
+// instead of running it (EXPLAIN without ANALYZE changes nothing).
+type explainer struct {
+	e    Executor
+	plan string
+}
+
+func (x *explainer) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, x.explain(ctx, sql, args)
+}
+
+func (x *explainer) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return nil, x.explain(ctx, sql, args)
+}
+
+func (x *explainer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return errRow{x.explain(ctx, sql, args)}
+}
+
+func (x *explainer) explain(ctx context.Context, sql string, args []any) error {
+	rows, err := x.e.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		return err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	x.plan = strings.Join(lines, "\n")
+	return errExplained
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// TaskLeasePlan returns the query plan TaskLease would use for p, so tests
+// can check that claiming stays index-driven on a large backlog.
+func TaskLeasePlan(ctx context.Context, e Executor, p *TaskLeaseParams) (string, error) {
+	x := &explainer{e: e}
+	if _, err := TaskLease(ctx, x, p); !errors.Is(err, errExplained) {
+		return "", fmt.Errorf("error explaining TaskLease: %w", err)
+	}
+	return x.plan, nil
+}

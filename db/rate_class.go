@@ -1,0 +1,202 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// RateClass is a token bucket that caps how fast a class of tasks is
+// leased, with the priority floors that degrade it under pressure.
+type RateClass struct {
+	Name        string
+	Description string
+	Rate        float64 // tokens per second
+	Burst       float64 // bucket size
+	// ManualMinPriority is an operator's floor: tasks below it wait.
+	ManualMinPriority *int
+	// AutoMinPriority applies while the class is degraded: its waiting
+	// depth is above AutoDepth or its oldest wait above AutoAge.
+	AutoMinPriority *int
+	AutoDepth       *int
+	AutoAge         *time.Duration
+	DegradedSince   *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+
+	// Read by RateClassList.
+	TokensNow  float64       // the bucket's level now
+	Waiting    int64         // ready tasks waiting
+	OldestWait time.Duration // how long the oldest has waited
+}
+
+// MinPriority is the floor in force: the operator's, else the automatic
+// one while degraded; nil when none.
+func (c *RateClass) MinPriority() *int {
+	if c.ManualMinPriority != nil {
+		return c.ManualMinPriority
+	}
+	if c.DegradedSince != nil {
+		return c.AutoMinPriority
+	}
+	return nil
+}
+
+// RateClassInsert creates a class with a full bucket.
+func RateClassInsert(ctx context.Context, e Executor, c *RateClass) (*RateClass, error) {
+	r, err := queries.RateClassInsert(ctx, e, dbsqlc.RateClassInsertParams{
+		Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
+		ManualMinPriority: int32Ptr(c.ManualMinPriority), AutoMinPriority: int32Ptr(c.AutoMinPriority),
+		AutoDepth: int32Ptr(c.AutoDepth), AutoAgeSeconds: secondsPtr(c.AutoAge)})
+	if err != nil {
+		return nil, fmt.Errorf("error inserting rate class %q: %w", c.Name, mapErr(err))
+	}
+	return rateClassFromRow(r), nil
+}
+
+// RateClassUpdate changes a class's settings; its bucket keeps its level
+// (capped at the new burst).
+func RateClassUpdate(ctx context.Context, e Executor, c *RateClass) (*RateClass, error) {
+	r, err := queries.RateClassUpdate(ctx, e, dbsqlc.RateClassUpdateParams{
+		Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
+		ManualMinPriority: int32Ptr(c.ManualMinPriority), AutoMinPriority: int32Ptr(c.AutoMinPriority),
+		AutoDepth: int32Ptr(c.AutoDepth), AutoAgeSeconds: secondsPtr(c.AutoAge)})
+	if err != nil {
+		return nil, fmt.Errorf("error updating rate class %q: %w", c.Name, mapErr(err))
+	}
+	return rateClassFromRow(r), nil
+}
+
+// RateClassSetManualFloor switches an operator's floor on (minPriority) or
+// off (nil).
+func RateClassSetManualFloor(ctx context.Context, e Executor, name string, minPriority *int) (*RateClass, error) {
+	r, err := queries.RateClassSetManualFloor(ctx, e, dbsqlc.RateClassSetManualFloorParams{
+		Name: name, MinPriority: int32Ptr(minPriority)})
+	if err != nil {
+		return nil, fmt.Errorf("error setting the floor of rate class %q: %w", name, mapErr(err))
+	}
+	return rateClassFromRow(r), nil
+}
+
+// RateClassDelete removes a class; jobs that name it block the delete
+// (ErrConflict-like constraint error).
+func RateClassDelete(ctx context.Context, e Executor, name string) error {
+	n, err := queries.RateClassDelete(ctx, e, name)
+	if err != nil {
+		return fmt.Errorf("error deleting rate class %q: %w", name, mapErr(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("error deleting rate class %q: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+// RateClassList returns every class (or the one named) with its bucket
+// level and backlog now.
+func RateClassList(ctx context.Context, e Executor, name string) ([]*RateClass, error) {
+	rows, err := queries.RateClassList(ctx, e, nilIfEmpty(name))
+	if err != nil {
+		return nil, fmt.Errorf("error listing rate classes: %w", mapErr(err))
+	}
+	out := make([]*RateClass, len(rows))
+	for i, r := range rows {
+		c := rateClassFromRow(r.AxRateClass)
+		c.TokensNow, c.Waiting = r.TokensNow, r.Waiting
+		c.OldestWait = time.Duration(r.OldestWaitSeconds * float64(time.Second))
+		out[i] = c
+	}
+	return out, nil
+}
+
+// RateClassGet returns one class with its bucket level and backlog.
+func RateClassGet(ctx context.Context, e Executor, name string) (*RateClass, error) {
+	classes, err := RateClassList(ctx, e, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(classes) == 0 {
+		return nil, fmt.Errorf("error getting rate class %q: %w", name, ErrNotFound)
+	}
+	return classes[0], nil
+}
+
+// DegradeChange is a class whose automatic degradation turned on or off.
+type DegradeChange struct {
+	Name        string
+	Degraded    bool
+	MinPriority int
+}
+
+// RateClassDegradeAuto turns automatic degradation on or off by each
+// class's pressure; it returns the classes that changed.
+func RateClassDegradeAuto(ctx context.Context, e Executor) ([]DegradeChange, error) {
+	rows, err := queries.RateClassDegradeAuto(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("error degrading rate classes: %w", mapErr(err))
+	}
+	out := make([]DegradeChange, len(rows))
+	for i, r := range rows {
+		out[i] = DegradeChange{Name: r.Name, Degraded: r.Degraded, MinPriority: int(deref(r.AutoMinPriority))}
+	}
+	return out, nil
+}
+
+// TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
+// job skips rather than waits; it returns their executions.
+func TaskSkipBelowFloor(ctx context.Context, e Executor) ([]uuid.UUID, error) {
+	ids, err := queries.TaskSkipBelowFloor(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("error skipping tasks below their class's floor: %w", mapErr(err))
+	}
+	return ids, nil
+}
+
+func rateClassFromRow(r dbsqlc.AxRateClass) *RateClass {
+	c := &RateClass{Name: r.Name, Description: r.Description, Rate: r.Rate, Burst: r.Burst,
+		ManualMinPriority: intPtr(r.ManualMinPriority), AutoMinPriority: intPtr(r.AutoMinPriority),
+		AutoDepth: intPtr(r.AutoDepth), DegradedSince: utcPtr(r.DegradedSince),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), TokensNow: r.Tokens}
+	if r.AutoAgeSeconds != nil {
+		d := time.Duration(*r.AutoAgeSeconds) * time.Second
+		c.AutoAge = &d
+	}
+	return c
+}
+
+func int32Ptr(p *int) *int32 {
+	if p == nil {
+		return nil
+	}
+	v := int32(*p)
+	return &v
+}
+
+func intPtr(p *int32) *int {
+	if p == nil {
+		return nil
+	}
+	v := int(*p)
+	return &v
+}
+
+func secondsPtr(d *time.Duration) *int32 {
+	if d == nil {
+		return nil
+	}
+	v := int32(d.Seconds())
+	return &v
+}
+
+// RateClassNextToken is how long until a dry class with waiting tasks
+// gets a token (an hour when none).
+func RateClassNextToken(ctx context.Context, e Executor) (time.Duration, error) {
+	ms, err := queries.RateClassNextToken(ctx, e)
+	if err != nil {
+		return 0, fmt.Errorf("error finding the next rate class token: %w", mapErr(err))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}

@@ -1,0 +1,236 @@
+package openapi_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
+)
+
+func setupFlow(t *testing.T, cfg queue.AgentConfig) *apiEnv {
+	t.Helper()
+	return setupConfig(t, func(c *openapi.Config) { c.Agent = cfg })
+}
+
+// TestRateClassCapsLeaseRate: a class limited to 10 tasks/s with burst 10,
+// fed 500 ready tasks by 4 agents, never leases more than rate + burst in
+// any 1 s window over 20 s, measured from the leases' timestamps.
+func TestRateClassCapsLeaseRate(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs for 20 s")
+	}
+	env := setupFlow(t, queue.AgentConfig{})
+	env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "db", "rate": 10, "burst": 10}).
+		must(t, http.StatusCreated)
+	jobID := env.manualJob("bulk", func(j map[string]any) {
+		j["rate_limit_class"] = "db"
+		j["shards"] = map[string]any{"count": 500}
+	})
+	env.run(jobID, nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		a := env.registerAgent("a"+string(rune('0'+i)), nil, 100)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				for _, task := range a.lease(20, 1) {
+					a.complete(task, "succeeded").must(t, http.StatusOK)
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	rows, err := env.pool.Query(context.Background(),
+		`SELECT leased_at FROM ax.task WHERE leased_at IS NOT NULL ORDER BY leased_at`)
+	require.NoError(t, err)
+	var leases []time.Time
+	for rows.Next() {
+		var at time.Time
+		require.NoError(t, rows.Scan(&at))
+		leases = append(leases, at)
+	}
+	require.NoError(t, rows.Err())
+	require.GreaterOrEqual(t, len(leases), 150, "the class keeps leasing at about its rate")
+	require.LessOrEqual(t, len(leases), 10*21+10, "no more than rate × time + burst")
+	busiest := 0
+	for i, start := range leases {
+		j := i
+		for j < len(leases) && leases[j].Before(start.Add(time.Second)) {
+			j++
+		}
+		require.LessOrEqual(t, j-i, 20, "leases in the 1 s window from %s", start)
+		busiest = max(busiest, j-i)
+	}
+	t.Logf("%d leases in %s; busiest 1 s window: %d (limit 10/s + burst 10)",
+		len(leases), leases[len(leases)-1].Sub(leases[0]).Round(time.Millisecond), busiest)
+	classes := env.call("GET", "/v1/classes", env.admin, nil).must(t, http.StatusOK)["classes"].([]any)
+	require.Greater(t, classes[0].(map[string]any)["waiting"], float64(0), "the rest waits its turn")
+}
+
+// TestPriorityThenStarvationGuard: of a backlog, priority 9 tasks lease
+// before priority 1 tasks of the same age; a priority 1 task older than
+// the starvation age still leases while priority 9 work keeps arriving.
+func TestPriorityThenStarvationGuard(t *testing.T) {
+	t.Parallel()
+	env := setupFlow(t, queue.AgentConfig{StarveAfter: 2 * time.Second})
+	low := env.manualJob("low", func(j map[string]any) { j["priority"] = 1; j["shards"] = map[string]any{"count": 5} })
+	high := env.manualJob("high", func(j map[string]any) { j["priority"] = 9; j["shards"] = map[string]any{"count": 5} })
+	env.run(low, nil)
+	env.run(high, nil)
+	a := env.registerAgent("a", nil, 100)
+	first := a.lease(5, 0)
+	require.Len(t, first, 5)
+	for _, task := range first {
+		require.Equal(t, high, task["job_id"], "priority 9 before priority 1 of the same age")
+	}
+
+	time.Sleep(2100 * time.Millisecond) // the low tasks are starving now
+	env.run(high, nil)                  // fresh priority 9 work keeps arriving
+	next := a.lease(5, 0)
+	require.Len(t, next, 5)
+	for _, task := range next {
+		require.Equal(t, low, task["job_id"], "starved priority 1 tasks go ahead of new priority 9 work")
+	}
+	require.Len(t, a.lease(10, 0), 5, "then the new priority 9 work")
+
+	// The run's priority can differ from its job's.
+	override := env.call("POST", "/v1/jobs/"+low+"/trigger", env.admin, map[string]any{"priority": 50}).
+		must(t, http.StatusAccepted)
+	require.EqualValues(t, 50, override["priority"])
+}
+
+// TestDegradationChangesWhatLeases: with an operator's floor on, tasks
+// below it wait (or, for skip jobs, are cancelled with the reason); off,
+// they lease again. Automatic degradation follows waiting depth.
+func TestDegradationChangesWhatLeases(t *testing.T) {
+	t.Parallel()
+	env := setupFlow(t, queue.AgentConfig{})
+	ctx := context.Background()
+	env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "api", "rate": 1000, "burst": 1000,
+		"auto_degrade": map[string]any{"min_priority": 5, "depth": 3}}).must(t, http.StatusCreated)
+	low := env.manualJob("low", func(j map[string]any) { j["priority"] = 1; j["rate_limit_class"] = "api" })
+	skippy := env.manualJob("skippy", func(j map[string]any) {
+		j["priority"] = 1
+		j["rate_limit_class"] = "api"
+		j["degrade_action"] = "skip"
+	})
+	high := env.manualJob("high", func(j map[string]any) { j["priority"] = 9; j["rate_limit_class"] = "api" })
+	a := env.registerAgent("a", nil, 100)
+	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{})
+
+	got := env.call("POST", "/v1/classes/api/degrade", env.admin, map[string]any{"min_priority": 5}).must(t, http.StatusOK)
+	require.EqualValues(t, 5, got["effective_min_priority"])
+	lowRun, skipRun, highRun := env.run(low, nil), env.run(skippy, nil), env.run(high, nil)
+	require.NoError(t, reaper.Sweep(ctx))
+	leased := a.lease(10, 0)
+	require.Len(t, leased, 1)
+	require.Equal(t, highRun, leased[0]["execution_id"], "only work at or above the floor leases")
+	skipped := env.call("GET", "/v1/executions/"+skipRun, env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "cancelled", skipped["state"])
+	require.Contains(t, skipped["tasks"].([]any)[0].(map[string]any)["error"], "degraded to priority >= 5")
+
+	env.call("POST", "/v1/classes/api/restore", env.admin, nil).must(t, http.StatusOK)
+	leased = a.lease(10, 0)
+	require.Len(t, leased, 1)
+	require.Equal(t, lowRun, leased[0]["execution_id"], "restored, the low task leases")
+	require.Equal(t, []string{"leased"}, env.stateEvents(lowRun), "the task event records its lease")
+
+	// Automatic: more than 3 waiting degrades, draining the backlog lifts it.
+	var lows []string
+	for range 4 {
+		lows = append(lows, env.run(low, nil))
+	}
+	require.NoError(t, reaper.Sweep(ctx))
+	class := env.call("GET", "/v1/classes/api", env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, true, class["degraded"])
+	require.Empty(t, a.lease(10, 0), "degraded: priority 1 waits")
+	_, err := env.pool.Exec(ctx, `UPDATE ax.task SET state = 'cancelled', finished_at = now() WHERE execution_id = $1`,
+		uuid.MustParse(lows[0]))
+	require.NoError(t, err)
+	require.NoError(t, reaper.Sweep(ctx))
+	require.Len(t, a.lease(10, 0), 3, "back under the threshold, they lease")
+}
+
+func (e *apiEnv) stateEvents(execID string) []string {
+	e.t.Helper()
+	var out []string
+	for _, ev := range e.call("GET", "/v1/executions/"+execID+"/logs?kind=state", e.admin, nil).
+		must(e.t, http.StatusOK)["events"].([]any) {
+		out = append(out, ev.(map[string]any)["state"].(string))
+	}
+	return out
+}
+
+// TestRateClassAPI: classes are validated, listed with their state, and
+// jobs may only name existing ones.
+func TestRateClassAPI(t *testing.T) {
+	t.Parallel()
+	env := setupFlow(t, queue.AgentConfig{})
+	bad := env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "x", "rate": 0, "burst": 0,
+		"auto_degrade": map[string]any{"min_priority": 3}})
+	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
+	require.Subset(t, bad.errorLocations(), []string{"body.rate", "body.burst", "body.auto_degrade"})
+
+	noClass := env.call("POST", "/v1/jobs", env.admin, map[string]any{"name": "j", "trigger": map[string]any{"kind": "manual"},
+		"executor": map[string]any{"kind": "shell", "command": "true"}, "rate_limit_class": "nope"})
+	require.Equal(t, http.StatusUnprocessableEntity, noClass.status)
+	require.Contains(t, noClass.errorLocations(), "body.rate_limit_class")
+	require.Zero(t, env.countJobs())
+
+	env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "db", "rate": 5, "burst": 20}).
+		must(t, http.StatusCreated)
+	require.Equal(t, http.StatusConflict,
+		env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "db", "rate": 5, "burst": 20}).status)
+	env.manualJob("user", func(j map[string]any) { j["rate_limit_class"] = "db" })
+	require.Equal(t, http.StatusConflict, env.call("DELETE", "/v1/classes/db", env.admin, nil).status,
+		"a class in use stays")
+	got := env.call("PUT", "/v1/classes/db", env.admin, map[string]any{"name": "db", "rate": 5, "burst": 8}).
+		must(t, http.StatusOK)
+	require.EqualValues(t, 8, got["tokens"], "the level is capped at the new burst")
+	require.Equal(t, http.StatusForbidden,
+		env.call("POST", "/v1/classes/db/degrade", env.key(openapi.ScopeSubmit), map[string]any{"min_priority": 1}).status)
+}
+
+// TestLeaseQueryIsIndexDriven: on 100,000 pending tasks the claim query
+// reads the pending indexes, never the whole table.
+func TestLeaseQueryIsIndexDriven(t *testing.T) {
+	t.Parallel()
+	env := setupFlow(t, queue.AgentConfig{})
+	ctx := context.Background()
+	jobID := uuid.MustParse(env.manualJob("big", nil))
+	execID := uuid.MustParse(env.run(jobID.String(), nil))
+	_, err := env.pool.Exec(ctx, `
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
+		                     not_before, preferred_agent_id)
+		SELECT $1, $2, i, 100001, i % 10, 1, 60, now() - (i % 1000) * interval '1 second',
+		       CASE WHEN i % 3 = 0 THEN gen_random_uuid() END
+		FROM generate_series(1, 100000) AS i`, execID, jobID)
+	require.NoError(t, err)
+	_, err = env.pool.Exec(ctx, `ANALYZE ax.task`)
+	require.NoError(t, err)
+	plan, err := db.TaskLeasePlan(ctx, env.pool, &db.TaskLeaseParams{AgentID: uuid.New(), Max: 10,
+		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute})
+	require.NoError(t, err)
+	t.Log(plan)
+	for _, line := range strings.Split(plan, "\n") {
+		require.False(t, strings.Contains(line, "Seq Scan on task"), "no sequential scan of tasks:\n%s", plan)
+	}
+	for _, idx := range []string{"task_pending_idx", "task_preferred_idx", "task_pending_age_idx"} {
+		require.True(t, slices.ContainsFunc(strings.Split(plan, "\n"), func(l string) bool { return strings.Contains(l, idx) }),
+			"%s is used:\n%s", idx, plan)
+	}
+}

@@ -1,0 +1,101 @@
+-- name: RateClassInsert :one
+INSERT INTO ax.rate_class (name, description, rate, burst, tokens, manual_min_priority,
+                           auto_min_priority, auto_depth, auto_age_seconds)
+VALUES (@name, @description, @rate, @burst, @burst, sqlc.narg('manual_min_priority'),
+        sqlc.narg('auto_min_priority'), sqlc.narg('auto_depth'), sqlc.narg('auto_age_seconds'))
+RETURNING *;
+
+-- RateClassUpdate changes a class's settings; the bucket keeps its level,
+-- capped at the new burst.
+-- name: RateClassUpdate :one
+UPDATE ax.rate_class
+SET description = @description, rate = @rate, burst = @burst,
+    tokens = least(@burst, tokens + rate * greatest(0, extract(epoch FROM now() - refilled_at))),
+    refilled_at = greatest(refilled_at, now()),
+    manual_min_priority = sqlc.narg('manual_min_priority'),
+    auto_min_priority = sqlc.narg('auto_min_priority'), auto_depth = sqlc.narg('auto_depth'),
+    auto_age_seconds = sqlc.narg('auto_age_seconds'),
+    degraded_since = CASE WHEN sqlc.narg('auto_min_priority')::integer IS NULL THEN NULL ELSE degraded_since END,
+    updated_at = now()
+WHERE name = @name
+RETURNING *;
+
+-- RateClassSetManualFloor switches an operator's priority floor on (a
+-- value) or off (null).
+-- name: RateClassSetManualFloor :one
+UPDATE ax.rate_class SET manual_min_priority = sqlc.narg('min_priority'), updated_at = now()
+WHERE name = @name
+RETURNING *;
+
+-- name: RateClassDelete :execrows
+DELETE FROM ax.rate_class WHERE name = @name;
+
+-- RateClassList returns classes with their refilled token level, the
+-- ready tasks waiting in each and how long the oldest has waited.
+-- name: RateClassList :many
+SELECT sqlc.embed(c),
+       least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)))::double precision AS tokens_now,
+       coalesce(w.waiting, 0)::bigint AS waiting,
+       coalesce(w.oldest_seconds, 0)::double precision AS oldest_wait_seconds
+FROM ax.rate_class c
+LEFT JOIN LATERAL (
+    SELECT count(*) AS waiting, extract(epoch FROM clock_timestamp() - min(t.not_before)) AS oldest_seconds
+    FROM ax.task t
+    WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now()
+) w ON true
+WHERE sqlc.narg('name')::text IS NULL OR c.name = sqlc.narg('name')::text
+ORDER BY c.name;
+
+-- RateClassDegradeAuto turns automatic degradation on for classes whose
+-- waiting depth or oldest wait is above their thresholds, and off for
+-- those back under them. Returns the classes that changed.
+-- name: RateClassDegradeAuto :many
+WITH pressure AS (
+    SELECT c.name,
+           (c.auto_depth IS NOT NULL AND coalesce(w.waiting, 0) > c.auto_depth)
+           OR (c.auto_age_seconds IS NOT NULL AND coalesce(w.oldest_seconds, 0) > c.auto_age_seconds) AS over
+    FROM ax.rate_class c
+    LEFT JOIN LATERAL (
+        SELECT count(*) AS waiting, extract(epoch FROM now() - min(t.not_before)) AS oldest_seconds
+        FROM ax.task t
+        WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now()
+    ) w ON true
+    WHERE c.auto_min_priority IS NOT NULL
+)
+UPDATE ax.rate_class c
+SET degraded_since = CASE WHEN p.over THEN now() END, updated_at = now()
+FROM pressure p
+WHERE c.name = p.name AND p.over <> (c.degraded_since IS NOT NULL)
+RETURNING c.name, (c.degraded_since IS NOT NULL)::boolean AS degraded, c.auto_min_priority;
+
+-- TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
+-- job says to skip rather than wait, with the reason in the task's error
+-- and events.
+-- name: TaskSkipBelowFloor :many
+WITH floors AS (
+    SELECT name, coalesce(manual_min_priority,
+                          CASE WHEN degraded_since IS NOT NULL THEN auto_min_priority END) AS floor
+    FROM ax.rate_class
+), skipped AS (
+    UPDATE ax.task t
+    SET state = 'cancelled', finished_at = now(), updated_at = now(),
+        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
+    FROM floors f, ax.job j
+    WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
+      AND j.id = t.job_id AND j.degrade_action = 'skip'
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.error
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'cancelled', error FROM skipped
+)
+SELECT DISTINCT execution_id FROM skipped;
+
+-- RateClassNextToken says how long until a dry class with ready tasks
+-- waiting gets its next token (an hour when none is dry), so long polls
+-- wake when tokens come back.
+-- name: RateClassNextToken :one
+SELECT coalesce(min((1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)))) / c.rate
+                    * 1000)::bigint, 3600000)::bigint AS millis
+FROM ax.rate_class c
+WHERE c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)) < 1
+  AND EXISTS (SELECT 1 FROM ax.task t WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now());
