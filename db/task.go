@@ -277,12 +277,3 @@ func TaskEventListByExecution(ctx context.Context, e Executor, executionID uuid.
 	return out, nil
 }
 
-// TaskBacklog returns how many pending tasks are ready and how long the
-// oldest of them has waited.
-func TaskBacklog(ctx context.Context, e Executor) (int64, time.Duration, error) {
-	r, err := queries.TaskBacklog(ctx, e)
-	if err != nil {
-		return 0, 0, fmt.Errorf("error reading backlog: %w", mapErr(err))
-	}
-	return r.Depth, time.Duration(r.OldestSeconds * float64(time.Second)), nil
-}

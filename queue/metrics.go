@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"cmp"
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -103,38 +105,128 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// QueueCollector reports the pending backlog on each scrape, read from
-// the database (every replica reports the same numbers).
-type QueueCollector struct {
-	pool      *pgxpool.Pool
-	depth     *prometheus.Desc
-	oldestAge *prometheus.Desc
+// StateCollector reports on each scrape what lives in the database and
+// every replica shares: the ready backlog by rate class and priority,
+// agents by state and pool, failing jobs and overdue triggers. All
+// replicas report the same numbers, so alert on max(), not sum().
+type StateCollector struct {
+	pool *pgxpool.Pool
+
+	depth, oldestAge         *prometheus.Desc
+	agents                   *prometheus.Desc
+	jobFailureRatio, jobRuns *prometheus.Desc
+	jobStreak                *prometheus.Desc
+	overdue, overdueLongest  *prometheus.Desc
 }
 
-// NewQueueCollector returns a collector of the backlog in pool.
-func NewQueueCollector(pool *pgxpool.Pool) *QueueCollector {
-	return &QueueCollector{
-		pool:      pool,
-		depth:     prometheus.NewDesc("ax_queue_depth", "Pending tasks ready to lease.", nil, nil),
-		oldestAge: prometheus.NewDesc("ax_queue_oldest_wait_seconds", "How long the oldest ready pending task has waited.", nil, nil),
+// failureWindow is the window of the failing-job metrics (and alerts).
+const failureWindow = 10 * time.Minute
+
+// overdueAfter is how late a trigger must be to count as overdue: well
+// past the misfire threshold, so a busy second is not an alert.
+const overdueAfter = 30 * time.Second
+
+// NewStateCollector returns a collector reading pool.
+func NewStateCollector(pool *pgxpool.Pool) *StateCollector {
+	job := []string{"job", "group", "owner"}
+	return &StateCollector{
+		pool: pool,
+		depth: prometheus.NewDesc("ax_queue_depth", "Pending tasks ready to lease, by rate class (none without) and priority.",
+			[]string{"class", "priority"}, nil),
+		oldestAge: prometheus.NewDesc("ax_queue_oldest_wait_seconds",
+			"How long the oldest ready pending task has waited, by rate class and priority.", []string{"class", "priority"}, nil),
+		agents: prometheus.NewDesc("ax_agents", "Agents by state, readiness and pool label (pools that jobs target show 0 when empty).",
+			[]string{"state", "ready", "pool"}, nil),
+		jobFailureRatio: prometheus.NewDesc("ax_job_failure_ratio",
+			"Failed share of a job's runs that ended in the last 10 minutes; only jobs with failures.", job, nil),
+		jobRuns: prometheus.NewDesc("ax_job_finished_runs",
+			"Runs of a job that ended in the last 10 minutes; only jobs with failures.", job, nil),
+		jobStreak: prometheus.NewDesc("ax_job_consecutive_failures",
+			"How many of a job's latest runs failed in a row (up to 20); only jobs with recent failures.", job, nil),
+		overdue: prometheus.NewDesc("ax_triggers_overdue",
+			"Unpaused triggers more than 30 s past their fire time: schedules that did not fire when due.", nil, nil),
+		overdueLongest: prometheus.NewDesc("ax_trigger_max_overdue_seconds",
+			"How far past its fire time the latest due trigger is.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.depth
-	ch <- c.oldestAge
+func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.depth, c.oldestAge, c.agents, c.jobFailureRatio, c.jobRuns,
+		c.jobStreak, c.overdue, c.overdueLongest} {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
-func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	depth, oldest, err := db.TaskBacklog(ctx, c.pool)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.depth, err)
-		return
+	for _, collect := range []func(context.Context, chan<- prometheus.Metric) error{
+		c.collectBacklog, c.collectAgents, c.collectJobs, c.collectOverdue,
+	} {
+		if err := collect(ctx, ch); err != nil {
+			ch <- prometheus.NewInvalidMetric(c.depth, err)
+		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(depth))
-	ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, oldest.Seconds())
+}
+
+func (c *StateCollector) collectBacklog(ctx context.Context, ch chan<- prometheus.Metric) error {
+	backlog, err := db.ObserveBacklog(ctx, c.pool)
+	if err != nil {
+		return err
+	}
+	if len(backlog) == 0 { // an empty queue is a zero, not a missing series
+		backlog = []db.Backlog{{}}
+	}
+	for _, b := range backlog {
+		class, priority := cmp.Or(b.Class, "none"), strconv.Itoa(b.Priority)
+		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(b.Depth), class, priority)
+		ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, b.OldestWait.Seconds(), class, priority)
+	}
+	return nil
+}
+
+func (c *StateCollector) collectAgents(ctx context.Context, ch chan<- prometheus.Metric) error {
+	counts, pools, err := db.ObserveAgents(ctx, c.pool)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, a := range counts {
+		ready := strconv.FormatBool(a.Ready)
+		seen[a.State+"/"+ready+"/"+a.Pool] = true
+		ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(a.Agents), a.State, ready, a.Pool)
+	}
+	for _, pool := range pools {
+		if !seen["active/true/"+pool] {
+			ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, 0, "active", "true", pool)
+		}
+	}
+	return nil
+}
+
+func (c *StateCollector) collectJobs(ctx context.Context, ch chan<- prometheus.Metric) error {
+	jobs, err := db.ObserveFailingJobs(ctx, c.pool, failureWindow)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		ch <- prometheus.MustNewConstMetric(c.jobFailureRatio, prometheus.GaugeValue,
+			float64(j.Failed)/float64(max(j.Finished, 1)), j.Name, j.Group, j.Owner)
+		ch <- prometheus.MustNewConstMetric(c.jobRuns, prometheus.GaugeValue, float64(j.Finished), j.Name, j.Group, j.Owner)
+		ch <- prometheus.MustNewConstMetric(c.jobStreak, prometheus.GaugeValue, float64(j.ConsecutiveFailures),
+			j.Name, j.Group, j.Owner)
+	}
+	return nil
+}
+
+func (c *StateCollector) collectOverdue(ctx context.Context, ch chan<- prometheus.Metric) error {
+	o, err := db.ObserveOverdue(ctx, c.pool, overdueAfter)
+	if err != nil {
+		return err
+	}
+	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(o.Late))
+	ch <- prometheus.MustNewConstMetric(c.overdueLongest, prometheus.GaugeValue, o.Longest.Seconds())
+	return nil
 }

@@ -93,7 +93,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
 	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: metrics})
-	prometheus.MustRegister(queue.NewQueueCollector(pool))
+	prometheus.MustRegister(queue.NewStateCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {
 			return err

@@ -288,10 +288,3 @@ WHERE execution_id = @execution_id AND id > @after_id
   AND (sqlc.narg('kind')::text IS NULL OR kind = sqlc.narg('kind')::ax.task_event_kind)
 ORDER BY id
 LIMIT @max;
-
--- TaskBacklog counts pending tasks that are ready and the age of the
--- oldest (read through task_pending_idx).
--- name: TaskBacklog :one
-SELECT count(*)::bigint AS depth,
-       coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
-FROM ax.task WHERE state = 'pending' AND not_before <= now();

@@ -43,9 +43,9 @@ func TestMetricsMoveAsJobsFire(t *testing.T) {
 	before := scrape(t, s.url)
 	for _, name := range []string{`ax_fires_total{cause="schedule"}`, `ax_fires_total{cause="manual"}`,
 		`ax_misfires_total`, `ax_skipped_ticks_total{reason="misfire"}`, `ax_fire_lag_seconds_count`,
-		`ax_tasks_dispatched_total`, `ax_dispatch_failures_total`, `ax_task_results_total{state="succeeded"}`,
+		`ax_tasks_dispatched_total{class="none"}`, `ax_dispatch_failures_total`, `ax_task_results_total{state="succeeded"}`,
 		`ax_task_results_total{state="timed_out"}`, `ax_task_retries_total`, `ax_lease_expiries_total`,
-		`ax_queue_depth`, `ax_queue_oldest_wait_seconds`} {
+		`ax_queue_depth{class="none",priority="0"}`, `ax_queue_oldest_wait_seconds{class="none",priority="0"}`} {
 		require.Contains(t, before, name)
 	}
 
@@ -87,6 +87,6 @@ func TestMetricsMoveAsJobsFire(t *testing.T) {
 			after[`ax_misfires_total`] >= 50 &&
 			after[`ax_skipped_ticks_total{reason="misfire"}`] >= 50 &&
 			after[`ax_fire_lag_seconds_count`] >= 2 &&
-			after[`ax_queue_depth`] >= 3 // no agent runs them
+			after[`ax_queue_depth{class="none",priority="0"}`] >= 3 // no agent runs them
 	}, 15*time.Second, 200*time.Millisecond)
 }

@@ -57,26 +57,6 @@ func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds [
 	return items, nil
 }
 
-const taskBacklog = `-- name: TaskBacklog :one
-SELECT count(*)::bigint AS depth,
-       coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
-FROM ax.task WHERE state = 'pending' AND not_before <= now()
-`
-
-type TaskBacklogRow struct {
-	Depth         int64
-	OldestSeconds float64
-}
-
-// TaskBacklog counts pending tasks that are ready and the age of the
-// oldest (read through task_pending_idx).
-func (q *Queries) TaskBacklog(ctx context.Context, db DBTX) (TaskBacklogRow, error) {
-	row := db.QueryRow(ctx, taskBacklog)
-	var i TaskBacklogRow
-	err := row.Scan(&i.Depth, &i.OldestSeconds)
-	return i, err
-}
-
 const taskComplete = `-- name: TaskComplete :many
 WITH input AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
