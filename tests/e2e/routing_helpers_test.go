@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// Helpers of the routing tests (issue #5): fires with params, where each
+// run's task went and why, and the agents as GET /v1/agents shows them.
+
+// routedServer is the timing of the routing tests: agents heartbeat every
+// second (offline after 3 s, no longer routed to after 2 s), leases last
+// 4 s, and a task routed to an agent waits steal before another may take
+// it.
+func routedServer(t *testing.T, dbURL, steal string, env ...string) *server {
+	t.Helper()
+	return startServerOn(t, dbURL, append([]string{"AX_LEASE=4s", "AX_HEARTBEAT_INTERVAL=1s",
+		"AX_STEAL_AFTER=" + steal}, env...)...)
+}
+
+// manual is the trigger of jobs run by hand.
+var manual = map[string]any{"kind": "manual"}
+
+// shell is a shell executor running command.
+func shell(command string) map[string]any { return map[string]any{"kind": "shell", "command": command} }
+
+// fire triggers a job with params and returns the execution id.
+func (s *server) fire(t *testing.T, jobID string, params map[string]any) string {
+	t.Helper()
+	var body any
+	if params != nil {
+		body = map[string]any{"params": params}
+	}
+	status, out := s.api(t, "POST", "/v1/jobs/"+jobID+"/trigger", body)
+	require.Equal(t, http.StatusAccepted, status, out)
+	return out["id"].(string)
+}
+
+// fireAndWait fires n runs at once and waits until each has succeeded.
+func (s *server) fireAndWait(t *testing.T, jobID string, n int, params map[string]any) []string {
+	t.Helper()
+	ids, states := s.fireAndSettle(t, jobID, n, params)
+	for i, id := range ids {
+		require.Equal(t, "succeeded", states[i], "execution %s", id)
+	}
+	return ids
+}
+
+// fireAndSettle fires n runs at once, waits until each has ended, and
+// returns them with their final states.
+func (s *server) fireAndSettle(t *testing.T, jobID string, n int, params map[string]any) (ids, states []string) {
+	t.Helper()
+	ids = make([]string, n)
+	for i := range ids {
+		ids[i] = s.fire(t, jobID, params)
+	}
+	states = make([]string, n)
+	for i, id := range ids {
+		states[i] = s.waitExecution(t, id, 30*time.Second)
+	}
+	return ids, states
+}
+
+// routerRefresh is how long `ax serve` reuses its view of the agents when
+// routing (queue.TaskRouterConfig.Refresh, 1 s), with a margin: a test
+// that changed which agents are healthy waits this long before it fires
+// runs that must see the change.
+const routerRefresh = 1500 * time.Millisecond
+
+// lease is how the one task of a run was leased, from its task events
+// (GET /v1/executions/{id}/logs?kind=state): by which agent, how ("routed
+// here", "unassigned", "taken over from agent …"), and who reported the
+// result.
+type lease struct {
+	By, How, ResultBy, Result string
+}
+
+// leaseOf returns the last lease of the run's task and its result.
+func (s *server) leaseOf(t *testing.T, execID string) lease {
+	t.Helper()
+	status, out := s.api(t, "GET", "/v1/executions/"+execID+"/logs?kind=state", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	var l lease
+	for _, raw := range out["events"].([]any) {
+		e := raw.(map[string]any)
+		agent, _ := e["agent_id"].(string)
+		msg, _ := e["message"].(string)
+		switch e["state"] {
+		case "leased":
+			l.By, l.How = agent, msg
+		case "succeeded", "failed", "timed_out", "cancelled":
+			l.ResultBy, l.Result = agent, e["state"].(string)
+		}
+	}
+	return l
+}
+
+// ranOn counts the runs by the agent that reported their result.
+func (s *server) ranOn(t *testing.T, execIDs []string) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for _, id := range execIDs {
+		counts[s.leaseOf(t, id).ResultBy]++
+	}
+	return counts
+}
+
+// route is the routing decision recorded on a task.
+type route struct {
+	Preferred, Fallback, Key string
+}
+
+// routesOf returns the routing decision of each run's task, read from
+// ax.task.
+func routesOf(t *testing.T, pool *pgxpool.Pool, execIDs []string) []route {
+	t.Helper()
+	out := make([]route, len(execIDs))
+	for i, id := range execIDs {
+		require.NoError(t, pool.QueryRow(context.Background(), `
+			SELECT coalesce(preferred_agent_id::text, ''), coalesce(fallback_agent_id::text, ''), route_key
+			FROM ax.task WHERE execution_id = $1`, id).Scan(&out[i].Preferred, &out[i].Fallback, &out[i].Key))
+	}
+	return out
+}
+
+// agentState waits until the agent called name is in state.
+func (s *server) waitAgentState(t *testing.T, name, state string, timeout time.Duration) map[string]any {
+	t.Helper()
+	var a map[string]any
+	require.Eventually(t, func() bool {
+		a = s.agentNamed(t, name)
+		return a != nil && a["state"] == state
+	}, timeout, 100*time.Millisecond, "agent %s becomes %s", name, state)
+	return a
+}
+
+// served is how many tasks an agent leased in the server's record window,
+// as GET /v1/agents shows it.
+func served(a map[string]any) int {
+	return int(a["recent"].(map[string]any)["served"].(float64))
+}
