@@ -25,13 +25,16 @@ RETURNING id, job_id, scheduled_for, fired_at;
 -- @execution_ids, not leasable before its scheduled time (a fire made
 -- ahead waits for its tick): one per shard, with the shard's param or its
 -- part of the job's shard range; for broadcast jobs one per live agent of
--- the pool, pinned to it. Ids that were not inserted (a tick that had fired
--- already) match nothing. Returns what routing needs to know of each task.
+-- the pool, pinned to it. Tasks of agentless HTTP jobs (executor http, no
+-- target labels) are marked so: ax serve runs them, agents never lease them.
+-- Ids that were not inserted (a tick that had fired already) match nothing.
+-- Returns what routing needs to know of each task.
 -- name: TaskInsertForExecutions :many
 WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
-           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class
+           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
+           j.executor_kind = 'http' AND j.target_labels = '{}'::jsonb AND j.route_strategy <> 'broadcast' AS agentless
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY(@execution_ids::uuid[])
@@ -49,7 +52,7 @@ WITH execs AS (
     WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
 ), inserted AS (
     INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class)
+                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
     SELECT x.id, x.job_id, s.i, s.n,
            CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
                 ELSE (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * s.i / s.n))::bigint
@@ -57,10 +60,10 @@ WITH execs AS (
                      (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * (s.i + 1) / s.n))::bigint
            END,
            x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
-           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class
+           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
-    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned
+    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
 ), shard_counts AS (
     -- A broadcast run has as many shards as live agents, maybe none.
     UPDATE ax.execution e
@@ -74,7 +77,7 @@ WITH execs AS (
           GROUP BY x.id) c
     WHERE e.id = c.id
 )
-SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned,
+SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
        x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name
 FROM inserted i
 JOIN execs x ON x.id = i.execution_id;

@@ -63,7 +63,7 @@ func (q *Queries) IdempotencyKeyDeleteExpired(ctx context.Context, db DBTX) (int
 }
 
 const idempotencyKeyGet = `-- name: IdempotencyKeyGet :one
-SELECT api_key_id, key, method, path, request_hash, response_status, response_body, locked_until, created_at, expires_at FROM ax.idempotency_key
+SELECT api_key_id, key, method, path, request_hash, response_status, response_body, locked_until, created_at, expires_at, response_headers FROM ax.idempotency_key
 WHERE api_key_id = $1 AND key = $2 AND expires_at > now()
 `
 
@@ -86,6 +86,7 @@ func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, arg Idempotenc
 		&i.LockedUntil,
 		&i.CreatedAt,
 		&i.ExpiresAt,
+		&i.ResponseHeaders,
 	)
 	return i, err
 }

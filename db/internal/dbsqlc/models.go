@@ -140,6 +140,128 @@ func AllAxApiScopeValues() []AxApiScope {
 	}
 }
 
+type AxBreakerState string
+
+const (
+	AxBreakerStateClosed   AxBreakerState = "closed"
+	AxBreakerStateOpen     AxBreakerState = "open"
+	AxBreakerStateHalfOpen AxBreakerState = "half_open"
+)
+
+func (e *AxBreakerState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxBreakerState(s)
+	case string:
+		*e = AxBreakerState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxBreakerState: %T", src)
+	}
+	return nil
+}
+
+type NullAxBreakerState struct {
+	AxBreakerState AxBreakerState
+	Valid          bool // Valid is true if AxBreakerState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxBreakerState) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxBreakerState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxBreakerState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxBreakerState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxBreakerState), nil
+}
+
+func (e AxBreakerState) Valid() bool {
+	switch e {
+	case AxBreakerStateClosed,
+		AxBreakerStateOpen,
+		AxBreakerStateHalfOpen:
+		return true
+	}
+	return false
+}
+
+func AllAxBreakerStateValues() []AxBreakerState {
+	return []AxBreakerState{
+		AxBreakerStateClosed,
+		AxBreakerStateOpen,
+		AxBreakerStateHalfOpen,
+	}
+}
+
+type AxCallbackState string
+
+const (
+	AxCallbackStatePending        AxCallbackState = "pending"
+	AxCallbackStateDelivered      AxCallbackState = "delivered"
+	AxCallbackStateCallbackFailed AxCallbackState = "callback_failed"
+)
+
+func (e *AxCallbackState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxCallbackState(s)
+	case string:
+		*e = AxCallbackState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxCallbackState: %T", src)
+	}
+	return nil
+}
+
+type NullAxCallbackState struct {
+	AxCallbackState AxCallbackState
+	Valid           bool // Valid is true if AxCallbackState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxCallbackState) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxCallbackState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxCallbackState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxCallbackState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxCallbackState), nil
+}
+
+func (e AxCallbackState) Valid() bool {
+	switch e {
+	case AxCallbackStatePending,
+		AxCallbackStateDelivered,
+		AxCallbackStateCallbackFailed:
+		return true
+	}
+	return false
+}
+
+func AllAxCallbackStateValues() []AxCallbackState {
+	return []AxCallbackState{
+		AxCallbackStatePending,
+		AxCallbackStateDelivered,
+		AxCallbackStateCallbackFailed,
+	}
+}
+
 type AxConcurrencyPolicy string
 
 const (
@@ -879,6 +1001,62 @@ type AxApiKey struct {
 	RevokedAt  *time.Time
 }
 
+type AxApiSigningKey struct {
+	ID        uuid.UUID
+	ApiKeyID  uuid.UUID
+	Secret    []byte
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+type AxCallback struct {
+	ExecutionID   uuid.UUID
+	JobID         uuid.UUID
+	State         AxCallbackState
+	Delivery      int32
+	Attempts      int32
+	LastStatus    *int32
+	LastError     *string
+	NextAttemptAt *time.Time
+	EnqueuedAt    *time.Time
+	DeliveredAt   *time.Time
+	FailedAt      *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type AxCallbackAttempt struct {
+	ID          int64
+	ExecutionID uuid.UUID
+	Delivery    int32
+	Attempt     int32
+	Url         string
+	At          time.Time
+	StatusCode  *int32
+	LatencyMs   float64
+	Error       string
+}
+
+type AxCallbackBreaker struct {
+	Host                string
+	State               AxBreakerState
+	ConsecutiveFailures int32
+	OpenedAt            *time.Time
+	OpenUntil           *time.Time
+	ProbeStartedAt      *time.Time
+	UpdatedAt           time.Time
+}
+
+type AxCallbacksFailed struct {
+	GroupName   string
+	Name        string
+	ExecutionID uuid.UUID
+	Attempts    int32
+	LastStatus  *int32
+	LastError   *string
+	FailedAt    *time.Time
+}
+
 type AxDueNow struct {
 	JobID      uuid.UUID
 	GroupName  string
@@ -914,16 +1092,17 @@ type AxExecutionsByState struct {
 }
 
 type AxIdempotencyKey struct {
-	ApiKeyID       uuid.UUID
-	Key            string
-	Method         string
-	Path           string
-	RequestHash    []byte
-	ResponseStatus *int32
-	ResponseBody   []byte
-	LockedUntil    *time.Time
-	CreatedAt      time.Time
-	ExpiresAt      time.Time
+	ApiKeyID        uuid.UUID
+	Key             string
+	Method          string
+	Path            string
+	RequestHash     []byte
+	ResponseStatus  *int32
+	ResponseBody    []byte
+	LockedUntil     *time.Time
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+	ResponseHeaders []byte
 }
 
 type AxJob struct {
@@ -961,6 +1140,21 @@ type AxJob struct {
 	ShardRangeFrom         int64
 	ShardRangeTo           int64
 	DegradeAction          AxDegradeAction
+}
+
+type AxJobSecret struct {
+	JobID             uuid.UUID
+	Secret            string
+	PreviousSecret    *string
+	PreviousExpiresAt *time.Time
+	RotatedAt         *time.Time
+	CreatedAt         time.Time
+}
+
+type AxNonce struct {
+	KeyID     uuid.UUID
+	Nonce     string
+	ExpiresAt time.Time
 }
 
 type AxRateClass struct {
@@ -1050,6 +1244,7 @@ type AxTask struct {
 	Pinned            bool
 	RouteKey          string
 	RateClass         *string
+	Agentless         bool
 }
 
 type AxTaskEvent struct {

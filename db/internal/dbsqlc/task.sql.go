@@ -193,7 +193,7 @@ WITH starved AS (
     SELECT t.id, t.rate_class, t.priority, t.created_at, 0 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending'
+    WHERE t.state = 'pending' AND NOT t.agentless
       AND t.not_before <= now() - make_interval(secs => $1::double precision)
       AND j.target_labels <@ $2::jsonb
       AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $3
@@ -213,7 +213,7 @@ WITH starved AS (
 ), own AS (
     SELECT t.id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
-    WHERE t.state = 'pending' AND t.preferred_agent_id = $3 AND t.not_before <= now()
+    WHERE t.state = 'pending' AND t.preferred_agent_id = $3 AND t.not_before <= now() AND NOT t.agentless
       AND (t.rate_class IS NULL OR EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
@@ -227,7 +227,7 @@ WITH starved AS (
     SELECT t.id, t.rate_class, t.priority, t.created_at, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.not_before <= now()
+    WHERE t.state = 'pending' AND t.not_before <= now() AND NOT t.agentless
       AND j.target_labels <@ $2::jsonb
       AND (t.preferred_agent_id IS NULL
            OR (NOT t.pinned AND t.preferred_agent_id <> $3

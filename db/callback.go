@@ -1,0 +1,294 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// Callback states, as in the enum ax.callback_state.
+const (
+	CallbackPending   = "pending"
+	CallbackDelivered = "delivered"
+	CallbackFailed    = "callback_failed"
+)
+
+// CallbackRef names one delivery of an execution's callback.
+type CallbackRef struct {
+	ExecutionID uuid.UUID
+	Delivery    int
+}
+
+// CallbackTakeUnenqueued marks up to max outbox rows as enqueued and
+// returns them, for the caller to insert their delivery jobs in the same
+// transaction.
+func CallbackTakeUnenqueued(ctx context.Context, e Executor, max int) ([]CallbackRef, error) {
+	rows, err := queries.CallbackTakeUnenqueued(ctx, e, int32(max))
+	if err != nil {
+		return nil, fmt.Errorf("error taking callbacks to enqueue: %w", mapErr(err))
+	}
+	out := make([]CallbackRef, len(rows))
+	for i, r := range rows {
+		out[i] = CallbackRef{ExecutionID: r.ExecutionID, Delivery: int(r.Delivery)}
+	}
+	return out, nil
+}
+
+// CallbackDelivery is what one delivery attempt needs.
+type CallbackDelivery struct {
+	ExecutionID, JobID uuid.UUID
+	State              string // of the callback
+	Delivery           int
+	Attempts           int    // made so far in this delivery
+	URL                string // the job's callback URL now ("" when removed)
+	JobName, JobGroup  string
+	Secrets            []string // current first; the previous one while a rotation lasts
+
+	Cause          string
+	ExecutionState string
+	ScheduledFor   time.Time
+	FiredAt        time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+	Error          string // the execution's own error, or its cancel reason
+	ShardCount     int
+	Misfired       bool
+	Params         json.RawMessage
+}
+
+// CallbackGetForDelivery returns the delivery state of an execution's
+// callback; ErrNotFound when there is none (the execution was deleted).
+func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UUID) (*CallbackDelivery, error) {
+	r, err := queries.CallbackGetForDelivery(ctx, e, executionID)
+	if err != nil {
+		return nil, fmt.Errorf("error getting callback of execution %s: %w", executionID, mapErr(err))
+	}
+	d := &CallbackDelivery{ExecutionID: r.ExecutionID, JobID: r.JobID, State: string(r.State),
+		Delivery: int(r.Delivery), Attempts: int(r.Attempts), URL: r.Url, JobName: r.JobName, JobGroup: r.GroupName,
+		Cause: string(r.Cause), ExecutionState: string(r.ExecutionState), ScheduledFor: r.ScheduledFor.UTC(),
+		FiredAt: r.FiredAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+		Error: deref(r.ExecutionError), ShardCount: int(r.ShardCount), Misfired: r.Misfired, Params: r.Params}
+	if d.Error == "" {
+		d.Error = deref(r.CancelReason)
+	}
+	d.Secrets = secretList(r.Secret, r.PreviousSecret)
+	return d, nil
+}
+
+func secretList(current, previous string) []string {
+	var out []string
+	for _, s := range []string{current, previous} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// CallbackShard is one shard as a callback reports it.
+type CallbackShard struct {
+	Index      int
+	Param      string
+	State      string
+	Attempt    int
+	Result     json.RawMessage
+	Error      string
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// CallbackShards returns up to max shards of an execution in shard order
+// and the count of all its shards by state.
+func CallbackShards(ctx context.Context, e Executor, executionID uuid.UUID, max int) ([]CallbackShard, map[string]int, error) {
+	rows, err := queries.CallbackShards(ctx, e, dbsqlc.CallbackShardsParams{ExecutionID: executionID, Max: int32(max)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("error listing shards of execution %s: %w", executionID, mapErr(err))
+	}
+	shards := make([]CallbackShard, len(rows))
+	for i, r := range rows {
+		shards[i] = CallbackShard{Index: int(r.ShardIndex), Param: r.ShardParam, State: string(r.State),
+			Attempt: int(r.Attempt), Result: r.Result, Error: deref(r.Error), StartedAt: utcPtr(r.StartedAt),
+			FinishedAt: utcPtr(r.FinishedAt)}
+	}
+	counts, err := queries.CallbackShardCounts(ctx, e, executionID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error counting shards of execution %s: %w", executionID, mapErr(err))
+	}
+	byState := make(map[string]int, len(counts))
+	for _, c := range counts {
+		byState[c.State] = int(c.N)
+	}
+	return shards, byState, nil
+}
+
+// CallbackAttemptRecord is one delivery attempt and where the callback
+// goes after it.
+type CallbackAttemptRecord struct {
+	CallbackRef
+	Attempt    int
+	URL        string
+	At         time.Time
+	StatusCode int // 0: no answer
+	Latency    time.Duration
+	Error      string
+	// Then is the callback's state afterwards; NextAttemptAt is set when it
+	// stays pending.
+	Then          string
+	NextAttemptAt *time.Time
+}
+
+// CallbackRecordAttempt stores an attempt and moves its callback on; it
+// returns ErrNotFound when the delivery was superseded (redelivered).
+func CallbackRecordAttempt(ctx context.Context, e Executor, r *CallbackAttemptRecord) error {
+	var status *int32
+	if r.StatusCode != 0 {
+		s := int32(r.StatusCode)
+		status = &s
+	}
+	_, err := queries.CallbackRecordAttempt(ctx, e, dbsqlc.CallbackRecordAttemptParams{
+		ExecutionID: r.ExecutionID, Delivery: int32(r.Delivery), Attempt: int32(r.Attempt), Url: r.URL, At: r.At,
+		StatusCode: status, LatencyMs: float64(r.Latency.Microseconds()) / 1000, Error: r.Error,
+		State: dbsqlc.AxCallbackState(r.Then), NextAttemptAt: r.NextAttemptAt,
+	})
+	if err != nil {
+		return fmt.Errorf("error recording callback attempt of execution %s: %w", r.ExecutionID, mapErr(err))
+	}
+	return nil
+}
+
+// CallbackGiveUp fails a delivery without an attempt, saying why.
+func CallbackGiveUp(ctx context.Context, e Executor, ref CallbackRef, reason string) error {
+	_, err := queries.CallbackGiveUp(ctx, e, dbsqlc.CallbackGiveUpParams{
+		ExecutionID: ref.ExecutionID, Delivery: int32(ref.Delivery), Error: reason})
+	if err != nil {
+		return fmt.Errorf("error failing callback of execution %s: %w", ref.ExecutionID, mapErr(err))
+	}
+	return nil
+}
+
+// CallbackRedeliver starts a new delivery of an ended execution's
+// callback; ErrNotFound when the execution has not ended or its job has no
+// callback URL.
+func CallbackRedeliver(ctx context.Context, e Executor, executionID uuid.UUID) (CallbackRef, error) {
+	r, err := queries.CallbackRedeliver(ctx, e, executionID)
+	if err != nil {
+		return CallbackRef{}, fmt.Errorf("error redelivering callback of execution %s: %w", executionID, mapErr(err))
+	}
+	return CallbackRef{ExecutionID: r.ExecutionID, Delivery: int(r.Delivery)}, nil
+}
+
+// Callback is the delivery state of an execution's callback.
+type Callback struct {
+	ExecutionID   uuid.UUID
+	State         string
+	Delivery      int
+	Attempts      int
+	LastStatus    int
+	LastError     string
+	NextAttemptAt *time.Time
+	DeliveredAt   *time.Time
+	FailedAt      *time.Time
+	CreatedAt     time.Time
+	History       []CallbackAttempt // oldest first
+}
+
+// CallbackAttempt is one recorded delivery attempt.
+type CallbackAttempt struct {
+	Delivery, Attempt int
+	URL               string
+	At                time.Time
+	StatusCode        int // 0: no answer
+	Latency           time.Duration
+	Error             string
+}
+
+// CallbackGet returns an execution's callback with its last maxAttempts
+// attempts, or nil when it has none.
+func CallbackGet(ctx context.Context, e Executor, executionID uuid.UUID, maxAttempts int) (*Callback, error) {
+	r, err := queries.CallbackGet(ctx, e, executionID)
+	if errors.Is(mapErr(err), ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("error getting callback of execution %s: %w", executionID, mapErr(err))
+	}
+	c := &Callback{ExecutionID: r.ExecutionID, State: string(r.State), Delivery: int(r.Delivery),
+		Attempts: int(r.Attempts), LastStatus: int(deref(r.LastStatus)), LastError: deref(r.LastError),
+		NextAttemptAt: utcPtr(r.NextAttemptAt), DeliveredAt: utcPtr(r.DeliveredAt), FailedAt: utcPtr(r.FailedAt),
+		CreatedAt: r.CreatedAt.UTC()}
+	attempts, err := queries.CallbackAttemptList(ctx, e, dbsqlc.CallbackAttemptListParams{
+		ExecutionID: executionID, Max: int32(maxAttempts)})
+	if err != nil {
+		return nil, fmt.Errorf("error listing callback attempts of execution %s: %w", executionID, mapErr(err))
+	}
+	for _, a := range attempts {
+		c.History = append(c.History, CallbackAttempt{Delivery: int(a.Delivery), Attempt: int(a.Attempt), URL: a.Url,
+			At: a.At.UTC(), StatusCode: int(deref(a.StatusCode)), Error: a.Error,
+			Latency: time.Duration(a.LatencyMs * float64(time.Millisecond))})
+	}
+	return c, nil
+}
+
+// Breaker states, as in the enum ax.breaker_state.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half_open"
+)
+
+// BreakerAdmission is what a breaker says to one delivery.
+type BreakerAdmission struct {
+	State     string    // before the call
+	Probe     bool      // this delivery is the half-open probe
+	OpenUntil time.Time // while open
+	Now       time.Time // the database clock
+}
+
+// CallbackBreakerAdmit asks host's breaker whether a delivery may go; a
+// half-open probe older than probeTimeout is taken over.
+func CallbackBreakerAdmit(ctx context.Context, e Executor, host string, probeTimeout time.Duration) (BreakerAdmission, error) {
+	r, err := queries.CallbackBreakerAdmit(ctx, e, dbsqlc.CallbackBreakerAdmitParams{Host: host, ProbeSeconds: probeTimeout.Seconds()})
+	if err != nil {
+		return BreakerAdmission{}, fmt.Errorf("error checking breaker of %s: %w", host, mapErr(err))
+	}
+	return BreakerAdmission{State: r.State, Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Now: r.Now.UTC()}, nil
+}
+
+// CallbackBreakerFailure counts a failed delivery to host and returns the
+// breaker's state before and after.
+func CallbackBreakerFailure(ctx context.Context, e Executor, host string, threshold int, openFor time.Duration) (prev, now string, err error) {
+	r, err := queries.CallbackBreakerFailure(ctx, e, dbsqlc.CallbackBreakerFailureParams{
+		Host: host, Threshold: int32(threshold), OpenSeconds: openFor.Seconds()})
+	if err != nil {
+		return "", "", fmt.Errorf("error recording failure to %s: %w", host, mapErr(err))
+	}
+	return r.PrevState, r.State, nil
+}
+
+// CallbackBreakerSuccess closes host's breaker; it returns the state
+// before, or "" when nothing needed resetting.
+func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (string, error) {
+	rows, err := queries.CallbackBreakerSuccess(ctx, e, host)
+	if err != nil {
+		return "", fmt.Errorf("error recording success to %s: %w", host, mapErr(err))
+	}
+	if len(rows) == 0 {
+		return "", nil
+	}
+	return rows[0], nil
+}
+
+// CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
+func CallbackBreakerDeleteIdle(ctx context.Context, e Executor) (int64, error) {
+	n, err := queries.CallbackBreakerDeleteIdle(ctx, e)
+	if err != nil {
+		return 0, fmt.Errorf("error deleting idle breakers: %w", mapErr(err))
+	}
+	return n, nil
+}

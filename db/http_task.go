@@ -1,0 +1,81 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// HTTPTask is an agentless HTTP task leased by ax serve, with what its
+// request needs.
+type HTTPTask struct {
+	ID, ExecutionID, JobID uuid.UUID
+	ShardIndex, ShardTotal int
+	ShardParam             string
+	Attempt, MaxAttempts   int
+	TimeoutSeconds         int
+	// Token fences the result: it is the completion token a target that
+	// answers 202 sends back.
+	Token        uuid.UUID
+	Deadline     time.Time // by the database clock
+	Executor     json.RawMessage
+	JobName      string
+	Params       json.RawMessage
+	ScheduledFor time.Time
+	Secrets      []string // current first
+}
+
+// HTTPTaskLease takes attempt of an agentless task that is due, for a run
+// of at most its timeout (the lease lasts grace longer); ErrNotFound when
+// the task is not pending at that attempt or not due.
+func HTTPTaskLease(ctx context.Context, e Executor, id uuid.UUID, attempt int, grace time.Duration) (*HTTPTask, error) {
+	r, err := queries.HTTPTaskLease(ctx, e, dbsqlc.HTTPTaskLeaseParams{ID: id, Attempt: int32(attempt), GraceSeconds: grace.Seconds()})
+	if err != nil {
+		return nil, fmt.Errorf("error leasing http task %s: %w", id, mapErr(err))
+	}
+	return &HTTPTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
+		ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+		TimeoutSeconds: int(r.TimeoutSeconds), Token: r.LeaseToken, Deadline: r.Deadline.UTC(), Executor: r.Executor,
+		JobName: r.JobName, Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(),
+		Secrets: secretList(r.Secret, r.PreviousSecret)}, nil
+}
+
+// HTTPTaskState is where a task stands, by the database clock.
+type HTTPTaskState struct {
+	State          string
+	Attempt        int
+	Agentless      bool
+	NotBefore      time.Time
+	Deadline       time.Time // meaningful while leased or running
+	ExecutionID    uuid.UUID
+	TimeoutSeconds int
+	Priority       int
+	Now            time.Time
+}
+
+// HTTPTaskStatus returns where a task stands; ErrNotFound when it is gone.
+func HTTPTaskStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskState, error) {
+	r, err := queries.HTTPTaskStatus(ctx, e, id)
+	if err != nil {
+		return nil, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
+	}
+	return &HTTPTaskState{State: r.State, Attempt: int(r.Attempt), Agentless: r.Agentless,
+		NotBefore: r.NotBefore.UTC(), Deadline: r.Deadline.UTC(), ExecutionID: r.ExecutionID,
+		TimeoutSeconds: int(r.TimeoutSeconds), Priority: int(r.Priority), Now: r.Now.UTC()}, nil
+}
+
+// HTTPTaskCancelRequested ends agentless tasks whose execution was
+// cancelled while their request was outstanding, and finalizes those
+// executions.
+func HTTPTaskCancelRequested(ctx context.Context, e Executor) error {
+	execs, err := queries.HTTPTaskCancelRequested(ctx, e)
+	if err != nil {
+		return fmt.Errorf("error cancelling agentless tasks: %w", mapErr(err))
+	}
+	return ExecutionFinalize(ctx, e, execs)
+}

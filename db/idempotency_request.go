@@ -1,0 +1,80 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// IdempotentRequest is a mutating request made with an Idempotency-Key.
+type IdempotentRequest struct {
+	APIKeyID     uuid.UUID
+	Key          string
+	Method, Path string
+	RequestHash  []byte
+}
+
+// IdempotentResponse is what a key's record holds: the request that used
+// it and, once answered, the response.
+type IdempotentResponse struct {
+	Method, Path string
+	RequestHash  []byte
+	Status       int // 0 while the first request still runs
+	Body         []byte
+	Headers      []byte // JSON object of header name to value
+}
+
+// IdempotencyRequestClaim holds the key for req for lock. When the key is
+// held or answered already it returns that record and claimed false.
+func IdempotencyRequestClaim(ctx context.Context, e Executor, req *IdempotentRequest, lock time.Duration) (prior *IdempotentResponse, claimed bool, err error) {
+	_, err = queries.IdempotencyRequestClaim(ctx, e, dbsqlc.IdempotencyRequestClaimParams{ApiKeyID: req.APIKeyID,
+		Key: req.Key, Method: req.Method, Path: req.Path, RequestHash: req.RequestHash, LockSeconds: lock.Seconds()})
+	if err == nil {
+		return nil, true, nil
+	}
+	if err = mapErr(err); !errors.Is(err, ErrNotFound) {
+		return nil, false, fmt.Errorf("error claiming idempotency key: %w", err)
+	}
+	r, err := queries.IdempotencyRequestGet(ctx, e, dbsqlc.IdempotencyRequestGetParams{ApiKeyID: req.APIKeyID, Key: req.Key})
+	if err != nil {
+		return nil, false, fmt.Errorf("error reading idempotency key: %w", mapErr(err))
+	}
+	return &IdempotentResponse{Method: r.Method, Path: r.Path, RequestHash: r.RequestHash,
+		Status: int(deref(r.ResponseStatus)), Body: r.ResponseBody, Headers: r.ResponseHeaders}, false, nil
+}
+
+// IdempotencyRequestStore remembers the response to the request holding
+// the key.
+func IdempotencyRequestStore(ctx context.Context, e Executor, req *IdempotentRequest, resp *IdempotentResponse) error {
+	status := int32(resp.Status)
+	err := queries.IdempotencyRequestStore(ctx, e, dbsqlc.IdempotencyRequestStoreParams{ApiKeyID: req.APIKeyID,
+		Key: req.Key, ResponseStatus: &status, ResponseBody: resp.Body, ResponseHeaders: jsonOr(resp.Headers, "{}")})
+	if err != nil {
+		return fmt.Errorf("error storing idempotent response: %w", mapErr(err))
+	}
+	return nil
+}
+
+// IdempotencyRequestRelease frees the key of a request that failed in a
+// way a retry may fix.
+func IdempotencyRequestRelease(ctx context.Context, e Executor, req *IdempotentRequest) error {
+	err := queries.IdempotencyRequestRelease(ctx, e, dbsqlc.IdempotencyRequestReleaseParams{ApiKeyID: req.APIKeyID, Key: req.Key})
+	if err != nil {
+		return fmt.Errorf("error releasing idempotency key: %w", mapErr(err))
+	}
+	return nil
+}
+
+// IdempotencyKeyDeleteExpired forgets keys past their 24 hours.
+func IdempotencyKeyDeleteExpired(ctx context.Context, e Executor) (int64, error) {
+	n, err := queries.IdempotencyKeyDeleteExpired(ctx, e)
+	if err != nil {
+		return 0, fmt.Errorf("error deleting expired idempotency keys: %w", mapErr(err))
+	}
+	return n, nil
+}

@@ -1,0 +1,54 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// JobSecretInsert stores a new job's signing secret.
+func JobSecretInsert(ctx context.Context, e Executor, jobID uuid.UUID, secret string) error {
+	if err := queries.JobSecretInsert(ctx, e, dbsqlc.JobSecretInsertParams{JobID: jobID, Secret: secret}); err != nil {
+		return fmt.Errorf("error storing signing secret of job %s: %w", jobID, mapErr(err))
+	}
+	return nil
+}
+
+// JobSecretRotate makes secret the job's signing secret and keeps the old
+// one valid for keep; it returns until when (nil for a job that had none).
+// ErrNotFound when there is no such job.
+func JobSecretRotate(ctx context.Context, e Executor, jobID uuid.UUID, secret string, keep time.Duration) (*time.Time, error) {
+	until, err := queries.JobSecretRotate(ctx, e, dbsqlc.JobSecretRotateParams{JobID: jobID, Secret: secret, KeepSeconds: keep.Seconds()})
+	if err != nil {
+		return nil, fmt.Errorf("error rotating signing secret of job %s: %w", jobID, mapErr(err))
+	}
+	return utcPtr(until), nil
+}
+
+// JobSecrets are the secrets that sign a job's messages now.
+type JobSecrets struct {
+	Current           string
+	Previous          string     // "" unless a rotation lasts
+	PreviousExpiresAt *time.Time // when the previous one stops signing
+}
+
+// List returns the secrets to sign with, current first.
+func (s JobSecrets) List() []string { return secretList(s.Current, s.Previous) }
+
+// JobSecretGet returns a job's signing secrets; ErrNotFound when it has
+// none.
+func JobSecretGet(ctx context.Context, e Executor, jobID uuid.UUID) (JobSecrets, error) {
+	r, err := queries.JobSecretGet(ctx, e, jobID)
+	if err != nil {
+		return JobSecrets{}, fmt.Errorf("error getting signing secret of job %s: %w", jobID, mapErr(err))
+	}
+	out := JobSecrets{Current: r.Secret, Previous: r.PreviousSecret}
+	if out.Previous != "" {
+		out.PreviousExpiresAt = utcPtr(r.PreviousExpiresAt)
+	}
+	return out, nil
+}

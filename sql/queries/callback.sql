@@ -1,0 +1,169 @@
+-- Result callbacks: the outbox (rows written by the execution_ended
+-- trigger), delivery attempts, redelivery, and the circuit breaker per
+-- destination host.
+
+-- CallbackTakeUnenqueued marks up to @max outbox rows whose delivery job is
+-- not inserted yet as enqueued and returns them: the caller inserts their
+-- River jobs in the same transaction. It sees the rows this transaction
+-- wrote and committed ones a path without a hook left behind; rows other
+-- transactions are taking are skipped.
+-- name: CallbackTakeUnenqueued :many
+UPDATE ax.callback c
+SET enqueued_at = now(), updated_at = now()
+FROM (SELECT execution_id FROM ax.callback
+      WHERE enqueued_at IS NULL
+      ORDER BY created_at
+      LIMIT @max
+      FOR UPDATE SKIP LOCKED) p
+WHERE c.execution_id = p.execution_id
+RETURNING c.execution_id, c.delivery;
+
+-- CallbackGetForDelivery returns what one delivery attempt needs: the
+-- outbox row, the execution, the job's current callback URL and the
+-- secrets valid now (the previous one while a rotation lasts).
+-- name: CallbackGetForDelivery :one
+SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
+       coalesce(j.callback_url, '')::text AS url,
+       e.cause, e.state AS execution_state, e.scheduled_for, e.fired_at, e.started_at, e.finished_at,
+       e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
+       j.name AS job_name, j.group_name,
+       coalesce(s.secret, '')::text AS secret,
+       coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret
+FROM ax.callback c
+JOIN ax.execution e ON e.id = c.execution_id
+JOIN ax.job j ON j.id = c.job_id
+LEFT JOIN ax.job_secret s ON s.job_id = c.job_id
+WHERE c.execution_id = @execution_id;
+
+-- CallbackShards lists up to @max shards of an execution for the payload.
+-- name: CallbackShards :many
+SELECT shard_index, shard_param, state, attempt, result, error, started_at, finished_at
+FROM ax.task
+WHERE execution_id = @execution_id
+ORDER BY shard_index
+LIMIT @max;
+
+-- CallbackShardCounts counts an execution's shards by state.
+-- name: CallbackShardCounts :many
+SELECT state::text AS state, count(*)::integer AS n
+FROM ax.task
+WHERE execution_id = @execution_id
+GROUP BY state;
+
+-- CallbackRecordAttempt stores one attempt and moves the callback of the
+-- same delivery to @state: pending (another attempt at @next_attempt_at),
+-- delivered or callback_failed. A callback redelivered meanwhile matches
+-- nothing (the attempt is still recorded).
+-- name: CallbackRecordAttempt :one
+WITH attempt AS (
+    INSERT INTO ax.callback_attempt (execution_id, delivery, attempt, url, at, status_code, latency_ms, error)
+    VALUES (@execution_id, @delivery, @attempt, @url, @at, sqlc.narg('status_code'), @latency_ms, @error)
+)
+UPDATE ax.callback c
+SET state = @state::ax.callback_state, attempts = @attempt, last_status = sqlc.narg('status_code'),
+    last_error = nullif(@error::text, ''), next_attempt_at = sqlc.narg('next_attempt_at'),
+    delivered_at = CASE WHEN @state = 'delivered' THEN now() END,
+    failed_at = CASE WHEN @state = 'callback_failed' THEN now() END,
+    updated_at = now()
+WHERE c.execution_id = @execution_id AND c.delivery = @delivery AND c.state = 'pending'
+RETURNING c.state;
+
+-- CallbackGiveUp ends a delivery without an attempt (the job lost its
+-- callback URL, or the payload cannot be built).
+-- name: CallbackGiveUp :execrows
+UPDATE ax.callback
+SET state = 'callback_failed', last_error = @error::text, failed_at = now(), next_attempt_at = NULL, updated_at = now()
+WHERE execution_id = @execution_id AND delivery = @delivery AND state = 'pending';
+
+-- CallbackRedeliver starts a new delivery of an ended execution's
+-- callback (creating the outbox row when the job got its callback URL
+-- later) and returns its number. Nothing when the execution has not ended
+-- or its job has no callback URL.
+-- name: CallbackRedeliver :one
+INSERT INTO ax.callback AS c (execution_id, job_id, enqueued_at)
+SELECT e.id, e.job_id, now()
+FROM ax.execution e
+JOIN ax.job j ON j.id = e.job_id
+WHERE e.id = @execution_id AND e.state NOT IN ('pending', 'running') AND j.callback_url IS NOT NULL
+ON CONFLICT (execution_id) DO UPDATE
+SET delivery = c.delivery + 1, state = 'pending', attempts = 0, last_status = NULL, last_error = NULL,
+    next_attempt_at = NULL, delivered_at = NULL, failed_at = NULL, enqueued_at = now(), updated_at = now()
+RETURNING execution_id, delivery;
+
+-- name: CallbackGet :one
+SELECT * FROM ax.callback WHERE execution_id = @execution_id;
+
+-- CallbackAttemptList returns the last @max attempts of an execution's
+-- callback, oldest first.
+-- name: CallbackAttemptList :many
+SELECT * FROM (
+    SELECT * FROM ax.callback_attempt WHERE execution_id = @execution_id ORDER BY id DESC LIMIT @max
+) a ORDER BY id;
+
+-- CallbackBreakerAdmit decides whether a delivery to @host may go now. A
+-- closed (or unknown) breaker admits; an open one whose time is up, or a
+-- half-open one whose probe is older than @probe_seconds (its sender
+-- died), turns half-open with this delivery as its single probe. Returns
+-- the state before the call, whether this delivery is the probe, and the
+-- times that say how long to hold otherwise.
+-- name: CallbackBreakerAdmit :one
+WITH b AS (
+    SELECT cb.state, cb.open_until FROM ax.callback_breaker cb WHERE cb.host = @host
+), probe AS (
+    UPDATE ax.callback_breaker p
+    SET state = 'half_open', probe_started_at = now(), updated_at = now()
+    WHERE p.host = @host
+      AND ((p.state = 'open' AND p.open_until <= now())
+           OR (p.state = 'half_open'
+               AND p.probe_started_at <= now() - make_interval(secs => sqlc.arg('probe_seconds')::double precision)))
+    RETURNING p.host
+)
+SELECT coalesce((SELECT state::text FROM b), 'closed')::text AS state,
+       EXISTS (SELECT 1 FROM probe)::boolean AS probe,
+       coalesce((SELECT open_until FROM b), now())::timestamptz AS open_until,
+       now()::timestamptz AS now;
+
+-- CallbackBreakerFailure counts a failed delivery to @host: the breaker
+-- opens for @open_seconds after @threshold consecutive failures, or at
+-- once when the failure was the half-open probe's. A breaker open already
+-- keeps its time. Returns the state before and after.
+-- name: CallbackBreakerFailure :one
+WITH prev AS (
+    SELECT pb.state FROM ax.callback_breaker pb WHERE pb.host = @host FOR UPDATE
+)
+INSERT INTO ax.callback_breaker AS b (host, state, consecutive_failures, opened_at, open_until)
+VALUES (@host,
+        CASE WHEN sqlc.arg('threshold')::integer <= 1 THEN 'open' ELSE 'closed' END::ax.breaker_state, 1,
+        CASE WHEN sqlc.arg('threshold')::integer <= 1 THEN now() END,
+        CASE WHEN sqlc.arg('threshold')::integer <= 1
+             THEN now() + make_interval(secs => sqlc.arg('open_seconds')::double precision) END)
+ON CONFLICT (host) DO UPDATE
+SET consecutive_failures = b.consecutive_failures + 1,
+    state = CASE WHEN b.state = 'half_open'
+                      OR (b.state = 'closed' AND b.consecutive_failures + 1 >= sqlc.arg('threshold')::integer)
+                 THEN 'open' ELSE b.state END::ax.breaker_state,
+    opened_at = CASE WHEN b.state = 'open' THEN b.opened_at
+                     WHEN b.state = 'half_open' OR b.consecutive_failures + 1 >= sqlc.arg('threshold')::integer
+                     THEN now() END,
+    open_until = CASE WHEN b.state = 'open' THEN b.open_until
+                      WHEN b.state = 'half_open' OR b.consecutive_failures + 1 >= sqlc.arg('threshold')::integer
+                      THEN now() + make_interval(secs => sqlc.arg('open_seconds')::double precision) END,
+    probe_started_at = NULL,
+    updated_at = now()
+RETURNING coalesce((SELECT state::text FROM prev), 'closed')::text AS prev_state, b.state::text AS state;
+
+-- CallbackBreakerSuccess closes @host's breaker after a delivery got an
+-- answer; it writes only when there is something to reset. Returns the
+-- state before when it did.
+-- name: CallbackBreakerSuccess :many
+UPDATE ax.callback_breaker b
+SET state = 'closed', consecutive_failures = 0, opened_at = NULL, open_until = NULL,
+    probe_started_at = NULL, updated_at = now()
+FROM (SELECT pb.host, pb.state FROM ax.callback_breaker pb WHERE pb.host = @host) prev
+WHERE b.host = prev.host AND (b.state <> 'closed' OR b.consecutive_failures > 0)
+RETURNING prev.state::text AS prev_state;
+
+-- CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
+-- name: CallbackBreakerDeleteIdle :execrows
+DELETE FROM ax.callback_breaker
+WHERE state = 'closed' AND updated_at < now() - interval '1 day';
