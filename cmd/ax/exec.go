@@ -19,6 +19,7 @@ func runExec(ctx context.Context, args []string) error {
 		"list":   execList,
 		"get":    execGet,
 		"cancel": execCancel,
+		"logs":   execLogs,
 	})
 }
 

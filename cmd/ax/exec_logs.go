@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/openapi/client"
+)
+
+// execLogs prints what an execution's tasks wrote:
+//
+//	ax exec logs ID [-f] [-interval 500ms] [-page-size 1000] [-o json]
+//
+// Each line is printed as `shard N [stream] line` (`shard N (attempt A)
+// [stream] line` for a retried task's later attempts); -o json prints the
+// log events themselves, one JSON object a line. Events are read page by
+// page with the `after` cursor. With -f the command keeps polling every
+// -interval until the execution is final, prints the rest, and exits 0
+// when the execution succeeded, 1 when it failed, timed out or was
+// cancelled, so that scripts can wait on a run with it.
+func execLogs(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ax exec logs", flag.ContinueOnError)
+	var af apiFlags
+	af.register(fs)
+	follow := fs.Bool("f", false, "follow until the execution ends; exit 1 unless it succeeded")
+	interval := fs.Duration("interval", 500*time.Millisecond, "how often -f polls")
+	pageSize := fs.Int("page-size", 1000, "events per request, 1..10000")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: ax exec logs ID [-f]")
+	}
+	id, err := uuid.Parse(fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("execution id %q is not a UUID", fs.Arg(0))
+	}
+	if *pageSize < 1 || *pageSize > 10000 {
+		return fmt.Errorf("-page-size %d is outside 1..10000", *pageSize)
+	}
+	if *interval <= 0 {
+		return fmt.Errorf("-interval %s is not positive", *interval)
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	f := &logFollower{api: c, id: id, pageSize: int64(*pageSize), out: newLogPrinter(os.Stdout, af.output == "json")}
+	if !*follow {
+		return f.printAll(ctx)
+	}
+	return f.follow(ctx, *interval)
+}
+
+// logFollower reads an execution's log events after a cursor.
+type logFollower struct {
+	api      *client.ClientWithResponses
+	id       uuid.UUID
+	pageSize int64
+	after    int64 // the id of the last event printed
+	out      *logPrinter
+}
+
+// printAll prints every event recorded so far.
+func (f *logFollower) printAll(ctx context.Context) error {
+	if err := f.drain(ctx); err != nil {
+		return err
+	}
+	return f.out.flush()
+}
+
+// follow prints events as they come until the execution is final. The
+// state is read before the events: output is only recorded while a task
+// holds its lease, so once the execution is final, one more read gets
+// everything.
+func (f *logFollower) follow(ctx context.Context, interval time.Duration) error {
+	for {
+		state, err := f.state(ctx)
+		if err != nil {
+			return err
+		}
+		if err := f.drain(ctx); err != nil {
+			return err
+		}
+		if final(state) {
+			if err := f.out.flush(); err != nil {
+				return err
+			}
+			if state != client.ExecutionStateSucceeded {
+				return fmt.Errorf("execution %s %s", f.id, state)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+// drain prints the pages of events after the cursor until a short one.
+func (f *logFollower) drain(ctx context.Context) error {
+	for {
+		events, err := f.page(ctx)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			if err := f.out.print(e); err != nil {
+				return err
+			}
+			f.after = e.Id
+		}
+		if int64(len(events)) < f.pageSize {
+			return nil
+		}
+	}
+}
+
+func (f *logFollower) page(ctx context.Context) ([]client.TaskEvent, error) {
+	kind := client.GetExecutionLogsParamsKindLog
+	after, limit := f.after, f.pageSize
+	resp, err := f.api.GetExecutionLogsWithResponse(ctx, f.id,
+		&client.GetExecutionLogsParams{After: &after, Kind: &kind, Limit: &limit})
+	if err != nil {
+		return nil, fmt.Errorf("error calling ax: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return nil, apiError(resp.StatusCode(), resp.Body)
+	}
+	return deref(resp.JSON200.Events), nil
+}
+
+func (f *logFollower) state(ctx context.Context) (client.ExecutionState, error) {
+	resp, err := f.api.GetExecutionWithResponse(ctx, f.id)
+	if err != nil {
+		return "", fmt.Errorf("error calling ax: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return "", apiError(resp.StatusCode(), resp.Body)
+	}
+	return resp.JSON200.State, nil
+}
+
+// final reports whether an execution in state has ended.
+func final(state client.ExecutionState) bool {
+	return state != client.ExecutionStatePending && state != client.ExecutionStateRunning
+}
+
+// logPrinter prints output line by line. A task's output arrives in
+// chunks that need not end at a line break, so the unfinished end of each
+// stream of each attempt waits for its next chunk, or for flush.
+type logPrinter struct {
+	w       io.Writer
+	json    *json.Encoder // nil: lines
+	partial map[streamKey]*partialLine
+	order   []streamKey // streams in the order they first wrote
+}
+
+type streamKey struct {
+	task    uuid.UUID
+	attempt int64
+	stream  string
+}
+
+type partialLine struct {
+	prefix, text string
+}
+
+func newLogPrinter(w io.Writer, asJSON bool) *logPrinter {
+	p := &logPrinter{w: w, partial: map[streamKey]*partialLine{}}
+	if asJSON {
+		p.json = json.NewEncoder(w)
+	}
+	return p
+}
+
+// print writes the complete lines of one log event and keeps the rest.
+func (p *logPrinter) print(e client.TaskEvent) error {
+	if p.json != nil {
+		return p.json.Encode(e)
+	}
+	key := streamKey{task: e.TaskId, attempt: e.Attempt, stream: deref(e.Stream)}
+	pl := p.partial[key]
+	if pl == nil {
+		pl = &partialLine{prefix: linePrefix(e)}
+		p.partial[key] = pl
+		p.order = append(p.order, key)
+	}
+	text := pl.text + deref(e.Message)
+	lines := strings.Split(text, "\n")
+	pl.text = lines[len(lines)-1]
+	for _, line := range lines[:len(lines)-1] {
+		if _, err := fmt.Fprintf(p.w, "%s %s\n", pl.prefix, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush writes the unfinished lines left.
+func (p *logPrinter) flush() error {
+	for _, key := range p.order {
+		pl := p.partial[key]
+		if pl.text == "" {
+			continue
+		}
+		if _, err := fmt.Fprintf(p.w, "%s %s\n", pl.prefix, pl.text); err != nil {
+			return err
+		}
+		pl.text = ""
+	}
+	return nil
+}
+
+// linePrefix is `shard N [stream]`, with the attempt when it is not the
+// first.
+func linePrefix(e client.TaskEvent) string {
+	if e.Attempt > 1 {
+		return fmt.Sprintf("shard %d (attempt %d) [%s]", e.ShardIndex, e.Attempt, deref(e.Stream))
+	}
+	return fmt.Sprintf("shard %d [%s]", e.ShardIndex, deref(e.Stream))
+}

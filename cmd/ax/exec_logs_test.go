@@ -1,0 +1,63 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/openapi/client"
+)
+
+func logEvent(task uuid.UUID, shard, attempt int64, stream, message string) client.TaskEvent {
+	return client.TaskEvent{TaskId: task, ShardIndex: shard, Attempt: attempt, Kind: "log", Stream: &stream, Message: &message}
+}
+
+// TestLogPrinterJoinsChunksIntoLines: chunks that split lines are joined
+// per task, attempt and stream; unfinished lines wait for flush.
+func TestLogPrinterJoinsChunksIntoLines(t *testing.T) {
+	t.Parallel()
+	t0, t1 := uuid.New(), uuid.New()
+	var b strings.Builder
+	p := newLogPrinter(&b, false)
+	for _, e := range []client.TaskEvent{
+		logEvent(t0, 0, 1, "stdout", "one\ntw"),
+		logEvent(t1, 1, 1, "stdout", "other "),
+		logEvent(t0, 0, 1, "stderr", "warn"),
+		logEvent(t0, 0, 1, "stdout", "o\n\nthree"),
+		logEvent(t1, 1, 1, "stdout", "shard\n"),
+		logEvent(t0, 0, 2, "stdout", "again\n"),
+	} {
+		require.NoError(t, p.print(e))
+	}
+	require.Equal(t, "shard 0 [stdout] one\nshard 0 [stdout] two\nshard 0 [stdout] \nshard 1 [stdout] other shard\n"+
+		"shard 0 (attempt 2) [stdout] again\n", b.String())
+	b.Reset()
+	require.NoError(t, p.flush())
+	require.Equal(t, "shard 0 [stdout] three\nshard 0 [stderr] warn\n", b.String())
+	b.Reset()
+	require.NoError(t, p.flush())
+	require.Empty(t, b.String(), "flushed once")
+}
+
+func TestLogPrinterJSON(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	p := newLogPrinter(&b, true)
+	require.NoError(t, p.print(logEvent(uuid.Nil, 3, 1, "stdout", "no newline")))
+	require.NoError(t, p.flush())
+	require.Contains(t, b.String(), `"message":"no newline"`)
+	require.Equal(t, 1, strings.Count(b.String(), "\n"), "one JSON object a line")
+}
+
+func TestFinalStates(t *testing.T) {
+	t.Parallel()
+	for state, want := range map[client.ExecutionState]bool{
+		client.ExecutionStatePending: false, client.ExecutionStateRunning: false,
+		client.ExecutionStateSucceeded: true, client.ExecutionStateFailed: true,
+		client.ExecutionStateCancelled: true, client.ExecutionStateTimedOut: true,
+	} {
+		require.Equal(t, want, final(state), state)
+	}
+}
