@@ -129,7 +129,7 @@ func TestAgentServerCancelIsReportedCancelled(t *testing.T) {
 	require.ErrorIs(t, g.stoppedBy("x"), errCancelledByServer)
 }
 
-func TestAgentTimeoutFailsTask(t *testing.T) {
+func TestAgentTimeoutReportsTimedOut(t *testing.T) {
 	t.Parallel()
 	d := newServerDouble()
 	a := newTestAgent(t, d, Config{})
@@ -142,7 +142,7 @@ func TestAgentTimeoutFailsTask(t *testing.T) {
 
 	eventually(t, func() bool { _, ok := d.resultOf("slow"); return ok }, "the timed-out task is reported")
 	r, _ := d.resultOf("slow")
-	require.Equal(t, StateFailed, r.State)
+	require.Equal(t, StateTimedOut, r.State)
 	require.Contains(t, r.Error, "timed out after 1 s")
 	require.ErrorIs(t, g.stoppedBy("slow"), errTimedOut)
 }

@@ -160,7 +160,7 @@ func outcome(ctx context.Context, t LeasedTask, result json.RawMessage, err erro
 	case errors.Is(cause, errCancelledByServer):
 		r.State, r.Error = StateCancelled, "cancelled by the server: "+err.Error()
 	case errors.Is(cause, errTimedOut):
-		r.State, r.Error = StateFailed, fmt.Sprintf("timed out after %d s: %v", t.TimeoutSeconds, err)
+		r.State, r.Error = StateTimedOut, fmt.Sprintf("timed out after %d s: %v", t.TimeoutSeconds, err)
 	default:
 		r.State, r.Error = StateFailed, err.Error()
 	}

@@ -137,6 +137,7 @@ type HeartbeatReply struct {
 const (
 	StateSucceeded = "succeeded"
 	StateFailed    = "failed"
+	StateTimedOut  = "timed_out" // the agent stopped it at its timeout
 	StateCancelled = "cancelled"
 )
 

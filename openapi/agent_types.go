@@ -81,7 +81,7 @@ type HeartbeatReply struct {
 type TaskResult struct {
 	TaskID     string          `json:"task_id" format:"uuid"`
 	LeaseToken string          `json:"lease_token" format:"uuid"`
-	State      string          `json:"state" enum:"succeeded,failed,cancelled"`
+	State      string          `json:"state" enum:"succeeded,failed,timed_out,cancelled" doc:"timed_out: the agent stopped it at its timeout; retried like a failure"`
 	Result     json.RawMessage `json:"result,omitempty" doc:"Any JSON the task produced"`
 	Error      string          `json:"error,omitempty" maxLength:"65536"`
 }

@@ -449,6 +449,7 @@ const (
 	TaskResultStateCancelled TaskResultState = "cancelled"
 	TaskResultStateFailed    TaskResultState = "failed"
 	TaskResultStateSucceeded TaskResultState = "succeeded"
+	TaskResultStateTimedOut  TaskResultState = "timed_out"
 )
 
 // Valid indicates whether the value is a known member of the TaskResultState enum.
@@ -459,6 +460,8 @@ func (e TaskResultState) Valid() bool {
 	case TaskResultStateFailed:
 		return true
 	case TaskResultStateSucceeded:
+		return true
+	case TaskResultStateTimedOut:
 		return true
 	default:
 		return false
@@ -1322,12 +1325,14 @@ type TaskResult struct {
 	LeaseToken openapi_types.UUID `json:"lease_token"`
 
 	// Result Any JSON the task produced
-	Result interface{}        `json:"result,omitempty"`
+	Result interface{} `json:"result,omitempty"`
+
+	// State timed_out: the agent stopped it at its timeout; retried like a failure
 	State  TaskResultState    `json:"state"`
 	TaskId openapi_types.UUID `json:"task_id"`
 }
 
-// TaskResultState defines model for TaskResult.State.
+// TaskResultState timed_out: the agent stopped it at its timeout; retried like a failure
 type TaskResultState string
 
 // TriggerRequest defines model for TriggerRequest.

@@ -26,8 +26,14 @@ var metricName = regexp.MustCompile(`\bax_[a-z0-9_]+`)
 // MetricNames lists the ax metrics the rules and the dashboard use, as
 // exported (histogram series are reduced to their family name).
 func MetricNames() []string {
+	var rules strings.Builder
+	for line := range strings.Lines(string(Alerts)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") { // comments name metric families loosely
+			rules.WriteString(line)
+		}
+	}
 	var names []string
-	for _, m := range metricName.FindAllString(string(Alerts)+string(Dashboard), -1) {
+	for _, m := range metricName.FindAllString(rules.String()+string(Dashboard), -1) {
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 			if strings.HasSuffix(m, "_seconds"+suffix) {
 				m = strings.TrimSuffix(m, suffix)

@@ -54,7 +54,7 @@ func TestEveryMetricMovesAsRunsHappen(t *testing.T) {
 	s.createJob(t, map[string]any{"name": "tick", "trigger": map[string]any{"kind": "cron", "cron": "* * * * * *"},
 		"executor": shell("true"), "target": blue, "rate_limit_class": "db"})
 	failing := s.createJob(t, map[string]any{"name": "flaky", "owner": "team-pay", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("exit 3"), "target": blue, "retry": map[string]any{"max_attempts": 2, "backoff_seconds": 0}})
+		"executor": shell("exit 3"), "target": blue, "retry": map[string]any{"max_attempts": 2, "backoff_seconds": 1}})
 	slow := s.createJob(t, map[string]any{"name": "slow", "trigger": map[string]any{"kind": "manual"},
 		"executor": shell("sleep 30"), "target": blue, "timeout_seconds": 1})
 	doomed := s.createJob(t, map[string]any{"name": "doomed", "trigger": map[string]any{"kind": "manual"},

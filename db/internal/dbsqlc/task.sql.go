@@ -64,14 +64,14 @@ WITH input AS (
            unnest($5::text[]) AS error
 ), done AS (
     UPDATE ax.task t
-    SET state = CASE WHEN i.state = 'failed' AND t.attempt < t.max_attempts THEN 'pending'
+    SET state = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN 'pending'
                      ELSE i.state::ax.task_state END,
-        attempt = CASE WHEN i.state = 'failed' AND t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
-        not_before = CASE WHEN i.state = 'failed' AND t.attempt < t.max_attempts
+        attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
+        not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts
                           THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
-        finished_at = CASE WHEN i.state = 'failed' AND t.attempt < t.max_attempts THEN NULL ELSE now() END,
+        finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN NULL ELSE now() END,
         result = i.result, error = nullif(i.error, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
@@ -107,7 +107,7 @@ type TaskCompleteRow struct {
 }
 
 // TaskComplete records results whose lease token is current: success and
-// cancellation end the task; a failure is retried (attempt + 1, after
+// cancellation end the task; a failure or timeout is retried (attempt + 1, after
 // exponential backoff from the job's settings) until attempts run out.
 // Results with a stale token match nothing and change nothing.
 func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompleteParams) ([]TaskCompleteRow, error) {
