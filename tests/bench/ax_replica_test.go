@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ax-scheduler/ax/agent"
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
+)
+
+// benchHandler is the name agents register their no-op handler under.
+const benchHandler = "bench.noop"
+
+// benchLogger logs like the ax and ax-agent commands do by default (JSON,
+// level info), into io.Discard: the benchmarks pay for formatting the
+// lines a deployment writes, not for a terminal.
+func benchLogger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// axReplica is one ax server wired as `ax serve` wires it (notifier, task
+// router, trigger loop, reaper, API with metrics and request logs) on a
+// loopback listener, with a manual job whose executor is benchHandler.
+// The queue-state collector is left out: it only queries when /metrics is
+// scraped, which the benchmarks never do.
+type axReplica struct {
+	pool    *pgxpool.Pool
+	url     string
+	metrics *queue.Metrics
+	router  *queue.TaskRouter
+	jobID   uuid.UUID
+}
+
+// startReplica serves ax on the database at dbURL until b ends.
+func startReplica(b *testing.B, dbURL string) *axReplica {
+	b.Helper()
+	ctx := context.Background()
+	pool, err := db.Open(ctx, dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	logger := benchLogger()
+	reg := prometheus.NewRegistry()
+	metrics := queue.NewMetrics(reg)
+	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel)
+	agentCfg := queue.AgentConfig{}
+	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
+	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: metrics})
+	for _, svc := range []interface {
+		Start(context.Context) error
+		Stop()
+	}{notifier, triggers, reaper} {
+		if err := svc.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(svc.Stop)
+	}
+	api, _ := openapi.New(openapi.Config{Pool: pool, Logger: logger, Version: "bench", Metrics: metrics,
+		Notifier: notifier, Agent: agentCfg, Router: router})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", api)
+	srv := httptest.NewServer(openapi.LogRequests(logger, mux))
+	b.Cleanup(srv.Close)
+	r := &axReplica{pool: pool, url: srv.URL, metrics: metrics, router: router}
+	r.jobID = r.createJob(b)
+	return r
+}
+
+// createJob creates, through the API, a manual job that runs benchHandler.
+func (r *axReplica) createJob(b *testing.B) uuid.UUID {
+	b.Helper()
+	admin, _, err := openapi.CreateAPIKey(context.Background(), r.pool, "bench-admin", []string{openapi.ScopeAdmin})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{
+		"name":     "bench-noop",
+		"trigger":  map[string]any{"kind": "manual"},
+		"executor": map[string]any{"kind": "handler", "handler": benchHandler},
+	})
+	req, _ := http.NewRequest(http.MethodPost, r.url+"/v1/jobs", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+admin)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var job struct {
+		ID uuid.UUID `json:"id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&job); err != nil || resp.StatusCode != http.StatusCreated {
+		b.Fatalf("error creating the bench job: status %d, %v", resp.StatusCode, err)
+	}
+	return job.ID
+}
+
+// startAgents runs n agents of the given capacity (0: the default) with
+// handler as benchHandler, talking to r over HTTP, until b ends; it returns
+// once all of them are registered and ready.
+func (r *axReplica) startAgents(b *testing.B, n, capacity int, handler agent.HandlerFunc) {
+	b.Helper()
+	key, _, err := openapi.CreateAPIKey(context.Background(), r.pool, "bench-agents", []string{openapi.ScopeAgent})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		a, err := agent.New(agent.Config{URL: r.url, Key: key, Name: fmt.Sprintf("bench-%d", i),
+			Capacity: capacity, Logger: benchLogger()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		a.Handle(benchHandler, handler)
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		b.Cleanup(func() {
+			stop()
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Errorf("agent %d: %v", i, err)
+				}
+			case <-time.After(30 * time.Second):
+				b.Errorf("agent %d did not stop within 30 s", i)
+			}
+		})
+	}
+	r.waitAgentsReady(b, n)
+}
+
+func (r *axReplica) waitAgentsReady(b *testing.B, n int) {
+	b.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ready int
+		err := r.pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM ax.agent WHERE state = 'active' AND ready").Scan(&ready)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ready == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d agents ready after 30 s", ready, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fire inserts n executions of the bench job (one task each) in one
+// transaction that routes their tasks and NOTIFYs the task-ready channel,
+// as the trigger loop writes a batch of fires (queue's insertExecutions,
+// spelled out with its exported parts), and returns when the commit
+// returned.
+func (r *axReplica) fire(b *testing.B, n int) time.Time {
+	b.Helper()
+	ctx := context.Background()
+	err := db.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		execs := make([]*db.NewExecution, n)
+		for i := range execs {
+			execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: r.jobID, Cause: db.CauseManual, ScheduledFor: now}
+		}
+		inserted, tasks, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live())
+		if err != nil {
+			return err
+		}
+		if len(inserted) != n {
+			return fmt.Errorf("inserted %d executions of %d", len(inserted), n)
+		}
+		if err := r.router.Route(ctx, tx, tasks); err != nil {
+			return err
+		}
+		return db.Notify(ctx, tx, queue.TaskReadyChannel, "")
+	})
+	if err != nil {
+		b.Fatalf("error firing %d executions: %v", n, err)
+	}
+	return time.Now()
+}
+
+// succeeded is how many results the server has recorded as succeeded
+// (ax_task_results_total{state="succeeded"}), counted after each commit.
+func (r *axReplica) succeeded(b *testing.B) int {
+	var m dto.Metric
+	if err := r.metrics.TaskResults.WithLabelValues("succeeded").Write(&m); err != nil {
+		b.Fatal(err)
+	}
+	return int(m.GetCounter().GetValue())
+}
+
+// waitSucceeded waits until the server has recorded target successes.
+func (r *axReplica) waitSucceeded(b *testing.B, target int, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for r.succeeded(b) < target {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d tasks succeeded after %s", r.succeeded(b), target, timeout)
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+}
