@@ -229,7 +229,7 @@ func TestLeaseQueryIsIndexDriven(t *testing.T) {
 	for _, line := range strings.Split(plan, "\n") {
 		require.False(t, strings.Contains(line, "Seq Scan on task"), "no sequential scan of tasks:\n%s", plan)
 	}
-	for _, idx := range []string{"task_pending_idx", "task_preferred_idx", "task_pending_age_idx"} {
+	for _, idx := range []string{"task_unassigned_idx", "task_preferred_idx", "task_pending_age_idx"} {
 		require.True(t, slices.ContainsFunc(strings.Split(plan, "\n"), func(l string) bool { return strings.Contains(l, idx) }),
 			"%s is used:\n%s", idx, plan)
 	}

@@ -16,15 +16,18 @@ const executionFinalize = `-- name: ExecutionFinalize :many
 UPDATE ax.execution e
 SET state = s.final_state::ax.execution_state, finished_at = now(), updated_at = now()
 FROM (
-    SELECT execution_id,
-           CASE WHEN bool_and(state = 'succeeded') THEN 'succeeded'
-                WHEN bool_or(state = 'timed_out') THEN 'timed_out'
-                WHEN bool_or(state = 'failed') THEN 'failed'
-                ELSE 'cancelled' END AS final_state
-    FROM ax.task
-    WHERE execution_id = ANY($1::uuid[])
-    GROUP BY execution_id
-    HAVING bool_and(state IN ('succeeded', 'failed', 'timed_out', 'cancelled'))
+    SELECT x.id AS execution_id, agg.final_state
+    FROM (SELECT DISTINCT unnest($1::uuid[]) AS id) x
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN bool_and(t.state = 'succeeded') THEN 'succeeded'
+                    WHEN bool_or(t.state = 'timed_out') THEN 'timed_out'
+                    WHEN bool_or(t.state = 'failed') THEN 'failed'
+                    ELSE 'cancelled' END AS final_state,
+               bool_and(t.state IN ('succeeded', 'failed', 'timed_out', 'cancelled')) AS ended
+        FROM ax.task t
+        WHERE t.execution_id = x.id
+    ) agg
+    WHERE agg.ended
 ) s
 WHERE e.id = s.execution_id AND e.state IN ('pending', 'running')
 RETURNING e.id, e.state
@@ -36,7 +39,9 @@ type ExecutionFinalizeRow struct {
 }
 
 // ExecutionFinalize ends executions whose tasks have all ended: succeeded
-// when every shard succeeded, else timed_out, failed or cancelled.
+// when every shard succeeded, else timed_out, failed or cancelled. Each
+// execution's tasks are read through task_shard_once, one id at a time,
+// so the cost follows the batch, not the backlog.
 func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds []uuid.UUID) ([]ExecutionFinalizeRow, error) {
 	rows, err := db.Query(ctx, executionFinalize, executionIds)
 	if err != nil {
@@ -223,17 +228,14 @@ WITH starved AS (
     ORDER BY t.priority DESC, t.created_at
     LIMIT $6::integer
     FOR UPDATE SKIP LOCKED
-), others AS (
+), unassigned AS (
+    -- Read only when the agent's own tasks leave room.
     SELECT t.id, t.rate_class, t.priority, t.created_at, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.not_before <= now() AND NOT t.agentless
+    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
+      AND (SELECT count(*) FROM own) < $6::integer
       AND j.target_labels <@ $2::jsonb
-      AND (t.preferred_agent_id IS NULL
-           OR (NOT t.pinned AND t.preferred_agent_id <> $3
-               AND t.not_before <= now() - make_interval(secs => $4::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
-                    OR t.not_before <= now() - make_interval(secs => $5::double precision))))
       AND (t.rate_class IS NULL OR EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
@@ -243,10 +245,32 @@ WITH starved AS (
     ORDER BY t.priority DESC, t.created_at
     LIMIT $6::integer
     FOR UPDATE OF t SKIP LOCKED
+), stealable AS (
+    -- Other agents' tasks that waited past the steal delay, oldest first;
+    -- read only when own and unassigned tasks leave room.
+    SELECT t.id, t.rate_class, t.priority, t.created_at, 3 AS grp
+    FROM ax.task t
+    JOIN ax.job j ON j.id = t.job_id
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $3
+      AND t.not_before <= now() - make_interval(secs => $4::double precision)
+      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $6::integer
+      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
+           OR t.not_before <= now() - make_interval(secs => $5::double precision))
+      AND j.target_labels <@ $2::jsonb
+      AND (t.rate_class IS NULL OR EXISTS (
+          SELECT 1 FROM ax.rate_class c
+          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
+            AND t.priority >= coalesce(c.manual_min_priority,
+                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
+                                       t.priority)))
+    ORDER BY t.not_before
+    LIMIT $6::integer
+    FOR UPDATE OF t SKIP LOCKED
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
     SELECT DISTINCT ON (id) id, rate_class, priority, created_at, grp
-    FROM (SELECT id, rate_class, priority, created_at, grp FROM starved UNION ALL SELECT id, rate_class, priority, created_at, grp FROM own UNION ALL SELECT id, rate_class, priority, created_at, grp FROM others) c
+    FROM (SELECT id, rate_class, priority, created_at, grp FROM starved UNION ALL SELECT id, rate_class, priority, created_at, grp FROM own UNION ALL SELECT id, rate_class, priority, created_at, grp FROM unassigned
+          UNION ALL SELECT id, rate_class, priority, created_at, grp FROM stealable) c
     ORDER BY id, grp
 ), firsts AS (
     SELECT id, rate_class, priority, created_at, grp
