@@ -20,6 +20,7 @@ import (
 type agentHandlers struct {
 	pool   *pgxpool.Pool
 	agents *queue.AgentService
+	owners ownerCache
 }
 
 type agentRegisterInput struct {
@@ -175,11 +176,34 @@ func (h *agentHandlers) agentFor(ctx context.Context, rawID string) (*db.Agent, 
 	if err != nil {
 		return nil, err
 	}
-	key, _ := ctx.Value(principalKey{}).(*db.APIKey)
-	if key == nil || (key.ID != agent.APIKeyID && !slices.Contains(key.Scopes, ScopeAdmin)) {
-		return nil, huma.Error403Forbidden("this key does not belong to agent " + agent.ID.String())
+	h.owners.put(agent.ID, agent.APIKeyID)
+	return agent, checkOwner(ctx, agent.ID, agent.APIKeyID)
+}
+
+// ownAgent checks that the caller's key is the agent's (or an admin's)
+// without reading the agent row when its owner is known: for calls that
+// need nothing else of it.
+func (h *agentHandlers) ownAgent(ctx context.Context, rawID string) (uuid.UUID, error) {
+	id, err := parseID(rawID)
+	if err != nil {
+		return uuid.Nil, err
 	}
-	return agent, nil
+	if owner, ok := h.owners.get(id); ok {
+		return id, checkOwner(ctx, id, owner)
+	}
+	agent, err := h.agentFor(ctx, rawID)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return agent.ID, nil
+}
+
+func checkOwner(ctx context.Context, agentID, owner uuid.UUID) error {
+	key, _ := ctx.Value(principalKey{}).(*db.APIKey)
+	if key == nil || (key.ID != owner && !slices.Contains(key.Scopes, ScopeAdmin)) {
+		return huma.Error403Forbidden("this key does not belong to agent " + agentID.String())
+	}
+	return nil
 }
 
 func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput, error) {
@@ -213,7 +237,7 @@ func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput
 }
 
 func (h *agentHandlers) heartbeat(ctx context.Context, in *heartbeatInput) (*heartbeatOutput, error) {
-	agent, err := h.agentFor(ctx, in.ID)
+	agentID, err := h.ownAgent(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +245,7 @@ func (h *agentHandlers) heartbeat(ctx context.Context, in *heartbeatInput) (*hea
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.agents.Heartbeat(ctx, agent.ID, refs, &db.AgentLoad{Running: in.Body.Running,
+	res, err := h.agents.Heartbeat(ctx, agentID, refs, &db.AgentLoad{Running: in.Body.Running,
 		CPU: in.Body.CPU, Load1: in.Body.Load1, Mem: in.Body.Memory, Ready: in.Body.Ready})
 	if err != nil {
 		return nil, err
@@ -231,7 +255,7 @@ func (h *agentHandlers) heartbeat(ctx context.Context, in *heartbeatInput) (*hea
 }
 
 func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*completeOutput, error) {
-	agent, err := h.agentFor(ctx, in.ID)
+	agentID, err := h.ownAgent(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +267,7 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 		}
 		results[i] = db.TaskResult{TaskRef: ref, State: r.State, Result: r.Result, Error: r.Error}
 	}
-	done, err := h.agents.Complete(ctx, agent.ID, results)
+	done, err := h.agents.Complete(ctx, agentID, results)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +290,7 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 }
 
 func (h *agentHandlers) logs(ctx context.Context, in *logsInput) (*struct{}, error) {
-	if _, err := h.agentFor(ctx, in.ID); err != nil {
+	if _, err := h.ownAgent(ctx, in.ID); err != nil {
 		return nil, err
 	}
 	chunks := make([]db.LogChunk, len(in.Body.Chunks))
@@ -282,7 +306,7 @@ func (h *agentHandlers) logs(ctx context.Context, in *logsInput) (*struct{}, err
 }
 
 func (h *agentHandlers) release(ctx context.Context, in *releaseInput) (*struct{}, error) {
-	agent, err := h.agentFor(ctx, in.ID)
+	agentID, err := h.ownAgent(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +314,7 @@ func (h *agentHandlers) release(ctx context.Context, in *releaseInput) (*struct{
 	if err != nil {
 		return nil, err
 	}
-	_, err = h.agents.Release(ctx, agent.ID, refs)
+	_, err = h.agents.Release(ctx, agentID, refs)
 	return nil, err
 }
 

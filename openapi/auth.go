@@ -52,6 +52,7 @@ type authenticator struct {
 	pool   *pgxpool.Pool
 	api    huma.API
 	logger *slog.Logger
+	keys   keyCache
 }
 
 type principalKey struct{}
@@ -68,7 +69,7 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	hash := sha256.Sum256([]byte(secret))
-	key, err := db.APIKeyAuthenticate(ctx.Context(), a.pool, hash[:])
+	key, err := a.keys.authenticate(ctx.Context(), a.pool, hash)
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		a.deny(ctx, http.StatusUnauthorized, "unknown or revoked API key")

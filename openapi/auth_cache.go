@@ -1,0 +1,78 @@
+package openapi
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// keyCacheTTL is how long an authenticated key is trusted without reading
+// it again. A busy agent makes several calls a second; reading the key
+// table for each cost two queries per task in BenchmarkEndToEnd. A revoked
+// key keeps working for at most this long on the other replicas (the
+// replica that revokes forgets it at once).
+const keyCacheTTL = 2 * time.Second
+
+// maxCached bounds both caches; past it they start over.
+const maxCached = 10_000
+
+// keyCache remembers authenticated API keys by secret hash for
+// keyCacheTTL.
+type keyCache struct {
+	mu      sync.Mutex
+	entries map[[32]byte]cachedKey
+}
+
+type cachedKey struct {
+	key *db.APIKey
+	at  time.Time
+}
+
+// authenticate returns the key with this hash, from the cache when fresh.
+func (c *keyCache) authenticate(ctx context.Context, e db.Executor, hash [32]byte) (*db.APIKey, error) {
+	c.mu.Lock()
+	entry, ok := c.entries[hash]
+	c.mu.Unlock()
+	if ok && time.Since(entry.at) < keyCacheTTL {
+		return entry.key, nil
+	}
+	key, err := db.APIKeyAuthenticate(ctx, e, hash[:])
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= maxCached {
+		c.entries = map[[32]byte]cachedKey{}
+	}
+	c.entries[hash] = cachedKey{key: key, at: time.Now()}
+	return key, nil
+}
+
+// ownerCache remembers which API key each agent registered with: it never
+// changes, so agent calls that only need to check ownership (heartbeat,
+// complete, logs, release) skip reading the agent row.
+type ownerCache struct {
+	mu     sync.Mutex
+	owners map[uuid.UUID]uuid.UUID
+}
+
+func (c *ownerCache) get(agentID uuid.UUID) (uuid.UUID, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	owner, ok := c.owners[agentID]
+	return owner, ok
+}
+
+func (c *ownerCache) put(agentID, keyID uuid.UUID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.owners == nil || len(c.owners) >= maxCached {
+		c.owners = map[uuid.UUID]uuid.UUID{}
+	}
+	c.owners[agentID] = keyID
+}
