@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -89,20 +90,43 @@ func (c *ClientServer) Lease(ctx context.Context, s Session, req LeaseRequest) (
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(req.WaitSeconds)*time.Second+callTimeout)
 	defer cancel()
 	wait := int64(req.WaitSeconds)
-	resp, err := c.api.LeaseTasksWithResponse(ctx, id, client.LeaseRequest{Max: int64(req.Max), WaitSeconds: &wait}, bearer(s.Token))
+	// The raw call, decoded once into our own type: the generated response
+	// type would decode the body a second time (a fifth of the agent's CPU
+	// at high rates) and hold params as interface{}, turning large
+	// integers into float64 and changing what the task sees.
+	httpResp, err := c.api.LeaseTasks(ctx, id, client.LeaseRequest{Max: int64(req.Max), WaitSeconds: &wait}, bearer(s.Token))
+	var resp rawAnswer
+	if err == nil {
+		resp, err = readAnswer(httpResp)
+	}
 	if err := checkAgent("lease", resp, err); err != nil {
 		return nil, err
 	}
-	// Decoded from the body rather than taken from resp.JSON200: the
-	// generated type holds params as interface{}, which would turn large
-	// integers into float64 and change what the task sees.
 	var out struct {
 		Tasks []LeasedTask `json:"tasks"`
 	}
-	if err := json.Unmarshal(resp.Body, &out); err != nil {
+	if err := json.Unmarshal(resp.body, &out); err != nil {
 		return nil, fmt.Errorf("error decoding leased tasks: %w", err)
 	}
 	return out.Tasks, nil
+}
+
+// rawAnswer is an HTTP answer read whole, for calls decoded by hand.
+type rawAnswer struct {
+	code int
+	body []byte
+}
+
+func (r rawAnswer) StatusCode() int { return r.code }
+func (r rawAnswer) GetBody() []byte { return r.body }
+
+func readAnswer(resp *http.Response) (rawAnswer, error) {
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return rawAnswer{}, fmt.Errorf("error reading the answer: %w", err)
+	}
+	return rawAnswer{code: resp.StatusCode, body: body}, nil
 }
 
 // Heartbeat implements Server.

@@ -120,7 +120,7 @@ func (a *Agent) runTask(ctx context.Context, t LeasedTask) {
 		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(t.TimeoutSeconds)*time.Second, errTimedOut)
 		defer stop()
 	}
-	log.InfoContext(ctx, "task started", "executor", t.Executor.Kind, "attempt", t.Attempt,
+	log.DebugContext(ctx, "task started", "executor", t.Executor.Kind, "attempt", t.Attempt,
 		"shard_total", t.ShardTotal, "timeout_seconds", t.TimeoutSeconds)
 	began := time.Now()
 	result, err := a.execute(ctx, t, log)
@@ -129,7 +129,13 @@ func (a *Agent) runTask(ctx context.Context, t LeasedTask) {
 		log.WarnContext(ctx, "task stopped and not reported", "cause", context.Cause(ctx), "duration_ms", millis(time.Since(began)))
 		return
 	}
-	log.InfoContext(ctx, "task finished", "state", res.State, "duration_ms", millis(time.Since(began)), "error", res.Error)
+	// Successes are the bulk at high rates: logged at debug; anything else
+	// at info, where operators look.
+	level := slog.LevelInfo
+	if res.State == StateSucceeded {
+		level = slog.LevelDebug
+	}
+	log.Log(ctx, level, "task finished", "state", res.State, "duration_ms", millis(time.Since(began)), "error", res.Error)
 }
 
 // execute runs t with its executor and then waits for its output to be
