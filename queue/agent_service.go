@@ -150,11 +150,12 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 	case !agent.Ready:
 		return nil, time.Second, nil
 	case agent.State == "quarantined":
-		probe, err := db.AgentTakeProbe(ctx, s.pool, agent.ID, s.cfg.ProbeEvery)
-		if err != nil || !probe {
+		tasks, err := s.leaseProbe(ctx, agent)
+		if err != nil || len(tasks) == 0 {
 			return nil, s.cfg.ProbeEvery, err
 		}
-		limit = 1
+		s.logLeases(ctx, agent, tasks)
+		return tasks, 0, nil
 	}
 	tasks, err := db.TaskLease(ctx, s.pool, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
 		Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter})
@@ -179,6 +180,32 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 		next = min(next, 250*time.Millisecond)
 	}
 	return nil, next, nil
+}
+
+// errNoProbeTask rolls a probe back when no task was there to take.
+var errNoProbeTask = errors.New("no task for the probe")
+
+// leaseProbe gives a quarantined agent one task when its probe turn has
+// come. The turn is used up only when a task was leased (both in one
+// transaction), so a healthy agent winning the task does not make the
+// quarantined one wait another ProbeEvery.
+func (s *AgentService) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.LeasedTask, error) {
+	tasks, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]*db.LeasedTask, error) {
+		due, err := db.AgentTakeProbe(ctx, tx, agent.ID, s.cfg.ProbeEvery)
+		if err != nil || !due {
+			return nil, err
+		}
+		tasks, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
+			Max: 1, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter})
+		if err == nil && len(tasks) == 0 {
+			err = errNoProbeTask
+		}
+		return tasks, err
+	})
+	if errors.Is(err, errNoProbeTask) {
+		return nil, nil
+	}
+	return tasks, err
 }
 
 func (s *AgentService) logLeases(ctx context.Context, agent *db.Agent, tasks []*db.LeasedTask) {
