@@ -79,3 +79,13 @@ func HTTPTaskCancelRequested(ctx context.Context, e Executor) error {
 	}
 	return ExecutionFinalize(ctx, e, execs)
 }
+
+// HTTPTaskLockExecution locks an execution until the transaction ends:
+// results of its shards recorded concurrently then see each other, so the
+// last one ends the execution.
+func HTTPTaskLockExecution(ctx context.Context, e Executor, executionID uuid.UUID) error {
+	if err := queries.HTTPTaskLockExecution(ctx, e, executionID); err != nil {
+		return fmt.Errorf("error locking execution %s: %w", executionID, mapErr(err))
+	}
+	return nil
+}

@@ -62,6 +62,9 @@ type Job struct {
 	DegradeAction string
 	CallbackURL   string
 	Params        json.RawMessage // object handed to every run
+	// SigningSecret is set only in what JobService.Create returns: the
+	// job's new whsec_ secret, shown once.
+	SigningSecret string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 

@@ -62,6 +62,7 @@ type AgentService struct {
 	cfg      AgentConfig
 	logger   *slog.Logger
 	metrics  *Metrics
+	outbox   *Outbox // enqueues callbacks of executions results end; nil: none
 }
 
 // NewAgentService returns an AgentService; notifier may be nil (leases then
@@ -274,6 +275,9 @@ func (s *AgentService) Complete(ctx context.Context, agentID uuid.UUID, results 
 	done, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
 		done, err := db.TaskComplete(ctx, tx, results)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.outbox.Flush(ctx, tx); err != nil {
 			return nil, err
 		}
 		if retried := countState(done, "pending"); retried > 0 {

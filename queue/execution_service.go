@@ -30,6 +30,7 @@ type ExecutionService struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	router  *TaskRouter
+	outbox  *Outbox // enqueues callbacks and agentless HTTP tasks; nil: none
 }
 
 // WithRouter makes the service place new tasks with router; it returns s.
@@ -142,7 +143,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if err != nil {
 		return nil, err
 	}
-	inserted, err := insertExecutions(ctx, tx, s.router, []*db.NewExecution{{
+	inserted, err := insertExecutions(ctx, tx, s.router, s.outbox, []*db.NewExecution{{
 		ID: id, JobID: job.ID, Cause: db.CauseManual, ScheduledFor: now, Params: req.Params, Priority: req.Priority,
 	}})
 	if err != nil {
@@ -192,6 +193,9 @@ func (s *ExecutionService) List(ctx context.Context, p *db.ExecutionListParams) 
 func (s *ExecutionService) Cancel(ctx context.Context, id uuid.UUID, reason string) (*db.Execution, error) {
 	exec, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Execution, error) {
 		if _, err := db.ExecutionCancel(ctx, tx, []uuid.UUID{id}, nil, reason); err != nil {
+			return nil, err
+		}
+		if err := s.outbox.Cancelled(ctx, tx); err != nil {
 			return nil, err
 		}
 		return db.ExecutionGetByID(ctx, tx, id)

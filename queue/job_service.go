@@ -56,6 +56,9 @@ func (s *JobService) Create(ctx context.Context, job *db.Job) (*db.Job, error) {
 		if err != nil {
 			return nil, err
 		}
+		if created.SigningSecret, err = newSigningSecret(ctx, tx, created.ID); err != nil {
+			return nil, err
+		}
 		return created, notifyJobChanged(ctx, tx, created.ID)
 	})
 	if err != nil {

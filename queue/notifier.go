@@ -20,8 +20,9 @@ type Notifier struct {
 	channels   []string
 	logger     *slog.Logger
 
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
+	mu    sync.Mutex
+	subs  map[string]map[chan struct{}]struct{}
+	keyed keyedSubs // subscriptions to one payload of a channel
 
 	bg background
 }
@@ -103,6 +104,7 @@ func (n *Notifier) listen(ctx context.Context) error {
 			return err
 		}
 		n.wake(note.Channel)
+		n.wakeKeys(note.Channel, note.Payload)
 	}
 }
 
@@ -121,4 +123,5 @@ func (n *Notifier) wakeAll() {
 	for _, ch := range n.channels {
 		n.wake(ch)
 	}
+	n.wakeAllKeys()
 }

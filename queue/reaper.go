@@ -28,8 +28,11 @@ type ReaperConfig struct {
 	// RestoreAfter is how many probe tasks in a row a quarantined agent
 	// must succeed to be active again. Defaults to 2.
 	RestoreAfter int
-	Logger       *slog.Logger
-	Metrics      *Metrics
+	// Outbox enqueues the callbacks of executions a sweep ends; nil: none
+	// (a replica running River flushes them later).
+	Outbox  *Outbox
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
 // Reaper returns expired leases to pending (attempt + 1, after backoff) or
@@ -116,6 +119,9 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if reaped.Expired+reaped.TimedOut > 0 {
 			r.cfg.Logger.InfoContext(ctx, "reaped leases", "expired", reaped.Expired,
 				"timed_out", reaped.TimedOut, "retried", reaped.Retried)
+		}
+		if err := r.cfg.Outbox.Flush(ctx, tx); err != nil {
+			return err
 		}
 		if reaped.Retried > 0 {
 			return db.Notify(ctx, tx, TaskReadyChannel, "")

@@ -268,15 +268,19 @@ func labelKey(labels map[string]string) string {
 // broadcast task when no router is configured: 2 default heartbeats.
 const defaultLive = 10 * time.Second
 
-// insertExecutions records fires, makes their tasks and routes them, all
-// in e (the fire's transaction).
-func insertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
+// insertExecutions records fires, makes their tasks, hands agentless HTTP
+// tasks to the outbox and routes the others, all in e (the fire's
+// transaction).
+func insertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
 	live := defaultLive
 	if router != nil {
 		live = router.Live()
 	}
 	inserted, tasks, err := db.ExecutionInsertMany(ctx, e, execs, live)
-	if err != nil || router == nil {
+	if err != nil {
+		return inserted, err
+	}
+	if tasks, err = outbox.fired(ctx, e, tasks); err != nil || router == nil {
 		return inserted, err
 	}
 	return inserted, router.Route(ctx, e, tasks)

@@ -38,6 +38,9 @@ type TriggerLoopConfig struct {
 	MaxSleep time.Duration
 	// Router places the new tasks on agents; nil leaves them unassigned.
 	Router *TaskRouter
+	// Outbox enqueues agentless HTTP tasks and callbacks in the fire's
+	// transaction; nil: none.
+	Outbox *Outbox
 	// Logger defaults to discarding; Metrics defaults to unregistered.
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -177,10 +180,11 @@ type batch struct {
 	replaceJobs []uuid.UUID
 	inserted    []db.InsertedExecution
 	router      *TaskRouter
+	outbox      *Outbox
 }
 
 func (l *TriggerLoop) planBatch(due []*db.DueTrigger) (*batch, error) {
-	b := &batch{claimed: len(due), now: due[0].Now, router: l.cfg.Router}
+	b := &batch{claimed: len(due), now: due[0].Now, router: l.cfg.Router, outbox: l.cfg.Outbox}
 	for _, t := range due {
 		plan, err := l.planner.plan(t, t.Now)
 		if err != nil {
@@ -218,7 +222,7 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	var err error
-	if b.inserted, err = insertExecutions(ctx, tx, b.router, b.executions); err != nil {
+	if b.inserted, err = insertExecutions(ctx, tx, b.router, b.outbox, b.executions); err != nil {
 		return err
 	}
 	b.keepInsertedAsLast()

@@ -66,3 +66,9 @@ WITH done AS (
     FROM done
 )
 SELECT DISTINCT execution_id FROM done;
+
+-- HTTPTaskLockExecution locks an execution until the transaction ends, so
+-- results of its shards recorded at the same time are recorded one after
+-- the other and the last one sees the others (and ends the execution).
+-- name: HTTPTaskLockExecution :exec
+SELECT id FROM ax.execution WHERE id = @id FOR NO KEY UPDATE;

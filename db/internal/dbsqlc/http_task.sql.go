@@ -143,6 +143,18 @@ func (q *Queries) HTTPTaskLease(ctx context.Context, db DBTX, arg HTTPTaskLeaseP
 	return i, err
 }
 
+const hTTPTaskLockExecution = `-- name: HTTPTaskLockExecution :exec
+SELECT id FROM ax.execution WHERE id = $1 FOR NO KEY UPDATE
+`
+
+// HTTPTaskLockExecution locks an execution until the transaction ends, so
+// results of its shards recorded at the same time are recorded one after
+// the other and the last one sees the others (and ends the execution).
+func (q *Queries) HTTPTaskLockExecution(ctx context.Context, db DBTX, id uuid.UUID) error {
+	_, err := db.Exec(ctx, hTTPTaskLockExecution, id)
+	return err
+}
+
 const hTTPTaskStatus = `-- name: HTTPTaskStatus :one
 SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
        (coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds))::timestamptz AS deadline,

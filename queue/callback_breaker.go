@@ -1,0 +1,69 @@
+package queue
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// breaker is the circuit breaker of callback destinations, one per host,
+// kept in Postgres so that every replica sees the same state: closed lets
+// deliveries through; after BreakerThreshold consecutive failures it opens
+// and holds them (they are snoozed, never dropped) for BreakerOpenFor;
+// then one delivery goes as a probe (half-open) and its outcome closes or
+// reopens it.
+type breaker struct {
+	pool    *pgxpool.Pool
+	cfg     CallbackConfig
+	logger  *slog.Logger
+	metrics *OutboundMetrics
+}
+
+// admit says whether a delivery to host may go now (hold 0), and whether
+// it goes as the half-open probe; otherwise how long to hold it.
+func (b *breaker) admit(ctx context.Context, host string) (hold time.Duration, probe bool, err error) {
+	a, err := db.CallbackBreakerAdmit(ctx, b.pool, host, b.cfg.BreakerProbeTimeout)
+	switch {
+	case err != nil:
+		return 0, false, err
+	case a.Probe:
+		b.logger.InfoContext(ctx, "callback breaker half-open: sending one probe", "host", host)
+		return 0, true, nil
+	case a.State == db.BreakerClosed:
+		return 0, false, nil
+	case a.State == db.BreakerOpen && a.OpenUntil.After(a.Now):
+		return a.OpenUntil.Sub(a.Now) + b.spread(), false, nil
+	}
+	return b.cfg.HoldRecheck + b.spread(), false, nil // a probe is out: wait for its outcome
+}
+
+// spread staggers held deliveries so they do not all wake together.
+func (b *breaker) spread() time.Duration {
+	return time.Duration(rand.Int64N(int64(b.cfg.HoldRecheck)))
+}
+
+// record counts a delivery's outcome in tx: unavailable (no answer, 5xx,
+// 408, 429) is a failure; any other answer shows the host is up.
+func (b *breaker) record(ctx context.Context, tx pgx.Tx, host string, probe, unavailable bool) error {
+	if !unavailable {
+		prev, err := db.CallbackBreakerSuccess(ctx, tx, host)
+		if err == nil && prev != "" && prev != db.BreakerClosed {
+			b.metrics.BreakerChanges.WithLabelValues("closed").Inc()
+			b.logger.InfoContext(ctx, "callback breaker closed", "host", host, "was", prev)
+		}
+		return err
+	}
+	prev, now, err := db.CallbackBreakerFailure(ctx, tx, host, b.cfg.BreakerThreshold, b.cfg.BreakerOpenFor)
+	if err == nil && now == db.BreakerOpen && prev != db.BreakerOpen {
+		b.metrics.BreakerChanges.WithLabelValues("open").Inc()
+		b.logger.WarnContext(ctx, "callback breaker opened: holding deliveries", "host", host,
+			"probe_failed", probe, "open_for", b.cfg.BreakerOpenFor)
+	}
+	return err
+}

@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// CallbackPayload is the JSON body of a callback: what ended, how, and
+// each shard's outcome. The body is the same on every attempt of a
+// delivery; webhook-id (the execution id) is the receiver's key to
+// deduplicate on.
+type CallbackPayload struct {
+	Type         string          `json:"type"` // "execution.ended"
+	ExecutionID  string          `json:"execution_id"`
+	JobID        string          `json:"job_id"`
+	JobName      string          `json:"job_name"`
+	JobGroup     string          `json:"job_group"`
+	Cause        string          `json:"cause"`
+	ScheduledFor time.Time       `json:"scheduled_for"`
+	Misfired     bool            `json:"misfired"`
+	State        string          `json:"state"`
+	Timings      CallbackTimings `json:"timings"`
+	Params       json.RawMessage `json:"params"`
+	Shards       CallbackShards  `json:"shards"`
+	// Result is the one shard's result for a single-shard execution (each
+	// shard's is under shards.items otherwise).
+	Result json.RawMessage `json:"result"`
+	// Error is why the execution did not succeed: its own error or cancel
+	// reason, else the first failed shard's error.
+	Error string `json:"error,omitempty"`
+}
+
+// CallbackTimings are an execution's times.
+type CallbackTimings struct {
+	FiredAt    time.Time  `json:"fired_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	DurationMS *int64     `json:"duration_ms,omitempty"` // from started_at to finished_at
+}
+
+// CallbackShards summarizes the shards: counts by state, and the first
+// MaxShards of them.
+type CallbackShards struct {
+	Total     int             `json:"total"`
+	ByState   map[string]int  `json:"by_state"`
+	Items     []CallbackShard `json:"items"`
+	Truncated bool            `json:"truncated"`
+}
+
+// CallbackShard is one shard's outcome.
+type CallbackShard struct {
+	Index      int             `json:"index"`
+	Param      string          `json:"param"`
+	State      string          `json:"state"`
+	Attempts   int             `json:"attempts"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+}
+
+// callbackPayload builds the body of d's callback.
+func callbackPayload(ctx context.Context, e db.Executor, d *db.CallbackDelivery, maxShards int) ([]byte, error) {
+	shards, counts, err := db.CallbackShards(ctx, e, d.ExecutionID, maxShards)
+	if err != nil {
+		return nil, err
+	}
+	p := &CallbackPayload{Type: "execution.ended", ExecutionID: d.ExecutionID.String(), JobID: d.JobID.String(),
+		JobName: d.JobName, JobGroup: d.JobGroup, Cause: d.Cause, ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
+		State: d.ExecutionState, Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
+		Timings: CallbackTimings{FiredAt: d.FiredAt, StartedAt: d.StartedAt, FinishedAt: d.FinishedAt},
+		Shards:  CallbackShards{ByState: counts, Items: make([]CallbackShard, len(shards))}}
+	if d.StartedAt != nil && d.FinishedAt != nil {
+		ms := d.FinishedAt.Sub(*d.StartedAt).Milliseconds()
+		p.Timings.DurationMS = &ms
+	}
+	for _, n := range counts {
+		p.Shards.Total += n
+	}
+	p.Shards.Truncated = len(shards) < p.Shards.Total
+	for i, s := range shards {
+		p.Shards.Items[i] = CallbackShard{Index: s.Index, Param: s.Param, State: s.State, Attempts: s.Attempt,
+			Result: s.Result, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+		if p.Error == "" && s.Error != "" && s.State != "succeeded" {
+			p.Error = fmt.Sprintf("shard %d: %s", s.Index, s.Error)
+		}
+	}
+	if p.Shards.Total == 1 && len(shards) == 1 && len(shards[0].Result) > 0 {
+		p.Result = shards[0].Result
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding callback of execution %s: %w", d.ExecutionID, err)
+	}
+	return body, nil
+}

@@ -1,0 +1,324 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/outbound"
+)
+
+// A receiver down for three attempts (no answer, 500, 503) and then up
+// gets the callback once, with the same webhook-id on every attempt, and
+// every attempt is recorded.
+func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) bool {
+		switch n {
+		case 1:
+			hangUp(w)
+		case 2:
+			w.WriteHeader(http.StatusInternalServerError)
+		case 3:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			return true
+		}
+		return false
+	})
+	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL + "/hook" })
+	exec := env.trigger(job.ID)
+	env.cancel(exec.ID)
+
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
+	time.Sleep(100 * time.Millisecond) // nothing more comes
+	got := rc.requests()
+	require.Len(t, got, 4)
+	for _, r := range got {
+		msg := verify(t, r, job.SigningSecret)
+		require.Equal(t, exec.ID.String(), msg.ID, "webhook-id is the execution id on every attempt")
+		require.Equal(t, string(got[0].body), string(r.body), "the body is the same on every attempt")
+	}
+	var payload queue.CallbackPayload
+	require.NoError(t, json.Unmarshal(got[3].body, &payload))
+	require.Equal(t, "cancelled", payload.State)
+	require.Equal(t, job.ID.String(), payload.JobID)
+	require.Equal(t, 1, payload.Shards.Total)
+	require.Equal(t, map[string]int{"cancelled": 1}, payload.Shards.ByState)
+
+	cb, err := queue.NewCallbackService(env.pool, nil, nil).Get(context.Background(), exec.ID)
+	require.NoError(t, err)
+	require.Equal(t, "delivered", cb.State)
+	require.Len(t, cb.History, 4)
+	require.Equal(t, []int{0, 500, 503, 200}, statuses(cb.History))
+	require.NotEmpty(t, cb.History[0].Error, "no answer: the error says why")
+	for i, a := range cb.History {
+		require.Equal(t, i+1, a.Attempt)
+		require.Equal(t, rc.URL+"/hook", a.URL)
+	}
+	require.Equal(t, 1.0, counterValue(env.metrics.CallbacksDelivered))
+}
+
+func statuses(h []db.CallbackAttempt) []int {
+	out := make([]int, len(h))
+	for i, a := range h {
+		out[i] = a.StatusCode
+	}
+	return out
+}
+
+// A receiver that always fails gets the first attempt and five retries;
+// then the callback is callback_failed and the alert metric moves.
+func TestCallbackFailsAfterFiveRetries(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusInternalServerError)
+		return false
+	})
+	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	exec := env.trigger(job.ID)
+	env.cancel(exec.ID)
+
+	env.eventually("callback_failed", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
+	time.Sleep(200 * time.Millisecond)
+	require.Len(t, rc.requests(), 6)
+	require.EqualValues(t, 6, env.scalar("SELECT count(*) FROM ax.callback_attempt WHERE execution_id = $1", exec.ID))
+	require.Equal(t, 1.0, counterValue(env.metrics.CallbacksFailed))
+	require.EqualValues(t, 1, env.scalar("SELECT count(*) FROM ax.callbacks_failed"), "the operator view lists it")
+}
+
+// 429 with Retry-After: the next attempt waits that long, not the 10 ms
+// of the (compressed) schedule.
+func TestCallbackHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) bool {
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return false
+		}
+		return true
+	})
+	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	exec := env.trigger(job.ID)
+	env.cancel(exec.ID)
+
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
+	got := rc.requests()
+	require.Len(t, got, 2)
+	require.GreaterOrEqual(t, got[1].at.Sub(got[0].at), time.Second)
+}
+
+// A host that keeps failing opens its breaker: deliveries are held (no
+// request reaches it) instead of retried and dropped; after the open time
+// one probe goes alone, and its success closes the breaker and lets every
+// held delivery through.
+func TestCallbackBreakerOpensHoldsAndRecovers(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, func(c *queue.RiverConfig) {
+		c.Callback.BreakerThreshold = 2
+		c.Callback.BreakerOpenFor = 700 * time.Millisecond
+		c.Callback.RetrySchedule = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond,
+			50 * time.Millisecond, 50 * time.Millisecond}
+	})
+	var up atomic.Bool
+	var upRequests, duringProbe atomic.Int32
+	var probing atomic.Bool
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		if !up.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return false
+		}
+		if upRequests.Add(1) > 1 {
+			if probing.Load() {
+				duringProbe.Add(1)
+			}
+			return true
+		}
+		probing.Store(true) // the first request after recovery is the probe: slow it down
+		time.Sleep(300 * time.Millisecond)
+		probing.Store(false)
+		return true
+	})
+	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	const runs = 5
+	for range runs {
+		env.cancel(env.trigger(job.ID).ID)
+	}
+	env.eventually("open", 5*time.Second, "SELECT state::text FROM ax.callback_breaker")
+	sent := len(rc.requests())
+	time.Sleep(400 * time.Millisecond) // within the open time
+	require.Equal(t, sent, len(rc.requests()), "an open breaker holds deliveries: nothing reaches the host")
+	up.Store(true)
+
+	env.eventually(int64(runs), 10*time.Second, "SELECT count(*) FROM ax.callback WHERE state = 'delivered'")
+	require.Zero(t, duringProbe.Load(), "half-open: one probe, nothing else while it is out")
+	require.Equal(t, "closed", env.scalar("SELECT state::text FROM ax.callback_breaker"))
+	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.callback WHERE state = 'callback_failed'"),
+		"held deliveries are delayed, never dropped")
+	require.GreaterOrEqual(t, counterValue(env.metrics.BreakerChanges.WithLabelValues("open")), 1.0)
+	require.Equal(t, 1.0, counterValue(env.metrics.BreakerChanges.WithLabelValues("closed")))
+	require.Positive(t, counterValue(env.metrics.CallbacksHeld))
+}
+
+// A completion whose transaction rolls back announces nothing: the outbox
+// row and its River job go with it. The same completion committed is
+// announced.
+func TestCallbackNeverSentForRolledBackCompletion(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	rc := newReceiver(t, nil)
+	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	exec := env.trigger(job.ID)
+	task := leaseOne(t, env)
+	result := []db.TaskResult{{TaskRef: db.TaskRef{ID: task.ID, Token: task.LeaseToken}, State: "succeeded",
+		Result: json.RawMessage(`{"rows":3}`)}}
+
+	ctx := context.Background()
+	tx, err := env.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = db.TaskComplete(ctx, tx, result)
+	require.NoError(t, err)
+	require.NoError(t, env.river.Outbox().Flush(ctx, tx))
+	var inTx int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM ax.river_job WHERE kind = 'ax_callback'").Scan(&inTx))
+	require.Equal(t, 1, inTx, "the job is inserted in the completing transaction")
+	require.NoError(t, tx.Rollback(ctx))
+
+	time.Sleep(500 * time.Millisecond) // longer than the periodic flush
+	require.Empty(t, rc.requests())
+	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.callback"))
+	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.river_job WHERE kind = 'ax_callback'"))
+
+	agents := queue.NewAgentService(env.pool, nil, queue.AgentConfig{}, nil, nil).WithOutbox(env.river.Outbox())
+	_, err = agents.Complete(ctx, task.AgentID, result)
+	require.NoError(t, err)
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
+	var payload queue.CallbackPayload
+	require.NoError(t, json.Unmarshal(rc.requests()[0].body, &payload))
+	require.Equal(t, "succeeded", payload.State)
+	require.JSONEq(t, `{"rows":3}`, string(payload.Result))
+}
+
+// leasedTaskRef is a task leased by a test agent.
+type leasedTaskRef struct {
+	*db.LeasedTask
+	AgentID uuid.UUID
+}
+
+func newID(t *testing.T) uuid.UUID {
+	t.Helper()
+	id, err := uuid.NewV7()
+	require.NoError(t, err)
+	return id
+}
+
+// leaseOne registers an agent and leases the one pending task.
+func leaseOne(t *testing.T, env *outEnv) *leasedTaskRef {
+	t.Helper()
+	ctx := context.Background()
+	key, err := db.APIKeyInsert(ctx, env.pool, &db.APIKeyInsertParams{ID: newID(t), Name: "agent",
+		Hash: []byte(newID(t).String()), Prefix: "ax_", Scopes: []string{"agent"}})
+	require.NoError(t, err)
+	agent, err := db.AgentInsert(ctx, env.pool, &db.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID})
+	require.NoError(t, err)
+	tasks, err := db.TaskLease(ctx, env.pool, &db.TaskLeaseParams{AgentID: agent.ID, Max: 1, Lease: time.Minute,
+		StealAfter: time.Second, StarveAfter: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	return &leasedTaskRef{LeasedTask: tasks[0], AgentID: agent.ID}
+}
+
+// While a secret is rotated both sign: a receiver holding either accepts.
+func TestCallbackSignedWithBothSecretsDuringRotation(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	rc := newReceiver(t, nil)
+	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	secret, until, err := env.jobs.RotateSecret(context.Background(), job.ID, time.Hour)
+	require.NoError(t, err)
+	require.NotEqual(t, job.SigningSecret, secret)
+	require.WithinDuration(t, time.Now().Add(time.Hour), *until, time.Minute)
+	exec := env.trigger(job.ID)
+	env.cancel(exec.ID)
+
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
+	r := rc.requests()[0]
+	require.Len(t, r.header.Values("webhook-signature"), 1)
+	require.Len(t, strings.Fields(r.header.Get("webhook-signature")), 2, "two signatures, one per valid secret")
+	verify(t, r, job.SigningSecret)
+	verify(t, r, secret)
+}
+
+// Redelivery sends the callback again (same webhook-id) as a new
+// delivery, recorded after the first.
+func TestCallbackRedeliver(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	rc := newReceiver(t, nil)
+	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	exec := env.trigger(job.ID)
+	svc := queue.NewCallbackService(env.pool, env.river.Outbox(), nil)
+	_, err := svc.Redeliver(context.Background(), exec.ID)
+	require.ErrorIs(t, err, queue.ErrExecutionNotEnded)
+	env.cancel(exec.ID)
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
+
+	cb, err := svc.Redeliver(context.Background(), exec.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, cb.Delivery)
+	env.eventually(int32(2), 10*time.Second,
+		"SELECT max(delivery) FROM ax.callback_attempt WHERE execution_id = $1 AND status_code = 200", exec.ID)
+	got := rc.requests()
+	require.Len(t, got, 2)
+	require.Equal(t, verify(t, got[0], job.SigningSecret).ID, verify(t, got[1], job.SigningSecret).ID)
+
+	other := env.job(nil) // no callback URL
+	otherExec := env.trigger(other.ID)
+	env.cancel(otherExec.ID)
+	_, err = svc.Redeliver(context.Background(), otherExec.ID)
+	require.ErrorIs(t, err, queue.ErrNoCallbackURL)
+}
+
+// A callback URL whose host resolves to the cloud metadata service when
+// the callback is sent is blocked at the connection: nothing is sent, and
+// each attempt records why.
+func TestCallbackBlockedWhenHostResolvesToMetadata(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, func(c *queue.RiverConfig) {
+		c.Policy = outbound.Policy{AllowLoopback: true, AllowPrivate: true,
+			Resolver: hostResolver{"hooks.example.test": "169.254.169.254"}}
+	})
+	job := env.job(func(j *db.Job) { j.CallbackURL = "http://hooks.example.test:8080/hook" })
+	exec := env.trigger(job.ID)
+	env.cancel(exec.ID)
+
+	env.eventually("callback_failed", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
+	var msg string
+	require.NoError(t, env.pool.QueryRow(context.Background(),
+		"SELECT error FROM ax.callback_attempt WHERE execution_id = $1 ORDER BY id LIMIT 1", exec.ID).Scan(&msg))
+	require.Contains(t, msg, "169.254.169.254, which is blocked: cloud metadata address")
+}
+
+// counterValue reads a counter.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}

@@ -1,0 +1,207 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+)
+
+// envelope decodes an agentless HTTP task's request body.
+func envelope(t *testing.T, r received) queue.HTTPTaskEnvelope {
+	t.Helper()
+	var env queue.HTTPTaskEnvelope
+	require.NoError(t, json.Unmarshal(r.body, &env), string(r.body))
+	return env
+}
+
+// A 2xx answer succeeds the task with the body as its result; the request
+// carries the execution id as Idempotency-Key and webhook-id, signed with
+// the job's secret.
+func TestHTTPTaskSucceedsOn2xx(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"rows":42,"id":12345678901234567890}`))
+		return false
+	})
+	job := env.httpJob(target.URL+"/run", func(j *db.Job) { j.Params = json.RawMessage(`{"region":"eu"}`) })
+	exec := env.trigger(job.ID)
+
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	var result string
+	require.NoError(t, env.pool.QueryRow(context.Background(),
+		"SELECT result::text FROM ax.task WHERE execution_id = $1", exec.ID).Scan(&result))
+	require.JSONEq(t, `{"rows":42,"id":12345678901234567890}`, result)
+
+	got := target.requests()
+	require.Len(t, got, 1)
+	require.Equal(t, exec.ID.String(), got[0].header.Get("Idempotency-Key"))
+	require.Equal(t, exec.ID.String(), verify(t, got[0], job.SigningSecret).ID)
+	body := envelope(t, got[0])
+	require.Equal(t, exec.ID.String(), body.ExecutionID)
+	require.Equal(t, queue.HTTPTaskShard{Index: 0, Total: 1, Param: "0-4294967296"}, body.Shard)
+	require.JSONEq(t, `{"region":"eu"}`, string(body.Params))
+	require.Equal(t, 1, body.Attempt)
+}
+
+// A 500 is retried per the job's retry policy (same key every attempt),
+// then the task and the execution fail with the answer as error.
+func TestHTTPTaskRetriesThenFails(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		http.Error(w, "database is down", http.StatusInternalServerError)
+		return false
+	})
+	job := env.httpJob(target.URL, func(j *db.Job) { j.RetryMaxAttempts = 3 })
+	exec := env.trigger(job.ID)
+
+	env.eventually("failed", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	got := target.requests()
+	require.Len(t, got, 3)
+	for i, r := range got {
+		require.Equal(t, exec.ID.String(), r.header.Get("Idempotency-Key"))
+		require.Equal(t, i+1, envelope(t, r).Attempt)
+	}
+	var attempt int
+	var msg string
+	require.NoError(t, env.pool.QueryRow(context.Background(),
+		"SELECT attempt, error FROM ax.task WHERE execution_id = $1", exec.ID).Scan(&attempt, &msg))
+	require.Equal(t, 3, attempt)
+	require.Contains(t, msg, "HTTP 500 Internal Server Error: database is down")
+}
+
+// A 202 leaves the task running; the result posted later with the
+// completion token from the request ends it.
+func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, func(c *queue.RiverConfig) { c.HTTP.PublicURL = "http://ax.example" })
+	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusAccepted)
+		return false
+	})
+	job := env.httpJob(target.URL, nil)
+	exec := env.trigger(job.ID)
+	env.eventually(int32(1), 10*time.Second, "SELECT count(*)::int FROM ax.task WHERE execution_id = $1 AND state = 'running'", exec.ID)
+	require.Eventually(t, func() bool { return len(target.requests()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	req := envelope(t, target.requests()[0])
+	require.NotNil(t, req.Completion)
+	require.Equal(t, "http://ax.example/v1/tasks/"+req.TaskID+"/complete", req.Completion.URL)
+	require.Equal(t, req.Completion.Token, target.requests()[0].header.Get("Ax-Completion-Token"))
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, "running", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", exec.ID))
+
+	completer := queue.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil)
+	state, err := completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{"report":"done"}`))
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", state)
+	require.Equal(t, "succeeded", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", exec.ID))
+	_, err = completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{}`))
+	require.ErrorIs(t, err, queue.ErrStaleCompletion, "a token works once")
+	_, err = completer.Complete(context.Background(), db.TaskResult{TaskRef: db.TaskRef{ID: uuid.New(), Token: uuid.New()}, State: "succeeded"})
+	require.ErrorIs(t, err, queue.ErrUnknownHTTPTask)
+}
+
+func taskResult(t *testing.T, req queue.HTTPTaskEnvelope, state, result string) db.TaskResult {
+	t.Helper()
+	return db.TaskResult{TaskRef: db.TaskRef{ID: uuid.MustParse(req.TaskID), Token: uuid.MustParse(req.Completion.Token)},
+		State: state, Result: json.RawMessage(result)}
+}
+
+// A target that answers 202 and posts its result after the deadline is
+// refused: the reaper timed the attempt out, and the retry (a new request
+// with a new token) decides the task.
+func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, func(c *queue.RiverConfig) { c.HTTP.PublicURL = "http://ax.example" })
+	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{Interval: 50 * time.Millisecond,
+		Outbox: env.river.Outbox()})
+	require.NoError(t, reaper.Start(context.Background()))
+	t.Cleanup(reaper.Stop)
+	target := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) bool {
+		if n == 1 {
+			w.WriteHeader(http.StatusAccepted)
+			return false
+		}
+		_, _ = w.Write([]byte(`{"second":true}`))
+		return false
+	})
+	job := env.httpJob(target.URL, func(j *db.Job) { j.TimeoutSeconds, j.RetryMaxAttempts = 1, 2 })
+	exec := env.trigger(job.ID)
+
+	env.eventually("succeeded", 15*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	got := target.requests()
+	require.Len(t, got, 2)
+	first, second := envelope(t, got[0]), envelope(t, got[1])
+	require.Equal(t, 2, second.Attempt)
+	require.NotEqual(t, first.Completion.Token, second.Completion.Token, "each attempt has its own token")
+	require.Equal(t, got[0].header.Get("Idempotency-Key"), got[1].header.Get("Idempotency-Key"))
+
+	_, err := queue.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil).
+		Complete(context.Background(), taskResult(t, first, "succeeded", `{"late":true}`))
+	require.ErrorIs(t, err, queue.ErrStaleCompletion)
+	var result string
+	require.NoError(t, env.pool.QueryRow(context.Background(),
+		"SELECT result::text FROM ax.task WHERE execution_id = $1", exec.ID).Scan(&result))
+	require.JSONEq(t, `{"second":true}`, result)
+	require.EqualValues(t, 1, env.scalar(`SELECT count(*) FROM ax.task_event WHERE execution_id = $1
+		AND message LIKE 'timed out after%'`, exec.ID), "the reaper timed the first attempt out")
+}
+
+// Each shard of an agentless job is its own request with its own shard
+// param and key.
+func TestHTTPTaskShardsSendOwnRequests(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	target := newReceiver(t, nil)
+	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount, j.ShardParams = 4, []string{"a", "b", "c", "d"} })
+	exec := env.trigger(job.ID)
+
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	got := target.requests()
+	require.Len(t, got, 4)
+	var params, keys []string
+	for _, r := range got {
+		body := envelope(t, r)
+		require.Equal(t, 4, body.Shard.Total)
+		params = append(params, body.Shard.Param)
+		keys = append(keys, r.header.Get("Idempotency-Key"))
+		require.Equal(t, r.header.Get("Idempotency-Key"), verify(t, r, job.SigningSecret).ID)
+	}
+	sort.Strings(params)
+	sort.Strings(keys)
+	require.Equal(t, []string{"a", "b", "c", "d"}, params)
+	id := exec.ID.String()
+	require.Equal(t, []string{id + ":0", id + ":1", id + ":2", id + ":3"}, keys)
+}
+
+// Agents never lease what ax serve sends itself.
+func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	env.river.Stop() // nothing sends: the task stays pending
+	job := env.httpJob("http://127.0.0.1:9/run", nil)
+	env.trigger(job.ID)
+	require.EqualValues(t, 1, env.scalar("SELECT count(*) FROM ax.task WHERE agentless AND state = 'pending'"))
+
+	ctx := context.Background()
+	key, err := db.APIKeyInsert(ctx, env.pool, &db.APIKeyInsertParams{ID: newID(t), Name: "agent",
+		Hash: []byte("h"), Prefix: "ax_", Scopes: []string{"agent"}})
+	require.NoError(t, err)
+	agent, err := db.AgentInsert(ctx, env.pool, &db.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID})
+	require.NoError(t, err)
+	tasks, err := db.TaskLease(ctx, env.pool, &db.TaskLeaseParams{AgentID: agent.ID, Max: 10, Lease: time.Minute,
+		StealAfter: time.Second, StarveAfter: 0})
+	require.NoError(t, err)
+	require.Empty(t, tasks)
+}

@@ -1,0 +1,247 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// HTTPTaskConfig tunes agentless HTTP tasks.
+type HTTPTaskConfig struct {
+	// PublicURL is where targets reach ax's API, for the completion URL
+	// sent with each request (a target answering 202 posts its result
+	// there). Empty: no completion URL is sent, and a 202 can only time
+	// out.
+	PublicURL string
+	// MaxResultBytes caps the response body kept as the task's result.
+	// Defaults to 64 KiB.
+	MaxResultBytes int64
+	// LeaseGrace is how much longer than the task's timeout its lease
+	// lasts, so the reaper times it out (and retries it) rather than calls
+	// it lost. Defaults to 30 s.
+	LeaseGrace time.Duration
+	// ReaperWait is how long a worker that finds its task past its deadline
+	// waits for the reaper before it looks again. Defaults to 1 s.
+	ReaperWait time.Duration
+}
+
+func (c HTTPTaskConfig) withDefaults() HTTPTaskConfig {
+	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, 64<<10)
+	c.LeaseGrace = cmp.Or(c.LeaseGrace, 30*time.Second)
+	c.ReaperWait = cmp.Or(c.ReaperWait, time.Second)
+	return c
+}
+
+// HTTPTaskArgs is the River job that sends one attempt of an agentless
+// HTTP task. Unique per task and attempt.
+type HTTPTaskArgs struct {
+	TaskID      uuid.UUID `json:"task_id" river:"unique"`
+	Attempt     int       `json:"attempt" river:"unique"`
+	ExecutionID uuid.UUID `json:"execution_id"`
+}
+
+// Kind is the River job kind.
+func (HTTPTaskArgs) Kind() string { return "ax_http_task" }
+
+// InsertOpts puts HTTP tasks on their own queue, unique per attempt.
+func (HTTPTaskArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: httpQueue, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// httpTaskWorker sends agentless HTTP tasks. It leases the task with a
+// fresh token like an agent would, so the task state machine (results
+// fenced by the token, retries after the job's backoff, timeouts by the
+// reaper) is the agents' one.
+type httpTaskWorker struct {
+	river.WorkerDefaults[HTTPTaskArgs]
+	pool    *pgxpool.Pool
+	client  *http.Client
+	cfg     HTTPTaskConfig
+	outbox  *Outbox
+	logger  *slog.Logger
+	metrics *Metrics
+	out     *OutboundMetrics
+	agent   string
+}
+
+// Timeout lets a request run as long as its task's timeout, which bounds
+// it (River's default of one minute would cut long requests short).
+func (w *httpTaskWorker) Timeout(*river.Job[HTTPTaskArgs]) time.Duration { return -1 }
+
+// Work sends the attempt when its task is due, or waits for it.
+func (w *httpTaskWorker) Work(ctx context.Context, job *river.Job[HTTPTaskArgs]) error {
+	task, err := db.HTTPTaskLease(ctx, w.pool, job.Args.TaskID, job.Args.Attempt, w.cfg.LeaseGrace)
+	if errors.Is(err, db.ErrNotFound) {
+		return w.wait(ctx, job.Args)
+	}
+	if err != nil {
+		return err
+	}
+	res := w.send(ctx, task)
+	return w.settle(ctx, job.Args, task, res)
+}
+
+// wait decides what to do with an attempt that could not be leased: done
+// when the task ended or moved on (a later attempt is handed its own job),
+// else a snooze until it is due or its deadline passed.
+func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
+	st, err := db.HTTPTaskStatus(ctx, w.pool, args.TaskID)
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !st.Agentless || taskEnded(st.State) || st.Attempt < args.Attempt:
+		return nil
+	case st.Attempt > args.Attempt:
+		return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+			return w.outbox.insertHTTPAttempt(ctx, tx, HTTPTaskArgs{TaskID: args.TaskID, Attempt: st.Attempt, ExecutionID: st.ExecutionID})
+		})
+	case st.State == "pending":
+		return river.JobSnooze(max(st.NotBefore.Sub(st.Now), 10*time.Millisecond))
+	case st.Deadline.After(st.Now): // a 202's result is awaited
+		return river.JobSnooze(st.Deadline.Sub(st.Now) + w.cfg.ReaperWait)
+	}
+	return river.JobSnooze(w.cfg.ReaperWait) // past its deadline: the reaper times it out
+}
+
+func taskEnded(state string) bool {
+	switch state {
+	case "succeeded", "failed", "timed_out", "cancelled":
+		return true
+	}
+	return false
+}
+
+// httpResult is what one request got.
+type httpResult struct {
+	status    int
+	body      []byte
+	truncated bool
+	err       error
+	latency   time.Duration
+}
+
+// send makes the request, bounded by the task's timeout.
+func (w *httpTaskWorker) send(ctx context.Context, t *db.HTTPTask) httpResult {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(t.TimeoutSeconds)*time.Second)
+	defer cancel()
+	start := time.Now()
+	req, err := httpTaskRequest(ctx, t, w.cfg, w.agent)
+	if err != nil {
+		return httpResult{err: err}
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return httpResult{err: err, latency: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, w.cfg.MaxResultBytes+1))
+	res := httpResult{status: resp.StatusCode, err: err, latency: time.Since(start)}
+	res.truncated = int64(len(body)) > w.cfg.MaxResultBytes
+	res.body = body[:min(int64(len(body)), w.cfg.MaxResultBytes)]
+	return res
+}
+
+// settle records the outcome: 2xx succeeds with the body as result; 202
+// leaves the task running until its result is posted or its deadline
+// passes; anything else fails the attempt (retried per the job's policy).
+func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HTTPTask, res httpResult) error {
+	log := w.logger.With("execution_id", t.ExecutionID, "task_id", t.ID, "job_id", t.JobID,
+		"shard", t.ShardIndex, "attempt", t.Attempt, "status", res.status, "latency_ms", res.latency.Milliseconds())
+	switch {
+	case res.err == nil && res.status == http.StatusAccepted:
+		w.out.HTTPTaskRequests.WithLabelValues("accepted").Inc()
+		log.InfoContext(ctx, "http task accepted; awaiting its result", "deadline", t.Deadline)
+		return river.JobSnooze(time.Duration(t.TimeoutSeconds)*time.Second + w.cfg.ReaperWait)
+	case res.err == nil && res.status >= 200 && res.status < 300:
+		w.out.HTTPTaskRequests.WithLabelValues("succeeded").Inc()
+		return w.complete(ctx, args, t, db.TaskResult{State: "succeeded", Result: resultJSON(res)}, log)
+	}
+	w.out.HTTPTaskRequests.WithLabelValues("failed").Inc()
+	return w.complete(ctx, args, t, db.TaskResult{State: "failed", Error: failureText(res)}, log)
+}
+
+// complete records the attempt's result with its token and, when the task
+// is retried, enqueues the next attempt, in one transaction.
+func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.HTTPTask, r db.TaskResult, log *slog.Logger) error {
+	r.TaskRef = db.TaskRef{ID: t.ID, Token: t.Token}
+	done, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
+		return completeHTTPTask(ctx, tx, w.outbox, r, t.ExecutionID, t.Attempt)
+	})
+	if err != nil {
+		return err
+	}
+	if len(done) == 0 {
+		log.WarnContext(ctx, "http task result dropped: its lease ended first (deadline or cancel)")
+		return w.wait(ctx, args)
+	}
+	countTaskResult(w.metrics, done[0].State)
+	log.InfoContext(ctx, "http task completed", "state", done[0].State, "reported", r.State, "error", r.Error)
+	return nil
+}
+
+// completeHTTPTask records r in tx (fenced by its token) and enqueues the
+// next attempt when the task is retried, then flushes callbacks. The
+// execution is locked first: shards completing at the same time would
+// otherwise each see the others unfinished, and none would end it.
+func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt int) ([]db.CompletedTask, error) {
+	if err := db.HTTPTaskLockExecution(ctx, tx, executionID); err != nil {
+		return nil, err
+	}
+	done, err := db.TaskComplete(ctx, tx, []db.TaskResult{r})
+	if err != nil || len(done) == 0 {
+		return done, err
+	}
+	if done[0].State == "pending" {
+		next := HTTPTaskArgs{TaskID: r.ID, Attempt: attempt + 1, ExecutionID: done[0].ExecutionID}
+		if err := outbox.insertHTTPAttempt(ctx, tx, next); err != nil {
+			return nil, err
+		}
+	}
+	return done, outbox.Flush(ctx, tx)
+}
+
+func countTaskResult(m *Metrics, state string) {
+	if state == "pending" {
+		m.Retries.Inc()
+		return
+	}
+	m.TaskResults.WithLabelValues(state).Inc()
+}
+
+// resultJSON is the response body as the task's result: the JSON itself
+// when it is whole JSON, else a JSON string of its text.
+func resultJSON(res httpResult) json.RawMessage {
+	if len(res.body) == 0 {
+		return nil
+	}
+	if !res.truncated && json.Valid(res.body) {
+		return res.body
+	}
+	text, _ := json.Marshal(strings.ToValidUTF8(string(res.body), "\uFFFD"))
+	return text
+}
+
+// failureText says why an attempt failed, with the start of the answer.
+func failureText(res httpResult) string {
+	if res.err != nil && res.status == 0 {
+		return res.err.Error()
+	}
+	snippet := strings.ToValidUTF8(string(res.body[:min(len(res.body), 512)]), "\uFFFD")
+	return strings.TrimSpace(fmt.Sprintf("HTTP %d %s: %s", res.status, http.StatusText(res.status), snippet))
+}

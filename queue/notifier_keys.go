@@ -1,0 +1,71 @@
+package queue
+
+import "strings"
+
+// keyedSubs are subscriptions to notifications about one key (an
+// execution id) on a channel whose payloads list keys, comma-separated:
+// a waiter wakes only for its own key, however busy the channel.
+type keyedSubs map[string]map[string]map[chan struct{}]struct{} // channel → key → subscribers
+
+// SubscribeKey returns a channel that receives a value after each
+// notification on channel whose payload lists key (comma-separated), and
+// a function that ends the subscription. After a reconnect it wakes too,
+// since notifications sent meanwhile were lost.
+func (n *Notifier) SubscribeKey(channel, key string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	if n.keyed == nil {
+		n.keyed = keyedSubs{}
+	}
+	if n.keyed[channel] == nil {
+		n.keyed[channel] = map[string]map[chan struct{}]struct{}{}
+	}
+	if n.keyed[channel][key] == nil {
+		n.keyed[channel][key] = map[chan struct{}]struct{}{}
+	}
+	n.keyed[channel][key][ch] = struct{}{}
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		delete(n.keyed[channel][key], ch)
+		if len(n.keyed[channel][key]) == 0 {
+			delete(n.keyed[channel], key)
+		}
+		n.mu.Unlock()
+	}
+}
+
+// wakeKeys wakes the subscribers of every key listed in payload.
+func (n *Notifier) wakeKeys(channel, payload string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	byKey := n.keyed[channel]
+	if len(byKey) == 0 {
+		return
+	}
+	for key := range strings.SplitSeq(payload, ",") {
+		for ch := range byKey[key] {
+			signal(ch)
+		}
+	}
+}
+
+func (n *Notifier) wakeAllKeys() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, byKey := range n.keyed {
+		for _, subs := range byKey {
+			for ch := range subs {
+				signal(ch)
+			}
+		}
+	}
+}
+
+// signal leaves one pending wakeup on ch.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

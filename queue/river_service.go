@@ -1,0 +1,238 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/migrations"
+	"github.com/ax-scheduler/ax/queue/outbound"
+)
+
+// River queues of ax's own work.
+const (
+	callbackQueue    = "ax_callback"
+	httpQueue        = "ax_http"
+	maintenanceQueue = "ax_maintenance"
+)
+
+// maxHTTPTaskTimeout is the longest a job may run (the API's limit on
+// timeout_seconds): the HTTP task client never cuts a request before its
+// task's own timeout does.
+const maxHTTPTaskTimeout = 7 * 24 * time.Hour
+
+// RiverConfig configures the work ax serve does itself on River: callback
+// delivery, agentless HTTP tasks and their maintenance.
+type RiverConfig struct {
+	// Policy says which destinations callbacks and HTTP tasks may reach;
+	// its Timeout bounds one callback attempt (default 30 s). HTTP tasks are
+	// bounded by their own timeout.
+	Policy   outbound.Policy
+	Callback CallbackConfig
+	HTTP     HTTPTaskConfig
+	// CallbackWorkers and HTTPWorkers are how many deliveries and requests
+	// one replica runs at once. Default to 100 each.
+	CallbackWorkers int
+	HTTPWorkers     int
+	// PollInterval is how often River looks for jobs that came due without
+	// a notification (snoozes that ended). Defaults to 100 ms.
+	PollInterval time.Duration
+	// FlushInterval is how often the leader enqueues callbacks that no
+	// hook did. Defaults to 5 s.
+	FlushInterval time.Duration
+	// CleanupInterval is how often expired nonces, idempotency keys and
+	// idle breakers are deleted. Defaults to 1 minute.
+	CleanupInterval time.Duration
+	// Version goes into the User-Agent of outbound requests.
+	Version string
+	// Logger defaults to discarding; the metrics default to unregistered.
+	Logger          *slog.Logger
+	Metrics         *Metrics
+	OutboundMetrics *OutboundMetrics
+}
+
+func (c RiverConfig) withDefaults() RiverConfig {
+	c.Callback = c.Callback.withDefaults()
+	c.HTTP = c.HTTP.withDefaults()
+	c.CallbackWorkers = cmp.Or(c.CallbackWorkers, 100)
+	c.HTTPWorkers = cmp.Or(c.HTTPWorkers, 100)
+	c.PollInterval = cmp.Or(c.PollInterval, 100*time.Millisecond)
+	c.FlushInterval = cmp.Or(c.FlushInterval, 5*time.Second)
+	c.CleanupInterval = cmp.Or(c.CleanupInterval, time.Minute)
+	c.Version = cmp.Or(c.Version, "dev")
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	if c.OutboundMetrics == nil {
+		c.OutboundMetrics = NewOutboundMetrics(nil)
+	}
+	return c
+}
+
+// RiverService runs ax's own River client on the pool (schema ax): its
+// Outbox inserts jobs in the caller's transactions; once started, its
+// workers deliver callbacks and send agentless HTTP tasks. Every replica
+// runs one; River elects a leader among them for periodic work.
+type RiverService struct {
+	client *river.Client[pgx.Tx]
+	outbox *Outbox
+
+	mu      sync.Mutex
+	started bool
+}
+
+// NewRiverService builds the client and its workers; nothing runs before
+// Start, and an unstarted service still inserts jobs.
+func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Callback.validate(); err != nil {
+		return nil, err
+	}
+	s := &RiverService{outbox: &Outbox{logger: cfg.Logger}}
+	workers, err := s.workers(pool, cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema:  migrations.Schema,
+		Workers: workers,
+		Queues: map[string]river.QueueConfig{
+			callbackQueue: {MaxWorkers: cfg.CallbackWorkers}, httpQueue: {MaxWorkers: cfg.HTTPWorkers},
+			maintenanceQueue: {MaxWorkers: 2},
+		},
+		PeriodicJobs:      periodicJobs(cfg),
+		FetchPollInterval: cfg.PollInterval,
+		FetchCooldown:     min(river.FetchCooldownDefault, cfg.PollInterval),
+		Logger:            cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error creating river client: %w", err)
+	}
+	s.client, s.outbox.client = client, client
+	return s, nil
+}
+
+// workers registers the workers with their outbound clients.
+func (s *RiverService) workers(pool *pgxpool.Pool, cfg RiverConfig) (*river.Workers, error) {
+	callbacks, err := outbound.NewClient(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	httpPolicy := cfg.Policy
+	httpPolicy.Timeout = maxHTTPTaskTimeout
+	requests, err := outbound.NewClient(httpPolicy)
+	if err != nil {
+		return nil, err
+	}
+	agent := "ax/" + cfg.Version
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &callbackWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger,
+		metrics: cfg.OutboundMetrics, agent: agent + " (callback)",
+		breaker: &breaker{pool: pool, cfg: cfg.Callback, logger: cfg.Logger, metrics: cfg.OutboundMetrics}})
+	river.AddWorker(workers, &httpTaskWorker{pool: pool, client: requests, cfg: cfg.HTTP, outbox: s.outbox,
+		logger: cfg.Logger, metrics: cfg.Metrics, out: cfg.OutboundMetrics, agent: agent + " (http task)"})
+	river.AddWorker(workers, &flushWorker{pool: pool, outbox: s.outbox})
+	river.AddWorker(workers, &cleanupWorker{pool: pool, logger: cfg.Logger})
+	return workers, nil
+}
+
+func periodicJobs(cfg RiverConfig) []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.FlushInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return flushArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "ax_outbox_flush", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.CleanupInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "ax_cleanup", RunOnStart: true}),
+	}
+}
+
+// Outbox inserts jobs in callers' transactions.
+func (s *RiverService) Outbox() *Outbox { return s.outbox }
+
+// Start runs the workers until Stop.
+func (s *RiverService) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("error starting river: %w", err)
+	}
+	s.started = true
+	return nil
+}
+
+// Stop lets running deliveries finish (up to River's soft-stop timeout)
+// and stops. Safe to call twice or without Start.
+func (s *RiverService) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return
+	}
+	s.started = false
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.client.Stop(ctx)
+}
+
+// flushArgs is the periodic job that enqueues callbacks no hook did.
+type flushArgs struct{}
+
+func (flushArgs) Kind() string { return "ax_outbox_flush" }
+
+func (flushArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: maintenanceQueue, UniqueOpts: river.UniqueOpts{ByState: pendingStates}}
+}
+
+// pendingStates make periodic jobs unique while one is waiting or running.
+var pendingStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled}
+
+type flushWorker struct {
+	river.WorkerDefaults[flushArgs]
+	pool   *pgxpool.Pool
+	outbox *Outbox
+}
+
+func (w *flushWorker) Work(ctx context.Context, _ *river.Job[flushArgs]) error {
+	return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error { return w.outbox.Flush(ctx, tx) })
+}
+
+// cleanupArgs is the periodic job that deletes what expired.
+type cleanupArgs struct{}
+
+func (cleanupArgs) Kind() string { return "ax_cleanup" }
+
+func (cleanupArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: maintenanceQueue, UniqueOpts: river.UniqueOpts{ByState: pendingStates}}
+}
+
+type cleanupWorker struct {
+	river.WorkerDefaults[cleanupArgs]
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+func (w *cleanupWorker) Work(ctx context.Context, _ *river.Job[cleanupArgs]) error {
+	nonces, err1 := db.NonceDeleteExpired(ctx, w.pool)
+	keys, err2 := db.IdempotencyKeyDeleteExpired(ctx, w.pool)
+	breakers, err3 := db.CallbackBreakerDeleteIdle(ctx, w.pool)
+	if nonces+keys+breakers > 0 {
+		w.logger.DebugContext(ctx, "expired records deleted", "nonces", nonces, "idempotency_keys", keys, "breakers", breakers)
+	}
+	return errors.Join(err1, err2, err3)
+}

@@ -1,0 +1,70 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+var (
+	// ErrUnknownHTTPTask means no agentless HTTP task has the id.
+	ErrUnknownHTTPTask = errors.New("no agentless http task has this id")
+	// ErrStaleCompletion means a completion token is not current: the
+	// task's deadline passed (it was timed out and maybe retried with a new
+	// token), it was completed already, or it was cancelled.
+	ErrStaleCompletion = errors.New("the completion token is not current: the deadline passed, or the task was completed or cancelled")
+)
+
+// TaskCompleter records the results that targets of agentless HTTP tasks
+// post after answering 202.
+type TaskCompleter struct {
+	pool    *pgxpool.Pool
+	outbox  *Outbox
+	logger  *slog.Logger
+	metrics *Metrics
+}
+
+// NewTaskCompleter returns a TaskCompleter; outbox nil enqueues neither
+// retries nor callbacks (a replica running River flushes callbacks).
+func NewTaskCompleter(pool *pgxpool.Pool, outbox *Outbox, logger *slog.Logger, metrics *Metrics) *TaskCompleter {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &TaskCompleter{pool: pool, outbox: outbox, logger: logger, metrics: metrics}
+}
+
+// Complete records r, fenced by its token (the completion token); it
+// returns the task's state afterwards (pending when a failure is retried).
+func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (string, error) {
+	st, err := db.HTTPTaskStatus(ctx, c.pool, r.ID)
+	if errors.Is(err, db.ErrNotFound) || (err == nil && !st.Agentless) {
+		return "", ErrUnknownHTTPTask
+	}
+	if err != nil {
+		return "", err
+	}
+	var done []db.CompletedTask
+	err = db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		done, err = completeHTTPTask(ctx, tx, c.outbox, r, st.ExecutionID, st.Attempt)
+		if err == nil && len(done) == 0 {
+			err = ErrStaleCompletion
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	countTaskResult(c.metrics, done[0].State)
+	c.logger.InfoContext(ctx, "http task result posted", "execution_id", done[0].ExecutionID, "task_id", r.ID,
+		"attempt", st.Attempt, "reported", r.State, "state", done[0].State)
+	return done[0].State, nil
+}
