@@ -41,6 +41,9 @@ type Task struct {
 	MaxAttempts  int
 	Params       json.RawMessage
 	ScheduledFor time.Time
+	// TraceParent is the run's W3C trace context ("" when none): start the
+	// handler's spans under it to follow the run across systems.
+	TraceParent string
 	// Logger carries execution_id and task_id; use it for lines about the
 	// task.
 	Logger *slog.Logger

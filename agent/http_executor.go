@@ -86,6 +86,9 @@ func newTaskRequest(ctx context.Context, t LeasedTask) (*http.Request, error) {
 	// Set last: the receiver's deduplication depends on it, whatever the
 	// configured headers say.
 	req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", t.ExecutionID, t.ShardIndex))
+	if t.TraceParent != "" {
+		req.Header.Set("traceparent", t.TraceParent)
+	}
 	return req, nil
 }
 

@@ -56,6 +56,7 @@ func TestHTTPExecutorPostsTaskWithIdempotencyKey(t *testing.T) {
 	task := httpTask(srv.URL + "/run")
 	task.Executor.Headers = map[string]string{"X-Team": "billing", "Idempotency-Key": "overridden?"}
 	task.Executor.Body = `{"mode": "full"}`
+	task.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 	res, err := runHTTP(context.Background(), task)
 	require.NoError(t, err)
@@ -66,6 +67,7 @@ func TestHTTPExecutorPostsTaskWithIdempotencyKey(t *testing.T) {
 	require.Equal(t, "/run", r.path)
 	require.Equal(t, "exec-9-4", r.headers.Get("Idempotency-Key"))
 	require.Equal(t, "billing", r.headers.Get("X-Team"))
+	require.Equal(t, task.TraceParent, r.headers.Get("traceparent"), "the run's trace goes on")
 	require.Equal(t, "application/json", r.headers.Get("Content-Type"))
 	require.Equal(t, map[string]any{
 		"execution_id": "exec-9", "task_id": "task-9", "job_id": "job-9", "shard_index": 4.0, "shard_total": 8.0,

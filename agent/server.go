@@ -91,6 +91,8 @@ type LeasedTask struct {
 	ScheduledFor   time.Time       `json:"scheduled_for"`
 	Executor       Executor        `json:"executor"`
 	Params         json.RawMessage `json:"params,omitempty"`
+	// TraceParent is the run's W3C trace context, passed on to what runs.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Ref is the task's reference with its fencing token.

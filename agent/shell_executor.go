@@ -120,7 +120,7 @@ func taskEnv(t LeasedTask) []string {
 	if params == "" || params == "null" {
 		params = "{}"
 	}
-	return []string{
+	env := []string{
 		"AX_EXECUTION_ID=" + t.ExecutionID,
 		"AX_TASK_ID=" + t.TaskID,
 		"AX_JOB_ID=" + t.JobID,
@@ -130,6 +130,10 @@ func taskEnv(t LeasedTask) []string {
 		"AX_ATTEMPT=" + strconv.Itoa(t.Attempt),
 		"AX_PARAMS=" + params,
 	}
+	if t.TraceParent != "" {
+		env = append(env, "TRACEPARENT="+t.TraceParent) // the name OpenTelemetry's env carriers read
+	}
+	return env
 }
 
 // inheritedEnv is the agent's environment without its own AX_ settings:

@@ -48,7 +48,7 @@ func runShell(t *testing.T, ctx context.Context, command string, killGrace time.
 	t.Helper()
 	task := LeasedTask{TaskID: "task-1", ExecutionID: "exec-1", JobID: "job-1", ShardIndex: 2, ShardTotal: 5,
 		ShardParam: "eu-west", Attempt: 3, LeaseToken: "tok", Params: json.RawMessage(`{"day":"2024-05-01"}`),
-		Executor: Executor{Kind: KindShell, Command: command}}
+		Executor: Executor{Kind: KindShell, Command: command}, TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 	sink := &chunkSink{}
 	out := newTaskOutput(task.Ref(), 1<<20, sink.ship)
 	e := &shellExecutor{shell: "/bin/sh", killGrace: killGrace}
@@ -60,10 +60,10 @@ func TestShellExecutorPassesTaskInEnvironment(t *testing.T) {
 	t.Setenv("AX_AGENT_KEY", "secret-bootstrap-key") // no t.Parallel: Setenv
 	res, err, sink := runShell(t, context.Background(),
 		`printf '%s|' "$AX_EXECUTION_ID" "$AX_TASK_ID" "$AX_JOB_ID" "$AX_SHARD_INDEX" "$AX_SHARD_TOTAL" `+
-			`"$AX_SHARD_PARAM" "$AX_ATTEMPT" "$AX_PARAMS" "${AX_AGENT_KEY:-unset}"`, time.Second)
+			`"$AX_SHARD_PARAM" "$AX_ATTEMPT" "$AX_PARAMS" "${AX_AGENT_KEY:-unset}" "$TRACEPARENT"`, time.Second)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"exit_code": 0}`, string(res))
-	require.Equal(t, `exec-1|task-1|job-1|2|5|eu-west|3|{"day":"2024-05-01"}|unset|`, sink.text(streamStdout))
+	require.Equal(t, `exec-1|task-1|job-1|2|5|eu-west|3|{"day":"2024-05-01"}|unset|00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01|`, sink.text(streamStdout))
 }
 
 func TestShellExecutorExitCodes(t *testing.T) {

@@ -27,6 +27,8 @@ type Execution struct {
 	FinishedAt        *time.Time
 	CancelRequestedAt *time.Time
 	CancelReason      string
+	Error             string // why it ended without tasks (a broadcast with no agent)
+	TraceParent       string // W3C trace context handed to agents and callbacks
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -138,6 +140,7 @@ func executionFromRow(r dbsqlc.AxExecution) *Execution {
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), StartedAt: utcPtr(r.StartedAt),
 		FinishedAt: utcPtr(r.FinishedAt), CancelRequestedAt: utcPtr(r.CancelRequestedAt),
 		CancelReason: deref(r.CancelReason), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Error: deref(r.Error), TraceParent: deref(r.Traceparent),
 	}
 }
 

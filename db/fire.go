@@ -68,6 +68,9 @@ type NewExecution struct {
 	Misfired     bool
 	Params       json.RawMessage
 	Priority     *int // nil: the job's priority
+	// TraceParent is the caller's W3C trace context; "" makes one whose
+	// trace id is the execution id.
+	TraceParent string
 }
 
 // InsertedExecution is a fire that was recorded.
@@ -97,6 +100,7 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 		p.Params = append(p.Params, []byte(x.Params))
 		p.Priorities = append(p.Priorities, int32(deref(x.Priority)))
 		p.PrioritySet = append(p.PrioritySet, x.Priority != nil)
+		p.Traceparents = append(p.Traceparents, x.TraceParent)
 	}
 	rows, err := queries.ExecutionInsertMany(ctx, e, p)
 	if err != nil {

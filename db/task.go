@@ -35,6 +35,7 @@ type LeasedTask struct {
 	Waited         time.Duration // from ReadyAt to its lease, by the database clock: pickup latency
 	RateClass      string
 	Priority       int
+	TraceParent    string // the run's W3C trace context
 }
 
 // TaskLeaseParams asks for tasks for one agent.
@@ -74,7 +75,8 @@ func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTa
 			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
 			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), JobName: r.JobName, JobGroup: r.GroupName,
 			RoutedHere: r.RoutedHere, ReadyAt: r.ReadyAt.UTC(),
-			Waited: time.Duration(r.WaitedSeconds * float64(time.Second)), RateClass: r.RateClass, Priority: int(r.Priority)}
+			Waited: time.Duration(r.WaitedSeconds * float64(time.Second)), RateClass: r.RateClass, Priority: int(r.Priority),
+			TraceParent: r.Traceparent}
 	}
 	return out, nil
 }
@@ -276,4 +278,3 @@ func TaskEventListByExecution(ctx context.Context, e Executor, executionID uuid.
 	}
 	return out, nil
 }
-

@@ -44,6 +44,7 @@ type LeasedTask struct {
 	ScheduledFor   time.Time       `json:"scheduled_for"`
 	Executor       JobExecutor     `json:"executor"`
 	Params         json.RawMessage `json:"params" doc:"The run's params (an object)"`
+	TraceParent    string          `json:"traceparent,omitempty" doc:"W3C trace context of the run: pass it on (shell: TRACEPARENT, http: traceparent header)"`
 }
 
 // Leases is the answer to a lease request (empty when the wait ran out).

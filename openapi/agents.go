@@ -228,7 +228,7 @@ func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput
 			TaskID: t.ID.String(), ExecutionID: t.ExecutionID.String(), JobID: t.JobID.String(),
 			ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt,
 			MaxAttempts: t.MaxAttempts, LeaseToken: t.LeaseToken.String(), LeaseExpiresAt: t.LeaseExpiresAt,
-			TimeoutSeconds: t.TimeoutSeconds, ScheduledFor: t.ScheduledFor, Params: t.Params,
+			TimeoutSeconds: t.TimeoutSeconds, ScheduledFor: t.ScheduledFor, Params: t.Params, TraceParent: t.TraceParent,
 			Executor: JobExecutor{Kind: t.ExecutorKind, Command: exec.Command, URL: exec.URL, Method: exec.Method,
 				Headers: exec.Headers, Body: exec.Body, Handler: exec.Handler},
 		})

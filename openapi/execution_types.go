@@ -23,6 +23,8 @@ type Execution struct {
 	FinishedAt        *time.Time     `json:"finished_at,omitempty"`
 	CancelRequestedAt *time.Time     `json:"cancel_requested_at,omitempty"`
 	CancelReason      string         `json:"cancel_reason,omitempty"`
+	Error             string         `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
+	TraceParent       string         `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
 	Tasks             []Task         `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
 }
 
@@ -61,7 +63,8 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 		ID: e.ID.String(), JobID: e.JobID.String(), Cause: e.Cause, State: e.State,
 		ScheduledFor: e.ScheduledFor, FiredAt: e.FiredAt, Misfired: e.Misfired, Params: params,
 		ShardCount: e.ShardCount, Priority: e.Priority, StartedAt: e.StartedAt, FinishedAt: e.FinishedAt,
-		CancelRequestedAt: e.CancelRequestedAt, CancelReason: e.CancelReason,
+		CancelRequestedAt: e.CancelRequestedAt, CancelReason: e.CancelReason, Error: e.Error,
+		TraceParent: e.TraceParent,
 	}
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, Task{

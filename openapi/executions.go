@@ -28,6 +28,7 @@ type TriggerRequest struct {
 type triggerInput struct {
 	ID             string          `path:"id" format:"uuid" doc:"Job id"`
 	IdempotencyKey string          `header:"Idempotency-Key" maxLength:"255" doc:"Same key and body: the same execution, not a second run; same key, other body: 422"`
+	TraceParent    string          `header:"traceparent" maxLength:"55" doc:"W3C trace context: the run joins this trace (agents and callbacks get it); invalid values are ignored, as the W3C spec asks"`
 	Body           *TriggerRequest `required:"false"`
 }
 
@@ -132,6 +133,9 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 	}
 	if in.Body != nil {
 		req.Priority = in.Body.Priority
+	}
+	if ValidTraceParent(in.TraceParent) {
+		req.TraceParent = in.TraceParent
 	}
 	if in.IdempotencyKey != "" {
 		key, _ := ctx.Value(principalKey{}).(*db.APIKey)

@@ -3,6 +3,8 @@ package openapi
 import (
 	"log/slog"
 	"net/http"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -18,8 +20,12 @@ func LogRequests(logger *slog.Logger, next http.Handler) http.Handler {
 		case "/healthz", "/readyz", "/metrics":
 			level = slog.LevelDebug
 		}
-		logger.Log(r.Context(), level, "http request", "method", r.Method, "path", r.URL.Path,
-			"status", rec.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		attrs := []any{"method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+		if tp := r.Header.Get("traceparent"); ValidTraceParent(tp) {
+			attrs = append(attrs, "trace_id", tp[3:35])
+		}
+		logger.Log(r.Context(), level, "http request", attrs...)
 	})
 }
 
@@ -36,3 +42,12 @@ func (s *statusRecorder) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the real writer (flush,
 // deadlines for long polls).
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+var traceParentPattern = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// ValidTraceParent reports whether s is a W3C traceparent of version 00
+// with non-zero trace and parent ids.
+func ValidTraceParent(s string) bool {
+	return traceParentPattern.MatchString(s) &&
+		s[3:35] != strings.Repeat("0", 32) && s[36:52] != strings.Repeat("0", 16)
+}

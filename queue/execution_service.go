@@ -57,6 +57,8 @@ type TriggerRequest struct {
 	Params json.RawMessage
 	// Priority overrides the job's priority for this run.
 	Priority *int
+	// TraceParent is the caller's W3C trace context ("": a new trace).
+	TraceParent string
 	// Idempotency: with a Key, the same key (per API key) returns the same
 	// execution; RequestHash tells a retry from a different request.
 	APIKeyID       uuid.UUID
@@ -145,6 +147,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	}
 	inserted, err := insertExecutions(ctx, tx, s.router, s.outbox, []*db.NewExecution{{
 		ID: id, JobID: job.ID, Cause: db.CauseManual, ScheduledFor: now, Params: req.Params, Priority: req.Priority,
+		TraceParent: req.TraceParent,
 	}})
 	if err != nil {
 		return nil, err

@@ -817,8 +817,11 @@ type Execution struct {
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 
 	// Cause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API
-	Cause      ExecutionCause `json:"cause"`
-	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+	Cause ExecutionCause `json:"cause"`
+
+	// Error Why the run ended without tasks (e.g. a broadcast found no live agent)
+	Error      *string    `json:"error,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 
 	// FiredAt When it was created; fired_at - scheduled_for is the fire lag
 	FiredAt time.Time `json:"fired_at"`
@@ -840,6 +843,9 @@ type Execution struct {
 
 	// Tasks One per shard (shown when getting one execution)
 	Tasks *[]Task `json:"tasks,omitempty"`
+
+	// Traceparent W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it
+	Traceparent *string `json:"traceparent,omitempty"`
 }
 
 // ExecutionCause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API
@@ -1154,6 +1160,9 @@ type LeasedTask struct {
 	ShardTotal     int64              `json:"shard_total"`
 	TaskId         openapi_types.UUID `json:"task_id"`
 	TimeoutSeconds int64              `json:"timeout_seconds"`
+
+	// Traceparent W3C trace context of the run: pass it on (shell: TRACEPARENT, http: traceparent header)
+	Traceparent *string `json:"traceparent,omitempty"`
 }
 
 // Leases defines model for Leases.
@@ -1561,6 +1570,9 @@ type ListSkippedFiresParams struct {
 type TriggerJobParams struct {
 	// IdempotencyKey Same key and body: the same execution, not a second run; same key, other body: 422
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+
+	// Traceparent W3C trace context: the run joins this trace (agents and callbacks get it); invalid values are ignored, as the W3C spec asks
+	Traceparent *string `json:"traceparent,omitempty"`
 }
 
 // RegisterAgentJSONRequestBody defines body for RegisterAgent for application/json ContentType.
@@ -4689,6 +4701,17 @@ func NewTriggerJobRequestWithBody(server string, id openapi_types.UUID, params *
 			}
 
 			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
 		}
 
 	}

@@ -1,12 +1,16 @@
 -- ExecutionInsertMany inserts fires (params: the job's, overlaid by the
--- fire's own); a scheduled tick that already has an
+-- fire's own; trace context: the caller's, else one whose trace id is the
+-- execution id); a scheduled tick that already has an
 -- execution is skipped (execution_tick_once_idx), so a tick fires once
 -- whatever races. Returns the executions actually inserted.
 -- name: ExecutionInsertMany :many
-INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at)
+INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at,
+                          traceparent)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
        j.params || coalesce(e.params, '{}'::jsonb), j.shard_count,
-       CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp()
+       CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp(),
+       coalesce(nullif(e.traceparent, ''),
+                '00-' || replace(e.id::text, '-', '') || '-' || substr(md5(e.id::text || random()::text), 1, 16) || '-01')
 FROM (
     SELECT unnest(@ids::uuid[]) AS id,
            unnest(@job_ids::uuid[]) AS job_id,
@@ -15,7 +19,8 @@ FROM (
            unnest(@misfired::boolean[]) AS misfired,
            unnest(@params::jsonb[]) AS params,
            unnest(@priorities::integer[]) AS priority,
-           unnest(@priority_set::boolean[]) AS priority_set
+           unnest(@priority_set::boolean[]) AS priority_set,
+           unnest(@traceparents::text[]) AS traceparent
 ) e
 JOIN ax.job j ON j.id = e.job_id
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING

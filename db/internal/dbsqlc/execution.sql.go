@@ -78,7 +78,7 @@ func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg ExecutionCan
 }
 
 const executionGetByID = `-- name: ExecutionGetByID :one
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error FROM ax.execution WHERE id = $1
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent FROM ax.execution WHERE id = $1
 `
 
 func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxExecution, error) {
@@ -102,6 +102,7 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Error,
+		&i.Traceparent,
 	)
 	return i, err
 }
@@ -120,10 +121,13 @@ func (q *Queries) ExecutionHasUnfinished(ctx context.Context, db DBTX, jobID uui
 }
 
 const executionInsertMany = `-- name: ExecutionInsertMany :many
-INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at)
+INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at,
+                          traceparent)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
        j.params || coalesce(e.params, '{}'::jsonb), j.shard_count,
-       CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp()
+       CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp(),
+       coalesce(nullif(e.traceparent, ''),
+                '00-' || replace(e.id::text, '-', '') || '-' || substr(md5(e.id::text || random()::text), 1, 16) || '-01')
 FROM (
     SELECT unnest($1::uuid[]) AS id,
            unnest($2::uuid[]) AS job_id,
@@ -132,7 +136,8 @@ FROM (
            unnest($5::boolean[]) AS misfired,
            unnest($6::jsonb[]) AS params,
            unnest($7::integer[]) AS priority,
-           unnest($8::boolean[]) AS priority_set
+           unnest($8::boolean[]) AS priority_set,
+           unnest($9::text[]) AS traceparent
 ) e
 JOIN ax.job j ON j.id = e.job_id
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
@@ -148,6 +153,7 @@ type ExecutionInsertManyParams struct {
 	Params        [][]byte
 	Priorities    []int32
 	PrioritySet   []bool
+	Traceparents  []string
 }
 
 type ExecutionInsertManyRow struct {
@@ -158,7 +164,8 @@ type ExecutionInsertManyRow struct {
 }
 
 // ExecutionInsertMany inserts fires (params: the job's, overlaid by the
-// fire's own); a scheduled tick that already has an
+// fire's own; trace context: the caller's, else one whose trace id is the
+// execution id); a scheduled tick that already has an
 // execution is skipped (execution_tick_once_idx), so a tick fires once
 // whatever races. Returns the executions actually inserted.
 func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg ExecutionInsertManyParams) ([]ExecutionInsertManyRow, error) {
@@ -171,6 +178,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 		arg.Params,
 		arg.Priorities,
 		arg.PrioritySet,
+		arg.Traceparents,
 	)
 	if err != nil {
 		return nil, err
@@ -196,7 +204,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error FROM ax.execution
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent FROM ax.execution
 WHERE ($1::uuid IS NULL OR job_id = $1::uuid)
   AND ($2::text IS NULL OR state = $2::ax.execution_state)
   AND ($3::timestamptz IS NULL OR scheduled_for >= $3::timestamptz)
@@ -251,6 +259,7 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Error,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}

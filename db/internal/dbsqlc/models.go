@@ -1083,6 +1083,7 @@ type AxExecution struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	Error             *string
+	Traceparent       *string
 }
 
 type AxExecutionsByState struct {

@@ -329,7 +329,8 @@ SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_par
        (l.preferred_agent_id IS NULL OR l.preferred_agent_id = l.agent_id)::boolean AS routed_here,
        l.not_before::timestamptz AS ready_at, coalesce(l.rate_class, '')::text AS rate_class,
        extract(epoch FROM clock_timestamp() - l.not_before)::double precision AS waited_seconds,
-       j.executor_kind, j.executor, j.name AS job_name, j.group_name, e.params, e.scheduled_for, e.priority
+       j.executor_kind, j.executor, j.name AS job_name, j.group_name, e.params, e.scheduled_for, e.priority,
+       coalesce(e.traceparent, '')::text AS traceparent
 FROM leased l
 JOIN ax.job j ON j.id = l.job_id
 JOIN ax.execution e ON e.id = l.execution_id
@@ -368,6 +369,7 @@ type TaskLeaseRow struct {
 	Params         []byte
 	ScheduledFor   time.Time
 	Priority       int32
+	Traceparent    string
 }
 
 // TaskLease claims up to @max pending tasks for one agent, in this order:
@@ -426,6 +428,7 @@ func (q *Queries) TaskLease(ctx context.Context, db DBTX, arg TaskLeaseParams) (
 			&i.Params,
 			&i.ScheduledFor,
 			&i.Priority,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}
