@@ -88,3 +88,21 @@ func ObserveOverdue(ctx context.Context, e Executor, late time.Duration) (Overdu
 	}
 	return Overdue{Late: r.Overdue, Longest: time.Duration(r.MaxOverdueSeconds * float64(time.Second))}, nil
 }
+
+// Breaker is the circuit breaker state of one callback host.
+type Breaker struct {
+	Host, State string // closed, open or half_open
+}
+
+// ObserveBreakers returns breakers not closed or changed within a day.
+func ObserveBreakers(ctx context.Context, e Executor) ([]Breaker, error) {
+	rows, err := queries.ObserveBreakers(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("error reading callback breakers: %w", mapErr(err))
+	}
+	out := make([]Breaker, len(rows))
+	for i, r := range rows {
+		out[i] = Breaker{Host: r.Host, State: r.State}
+	}
+	return out, nil
+}

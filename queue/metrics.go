@@ -117,6 +117,7 @@ type StateCollector struct {
 	jobFailureRatio, jobRuns *prometheus.Desc
 	jobStreak                *prometheus.Desc
 	overdue, overdueLongest  *prometheus.Desc
+	breakerOpen              *prometheus.Desc
 }
 
 // failureWindow is the window of the failing-job metrics (and alerts).
@@ -147,13 +148,15 @@ func NewStateCollector(pool *pgxpool.Pool) *StateCollector {
 			"Unpaused triggers more than 30 s past their fire time: schedules that did not fire when due.", nil, nil),
 		overdueLongest: prometheus.NewDesc("ax_trigger_max_overdue_seconds",
 			"How far past its fire time the latest due trigger is.", nil, nil),
+		breakerOpen: prometheus.NewDesc("ax_callback_breaker_open",
+			"1 while the circuit breaker of a callback host holds deliveries (open or probing), else 0.", []string{"host"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.depth, c.oldestAge, c.agents, c.jobFailureRatio, c.jobRuns,
-		c.jobStreak, c.overdue, c.overdueLongest} {
+		c.jobStreak, c.overdue, c.overdueLongest, c.breakerOpen} {
 		ch <- d
 	}
 }
@@ -163,7 +166,7 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, collect := range []func(context.Context, chan<- prometheus.Metric) error{
-		c.collectBacklog, c.collectAgents, c.collectJobs, c.collectOverdue,
+		c.collectBacklog, c.collectAgents, c.collectJobs, c.collectOverdue, c.collectBreakers,
 	} {
 		if err := collect(ctx, ch); err != nil {
 			ch <- prometheus.NewInvalidMetric(c.depth, err)
@@ -228,5 +231,20 @@ func (c *StateCollector) collectOverdue(ctx context.Context, ch chan<- prometheu
 	}
 	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(o.Late))
 	ch <- prometheus.MustNewConstMetric(c.overdueLongest, prometheus.GaugeValue, o.Longest.Seconds())
+	return nil
+}
+
+func (c *StateCollector) collectBreakers(ctx context.Context, ch chan<- prometheus.Metric) error {
+	breakers, err := db.ObserveBreakers(ctx, c.pool)
+	if err != nil {
+		return err
+	}
+	for _, b := range breakers {
+		open := 0.0
+		if b.State != "closed" {
+			open = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.breakerOpen, prometheus.GaugeValue, open, b.Host)
+	}
 	return nil
 }

@@ -49,3 +49,10 @@ SELECT count(*) FILTER (WHERE next_fire_at < now() - make_interval(secs => sqlc.
        coalesce(extract(epoch FROM now() - min(next_fire_at)), 0)::double precision AS max_overdue_seconds
 FROM ax.trigger
 WHERE NOT paused AND next_fire_at <= now();
+
+-- ObserveBreakers lists callback hosts whose circuit breaker is not
+-- closed, or changed within a day (so a closed one reads 0, not gone).
+-- name: ObserveBreakers :many
+SELECT host, state::text AS state
+FROM ax.callback_breaker
+WHERE state <> 'closed' OR updated_at > now() - interval '1 day';

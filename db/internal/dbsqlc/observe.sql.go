@@ -95,6 +95,39 @@ func (q *Queries) ObserveBacklog(ctx context.Context, db DBTX) ([]ObserveBacklog
 	return items, nil
 }
 
+const observeBreakers = `-- name: ObserveBreakers :many
+SELECT host, state::text AS state
+FROM ax.callback_breaker
+WHERE state <> 'closed' OR updated_at > now() - interval '1 day'
+`
+
+type ObserveBreakersRow struct {
+	Host  string
+	State string
+}
+
+// ObserveBreakers lists callback hosts whose circuit breaker is not
+// closed, or changed within a day (so a closed one reads 0, not gone).
+func (q *Queries) ObserveBreakers(ctx context.Context, db DBTX) ([]ObserveBreakersRow, error) {
+	rows, err := db.Query(ctx, observeBreakers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ObserveBreakersRow
+	for rows.Next() {
+		var i ObserveBreakersRow
+		if err := rows.Scan(&i.Host, &i.State); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const observeFailingJobs = `-- name: ObserveFailingJobs :many
 SELECT j.name, j.group_name, j.owner,
        r.finished::bigint AS finished, r.failed::bigint AS failed,
