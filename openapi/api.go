@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/outbound"
 )
 
 // Config holds what the API needs. Only Version matters for generating the
@@ -35,6 +36,14 @@ type Config struct {
 	// Ready reports whether this replica can serve (database reachable,
 	// migrations current). Nil means always ready.
 	Ready func(ctx context.Context) error
+	// Outbox enqueues callbacks and agentless HTTP tasks in the
+	// transactions of API calls; nil: none (a replica running River
+	// enqueues callbacks later; agentless tasks wait for one).
+	Outbox *queue.Outbox
+	// Outbound is what callback and HTTP-job URLs may reach, checked when
+	// a job is saved (and again by the senders at every connection). The
+	// zero policy allows public addresses only.
+	Outbound outbound.Policy
 }
 
 // New builds the API: the http.Handler to serve and the huma.API that
@@ -46,12 +55,19 @@ func New(cfg Config) (http.Handler, huma.API) {
 	mux := http.NewServeMux()
 	api := humago.New(mux, apiConfig())
 	auth := &authenticator{pool: cfg.Pool, api: api, logger: cfg.Logger}
-	api.UseMiddleware(auth.middleware)
+	idem := &idempotency{pool: cfg.Pool, api: api, logger: cfg.Logger}
+	api.UseMiddleware(auth.middleware, idem.middleware)
 
-	jobs := &jobHandlers{jobs: queue.NewJobService(cfg.Pool, cfg.Logger)}
+	jobSvc := queue.NewJobService(cfg.Pool, cfg.Logger)
+	execSvc := queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)
+	callbacks := queue.NewCallbackService(cfg.Pool, cfg.Outbox, cfg.Logger)
+	urls := &urlChecker{policy: cfg.Outbound}
+	jobs := &jobHandlers{jobs: jobSvc, urls: urls}
 	jobs.register(api)
-	(&executionHandlers{execs: queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router)}).register(api)
-	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics)}).register(api)
+	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks}).register(api)
+	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls,
+		completer: queue.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
+	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
 	(&classHandlers{pool: cfg.Pool}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready}).register(api)
@@ -62,7 +78,10 @@ func New(cfg Config) (http.Handler, huma.API) {
 func apiConfig() huma.Config {
 	cfg := huma.DefaultConfig("ax", SpecVersion)
 	cfg.Info.Description = "ax is a distributed job scheduler whose state lives in PostgreSQL. " +
-		"Authenticate with `Authorization: Bearer <api key>`; errors are RFC 9457 problem documents."
+		"Authenticate with `Authorization: Bearer <api key>`, or sign each request with HMAC (headers Ax-Key-Id, " +
+		"Ax-Timestamp, Ax-Nonce, Ax-Signature; see the README): a signed request is accepted once, within 5 minutes. " +
+		"Every POST, PUT, PATCH and DELETE honours an Idempotency-Key header (same key and body: the first answer again; " +
+		"same key, other body: 422). Errors are RFC 9457 problem documents."
 	// No $schema links in bodies: clients round-trip job documents (PUT
 	// what GET returned) and strict clients would trip on the extra field.
 	cfg.CreateHooks = nil

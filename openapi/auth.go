@@ -64,6 +64,10 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	secret, ok := bearer(ctx.Header("Authorization"))
+	if !ok && ctx.Header(HeaderSignature) != "" {
+		a.signed(ctx, scope, next)
+		return
+	}
 	if !ok {
 		a.deny(ctx, http.StatusUnauthorized, "missing API key: send the header `Authorization: Bearer <key>`")
 		return

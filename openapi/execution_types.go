@@ -25,6 +25,8 @@ type Execution struct {
 	CancelReason      string         `json:"cancel_reason,omitempty"`
 	Error             string         `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
 	TraceParent       string         `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
+	StatusURL         string         `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
+	Callback          *Callback      `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
 	Tasks             []Task         `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
 }
 
@@ -60,7 +62,8 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 		return nil, err
 	}
 	out := &Execution{
-		ID: e.ID.String(), JobID: e.JobID.String(), Cause: e.Cause, State: e.State,
+		StatusURL: "/v1/executions/" + e.ID.String(),
+		ID:        e.ID.String(), JobID: e.JobID.String(), Cause: e.Cause, State: e.State,
 		ScheduledFor: e.ScheduledFor, FiredAt: e.FiredAt, Misfired: e.Misfired, Params: params,
 		ShardCount: e.ShardCount, Priority: e.Priority, StartedAt: e.StartedAt, FinishedAt: e.FinishedAt,
 		CancelRequestedAt: e.CancelRequestedAt, CancelReason: e.CancelReason, Error: e.Error,

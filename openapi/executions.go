@@ -16,7 +16,9 @@ import (
 )
 
 type executionHandlers struct {
-	execs *queue.ExecutionService
+	execs     *queue.ExecutionService
+	waiter    *queue.ExecutionWaiter
+	callbacks *queue.CallbackService
 }
 
 // TriggerRequest is the optional body of a trigger call.
@@ -95,8 +97,10 @@ func (h *executionHandlers) register(api huma.API) {
 	}, ScopeSubmit), h.trigger)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "get-execution", Method: http.MethodGet, Path: "/v1/executions/{id}", Tags: []string{"Executions"},
-		Summary: "Get an execution with its tasks", Errors: []int{http.StatusNotFound},
-	}, ScopeRead), h.get)
+		Summary: "Get an execution with its tasks and callback", Errors: []int{http.StatusNotFound},
+		Description: "The status query of a run. With wait=30s it long-polls: it answers as soon as the execution " +
+			"has ended (or after the wait, with its state then).",
+	}, ScopeRead), h.getExecution)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "list-executions", Method: http.MethodGet, Path: "/v1/executions", Tags: []string{"Executions"},
 		Summary: "List executions", Description: "Newest first; filter by job, state and scheduled time.",
@@ -165,20 +169,7 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 	if err != nil {
 		return nil, err
 	}
-	return &executionAcceptedOutput{Location: "/v1/executions/" + out.ID, Body: out}, nil
-}
-
-func (h *executionHandlers) get(ctx context.Context, in *executionIDInput) (*executionOutput, error) {
-	id, err := parseID(in.ID)
-	if err != nil {
-		return nil, err
-	}
-	exec, tasks, err := h.execs.Get(ctx, id)
-	if err != nil {
-		return nil, executionError(err)
-	}
-	out, err := executionFromDB(exec, tasks)
-	return &executionOutput{Body: out}, err
+	return &executionAcceptedOutput{Location: out.StatusURL, Body: out}, nil
 }
 
 func (h *executionHandlers) cancel(ctx context.Context, in *executionIDInput) (*executionOutput, error) {

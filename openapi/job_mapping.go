@@ -93,6 +93,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		RateLimitClass:    j.RateLimitClass,
 		DegradeAction:     j.DegradeAction,
 		Params:            params,
+		SigningSecret:     j.SigningSecret,
 		Paused:            j.Paused, PausedAt: j.PausedAt, NextFireAt: j.NextFireAt,
 		LastFireAt: j.LastFireAt, LastScheduledFor: j.LastScheduledFor,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,

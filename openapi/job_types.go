@@ -27,6 +27,7 @@ type Job struct {
 	DegradeAction     string         `json:"degrade_action,omitempty" enum:"wait,skip" default:"wait" doc:"While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)"`
 	Callback          *JobCallback   `json:"callback,omitempty" doc:"Where to announce results"`
 	Params            map[string]any `json:"params,omitempty" doc:"Parameters handed to every run"`
+	SigningSecret     string         `json:"signing_secret,omitempty" readOnly:"true" doc:"The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)"`
 
 	Paused           bool       `json:"paused" readOnly:"true" doc:"Paused jobs do not fire; see pause and resume"`
 	PausedAt         *time.Time `json:"paused_at,omitempty" readOnly:"true"`

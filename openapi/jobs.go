@@ -17,6 +17,7 @@ import (
 
 type jobHandlers struct {
 	jobs *queue.JobService
+	urls *urlChecker
 }
 
 const jobBodyLimit = 256 << 10
@@ -102,6 +103,9 @@ func (h *jobHandlers) register(api huma.API) {
 }
 
 func (h *jobHandlers) create(ctx context.Context, in *jobBodyInput) (*jobCreatedOutput, error) {
+	if err := h.urls.check(ctx, &in.Body); err != nil {
+		return nil, err
+	}
 	def, err := jobToDB(&in.Body, uuid.Nil)
 	if err != nil {
 		return nil, err
@@ -167,6 +171,9 @@ func (h *jobHandlers) get(ctx context.Context, in *jobIDInput) (*jobOutput, erro
 func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
+		return nil, err
+	}
+	if err := h.urls.check(ctx, &in.Body); err != nil {
 		return nil, err
 	}
 	def, err := jobToDB(&in.Body, id)

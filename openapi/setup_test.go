@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -39,10 +40,10 @@ func setup(t *testing.T) *apiEnv {
 func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	t.Helper()
 	pool := dbtest.New(t)
-	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel)
+	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
-	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier}
+	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true}}
 	if mutate != nil {
 		mutate(&cfg)
 	}

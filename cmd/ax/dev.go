@@ -50,7 +50,9 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	return serve(ctx, logger, serveConfig{Addr: *addr, DatabaseURL: url, AdminKey: key,
-		Ready: func(bound string) { printDevBanner(bound, key, srv, url) }})
+		// A developer's receivers and HTTP targets run on their machine.
+		Outbound: outboundConfig{AllowLoopback: true, AllowPrivate: true},
+		Ready:    func(bound string) { printDevBanner(bound, key, srv, url) }})
 }
 
 // runDevExec runs a command with DATABASE_URL pointing at a Postgres server

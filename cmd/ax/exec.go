@@ -86,7 +86,7 @@ func execByID(ctx context.Context, verb string, args []string) error {
 	var status int
 	var body []byte
 	if verb == "get" {
-		r, err := c.GetExecutionWithResponse(ctx, id)
+		r, err := c.GetExecutionWithResponse(ctx, id, nil)
 		if err != nil {
 			return fmt.Errorf("error calling ax: %w", err)
 		}

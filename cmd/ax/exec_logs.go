@@ -141,7 +141,7 @@ func (f *logFollower) page(ctx context.Context) ([]client.TaskEvent, error) {
 }
 
 func (f *logFollower) state(ctx context.Context) (client.ExecutionState, error) {
-	resp, err := f.api.GetExecutionWithResponse(ctx, f.id)
+	resp, err := f.api.GetExecutionWithResponse(ctx, f.id, nil)
 	if err != nil {
 		return "", fmt.Errorf("error calling ax: %w", err)
 	}

@@ -30,6 +30,8 @@ type serveConfig struct {
 	// (AX_HEARTBEAT_INTERVAL, default 5 s) how often agents are asked to
 	// heartbeat; an agent silent for 3 intervals is offline.
 	Agent queue.AgentConfig
+	// Outbound is what callbacks and agentless HTTP jobs may reach.
+	Outbound outboundConfig
 	// Ready, when set, is called with the bound address once serving.
 	Ready func(addr string)
 }
@@ -51,7 +53,8 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Agent.Lease, "lease", lease, "how long a task lease lasts without a heartbeat, whole seconds (AX_LEASE)")
 	fs.DurationVar(&cfg.Agent.HeartbeatInterval, "heartbeat-interval", heartbeat,
 		"how often agents heartbeat, whole seconds, well under the lease (AX_HEARTBEAT_INTERVAL)")
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe); err != nil {
+	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errOutbound); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -85,14 +88,20 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		}
 	}
 	metrics := queue.NewMetrics(prometheus.DefaultRegisterer)
-	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel)
+	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel)
+	river, err := startRiver(ctx, pool, logger, metrics, cfg)
+	if err != nil {
+		return err
+	}
+	defer river.Stop()
 	agentCfg := cfg.Agent
 	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, metrics)
 	if err != nil {
 		return err
 	}
-	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
-	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: metrics})
+	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router,
+		Outbox: river.Outbox()})
+	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: metrics, Outbox: river.Outbox()})
 	prometheus.MustRegister(queue.NewStateCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {
@@ -105,7 +114,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: metrics,
-		Notifier: notifier, Agent: agentCfg, Router: router,
+		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.Handler())

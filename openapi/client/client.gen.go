@@ -42,6 +42,27 @@ func (e AgentInfoState) Valid() bool {
 	}
 }
 
+// Defines values for CallbackState.
+const (
+	CallbackStateCallbackFailed CallbackState = "callback_failed"
+	CallbackStateDelivered      CallbackState = "delivered"
+	CallbackStatePending        CallbackState = "pending"
+)
+
+// Valid indicates whether the value is a known member of the CallbackState enum.
+func (e CallbackState) Valid() bool {
+	switch e {
+	case CallbackStateCallbackFailed:
+		return true
+	case CallbackStateDelivered:
+		return true
+	case CallbackStatePending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionCause.
 const (
 	ExecutionCauseCatchUp  ExecutionCause = "catch_up"
@@ -426,6 +447,45 @@ func (e TaskState) Valid() bool {
 	}
 }
 
+// Defines values for TaskCompletionState.
+const (
+	TaskCompletionStateFailed    TaskCompletionState = "failed"
+	TaskCompletionStateSucceeded TaskCompletionState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the TaskCompletionState enum.
+func (e TaskCompletionState) Valid() bool {
+	switch e {
+	case TaskCompletionStateFailed:
+		return true
+	case TaskCompletionStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TaskCompletionReplyState.
+const (
+	TaskCompletionReplyStateFailed    TaskCompletionReplyState = "failed"
+	TaskCompletionReplyStatePending   TaskCompletionReplyState = "pending"
+	TaskCompletionReplyStateSucceeded TaskCompletionReplyState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the TaskCompletionReplyState enum.
+func (e TaskCompletionReplyState) Valid() bool {
+	switch e {
+	case TaskCompletionReplyStateFailed:
+		return true
+	case TaskCompletionReplyStatePending:
+		return true
+	case TaskCompletionReplyStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskEventKind.
 const (
 	TaskEventKindLog   TaskEventKind = "log"
@@ -719,6 +779,44 @@ type AutoDegrade struct {
 	MinPriority int64 `json:"min_priority"`
 }
 
+// Callback defines model for Callback.
+type Callback struct {
+	// Attempts Every attempt (the last 50), oldest first
+	Attempts    *[]CallbackAttempt `json:"attempts"`
+	DeliveredAt *time.Time         `json:"delivered_at,omitempty"`
+
+	// Delivery 1, then one more per redelivery
+	Delivery  int64      `json:"delivery"`
+	FailedAt  *time.Time `json:"failed_at,omitempty"`
+	LastError *string    `json:"last_error,omitempty"`
+
+	// NextAttemptAt When the next attempt is due (pending after a failure)
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+
+	// State callback_failed: every retry failed (redeliver to try again)
+	State CallbackState `json:"state"`
+}
+
+// CallbackState callback_failed: every retry failed (redeliver to try again)
+type CallbackState string
+
+// CallbackAttempt defines model for CallbackAttempt.
+type CallbackAttempt struct {
+	At time.Time `json:"at"`
+
+	// Attempt 1 for the first request of a delivery
+	Attempt  int64 `json:"attempt"`
+	Delivery int64 `json:"delivery"`
+
+	// Error Why the attempt failed
+	Error     *string `json:"error,omitempty"`
+	LatencyMs float64 `json:"latency_ms"`
+
+	// StatusCode The receiver's answer; absent when none came
+	StatusCode *int64 `json:"status_code,omitempty"`
+	Url        string `json:"url"`
+}
+
 // ClassListOutputBody defines model for ClassListOutputBody.
 type ClassListOutputBody struct {
 	Classes *[]RateClass `json:"classes"`
@@ -813,6 +911,7 @@ type ErrorModel struct {
 
 // Execution defines model for Execution.
 type Execution struct {
+	Callback          *Callback  `json:"callback,omitempty"`
 	CancelReason      *string    `json:"cancel_reason,omitempty"`
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 
@@ -840,6 +939,9 @@ type Execution struct {
 	ShardCount   int64          `json:"shard_count"`
 	StartedAt    *time.Time     `json:"started_at,omitempty"`
 	State        ExecutionState `json:"state"`
+
+	// StatusUrl Where to ask for its state: GET it, with ?wait=30s to wait for the end
+	StatusUrl string `json:"status_url"`
 
 	// Tasks One per shard (shown when getting one execution)
 	Tasks *[]Task `json:"tasks,omitempty"`
@@ -963,7 +1065,10 @@ type Job struct {
 	Retry          *JobRetry  `json:"retry,omitempty"`
 	Route          *JobRoute  `json:"route,omitempty"`
 	Shards         *JobShards `json:"shards,omitempty"`
-	Target         *JobTarget `json:"target,omitempty"`
+
+	// SigningSecret The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)
+	SigningSecret *string    `json:"signing_secret,omitempty"`
+	Target        *JobTarget `json:"target,omitempty"`
 
 	// TimeoutSeconds Limit on one attempt of one task
 	TimeoutSeconds *int64     `json:"timeout_seconds,omitempty"`
@@ -1243,6 +1348,53 @@ type ResultOutcome struct {
 // ResultOutcomeStatus conflict: the lease token is not current; nothing was recorded
 type ResultOutcomeStatus string
 
+// RotatedSecret defines model for RotatedSecret.
+type RotatedSecret struct {
+	// PreviousValidUntil Until when the old secret still signs
+	PreviousValidUntil *time.Time `json:"previous_valid_until,omitempty"`
+
+	// SigningSecret The new whsec_ secret: give it to the receivers
+	SigningSecret string `json:"signing_secret"`
+}
+
+// RunAccepted defines model for RunAccepted.
+type RunAccepted struct {
+	Execution Execution `json:"execution"`
+
+	// SigningSecret whsec_ secret that signs the run's callback and HTTP requests (Standard Webhooks)
+	SigningSecret string `json:"signing_secret"`
+}
+
+// RunRequest defines model for RunRequest.
+type RunRequest struct {
+	Callback    *JobCallback `json:"callback,omitempty"`
+	Description *string      `json:"description,omitempty"`
+	Executor    JobExecutor  `json:"executor"`
+
+	// Group Group of that job; default runs
+	Group *string `json:"group,omitempty"`
+
+	// Name Name of the job that holds the run; default run-<execution id>
+	Name  *string `json:"name,omitempty"`
+	Owner *string `json:"owner,omitempty"`
+
+	// Params Parameters of the run
+	Params         *map[string]interface{} `json:"params,omitempty"`
+	Priority       *int64                  `json:"priority,omitempty"`
+	RateLimitClass *string                 `json:"rate_limit_class,omitempty"`
+	Retry          *JobRetry               `json:"retry,omitempty"`
+	Route          *JobRoute               `json:"route,omitempty"`
+	Shards         *JobShards              `json:"shards,omitempty"`
+	Target         *JobTarget              `json:"target,omitempty"`
+	TimeoutSeconds *int64                  `json:"timeout_seconds,omitempty"`
+}
+
+// SecretRotation defines model for SecretRotation.
+type SecretRotation struct {
+	// PreviousValidSeconds How long the old secret keeps signing alongside the new one (both signatures are sent); default 86400, 0 drops it now
+	PreviousValidSeconds *int64 `json:"previous_valid_seconds,omitempty"`
+}
+
 // ShardRange defines model for ShardRange.
 type ShardRange struct {
 	// From First value of the range
@@ -1300,6 +1452,34 @@ type Task struct {
 
 // TaskState defines model for Task.State.
 type TaskState string
+
+// TaskCompletion defines model for TaskCompletion.
+type TaskCompletion struct {
+	// Error Why it failed
+	Error *string `json:"error,omitempty"`
+
+	// Result Any JSON: the task's result
+	Result interface{} `json:"result,omitempty"`
+
+	// State failed is retried per the job's retry policy
+	State TaskCompletionState `json:"state"`
+
+	// Token The completion token of the request (Ax-Completion-Token, or completion.token in its body)
+	Token openapi_types.UUID `json:"token"`
+}
+
+// TaskCompletionState failed is retried per the job's retry policy
+type TaskCompletionState string
+
+// TaskCompletionReply defines model for TaskCompletionReply.
+type TaskCompletionReply struct {
+	// State The task's state now: pending when a failure will be retried
+	State  TaskCompletionReplyState `json:"state"`
+	TaskId openapi_types.UUID       `json:"task_id"`
+}
+
+// TaskCompletionReplyState The task's state now: pending when a failure will be retried
+type TaskCompletionReplyState string
 
 // TaskEvent defines model for TaskEvent.
 type TaskEvent struct {
@@ -1421,6 +1601,12 @@ type ListExecutionsParams struct {
 // ListExecutionsParamsState defines parameters for ListExecutions.
 type ListExecutionsParamsState string
 
+// GetExecutionParams defines parameters for GetExecution.
+type GetExecutionParams struct {
+	// Wait Long poll: answer as soon as the execution has ended, or after this long (at most 60s) with its state then
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
 // GetExecutionLogsParams defines parameters for GetExecutionLogs.
 type GetExecutionLogsParams struct {
 	// After Only events after this event id (the last one seen): follow a run by polling
@@ -1532,6 +1718,9 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Shards How a run splits into tasks
 	Shards interface{} `json:"shards,omitempty"`
 
+	// SigningSecret The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)
+	SigningSecret *string `json:"signing_secret,omitempty"`
+
 	// Target Which agents may run it
 	Target interface{} `json:"target,omitempty"`
 
@@ -1573,6 +1762,12 @@ type TriggerJobParams struct {
 
 	// Traceparent W3C trace context: the run joins this trace (agents and callbacks get it); invalid values are ignored, as the W3C spec asks
 	Traceparent *string `json:"traceparent,omitempty"`
+}
+
+// SubmitRunParams defines parameters for SubmitRun.
+type SubmitRunParams struct {
+	// IdempotencyKey Same key and body: the same run, not a second one; same key, other body: 422
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // RegisterAgentJSONRequestBody defines body for RegisterAgent for application/json ContentType.
@@ -1623,8 +1818,17 @@ type PatchJobApplicationMergePatchPlusJSONRequestBody PatchJobApplicationMergePa
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = Job
 
+// RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
+type RotateSigningSecretJSONRequestBody = SecretRotation
+
 // TriggerJobJSONRequestBody defines body for TriggerJob for application/json ContentType.
 type TriggerJobJSONRequestBody = TriggerRequest
+
+// SubmitRunJSONRequestBody defines body for SubmitRun for application/json ContentType.
+type SubmitRunJSONRequestBody = RunRequest
+
+// CompleteHttpTaskJSONRequestBody defines body for CompleteHttpTask for application/json ContentType.
+type CompleteHttpTaskJSONRequestBody = TaskCompletion
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1967,10 +2171,19 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetExecution Get an execution with its tasks
+	// GetExecution Get an execution with its tasks and callback
+	//
+	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then).
 	//
 	// Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
-	GetExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetExecution(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RedeliverCallback Deliver an execution's callback again
+	//
+	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+	//
+	// Corresponds with POST /v1/executions/{id}/callback/redeliver (the `RedeliverCallback` operationId).
+	RedeliverCallback(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelExecution Cancel an execution
 	//
@@ -2085,6 +2298,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RotateSigningSecretWithBody Rotate a job's signing secret
+	//
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/signing-secret/rotate (the `RotateSigningSecret` operationId).
+	RotateSigningSecretWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateSigningSecret Rotate a job's signing secret
+	//
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/signing-secret/rotate (the `RotateSigningSecret` operationId).
+	RotateSigningSecret(ctx context.Context, id openapi_types.UUID, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListSkippedFires List ticks that did not fire, with why
 	//
 	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
@@ -2109,6 +2340,42 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/trigger (the `TriggerJob` operationId).
 	TriggerJob(ctx context.Context, id openapi_types.UUID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitRunWithBody Submit an ad-hoc run
+	//
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
+	SubmitRunWithBody(ctx context.Context, params *SubmitRunParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitRun Submit an ad-hoc run
+	//
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
+	SubmitRun(ctx context.Context, params *SubmitRunParams, body SubmitRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteHttpTaskWithBody Report the result of an HTTP task that answered 202
+	//
+	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
+	CompleteHttpTaskWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteHttpTask Report the result of an HTTP task that answered 202
+	//
+	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
+	CompleteHttpTask(ctx context.Context, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness: the process serves HTTP
@@ -2708,11 +2975,30 @@ func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParam
 	return c.Client.Do(req)
 }
 
-// GetExecution Get an execution with its tasks
+// GetExecution Get an execution with its tasks and callback
+//
+// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then).
 //
 // Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
-func (c *Client) GetExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetExecutionRequest(c.Server, id)
+func (c *Client) GetExecution(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetExecutionRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RedeliverCallback Deliver an execution's callback again
+//
+// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+//
+// Corresponds with POST /v1/executions/{id}/callback/redeliver (the `RedeliverCallback` operationId).
+func (c *Client) RedeliverCallback(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedeliverCallbackRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2986,6 +3272,44 @@ func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditor
 	return c.Client.Do(req)
 }
 
+// RotateSigningSecretWithBody Rotate a job's signing secret
+//
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/signing-secret/rotate (the `RotateSigningSecret` operationId).
+func (c *Client) RotateSigningSecretWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateSigningSecretRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateSigningSecret Rotate a job's signing secret
+//
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/signing-secret/rotate (the `RotateSigningSecret` operationId).
+func (c *Client) RotateSigningSecret(ctx context.Context, id openapi_types.UUID, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateSigningSecretRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListSkippedFires List ticks that did not fire, with why
 //
 // Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
@@ -3031,6 +3355,82 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, id openapi_types.UUID, 
 // Corresponds with POST /v1/jobs/{id}/trigger (the `TriggerJob` operationId).
 func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTriggerJobRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitRunWithBody Submit an ad-hoc run
+//
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
+func (c *Client) SubmitRunWithBody(ctx context.Context, params *SubmitRunParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitRunRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitRun Submit an ad-hoc run
+//
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
+func (c *Client) SubmitRun(ctx context.Context, params *SubmitRunParams, body SubmitRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitRunRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CompleteHttpTaskWithBody Report the result of an HTTP task that answered 202
+//
+// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
+func (c *Client) CompleteHttpTaskWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteHttpTaskRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CompleteHttpTask Report the result of an HTTP task that answered 202
+//
+// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
+func (c *Client) CompleteHttpTask(ctx context.Context, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteHttpTaskRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3941,7 +4341,7 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 }
 
 // NewGetExecutionRequest constructs an http.Request for the GetExecution method
-func NewGetExecutionRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+func NewGetExecutionRequest(server string, id openapi_types.UUID, params *GetExecutionParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3966,7 +4366,68 @@ func NewGetExecutionRequest(server string, id openapi_types.UUID) (*http.Request
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRedeliverCallbackRequest constructs an http.Request for the RedeliverCallback method
+func NewRedeliverCallbackRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/%s/callback/redeliver", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -4585,6 +5046,53 @@ func NewResumeJobRequest(server string, id openapi_types.UUID) (*http.Request, e
 	return req, nil
 }
 
+// NewRotateSigningSecretRequest calls the generic RotateSigningSecret builder with application/json body
+func NewRotateSigningSecretRequest(server string, id openapi_types.UUID, body RotateSigningSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRotateSigningSecretRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRotateSigningSecretRequestWithBody constructs an http.Request for the RotateSigningSecret method, with any body, and a specified content type
+func NewRotateSigningSecretRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/signing-secret/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListSkippedFiresRequest constructs an http.Request for the ListSkippedFires method
 func NewListSkippedFiresRequest(server string, id openapi_types.UUID, params *ListSkippedFiresParams) (*http.Request, error) {
 	var err error
@@ -4715,6 +5223,108 @@ func NewTriggerJobRequestWithBody(server string, id openapi_types.UUID, params *
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewSubmitRunRequest calls the generic SubmitRun builder with application/json body
+func NewSubmitRunRequest(server string, params *SubmitRunParams, body SubmitRunJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSubmitRunRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSubmitRunRequestWithBody constructs an http.Request for the SubmitRun method, with any body, and a specified content type
+func NewSubmitRunRequestWithBody(server string, params *SubmitRunParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/runs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewCompleteHttpTaskRequest calls the generic CompleteHttpTask builder with application/json body
+func NewCompleteHttpTaskRequest(server string, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCompleteHttpTaskRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCompleteHttpTaskRequestWithBody constructs an http.Request for the CompleteHttpTask method, with any body, and a specified content type
+func NewCompleteHttpTaskRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s/complete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5050,12 +5660,23 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutionsWithResponse(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*ListExecutionsResponse, error)
 
-	// GetExecutionWithResponse Get an execution with its tasks
+	// GetExecutionWithResponse Get an execution with its tasks and callback
+	//
+	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
-	GetExecutionWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error)
+	GetExecutionWithResponse(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error)
+
+	// RedeliverCallbackWithResponse Deliver an execution's callback again
+	//
+	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/{id}/callback/redeliver (the `RedeliverCallback` operationId).
+	RedeliverCallbackWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RedeliverCallbackResponse, error)
 
 	// CancelExecutionWithResponse Cancel an execution
 	//
@@ -5186,6 +5807,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
 
+	// RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
+	//
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/signing-secret/rotate (the `RotateSigningSecret` operationId).
+	RotateSigningSecretWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
+
+	// RotateSigningSecretWithResponse Rotate a job's signing secret
+	//
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/signing-secret/rotate (the `RotateSigningSecret` operationId).
+	RotateSigningSecretWithResponse(ctx context.Context, id openapi_types.UUID, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
+
 	// ListSkippedFiresWithResponse List ticks that did not fire, with why
 	//
 	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
@@ -5212,6 +5851,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/trigger (the `TriggerJob` operationId).
 	TriggerJobWithResponse(ctx context.Context, id openapi_types.UUID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*TriggerJobResponse, error)
+
+	// SubmitRunWithBodyWithResponse Submit an ad-hoc run
+	//
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
+	SubmitRunWithBodyWithResponse(ctx context.Context, params *SubmitRunParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitRunResponse, error)
+
+	// SubmitRunWithResponse Submit an ad-hoc run
+	//
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
+	SubmitRunWithResponse(ctx context.Context, params *SubmitRunParams, body SubmitRunJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitRunResponse, error)
+
+	// CompleteHttpTaskWithBodyWithResponse Report the result of an HTTP task that answered 202
+	//
+	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
+	CompleteHttpTaskWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error)
+
+	// CompleteHttpTaskWithResponse Report the result of an HTTP task that answered 202
+	//
+	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
+	CompleteHttpTaskWithResponse(ctx context.Context, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error)
 }
 
 type HealthzResponse struct {
@@ -6809,6 +7484,96 @@ func (r GetExecutionResponse) ContentType() string {
 	return ""
 }
 
+type RedeliverCallbackResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Callback
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RedeliverCallbackResponse) GetJSON202() *Callback {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RedeliverCallbackResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RedeliverCallbackResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RedeliverCallbackResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RedeliverCallbackResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RedeliverCallbackResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RedeliverCallbackResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RedeliverCallbackResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RedeliverCallbackResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RedeliverCallbackResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RedeliverCallbackResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RedeliverCallbackResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CancelExecutionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7652,6 +8417,82 @@ func (r ResumeJobResponse) ContentType() string {
 	return ""
 }
 
+type RotateSigningSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RotatedSecret
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateSigningSecretResponse) GetJSON200() *RotatedSecret {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateSigningSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateSigningSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateSigningSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateSigningSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListSkippedFiresResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7812,6 +8653,158 @@ func (r TriggerJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r TriggerJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SubmitRunResponse202Headers the declared response headers of an HTTP 202 response for SubmitRun
+type SubmitRunResponse202Headers struct {
+	Location *string
+}
+
+type SubmitRunResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *RunAccepted
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *SubmitRunResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SubmitRunResponse) GetJSON202() *RunAccepted {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SubmitRunResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SubmitRunResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SubmitRunResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SubmitRunResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SubmitRunResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SubmitRunResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SubmitRunResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SubmitRunResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SubmitRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CompleteHttpTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TaskCompletionReply
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CompleteHttpTaskResponse) GetJSON200() *TaskCompletionReply {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CompleteHttpTaskResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CompleteHttpTaskResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CompleteHttpTaskResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CompleteHttpTaskResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CompleteHttpTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CompleteHttpTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CompleteHttpTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CompleteHttpTaskResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8303,17 +9296,34 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 	return ParseListExecutionsResponse(rsp)
 }
 
-// GetExecutionWithResponse Get an execution with its tasks
+// GetExecutionWithResponse Get an execution with its tasks and callback
+//
+// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then).
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
-func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error) {
-	rsp, err := c.GetExecution(ctx, id, reqEditors...)
+func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error) {
+	rsp, err := c.GetExecution(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseGetExecutionResponse(rsp)
+}
+
+// RedeliverCallbackWithResponse Deliver an execution's callback again
+//
+// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/{id}/callback/redeliver (the `RedeliverCallback` operationId).
+func (c *ClientWithResponses) RedeliverCallbackWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RedeliverCallbackResponse, error) {
+	rsp, err := c.RedeliverCallback(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedeliverCallbackResponse(rsp)
 }
 
 // CancelExecutionWithResponse Cancel an execution
@@ -8535,6 +9545,36 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id open
 	return ParseResumeJobResponse(rsp)
 }
 
+// RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
+//
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/signing-secret/rotate (the `RotateSigningSecret` operationId).
+func (c *ClientWithResponses) RotateSigningSecretWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error) {
+	rsp, err := c.RotateSigningSecretWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateSigningSecretResponse(rsp)
+}
+
+// RotateSigningSecretWithResponse Rotate a job's signing secret
+//
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/signing-secret/rotate (the `RotateSigningSecret` operationId).
+func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Context, id openapi_types.UUID, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error) {
+	rsp, err := c.RotateSigningSecret(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateSigningSecretResponse(rsp)
+}
+
 // ListSkippedFiresWithResponse List ticks that did not fire, with why
 //
 // Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
@@ -8578,6 +9618,66 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 		return nil, err
 	}
 	return ParseTriggerJobResponse(rsp)
+}
+
+// SubmitRunWithBodyWithResponse Submit an ad-hoc run
+//
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
+func (c *ClientWithResponses) SubmitRunWithBodyWithResponse(ctx context.Context, params *SubmitRunParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitRunResponse, error) {
+	rsp, err := c.SubmitRunWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitRunResponse(rsp)
+}
+
+// SubmitRunWithResponse Submit an ad-hoc run
+//
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
+func (c *ClientWithResponses) SubmitRunWithResponse(ctx context.Context, params *SubmitRunParams, body SubmitRunJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitRunResponse, error) {
+	rsp, err := c.SubmitRun(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitRunResponse(rsp)
+}
+
+// CompleteHttpTaskWithBodyWithResponse Report the result of an HTTP task that answered 202
+//
+// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
+func (c *ClientWithResponses) CompleteHttpTaskWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error) {
+	rsp, err := c.CompleteHttpTaskWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteHttpTaskResponse(rsp)
+}
+
+// CompleteHttpTaskWithResponse Report the result of an HTTP task that answered 202
+//
+// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
+func (c *ClientWithResponses) CompleteHttpTaskWithResponse(ctx context.Context, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error) {
+	rsp, err := c.CompleteHttpTask(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteHttpTaskResponse(rsp)
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -9860,6 +10960,81 @@ func ParseGetExecutionResponse(rsp *http.Response) (*GetExecutionResponse, error
 	return response, nil
 }
 
+// ParseRedeliverCallbackResponse parses an HTTP response from a RedeliverCallbackWithResponse call
+func ParseRedeliverCallbackResponse(rsp *http.Response) (*RedeliverCallbackResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RedeliverCallbackResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Callback
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseCancelExecutionResponse parses an HTTP response from a CancelExecutionWithResponse call
 func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10547,6 +11722,67 @@ func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
 	return response, nil
 }
 
+// ParseRotateSigningSecretResponse parses an HTTP response from a RotateSigningSecretWithResponse call
+func ParseRotateSigningSecretResponse(rsp *http.Response) (*RotateSigningSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateSigningSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RotatedSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListSkippedFiresResponse parses an HTTP response from a ListSkippedFiresWithResponse call
 func ParseListSkippedFiresResponse(rsp *http.Response) (*ListSkippedFiresResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10684,6 +11920,134 @@ func ParseTriggerJobResponse(rsp *http.Response) (*TriggerJobResponse, error) {
 			headers.Location = &value
 		}
 		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSubmitRunResponse parses an HTTP response from a SubmitRunWithResponse call
+func ParseSubmitRunResponse(rsp *http.Response) (*SubmitRunResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SubmitRunResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest RunAccepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers SubmitRunResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCompleteHttpTaskResponse parses an HTTP response from a CompleteHttpTaskWithResponse call
+func ParseCompleteHttpTaskResponse(rsp *http.Response) (*CompleteHttpTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CompleteHttpTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TaskCompletionReply
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	return response, nil

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/outbound"
+)
+
+// outboundConfig is what callbacks and agentless HTTP jobs may reach and
+// where their targets find the API.
+type outboundConfig struct {
+	// AllowPrivate (AX_OUTBOUND_ALLOW_PRIVATE) lets callbacks and HTTP jobs
+	// reach private networks (10/8, 172.16/12, 192.168/16, fc00::/7…): for
+	// receivers on the operator's own network. Off by default.
+	AllowPrivate bool
+	// AllowLoopback (AX_OUTBOUND_ALLOW_LOOPBACK) lets them reach this
+	// machine: for tests and single-machine setups. Off by default. Cloud
+	// metadata and link-local addresses are refused whatever the flags.
+	AllowLoopback bool
+	// PublicURL (AX_PUBLIC_URL) is the API's address as targets of HTTP
+	// jobs reach it, to post results after answering 202. Defaults to
+	// http://<addr>.
+	PublicURL string
+}
+
+func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
+	private, errPrivate := envBool("AX_OUTBOUND_ALLOW_PRIVATE")
+	loopback, errLoopback := envBool("AX_OUTBOUND_ALLOW_LOOPBACK")
+	fs.BoolVar(&c.AllowPrivate, "outbound-allow-private", private,
+		"let callbacks and HTTP jobs reach private networks (AX_OUTBOUND_ALLOW_PRIVATE)")
+	fs.BoolVar(&c.AllowLoopback, "outbound-allow-loopback", loopback,
+		"let callbacks and HTTP jobs reach this machine, for tests (AX_OUTBOUND_ALLOW_LOOPBACK)")
+	fs.StringVar(&c.PublicURL, "public-url", envOr("AX_PUBLIC_URL", ""),
+		"the API's URL as HTTP-job targets reach it, for results posted after a 202; default http://<addr> (AX_PUBLIC_URL)")
+	if errPrivate != nil {
+		return errPrivate
+	}
+	return errLoopback
+}
+
+func envBool(name string) (bool, error) {
+	s := strings.TrimSpace(envOr(name, ""))
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q is not a boolean such as true or false", name, s)
+	}
+	return b, nil
+}
+
+func (c outboundConfig) policy() outbound.Policy {
+	return outbound.Policy{AllowPrivate: c.AllowPrivate, AllowLoopback: c.AllowLoopback}
+}
+
+// startRiver starts the replica's River workers: callback delivery and
+// agentless HTTP tasks.
+func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, metrics *queue.Metrics, cfg serveConfig) (*queue.RiverService, error) {
+	publicURL := cfg.Outbound.PublicURL
+	if publicURL == "" {
+		publicURL = "http://" + cfg.Addr
+	}
+	rs, err := queue.NewRiverService(pool, queue.RiverConfig{
+		Policy: cfg.Outbound.policy(), HTTP: queue.HTTPTaskConfig{PublicURL: publicURL}, Version: version,
+		Logger: logger, Metrics: metrics, OutboundMetrics: queue.NewOutboundMetrics(prometheus.DefaultRegisterer),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rs, rs.Start(ctx)
+}

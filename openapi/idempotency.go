@@ -1,0 +1,193 @@
+package openapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// idempotencyLock is how long a request holds its Idempotency-Key while it
+// runs; a retry meanwhile gets 409. A holder that died frees the key for
+// the same request after this long.
+const idempotencyLock = time.Minute
+
+// replayedHeaders are the response headers a replay repeats.
+var replayedHeaders = []string{"Content-Type", "Location"}
+
+// idempotency gives every authenticated mutating call Stripe's
+// Idempotency-Key semantics: the first request with a key runs and its
+// response is remembered for 24 hours (per API key); a retry with the same
+// key and request gets that response again (marked Idempotent-Replayed),
+// one with another request 422, one while the first still runs 409.
+// Answers a retry might change (5xx, 429) are not remembered. Operations
+// that declare the header themselves (trigger, runs) keep the key in the
+// transaction of the run they create, and are left to it.
+type idempotency struct {
+	pool   *pgxpool.Pool
+	api    huma.API
+	logger *slog.Logger
+}
+
+func (m *idempotency) middleware(ctx huma.Context, next func(huma.Context)) {
+	key := ctx.Header("Idempotency-Key")
+	principal, _ := ctx.Context().Value(principalKey{}).(*db.APIKey)
+	if key == "" || principal == nil || !mutating(ctx.Method()) || declaresIdempotencyKey(ctx.Operation()) {
+		next(ctx)
+		return
+	}
+	if len(key) > 255 {
+		m.refuse(ctx, http.StatusUnprocessableEntity, "Idempotency-Key is longer than 255 characters", key)
+		return
+	}
+	body, err := readLimited(ctx)
+	if err != nil {
+		m.fail(ctx, err)
+		return
+	}
+	req := &db.IdempotentRequest{APIKeyID: principal.ID, Key: key, Method: ctx.Method(), Path: ctx.URL().Path,
+		RequestHash: requestHash(ctx, body)}
+	prior, claimed, err := db.IdempotencyRequestClaim(ctx.Context(), m.pool, req, idempotencyLock)
+	if err != nil {
+		m.fail(ctx, err)
+		return
+	}
+	if !claimed {
+		m.answerRetry(ctx, req, prior)
+		return
+	}
+	rec := &recordingContext{humaContext: ctx, body: bytes.NewReader(body), headers: http.Header{}}
+	next(rec)
+	m.remember(ctx, req, rec)
+}
+
+func mutating(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+func declaresIdempotencyKey(op *huma.Operation) bool {
+	for _, p := range op.Parameters {
+		if p.In == "header" && http.CanonicalHeaderKey(p.Name) == "Idempotency-Key" {
+			return true
+		}
+	}
+	return false
+}
+
+// requestHash identifies a request: method, path, query, and the body
+// (JSON decoded and encoded again, so spacing and key order do not count).
+func requestHash(ctx huma.Context, body []byte) []byte {
+	u := ctx.URL()
+	h := sha256.New()
+	h.Write([]byte(ctx.Method() + "\n" + u.Path + "\n" + canonicalQuery(u.RawQuery) + "\n"))
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err == nil {
+		body, _ = json.Marshal(v)
+	}
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// answerRetry answers a request whose key was used before.
+func (m *idempotency) answerRetry(ctx huma.Context, req *db.IdempotentRequest, prior *db.IdempotentResponse) {
+	switch {
+	case prior.Method != req.Method || prior.Path != req.Path || !bytes.Equal(prior.RequestHash, req.RequestHash):
+		m.refuse(ctx, http.StatusUnprocessableEntity, "Idempotency-Key was used for a different request", req.Key)
+	case prior.Status == 0:
+		_ = huma.WriteErr(m.api, ctx, http.StatusConflict, "a request with this Idempotency-Key is still running; retry later")
+	default:
+		replay(ctx, prior)
+	}
+}
+
+func replay(ctx huma.Context, prior *db.IdempotentResponse) {
+	var headers map[string]string
+	_ = json.Unmarshal(prior.Headers, &headers)
+	for name, value := range headers {
+		ctx.SetHeader(name, value)
+	}
+	ctx.SetHeader("Idempotent-Replayed", "true")
+	ctx.SetStatus(prior.Status)
+	_, _ = ctx.BodyWriter().Write(prior.Body)
+}
+
+// remember stores the response, or frees the key when a retry could get
+// another answer.
+func (m *idempotency) remember(ctx huma.Context, req *db.IdempotentRequest, rec *recordingContext) {
+	status := rec.Status()
+	var err error
+	if status >= 500 || status == http.StatusTooManyRequests || status == 0 {
+		err = db.IdempotencyRequestRelease(ctx.Context(), m.pool, req)
+	} else {
+		headers, _ := json.Marshal(rec.kept())
+		err = db.IdempotencyRequestStore(ctx.Context(), m.pool, req,
+			&db.IdempotentResponse{Status: status, Body: rec.buf.Bytes(), Headers: headers})
+	}
+	if err != nil {
+		m.logger.ErrorContext(ctx.Context(), "error remembering an idempotent response", "error", err,
+			"idempotency_key", req.Key, "status", strconv.Itoa(status))
+	}
+}
+
+func (m *idempotency) refuse(ctx huma.Context, status int, msg, key string) {
+	_ = huma.WriteErr(m.api, ctx, status, msg,
+		&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: msg, Value: key})
+}
+
+func (m *idempotency) fail(ctx huma.Context, err error) {
+	m.logger.ErrorContext(ctx.Context(), "error handling Idempotency-Key", "error", err)
+	_ = huma.WriteErr(m.api, ctx, http.StatusServiceUnavailable, "cannot check the Idempotency-Key right now")
+}
+
+// recordingContext passes a request on and records its response.
+type recordingContext struct {
+	humaContext
+	body    io.Reader
+	status  int
+	headers http.Header
+	buf     bytes.Buffer
+}
+
+func (c *recordingContext) BodyReader() io.Reader { return c.body }
+
+func (c *recordingContext) SetStatus(code int) {
+	c.status = code
+	c.humaContext.SetStatus(code)
+}
+
+func (c *recordingContext) Status() int { return c.status }
+
+func (c *recordingContext) SetHeader(name, value string) {
+	c.headers.Set(name, value)
+	c.humaContext.SetHeader(name, value)
+}
+
+func (c *recordingContext) BodyWriter() io.Writer {
+	return io.MultiWriter(c.humaContext.BodyWriter(), &c.buf)
+}
+
+// kept are the recorded headers a replay repeats.
+func (c *recordingContext) kept() map[string]string {
+	out := map[string]string{}
+	for _, name := range replayedHeaders {
+		if v := c.headers.Get(name); v != "" {
+			out[name] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,47 @@
+package openapi
+
+import (
+	"context"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/outbound"
+)
+
+// urlChecker refuses, when a job is saved, the URLs ax itself would call
+// but may not reach (server-side request forgery): the callback URL, and
+// the URL of an HTTP job without target labels (ax serve sends it). The
+// same policy is enforced again at every connection.
+type urlChecker struct {
+	policy outbound.Policy
+}
+
+// check returns a 422 naming each refused URL's field, or nil.
+func (c *urlChecker) check(ctx context.Context, j *Job) error {
+	var errs fieldErrors
+	if j.Callback != nil && j.Callback.URL != "" {
+		if _, err := c.policy.ValidateURL(ctx, j.Callback.URL); err != nil {
+			errs.add("body.callback.url", err.Error(), j.Callback.URL)
+		}
+	}
+	if agentlessHTTP(j) {
+		if _, err := c.policy.ValidateURL(ctx, j.Executor.URL); err != nil {
+			errs.add("body.executor.url", err.Error(), j.Executor.URL)
+		}
+		if err := queue.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
+			errs.add("body.executor.body", "is not a valid template: "+err.Error(), j.Executor.Body)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return huma.Error422UnprocessableEntity("the job names a URL ax may not call", errs...)
+}
+
+// agentlessHTTP reports whether ax serve itself sends a job's requests:
+// executor http and no target labels (broadcast goes to agents).
+func agentlessHTTP(j *Job) bool {
+	return j.Executor.Kind == "http" && (j.Target == nil || len(j.Target.Labels) == 0) &&
+		(j.Route == nil || j.Route.Strategy != "broadcast")
+}

@@ -1,0 +1,225 @@
+package openapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// Headers of an HMAC-signed request. A caller that cannot keep a bearer
+// key off the wire, or whose requests must not be replayable, signs each
+// request instead: the signature covers the method, path, query, body,
+// timestamp and a nonce, and the server accepts each nonce once within
+// the five-minute window of the timestamp.
+const (
+	HeaderKeyID     = "Ax-Key-Id"    // the signing key's id
+	HeaderTimestamp = "Ax-Timestamp" // Unix seconds
+	HeaderNonce     = "Ax-Nonce"     // 16 to 128 of A-Z a-z 0-9 . _ ~ -, never reused
+	HeaderSignature = "Ax-Signature" // "v1=" + base64 HMAC-SHA256 of StringToSign, keyed with the secret
+)
+
+// SigningScheme starts the string to sign and names the scheme.
+const SigningScheme = "AX1-HMAC-SHA256"
+
+// signatureWindow is how far a signed request's timestamp may be from the
+// database clock, either way; its nonce is remembered that long after it.
+const signatureWindow = 5 * time.Minute
+
+// signingSecretPrefix marks signing secrets; the whole text is the HMAC
+// key, so curl users sign with `openssl dgst -sha256 -hmac "$secret"`.
+const signingSecretPrefix = "axsig_"
+
+var noncePattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{16,128}$`)
+
+// StringToSign is what a signed request's signature covers, one item per
+// line: the scheme, the method, the escaped path, the query with its
+// parameters sorted by name (as url.Values.Encode writes it), the
+// timestamp, the nonce, and the hex SHA-256 of the body.
+func StringToSign(method, path, rawQuery string, timestamp int64, nonce string, body []byte) string {
+	sum := sha256.Sum256(body)
+	return strings.Join([]string{SigningScheme, method, path, canonicalQuery(rawQuery),
+		strconv.FormatInt(timestamp, 10), nonce, hex.EncodeToString(sum[:])}, "\n")
+}
+
+func canonicalQuery(raw string) string {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return raw
+	}
+	return values.Encode()
+}
+
+// RequestSignature is the Ax-Signature value for a request.
+func RequestSignature(secret, method, path, rawQuery string, timestamp int64, nonce string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(StringToSign(method, path, rawQuery, timestamp, nonce, body)))
+	return "v1=" + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// SignRequest sets the four headers of a signed request on req, whose
+// body is body, at time at with a fresh nonce.
+func SignRequest(req *http.Request, body []byte, keyID uuid.UUID, secret string, at time.Time) {
+	nonce := make([]byte, 18)
+	_, _ = rand.Read(nonce)
+	n := base64.RawURLEncoding.EncodeToString(nonce)
+	req.Header.Set(HeaderKeyID, keyID.String())
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set(HeaderNonce, n)
+	req.Header.Set(HeaderSignature, RequestSignature(secret, req.Method, req.URL.EscapedPath(), req.URL.RawQuery, at.Unix(), n, body))
+}
+
+// CreateSigningKey stores a signing key acting for an API key (with its
+// scopes) and returns its id and secret; the secret is shown once.
+func CreateSigningKey(ctx context.Context, e db.Executor, apiKeyID uuid.UUID) (uuid.UUID, string, error) {
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, "", fmt.Errorf("error generating signing key id: %w", err)
+	}
+	if err := db.APISigningKeyInsert(ctx, e, id, apiKeyID, raw); err != nil {
+		return uuid.Nil, "", err
+	}
+	return id, signingSecretText(raw), nil
+}
+
+func signingSecretText(raw []byte) string {
+	return signingSecretPrefix + base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// signed authenticates an HMAC-signed request and passes it on with its
+// key as principal and its body, already read, still readable.
+func (a *authenticator) signed(ctx huma.Context, scope string, next func(huma.Context)) {
+	key, body, reason, err := a.verifySigned(ctx)
+	switch {
+	case err != nil:
+		a.logger.ErrorContext(ctx.Context(), "error checking a signed request", "error", err)
+		a.deny(ctx, http.StatusServiceUnavailable, "cannot check the signature right now")
+		return
+	case reason != "":
+		a.deny(ctx, http.StatusUnauthorized, "signed request refused: "+reason)
+		return
+	case !grants(key.Scopes, scope):
+		a.deny(ctx, http.StatusForbidden, "API key "+key.Name+" lacks scope "+scope+" (it has "+strings.Join(key.Scopes, ", ")+")")
+		return
+	}
+	next(huma.WithValue(&bodyContext{humaContext: ctx, body: bytes.NewReader(body)}, principalKey{}, key))
+}
+
+// verifySigned checks the headers, the signature, then the timestamp and
+// nonce (by the database clock). reason says why a request is refused.
+func (a *authenticator) verifySigned(ctx huma.Context) (key *db.APIKey, body []byte, reason string, err error) {
+	h, reason := signedHeaders(ctx)
+	if reason != "" {
+		return nil, nil, reason, nil
+	}
+	sk, err := db.APISigningKeyGet(ctx.Context(), a.pool, h.keyID)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, nil, "unknown or revoked signing key " + h.keyID.String(), nil
+	}
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if body, err = readLimited(ctx); err != nil {
+		return nil, nil, "", err
+	}
+	u := ctx.URL()
+	want := RequestSignature(signingSecretText(sk.Secret), ctx.Method(), u.EscapedPath(), u.RawQuery, h.timestamp, h.nonce, body)
+	if !hmac.Equal([]byte(want), []byte(h.signature)) {
+		return nil, nil, "the signature does not match the request: Ax-Signature must be v1= and the base64 HMAC-SHA256, " +
+			"keyed with the signing secret, of the lines " + SigningScheme + ", method, path, sorted query, Ax-Timestamp, " +
+			"Ax-Nonce and the hex SHA-256 of the body", nil
+	}
+	return sk.APIKey, body, a.freshness(ctx.Context(), h), nil
+}
+
+// signedHeaderValues are a signed request's headers, parsed.
+type signedHeaderValues struct {
+	keyID     uuid.UUID
+	timestamp int64
+	nonce     string
+	signature string
+}
+
+func signedHeaders(ctx huma.Context) (signedHeaderValues, string) {
+	var h signedHeaderValues
+	var err error
+	if h.keyID, err = uuid.Parse(ctx.Header(HeaderKeyID)); err != nil {
+		return h, HeaderKeyID + " must be the id of a signing key"
+	}
+	if h.timestamp, err = strconv.ParseInt(ctx.Header(HeaderTimestamp), 10, 64); err != nil {
+		return h, HeaderTimestamp + " must be the time of signing in Unix seconds"
+	}
+	if h.nonce = ctx.Header(HeaderNonce); !noncePattern.MatchString(h.nonce) {
+		return h, HeaderNonce + " must be 16 to 128 characters of A-Z a-z 0-9 . _ ~ -, new for every request"
+	}
+	h.signature = ctx.Header(HeaderSignature)
+	return h, ""
+}
+
+// freshness records the nonce when the timestamp is within the window and
+// says why not otherwise ("" when fresh). A failure to reach the database
+// refuses the request too.
+func (a *authenticator) freshness(ctx context.Context, h signedHeaderValues) string {
+	check, err := db.NonceUse(ctx, a.pool, h.keyID, h.nonce, h.timestamp, signatureWindow)
+	switch {
+	case err != nil:
+		a.logger.ErrorContext(ctx, "error recording nonce", "error", err)
+		return "the nonce could not be recorded; sign the request again"
+	case !check.FreshTimestamp:
+		return fmt.Sprintf("stale timestamp: signed at %s, the server's time is %s; signed requests are accepted within %s of it",
+			time.Unix(h.timestamp, 0).UTC().Format(time.RFC3339), check.ServerTime.Format(time.RFC3339), signatureWindow)
+	case !check.FreshNonce:
+		return "nonce already used: a signed request is accepted once; sign a retry with a new nonce " +
+			"(an Idempotency-Key makes the retry safe)"
+	}
+	return ""
+}
+
+// readLimited reads the request body up to one byte past the operation's
+// limit (huma's own reader then refuses an oversized body).
+func readLimited(ctx huma.Context) ([]byte, error) {
+	limit := ctx.Operation().MaxBodyBytes
+	if limit <= 0 {
+		limit = 1 << 20 // huma's default
+	}
+	r := ctx.BodyReader()
+	if r == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("error reading request body: %w", err)
+	}
+	return body, nil
+}
+
+// humaContext is huma.Context under a name that can be embedded without
+// hiding its Context method.
+type humaContext = huma.Context
+
+// bodyContext hands on a request whose body a middleware has read.
+type bodyContext struct {
+	humaContext
+	body io.Reader
+}
+
+func (c *bodyContext) BodyReader() io.Reader { return c.body }
