@@ -36,6 +36,11 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("error parsing database url: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "ax"
+	// ax runs short OLTP statements whose row estimates (unnest arrays,
+	// CTE chains) can push their cost past jit_above_cost: compiling them
+	// took 1.2 s of a 10,000-fire batch and stalls each new connection's
+	// first lease. Nothing ax runs is long enough to win it back.
+	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("error creating pool: %w", err)

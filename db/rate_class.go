@@ -200,3 +200,35 @@ func RateClassNextToken(ctx context.Context, e Executor) (time.Duration, error) 
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
+
+// RateClassTake takes up to max tokens from every class with ready tasks
+// waiting, in its own short statement, and returns the grants by class.
+func RateClassTake(ctx context.Context, e Executor, max int) (map[string]int, error) {
+	rows, err := queries.RateClassTake(ctx, e, int32(max))
+	if err != nil {
+		return nil, fmt.Errorf("error taking rate class tokens: %w", mapErr(err))
+	}
+	grants := make(map[string]int, len(rows))
+	for _, r := range rows {
+		grants[r.Name] = int(r.Granted)
+	}
+	return grants, nil
+}
+
+// RateClassGiveBack returns unused tokens by class.
+func RateClassGiveBack(ctx context.Context, e Executor, unused map[string]int) error {
+	p := dbsqlc.RateClassGiveBackParams{}
+	for class, n := range unused {
+		if n > 0 {
+			p.Names = append(p.Names, class)
+			p.Amounts = append(p.Amounts, float64(n))
+		}
+	}
+	if len(p.Names) == 0 {
+		return nil
+	}
+	if err := queries.RateClassGiveBack(ctx, e, p); err != nil {
+		return fmt.Errorf("error giving back rate class tokens: %w", mapErr(err))
+	}
+	return nil
+}

@@ -51,6 +51,9 @@ type TaskLeaseParams struct {
 	// StarveAfter is how long a ready task may wait before it is leased
 	// ahead of higher priorities.
 	StarveAfter time.Duration
+	// Grants are the tokens taken for this lease (RateClassTake): at most
+	// that many tasks of each class; classes not listed lease none.
+	Grants map[string]int
 }
 
 // TaskLease claims up to Max pending tasks the agent may run.
@@ -59,11 +62,16 @@ func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTa
 	if err != nil {
 		return nil, fmt.Errorf("error encoding agent labels: %w", err)
 	}
-	rows, err := queries.TaskLease(ctx, e, dbsqlc.TaskLeaseParams{
+	params := dbsqlc.TaskLeaseParams{
 		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(),
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
-		StarveSeconds: p.StarveAfter.Seconds(),
-	})
+		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{},
+	}
+	for class, n := range p.Grants {
+		params.Classes = append(params.Classes, class)
+		params.Caps = append(params.Caps, int32(n))
+	}
+	rows, err := queries.TaskLease(ctx, e, params)
 	if err != nil {
 		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -158,7 +159,7 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 		s.logLeases(ctx, agent, tasks)
 		return tasks, 0, nil
 	}
-	tasks, err := db.TaskLease(ctx, s.pool, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
+	tasks, err := s.lease(ctx, s.pool, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
 		Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter})
 	if err != nil {
 		s.metrics.DispatchFailures.Inc()
@@ -183,6 +184,30 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 	return nil, next, nil
 }
 
+// lease takes tokens of the rate classes that have tasks waiting (a short
+// statement of its own, so a class's bucket row is never locked for a
+// whole lease and concurrent leases do not queue on it), leases with e
+// within those grants, and gives back the tokens it did not use. Tokens
+// lost to an error only slow a class down for a moment, never speed it up.
+func (s *AgentService) lease(ctx context.Context, e db.Executor, p *db.TaskLeaseParams) ([]*db.LeasedTask, error) {
+	grants, err := db.RateClassTake(ctx, s.pool, p.Max)
+	if err != nil {
+		return nil, err
+	}
+	p.Grants = grants
+	tasks, err := db.TaskLease(ctx, e, p)
+	if len(grants) > 0 {
+		unused := maps.Clone(grants)
+		for _, t := range tasks {
+			unused[t.RateClass]--
+		}
+		if err := db.RateClassGiveBack(context.WithoutCancel(ctx), s.pool, unused); err != nil {
+			s.logger.WarnContext(ctx, "unused rate class tokens lost", "error", err)
+		}
+	}
+	return tasks, err
+}
+
 // errNoProbeTask rolls a probe back when no task was there to take.
 var errNoProbeTask = errors.New("no task for the probe")
 
@@ -196,7 +221,7 @@ func (s *AgentService) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.L
 		if err != nil || !due {
 			return nil, err
 		}
-		tasks, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
+		tasks, err := s.lease(ctx, tx, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
 			Max: 1, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter})
 		if err == nil && len(tasks) == 0 {
 			err = errNoProbeTask

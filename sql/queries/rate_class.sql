@@ -99,3 +99,30 @@ SELECT coalesce(min((1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(
 FROM ax.rate_class c
 WHERE c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)) < 1
   AND EXISTS (SELECT 1 FROM ax.task t WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now());
+
+-- RateClassTake takes up to @max tokens from each class that has ready
+-- tasks waiting and a token to give, refilling lazily from now(). It runs
+-- as its own short statement before a lease so the bucket row is locked
+-- only for this update; the lease then takes at most the granted number
+-- of each class's tasks and gives the rest back.
+-- name: RateClassTake :many
+WITH level AS (
+    SELECT c.name, least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) AS level
+    FROM ax.rate_class c
+    WHERE c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)) >= 1
+      AND EXISTS (SELECT 1 FROM ax.task t
+                  WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now())
+    FOR UPDATE OF c
+)
+UPDATE ax.rate_class c
+SET tokens = l.level - least(sqlc.arg('max')::integer, floor(l.level)), refilled_at = greatest(c.refilled_at, now())
+FROM level l
+WHERE c.name = l.name
+RETURNING c.name, least(sqlc.arg('max')::integer, floor(l.level))::integer AS granted;
+
+-- RateClassGiveBack returns tokens a lease was granted but did not use.
+-- name: RateClassGiveBack :exec
+UPDATE ax.rate_class c
+SET tokens = least(c.burst, c.tokens + g.n)
+FROM (SELECT unnest(@names::text[]) AS name, unnest(@amounts::double precision[]) AS n) g
+WHERE c.name = g.name;

@@ -7,13 +7,13 @@
 -- stolen. Within a group: highest priority, then oldest. The job's target
 -- labels must be a subset of the agent's.
 --
--- Rate classes: a class's tasks are candidates only while its bucket holds
--- a token and their priority is at or above the class's floor (manual, or
--- automatic while degraded). The tokens for all of a class's candidates
--- are taken in one UPDATE of its bucket row (refilled lazily from now()),
--- and only as many tasks as tokens granted are leased, so concurrent
--- lease calls never overdraw a class. Each lease gets a fresh token and an
--- expiry from the database clock; executions start.
+-- Rate classes: a class's tasks are candidates only when the call was
+-- granted tokens of that class (@classes, @caps: taken beforehand by
+-- RateClassTake in its own short statement, so the hot bucket row is
+-- locked for microseconds, not for the lease) and their priority is at
+-- or above the class's floor (manual, or automatic while degraded); at
+-- most @caps of a class's tasks are leased. Each lease gets a fresh token
+-- and an expiry from the database clock; executions start.
 -- name: TaskLease :many
 WITH starved AS (
     SELECT t.id, t.rate_class, t.priority, t.created_at, 0 AS grp
@@ -27,12 +27,11 @@ WITH starved AS (
                AND t.not_before <= now() - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
                AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
                     OR t.not_before <= now() - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
-      AND (t.rate_class IS NULL OR EXISTS (
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
-            AND t.priority >= coalesce(c.manual_min_priority,
-                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                       t.priority)))
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
@@ -40,12 +39,11 @@ WITH starved AS (
     SELECT t.id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
     WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= now() AND NOT t.agentless
-      AND (t.rate_class IS NULL OR EXISTS (
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
-            AND t.priority >= coalesce(c.manual_min_priority,
-                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                       t.priority)))
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE SKIP LOCKED
@@ -57,12 +55,11 @@ WITH starved AS (
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
       AND j.target_labels <@ @agent_labels::jsonb
-      AND (t.rate_class IS NULL OR EXISTS (
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
-            AND t.priority >= coalesce(c.manual_min_priority,
-                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                       t.priority)))
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
@@ -78,12 +75,11 @@ WITH starved AS (
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
            OR t.not_before <= now() - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
       AND j.target_labels <@ @agent_labels::jsonb
-      AND (t.rate_class IS NULL OR EXISTS (
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
-            AND t.priority >= coalesce(c.manual_min_priority,
-                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                       t.priority)))
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
@@ -98,28 +94,15 @@ WITH starved AS (
     FROM candidates
     ORDER BY grp, priority DESC, created_at
     LIMIT sqlc.arg('max')::integer
-), demand AS (
-    SELECT rate_class, count(*) AS n FROM firsts WHERE rate_class IS NOT NULL GROUP BY rate_class
-), buckets AS (
-    -- Lock the buckets of the classes in demand and refill them lazily.
-    SELECT c.name, d.n,
-           least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) AS level
-    FROM ax.rate_class c
-    JOIN demand d ON d.rate_class = c.name
-    FOR UPDATE OF c
-), granted AS (
-    UPDATE ax.rate_class c
-    SET tokens = b.level - least(b.n, floor(b.level)), refilled_at = greatest(c.refilled_at, now())
-    FROM buckets b
-    WHERE c.name = b.name
-    RETURNING c.name, least(b.n, floor(b.level))::integer AS granted
 ), picked AS (
+    -- A class's tasks up to the tokens granted to this call.
     SELECT f.id
     FROM (SELECT id, rate_class,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
           FROM firsts) f
-    LEFT JOIN granted g ON g.name = f.rate_class
-    WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.granted, 0)
+    LEFT JOIN (SELECT unnest(@classes::text[]) AS name, unnest(@caps::integer[]) AS cap) g
+           ON g.name = f.rate_class
+    WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 ), leased AS (
     UPDATE ax.task t
     SET state = 'leased', agent_id = @agent_id, lease_token = gen_random_uuid(),

@@ -72,6 +72,24 @@ func (q *Queries) RateClassDelete(ctx context.Context, db DBTX, name string) (in
 	return result.RowsAffected(), nil
 }
 
+const rateClassGiveBack = `-- name: RateClassGiveBack :exec
+UPDATE ax.rate_class c
+SET tokens = least(c.burst, c.tokens + g.n)
+FROM (SELECT unnest($1::text[]) AS name, unnest($2::double precision[]) AS n) g
+WHERE c.name = g.name
+`
+
+type RateClassGiveBackParams struct {
+	Names   []string
+	Amounts []float64
+}
+
+// RateClassGiveBack returns tokens a lease was granted but did not use.
+func (q *Queries) RateClassGiveBack(ctx context.Context, db DBTX, arg RateClassGiveBackParams) error {
+	_, err := db.Exec(ctx, rateClassGiveBack, arg.Names, arg.Amounts)
+	return err
+}
+
 const rateClassInsert = `-- name: RateClassInsert :one
 INSERT INTO ax.rate_class (name, description, rate, burst, tokens, manual_min_priority,
                            auto_min_priority, auto_depth, auto_age_seconds)
@@ -232,6 +250,52 @@ func (q *Queries) RateClassSetManualFloor(ctx context.Context, db DBTX, arg Rate
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const rateClassTake = `-- name: RateClassTake :many
+WITH level AS (
+    SELECT c.name, least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) AS level
+    FROM ax.rate_class c
+    WHERE c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)) >= 1
+      AND EXISTS (SELECT 1 FROM ax.task t
+                  WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now())
+    FOR UPDATE OF c
+)
+UPDATE ax.rate_class c
+SET tokens = l.level - least($1::integer, floor(l.level)), refilled_at = greatest(c.refilled_at, now())
+FROM level l
+WHERE c.name = l.name
+RETURNING c.name, least($1::integer, floor(l.level))::integer AS granted
+`
+
+type RateClassTakeRow struct {
+	Name    string
+	Granted int32
+}
+
+// RateClassTake takes up to @max tokens from each class that has ready
+// tasks waiting and a token to give, refilling lazily from now(). It runs
+// as its own short statement before a lease so the bucket row is locked
+// only for this update; the lease then takes at most the granted number
+// of each class's tasks and gives the rest back.
+func (q *Queries) RateClassTake(ctx context.Context, db DBTX, max int32) ([]RateClassTakeRow, error) {
+	rows, err := db.Query(ctx, rateClassTake, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RateClassTakeRow
+	for rows.Next() {
+		var i RateClassTakeRow
+		if err := rows.Scan(&i.Name, &i.Granted); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const rateClassUpdate = `-- name: RateClassUpdate :one

@@ -206,27 +206,25 @@ WITH starved AS (
                AND t.not_before <= now() - make_interval(secs => $4::double precision)
                AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
                     OR t.not_before <= now() - make_interval(secs => $5::double precision))))
-      AND (t.rate_class IS NULL OR EXISTS (
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
-            AND t.priority >= coalesce(c.manual_min_priority,
-                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                       t.priority)))
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $6::integer
+    LIMIT $7::integer
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     SELECT t.id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
     WHERE t.state = 'pending' AND t.preferred_agent_id = $3 AND t.not_before <= now() AND NOT t.agentless
-      AND (t.rate_class IS NULL OR EXISTS (
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
-            AND t.priority >= coalesce(c.manual_min_priority,
-                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                       t.priority)))
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $6::integer
+    LIMIT $7::integer
     FOR UPDATE SKIP LOCKED
 ), unassigned AS (
     -- Read only when the agent's own tasks leave room.
@@ -234,16 +232,15 @@ WITH starved AS (
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
-      AND (SELECT count(*) FROM own) < $6::integer
+      AND (SELECT count(*) FROM own) < $7::integer
       AND j.target_labels <@ $2::jsonb
-      AND (t.rate_class IS NULL OR EXISTS (
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
-            AND t.priority >= coalesce(c.manual_min_priority,
-                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                       t.priority)))
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $6::integer
+    LIMIT $7::integer
     FOR UPDATE OF t SKIP LOCKED
 ), stealable AS (
     -- Other agents' tasks that waited past the steal delay, oldest first;
@@ -253,18 +250,17 @@ WITH starved AS (
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $3
       AND t.not_before <= now() - make_interval(secs => $4::double precision)
-      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $6::integer
+      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $7::integer
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
            OR t.not_before <= now() - make_interval(secs => $5::double precision))
       AND j.target_labels <@ $2::jsonb
-      AND (t.rate_class IS NULL OR EXISTS (
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class AND c.tokens + c.rate * extract(epoch FROM now() - c.refilled_at) >= 1
-            AND t.priority >= coalesce(c.manual_min_priority,
-                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                       t.priority)))
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $6::integer
+    LIMIT $7::integer
     FOR UPDATE OF t SKIP LOCKED
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
@@ -276,33 +272,20 @@ WITH starved AS (
     SELECT id, rate_class, priority, created_at, grp
     FROM candidates
     ORDER BY grp, priority DESC, created_at
-    LIMIT $6::integer
-), demand AS (
-    SELECT rate_class, count(*) AS n FROM firsts WHERE rate_class IS NOT NULL GROUP BY rate_class
-), buckets AS (
-    -- Lock the buckets of the classes in demand and refill them lazily.
-    SELECT c.name, d.n,
-           least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) AS level
-    FROM ax.rate_class c
-    JOIN demand d ON d.rate_class = c.name
-    FOR UPDATE OF c
-), granted AS (
-    UPDATE ax.rate_class c
-    SET tokens = b.level - least(b.n, floor(b.level)), refilled_at = greatest(c.refilled_at, now())
-    FROM buckets b
-    WHERE c.name = b.name
-    RETURNING c.name, least(b.n, floor(b.level))::integer AS granted
+    LIMIT $7::integer
 ), picked AS (
+    -- A class's tasks up to the tokens granted to this call.
     SELECT f.id
     FROM (SELECT id, rate_class,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
           FROM firsts) f
-    LEFT JOIN granted g ON g.name = f.rate_class
-    WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.granted, 0)
+    LEFT JOIN (SELECT unnest($6::text[]) AS name, unnest($8::integer[]) AS cap) g
+           ON g.name = f.rate_class
+    WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 ), leased AS (
     UPDATE ax.task t
     SET state = 'leased', agent_id = $3, lease_token = gen_random_uuid(),
-        lease_expires_at = now() + make_interval(secs => $7::double precision),
+        lease_expires_at = now() + make_interval(secs => $9::double precision),
         leased_at = now(), updated_at = now()
     FROM picked
     WHERE t.id = picked.id
@@ -342,7 +325,9 @@ type TaskLeaseParams struct {
 	AgentID         *uuid.UUID
 	StealSeconds    float64
 	StealAnySeconds float64
+	Classes         []string
 	Max             int32
+	Caps            []int32
 	LeaseSeconds    float64
 }
 
@@ -381,13 +366,13 @@ type TaskLeaseRow struct {
 // stolen. Within a group: highest priority, then oldest. The job's target
 // labels must be a subset of the agent's.
 //
-// Rate classes: a class's tasks are candidates only while its bucket holds
-// a token and their priority is at or above the class's floor (manual, or
-// automatic while degraded). The tokens for all of a class's candidates
-// are taken in one UPDATE of its bucket row (refilled lazily from now()),
-// and only as many tasks as tokens granted are leased, so concurrent
-// lease calls never overdraw a class. Each lease gets a fresh token and an
-// expiry from the database clock; executions start.
+// Rate classes: a class's tasks are candidates only when the call was
+// granted tokens of that class (@classes, @caps: taken beforehand by
+// RateClassTake in its own short statement, so the hot bucket row is
+// locked for microseconds, not for the lease) and their priority is at
+// or above the class's floor (manual, or automatic while degraded); at
+// most @caps of a class's tasks are leased. Each lease gets a fresh token
+// and an expiry from the database clock; executions start.
 func (q *Queries) TaskLease(ctx context.Context, db DBTX, arg TaskLeaseParams) ([]TaskLeaseRow, error) {
 	rows, err := db.Query(ctx, taskLease,
 		arg.StarveSeconds,
@@ -395,7 +380,9 @@ func (q *Queries) TaskLease(ctx context.Context, db DBTX, arg TaskLeaseParams) (
 		arg.AgentID,
 		arg.StealSeconds,
 		arg.StealAnySeconds,
+		arg.Classes,
 		arg.Max,
+		arg.Caps,
 		arg.LeaseSeconds,
 	)
 	if err != nil {
