@@ -140,6 +140,8 @@ type CompletedTask struct {
 	ID          uuid.UUID
 	ExecutionID uuid.UUID
 	State       string
+	// Finalized is true when this result ended its execution.
+	Finalized bool
 }
 
 // TaskComplete records results with current tokens; the others match
@@ -161,9 +163,15 @@ func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]Comp
 	execs := make([]uuid.UUID, 0, len(rows))
 	for i, r := range rows {
 		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: string(r.State)}
-		execs = append(execs, r.ExecutionID)
+		if r.State != dbsqlc.AxTaskStatePending { // a retry cannot end its execution
+			execs = append(execs, r.ExecutionID)
+		}
 	}
-	return out, ExecutionFinalize(ctx, e, execs)
+	ended, err := executionFinalize(ctx, e, execs)
+	for i := range out {
+		out[i].Finalized = ended[out[i].ExecutionID]
+	}
+	return out, err
 }
 
 // TaskRelease hands an agent's leases back without using up attempts.
@@ -232,13 +240,24 @@ func TaskReapExpired(ctx context.Context, e Executor, max int) (Reaped, error) {
 
 // ExecutionFinalize ends the executions among ids whose tasks all ended.
 func ExecutionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) error {
+	_, err := executionFinalize(ctx, e, ids)
+	return err
+}
+
+// executionFinalize is ExecutionFinalize returning the executions it ended.
+func executionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
-	if _, err := queries.ExecutionFinalize(ctx, e, ids); err != nil {
-		return fmt.Errorf("error finalizing executions: %w", mapErr(err))
+	rows, err := queries.ExecutionFinalize(ctx, e, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error finalizing executions: %w", mapErr(err))
 	}
-	return nil
+	ended := make(map[uuid.UUID]bool, len(rows))
+	for _, r := range rows {
+		ended[r.ID] = true
+	}
+	return ended, nil
 }
 
 // TaskNextReady is how long until the earliest pending task is leasable.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -302,8 +303,12 @@ func (s *AgentService) Complete(ctx context.Context, agentID uuid.UUID, results 
 		if err != nil {
 			return nil, err
 		}
-		if err := s.outbox.Flush(ctx, tx); err != nil {
-			return nil, err
+		// Callbacks are due only for executions this call ended (the
+		// periodic flush catches anything else).
+		if slices.ContainsFunc(done, func(d db.CompletedTask) bool { return d.Finalized }) {
+			if err := s.outbox.Flush(ctx, tx); err != nil {
+				return nil, err
+			}
 		}
 		if retried := countState(done, "pending"); retried > 0 {
 			return done, db.Notify(ctx, tx, TaskReadyChannel, "")
@@ -319,7 +324,12 @@ func (s *AgentService) Complete(ctx context.Context, agentID uuid.UUID, results 
 		} else {
 			s.metrics.TaskResults.WithLabelValues(d.State).Inc()
 		}
-		s.logger.InfoContext(ctx, "task completed", "agent_id", agentID, "task_id", d.ID,
+		// Successes are the bulk at high rates: debug; the rest at info.
+		level := slog.LevelInfo
+		if d.State == "succeeded" {
+			level = slog.LevelDebug
+		}
+		s.logger.Log(ctx, level, "task completed", "agent_id", agentID, "task_id", d.ID,
 			"execution_id", d.ExecutionID, "state", d.State)
 	}
 	return done, nil
