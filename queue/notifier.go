@@ -69,9 +69,11 @@ func (n *Notifier) Start(ctx context.Context) error {
 func (n *Notifier) Stop() { n.bg.stop() }
 
 func (n *Notifier) run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
 	for ctx.Err() == nil {
-		err := n.listen(ctx)
+		// A connection that worked starts the next outage's backoff over.
+		err := n.listen(ctx, func() { backoff = firstBackoff })
 		if ctx.Err() != nil {
 			return
 		}
@@ -85,8 +87,9 @@ func (n *Notifier) run(ctx context.Context) {
 	}
 }
 
-// listen runs one connection until it fails.
-func (n *Notifier) listen(ctx context.Context) error {
+// listen runs one connection until it fails; connected is called once it
+// listens on every channel.
+func (n *Notifier) listen(ctx context.Context, connected func()) error {
 	conn, err := pgx.ConnectConfig(ctx, n.connConfig)
 	if err != nil {
 		return err
@@ -97,6 +100,7 @@ func (n *Notifier) listen(ctx context.Context) error {
 			return err
 		}
 	}
+	connected()
 	n.wakeAll()
 	for {
 		note, err := conn.WaitForNotification(ctx)
