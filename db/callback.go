@@ -60,12 +60,19 @@ type CallbackDelivery struct {
 	ShardCount     int
 	Misfired       bool
 	Params         json.RawMessage
+	// ShardCounts counts all shards by state; Shards lists the first ones
+	// as JSON objects (index, param, state, attempts, result, error,
+	// started_at, finished_at).
+	ShardCounts map[string]int
+	Shards      json.RawMessage
 }
 
 // CallbackGetForDelivery returns the delivery state of an execution's
-// callback; ErrNotFound when there is none (the execution was deleted).
-func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UUID) (*CallbackDelivery, error) {
-	r, err := queries.CallbackGetForDelivery(ctx, e, executionID)
+// callback with up to maxShards shards; ErrNotFound when there is none
+// (the execution was deleted).
+func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UUID, maxShards int) (*CallbackDelivery, error) {
+	r, err := queries.CallbackGetForDelivery(ctx, e, dbsqlc.CallbackGetForDeliveryParams{
+		ExecutionID: executionID, MaxShards: int32(maxShards)})
 	if err != nil {
 		return nil, fmt.Errorf("error getting callback of execution %s: %w", executionID, mapErr(err))
 	}
@@ -73,11 +80,15 @@ func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UU
 		Delivery: int(r.Delivery), Attempts: int(r.Attempts), URL: r.Url, JobName: r.JobName, JobGroup: r.GroupName,
 		Cause: string(r.Cause), ExecutionState: string(r.ExecutionState), ScheduledFor: r.ScheduledFor.UTC(),
 		FiredAt: r.FiredAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
-		Error: deref(r.ExecutionError), ShardCount: int(r.ShardCount), Misfired: r.Misfired, Params: r.Params}
+		Error: deref(r.ExecutionError), ShardCount: int(r.ShardCount), Misfired: r.Misfired, Params: r.Params,
+		Shards: r.Shards}
 	if d.Error == "" {
 		d.Error = deref(r.CancelReason)
 	}
 	d.Secrets = secretList(r.Secret, r.PreviousSecret)
+	if err := json.Unmarshal(r.ShardCounts, &d.ShardCounts); err != nil {
+		return nil, fmt.Errorf("error decoding shard counts of execution %s: %w", executionID, err)
+	}
 	return d, nil
 }
 
@@ -89,42 +100,6 @@ func secretList(current, previous string) []string {
 		}
 	}
 	return out
-}
-
-// CallbackShard is one shard as a callback reports it.
-type CallbackShard struct {
-	Index      int
-	Param      string
-	State      string
-	Attempt    int
-	Result     json.RawMessage
-	Error      string
-	StartedAt  *time.Time
-	FinishedAt *time.Time
-}
-
-// CallbackShards returns up to max shards of an execution in shard order
-// and the count of all its shards by state.
-func CallbackShards(ctx context.Context, e Executor, executionID uuid.UUID, max int) ([]CallbackShard, map[string]int, error) {
-	rows, err := queries.CallbackShards(ctx, e, dbsqlc.CallbackShardsParams{ExecutionID: executionID, Max: int32(max)})
-	if err != nil {
-		return nil, nil, fmt.Errorf("error listing shards of execution %s: %w", executionID, mapErr(err))
-	}
-	shards := make([]CallbackShard, len(rows))
-	for i, r := range rows {
-		shards[i] = CallbackShard{Index: int(r.ShardIndex), Param: r.ShardParam, State: string(r.State),
-			Attempt: int(r.Attempt), Result: r.Result, Error: deref(r.Error), StartedAt: utcPtr(r.StartedAt),
-			FinishedAt: utcPtr(r.FinishedAt)}
-	}
-	counts, err := queries.CallbackShardCounts(ctx, e, executionID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("error counting shards of execution %s: %w", executionID, mapErr(err))
-	}
-	byState := make(map[string]int, len(counts))
-	for _, c := range counts {
-		byState[c.State] = int(c.N)
-	}
-	return shards, byState, nil
 }
 
 // CallbackAttemptRecord is one delivery attempt and where the callback
@@ -247,6 +222,7 @@ type BreakerAdmission struct {
 	State     string    // before the call
 	Probe     bool      // this delivery is the half-open probe
 	OpenUntil time.Time // while open
+	Failures  int       // consecutive failures counted
 	Now       time.Time // the database clock
 }
 
@@ -257,7 +233,8 @@ func CallbackBreakerAdmit(ctx context.Context, e Executor, host string, probeTim
 	if err != nil {
 		return BreakerAdmission{}, fmt.Errorf("error checking breaker of %s: %w", host, mapErr(err))
 	}
-	return BreakerAdmission{State: r.State, Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Now: r.Now.UTC()}, nil
+	return BreakerAdmission{State: r.State, Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Failures: int(r.Failures),
+		Now: r.Now.UTC()}, nil
 }
 
 // CallbackBreakerFailure counts a failed delivery to host and returns the

@@ -25,22 +25,29 @@ type breaker struct {
 	metrics *OutboundMetrics
 }
 
-// admit says whether a delivery to host may go now (hold 0), and whether
-// it goes as the half-open probe; otherwise how long to hold it.
-func (b *breaker) admit(ctx context.Context, host string) (hold time.Duration, probe bool, err error) {
+// admission is what the breaker said to one delivery.
+type admission struct {
+	hold  time.Duration // > 0: do not send; look again after this long
+	probe bool          // this delivery is the half-open probe
+	clean bool          // closed without failures: a success changes nothing
+}
+
+// admit says whether a delivery to host may go now, and whether as the
+// half-open probe; otherwise how long to hold it.
+func (b *breaker) admit(ctx context.Context, host string) (admission, error) {
 	a, err := db.CallbackBreakerAdmit(ctx, b.pool, host, b.cfg.BreakerProbeTimeout)
 	switch {
 	case err != nil:
-		return 0, false, err
+		return admission{}, err
 	case a.Probe:
 		b.logger.InfoContext(ctx, "callback breaker half-open: sending one probe", "host", host)
-		return 0, true, nil
+		return admission{probe: true}, nil
 	case a.State == db.BreakerClosed:
-		return 0, false, nil
+		return admission{clean: a.Failures == 0}, nil
 	case a.State == db.BreakerOpen && a.OpenUntil.After(a.Now):
-		return a.OpenUntil.Sub(a.Now) + b.spread(), false, nil
+		return admission{hold: a.OpenUntil.Sub(a.Now) + b.spread()}, nil
 	}
-	return b.cfg.HoldRecheck + b.spread(), false, nil // a probe is out: wait for its outcome
+	return admission{hold: b.cfg.HoldRecheck + b.spread()}, nil // a probe is out: wait for its outcome
 }
 
 // spread staggers held deliveries so they do not all wake together.

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -47,11 +46,11 @@ type CallbackTimings struct {
 type CallbackShards struct {
 	Total     int             `json:"total"`
 	ByState   map[string]int  `json:"by_state"`
-	Items     []CallbackShard `json:"items"`
+	Items     json.RawMessage `json:"items"` // []CallbackShard
 	Truncated bool            `json:"truncated"`
 }
 
-// CallbackShard is one shard's outcome.
+// CallbackShard is one shard's outcome, as payloads list it.
 type CallbackShard struct {
 	Index      int             `json:"index"`
 	Param      string          `json:"param"`
@@ -63,28 +62,40 @@ type CallbackShard struct {
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
 
-// callbackPayload builds the body of d's callback.
-func callbackPayload(ctx context.Context, e db.Executor, d *db.CallbackDelivery, maxShards int) ([]byte, error) {
-	shards, counts, err := db.CallbackShards(ctx, e, d.ExecutionID, maxShards)
-	if err != nil {
-		return nil, err
-	}
+// callbackPayload builds the body of d's callback, listing at most
+// maxShards shards.
+func callbackPayload(d *db.CallbackDelivery, maxShards int) ([]byte, error) {
 	p := &CallbackPayload{Type: "execution.ended", ExecutionID: d.ExecutionID.String(), JobID: d.JobID.String(),
 		JobName: d.JobName, JobGroup: d.JobGroup, Cause: d.Cause, ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
 		State: d.ExecutionState, Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
 		Timings: CallbackTimings{FiredAt: d.FiredAt, StartedAt: d.StartedAt, FinishedAt: d.FinishedAt},
-		Shards:  CallbackShards{ByState: counts, Items: make([]CallbackShard, len(shards))}}
+		Shards:  CallbackShards{ByState: d.ShardCounts, Items: d.Shards}}
 	if d.StartedAt != nil && d.FinishedAt != nil {
 		ms := d.FinishedAt.Sub(*d.StartedAt).Milliseconds()
 		p.Timings.DurationMS = &ms
 	}
-	for _, n := range counts {
+	for _, n := range d.ShardCounts {
 		p.Shards.Total += n
 	}
-	p.Shards.Truncated = len(shards) < p.Shards.Total
-	for i, s := range shards {
-		p.Shards.Items[i] = CallbackShard{Index: s.Index, Param: s.Param, State: s.State, Attempts: s.Attempt,
-			Result: s.Result, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+	p.Shards.Truncated = p.Shards.Total > maxShards
+	if err := summarizeShards(p); err != nil {
+		return nil, fmt.Errorf("error reading shards of execution %s: %w", d.ExecutionID, err)
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding callback of execution %s: %w", d.ExecutionID, err)
+	}
+	return body, nil
+}
+
+// summarizeShards fills the payload's result (a single shard's) and error
+// (the first failed shard's, when the execution has none of its own).
+func summarizeShards(p *CallbackPayload) error {
+	var shards []CallbackShard
+	if err := json.Unmarshal(p.Shards.Items, &shards); err != nil {
+		return err
+	}
+	for _, s := range shards {
 		if p.Error == "" && s.Error != "" && s.State != "succeeded" {
 			p.Error = fmt.Sprintf("shard %d: %s", s.Index, s.Error)
 		}
@@ -92,9 +103,5 @@ func callbackPayload(ctx context.Context, e db.Executor, d *db.CallbackDelivery,
 	if p.Shards.Total == 1 && len(shards) == 1 && len(shards[0].Result) > 0 {
 		p.Result = shards[0].Result
 	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("error encoding callback of execution %s: %w", d.ExecutionID, err)
-	}
-	return body, nil
+	return nil
 }

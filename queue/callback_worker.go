@@ -132,7 +132,7 @@ type callbackWorker struct {
 // Work makes one delivery attempt of the callback, unless its host's
 // breaker holds it.
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
-	d, err := db.CallbackGetForDelivery(ctx, w.pool, job.Args.ExecutionID)
+	d, err := db.CallbackGetForDelivery(ctx, w.pool, job.Args.ExecutionID, w.cfg.MaxShards)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil // the execution (and its job) was deleted
 	}
@@ -146,19 +146,19 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	if err != nil {
 		return w.giveUp(ctx, d, err.Error())
 	}
-	hold, probe, err := w.breaker.admit(ctx, target.Host)
-	if err != nil || hold > 0 {
-		if hold > 0 {
+	adm, err := w.breaker.admit(ctx, target.Host)
+	if err != nil || adm.hold > 0 {
+		if adm.hold > 0 {
 			w.metrics.CallbacksHeld.Inc()
 		}
-		return cmp.Or(err, river.JobSnooze(hold))
+		return cmp.Or(err, river.JobSnooze(adm.hold))
 	}
-	body, err := callbackPayload(ctx, w.pool, d, w.cfg.MaxShards)
+	body, err := callbackPayload(d, w.cfg.MaxShards)
 	if err != nil {
-		return err
+		return w.giveUp(ctx, d, err.Error())
 	}
 	res := w.send(ctx, d, body)
-	return w.settle(ctx, d, target.Host, probe, res)
+	return w.settle(ctx, d, target.Host, adm, res)
 }
 
 // callbackTarget checks a callback URL enough to send to it (the outbound
@@ -260,7 +260,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 
 // settle records the attempt, moves the breaker and decides what comes
 // next: done, or a snooze until the next attempt.
-func (w *callbackWorker) settle(ctx context.Context, d *db.CallbackDelivery, host string, probe bool, res attemptResult) error {
+func (w *callbackWorker) settle(ctx context.Context, d *db.CallbackDelivery, host string, adm admission, res attemptResult) error {
 	rec := &db.CallbackAttemptRecord{CallbackRef: db.CallbackRef{ExecutionID: d.ExecutionID, Delivery: d.Delivery},
 		Attempt: d.Attempts + 1, URL: d.URL, At: res.at, StatusCode: res.status, Latency: res.latency,
 		Error: res.errorText(), Then: db.CallbackDelivered}
@@ -272,12 +272,7 @@ func (w *callbackWorker) settle(ctx context.Context, d *db.CallbackDelivery, hos
 			rec.Then, rec.NextAttemptAt = db.CallbackPending, &next
 		}
 	}
-	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
-		if err := db.CallbackRecordAttempt(ctx, tx, rec); err != nil {
-			return err
-		}
-		return w.breaker.record(ctx, tx, host, probe, res.unavailable())
-	})
+	err := w.record(ctx, rec, host, adm, res)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil // redelivered while this attempt ran
 	}
@@ -289,6 +284,21 @@ func (w *callbackWorker) settle(ctx context.Context, d *db.CallbackDelivery, hos
 		return river.JobSnooze(wait)
 	}
 	return nil
+}
+
+// record stores the attempt and, when the breaker has something to count
+// (a failure, or a success after failures), the breaker's move, in one
+// transaction. A success to a healthy host is one statement.
+func (w *callbackWorker) record(ctx context.Context, rec *db.CallbackAttemptRecord, host string, adm admission, res attemptResult) error {
+	if !res.unavailable() && adm.clean {
+		return db.CallbackRecordAttempt(ctx, w.pool, rec)
+	}
+	return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := db.CallbackRecordAttempt(ctx, tx, rec); err != nil {
+			return err
+		}
+		return w.breaker.record(ctx, tx, host, adm.probe, res.unavailable())
+	})
 }
 
 // nextWait is how long until the attempt after attempt n (0: none left).

@@ -46,7 +46,10 @@ type RiverConfig struct {
 	CallbackWorkers int
 	HTTPWorkers     int
 	// PollInterval is how often River looks for jobs that came due without
-	// a notification (snoozes that ended). Defaults to 100 ms.
+	// a notification (snoozes that ended). Defaults to 100 ms. Fetches
+	// follow each other at least min(10 ms, PollInterval) apart (River's
+	// default of 100 ms would cap a replica near 10 fetches of at most
+	// CallbackWorkers jobs a second).
 	PollInterval time.Duration
 	// FlushInterval is how often the leader enqueues callbacks that no
 	// hook did. Defaults to 5 s.
@@ -116,7 +119,7 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 		},
 		PeriodicJobs:      periodicJobs(cfg),
 		FetchPollInterval: cfg.PollInterval,
-		FetchCooldown:     min(river.FetchCooldownDefault, cfg.PollInterval),
+		FetchCooldown:     min(10*time.Millisecond, cfg.PollInterval),
 		Logger:            cfg.Logger,
 	})
 	if err != nil {

@@ -118,6 +118,7 @@ func NewClient(p Policy) (*http.Client, error) {
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    10 * time.Second,
 		MaxIdleConns:           100,
+		MaxIdleConnsPerHost:    100, // many callbacks go to the same few receivers: reuse their connections
 		IdleConnTimeout:        90 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,

@@ -19,8 +19,9 @@ WHERE c.execution_id = p.execution_id
 RETURNING c.execution_id, c.delivery;
 
 -- CallbackGetForDelivery returns what one delivery attempt needs: the
--- outbox row, the execution, the job's current callback URL and the
--- secrets valid now (the previous one while a rotation lasts).
+-- outbox row, the execution, the job's current callback URL, the secrets
+-- valid now (the previous one while a rotation lasts), the count of shards
+-- by state and the first @max_shards shards as the payload lists them.
 -- name: CallbackGetForDelivery :one
 SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(j.callback_url, '')::text AS url,
@@ -28,27 +29,23 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
        j.name AS job_name, j.group_name,
        coalesce(s.secret, '')::text AS secret,
-       coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret
+       coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret,
+       coalesce((SELECT jsonb_object_agg(n.state, n.n)
+                 FROM (SELECT t.state::text AS state, count(*) AS n FROM ax.task t
+                       WHERE t.execution_id = c.execution_id GROUP BY t.state) n), '{}')::jsonb AS shard_counts,
+       coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                     'index', t.shard_index, 'param', t.shard_param, 'state', t.state, 'attempts', t.attempt,
+                     'result', t.result, 'error', t.error,
+                     'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                     'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
+                     ORDER BY t.shard_index)
+                 FROM (SELECT * FROM ax.task t WHERE t.execution_id = c.execution_id
+                       ORDER BY t.shard_index LIMIT sqlc.arg('max_shards')::integer) t), '[]')::jsonb AS shards
 FROM ax.callback c
 JOIN ax.execution e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id
 LEFT JOIN ax.job_secret s ON s.job_id = c.job_id
 WHERE c.execution_id = @execution_id;
-
--- CallbackShards lists up to @max shards of an execution for the payload.
--- name: CallbackShards :many
-SELECT shard_index, shard_param, state, attempt, result, error, started_at, finished_at
-FROM ax.task
-WHERE execution_id = @execution_id
-ORDER BY shard_index
-LIMIT @max;
-
--- CallbackShardCounts counts an execution's shards by state.
--- name: CallbackShardCounts :many
-SELECT state::text AS state, count(*)::integer AS n
-FROM ax.task
-WHERE execution_id = @execution_id
-GROUP BY state;
 
 -- CallbackRecordAttempt stores one attempt and moves the callback of the
 -- same delivery to @state: pending (another attempt at @next_attempt_at),
@@ -104,11 +101,12 @@ SELECT * FROM (
 -- closed (or unknown) breaker admits; an open one whose time is up, or a
 -- half-open one whose probe is older than @probe_seconds (its sender
 -- died), turns half-open with this delivery as its single probe. Returns
--- the state before the call, whether this delivery is the probe, and the
--- times that say how long to hold otherwise.
+-- the state before the call, whether this delivery is the probe, the
+-- times that say how long to hold otherwise, and the failures counted
+-- (a success need not write to a closed breaker without any).
 -- name: CallbackBreakerAdmit :one
 WITH b AS (
-    SELECT cb.state, cb.open_until FROM ax.callback_breaker cb WHERE cb.host = @host
+    SELECT cb.state, cb.open_until, cb.consecutive_failures FROM ax.callback_breaker cb WHERE cb.host = @host
 ), probe AS (
     UPDATE ax.callback_breaker p
     SET state = 'half_open', probe_started_at = now(), updated_at = now()
@@ -121,6 +119,7 @@ WITH b AS (
 SELECT coalesce((SELECT state::text FROM b), 'closed')::text AS state,
        EXISTS (SELECT 1 FROM probe)::boolean AS probe,
        coalesce((SELECT open_until FROM b), now())::timestamptz AS open_until,
+       coalesce((SELECT consecutive_failures FROM b), 0)::integer AS failures,
        now()::timestamptz AS now;
 
 -- CallbackBreakerFailure counts a failed delivery to @host: the breaker

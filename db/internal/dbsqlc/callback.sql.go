@@ -57,7 +57,7 @@ func (q *Queries) CallbackAttemptList(ctx context.Context, db DBTX, arg Callback
 
 const callbackBreakerAdmit = `-- name: CallbackBreakerAdmit :one
 WITH b AS (
-    SELECT cb.state, cb.open_until FROM ax.callback_breaker cb WHERE cb.host = $1
+    SELECT cb.state, cb.open_until, cb.consecutive_failures FROM ax.callback_breaker cb WHERE cb.host = $1
 ), probe AS (
     UPDATE ax.callback_breaker p
     SET state = 'half_open', probe_started_at = now(), updated_at = now()
@@ -70,6 +70,7 @@ WITH b AS (
 SELECT coalesce((SELECT state::text FROM b), 'closed')::text AS state,
        EXISTS (SELECT 1 FROM probe)::boolean AS probe,
        coalesce((SELECT open_until FROM b), now())::timestamptz AS open_until,
+       coalesce((SELECT consecutive_failures FROM b), 0)::integer AS failures,
        now()::timestamptz AS now
 `
 
@@ -82,6 +83,7 @@ type CallbackBreakerAdmitRow struct {
 	State     string
 	Probe     bool
 	OpenUntil time.Time
+	Failures  int32
 	Now       time.Time
 }
 
@@ -89,8 +91,9 @@ type CallbackBreakerAdmitRow struct {
 // closed (or unknown) breaker admits; an open one whose time is up, or a
 // half-open one whose probe is older than @probe_seconds (its sender
 // died), turns half-open with this delivery as its single probe. Returns
-// the state before the call, whether this delivery is the probe, and the
-// times that say how long to hold otherwise.
+// the state before the call, whether this delivery is the probe, the
+// times that say how long to hold otherwise, and the failures counted
+// (a success need not write to a closed breaker without any).
 func (q *Queries) CallbackBreakerAdmit(ctx context.Context, db DBTX, arg CallbackBreakerAdmitParams) (CallbackBreakerAdmitRow, error) {
 	row := db.QueryRow(ctx, callbackBreakerAdmit, arg.Host, arg.ProbeSeconds)
 	var i CallbackBreakerAdmitRow
@@ -98,6 +101,7 @@ func (q *Queries) CallbackBreakerAdmit(ctx context.Context, db DBTX, arg Callbac
 		&i.State,
 		&i.Probe,
 		&i.OpenUntil,
+		&i.Failures,
 		&i.Now,
 	)
 	return i, err
@@ -229,13 +233,29 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
        j.name AS job_name, j.group_name,
        coalesce(s.secret, '')::text AS secret,
-       coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret
+       coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret,
+       coalesce((SELECT jsonb_object_agg(n.state, n.n)
+                 FROM (SELECT t.state::text AS state, count(*) AS n FROM ax.task t
+                       WHERE t.execution_id = c.execution_id GROUP BY t.state) n), '{}')::jsonb AS shard_counts,
+       coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                     'index', t.shard_index, 'param', t.shard_param, 'state', t.state, 'attempts', t.attempt,
+                     'result', t.result, 'error', t.error,
+                     'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                     'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
+                     ORDER BY t.shard_index)
+                 FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless FROM ax.task t WHERE t.execution_id = c.execution_id
+                       ORDER BY t.shard_index LIMIT $1::integer) t), '[]')::jsonb AS shards
 FROM ax.callback c
 JOIN ax.execution e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id
 LEFT JOIN ax.job_secret s ON s.job_id = c.job_id
-WHERE c.execution_id = $1
+WHERE c.execution_id = $2
 `
+
+type CallbackGetForDeliveryParams struct {
+	MaxShards   int32
+	ExecutionID uuid.UUID
+}
 
 type CallbackGetForDeliveryRow struct {
 	ExecutionID    uuid.UUID
@@ -259,13 +279,16 @@ type CallbackGetForDeliveryRow struct {
 	GroupName      string
 	Secret         string
 	PreviousSecret string
+	ShardCounts    []byte
+	Shards         []byte
 }
 
 // CallbackGetForDelivery returns what one delivery attempt needs: the
-// outbox row, the execution, the job's current callback URL and the
-// secrets valid now (the previous one while a rotation lasts).
-func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, executionID uuid.UUID) (CallbackGetForDeliveryRow, error) {
-	row := db.QueryRow(ctx, callbackGetForDelivery, executionID)
+// outbox row, the execution, the job's current callback URL, the secrets
+// valid now (the previous one while a rotation lasts), the count of shards
+// by state and the first @max_shards shards as the payload lists them.
+func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, arg CallbackGetForDeliveryParams) (CallbackGetForDeliveryRow, error) {
+	row := db.QueryRow(ctx, callbackGetForDelivery, arg.MaxShards, arg.ExecutionID)
 	var i CallbackGetForDeliveryRow
 	err := row.Scan(
 		&i.ExecutionID,
@@ -289,6 +312,8 @@ func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, execution
 		&i.GroupName,
 		&i.Secret,
 		&i.PreviousSecret,
+		&i.ShardCounts,
+		&i.Shards,
 	)
 	return i, err
 }
@@ -391,93 +416,6 @@ func (q *Queries) CallbackRedeliver(ctx context.Context, db DBTX, executionID uu
 	var i CallbackRedeliverRow
 	err := row.Scan(&i.ExecutionID, &i.Delivery)
 	return i, err
-}
-
-const callbackShardCounts = `-- name: CallbackShardCounts :many
-SELECT state::text AS state, count(*)::integer AS n
-FROM ax.task
-WHERE execution_id = $1
-GROUP BY state
-`
-
-type CallbackShardCountsRow struct {
-	State string
-	N     int32
-}
-
-// CallbackShardCounts counts an execution's shards by state.
-func (q *Queries) CallbackShardCounts(ctx context.Context, db DBTX, executionID uuid.UUID) ([]CallbackShardCountsRow, error) {
-	rows, err := db.Query(ctx, callbackShardCounts, executionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []CallbackShardCountsRow
-	for rows.Next() {
-		var i CallbackShardCountsRow
-		if err := rows.Scan(&i.State, &i.N); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const callbackShards = `-- name: CallbackShards :many
-SELECT shard_index, shard_param, state, attempt, result, error, started_at, finished_at
-FROM ax.task
-WHERE execution_id = $1
-ORDER BY shard_index
-LIMIT $2
-`
-
-type CallbackShardsParams struct {
-	ExecutionID uuid.UUID
-	Max         int32
-}
-
-type CallbackShardsRow struct {
-	ShardIndex int32
-	ShardParam string
-	State      AxTaskState
-	Attempt    int32
-	Result     []byte
-	Error      *string
-	StartedAt  *time.Time
-	FinishedAt *time.Time
-}
-
-// CallbackShards lists up to @max shards of an execution for the payload.
-func (q *Queries) CallbackShards(ctx context.Context, db DBTX, arg CallbackShardsParams) ([]CallbackShardsRow, error) {
-	rows, err := db.Query(ctx, callbackShards, arg.ExecutionID, arg.Max)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []CallbackShardsRow
-	for rows.Next() {
-		var i CallbackShardsRow
-		if err := rows.Scan(
-			&i.ShardIndex,
-			&i.ShardParam,
-			&i.State,
-			&i.Attempt,
-			&i.Result,
-			&i.Error,
-			&i.StartedAt,
-			&i.FinishedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const callbackTakeUnenqueued = `-- name: CallbackTakeUnenqueued :many
