@@ -60,6 +60,7 @@ func runKey(ctx context.Context, args []string) error {
 			}
 			return w.Flush()
 		},
+		"sign": func(ctx context.Context, args []string) error { return createSigningKey(ctx, pool, args) },
 		"revoke": func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
 				return errors.New("usage: ax key revoke ID")

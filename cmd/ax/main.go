@@ -29,7 +29,7 @@ func commands() map[string]command {
 		"serve":   {"run an ax server replica", runServe},
 		"migrate": {"apply or inspect schema migrations: up | down | status", runMigrate},
 		"openapi": {"write the OpenAPI 3.1 spec and its 3.0 downgrade", runOpenAPI},
-		"key":     {"manage API keys: create | list | revoke", runKey},
+		"key":     {"manage API keys: create | list | revoke | sign (a key for HMAC-signed requests)", runKey},
 		"dev":     {"run ax with a local Postgres; `ax dev exec -- CMD` runs CMD with DATABASE_URL set", runDev},
 		"job":     {"call the job API: create | list | get | trigger | pause | resume | delete", runJob},
 		"exec":    {"call the execution API: list | get | cancel | logs [-f]", runExec},
