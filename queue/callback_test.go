@@ -322,3 +322,45 @@ func counterValue(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// Every path that ends an execution announces it: a broadcast that finds
+// no agent (ended as it is fired), the reaper (a lease that ran out with
+// no attempt left), and a cancel while an agentless request is
+// outstanding (no agent will report it, so the cancel ends it).
+func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	rc := newReceiver(t, nil)
+	ctx := context.Background()
+
+	broadcast := env.job(func(j *db.Job) { j.CallbackURL, j.RouteStrategy = rc.URL, "broadcast" })
+	none := env.trigger(broadcast.ID)
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", none.ID)
+	require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", none.ID))
+
+	lost := env.trigger(env.job(func(j *db.Job) { j.CallbackURL = rc.URL }).ID)
+	task := leaseOne(t, env)
+	_, err := env.pool.Exec(ctx, "UPDATE ax.task SET lease_expires_at = now() - interval '1 second' WHERE id = $1", task.ID)
+	require.NoError(t, err)
+	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{Outbox: env.river.Outbox()})
+	require.NoError(t, reaper.Sweep(ctx))
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", lost.ID)
+	require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", lost.ID))
+
+	slow := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusAccepted)
+		return false
+	})
+	accepted := env.trigger(env.httpJob(slow.URL, func(j *db.Job) { j.CallbackURL = rc.URL }).ID)
+	env.eventually(int32(1), 10*time.Second,
+		"SELECT count(*)::int FROM ax.task WHERE execution_id = $1 AND state = 'running'", accepted.ID)
+	env.cancel(accepted.ID)
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", accepted.ID)
+	var states []string
+	for _, r := range rc.requests() {
+		var p queue.CallbackPayload
+		require.NoError(t, json.Unmarshal(r.body, &p))
+		states = append(states, p.State)
+	}
+	require.ElementsMatch(t, []string{"failed", "failed", "cancelled"}, states)
+}
