@@ -27,6 +27,7 @@ type HTTPTask struct {
 	JobName      string
 	Params       json.RawMessage
 	ScheduledFor time.Time
+	Priority     int
 	Secrets      []string // current first
 }
 
@@ -41,7 +42,7 @@ func HTTPTaskLease(ctx context.Context, e Executor, id uuid.UUID, attempt int, g
 	return &HTTPTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
 		ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 		TimeoutSeconds: int(r.TimeoutSeconds), Token: r.LeaseToken, Deadline: r.Deadline.UTC(), Executor: r.Executor,
-		JobName: r.JobName, Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(),
+		JobName: r.JobName, Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), Priority: int(r.Priority),
 		Secrets: secretList(r.Secret, r.PreviousSecret)}, nil
 }
 
@@ -55,7 +56,10 @@ type HTTPTaskState struct {
 	ExecutionID    uuid.UUID
 	TimeoutSeconds int
 	Priority       int
-	Now            time.Time
+	// TokenWait is how long until its rate class has a token (0: it has
+	// one, or the task has no class).
+	TokenWait time.Duration
+	Now       time.Time
 }
 
 // HTTPTaskStatus returns where a task stands; ErrNotFound when it is gone.
@@ -66,7 +70,8 @@ func HTTPTaskStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskSta
 	}
 	return &HTTPTaskState{State: r.State, Attempt: int(r.Attempt), Agentless: r.Agentless,
 		NotBefore: r.NotBefore.UTC(), Deadline: r.Deadline.UTC(), ExecutionID: r.ExecutionID,
-		TimeoutSeconds: int(r.TimeoutSeconds), Priority: int(r.Priority), Now: r.Now.UTC()}, nil
+		TimeoutSeconds: int(r.TimeoutSeconds), Priority: int(r.Priority),
+		TokenWait: time.Duration(r.TokenWaitSeconds * float64(time.Second)), Now: r.Now.UTC()}, nil
 }
 
 // HTTPTaskCancelRequested ends agentless tasks whose execution was
@@ -88,4 +93,17 @@ func HTTPTaskLockExecution(ctx context.Context, e Executor, executionID uuid.UUI
 		return fmt.Errorf("error locking execution %s: %w", executionID, mapErr(err))
 	}
 	return nil
+}
+
+// HTTPTaskPriorities returns the priorities of tasks by id.
+func HTTPTaskPriorities(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]int, error) {
+	rows, err := queries.HTTPTaskPriorities(ctx, e, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error reading task priorities: %w", mapErr(err))
+	}
+	out := make(map[uuid.UUID]int, len(rows))
+	for _, r := range rows {
+		out[r.ID] = int(r.Priority)
+	}
+	return out, nil
 }

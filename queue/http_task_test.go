@@ -205,3 +205,19 @@ func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, tasks)
 }
+
+// Agentless tasks obey their job's rate class like agents' tasks: with 4
+// tokens a second and a burst of 1, four shards go out about 250 ms apart.
+func TestHTTPTaskShardsHonourTheirRateClass(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	_, err := db.RateClassInsert(context.Background(), env.pool, &db.RateClass{Name: "slow-api", Rate: 4, Burst: 1})
+	require.NoError(t, err)
+	target := newReceiver(t, nil)
+	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount, j.RateLimitClass = 4, "slow-api" })
+	exec := env.trigger(job.ID)
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	got := target.requests()
+	require.Len(t, got, 4)
+	require.GreaterOrEqual(t, got[3].at.Sub(got[0].at), 600*time.Millisecond, "3 tokens after the burst take 750 ms")
+}

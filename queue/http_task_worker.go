@@ -59,7 +59,20 @@ func (HTTPTaskArgs) Kind() string { return "ax_http_task" }
 
 // InsertOpts puts HTTP tasks on their own queue, unique per attempt.
 func (HTTPTaskArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: httpQueue, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return *httpTaskOpts(0)
+}
+
+// httpTaskOpts orders HTTP tasks by their priority: River's 1 (first) for
+// priorities above 0, 2 for 0, 3 below.
+func httpTaskOpts(priority int) *river.InsertOpts {
+	p := 2
+	switch {
+	case priority > 0:
+		p = 1
+	case priority < 0:
+		p = 3
+	}
+	return &river.InsertOpts{Queue: httpQueue, Priority: p, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
 // httpTaskWorker sends agentless HTTP tasks. It leases the task with a
@@ -109,10 +122,15 @@ func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
 		return nil
 	case st.Attempt > args.Attempt:
 		return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
-			return w.outbox.insertHTTPAttempt(ctx, tx, HTTPTaskArgs{TaskID: args.TaskID, Attempt: st.Attempt, ExecutionID: st.ExecutionID})
+			return w.outbox.insertHTTPAttempt(ctx, tx, HTTPTaskArgs{TaskID: args.TaskID, Attempt: st.Attempt,
+				ExecutionID: st.ExecutionID}, st.Priority)
 		})
-	case st.State == "pending":
+	case st.State == "pending" && st.NotBefore.After(st.Now):
 		return river.JobSnooze(max(st.NotBefore.Sub(st.Now), 10*time.Millisecond))
+	case st.State == "pending" && st.TokenWait > 0: // its rate class is dry
+		return river.JobSnooze(st.TokenWait + 10*time.Millisecond)
+	case st.State == "pending": // held below its class's priority floor
+		return river.JobSnooze(w.cfg.ReaperWait)
 	case st.Deadline.After(st.Now): // a 202's result is awaited
 		return river.JobSnooze(st.Deadline.Sub(st.Now) + w.cfg.ReaperWait)
 	}
@@ -181,7 +199,7 @@ func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HT
 func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.HTTPTask, r db.TaskResult, log *slog.Logger) error {
 	r.TaskRef = db.TaskRef{ID: t.ID, Token: t.Token}
 	done, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
-		return completeHTTPTask(ctx, tx, w.outbox, r, t.ExecutionID, t.Attempt)
+		return completeHTTPTask(ctx, tx, w.outbox, r, t.ExecutionID, t.Attempt, t.Priority)
 	})
 	if err != nil {
 		return err
@@ -199,7 +217,7 @@ func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.
 // next attempt when the task is retried, then flushes callbacks. The
 // execution is locked first: shards completing at the same time would
 // otherwise each see the others unfinished, and none would end it.
-func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt int) ([]db.CompletedTask, error) {
+func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt, priority int) ([]db.CompletedTask, error) {
 	if err := db.HTTPTaskLockExecution(ctx, tx, executionID); err != nil {
 		return nil, err
 	}
@@ -209,7 +227,7 @@ func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskR
 	}
 	if done[0].State == "pending" {
 		next := HTTPTaskArgs{TaskID: r.ID, Attempt: attempt + 1, ExecutionID: done[0].ExecutionID}
-		if err := outbox.insertHTTPAttempt(ctx, tx, next); err != nil {
+		if err := outbox.insertHTTPAttempt(ctx, tx, next, priority); err != nil {
 			return nil, err
 		}
 	}

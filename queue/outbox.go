@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
@@ -92,14 +93,24 @@ func (o *Outbox) fired(ctx context.Context, e db.Executor, tasks []*db.NewTask) 
 	return agentTasks, o.Cancelled(ctx, tx)
 }
 
-// insertHTTPTasks enqueues the first attempt of each agentless task.
+// insertHTTPTasks enqueues the first attempt of each agentless task, at
+// its priority.
 func (o *Outbox) insertHTTPTasks(ctx context.Context, tx pgx.Tx, tasks []*db.NewTask) error {
 	if len(tasks) == 0 {
 		return nil
 	}
+	ids := make([]uuid.UUID, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	priorities, err := db.HTTPTaskPriorities(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
 	params := make([]river.InsertManyParams, len(tasks))
 	for i, t := range tasks {
-		params[i] = river.InsertManyParams{Args: HTTPTaskArgs{TaskID: t.ID, Attempt: 1, ExecutionID: t.ExecutionID}}
+		params[i] = river.InsertManyParams{Args: HTTPTaskArgs{TaskID: t.ID, Attempt: 1, ExecutionID: t.ExecutionID},
+			InsertOpts: httpTaskOpts(priorities[t.ID])}
 	}
 	if _, err := o.client.InsertManyTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("error enqueuing %d http tasks: %w", len(tasks), err)
@@ -110,14 +121,14 @@ func (o *Outbox) insertHTTPTasks(ctx context.Context, tx pgx.Tx, tasks []*db.New
 	return nil
 }
 
-// insertHTTPAttempt enqueues a later attempt of an agentless task (after a
-// retry was scheduled); a job for that attempt that exists already is
-// kept.
-func (o *Outbox) insertHTTPAttempt(ctx context.Context, tx pgx.Tx, args HTTPTaskArgs) error {
+// insertHTTPAttempt enqueues a later attempt of an agentless task of
+// priority (after a retry was scheduled); a job for that attempt that
+// exists already is kept.
+func (o *Outbox) insertHTTPAttempt(ctx context.Context, tx pgx.Tx, args HTTPTaskArgs, priority int) error {
 	if o == nil {
 		return nil
 	}
-	if _, err := o.client.InsertTx(ctx, tx, args, nil); err != nil {
+	if _, err := o.client.InsertTx(ctx, tx, args, httpTaskOpts(priority)); err != nil {
 		return fmt.Errorf("error enqueuing attempt %d of http task %s: %w", args.Attempt, args.TaskID, err)
 	}
 	return nil

@@ -54,7 +54,7 @@ func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (string, 
 	var done []db.CompletedTask
 	err = db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
 		var err error
-		done, err = completeHTTPTask(ctx, tx, c.outbox, r, st.ExecutionID, st.Attempt)
+		done, err = completeHTTPTask(ctx, tx, c.outbox, r, st.ExecutionID, st.Attempt, st.Priority)
 		if err == nil && len(done) == 0 {
 			err = ErrStaleCompletion
 		}

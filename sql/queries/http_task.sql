@@ -7,16 +7,34 @@
 -- it runs from now with a fresh token (the completion token a target that
 -- answers 202 sends back), its deadline is now + the task's timeout, and
 -- its lease lasts @grace_seconds longer so the reaper times it out rather
--- than calls it lost. Returns nothing when the task is not pending at that
--- attempt or not due yet.
+-- than calls it lost. A task of a rate class takes one token from its
+-- bucket (refilled lazily from now()) and must be at or above the class's
+-- priority floor, as agents' leases do. Returns nothing when the task is
+-- not pending at that attempt, not due, or its class holds it back.
 -- name: HTTPTaskLease :one
-WITH leased AS (
+WITH candidate AS (
+    SELECT t.id, t.rate_class, t.priority
+    FROM ax.task t
+    WHERE t.id = @id AND t.attempt = @attempt AND t.state = 'pending' AND t.agentless AND t.not_before <= now()
+), token AS (
+    UPDATE ax.rate_class c
+    SET tokens = least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) - 1,
+        refilled_at = greatest(c.refilled_at, now())
+    FROM candidate x
+    WHERE c.name = x.rate_class
+      AND least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) >= 1
+      AND x.priority >= coalesce(c.manual_min_priority,
+                                 CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END, x.priority)
+    RETURNING c.name
+), leased AS (
     UPDATE ax.task t
     SET state = 'running', lease_token = gen_random_uuid(), agent_id = NULL,
         leased_at = now(), started_at = now(), cancel_requested_at = NULL,
         lease_expires_at = now() + make_interval(secs => t.timeout_seconds + sqlc.arg('grace_seconds')::double precision),
         updated_at = now()
-    WHERE t.id = @id AND t.attempt = @attempt AND t.state = 'pending' AND t.agentless AND t.not_before <= now()
+    FROM candidate x
+    WHERE t.id = x.id AND t.attempt = @attempt AND t.state = 'pending'
+      AND (x.rate_class IS NULL OR EXISTS (SELECT 1 FROM token))
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.started_at
 ), started AS (
@@ -31,7 +49,7 @@ WITH leased AS (
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
        (l.started_at + make_interval(secs => l.timeout_seconds))::timestamptz AS deadline,
-       j.executor, j.name AS job_name, e.params, e.scheduled_for,
+       j.executor, j.name AS job_name, e.params, e.scheduled_for, e.priority,
        coalesce(s.secret, '')::text AS secret,
        coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret
 FROM leased l
@@ -40,15 +58,24 @@ JOIN ax.execution e ON e.id = l.execution_id
 LEFT JOIN ax.job_secret s ON s.job_id = l.job_id;
 
 -- HTTPTaskStatus says where a task is, for a worker that could not lease
--- it: its state and attempt, when it is due, and its deadline while it
--- runs (by the database clock, returned as now).
+-- it: its state and attempt, when it is due, its deadline while it runs,
+-- and, for a due task its rate class holds back, how long until the
+-- class's next token (by the database clock, returned as now).
 -- name: HTTPTaskStatus :one
 SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
-       (coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds))::timestamptz AS deadline,
+       coalesce(coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds), now())::timestamptz AS deadline,
        t.execution_id, t.timeout_seconds, t.priority,
+       coalesce((SELECT greatest(0, (1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))))
+                                    / c.rate)
+                 FROM ax.rate_class c WHERE c.name = t.rate_class), 0)::double precision AS token_wait_seconds,
        now()::timestamptz AS now
 FROM ax.task t
 WHERE t.id = @id;
+
+-- HTTPTaskPriorities returns the priorities of new agentless tasks, which
+-- order their River jobs.
+-- name: HTTPTaskPriorities :many
+SELECT id, priority FROM ax.task WHERE id = ANY(@ids::uuid[]);
 
 -- HTTPTaskCancelRequested ends agentless tasks whose execution was
 -- cancelled while they ran (no agent will report them) and returns their
