@@ -31,6 +31,26 @@ CREATE TYPE ax.api_scope AS ENUM (
 );
 
 --
+-- Name: breaker_state; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.breaker_state AS ENUM (
+    'closed',
+    'open',
+    'half_open'
+);
+
+--
+-- Name: callback_state; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.callback_state AS ENUM (
+    'pending',
+    'delivered',
+    'callback_failed'
+);
+
+--
 -- Name: concurrency_policy; Type: TYPE; Schema: ax; Owner: -
 --
 
@@ -38,6 +58,15 @@ CREATE TYPE ax.concurrency_policy AS ENUM (
     'allow',
     'forbid',
     'replace'
+);
+
+--
+-- Name: degrade_action; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.degrade_action AS ENUM (
+    'wait',
+    'skip'
 );
 
 --
@@ -159,6 +188,34 @@ CREATE TYPE ax.trigger_kind AS ENUM (
 );
 
 --
+-- Name: execution_ended(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.execution_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    notified integer;
+BEGIN
+    WITH ended AS (
+        SELECT n.id, n.job_id
+        FROM new_rows n JOIN old_rows o ON o.id = n.id
+        WHERE o.state IN ('pending', 'running') AND n.state NOT IN ('pending', 'running')
+    ), outbox AS (
+        INSERT INTO ax.callback (execution_id, job_id)
+        SELECT e.id, e.job_id FROM ended e JOIN ax.job j ON j.id = e.job_id
+        WHERE j.callback_url IS NOT NULL
+        ON CONFLICT (execution_id) DO NOTHING
+    ), notes AS (
+        SELECT pg_notify('ax_execution_ended', string_agg(id::text, ','))
+        FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM ended) c
+        GROUP BY chunk
+    )
+    SELECT count(*) INTO notified FROM notes;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: river_job_state_in_bitmask(bit, ax.river_job_state); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -197,8 +254,14 @@ CREATE TABLE ax.agent (
     memory double precision DEFAULT 0 NOT NULL,
     registered_at timestamp with time zone DEFAULT now() NOT NULL,
     last_heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    weight integer DEFAULT 1 NOT NULL,
+    health_since timestamp with time zone DEFAULT now() NOT NULL,
+    quarantined_at timestamp with time zone,
+    last_probe_at timestamp with time zone,
     CONSTRAINT agent_capacity_range CHECK (((capacity >= 1) AND (capacity <= 10000))),
-    CONSTRAINT agent_labels_is_object CHECK ((jsonb_typeof(labels) = 'object'::text))
+    CONSTRAINT agent_labels_is_object CHECK ((jsonb_typeof(labels) = 'object'::text)),
+    CONSTRAINT agent_quarantined_at_set CHECK (((state = 'quarantined'::ax.agent_state) = (quarantined_at IS NOT NULL))),
+    CONSTRAINT agent_weight_range CHECK (((weight >= 1) AND (weight <= 1000)))
 );
 
 --
@@ -215,6 +278,88 @@ CREATE TABLE ax.api_key (
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
     CONSTRAINT api_key_has_scope CHECK ((cardinality(scopes) > 0))
+);
+
+--
+-- Name: api_signing_key; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.api_signing_key (
+    id uuid NOT NULL,
+    api_key_id uuid NOT NULL,
+    secret bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_signing_key_secret_size CHECK ((length(secret) = 32))
+);
+
+--
+-- Name: callback; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.callback (
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    state ax.callback_state DEFAULT 'pending'::ax.callback_state NOT NULL,
+    delivery integer DEFAULT 1 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_status integer,
+    last_error text,
+    next_attempt_at timestamp with time zone,
+    enqueued_at timestamp with time zone,
+    delivered_at timestamp with time zone,
+    failed_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT callback_counts_positive CHECK (((delivery >= 1) AND (attempts >= 0))),
+    CONSTRAINT callback_delivered_at_set CHECK (((state = 'delivered'::ax.callback_state) = (delivered_at IS NOT NULL))),
+    CONSTRAINT callback_failed_at_set CHECK (((state = 'callback_failed'::ax.callback_state) = (failed_at IS NOT NULL)))
+);
+
+--
+-- Name: callback_attempt; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.callback_attempt (
+    id bigint NOT NULL,
+    execution_id uuid NOT NULL,
+    delivery integer NOT NULL,
+    attempt integer NOT NULL,
+    url text NOT NULL,
+    at timestamp with time zone NOT NULL,
+    status_code integer,
+    latency_ms double precision NOT NULL,
+    error text DEFAULT ''::text NOT NULL,
+    CONSTRAINT callback_attempt_number_positive CHECK (((delivery >= 1) AND (attempt >= 1)))
+);
+
+--
+-- Name: callback_attempt_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.callback_attempt ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ax.callback_attempt_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: callback_breaker; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.callback_breaker (
+    host text NOT NULL,
+    state ax.breaker_state DEFAULT 'closed'::ax.breaker_state NOT NULL,
+    consecutive_failures integer DEFAULT 0 NOT NULL,
+    opened_at timestamp with time zone,
+    open_until timestamp with time zone,
+    probe_started_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT callback_breaker_open_has_until CHECK (((state = 'closed'::ax.breaker_state) = (open_until IS NULL))),
+    CONSTRAINT callback_breaker_probe_when_half_open CHECK (((state = 'half_open'::ax.breaker_state) = (probe_started_at IS NOT NULL)))
 );
 
 --
@@ -253,6 +398,9 @@ CREATE TABLE ax.job (
     params jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    shard_range_from bigint DEFAULT 0 NOT NULL,
+    shard_range_to bigint DEFAULT '4294967296'::bigint NOT NULL,
+    degrade_action ax.degrade_action DEFAULT 'wait'::ax.degrade_action NOT NULL,
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
@@ -264,9 +412,27 @@ CREATE TABLE ax.job (
     CONSTRAINT job_retry_backoff_range CHECK (((retry_backoff_seconds >= 0) AND (retry_backoff_max_seconds >= retry_backoff_seconds))),
     CONSTRAINT job_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
     CONSTRAINT job_shard_params_is_array CHECK ((jsonb_typeof(shard_params) = 'array'::text)),
+    CONSTRAINT job_shard_range_order CHECK ((shard_range_from < shard_range_to)),
     CONSTRAINT job_target_labels_is_object CHECK ((jsonb_typeof(target_labels) = 'object'::text)),
     CONSTRAINT job_timeout_positive CHECK ((timeout_seconds > 0))
 );
+
+--
+-- Name: callbacks_failed; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.callbacks_failed AS
+ SELECT j.group_name,
+    j.name,
+    c.execution_id,
+    c.attempts,
+    c.last_status,
+    c.last_error,
+    c.failed_at
+   FROM (ax.callback c
+     JOIN ax.job j ON ((j.id = c.job_id)))
+  WHERE (c.state = 'callback_failed'::ax.callback_state)
+  ORDER BY c.failed_at DESC;
 
 --
 -- Name: trigger; Type: TABLE; Schema: ax; Owner: -
@@ -321,9 +487,12 @@ CREATE TABLE ax.execution (
     cancel_reason text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
     CONSTRAINT execution_finished_when_final CHECK (((state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state])) = (finished_at IS NULL))),
     CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
-    CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000)))
+    CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
+    CONSTRAINT execution_traceparent_format CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
 );
 
 --
@@ -353,8 +522,121 @@ CREATE TABLE ax.idempotency_key (
     locked_until timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone DEFAULT (now() + '24:00:00'::interval) NOT NULL,
+    response_headers jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT idempotency_key_length CHECK (((length(key) >= 1) AND (length(key) <= 255)))
 );
+
+--
+-- Name: job_secret; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.job_secret (
+    job_id uuid NOT NULL,
+    secret text NOT NULL,
+    previous_secret text,
+    previous_expires_at timestamp with time zone,
+    rotated_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_secret_is_whsec CHECK ((secret ~~ 'whsec\_%'::text)),
+    CONSTRAINT job_secret_previous_expires CHECK (((previous_secret IS NULL) = (previous_expires_at IS NULL)))
+);
+
+--
+-- Name: nonce; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.nonce (
+    key_id uuid NOT NULL,
+    nonce text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT nonce_length CHECK (((length(nonce) >= 16) AND (length(nonce) <= 128)))
+);
+
+--
+-- Name: rate_class; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.rate_class (
+    name text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    rate double precision NOT NULL,
+    burst double precision NOT NULL,
+    tokens double precision NOT NULL,
+    refilled_at timestamp with time zone DEFAULT now() NOT NULL,
+    manual_min_priority integer,
+    auto_min_priority integer,
+    auto_depth integer,
+    auto_age_seconds integer,
+    degraded_since timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT rate_class_auto_complete CHECK (((auto_min_priority IS NULL) = ((auto_depth IS NULL) AND (auto_age_seconds IS NULL)))),
+    CONSTRAINT rate_class_burst_range CHECK ((burst >= (1)::double precision)),
+    CONSTRAINT rate_class_name_format CHECK ((name ~ '^[A-Za-z0-9_.-]{1,100}$'::text)),
+    CONSTRAINT rate_class_rate_positive CHECK ((rate > (0)::double precision)),
+    CONSTRAINT rate_class_tokens_range CHECK (((tokens >= (0)::double precision) AND (tokens <= burst)))
+);
+
+--
+-- Name: task; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
+    CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
+    CONSTRAINT task_pinned_has_agent CHECK (((NOT pinned) OR (preferred_agent_id IS NOT NULL))),
+    CONSTRAINT task_shard_index_range CHECK (((shard_index >= 0) AND (shard_index < shard_total)))
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='1000');
+
+--
+-- Name: rate_class_status; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.rate_class_status AS
+ SELECT c.name,
+    c.rate,
+    c.burst,
+    LEAST(c.burst, (c.tokens + (c.rate * (EXTRACT(epoch FROM (now() - c.refilled_at)))::double precision))) AS tokens_now,
+    COALESCE(c.manual_min_priority,
+        CASE
+            WHEN (c.degraded_since IS NOT NULL) THEN c.auto_min_priority
+            ELSE NULL::integer
+        END) AS min_priority,
+    ( SELECT count(*) AS count
+           FROM ax.task t
+          WHERE ((t.state = 'pending'::ax.task_state) AND (t.rate_class = c.name) AND (t.not_before <= now()))) AS waiting
+   FROM ax.rate_class c
+  ORDER BY c.name;
 
 --
 -- Name: river_job; Type: TABLE; Schema: ax; Owner: -
@@ -468,40 +750,6 @@ CREATE TABLE ax.river_queue (
     paused_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
 );
-
---
--- Name: task; Type: TABLE; Schema: ax; Owner: -
---
-
-CREATE TABLE ax.task (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    execution_id uuid NOT NULL,
-    job_id uuid NOT NULL,
-    shard_index integer NOT NULL,
-    shard_total integer NOT NULL,
-    shard_param text DEFAULT ''::text NOT NULL,
-    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
-    priority integer NOT NULL,
-    attempt integer DEFAULT 1 NOT NULL,
-    max_attempts integer NOT NULL,
-    timeout_seconds integer NOT NULL,
-    not_before timestamp with time zone DEFAULT now() NOT NULL,
-    started_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    cancel_requested_at timestamp with time zone,
-    result jsonb,
-    error text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    agent_id uuid,
-    lease_token uuid,
-    lease_expires_at timestamp with time zone,
-    leased_at timestamp with time zone,
-    CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
-    CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
-    CONSTRAINT task_shard_index_range CHECK (((shard_index >= 0) AND (shard_index < shard_total)))
-)
-WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='1000');
 
 --
 -- Name: running_tasks; Type: VIEW; Schema: ax; Owner: -
@@ -652,6 +900,34 @@ ALTER TABLE ONLY ax.api_key
     ADD CONSTRAINT api_key_pkey PRIMARY KEY (id);
 
 --
+-- Name: api_signing_key api_signing_key_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.api_signing_key
+    ADD CONSTRAINT api_signing_key_pkey PRIMARY KEY (id);
+
+--
+-- Name: callback_attempt callback_attempt_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.callback_attempt
+    ADD CONSTRAINT callback_attempt_pkey PRIMARY KEY (id);
+
+--
+-- Name: callback_breaker callback_breaker_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.callback_breaker
+    ADD CONSTRAINT callback_breaker_pkey PRIMARY KEY (host);
+
+--
+-- Name: callback callback_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.callback
+    ADD CONSTRAINT callback_pkey PRIMARY KEY (execution_id);
+
+--
 -- Name: execution execution_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -678,6 +954,27 @@ ALTER TABLE ONLY ax.job
 
 ALTER TABLE ONLY ax.job
     ADD CONSTRAINT job_pkey PRIMARY KEY (id);
+
+--
+-- Name: job_secret job_secret_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_secret
+    ADD CONSTRAINT job_secret_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: nonce nonce_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.nonce
+    ADD CONSTRAINT nonce_pkey PRIMARY KEY (key_id, nonce);
+
+--
+-- Name: rate_class rate_class_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.rate_class
+    ADD CONSTRAINT rate_class_pkey PRIMARY KEY (name);
 
 --
 -- Name: river_job river_job_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -756,6 +1053,24 @@ ALTER TABLE ONLY ax.trigger
 CREATE INDEX agent_live_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (state = ANY (ARRAY['active'::ax.agent_state, 'draining'::ax.agent_state]));
 
 --
+-- Name: callback_attempt_execution_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX callback_attempt_execution_idx ON ax.callback_attempt USING btree (execution_id, id);
+
+--
+-- Name: callback_failed_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX callback_failed_idx ON ax.callback USING btree (failed_at) WHERE (state = 'callback_failed'::ax.callback_state);
+
+--
+-- Name: callback_unenqueued_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX callback_unenqueued_idx ON ax.callback USING btree (created_at) WHERE (enqueued_at IS NULL);
+
+--
 -- Name: execution_job_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -790,6 +1105,18 @@ CREATE INDEX idempotency_key_expires_idx ON ax.idempotency_key USING btree (expi
 --
 
 CREATE INDEX job_owner_idx ON ax.job USING btree (owner, id);
+
+--
+-- Name: job_rate_limit_class_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX job_rate_limit_class_idx ON ax.job USING btree (rate_limit_class) WHERE (rate_limit_class IS NOT NULL);
+
+--
+-- Name: nonce_expires_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX nonce_expires_idx ON ax.nonce USING btree (expires_at);
 
 --
 -- Name: river_job_args_index; Type: INDEX; Schema: ax; Owner: -
@@ -858,6 +1185,24 @@ CREATE INDEX skipped_fire_recorded_idx ON ax.skipped_fire USING btree (recorded_
 CREATE INDEX task_agent_idx ON ax.task USING btree (agent_id) WHERE (state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state]));
 
 --
+-- Name: task_agentless_cancel_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_agentless_cancel_idx ON ax.task USING btree (execution_id) WHERE (agentless AND (state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) AND (cancel_requested_at IS NOT NULL));
+
+--
+-- Name: task_class_pending_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_class_pending_idx ON ax.task USING btree (rate_class, not_before) WHERE ((state = 'pending'::ax.task_state) AND (rate_class IS NOT NULL));
+
+--
+-- Name: task_event_agent_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_event_agent_idx ON ax.task_event USING btree (agent_id, at) WHERE ((kind = 'state'::ax.task_event_kind) AND (agent_id IS NOT NULL));
+
+--
 -- Name: task_event_execution_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -870,10 +1215,22 @@ CREATE INDEX task_event_execution_idx ON ax.task_event USING btree (execution_id
 CREATE INDEX task_leased_idx ON ax.task USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state]));
 
 --
--- Name: task_pending_idx; Type: INDEX; Schema: ax; Owner: -
+-- Name: task_pending_age_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_pending_idx ON ax.task USING btree (priority DESC, created_at) WHERE (state = 'pending'::ax.task_state);
+CREATE INDEX task_pending_age_idx ON ax.task USING btree (not_before) WHERE (state = 'pending'::ax.task_state);
+
+--
+-- Name: task_preferred_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL));
+
+--
+-- Name: task_unassigned_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless));
 
 --
 -- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -
@@ -882,11 +1239,38 @@ CREATE INDEX task_pending_idx ON ax.task USING btree (priority DESC, created_at)
 CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((next_fire_at IS NOT NULL) AND (NOT paused));
 
 --
+-- Name: execution execution_ended; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER execution_ended AFTER UPDATE ON ax.execution REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.execution_ended();
+
+--
 -- Name: agent agent_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
 --
 
 ALTER TABLE ONLY ax.agent
     ADD CONSTRAINT agent_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: api_signing_key api_signing_key_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.api_signing_key
+    ADD CONSTRAINT api_signing_key_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: callback_attempt callback_attempt_execution_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.callback_attempt
+    ADD CONSTRAINT callback_attempt_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES ax.callback(execution_id) ON DELETE CASCADE;
+
+--
+-- Name: callback callback_execution_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.callback
+    ADD CONSTRAINT callback_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES ax.execution(id) ON DELETE CASCADE;
 
 --
 -- Name: execution execution_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
@@ -901,6 +1285,20 @@ ALTER TABLE ONLY ax.execution
 
 ALTER TABLE ONLY ax.idempotency_key
     ADD CONSTRAINT idempotency_key_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: job job_rate_limit_class_fk; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job
+    ADD CONSTRAINT job_rate_limit_class_fk FOREIGN KEY (rate_limit_class) REFERENCES ax.rate_class(name) ON UPDATE CASCADE;
+
+--
+-- Name: job_secret job_secret_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_secret
+    ADD CONSTRAINT job_secret_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: skipped_fire skipped_fire_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
