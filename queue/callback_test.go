@@ -131,7 +131,7 @@ func TestCallbackBreakerOpensHoldsAndRecovers(t *testing.T) {
 	t.Parallel()
 	env := setupOutbound(t, func(c *queue.RiverConfig) {
 		c.Callback.BreakerThreshold = 2
-		c.Callback.BreakerOpenFor = 700 * time.Millisecond
+		c.Callback.BreakerOpenFor = 1500 * time.Millisecond
 		c.Callback.RetrySchedule = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond,
 			50 * time.Millisecond, 50 * time.Millisecond}
 	})
@@ -160,8 +160,9 @@ func TestCallbackBreakerOpensHoldsAndRecovers(t *testing.T) {
 		env.cancel(env.trigger(job.ID).ID)
 	}
 	env.eventually("open", 5*time.Second, "SELECT state::text FROM ax.callback_breaker")
+	time.Sleep(200 * time.Millisecond) // requests sent before it opened land
 	sent := len(rc.requests())
-	time.Sleep(400 * time.Millisecond) // within the open time
+	time.Sleep(600 * time.Millisecond) // still within the open time
 	require.Equal(t, sent, len(rc.requests()), "an open breaker holds deliveries: nothing reaches the host")
 	up.Store(true)
 
