@@ -17,7 +17,13 @@ import (
 // delay and probe interval.
 func setupRouted(t *testing.T) *apiEnv {
 	t.Helper()
-	agentCfg := queue.AgentConfig{StealAfter: 500 * time.Millisecond, ProbeEvery: 300 * time.Millisecond}
+	return setupRoutedSteal(t, 500*time.Millisecond)
+}
+
+// setupRoutedSteal is setupRouted with a given steal delay.
+func setupRoutedSteal(t *testing.T, steal time.Duration) *apiEnv {
+	t.Helper()
+	agentCfg := queue.AgentConfig{StealAfter: steal, ProbeEvery: time.Second}
 	var router *queue.TaskRouter
 	env := setupConfig(t, func(c *openapi.Config) {
 		var err error
@@ -52,7 +58,9 @@ func (e *apiEnv) run(jobID string, params map[string]any) string {
 // and then the key's runner-up takes over before anyone else.
 func TestConsistentHashKeepsAKeyOnOneAgent(t *testing.T) {
 	t.Parallel()
-	env := setupRouted(t)
+	// A steal delay long enough that a loaded machine never reaches it by
+	// accident; the test moves time past it by backdating the tasks.
+	env := setupRoutedSteal(t, 5*time.Second)
 	agents := map[string]*agentClient{}
 	for _, name := range []string{"a", "b", "c"} {
 		a := env.registerAgent(name, nil, 100)
@@ -79,7 +87,10 @@ func TestConsistentHashKeepsAKeyOnOneAgent(t *testing.T) {
 	}
 	require.Len(t, agents[owner].lease(5, 0), 5)
 
-	time.Sleep(600 * time.Millisecond) // past the steal delay, before 3×
+	// Past the steal delay, well before 3×: as if the owner sat on them.
+	_, err := env.pool.Exec(context.Background(),
+		`UPDATE ax.task SET not_before = not_before - interval '6 seconds' WHERE state = 'pending'`)
+	require.NoError(t, err)
 	for id, a := range agents {
 		if id != owner && id != fallback {
 			require.Empty(t, a.lease(10, 0), "the runner-up takes over first")
@@ -198,12 +209,12 @@ func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 		env.run(jobID, nil)
 	}
 	require.Empty(t, bad.lease(10, 0), "no work right after quarantine")
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(1050 * time.Millisecond)
 	probe := bad.lease(10, 0)
 	require.Len(t, probe, 1, "a quarantined agent gets one probe task")
 	require.Empty(t, bad.lease(10, 0), "and no second one before the probe interval")
 	bad.complete(probe[0], "succeeded").must(t, http.StatusOK)
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(1050 * time.Millisecond)
 	probe = bad.lease(10, 1)
 	require.Len(t, probe, 1)
 	bad.complete(probe[0], "succeeded").must(t, http.StatusOK)
