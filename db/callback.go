@@ -60,6 +60,7 @@ type CallbackDelivery struct {
 	ShardCount     int
 	Misfired       bool
 	Params         json.RawMessage
+	TraceParent    string // W3C trace context of the run ("" when none)
 	// ShardCounts counts all shards by state; Shards lists the first ones
 	// as JSON objects (index, param, state, attempts, result, error,
 	// started_at, finished_at).
@@ -81,7 +82,7 @@ func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UU
 		Cause: string(r.Cause), ExecutionState: string(r.ExecutionState), ScheduledFor: r.ScheduledFor.UTC(),
 		FiredAt: r.FiredAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 		Error: deref(r.ExecutionError), ShardCount: int(r.ShardCount), Misfired: r.Misfired, Params: r.Params,
-		Shards: r.Shards}
+		TraceParent: r.Traceparent, Shards: r.Shards}
 	if d.Error == "" {
 		d.Error = deref(r.CancelReason)
 	}

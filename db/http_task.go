@@ -28,6 +28,7 @@ type HTTPTask struct {
 	Params       json.RawMessage
 	ScheduledFor time.Time
 	Priority     int
+	TraceParent  string   // W3C trace context of the run ("" when none)
 	Secrets      []string // current first
 }
 
@@ -43,7 +44,7 @@ func HTTPTaskLease(ctx context.Context, e Executor, id uuid.UUID, attempt int, g
 		ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 		TimeoutSeconds: int(r.TimeoutSeconds), Token: r.LeaseToken, Deadline: r.Deadline.UTC(), Executor: r.Executor,
 		JobName: r.JobName, Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), Priority: int(r.Priority),
-		Secrets: secretList(r.Secret, r.PreviousSecret)}, nil
+		TraceParent: r.Traceparent, Secrets: secretList(r.Secret, r.PreviousSecret)}, nil
 }
 
 // HTTPTaskState is where a task stands, by the database clock.

@@ -49,6 +49,7 @@ func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
 	for _, r := range got {
 		msg := verify(t, r, job.SigningSecret)
 		require.Equal(t, exec.ID.String(), msg.ID, "webhook-id is the execution id on every attempt")
+		require.Equal(t, exec.TraceParent, r.header.Get("traceparent"))
 		require.Equal(t, string(got[0].body), string(r.body), "the body is the same on every attempt")
 	}
 	var payload queue.CallbackPayload

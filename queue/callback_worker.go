@@ -237,6 +237,9 @@ func (w *callbackWorker) request(ctx context.Context, d *db.CallbackDelivery, bo
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", w.agent)
 	req.Header.Set("Ax-Callback-Attempt", strconv.Itoa(d.Attempts+1))
+	if d.TraceParent != "" {
+		req.Header.Set("traceparent", d.TraceParent) // the receiver's spans join the run's trace
+	}
 	if err := webhook.Sign(req.Header, d.ExecutionID.String(), at, body, secrets...); err != nil {
 		return nil, fmt.Errorf("error signing callback: %w", err)
 	}

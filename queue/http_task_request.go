@@ -159,6 +159,9 @@ func signHTTPTask(req *http.Request, t *db.HTTPTask, env *HTTPTaskEnvelope, body
 	h.Set("Ax-Shard-Total", strconv.Itoa(t.ShardTotal))
 	h.Set("Ax-Attempt", strconv.Itoa(t.Attempt))
 	h.Set("Ax-Deadline", t.Deadline.Format(time.RFC3339))
+	if t.TraceParent != "" {
+		h.Set("traceparent", t.TraceParent)
+	}
 	if env.Completion != nil {
 		h.Set("Ax-Completion-Url", env.Completion.URL)
 		h.Set("Ax-Completion-Token", env.Completion.Token)

@@ -46,6 +46,8 @@ func TestHTTPTaskSucceedsOn2xx(t *testing.T) {
 	got := target.requests()
 	require.Len(t, got, 1)
 	require.Equal(t, exec.ID.String(), got[0].header.Get("Idempotency-Key"))
+	require.NotEmpty(t, exec.TraceParent)
+	require.Equal(t, exec.TraceParent, got[0].header.Get("traceparent"), "the target joins the run's trace")
 	require.Equal(t, exec.ID.String(), verify(t, got[0], job.SigningSecret).ID)
 	body := envelope(t, got[0])
 	require.Equal(t, exec.ID.String(), body.ExecutionID)

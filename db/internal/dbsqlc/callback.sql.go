@@ -231,6 +231,7 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(j.callback_url, '')::text AS url,
        e.cause, e.state AS execution_state, e.scheduled_for, e.fired_at, e.started_at, e.finished_at,
        e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
+       coalesce(e.traceparent, '')::text AS traceparent,
        j.name AS job_name, j.group_name,
        coalesce(s.secret, '')::text AS secret,
        coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret,
@@ -275,6 +276,7 @@ type CallbackGetForDeliveryRow struct {
 	ShardCount     int32
 	Misfired       bool
 	Params         []byte
+	Traceparent    string
 	JobName        string
 	GroupName      string
 	Secret         string
@@ -308,6 +310,7 @@ func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, arg Callb
 		&i.ShardCount,
 		&i.Misfired,
 		&i.Params,
+		&i.Traceparent,
 		&i.JobName,
 		&i.GroupName,
 		&i.Secret,

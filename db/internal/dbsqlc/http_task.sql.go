@@ -90,6 +90,7 @@ SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_par
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
        (l.started_at + make_interval(secs => l.timeout_seconds))::timestamptz AS deadline,
        j.executor, j.name AS job_name, e.params, e.scheduled_for, e.priority,
+       coalesce(e.traceparent, '')::text AS traceparent,
        coalesce(s.secret, '')::text AS secret,
        coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret
 FROM leased l
@@ -121,6 +122,7 @@ type HTTPTaskLeaseRow struct {
 	Params         []byte
 	ScheduledFor   time.Time
 	Priority       int32
+	Traceparent    string
 	Secret         string
 	PreviousSecret string
 }
@@ -157,6 +159,7 @@ func (q *Queries) HTTPTaskLease(ctx context.Context, db DBTX, arg HTTPTaskLeaseP
 		&i.Params,
 		&i.ScheduledFor,
 		&i.Priority,
+		&i.Traceparent,
 		&i.Secret,
 		&i.PreviousSecret,
 	)
