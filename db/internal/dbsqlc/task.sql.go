@@ -67,6 +67,15 @@ WITH input AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
            unnest($3::text[]) AS state, unnest($4::jsonb[]) AS result,
            unnest($5::text[]) AS error
+), locked AS (
+    -- Lock the executions first, in id order: two results ending the last
+    -- shards of one execution in parallel transactions would otherwise
+    -- each see the other's shard unfinished, and neither would end it.
+    SELECT e.id
+    FROM ax.execution e
+    WHERE e.id IN (SELECT t.execution_id FROM ax.task t JOIN input i ON i.id = t.id)
+    ORDER BY e.id
+    FOR UPDATE
 ), done AS (
     UPDATE ax.task t
     SET state = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN 'pending'
@@ -81,6 +90,7 @@ WITH input AS (
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
     WHERE t.id = i.id AND t.lease_token = i.token AND t.state IN ('leased', 'running') AND j.id = t.job_id
+      AND t.execution_id IN (SELECT id FROM locked)
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.not_before,
               i.state AS reported
 ), events AS (
@@ -111,7 +121,9 @@ type TaskCompleteRow struct {
 	State       AxTaskState
 }
 
-// TaskComplete records results whose lease token is current: success and
+// TaskComplete records results whose lease token is current, holding
+// their executions' rows so that ExecutionFinalize in the same
+// transaction sees every other shard's committed state: success and
 // cancellation end the task; a failure or timeout is retried (attempt + 1, after
 // exponential backoff from the job's settings) until attempts run out.
 // Results with a stale token match nothing and change nothing.
@@ -286,7 +298,8 @@ WITH starved AS (
     UPDATE ax.task t
     SET state = 'leased', agent_id = $3, lease_token = gen_random_uuid(),
         lease_expires_at = now() + make_interval(secs => $9::double precision),
-        leased_at = now(), updated_at = now()
+        -- A new attempt: its timeout counts from its own start.
+        leased_at = now(), started_at = NULL, updated_at = now()
     FROM picked
     WHERE t.id = picked.id
       -- An agent drained or marked offline while its poll waited gets nothing.
@@ -464,7 +477,7 @@ SELECT coalesce((extract(epoch FROM min(
                      THEN not_before + make_interval(secs => $2::double precision)
                 ELSE not_before + make_interval(secs => $3::double precision)
            END) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
-FROM ax.task WHERE state = 'pending'
+FROM ax.task WHERE state = 'pending' AND NOT agentless
 `
 
 type TaskNextReadyParams struct {
@@ -497,6 +510,15 @@ WITH expired AS (
     ORDER BY t.lease_expires_at
     LIMIT $1
     FOR UPDATE OF t SKIP LOCKED
+), locked AS (
+    -- Executions being completed right now are skipped (their tasks are
+    -- reaped next sweep): holding their rows keeps finalizing correct, and
+    -- SKIP LOCKED keeps the reaper from waiting while holding task rows.
+    SELECT e.id
+    FROM ax.execution e
+    WHERE e.id IN (SELECT t.execution_id FROM ax.task t JOIN expired x ON x.id = t.id)
+    ORDER BY e.id
+    FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE ax.task t
     SET state = (CASE WHEN t.attempt < t.max_attempts THEN 'pending'
@@ -507,10 +529,14 @@ WITH expired AS (
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE now() END,
-        cancel_requested_at = CASE WHEN x.timed_out THEN now() ELSE t.cancel_requested_at END,
+        -- A timed-out attempt's agent learns from the lost lease to stop
+        -- it; the retry must not inherit a cancel.
+        cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN now()
+                                   ELSE t.cancel_requested_at END,
         error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
+      AND t.execution_id IN (SELECT id FROM locked)
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, x.timed_out
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
