@@ -12,7 +12,7 @@ import (
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
 
 // emptyDatabase returns a pool on a database with no ax schema: the
 // template's migrations are rolled back first.

@@ -18,7 +18,7 @@ import (
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
 
 // apiEnv is a real ax API on loopback over a database of its own.
 type apiEnv struct {

@@ -16,7 +16,7 @@ import (
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
 
 type env struct {
 	t    *testing.T

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"go.uber.org/goleak"
 	"io/fs"
 	"os"
 	"sync"
@@ -38,11 +39,29 @@ var (
 // Main wraps a package's TestMain: it stops a Postgres cluster the harness
 // had to start once the package's tests are done.
 func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+// MainLeakChecked is Main that also fails the package when goroutines
+// outlive its tests (go.uber.org/goleak): for packages that start
+// background services, which must stop everything they start.
+func MainLeakChecked(m *testing.M, opts ...goleak.Option) {
+	code := run(m)
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines left behind by the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) int {
 	code := m.Run()
 	if server != nil {
 		_ = server.Stop()
 	}
-	os.Exit(code)
+	return code
 }
 
 // AdminURL returns the URL of the server's maintenance database.
