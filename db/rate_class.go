@@ -232,3 +232,12 @@ func RateClassGiveBack(ctx context.Context, e Executor, unused map[string]int) e
 	}
 	return nil
 }
+
+// RateClassAny reports whether any rate class exists.
+func RateClassAny(ctx context.Context, e Executor) (bool, error) {
+	exists, err := queries.RateClassAny(ctx, e)
+	if err != nil {
+		return false, fmt.Errorf("error looking for rate classes: %w", mapErr(err))
+	}
+	return exists, nil
+}

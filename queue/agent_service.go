@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,6 +66,7 @@ type AgentService struct {
 	logger   *slog.Logger
 	metrics  *Metrics
 	outbox   *Outbox // enqueues callbacks of executions results end; nil: none
+	classes  classPresence
 }
 
 // NewAgentService returns an AgentService; notifier may be nil (leases then
@@ -191,9 +193,11 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 // within those grants, and gives back the tokens it did not use. Tokens
 // lost to an error only slow a class down for a moment, never speed it up.
 func (s *AgentService) lease(ctx context.Context, e db.Executor, p *db.TaskLeaseParams) ([]*db.LeasedTask, error) {
-	grants, err := db.RateClassTake(ctx, s.pool, p.Max)
-	if err != nil {
-		return nil, err
+	var grants map[string]int
+	if used, err := s.classes.any(ctx, s.pool); err != nil || used {
+		if grants, err = db.RateClassTake(ctx, s.pool, p.Max); err != nil {
+			return nil, err
+		}
 	}
 	p.Grants = grants
 	tasks, err := db.TaskLease(ctx, e, p)
@@ -369,4 +373,28 @@ func (s *AgentService) SetState(ctx context.Context, agentID uuid.UUID, state st
 	}
 	s.logger.InfoContext(ctx, "agent state changed", "agent_id", agentID, "state", state)
 	return nil
+}
+
+// classPresence remembers for a second whether any rate class exists, so
+// deployments without flow control do not pay a token round trip on every
+// lease. A class created meanwhile is used within that second (its jobs'
+// tasks wait until then, they are not leased without tokens).
+type classPresence struct {
+	mu      sync.Mutex
+	checked time.Time
+	exists  bool
+}
+
+func (c *classPresence) any(ctx context.Context, e db.Executor) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.checked) < time.Second {
+		return c.exists, nil
+	}
+	exists, err := db.RateClassAny(ctx, e)
+	if err != nil {
+		return false, err
+	}
+	c.checked, c.exists = time.Now(), exists
+	return exists, nil
 }

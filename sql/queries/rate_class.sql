@@ -126,3 +126,6 @@ UPDATE ax.rate_class c
 SET tokens = least(c.burst, c.tokens + g.n)
 FROM (SELECT unnest(@names::text[]) AS name, unnest(@amounts::double precision[]) AS n) g
 WHERE c.name = g.name;
+
+-- name: RateClassAny :one
+SELECT EXISTS (SELECT 1 FROM ax.rate_class)::boolean AS any;

@@ -11,6 +11,17 @@ import (
 	"github.com/google/uuid"
 )
 
+const rateClassAny = `-- name: RateClassAny :one
+SELECT EXISTS (SELECT 1 FROM ax.rate_class)::boolean AS any
+`
+
+func (q *Queries) RateClassAny(ctx context.Context, db DBTX) (bool, error) {
+	row := db.QueryRow(ctx, rateClassAny)
+	var any bool
+	err := row.Scan(&any)
+	return any, err
+}
+
 const rateClassDegradeAuto = `-- name: RateClassDegradeAuto :many
 WITH pressure AS (
     SELECT c.name,
