@@ -167,9 +167,11 @@ WITH input AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
     -- each see the other's shard unfinished, and neither would end it.
+    -- (= ANY of an array: primary-key lookups whatever the statistics say;
+    -- a join here was planned as scans of every task and execution.)
     SELECT e.id
     FROM ax.execution e
-    WHERE e.id IN (SELECT t.execution_id FROM ax.task t JOIN input i ON i.id = t.id)
+    WHERE e.id = ANY(ARRAY(SELECT t.execution_id FROM ax.task t WHERE t.id = ANY(@task_ids::uuid[])))
     ORDER BY e.id
     FOR UPDATE
 ), done AS (
@@ -185,8 +187,10 @@ WITH input AS (
         result = i.result, error = nullif(i.error, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
-    WHERE t.id = i.id AND t.lease_token = i.token AND t.state IN ('leased', 'running') AND j.id = t.job_id
-      AND t.execution_id IN (SELECT id FROM locked)
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = i.id AND t.lease_token = i.token
+      AND t.state IN ('leased', 'running') AND j.id = t.job_id
+      -- Evaluated once, before any task changes: the runs are locked first.
+      AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.not_before,
               i.state AS reported
 ), events AS (
@@ -299,7 +303,7 @@ FROM (
     ) agg
     WHERE agg.ended
 ) s
-WHERE e.id = s.execution_id AND e.state IN ('pending', 'running')
+WHERE e.id = ANY(@execution_ids::uuid[]) AND e.id = s.execution_id AND e.state IN ('pending', 'running')
 RETURNING e.id, e.state;
 
 -- TaskNextReady says how long until the earliest pending task becomes
