@@ -113,14 +113,6 @@ func (r *TaskRouter) candidates(ctx context.Context) ([]*db.Candidate, error) {
 	return agents, nil
 }
 
-// Invalidate drops the snapshot so the next Route reads agents afresh
-// (after a join, a drain or a quarantine this replica knows of).
-func (r *TaskRouter) Invalidate() {
-	r.mu.Lock()
-	r.snapshot = nil
-	r.mu.Unlock()
-}
-
 // decide routes every unpinned task; the caller holds r.mu.
 func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks []*db.NewTask) []db.TaskRoute {
 	pools := map[string]*batchPool{}
