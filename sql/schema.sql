@@ -493,7 +493,8 @@ CREATE TABLE ax.execution (
     CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
     CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
     CONSTRAINT execution_traceparent_format CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
-);
+)
+WITH (fillfactor='80');
 
 --
 -- Name: executions_by_state; Type: VIEW; Schema: ax; Owner: -
@@ -1092,7 +1093,7 @@ CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id,
 -- Name: execution_unfinished_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX execution_unfinished_idx ON ax.execution USING btree (job_id) WHERE (state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state]));
+CREATE INDEX execution_unfinished_idx ON ax.execution USING btree (job_id) WHERE (finished_at IS NULL);
 
 --
 -- Name: idempotency_key_expires_idx; Type: INDEX; Schema: ax; Owner: -

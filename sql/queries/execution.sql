@@ -122,7 +122,7 @@ FROM (
 WITH target AS (
     SELECT id FROM ax.execution
     WHERE (id = ANY(@ids::uuid[]) OR job_id = ANY(@job_ids::uuid[]))
-      AND state IN ('pending', 'running')
+      AND finished_at IS NULL
     FOR UPDATE
 ), cancelled_tasks AS (
     UPDATE ax.task
@@ -173,5 +173,5 @@ LIMIT @max;
 
 -- name: ExecutionHasUnfinished :one
 SELECT EXISTS (
-    SELECT 1 FROM ax.execution WHERE job_id = @job_id AND state IN ('pending', 'running')
+    SELECT 1 FROM ax.execution WHERE job_id = @job_id AND finished_at IS NULL
 )::boolean AS unfinished;

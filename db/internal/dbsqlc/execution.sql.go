@@ -16,7 +16,7 @@ const executionCancel = `-- name: ExecutionCancel :many
 WITH target AS (
     SELECT id FROM ax.execution
     WHERE (id = ANY($2::uuid[]) OR job_id = ANY($3::uuid[]))
-      AND state IN ('pending', 'running')
+      AND finished_at IS NULL
     FOR UPDATE
 ), cancelled_tasks AS (
     UPDATE ax.task
@@ -109,7 +109,7 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (
 
 const executionHasUnfinished = `-- name: ExecutionHasUnfinished :one
 SELECT EXISTS (
-    SELECT 1 FROM ax.execution WHERE job_id = $1 AND state IN ('pending', 'running')
+    SELECT 1 FROM ax.execution WHERE job_id = $1 AND finished_at IS NULL
 )::boolean AS unfinished
 `
 

@@ -60,7 +60,7 @@ SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
        coalesce($1::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (
            SELECT 1 FROM ax.execution e
-           WHERE e.job_id = j.id AND e.state IN ('pending', 'running')))::boolean AS has_unfinished
+           WHERE e.job_id = j.id AND e.finished_at IS NULL))::boolean AS has_unfinished
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at <= coalesce($1::timestamptz, now()) + make_interval(secs => $2::bigint / 1000.0)
