@@ -49,11 +49,16 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// TaskLeasePlan returns the query plan TaskLease would use for p, so tests
-// can check that claiming stays index-driven on a large backlog.
+// TaskLeasePlan returns the query plan TaskLease would use for p to pick
+// tasks, so tests can check that claiming stays index-driven on a large
+// backlog.
 func TaskLeasePlan(ctx context.Context, e Executor, p *TaskLeaseParams) (string, error) {
+	pick, err := leasePickParams(p)
+	if err != nil {
+		return "", err
+	}
 	x := &explainer{e: e}
-	if _, err := TaskLease(ctx, x, p); !errors.Is(err, errExplained) {
+	if _, err := queries.TaskLeasePick(ctx, x, pick); !errors.Is(err, errExplained) {
 		return "", fmt.Errorf("error explaining TaskLease: %w", err)
 	}
 	return x.plan, nil

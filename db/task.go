@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
@@ -56,25 +57,59 @@ type TaskLeaseParams struct {
 	Grants map[string]int
 }
 
-// TaskLease claims up to Max pending tasks the agent may run.
-func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTask, error) {
+// TaskLease claims up to Max pending tasks the agent may run: it picks and
+// locks them, then leases them, in one transaction of b (a savepoint when
+// b is a transaction).
+func TaskLease(ctx context.Context, b TxBeginner, p *TaskLeaseParams) ([]*LeasedTask, error) {
+	pick, err := leasePickParams(p)
+	if err != nil {
+		return nil, err
+	}
+	out, err := WithTxV(ctx, b, func(tx pgx.Tx) ([]*LeasedTask, error) {
+		picked, err := queries.TaskLeasePick(ctx, tx, pick)
+		if err != nil || len(picked) == 0 {
+			return nil, err
+		}
+		take := dbsqlc.TaskLeaseTakeParams{AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(),
+			TaskIds: make([]uuid.UUID, len(picked)), ExecutionIds: make([]uuid.UUID, 0, len(picked))}
+		seen := make(map[uuid.UUID]bool, len(picked))
+		for i, r := range picked {
+			take.TaskIds[i] = r.ID
+			if !seen[r.ExecutionID] {
+				seen[r.ExecutionID] = true
+				take.ExecutionIds = append(take.ExecutionIds, r.ExecutionID)
+			}
+		}
+		rows, err := queries.TaskLeaseTake(ctx, tx, take)
+		if err != nil {
+			return nil, err
+		}
+		return leasedTasks(rows), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+func leasePickParams(p *TaskLeaseParams) (dbsqlc.TaskLeasePickParams, error) {
 	labels, err := json.Marshal(nonNilMap(p.AgentLabels))
 	if err != nil {
-		return nil, fmt.Errorf("error encoding agent labels: %w", err)
+		return dbsqlc.TaskLeasePickParams{}, fmt.Errorf("error encoding agent labels: %w", err)
 	}
-	params := dbsqlc.TaskLeaseParams{
-		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(),
+	pick := dbsqlc.TaskLeasePickParams{
+		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID,
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
 		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{},
 	}
 	for class, n := range p.Grants {
-		params.Classes = append(params.Classes, class)
-		params.Caps = append(params.Caps, int32(n))
+		pick.Classes = append(pick.Classes, class)
+		pick.Caps = append(pick.Caps, int32(n))
 	}
-	rows, err := queries.TaskLease(ctx, e, params)
-	if err != nil {
-		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
-	}
+	return pick, nil
+}
+
+func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) []*LeasedTask {
 	out := make([]*LeasedTask, len(rows))
 	for i, r := range rows {
 		out[i] = &LeasedTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
@@ -86,7 +121,7 @@ func TaskLease(ctx context.Context, e Executor, p *TaskLeaseParams) ([]*LeasedTa
 			Waited: time.Duration(r.WaitedSeconds * float64(time.Second)), RateClass: r.RateClass, Priority: int(r.Priority),
 			TraceParent: r.Traceparent}
 	}
-	return out, nil
+	return out
 }
 
 // TaskRef names a leased task with its fencing token.
@@ -160,18 +195,36 @@ func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]Comp
 		return nil, fmt.Errorf("error completing tasks: %w", mapErr(err))
 	}
 	out := make([]CompletedTask, len(rows))
-	execs := make([]uuid.UUID, 0, len(rows))
+	var single dbsqlc.ExecutionEndSingleParams
+	var several []uuid.UUID
 	for i, r := range rows {
 		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: string(r.State)}
-		if r.State != dbsqlc.AxTaskStatePending { // a retry cannot end its execution
-			execs = append(execs, r.ExecutionID)
+		switch {
+		case r.State == dbsqlc.AxTaskStatePending: // a retry cannot end its execution
+		case r.ShardTotal == 1:
+			single.Ids = append(single.Ids, r.ExecutionID)
+			single.States = append(single.States, string(r.State))
+		default:
+			several = append(several, r.ExecutionID)
 		}
 	}
-	ended, err := executionFinalize(ctx, e, execs)
+	ended, err := executionFinalize(ctx, e, several)
+	if err != nil {
+		return nil, err
+	}
+	if len(single.Ids) > 0 {
+		ids, err := queries.ExecutionEndSingle(ctx, e, single)
+		if err != nil {
+			return nil, fmt.Errorf("error ending executions: %w", mapErr(err))
+		}
+		for _, id := range ids {
+			ended[id] = true
+		}
+	}
 	for i := range out {
 		out[i].Finalized = ended[out[i].ExecutionID]
 	}
-	return out, err
+	return out, nil
 }
 
 // TaskRelease hands an agent's leases back without using up attempts.
@@ -247,7 +300,7 @@ func ExecutionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) error {
 // executionFinalize is ExecutionFinalize returning the executions it ended.
 func executionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
 	if len(ids) == 0 {
-		return nil, nil
+		return map[uuid.UUID]bool{}, nil
 	}
 	rows, err := queries.ExecutionFinalize(ctx, e, ids)
 	if err != nil {

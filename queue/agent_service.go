@@ -192,7 +192,7 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 // whole lease and concurrent leases do not queue on it), leases with e
 // within those grants, and gives back the tokens it did not use. Tokens
 // lost to an error only slow a class down for a moment, never speed it up.
-func (s *AgentService) lease(ctx context.Context, e db.Executor, p *db.TaskLeaseParams) ([]*db.LeasedTask, error) {
+func (s *AgentService) lease(ctx context.Context, e db.TxBeginner, p *db.TaskLeaseParams) ([]*db.LeasedTask, error) {
 	var grants map[string]int
 	if used, err := s.classes.any(ctx, s.pool); err != nil || used {
 		if grants, err = db.RateClassTake(ctx, s.pool, p.Max); err != nil {

@@ -1,4 +1,5 @@
--- TaskLease claims up to @max pending tasks for one agent, in this order:
+-- TaskLeasePick chooses and locks up to @max pending tasks for one agent
+-- (TaskLeaseTake then leases them in the same transaction), in this order:
 -- tasks it may take that have waited longer than @starve_seconds (oldest
 -- first: low priority is delayed, never starved); then tasks routed to it;
 -- then unassigned ones; then tasks preferred by other agents that have
@@ -12,11 +13,17 @@
 -- RateClassTake in its own short statement, so the hot bucket row is
 -- locked for microseconds, not for the lease) and their priority is at
 -- or above the class's floor (manual, or automatic while degraded); at
--- most @caps of a class's tasks are leased. Each lease gets a fresh token
--- and an expiry from the database clock; executions start.
--- name: TaskLease :many
+-- most @caps of a class's tasks are leased.
+--
+-- Picking and leasing are separate statements so that the second reads
+-- tasks and runs from bound arrays (= ANY of a constant, hashed: linear
+-- whatever the plan). Joined in one statement, after an ANALYZE that ran
+-- while a large fire was uncommitted (tables of many pages and "0 rows"),
+-- the planner rescanned whole tables per row: a 15 ms lease took 1.7 s
+-- until the next ANALYZE (TestLeaseAndCompleteStayLinearOnStaleStatistics).
+-- name: TaskLeasePick :many
 WITH starved AS (
-    SELECT t.id, t.rate_class, t.priority, t.created_at, 0 AS grp
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 0 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.agentless
@@ -36,7 +43,7 @@ WITH starved AS (
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
-    SELECT t.id, t.rate_class, t.priority, t.created_at, 1 AS grp
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
     WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= now() AND NOT t.agentless
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
@@ -49,7 +56,7 @@ WITH starved AS (
     FOR UPDATE SKIP LOCKED
 ), unassigned AS (
     -- Read only when the agent's own tasks leave room.
-    SELECT t.id, t.rate_class, t.priority, t.created_at, 2 AS grp
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
@@ -66,7 +73,7 @@ WITH starved AS (
 ), stealable AS (
     -- Other agents' tasks that waited past the steal delay, oldest first;
     -- read only when own and unassigned tasks leave room.
-    SELECT t.id, t.rate_class, t.priority, t.created_at, 3 AS grp
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 3 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> @agent_id
@@ -85,41 +92,49 @@ WITH starved AS (
     FOR UPDATE OF t SKIP LOCKED
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
-    SELECT DISTINCT ON (id) id, rate_class, priority, created_at, grp
+    SELECT DISTINCT ON (id) id, execution_id, rate_class, priority, created_at, grp
     FROM (SELECT * FROM starved UNION ALL SELECT * FROM own UNION ALL SELECT * FROM unassigned
           UNION ALL SELECT * FROM stealable) c
     ORDER BY id, grp
 ), firsts AS (
-    SELECT id, rate_class, priority, created_at, grp
+    SELECT id, execution_id, rate_class, priority, created_at, grp
     FROM candidates
     ORDER BY grp, priority DESC, created_at
     LIMIT sqlc.arg('max')::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
-    SELECT f.id
-    FROM (SELECT id, rate_class,
+    SELECT f.id, f.execution_id
+    FROM (SELECT id, execution_id, rate_class,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
           FROM firsts) f
     LEFT JOIN (SELECT unnest(@classes::text[]) AS name, unnest(@caps::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
-), leased AS (
+)
+SELECT id, execution_id FROM picked;
+
+-- TaskLeaseTake leases the tasks TaskLeasePick locked (@task_ids, of runs
+-- @execution_ids): each gets a fresh token and an expiry from the database
+-- clock, an event, and its run starts. An agent drained or marked offline
+-- while its poll waited gets nothing.
+-- name: TaskLeaseTake :many
+WITH leased AS (
     UPDATE ax.task t
     SET state = 'leased', agent_id = @agent_id, lease_token = gen_random_uuid(),
         lease_expires_at = now() + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
         -- A new attempt: its timeout counts from its own start.
         leased_at = now(), started_at = NULL, updated_at = now()
-    FROM picked
-    WHERE t.id = picked.id
-      -- An agent drained or marked offline while its poll waited gets nothing.
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.state = 'pending'
       AND EXISTS (SELECT 1 FROM ax.agent a WHERE a.id = @agent_id AND a.state IN ('active', 'quarantined'))
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
               t.preferred_agent_id, t.not_before, t.rate_class
 ), started AS (
+    -- A run starts with its first lease: in place (a HOT update, see
+    -- migration 00011).
     UPDATE ax.execution e
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
-    WHERE e.id IN (SELECT execution_id FROM leased) AND e.state = 'pending'
+    WHERE e.id = ANY(@execution_ids::uuid[]) AND e.state = 'pending' AND EXISTS (SELECT 1 FROM leased)
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
     SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id,
@@ -127,6 +142,12 @@ WITH starved AS (
                 WHEN preferred_agent_id = agent_id THEN 'routed here'
                 ELSE 'taken over from agent ' || preferred_agent_id END
     FROM leased
+), runs AS (
+    -- What agents need of the runs: read by primary key from the bound
+    -- array, before this statement's own update.
+    SELECT e.id, e.params, e.scheduled_for, e.priority, e.traceparent
+    FROM ax.execution e
+    WHERE e.id = ANY(@execution_ids::uuid[])
 )
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
@@ -134,11 +155,11 @@ SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_par
        (l.preferred_agent_id IS NULL OR l.preferred_agent_id = l.agent_id)::boolean AS routed_here,
        l.not_before::timestamptz AS ready_at, coalesce(l.rate_class, '')::text AS rate_class,
        extract(epoch FROM clock_timestamp() - l.not_before)::double precision AS waited_seconds,
-       j.executor_kind, j.executor, j.name AS job_name, j.group_name, e.params, e.scheduled_for, e.priority,
-       coalesce(e.traceparent, '')::text AS traceparent
+       j.executor_kind, j.executor, j.name AS job_name, j.group_name,
+       r.params, r.scheduled_for, r.priority, coalesce(r.traceparent, '')::text AS traceparent
 FROM leased l
 JOIN ax.job j ON j.id = l.job_id
-JOIN ax.execution e ON e.id = l.execution_id;
+JOIN runs r ON r.id = l.execution_id;
 
 -- TaskRenew extends the leases the agent still holds (matching token) and
 -- marks them running; the ids it does not return are lost to the agent.
@@ -152,11 +173,12 @@ WHERE t.id = h.id AND t.lease_token = h.token AND t.agent_id = @agent_id
 RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
           t.lease_expires_at::timestamptz AS lease_expires_at;
 
--- TaskComplete records results whose lease token is current, holding
--- their executions' rows so that ExecutionFinalize in the same
--- transaction sees every other shard's committed state: success and
--- cancellation end the task; a failure or timeout is retried (attempt + 1, after
--- exponential backoff from the job's settings) until attempts run out.
+-- TaskComplete records results whose lease token is current: success and
+-- cancellation end the task; a failure or timeout is retried (attempt + 1,
+-- after exponential backoff from the job's settings) until attempts run
+-- out. The caller ends the runs in the same transaction: ExecutionEndSingle
+-- for runs of one shard, ExecutionFinalize for runs of several, which sees
+-- every other shard's committed state because its row is held here.
 -- Results with a stale token match nothing and change nothing.
 -- name: TaskComplete :many
 WITH input AS (
@@ -190,12 +212,15 @@ WITH input AS (
         result = i.result, error = nullif(i.error, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
-    WHERE t.id = i.id AND t.lease_token = i.token
-      AND t.state IN ('leased', 'running') AND j.id = t.job_id
+    -- The tasks are read by primary key (= ANY): joined with the input
+    -- alone, a small task table was planned as a full scan. A current
+    -- token means leased or running (task_lease_consistent); saying so
+    -- would invite reading every task in flight through partial indexes.
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.not_before,
-              i.state AS reported
+    RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
+              t.not_before, i.state AS reported
 ), events AS (
     -- The attempt's own outcome, then (for a retry) the new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
@@ -207,7 +232,19 @@ WITH input AS (
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
     FROM done WHERE state = 'pending'
 )
-SELECT id, execution_id, state FROM done;
+SELECT id, execution_id, state, shard_total FROM done;
+
+-- ExecutionEndSingle ends runs of one shard with their task's final state
+-- (@states, in the order of @ids): what ExecutionFinalize would conclude,
+-- without reading the task again. By primary key from a bound array, like
+-- the lease (see TaskLeasePick); state, not finished_at, so that the
+-- partial index on unfinished runs never looks like a shortcut.
+-- name: ExecutionEndSingle :many
+UPDATE ax.execution e
+SET state = (@states::text[])[array_position(@ids::uuid[], e.id)]::ax.execution_state,
+    finished_at = now(), updated_at = now()
+WHERE e.id = ANY(@ids::uuid[]) AND e.state IN ('pending', 'running')
+RETURNING e.id;
 
 -- TaskRelease hands leases back: the tasks are pending again at once,
 -- without using up an attempt (a draining agent did not fail them).
@@ -306,7 +343,7 @@ FROM (
     ) agg
     WHERE agg.ended
 ) s
-WHERE e.id = s.execution_id AND e.state IN ('pending', 'running')
+WHERE e.id = s.execution_id AND e.id = ANY(@execution_ids::uuid[]) AND e.state IN ('pending', 'running')
 RETURNING e.id, e.state;
 
 -- TaskNextReady says how long until the earliest pending task becomes
