@@ -50,6 +50,31 @@ func TestAgentNeverRunsMoreThanCapacity(t *testing.T) {
 	})
 }
 
+// TestAgentWithLargeCapacityLeasesInCalls: an agent with more free slots
+// than one lease call may ask for (the server refuses more) asks for the
+// most it may and fills the rest with the next calls.
+func TestAgentWithLargeCapacityLeasesInCalls(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{Capacity: MaxLeasePerCall + 500})
+	g := newGate()
+	a.Handle("block", g.handle)
+	for i := range MaxLeasePerCall + 200 {
+		d.add(handlerTask(fmt.Sprint("t", i), "block"))
+	}
+	start(t, a)
+
+	g.waitStarted(t, MaxLeasePerCall+200)
+	close(g.open)
+	eventually(t, func() bool { return d.resultCount() == MaxLeasePerCall+200 }, "every task reported")
+	d.snapshot(func(d *serverDouble) {
+		require.GreaterOrEqual(t, len(d.leases), 2)
+		for _, l := range d.leases {
+			require.LessOrEqual(t, l.Max, MaxLeasePerCall)
+		}
+	})
+}
+
 func TestAgentHeartbeatRenewsEveryHeldTask(t *testing.T) {
 	t.Parallel()
 	d := newServerDouble()

@@ -66,8 +66,13 @@ func (a *Agent) waitForRoom(ctx context.Context) (int, error) {
 	}
 }
 
+// MaxLeasePerCall is the most tasks one lease call may ask for (the
+// server refuses more: LeaseRequest.max in the OpenAPI spec). An agent
+// with more free slots fills them over several calls.
+const MaxLeasePerCall = 1000
+
 func (a *Agent) lease(ctx context.Context, max int) ([]LeasedTask, error) {
-	req := LeaseRequest{Max: max, WaitSeconds: int(a.cfg.LeaseWait / time.Second)}
+	req := LeaseRequest{Max: min(max, MaxLeasePerCall), WaitSeconds: int(a.cfg.LeaseWait / time.Second)}
 	var tasks []LeasedTask
 	err := a.call(ctx, "lease", func(ctx context.Context, s Session) error {
 		var err error

@@ -136,6 +136,9 @@ func (d *serverDouble) take(s Session, req LeaseRequest, first bool) ([]LeasedTa
 			return nil, nil, err
 		}
 		d.leases = append(d.leases, req)
+		if req.Max > MaxLeasePerCall { // as the server's validation does
+			return nil, nil, &StatusError{Code: 422, Problem: Problem{Detail: "max: must be at most 1000"}}
+		}
 	}
 	if d.state != "active" && d.state != "quarantined" { // the server probes quarantined agents
 		return nil, nil, nil

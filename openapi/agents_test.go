@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/agent"
 	"github.com/ax-scheduler/ax/queue"
 )
 
@@ -233,4 +234,14 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	a.heartbeat(nil).must(t, http.StatusOK)
 	agents = env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
 	require.Equal(t, "active", agents[0].(map[string]any)["state"], "a heartbeat brings it back")
+}
+
+// TestLeaseMaxIsWhatAgentsAsk: the server takes lease calls of up to
+// agent.MaxLeasePerCall tasks, the most ax-agent asks for in one call.
+func TestLeaseMaxIsWhatAgentsAsk(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	a := env.registerAgent("big", nil, 5000)
+	a.post("/lease", map[string]any{"max": agent.MaxLeasePerCall, "wait_seconds": 0}).must(t, http.StatusOK)
+	a.post("/lease", map[string]any{"max": agent.MaxLeasePerCall + 1, "wait_seconds": 0}).must(t, http.StatusUnprocessableEntity)
 }
