@@ -41,16 +41,6 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	// took 1.2 s of a 10,000-fire batch and stalls each new connection's
 	// first lease. Nothing ax runs is long enough to win it back.
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	// pgx prepares each statement once per connection, and after five runs
-	// Postgres may keep a generic plan, made without the batch's array
-	// sizes and for the tables as they were then: one kept from a quiet
-	// moment read 10,000 queued tasks per lease batch. ax's statements are
-	// few and batched; planning each for its batch and the tables as they
-	// are costs ~0.3–2 ms per batch (pg_stat_statements, BenchmarkEndToEnd).
-	// A plan_cache_mode given in the URL wins.
-	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
-		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("error creating pool: %w", err)

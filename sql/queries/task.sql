@@ -124,7 +124,10 @@ WITH leased AS (
         lease_expires_at = now() + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
         -- A new attempt: its timeout counts from its own start.
         leased_at = now(), started_at = NULL, updated_at = now()
-    WHERE t.id = ANY(@task_ids::uuid[]) AND t.state = 'pending'
+    -- (No state = 'pending' here: the rows are TaskLeasePick's, locked in
+    -- this transaction, and saying so would invite a read of every
+    -- pending task through the partial indexes.)
+    WHERE t.id = ANY(@task_ids::uuid[])
       AND EXISTS (SELECT 1 FROM ax.agent a WHERE a.id = @agent_id AND a.state IN ('active', 'quarantined'))
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
@@ -142,9 +145,10 @@ WITH leased AS (
                 WHEN preferred_agent_id = agent_id THEN 'routed here'
                 ELSE 'taken over from agent ' || preferred_agent_id END
     FROM leased
-), runs AS (
-    -- What agents need of the runs: read by primary key from the bound
-    -- array, before this statement's own update.
+), runs AS MATERIALIZED (
+    -- What agents need of the runs, read once from the bound array (before
+    -- this statement's own update). Inlined, it became a probe per task
+    -- that also walked the whole array: three fifths of the lease.
     SELECT e.id, e.params, e.scheduled_for, e.priority, e.traceparent
     FROM ax.execution e
     WHERE e.id = ANY(@execution_ids::uuid[])
