@@ -312,3 +312,26 @@ func TestLeaseAndCompleteStayLinearOnStaleStatistics(t *testing.T) {
 		})
 	}
 }
+
+// TestRunStartsInPlace: a lease starts its run (pending → running) with a
+// HOT update, which adds no index entries (migration 00011).
+func TestRunStartsInPlace(t *testing.T) {
+	t.Parallel()
+	env := setupFlow(t, queue.AgentConfig{})
+	ctx := context.Background()
+	env.run(env.manualJob("in-place", nil), nil)
+	agent := env.registerAgent("in-place", nil, 1)
+	tx, err := env.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: uuid.MustParse(agent.id), Max: 1,
+		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute})
+	require.NoError(t, err)
+	require.Len(t, leased, 1)
+	var updates, hot int64
+	require.NoError(t, tx.QueryRow(ctx, `
+		SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
+		WHERE relid = 'ax.execution'::regclass`).Scan(&updates, &hot))
+	require.Equal(t, int64(1), updates, "the run started")
+	require.Equal(t, int64(1), hot, "in place")
+}
