@@ -313,25 +313,35 @@ func TestLeaseAndCompleteStayLinearOnStaleStatistics(t *testing.T) {
 	}
 }
 
-// TestRunStartsInPlace: a lease starts its run (pending → running) with a
-// HOT update, which adds no index entries (migration 00011).
+// TestRunStartsInPlace: a lease starts its runs (pending → running) with
+// HOT updates, which add no index entries (migrations 00011, 00012): all
+// of a batch's runs, so pages must have room for every row's new version.
 func TestRunStartsInPlace(t *testing.T) {
 	t.Parallel()
 	env := setupFlow(t, queue.AgentConfig{})
 	ctx := context.Background()
-	env.run(env.manualJob("in-place", nil), nil)
-	agent := env.registerAgent("in-place", nil, 1)
+	jobID := uuid.MustParse(env.manualJob("in-place", nil))
+	agent := env.registerAgent("in-place", nil, 500)
+	const runs = 500
+	_, err := env.pool.Exec(ctx, `
+		WITH e AS (
+			INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
+			SELECT gen_random_uuid(), $1, 'manual', now(), 1, 0 FROM generate_series(1, $2)
+			RETURNING id)
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds)
+		SELECT id, $1, 0, 1, 0, 1, 60 FROM e`, jobID, runs)
+	require.NoError(t, err)
 	tx, err := env.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: uuid.MustParse(agent.id), Max: 1,
+	leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: uuid.MustParse(agent.id), Max: runs,
 		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute})
 	require.NoError(t, err)
-	require.Len(t, leased, 1)
+	require.Len(t, leased, runs)
 	var updates, hot int64
 	require.NoError(t, tx.QueryRow(ctx, `
 		SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
 		WHERE relid = 'ax.execution'::regclass`).Scan(&updates, &hot))
-	require.Equal(t, int64(1), updates, "the run started")
-	require.Equal(t, int64(1), hot, "in place")
+	require.Equal(t, int64(runs), updates, "the runs started")
+	require.Equal(t, int64(runs), hot, "in place")
 }

@@ -494,7 +494,7 @@ CREATE TABLE ax.execution (
     CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
     CONSTRAINT execution_traceparent_format CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
 )
-WITH (fillfactor='80');
+WITH (fillfactor='50');
 
 --
 -- Name: executions_by_state; Type: VIEW; Schema: ax; Owner: -
