@@ -195,7 +195,8 @@ func truncateText(s string, n int) string {
 }
 
 func (a *Agent) taskLogger(t LeasedTask) *slog.Logger {
-	return a.log.With("execution_id", t.ExecutionID, "task_id", t.TaskID, "job_id", t.JobID, "shard_index", t.ShardIndex)
+	return slog.New(newLazyAttrs(a.log.Handler(), slog.String("execution_id", t.ExecutionID),
+		slog.String("task_id", t.TaskID), slog.String("job_id", t.JobID), slog.Int("shard_index", t.ShardIndex)))
 }
 
 // millis is a duration for logs, in milliseconds as the server logs them.
