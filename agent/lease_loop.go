@@ -149,6 +149,9 @@ func (a *Agent) runTask(ctx context.Context, t LeasedTask) {
 func (a *Agent) execute(ctx context.Context, t LeasedTask, log *slog.Logger) (json.RawMessage, error) {
 	out := newTaskOutput(t.Ref(), a.cfg.MaxOutputBytes, a.logs.enqueue)
 	defer func() {
+		if !out.queuedAny() { // nothing of this task to wait for
+			return
+		}
 		flushCtx, cancel := context.WithTimeout(a.work, logSendBudget)
 		defer cancel()
 		a.logs.flush(flushCtx)

@@ -65,6 +65,14 @@ func (o *taskOutput) emit(stream string, data []byte) {
 	o.dropped = 0
 }
 
+// queuedAny says whether the task queued any output: only then must its
+// result wait for the shipper.
+func (o *taskOutput) queuedAny() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.shipped > 0 || o.capped
+}
+
 // streamWriter is the io.Writer of one output stream of a task. It cuts
 // output into chunks on UTF-8 boundaries, so that a character split across
 // two reads of a pipe survives the trip through JSON.
