@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/adhocore/gronx v1.20.4
 	github.com/danielgtaylor/huma/v2 v2.37.2
+	github.com/goccy/go-json v0.10.5
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/oapi-codegen/runtime v1.9.0

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	gojson "github.com/goccy/go-json"
 	"io"
 	"net/http"
 	"net/url"
@@ -105,7 +106,7 @@ func (c *ClientServer) Lease(ctx context.Context, s Session, req LeaseRequest) (
 	var out struct {
 		Tasks []LeasedTask `json:"tasks"`
 	}
-	if err := json.Unmarshal(resp.body, &out); err != nil {
+	if err := gojson.Unmarshal(resp.body, &out); err != nil {
 		return nil, fmt.Errorf("error decoding leased tasks: %w", err)
 	}
 	return out.Tasks, nil
