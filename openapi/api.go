@@ -4,12 +4,15 @@ package openapi
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/danielgtaylor/huma/v2/autopatch"
+	gojson "github.com/goccy/go-json"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/queue"
@@ -89,5 +92,21 @@ func apiConfig() huma.Config {
 		securitySchemeName: {Type: "http", Scheme: "bearer", Description: "An ax API key."},
 	}
 	cfg.RejectUnknownQueryParameters = true
+	cfg.Formats = maps.Clone(cfg.Formats)
+	cfg.Formats["application/json"] = jsonFormat
+	cfg.Formats["json"] = jsonFormat
 	return cfg
+}
+
+// jsonFormat is huma's JSON format on goccy/go-json, a drop-in for
+// encoding/json: huma decodes every body twice (once to validate, once
+// into its type), and agents' result batches and lease replies are the
+// bulk of ax's traffic.
+var jsonFormat = huma.Format{
+	Marshal: func(w io.Writer, v any) error {
+		enc := gojson.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(v)
+	},
+	Unmarshal: gojson.Unmarshal,
 }
