@@ -142,14 +142,23 @@ func TestFireDueMisfirePolicies(t *testing.T) {
 func TestFireDueOverlapPolicies(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	forbid := e.job(db.TriggerCron, func(j *db.Job) { j.ConcurrencyPolicy = "forbid" })
-	replace := e.job(db.TriggerCron, func(j *db.Job) { j.ConcurrencyPolicy = "replace" })
+	// Hourly ticks, so a slow first fire never finds a second tick due.
+	hourly := func(policy string) func(j *db.Job) {
+		return func(j *db.Job) { j.IntervalSeconds = 3600; j.ConcurrencyPolicy = policy }
+	}
+	forbid := e.job(db.TriggerInterval, hourly("forbid"))
+	replace := e.job(db.TriggerInterval, hourly("replace"))
 	for _, j := range []*db.Job{forbid, replace} {
 		e.behind(j.ID, 0)
 	}
 	require.Equal(t, 2, e.fire())
-	// The next tick falls due while the first execution is still pending.
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	// The next tick falls due while the first execution is still pending:
+	// move it into the past instead of waiting for it.
+	for _, j := range []*db.Job{forbid, replace} {
+		_, err := e.pool.Exec(context.Background(), `UPDATE ax.trigger SET next_fire_at = next_fire_at - interval '3600.5 seconds'
+			WHERE job_id = $1`, j.ID)
+		require.NoError(t, err)
+	}
 	require.Equal(t, 2, e.fire())
 
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, forbid.ID))
