@@ -11,9 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// referencePath is the shared file of expected fire times across real
-// transitions, computed by an independent implementation.
-const referencePath = "../../../shared/testdata/cron-dst-cases.json"
+// referencePath holds expected fire times across real transitions,
+// computed by an independent implementation (a copy of the team's shared
+// reference data, kept in the repo so a clone tests on its own).
+const referencePath = "testdata/cron-dst-cases.json"
 
 type referenceCase struct {
 	Expr     string      `json:"expr"`
@@ -26,7 +27,7 @@ func loadReferenceCases(t *testing.T) []referenceCase {
 	t.Helper()
 	data, err := os.ReadFile(referencePath)
 	if err != nil {
-		t.Fatalf("the shared DST reference cases are required (%s, from /work/shared/testdata): %v", referencePath, err)
+		t.Fatalf("the DST reference cases are required (%s): %v", referencePath, err)
 	}
 	var cases []referenceCase
 	require.NoError(t, json.Unmarshal(data, &cases))
