@@ -66,8 +66,10 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 
 func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	at := func(f string) string { return prefix.With("trigger." + f) }
-	if _, err := cron.Parse("0 0 * * *", t.Timezone); err != nil {
-		errs.add(at("timezone"), cronReason(err), t.Timezone)
+	if canon, err := cron.CanonicalZone(t.Timezone); err != nil {
+		errs.add(at("timezone"), err.Error(), t.Timezone)
+	} else {
+		t.Timezone = canon // stored as Postgres reads it: "Europe//./Paris" is Europe/Paris
 	}
 	onlyFor := func(field, kind string, set bool) {
 		if set && t.Kind != kind {
