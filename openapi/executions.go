@@ -2,7 +2,6 @@ package openapi
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -23,8 +22,15 @@ type executionHandlers struct {
 
 // TriggerRequest is the optional body of a trigger call.
 type TriggerRequest struct {
-	Params   map[string]any `json:"params,omitempty" doc:"Overlay the job's params for this run"`
-	Priority *int           `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the job's"`
+	Params   Params `json:"params,omitempty" doc:"Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly"`
+	Priority *int   `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the job's"`
+}
+
+// Resolve bounds the params' nesting.
+func (r *TriggerRequest) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
+	var errs fieldErrors
+	r.Params.validate(prefix.With("params"), &errs)
+	return errs
 }
 
 type triggerInput struct {
@@ -131,9 +137,7 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 	req := &queue.TriggerRequest{JobID: jobID, IdempotencyKey: in.IdempotencyKey,
 		Method: http.MethodPost, Path: "/v1/jobs/" + jobID.String() + "/trigger"}
 	if in.Body != nil && in.Body.Params != nil {
-		if req.Params, err = json.Marshal(in.Body.Params); err != nil {
-			return nil, err
-		}
+		req.Params = json.RawMessage(in.Body.Params)
 	}
 	if in.Body != nil {
 		req.Priority = in.Body.Priority
@@ -148,12 +152,9 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 		}
 		// The hash is over the decoded body re-encoded (map keys sorted), so
 		// a retry that differs only in spacing or key order still matches.
-		canonical, err := json.Marshal(in.Body)
-		if err != nil {
+		if req.RequestHash, err = bodyHash(in.Body); err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256(canonical)
-		req.RequestHash = sum[:]
 	}
 	exec, _, err := h.execs.Trigger(ctx, req)
 	switch {

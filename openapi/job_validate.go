@@ -24,6 +24,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if strings.TrimSpace(j.Name) == "" {
 		errs.add(prefix.With("name"), "must not be blank", j.Name)
 	}
+	j.Params.validate(prefix.With("params"), &errs)
 	j.Trigger.validate(prefix, &errs)
 	j.Executor.validate(prefix, &errs)
 	if j.Target != nil {

@@ -930,7 +930,9 @@ type Execution struct {
 	JobId openapi_types.UUID `json:"job_id"`
 
 	// Misfired The tick was missed and fired late under the misfire policy
-	Misfired bool                   `json:"misfired"`
+	Misfired bool `json:"misfired"`
+
+	// Params The run's params, exactly as given
 	Params   map[string]interface{} `json:"params"`
 	Priority int64                  `json:"priority"`
 
@@ -1050,7 +1052,7 @@ type Job struct {
 	// Example: team-billing
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters handed to every run
+	// Params Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Paused Paused jobs do not fire; see pause and resume
@@ -1378,7 +1380,7 @@ type RunRequest struct {
 	Name  *string `json:"name,omitempty"`
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters of the run
+	// Params Parameters of the run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params         *map[string]interface{} `json:"params,omitempty"`
 	Priority       *int64                  `json:"priority,omitempty"`
 	RateLimitClass *string                 `json:"rate_limit_class,omitempty"`
@@ -1526,7 +1528,7 @@ type TaskResultState string
 
 // TriggerRequest defines model for TriggerRequest.
 type TriggerRequest struct {
-	// Params Overlay the job's params for this run
+	// Params Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Priority Run at this priority instead of the job's
@@ -1696,7 +1698,7 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Example: team-billing
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters handed to every run
+	// Params Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Paused Paused jobs do not fire; see pause and resume
