@@ -969,6 +969,12 @@ type ExecutionList struct {
 // ExecutionLogsOutputBody defines model for ExecutionLogsOutputBody.
 type ExecutionLogsOutputBody struct {
 	Events *[]TaskEvent `json:"events"`
+
+	// More The page stopped at limit or at its 4 MiB bound on messages: ask again at once with after=next_after
+	More bool `json:"more"`
+
+	// NextAfter Pass as after to read on: the last event's id (after itself when none came)
+	NextAfter int64 `json:"next_after"`
 }
 
 // HealthStatus defines model for HealthStatus.
@@ -2196,7 +2202,7 @@ type ClientInterface interface {
 
 	// GetExecutionLogs An execution's task events and output
 	//
-	// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
 	//
 	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 	GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3030,7 +3036,7 @@ func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, req
 
 // GetExecutionLogs An execution's task events and output
 //
-// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
 //
 // Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5691,7 +5697,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetExecutionLogsWithResponse An execution's task events and output
 	//
-	// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9345,7 +9351,7 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, i
 
 // GetExecutionLogsWithResponse An execution's task events and output
 //
-// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
 //
 // Returns a wrapper object for the known response body format(s).
 //
