@@ -32,7 +32,12 @@ func (p Params) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON keeps the raw object; Huma has already checked it is one.
+// null is no params, as an absent field.
 func (p *Params) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		*p = nil
+		return nil
+	}
 	*p = append((*p)[:0], b...)
 	return nil
 }

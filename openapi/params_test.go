@@ -120,3 +120,17 @@ func TestParamsDepthBounded(t *testing.T) {
 	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.execution").Scan(&execs))
 	require.Zero(t, execs)
 }
+
+// params null is no params, as before: the job stores {} and runs with it.
+func TestParamsNullIsEmpty(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	resp := env.call("POST", "/v1/jobs", env.admin,
+		`{"name":"n","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"},"params":null}`)
+	job := resp.must(t, http.StatusCreated)
+	var stored string
+	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT params::text FROM ax.job WHERE id = $1", job["id"]).Scan(&stored))
+	require.Equal(t, "{}", stored)
+	exec := env.call("POST", "/v1/jobs/"+job["id"].(string)+"/trigger", env.admin, `{"params":null}`).must(t, http.StatusAccepted)
+	require.Equal(t, map[string]any{}, exec["params"])
+}
