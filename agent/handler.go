@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,12 +59,18 @@ func (t Task) IdempotencyKey() string {
 	return t.ExecutionID + "-" + strconv.Itoa(t.ShardIndex)
 }
 
-// DecodeParams unmarshals the run's params into v.
+// DecodeParams unmarshals the run's params into v. Numbers keep their
+// exact value: into an int64 or uint64 field as usual, and into an
+// interface{} (a map[string]any, say) as a json.Number rather than a
+// float64, which would round integers above 2^53. Params holds the raw
+// JSON for any other decoder.
 func (t Task) DecodeParams(v any) error {
 	if len(t.Params) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(t.Params, v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(t.Params))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("error decoding params of task %s: %w", t.TaskID, err)
 	}
 	return nil

@@ -244,17 +244,28 @@ type LogChunk struct {
 	Data   string
 }
 
-// TaskLogAppend stores chunks of tasks whose lease is current and returns
-// how many were stored.
-func TaskLogAppend(ctx context.Context, e Executor, chunks []LogChunk) (int, error) {
-	p := dbsqlc.TaskLogAppendParams{}
-	for _, c := range chunks {
-		p.TaskIds = append(p.TaskIds, c.ID)
-		p.Tokens = append(p.Tokens, c.Token)
-		p.Streams = append(p.Streams, c.Stream)
-		p.Data = append(p.Data, c.Data)
+// TaskLogAppendParams are chunks to store and the per-task cap.
+type TaskLogAppendParams struct {
+	Chunks []LogChunk
+	// MaxBytes caps the output stored per task, every attempt counted.
+	MaxBytes int64
+	// Marker is the message of the one event recorded when a task's output
+	// passes MaxBytes (stream "ax").
+	Marker string
+}
+
+// TaskLogAppend stores chunks of tasks whose lease is current, up to
+// p.MaxBytes per task, and returns how many events were stored (the
+// truncation marker included).
+func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int, error) {
+	q := dbsqlc.TaskLogAppendParams{MaxBytes: p.MaxBytes, Marker: p.Marker}
+	for _, c := range p.Chunks {
+		q.TaskIds = append(q.TaskIds, c.ID)
+		q.Tokens = append(q.Tokens, c.Token)
+		q.Streams = append(q.Streams, c.Stream)
+		q.Data = append(q.Data, c.Data)
 	}
-	n, err := queries.TaskLogAppend(ctx, e, p)
+	n, err := queries.TaskLogAppend(ctx, e, q)
 	if err != nil {
 		return 0, fmt.Errorf("error appending logs: %w", mapErr(err))
 	}
@@ -338,14 +349,26 @@ type TaskEvent struct {
 	At          time.Time
 }
 
-// TaskEventListByExecution returns an execution's events after afterID,
-// oldest first; kind "" means all.
-func TaskEventListByExecution(ctx context.Context, e Executor, executionID uuid.UUID, afterID int64, kind string, limit int) ([]*TaskEvent, error) {
+// TaskEventListParams selects a page of an execution's events.
+type TaskEventListParams struct {
+	ExecutionID uuid.UUID
+	AfterID     int64  // only events after this id
+	Kind        string // "state", "log" or "" for all
+	Limit       int    // at most this many events
+	// MaxBytes bounds the page's messages: events are listed while the
+	// messages before them total at most MaxBytes, so the last one listed
+	// may pass it (the first always comes, whatever its size).
+	MaxBytes int64
+}
+
+// TaskEventListByExecution returns a page of an execution's events,
+// oldest first.
+func TaskEventListByExecution(ctx context.Context, e Executor, p *TaskEventListParams) ([]*TaskEvent, error) {
 	rows, err := queries.TaskEventListByExecution(ctx, e, dbsqlc.TaskEventListByExecutionParams{
-		ExecutionID: executionID, AfterID: afterID, Kind: nilIfEmpty(kind), Max: int32(limit),
+		ExecutionID: p.ExecutionID, AfterID: p.AfterID, Kind: nilIfEmpty(p.Kind), Max: int32(p.Limit), MaxBytes: p.MaxBytes,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("error listing events of execution %s: %w", executionID, mapErr(err))
+		return nil, fmt.Errorf("error listing events of execution %s: %w", p.ExecutionID, mapErr(err))
 	}
 	out := make([]*TaskEvent, len(rows))
 	for i, r := range rows {

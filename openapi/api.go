@@ -101,12 +101,18 @@ func apiConfig() huma.Config {
 // jsonFormat is huma's JSON format on goccy/go-json, a drop-in for
 // encoding/json: huma decodes every body twice (once to validate, once
 // into its type), and agents' result batches and lease replies are the
-// bulk of ax's traffic.
+// bulk of ax's traffic. Bodies nesting deeper than maxBodyDepth are
+// refused before they are decoded.
 var jsonFormat = huma.Format{
 	Marshal: func(w io.Writer, v any) error {
 		enc := gojson.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(v)
 	},
-	Unmarshal: gojson.Unmarshal,
+	Unmarshal: func(data []byte, v any) error {
+		if err := checkDepth(data); err != nil {
+			return err
+		}
+		return gojson.Unmarshal(data, v)
+	},
 }

@@ -9,25 +9,25 @@ import (
 
 // Execution is one fire of a job: the status the trigger API points to.
 type Execution struct {
-	ID                string         `json:"id" format:"uuid" doc:"Execution id: the idempotency key handed to every task and callback"`
-	JobID             string         `json:"job_id" format:"uuid"`
-	Cause             string         `json:"cause" enum:"schedule,catch_up,manual" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API"`
-	State             string         `json:"state" enum:"pending,running,succeeded,failed,timed_out,cancelled"`
-	ScheduledFor      time.Time      `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted)"`
-	FiredAt           time.Time      `json:"fired_at" doc:"When it was created; fired_at - scheduled_for is the fire lag"`
-	Misfired          bool           `json:"misfired" doc:"The tick was missed and fired late under the misfire policy"`
-	Params            map[string]any `json:"params"`
-	ShardCount        int            `json:"shard_count"`
-	Priority          int            `json:"priority"`
-	StartedAt         *time.Time     `json:"started_at,omitempty"`
-	FinishedAt        *time.Time     `json:"finished_at,omitempty"`
-	CancelRequestedAt *time.Time     `json:"cancel_requested_at,omitempty"`
-	CancelReason      string         `json:"cancel_reason,omitempty"`
-	Error             string         `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
-	TraceParent       string         `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
-	StatusURL         string         `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
-	Callback          *Callback      `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
-	Tasks             []Task         `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
+	ID                string     `json:"id" format:"uuid" doc:"Execution id: the idempotency key handed to every task and callback"`
+	JobID             string     `json:"job_id" format:"uuid"`
+	Cause             string     `json:"cause" enum:"schedule,catch_up,manual" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API"`
+	State             string     `json:"state" enum:"pending,running,succeeded,failed,timed_out,cancelled"`
+	ScheduledFor      time.Time  `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted)"`
+	FiredAt           time.Time  `json:"fired_at" doc:"When it was created; fired_at - scheduled_for is the fire lag"`
+	Misfired          bool       `json:"misfired" doc:"The tick was missed and fired late under the misfire policy"`
+	Params            Params     `json:"params" doc:"The run's params, exactly as given"`
+	ShardCount        int        `json:"shard_count"`
+	Priority          int        `json:"priority"`
+	StartedAt         *time.Time `json:"started_at,omitempty"`
+	FinishedAt        *time.Time `json:"finished_at,omitempty"`
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	CancelReason      string     `json:"cancel_reason,omitempty"`
+	Error             string     `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
+	TraceParent       string     `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
+	StatusURL         string     `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
+	Callback          *Callback  `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
+	Tasks             []Task     `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
 }
 
 // Task is one shard of an execution.
@@ -57,14 +57,10 @@ type SkippedFire struct {
 }
 
 func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
-	var params map[string]any
-	if err := json.Unmarshal(e.Params, &params); err != nil {
-		return nil, err
-	}
 	out := &Execution{
 		StatusURL: "/v1/executions/" + e.ID.String(),
 		ID:        e.ID.String(), JobID: e.JobID.String(), Cause: e.Cause, State: e.State,
-		ScheduledFor: e.ScheduledFor, FiredAt: e.FiredAt, Misfired: e.Misfired, Params: params,
+		ScheduledFor: e.ScheduledFor, FiredAt: e.FiredAt, Misfired: e.Misfired, Params: Params(e.Params),
 		ShardCount: e.ShardCount, Priority: e.Priority, StartedAt: e.StartedAt, FinishedAt: e.FinishedAt,
 		CancelRequestedAt: e.CancelRequestedAt, CancelReason: e.CancelReason, Error: e.Error,
 		TraceParent: e.TraceParent,

@@ -2,7 +2,6 @@ package openapi
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -23,8 +22,15 @@ type executionHandlers struct {
 
 // TriggerRequest is the optional body of a trigger call.
 type TriggerRequest struct {
-	Params   map[string]any `json:"params,omitempty" doc:"Overlay the job's params for this run"`
-	Priority *int           `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the job's"`
+	Params   Params `json:"params,omitempty" doc:"Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly"`
+	Priority *int   `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the job's"`
+}
+
+// Resolve bounds the params' nesting.
+func (r *TriggerRequest) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
+	var errs fieldErrors
+	r.Params.validate(prefix.With("params"), &errs)
+	return errs
 }
 
 type triggerInput struct {
@@ -131,9 +137,7 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 	req := &queue.TriggerRequest{JobID: jobID, IdempotencyKey: in.IdempotencyKey,
 		Method: http.MethodPost, Path: "/v1/jobs/" + jobID.String() + "/trigger"}
 	if in.Body != nil && in.Body.Params != nil {
-		if req.Params, err = json.Marshal(in.Body.Params); err != nil {
-			return nil, err
-		}
+		req.Params = json.RawMessage(in.Body.Params)
 	}
 	if in.Body != nil {
 		req.Priority = in.Body.Priority
@@ -148,12 +152,9 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 		}
 		// The hash is over the decoded body re-encoded (map keys sorted), so
 		// a retry that differs only in spacing or key order still matches.
-		canonical, err := json.Marshal(in.Body)
-		if err != nil {
+		if req.RequestHash, err = bodyHash(in.Body); err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256(canonical)
-		req.RequestHash = sum[:]
 	}
 	exec, _, err := h.execs.Trigger(ctx, req)
 	switch {
@@ -292,16 +293,21 @@ type TaskEvent struct {
 
 type executionLogsOutput struct {
 	Body struct {
-		Events []TaskEvent `json:"events"`
+		Events    []TaskEvent `json:"events"`
+		NextAfter int64       `json:"next_after" doc:"Pass as after to read on: the last event's id (after itself when none came)"`
+		More      bool        `json:"more" doc:"The page stopped at limit or at its 4 MiB bound on messages: ask again at once with after=next_after"`
 	}
 }
 
 func (h *executionHandlers) registerLogs(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "get-execution-logs", Method: http.MethodGet, Path: "/v1/executions/{id}/logs", Tags: []string{"Executions"},
-		Summary:     "An execution's task events and output",
-		Description: "State changes and log chunks of every task, oldest first. Poll with after= to follow.",
-		Errors:      []int{http.StatusNotFound},
+		Summary: "An execution's task events and output",
+		Description: "State changes and log chunks of every task, oldest first. Poll with after= to follow. " +
+			"A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): " +
+			"when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap " +
+			"(1 MiB by default), marked by one event on stream ax.",
+		Errors: []int{http.StatusNotFound},
 	}, ScopeRead), h.logs)
 }
 
@@ -310,13 +316,14 @@ func (h *executionHandlers) logs(ctx context.Context, in *executionLogsInput) (*
 	if err != nil {
 		return nil, err
 	}
-	events, err := h.execs.Events(ctx, id, in.After, in.Kind, in.Limit)
+	page, err := h.execs.Events(ctx, id, in.After, in.Kind, in.Limit)
 	if err != nil {
 		return nil, executionError(err)
 	}
 	out := &executionLogsOutput{}
-	out.Body.Events = make([]TaskEvent, 0, len(events))
-	for _, e := range events {
+	out.Body.NextAfter, out.Body.More = page.NextAfter, page.More
+	out.Body.Events = make([]TaskEvent, 0, len(page.Events))
+	for _, e := range page.Events {
 		ev := TaskEvent{ID: e.ID, TaskID: e.TaskID.String(), ShardIndex: e.ShardIndex, Attempt: e.Attempt,
 			Kind: e.Kind, State: e.State, Stream: e.Stream, Message: e.Message, At: e.At}
 		if e.AgentID != nil {

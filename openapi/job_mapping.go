@@ -21,12 +21,9 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error encoding executor: %w", err)
 	}
-	if j.Params == nil {
-		j.Params = map[string]any{}
-	}
-	params, err := json.Marshal(j.Params)
-	if err != nil {
-		return nil, fmt.Errorf("error encoding params: %w", err)
+	params := []byte(j.Params)
+	if len(params) == 0 {
+		params = []byte("{}")
 	}
 	route := deref(j.Route)
 	shards := deref(j.Shards)
@@ -71,10 +68,6 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	if err := json.Unmarshal(j.Executor, &exec); err != nil {
 		return nil, fmt.Errorf("error decoding executor of job %s: %w", j.ID, err)
 	}
-	var params map[string]any
-	if err := json.Unmarshal(j.Params, &params); err != nil {
-		return nil, fmt.Errorf("error decoding params of job %s: %w", j.ID, err)
-	}
 	out := &Job{
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
 		Trigger: JobTrigger{Kind: j.TriggerKind, Cron: j.CronExpr, Timezone: j.Timezone,
@@ -92,7 +85,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		Misfire:           &JobMisfire{Policy: j.MisfirePolicy, WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
 		RateLimitClass:    j.RateLimitClass,
 		DegradeAction:     j.DegradeAction,
-		Params:            params,
+		Params:            Params(j.Params),
 		SigningSecret:     j.SigningSecret,
 		Paused:            j.Paused, PausedAt: j.PausedAt, NextFireAt: j.NextFireAt,
 		LastFireAt: j.LastFireAt, LastScheduledFor: j.LastScheduledFor,

@@ -13,21 +13,21 @@ type Job struct {
 	Owner       string `json:"owner,omitempty" maxLength:"200" example:"team-billing" doc:"Who to call when it fails"`
 	Description string `json:"description,omitempty" maxLength:"4000"`
 
-	Trigger           JobTrigger     `json:"trigger" doc:"When the job fires"`
-	Executor          JobExecutor    `json:"executor" doc:"What a run does"`
-	Target            *JobTarget     `json:"target,omitempty" doc:"Which agents may run it"`
-	Route             *JobRoute      `json:"route,omitempty" doc:"How a task picks its agent"`
-	Shards            *JobShards     `json:"shards,omitempty" doc:"How a run splits into tasks"`
-	Priority          int            `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Higher leases first"`
-	TimeoutSeconds    int            `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" default:"3600" doc:"Limit on one attempt of one task"`
-	Retry             *JobRetry      `json:"retry,omitempty" doc:"Retries of a failed task"`
-	ConcurrencyPolicy string         `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
-	Misfire           *JobMisfire    `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
-	RateLimitClass    string         `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate (see /v1/classes)"`
-	DegradeAction     string         `json:"degrade_action,omitempty" enum:"wait,skip" default:"wait" doc:"While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)"`
-	Callback          *JobCallback   `json:"callback,omitempty" doc:"Where to announce results"`
-	Params            map[string]any `json:"params,omitempty" doc:"Parameters handed to every run"`
-	SigningSecret     string         `json:"signing_secret,omitempty" readOnly:"true" doc:"The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)"`
+	Trigger           JobTrigger   `json:"trigger" doc:"When the job fires"`
+	Executor          JobExecutor  `json:"executor" doc:"What a run does"`
+	Target            *JobTarget   `json:"target,omitempty" doc:"Which agents may run it"`
+	Route             *JobRoute    `json:"route,omitempty" doc:"How a task picks its agent"`
+	Shards            *JobShards   `json:"shards,omitempty" doc:"How a run splits into tasks"`
+	Priority          int          `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Higher leases first"`
+	TimeoutSeconds    int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" default:"3600" doc:"Limit on one attempt of one task"`
+	Retry             *JobRetry    `json:"retry,omitempty" doc:"Retries of a failed task"`
+	ConcurrencyPolicy string       `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
+	Misfire           *JobMisfire  `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
+	RateLimitClass    string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate (see /v1/classes)"`
+	DegradeAction     string       `json:"degrade_action,omitempty" enum:"wait,skip" default:"wait" doc:"While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)"`
+	Callback          *JobCallback `json:"callback,omitempty" doc:"Where to announce results"`
+	Params            Params       `json:"params,omitempty" doc:"Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
+	SigningSecret     string       `json:"signing_secret,omitempty" readOnly:"true" doc:"The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)"`
 
 	Paused           bool       `json:"paused" readOnly:"true" doc:"Paused jobs do not fire; see pause and resume"`
 	PausedAt         *time.Time `json:"paused_at,omitempty" readOnly:"true"`

@@ -24,6 +24,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if strings.TrimSpace(j.Name) == "" {
 		errs.add(prefix.With("name"), "must not be blank", j.Name)
 	}
+	j.Params.validate(prefix.With("params"), &errs)
 	j.Trigger.validate(prefix, &errs)
 	j.Executor.validate(prefix, &errs)
 	if j.Target != nil {
@@ -66,8 +67,10 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 
 func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	at := func(f string) string { return prefix.With("trigger." + f) }
-	if _, err := cron.Parse("0 0 * * *", t.Timezone); err != nil {
-		errs.add(at("timezone"), cronReason(err), t.Timezone)
+	if canon, err := cron.CanonicalZone(t.Timezone); err != nil {
+		errs.add(at("timezone"), err.Error(), t.Timezone)
+	} else {
+		t.Timezone = canon // stored as Postgres reads it: "Europe//./Paris" is Europe/Paris
 	}
 	onlyFor := func(field, kind string, set bool) {
 		if set && t.Kind != kind {

@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -18,20 +19,20 @@ import (
 // trigger, run once at once. It is kept as a manual job (so its executions
 // and callbacks work like any other); delete it when done.
 type RunRequest struct {
-	Name           string         `json:"name,omitempty" maxLength:"200" doc:"Name of the job that holds the run; default run-<execution id>"`
-	Group          string         `json:"group,omitempty" maxLength:"200" doc:"Group of that job; default runs"`
-	Owner          string         `json:"owner,omitempty" maxLength:"200"`
-	Description    string         `json:"description,omitempty" maxLength:"4000"`
-	Executor       JobExecutor    `json:"executor" doc:"What the run does; kind http without target labels is sent by ax itself"`
-	Target         *JobTarget     `json:"target,omitempty" doc:"Which agents may run it"`
-	Route          *JobRoute      `json:"route,omitempty"`
-	Shards         *JobShards     `json:"shards,omitempty"`
-	Priority       int            `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
-	TimeoutSeconds int            `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" default:"3600"`
-	Retry          *JobRetry      `json:"retry,omitempty"`
-	RateLimitClass string         `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$"`
-	Callback       *JobCallback   `json:"callback,omitempty" doc:"Where to announce the result"`
-	Params         map[string]any `json:"params,omitempty" doc:"Parameters of the run"`
+	Name           string       `json:"name,omitempty" maxLength:"200" doc:"Name of the job that holds the run; default run-<execution id>"`
+	Group          string       `json:"group,omitempty" maxLength:"200" doc:"Group of that job; default runs"`
+	Owner          string       `json:"owner,omitempty" maxLength:"200"`
+	Description    string       `json:"description,omitempty" maxLength:"4000"`
+	Executor       JobExecutor  `json:"executor" doc:"What the run does; kind http without target labels is sent by ax itself"`
+	Target         *JobTarget   `json:"target,omitempty" doc:"Which agents may run it"`
+	Route          *JobRoute    `json:"route,omitempty"`
+	Shards         *JobShards   `json:"shards,omitempty"`
+	Priority       int          `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
+	TimeoutSeconds int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" default:"3600"`
+	Retry          *JobRetry    `json:"retry,omitempty"`
+	RateLimitClass string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$"`
+	Callback       *JobCallback `json:"callback,omitempty" doc:"Where to announce the result"`
+	Params         Params       `json:"params,omitempty" doc:"Parameters of the run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
 }
 
 // job is the definition as a manual job.
@@ -113,12 +114,30 @@ func requestIdentity(ctx context.Context, body any) (uuid.UUID, []byte, error) {
 	if key, _ := ctx.Value(principalKey{}).(*db.APIKey); key != nil {
 		keyID = key.ID
 	}
-	canonical, err := json.Marshal(body)
+	sum, err := bodyHash(body)
+	return keyID, sum, err
+}
+
+// bodyHash hashes body decoded and encoded again: map keys sorted, spacing
+// gone. Params are kept as sent, so they are decoded too (numbers exact):
+// key order and spacing inside them do not matter either.
+func bodyHash(body any) ([]byte, error) {
+	raw, err := json.Marshal(body)
 	if err != nil {
-		return uuid.Nil, nil, err
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	canonical, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256(canonical)
-	return keyID, sum[:], nil
+	return sum[:], nil
 }
 
 func runError(err error, in *runInput) error {

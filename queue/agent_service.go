@@ -43,6 +43,10 @@ type AgentConfig struct {
 	// ahead of higher priorities, so low-priority work is delayed, never
 	// starved. Defaults to 5 minutes.
 	StarveAfter time.Duration
+	// MaxTaskLogBytes caps the output stored per task (every attempt
+	// counted): the chunk that crosses it is cut, later output is dropped,
+	// and one event on stream "ax" says so. Defaults to 1 MiB.
+	MaxTaskLogBytes int64
 }
 
 func (c AgentConfig) withDefaults() AgentConfig {
@@ -52,8 +56,12 @@ func (c AgentConfig) withDefaults() AgentConfig {
 	c.ProbeEvery = cmp.Or(c.ProbeEvery, 5*time.Second)
 	c.RecordWindow = cmp.Or(c.RecordWindow, 10*time.Minute)
 	c.StarveAfter = cmp.Or(c.StarveAfter, 5*time.Minute)
+	c.MaxTaskLogBytes = cmp.Or(c.MaxTaskLogBytes, DefaultMaxTaskLogBytes)
 	return c
 }
+
+// DefaultMaxTaskLogBytes is AgentConfig.MaxTaskLogBytes's default.
+const DefaultMaxTaskLogBytes = 1 << 20
 
 // AgentService is the server side of the agent protocol: registration,
 // long-poll leasing, heartbeats, results, logs and releases. Leasing waits
@@ -351,7 +359,9 @@ func countState(done []db.CompletedTask, state string) int {
 
 // Logs stores log chunks of current leases.
 func (s *AgentService) Logs(ctx context.Context, chunks []db.LogChunk) (int, error) {
-	return db.TaskLogAppend(ctx, s.pool, chunks)
+	return db.TaskLogAppend(ctx, s.pool, &db.TaskLogAppendParams{Chunks: chunks, MaxBytes: s.cfg.MaxTaskLogBytes,
+		Marker: fmt.Sprintf("output truncated: this task's log reached the server's cap of %d bytes; the rest was dropped",
+			s.cfg.MaxTaskLogBytes)})
 }
 
 // Release hands leases back so other agents take the tasks at once.

@@ -218,15 +218,47 @@ func (s *ExecutionService) SkippedFires(ctx context.Context, jobID uuid.UUID, li
 	return db.SkippedFireListByJob(ctx, s.pool, jobID, limit)
 }
 
-// Events returns an execution's task events after afterID (kind "" for
-// all), or db.ErrNotFound when there is no such execution.
-func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int64, kind string, limit int) ([]*db.TaskEvent, error) {
-	events, err := db.TaskEventListByExecution(ctx, s.pool, id, afterID, kind, limit)
-	if err != nil || len(events) > 0 {
-		return events, err
+// EventPageBytes bounds the messages of one page of events: output chunks
+// are up to 1 MiB each, so a page of 1,000 could otherwise be a gigabyte.
+const EventPageBytes = 4 << 20
+
+// EventPage is a page of an execution's events.
+type EventPage struct {
+	Events []*db.TaskEvent
+	// NextAfter is the id to pass as afterID for the next page (the last
+	// event's, or afterID when the page is empty).
+	NextAfter int64
+	// More says the page stopped at its limit or its byte bound: more
+	// events may follow at once.
+	More bool
+}
+
+// Events returns a page of an execution's task events after afterID (kind
+// "" for all): at most limit events and, past the first, no more than
+// EventPageBytes of messages. It returns db.ErrNotFound when there is no
+// such execution.
+func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int64, kind string, limit int) (*EventPage, error) {
+	events, err := db.TaskEventListByExecution(ctx, s.pool, &db.TaskEventListParams{
+		ExecutionID: id, AfterID: afterID, Kind: kind, Limit: limit + 1, MaxBytes: EventPageBytes})
+	if err != nil {
+		return nil, err
+	}
+	page := &EventPage{NextAfter: afterID}
+	var bytes int64
+	for i, e := range events {
+		bytes += int64(len(e.Message))
+		if i == limit || (i > 0 && bytes > EventPageBytes) {
+			page.More = true
+			break
+		}
+		page.Events = append(page.Events, e)
+		page.NextAfter = e.ID
+	}
+	if len(events) > 0 {
+		return page, nil
 	}
 	if _, err := db.ExecutionGetByID(ctx, s.pool, id); err != nil {
 		return nil, err
 	}
-	return events, nil
+	return page, nil
 }

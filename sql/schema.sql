@@ -612,6 +612,7 @@ CREATE TABLE ax.task (
     route_key text DEFAULT ''::text NOT NULL,
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
     CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT task_pinned_has_agent CHECK (((NOT pinned) OR (preferred_agent_id IS NOT NULL))),

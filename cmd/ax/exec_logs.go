@@ -107,10 +107,12 @@ func (f *logFollower) follow(ctx context.Context, interval time.Duration) error 
 	}
 }
 
-// drain prints the pages of events after the cursor until a short one.
+// drain prints the pages of events after the cursor until the server says
+// there are no more (a page stops at a byte bound, so a short page need
+// not be the last).
 func (f *logFollower) drain(ctx context.Context) error {
 	for {
-		events, err := f.page(ctx)
+		events, more, err := f.page(ctx)
 		if err != nil {
 			return err
 		}
@@ -120,24 +122,24 @@ func (f *logFollower) drain(ctx context.Context) error {
 			}
 			f.after = e.Id
 		}
-		if int64(len(events)) < f.pageSize {
+		if !more {
 			return nil
 		}
 	}
 }
 
-func (f *logFollower) page(ctx context.Context) ([]client.TaskEvent, error) {
+func (f *logFollower) page(ctx context.Context) ([]client.TaskEvent, bool, error) {
 	kind := client.GetExecutionLogsParamsKindLog
 	after, limit := f.after, f.pageSize
 	resp, err := f.api.GetExecutionLogsWithResponse(ctx, f.id,
 		&client.GetExecutionLogsParams{After: &after, Kind: &kind, Limit: &limit})
 	if err != nil {
-		return nil, fmt.Errorf("error calling ax: %w", err)
+		return nil, false, fmt.Errorf("error calling ax: %w", err)
 	}
 	if resp.JSON200 == nil {
-		return nil, apiError(resp.StatusCode(), resp.Body)
+		return nil, false, apiError(resp.StatusCode(), resp.Body)
 	}
-	return deref(resp.JSON200.Events), nil
+	return deref(resp.JSON200.Events), resp.JSON200.More, nil
 }
 
 func (f *logFollower) state(ctx context.Context) (client.ExecutionState, error) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,8 +54,11 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Agent.Lease, "lease", lease, "how long a task lease lasts without a heartbeat, whole seconds (AX_LEASE)")
 	fs.DurationVar(&cfg.Agent.HeartbeatInterval, "heartbeat-interval", heartbeat,
 		"how often agents heartbeat, whole seconds, well under the lease (AX_HEARTBEAT_INTERVAL)")
+	logCap, errLogCap := envInt64("AX_MAX_TASK_LOG_BYTES", queue.DefaultMaxTaskLogBytes)
+	fs.Int64Var(&cfg.Agent.MaxTaskLogBytes, "max-task-log-bytes", logCap,
+		"output stored per task, every attempt counted; the rest is dropped and marked once (AX_MAX_TASK_LOG_BYTES)")
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errOutbound); err != nil {
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errOutbound); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -62,6 +66,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if err := validateAgentTiming(cfg.Agent); err != nil {
 		return err
+	}
+	if cfg.Agent.MaxTaskLogBytes < 1 {
+		return fmt.Errorf("max task log bytes %d must be at least 1", cfg.Agent.MaxTaskLogBytes)
 	}
 	cfg.AdminKey = envOr("AX_ADMIN_KEY", "")
 	if cfg.DatabaseURL == "" {
@@ -156,6 +163,19 @@ func envDuration(name string, fallback time.Duration) (time.Duration, error) {
 		return fallback, fmt.Errorf("%s=%q is not a duration such as 30s", name, s)
 	}
 	return d, nil
+}
+
+// envInt64 reads a whole number from the environment.
+func envInt64(name string, fallback int64) (int64, error) {
+	s := envOr(name, "")
+	if s == "" {
+		return fallback, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fallback, fmt.Errorf("%s=%q is not a whole number", name, s)
+	}
+	return n, nil
 }
 
 // validateAgentTiming checks what agents are told at registration: whole

@@ -930,7 +930,9 @@ type Execution struct {
 	JobId openapi_types.UUID `json:"job_id"`
 
 	// Misfired The tick was missed and fired late under the misfire policy
-	Misfired bool                   `json:"misfired"`
+	Misfired bool `json:"misfired"`
+
+	// Params The run's params, exactly as given
 	Params   map[string]interface{} `json:"params"`
 	Priority int64                  `json:"priority"`
 
@@ -967,6 +969,12 @@ type ExecutionList struct {
 // ExecutionLogsOutputBody defines model for ExecutionLogsOutputBody.
 type ExecutionLogsOutputBody struct {
 	Events *[]TaskEvent `json:"events"`
+
+	// More The page stopped at limit or at its 4 MiB bound on messages: ask again at once with after=next_after
+	More bool `json:"more"`
+
+	// NextAfter Pass as after to read on: the last event's id (after itself when none came)
+	NextAfter int64 `json:"next_after"`
 }
 
 // HealthStatus defines model for HealthStatus.
@@ -1050,7 +1058,7 @@ type Job struct {
 	// Example: team-billing
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters handed to every run
+	// Params Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Paused Paused jobs do not fire; see pause and resume
@@ -1378,7 +1386,7 @@ type RunRequest struct {
 	Name  *string `json:"name,omitempty"`
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters of the run
+	// Params Parameters of the run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params         *map[string]interface{} `json:"params,omitempty"`
 	Priority       *int64                  `json:"priority,omitempty"`
 	RateLimitClass *string                 `json:"rate_limit_class,omitempty"`
@@ -1526,7 +1534,7 @@ type TaskResultState string
 
 // TriggerRequest defines model for TriggerRequest.
 type TriggerRequest struct {
-	// Params Overlay the job's params for this run
+	// Params Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Priority Run at this priority instead of the job's
@@ -1696,7 +1704,7 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Example: team-billing
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters handed to every run
+	// Params Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Paused Paused jobs do not fire; see pause and resume
@@ -2194,7 +2202,7 @@ type ClientInterface interface {
 
 	// GetExecutionLogs An execution's task events and output
 	//
-	// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
 	//
 	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 	GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3028,7 +3036,7 @@ func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, req
 
 // GetExecutionLogs An execution's task events and output
 //
-// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
 //
 // Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5689,7 +5697,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetExecutionLogsWithResponse An execution's task events and output
 	//
-	// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9343,7 +9351,7 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, i
 
 // GetExecutionLogsWithResponse An execution's task events and output
 //
-// State changes and log chunks of every task, oldest first. Poll with after= to follow.
+// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
 //
 // Returns a wrapper object for the known response body format(s).
 //

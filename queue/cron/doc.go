@@ -58,7 +58,9 @@
 // expression must match a date within 50 years, which is more than the
 // longest Gregorian gap between two matches of any expression (a Monday
 // February 29th can be 40 years away). The timezone is an IANA name; ""
-// means UTC; "Local" is rejected because it depends on the machine.
+// means UTC; "Local" is rejected because it depends on the machine. A
+// schedule's Location is named canonically (see CanonicalZone), the form
+// Postgres accepts in AT TIME ZONE.
 //
 // # Daylight saving time
 //

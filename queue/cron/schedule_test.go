@@ -214,3 +214,22 @@ func BenchmarkParse(b *testing.B) {
 		require.NoError(b, err)
 	}
 }
+
+func TestParseCanonicalZone(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"Europe//./Paris": "Europe/Paris", "/Europe/Paris/": "Europe/Paris", "./Asia//Kolkata": "Asia/Kolkata",
+		"": "UTC", "UTC": "UTC", "Etc/GMT+5": "Etc/GMT+5",
+	} {
+		s, err := Parse("0 0 * * *", in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, s.Location().String(), in)
+	}
+	for _, bad := range []string{"Local", "localtime", "posixrules", "Europe/../Europe/Paris", "posix/Europe/Paris",
+		"right/UTC", "zone.tab", "utc", "Europe\\Paris", "Europe/Paris\x00", "1/2"} {
+		_, err := Parse("0 0 * * *", bad)
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe, bad)
+		require.Equal(t, "timezone", fe.Field, bad)
+	}
+}

@@ -1246,6 +1246,7 @@ type AxTask struct {
 	RouteKey          string
 	RateClass         *string
 	Agentless         bool
+	LogBytes          int64
 }
 
 type AxTaskEvent struct {

@@ -209,34 +209,64 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 }
 
 const taskEventListByExecution = `-- name: TaskEventListByExecution :many
-SELECT id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, stream, message, at FROM ax.task_event
-WHERE execution_id = $1 AND id > $2
-  AND ($3::text IS NULL OR kind = $3::ax.task_event_kind)
+SELECT id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, stream, message, at, bytes_before
+FROM (
+    SELECT e.id, e.task_id, e.execution_id, e.shard_index, e.attempt, e.kind, e.state, e.agent_id, e.stream,
+           e.message, e.at,
+           (coalesce(sum(octet_length(e.message)) OVER (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS bytes_before
+    FROM ax.task_event e
+    WHERE e.execution_id = $1 AND e.id > $2
+      AND ($3::text IS NULL OR e.kind = $3::ax.task_event_kind)
+    ORDER BY e.id
+) page
+WHERE bytes_before <= $4::bigint
 ORDER BY id
-LIMIT $4
+LIMIT $5
 `
 
 type TaskEventListByExecutionParams struct {
 	ExecutionID uuid.UUID
 	AfterID     int64
 	Kind        *string
+	MaxBytes    int64
 	Max         int32
 }
 
-func (q *Queries) TaskEventListByExecution(ctx context.Context, db DBTX, arg TaskEventListByExecutionParams) ([]AxTaskEvent, error) {
+type TaskEventListByExecutionRow struct {
+	ID          int64
+	TaskID      uuid.UUID
+	ExecutionID uuid.UUID
+	ShardIndex  int32
+	Attempt     int32
+	Kind        AxTaskEventKind
+	State       *AxTaskState
+	AgentID     *uuid.UUID
+	Stream      *string
+	Message     string
+	At          time.Time
+	BytesBefore int64
+}
+
+// TaskEventListByExecution lists an execution's events after @after_id,
+// oldest first: at most @max, and only those whose earlier messages in the
+// page total at most @max_bytes, so a page's size is bounded by bytes as
+// well as count (the first event always comes; the caller drops the one
+// that passes the cap). bytes_before is that running total.
+func (q *Queries) TaskEventListByExecution(ctx context.Context, db DBTX, arg TaskEventListByExecutionParams) ([]TaskEventListByExecutionRow, error) {
 	rows, err := db.Query(ctx, taskEventListByExecution,
 		arg.ExecutionID,
 		arg.AfterID,
 		arg.Kind,
+		arg.MaxBytes,
 		arg.Max,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AxTaskEvent
+	var items []TaskEventListByExecutionRow
 	for rows.Next() {
-		var i AxTaskEvent
+		var i TaskEventListByExecutionRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.TaskID,
@@ -249,6 +279,7 @@ func (q *Queries) TaskEventListByExecution(ctx context.Context, db DBTX, arg Tas
 			&i.Stream,
 			&i.Message,
 			&i.At,
+			&i.BytesBefore,
 		); err != nil {
 			return nil, err
 		}
@@ -557,23 +588,76 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskLogAppend = `-- name: TaskLogAppend :execrows
+WITH arg AS (
+    SELECT $1::bigint AS cap, $2::text AS marker
+), c AS (
+    SELECT u.id, u.token, u.stream, u.data, u.n, octet_length(u.data)::bigint AS len
+    FROM ROWS FROM (unnest($3::uuid[]), unnest($4::uuid[]), unnest($5::text[]), unnest($6::text[]))
+         WITH ORDINALITY AS u(id, token, stream, data, n)
+), offered AS (
+    SELECT id, token, sum(len)::bigint AS bytes, max(n) AS last_n FROM c GROUP BY id, token
+), locked AS (
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY($3::uuid[])
+    ORDER BY t.id
+    FOR UPDATE
+), counted AS (
+    UPDATE ax.task t SET log_bytes = t.log_bytes + o.bytes
+    FROM offered o
+    WHERE t.id = ANY($3::uuid[]) AND t.id = o.id AND t.lease_token = o.token
+      AND (SELECT count(*) FROM locked) >= 0
+    RETURNING t.id, t.lease_token, t.execution_id, t.shard_index, t.attempt, t.agent_id,
+              t.log_bytes - o.bytes AS before, o.bytes, o.last_n
+), placed AS (
+    SELECT k.id, k.execution_id, k.shard_index, k.attempt, k.agent_id, c.stream, c.data, c.len, c.n,
+           k.before + sum(c.len) OVER (PARTITION BY c.id ORDER BY c.n) - c.len AS start
+    FROM c JOIN counted k ON k.id = c.id AND k.lease_token = c.token
+)
 INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, agent_id, stream, message)
-SELECT t.id, t.execution_id, t.shard_index, t.attempt, 'log', t.agent_id, c.stream, c.data
-FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
-             unnest($3::text[]) AS stream, unnest($4::text[]) AS data) c
-JOIN ax.task t ON t.id = c.id AND t.lease_token = c.token
+SELECT ev.id, ev.execution_id, ev.shard_index, ev.attempt, 'log', ev.agent_id, ev.stream, ev.message
+FROM (
+    SELECT p.id, p.execution_id, p.shard_index, p.attempt, p.agent_id, p.stream, p.n, 0 AS after,
+           CASE WHEN p.start + p.len <= arg.cap THEN p.data
+                ELSE (SELECT convert_from(substring(cut.x FROM 1 FOR
+                                 CASE WHEN get_byte(cut.x, cut.b) & 192 <> 128 THEN cut.b
+                                      WHEN get_byte(cut.x, cut.b - 1) & 192 <> 128 THEN cut.b - 1
+                                      WHEN get_byte(cut.x, cut.b - 2) & 192 <> 128 THEN cut.b - 2
+                                      ELSE cut.b - 3 END), 'UTF8')
+                      FROM (SELECT convert_to(p.data, 'UTF8') AS x, (arg.cap - p.start)::integer AS b) cut)
+           END AS message
+    FROM placed p, arg
+    WHERE p.start < arg.cap
+    UNION ALL
+    SELECT k.id, k.execution_id, k.shard_index, k.attempt, k.agent_id, 'ax', k.last_n, 1, arg.marker
+    FROM counted k, arg
+    WHERE k.before <= arg.cap AND k.before + k.bytes > arg.cap
+    ORDER BY n, after
+) ev
 `
 
 type TaskLogAppendParams struct {
-	TaskIds []uuid.UUID
-	Tokens  []uuid.UUID
-	Streams []string
-	Data    []string
+	MaxBytes int64
+	Marker   string
+	TaskIds  []uuid.UUID
+	Tokens   []uuid.UUID
+	Streams  []string
+	Data     []string
 }
 
-// TaskLogAppend stores log chunks of tasks whose lease is current.
+// TaskLogAppend stores chunks of tasks whose lease is current, in order,
+// until a task's output reaches @max_bytes (every attempt counted): the
+// chunk that crosses the cap is cut back to the start of a UTF-8
+// character (continuation bytes are 10xxxxxx), later ones are dropped,
+// and the append that crosses the cap records one event on stream 'ax'
+// saying so (@marker). The count lives on the task row and is advanced by
+// the same statement, so parallel appends of one task queue on the row
+// lock and each sees the bytes before it; the tasks are locked in id
+// order first (the count(*) below runs before the update), so two
+// batches never wait on each other crosswise.
 func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendParams) (int64, error) {
 	result, err := db.Exec(ctx, taskLogAppend,
+		arg.MaxBytes,
+		arg.Marker,
 		arg.TaskIds,
 		arg.Tokens,
 		arg.Streams,

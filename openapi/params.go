@@ -1,0 +1,103 @@
+package openapi
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// MaxParamsDepth is how deeply params may nest: the params object is level
+// 1 and each object or array inside adds one. Deeper documents break
+// ordinary JSON tools (jq, Python's json, most decoders stop near 1000).
+const MaxParamsDepth = 64
+
+// maxBodyDepth refuses a request body before it is decoded at all:
+// params at their limit sit two levels down in the deepest body, and
+// nothing else in the API nests.
+const maxBodyDepth = 2 * MaxParamsDepth
+
+// Params is a JSON object kept as the client sent it: ax stores it as
+// jsonb and hands it to agents, HTTP targets and callbacks without ever
+// decoding its numbers into float64, so 12345678901234567890 stays that
+// number (Postgres keeps numbers exactly; spacing and key order are its).
+type Params []byte
+
+// MarshalJSON writes the object as stored.
+func (p Params) MarshalJSON() ([]byte, error) {
+	if len(p) == 0 {
+		return []byte("{}"), nil
+	}
+	return p, nil
+}
+
+// UnmarshalJSON keeps the raw object; Huma has already checked it is one.
+// null is no params, as an absent field.
+func (p *Params) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		*p = nil
+		return nil
+	}
+	*p = append((*p)[:0], b...)
+	return nil
+}
+
+// Schema describes params as any JSON object.
+func (Params) Schema(huma.Registry) *huma.Schema {
+	return &huma.Schema{Type: huma.TypeObject, AdditionalProperties: true}
+}
+
+// validate checks the nesting bound, naming the field at.
+func (p Params) validate(at string, errs *fieldErrors) {
+	if d := jsonDepth(p); d > MaxParamsDepth {
+		errs.add(at, fmt.Sprintf("nests %d levels deep; at most %d are allowed", d, MaxParamsDepth), nil)
+	}
+}
+
+// jsonDepth is how deeply a JSON document nests, found by one scan of its
+// brackets outside strings, without decoding it. The scan stops once past
+// maxBodyDepth: the answer is then maxBodyDepth+1.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > deepest {
+				deepest = depth
+				if deepest > maxBodyDepth {
+					return deepest
+				}
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// errTooDeep refuses a body before decoding it.
+var errTooDeep = fmt.Errorf("the JSON document nests deeper than %d levels (params may nest %d)", maxBodyDepth, MaxParamsDepth)
+
+// checkDepth is run on every JSON body before it is decoded.
+func checkDepth(data []byte) error {
+	if bytes.IndexAny(data, "{[") < 0 {
+		return nil
+	}
+	if jsonDepth(data) > maxBodyDepth {
+		return errTooDeep
+	}
+	return nil
+}
