@@ -78,7 +78,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	jobs := &jobHandlers{jobs: jobSvc, urls: urls}
 	jobs.register(api)
 	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks}).register(api)
-	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls,
+	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger,
 		completer: queue.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
 	(&classHandlers{pool: cfg.Pool}).register(api)
