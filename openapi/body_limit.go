@@ -3,7 +3,9 @@ package openapi
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -72,6 +74,49 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.timeout))
 	// One byte past the limit, so that readers that read limit+1 to tell
 	// "too large" (huma, readLimited) see it and answer 413 themselves.
-	r.Body = http.MaxBytesReader(w, r.Body, limit.bytes+1)
-	g.mux.ServeHTTP(w, r)
+	body := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit.bytes+1)}
+	r.Body = body
+	g.mux.ServeHTTP(&unreadBodyCloser{ResponseWriter: w, body: body}, r)
 }
+
+// trackedBody notes when its body has been read to the end (or failed).
+type trackedBody struct {
+	io.ReadCloser
+	done atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done.Store(true)
+	}
+	return n, err
+}
+
+// unreadBodyCloser closes the connection after an answer given before the
+// body was read (401, 403, 404, 413...). Otherwise net/http would first
+// read and discard up to 256 KiB of the body, waiting on a client that
+// may never send it, before answering at all.
+type unreadBodyCloser struct {
+	http.ResponseWriter
+	body        *trackedBody
+	wroteHeader bool
+}
+
+func (w *unreadBodyCloser) WriteHeader(code int) {
+	if !w.wroteHeader && !w.body.done.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	w.wroteHeader = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *unreadBodyCloser) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *unreadBodyCloser) Unwrap() http.ResponseWriter { return w.ResponseWriter }
