@@ -87,7 +87,9 @@ func TestServeTLSAndAgentOverHTTPS(t *testing.T) {
 			return false
 		}
 		defer resp.Body.Close()
-		var out struct{ Agents []struct{ Name, State string } }
+		var out struct {
+			Agents []struct{ Name, State string }
+		}
 		if json.NewDecoder(resp.Body).Decode(&out) != nil {
 			return false
 		}
