@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +138,28 @@ func TestMetricsKeyRequired(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func TestLongPollOutlivesReadTimeout(t *testing.T) {
+	t.Parallel()
+	s := startServerOn(t, dbtest.NewURL(t), "AX_READ_TIMEOUT=1s")
+	status, reg := s.api(t, "POST", "/v1/agents/register", map[string]any{"name": "poller", "capacity": 1})
+	require.Equal(t, http.StatusCreated, status, reg)
+	token := reg["token"].(string)
+
+	// A lease request waits 3 s for work: past the 1 s read timeout and
+	// the read deadlines of its body; it must still get its (empty) answer.
+	began := time.Now()
+	req, _ := http.NewRequest("POST", s.url+"/v1/agents/"+reg["agent_id"].(string)+"/lease",
+		strings.NewReader(`{"max":1,"wait_seconds":3}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out struct{ Tasks []any }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Empty(t, out.Tasks)
+	require.GreaterOrEqual(t, time.Since(began), 3*time.Second, "it waited")
 }
