@@ -76,6 +76,10 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// "too large" (huma, readLimited) see it and answer 413 themselves.
 	body := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit.bytes+1)}
 	r.Body = body
+	if r.ProtoMajor != 1 {
+		g.mux.ServeHTTP(w, r) // HTTP/2 streams have no body to drain first
+		return
+	}
 	g.mux.ServeHTTP(&unreadBodyCloser{ResponseWriter: w, body: body}, r)
 }
 

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -69,8 +70,21 @@ func TestServeTLSAndAgentOverHTTPS(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond, "ax serve answers over TLS")
 
+	// HTTP/2 gets the same limits: a 64 MiB job is refused unread.
+	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true},
+		Timeout: 10 * time.Second}
+	req, _ := http.NewRequest("POST", s.url+"/v1/jobs", io.LimitReader(repeatReader("x"), 64*mib))
+	req.ContentLength = 64 * mib
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h2.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 2, resp.ProtoMajor)
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+
 	// Plain HTTP on the TLS port gets no API.
-	resp, err := http.Get("http://" + addr + "/readyz")
+	resp, err = http.Get("http://" + addr + "/readyz")
 	if err == nil {
 		resp.Body.Close()
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain HTTP to the TLS port")
