@@ -34,9 +34,11 @@ type serveConfig struct {
 	Agent queue.AgentConfig
 	// Outbound is what callbacks and agentless HTTP jobs may reach.
 	Outbound outboundConfig
-	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a whole
-	// request, body included; a body must also arrive within 10 s. Long
-	// polls are not cut by it: they wait after their request is read.
+	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a
+	// request's headers and body. Bodies have shorter deadlines of their
+	// own (10 s, or ReadTimeout when shorter, from the start of the
+	// request; 5 s once an operation reads it). Long polls are not cut by
+	// it: they wait after their request is read.
 	ReadTimeout time.Duration
 	// TLSCert and TLSKey (AX_TLS_CERT, AX_TLS_KEY) are PEM files: with
 	// both, the API is served over HTTPS. Without, plain HTTP, for
@@ -130,6 +132,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: metrics,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
 		MetricsHandler: promhttp.Handler(), MetricsAuth: cfg.MetricsAuth,
+		BodyReadTimeout: min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 	})
 	return listenAndServe(ctx, logger, cfg, openapi.LogRequests(logger, apiHandler))
 }
