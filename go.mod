@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/adhocore/gronx v1.20.4
 	github.com/danielgtaylor/huma/v2 v2.37.2
+	github.com/danielgtaylor/shorthand/v2 v2.2.0
+	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/goccy/go-json v0.10.5
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
@@ -27,8 +29,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/danielgtaylor/mexpr v1.9.1 // indirect
-	github.com/danielgtaylor/shorthand/v2 v2.2.0 // indirect
-	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

@@ -18,7 +18,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +32,11 @@ type Config struct {
 	// URL is the ax server's base URL, e.g. http://127.0.0.1:8080. Required
 	// unless Server is set.
 	URL string
+	// InsecureHTTP lets URL be plain http:// to a server that is not on
+	// loopback. Off by default: the agent's key and token, and every
+	// task's command and output, would cross the network in clear. Serve
+	// ax over TLS (ax serve --tls-cert, or a TLS proxy) instead.
+	InsecureHTTP bool
 	// Key is the bootstrap API key (scope agent) the agent registers with;
 	// the server then gives the agent a token of its own. Required.
 	Key string
@@ -104,6 +112,9 @@ func (c Config) validate() error {
 	}
 	if c.Server == nil && c.URL == "" {
 		errs = append(errs, errors.New("no server URL"))
+	}
+	if c.Server == nil && c.URL != "" {
+		errs = append(errs, checkServerURL(c.URL, c.InsecureHTTP))
 	}
 	if c.Capacity < 1 || c.Capacity > 10000 {
 		errs = append(errs, fmt.Errorf("capacity %d is outside 1..10000", c.Capacity))
@@ -381,4 +392,35 @@ func waitFor(done <-chan struct{}, d time.Duration) bool {
 // on a WaitGroup with a deadline.
 func waitGroupFor(wg *sync.WaitGroup, d time.Duration) bool {
 	return waitFor(goDone(wg.Wait), d)
+}
+
+// checkServerURL accepts https:// anywhere, and http:// to loopback or
+// when insecure is set.
+func checkServerURL(raw string, insecure bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("server URL %q is not an absolute http:// or https:// URL", raw)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+	default:
+		return fmt.Errorf("server URL %q: the scheme must be https (or http to loopback)", raw)
+	}
+	if insecure || loopbackHost(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("refusing plain http:// to %s, which is not loopback: the agent's key, its token and every task "+
+		"would cross the network unencrypted; use https:// (ax serve --tls-cert/--tls-key, or a TLS proxy), "+
+		"or allow it with --insecure-http (AX_AGENT_INSECURE_HTTP=true)", u.Host)
+}
+
+// loopbackHost reports whether host is localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

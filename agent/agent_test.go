@@ -537,12 +537,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"no key":      {URL: "http://127.0.0.1:8080"},
 		"no server":   {Key: "k"},
 		"bad url":     {Key: "k", URL: "127.0.0.1:8080"},
-		"capacity":    {Key: "k", URL: "http://x", Capacity: 10001},
-		"lease wait":  {Key: "k", URL: "http://x", LeaseWait: time.Minute},
-		"empty label": {Key: "k", URL: "http://x", Labels: map[string]string{"": "v"}},
-		"weight":      {Key: "k", URL: "http://x", Weight: 1001},
-		"neg weight":  {Key: "k", URL: "http://x", Weight: -1},
-		"neg retry":   {Key: "k", URL: "http://x", SelfCheckRetry: -time.Second},
+		"capacity":    {Key: "k", URL: "http://127.0.0.1:1", Capacity: 10001},
+		"lease wait":  {Key: "k", URL: "http://127.0.0.1:1", LeaseWait: time.Minute},
+		"empty label": {Key: "k", URL: "http://127.0.0.1:1", Labels: map[string]string{"": "v"}},
+		"weight":      {Key: "k", URL: "http://127.0.0.1:1", Weight: 1001},
+		"neg weight":  {Key: "k", URL: "http://127.0.0.1:1", Weight: -1},
+		"neg retry":   {Key: "k", URL: "http://127.0.0.1:1", SelfCheckRetry: -time.Second},
+		"plain http":  {Key: "k", URL: "http://ax.example:8080"},
+		"ftp":         {Key: "k", URL: "ftp://127.0.0.1"},
 	} {
 		_, err := New(cfg)
 		require.Error(t, err, name)
@@ -554,6 +556,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	require.Equal(t, 10*time.Second, a.cfg.SelfCheckRetry)
 	require.Zero(t, a.cfg.Weight, "the server's default weight")
 	require.NotEmpty(t, a.cfg.Name)
+	for _, u := range []string{"https://ax.example", "http://localhost:8080", "http://[::1]:8080", "http://127.0.0.2"} {
+		_, err := New(Config{Key: "k", URL: u})
+		require.NoError(t, err, u)
+	}
+	_, err = New(Config{Key: "k", URL: "http://ax.example:8080", InsecureHTTP: true})
+	require.NoError(t, err, "plain http allowed when asked")
 }
 
 func TestAgentRunsShellTask(t *testing.T) {

@@ -75,6 +75,16 @@ func HTTPTaskStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskSta
 		TokenWait: time.Duration(r.TokenWaitSeconds * float64(time.Second)), Now: r.Now.UTC()}, nil
 }
 
+// HTTPTaskTokenCheck reports whether task id is agentless and token is its
+// current completion token; ErrNotFound when no task has the id.
+func HTTPTaskTokenCheck(ctx context.Context, e Executor, id, token uuid.UUID) (agentless, current bool, err error) {
+	r, err := queries.HTTPTaskTokenCheck(ctx, e, dbsqlc.HTTPTaskTokenCheckParams{Token: token, ID: id})
+	if err != nil {
+		return false, false, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
+	}
+	return r.Agentless, r.Current, nil
+}
+
 // HTTPTaskCancelRequested ends agentless tasks whose execution was
 // cancelled while their request was outstanding, and finalizes those
 // executions.

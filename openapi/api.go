@@ -3,15 +3,16 @@
 package openapi
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
 	"maps"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
-	"github.com/danielgtaylor/huma/v2/autopatch"
 	gojson "github.com/goccy/go-json"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -37,7 +38,8 @@ type Config struct {
 	// Router places the tasks of manual runs; nil leaves them unassigned.
 	Router *queue.TaskRouter
 	// Ready reports whether this replica can serve (database reachable,
-	// migrations current). Nil means always ready.
+	// migrations current). Nil means always ready. /readyz shows the
+	// Reason of a *NotReadyError and logs the rest.
 	Ready func(ctx context.Context) error
 	// Outbox enqueues callbacks and agentless HTTP tasks in the
 	// transactions of API calls; nil: none (a replica running River
@@ -47,6 +49,14 @@ type Config struct {
 	// a job is saved (and again by the senders at every connection). The
 	// zero policy allows public addresses only.
 	Outbound outbound.Policy
+	// BodyReadTimeout is how long a request body may take to arrive,
+	// counted from the start of the request; operations may cut it
+	// shorter (huma's default is 5 s). Defaults to 10 seconds.
+	BodyReadTimeout time.Duration
+	// MetricsHandler, when set, is served at GET /metrics (Prometheus).
+	MetricsHandler http.Handler
+	// MetricsAuth makes /metrics require an API key with scope read.
+	MetricsAuth bool
 }
 
 // New builds the API: the http.Handler to serve and the huma.API that
@@ -56,7 +66,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	api := humago.New(mux, apiConfig())
+	api := humago.New(mux, apiConfig(cfg.Logger))
 	auth := &authenticator{pool: cfg.Pool, api: api, logger: cfg.Logger}
 	idem := &idempotency{pool: cfg.Pool, api: api, logger: cfg.Logger}
 	api.UseMiddleware(auth.middleware, idem.middleware)
@@ -68,18 +78,26 @@ func New(cfg Config) (http.Handler, huma.API) {
 	jobs := &jobHandlers{jobs: jobSvc, urls: urls}
 	jobs.register(api)
 	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks}).register(api)
-	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls,
+	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger,
 		completer: queue.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
 	(&classHandlers{pool: cfg.Pool}).register(api)
 	registerCronPreview(api)
-	(&healthHandlers{version: cfg.Version, ready: cfg.Ready}).register(api)
-	autopatch.AutoPatch(api)
-	return mux, api
+	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
+	registerPatches(api)
+	if cfg.MetricsHandler != nil {
+		metrics := cfg.MetricsHandler
+		if cfg.MetricsAuth {
+			metrics = auth.protect(ScopeRead, "/metrics", metrics)
+		}
+		mux.Handle("GET /metrics", metrics)
+	}
+	return newBodyGuard(mux, api, cmp.Or(cfg.BodyReadTimeout, 10*time.Second)), api
 }
 
-func apiConfig() huma.Config {
+func apiConfig(logger *slog.Logger) huma.Config {
 	cfg := huma.DefaultConfig("ax", SpecVersion)
+	cfg.Transformers = append(cfg.Transformers, hideInternalErrors(logger))
 	cfg.Info.Description = "ax is a distributed job scheduler whose state lives in PostgreSQL. " +
 		"Authenticate with `Authorization: Bearer <api key>`, or sign each request with HMAC (headers Ax-Key-Id, " +
 		"Ax-Timestamp, Ax-Nonce, Ax-Signature; see the README): a signed request is accepted once, within 5 minutes. " +

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
@@ -63,6 +64,12 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
+	if key, ok := ctx.Context().Value(principalKey{}).(*db.APIKey); ok {
+		// A call the API makes on itself for an authenticated request (a
+		// PATCH's GET and PUT): no client can put a key in a context.
+		a.authorize(ctx, key, scope, next)
+		return
+	}
 	secret, ok := bearer(ctx.Header("Authorization"))
 	if !ok && ctx.Header(HeaderSignature) != "" {
 		a.signed(ctx, scope, next)
@@ -83,6 +90,12 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 		a.deny(ctx, http.StatusServiceUnavailable, "cannot check the API key right now")
 		return
 	}
+	a.authorize(ctx, key, scope, next)
+}
+
+// authorize passes the request on with key as principal when key has
+// scope, and answers 403 otherwise.
+func (a *authenticator) authorize(ctx huma.Context, key *db.APIKey, scope string, next func(huma.Context)) {
 	if !grants(key.Scopes, scope) {
 		a.deny(ctx, http.StatusForbidden, "API key "+key.Name+" lacks scope "+scope+" (it has "+strings.Join(key.Scopes, ", ")+")")
 		return
@@ -104,4 +117,14 @@ func bearer(header string) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
+}
+
+// protect serves h, at path outside huma, to callers with a key (bearer or
+// signed) that has scope.
+func (a *authenticator) protect(scope, path string, h http.Handler) http.Handler {
+	op := &huma.Operation{OperationID: strings.Trim(path, "/"), Method: http.MethodGet, Path: path,
+		Metadata: map[string]any{scopeMetadataKey: scope}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.middleware(humago.NewContext(op, r, w), func(huma.Context) { h.ServeHTTP(w, r) })
+	})
 }

@@ -13,8 +13,9 @@ import (
 // keyCacheTTL is how long an authenticated key is trusted without reading
 // it again. A busy agent makes several calls a second; reading the key
 // table for each cost two queries per task in BenchmarkEndToEnd. A revoked
-// key keeps working for at most this long on the other replicas (the
-// replica that revokes forgets it at once).
+// key keeps working for at most this long on every replica: keys are
+// revoked in the database (`ax key revoke`), which tells no replica, so
+// none forgets a key before its entry expires.
 const keyCacheTTL = 2 * time.Second
 
 // maxCached bounds both caches; past it they start over.

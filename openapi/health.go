@@ -2,6 +2,8 @@ package openapi
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"reflect"
 
@@ -11,6 +13,32 @@ import (
 type healthHandlers struct {
 	version string
 	ready   func(ctx context.Context) error
+	logger  *slog.Logger
+}
+
+// NotReadyError is why a replica cannot serve. /readyz, open to anyone,
+// shows only Reason; Err (addresses, SQL, paths) is logged.
+type NotReadyError struct {
+	Reason string
+	Err    error
+}
+
+func (e *NotReadyError) Error() string {
+	if e.Err == nil {
+		return e.Reason
+	}
+	return e.Reason + ": " + e.Err.Error()
+}
+
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
+// notReadyReason is what /readyz tells of err.
+func notReadyReason(err error) string {
+	var nr *NotReadyError
+	if errors.As(err, &nr) {
+		return nr.Reason
+	}
+	return "not ready: see the server's log"
 }
 
 // HealthStatus answers liveness and readiness probes.
@@ -46,7 +74,8 @@ func (h *healthHandlers) register(api huma.API) {
 		if h.ready != nil {
 			if err := h.ready(ctx); err != nil {
 				out.Status = http.StatusServiceUnavailable
-				out.Body.Status, out.Body.Reason = "unavailable", err.Error()
+				h.logger.WarnContext(ctx, "not ready", "error", err)
+				out.Body.Status, out.Body.Reason = "unavailable", notReadyReason(err)
 			}
 		}
 		return out, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -150,6 +151,10 @@ func (m *idempotency) refuse(ctx huma.Context, status int, msg, key string) {
 }
 
 func (m *idempotency) fail(ctx huma.Context, err error) {
+	if errors.Is(err, errBodyTooLarge) {
+		_ = huma.WriteErr(m.api, ctx, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	}
 	m.logger.ErrorContext(ctx.Context(), "error handling Idempotency-Key", "error", err)
 	_ = huma.WriteErr(m.api, ctx, http.StatusServiceUnavailable, "cannot check the Idempotency-Key right now")
 }

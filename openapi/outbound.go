@@ -1,6 +1,8 @@
 package openapi
 
 import (
+	"log/slog"
+
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/ax-scheduler/ax/queue"
@@ -15,9 +17,12 @@ type outboundHandlers struct {
 	callbacks *queue.CallbackService
 	completer *queue.TaskCompleter
 	urls      *urlChecker
+	api       huma.API // for problems written by middleware
+	logger    *slog.Logger
 }
 
 func (h *outboundHandlers) register(api huma.API) {
+	h.api = api
 	h.registerRuns(api)
 	h.registerCallbacks(api)
 	h.registerTaskCompletion(api)

@@ -110,6 +110,9 @@ func signingSecretText(raw []byte) string {
 func (a *authenticator) signed(ctx huma.Context, scope string, next func(huma.Context)) {
 	key, body, reason, err := a.verifySigned(ctx)
 	switch {
+	case errors.Is(err, errBodyTooLarge):
+		a.deny(ctx, http.StatusRequestEntityTooLarge, err.Error())
+		return
 	case err != nil:
 		a.logger.ErrorContext(ctx.Context(), "error checking a signed request", "error", err)
 		a.deny(ctx, http.StatusServiceUnavailable, "cannot check the signature right now")
@@ -117,11 +120,8 @@ func (a *authenticator) signed(ctx huma.Context, scope string, next func(huma.Co
 	case reason != "":
 		a.deny(ctx, http.StatusUnauthorized, "signed request refused: "+reason)
 		return
-	case !grants(key.Scopes, scope):
-		a.deny(ctx, http.StatusForbidden, "API key "+key.Name+" lacks scope "+scope+" (it has "+strings.Join(key.Scopes, ", ")+")")
-		return
 	}
-	next(huma.WithValue(&bodyContext{humaContext: ctx, body: bytes.NewReader(body)}, principalKey{}, key))
+	a.authorize(&bodyContext{humaContext: ctx, body: bytes.NewReader(body)}, key, scope, next)
 }
 
 // verifySigned checks the headers, the signature, then the timestamp and
@@ -194,8 +194,8 @@ func (a *authenticator) freshness(ctx context.Context, h signedHeaderValues) str
 	return ""
 }
 
-// readLimited reads the request body up to one byte past the operation's
-// limit (huma's own reader then refuses an oversized body).
+// readLimited reads the request body up to the operation's limit;
+// errBodyTooLarge past it.
 func readLimited(ctx huma.Context) ([]byte, error) {
 	limit := ctx.Operation().MaxBodyBytes
 	if limit <= 0 {
@@ -206,7 +206,10 @@ func readLimited(ctx huma.Context) ([]byte, error) {
 		return nil, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
+	switch {
+	case errors.As(err, new(*http.MaxBytesError)) || int64(len(body)) > limit:
+		return nil, fmt.Errorf("%w: limit=%d bytes", errBodyTooLarge, limit)
+	case err != nil:
 		return nil, fmt.Errorf("error reading request body: %w", err)
 	}
 	return body, nil

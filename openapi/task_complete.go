@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -29,9 +31,18 @@ type TaskCompletionReply struct {
 	State  string `json:"state" enum:"succeeded,failed,pending" doc:"The task's state now: pending when a failure will be retried"`
 }
 
+// HeaderCompletionToken carries the completion token of an agentless HTTP
+// task: on ax's request to the target, and on the result it posts back.
+const HeaderCompletionToken = "Ax-Completion-Token"
+
+// completionBodyLimit caps a posted result: the result ax keeps
+// (queue.MaxHTTPResultBytes), an error of 65,536 characters, and the rest.
+const completionBodyLimit = queue.MaxHTTPResultBytes + 72<<10
+
 type taskCompleteInput struct {
-	ID   string `path:"id" format:"uuid" doc:"Task id (Ax-Task-Id of the request)"`
-	Body TaskCompletion
+	ID    string `path:"id" format:"uuid" doc:"Task id (Ax-Task-Id of the request)"`
+	Token string `header:"Ax-Completion-Token" format:"uuid" doc:"The completion token, checked before the body is read; when given, body.token must be the same"`
+	Body  TaskCompletion
 }
 
 type taskCompleteOutput struct {
@@ -45,11 +56,44 @@ func (h *outboundHandlers) registerTaskCompletion(api huma.API) {
 		Description: "For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; " +
 			"it then posts the result here with the completion token of that request, before the task's deadline " +
 			"(Ax-Deadline). The token is the credential: no API key is needed. A token that is not current " +
-			"(deadline passed and the task timed out, or already used) gets 409 and changes nothing.",
-		MaxBodyBytes: 8 << 20,
+			"(deadline passed and the task timed out, or already used) gets 409 and changes nothing. " +
+			"Send it in the Ax-Completion-Token header too: it is then checked before the body is read. " +
+			"The body is at most 136 KiB, its result at most 64 KiB.",
+		MaxBodyBytes: completionBodyLimit,
 		Security:     []map[string][]string{},
-		Errors:       []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+		Errors:       []int{http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity},
+		Middlewares:  huma.Middlewares{h.checkCompletionToken},
 	}, h.completeTask)
+}
+
+// checkCompletionToken refuses, before the body is read, a result whose
+// Ax-Completion-Token header is not the task's current token: this
+// endpoint takes no API key, and a bad token should cost one primary-key
+// read, not the decoding of a body.
+func (h *outboundHandlers) checkCompletionToken(ctx huma.Context, next func(huma.Context)) {
+	header := ctx.Header(HeaderCompletionToken)
+	if header == "" {
+		next(ctx) // the token is in the body alone, which is small
+		return
+	}
+	id, errID := uuid.Parse(ctx.Param("id"))
+	token, errToken := uuid.Parse(header)
+	if errID != nil || errToken != nil {
+		next(ctx) // huma's validation names the bad parameter
+		return
+	}
+	err := h.completer.CheckToken(ctx.Context(), id, token)
+	switch {
+	case errors.Is(err, queue.ErrUnknownHTTPTask):
+		_ = huma.WriteErr(h.api, ctx, http.StatusNotFound, err.Error())
+	case errors.Is(err, queue.ErrStaleCompletion):
+		_ = huma.WriteErr(h.api, ctx, http.StatusConflict, err.Error())
+	case err != nil:
+		h.logger.ErrorContext(ctx.Context(), "error checking a completion token", "task_id", id, "error", err)
+		_ = huma.WriteErr(h.api, ctx, http.StatusServiceUnavailable, "cannot check the completion token right now")
+	default:
+		next(ctx)
+	}
 }
 
 func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInput) (*taskCompleteOutput, error) {
@@ -61,6 +105,14 @@ func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInp
 	if err != nil {
 		return nil, huma.Error422UnprocessableEntity("invalid token",
 			&huma.ErrorDetail{Location: "body.token", Message: "must be a UUID", Value: in.Body.Token})
+	}
+	if in.Token != "" && !strings.EqualFold(in.Token, in.Body.Token) {
+		return nil, huma.Error422UnprocessableEntity("two tokens",
+			&huma.ErrorDetail{Location: "body.token", Message: "must be the token of the Ax-Completion-Token header", Value: in.Body.Token})
+	}
+	if len(in.Body.Result) > queue.MaxHTTPResultBytes {
+		return nil, huma.Error422UnprocessableEntity("result too large", &huma.ErrorDetail{Location: "body.result",
+			Message: fmt.Sprintf("is %d bytes; a result may be %d", len(in.Body.Result), queue.MaxHTTPResultBytes)})
 	}
 	state, err := h.completer.Complete(ctx, db.TaskResult{TaskRef: db.TaskRef{ID: id, Token: token},
 		State: in.Body.State, Result: in.Body.Result, Error: in.Body.Error})

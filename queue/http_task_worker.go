@@ -40,7 +40,7 @@ type HTTPTaskConfig struct {
 }
 
 func (c HTTPTaskConfig) withDefaults() HTTPTaskConfig {
-	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, 64<<10)
+	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, MaxHTTPResultBytes)
 	c.LeaseGrace = cmp.Or(c.LeaseGrace, 30*time.Second)
 	c.ReaperWait = cmp.Or(c.ReaperWait, time.Second)
 	return c

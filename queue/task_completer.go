@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -19,6 +20,10 @@ var (
 	// token), it was completed already, or it was cancelled.
 	ErrStaleCompletion = errors.New("the completion token is not current: the deadline passed, or the task was completed or cancelled")
 )
+
+// MaxHTTPResultBytes is the most an agentless HTTP task keeps as its
+// result: of its target's response, or of a result posted after a 202.
+const MaxHTTPResultBytes = 64 << 10
 
 // TaskCompleter records the results that targets of agentless HTTP tasks
 // post after answering 202.
@@ -67,4 +72,21 @@ func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (string, 
 	c.logger.InfoContext(ctx, "http task result posted", "execution_id", done[0].ExecutionID, "task_id", r.ID,
 		"attempt", st.Attempt, "reported", r.State, "state", done[0].State)
 	return done[0].State, nil
+}
+
+// CheckToken returns nil when token is the current completion token of
+// the agentless task id, ErrUnknownHTTPTask when there is no such task,
+// and ErrStaleCompletion when the token is not current. One primary-key
+// read: the check made before a posted result's body is read.
+func (c *TaskCompleter) CheckToken(ctx context.Context, id, token uuid.UUID) error {
+	agentless, current, err := db.HTTPTaskTokenCheck(ctx, c.pool, id, token)
+	switch {
+	case errors.Is(err, db.ErrNotFound) || (err == nil && !agentless):
+		return ErrUnknownHTTPTask
+	case err != nil:
+		return err
+	case !current:
+		return ErrStaleCompletion
+	}
+	return nil
 }

@@ -101,6 +101,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (ag
 		"how long running tasks may finish after SIGTERM (AX_DRAIN_GRACE)")
 	heartbeat := fs.Duration("heartbeat", env.duration("AX_HEARTBEAT_INTERVAL", 0),
 		"override the server's heartbeat interval (AX_HEARTBEAT_INTERVAL)")
+	insecure := fs.Bool("insecure-http", env.bool("AX_AGENT_INSECURE_HTTP"),
+		"allow a plain http:// server URL that is not loopback: key, token and tasks cross the network unencrypted (AX_AGENT_INSECURE_HTTP)")
 	if err := fs.Parse(args); err != nil {
 		return agent.Config{}, err
 	}
@@ -112,7 +114,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (ag
 		return agent.Config{}, err
 	}
 	cfg := agent.Config{
-		URL: *server, Key: cmp.Or(*key, getenv("AX_AGENT_KEY"), getenv("AX_API_KEY")), Name: *name,
+		URL: *server, InsecureHTTP: *insecure, Key: cmp.Or(*key, getenv("AX_AGENT_KEY"), getenv("AX_API_KEY")), Name: *name,
 		Labels: lbls, Capacity: *capacity, Weight: *weight, DrainGrace: *grace, HeartbeatInterval: *heartbeat,
 		SelfCheckRetry: *readyRetry,
 	}
@@ -168,6 +170,18 @@ func (e *envReader) duration(name string, fallback time.Duration) time.Duration 
 	if err != nil {
 		e.fail(fmt.Errorf("%s=%q is not a duration such as 90s", name, s))
 		return fallback
+	}
+	return v
+}
+
+func (e *envReader) bool(name string) bool {
+	s := strings.TrimSpace(e.getenv(name))
+	if s == "" {
+		return false
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		e.fail(fmt.Errorf("%s=%q is not a boolean such as true or false", name, s))
 	}
 	return v
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -33,6 +35,19 @@ type serveConfig struct {
 	Agent queue.AgentConfig
 	// Outbound is what callbacks and agentless HTTP jobs may reach.
 	Outbound outboundConfig
+	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a
+	// request's headers and body. Bodies have shorter deadlines of their
+	// own (10 s, or ReadTimeout when shorter, from the start of the
+	// request; 5 s once an operation reads it). Long polls are not cut by
+	// it: they wait after their request is read.
+	ReadTimeout time.Duration
+	// TLSCert and TLSKey (AX_TLS_CERT, AX_TLS_KEY) are PEM files: with
+	// both, the API is served over HTTPS. Without, plain HTTP, for
+	// loopback or behind a TLS-terminating proxy.
+	TLSCert, TLSKey string
+	// MetricsAuth (AX_METRICS_AUTH) makes /metrics require an API key
+	// with scope read. Off by default (Prometheus scrapes it openly).
+	MetricsAuth bool
 	// Ready, when set, is called with the bound address once serving.
 	Ready func(addr string)
 }
@@ -58,13 +73,14 @@ func runServe(ctx context.Context, args []string) error {
 	fs.Int64Var(&cfg.Agent.MaxTaskLogBytes, "max-task-log-bytes", logCap,
 		"output stored per task, every attempt counted; the rest is dropped and marked once (AX_MAX_TASK_LOG_BYTES)")
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errOutbound); err != nil {
+	errTransport := addTransportFlags(fs, &cfg)
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errOutbound, errTransport); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := validateAgentTiming(cfg.Agent); err != nil {
+	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg)); err != nil {
 		return err
 	}
 	if cfg.Agent.MaxTaskLogBytes < 1 {
@@ -122,11 +138,10 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: metrics,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
+		MetricsHandler: promhttp.Handler(), MetricsAuth: cfg.MetricsAuth,
+		BodyReadTimeout: min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 	})
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.Handler())
-	mux.Handle("/", apiHandler)
-	return listenAndServe(ctx, logger, cfg, openapi.LogRequests(logger, mux))
+	return listenAndServe(ctx, logger, cfg, openapi.LogRequests(logger, apiHandler))
 }
 
 func listenAndServe(ctx context.Context, logger *slog.Logger, cfg serveConfig, h http.Handler) error {
@@ -134,10 +149,20 @@ func listenAndServe(ctx context.Context, logger *slog.Logger, cfg serveConfig, h
 	if err != nil {
 		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	// No WriteTimeout: lease and execution long polls answer after up to
+	// 25 s and 60 s; a client that stops reading is bounded by TCP.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cmp.Or(cfg.ReadTimeout, 30*time.Second),
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	logger.InfoContext(ctx, "ax serving", "addr", ln.Addr().String(), "version", version)
+	go func() {
+		if cfg.TLSCert != "" {
+			errc <- srv.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	logger.InfoContext(ctx, "ax serving", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "", "version", version)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr().String())
 	}
@@ -202,20 +227,54 @@ func readiness(pool *pgxpool.Pool) func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		if err := pool.Ping(ctx); err != nil {
-			return fmt.Errorf("database unreachable: %w", err)
+			return &openapi.NotReadyError{Reason: "database unreachable", Err: err}
 		}
 		m, err := db.NewMigrator(pool, nil)
 		if err != nil {
-			return err
+			return &openapi.NotReadyError{Reason: "cannot read the schema version", Err: err}
 		}
 		defer m.Close()
 		pending, err := m.HasPending(ctx)
 		if err != nil {
-			return err
+			return &openapi.NotReadyError{Reason: "cannot read the schema version", Err: err}
 		}
 		if pending {
-			return errors.New("database schema is behind this binary: run `ax migrate up`")
+			return &openapi.NotReadyError{Reason: "database schema is behind this binary: run `ax migrate up`"}
 		}
 		return nil
 	}
+}
+
+func addTransportFlags(fs *flag.FlagSet, c *serveConfig) error {
+	read, errRead := envDuration("AX_READ_TIMEOUT", 30*time.Second)
+	metricsAuth, errMetrics := envBool("AX_METRICS_AUTH")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", read,
+		"how long reading one request (headers and body) may take; long polls are not cut by it (AX_READ_TIMEOUT)")
+	fs.StringVar(&c.TLSCert, "tls-cert", envOr("AX_TLS_CERT", ""),
+		"PEM certificate (chain) to serve HTTPS with; needs --tls-key (AX_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", envOr("AX_TLS_KEY", ""), "PEM private key of --tls-cert (AX_TLS_KEY)")
+	fs.BoolVar(&c.MetricsAuth, "metrics-key-required", metricsAuth,
+		"require an API key with scope read on /metrics (AX_METRICS_AUTH)")
+	return errors.Join(errRead, errMetrics)
+}
+
+// validateTransport checks the TLS files (both or neither, readable) and
+// the read timeout.
+func validateTransport(c serveConfig) error {
+	var errs []error
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together: give both or neither"))
+	}
+	for _, f := range []string{c.TLSCert, c.TLSKey} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			errs = append(errs, fmt.Errorf("TLS file: %w", err))
+		}
+	}
+	if c.ReadTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("read timeout %s is under 1 s", c.ReadTimeout))
+	}
+	return errors.Join(errs...)
 }

@@ -40,7 +40,7 @@ func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
 	fs.BoolVar(&c.AllowLoopback, "outbound-allow-loopback", loopback,
 		"let callbacks and HTTP jobs reach this machine, for tests (AX_OUTBOUND_ALLOW_LOOPBACK)")
 	fs.StringVar(&c.PublicURL, "public-url", envOr("AX_PUBLIC_URL", ""),
-		"the API's URL as HTTP-job targets reach it, for results posted after a 202; default http://<addr> (AX_PUBLIC_URL)")
+		"the API's URL as HTTP-job targets reach it, for results posted after a 202; default http(s)://<addr> (AX_PUBLIC_URL)")
 	if errPrivate != nil {
 		return errPrivate
 	}
@@ -69,6 +69,9 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, me
 	publicURL := cfg.Outbound.PublicURL
 	if publicURL == "" {
 		publicURL = "http://" + cfg.Addr
+		if cfg.TLSCert != "" {
+			publicURL = "https://" + cfg.Addr
+		}
 	}
 	rs, err := queue.NewRiverService(pool, queue.RiverConfig{
 		Policy: cfg.Outbound.policy(), HTTP: queue.HTTPTaskConfig{PublicURL: publicURL}, Version: version,

@@ -1778,6 +1778,12 @@ type SubmitRunParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// CompleteHttpTaskParams defines parameters for CompleteHttpTask.
+type CompleteHttpTaskParams struct {
+	// AxCompletionToken The completion token, checked before the body is read; when given, body.token must be the same
+	AxCompletionToken *openapi_types.UUID `json:"Ax-Completion-Token,omitempty"`
+}
+
 // RegisterAgentJSONRequestBody defines body for RegisterAgent for application/json ContentType.
 type RegisterAgentJSONRequestBody = AgentRegistration
 
@@ -2369,21 +2375,21 @@ type ClientInterface interface {
 
 	// CompleteHttpTaskWithBody Report the result of an HTTP task that answered 202
 	//
-	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing. Send it in the Ax-Completion-Token header too: it is then checked before the body is read. The body is at most 136 KiB, its result at most 64 KiB.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
-	CompleteHttpTaskWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CompleteHttpTaskWithBody(ctx context.Context, id openapi_types.UUID, params *CompleteHttpTaskParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CompleteHttpTask Report the result of an HTTP task that answered 202
 	//
-	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing. Send it in the Ax-Completion-Token header too: it is then checked before the body is read. The body is at most 136 KiB, its result at most 64 KiB.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
-	CompleteHttpTask(ctx context.Context, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CompleteHttpTask(ctx context.Context, id openapi_types.UUID, params *CompleteHttpTaskParams, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness: the process serves HTTP
@@ -3413,13 +3419,13 @@ func (c *Client) SubmitRun(ctx context.Context, params *SubmitRunParams, body Su
 
 // CompleteHttpTaskWithBody Report the result of an HTTP task that answered 202
 //
-// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing. Send it in the Ax-Completion-Token header too: it is then checked before the body is read. The body is at most 136 KiB, its result at most 64 KiB.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
-func (c *Client) CompleteHttpTaskWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCompleteHttpTaskRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) CompleteHttpTaskWithBody(ctx context.Context, id openapi_types.UUID, params *CompleteHttpTaskParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteHttpTaskRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3432,13 +3438,13 @@ func (c *Client) CompleteHttpTaskWithBody(ctx context.Context, id openapi_types.
 
 // CompleteHttpTask Report the result of an HTTP task that answered 202
 //
-// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing. Send it in the Ax-Completion-Token header too: it is then checked before the body is read. The body is at most 136 KiB, its result at most 64 KiB.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
-func (c *Client) CompleteHttpTask(ctx context.Context, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCompleteHttpTaskRequest(c.Server, id, body)
+func (c *Client) CompleteHttpTask(ctx context.Context, id openapi_types.UUID, params *CompleteHttpTaskParams, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteHttpTaskRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5291,18 +5297,18 @@ func NewSubmitRunRequestWithBody(server string, params *SubmitRunParams, content
 }
 
 // NewCompleteHttpTaskRequest calls the generic CompleteHttpTask builder with application/json body
-func NewCompleteHttpTaskRequest(server string, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody) (*http.Request, error) {
+func NewCompleteHttpTaskRequest(server string, id openapi_types.UUID, params *CompleteHttpTaskParams, body CompleteHttpTaskJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCompleteHttpTaskRequestWithBody(server, id, "application/json", bodyReader)
+	return NewCompleteHttpTaskRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewCompleteHttpTaskRequestWithBody constructs an http.Request for the CompleteHttpTask method, with any body, and a specified content type
-func NewCompleteHttpTaskRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewCompleteHttpTaskRequestWithBody(server string, id openapi_types.UUID, params *CompleteHttpTaskParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5333,6 +5339,21 @@ func NewCompleteHttpTaskRequestWithBody(server string, id openapi_types.UUID, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AxCompletionToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Ax-Completion-Token", *params.AxCompletionToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: "uuid"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Ax-Completion-Token", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5880,21 +5901,21 @@ type ClientWithResponsesInterface interface {
 
 	// CompleteHttpTaskWithBodyWithResponse Report the result of an HTTP task that answered 202
 	//
-	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing. Send it in the Ax-Completion-Token header too: it is then checked before the body is read. The body is at most 136 KiB, its result at most 64 KiB.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
-	CompleteHttpTaskWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error)
+	CompleteHttpTaskWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *CompleteHttpTaskParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error)
 
 	// CompleteHttpTaskWithResponse Report the result of an HTTP task that answered 202
 	//
-	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+	// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing. Send it in the Ax-Completion-Token header too: it is then checked before the body is read. The body is at most 136 KiB, its result at most 64 KiB.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
-	CompleteHttpTaskWithResponse(ctx context.Context, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error)
+	CompleteHttpTaskWithResponse(ctx context.Context, id openapi_types.UUID, params *CompleteHttpTaskParams, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error)
 }
 
 type HealthzResponse struct {
@@ -8759,6 +8780,8 @@ type CompleteHttpTaskResponse struct {
 	ApplicationproblemJSON404 *ErrorModel
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -8778,6 +8801,11 @@ func (r CompleteHttpTaskResponse) GetApplicationproblemJSON404() *ErrorModel {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r CompleteHttpTaskResponse) GetApplicationproblemJSON409() *ErrorModel {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CompleteHttpTaskResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -9660,13 +9688,13 @@ func (c *ClientWithResponses) SubmitRunWithResponse(ctx context.Context, params 
 
 // CompleteHttpTaskWithBodyWithResponse Report the result of an HTTP task that answered 202
 //
-// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing. Send it in the Ax-Completion-Token header too: it is then checked before the body is read. The body is at most 136 KiB, its result at most 64 KiB.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
-func (c *ClientWithResponses) CompleteHttpTaskWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error) {
-	rsp, err := c.CompleteHttpTaskWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CompleteHttpTaskWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *CompleteHttpTaskParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error) {
+	rsp, err := c.CompleteHttpTaskWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9675,13 +9703,13 @@ func (c *ClientWithResponses) CompleteHttpTaskWithBodyWithResponse(ctx context.C
 
 // CompleteHttpTaskWithResponse Report the result of an HTTP task that answered 202
 //
-// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing.
+// For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; it then posts the result here with the completion token of that request, before the task's deadline (Ax-Deadline). The token is the credential: no API key is needed. A token that is not current (deadline passed and the task timed out, or already used) gets 409 and changes nothing. Send it in the Ax-Completion-Token header too: it is then checked before the body is read. The body is at most 136 KiB, its result at most 64 KiB.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/{id}/complete (the `CompleteHttpTask` operationId).
-func (c *ClientWithResponses) CompleteHttpTaskWithResponse(ctx context.Context, id openapi_types.UUID, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error) {
-	rsp, err := c.CompleteHttpTask(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) CompleteHttpTaskWithResponse(ctx context.Context, id openapi_types.UUID, params *CompleteHttpTaskParams, body CompleteHttpTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteHttpTaskResponse, error) {
+	rsp, err := c.CompleteHttpTask(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12041,6 +12069,13 @@ func ParseCompleteHttpTaskResponse(rsp *http.Response) (*CompleteHttpTaskRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

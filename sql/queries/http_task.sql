@@ -73,6 +73,14 @@ SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
 FROM ax.task t
 WHERE t.id = @id;
 
+-- HTTPTaskTokenCheck says whether a task is agentless and whether token is
+-- its current completion token: the check before a posted result's body is
+-- read. A primary-key read.
+-- name: HTTPTaskTokenCheck :one
+SELECT t.agentless, coalesce(t.lease_token = @token::uuid, false)::boolean AS current
+FROM ax.task t
+WHERE t.id = @id;
+
 -- HTTPTaskPriorities returns the priorities of new agentless tasks, which
 -- order their River jobs.
 -- name: HTTPTaskPriorities :many

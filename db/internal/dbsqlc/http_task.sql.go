@@ -255,3 +255,29 @@ func (q *Queries) HTTPTaskStatus(ctx context.Context, db DBTX, id uuid.UUID) (HT
 	)
 	return i, err
 }
+
+const hTTPTaskTokenCheck = `-- name: HTTPTaskTokenCheck :one
+SELECT t.agentless, coalesce(t.lease_token = $1::uuid, false)::boolean AS current
+FROM ax.task t
+WHERE t.id = $2
+`
+
+type HTTPTaskTokenCheckParams struct {
+	Token uuid.UUID
+	ID    uuid.UUID
+}
+
+type HTTPTaskTokenCheckRow struct {
+	Agentless bool
+	Current   bool
+}
+
+// HTTPTaskTokenCheck says whether a task is agentless and whether token is
+// its current completion token: the check before a posted result's body is
+// read. A primary-key read.
+func (q *Queries) HTTPTaskTokenCheck(ctx context.Context, db DBTX, arg HTTPTaskTokenCheckParams) (HTTPTaskTokenCheckRow, error) {
+	row := db.QueryRow(ctx, hTTPTaskTokenCheck, arg.Token, arg.ID)
+	var i HTTPTaskTokenCheckRow
+	err := row.Scan(&i.Agentless, &i.Current)
+	return i, err
+}

@@ -1,0 +1,126 @@
+package openapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+)
+
+// noBodyLimit caps the body of an operation that takes none (clients
+// that send `{}` with a trigger still get through).
+const noBodyLimit = 64 << 10
+
+// errBodyTooLarge is what readLimited returns for a body past its
+// operation's limit.
+var errBodyTooLarge = errors.New("request body is too large")
+
+// bodyGuard stands in front of every operation, before authentication:
+// a body whose Content-Length passes the operation's limit is refused
+// with 413 before a byte of it is read, any other body is cut at the
+// limit (so no middleware or handler can read more), and a body must
+// arrive within the read timeout. Huma's own per-operation checks still
+// apply behind it.
+type bodyGuard struct {
+	mux     *http.ServeMux
+	api     huma.API
+	limits  map[string]bodyLimit // by mux pattern: "POST /v1/jobs"
+	timeout time.Duration
+}
+
+type bodyLimit struct {
+	op    *huma.Operation
+	bytes int64
+}
+
+func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration) *bodyGuard {
+	g := &bodyGuard{mux: mux, api: api, limits: map[string]bodyLimit{}, timeout: timeout}
+	for _, item := range api.OpenAPI().Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch, item.Head, item.Options} {
+			if op != nil {
+				limit := op.MaxBodyBytes
+				if op.RequestBody == nil || limit <= 0 {
+					limit = max(limit, noBodyLimit)
+				}
+				g.limits[op.Method+" "+op.Path] = bodyLimit{op: op, bytes: limit}
+			}
+		}
+	}
+	return g
+}
+
+func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		g.mux.ServeHTTP(w, r)
+		return
+	}
+	_, pattern := g.mux.Handler(r)
+	limit, ok := g.limits[pattern]
+	if !ok {
+		// No operation here (404, 405, docs): nothing will read the body.
+		limit = bodyLimit{op: &huma.Operation{Method: r.Method, Path: r.URL.Path}, bytes: noBodyLimit}
+	}
+	if r.ContentLength > limit.bytes {
+		w.Header().Set("Connection", "close")
+		_ = huma.WriteErr(g.api, humago.NewContext(limit.op, r, w), http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("request body is too large limit=%d bytes", limit.bytes))
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.timeout))
+	// One byte past the limit, so that readers that read limit+1 to tell
+	// "too large" (huma, readLimited) see it and answer 413 themselves.
+	body := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit.bytes+1)}
+	r.Body = body
+	if r.ProtoMajor != 1 {
+		g.mux.ServeHTTP(w, r) // HTTP/2 streams have no body to drain first
+		return
+	}
+	g.mux.ServeHTTP(&unreadBodyCloser{ResponseWriter: w, body: body}, r)
+}
+
+// trackedBody notes when its body has been read to the end (or failed).
+type trackedBody struct {
+	io.ReadCloser
+	done atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done.Store(true)
+	}
+	return n, err
+}
+
+// unreadBodyCloser closes the connection after an answer given before the
+// body was read (401, 403, 404, 413...). Otherwise net/http would first
+// read and discard up to 256 KiB of the body, waiting on a client that
+// may never send it, before answering at all.
+type unreadBodyCloser struct {
+	http.ResponseWriter
+	body        *trackedBody
+	wroteHeader bool
+}
+
+func (w *unreadBodyCloser) WriteHeader(code int) {
+	if !w.wroteHeader && !w.body.done.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	w.wroteHeader = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *unreadBodyCloser) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *unreadBodyCloser) Unwrap() http.ResponseWriter { return w.ResponseWriter }
