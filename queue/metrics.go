@@ -19,6 +19,9 @@ type Metrics struct {
 	Misfire prometheus.Counter
 	Skipped *prometheus.CounterVec
 	FireLag prometheus.Histogram
+	// SetAside counts jobs the trigger loop stopped firing because a fire
+	// of them failed, by the step that failed (plan, write).
+	SetAside *prometheus.CounterVec
 
 	Dispatched       *prometheus.CounterVec // by class ("none" without one)
 	PickupLatency    prometheus.Histogram
@@ -54,6 +57,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 	}
+	m.SetAside = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_trigger_set_aside_total",
+		Help: "Jobs set aside (no longer fired until updated) because a fire of them failed, by step: plan or write.",
+	}, []string{"step"})
+	m.SetAside.WithLabelValues(setAsidePlan)
+	m.SetAside.WithLabelValues(setAsideWrite)
 	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
 	}, []string{"class"})
@@ -98,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Skipped.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag,
+		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
 			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries,
 			m.TasksRouted, m.AgentLeases, m.AgentHealth)
 	}

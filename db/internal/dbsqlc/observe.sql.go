@@ -188,7 +188,7 @@ const observeOverdue = `-- name: ObserveOverdue :one
 SELECT count(*) FILTER (WHERE next_fire_at < now() - make_interval(secs => $1::double precision))::bigint AS overdue,
        coalesce(extract(epoch FROM now() - min(next_fire_at)), 0)::double precision AS max_overdue_seconds
 FROM ax.trigger
-WHERE NOT paused AND next_fire_at <= now()
+WHERE NOT paused AND set_aside_at IS NULL AND next_fire_at <= now()
 `
 
 type ObserveOverdueRow struct {
@@ -196,7 +196,8 @@ type ObserveOverdueRow struct {
 	MaxOverdueSeconds float64
 }
 
-// ObserveOverdue reports unpaused triggers that should have fired: how
+// ObserveOverdue reports unpaused triggers that should have fired (set
+// aside ones are not expected to, and are counted apart): how
 // many are late by more than @late_seconds, and the latest of them.
 func (q *Queries) ObserveOverdue(ctx context.Context, db DBTX, lateSeconds float64) (ObserveOverdueRow, error) {
 	row := db.QueryRow(ctx, observeOverdue, lateSeconds)
