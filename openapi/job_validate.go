@@ -119,6 +119,11 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 		} else if !t.RunAt.After(time.Now()) {
 			errs.add(at("run_at"), "must be in the future", t.RunAt)
 		}
+	case "manual":
+	default:
+		// The schema check matches keys regardless of case and the decoder
+		// does not ({"Trigger": …}): check what was decoded.
+		errs.add(at("kind"), "is required: one of cron, interval, delay, manual", t.Kind)
 	}
 }
 
@@ -147,6 +152,8 @@ func (e *JobExecutor) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 		if e.Handler == "" {
 			errs.add(at("handler"), "is required with executor kind handler", nil)
 		}
+	default: // see JobTrigger.validate
+		errs.add(at("kind"), "is required: one of shell, http, handler", e.Kind)
 	}
 }
 
