@@ -13,6 +13,9 @@ DROP INDEX ax.trigger_due_idx;
 CREATE INDEX trigger_due_idx ON ax.trigger (next_fire_at)
     WHERE next_fire_at IS NOT NULL AND NOT paused AND set_aside_at IS NULL;
 
+-- The set-aside count (a gauge on every scrape) reads only those rows.
+CREATE INDEX trigger_set_aside_idx ON ax.trigger (set_aside_at) WHERE set_aside_at IS NOT NULL;
+
 -- What is due now leaves them out too.
 CREATE OR REPLACE VIEW ax.due_now AS
 SELECT j.id AS job_id, j.group_name, j.name, t.next_fire_at, now() - t.next_fire_at AS overdue_by
@@ -29,6 +32,7 @@ ORDER BY t.set_aside_at DESC;
 
 -- +goose Down
 DROP VIEW ax.set_aside_jobs;
+DROP INDEX ax.trigger_set_aside_idx;
 CREATE OR REPLACE VIEW ax.due_now AS
 SELECT j.id AS job_id, j.group_name, j.name, t.next_fire_at, now() - t.next_fire_at AS overdue_by
 FROM ax.trigger t JOIN ax.job j ON j.id = t.job_id

@@ -126,6 +126,7 @@ type StateCollector struct {
 	jobFailureRatio, jobRuns *prometheus.Desc
 	jobStreak                *prometheus.Desc
 	overdue, overdueLongest  *prometheus.Desc
+	setAside                 *prometheus.Desc
 	breakerOpen              *prometheus.Desc
 }
 
@@ -157,6 +158,8 @@ func NewStateCollector(pool *pgxpool.Pool) *StateCollector {
 			"Unpaused triggers more than 30 s past their fire time: schedules that did not fire when due.", nil, nil),
 		overdueLongest: prometheus.NewDesc("ax_trigger_max_overdue_seconds",
 			"How far past its fire time the latest due trigger is.", nil, nil),
+		setAside: prometheus.NewDesc("ax_triggers_set_aside",
+			"Jobs the trigger loop stopped firing because a fire of them failed, until they are updated (SELECT * FROM ax.set_aside_jobs).", nil, nil),
 		breakerOpen: prometheus.NewDesc("ax_callback_breaker_open",
 			"1 while the circuit breaker of a callback host holds deliveries (open or probing), else 0.", []string{"host"}, nil),
 	}
@@ -165,7 +168,7 @@ func NewStateCollector(pool *pgxpool.Pool) *StateCollector {
 // Describe implements prometheus.Collector.
 func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.depth, c.oldestAge, c.agents, c.jobFailureRatio, c.jobRuns,
-		c.jobStreak, c.overdue, c.overdueLongest, c.breakerOpen} {
+		c.jobStreak, c.overdue, c.overdueLongest, c.setAside, c.breakerOpen} {
 		ch <- d
 	}
 }
@@ -240,6 +243,7 @@ func (c *StateCollector) collectOverdue(ctx context.Context, ch chan<- prometheu
 	}
 	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(o.Late))
 	ch <- prometheus.MustNewConstMetric(c.overdueLongest, prometheus.GaugeValue, o.Longest.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.setAside, prometheus.GaugeValue, float64(o.SetAside))
 	return nil
 }
 

@@ -1259,6 +1259,12 @@ CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_
 CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((next_fire_at IS NOT NULL) AND (NOT paused) AND (set_aside_at IS NULL));
 
 --
+-- Name: trigger_set_aside_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX trigger_set_aside_idx ON ax.trigger USING btree (set_aside_at) WHERE (set_aside_at IS NOT NULL);
+
+--
 -- Name: execution execution_ended; Type: TRIGGER; Schema: ax; Owner: -
 --
 

@@ -106,7 +106,9 @@ func TestFailingJobIsSetAsideAndOthersFireOnTime(t *testing.T) {
 	var reason string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT set_aside_reason FROM ax.set_aside_jobs WHERE job_id = $1`, brokenID).Scan(&reason))
 	require.Contains(t, reason, "injected fault")
-	require.GreaterOrEqual(t, scrape(t, s.url)[`ax_trigger_set_aside_total{step="write"}`], 1.0)
+	samples := scrape(t, s.url)
+	require.GreaterOrEqual(t, samples[`ax_trigger_set_aside_total{step="write"}`], 1.0)
+	require.Equal(t, 1.0, samples[`ax_triggers_set_aside`], "the gauge behind alert AxJobSetAside")
 	require.Contains(t, s.proc.Output(), "job set aside")
 	require.Contains(t, s.proc.Output(), brokenID)
 
