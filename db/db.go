@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -139,4 +141,36 @@ func TryXactLock(ctx context.Context, e Executor, id int64) (bool, error) {
 		return false, fmt.Errorf("error taking advisory lock: %w", mapErr(err))
 	}
 	return ok, nil
+}
+
+// Transient reports whether err is about the database or the connection
+// rather than the data a statement worked on: a lost connection, a
+// cancelled context or statement, a serialization failure or deadlock,
+// exhausted resources. Retrying the same work later may succeed; the
+// trigger loop never blames a job for such an error.
+func Transient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		// No answer from the server: a connection or protocol failure,
+		// unless the error came from ax's own code.
+		var conn *pgconn.ConnectError
+		var netErr net.Error
+		return errors.As(err, &conn) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+			errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	}
+	switch pgErr.Code[:2] {
+	case "08", // connection exception
+		"25", // invalid transaction state (an aborted transaction)
+		"40", // transaction rollback: serialization failure, deadlock
+		"53", // insufficient resources
+		"55", // object not in prerequisite state (lock not available)
+		"57", // operator intervention: query cancelled, shutdown
+		"58", // system error
+		"XX": // internal error
+		return true
+	}
+	return false
 }

@@ -76,6 +76,10 @@ type Job struct {
 	LastScheduledFor *time.Time
 	LastExecutionID  *uuid.UUID
 	LastState        string // state of the last execution; "" before the first fire
+	// SetAsideAt and SetAsideReason are set while the trigger loop does not
+	// fire the job because a fire of it failed; an update clears them.
+	SetAsideAt     *time.Time
+	SetAsideReason string
 }
 
 // JobInsert stores a new job and its trigger row (with job.NextFireAt and
@@ -205,7 +209,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: jsonOr(j.Executor, "{}"),
 		TargetLabels: labels, RouteStrategy: dbsqlc.AxRouteStrategy(j.RouteStrategy), RouteKey: j.RouteKey,
 		ShardCount: int32(j.ShardCount), ShardParams: shardParams, Priority: int32(j.Priority),
-		ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: cmp.Or(j.ShardRangeTo, DefaultShardRangeTo),
+		ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: shardRangeTo(j),
 		TimeoutSeconds: int32(j.TimeoutSeconds), RetryMaxAttempts: int32(j.RetryMaxAttempts),
 		RetryBackoffSeconds: int32(j.RetryBackoffSeconds), RetryBackoffMaxSeconds: int32(j.RetryBackoffMaxSeconds),
 		ConcurrencyPolicy:    dbsqlc.AxConcurrencyPolicy(j.ConcurrencyPolicy),
@@ -214,6 +218,15 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
 		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(cmp.Or(j.DegradeAction, "wait")),
 	}, nil
+}
+
+// shardRangeTo is the end of the job's shard range: the default's when
+// the range is unset (both ends zero).
+func shardRangeTo(j *Job) int64 {
+	if j.ShardRangeFrom == 0 && j.ShardRangeTo == 0 {
+		return DefaultShardRangeTo
+	}
+	return j.ShardRangeTo
 }
 
 func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, error) {
@@ -234,6 +247,7 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
 		LastExecutionID: t.LastExecutionID, LastState: lastState,
+		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason),
 	}
 	if err := json.Unmarshal(r.TargetLabels, &j.TargetLabels); err != nil {
 		return nil, fmt.Errorf("error decoding target labels of job %s: %w", r.ID, err)

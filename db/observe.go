@@ -78,6 +78,9 @@ func ObserveFailingJobs(ctx context.Context, e Executor, window time.Duration) (
 type Overdue struct {
 	Late    int64         // unpaused triggers late by more than the threshold
 	Longest time.Duration // how late the latest of all due triggers is
+	// SetAside counts the jobs the trigger loop stopped firing because a
+	// fire of them failed (not counted as late).
+	SetAside int64
 }
 
 // ObserveOverdue reads overdue triggers; late is the threshold.
@@ -86,7 +89,8 @@ func ObserveOverdue(ctx context.Context, e Executor, late time.Duration) (Overdu
 	if err != nil {
 		return Overdue{}, fmt.Errorf("error reading overdue triggers: %w", mapErr(err))
 	}
-	return Overdue{Late: r.Overdue, Longest: time.Duration(r.MaxOverdueSeconds * float64(time.Second))}, nil
+	return Overdue{Late: r.Overdue, Longest: time.Duration(r.MaxOverdueSeconds * float64(time.Second)),
+		SetAside: r.SetAside}, nil
 }
 
 // Breaker is the circuit breaker state of one callback host.

@@ -35,3 +35,23 @@ func TriggerResume(ctx context.Context, e Executor, jobID uuid.UUID) error {
 	}
 	return nil
 }
+
+// TriggerSetAsideParams names jobs the trigger loop stops firing, each
+// with why.
+type TriggerSetAsideParams struct {
+	JobIDs  []uuid.UUID
+	Reasons []string
+}
+
+// TriggerSetAside stops the trigger loop from firing jobs whose fire
+// failed until they are updated; their next_fire_at stays.
+func TriggerSetAside(ctx context.Context, e Executor, p *TriggerSetAsideParams) error {
+	if len(p.JobIDs) == 0 {
+		return nil
+	}
+	err := queries.TriggerSetAside(ctx, e, dbsqlc.TriggerSetAsideParams{JobIds: p.JobIDs, Reasons: p.Reasons})
+	if err != nil {
+		return fmt.Errorf("error setting jobs aside: %w", mapErr(err))
+	}
+	return nil
+}

@@ -37,7 +37,7 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 		TargetLabels:  deref(j.Target).Labels,
 		RouteStrategy: cmp.Or(route.Strategy, "round_robin"), RouteKey: route.Key,
 		ShardCount: cmp.Or(shards.Count, 1), ShardParams: shards.Params,
-		ShardRangeFrom: deref(shards.Range).From, ShardRangeTo: cmp.Or(deref(shards.Range).To, db.DefaultShardRangeTo),
+		ShardRangeFrom: 0, ShardRangeTo: db.DefaultShardRangeTo,
 		Priority: j.Priority, TimeoutSeconds: cmp.Or(j.TimeoutSeconds, 3600),
 		RetryMaxAttempts:       cmp.Or(retry.MaxAttempts, 1),
 		RetryBackoffSeconds:    cmp.Or(retry.BackoffSeconds, 5),
@@ -48,6 +48,9 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 		MisfireMaxFires:        cmp.Or(misfire.MaxFires, 100),
 		RateLimitClass:         j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: params,
 		DegradeAction: cmp.Or(j.DegradeAction, "wait"),
+	}
+	if shards.Range != nil { // as given: [-10, 0) is not the default range
+		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
 	}
 	return out, nil
 }
@@ -95,6 +98,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		out.LastExecutionID = j.LastExecutionID.String()
 	}
 	out.LastState = j.LastState
+	out.SetAsideAt, out.SetAsideReason = j.SetAsideAt, j.SetAsideReason
 	if j.CallbackURL != "" {
 		out.Callback = &JobCallback{URL: j.CallbackURL}
 	}

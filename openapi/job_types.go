@@ -36,6 +36,8 @@ type Job struct {
 	LastScheduledFor *time.Time `json:"last_scheduled_for,omitempty" readOnly:"true" doc:"Scheduled time of the last fire"`
 	LastExecutionID  string     `json:"last_execution_id,omitempty" readOnly:"true" format:"uuid" doc:"The last fire's execution"`
 	LastState        string     `json:"last_state,omitempty" readOnly:"true" doc:"State of the last fire's execution"`
+	SetAsideAt       *time.Time `json:"set_aside_at,omitempty" readOnly:"true" doc:"When the scheduler stopped firing the job because a fire of it failed (see set_aside_reason); updating the job clears it"`
+	SetAsideReason   string     `json:"set_aside_reason,omitempty" readOnly:"true" doc:"Why the job was set aside: the error its last fire met"`
 	CreatedAt        time.Time  `json:"created_at" readOnly:"true"`
 	UpdatedAt        time.Time  `json:"updated_at" readOnly:"true"`
 }
@@ -56,7 +58,7 @@ type JobExecutor struct {
 	URL     string            `json:"url,omitempty" maxLength:"2048" example:"https://billing.internal/run" doc:"Absolute http(s) URL (kind http)"`
 	Method  string            `json:"method,omitempty" enum:"GET,POST,PUT,PATCH,DELETE" default:"POST" doc:"HTTP method (kind http)"`
 	Headers map[string]string `json:"headers,omitempty" doc:"Extra request headers (kind http)"`
-	Body    string            `json:"body,omitempty" maxLength:"65536" doc:"Request body template (kind http)"`
+	Body    string            `json:"body,omitempty" maxLength:"65536" doc:"Request body template (kind http): the route key's subset of Go text/template, plus json of a field ({{json .params}}); renders to at most 2 MiB"`
 	Handler string            `json:"handler,omitempty" maxLength:"200" pattern:"^[A-Za-z0-9_.:/-]*$" example:"reports.nightly" doc:"Handler name (kind handler)"`
 }
 
@@ -68,7 +70,7 @@ type JobTarget struct {
 // JobRoute picks the agent for each task.
 type JobRoute struct {
 	Strategy string `json:"strategy,omitempty" enum:"round_robin,random,weighted,least_active,consistent_hash,load_aware,broadcast,failover" default:"round_robin"`
-	Key      string `json:"key,omitempty" maxLength:"1000" example:"customer_id={{.params.customer_id}}" doc:"Route key for consistent_hash and load_aware: a Go text/template over .params (the run's params), .shard (.index, .total, .param) and .job (.id, .name, .group)"`
+	Key      string `json:"key,omitempty" maxLength:"1000" example:"customer_id={{.params.customer_id}}" doc:"Route key for consistent_hash and load_aware: a Go text/template over .params (the run's params), .shard (.index, .total, .param) and .job (.id, .name, .group); fields, if/with/else, and, or, not, eq, ne, lt, le, gt, ge, len, index and slice only (no range, variables or printf); renders to at most 4 KiB"`
 }
 
 // JobShards splits a run into tasks.

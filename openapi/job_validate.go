@@ -46,8 +46,11 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if j.Route != nil && j.Route.Strategy == "broadcast" && j.Shards != nil && j.Shards.Count > 1 {
 		errs.add(prefix.With("shards.count"), "must be 1 with strategy broadcast: a run has one task per live agent", j.Shards.Count)
 	}
-	if r := deref(j.Shards).Range; r != nil && r.From >= r.To {
-		errs.add(prefix.With("shards.range.to"), "must be greater than shards.range.from", r.To)
+	j.Shards.validateRange(prefix, &errs)
+	if j.Executor.Kind == "http" && j.Executor.Body != "" {
+		if err := queue.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
+			errs.add(prefix.With("executor.body"), err.Error(), j.Executor.Body)
+		}
 	}
 	if j.Shards != nil && len(j.Shards.Params) > 0 && len(j.Shards.Params) != max(j.Shards.Count, 1) {
 		errs.add(prefix.With("shards.params"),
@@ -63,6 +66,25 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 		}
 	}
 	return errs
+}
+
+// validateRange checks that each shard without a param gets a non-empty
+// part of the range. The range may span all of int64: its width is
+// computed without overflow.
+func (s *JobShards) validateRange(prefix *huma.PathBuffer, errs *fieldErrors) {
+	if s == nil || s.Range == nil {
+		return
+	}
+	r := s.Range
+	if r.From >= r.To {
+		errs.add(prefix.With("shards.range.to"), "must be greater than shards.range.from", r.To)
+		return
+	}
+	width := uint64(r.To) - uint64(r.From) // exact: To > From
+	if count := max(s.Count, 1); len(s.Params) == 0 && width < uint64(count) {
+		errs.add(prefix.With("shards.range"),
+			fmt.Sprintf("spans %d values but shards.count is %d: each shard needs at least one", width, count), r)
+	}
 }
 
 func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
@@ -100,6 +122,11 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 		} else if !t.RunAt.After(time.Now()) {
 			errs.add(at("run_at"), "must be in the future", t.RunAt)
 		}
+	case "manual":
+	default:
+		// The schema check matches keys regardless of case and the decoder
+		// does not ({"Trigger": …}): check what was decoded.
+		errs.add(at("kind"), "is required: one of cron, interval, delay, manual", t.Kind)
 	}
 }
 
@@ -128,6 +155,8 @@ func (e *JobExecutor) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 		if e.Handler == "" {
 			errs.add(at("handler"), "is required with executor kind handler", nil)
 		}
+	default: // see JobTrigger.validate
+		errs.add(at("kind"), "is required: one of shell, http, handler", e.Kind)
 	}
 }
 

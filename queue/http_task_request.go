@@ -66,16 +66,20 @@ func httpTaskKey(t *db.HTTPTask) string {
 	return t.ExecutionID.String() + ":" + strconv.Itoa(t.ShardIndex)
 }
 
-// bodyFuncs are the functions a body template may call.
-var bodyFuncs = template.FuncMap{"json": func(v any) (string, error) {
-	b, err := json.Marshal(v)
-	return string(b), err
-}}
+// bodyLimits bound an HTTP job's body template, rendered for every
+// attempt of every task: 2 MiB (a job's params are at most 256 KiB, and
+// json escapes at most 6 bytes for one) within a second. json is its only
+// function beyond the safe built-ins.
+var bodyLimits = templateLimits{what: "body template", maxOutput: 2 << 20, timeout: time.Second,
+	funcs: template.FuncMap{"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	}}}
 
 // ParseHTTPBodyTemplate checks an HTTP job's body template, so the API can
-// refuse a broken one when the job is saved.
+// refuse a broken or unbounded one when the job is saved.
 func ParseHTTPBodyTemplate(body string) error {
-	_, err := template.New("body").Funcs(bodyFuncs).Option("missingkey=error").Parse(body)
+	_, err := parseJobTemplate(body, &bodyLimits)
 	return err
 }
 
@@ -131,15 +135,11 @@ func renderHTTPBody(tmpl string, env *HTTPTaskEnvelope) ([]byte, error) {
 	if err := dec.Decode(&data); err != nil {
 		return nil, err
 	}
-	t, err := template.New("body").Funcs(bodyFuncs).Option("missingkey=error").Parse(tmpl)
+	t, err := parseJobTemplate(tmpl, &bodyLimits)
 	if err != nil {
-		return nil, fmt.Errorf("error parsing the job's body template: %w", err)
+		return nil, fmt.Errorf("the job's body template %w", err)
 	}
-	var out bytes.Buffer
-	if err := t.Execute(&out, data); err != nil {
-		return nil, fmt.Errorf("error rendering the job's body template: %w", err)
-	}
-	return out.Bytes(), nil
+	return executeJobTemplate(t, data, &bodyLimits)
 }
 
 // signHTTPTask sets ax's headers (they win over the job's own) and the

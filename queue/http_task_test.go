@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,4 +223,37 @@ func TestHTTPTaskShardsHonourTheirRateClass(t *testing.T) {
 	got := target.requests()
 	require.Len(t, got, 4)
 	require.GreaterOrEqual(t, got[3].at.Sub(got[0].at), 600*time.Millisecond, "3 tokens after the burst take 750 ms")
+}
+
+// A body template that renders past its limit (or uses range, saved
+// before templates were bounded) fails its task with the reason and sends
+// nothing; an HTTP job beside it is delivered as usual.
+func TestHTTPTaskCostlyBodyTemplateIsStopped(t *testing.T) {
+	t.Parallel()
+	env := setupOutbound(t, nil)
+	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool { return false })
+	big, err := json.Marshal(map[string]string{"s": strings.Repeat("<", 300<<10)})
+	require.NoError(t, err)
+	body := func(tmpl string) func(j *db.Job) {
+		return func(j *db.Job) {
+			j.Executor, _ = json.Marshal(map[string]any{"url": target.URL + "/costly", "method": "POST", "body": tmpl})
+			j.Params = big
+		}
+	}
+	capped := env.httpJob("", body(strings.Repeat("{{json .params}}", 10)))
+	looped := env.httpJob("", body(`{{range 200000}}{{json $.params.s}}{{end}}`))
+	healthy := env.httpJob(target.URL+"/healthy", nil)
+	execs := map[string]*db.Execution{"capped": env.trigger(capped.ID), "looped": env.trigger(looped.ID),
+		"healthy": env.trigger(healthy.ID)}
+
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", execs["healthy"].ID)
+	want := map[string]string{"capped": "output exceeds 2097152 bytes", "looped": "must not use range"}
+	for name, msg := range want {
+		env.eventually("failed", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", execs[name].ID)
+		var got string
+		require.NoError(t, env.pool.QueryRow(context.Background(),
+			"SELECT error FROM ax.task WHERE execution_id = $1", execs[name].ID).Scan(&got))
+		require.Contains(t, got, msg, name)
+	}
+	require.Len(t, target.requests(), 1, "only the healthy job's request is sent")
 }

@@ -19,6 +19,9 @@ type Metrics struct {
 	Misfire prometheus.Counter
 	Skipped *prometheus.CounterVec
 	FireLag prometheus.Histogram
+	// SetAside counts jobs the trigger loop stopped firing because a fire
+	// of them failed, by the step that failed (plan, write).
+	SetAside *prometheus.CounterVec
 
 	Dispatched       *prometheus.CounterVec // by class ("none" without one)
 	PickupLatency    prometheus.Histogram
@@ -54,6 +57,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 	}
+	m.SetAside = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_trigger_set_aside_total",
+		Help: "Jobs set aside (no longer fired until updated) because a fire of them failed, by step: plan or write.",
+	}, []string{"step"})
+	m.SetAside.WithLabelValues(setAsidePlan)
+	m.SetAside.WithLabelValues(setAsideWrite)
 	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
 	}, []string{"class"})
@@ -98,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Skipped.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag,
+		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
 			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries,
 			m.TasksRouted, m.AgentLeases, m.AgentHealth)
 	}
@@ -117,6 +126,7 @@ type StateCollector struct {
 	jobFailureRatio, jobRuns *prometheus.Desc
 	jobStreak                *prometheus.Desc
 	overdue, overdueLongest  *prometheus.Desc
+	setAside                 *prometheus.Desc
 	breakerOpen              *prometheus.Desc
 }
 
@@ -148,6 +158,8 @@ func NewStateCollector(pool *pgxpool.Pool) *StateCollector {
 			"Unpaused triggers more than 30 s past their fire time: schedules that did not fire when due.", nil, nil),
 		overdueLongest: prometheus.NewDesc("ax_trigger_max_overdue_seconds",
 			"How far past its fire time the latest due trigger is.", nil, nil),
+		setAside: prometheus.NewDesc("ax_triggers_set_aside",
+			"Jobs the trigger loop stopped firing because a fire of them failed, until they are updated (SELECT * FROM ax.set_aside_jobs).", nil, nil),
 		breakerOpen: prometheus.NewDesc("ax_callback_breaker_open",
 			"1 while the circuit breaker of a callback host holds deliveries (open or probing), else 0.", []string{"host"}, nil),
 	}
@@ -156,7 +168,7 @@ func NewStateCollector(pool *pgxpool.Pool) *StateCollector {
 // Describe implements prometheus.Collector.
 func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.depth, c.oldestAge, c.agents, c.jobFailureRatio, c.jobRuns,
-		c.jobStreak, c.overdue, c.overdueLongest, c.breakerOpen} {
+		c.jobStreak, c.overdue, c.overdueLongest, c.setAside, c.breakerOpen} {
 		ch <- d
 	}
 }
@@ -231,6 +243,7 @@ func (c *StateCollector) collectOverdue(ctx context.Context, ch chan<- prometheu
 	}
 	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(o.Late))
 	ch <- prometheus.MustNewConstMetric(c.overdueLongest, prometheus.GaugeValue, o.Longest.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.setAside, prometheus.GaugeValue, float64(o.SetAside))
 	return nil
 }
 

@@ -7,12 +7,18 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+	"time"
 )
 
 // A route key is a text/template over the task: .params (the run's
 // params), .shard (.index, .total, .param) and .job (.id, .name, .group),
 // e.g. "customer_id={{.params.customer_id}}". Missing params render as
-// "<no value>" would hide mistakes, so they are errors instead.
+// "<no value>" would hide mistakes, so they are errors instead. It keeps
+// to the bounded subset of job templates (job_template.go).
+
+// routeKeyLimits bound a route key: it is rendered for every task a fire
+// makes, in the fire's transaction.
+var routeKeyLimits = templateLimits{what: "route key", maxOutput: 4 << 10, timeout: 50 * time.Millisecond}
 
 // ParseRouteKey reports whether key is a valid route key template.
 func ParseRouteKey(key string) error {
@@ -28,9 +34,9 @@ func parseRouteKey(key string) (*template.Template, error) {
 	if t, ok := routeKeyTemplates.Load(key); ok {
 		return t.(*template.Template), nil
 	}
-	t, err := template.New("route_key").Option("missingkey=error").Parse(key)
+	t, err := parseJobTemplate(key, &routeKeyLimits)
 	if err != nil {
-		return nil, fmt.Errorf("is not a valid template: %s", strings.TrimPrefix(err.Error(), "template: route_key:"))
+		return nil, err
 	}
 	routeKeyTemplates.Store(key, t)
 	return t, nil
@@ -67,9 +73,9 @@ func renderRouteKey(key string, in *routeKeyInput) (string, error) {
 		"shard":  map[string]any{"index": in.ShardIndex, "total": in.ShardTotal, "param": in.ShardParam},
 		"job":    map[string]any{"id": in.JobID, "name": in.JobName, "group": in.JobGroup},
 	}
-	var b strings.Builder
-	if err := t.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("error rendering route key %q: %w", key, err)
+	out, err := executeJobTemplate(t, data, &routeKeyLimits)
+	if err != nil {
+		return "", fmt.Errorf("route key %q: %w", key, err)
 	}
-	return b.String(), nil
+	return string(out), nil
 }

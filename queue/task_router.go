@@ -88,8 +88,9 @@ func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*db.NewTa
 	if err != nil {
 		return err
 	}
+	keys := r.renderKeys(ctx, tasks) // before the lock: a job's template never holds up another's fire
 	r.mu.Lock()
-	routes := r.decide(ctx, agents, tasks)
+	routes := r.decide(ctx, agents, tasks, keys)
 	r.mu.Unlock()
 	return db.TaskSetRoute(ctx, e, routes)
 }
@@ -113,12 +114,40 @@ func (r *TaskRouter) candidates(ctx context.Context) ([]*db.Candidate, error) {
 	return agents, nil
 }
 
+// renderKeys renders the route key of each unpinned task, by index; a key
+// that does not render is "" and its task is left unassigned.
+func (r *TaskRouter) renderKeys(ctx context.Context, tasks []*db.NewTask) []routeKeyResult {
+	keys := make([]routeKeyResult, len(tasks))
+	for i, t := range tasks {
+		if t.Pinned {
+			continue
+		}
+		key, err := renderRouteKey(t.RouteKey, &routeKeyInput{JobID: t.JobID.String(), JobName: t.JobName,
+			JobGroup: t.JobGroup, Params: t.Params, ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal,
+			ShardParam: t.ShardParam})
+		if err != nil {
+			// A params mismatch is the job's problem, not a reason to lose
+			// the fire: the task runs unassigned and the log says why.
+			r.logger.WarnContext(ctx, "route key not rendered; task left unassigned", "job_id", t.JobID,
+				"execution_id", t.ExecutionID, "task_id", t.ID, "error", err)
+		}
+		keys[i] = routeKeyResult{key: key, ok: err == nil}
+	}
+	return keys
+}
+
+// routeKeyResult is a task's rendered route key.
+type routeKeyResult struct {
+	key string
+	ok  bool
+}
+
 // decide routes every unpinned task; the caller holds r.mu.
-func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks []*db.NewTask) []db.TaskRoute {
+func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks []*db.NewTask, keys []routeKeyResult) []db.TaskRoute {
 	pools := map[string]*batchPool{}
 	var routes []db.TaskRoute
-	for _, t := range tasks {
-		if t.Pinned {
+	for i, t := range tasks {
+		if t.Pinned || !keys[i].ok {
 			continue
 		}
 		labels := labelKey(t.TargetLabels)
@@ -127,7 +156,7 @@ func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks [
 			bp = r.newBatchPool(agents, t.TargetLabels)
 			pools[labels] = bp
 		}
-		route, ok := r.decideOne(ctx, bp, t)
+		route, ok := r.decideOne(bp, t, keys[i].key)
 		if ok {
 			routes = append(routes, route)
 		}
@@ -135,22 +164,13 @@ func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks [
 	return routes
 }
 
-// decideOne routes one task; false leaves it unassigned.
-func (r *TaskRouter) decideOne(ctx context.Context, bp *batchPool, t *db.NewTask) (db.TaskRoute, bool) {
+// decideOne routes one task by its rendered key; false leaves it
+// unassigned.
+func (r *TaskRouter) decideOne(bp *batchPool, t *db.NewTask, key string) (db.TaskRoute, bool) {
 	if bp.healthy < 2 {
 		return db.TaskRoute{}, false
 	}
 	strategy := routing.Strategy(t.RouteStrategy)
-	key, err := renderRouteKey(t.RouteKey, &routeKeyInput{JobID: t.JobID.String(), JobName: t.JobName,
-		JobGroup: t.JobGroup, Params: t.Params, ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal,
-		ShardParam: t.ShardParam})
-	if err != nil {
-		// A params mismatch is the job's problem, not a reason to lose the
-		// fire: the task runs unassigned and the log says why.
-		r.logger.WarnContext(ctx, "route key not rendered; task left unassigned", "job_id", t.JobID,
-			"execution_id", t.ExecutionID, "task_id", t.ID, "error", err)
-		return db.TaskRoute{}, false
-	}
 	req := routing.Request{Strategy: strategy, Key: key, Rand: rand.Uint64()}
 	if strategy == routing.StrategyRoundRobin {
 		req.Seq = r.seq[t.JobID]

@@ -3,9 +3,9 @@ package queue
 import (
 	"cmp"
 	"context"
-
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -147,6 +147,12 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) {
 // FireDue runs one batch: claims up to BatchSize due triggers and, in the
 // same transaction, records their executions and tasks, skipped ticks and
 // next fire times. It returns how many triggers it claimed.
+//
+// A job whose fire fails does not stop the others: its planning error, or
+// an error of the statements that write its fire, sets it aside (recorded
+// on its trigger row, counted and logged) and the rest of the batch fires.
+// The batch is written in one set-based pass; only when that fails is it
+// split in halves under savepoints until the failing jobs are found.
 func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 	var b *batch
 	err := db.WithTx(ctx, l.pool, func(tx pgx.Tx) error {
@@ -166,71 +172,112 @@ func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	b.observe(l.cfg.Metrics)
-	l.cfg.Logger.DebugContext(ctx, "fired due jobs", "claimed", b.claimed, "fired", len(b.inserted), "skipped", len(b.skips))
+	b.logSetAside(ctx, l.cfg.Logger)
+	l.cfg.Logger.DebugContext(ctx, "fired due jobs", "claimed", b.claimed, "fired", len(b.inserted),
+		"set_aside", len(b.setAside))
 	return b.claimed, nil
 }
 
+// Steps of a fire that can set a job aside (label of ax_trigger_set_aside_total).
+const (
+	setAsidePlan  = "plan"
+	setAsideWrite = "write"
+)
+
+// maxSetAsideReason bounds the reason recorded on a set-aside trigger.
+const maxSetAsideReason = 2000
+
 // batch is the outcome of planning one claim.
 type batch struct {
-	claimed     int
-	now         time.Time
-	executions  []*db.NewExecution
-	skips       []*db.SkippedFire
-	advances    []*db.TriggerAdvance
-	replaceJobs []uuid.UUID
-	inserted    []db.InsertedExecution
-	router      *TaskRouter
-	outbox      *Outbox
+	claimed  int
+	fires    []*jobFire
+	written  []*jobFire
+	setAside []setAside
+	inserted []db.InsertedExecution
+	router   *TaskRouter
+	outbox   *Outbox
+}
+
+// jobFire is what one claimed trigger writes.
+type jobFire struct {
+	jobID      uuid.UUID
+	executions []*db.NewExecution
+	skips      []*db.SkippedFire
+	advance    *db.TriggerAdvance
+	replace    bool // cancel the job's unfinished executions first
+}
+
+// setAside is a job the batch stops firing, and why.
+type setAside struct {
+	jobID  uuid.UUID
+	step   string
+	reason string
+}
+
+func newSetAside(jobID uuid.UUID, step, reason string) setAside {
+	if len(reason) > maxSetAsideReason {
+		reason = strings.ToValidUTF8(reason[:maxSetAsideReason], "") + "…"
+	}
+	return setAside{jobID: jobID, step: step, reason: reason}
 }
 
 func (l *TriggerLoop) planBatch(due []*db.DueTrigger) (*batch, error) {
-	b := &batch{claimed: len(due), now: due[0].Now, router: l.cfg.Router, outbox: l.cfg.Outbox}
+	b := &batch{claimed: len(due), router: l.cfg.Router, outbox: l.cfg.Outbox}
 	for _, t := range due {
-		plan, err := l.planner.plan(t, t.Now)
+		f, err := l.planOne(t)
 		if err != nil {
-			return nil, fmt.Errorf("error planning fires of job %s: %w", t.JobID, err)
+			b.setAside = append(b.setAside, newSetAside(t.JobID, setAsidePlan, "planning its fires failed: "+err.Error()))
+			continue
 		}
-		adv := &db.TriggerAdvance{JobID: t.JobID, NextFireAt: plan.next}
-		for _, f := range plan.fires {
-			id, err := uuid.NewV7()
-			if err != nil {
-				return nil, fmt.Errorf("error generating execution id: %w", err)
-			}
-			cause := db.CauseSchedule
-			if f.catchUp {
-				cause = db.CauseCatchUp
-			}
-			b.executions = append(b.executions, &db.NewExecution{ID: id, JobID: t.JobID, Cause: cause,
-				ScheduledFor: f.scheduledFor, Misfired: f.catchUp})
-			adv.LastExecutionID, adv.LastScheduledFor = id, f.scheduledFor
-		}
-		if len(plan.fires) > 0 && t.ConcurrencyPolicy == "replace" && t.HasUnfinished {
-			b.replaceJobs = append(b.replaceJobs, t.JobID)
-		}
-		b.skips = append(b.skips, plan.skips...)
-		b.advances = append(b.advances, adv)
+		b.fires = append(b.fires, f)
 	}
 	return b, nil
 }
 
-// write stores the batch in tx: cancellations for replace first, so they
-// never touch the new executions.
+// planOne plans the fires of one trigger; a panic in planning is the
+// job's error, not the batch's.
+func (l *TriggerLoop) planOne(t *db.DueTrigger) (f *jobFire, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			f, err = nil, fmt.Errorf("panic: %v", p)
+		}
+	}()
+	plan, err := l.planner.plan(t, t.Now)
+	if err != nil {
+		return nil, err
+	}
+	f = &jobFire{jobID: t.JobID, skips: plan.skips, advance: &db.TriggerAdvance{JobID: t.JobID, NextFireAt: plan.next}}
+	for _, pf := range plan.fires {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("error generating execution id: %w", err)
+		}
+		cause := db.CauseSchedule
+		if pf.catchUp {
+			cause = db.CauseCatchUp
+		}
+		f.executions = append(f.executions, &db.NewExecution{ID: id, JobID: t.JobID, Cause: cause,
+			ScheduledFor: pf.scheduledFor, Misfired: pf.catchUp})
+	}
+	f.replace = len(plan.fires) > 0 && t.ConcurrencyPolicy == "replace" && t.HasUnfinished
+	return f, nil
+}
+
+// write stores the batch in tx: every fire in one pass when it can, the
+// fires that fail set aside when it cannot, then the set-aside records.
 func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
-	if len(b.replaceJobs) > 0 {
-		if _, err := db.ExecutionCancel(ctx, tx, nil, b.replaceJobs, "replaced by a newer fire"); err != nil {
+	if err := b.writeIsolated(ctx, tx, b.fires); err != nil {
+		return err
+	}
+	if len(b.setAside) > 0 {
+		p := &db.TriggerSetAsideParams{}
+		for _, s := range b.setAside {
+			p.JobIDs = append(p.JobIDs, s.jobID)
+			p.Reasons = append(p.Reasons, s.reason)
+		}
+		if err := db.TriggerSetAside(ctx, tx, p); err != nil {
 			return err
 		}
-	}
-	var err error
-	if b.inserted, err = insertExecutions(ctx, tx, b.router, b.outbox, b.executions); err != nil {
-		return err
-	}
-	b.keepInsertedAsLast()
-	if err := db.SkippedFireInsertMany(ctx, tx, b.skips); err != nil {
-		return err
-	}
-	if err := db.TriggerAdvanceMany(ctx, tx, b.advances); err != nil {
-		return err
 	}
 	if len(b.inserted) > 0 {
 		return db.Notify(ctx, tx, TaskReadyChannel, "")
@@ -238,40 +285,107 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// keepInsertedAsLast points each trigger's last execution at one that was
-// really inserted (a tick that had fired already was left out).
-func (b *batch) keepInsertedAsLast() {
-	if len(b.inserted) == len(b.executions) {
-		return
+// writeIsolated writes fires under a savepoint. When that fails for a
+// reason of the data (not of the connection or the database), it splits
+// the fires in halves and writes each, down to single jobs, which are set
+// aside: a batch with k failing jobs of n costs about 2k·log2(n)
+// savepoints, and always ends.
+func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) error {
+	if len(fires) == 0 {
+		return nil
 	}
-	ok := make(map[uuid.UUID]bool, len(b.inserted))
-	for _, e := range b.inserted {
-		ok[e.ID] = true
+	var inserted []db.InsertedExecution
+	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+		var err error
+		inserted, err = writeFires(ctx, sp, b.router, b.outbox, fires)
+		return err
+	})
+	switch {
+	case err == nil:
+		b.inserted = append(b.inserted, inserted...)
+		b.written = append(b.written, fires...)
+		return nil
+	case ctx.Err() != nil || db.Transient(err):
+		return err
+	case len(fires) == 1:
+		b.setAside = append(b.setAside, newSetAside(fires[0].jobID, setAsideWrite, "writing its fire failed: "+err.Error()))
+		return nil
 	}
-	last := map[uuid.UUID]*db.NewExecution{}
-	for _, e := range b.executions {
-		if ok[e.ID] {
-			last[e.JobID] = e
+	mid := len(fires) / 2
+	if err := b.writeIsolated(ctx, tx, fires[:mid]); err != nil {
+		return err
+	}
+	return b.writeIsolated(ctx, tx, fires[mid:])
+}
+
+// writeFires stores fires in tx: cancellations for replace first, so they
+// never touch the new executions. It panics never: a panic in routing or
+// the outbox comes back as an error.
+func writeFires(ctx context.Context, tx pgx.Tx, router *TaskRouter, outbox *Outbox, fires []*jobFire) (inserted []db.InsertedExecution, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			inserted, err = nil, fmt.Errorf("panic: %v", p)
+		}
+	}()
+	var replaceJobs []uuid.UUID
+	var execs []*db.NewExecution
+	var skips []*db.SkippedFire
+	advances := make([]*db.TriggerAdvance, len(fires))
+	for i, f := range fires {
+		if f.replace {
+			replaceJobs = append(replaceJobs, f.jobID)
+		}
+		execs = append(execs, f.executions...)
+		skips = append(skips, f.skips...)
+		advances[i] = f.advance
+	}
+	if len(replaceJobs) > 0 {
+		if _, err := db.ExecutionCancel(ctx, tx, nil, replaceJobs, "replaced by a newer fire"); err != nil {
+			return nil, err
 		}
 	}
-	for _, a := range b.advances {
-		if e := last[a.JobID]; e != nil {
-			a.LastExecutionID, a.LastScheduledFor = e.ID, e.ScheduledFor
-		} else {
-			a.LastExecutionID = uuid.Nil
+	if inserted, err = insertExecutions(ctx, tx, router, outbox, execs); err != nil {
+		return nil, err
+	}
+	keepInsertedAsLast(fires, inserted)
+	if err := db.SkippedFireInsertMany(ctx, tx, skips); err != nil {
+		return nil, err
+	}
+	return inserted, db.TriggerAdvanceMany(ctx, tx, advances)
+}
+
+// keepInsertedAsLast points each trigger's last execution at the last one
+// that was really inserted (a tick that had fired already was left out).
+func keepInsertedAsLast(fires []*jobFire, inserted []db.InsertedExecution) {
+	ok := make(map[uuid.UUID]bool, len(inserted))
+	for _, e := range inserted {
+		ok[e.ID] = true
+	}
+	for _, f := range fires {
+		f.advance.LastExecutionID, f.advance.LastScheduledFor = uuid.Nil, time.Time{}
+		for _, e := range f.executions {
+			if ok[e.ID] {
+				f.advance.LastExecutionID, f.advance.LastScheduledFor = e.ID, e.ScheduledFor
+			}
 		}
 	}
 }
 
 func (b *batch) observe(m *Metrics) {
-	for _, e := range b.executions {
-		if e.Misfired {
-			m.Misfire.Inc()
-		}
-	}
 	misfired := map[uuid.UUID]bool{}
-	for _, e := range b.executions {
-		misfired[e.ID] = e.Misfired
+	for _, f := range b.written {
+		for _, e := range f.executions {
+			misfired[e.ID] = e.Misfired
+			if e.Misfired {
+				m.Misfire.Inc()
+			}
+		}
+		for _, s := range f.skips {
+			m.Skipped.WithLabelValues(s.Reason).Add(float64(max(s.TickCount, 1)))
+			if s.Reason == db.SkipMisfire {
+				m.Misfire.Add(float64(max(s.TickCount, 1)))
+			}
+		}
 	}
 	for _, e := range b.inserted {
 		if misfired[e.ID] {
@@ -282,10 +396,15 @@ func (b *batch) observe(m *Metrics) {
 		// A fire made ahead is runnable at its tick: no lag.
 		m.FireLag.Observe(max(e.FiredAt.Sub(e.ScheduledFor), 0).Seconds())
 	}
-	for _, s := range b.skips {
-		m.Skipped.WithLabelValues(s.Reason).Add(float64(max(s.TickCount, 1)))
-		if s.Reason == db.SkipMisfire {
-			m.Misfire.Add(float64(max(s.TickCount, 1)))
-		}
+	for _, s := range b.setAside {
+		m.SetAside.WithLabelValues(s.step).Inc()
+	}
+}
+
+// logSetAside says which jobs the batch set aside, and why.
+func (b *batch) logSetAside(ctx context.Context, logger *slog.Logger) {
+	for _, s := range b.setAside {
+		logger.ErrorContext(ctx, "job set aside: it is not fired again until it is updated",
+			"job_id", s.jobID, "step", s.step, "reason", s.reason)
 	}
 }

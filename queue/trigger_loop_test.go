@@ -273,3 +273,63 @@ func TestFireAhead(t *testing.T) {
 	require.True(t, notBefore.Equal(tick), "tasks wait for the tick")
 	require.True(t, firedAt.Before(tick), "the execution was committed ahead")
 }
+
+// A job whose planning fails (a cron expression that no longer parses,
+// written straight into the table) and one whose task insert fails are
+// set aside with their reasons; the healthy jobs of the same batch fire,
+// and the set-aside ones are not claimed again until updated.
+func TestFireDueSetsAsideFailingJobsAndFiresTheRest(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	var healthy []uuid.UUID
+	for range 5 {
+		healthy = append(healthy, e.job(db.TriggerInterval, nil).ID)
+	}
+	badCron := e.job(db.TriggerCron, nil)
+	_, err := e.pool.Exec(ctx, `UPDATE ax.job SET cron_expr = 'not a cron' WHERE id = $1`, badCron.ID)
+	require.NoError(t, err)
+	badInsert := e.job(db.TriggerInterval, nil)
+	_, err = e.pool.Exec(ctx, `
+		CREATE FUNCTION public.poison_task() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.job_id = '`+badInsert.ID.String()+`' THEN
+				RAISE EXCEPTION 'injected fault' USING ERRCODE = '22003';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER poison BEFORE INSERT ON ax.task FOR EACH ROW EXECUTE FUNCTION public.poison_task()`)
+	require.NoError(t, err)
+	for _, id := range append([]uuid.UUID{badCron.ID, badInsert.ID}, healthy...) {
+		e.behind(id, 0)
+	}
+
+	require.Equal(t, 7, e.fire())
+	for _, id := range healthy {
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, id))
+	}
+	for id, want := range map[uuid.UUID]string{badCron.ID: "planning its fires failed", badInsert.ID: "injected fault"} {
+		job, err := e.jobs.Get(ctx, id)
+		require.NoError(t, err)
+		require.NotNil(t, job.SetAsideAt)
+		require.Contains(t, job.SetAsideReason, want)
+		require.Zero(t, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, id))
+	}
+	_, err = e.pool.Exec(ctx, `UPDATE ax.trigger SET next_fire_at = now() - interval '1 second'`)
+	require.NoError(t, err)
+	require.Equal(t, 5, e.fire(), "set-aside jobs are not claimed")
+
+	// An update clears the mark.
+	_, err = e.pool.Exec(ctx, `DROP TRIGGER poison ON ax.task`)
+	require.NoError(t, err)
+	job, err := e.jobs.Get(ctx, badInsert.ID)
+	require.NoError(t, err)
+	job.Description = "fixed"
+	updated, err := e.jobs.Update(ctx, job)
+	require.NoError(t, err)
+	require.Nil(t, updated.SetAsideAt)
+	require.Empty(t, updated.SetAsideReason)
+	e.behind(badInsert.ID, 0)
+	e.fire()
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, badInsert.ID))
+}

@@ -447,7 +447,10 @@ CREATE TABLE ax.trigger (
     last_scheduled_for timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     last_execution_id uuid,
-    CONSTRAINT trigger_paused_at_set CHECK ((paused = (paused_at IS NOT NULL)))
+    set_aside_at timestamp with time zone,
+    set_aside_reason text,
+    CONSTRAINT trigger_paused_at_set CHECK ((paused = (paused_at IS NOT NULL))),
+    CONSTRAINT trigger_set_aside_has_reason CHECK (((set_aside_at IS NULL) = (set_aside_reason IS NULL)))
 )
 WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000');
 
@@ -463,7 +466,7 @@ CREATE VIEW ax.due_now AS
     (now() - t.next_fire_at) AS overdue_by
    FROM (ax.trigger t
      JOIN ax.job j ON ((j.id = t.job_id)))
-  WHERE ((t.next_fire_at <= now()) AND (NOT t.paused))
+  WHERE ((t.next_fire_at <= now()) AND (NOT t.paused) AND (t.set_aside_at IS NULL))
   ORDER BY t.next_fire_at;
 
 --
@@ -771,6 +774,22 @@ CREATE VIEW ax.running_tasks AS
      LEFT JOIN ax.agent a ON ((a.id = t.agent_id)))
   WHERE (t.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state]))
   ORDER BY t.leased_at;
+
+--
+-- Name: set_aside_jobs; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.set_aside_jobs AS
+ SELECT j.id AS job_id,
+    j.group_name,
+    j.name,
+    t.set_aside_at,
+    t.set_aside_reason,
+    t.next_fire_at
+   FROM (ax.trigger t
+     JOIN ax.job j ON ((j.id = t.job_id)))
+  WHERE (t.set_aside_at IS NOT NULL)
+  ORDER BY t.set_aside_at DESC;
 
 --
 -- Name: skipped_fire; Type: TABLE; Schema: ax; Owner: -
@@ -1238,7 +1257,13 @@ CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_
 -- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((next_fire_at IS NOT NULL) AND (NOT paused));
+CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((next_fire_at IS NOT NULL) AND (NOT paused) AND (set_aside_at IS NULL));
+
+--
+-- Name: trigger_set_aside_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX trigger_set_aside_idx ON ax.trigger USING btree (set_aside_at) WHERE (set_aside_at IS NOT NULL);
 
 --
 -- Name: execution execution_ended; Type: TRIGGER; Schema: ax; Owner: -

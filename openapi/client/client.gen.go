@@ -1069,9 +1069,15 @@ type Job struct {
 	Priority *int64 `json:"priority,omitempty"`
 
 	// RateLimitClass Token bucket class that caps this job's lease rate (see /v1/classes)
-	RateLimitClass *string    `json:"rate_limit_class,omitempty"`
-	Retry          *JobRetry  `json:"retry,omitempty"`
-	Route          *JobRoute  `json:"route,omitempty"`
+	RateLimitClass *string   `json:"rate_limit_class,omitempty"`
+	Retry          *JobRetry `json:"retry,omitempty"`
+	Route          *JobRoute `json:"route,omitempty"`
+
+	// SetAsideAt When the scheduler stopped firing the job because a fire of it failed (see set_aside_reason); updating the job clears it
+	SetAsideAt *time.Time `json:"set_aside_at,omitempty"`
+
+	// SetAsideReason Why the job was set aside: the error its last fire met
+	SetAsideReason *string    `json:"set_aside_reason,omitempty"`
 	Shards         *JobShards `json:"shards,omitempty"`
 
 	// SigningSecret The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)
@@ -1100,7 +1106,7 @@ type JobCallback struct {
 
 // JobExecutor defines model for JobExecutor.
 type JobExecutor struct {
-	// Body Request body template (kind http)
+	// Body Request body template (kind http): the route key's subset of Go text/template, plus json of a field ({{json .params}}); renders to at most 2 MiB
 	Body *string `json:"body,omitempty"`
 
 	// Command Shell command (kind shell), run with /bin/sh -c
@@ -1171,7 +1177,7 @@ type JobRetry struct {
 
 // JobRoute defines model for JobRoute.
 type JobRoute struct {
-	// Key Route key for consistent_hash and load_aware: a Go text/template over .params (the run's params), .shard (.index, .total, .param) and .job (.id, .name, .group)
+	// Key Route key for consistent_hash and load_aware: a Go text/template over .params (the run's params), .shard (.index, .total, .param) and .job (.id, .name, .group); fields, if/with/else, and, or, not, eq, ne, lt, le, gt, ge, len, index and slice only (no range, variables or printf); renders to at most 4 KiB
 	//
 	// Example: customer_id={{.params.customer_id}}
 	Key      *string           `json:"key,omitempty"`
@@ -1722,6 +1728,12 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 
 	// Route How a task picks its agent
 	Route interface{} `json:"route,omitempty"`
+
+	// SetAsideAt When the scheduler stopped firing the job because a fire of it failed (see set_aside_reason); updating the job clears it
+	SetAsideAt *time.Time `json:"set_aside_at,omitempty"`
+
+	// SetAsideReason Why the job was set aside: the error its last fire met
+	SetAsideReason *string `json:"set_aside_reason,omitempty"`
 
 	// Shards How a run splits into tasks
 	Shards interface{} `json:"shards,omitempty"`

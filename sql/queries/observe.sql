@@ -42,13 +42,16 @@ JOIN LATERAL (
     WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
 ) r ON r.failed > 0;
 
--- ObserveOverdue reports unpaused triggers that should have fired: how
--- many are late by more than @late_seconds, and the latest of them.
+-- ObserveOverdue reports unpaused triggers that should have fired (set
+-- aside ones are not expected to, and are counted apart): how many are
+-- late by more than @late_seconds, and the latest of them; and how many
+-- jobs the trigger loop set aside.
 -- name: ObserveOverdue :one
 SELECT count(*) FILTER (WHERE next_fire_at < now() - make_interval(secs => sqlc.arg('late_seconds')::double precision))::bigint AS overdue,
-       coalesce(extract(epoch FROM now() - min(next_fire_at)), 0)::double precision AS max_overdue_seconds
+       coalesce(extract(epoch FROM now() - min(next_fire_at)), 0)::double precision AS max_overdue_seconds,
+       (SELECT count(*) FROM ax.trigger WHERE set_aside_at IS NOT NULL)::bigint AS set_aside
 FROM ax.trigger
-WHERE NOT paused AND next_fire_at <= now();
+WHERE NOT paused AND set_aside_at IS NULL AND next_fire_at <= now();
 
 -- ObserveBreakers lists callback hosts whose circuit breaker is not
 -- closed, or changed within a day (so a closed one reads 0, not gone).

@@ -6,7 +6,7 @@ RETURNING *;
 
 -- name: TriggerSetNextFire :one
 UPDATE ax.trigger
-SET next_fire_at = sqlc.narg('next_fire_at'), updated_at = now()
+SET next_fire_at = sqlc.narg('next_fire_at'), set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
 WHERE job_id = @job_id
 RETURNING *;
 
@@ -18,11 +18,11 @@ RETURNING *;
 
 -- name: TriggerResume :one
 UPDATE ax.trigger
-SET paused = false, paused_at = NULL, updated_at = now()
+SET paused = false, paused_at = NULL, set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
 WHERE job_id = @job_id
 RETURNING *;
 
--- TriggerClaimDue locks up to @max unpaused trigger rows due by now plus
+-- TriggerClaimDue locks up to @max unpaused, not set-aside trigger rows due by now plus
 -- @ahead_ms (skipping rows other replicas hold) with what planning their
 -- fires needs. Read through trigger_due_idx: cost grows with the due
 -- rows, not all jobs.
@@ -37,7 +37,7 @@ SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at <= coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('ahead_ms')::bigint / 1000.0)
-  AND NOT t.paused
+  AND NOT t.paused AND t.set_aside_at IS NULL
 ORDER BY t.next_fire_at
 LIMIT @max
 FOR UPDATE OF t SKIP LOCKED;
@@ -68,7 +68,7 @@ WHERE t.job_id = u.job_id;
 SELECT coalesce((extract(epoch FROM min(next_fire_at) - clock_timestamp()) * 1000000)::bigint, 0)::bigint AS micros,
        (min(next_fire_at) IS NOT NULL)::boolean AS scheduled
 FROM ax.trigger
-WHERE next_fire_at IS NOT NULL AND NOT paused;
+WHERE next_fire_at IS NOT NULL AND NOT paused AND set_aside_at IS NULL;
 
 -- TriggerRecordFire notes a fire made outside the trigger loop (the
 -- trigger API) as the job's last fire.
@@ -77,3 +77,15 @@ UPDATE ax.trigger
 SET last_fire_at = clock_timestamp(), last_scheduled_for = @scheduled_for,
     last_execution_id = @execution_id, updated_at = now()
 WHERE job_id = @job_id;
+
+-- TriggerSetAside stops the trigger loop from firing jobs whose fire
+-- failed, with why; their next_fire_at stays, so an update of the job
+-- (which clears it) resumes from there under the misfire policy.
+-- name: TriggerSetAside :exec
+UPDATE ax.trigger t
+SET set_aside_at = now(), set_aside_reason = u.reason, updated_at = now()
+FROM (
+    SELECT unnest(@job_ids::uuid[]) AS job_id,
+           unnest(@reasons::text[]) AS reason
+) u
+WHERE t.job_id = u.job_id;

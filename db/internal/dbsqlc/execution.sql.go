@@ -374,9 +374,9 @@ WITH execs AS (
                          priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
     SELECT x.id, x.job_id, s.i, s.n,
            CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
-                ELSE (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * s.i / s.n))::bigint
+                ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
                      || '-' ||
-                     (x.shard_range_from + floor((x.shard_range_to - x.shard_range_from)::numeric * (s.i + 1) / s.n))::bigint
+                     (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
            END,
            x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
            s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
@@ -427,7 +427,8 @@ type TaskInsertForExecutionsRow struct {
 // TaskInsertForExecutions makes the pending tasks of each execution in
 // @execution_ids, not leasable before its scheduled time (a fire made
 // ahead waits for its tick): one per shard, with the shard's param or its
-// part of the job's shard range; for broadcast jobs one per live agent of
+// part of the job's shard range (exact integer division in numeric: a
+// range may span all of bigint, and numeric's / would round); for broadcast jobs one per live agent of
 // the pool, pinned to it. Tasks of agentless HTTP jobs (executor http, no
 // target labels) are marked so: ax serve runs them, agents never lease them.
 // Ids that were not inserted (a tick that had fired already) match nothing.

@@ -25,7 +25,7 @@ func (q *Queries) JobDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, 
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
        coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -84,13 +84,15 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxTrigger.LastScheduledFor,
 		&i.AxTrigger.UpdatedAt,
 		&i.AxTrigger.LastExecutionID,
+		&i.AxTrigger.SetAsideAt,
+		&i.AxTrigger.SetAsideReason,
 		&i.LastState,
 	)
 	return i, err
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
        coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -150,6 +152,8 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxTrigger.LastScheduledFor,
 		&i.AxTrigger.UpdatedAt,
 		&i.AxTrigger.LastExecutionID,
+		&i.AxTrigger.SetAsideAt,
+		&i.AxTrigger.SetAsideReason,
 		&i.LastState,
 	)
 	return i, err
@@ -287,7 +291,7 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
        coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -373,6 +377,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxTrigger.LastScheduledFor,
 			&i.AxTrigger.UpdatedAt,
 			&i.AxTrigger.LastExecutionID,
+			&i.AxTrigger.SetAsideAt,
+			&i.AxTrigger.SetAsideReason,
 			&i.LastState,
 		); err != nil {
 			return nil, err

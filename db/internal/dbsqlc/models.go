@@ -1194,6 +1194,15 @@ type AxRunningTask struct {
 	LeaseExpiresAt *time.Time
 }
 
+type AxSetAsideJob struct {
+	JobID          uuid.UUID
+	GroupName      string
+	Name           string
+	SetAsideAt     *time.Time
+	SetAsideReason *string
+	NextFireAt     *time.Time
+}
+
 type AxSkippedFire struct {
 	ID         int64
 	JobID      uuid.UUID
@@ -1272,6 +1281,8 @@ type AxTrigger struct {
 	LastScheduledFor *time.Time
 	UpdatedAt        time.Time
 	LastExecutionID  *uuid.UUID
+	SetAsideAt       *time.Time
+	SetAsideReason   *string
 }
 
 type AxUpcomingHour struct {

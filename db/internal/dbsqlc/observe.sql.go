@@ -186,22 +186,26 @@ func (q *Queries) ObserveFailingJobs(ctx context.Context, db DBTX, windowSeconds
 
 const observeOverdue = `-- name: ObserveOverdue :one
 SELECT count(*) FILTER (WHERE next_fire_at < now() - make_interval(secs => $1::double precision))::bigint AS overdue,
-       coalesce(extract(epoch FROM now() - min(next_fire_at)), 0)::double precision AS max_overdue_seconds
+       coalesce(extract(epoch FROM now() - min(next_fire_at)), 0)::double precision AS max_overdue_seconds,
+       (SELECT count(*) FROM ax.trigger WHERE set_aside_at IS NOT NULL)::bigint AS set_aside
 FROM ax.trigger
-WHERE NOT paused AND next_fire_at <= now()
+WHERE NOT paused AND set_aside_at IS NULL AND next_fire_at <= now()
 `
 
 type ObserveOverdueRow struct {
 	Overdue           int64
 	MaxOverdueSeconds float64
+	SetAside          int64
 }
 
-// ObserveOverdue reports unpaused triggers that should have fired: how
-// many are late by more than @late_seconds, and the latest of them.
+// ObserveOverdue reports unpaused triggers that should have fired (set
+// aside ones are not expected to, and are counted apart): how many are
+// late by more than @late_seconds, and the latest of them; and how many
+// jobs the trigger loop set aside.
 func (q *Queries) ObserveOverdue(ctx context.Context, db DBTX, lateSeconds float64) (ObserveOverdueRow, error) {
 	row := db.QueryRow(ctx, observeOverdue, lateSeconds)
 	var i ObserveOverdueRow
-	err := row.Scan(&i.Overdue, &i.MaxOverdueSeconds)
+	err := row.Scan(&i.Overdue, &i.MaxOverdueSeconds, &i.SetAside)
 	return i, err
 }
 

@@ -64,7 +64,7 @@ SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at <= coalesce($1::timestamptz, now()) + make_interval(secs => $2::bigint / 1000.0)
-  AND NOT t.paused
+  AND NOT t.paused AND t.set_aside_at IS NULL
 ORDER BY t.next_fire_at
 LIMIT $3
 FOR UPDATE OF t SKIP LOCKED
@@ -91,7 +91,7 @@ type TriggerClaimDueRow struct {
 	HasUnfinished        bool
 }
 
-// TriggerClaimDue locks up to @max unpaused trigger rows due by now plus
+// TriggerClaimDue locks up to @max unpaused, not set-aside trigger rows due by now plus
 // @ahead_ms (skipping rows other replicas hold) with what planning their
 // fires needs. Read through trigger_due_idx: cost grows with the due
 // rows, not all jobs.
@@ -132,7 +132,7 @@ const triggerInsert = `-- name: TriggerInsert :one
 INSERT INTO ax.trigger (job_id, next_fire_at, paused, paused_at)
 VALUES ($1, $2, $3,
         CASE WHEN $3::boolean THEN now() END)
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason
 `
 
 type TriggerInsertParams struct {
@@ -153,6 +153,8 @@ func (q *Queries) TriggerInsert(ctx context.Context, db DBTX, arg TriggerInsertP
 		&i.LastScheduledFor,
 		&i.UpdatedAt,
 		&i.LastExecutionID,
+		&i.SetAsideAt,
+		&i.SetAsideReason,
 	)
 	return i, err
 }
@@ -161,7 +163,7 @@ const triggerNextDue = `-- name: TriggerNextDue :one
 SELECT coalesce((extract(epoch FROM min(next_fire_at) - clock_timestamp()) * 1000000)::bigint, 0)::bigint AS micros,
        (min(next_fire_at) IS NOT NULL)::boolean AS scheduled
 FROM ax.trigger
-WHERE next_fire_at IS NOT NULL AND NOT paused
+WHERE next_fire_at IS NOT NULL AND NOT paused AND set_aside_at IS NULL
 `
 
 type TriggerNextDueRow struct {
@@ -183,7 +185,7 @@ const triggerPause = `-- name: TriggerPause :one
 UPDATE ax.trigger
 SET paused = true, paused_at = coalesce(paused_at, now()), updated_at = now()
 WHERE job_id = $1
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason
 `
 
 func (q *Queries) TriggerPause(ctx context.Context, db DBTX, jobID uuid.UUID) (AxTrigger, error) {
@@ -198,6 +200,8 @@ func (q *Queries) TriggerPause(ctx context.Context, db DBTX, jobID uuid.UUID) (A
 		&i.LastScheduledFor,
 		&i.UpdatedAt,
 		&i.LastExecutionID,
+		&i.SetAsideAt,
+		&i.SetAsideReason,
 	)
 	return i, err
 }
@@ -224,9 +228,9 @@ func (q *Queries) TriggerRecordFire(ctx context.Context, db DBTX, arg TriggerRec
 
 const triggerResume = `-- name: TriggerResume :one
 UPDATE ax.trigger
-SET paused = false, paused_at = NULL, updated_at = now()
+SET paused = false, paused_at = NULL, set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
 WHERE job_id = $1
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason
 `
 
 func (q *Queries) TriggerResume(ctx context.Context, db DBTX, jobID uuid.UUID) (AxTrigger, error) {
@@ -241,15 +245,40 @@ func (q *Queries) TriggerResume(ctx context.Context, db DBTX, jobID uuid.UUID) (
 		&i.LastScheduledFor,
 		&i.UpdatedAt,
 		&i.LastExecutionID,
+		&i.SetAsideAt,
+		&i.SetAsideReason,
 	)
 	return i, err
 }
 
+const triggerSetAside = `-- name: TriggerSetAside :exec
+UPDATE ax.trigger t
+SET set_aside_at = now(), set_aside_reason = u.reason, updated_at = now()
+FROM (
+    SELECT unnest($1::uuid[]) AS job_id,
+           unnest($2::text[]) AS reason
+) u
+WHERE t.job_id = u.job_id
+`
+
+type TriggerSetAsideParams struct {
+	JobIds  []uuid.UUID
+	Reasons []string
+}
+
+// TriggerSetAside stops the trigger loop from firing jobs whose fire
+// failed, with why; their next_fire_at stays, so an update of the job
+// (which clears it) resumes from there under the misfire policy.
+func (q *Queries) TriggerSetAside(ctx context.Context, db DBTX, arg TriggerSetAsideParams) error {
+	_, err := db.Exec(ctx, triggerSetAside, arg.JobIds, arg.Reasons)
+	return err
+}
+
 const triggerSetNextFire = `-- name: TriggerSetNextFire :one
 UPDATE ax.trigger
-SET next_fire_at = $1, updated_at = now()
+SET next_fire_at = $1, set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
 WHERE job_id = $2
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason
 `
 
 type TriggerSetNextFireParams struct {
@@ -269,6 +298,8 @@ func (q *Queries) TriggerSetNextFire(ctx context.Context, db DBTX, arg TriggerSe
 		&i.LastScheduledFor,
 		&i.UpdatedAt,
 		&i.LastExecutionID,
+		&i.SetAsideAt,
+		&i.SetAsideReason,
 	)
 	return i, err
 }

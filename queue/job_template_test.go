@@ -1,0 +1,76 @@
+package queue
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestJobTemplateSubset(t *testing.T) {
+	t.Parallel()
+	allowed := []string{
+		"plain",
+		"customer_id={{.params.customer_id}}",
+		"{{.shard.param}}-{{.job.name}}",
+		`{{if eq .params.kind "a"}}A{{else if .params.kind}}B{{else}}C{{end}}`,
+		`{{with .params.region}}{{.}}{{end}}`,
+		`{{if and (eq .shard.index 0) (not (eq .params.x "y"))}}first{{end}}`,
+		`{{index .params "customer id"}}{{len .params}}{{slice .job.name 0 1}}{{$.job.id}}`,
+		`{{/* a comment */}}x`,
+	}
+	for _, text := range allowed {
+		_, err := parseJobTemplate(text, &routeKeyLimits)
+		require.NoError(t, err, text)
+	}
+	require.NoError(t, ParseHTTPBodyTemplate(`{"p": {{json .params}}, "s": {{.shard.param | json}}, "e": {{json .execution_id}}}`))
+
+	refused := map[string]string{
+		`{{range 1000000000}}x{{end}}`:                   "range",
+		`{{range .params}}{{.}}{{end}}`:                  "range",
+		`{{define "a"}}x{{end}}{{template "a"}}`:         "define",
+		`{{block "a" .}}x{{end}}`:                        "define",
+		`{{$x := .params}}{{$x}}`:                        "variables",
+		`{{printf "%999999d" 1}}`:                        "printf",
+		`{{print .params .params}}`:                      "print",
+		`{{js .params.x}}`:                               "js",
+		`{{call .params.f}}`:                             "call",
+		`{{html (html .params.x)}}`:                      "html",
+		`{{json .params}}`:                               "json", // route keys have no json
+		`{{if (eq .params.x (printf "%s" "a"))}}{{end}}`: "printf",
+		`{{.params.x`:                                    "not a valid template",
+	}
+	for text, want := range refused {
+		_, err := parseJobTemplate(text, &routeKeyLimits)
+		require.ErrorContains(t, err, want, text)
+	}
+	bodyRefused := map[string]string{
+		`{{json (json .params)}}`:      "json",
+		`{{json .params | json}}`:      "json",
+		`{{.params | json | json}}`:    "json",
+		`{{if json .params}}x{{end}}`:  "condition",
+		`{{json .params | len}}`:       "last",
+		`{{len (json .params)}}`:       "condition",
+		`{{range 3}}{{json $}}{{end}}`: "range",
+	}
+	for text, want := range bodyRefused {
+		require.ErrorContains(t, ParseHTTPBodyTemplate(text), want, text)
+	}
+}
+
+func TestJobTemplateOutputCap(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 3000)
+	key, err := renderRouteKey(`{{.params.s}}{{.params.s}}`, &routeKeyInput{Params: json.RawMessage(`{"s":"` + big + `"}`)})
+	require.ErrorContains(t, err, "exceeds 4096 bytes")
+	require.Empty(t, key)
+
+	params, err := json.Marshal(map[string]string{"s": strings.Repeat("<", 200<<10)})
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = renderHTTPBody(strings.Repeat("{{json .params}}", 20), &HTTPTaskEnvelope{Params: params})
+	require.ErrorContains(t, err, "exceeds 2097152 bytes")
+	require.Less(t, time.Since(start), time.Second)
+}

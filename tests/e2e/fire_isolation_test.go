@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// everySecond is a healthy job that fires each second.
+func everySecond(name string) map[string]any {
+	return map[string]any{"name": name, "trigger": map[string]any{"kind": "cron", "cron": "* * * * * *"},
+		"executor": shell("true")}
+}
+
+// executionsOf counts a job's executions.
+func executionsOf(t *testing.T, pool *pgxpool.Pool, jobID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM ax.execution WHERE job_id = $1`, jobID).Scan(&n))
+	return n
+}
+
+// requireFiresOnTime waits until job has fired n times and checks each
+// fire was made within a second of its tick.
+func requireFiresOnTime(t *testing.T, pool *pgxpool.Pool, jobID string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return executionsOf(t, pool, jobID) >= n },
+		time.Duration(n+3)*time.Second, 50*time.Millisecond, "job %s fires %d times", jobID, n)
+	var late float64
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT coalesce(max(extract(epoch FROM fired_at - scheduled_for)), 0)::float8
+		FROM ax.execution WHERE job_id = $1`, jobID).Scan(&late))
+	require.Less(t, late, 1.0, "fires of job %s are late", jobID)
+}
+
+// A shard range spanning all of bigint used to overflow the task insert,
+// and so roll back every batch it was in: no job fired while it existed.
+func TestFullInt64ShardRangeFiresBesideHealthyJob(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	pool := openPool(t, s.dbURL)
+	healthy := s.createJob(t, everySecond("healthy"))
+	wide := everySecond("whole-bigint")
+	wide["shards"] = map[string]any{"count": 4,
+		"range": map[string]any{"from": int64(-1 << 63), "to": int64(1<<63 - 1)}}
+	wideID := s.createJob(t, wide)
+
+	requireFiresOnTime(t, pool, healthy, 3)
+	requireFiresOnTime(t, pool, wideID, 2)
+	rows, err := pool.Query(context.Background(), `SELECT t.shard_param FROM ax.task t
+		WHERE t.execution_id = (SELECT id FROM ax.execution WHERE job_id = $1 ORDER BY scheduled_for LIMIT 1) ORDER BY t.shard_index`, wideID)
+	require.NoError(t, err)
+	var params []string
+	for rows.Next() {
+		var p string
+		require.NoError(t, rows.Scan(&p))
+		params = append(params, p)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{
+		"-9223372036854775808--4611686018427387905",
+		"-4611686018427387905--1",
+		"-1-4611686018427387903",
+		"4611686018427387903-9223372036854775807",
+	}, params, "the shards split the whole range")
+	_, job := s.api(t, "GET", "/v1/jobs/"+wideID, nil)
+	require.NotContains(t, job, "set_aside_at")
+}
+
+// A job whose fire fails in the database (here a fault injected with a
+// trigger on ax.task) is set aside with its reason, counted and logged;
+// the healthy job beside it keeps firing on time. Updating the job clears
+// the mark and it fires again.
+func TestFailingJobIsSetAsideAndOthersFireOnTime(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	pool := openPool(t, s.dbURL)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `
+		CREATE FUNCTION public.poison_task() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF (SELECT name FROM ax.job WHERE id = NEW.job_id) = 'broken' THEN
+				RAISE EXCEPTION 'injected fault for job %', NEW.job_id USING ERRCODE = '22003';
+			END IF;
+			RETURN NEW;
+		END $$`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TRIGGER poison BEFORE INSERT ON ax.task FOR EACH ROW EXECUTE FUNCTION public.poison_task()`)
+	require.NoError(t, err)
+	broken := everySecond("broken")
+	brokenID := s.createJob(t, broken)
+	healthy := s.createJob(t, everySecond("healthy"))
+
+	requireFiresOnTime(t, pool, healthy, 3)
+	var job map[string]any
+	require.Eventually(t, func() bool {
+		_, job = s.api(t, "GET", "/v1/jobs/"+brokenID, nil)
+		return job["set_aside_at"] != nil
+	}, 3*time.Second, 50*time.Millisecond, "the broken job is set aside")
+	require.Contains(t, job["set_aside_reason"], "injected fault for job "+brokenID)
+	require.Zero(t, executionsOf(t, pool, brokenID), "the broken job's fires rolled back")
+	var reason string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT set_aside_reason FROM ax.set_aside_jobs WHERE job_id = $1`, brokenID).Scan(&reason))
+	require.Contains(t, reason, "injected fault")
+	samples := scrape(t, s.url)
+	require.GreaterOrEqual(t, samples[`ax_trigger_set_aside_total{step="write"}`], 1.0)
+	require.Equal(t, 1.0, samples[`ax_triggers_set_aside`], "the gauge behind alert AxJobSetAside")
+	require.Contains(t, s.proc.Output(), "job set aside")
+	require.Contains(t, s.proc.Output(), brokenID)
+
+	// Fixed and updated: it fires again.
+	_, err = pool.Exec(ctx, `DROP TRIGGER poison ON ax.task`)
+	require.NoError(t, err)
+	broken["description"] = "fixed"
+	status, out := s.api(t, "PUT", "/v1/jobs/"+brokenID, broken)
+	require.Equal(t, http.StatusOK, status, out)
+	require.NotContains(t, out, "set_aside_at")
+	require.Eventually(t, func() bool { return executionsOf(t, pool, brokenID) > 0 },
+		3*time.Second, 50*time.Millisecond, "the updated job fires again")
+	require.False(t, strings.Contains(s.proc.Output(), "panic"))
+}
