@@ -216,6 +216,18 @@ BEGIN
 END $$;
 
 --
+-- Name: rate_class_loosened(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.rate_class_loosened() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('ax_task_ready', '');
+    RETURN NULL;
+END $$;
+
+--
 -- Name: river_job_state_in_bitmask(bit, ax.river_job_state); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -1244,6 +1256,12 @@ CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((ne
 --
 
 CREATE TRIGGER execution_ended AFTER UPDATE ON ax.execution REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.execution_ended();
+
+--
+-- Name: rate_class rate_class_loosened; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER rate_class_loosened AFTER UPDATE ON ax.rate_class FOR EACH ROW WHEN (((old.manual_min_priority IS DISTINCT FROM new.manual_min_priority) OR (old.auto_min_priority IS DISTINCT FROM new.auto_min_priority) OR (old.degraded_since IS DISTINCT FROM new.degraded_since) OR (old.rate < new.rate) OR (old.burst < new.burst))) EXECUTE FUNCTION ax.rate_class_loosened();
 
 --
 -- Name: agent agent_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
