@@ -1923,7 +1923,7 @@ type ClientInterface interface {
 
 	// RegisterAgentWithBody Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1932,7 +1932,7 @@ type ClientInterface interface {
 
 	// RegisterAgent Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2208,7 +2208,7 @@ type ClientInterface interface {
 
 	// CreateJobWithBody Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock.
+	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2217,7 +2217,7 @@ type ClientInterface interface {
 
 	// CreateJob Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock.
+	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2300,7 +2300,7 @@ type ClientInterface interface {
 
 	// RotateSigningSecretWithBody Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2309,7 +2309,7 @@ type ClientInterface interface {
 
 	// RotateSigningSecret Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2343,7 +2343,7 @@ type ClientInterface interface {
 
 	// SubmitRunWithBody Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2352,7 +2352,7 @@ type ClientInterface interface {
 
 	// SubmitRun Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2427,7 +2427,7 @@ func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // RegisterAgentWithBody Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2446,7 +2446,7 @@ func (c *Client) RegisterAgentWithBody(ctx context.Context, contentType string, 
 
 // RegisterAgent Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3062,7 +3062,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // CreateJobWithBody Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock.
+// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3081,7 +3081,7 @@ func (c *Client) CreateJobWithBody(ctx context.Context, contentType string, body
 
 // CreateJob Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock.
+// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3274,7 +3274,7 @@ func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditor
 
 // RotateSigningSecretWithBody Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3293,7 +3293,7 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, id openapi_typ
 
 // RotateSigningSecret Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3367,7 +3367,7 @@ func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *
 
 // SubmitRunWithBody Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3386,7 +3386,7 @@ func (c *Client) SubmitRunWithBody(ctx context.Context, params *SubmitRunParams,
 
 // SubmitRun Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5398,7 +5398,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterAgentWithBodyWithResponse Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5407,7 +5407,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterAgentWithResponse Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5707,7 +5707,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateJobWithBodyWithResponse Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock.
+	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5716,7 +5716,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateJobWithResponse Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock.
+	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5809,7 +5809,7 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5818,7 +5818,7 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithResponse Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5854,7 +5854,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithBodyWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5863,7 +5863,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8661,7 +8661,8 @@ func (r TriggerJobResponse) ContentType() string {
 
 // SubmitRunResponse202Headers the declared response headers of an HTTP 202 response for SubmitRun
 type SubmitRunResponse202Headers struct {
-	Location *string
+	AxSecretWithheld *string
+	Location         *string
 }
 
 type SubmitRunResponse struct {
@@ -8854,7 +8855,7 @@ func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, reqEdi
 
 // RegisterAgentWithBodyWithResponse Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8869,7 +8870,7 @@ func (c *ClientWithResponses) RegisterAgentWithBodyWithResponse(ctx context.Cont
 
 // RegisterAgentWithResponse Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9373,7 +9374,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // CreateJobWithBodyWithResponse Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock.
+// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9388,7 +9389,7 @@ func (c *ClientWithResponses) CreateJobWithBodyWithResponse(ctx context.Context,
 
 // CreateJobWithResponse Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock.
+// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9547,7 +9548,7 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id open
 
 // RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9562,7 +9563,7 @@ func (c *ClientWithResponses) RotateSigningSecretWithBodyWithResponse(ctx contex
 
 // RotateSigningSecretWithResponse Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9622,7 +9623,7 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 
 // SubmitRunWithBodyWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9637,7 +9638,7 @@ func (c *ClientWithResponses) SubmitRunWithBodyWithResponse(ctx context.Context,
 
 // SubmitRunWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11986,6 +11987,13 @@ func ParseSubmitRunResponse(rsp *http.Response) (*SubmitRunResponse, error) {
 	switch {
 	case rsp.StatusCode == 202:
 		var headers SubmitRunResponse202Headers
+		if values := rsp.Header.Values("Ax-Secret-Withheld"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Ax-Secret-Withheld", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AxSecretWithheld = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
