@@ -21,6 +21,23 @@ CREATE TRIGGER rate_class_loosened AFTER UPDATE ON ax.rate_class
           OR OLD.rate < NEW.rate OR OLD.burst < NEW.burst)
     EXECUTE FUNCTION ax.rate_class_loosened();
 
+-- http_task_slot is one agentless HTTP request in flight: a replica's
+-- worker holds a slot while it waits for the answer, so that one job (or
+-- one slow host) holds at most a bounded share of every replica's HTTP
+-- workers. A 202 awaiting its posted result holds none. held_until bounds
+-- a slot whose replica died (request time cap + grace); expired slots
+-- count for nothing and the cleanup deletes them.
+CREATE TABLE ax.http_task_slot (
+    task_id    uuid PRIMARY KEY,
+    job_id     uuid NOT NULL,
+    host       text NOT NULL,
+    held_until timestamptz NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX http_task_slot_job_idx ON ax.http_task_slot (job_id);
+CREATE INDEX http_task_slot_host_idx ON ax.http_task_slot (host);
+
 -- +goose Down
+DROP TABLE ax.http_task_slot;
 DROP TRIGGER rate_class_loosened ON ax.rate_class;
 DROP FUNCTION ax.rate_class_loosened();

@@ -27,7 +27,7 @@ type RunRequest struct {
 	Route          *JobRoute      `json:"route,omitempty"`
 	Shards         *JobShards     `json:"shards,omitempty"`
 	Priority       int            `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
-	TimeoutSeconds int            `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" default:"3600"`
+	TimeoutSeconds int            `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" doc:"Limit on one attempt of one task; default 3600, and at most 900 (the default) for HTTP sent by ax itself"`
 	Retry          *JobRetry      `json:"retry,omitempty"`
 	RateLimitClass string         `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$"`
 	Callback       *JobCallback   `json:"callback,omitempty" doc:"Where to announce the result"`

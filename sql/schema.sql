@@ -521,6 +521,18 @@ CREATE VIEW ax.executions_by_state AS
   ORDER BY execution.state;
 
 --
+-- Name: http_task_slot; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.http_task_slot (
+    task_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    host text NOT NULL,
+    held_until timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: idempotency_key; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -948,6 +960,13 @@ ALTER TABLE ONLY ax.execution
     ADD CONSTRAINT execution_pkey PRIMARY KEY (id);
 
 --
+-- Name: http_task_slot http_task_slot_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.http_task_slot
+    ADD CONSTRAINT http_task_slot_pkey PRIMARY KEY (task_id);
+
+--
 -- Name: idempotency_key idempotency_key_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -1106,6 +1125,18 @@ CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id,
 --
 
 CREATE INDEX execution_unfinished_idx ON ax.execution USING btree (job_id) WHERE (finished_at IS NULL);
+
+--
+-- Name: http_task_slot_host_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX http_task_slot_host_idx ON ax.http_task_slot USING btree (host);
+
+--
+-- Name: http_task_slot_job_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX http_task_slot_job_idx ON ax.http_task_slot USING btree (job_id);
 
 --
 -- Name: idempotency_key_expires_idx; Type: INDEX; Schema: ax; Owner: -

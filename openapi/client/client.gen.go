@@ -1070,7 +1070,7 @@ type Job struct {
 	SigningSecret *string    `json:"signing_secret,omitempty"`
 	Target        *JobTarget `json:"target,omitempty"`
 
-	// TimeoutSeconds Limit on one attempt of one task
+	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64     `json:"timeout_seconds,omitempty"`
 	Trigger        JobTrigger `json:"trigger"`
 	UpdatedAt      *time.Time `json:"updated_at,omitempty"`
@@ -1386,7 +1386,9 @@ type RunRequest struct {
 	Route          *JobRoute               `json:"route,omitempty"`
 	Shards         *JobShards              `json:"shards,omitempty"`
 	Target         *JobTarget              `json:"target,omitempty"`
-	TimeoutSeconds *int64                  `json:"timeout_seconds,omitempty"`
+
+	// TimeoutSeconds Limit on one attempt of one task; default 3600, and at most 900 (the default) for HTTP sent by ax itself
+	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
 }
 
 // SecretRotation defines model for SecretRotation.
@@ -1724,7 +1726,7 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Target Which agents may run it
 	Target interface{} `json:"target,omitempty"`
 
-	// TimeoutSeconds Limit on one attempt of one task
+	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
 
 	// Trigger When the job fires
