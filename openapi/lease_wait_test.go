@@ -150,3 +150,51 @@ func (a *agentClient) leaseContext(ctx context.Context, max, wait int) ([]any, e
 	}
 	return out.Tasks, nil
 }
+
+// TestLongPollWakesWhenATaskBecomesLeasable: a waiting poll computes when
+// the earliest task it could take becomes leasable and wakes then, with no
+// notification and long before its fallback check (20 s here): when the
+// steal delay of a task routed to another agent has passed, and when a dry
+// rate class gets its next token.
+func TestLongPollWakesWhenATaskBecomesLeasable(t *testing.T) {
+	t.Parallel()
+	cfg := queue.AgentConfig{StealAfter: time.Second, IdleRecheck: 20 * time.Second}
+	t.Run("steal delay", func(t *testing.T) {
+		t.Parallel()
+		env := setupFlow(t, cfg)
+		owner := env.registerAgent("owner", nil, 10)
+		thief := env.registerAgent("thief", nil, 10)
+		env.run(env.manualJob("routed", nil), nil)
+		var routedAt time.Time
+		require.NoError(t, env.pool.QueryRow(context.Background(),
+			`UPDATE ax.task SET preferred_agent_id = $1, not_before = now() RETURNING not_before`,
+			owner.id).Scan(&routedAt))
+		tasks, err := thief.leaseContext(context.Background(), 10, 10)
+		require.NoError(t, err)
+		require.Len(t, tasks, 1, "the task is taken over")
+		waited := time.Since(routedAt)
+		t.Logf("taken over %s after it was routed (steal delay 1 s)", waited.Round(time.Millisecond))
+		require.GreaterOrEqual(t, waited, 900*time.Millisecond, "not before the steal delay")
+		require.Less(t, waited, 2500*time.Millisecond, "but soon after it")
+	})
+	t.Run("class token", func(t *testing.T) {
+		t.Parallel()
+		env := setupFlow(t, cfg)
+		env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "slow", "rate": 2, "burst": 1}).
+			must(t, http.StatusCreated)
+		job := env.manualJob("metered", func(j map[string]any) { j["rate_limit_class"] = "slow" })
+		env.run(job, nil)
+		env.run(job, nil)
+		a := env.registerAgent("a", nil, 10)
+		first, err := a.leaseContext(context.Background(), 10, 0)
+		require.NoError(t, err)
+		require.Len(t, first, 1, "the bucket holds one token")
+		start := time.Now()
+		second, err := a.leaseContext(context.Background(), 10, 10)
+		require.NoError(t, err)
+		require.Len(t, second, 1, "the next token comes at 2 a second")
+		waited := time.Since(start)
+		t.Logf("second task leased %s later (a token every 500 ms)", waited.Round(time.Millisecond))
+		require.Less(t, waited, 1500*time.Millisecond)
+	})
+}
