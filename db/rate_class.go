@@ -191,16 +191,6 @@ func secondsPtr(d *time.Duration) *int32 {
 	return &v
 }
 
-// RateClassNextToken is how long until a dry class with waiting tasks
-// gets a token (an hour when none).
-func RateClassNextToken(ctx context.Context, e Executor) (time.Duration, error) {
-	ms, err := queries.RateClassNextToken(ctx, e)
-	if err != nil {
-		return 0, fmt.Errorf("error finding the next rate class token: %w", mapErr(err))
-	}
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
 // RateClassTake takes up to max tokens from every class with ready tasks
 // waiting, in its own short statement, and returns the grants by class.
 func RateClassTake(ctx context.Context, e Executor, max int) (map[string]int, error) {

@@ -324,14 +324,25 @@ func executionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) (map[uu
 	return ended, nil
 }
 
-// TaskNextReady is how long until the earliest pending task is leasable.
-func TaskNextReady(ctx context.Context, e Executor, agentID uuid.UUID, stealAfter time.Duration) (time.Duration, error) {
-	ms, err := queries.TaskNextReady(ctx, e, dbsqlc.TaskNextReadyParams{AgentID: &agentID,
+// LeaseOutlook is what a waiting long poll needs to know of its agent.
+type LeaseOutlook struct {
+	State string // the agent's state now
+	Ready bool   // whether it said it takes work
+	// Next is how long until the earliest task it could lease becomes
+	// leasable: labels, routing, steal delays, class floors and tokens
+	// considered (an hour when none).
+	Next time.Duration
+}
+
+// TaskNextLeasable reads agentID's state and how long until it could
+// lease a task, in one statement.
+func TaskNextLeasable(ctx context.Context, e Executor, agentID uuid.UUID, stealAfter time.Duration) (*LeaseOutlook, error) {
+	r, err := queries.TaskNextLeasable(ctx, e, dbsqlc.TaskNextLeasableParams{AgentID: agentID,
 		StealSeconds: stealAfter.Seconds(), StealAnySeconds: 3 * stealAfter.Seconds()})
 	if err != nil {
-		return 0, fmt.Errorf("error finding next ready task: %w", mapErr(err))
+		return nil, fmt.Errorf("error finding the next task agent %s could lease: %w", agentID, mapErr(err))
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return &LeaseOutlook{State: r.State, Ready: r.Ready, Next: time.Duration(r.Millis) * time.Millisecond}, nil
 }
 
 // TaskEvent is one entry of a task's audit trail.

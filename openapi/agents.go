@@ -116,9 +116,9 @@ func (h *agentHandlers) register(api huma.API) {
 			Summary: summary, Description: desc, DefaultStatus: status, MaxBodyBytes: 8 << 20,
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}}, ScopeAgent)
 	}
-	huma.Register(api, op("register-agent", "/v1/agents/register", "Register an agent",
+	huma.Register(api, showsSecret(op("register-agent", "/v1/agents/register", "Register an agent",
 		"Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.",
-		http.StatusCreated), h.registerAgent)
+		http.StatusCreated), "token"), h.registerAgent)
 	huma.Register(api, op("lease-tasks", "/v1/agents/{id}/lease", "Lease tasks (long poll)",
 		"Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.",
 		http.StatusOK), h.lease)

@@ -74,7 +74,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	jobSvc := queue.NewJobService(cfg.Pool, cfg.Logger)
 	execSvc := queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)
 	callbacks := queue.NewCallbackService(cfg.Pool, cfg.Outbox, cfg.Logger)
-	urls := &urlChecker{policy: cfg.Outbound}
+	urls := &urlChecker{policy: cfg.Outbound, logger: cfg.Logger}
 	jobs := &jobHandlers{jobs: jobSvc, urls: urls}
 	jobs.register(api)
 	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks}).register(api)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -24,6 +25,28 @@ const idempotencyLock = time.Minute
 
 // replayedHeaders are the response headers a replay repeats.
 var replayedHeaders = []string{"Content-Type", "Location"}
+
+// secretWithheldHeader names, on a replay, the body fields whose secret
+// the first answer showed and the replay leaves empty.
+const secretWithheldHeader = "Ax-Secret-Withheld"
+
+// secretFieldsKey is the operation metadata listing the top-level body
+// fields of its answer that hold a secret shown once.
+const secretFieldsKey = "ax-secret-fields"
+
+// showsSecret marks op's answer as carrying secrets in fields (top-level
+// JSON names): an Idempotency-Key record keeps that answer with those
+// fields emptied, so neither the table (backups, replicas, anyone who may
+// read it) nor a replay with the same key hands the secret out again.
+func showsSecret(op huma.Operation, fields ...string) huma.Operation {
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata[secretFieldsKey] = fields
+	op.Description += " The secret is shown in this answer only: a retry with the same Idempotency-Key gets the " +
+		"answer again with the secret empty and the header " + secretWithheldHeader + " naming the field."
+	return op
+}
 
 // idempotency gives every authenticated mutating call Stripe's
 // Idempotency-Key semantics: the first request with a key runs and its
@@ -135,14 +158,39 @@ func (m *idempotency) remember(ctx huma.Context, req *db.IdempotentRequest, rec 
 	if status >= 500 || status == http.StatusTooManyRequests || status == 0 {
 		err = db.IdempotencyRequestRelease(ctx.Context(), m.pool, req)
 	} else {
-		headers, _ := json.Marshal(rec.kept())
+		kept, body := rec.kept(), rec.buf.Bytes()
+		if fields, _ := ctx.Operation().Metadata[secretFieldsKey].([]string); len(fields) > 0 {
+			body = withoutSecrets(body, fields)
+			kept[secretWithheldHeader] = strings.Join(fields, ", ")
+		}
+		headers, _ := json.Marshal(kept)
 		err = db.IdempotencyRequestStore(ctx.Context(), m.pool, req,
-			&db.IdempotentResponse{Status: status, Body: rec.buf.Bytes(), Headers: headers})
+			&db.IdempotentResponse{Status: status, Body: body, Headers: headers})
 	}
 	if err != nil {
 		m.logger.ErrorContext(ctx.Context(), "error remembering an idempotent response", "error", err,
 			"idempotency_key", req.Key, "status", strconv.Itoa(status))
 	}
+}
+
+// withoutSecrets is a JSON object body with the named fields emptied
+// (kept, so clients that require them still decode it). A body that is not
+// a JSON object is not stored at all: nothing of it could be told safe.
+func withoutSecrets(body []byte, fields []string) []byte {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return []byte("{}")
+	}
+	for _, f := range fields {
+		if _, ok := obj[f]; ok {
+			obj[f] = json.RawMessage(`""`)
+		}
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return []byte("{}")
+	}
+	return out
 }
 
 func (m *idempotency) refuse(ctx huma.Context, status int, msg, key string) {

@@ -38,7 +38,7 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 		RouteStrategy: cmp.Or(route.Strategy, "round_robin"), RouteKey: route.Key,
 		ShardCount: cmp.Or(shards.Count, 1), ShardParams: shards.Params,
 		ShardRangeFrom: 0, ShardRangeTo: db.DefaultShardRangeTo,
-		Priority: j.Priority, TimeoutSeconds: cmp.Or(j.TimeoutSeconds, 3600),
+		Priority: j.Priority, TimeoutSeconds: cmp.Or(j.TimeoutSeconds, defaultTimeoutSeconds(j)),
 		RetryMaxAttempts:       cmp.Or(retry.MaxAttempts, 1),
 		RetryBackoffSeconds:    cmp.Or(retry.BackoffSeconds, 5),
 		RetryBackoffMaxSeconds: cmp.Or(retry.BackoffMaxSeconds, max(600, retry.BackoffSeconds)),
@@ -111,4 +111,13 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// defaultTimeoutSeconds is a job's timeout when it names none: an hour,
+// or the most an agentless HTTP task may take.
+func defaultTimeoutSeconds(j *Job) int {
+	if agentlessHTTP(j) {
+		return maxAgentlessTimeoutSeconds
+	}
+	return 3600
 }

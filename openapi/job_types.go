@@ -19,7 +19,7 @@ type Job struct {
 	Route             *JobRoute    `json:"route,omitempty" doc:"How a task picks its agent"`
 	Shards            *JobShards   `json:"shards,omitempty" doc:"How a run splits into tasks"`
 	Priority          int          `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Higher leases first"`
-	TimeoutSeconds    int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" default:"3600" doc:"Limit on one attempt of one task"`
+	TimeoutSeconds    int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" doc:"Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent"`
 	Retry             *JobRetry    `json:"retry,omitempty" doc:"Retries of a failed task"`
 	ConcurrencyPolicy string       `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
 	Misfire           *JobMisfire  `json:"misfire,omitempty" doc:"What happens to fires that were missed"`

@@ -64,12 +64,12 @@ type jobListOutput struct {
 
 func (h *jobHandlers) register(api huma.API) {
 	tags := []string{"Jobs"}
-	huma.Register(api, requireScope(huma.Operation{
+	huma.Register(api, showsSecret(requireScope(huma.Operation{
 		OperationID: "create-job", Method: http.MethodPost, Path: "/v1/jobs", Tags: tags,
 		Summary: "Create a job", DefaultStatus: http.StatusCreated, MaxBodyBytes: jobBodyLimit,
 		Description: "Validates the definition, stores it and computes its first fire time from the database clock.",
 		Errors:      []int{http.StatusConflict, http.StatusUnprocessableEntity},
-	}, ScopeSubmit), h.create)
+	}, ScopeSubmit), "signing_secret"), h.create)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "list-jobs", Method: http.MethodGet, Path: "/v1/jobs", Tags: tags,
 		Summary: "List jobs", Description: "Pages in creation order; filter by group, owner and paused.",

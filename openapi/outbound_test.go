@@ -303,7 +303,10 @@ func TestIdempotencyKeyOnAnyMutatingCall(t *testing.T) {
 	first := post("/v1/jobs", "create-once", job)
 	created := first.must(t, http.StatusCreated)
 	second := post("/v1/jobs", "create-once", job)
-	require.Equal(t, created, second.must(t, http.StatusCreated))
+	replayed := second.must(t, http.StatusCreated)
+	require.Equal(t, "", replayed["signing_secret"], "the secret is shown once")
+	replayed["signing_secret"] = created["signing_secret"]
+	require.Equal(t, created, replayed)
 	require.Equal(t, "true", second.header.Get("Idempotent-Replayed"))
 	require.Equal(t, first.header.Get("Location"), second.header.Get("Location"))
 	require.Equal(t, 1, env.countJobs())
@@ -316,7 +319,7 @@ func TestIdempotencyKeyOnAnyMutatingCall(t *testing.T) {
 	a := post("/v1/runs", "run-once", run).must(t, http.StatusAccepted)
 	b := post("/v1/runs", "run-once", run).must(t, http.StatusAccepted)
 	require.Equal(t, a["execution"].(map[string]any)["id"], b["execution"].(map[string]any)["id"])
-	require.Equal(t, a["signing_secret"], b["signing_secret"])
+	require.Empty(t, b["signing_secret"], "the secret is shown once")
 	var n int
 	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.execution").Scan(&n))
 	require.Equal(t, 1, n)
@@ -350,7 +353,7 @@ func TestUnsafeURLsRefusedWhenSaved(t *testing.T) {
 	}{
 		{"metadata", "http://169.254.169.254/latest/meta-data", "cloud metadata address, always blocked"},
 		{"private", "http://10.1.2.3/hook", "private address, allowed only with AllowPrivate"},
-		{"resolves-private", "http://internal.test/hook", "resolves to 10.0.0.5, which is blocked: private address"},
+		{"resolves-private", "http://internal.test/hook", `host \"internal.test\" resolves to an address ax may not call`},
 	} {
 		r := env.call("POST", "/v1/jobs", env.admin, withCallback(tc.name, tc.url))
 		r.must(t, http.StatusUnprocessableEntity)
@@ -368,4 +371,52 @@ func TestUnsafeURLsRefusedWhenSaved(t *testing.T) {
 		"executor": map[string]any{"kind": "http", "url": "http://169.254.169.254/"},
 	}).must(t, http.StatusUnprocessableEntity)
 	require.Equal(t, 1, env.countJobs())
+}
+
+// TestURLRefusalRevealsNoResolvedAddress: refusing a URL whose name
+// resolves internally, or not at all, says so without the address the name
+// resolved to or the resolver's own message: saving jobs is no way to map
+// the internal network. The job is not saved.
+func TestURLRefusalRevealsNoResolvedAddress(t *testing.T) {
+	t.Parallel()
+	env := setupConfig(t, func(c *openapi.Config) {
+		c.Outbound = outbound.Policy{Resolver: fixedResolver{
+			"db.internal.test": "10.20.30.40", "meta.internal.test": "169.254.169.254", "me.internal.test": "127.0.0.9",
+			"nat.internal.test": "64:ff9b:1::a14:1e28"}}
+	})
+	for _, tc := range []struct{ host, hidden string }{
+		{"db.internal.test", "10.20.30.40"},
+		{"meta.internal.test", "169.254.169.254"},
+		{"me.internal.test", "127.0.0.9"},
+		{"nat.internal.test", "64:ff9b:1::a14:1e28"},
+		{"missing.internal.test", "no such host"},
+	} {
+		var same string
+		for _, field := range []string{"callback.url", "executor.url"} {
+			job := map[string]any{"name": "probe", "trigger": map[string]any{"kind": "manual"},
+				"executor": map[string]any{"kind": "shell", "command": "true"}}
+			if field == "callback.url" {
+				job["callback"] = map[string]any{"url": "http://" + tc.host + "/hook"}
+			} else {
+				job["executor"] = map[string]any{"kind": "http", "url": "http://" + tc.host + "/run"}
+			}
+			r := env.call("POST", "/v1/jobs", env.admin, job)
+			r.must(t, http.StatusUnprocessableEntity)
+			require.Equal(t, []string{"body." + field}, r.errorLocations(), tc.host)
+			require.Contains(t, string(r.raw), `host \"`+tc.host+`\"`, "the refusal names the host")
+			require.NotContains(t, string(r.raw), tc.hidden, "but not what it resolved to")
+			for _, leak := range []string{"10.20", "169.254", "127.0", "a14:1e28", "lookup"} {
+				require.NotContains(t, string(r.raw), leak, "%s: %s", tc.host, r.raw)
+			}
+			if tc.host != "missing.internal.test" { // nor which kind of address: one answer for all
+				msg := strings.ReplaceAll(string(r.raw), tc.host, "HOST")
+				msg = strings.NewReplacer(field, "FIELD", "/hook", "/PATH", "/run", "/PATH").Replace(msg)
+				if same == "" {
+					same = msg
+				}
+				require.Equal(t, same, msg)
+			}
+		}
+	}
+	require.Equal(t, 0, env.countJobs())
 }

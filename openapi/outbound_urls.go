@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -12,9 +13,12 @@ import (
 // urlChecker refuses, when a job is saved, the URLs ax itself would call
 // but may not reach (server-side request forgery): the callback URL, and
 // the URL of an HTTP job without target labels (ax serve sends it). The
-// same policy is enforced again at every connection.
+// same policy is enforced again at every connection. The caller is told
+// why without what a name resolved to (outbound.Explain): that would map
+// the internal network for anyone who may save a job; the log has it.
 type urlChecker struct {
 	policy outbound.Policy
+	logger *slog.Logger
 }
 
 // check returns a 422 naming each refused URL's field, or nil.
@@ -22,12 +26,12 @@ func (c *urlChecker) check(ctx context.Context, j *Job) error {
 	var errs fieldErrors
 	if j.Callback != nil && j.Callback.URL != "" {
 		if _, err := c.policy.ValidateURL(ctx, j.Callback.URL); err != nil {
-			errs.add("body.callback.url", err.Error(), j.Callback.URL)
+			errs.add("body.callback.url", c.refused(ctx, "callback.url", err), j.Callback.URL)
 		}
 	}
 	if agentlessHTTP(j) {
 		if _, err := c.policy.ValidateURL(ctx, j.Executor.URL); err != nil {
-			errs.add("body.executor.url", err.Error(), j.Executor.URL)
+			errs.add("body.executor.url", c.refused(ctx, "executor.url", err), j.Executor.URL)
 		}
 		if err := queue.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
 			errs.add("body.executor.body", "is not a valid template: "+err.Error(), j.Executor.Body)
@@ -37,6 +41,15 @@ func (c *urlChecker) check(ctx context.Context, j *Job) error {
 		return nil
 	}
 	return huma.Error422UnprocessableEntity("the job names a URL ax may not call", errs...)
+}
+
+// refused logs why a URL was refused, in full, and returns the reason the
+// caller may see.
+func (c *urlChecker) refused(ctx context.Context, field string, err error) string {
+	if c.logger != nil {
+		c.logger.InfoContext(ctx, "job URL refused", "field", field, "error", err)
+	}
+	return outbound.Explain(err)
 }
 
 // agentlessHTTP reports whether ax serve itself sends a job's requests:

@@ -28,7 +28,7 @@ type RunRequest struct {
 	Route          *JobRoute    `json:"route,omitempty"`
 	Shards         *JobShards   `json:"shards,omitempty"`
 	Priority       int          `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
-	TimeoutSeconds int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" default:"3600"`
+	TimeoutSeconds int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" doc:"Limit on one attempt of one task; default 3600, and at most 900 (the default) for HTTP sent by ax itself"`
 	Retry          *JobRetry    `json:"retry,omitempty"`
 	RateLimitClass string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$"`
 	Callback       *JobCallback `json:"callback,omitempty" doc:"Where to announce the result"`
@@ -65,8 +65,9 @@ type runInput struct {
 }
 
 type runOutput struct {
-	Location string `header:"Location" doc:"Status URL of the execution"`
-	Body     *RunAccepted
+	Location       string `header:"Location" doc:"Status URL of the execution"`
+	SecretWithheld string `header:"Ax-Secret-Withheld" doc:"On a retry with the same Idempotency-Key: signing_secret, which the first answer showed and this one leaves empty"`
+	Body           *RunAccepted
 }
 
 func (h *outboundHandlers) registerRuns(api huma.API) {
@@ -75,7 +76,9 @@ func (h *outboundHandlers) registerRuns(api huma.API) {
 		Summary: "Submit an ad-hoc run", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
 		Description: "Runs a job definition once, now, without scheduling it: it is stored as a manual job " +
 			"(group runs unless named) and fired in the same transaction. Answers 202 with the execution; " +
-			"poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.",
+			"poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: " +
+			"a retry gets the same run, without its signing secret (shown in the first answer only; " +
+			"Ax-Secret-Withheld names it).",
 		Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.run)
 }
@@ -104,7 +107,11 @@ func (h *outboundHandlers) run(ctx context.Context, in *runInput) (*runOutput, e
 	if err != nil {
 		return nil, err
 	}
-	return &runOutput{Location: exec.StatusURL, Body: &RunAccepted{Execution: exec, SigningSecret: res.SigningSecret}}, nil
+	out := &runOutput{Location: exec.StatusURL, Body: &RunAccepted{Execution: exec, SigningSecret: res.SigningSecret}}
+	if res.Replayed {
+		out.SecretWithheld = "signing_secret"
+	}
+	return out, nil
 }
 
 // requestIdentity is who asks (the API key) and a hash of what (the body

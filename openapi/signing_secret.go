@@ -31,14 +31,14 @@ type rotateOutput struct {
 }
 
 func (h *outboundHandlers) registerSecretRotation(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	huma.Register(api, showsSecret(requireScope(huma.Operation{
 		OperationID: "rotate-signing-secret", Method: http.MethodPost, Path: "/v1/jobs/{id}/signing-secret/rotate",
 		Tags: []string{"Jobs"}, Summary: "Rotate a job's signing secret",
 		Description: "Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. " +
 			"The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, " +
 			"then drop the old one, without losing a message.",
 		Errors: []int{http.StatusNotFound},
-	}, ScopeSubmit), h.rotateSecret)
+	}, ScopeSubmit), "signing_secret"), h.rotateSecret)
 }
 
 func (h *outboundHandlers) rotateSecret(ctx context.Context, in *rotateInput) (*rotateOutput, error) {

@@ -47,6 +47,13 @@ type AgentConfig struct {
 	// counted): the chunk that crosses it is cut, later output is dropped,
 	// and one event on stream "ax" says so. Defaults to 1 MiB.
 	MaxTaskLogBytes int64
+	// IdleRecheck is how long a waiting long poll sleeps at most between
+	// checks when no task it could take is due: notifications (new or
+	// retried tasks, job and class changes) and the computed time of the
+	// next leasable task (backoff, steal delay, class token) wake it
+	// sooner; this only catches a notification lost with the listening
+	// connection. Defaults to 5 s.
+	IdleRecheck time.Duration
 }
 
 func (c AgentConfig) withDefaults() AgentConfig {
@@ -57,6 +64,7 @@ func (c AgentConfig) withDefaults() AgentConfig {
 	c.RecordWindow = cmp.Or(c.RecordWindow, 10*time.Minute)
 	c.StarveAfter = cmp.Or(c.StarveAfter, 5*time.Minute)
 	c.MaxTaskLogBytes = cmp.Or(c.MaxTaskLogBytes, DefaultMaxTaskLogBytes)
+	c.IdleRecheck = cmp.Or(c.IdleRecheck, 5*time.Second)
 	return c
 }
 
@@ -120,79 +128,121 @@ func (s *AgentService) List(ctx context.Context) ([]*db.Agent, error) {
 }
 
 // Lease hands the agent up to limit tasks, waiting up to wait for some to be
-// ready: it wakes on the task-ready notification or when the earliest
-// task it may take becomes leasable. An agent that is not ready gets
+// ready. While it waits it costs one short statement per check, and checks
+// only when something it could take may have changed: a task-ready or
+// job-changed notification, the computed time the earliest task it could
+// take becomes leasable (backoff, steal delay, class token), or every
+// IdleRecheck. Tasks it may not take (other labels, below a class floor,
+// pinned elsewhere) never wake it. An agent that is not ready gets
 // nothing; a quarantined one gets a single probe task every ProbeEvery.
 func (s *AgentService) Lease(ctx context.Context, agent *db.Agent, limit int, wait time.Duration) ([]*db.LeasedTask, error) {
 	if agent.State != "active" && agent.State != "quarantined" {
 		return nil, fmt.Errorf("%w: it is %s", ErrAgentNotActive, agent.State)
 	}
-	var wake <-chan struct{}
+	var w leaseWaiter
 	if s.notifier != nil {
-		var unsubscribe func()
-		wake, unsubscribe = s.notifier.Subscribe(TaskReadyChannel)
-		defer unsubscribe()
+		var stop1, stop2 func()
+		w.tasks, stop1 = s.notifier.Subscribe(TaskReadyChannel)
+		w.jobs, stop2 = s.notifier.Subscribe(JobChangedChannel)
+		defer stop1()
+		defer stop2()
 	}
 	deadline := time.Now().Add(wait)
-	for first := true; ; first = false {
-		if !first { // the agent may have changed (ready, drained) while it waited
-			var err error
-			if agent, err = db.AgentGetByID(ctx, s.pool, agent.ID); err != nil {
-				return nil, err
-			}
-			if agent.State != "active" && agent.State != "quarantined" {
-				return nil, nil // drained or gone while waiting
+	misses := 0 // empty leases in a row right after a check said "now"
+	for {
+		if agent.Ready {
+			tasks, err := s.leaseOnce(ctx, agent, limit)
+			if err != nil || len(tasks) > 0 {
+				return tasks, err
 			}
 		}
-		tasks, next, err := s.leaseOnce(ctx, agent, limit)
-		if err != nil || len(tasks) > 0 {
-			return tasks, err
+		due, err := s.waitLeasable(ctx, agent, deadline, &w, misses)
+		if err != nil || !due {
+			return nil, err
 		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 || ctx.Err() != nil {
-			return nil, nil
-		}
-		sleep(ctx, min(max(next, time.Millisecond), remaining), wake)
+		misses++
 	}
 }
 
-// leaseOnce tries one lease for agent, or says how long to wait before the
-// next try.
-func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, time.Duration, error) {
-	switch {
-	case !agent.Ready:
-		return nil, time.Second, nil
-	case agent.State == "quarantined":
+// leaseWaiter holds the notifications a waiting long poll wakes on (nil
+// channels without a notifier: it then wakes on its timers only).
+type leaseWaiter struct {
+	tasks, jobs <-chan struct{}
+}
+
+// sleep waits d, or less when woken.
+func (w *leaseWaiter) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-w.tasks:
+	case <-w.jobs:
+	}
+}
+
+// waitLeasable sleeps until agent could lease a task (true), or until
+// deadline, the context's end or the agent's leaving the active states
+// (false). It updates agent's state and readiness as it checks. misses
+// counts leases that found nothing right after a check said one was due
+// (another agent was faster, or a cap held it back): the first retry is
+// at once, later ones back off, so a disagreement never spins.
+func (s *AgentService) waitLeasable(ctx context.Context, agent *db.Agent, deadline time.Time, w *leaseWaiter, misses int) (bool, error) {
+	if misses > 0 {
+		w.sleep(ctx, min(time.Millisecond<<min(misses, 10), s.cfg.IdleRecheck, time.Until(deadline)))
+	}
+	for {
+		if time.Until(deadline) <= 0 || ctx.Err() != nil {
+			return false, nil
+		}
+		o, err := db.TaskNextLeasable(ctx, s.pool, agent.ID, s.cfg.StealAfter)
+		if errors.Is(err, db.ErrNotFound) {
+			return false, nil // gone while waiting
+		}
+		if err != nil {
+			return false, err
+		}
+		agent.State, agent.Ready = o.State, o.Ready
+		next := o.Next
+		switch {
+		case agent.State != "active" && agent.State != "quarantined":
+			return false, nil // drained or offline while waiting
+		case !agent.Ready:
+			next = time.Second // readiness comes with a heartbeat, which does not notify
+		case agent.State == "quarantined":
+			// Its probe turn (leaseProbe) comes every ProbeEvery at most.
+			w.sleep(ctx, min(s.cfg.ProbeEvery, time.Until(deadline)))
+			return time.Until(deadline) > 0 && ctx.Err() == nil, nil
+		}
+		if next <= 0 {
+			return true, nil
+		}
+		w.sleep(ctx, min(next, s.cfg.IdleRecheck, time.Until(deadline)))
+	}
+}
+
+// leaseOnce tries one lease for agent.
+func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, error) {
+	if agent.State == "quarantined" {
 		tasks, err := s.leaseProbe(ctx, agent)
 		if err != nil || len(tasks) == 0 {
-			return nil, s.cfg.ProbeEvery, err
+			return nil, err
 		}
 		s.logLeases(ctx, agent, tasks)
-		return tasks, 0, nil
+		return tasks, nil
 	}
 	tasks, err := s.lease(ctx, s.pool, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
 		Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter})
 	if err != nil {
 		s.metrics.DispatchFailures.Inc()
-		return nil, 0, err
+		return nil, err
 	}
-	if len(tasks) > 0 {
-		s.logLeases(ctx, agent, tasks)
-		return tasks, 0, nil
-	}
-	next, err := db.TaskNextReady(ctx, s.pool, agent.ID, s.cfg.StealAfter)
-	if err != nil {
-		return nil, 0, err
-	}
-	token, err := db.RateClassNextToken(ctx, s.pool)
-	if err != nil {
-		return nil, 0, err
-	}
-	next = min(next, token)
-	if s.notifier == nil {
-		next = min(next, 250*time.Millisecond)
-	}
-	return nil, next, nil
+	s.logLeases(ctx, agent, tasks)
+	return tasks, nil
 }
 
 // lease takes tokens of the rate classes that have tasks waiting (a short

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -37,13 +39,39 @@ type HTTPTaskConfig struct {
 	// ReaperWait is how long a worker that finds its task past its deadline
 	// waits for the reaper before it looks again. Defaults to 1 s.
 	ReaperWait time.Duration
+	// MaxPerJob and MaxPerHost cap how many requests of one job, and to
+	// one host (host:port), are in flight at once across all replicas, so
+	// that a job of many shards aimed at a target that never answers holds
+	// a bounded share of the HTTP workers and never starves other jobs. A
+	// request over a cap waits without holding a worker (River snooze).
+	// Default to a quarter and a half of RiverConfig.HTTPWorkers.
+	MaxPerJob  int
+	MaxPerHost int
+	// SlotWait is how long a request over a cap waits before it looks for
+	// room again (plus up to half as much jitter). Defaults to 1 s.
+	SlotWait time.Duration
 }
+
+// MaxAgentlessHTTPTimeout is the longest an agentless HTTP task may run
+// (the API refuses a longer timeout_seconds for such a job): its request
+// holds one of ax serve's HTTP workers while it waits. Longer work runs on
+// an agent (target labels), or answers 202 at once and posts its result to
+// the completion URL.
+const MaxAgentlessHTTPTimeout = 15 * time.Minute
 
 func (c HTTPTaskConfig) withDefaults() HTTPTaskConfig {
 	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, MaxHTTPResultBytes)
 	c.LeaseGrace = cmp.Or(c.LeaseGrace, 30*time.Second)
 	c.ReaperWait = cmp.Or(c.ReaperWait, time.Second)
+	c.SlotWait = cmp.Or(c.SlotWait, time.Second)
 	return c
+}
+
+func (c HTTPTaskConfig) validate() error {
+	if c.MaxPerJob < 0 || c.MaxPerHost < 0 {
+		return fmt.Errorf("HTTP task caps must not be negative: MaxPerJob %d, MaxPerHost %d", c.MaxPerJob, c.MaxPerHost)
+	}
+	return nil
 }
 
 // HTTPTaskArgs is the River job that sends one attempt of an agentless
@@ -95,17 +123,63 @@ type httpTaskWorker struct {
 // it (River's default of one minute would cut long requests short).
 func (w *httpTaskWorker) Timeout(*river.Job[HTTPTaskArgs]) time.Duration { return -1 }
 
-// Work sends the attempt when its task is due, or waits for it.
+// Work sends the attempt when its task is due and its job and host have
+// a free slot, or waits for them without holding the worker.
 func (w *httpTaskWorker) Work(ctx context.Context, job *river.Job[HTTPTaskArgs]) error {
-	task, err := db.HTTPTaskLease(ctx, w.pool, job.Args.TaskID, job.Args.Attempt, w.cfg.LeaseGrace)
-	if errors.Is(err, db.ErrNotFound) {
+	task, err := w.lease(ctx, job.Args)
+	switch {
+	case errors.Is(err, errNoSlot):
+		w.out.HTTPTaskSlotWaits.Inc()
+		return river.JobSnooze(w.cfg.SlotWait + rand.N(w.cfg.SlotWait/2+1))
+	case errors.Is(err, db.ErrNotFound):
 		return w.wait(ctx, job.Args)
-	}
-	if err != nil {
+	case err != nil:
 		return err
 	}
 	res := w.send(ctx, task)
+	// The answer is in: the slot is free (a 202's wait holds none).
+	if err := db.HTTPTaskSlotRelease(context.WithoutCancel(ctx), w.pool, task.ID); err != nil {
+		w.logger.WarnContext(ctx, "http task slot not released; it expires", "error", err,
+			"task_id", task.ID, "execution_id", task.ExecutionID, "job_id", task.JobID)
+	}
 	return w.settle(ctx, job.Args, task, res)
+}
+
+// errNoSlot means the attempt is due but its job or host has as many
+// requests in flight as it may.
+var errNoSlot = errors.New("no free http task slot")
+
+// lease takes a slot for the attempt and leases its task, in one
+// transaction: db.ErrNotFound when the attempt is not due (or its class
+// holds it back), errNoSlot when its job or host is at its cap.
+func (w *httpTaskWorker) lease(ctx context.Context, args HTTPTaskArgs) (*db.HTTPTask, error) {
+	jobID, rawURL, err := db.HTTPTaskTarget(ctx, w.pool, args.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	slot := &db.HTTPTaskSlot{TaskID: args.TaskID, Attempt: args.Attempt, JobID: jobID, Host: slotHost(rawURL),
+		MaxPerJob: w.cfg.MaxPerJob, MaxPerHost: w.cfg.MaxPerHost, Hold: MaxAgentlessHTTPTimeout + w.cfg.LeaseGrace}
+	return db.WithTxV(ctx, w.pool, func(tx pgx.Tx) (*db.HTTPTask, error) {
+		got, err := db.HTTPTaskSlotTake(ctx, tx, slot)
+		switch {
+		case err != nil:
+			return nil, err
+		case !got.Due:
+			return nil, db.ErrNotFound
+		case !got.Taken:
+			return nil, errNoSlot
+		}
+		return db.HTTPTaskLease(ctx, tx, args.TaskID, args.Attempt, w.cfg.LeaseGrace)
+	})
+}
+
+// slotHost is the host:port a URL's requests go to, as slots count it.
+func slotHost(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return rawURL
+	}
+	return strings.ToLower(u.Host)
 }
 
 // wait decides what to do with an attempt that could not be leased: done
@@ -154,9 +228,10 @@ type httpResult struct {
 	latency   time.Duration
 }
 
-// send makes the request, bounded by the task's timeout.
+// send makes the request, bounded by the task's timeout (and by
+// MaxAgentlessHTTPTimeout, for jobs saved before that cap).
 func (w *httpTaskWorker) send(ctx context.Context, t *db.HTTPTask) httpResult {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(t.TimeoutSeconds)*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, min(time.Duration(t.TimeoutSeconds)*time.Second, MaxAgentlessHTTPTimeout))
 	defer cancel()
 	start := time.Now()
 	req, err := httpTaskRequest(ctx, t, w.cfg, w.agent)

@@ -13,6 +13,7 @@ type OutboundMetrics struct {
 	CallbackLatency    prometheus.Histogram   // of answered attempts
 	BreakerChanges     *prometheus.CounterVec // by state entered: open, closed
 	HTTPTaskRequests   *prometheus.CounterVec // by outcome: succeeded, accepted (202), failed
+	HTTPTaskSlotWaits  prometheus.Counter     // requests held back by their job's or host's cap
 }
 
 // NewOutboundMetrics creates the metrics and registers them with reg
@@ -44,6 +45,10 @@ func NewOutboundMetrics(reg prometheus.Registerer) *OutboundMetrics {
 			Name: "ax_http_task_requests_total",
 			Help: "Requests of agentless HTTP tasks by outcome: succeeded (2xx), accepted (202, result to follow), failed.",
 		}, []string{"outcome"}),
+		HTTPTaskSlotWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ax_http_task_slot_waits_total",
+			Help: "Agentless HTTP requests held back (without a worker) because their job or host had as many in flight as it may.",
+		}),
 	}
 	for _, o := range []string{"delivered", "failed"} {
 		m.CallbackAttempts.WithLabelValues(o)
@@ -56,7 +61,7 @@ func NewOutboundMetrics(reg prometheus.Registerer) *OutboundMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.CallbackAttempts, m.CallbacksDelivered, m.CallbacksFailed, m.CallbacksHeld,
-			m.CallbackLatency, m.BreakerChanges, m.HTTPTaskRequests)
+			m.CallbackLatency, m.BreakerChanges, m.HTTPTaskRequests, m.HTTPTaskSlotWaits)
 	}
 	return m
 }

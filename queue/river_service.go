@@ -27,11 +27,6 @@ const (
 	maintenanceQueue = "ax_maintenance"
 )
 
-// maxHTTPTaskTimeout is the longest a job may run (the API's limit on
-// timeout_seconds): the HTTP task client never cuts a request before its
-// task's own timeout does.
-const maxHTTPTaskTimeout = 7 * 24 * time.Hour
-
 // RiverConfig configures the work ax serve does itself on River: callback
 // delivery, agentless HTTP tasks and their maintenance.
 type RiverConfig struct {
@@ -42,7 +37,8 @@ type RiverConfig struct {
 	Callback CallbackConfig
 	HTTP     HTTPTaskConfig
 	// CallbackWorkers and HTTPWorkers are how many deliveries and requests
-	// one replica runs at once. Default to 100 each.
+	// one replica runs at once. Default to 100 each. HTTP.MaxPerJob and
+	// HTTP.MaxPerHost bound one job's and one host's share of them.
 	CallbackWorkers int
 	HTTPWorkers     int
 	// PollInterval is how often River looks for jobs that came due without
@@ -70,6 +66,8 @@ func (c RiverConfig) withDefaults() RiverConfig {
 	c.HTTP = c.HTTP.withDefaults()
 	c.CallbackWorkers = cmp.Or(c.CallbackWorkers, 100)
 	c.HTTPWorkers = cmp.Or(c.HTTPWorkers, 100)
+	c.HTTP.MaxPerJob = cmp.Or(c.HTTP.MaxPerJob, max(1, c.HTTPWorkers/4))
+	c.HTTP.MaxPerHost = cmp.Or(c.HTTP.MaxPerHost, max(1, c.HTTPWorkers/2))
 	c.PollInterval = cmp.Or(c.PollInterval, 100*time.Millisecond)
 	c.FlushInterval = cmp.Or(c.FlushInterval, 5*time.Second)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, time.Minute)
@@ -102,7 +100,7 @@ type RiverService struct {
 // Start, and an unstarted service still inserts jobs.
 func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.Callback.validate(); err != nil {
+	if err := errors.Join(cfg.Callback.validate(), cfg.HTTP.validate()); err != nil {
 		return nil, err
 	}
 	s := &RiverService{outbox: &Outbox{logger: cfg.Logger}}
@@ -136,7 +134,8 @@ func (s *RiverService) workers(pool *pgxpool.Pool, cfg RiverConfig) (*river.Work
 		return nil, err
 	}
 	httpPolicy := cfg.Policy
-	httpPolicy.Timeout = maxHTTPTaskTimeout
+	// The client never cuts a request before its task's own timeout does.
+	httpPolicy.Timeout = MaxAgentlessHTTPTimeout
 	requests, err := outbound.NewClient(httpPolicy)
 	if err != nil {
 		return nil, err
@@ -234,8 +233,10 @@ func (w *cleanupWorker) Work(ctx context.Context, _ *river.Job[cleanupArgs]) err
 	nonces, err1 := db.NonceDeleteExpired(ctx, w.pool)
 	keys, err2 := db.IdempotencyKeyDeleteExpired(ctx, w.pool)
 	breakers, err3 := db.CallbackBreakerDeleteIdle(ctx, w.pool)
-	if nonces+keys+breakers > 0 {
-		w.logger.DebugContext(ctx, "expired records deleted", "nonces", nonces, "idempotency_keys", keys, "breakers", breakers)
+	slots, err4 := db.HTTPTaskSlotDeleteExpired(ctx, w.pool)
+	if nonces+keys+breakers+slots > 0 {
+		w.logger.DebugContext(ctx, "expired records deleted", "nonces", nonces, "idempotency_keys", keys,
+			"breakers", breakers, "http_task_slots", slots)
 	}
-	return errors.Join(err1, err2, err3)
+	return errors.Join(err1, err2, err3, err4)
 }

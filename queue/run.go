@@ -25,7 +25,8 @@ type RunResult struct {
 // Run submits an ad-hoc one-off run: def is stored as a manual job (named
 // "run-<execution id>" in group "runs" unless it says otherwise) and fired
 // at once, in one transaction with the idempotency record of req (whose
-// JobID is ignored). A replay returns the first run, secret included.
+// JobID is ignored). A replay returns the first run without its secret,
+// which is shown once (Replayed tells the caller why it is empty).
 func (s *ExecutionService) Run(ctx context.Context, def *db.Job, req *TriggerRequest) (*RunResult, error) {
 	execID, err := uuid.NewV7()
 	if err != nil {
@@ -79,10 +80,6 @@ func (s *ExecutionService) replayRun(ctx context.Context, tx pgx.Tx, execID uuid
 	if err != nil {
 		return err
 	}
-	secrets, err := db.JobSecretGet(ctx, tx, exec.JobID)
-	if err != nil {
-		return err
-	}
-	out.Execution, out.SigningSecret, out.Replayed = exec, secrets.Current, true
+	out.Execution, out.Replayed = exec, true
 	return nil
 }

@@ -216,6 +216,18 @@ BEGIN
 END $$;
 
 --
+-- Name: rate_class_loosened(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.rate_class_loosened() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('ax_task_ready', '');
+    RETURN NULL;
+END $$;
+
+--
 -- Name: river_job_state_in_bitmask(bit, ax.river_job_state); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -510,6 +522,18 @@ CREATE VIEW ax.executions_by_state AS
    FROM ax.execution
   GROUP BY execution.state
   ORDER BY execution.state;
+
+--
+-- Name: http_task_slot; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.http_task_slot (
+    task_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    host text NOT NULL,
+    held_until timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
 
 --
 -- Name: idempotency_key; Type: TABLE; Schema: ax; Owner: -
@@ -956,6 +980,13 @@ ALTER TABLE ONLY ax.execution
     ADD CONSTRAINT execution_pkey PRIMARY KEY (id);
 
 --
+-- Name: http_task_slot http_task_slot_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.http_task_slot
+    ADD CONSTRAINT http_task_slot_pkey PRIMARY KEY (task_id);
+
+--
 -- Name: idempotency_key idempotency_key_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -1116,6 +1147,18 @@ CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id,
 CREATE INDEX execution_unfinished_idx ON ax.execution USING btree (job_id) WHERE (finished_at IS NULL);
 
 --
+-- Name: http_task_slot_host_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX http_task_slot_host_idx ON ax.http_task_slot USING btree (host);
+
+--
+-- Name: http_task_slot_job_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX http_task_slot_job_idx ON ax.http_task_slot USING btree (job_id);
+
+--
 -- Name: idempotency_key_expires_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -1270,6 +1313,12 @@ CREATE INDEX trigger_set_aside_idx ON ax.trigger USING btree (set_aside_at) WHER
 --
 
 CREATE TRIGGER execution_ended AFTER UPDATE ON ax.execution REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.execution_ended();
+
+--
+-- Name: rate_class rate_class_loosened; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER rate_class_loosened AFTER UPDATE ON ax.rate_class FOR EACH ROW WHEN (((old.manual_min_priority IS DISTINCT FROM new.manual_min_priority) OR (old.auto_min_priority IS DISTINCT FROM new.auto_min_priority) OR (old.degraded_since IS DISTINCT FROM new.degraded_since) OR (old.rate < new.rate) OR (old.burst < new.burst))) EXECUTE FUNCTION ax.rate_class_loosened();
 
 --
 -- Name: agent agent_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

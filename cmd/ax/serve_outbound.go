@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,12 @@ type outboundConfig struct {
 	// jobs reach it, to post results after answering 202. Defaults to
 	// http://<addr>.
 	PublicURL string
+	// HTTPMaxPerJob (AX_HTTP_MAX_PER_JOB) and HTTPMaxPerHost
+	// (AX_HTTP_MAX_PER_HOST) cap the agentless HTTP requests of one job and
+	// to one host in flight at once: 0 means a quarter and a half of the
+	// replica's 100 HTTP workers.
+	HTTPMaxPerJob  int
+	HTTPMaxPerHost int
 }
 
 func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
@@ -41,10 +48,25 @@ func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
 		"let callbacks and HTTP jobs reach this machine, for tests (AX_OUTBOUND_ALLOW_LOOPBACK)")
 	fs.StringVar(&c.PublicURL, "public-url", envOr("AX_PUBLIC_URL", ""),
 		"the API's URL as HTTP-job targets reach it, for results posted after a 202; default http(s)://<addr> (AX_PUBLIC_URL)")
-	if errPrivate != nil {
-		return errPrivate
+	perJob, errPerJob := envInt("AX_HTTP_MAX_PER_JOB")
+	perHost, errPerHost := envInt("AX_HTTP_MAX_PER_HOST")
+	fs.IntVar(&c.HTTPMaxPerJob, "http-max-per-job", perJob,
+		"most agentless HTTP requests of one job in flight at once; 0: 25 (AX_HTTP_MAX_PER_JOB)")
+	fs.IntVar(&c.HTTPMaxPerHost, "http-max-per-host", perHost,
+		"most agentless HTTP requests to one host in flight at once; 0: 50 (AX_HTTP_MAX_PER_HOST)")
+	return errors.Join(errPrivate, errLoopback, errPerJob, errPerHost)
+}
+
+func envInt(name string) (int, error) {
+	s := strings.TrimSpace(envOr(name, ""))
+	if s == "" {
+		return 0, nil
 	}
-	return errLoopback
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q is not a whole number of 0 or more", name, s)
+	}
+	return n, nil
 }
 
 func envBool(name string) (bool, error) {
@@ -74,7 +96,9 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, me
 		}
 	}
 	rs, err := queue.NewRiverService(pool, queue.RiverConfig{
-		Policy: cfg.Outbound.policy(), HTTP: queue.HTTPTaskConfig{PublicURL: publicURL}, Version: version,
+		Policy: cfg.Outbound.policy(), Version: version,
+		HTTP: queue.HTTPTaskConfig{PublicURL: publicURL, MaxPerJob: cfg.Outbound.HTTPMaxPerJob,
+			MaxPerHost: cfg.Outbound.HTTPMaxPerHost},
 		Logger: logger, Metrics: metrics, OutboundMetrics: queue.NewOutboundMetrics(prometheus.DefaultRegisterer),
 	})
 	if err != nil {

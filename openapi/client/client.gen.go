@@ -1084,7 +1084,7 @@ type Job struct {
 	SigningSecret *string    `json:"signing_secret,omitempty"`
 	Target        *JobTarget `json:"target,omitempty"`
 
-	// TimeoutSeconds Limit on one attempt of one task
+	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64     `json:"timeout_seconds,omitempty"`
 	Trigger        JobTrigger `json:"trigger"`
 	UpdatedAt      *time.Time `json:"updated_at,omitempty"`
@@ -1400,7 +1400,9 @@ type RunRequest struct {
 	Route          *JobRoute               `json:"route,omitempty"`
 	Shards         *JobShards              `json:"shards,omitempty"`
 	Target         *JobTarget              `json:"target,omitempty"`
-	TimeoutSeconds *int64                  `json:"timeout_seconds,omitempty"`
+
+	// TimeoutSeconds Limit on one attempt of one task; default 3600, and at most 900 (the default) for HTTP sent by ax itself
+	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
 }
 
 // SecretRotation defines model for SecretRotation.
@@ -1744,7 +1746,7 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Target Which agents may run it
 	Target interface{} `json:"target,omitempty"`
 
-	// TimeoutSeconds Limit on one attempt of one task
+	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
 
 	// Trigger When the job fires
@@ -1949,7 +1951,7 @@ type ClientInterface interface {
 
 	// RegisterAgentWithBody Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1958,7 +1960,7 @@ type ClientInterface interface {
 
 	// RegisterAgent Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2234,7 +2236,7 @@ type ClientInterface interface {
 
 	// CreateJobWithBody Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock.
+	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2243,7 +2245,7 @@ type ClientInterface interface {
 
 	// CreateJob Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock.
+	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2326,7 +2328,7 @@ type ClientInterface interface {
 
 	// RotateSigningSecretWithBody Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2335,7 +2337,7 @@ type ClientInterface interface {
 
 	// RotateSigningSecret Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2369,7 +2371,7 @@ type ClientInterface interface {
 
 	// SubmitRunWithBody Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2378,7 +2380,7 @@ type ClientInterface interface {
 
 	// SubmitRun Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2453,7 +2455,7 @@ func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // RegisterAgentWithBody Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2472,7 +2474,7 @@ func (c *Client) RegisterAgentWithBody(ctx context.Context, contentType string, 
 
 // RegisterAgent Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3088,7 +3090,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // CreateJobWithBody Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock.
+// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3107,7 +3109,7 @@ func (c *Client) CreateJobWithBody(ctx context.Context, contentType string, body
 
 // CreateJob Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock.
+// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3300,7 +3302,7 @@ func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditor
 
 // RotateSigningSecretWithBody Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3319,7 +3321,7 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, id openapi_typ
 
 // RotateSigningSecret Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3393,7 +3395,7 @@ func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *
 
 // SubmitRunWithBody Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3412,7 +3414,7 @@ func (c *Client) SubmitRunWithBody(ctx context.Context, params *SubmitRunParams,
 
 // SubmitRun Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5439,7 +5441,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterAgentWithBodyWithResponse Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5448,7 +5450,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterAgentWithResponse Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5748,7 +5750,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateJobWithBodyWithResponse Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock.
+	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5757,7 +5759,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateJobWithResponse Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock.
+	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5850,7 +5852,7 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5859,7 +5861,7 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithResponse Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5895,7 +5897,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithBodyWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5904,7 +5906,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8702,7 +8704,8 @@ func (r TriggerJobResponse) ContentType() string {
 
 // SubmitRunResponse202Headers the declared response headers of an HTTP 202 response for SubmitRun
 type SubmitRunResponse202Headers struct {
-	Location *string
+	AxSecretWithheld *string
+	Location         *string
 }
 
 type SubmitRunResponse struct {
@@ -8902,7 +8905,7 @@ func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, reqEdi
 
 // RegisterAgentWithBodyWithResponse Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8917,7 +8920,7 @@ func (c *ClientWithResponses) RegisterAgentWithBodyWithResponse(ctx context.Cont
 
 // RegisterAgentWithResponse Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9421,7 +9424,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // CreateJobWithBodyWithResponse Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock.
+// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9436,7 +9439,7 @@ func (c *ClientWithResponses) CreateJobWithBodyWithResponse(ctx context.Context,
 
 // CreateJobWithResponse Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock.
+// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9595,7 +9598,7 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id open
 
 // RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9610,7 +9613,7 @@ func (c *ClientWithResponses) RotateSigningSecretWithBodyWithResponse(ctx contex
 
 // RotateSigningSecretWithResponse Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9670,7 +9673,7 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 
 // SubmitRunWithBodyWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9685,7 +9688,7 @@ func (c *ClientWithResponses) SubmitRunWithBodyWithResponse(ctx context.Context,
 
 // SubmitRunWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key.
+// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12034,6 +12037,13 @@ func ParseSubmitRunResponse(rsp *http.Response) (*SubmitRunResponse, error) {
 	switch {
 	case rsp.StatusCode == 202:
 		var headers SubmitRunResponse202Headers
+		if values := rsp.Header.Values("Ax-Secret-Withheld"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Ax-Secret-Withheld", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AxSecretWithheld = &value
+		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

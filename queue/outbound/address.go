@@ -18,6 +18,7 @@ const (
 	classMulticast
 	classBroadcast
 	classReserved
+	classTransition
 )
 
 var classNames = map[class]string{
@@ -30,6 +31,7 @@ var classNames = map[class]string{
 	classMulticast:   "multicast address",
 	classBroadcast:   "broadcast address",
 	classReserved:    "reserved address",
+	classTransition:  "IPv6 transition address (leads to an IPv4 address ax cannot judge)",
 }
 
 func (c class) String() string { return classNames[c] }
@@ -57,6 +59,27 @@ var ranges = []struct {
 
 	{netip.MustParsePrefix("127.0.0.0/8"), classLoopback},
 	{netip.MustParsePrefix("::1/128"), classLoopback},
+
+	// IPv4 special-purpose blocks (RFC 6890) that are not the Internet:
+	// protocol assignments (DS-Lite, NAT64 discovery…), the 6to4 relay
+	// anycast and documentation ranges.
+	{netip.MustParsePrefix("192.0.0.0/24"), classReserved},
+	{netip.MustParsePrefix("192.88.99.0/24"), classReserved},
+	{netip.MustParsePrefix("192.0.2.0/24"), classReserved},
+	{netip.MustParsePrefix("198.51.100.0/24"), classReserved},
+	{netip.MustParsePrefix("203.0.113.0/24"), classReserved},
+	// IPv6 that tunnels or translates to an IPv4 address in a way the
+	// address alone does not settle: IPv4-compatible (deprecated, after ::
+	// and ::1 above), IPv4-translated (SIIT), local-use NAT64 (RFC 8215,
+	// the network picks where the IPv4 address sits) and Teredo (the
+	// client's address obfuscated, the server's in clear).
+	{netip.MustParsePrefix("::/96"), classTransition},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), classTransition},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), classTransition},
+	{netip.MustParsePrefix("2001::/32"), classTransition},
+	// IPv6 discard-only and documentation prefixes.
+	{netip.MustParsePrefix("100::/64"), classReserved},
+	{netip.MustParsePrefix("2001:db8::/32"), classReserved},
 
 	{netip.MustParsePrefix("10.0.0.0/8"), classPrivate},
 	{netip.MustParsePrefix("172.16.0.0/12"), classPrivate},

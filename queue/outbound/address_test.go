@@ -107,3 +107,51 @@ func TestBlockedErrorMessages(t *testing.T) {
 	err = outbound.Policy{}.CheckAddr(netip.Addr{})
 	require.ErrorIs(t, err, outbound.ErrBlocked)
 }
+
+// TestCheckAddrRefusesTransitionAndSpecialRanges: IPv6 addresses that
+// tunnel or translate to an IPv4 address the address alone does not
+// settle, and IPv4/IPv6 special-purpose blocks that are not the Internet,
+// are refused by every policy, whatever IPv4 address they carry.
+func TestCheckAddrRefusesTransitionAndSpecialRanges(t *testing.T) {
+	t.Parallel()
+	const transition = "IPv6 transition address (leads to an IPv4 address ax cannot judge)"
+	tests := []struct {
+		name, addr, reason string
+	}{
+		{"IPv4-compatible loopback (::/96)", "::7f00:1", transition},
+		{"IPv4-compatible private (::/96)", "::a00:1", transition},
+		{"IPv4-compatible metadata (::/96)", "::a9fe:a9fe", transition},
+		{"IPv4-compatible public (::/96)", "::808:808", transition},
+		{"IPv4-translated (::ffff:0:0:0/96)", "::ffff:0:a00:1", transition},
+		{"local-use NAT64 private (64:ff9b:1::/48)", "64:ff9b:1::a00:1", transition},
+		{"local-use NAT64 loopback (64:ff9b:1::/48)", "64:ff9b:1:7f00:1::", transition},
+		{"Teredo (2001::/32)", "2001:0:4136:e378:8000:63bf:3fff:fdd2", transition},
+		{"Teredo of a private client (2001::/32)", "2001::f5ff:fffe", transition},
+		{"IETF protocol assignments (192.0.0.0/24)", "192.0.0.170", "reserved address"},
+		{"DS-Lite (192.0.0.0/24)", "192.0.0.1", "reserved address"},
+		{"6to4 relay anycast", "192.88.99.1", "reserved address"},
+		{"TEST-NET-1", "192.0.2.10", "reserved address"},
+		{"TEST-NET-2", "198.51.100.10", "reserved address"},
+		{"TEST-NET-3", "203.0.113.10", "reserved address"},
+		{"IPv6 discard-only", "100::1", "reserved address"},
+		{"IPv6 documentation", "2001:db8::1", "reserved address"},
+	}
+	policies := []outbound.Policy{{}, {AllowLoopback: true}, {AllowPrivate: true}, {AllowLoopback: true, AllowPrivate: true}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, p := range policies {
+				err := p.CheckAddr(netip.MustParseAddr(tt.addr))
+				require.ErrorIs(t, err, outbound.ErrBlocked, "%s under policy %+v", tt.addr, p)
+				var blocked *outbound.BlockedError
+				require.ErrorAs(t, err, &blocked)
+				require.Equal(t, tt.reason, blocked.Reason)
+				require.Equal(t, "always blocked", blocked.Remedy)
+			}
+		})
+	}
+	// Neighbours of those blocks stay public.
+	for _, addr := range []string{"192.0.1.1", "192.0.3.1", "2001:4860:4860::8888", "2002:808:808::1", "64:ff9b::808:808"} {
+		require.NoError(t, outbound.Policy{}.CheckAddr(netip.MustParseAddr(addr)), addr)
+	}
+}

@@ -77,16 +77,16 @@ func (p Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 	}
 	found, err := p.resolver().LookupIPAddr(ctx, host)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrUnresolvable, host, err)
+		return nil, &hostError{host: host, err: err}
 	}
 	if len(found) == 0 {
-		return nil, fmt.Errorf("%w: %q has no addresses", ErrUnresolvable, host)
+		return nil, &hostError{host: host, err: errors.New("no addresses")}
 	}
 	addrs := make([]netip.Addr, 0, len(found))
 	for _, ipAddr := range found {
 		addr, ok := netip.AddrFromSlice(ipAddr.IP)
 		if !ok {
-			return nil, fmt.Errorf("%w: %q resolved to a malformed address %v", ErrUnresolvable, host, ipAddr.IP)
+			return nil, &hostError{host: host, err: fmt.Errorf("malformed address %v", ipAddr.IP)}
 		}
 		addr = addr.Unmap().WithZone(ipAddr.Zone)
 		if err := p.check(host, addr); err != nil {

@@ -61,7 +61,11 @@ type Resolver interface {
 // Whatever the flags, these are always blocked: cloud metadata services
 // (169.254.169.254, fd00:ec2::254, and a few others named in the source),
 // link-local (169.254.0.0/16, fe80::/10), unspecified (0.0.0.0/8, ::),
-// multicast, broadcast and reserved (240.0.0.0/4) addresses. IPv4 addresses
+// multicast, broadcast and reserved addresses (240.0.0.0/4, 192.0.0.0/24,
+// 192.88.99.0/24, the documentation ranges, 100::/64, 2001:db8::/32), and
+// IPv6 transition addresses whose IPv4 destination the address alone does
+// not settle: IPv4-compatible (::/96), IPv4-translated (::ffff:0:0:0/96),
+// local-use NAT64 (64:ff9b:1::/48) and Teredo (2001::/32). IPv4 addresses
 // inside IPv4-mapped, NAT64 (64:ff9b::/96) and 6to4 (2002::/16) IPv6
 // addresses are judged as the IPv4 address they lead to.
 type Policy struct {
@@ -160,3 +164,38 @@ func refuseRedirect(req *http.Request, via []*http.Request) error {
 	return fmt.Errorf("%w: %s answered %d with Location %s; redirects are refused, so update the URL",
 		ErrRedirect, from, status, req.URL.Redacted())
 }
+
+// Explain says why err refused a destination, in words fit for whoever
+// chose the URL: a name is never followed by the address it resolved to,
+// nor a failed lookup by the resolver's own message (its address, search
+// domains), so that the API cannot be used to map internal names. A
+// literal address, which the caller gave, is named with the reason. Other
+// errors keep their text. Operators find the full error in the logs.
+func Explain(err error) string {
+	var blocked *BlockedError
+	switch {
+	case errors.As(err, &blocked) && blocked.Host != "" && blocked.Host != blocked.Addr.String():
+		return fmt.Sprintf("host %q resolves to an address ax may not call (loopback and private addresses only "+
+			"when the operator allows them; cloud metadata, link-local and reserved ones never)", blocked.Host)
+	case errors.As(err, &blocked):
+		return blocked.Error()
+	case errors.Is(err, ErrUnresolvable):
+		var name *hostError
+		if errors.As(err, &name) {
+			return fmt.Sprintf("host %q does not resolve", name.host)
+		}
+		return ErrUnresolvable.Error()
+	}
+	return err.Error()
+}
+
+// hostError is a failed lookup of host; its text holds the resolver's
+// message, which Explain leaves out.
+type hostError struct {
+	host string
+	err  error
+}
+
+func (e *hostError) Error() string { return fmt.Sprintf("%s: %q: %v", ErrUnresolvable, e.host, e.err) }
+
+func (e *hostError) Unwrap() []error { return []error{ErrUnresolvable, e.err} }

@@ -90,16 +90,6 @@ WITH floors AS (
 )
 SELECT DISTINCT execution_id FROM skipped;
 
--- RateClassNextToken says how long until a dry class with ready tasks
--- waiting gets its next token (an hour when none is dry), so long polls
--- wake when tokens come back.
--- name: RateClassNextToken :one
-SELECT coalesce(min((1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)))) / c.rate
-                    * 1000)::bigint, 3600000)::bigint AS millis
-FROM ax.rate_class c
-WHERE c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)) < 1
-  AND EXISTS (SELECT 1 FROM ax.task t WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now());
-
 -- RateClassTake takes up to @max tokens from each class that has ready
 -- tasks waiting and a token to give, refilling lazily from now(). It runs
 -- as its own short statement before a lease so the bucket row is locked

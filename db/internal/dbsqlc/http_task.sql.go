@@ -209,6 +209,104 @@ func (q *Queries) HTTPTaskPriorities(ctx context.Context, db DBTX, ids []uuid.UU
 	return items, nil
 }
 
+const hTTPTaskSlotDeleteExpired = `-- name: HTTPTaskSlotDeleteExpired :execrows
+DELETE FROM ax.http_task_slot WHERE held_until <= now()
+`
+
+// HTTPTaskSlotDeleteExpired forgets slots of workers that died.
+func (q *Queries) HTTPTaskSlotDeleteExpired(ctx context.Context, db DBTX) (int64, error) {
+	result, err := db.Exec(ctx, hTTPTaskSlotDeleteExpired)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const hTTPTaskSlotLock = `-- name: HTTPTaskSlotLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended('ax_http_job:' || $1::uuid::text, 0)),
+       pg_advisory_xact_lock(hashtextextended('ax_http_host:' || $2::text, 0))
+`
+
+type HTTPTaskSlotLockParams struct {
+	JobID uuid.UUID
+	Host  string
+}
+
+// HTTPTaskSlotLock serializes slot takes of one job, then of one host,
+// until the transaction ends (always in that order: takes never deadlock).
+func (q *Queries) HTTPTaskSlotLock(ctx context.Context, db DBTX, arg HTTPTaskSlotLockParams) error {
+	_, err := db.Exec(ctx, hTTPTaskSlotLock, arg.JobID, arg.Host)
+	return err
+}
+
+const hTTPTaskSlotRelease = `-- name: HTTPTaskSlotRelease :exec
+DELETE FROM ax.http_task_slot WHERE task_id = $1
+`
+
+// HTTPTaskSlotRelease frees a task's slot once its request has its answer.
+func (q *Queries) HTTPTaskSlotRelease(ctx context.Context, db DBTX, taskID uuid.UUID) error {
+	_, err := db.Exec(ctx, hTTPTaskSlotRelease, taskID)
+	return err
+}
+
+const hTTPTaskSlotTake = `-- name: HTTPTaskSlotTake :one
+WITH due AS (
+    SELECT 1 FROM ax.task t
+    WHERE t.id = $1 AND t.attempt = $2 AND t.state = 'pending' AND t.agentless AND t.not_before <= now()
+), room AS (
+    SELECT (SELECT count(*) FROM ax.http_task_slot s
+            WHERE s.job_id = $3 AND s.held_until > now() AND s.task_id <> $1) < $4::integer
+       AND (SELECT count(*) FROM ax.http_task_slot s
+            WHERE s.host = $5 AND s.held_until > now() AND s.task_id <> $1) < $6::integer AS ok
+), taken AS (
+    INSERT INTO ax.http_task_slot (task_id, job_id, host, held_until)
+    SELECT $1, $3, $5, now() + make_interval(secs => $7::double precision)
+    WHERE EXISTS (SELECT 1 FROM due) AND (SELECT ok FROM room)
+    ON CONFLICT (task_id) DO UPDATE
+    SET job_id = EXCLUDED.job_id, host = EXCLUDED.host, held_until = EXCLUDED.held_until, created_at = now()
+    RETURNING task_id
+)
+SELECT EXISTS (SELECT 1 FROM due)::boolean AS due, (SELECT ok FROM room)::boolean AS room,
+       EXISTS (SELECT 1 FROM taken)::boolean AS taken
+`
+
+type HTTPTaskSlotTakeParams struct {
+	TaskID      uuid.UUID
+	Attempt     int32
+	JobID       uuid.UUID
+	MaxPerJob   int32
+	Host        string
+	MaxPerHost  int32
+	HoldSeconds float64
+}
+
+type HTTPTaskSlotTakeRow struct {
+	Due   bool
+	Room  bool
+	Taken bool
+}
+
+// HTTPTaskSlotTake takes a slot for attempt @attempt of task @task_id when
+// it is due (pending at that attempt, not before now) and its job holds
+// fewer than @max_per_job live slots and its host fewer than
+// @max_per_host (its own slot, left by a worker that died, not counted).
+// Says whether the task was due, whether there was room, and whether the
+// slot was taken. Run under HTTPTaskSlotLock.
+func (q *Queries) HTTPTaskSlotTake(ctx context.Context, db DBTX, arg HTTPTaskSlotTakeParams) (HTTPTaskSlotTakeRow, error) {
+	row := db.QueryRow(ctx, hTTPTaskSlotTake,
+		arg.TaskID,
+		arg.Attempt,
+		arg.JobID,
+		arg.MaxPerJob,
+		arg.Host,
+		arg.MaxPerHost,
+		arg.HoldSeconds,
+	)
+	var i HTTPTaskSlotTakeRow
+	err := row.Scan(&i.Due, &i.Room, &i.Taken)
+	return i, err
+}
+
 const hTTPTaskStatus = `-- name: HTTPTaskStatus :one
 SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
        coalesce(coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds), now())::timestamptz AS deadline,
@@ -253,6 +351,27 @@ func (q *Queries) HTTPTaskStatus(ctx context.Context, db DBTX, id uuid.UUID) (HT
 		&i.TokenWaitSeconds,
 		&i.Now,
 	)
+	return i, err
+}
+
+const hTTPTaskTarget = `-- name: HTTPTaskTarget :one
+SELECT t.job_id, coalesce(j.executor->>'url', '')::text AS url
+FROM ax.task t
+JOIN ax.job j ON j.id = t.job_id
+WHERE t.id = $1
+`
+
+type HTTPTaskTargetRow struct {
+	JobID uuid.UUID
+	Url   string
+}
+
+// HTTPTaskTarget is the job and URL of a task, for the slot its request
+// will hold.
+func (q *Queries) HTTPTaskTarget(ctx context.Context, db DBTX, id uuid.UUID) (HTTPTaskTargetRow, error) {
+	row := db.QueryRow(ctx, hTTPTaskTarget, id)
+	var i HTTPTaskTargetRow
+	err := row.Scan(&i.JobID, &i.Url)
 	return i, err
 }
 

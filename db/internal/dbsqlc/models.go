@@ -1092,6 +1092,14 @@ type AxExecutionsByState struct {
 	Total int64
 }
 
+type AxHttpTaskSlot struct {
+	TaskID    uuid.UUID
+	JobID     uuid.UUID
+	Host      string
+	HeldUntil time.Time
+	CreatedAt time.Time
+}
+
 type AxIdempotencyKey struct {
 	ApiKeyID        uuid.UUID
 	Key             string

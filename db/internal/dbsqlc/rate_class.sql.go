@@ -211,24 +211,6 @@ func (q *Queries) RateClassList(ctx context.Context, db DBTX, name *string) ([]R
 	return items, nil
 }
 
-const rateClassNextToken = `-- name: RateClassNextToken :one
-SELECT coalesce(min((1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)))) / c.rate
-                    * 1000)::bigint, 3600000)::bigint AS millis
-FROM ax.rate_class c
-WHERE c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)) < 1
-  AND EXISTS (SELECT 1 FROM ax.task t WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now())
-`
-
-// RateClassNextToken says how long until a dry class with ready tasks
-// waiting gets its next token (an hour when none is dry), so long polls
-// wake when tokens come back.
-func (q *Queries) RateClassNextToken(ctx context.Context, db DBTX) (int64, error) {
-	row := db.QueryRow(ctx, rateClassNextToken)
-	var millis int64
-	err := row.Scan(&millis)
-	return millis, err
-}
-
 const rateClassSetManualFloor = `-- name: RateClassSetManualFloor :one
 UPDATE ax.rate_class SET manual_min_priority = $1, updated_at = now()
 WHERE name = $2

@@ -669,32 +669,62 @@ func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendP
 	return result.RowsAffected(), nil
 }
 
-const taskNextReady = `-- name: TaskNextReady :one
-SELECT coalesce((extract(epoch FROM min(
-           CASE WHEN preferred_agent_id IS NULL OR preferred_agent_id = $1 THEN not_before
-                WHEN pinned THEN NULL
-                WHEN fallback_agent_id IS NULL OR fallback_agent_id = $1
-                     THEN not_before + make_interval(secs => $2::double precision)
-                ELSE not_before + make_interval(secs => $3::double precision)
-           END) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
-FROM ax.task WHERE state = 'pending' AND NOT agentless
+const taskNextLeasable = `-- name: TaskNextLeasable :one
+SELECT a.state::text AS state, a.ready,
+       coalesce((extract(epoch FROM (
+           SELECT min(greatest(
+                      CASE WHEN t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id THEN t.not_before
+                           WHEN t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id
+                                THEN t.not_before + make_interval(secs => $1::double precision)
+                           ELSE t.not_before + make_interval(secs => $2::double precision)
+                      END,
+                      -- A dry class's next token (level from its lazy refill);
+                      -- null, so ignored, without a class.
+                      now() + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
+                                  * greatest(0, extract(epoch FROM now() - c.refilled_at)))) / c.rate))))
+           FROM ax.task t
+           JOIN ax.job j ON j.id = t.job_id
+           LEFT JOIN ax.rate_class c ON c.name = t.rate_class
+           WHERE t.state = 'pending' AND NOT t.agentless
+             AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
+             AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
+             AND (t.rate_class IS NULL
+                  OR (c.name IS NOT NULL
+                      AND t.priority >= coalesce(c.manual_min_priority,
+                                                 CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
+                                                 t.priority)))
+       ) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
+FROM ax.agent a
+WHERE a.id = $3
 `
 
-type TaskNextReadyParams struct {
-	AgentID         *uuid.UUID
+type TaskNextLeasableParams struct {
 	StealSeconds    float64
 	StealAnySeconds float64
+	AgentID         uuid.UUID
 }
 
-// TaskNextReady says how long until the earliest pending task becomes
-// leasable by agent @agent_id: its own and unassigned tasks at not_before,
-// others' after the steal delays, pinned ones never (an hour when none
-// is pending: a NOTIFY wakes the polls).
-func (q *Queries) TaskNextReady(ctx context.Context, db DBTX, arg TaskNextReadyParams) (int64, error) {
-	row := db.QueryRow(ctx, taskNextReady, arg.AgentID, arg.StealSeconds, arg.StealAnySeconds)
-	var millis int64
-	err := row.Scan(&millis)
-	return millis, err
+type TaskNextLeasableRow struct {
+	State  string
+	Ready  bool
+	Millis int64
+}
+
+// TaskNextLeasable is what a waiting long poll of agent @agent_id needs:
+// the agent's state and readiness, and how long until the earliest
+// pending task it could lease becomes leasable (TaskLeasePick's rules):
+// a task routed to it or unassigned at not_before, another's after the
+// steal delays, a pinned one of another never; the job's target labels
+// must be a subset of the agent's (unless routed to it); a task below its
+// class's priority floor never (a floor that changes NOTIFYs); and a task
+// of a dry class not before the class's next token. An hour when no task
+// qualifies: a NOTIFY or the poll's fallback timer wakes it sooner. One
+// statement, so an idle poll costs one short transaction per check.
+func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLeasableParams) (TaskNextLeasableRow, error) {
+	row := db.QueryRow(ctx, taskNextLeasable, arg.StealSeconds, arg.StealAnySeconds, arg.AgentID)
+	var i TaskNextLeasableRow
+	err := row.Scan(&i.State, &i.Ready, &i.Millis)
+	return i, err
 }
 
 const taskReapExpired = `-- name: TaskReapExpired :many
