@@ -43,8 +43,11 @@ type LeasedTask struct {
 type TaskLeaseParams struct {
 	AgentID     uuid.UUID
 	AgentLabels map[string]string
-	Max         int
-	Lease       time.Duration
+	// AgentExecutors are the task kinds the agent accepts; tasks of other
+	// kinds are never leased to it. Empty: DefaultExecutors.
+	AgentExecutors []string
+	Max            int
+	Lease          time.Duration
 	// StealAfter is how long a task routed to another agent waits before
 	// this one may take it (its runner-up first; anyone after three times
 	// as long).
@@ -98,7 +101,7 @@ func leasePickParams(p *TaskLeaseParams) (dbsqlc.TaskLeasePickParams, error) {
 		return dbsqlc.TaskLeasePickParams{}, fmt.Errorf("error encoding agent labels: %w", err)
 	}
 	pick := dbsqlc.TaskLeasePickParams{
-		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID,
+		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, Executors: cmpSlice(p.AgentExecutors, DefaultExecutors),
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
 		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{},
 	}
@@ -181,8 +184,21 @@ type CompletedTask struct {
 
 // TaskComplete records results with current tokens; the others match
 // nothing. Executions whose tasks all ended are finalized in the same call.
+// It is for results ax reports itself (agentless HTTP tasks); agents'
+// results go through TaskCompleteByAgent.
 func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]CompletedTask, error) {
-	p := dbsqlc.TaskCompleteParams{}
+	return taskComplete(ctx, e, nil, results)
+}
+
+// TaskCompleteByAgent is TaskComplete for results reported by an agent:
+// a result of a task whose lease another agent holds matches nothing,
+// even with the current token.
+func TaskCompleteByAgent(ctx context.Context, e Executor, agentID uuid.UUID, results []TaskResult) ([]CompletedTask, error) {
+	return taskComplete(ctx, e, &agentID, results)
+}
+
+func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results []TaskResult) ([]CompletedTask, error) {
+	p := dbsqlc.TaskCompleteParams{AgentID: agentID}
 	for _, r := range results {
 		p.TaskIds = append(p.TaskIds, r.ID)
 		p.Tokens = append(p.Tokens, r.Token)
@@ -244,10 +260,10 @@ type LogChunk struct {
 	Data   string
 }
 
-// TaskLogAppend stores chunks of tasks whose lease is current and returns
-// how many were stored.
-func TaskLogAppend(ctx context.Context, e Executor, chunks []LogChunk) (int, error) {
-	p := dbsqlc.TaskLogAppendParams{}
+// TaskLogAppend stores chunks of tasks whose lease is current and held by
+// agentID, and returns how many were stored.
+func TaskLogAppend(ctx context.Context, e Executor, agentID uuid.UUID, chunks []LogChunk) (int, error) {
+	p := dbsqlc.TaskLogAppendParams{AgentID: &agentID}
 	for _, c := range chunks {
 		p.TaskIds = append(p.TaskIds, c.ID)
 		p.Tokens = append(p.Tokens, c.Token)
@@ -313,10 +329,16 @@ func executionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) (map[uu
 	return ended, nil
 }
 
-// TaskNextReady is how long until the earliest pending task is leasable.
-func TaskNextReady(ctx context.Context, e Executor, agentID uuid.UUID, stealAfter time.Duration) (time.Duration, error) {
-	ms, err := queries.TaskNextReady(ctx, e, dbsqlc.TaskNextReadyParams{AgentID: &agentID,
-		StealSeconds: stealAfter.Seconds(), StealAnySeconds: 3 * stealAfter.Seconds()})
+// TaskNextReady is how long until the earliest pending task is leasable by
+// the agent of p (its id, labels and executors; StealAfter).
+func TaskNextReady(ctx context.Context, e Executor, p *TaskLeaseParams) (time.Duration, error) {
+	labels, err := json.Marshal(nonNilMap(p.AgentLabels))
+	if err != nil {
+		return 0, fmt.Errorf("error encoding agent labels: %w", err)
+	}
+	ms, err := queries.TaskNextReady(ctx, e, dbsqlc.TaskNextReadyParams{AgentID: &p.AgentID,
+		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
+		AgentLabels: labels, Executors: cmpSlice(p.AgentExecutors, DefaultExecutors)})
 	if err != nil {
 		return 0, fmt.Errorf("error finding next ready task: %w", mapErr(err))
 	}

@@ -15,6 +15,7 @@ type outboundHandlers struct {
 	callbacks *queue.CallbackService
 	completer *queue.TaskCompleter
 	urls      *urlChecker
+	guard     groupGuard
 }
 
 func (h *outboundHandlers) register(api huma.API) {

@@ -121,10 +121,10 @@ func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks [
 		if t.Pinned {
 			continue
 		}
-		labels := labelKey(t.TargetLabels)
+		labels := t.ExecutorKind + " " + labelKey(t.TargetLabels)
 		bp := pools[labels]
 		if bp == nil {
-			bp = r.newBatchPool(agents, t.TargetLabels)
+			bp = r.newBatchPool(agents, t.TargetLabels, t.ExecutorKind)
 			pools[labels] = bp
 		}
 		route, ok := r.decideOne(ctx, bp, t)
@@ -171,7 +171,8 @@ func (r *TaskRouter) decideOne(ctx context.Context, bp *batchPool, t *db.NewTask
 	return route, true
 }
 
-// batchPool is the routing pool of one label set for one batch, with the
+// batchPool is the routing pool of one label set and executor kind (the
+// agents that may lease such tasks) for one batch, with the
 // pools that leave one agent out (for keyed runners-up), built on demand.
 type batchPool struct {
 	agents   []routing.Agent
@@ -181,11 +182,11 @@ type batchPool struct {
 	excluded map[string]*routing.Pool // pool without the agent, by agent id
 }
 
-func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]string) *batchPool {
+func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]string, kind string) *batchPool {
 	bp := &batchPool{excluded: map[string]*routing.Pool{}}
 	var members []string
 	for _, c := range candidates {
-		if !labelsMatch(c.Labels, target) {
+		if !labelsMatch(c.Labels, target) || (kind != "" && !slices.Contains(c.Executors, kind)) {
 			continue
 		}
 		a := routing.Agent{ID: c.ID.String(), Weight: c.Weight, Capacity: c.Capacity, Running: c.Running,

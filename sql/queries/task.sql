@@ -6,7 +6,11 @@
 -- waited longer than the steal delay (a keyed task's runner-up first,
 -- anyone after @steal_any_seconds). Pinned (broadcast) tasks are never
 -- stolen. Within a group: highest priority, then oldest. The job's target
--- labels must be a subset of the agent's.
+-- labels must be a subset of the agent's, and its executor kind one the
+-- agent accepts (@executors): a task of another kind waits for an agent
+-- that accepts it (ax.tasks_without_agent says so), whatever routing
+-- preferred. Each group reads the job by primary key per candidate, in
+-- index order, until it has @max: no scan of the backlog.
 --
 -- Rate classes: a class's tasks are candidates only when the call was
 -- granted tokens of that class (@classes, @caps: taken beforehand by
@@ -29,6 +33,7 @@ WITH starved AS (
     WHERE t.state = 'pending' AND NOT t.agentless
       AND t.not_before <= now() - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
       AND j.target_labels <@ @agent_labels::jsonb
+      AND j.executor_kind::text = ANY(@executors::text[])
       AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = @agent_id
            OR (NOT t.pinned
                AND t.not_before <= now() - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
@@ -45,7 +50,9 @@ WITH starved AS (
 ), own AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
+    JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= now() AND NOT t.agentless
+      AND j.executor_kind::text = ANY(@executors::text[])
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -53,7 +60,7 @@ WITH starved AS (
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
     LIMIT sqlc.arg('max')::integer
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF t SKIP LOCKED
 ), unassigned AS (
     -- Read only when the agent's own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 2 AS grp
@@ -62,6 +69,7 @@ WITH starved AS (
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
       AND j.target_labels <@ @agent_labels::jsonb
+      AND j.executor_kind::text = ANY(@executors::text[])
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -82,6 +90,7 @@ WITH starved AS (
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
            OR t.not_before <= now() - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
       AND j.target_labels <@ @agent_labels::jsonb
+      AND j.executor_kind::text = ANY(@executors::text[])
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -183,7 +192,8 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 -- out. The caller ends the runs in the same transaction: ExecutionEndSingle
 -- for runs of one shard, ExecutionFinalize for runs of several, which sees
 -- every other shard's committed state because its row is held here.
--- Results with a stale token match nothing and change nothing.
+-- Results with a stale token, or reported by an agent (@agent_id) that
+-- does not hold the lease, match nothing and change nothing.
 -- name: TaskComplete :many
 WITH input AS (
     SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
@@ -221,6 +231,8 @@ WITH input AS (
     -- token means leased or running (task_lease_consistent); saying so
     -- would invite reading every task in flight through partial indexes.
     WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
+      -- The reporting agent must hold the lease, not just know its token.
+      AND (sqlc.narg('agent_id')::uuid IS NULL OR t.agent_id = sqlc.narg('agent_id')::uuid)
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
@@ -266,13 +278,14 @@ WITH released AS (
 )
 SELECT id FROM released;
 
--- TaskLogAppend stores log chunks of tasks whose lease is current.
+-- TaskLogAppend stores log chunks of tasks whose lease is current and
+-- held by agent @agent_id.
 -- name: TaskLogAppend :execrows
 INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, agent_id, stream, message)
 SELECT t.id, t.execution_id, t.shard_index, t.attempt, 'log', t.agent_id, c.stream, c.data
 FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
              unnest(@streams::text[]) AS stream, unnest(@data::text[]) AS data) c
-JOIN ax.task t ON t.id = c.id AND t.lease_token = c.token;
+JOIN ax.task t ON t.id = c.id AND t.lease_token = c.token AND t.agent_id = @agent_id;
 
 -- TaskReapExpired ends leases that ran out (agent dead or partitioned):
 -- the task is pending again after backoff with attempt + 1, or failed
@@ -352,8 +365,11 @@ RETURNING e.id, e.state;
 
 -- TaskNextReady says how long until the earliest pending task becomes
 -- leasable by agent @agent_id: its own and unassigned tasks at not_before,
--- others' after the steal delays, pinned ones never (an hour when none
--- is pending: a NOTIFY wakes the polls).
+-- others' after the steal delays, pinned ones never, tasks whose labels
+-- or executor kind it does not have never (an hour when none is pending:
+-- a NOTIFY wakes the polls). Without that last rule, one task no agent
+-- of these may take made every waiting poll retry its lease each
+-- millisecond.
 -- name: TaskNextReady :one
 SELECT coalesce((extract(epoch FROM min(
            CASE WHEN preferred_agent_id IS NULL OR preferred_agent_id = @agent_id THEN not_before
@@ -362,7 +378,11 @@ SELECT coalesce((extract(epoch FROM min(
                      THEN not_before + make_interval(secs => sqlc.arg('steal_seconds')::double precision)
                 ELSE not_before + make_interval(secs => sqlc.arg('steal_any_seconds')::double precision)
            END) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
-FROM ax.task WHERE state = 'pending' AND NOT agentless;
+FROM ax.task t
+WHERE t.state = 'pending' AND NOT t.agentless
+  AND EXISTS (SELECT 1 FROM ax.job j
+              WHERE j.id = t.job_id AND j.target_labels <@ @agent_labels::jsonb
+                AND j.executor_kind::text = ANY(@executors::text[]));
 
 -- name: TaskEventListByExecution :many
 SELECT * FROM ax.task_event

@@ -137,6 +137,8 @@ WITH input AS (
     -- token means leased or running (task_lease_consistent); saying so
     -- would invite reading every task in flight through partial indexes.
     WHERE t.id = ANY($1::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
+      -- The reporting agent must hold the lease, not just know its token.
+      AND ($6::uuid IS NULL OR t.agent_id = $6::uuid)
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
@@ -161,6 +163,7 @@ type TaskCompleteParams struct {
 	States  []string
 	Results [][]byte
 	Errors  []string
+	AgentID *uuid.UUID
 }
 
 type TaskCompleteRow struct {
@@ -176,7 +179,8 @@ type TaskCompleteRow struct {
 // out. The caller ends the runs in the same transaction: ExecutionEndSingle
 // for runs of one shard, ExecutionFinalize for runs of several, which sees
 // every other shard's committed state because its row is held here.
-// Results with a stale token match nothing and change nothing.
+// Results with a stale token, or reported by an agent (@agent_id) that
+// does not hold the lease, match nothing and change nothing.
 func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompleteParams) ([]TaskCompleteRow, error) {
 	rows, err := db.Query(ctx, taskComplete,
 		arg.TaskIds,
@@ -184,6 +188,7 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 		arg.States,
 		arg.Results,
 		arg.Errors,
+		arg.AgentID,
 	)
 	if err != nil {
 		return nil, err
@@ -268,46 +273,50 @@ WITH starved AS (
     WHERE t.state = 'pending' AND NOT t.agentless
       AND t.not_before <= now() - make_interval(secs => $1::double precision)
       AND j.target_labels <@ $2::jsonb
-      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $3
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $4
            OR (NOT t.pinned
-               AND t.not_before <= now() - make_interval(secs => $4::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
-                    OR t.not_before <= now() - make_interval(secs => $5::double precision))))
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
+               AND t.not_before <= now() - make_interval(secs => $5::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $4
+                    OR t.not_before <= now() - make_interval(secs => $6::double precision))))
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $7::integer
+    LIMIT $8::integer
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
-    WHERE t.state = 'pending' AND t.preferred_agent_id = $3 AND t.not_before <= now() AND NOT t.agentless
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
+    JOIN ax.job j ON j.id = t.job_id
+    WHERE t.state = 'pending' AND t.preferred_agent_id = $4 AND t.not_before <= now() AND NOT t.agentless
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $7::integer
-    FOR UPDATE SKIP LOCKED
+    LIMIT $8::integer
+    FOR UPDATE OF t SKIP LOCKED
 ), unassigned AS (
     -- Read only when the agent's own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
-      AND (SELECT count(*) FROM own) < $7::integer
+      AND (SELECT count(*) FROM own) < $8::integer
       AND j.target_labels <@ $2::jsonb
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $7::integer
+    LIMIT $8::integer
     FOR UPDATE OF t SKIP LOCKED
 ), stealable AS (
     -- Other agents' tasks that waited past the steal delay, oldest first;
@@ -315,19 +324,20 @@ WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 3 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $3
-      AND t.not_before <= now() - make_interval(secs => $4::double precision)
-      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $7::integer
-      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
-           OR t.not_before <= now() - make_interval(secs => $5::double precision))
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $4
+      AND t.not_before <= now() - make_interval(secs => $5::double precision)
+      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $8::integer
+      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $4
+           OR t.not_before <= now() - make_interval(secs => $6::double precision))
       AND j.target_labels <@ $2::jsonb
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $7::integer
+    LIMIT $8::integer
     FOR UPDATE OF t SKIP LOCKED
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
@@ -339,14 +349,14 @@ WITH starved AS (
     SELECT id, execution_id, rate_class, priority, created_at, grp
     FROM candidates
     ORDER BY grp, priority DESC, created_at
-    LIMIT $7::integer
+    LIMIT $8::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
     SELECT f.id, f.execution_id
     FROM (SELECT id, execution_id, rate_class,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
           FROM firsts) f
-    LEFT JOIN (SELECT unnest($6::text[]) AS name, unnest($8::integer[]) AS cap) g
+    LEFT JOIN (SELECT unnest($7::text[]) AS name, unnest($9::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 )
@@ -356,6 +366,7 @@ SELECT id, execution_id FROM picked
 type TaskLeasePickParams struct {
 	StarveSeconds   float64
 	AgentLabels     []byte
+	Executors       []string
 	AgentID         *uuid.UUID
 	StealSeconds    float64
 	StealAnySeconds float64
@@ -377,7 +388,11 @@ type TaskLeasePickRow struct {
 // waited longer than the steal delay (a keyed task's runner-up first,
 // anyone after @steal_any_seconds). Pinned (broadcast) tasks are never
 // stolen. Within a group: highest priority, then oldest. The job's target
-// labels must be a subset of the agent's.
+// labels must be a subset of the agent's, and its executor kind one the
+// agent accepts (@executors): a task of another kind waits for an agent
+// that accepts it (ax.tasks_without_agent says so), whatever routing
+// preferred. Each group reads the job by primary key per candidate, in
+// index order, until it has @max: no scan of the backlog.
 //
 // Rate classes: a class's tasks are candidates only when the call was
 // granted tokens of that class (@classes, @caps: taken beforehand by
@@ -396,6 +411,7 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 	rows, err := db.Query(ctx, taskLeasePick,
 		arg.StarveSeconds,
 		arg.AgentLabels,
+		arg.Executors,
 		arg.AgentID,
 		arg.StealSeconds,
 		arg.StealAnySeconds,
@@ -561,7 +577,7 @@ INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, ag
 SELECT t.id, t.execution_id, t.shard_index, t.attempt, 'log', t.agent_id, c.stream, c.data
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
              unnest($3::text[]) AS stream, unnest($4::text[]) AS data) c
-JOIN ax.task t ON t.id = c.id AND t.lease_token = c.token
+JOIN ax.task t ON t.id = c.id AND t.lease_token = c.token AND t.agent_id = $5
 `
 
 type TaskLogAppendParams struct {
@@ -569,15 +585,18 @@ type TaskLogAppendParams struct {
 	Tokens  []uuid.UUID
 	Streams []string
 	Data    []string
+	AgentID *uuid.UUID
 }
 
-// TaskLogAppend stores log chunks of tasks whose lease is current.
+// TaskLogAppend stores log chunks of tasks whose lease is current and
+// held by agent @agent_id.
 func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendParams) (int64, error) {
 	result, err := db.Exec(ctx, taskLogAppend,
 		arg.TaskIds,
 		arg.Tokens,
 		arg.Streams,
 		arg.Data,
+		arg.AgentID,
 	)
 	if err != nil {
 		return 0, err
@@ -593,21 +612,36 @@ SELECT coalesce((extract(epoch FROM min(
                      THEN not_before + make_interval(secs => $2::double precision)
                 ELSE not_before + make_interval(secs => $3::double precision)
            END) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
-FROM ax.task WHERE state = 'pending' AND NOT agentless
+FROM ax.task t
+WHERE t.state = 'pending' AND NOT t.agentless
+  AND EXISTS (SELECT 1 FROM ax.job j
+              WHERE j.id = t.job_id AND j.target_labels <@ $4::jsonb
+                AND j.executor_kind::text = ANY($5::text[]))
 `
 
 type TaskNextReadyParams struct {
 	AgentID         *uuid.UUID
 	StealSeconds    float64
 	StealAnySeconds float64
+	AgentLabels     []byte
+	Executors       []string
 }
 
 // TaskNextReady says how long until the earliest pending task becomes
 // leasable by agent @agent_id: its own and unassigned tasks at not_before,
-// others' after the steal delays, pinned ones never (an hour when none
-// is pending: a NOTIFY wakes the polls).
+// others' after the steal delays, pinned ones never, tasks whose labels
+// or executor kind it does not have never (an hour when none is pending:
+// a NOTIFY wakes the polls). Without that last rule, one task no agent
+// of these may take made every waiting poll retry its lease each
+// millisecond.
 func (q *Queries) TaskNextReady(ctx context.Context, db DBTX, arg TaskNextReadyParams) (int64, error) {
-	row := db.QueryRow(ctx, taskNextReady, arg.AgentID, arg.StealSeconds, arg.StealAnySeconds)
+	row := db.QueryRow(ctx, taskNextReady,
+		arg.AgentID,
+		arg.StealSeconds,
+		arg.StealAnySeconds,
+		arg.AgentLabels,
+		arg.Executors,
+	)
 	var millis int64
 	err := row.Scan(&millis)
 	return millis, err
