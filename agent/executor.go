@@ -32,6 +32,9 @@ func (a *Agent) executorFor(kind string) (executor, error) {
 	if e, ok := a.executors[kind]; ok {
 		return e, nil
 	}
+	if kind != KindShell && kind != KindHTTP && kind != KindHandler {
+		return nil, fmt.Errorf("executor kind %q is not supported by this agent (it knows shell, http and handler)", kind)
+	}
 	return nil, fmt.Errorf("executor kind %q is not enabled on this agent (it runs %s; see Config.Executors, AX_EXECUTORS)",
 		kind, strings.Join(a.cfg.Executors, ", "))
 }
