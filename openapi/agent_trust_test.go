@@ -41,7 +41,7 @@ func TestRevokingAnAgentKeyRevokesTheTokensItMinted(t *testing.T) {
 	require.NoError(t, err)
 	a := env.registerWith(secret, "a", nil)
 	other := env.registerAgent("other", nil, 1) // minted by another key
-	a.heartbeat(nil).must(t, http.StatusOK)      // its token is cached now
+	a.heartbeat(nil).must(t, http.StatusOK)     // its token is cached now
 
 	revokedAt := time.Now()
 	_, err = env.pool.Exec(ctx, "UPDATE ax.api_key SET revoked_at = now() WHERE id = $1", key.ID) // as an operator in psql
