@@ -75,8 +75,10 @@ func TestAdminDrainAndQuarantineHoldAcrossRegistrations(t *testing.T) {
 	t.Parallel()
 	env := setupWithAgents(t, queue.AgentConfig{})
 	ctx := context.Background()
-	jobID := env.call("POST", "/v1/jobs", env.admin, cronJob("work", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
-	all := map[string]any{"executors": []string{"shell", "http", "handler"}}
+	job := cronJob("work", "0 0 * * *", "UTC")
+	job["executor"] = map[string]any{"kind": "handler", "handler": "work"} // one every agent accepts
+	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+	var all map[string]any // registered with the defaults
 
 	for _, hold := range []string{"draining", "quarantined"} {
 		secret := env.key(openapi.ScopeAgent)
