@@ -30,15 +30,19 @@ SELECT * FROM ax.agent WHERE id = @id;
 -- marked offline comes back as active, or as draining or quarantined when
 -- an operator's drain or a quarantine holds (see AgentInsert).
 -- name: AgentHeartbeat :one
-UPDATE ax.agent
+UPDATE ax.agent a
 SET last_heartbeat_at = now(), running = @running, cpu = @cpu, load1 = @load1, memory = @memory,
     ready = coalesce(sqlc.narg('ready')::boolean, ready),
     state = CASE WHEN state <> 'offline' THEN state
+                 -- A heartbeat that passed a replica's key cache just
+                 -- before the key was revoked does not bring it back.
+                 WHEN EXISTS (SELECT 1 FROM ax.api_key k WHERE k.id = a.api_key_id AND k.revoked_at IS NOT NULL)
+                      THEN state
                  WHEN drained_at IS NOT NULL THEN 'draining'
                  WHEN quarantined_at IS NOT NULL THEN 'quarantined'
                  ELSE 'active' END
-WHERE id = @id
-RETURNING state;
+WHERE a.id = @id
+RETURNING a.state;
 
 -- AgentSetState drains, reactivates or quarantines an agent, or marks it
 -- offline; a reactivated agent starts a fresh health window. Going

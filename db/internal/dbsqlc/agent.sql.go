@@ -64,15 +64,19 @@ func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAg
 }
 
 const agentHeartbeat = `-- name: AgentHeartbeat :one
-UPDATE ax.agent
+UPDATE ax.agent a
 SET last_heartbeat_at = now(), running = $1, cpu = $2, load1 = $3, memory = $4,
     ready = coalesce($5::boolean, ready),
     state = CASE WHEN state <> 'offline' THEN state
+                 -- A heartbeat that passed a replica's key cache just
+                 -- before the key was revoked does not bring it back.
+                 WHEN EXISTS (SELECT 1 FROM ax.api_key k WHERE k.id = a.api_key_id AND k.revoked_at IS NOT NULL)
+                      THEN state
                  WHEN drained_at IS NOT NULL THEN 'draining'
                  WHEN quarantined_at IS NOT NULL THEN 'quarantined'
                  ELSE 'active' END
-WHERE id = $6
-RETURNING state
+WHERE a.id = $6
+RETURNING a.state
 `
 
 type AgentHeartbeatParams struct {
