@@ -99,9 +99,15 @@ func TestAdminDrainAndQuarantineHoldAcrossRegistrations(t *testing.T) {
 		env.trigger(jobID, "", "").must(t, http.StatusAccepted)
 		require.Empty(t, again.lease(1, 0), "a %s agent gets no work", hold)
 		require.Empty(t, a.lease(1, 0))
+
+		// An admin lifts the hold; the agent itself cannot.
+		env.call("POST", "/v1/agents/"+again.id+"/resume", again.token, nil).must(t, http.StatusForbidden)
+		env.call("POST", "/v1/agents/"+again.id+"/resume", env.admin, nil).must(t, http.StatusNoContent)
+		require.Equal(t, "active", again.heartbeat(nil).must(t, http.StatusOK)["state"])
+		require.NotEmpty(t, again.lease(2, 1), "resumed, it gets work")
 	}
 
-	// An admin lifts a drain; an agent's own drain (SIGTERM) does not hold.
+	// An agent's own drain (SIGTERM) does not hold.
 	secret := env.key(openapi.ScopeAgent)
 	a := env.registerWith(secret, "self", all)
 	env.call("POST", "/v1/agents/"+a.id+"/drain", a.token, nil).must(t, http.StatusNoContent)
