@@ -180,3 +180,29 @@ func TestAgentsLeaseOnlyTheExecutorsTheyAccept(t *testing.T) {
 	env.call("POST", "/v1/agents/register", env.key(openapi.ScopeAgent), map[string]any{"name": "x", "capacity": 1,
 		"executors": []string{"python"}}).must(t, http.StatusUnprocessableEntity)
 }
+
+// TestRoutingSkipsAgentsWithoutTheExecutor: broadcast makes tasks only for
+// the agents that accept the job's executor, and the router prefers no
+// agent that could not lease the task (it would only wait to be stolen).
+func TestRoutingSkipsAgentsWithoutTheExecutor(t *testing.T) {
+	t.Parallel()
+	env := setupRouted(t)
+	shellers := []*agentClient{env.registerAgent("s1", nil, 4), env.registerAgent("s2", nil, 4)} // shell, http, handler
+	plain := env.registerWith(env.key(openapi.ScopeAgent), "plain", nil)                         // handler, http
+
+	everywhere := env.manualJob("everywhere", func(j map[string]any) { j["route"] = map[string]any{"strategy": "broadcast"} })
+	got := env.call("GET", "/v1/executions/"+env.run(everywhere, nil), env.admin, nil).must(t, http.StatusOK)
+	require.Len(t, got["tasks"], 2, "one task per agent that runs shell")
+
+	spread := env.manualJob("spread", func(j map[string]any) {
+		j["shards"] = map[string]any{"count": 6}
+		j["route"] = map[string]any{"strategy": "round_robin"}
+	})
+	env.run(spread, nil)
+	var preferredPlain int
+	require.NoError(t, env.pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM ax.task WHERE preferred_agent_id = $1", plain.id).Scan(&preferredPlain))
+	require.Zero(t, preferredPlain)
+	require.Empty(t, plain.lease(10, 0))
+	require.Len(t, shellers[0].lease(10, 0), 4, "its broadcast task and half the shards")
+}
