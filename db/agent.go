@@ -31,7 +31,10 @@ type Agent struct {
 	Executors []string
 	// DrainedAt is when an operator drained it: the drain holds across
 	// registrations until an admin resumes it.
-	DrainedAt       *time.Time
+	DrainedAt *time.Time
+	// LabelBound: it registered with a key bound to labels, so it serves
+	// only jobs targeted at labels it has, never untargeted ones.
+	LabelBound      bool
 	Running         int // as reported by heartbeat
 	Leased          int // tasks leased or running on it now (AgentList only)
 	CPU, Load1, Mem float64
@@ -62,7 +65,7 @@ func AgentInsert(ctx context.Context, e Executor, a *Agent) (*Agent, error) {
 	r, err := queries.AgentInsert(ctx, e, dbsqlc.AgentInsertParams{
 		ID: a.ID, Name: a.Name, Labels: labels, Capacity: int32(a.Capacity), Weight: int32(max(a.Weight, 1)),
 		Version: a.Version, ApiKeyID: a.APIKeyID, RegisteredBy: a.RegisteredBy,
-		Executors: cmpSlice(a.Executors, DefaultExecutors),
+		Executors: cmpSlice(a.Executors, DefaultExecutors), LabelBound: a.LabelBound,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error inserting agent: %w", mapErr(err))
@@ -155,7 +158,8 @@ func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*Agent,
 			Version: r.Version, State: r.State, Ready: r.Ready, ApiKeyID: r.ApiKeyID, Running: r.Running,
 			Cpu: r.Cpu, Load1: r.Load1, Memory: r.Memory, RegisteredAt: r.RegisteredAt,
 			LastHeartbeatAt: r.LastHeartbeatAt, Weight: r.Weight, QuarantinedAt: r.QuarantinedAt,
-			Executors: r.Executors, RegisteredBy: r.RegisteredBy, DrainedAt: r.DrainedAt}, int(r.Leased))
+			Executors: r.Executors, RegisteredBy: r.RegisteredBy, DrainedAt: r.DrainedAt, LabelBound: r.LabelBound},
+			int(r.Leased))
 		if err != nil {
 			return nil, err
 		}
@@ -178,7 +182,7 @@ func AgentMarkOffline(ctx context.Context, e Executor, silent time.Duration) ([]
 func agentFromRow(r dbsqlc.AxAgent, leased int) (*Agent, error) {
 	a := &Agent{ID: r.ID, Name: r.Name, Capacity: int(r.Capacity), Weight: int(r.Weight), Version: r.Version,
 		State: string(r.State), QuarantinedAt: utcPtr(r.QuarantinedAt), DrainedAt: utcPtr(r.DrainedAt),
-		Executors: r.Executors, RegisteredBy: r.RegisteredBy,
+		Executors: r.Executors, RegisteredBy: r.RegisteredBy, LabelBound: r.LabelBound,
 		Ready: r.Ready, APIKeyID: r.ApiKeyID, Running: int(r.Running), Leased: leased, CPU: r.Cpu,
 		Load1: r.Load1, Mem: r.Memory, RegisteredAt: r.RegisteredAt.UTC(), LastHeartbeatAt: r.LastHeartbeatAt.UTC()}
 	if err := json.Unmarshal(r.Labels, &a.Labels); err != nil {
@@ -192,6 +196,7 @@ type Candidate struct {
 	ID              uuid.UUID
 	Labels          map[string]string
 	Executors       []string // task kinds it accepts
+	LabelBound      bool     // takes no untargeted job
 	Capacity        int
 	Weight          int
 	Healthy         bool // active and ready (not quarantined)
@@ -209,7 +214,7 @@ func AgentListCandidates(ctx context.Context, e Executor, live time.Duration) ([
 	}
 	out := make([]*Candidate, len(rows))
 	for i, r := range rows {
-		c := &Candidate{ID: r.ID, Executors: r.Executors, Capacity: int(r.Capacity), Weight: int(r.Weight),
+		c := &Candidate{ID: r.ID, Executors: r.Executors, LabelBound: r.LabelBound, Capacity: int(r.Capacity), Weight: int(r.Weight),
 			Healthy: r.State == dbsqlc.AxAgentStateActive && r.Ready, Running: int(max(r.Running, r.Leased)),
 			CPU: r.Cpu, Load1: r.Load1, AvgTaskDuration: time.Duration(r.AvgSeconds * float64(time.Second))}
 		if err := json.Unmarshal(r.Labels, &c.Labels); err != nil {

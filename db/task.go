@@ -46,8 +46,11 @@ type TaskLeaseParams struct {
 	// AgentExecutors are the task kinds the agent accepts; tasks of other
 	// kinds are never leased to it. Empty: DefaultExecutors.
 	AgentExecutors []string
-	Max            int
-	Lease          time.Duration
+	// AgentLabelBound: the agent registered with a key bound to labels and
+	// takes no task of an untargeted job.
+	AgentLabelBound bool
+	Max             int
+	Lease           time.Duration
 	// StealAfter is how long a task routed to another agent waits before
 	// this one may take it (its runner-up first; anyone after three times
 	// as long).
@@ -102,6 +105,7 @@ func leasePickParams(p *TaskLeaseParams) (dbsqlc.TaskLeasePickParams, error) {
 	}
 	pick := dbsqlc.TaskLeasePickParams{
 		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, Executors: cmpSlice(p.AgentExecutors, DefaultExecutors),
+		LabelBound:   p.AgentLabelBound,
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
 		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{},
 	}
@@ -338,7 +342,7 @@ func TaskNextReady(ctx context.Context, e Executor, p *TaskLeaseParams) (time.Du
 	}
 	ms, err := queries.TaskNextReady(ctx, e, dbsqlc.TaskNextReadyParams{AgentID: &p.AgentID,
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
-		AgentLabels: labels, Executors: cmpSlice(p.AgentExecutors, DefaultExecutors)})
+		AgentLabels: labels, Executors: cmpSlice(p.AgentExecutors, DefaultExecutors), LabelBound: p.AgentLabelBound})
 	if err != nil {
 		return 0, fmt.Errorf("error finding next ready task: %w", mapErr(err))
 	}

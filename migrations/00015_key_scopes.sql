@@ -58,6 +58,9 @@ ALTER TABLE ax.agent
     ADD COLUMN executors text[] NOT NULL DEFAULT '{handler,http}',
     ADD COLUMN registered_by uuid,
     ADD COLUMN drained_at timestamptz,
+    -- label_bound: registered with a key bound to labels, the agent serves
+    -- only jobs targeted at labels it has, never untargeted ones.
+    ADD COLUMN label_bound boolean NOT NULL DEFAULT false,
     DROP CONSTRAINT agent_quarantined_at_set,
     ADD CONSTRAINT agent_quarantined_at_set CHECK (state <> 'quarantined' OR quarantined_at IS NOT NULL),
     ADD CONSTRAINT agent_executors_known CHECK (
@@ -71,7 +74,8 @@ CREATE VIEW ax.tasks_without_agent AS
 SELECT t.id AS task_id, t.execution_id, j.name AS job, j.group_name, j.executor_kind, j.target_labels,
        t.not_before,
        CASE WHEN NOT EXISTS (SELECT 1 FROM ax.agent a
-                             WHERE a.state IN ('active', 'quarantined') AND j.target_labels <@ a.labels)
+                             WHERE a.state IN ('active', 'quarantined') AND j.target_labels <@ a.labels
+                               AND (NOT a.label_bound OR j.target_labels <> '{}'))
             THEN 'no live agent has the labels ' || j.target_labels::text
             ELSE 'no live agent with the labels ' || j.target_labels::text || ' accepts executor '
                  || j.executor_kind::text || ' (agents list theirs in AX_EXECUTORS)'
@@ -81,6 +85,7 @@ JOIN ax.job j ON j.id = t.job_id
 WHERE t.state = 'pending' AND NOT t.agentless
   AND NOT EXISTS (SELECT 1 FROM ax.agent a
                   WHERE a.state IN ('active', 'quarantined') AND j.target_labels <@ a.labels
+                    AND (NOT a.label_bound OR j.target_labels <> '{}')
                     AND j.executor_kind::text = ANY (a.executors));
 
 -- +goose Down
@@ -91,6 +96,7 @@ ALTER TABLE ax.agent
     DROP CONSTRAINT agent_executors_known,
     DROP CONSTRAINT agent_quarantined_at_set,
     ADD CONSTRAINT agent_quarantined_at_set CHECK ((state = 'quarantined') = (quarantined_at IS NOT NULL)),
+    DROP COLUMN label_bound,
     DROP COLUMN drained_at,
     DROP COLUMN registered_by,
     DROP COLUMN executors;

@@ -178,7 +178,7 @@ func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInpu
 	}
 	agent, err := h.agents.Register(ctx, &db.Agent{ID: id, Name: in.Body.Name, Labels: in.Body.Labels,
 		Capacity: in.Body.Capacity, Weight: in.Body.Weight, Version: in.Body.Version, APIKeyID: key.ID,
-		RegisteredBy: &caller.ID, Executors: in.Body.Executors})
+		RegisteredBy: &caller.ID, Executors: in.Body.Executors, LabelBound: caller.Labels != nil})
 	if err != nil {
 		return nil, err
 	}

@@ -21,8 +21,8 @@ func (e *apiEnv) limitedKey(limits openapi.KeyLimits, scopes ...string) string {
 
 // TestAgentKeyBoundToLabels (item 7): an agent key bound to pool=billing
 // registers no agent with other labels (403 naming the field), and its
-// agents lease nothing outside that pool; their own tokens register
-// nothing.
+// agents lease nothing outside that pool, not even untargeted jobs; their
+// own tokens register nothing.
 func TestAgentKeyBoundToLabels(t *testing.T) {
 	t.Parallel()
 	env := setupWithAgents(t, queue.AgentConfig{})
@@ -52,12 +52,18 @@ func TestAgentKeyBoundToLabels(t *testing.T) {
 		return env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
 	}
 	billing, payments := jobIn("bill", "billing"), jobIn("pay", "payments")
+	anywhere := env.call("POST", "/v1/jobs", env.admin, cronJob("any", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
 	env.trigger(payments, "", "").must(t, http.StatusAccepted)
+	env.trigger(anywhere, "", "").must(t, http.StatusAccepted)
 	env.trigger(billing, "", "").must(t, http.StatusAccepted)
 	tasks := biller.lease(10, 1)
 	require.Len(t, tasks, 1)
 	require.Equal(t, billing, tasks[0]["job_id"])
-	require.Empty(t, biller.lease(10, 1), "the payments task is not the billing agent's")
+	require.Empty(t, biller.lease(10, 1), "neither the payments task nor an untargeted one is the billing agent's")
+	free := env.registerAgent("free", nil, 4) // registered with an unbound key
+	got := free.lease(10, 1)
+	require.Len(t, got, 1)
+	require.Equal(t, anywhere, got[0]["job_id"])
 }
 
 // TestKeyLimitedToGroups (item 11): a submit key limited to group billing

@@ -189,10 +189,10 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 }
 
 // leaseParams asks for up to limit tasks agent may run: of its labels
-// and executor kinds.
+// and executor kinds (and targeted, when its key bound its labels).
 func (s *AgentService) leaseParams(agent *db.Agent, limit int) *db.TaskLeaseParams {
 	return &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels, AgentExecutors: agent.Executors,
-		Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter}
+		AgentLabelBound: agent.LabelBound, Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter}
 }
 
 // lease takes tokens of the rate classes that have tasks waiting (a short

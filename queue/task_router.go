@@ -186,7 +186,8 @@ func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]
 	bp := &batchPool{excluded: map[string]*routing.Pool{}}
 	var members []string
 	for _, c := range candidates {
-		if !labelsMatch(c.Labels, target) || (kind != "" && !slices.Contains(c.Executors, kind)) {
+		if !labelsMatch(c.Labels, target) || (kind != "" && !slices.Contains(c.Executors, kind)) ||
+			(c.LabelBound && len(target) == 0) {
 			continue
 		}
 		a := routing.Agent{ID: c.ID.String(), Weight: c.Weight, Capacity: c.Capacity, Running: c.Running,

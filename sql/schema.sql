@@ -288,6 +288,7 @@ CREATE TABLE ax.agent (
     executors text[] DEFAULT '{handler,http}'::text[] NOT NULL,
     registered_by uuid,
     drained_at timestamp with time zone,
+    label_bound boolean DEFAULT false NOT NULL,
     CONSTRAINT agent_capacity_range CHECK (((capacity >= 1) AND (capacity <= 10000))),
     CONSTRAINT agent_executors_known CHECK (((cardinality(executors) > 0) AND (executors <@ ARRAY['shell'::text, 'http'::text, 'handler'::text]))),
     CONSTRAINT agent_labels_is_object CHECK ((jsonb_typeof(labels) = 'object'::text)),
@@ -901,14 +902,14 @@ CREATE VIEW ax.tasks_without_agent AS
         CASE
             WHEN (NOT (EXISTS ( SELECT 1
                FROM ax.agent a
-              WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels))))) THEN ('no live agent has the labels '::text || (j.target_labels)::text)
+              WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)))))) THEN ('no live agent has the labels '::text || (j.target_labels)::text)
             ELSE (((('no live agent with the labels '::text || (j.target_labels)::text) || ' accepts executor '::text) || (j.executor_kind)::text) || ' (agents list theirs in AX_EXECUTORS)'::text)
         END AS reason
    FROM (ax.task t
      JOIN ax.job j ON ((j.id = t.job_id)))
   WHERE ((t.state = 'pending'::ax.task_state) AND (NOT t.agentless) AND (NOT (EXISTS ( SELECT 1
            FROM ax.agent a
-          WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((j.executor_kind)::text = ANY (a.executors)))))));
+          WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)) AND ((j.executor_kind)::text = ANY (a.executors)))))));
 
 --
 -- Name: upcoming_hour; Type: VIEW; Schema: ax; Owner: -

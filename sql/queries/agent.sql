@@ -10,10 +10,10 @@ WITH prior AS (
     ORDER BY p.registered_at DESC
     LIMIT 1
 )
-INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, registered_by, executors, ready,
-                      state, drained_at, quarantined_at, last_probe_at)
+INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, registered_by, executors, label_bound,
+                      ready, state, drained_at, quarantined_at, last_probe_at)
 SELECT @id, @name, @labels, @capacity, @weight, @version, @api_key_id, @registered_by,
-       @executors::text[], false,
+       @executors::text[], @label_bound, false,
        (CASE WHEN prior.drained_at IS NOT NULL THEN 'draining'
              WHEN prior.quarantined_at IS NOT NULL THEN 'quarantined'
              ELSE 'active' END)::ax.agent_state,
@@ -88,7 +88,7 @@ ORDER BY a.name, a.id;
 -- quarantined (unhealthy), heard from within @live_seconds, with their
 -- labels, executors, load, weight and recent average task duration.
 -- name: AgentListCandidates :many
-SELECT a.id, a.labels, a.executors, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
+SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
                  FROM ax.task_event e JOIN ax.task t ON t.id = e.task_id

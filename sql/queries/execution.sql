@@ -53,6 +53,7 @@ WITH execs AS (
     SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
     FROM execs x
     JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
+         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
     WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
       AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision)
     WINDOW w AS (PARTITION BY x.id ORDER BY a.id)

@@ -9,7 +9,8 @@
 -- labels must be a subset of the agent's, and its executor kind one the
 -- agent accepts (@executors): a task of another kind waits for an agent
 -- that accepts it (ax.tasks_without_agent says so), whatever routing
--- preferred. Each group reads the job by primary key per candidate, in
+-- preferred. An agent registered with a key bound to labels
+-- (@label_bound) takes no untargeted job: it serves its pools only. Each group reads the job by primary key per candidate, in
 -- index order, until it has @max: no scan of the backlog.
 --
 -- Rate classes: a class's tasks are candidates only when the call was
@@ -34,6 +35,7 @@ WITH starved AS (
       AND t.not_before <= now() - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = @agent_id
            OR (NOT t.pinned
                AND t.not_before <= now() - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
@@ -53,6 +55,7 @@ WITH starved AS (
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= now() AND NOT t.agentless
       AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -70,6 +73,7 @@ WITH starved AS (
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -91,6 +95,7 @@ WITH starved AS (
            OR t.not_before <= now() - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -382,7 +387,8 @@ FROM ax.task t
 WHERE t.state = 'pending' AND NOT t.agentless
   AND EXISTS (SELECT 1 FROM ax.job j
               WHERE j.id = t.job_id AND j.target_labels <@ @agent_labels::jsonb
-                AND j.executor_kind::text = ANY(@executors::text[]));
+                AND j.executor_kind::text = ANY(@executors::text[])
+                AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb));
 
 -- name: TaskEventListByExecution :many
 SELECT * FROM ax.task_event

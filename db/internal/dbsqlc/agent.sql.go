@@ -31,7 +31,7 @@ func (q *Queries) AgentDrainHold(ctx context.Context, db DBTX, id uuid.UUID) (in
 }
 
 const agentGetByID = `-- name: AgentGetByID :one
-SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at FROM ax.agent WHERE id = $1
+SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound FROM ax.agent WHERE id = $1
 `
 
 func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAgent, error) {
@@ -59,6 +59,7 @@ func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAg
 		&i.Executors,
 		&i.RegisteredBy,
 		&i.DrainedAt,
+		&i.LabelBound,
 	)
 	return i, err
 }
@@ -113,10 +114,10 @@ WITH prior AS (
     ORDER BY p.registered_at DESC
     LIMIT 1
 )
-INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, registered_by, executors, ready,
-                      state, drained_at, quarantined_at, last_probe_at)
+INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, registered_by, executors, label_bound,
+                      ready, state, drained_at, quarantined_at, last_probe_at)
 SELECT $1, $2, $3, $4, $5, $6, $7, $8,
-       $9::text[], false,
+       $9::text[], $10, false,
        (CASE WHEN prior.drained_at IS NOT NULL THEN 'draining'
              WHEN prior.quarantined_at IS NOT NULL THEN 'quarantined'
              ELSE 'active' END)::ax.agent_state,
@@ -124,7 +125,7 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8,
        CASE WHEN prior.quarantined_at IS NOT NULL THEN now() END
 FROM (SELECT 1) one
 LEFT JOIN prior ON true
-RETURNING id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at
+RETURNING id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound
 `
 
 type AgentInsertParams struct {
@@ -137,6 +138,7 @@ type AgentInsertParams struct {
 	ApiKeyID     uuid.UUID
 	RegisteredBy *uuid.UUID
 	Executors    []string
+	LabelBound   bool
 }
 
 // AgentInsert registers an agent. An agent of the same identity (the key
@@ -154,6 +156,7 @@ func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParam
 		arg.ApiKeyID,
 		arg.RegisteredBy,
 		arg.Executors,
+		arg.LabelBound,
 	)
 	var i AxAgent
 	err := row.Scan(
@@ -178,12 +181,13 @@ func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParam
 		&i.Executors,
 		&i.RegisteredBy,
 		&i.DrainedAt,
+		&i.LabelBound,
 	)
 	return i, err
 }
 
 const agentList = `-- name: AgentList :many
-SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_key_id, a.running, a.cpu, a.load1, a.memory, a.registered_at, a.last_heartbeat_at, a.weight, a.health_since, a.quarantined_at, a.last_probe_at, a.executors, a.registered_by, a.drained_at,
+SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_key_id, a.running, a.cpu, a.load1, a.memory, a.registered_at, a.last_heartbeat_at, a.weight, a.health_since, a.quarantined_at, a.last_probe_at, a.executors, a.registered_by, a.drained_at, a.label_bound,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce(s.succeeded, 0)::bigint AS recent_succeeded,
        coalesce(s.failed, 0)::bigint AS recent_failed,
@@ -231,6 +235,7 @@ type AgentListRow struct {
 	Executors        []string
 	RegisteredBy     *uuid.UUID
 	DrainedAt        *time.Time
+	LabelBound       bool
 	Leased           int32
 	RecentSucceeded  int64
 	RecentFailed     int64
@@ -273,6 +278,7 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64)
 			&i.Executors,
 			&i.RegisteredBy,
 			&i.DrainedAt,
+			&i.LabelBound,
 			&i.Leased,
 			&i.RecentSucceeded,
 			&i.RecentFailed,
@@ -291,7 +297,7 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64)
 }
 
 const agentListCandidates = `-- name: AgentListCandidates :many
-SELECT a.id, a.labels, a.executors, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
+SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
                  FROM ax.task_event e JOIN ax.task t ON t.id = e.task_id
@@ -306,6 +312,7 @@ type AgentListCandidatesRow struct {
 	ID         uuid.UUID
 	Labels     []byte
 	Executors  []string
+	LabelBound bool
 	Capacity   int32
 	Weight     int32
 	State      AxAgentState
@@ -333,6 +340,7 @@ func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, liveSeconds 
 			&i.ID,
 			&i.Labels,
 			&i.Executors,
+			&i.LabelBound,
 			&i.Capacity,
 			&i.Weight,
 			&i.State,

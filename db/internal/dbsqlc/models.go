@@ -991,6 +991,7 @@ type AxAgent struct {
 	Executors       []string
 	RegisteredBy    *uuid.UUID
 	DrainedAt       *time.Time
+	LabelBound      bool
 }
 
 type AxApiKey struct {

@@ -274,32 +274,34 @@ WITH starved AS (
       AND t.not_before <= now() - make_interval(secs => $1::double precision)
       AND j.target_labels <@ $2::jsonb
       AND j.executor_kind::text = ANY($3::text[])
-      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $4
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $5
            OR (NOT t.pinned
-               AND t.not_before <= now() - make_interval(secs => $5::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $4
-                    OR t.not_before <= now() - make_interval(secs => $6::double precision))))
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
+               AND t.not_before <= now() - make_interval(secs => $6::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $5
+                    OR t.not_before <= now() - make_interval(secs => $7::double precision))))
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $8::integer
+    LIMIT $9::integer
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id = $4 AND t.not_before <= now() AND NOT t.agentless
+    WHERE t.state = 'pending' AND t.preferred_agent_id = $5 AND t.not_before <= now() AND NOT t.agentless
       AND j.executor_kind::text = ANY($3::text[])
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $8::integer
+    LIMIT $9::integer
     FOR UPDATE OF t SKIP LOCKED
 ), unassigned AS (
     -- Read only when the agent's own tasks leave room.
@@ -307,16 +309,17 @@ WITH starved AS (
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
-      AND (SELECT count(*) FROM own) < $8::integer
+      AND (SELECT count(*) FROM own) < $9::integer
       AND j.target_labels <@ $2::jsonb
       AND j.executor_kind::text = ANY($3::text[])
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $8::integer
+    LIMIT $9::integer
     FOR UPDATE OF t SKIP LOCKED
 ), stealable AS (
     -- Other agents' tasks that waited past the steal delay, oldest first;
@@ -324,20 +327,21 @@ WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 3 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $4
-      AND t.not_before <= now() - make_interval(secs => $5::double precision)
-      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $8::integer
-      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $4
-           OR t.not_before <= now() - make_interval(secs => $6::double precision))
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $5
+      AND t.not_before <= now() - make_interval(secs => $6::double precision)
+      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $9::integer
+      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $5
+           OR t.not_before <= now() - make_interval(secs => $7::double precision))
       AND j.target_labels <@ $2::jsonb
       AND j.executor_kind::text = ANY($3::text[])
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $8::integer
+    LIMIT $9::integer
     FOR UPDATE OF t SKIP LOCKED
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
@@ -349,14 +353,14 @@ WITH starved AS (
     SELECT id, execution_id, rate_class, priority, created_at, grp
     FROM candidates
     ORDER BY grp, priority DESC, created_at
-    LIMIT $8::integer
+    LIMIT $9::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
     SELECT f.id, f.execution_id
     FROM (SELECT id, execution_id, rate_class,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
           FROM firsts) f
-    LEFT JOIN (SELECT unnest($7::text[]) AS name, unnest($9::integer[]) AS cap) g
+    LEFT JOIN (SELECT unnest($8::text[]) AS name, unnest($10::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 )
@@ -367,6 +371,7 @@ type TaskLeasePickParams struct {
 	StarveSeconds   float64
 	AgentLabels     []byte
 	Executors       []string
+	LabelBound      bool
 	AgentID         *uuid.UUID
 	StealSeconds    float64
 	StealAnySeconds float64
@@ -391,7 +396,8 @@ type TaskLeasePickRow struct {
 // labels must be a subset of the agent's, and its executor kind one the
 // agent accepts (@executors): a task of another kind waits for an agent
 // that accepts it (ax.tasks_without_agent says so), whatever routing
-// preferred. Each group reads the job by primary key per candidate, in
+// preferred. An agent registered with a key bound to labels
+// (@label_bound) takes no untargeted job: it serves its pools only. Each group reads the job by primary key per candidate, in
 // index order, until it has @max: no scan of the backlog.
 //
 // Rate classes: a class's tasks are candidates only when the call was
@@ -412,6 +418,7 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 		arg.StarveSeconds,
 		arg.AgentLabels,
 		arg.Executors,
+		arg.LabelBound,
 		arg.AgentID,
 		arg.StealSeconds,
 		arg.StealAnySeconds,
@@ -616,7 +623,8 @@ FROM ax.task t
 WHERE t.state = 'pending' AND NOT t.agentless
   AND EXISTS (SELECT 1 FROM ax.job j
               WHERE j.id = t.job_id AND j.target_labels <@ $4::jsonb
-                AND j.executor_kind::text = ANY($5::text[]))
+                AND j.executor_kind::text = ANY($5::text[])
+                AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb))
 `
 
 type TaskNextReadyParams struct {
@@ -625,6 +633,7 @@ type TaskNextReadyParams struct {
 	StealAnySeconds float64
 	AgentLabels     []byte
 	Executors       []string
+	LabelBound      bool
 }
 
 // TaskNextReady says how long until the earliest pending task becomes
@@ -641,6 +650,7 @@ func (q *Queries) TaskNextReady(ctx context.Context, db DBTX, arg TaskNextReadyP
 		arg.StealAnySeconds,
 		arg.AgentLabels,
 		arg.Executors,
+		arg.LabelBound,
 	)
 	var millis int64
 	err := row.Scan(&millis)
