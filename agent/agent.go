@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,11 @@ type Config struct {
 	Name string
 	// Labels are matched against jobs' target labels.
 	Labels map[string]string
+	// Executors are the task kinds the agent runs: KindShell, KindHTTP,
+	// KindHandler. The server hands it no other kind, and the agent refuses
+	// any other kind it is handed. Defaults to handler and http: shell
+	// commands run only on agents that list KindShell.
+	Executors []string
 	// Capacity is how many tasks run at once. Defaults to 4.
 	Capacity int
 	// Weight is the agent's share of work under the weighted routing
@@ -76,8 +82,8 @@ type Config struct {
 	Server Server
 	// SelfCheck decides when the agent's executors are usable: the agent
 	// reports itself not ready, and leases nothing, until it passes.
-	// Defaults to ShellSelfCheck; CommandSelfCheck makes one of an
-	// operator's command.
+	// Defaults to ShellSelfCheck when Executors include shell, else to no
+	// check; CommandSelfCheck makes one of an operator's command.
 	SelfCheck func(context.Context) error
 	// SelfCheckRetry is how long the agent waits before running a failed
 	// self-check again. Defaults to 10 seconds.
@@ -88,6 +94,9 @@ func (c Config) withDefaults() Config {
 	host, _ := os.Hostname()
 	c.Name = cmp.Or(c.Name, host, "ax-agent")
 	c.Capacity = cmp.Or(c.Capacity, 4)
+	if len(c.Executors) == 0 {
+		c.Executors = DefaultExecutors()
+	}
 	c.DrainGrace = cmp.Or(c.DrainGrace, 90*time.Second)
 	c.KillGrace = cmp.Or(c.KillGrace, 5*time.Second)
 	c.LeaseWait = cmp.Or(c.LeaseWait, 25*time.Second)
@@ -100,7 +109,10 @@ func (c Config) withDefaults() Config {
 		c.HTTPClient = &http.Client{}
 	}
 	if c.SelfCheck == nil {
-		c.SelfCheck = ShellSelfCheck
+		c.SelfCheck = noSelfCheck
+		if slices.Contains(c.Executors, KindShell) {
+			c.SelfCheck = ShellSelfCheck
+		}
 	}
 	return c
 }
@@ -128,6 +140,11 @@ func (c Config) validate() error {
 	for _, d := range []time.Duration{c.HeartbeatInterval, c.DrainGrace, c.KillGrace, c.LeaseWait, c.SelfCheckRetry} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("negative duration %s", d))
+		}
+	}
+	for i, kind := range c.Executors {
+		if !slices.Contains([]string{KindShell, KindHTTP, KindHandler}, kind) || slices.Contains(c.Executors[:i], kind) {
+			errs = append(errs, fmt.Errorf("executor %q is unknown or listed twice: use shell, http, handler", kind))
 		}
 	}
 	for k := range c.Labels {
@@ -179,10 +196,14 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.server = s
 	}
-	a.executors = map[string]executor{
+	all := map[string]executor{
 		KindShell:   &shellExecutor{shell: "/bin/sh", killGrace: cfg.KillGrace},
 		KindHTTP:    &httpExecutor{client: cfg.HTTPClient},
 		KindHandler: &handlerExecutor{handlers: handlerLookup{a.handlers, defaultHandlers}},
+	}
+	a.executors = map[string]executor{}
+	for _, kind := range cfg.Executors {
+		a.executors[kind] = all[kind]
 	}
 	a.sessions = newSessions(a.register)
 	a.running = newRunningSet(time.Now, a.wake)
@@ -341,7 +362,7 @@ func (a *Agent) deregister(ctx context.Context) {
 // server is away.
 func (a *Agent) register(ctx context.Context) (Credentials, error) {
 	reg := Registration{Name: a.cfg.Name, Labels: a.cfg.Labels, Capacity: a.cfg.Capacity, Weight: a.cfg.Weight,
-		Version: a.cfg.Version}
+		Version: a.cfg.Version, Executors: a.cfg.Executors}
 	var creds Credentials
 	err := a.retry(ctx, "register", func(ctx context.Context) error {
 		var err error
@@ -351,7 +372,7 @@ func (a *Agent) register(ctx context.Context) (Credentials, error) {
 	if err != nil {
 		return creds, err
 	}
-	a.log.InfoContext(ctx, "agent registered", "agent_id", creds.AgentID, "name", reg.Name,
+	a.log.InfoContext(ctx, "agent registered", "agent_id", creds.AgentID, "name", reg.Name, "executors", reg.Executors,
 		"capacity", reg.Capacity, "weight", reg.Weight, "lease_seconds", creds.LeaseSeconds)
 	return creds, nil
 }

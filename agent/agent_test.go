@@ -567,7 +567,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestAgentRunsShellTask(t *testing.T) {
 	t.Parallel()
 	d := newServerDouble()
-	a := newTestAgent(t, d, Config{SelfCheck: ShellSelfCheck})
+	a := newTestAgent(t, d, Config{SelfCheck: ShellSelfCheck, Executors: []string{KindShell, KindHTTP, KindHandler}})
 	d.add(LeasedTask{TaskID: "sh", ExecutionID: "e1", JobID: "j1", ShardIndex: 1, ShardTotal: 2, Attempt: 1,
 		Executor: Executor{Kind: KindShell, Command: `echo "shard $AX_SHARD_INDEX of $AX_SHARD_TOTAL"; echo warn >&2; exit 4`}},
 		LeasedTask{TaskID: "odd", Executor: Executor{Kind: "python"}})

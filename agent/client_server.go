@@ -66,6 +66,13 @@ func (c *ClientServer) Register(ctx context.Context, key string, reg Registratio
 		weight := int64(reg.Weight)
 		body.Weight = &weight
 	}
+	if len(reg.Executors) > 0 {
+		kinds := make([]client.AgentRegistrationExecutors, len(reg.Executors))
+		for i, k := range reg.Executors {
+			kinds[i] = client.AgentRegistrationExecutors(k)
+		}
+		body.Executors = &kinds
+	}
 	resp, err := c.api.RegisterAgentWithResponse(ctx, body, bearer(key))
 	if err := check("register", resp, err); err != nil {
 		var se *StatusError

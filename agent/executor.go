@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 )
 
 // Executor kinds a task can have.
@@ -21,10 +22,19 @@ type executor interface {
 	execute(ctx context.Context, t LeasedTask, out *taskOutput, log *slog.Logger) (json.RawMessage, error)
 }
 
-// executorFor picks the executor of a task's kind.
+// DefaultExecutors are the kinds an agent runs unless configured
+// otherwise: shell commands need an agent that enables them.
+func DefaultExecutors() []string { return []string{KindHandler, KindHTTP} }
+
+// executorFor picks the executor of a task's kind; kinds the agent was not
+// configured for are refused, whatever the server sent.
 func (a *Agent) executorFor(kind string) (executor, error) {
 	if e, ok := a.executors[kind]; ok {
 		return e, nil
 	}
-	return nil, fmt.Errorf("executor kind %q is not supported by this agent (it runs shell, http and handler)", kind)
+	if kind != KindShell && kind != KindHTTP && kind != KindHandler {
+		return nil, fmt.Errorf("executor kind %q is not supported by this agent (it knows shell, http and handler)", kind)
+	}
+	return nil, fmt.Errorf("executor kind %q is not enabled on this agent (it runs %s; see Config.Executors, AX_EXECUTORS)",
+		kind, strings.Join(a.cfg.Executors, ", "))
 }

@@ -12,11 +12,15 @@ import (
 // selfCheckTimeout bounds one run of a self-check command.
 const selfCheckTimeout = 10 * time.Second
 
-// ShellSelfCheck is the default Config.SelfCheck: the shell executor is
-// usable when /bin/sh runs `true`.
+// ShellSelfCheck is the default Config.SelfCheck of agents with the shell
+// executor: it is usable when /bin/sh runs `true`.
 func ShellSelfCheck(ctx context.Context) error {
 	return runCheck(ctx, "true")
 }
+
+// noSelfCheck is the default Config.SelfCheck of an agent without the
+// shell executor: nothing to check.
+func noSelfCheck(context.Context) error { return nil }
 
 // CommandSelfCheck returns a Config.SelfCheck that runs command with
 // /bin/sh -c (so it checks the shell executor too): the agent is ready once

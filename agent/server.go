@@ -58,6 +58,8 @@ type Registration struct {
 	// choose (1).
 	Weight  int    `json:"weight,omitempty"`
 	Version string `json:"version,omitempty"`
+	// Executors are the task kinds the agent accepts.
+	Executors []string `json:"executors,omitempty"`
 }
 
 // Credentials are what a registered agent uses from then on.

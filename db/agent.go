@@ -15,15 +15,26 @@ import (
 
 // Agent is a worker machine's agent as the server knows it.
 type Agent struct {
-	ID              uuid.UUID
-	Name            string
-	Labels          map[string]string
-	Capacity        int
-	Weight          int // share under the weighted strategy; defaults to 1
-	Version         string
-	State           string
-	Ready           bool
-	APIKeyID        uuid.UUID
+	ID       uuid.UUID
+	Name     string
+	Labels   map[string]string
+	Capacity int
+	Weight   int // share under the weighted strategy; defaults to 1
+	Version  string
+	State    string
+	Ready    bool
+	APIKeyID uuid.UUID
+	// RegisteredBy is the key the agent registered with; with Name, its
+	// identity across registrations.
+	RegisteredBy *uuid.UUID
+	// Executors are the task kinds it accepts (shell, http, handler).
+	Executors []string
+	// DrainedAt is when an operator drained it: the drain holds across
+	// registrations until an admin resumes it.
+	DrainedAt *time.Time
+	// LabelBound: it registered with a key bound to labels, so it serves
+	// only jobs targeted at labels it has, never untargeted ones.
+	LabelBound      bool
 	Running         int // as reported by heartbeat
 	Leased          int // tasks leased or running on it now (AgentList only)
 	CPU, Load1, Mem float64
@@ -43,7 +54,9 @@ type AgentRecord struct {
 }
 
 // AgentInsert registers an agent; it starts not ready until its first
-// heartbeat says otherwise.
+// heartbeat says otherwise, and draining or quarantined when an agent of
+// its identity (RegisteredBy and Name) was drained by an operator or
+// quarantined. Executors default to handler and http.
 func AgentInsert(ctx context.Context, e Executor, a *Agent) (*Agent, error) {
 	labels, err := json.Marshal(nonNilMap(a.Labels))
 	if err != nil {
@@ -51,7 +64,8 @@ func AgentInsert(ctx context.Context, e Executor, a *Agent) (*Agent, error) {
 	}
 	r, err := queries.AgentInsert(ctx, e, dbsqlc.AgentInsertParams{
 		ID: a.ID, Name: a.Name, Labels: labels, Capacity: int32(a.Capacity), Weight: int32(max(a.Weight, 1)),
-		Version: a.Version, ApiKeyID: a.APIKeyID,
+		Version: a.Version, ApiKeyID: a.APIKeyID, RegisteredBy: a.RegisteredBy,
+		Executors: cmpSlice(a.Executors, DefaultExecutors), LabelBound: a.LabelBound,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error inserting agent: %w", mapErr(err))
@@ -95,6 +109,42 @@ func AgentSetState(ctx context.Context, e Executor, id uuid.UUID, state string) 
 	return nil
 }
 
+// AgentDrainHold drains an agent on an operator's word: the drain holds
+// across deregistration and registering again, until AgentResume.
+func AgentDrainHold(ctx context.Context, e Executor, id uuid.UUID) error {
+	n, err := queries.AgentDrainHold(ctx, e, id)
+	if err != nil {
+		return fmt.Errorf("error draining agent %s: %w", id, mapErr(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("error draining agent %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// AgentResume lifts an operator's drain and a quarantine.
+func AgentResume(ctx context.Context, e Executor, id uuid.UUID) error {
+	n, err := queries.AgentResume(ctx, e, id)
+	if err != nil {
+		return fmt.Errorf("error resuming agent %s: %w", id, mapErr(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("error resuming agent %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// DefaultExecutors are the task kinds an agent accepts when it does not
+// say: shell runs only where an agent enables it.
+var DefaultExecutors = []string{"handler", "http"}
+
+func cmpSlice(s, fallback []string) []string {
+	if len(s) == 0 {
+		return fallback
+	}
+	return s
+}
+
 // AgentList returns every agent with its current lease count and its
 // record over the last window.
 func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*Agent, error) {
@@ -107,7 +157,9 @@ func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*Agent,
 		a, err := agentFromRow(dbsqlc.AxAgent{ID: r.ID, Name: r.Name, Labels: r.Labels, Capacity: r.Capacity,
 			Version: r.Version, State: r.State, Ready: r.Ready, ApiKeyID: r.ApiKeyID, Running: r.Running,
 			Cpu: r.Cpu, Load1: r.Load1, Memory: r.Memory, RegisteredAt: r.RegisteredAt,
-			LastHeartbeatAt: r.LastHeartbeatAt, Weight: r.Weight, QuarantinedAt: r.QuarantinedAt}, int(r.Leased))
+			LastHeartbeatAt: r.LastHeartbeatAt, Weight: r.Weight, QuarantinedAt: r.QuarantinedAt,
+			Executors: r.Executors, RegisteredBy: r.RegisteredBy, DrainedAt: r.DrainedAt, LabelBound: r.LabelBound},
+			int(r.Leased))
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +181,8 @@ func AgentMarkOffline(ctx context.Context, e Executor, silent time.Duration) ([]
 
 func agentFromRow(r dbsqlc.AxAgent, leased int) (*Agent, error) {
 	a := &Agent{ID: r.ID, Name: r.Name, Capacity: int(r.Capacity), Weight: int(r.Weight), Version: r.Version,
-		State: string(r.State), QuarantinedAt: utcPtr(r.QuarantinedAt),
+		State: string(r.State), QuarantinedAt: utcPtr(r.QuarantinedAt), DrainedAt: utcPtr(r.DrainedAt),
+		Executors: r.Executors, RegisteredBy: r.RegisteredBy, LabelBound: r.LabelBound,
 		Ready: r.Ready, APIKeyID: r.ApiKeyID, Running: int(r.Running), Leased: leased, CPU: r.Cpu,
 		Load1: r.Load1, Mem: r.Memory, RegisteredAt: r.RegisteredAt.UTC(), LastHeartbeatAt: r.LastHeartbeatAt.UTC()}
 	if err := json.Unmarshal(r.Labels, &a.Labels); err != nil {
@@ -142,6 +195,8 @@ func agentFromRow(r dbsqlc.AxAgent, leased int) (*Agent, error) {
 type Candidate struct {
 	ID              uuid.UUID
 	Labels          map[string]string
+	Executors       []string // task kinds it accepts
+	LabelBound      bool     // takes no untargeted job
 	Capacity        int
 	Weight          int
 	Healthy         bool // active and ready (not quarantined)
@@ -159,7 +214,7 @@ func AgentListCandidates(ctx context.Context, e Executor, live time.Duration) ([
 	}
 	out := make([]*Candidate, len(rows))
 	for i, r := range rows {
-		c := &Candidate{ID: r.ID, Capacity: int(r.Capacity), Weight: int(r.Weight),
+		c := &Candidate{ID: r.ID, Executors: r.Executors, LabelBound: r.LabelBound, Capacity: int(r.Capacity), Weight: int(r.Weight),
 			Healthy: r.State == dbsqlc.AxAgentStateActive && r.Ready, Running: int(max(r.Running, r.Leased)),
 			CPU: r.Cpu, Load1: r.Load1, AvgTaskDuration: time.Duration(r.AvgSeconds * float64(time.Second))}
 		if err := json.Unmarshal(r.Labels, &c.Labels); err != nil {

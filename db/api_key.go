@@ -2,6 +2,8 @@ package db
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,35 +14,75 @@ import (
 
 // APIKey is a stored API key; the secret itself is never stored.
 type APIKey struct {
-	ID         uuid.UUID
-	Name       string
-	Prefix     string
-	Scopes     []string
+	ID     uuid.UUID
+	Name   string
+	Prefix string
+	Scopes []string
+	// Labels binds an agent key: its agents may declare only these labels,
+	// each with one of the listed values. Nil: any labels.
+	Labels map[string][]string
+	// Groups limits the key to the jobs and runs of these job groups. Nil:
+	// every group.
+	Groups []string
+	// MintedBy is the key that registered the agent this key belongs to;
+	// revoking that key revokes this one. Nil for keys made by operators.
+	MintedBy   *uuid.UUID
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
 }
 
 // APIKeyInsertParams describes a new key: Hash is SHA-256 of the secret,
-// Prefix its first characters (shown in listings to tell keys apart).
+// Prefix its first characters (shown in listings to tell keys apart);
+// Labels, Groups and MintedBy as in APIKey.
 type APIKeyInsertParams struct {
-	ID     uuid.UUID
-	Name   string
-	Hash   []byte
-	Prefix string
-	Scopes []string
+	ID       uuid.UUID
+	Name     string
+	Hash     []byte
+	Prefix   string
+	Scopes   []string
+	Labels   map[string][]string
+	Groups   []string
+	MintedBy *uuid.UUID
+}
+
+func encodeKeyLabels(labels map[string][]string) ([]byte, error) {
+	if labels == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(labels)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding key labels: %w", err)
+	}
+	return b, nil
+}
+
+func decodeKeyLabels(raw []byte) (map[string][]string, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var labels map[string][]string
+	if err := json.Unmarshal(raw, &labels); err != nil {
+		return nil, fmt.Errorf("error decoding key labels: %w", err)
+	}
+	return labels, nil
 }
 
 // APIKeyInsert stores a new key.
 func APIKeyInsert(ctx context.Context, e Executor, p *APIKeyInsertParams) (*APIKey, error) {
+	labels, err := encodeKeyLabels(p.Labels)
+	if err != nil {
+		return nil, err
+	}
 	r, err := queries.APIKeyInsert(ctx, e, dbsqlc.APIKeyInsertParams{
 		ID: p.ID, Name: p.Name, KeyHash: p.Hash, KeyPrefix: p.Prefix, Scopes: p.Scopes,
+		Labels: labels, Groups: p.Groups, MintedBy: p.MintedBy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error inserting api key: %w", mapErr(err))
 	}
-	return &APIKey{ID: r.ID, Name: r.Name, Prefix: r.KeyPrefix, Scopes: r.Scopes,
-		CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt}, nil
+	return &APIKey{ID: r.ID, Name: r.Name, Prefix: r.KeyPrefix, Scopes: r.Scopes, Labels: p.Labels,
+		Groups: r.Groups, MintedBy: r.MintedBy, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt}, nil
 }
 
 // APIKeyAuthenticate returns the live key with this hash, or ErrNotFound.
@@ -49,7 +91,11 @@ func APIKeyAuthenticate(ctx context.Context, e Executor, hash []byte) (*APIKey, 
 	if err != nil {
 		return nil, fmt.Errorf("error authenticating api key: %w", mapErr(err))
 	}
-	return &APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes}, nil
+	labels, err := decodeKeyLabels(r.Labels)
+	if err != nil {
+		return nil, err
+	}
+	return &APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, Labels: labels, Groups: r.Groups, MintedBy: r.MintedBy}, nil
 }
 
 // APIKeyList returns every key, revoked ones included.
@@ -60,13 +106,20 @@ func APIKeyList(ctx context.Context, e Executor) ([]*APIKey, error) {
 	}
 	keys := make([]*APIKey, 0, len(rows))
 	for _, r := range rows {
-		keys = append(keys, &APIKey{ID: r.ID, Name: r.Name, Prefix: r.KeyPrefix, Scopes: r.Scopes,
-			CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt})
+		labels, err := decodeKeyLabels(r.Labels)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, &APIKey{ID: r.ID, Name: r.Name, Prefix: r.KeyPrefix, Scopes: r.Scopes, Labels: labels,
+			Groups: r.Groups, MintedBy: r.MintedBy, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt})
 	}
 	return keys, nil
 }
 
-// APIKeyRevoke revokes a key; ErrNotFound when no live key has that id.
+// APIKeyRevoke revokes a key, and with it (trigger api_key_revoked) the
+// agent tokens it minted, whose agents go offline; ErrNotFound when no
+// live key has that id. Replicas forget their cached keys on the
+// notification ax_api_key_revoked.
 func APIKeyRevoke(ctx context.Context, e Executor, id uuid.UUID) error {
 	n, err := queries.APIKeyRevoke(ctx, e, id)
 	if err != nil {
@@ -81,6 +134,9 @@ func APIKeyRevoke(ctx context.Context, e Executor, id uuid.UUID) error {
 // APIKeyEnsure stores a key unless a key with the same hash exists (even a
 // revoked one: revoking a bootstrap key must stick).
 func APIKeyEnsure(ctx context.Context, e Executor, p *APIKeyInsertParams) error {
+	if p.Labels != nil || p.Groups != nil || p.MintedBy != nil {
+		return errors.New("error ensuring api key: bootstrap keys carry no labels, groups or minter")
+	}
 	err := queries.APIKeyEnsure(ctx, e, dbsqlc.APIKeyEnsureParams{
 		ID: p.ID, Name: p.Name, KeyHash: p.Hash, KeyPrefix: p.Prefix, Scopes: p.Scopes,
 	})

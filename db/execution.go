@@ -72,13 +72,14 @@ type ExecutionListParams struct {
 	From   *time.Time // scheduled_for >= From
 	To     *time.Time // scheduled_for < To
 	Before *uuid.UUID // last id of the previous page
+	Groups []string   // only runs of jobs of these groups; nil: all
 	Limit  int
 }
 
 // ExecutionList returns executions newest first.
 func ExecutionList(ctx context.Context, e Executor, p *ExecutionListParams) ([]*Execution, error) {
 	rows, err := queries.ExecutionList(ctx, e, dbsqlc.ExecutionListParams{
-		JobID: p.JobID, State: p.State, From: p.From, To: p.To, Before: p.Before, Max: int32(p.Limit),
+		JobID: p.JobID, State: p.State, From: p.From, To: p.To, Before: p.Before, Groups: p.Groups, Max: int32(p.Limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing executions: %w", mapErr(err))
@@ -170,4 +171,14 @@ func TriggerRecordFire(ctx context.Context, e Executor, jobID, executionID uuid.
 		return fmt.Errorf("error recording fire of job %s: %w", jobID, mapErr(err))
 	}
 	return nil
+}
+
+// ExecutionGroupByID returns the group of execution id's job; ErrNotFound
+// when there is no such execution.
+func ExecutionGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, error) {
+	g, err := queries.ExecutionGroupByID(ctx, e, id)
+	if err != nil {
+		return "", fmt.Errorf("error getting group of execution %s: %w", id, mapErr(err))
+	}
+	return g, nil
 }

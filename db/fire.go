@@ -124,7 +124,7 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 	for i, r := range taskRows {
 		tasks[i] = &NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
 			JobGroup: r.GroupName, ShardIndex: int(r.ShardIndex), ShardTotal: int(r.ShardTotal),
-			ShardParam: r.ShardParam, Pinned: r.Pinned, Agentless: r.Agentless, RouteStrategy: string(r.RouteStrategy),
+			ShardParam: r.ShardParam, Pinned: r.Pinned, Agentless: r.Agentless, RouteStrategy: string(r.RouteStrategy), ExecutorKind: r.ExecutorKind,
 			RouteKey: r.RouteKey, Params: r.Params}
 		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
 			return nil, nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)
@@ -142,6 +142,7 @@ type NewTask struct {
 	Pinned                 bool // a broadcast task, made for one agent
 	Agentless              bool // an HTTP task ax serve sends itself; agents never lease it
 	RouteStrategy          string
+	ExecutorKind           string // shell, http or handler: only agents accepting it are routed to
 	RouteKey               string // the job's template
 	TargetLabels           map[string]string
 	Params                 json.RawMessage

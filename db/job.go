@@ -159,13 +159,14 @@ type JobListParams struct {
 	Group  *string
 	Owner  *string
 	Paused *bool
+	Groups []string // only jobs of these groups; nil: all
 	Limit  int
 }
 
 // JobList returns up to Limit jobs in id (creation) order.
 func JobList(ctx context.Context, e Executor, p *JobListParams) ([]*Job, error) {
 	rows, err := queries.JobList(ctx, e, dbsqlc.JobListParams{
-		After: p.After, GroupName: p.Group, Owner: p.Owner, Paused: p.Paused, Max: int32(p.Limit),
+		After: p.After, GroupName: p.Group, Owner: p.Owner, Paused: p.Paused, Groups: p.Groups, Max: int32(p.Limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing jobs: %w", mapErr(err))
@@ -256,4 +257,14 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		return nil, fmt.Errorf("error decoding shard params of job %s: %w", r.ID, err)
 	}
 	return j, nil
+}
+
+// JobGroupByID returns the group of job id; ErrNotFound when there is no
+// such job.
+func JobGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, error) {
+	g, err := queries.JobGroupByID(ctx, e, id)
+	if err != nil {
+		return "", fmt.Errorf("error getting group of job %s: %w", id, mapErr(err))
+	}
+	return g, nil
 }

@@ -14,7 +14,7 @@ import (
 type SigningKey struct {
 	ID     uuid.UUID
 	Secret []byte
-	APIKey *APIKey // id, name and scopes of the key it acts for
+	APIKey *APIKey // id, name, scopes, labels and groups of the key it acts for
 }
 
 // APISigningKeyInsert stores a signing key for an API key.
@@ -33,7 +33,12 @@ func APISigningKeyGet(ctx context.Context, e Executor, id uuid.UUID) (*SigningKe
 	if err != nil {
 		return nil, fmt.Errorf("error getting signing key %s: %w", id, mapErr(err))
 	}
-	return &SigningKey{ID: r.ID, Secret: r.Secret, APIKey: &APIKey{ID: r.ApiKeyID, Name: r.Name, Scopes: r.Scopes}}, nil
+	labels, err := decodeKeyLabels(r.Labels)
+	if err != nil {
+		return nil, err
+	}
+	return &SigningKey{ID: r.ID, Secret: r.Secret, APIKey: &APIKey{ID: r.ApiKeyID, Name: r.Name, Scopes: r.Scopes,
+		Labels: labels, Groups: r.Groups, MintedBy: r.MintedBy}}, nil
 }
 
 // NonceCheck is what the database says of a signed request's timestamp

@@ -43,8 +43,14 @@ type LeasedTask struct {
 type TaskLeaseParams struct {
 	AgentID     uuid.UUID
 	AgentLabels map[string]string
-	Max         int
-	Lease       time.Duration
+	// AgentExecutors are the task kinds the agent accepts; tasks of other
+	// kinds are never leased to it. Empty: DefaultExecutors.
+	AgentExecutors []string
+	// AgentLabelBound: the agent registered with a key bound to labels and
+	// takes no task of an untargeted job.
+	AgentLabelBound bool
+	Max             int
+	Lease           time.Duration
 	// StealAfter is how long a task routed to another agent waits before
 	// this one may take it (its runner-up first; anyone after three times
 	// as long).
@@ -98,7 +104,8 @@ func leasePickParams(p *TaskLeaseParams) (dbsqlc.TaskLeasePickParams, error) {
 		return dbsqlc.TaskLeasePickParams{}, fmt.Errorf("error encoding agent labels: %w", err)
 	}
 	pick := dbsqlc.TaskLeasePickParams{
-		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID,
+		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, Executors: cmpSlice(p.AgentExecutors, DefaultExecutors),
+		LabelBound:   p.AgentLabelBound,
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
 		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{},
 	}
@@ -181,8 +188,21 @@ type CompletedTask struct {
 
 // TaskComplete records results with current tokens; the others match
 // nothing. Executions whose tasks all ended are finalized in the same call.
+// It is for results ax reports itself (agentless HTTP tasks); agents'
+// results go through TaskCompleteByAgent.
 func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]CompletedTask, error) {
-	p := dbsqlc.TaskCompleteParams{}
+	return taskComplete(ctx, e, nil, results)
+}
+
+// TaskCompleteByAgent is TaskComplete for results reported by an agent:
+// a result of a task whose lease another agent holds matches nothing,
+// even with the current token.
+func TaskCompleteByAgent(ctx context.Context, e Executor, agentID uuid.UUID, results []TaskResult) ([]CompletedTask, error) {
+	return taskComplete(ctx, e, &agentID, results)
+}
+
+func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results []TaskResult) ([]CompletedTask, error) {
+	p := dbsqlc.TaskCompleteParams{AgentID: agentID}
 	for _, r := range results {
 		p.TaskIds = append(p.TaskIds, r.ID)
 		p.Tokens = append(p.Tokens, r.Token)
@@ -246,7 +266,9 @@ type LogChunk struct {
 
 // TaskLogAppendParams are chunks to store and the per-task cap.
 type TaskLogAppendParams struct {
-	Chunks []LogChunk
+	// AgentID is the caller: only tasks whose lease it holds take chunks.
+	AgentID uuid.UUID
+	Chunks  []LogChunk
 	// MaxBytes caps the output stored per task, every attempt counted.
 	MaxBytes int64
 	// Marker is the message of the one event recorded when a task's output
@@ -254,11 +276,12 @@ type TaskLogAppendParams struct {
 	Marker string
 }
 
-// TaskLogAppend stores chunks of tasks whose lease is current, up to
+// TaskLogAppend stores chunks of tasks whose lease is current and held by
+// p.AgentID, up to
 // p.MaxBytes per task, and returns how many events were stored (the
 // truncation marker included).
 func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int, error) {
-	q := dbsqlc.TaskLogAppendParams{MaxBytes: p.MaxBytes, Marker: p.Marker}
+	q := dbsqlc.TaskLogAppendParams{AgentID: &p.AgentID, MaxBytes: p.MaxBytes, Marker: p.Marker}
 	for _, c := range p.Chunks {
 		q.TaskIds = append(q.TaskIds, c.ID)
 		q.Tokens = append(q.Tokens, c.Token)

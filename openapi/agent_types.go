@@ -12,6 +12,9 @@ type AgentRegistration struct {
 	Capacity int               `json:"capacity" minimum:"1" maximum:"10000" doc:"Tasks it runs at once"`
 	Weight   int               `json:"weight,omitempty" minimum:"1" maximum:"1000" default:"1" doc:"Share of work under the weighted strategy"`
 	Version  string            `json:"version,omitempty" maxLength:"100"`
+	// Executors default to handler and http when absent: shell runs only
+	// on agents that ask for it.
+	Executors []string `json:"executors,omitempty" enum:"shell,http,handler" maxItems:"3" uniqueItems:"true" example:"[\"handler\",\"http\"]" doc:"Task kinds it accepts (AX_EXECUTORS); default handler and http. It is never handed a task of another kind: shell tasks need an agent that lists shell"`
 }
 
 // AgentCredentials are what a registered agent uses from then on.

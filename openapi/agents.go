@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -88,7 +90,9 @@ type AgentInfo struct {
 	Version         string            `json:"version"`
 	RegisteredAt    time.Time         `json:"registered_at"`
 	LastHeartbeatAt time.Time         `json:"last_heartbeat_at"`
-	QuarantinedAt   *time.Time        `json:"quarantined_at,omitempty"`
+	Executors       []string          `json:"executors" doc:"Task kinds it accepts"`
+	QuarantinedAt   *time.Time        `json:"quarantined_at,omitempty" doc:"Set while quarantined; kept while offline, so the quarantine holds when it comes back"`
+	DrainedAt       *time.Time        `json:"drained_at,omitempty" doc:"When an operator drained it: the drain holds across deregistration and registering again until resumed"`
 	Recent          AgentRecentRecord `json:"recent" doc:"What it did over the server's record window (10 minutes by default)"`
 }
 
@@ -126,10 +130,11 @@ func (h *agentHandlers) register(api huma.API) {
 		"Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.",
 		http.StatusOK), h.heartbeat)
 	huma.Register(api, op("complete-tasks", "/v1/agents/{id}/complete", "Report task results",
-		"Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.",
+		"Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.",
 		http.StatusOK), h.complete)
 	huma.Register(api, op("append-task-logs", "/v1/agents/{id}/logs", "Append task output",
-		"Chunks of tasks whose lease is not current are dropped.", http.StatusNoContent), h.logs)
+		"Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.",
+		http.StatusNoContent), h.logs)
 	huma.Register(api, op("release-tasks", "/v1/agents/{id}/release", "Hand leases back",
 		"A draining agent's unfinished tasks: pending again at once, without using up an attempt.",
 		http.StatusNoContent), h.release)
@@ -137,29 +142,76 @@ func (h *agentHandlers) register(api huma.API) {
 		"The agent is offline from now; leases it still holds expire and are reaped.", http.StatusNoContent), h.deregister)
 	huma.Register(api, requireScope(huma.Operation{OperationID: "drain-agent", Method: http.MethodPost,
 		Path: "/v1/agents/{id}/drain", Tags: []string{"Agents"}, Summary: "Drain an agent",
-		Description:   "It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.",
+		Description: "It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. " +
+			"An admin's drain holds: deregistering, going offline or registering again under the same name and key " +
+			"lifts it not; resume does.",
 		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound}}, ScopeAgent), h.drain)
+	huma.Register(api, requireScope(huma.Operation{OperationID: "resume-agent", Method: http.MethodPost,
+		Path: "/v1/agents/{id}/resume", Tags: []string{"Agents"}, Summary: "Resume a drained or quarantined agent",
+		Description:   "Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).",
+		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound}}, ScopeAdmin), h.resume)
 	huma.Register(api, requireScope(huma.Operation{OperationID: "list-agents", Method: http.MethodGet,
 		Path: "/v1/agents", Tags: []string{"Agents"}, Summary: "List agents"}, ScopeRead), h.list)
 }
 
 func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInput) (*agentRegisterOutput, error) {
+	caller, _ := ctx.Value(principalKey{}).(*db.APIKey)
+	if caller == nil {
+		return nil, huma.Error401Unauthorized("no API key")
+	}
+	if caller.MintedBy != nil {
+		return nil, huma.Error403Forbidden("an agent's own token cannot register agents: register with the bootstrap key")
+	}
+	if err := checkLabelBinding(caller, in.Body.Labels); err != nil {
+		return nil, err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
 	}
-	token, key, err := CreateAPIKey(ctx, h.pool, "agent:"+in.Body.Name+":"+id.String(), []string{ScopeAgent})
+	// The agent's token is minted by the caller's key: revoking that key
+	// revokes the token (trigger api_key_revoked).
+	token, key, err := CreateAPIKeyWith(ctx, h.pool, "agent:"+in.Body.Name+":"+id.String(), []string{ScopeAgent},
+		KeyLimits{MintedBy: &caller.ID})
 	if err != nil {
 		return nil, err
 	}
 	agent, err := h.agents.Register(ctx, &db.Agent{ID: id, Name: in.Body.Name, Labels: in.Body.Labels,
-		Capacity: in.Body.Capacity, Weight: in.Body.Weight, Version: in.Body.Version, APIKeyID: key.ID})
+		Capacity: in.Body.Capacity, Weight: in.Body.Weight, Version: in.Body.Version, APIKeyID: key.ID,
+		RegisteredBy: &caller.ID, Executors: in.Body.Executors, LabelBound: caller.Labels != nil})
 	if err != nil {
 		return nil, err
 	}
 	cfg := h.agents.Config()
 	return &agentRegisterOutput{Body: AgentCredentials{AgentID: agent.ID.String(), Token: token,
 		LeaseSeconds: int(cfg.Lease.Seconds()), HeartbeatIntervalSeconds: int(cfg.HeartbeatInterval.Seconds())}}, nil
+}
+
+// checkLabelBinding refuses labels a bound agent key may not give its
+// agents: each label must be in the key's binding with one of its values.
+// (Fewer labels only narrow what the agent may lease.)
+func checkLabelBinding(key *db.APIKey, labels map[string]string) error {
+	if key.Labels == nil {
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if allowed, ok := key.Labels[k]; !ok || !slices.Contains(allowed, labels[k]) {
+			return huma.Error403Forbidden("API key "+key.Name+" may not register agents with this label",
+				&huma.ErrorDetail{Location: "body.labels." + k, Value: labels[k],
+					Message: "not in the key's label binding: " + bindingText(key.Labels)})
+		}
+	}
+	return nil
+}
+
+func bindingText(labels map[string][]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		for _, v := range labels[k] {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // agentFor loads the agent named in the path and checks that the caller
@@ -290,7 +342,8 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 }
 
 func (h *agentHandlers) logs(ctx context.Context, in *logsInput) (*struct{}, error) {
-	if _, err := h.ownAgent(ctx, in.ID); err != nil {
+	agentID, err := h.ownAgent(ctx, in.ID)
+	if err != nil {
 		return nil, err
 	}
 	chunks := make([]db.LogChunk, len(in.Body.Chunks))
@@ -301,7 +354,10 @@ func (h *agentHandlers) logs(ctx context.Context, in *logsInput) (*struct{}, err
 		}
 		chunks[i] = db.LogChunk{TaskRef: ref, Stream: c.Stream, Data: c.Data}
 	}
-	_, err := h.agents.Logs(ctx, chunks)
+	stored, err := h.agents.Logs(ctx, agentID, chunks)
+	if err == nil && stored == 0 {
+		return nil, huma.Error409Conflict("no chunk was stored: the lease tokens are not current or the tasks are not this agent's")
+	}
 	return nil, err
 }
 
@@ -331,7 +387,23 @@ func (h *agentHandlers) drain(ctx context.Context, in *agentIDInput) (*struct{},
 	if err != nil {
 		return nil, err
 	}
-	return nil, h.agents.SetState(ctx, agent.ID, "draining")
+	if key, _ := ctx.Value(principalKey{}).(*db.APIKey); key != nil && key.ID == agent.APIKeyID {
+		// The agent drains itself (SIGTERM): its next start is a fresh one.
+		return nil, h.agents.SetState(ctx, agent.ID, "draining")
+	}
+	return nil, h.agents.DrainHold(ctx, agent.ID)
+}
+
+func (h *agentHandlers) resume(ctx context.Context, in *agentIDInput) (*struct{}, error) {
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	err = h.agents.Resume(ctx, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return nil, huma.Error404NotFound("agent not found")
+	}
+	return nil, err
 }
 
 func (h *agentHandlers) list(ctx context.Context, _ *struct{}) (*agentListOutput, error) {
@@ -345,7 +417,8 @@ func (h *agentHandlers) list(ctx context.Context, _ *struct{}) (*agentListOutput
 		out.Body.Agents = append(out.Body.Agents, AgentInfo{ID: a.ID.String(), Name: a.Name, Labels: a.Labels,
 			State: a.State, Ready: a.Ready, Capacity: a.Capacity, Weight: a.Weight, Running: a.Leased, CPU: a.CPU,
 			Load1: a.Load1, Memory: a.Mem, Version: a.Version, RegisteredAt: a.RegisteredAt,
-			LastHeartbeatAt: a.LastHeartbeatAt, QuarantinedAt: a.QuarantinedAt, Recent: recentRecord(a.Recent)})
+			LastHeartbeatAt: a.LastHeartbeatAt, Executors: a.Executors, QuarantinedAt: a.QuarantinedAt,
+			DrainedAt: a.DrainedAt, Recent: recentRecord(a.Recent)})
 	}
 	return out, nil
 }

@@ -23,6 +23,7 @@ func (e *apiEnv) registerAgent(name string, labels map[string]string, capacity i
 	e.t.Helper()
 	creds := e.call("POST", "/v1/agents/register", e.key("agent"), map[string]any{
 		"name": name, "labels": labels, "capacity": capacity, "version": "test",
+		"executors": []string{"shell", "http", "handler"}, // the tests' jobs are mostly shell
 	}).must(e.t, http.StatusCreated)
 	a := &agentClient{env: e, id: creds["agent_id"].(string), token: creds["token"].(string)}
 	a.heartbeat(nil).must(e.t, http.StatusOK) // ready

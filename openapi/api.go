@@ -31,7 +31,10 @@ type Config struct {
 	Version string
 	// Metrics counts fires, dispatches and results. Nil: unregistered.
 	Metrics *queue.Metrics
-	// Notifier wakes long-polling lease requests; nil makes them poll.
+	// Notifier wakes long-polling lease requests (nil makes them poll) and
+	// tells the key cache of revocations; it must listen on
+	// queue.APIKeyRevokedChannel for that (else revoked keys work on for
+	// up to 2 s).
 	Notifier *queue.Notifier
 	// Agent tunes the agent protocol (lease length, heartbeat interval).
 	Agent queue.AgentConfig
@@ -68,6 +71,10 @@ func New(cfg Config) (http.Handler, huma.API) {
 	mux := http.NewServeMux()
 	api := humago.New(mux, apiConfig(cfg.Logger))
 	auth := &authenticator{pool: cfg.Pool, api: api, logger: cfg.Logger}
+	if cfg.Notifier != nil {
+		// Never unsubscribed: the subscription lives as long as the API.
+		auth.keys.revoked, _ = cfg.Notifier.Subscribe(queue.APIKeyRevokedChannel)
+	}
 	idem := &idempotency{pool: cfg.Pool, api: api, logger: cfg.Logger}
 	api.UseMiddleware(auth.middleware, idem.middleware)
 
@@ -75,10 +82,12 @@ func New(cfg Config) (http.Handler, huma.API) {
 	execSvc := queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)
 	callbacks := queue.NewCallbackService(cfg.Pool, cfg.Outbox, cfg.Logger)
 	urls := &urlChecker{policy: cfg.Outbound, logger: cfg.Logger}
-	jobs := &jobHandlers{jobs: jobSvc, urls: urls}
+	guard := groupGuard{pool: cfg.Pool}
+	jobs := &jobHandlers{jobs: jobSvc, urls: urls, guard: guard}
 	jobs.register(api)
-	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks}).register(api)
-	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger,
+	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks,
+		guard: guard}).register(api)
+	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
 		completer: queue.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
 	(&classHandlers{pool: cfg.Pool}).register(api)

@@ -12,10 +12,10 @@ import (
 
 // keyCacheTTL is how long an authenticated key is trusted without reading
 // it again. A busy agent makes several calls a second; reading the key
-// table for each cost two queries per task in BenchmarkEndToEnd. A revoked
-// key keeps working for at most this long on every replica: keys are
-// revoked in the database (`ax key revoke`), which tells no replica, so
-// none forgets a key before its entry expires.
+// table for each cost two queries per task in BenchmarkEndToEnd. Every
+// revocation NOTIFYs ax_api_key_revoked (a trigger) and replicas forget
+// their cache on it, so the TTL only bounds how long a revoked key works
+// when that notification is lost (or the API runs without a notifier).
 const keyCacheTTL = 2 * time.Second
 
 // maxCached bounds both caches; past it they start over.
@@ -24,6 +24,10 @@ const maxCached = 10_000
 // keyCache remembers authenticated API keys by secret hash for
 // keyCacheTTL.
 type keyCache struct {
+	// revoked receives a value when a key was revoked anywhere (the
+	// notifier's ax_api_key_revoked); nil: rely on the TTL.
+	revoked <-chan struct{}
+
 	mu      sync.Mutex
 	entries map[[32]byte]cachedKey
 }
@@ -36,6 +40,11 @@ type cachedKey struct {
 // authenticate returns the key with this hash, from the cache when fresh.
 func (c *keyCache) authenticate(ctx context.Context, e db.Executor, hash [32]byte) (*db.APIKey, error) {
 	c.mu.Lock()
+	select {
+	case <-c.revoked: // some key was revoked: trust no cached one
+		clear(c.entries)
+	default:
+	}
 	entry, ok := c.entries[hash]
 	c.mu.Unlock()
 	if ok && time.Since(entry.at) < keyCacheTTL {

@@ -68,6 +68,9 @@ func (h *outboundHandlers) redeliver(ctx context.Context, in *executionIDInput) 
 	if err != nil {
 		return nil, err
 	}
+	if err := h.guard.execution(ctx, id); err != nil {
+		return nil, err
+	}
 	cb, err := h.callbacks.Redeliver(ctx, id)
 	switch {
 	case errors.Is(err, queue.ErrExecutionNotEnded), errors.Is(err, queue.ErrNoCallbackURL):

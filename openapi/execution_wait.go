@@ -27,6 +27,9 @@ func (h *executionHandlers) getExecution(ctx context.Context, in *executionGetIn
 	if err != nil {
 		return nil, err
 	}
+	if err := h.guard.execution(ctx, id); err != nil {
+		return nil, err
+	}
 	if wait > 0 {
 		if _, err := h.waiter.Wait(ctx, id, wait); err != nil {
 			return nil, executionError(err)

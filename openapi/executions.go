@@ -18,6 +18,7 @@ type executionHandlers struct {
 	execs     *queue.ExecutionService
 	waiter    *queue.ExecutionWaiter
 	callbacks *queue.CallbackService
+	guard     groupGuard
 }
 
 // TriggerRequest is the optional body of a trigger call.
@@ -134,6 +135,9 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 	if err != nil {
 		return nil, err
 	}
+	if err := h.guard.job(ctx, jobID); err != nil {
+		return nil, err
+	}
 	req := &queue.TriggerRequest{JobID: jobID, IdempotencyKey: in.IdempotencyKey,
 		Method: http.MethodPost, Path: "/v1/jobs/" + jobID.String() + "/trigger"}
 	if in.Body != nil && in.Body.Params != nil {
@@ -178,6 +182,9 @@ func (h *executionHandlers) cancel(ctx context.Context, in *executionIDInput) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := h.guard.execution(ctx, id); err != nil {
+		return nil, err
+	}
 	exec, err := h.execs.Cancel(ctx, id, "cancelled through the API")
 	if err != nil {
 		return nil, executionError(err)
@@ -194,6 +201,9 @@ func (h *executionHandlers) list(ctx context.Context, in *executionListInput) (*
 			return nil, huma.Error422UnprocessableEntity("invalid job_id",
 				&huma.ErrorDetail{Location: "query.job_id", Message: "must be a UUID", Value: in.JobID})
 		}
+		if err := h.guard.job(ctx, id); err != nil {
+			return nil, err
+		}
 		p.JobID = &id
 	}
 	return h.page(ctx, p, in.State, in.From, in.To, in.Limit, in.Cursor)
@@ -202,6 +212,9 @@ func (h *executionHandlers) list(ctx context.Context, in *executionListInput) (*
 func (h *executionHandlers) listForJob(ctx context.Context, in *jobExecutionListInput) (*executionListOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
+		return nil, err
+	}
+	if err := h.guard.job(ctx, id); err != nil {
 		return nil, err
 	}
 	return h.page(ctx, &db.ExecutionListParams{JobID: &id}, in.State, in.From, in.To, in.Limit, in.Cursor)
@@ -226,6 +239,7 @@ func (h *executionHandlers) page(ctx context.Context, p *db.ExecutionListParams,
 		p.Before = &before
 	}
 	p.Limit = limit + 1
+	p.Groups = keyGroups(ctx)
 	execs, err := h.execs.List(ctx, p)
 	if err != nil {
 		return nil, jobError(err, nil) // a job filter naming no job: 404
@@ -248,6 +262,9 @@ func (h *executionHandlers) page(ctx context.Context, p *db.ExecutionListParams,
 func (h *executionHandlers) skipped(ctx context.Context, in *skippedInput) (*skippedOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
+		return nil, err
+	}
+	if err := h.guard.job(ctx, id); err != nil {
 		return nil, err
 	}
 	skips, err := h.execs.SkippedFires(ctx, id, in.Limit)
@@ -314,6 +331,9 @@ func (h *executionHandlers) registerLogs(api huma.API) {
 func (h *executionHandlers) logs(ctx context.Context, in *executionLogsInput) (*executionLogsOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
+		return nil, err
+	}
+	if err := h.guard.execution(ctx, id); err != nil {
 		return nil, err
 	}
 	page, err := h.execs.Events(ctx, id, in.After, in.Kind, in.Limit)

@@ -224,7 +224,8 @@ func TestLeaseQueryIsIndexDriven(t *testing.T) {
 	_, err = env.pool.Exec(ctx, `ANALYZE ax.task`)
 	require.NoError(t, err)
 	plan, err := db.TaskLeasePlan(ctx, env.pool, &db.TaskLeaseParams{AgentID: uuid.New(), Max: 10,
-		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute})
+		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
+		AgentExecutors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)
 	t.Log(plan)
 	for _, line := range strings.Split(plan, "\n") {
@@ -289,7 +290,8 @@ func TestLeaseAndCompleteStayLinearOnStaleStatistics(t *testing.T) {
 			_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
 			require.NoError(t, err)
 			leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: uuid.MustParse(agent.id), Max: 1000,
-				Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute})
+				Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
+				AgentExecutors: []string{"shell", "http", "handler"}})
 			require.NoError(t, err)
 			require.Len(t, leased, 1000)
 			afterLease := rowsRead(t, tx)
@@ -335,7 +337,8 @@ func TestRunStartsInPlace(t *testing.T) {
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
 	leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: uuid.MustParse(agent.id), Max: runs,
-		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute})
+		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
+		AgentExecutors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)
 	require.Len(t, leased, runs)
 	var updates, hot int64

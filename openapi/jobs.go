@@ -16,8 +16,9 @@ import (
 )
 
 type jobHandlers struct {
-	jobs *queue.JobService
-	urls *urlChecker
+	jobs  *queue.JobService
+	urls  *urlChecker
+	guard groupGuard
 }
 
 const jobBodyLimit = 256 << 10
@@ -110,6 +111,9 @@ func (h *jobHandlers) create(ctx context.Context, in *jobBodyInput) (*jobCreated
 	if err != nil {
 		return nil, err
 	}
+	if err := writable(ctx, def.Group, "body.group"); err != nil {
+		return nil, err
+	}
 	job, err := h.jobs.Create(ctx, def)
 	if err != nil {
 		return nil, jobError(err, &in.Body)
@@ -133,6 +137,12 @@ func (h *jobHandlers) list(ctx context.Context, in *jobListInput) (*jobListOutpu
 	}
 	if in.Group != "" {
 		p.Group = &in.Group
+	}
+	if groups := keyGroups(ctx); groups != nil {
+		if in.Group != "" && !allows(ctx, in.Group) {
+			return &jobListOutput{Body: JobList{Jobs: []*Job{}}}, nil
+		}
+		p.Groups = groups
 	}
 	if in.Owner != "" {
 		p.Owner = &in.Owner
@@ -161,7 +171,7 @@ func (h *jobHandlers) list(ctx context.Context, in *jobListInput) (*jobListOutpu
 }
 
 func (h *jobHandlers) get(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
-	id, err := parseID(in.ID)
+	id, err := h.visible(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +179,7 @@ func (h *jobHandlers) get(ctx context.Context, in *jobIDInput) (*jobOutput, erro
 }
 
 func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutput, error) {
-	id, err := parseID(in.ID)
+	id, err := h.visible(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +190,9 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 	if err != nil {
 		return nil, err
 	}
+	if err := writable(ctx, def.Group, "body.group"); err != nil {
+		return nil, err
+	}
 	job, err := h.jobs.Update(ctx, def)
 	if err != nil {
 		return nil, jobError(err, &in.Body)
@@ -188,7 +201,7 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 }
 
 func (h *jobHandlers) pause(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
-	id, err := parseID(in.ID)
+	id, err := h.visible(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +209,7 @@ func (h *jobHandlers) pause(ctx context.Context, in *jobIDInput) (*jobOutput, er
 }
 
 func (h *jobHandlers) resume(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
-	id, err := parseID(in.ID)
+	id, err := h.visible(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +217,7 @@ func (h *jobHandlers) resume(ctx context.Context, in *jobIDInput) (*jobOutput, e
 }
 
 func (h *jobHandlers) delete(ctx context.Context, in *jobIDInput) (*struct{}, error) {
-	id, err := parseID(in.ID)
+	id, err := h.visible(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +225,16 @@ func (h *jobHandlers) delete(ctx context.Context, in *jobIDInput) (*struct{}, er
 		return nil, jobError(err, nil)
 	}
 	return nil, nil
+}
+
+// visible parses a job id and answers 404 when the caller's key may not
+// see the job (it is limited to other groups).
+func (h *jobHandlers) visible(ctx context.Context, raw string) (uuid.UUID, error) {
+	id, err := parseID(raw)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return id, h.guard.job(ctx, id)
 }
 
 func (h *jobHandlers) respond(job *db.Job, err error) (*jobOutput, error) {

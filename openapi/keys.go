@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,12 +31,97 @@ func NewAPIKeySecret() string {
 // CreateAPIKey stores a new key with scopes and returns its secret, which
 // is shown once and never stored.
 func CreateAPIKey(ctx context.Context, e db.Executor, name string, scopes []string) (string, *db.APIKey, error) {
+	return CreateAPIKeyWith(ctx, e, name, scopes, KeyLimits{})
+}
+
+// KeyLimits narrow what a key may do beyond its scopes.
+type KeyLimits struct {
+	// Labels binds an agent key to the labels its agents may declare: each
+	// label of an agent must be listed here with its value. Only for keys
+	// with scope agent (and not admin). Nil: any labels.
+	Labels map[string][]string
+	// Groups limits the key to the jobs and runs of these job groups: it
+	// sees no other (404) and may create none elsewhere. Not for admin
+	// keys. Nil: every group.
+	Groups []string
+	// MintedBy is the key that registered the agent this key is the token
+	// of: revoking that key revokes this one.
+	MintedBy *uuid.UUID
+}
+
+// CreateAPIKeyWith is CreateAPIKey for a key with limits.
+func CreateAPIKeyWith(ctx context.Context, e db.Executor, name string, scopes []string, limits KeyLimits) (string, *db.APIKey, error) {
 	p, secret, err := apiKeyParams(name, "", scopes)
 	if err != nil {
 		return "", nil, err
 	}
+	if err := limits.validate(scopes); err != nil {
+		return "", nil, err
+	}
+	p.Labels, p.Groups, p.MintedBy = limits.Labels, limits.Groups, limits.MintedBy
 	key, err := db.APIKeyInsert(ctx, e, p)
 	return secret, key, err
+}
+
+// Bounds of key limits: they are read on every request of the key.
+const (
+	maxKeyGroups      = 100
+	maxKeyLabelValues = 100
+	maxKeyNameLen     = 200
+)
+
+func (l KeyLimits) validate(scopes []string) error {
+	admin := slices.Contains(scopes, ScopeAdmin)
+	if l.Labels != nil {
+		if admin || !slices.Contains(scopes, ScopeAgent) {
+			return errors.New("labels bind agent keys: use them with scope agent alone")
+		}
+		if len(l.Labels) == 0 || len(l.Labels) > maxKeyLabelValues {
+			return fmt.Errorf("a label binding needs 1 to %d labels", maxKeyLabelValues)
+		}
+		for k, vs := range l.Labels {
+			if k == "" || len(k) > maxKeyNameLen || len(vs) == 0 || len(vs) > maxKeyLabelValues {
+				return fmt.Errorf("label %q: a name of 1 to %d characters and 1 to %d values", k, maxKeyNameLen, maxKeyLabelValues)
+			}
+		}
+	}
+	if l.Groups != nil {
+		if admin {
+			return errors.New("an admin key may do everything: groups cannot limit it")
+		}
+		if len(l.Groups) == 0 || len(l.Groups) > maxKeyGroups {
+			return fmt.Errorf("a group limit needs 1 to %d groups", maxKeyGroups)
+		}
+		for _, g := range l.Groups {
+			if g == "" || len(g) > maxKeyNameLen {
+				return fmt.Errorf("group %q: use 1 to %d characters", g, maxKeyNameLen)
+			}
+		}
+	}
+	return nil
+}
+
+// ParseKeyLabels reads a label binding written k=v,k=v2,k2=v (a label
+// may be listed with several values).
+func ParseKeyLabels(s string) (map[string][]string, error) {
+	labels := map[string][]string{}
+	for item := range strings.SplitSeq(s, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(item, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("label %q is not k=v", item)
+		}
+		if !slices.Contains(labels[k], v) {
+			labels[k] = append(labels[k], v)
+		}
+	}
+	if len(labels) == 0 {
+		return nil, nil
+	}
+	return labels, nil
 }
 
 // EnsureAPIKey stores secret as a key unless it is stored already; used

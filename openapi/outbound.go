@@ -19,6 +19,7 @@ type outboundHandlers struct {
 	urls      *urlChecker
 	api       huma.API // for problems written by middleware
 	logger    *slog.Logger
+	guard     groupGuard
 }
 
 func (h *outboundHandlers) register(api huma.API) {

@@ -28,7 +28,8 @@ import (
 func setupRiver(t *testing.T) *apiEnv {
 	t.Helper()
 	pool := dbtest.New(t)
-	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel)
+	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel,
+		queue.APIKeyRevokedChannel)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
 	var handler http.Handler

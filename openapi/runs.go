@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -93,6 +94,9 @@ func (h *outboundHandlers) run(ctx context.Context, in *runInput) (*runOutput, e
 		return nil, err
 	}
 	def.Name, def.Group = in.Body.Name, in.Body.Group // the service names unnamed runs
+	if err := writable(ctx, cmp.Or(def.Group, queue.RunGroup), "body.group"); err != nil {
+		return nil, err
+	}
 	req := &queue.TriggerRequest{IdempotencyKey: in.IdempotencyKey, Method: http.MethodPost, Path: "/v1/runs"}
 	if in.IdempotencyKey != "" {
 		if req.APIKeyID, req.RequestHash, err = requestIdentity(ctx, in.Body); err != nil {

@@ -40,7 +40,8 @@ func setup(t *testing.T) *apiEnv {
 func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	t.Helper()
 	pool := dbtest.New(t)
-	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel)
+	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel,
+		queue.APIKeyRevokedChannel)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
 	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true}}

@@ -46,6 +46,9 @@ func (h *outboundHandlers) rotateSecret(ctx context.Context, in *rotateInput) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := h.guard.job(ctx, id); err != nil {
+		return nil, err
+	}
 	overlap := queue.DefaultSecretOverlap
 	if in.Body != nil && in.Body.PreviousValidSeconds != nil {
 		overlap = time.Duration(*in.Body.PreviousValidSeconds) * time.Second

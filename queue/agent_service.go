@@ -113,7 +113,8 @@ func (s *AgentService) Register(ctx context.Context, a *db.Agent) (*db.Agent, er
 	if err != nil {
 		return nil, err
 	}
-	s.logger.InfoContext(ctx, "agent registered", "agent_id", agent.ID, "name", agent.Name, "capacity", agent.Capacity)
+	s.logger.InfoContext(ctx, "agent registered", "agent_id", agent.ID, "name", agent.Name, "capacity", agent.Capacity,
+		"executors", agent.Executors, "state", agent.State)
 	return agent, nil
 }
 
@@ -235,14 +236,21 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 		s.logLeases(ctx, agent, tasks)
 		return tasks, nil
 	}
-	tasks, err := s.lease(ctx, s.pool, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
-		Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter})
+	p := s.leaseParams(agent, limit)
+	tasks, err := s.lease(ctx, s.pool, p)
 	if err != nil {
 		s.metrics.DispatchFailures.Inc()
 		return nil, err
 	}
 	s.logLeases(ctx, agent, tasks)
 	return tasks, nil
+}
+
+// leaseParams asks for up to limit tasks agent may run: of its labels
+// and executor kinds (and targeted, when its key bound its labels).
+func (s *AgentService) leaseParams(agent *db.Agent, limit int) *db.TaskLeaseParams {
+	return &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels, AgentExecutors: agent.Executors,
+		AgentLabelBound: agent.LabelBound, Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter}
 }
 
 // lease takes tokens of the rate classes that have tasks waiting (a short
@@ -284,8 +292,7 @@ func (s *AgentService) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.L
 		if err != nil || !due {
 			return nil, err
 		}
-		tasks, err := s.lease(ctx, tx, &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels,
-			Max: 1, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter})
+		tasks, err := s.lease(ctx, tx, s.leaseParams(agent, 1))
 		if err == nil && len(tasks) == 0 {
 			err = errNoProbeTask
 		}
@@ -357,11 +364,12 @@ func (s *AgentService) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []
 	return res, nil
 }
 
-// Complete records results; those with a stale token are left out of the
-// returned list and changed nothing.
+// Complete records results; those with a stale token, or of tasks whose
+// lease agentID does not hold, are left out of the returned list and
+// changed nothing.
 func (s *AgentService) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
 	done, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
-		done, err := db.TaskComplete(ctx, tx, results)
+		done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results)
 		if err != nil {
 			return nil, err
 		}
@@ -407,11 +415,30 @@ func countState(done []db.CompletedTask, state string) int {
 	return n
 }
 
-// Logs stores log chunks of current leases.
-func (s *AgentService) Logs(ctx context.Context, chunks []db.LogChunk) (int, error) {
-	return db.TaskLogAppend(ctx, s.pool, &db.TaskLogAppendParams{Chunks: chunks, MaxBytes: s.cfg.MaxTaskLogBytes,
+// Logs stores log chunks of current leases held by agentID.
+func (s *AgentService) Logs(ctx context.Context, agentID uuid.UUID, chunks []db.LogChunk) (int, error) {
+	return db.TaskLogAppend(ctx, s.pool, &db.TaskLogAppendParams{AgentID: agentID, Chunks: chunks, MaxBytes: s.cfg.MaxTaskLogBytes,
 		Marker: fmt.Sprintf("output truncated: this task's log reached the server's cap of %d bytes; the rest was dropped",
 			s.cfg.MaxTaskLogBytes)})
+}
+
+// DrainHold drains an agent on an operator's word: the drain holds across
+// deregistration and registering again, until Resume.
+func (s *AgentService) DrainHold(ctx context.Context, agentID uuid.UUID) error {
+	if err := db.AgentDrainHold(ctx, s.pool, agentID); err != nil {
+		return err
+	}
+	s.logger.InfoContext(ctx, "agent drained by an operator", "agent_id", agentID)
+	return nil
+}
+
+// Resume lifts an operator's drain and a quarantine.
+func (s *AgentService) Resume(ctx context.Context, agentID uuid.UUID) error {
+	if err := db.AgentResume(ctx, s.pool, agentID); err != nil {
+		return err
+	}
+	s.logger.InfoContext(ctx, "agent resumed by an operator", "agent_id", agentID)
+	return nil
 }
 
 // Release hands leases back so other agents take the tasks at once.

@@ -236,10 +236,11 @@ func leaseOne(t *testing.T, env *outEnv) *leasedTaskRef {
 	key, err := db.APIKeyInsert(ctx, env.pool, &db.APIKeyInsertParams{ID: newID(t), Name: "agent",
 		Hash: []byte(newID(t).String()), Prefix: "ax_", Scopes: []string{"agent"}})
 	require.NoError(t, err)
-	agent, err := db.AgentInsert(ctx, env.pool, &db.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID})
+	agent, err := db.AgentInsert(ctx, env.pool, &db.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID,
+		Executors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)
 	tasks, err := db.TaskLease(ctx, env.pool, &db.TaskLeaseParams{AgentID: agent.ID, Max: 1, Lease: time.Minute,
-		StealAfter: time.Second, StarveAfter: time.Hour})
+		StealAfter: time.Second, StarveAfter: time.Hour, AgentExecutors: agent.Executors})
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)
 	return &leasedTaskRef{LeasedTask: tasks[0], AgentID: agent.ID}

@@ -201,10 +201,11 @@ func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
 	key, err := db.APIKeyInsert(ctx, env.pool, &db.APIKeyInsertParams{ID: newID(t), Name: "agent",
 		Hash: []byte("h"), Prefix: "ax_", Scopes: []string{"agent"}})
 	require.NoError(t, err)
-	agent, err := db.AgentInsert(ctx, env.pool, &db.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID})
+	agent, err := db.AgentInsert(ctx, env.pool, &db.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID,
+		Executors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)
 	tasks, err := db.TaskLease(ctx, env.pool, &db.TaskLeaseParams{AgentID: agent.ID, Max: 10, Lease: time.Minute,
-		StealAfter: time.Second, StarveAfter: 0})
+		StealAfter: time.Second, StarveAfter: 0, AgentExecutors: agent.Executors})
 	require.NoError(t, err)
 	require.Empty(t, tasks)
 }

@@ -18,6 +18,11 @@ import (
 // how long to sleep.
 const JobChangedChannel = "ax_job_changed"
 
+// APIKeyRevokedChannel is NOTIFYed by the database (trigger
+// api_key_revoked_notify) whenever API keys are revoked: the API's key
+// caches forget what they hold.
+const APIKeyRevokedChannel = "ax_api_key_revoked"
+
 // JobService changes jobs. Each change is one transaction that also
 // computes the next fire time from the database clock and notifies the
 // trigger loops.

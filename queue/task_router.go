@@ -150,10 +150,10 @@ func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks [
 		if t.Pinned || !keys[i].ok {
 			continue
 		}
-		labels := labelKey(t.TargetLabels)
+		labels := t.ExecutorKind + " " + labelKey(t.TargetLabels)
 		bp := pools[labels]
 		if bp == nil {
-			bp = r.newBatchPool(agents, t.TargetLabels)
+			bp = r.newBatchPool(agents, t.TargetLabels, t.ExecutorKind)
 			pools[labels] = bp
 		}
 		route, ok := r.decideOne(bp, t, keys[i].key)
@@ -191,7 +191,8 @@ func (r *TaskRouter) decideOne(bp *batchPool, t *db.NewTask, key string) (db.Tas
 	return route, true
 }
 
-// batchPool is the routing pool of one label set for one batch, with the
+// batchPool is the routing pool of one label set and executor kind (the
+// agents that may lease such tasks) for one batch, with the
 // pools that leave one agent out (for keyed runners-up), built on demand.
 type batchPool struct {
 	agents   []routing.Agent
@@ -201,11 +202,12 @@ type batchPool struct {
 	excluded map[string]*routing.Pool // pool without the agent, by agent id
 }
 
-func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]string) *batchPool {
+func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]string, kind string) *batchPool {
 	bp := &batchPool{excluded: map[string]*routing.Pool{}}
 	var members []string
 	for _, c := range candidates {
-		if !labelsMatch(c.Labels, target) {
+		if !labelsMatch(c.Labels, target) || (kind != "" && !slices.Contains(c.Executors, kind)) ||
+			(c.LabelBound && len(target) == 0) {
 			continue
 		}
 		a := routing.Agent{ID: c.ID.String(), Weight: c.Weight, Capacity: c.Capacity, Running: c.Running,

@@ -188,6 +188,33 @@ CREATE TYPE ax.trigger_kind AS ENUM (
 );
 
 --
+-- Name: api_key_revoked(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.api_key_revoked() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE ax.api_key SET revoked_at = NEW.revoked_at
+    WHERE minted_by = NEW.id AND revoked_at IS NULL;
+    UPDATE ax.agent SET state = 'offline'
+    WHERE api_key_id = NEW.id AND state <> 'offline';
+    RETURN NULL;
+END $$;
+
+--
+-- Name: api_key_revoked_notify(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.api_key_revoked_notify() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('ax_api_key_revoked', '');
+    RETURN NULL;
+END $$;
+
+--
 -- Name: execution_ended(); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -270,9 +297,14 @@ CREATE TABLE ax.agent (
     health_since timestamp with time zone DEFAULT now() NOT NULL,
     quarantined_at timestamp with time zone,
     last_probe_at timestamp with time zone,
+    executors text[] DEFAULT '{handler,http}'::text[] NOT NULL,
+    registered_by uuid,
+    drained_at timestamp with time zone,
+    label_bound boolean DEFAULT false NOT NULL,
     CONSTRAINT agent_capacity_range CHECK (((capacity >= 1) AND (capacity <= 10000))),
+    CONSTRAINT agent_executors_known CHECK (((cardinality(executors) > 0) AND (executors <@ ARRAY['shell'::text, 'http'::text, 'handler'::text]))),
     CONSTRAINT agent_labels_is_object CHECK ((jsonb_typeof(labels) = 'object'::text)),
-    CONSTRAINT agent_quarantined_at_set CHECK (((state = 'quarantined'::ax.agent_state) = (quarantined_at IS NOT NULL))),
+    CONSTRAINT agent_quarantined_at_set CHECK (((state <> 'quarantined'::ax.agent_state) OR (quarantined_at IS NOT NULL))),
     CONSTRAINT agent_weight_range CHECK (((weight >= 1) AND (weight <= 1000)))
 );
 
@@ -289,7 +321,12 @@ CREATE TABLE ax.api_key (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     last_used_at timestamp with time zone,
     revoked_at timestamp with time zone,
-    CONSTRAINT api_key_has_scope CHECK ((cardinality(scopes) > 0))
+    labels jsonb,
+    groups text[],
+    minted_by uuid,
+    CONSTRAINT api_key_groups_not_empty CHECK (((groups IS NULL) OR (cardinality(groups) > 0))),
+    CONSTRAINT api_key_has_scope CHECK ((cardinality(scopes) > 0)),
+    CONSTRAINT api_key_labels_is_object CHECK (((labels IS NULL) OR (jsonb_typeof(labels) = 'object'::text)))
 );
 
 --
@@ -895,6 +932,30 @@ ALTER TABLE ax.task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: tasks_without_agent; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.tasks_without_agent AS
+ SELECT t.id AS task_id,
+    t.execution_id,
+    j.name AS job,
+    j.group_name,
+    j.executor_kind,
+    j.target_labels,
+    t.not_before,
+        CASE
+            WHEN (NOT (EXISTS ( SELECT 1
+               FROM ax.agent a
+              WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)))))) THEN ('no live agent has the labels '::text || (j.target_labels)::text)
+            ELSE (((('no live agent with the labels '::text || (j.target_labels)::text) || ' accepts executor '::text) || (j.executor_kind)::text) || ' (agents list theirs in AX_EXECUTORS)'::text)
+        END AS reason
+   FROM (ax.task t
+     JOIN ax.job j ON ((j.id = t.job_id)))
+  WHERE ((t.state = 'pending'::ax.task_state) AND (NOT t.agentless) AND (NOT (EXISTS ( SELECT 1
+           FROM ax.agent a
+          WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)) AND ((j.executor_kind)::text = ANY (a.executors)))))));
+
+--
 -- Name: upcoming_hour; Type: VIEW; Schema: ax; Owner: -
 --
 
@@ -1099,10 +1160,22 @@ ALTER TABLE ONLY ax.trigger
     ADD CONSTRAINT trigger_pkey PRIMARY KEY (job_id);
 
 --
+-- Name: agent_identity_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX agent_identity_idx ON ax.agent USING btree (registered_by, name, registered_at DESC);
+
+--
 -- Name: agent_live_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
 CREATE INDEX agent_live_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (state = ANY (ARRAY['active'::ax.agent_state, 'draining'::ax.agent_state]));
+
+--
+-- Name: api_key_minted_by_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX api_key_minted_by_idx ON ax.api_key USING btree (minted_by) WHERE (minted_by IS NOT NULL);
 
 --
 -- Name: callback_attempt_execution_idx; Type: INDEX; Schema: ax; Owner: -
@@ -1309,6 +1382,18 @@ CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((ne
 CREATE INDEX trigger_set_aside_idx ON ax.trigger USING btree (set_aside_at) WHERE (set_aside_at IS NOT NULL);
 
 --
+-- Name: api_key api_key_revoked; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER api_key_revoked AFTER UPDATE OF revoked_at ON ax.api_key FOR EACH ROW WHEN (((old.revoked_at IS NULL) AND (new.revoked_at IS NOT NULL))) EXECUTE FUNCTION ax.api_key_revoked();
+
+--
+-- Name: api_key api_key_revoked_notify; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER api_key_revoked_notify AFTER UPDATE OF revoked_at ON ax.api_key FOR EACH STATEMENT EXECUTE FUNCTION ax.api_key_revoked_notify();
+
+--
 -- Name: execution execution_ended; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -1326,6 +1411,13 @@ CREATE TRIGGER rate_class_loosened AFTER UPDATE ON ax.rate_class FOR EACH ROW WH
 
 ALTER TABLE ONLY ax.agent
     ADD CONSTRAINT agent_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: api_key api_key_minted_by_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.api_key
+    ADD CONSTRAINT api_key_minted_by_fkey FOREIGN KEY (minted_by) REFERENCES ax.api_key(id) ON DELETE CASCADE;
 
 --
 -- Name: api_signing_key api_signing_key_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

@@ -1,6 +1,7 @@
 // Command example is an ax agent with a Go handler of its own. It runs the
 // tasks of jobs whose executor is {"kind": "handler", "handler":
-// "reports.nightly"}, besides shell and HTTP tasks:
+// "reports.nightly"}, besides HTTP tasks (and no shell tasks: an agent runs
+// those only when Config.Executors lists agent.KindShell):
 //
 //	AX_SERVER=http://127.0.0.1:8080 AX_AGENT_KEY=… go run ./agent/example
 package main

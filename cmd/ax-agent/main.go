@@ -1,13 +1,15 @@
-// Command ax-agent runs the tasks of an ax server on this machine: shell
-// commands, HTTP calls, and the Go handlers compiled into it (see package
-// agent to build an agent with handlers of your own). SIGTERM or SIGINT
+// Command ax-agent runs the tasks of an ax server on this machine: HTTP
+// calls, the Go handlers compiled into it (see package agent to build an
+// agent with handlers of your own) and, when --executors (AX_EXECUTORS)
+// lists shell, shell commands. Without shell it neither leases nor runs
+// them: a shell task runs whatever its job says on the machine. SIGTERM or SIGINT
 // drains it: it leases nothing more and tells the server it is draining,
 // running tasks get the drain grace, the rest are stopped and handed back
 // to the server; a second signal ends the grace at
 // once, a third exits without handing anything back.
 //
 // The agent reports itself ready, and gets work, only once its self-check
-// passes: /bin/sh must run, and so must the operator's --ready-command
+// passes: /bin/sh must run (when shell is enabled), and so must the operator's --ready-command
 // (AX_READY_COMMAND) when one is given, tried again every --ready-retry
 // until it exits 0. --weight (AX_AGENT_WEIGHT) is its share of work under
 // the weighted routing strategy.
@@ -99,6 +101,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (ag
 		"how often a failing ready command is run again (AX_READY_RETRY)")
 	grace := fs.Duration("drain-grace", env.duration("AX_DRAIN_GRACE", 90*time.Second),
 		"how long running tasks may finish after SIGTERM (AX_DRAIN_GRACE)")
+	executors := fs.String("executors", cmp.Or(getenv("AX_EXECUTORS"), "handler,http"),
+		"task kinds this agent runs: shell, http, handler; shell only when listed (AX_EXECUTORS)")
 	heartbeat := fs.Duration("heartbeat", env.duration("AX_HEARTBEAT_INTERVAL", 0),
 		"override the server's heartbeat interval (AX_HEARTBEAT_INTERVAL)")
 	insecure := fs.Bool("insecure-http", env.bool("AX_AGENT_INSECURE_HTTP"),
@@ -116,12 +120,23 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (ag
 	cfg := agent.Config{
 		URL: *server, InsecureHTTP: *insecure, Key: cmp.Or(*key, getenv("AX_AGENT_KEY"), getenv("AX_API_KEY")), Name: *name,
 		Labels: lbls, Capacity: *capacity, Weight: *weight, DrainGrace: *grace, HeartbeatInterval: *heartbeat,
-		SelfCheckRetry: *readyRetry,
+		SelfCheckRetry: *readyRetry, Executors: splitList(*executors),
 	}
 	if strings.TrimSpace(*ready) != "" {
 		cfg.SelfCheck = agent.CommandSelfCheck(*ready)
 	}
 	return cfg, nil
+}
+
+// splitList reads "a,b,c", dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // parseLabels reads "k=v,k=v".

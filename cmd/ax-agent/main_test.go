@@ -22,7 +22,8 @@ func TestParseConfigDefaults(t *testing.T) {
 	cfg, err := parseConfig(nil, envOf(map[string]string{"AX_API_KEY": "api-key"}), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, agent.Config{URL: "http://127.0.0.1:8080", Key: "api-key", Labels: map[string]string{},
-		Capacity: 4, DrainGrace: 90 * time.Second, SelfCheckRetry: 10 * time.Second}, cfg)
+		Capacity: 4, DrainGrace: 90 * time.Second, SelfCheckRetry: 10 * time.Second,
+		Executors: []string{"handler", "http"}}, cfg)
 }
 
 func TestParseConfigFromEnvironment(t *testing.T) {
@@ -31,11 +32,12 @@ func TestParseConfigFromEnvironment(t *testing.T) {
 		"AX_SERVER": "https://ax.internal", "AX_AGENT_KEY": "agent-key", "AX_API_KEY": "api-key",
 		"AX_AGENT_NAME": "worker-7", "AX_AGENT_LABELS": "pool=billing, zone = eu-1 ,", "AX_AGENT_CAPACITY": "16",
 		"AX_DRAIN_GRACE": "2m", "AX_HEARTBEAT_INTERVAL": "3s", "AX_AGENT_WEIGHT": "3", "AX_READY_RETRY": "2s",
+		"AX_EXECUTORS": "shell, handler",
 	}), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, agent.Config{URL: "https://ax.internal", Key: "agent-key", Name: "worker-7",
 		Labels: map[string]string{"pool": "billing", "zone": "eu-1"}, Capacity: 16, Weight: 3, DrainGrace: 2 * time.Minute,
-		HeartbeatInterval: 3 * time.Second, SelfCheckRetry: 2 * time.Second}, cfg)
+		HeartbeatInterval: 3 * time.Second, SelfCheckRetry: 2 * time.Second, Executors: []string{"shell", "handler"}}, cfg)
 }
 
 func TestParseConfigReadyCommand(t *testing.T) {

@@ -128,8 +128,11 @@ Try:
   curl -s -H "Authorization: Bearer $AX_API_KEY" $AX_SERVER/v1/jobs
   go run ./cmd/ax job list
 
+Run tasks on this machine (shell only when listed in AX_EXECUTORS):
+  AX_SERVER=%s AX_AGENT_KEY=%s AX_EXECUTORS=shell,http,handler go run ./cmd/ax-agent
+
 Stop with Ctrl-C.
-`, srv.Source, redactURL(dbURL), base, base, base, key, key, base)
+`, srv.Source, redactURL(dbURL), base, base, base, key, key, base, base, key)
 }
 
 func redactURL(u string) string {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -28,18 +31,27 @@ func runKey(ctx context.Context, args []string) error {
 			fs := flag.NewFlagSet("ax key create", flag.ContinueOnError)
 			scope := fs.String("scope", "", "comma-separated scopes: "+strings.Join(openapi.AllScopes, ", "))
 			name := fs.String("name", "", "what the key is for")
+			labels := fs.String("labels", "", "agent keys: the only labels its agents may declare, k=v,k=v2 "+
+				"(a label may be listed with several values); default: any")
+			groups := fs.String("groups", "", "limit the key to the jobs and runs of these job groups, g1,g2; default: all")
 			if err := fs.Parse(args); err != nil {
 				return err
 			}
 			if *name == "" {
 				*name = "key-" + *scope
 			}
-			secret, key, err := openapi.CreateAPIKey(ctx, pool, *name, splitList(*scope))
+			var limits openapi.KeyLimits
+			var err error
+			if limits.Labels, err = openapi.ParseKeyLabels(*labels); err != nil {
+				return err
+			}
+			limits.Groups = splitList(*groups)
+			secret, key, err := openapi.CreateAPIKeyWith(ctx, pool, *name, splitList(*scope), limits)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "created key %s (%s) with scopes %s; it is shown once:\n",
-				key.ID, key.Name, strings.Join(key.Scopes, ","))
+			fmt.Fprintf(os.Stderr, "created key %s (%s) with scopes %s%s; it is shown once:\n",
+				key.ID, key.Name, strings.Join(key.Scopes, ","), limitsText(key))
 			fmt.Println(secret)
 			return nil
 		},
@@ -49,14 +61,14 @@ func runKey(ctx context.Context, args []string) error {
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tNAME\tPREFIX\tSCOPES\tCREATED\tSTATE")
+			fmt.Fprintln(w, "ID\tNAME\tPREFIX\tSCOPES\tLIMITS\tCREATED\tSTATE")
 			for _, k := range keys {
 				state := "active"
 				if k.RevokedAt != nil {
 					state = "revoked"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s…\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix,
-					strings.Join(k.Scopes, ","), k.CreatedAt.UTC().Format("2006-01-02 15:04Z"), state)
+				fmt.Fprintf(w, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, strings.Join(k.Scopes, ","),
+					cmp.Or(strings.TrimPrefix(limitsText(k), " "), "-"), k.CreatedAt.UTC().Format("2006-01-02 15:04Z"), state)
 			}
 			return w.Flush()
 		},
@@ -86,4 +98,29 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// limitsText describes a key's label binding, groups and minter, with a
+// leading space; "" when it has none.
+func limitsText(k *db.APIKey) string {
+	var parts []string
+	if k.Labels != nil {
+		var labels []string
+		for _, name := range slices.Sorted(maps.Keys(k.Labels)) {
+			for _, v := range k.Labels[name] {
+				labels = append(labels, name+"="+v)
+			}
+		}
+		parts = append(parts, "labels "+strings.Join(labels, ","))
+	}
+	if k.Groups != nil {
+		parts = append(parts, "groups "+strings.Join(k.Groups, ","))
+	}
+	if k.MintedBy != nil {
+		parts = append(parts, "minted by "+k.MintedBy.String())
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " " + strings.Join(parts, "; ")
 }

@@ -111,7 +111,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		}
 	}
 	metrics := queue.NewMetrics(prometheus.DefaultRegisterer)
-	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel)
+	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel,
+		queue.APIKeyRevokedChannel)
 	river, err := startRiver(ctx, pool, logger, metrics, cfg)
 	if err != nil {
 		return err

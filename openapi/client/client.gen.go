@@ -42,6 +42,27 @@ func (e AgentInfoState) Valid() bool {
 	}
 }
 
+// Defines values for AgentRegistrationExecutors.
+const (
+	AgentRegistrationExecutorsHandler AgentRegistrationExecutors = "handler"
+	AgentRegistrationExecutorsHttp    AgentRegistrationExecutors = "http"
+	AgentRegistrationExecutorsShell   AgentRegistrationExecutors = "shell"
+)
+
+// Valid indicates whether the value is a known member of the AgentRegistrationExecutors enum.
+func (e AgentRegistrationExecutors) Valid() bool {
+	switch e {
+	case AgentRegistrationExecutorsHandler:
+		return true
+	case AgentRegistrationExecutorsHttp:
+		return true
+	case AgentRegistrationExecutorsShell:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CallbackState.
 const (
 	CallbackStateCallbackFailed CallbackState = "callback_failed"
@@ -696,18 +717,26 @@ type AgentHeartbeat struct {
 
 // AgentInfo defines model for AgentInfo.
 type AgentInfo struct {
-	Capacity        int64              `json:"capacity"`
-	Cpu             float64            `json:"cpu"`
+	Capacity int64   `json:"capacity"`
+	Cpu      float64 `json:"cpu"`
+
+	// DrainedAt When an operator drained it: the drain holds across deregistration and registering again until resumed
+	DrainedAt *time.Time `json:"drained_at,omitempty"`
+
+	// Executors Task kinds it accepts
+	Executors       *[]string          `json:"executors"`
 	Id              openapi_types.UUID `json:"id"`
 	Labels          map[string]string  `json:"labels"`
 	LastHeartbeatAt time.Time          `json:"last_heartbeat_at"`
 	Load1           float64            `json:"load1"`
 	Memory          float64            `json:"memory"`
 	Name            string             `json:"name"`
-	QuarantinedAt   *time.Time         `json:"quarantined_at,omitempty"`
-	Ready           bool               `json:"ready"`
-	Recent          AgentRecentRecord  `json:"recent"`
-	RegisteredAt    time.Time          `json:"registered_at"`
+
+	// QuarantinedAt Set while quarantined; kept while offline, so the quarantine holds when it comes back
+	QuarantinedAt *time.Time        `json:"quarantined_at,omitempty"`
+	Ready         bool              `json:"ready"`
+	Recent        AgentRecentRecord `json:"recent"`
+	RegisteredAt  time.Time         `json:"registered_at"`
 
 	// Running Tasks leased to it now
 	Running int64          `json:"running"`
@@ -752,6 +781,11 @@ type AgentRegistration struct {
 	// Capacity Tasks it runs at once
 	Capacity int64 `json:"capacity"`
 
+	// Executors Task kinds it accepts (AX_EXECUTORS); default handler and http. It is never handed a task of another kind: shell tasks need an agent that lists shell
+	//
+	// Example: ["handler","http"]
+	Executors *[]AgentRegistrationExecutors `json:"executors,omitempty"`
+
 	// Labels Jobs target agents by these labels
 	//
 	// Example: {"pool":"billing"}
@@ -766,6 +800,9 @@ type AgentRegistration struct {
 	// Weight Share of work under the weighted strategy
 	Weight *int64 `json:"weight,omitempty"`
 }
+
+// AgentRegistrationExecutors defines model for AgentRegistration.Executors.
+type AgentRegistrationExecutors string
 
 // AutoDegrade defines model for AutoDegrade.
 type AutoDegrade struct {
@@ -1969,7 +2006,7 @@ type ClientInterface interface {
 
 	// CompleteTasksWithBody Report task results
 	//
-	// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1978,7 +2015,7 @@ type ClientInterface interface {
 
 	// CompleteTasks Report task results
 	//
-	// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1994,7 +2031,7 @@ type ClientInterface interface {
 
 	// DrainAgent Drain an agent
 	//
-	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.
+	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
 	//
 	// Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
 	DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2037,7 +2074,7 @@ type ClientInterface interface {
 
 	// AppendTaskLogsWithBody Append task output
 	//
-	// Chunks of tasks whose lease is not current are dropped.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2046,7 +2083,7 @@ type ClientInterface interface {
 
 	// AppendTaskLogs Append task output
 	//
-	// Chunks of tasks whose lease is not current are dropped.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2070,6 +2107,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
 	ReleaseTasks(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeAgent Resume a drained or quarantined agent
+	//
+	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+	//
+	// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
+	ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClasses List rate classes
 	//
@@ -2493,7 +2537,7 @@ func (c *Client) RegisterAgent(ctx context.Context, body RegisterAgentJSONReques
 
 // CompleteTasksWithBody Report task results
 //
-// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2512,7 +2556,7 @@ func (c *Client) CompleteTasksWithBody(ctx context.Context, id openapi_types.UUI
 
 // CompleteTasks Report task results
 //
-// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2548,7 +2592,7 @@ func (c *Client) DeregisterAgent(ctx context.Context, id openapi_types.UUID, req
 
 // DrainAgent Drain an agent
 //
-// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.
+// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
 //
 // Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
 func (c *Client) DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2641,7 +2685,7 @@ func (c *Client) LeaseTasks(ctx context.Context, id openapi_types.UUID, body Lea
 
 // AppendTaskLogsWithBody Append task output
 //
-// Chunks of tasks whose lease is not current are dropped.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2660,7 +2704,7 @@ func (c *Client) AppendTaskLogsWithBody(ctx context.Context, id openapi_types.UU
 
 // AppendTaskLogs Append task output
 //
-// Chunks of tasks whose lease is not current are dropped.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2705,6 +2749,23 @@ func (c *Client) ReleaseTasksWithBody(ctx context.Context, id openapi_types.UUID
 // Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
 func (c *Client) ReleaseTasks(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleaseTasksRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeAgent Resume a drained or quarantined agent
+//
+// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+//
+// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
+func (c *Client) ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeAgentRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3889,6 +3950,40 @@ func NewReleaseTasksRequestWithBody(server string, id openapi_types.UUID, conten
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeAgentRequest constructs an http.Request for the ResumeAgent method
+func NewResumeAgentRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -5459,7 +5554,7 @@ type ClientWithResponsesInterface interface {
 
 	// CompleteTasksWithBodyWithResponse Report task results
 	//
-	// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5468,7 +5563,7 @@ type ClientWithResponsesInterface interface {
 
 	// CompleteTasksWithResponse Report task results
 	//
-	// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5486,7 +5581,7 @@ type ClientWithResponsesInterface interface {
 
 	// DrainAgentWithResponse Drain an agent
 	//
-	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.
+	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5531,7 +5626,7 @@ type ClientWithResponsesInterface interface {
 
 	// AppendTaskLogsWithBodyWithResponse Append task output
 	//
-	// Chunks of tasks whose lease is not current are dropped.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5540,7 +5635,7 @@ type ClientWithResponsesInterface interface {
 
 	// AppendTaskLogsWithResponse Append task output
 	//
-	// Chunks of tasks whose lease is not current are dropped.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5564,6 +5659,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/agents/{id}/release (the `ReleaseTasks` operationId).
 	ReleaseTasksWithResponse(ctx context.Context, id openapi_types.UUID, body ReleaseTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseTasksResponse, error)
+
+	// ResumeAgentWithResponse Resume a drained or quarantined agent
+	//
+	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
+	ResumeAgentWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResumeAgentResponse, error)
 
 	// ListClassesWithResponse List rate classes
 	//
@@ -6713,6 +6817,75 @@ func (r ReleaseTasksResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReleaseTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ResumeAgentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeAgentResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeAgentResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeAgentResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResumeAgentResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResumeAgentResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeAgentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeAgentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeAgentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeAgentResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8935,7 +9108,7 @@ func (c *ClientWithResponses) RegisterAgentWithResponse(ctx context.Context, bod
 
 // CompleteTasksWithBodyWithResponse Report task results
 //
-// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8950,7 +9123,7 @@ func (c *ClientWithResponses) CompleteTasksWithBodyWithResponse(ctx context.Cont
 
 // CompleteTasksWithResponse Report task results
 //
-// Records each result whose lease token is current; a stale token is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8980,7 +9153,7 @@ func (c *ClientWithResponses) DeregisterAgentWithResponse(ctx context.Context, i
 
 // DrainAgentWithResponse Drain an agent
 //
-// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it.
+// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9055,7 +9228,7 @@ func (c *ClientWithResponses) LeaseTasksWithResponse(ctx context.Context, id ope
 
 // AppendTaskLogsWithBodyWithResponse Append task output
 //
-// Chunks of tasks whose lease is not current are dropped.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9070,7 +9243,7 @@ func (c *ClientWithResponses) AppendTaskLogsWithBodyWithResponse(ctx context.Con
 
 // AppendTaskLogsWithResponse Append task output
 //
-// Chunks of tasks whose lease is not current are dropped.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9111,6 +9284,21 @@ func (c *ClientWithResponses) ReleaseTasksWithResponse(ctx context.Context, id o
 		return nil, err
 	}
 	return ParseReleaseTasksResponse(rsp)
+}
+
+// ResumeAgentWithResponse Resume a drained or quarantined agent
+//
+// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
+func (c *ClientWithResponses) ResumeAgentWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResumeAgentResponse, error) {
+	rsp, err := c.ResumeAgent(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeAgentResponse(rsp)
 }
 
 // ListClassesWithResponse List rate classes
@@ -10345,6 +10533,63 @@ func ParseReleaseTasksResponse(rsp *http.Response) (*ReleaseTasksResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseResumeAgentResponse parses an HTTP response from a ResumeAgentWithResponse call
+func ParseResumeAgentResponse(rsp *http.Response) (*ResumeAgentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeAgentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

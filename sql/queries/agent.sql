@@ -1,27 +1,57 @@
+-- AgentInsert registers an agent. An agent of the same identity (the key
+-- it registered with and its name) that an operator drained or that was
+-- quarantined passes that on: the new registration starts draining or
+-- quarantined, so deregistering and registering again lifts neither.
 -- name: AgentInsert :one
-INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, ready)
-VALUES (@id, @name, @labels, @capacity, @weight, @version, @api_key_id, false)
+WITH prior AS (
+    SELECT p.drained_at, p.quarantined_at
+    FROM ax.agent p
+    WHERE p.registered_by = @registered_by AND p.name = @name
+    ORDER BY p.registered_at DESC
+    LIMIT 1
+)
+INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, registered_by, executors, label_bound,
+                      ready, state, drained_at, quarantined_at, last_probe_at)
+SELECT @id, @name, @labels, @capacity, @weight, @version, @api_key_id, @registered_by,
+       @executors::text[], @label_bound, false,
+       (CASE WHEN prior.drained_at IS NOT NULL THEN 'draining'
+             WHEN prior.quarantined_at IS NOT NULL THEN 'quarantined'
+             ELSE 'active' END)::ax.agent_state,
+       prior.drained_at, prior.quarantined_at,
+       CASE WHEN prior.quarantined_at IS NOT NULL THEN now() END
+FROM (SELECT 1) one
+LEFT JOIN prior ON true
 RETURNING *;
 
 -- name: AgentGetByID :one
 SELECT * FROM ax.agent WHERE id = @id;
 
 -- AgentHeartbeat records an agent's load and that it is alive; an agent
--- marked offline comes back as active.
+-- marked offline comes back as active, or as draining or quarantined when
+-- an operator's drain or a quarantine holds (see AgentInsert).
 -- name: AgentHeartbeat :one
-UPDATE ax.agent
+UPDATE ax.agent a
 SET last_heartbeat_at = now(), running = @running, cpu = @cpu, load1 = @load1, memory = @memory,
     ready = coalesce(sqlc.narg('ready')::boolean, ready),
-    state = CASE WHEN state = 'offline' THEN 'active' ELSE state END
-WHERE id = @id
-RETURNING state;
+    state = CASE WHEN state <> 'offline' THEN state
+                 -- A heartbeat that passed a replica's key cache just
+                 -- before the key was revoked does not bring it back.
+                 WHEN EXISTS (SELECT 1 FROM ax.api_key k WHERE k.id = a.api_key_id AND k.revoked_at IS NOT NULL)
+                      THEN state
+                 WHEN drained_at IS NOT NULL THEN 'draining'
+                 WHEN quarantined_at IS NOT NULL THEN 'quarantined'
+                 ELSE 'active' END
+WHERE a.id = @id
+RETURNING a.state;
 
--- AgentSetState drains, reactivates or quarantines an agent; a
--- reactivated agent starts a fresh health window.
+-- AgentSetState drains, reactivates or quarantines an agent, or marks it
+-- offline; a reactivated agent starts a fresh health window. Going
+-- offline or draining keeps a quarantine (its quarantined_at).
 -- name: AgentSetState :exec
 UPDATE ax.agent
 SET state = @state::ax.agent_state,
-    quarantined_at = CASE WHEN @state = 'quarantined' THEN coalesce(quarantined_at, now()) END,
+    quarantined_at = CASE WHEN @state = 'quarantined' THEN coalesce(quarantined_at, now())
+                          WHEN @state IN ('offline', 'draining') THEN quarantined_at END,
     health_since = CASE WHEN @state = 'active' AND state <> 'active' THEN now() ELSE health_since END
 WHERE id = @id;
 
@@ -56,9 +86,9 @@ ORDER BY a.name, a.id;
 
 -- AgentListCandidates returns the agents routing may prefer: active or
 -- quarantined (unhealthy), heard from within @live_seconds, with their
--- load, weight and recent average task duration.
+-- labels, executors, load, weight and recent average task duration.
 -- name: AgentListCandidates :many
-SELECT a.id, a.labels, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
+SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
                  FROM ax.task_event e JOIN ax.task t ON t.id = e.task_id
@@ -112,9 +142,26 @@ WHERE id = @id AND state = 'quarantined'
 RETURNING id;
 
 -- AgentMarkOffline turns agents silent for longer than @silent_seconds
--- offline and returns them.
+-- offline and returns them; a quarantine holds when they come back.
 -- name: AgentMarkOffline :many
-UPDATE ax.agent SET state = 'offline', quarantined_at = NULL
+UPDATE ax.agent SET state = 'offline'
 WHERE state IN ('active', 'draining', 'quarantined')
   AND last_heartbeat_at < now() - make_interval(secs => sqlc.arg('silent_seconds')::double precision)
 RETURNING id;
+
+-- AgentDrainHold drains an agent on an operator's word: unlike the drain
+-- an agent announces itself, it holds across deregistration, going
+-- offline and registering again, until AgentResume.
+-- name: AgentDrainHold :execrows
+UPDATE ax.agent
+SET state = CASE WHEN state = 'offline' THEN state ELSE 'draining' END,
+    drained_at = coalesce(drained_at, now())
+WHERE id = @id;
+
+-- AgentResume lifts an operator's drain and a quarantine: the agent is
+-- active again (when it is not offline) with a fresh health window.
+-- name: AgentResume :execrows
+UPDATE ax.agent
+SET state = CASE WHEN state = 'offline' THEN state ELSE 'active' END,
+    drained_at = NULL, quarantined_at = NULL, health_since = now()
+WHERE id = @id;

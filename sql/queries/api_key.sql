@@ -2,15 +2,16 @@
 -- enum type, and Postgres still checks each value against ax.api_scope.
 
 -- name: APIKeyInsert :one
-INSERT INTO ax.api_key (id, name, key_hash, key_prefix, scopes)
-VALUES (@id, @name, @key_hash, @key_prefix, CAST(sqlc.arg(scopes)::text[] AS ax.api_scope[]))
-RETURNING id, name, key_prefix, scopes::text[] AS scopes, created_at, last_used_at, revoked_at;
+INSERT INTO ax.api_key (id, name, key_hash, key_prefix, scopes, labels, groups, minted_by)
+VALUES (@id, @name, @key_hash, @key_prefix, CAST(sqlc.arg(scopes)::text[] AS ax.api_scope[]),
+        sqlc.narg('labels')::jsonb, sqlc.narg('groups')::text[], sqlc.narg('minted_by')::uuid)
+RETURNING id, name, key_prefix, scopes::text[] AS scopes, labels, groups, minted_by, created_at, last_used_at, revoked_at;
 
 -- APIKeyAuthenticate finds a live key by hash and stamps its use, at most
 -- once a minute so hot keys do not write on every request.
 -- name: APIKeyAuthenticate :one
 WITH found AS (
-    SELECT k.id, k.name, k.scopes, k.last_used_at FROM ax.api_key k
+    SELECT k.id, k.name, k.scopes, k.labels, k.groups, k.minted_by, k.last_used_at FROM ax.api_key k
     WHERE k.key_hash = @key_hash AND k.revoked_at IS NULL
 ), touched AS (
     UPDATE ax.api_key SET last_used_at = now()
@@ -18,13 +19,15 @@ WITH found AS (
     WHERE api_key.id = found.id
       AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
 )
-SELECT found.id, found.name, found.scopes::text[] AS scopes FROM found;
+SELECT found.id, found.name, found.scopes::text[] AS scopes, found.labels, found.groups, found.minted_by FROM found;
 
 -- name: APIKeyList :many
-SELECT id, name, key_prefix, scopes::text[] AS scopes, created_at, last_used_at, revoked_at
+SELECT id, name, key_prefix, scopes::text[] AS scopes, labels, groups, minted_by, created_at, last_used_at, revoked_at
 FROM ax.api_key
 ORDER BY created_at, id;
 
+-- APIKeyRevoke revokes a key; the trigger api_key_revoked revokes the
+-- agent tokens it minted with it, and every replica forgets its cache.
 -- name: APIKeyRevoke :execrows
 UPDATE ax.api_key SET revoked_at = now() WHERE id = @id AND revoked_at IS NULL;
 

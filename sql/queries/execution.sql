@@ -30,8 +30,9 @@ RETURNING id, job_id, scheduled_for, fired_at;
 -- @execution_ids, not leasable before its scheduled time (a fire made
 -- ahead waits for its tick): one per shard, with the shard's param or its
 -- part of the job's shard range (exact integer division in numeric: a
--- range may span all of bigint, and numeric's / would round); for broadcast jobs one per live agent of
--- the pool, pinned to it. Tasks of agentless HTTP jobs (executor http, no
+-- range may span all of bigint, and numeric's / would round); for
+-- broadcast jobs one per live agent of the pool that accepts its executor
+-- kind, pinned to it. Tasks of agentless HTTP jobs (executor http, no
 -- target labels) are marked so: ax serve runs them, agents never lease them.
 -- Ids that were not inserted (a tick that had fired already) match nothing.
 -- Returns what routing needs to know of each task.
@@ -40,6 +41,7 @@ WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
+           j.executor_kind,
            j.executor_kind = 'http' AND j.target_labels = '{}'::jsonb AND j.route_strategy <> 'broadcast' AS agentless
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
@@ -52,7 +54,8 @@ WITH execs AS (
     UNION ALL
     SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
     FROM execs x
-    JOIN ax.agent a ON a.labels @> x.target_labels
+    JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
+         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
     WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
       AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision)
     WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
@@ -76,7 +79,7 @@ WITH execs AS (
     SET shard_count = greatest(c.n, 1),
         state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
         finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
-        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels' END
+        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
     FROM (SELECT x.id, count(i.id)::integer AS n
           FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
           WHERE x.route_strategy = 'broadcast'
@@ -84,7 +87,8 @@ WITH execs AS (
     WHERE e.id = c.id
 )
 SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
-       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name
+       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
+       x.executor_kind::text AS executor_kind
 FROM inserted i
 JOIN execs x ON x.id = i.execution_id;
 
@@ -152,7 +156,8 @@ RETURNING e.id, e.state;
 SELECT * FROM ax.execution WHERE id = @id;
 
 -- ExecutionList pages newest first (ids are UUIDv7); @before is the last
--- id of the previous page. Times filter on scheduled_for.
+-- id of the previous page. Times filter on scheduled_for; @groups, when
+-- set, keeps runs of jobs of those groups only.
 -- name: ExecutionList :many
 SELECT * FROM ax.execution
 WHERE (sqlc.narg('job_id')::uuid IS NULL OR job_id = sqlc.narg('job_id')::uuid)
@@ -160,8 +165,15 @@ WHERE (sqlc.narg('job_id')::uuid IS NULL OR job_id = sqlc.narg('job_id')::uuid)
   AND (sqlc.narg('from')::timestamptz IS NULL OR scheduled_for >= sqlc.narg('from')::timestamptz)
   AND (sqlc.narg('to')::timestamptz IS NULL OR scheduled_for < sqlc.narg('to')::timestamptz)
   AND (sqlc.narg('before')::uuid IS NULL OR id < sqlc.narg('before')::uuid)
+  AND (sqlc.narg('groups')::text[] IS NULL
+       OR job_id IN (SELECT j.id FROM ax.job j WHERE j.group_name = ANY(sqlc.narg('groups')::text[])))
 ORDER BY id DESC
 LIMIT @max;
+
+-- ExecutionGroupByID returns the group of an execution's job: what a key
+-- limited to groups may see is decided by it.
+-- name: ExecutionGroupByID :one
+SELECT j.group_name FROM ax.execution e JOIN ax.job j ON j.id = e.job_id WHERE e.id = @id;
 
 -- name: TaskListByExecution :many
 SELECT * FROM ax.task WHERE execution_id = @execution_id ORDER BY shard_index;

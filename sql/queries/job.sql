@@ -52,7 +52,8 @@ WHERE j.id = @id
 FOR UPDATE OF j, t;
 
 -- JobList pages through jobs in id order (ids are UUIDv7, so creation
--- order); after is the last id of the previous page.
+-- order); after is the last id of the previous page; @groups, when set,
+-- keeps jobs of those groups only (a key limited to them).
 -- name: JobList :many
 SELECT sqlc.embed(j), sqlc.embed(t),
        coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
@@ -62,8 +63,14 @@ WHERE (sqlc.narg('after')::uuid IS NULL OR j.id > sqlc.narg('after')::uuid)
   AND (sqlc.narg('group_name')::text IS NULL OR j.group_name = sqlc.narg('group_name')::text)
   AND (sqlc.narg('owner')::text IS NULL OR j.owner = sqlc.narg('owner')::text)
   AND (sqlc.narg('paused')::boolean IS NULL OR t.paused = sqlc.narg('paused')::boolean)
+  AND (sqlc.narg('groups')::text[] IS NULL OR j.group_name = ANY(sqlc.narg('groups')::text[]))
 ORDER BY j.id
 LIMIT @max;
+
+-- JobGroupByID returns a job's group: what a key limited to groups may
+-- see is decided by it.
+-- name: JobGroupByID :one
+SELECT group_name FROM ax.job WHERE id = @id;
 
 -- name: JobDelete :execrows
 DELETE FROM ax.job WHERE id = @id;

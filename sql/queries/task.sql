@@ -6,7 +6,12 @@
 -- waited longer than the steal delay (a keyed task's runner-up first,
 -- anyone after @steal_any_seconds). Pinned (broadcast) tasks are never
 -- stolen. Within a group: highest priority, then oldest. The job's target
--- labels must be a subset of the agent's.
+-- labels must be a subset of the agent's, and its executor kind one the
+-- agent accepts (@executors): a task of another kind waits for an agent
+-- that accepts it (ax.tasks_without_agent says so), whatever routing
+-- preferred. An agent registered with a key bound to labels
+-- (@label_bound) takes no untargeted job: it serves its pools only. Each group reads the job by primary key per candidate, in
+-- index order, until it has @max: no scan of the backlog.
 --
 -- Rate classes: a class's tasks are candidates only when the call was
 -- granted tokens of that class (@classes, @caps: taken beforehand by
@@ -29,6 +34,8 @@ WITH starved AS (
     WHERE t.state = 'pending' AND NOT t.agentless
       AND t.not_before <= now() - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
       AND j.target_labels <@ @agent_labels::jsonb
+      AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = @agent_id
            OR (NOT t.pinned
                AND t.not_before <= now() - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
@@ -45,7 +52,10 @@ WITH starved AS (
 ), own AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
+    JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= now() AND NOT t.agentless
+      AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -53,7 +63,7 @@ WITH starved AS (
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
     LIMIT sqlc.arg('max')::integer
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF t SKIP LOCKED
 ), unassigned AS (
     -- Read only when the agent's own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 2 AS grp
@@ -62,6 +72,8 @@ WITH starved AS (
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
       AND j.target_labels <@ @agent_labels::jsonb
+      AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -82,6 +94,8 @@ WITH starved AS (
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
            OR t.not_before <= now() - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
       AND j.target_labels <@ @agent_labels::jsonb
+      AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -183,7 +197,8 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 -- out. The caller ends the runs in the same transaction: ExecutionEndSingle
 -- for runs of one shard, ExecutionFinalize for runs of several, which sees
 -- every other shard's committed state because its row is held here.
--- Results with a stale token match nothing and change nothing.
+-- Results with a stale token, or reported by an agent (@agent_id) that
+-- does not hold the lease, match nothing and change nothing.
 -- name: TaskComplete :many
 WITH input AS (
     SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
@@ -221,6 +236,8 @@ WITH input AS (
     -- token means leased or running (task_lease_consistent); saying so
     -- would invite reading every task in flight through partial indexes.
     WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
+      -- The reporting agent must hold the lease, not just know its token.
+      AND (sqlc.narg('agent_id')::uuid IS NULL OR t.agent_id = sqlc.narg('agent_id')::uuid)
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
@@ -266,7 +283,8 @@ WITH released AS (
 )
 SELECT id FROM released;
 
--- TaskLogAppend stores chunks of tasks whose lease is current, in order,
+-- TaskLogAppend stores chunks of tasks whose lease is current and held by
+-- agent @agent_id, in order,
 -- until a task's output reaches @max_bytes (every attempt counted): the
 -- chunk that crosses the cap is cut back to the start of a UTF-8
 -- character (continuation bytes are 10xxxxxx), later ones are dropped,
@@ -294,7 +312,7 @@ WITH arg AS (
     UPDATE ax.task t SET log_bytes = t.log_bytes + o.bytes
     FROM offered o
     WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = o.id AND t.lease_token = o.token
-      AND (SELECT count(*) FROM locked) >= 0
+      AND t.agent_id = @agent_id AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.lease_token, t.execution_id, t.shard_index, t.attempt, t.agent_id,
               t.log_bytes - o.bytes AS before, o.bytes, o.last_n
 ), placed AS (
@@ -404,7 +422,9 @@ RETURNING e.id, e.state;
 -- pending task it could lease becomes leasable (TaskLeasePick's rules):
 -- a task routed to it or unassigned at not_before, another's after the
 -- steal delays, a pinned one of another never; the job's target labels
--- must be a subset of the agent's (unless routed to it); a task below its
+-- must be a subset of the agent's (unless routed to it), its executor kind
+-- one the agent accepts, and an agent of a label-bound key takes no
+-- untargeted job (TaskLeasePick's rules again); a task below its
 -- class's priority floor never (a floor that changes NOTIFYs); and a task
 -- of a dry class not before the class's next token. An hour when no task
 -- qualifies: a NOTIFY or the poll's fallback timer wakes it sooner. One
@@ -427,6 +447,8 @@ SELECT a.state::text AS state, a.ready,
            LEFT JOIN ax.rate_class c ON c.name = t.rate_class
            WHERE t.state = 'pending' AND NOT t.agentless
              AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
+             AND j.executor_kind::text = ANY(a.executors)
+             AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
              AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
              AND (t.rate_class IS NULL
                   OR (c.name IS NOT NULL

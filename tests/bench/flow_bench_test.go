@@ -60,7 +60,7 @@ func seedAgents(b *testing.B, pool *pgxpool.Pool, n int) []*db.Agent {
 	agents := make([]*db.Agent, n)
 	for i := range agents {
 		a, err := db.AgentInsert(ctx, pool, &db.Agent{ID: uuid.New(), Name: fmt.Sprintf("leaser-%d", i),
-			Capacity: 10_000, APIKeyID: keyID})
+			Capacity: 10_000, APIKeyID: keyID, Executors: []string{"shell", "http", "handler"}})
 		if err != nil {
 			b.Fatal(err)
 		}

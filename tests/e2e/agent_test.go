@@ -41,6 +41,7 @@ func (s *server) startAgent(t *testing.T, name string, capacity string) *proctes
 	return proctest.Start(t, proctest.Binary(t, "ax-agent"), []string{
 		"AX_SERVER=" + s.url, "AX_AGENT_KEY=" + strings.TrimSpace(string(out)),
 		"AX_AGENT_NAME=" + name, "AX_AGENT_CAPACITY=" + capacity,
+		"AX_EXECUTORS=shell,http,handler", // these tests run shell jobs
 	})
 }
 

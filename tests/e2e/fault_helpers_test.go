@@ -52,6 +52,7 @@ func (s *server) runAgent(t *testing.T, name, serverURL string, env ...string) *
 	return proctest.Start(t, proctest.Binary(t, "ax-agent"), append([]string{
 		"AX_SERVER=" + serverURL, "AX_AGENT_KEY=" + strings.TrimSpace(string(out)),
 		"AX_AGENT_NAME=" + name, "AX_AGENT_CAPACITY=2",
+		"AX_EXECUTORS=shell,http,handler", // these tests run shell jobs; env may say otherwise
 	}, env...))
 }
 

@@ -12,8 +12,26 @@ import (
 	"github.com/google/uuid"
 )
 
+const agentDrainHold = `-- name: AgentDrainHold :execrows
+UPDATE ax.agent
+SET state = CASE WHEN state = 'offline' THEN state ELSE 'draining' END,
+    drained_at = coalesce(drained_at, now())
+WHERE id = $1
+`
+
+// AgentDrainHold drains an agent on an operator's word: unlike the drain
+// an agent announces itself, it holds across deregistration, going
+// offline and registering again, until AgentResume.
+func (q *Queries) AgentDrainHold(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, agentDrainHold, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const agentGetByID = `-- name: AgentGetByID :one
-SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at FROM ax.agent WHERE id = $1
+SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound FROM ax.agent WHERE id = $1
 `
 
 func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAgent, error) {
@@ -38,17 +56,28 @@ func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAg
 		&i.HealthSince,
 		&i.QuarantinedAt,
 		&i.LastProbeAt,
+		&i.Executors,
+		&i.RegisteredBy,
+		&i.DrainedAt,
+		&i.LabelBound,
 	)
 	return i, err
 }
 
 const agentHeartbeat = `-- name: AgentHeartbeat :one
-UPDATE ax.agent
+UPDATE ax.agent a
 SET last_heartbeat_at = now(), running = $1, cpu = $2, load1 = $3, memory = $4,
     ready = coalesce($5::boolean, ready),
-    state = CASE WHEN state = 'offline' THEN 'active' ELSE state END
-WHERE id = $6
-RETURNING state
+    state = CASE WHEN state <> 'offline' THEN state
+                 -- A heartbeat that passed a replica's key cache just
+                 -- before the key was revoked does not bring it back.
+                 WHEN EXISTS (SELECT 1 FROM ax.api_key k WHERE k.id = a.api_key_id AND k.revoked_at IS NOT NULL)
+                      THEN state
+                 WHEN drained_at IS NOT NULL THEN 'draining'
+                 WHEN quarantined_at IS NOT NULL THEN 'quarantined'
+                 ELSE 'active' END
+WHERE a.id = $6
+RETURNING a.state
 `
 
 type AgentHeartbeatParams struct {
@@ -61,7 +90,8 @@ type AgentHeartbeatParams struct {
 }
 
 // AgentHeartbeat records an agent's load and that it is alive; an agent
-// marked offline comes back as active.
+// marked offline comes back as active, or as draining or quarantined when
+// an operator's drain or a quarantine holds (see AgentInsert).
 func (q *Queries) AgentHeartbeat(ctx context.Context, db DBTX, arg AgentHeartbeatParams) (AxAgentState, error) {
 	row := db.QueryRow(ctx, agentHeartbeat,
 		arg.Running,
@@ -77,21 +107,44 @@ func (q *Queries) AgentHeartbeat(ctx context.Context, db DBTX, arg AgentHeartbea
 }
 
 const agentInsert = `-- name: AgentInsert :one
-INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, ready)
-VALUES ($1, $2, $3, $4, $5, $6, $7, false)
-RETURNING id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at
+WITH prior AS (
+    SELECT p.drained_at, p.quarantined_at
+    FROM ax.agent p
+    WHERE p.registered_by = $8 AND p.name = $2
+    ORDER BY p.registered_at DESC
+    LIMIT 1
+)
+INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, registered_by, executors, label_bound,
+                      ready, state, drained_at, quarantined_at, last_probe_at)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8,
+       $9::text[], $10, false,
+       (CASE WHEN prior.drained_at IS NOT NULL THEN 'draining'
+             WHEN prior.quarantined_at IS NOT NULL THEN 'quarantined'
+             ELSE 'active' END)::ax.agent_state,
+       prior.drained_at, prior.quarantined_at,
+       CASE WHEN prior.quarantined_at IS NOT NULL THEN now() END
+FROM (SELECT 1) one
+LEFT JOIN prior ON true
+RETURNING id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound
 `
 
 type AgentInsertParams struct {
-	ID       uuid.UUID
-	Name     string
-	Labels   []byte
-	Capacity int32
-	Weight   int32
-	Version  string
-	ApiKeyID uuid.UUID
+	ID           uuid.UUID
+	Name         string
+	Labels       []byte
+	Capacity     int32
+	Weight       int32
+	Version      string
+	ApiKeyID     uuid.UUID
+	RegisteredBy *uuid.UUID
+	Executors    []string
+	LabelBound   bool
 }
 
+// AgentInsert registers an agent. An agent of the same identity (the key
+// it registered with and its name) that an operator drained or that was
+// quarantined passes that on: the new registration starts draining or
+// quarantined, so deregistering and registering again lifts neither.
 func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParams) (AxAgent, error) {
 	row := db.QueryRow(ctx, agentInsert,
 		arg.ID,
@@ -101,6 +154,9 @@ func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParam
 		arg.Weight,
 		arg.Version,
 		arg.ApiKeyID,
+		arg.RegisteredBy,
+		arg.Executors,
+		arg.LabelBound,
 	)
 	var i AxAgent
 	err := row.Scan(
@@ -122,12 +178,16 @@ func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParam
 		&i.HealthSince,
 		&i.QuarantinedAt,
 		&i.LastProbeAt,
+		&i.Executors,
+		&i.RegisteredBy,
+		&i.DrainedAt,
+		&i.LabelBound,
 	)
 	return i, err
 }
 
 const agentList = `-- name: AgentList :many
-SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_key_id, a.running, a.cpu, a.load1, a.memory, a.registered_at, a.last_heartbeat_at, a.weight, a.health_since, a.quarantined_at, a.last_probe_at,
+SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_key_id, a.running, a.cpu, a.load1, a.memory, a.registered_at, a.last_heartbeat_at, a.weight, a.health_since, a.quarantined_at, a.last_probe_at, a.executors, a.registered_by, a.drained_at, a.label_bound,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce(s.succeeded, 0)::bigint AS recent_succeeded,
        coalesce(s.failed, 0)::bigint AS recent_failed,
@@ -172,6 +232,10 @@ type AgentListRow struct {
 	HealthSince      time.Time
 	QuarantinedAt    *time.Time
 	LastProbeAt      *time.Time
+	Executors        []string
+	RegisteredBy     *uuid.UUID
+	DrainedAt        *time.Time
+	LabelBound       bool
 	Leased           int32
 	RecentSucceeded  int64
 	RecentFailed     int64
@@ -211,6 +275,10 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64)
 			&i.HealthSince,
 			&i.QuarantinedAt,
 			&i.LastProbeAt,
+			&i.Executors,
+			&i.RegisteredBy,
+			&i.DrainedAt,
+			&i.LabelBound,
 			&i.Leased,
 			&i.RecentSucceeded,
 			&i.RecentFailed,
@@ -229,7 +297,7 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64)
 }
 
 const agentListCandidates = `-- name: AgentListCandidates :many
-SELECT a.id, a.labels, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
+SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
                  FROM ax.task_event e JOIN ax.task t ON t.id = e.task_id
@@ -243,6 +311,8 @@ WHERE a.state IN ('active', 'quarantined')
 type AgentListCandidatesRow struct {
 	ID         uuid.UUID
 	Labels     []byte
+	Executors  []string
+	LabelBound bool
 	Capacity   int32
 	Weight     int32
 	State      AxAgentState
@@ -256,7 +326,7 @@ type AgentListCandidatesRow struct {
 
 // AgentListCandidates returns the agents routing may prefer: active or
 // quarantined (unhealthy), heard from within @live_seconds, with their
-// load, weight and recent average task duration.
+// labels, executors, load, weight and recent average task duration.
 func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, liveSeconds float64) ([]AgentListCandidatesRow, error) {
 	rows, err := db.Query(ctx, agentListCandidates, liveSeconds)
 	if err != nil {
@@ -269,6 +339,8 @@ func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, liveSeconds 
 		if err := rows.Scan(
 			&i.ID,
 			&i.Labels,
+			&i.Executors,
+			&i.LabelBound,
 			&i.Capacity,
 			&i.Weight,
 			&i.State,
@@ -290,14 +362,14 @@ func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, liveSeconds 
 }
 
 const agentMarkOffline = `-- name: AgentMarkOffline :many
-UPDATE ax.agent SET state = 'offline', quarantined_at = NULL
+UPDATE ax.agent SET state = 'offline'
 WHERE state IN ('active', 'draining', 'quarantined')
   AND last_heartbeat_at < now() - make_interval(secs => $1::double precision)
 RETURNING id
 `
 
 // AgentMarkOffline turns agents silent for longer than @silent_seconds
-// offline and returns them.
+// offline and returns them; a quarantine holds when they come back.
 func (q *Queries) AgentMarkOffline(ctx context.Context, db DBTX, silentSeconds float64) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, agentMarkOffline, silentSeconds)
 	if err != nil {
@@ -407,10 +479,28 @@ func (q *Queries) AgentRestoreRecovered(ctx context.Context, db DBTX, successes 
 	return items, nil
 }
 
+const agentResume = `-- name: AgentResume :execrows
+UPDATE ax.agent
+SET state = CASE WHEN state = 'offline' THEN state ELSE 'active' END,
+    drained_at = NULL, quarantined_at = NULL, health_since = now()
+WHERE id = $1
+`
+
+// AgentResume lifts an operator's drain and a quarantine: the agent is
+// active again (when it is not offline) with a fresh health window.
+func (q *Queries) AgentResume(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
+	result, err := db.Exec(ctx, agentResume, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const agentSetState = `-- name: AgentSetState :exec
 UPDATE ax.agent
 SET state = $1::ax.agent_state,
-    quarantined_at = CASE WHEN $1 = 'quarantined' THEN coalesce(quarantined_at, now()) END,
+    quarantined_at = CASE WHEN $1 = 'quarantined' THEN coalesce(quarantined_at, now())
+                          WHEN $1 IN ('offline', 'draining') THEN quarantined_at END,
     health_since = CASE WHEN $1 = 'active' AND state <> 'active' THEN now() ELSE health_since END
 WHERE id = $2
 `
@@ -420,8 +510,9 @@ type AgentSetStateParams struct {
 	ID    uuid.UUID
 }
 
-// AgentSetState drains, reactivates or quarantines an agent; a
-// reactivated agent starts a fresh health window.
+// AgentSetState drains, reactivates or quarantines an agent, or marks it
+// offline; a reactivated agent starts a fresh health window. Going
+// offline or draining keeps a quarantine (its quarantined_at).
 func (q *Queries) AgentSetState(ctx context.Context, db DBTX, arg AgentSetStateParams) error {
 	_, err := db.Exec(ctx, agentSetState, arg.State, arg.ID)
 	return err

@@ -14,7 +14,7 @@ import (
 
 const aPIKeyAuthenticate = `-- name: APIKeyAuthenticate :one
 WITH found AS (
-    SELECT k.id, k.name, k.scopes, k.last_used_at FROM ax.api_key k
+    SELECT k.id, k.name, k.scopes, k.labels, k.groups, k.minted_by, k.last_used_at FROM ax.api_key k
     WHERE k.key_hash = $1 AND k.revoked_at IS NULL
 ), touched AS (
     UPDATE ax.api_key SET last_used_at = now()
@@ -22,13 +22,16 @@ WITH found AS (
     WHERE api_key.id = found.id
       AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
 )
-SELECT found.id, found.name, found.scopes::text[] AS scopes FROM found
+SELECT found.id, found.name, found.scopes::text[] AS scopes, found.labels, found.groups, found.minted_by FROM found
 `
 
 type APIKeyAuthenticateRow struct {
-	ID     uuid.UUID
-	Name   string
-	Scopes []string
+	ID       uuid.UUID
+	Name     string
+	Scopes   []string
+	Labels   []byte
+	Groups   []string
+	MintedBy *uuid.UUID
 }
 
 // APIKeyAuthenticate finds a live key by hash and stamps its use, at most
@@ -36,7 +39,14 @@ type APIKeyAuthenticateRow struct {
 func (q *Queries) APIKeyAuthenticate(ctx context.Context, db DBTX, keyHash []byte) (APIKeyAuthenticateRow, error) {
 	row := db.QueryRow(ctx, aPIKeyAuthenticate, keyHash)
 	var i APIKeyAuthenticateRow
-	err := row.Scan(&i.ID, &i.Name, &i.Scopes)
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Scopes,
+		&i.Labels,
+		&i.Groups,
+		&i.MintedBy,
+	)
 	return i, err
 }
 
@@ -70,9 +80,10 @@ func (q *Queries) APIKeyEnsure(ctx context.Context, db DBTX, arg APIKeyEnsurePar
 
 const aPIKeyInsert = `-- name: APIKeyInsert :one
 
-INSERT INTO ax.api_key (id, name, key_hash, key_prefix, scopes)
-VALUES ($1, $2, $3, $4, CAST($5::text[] AS ax.api_scope[]))
-RETURNING id, name, key_prefix, scopes::text[] AS scopes, created_at, last_used_at, revoked_at
+INSERT INTO ax.api_key (id, name, key_hash, key_prefix, scopes, labels, groups, minted_by)
+VALUES ($1, $2, $3, $4, CAST($5::text[] AS ax.api_scope[]),
+        $6::jsonb, $7::text[], $8::uuid)
+RETURNING id, name, key_prefix, scopes::text[] AS scopes, labels, groups, minted_by, created_at, last_used_at, revoked_at
 `
 
 type APIKeyInsertParams struct {
@@ -81,6 +92,9 @@ type APIKeyInsertParams struct {
 	KeyHash   []byte
 	KeyPrefix string
 	Scopes    []string
+	Labels    []byte
+	Groups    []string
+	MintedBy  *uuid.UUID
 }
 
 type APIKeyInsertRow struct {
@@ -88,6 +102,9 @@ type APIKeyInsertRow struct {
 	Name       string
 	KeyPrefix  string
 	Scopes     []string
+	Labels     []byte
+	Groups     []string
+	MintedBy   *uuid.UUID
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
@@ -102,6 +119,9 @@ func (q *Queries) APIKeyInsert(ctx context.Context, db DBTX, arg APIKeyInsertPar
 		arg.KeyHash,
 		arg.KeyPrefix,
 		arg.Scopes,
+		arg.Labels,
+		arg.Groups,
+		arg.MintedBy,
 	)
 	var i APIKeyInsertRow
 	err := row.Scan(
@@ -109,6 +129,9 @@ func (q *Queries) APIKeyInsert(ctx context.Context, db DBTX, arg APIKeyInsertPar
 		&i.Name,
 		&i.KeyPrefix,
 		&i.Scopes,
+		&i.Labels,
+		&i.Groups,
+		&i.MintedBy,
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
@@ -117,7 +140,7 @@ func (q *Queries) APIKeyInsert(ctx context.Context, db DBTX, arg APIKeyInsertPar
 }
 
 const aPIKeyList = `-- name: APIKeyList :many
-SELECT id, name, key_prefix, scopes::text[] AS scopes, created_at, last_used_at, revoked_at
+SELECT id, name, key_prefix, scopes::text[] AS scopes, labels, groups, minted_by, created_at, last_used_at, revoked_at
 FROM ax.api_key
 ORDER BY created_at, id
 `
@@ -127,6 +150,9 @@ type APIKeyListRow struct {
 	Name       string
 	KeyPrefix  string
 	Scopes     []string
+	Labels     []byte
+	Groups     []string
+	MintedBy   *uuid.UUID
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
@@ -146,6 +172,9 @@ func (q *Queries) APIKeyList(ctx context.Context, db DBTX) ([]APIKeyListRow, err
 			&i.Name,
 			&i.KeyPrefix,
 			&i.Scopes,
+			&i.Labels,
+			&i.Groups,
+			&i.MintedBy,
 			&i.CreatedAt,
 			&i.LastUsedAt,
 			&i.RevokedAt,
@@ -164,6 +193,8 @@ const aPIKeyRevoke = `-- name: APIKeyRevoke :execrows
 UPDATE ax.api_key SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL
 `
 
+// APIKeyRevoke revokes a key; the trigger api_key_revoked revokes the
+// agent tokens it minted with it, and every replica forgets its cache.
 func (q *Queries) APIKeyRevoke(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
 	result, err := db.Exec(ctx, aPIKeyRevoke, id)
 	if err != nil {

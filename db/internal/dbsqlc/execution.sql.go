@@ -107,6 +107,19 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (
 	return i, err
 }
 
+const executionGroupByID = `-- name: ExecutionGroupByID :one
+SELECT j.group_name FROM ax.execution e JOIN ax.job j ON j.id = e.job_id WHERE e.id = $1
+`
+
+// ExecutionGroupByID returns the group of an execution's job: what a key
+// limited to groups may see is decided by it.
+func (q *Queries) ExecutionGroupByID(ctx context.Context, db DBTX, id uuid.UUID) (string, error) {
+	row := db.QueryRow(ctx, executionGroupByID, id)
+	var group_name string
+	err := row.Scan(&group_name)
+	return group_name, err
+}
+
 const executionHasUnfinished = `-- name: ExecutionHasUnfinished :one
 SELECT EXISTS (
     SELECT 1 FROM ax.execution WHERE job_id = $1 AND finished_at IS NULL
@@ -210,8 +223,10 @@ WHERE ($1::uuid IS NULL OR job_id = $1::uuid)
   AND ($3::timestamptz IS NULL OR scheduled_for >= $3::timestamptz)
   AND ($4::timestamptz IS NULL OR scheduled_for < $4::timestamptz)
   AND ($5::uuid IS NULL OR id < $5::uuid)
+  AND ($6::text[] IS NULL
+       OR job_id IN (SELECT j.id FROM ax.job j WHERE j.group_name = ANY($6::text[])))
 ORDER BY id DESC
-LIMIT $6
+LIMIT $7
 `
 
 type ExecutionListParams struct {
@@ -220,11 +235,13 @@ type ExecutionListParams struct {
 	From   *time.Time
 	To     *time.Time
 	Before *uuid.UUID
+	Groups []string
 	Max    int32
 }
 
 // ExecutionList pages newest first (ids are UUIDv7); @before is the last
-// id of the previous page. Times filter on scheduled_for.
+// id of the previous page. Times filter on scheduled_for; @groups, when
+// set, keeps runs of jobs of those groups only.
 func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListParams) ([]AxExecution, error) {
 	rows, err := db.Query(ctx, executionList,
 		arg.JobID,
@@ -232,6 +249,7 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 		arg.From,
 		arg.To,
 		arg.Before,
+		arg.Groups,
 		arg.Max,
 	)
 	if err != nil {
@@ -353,6 +371,7 @@ WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
+           j.executor_kind,
            j.executor_kind = 'http' AND j.target_labels = '{}'::jsonb AND j.route_strategy <> 'broadcast' AS agentless
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
@@ -365,7 +384,8 @@ WITH execs AS (
     UNION ALL
     SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
     FROM execs x
-    JOIN ax.agent a ON a.labels @> x.target_labels
+    JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
+         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
     WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
       AND a.last_heartbeat_at > now() - make_interval(secs => $2::double precision)
     WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
@@ -389,7 +409,7 @@ WITH execs AS (
     SET shard_count = greatest(c.n, 1),
         state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
         finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
-        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels' END
+        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
     FROM (SELECT x.id, count(i.id)::integer AS n
           FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
           WHERE x.route_strategy = 'broadcast'
@@ -397,7 +417,8 @@ WITH execs AS (
     WHERE e.id = c.id
 )
 SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
-       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name
+       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
+       x.executor_kind::text AS executor_kind
 FROM inserted i
 JOIN execs x ON x.id = i.execution_id
 `
@@ -422,14 +443,16 @@ type TaskInsertForExecutionsRow struct {
 	Params        []byte
 	JobName       string
 	GroupName     string
+	ExecutorKind  string
 }
 
 // TaskInsertForExecutions makes the pending tasks of each execution in
 // @execution_ids, not leasable before its scheduled time (a fire made
 // ahead waits for its tick): one per shard, with the shard's param or its
 // part of the job's shard range (exact integer division in numeric: a
-// range may span all of bigint, and numeric's / would round); for broadcast jobs one per live agent of
-// the pool, pinned to it. Tasks of agentless HTTP jobs (executor http, no
+// range may span all of bigint, and numeric's / would round); for
+// broadcast jobs one per live agent of the pool that accepts its executor
+// kind, pinned to it. Tasks of agentless HTTP jobs (executor http, no
 // target labels) are marked so: ax serve runs them, agents never lease them.
 // Ids that were not inserted (a tick that had fired already) match nothing.
 // Returns what routing needs to know of each task.
@@ -457,6 +480,7 @@ func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, arg Task
 			&i.Params,
 			&i.JobName,
 			&i.GroupName,
+			&i.ExecutorKind,
 		); err != nil {
 			return nil, err
 		}

@@ -159,6 +159,19 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 	return i, err
 }
 
+const jobGroupByID = `-- name: JobGroupByID :one
+SELECT group_name FROM ax.job WHERE id = $1
+`
+
+// JobGroupByID returns a job's group: what a key limited to groups may
+// see is decided by it.
+func (q *Queries) JobGroupByID(ctx context.Context, db DBTX, id uuid.UUID) (string, error) {
+	row := db.QueryRow(ctx, jobGroupByID, id)
+	var group_name string
+	err := row.Scan(&group_name)
+	return group_name, err
+}
+
 const jobInsert = `-- name: JobInsert :one
 INSERT INTO ax.job (
     id, name, group_name, owner, description,
@@ -299,8 +312,9 @@ WHERE ($1::uuid IS NULL OR j.id > $1::uuid)
   AND ($2::text IS NULL OR j.group_name = $2::text)
   AND ($3::text IS NULL OR j.owner = $3::text)
   AND ($4::boolean IS NULL OR t.paused = $4::boolean)
+  AND ($5::text[] IS NULL OR j.group_name = ANY($5::text[]))
 ORDER BY j.id
-LIMIT $5
+LIMIT $6
 `
 
 type JobListParams struct {
@@ -308,6 +322,7 @@ type JobListParams struct {
 	GroupName *string
 	Owner     *string
 	Paused    *bool
+	Groups    []string
 	Max       int32
 }
 
@@ -318,13 +333,15 @@ type JobListRow struct {
 }
 
 // JobList pages through jobs in id order (ids are UUIDv7, so creation
-// order); after is the last id of the previous page.
+// order); after is the last id of the previous page; @groups, when set,
+// keeps jobs of those groups only (a key limited to them).
 func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]JobListRow, error) {
 	rows, err := db.Query(ctx, jobList,
 		arg.After,
 		arg.GroupName,
 		arg.Owner,
 		arg.Paused,
+		arg.Groups,
 		arg.Max,
 	)
 	if err != nil {

@@ -988,6 +988,10 @@ type AxAgent struct {
 	HealthSince     time.Time
 	QuarantinedAt   *time.Time
 	LastProbeAt     *time.Time
+	Executors       []string
+	RegisteredBy    *uuid.UUID
+	DrainedAt       *time.Time
+	LabelBound      bool
 }
 
 type AxApiKey struct {
@@ -999,6 +1003,9 @@ type AxApiKey struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
+	Labels     []byte
+	Groups     []string
+	MintedBy   *uuid.UUID
 }
 
 type AxApiSigningKey struct {
@@ -1278,6 +1285,17 @@ type AxTaskEvent struct {
 	Stream      *string
 	Message     string
 	At          time.Time
+}
+
+type AxTasksWithoutAgent struct {
+	TaskID       uuid.UUID
+	ExecutionID  uuid.UUID
+	Job          string
+	GroupName    string
+	ExecutorKind AxExecutorKind
+	TargetLabels []byte
+	NotBefore    time.Time
+	Reason       interface{}
 }
 
 type AxTrigger struct {

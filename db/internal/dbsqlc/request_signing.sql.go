@@ -13,7 +13,7 @@ import (
 )
 
 const aPISigningKeyGet = `-- name: APISigningKeyGet :one
-SELECT sk.id, sk.secret, k.id AS api_key_id, k.name, k.scopes::text[] AS scopes
+SELECT sk.id, sk.secret, k.id AS api_key_id, k.name, k.scopes::text[] AS scopes, k.labels, k.groups, k.minted_by
 FROM ax.api_signing_key sk
 JOIN ax.api_key k ON k.id = sk.api_key_id
 WHERE sk.id = $1 AND sk.revoked_at IS NULL AND k.revoked_at IS NULL
@@ -25,6 +25,9 @@ type APISigningKeyGetRow struct {
 	ApiKeyID uuid.UUID
 	Name     string
 	Scopes   []string
+	Labels   []byte
+	Groups   []string
+	MintedBy *uuid.UUID
 }
 
 // APISigningKeyGet returns a live signing key with the API key it acts
@@ -38,6 +41,9 @@ func (q *Queries) APISigningKeyGet(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.ApiKeyID,
 		&i.Name,
 		&i.Scopes,
+		&i.Labels,
+		&i.Groups,
+		&i.MintedBy,
 	)
 	return i, err
 }

@@ -137,6 +137,8 @@ WITH input AS (
     -- token means leased or running (task_lease_consistent); saying so
     -- would invite reading every task in flight through partial indexes.
     WHERE t.id = ANY($1::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
+      -- The reporting agent must hold the lease, not just know its token.
+      AND ($6::uuid IS NULL OR t.agent_id = $6::uuid)
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
@@ -161,6 +163,7 @@ type TaskCompleteParams struct {
 	States  []string
 	Results [][]byte
 	Errors  []string
+	AgentID *uuid.UUID
 }
 
 type TaskCompleteRow struct {
@@ -176,7 +179,8 @@ type TaskCompleteRow struct {
 // out. The caller ends the runs in the same transaction: ExecutionEndSingle
 // for runs of one shard, ExecutionFinalize for runs of several, which sees
 // every other shard's committed state because its row is held here.
-// Results with a stale token match nothing and change nothing.
+// Results with a stale token, or reported by an agent (@agent_id) that
+// does not hold the lease, match nothing and change nothing.
 func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompleteParams) ([]TaskCompleteRow, error) {
 	rows, err := db.Query(ctx, taskComplete,
 		arg.TaskIds,
@@ -184,6 +188,7 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 		arg.States,
 		arg.Results,
 		arg.Errors,
+		arg.AgentID,
 	)
 	if err != nil {
 		return nil, err
@@ -299,46 +304,53 @@ WITH starved AS (
     WHERE t.state = 'pending' AND NOT t.agentless
       AND t.not_before <= now() - make_interval(secs => $1::double precision)
       AND j.target_labels <@ $2::jsonb
-      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $3
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $5
            OR (NOT t.pinned
-               AND t.not_before <= now() - make_interval(secs => $4::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
-                    OR t.not_before <= now() - make_interval(secs => $5::double precision))))
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
+               AND t.not_before <= now() - make_interval(secs => $6::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $5
+                    OR t.not_before <= now() - make_interval(secs => $7::double precision))))
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $7::integer
+    LIMIT $9::integer
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
-    WHERE t.state = 'pending' AND t.preferred_agent_id = $3 AND t.not_before <= now() AND NOT t.agentless
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
+    JOIN ax.job j ON j.id = t.job_id
+    WHERE t.state = 'pending' AND t.preferred_agent_id = $5 AND t.not_before <= now() AND NOT t.agentless
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $7::integer
-    FOR UPDATE SKIP LOCKED
+    LIMIT $9::integer
+    FOR UPDATE OF t SKIP LOCKED
 ), unassigned AS (
     -- Read only when the agent's own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
-      AND (SELECT count(*) FROM own) < $7::integer
+      AND (SELECT count(*) FROM own) < $9::integer
       AND j.target_labels <@ $2::jsonb
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $7::integer
+    LIMIT $9::integer
     FOR UPDATE OF t SKIP LOCKED
 ), stealable AS (
     -- Other agents' tasks that waited past the steal delay, oldest first;
@@ -346,19 +358,21 @@ WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 3 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $3
-      AND t.not_before <= now() - make_interval(secs => $4::double precision)
-      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $7::integer
-      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $3
-           OR t.not_before <= now() - make_interval(secs => $5::double precision))
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $5
+      AND t.not_before <= now() - make_interval(secs => $6::double precision)
+      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $9::integer
+      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $5
+           OR t.not_before <= now() - make_interval(secs => $7::double precision))
       AND j.target_labels <@ $2::jsonb
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($6::text[]) AND NOT EXISTS (
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $7::integer
+    LIMIT $9::integer
     FOR UPDATE OF t SKIP LOCKED
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
@@ -370,14 +384,14 @@ WITH starved AS (
     SELECT id, execution_id, rate_class, priority, created_at, grp
     FROM candidates
     ORDER BY grp, priority DESC, created_at
-    LIMIT $7::integer
+    LIMIT $9::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
     SELECT f.id, f.execution_id
     FROM (SELECT id, execution_id, rate_class,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
           FROM firsts) f
-    LEFT JOIN (SELECT unnest($6::text[]) AS name, unnest($8::integer[]) AS cap) g
+    LEFT JOIN (SELECT unnest($8::text[]) AS name, unnest($10::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 )
@@ -387,6 +401,8 @@ SELECT id, execution_id FROM picked
 type TaskLeasePickParams struct {
 	StarveSeconds   float64
 	AgentLabels     []byte
+	Executors       []string
+	LabelBound      bool
 	AgentID         *uuid.UUID
 	StealSeconds    float64
 	StealAnySeconds float64
@@ -408,7 +424,12 @@ type TaskLeasePickRow struct {
 // waited longer than the steal delay (a keyed task's runner-up first,
 // anyone after @steal_any_seconds). Pinned (broadcast) tasks are never
 // stolen. Within a group: highest priority, then oldest. The job's target
-// labels must be a subset of the agent's.
+// labels must be a subset of the agent's, and its executor kind one the
+// agent accepts (@executors): a task of another kind waits for an agent
+// that accepts it (ax.tasks_without_agent says so), whatever routing
+// preferred. An agent registered with a key bound to labels
+// (@label_bound) takes no untargeted job: it serves its pools only. Each group reads the job by primary key per candidate, in
+// index order, until it has @max: no scan of the backlog.
 //
 // Rate classes: a class's tasks are candidates only when the call was
 // granted tokens of that class (@classes, @caps: taken beforehand by
@@ -427,6 +448,8 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 	rows, err := db.Query(ctx, taskLeasePick,
 		arg.StarveSeconds,
 		arg.AgentLabels,
+		arg.Executors,
+		arg.LabelBound,
 		arg.AgentID,
 		arg.StealSeconds,
 		arg.StealAnySeconds,
@@ -605,7 +628,7 @@ WITH arg AS (
     UPDATE ax.task t SET log_bytes = t.log_bytes + o.bytes
     FROM offered o
     WHERE t.id = ANY($3::uuid[]) AND t.id = o.id AND t.lease_token = o.token
-      AND (SELECT count(*) FROM locked) >= 0
+      AND t.agent_id = $7 AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.lease_token, t.execution_id, t.shard_index, t.attempt, t.agent_id,
               t.log_bytes - o.bytes AS before, o.bytes, o.last_n
 ), placed AS (
@@ -642,9 +665,11 @@ type TaskLogAppendParams struct {
 	Tokens   []uuid.UUID
 	Streams  []string
 	Data     []string
+	AgentID  *uuid.UUID
 }
 
-// TaskLogAppend stores chunks of tasks whose lease is current, in order,
+// TaskLogAppend stores chunks of tasks whose lease is current and held by
+// agent @agent_id, in order,
 // until a task's output reaches @max_bytes (every attempt counted): the
 // chunk that crosses the cap is cut back to the start of a UTF-8
 // character (continuation bytes are 10xxxxxx), later ones are dropped,
@@ -662,6 +687,7 @@ func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendP
 		arg.Tokens,
 		arg.Streams,
 		arg.Data,
+		arg.AgentID,
 	)
 	if err != nil {
 		return 0, err
@@ -687,6 +713,8 @@ SELECT a.state::text AS state, a.ready,
            LEFT JOIN ax.rate_class c ON c.name = t.rate_class
            WHERE t.state = 'pending' AND NOT t.agentless
              AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
+             AND j.executor_kind::text = ANY(a.executors)
+             AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
              AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
              AND (t.rate_class IS NULL
                   OR (c.name IS NOT NULL
@@ -715,7 +743,9 @@ type TaskNextLeasableRow struct {
 // pending task it could lease becomes leasable (TaskLeasePick's rules):
 // a task routed to it or unassigned at not_before, another's after the
 // steal delays, a pinned one of another never; the job's target labels
-// must be a subset of the agent's (unless routed to it); a task below its
+// must be a subset of the agent's (unless routed to it), its executor kind
+// one the agent accepts, and an agent of a label-bound key takes no
+// untargeted job (TaskLeasePick's rules again); a task below its
 // class's priority floor never (a floor that changes NOTIFYs); and a task
 // of a dry class not before the class's next token. An hour when no task
 // qualifies: a NOTIFY or the poll's fallback timer wakes it sooner. One

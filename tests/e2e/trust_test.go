@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/proctest"
+)
+
+// Issue #12, item 11, with real processes: which executors an ax-agent
+// runs is its own decision (AX_EXECUTORS); shell is off unless enabled.
+
+// TestAgentProcessesRunOnlyTheirExecutors: an ax-agent started without
+// AX_EXECUTORS never leases a shell task (it waits, and psql shows why)
+// until an agent with AX_EXECUTORS=shell takes it; an ax-agent without
+// shell that the server hands a shell task anyway (its registration
+// rewritten on the way to claim shell) refuses to run it.
+func TestAgentProcessesRunOnlyTheirExecutors(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	pool := openPool(t, s.dbURL)
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+
+	s.runAgent(t, "plain", s.url, "AX_EXECUTORS=") // the default: handler,http
+	s.agentReady(t, "plain")
+	job := s.createJob(t, map[string]any{"name": "sh", "trigger": map[string]any{"kind": "manual"},
+		"executor": map[string]any{"kind": "shell", "command": "touch " + ran}})
+	exec := s.trigger(t, job)
+
+	// It waits: unassigned (one agent is too few to route to), it was
+	// leasable at once, yet the plain agent has not taken it.
+	time.Sleep(time.Second)
+	tasks := tasksOf(t, pool, exec)
+	require.Len(t, tasks, 1)
+	require.Equal(t, "pending", tasks[0].State, "no agent without shell leases a shell task")
+	require.NoFileExists(t, ran)
+	require.Equal(t, []any{"handler", "http"}, s.agentNamed(t, "plain")["executors"])
+	var reason string
+	require.NoError(t, pool.QueryRow(context.Background(),
+		"SELECT reason FROM ax.tasks_without_agent WHERE execution_id = $1", exec).Scan(&reason))
+	require.Contains(t, reason, "accepts executor shell")
+
+	s.runAgent(t, "sheller", s.url, "AX_EXECUTORS=shell")
+	require.Equal(t, "succeeded", s.waitExecution(t, exec, 15*time.Second))
+	require.FileExists(t, ran)
+	require.Equal(t, s.agentReady(t, "sheller"), tasksOf(t, pool, exec)[0].AgentID)
+
+	// A server that hands a shell task to an agent without shell (here: it
+	// was told the agent accepts shell) gets the task refused, not run.
+	forged := filepath.Join(dir, "forged")
+	proxy := newExecutorClaimProxy(t, s.url)
+	s.runAgent(t, "liar", proxy, "AX_EXECUTORS=handler,http", "AX_AGENT_LABELS=pool=liar")
+	s.agentReady(t, "liar")
+	job = s.createJob(t, map[string]any{"name": "forged", "trigger": map[string]any{"kind": "manual"},
+		"target":   map[string]any{"labels": map[string]string{"pool": "liar"}},
+		"executor": map[string]any{"kind": "shell", "command": "touch " + forged}})
+	exec = s.trigger(t, job)
+	require.Equal(t, "failed", s.waitExecution(t, exec, 15*time.Second))
+	require.NoFileExists(t, forged)
+	require.Contains(t, tasksOf(t, pool, exec)[0].Error, `executor kind "shell" is not enabled on this agent`)
+}
+
+// newExecutorClaimProxy forwards to target, adding shell to the executors
+// of every agent registration that passes: a server that believes the
+// agent runs shell. It returns the proxy's URL.
+func newExecutorClaimProxy(t *testing.T, target string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/v1/agents/register") {
+			var reg map[string]any
+			if err := json.NewDecoder(r.Body).Decode(&reg); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			reg["executors"] = []string{"shell", "handler", "http"}
+			body, _ := json.Marshal(reg)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections() // an agent's long poll must not hold Close up
+		srv.Close()
+	})
+	return srv.URL
+}
+
+// TestKeyCommandLimits: `ax key create --groups` makes a key that sees
+// only its groups' jobs, `--labels` an agent key whose agents keep to its
+// labels, and `ax key revoke` of that key stops the agent's own token.
+func TestKeyCommandLimits(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	key := func(args ...string) string {
+		cmd := exec.Command(proctest.Binary(t, "ax"), append([]string{"key", "--database-url", s.dbURL, "create"}, args...)...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		return strings.TrimSpace(string(out))
+	}
+	billing := key("--scope", "submit", "--groups", "billing,invoices")
+	reports := s.createJob(t, map[string]any{"name": "r", "group": "reports", "trigger": map[string]any{"kind": "manual"},
+		"executor": map[string]any{"kind": "handler", "handler": "r"}})
+	status, _ := getAs(t, s.url+"/v1/jobs/"+reports, billing)
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = postAs(t, s.url+"/v1/jobs", billing, map[string]any{"name": "i", "group": "invoices",
+		"trigger": map[string]any{"kind": "manual"}, "executor": map[string]any{"kind": "handler", "handler": "i"}})
+	require.Equal(t, http.StatusCreated, status)
+
+	agentKey := key("--scope", "agent", "--labels", "pool=billing")
+	status, body := postAs(t, s.url+"/v1/agents/register", agentKey, map[string]any{"name": "x", "capacity": 1,
+		"labels": map[string]string{"pool": "payments"}})
+	require.Equal(t, http.StatusForbidden, status, body)
+	status, creds := postAs(t, s.url+"/v1/agents/register", agentKey, map[string]any{"name": "x", "capacity": 1,
+		"labels": map[string]string{"pool": "billing"}})
+	require.Equal(t, http.StatusCreated, status, creds)
+	beat := s.url + "/v1/agents/" + creds["agent_id"].(string) + "/heartbeat"
+	status, _ = postAs(t, beat, creds["token"].(string), map[string]any{"tasks": []any{}, "running": 0})
+	require.Equal(t, http.StatusOK, status)
+
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "list").Output()
+	require.NoError(t, err)
+	var keyID string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "labels pool=billing") {
+			keyID = strings.Fields(line)[0]
+		}
+	}
+	require.NotEmpty(t, keyID, "ax key list shows the binding: %s", out)
+	require.NoError(t, exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "revoke", keyID).Run())
+	require.Eventually(t, func() bool {
+		status, _ := postAs(t, beat, creds["token"].(string), map[string]any{"tasks": []any{}, "running": 0})
+		return status == http.StatusUnauthorized
+	}, time.Second, 20*time.Millisecond, "the agent's token dies with its key")
+}
+
+// getAs GETs url with token as the bearer.
+func getAs(t *testing.T, url, token string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
