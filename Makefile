@@ -8,9 +8,11 @@ AX := bin/ax
 TEST_TIMEOUT ?= 9m
 BENCH ?= .
 BENCH_COUNT ?= 3
+# How long each fuzz target runs in `make test`.
+FUZZ_TIME ?= 20s
 
 .DEFAULT_GOAL := help
-.PHONY: help run test bench generate verify lint build schema
+.PHONY: help run test fuzz bench generate verify lint build schema
 
 help: ## Show the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -22,8 +24,13 @@ build: ## Build bin/ax and bin/ax-agent.
 run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the URL, docs and a dev key.
 	$(AX) dev
 
-test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster).
+test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), then fuzz.
 	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz
+
+fuzz: build ## Fuzz job definitions (JSON → validation → store → fire) and cron + time-zone parsing, FUZZ_TIME each.
+	$(AX) dev exec -- $(GO) test -run '^$$' -fuzz '^FuzzJobDefinition$$' -fuzztime $(FUZZ_TIME) ./openapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseZone$$' -fuzztime $(FUZZ_TIME) ./queue/cron/
 
 bench: build ## Run the benchmarks (BENCH=regexp, BENCH_COUNT=n); output is benchstat-readable.
 	$(AX) dev exec -- $(GO) test -run '^$$' -bench '$(BENCH)' -count $(BENCH_COUNT) -timeout 60m ./...

@@ -277,9 +277,9 @@ type TaskLogAppendParams struct {
 }
 
 // TaskLogAppend stores chunks of tasks whose lease is current and held by
-// p.AgentID, up to
-// p.MaxBytes per task, and returns how many events were stored (the
-// truncation marker included).
+// p.AgentID, up to p.MaxBytes per task, and returns how many of the named
+// tasks matched: a task past its cap matches and stores nothing, so 0
+// means no lease was current (or none was the caller's).
 func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int, error) {
 	q := dbsqlc.TaskLogAppendParams{AgentID: &p.AgentID, MaxBytes: p.MaxBytes, Marker: p.Marker}
 	for _, c := range p.Chunks {
@@ -288,11 +288,11 @@ func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int
 		q.Streams = append(q.Streams, c.Stream)
 		q.Data = append(q.Data, c.Data)
 	}
-	n, err := queries.TaskLogAppend(ctx, e, q)
+	r, err := queries.TaskLogAppend(ctx, e, q)
 	if err != nil {
 		return 0, fmt.Errorf("error appending logs: %w", mapErr(err))
 	}
-	return int(n), nil
+	return int(r.Matched), nil
 }
 
 // Reaped counts what one reaper sweep did.

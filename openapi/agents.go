@@ -354,8 +354,8 @@ func (h *agentHandlers) logs(ctx context.Context, in *logsInput) (*struct{}, err
 		}
 		chunks[i] = db.LogChunk{TaskRef: ref, Stream: c.Stream, Data: c.Data}
 	}
-	stored, err := h.agents.Logs(ctx, agentID, chunks)
-	if err == nil && stored == 0 {
+	matched, err := h.agents.Logs(ctx, agentID, chunks)
+	if err == nil && matched == 0 {
 		return nil, huma.Error409Conflict("no chunk was stored: the lease tokens are not current or the tasks are not this agent's")
 	}
 	return nil, err

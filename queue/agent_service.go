@@ -415,7 +415,8 @@ func countState(done []db.CompletedTask, state string) int {
 	return n
 }
 
-// Logs stores log chunks of current leases held by agentID.
+// Logs stores log chunks of current leases held by agentID and returns
+// how many of the tasks matched (0: no lease was current and the caller's).
 func (s *AgentService) Logs(ctx context.Context, agentID uuid.UUID, chunks []db.LogChunk) (int, error) {
 	return db.TaskLogAppend(ctx, s.pool, &db.TaskLogAppendParams{AgentID: agentID, Chunks: chunks, MaxBytes: s.cfg.MaxTaskLogBytes,
 		Marker: fmt.Sprintf("output truncated: this task's log reached the server's cap of %d bytes; the rest was dropped",

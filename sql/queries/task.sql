@@ -293,8 +293,10 @@ SELECT id FROM released;
 -- the same statement, so parallel appends of one task queue on the row
 -- lock and each sees the bytes before it; the tasks are locked in id
 -- order first (the count(*) below runs before the update), so two
--- batches never wait on each other crosswise.
--- name: TaskLogAppend :execrows
+-- batches never wait on each other crosswise. matched counts the tasks
+-- whose lease the chunks named (a capped task matches and stores nothing),
+-- stored the events written.
+-- name: TaskLogAppend :one
 WITH arg AS (
     SELECT @max_bytes::bigint AS cap, @marker::text AS marker
 ), c AS (
@@ -319,27 +321,30 @@ WITH arg AS (
     SELECT k.id, k.execution_id, k.shard_index, k.attempt, k.agent_id, c.stream, c.data, c.len, c.n,
            k.before + sum(c.len) OVER (PARTITION BY c.id ORDER BY c.n) - c.len AS start
     FROM c JOIN counted k ON k.id = c.id AND k.lease_token = c.token
+), inserted AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, agent_id, stream, message)
+    SELECT ev.id, ev.execution_id, ev.shard_index, ev.attempt, 'log', ev.agent_id, ev.stream, ev.message
+    FROM (
+        SELECT p.id, p.execution_id, p.shard_index, p.attempt, p.agent_id, p.stream, p.n, 0 AS after,
+               CASE WHEN p.start + p.len <= arg.cap THEN p.data
+                    ELSE (SELECT convert_from(substring(cut.x FROM 1 FOR
+                                     CASE WHEN get_byte(cut.x, cut.b) & 192 <> 128 THEN cut.b
+                                          WHEN get_byte(cut.x, cut.b - 1) & 192 <> 128 THEN cut.b - 1
+                                          WHEN get_byte(cut.x, cut.b - 2) & 192 <> 128 THEN cut.b - 2
+                                          ELSE cut.b - 3 END), 'UTF8')
+                          FROM (SELECT convert_to(p.data, 'UTF8') AS x, (arg.cap - p.start)::integer AS b) cut)
+               END AS message
+        FROM placed p, arg
+        WHERE p.start < arg.cap
+        UNION ALL
+        SELECT k.id, k.execution_id, k.shard_index, k.attempt, k.agent_id, 'ax', k.last_n, 1, arg.marker
+        FROM counted k, arg
+        WHERE k.before <= arg.cap AND k.before + k.bytes > arg.cap
+        ORDER BY n, after
+    ) ev
+    RETURNING 1
 )
-INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, agent_id, stream, message)
-SELECT ev.id, ev.execution_id, ev.shard_index, ev.attempt, 'log', ev.agent_id, ev.stream, ev.message
-FROM (
-    SELECT p.id, p.execution_id, p.shard_index, p.attempt, p.agent_id, p.stream, p.n, 0 AS after,
-           CASE WHEN p.start + p.len <= arg.cap THEN p.data
-                ELSE (SELECT convert_from(substring(cut.x FROM 1 FOR
-                                 CASE WHEN get_byte(cut.x, cut.b) & 192 <> 128 THEN cut.b
-                                      WHEN get_byte(cut.x, cut.b - 1) & 192 <> 128 THEN cut.b - 1
-                                      WHEN get_byte(cut.x, cut.b - 2) & 192 <> 128 THEN cut.b - 2
-                                      ELSE cut.b - 3 END), 'UTF8')
-                      FROM (SELECT convert_to(p.data, 'UTF8') AS x, (arg.cap - p.start)::integer AS b) cut)
-           END AS message
-    FROM placed p, arg
-    WHERE p.start < arg.cap
-    UNION ALL
-    SELECT k.id, k.execution_id, k.shard_index, k.attempt, k.agent_id, 'ax', k.last_n, 1, arg.marker
-    FROM counted k, arg
-    WHERE k.before <= arg.cap AND k.before + k.bytes > arg.cap
-    ORDER BY n, after
-) ev;
+SELECT (SELECT count(*) FROM counted)::int AS matched, (SELECT count(*) FROM inserted)::int AS stored;
 
 -- TaskReapExpired ends leases that ran out (agent dead or partitioned):
 -- the task is pending again after backoff with attempt + 1, or failed

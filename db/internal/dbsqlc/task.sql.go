@@ -610,7 +610,7 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 	return items, nil
 }
 
-const taskLogAppend = `-- name: TaskLogAppend :execrows
+const taskLogAppend = `-- name: TaskLogAppend :one
 WITH arg AS (
     SELECT $1::bigint AS cap, $2::text AS marker
 ), c AS (
@@ -635,27 +635,30 @@ WITH arg AS (
     SELECT k.id, k.execution_id, k.shard_index, k.attempt, k.agent_id, c.stream, c.data, c.len, c.n,
            k.before + sum(c.len) OVER (PARTITION BY c.id ORDER BY c.n) - c.len AS start
     FROM c JOIN counted k ON k.id = c.id AND k.lease_token = c.token
+), inserted AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, agent_id, stream, message)
+    SELECT ev.id, ev.execution_id, ev.shard_index, ev.attempt, 'log', ev.agent_id, ev.stream, ev.message
+    FROM (
+        SELECT p.id, p.execution_id, p.shard_index, p.attempt, p.agent_id, p.stream, p.n, 0 AS after,
+               CASE WHEN p.start + p.len <= arg.cap THEN p.data
+                    ELSE (SELECT convert_from(substring(cut.x FROM 1 FOR
+                                     CASE WHEN get_byte(cut.x, cut.b) & 192 <> 128 THEN cut.b
+                                          WHEN get_byte(cut.x, cut.b - 1) & 192 <> 128 THEN cut.b - 1
+                                          WHEN get_byte(cut.x, cut.b - 2) & 192 <> 128 THEN cut.b - 2
+                                          ELSE cut.b - 3 END), 'UTF8')
+                          FROM (SELECT convert_to(p.data, 'UTF8') AS x, (arg.cap - p.start)::integer AS b) cut)
+               END AS message
+        FROM placed p, arg
+        WHERE p.start < arg.cap
+        UNION ALL
+        SELECT k.id, k.execution_id, k.shard_index, k.attempt, k.agent_id, 'ax', k.last_n, 1, arg.marker
+        FROM counted k, arg
+        WHERE k.before <= arg.cap AND k.before + k.bytes > arg.cap
+        ORDER BY n, after
+    ) ev
+    RETURNING 1
 )
-INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, agent_id, stream, message)
-SELECT ev.id, ev.execution_id, ev.shard_index, ev.attempt, 'log', ev.agent_id, ev.stream, ev.message
-FROM (
-    SELECT p.id, p.execution_id, p.shard_index, p.attempt, p.agent_id, p.stream, p.n, 0 AS after,
-           CASE WHEN p.start + p.len <= arg.cap THEN p.data
-                ELSE (SELECT convert_from(substring(cut.x FROM 1 FOR
-                                 CASE WHEN get_byte(cut.x, cut.b) & 192 <> 128 THEN cut.b
-                                      WHEN get_byte(cut.x, cut.b - 1) & 192 <> 128 THEN cut.b - 1
-                                      WHEN get_byte(cut.x, cut.b - 2) & 192 <> 128 THEN cut.b - 2
-                                      ELSE cut.b - 3 END), 'UTF8')
-                      FROM (SELECT convert_to(p.data, 'UTF8') AS x, (arg.cap - p.start)::integer AS b) cut)
-           END AS message
-    FROM placed p, arg
-    WHERE p.start < arg.cap
-    UNION ALL
-    SELECT k.id, k.execution_id, k.shard_index, k.attempt, k.agent_id, 'ax', k.last_n, 1, arg.marker
-    FROM counted k, arg
-    WHERE k.before <= arg.cap AND k.before + k.bytes > arg.cap
-    ORDER BY n, after
-) ev
+SELECT (SELECT count(*) FROM counted)::int AS matched, (SELECT count(*) FROM inserted)::int AS stored
 `
 
 type TaskLogAppendParams struct {
@@ -668,6 +671,11 @@ type TaskLogAppendParams struct {
 	AgentID  *uuid.UUID
 }
 
+type TaskLogAppendRow struct {
+	Matched int32
+	Stored  int32
+}
+
 // TaskLogAppend stores chunks of tasks whose lease is current and held by
 // agent @agent_id, in order,
 // until a task's output reaches @max_bytes (every attempt counted): the
@@ -678,9 +686,11 @@ type TaskLogAppendParams struct {
 // the same statement, so parallel appends of one task queue on the row
 // lock and each sees the bytes before it; the tasks are locked in id
 // order first (the count(*) below runs before the update), so two
-// batches never wait on each other crosswise.
-func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendParams) (int64, error) {
-	result, err := db.Exec(ctx, taskLogAppend,
+// batches never wait on each other crosswise. matched counts the tasks
+// whose lease the chunks named (a capped task matches and stores nothing),
+// stored the events written.
+func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendParams) (TaskLogAppendRow, error) {
+	row := db.QueryRow(ctx, taskLogAppend,
 		arg.MaxBytes,
 		arg.Marker,
 		arg.TaskIds,
@@ -689,10 +699,9 @@ func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendP
 		arg.Data,
 		arg.AgentID,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var i TaskLogAppendRow
+	err := row.Scan(&i.Matched, &i.Stored)
+	return i, err
 }
 
 const taskNextLeasable = `-- name: TaskNextLeasable :one
