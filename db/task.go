@@ -281,7 +281,7 @@ type TaskLogAppendParams struct {
 // tasks matched: a task past its cap matches and stores nothing, so 0
 // means no lease was current (or none was the caller's).
 func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int, error) {
-	q := dbsqlc.TaskLogAppendParams{AgentID: &p.AgentID, MaxBytes: p.MaxBytes, Marker: p.Marker}
+	q := dbsqlc.TaskLogAppendParams{AgentID: p.AgentID, MaxBytes: p.MaxBytes, Marker: p.Marker}
 	for _, c := range p.Chunks {
 		q.TaskIds = append(q.TaskIds, c.ID)
 		q.Tokens = append(q.Tokens, c.Token)
