@@ -326,10 +326,10 @@ WITH starved AS (
 ), own AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
-    -- No job read: the router and broadcast prefer only agents that accept
-    -- the job's executor kind and labels, and an agent id's executors and
-    -- binding never change (registering again makes a new agent).
+    JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id = $5 AND t.not_before <= now() AND NOT t.agentless
+      AND j.executor_kind::text = ANY($3::text[])
+      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
