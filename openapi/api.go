@@ -128,8 +128,8 @@ func apiConfig(logger *slog.Logger) huma.Config {
 // jsonFormat is huma's JSON format on goccy/go-json, a drop-in for
 // encoding/json: huma decodes every body twice (once to validate, once
 // into its type), and agents' result batches and lease replies are the
-// bulk of ax's traffic. Bodies nesting deeper than maxBodyDepth are
-// refused before they are decoded.
+// bulk of ax's traffic. Bodies that are not UTF-8 or nest deeper than
+// maxBodyDepth are refused before they are decoded.
 var jsonFormat = huma.Format{
 	Marshal: func(w io.Writer, v any) error {
 		enc := gojson.NewEncoder(w)
@@ -137,7 +137,7 @@ var jsonFormat = huma.Format{
 		return enc.Encode(v)
 	},
 	Unmarshal: func(data []byte, v any) error {
-		if err := checkDepth(data); err != nil {
+		if err := checkBody(data); err != nil {
 			return err
 		}
 		return gojson.Unmarshal(data, v)

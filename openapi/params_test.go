@@ -134,3 +134,26 @@ func TestParamsNullIsEmpty(t *testing.T) {
 	exec := env.call("POST", "/v1/jobs/"+job["id"].(string)+"/trigger", env.admin, `{"params":null}`).must(t, http.StatusAccepted)
 	require.Equal(t, map[string]any{}, exec["params"])
 }
+
+// A body that is not UTF-8 (RFC 8259 requires it) is refused before it is
+// decoded, wherever the bad bytes are: Postgres would refuse them in the
+// insert (a 500), and params are stored byte for byte.
+func TestBodiesMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	for name, body := range map[string]string{
+		"params key": `{"name":"k","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"},"params":{"BAD":0}}`,
+		"name":       `{"name":"nBAD","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`,
+		"run params": `{"executor":{"kind":"shell","command":"true"},"params":{"a":"BAD"}}`,
+	} {
+		body = strings.ReplaceAll(body, "BAD", "\x86") // a lone continuation byte
+		path := "/v1/jobs"
+		if name == "run params" {
+			path = "/v1/runs"
+		}
+		resp := env.call("POST", path, env.admin, body)
+		require.Equal(t, http.StatusBadRequest, resp.status, "%s: %s", name, resp.raw)
+		require.Contains(t, string(resp.raw), "UTF-8", name)
+	}
+	require.Zero(t, env.countJobs())
+}
