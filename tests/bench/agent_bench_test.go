@@ -44,19 +44,34 @@ func noop(context.Context, agent.Task) (agent.Result, error) { return nil, nil }
 // River fetches at most MaxWorkers jobs per FetchCooldown (100 ms by
 // default), so its jobs/s here is capped near 10 × e2eAgents × e2eCapacity;
 // the ratio is against River as configured, not River's ceiling.
+//
+// Next to the rates, each side's CPU per task over the same timed phase:
+// this process's (getrusage: the side's clients, and for ax the replica
+// and its agents) plus that of every Postgres backend of the benchmark's
+// database, autovacuum workers included (cpuMeter). On 2 cores the rate
+// follows the CPU, and CPU time is much less noisy than wall time on a
+// shared machine. Both sides live in one process on one database, so each
+// side's figure includes the other's idle background work (River's
+// maintenance and fetch polls, ax's trigger loop, reaper and agents' long
+// polls), which is small next to 10,000 tasks. With a remote DATABASE_URL
+// the figures are the process's only (the benchmark logs so).
 func BenchmarkEndToEnd(b *testing.B) {
 	dbURL := dbtest.NewURL(b)
 	ax := startReplica(b, dbURL)
 	ax.startAgents(b, e2eAgents, e2eCapacity, noop)
 	rv := startRiver(b, dbURL, e2eAgents*e2eCapacity, e2eTasks)
-	rv.run(b, e2eWarmUp)
-	ax.run(b, e2eWarmUp)
+	cpu := newCPUMeter(b, dbURL)
+	rv.run(b, e2eWarmUp, nil)
+	ax.run(b, e2eWarmUp, nil)
 	var axTime, riverTime time.Duration
+	var axCPU, riverCPU cpuUsage
 	var tasks int
 	for b.Loop() {
 		clearRuns(b, ax.pool)
-		riverTime += rv.run(b, e2eTasks)
-		axTime += ax.run(b, e2eTasks)
+		t, u := rv.run(b, e2eTasks, cpu)
+		riverTime, riverCPU = riverTime+t, riverCPU.add(u)
+		t, u = ax.run(b, e2eTasks, cpu)
+		axTime, axCPU = axTime+t, axCPU.add(u)
 		tasks += e2eTasks
 	}
 	axRate := float64(tasks) / axTime.Seconds()
@@ -64,15 +79,25 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.ReportMetric(axRate, "tasks/s")
 	b.ReportMetric(riverRate, "jobs/s")
 	b.ReportMetric(axRate/riverRate, "ratio-vs-river")
+	perTask := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(tasks) }
+	b.ReportMetric(perTask(axCPU.total()), "ax-cpu-us-per-task")
+	b.ReportMetric(perTask(riverCPU.total()), "river-cpu-us-per-task")
+	b.ReportMetric(float64(axCPU.total())/float64(riverCPU.total()), "cpu-ratio-vs-river")
+	b.Logf("CPU µs per task, process + Postgres (of which autovacuum): ax %.1f + %.1f (%.1f), River %.1f + %.1f (%.1f)",
+		perTask(axCPU.process), perTask(axCPU.backends), perTask(axCPU.autovacuum),
+		perTask(riverCPU.process), perTask(riverCPU.backends), perTask(riverCPU.autovacuum))
 }
 
-// run fires n executions and waits for all their tasks to succeed.
-func (r *axReplica) run(b *testing.B, n int) time.Duration {
+// run fires n executions and waits for all their tasks to succeed; with a
+// meter, it also measures the CPU spent over the same span.
+func (r *axReplica) run(b *testing.B, n int, cpu *cpuMeter) (time.Duration, cpuUsage) {
 	b.Helper()
 	target := r.succeeded(b) + n
 	start := r.fire(b, n)
+	phase := cpu.start(b)
 	r.waitSucceeded(b, target, e2eTimeout)
-	return time.Since(start)
+	elapsed := time.Since(start)
+	return elapsed, phase.end(b)
 }
 
 // clearRuns empties the tables a run fills (and, by CASCADE, whatever
@@ -135,8 +160,9 @@ func startRiver(b *testing.B, dbURL string, maxWorkers, maxJobs int) *riverRunne
 }
 
 // run inserts n jobs with InsertMany and waits for River to report them
-// all completed (which it does once the completions are committed).
-func (r *riverRunner) run(b *testing.B, n int) time.Duration {
+// all completed (which it does once the completions are committed); with a
+// meter, it also measures the CPU spent over the same span.
+func (r *riverRunner) run(b *testing.B, n int, cpu *cpuMeter) (time.Duration, cpuUsage) {
 	b.Helper()
 	params := make([]river.InsertManyParams, n)
 	for i := range params {
@@ -146,6 +172,7 @@ func (r *riverRunner) run(b *testing.B, n int) time.Duration {
 		b.Fatal(err)
 	}
 	start := time.Now()
+	phase := cpu.start(b)
 	timeout := time.NewTimer(e2eTimeout)
 	defer timeout.Stop()
 	for done := 0; done < n; {
@@ -156,7 +183,8 @@ func (r *riverRunner) run(b *testing.B, n int) time.Duration {
 			b.Fatalf("%d of %d River jobs completed after %s", done, n, e2eTimeout)
 		}
 	}
-	return time.Since(start)
+	elapsed := time.Since(start)
+	return elapsed, phase.end(b)
 }
 
 // pickupRounds is how many single tasks BenchmarkPickup times per
