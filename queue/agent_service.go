@@ -173,17 +173,7 @@ type leaseWaiter struct {
 
 // sleep waits d, or less when woken.
 func (w *leaseWaiter) sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	case <-w.tasks:
-	case <-w.jobs:
-	}
+	sleep(ctx, d, w.tasks, w.jobs)
 }
 
 // waitLeasable sleeps until agent could lease a task (true), or until

@@ -49,7 +49,7 @@ func (w *ExecutionWaiter) Wait(ctx context.Context, id uuid.UUID, wait time.Dura
 		if remaining <= 0 || ctx.Err() != nil {
 			return exec, nil
 		}
-		sleep(ctx, min(remaining, waitRecheck), wake)
+		sleep(ctx, min(remaining, waitRecheck), wake, nil)
 	}
 }
 

@@ -106,13 +106,13 @@ func (l *TriggerLoop) run(ctx context.Context, wake <-chan struct{}) {
 		fired, err := l.FireDue(ctx)
 		if err != nil && ctx.Err() == nil {
 			l.cfg.Logger.ErrorContext(ctx, "error firing due jobs", "error", err)
-			sleep(ctx, time.Second, wake)
+			sleep(ctx, time.Second, wake, nil)
 			continue
 		}
 		if fired == l.cfg.BatchSize {
 			continue // more may be due right now
 		}
-		sleep(ctx, l.untilNextDue(ctx), wake)
+		sleep(ctx, l.untilNextDue(ctx), wake, nil)
 	}
 }
 
@@ -131,7 +131,9 @@ func (l *TriggerLoop) untilNextDue(ctx context.Context) time.Duration {
 	return min(max(wait-l.cfg.FireAhead, 0), l.cfg.MaxSleep)
 }
 
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) {
+// sleep waits d, or less when ctx ends or wake or also fires (a nil
+// channel never does).
+func sleep(ctx context.Context, d time.Duration, wake, also <-chan struct{}) {
 	if d <= 0 {
 		return
 	}
@@ -141,6 +143,7 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) {
 	case <-ctx.Done():
 	case <-t.C:
 	case <-wake:
+	case <-also:
 	}
 }
 
