@@ -157,3 +157,26 @@ func TestBodiesMustBeUTF8(t *testing.T) {
 	}
 	require.Zero(t, env.countJobs())
 }
+
+// Strings the decoder accepts and Postgres refuses (a 500 at the insert):
+// a raw control character (invalid JSON) and \u0000, in params and in
+// plain fields, are refused with 400 before anything is stored.
+func TestBodiesWithControlCharactersOrNULAreRefused(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	job := func(name, params string) string {
+		return `{"name":"` + name + `","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"},"params":` + params + `}`
+	}
+	for name, body := range map[string]string{
+		"control in params key": job("a", "{\"\x06\":0}"),
+		"control in name":       job("b\x01", "{}"),
+		"NUL in params":         job("c", `{"a":"x\u0000y"}`),
+		"NUL in name":           job(`d\u0000`, "{}"),
+	} {
+		resp := env.call("POST", "/v1/jobs", env.admin, body)
+		require.Equal(t, http.StatusBadRequest, resp.status, "%s: %s", name, resp.raw)
+	}
+	// Escaped control characters are fine, and kept.
+	env.call("POST", "/v1/jobs", env.admin, job("e", `{"tab":"a\tb","bell":"\u0007"}`)).must(t, http.StatusCreated)
+	require.Equal(t, 1, env.countJobs())
+}
