@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
 
@@ -33,9 +34,9 @@ type Config struct {
 	Metrics *queue.Metrics
 	// Notifier wakes long-polling lease requests (nil makes them poll) and
 	// tells the key cache of revocations; it must listen on
-	// queue.APIKeyRevokedChannel for that (else revoked keys work on for
+	// notify.APIKeyRevokedChannel for that (else revoked keys work on for
 	// up to 2 s).
-	Notifier *queue.Notifier
+	Notifier *notify.Notifier
 	// Agent tunes the agent protocol (lease length, heartbeat interval).
 	Agent queue.AgentConfig
 	// Router places the tasks of manual runs; nil leaves them unassigned.
@@ -73,7 +74,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	auth := &authenticator{pool: cfg.Pool, api: api, logger: cfg.Logger}
 	if cfg.Notifier != nil {
 		// Never unsubscribed: the subscription lives as long as the API.
-		auth.keys.revoked, _ = cfg.Notifier.Subscribe(queue.APIKeyRevokedChannel)
+		auth.keys.revoked, _ = cfg.Notifier.Subscribe(notify.APIKeyRevokedChannel)
 	}
 	idem := &idempotency{pool: cfg.Pool, api: api, logger: cfg.Logger}
 	api.UseMiddleware(auth.middleware, idem.middleware)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/queue/webhook"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -28,8 +29,8 @@ import (
 func setupRiver(t *testing.T) *apiEnv {
 	t.Helper()
 	pool := dbtest.New(t)
-	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel,
-		queue.APIKeyRevokedChannel)
+	notifier := notify.NewNotifier(pool, nil, notify.JobChangedChannel, notify.TaskReadyChannel, notify.ExecutionEndedChannel,
+		notify.APIKeyRevokedChannel)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
 	var handler http.Handler

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -40,8 +40,8 @@ func setup(t *testing.T) *apiEnv {
 func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	t.Helper()
 	pool := dbtest.New(t)
-	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel,
-		queue.APIKeyRevokedChannel)
+	notifier := notify.NewNotifier(pool, nil, notify.JobChangedChannel, notify.TaskReadyChannel, notify.ExecutionEndedChannel,
+		notify.APIKeyRevokedChannel)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
 	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true}}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // ErrAgentNotActive means an agent asked for work while draining or
@@ -73,11 +74,11 @@ const DefaultMaxTaskLogBytes = 1 << 20
 
 // AgentService is the server side of the agent protocol: registration,
 // long-poll leasing, heartbeats, results, logs and releases. Leasing waits
-// on the replica's one LISTEN connection (Notifier), never on a
+// on the replica's one LISTEN connection (notify.Notifier), never on a
 // connection per waiting agent.
 type AgentService struct {
 	pool     *pgxpool.Pool
-	notifier *Notifier
+	notifier *notify.Notifier
 	cfg      AgentConfig
 	logger   *slog.Logger
 	metrics  *Metrics
@@ -87,7 +88,7 @@ type AgentService struct {
 
 // NewAgentService returns an AgentService; notifier may be nil (leases then
 // poll every 250 ms while waiting), logger and metrics too.
-func NewAgentService(pool *pgxpool.Pool, notifier *Notifier, cfg AgentConfig, logger *slog.Logger, metrics *Metrics) *AgentService {
+func NewAgentService(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConfig, logger *slog.Logger, metrics *Metrics) *AgentService {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -143,8 +144,8 @@ func (s *AgentService) Lease(ctx context.Context, agent *db.Agent, limit int, wa
 	var w leaseWaiter
 	if s.notifier != nil {
 		var stop1, stop2 func()
-		w.tasks, stop1 = s.notifier.Subscribe(TaskReadyChannel)
-		w.jobs, stop2 = s.notifier.Subscribe(JobChangedChannel)
+		w.tasks, stop1 = s.notifier.Subscribe(notify.TaskReadyChannel)
+		w.jobs, stop2 = s.notifier.Subscribe(notify.JobChangedChannel)
 		defer stop1()
 		defer stop2()
 	}
@@ -173,7 +174,7 @@ type leaseWaiter struct {
 
 // sleep waits d, or less when woken.
 func (w *leaseWaiter) sleep(ctx context.Context, d time.Duration) {
-	sleep(ctx, d, w.tasks, w.jobs)
+	notify.Sleep(ctx, d, w.tasks, w.jobs)
 }
 
 // waitLeasable sleeps until agent could lease a task (true), or until
@@ -371,7 +372,7 @@ func (s *AgentService) Complete(ctx context.Context, agentID uuid.UUID, results 
 			}
 		}
 		if retried := countState(done, "pending"); retried > 0 {
-			return done, db.Notify(ctx, tx, TaskReadyChannel, "")
+			return done, db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 		}
 		return done, nil
 	})
@@ -439,7 +440,7 @@ func (s *AgentService) Release(ctx context.Context, agentID uuid.UUID, refs []db
 		if err != nil || len(released) == 0 {
 			return released, err
 		}
-		return released, db.Notify(ctx, tx, TaskReadyChannel, "")
+		return released, db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 var (
@@ -158,7 +159,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if err := db.TriggerRecordFire(ctx, tx, job.ID, id, now); err != nil {
 		return nil, err
 	}
-	if err := db.Notify(ctx, tx, TaskReadyChannel, ""); err != nil {
+	if err := db.Notify(ctx, tx, notify.TaskReadyChannel, ""); err != nil {
 		return nil, err
 	}
 	return db.ExecutionGetByID(ctx, tx, id)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // waitRecheck is how often a long poll reads its execution again without
@@ -21,12 +22,12 @@ const waitRecheck = 2 * time.Second
 // fallback.
 type ExecutionWaiter struct {
 	pool     *pgxpool.Pool
-	notifier *Notifier
+	notifier *notify.Notifier
 }
 
 // NewExecutionWaiter returns a waiter; notifier nil (or not listening on
-// ExecutionEndedChannel) leaves only the periodic re-read.
-func NewExecutionWaiter(pool *pgxpool.Pool, notifier *Notifier) *ExecutionWaiter {
+// notify.ExecutionEndedChannel) leaves only the periodic re-read.
+func NewExecutionWaiter(pool *pgxpool.Pool, notifier *notify.Notifier) *ExecutionWaiter {
 	return &ExecutionWaiter{pool: pool, notifier: notifier}
 }
 
@@ -36,7 +37,7 @@ func (w *ExecutionWaiter) Wait(ctx context.Context, id uuid.UUID, wait time.Dura
 	var wake <-chan struct{}
 	if w.notifier != nil {
 		var unsubscribe func()
-		wake, unsubscribe = w.notifier.SubscribeKey(ExecutionEndedChannel, id.String())
+		wake, unsubscribe = w.notifier.SubscribeKey(notify.ExecutionEndedChannel, id.String())
 		defer unsubscribe() // subscribed before the first read: no end slips between
 	}
 	deadline := time.Now().Add(wait)
@@ -49,7 +50,7 @@ func (w *ExecutionWaiter) Wait(ctx context.Context, id uuid.UUID, wait time.Dura
 		if remaining <= 0 || ctx.Err() != nil {
 			return exec, nil
 		}
-		sleep(ctx, min(remaining, waitRecheck), wake, nil)
+		notify.Sleep(ctx, min(remaining, waitRecheck), wake, nil)
 	}
 }
 

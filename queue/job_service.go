@@ -11,17 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
-
-// JobChangedChannel is the NOTIFY channel that tells trigger loops a job
-// was created, changed, paused, resumed or deleted, so they can recompute
-// how long to sleep.
-const JobChangedChannel = "ax_job_changed"
-
-// APIKeyRevokedChannel is NOTIFYed by the database (trigger
-// api_key_revoked_notify) whenever API keys are revoked: the API's key
-// caches forget what they hold.
-const APIKeyRevokedChannel = "ax_api_key_revoked"
 
 // JobService changes jobs. Each change is one transaction that also
 // computes the next fire time from the database clock and notifies the
@@ -168,7 +159,7 @@ func (s *JobService) Delete(ctx context.Context, id uuid.UUID) error {
 }
 
 func notifyJobChanged(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
-	return db.Notify(ctx, tx, JobChangedChannel, id.String())
+	return db.Notify(ctx, tx, notify.JobChangedChannel, id.String())
 }
 
 // resume unpauses a job. Ticks that fell due while it was paused are

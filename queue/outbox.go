@@ -12,12 +12,6 @@ import (
 	"github.com/ax-scheduler/ax/db"
 )
 
-// ExecutionEndedChannel is NOTIFYed by the database (trigger
-// execution_ended) in every transaction that ends executions, with their
-// ids comma-separated: long polls of GET /v1/executions/{id}?wait= wake on
-// it.
-const ExecutionEndedChannel = "ax_execution_ended"
-
 // outboxBatch bounds the callbacks one Flush enqueues.
 const outboxBatch = 1000
 

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/internal/startstop"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // ReaperConfig tunes a Reaper.
@@ -43,7 +45,7 @@ type Reaper struct {
 	pool *pgxpool.Pool
 	cfg  ReaperConfig
 
-	bg background
+	bg startstop.Runner
 }
 
 // reaperLockID is the advisory lock that serializes sweeps.
@@ -69,7 +71,7 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 
 // Start sweeps in the background until Stop.
 func (r *Reaper) Start(ctx context.Context) error {
-	r.bg.start(ctx, func(ctx context.Context) {
+	r.bg.Start(ctx, func(ctx context.Context) {
 		t := time.NewTicker(r.cfg.Interval)
 		defer t.Stop()
 		for {
@@ -87,7 +89,7 @@ func (r *Reaper) Start(ctx context.Context) error {
 }
 
 // Stop ends sweeping. Safe to call twice or without Start.
-func (r *Reaper) Stop() { r.bg.stop() }
+func (r *Reaper) Stop() { r.bg.Stop() }
 
 // Sweep runs one pass, unless another replica is sweeping right now.
 func (r *Reaper) Sweep(ctx context.Context) error {
@@ -124,7 +126,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 			return err
 		}
 		if reaped.Retried > 0 {
-			return db.Notify(ctx, tx, TaskReadyChannel, "")
+			return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 		}
 		return nil
 	})

@@ -13,11 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/internal/startstop"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
-
-// TaskReadyChannel is NOTIFYed when new tasks are pending, so waiting
-// lease requests wake at once.
-const TaskReadyChannel = "ax_task_ready"
 
 // TriggerLoopConfig tunes a TriggerLoop.
 type TriggerLoopConfig struct {
@@ -66,16 +64,16 @@ func (c *TriggerLoopConfig) withDefaults() TriggerLoopConfig {
 // SKIP LOCKED, so replicas share the work and a tick fires once.
 type TriggerLoop struct {
 	pool     *pgxpool.Pool
-	notifier *Notifier
+	notifier *notify.Notifier
 	cfg      TriggerLoopConfig
 	planner  *planner
 
-	bg background
+	bg startstop.Runner
 }
 
 // NewTriggerLoop returns a loop over pool; notifier (may be nil) wakes it
 // when jobs change.
-func NewTriggerLoop(pool *pgxpool.Pool, notifier *Notifier, cfg TriggerLoopConfig) *TriggerLoop {
+func NewTriggerLoop(pool *pgxpool.Pool, notifier *notify.Notifier, cfg TriggerLoopConfig) *TriggerLoop {
 	cfg = cfg.withDefaults()
 	return &TriggerLoop{
 		pool: pool, notifier: notifier, cfg: cfg,
@@ -88,9 +86,9 @@ func (l *TriggerLoop) Start(ctx context.Context) error {
 	var wake <-chan struct{}
 	unsubscribe := func() {}
 	if l.notifier != nil {
-		wake, unsubscribe = l.notifier.Subscribe(JobChangedChannel)
+		wake, unsubscribe = l.notifier.Subscribe(notify.JobChangedChannel)
 	}
-	l.bg.start(ctx, func(ctx context.Context) {
+	l.bg.Start(ctx, func(ctx context.Context) {
 		defer unsubscribe()
 		l.run(ctx, wake)
 	})
@@ -99,20 +97,20 @@ func (l *TriggerLoop) Start(ctx context.Context) error {
 
 // Stop ends the loop after its current batch. Safe to call twice or
 // without Start.
-func (l *TriggerLoop) Stop() { l.bg.stop() }
+func (l *TriggerLoop) Stop() { l.bg.Stop() }
 
 func (l *TriggerLoop) run(ctx context.Context, wake <-chan struct{}) {
 	for ctx.Err() == nil {
 		fired, err := l.FireDue(ctx)
 		if err != nil && ctx.Err() == nil {
 			l.cfg.Logger.ErrorContext(ctx, "error firing due jobs", "error", err)
-			sleep(ctx, time.Second, wake, nil)
+			notify.Sleep(ctx, time.Second, wake, nil)
 			continue
 		}
 		if fired == l.cfg.BatchSize {
 			continue // more may be due right now
 		}
-		sleep(ctx, l.untilNextDue(ctx), wake, nil)
+		notify.Sleep(ctx, l.untilNextDue(ctx), wake, nil)
 	}
 }
 
@@ -129,22 +127,6 @@ func (l *TriggerLoop) untilNextDue(ctx context.Context) time.Duration {
 		return l.cfg.MaxSleep
 	}
 	return min(max(wait-l.cfg.FireAhead, 0), l.cfg.MaxSleep)
-}
-
-// sleep waits d, or less when ctx ends or wake or also fires (a nil
-// channel never does).
-func sleep(ctx context.Context, d time.Duration, wake, also <-chan struct{}) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	case <-wake:
-	case <-also:
-	}
 }
 
 // FireDue runs one batch: claims up to BatchSize due triggers and, in the
@@ -283,7 +265,7 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	if len(b.inserted) > 0 {
-		return db.Notify(ctx, tx, TaskReadyChannel, "")
+		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // serveConfig is what `ax serve` needs; flags and AX_ variables map onto it.
@@ -111,8 +112,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		}
 	}
 	metrics := queue.NewMetrics(prometheus.DefaultRegisterer)
-	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel, queue.ExecutionEndedChannel,
-		queue.APIKeyRevokedChannel)
+	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel, notify.ExecutionEndedChannel,
+		notify.APIKeyRevokedChannel)
 	river, err := startRiver(ctx, pool, logger, metrics, cfg)
 	if err != nil {
 		return err

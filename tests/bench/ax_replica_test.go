@@ -23,6 +23,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // benchHandler is the name agents register their no-op handler under.
@@ -60,7 +61,7 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	logger := benchLogger()
 	reg := prometheus.NewRegistry()
 	metrics := queue.NewMetrics(reg)
-	notifier := queue.NewNotifier(pool, logger, queue.JobChangedChannel, queue.TaskReadyChannel)
+	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel)
 	agentCfg := queue.AgentConfig{}
 	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, metrics)
 	if err != nil {
@@ -199,7 +200,7 @@ func (r *axReplica) fire(b *testing.B, n int) time.Time {
 		if err := r.router.Route(ctx, tx, tasks); err != nil {
 			return err
 		}
-		return db.Notify(ctx, tx, queue.TaskReadyChannel, "")
+		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 	})
 	if err != nil {
 		b.Fatalf("error firing %d executions: %v", n, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -47,7 +48,7 @@ func seedJobs(b *testing.B, pool *pgxpool.Pool, n int, kind, cronExpr string, in
 // returned stop is called.
 func runLoops(pool *pgxpool.Pool, cfg queue.TriggerLoopConfig) (stop func()) {
 	ctx := context.Background()
-	notifier := queue.NewNotifier(pool, nil, queue.JobChangedChannel)
+	notifier := notify.NewNotifier(pool, nil, notify.JobChangedChannel)
 	_ = notifier.Start(ctx)
 	loop := queue.NewTriggerLoop(pool, notifier, cfg)
 	_ = loop.Start(ctx)

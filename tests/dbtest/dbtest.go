@@ -10,12 +10,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"go.uber.org/goleak"
 	"io/fs"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -1,4 +1,4 @@
-package queue
+package notify
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -24,7 +25,7 @@ type Notifier struct {
 	subs  map[string]map[chan struct{}]struct{}
 	keyed keyedSubs // subscriptions to one payload of a channel
 
-	bg background
+	bg startstop.Runner
 }
 
 // NewNotifier listens on channels through a connection configured like
@@ -60,13 +61,13 @@ func (n *Notifier) Subscribe(channel string) (<-chan struct{}, func()) {
 
 // Start connects and listens in the background until Stop.
 func (n *Notifier) Start(ctx context.Context) error {
-	n.bg.start(ctx, n.run)
+	n.bg.Start(ctx, n.run)
 	return nil
 }
 
 // Stop ends listening and waits for the connection to close. It is safe
 // to call twice or without Start.
-func (n *Notifier) Stop() { n.bg.stop() }
+func (n *Notifier) Stop() { n.bg.Stop() }
 
 func (n *Notifier) run(ctx context.Context) {
 	const firstBackoff = 100 * time.Millisecond

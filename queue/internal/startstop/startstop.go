@@ -1,22 +1,24 @@
-package queue
+// Package startstop runs the one goroutine behind a background service's
+// Start and Stop.
+package startstop
 
 import (
 	"context"
 	"sync"
 )
 
-// background is the one goroutine behind a service's Start and Stop.
+// Runner is the one goroutine behind a service's Start and Stop.
 // Stop cancels it and waits for it to return; it is safe to call twice or
 // without start.
-type background struct {
+type Runner struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
 
-// start runs fn in a goroutine with a context that Stop cancels (and that
+// Start runs fn in a goroutine with a context that Stop cancels (and that
 // outlives ctx's cancellation, so shutdown order stays with the caller).
-func (b *background) start(ctx context.Context, fn func(ctx context.Context)) {
+func (b *Runner) Start(ctx context.Context, fn func(ctx context.Context)) {
 	ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	b.done = make(chan struct{})
 	go func() {
@@ -25,7 +27,8 @@ func (b *background) start(ctx context.Context, fn func(ctx context.Context)) {
 	}()
 }
 
-func (b *background) stop() {
+// Stop cancels the goroutine and waits for it to return.
+func (b *Runner) Stop() {
 	b.stopOnce.Do(func() {
 		if b.cancel != nil {
 			b.cancel()

@@ -1,0 +1,27 @@
+// Package notify turns PostgreSQL notifications into wake-ups: one LISTEN
+// connection per process, fanned out to subscribers, and the names of every
+// channel ax uses.
+package notify
+
+// The NOTIFY channels of ax, in one place: the database's triggers
+// (migrations) and the engine send on them, a Notifier fans them out.
+
+// TaskReadyChannel is NOTIFYed when new tasks are pending, so waiting
+// lease requests wake at once.
+const TaskReadyChannel = "ax_task_ready"
+
+// ExecutionEndedChannel is NOTIFYed by the database (trigger
+// execution_ended) in every transaction that ends executions, with their
+// ids comma-separated: long polls of GET /v1/executions/{id}?wait= wake on
+// it.
+const ExecutionEndedChannel = "ax_execution_ended"
+
+// JobChangedChannel is the NOTIFY channel that tells trigger loops a job
+// was created, changed, paused, resumed or deleted, so they can recompute
+// how long to sleep.
+const JobChangedChannel = "ax_job_changed"
+
+// APIKeyRevokedChannel is NOTIFYed by the database (trigger
+// api_key_revoked_notify) whenever API keys are revoked: the API's key
+// caches forget what they hold.
+const APIKeyRevokedChannel = "ax_api_key_revoked"

@@ -1,0 +1,148 @@
+package notify_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
+
+type env struct {
+	t        *testing.T
+	pool     *pgxpool.Pool
+	notifier *notify.Notifier
+}
+
+// setup starts a notifier on the channels of ax against a fresh database
+// and waits until it listens.
+func setup(t *testing.T) *env {
+	t.Helper()
+	pool := dbtest.New(t)
+	n := notify.NewNotifier(pool, nil, notify.TaskReadyChannel, notify.ExecutionEndedChannel)
+	e := &env{t: t, pool: pool, notifier: n}
+	ready, unsubscribe := n.Subscribe(notify.TaskReadyChannel)
+	defer unsubscribe()
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(n.Stop)
+	e.notifyUntil(ready, notify.TaskReadyChannel, "")
+	return e
+}
+
+// notifyUntil sends the notification until ch receives: the LISTEN of a
+// notifier that (re)connects may come after the first ones.
+func (e *env) notifyUntil(ch <-chan struct{}, channel, payload string) {
+	e.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		e.send(channel, payload)
+		select {
+		case <-ch:
+			return
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			e.t.Fatalf("no wake-up on %s", channel)
+		}
+	}
+}
+
+func (e *env) send(channel, payload string) {
+	e.t.Helper()
+	_, err := e.pool.Exec(context.Background(), "SELECT pg_notify($1, $2)", channel, payload)
+	require.NoError(e.t, err)
+}
+
+// woken reports whether ch holds a wake-up, after the notifier had time
+// to deliver one sent before.
+func woken(ch <-chan struct{}, within time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(within):
+		return false
+	}
+}
+
+func drain(ch <-chan struct{}) {
+	select {
+	case <-ch:
+	default:
+	}
+}
+
+func TestSubscribersOfAChannelWakeAndCoalesce(t *testing.T) {
+	e := setup(t)
+	a, stopA := e.notifier.Subscribe(notify.TaskReadyChannel)
+	defer stopA()
+	b, stopB := e.notifier.Subscribe(notify.TaskReadyChannel)
+	other, stopOther := e.notifier.Subscribe(notify.ExecutionEndedChannel)
+	defer stopOther()
+
+	e.send(notify.TaskReadyChannel, "")
+	e.send(notify.TaskReadyChannel, "")
+	require.True(t, woken(a, 5*time.Second))
+	require.True(t, woken(b, 5*time.Second))
+	// Two notifications leave one pending wake-up, not a queue.
+	require.False(t, woken(a, 100*time.Millisecond))
+	require.False(t, woken(other, 0), "a subscriber of another channel stays asleep")
+
+	stopB()
+	e.send(notify.TaskReadyChannel, "")
+	require.True(t, woken(a, 5*time.Second))
+	require.False(t, woken(b, 100*time.Millisecond), "an ended subscription gets nothing")
+}
+
+func TestKeyedSubscribersWakeOnlyForTheirKey(t *testing.T) {
+	e := setup(t)
+	mine, stopMine := e.notifier.SubscribeKey(notify.ExecutionEndedChannel, "exec-1")
+	defer stopMine()
+	theirs, stopTheirs := e.notifier.SubscribeKey(notify.ExecutionEndedChannel, "exec-2")
+	defer stopTheirs()
+
+	e.send(notify.ExecutionEndedChannel, "exec-0,exec-1,exec-3")
+	require.True(t, woken(mine, 5*time.Second))
+	require.False(t, woken(theirs, 100*time.Millisecond))
+}
+
+func TestReconnectWakesEverySubscriber(t *testing.T) {
+	e := setup(t)
+	plain, stopPlain := e.notifier.Subscribe(notify.TaskReadyChannel)
+	defer stopPlain()
+	keyed, stopKeyed := e.notifier.SubscribeKey(notify.ExecutionEndedChannel, "exec-1")
+	defer stopKeyed()
+
+	// Notifications sent while the connection is down are lost, so a
+	// reconnect must wake everyone to look again.
+	var killed int
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		 WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`).Scan(&killed))
+	require.Equal(t, 1, killed, "one LISTEN connection per notifier")
+	require.True(t, woken(keyed, 10*time.Second), "keyed subscriber woken by the reconnect")
+	require.True(t, woken(plain, 5*time.Second), "plain subscriber woken by the reconnect")
+
+	drain(plain)
+	e.notifyUntil(plain, notify.TaskReadyChannel, "")
+}
+
+func TestSleep(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	wake <- struct{}{}
+	start := time.Now()
+	notify.Sleep(context.Background(), time.Hour, wake, nil)
+	require.Less(t, time.Since(start), time.Second, "a pending wake-up ends the sleep")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	notify.Sleep(ctx, time.Hour, nil, nil)
+
+	start = time.Now()
+	notify.Sleep(context.Background(), 20*time.Millisecond, nil, nil)
+	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+}
