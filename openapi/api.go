@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
@@ -31,7 +32,7 @@ type Config struct {
 	// Version of the build, reported by /healthz and /readyz.
 	Version string
 	// Metrics counts fires, dispatches and results. Nil: unregistered.
-	Metrics *queue.Metrics
+	Metrics *metrics.Metrics
 	// Notifier wakes long-polling lease requests (nil makes them poll) and
 	// tells the key cache of revocations; it must listen on
 	// notify.APIKeyRevokedChannel for that (else revoked keys work on for

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -81,21 +82,21 @@ type AgentService struct {
 	notifier *notify.Notifier
 	cfg      AgentConfig
 	logger   *slog.Logger
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	outbox   *Outbox // enqueues callbacks of executions results end; nil: none
 	classes  classPresence
 }
 
 // NewAgentService returns an AgentService; notifier may be nil (leases then
 // poll every 250 ms while waiting), logger and metrics too.
-func NewAgentService(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConfig, logger *slog.Logger, metrics *Metrics) *AgentService {
+func NewAgentService(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConfig, logger *slog.Logger, m *metrics.Metrics) *AgentService {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if metrics == nil {
-		metrics = NewMetrics(nil)
+	if m == nil {
+		m = metrics.New(nil)
 	}
-	return &AgentService{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: metrics}
+	return &AgentService{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m}
 }
 
 // Config returns the protocol settings agents are told at registration.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/metrics"
 )
 
 // breaker is the circuit breaker of callback destinations, one per host,
@@ -22,7 +23,7 @@ type breaker struct {
 	pool    *pgxpool.Pool
 	cfg     CallbackConfig
 	logger  *slog.Logger
-	metrics *OutboundMetrics
+	metrics *metrics.OutboundMetrics
 }
 
 // admission is what the breaker said to one delivery.

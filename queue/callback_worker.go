@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/webhook"
 )
 
@@ -125,7 +126,7 @@ type callbackWorker struct {
 	cfg     CallbackConfig
 	breaker *breaker
 	logger  *slog.Logger
-	metrics *OutboundMetrics
+	metrics *metrics.OutboundMetrics
 	agent   string // User-Agent
 }
 

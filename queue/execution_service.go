@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -29,7 +30,7 @@ var (
 type ExecutionService struct {
 	pool    *pgxpool.Pool
 	logger  *slog.Logger
-	metrics *Metrics
+	metrics *metrics.Metrics
 	router  *TaskRouter
 	outbox  *Outbox // enqueues callbacks and agentless HTTP tasks; nil: none
 }
@@ -41,14 +42,14 @@ func (s *ExecutionService) WithRouter(router *TaskRouter) *ExecutionService {
 }
 
 // NewExecutionService returns an ExecutionService on pool.
-func NewExecutionService(pool *pgxpool.Pool, logger *slog.Logger, metrics *Metrics) *ExecutionService {
+func NewExecutionService(pool *pgxpool.Pool, logger *slog.Logger, m *metrics.Metrics) *ExecutionService {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if metrics == nil {
-		metrics = NewMetrics(nil)
+	if m == nil {
+		m = metrics.New(nil)
 	}
-	return &ExecutionService{pool: pool, logger: logger, metrics: metrics}
+	return &ExecutionService{pool: pool, logger: logger, metrics: m}
 }
 
 // TriggerRequest asks for a run of a job now.

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/metrics"
 )
 
 // HTTPTaskConfig tunes agentless HTTP tasks.
@@ -114,8 +115,8 @@ type httpTaskWorker struct {
 	cfg     HTTPTaskConfig
 	outbox  *Outbox
 	logger  *slog.Logger
-	metrics *Metrics
-	out     *OutboundMetrics
+	metrics *metrics.Metrics
+	out     *metrics.OutboundMetrics
 	agent   string
 }
 
@@ -309,7 +310,7 @@ func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskR
 	return done, outbox.Flush(ctx, tx)
 }
 
-func countTaskResult(m *Metrics, state string) {
+func countTaskResult(m *metrics.Metrics, state string) {
 	if state == "pending" {
 		m.Retries.Inc()
 		return

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/queue/webhook"
 )
@@ -29,14 +30,14 @@ type outEnv struct {
 	river   *queue.RiverService
 	jobs    *queue.JobService
 	execs   *queue.ExecutionService
-	metrics *queue.OutboundMetrics
-	engine  *queue.Metrics
+	metrics *metrics.OutboundMetrics
+	engine  *metrics.Metrics
 }
 
 func setupOutbound(t *testing.T, mutate func(*queue.RiverConfig)) *outEnv {
 	t.Helper()
 	pool := setup(t).pool
-	env := &outEnv{t: t, pool: pool, metrics: queue.NewOutboundMetrics(nil), engine: queue.NewMetrics(nil)}
+	env := &outEnv{t: t, pool: pool, metrics: metrics.NewOutboundMetrics(nil), engine: metrics.New(nil)}
 	cfg := queue.RiverConfig{
 		Policy: outbound.Policy{AllowLoopback: true, Timeout: 5 * time.Second},
 		Callback: queue.CallbackConfig{

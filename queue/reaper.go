@@ -11,6 +11,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -34,7 +35,7 @@ type ReaperConfig struct {
 	// (a replica running River flushes them later).
 	Outbox  *Outbox
 	Logger  *slog.Logger
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 }
 
 // Reaper returns expired leases to pending (attempt + 1, after backoff) or
@@ -64,7 +65,7 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(nil)
+		cfg.Metrics = metrics.New(nil)
 	}
 	return &Reaper{pool: pool, cfg: cfg}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/migrations"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
 
@@ -57,8 +58,8 @@ type RiverConfig struct {
 	Version string
 	// Logger defaults to discarding; the metrics default to unregistered.
 	Logger          *slog.Logger
-	Metrics         *Metrics
-	OutboundMetrics *OutboundMetrics
+	Metrics         *metrics.Metrics
+	OutboundMetrics *metrics.OutboundMetrics
 }
 
 func (c RiverConfig) withDefaults() RiverConfig {
@@ -76,10 +77,10 @@ func (c RiverConfig) withDefaults() RiverConfig {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Metrics == nil {
-		c.Metrics = NewMetrics(nil)
+		c.Metrics = metrics.New(nil)
 	}
 	if c.OutboundMetrics == nil {
-		c.OutboundMetrics = NewOutboundMetrics(nil)
+		c.OutboundMetrics = metrics.NewOutboundMetrics(nil)
 	}
 	return c
 }

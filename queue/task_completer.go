@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/metrics"
 )
 
 var (
@@ -31,19 +32,19 @@ type TaskCompleter struct {
 	pool    *pgxpool.Pool
 	outbox  *Outbox
 	logger  *slog.Logger
-	metrics *Metrics
+	metrics *metrics.Metrics
 }
 
 // NewTaskCompleter returns a TaskCompleter; outbox nil enqueues neither
 // retries nor callbacks (a replica running River flushes callbacks).
-func NewTaskCompleter(pool *pgxpool.Pool, outbox *Outbox, logger *slog.Logger, metrics *Metrics) *TaskCompleter {
+func NewTaskCompleter(pool *pgxpool.Pool, outbox *Outbox, logger *slog.Logger, m *metrics.Metrics) *TaskCompleter {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if metrics == nil {
-		metrics = NewMetrics(nil)
+	if m == nil {
+		m = metrics.New(nil)
 	}
-	return &TaskCompleter{pool: pool, outbox: outbox, logger: logger, metrics: metrics}
+	return &TaskCompleter{pool: pool, outbox: outbox, logger: logger, metrics: m}
 }
 
 // Complete records r, fenced by its token (the completion token); it

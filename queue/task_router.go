@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/routing"
 )
 
@@ -42,7 +43,7 @@ type TaskRouter struct {
 	cfg     TaskRouterConfig
 	router  *routing.Router
 	logger  *slog.Logger
-	metrics *Metrics
+	metrics *metrics.Metrics
 
 	mu       sync.Mutex
 	snapshot *candidateSnapshot
@@ -57,7 +58,7 @@ type candidateSnapshot struct {
 }
 
 // NewTaskRouter returns a TaskRouter; logger and metrics may be nil.
-func NewTaskRouter(pool *pgxpool.Pool, agentCfg AgentConfig, cfg TaskRouterConfig, logger *slog.Logger, metrics *Metrics) (*TaskRouter, error) {
+func NewTaskRouter(pool *pgxpool.Pool, agentCfg AgentConfig, cfg TaskRouterConfig, logger *slog.Logger, m *metrics.Metrics) (*TaskRouter, error) {
 	cfg.Live = cmp.Or(cfg.Live, 2*agentCfg.withDefaults().HeartbeatInterval)
 	cfg.Refresh = cmp.Or(cfg.Refresh, time.Second)
 	router, err := routing.NewRouter(&cfg.Routing)
@@ -67,10 +68,10 @@ func NewTaskRouter(pool *pgxpool.Pool, agentCfg AgentConfig, cfg TaskRouterConfi
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if metrics == nil {
-		metrics = NewMetrics(nil)
+	if m == nil {
+		m = metrics.New(nil)
 	}
-	return &TaskRouter{pool: pool, cfg: cfg, router: router, logger: logger, metrics: metrics,
+	return &TaskRouter{pool: pool, cfg: cfg, router: router, logger: logger, metrics: m,
 		rings: map[string]*routing.Ring{}, seq: map[uuid.UUID]uint64{}}, nil
 }
 

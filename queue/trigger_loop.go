@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -41,7 +42,7 @@ type TriggerLoopConfig struct {
 	Outbox *Outbox
 	// Logger defaults to discarding; Metrics defaults to unregistered.
 	Logger  *slog.Logger
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 }
 
 func (c *TriggerLoopConfig) withDefaults() TriggerLoopConfig {
@@ -54,7 +55,7 @@ func (c *TriggerLoopConfig) withDefaults() TriggerLoopConfig {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
 	if out.Metrics == nil {
-		out.Metrics = NewMetrics(nil)
+		out.Metrics = metrics.New(nil)
 	}
 	return out
 }
@@ -163,12 +164,6 @@ func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 	return b.claimed, nil
 }
 
-// Steps of a fire that can set a job aside (label of ax_trigger_set_aside_total).
-const (
-	setAsidePlan  = "plan"
-	setAsideWrite = "write"
-)
-
 // maxSetAsideReason bounds the reason recorded on a set-aside trigger.
 const maxSetAsideReason = 2000
 
@@ -211,7 +206,7 @@ func (l *TriggerLoop) planBatch(due []*db.DueTrigger) (*batch, error) {
 	for _, t := range due {
 		f, err := l.planOne(t)
 		if err != nil {
-			b.setAside = append(b.setAside, newSetAside(t.JobID, setAsidePlan, "planning its fires failed: "+err.Error()))
+			b.setAside = append(b.setAside, newSetAside(t.JobID, metrics.SetAsidePlan, "planning its fires failed: "+err.Error()))
 			continue
 		}
 		b.fires = append(b.fires, f)
@@ -293,7 +288,7 @@ func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) 
 	case ctx.Err() != nil || db.Transient(err):
 		return err
 	case len(fires) == 1:
-		b.setAside = append(b.setAside, newSetAside(fires[0].jobID, setAsideWrite, "writing its fire failed: "+err.Error()))
+		b.setAside = append(b.setAside, newSetAside(fires[0].jobID, metrics.SetAsideWrite, "writing its fire failed: "+err.Error()))
 		return nil
 	}
 	mid := len(fires) / 2
@@ -356,7 +351,7 @@ func keepInsertedAsLast(fires []*jobFire, inserted []db.InsertedExecution) {
 	}
 }
 
-func (b *batch) observe(m *Metrics) {
+func (b *batch) observe(m *metrics.Metrics) {
 	misfired := map[uuid.UUID]bool{}
 	for _, f := range b.written {
 		for _, e := range f.executions {

@@ -20,6 +20,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -111,23 +112,23 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 			return err
 		}
 	}
-	metrics := queue.NewMetrics(prometheus.DefaultRegisterer)
+	m := metrics.New(prometheus.DefaultRegisterer)
 	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel, notify.ExecutionEndedChannel,
 		notify.APIKeyRevokedChannel)
-	river, err := startRiver(ctx, pool, logger, metrics, cfg)
+	river, err := startRiver(ctx, pool, logger, m, cfg)
 	if err != nil {
 		return err
 	}
 	defer river.Stop()
 	agentCfg := cfg.Agent
-	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, metrics)
+	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, m)
 	if err != nil {
 		return err
 	}
-	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router,
+	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox()})
-	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: metrics, Outbox: river.Outbox()})
-	prometheus.MustRegister(queue.NewStateCollector(pool))
+	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox()})
+	prometheus.MustRegister(metrics.NewStateCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {
 			return err
@@ -138,7 +139,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer reaper.Stop()
 
 	apiHandler, _ := openapi.New(openapi.Config{
-		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: metrics,
+		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
 		MetricsHandler: promhttp.Handler(), MetricsAuth: cfg.MetricsAuth,
 		BodyReadTimeout: min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
 
@@ -87,7 +88,7 @@ func (c outboundConfig) policy() outbound.Policy {
 
 // startRiver starts the replica's River workers: callback delivery and
 // agentless HTTP tasks.
-func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, metrics *queue.Metrics, cfg serveConfig) (*queue.RiverService, error) {
+func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m *metrics.Metrics, cfg serveConfig) (*queue.RiverService, error) {
 	publicURL := cfg.Outbound.PublicURL
 	if publicURL == "" {
 		publicURL = "http://" + cfg.Addr
@@ -99,7 +100,7 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, me
 		Policy: cfg.Outbound.policy(), Version: version,
 		HTTP: queue.HTTPTaskConfig{PublicURL: publicURL, MaxPerJob: cfg.Outbound.HTTPMaxPerJob,
 			MaxPerHost: cfg.Outbound.HTTPMaxPerHost},
-		Logger: logger, Metrics: metrics, OutboundMetrics: queue.NewOutboundMetrics(prometheus.DefaultRegisterer),
+		Logger: logger, Metrics: m, OutboundMetrics: metrics.NewOutboundMetrics(prometheus.DefaultRegisterer),
 	})
 	if err != nil {
 		return nil, err

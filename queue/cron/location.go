@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
 	// Embedded tz data lets schedules work on hosts without /usr/share/zoneinfo.
 	_ "time/tzdata"
 )

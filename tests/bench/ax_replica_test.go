@@ -23,6 +23,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -44,7 +45,7 @@ func benchLogger() *slog.Logger {
 type axReplica struct {
 	pool    *pgxpool.Pool
 	url     string
-	metrics *queue.Metrics
+	metrics *metrics.Metrics
 	router  *queue.TaskRouter
 	jobID   uuid.UUID
 }
@@ -60,7 +61,7 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	b.Cleanup(pool.Close)
 	logger := benchLogger()
 	reg := prometheus.NewRegistry()
-	metrics := queue.NewMetrics(reg)
+	metrics := metrics.New(reg)
 	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel)
 	agentCfg := queue.AgentConfig{}
 	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, metrics)

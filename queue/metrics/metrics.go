@@ -1,4 +1,6 @@
-package queue
+// Package metrics holds the Prometheus metrics of the engine and the
+// collector that reads the state gauges from the database at scrape time.
+package metrics
 
 import (
 	"cmp"
@@ -10,6 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-scheduler/ax/db"
+)
+
+// Steps of a fire that can set a job aside (label of ax_trigger_set_aside_total).
+const (
+	SetAsidePlan  = "plan"
+	SetAsideWrite = "write"
 )
 
 // Metrics are the engine's Prometheus metrics. Labels stay bounded (no
@@ -35,9 +43,9 @@ type Metrics struct {
 	AgentHealth *prometheus.CounterVec // quarantines and restores
 }
 
-// NewMetrics creates the metrics and registers them with reg (nil: not
+// New creates the metrics and registers them with reg (nil: not
 // registered, for tests).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Fires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ax_fires_total",
@@ -61,8 +69,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "ax_trigger_set_aside_total",
 		Help: "Jobs set aside (no longer fired until updated) because a fire of them failed, by step: plan or write.",
 	}, []string{"step"})
-	m.SetAside.WithLabelValues(setAsidePlan)
-	m.SetAside.WithLabelValues(setAsideWrite)
+	m.SetAside.WithLabelValues(SetAsidePlan)
+	m.SetAside.WithLabelValues(SetAsideWrite)
 	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
 	}, []string{"class"})
