@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/jobtemplate"
 	"github.com/ax-scheduler/ax/queue/webhook"
 )
 
@@ -66,20 +66,10 @@ func httpTaskKey(t *db.HTTPTask) string {
 	return t.ExecutionID.String() + ":" + strconv.Itoa(t.ShardIndex)
 }
 
-// bodyLimits bound an HTTP job's body template, rendered for every
-// attempt of every task: 2 MiB (a job's params are at most 256 KiB, and
-// json escapes at most 6 bytes for one) within a second. json is its only
-// function beyond the safe built-ins.
-var bodyLimits = templateLimits{what: "body template", maxOutput: 2 << 20, timeout: time.Second,
-	funcs: template.FuncMap{"json": func(v any) (string, error) {
-		b, err := json.Marshal(v)
-		return string(b), err
-	}}}
-
 // ParseHTTPBodyTemplate checks an HTTP job's body template, so the API can
 // refuse a broken or unbounded one when the job is saved.
 func ParseHTTPBodyTemplate(body string) error {
-	_, err := parseJobTemplate(body, &bodyLimits)
+	_, err := jobtemplate.Body.Parse(body)
 	return err
 }
 
@@ -135,11 +125,11 @@ func renderHTTPBody(tmpl string, env *HTTPTaskEnvelope) ([]byte, error) {
 	if err := dec.Decode(&data); err != nil {
 		return nil, err
 	}
-	t, err := parseJobTemplate(tmpl, &bodyLimits)
+	t, err := jobtemplate.Body.Parse(tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("the job's body template %w", err)
 	}
-	return executeJobTemplate(t, data, &bodyLimits)
+	return jobtemplate.Body.Execute(t, data)
 }
 
 // signHTTPTask sets ax's headers (they win over the job's own) and the

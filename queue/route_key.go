@@ -7,18 +7,15 @@ import (
 	"strings"
 	"sync"
 	"text/template"
-	"time"
+
+	"github.com/ax-scheduler/ax/queue/jobtemplate"
 )
 
 // A route key is a text/template over the task: .params (the run's
 // params), .shard (.index, .total, .param) and .job (.id, .name, .group),
 // e.g. "customer_id={{.params.customer_id}}". Missing params render as
 // "<no value>" would hide mistakes, so they are errors instead. It keeps
-// to the bounded subset of job templates (job_template.go).
-
-// routeKeyLimits bound a route key: it is rendered for every task a fire
-// makes, in the fire's transaction.
-var routeKeyLimits = templateLimits{what: "route key", maxOutput: 4 << 10, timeout: 50 * time.Millisecond}
+// to the bounded subset of job templates (package jobtemplate).
 
 // ParseRouteKey reports whether key is a valid route key template.
 func ParseRouteKey(key string) error {
@@ -34,7 +31,7 @@ func parseRouteKey(key string) (*template.Template, error) {
 	if t, ok := routeKeyTemplates.Load(key); ok {
 		return t.(*template.Template), nil
 	}
-	t, err := parseJobTemplate(key, &routeKeyLimits)
+	t, err := jobtemplate.RouteKey.Parse(key)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +70,7 @@ func renderRouteKey(key string, in *routeKeyInput) (string, error) {
 		"shard":  map[string]any{"index": in.ShardIndex, "total": in.ShardTotal, "param": in.ShardParam},
 		"job":    map[string]any{"id": in.JobID, "name": in.JobName, "group": in.JobGroup},
 	}
-	out, err := executeJobTemplate(t, data, &routeKeyLimits)
+	out, err := jobtemplate.RouteKey.Execute(t, data)
 	if err != nil {
 		return "", fmt.Errorf("route key %q: %w", key, err)
 	}

@@ -1,6 +1,9 @@
-package queue
+// Package jobtemplate renders the templates a job definition may hold
+// (route keys, HTTP bodies) within bounds of output and time.
+package jobtemplate
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,8 +24,8 @@ import (
 // every costly value is written out, where the output cap stops it. A
 // deadline, checked as output is written, bounds the rest.
 
-// templateLimits bound one kind of job template.
-type templateLimits struct {
+// Kind is one kind of job template with its bounds.
+type Kind struct {
 	// what names the template in errors: "route key", "body template".
 	what string
 	// maxOutput caps the rendered bytes.
@@ -30,7 +33,7 @@ type templateLimits struct {
 	// timeout caps one rendering.
 	timeout time.Duration
 	// funcs are the functions beyond the safe built-ins; each must be
-	// called on data only (see checkTemplate).
+	// called on data only (see templateChecker).
 	funcs template.FuncMap
 }
 
@@ -41,17 +44,31 @@ var safeBuiltins = map[string]bool{
 	"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
 }
 
+// RouteKey bounds a route key: it is rendered for every task a fire makes,
+// in the fire's transaction.
+var RouteKey = &Kind{what: "route key", maxOutput: 4 << 10, timeout: 50 * time.Millisecond}
+
+// Body bounds an HTTP job's body template, rendered for every attempt of
+// every task: 2 MiB (a job's params are at most 256 KiB, and json escapes
+// at most 6 bytes for one) within a second. json is its only function
+// beyond the safe built-ins.
+var Body = &Kind{what: "body template", maxOutput: 2 << 20, timeout: time.Second,
+	funcs: template.FuncMap{"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	}}}
+
 // errTemplateOutput is returned when a rendering passes its output cap.
 var errTemplateOutput = errors.New("output exceeds its limit")
 
 // errTemplateDeadline is returned when a rendering passes its deadline.
 var errTemplateDeadline = errors.New("rendering took longer than its limit")
 
-// parseJobTemplate parses text and checks it keeps to the safe subset.
-func parseJobTemplate(text string, lim *templateLimits) (*template.Template, error) {
-	t, err := template.New(lim.what).Funcs(lim.funcs).Option("missingkey=error").Parse(text)
+// Parse parses text and checks it keeps to the safe subset.
+func (k *Kind) Parse(text string) (*template.Template, error) {
+	t, err := template.New(k.what).Funcs(k.funcs).Option("missingkey=error").Parse(text)
 	if err != nil {
-		return nil, fmt.Errorf("is not a valid template: %s", strings.TrimPrefix(err.Error(), "template: "+lim.what+":"))
+		return nil, fmt.Errorf("is not a valid template: %s", strings.TrimPrefix(err.Error(), "template: "+k.what+":"))
 	}
 	if len(t.Templates()) > 1 {
 		return nil, errors.New("must not define templates (define, block)")
@@ -59,7 +76,7 @@ func parseJobTemplate(text string, lim *templateLimits) (*template.Template, err
 	if t.Tree == nil || t.Root == nil {
 		return t, nil
 	}
-	c := &templateChecker{funcs: lim.funcs}
+	c := &templateChecker{funcs: k.funcs}
 	c.list(t.Root)
 	if c.err != nil {
 		return nil, c.err
@@ -212,22 +229,22 @@ func allowedFuncs(extra template.FuncMap) string {
 	return strings.Join(names, ", ")
 }
 
-// executeJobTemplate renders t over data within lim.
-func executeJobTemplate(t *template.Template, data any, lim *templateLimits) (out []byte, err error) {
+// Execute renders t, parsed by k.Parse, over data within lim's bounds.
+func (k *Kind) Execute(t *template.Template, data any) (out []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = nil, fmt.Errorf("error rendering the %s: panic: %v", lim.what, p)
+			out, err = nil, fmt.Errorf("error rendering the %s: panic: %v", k.what, p)
 		}
 	}()
-	w := &boundedWriter{max: lim.maxOutput, deadline: time.Now().Add(lim.timeout)}
+	w := &boundedWriter{max: k.maxOutput, deadline: time.Now().Add(k.timeout)}
 	if err := t.Execute(w, data); err != nil {
 		switch {
 		case errors.Is(err, errTemplateOutput):
-			return nil, fmt.Errorf("error rendering the %s: output exceeds %d bytes", lim.what, lim.maxOutput)
+			return nil, fmt.Errorf("error rendering the %s: output exceeds %d bytes", k.what, k.maxOutput)
 		case errors.Is(err, errTemplateDeadline):
-			return nil, fmt.Errorf("error rendering the %s: took longer than %s", lim.what, lim.timeout)
+			return nil, fmt.Errorf("error rendering the %s: took longer than %s", k.what, k.timeout)
 		}
-		return nil, fmt.Errorf("error rendering the %s: %w", lim.what, err)
+		return nil, fmt.Errorf("error rendering the %s: %w", k.what, err)
 	}
 	return w.buf, nil
 }

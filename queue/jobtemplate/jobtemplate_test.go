@@ -1,12 +1,13 @@
-package queue
+package jobtemplate_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/queue/jobtemplate"
 )
 
 func TestJobTemplateSubset(t *testing.T) {
@@ -22,10 +23,10 @@ func TestJobTemplateSubset(t *testing.T) {
 		`{{/* a comment */}}x`,
 	}
 	for _, text := range allowed {
-		_, err := parseJobTemplate(text, &routeKeyLimits)
+		_, err := jobtemplate.RouteKey.Parse(text)
 		require.NoError(t, err, text)
 	}
-	require.NoError(t, ParseHTTPBodyTemplate(`{"p": {{json .params}}, "s": {{.shard.param | json}}, "e": {{json .execution_id}}}`))
+	require.NoError(t, parseBody(`{"p": {{json .params}}, "s": {{.shard.param | json}}, "e": {{json .execution_id}}}`))
 
 	refused := map[string]string{
 		`{{range 1000000000}}x{{end}}`:                   "range",
@@ -43,7 +44,7 @@ func TestJobTemplateSubset(t *testing.T) {
 		`{{.params.x`:                                    "not a valid template",
 	}
 	for text, want := range refused {
-		_, err := parseJobTemplate(text, &routeKeyLimits)
+		_, err := jobtemplate.RouteKey.Parse(text)
 		require.ErrorContains(t, err, want, text)
 	}
 	bodyRefused := map[string]string{
@@ -56,21 +57,38 @@ func TestJobTemplateSubset(t *testing.T) {
 		`{{range 3}}{{json $}}{{end}}`: "range",
 	}
 	for text, want := range bodyRefused {
-		require.ErrorContains(t, ParseHTTPBodyTemplate(text), want, text)
+		require.ErrorContains(t, parseBody(text), want, text)
 	}
 }
 
 func TestJobTemplateOutputCap(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("x", 3000)
-	key, err := renderRouteKey(`{{.params.s}}{{.params.s}}`, &routeKeyInput{Params: json.RawMessage(`{"s":"` + big + `"}`)})
+	key, err := render(t, jobtemplate.RouteKey, `{{.params.s}}{{.params.s}}`, map[string]any{"params": map[string]any{"s": big}})
 	require.ErrorContains(t, err, "exceeds 4096 bytes")
 	require.Empty(t, key)
 
-	params, err := json.Marshal(map[string]string{"s": strings.Repeat("<", 200<<10)})
-	require.NoError(t, err)
 	start := time.Now()
-	_, err = renderHTTPBody(strings.Repeat("{{json .params}}", 20), &HTTPTaskEnvelope{Params: params})
+	_, err = render(t, jobtemplate.Body, strings.Repeat("{{json .params}}", 20),
+		map[string]any{"params": map[string]string{"s": strings.Repeat("<", 200<<10)}})
 	require.ErrorContains(t, err, "exceeds 2097152 bytes")
 	require.Less(t, time.Since(start), time.Second)
+}
+
+func TestJobTemplateMissingKeyIsAnError(t *testing.T) {
+	t.Parallel()
+	_, err := render(t, jobtemplate.RouteKey, `{{.params.missing}}`, map[string]any{"params": map[string]any{}})
+	require.ErrorContains(t, err, "error rendering the route key")
+}
+
+func parseBody(text string) error {
+	_, err := jobtemplate.Body.Parse(text)
+	return err
+}
+
+func render(t *testing.T, k *jobtemplate.Kind, text string, data any) ([]byte, error) {
+	t.Helper()
+	tmpl, err := k.Parse(text)
+	require.NoError(t, err)
+	return k.Execute(tmpl, data)
 }
