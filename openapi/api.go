@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
@@ -49,7 +50,7 @@ type Config struct {
 	// Outbox enqueues callbacks and agentless HTTP tasks in the
 	// transactions of API calls; nil: none (a replica running River
 	// enqueues callbacks later; agentless tasks wait for one).
-	Outbox *queue.Outbox
+	Outbox *delivery.Outbox
 	// Outbound is what callback and HTTP-job URLs may reach, checked when
 	// a job is saved (and again by the senders at every connection). The
 	// zero policy allows public addresses only.
@@ -82,7 +83,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 
 	jobSvc := queue.NewJobService(cfg.Pool, cfg.Logger)
 	execSvc := queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)
-	callbacks := queue.NewCallbackService(cfg.Pool, cfg.Outbox, cfg.Logger)
+	callbacks := delivery.NewCallbackService(cfg.Pool, cfg.Outbox, cfg.Logger)
 	urls := &urlChecker{policy: cfg.Outbound, logger: cfg.Logger}
 	guard := groupGuard{pool: cfg.Pool}
 	jobs := &jobHandlers{jobs: jobSvc, urls: urls, guard: guard}
@@ -90,7 +91,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks,
 		guard: guard}).register(api)
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
-		completer: queue.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
+		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
 	(&classHandlers{pool: cfg.Pool}).register(api)
 	registerCronPreview(api)

@@ -9,7 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 // Callback is the delivery of an execution's result to its job's
@@ -73,9 +73,9 @@ func (h *outboundHandlers) redeliver(ctx context.Context, in *executionIDInput) 
 	}
 	cb, err := h.callbacks.Redeliver(ctx, id)
 	switch {
-	case errors.Is(err, queue.ErrExecutionNotEnded), errors.Is(err, queue.ErrNoCallbackURL):
+	case errors.Is(err, delivery.ErrExecutionNotEnded), errors.Is(err, delivery.ErrNoCallbackURL):
 		return nil, huma.Error409Conflict(err.Error())
-	case errors.Is(err, queue.ErrNoDelivery):
+	case errors.Is(err, delivery.ErrNoDelivery):
 		return nil, huma.Error503ServiceUnavailable(err.Error())
 	case err != nil:
 		return nil, executionError(err)

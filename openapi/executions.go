@@ -12,12 +12,13 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 type executionHandlers struct {
 	execs     *queue.ExecutionService
 	waiter    *queue.ExecutionWaiter
-	callbacks *queue.CallbackService
+	callbacks *delivery.CallbackService
 	guard     groupGuard
 }
 

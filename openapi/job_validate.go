@@ -12,12 +12,13 @@ import (
 
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/cron"
+	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 var labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,100}$`)
 
-// maxAgentlessTimeoutSeconds is queue.MaxAgentlessHTTPTimeout in seconds.
-const maxAgentlessTimeoutSeconds = int(queue.MaxAgentlessHTTPTimeout / time.Second)
+// maxAgentlessTimeoutSeconds is delivery.MaxAgentlessHTTPTimeout in seconds.
+const maxAgentlessTimeoutSeconds = int(delivery.MaxAgentlessHTTPTimeout / time.Second)
 
 // Resolve checks what struct tags cannot: fields that depend on each
 // other, cron expressions, timezones and URLs. Huma calls it after
@@ -51,7 +52,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	}
 	j.Shards.validateRange(prefix, &errs)
 	if j.Executor.Kind == "http" && j.Executor.Body != "" {
-		if err := queue.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
+		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
 			errs.add(prefix.With("executor.body"), err.Error(), j.Executor.Body)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 // outboundHandlers serve what outside systems use to hand work to ax and
@@ -14,8 +15,8 @@ import (
 type outboundHandlers struct {
 	jobs      *queue.JobService
 	execs     *queue.ExecutionService
-	callbacks *queue.CallbackService
-	completer *queue.TaskCompleter
+	callbacks *delivery.CallbackService
+	completer *delivery.TaskCompleter
 	urls      *urlChecker
 	api       huma.API // for problems written by middleware
 	logger    *slog.Logger

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/queue/webhook"
@@ -37,9 +37,9 @@ func setupRiver(t *testing.T) *apiEnv {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	policy := outbound.Policy{AllowLoopback: true, Timeout: 5 * time.Second}
-	rs, err := queue.NewRiverService(pool, queue.RiverConfig{Policy: policy, PollInterval: 10 * time.Millisecond,
-		HTTP:     queue.HTTPTaskConfig{PublicURL: srv.URL},
-		Callback: queue.CallbackConfig{RetrySchedule: []time.Duration{10 * time.Millisecond}, Jitter: -1}})
+	rs, err := delivery.NewRiverService(pool, delivery.RiverConfig{Policy: policy, PollInterval: 10 * time.Millisecond,
+		HTTP:     delivery.HTTPTaskConfig{PublicURL: srv.URL},
+		Callback: delivery.CallbackConfig{RetrySchedule: []time.Duration{10 * time.Millisecond}, Jitter: -1}})
 	require.NoError(t, err)
 	require.NoError(t, rs.Start(context.Background()))
 	t.Cleanup(rs.Stop)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
 
@@ -33,7 +33,7 @@ func (c *urlChecker) check(ctx context.Context, j *Job) error {
 		if _, err := c.policy.ValidateURL(ctx, j.Executor.URL); err != nil {
 			errs.add("body.executor.url", c.refused(ctx, "executor.url", err), j.Executor.URL)
 		}
-		if err := queue.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
+		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
 			errs.add("body.executor.body", "is not a valid template: "+err.Error(), j.Executor.Body)
 		}
 	}

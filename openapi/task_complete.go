@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 // TaskCompletion is the result of an agentless HTTP task whose target
@@ -36,8 +36,8 @@ type TaskCompletionReply struct {
 const HeaderCompletionToken = "Ax-Completion-Token"
 
 // completionBodyLimit caps a posted result: the result ax keeps
-// (queue.MaxHTTPResultBytes), an error of 65,536 characters, and the rest.
-const completionBodyLimit = queue.MaxHTTPResultBytes + 72<<10
+// (delivery.MaxHTTPResultBytes), an error of 65,536 characters, and the rest.
+const completionBodyLimit = delivery.MaxHTTPResultBytes + 72<<10
 
 type taskCompleteInput struct {
 	ID    string `path:"id" format:"uuid" doc:"Task id (Ax-Task-Id of the request)"`
@@ -84,9 +84,9 @@ func (h *outboundHandlers) checkCompletionToken(ctx huma.Context, next func(huma
 	}
 	err := h.completer.CheckToken(ctx.Context(), id, token)
 	switch {
-	case errors.Is(err, queue.ErrUnknownHTTPTask):
+	case errors.Is(err, delivery.ErrUnknownHTTPTask):
 		_ = huma.WriteErr(h.api, ctx, http.StatusNotFound, err.Error())
-	case errors.Is(err, queue.ErrStaleCompletion):
+	case errors.Is(err, delivery.ErrStaleCompletion):
 		_ = huma.WriteErr(h.api, ctx, http.StatusConflict, err.Error())
 	case err != nil:
 		h.logger.ErrorContext(ctx.Context(), "error checking a completion token", "task_id", id, "error", err)
@@ -110,16 +110,16 @@ func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInp
 		return nil, huma.Error422UnprocessableEntity("two tokens",
 			&huma.ErrorDetail{Location: "body.token", Message: "must be the token of the Ax-Completion-Token header", Value: in.Body.Token})
 	}
-	if len(in.Body.Result) > queue.MaxHTTPResultBytes {
+	if len(in.Body.Result) > delivery.MaxHTTPResultBytes {
 		return nil, huma.Error422UnprocessableEntity("result too large", &huma.ErrorDetail{Location: "body.result",
-			Message: fmt.Sprintf("is %d bytes; a result may be %d", len(in.Body.Result), queue.MaxHTTPResultBytes)})
+			Message: fmt.Sprintf("is %d bytes; a result may be %d", len(in.Body.Result), delivery.MaxHTTPResultBytes)})
 	}
 	state, err := h.completer.Complete(ctx, db.TaskResult{TaskRef: db.TaskRef{ID: id, Token: token},
 		State: in.Body.State, Result: in.Body.Result, Error: in.Body.Error})
 	switch {
-	case errors.Is(err, queue.ErrUnknownHTTPTask):
+	case errors.Is(err, delivery.ErrUnknownHTTPTask):
 		return nil, huma.Error404NotFound(err.Error())
-	case errors.Is(err, queue.ErrStaleCompletion):
+	case errors.Is(err, delivery.ErrStaleCompletion):
 		return nil, huma.Error409Conflict(err.Error())
 	case err != nil:
 		return nil, err

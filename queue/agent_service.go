@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
@@ -83,7 +84,7 @@ type AgentService struct {
 	cfg      AgentConfig
 	logger   *slog.Logger
 	metrics  *metrics.Metrics
-	outbox   *Outbox // enqueues callbacks of executions results end; nil: none
+	outbox   *delivery.Outbox // enqueues callbacks of executions results end; nil: none
 	classes  classPresence
 }
 
@@ -477,4 +478,11 @@ func (c *classPresence) any(ctx context.Context, e db.Executor) (bool, error) {
 	}
 	c.checked, c.exists = time.Now(), exists
 	return exists, nil
+}
+
+// WithOutbox makes the service enqueue callbacks when results end
+// executions; it returns s.
+func (s *AgentService) WithOutbox(o *delivery.Outbox) *AgentService {
+	s.outbox = o
+	return s
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
@@ -32,7 +33,7 @@ type ExecutionService struct {
 	logger  *slog.Logger
 	metrics *metrics.Metrics
 	router  *TaskRouter
-	outbox  *Outbox // enqueues callbacks and agentless HTTP tasks; nil: none
+	outbox  *delivery.Outbox // enqueues callbacks and agentless HTTP tasks; nil: none
 }
 
 // WithRouter makes the service place new tasks with router; it returns s.
@@ -263,4 +264,11 @@ func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int
 		return nil, err
 	}
 	return page, nil
+}
+
+// WithOutbox makes the service enqueue callbacks and HTTP tasks of the
+// executions it fires and cancels; it returns s.
+func (s *ExecutionService) WithOutbox(o *delivery.Outbox) *ExecutionService {
+	s.outbox = o
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -31,9 +32,9 @@ type ReaperConfig struct {
 	// RestoreAfter is how many probe tasks in a row a quarantined agent
 	// must succeed to be active again. Defaults to 2.
 	RestoreAfter int
-	// Outbox enqueues the callbacks of executions a sweep ends; nil: none
+	// delivery.Outbox enqueues the callbacks of executions a sweep ends; nil: none
 	// (a replica running River flushes them later).
-	Outbox  *Outbox
+	Outbox  *delivery.Outbox
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/routing"
 )
@@ -286,7 +287,7 @@ const defaultLive = 10 * time.Second
 // insertExecutions records fires, makes their tasks, hands agentless HTTP
 // tasks to the outbox and routes the others, all in e (the fire's
 // transaction).
-func insertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
+func insertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
 	live := defaultLive
 	if router != nil {
 		live = router.Live()
@@ -295,7 +296,7 @@ func insertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, ou
 	if err != nil {
 		return inserted, err
 	}
-	if tasks, err = outbox.fired(ctx, e, tasks); err != nil || router == nil {
+	if tasks, err = outbox.Fired(ctx, e, tasks); err != nil || router == nil {
 		return inserted, err
 	}
 	return inserted, router.Route(ctx, e, tasks)

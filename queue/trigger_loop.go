@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -37,9 +38,9 @@ type TriggerLoopConfig struct {
 	MaxSleep time.Duration
 	// Router places the new tasks on agents; nil leaves them unassigned.
 	Router *TaskRouter
-	// Outbox enqueues agentless HTTP tasks and callbacks in the fire's
+	// delivery.Outbox enqueues agentless HTTP tasks and callbacks in the fire's
 	// transaction; nil: none.
-	Outbox *Outbox
+	Outbox *delivery.Outbox
 	// Logger defaults to discarding; Metrics defaults to unregistered.
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
@@ -175,7 +176,7 @@ type batch struct {
 	setAside []setAside
 	inserted []db.InsertedExecution
 	router   *TaskRouter
-	outbox   *Outbox
+	outbox   *delivery.Outbox
 }
 
 // jobFire is what one claimed trigger writes.
@@ -301,7 +302,7 @@ func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) 
 // writeFires stores fires in tx: cancellations for replace first, so they
 // never touch the new executions. It panics never: a panic in routing or
 // the outbox comes back as an error.
-func writeFires(ctx context.Context, tx pgx.Tx, router *TaskRouter, outbox *Outbox, fires []*jobFire) (inserted []db.InsertedExecution, err error) {
+func writeFires(ctx context.Context, tx pgx.Tx, router *TaskRouter, outbox *delivery.Outbox, fires []*jobFire) (inserted []db.InsertedExecution, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			inserted, err = nil, fmt.Errorf("panic: %v", p)

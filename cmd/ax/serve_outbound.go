@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
@@ -88,7 +88,7 @@ func (c outboundConfig) policy() outbound.Policy {
 
 // startRiver starts the replica's River workers: callback delivery and
 // agentless HTTP tasks.
-func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m *metrics.Metrics, cfg serveConfig) (*queue.RiverService, error) {
+func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m *metrics.Metrics, cfg serveConfig) (*delivery.RiverService, error) {
 	publicURL := cfg.Outbound.PublicURL
 	if publicURL == "" {
 		publicURL = "http://" + cfg.Addr
@@ -96,9 +96,9 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m 
 			publicURL = "https://" + cfg.Addr
 		}
 	}
-	rs, err := queue.NewRiverService(pool, queue.RiverConfig{
+	rs, err := delivery.NewRiverService(pool, delivery.RiverConfig{
 		Policy: cfg.Outbound.policy(), Version: version,
-		HTTP: queue.HTTPTaskConfig{PublicURL: publicURL, MaxPerJob: cfg.Outbound.HTTPMaxPerJob,
+		HTTP: delivery.HTTPTaskConfig{PublicURL: publicURL, MaxPerJob: cfg.Outbound.HTTPMaxPerJob,
 			MaxPerHost: cfg.Outbound.HTTPMaxPerHost},
 		Logger: logger, Metrics: m, OutboundMetrics: metrics.NewOutboundMetrics(prometheus.DefaultRegisterer),
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -61,9 +62,9 @@ func BenchmarkCallbacks(b *testing.B) {
 	}
 }
 
-func startCallbackRiver(b *testing.B, pool *pgxpool.Pool) *queue.RiverService {
+func startCallbackRiver(b *testing.B, pool *pgxpool.Pool) *delivery.RiverService {
 	b.Helper()
-	rs, err := queue.NewRiverService(pool, queue.RiverConfig{Policy: outbound.Policy{AllowLoopback: true}})
+	rs, err := delivery.NewRiverService(pool, delivery.RiverConfig{Policy: outbound.Policy{AllowLoopback: true}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func endExecutions(b *testing.B, pool *pgxpool.Pool, url string, n int) {
 }
 
 // flushAll enqueues every callback the outbox holds.
-func flushAll(b *testing.B, pool *pgxpool.Pool, outbox *queue.Outbox) {
+func flushAll(b *testing.B, pool *pgxpool.Pool, outbox *delivery.Outbox) {
 	b.Helper()
 	ctx := context.Background()
 	for {

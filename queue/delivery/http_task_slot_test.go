@@ -1,4 +1,4 @@
-package queue_test
+package delivery_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 // silentHost accepts connections and never answers: a target that hangs.
@@ -79,7 +79,7 @@ func (s *silentHost) counts() (open, most int) {
 // job's requests are sent and its run succeeds at once.
 func TestSilentTargetDoesNotStarveOtherJobs(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, func(c *queue.RiverConfig) { c.HTTPWorkers = 10 })
+	env := setup(t, func(c *delivery.RiverConfig) { c.HTTPWorkers = 10 })
 	silent := newSilentHost(t)
 	url := "http://" + silent.ln.Addr().String() + "/never"
 	var stuck []*db.Job

@@ -1,4 +1,4 @@
-package queue_test
+package delivery_test
 
 import (
 	"context"
@@ -17,43 +17,49 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/queue/webhook"
+	"github.com/ax-scheduler/ax/tests/dbtest"
 )
+
+func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
 
 // outEnv is the engine with River running on a database of its own, and
 // compressed timings: retries after 10..50 ms, breakers open for 300 ms.
 type outEnv struct {
 	t       *testing.T
 	pool    *pgxpool.Pool
-	river   *queue.RiverService
+	river   *delivery.RiverService
 	jobs    *queue.JobService
 	execs   *queue.ExecutionService
 	metrics *metrics.OutboundMetrics
 	engine  *metrics.Metrics
 }
 
-func setupOutbound(t *testing.T, mutate func(*queue.RiverConfig)) *outEnv {
+// setup starts delivery (River) on a database of its own; mutate
+// adjusts its configuration first.
+func setup(t *testing.T, mutate func(*delivery.RiverConfig)) *outEnv {
 	t.Helper()
-	pool := setup(t).pool
+	pool := dbtest.New(t)
 	env := &outEnv{t: t, pool: pool, metrics: metrics.NewOutboundMetrics(nil), engine: metrics.New(nil)}
-	cfg := queue.RiverConfig{
+	cfg := delivery.RiverConfig{
 		Policy: outbound.Policy{AllowLoopback: true, Timeout: 5 * time.Second},
-		Callback: queue.CallbackConfig{
+		Callback: delivery.CallbackConfig{
 			RetrySchedule: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond,
 				40 * time.Millisecond, 50 * time.Millisecond},
 			Jitter: -1, BreakerThreshold: 100, BreakerOpenFor: 300 * time.Millisecond,
 			HoldRecheck: 50 * time.Millisecond, BreakerProbeTimeout: 5 * time.Second,
 		},
-		HTTP:         queue.HTTPTaskConfig{ReaperWait: 100 * time.Millisecond},
+		HTTP:         delivery.HTTPTaskConfig{ReaperWait: 100 * time.Millisecond},
 		PollInterval: 10 * time.Millisecond, FlushInterval: 200 * time.Millisecond,
 		Metrics: env.engine, OutboundMetrics: env.metrics,
 	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	rs, err := queue.NewRiverService(pool, cfg)
+	rs, err := delivery.NewRiverService(pool, cfg)
 	require.NoError(t, err)
 	require.NoError(t, rs.Start(context.Background()))
 	t.Cleanup(rs.Stop)

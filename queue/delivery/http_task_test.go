@@ -1,4 +1,4 @@
-package queue_test
+package delivery_test
 
 import (
 	"context"
@@ -14,12 +14,13 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 // envelope decodes an agentless HTTP task's request body.
-func envelope(t *testing.T, r received) queue.HTTPTaskEnvelope {
+func envelope(t *testing.T, r received) delivery.HTTPTaskEnvelope {
 	t.Helper()
-	var env queue.HTTPTaskEnvelope
+	var env delivery.HTTPTaskEnvelope
 	require.NoError(t, json.Unmarshal(r.body, &env), string(r.body))
 	return env
 }
@@ -29,7 +30,7 @@ func envelope(t *testing.T, r received) queue.HTTPTaskEnvelope {
 // the job's secret.
 func TestHTTPTaskSucceedsOn2xx(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"rows":42,"id":12345678901234567890}`))
@@ -52,7 +53,7 @@ func TestHTTPTaskSucceedsOn2xx(t *testing.T) {
 	require.Equal(t, exec.ID.String(), verify(t, got[0], job.SigningSecret).ID)
 	body := envelope(t, got[0])
 	require.Equal(t, exec.ID.String(), body.ExecutionID)
-	require.Equal(t, queue.HTTPTaskShard{Index: 0, Total: 1, Param: "0-4294967296"}, body.Shard)
+	require.Equal(t, delivery.HTTPTaskShard{Index: 0, Total: 1, Param: "0-4294967296"}, body.Shard)
 	require.JSONEq(t, `{"region":"eu"}`, string(body.Params))
 	require.Equal(t, 1, body.Attempt)
 }
@@ -61,7 +62,7 @@ func TestHTTPTaskSucceedsOn2xx(t *testing.T) {
 // then the task and the execution fail with the answer as error.
 func TestHTTPTaskRetriesThenFails(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
 		http.Error(w, "database is down", http.StatusInternalServerError)
 		return false
@@ -88,7 +89,7 @@ func TestHTTPTaskRetriesThenFails(t *testing.T) {
 // completion token from the request ends it.
 func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, func(c *queue.RiverConfig) { c.HTTP.PublicURL = "http://ax.example" })
+	env := setup(t, func(c *delivery.RiverConfig) { c.HTTP.PublicURL = "http://ax.example" })
 	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
 		w.WriteHeader(http.StatusAccepted)
 		return false
@@ -104,18 +105,18 @@ func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, "running", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", exec.ID))
 
-	completer := queue.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil)
+	completer := delivery.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil)
 	state, err := completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{"report":"done"}`))
 	require.NoError(t, err)
 	require.Equal(t, "succeeded", state)
 	require.Equal(t, "succeeded", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", exec.ID))
 	_, err = completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{}`))
-	require.ErrorIs(t, err, queue.ErrStaleCompletion, "a token works once")
+	require.ErrorIs(t, err, delivery.ErrStaleCompletion, "a token works once")
 	_, err = completer.Complete(context.Background(), db.TaskResult{TaskRef: db.TaskRef{ID: uuid.New(), Token: uuid.New()}, State: "succeeded"})
-	require.ErrorIs(t, err, queue.ErrUnknownHTTPTask)
+	require.ErrorIs(t, err, delivery.ErrUnknownHTTPTask)
 }
 
-func taskResult(t *testing.T, req queue.HTTPTaskEnvelope, state, result string) db.TaskResult {
+func taskResult(t *testing.T, req delivery.HTTPTaskEnvelope, state, result string) db.TaskResult {
 	t.Helper()
 	return db.TaskResult{TaskRef: db.TaskRef{ID: uuid.MustParse(req.TaskID), Token: uuid.MustParse(req.Completion.Token)},
 		State: state, Result: json.RawMessage(result)}
@@ -126,7 +127,7 @@ func taskResult(t *testing.T, req queue.HTTPTaskEnvelope, state, result string) 
 // with a new token) decides the task.
 func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, func(c *queue.RiverConfig) { c.HTTP.PublicURL = "http://ax.example" })
+	env := setup(t, func(c *delivery.RiverConfig) { c.HTTP.PublicURL = "http://ax.example" })
 	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{Interval: 50 * time.Millisecond,
 		Outbox: env.river.Outbox()})
 	require.NoError(t, reaper.Start(context.Background()))
@@ -150,9 +151,9 @@ func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
 	require.NotEqual(t, first.Completion.Token, second.Completion.Token, "each attempt has its own token")
 	require.Equal(t, got[0].header.Get("Idempotency-Key"), got[1].header.Get("Idempotency-Key"))
 
-	_, err := queue.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil).
+	_, err := delivery.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil).
 		Complete(context.Background(), taskResult(t, first, "succeeded", `{"late":true}`))
-	require.ErrorIs(t, err, queue.ErrStaleCompletion)
+	require.ErrorIs(t, err, delivery.ErrStaleCompletion)
 	var result string
 	require.NoError(t, env.pool.QueryRow(context.Background(),
 		"SELECT result::text FROM ax.task WHERE execution_id = $1", exec.ID).Scan(&result))
@@ -165,7 +166,7 @@ func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
 // param and key.
 func TestHTTPTaskShardsSendOwnRequests(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	target := newReceiver(t, nil)
 	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount, j.ShardParams = 4, []string{"a", "b", "c", "d"} })
 	exec := env.trigger(job.ID)
@@ -191,7 +192,7 @@ func TestHTTPTaskShardsSendOwnRequests(t *testing.T) {
 // Agents never lease what ax serve sends itself.
 func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	env.river.Stop() // nothing sends: the task stays pending
 	job := env.httpJob("http://127.0.0.1:9/run", nil)
 	env.trigger(job.ID)
@@ -214,7 +215,7 @@ func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
 // tokens a second and a burst of 1, four shards go out about 250 ms apart.
 func TestHTTPTaskShardsHonourTheirRateClass(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	_, err := db.RateClassInsert(context.Background(), env.pool, &db.RateClass{Name: "slow-api", Rate: 4, Burst: 1})
 	require.NoError(t, err)
 	target := newReceiver(t, nil)
@@ -231,7 +232,7 @@ func TestHTTPTaskShardsHonourTheirRateClass(t *testing.T) {
 // nothing; an HTTP job beside it is delivered as usual.
 func TestHTTPTaskCostlyBodyTemplateIsStopped(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool { return false })
 	big, err := json.Marshal(map[string]string{"s": strings.Repeat("<", 300<<10)})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package queue_test
+package delivery_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
 
@@ -24,7 +25,7 @@ import (
 // every attempt is recorded.
 func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) bool {
 		switch n {
 		case 1:
@@ -52,14 +53,14 @@ func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
 		require.Equal(t, exec.TraceParent, r.header.Get("traceparent"))
 		require.Equal(t, string(got[0].body), string(r.body), "the body is the same on every attempt")
 	}
-	var payload queue.CallbackPayload
+	var payload delivery.CallbackPayload
 	require.NoError(t, json.Unmarshal(got[3].body, &payload))
 	require.Equal(t, "cancelled", payload.State)
 	require.Equal(t, job.ID.String(), payload.JobID)
 	require.Equal(t, 1, payload.Shards.Total)
 	require.Equal(t, map[string]int{"cancelled": 1}, payload.Shards.ByState)
 
-	cb, err := queue.NewCallbackService(env.pool, nil, nil).Get(context.Background(), exec.ID)
+	cb, err := delivery.NewCallbackService(env.pool, nil, nil).Get(context.Background(), exec.ID)
 	require.NoError(t, err)
 	require.Equal(t, "delivered", cb.State)
 	require.Len(t, cb.History, 4)
@@ -84,7 +85,7 @@ func statuses(h []db.CallbackAttempt) []int {
 // then the callback is callback_failed and the alert metric moves.
 func TestCallbackFailsAfterFiveRetries(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
 		w.WriteHeader(http.StatusInternalServerError)
 		return false
@@ -105,7 +106,7 @@ func TestCallbackFailsAfterFiveRetries(t *testing.T) {
 // of the (compressed) schedule.
 func TestCallbackHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) bool {
 		if n == 1 {
 			w.Header().Set("Retry-After", "1")
@@ -130,7 +131,7 @@ func TestCallbackHonoursRetryAfter(t *testing.T) {
 // held delivery through.
 func TestCallbackBreakerOpensHoldsAndRecovers(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, func(c *queue.RiverConfig) {
+	env := setup(t, func(c *delivery.RiverConfig) {
 		c.Callback.BreakerThreshold = 2
 		c.Callback.BreakerOpenFor = 1500 * time.Millisecond
 		c.Callback.RetrySchedule = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond,
@@ -182,7 +183,7 @@ func TestCallbackBreakerOpensHoldsAndRecovers(t *testing.T) {
 // announced.
 func TestCallbackNeverSentForRolledBackCompletion(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	rc := newReceiver(t, nil)
 	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
 	exec := env.trigger(job.ID)
@@ -210,7 +211,7 @@ func TestCallbackNeverSentForRolledBackCompletion(t *testing.T) {
 	_, err = agents.Complete(ctx, task.AgentID, result)
 	require.NoError(t, err)
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
-	var payload queue.CallbackPayload
+	var payload delivery.CallbackPayload
 	require.NoError(t, json.Unmarshal(rc.requests()[0].body, &payload))
 	require.Equal(t, "succeeded", payload.State)
 	require.JSONEq(t, `{"rows":3}`, string(payload.Result))
@@ -249,7 +250,7 @@ func leaseOne(t *testing.T, env *outEnv) *leasedTaskRef {
 // While a secret is rotated both sign: a receiver holding either accepts.
 func TestCallbackSignedWithBothSecretsDuringRotation(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	rc := newReceiver(t, nil)
 	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
 	secret, until, err := env.jobs.RotateSecret(context.Background(), job.ID, time.Hour)
@@ -271,13 +272,13 @@ func TestCallbackSignedWithBothSecretsDuringRotation(t *testing.T) {
 // delivery, recorded after the first.
 func TestCallbackRedeliver(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	rc := newReceiver(t, nil)
 	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
 	exec := env.trigger(job.ID)
-	svc := queue.NewCallbackService(env.pool, env.river.Outbox(), nil)
+	svc := delivery.NewCallbackService(env.pool, env.river.Outbox(), nil)
 	_, err := svc.Redeliver(context.Background(), exec.ID)
-	require.ErrorIs(t, err, queue.ErrExecutionNotEnded)
+	require.ErrorIs(t, err, delivery.ErrExecutionNotEnded)
 	env.cancel(exec.ID)
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
 
@@ -294,7 +295,7 @@ func TestCallbackRedeliver(t *testing.T) {
 	otherExec := env.trigger(other.ID)
 	env.cancel(otherExec.ID)
 	_, err = svc.Redeliver(context.Background(), otherExec.ID)
-	require.ErrorIs(t, err, queue.ErrNoCallbackURL)
+	require.ErrorIs(t, err, delivery.ErrNoCallbackURL)
 }
 
 // A callback URL whose host resolves to the cloud metadata service when
@@ -302,7 +303,7 @@ func TestCallbackRedeliver(t *testing.T) {
 // each attempt records why.
 func TestCallbackBlockedWhenHostResolvesToMetadata(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, func(c *queue.RiverConfig) {
+	env := setup(t, func(c *delivery.RiverConfig) {
 		c.Policy = outbound.Policy{AllowLoopback: true, AllowPrivate: true,
 			Resolver: hostResolver{"hooks.example.test": "169.254.169.254"}}
 	})
@@ -332,7 +333,7 @@ func counterValue(c prometheus.Counter) float64 {
 // outstanding (no agent will report it, so the cancel ends it).
 func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	rc := newReceiver(t, nil)
 	ctx := context.Background()
 
@@ -361,7 +362,7 @@ func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", accepted.ID)
 	var states []string
 	for _, r := range rc.requests() {
-		var p queue.CallbackPayload
+		var p delivery.CallbackPayload
 		require.NoError(t, json.Unmarshal(r.body, &p))
 		states = append(states, p.State)
 	}

@@ -1,4 +1,4 @@
-package queue_test
+package delivery_test
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ import (
 // text so that the signed bytes are UTF-8, not just ASCII.
 func TestCallbackStandardWebhooksInterop(t *testing.T) {
 	t.Parallel()
-	env := setupOutbound(t, nil)
+	env := setup(t, nil)
 	rc := newReceiver(t, nil)
 	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL + "/hook" })
 	exec := env.trigger(job.ID)

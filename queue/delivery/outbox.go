@@ -1,4 +1,4 @@
-package queue
+package delivery
 
 import (
 	"context"
@@ -60,11 +60,11 @@ func (o *Outbox) Cancelled(ctx context.Context, tx pgx.Tx) error {
 	return o.Flush(ctx, tx)
 }
 
-// fired takes the tasks a fire just made in e: it enqueues the agentless
+// Fired takes the tasks a fire just made in e: it enqueues the agentless
 // ones, ends what the fire cancelled (concurrency policy replace) and
 // flushes callbacks (a broadcast that found no agent ends at once). It
 // returns the tasks agents run, for routing.
-func (o *Outbox) fired(ctx context.Context, e db.Executor, tasks []*db.NewTask) ([]*db.NewTask, error) {
+func (o *Outbox) Fired(ctx context.Context, e db.Executor, tasks []*db.NewTask) ([]*db.NewTask, error) {
 	agentTasks := tasks[:0:0]
 	var agentless []*db.NewTask
 	for _, t := range tasks {
@@ -126,18 +126,4 @@ func (o *Outbox) insertHTTPAttempt(ctx context.Context, tx pgx.Tx, args HTTPTask
 		return fmt.Errorf("error enqueuing attempt %d of http task %s: %w", args.Attempt, args.TaskID, err)
 	}
 	return nil
-}
-
-// WithOutbox makes the service enqueue callbacks when results end
-// executions; it returns s.
-func (s *AgentService) WithOutbox(o *Outbox) *AgentService {
-	s.outbox = o
-	return s
-}
-
-// WithOutbox makes the service enqueue callbacks and HTTP tasks of the
-// executions it fires and cancels; it returns s.
-func (s *ExecutionService) WithOutbox(o *Outbox) *ExecutionService {
-	s.outbox = o
-	return s
 }
