@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // Issue #12, item 7: agent keys are too strong. These tests use only what
@@ -35,7 +35,7 @@ func (e *apiEnv) registerWith(secret, name string, fields map[string]any) *agent
 // them), and their agents are offline.
 func TestRevokingAnAgentKeyRevokesTheTokensItMinted(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	ctx := context.Background()
 	secret, key, err := openapi.CreateAPIKey(ctx, env.pool, "bootstrap", []string{openapi.ScopeAgent})
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ const keyCacheTTLForTest = 2 * time.Second
 // heartbeating, nor by registering again under the same name and key.
 func TestAdminDrainAndQuarantineHoldAcrossRegistrations(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	ctx := context.Background()
 	job := cronJob("work", "0 0 * * *", "UTC")
 	job["executor"] = map[string]any{"kind": "handler", "handler": "work"} // one every agent accepts
@@ -119,7 +119,7 @@ func TestAdminDrainAndQuarantineHoldAcrossRegistrations(t *testing.T) {
 // lease token, can neither complete A's task nor append to its output.
 func TestOnlyTheLeaseHolderCompletesOrLogs(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	ctx := context.Background()
 	jobID := env.call("POST", "/v1/jobs", env.admin, cronJob("held", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
 	a := env.registerAgent("a", nil, 1)
@@ -155,7 +155,7 @@ func TestOnlyTheLeaseHolderCompletesOrLogs(t *testing.T) {
 // and GET /v1/agents show why.
 func TestAgentsLeaseOnlyTheExecutorsTheyAccept(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{StealAfter: 50 * time.Millisecond, StarveAfter: 100 * time.Millisecond})
+	env := setupWithAgents(t, dispatch.AgentConfig{StealAfter: 50 * time.Millisecond, StarveAfter: 100 * time.Millisecond})
 	ctx := context.Background()
 	shellJob := env.call("POST", "/v1/jobs", env.admin, cronJob("sh", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
 	plain := env.registerWith(env.key(openapi.ScopeAgent), "plain", nil) // default executors

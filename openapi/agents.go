@@ -16,12 +16,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 type agentHandlers struct {
 	pool   *pgxpool.Pool
-	agents *queue.AgentService
+	agents *dispatch.LeaseBroker
 	owners ownerCache
 }
 
@@ -265,7 +265,7 @@ func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput
 	}
 	out := &leaseOutput{Body: Leases{Tasks: []LeasedTask{}}}
 	tasks, err := h.agents.Lease(ctx, agent, in.Body.Max, time.Duration(in.Body.WaitSeconds)*time.Second)
-	if errors.Is(err, queue.ErrAgentNotActive) {
+	if errors.Is(err, dispatch.ErrAgentNotActive) {
 		return out, nil // a draining agent simply gets nothing
 	}
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/agent"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // agentClient speaks the agent protocol over HTTP like ax-agent does.
@@ -61,7 +61,7 @@ func (a *agentClient) complete(t map[string]any, state string) *response {
 
 func TestAgentProtocolHappyPath(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	job := cronJob("sharded", "0 0 * * *", "UTC")
 	job["shards"] = map[string]any{"count": 3, "params": []string{"a", "b", "c"}}
 	job["target"] = map[string]any{"labels": map[string]string{"pool": "billing"}}
@@ -124,7 +124,7 @@ func TestAgentProtocolHappyPath(t *testing.T) {
 
 func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{Lease: time.Second})
+	env := setupWithAgents(t, dispatch.AgentConfig{Lease: time.Second})
 	job := cronJob("retried", "0 0 * * *", "UTC")
 	job["retry"] = map[string]any{"max_attempts": 3, "backoff_seconds": 1}
 	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
@@ -136,7 +136,7 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 	require.Len(t, first, 1)
 	// a goes silent past its lease; the reaper gives the task back.
 	time.Sleep(1200 * time.Millisecond)
-	reaper := queue.NewReaper(env.pool, queue.AgentConfig{Lease: time.Second}, queue.ReaperConfig{})
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{Lease: time.Second}, dispatch.ReaperConfig{})
 	require.NoError(t, reaper.Sweep(context.Background()))
 
 	second := b.lease(1, 5) // after the 1 s backoff
@@ -161,7 +161,7 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 
 func TestAgentFailureRetriesThenFails(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	job := cronJob("flaky", "0 0 * * *", "UTC")
 	job["retry"] = map[string]any{"max_attempts": 2, "backoff_seconds": 1}
 	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
@@ -181,7 +181,7 @@ func TestAgentFailureRetriesThenFails(t *testing.T) {
 
 func TestAgentReleaseAndDrain(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	jobID := env.call("POST", "/v1/jobs", env.admin, cronJob("released", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
 	a := env.registerAgent("a", nil, 1)
 	b := env.registerAgent("b", nil, 1)
@@ -201,14 +201,14 @@ func TestAgentReleaseAndDrain(t *testing.T) {
 	a.post("/deregister", nil).must(t, http.StatusNoContent)
 }
 
-func setupWithAgents(t *testing.T, cfg queue.AgentConfig) *apiEnv {
+func setupWithAgents(t *testing.T, cfg dispatch.AgentConfig) *apiEnv {
 	t.Helper()
 	return setupConfig(t, func(c *openapiConfig) { c.Agent = cfg })
 }
 
 func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	job := cronJob("slow", "0 0 * * *", "UTC")
 	job["timeout_seconds"] = 1
 	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
@@ -219,7 +219,7 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	a.heartbeat(tasks).must(t, http.StatusOK) // running, lease fresh
 
 	time.Sleep(1200 * time.Millisecond)
-	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{OfflineAfter: time.Second})
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{OfflineAfter: time.Second})
 	require.NoError(t, reaper.Sweep(context.Background()))
 
 	final := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)

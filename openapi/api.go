@@ -18,6 +18,7 @@ import (
 
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/delivery"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
@@ -40,9 +41,9 @@ type Config struct {
 	// up to 2 s).
 	Notifier *notify.Notifier
 	// Agent tunes the agent protocol (lease length, heartbeat interval).
-	Agent queue.AgentConfig
+	Agent dispatch.AgentConfig
 	// Router places the tasks of manual runs; nil leaves them unassigned.
-	Router *queue.TaskRouter
+	Router *dispatch.TaskRouter
 	// Ready reports whether this replica can serve (database reachable,
 	// migrations current). Nil means always ready. /readyz shows the
 	// Reason of a *NotReadyError and logs the rest.
@@ -92,7 +93,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 		guard: guard}).register(api)
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
-	(&agentHandlers{pool: cfg.Pool, agents: queue.NewAgentService(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
+	(&agentHandlers{pool: cfg.Pool, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
 	(&classHandlers{pool: cfg.Pool}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ax-scheduler/ax/queue"
 )
 
 // TestParallelLastShardsEndTheRun: two agents reporting the last two
@@ -17,7 +16,7 @@ import (
 // it (each used to see the other's shard unfinished).
 func TestParallelLastShardsEndTheRun(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	jobID := env.manualJob("pair", func(j map[string]any) { j["shards"] = map[string]any{"count": 2} })
 	a, b := env.registerAgent("a", nil, 100), env.registerAgent("b", nil, 100)
 	const runs = 20
@@ -54,7 +53,7 @@ func TestParallelLastShardsEndTheRun(t *testing.T) {
 // is not told to cancel, and its own timeout counts from its own start.
 func TestTimedOutAttemptRetriesClean(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	jobID := env.manualJob("slowpoke", func(j map[string]any) {
 		j["timeout_seconds"] = 1
 		j["retry"] = map[string]any{"max_attempts": 2, "backoff_seconds": 1}
@@ -65,7 +64,7 @@ func TestTimedOutAttemptRetriesClean(t *testing.T) {
 	require.Len(t, first, 1)
 	a.heartbeat(first).must(t, http.StatusOK) // running
 	time.Sleep(1100 * time.Millisecond)
-	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{})
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{})
 	require.NoError(t, reaper.Sweep(context.Background()))
 
 	retry := a.lease(1, 3) // after the 1 s backoff

@@ -15,10 +15,10 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
-func setupFlow(t *testing.T, cfg queue.AgentConfig) *apiEnv {
+func setupFlow(t *testing.T, cfg dispatch.AgentConfig) *apiEnv {
 	t.Helper()
 	return setupConfig(t, func(c *openapi.Config) { c.Agent = cfg })
 }
@@ -31,7 +31,7 @@ func TestRateClassCapsLeaseRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for 20 s")
 	}
-	env := setupFlow(t, queue.AgentConfig{})
+	env := setupFlow(t, dispatch.AgentConfig{})
 	env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "db", "rate": 10, "burst": 10}).
 		must(t, http.StatusCreated)
 	jobID := env.manualJob("bulk", func(j map[string]any) {
@@ -87,7 +87,7 @@ func TestRateClassCapsLeaseRate(t *testing.T) {
 // the starvation age still leases while priority 9 work keeps arriving.
 func TestPriorityThenStarvationGuard(t *testing.T) {
 	t.Parallel()
-	env := setupFlow(t, queue.AgentConfig{StarveAfter: 2 * time.Second})
+	env := setupFlow(t, dispatch.AgentConfig{StarveAfter: 2 * time.Second})
 	low := env.manualJob("low", func(j map[string]any) { j["priority"] = 1; j["shards"] = map[string]any{"count": 5} })
 	high := env.manualJob("high", func(j map[string]any) { j["priority"] = 9; j["shards"] = map[string]any{"count": 5} })
 	env.run(low, nil)
@@ -119,7 +119,7 @@ func TestPriorityThenStarvationGuard(t *testing.T) {
 // they lease again. Automatic degradation follows waiting depth.
 func TestDegradationChangesWhatLeases(t *testing.T) {
 	t.Parallel()
-	env := setupFlow(t, queue.AgentConfig{})
+	env := setupFlow(t, dispatch.AgentConfig{})
 	ctx := context.Background()
 	env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "api", "rate": 1000, "burst": 1000,
 		"auto_degrade": map[string]any{"min_priority": 5, "depth": 3}}).must(t, http.StatusCreated)
@@ -131,7 +131,7 @@ func TestDegradationChangesWhatLeases(t *testing.T) {
 	})
 	high := env.manualJob("high", func(j map[string]any) { j["priority"] = 9; j["rate_limit_class"] = "api" })
 	a := env.registerAgent("a", nil, 100)
-	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{})
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{})
 
 	got := env.call("POST", "/v1/classes/api/degrade", env.admin, map[string]any{"min_priority": 5}).must(t, http.StatusOK)
 	require.EqualValues(t, 5, got["effective_min_priority"])
@@ -180,7 +180,7 @@ func (e *apiEnv) stateEvents(execID string) []string {
 // jobs may only name existing ones.
 func TestRateClassAPI(t *testing.T) {
 	t.Parallel()
-	env := setupFlow(t, queue.AgentConfig{})
+	env := setupFlow(t, dispatch.AgentConfig{})
 	bad := env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "x", "rate": 0, "burst": 0,
 		"auto_degrade": map[string]any{"min_priority": 3}})
 	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
@@ -210,7 +210,7 @@ func TestRateClassAPI(t *testing.T) {
 // reads the pending indexes, never the whole table.
 func TestLeaseQueryIsIndexDriven(t *testing.T) {
 	t.Parallel()
-	env := setupFlow(t, queue.AgentConfig{})
+	env := setupFlow(t, dispatch.AgentConfig{})
 	ctx := context.Background()
 	jobID := uuid.MustParse(env.manualJob("big", nil))
 	execID := uuid.MustParse(env.run(jobID.String(), nil))
@@ -246,7 +246,7 @@ func TestLeaseQueryIsIndexDriven(t *testing.T) {
 // pg_stat_xact_user_tables in the transaction that does the work.
 func TestLeaseAndCompleteStayLinearOnStaleStatistics(t *testing.T) {
 	t.Parallel()
-	env := setupFlow(t, queue.AgentConfig{})
+	env := setupFlow(t, dispatch.AgentConfig{})
 	ctx := context.Background()
 	jobID := uuid.MustParse(env.manualJob("stale-stats", nil))
 	agent := env.registerAgent("stale-stats", nil, 1000)
@@ -320,7 +320,7 @@ func TestLeaseAndCompleteStayLinearOnStaleStatistics(t *testing.T) {
 // of a batch's runs, so pages must have room for every row's new version.
 func TestRunStartsInPlace(t *testing.T) {
 	t.Parallel()
-	env := setupFlow(t, queue.AgentConfig{})
+	env := setupFlow(t, dispatch.AgentConfig{})
 	ctx := context.Background()
 	jobID := uuid.MustParse(env.manualJob("in-place", nil))
 	agent := env.registerAgent("in-place", nil, 500)

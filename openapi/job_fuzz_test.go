@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -93,9 +94,9 @@ func newJobFuzz(f *testing.F) *jobFuzz {
 	schema := registry.Schema(reflect.TypeFor[Job](), true, "")
 	// A router whose snapshot of two agents lasts the whole run, so keys
 	// of keyed strategies are rendered on every fire.
-	router, err := queue.NewTaskRouter(pool, queue.AgentConfig{}, queue.TaskRouterConfig{Refresh: time.Hour, Live: time.Hour}, nil, nil)
+	router, err := dispatch.NewTaskRouter(pool, dispatch.AgentConfig{}, dispatch.TaskRouterConfig{Refresh: time.Hour, Live: time.Hour}, nil, nil)
 	require.NoError(f, err)
-	agents := queue.NewAgentService(pool, nil, queue.AgentConfig{}, nil, nil)
+	agents := dispatch.NewLeaseBroker(pool, nil, dispatch.AgentConfig{}, nil, nil)
 	_, key, err := CreateAPIKey(ctx, pool, "fuzz", []string{ScopeAgent})
 	require.NoError(f, err)
 	for _, name := range []string{"a", "b"} {

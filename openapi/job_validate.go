@@ -10,9 +10,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/cron"
 	"github.com/ax-scheduler/ax/queue/delivery"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 var labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,100}$`)
@@ -43,7 +43,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 		errs.add(prefix.With("route.key"), "is required with strategy "+j.Route.Strategy, j.Route.Key)
 	}
 	if j.Route != nil && j.Route.Key != "" {
-		if err := queue.ParseRouteKey(j.Route.Key); err != nil {
+		if err := dispatch.ParseRouteKey(j.Route.Key); err != nil {
 			errs.add(prefix.With("route.key"), err.Error(), j.Route.Key)
 		}
 	}

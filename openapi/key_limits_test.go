@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // limitedKey creates a key with scopes and limits and returns its secret.
@@ -25,7 +25,7 @@ func (e *apiEnv) limitedKey(limits openapi.KeyLimits, scopes ...string) string {
 // own tokens register nothing.
 func TestAgentKeyBoundToLabels(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{})
+	env := setupWithAgents(t, dispatch.AgentConfig{})
 	bound := env.limitedKey(openapi.KeyLimits{Labels: map[string][]string{"pool": {"billing", "reports"}}}, openapi.ScopeAgent)
 	all := []string{"shell", "http", "handler"}
 

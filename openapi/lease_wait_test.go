@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ax-scheduler/ax/queue"
 )
 
 // TestIdleLongPollCostsNoTransactions: an agent long-polling while a
@@ -48,7 +47,7 @@ func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := setupFlow(t, queue.AgentConfig{})
+			env := setupFlow(t, dispatch.AgentConfig{})
 			wake := tc.blocked(env)
 			a := env.registerAgent("idle", nil, 10)
 
@@ -158,7 +157,7 @@ func (a *agentClient) leaseContext(ctx context.Context, max, wait int) ([]any, e
 // rate class gets its next token.
 func TestLongPollWakesWhenATaskBecomesLeasable(t *testing.T) {
 	t.Parallel()
-	cfg := queue.AgentConfig{StealAfter: time.Second, IdleRecheck: 20 * time.Second}
+	cfg := dispatch.AgentConfig{StealAfter: time.Second, IdleRecheck: 20 * time.Second}
 	t.Run("steal delay", func(t *testing.T) {
 		t.Parallel()
 		env := setupFlow(t, cfg)

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ax-scheduler/ax/queue"
 )
 
 // leasedTask triggers a manual shell job and leases its one task as agent a.
@@ -35,7 +34,7 @@ func logChunk(task map[string]any, data string) map[string]any {
 func TestTaskLogsCappedPerTask(t *testing.T) {
 	t.Parallel()
 	const maxBytes = 1000
-	env := setupWithAgents(t, queue.AgentConfig{MaxTaskLogBytes: maxBytes})
+	env := setupWithAgents(t, dispatch.AgentConfig{MaxTaskLogBytes: maxBytes})
 	a := env.registerAgent("a", nil, 1)
 	task := leasedTask(t, env, a)
 
@@ -92,7 +91,7 @@ func TestTaskLogsCappedPerTask(t *testing.T) {
 // next_after continues where it stopped, until every event was read once.
 func TestExecutionLogPagesCappedByBytes(t *testing.T) {
 	t.Parallel()
-	env := setupWithAgents(t, queue.AgentConfig{MaxTaskLogBytes: 64 << 20})
+	env := setupWithAgents(t, dispatch.AgentConfig{MaxTaskLogBytes: 64 << 20})
 	a := env.registerAgent("a", nil, 1)
 	task := leasedTask(t, env, a)
 	const chunk = 900 << 10

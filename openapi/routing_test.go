@@ -10,7 +10,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // setupRouted is an API whose manual runs are routed, with a short steal
@@ -23,11 +23,11 @@ func setupRouted(t *testing.T) *apiEnv {
 // setupRoutedSteal is setupRouted with a given steal delay.
 func setupRoutedSteal(t *testing.T, steal time.Duration) *apiEnv {
 	t.Helper()
-	agentCfg := queue.AgentConfig{StealAfter: steal, ProbeEvery: time.Second}
-	var router *queue.TaskRouter
+	agentCfg := dispatch.AgentConfig{StealAfter: steal, ProbeEvery: time.Second}
+	var router *dispatch.TaskRouter
 	env := setupConfig(t, func(c *openapi.Config) {
 		var err error
-		router, err = queue.NewTaskRouter(c.Pool, agentCfg, queue.TaskRouterConfig{Refresh: time.Millisecond}, nil, nil)
+		router, err = dispatch.NewTaskRouter(c.Pool, agentCfg, dispatch.TaskRouterConfig{Refresh: time.Millisecond}, nil, nil)
 		require.NoError(t, err)
 		c.Agent, c.Router = agentCfg, router
 	})
@@ -188,7 +188,7 @@ func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 	t.Parallel()
 	env := setupRouted(t)
 	ctx := context.Background()
-	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{
 		Quarantine: db.QuarantinePolicy{Window: time.Minute, MinResults: 5, FailureRate: 0.5}})
 	bad := env.registerAgent("bad", nil, 10)
 	jobID := env.manualJob("work", nil)

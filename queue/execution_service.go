@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/delivery"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
@@ -32,12 +33,12 @@ type ExecutionService struct {
 	pool    *pgxpool.Pool
 	logger  *slog.Logger
 	metrics *metrics.Metrics
-	router  *TaskRouter
+	router  *dispatch.TaskRouter
 	outbox  *delivery.Outbox // enqueues callbacks and agentless HTTP tasks; nil: none
 }
 
 // WithRouter makes the service place new tasks with router; it returns s.
-func (s *ExecutionService) WithRouter(router *TaskRouter) *ExecutionService {
+func (s *ExecutionService) WithRouter(router *dispatch.TaskRouter) *ExecutionService {
 	s.router = router
 	return s
 }
@@ -148,7 +149,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if err != nil {
 		return nil, err
 	}
-	inserted, err := insertExecutions(ctx, tx, s.router, s.outbox, []*db.NewExecution{{
+	inserted, err := dispatch.InsertExecutions(ctx, tx, s.router, s.outbox, []*db.NewExecution{{
 		ID: id, JobID: job.ID, Cause: db.CauseManual, ScheduledFor: now, Params: req.Params, Priority: req.Priority,
 		TraceParent: req.TraceParent,
 	}})

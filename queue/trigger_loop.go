@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/delivery"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -37,7 +38,7 @@ type TriggerLoopConfig struct {
 	// as a fallback for a lost notification. Defaults to 5 seconds.
 	MaxSleep time.Duration
 	// Router places the new tasks on agents; nil leaves them unassigned.
-	Router *TaskRouter
+	Router *dispatch.TaskRouter
 	// delivery.Outbox enqueues agentless HTTP tasks and callbacks in the fire's
 	// transaction; nil: none.
 	Outbox *delivery.Outbox
@@ -175,7 +176,7 @@ type batch struct {
 	written  []*jobFire
 	setAside []setAside
 	inserted []db.InsertedExecution
-	router   *TaskRouter
+	router   *dispatch.TaskRouter
 	outbox   *delivery.Outbox
 }
 
@@ -302,7 +303,7 @@ func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) 
 // writeFires stores fires in tx: cancellations for replace first, so they
 // never touch the new executions. It panics never: a panic in routing or
 // the outbox comes back as an error.
-func writeFires(ctx context.Context, tx pgx.Tx, router *TaskRouter, outbox *delivery.Outbox, fires []*jobFire) (inserted []db.InsertedExecution, err error) {
+func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, outbox *delivery.Outbox, fires []*jobFire) (inserted []db.InsertedExecution, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			inserted, err = nil, fmt.Errorf("panic: %v", p)
@@ -325,7 +326,7 @@ func writeFires(ctx context.Context, tx pgx.Tx, router *TaskRouter, outbox *deli
 			return nil, err
 		}
 	}
-	if inserted, err = insertExecutions(ctx, tx, router, outbox, execs); err != nil {
+	if inserted, err = dispatch.InsertExecutions(ctx, tx, router, outbox, execs); err != nil {
 		return nil, err
 	}
 	keepInsertedAsLast(fires, inserted)

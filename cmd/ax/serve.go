@@ -20,6 +20,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
@@ -34,7 +35,7 @@ type serveConfig struct {
 	// is how long a lease lasts without renewal, HeartbeatInterval
 	// (AX_HEARTBEAT_INTERVAL, default 5 s) how often agents are asked to
 	// heartbeat; an agent silent for 3 intervals is offline.
-	Agent queue.AgentConfig
+	Agent dispatch.AgentConfig
 	// Outbound is what callbacks and agentless HTTP jobs may reach.
 	Outbound outboundConfig
 	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a
@@ -71,7 +72,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Agent.Lease, "lease", lease, "how long a task lease lasts without a heartbeat, whole seconds (AX_LEASE)")
 	fs.DurationVar(&cfg.Agent.HeartbeatInterval, "heartbeat-interval", heartbeat,
 		"how often agents heartbeat, whole seconds, well under the lease (AX_HEARTBEAT_INTERVAL)")
-	logCap, errLogCap := envInt64("AX_MAX_TASK_LOG_BYTES", queue.DefaultMaxTaskLogBytes)
+	logCap, errLogCap := envInt64("AX_MAX_TASK_LOG_BYTES", dispatch.DefaultMaxTaskLogBytes)
 	fs.Int64Var(&cfg.Agent.MaxTaskLogBytes, "max-task-log-bytes", logCap,
 		"output stored per task, every attempt counted; the rest is dropped and marked once (AX_MAX_TASK_LOG_BYTES)")
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
@@ -121,13 +122,13 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	defer river.Stop()
 	agentCfg := cfg.Agent
-	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, m)
+	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{}, logger, m)
 	if err != nil {
 		return err
 	}
 	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox()})
-	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox()})
+	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox()})
 	prometheus.MustRegister(metrics.NewStateCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {
@@ -209,7 +210,7 @@ func envInt64(name string, fallback int64) (int64, error) {
 // validateAgentTiming checks what agents are told at registration: whole
 // seconds (the protocol carries seconds), and a heartbeat interval short
 // enough that a lease survives a missed heartbeat.
-func validateAgentTiming(c queue.AgentConfig) error {
+func validateAgentTiming(c dispatch.AgentConfig) error {
 	var errs []error
 	for name, d := range map[string]time.Duration{"lease": c.Lease, "heartbeat interval": c.HeartbeatInterval} {
 		if d < time.Second || d%time.Second != 0 {

@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ax-scheduler/ax/queue"
 )
 
 func TestValidateAgentTiming(t *testing.T) {
@@ -22,7 +21,7 @@ func TestValidateAgentTiming(t *testing.T) {
 		{lease: 30 * time.Second, heartbeat: 0, err: "heartbeat interval 0s is not a whole number of seconds of at least 1 s"},
 		{lease: 5 * time.Second, heartbeat: 3 * time.Second, err: "heartbeat interval 3s is more than half the lease 5s"},
 	} {
-		err := validateAgentTiming(queue.AgentConfig{Lease: tc.lease, HeartbeatInterval: tc.heartbeat})
+		err := validateAgentTiming(dispatch.AgentConfig{Lease: tc.lease, HeartbeatInterval: tc.heartbeat})
 		if tc.err == "" {
 			require.NoError(t, err, "lease %s, heartbeat %s", tc.lease, tc.heartbeat)
 			continue

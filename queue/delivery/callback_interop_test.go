@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/webhook"
 	"github.com/ax-scheduler/ax/queue/webhook/webhooktest"
 )
@@ -28,7 +28,7 @@ func TestCallbackStandardWebhooksInterop(t *testing.T) {
 	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL + "/hook" })
 	exec := env.trigger(job.ID)
 	task := leaseOne(t, env)
-	agents := queue.NewAgentService(env.pool, nil, queue.AgentConfig{}, nil, nil).WithOutbox(env.river.Outbox())
+	agents := dispatch.NewLeaseBroker(env.pool, nil, dispatch.AgentConfig{}, nil, nil).WithOutbox(env.river.Outbox())
 	_, err := agents.Complete(context.Background(), task.AgentID, []db.TaskResult{{
 		TaskRef: db.TaskRef{ID: task.ID, Token: task.LeaseToken}, State: "succeeded",
 		Result: json.RawMessage(`{"greeting":"héllo ✓ 日本語","rows":3}`)}})

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/delivery"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
 
@@ -207,7 +207,7 @@ func TestCallbackNeverSentForRolledBackCompletion(t *testing.T) {
 	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.callback"))
 	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.river_job WHERE kind = 'ax_callback'"))
 
-	agents := queue.NewAgentService(env.pool, nil, queue.AgentConfig{}, nil, nil).WithOutbox(env.river.Outbox())
+	agents := dispatch.NewLeaseBroker(env.pool, nil, dispatch.AgentConfig{}, nil, nil).WithOutbox(env.river.Outbox())
 	_, err = agents.Complete(ctx, task.AgentID, result)
 	require.NoError(t, err)
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
@@ -346,7 +346,7 @@ func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 	task := leaseOne(t, env)
 	_, err := env.pool.Exec(ctx, "UPDATE ax.task SET lease_expires_at = now() - interval '1 second' WHERE id = $1", task.ID)
 	require.NoError(t, err)
-	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{Outbox: env.river.Outbox()})
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{Outbox: env.river.Outbox()})
 	require.NoError(t, reaper.Sweep(ctx))
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", lost.ID)
 	require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", lost.ID))

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/delivery"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // envelope decodes an agentless HTTP task's request body.
@@ -128,7 +128,7 @@ func taskResult(t *testing.T, req delivery.HTTPTaskEnvelope, state, result strin
 func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
 	t.Parallel()
 	env := setup(t, func(c *delivery.RiverConfig) { c.HTTP.PublicURL = "http://ax.example" })
-	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{Interval: 50 * time.Millisecond,
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{Interval: 50 * time.Millisecond,
 		Outbox: env.river.Outbox()})
 	require.NoError(t, reaper.Start(context.Background()))
 	t.Cleanup(reaper.Stop)

@@ -23,6 +23,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
@@ -46,7 +47,7 @@ type axReplica struct {
 	pool    *pgxpool.Pool
 	url     string
 	metrics *metrics.Metrics
-	router  *queue.TaskRouter
+	router  *dispatch.TaskRouter
 	jobID   uuid.UUID
 }
 
@@ -63,13 +64,13 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	reg := prometheus.NewRegistry()
 	metrics := metrics.New(reg)
 	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel)
-	agentCfg := queue.AgentConfig{}
-	router, err := queue.NewTaskRouter(pool, agentCfg, queue.TaskRouterConfig{}, logger, metrics)
+	agentCfg := dispatch.AgentConfig{}
+	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{}, logger, metrics)
 	if err != nil {
 		b.Fatal(err)
 	}
 	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
-	reaper := queue.NewReaper(pool, agentCfg, queue.ReaperConfig{Logger: logger, Metrics: metrics})
+	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: metrics})
 	for _, svc := range []interface {
 		Start(context.Context) error
 		Stop()

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -28,7 +28,7 @@ func BenchmarkLeaseWithRateLimit(b *testing.B) {
 	ctx := context.Background()
 	pool := dbtest.New(b)
 	agents := seedAgents(b, pool, leasers)
-	broker := queue.NewAgentService(pool, nil, queue.AgentConfig{Lease: time.Minute, StarveAfter: time.Hour}, nil, nil)
+	broker := dispatch.NewLeaseBroker(pool, nil, dispatch.AgentConfig{Lease: time.Minute, StarveAfter: time.Hour}, nil, nil)
 	_, err := pool.Exec(ctx, `INSERT INTO ax.rate_class (name, rate, burst, tokens) VALUES ('wide', 1e9, 1e9, 1e9)`)
 	if err != nil {
 		b.Fatal(err)
@@ -105,7 +105,7 @@ func seedTasks(b *testing.B, pool *pgxpool.Pool, n int, class string) {
 
 // drainRate leases want tasks with one leaser per agent, batch at a time,
 // and returns tasks leased per second.
-func drainRate(b *testing.B, broker *queue.AgentService, agents []*db.Agent, want, batch int) float64 {
+func drainRate(b *testing.B, broker *dispatch.LeaseBroker, agents []*db.Agent, want, batch int) float64 {
 	b.Helper()
 	ctx := context.Background()
 	var leased atomic.Int64

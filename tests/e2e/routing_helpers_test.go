@@ -67,7 +67,7 @@ func (s *server) fireAndSettle(t *testing.T, jobID string, n int, params map[str
 }
 
 // routerRefresh is how long `ax serve` reuses its view of the agents when
-// routing (queue.TaskRouterConfig.Refresh, 1 s), with a margin: a test
+// routing (dispatch.TaskRouterConfig.Refresh, 1 s), with a margin: a test
 // that changed which agents are healthy waits this long before it fires
 // runs that must see the change.
 const routerRefresh = 1500 * time.Millisecond

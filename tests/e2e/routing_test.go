@@ -212,7 +212,7 @@ sleep 0.3; echo done`),
 
 	// Still broken: bursts of 6 runs of 0.3 s, a backlog that outlasts
 	// AX_PROBE_EVERY on the steady agent's one slot, so that a probe finds
-	// work: AgentService.leaseOnce uses up a probe turn before it knows a
+	// work: LeaseBroker.leaseOnce uses up a probe turn before it knows a
 	// task is there, so a probe lost to a faster agent waits a whole
 	// AX_PROBE_EVERY. The flaky agent gets a probe a second at most, and
 	// stays quarantined.

@@ -1,4 +1,4 @@
-package queue
+package dispatch
 
 import (
 	"cmp"
@@ -74,11 +74,11 @@ func (c AgentConfig) withDefaults() AgentConfig {
 // DefaultMaxTaskLogBytes is AgentConfig.MaxTaskLogBytes's default.
 const DefaultMaxTaskLogBytes = 1 << 20
 
-// AgentService is the server side of the agent protocol: registration,
+// LeaseBroker is the server side of the agent protocol: registration,
 // long-poll leasing, heartbeats, results, logs and releases. Leasing waits
 // on the replica's one LISTEN connection (notify.Notifier), never on a
 // connection per waiting agent.
-type AgentService struct {
+type LeaseBroker struct {
 	pool     *pgxpool.Pool
 	notifier *notify.Notifier
 	cfg      AgentConfig
@@ -88,23 +88,23 @@ type AgentService struct {
 	classes  classPresence
 }
 
-// NewAgentService returns an AgentService; notifier may be nil (leases then
+// NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
 // poll every 250 ms while waiting), logger and metrics too.
-func NewAgentService(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConfig, logger *slog.Logger, m *metrics.Metrics) *AgentService {
+func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConfig, logger *slog.Logger, m *metrics.Metrics) *LeaseBroker {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if m == nil {
 		m = metrics.New(nil)
 	}
-	return &AgentService{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m}
+	return &LeaseBroker{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m}
 }
 
 // Config returns the protocol settings agents are told at registration.
-func (s *AgentService) Config() AgentConfig { return s.cfg }
+func (s *LeaseBroker) Config() AgentConfig { return s.cfg }
 
 // Register stores an agent bound to the API key it will use.
-func (s *AgentService) Register(ctx context.Context, a *db.Agent) (*db.Agent, error) {
+func (s *LeaseBroker) Register(ctx context.Context, a *db.Agent) (*db.Agent, error) {
 	if a.ID == uuid.Nil {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -122,12 +122,12 @@ func (s *AgentService) Register(ctx context.Context, a *db.Agent) (*db.Agent, er
 }
 
 // Get returns an agent.
-func (s *AgentService) Get(ctx context.Context, id uuid.UUID) (*db.Agent, error) {
+func (s *LeaseBroker) Get(ctx context.Context, id uuid.UUID) (*db.Agent, error) {
 	return db.AgentGetByID(ctx, s.pool, id)
 }
 
 // List returns every agent.
-func (s *AgentService) List(ctx context.Context) ([]*db.Agent, error) {
+func (s *LeaseBroker) List(ctx context.Context) ([]*db.Agent, error) {
 	return db.AgentList(ctx, s.pool, s.cfg.RecordWindow)
 }
 
@@ -139,7 +139,7 @@ func (s *AgentService) List(ctx context.Context) ([]*db.Agent, error) {
 // IdleRecheck. Tasks it may not take (other labels, below a class floor,
 // pinned elsewhere) never wake it. An agent that is not ready gets
 // nothing; a quarantined one gets a single probe task every ProbeEvery.
-func (s *AgentService) Lease(ctx context.Context, agent *db.Agent, limit int, wait time.Duration) ([]*db.LeasedTask, error) {
+func (s *LeaseBroker) Lease(ctx context.Context, agent *db.Agent, limit int, wait time.Duration) ([]*db.LeasedTask, error) {
 	if agent.State != "active" && agent.State != "quarantined" {
 		return nil, fmt.Errorf("%w: it is %s", ErrAgentNotActive, agent.State)
 	}
@@ -185,7 +185,7 @@ func (w *leaseWaiter) sleep(ctx context.Context, d time.Duration) {
 // counts leases that found nothing right after a check said one was due
 // (another agent was faster, or a cap held it back): the first retry is
 // at once, later ones back off, so a disagreement never spins.
-func (s *AgentService) waitLeasable(ctx context.Context, agent *db.Agent, deadline time.Time, w *leaseWaiter, misses int) (bool, error) {
+func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadline time.Time, w *leaseWaiter, misses int) (bool, error) {
 	if misses > 0 {
 		w.sleep(ctx, min(time.Millisecond<<min(misses, 10), s.cfg.IdleRecheck, time.Until(deadline)))
 	}
@@ -220,7 +220,7 @@ func (s *AgentService) waitLeasable(ctx context.Context, agent *db.Agent, deadli
 }
 
 // leaseOnce tries one lease for agent.
-func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, error) {
+func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, error) {
 	if agent.State == "quarantined" {
 		tasks, err := s.leaseProbe(ctx, agent)
 		if err != nil || len(tasks) == 0 {
@@ -241,7 +241,7 @@ func (s *AgentService) leaseOnce(ctx context.Context, agent *db.Agent, limit int
 
 // leaseParams asks for up to limit tasks agent may run: of its labels
 // and executor kinds (and targeted, when its key bound its labels).
-func (s *AgentService) leaseParams(agent *db.Agent, limit int) *db.TaskLeaseParams {
+func (s *LeaseBroker) leaseParams(agent *db.Agent, limit int) *db.TaskLeaseParams {
 	return &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels, AgentExecutors: agent.Executors,
 		AgentLabelBound: agent.LabelBound, Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter}
 }
@@ -251,7 +251,7 @@ func (s *AgentService) leaseParams(agent *db.Agent, limit int) *db.TaskLeasePara
 // whole lease and concurrent leases do not queue on it), leases with e
 // within those grants, and gives back the tokens it did not use. Tokens
 // lost to an error only slow a class down for a moment, never speed it up.
-func (s *AgentService) lease(ctx context.Context, e db.TxBeginner, p *db.TaskLeaseParams) ([]*db.LeasedTask, error) {
+func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, p *db.TaskLeaseParams) ([]*db.LeasedTask, error) {
 	var grants map[string]int
 	if used, err := s.classes.any(ctx, s.pool); err != nil || used {
 		if grants, err = db.RateClassTake(ctx, s.pool, p.Max); err != nil {
@@ -279,7 +279,7 @@ var errNoProbeTask = errors.New("no task for the probe")
 // come. The turn is used up only when a task was leased (both in one
 // transaction), so a healthy agent winning the task does not make the
 // quarantined one wait another ProbeEvery.
-func (s *AgentService) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.LeasedTask, error) {
+func (s *LeaseBroker) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.LeasedTask, error) {
 	tasks, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]*db.LeasedTask, error) {
 		due, err := db.AgentTakeProbe(ctx, tx, agent.ID, s.cfg.ProbeEvery)
 		if err != nil || !due {
@@ -297,7 +297,7 @@ func (s *AgentService) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.L
 	return tasks, err
 }
 
-func (s *AgentService) logLeases(ctx context.Context, agent *db.Agent, tasks []*db.LeasedTask) {
+func (s *LeaseBroker) logLeases(ctx context.Context, agent *db.Agent, tasks []*db.LeasedTask) {
 	id := agent.ID.String()
 	for _, t := range tasks {
 		how := "routed"
@@ -321,7 +321,7 @@ type HeartbeatResult struct {
 
 // Heartbeat renews every lease the agent lists (and still holds), records
 // its load, and says which tasks are lost or must stop.
-func (s *AgentService) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef, load *db.AgentLoad) (*HeartbeatResult, error) {
+func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef, load *db.AgentLoad) (*HeartbeatResult, error) {
 	res := &HeartbeatResult{LeaseExpiresAt: time.Now().Add(s.cfg.Lease)}
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -360,7 +360,7 @@ func (s *AgentService) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []
 // Complete records results; those with a stale token, or of tasks whose
 // lease agentID does not hold, are left out of the returned list and
 // changed nothing.
-func (s *AgentService) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
+func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
 	done, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
 		done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results)
 		if err != nil {
@@ -410,7 +410,7 @@ func countState(done []db.CompletedTask, state string) int {
 
 // Logs stores log chunks of current leases held by agentID and returns
 // how many of the tasks matched (0: no lease was current and the caller's).
-func (s *AgentService) Logs(ctx context.Context, agentID uuid.UUID, chunks []db.LogChunk) (int, error) {
+func (s *LeaseBroker) Logs(ctx context.Context, agentID uuid.UUID, chunks []db.LogChunk) (int, error) {
 	return db.TaskLogAppend(ctx, s.pool, &db.TaskLogAppendParams{AgentID: agentID, Chunks: chunks, MaxBytes: s.cfg.MaxTaskLogBytes,
 		Marker: fmt.Sprintf("output truncated: this task's log reached the server's cap of %d bytes; the rest was dropped",
 			s.cfg.MaxTaskLogBytes)})
@@ -418,7 +418,7 @@ func (s *AgentService) Logs(ctx context.Context, agentID uuid.UUID, chunks []db.
 
 // DrainHold drains an agent on an operator's word: the drain holds across
 // deregistration and registering again, until Resume.
-func (s *AgentService) DrainHold(ctx context.Context, agentID uuid.UUID) error {
+func (s *LeaseBroker) DrainHold(ctx context.Context, agentID uuid.UUID) error {
 	if err := db.AgentDrainHold(ctx, s.pool, agentID); err != nil {
 		return err
 	}
@@ -427,7 +427,7 @@ func (s *AgentService) DrainHold(ctx context.Context, agentID uuid.UUID) error {
 }
 
 // Resume lifts an operator's drain and a quarantine.
-func (s *AgentService) Resume(ctx context.Context, agentID uuid.UUID) error {
+func (s *LeaseBroker) Resume(ctx context.Context, agentID uuid.UUID) error {
 	if err := db.AgentResume(ctx, s.pool, agentID); err != nil {
 		return err
 	}
@@ -436,7 +436,7 @@ func (s *AgentService) Resume(ctx context.Context, agentID uuid.UUID) error {
 }
 
 // Release hands leases back so other agents take the tasks at once.
-func (s *AgentService) Release(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef) ([]uuid.UUID, error) {
+func (s *LeaseBroker) Release(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef) ([]uuid.UUID, error) {
 	return db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]uuid.UUID, error) {
 		released, err := db.TaskRelease(ctx, tx, agentID, refs)
 		if err != nil || len(released) == 0 {
@@ -448,7 +448,7 @@ func (s *AgentService) Release(ctx context.Context, agentID uuid.UUID, refs []db
 
 // SetState drains or reactivates an agent, or marks it offline when it
 // deregisters.
-func (s *AgentService) SetState(ctx context.Context, agentID uuid.UUID, state string) error {
+func (s *LeaseBroker) SetState(ctx context.Context, agentID uuid.UUID, state string) error {
 	if err := db.AgentSetState(ctx, s.pool, agentID, state); err != nil {
 		return err
 	}
@@ -482,7 +482,7 @@ func (c *classPresence) any(ctx context.Context, e db.Executor) (bool, error) {
 
 // WithOutbox makes the service enqueue callbacks when results end
 // executions; it returns s.
-func (s *AgentService) WithOutbox(o *delivery.Outbox) *AgentService {
+func (s *LeaseBroker) WithOutbox(o *delivery.Outbox) *LeaseBroker {
 	s.outbox = o
 	return s
 }

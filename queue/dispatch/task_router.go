@@ -1,4 +1,4 @@
-package queue
+package dispatch
 
 import (
 	"cmp"
@@ -284,10 +284,10 @@ func labelKey(labels map[string]string) string {
 // broadcast task when no router is configured: 2 default heartbeats.
 const defaultLive = 10 * time.Second
 
-// insertExecutions records fires, makes their tasks, hands agentless HTTP
+// InsertExecutions records fires, makes their tasks, hands agentless HTTP
 // tasks to the outbox and routes the others, all in e (the fire's
 // transaction).
-func insertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
+func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
 	live := defaultLive
 	if router != nil {
 		live = router.Live()
