@@ -15,6 +15,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -83,7 +84,7 @@ type jobFuzz struct {
 	schema   *huma.Schema
 	jobs     *queue.JobService
 	execs    *queue.ExecutionService
-	loop     *queue.TriggerLoop
+	loop     *schedule.TriggerLoop
 	pool     *pgxpool.Pool
 }
 
@@ -108,7 +109,7 @@ func newJobFuzz(f *testing.F) *jobFuzz {
 	return &jobFuzz{ctx: ctx, registry: registry, schema: schema, pool: pool,
 		jobs:  queue.NewJobService(pool, nil),
 		execs: queue.NewExecutionService(pool, nil, nil).WithRouter(router),
-		loop:  queue.NewTriggerLoop(pool, nil, queue.TriggerLoopConfig{Router: router, FireAhead: -1})}
+		loop:  schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{Router: router, FireAhead: -1})}
 }
 
 // accept decodes and validates data as POST /v1/jobs does; false: the API

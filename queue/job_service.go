@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
 // JobService changes jobs. Each change is one transaction that also
@@ -45,7 +45,7 @@ func (s *JobService) Create(ctx context.Context, job *db.Job) (*db.Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		if job.NextFireAt, err = NextFire(job, now); err != nil {
+		if job.NextFireAt, err = schedule.NextFire(job, now); err != nil {
 			return nil, err
 		}
 		created, err := db.JobInsert(ctx, tx, job)
@@ -75,12 +75,12 @@ func (s *JobService) Update(ctx context.Context, job *db.Job) (*db.Job, error) {
 			return nil, err
 		}
 		job.NextFireAt = old.NextFireAt
-		if !sameSchedule(old, job) {
+		if !schedule.SameSchedule(old, job) {
 			now, err := db.Now(ctx, tx)
 			if err != nil {
 				return nil, err
 			}
-			if job.NextFireAt, err = NextFire(job, now); err != nil {
+			if job.NextFireAt, err = schedule.NextFire(job, now); err != nil {
 				return nil, err
 			}
 		}
@@ -126,7 +126,7 @@ func (s *JobService) setPaused(ctx context.Context, id uuid.UUID, paused bool) (
 		if paused {
 			err = db.TriggerPause(ctx, tx, id)
 		} else {
-			err = resume(ctx, tx, id)
+			err = schedule.Resume(ctx, tx, id)
 		}
 		if err != nil {
 			return nil, err
@@ -160,35 +160,4 @@ func (s *JobService) Delete(ctx context.Context, id uuid.UUID) error {
 
 func notifyJobChanged(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 	return db.Notify(ctx, tx, notify.JobChangedChannel, id.String())
-}
-
-// resume unpauses a job. Ticks that fell due while it was paused are
-// recorded as skipped (reason paused) and the schedule moves on to the
-// first tick after now: a resumed job does not replay its pause.
-func resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
-	job, err := db.JobGetByIDForUpdate(ctx, tx, id)
-	if err != nil || !job.Paused {
-		return err
-	}
-	now, err := db.Now(ctx, tx)
-	if err != nil {
-		return err
-	}
-	if job.NextFireAt != nil && !job.NextFireAt.After(now) {
-		due := &db.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
-			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt}
-		skip := &skipRecorder{jobID: job.ID}
-		p := &planner{ticks: triggerTicks{}}
-		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, db.SkipPaused, "the job was paused")
-		if err != nil {
-			return err
-		}
-		if err := db.SkippedFireInsertMany(ctx, tx, skip.done()); err != nil {
-			return err
-		}
-		if _, err := db.TriggerSetNextFire(ctx, tx, id, next); err != nil {
-			return err
-		}
-	}
-	return db.TriggerResume(ctx, tx, id)
 }

@@ -19,10 +19,10 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
 // serveConfig is what `ax serve` needs; flags and AX_ variables map onto it.
@@ -126,7 +126,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
+	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox()})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox()})
 	prometheus.MustRegister(metrics.NewStateCollector(pool))

@@ -32,7 +32,7 @@ type ReaperConfig struct {
 	// RestoreAfter is how many probe tasks in a row a quarantined agent
 	// must succeed to be active again. Defaults to 2.
 	RestoreAfter int
-	// delivery.Outbox enqueues the callbacks of executions a sweep ends; nil: none
+	// Outbox enqueues the callbacks of executions a sweep ends; nil: none
 	// (a replica running River flushes them later).
 	Outbox  *delivery.Outbox
 	Logger  *slog.Logger

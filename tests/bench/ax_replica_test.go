@@ -22,10 +22,10 @@ import (
 	"github.com/ax-scheduler/ax/agent"
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
 // benchHandler is the name agents register their no-op handler under.
@@ -69,7 +69,7 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	if err != nil {
 		b.Fatal(err)
 	}
-	triggers := queue.NewTriggerLoop(pool, notifier, queue.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
+	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: metrics})
 	for _, svc := range []interface {
 		Start(context.Context) error

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -46,11 +46,11 @@ func seedJobs(b *testing.B, pool *pgxpool.Pool, n int, kind, cronExpr string, in
 
 // runLoops starts workers trigger loops (as one replica's worth) until the
 // returned stop is called.
-func runLoops(pool *pgxpool.Pool, cfg queue.TriggerLoopConfig) (stop func()) {
+func runLoops(pool *pgxpool.Pool, cfg schedule.TriggerLoopConfig) (stop func()) {
 	ctx := context.Background()
 	notifier := notify.NewNotifier(pool, nil, notify.JobChangedChannel)
 	_ = notifier.Start(ctx)
-	loop := queue.NewTriggerLoop(pool, notifier, cfg)
+	loop := schedule.NewTriggerLoop(pool, notifier, cfg)
 	_ = loop.Start(ctx)
 	return func() { loop.Stop(); notifier.Stop() }
 }
@@ -92,7 +92,7 @@ func benchFireLag(b *testing.B, fireAhead time.Duration) {
 	seedJobs(b, pool, 1000, "cron", "* * * * * *", 0, "date_trunc('second', now()) + interval '2 seconds'")
 	for b.Loop() {
 		start := time.Now().Truncate(time.Second).Add(2 * time.Second)
-		stop := runLoops(pool, queue.TriggerLoopConfig{FireAhead: fireAhead})
+		stop := runLoops(pool, schedule.TriggerLoopConfig{FireAhead: fireAhead})
 		time.Sleep(time.Until(start.Add(20*time.Second + 500*time.Millisecond)))
 		stop()
 		p50, p99, ahead, n := lagPercentiles(b, pool, start, start.Add(20*time.Second))
@@ -111,7 +111,7 @@ func BenchmarkFireThroughput(b *testing.B) {
 		b.StopTimer()
 		pool := dbtest.New(b)
 		seedJobs(b, pool, jobs, "interval", "", 3600, "now()")
-		loop := queue.NewTriggerLoop(pool, nil, queue.TriggerLoopConfig{MisfireThreshold: time.Hour})
+		loop := schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{MisfireThreshold: time.Hour})
 		b.StartTimer()
 		start := time.Now()
 		fired := drain(b, loop)
@@ -123,7 +123,7 @@ func BenchmarkFireThroughput(b *testing.B) {
 	}
 }
 
-func drain(b *testing.B, loop *queue.TriggerLoop) int {
+func drain(b *testing.B, loop *schedule.TriggerLoop) int {
 	var total int
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -175,7 +175,7 @@ func fireCostWithRSS(b *testing.B, jobs int) (time.Duration, int64) {
 	b.StopTimer()
 	pool := dbtest.New(b)
 	seedJobs(b, pool, jobs, "interval", "", 86400, "now() + interval '1 day'")
-	loop := queue.NewTriggerLoop(pool, nil, queue.TriggerLoopConfig{})
+	loop := schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{})
 	ctx := context.Background()
 	var rounds []time.Duration
 	for round := range 15 {

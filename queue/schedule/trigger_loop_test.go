@@ -1,4 +1,4 @@
-package queue_test
+package schedule_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -22,7 +23,7 @@ type env struct {
 	t    *testing.T
 	pool *pgxpool.Pool
 	jobs *queue.JobService
-	loop *queue.TriggerLoop
+	loop *schedule.TriggerLoop
 }
 
 func setup(t *testing.T) *env {
@@ -31,7 +32,7 @@ func setup(t *testing.T) *env {
 	// Fire-ahead off: these tests place ticks at exact seconds and must not
 	// have the next one claimed early. TestFireAhead covers it.
 	return &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil),
-		loop: queue.NewTriggerLoop(pool, nil, queue.TriggerLoopConfig{FireAhead: -1})}
+		loop: schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{FireAhead: -1})}
 }
 
 // job creates a job; mutate adjusts the definition first.
@@ -219,9 +220,9 @@ func TestConcurrentReplicasFireEachTickOnce(t *testing.T) {
 		e.behind(j.ID, 3*time.Second)
 		ids = append(ids, j.ID)
 	}
-	loops := make([]*queue.TriggerLoop, 4)
+	loops := make([]*schedule.TriggerLoop, 4)
 	for i := range loops {
-		loops[i] = queue.NewTriggerLoop(e.pool, nil, queue.TriggerLoopConfig{BatchSize: 7, FireAhead: -1})
+		loops[i] = schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{BatchSize: 7, FireAhead: -1})
 	}
 	var wg sync.WaitGroup
 	for _, l := range loops {
@@ -263,7 +264,7 @@ func TestFireAhead(t *testing.T) {
 		WHERE job_id = $1 RETURNING next_fire_at`, j.ID).Scan(&tick))
 	require.Equal(t, 0, e.fire(), "not due yet without fire-ahead")
 
-	ahead := queue.NewTriggerLoop(e.pool, nil, queue.TriggerLoopConfig{FireAhead: 250 * time.Millisecond})
+	ahead := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: 250 * time.Millisecond})
 	n, err := ahead.FireDue(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 1, n)

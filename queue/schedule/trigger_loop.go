@@ -1,4 +1,4 @@
-package queue
+package schedule
 
 import (
 	"cmp"
@@ -39,7 +39,7 @@ type TriggerLoopConfig struct {
 	MaxSleep time.Duration
 	// Router places the new tasks on agents; nil leaves them unassigned.
 	Router *dispatch.TaskRouter
-	// delivery.Outbox enqueues agentless HTTP tasks and callbacks in the fire's
+	// Outbox enqueues agentless HTTP tasks and callbacks in the fire's
 	// transaction; nil: none.
 	Outbox *delivery.Outbox
 	// Logger defaults to discarding; Metrics defaults to unregistered.

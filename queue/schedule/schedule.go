@@ -1,12 +1,15 @@
-package queue
+package schedule
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/cron"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // NextFire returns when job fires next strictly after `after`, or nil when
@@ -104,9 +107,9 @@ func (c *scheduleCache) get(expr, tz string) (*cron.Schedule, error) {
 	return s, nil
 }
 
-// sameSchedule reports whether two versions of a job fire at the same
+// SameSchedule reports whether two versions of a job fire at the same
 // times, so an update that leaves the schedule alone keeps next_fire_at.
-func sameSchedule(a, b *db.Job) bool {
+func SameSchedule(a, b *db.Job) bool {
 	return a.TriggerKind == b.TriggerKind && a.CronExpr == b.CronExpr &&
 		a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
 		timesEqual(a.RunAt, b.RunAt)
@@ -117,4 +120,35 @@ func timesEqual(a, b *time.Time) bool {
 		return a == b
 	}
 	return a.Equal(*b)
+}
+
+// Resume unpauses a job. Ticks that fell due while it was paused are
+// recorded as skipped (reason paused) and the schedule moves on to the
+// first tick after now: a resumed job does not replay its pause.
+func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
+	job, err := db.JobGetByIDForUpdate(ctx, tx, id)
+	if err != nil || !job.Paused {
+		return err
+	}
+	now, err := db.Now(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if job.NextFireAt != nil && !job.NextFireAt.After(now) {
+		due := &db.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
+			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt}
+		skip := &skipRecorder{jobID: job.ID}
+		p := &planner{ticks: triggerTicks{}}
+		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, db.SkipPaused, "the job was paused")
+		if err != nil {
+			return err
+		}
+		if err := db.SkippedFireInsertMany(ctx, tx, skip.done()); err != nil {
+			return err
+		}
+		if _, err := db.TriggerSetNextFire(ctx, tx, id, next); err != nil {
+			return err
+		}
+	}
+	return db.TriggerResume(ctx, tx, id)
 }
