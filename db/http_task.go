@@ -32,11 +32,11 @@ type HTTPTask struct {
 	Secrets      []string // current first
 }
 
-// HTTPTaskLease takes attempt of an agentless task that is due, for a run
+// TaskLeaseAgentless takes attempt of an agentless task that is due, for a run
 // of at most its timeout (the lease lasts grace longer); ErrNotFound when
 // the task is not pending at that attempt or not due.
-func HTTPTaskLease(ctx context.Context, e Executor, id uuid.UUID, attempt int, grace time.Duration) (*HTTPTask, error) {
-	r, err := queries.HTTPTaskLease(ctx, e, dbsqlc.HTTPTaskLeaseParams{ID: id, Attempt: int32(attempt), GraceSeconds: grace.Seconds()})
+func TaskLeaseAgentless(ctx context.Context, e Executor, id uuid.UUID, attempt int, grace time.Duration) (*HTTPTask, error) {
+	r, err := queries.TaskLeaseAgentless(ctx, e, dbsqlc.TaskLeaseAgentlessParams{ID: id, Attempt: int32(attempt), GraceSeconds: grace.Seconds()})
 	if err != nil {
 		return nil, fmt.Errorf("error leasing http task %s: %w", id, mapErr(err))
 	}
@@ -63,9 +63,9 @@ type HTTPTaskState struct {
 	Now       time.Time
 }
 
-// HTTPTaskStatus returns where a task stands; ErrNotFound when it is gone.
-func HTTPTaskStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskState, error) {
-	r, err := queries.HTTPTaskStatus(ctx, e, id)
+// TaskGetStatus returns where a task stands; ErrNotFound when it is gone.
+func TaskGetStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskState, error) {
+	r, err := queries.TaskGetStatus(ctx, e, id)
 	if err != nil {
 		return nil, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
 	}
@@ -75,40 +75,40 @@ func HTTPTaskStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskSta
 		TokenWait: time.Duration(r.TokenWaitSeconds * float64(time.Second)), Now: r.Now.UTC()}, nil
 }
 
-// HTTPTaskTokenCheck reports whether task id is agentless and token is its
+// TaskCheckToken reports whether task id is agentless and token is its
 // current completion token; ErrNotFound when no task has the id.
-func HTTPTaskTokenCheck(ctx context.Context, e Executor, id, token uuid.UUID) (agentless, current bool, err error) {
-	r, err := queries.HTTPTaskTokenCheck(ctx, e, dbsqlc.HTTPTaskTokenCheckParams{Token: token, ID: id})
+func TaskCheckToken(ctx context.Context, e Executor, id, token uuid.UUID) (agentless, current bool, err error) {
+	r, err := queries.TaskCheckToken(ctx, e, dbsqlc.TaskCheckTokenParams{Token: token, ID: id})
 	if err != nil {
 		return false, false, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
 	}
 	return r.Agentless, r.Current, nil
 }
 
-// HTTPTaskCancelRequested ends agentless tasks whose execution was
+// TaskCancelAgentless ends agentless tasks whose execution was
 // cancelled while their request was outstanding, and finalizes those
 // executions.
-func HTTPTaskCancelRequested(ctx context.Context, e Executor) error {
-	execs, err := queries.HTTPTaskCancelRequested(ctx, e)
+func TaskCancelAgentless(ctx context.Context, e Executor) error {
+	execs, err := queries.TaskCancelAgentless(ctx, e)
 	if err != nil {
 		return fmt.Errorf("error cancelling agentless tasks: %w", mapErr(err))
 	}
 	return ExecutionFinalize(ctx, e, execs)
 }
 
-// HTTPTaskLockExecution locks an execution until the transaction ends:
+// ExecutionLock locks an execution until the transaction ends:
 // results of its shards recorded concurrently then see each other, so the
 // last one ends the execution.
-func HTTPTaskLockExecution(ctx context.Context, e Executor, executionID uuid.UUID) error {
-	if err := queries.HTTPTaskLockExecution(ctx, e, executionID); err != nil {
+func ExecutionLock(ctx context.Context, e Executor, executionID uuid.UUID) error {
+	if err := queries.ExecutionLock(ctx, e, executionID); err != nil {
 		return fmt.Errorf("error locking execution %s: %w", executionID, mapErr(err))
 	}
 	return nil
 }
 
-// HTTPTaskPriorities returns the priorities of tasks by id.
-func HTTPTaskPriorities(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]int, error) {
-	rows, err := queries.HTTPTaskPriorities(ctx, e, ids)
+// TaskGetPriorities returns the priorities of tasks by id.
+func TaskGetPriorities(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]int, error) {
+	rows, err := queries.TaskGetPriorities(ctx, e, ids)
 	if err != nil {
 		return nil, fmt.Errorf("error reading task priorities: %w", mapErr(err))
 	}
@@ -119,9 +119,9 @@ func HTTPTaskPriorities(ctx context.Context, e Executor, ids []uuid.UUID) (map[u
 	return out, nil
 }
 
-// HTTPTaskTarget returns the job of a task and the URL its requests go to.
-func HTTPTaskTarget(ctx context.Context, e Executor, taskID uuid.UUID) (jobID uuid.UUID, url string, err error) {
-	r, err := queries.HTTPTaskTarget(ctx, e, taskID)
+// TaskGetHTTPTarget returns the job of a task and the URL its requests go to.
+func TaskGetHTTPTarget(ctx context.Context, e Executor, taskID uuid.UUID) (jobID uuid.UUID, url string, err error) {
+	r, err := queries.TaskGetHTTPTarget(ctx, e, taskID)
 	if err != nil {
 		return uuid.Nil, "", fmt.Errorf("error reading the target of http task %s: %w", taskID, mapErr(err))
 	}

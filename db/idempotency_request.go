@@ -29,10 +29,10 @@ type IdempotentResponse struct {
 	Headers      []byte // JSON object of header name to value
 }
 
-// IdempotencyRequestClaim holds the key for req for lock. When the key is
+// IdempotencyKeyClaimRequest holds the key for req for lock. When the key is
 // held or answered already it returns that record and claimed false.
-func IdempotencyRequestClaim(ctx context.Context, e Executor, req *IdempotentRequest, lock time.Duration) (prior *IdempotentResponse, claimed bool, err error) {
-	_, err = queries.IdempotencyRequestClaim(ctx, e, dbsqlc.IdempotencyRequestClaimParams{ApiKeyID: req.APIKeyID,
+func IdempotencyKeyClaimRequest(ctx context.Context, e Executor, req *IdempotentRequest, lock time.Duration) (prior *IdempotentResponse, claimed bool, err error) {
+	_, err = queries.IdempotencyKeyClaimRequest(ctx, e, dbsqlc.IdempotencyKeyClaimRequestParams{ApiKeyID: req.APIKeyID,
 		Key: req.Key, Method: req.Method, Path: req.Path, RequestHash: req.RequestHash, LockSeconds: lock.Seconds()})
 	if err == nil {
 		return nil, true, nil
@@ -40,7 +40,7 @@ func IdempotencyRequestClaim(ctx context.Context, e Executor, req *IdempotentReq
 	if err = mapErr(err); !errors.Is(err, ErrNotFound) {
 		return nil, false, fmt.Errorf("error claiming idempotency key: %w", err)
 	}
-	r, err := queries.IdempotencyRequestGet(ctx, e, dbsqlc.IdempotencyRequestGetParams{ApiKeyID: req.APIKeyID, Key: req.Key})
+	r, err := queries.IdempotencyKeyGetRequest(ctx, e, dbsqlc.IdempotencyKeyGetRequestParams{ApiKeyID: req.APIKeyID, Key: req.Key})
 	if err != nil {
 		return nil, false, fmt.Errorf("error reading idempotency key: %w", mapErr(err))
 	}
@@ -48,11 +48,11 @@ func IdempotencyRequestClaim(ctx context.Context, e Executor, req *IdempotentReq
 		Status: int(deref(r.ResponseStatus)), Body: r.ResponseBody, Headers: r.ResponseHeaders}, false, nil
 }
 
-// IdempotencyRequestStore remembers the response to the request holding
+// IdempotencyKeyStoreResponse remembers the response to the request holding
 // the key.
-func IdempotencyRequestStore(ctx context.Context, e Executor, req *IdempotentRequest, resp *IdempotentResponse) error {
+func IdempotencyKeyStoreResponse(ctx context.Context, e Executor, req *IdempotentRequest, resp *IdempotentResponse) error {
 	status := int32(resp.Status)
-	err := queries.IdempotencyRequestStore(ctx, e, dbsqlc.IdempotencyRequestStoreParams{ApiKeyID: req.APIKeyID,
+	err := queries.IdempotencyKeyStoreResponse(ctx, e, dbsqlc.IdempotencyKeyStoreResponseParams{ApiKeyID: req.APIKeyID,
 		Key: req.Key, ResponseStatus: &status, ResponseBody: resp.Body, ResponseHeaders: jsonOr(resp.Headers, "{}")})
 	if err != nil {
 		return fmt.Errorf("error storing idempotent response: %w", mapErr(err))
@@ -60,10 +60,10 @@ func IdempotencyRequestStore(ctx context.Context, e Executor, req *IdempotentReq
 	return nil
 }
 
-// IdempotencyRequestRelease frees the key of a request that failed in a
+// IdempotencyKeyReleaseRequest frees the key of a request that failed in a
 // way a retry may fix.
-func IdempotencyRequestRelease(ctx context.Context, e Executor, req *IdempotentRequest) error {
-	err := queries.IdempotencyRequestRelease(ctx, e, dbsqlc.IdempotencyRequestReleaseParams{ApiKeyID: req.APIKeyID, Key: req.Key})
+func IdempotencyKeyReleaseRequest(ctx context.Context, e Executor, req *IdempotentRequest) error {
+	err := queries.IdempotencyKeyReleaseRequest(ctx, e, dbsqlc.IdempotencyKeyReleaseRequestParams{ApiKeyID: req.APIKeyID, Key: req.Key})
 	if err != nil {
 		return fmt.Errorf("error releasing idempotency key: %w", mapErr(err))
 	}

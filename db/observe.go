@@ -15,9 +15,9 @@ type Backlog struct {
 	OldestWait time.Duration
 }
 
-// ObserveBacklog returns the ready backlog by class and priority.
-func ObserveBacklog(ctx context.Context, e Executor) ([]Backlog, error) {
-	rows, err := queries.ObserveBacklog(ctx, e)
+// TaskCountBacklog returns the ready backlog by class and priority.
+func TaskCountBacklog(ctx context.Context, e Executor) ([]Backlog, error) {
+	rows, err := queries.TaskCountBacklog(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("error reading the backlog: %w", mapErr(err))
 	}
@@ -37,17 +37,17 @@ type AgentCount struct {
 	Agents int64
 }
 
-// ObserveAgents counts agents by state, readiness and pool; pools that
+// AgentCountByState counts agents by state, readiness and pool; pools that
 // jobs target but no agent serves come with no rows, listed in pools.
-func ObserveAgents(ctx context.Context, e Executor) (counts []AgentCount, pools []string, err error) {
-	rows, err := queries.ObserveAgents(ctx, e)
+func AgentCountByState(ctx context.Context, e Executor) (counts []AgentCount, pools []string, err error) {
+	rows, err := queries.AgentCountByState(ctx, e)
 	if err != nil {
 		return nil, nil, fmt.Errorf("error counting agents: %w", mapErr(err))
 	}
 	for _, r := range rows {
 		counts = append(counts, AgentCount{State: r.State, Ready: r.Ready, Pool: r.Pool, Agents: r.Agents})
 	}
-	if pools, err = queries.ObservePools(ctx, e); err != nil {
+	if pools, err = queries.JobListTargetedPools(ctx, e); err != nil {
 		return nil, nil, fmt.Errorf("error listing targeted pools: %w", mapErr(err))
 	}
 	return counts, pools, nil
@@ -60,9 +60,9 @@ type FailingJob struct {
 	ConsecutiveFailures int64 // latest runs in a row that failed
 }
 
-// ObserveFailingJobs returns jobs with failures within window.
-func ObserveFailingJobs(ctx context.Context, e Executor, window time.Duration) ([]FailingJob, error) {
-	rows, err := queries.ObserveFailingJobs(ctx, e, window.Seconds())
+// JobListFailing returns jobs with failures within window.
+func JobListFailing(ctx context.Context, e Executor, window time.Duration) ([]FailingJob, error) {
+	rows, err := queries.JobListFailing(ctx, e, window.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("error reading failing jobs: %w", mapErr(err))
 	}
@@ -83,9 +83,9 @@ type Overdue struct {
 	SetAside int64
 }
 
-// ObserveOverdue reads overdue triggers; late is the threshold.
-func ObserveOverdue(ctx context.Context, e Executor, late time.Duration) (Overdue, error) {
-	r, err := queries.ObserveOverdue(ctx, e, late.Seconds())
+// TriggerCountOverdue reads overdue triggers; late is the threshold.
+func TriggerCountOverdue(ctx context.Context, e Executor, late time.Duration) (Overdue, error) {
+	r, err := queries.TriggerCountOverdue(ctx, e, late.Seconds())
 	if err != nil {
 		return Overdue{}, fmt.Errorf("error reading overdue triggers: %w", mapErr(err))
 	}
@@ -98,9 +98,9 @@ type Breaker struct {
 	Host, State string // closed, open or half_open
 }
 
-// ObserveBreakers returns breakers not closed or changed within a day.
-func ObserveBreakers(ctx context.Context, e Executor) ([]Breaker, error) {
-	rows, err := queries.ObserveBreakers(ctx, e)
+// CallbackBreakerListRecent returns breakers not closed or changed within a day.
+func CallbackBreakerListRecent(ctx context.Context, e Executor) ([]Breaker, error) {
+	rows, err := queries.CallbackBreakerListRecent(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("error reading callback breakers: %w", mapErr(err))
 	}
