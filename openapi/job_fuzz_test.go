@@ -96,7 +96,7 @@ func newJobFuzz(f *testing.F) *jobFuzz {
 	router, err := queue.NewTaskRouter(pool, queue.AgentConfig{}, queue.TaskRouterConfig{Refresh: time.Hour, Live: time.Hour}, nil, nil)
 	require.NoError(f, err)
 	agents := queue.NewAgentService(pool, nil, queue.AgentConfig{}, nil, nil)
-	_, key, err := CreateAPIKey(ctx, pool, "fuzz", []string{ScopeAgent})
+	_, key, err := CreateAPIKeyWith(ctx, pool, "fuzz", []string{ScopeAgent}, KeyLimits{})
 	require.NoError(f, err)
 	for _, name := range []string{"a", "b"} {
 		a, err := agents.Register(ctx, &db.Agent{Name: name, Capacity: 10, Labels: map[string]string{}, APIKeyID: key.ID})
