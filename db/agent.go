@@ -274,3 +274,27 @@ func AgentTakeProbe(ctx context.Context, e Executor, id uuid.UUID, every time.Du
 	}
 	return true, nil
 }
+
+// AgentCount is how many agents share a state, readiness and pool label.
+type AgentCount struct {
+	State  string
+	Ready  bool
+	Pool   string
+	Agents int64
+}
+
+// AgentCountByState counts agents by state, readiness and pool; pools that
+// jobs target but no agent serves come with no rows, listed in pools.
+func AgentCountByState(ctx context.Context, e Executor) (counts []AgentCount, pools []string, err error) {
+	rows, err := queries.AgentCountByState(ctx, e)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error counting agents: %w", mapErr(err))
+	}
+	for _, r := range rows {
+		counts = append(counts, AgentCount{State: r.State, Ready: r.Ready, Pool: r.Pool, Agents: r.Agents})
+	}
+	if pools, err = queries.JobListTargetedPools(ctx, e); err != nil {
+		return nil, nil, fmt.Errorf("error listing targeted pools: %w", mapErr(err))
+	}
+	return counts, pools, nil
+}

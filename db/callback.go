@@ -174,16 +174,6 @@ type Callback struct {
 	History       []CallbackAttempt // oldest first
 }
 
-// CallbackAttempt is one recorded delivery attempt.
-type CallbackAttempt struct {
-	Delivery, Attempt int
-	URL               string
-	At                time.Time
-	StatusCode        int // 0: no answer
-	Latency           time.Duration
-	Error             string
-}
-
 // CallbackGet returns an execution's callback with its last maxAttempts
 // attempts, or nil when it has none.
 func CallbackGet(ctx context.Context, e Executor, executionID uuid.UUID, maxAttempts int) (*Callback, error) {
@@ -198,75 +188,8 @@ func CallbackGet(ctx context.Context, e Executor, executionID uuid.UUID, maxAtte
 		Attempts: int(r.Attempts), LastStatus: int(deref(r.LastStatus)), LastError: deref(r.LastError),
 		NextAttemptAt: utcPtr(r.NextAttemptAt), DeliveredAt: utcPtr(r.DeliveredAt), FailedAt: utcPtr(r.FailedAt),
 		CreatedAt: r.CreatedAt.UTC()}
-	attempts, err := queries.CallbackAttemptList(ctx, e, dbsqlc.CallbackAttemptListParams{
-		ExecutionID: executionID, Max: int32(maxAttempts)})
-	if err != nil {
-		return nil, fmt.Errorf("error listing callback attempts of execution %s: %w", executionID, mapErr(err))
-	}
-	for _, a := range attempts {
-		c.History = append(c.History, CallbackAttempt{Delivery: int(a.Delivery), Attempt: int(a.Attempt), URL: a.Url,
-			At: a.At.UTC(), StatusCode: int(deref(a.StatusCode)), Error: a.Error,
-			Latency: time.Duration(a.LatencyMs * float64(time.Millisecond))})
+	if c.History, err = callbackAttemptList(ctx, e, executionID, maxAttempts); err != nil {
+		return nil, err
 	}
 	return c, nil
-}
-
-// Breaker states, as in the enum ax.breaker_state.
-const (
-	BreakerClosed   = "closed"
-	BreakerOpen     = "open"
-	BreakerHalfOpen = "half_open"
-)
-
-// BreakerAdmission is what a breaker says to one delivery.
-type BreakerAdmission struct {
-	State     string    // before the call
-	Probe     bool      // this delivery is the half-open probe
-	OpenUntil time.Time // while open
-	Failures  int       // consecutive failures counted
-	Now       time.Time // the database clock
-}
-
-// CallbackBreakerAdmit asks host's breaker whether a delivery may go; a
-// half-open probe older than probeTimeout is taken over.
-func CallbackBreakerAdmit(ctx context.Context, e Executor, host string, probeTimeout time.Duration) (BreakerAdmission, error) {
-	r, err := queries.CallbackBreakerAdmit(ctx, e, dbsqlc.CallbackBreakerAdmitParams{Host: host, ProbeSeconds: probeTimeout.Seconds()})
-	if err != nil {
-		return BreakerAdmission{}, fmt.Errorf("error checking breaker of %s: %w", host, mapErr(err))
-	}
-	return BreakerAdmission{State: r.State, Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Failures: int(r.Failures),
-		Now: r.Now.UTC()}, nil
-}
-
-// CallbackBreakerFailure counts a failed delivery to host and returns the
-// breaker's state before and after.
-func CallbackBreakerFailure(ctx context.Context, e Executor, host string, threshold int, openFor time.Duration) (prev, now string, err error) {
-	r, err := queries.CallbackBreakerFailure(ctx, e, dbsqlc.CallbackBreakerFailureParams{
-		Host: host, Threshold: int32(threshold), OpenSeconds: openFor.Seconds()})
-	if err != nil {
-		return "", "", fmt.Errorf("error recording failure to %s: %w", host, mapErr(err))
-	}
-	return r.PrevState, r.State, nil
-}
-
-// CallbackBreakerSuccess closes host's breaker; it returns the state
-// before, or "" when nothing needed resetting.
-func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (string, error) {
-	rows, err := queries.CallbackBreakerSuccess(ctx, e, host)
-	if err != nil {
-		return "", fmt.Errorf("error recording success to %s: %w", host, mapErr(err))
-	}
-	if len(rows) == 0 {
-		return "", nil
-	}
-	return rows[0], nil
-}
-
-// CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
-func CallbackBreakerDeleteIdle(ctx context.Context, e Executor) (int64, error) {
-	n, err := queries.CallbackBreakerDeleteIdle(ctx, e)
-	if err != nil {
-		return 0, fmt.Errorf("error deleting idle breakers: %w", mapErr(err))
-	}
-	return n, nil
 }

@@ -28,14 +28,6 @@ func CreateDatabaseIfMissing(ctx context.Context, conn *pgx.Conn, name, template
 	return nil
 }
 
-// DropDatabase drops database name, disconnecting its sessions first.
-func DropDatabase(ctx context.Context, conn *pgx.Conn, name string) error {
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("error dropping database %s: %w", name, err)
-	}
-	return nil
-}
-
 // WithDatabase returns the connection URL rawURL pointed at database name.
 func WithDatabase(rawURL, name string) (string, error) {
 	u, err := url.Parse(rawURL)

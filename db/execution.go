@@ -33,29 +33,6 @@ type Execution struct {
 	UpdatedAt         time.Time
 }
 
-// Task is one shard of an execution.
-type Task struct {
-	ID                uuid.UUID
-	ExecutionID       uuid.UUID
-	JobID             uuid.UUID
-	ShardIndex        int
-	ShardTotal        int
-	ShardParam        string
-	State             string
-	Priority          int
-	Attempt           int
-	MaxAttempts       int
-	TimeoutSeconds    int
-	NotBefore         time.Time
-	StartedAt         *time.Time
-	FinishedAt        *time.Time
-	CancelRequestedAt *time.Time
-	Result            json.RawMessage
-	Error             string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-}
-
 // ExecutionGetByID returns one execution.
 func ExecutionGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Execution, error) {
 	r, err := queries.ExecutionGetByID(ctx, e, id)
@@ -87,27 +64,6 @@ func ExecutionList(ctx context.Context, e Executor, p *ExecutionListParams) ([]*
 	out := make([]*Execution, len(rows))
 	for i, r := range rows {
 		out[i] = executionFromRow(r)
-	}
-	return out, nil
-}
-
-// TaskListByExecution returns an execution's tasks in shard order.
-func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID) ([]*Task, error) {
-	rows, err := queries.TaskListByExecution(ctx, e, executionID)
-	if err != nil {
-		return nil, fmt.Errorf("error listing tasks of execution %s: %w", executionID, mapErr(err))
-	}
-	out := make([]*Task, len(rows))
-	for i, r := range rows {
-		out[i] = &Task{
-			ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
-			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, State: string(r.State),
-			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
-			TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
-			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
-			CancelRequestedAt: utcPtr(r.CancelRequestedAt), Result: r.Result, Error: deref(r.Error),
-			CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-		}
 	}
 	return out, nil
 }
@@ -162,17 +118,6 @@ func ExecutionHasUnfinished(ctx context.Context, e Executor, jobID uuid.UUID) (b
 	return v, nil
 }
 
-// TriggerRecordFire records a fire made through the API as the job's last.
-func TriggerRecordFire(ctx context.Context, e Executor, jobID, executionID uuid.UUID, scheduledFor time.Time) error {
-	err := queries.TriggerRecordFire(ctx, e, dbsqlc.TriggerRecordFireParams{
-		JobID: jobID, ExecutionID: &executionID, ScheduledFor: &scheduledFor,
-	})
-	if err != nil {
-		return fmt.Errorf("error recording fire of job %s: %w", jobID, mapErr(err))
-	}
-	return nil
-}
-
 // ExecutionGroupByID returns the group of execution id's job; ErrNotFound
 // when there is no such execution.
 func ExecutionGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, error) {
@@ -181,4 +126,117 @@ func ExecutionGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, 
 		return "", fmt.Errorf("error getting group of execution %s: %w", id, mapErr(err))
 	}
 	return g, nil
+}
+
+// Execution causes.
+const (
+	CauseSchedule = "schedule" // an on-time tick
+	CauseCatchUp  = "catch_up" // a missed tick fired late under the misfire policy
+	CauseManual   = "manual"   // the trigger API
+)
+
+// NewExecution is a fire to record. Params nil means the job's params.
+type NewExecution struct {
+	ID           uuid.UUID
+	JobID        uuid.UUID
+	Cause        string
+	ScheduledFor time.Time
+	Misfired     bool
+	Params       json.RawMessage
+	Priority     *int // nil: the job's priority
+	// TraceParent is the caller's W3C trace context; "" makes one whose
+	// trace id is the execution id.
+	TraceParent string
+}
+
+// InsertedExecution is a fire that was recorded.
+type InsertedExecution struct {
+	ID           uuid.UUID
+	JobID        uuid.UUID
+	ScheduledFor time.Time
+	FiredAt      time.Time
+}
+
+// ExecutionInsertMany records fires and makes their tasks (one per shard,
+// or for broadcast jobs one per agent live within p.Live), in two
+// set-based statements. A scheduled tick that has an execution already is
+// left out, so a tick fires once whatever races. The new tasks come back
+// for routing.
+func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution, live time.Duration) ([]InsertedExecution, []*NewTask, error) {
+	if len(execs) == 0 {
+		return nil, nil, nil
+	}
+	p := dbsqlc.ExecutionInsertManyParams{}
+	for _, x := range execs {
+		p.Ids = append(p.Ids, x.ID)
+		p.JobIds = append(p.JobIds, x.JobID)
+		p.Causes = append(p.Causes, x.Cause)
+		p.ScheduledFors = append(p.ScheduledFors, x.ScheduledFor)
+		p.Misfired = append(p.Misfired, x.Misfired)
+		p.Params = append(p.Params, []byte(x.Params))
+		p.Priorities = append(p.Priorities, int32(deref(x.Priority)))
+		p.PrioritySet = append(p.PrioritySet, x.Priority != nil)
+		p.Traceparents = append(p.Traceparents, x.TraceParent)
+	}
+	rows, err := queries.ExecutionInsertMany(ctx, e, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error inserting executions: %w", mapErr(err))
+	}
+	out := make([]InsertedExecution, len(rows))
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		out[i] = InsertedExecution{ID: r.ID, JobID: r.JobID, ScheduledFor: r.ScheduledFor.UTC(), FiredAt: r.FiredAt.UTC()}
+		ids[i] = r.ID
+	}
+	if len(ids) == 0 {
+		return out, nil, nil
+	}
+	taskRows, err := queries.TaskInsertForExecutions(ctx, e, dbsqlc.TaskInsertForExecutionsParams{
+		ExecutionIds: ids, LiveSeconds: live.Seconds()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("error inserting tasks: %w", mapErr(err))
+	}
+	tasks := make([]*NewTask, len(taskRows))
+	for i, r := range taskRows {
+		tasks[i] = &NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
+			JobGroup: r.GroupName, ShardIndex: int(r.ShardIndex), ShardTotal: int(r.ShardTotal),
+			ShardParam: r.ShardParam, Pinned: r.Pinned, Agentless: r.Agentless, RouteStrategy: string(r.RouteStrategy), ExecutorKind: r.ExecutorKind,
+			RouteKey: r.RouteKey, Params: r.Params}
+		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
+			return nil, nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)
+		}
+	}
+	return out, tasks, nil
+}
+
+// ExecutionLock locks an execution until the transaction ends:
+// results of its shards recorded concurrently then see each other, so the
+// last one ends the execution.
+func ExecutionLock(ctx context.Context, e Executor, executionID uuid.UUID) error {
+	if err := queries.ExecutionLock(ctx, e, executionID); err != nil {
+		return fmt.Errorf("error locking execution %s: %w", executionID, mapErr(err))
+	}
+	return nil
+}
+
+// ExecutionFinalize ends the executions among ids whose tasks all ended.
+func ExecutionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) error {
+	_, err := executionFinalize(ctx, e, ids)
+	return err
+}
+
+// executionFinalize is ExecutionFinalize returning the executions it ended.
+func executionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
+	if len(ids) == 0 {
+		return map[uuid.UUID]bool{}, nil
+	}
+	rows, err := queries.ExecutionFinalize(ctx, e, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error finalizing executions: %w", mapErr(err))
+	}
+	ended := make(map[uuid.UUID]bool, len(rows))
+	for _, r := range rows {
+		ended[r.ID] = true
+	}
+	return ended, nil
 }

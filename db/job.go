@@ -268,3 +268,24 @@ func JobGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, error)
 	}
 	return g, nil
 }
+
+// FailingJob is a job with failed runs in the observed window.
+type FailingJob struct {
+	Name, Group, Owner  string
+	Finished, Failed    int64 // runs that ended in the window, and failed ones
+	ConsecutiveFailures int64 // latest runs in a row that failed
+}
+
+// JobListFailing returns jobs with failures within window.
+func JobListFailing(ctx context.Context, e Executor, window time.Duration) ([]FailingJob, error) {
+	rows, err := queries.JobListFailing(ctx, e, window.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("error reading failing jobs: %w", mapErr(err))
+	}
+	out := make([]FailingJob, len(rows))
+	for i, r := range rows {
+		out[i] = FailingJob{Name: r.Name, Group: r.GroupName, Owner: r.Owner, Finished: r.Finished,
+			Failed: r.Failed, ConsecutiveFailures: r.ConsecutiveFailures}
+	}
+	return out, nil
+}

@@ -69,15 +69,6 @@ func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 	return res, nil
 }
 
-// DownTo rolls back to version (0 removes everything).
-func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.MigrationResult, error) {
-	res, err := m.provider.DownTo(ctx, version)
-	if err != nil {
-		return res, fmt.Errorf("error migrating down to %d: %w", version, err)
-	}
-	return res, nil
-}
-
 // Status lists every known migration and whether it is applied.
 func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error) {
 	st, err := m.provider.Status(ctx)
@@ -106,13 +97,4 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	defer m.Close()
 	_, err = m.Up(ctx)
 	return err
-}
-
-// UpByOne applies the next pending migration.
-func (m *Migrator) UpByOne(ctx context.Context) (*goose.MigrationResult, error) {
-	res, err := m.provider.UpByOne(ctx)
-	if err != nil {
-		return res, fmt.Errorf("error migrating up by one: %w", err)
-	}
-	return res, nil
 }

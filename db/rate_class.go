@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
 
@@ -143,16 +141,6 @@ func RateClassDegradeAuto(ctx context.Context, e Executor) ([]DegradeChange, err
 		out[i] = DegradeChange{Name: r.Name, Degraded: r.Degraded, MinPriority: int(deref(r.AutoMinPriority))}
 	}
 	return out, nil
-}
-
-// TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
-// job skips rather than waits; it returns their executions.
-func TaskSkipBelowFloor(ctx context.Context, e Executor) ([]uuid.UUID, error) {
-	ids, err := queries.TaskSkipBelowFloor(ctx, e)
-	if err != nil {
-		return nil, fmt.Errorf("error skipping tasks below their class's floor: %w", mapErr(err))
-	}
-	return ids, nil
 }
 
 func rateClassFromRow(r dbsqlc.AxRateClass) *RateClass {

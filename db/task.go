@@ -12,6 +12,90 @@ import (
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
 
+// Task is one shard of an execution.
+type Task struct {
+	ID                uuid.UUID
+	ExecutionID       uuid.UUID
+	JobID             uuid.UUID
+	ShardIndex        int
+	ShardTotal        int
+	ShardParam        string
+	State             string
+	Priority          int
+	Attempt           int
+	MaxAttempts       int
+	TimeoutSeconds    int
+	NotBefore         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Result            json.RawMessage
+	Error             string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// TaskListByExecution returns an execution's tasks in shard order.
+func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID) ([]*Task, error) {
+	rows, err := queries.TaskListByExecution(ctx, e, executionID)
+	if err != nil {
+		return nil, fmt.Errorf("error listing tasks of execution %s: %w", executionID, mapErr(err))
+	}
+	out := make([]*Task, len(rows))
+	for i, r := range rows {
+		out[i] = &Task{
+			ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
+			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, State: string(r.State),
+			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+			TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
+			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+			CancelRequestedAt: utcPtr(r.CancelRequestedAt), Result: r.Result, Error: deref(r.Error),
+			CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		}
+	}
+	return out, nil
+}
+
+// NewTask is a task just made, with what routing needs to place it.
+type NewTask struct {
+	ID, ExecutionID, JobID uuid.UUID
+	JobName, JobGroup      string
+	ShardIndex, ShardTotal int
+	ShardParam             string
+	Pinned                 bool // a broadcast task, made for one agent
+	Agentless              bool // an HTTP task ax serve sends itself; agents never lease it
+	RouteStrategy          string
+	ExecutorKind           string // shell, http or handler: only agents accepting it are routed to
+	RouteKey               string // the job's template
+	TargetLabels           map[string]string
+	Params                 json.RawMessage
+}
+
+// TaskRoute is one routing decision; nil agent ids mean no preference.
+type TaskRoute struct {
+	TaskID              uuid.UUID
+	Preferred, Fallback uuid.UUID
+	RouteKey            string
+}
+
+// TaskSetRoute records routing decisions.
+func TaskSetRoute(ctx context.Context, e Executor, routes []TaskRoute) error {
+	if len(routes) == 0 {
+		return nil
+	}
+	p := dbsqlc.TaskSetRouteParams{}
+	for _, r := range routes {
+		p.TaskIds = append(p.TaskIds, r.TaskID)
+		p.Preferred = append(p.Preferred, r.Preferred)
+		p.Fallback = append(p.Fallback, r.Fallback)
+		p.RouteKeys = append(p.RouteKeys, r.RouteKey)
+	}
+	if err := queries.TaskSetRoute(ctx, e, p); err != nil {
+		return fmt.Errorf("error recording task routes: %w", mapErr(err))
+	}
+	return nil
+}
+
 // LeasedTask is a task handed to an agent, with what running it needs.
 type LeasedTask struct {
 	ID             uuid.UUID
@@ -325,28 +409,6 @@ func TaskReapExpired(ctx context.Context, e Executor, max int) (Reaped, error) {
 	return r, ExecutionFinalize(ctx, e, execs)
 }
 
-// ExecutionFinalize ends the executions among ids whose tasks all ended.
-func ExecutionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) error {
-	_, err := executionFinalize(ctx, e, ids)
-	return err
-}
-
-// executionFinalize is ExecutionFinalize returning the executions it ended.
-func executionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
-	if len(ids) == 0 {
-		return map[uuid.UUID]bool{}, nil
-	}
-	rows, err := queries.ExecutionFinalize(ctx, e, ids)
-	if err != nil {
-		return nil, fmt.Errorf("error finalizing executions: %w", mapErr(err))
-	}
-	ended := make(map[uuid.UUID]bool, len(rows))
-	for _, r := range rows {
-		ended[r.ID] = true
-	}
-	return ended, nil
-}
-
 // LeaseOutlook is what a waiting long poll needs to know of its agent.
 type LeaseOutlook struct {
 	State string // the agent's state now
@@ -368,50 +430,142 @@ func TaskNextLeasable(ctx context.Context, e Executor, agentID uuid.UUID, stealA
 	return &LeaseOutlook{State: r.State, Ready: r.Ready, Next: time.Duration(r.Millis) * time.Millisecond}, nil
 }
 
-// TaskEvent is one entry of a task's audit trail.
-type TaskEvent struct {
-	ID          int64
-	TaskID      uuid.UUID
-	ExecutionID uuid.UUID
-	ShardIndex  int
-	Attempt     int
-	Kind        string // state or log
-	State       string
-	AgentID     *uuid.UUID
-	Stream      string
-	Message     string
-	At          time.Time
-}
-
-// TaskEventListParams selects a page of an execution's events.
-type TaskEventListParams struct {
-	ExecutionID uuid.UUID
-	AfterID     int64  // only events after this id
-	Kind        string // "state", "log" or "" for all
-	Limit       int    // at most this many events
-	// MaxBytes bounds the page's messages: events are listed while the
-	// messages before them total at most MaxBytes, so the last one listed
-	// may pass it (the first always comes, whatever its size).
-	MaxBytes int64
-}
-
-// TaskEventListByExecution returns a page of an execution's events,
-// oldest first.
-func TaskEventListByExecution(ctx context.Context, e Executor, p *TaskEventListParams) ([]*TaskEvent, error) {
-	rows, err := queries.TaskEventListByExecution(ctx, e, dbsqlc.TaskEventListByExecutionParams{
-		ExecutionID: p.ExecutionID, AfterID: p.AfterID, Kind: nilIfEmpty(p.Kind), Max: int32(p.Limit), MaxBytes: p.MaxBytes,
-	})
+// TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
+// job skips rather than waits; it returns their executions.
+func TaskSkipBelowFloor(ctx context.Context, e Executor) ([]uuid.UUID, error) {
+	ids, err := queries.TaskSkipBelowFloor(ctx, e)
 	if err != nil {
-		return nil, fmt.Errorf("error listing events of execution %s: %w", p.ExecutionID, mapErr(err))
+		return nil, fmt.Errorf("error skipping tasks below their class's floor: %w", mapErr(err))
 	}
-	out := make([]*TaskEvent, len(rows))
+	return ids, nil
+}
+
+// Backlog is the ready pending tasks of one rate class ("" for none) and
+// priority.
+type Backlog struct {
+	Class      string
+	Priority   int
+	Depth      int64
+	OldestWait time.Duration
+}
+
+// TaskCountBacklog returns the ready backlog by class and priority.
+func TaskCountBacklog(ctx context.Context, e Executor) ([]Backlog, error) {
+	rows, err := queries.TaskCountBacklog(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("error reading the backlog: %w", mapErr(err))
+	}
+	out := make([]Backlog, len(rows))
 	for i, r := range rows {
-		out[i] = &TaskEvent{ID: r.ID, TaskID: r.TaskID, ExecutionID: r.ExecutionID, ShardIndex: int(r.ShardIndex),
-			Attempt: int(r.Attempt), Kind: string(r.Kind), AgentID: r.AgentID, Stream: deref(r.Stream),
-			Message: r.Message, At: r.At.UTC()}
-		if r.State != nil {
-			out[i].State = string(*r.State)
-		}
+		out[i] = Backlog{Class: r.Class, Priority: int(r.Priority), Depth: r.Depth,
+			OldestWait: time.Duration(r.OldestSeconds * float64(time.Second))}
 	}
 	return out, nil
+}
+
+// HTTPTask is an agentless HTTP task leased by ax serve, with what its
+// request needs.
+type HTTPTask struct {
+	ID, ExecutionID, JobID uuid.UUID
+	ShardIndex, ShardTotal int
+	ShardParam             string
+	Attempt, MaxAttempts   int
+	TimeoutSeconds         int
+	// Token fences the result: it is the completion token a target that
+	// answers 202 sends back.
+	Token        uuid.UUID
+	Deadline     time.Time // by the database clock
+	Executor     json.RawMessage
+	JobName      string
+	Params       json.RawMessage
+	ScheduledFor time.Time
+	Priority     int
+	TraceParent  string   // W3C trace context of the run ("" when none)
+	Secrets      []string // current first
+}
+
+// TaskLeaseAgentless takes attempt of an agentless task that is due, for a run
+// of at most its timeout (the lease lasts grace longer); ErrNotFound when
+// the task is not pending at that attempt or not due.
+func TaskLeaseAgentless(ctx context.Context, e Executor, id uuid.UUID, attempt int, grace time.Duration) (*HTTPTask, error) {
+	r, err := queries.TaskLeaseAgentless(ctx, e, dbsqlc.TaskLeaseAgentlessParams{ID: id, Attempt: int32(attempt), GraceSeconds: grace.Seconds()})
+	if err != nil {
+		return nil, fmt.Errorf("error leasing http task %s: %w", id, mapErr(err))
+	}
+	return &HTTPTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
+		ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+		TimeoutSeconds: int(r.TimeoutSeconds), Token: r.LeaseToken, Deadline: r.Deadline.UTC(), Executor: r.Executor,
+		JobName: r.JobName, Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), Priority: int(r.Priority),
+		TraceParent: r.Traceparent, Secrets: secretList(r.Secret, r.PreviousSecret)}, nil
+}
+
+// HTTPTaskState is where a task stands, by the database clock.
+type HTTPTaskState struct {
+	State          string
+	Attempt        int
+	Agentless      bool
+	NotBefore      time.Time
+	Deadline       time.Time // meaningful while leased or running
+	ExecutionID    uuid.UUID
+	TimeoutSeconds int
+	Priority       int
+	// TokenWait is how long until its rate class has a token (0: it has
+	// one, or the task has no class).
+	TokenWait time.Duration
+	Now       time.Time
+}
+
+// TaskGetStatus returns where a task stands; ErrNotFound when it is gone.
+func TaskGetStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskState, error) {
+	r, err := queries.TaskGetStatus(ctx, e, id)
+	if err != nil {
+		return nil, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
+	}
+	return &HTTPTaskState{State: r.State, Attempt: int(r.Attempt), Agentless: r.Agentless,
+		NotBefore: r.NotBefore.UTC(), Deadline: r.Deadline.UTC(), ExecutionID: r.ExecutionID,
+		TimeoutSeconds: int(r.TimeoutSeconds), Priority: int(r.Priority),
+		TokenWait: time.Duration(r.TokenWaitSeconds * float64(time.Second)), Now: r.Now.UTC()}, nil
+}
+
+// TaskCheckToken reports whether task id is agentless and token is its
+// current completion token; ErrNotFound when no task has the id.
+func TaskCheckToken(ctx context.Context, e Executor, id, token uuid.UUID) (agentless, current bool, err error) {
+	r, err := queries.TaskCheckToken(ctx, e, dbsqlc.TaskCheckTokenParams{Token: token, ID: id})
+	if err != nil {
+		return false, false, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
+	}
+	return r.Agentless, r.Current, nil
+}
+
+// TaskCancelAgentless ends agentless tasks whose execution was
+// cancelled while their request was outstanding, and finalizes those
+// executions.
+func TaskCancelAgentless(ctx context.Context, e Executor) error {
+	execs, err := queries.TaskCancelAgentless(ctx, e)
+	if err != nil {
+		return fmt.Errorf("error cancelling agentless tasks: %w", mapErr(err))
+	}
+	return ExecutionFinalize(ctx, e, execs)
+}
+
+// TaskGetPriorities returns the priorities of tasks by id.
+func TaskGetPriorities(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]int, error) {
+	rows, err := queries.TaskGetPriorities(ctx, e, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error reading task priorities: %w", mapErr(err))
+	}
+	out := make(map[uuid.UUID]int, len(rows))
+	for _, r := range rows {
+		out[r.ID] = int(r.Priority)
+	}
+	return out, nil
+}
+
+// TaskGetHTTPTarget returns the job of a task and the URL its requests go to.
+func TaskGetHTTPTarget(ctx context.Context, e Executor, taskID uuid.UUID) (jobID uuid.UUID, url string, err error) {
+	r, err := queries.TaskGetHTTPTarget(ctx, e, taskID)
+	if err != nil {
+		return uuid.Nil, "", fmt.Errorf("error reading the target of http task %s: %w", taskID, mapErr(err))
+	}
+	return r.JobID, r.Url, nil
 }

@@ -55,3 +55,115 @@ func TriggerSetAside(ctx context.Context, e Executor, p *TriggerSetAsideParams) 
 	}
 	return nil
 }
+
+// DueTrigger is a claimed trigger row with what planning its fires needs.
+type DueTrigger struct {
+	JobID                uuid.UUID
+	TriggerKind          string
+	CronExpr             string
+	Timezone             string
+	IntervalSeconds      int64
+	ConcurrencyPolicy    string
+	MisfirePolicy        string
+	MisfireWindowSeconds int
+	MisfireMaxFires      int
+	NextFireAt           time.Time
+	// Now is the database clock the claim ran at (the transaction's start).
+	Now time.Time
+	// HasUnfinished is set (for forbid and replace jobs only) when an
+	// earlier execution has not ended.
+	HasUnfinished bool
+}
+
+// TriggerClaimDue locks up to max triggers due within `ahead` from now
+// until the transaction ends; rows locked by other replicas are skipped.
+// now, when set, replaces the database clock (tests and benchmarks).
+func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Duration, now *time.Time) ([]*DueTrigger, error) {
+	rows, err := queries.TriggerClaimDue(ctx, e, dbsqlc.TriggerClaimDueParams{
+		Now: now, Max: int32(max), AheadMs: ahead.Milliseconds(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error claiming due triggers: %w", mapErr(err))
+	}
+	out := make([]*DueTrigger, len(rows))
+	for i, r := range rows {
+		out[i] = &DueTrigger{
+			JobID: r.ID, TriggerKind: string(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
+			IntervalSeconds: deref(r.IntervalSeconds), ConcurrencyPolicy: string(r.ConcurrencyPolicy),
+			MisfirePolicy: string(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
+			MisfireMaxFires: int(r.MisfireMaxFires), NextFireAt: r.NextFireAt.UTC(), Now: r.DbNow.UTC(), HasUnfinished: r.HasUnfinished,
+		}
+	}
+	return out, nil
+}
+
+// TriggerAdvance is where one claimed trigger goes after a batch.
+type TriggerAdvance struct {
+	JobID      uuid.UUID
+	NextFireAt *time.Time // nil: no further fire (delay done, cron exhausted)
+	// LastExecutionID and LastScheduledFor are set when the batch fired it.
+	LastExecutionID  uuid.UUID
+	LastScheduledFor time.Time
+}
+
+// TriggerAdvanceMany moves claimed triggers to their next ticks.
+func TriggerAdvanceMany(ctx context.Context, e Executor, advances []*TriggerAdvance) error {
+	if len(advances) == 0 {
+		return nil
+	}
+	p := dbsqlc.TriggerAdvanceManyParams{}
+	for _, a := range advances {
+		fired := a.LastExecutionID != uuid.Nil
+		p.JobIds = append(p.JobIds, a.JobID)
+		p.HasNext = append(p.HasNext, a.NextFireAt != nil)
+		p.NextFireAts = append(p.NextFireAts, deref(a.NextFireAt))
+		p.Fired = append(p.Fired, fired)
+		p.LastScheduledFors = append(p.LastScheduledFors, a.LastScheduledFor)
+		p.LastExecutionIds = append(p.LastExecutionIds, a.LastExecutionID)
+	}
+	if err := queries.TriggerAdvanceMany(ctx, e, p); err != nil {
+		return fmt.Errorf("error advancing triggers: %w", mapErr(err))
+	}
+	return nil
+}
+
+// TriggerNextDue returns how long until the earliest unpaused fire by the
+// database clock (negative when one is due); ok is false when nothing is
+// scheduled at all.
+func TriggerNextDue(ctx context.Context, e Executor) (wait time.Duration, ok bool, err error) {
+	r, err := queries.TriggerNextDue(ctx, e)
+	if err != nil {
+		return 0, false, fmt.Errorf("error finding next due trigger: %w", mapErr(err))
+	}
+	return time.Duration(r.Micros) * time.Microsecond, r.Scheduled, nil
+}
+
+// TriggerRecordFire records a fire made through the API as the job's last.
+func TriggerRecordFire(ctx context.Context, e Executor, jobID, executionID uuid.UUID, scheduledFor time.Time) error {
+	err := queries.TriggerRecordFire(ctx, e, dbsqlc.TriggerRecordFireParams{
+		JobID: jobID, ExecutionID: &executionID, ScheduledFor: &scheduledFor,
+	})
+	if err != nil {
+		return fmt.Errorf("error recording fire of job %s: %w", jobID, mapErr(err))
+	}
+	return nil
+}
+
+// Overdue is the state of triggers that should have fired.
+type Overdue struct {
+	Late    int64         // unpaused triggers late by more than the threshold
+	Longest time.Duration // how late the latest of all due triggers is
+	// SetAside counts the jobs the trigger loop stopped firing because a
+	// fire of them failed (not counted as late).
+	SetAside int64
+}
+
+// TriggerCountOverdue reads overdue triggers; late is the threshold.
+func TriggerCountOverdue(ctx context.Context, e Executor, late time.Duration) (Overdue, error) {
+	r, err := queries.TriggerCountOverdue(ctx, e, late.Seconds())
+	if err != nil {
+		return Overdue{}, fmt.Errorf("error reading overdue triggers: %w", mapErr(err))
+	}
+	return Overdue{Late: r.Overdue, Longest: time.Duration(r.MaxOverdueSeconds * float64(time.Second)),
+		SetAside: r.SetAside}, nil
+}

@@ -37,7 +37,7 @@ func TestRevokingAnAgentKeyRevokesTheTokensItMinted(t *testing.T) {
 	t.Parallel()
 	env := setupWithAgents(t, dispatch.AgentConfig{})
 	ctx := context.Background()
-	secret, key, err := openapi.CreateAPIKey(ctx, env.pool, "bootstrap", []string{openapi.ScopeAgent})
+	secret, key, err := openapi.CreateAPIKeyWith(ctx, env.pool, "bootstrap", []string{openapi.ScopeAgent}, openapi.KeyLimits{})
 	require.NoError(t, err)
 	a := env.registerWith(secret, "a", nil)
 	other := env.registerAgent("other", nil, 1) // minted by another key

@@ -3,8 +3,6 @@ package openapi_test
 import (
 	"context"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -204,37 +202,6 @@ func TestRateClassAPI(t *testing.T) {
 	require.EqualValues(t, 8, got["tokens"], "the level is capped at the new burst")
 	require.Equal(t, http.StatusForbidden,
 		env.call("POST", "/v1/classes/db/degrade", env.key(openapi.ScopeSubmit), map[string]any{"min_priority": 1}).status)
-}
-
-// TestLeaseQueryIsIndexDriven: on 100,000 pending tasks the claim query
-// reads the pending indexes, never the whole table.
-func TestLeaseQueryIsIndexDriven(t *testing.T) {
-	t.Parallel()
-	env := setupFlow(t, dispatch.AgentConfig{})
-	ctx := context.Background()
-	jobID := uuid.MustParse(env.manualJob("big", nil))
-	execID := uuid.MustParse(env.run(jobID.String(), nil))
-	_, err := env.pool.Exec(ctx, `
-		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
-		                     not_before, preferred_agent_id)
-		SELECT $1, $2, i, 100001, i % 10, 1, 60, now() - (i % 1000) * interval '1 second',
-		       CASE WHEN i % 3 = 0 THEN gen_random_uuid() END
-		FROM generate_series(1, 100000) AS i`, execID, jobID)
-	require.NoError(t, err)
-	_, err = env.pool.Exec(ctx, `ANALYZE ax.task`)
-	require.NoError(t, err)
-	plan, err := db.TaskLeasePlan(ctx, env.pool, &db.TaskLeaseParams{AgentID: uuid.New(), Max: 10,
-		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
-		AgentExecutors: []string{"shell", "http", "handler"}})
-	require.NoError(t, err)
-	t.Log(plan)
-	for _, line := range strings.Split(plan, "\n") {
-		require.False(t, strings.Contains(line, "Seq Scan on task"), "no sequential scan of tasks:\n%s", plan)
-	}
-	for _, idx := range []string{"task_unassigned_idx", "task_preferred_idx", "task_pending_age_idx"} {
-		require.True(t, slices.ContainsFunc(strings.Split(plan, "\n"), func(l string) bool { return strings.Contains(l, idx) }),
-			"%s is used:\n%s", idx, plan)
-	}
 }
 
 // TestLeaseAndCompleteStayLinearOnStaleStatistics: ANALYZE ran while a

@@ -80,7 +80,7 @@ func (m *idempotency) middleware(ctx huma.Context, next func(huma.Context)) {
 	}
 	req := &db.IdempotentRequest{APIKeyID: principal.ID, Key: key, Method: ctx.Method(), Path: ctx.URL().Path,
 		RequestHash: requestHash(ctx, body)}
-	prior, claimed, err := db.IdempotencyRequestClaim(ctx.Context(), m.pool, req, idempotencyLock)
+	prior, claimed, err := db.IdempotencyKeyClaimRequest(ctx.Context(), m.pool, req, idempotencyLock)
 	if err != nil {
 		m.fail(ctx, err)
 		return
@@ -156,7 +156,7 @@ func (m *idempotency) remember(ctx huma.Context, req *db.IdempotentRequest, rec 
 	status := rec.Status()
 	var err error
 	if status >= 500 || status == http.StatusTooManyRequests || status == 0 {
-		err = db.IdempotencyRequestRelease(ctx.Context(), m.pool, req)
+		err = db.IdempotencyKeyReleaseRequest(ctx.Context(), m.pool, req)
 	} else {
 		kept, body := rec.kept(), rec.buf.Bytes()
 		if fields, _ := ctx.Operation().Metadata[secretFieldsKey].([]string); len(fields) > 0 {
@@ -164,7 +164,7 @@ func (m *idempotency) remember(ctx huma.Context, req *db.IdempotentRequest, rec 
 			kept[secretWithheldHeader] = strings.Join(fields, ", ")
 		}
 		headers, _ := json.Marshal(kept)
-		err = db.IdempotencyRequestStore(ctx.Context(), m.pool, req,
+		err = db.IdempotencyKeyStoreResponse(ctx.Context(), m.pool, req,
 			&db.IdempotentResponse{Status: status, Body: body, Headers: headers})
 	}
 	if err != nil {

@@ -28,12 +28,6 @@ func NewAPIKeySecret() string {
 	return "ax_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// CreateAPIKey stores a new key with scopes and returns its secret, which
-// is shown once and never stored.
-func CreateAPIKey(ctx context.Context, e db.Executor, name string, scopes []string) (string, *db.APIKey, error) {
-	return CreateAPIKeyWith(ctx, e, name, scopes, KeyLimits{})
-}
-
 // KeyLimits narrow what a key may do beyond its scopes.
 type KeyLimits struct {
 	// Labels binds an agent key to the labels its agents may declare: each
@@ -49,7 +43,8 @@ type KeyLimits struct {
 	MintedBy *uuid.UUID
 }
 
-// CreateAPIKeyWith is CreateAPIKey for a key with limits.
+// CreateAPIKeyWith stores a new key with scopes and limits and returns its
+// secret, which is shown once and never stored.
 func CreateAPIKeyWith(ctx context.Context, e db.Executor, name string, scopes []string, limits KeyLimits) (string, *db.APIKey, error) {
 	p, secret, err := apiKeyParams(name, "", scopes)
 	if err != nil {

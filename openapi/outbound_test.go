@@ -3,10 +3,13 @@ package openapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -235,7 +238,7 @@ func (e *apiEnv) signedCall(method, path string, body []byte, keyID uuid.UUID, s
 	req, err := http.NewRequest(method, e.url+path, bytes.NewReader(body))
 	require.NoError(e.t, err)
 	req.Header.Set("Content-Type", "application/json")
-	openapi.SignRequest(req, body, keyID, secret, at)
+	signRequest(req, body, keyID, secret, at)
 	return req, e.resend(req, body)
 }
 
@@ -254,7 +257,7 @@ func TestSignedRequestsAreReplayProof(t *testing.T) {
 	t.Parallel()
 	env := setup(t)
 	ctx := context.Background()
-	_, submitter, err := openapi.CreateAPIKey(ctx, env.pool, "signer", []string{openapi.ScopeSubmit})
+	_, submitter, err := openapi.CreateAPIKeyWith(ctx, env.pool, "signer", []string{openapi.ScopeSubmit}, openapi.KeyLimits{})
 	require.NoError(t, err)
 	keyID, secret, err := openapi.CreateSigningKey(ctx, env.pool, submitter.ID)
 	require.NoError(t, err)
@@ -421,4 +424,16 @@ func TestURLRefusalRevealsNoResolvedAddress(t *testing.T) {
 		}
 	}
 	require.Equal(t, 0, env.countJobs())
+}
+
+// signRequest sets the four headers of a signed request on req, whose
+// body is body, at time at with a fresh nonce.
+func signRequest(req *http.Request, body []byte, keyID uuid.UUID, secret string, at time.Time) {
+	nonce := make([]byte, 18)
+	_, _ = rand.Read(nonce)
+	n := base64.RawURLEncoding.EncodeToString(nonce)
+	req.Header.Set(openapi.HeaderKeyID, keyID.String())
+	req.Header.Set(openapi.HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set(openapi.HeaderNonce, n)
+	req.Header.Set(openapi.HeaderSignature, openapi.RequestSignature(secret, req.Method, req.URL.EscapedPath(), req.URL.RawQuery, at.Unix(), n, body))
 }

@@ -74,18 +74,6 @@ func RequestSignature(secret, method, path, rawQuery string, timestamp int64, no
 	return "v1=" + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// SignRequest sets the four headers of a signed request on req, whose
-// body is body, at time at with a fresh nonce.
-func SignRequest(req *http.Request, body []byte, keyID uuid.UUID, secret string, at time.Time) {
-	nonce := make([]byte, 18)
-	_, _ = rand.Read(nonce)
-	n := base64.RawURLEncoding.EncodeToString(nonce)
-	req.Header.Set(HeaderKeyID, keyID.String())
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
-	req.Header.Set(HeaderNonce, n)
-	req.Header.Set(HeaderSignature, RequestSignature(secret, req.Method, req.URL.EscapedPath(), req.URL.RawQuery, at.Unix(), n, body))
-}
-
 // CreateSigningKey stores a signing key acting for an API key (with its
 // scopes) and returns its id and secret; the secret is shown once.
 func CreateSigningKey(ctx context.Context, e db.Executor, apiKeyID uuid.UUID) (uuid.UUID, string, error) {

@@ -59,7 +59,7 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 // key creates a key with scopes and returns its secret.
 func (e *apiEnv) key(scopes ...string) string {
 	e.t.Helper()
-	secret, _, err := openapi.CreateAPIKey(context.Background(), e.pool, "test", scopes)
+	secret, _, err := openapi.CreateAPIKeyWith(context.Background(), e.pool, "test", scopes, openapi.KeyLimits{})
 	require.NoError(e.t, err)
 	return secret
 }

@@ -13,7 +13,4 @@
 //     batch of decisions. Build it per lease round from fresh agent rows,
 //     optionally with the Ring of that membership, then call Pick per task
 //     and Assigned after placing one. A Pool is not safe for concurrent use.
-//
-// Package-level Pick and Broadcast use the default Config and no Ring; they
-// suit one-off decisions and tests.
 package routing

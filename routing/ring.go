@@ -29,11 +29,6 @@ type Ring struct {
 	slots  int
 }
 
-// NewRing builds the Ring of ids with the default Config.
-func NewRing(ids []string) *Ring {
-	return defaultRouter.NewRing(ids)
-}
-
 func newRing(ids []string, slots int) *Ring {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)

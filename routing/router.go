@@ -31,8 +31,6 @@ const (
 	maxSlots             = 1 << 24
 )
 
-var defaultRouter = &Router{config: Config{LoadThreshold: defaultLoadThreshold, Slots: defaultSlots}}
-
 func (c Config) withDefaults() Config {
 	c.LoadThreshold = cmp.Or(c.LoadThreshold, defaultLoadThreshold)
 	c.Slots = cmp.Or(c.Slots, defaultSlots)
@@ -75,17 +73,4 @@ func (r *Router) Config() Config { return r.config }
 // order do not matter). Build it once per membership and reuse it.
 func (r *Router) NewRing(ids []string) *Ring {
 	return newRing(ids, r.config.Slots)
-}
-
-// Pick routes one task among agents with the default Config and no Ring:
-// see Pool.Pick. Keyed strategies then cost one score per healthy agent, so
-// hot paths should keep a Ring and a Pool instead.
-func Pick(req Request, agents []Agent) (string, bool) {
-	return defaultRouter.NewPool(agents, nil).Pick(req)
-}
-
-// Broadcast returns the IDs of the healthy agents in agents, sorted: a
-// broadcast job runs one task on each.
-func Broadcast(agents []Agent) []string {
-	return defaultRouter.NewPool(agents, nil).Broadcast()
 }

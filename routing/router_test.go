@@ -49,3 +49,25 @@ func TestParseStrategy(t *testing.T) {
 	require.True(t, StrategyLoadAware.NeedsKey())
 	require.False(t, StrategyRoundRobin.NeedsKey())
 }
+
+// defaultRouter and the helpers below route with the default Config, as
+// most tests do; ax itself builds its Router with NewRouter.
+var defaultRouter = &Router{config: Config{LoadThreshold: defaultLoadThreshold, Slots: defaultSlots}}
+
+// NewRing builds the Ring of ids with the default Config.
+func NewRing(ids []string) *Ring {
+	return defaultRouter.NewRing(ids)
+}
+
+// Pick routes one task among agents with the default Config and no Ring:
+// see Pool.Pick. Keyed strategies then cost one score per healthy agent, so
+// hot paths should keep a Ring and a Pool instead.
+func Pick(req Request, agents []Agent) (string, bool) {
+	return defaultRouter.NewPool(agents, nil).Pick(req)
+}
+
+// Broadcast returns the IDs of the healthy agents in agents, sorted: a
+// broadcast job runs one task on each.
+func Broadcast(agents []Agent) []string {
+	return defaultRouter.NewPool(agents, nil).Broadcast()
+}

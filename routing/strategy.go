@@ -27,7 +27,7 @@ const (
 	// StrategyFailover picks the first healthy agent sorted by ID, so all
 	// work sticks to one agent until it fails.
 	StrategyFailover Strategy = "failover"
-	// StrategyBroadcast runs one task per healthy agent; see Broadcast.
+	// StrategyBroadcast runs one task per healthy agent; see Pool.Broadcast.
 	StrategyBroadcast Strategy = "broadcast"
 )
 
@@ -40,7 +40,7 @@ func Strategies() []Strategy {
 }
 
 // ParseStrategy returns the Strategy named s, or an error for an unknown
-// name. Validate at the edge (API, database): Pick treats an unknown
+// name. Validate at the edge (API, database): Pool.Pick treats an unknown
 // strategy as "no eligible agent".
 func ParseStrategy(s string) (Strategy, error) {
 	for _, strategy := range Strategies() {

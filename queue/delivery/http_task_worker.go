@@ -154,7 +154,7 @@ var errNoSlot = errors.New("no free http task slot")
 // transaction: db.ErrNotFound when the attempt is not due (or its class
 // holds it back), errNoSlot when its job or host is at its cap.
 func (w *httpTaskWorker) lease(ctx context.Context, args HTTPTaskArgs) (*db.HTTPTask, error) {
-	jobID, rawURL, err := db.HTTPTaskTarget(ctx, w.pool, args.TaskID)
+	jobID, rawURL, err := db.TaskGetHTTPTarget(ctx, w.pool, args.TaskID)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func (w *httpTaskWorker) lease(ctx context.Context, args HTTPTaskArgs) (*db.HTTP
 		case !got.Taken:
 			return nil, errNoSlot
 		}
-		return db.HTTPTaskLease(ctx, tx, args.TaskID, args.Attempt, w.cfg.LeaseGrace)
+		return db.TaskLeaseAgentless(ctx, tx, args.TaskID, args.Attempt, w.cfg.LeaseGrace)
 	})
 }
 
@@ -187,7 +187,7 @@ func slotHost(rawURL string) string {
 // when the task ended or moved on (a later attempt is handed its own job),
 // else a snooze until it is due or its deadline passed.
 func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
-	st, err := db.HTTPTaskStatus(ctx, w.pool, args.TaskID)
+	st, err := db.TaskGetStatus(ctx, w.pool, args.TaskID)
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return nil
@@ -294,7 +294,7 @@ func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.
 // execution is locked first: shards completing at the same time would
 // otherwise each see the others unfinished, and none would end it.
 func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt, priority int) ([]db.CompletedTask, error) {
-	if err := db.HTTPTaskLockExecution(ctx, tx, executionID); err != nil {
+	if err := db.ExecutionLock(ctx, tx, executionID); err != nil {
 		return nil, err
 	}
 	done, err := db.TaskComplete(ctx, tx, []db.TaskResult{r})

@@ -54,7 +54,7 @@ func (o *Outbox) Cancelled(ctx context.Context, tx pgx.Tx) error {
 	if o == nil {
 		return nil
 	}
-	if err := db.HTTPTaskCancelRequested(ctx, tx); err != nil {
+	if err := db.TaskCancelAgentless(ctx, tx); err != nil {
 		return err
 	}
 	return o.Flush(ctx, tx)
@@ -97,7 +97,7 @@ func (o *Outbox) insertHTTPTasks(ctx context.Context, tx pgx.Tx, tasks []*db.New
 	for i, t := range tasks {
 		ids[i] = t.ID
 	}
-	priorities, err := db.HTTPTaskPriorities(ctx, tx, ids)
+	priorities, err := db.TaskGetPriorities(ctx, tx, ids)
 	if err != nil {
 		return err
 	}

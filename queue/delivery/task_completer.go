@@ -50,7 +50,7 @@ func NewTaskCompleter(pool *pgxpool.Pool, outbox *Outbox, logger *slog.Logger, m
 // Complete records r, fenced by its token (the completion token); it
 // returns the task's state afterwards (pending when a failure is retried).
 func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (string, error) {
-	st, err := db.HTTPTaskStatus(ctx, c.pool, r.ID)
+	st, err := db.TaskGetStatus(ctx, c.pool, r.ID)
 	if errors.Is(err, db.ErrNotFound) || (err == nil && !st.Agentless) {
 		return "", ErrUnknownHTTPTask
 	}
@@ -80,7 +80,7 @@ func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (string, 
 // and ErrStaleCompletion when the token is not current. One primary-key
 // read: the check made before a posted result's body is read.
 func (c *TaskCompleter) CheckToken(ctx context.Context, id, token uuid.UUID) error {
-	agentless, current, err := db.HTTPTaskTokenCheck(ctx, c.pool, id, token)
+	agentless, current, err := db.TaskCheckToken(ctx, c.pool, id, token)
 	switch {
 	case errors.Is(err, db.ErrNotFound) || (err == nil && !agentless):
 		return ErrUnknownHTTPTask

@@ -195,7 +195,7 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *StateCollector) collectBacklog(ctx context.Context, ch chan<- prometheus.Metric) error {
-	backlog, err := db.ObserveBacklog(ctx, c.pool)
+	backlog, err := db.TaskCountBacklog(ctx, c.pool)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (c *StateCollector) collectBacklog(ctx context.Context, ch chan<- prometheu
 }
 
 func (c *StateCollector) collectAgents(ctx context.Context, ch chan<- prometheus.Metric) error {
-	counts, pools, err := db.ObserveAgents(ctx, c.pool)
+	counts, pools, err := db.AgentCountByState(ctx, c.pool)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (c *StateCollector) collectAgents(ctx context.Context, ch chan<- prometheus
 }
 
 func (c *StateCollector) collectJobs(ctx context.Context, ch chan<- prometheus.Metric) error {
-	jobs, err := db.ObserveFailingJobs(ctx, c.pool, failureWindow)
+	jobs, err := db.JobListFailing(ctx, c.pool, failureWindow)
 	if err != nil {
 		return err
 	}
@@ -245,7 +245,7 @@ func (c *StateCollector) collectJobs(ctx context.Context, ch chan<- prometheus.M
 }
 
 func (c *StateCollector) collectOverdue(ctx context.Context, ch chan<- prometheus.Metric) error {
-	o, err := db.ObserveOverdue(ctx, c.pool, overdueAfter)
+	o, err := db.TriggerCountOverdue(ctx, c.pool, overdueAfter)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func (c *StateCollector) collectOverdue(ctx context.Context, ch chan<- prometheu
 }
 
 func (c *StateCollector) collectBreakers(ctx context.Context, ch chan<- prometheus.Metric) error {
-	breakers, err := db.ObserveBreakers(ctx, c.pool)
+	breakers, err := db.CallbackBreakerListRecent(ctx, c.pool)
 	if err != nil {
 		return err
 	}

@@ -165,3 +165,12 @@ UPDATE ax.agent
 SET state = CASE WHEN state = 'offline' THEN state ELSE 'active' END,
     drained_at = NULL, quarantined_at = NULL, health_since = now()
 WHERE id = @id;
+
+-- AgentCountByState counts agents by state, readiness and pool label.
+-- A metrics query: every replica reads the same shared rows, so all
+-- replicas report the same numbers.
+-- name: AgentCountByState :many
+SELECT state::text AS state, ready, coalesce(labels ->> 'pool', '')::text AS pool, count(*)::bigint AS agents
+FROM ax.agent
+WHERE state <> 'offline' OR last_heartbeat_at > now() - interval '1 day'
+GROUP BY 1, 2, 3;

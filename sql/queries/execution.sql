@@ -26,99 +26,6 @@ JOIN ax.job j ON j.id = e.job_id
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
 RETURNING id, job_id, scheduled_for, fired_at;
 
--- TaskInsertForExecutions makes the pending tasks of each execution in
--- @execution_ids, not leasable before its scheduled time (a fire made
--- ahead waits for its tick): one per shard, with the shard's param or its
--- part of the job's shard range (exact integer division in numeric: a
--- range may span all of bigint, and numeric's / would round); for
--- broadcast jobs one per live agent of the pool that accepts its executor
--- kind, pinned to it. Tasks of agentless HTTP jobs (executor http, no
--- target labels) are marked so: ax serve runs them, agents never lease them.
--- Ids that were not inserted (a tick that had fired already) match nothing.
--- Returns what routing needs to know of each task.
--- name: TaskInsertForExecutions :many
-WITH execs AS (
-    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
-           j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
-           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
-           j.executor_kind,
-           j.executor_kind = 'http' AND j.target_labels = '{}'::jsonb AND j.route_strategy <> 'broadcast' AS agentless
-    FROM ax.execution e
-    JOIN ax.job j ON j.id = e.job_id
-    WHERE e.id = ANY(@execution_ids::uuid[])
-), shards AS (
-    SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
-    FROM execs x
-    CROSS JOIN LATERAL generate_series(0, x.shard_count - 1) AS s(i)
-    WHERE x.route_strategy <> 'broadcast'
-    UNION ALL
-    SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
-    FROM execs x
-    JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
-         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
-    WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
-      AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision)
-    WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
-), inserted AS (
-    INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
-    SELECT x.id, x.job_id, s.i, s.n,
-           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
-                ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
-                     || '-' ||
-                     (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
-           END,
-           x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
-           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
-    FROM shards s
-    JOIN execs x ON x.id = s.execution_id
-    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
-), shard_counts AS (
-    -- A broadcast run has as many shards as live agents, maybe none.
-    UPDATE ax.execution e
-    SET shard_count = greatest(c.n, 1),
-        state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
-        finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
-        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
-    FROM (SELECT x.id, count(i.id)::integer AS n
-          FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
-          WHERE x.route_strategy = 'broadcast'
-          GROUP BY x.id) c
-    WHERE e.id = c.id
-)
-SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
-       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
-       x.executor_kind::text AS executor_kind
-FROM inserted i
-JOIN execs x ON x.id = i.execution_id;
-
--- TaskSetRoute records routing decisions of new tasks (the nil UUID: no
--- preference).
--- name: TaskSetRoute :exec
-UPDATE ax.task t
-SET preferred_agent_id = nullif(r.preferred, '00000000-0000-0000-0000-000000000000'),
-    fallback_agent_id = nullif(r.fallback, '00000000-0000-0000-0000-000000000000'),
-    route_key = r.route_key
-FROM (SELECT unnest(@task_ids::uuid[]) AS id,
-             unnest(@preferred::uuid[]) AS preferred,
-             unnest(@fallback::uuid[]) AS fallback,
-             unnest(@route_keys::text[]) AS route_key) r
-WHERE t.id = r.id;
-
--- SkippedFireInsertMany records ticks that did not fire (tick_count < 1
--- means not counted).
--- name: SkippedFireInsertMany :exec
-INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, tick_count, detail)
-SELECT s.job_id, s.reason::ax.skip_reason, s.first_tick, s.last_tick, nullif(s.tick_count, 0), s.detail
-FROM (
-    SELECT unnest(@job_ids::uuid[]) AS job_id,
-           unnest(@reasons::text[]) AS reason,
-           unnest(@first_ticks::timestamptz[]) AS first_tick,
-           unnest(@last_ticks::timestamptz[]) AS last_tick,
-           unnest(@tick_counts::integer[]) AS tick_count,
-           unnest(@details::text[]) AS detail
-) s;
-
 -- ExecutionCancel stops the unfinished executions in @ids and those of
 -- @job_ids: pending tasks are cancelled at once; leased and running tasks
 -- are flagged so their agents stop them, and their execution stays
@@ -175,16 +82,49 @@ LIMIT @max;
 -- name: ExecutionGroupByID :one
 SELECT j.group_name FROM ax.execution e JOIN ax.job j ON j.id = e.job_id WHERE e.id = @id;
 
--- name: TaskListByExecution :many
-SELECT * FROM ax.task WHERE execution_id = @execution_id ORDER BY shard_index;
-
--- name: SkippedFireListByJob :many
-SELECT * FROM ax.skipped_fire
-WHERE job_id = @job_id
-ORDER BY first_tick DESC
-LIMIT @max;
-
 -- name: ExecutionHasUnfinished :one
 SELECT EXISTS (
     SELECT 1 FROM ax.execution WHERE job_id = @job_id AND finished_at IS NULL
 )::boolean AS unfinished;
+
+-- ExecutionLock locks an execution until the transaction ends, so
+-- results of its shards recorded at the same time are recorded one after
+-- the other and the last one sees the others (and ends the execution).
+-- name: ExecutionLock :exec
+SELECT id FROM ax.execution WHERE id = @id FOR NO KEY UPDATE;
+
+-- ExecutionEndSingle ends runs of one shard with their task's final state
+-- (@states, in the order of @ids): what ExecutionFinalize would conclude,
+-- without reading the task again. By primary key from a bound array, like
+-- the lease (see TaskLeasePick); state, not finished_at, so that the
+-- partial index on unfinished runs never looks like a shortcut.
+-- name: ExecutionEndSingle :many
+UPDATE ax.execution e
+SET state = (@states::text[])[array_position(@ids::uuid[], e.id)]::ax.execution_state,
+    finished_at = now(), updated_at = now()
+WHERE e.id = ANY(@ids::uuid[]) AND e.state IN ('pending', 'running')
+RETURNING e.id;
+
+-- ExecutionFinalize ends executions whose tasks have all ended: succeeded
+-- when every shard succeeded, else timed_out, failed or cancelled. Each
+-- execution's tasks are read through task_shard_once, one id at a time,
+-- so the cost follows the batch, not the backlog.
+-- name: ExecutionFinalize :many
+UPDATE ax.execution e
+SET state = s.final_state::ax.execution_state, finished_at = now(), updated_at = now()
+FROM (
+    SELECT x.id AS execution_id, agg.final_state
+    FROM (SELECT DISTINCT unnest(@execution_ids::uuid[]) AS id) x
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN bool_and(t.state = 'succeeded') THEN 'succeeded'
+                    WHEN bool_or(t.state = 'timed_out') THEN 'timed_out'
+                    WHEN bool_or(t.state = 'failed') THEN 'failed'
+                    ELSE 'cancelled' END AS final_state,
+               bool_and(t.state IN ('succeeded', 'failed', 'timed_out', 'cancelled')) AS ended
+        FROM ax.task t
+        WHERE t.execution_id = x.id
+    ) agg
+    WHERE agg.ended
+) s
+WHERE e.id = s.execution_id AND e.id = ANY(@execution_ids::uuid[]) AND e.state IN ('pending', 'running')
+RETURNING e.id, e.state;

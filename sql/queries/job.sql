@@ -75,12 +75,30 @@ SELECT group_name FROM ax.job WHERE id = @id;
 -- name: JobDelete :execrows
 DELETE FROM ax.job WHERE id = @id;
 
--- name: Now :one
-SELECT now()::timestamptz AS now;
+-- JobListTargetedPools lists the pools jobs target, so a pool with no ready agent
+-- shows as zero rather than missing.
+-- A metrics query: every replica reads the same shared rows, so all
+-- replicas report the same numbers.
+-- name: JobListTargetedPools :many
+SELECT DISTINCT coalesce(target_labels ->> 'pool', '')::text AS pool FROM ax.job;
 
--- name: Notify :exec
-SELECT pg_notify(@channel::text, @payload::text);
-
--- TryXactLock takes a transaction-scoped advisory lock if it is free.
--- name: TryXactLock :one
-SELECT pg_try_advisory_xact_lock(@lock_id::bigint)::boolean AS locked;
+-- JobListFailing reports jobs with failed runs in the last
+-- @window_seconds: their failure ratio there and how many of their latest
+-- runs in a row failed (up to 20 looked at).
+-- A metrics query: every replica reads the same shared rows, so all
+-- replicas report the same numbers.
+-- name: JobListFailing :many
+SELECT j.name, j.group_name, j.owner,
+       r.finished::bigint AS finished, r.failed::bigint AS failed,
+       (SELECT count(*) FROM (
+            SELECT e.state, bool_and(e.state IN ('failed', 'timed_out')) OVER (ORDER BY e.finished_at DESC) AS streak
+            FROM ax.execution e
+            WHERE e.job_id = j.id AND e.finished_at IS NOT NULL
+            ORDER BY e.finished_at DESC LIMIT 20) s
+        WHERE s.streak)::bigint AS consecutive_failures
+FROM ax.job j
+JOIN LATERAL (
+    SELECT count(*) AS finished, count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
+    FROM ax.execution e
+    WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
+) r ON r.failed > 0;

@@ -68,28 +68,6 @@ FROM pressure p
 WHERE c.name = p.name AND p.over <> (c.degraded_since IS NOT NULL)
 RETURNING c.name, (c.degraded_since IS NOT NULL)::boolean AS degraded, c.auto_min_priority;
 
--- TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
--- job says to skip rather than wait, with the reason in the task's error
--- and events.
--- name: TaskSkipBelowFloor :many
-WITH floors AS (
-    SELECT name, coalesce(manual_min_priority,
-                          CASE WHEN degraded_since IS NOT NULL THEN auto_min_priority END) AS floor
-    FROM ax.rate_class
-), skipped AS (
-    UPDATE ax.task t
-    SET state = 'cancelled', finished_at = now(), updated_at = now(),
-        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
-    FROM floors f, ax.job j
-    WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
-      AND j.id = t.job_id AND j.degrade_action = 'skip'
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.error
-), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', 'cancelled', error FROM skipped
-)
-SELECT DISTINCT execution_id FROM skipped;
-
 -- RateClassTake takes up to @max tokens from each class that has ready
 -- tasks waiting and a token to give, refilling lazily from now(). It runs
 -- as its own short statement before a lease so the bucket row is locked

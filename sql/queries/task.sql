@@ -259,18 +259,6 @@ WITH input AS (
 )
 SELECT id, execution_id, state, shard_total FROM done;
 
--- ExecutionEndSingle ends runs of one shard with their task's final state
--- (@states, in the order of @ids): what ExecutionFinalize would conclude,
--- without reading the task again. By primary key from a bound array, like
--- the lease (see TaskLeasePick); state, not finished_at, so that the
--- partial index on unfinished runs never looks like a shortcut.
--- name: ExecutionEndSingle :many
-UPDATE ax.execution e
-SET state = (@states::text[])[array_position(@ids::uuid[], e.id)]::ax.execution_state,
-    finished_at = now(), updated_at = now()
-WHERE e.id = ANY(@ids::uuid[]) AND e.state IN ('pending', 'running')
-RETURNING e.id;
-
 -- TaskRelease hands leases back: the tasks are pending again at once,
 -- without using up an attempt (a draining agent did not fail them).
 -- name: TaskRelease :many
@@ -403,30 +391,6 @@ WITH expired AS (
 )
 SELECT execution_id, state, timed_out FROM reaped;
 
--- ExecutionFinalize ends executions whose tasks have all ended: succeeded
--- when every shard succeeded, else timed_out, failed or cancelled. Each
--- execution's tasks are read through task_shard_once, one id at a time,
--- so the cost follows the batch, not the backlog.
--- name: ExecutionFinalize :many
-UPDATE ax.execution e
-SET state = s.final_state::ax.execution_state, finished_at = now(), updated_at = now()
-FROM (
-    SELECT x.id AS execution_id, agg.final_state
-    FROM (SELECT DISTINCT unnest(@execution_ids::uuid[]) AS id) x
-    CROSS JOIN LATERAL (
-        SELECT CASE WHEN bool_and(t.state = 'succeeded') THEN 'succeeded'
-                    WHEN bool_or(t.state = 'timed_out') THEN 'timed_out'
-                    WHEN bool_or(t.state = 'failed') THEN 'failed'
-                    ELSE 'cancelled' END AS final_state,
-               bool_and(t.state IN ('succeeded', 'failed', 'timed_out', 'cancelled')) AS ended
-        FROM ax.task t
-        WHERE t.execution_id = x.id
-    ) agg
-    WHERE agg.ended
-) s
-WHERE e.id = s.execution_id AND e.id = ANY(@execution_ids::uuid[]) AND e.state IN ('pending', 'running')
-RETURNING e.id, e.state;
-
 -- TaskNextLeasable is what a waiting long poll of agent @agent_id needs:
 -- the agent's state and readiness, and how long until the earliest
 -- pending task it could lease becomes leasable (TaskLeasePick's rules):
@@ -469,22 +433,231 @@ SELECT a.state::text AS state, a.ready,
 FROM ax.agent a
 WHERE a.id = @agent_id;
 
--- TaskEventListByExecution lists an execution's events after @after_id,
--- oldest first: at most @max, and only those whose earlier messages in the
--- page total at most @max_bytes, so a page's size is bounded by bytes as
--- well as count (the first event always comes; the caller drops the one
--- that passes the cap). bytes_before is that running total.
--- name: TaskEventListByExecution :many
-SELECT id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, stream, message, at, bytes_before
-FROM (
-    SELECT e.id, e.task_id, e.execution_id, e.shard_index, e.attempt, e.kind, e.state, e.agent_id, e.stream,
-           e.message, e.at,
-           (coalesce(sum(octet_length(e.message)) OVER (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS bytes_before
-    FROM ax.task_event e
-    WHERE e.execution_id = @execution_id AND e.id > @after_id
-      AND (sqlc.narg('kind')::text IS NULL OR e.kind = sqlc.narg('kind')::ax.task_event_kind)
-    ORDER BY e.id
-) page
-WHERE bytes_before <= @max_bytes::bigint
-ORDER BY id
-LIMIT @max;
+-- TaskInsertForExecutions makes the pending tasks of each execution in
+-- @execution_ids, not leasable before its scheduled time (a fire made
+-- ahead waits for its tick): one per shard, with the shard's param or its
+-- part of the job's shard range (exact integer division in numeric: a
+-- range may span all of bigint, and numeric's / would round); for
+-- broadcast jobs one per live agent of the pool that accepts its executor
+-- kind, pinned to it. Tasks of agentless HTTP jobs (executor http, no
+-- target labels) are marked so: ax serve runs them, agents never lease them.
+-- Ids that were not inserted (a tick that had fired already) match nothing.
+-- Returns what routing needs to know of each task.
+-- name: TaskInsertForExecutions :many
+WITH execs AS (
+    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
+           j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
+           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
+           j.executor_kind,
+           j.executor_kind = 'http' AND j.target_labels = '{}'::jsonb AND j.route_strategy <> 'broadcast' AS agentless
+    FROM ax.execution e
+    JOIN ax.job j ON j.id = e.job_id
+    WHERE e.id = ANY(@execution_ids::uuid[])
+), shards AS (
+    SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
+    FROM execs x
+    CROSS JOIN LATERAL generate_series(0, x.shard_count - 1) AS s(i)
+    WHERE x.route_strategy <> 'broadcast'
+    UNION ALL
+    SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
+    FROM execs x
+    JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
+         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
+    WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
+      AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision)
+    WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
+), inserted AS (
+    INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
+                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
+    SELECT x.id, x.job_id, s.i, s.n,
+           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
+                ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
+                     || '-' ||
+                     (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
+           END,
+           x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
+           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
+    FROM shards s
+    JOIN execs x ON x.id = s.execution_id
+    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
+), shard_counts AS (
+    -- A broadcast run has as many shards as live agents, maybe none.
+    UPDATE ax.execution e
+    SET shard_count = greatest(c.n, 1),
+        state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
+        finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
+        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
+    FROM (SELECT x.id, count(i.id)::integer AS n
+          FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
+          WHERE x.route_strategy = 'broadcast'
+          GROUP BY x.id) c
+    WHERE e.id = c.id
+)
+SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
+       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
+       x.executor_kind::text AS executor_kind
+FROM inserted i
+JOIN execs x ON x.id = i.execution_id;
+
+-- TaskSetRoute records routing decisions of new tasks (the nil UUID: no
+-- preference).
+-- name: TaskSetRoute :exec
+UPDATE ax.task t
+SET preferred_agent_id = nullif(r.preferred, '00000000-0000-0000-0000-000000000000'),
+    fallback_agent_id = nullif(r.fallback, '00000000-0000-0000-0000-000000000000'),
+    route_key = r.route_key
+FROM (SELECT unnest(@task_ids::uuid[]) AS id,
+             unnest(@preferred::uuid[]) AS preferred,
+             unnest(@fallback::uuid[]) AS fallback,
+             unnest(@route_keys::text[]) AS route_key) r
+WHERE t.id = r.id;
+
+-- name: TaskListByExecution :many
+SELECT * FROM ax.task WHERE execution_id = @execution_id ORDER BY shard_index;
+
+-- TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
+-- job says to skip rather than wait, with the reason in the task's error
+-- and events.
+-- name: TaskSkipBelowFloor :many
+WITH floors AS (
+    SELECT name, coalesce(manual_min_priority,
+                          CASE WHEN degraded_since IS NOT NULL THEN auto_min_priority END) AS floor
+    FROM ax.rate_class
+), skipped AS (
+    UPDATE ax.task t
+    SET state = 'cancelled', finished_at = now(), updated_at = now(),
+        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
+    FROM floors f, ax.job j
+    WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
+      AND j.id = t.job_id AND j.degrade_action = 'skip'
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.error
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'cancelled', error FROM skipped
+)
+SELECT DISTINCT execution_id FROM skipped;
+
+-- TaskCountBacklog counts ready pending tasks per rate class and priority,
+-- with the oldest wait of each (read through task_pending_idx).
+-- A metrics query: every replica reads the same shared rows, so all
+-- replicas report the same numbers.
+-- name: TaskCountBacklog :many
+SELECT coalesce(rate_class, '')::text AS class, priority,
+       count(*)::bigint AS depth,
+       coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
+FROM ax.task
+WHERE state = 'pending' AND not_before <= now()
+GROUP BY 1, 2;
+
+-- Agentless HTTP tasks: tasks of jobs with executor http and no target
+-- labels, sent by ax serve itself (River workers). They use the task
+-- state machine above: a lease token fences the result, TaskComplete
+-- records it (retries after the job's backoff), the reaper times them out.
+
+-- TaskLeaseAgentless takes attempt @attempt of an agentless task that is due:
+-- it runs from now with a fresh token (the completion token a target that
+-- answers 202 sends back), its deadline is now + the task's timeout, and
+-- its lease lasts @grace_seconds longer so the reaper times it out rather
+-- than calls it lost. A task of a rate class takes one token from its
+-- bucket (refilled lazily from now()) and must be at or above the class's
+-- priority floor, as agents' leases do. Returns nothing when the task is
+-- not pending at that attempt, not due, or its class holds it back.
+-- name: TaskLeaseAgentless :one
+WITH candidate AS (
+    SELECT t.id, t.rate_class, t.priority
+    FROM ax.task t
+    WHERE t.id = @id AND t.attempt = @attempt AND t.state = 'pending' AND t.agentless AND t.not_before <= now()
+), token AS (
+    UPDATE ax.rate_class c
+    SET tokens = least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) - 1,
+        refilled_at = greatest(c.refilled_at, now())
+    FROM candidate x
+    WHERE c.name = x.rate_class
+      AND least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) >= 1
+      AND x.priority >= coalesce(c.manual_min_priority,
+                                 CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END, x.priority)
+    RETURNING c.name
+), leased AS (
+    UPDATE ax.task t
+    SET state = 'running', lease_token = gen_random_uuid(), agent_id = NULL,
+        leased_at = now(), started_at = now(), cancel_requested_at = NULL,
+        lease_expires_at = now() + make_interval(secs => t.timeout_seconds + sqlc.arg('grace_seconds')::double precision),
+        updated_at = now()
+    FROM candidate x
+    WHERE t.id = x.id AND t.attempt = @attempt AND t.state = 'pending'
+      AND (x.rate_class IS NULL OR EXISTS (SELECT 1 FROM token))
+    RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
+              t.max_attempts, t.timeout_seconds, t.lease_token, t.started_at
+), started AS (
+    UPDATE ax.execution e
+    SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
+    WHERE e.id IN (SELECT execution_id FROM leased) AND e.state = 'pending'
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'running', 'sent by ax serve (agentless http)'
+    FROM leased
+)
+SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
+       l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
+       (l.started_at + make_interval(secs => l.timeout_seconds))::timestamptz AS deadline,
+       j.executor, j.name AS job_name, e.params, e.scheduled_for, e.priority,
+       coalesce(e.traceparent, '')::text AS traceparent,
+       coalesce(s.secret, '')::text AS secret,
+       coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret
+FROM leased l
+JOIN ax.job j ON j.id = l.job_id
+JOIN ax.execution e ON e.id = l.execution_id
+LEFT JOIN ax.job_secret s ON s.job_id = l.job_id;
+
+-- TaskGetStatus says where a task is, for a worker that could not lease
+-- it: its state and attempt, when it is due, its deadline while it runs,
+-- and, for a due task its rate class holds back, how long until the
+-- class's next token (by the database clock, returned as now).
+-- name: TaskGetStatus :one
+SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
+       coalesce(coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds), now())::timestamptz AS deadline,
+       t.execution_id, t.timeout_seconds, t.priority,
+       coalesce((SELECT greatest(0, (1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))))
+                                    / c.rate)
+                 FROM ax.rate_class c WHERE c.name = t.rate_class), 0)::double precision AS token_wait_seconds,
+       now()::timestamptz AS now
+FROM ax.task t
+WHERE t.id = @id;
+
+-- TaskCheckToken says whether a task is agentless and whether token is
+-- its current completion token: the check before a posted result's body is
+-- read. A primary-key read.
+-- name: TaskCheckToken :one
+SELECT t.agentless, coalesce(t.lease_token = @token::uuid, false)::boolean AS current
+FROM ax.task t
+WHERE t.id = @id;
+
+-- TaskGetPriorities returns the priorities of new agentless tasks, which
+-- order their River jobs.
+-- name: TaskGetPriorities :many
+SELECT id, priority FROM ax.task WHERE id = ANY(@ids::uuid[]);
+
+-- TaskCancelAgentless ends agentless tasks whose execution was
+-- cancelled while they ran (no agent will report them) and returns their
+-- executions, to be finalized. Read through task_agentless_cancel_idx.
+-- name: TaskCancelAgentless :many
+WITH done AS (
+    UPDATE ax.task t
+    SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL,
+        error = 'cancelled while its request was outstanding', updated_at = now()
+    WHERE t.agentless AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'cancelled', 'cancelled while its request was outstanding'
+    FROM done
+)
+SELECT DISTINCT execution_id FROM done;
+
+-- TaskGetHTTPTarget is the job and URL of a task, for the slot its request
+-- will hold.
+-- name: TaskGetHTTPTarget :one
+SELECT t.job_id, coalesce(j.executor->>'url', '')::text AS url
+FROM ax.task t
+JOIN ax.job j ON j.id = t.job_id
+WHERE t.id = @id;

@@ -89,3 +89,16 @@ FROM (
            unnest(@reasons::text[]) AS reason
 ) u
 WHERE t.job_id = u.job_id;
+
+-- TriggerCountOverdue reports unpaused triggers that should have fired (set
+-- aside ones are not expected to, and are counted apart): how many are
+-- late by more than @late_seconds, and the latest of them; and how many
+-- jobs the trigger loop set aside.
+-- A metrics query: every replica reads the same shared rows, so all
+-- replicas report the same numbers.
+-- name: TriggerCountOverdue :one
+SELECT count(*) FILTER (WHERE next_fire_at < now() - make_interval(secs => sqlc.arg('late_seconds')::double precision))::bigint AS overdue,
+       coalesce(extract(epoch FROM now() - min(next_fire_at)), 0)::double precision AS max_overdue_seconds,
+       (SELECT count(*) FROM ax.trigger WHERE set_aside_at IS NOT NULL)::bigint AS set_aside
+FROM ax.trigger
+WHERE NOT paused AND set_aside_at IS NULL AND next_fire_at <= now();

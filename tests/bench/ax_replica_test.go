@@ -95,7 +95,7 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 // createJob creates, through the API, a manual job that runs benchHandler.
 func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 	b.Helper()
-	admin, _, err := openapi.CreateAPIKey(context.Background(), r.pool, "bench-admin", []string{openapi.ScopeAdmin})
+	admin, _, err := openapi.CreateAPIKeyWith(context.Background(), r.pool, "bench-admin", []string{openapi.ScopeAdmin}, openapi.KeyLimits{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 // once all of them are registered and ready.
 func (r *axReplica) startAgents(b *testing.B, n, capacity int, handler agent.HandlerFunc) {
 	b.Helper()
-	key, _, err := openapi.CreateAPIKey(context.Background(), r.pool, "bench-agents", []string{openapi.ScopeAgent})
+	key, _, err := openapi.CreateAPIKeyWith(context.Background(), r.pool, "bench-agents", []string{openapi.ScopeAgent}, openapi.KeyLimits{})
 	if err != nil {
 		b.Fatal(err)
 	}

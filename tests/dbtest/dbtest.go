@@ -89,7 +89,7 @@ func NewURL(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		withConn(t, ctx, admin, func(conn *pgx.Conn) error { return db.DropDatabase(ctx, conn, name) })
+		withConn(t, ctx, admin, func(conn *pgx.Conn) error { return dropDatabase(ctx, conn, name) })
 	})
 	url, err := db.WithDatabase(admin, name)
 	if err != nil {
@@ -154,7 +154,7 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 // buildTemplate migrates a new database and marks it a template; a
 // half-built one from a crashed run is dropped first.
 func buildTemplate(ctx context.Context, conn *pgx.Conn, admin, name string) error {
-	if err := db.DropDatabase(ctx, conn, name); err != nil {
+	if err := dropDatabase(ctx, conn, name); err != nil {
 		return err
 	}
 	if err := db.CreateDatabaseIfMissing(ctx, conn, name, ""); err != nil {
@@ -215,4 +215,12 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// dropDatabase drops database name, disconnecting its sessions first.
+func dropDatabase(ctx context.Context, conn *pgx.Conn, name string) error {
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("error dropping database %s: %w", name, err)
+	}
+	return nil
 }

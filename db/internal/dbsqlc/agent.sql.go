@@ -12,6 +12,48 @@ import (
 	"github.com/google/uuid"
 )
 
+const agentCountByState = `-- name: AgentCountByState :many
+SELECT state::text AS state, ready, coalesce(labels ->> 'pool', '')::text AS pool, count(*)::bigint AS agents
+FROM ax.agent
+WHERE state <> 'offline' OR last_heartbeat_at > now() - interval '1 day'
+GROUP BY 1, 2, 3
+`
+
+type AgentCountByStateRow struct {
+	State  string
+	Ready  bool
+	Pool   string
+	Agents int64
+}
+
+// AgentCountByState counts agents by state, readiness and pool label.
+// A metrics query: every replica reads the same shared rows, so all
+// replicas report the same numbers.
+func (q *Queries) AgentCountByState(ctx context.Context, db DBTX) ([]AgentCountByStateRow, error) {
+	rows, err := db.Query(ctx, agentCountByState)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AgentCountByStateRow
+	for rows.Next() {
+		var i AgentCountByStateRow
+		if err := rows.Scan(
+			&i.State,
+			&i.Ready,
+			&i.Pool,
+			&i.Agents,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const agentDrainHold = `-- name: AgentDrainHold :execrows
 UPDATE ax.agent
 SET state = CASE WHEN state = 'offline' THEN state ELSE 'draining' END,

@@ -77,6 +77,94 @@ func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg ExecutionCan
 	return items, nil
 }
 
+const executionEndSingle = `-- name: ExecutionEndSingle :many
+UPDATE ax.execution e
+SET state = ($1::text[])[array_position($2::uuid[], e.id)]::ax.execution_state,
+    finished_at = now(), updated_at = now()
+WHERE e.id = ANY($2::uuid[]) AND e.state IN ('pending', 'running')
+RETURNING e.id
+`
+
+type ExecutionEndSingleParams struct {
+	States []string
+	Ids    []uuid.UUID
+}
+
+// ExecutionEndSingle ends runs of one shard with their task's final state
+// (@states, in the order of @ids): what ExecutionFinalize would conclude,
+// without reading the task again. By primary key from a bound array, like
+// the lease (see TaskLeasePick); state, not finished_at, so that the
+// partial index on unfinished runs never looks like a shortcut.
+func (q *Queries) ExecutionEndSingle(ctx context.Context, db DBTX, arg ExecutionEndSingleParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, executionEndSingle, arg.States, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const executionFinalize = `-- name: ExecutionFinalize :many
+UPDATE ax.execution e
+SET state = s.final_state::ax.execution_state, finished_at = now(), updated_at = now()
+FROM (
+    SELECT x.id AS execution_id, agg.final_state
+    FROM (SELECT DISTINCT unnest($1::uuid[]) AS id) x
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN bool_and(t.state = 'succeeded') THEN 'succeeded'
+                    WHEN bool_or(t.state = 'timed_out') THEN 'timed_out'
+                    WHEN bool_or(t.state = 'failed') THEN 'failed'
+                    ELSE 'cancelled' END AS final_state,
+               bool_and(t.state IN ('succeeded', 'failed', 'timed_out', 'cancelled')) AS ended
+        FROM ax.task t
+        WHERE t.execution_id = x.id
+    ) agg
+    WHERE agg.ended
+) s
+WHERE e.id = s.execution_id AND e.id = ANY($1::uuid[]) AND e.state IN ('pending', 'running')
+RETURNING e.id, e.state
+`
+
+type ExecutionFinalizeRow struct {
+	ID    uuid.UUID
+	State AxExecutionState
+}
+
+// ExecutionFinalize ends executions whose tasks have all ended: succeeded
+// when every shard succeeded, else timed_out, failed or cancelled. Each
+// execution's tasks are read through task_shard_once, one id at a time,
+// so the cost follows the batch, not the backlog.
+func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds []uuid.UUID) ([]ExecutionFinalizeRow, error) {
+	rows, err := db.Query(ctx, executionFinalize, executionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ExecutionFinalizeRow
+	for rows.Next() {
+		var i ExecutionFinalizeRow
+		if err := rows.Scan(&i.ID, &i.State); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const executionGetByID = `-- name: ExecutionGetByID :one
 SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent FROM ax.execution WHERE id = $1
 `
@@ -289,291 +377,14 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 	return items, nil
 }
 
-const skippedFireInsertMany = `-- name: SkippedFireInsertMany :exec
-INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, tick_count, detail)
-SELECT s.job_id, s.reason::ax.skip_reason, s.first_tick, s.last_tick, nullif(s.tick_count, 0), s.detail
-FROM (
-    SELECT unnest($1::uuid[]) AS job_id,
-           unnest($2::text[]) AS reason,
-           unnest($3::timestamptz[]) AS first_tick,
-           unnest($4::timestamptz[]) AS last_tick,
-           unnest($5::integer[]) AS tick_count,
-           unnest($6::text[]) AS detail
-) s
+const executionLock = `-- name: ExecutionLock :exec
+SELECT id FROM ax.execution WHERE id = $1 FOR NO KEY UPDATE
 `
 
-type SkippedFireInsertManyParams struct {
-	JobIds     []uuid.UUID
-	Reasons    []string
-	FirstTicks []time.Time
-	LastTicks  []time.Time
-	TickCounts []int32
-	Details    []string
-}
-
-// SkippedFireInsertMany records ticks that did not fire (tick_count < 1
-// means not counted).
-func (q *Queries) SkippedFireInsertMany(ctx context.Context, db DBTX, arg SkippedFireInsertManyParams) error {
-	_, err := db.Exec(ctx, skippedFireInsertMany,
-		arg.JobIds,
-		arg.Reasons,
-		arg.FirstTicks,
-		arg.LastTicks,
-		arg.TickCounts,
-		arg.Details,
-	)
-	return err
-}
-
-const skippedFireListByJob = `-- name: SkippedFireListByJob :many
-SELECT id, job_id, reason, first_tick, last_tick, tick_count, detail, recorded_at FROM ax.skipped_fire
-WHERE job_id = $1
-ORDER BY first_tick DESC
-LIMIT $2
-`
-
-type SkippedFireListByJobParams struct {
-	JobID uuid.UUID
-	Max   int32
-}
-
-func (q *Queries) SkippedFireListByJob(ctx context.Context, db DBTX, arg SkippedFireListByJobParams) ([]AxSkippedFire, error) {
-	rows, err := db.Query(ctx, skippedFireListByJob, arg.JobID, arg.Max)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []AxSkippedFire
-	for rows.Next() {
-		var i AxSkippedFire
-		if err := rows.Scan(
-			&i.ID,
-			&i.JobID,
-			&i.Reason,
-			&i.FirstTick,
-			&i.LastTick,
-			&i.TickCount,
-			&i.Detail,
-			&i.RecordedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const taskInsertForExecutions = `-- name: TaskInsertForExecutions :many
-WITH execs AS (
-    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
-           j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
-           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
-           j.executor_kind,
-           j.executor_kind = 'http' AND j.target_labels = '{}'::jsonb AND j.route_strategy <> 'broadcast' AS agentless
-    FROM ax.execution e
-    JOIN ax.job j ON j.id = e.job_id
-    WHERE e.id = ANY($1::uuid[])
-), shards AS (
-    SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
-    FROM execs x
-    CROSS JOIN LATERAL generate_series(0, x.shard_count - 1) AS s(i)
-    WHERE x.route_strategy <> 'broadcast'
-    UNION ALL
-    SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
-    FROM execs x
-    JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
-         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
-    WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
-      AND a.last_heartbeat_at > now() - make_interval(secs => $2::double precision)
-    WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
-), inserted AS (
-    INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
-    SELECT x.id, x.job_id, s.i, s.n,
-           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
-                ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
-                     || '-' ||
-                     (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
-           END,
-           x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
-           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
-    FROM shards s
-    JOIN execs x ON x.id = s.execution_id
-    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
-), shard_counts AS (
-    -- A broadcast run has as many shards as live agents, maybe none.
-    UPDATE ax.execution e
-    SET shard_count = greatest(c.n, 1),
-        state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
-        finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
-        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
-    FROM (SELECT x.id, count(i.id)::integer AS n
-          FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
-          WHERE x.route_strategy = 'broadcast'
-          GROUP BY x.id) c
-    WHERE e.id = c.id
-)
-SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
-       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
-       x.executor_kind::text AS executor_kind
-FROM inserted i
-JOIN execs x ON x.id = i.execution_id
-`
-
-type TaskInsertForExecutionsParams struct {
-	ExecutionIds []uuid.UUID
-	LiveSeconds  float64
-}
-
-type TaskInsertForExecutionsRow struct {
-	ID            uuid.UUID
-	ExecutionID   uuid.UUID
-	JobID         uuid.UUID
-	ShardIndex    int32
-	ShardTotal    int32
-	ShardParam    string
-	Pinned        bool
-	Agentless     bool
-	RouteStrategy AxRouteStrategy
-	RouteKey      string
-	TargetLabels  []byte
-	Params        []byte
-	JobName       string
-	GroupName     string
-	ExecutorKind  string
-}
-
-// TaskInsertForExecutions makes the pending tasks of each execution in
-// @execution_ids, not leasable before its scheduled time (a fire made
-// ahead waits for its tick): one per shard, with the shard's param or its
-// part of the job's shard range (exact integer division in numeric: a
-// range may span all of bigint, and numeric's / would round); for
-// broadcast jobs one per live agent of the pool that accepts its executor
-// kind, pinned to it. Tasks of agentless HTTP jobs (executor http, no
-// target labels) are marked so: ax serve runs them, agents never lease them.
-// Ids that were not inserted (a tick that had fired already) match nothing.
-// Returns what routing needs to know of each task.
-func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, arg TaskInsertForExecutionsParams) ([]TaskInsertForExecutionsRow, error) {
-	rows, err := db.Query(ctx, taskInsertForExecutions, arg.ExecutionIds, arg.LiveSeconds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []TaskInsertForExecutionsRow
-	for rows.Next() {
-		var i TaskInsertForExecutionsRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.ExecutionID,
-			&i.JobID,
-			&i.ShardIndex,
-			&i.ShardTotal,
-			&i.ShardParam,
-			&i.Pinned,
-			&i.Agentless,
-			&i.RouteStrategy,
-			&i.RouteKey,
-			&i.TargetLabels,
-			&i.Params,
-			&i.JobName,
-			&i.GroupName,
-			&i.ExecutorKind,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
-`
-
-func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
-	rows, err := db.Query(ctx, taskListByExecution, executionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []AxTask
-	for rows.Next() {
-		var i AxTask
-		if err := rows.Scan(
-			&i.ID,
-			&i.ExecutionID,
-			&i.JobID,
-			&i.ShardIndex,
-			&i.ShardTotal,
-			&i.ShardParam,
-			&i.State,
-			&i.Priority,
-			&i.Attempt,
-			&i.MaxAttempts,
-			&i.TimeoutSeconds,
-			&i.NotBefore,
-			&i.StartedAt,
-			&i.FinishedAt,
-			&i.CancelRequestedAt,
-			&i.Result,
-			&i.Error,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.AgentID,
-			&i.LeaseToken,
-			&i.LeaseExpiresAt,
-			&i.LeasedAt,
-			&i.PreferredAgentID,
-			&i.FallbackAgentID,
-			&i.Pinned,
-			&i.RouteKey,
-			&i.RateClass,
-			&i.Agentless,
-			&i.LogBytes,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const taskSetRoute = `-- name: TaskSetRoute :exec
-UPDATE ax.task t
-SET preferred_agent_id = nullif(r.preferred, '00000000-0000-0000-0000-000000000000'),
-    fallback_agent_id = nullif(r.fallback, '00000000-0000-0000-0000-000000000000'),
-    route_key = r.route_key
-FROM (SELECT unnest($1::uuid[]) AS id,
-             unnest($2::uuid[]) AS preferred,
-             unnest($3::uuid[]) AS fallback,
-             unnest($4::text[]) AS route_key) r
-WHERE t.id = r.id
-`
-
-type TaskSetRouteParams struct {
-	TaskIds   []uuid.UUID
-	Preferred []uuid.UUID
-	Fallback  []uuid.UUID
-	RouteKeys []string
-}
-
-// TaskSetRoute records routing decisions of new tasks (the nil UUID: no
-// preference).
-func (q *Queries) TaskSetRoute(ctx context.Context, db DBTX, arg TaskSetRouteParams) error {
-	_, err := db.Exec(ctx, taskSetRoute,
-		arg.TaskIds,
-		arg.Preferred,
-		arg.Fallback,
-		arg.RouteKeys,
-	)
+// ExecutionLock locks an execution until the transaction ends, so
+// results of its shards recorded at the same time are recorded one after
+// the other and the last one sees the others (and ends the execution).
+func (q *Queries) ExecutionLock(ctx context.Context, db DBTX, id uuid.UUID) error {
+	_, err := db.Exec(ctx, executionLock, id)
 	return err
 }

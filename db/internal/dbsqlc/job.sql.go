@@ -408,6 +408,92 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 	return items, nil
 }
 
+const jobListFailing = `-- name: JobListFailing :many
+SELECT j.name, j.group_name, j.owner,
+       r.finished::bigint AS finished, r.failed::bigint AS failed,
+       (SELECT count(*) FROM (
+            SELECT e.state, bool_and(e.state IN ('failed', 'timed_out')) OVER (ORDER BY e.finished_at DESC) AS streak
+            FROM ax.execution e
+            WHERE e.job_id = j.id AND e.finished_at IS NOT NULL
+            ORDER BY e.finished_at DESC LIMIT 20) s
+        WHERE s.streak)::bigint AS consecutive_failures
+FROM ax.job j
+JOIN LATERAL (
+    SELECT count(*) AS finished, count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
+    FROM ax.execution e
+    WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => $1::double precision)
+) r ON r.failed > 0
+`
+
+type JobListFailingRow struct {
+	Name                string
+	GroupName           string
+	Owner               string
+	Finished            int64
+	Failed              int64
+	ConsecutiveFailures int64
+}
+
+// JobListFailing reports jobs with failed runs in the last
+// @window_seconds: their failure ratio there and how many of their latest
+// runs in a row failed (up to 20 looked at).
+// A metrics query: every replica reads the same shared rows, so all
+// replicas report the same numbers.
+func (q *Queries) JobListFailing(ctx context.Context, db DBTX, windowSeconds float64) ([]JobListFailingRow, error) {
+	rows, err := db.Query(ctx, jobListFailing, windowSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobListFailingRow
+	for rows.Next() {
+		var i JobListFailingRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.GroupName,
+			&i.Owner,
+			&i.Finished,
+			&i.Failed,
+			&i.ConsecutiveFailures,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const jobListTargetedPools = `-- name: JobListTargetedPools :many
+SELECT DISTINCT coalesce(target_labels ->> 'pool', '')::text AS pool FROM ax.job
+`
+
+// JobListTargetedPools lists the pools jobs target, so a pool with no ready agent
+// shows as zero rather than missing.
+// A metrics query: every replica reads the same shared rows, so all
+// replicas report the same numbers.
+func (q *Queries) JobListTargetedPools(ctx context.Context, db DBTX) ([]string, error) {
+	rows, err := db.Query(ctx, jobListTargetedPools)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var pool string
+		if err := rows.Scan(&pool); err != nil {
+			return nil, err
+		}
+		items = append(items, pool)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobUpdate = `-- name: JobUpdate :one
 UPDATE ax.job SET
     name = $1, group_name = $2, owner = $3, description = $4,
@@ -535,41 +621,4 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.DegradeAction,
 	)
 	return i, err
-}
-
-const notify = `-- name: Notify :exec
-SELECT pg_notify($1::text, $2::text)
-`
-
-type NotifyParams struct {
-	Channel string
-	Payload string
-}
-
-func (q *Queries) Notify(ctx context.Context, db DBTX, arg NotifyParams) error {
-	_, err := db.Exec(ctx, notify, arg.Channel, arg.Payload)
-	return err
-}
-
-const now = `-- name: Now :one
-SELECT now()::timestamptz AS now
-`
-
-func (q *Queries) Now(ctx context.Context, db DBTX) (time.Time, error) {
-	row := db.QueryRow(ctx, now)
-	var now time.Time
-	err := row.Scan(&now)
-	return now, err
-}
-
-const tryXactLock = `-- name: TryXactLock :one
-SELECT pg_try_advisory_xact_lock($1::bigint)::boolean AS locked
-`
-
-// TryXactLock takes a transaction-scoped advisory lock if it is free.
-func (q *Queries) TryXactLock(ctx context.Context, db DBTX, lockID int64) (bool, error) {
-	row := db.QueryRow(ctx, tryXactLock, lockID)
-	var locked bool
-	err := row.Scan(&locked)
-	return locked, err
 }

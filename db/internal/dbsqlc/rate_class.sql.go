@@ -7,8 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-
-	"github.com/google/uuid"
 )
 
 const rateClassAny = `-- name: RateClassAny :one
@@ -346,47 +344,4 @@ func (q *Queries) RateClassUpdate(ctx context.Context, db DBTX, arg RateClassUpd
 		&i.UpdatedAt,
 	)
 	return i, err
-}
-
-const taskSkipBelowFloor = `-- name: TaskSkipBelowFloor :many
-WITH floors AS (
-    SELECT name, coalesce(manual_min_priority,
-                          CASE WHEN degraded_since IS NOT NULL THEN auto_min_priority END) AS floor
-    FROM ax.rate_class
-), skipped AS (
-    UPDATE ax.task t
-    SET state = 'cancelled', finished_at = now(), updated_at = now(),
-        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
-    FROM floors f, ax.job j
-    WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
-      AND j.id = t.job_id AND j.degrade_action = 'skip'
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.error
-), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', 'cancelled', error FROM skipped
-)
-SELECT DISTINCT execution_id FROM skipped
-`
-
-// TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
-// job says to skip rather than wait, with the reason in the task's error
-// and events.
-func (q *Queries) TaskSkipBelowFloor(ctx context.Context, db DBTX) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, taskSkipBelowFloor)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []uuid.UUID
-	for rows.Next() {
-		var execution_id uuid.UUID
-		if err := rows.Scan(&execution_id); err != nil {
-			return nil, err
-		}
-		items = append(items, execution_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }

@@ -12,37 +12,37 @@ import (
 	"github.com/google/uuid"
 )
 
-const executionEndSingle = `-- name: ExecutionEndSingle :many
-UPDATE ax.execution e
-SET state = ($1::text[])[array_position($2::uuid[], e.id)]::ax.execution_state,
-    finished_at = now(), updated_at = now()
-WHERE e.id = ANY($2::uuid[]) AND e.state IN ('pending', 'running')
-RETURNING e.id
+const taskCancelAgentless = `-- name: TaskCancelAgentless :many
+WITH done AS (
+    UPDATE ax.task t
+    SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL,
+        error = 'cancelled while its request was outstanding', updated_at = now()
+    WHERE t.agentless AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'cancelled', 'cancelled while its request was outstanding'
+    FROM done
+)
+SELECT DISTINCT execution_id FROM done
 `
 
-type ExecutionEndSingleParams struct {
-	States []string
-	Ids    []uuid.UUID
-}
-
-// ExecutionEndSingle ends runs of one shard with their task's final state
-// (@states, in the order of @ids): what ExecutionFinalize would conclude,
-// without reading the task again. By primary key from a bound array, like
-// the lease (see TaskLeasePick); state, not finished_at, so that the
-// partial index on unfinished runs never looks like a shortcut.
-func (q *Queries) ExecutionEndSingle(ctx context.Context, db DBTX, arg ExecutionEndSingleParams) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, executionEndSingle, arg.States, arg.Ids)
+// TaskCancelAgentless ends agentless tasks whose execution was
+// cancelled while they ran (no agent will report them) and returns their
+// executions, to be finalized. Read through task_agentless_cancel_idx.
+func (q *Queries) TaskCancelAgentless(ctx context.Context, db DBTX) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, taskCancelAgentless)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var items []uuid.UUID
 	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
+		var execution_id uuid.UUID
+		if err := rows.Scan(&execution_id); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, execution_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -50,54 +50,30 @@ func (q *Queries) ExecutionEndSingle(ctx context.Context, db DBTX, arg Execution
 	return items, nil
 }
 
-const executionFinalize = `-- name: ExecutionFinalize :many
-UPDATE ax.execution e
-SET state = s.final_state::ax.execution_state, finished_at = now(), updated_at = now()
-FROM (
-    SELECT x.id AS execution_id, agg.final_state
-    FROM (SELECT DISTINCT unnest($1::uuid[]) AS id) x
-    CROSS JOIN LATERAL (
-        SELECT CASE WHEN bool_and(t.state = 'succeeded') THEN 'succeeded'
-                    WHEN bool_or(t.state = 'timed_out') THEN 'timed_out'
-                    WHEN bool_or(t.state = 'failed') THEN 'failed'
-                    ELSE 'cancelled' END AS final_state,
-               bool_and(t.state IN ('succeeded', 'failed', 'timed_out', 'cancelled')) AS ended
-        FROM ax.task t
-        WHERE t.execution_id = x.id
-    ) agg
-    WHERE agg.ended
-) s
-WHERE e.id = s.execution_id AND e.id = ANY($1::uuid[]) AND e.state IN ('pending', 'running')
-RETURNING e.id, e.state
+const taskCheckToken = `-- name: TaskCheckToken :one
+SELECT t.agentless, coalesce(t.lease_token = $1::uuid, false)::boolean AS current
+FROM ax.task t
+WHERE t.id = $2
 `
 
-type ExecutionFinalizeRow struct {
+type TaskCheckTokenParams struct {
+	Token uuid.UUID
 	ID    uuid.UUID
-	State AxExecutionState
 }
 
-// ExecutionFinalize ends executions whose tasks have all ended: succeeded
-// when every shard succeeded, else timed_out, failed or cancelled. Each
-// execution's tasks are read through task_shard_once, one id at a time,
-// so the cost follows the batch, not the backlog.
-func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds []uuid.UUID) ([]ExecutionFinalizeRow, error) {
-	rows, err := db.Query(ctx, executionFinalize, executionIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ExecutionFinalizeRow
-	for rows.Next() {
-		var i ExecutionFinalizeRow
-		if err := rows.Scan(&i.ID, &i.State); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+type TaskCheckTokenRow struct {
+	Agentless bool
+	Current   bool
+}
+
+// TaskCheckToken says whether a task is agentless and whether token is
+// its current completion token: the check before a posted result's body is
+// read. A primary-key read.
+func (q *Queries) TaskCheckToken(ctx context.Context, db DBTX, arg TaskCheckTokenParams) (TaskCheckTokenRow, error) {
+	row := db.QueryRow(ctx, taskCheckToken, arg.Token, arg.ID)
+	var i TaskCheckTokenRow
+	err := row.Scan(&i.Agentless, &i.Current)
+	return i, err
 }
 
 const taskComplete = `-- name: TaskComplete :many
@@ -217,78 +193,40 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 	return items, nil
 }
 
-const taskEventListByExecution = `-- name: TaskEventListByExecution :many
-SELECT id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, stream, message, at, bytes_before
-FROM (
-    SELECT e.id, e.task_id, e.execution_id, e.shard_index, e.attempt, e.kind, e.state, e.agent_id, e.stream,
-           e.message, e.at,
-           (coalesce(sum(octet_length(e.message)) OVER (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS bytes_before
-    FROM ax.task_event e
-    WHERE e.execution_id = $1 AND e.id > $2
-      AND ($3::text IS NULL OR e.kind = $3::ax.task_event_kind)
-    ORDER BY e.id
-) page
-WHERE bytes_before <= $4::bigint
-ORDER BY id
-LIMIT $5
+const taskCountBacklog = `-- name: TaskCountBacklog :many
+SELECT coalesce(rate_class, '')::text AS class, priority,
+       count(*)::bigint AS depth,
+       coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
+FROM ax.task
+WHERE state = 'pending' AND not_before <= now()
+GROUP BY 1, 2
 `
 
-type TaskEventListByExecutionParams struct {
-	ExecutionID uuid.UUID
-	AfterID     int64
-	Kind        *string
-	MaxBytes    int64
-	Max         int32
+type TaskCountBacklogRow struct {
+	Class         string
+	Priority      int32
+	Depth         int64
+	OldestSeconds float64
 }
 
-type TaskEventListByExecutionRow struct {
-	ID          int64
-	TaskID      uuid.UUID
-	ExecutionID uuid.UUID
-	ShardIndex  int32
-	Attempt     int32
-	Kind        AxTaskEventKind
-	State       *AxTaskState
-	AgentID     *uuid.UUID
-	Stream      *string
-	Message     string
-	At          time.Time
-	BytesBefore int64
-}
-
-// TaskEventListByExecution lists an execution's events after @after_id,
-// oldest first: at most @max, and only those whose earlier messages in the
-// page total at most @max_bytes, so a page's size is bounded by bytes as
-// well as count (the first event always comes; the caller drops the one
-// that passes the cap). bytes_before is that running total.
-func (q *Queries) TaskEventListByExecution(ctx context.Context, db DBTX, arg TaskEventListByExecutionParams) ([]TaskEventListByExecutionRow, error) {
-	rows, err := db.Query(ctx, taskEventListByExecution,
-		arg.ExecutionID,
-		arg.AfterID,
-		arg.Kind,
-		arg.MaxBytes,
-		arg.Max,
-	)
+// TaskCountBacklog counts ready pending tasks per rate class and priority,
+// with the oldest wait of each (read through task_pending_idx).
+// A metrics query: every replica reads the same shared rows, so all
+// replicas report the same numbers.
+func (q *Queries) TaskCountBacklog(ctx context.Context, db DBTX) ([]TaskCountBacklogRow, error) {
+	rows, err := db.Query(ctx, taskCountBacklog)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []TaskEventListByExecutionRow
+	var items []TaskCountBacklogRow
 	for rows.Next() {
-		var i TaskEventListByExecutionRow
+		var i TaskCountBacklogRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.TaskID,
-			&i.ExecutionID,
-			&i.ShardIndex,
-			&i.Attempt,
-			&i.Kind,
-			&i.State,
-			&i.AgentID,
-			&i.Stream,
-			&i.Message,
-			&i.At,
-			&i.BytesBefore,
+			&i.Class,
+			&i.Priority,
+			&i.Depth,
+			&i.OldestSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -298,6 +236,347 @@ func (q *Queries) TaskEventListByExecution(ctx context.Context, db DBTX, arg Tas
 		return nil, err
 	}
 	return items, nil
+}
+
+const taskGetHTTPTarget = `-- name: TaskGetHTTPTarget :one
+SELECT t.job_id, coalesce(j.executor->>'url', '')::text AS url
+FROM ax.task t
+JOIN ax.job j ON j.id = t.job_id
+WHERE t.id = $1
+`
+
+type TaskGetHTTPTargetRow struct {
+	JobID uuid.UUID
+	Url   string
+}
+
+// TaskGetHTTPTarget is the job and URL of a task, for the slot its request
+// will hold.
+func (q *Queries) TaskGetHTTPTarget(ctx context.Context, db DBTX, id uuid.UUID) (TaskGetHTTPTargetRow, error) {
+	row := db.QueryRow(ctx, taskGetHTTPTarget, id)
+	var i TaskGetHTTPTargetRow
+	err := row.Scan(&i.JobID, &i.Url)
+	return i, err
+}
+
+const taskGetPriorities = `-- name: TaskGetPriorities :many
+SELECT id, priority FROM ax.task WHERE id = ANY($1::uuid[])
+`
+
+type TaskGetPrioritiesRow struct {
+	ID       uuid.UUID
+	Priority int32
+}
+
+// TaskGetPriorities returns the priorities of new agentless tasks, which
+// order their River jobs.
+func (q *Queries) TaskGetPriorities(ctx context.Context, db DBTX, ids []uuid.UUID) ([]TaskGetPrioritiesRow, error) {
+	rows, err := db.Query(ctx, taskGetPriorities, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskGetPrioritiesRow
+	for rows.Next() {
+		var i TaskGetPrioritiesRow
+		if err := rows.Scan(&i.ID, &i.Priority); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const taskGetStatus = `-- name: TaskGetStatus :one
+SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
+       coalesce(coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds), now())::timestamptz AS deadline,
+       t.execution_id, t.timeout_seconds, t.priority,
+       coalesce((SELECT greatest(0, (1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))))
+                                    / c.rate)
+                 FROM ax.rate_class c WHERE c.name = t.rate_class), 0)::double precision AS token_wait_seconds,
+       now()::timestamptz AS now
+FROM ax.task t
+WHERE t.id = $1
+`
+
+type TaskGetStatusRow struct {
+	State            string
+	Attempt          int32
+	Agentless        bool
+	NotBefore        time.Time
+	Deadline         time.Time
+	ExecutionID      uuid.UUID
+	TimeoutSeconds   int32
+	Priority         int32
+	TokenWaitSeconds float64
+	Now              time.Time
+}
+
+// TaskGetStatus says where a task is, for a worker that could not lease
+// it: its state and attempt, when it is due, its deadline while it runs,
+// and, for a due task its rate class holds back, how long until the
+// class's next token (by the database clock, returned as now).
+func (q *Queries) TaskGetStatus(ctx context.Context, db DBTX, id uuid.UUID) (TaskGetStatusRow, error) {
+	row := db.QueryRow(ctx, taskGetStatus, id)
+	var i TaskGetStatusRow
+	err := row.Scan(
+		&i.State,
+		&i.Attempt,
+		&i.Agentless,
+		&i.NotBefore,
+		&i.Deadline,
+		&i.ExecutionID,
+		&i.TimeoutSeconds,
+		&i.Priority,
+		&i.TokenWaitSeconds,
+		&i.Now,
+	)
+	return i, err
+}
+
+const taskInsertForExecutions = `-- name: TaskInsertForExecutions :many
+WITH execs AS (
+    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
+           j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
+           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
+           j.executor_kind,
+           j.executor_kind = 'http' AND j.target_labels = '{}'::jsonb AND j.route_strategy <> 'broadcast' AS agentless
+    FROM ax.execution e
+    JOIN ax.job j ON j.id = e.job_id
+    WHERE e.id = ANY($1::uuid[])
+), shards AS (
+    SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
+    FROM execs x
+    CROSS JOIN LATERAL generate_series(0, x.shard_count - 1) AS s(i)
+    WHERE x.route_strategy <> 'broadcast'
+    UNION ALL
+    SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
+    FROM execs x
+    JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
+         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
+    WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
+      AND a.last_heartbeat_at > now() - make_interval(secs => $2::double precision)
+    WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
+), inserted AS (
+    INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
+                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
+    SELECT x.id, x.job_id, s.i, s.n,
+           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
+                ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
+                     || '-' ||
+                     (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
+           END,
+           x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
+           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
+    FROM shards s
+    JOIN execs x ON x.id = s.execution_id
+    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
+), shard_counts AS (
+    -- A broadcast run has as many shards as live agents, maybe none.
+    UPDATE ax.execution e
+    SET shard_count = greatest(c.n, 1),
+        state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
+        finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
+        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
+    FROM (SELECT x.id, count(i.id)::integer AS n
+          FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
+          WHERE x.route_strategy = 'broadcast'
+          GROUP BY x.id) c
+    WHERE e.id = c.id
+)
+SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
+       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
+       x.executor_kind::text AS executor_kind
+FROM inserted i
+JOIN execs x ON x.id = i.execution_id
+`
+
+type TaskInsertForExecutionsParams struct {
+	ExecutionIds []uuid.UUID
+	LiveSeconds  float64
+}
+
+type TaskInsertForExecutionsRow struct {
+	ID            uuid.UUID
+	ExecutionID   uuid.UUID
+	JobID         uuid.UUID
+	ShardIndex    int32
+	ShardTotal    int32
+	ShardParam    string
+	Pinned        bool
+	Agentless     bool
+	RouteStrategy AxRouteStrategy
+	RouteKey      string
+	TargetLabels  []byte
+	Params        []byte
+	JobName       string
+	GroupName     string
+	ExecutorKind  string
+}
+
+// TaskInsertForExecutions makes the pending tasks of each execution in
+// @execution_ids, not leasable before its scheduled time (a fire made
+// ahead waits for its tick): one per shard, with the shard's param or its
+// part of the job's shard range (exact integer division in numeric: a
+// range may span all of bigint, and numeric's / would round); for
+// broadcast jobs one per live agent of the pool that accepts its executor
+// kind, pinned to it. Tasks of agentless HTTP jobs (executor http, no
+// target labels) are marked so: ax serve runs them, agents never lease them.
+// Ids that were not inserted (a tick that had fired already) match nothing.
+// Returns what routing needs to know of each task.
+func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, arg TaskInsertForExecutionsParams) ([]TaskInsertForExecutionsRow, error) {
+	rows, err := db.Query(ctx, taskInsertForExecutions, arg.ExecutionIds, arg.LiveSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskInsertForExecutionsRow
+	for rows.Next() {
+		var i TaskInsertForExecutionsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ExecutionID,
+			&i.JobID,
+			&i.ShardIndex,
+			&i.ShardTotal,
+			&i.ShardParam,
+			&i.Pinned,
+			&i.Agentless,
+			&i.RouteStrategy,
+			&i.RouteKey,
+			&i.TargetLabels,
+			&i.Params,
+			&i.JobName,
+			&i.GroupName,
+			&i.ExecutorKind,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const taskLeaseAgentless = `-- name: TaskLeaseAgentless :one
+
+WITH candidate AS (
+    SELECT t.id, t.rate_class, t.priority
+    FROM ax.task t
+    WHERE t.id = $1 AND t.attempt = $2 AND t.state = 'pending' AND t.agentless AND t.not_before <= now()
+), token AS (
+    UPDATE ax.rate_class c
+    SET tokens = least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) - 1,
+        refilled_at = greatest(c.refilled_at, now())
+    FROM candidate x
+    WHERE c.name = x.rate_class
+      AND least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))) >= 1
+      AND x.priority >= coalesce(c.manual_min_priority,
+                                 CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END, x.priority)
+    RETURNING c.name
+), leased AS (
+    UPDATE ax.task t
+    SET state = 'running', lease_token = gen_random_uuid(), agent_id = NULL,
+        leased_at = now(), started_at = now(), cancel_requested_at = NULL,
+        lease_expires_at = now() + make_interval(secs => t.timeout_seconds + $3::double precision),
+        updated_at = now()
+    FROM candidate x
+    WHERE t.id = x.id AND t.attempt = $2 AND t.state = 'pending'
+      AND (x.rate_class IS NULL OR EXISTS (SELECT 1 FROM token))
+    RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
+              t.max_attempts, t.timeout_seconds, t.lease_token, t.started_at
+), started AS (
+    UPDATE ax.execution e
+    SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
+    WHERE e.id IN (SELECT execution_id FROM leased) AND e.state = 'pending'
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'running', 'sent by ax serve (agentless http)'
+    FROM leased
+)
+SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
+       l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
+       (l.started_at + make_interval(secs => l.timeout_seconds))::timestamptz AS deadline,
+       j.executor, j.name AS job_name, e.params, e.scheduled_for, e.priority,
+       coalesce(e.traceparent, '')::text AS traceparent,
+       coalesce(s.secret, '')::text AS secret,
+       coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret
+FROM leased l
+JOIN ax.job j ON j.id = l.job_id
+JOIN ax.execution e ON e.id = l.execution_id
+LEFT JOIN ax.job_secret s ON s.job_id = l.job_id
+`
+
+type TaskLeaseAgentlessParams struct {
+	ID           uuid.UUID
+	Attempt      int32
+	GraceSeconds float64
+}
+
+type TaskLeaseAgentlessRow struct {
+	ID             uuid.UUID
+	ExecutionID    uuid.UUID
+	JobID          uuid.UUID
+	ShardIndex     int32
+	ShardTotal     int32
+	ShardParam     string
+	Attempt        int32
+	MaxAttempts    int32
+	TimeoutSeconds int32
+	LeaseToken     uuid.UUID
+	Deadline       time.Time
+	Executor       []byte
+	JobName        string
+	Params         []byte
+	ScheduledFor   time.Time
+	Priority       int32
+	Traceparent    string
+	Secret         string
+	PreviousSecret string
+}
+
+// Agentless HTTP tasks: tasks of jobs with executor http and no target
+// labels, sent by ax serve itself (River workers). They use the task
+// state machine above: a lease token fences the result, TaskComplete
+// records it (retries after the job's backoff), the reaper times them out.
+// TaskLeaseAgentless takes attempt @attempt of an agentless task that is due:
+// it runs from now with a fresh token (the completion token a target that
+// answers 202 sends back), its deadline is now + the task's timeout, and
+// its lease lasts @grace_seconds longer so the reaper times it out rather
+// than calls it lost. A task of a rate class takes one token from its
+// bucket (refilled lazily from now()) and must be at or above the class's
+// priority floor, as agents' leases do. Returns nothing when the task is
+// not pending at that attempt, not due, or its class holds it back.
+func (q *Queries) TaskLeaseAgentless(ctx context.Context, db DBTX, arg TaskLeaseAgentlessParams) (TaskLeaseAgentlessRow, error) {
+	row := db.QueryRow(ctx, taskLeaseAgentless, arg.ID, arg.Attempt, arg.GraceSeconds)
+	var i TaskLeaseAgentlessRow
+	err := row.Scan(
+		&i.ID,
+		&i.ExecutionID,
+		&i.JobID,
+		&i.ShardIndex,
+		&i.ShardTotal,
+		&i.ShardParam,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.TimeoutSeconds,
+		&i.LeaseToken,
+		&i.Deadline,
+		&i.Executor,
+		&i.JobName,
+		&i.Params,
+		&i.ScheduledFor,
+		&i.Priority,
+		&i.Traceparent,
+		&i.Secret,
+		&i.PreviousSecret,
+	)
+	return i, err
 }
 
 const taskLeasePick = `-- name: TaskLeasePick :many
@@ -603,6 +882,61 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 			&i.ScheduledFor,
 			&i.Priority,
 			&i.Traceparent,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const taskListByExecution = `-- name: TaskListByExecution :many
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
+`
+
+func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
+	rows, err := db.Query(ctx, taskListByExecution, executionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AxTask
+	for rows.Next() {
+		var i AxTask
+		if err := rows.Scan(
+			&i.ID,
+			&i.ExecutionID,
+			&i.JobID,
+			&i.ShardIndex,
+			&i.ShardTotal,
+			&i.ShardParam,
+			&i.State,
+			&i.Priority,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.TimeoutSeconds,
+			&i.NotBefore,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.CancelRequestedAt,
+			&i.Result,
+			&i.Error,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.AgentID,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.LeasedAt,
+			&i.PreferredAgentID,
+			&i.FallbackAgentID,
+			&i.Pinned,
+			&i.RouteKey,
+			&i.RateClass,
+			&i.Agentless,
+			&i.LogBytes,
 		); err != nil {
 			return nil, err
 		}
@@ -937,6 +1271,80 @@ func (q *Queries) TaskRenew(ctx context.Context, db DBTX, arg TaskRenewParams) (
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const taskSetRoute = `-- name: TaskSetRoute :exec
+UPDATE ax.task t
+SET preferred_agent_id = nullif(r.preferred, '00000000-0000-0000-0000-000000000000'),
+    fallback_agent_id = nullif(r.fallback, '00000000-0000-0000-0000-000000000000'),
+    route_key = r.route_key
+FROM (SELECT unnest($1::uuid[]) AS id,
+             unnest($2::uuid[]) AS preferred,
+             unnest($3::uuid[]) AS fallback,
+             unnest($4::text[]) AS route_key) r
+WHERE t.id = r.id
+`
+
+type TaskSetRouteParams struct {
+	TaskIds   []uuid.UUID
+	Preferred []uuid.UUID
+	Fallback  []uuid.UUID
+	RouteKeys []string
+}
+
+// TaskSetRoute records routing decisions of new tasks (the nil UUID: no
+// preference).
+func (q *Queries) TaskSetRoute(ctx context.Context, db DBTX, arg TaskSetRouteParams) error {
+	_, err := db.Exec(ctx, taskSetRoute,
+		arg.TaskIds,
+		arg.Preferred,
+		arg.Fallback,
+		arg.RouteKeys,
+	)
+	return err
+}
+
+const taskSkipBelowFloor = `-- name: TaskSkipBelowFloor :many
+WITH floors AS (
+    SELECT name, coalesce(manual_min_priority,
+                          CASE WHEN degraded_since IS NOT NULL THEN auto_min_priority END) AS floor
+    FROM ax.rate_class
+), skipped AS (
+    UPDATE ax.task t
+    SET state = 'cancelled', finished_at = now(), updated_at = now(),
+        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
+    FROM floors f, ax.job j
+    WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
+      AND j.id = t.job_id AND j.degrade_action = 'skip'
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.error
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
+    SELECT id, execution_id, shard_index, attempt, 'state', 'cancelled', error FROM skipped
+)
+SELECT DISTINCT execution_id FROM skipped
+`
+
+// TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
+// job says to skip rather than wait, with the reason in the task's error
+// and events.
+func (q *Queries) TaskSkipBelowFloor(ctx context.Context, db DBTX) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, taskSkipBelowFloor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var execution_id uuid.UUID
+		if err := rows.Scan(&execution_id); err != nil {
+			return nil, err
+		}
+		items = append(items, execution_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -128,6 +128,33 @@ func (q *Queries) TriggerClaimDue(ctx context.Context, db DBTX, arg TriggerClaim
 	return items, nil
 }
 
+const triggerCountOverdue = `-- name: TriggerCountOverdue :one
+SELECT count(*) FILTER (WHERE next_fire_at < now() - make_interval(secs => $1::double precision))::bigint AS overdue,
+       coalesce(extract(epoch FROM now() - min(next_fire_at)), 0)::double precision AS max_overdue_seconds,
+       (SELECT count(*) FROM ax.trigger WHERE set_aside_at IS NOT NULL)::bigint AS set_aside
+FROM ax.trigger
+WHERE NOT paused AND set_aside_at IS NULL AND next_fire_at <= now()
+`
+
+type TriggerCountOverdueRow struct {
+	Overdue           int64
+	MaxOverdueSeconds float64
+	SetAside          int64
+}
+
+// TriggerCountOverdue reports unpaused triggers that should have fired (set
+// aside ones are not expected to, and are counted apart): how many are
+// late by more than @late_seconds, and the latest of them; and how many
+// jobs the trigger loop set aside.
+// A metrics query: every replica reads the same shared rows, so all
+// replicas report the same numbers.
+func (q *Queries) TriggerCountOverdue(ctx context.Context, db DBTX, lateSeconds float64) (TriggerCountOverdueRow, error) {
+	row := db.QueryRow(ctx, triggerCountOverdue, lateSeconds)
+	var i TriggerCountOverdueRow
+	err := row.Scan(&i.Overdue, &i.MaxOverdueSeconds, &i.SetAside)
+	return i, err
+}
+
 const triggerInsert = `-- name: TriggerInsert :one
 INSERT INTO ax.trigger (job_id, next_fire_at, paused, paused_at)
 VALUES ($1, $2, $3,

@@ -1,14 +1,34 @@
+-- IdempotencyKeyClaim records a key for a request (replacing an expired
+-- one); when a live key exists already it returns nothing and the caller reads the stored one. A
+-- concurrent claim of the same key waits for the first to commit.
+-- name: IdempotencyKeyClaim :one
+INSERT INTO ax.idempotency_key (api_key_id, key, method, path, request_hash, response_status, response_body)
+VALUES (@api_key_id, @key, @method, @path, @request_hash, @response_status, @response_body)
+ON CONFLICT (api_key_id, key) DO UPDATE
+SET method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
+    response_status = EXCLUDED.response_status, response_body = EXCLUDED.response_body,
+    created_at = now(), expires_at = now() + interval '24 hours'
+WHERE idempotency_key.expires_at <= now()
+RETURNING api_key_id;
+
+-- name: IdempotencyKeyGet :one
+SELECT * FROM ax.idempotency_key
+WHERE api_key_id = @api_key_id AND key = @key AND expires_at > now();
+
+-- name: IdempotencyKeyDeleteExpired :execrows
+DELETE FROM ax.idempotency_key WHERE expires_at <= now();
+
 -- Idempotency-Key on any mutating call: the first request with a key
 -- holds it while it runs, then stores its response; a retry with the same
 -- key and request gets that response again, one with another request 422.
 -- (Trigger and run submission claim their key inside their own
--- transaction instead: idempotency.sql.)
+-- transaction instead: IdempotencyKeyClaim above.)
 
--- IdempotencyRequestClaim holds a key for a request for @lock_seconds. It
+-- IdempotencyKeyClaimRequest holds a key for a request for @lock_seconds. It
 -- takes over an expired record, or one left unanswered by a request that
 -- died (lock run out) when the request is the same. Nothing returned: the
--- key is held or answered; read it with IdempotencyRequestGet.
--- name: IdempotencyRequestClaim :one
+-- key is held or answered; read it with IdempotencyKeyGetRequest.
+-- name: IdempotencyKeyClaimRequest :one
 INSERT INTO ax.idempotency_key AS k (api_key_id, key, method, path, request_hash, locked_until)
 VALUES (@api_key_id, @key, @method, @path, @request_hash,
         now() + make_interval(secs => sqlc.arg('lock_seconds')::double precision))
@@ -21,21 +41,21 @@ WHERE k.expires_at <= now()
        AND k.path = EXCLUDED.path AND k.request_hash = EXCLUDED.request_hash)
 RETURNING api_key_id;
 
--- name: IdempotencyRequestGet :one
+-- name: IdempotencyKeyGetRequest :one
 SELECT method, path, request_hash, response_status, response_body, response_headers, locked_until
 FROM ax.idempotency_key
 WHERE api_key_id = @api_key_id AND key = @key AND expires_at > now();
 
--- IdempotencyRequestStore remembers the response of the request holding
+-- IdempotencyKeyStoreResponse remembers the response of the request holding
 -- the key.
--- name: IdempotencyRequestStore :exec
+-- name: IdempotencyKeyStoreResponse :exec
 UPDATE ax.idempotency_key
 SET response_status = @response_status, response_body = @response_body,
     response_headers = @response_headers, locked_until = NULL
 WHERE api_key_id = @api_key_id AND key = @key AND response_status IS NULL;
 
--- IdempotencyRequestRelease frees a key whose request failed in a way a
+-- IdempotencyKeyReleaseRequest frees a key whose request failed in a way a
 -- retry may fix (5xx, 429): the retry runs again.
--- name: IdempotencyRequestRelease :exec
+-- name: IdempotencyKeyReleaseRequest :exec
 DELETE FROM ax.idempotency_key
 WHERE api_key_id = @api_key_id AND key = @key AND response_status IS NULL;

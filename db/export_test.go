@@ -1,5 +1,8 @@
 package db
 
+// What only tests use, for the db_test package: migrating step by step
+// and planning the lease query. It stays out of the binaries.
+
 import (
 	"context"
 	"errors"
@@ -8,7 +11,26 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pressly/goose/v3"
 )
+
+// DownTo rolls back to version (0 removes everything).
+func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.MigrationResult, error) {
+	res, err := m.provider.DownTo(ctx, version)
+	if err != nil {
+		return res, fmt.Errorf("error migrating down to %d: %w", version, err)
+	}
+	return res, nil
+}
+
+// UpByOne applies the next pending migration.
+func (m *Migrator) UpByOne(ctx context.Context) (*goose.MigrationResult, error) {
+	res, err := m.provider.UpByOne(ctx)
+	if err != nil {
+		return res, fmt.Errorf("error migrating up by one: %w", err)
+	}
+	return res, nil
+}
 
 // errExplained stops a query function after its plan was captured.
 var errExplained = errors.New("explained, not run")

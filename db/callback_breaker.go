@@ -1,0 +1,87 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// Breaker states, as in the enum ax.breaker_state.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half_open"
+)
+
+// BreakerAdmission is what a breaker says to one delivery.
+type BreakerAdmission struct {
+	State     string    // before the call
+	Probe     bool      // this delivery is the half-open probe
+	OpenUntil time.Time // while open
+	Failures  int       // consecutive failures counted
+	Now       time.Time // the database clock
+}
+
+// CallbackBreakerAdmit asks host's breaker whether a delivery may go; a
+// half-open probe older than probeTimeout is taken over.
+func CallbackBreakerAdmit(ctx context.Context, e Executor, host string, probeTimeout time.Duration) (BreakerAdmission, error) {
+	r, err := queries.CallbackBreakerAdmit(ctx, e, dbsqlc.CallbackBreakerAdmitParams{Host: host, ProbeSeconds: probeTimeout.Seconds()})
+	if err != nil {
+		return BreakerAdmission{}, fmt.Errorf("error checking breaker of %s: %w", host, mapErr(err))
+	}
+	return BreakerAdmission{State: r.State, Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Failures: int(r.Failures),
+		Now: r.Now.UTC()}, nil
+}
+
+// CallbackBreakerFailure counts a failed delivery to host and returns the
+// breaker's state before and after.
+func CallbackBreakerFailure(ctx context.Context, e Executor, host string, threshold int, openFor time.Duration) (prev, now string, err error) {
+	r, err := queries.CallbackBreakerFailure(ctx, e, dbsqlc.CallbackBreakerFailureParams{
+		Host: host, Threshold: int32(threshold), OpenSeconds: openFor.Seconds()})
+	if err != nil {
+		return "", "", fmt.Errorf("error recording failure to %s: %w", host, mapErr(err))
+	}
+	return r.PrevState, r.State, nil
+}
+
+// CallbackBreakerSuccess closes host's breaker; it returns the state
+// before, or "" when nothing needed resetting.
+func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (string, error) {
+	rows, err := queries.CallbackBreakerSuccess(ctx, e, host)
+	if err != nil {
+		return "", fmt.Errorf("error recording success to %s: %w", host, mapErr(err))
+	}
+	if len(rows) == 0 {
+		return "", nil
+	}
+	return rows[0], nil
+}
+
+// CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
+func CallbackBreakerDeleteIdle(ctx context.Context, e Executor) (int64, error) {
+	n, err := queries.CallbackBreakerDeleteIdle(ctx, e)
+	if err != nil {
+		return 0, fmt.Errorf("error deleting idle breakers: %w", mapErr(err))
+	}
+	return n, nil
+}
+
+// Breaker is the circuit breaker state of one callback host.
+type Breaker struct {
+	Host, State string // closed, open or half_open
+}
+
+// CallbackBreakerListRecent returns breakers not closed or changed within a day.
+func CallbackBreakerListRecent(ctx context.Context, e Executor) ([]Breaker, error) {
+	rows, err := queries.CallbackBreakerListRecent(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("error reading callback breakers: %w", mapErr(err))
+	}
+	out := make([]Breaker, len(rows))
+	for i, r := range rows {
+		out[i] = Breaker{Host: r.Host, State: r.State}
+	}
+	return out, nil
+}

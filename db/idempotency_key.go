@@ -1,0 +1,114 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/google/uuid"
+)
+
+// IdempotencyRecord is the remembered outcome of a request made with an
+// Idempotency-Key.
+type IdempotencyRecord struct {
+	APIKeyID       uuid.UUID
+	Key            string
+	Method, Path   string
+	RequestHash    []byte
+	ResponseStatus int
+	ResponseBody   []byte
+}
+
+// IdempotencyKeyClaim stores rec unless a live record with the same key
+// exists; then it returns that one and claimed is false. Run it in the
+// transaction of the change it guards, so the key and the change commit
+// together; a concurrent claim of the same key waits for that commit.
+func IdempotencyKeyClaim(ctx context.Context, e Executor, rec *IdempotencyRecord) (existing *IdempotencyRecord, claimed bool, err error) {
+	status := int32(rec.ResponseStatus)
+	_, err = queries.IdempotencyKeyClaim(ctx, e, dbsqlc.IdempotencyKeyClaimParams{
+		ApiKeyID: rec.APIKeyID, Key: rec.Key, Method: rec.Method, Path: rec.Path,
+		RequestHash: rec.RequestHash, ResponseStatus: &status, ResponseBody: rec.ResponseBody,
+	})
+	if err == nil {
+		return nil, true, nil
+	}
+	if err = mapErr(err); !errors.Is(err, ErrNotFound) {
+		return nil, false, fmt.Errorf("error claiming idempotency key: %w", err)
+	}
+	r, err := queries.IdempotencyKeyGet(ctx, e, dbsqlc.IdempotencyKeyGetParams{ApiKeyID: rec.APIKeyID, Key: rec.Key})
+	if err != nil {
+		return nil, false, fmt.Errorf("error reading idempotency key: %w", mapErr(err))
+	}
+	return &IdempotencyRecord{APIKeyID: r.ApiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
+		RequestHash: r.RequestHash, ResponseStatus: int(deref(r.ResponseStatus)), ResponseBody: r.ResponseBody}, false, nil
+}
+
+// IdempotentRequest is a mutating request made with an Idempotency-Key.
+type IdempotentRequest struct {
+	APIKeyID     uuid.UUID
+	Key          string
+	Method, Path string
+	RequestHash  []byte
+}
+
+// IdempotentResponse is what a key's record holds: the request that used
+// it and, once answered, the response.
+type IdempotentResponse struct {
+	Method, Path string
+	RequestHash  []byte
+	Status       int // 0 while the first request still runs
+	Body         []byte
+	Headers      []byte // JSON object of header name to value
+}
+
+// IdempotencyKeyClaimRequest holds the key for req for lock. When the key is
+// held or answered already it returns that record and claimed false.
+func IdempotencyKeyClaimRequest(ctx context.Context, e Executor, req *IdempotentRequest, lock time.Duration) (prior *IdempotentResponse, claimed bool, err error) {
+	_, err = queries.IdempotencyKeyClaimRequest(ctx, e, dbsqlc.IdempotencyKeyClaimRequestParams{ApiKeyID: req.APIKeyID,
+		Key: req.Key, Method: req.Method, Path: req.Path, RequestHash: req.RequestHash, LockSeconds: lock.Seconds()})
+	if err == nil {
+		return nil, true, nil
+	}
+	if err = mapErr(err); !errors.Is(err, ErrNotFound) {
+		return nil, false, fmt.Errorf("error claiming idempotency key: %w", err)
+	}
+	r, err := queries.IdempotencyKeyGetRequest(ctx, e, dbsqlc.IdempotencyKeyGetRequestParams{ApiKeyID: req.APIKeyID, Key: req.Key})
+	if err != nil {
+		return nil, false, fmt.Errorf("error reading idempotency key: %w", mapErr(err))
+	}
+	return &IdempotentResponse{Method: r.Method, Path: r.Path, RequestHash: r.RequestHash,
+		Status: int(deref(r.ResponseStatus)), Body: r.ResponseBody, Headers: r.ResponseHeaders}, false, nil
+}
+
+// IdempotencyKeyStoreResponse remembers the response to the request holding
+// the key.
+func IdempotencyKeyStoreResponse(ctx context.Context, e Executor, req *IdempotentRequest, resp *IdempotentResponse) error {
+	status := int32(resp.Status)
+	err := queries.IdempotencyKeyStoreResponse(ctx, e, dbsqlc.IdempotencyKeyStoreResponseParams{ApiKeyID: req.APIKeyID,
+		Key: req.Key, ResponseStatus: &status, ResponseBody: resp.Body, ResponseHeaders: jsonOr(resp.Headers, "{}")})
+	if err != nil {
+		return fmt.Errorf("error storing idempotent response: %w", mapErr(err))
+	}
+	return nil
+}
+
+// IdempotencyKeyReleaseRequest frees the key of a request that failed in a
+// way a retry may fix.
+func IdempotencyKeyReleaseRequest(ctx context.Context, e Executor, req *IdempotentRequest) error {
+	err := queries.IdempotencyKeyReleaseRequest(ctx, e, dbsqlc.IdempotencyKeyReleaseRequestParams{ApiKeyID: req.APIKeyID, Key: req.Key})
+	if err != nil {
+		return fmt.Errorf("error releasing idempotency key: %w", mapErr(err))
+	}
+	return nil
+}
+
+// IdempotencyKeyDeleteExpired forgets keys past their 24 hours.
+func IdempotencyKeyDeleteExpired(ctx context.Context, e Executor) (int64, error) {
+	n, err := queries.IdempotencyKeyDeleteExpired(ctx, e)
+	if err != nil {
+		return 0, fmt.Errorf("error deleting expired idempotency keys: %w", mapErr(err))
+	}
+	return n, nil
+}

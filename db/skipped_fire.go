@@ -1,0 +1,63 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/google/uuid"
+)
+
+// Skip reasons.
+const (
+	SkipMisfire = "misfire"
+	SkipOverlap = "overlap"
+	SkipPaused  = "paused"
+	SkipDSTGap  = "dst_gap"
+)
+
+// SkippedFire is a run of ticks of one job that did not fire.
+type SkippedFire struct {
+	JobID      uuid.UUID
+	Reason     string
+	FirstTick  time.Time
+	LastTick   time.Time
+	TickCount  int // 0: not counted (too many)
+	Detail     string
+	RecordedAt time.Time
+}
+
+// SkippedFireInsertMany records skipped ticks.
+func SkippedFireInsertMany(ctx context.Context, e Executor, skips []*SkippedFire) error {
+	if len(skips) == 0 {
+		return nil
+	}
+	p := dbsqlc.SkippedFireInsertManyParams{}
+	for _, s := range skips {
+		p.JobIds = append(p.JobIds, s.JobID)
+		p.Reasons = append(p.Reasons, s.Reason)
+		p.FirstTicks = append(p.FirstTicks, s.FirstTick)
+		p.LastTicks = append(p.LastTicks, s.LastTick)
+		p.TickCounts = append(p.TickCounts, int32(s.TickCount))
+		p.Details = append(p.Details, s.Detail)
+	}
+	if err := queries.SkippedFireInsertMany(ctx, e, p); err != nil {
+		return fmt.Errorf("error recording skipped fires: %w", mapErr(err))
+	}
+	return nil
+}
+
+// SkippedFireListByJob returns the newest skipped ticks of a job.
+func SkippedFireListByJob(ctx context.Context, e Executor, jobID uuid.UUID, limit int) ([]*SkippedFire, error) {
+	rows, err := queries.SkippedFireListByJob(ctx, e, dbsqlc.SkippedFireListByJobParams{JobID: jobID, Max: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("error listing skipped fires: %w", mapErr(err))
+	}
+	out := make([]*SkippedFire, len(rows))
+	for i, r := range rows {
+		out[i] = &SkippedFire{JobID: r.JobID, Reason: string(r.Reason), FirstTick: r.FirstTick.UTC(),
+			LastTick: r.LastTick.UTC(), TickCount: int(deref(r.TickCount)), Detail: r.Detail, RecordedAt: r.RecordedAt.UTC()}
+	}
+	return out, nil
+}

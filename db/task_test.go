@@ -1,0 +1,55 @@
+package db_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+// TestLeaseQueryIsIndexDriven: on 100,000 pending tasks the claim query
+// reads the pending indexes, never the whole table.
+func TestLeaseQueryIsIndexDriven(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	var jobID, execID uuid.UUID
+	err := pool.QueryRow(ctx, `
+		WITH j AS (
+		    INSERT INTO ax.job (name, trigger_kind, executor_kind, executor)
+		    VALUES ('big', 'manual', 'shell', '{"kind": "shell", "command": "true"}')
+		    RETURNING id
+		)
+		INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
+		SELECT gen_random_uuid(), id, 'manual', now(), 1, 0 FROM j
+		RETURNING job_id, id`).Scan(&jobID, &execID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
+		                     not_before, preferred_agent_id)
+		SELECT $1, $2, i, 100001, i % 10, 1, 60, now() - (i % 1000) * interval '1 second',
+		       CASE WHEN i % 3 = 0 THEN gen_random_uuid() END
+		FROM generate_series(1, 100000) AS i`, execID, jobID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE ax.task`)
+	require.NoError(t, err)
+	plan, err := db.TaskLeasePlan(ctx, pool, &db.TaskLeaseParams{AgentID: uuid.New(), Max: 10,
+		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
+		AgentExecutors: []string{"shell", "http", "handler"}})
+	require.NoError(t, err)
+	t.Log(plan)
+	for _, line := range strings.Split(plan, "\n") {
+		require.False(t, strings.Contains(line, "Seq Scan on task"), "no sequential scan of tasks:\n%s", plan)
+	}
+	for _, idx := range []string{"task_unassigned_idx", "task_preferred_idx", "task_pending_age_idx"} {
+		require.True(t, slices.ContainsFunc(strings.Split(plan, "\n"), func(l string) bool { return strings.Contains(l, idx) }),
+			"%s is used:\n%s", idx, plan)
+	}
+}

@@ -1,0 +1,19 @@
+-- SkippedFireInsertMany records ticks that did not fire (tick_count < 1
+-- means not counted).
+-- name: SkippedFireInsertMany :exec
+INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, tick_count, detail)
+SELECT s.job_id, s.reason::ax.skip_reason, s.first_tick, s.last_tick, nullif(s.tick_count, 0), s.detail
+FROM (
+    SELECT unnest(@job_ids::uuid[]) AS job_id,
+           unnest(@reasons::text[]) AS reason,
+           unnest(@first_ticks::timestamptz[]) AS first_tick,
+           unnest(@last_ticks::timestamptz[]) AS last_tick,
+           unnest(@tick_counts::integer[]) AS tick_count,
+           unnest(@details::text[]) AS detail
+) s;
+
+-- name: SkippedFireListByJob :many
+SELECT * FROM ax.skipped_fire
+WHERE job_id = @job_id
+ORDER BY first_tick DESC
+LIMIT @max;
