@@ -59,8 +59,10 @@ func (e *apiEnv) run(jobID string, params map[string]any) string {
 func TestConsistentHashKeepsAKeyOnOneAgent(t *testing.T) {
 	t.Parallel()
 	// A steal delay long enough that a loaded machine never reaches it by
-	// accident; the test moves time past it by backdating the tasks.
-	env := setupRoutedSteal(t, 5*time.Second)
+	// accident (5 s did, with the suite's packages running side by side);
+	// the test moves time past it by backdating the tasks.
+	const steal = 60 * time.Second
+	env := setupRoutedSteal(t, steal)
 	agents := map[string]*agentClient{}
 	for _, name := range []string{"a", "b", "c"} {
 		a := env.registerAgent(name, nil, 100)
@@ -89,7 +91,8 @@ func TestConsistentHashKeepsAKeyOnOneAgent(t *testing.T) {
 
 	// Past the steal delay, well before 3×: as if the owner sat on them.
 	_, err := env.pool.Exec(context.Background(),
-		`UPDATE ax.task SET not_before = not_before - interval '6 seconds' WHERE state = 'pending'`)
+		`UPDATE ax.task SET not_before = not_before - make_interval(secs => $1) WHERE state = 'pending'`,
+		(steal + 5*time.Second).Seconds())
 	require.NoError(t, err)
 	for id, a := range agents {
 		if id != owner && id != fallback {
