@@ -27,7 +27,7 @@ run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the U
 # Test packages run at once: most of their time is spent waiting on
 # processes, Postgres and timers, not on the CPU (go test's default is one
 # per CPU).
-TEST_PACKAGES_AT_ONCE ?= 4
+TEST_PACKAGES_AT_ONCE ?= 3
 
 test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), then fuzz.
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
