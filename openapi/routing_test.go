@@ -23,7 +23,12 @@ func setupRouted(t *testing.T) *apiEnv {
 // setupRoutedSteal is setupRouted with a given steal delay.
 func setupRoutedSteal(t *testing.T, steal time.Duration) *apiEnv {
 	t.Helper()
-	agentCfg := queue.AgentConfig{StealAfter: steal, ProbeEvery: time.Second}
+	return setupRoutedAgents(t, queue.AgentConfig{StealAfter: steal, ProbeEvery: time.Second})
+}
+
+// setupRoutedAgents is setupRouted with a given agent config.
+func setupRoutedAgents(t *testing.T, agentCfg queue.AgentConfig) *apiEnv {
+	t.Helper()
 	var router *queue.TaskRouter
 	env := setupConfig(t, func(c *openapi.Config) {
 		var err error
@@ -189,10 +194,18 @@ func TestNotReadyAgentGetsNothing(t *testing.T) {
 // after its probes succeed.
 func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 	t.Parallel()
-	env := setupRouted(t)
+	// A probe interval no loaded machine reaches between two calls (1 s
+	// did); the test moves time past it by backdating the last probe.
+	const probeEvery = time.Minute
+	env := setupRoutedAgents(t, queue.AgentConfig{StealAfter: 500 * time.Millisecond, ProbeEvery: probeEvery})
 	ctx := context.Background()
 	reaper := queue.NewReaper(env.pool, queue.AgentConfig{}, queue.ReaperConfig{
 		Quarantine: db.QuarantinePolicy{Window: time.Minute, MinResults: 5, FailureRate: 0.5}})
+	probeIntervalPasses := func(agentID string) {
+		_, err := env.pool.Exec(ctx, `UPDATE ax.agent SET last_probe_at = last_probe_at - make_interval(secs => $1)
+			WHERE id = $2`, (probeEvery + time.Second).Seconds(), agentID)
+		require.NoError(t, err)
+	}
 	bad := env.registerAgent("bad", nil, 10)
 	jobID := env.manualJob("work", nil)
 	for i := range 10 {
@@ -212,12 +225,12 @@ func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 		env.run(jobID, nil)
 	}
 	require.Empty(t, bad.lease(10, 0), "no work right after quarantine")
-	time.Sleep(1050 * time.Millisecond)
+	probeIntervalPasses(bad.id)
 	probe := bad.lease(10, 0)
 	require.Len(t, probe, 1, "a quarantined agent gets one probe task")
 	require.Empty(t, bad.lease(10, 0), "and no second one before the probe interval")
 	bad.complete(probe[0], "succeeded").must(t, http.StatusOK)
-	time.Sleep(1050 * time.Millisecond)
+	probeIntervalPasses(bad.id)
 	probe = bad.lease(10, 1)
 	require.Len(t, probe, 1)
 	bad.complete(probe[0], "succeeded").must(t, http.StatusOK)
