@@ -134,7 +134,12 @@ func TestBroadcastRunsOnEveryLiveAgent(t *testing.T) {
 	require.Len(t, got["tasks"], 3)
 
 	require.Empty(t, other.lease(10, 0))
-	time.Sleep(2 * time.Second) // pinned tasks are never stolen, whatever the wait
+	// Pinned tasks are never stolen, whatever the wait: an hour, past the
+	// steal delay and the starvation age.
+	_, err := env.pool.Exec(context.Background(), `UPDATE ax.task SET not_before = not_before - interval '1 hour'
+		WHERE execution_id = $1`, execID)
+	require.NoError(t, err)
+	require.Empty(t, other.lease(10, 0))
 	seen := map[float64]bool{}
 	for _, a := range clients {
 		tasks := a.lease(10, 0)
