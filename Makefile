@@ -24,15 +24,10 @@ build: ## Build bin/ax and bin/ax-agent.
 run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the URL, docs and a dev key.
 	$(AX) dev
 
-# Test packages run at once: most of their time is spent waiting on
-# processes, Postgres and timers, not on the CPU (go test's default is one
-# per CPU).
-TEST_PACKAGES_AT_ONCE ?= 3
-
 test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), then fuzz.
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
 	@# tests/bench last and alone: TestCPUMeter needs a busy loop to get a share of a CPU.
-	$(AX) dev exec -- $(GO) test -race -count=1 -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) \
+	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) \
 	  ./tests/e2e/ $$($(GO) list ./... | grep -v '/tests/bench$$')
 	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./tests/bench/
 	$(MAKE) --no-print-directory fuzz
