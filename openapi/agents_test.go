@@ -135,7 +135,9 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 	first := a.lease(1, 5)
 	require.Len(t, first, 1)
 	// a goes silent past its lease; the reaper gives the task back.
-	time.Sleep(1200 * time.Millisecond)
+	_, err := env.pool.Exec(context.Background(),
+		`UPDATE ax.task SET lease_expires_at = lease_expires_at - interval '2 seconds' WHERE id = $1`, first[0]["task_id"])
+	require.NoError(t, err)
 	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{Lease: time.Second}, dispatch.ReaperConfig{})
 	require.NoError(t, reaper.Sweep(context.Background()))
 

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/stretchr/testify/require"
@@ -63,7 +62,10 @@ func TestTimedOutAttemptRetriesClean(t *testing.T) {
 	first := a.lease(1, 0)
 	require.Len(t, first, 1)
 	a.heartbeat(first).must(t, http.StatusOK) // running
-	time.Sleep(1100 * time.Millisecond)
+	// Its 1 s timeout passes.
+	_, err := env.pool.Exec(context.Background(), `UPDATE ax.task SET started_at = started_at - interval '2 seconds',
+		leased_at = leased_at - interval '2 seconds' WHERE id = $1`, first[0]["task_id"])
+	require.NoError(t, err)
 	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{})
 	require.NoError(t, reaper.Sweep(context.Background()))
 

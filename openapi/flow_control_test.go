@@ -85,7 +85,10 @@ func TestRateClassCapsLeaseRate(t *testing.T) {
 // the starvation age still leases while priority 9 work keeps arriving.
 func TestPriorityThenStarvationGuard(t *testing.T) {
 	t.Parallel()
-	env := setupFlow(t, dispatch.AgentConfig{StarveAfter: 2 * time.Second})
+	// A starvation age no loaded machine reaches by accident before the
+	// first lease; the test moves time past it by backdating the tasks.
+	const starveAfter = time.Minute
+	env := setupFlow(t, dispatch.AgentConfig{StarveAfter: starveAfter})
 	low := env.manualJob("low", func(j map[string]any) { j["priority"] = 1; j["shards"] = map[string]any{"count": 5} })
 	high := env.manualJob("high", func(j map[string]any) { j["priority"] = 9; j["shards"] = map[string]any{"count": 5} })
 	env.run(low, nil)
@@ -97,8 +100,10 @@ func TestPriorityThenStarvationGuard(t *testing.T) {
 		require.Equal(t, high, task["job_id"], "priority 9 before priority 1 of the same age")
 	}
 
-	time.Sleep(2100 * time.Millisecond) // the low tasks are starving now
-	env.run(high, nil)                  // fresh priority 9 work keeps arriving
+	_, err := env.pool.Exec(context.Background(), `UPDATE ax.task SET not_before = not_before - make_interval(secs => $1)
+		WHERE state = 'pending'`, (starveAfter + time.Second).Seconds())
+	require.NoError(t, err) // the low tasks are starving now
+	env.run(high, nil)      // fresh priority 9 work keeps arriving
 	next := a.lease(5, 0)
 	require.Len(t, next, 5)
 	for _, task := range next {

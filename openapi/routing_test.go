@@ -23,7 +23,12 @@ func setupRouted(t *testing.T) *apiEnv {
 // setupRoutedSteal is setupRouted with a given steal delay.
 func setupRoutedSteal(t *testing.T, steal time.Duration) *apiEnv {
 	t.Helper()
-	agentCfg := dispatch.AgentConfig{StealAfter: steal, ProbeEvery: time.Second}
+	return setupRoutedAgents(t, dispatch.AgentConfig{StealAfter: steal, ProbeEvery: time.Second})
+}
+
+// setupRoutedAgents is setupRouted with a given agent config.
+func setupRoutedAgents(t *testing.T, agentCfg dispatch.AgentConfig) *apiEnv {
+	t.Helper()
 	var router *dispatch.TaskRouter
 	env := setupConfig(t, func(c *openapi.Config) {
 		var err error
@@ -59,8 +64,10 @@ func (e *apiEnv) run(jobID string, params map[string]any) string {
 func TestConsistentHashKeepsAKeyOnOneAgent(t *testing.T) {
 	t.Parallel()
 	// A steal delay long enough that a loaded machine never reaches it by
-	// accident; the test moves time past it by backdating the tasks.
-	env := setupRoutedSteal(t, 5*time.Second)
+	// accident (5 s did, with the suite's packages running side by side);
+	// the test moves time past it by backdating the tasks.
+	const steal = 60 * time.Second
+	env := setupRoutedSteal(t, steal)
 	agents := map[string]*agentClient{}
 	for _, name := range []string{"a", "b", "c"} {
 		a := env.registerAgent(name, nil, 100)
@@ -89,7 +96,8 @@ func TestConsistentHashKeepsAKeyOnOneAgent(t *testing.T) {
 
 	// Past the steal delay, well before 3×: as if the owner sat on them.
 	_, err := env.pool.Exec(context.Background(),
-		`UPDATE ax.task SET not_before = not_before - interval '6 seconds' WHERE state = 'pending'`)
+		`UPDATE ax.task SET not_before = not_before - make_interval(secs => $1) WHERE state = 'pending'`,
+		(steal + 5*time.Second).Seconds())
 	require.NoError(t, err)
 	for id, a := range agents {
 		if id != owner && id != fallback {
@@ -126,7 +134,12 @@ func TestBroadcastRunsOnEveryLiveAgent(t *testing.T) {
 	require.Len(t, got["tasks"], 3)
 
 	require.Empty(t, other.lease(10, 0))
-	time.Sleep(2 * time.Second) // pinned tasks are never stolen, whatever the wait
+	// Pinned tasks are never stolen, whatever the wait: an hour, past the
+	// steal delay and the starvation age.
+	_, err := env.pool.Exec(context.Background(), `UPDATE ax.task SET not_before = not_before - interval '1 hour'
+		WHERE execution_id = $1`, execID)
+	require.NoError(t, err)
+	require.Empty(t, other.lease(10, 0))
 	seen := map[float64]bool{}
 	for _, a := range clients {
 		tasks := a.lease(10, 0)
@@ -186,10 +199,18 @@ func TestNotReadyAgentGetsNothing(t *testing.T) {
 // after its probes succeed.
 func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 	t.Parallel()
-	env := setupRouted(t)
+	// A probe interval no loaded machine reaches between two calls (1 s
+	// did); the test moves time past it by backdating the last probe.
+	const probeEvery = time.Minute
+	env := setupRoutedAgents(t, dispatch.AgentConfig{StealAfter: 500 * time.Millisecond, ProbeEvery: probeEvery})
 	ctx := context.Background()
 	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{
 		Quarantine: db.QuarantinePolicy{Window: time.Minute, MinResults: 5, FailureRate: 0.5}})
+	probeIntervalPasses := func(agentID string) {
+		_, err := env.pool.Exec(ctx, `UPDATE ax.agent SET last_probe_at = last_probe_at - make_interval(secs => $1)
+			WHERE id = $2`, (probeEvery + time.Second).Seconds(), agentID)
+		require.NoError(t, err)
+	}
 	bad := env.registerAgent("bad", nil, 10)
 	jobID := env.manualJob("work", nil)
 	for i := range 10 {
@@ -209,12 +230,12 @@ func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 		env.run(jobID, nil)
 	}
 	require.Empty(t, bad.lease(10, 0), "no work right after quarantine")
-	time.Sleep(1050 * time.Millisecond)
+	probeIntervalPasses(bad.id)
 	probe := bad.lease(10, 0)
 	require.Len(t, probe, 1, "a quarantined agent gets one probe task")
 	require.Empty(t, bad.lease(10, 0), "and no second one before the probe interval")
 	bad.complete(probe[0], "succeeded").must(t, http.StatusOK)
-	time.Sleep(1050 * time.Millisecond)
+	probeIntervalPasses(bad.id)
 	probe = bad.lease(10, 1)
 	require.Len(t, probe, 1)
 	bad.complete(probe[0], "succeeded").must(t, http.StatusOK)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,7 +20,23 @@ import (
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
-func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
+func TestMain(m *testing.M) {
+	widenParallel(8)
+	dbtest.MainLeakChecked(m)
+}
+
+// widenParallel runs up to n tests at once unless -parallel was given:
+// these tests mostly wait (on Postgres, long polls, leases running out),
+// so the default of one test per CPU leaves the machine idle. Fuzzing
+// keeps the default, where -parallel counts fuzz workers.
+func widenParallel(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" || f.Name == "test.fuzz" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
+}
 
 // apiEnv is a real ax API on loopback over a database of its own.
 type apiEnv struct {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	proctest.WidenParallel(4)
 	defer proctest.Cleanup()
 	dbtest.Main(m)
 }

@@ -6,6 +6,7 @@ package proctest
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,6 +57,20 @@ func build() {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		buildErr = fmt.Errorf("error building binaries: %v\n%s", err, out)
+	}
+}
+
+// WidenParallel runs up to n tests at once unless -parallel was given;
+// call it from TestMain. Tests of real processes mostly wait (for
+// readiness, leases, heartbeats), so the default of one test per CPU
+// leaves the machine idle. Fuzzing keeps the default, where -parallel
+// counts fuzz workers.
+func WidenParallel(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" || f.Name == "test.fuzz" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
 	}
 }
 
