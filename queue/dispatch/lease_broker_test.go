@@ -203,14 +203,12 @@ func TestLongPollWakesWhenATaskIsReady(t *testing.T) {
 		got <- tasks
 	}()
 	e.pollWaiting(since)
-	triggered := time.Now()
 	exec := e.trigger(job.ID)
 
 	select {
 	case tasks := <-got:
 		require.Len(t, tasks, 1)
 		require.Equal(t, exec.ID, tasks[0].ExecutionID)
-		require.Less(t, time.Since(triggered), 5*time.Second)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the poll was not woken by the new task")
 	}
