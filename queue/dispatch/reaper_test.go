@@ -1,0 +1,130 @@
+package dispatch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/metrics"
+)
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
+
+// sweepUntil sweeps until cond holds (a lease has to run out first).
+func (e *env) sweepUntil(r *dispatch.Reaper, cond func() bool, msg string) {
+	e.t.Helper()
+	e.eventually(func() bool {
+		require.NoError(e.t, r.Sweep(context.Background()))
+		return cond()
+	}, msg)
+}
+
+func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
+	e := setup(t, func(c *dispatch.AgentConfig) { c.Lease = 200 * time.Millisecond })
+	ctx := context.Background()
+	m := metrics.New(nil)
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Metrics: m})
+	exec := e.trigger(e.job(func(j *db.Job) { j.RetryMaxAttempts = 2 }).ID)
+	a, b := e.agent(nil, nil), e.agent(nil, nil)
+
+	first := e.lease(a, 1)
+	require.Len(t, first, 1)
+	require.Equal(t, 1, first[0].Attempt)
+	task := first[0].ID
+
+	// A task leased from a broker with long leases must outlive the sweeps.
+	longBroker := dispatch.NewLeaseBroker(e.pool, nil, dispatch.AgentConfig{Lease: time.Minute}, nil, nil)
+	keep := e.trigger(e.job(nil).ID)
+	kept, err := longBroker.Lease(ctx, e.agent(nil, nil), 1, 0)
+	require.NoError(t, err)
+	require.Len(t, kept, 1)
+	require.Equal(t, keep.ID, kept[0].ExecutionID)
+	e.sweepUntil(reaper, func() bool { return e.task(task).State == "pending" }, "the expired lease to be reaped")
+	reaped := e.task(task)
+	require.Equal(t, 2, reaped.Attempt, "a lost lease uses up an attempt")
+	require.Equal(t, "lease expired", reaped.Error)
+	require.Equal(t, "running", e.execution(exec.ID).State)
+	require.Equal(t, 1.0, counter(t, m.LeaseExpiries))
+	require.Equal(t, 1.0, counter(t, m.Retries))
+
+	hb, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{{ID: task, Token: first[0].LeaseToken}}, &db.AgentLoad{})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{task}, hb.Lost, "the agent learns its lease is gone")
+	done, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: first[0].LeaseToken}, State: "succeeded"}})
+	require.NoError(t, err)
+	require.Empty(t, done, "a result after the lease ran out counts for nothing")
+
+	second := e.lease(b, 1)
+	require.Len(t, second, 1)
+	require.Equal(t, task, second[0].ID)
+	require.Equal(t, 2, second[0].Attempt)
+	e.sweepUntil(reaper, func() bool { return e.task(task).State != "leased" }, "the second lease to be reaped")
+	require.Equal(t, "failed", e.task(task).State, "attempts spent: the task fails")
+	ended := e.execution(exec.ID)
+	require.Equal(t, "failed", ended.State)
+	require.NotNil(t, ended.FinishedAt)
+	require.Equal(t, 2.0, counter(t, m.LeaseExpiries))
+
+	require.Equal(t, "leased", e.task(kept[0].ID).State, "a current lease is never reaped")
+}
+
+func TestReaperTimesOutAnOverdueTask(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
+	exec := e.trigger(e.job(func(j *db.Job) { j.TimeoutSeconds = 1 }).ID)
+	a := e.agent(nil, nil)
+	leased := e.lease(a, 1)
+	require.Len(t, leased, 1)
+	ref := db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
+
+	// Heartbeats keep the lease, not the task: it ends at its timeout.
+	e.sweepUntil(reaper, func() bool {
+		_, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{ref}, &db.AgentLoad{})
+		require.NoError(t, err)
+		return e.task(ref.ID).State != "running"
+	}, "the task to time out")
+	task := e.task(ref.ID)
+	require.Equal(t, "timed_out", task.State)
+	require.NotNil(t, task.CancelRequestedAt, "its agent is told to stop it")
+	require.Equal(t, "timed_out", e.execution(exec.ID).State)
+}
+
+func TestReaperTakesSilentAgentsOffline(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	exec := e.trigger(e.job(nil).ID)
+	a := e.agent(nil, nil)
+
+	patient := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{OfflineAfter: time.Minute})
+	require.NoError(t, patient.Sweep(ctx))
+	got, err := e.broker.Get(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, "active", got.State, "an agent heard from within OfflineAfter stays")
+
+	strict := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{OfflineAfter: 200 * time.Millisecond})
+	e.sweepUntil(strict, func() bool {
+		got, err := e.broker.Get(ctx, a.ID)
+		require.NoError(t, err)
+		return got.State == "offline"
+	}, "the silent agent to go offline")
+	require.Empty(t, e.lease(a, 1), "an offline agent gets nothing, even through a poll that began before")
+	require.Equal(t, "pending", e.execution(exec.ID).State)
+
+	state, err := e.broker.Heartbeat(ctx, a.ID, nil, &db.AgentLoad{})
+	require.NoError(t, err)
+	require.Equal(t, "active", state.State, "a heartbeat brings it back")
+	require.Len(t, e.lease(a, 1), 1)
+}

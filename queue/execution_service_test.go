@@ -1,0 +1,156 @@
+package queue_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+)
+
+func TestTriggerWithAnIdempotencyKey(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	job := e.job(nil)
+	key := e.apiKey()
+	req := func(mutate func(r *queue.TriggerRequest)) *queue.TriggerRequest {
+		r := &queue.TriggerRequest{JobID: job.ID, APIKeyID: key, IdempotencyKey: "k-1", Method: "POST",
+			Path: "/v1/jobs/" + job.ID.String() + "/trigger", RequestHash: []byte("hash-1")}
+		if mutate != nil {
+			mutate(r)
+		}
+		return r
+	}
+
+	first, replayed, err := e.execs.Trigger(ctx, req(nil))
+	require.NoError(t, err)
+	require.False(t, replayed)
+	again, replayed, err := e.execs.Trigger(ctx, req(nil))
+	require.NoError(t, err)
+	require.True(t, replayed)
+	require.Equal(t, first.ID, again.ID, "the same key and request return the same execution")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, job.ID))
+
+	for _, other := range []func(r *queue.TriggerRequest){
+		func(r *queue.TriggerRequest) { r.RequestHash = []byte("hash-2") },
+		func(r *queue.TriggerRequest) { r.Path = "/v1/runs" },
+		func(r *queue.TriggerRequest) { r.Method = "PUT" },
+	} {
+		_, _, err := e.execs.Trigger(ctx, req(other))
+		require.ErrorIs(t, err, queue.ErrIdempotencyMismatch)
+	}
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, job.ID), "a mismatch fires nothing")
+
+	// Keys belong to their API key.
+	theirs, replayed, err := e.execs.Trigger(ctx, req(func(r *queue.TriggerRequest) { r.APIKeyID = e.apiKey() }))
+	require.NoError(t, err)
+	require.False(t, replayed)
+	require.NotEqual(t, first.ID, theirs.ID)
+}
+
+func TestTriggerWithAnIdempotencyKeyConcurrently(t *testing.T) {
+	e := setup(t)
+	job := e.job(nil)
+	key := e.apiKey()
+	const callers = 6
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		execs    = map[uuid.UUID]bool{}
+		replayed int
+		start    = make(chan struct{})
+	)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			exec, again, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: job.ID, APIKeyID: key,
+				IdempotencyKey: "same", Method: "POST", Path: "/p", RequestHash: []byte("h")})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			execs[exec.ID] = true
+			if again {
+				replayed++
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Len(t, execs, 1, "every caller got the one execution")
+	require.Equal(t, callers-1, replayed)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, job.ID))
+}
+
+func TestTriggerHonoursTheConcurrencyPolicy(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+
+	forbid := e.job(func(j *db.Job) { j.ConcurrencyPolicy = "forbid" })
+	first := e.trigger(forbid.ID)
+	_, _, err := e.execs.Trigger(ctx, &queue.TriggerRequest{JobID: forbid.ID})
+	require.ErrorIs(t, err, queue.ErrOverlapForbidden)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, forbid.ID))
+	_, err = e.execs.Cancel(ctx, first.ID, "make room")
+	require.NoError(t, err)
+	e.trigger(forbid.ID)
+
+	replace := e.job(func(j *db.Job) { j.ConcurrencyPolicy = "replace" })
+	old := e.trigger(replace.ID)
+	newer := e.trigger(replace.ID)
+	require.Equal(t, "cancelled", e.execution(old.ID).State, "the newer fire replaces the unfinished one")
+	require.Equal(t, "replaced by a newer fire", e.execution(old.ID).CancelReason)
+	require.Equal(t, "pending", e.execution(newer.ID).State)
+
+	allow := e.job(nil)
+	a, b := e.trigger(allow.ID), e.trigger(allow.ID)
+	require.Equal(t, "pending", e.execution(a.ID).State)
+	require.Equal(t, "pending", e.execution(b.ID).State)
+}
+
+func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	exec := e.trigger(e.job(func(j *db.Job) { j.ShardCount = 2 }).ID)
+	a := e.agent()
+	leased, err := e.broker.Lease(ctx, a, 1, 0)
+	require.NoError(t, err)
+	require.Len(t, leased, 1)
+	ref := db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
+
+	cancelled, err := e.execs.Cancel(ctx, exec.ID, "not needed")
+	require.NoError(t, err)
+	require.Equal(t, "running", cancelled.State, "it ends when its running task stops")
+	require.NotNil(t, cancelled.CancelRequestedAt)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.task WHERE execution_id = $1 AND state = 'cancelled'`, exec.ID),
+		"the pending task ends at once")
+	hb, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{ref}, &db.AgentLoad{})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{ref.ID}, hb.Cancel, "the agent is told to stop the running one")
+
+	_, err = e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: ref, State: "cancelled"}})
+	require.NoError(t, err)
+	ended := e.execution(exec.ID)
+	require.Equal(t, "cancelled", ended.State)
+	require.Equal(t, "not needed", ended.CancelReason)
+
+	// Cancelling a finished execution changes nothing.
+	done := e.trigger(e.job(nil).ID)
+	leased, err = e.broker.Lease(ctx, a, 1, 0)
+	require.NoError(t, err)
+	require.Len(t, leased, 1)
+	_, err = e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: "succeeded"}})
+	require.NoError(t, err)
+	after, err := e.execs.Cancel(ctx, done.ID, "too late")
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", after.State)
+	require.Nil(t, after.CancelRequestedAt)
+}
