@@ -95,7 +95,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
-	(&classHandlers{pool: cfg.Pool}).register(api)
+	(&classHandlers{classes: queue.NewClassService(cfg.Pool, cfg.Logger)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
 	registerPatches(api)
