@@ -43,7 +43,8 @@ func NewRateClasses(pool *pgxpool.Pool, logger *slog.Logger) *RateClasses {
 
 // FloorInForce is the priority below which c's tasks do not lease: the
 // operator's floor, else the automatic one while degraded; nil when none.
-// TaskLease applies the same rule in SQL.
+// TaskLease, TaskSkipBelowFloor and the view ax.rate_class_status apply
+// the same rule in SQL.
 func FloorInForce(c *db.RateClass) *int {
 	if c.ManualMinPriority != nil {
 		return c.ManualMinPriority
