@@ -32,18 +32,6 @@ type RateClass struct {
 	OldestWait time.Duration // how long the oldest has waited
 }
 
-// MinPriority is the floor in force: the operator's, else the automatic
-// one while degraded; nil when none.
-func (c *RateClass) MinPriority() *int {
-	if c.ManualMinPriority != nil {
-		return c.ManualMinPriority
-	}
-	if c.DegradedSince != nil {
-		return c.AutoMinPriority
-	}
-	return nil
-}
-
 // RateClassInsert creates a class with a full bucket.
 func RateClassInsert(ctx context.Context, e Executor, c *RateClass) (*RateClass, error) {
 	r, err := queries.RateClassInsert(ctx, e, dbsqlc.RateClassInsertParams{

@@ -13,14 +13,14 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 type agentHandlers struct {
-	pool   *pgxpool.Pool
+	keys   *queue.KeyService
 	agents *dispatch.LeaseBroker
 	owners ownerCache
 }
@@ -171,8 +171,8 @@ func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInpu
 	}
 	// The agent's token is minted by the caller's key: revoking that key
 	// revokes the token (trigger api_key_revoked).
-	token, key, err := CreateAPIKeyWith(ctx, h.pool, "agent:"+in.Body.Name+":"+id.String(), []string{ScopeAgent},
-		KeyLimits{MintedBy: &caller.ID})
+	token, key, err := h.keys.Create(ctx, "agent:"+in.Body.Name+":"+id.String(), []string{ScopeAgent},
+		queue.KeyLimits{MintedBy: &caller.ID})
 	if err != nil {
 		return nil, err
 	}

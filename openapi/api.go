@@ -74,27 +74,28 @@ func New(cfg Config) (http.Handler, huma.API) {
 	}
 	mux := http.NewServeMux()
 	api := humago.New(mux, apiConfig(cfg.Logger))
-	auth := &authenticator{pool: cfg.Pool, api: api, logger: cfg.Logger}
+	keys := queue.NewKeyService(cfg.Pool)
+	auth := &authenticator{keys: keys, signing: queue.NewSigningKeyService(cfg.Pool), api: api, logger: cfg.Logger}
 	if cfg.Notifier != nil {
 		// Never unsubscribed: the subscription lives as long as the API.
-		auth.keys.revoked, _ = cfg.Notifier.Subscribe(notify.APIKeyRevokedChannel)
+		auth.cache.revoked, _ = cfg.Notifier.Subscribe(notify.APIKeyRevokedChannel)
 	}
-	idem := &idempotency{pool: cfg.Pool, api: api, logger: cfg.Logger}
+	idem := &idempotency{store: queue.NewIdempotencyStore(cfg.Pool), api: api, logger: cfg.Logger}
 	api.UseMiddleware(auth.middleware, idem.middleware)
 
 	jobSvc := queue.NewJobService(cfg.Pool, cfg.Logger)
 	execSvc := queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)
 	callbacks := delivery.NewCallbackService(cfg.Pool, cfg.Outbox, cfg.Logger)
 	urls := &urlChecker{policy: cfg.Outbound, logger: cfg.Logger}
-	guard := groupGuard{pool: cfg.Pool}
+	guard := groupGuard{jobs: jobSvc, execs: execSvc}
 	jobs := &jobHandlers{jobs: jobSvc, urls: urls, guard: guard}
 	jobs.register(api)
 	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks,
 		guard: guard}).register(api)
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
-	(&agentHandlers{pool: cfg.Pool, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
-	(&classHandlers{pool: cfg.Pool}).register(api)
+	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
+	(&classHandlers{classes: queue.NewClassService(cfg.Pool, cfg.Logger)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
 	registerPatches(api)

@@ -10,19 +10,19 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
 )
 
-// Scopes an API key can carry. admin may do everything; submit may also
-// read (a submitter needs the results); read and agent grant only
-// themselves.
+// Scopes an API key can carry (queue.KeyService stores them). admin may
+// do everything; submit may also read (a submitter needs the results);
+// read and agent grant only themselves.
 const (
-	ScopeAdmin  = "admin"
-	ScopeSubmit = "submit"
-	ScopeRead   = "read"
-	ScopeAgent  = "agent"
+	ScopeAdmin  = queue.ScopeAdmin
+	ScopeSubmit = queue.ScopeSubmit
+	ScopeRead   = queue.ScopeRead
+	ScopeAgent  = queue.ScopeAgent
 )
 
 const (
@@ -50,10 +50,11 @@ func grants(scopes []string, scope string) bool {
 }
 
 type authenticator struct {
-	pool   *pgxpool.Pool
-	api    huma.API
-	logger *slog.Logger
-	keys   keyCache
+	keys    *queue.KeyService
+	signing *queue.SigningKeyService
+	api     huma.API
+	logger  *slog.Logger
+	cache   keyCache
 }
 
 type principalKey struct{}
@@ -80,7 +81,7 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	hash := sha256.Sum256([]byte(secret))
-	key, err := a.keys.authenticate(ctx.Context(), a.pool, hash)
+	key, err := a.cache.authenticate(ctx.Context(), a.keys, hash)
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		a.deny(ctx, http.StatusUnauthorized, "unknown or revoked API key")

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
 )
 
 // keyCacheTTL is how long an authenticated key is trusted without reading
@@ -38,7 +39,7 @@ type cachedKey struct {
 }
 
 // authenticate returns the key with this hash, from the cache when fresh.
-func (c *keyCache) authenticate(ctx context.Context, e db.Executor, hash [32]byte) (*db.APIKey, error) {
+func (c *keyCache) authenticate(ctx context.Context, keys *queue.KeyService, hash [32]byte) (*db.APIKey, error) {
 	c.mu.Lock()
 	select {
 	case <-c.revoked: // some key was revoked: trust no cached one
@@ -50,7 +51,7 @@ func (c *keyCache) authenticate(ctx context.Context, e db.Executor, hash [32]byt
 	if ok && time.Since(entry.at) < keyCacheTTL {
 		return entry.key, nil
 	}
-	key, err := db.APIKeyAuthenticate(ctx, e, hash[:])
+	key, err := keys.Authenticate(ctx, hash)
 	if err != nil {
 		return nil, err
 	}

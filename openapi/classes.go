@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // RateClass is a token bucket capping how fast its jobs' tasks are leased,
@@ -48,7 +49,7 @@ type DegradeRequest struct {
 }
 
 type classHandlers struct {
-	pool *pgxpool.Pool
+	classes *queue.ClassService
 }
 
 type classBodyInput struct {
@@ -126,16 +127,16 @@ func (h *classHandlers) register(api huma.API) {
 }
 
 func (h *classHandlers) create(ctx context.Context, in *classBodyInput) (*classOutput, error) {
-	c, err := db.RateClassInsert(ctx, h.pool, classToDB(&in.Body, in.Body.Name))
+	c, err := h.classes.Create(ctx, classToDB(&in.Body, in.Body.Name))
 	if errors.Is(err, db.ErrConflict) {
 		return nil, huma.Error409Conflict("rate class exists",
 			&huma.ErrorDetail{Location: "body.name", Message: "is taken", Value: in.Body.Name})
 	}
-	return h.respond(ctx, c, err)
+	return classResponse(c, err)
 }
 
 func (h *classHandlers) list(ctx context.Context, _ *struct{}) (*classListOutput, error) {
-	classes, err := db.RateClassList(ctx, h.pool, "")
+	classes, err := h.classes.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -148,20 +149,15 @@ func (h *classHandlers) list(ctx context.Context, _ *struct{}) (*classListOutput
 }
 
 func (h *classHandlers) get(ctx context.Context, in *classNameInput) (*classOutput, error) {
-	c, err := db.RateClassGet(ctx, h.pool, in.Name)
-	if err != nil {
-		return nil, classError(err)
-	}
-	return &classOutput{Body: classFromDB(c)}, nil
+	return classResponse(h.classes.Get(ctx, in.Name))
 }
 
 func (h *classHandlers) update(ctx context.Context, in *classUpdateInput) (*classOutput, error) {
-	c, err := db.RateClassUpdate(ctx, h.pool, classToDB(&in.Body, in.Name))
-	return h.respond(ctx, c, err)
+	return classResponse(h.classes.Update(ctx, classToDB(&in.Body, in.Name)))
 }
 
 func (h *classHandlers) delete(ctx context.Context, in *classNameInput) (*struct{}, error) {
-	err := db.RateClassDelete(ctx, h.pool, in.Name)
+	err := h.classes.Delete(ctx, in.Name)
 	var ce *db.ConstraintError
 	if errors.As(err, &ce) {
 		return nil, huma.Error409Conflict("jobs still name this class: move them first",
@@ -171,21 +167,19 @@ func (h *classHandlers) delete(ctx context.Context, in *classNameInput) (*struct
 }
 
 func (h *classHandlers) degrade(ctx context.Context, in *classDegradeInput) (*classOutput, error) {
-	c, err := db.RateClassSetManualFloor(ctx, h.pool, in.Name, &in.Body.MinPriority)
-	return h.respond(ctx, c, err)
+	return classResponse(h.classes.Degrade(ctx, in.Name, in.Body.MinPriority))
 }
 
 func (h *classHandlers) restore(ctx context.Context, in *classNameInput) (*classOutput, error) {
-	c, err := db.RateClassSetManualFloor(ctx, h.pool, in.Name, nil)
-	return h.respond(ctx, c, err)
+	return classResponse(h.classes.Restore(ctx, in.Name))
 }
 
-// respond re-reads the class so the answer shows its live state.
-func (h *classHandlers) respond(ctx context.Context, c *db.RateClass, err error) (*classOutput, error) {
+// classResponse answers with c, or the problem err maps to.
+func classResponse(c *db.RateClass, err error) (*classOutput, error) {
 	if err != nil {
 		return nil, classError(err)
 	}
-	return h.get(ctx, &classNameInput{Name: c.Name})
+	return &classOutput{Body: classFromDB(c)}, nil
 }
 
 func classError(err error) error {
@@ -219,7 +213,7 @@ func classFromDB(c *db.RateClass) *RateClass {
 	out := &RateClass{Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		MinPriority: c.ManualMinPriority, Tokens: c.TokensNow, Waiting: c.Waiting,
 		OldestWait: c.OldestWait.Seconds(), Degraded: c.DegradedSince != nil, DegradedSince: c.DegradedSince,
-		EffectiveMinimum: c.MinPriority(), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		EffectiveMinimum: dispatch.FloorInForce(c), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 	if c.AutoMinPriority != nil {
 		out.Auto = &AutoDegrade{MinPriority: *c.AutoMinPriority, Depth: c.AutoDepth}
 		if c.AutoAge != nil {

@@ -10,18 +10,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
 )
-
-// idempotencyLock is how long a request holds its Idempotency-Key while it
-// runs; a retry meanwhile gets 409. A holder that died frees the key for
-// the same request after this long.
-const idempotencyLock = time.Minute
 
 // replayedHeaders are the response headers a replay repeats.
 var replayedHeaders = []string{"Content-Type", "Location"}
@@ -53,11 +47,12 @@ func showsSecret(op huma.Operation, fields ...string) huma.Operation {
 // response is remembered for 24 hours (per API key); a retry with the same
 // key and request gets that response again (marked Idempotent-Replayed),
 // one with another request 422, one while the first still runs 409.
-// Answers a retry might change (5xx, 429) are not remembered. Operations
+// Answers a retry might change (5xx, 429) are not remembered; a request
+// holds its key for a minute while it runs. Operations
 // that declare the header themselves (trigger, runs) keep the key in the
 // transaction of the run they create, and are left to it.
 type idempotency struct {
-	pool   *pgxpool.Pool
+	store  *queue.IdempotencyStore
 	api    huma.API
 	logger *slog.Logger
 }
@@ -80,7 +75,7 @@ func (m *idempotency) middleware(ctx huma.Context, next func(huma.Context)) {
 	}
 	req := &db.IdempotentRequest{APIKeyID: principal.ID, Key: key, Method: ctx.Method(), Path: ctx.URL().Path,
 		RequestHash: requestHash(ctx, body)}
-	prior, claimed, err := db.IdempotencyKeyClaimRequest(ctx.Context(), m.pool, req, idempotencyLock)
+	prior, claimed, err := m.store.Claim(ctx.Context(), req)
 	if err != nil {
 		m.fail(ctx, err)
 		return
@@ -156,7 +151,7 @@ func (m *idempotency) remember(ctx huma.Context, req *db.IdempotentRequest, rec 
 	status := rec.Status()
 	var err error
 	if status >= 500 || status == http.StatusTooManyRequests || status == 0 {
-		err = db.IdempotencyKeyReleaseRequest(ctx.Context(), m.pool, req)
+		err = m.store.Release(ctx.Context(), req)
 	} else {
 		kept, body := rec.kept(), rec.buf.Bytes()
 		if fields, _ := ctx.Operation().Metadata[secretFieldsKey].([]string); len(fields) > 0 {
@@ -164,7 +159,7 @@ func (m *idempotency) remember(ctx huma.Context, req *db.IdempotentRequest, rec 
 			kept[secretWithheldHeader] = strings.Join(fields, ", ")
 		}
 		headers, _ := json.Marshal(kept)
-		err = db.IdempotencyKeyStoreResponse(ctx.Context(), m.pool, req,
+		err = m.store.Answer(ctx.Context(), req,
 			&db.IdempotentResponse{Status: status, Body: body, Headers: headers})
 	}
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
 )
 
 // groupGuard keeps a key limited to job groups (`ax key create --groups`)
@@ -18,7 +18,8 @@ import (
 // names; creating a job in another group is refused with 403 naming the
 // field. Keys without groups are not slowed down: the checks read nothing.
 type groupGuard struct {
-	pool *pgxpool.Pool
+	jobs  *queue.JobService
+	execs *queue.ExecutionService
 }
 
 // keyGroups returns the groups the caller's key is limited to; nil: all.
@@ -50,7 +51,7 @@ func (g groupGuard) job(ctx context.Context, id uuid.UUID) error {
 	if keyGroups(ctx) == nil {
 		return nil
 	}
-	group, err := db.JobGroupByID(ctx, g.pool, id)
+	group, err := g.jobs.Group(ctx, id)
 	return g.decide(ctx, group, err, "job not found")
 }
 
@@ -59,7 +60,7 @@ func (g groupGuard) execution(ctx context.Context, id uuid.UUID) error {
 	if keyGroups(ctx) == nil {
 		return nil
 	}
-	group, err := db.ExecutionGroupByID(ctx, g.pool, id)
+	group, err := g.execs.Group(ctx, id)
 	return g.decide(ctx, group, err, "execution not found")
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -43,10 +42,6 @@ const SigningScheme = "AX1-HMAC-SHA256"
 // database clock, either way; its nonce is remembered that long after it.
 const signatureWindow = 5 * time.Minute
 
-// signingSecretPrefix marks signing secrets; the whole text is the HMAC
-// key, so curl users sign with `openssl dgst -sha256 -hmac "$secret"`.
-const signingSecretPrefix = "axsig_"
-
 var noncePattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{16,128}$`)
 
 // StringToSign is what a signed request's signature covers, one item per
@@ -72,25 +67,6 @@ func RequestSignature(secret, method, path, rawQuery string, timestamp int64, no
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(StringToSign(method, path, rawQuery, timestamp, nonce, body)))
 	return "v1=" + base64.StdEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// CreateSigningKey stores a signing key acting for an API key (with its
-// scopes) and returns its id and secret; the secret is shown once.
-func CreateSigningKey(ctx context.Context, e db.Executor, apiKeyID uuid.UUID) (uuid.UUID, string, error) {
-	raw := make([]byte, 32)
-	_, _ = rand.Read(raw)
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.Nil, "", fmt.Errorf("error generating signing key id: %w", err)
-	}
-	if err := db.APISigningKeyInsert(ctx, e, id, apiKeyID, raw); err != nil {
-		return uuid.Nil, "", err
-	}
-	return id, signingSecretText(raw), nil
-}
-
-func signingSecretText(raw []byte) string {
-	return signingSecretPrefix + base64.RawURLEncoding.EncodeToString(raw)
 }
 
 // signed authenticates an HMAC-signed request and passes it on with its
@@ -119,7 +95,7 @@ func (a *authenticator) verifySigned(ctx huma.Context) (key *db.APIKey, body []b
 	if reason != "" {
 		return nil, nil, reason, nil
 	}
-	sk, err := db.APISigningKeyGet(ctx.Context(), a.pool, h.keyID)
+	secret, apiKey, err := a.signing.Get(ctx.Context(), h.keyID)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil, nil, "unknown or revoked signing key " + h.keyID.String(), nil
 	}
@@ -130,13 +106,13 @@ func (a *authenticator) verifySigned(ctx huma.Context) (key *db.APIKey, body []b
 		return nil, nil, "", err
 	}
 	u := ctx.URL()
-	want := RequestSignature(signingSecretText(sk.Secret), ctx.Method(), u.EscapedPath(), u.RawQuery, h.timestamp, h.nonce, body)
+	want := RequestSignature(secret, ctx.Method(), u.EscapedPath(), u.RawQuery, h.timestamp, h.nonce, body)
 	if !hmac.Equal([]byte(want), []byte(h.signature)) {
 		return nil, nil, "the signature does not match the request: Ax-Signature must be v1= and the base64 HMAC-SHA256, " +
 			"keyed with the signing secret, of the lines " + SigningScheme + ", method, path, sorted query, Ax-Timestamp, " +
 			"Ax-Nonce and the hex SHA-256 of the body", nil
 	}
-	return sk.APIKey, body, a.freshness(ctx.Context(), h), nil
+	return apiKey, body, a.freshness(ctx.Context(), h), nil
 }
 
 // signedHeaderValues are a signed request's headers, parsed.
@@ -167,7 +143,7 @@ func signedHeaders(ctx huma.Context) (signedHeaderValues, string) {
 // says why not otherwise ("" when fresh). A failure to reach the database
 // refuses the request too.
 func (a *authenticator) freshness(ctx context.Context, h signedHeaderValues) string {
-	check, err := db.NonceUse(ctx, a.pool, h.keyID, h.nonce, h.timestamp, signatureWindow)
+	check, err := a.signing.UseNonce(ctx, h.keyID, h.nonce, h.timestamp, signatureWindow)
 	switch {
 	case err != nil:
 		a.logger.ErrorContext(ctx, "error recording nonce", "error", err)

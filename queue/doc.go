@@ -1,6 +1,8 @@
 // Package queue is ax's engine, seen from the API: the services the HTTP
-// operations call (jobs, executions, runs, waits, job secrets). Each
-// moving part below them has its own package, imported one way:
+// operations call (jobs, executions, runs, waits, job secrets, rate
+// classes, API keys, signing keys, idempotency keys); the API calls no
+// database function itself. Each moving part below them has its own
+// package, imported one way:
 //
 //   - notify: the one LISTEN connection per process and every NOTIFY
 //     channel name;

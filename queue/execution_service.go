@@ -181,6 +181,13 @@ func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*db.Execution
 	return exec, tasks, nil
 }
 
+// Group returns the group of execution id's job, for checks of keys
+// limited to some groups; an error wrapping db.ErrNotFound when there is
+// no such execution.
+func (s *ExecutionService) Group(ctx context.Context, id uuid.UUID) (string, error) {
+	return db.ExecutionGroupByID(ctx, s.pool, id)
+}
+
 // List returns a page of executions, newest first. When filtering by a
 // job that does not exist it returns db.ErrNotFound, not an empty page.
 func (s *ExecutionService) List(ctx context.Context, p *db.ExecutionListParams) ([]*db.Execution, error) {

@@ -104,6 +104,12 @@ func (s *JobService) Get(ctx context.Context, id uuid.UUID) (*db.Job, error) {
 	return db.JobGetByID(ctx, s.pool, id)
 }
 
+// Group returns the group of job id, for checks of keys limited to some
+// groups; an error wrapping db.ErrNotFound when there is no such job.
+func (s *JobService) Group(ctx context.Context, id uuid.UUID) (string, error) {
+	return db.JobGroupByID(ctx, s.pool, id)
+}
+
 // List returns a page of jobs.
 func (s *JobService) List(ctx context.Context, p *db.JobListParams) ([]*db.Job, error) {
 	return db.JobList(ctx, s.pool, p)

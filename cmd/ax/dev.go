@@ -14,7 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/db/pglocal"
-	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 )
 
 // devDatabase is the database `ax dev` uses on a local or started server.
@@ -106,7 +106,7 @@ func devKey(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("error creating %s: %w", dir, err)
 	}
-	key := openapi.NewAPIKeySecret()
+	key := queue.NewAPIKeySecret()
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("error writing %s: %w", path, err)
 	}

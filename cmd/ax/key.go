@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 )
 
 // runKey manages API keys directly in the database: it is the operator's
@@ -29,7 +29,7 @@ func runKey(ctx context.Context, args []string) error {
 	return subcommand(ctx, "key", args, map[string]func(context.Context, []string) error{
 		"create": func(ctx context.Context, args []string) error {
 			fs := flag.NewFlagSet("ax key create", flag.ContinueOnError)
-			scope := fs.String("scope", "", "comma-separated scopes: "+strings.Join(openapi.AllScopes, ", "))
+			scope := fs.String("scope", "", "comma-separated scopes: "+strings.Join(queue.AllScopes, ", "))
 			name := fs.String("name", "", "what the key is for")
 			labels := fs.String("labels", "", "agent keys: the only labels its agents may declare, k=v,k=v2 "+
 				"(a label may be listed with several values); default: any")
@@ -40,13 +40,13 @@ func runKey(ctx context.Context, args []string) error {
 			if *name == "" {
 				*name = "key-" + *scope
 			}
-			var limits openapi.KeyLimits
+			var limits queue.KeyLimits
 			var err error
-			if limits.Labels, err = openapi.ParseKeyLabels(*labels); err != nil {
+			if limits.Labels, err = queue.ParseKeyLabels(*labels); err != nil {
 				return err
 			}
 			limits.Groups = splitList(*groups)
-			secret, key, err := openapi.CreateAPIKeyWith(ctx, pool, *name, splitList(*scope), limits)
+			secret, key, err := queue.NewKeyService(pool).Create(ctx, *name, splitList(*scope), limits)
 			if err != nil {
 				return err
 			}

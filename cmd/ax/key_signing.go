@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 )
 
 // createSigningKey makes a key for HMAC-signed requests acting for the API
@@ -22,7 +22,7 @@ func createSigningKey(ctx context.Context, pool *pgxpool.Pool, args []string) er
 	if err != nil {
 		return fmt.Errorf("api key id %q is not a UUID", args[0])
 	}
-	id, secret, err := openapi.CreateSigningKey(ctx, pool, apiKeyID)
+	id, secret, err := queue.NewSigningKeyService(pool).Create(ctx, apiKeyID)
 	if err != nil {
 		return err
 	}

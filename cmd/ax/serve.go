@@ -19,6 +19,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -109,7 +110,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		}
 	}
 	if cfg.AdminKey != "" {
-		if err := openapi.EnsureAPIKey(ctx, pool, "bootstrap-admin", cfg.AdminKey, []string{openapi.ScopeAdmin}); err != nil {
+		if err := queue.NewKeyService(pool).Ensure(ctx, "bootstrap-admin", cfg.AdminKey, []string{queue.ScopeAdmin}); err != nil {
 			return err
 		}
 	}

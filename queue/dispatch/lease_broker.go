@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,7 +83,7 @@ type LeaseBroker struct {
 	logger   *slog.Logger
 	metrics  *metrics.Metrics
 	outbox   *delivery.Outbox // enqueues callbacks of executions results end; nil: none
-	classes  classPresence
+	classes  *RateClasses     // admission: tokens before a lease
 }
 
 // NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
@@ -97,7 +95,8 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	if m == nil {
 		m = metrics.New(nil)
 	}
-	return &LeaseBroker{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m}
+	return &LeaseBroker{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m,
+		classes: NewRateClasses(pool, logger)}
 }
 
 // Config returns the protocol settings agents are told at registration.
@@ -246,29 +245,17 @@ func (s *LeaseBroker) leaseParams(agent *db.Agent, limit int) *db.TaskLeaseParam
 		AgentLabelBound: agent.LabelBound, Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter}
 }
 
-// lease takes tokens of the rate classes that have tasks waiting (a short
-// statement of its own, so a class's bucket row is never locked for a
-// whole lease and concurrent leases do not queue on it), leases with e
-// within those grants, and gives back the tokens it did not use. Tokens
-// lost to an error only slow a class down for a moment, never speed it up.
+// lease takes tokens of the rate classes that have tasks waiting (see
+// RateClasses.admit), leases with e within those grants, and gives back
+// the tokens it did not use.
 func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, p *db.TaskLeaseParams) ([]*db.LeasedTask, error) {
-	var grants map[string]int
-	if used, err := s.classes.any(ctx, s.pool); err != nil || used {
-		if grants, err = db.RateClassTake(ctx, s.pool, p.Max); err != nil {
-			return nil, err
-		}
+	grants, err := s.classes.admit(ctx, p.Max)
+	if err != nil {
+		return nil, err
 	}
 	p.Grants = grants
 	tasks, err := db.TaskLease(ctx, e, p)
-	if len(grants) > 0 {
-		unused := maps.Clone(grants)
-		for _, t := range tasks {
-			unused[t.RateClass]--
-		}
-		if err := db.RateClassGiveBack(context.WithoutCancel(ctx), s.pool, unused); err != nil {
-			s.logger.WarnContext(ctx, "unused rate class tokens lost", "error", err)
-		}
-	}
+	s.classes.giveBack(ctx, grants, tasks)
 	return tasks, err
 }
 
@@ -454,30 +441,6 @@ func (s *LeaseBroker) SetState(ctx context.Context, agentID uuid.UUID, state str
 	}
 	s.logger.InfoContext(ctx, "agent state changed", "agent_id", agentID, "state", state)
 	return nil
-}
-
-// classPresence remembers for a second whether any rate class exists, so
-// deployments without flow control do not pay a token round trip on every
-// lease. A class created meanwhile is used within that second (its jobs'
-// tasks wait until then, they are not leased without tokens).
-type classPresence struct {
-	mu      sync.Mutex
-	checked time.Time
-	exists  bool
-}
-
-func (c *classPresence) any(ctx context.Context, e db.Executor) (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.checked) < time.Second {
-		return c.exists, nil
-	}
-	exists, err := db.RateClassAny(ctx, e)
-	if err != nil {
-		return false, err
-	}
-	c.checked, c.exists = time.Now(), exists
-	return exists, nil
 }
 
 // WithOutbox makes the service enqueue callbacks when results end

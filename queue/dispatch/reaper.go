@@ -44,8 +44,9 @@ type ReaperConfig struct {
 // their executions and marks silent agents offline. Every replica runs
 // one; a transaction-scoped advisory lock lets one sweep at a time.
 type Reaper struct {
-	pool *pgxpool.Pool
-	cfg  ReaperConfig
+	pool    *pgxpool.Pool
+	cfg     ReaperConfig
+	classes *RateClasses // automatic degradation of rate classes
 
 	bg startstop.Runner
 }
@@ -68,7 +69,7 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
-	return &Reaper{pool: pool, cfg: cfg}
+	return &Reaper{pool: pool, cfg: cfg, classes: NewRateClasses(pool, cfg.Logger)}
 }
 
 // Start sweeps in the background until Stop.
@@ -110,7 +111,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err := r.checkHealth(ctx, tx); err != nil {
 			return err
 		}
-		if err := r.degrade(ctx, tx); err != nil {
+		if err := r.classes.degradeByPressure(ctx, tx); err != nil {
 			return err
 		}
 		reaped, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize)
@@ -156,29 +157,4 @@ func (r *Reaper) checkHealth(ctx context.Context, tx pgx.Tx) error {
 			"probes", r.cfg.RestoreAfter)
 	}
 	return nil
-}
-
-// degrade switches rate classes' automatic priority floors by their
-// pressure and skips waiting tasks below a floor whose jobs say so.
-func (r *Reaper) degrade(ctx context.Context, tx pgx.Tx) error {
-	changes, err := db.RateClassDegradeAuto(ctx, tx)
-	if err != nil {
-		return err
-	}
-	for _, c := range changes {
-		if c.Degraded {
-			r.cfg.Logger.WarnContext(ctx, "rate class degraded: only higher priorities lease", "class", c.Name,
-				"min_priority", c.MinPriority)
-		} else {
-			r.cfg.Logger.InfoContext(ctx, "rate class recovered: all priorities lease again", "class", c.Name)
-		}
-	}
-	skipped, err := db.TaskSkipBelowFloor(ctx, tx)
-	if err != nil || len(skipped) == 0 {
-		return err
-	}
-	for _, id := range skipped {
-		r.cfg.Logger.InfoContext(ctx, "tasks skipped below their class's priority floor", "execution_id", id)
-	}
-	return db.ExecutionFinalize(ctx, tx, skipped)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/ax-scheduler/ax/agent"
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -95,7 +96,7 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 // createJob creates, through the API, a manual job that runs benchHandler.
 func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 	b.Helper()
-	admin, _, err := openapi.CreateAPIKeyWith(context.Background(), r.pool, "bench-admin", []string{openapi.ScopeAdmin}, openapi.KeyLimits{})
+	admin, _, err := queue.NewKeyService(r.pool).Create(context.Background(), "bench-admin", []string{queue.ScopeAdmin}, queue.KeyLimits{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 // once all of them are registered and ready.
 func (r *axReplica) startAgents(b *testing.B, n, capacity int, handler agent.HandlerFunc) {
 	b.Helper()
-	key, _, err := openapi.CreateAPIKeyWith(context.Background(), r.pool, "bench-agents", []string{openapi.ScopeAgent}, openapi.KeyLimits{})
+	key, _, err := queue.NewKeyService(r.pool).Create(context.Background(), "bench-agents", []string{queue.ScopeAgent}, queue.KeyLimits{})
 	if err != nil {
 		b.Fatal(err)
 	}

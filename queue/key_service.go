@@ -1,4 +1,4 @@
-package openapi
+package queue
 
 import (
 	"context"
@@ -11,15 +11,34 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
 )
 
-// keyPrefixLen is how much of a key listings show to tell keys apart.
-const keyPrefixLen = 11
+// Scopes an API key can carry. admin may do everything; submit may also
+// read (a submitter needs the results); read and agent grant only
+// themselves. The API decides what each scope grants; keys are checked
+// against this list when they are stored.
+const (
+	ScopeAdmin  = "admin"
+	ScopeSubmit = "submit"
+	ScopeRead   = "read"
+	ScopeAgent  = "agent"
+)
 
 // AllScopes lists the scopes a key may carry.
 var AllScopes = []string{ScopeAdmin, ScopeSubmit, ScopeRead, ScopeAgent}
+
+// keyPrefixLen is how much of a key listings show to tell keys apart.
+const keyPrefixLen = 11
+
+// Bounds of key limits: they are read on every request of the key.
+const (
+	maxKeyGroups      = 100
+	maxKeyLabelValues = 100
+	maxKeyNameLen     = 200
+)
 
 // NewAPIKeySecret returns a fresh key: "ax_" and 256 random bits.
 func NewAPIKeySecret() string {
@@ -43,9 +62,20 @@ type KeyLimits struct {
 	MintedBy *uuid.UUID
 }
 
-// CreateAPIKeyWith stores a new key with scopes and limits and returns its
-// secret, which is shown once and never stored.
-func CreateAPIKeyWith(ctx context.Context, e db.Executor, name string, scopes []string, limits KeyLimits) (string, *db.APIKey, error) {
+// KeyService stores API keys and looks them up by secret. Secrets are
+// never stored: only their SHA-256 and a short prefix to tell keys apart.
+type KeyService struct {
+	pool *pgxpool.Pool
+}
+
+// NewKeyService returns a KeyService on pool.
+func NewKeyService(pool *pgxpool.Pool) *KeyService {
+	return &KeyService{pool: pool}
+}
+
+// Create stores a new key with scopes and limits and returns its secret,
+// which is shown once and never stored.
+func (s *KeyService) Create(ctx context.Context, name string, scopes []string, limits KeyLimits) (string, *db.APIKey, error) {
 	p, secret, err := apiKeyParams(name, "", scopes)
 	if err != nil {
 		return "", nil, err
@@ -54,16 +84,28 @@ func CreateAPIKeyWith(ctx context.Context, e db.Executor, name string, scopes []
 		return "", nil, err
 	}
 	p.Labels, p.Groups, p.MintedBy = limits.Labels, limits.Groups, limits.MintedBy
-	key, err := db.APIKeyInsert(ctx, e, p)
+	key, err := db.APIKeyInsert(ctx, s.pool, p)
 	return secret, key, err
 }
 
-// Bounds of key limits: they are read on every request of the key.
-const (
-	maxKeyGroups      = 100
-	maxKeyLabelValues = 100
-	maxKeyNameLen     = 200
-)
+// Ensure stores secret as a key unless it is stored already; used for the
+// bootstrap admin key of `ax serve` (AX_ADMIN_KEY).
+func (s *KeyService) Ensure(ctx context.Context, name, secret string, scopes []string) error {
+	if len(secret) < 20 {
+		return fmt.Errorf("api key %q is too short: use at least 20 characters (ax key create makes good ones)", name)
+	}
+	p, _, err := apiKeyParams(name, secret, scopes)
+	if err != nil {
+		return err
+	}
+	return db.APIKeyEnsure(ctx, s.pool, p)
+}
+
+// Authenticate returns the live (not revoked) key whose secret has this
+// SHA-256, or an error wrapping db.ErrNotFound.
+func (s *KeyService) Authenticate(ctx context.Context, hash [32]byte) (*db.APIKey, error) {
+	return db.APIKeyAuthenticate(ctx, s.pool, hash[:])
+}
 
 func (l KeyLimits) validate(scopes []string) error {
 	admin := slices.Contains(scopes, ScopeAdmin)
@@ -117,19 +159,6 @@ func ParseKeyLabels(s string) (map[string][]string, error) {
 		return nil, nil
 	}
 	return labels, nil
-}
-
-// EnsureAPIKey stores secret as a key unless it is stored already; used
-// for the bootstrap admin key of `ax serve` (AX_ADMIN_KEY).
-func EnsureAPIKey(ctx context.Context, e db.Executor, name, secret string, scopes []string) error {
-	if len(secret) < 20 {
-		return fmt.Errorf("api key %q is too short: use at least 20 characters (ax key create makes good ones)", name)
-	}
-	p, _, err := apiKeyParams(name, secret, scopes)
-	if err != nil {
-		return err
-	}
-	return db.APIKeyEnsure(ctx, e, p)
 }
 
 func apiKeyParams(name, secret string, scopes []string) (*db.APIKeyInsertParams, string, error) {
