@@ -12,15 +12,6 @@ import (
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
 
-// Trigger kinds, executors and policies as stored in the enums of the
-// same names in schema ax.
-const (
-	TriggerCron     = "cron"
-	TriggerInterval = "interval"
-	TriggerDelay    = "delay"
-	TriggerManual   = "manual"
-)
-
 // DefaultShardRangeTo ends the default shard range: the 32-bit hash space.
 const DefaultShardRangeTo = 1 << 32
 
@@ -31,15 +22,15 @@ type Job struct {
 	Group           string
 	Owner           string
 	Description     string
-	TriggerKind     string
+	TriggerKind     TriggerKind
 	CronExpr        string // set for cron triggers
 	Timezone        string
 	IntervalSeconds int64      // set for interval triggers
 	RunAt           *time.Time // set for delay triggers
-	ExecutorKind    string
+	ExecutorKind    ExecutorKind
 	Executor        json.RawMessage // executor config, by kind
 	TargetLabels    map[string]string
-	RouteStrategy   string
+	RouteStrategy   RouteStrategy
 	RouteKey        string
 	ShardCount      int
 	ShardParams     []string
@@ -52,14 +43,14 @@ type Job struct {
 	RetryMaxAttempts       int
 	RetryBackoffSeconds    int
 	RetryBackoffMaxSeconds int
-	ConcurrencyPolicy      string
-	MisfirePolicy          string
+	ConcurrencyPolicy      ConcurrencyPolicy
+	MisfirePolicy          MisfirePolicy
 	MisfireWindowSeconds   int
 	MisfireMaxFires        int
 	RateLimitClass         string
 	// DegradeAction is what the job's tasks do while their class's
 	// priority floor is above them: wait (default) or skip.
-	DegradeAction string
+	DegradeAction DegradeAction
 	CallbackURL   string
 	Params        json.RawMessage // object handed to every run
 	// SigningSecret is set only in what JobService.Create returns: the
@@ -75,7 +66,7 @@ type Job struct {
 	LastFireAt       *time.Time
 	LastScheduledFor *time.Time
 	LastExecutionID  *uuid.UUID
-	LastState        string // state of the last execution; "" before the first fire
+	LastState        ExecutionState // state of the last execution; "" before the first fire
 	// SetAsideAt and SetAsideReason are set while the trigger loop does not
 	// fire the job because a fire of it failed; an update clears them.
 	SetAsideAt     *time.Time
@@ -217,7 +208,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		MisfirePolicy:        dbsqlc.AxMisfirePolicy(j.MisfirePolicy),
 		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
-		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(cmp.Or(j.DegradeAction, "wait")),
+		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(cmp.Or(j.DegradeAction, DegradeWait)),
 	}, nil
 }
 
@@ -233,21 +224,21 @@ func shardRangeTo(j *Job) int64 {
 func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, error) {
 	j := &Job{
 		ID: r.ID, Name: r.Name, Group: r.GroupName, Owner: r.Owner, Description: r.Description,
-		TriggerKind: string(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
+		TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
 		IntervalSeconds: deref(r.IntervalSeconds), RunAt: utcPtr(r.RunAt),
-		ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
-		RouteStrategy: string(r.RouteStrategy), RouteKey: r.RouteKey,
+		ExecutorKind: ExecutorKind(r.ExecutorKind), Executor: r.Executor,
+		RouteStrategy: RouteStrategy(r.RouteStrategy), RouteKey: r.RouteKey,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), TimeoutSeconds: int(r.TimeoutSeconds),
 		ShardRangeFrom: r.ShardRangeFrom, ShardRangeTo: r.ShardRangeTo,
 		RetryMaxAttempts: int(r.RetryMaxAttempts), RetryBackoffSeconds: int(r.RetryBackoffSeconds),
 		RetryBackoffMaxSeconds: int(r.RetryBackoffMaxSeconds),
-		ConcurrencyPolicy:      string(r.ConcurrencyPolicy), MisfirePolicy: string(r.MisfirePolicy),
+		ConcurrencyPolicy:      ConcurrencyPolicy(r.ConcurrencyPolicy), MisfirePolicy: MisfirePolicy(r.MisfirePolicy),
 		MisfireWindowSeconds: int(r.MisfireWindowSeconds), MisfireMaxFires: int(r.MisfireMaxFires),
-		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: string(r.DegradeAction),
+		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: DegradeAction(r.DegradeAction),
 		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
-		LastExecutionID: t.LastExecutionID, LastState: lastState,
+		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),
 		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason),
 	}
 	if err := json.Unmarshal(r.TargetLabels, &j.TargetLabels); err != nil {

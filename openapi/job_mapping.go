@@ -14,7 +14,7 @@ import (
 func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 	exec := executorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
 		Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler}
-	if j.Executor.Kind == "http" {
+	if db.ExecutorKind(j.Executor.Kind) == db.ExecutorHTTP {
 		exec.Method = cmp.Or(j.Executor.Method, "POST")
 	}
 	executor, err := json.Marshal(exec)
@@ -31,23 +31,23 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 	misfire := deref(j.Misfire)
 	out := &db.Job{
 		ID: id, Name: j.Name, Group: cmp.Or(j.Group, "default"), Owner: j.Owner, Description: j.Description,
-		TriggerKind: j.Trigger.Kind, CronExpr: j.Trigger.Cron, Timezone: cmp.Or(j.Trigger.Timezone, "UTC"),
+		TriggerKind: db.TriggerKind(j.Trigger.Kind), CronExpr: j.Trigger.Cron, Timezone: cmp.Or(j.Trigger.Timezone, "UTC"),
 		IntervalSeconds: j.Trigger.IntervalSeconds, RunAt: j.Trigger.RunAt,
-		ExecutorKind: j.Executor.Kind, Executor: executor,
+		ExecutorKind: db.ExecutorKind(j.Executor.Kind), Executor: executor,
 		TargetLabels:  deref(j.Target).Labels,
-		RouteStrategy: cmp.Or(route.Strategy, "round_robin"), RouteKey: route.Key,
+		RouteStrategy: cmp.Or(db.RouteStrategy(route.Strategy), db.RouteRoundRobin), RouteKey: route.Key,
 		ShardCount: cmp.Or(shards.Count, 1), ShardParams: shards.Params,
 		ShardRangeFrom: 0, ShardRangeTo: db.DefaultShardRangeTo,
 		Priority: j.Priority, TimeoutSeconds: cmp.Or(j.TimeoutSeconds, defaultTimeoutSeconds(j)),
 		RetryMaxAttempts:       cmp.Or(retry.MaxAttempts, 1),
 		RetryBackoffSeconds:    cmp.Or(retry.BackoffSeconds, 5),
 		RetryBackoffMaxSeconds: cmp.Or(retry.BackoffMaxSeconds, max(600, retry.BackoffSeconds)),
-		ConcurrencyPolicy:      cmp.Or(j.ConcurrencyPolicy, "allow"),
-		MisfirePolicy:          cmp.Or(misfire.Policy, "fire_once"),
+		ConcurrencyPolicy:      cmp.Or(db.ConcurrencyPolicy(j.ConcurrencyPolicy), db.ConcurrencyAllow),
+		MisfirePolicy:          cmp.Or(db.MisfirePolicy(misfire.Policy), db.MisfireFireOnce),
 		MisfireWindowSeconds:   cmp.Or(misfire.WindowSeconds, 86400),
 		MisfireMaxFires:        cmp.Or(misfire.MaxFires, 100),
 		RateLimitClass:         j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: params,
-		DegradeAction: cmp.Or(j.DegradeAction, "wait"),
+		DegradeAction: cmp.Or(db.DegradeAction(j.DegradeAction), db.DegradeWait),
 	}
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
@@ -73,21 +73,21 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	}
 	out := &Job{
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
-		Trigger: JobTrigger{Kind: j.TriggerKind, Cron: j.CronExpr, Timezone: j.Timezone,
+		Trigger: JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
 			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
-		Executor: JobExecutor{Kind: j.ExecutorKind, Command: exec.Command, URL: exec.URL, Method: exec.Method,
+		Executor: JobExecutor{Kind: string(j.ExecutorKind), Command: exec.Command, URL: exec.URL, Method: exec.Method,
 			Headers: exec.Headers, Body: exec.Body, Handler: exec.Handler},
 		Target: &JobTarget{Labels: j.TargetLabels},
-		Route:  &JobRoute{Strategy: j.RouteStrategy, Key: j.RouteKey},
+		Route:  &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},
 		Shards: &JobShards{Count: j.ShardCount, Params: j.ShardParams,
 			Range: &ShardRange{From: j.ShardRangeFrom, To: j.ShardRangeTo}},
 		Priority:          j.Priority,
 		TimeoutSeconds:    j.TimeoutSeconds,
 		Retry:             &JobRetry{MaxAttempts: j.RetryMaxAttempts, BackoffSeconds: j.RetryBackoffSeconds, BackoffMaxSeconds: j.RetryBackoffMaxSeconds},
-		ConcurrencyPolicy: j.ConcurrencyPolicy,
-		Misfire:           &JobMisfire{Policy: j.MisfirePolicy, WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
+		ConcurrencyPolicy: string(j.ConcurrencyPolicy),
+		Misfire:           &JobMisfire{Policy: string(j.MisfirePolicy), WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
 		RateLimitClass:    j.RateLimitClass,
-		DegradeAction:     j.DegradeAction,
+		DegradeAction:     string(j.DegradeAction),
 		Params:            Params(j.Params),
 		SigningSecret:     j.SigningSecret,
 		Paused:            j.Paused, PausedAt: j.PausedAt, NextFireAt: j.NextFireAt,
@@ -97,7 +97,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	if j.LastExecutionID != nil {
 		out.LastExecutionID = j.LastExecutionID.String()
 	}
-	out.LastState = j.LastState
+	out.LastState = string(j.LastState)
 	out.SetAsideAt, out.SetAsideReason = j.SetAsideAt, j.SetAsideReason
 	if j.CallbackURL != "" {
 		out.Callback = &JobCallback{URL: j.CallbackURL}

@@ -111,7 +111,7 @@ func (e *outEnv) cancel(id uuid.UUID) {
 	e.t.Helper()
 	exec, err := e.execs.Cancel(context.Background(), id, "test")
 	require.NoError(e.t, err)
-	require.Equal(e.t, "cancelled", exec.State)
+	require.Equal(e.t, db.ExecutionCancelled, exec.State)
 }
 
 func (e *outEnv) scalar(sql string, args ...any) any {
