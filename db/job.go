@@ -28,7 +28,7 @@ type Job struct {
 	IntervalSeconds int64      // set for interval triggers
 	RunAt           *time.Time // set for delay triggers
 	ExecutorKind    ExecutorKind
-	Executor        json.RawMessage // executor config, by kind
+	Executor        ExecutorConfig
 	TargetLabels    map[string]string
 	RouteStrategy   RouteStrategy
 	RouteKey        string
@@ -194,11 +194,15 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 	if err != nil {
 		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding shard params: %w", err)
 	}
+	executor, err := json.Marshal(j.Executor)
+	if err != nil {
+		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding executor: %w", err)
+	}
 	return dbsqlc.JobInsertParams{
 		ID: j.ID, Name: j.Name, GroupName: j.Group, Owner: j.Owner, Description: j.Description,
 		TriggerKind: dbsqlc.AxTriggerKind(j.TriggerKind), CronExpr: nilIfEmpty(j.CronExpr),
 		Timezone: j.Timezone, IntervalSeconds: nilIfZero(j.IntervalSeconds), RunAt: j.RunAt,
-		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: jsonOr(j.Executor, "{}"),
+		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: executor,
 		TargetLabels: labels, RouteStrategy: dbsqlc.AxRouteStrategy(j.RouteStrategy), RouteKey: j.RouteKey,
 		ShardCount: int32(j.ShardCount), ShardParams: shardParams, Priority: int32(j.Priority),
 		ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: shardRangeTo(j),
@@ -226,7 +230,7 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		ID: r.ID, Name: r.Name, Group: r.GroupName, Owner: r.Owner, Description: r.Description,
 		TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
 		IntervalSeconds: deref(r.IntervalSeconds), RunAt: utcPtr(r.RunAt),
-		ExecutorKind: ExecutorKind(r.ExecutorKind), Executor: r.Executor,
+		ExecutorKind:  ExecutorKind(r.ExecutorKind),
 		RouteStrategy: RouteStrategy(r.RouteStrategy), RouteKey: r.RouteKey,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), TimeoutSeconds: int(r.TimeoutSeconds),
 		ShardRangeFrom: r.ShardRangeFrom, ShardRangeTo: r.ShardRangeTo,
@@ -240,6 +244,10 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
 		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),
 		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason),
+	}
+	var err error
+	if j.Executor, err = executorConfigFromJSON(r.Executor); err != nil {
+		return nil, fmt.Errorf("job %s: %w", r.ID, err)
 	}
 	if err := json.Unmarshal(r.TargetLabels, &j.TargetLabels); err != nil {
 		return nil, fmt.Errorf("error decoding target labels of job %s: %w", r.ID, err)

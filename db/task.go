@@ -110,7 +110,7 @@ type LeasedTask struct {
 	LeaseToken     uuid.UUID
 	LeaseExpiresAt time.Time
 	ExecutorKind   ExecutorKind
-	Executor       json.RawMessage
+	Executor       ExecutorConfig
 	Params         json.RawMessage
 	ScheduledFor   time.Time
 	JobName        string
@@ -174,7 +174,7 @@ func TaskLease(ctx context.Context, b TxBeginner, p *TaskLeaseParams) ([]*Leased
 		if err != nil {
 			return nil, err
 		}
-		return leasedTasks(rows), nil
+		return leasedTasks(rows)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
@@ -200,19 +200,23 @@ func leasePickParams(p *TaskLeaseParams) (dbsqlc.TaskLeasePickParams, error) {
 	return pick, nil
 }
 
-func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) []*LeasedTask {
+func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*LeasedTask, error) {
 	out := make([]*LeasedTask, len(rows))
 	for i, r := range rows {
+		exec, err := executorConfigFromJSON(r.Executor)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", r.JobID, err)
+		}
 		out[i] = &LeasedTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
 			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt),
 			MaxAttempts: int(r.MaxAttempts), TimeoutSeconds: int(r.TimeoutSeconds), LeaseToken: r.LeaseToken,
-			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: ExecutorKind(r.ExecutorKind), Executor: r.Executor,
+			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: ExecutorKind(r.ExecutorKind), Executor: exec,
 			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), JobName: r.JobName, JobGroup: r.GroupName,
 			RoutedHere: r.RoutedHere, ReadyAt: r.ReadyAt.UTC(),
 			Waited: time.Duration(r.WaitedSeconds * float64(time.Second)), RateClass: r.RateClass, Priority: int(r.Priority),
 			TraceParent: r.Traceparent}
 	}
-	return out
+	return out, nil
 }
 
 // TaskRef names a leased task with its fencing token.
@@ -475,7 +479,7 @@ type HTTPTask struct {
 	// answers 202 sends back.
 	Token        uuid.UUID
 	Deadline     time.Time // by the database clock
-	Executor     json.RawMessage
+	Executor     ExecutorConfig
 	JobName      string
 	Params       json.RawMessage
 	ScheduledFor time.Time
@@ -492,9 +496,13 @@ func TaskLeaseAgentless(ctx context.Context, e Executor, id uuid.UUID, attempt i
 	if err != nil {
 		return nil, fmt.Errorf("error leasing http task %s: %w", id, mapErr(err))
 	}
+	exec, err := executorConfigFromJSON(r.Executor)
+	if err != nil {
+		return nil, fmt.Errorf("http task %s: %w", id, err)
+	}
 	return &HTTPTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
 		ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
-		TimeoutSeconds: int(r.TimeoutSeconds), Token: r.LeaseToken, Deadline: r.Deadline.UTC(), Executor: r.Executor,
+		TimeoutSeconds: int(r.TimeoutSeconds), Token: r.LeaseToken, Deadline: r.Deadline.UTC(), Executor: exec,
 		JobName: r.JobName, Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), Priority: int(r.Priority),
 		TraceParent: r.Traceparent, Secrets: secretList(r.Secret, r.PreviousSecret)}, nil
 }

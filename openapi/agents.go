@@ -2,7 +2,6 @@ package openapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -272,17 +271,12 @@ func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput
 		return nil, err
 	}
 	for _, t := range tasks {
-		var exec executorConfig
-		if err := json.Unmarshal(t.Executor, &exec); err != nil {
-			return nil, fmt.Errorf("error decoding executor of job %s: %w", t.JobID, err)
-		}
 		out.Body.Tasks = append(out.Body.Tasks, LeasedTask{
 			TaskID: t.ID.String(), ExecutionID: t.ExecutionID.String(), JobID: t.JobID.String(),
 			ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt,
 			MaxAttempts: t.MaxAttempts, LeaseToken: t.LeaseToken.String(), LeaseExpiresAt: t.LeaseExpiresAt,
 			TimeoutSeconds: t.TimeoutSeconds, ScheduledFor: t.ScheduledFor, Params: t.Params, TraceParent: t.TraceParent,
-			Executor: JobExecutor{Kind: string(t.ExecutorKind), Command: exec.Command, URL: exec.URL, Method: exec.Method,
-				Headers: exec.Headers, Body: exec.Body, Handler: exec.Handler},
+			Executor: jobExecutorFromDB(t.ExecutorKind, &t.Executor),
 		})
 	}
 	return out, nil

@@ -2,8 +2,6 @@ package openapi
 
 import (
 	"cmp"
-	"encoding/json"
-	"fmt"
 
 	"github.com/google/uuid"
 
@@ -12,14 +10,10 @@ import (
 
 // jobToDB turns an API job into a definition, filling defaults.
 func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
-	exec := executorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
+	executor := db.ExecutorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
 		Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler}
 	if db.ExecutorKind(j.Executor.Kind) == db.ExecutorHTTP {
-		exec.Method = cmp.Or(j.Executor.Method, "POST")
-	}
-	executor, err := json.Marshal(exec)
-	if err != nil {
-		return nil, fmt.Errorf("error encoding executor: %w", err)
+		executor.Method = cmp.Or(j.Executor.Method, "POST")
 	}
 	params := []byte(j.Params)
 	if len(params) == 0 {
@@ -55,30 +49,15 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 	return out, nil
 }
 
-// executorConfig is the executor's settings as stored in job.executor.
-type executorConfig struct {
-	Command string            `json:"command,omitempty"`
-	URL     string            `json:"url,omitempty"`
-	Method  string            `json:"method,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-	Body    string            `json:"body,omitempty"`
-	Handler string            `json:"handler,omitempty"`
-}
-
 // jobFromDB shows a stored job with every setting spelled out.
 func jobFromDB(j *db.Job) (*Job, error) {
-	var exec executorConfig
-	if err := json.Unmarshal(j.Executor, &exec); err != nil {
-		return nil, fmt.Errorf("error decoding executor of job %s: %w", j.ID, err)
-	}
 	out := &Job{
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
 		Trigger: JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
 			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
-		Executor: JobExecutor{Kind: string(j.ExecutorKind), Command: exec.Command, URL: exec.URL, Method: exec.Method,
-			Headers: exec.Headers, Body: exec.Body, Handler: exec.Handler},
-		Target: &JobTarget{Labels: j.TargetLabels},
-		Route:  &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},
+		Executor: jobExecutorFromDB(j.ExecutorKind, &j.Executor),
+		Target:   &JobTarget{Labels: j.TargetLabels},
+		Route:    &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},
 		Shards: &JobShards{Count: j.ShardCount, Params: j.ShardParams,
 			Range: &ShardRange{From: j.ShardRangeFrom, To: j.ShardRangeTo}},
 		Priority:          j.Priority,
@@ -103,6 +82,12 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		out.Callback = &JobCallback{URL: j.CallbackURL}
 	}
 	return out, nil
+}
+
+// jobExecutorFromDB shows a stored executor of kind.
+func jobExecutorFromDB(kind db.ExecutorKind, c *db.ExecutorConfig) JobExecutor {
+	return JobExecutor{Kind: string(kind), Command: c.Command, URL: c.URL, Method: c.Method,
+		Headers: c.Headers, Body: c.Body, Handler: c.Handler}
 }
 
 func deref[T any](p *T) T {

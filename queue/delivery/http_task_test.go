@@ -238,7 +238,7 @@ func TestHTTPTaskCostlyBodyTemplateIsStopped(t *testing.T) {
 	require.NoError(t, err)
 	body := func(tmpl string) func(j *db.Job) {
 		return func(j *db.Job) {
-			j.Executor, _ = json.Marshal(map[string]any{"url": target.URL + "/costly", "method": "POST", "body": tmpl})
+			j.Executor = db.ExecutorConfig{URL: target.URL + "/costly", Method: "POST", Body: tmpl}
 			j.Params = big
 		}
 	}
