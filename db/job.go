@@ -73,6 +73,14 @@ type Job struct {
 	SetAsideReason string
 }
 
+// Agentless reports whether ax serve itself runs the job's tasks instead
+// of an agent: an HTTP executor and no target labels, unless the job is
+// broadcast (one task per agent). JobInsert and JobUpdate store the answer
+// in job.agentless, which the tasks of each run copy.
+func (j *Job) Agentless() bool {
+	return j.ExecutorKind == ExecutorHTTP && len(j.TargetLabels) == 0 && j.RouteStrategy != RouteBroadcast
+}
+
 // JobInsert stores a new job and its trigger row (with job.NextFireAt and
 // job.Paused) and returns the stored job.
 func JobInsert(ctx context.Context, e Executor, job *Job) (*Job, error) {
@@ -113,7 +121,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		ConcurrencyPolicy: p.ConcurrencyPolicy, MisfirePolicy: p.MisfirePolicy,
 		MisfireWindowSeconds: p.MisfireWindowSeconds, MisfireMaxFires: p.MisfireMaxFires,
 		RateLimitClass: p.RateLimitClass, CallbackUrl: p.CallbackUrl, Params: p.Params,
-		DegradeAction: p.DegradeAction,
+		DegradeAction: p.DegradeAction, Agentless: p.Agentless,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -213,6 +221,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
 		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(cmp.Or(j.DegradeAction, DegradeWait)),
+		Agentless: j.Agentless(),
 	}, nil
 }
 
