@@ -1,7 +1,6 @@
 package db
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,9 +10,6 @@ import (
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
-
-// DefaultShardRangeTo ends the default shard range: the 32-bit hash space.
-const DefaultShardRangeTo = 1 << 32
 
 // Job is a job definition joined with its trigger row.
 type Job struct {
@@ -35,7 +31,7 @@ type Job struct {
 	ShardCount      int
 	ShardParams     []string
 	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
-	// a parameter get: [0, 2^32) when both are zero.
+	// a parameter get: [0, 2^32) by default (FillDefaults).
 	ShardRangeFrom         int64
 	ShardRangeTo           int64
 	Priority               int
@@ -213,25 +209,16 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: executor,
 		TargetLabels: labels, RouteStrategy: dbsqlc.AxRouteStrategy(j.RouteStrategy), RouteKey: j.RouteKey,
 		ShardCount: int32(j.ShardCount), ShardParams: shardParams, Priority: int32(j.Priority),
-		ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: shardRangeTo(j),
+		ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: j.ShardRangeTo,
 		TimeoutSeconds: int32(j.TimeoutSeconds), RetryMaxAttempts: int32(j.RetryMaxAttempts),
 		RetryBackoffSeconds: int32(j.RetryBackoffSeconds), RetryBackoffMaxSeconds: int32(j.RetryBackoffMaxSeconds),
 		ConcurrencyPolicy:    dbsqlc.AxConcurrencyPolicy(j.ConcurrencyPolicy),
 		MisfirePolicy:        dbsqlc.AxMisfirePolicy(j.MisfirePolicy),
 		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
-		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(cmp.Or(j.DegradeAction, DegradeWait)),
+		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(j.DegradeAction),
 		Agentless: j.Agentless(),
 	}, nil
-}
-
-// shardRangeTo is the end of the job's shard range: the default's when
-// the range is unset (both ends zero).
-func shardRangeTo(j *Job) int64 {
-	if j.ShardRangeFrom == 0 && j.ShardRangeTo == 0 {
-		return DefaultShardRangeTo
-	}
-	return j.ShardRangeTo
 }
 
 func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, error) {

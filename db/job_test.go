@@ -72,6 +72,7 @@ func TestJobAgentlessColumn(t *testing.T) {
 		ExecutorKind: db.ExecutorHTTP, Executor: db.ExecutorConfig{URL: "https://example.com", Method: "POST"},
 		RouteStrategy: db.RouteRoundRobin, ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1,
 		ConcurrencyPolicy: db.ConcurrencyAllow, MisfirePolicy: db.MisfireFireOnce, MisfireMaxFires: 1}
+	job.FillDefaults()
 	_, err = db.JobInsert(ctx, pool, job)
 	require.NoError(t, err)
 	require.True(t, storedAgentless(t, pool, job.ID))
@@ -82,4 +83,40 @@ func storedAgentless(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) bool {
 	var agentless bool
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT agentless FROM ax.job WHERE id = $1`, id).Scan(&agentless))
 	return agentless
+}
+
+// TestJobSQLDefaultsAreFillDefaults: the column defaults of ax.job, a
+// safety net for rows written by hand (JobInsert passes every column),
+// equal what db.Job.FillDefaults fills.
+func TestJobSQLDefaultsAreFillDefaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	for _, kind := range []db.ExecutorKind{db.ExecutorShell, db.ExecutorHTTP} {
+		id := uuid.New()
+		_, err := pool.Exec(ctx, `
+			WITH j AS (
+			    INSERT INTO ax.job (id, name, trigger_kind, executor_kind, target_labels, agentless)
+			    VALUES ($1, $2, 'manual', $3, '{"pool":"a"}', false)
+			    RETURNING id)
+			INSERT INTO ax.trigger (job_id) SELECT id FROM j`, id, id.String(), string(kind))
+		require.NoError(t, err)
+		stored, err := db.JobGetByID(ctx, pool, id)
+		require.NoError(t, err)
+
+		want := &db.Job{ExecutorKind: kind, TargetLabels: stored.TargetLabels}
+		want.FillDefaults()
+		want.Executor.Method = "" // the column's default executor is the empty object, whatever the kind
+		require.Equal(t, jobDefaults(want), jobDefaults(stored), "kind %s", kind)
+	}
+}
+
+// jobDefaults is what FillDefaults decides of j.
+func jobDefaults(j *db.Job) db.Job {
+	return db.Job{Group: j.Group, Timezone: j.Timezone, Executor: j.Executor, RouteStrategy: j.RouteStrategy,
+		ShardCount: j.ShardCount, ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: j.ShardRangeTo,
+		TimeoutSeconds: j.TimeoutSeconds, RetryMaxAttempts: j.RetryMaxAttempts,
+		RetryBackoffSeconds: j.RetryBackoffSeconds, RetryBackoffMaxSeconds: j.RetryBackoffMaxSeconds,
+		ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy,
+		MisfireWindowSeconds: j.MisfireWindowSeconds, MisfireMaxFires: j.MisfireMaxFires, DegradeAction: j.DegradeAction}
 }

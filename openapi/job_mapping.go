@@ -1,51 +1,46 @@
 package openapi
 
 import (
-	"cmp"
+	"encoding/json"
 
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
 )
 
-// jobToDB turns an API job into a definition, filling defaults.
+// jobToDB turns an API job into a definition with its defaults filled
+// (by db.Job.FillDefaults, their one owner).
 func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
-	executor := db.ExecutorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
-		Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler}
-	if db.ExecutorKind(j.Executor.Kind) == db.ExecutorHTTP {
-		executor.Method = cmp.Or(j.Executor.Method, "POST")
-	}
-	params := []byte(j.Params)
-	if len(params) == 0 {
-		params = []byte("{}")
-	}
 	route := deref(j.Route)
 	shards := deref(j.Shards)
 	retry := deref(j.Retry)
 	misfire := deref(j.Misfire)
 	out := &db.Job{
-		ID: id, Name: j.Name, Group: cmp.Or(j.Group, "default"), Owner: j.Owner, Description: j.Description,
-		TriggerKind: db.TriggerKind(j.Trigger.Kind), CronExpr: j.Trigger.Cron, Timezone: cmp.Or(j.Trigger.Timezone, "UTC"),
+		ID: id, Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
+		TriggerKind: db.TriggerKind(j.Trigger.Kind), CronExpr: j.Trigger.Cron, Timezone: j.Trigger.Timezone,
 		IntervalSeconds: j.Trigger.IntervalSeconds, RunAt: j.Trigger.RunAt,
-		ExecutorKind: db.ExecutorKind(j.Executor.Kind), Executor: executor,
+		ExecutorKind: db.ExecutorKind(j.Executor.Kind),
+		Executor: db.ExecutorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
+			Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler},
 		TargetLabels:  deref(j.Target).Labels,
-		RouteStrategy: cmp.Or(db.RouteStrategy(route.Strategy), db.RouteRoundRobin), RouteKey: route.Key,
-		ShardCount: cmp.Or(shards.Count, 1), ShardParams: shards.Params,
-		ShardRangeFrom: 0, ShardRangeTo: db.DefaultShardRangeTo,
-		Priority: j.Priority, TimeoutSeconds: cmp.Or(j.TimeoutSeconds, defaultTimeoutSeconds(j)),
-		RetryMaxAttempts:       cmp.Or(retry.MaxAttempts, 1),
-		RetryBackoffSeconds:    cmp.Or(retry.BackoffSeconds, 5),
-		RetryBackoffMaxSeconds: cmp.Or(retry.BackoffMaxSeconds, max(600, retry.BackoffSeconds)),
-		ConcurrencyPolicy:      cmp.Or(db.ConcurrencyPolicy(j.ConcurrencyPolicy), db.ConcurrencyAllow),
-		MisfirePolicy:          cmp.Or(db.MisfirePolicy(misfire.Policy), db.MisfireFireOnce),
-		MisfireWindowSeconds:   cmp.Or(misfire.WindowSeconds, 86400),
-		MisfireMaxFires:        cmp.Or(misfire.MaxFires, 100),
-		RateLimitClass:         j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: params,
-		DegradeAction: cmp.Or(db.DegradeAction(j.DegradeAction), db.DegradeWait),
+		RouteStrategy: db.RouteStrategy(route.Strategy), RouteKey: route.Key,
+		ShardCount: shards.Count, ShardParams: shards.Params,
+		Priority: j.Priority, TimeoutSeconds: j.TimeoutSeconds,
+		RetryMaxAttempts: retry.MaxAttempts, RetryBackoffSeconds: retry.BackoffSeconds,
+		RetryBackoffMaxSeconds: retry.BackoffMaxSeconds,
+		ConcurrencyPolicy:      db.ConcurrencyPolicy(j.ConcurrencyPolicy),
+		MisfirePolicy:          db.MisfirePolicy(misfire.Policy),
+		MisfireWindowSeconds:   misfire.WindowSeconds, MisfireMaxFires: misfire.MaxFires,
+		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: json.RawMessage(j.Params),
+		DegradeAction: db.DegradeAction(j.DegradeAction),
+	}
+	if out.ExecutorKind == db.ExecutorHTTP { // the schema's default fills method for every kind
+		out.Executor.Method = j.Executor.Method
 	}
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
 	}
+	out.FillDefaults()
 	return out, nil
 }
 
@@ -96,13 +91,4 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-// defaultTimeoutSeconds is a job's timeout when it names none: an hour,
-// or the most an agentless HTTP task may take.
-func defaultTimeoutSeconds(j *Job) int {
-	if agentlessHTTP(j) {
-		return maxAgentlessTimeoutSeconds
-	}
-	return 3600
 }

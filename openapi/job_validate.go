@@ -18,9 +18,6 @@ import (
 
 var labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,100}$`)
 
-// maxAgentlessTimeoutSeconds is delivery.MaxAgentlessHTTPTimeout in seconds.
-const maxAgentlessTimeoutSeconds = int(delivery.MaxAgentlessHTTPTimeout / time.Second)
-
 // Resolve checks what struct tags cannot: fields that depend on each
 // other, cron expressions, timezones and URLs. Huma calls it after
 // decoding, so every error names its field (body.trigger.cron…).
@@ -65,10 +62,10 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if j.Retry != nil && j.Retry.BackoffMaxSeconds != 0 && j.Retry.BackoffMaxSeconds < j.Retry.BackoffSeconds {
 		errs.add(prefix.With("retry.backoff_max_seconds"), "must not be less than retry.backoff_seconds", j.Retry.BackoffMaxSeconds)
 	}
-	if agentlessHTTP(j) && j.TimeoutSeconds > maxAgentlessTimeoutSeconds {
+	if agentlessHTTP(j) && j.TimeoutSeconds > db.MaxAgentlessTimeoutSeconds {
 		errs.add(prefix.With("timeout_seconds"), fmt.Sprintf("must be at most %d for an HTTP job ax sends itself "+
 			"(no target labels): its request holds a server worker; for longer work answer 202 and post the result "+
-			"to the completion URL, or run it on an agent", maxAgentlessTimeoutSeconds), j.TimeoutSeconds)
+			"to the completion URL, or run it on an agent", db.MaxAgentlessTimeoutSeconds), j.TimeoutSeconds)
 	}
 	if j.Callback != nil {
 		if reason := httpURLProblem(j.Callback.URL); reason != "" {

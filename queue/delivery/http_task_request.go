@@ -68,7 +68,7 @@ func ParseHTTPBodyTemplate(body string) error {
 func httpTaskRequest(ctx context.Context, t *db.HTTPTask, cfg HTTPTaskConfig, agent string) (*http.Request, error) {
 	exec := &t.Executor
 	env := httpEnvelope(t, cfg.PublicURL)
-	method := cmp.Or(exec.Method, http.MethodPost)
+	method := cmp.Or(exec.Method, db.DefaultHTTPMethod) // a job saved without one
 	var body []byte
 	if method != http.MethodGet && method != http.MethodHead {
 		var err error

@@ -58,7 +58,7 @@ type HTTPTaskConfig struct {
 // holds one of ax serve's HTTP workers while it waits. Longer work runs on
 // an agent (target labels), or answers 202 at once and posts its result to
 // the completion URL.
-const MaxAgentlessHTTPTimeout = 15 * time.Minute
+const MaxAgentlessHTTPTimeout = db.MaxAgentlessTimeoutSeconds * time.Second
 
 func (c HTTPTaskConfig) withDefaults() HTTPTaskConfig {
 	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, MaxHTTPResultBytes)

@@ -75,7 +75,7 @@ func (e *outEnv) job(mutate func(j *db.Job)) *db.Job {
 		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait"}
+		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}

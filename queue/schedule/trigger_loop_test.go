@@ -41,7 +41,8 @@ func (e *env) job(kind db.TriggerKind, mutate func(j *db.Job)) *db.Job {
 	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: kind, Timezone: "UTC",
 		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 5, RetryBackoffMaxSeconds: 60,
-		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100}
+		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
+		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
 	switch kind {
 	case db.TriggerCron:
 		j.CronExpr = "* * * * * *"
