@@ -21,7 +21,7 @@ type Agent struct {
 	Capacity int
 	Weight   int // share under the weighted strategy; defaults to 1
 	Version  string
-	State    string
+	State    AgentState
 	Ready    bool
 	APIKeyID uuid.UUID
 	// RegisteredBy is the key the agent registered with; with Name, its
@@ -102,7 +102,7 @@ func AgentHeartbeat(ctx context.Context, e Executor, id uuid.UUID, l *AgentLoad)
 }
 
 // AgentSetState sets an agent's state (draining, offline…).
-func AgentSetState(ctx context.Context, e Executor, id uuid.UUID, state string) error {
+func AgentSetState(ctx context.Context, e Executor, id uuid.UUID, state AgentState) error {
 	if err := queries.AgentSetState(ctx, e, dbsqlc.AgentSetStateParams{ID: id, State: dbsqlc.AxAgentState(state)}); err != nil {
 		return fmt.Errorf("error setting state of agent %s: %w", id, mapErr(err))
 	}
@@ -136,7 +136,7 @@ func AgentResume(ctx context.Context, e Executor, id uuid.UUID) error {
 
 // DefaultExecutors are the task kinds an agent accepts when it does not
 // say: shell runs only where an agent enables it.
-var DefaultExecutors = []string{"handler", "http"}
+var DefaultExecutors = []string{string(ExecutorHandler), string(ExecutorHTTP)}
 
 func cmpSlice(s, fallback []string) []string {
 	if len(s) == 0 {
@@ -181,7 +181,7 @@ func AgentMarkOffline(ctx context.Context, e Executor, silent time.Duration) ([]
 
 func agentFromRow(r dbsqlc.AxAgent, leased int) (*Agent, error) {
 	a := &Agent{ID: r.ID, Name: r.Name, Capacity: int(r.Capacity), Weight: int(r.Weight), Version: r.Version,
-		State: string(r.State), QuarantinedAt: utcPtr(r.QuarantinedAt), DrainedAt: utcPtr(r.DrainedAt),
+		State: AgentState(r.State), QuarantinedAt: utcPtr(r.QuarantinedAt), DrainedAt: utcPtr(r.DrainedAt),
 		Executors: r.Executors, RegisteredBy: r.RegisteredBy, LabelBound: r.LabelBound,
 		Ready: r.Ready, APIKeyID: r.ApiKeyID, Running: int(r.Running), Leased: leased, CPU: r.Cpu,
 		Load1: r.Load1, Mem: r.Memory, RegisteredAt: r.RegisteredAt.UTC(), LastHeartbeatAt: r.LastHeartbeatAt.UTC()}
@@ -277,7 +277,7 @@ func AgentTakeProbe(ctx context.Context, e Executor, id uuid.UUID, every time.Du
 
 // AgentCount is how many agents share a state, readiness and pool label.
 type AgentCount struct {
-	State  string
+	State  AgentState
 	Ready  bool
 	Pool   string
 	Agents int64
@@ -291,7 +291,7 @@ func AgentCountByState(ctx context.Context, e Executor) (counts []AgentCount, po
 		return nil, nil, fmt.Errorf("error counting agents: %w", mapErr(err))
 	}
 	for _, r := range rows {
-		counts = append(counts, AgentCount{State: r.State, Ready: r.Ready, Pool: r.Pool, Agents: r.Agents})
+		counts = append(counts, AgentCount{State: AgentState(r.State), Ready: r.Ready, Pool: r.Pool, Agents: r.Agents})
 	}
 	if pools, err = queries.JobListTargetedPools(ctx, e); err != nil {
 		return nil, nil, fmt.Errorf("error listing targeted pools: %w", mapErr(err))

@@ -12,13 +12,6 @@ import (
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
 
-// Callback states, as in the enum ax.callback_state.
-const (
-	CallbackPending   = "pending"
-	CallbackDelivered = "delivered"
-	CallbackFailed    = "callback_failed"
-)
-
 // CallbackRef names one delivery of an execution's callback.
 type CallbackRef struct {
 	ExecutionID uuid.UUID
@@ -43,15 +36,15 @@ func CallbackTakeUnenqueued(ctx context.Context, e Executor, max int) ([]Callbac
 // CallbackDelivery is what one delivery attempt needs.
 type CallbackDelivery struct {
 	ExecutionID, JobID uuid.UUID
-	State              string // of the callback
+	State              CallbackState // of the callback
 	Delivery           int
 	Attempts           int    // made so far in this delivery
 	URL                string // the job's callback URL now ("" when removed)
 	JobName, JobGroup  string
 	Secrets            []string // current first; the previous one while a rotation lasts
 
-	Cause          string
-	ExecutionState string
+	Cause          ExecutionCause
+	ExecutionState ExecutionState
 	ScheduledFor   time.Time
 	FiredAt        time.Time
 	StartedAt      *time.Time
@@ -77,9 +70,9 @@ func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UU
 	if err != nil {
 		return nil, fmt.Errorf("error getting callback of execution %s: %w", executionID, mapErr(err))
 	}
-	d := &CallbackDelivery{ExecutionID: r.ExecutionID, JobID: r.JobID, State: string(r.State),
+	d := &CallbackDelivery{ExecutionID: r.ExecutionID, JobID: r.JobID, State: CallbackState(r.State),
 		Delivery: int(r.Delivery), Attempts: int(r.Attempts), URL: r.Url, JobName: r.JobName, JobGroup: r.GroupName,
-		Cause: string(r.Cause), ExecutionState: string(r.ExecutionState), ScheduledFor: r.ScheduledFor.UTC(),
+		Cause: ExecutionCause(r.Cause), ExecutionState: ExecutionState(r.ExecutionState), ScheduledFor: r.ScheduledFor.UTC(),
 		FiredAt: r.FiredAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 		Error: deref(r.ExecutionError), ShardCount: int(r.ShardCount), Misfired: r.Misfired, Params: r.Params,
 		TraceParent: r.Traceparent, Shards: r.Shards}
@@ -115,7 +108,7 @@ type CallbackAttemptRecord struct {
 	Error      string
 	// Then is the callback's state afterwards; NextAttemptAt is set when it
 	// stays pending.
-	Then          string
+	Then          CallbackState
 	NextAttemptAt *time.Time
 }
 
@@ -162,7 +155,7 @@ func CallbackRedeliver(ctx context.Context, e Executor, executionID uuid.UUID) (
 // Callback is the delivery state of an execution's callback.
 type Callback struct {
 	ExecutionID   uuid.UUID
-	State         string
+	State         CallbackState
 	Delivery      int
 	Attempts      int
 	LastStatus    int
@@ -184,7 +177,7 @@ func CallbackGet(ctx context.Context, e Executor, executionID uuid.UUID, maxAtte
 	if err != nil {
 		return nil, fmt.Errorf("error getting callback of execution %s: %w", executionID, mapErr(err))
 	}
-	c := &Callback{ExecutionID: r.ExecutionID, State: string(r.State), Delivery: int(r.Delivery),
+	c := &Callback{ExecutionID: r.ExecutionID, State: CallbackState(r.State), Delivery: int(r.Delivery),
 		Attempts: int(r.Attempts), LastStatus: int(deref(r.LastStatus)), LastError: deref(r.LastError),
 		NextAttemptAt: utcPtr(r.NextAttemptAt), DeliveredAt: utcPtr(r.DeliveredAt), FailedAt: utcPtr(r.FailedAt),
 		CreatedAt: r.CreatedAt.UTC()}

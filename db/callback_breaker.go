@@ -8,20 +8,13 @@ import (
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
 
-// Breaker states, as in the enum ax.breaker_state.
-const (
-	BreakerClosed   = "closed"
-	BreakerOpen     = "open"
-	BreakerHalfOpen = "half_open"
-)
-
 // BreakerAdmission is what a breaker says to one delivery.
 type BreakerAdmission struct {
-	State     string    // before the call
-	Probe     bool      // this delivery is the half-open probe
-	OpenUntil time.Time // while open
-	Failures  int       // consecutive failures counted
-	Now       time.Time // the database clock
+	State     BreakerState // before the call
+	Probe     bool         // this delivery is the half-open probe
+	OpenUntil time.Time    // while open
+	Failures  int          // consecutive failures counted
+	Now       time.Time    // the database clock
 }
 
 // CallbackBreakerAdmit asks host's breaker whether a delivery may go; a
@@ -31,24 +24,24 @@ func CallbackBreakerAdmit(ctx context.Context, e Executor, host string, probeTim
 	if err != nil {
 		return BreakerAdmission{}, fmt.Errorf("error checking breaker of %s: %w", host, mapErr(err))
 	}
-	return BreakerAdmission{State: r.State, Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Failures: int(r.Failures),
+	return BreakerAdmission{State: BreakerState(r.State), Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Failures: int(r.Failures),
 		Now: r.Now.UTC()}, nil
 }
 
 // CallbackBreakerFailure counts a failed delivery to host and returns the
 // breaker's state before and after.
-func CallbackBreakerFailure(ctx context.Context, e Executor, host string, threshold int, openFor time.Duration) (prev, now string, err error) {
+func CallbackBreakerFailure(ctx context.Context, e Executor, host string, threshold int, openFor time.Duration) (prev, now BreakerState, err error) {
 	r, err := queries.CallbackBreakerFailure(ctx, e, dbsqlc.CallbackBreakerFailureParams{
 		Host: host, Threshold: int32(threshold), OpenSeconds: openFor.Seconds()})
 	if err != nil {
 		return "", "", fmt.Errorf("error recording failure to %s: %w", host, mapErr(err))
 	}
-	return r.PrevState, r.State, nil
+	return BreakerState(r.PrevState), BreakerState(r.State), nil
 }
 
 // CallbackBreakerSuccess closes host's breaker; it returns the state
 // before, or "" when nothing needed resetting.
-func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (string, error) {
+func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (BreakerState, error) {
 	rows, err := queries.CallbackBreakerSuccess(ctx, e, host)
 	if err != nil {
 		return "", fmt.Errorf("error recording success to %s: %w", host, mapErr(err))
@@ -56,7 +49,7 @@ func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (strin
 	if len(rows) == 0 {
 		return "", nil
 	}
-	return rows[0], nil
+	return BreakerState(rows[0]), nil
 }
 
 // CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
@@ -70,7 +63,8 @@ func CallbackBreakerDeleteIdle(ctx context.Context, e Executor) (int64, error) {
 
 // Breaker is the circuit breaker state of one callback host.
 type Breaker struct {
-	Host, State string // closed, open or half_open
+	Host  string
+	State BreakerState // closed, open or half_open
 }
 
 // CallbackBreakerListRecent returns breakers not closed or changed within a day.
@@ -81,7 +75,7 @@ func CallbackBreakerListRecent(ctx context.Context, e Executor) ([]Breaker, erro
 	}
 	out := make([]Breaker, len(rows))
 	for i, r := range rows {
-		out[i] = Breaker{Host: r.Host, State: r.State}
+		out[i] = Breaker{Host: r.Host, State: BreakerState(r.State)}
 	}
 	return out, nil
 }

@@ -15,11 +15,11 @@ import (
 type Execution struct {
 	ID                uuid.UUID
 	JobID             uuid.UUID
-	Cause             string
+	Cause             ExecutionCause
 	ScheduledFor      time.Time
 	FiredAt           time.Time
 	Misfired          bool
-	State             string
+	State             ExecutionState
 	Params            json.RawMessage
 	ShardCount        int
 	Priority          int
@@ -45,7 +45,7 @@ func ExecutionGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Execution
 // ExecutionListParams filters and pages ExecutionList; nil matches all.
 type ExecutionListParams struct {
 	JobID  *uuid.UUID
-	State  *string
+	State  *ExecutionState
 	From   *time.Time // scheduled_for >= From
 	To     *time.Time // scheduled_for < To
 	Before *uuid.UUID // last id of the previous page
@@ -56,7 +56,7 @@ type ExecutionListParams struct {
 // ExecutionList returns executions newest first.
 func ExecutionList(ctx context.Context, e Executor, p *ExecutionListParams) ([]*Execution, error) {
 	rows, err := queries.ExecutionList(ctx, e, dbsqlc.ExecutionListParams{
-		JobID: p.JobID, State: p.State, From: p.From, To: p.To, Before: p.Before, Groups: p.Groups, Max: int32(p.Limit),
+		JobID: p.JobID, State: (*string)(p.State), From: p.From, To: p.To, Before: p.Before, Groups: p.Groups, Max: int32(p.Limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing executions: %w", mapErr(err))
@@ -72,7 +72,7 @@ func ExecutionList(ctx context.Context, e Executor, p *ExecutionListParams) ([]*
 // state afterwards (cancelled, or still running while agents stop tasks).
 type CancelledExecution struct {
 	ID    uuid.UUID
-	State string
+	State ExecutionState
 }
 
 // ExecutionCancel stops the unfinished executions among ids and of jobIDs.
@@ -85,15 +85,15 @@ func ExecutionCancel(ctx context.Context, e Executor, ids, jobIDs []uuid.UUID, r
 	}
 	out := make([]CancelledExecution, len(rows))
 	for i, r := range rows {
-		out[i] = CancelledExecution{ID: r.ID, State: string(r.State)}
+		out[i] = CancelledExecution{ID: r.ID, State: ExecutionState(r.State)}
 	}
 	return out, nil
 }
 
 func executionFromRow(r dbsqlc.AxExecution) *Execution {
 	return &Execution{
-		ID: r.ID, JobID: r.JobID, Cause: string(r.Cause), ScheduledFor: r.ScheduledFor.UTC(),
-		FiredAt: r.FiredAt.UTC(), Misfired: r.Misfired, State: string(r.State), Params: r.Params,
+		ID: r.ID, JobID: r.JobID, Cause: ExecutionCause(r.Cause), ScheduledFor: r.ScheduledFor.UTC(),
+		FiredAt: r.FiredAt.UTC(), Misfired: r.Misfired, State: ExecutionState(r.State), Params: r.Params,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), StartedAt: utcPtr(r.StartedAt),
 		FinishedAt: utcPtr(r.FinishedAt), CancelRequestedAt: utcPtr(r.CancelRequestedAt),
 		CancelReason: deref(r.CancelReason), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
@@ -128,18 +128,11 @@ func ExecutionGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, 
 	return g, nil
 }
 
-// Execution causes.
-const (
-	CauseSchedule = "schedule" // an on-time tick
-	CauseCatchUp  = "catch_up" // a missed tick fired late under the misfire policy
-	CauseManual   = "manual"   // the trigger API
-)
-
 // NewExecution is a fire to record. Params nil means the job's params.
 type NewExecution struct {
 	ID           uuid.UUID
 	JobID        uuid.UUID
-	Cause        string
+	Cause        ExecutionCause
 	ScheduledFor time.Time
 	Misfired     bool
 	Params       json.RawMessage
@@ -170,7 +163,7 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 	for _, x := range execs {
 		p.Ids = append(p.Ids, x.ID)
 		p.JobIds = append(p.JobIds, x.JobID)
-		p.Causes = append(p.Causes, x.Cause)
+		p.Causes = append(p.Causes, string(x.Cause))
 		p.ScheduledFors = append(p.ScheduledFors, x.ScheduledFor)
 		p.Misfired = append(p.Misfired, x.Misfired)
 		p.Params = append(p.Params, []byte(x.Params))
@@ -200,7 +193,7 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 	for i, r := range taskRows {
 		tasks[i] = &NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
 			JobGroup: r.GroupName, ShardIndex: int(r.ShardIndex), ShardTotal: int(r.ShardTotal),
-			ShardParam: r.ShardParam, Pinned: r.Pinned, Agentless: r.Agentless, RouteStrategy: string(r.RouteStrategy), ExecutorKind: r.ExecutorKind,
+			ShardParam: r.ShardParam, Pinned: r.Pinned, Agentless: r.Agentless, RouteStrategy: RouteStrategy(r.RouteStrategy), ExecutorKind: ExecutorKind(r.ExecutorKind),
 			RouteKey: r.RouteKey, Params: r.Params}
 		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
 			return nil, nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)

@@ -1,7 +1,6 @@
 package db
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,18 +11,6 @@ import (
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
 
-// Trigger kinds, executors and policies as stored in the enums of the
-// same names in schema ax.
-const (
-	TriggerCron     = "cron"
-	TriggerInterval = "interval"
-	TriggerDelay    = "delay"
-	TriggerManual   = "manual"
-)
-
-// DefaultShardRangeTo ends the default shard range: the 32-bit hash space.
-const DefaultShardRangeTo = 1 << 32
-
 // Job is a job definition joined with its trigger row.
 type Job struct {
 	ID              uuid.UUID
@@ -31,20 +18,20 @@ type Job struct {
 	Group           string
 	Owner           string
 	Description     string
-	TriggerKind     string
+	TriggerKind     TriggerKind
 	CronExpr        string // set for cron triggers
 	Timezone        string
 	IntervalSeconds int64      // set for interval triggers
 	RunAt           *time.Time // set for delay triggers
-	ExecutorKind    string
-	Executor        json.RawMessage // executor config, by kind
+	ExecutorKind    ExecutorKind
+	Executor        ExecutorConfig
 	TargetLabels    map[string]string
-	RouteStrategy   string
+	RouteStrategy   RouteStrategy
 	RouteKey        string
 	ShardCount      int
 	ShardParams     []string
 	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
-	// a parameter get: [0, 2^32) when both are zero.
+	// a parameter get: [0, 2^32) by default (FillDefaults).
 	ShardRangeFrom         int64
 	ShardRangeTo           int64
 	Priority               int
@@ -52,14 +39,14 @@ type Job struct {
 	RetryMaxAttempts       int
 	RetryBackoffSeconds    int
 	RetryBackoffMaxSeconds int
-	ConcurrencyPolicy      string
-	MisfirePolicy          string
+	ConcurrencyPolicy      ConcurrencyPolicy
+	MisfirePolicy          MisfirePolicy
 	MisfireWindowSeconds   int
 	MisfireMaxFires        int
 	RateLimitClass         string
 	// DegradeAction is what the job's tasks do while their class's
 	// priority floor is above them: wait (default) or skip.
-	DegradeAction string
+	DegradeAction DegradeAction
 	CallbackURL   string
 	Params        json.RawMessage // object handed to every run
 	// SigningSecret is set only in what JobService.Create returns: the
@@ -75,11 +62,19 @@ type Job struct {
 	LastFireAt       *time.Time
 	LastScheduledFor *time.Time
 	LastExecutionID  *uuid.UUID
-	LastState        string // state of the last execution; "" before the first fire
+	LastState        ExecutionState // state of the last execution; "" before the first fire
 	// SetAsideAt and SetAsideReason are set while the trigger loop does not
 	// fire the job because a fire of it failed; an update clears them.
 	SetAsideAt     *time.Time
 	SetAsideReason string
+}
+
+// Agentless reports whether ax serve itself runs the job's tasks instead
+// of an agent: an HTTP executor and no target labels, unless the job is
+// broadcast (one task per agent). JobInsert and JobUpdate store the answer
+// in job.agentless, which the tasks of each run copy.
+func (j *Job) Agentless() bool {
+	return j.ExecutorKind == ExecutorHTTP && len(j.TargetLabels) == 0 && j.RouteStrategy != RouteBroadcast
 }
 
 // JobInsert stores a new job and its trigger row (with job.NextFireAt and
@@ -122,7 +117,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		ConcurrencyPolicy: p.ConcurrencyPolicy, MisfirePolicy: p.MisfirePolicy,
 		MisfireWindowSeconds: p.MisfireWindowSeconds, MisfireMaxFires: p.MisfireMaxFires,
 		RateLimitClass: p.RateLimitClass, CallbackUrl: p.CallbackUrl, Params: p.Params,
-		DegradeAction: p.DegradeAction,
+		DegradeAction: p.DegradeAction, Agentless: p.Agentless,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -203,52 +198,52 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 	if err != nil {
 		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding shard params: %w", err)
 	}
+	executor, err := json.Marshal(j.Executor)
+	if err != nil {
+		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding executor: %w", err)
+	}
 	return dbsqlc.JobInsertParams{
 		ID: j.ID, Name: j.Name, GroupName: j.Group, Owner: j.Owner, Description: j.Description,
 		TriggerKind: dbsqlc.AxTriggerKind(j.TriggerKind), CronExpr: nilIfEmpty(j.CronExpr),
 		Timezone: j.Timezone, IntervalSeconds: nilIfZero(j.IntervalSeconds), RunAt: j.RunAt,
-		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: jsonOr(j.Executor, "{}"),
+		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: executor,
 		TargetLabels: labels, RouteStrategy: dbsqlc.AxRouteStrategy(j.RouteStrategy), RouteKey: j.RouteKey,
 		ShardCount: int32(j.ShardCount), ShardParams: shardParams, Priority: int32(j.Priority),
-		ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: shardRangeTo(j),
+		ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: j.ShardRangeTo,
 		TimeoutSeconds: int32(j.TimeoutSeconds), RetryMaxAttempts: int32(j.RetryMaxAttempts),
 		RetryBackoffSeconds: int32(j.RetryBackoffSeconds), RetryBackoffMaxSeconds: int32(j.RetryBackoffMaxSeconds),
 		ConcurrencyPolicy:    dbsqlc.AxConcurrencyPolicy(j.ConcurrencyPolicy),
 		MisfirePolicy:        dbsqlc.AxMisfirePolicy(j.MisfirePolicy),
 		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
-		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(cmp.Or(j.DegradeAction, "wait")),
+		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(j.DegradeAction),
+		Agentless: j.Agentless(),
 	}, nil
-}
-
-// shardRangeTo is the end of the job's shard range: the default's when
-// the range is unset (both ends zero).
-func shardRangeTo(j *Job) int64 {
-	if j.ShardRangeFrom == 0 && j.ShardRangeTo == 0 {
-		return DefaultShardRangeTo
-	}
-	return j.ShardRangeTo
 }
 
 func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, error) {
 	j := &Job{
 		ID: r.ID, Name: r.Name, Group: r.GroupName, Owner: r.Owner, Description: r.Description,
-		TriggerKind: string(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
+		TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
 		IntervalSeconds: deref(r.IntervalSeconds), RunAt: utcPtr(r.RunAt),
-		ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
-		RouteStrategy: string(r.RouteStrategy), RouteKey: r.RouteKey,
+		ExecutorKind:  ExecutorKind(r.ExecutorKind),
+		RouteStrategy: RouteStrategy(r.RouteStrategy), RouteKey: r.RouteKey,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), TimeoutSeconds: int(r.TimeoutSeconds),
 		ShardRangeFrom: r.ShardRangeFrom, ShardRangeTo: r.ShardRangeTo,
 		RetryMaxAttempts: int(r.RetryMaxAttempts), RetryBackoffSeconds: int(r.RetryBackoffSeconds),
 		RetryBackoffMaxSeconds: int(r.RetryBackoffMaxSeconds),
-		ConcurrencyPolicy:      string(r.ConcurrencyPolicy), MisfirePolicy: string(r.MisfirePolicy),
+		ConcurrencyPolicy:      ConcurrencyPolicy(r.ConcurrencyPolicy), MisfirePolicy: MisfirePolicy(r.MisfirePolicy),
 		MisfireWindowSeconds: int(r.MisfireWindowSeconds), MisfireMaxFires: int(r.MisfireMaxFires),
-		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: string(r.DegradeAction),
+		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: DegradeAction(r.DegradeAction),
 		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
-		LastExecutionID: t.LastExecutionID, LastState: lastState,
+		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),
 		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason),
+	}
+	var err error
+	if j.Executor, err = executorConfigFromJSON(r.Executor); err != nil {
+		return nil, fmt.Errorf("job %s: %w", r.ID, err)
 	}
 	if err := json.Unmarshal(r.TargetLabels, &j.TargetLabels); err != nil {
 		return nil, fmt.Errorf("error decoding target labels of job %s: %w", r.ID, err)

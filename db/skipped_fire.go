@@ -9,18 +9,10 @@ import (
 	"github.com/google/uuid"
 )
 
-// Skip reasons.
-const (
-	SkipMisfire = "misfire"
-	SkipOverlap = "overlap"
-	SkipPaused  = "paused"
-	SkipDSTGap  = "dst_gap"
-)
-
 // SkippedFire is a run of ticks of one job that did not fire.
 type SkippedFire struct {
 	JobID      uuid.UUID
-	Reason     string
+	Reason     SkipReason
 	FirstTick  time.Time
 	LastTick   time.Time
 	TickCount  int // 0: not counted (too many)
@@ -36,7 +28,7 @@ func SkippedFireInsertMany(ctx context.Context, e Executor, skips []*SkippedFire
 	p := dbsqlc.SkippedFireInsertManyParams{}
 	for _, s := range skips {
 		p.JobIds = append(p.JobIds, s.JobID)
-		p.Reasons = append(p.Reasons, s.Reason)
+		p.Reasons = append(p.Reasons, string(s.Reason))
 		p.FirstTicks = append(p.FirstTicks, s.FirstTick)
 		p.LastTicks = append(p.LastTicks, s.LastTick)
 		p.TickCounts = append(p.TickCounts, int32(s.TickCount))
@@ -56,7 +48,7 @@ func SkippedFireListByJob(ctx context.Context, e Executor, jobID uuid.UUID, limi
 	}
 	out := make([]*SkippedFire, len(rows))
 	for i, r := range rows {
-		out[i] = &SkippedFire{JobID: r.JobID, Reason: string(r.Reason), FirstTick: r.FirstTick.UTC(),
+		out[i] = &SkippedFire{JobID: r.JobID, Reason: SkipReason(r.Reason), FirstTick: r.FirstTick.UTC(),
 			LastTick: r.LastTick.UTC(), TickCount: int(deref(r.TickCount)), Detail: r.Detail, RecordedAt: r.RecordedAt.UTC()}
 	}
 	return out, nil

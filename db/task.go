@@ -20,7 +20,7 @@ type Task struct {
 	ShardIndex        int
 	ShardTotal        int
 	ShardParam        string
-	State             string
+	State             TaskState
 	Priority          int
 	Attempt           int
 	MaxAttempts       int
@@ -45,7 +45,7 @@ func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID)
 	for i, r := range rows {
 		out[i] = &Task{
 			ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
-			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, State: string(r.State),
+			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, State: TaskState(r.State),
 			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 			TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
@@ -64,9 +64,9 @@ type NewTask struct {
 	ShardParam             string
 	Pinned                 bool // a broadcast task, made for one agent
 	Agentless              bool // an HTTP task ax serve sends itself; agents never lease it
-	RouteStrategy          string
-	ExecutorKind           string // shell, http or handler: only agents accepting it are routed to
-	RouteKey               string // the job's template
+	RouteStrategy          RouteStrategy
+	ExecutorKind           ExecutorKind // shell, http or handler: only agents accepting it are routed to
+	RouteKey               string       // the job's template
 	TargetLabels           map[string]string
 	Params                 json.RawMessage
 }
@@ -109,8 +109,8 @@ type LeasedTask struct {
 	TimeoutSeconds int
 	LeaseToken     uuid.UUID
 	LeaseExpiresAt time.Time
-	ExecutorKind   string
-	Executor       json.RawMessage
+	ExecutorKind   ExecutorKind
+	Executor       ExecutorConfig
 	Params         json.RawMessage
 	ScheduledFor   time.Time
 	JobName        string
@@ -174,7 +174,7 @@ func TaskLease(ctx context.Context, b TxBeginner, p *TaskLeaseParams) ([]*Leased
 		if err != nil {
 			return nil, err
 		}
-		return leasedTasks(rows), nil
+		return leasedTasks(rows)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
@@ -200,19 +200,23 @@ func leasePickParams(p *TaskLeaseParams) (dbsqlc.TaskLeasePickParams, error) {
 	return pick, nil
 }
 
-func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) []*LeasedTask {
+func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*LeasedTask, error) {
 	out := make([]*LeasedTask, len(rows))
 	for i, r := range rows {
+		exec, err := executorConfigFromJSON(r.Executor)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", r.JobID, err)
+		}
 		out[i] = &LeasedTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
 			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt),
 			MaxAttempts: int(r.MaxAttempts), TimeoutSeconds: int(r.TimeoutSeconds), LeaseToken: r.LeaseToken,
-			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: string(r.ExecutorKind), Executor: r.Executor,
+			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: ExecutorKind(r.ExecutorKind), Executor: exec,
 			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), JobName: r.JobName, JobGroup: r.GroupName,
 			RoutedHere: r.RoutedHere, ReadyAt: r.ReadyAt.UTC(),
 			Waited: time.Duration(r.WaitedSeconds * float64(time.Second)), RateClass: r.RateClass, Priority: int(r.Priority),
 			TraceParent: r.Traceparent}
 	}
-	return out
+	return out, nil
 }
 
 // TaskRef names a leased task with its fencing token.
@@ -255,7 +259,7 @@ func TaskRenew(ctx context.Context, e Executor, agentID uuid.UUID, refs []TaskRe
 // TaskResult is an outcome reported by an agent.
 type TaskResult struct {
 	TaskRef
-	State  string // succeeded, failed or cancelled
+	State  TaskState // succeeded, failed or cancelled
 	Result json.RawMessage
 	Error  string
 }
@@ -265,7 +269,7 @@ type TaskResult struct {
 type CompletedTask struct {
 	ID          uuid.UUID
 	ExecutionID uuid.UUID
-	State       string
+	State       TaskState
 	// Finalized is true when this result ended its execution.
 	Finalized bool
 }
@@ -290,7 +294,7 @@ func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results [
 	for _, r := range results {
 		p.TaskIds = append(p.TaskIds, r.ID)
 		p.Tokens = append(p.Tokens, r.Token)
-		p.States = append(p.States, r.State)
+		p.States = append(p.States, string(r.State))
 		p.Results = append(p.Results, []byte(r.Result))
 		p.Errors = append(p.Errors, r.Error)
 	}
@@ -302,7 +306,7 @@ func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results [
 	var single dbsqlc.ExecutionEndSingleParams
 	var several []uuid.UUID
 	for i, r := range rows {
-		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: string(r.State)}
+		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: TaskState(r.State)}
 		switch {
 		case r.State == dbsqlc.AxTaskStatePending: // a retry cannot end its execution
 		case r.ShardTotal == 1:
@@ -411,8 +415,8 @@ func TaskReapExpired(ctx context.Context, e Executor, max int) (Reaped, error) {
 
 // LeaseOutlook is what a waiting long poll needs to know of its agent.
 type LeaseOutlook struct {
-	State string // the agent's state now
-	Ready bool   // whether it said it takes work
+	State AgentState // the agent's state now
+	Ready bool       // whether it said it takes work
 	// Next is how long until the earliest task it could lease becomes
 	// leasable: labels, routing, steal delays, class floors and tokens
 	// considered (an hour when none).
@@ -427,7 +431,7 @@ func TaskNextLeasable(ctx context.Context, e Executor, agentID uuid.UUID, stealA
 	if err != nil {
 		return nil, fmt.Errorf("error finding the next task agent %s could lease: %w", agentID, mapErr(err))
 	}
-	return &LeaseOutlook{State: r.State, Ready: r.Ready, Next: time.Duration(r.Millis) * time.Millisecond}, nil
+	return &LeaseOutlook{State: AgentState(r.State), Ready: r.Ready, Next: time.Duration(r.Millis) * time.Millisecond}, nil
 }
 
 // TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
@@ -475,7 +479,7 @@ type HTTPTask struct {
 	// answers 202 sends back.
 	Token        uuid.UUID
 	Deadline     time.Time // by the database clock
-	Executor     json.RawMessage
+	Executor     ExecutorConfig
 	JobName      string
 	Params       json.RawMessage
 	ScheduledFor time.Time
@@ -492,16 +496,20 @@ func TaskLeaseAgentless(ctx context.Context, e Executor, id uuid.UUID, attempt i
 	if err != nil {
 		return nil, fmt.Errorf("error leasing http task %s: %w", id, mapErr(err))
 	}
+	exec, err := executorConfigFromJSON(r.Executor)
+	if err != nil {
+		return nil, fmt.Errorf("http task %s: %w", id, err)
+	}
 	return &HTTPTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
 		ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
-		TimeoutSeconds: int(r.TimeoutSeconds), Token: r.LeaseToken, Deadline: r.Deadline.UTC(), Executor: r.Executor,
+		TimeoutSeconds: int(r.TimeoutSeconds), Token: r.LeaseToken, Deadline: r.Deadline.UTC(), Executor: exec,
 		JobName: r.JobName, Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), Priority: int(r.Priority),
 		TraceParent: r.Traceparent, Secrets: secretList(r.Secret, r.PreviousSecret)}, nil
 }
 
 // HTTPTaskState is where a task stands, by the database clock.
 type HTTPTaskState struct {
-	State          string
+	State          TaskState
 	Attempt        int
 	Agentless      bool
 	NotBefore      time.Time
@@ -521,7 +529,7 @@ func TaskGetStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskStat
 	if err != nil {
 		return nil, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
 	}
-	return &HTTPTaskState{State: r.State, Attempt: int(r.Attempt), Agentless: r.Agentless,
+	return &HTTPTaskState{State: TaskState(r.State), Attempt: int(r.Attempt), Agentless: r.Agentless,
 		NotBefore: r.NotBefore.UTC(), Deadline: r.Deadline.UTC(), ExecutionID: r.ExecutionID,
 		TimeoutSeconds: int(r.TimeoutSeconds), Priority: int(r.Priority),
 		TokenWait: time.Duration(r.TokenWaitSeconds * float64(time.Second)), Now: r.Now.UTC()}, nil

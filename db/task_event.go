@@ -16,8 +16,8 @@ type TaskEvent struct {
 	ExecutionID uuid.UUID
 	ShardIndex  int
 	Attempt     int
-	Kind        string // state or log
-	State       string
+	Kind        TaskEventKind // state or log
+	State       TaskState
 	AgentID     *uuid.UUID
 	Stream      string
 	Message     string
@@ -27,9 +27,9 @@ type TaskEvent struct {
 // TaskEventListParams selects a page of an execution's events.
 type TaskEventListParams struct {
 	ExecutionID uuid.UUID
-	AfterID     int64  // only events after this id
-	Kind        string // "state", "log" or "" for all
-	Limit       int    // at most this many events
+	AfterID     int64         // only events after this id
+	Kind        TaskEventKind // "state", "log" or "" for all
+	Limit       int           // at most this many events
 	// MaxBytes bounds the page's messages: events are listed while the
 	// messages before them total at most MaxBytes, so the last one listed
 	// may pass it (the first always comes, whatever its size).
@@ -40,7 +40,7 @@ type TaskEventListParams struct {
 // oldest first.
 func TaskEventListByExecution(ctx context.Context, e Executor, p *TaskEventListParams) ([]*TaskEvent, error) {
 	rows, err := queries.TaskEventListByExecution(ctx, e, dbsqlc.TaskEventListByExecutionParams{
-		ExecutionID: p.ExecutionID, AfterID: p.AfterID, Kind: nilIfEmpty(p.Kind), Max: int32(p.Limit), MaxBytes: p.MaxBytes,
+		ExecutionID: p.ExecutionID, AfterID: p.AfterID, Kind: nilIfEmpty(string(p.Kind)), Max: int32(p.Limit), MaxBytes: p.MaxBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing events of execution %s: %w", p.ExecutionID, mapErr(err))
@@ -48,10 +48,10 @@ func TaskEventListByExecution(ctx context.Context, e Executor, p *TaskEventListP
 	out := make([]*TaskEvent, len(rows))
 	for i, r := range rows {
 		out[i] = &TaskEvent{ID: r.ID, TaskID: r.TaskID, ExecutionID: r.ExecutionID, ShardIndex: int(r.ShardIndex),
-			Attempt: int(r.Attempt), Kind: string(r.Kind), AgentID: r.AgentID, Stream: deref(r.Stream),
+			Attempt: int(r.Attempt), Kind: TaskEventKind(r.Kind), AgentID: r.AgentID, Stream: deref(r.Stream),
 			Message: r.Message, At: r.At.UTC()}
 		if r.State != nil {
-			out[i].State = string(*r.State)
+			out[i].State = TaskState(*r.State)
 		}
 	}
 	return out, nil

@@ -23,8 +23,8 @@ func TestLeaseQueryIsIndexDriven(t *testing.T) {
 	var jobID, execID uuid.UUID
 	err := pool.QueryRow(ctx, `
 		WITH j AS (
-		    INSERT INTO ax.job (name, trigger_kind, executor_kind, executor)
-		    VALUES ('big', 'manual', 'shell', '{"kind": "shell", "command": "true"}')
+		    INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
+		    VALUES ('big', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false)
 		    RETURNING id
 		)
 		INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)

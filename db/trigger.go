@@ -59,12 +59,12 @@ func TriggerSetAside(ctx context.Context, e Executor, p *TriggerSetAsideParams) 
 // DueTrigger is a claimed trigger row with what planning its fires needs.
 type DueTrigger struct {
 	JobID                uuid.UUID
-	TriggerKind          string
+	TriggerKind          TriggerKind
 	CronExpr             string
 	Timezone             string
 	IntervalSeconds      int64
-	ConcurrencyPolicy    string
-	MisfirePolicy        string
+	ConcurrencyPolicy    ConcurrencyPolicy
+	MisfirePolicy        MisfirePolicy
 	MisfireWindowSeconds int
 	MisfireMaxFires      int
 	NextFireAt           time.Time
@@ -88,9 +88,9 @@ func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Durati
 	out := make([]*DueTrigger, len(rows))
 	for i, r := range rows {
 		out[i] = &DueTrigger{
-			JobID: r.ID, TriggerKind: string(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
-			IntervalSeconds: deref(r.IntervalSeconds), ConcurrencyPolicy: string(r.ConcurrencyPolicy),
-			MisfirePolicy: string(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
+			JobID: r.ID, TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
+			IntervalSeconds: deref(r.IntervalSeconds), ConcurrencyPolicy: ConcurrencyPolicy(r.ConcurrencyPolicy),
+			MisfirePolicy: MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
 			MisfireMaxFires: int(r.MisfireMaxFires), NextFireAt: r.NextFireAt.UTC(), Now: r.DbNow.UTC(), HasUnfinished: r.HasUnfinished,
 		}
 	}

@@ -2,7 +2,6 @@ package openapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -272,17 +271,12 @@ func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput
 		return nil, err
 	}
 	for _, t := range tasks {
-		var exec executorConfig
-		if err := json.Unmarshal(t.Executor, &exec); err != nil {
-			return nil, fmt.Errorf("error decoding executor of job %s: %w", t.JobID, err)
-		}
 		out.Body.Tasks = append(out.Body.Tasks, LeasedTask{
 			TaskID: t.ID.String(), ExecutionID: t.ExecutionID.String(), JobID: t.JobID.String(),
 			ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt,
 			MaxAttempts: t.MaxAttempts, LeaseToken: t.LeaseToken.String(), LeaseExpiresAt: t.LeaseExpiresAt,
 			TimeoutSeconds: t.TimeoutSeconds, ScheduledFor: t.ScheduledFor, Params: t.Params, TraceParent: t.TraceParent,
-			Executor: JobExecutor{Kind: t.ExecutorKind, Command: exec.Command, URL: exec.URL, Method: exec.Method,
-				Headers: exec.Headers, Body: exec.Body, Handler: exec.Handler},
+			Executor: jobExecutorFromDB(t.ExecutorKind, &t.Executor),
 		})
 	}
 	return out, nil
@@ -317,7 +311,7 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 		if err != nil {
 			return nil, err
 		}
-		results[i] = db.TaskResult{TaskRef: ref, State: r.State, Result: r.Result, Error: r.Error}
+		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskState(r.State), Result: r.Result, Error: r.Error}
 	}
 	done, err := h.agents.Complete(ctx, agentID, results)
 	if err != nil {
@@ -379,7 +373,7 @@ func (h *agentHandlers) deregister(ctx context.Context, in *agentIDInput) (*stru
 	if err != nil {
 		return nil, err
 	}
-	return nil, h.agents.SetState(ctx, agent.ID, "offline")
+	return nil, h.agents.SetState(ctx, agent.ID, db.AgentOffline)
 }
 
 func (h *agentHandlers) drain(ctx context.Context, in *agentIDInput) (*struct{}, error) {
@@ -389,7 +383,7 @@ func (h *agentHandlers) drain(ctx context.Context, in *agentIDInput) (*struct{},
 	}
 	if key, _ := ctx.Value(principalKey{}).(*db.APIKey); key != nil && key.ID == agent.APIKeyID {
 		// The agent drains itself (SIGTERM): its next start is a fresh one.
-		return nil, h.agents.SetState(ctx, agent.ID, "draining")
+		return nil, h.agents.SetState(ctx, agent.ID, db.AgentDraining)
 	}
 	return nil, h.agents.DrainHold(ctx, agent.ID)
 }
@@ -415,7 +409,7 @@ func (h *agentHandlers) list(ctx context.Context, _ *struct{}) (*agentListOutput
 	out.Body.Agents = make([]AgentInfo, 0, len(agents))
 	for _, a := range agents {
 		out.Body.Agents = append(out.Body.Agents, AgentInfo{ID: a.ID.String(), Name: a.Name, Labels: a.Labels,
-			State: a.State, Ready: a.Ready, Capacity: a.Capacity, Weight: a.Weight, Running: a.Leased, CPU: a.CPU,
+			State: string(a.State), Ready: a.Ready, Capacity: a.Capacity, Weight: a.Weight, Running: a.Leased, CPU: a.CPU,
 			Load1: a.Load1, Memory: a.Mem, Version: a.Version, RegisteredAt: a.RegisteredAt,
 			LastHeartbeatAt: a.LastHeartbeatAt, Executors: a.Executors, QuarantinedAt: a.QuarantinedAt,
 			DrainedAt: a.DrainedAt, Recent: recentRecord(a.Recent)})

@@ -39,7 +39,7 @@ func callbackFromDB(c *db.Callback) *Callback {
 	if c == nil {
 		return nil
 	}
-	out := &Callback{State: c.State, Delivery: c.Delivery, NextAttemptAt: c.NextAttemptAt, DeliveredAt: c.DeliveredAt,
+	out := &Callback{State: string(c.State), Delivery: c.Delivery, NextAttemptAt: c.NextAttemptAt, DeliveredAt: c.DeliveredAt,
 		FailedAt: c.FailedAt, LastError: c.LastError, Attempts: make([]CallbackAttempt, len(c.History))}
 	for i, a := range c.History {
 		out.Attempts[i] = CallbackAttempt{Delivery: a.Delivery, Attempt: a.Attempt, At: a.At, URL: a.URL,

@@ -59,7 +59,7 @@ type SkippedFire struct {
 func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 	out := &Execution{
 		StatusURL: "/v1/executions/" + e.ID.String(),
-		ID:        e.ID.String(), JobID: e.JobID.String(), Cause: e.Cause, State: e.State,
+		ID:        e.ID.String(), JobID: e.JobID.String(), Cause: string(e.Cause), State: string(e.State),
 		ScheduledFor: e.ScheduledFor, FiredAt: e.FiredAt, Misfired: e.Misfired, Params: Params(e.Params),
 		ShardCount: e.ShardCount, Priority: e.Priority, StartedAt: e.StartedAt, FinishedAt: e.FinishedAt,
 		CancelRequestedAt: e.CancelRequestedAt, CancelReason: e.CancelReason, Error: e.Error,
@@ -68,7 +68,7 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, Task{
 			ID: t.ID.String(), ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam,
-			State: t.State, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, NotBefore: t.NotBefore,
+			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, NotBefore: t.NotBefore,
 			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error,
 		})
 	}

@@ -223,7 +223,8 @@ func (h *executionHandlers) listForJob(ctx context.Context, in *jobExecutionList
 
 func (h *executionHandlers) page(ctx context.Context, p *db.ExecutionListParams, state string, from, to time.Time, limit int, cursor string) (*executionListOutput, error) {
 	if state != "" {
-		p.State = &state
+		s := db.ExecutionState(state)
+		p.State = &s
 	}
 	if !from.IsZero() {
 		p.From = &from
@@ -275,7 +276,7 @@ func (h *executionHandlers) skipped(ctx context.Context, in *skippedInput) (*ski
 	out := &skippedOutput{}
 	out.Body.Skipped = make([]SkippedFire, 0, len(skips))
 	for _, s := range skips {
-		out.Body.Skipped = append(out.Body.Skipped, SkippedFire{Reason: s.Reason, FirstTick: s.FirstTick,
+		out.Body.Skipped = append(out.Body.Skipped, SkippedFire{Reason: string(s.Reason), FirstTick: s.FirstTick,
 			LastTick: s.LastTick, TickCount: s.TickCount, Detail: s.Detail, RecordedAt: s.RecordedAt})
 	}
 	return out, nil
@@ -337,7 +338,7 @@ func (h *executionHandlers) logs(ctx context.Context, in *executionLogsInput) (*
 	if err := h.guard.execution(ctx, id); err != nil {
 		return nil, err
 	}
-	page, err := h.execs.Events(ctx, id, in.After, in.Kind, in.Limit)
+	page, err := h.execs.Events(ctx, id, in.After, db.TaskEventKind(in.Kind), in.Limit)
 	if err != nil {
 		return nil, executionError(err)
 	}
@@ -346,7 +347,7 @@ func (h *executionHandlers) logs(ctx context.Context, in *executionLogsInput) (*
 	out.Body.Events = make([]TaskEvent, 0, len(page.Events))
 	for _, e := range page.Events {
 		ev := TaskEvent{ID: e.ID, TaskID: e.TaskID.String(), ShardIndex: e.ShardIndex, Attempt: e.Attempt,
-			Kind: e.Kind, State: e.State, Stream: e.Stream, Message: e.Message, At: e.At}
+			Kind: string(e.Kind), State: string(e.State), Stream: e.Stream, Message: e.Message, At: e.At}
 		if e.AgentID != nil {
 			ev.AgentID = e.AgentID.String()
 		}

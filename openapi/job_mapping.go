@@ -1,93 +1,67 @@
 package openapi
 
 import (
-	"cmp"
 	"encoding/json"
-	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
 )
 
-// jobToDB turns an API job into a definition, filling defaults.
+// jobToDB turns an API job into a definition with its defaults filled
+// (by db.Job.FillDefaults, their one owner).
 func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
-	exec := executorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
-		Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler}
-	if j.Executor.Kind == "http" {
-		exec.Method = cmp.Or(j.Executor.Method, "POST")
-	}
-	executor, err := json.Marshal(exec)
-	if err != nil {
-		return nil, fmt.Errorf("error encoding executor: %w", err)
-	}
-	params := []byte(j.Params)
-	if len(params) == 0 {
-		params = []byte("{}")
-	}
 	route := deref(j.Route)
 	shards := deref(j.Shards)
 	retry := deref(j.Retry)
 	misfire := deref(j.Misfire)
 	out := &db.Job{
-		ID: id, Name: j.Name, Group: cmp.Or(j.Group, "default"), Owner: j.Owner, Description: j.Description,
-		TriggerKind: j.Trigger.Kind, CronExpr: j.Trigger.Cron, Timezone: cmp.Or(j.Trigger.Timezone, "UTC"),
+		ID: id, Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
+		TriggerKind: db.TriggerKind(j.Trigger.Kind), CronExpr: j.Trigger.Cron, Timezone: j.Trigger.Timezone,
 		IntervalSeconds: j.Trigger.IntervalSeconds, RunAt: j.Trigger.RunAt,
-		ExecutorKind: j.Executor.Kind, Executor: executor,
+		ExecutorKind: db.ExecutorKind(j.Executor.Kind),
+		Executor: db.ExecutorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
+			Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler},
 		TargetLabels:  deref(j.Target).Labels,
-		RouteStrategy: cmp.Or(route.Strategy, "round_robin"), RouteKey: route.Key,
-		ShardCount: cmp.Or(shards.Count, 1), ShardParams: shards.Params,
-		ShardRangeFrom: 0, ShardRangeTo: db.DefaultShardRangeTo,
-		Priority: j.Priority, TimeoutSeconds: cmp.Or(j.TimeoutSeconds, defaultTimeoutSeconds(j)),
-		RetryMaxAttempts:       cmp.Or(retry.MaxAttempts, 1),
-		RetryBackoffSeconds:    cmp.Or(retry.BackoffSeconds, 5),
-		RetryBackoffMaxSeconds: cmp.Or(retry.BackoffMaxSeconds, max(600, retry.BackoffSeconds)),
-		ConcurrencyPolicy:      cmp.Or(j.ConcurrencyPolicy, "allow"),
-		MisfirePolicy:          cmp.Or(misfire.Policy, "fire_once"),
-		MisfireWindowSeconds:   cmp.Or(misfire.WindowSeconds, 86400),
-		MisfireMaxFires:        cmp.Or(misfire.MaxFires, 100),
-		RateLimitClass:         j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: params,
-		DegradeAction: cmp.Or(j.DegradeAction, "wait"),
+		RouteStrategy: db.RouteStrategy(route.Strategy), RouteKey: route.Key,
+		ShardCount: shards.Count, ShardParams: shards.Params,
+		Priority: j.Priority, TimeoutSeconds: j.TimeoutSeconds,
+		RetryMaxAttempts: retry.MaxAttempts, RetryBackoffSeconds: retry.BackoffSeconds,
+		RetryBackoffMaxSeconds: retry.BackoffMaxSeconds,
+		ConcurrencyPolicy:      db.ConcurrencyPolicy(j.ConcurrencyPolicy),
+		MisfirePolicy:          db.MisfirePolicy(misfire.Policy),
+		MisfireWindowSeconds:   misfire.WindowSeconds, MisfireMaxFires: misfire.MaxFires,
+		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: json.RawMessage(j.Params),
+		DegradeAction: db.DegradeAction(j.DegradeAction),
+	}
+	if out.ExecutorKind == db.ExecutorHTTP { // the schema's default fills method for every kind
+		out.Executor.Method = j.Executor.Method
 	}
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
 	}
+	out.FillDefaults()
 	return out, nil
-}
-
-// executorConfig is the executor's settings as stored in job.executor.
-type executorConfig struct {
-	Command string            `json:"command,omitempty"`
-	URL     string            `json:"url,omitempty"`
-	Method  string            `json:"method,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-	Body    string            `json:"body,omitempty"`
-	Handler string            `json:"handler,omitempty"`
 }
 
 // jobFromDB shows a stored job with every setting spelled out.
 func jobFromDB(j *db.Job) (*Job, error) {
-	var exec executorConfig
-	if err := json.Unmarshal(j.Executor, &exec); err != nil {
-		return nil, fmt.Errorf("error decoding executor of job %s: %w", j.ID, err)
-	}
 	out := &Job{
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
-		Trigger: JobTrigger{Kind: j.TriggerKind, Cron: j.CronExpr, Timezone: j.Timezone,
+		Trigger: JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
 			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
-		Executor: JobExecutor{Kind: j.ExecutorKind, Command: exec.Command, URL: exec.URL, Method: exec.Method,
-			Headers: exec.Headers, Body: exec.Body, Handler: exec.Handler},
-		Target: &JobTarget{Labels: j.TargetLabels},
-		Route:  &JobRoute{Strategy: j.RouteStrategy, Key: j.RouteKey},
+		Executor: jobExecutorFromDB(j.ExecutorKind, &j.Executor),
+		Target:   &JobTarget{Labels: j.TargetLabels},
+		Route:    &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},
 		Shards: &JobShards{Count: j.ShardCount, Params: j.ShardParams,
 			Range: &ShardRange{From: j.ShardRangeFrom, To: j.ShardRangeTo}},
 		Priority:          j.Priority,
 		TimeoutSeconds:    j.TimeoutSeconds,
 		Retry:             &JobRetry{MaxAttempts: j.RetryMaxAttempts, BackoffSeconds: j.RetryBackoffSeconds, BackoffMaxSeconds: j.RetryBackoffMaxSeconds},
-		ConcurrencyPolicy: j.ConcurrencyPolicy,
-		Misfire:           &JobMisfire{Policy: j.MisfirePolicy, WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
+		ConcurrencyPolicy: string(j.ConcurrencyPolicy),
+		Misfire:           &JobMisfire{Policy: string(j.MisfirePolicy), WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
 		RateLimitClass:    j.RateLimitClass,
-		DegradeAction:     j.DegradeAction,
+		DegradeAction:     string(j.DegradeAction),
 		Params:            Params(j.Params),
 		SigningSecret:     j.SigningSecret,
 		Paused:            j.Paused, PausedAt: j.PausedAt, NextFireAt: j.NextFireAt,
@@ -97,12 +71,18 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	if j.LastExecutionID != nil {
 		out.LastExecutionID = j.LastExecutionID.String()
 	}
-	out.LastState = j.LastState
+	out.LastState = string(j.LastState)
 	out.SetAsideAt, out.SetAsideReason = j.SetAsideAt, j.SetAsideReason
 	if j.CallbackURL != "" {
 		out.Callback = &JobCallback{URL: j.CallbackURL}
 	}
 	return out, nil
+}
+
+// jobExecutorFromDB shows a stored executor of kind.
+func jobExecutorFromDB(kind db.ExecutorKind, c *db.ExecutorConfig) JobExecutor {
+	return JobExecutor{Kind: string(kind), Command: c.Command, URL: c.URL, Method: c.Method,
+		Headers: c.Headers, Body: c.Body, Handler: c.Handler}
 }
 
 func deref[T any](p *T) T {
@@ -111,13 +91,4 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-// defaultTimeoutSeconds is a job's timeout when it names none: an hour,
-// or the most an agentless HTTP task may take.
-func defaultTimeoutSeconds(j *Job) int {
-	if agentlessHTTP(j) {
-		return maxAgentlessTimeoutSeconds
-	}
-	return 3600
 }

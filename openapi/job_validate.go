@@ -10,15 +10,13 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/cron"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 var labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,100}$`)
-
-// maxAgentlessTimeoutSeconds is delivery.MaxAgentlessHTTPTimeout in seconds.
-const maxAgentlessTimeoutSeconds = int(delivery.MaxAgentlessHTTPTimeout / time.Second)
 
 // Resolve checks what struct tags cannot: fields that depend on each
 // other, cron expressions, timezones and URLs. Huma calls it after
@@ -38,7 +36,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 			}
 		}
 	}
-	if j.Route != nil && (j.Route.Strategy == "consistent_hash" || j.Route.Strategy == "load_aware") &&
+	if j.Route != nil && (db.RouteStrategy(j.Route.Strategy) == db.RouteConsistentHash || db.RouteStrategy(j.Route.Strategy) == db.RouteLoadAware) &&
 		strings.TrimSpace(j.Route.Key) == "" {
 		errs.add(prefix.With("route.key"), "is required with strategy "+j.Route.Strategy, j.Route.Key)
 	}
@@ -47,11 +45,11 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 			errs.add(prefix.With("route.key"), err.Error(), j.Route.Key)
 		}
 	}
-	if j.Route != nil && j.Route.Strategy == "broadcast" && j.Shards != nil && j.Shards.Count > 1 {
+	if j.Route != nil && db.RouteStrategy(j.Route.Strategy) == db.RouteBroadcast && j.Shards != nil && j.Shards.Count > 1 {
 		errs.add(prefix.With("shards.count"), "must be 1 with strategy broadcast: a run has one task per live agent", j.Shards.Count)
 	}
 	j.Shards.validateRange(prefix, &errs)
-	if j.Executor.Kind == "http" && j.Executor.Body != "" {
+	if db.ExecutorKind(j.Executor.Kind) == db.ExecutorHTTP && j.Executor.Body != "" {
 		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
 			errs.add(prefix.With("executor.body"), err.Error(), j.Executor.Body)
 		}
@@ -64,10 +62,10 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if j.Retry != nil && j.Retry.BackoffMaxSeconds != 0 && j.Retry.BackoffMaxSeconds < j.Retry.BackoffSeconds {
 		errs.add(prefix.With("retry.backoff_max_seconds"), "must not be less than retry.backoff_seconds", j.Retry.BackoffMaxSeconds)
 	}
-	if agentlessHTTP(j) && j.TimeoutSeconds > maxAgentlessTimeoutSeconds {
+	if agentlessHTTP(j) && j.TimeoutSeconds > db.MaxAgentlessTimeoutSeconds {
 		errs.add(prefix.With("timeout_seconds"), fmt.Sprintf("must be at most %d for an HTTP job ax sends itself "+
 			"(no target labels): its request holds a server worker; for longer work answer 202 and post the result "+
-			"to the completion URL, or run it on an agent", maxAgentlessTimeoutSeconds), j.TimeoutSeconds)
+			"to the completion URL, or run it on an agent", db.MaxAgentlessTimeoutSeconds), j.TimeoutSeconds)
 	}
 	if j.Callback != nil {
 		if reason := httpURLProblem(j.Callback.URL); reason != "" {
@@ -103,16 +101,17 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	} else {
 		t.Timezone = canon // stored as Postgres reads it: "Europe//./Paris" is Europe/Paris
 	}
-	onlyFor := func(field, kind string, set bool) {
-		if set && t.Kind != kind {
-			errs.add(at(field), "is only used with trigger kind "+kind, nil)
+	kind := db.TriggerKind(t.Kind)
+	onlyFor := func(field string, only db.TriggerKind, set bool) {
+		if set && kind != only {
+			errs.add(at(field), "is only used with trigger kind "+string(only), nil)
 		}
 	}
-	onlyFor("cron", "cron", t.Cron != "")
-	onlyFor("interval_seconds", "interval", t.IntervalSeconds != 0)
-	onlyFor("run_at", "delay", t.RunAt != nil)
-	switch t.Kind {
-	case "cron":
+	onlyFor("cron", db.TriggerCron, t.Cron != "")
+	onlyFor("interval_seconds", db.TriggerInterval, t.IntervalSeconds != 0)
+	onlyFor("run_at", db.TriggerDelay, t.RunAt != nil)
+	switch kind {
+	case db.TriggerCron:
 		if t.Cron == "" {
 			errs.add(at("cron"), "is required with trigger kind cron", nil)
 		} else if _, err := cron.Parse(t.Cron, t.Timezone); err != nil {
@@ -121,17 +120,17 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 				errs.add(at("cron"), cronReason(err), t.Cron)
 			}
 		}
-	case "interval":
+	case db.TriggerInterval:
 		if t.IntervalSeconds < 1 {
 			errs.add(at("interval_seconds"), "is required with trigger kind interval and must be at least 1", t.IntervalSeconds)
 		}
-	case "delay":
+	case db.TriggerDelay:
 		if t.RunAt == nil {
 			errs.add(at("run_at"), "is required with trigger kind delay", nil)
 		} else if !t.RunAt.After(time.Now()) {
 			errs.add(at("run_at"), "must be in the future", t.RunAt)
 		}
-	case "manual":
+	case db.TriggerManual:
 	default:
 		// The schema check matches keys regardless of case and the decoder
 		// does not ({"Trigger": …}): check what was decoded.
@@ -141,26 +140,27 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 
 func (e *JobExecutor) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	at := func(f string) string { return prefix.With("executor." + f) }
-	onlyFor := func(field, kind string, set bool) {
-		if set && e.Kind != kind {
-			errs.add(at(field), "is only used with executor kind "+kind, nil)
+	kind := db.ExecutorKind(e.Kind)
+	onlyFor := func(field string, only db.ExecutorKind, set bool) {
+		if set && kind != only {
+			errs.add(at(field), "is only used with executor kind "+string(only), nil)
 		}
 	}
-	onlyFor("command", "shell", e.Command != "")
-	onlyFor("url", "http", e.URL != "")
-	onlyFor("headers", "http", len(e.Headers) > 0)
-	onlyFor("body", "http", e.Body != "")
-	onlyFor("handler", "handler", e.Handler != "")
-	switch e.Kind {
-	case "shell":
+	onlyFor("command", db.ExecutorShell, e.Command != "")
+	onlyFor("url", db.ExecutorHTTP, e.URL != "")
+	onlyFor("headers", db.ExecutorHTTP, len(e.Headers) > 0)
+	onlyFor("body", db.ExecutorHTTP, e.Body != "")
+	onlyFor("handler", db.ExecutorHandler, e.Handler != "")
+	switch kind {
+	case db.ExecutorShell:
 		if strings.TrimSpace(e.Command) == "" {
 			errs.add(at("command"), "is required with executor kind shell", e.Command)
 		}
-	case "http":
+	case db.ExecutorHTTP:
 		if reason := httpURLProblem(e.URL); reason != "" {
 			errs.add(at("url"), reason, e.URL)
 		}
-	case "handler":
+	case db.ExecutorHandler:
 		if e.Handler == "" {
 			errs.add(at("handler"), "is required with executor kind handler", nil)
 		}

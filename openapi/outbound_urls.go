@@ -6,6 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
@@ -52,9 +53,10 @@ func (c *urlChecker) refused(ctx context.Context, field string, err error) strin
 	return outbound.Explain(err)
 }
 
-// agentlessHTTP reports whether ax serve itself sends a job's requests:
-// executor http and no target labels (broadcast goes to agents).
+// agentlessHTTP reports whether ax serve itself sends a job's requests,
+// by db.Job.Agentless on the fields that decide it.
 func agentlessHTTP(j *Job) bool {
-	return j.Executor.Kind == "http" && (j.Target == nil || len(j.Target.Labels) == 0) &&
-		(j.Route == nil || j.Route.Strategy != "broadcast")
+	stored := db.Job{ExecutorKind: db.ExecutorKind(j.Executor.Kind), TargetLabels: deref(j.Target).Labels,
+		RouteStrategy: db.RouteStrategy(deref(j.Route).Strategy)}
+	return stored.Agentless()
 }

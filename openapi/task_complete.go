@@ -115,7 +115,7 @@ func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInp
 			Message: fmt.Sprintf("is %d bytes; a result may be %d", len(in.Body.Result), delivery.MaxHTTPResultBytes)})
 	}
 	state, err := h.completer.Complete(ctx, db.TaskResult{TaskRef: db.TaskRef{ID: id, Token: token},
-		State: in.Body.State, Result: in.Body.Result, Error: in.Body.Error})
+		State: db.TaskState(in.Body.State), Result: in.Body.Result, Error: in.Body.Error})
 	switch {
 	case errors.Is(err, delivery.ErrUnknownHTTPTask):
 		return nil, huma.Error404NotFound(err.Error())
@@ -124,5 +124,5 @@ func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInp
 	case err != nil:
 		return nil, err
 	}
-	return &taskCompleteOutput{Body: TaskCompletionReply{TaskID: id.String(), State: state}}, nil
+	return &taskCompleteOutput{Body: TaskCompletionReply{TaskID: id.String(), State: string(state)}}, nil
 }

@@ -97,7 +97,7 @@ func (s *ExecutionService) Trigger(ctx context.Context, req *TriggerRequest) (ex
 		return nil, false, err
 	}
 	if !replayed {
-		s.metrics.Fires.WithLabelValues(db.CauseManual).Inc()
+		s.metrics.Fires.WithLabelValues(string(db.CauseManual)).Inc()
 		s.logger.InfoContext(ctx, "job triggered", "job_id", req.JobID, "execution_id", exec.ID)
 	}
 	return exec, replayed, nil
@@ -131,12 +131,12 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if err != nil {
 		return nil, err
 	}
-	if job.ConcurrencyPolicy != "allow" {
+	if job.ConcurrencyPolicy != db.ConcurrencyAllow {
 		unfinished, err := db.ExecutionHasUnfinished(ctx, tx, job.ID)
 		if err != nil {
 			return nil, err
 		}
-		if unfinished && job.ConcurrencyPolicy == "forbid" {
+		if unfinished && job.ConcurrencyPolicy == db.ConcurrencyForbid {
 			return nil, ErrOverlapForbidden
 		}
 		if unfinished {
@@ -248,7 +248,7 @@ type EventPage struct {
 // "" for all): at most limit events and, past the first, no more than
 // EventPageBytes of messages. It returns db.ErrNotFound when there is no
 // such execution.
-func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int64, kind string, limit int) (*EventPage, error) {
+func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int64, kind db.TaskEventKind, limit int) (*EventPage, error) {
 	events, err := db.TaskEventListByExecution(ctx, s.pool, &db.TaskEventListParams{
 		ExecutionID: id, AfterID: afterID, Kind: kind, Limit: limit + 1, MaxBytes: EventPageBytes})
 	if err != nil {

@@ -106,14 +106,14 @@ func TestTriggerHonoursTheConcurrencyPolicy(t *testing.T) {
 	replace := e.job(func(j *db.Job) { j.ConcurrencyPolicy = "replace" })
 	old := e.trigger(replace.ID)
 	newer := e.trigger(replace.ID)
-	require.Equal(t, "cancelled", e.execution(old.ID).State, "the newer fire replaces the unfinished one")
+	require.Equal(t, db.ExecutionState("cancelled"), e.execution(old.ID).State, "the newer fire replaces the unfinished one")
 	require.Equal(t, "replaced by a newer fire", e.execution(old.ID).CancelReason)
-	require.Equal(t, "pending", e.execution(newer.ID).State)
+	require.Equal(t, db.ExecutionState("pending"), e.execution(newer.ID).State)
 
 	allow := e.job(nil)
 	a, b := e.trigger(allow.ID), e.trigger(allow.ID)
-	require.Equal(t, "pending", e.execution(a.ID).State)
-	require.Equal(t, "pending", e.execution(b.ID).State)
+	require.Equal(t, db.ExecutionState("pending"), e.execution(a.ID).State)
+	require.Equal(t, db.ExecutionState("pending"), e.execution(b.ID).State)
 }
 
 func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
@@ -128,7 +128,7 @@ func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
 
 	cancelled, err := e.execs.Cancel(ctx, exec.ID, "not needed")
 	require.NoError(t, err)
-	require.Equal(t, "running", cancelled.State, "it ends when its running task stops")
+	require.Equal(t, db.ExecutionState("running"), cancelled.State, "it ends when its running task stops")
 	require.NotNil(t, cancelled.CancelRequestedAt)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.task WHERE execution_id = $1 AND state = 'cancelled'`, exec.ID),
 		"the pending task ends at once")
@@ -139,7 +139,7 @@ func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
 	_, err = e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: ref, State: "cancelled"}})
 	require.NoError(t, err)
 	ended := e.execution(exec.ID)
-	require.Equal(t, "cancelled", ended.State)
+	require.Equal(t, db.ExecutionState("cancelled"), ended.State)
 	require.Equal(t, "not needed", ended.CancelReason)
 
 	// Cancelling a finished execution changes nothing.
@@ -151,6 +151,6 @@ func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
 	require.NoError(t, err)
 	after, err := e.execs.Cancel(ctx, done.ID, "too late")
 	require.NoError(t, err)
-	require.Equal(t, "succeeded", after.State)
+	require.Equal(t, db.ExecutionState("succeeded"), after.State)
 	require.Nil(t, after.CancelRequestedAt)
 }

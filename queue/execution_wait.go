@@ -43,7 +43,7 @@ func (w *ExecutionWaiter) Wait(ctx context.Context, id uuid.UUID, wait time.Dura
 	deadline := time.Now().Add(wait)
 	for {
 		exec, err := db.ExecutionGetByID(ctx, w.pool, id)
-		if err != nil || ended(exec.State) {
+		if err != nil || exec.State.Ended() {
 			return exec, err
 		}
 		remaining := time.Until(deadline)
@@ -53,5 +53,3 @@ func (w *ExecutionWaiter) Wait(ctx context.Context, id uuid.UUID, wait time.Dura
 		notify.Sleep(ctx, min(remaining, waitRecheck), wake, nil)
 	}
 }
-
-func ended(state string) bool { return state != "pending" && state != "running" }

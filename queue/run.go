@@ -55,7 +55,7 @@ func (s *ExecutionService) Run(ctx context.Context, def *db.Job, req *TriggerReq
 		return nil, err
 	}
 	if !out.Replayed {
-		s.metrics.Fires.WithLabelValues(db.CauseManual).Inc()
+		s.metrics.Fires.WithLabelValues(string(db.CauseManual)).Inc()
 		s.logger.InfoContext(ctx, "ad-hoc run submitted", "job_id", def.ID, "execution_id", execID)
 	}
 	return out, nil

@@ -53,10 +53,10 @@ func setup(t *testing.T) *env {
 // newJob is a manual shell job definition; mutate adjusts it.
 func newJob(mutate func(j *db.Job)) *db.Job {
 	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: []byte(`{"command":"true"}`), RouteStrategy: "round_robin",
+		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait"}
+		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}

@@ -450,6 +450,7 @@ CREATE TABLE ax.job (
     shard_range_from bigint DEFAULT 0 NOT NULL,
     shard_range_to bigint DEFAULT '4294967296'::bigint NOT NULL,
     degrade_action ax.degrade_action DEFAULT 'wait'::ax.degrade_action NOT NULL,
+    agentless boolean NOT NULL,
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),

@@ -62,14 +62,14 @@ func (b *breaker) record(ctx context.Context, tx pgx.Tx, host string, probe, una
 	if !unavailable {
 		prev, err := db.CallbackBreakerSuccess(ctx, tx, host)
 		if err == nil && prev != "" && prev != db.BreakerClosed {
-			b.metrics.BreakerChanges.WithLabelValues("closed").Inc()
+			b.metrics.BreakerChanges.WithLabelValues(string(db.BreakerClosed)).Inc()
 			b.logger.InfoContext(ctx, "callback breaker closed", "host", host, "was", prev)
 		}
 		return err
 	}
 	prev, now, err := db.CallbackBreakerFailure(ctx, tx, host, b.cfg.BreakerThreshold, b.cfg.BreakerOpenFor)
 	if err == nil && now == db.BreakerOpen && prev != db.BreakerOpen {
-		b.metrics.BreakerChanges.WithLabelValues("open").Inc()
+		b.metrics.BreakerChanges.WithLabelValues(string(db.BreakerOpen)).Inc()
 		b.logger.WarnContext(ctx, "callback breaker opened: holding deliveries", "host", host,
 			"probe_failed", probe, "open_for", b.cfg.BreakerOpenFor)
 	}

@@ -66,8 +66,8 @@ type CallbackShard struct {
 // maxShards shards.
 func callbackPayload(d *db.CallbackDelivery, maxShards int) ([]byte, error) {
 	p := &CallbackPayload{Type: "execution.ended", ExecutionID: d.ExecutionID.String(), JobID: d.JobID.String(),
-		JobName: d.JobName, JobGroup: d.JobGroup, Cause: d.Cause, ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
-		State: d.ExecutionState, Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
+		JobName: d.JobName, JobGroup: d.JobGroup, Cause: string(d.Cause), ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
+		State: string(d.ExecutionState), Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
 		Timings: CallbackTimings{FiredAt: d.FiredAt, StartedAt: d.StartedAt, FinishedAt: d.FinishedAt},
 		Shards:  CallbackShards{ByState: d.ShardCounts, Items: d.Shards}}
 	if d.StartedAt != nil && d.FinishedAt != nil {
@@ -96,7 +96,7 @@ func summarizeShards(p *CallbackPayload) error {
 		return err
 	}
 	for _, s := range shards {
-		if p.Error == "" && s.Error != "" && s.State != "succeeded" {
+		if p.Error == "" && s.Error != "" && s.State != string(db.TaskSucceeded) {
 			p.Error = fmt.Sprintf("shard %d: %s", s.Index, s.Error)
 		}
 	}

@@ -80,7 +80,7 @@ func (s *CallbackService) whyNot(ctx context.Context, e db.Executor, executionID
 	switch {
 	case err != nil:
 		return err
-	case exec.State == "pending" || exec.State == "running":
+	case !exec.State.Ended():
 		return ErrExecutionNotEnded
 	}
 	return ErrNoCallbackURL

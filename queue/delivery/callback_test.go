@@ -62,7 +62,7 @@ func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
 
 	cb, err := delivery.NewCallbackService(env.pool, nil, nil).Get(context.Background(), exec.ID)
 	require.NoError(t, err)
-	require.Equal(t, "delivered", cb.State)
+	require.Equal(t, db.CallbackDelivered, cb.State)
 	require.Len(t, cb.History, 4)
 	require.Equal(t, []int{0, 500, 503, 200}, statuses(cb.History))
 	require.NotEmpty(t, cb.History[0].Error, "no answer: the error says why")

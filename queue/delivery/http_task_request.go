@@ -16,15 +16,6 @@ import (
 	"github.com/ax-scheduler/ax/queue/webhook"
 )
 
-// httpExecutor is an HTTP job's executor settings as job.executor stores
-// them.
-type httpExecutor struct {
-	URL     string            `json:"url"`
-	Method  string            `json:"method"`
-	Headers map[string]string `json:"headers"`
-	Body    string            `json:"body"`
-}
-
 // HTTPTaskEnvelope is the JSON body of an agentless HTTP task's request
 // when the job gives no body template, and (as snake_case keys) what a
 // body template sees: {{.execution_id}}, {{.shard.param}}, {{json .params}}.
@@ -75,12 +66,9 @@ func ParseHTTPBodyTemplate(body string) error {
 
 // httpTaskRequest builds the signed request of one attempt of t.
 func httpTaskRequest(ctx context.Context, t *db.HTTPTask, cfg HTTPTaskConfig, agent string) (*http.Request, error) {
-	var exec httpExecutor
-	if err := json.Unmarshal(t.Executor, &exec); err != nil {
-		return nil, fmt.Errorf("error reading the job's executor: %w", err)
-	}
+	exec := &t.Executor
 	env := httpEnvelope(t, cfg.PublicURL)
-	method := cmp.Or(exec.Method, http.MethodPost)
+	method := cmp.Or(exec.Method, db.DefaultHTTPMethod) // a job saved without one
 	var body []byte
 	if method != http.MethodGet && method != http.MethodHead {
 		var err error

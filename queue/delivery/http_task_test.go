@@ -108,7 +108,7 @@ func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	completer := delivery.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil)
 	state, err := completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{"report":"done"}`))
 	require.NoError(t, err)
-	require.Equal(t, "succeeded", state)
+	require.Equal(t, db.TaskSucceeded, state)
 	require.Equal(t, "succeeded", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", exec.ID))
 	_, err = completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{}`))
 	require.ErrorIs(t, err, delivery.ErrStaleCompletion, "a token works once")
@@ -116,7 +116,7 @@ func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	require.ErrorIs(t, err, delivery.ErrUnknownHTTPTask)
 }
 
-func taskResult(t *testing.T, req delivery.HTTPTaskEnvelope, state, result string) db.TaskResult {
+func taskResult(t *testing.T, req delivery.HTTPTaskEnvelope, state db.TaskState, result string) db.TaskResult {
 	t.Helper()
 	return db.TaskResult{TaskRef: db.TaskRef{ID: uuid.MustParse(req.TaskID), Token: uuid.MustParse(req.Completion.Token)},
 		State: state, Result: json.RawMessage(result)}
@@ -238,7 +238,7 @@ func TestHTTPTaskCostlyBodyTemplateIsStopped(t *testing.T) {
 	require.NoError(t, err)
 	body := func(tmpl string) func(j *db.Job) {
 		return func(j *db.Job) {
-			j.Executor, _ = json.Marshal(map[string]any{"url": target.URL + "/costly", "method": "POST", "body": tmpl})
+			j.Executor = db.ExecutorConfig{URL: target.URL + "/costly", Method: "POST", Body: tmpl}
 			j.Params = big
 		}
 	}

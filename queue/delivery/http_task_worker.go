@@ -58,7 +58,7 @@ type HTTPTaskConfig struct {
 // holds one of ax serve's HTTP workers while it waits. Longer work runs on
 // an agent (target labels), or answers 202 at once and posts its result to
 // the completion URL.
-const MaxAgentlessHTTPTimeout = 15 * time.Minute
+const MaxAgentlessHTTPTimeout = db.MaxAgentlessTimeoutSeconds * time.Second
 
 func (c HTTPTaskConfig) withDefaults() HTTPTaskConfig {
 	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, MaxHTTPResultBytes)
@@ -193,31 +193,23 @@ func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
 		return nil
 	case err != nil:
 		return err
-	case !st.Agentless || taskEnded(st.State) || st.Attempt < args.Attempt:
+	case !st.Agentless || st.State.Ended() || st.Attempt < args.Attempt:
 		return nil
 	case st.Attempt > args.Attempt:
 		return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
 			return w.outbox.insertHTTPAttempt(ctx, tx, HTTPTaskArgs{TaskID: args.TaskID, Attempt: st.Attempt,
 				ExecutionID: st.ExecutionID}, st.Priority)
 		})
-	case st.State == "pending" && st.NotBefore.After(st.Now):
+	case st.State == db.TaskPending && st.NotBefore.After(st.Now):
 		return river.JobSnooze(max(st.NotBefore.Sub(st.Now), 10*time.Millisecond))
-	case st.State == "pending" && st.TokenWait > 0: // its rate class is dry
+	case st.State == db.TaskPending && st.TokenWait > 0: // its rate class is dry
 		return river.JobSnooze(st.TokenWait + 10*time.Millisecond)
-	case st.State == "pending": // held below its class's priority floor
+	case st.State == db.TaskPending: // held below its class's priority floor
 		return river.JobSnooze(w.cfg.ReaperWait)
 	case st.Deadline.After(st.Now): // a 202's result is awaited
 		return river.JobSnooze(st.Deadline.Sub(st.Now) + w.cfg.ReaperWait)
 	}
 	return river.JobSnooze(w.cfg.ReaperWait) // past its deadline: the reaper times it out
-}
-
-func taskEnded(state string) bool {
-	switch state {
-	case "succeeded", "failed", "timed_out", "cancelled":
-		return true
-	}
-	return false
 }
 
 // httpResult is what one request got.
@@ -264,10 +256,10 @@ func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HT
 		return river.JobSnooze(time.Duration(t.TimeoutSeconds)*time.Second + w.cfg.ReaperWait)
 	case res.err == nil && res.status >= 200 && res.status < 300:
 		w.out.HTTPTaskRequests.WithLabelValues("succeeded").Inc()
-		return w.complete(ctx, args, t, db.TaskResult{State: "succeeded", Result: resultJSON(res)}, log)
+		return w.complete(ctx, args, t, db.TaskResult{State: db.TaskSucceeded, Result: resultJSON(res)}, log)
 	}
 	w.out.HTTPTaskRequests.WithLabelValues("failed").Inc()
-	return w.complete(ctx, args, t, db.TaskResult{State: "failed", Error: failureText(res)}, log)
+	return w.complete(ctx, args, t, db.TaskResult{State: db.TaskFailed, Error: failureText(res)}, log)
 }
 
 // complete records the attempt's result with its token and, when the task
@@ -301,7 +293,7 @@ func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskR
 	if err != nil || len(done) == 0 {
 		return done, err
 	}
-	if done[0].State == "pending" {
+	if done[0].State == db.TaskPending {
 		next := HTTPTaskArgs{TaskID: r.ID, Attempt: attempt + 1, ExecutionID: done[0].ExecutionID}
 		if err := outbox.insertHTTPAttempt(ctx, tx, next, priority); err != nil {
 			return nil, err
@@ -310,12 +302,12 @@ func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskR
 	return done, outbox.Flush(ctx, tx)
 }
 
-func countTaskResult(m *metrics.Metrics, state string) {
-	if state == "pending" {
+func countTaskResult(m *metrics.Metrics, state db.TaskState) {
+	if state == db.TaskPending {
 		m.Retries.Inc()
 		return
 	}
-	m.TaskResults.WithLabelValues(state).Inc()
+	m.TaskResults.WithLabelValues(string(state)).Inc()
 }
 
 // resultJSON is the response body as the task's result: the JSON itself

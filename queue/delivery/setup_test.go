@@ -2,7 +2,6 @@ package delivery_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -73,10 +72,10 @@ func setup(t *testing.T, mutate func(*delivery.RiverConfig)) *outEnv {
 func (e *outEnv) job(mutate func(j *db.Job)) *db.Job {
 	e.t.Helper()
 	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: []byte(`{"command":"true"}`), RouteStrategy: "round_robin",
+		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait"}
+		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}
@@ -91,7 +90,7 @@ func (e *outEnv) httpJob(url string, mutate func(j *db.Job)) *db.Job {
 	e.t.Helper()
 	return e.job(func(j *db.Job) {
 		j.ExecutorKind = "http"
-		j.Executor, _ = json.Marshal(map[string]any{"url": url, "method": "POST"})
+		j.Executor = db.ExecutorConfig{URL: url, Method: "POST"}
 		if mutate != nil {
 			mutate(j)
 		}
@@ -111,7 +110,7 @@ func (e *outEnv) cancel(id uuid.UUID) {
 	e.t.Helper()
 	exec, err := e.execs.Cancel(context.Background(), id, "test")
 	require.NoError(e.t, err)
-	require.Equal(e.t, "cancelled", exec.State)
+	require.Equal(e.t, db.ExecutionCancelled, exec.State)
 }
 
 func (e *outEnv) scalar(sql string, args ...any) any {

@@ -49,7 +49,7 @@ func NewTaskCompleter(pool *pgxpool.Pool, outbox *Outbox, logger *slog.Logger, m
 
 // Complete records r, fenced by its token (the completion token); it
 // returns the task's state afterwards (pending when a failure is retried).
-func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (string, error) {
+func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (db.TaskState, error) {
 	st, err := db.TaskGetStatus(ctx, c.pool, r.ID)
 	if errors.Is(err, db.ErrNotFound) || (err == nil && !st.Agentless) {
 		return "", ErrUnknownHTTPTask

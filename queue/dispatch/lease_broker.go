@@ -139,7 +139,7 @@ func (s *LeaseBroker) List(ctx context.Context) ([]*db.Agent, error) {
 // pinned elsewhere) never wake it. An agent that is not ready gets
 // nothing; a quarantined one gets a single probe task every ProbeEvery.
 func (s *LeaseBroker) Lease(ctx context.Context, agent *db.Agent, limit int, wait time.Duration) ([]*db.LeasedTask, error) {
-	if agent.State != "active" && agent.State != "quarantined" {
+	if agent.State != db.AgentActive && agent.State != db.AgentQuarantined {
 		return nil, fmt.Errorf("%w: it is %s", ErrAgentNotActive, agent.State)
 	}
 	var w leaseWaiter
@@ -202,11 +202,11 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 		agent.State, agent.Ready = o.State, o.Ready
 		next := o.Next
 		switch {
-		case agent.State != "active" && agent.State != "quarantined":
+		case agent.State != db.AgentActive && agent.State != db.AgentQuarantined:
 			return false, nil // drained or offline while waiting
 		case !agent.Ready:
 			next = time.Second // readiness comes with a heartbeat, which does not notify
-		case agent.State == "quarantined":
+		case agent.State == db.AgentQuarantined:
 			// Its probe turn (leaseProbe) comes every ProbeEvery at most.
 			w.sleep(ctx, min(s.cfg.ProbeEvery, time.Until(deadline)))
 			return time.Until(deadline) > 0 && ctx.Err() == nil, nil
@@ -220,7 +220,7 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 
 // leaseOnce tries one lease for agent.
 func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, error) {
-	if agent.State == "quarantined" {
+	if agent.State == db.AgentQuarantined {
 		tasks, err := s.leaseProbe(ctx, agent)
 		if err != nil || len(tasks) == 0 {
 			return nil, err
@@ -360,7 +360,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 				return nil, err
 			}
 		}
-		if retried := countState(done, "pending"); retried > 0 {
+		if retried := countState(done, db.TaskPending); retried > 0 {
 			return done, db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 		}
 		return done, nil
@@ -369,14 +369,14 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 		return nil, err
 	}
 	for _, d := range done {
-		if d.State == "pending" {
+		if d.State == db.TaskPending {
 			s.metrics.Retries.Inc()
 		} else {
-			s.metrics.TaskResults.WithLabelValues(d.State).Inc()
+			s.metrics.TaskResults.WithLabelValues(string(d.State)).Inc()
 		}
 		// Successes are the bulk at high rates: debug; the rest at info.
 		level := slog.LevelInfo
-		if d.State == "succeeded" {
+		if d.State == db.TaskSucceeded {
 			level = slog.LevelDebug
 		}
 		s.logger.Log(ctx, level, "task completed", "agent_id", agentID, "task_id", d.ID,
@@ -385,7 +385,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 	return done, nil
 }
 
-func countState(done []db.CompletedTask, state string) int {
+func countState(done []db.CompletedTask, state db.TaskState) int {
 	n := 0
 	for _, d := range done {
 		if d.State == state {
@@ -435,7 +435,7 @@ func (s *LeaseBroker) Release(ctx context.Context, agentID uuid.UUID, refs []db.
 
 // SetState drains or reactivates an agent, or marks it offline when it
 // deregisters.
-func (s *LeaseBroker) SetState(ctx context.Context, agentID uuid.UUID, state string) error {
+func (s *LeaseBroker) SetState(ctx context.Context, agentID uuid.UUID, state db.AgentState) error {
 	if err := db.AgentSetState(ctx, s.pool, agentID, state); err != nil {
 		return err
 	}

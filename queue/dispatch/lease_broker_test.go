@@ -77,7 +77,7 @@ func TestCompleteIsFencedByTokenAndHolder(t *testing.T) {
 	done, err = e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: uuid.New()}, State: "succeeded"}})
 	require.NoError(t, err)
 	require.Empty(t, done, "a result with a wrong token counts for nothing")
-	require.Equal(t, "leased", e.task(task).State)
+	require.Equal(t, db.TaskState("leased"), e.task(task).State)
 
 	hb, err := e.broker.Heartbeat(ctx, b.ID, []db.TaskRef{{ID: task, Token: token}}, &db.AgentLoad{})
 	require.NoError(t, err)
@@ -85,7 +85,7 @@ func TestCompleteIsFencedByTokenAndHolder(t *testing.T) {
 	hb, err = e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{{ID: task, Token: token}}, &db.AgentLoad{})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{task}, hb.Renewed)
-	require.Equal(t, "running", e.task(task).State)
+	require.Equal(t, db.TaskState("running"), e.task(task).State)
 
 	// A hands the task back; B gets it with a new token.
 	released, err := e.broker.Release(ctx, a.ID, []db.TaskRef{{ID: task, Token: token}})
@@ -111,18 +111,18 @@ func TestCompleteIsFencedByTokenAndHolder(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, done, stale.why)
 	}
-	require.Equal(t, "leased", e.task(task).State)
+	require.Equal(t, db.TaskState("leased"), e.task(task).State)
 	require.Equal(t, b.ID, e.agentOf(task))
-	require.Equal(t, "running", e.execution(exec.ID).State)
+	require.Equal(t, db.ExecutionState("running"), e.execution(exec.ID).State)
 
 	done, err = e.broker.Complete(ctx, b.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: newToken}, State: "succeeded"}})
 	require.NoError(t, err)
 	require.Equal(t, []db.CompletedTask{{ID: task, ExecutionID: exec.ID, State: "succeeded", Finalized: true}}, done)
-	require.Equal(t, "succeeded", e.execution(exec.ID).State)
+	require.Equal(t, db.ExecutionState("succeeded"), e.execution(exec.ID).State)
 	done, err = e.broker.Complete(ctx, b.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: newToken}, State: "failed"}})
 	require.NoError(t, err)
 	require.Empty(t, done, "a result counts once")
-	require.Equal(t, "succeeded", e.task(task).State)
+	require.Equal(t, db.TaskState("succeeded"), e.task(task).State)
 }
 
 // TestLeaseGivesADrainedAgentNothing: an operator's drain stops leasing
@@ -138,22 +138,22 @@ func TestLeaseGivesADrainedAgentNothing(t *testing.T) {
 	require.Empty(t, e.lease(a, 10), "a lease that read the agent before the drain gets nothing")
 	drained, err := e.broker.Get(ctx, a.ID)
 	require.NoError(t, err)
-	require.Equal(t, "draining", drained.State)
+	require.Equal(t, db.AgentState("draining"), drained.State)
 	_, err = e.broker.Lease(ctx, drained, 10, time.Minute)
 	require.ErrorIs(t, err, dispatch.ErrAgentNotActive)
 
 	// Registering again under the same identity does not lift the drain.
 	require.NoError(t, e.broker.SetState(ctx, a.ID, "offline"))
 	again := e.agent(nil, func(r *db.Agent) { r.Name = a.Name; r.RegisteredBy = &e.keyID })
-	require.Equal(t, "draining", again.State)
+	require.Equal(t, db.AgentState("draining"), again.State)
 	_, err = e.broker.Lease(ctx, again, 10, 0)
 	require.ErrorIs(t, err, dispatch.ErrAgentNotActive)
-	require.Equal(t, "pending", e.execution(exec.ID).State)
+	require.Equal(t, db.ExecutionState("pending"), e.execution(exec.ID).State)
 
 	require.NoError(t, e.broker.Resume(ctx, again.ID))
 	resumed, err := e.broker.Get(ctx, again.ID)
 	require.NoError(t, err)
-	require.Equal(t, "active", resumed.State)
+	require.Equal(t, db.AgentState("active"), resumed.State)
 	require.Len(t, e.lease(resumed, 10), 1)
 }
 
@@ -183,7 +183,7 @@ func TestLongPollEndsWhenTheAgentIsDrained(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the poll of a drained agent went on waiting")
 	}
-	require.Equal(t, "pending", e.execution(exec.ID).State)
+	require.Equal(t, db.ExecutionState("pending"), e.execution(exec.ID).State)
 }
 
 // TestLongPollWakesWhenATaskIsReady: a waiting poll is woken by the

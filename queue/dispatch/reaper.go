@@ -119,7 +119,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 			return err
 		}
 		r.cfg.Metrics.LeaseExpiries.Add(float64(reaped.Expired))
-		r.cfg.Metrics.TaskResults.WithLabelValues("timed_out").Add(float64(reaped.TimedOut))
+		r.cfg.Metrics.TaskResults.WithLabelValues(string(db.TaskTimedOut)).Add(float64(reaped.TimedOut))
 		r.cfg.Metrics.Retries.Add(float64(reaped.Retried))
 		if reaped.Expired+reaped.TimedOut > 0 {
 			r.cfg.Logger.InfoContext(ctx, "reaped leases", "expired", reaped.Expired,
@@ -143,7 +143,7 @@ func (r *Reaper) checkHealth(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	for _, a := range failing {
-		r.cfg.Metrics.AgentHealth.WithLabelValues("quarantined").Inc()
+		r.cfg.Metrics.AgentHealth.WithLabelValues(string(db.AgentQuarantined)).Inc()
 		r.cfg.Logger.WarnContext(ctx, "agent quarantined: failing too often", "agent_id", a.ID,
 			"failures", a.Failures, "results", a.Results, "window", r.cfg.Quarantine.Window)
 	}

@@ -55,7 +55,7 @@ func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
 	reaped := e.task(task)
 	require.Equal(t, 2, reaped.Attempt, "a lost lease uses up an attempt")
 	require.Equal(t, "lease expired", reaped.Error)
-	require.Equal(t, "running", e.execution(exec.ID).State)
+	require.Equal(t, db.ExecutionState("running"), e.execution(exec.ID).State)
 	require.Equal(t, 1.0, counter(t, m.LeaseExpiries))
 	require.Equal(t, 1.0, counter(t, m.Retries))
 
@@ -71,13 +71,13 @@ func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
 	require.Equal(t, task, second[0].ID)
 	require.Equal(t, 2, second[0].Attempt)
 	e.sweepUntil(reaper, func() bool { return e.task(task).State != "leased" }, "the second lease to be reaped")
-	require.Equal(t, "failed", e.task(task).State, "attempts spent: the task fails")
+	require.Equal(t, db.TaskState("failed"), e.task(task).State, "attempts spent: the task fails")
 	ended := e.execution(exec.ID)
-	require.Equal(t, "failed", ended.State)
+	require.Equal(t, db.ExecutionState("failed"), ended.State)
 	require.NotNil(t, ended.FinishedAt)
 	require.Equal(t, 2.0, counter(t, m.LeaseExpiries))
 
-	require.Equal(t, "leased", e.task(kept[0].ID).State, "a current lease is never reaped")
+	require.Equal(t, db.TaskState("leased"), e.task(kept[0].ID).State, "a current lease is never reaped")
 }
 
 func TestReaperTimesOutAnOverdueTask(t *testing.T) {
@@ -97,9 +97,9 @@ func TestReaperTimesOutAnOverdueTask(t *testing.T) {
 		return e.task(ref.ID).State != "running"
 	}, "the task to time out")
 	task := e.task(ref.ID)
-	require.Equal(t, "timed_out", task.State)
+	require.Equal(t, db.TaskState("timed_out"), task.State)
 	require.NotNil(t, task.CancelRequestedAt, "its agent is told to stop it")
-	require.Equal(t, "timed_out", e.execution(exec.ID).State)
+	require.Equal(t, db.ExecutionState("timed_out"), e.execution(exec.ID).State)
 }
 
 func TestReaperTakesSilentAgentsOffline(t *testing.T) {
@@ -112,7 +112,7 @@ func TestReaperTakesSilentAgentsOffline(t *testing.T) {
 	require.NoError(t, patient.Sweep(ctx))
 	got, err := e.broker.Get(ctx, a.ID)
 	require.NoError(t, err)
-	require.Equal(t, "active", got.State, "an agent heard from within OfflineAfter stays")
+	require.Equal(t, db.AgentState("active"), got.State, "an agent heard from within OfflineAfter stays")
 
 	strict := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{OfflineAfter: 200 * time.Millisecond})
 	e.sweepUntil(strict, func() bool {
@@ -121,7 +121,7 @@ func TestReaperTakesSilentAgentsOffline(t *testing.T) {
 		return got.State == "offline"
 	}, "the silent agent to go offline")
 	require.Empty(t, e.lease(a, 1), "an offline agent gets nothing, even through a poll that began before")
-	require.Equal(t, "pending", e.execution(exec.ID).State)
+	require.Equal(t, db.ExecutionState("pending"), e.execution(exec.ID).State)
 
 	state, err := e.broker.Heartbeat(ctx, a.ID, nil, &db.AgentLoad{})
 	require.NoError(t, err)

@@ -88,10 +88,10 @@ func (e *env) agent(labels map[string]string, mutate func(a *db.Agent)) *db.Agen
 func (e *env) job(mutate func(j *db.Job)) *db.Job {
 	e.t.Helper()
 	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: []byte(`{"command":"true"}`), RouteStrategy: "round_robin",
+		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait"}
+		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}

@@ -152,7 +152,7 @@ func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks [
 		if t.Pinned || !keys[i].ok {
 			continue
 		}
-		labels := t.ExecutorKind + " " + labelKey(t.TargetLabels)
+		labels := string(t.ExecutorKind) + " " + labelKey(t.TargetLabels)
 		bp := pools[labels]
 		if bp == nil {
 			bp = r.newBatchPool(agents, t.TargetLabels, t.ExecutorKind)
@@ -204,11 +204,11 @@ type batchPool struct {
 	excluded map[string]*routing.Pool // pool without the agent, by agent id
 }
 
-func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]string, kind string) *batchPool {
+func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]string, kind db.ExecutorKind) *batchPool {
 	bp := &batchPool{excluded: map[string]*routing.Pool{}}
 	var members []string
 	for _, c := range candidates {
-		if !labelsMatch(c.Labels, target) || (kind != "" && !slices.Contains(c.Executors, kind)) ||
+		if !labelsMatch(c.Labels, target) || (kind != "" && !slices.Contains(c.Executors, string(kind))) ||
 			(c.LabelBound && len(target) == 0) {
 			continue
 		}

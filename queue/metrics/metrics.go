@@ -103,16 +103,16 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.AgentHealth = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_agent_health_changes_total", Help: "Agents quarantined for failing, or restored after probes succeeded.",
 	}, []string{"change"})
-	m.AgentHealth.WithLabelValues("quarantined")
+	m.AgentHealth.WithLabelValues(string(db.AgentQuarantined))
 	m.AgentHealth.WithLabelValues("restored")
-	for _, s := range []string{"succeeded", "failed", "cancelled", "timed_out"} {
-		m.TaskResults.WithLabelValues(s)
+	for _, s := range []db.TaskState{db.TaskSucceeded, db.TaskFailed, db.TaskCancelled, db.TaskTimedOut} {
+		m.TaskResults.WithLabelValues(string(s))
 	}
-	for _, c := range []string{"schedule", "catch_up", "manual"} {
-		m.Fires.WithLabelValues(c)
+	for _, c := range []db.ExecutionCause{db.CauseSchedule, db.CauseCatchUp, db.CauseManual} {
+		m.Fires.WithLabelValues(string(c))
 	}
-	for _, r := range []string{"misfire", "overlap", "paused", "dst_gap"} {
-		m.Skipped.WithLabelValues(r)
+	for _, r := range []db.SkipReason{db.SkipMisfire, db.SkipOverlap, db.SkipPaused, db.SkipDSTGap} {
+		m.Skipped.WithLabelValues(string(r))
 	}
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
@@ -218,12 +218,12 @@ func (c *StateCollector) collectAgents(ctx context.Context, ch chan<- prometheus
 	seen := map[string]bool{}
 	for _, a := range counts {
 		ready := strconv.FormatBool(a.Ready)
-		seen[a.State+"/"+ready+"/"+a.Pool] = true
-		ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(a.Agents), a.State, ready, a.Pool)
+		seen[string(a.State)+"/"+ready+"/"+a.Pool] = true
+		ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(a.Agents), string(a.State), ready, a.Pool)
 	}
 	for _, pool := range pools {
-		if !seen["active/true/"+pool] {
-			ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, 0, "active", "true", pool)
+		if !seen[string(db.AgentActive)+"/true/"+pool] {
+			ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, 0, string(db.AgentActive), "true", pool)
 		}
 	}
 	return nil
@@ -262,7 +262,7 @@ func (c *StateCollector) collectBreakers(ctx context.Context, ch chan<- promethe
 	}
 	for _, b := range breakers {
 		open := 0.0
-		if b.State != "closed" {
+		if b.State != db.BreakerClosed {
 			open = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.breakerOpen, prometheus.GaugeValue, open, b.Host)

@@ -110,10 +110,10 @@ func (e *env) agent(labels map[string]string, ready bool) *db.Agent {
 func (e *env) job(mutate func(j *db.Job)) *db.Job {
 	e.t.Helper()
 	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: []byte(`{"command":"true"}`), RouteStrategy: "round_robin",
+		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait"}
+		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}
@@ -129,7 +129,7 @@ func (e *env) trigger(jobID uuid.UUID) {
 }
 
 // run triggers a job, leases its one task to a and reports state.
-func (e *env) run(a *db.Agent, jobID uuid.UUID, state string) {
+func (e *env) run(a *db.Agent, jobID uuid.UUID, state db.TaskState) {
 	e.t.Helper()
 	ctx := context.Background()
 	e.trigger(jobID)
@@ -226,7 +226,7 @@ func TestStateCollectorReportsFailingJobs(t *testing.T) {
 	e := setup(t)
 	a := e.agent(nil, true)
 	flaky := e.job(func(j *db.Job) { j.Name = "flaky"; j.Owner = "team-a" })
-	for _, state := range []string{"failed", "succeeded", "failed", "failed"} {
+	for _, state := range []db.TaskState{"failed", "succeeded", "failed", "failed"} {
 		e.run(a, flaky.ID, state)
 	}
 	healthy := e.job(func(j *db.Job) { j.Name = "healthy" })
@@ -279,7 +279,7 @@ func TestStateCollectorReportsOpenCallbackBreakers(t *testing.T) {
 	ctx := context.Background()
 	_, state, err := db.CallbackBreakerFailure(ctx, e.pool, "down.example", 1, time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, "open", state)
+	require.Equal(t, db.BreakerState("open"), state)
 	_, _, err = db.CallbackBreakerFailure(ctx, e.pool, "back.example", 1, time.Minute)
 	require.NoError(t, err)
 	_, err = db.CallbackBreakerSuccess(ctx, e.pool, "back.example")

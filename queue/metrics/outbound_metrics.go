@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ax-scheduler/ax/db"
+)
 
 // OutboundMetrics are the metrics of callbacks and agentless HTTP tasks.
 // CallbacksFailed is the one to alert on: a receiver missed a result after
@@ -53,7 +57,7 @@ func NewOutboundMetrics(reg prometheus.Registerer) *OutboundMetrics {
 	for _, o := range []string{"delivered", "failed"} {
 		m.CallbackAttempts.WithLabelValues(o)
 	}
-	for _, s := range []string{"open", "closed"} {
+	for _, s := range []string{string(db.BreakerOpen), string(db.BreakerClosed)} {
 		m.BreakerChanges.WithLabelValues(s)
 	}
 	for _, o := range []string{"succeeded", "accepted", "failed"} {

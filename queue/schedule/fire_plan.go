@@ -94,7 +94,7 @@ func (p *planner) plan(t *db.DueTrigger, now time.Time) (*firePlan, error) {
 // skipStretch records the ticks from first up to (not including) until
 // as one skipped range and returns the first tick at or after until. The
 // ticks are counted when there are few enough to list.
-func (p *planner) skipStretch(t *db.DueTrigger, first, until time.Time, skip *skipRecorder, reason, detail string) (*time.Time, error) {
+func (p *planner) skipStretch(t *db.DueTrigger, first, until time.Time, skip *skipRecorder, reason db.SkipReason, detail string) (*time.Time, error) {
 	count, last := 0, first
 	for tick := &first; tick != nil && tick.Before(until); {
 		if count == maxTicksPerPlan {
@@ -116,12 +116,12 @@ func (p *planner) skipStretch(t *db.DueTrigger, first, until time.Time, skip *sk
 func planMissed(t *db.DueTrigger, missed []time.Time, plan *firePlan, skip *skipRecorder) {
 	for i, tick := range missed {
 		switch {
-		case t.MisfirePolicy == "skip":
+		case t.MisfirePolicy == db.MisfireSkip:
 			skip.add(db.SkipMisfire, tick, "missed; the misfire policy is skip")
-		case t.MisfirePolicy == "fire_all" && i < t.MisfireMaxFires,
-			t.MisfirePolicy != "fire_all" && i == 0:
+		case t.MisfirePolicy == db.MisfireFireAll && i < t.MisfireMaxFires,
+			t.MisfirePolicy != db.MisfireFireAll && i == 0:
 			plan.fires = append(plan.fires, plannedFire{scheduledFor: tick, catchUp: true})
-		case t.MisfirePolicy == "fire_all":
+		case t.MisfirePolicy == db.MisfireFireAll:
 			skip.add(db.SkipMisfire, tick, fmt.Sprintf("beyond the catch-up cap of %d fires", t.MisfireMaxFires))
 		default:
 			skip.add(db.SkipMisfire, tick, "missed; folded into one catch-up fire")
@@ -134,18 +134,18 @@ func planMissed(t *db.DueTrigger, missed []time.Time, plan *firePlan, skip *skip
 // in one batch only the first runs. replace: of several fires only the
 // last runs (each would replace the one before at once).
 func applyOverlap(t *db.DueTrigger, plan *firePlan, skip *skipRecorder) {
-	if len(plan.fires) < 2 && (t.ConcurrencyPolicy != "forbid" || len(plan.fires) == 0) {
+	if len(plan.fires) < 2 && (t.ConcurrencyPolicy != db.ConcurrencyForbid || len(plan.fires) == 0) {
 		return
 	}
 	switch t.ConcurrencyPolicy {
-	case "replace":
+	case db.ConcurrencyReplace:
 		last := len(plan.fires) - 1
 		for _, f := range plan.fires[:last] {
 			skip.add(db.SkipOverlap, f.scheduledFor, "replaced by a later tick fired in the same batch")
 		}
 		plan.fires = plan.fires[last:]
 		return
-	case "allow":
+	case db.ConcurrencyAllow:
 		return
 	}
 	keep := 1
@@ -166,7 +166,7 @@ type skipRecorder struct {
 	pending *db.SkippedFire
 }
 
-func (s *skipRecorder) add(reason string, tick time.Time, detail string) {
+func (s *skipRecorder) add(reason db.SkipReason, tick time.Time, detail string) {
 	if p := s.pending; p != nil && p.Reason == reason && p.Detail == detail && p.TickCount > 0 {
 		p.LastTick = tick
 		p.TickCount++
@@ -176,12 +176,12 @@ func (s *skipRecorder) add(reason string, tick time.Time, detail string) {
 	s.pending = s.newSkip(reason, tick, tick, 1, detail)
 }
 
-func (s *skipRecorder) addRange(reason string, first, last time.Time, count int, detail string) {
+func (s *skipRecorder) addRange(reason db.SkipReason, first, last time.Time, count int, detail string) {
 	s.flush()
 	s.skips = append(s.skips, s.newSkip(reason, first, last, count, detail))
 }
 
-func (s *skipRecorder) newSkip(reason string, first, last time.Time, count int, detail string) *db.SkippedFire {
+func (s *skipRecorder) newSkip(reason db.SkipReason, first, last time.Time, count int, detail string) *db.SkippedFire {
 	return &db.SkippedFire{JobID: s.jobID, Reason: reason, FirstTick: first, LastTick: last,
 		TickCount: count, Detail: detail}
 }

@@ -26,7 +26,7 @@ func TestPlanner(t *testing.T) {
 	t.Parallel()
 	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	p := &planner{misfireThreshold: 5 * time.Second, ticks: everySecond{}}
-	due := func(policy string, behind time.Duration) *db.DueTrigger {
+	due := func(policy db.MisfirePolicy, behind time.Duration) *db.DueTrigger {
 		return &db.DueTrigger{JobID: uuid.New(), MisfirePolicy: policy, MisfireWindowSeconds: 3600,
 			MisfireMaxFires: 10, ConcurrencyPolicy: "allow", NextFireAt: base.Add(-behind)}
 	}

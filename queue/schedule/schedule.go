@@ -51,7 +51,7 @@ func (tt triggerTicks) atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, err
 	return tt.next(t, x.Add(-time.Nanosecond))
 }
 
-func nextTick(kind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
+func nextTick(kind db.TriggerKind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
 	switch kind {
 	case db.TriggerCron:
 		sched, err := schedules.get(expr, tz)

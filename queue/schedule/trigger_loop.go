@@ -241,7 +241,7 @@ func (l *TriggerLoop) planOne(t *db.DueTrigger) (f *jobFire, err error) {
 		f.executions = append(f.executions, &db.NewExecution{ID: id, JobID: t.JobID, Cause: cause,
 			ScheduledFor: pf.scheduledFor, Misfired: pf.catchUp})
 	}
-	f.replace = len(plan.fires) > 0 && t.ConcurrencyPolicy == "replace" && t.HasUnfinished
+	f.replace = len(plan.fires) > 0 && t.ConcurrencyPolicy == db.ConcurrencyReplace && t.HasUnfinished
 	return f, nil
 }
 
@@ -363,7 +363,7 @@ func (b *batch) observe(m *metrics.Metrics) {
 			}
 		}
 		for _, s := range f.skips {
-			m.Skipped.WithLabelValues(s.Reason).Add(float64(max(s.TickCount, 1)))
+			m.Skipped.WithLabelValues(string(s.Reason)).Add(float64(max(s.TickCount, 1)))
 			if s.Reason == db.SkipMisfire {
 				m.Misfire.Add(float64(max(s.TickCount, 1)))
 			}
@@ -371,10 +371,10 @@ func (b *batch) observe(m *metrics.Metrics) {
 	}
 	for _, e := range b.inserted {
 		if misfired[e.ID] {
-			m.Fires.WithLabelValues(db.CauseCatchUp).Inc()
+			m.Fires.WithLabelValues(string(db.CauseCatchUp)).Inc()
 			continue
 		}
-		m.Fires.WithLabelValues(db.CauseSchedule).Inc()
+		m.Fires.WithLabelValues(string(db.CauseSchedule)).Inc()
 		// A fire made ahead is runnable at its tick: no lag.
 		m.FireLag.Observe(max(e.FiredAt.Sub(e.ScheduledFor), 0).Seconds())
 	}

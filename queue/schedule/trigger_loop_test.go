@@ -36,12 +36,13 @@ func setup(t *testing.T) *env {
 }
 
 // job creates a job; mutate adjusts the definition first.
-func (e *env) job(kind string, mutate func(j *db.Job)) *db.Job {
+func (e *env) job(kind db.TriggerKind, mutate func(j *db.Job)) *db.Job {
 	e.t.Helper()
 	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: kind, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: []byte(`{"command":"true"}`), RouteStrategy: "round_robin",
+		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 5, RetryBackoffMaxSeconds: 60,
-		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100}
+		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
+		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
 	switch kind {
 	case db.TriggerCron:
 		j.CronExpr = "* * * * * *"
@@ -92,7 +93,7 @@ func TestFireDueIntervalNoDrift(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, scheduled.Add(10*time.Second), *got.NextFireAt, "next = previous scheduled + interval, not now + interval")
 	require.Equal(t, scheduled, *got.LastScheduledFor)
-	require.Equal(t, "pending", got.LastState)
+	require.Equal(t, db.ExecutionPending, got.LastState)
 
 	execs, err := db.ExecutionList(context.Background(), e.pool, &db.ExecutionListParams{JobID: &j.ID, Limit: 10})
 	require.NoError(t, err)
@@ -106,7 +107,7 @@ func TestFireDueIntervalNoDrift(t *testing.T) {
 		require.Equal(t, i, task.ShardIndex)
 		require.Equal(t, 3, task.ShardTotal)
 		require.Equal(t, []string{"a", "b", "c"}[i], task.ShardParam)
-		require.Equal(t, "pending", task.State)
+		require.Equal(t, db.TaskPending, task.State)
 	}
 	require.Equal(t, 0, e.fire(), "nothing else is due")
 }
@@ -144,7 +145,7 @@ func TestFireDueOverlapPolicies(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	// Hourly ticks, so a slow first fire never finds a second tick due.
-	hourly := func(policy string) func(j *db.Job) {
+	hourly := func(policy db.ConcurrencyPolicy) func(j *db.Job) {
 		return func(j *db.Job) { j.IntervalSeconds = 3600; j.ConcurrencyPolicy = policy }
 	}
 	forbid := e.job(db.TriggerInterval, hourly("forbid"))

@@ -439,8 +439,8 @@ WHERE a.id = @agent_id;
 -- part of the job's shard range (exact integer division in numeric: a
 -- range may span all of bigint, and numeric's / would round); for
 -- broadcast jobs one per live agent of the pool that accepts its executor
--- kind, pinned to it. Tasks of agentless HTTP jobs (executor http, no
--- target labels) are marked so: ax serve runs them, agents never lease them.
+-- kind, pinned to it. Tasks of agentless jobs (job.agentless, see
+-- db.Job.Agentless) are marked so: ax serve runs them, agents never lease them.
 -- Ids that were not inserted (a tick that had fired already) match nothing.
 -- Returns what routing needs to know of each task.
 -- name: TaskInsertForExecutions :many
@@ -448,8 +448,7 @@ WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
-           j.executor_kind,
-           j.executor_kind = 'http' AND j.target_labels = '{}'::jsonb AND j.route_strategy <> 'broadcast' AS agentless
+           j.executor_kind, j.agentless
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY(@execution_ids::uuid[])

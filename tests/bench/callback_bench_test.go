@@ -80,9 +80,9 @@ func endExecutions(b *testing.B, pool *pgxpool.Pool, url string, n int) {
 	b.Helper()
 	job, err := queue.NewJobService(pool, nil).Create(context.Background(), &db.Job{Name: "bench-callbacks",
 		Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC", ExecutorKind: "shell",
-		Executor: []byte(`{"command":"true"}`), RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: 60,
+		Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: 60,
 		RetryMaxAttempts: 1, ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 60,
-		MisfireMaxFires: 1, DegradeAction: "wait", CallbackURL: url})
+		MisfireMaxFires: 1, DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo, CallbackURL: url})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -83,8 +83,8 @@ func seedTasks(b *testing.B, pool *pgxpool.Pool, n int, class string) {
 	var jobID uuid.UUID
 	err := pool.QueryRow(ctx, `
 		WITH j AS (
-			INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, rate_limit_class, shard_count)
-			VALUES ('lease-bench-' || gen_random_uuid(), 'manual', 'shell', '{"command":"true"}', nullif($1, ''), 10000)
+			INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, rate_limit_class, shard_count, agentless)
+			VALUES ('lease-bench-' || gen_random_uuid(), 'manual', 'shell', '{"command":"true"}', nullif($1, ''), 10000, false)
 			RETURNING id)
 		INSERT INTO ax.trigger (job_id) SELECT id FROM j RETURNING job_id`, class).Scan(&jobID)
 	if err != nil {

@@ -29,8 +29,8 @@ func seedJobs(b *testing.B, pool *pgxpool.Pool, n int, kind, cronExpr string, in
 		to := min(from+chunk, n)
 		_, err := pool.Exec(ctx, `
 			WITH j AS (
-				INSERT INTO ax.job (name, trigger_kind, cron_expr, interval_seconds, executor_kind, executor)
-				SELECT 'bench-' || i, $3::ax.trigger_kind, nullif($4, ''), nullif($5, 0), 'shell', '{"command":"true"}'
+				INSERT INTO ax.job (name, trigger_kind, cron_expr, interval_seconds, executor_kind, executor, agentless)
+				SELECT 'bench-' || i, $3::ax.trigger_kind, nullif($4, ''), nullif($5, 0), 'shell', '{"command":"true"}', false
 				FROM generate_series($1::int, $2::int - 1) AS i
 				RETURNING id)
 			INSERT INTO ax.trigger (job_id, next_fire_at) SELECT id, `+nextFire+` FROM j`,

@@ -1156,6 +1156,7 @@ type AxJob struct {
 	ShardRangeFrom         int64
 	ShardRangeTo           int64
 	DegradeAction          AxDegradeAction
+	Agentless              bool
 }
 
 type AxJobSecret struct {

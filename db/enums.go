@@ -1,0 +1,171 @@
+package db
+
+// The types below mirror the enums of schema ax (see sql/schema.sql). sqlc
+// generates its own types for them in db/internal/dbsqlc; the row structs of
+// this package carry these instead, converted where rows are read and
+// written, so callers compare against named constants, never literals.
+
+// ExecutionState is the state of an execution, ax.execution_state.
+type ExecutionState string
+
+// Execution states.
+const (
+	ExecutionPending   ExecutionState = "pending"
+	ExecutionRunning   ExecutionState = "running"
+	ExecutionSucceeded ExecutionState = "succeeded"
+	ExecutionFailed    ExecutionState = "failed"
+	ExecutionTimedOut  ExecutionState = "timed_out"
+	ExecutionCancelled ExecutionState = "cancelled"
+)
+
+// Ended reports whether an execution in state s has finished.
+func (s ExecutionState) Ended() bool { return s != ExecutionPending && s != ExecutionRunning }
+
+// TaskState is the state of one task (shard attempt), ax.task_state.
+type TaskState string
+
+// Task states.
+const (
+	TaskPending   TaskState = "pending"
+	TaskLeased    TaskState = "leased"
+	TaskRunning   TaskState = "running"
+	TaskSucceeded TaskState = "succeeded"
+	TaskFailed    TaskState = "failed"
+	TaskTimedOut  TaskState = "timed_out"
+	TaskCancelled TaskState = "cancelled"
+)
+
+// Ended reports whether a task in state s has finished.
+func (s TaskState) Ended() bool {
+	return s == TaskSucceeded || s == TaskFailed || s == TaskTimedOut || s == TaskCancelled
+}
+
+// ExecutionCause is why an execution exists, ax.execution_cause.
+type ExecutionCause string
+
+// Execution causes.
+const (
+	CauseSchedule ExecutionCause = "schedule" // an on-time tick
+	CauseCatchUp  ExecutionCause = "catch_up" // a missed tick fired late under the misfire policy
+	CauseManual   ExecutionCause = "manual"   // the trigger API
+)
+
+// TriggerKind is how a job fires, ax.trigger_kind.
+type TriggerKind string
+
+// Trigger kinds.
+const (
+	TriggerCron     TriggerKind = "cron"
+	TriggerInterval TriggerKind = "interval"
+	TriggerDelay    TriggerKind = "delay"
+	TriggerManual   TriggerKind = "manual"
+)
+
+// ExecutorKind is what runs a job's tasks, ax.executor_kind.
+type ExecutorKind string
+
+// Executor kinds.
+const (
+	ExecutorShell   ExecutorKind = "shell"
+	ExecutorHTTP    ExecutorKind = "http"
+	ExecutorHandler ExecutorKind = "handler"
+)
+
+// RouteStrategy picks the agent of a task, ax.route_strategy.
+type RouteStrategy string
+
+// Route strategies.
+const (
+	RouteRoundRobin     RouteStrategy = "round_robin"
+	RouteRandom         RouteStrategy = "random"
+	RouteWeighted       RouteStrategy = "weighted"
+	RouteLeastActive    RouteStrategy = "least_active"
+	RouteConsistentHash RouteStrategy = "consistent_hash"
+	RouteLoadAware      RouteStrategy = "load_aware"
+	RouteBroadcast      RouteStrategy = "broadcast"
+	RouteFailover       RouteStrategy = "failover"
+)
+
+// ConcurrencyPolicy is what a fire does while the job's previous run is
+// unfinished, ax.concurrency_policy.
+type ConcurrencyPolicy string
+
+// Concurrency policies.
+const (
+	ConcurrencyAllow   ConcurrencyPolicy = "allow"
+	ConcurrencyForbid  ConcurrencyPolicy = "forbid"
+	ConcurrencyReplace ConcurrencyPolicy = "replace"
+)
+
+// MisfirePolicy is what the trigger loop does with ticks it missed,
+// ax.misfire_policy.
+type MisfirePolicy string
+
+// Misfire policies.
+const (
+	MisfireFireOnce MisfirePolicy = "fire_once"
+	MisfireSkip     MisfirePolicy = "skip"
+	MisfireFireAll  MisfirePolicy = "fire_all"
+)
+
+// DegradeAction is what a job's tasks do while their rate class's priority
+// floor is above them, ax.degrade_action.
+type DegradeAction string
+
+// Degrade actions.
+const (
+	DegradeWait DegradeAction = "wait"
+	DegradeSkip DegradeAction = "skip"
+)
+
+// SkipReason is why ticks did not fire, ax.skip_reason.
+type SkipReason string
+
+// Skip reasons.
+const (
+	SkipMisfire SkipReason = "misfire"
+	SkipOverlap SkipReason = "overlap"
+	SkipPaused  SkipReason = "paused"
+	SkipDSTGap  SkipReason = "dst_gap"
+)
+
+// AgentState is the lifecycle state of an agent, ax.agent_state.
+type AgentState string
+
+// Agent states.
+const (
+	AgentActive      AgentState = "active"
+	AgentDraining    AgentState = "draining"
+	AgentOffline     AgentState = "offline"
+	AgentQuarantined AgentState = "quarantined"
+)
+
+// CallbackState is the state of an execution's callback, ax.callback_state.
+type CallbackState string
+
+// Callback states.
+const (
+	CallbackPending   CallbackState = "pending"
+	CallbackDelivered CallbackState = "delivered"
+	CallbackFailed    CallbackState = "callback_failed"
+)
+
+// BreakerState is the state of a callback host's circuit breaker,
+// ax.breaker_state.
+type BreakerState string
+
+// Breaker states.
+const (
+	BreakerClosed   BreakerState = "closed"
+	BreakerOpen     BreakerState = "open"
+	BreakerHalfOpen BreakerState = "half_open"
+)
+
+// TaskEventKind is the kind of a task event, ax.task_event_kind.
+type TaskEventKind string
+
+// Task event kinds.
+const (
+	TaskEventState TaskEventKind = "state"
+	TaskEventLog   TaskEventKind = "log"
+)

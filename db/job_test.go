@@ -1,0 +1,122 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+// TestJobAgentlessColumn: the backfill of migration 18 and every insert and
+// update agree with db.Job.Agentless, the rule's one owner.
+func TestJobAgentlessColumn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	m, err := db.NewMigrator(pool, nil)
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.DownTo(ctx, 17)
+	require.NoError(t, err)
+
+	shapes := []struct {
+		kind     db.ExecutorKind
+		labels   string
+		strategy db.RouteStrategy
+		want     bool
+	}{
+		{db.ExecutorHTTP, `{}`, db.RouteRoundRobin, true},
+		{db.ExecutorHTTP, `{"pool":"a"}`, db.RouteRoundRobin, false},
+		{db.ExecutorHTTP, `{}`, db.RouteBroadcast, false},
+		{db.ExecutorShell, `{}`, db.RouteRoundRobin, false},
+		{db.ExecutorHandler, `{}`, db.RouteLeastActive, false},
+	}
+	ids := make([]uuid.UUID, len(shapes))
+	for i, s := range shapes {
+		ids[i] = uuid.New()
+		_, err := pool.Exec(ctx, `
+			WITH j AS (
+			    INSERT INTO ax.job (id, name, trigger_kind, executor_kind, executor, target_labels, route_strategy)
+			    VALUES ($1, $5, 'manual', $2, '{}', $3, $4)
+			    RETURNING id)
+			INSERT INTO ax.trigger (job_id) SELECT id FROM j`,
+			ids[i], string(s.kind), s.labels, string(s.strategy), ids[i].String())
+		require.NoError(t, err)
+	}
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+
+	for i, s := range shapes {
+		job, err := db.JobGetByID(ctx, pool, ids[i])
+		require.NoError(t, err)
+		require.Equal(t, s.want, job.Agentless(), "rule for %+v", s)
+		require.Equal(t, s.want, storedAgentless(t, pool, ids[i]), "backfill for %+v", s)
+
+		// Flip the target labels: the update stores the rule's new answer.
+		if len(job.TargetLabels) == 0 {
+			job.TargetLabels = map[string]string{"pool": "b"}
+		} else {
+			job.TargetLabels = nil
+		}
+		updated, err := db.JobUpdate(ctx, pool, job)
+		require.NoError(t, err)
+		require.Equal(t, updated.Agentless(), storedAgentless(t, pool, ids[i]), "update of %+v", s)
+	}
+
+	job := &db.Job{ID: uuid.New(), Name: "inserted", Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
+		ExecutorKind: db.ExecutorHTTP, Executor: db.ExecutorConfig{URL: "https://example.com", Method: "POST"},
+		RouteStrategy: db.RouteRoundRobin, ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1,
+		ConcurrencyPolicy: db.ConcurrencyAllow, MisfirePolicy: db.MisfireFireOnce, MisfireMaxFires: 1}
+	job.FillDefaults()
+	_, err = db.JobInsert(ctx, pool, job)
+	require.NoError(t, err)
+	require.True(t, storedAgentless(t, pool, job.ID))
+}
+
+func storedAgentless(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) bool {
+	t.Helper()
+	var agentless bool
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT agentless FROM ax.job WHERE id = $1`, id).Scan(&agentless))
+	return agentless
+}
+
+// TestJobSQLDefaultsAreFillDefaults: the column defaults of ax.job, a
+// safety net for rows written by hand (JobInsert passes every column),
+// equal what db.Job.FillDefaults fills.
+func TestJobSQLDefaultsAreFillDefaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	for _, kind := range []db.ExecutorKind{db.ExecutorShell, db.ExecutorHTTP} {
+		id := uuid.New()
+		_, err := pool.Exec(ctx, `
+			WITH j AS (
+			    INSERT INTO ax.job (id, name, trigger_kind, executor_kind, target_labels, agentless)
+			    VALUES ($1, $2, 'manual', $3, '{"pool":"a"}', false)
+			    RETURNING id)
+			INSERT INTO ax.trigger (job_id) SELECT id FROM j`, id, id.String(), string(kind))
+		require.NoError(t, err)
+		stored, err := db.JobGetByID(ctx, pool, id)
+		require.NoError(t, err)
+
+		want := &db.Job{ExecutorKind: kind, TargetLabels: stored.TargetLabels}
+		want.FillDefaults()
+		want.Executor.Method = "" // the column's default executor is the empty object, whatever the kind
+		require.Equal(t, jobDefaults(want), jobDefaults(stored), "kind %s", kind)
+	}
+}
+
+// jobDefaults is what FillDefaults decides of j.
+func jobDefaults(j *db.Job) db.Job {
+	return db.Job{Group: j.Group, Timezone: j.Timezone, Executor: j.Executor, RouteStrategy: j.RouteStrategy,
+		ShardCount: j.ShardCount, ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: j.ShardRangeTo,
+		TimeoutSeconds: j.TimeoutSeconds, RetryMaxAttempts: j.RetryMaxAttempts,
+		RetryBackoffSeconds: j.RetryBackoffSeconds, RetryBackoffMaxSeconds: j.RetryBackoffMaxSeconds,
+		ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy,
+		MisfireWindowSeconds: j.MisfireWindowSeconds, MisfireMaxFires: j.MisfireMaxFires, DegradeAction: j.DegradeAction}
+}
