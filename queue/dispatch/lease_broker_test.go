@@ -1,0 +1,33 @@
+package dispatch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A task routed to one agent is another's only after the steal delay, by
+// the clock; a long poll waiting for it wakes when the delay runs out
+// (the next-ready time it computes follows the clock too).
+func TestLeaseStealsRoutedTaskAfterTheDelay(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	task := e.trigger(1, 0)
+	owner, other := e.agent("owner"), e.agent("other")
+	_, err := e.pool.Exec(ctx, "UPDATE ax.task SET preferred_agent_id = $2 WHERE id = $1", task.ID, owner.ID)
+	require.NoError(t, err)
+	require.Empty(t, e.lease(other), "routed to another agent")
+
+	e.clock.Advance(e.cfg.StealAfter - time.Second)
+	require.Empty(t, e.lease(other), "not before the steal delay")
+	// Shorter than the IdleRecheck fallback: only the computed time
+	// wakes the poll in time.
+	tasks, err := e.broker.Lease(ctx, other, 10, 3*time.Second)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1, "the waiting poll takes it when the delay runs out")
+	require.Equal(t, task.ID, tasks[0].ID)
+	require.False(t, tasks[0].RoutedHere)
+}
