@@ -207,9 +207,9 @@ type Candidate struct {
 }
 
 // AgentListCandidates returns the active or quarantined agents heard
-// from within live.
-func AgentListCandidates(ctx context.Context, e Executor, live time.Duration) ([]*Candidate, error) {
-	rows, err := queries.AgentListCandidates(ctx, e, live.Seconds())
+// from within live; now, when set, replaces the database clock (tests).
+func AgentListCandidates(ctx context.Context, e Executor, live time.Duration, now *time.Time) ([]*Candidate, error) {
+	rows, err := queries.AgentListCandidates(ctx, e, dbsqlc.AgentListCandidatesParams{LiveSeconds: live.Seconds(), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("error listing routing candidates: %w", mapErr(err))
 	}

@@ -46,14 +46,27 @@ func setup(t *testing.T) *env {
 // between them, and fires it once; it returns the run's one task.
 func (e *env) trigger(attempts int, retryBackoff time.Duration) *db.Task {
 	e.t.Helper()
-	ctx := context.Background()
+	return e.fire(e.job(attempts, retryBackoff))
+}
+
+// job creates a shell job of one shard that may run attempts times, with
+// retryBackoff between them.
+func (e *env) job(attempts int, retryBackoff time.Duration) *db.Job {
+	e.t.Helper()
 	secs := int(retryBackoff.Seconds())
-	job, err := e.jobs.Create(ctx, &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default",
+	job, err := e.jobs.Create(context.Background(), &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default",
 		TriggerKind: db.TriggerManual, Timezone: "UTC", ExecutorKind: "shell", Executor: []byte(`{"command":"true"}`),
 		RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: 3600, RetryMaxAttempts: attempts,
 		RetryBackoffSeconds: secs, RetryBackoffMaxSeconds: secs, ConcurrencyPolicy: "allow",
 		MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100, DegradeAction: "wait"})
 	require.NoError(e.t, err)
+	return job
+}
+
+// fire runs job once; it returns the run's one task.
+func (e *env) fire(job *db.Job) *db.Task {
+	e.t.Helper()
+	ctx := context.Background()
 	exec, _, err := e.execs.Trigger(ctx, &queue.TriggerRequest{JobID: job.ID})
 	require.NoError(e.t, err)
 	tasks, err := db.TaskListByExecution(ctx, e.pool, exec.ID)

@@ -96,7 +96,7 @@ SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state
                    AND e.at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
-  AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision);
+  AND a.last_heartbeat_at > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('live_seconds')::double precision);
 
 -- AgentQuarantineFailing quarantines active agents whose outcomes since
 -- the start of their health window (at most @window_seconds back) number

@@ -349,8 +349,13 @@ SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state
                    AND e.at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
-  AND a.last_heartbeat_at > now() - make_interval(secs => $1::double precision)
+  AND a.last_heartbeat_at > coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
 `
+
+type AgentListCandidatesParams struct {
+	Now         *time.Time
+	LiveSeconds float64
+}
 
 type AgentListCandidatesRow struct {
 	ID         uuid.UUID
@@ -371,8 +376,8 @@ type AgentListCandidatesRow struct {
 // AgentListCandidates returns the agents routing may prefer: active or
 // quarantined (unhealthy), heard from within @live_seconds, with their
 // labels, executors, load, weight and recent average task duration.
-func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, liveSeconds float64) ([]AgentListCandidatesRow, error) {
-	rows, err := db.Query(ctx, agentListCandidates, liveSeconds)
+func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, arg AgentListCandidatesParams) ([]AgentListCandidatesRow, error) {
+	rows, err := db.Query(ctx, agentListCandidates, arg.Now, arg.LiveSeconds)
 	if err != nil {
 		return nil, err
 	}
