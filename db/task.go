@@ -279,18 +279,19 @@ type CompletedTask struct {
 // It is for results ax reports itself (agentless HTTP tasks); agents'
 // results go through TaskCompleteByAgent.
 func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]CompletedTask, error) {
-	return taskComplete(ctx, e, nil, results)
+	return taskComplete(ctx, e, nil, results, nil)
 }
 
 // TaskCompleteByAgent is TaskComplete for results reported by an agent:
 // a result of a task whose lease another agent holds matches nothing,
-// even with the current token.
-func TaskCompleteByAgent(ctx context.Context, e Executor, agentID uuid.UUID, results []TaskResult) ([]CompletedTask, error) {
-	return taskComplete(ctx, e, &agentID, results)
+// even with the current token. now, when set, replaces the database clock
+// a retry's backoff counts from (tests).
+func TaskCompleteByAgent(ctx context.Context, e Executor, agentID uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
+	return taskComplete(ctx, e, &agentID, results, now)
 }
 
-func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results []TaskResult) ([]CompletedTask, error) {
-	p := dbsqlc.TaskCompleteParams{AgentID: agentID}
+func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
+	p := dbsqlc.TaskCompleteParams{AgentID: agentID, Now: now}
 	for _, r := range results {
 		p.TaskIds = append(p.TaskIds, r.ID)
 		p.Tokens = append(p.Tokens, r.Token)

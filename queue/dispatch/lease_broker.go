@@ -365,7 +365,7 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []d
 // changed nothing.
 func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
 	done, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
-		done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results)
+		done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results, s.clock.Now())
 		if err != nil {
 			return nil, err
 		}

@@ -224,7 +224,7 @@ WITH input AS (
                      ELSE i.state::ax.task_state END,
         attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
         not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts
-                          THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
+                          THEN coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN NULL ELSE now() END,

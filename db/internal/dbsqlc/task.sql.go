@@ -101,7 +101,7 @@ WITH input AS (
                      ELSE i.state::ax.task_state END,
         attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
         not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts
-                          THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
+                          THEN coalesce($7::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN NULL ELSE now() END,
@@ -144,6 +144,7 @@ type TaskCompleteParams struct {
 	Results [][]byte
 	Errors  []string
 	AgentID *uuid.UUID
+	Now     *time.Time
 }
 
 type TaskCompleteRow struct {
@@ -169,6 +170,7 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 		arg.Results,
 		arg.Errors,
 		arg.AgentID,
+		arg.Now,
 	)
 	if err != nil {
 		return nil, err
