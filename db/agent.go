@@ -90,10 +90,10 @@ type AgentLoad struct {
 }
 
 // AgentHeartbeat records that an agent is alive and its load; it returns
-// the agent's state.
-func AgentHeartbeat(ctx context.Context, e Executor, id uuid.UUID, l *AgentLoad) (string, error) {
+// the agent's state. now, when set, replaces the database clock (tests).
+func AgentHeartbeat(ctx context.Context, e Executor, id uuid.UUID, l *AgentLoad, now *time.Time) (string, error) {
 	st, err := queries.AgentHeartbeat(ctx, e, dbsqlc.AgentHeartbeatParams{
-		ID: id, Running: int32(l.Running), Cpu: l.CPU, Load1: l.Load1, Memory: l.Mem, Ready: l.Ready,
+		ID: id, Now: now, Running: int32(l.Running), Cpu: l.CPU, Load1: l.Load1, Memory: l.Mem, Ready: l.Ready,
 	})
 	if err != nil {
 		return "", fmt.Errorf("error recording heartbeat of agent %s: %w", id, mapErr(err))
@@ -170,9 +170,10 @@ func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*Agent,
 	return out, nil
 }
 
-// AgentMarkOffline marks agents silent for longer than silent offline.
-func AgentMarkOffline(ctx context.Context, e Executor, silent time.Duration) ([]uuid.UUID, error) {
-	ids, err := queries.AgentMarkOffline(ctx, e, silent.Seconds())
+// AgentMarkOffline marks agents silent for longer than silent offline;
+// now, when set, replaces the database clock (tests).
+func AgentMarkOffline(ctx context.Context, e Executor, silent time.Duration, now *time.Time) ([]uuid.UUID, error) {
+	ids, err := queries.AgentMarkOffline(ctx, e, dbsqlc.AgentMarkOfflineParams{SilentSeconds: silent.Seconds(), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("error marking silent agents offline: %w", mapErr(err))
 	}
@@ -206,9 +207,9 @@ type Candidate struct {
 }
 
 // AgentListCandidates returns the active or quarantined agents heard
-// from within live.
-func AgentListCandidates(ctx context.Context, e Executor, live time.Duration) ([]*Candidate, error) {
-	rows, err := queries.AgentListCandidates(ctx, e, live.Seconds())
+// from within live; now, when set, replaces the database clock (tests).
+func AgentListCandidates(ctx context.Context, e Executor, live time.Duration, now *time.Time) ([]*Candidate, error) {
+	rows, err := queries.AgentListCandidates(ctx, e, dbsqlc.AgentListCandidatesParams{LiveSeconds: live.Seconds(), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("error listing routing candidates: %w", mapErr(err))
 	}

@@ -145,6 +145,9 @@ type TaskLeaseParams struct {
 	// Grants are the tokens taken for this lease (RateClassTake): at most
 	// that many tasks of each class; classes not listed lease none.
 	Grants map[string]int
+	// Now, when set, replaces the database clock for readiness, steal
+	// and starve delays and the lease's expiry (tests); nil: now().
+	Now *time.Time
 }
 
 // TaskLease claims up to Max pending tasks the agent may run: it picks and
@@ -160,7 +163,7 @@ func TaskLease(ctx context.Context, b TxBeginner, p *TaskLeaseParams) ([]*Leased
 		if err != nil || len(picked) == 0 {
 			return nil, err
 		}
-		take := dbsqlc.TaskLeaseTakeParams{AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(),
+		take := dbsqlc.TaskLeaseTakeParams{AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(), Now: p.Now,
 			TaskIds: make([]uuid.UUID, len(picked)), ExecutionIds: make([]uuid.UUID, 0, len(picked))}
 		seen := make(map[uuid.UUID]bool, len(picked))
 		for i, r := range picked {
@@ -191,7 +194,7 @@ func leasePickParams(p *TaskLeaseParams) (dbsqlc.TaskLeasePickParams, error) {
 		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, Executors: cmpSlice(p.AgentExecutors, DefaultExecutors),
 		LabelBound:   p.AgentLabelBound,
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
-		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{},
+		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{}, Now: p.Now,
 	}
 	for class, n := range p.Grants {
 		pick.Classes = append(pick.Classes, class)
@@ -240,11 +243,12 @@ type RenewedTask struct {
 	LeaseExpiresAt time.Time
 }
 
-// TaskRenew extends the agent's current leases among refs.
-func TaskRenew(ctx context.Context, e Executor, agentID uuid.UUID, refs []TaskRef, lease time.Duration) ([]RenewedTask, error) {
+// TaskRenew extends the agent's current leases among refs; now, when set,
+// replaces the database clock (tests).
+func TaskRenew(ctx context.Context, e Executor, agentID uuid.UUID, refs []TaskRef, lease time.Duration, now *time.Time) ([]RenewedTask, error) {
 	ids, tokens := splitRefs(refs)
 	rows, err := queries.TaskRenew(ctx, e, dbsqlc.TaskRenewParams{
-		TaskIds: ids, Tokens: tokens, AgentID: &agentID, LeaseSeconds: lease.Seconds(),
+		TaskIds: ids, Tokens: tokens, AgentID: &agentID, LeaseSeconds: lease.Seconds(), Now: now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error renewing leases of agent %s: %w", agentID, mapErr(err))
@@ -279,18 +283,19 @@ type CompletedTask struct {
 // It is for results ax reports itself (agentless HTTP tasks); agents'
 // results go through TaskCompleteByAgent.
 func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]CompletedTask, error) {
-	return taskComplete(ctx, e, nil, results)
+	return taskComplete(ctx, e, nil, results, nil)
 }
 
 // TaskCompleteByAgent is TaskComplete for results reported by an agent:
 // a result of a task whose lease another agent holds matches nothing,
-// even with the current token.
-func TaskCompleteByAgent(ctx context.Context, e Executor, agentID uuid.UUID, results []TaskResult) ([]CompletedTask, error) {
-	return taskComplete(ctx, e, &agentID, results)
+// even with the current token. now, when set, replaces the database clock
+// a retry's backoff counts from (tests).
+func TaskCompleteByAgent(ctx context.Context, e Executor, agentID uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
+	return taskComplete(ctx, e, &agentID, results, now)
 }
 
-func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results []TaskResult) ([]CompletedTask, error) {
-	p := dbsqlc.TaskCompleteParams{AgentID: agentID}
+func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
+	p := dbsqlc.TaskCompleteParams{AgentID: agentID, Now: now}
 	for _, r := range results {
 		p.TaskIds = append(p.TaskIds, r.ID)
 		p.Tokens = append(p.Tokens, r.Token)
@@ -391,9 +396,10 @@ type Reaped struct {
 }
 
 // TaskReapExpired ends up to max expired leases and overdue tasks and
-// finalizes the executions that ended with them.
-func TaskReapExpired(ctx context.Context, e Executor, max int) (Reaped, error) {
-	rows, err := queries.TaskReapExpired(ctx, e, int32(max))
+// finalizes the executions that ended with them; now, when set, replaces
+// the database clock (tests).
+func TaskReapExpired(ctx context.Context, e Executor, max int, now *time.Time) (Reaped, error) {
+	rows, err := queries.TaskReapExpired(ctx, e, dbsqlc.TaskReapExpiredParams{Max: int32(max), Now: now})
 	if err != nil {
 		return Reaped{}, fmt.Errorf("error reaping expired leases: %w", mapErr(err))
 	}
@@ -424,9 +430,10 @@ type LeaseOutlook struct {
 }
 
 // TaskNextLeasable reads agentID's state and how long until it could
-// lease a task, in one statement.
-func TaskNextLeasable(ctx context.Context, e Executor, agentID uuid.UUID, stealAfter time.Duration) (*LeaseOutlook, error) {
-	r, err := queries.TaskNextLeasable(ctx, e, dbsqlc.TaskNextLeasableParams{AgentID: agentID,
+// lease a task, in one statement; now, when set, replaces the database
+// clock (tests).
+func TaskNextLeasable(ctx context.Context, e Executor, agentID uuid.UUID, stealAfter time.Duration, now *time.Time) (*LeaseOutlook, error) {
+	r, err := queries.TaskNextLeasable(ctx, e, dbsqlc.TaskNextLeasableParams{AgentID: agentID, Now: now,
 		StealSeconds: stealAfter.Seconds(), StealAnySeconds: 3 * stealAfter.Seconds()})
 	if err != nil {
 		return nil, fmt.Errorf("error finding the next task agent %s could lease: %w", agentID, mapErr(err))

@@ -129,9 +129,9 @@ func TriggerAdvanceMany(ctx context.Context, e Executor, advances []*TriggerAdva
 
 // TriggerNextDue returns how long until the earliest unpaused fire by the
 // database clock (negative when one is due); ok is false when nothing is
-// scheduled at all.
-func TriggerNextDue(ctx context.Context, e Executor) (wait time.Duration, ok bool, err error) {
-	r, err := queries.TriggerNextDue(ctx, e)
+// scheduled at all. now, when set, replaces the database clock (tests).
+func TriggerNextDue(ctx context.Context, e Executor, now *time.Time) (wait time.Duration, ok bool, err error) {
+	r, err := queries.TriggerNextDue(ctx, e, now)
 	if err != nil {
 		return 0, false, fmt.Errorf("error finding next due trigger: %w", mapErr(err))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
@@ -52,6 +53,10 @@ type Config struct {
 	// transactions of API calls; nil: none (a replica running River
 	// enqueues callbacks later; agentless tasks wait for one).
 	Outbox *delivery.Outbox
+	// Clock, when set, is the time the agent protocol leases and renews
+	// by (tests that move time forward, sharing it with their Reaper);
+	// nil: the database's now().
+	Clock *clock.Clock
 	// Outbound is what callback and HTTP-job URLs may reach, checked when
 	// a job is saved (and again by the senders at every connection). The
 	// zero policy allows public addresses only.
@@ -94,7 +99,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 		guard: guard}).register(api)
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
-	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox)}).register(api)
+	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock)}).register(api)
 	(&classHandlers{classes: queue.NewClassService(cfg.Pool, cfg.Logger)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)

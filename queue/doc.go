@@ -15,7 +15,10 @@
 //   - schedule: when jobs fire — the trigger loop, fire planning,
 //     next-fire times;
 //   - cron, outbound, webhook, monitoring: the cron dialect, safe outbound
-//     HTTP, the callback contract for receivers, alert rules.
+//     HTTP, the callback contract for receivers, alert rules;
+//   - clock: the settable time tests hand dispatch and schedule instead of
+//     the database's now(), to move past leases and ticks without sleeping.
 //
-// notify, metrics and jobtemplate → delivery → dispatch → schedule → queue.
+// clock, notify, metrics and jobtemplate → delivery → dispatch → schedule
+// → queue.
 package queue

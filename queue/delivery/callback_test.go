@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -44,7 +45,7 @@ func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
 	env.cancel(exec.ID)
 
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
-	time.Sleep(100 * time.Millisecond) // nothing more comes
+	env.settled(exec.ID) // nothing more comes
 	got := rc.requests()
 	require.Len(t, got, 4)
 	for _, r := range got {
@@ -95,7 +96,7 @@ func TestCallbackFailsAfterFiveRetries(t *testing.T) {
 	env.cancel(exec.ID)
 
 	env.eventually("callback_failed", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
-	time.Sleep(200 * time.Millisecond)
+	env.settled(exec.ID)
 	require.Len(t, rc.requests(), 6)
 	require.EqualValues(t, 6, env.scalar("SELECT count(*) FROM ax.callback_attempt WHERE execution_id = $1", exec.ID))
 	require.Equal(t, 1.0, counterValue(env.metrics.CallbacksFailed))
@@ -133,13 +134,15 @@ func TestCallbackBreakerOpensHoldsAndRecovers(t *testing.T) {
 	t.Parallel()
 	env := setup(t, func(c *delivery.RiverConfig) {
 		c.Callback.BreakerThreshold = 2
-		c.Callback.BreakerOpenFor = 1500 * time.Millisecond
+		c.Callback.BreakerOpenFor = time.Second
 		c.Callback.RetrySchedule = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond,
 			50 * time.Millisecond, 50 * time.Millisecond}
 	})
+	const runs = 5
+	held := func() float64 { return counterValue(env.metrics.CallbacksHeld) }
 	var up atomic.Bool
 	var upRequests, duringProbe atomic.Int32
-	var probing atomic.Bool
+	var probing, othersHeldDuringProbe atomic.Bool
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
 		if !up.Load() {
 			w.WriteHeader(http.StatusBadGateway)
@@ -151,24 +154,33 @@ func TestCallbackBreakerOpensHoldsAndRecovers(t *testing.T) {
 			}
 			return true
 		}
-		probing.Store(true) // the first request after recovery is the probe: slow it down
-		time.Sleep(300 * time.Millisecond)
+		// The first request after recovery is the probe: keep it out
+		// until every other delivery has looked and been held again.
+		probing.Store(true)
+		before := held()
+		othersHeldDuringProbe.Store(waitUntil(5*time.Second, func() bool { return held() >= before+runs-1 }))
 		probing.Store(false)
 		return true
 	})
 	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
-	const runs = 5
 	for range runs {
 		env.cancel(env.trigger(job.ID).ID)
 	}
-	env.eventually("open", 5*time.Second, "SELECT state::text FROM ax.callback_breaker")
-	time.Sleep(200 * time.Millisecond) // requests sent before it opened land
+	// Every delivery held: none is in flight, each waits for the open time.
+	// (On a slow machine a probe may have gone since, and failed: it left
+	// no earlier than the open_until read here, which it keeps or moves
+	// later.)
+	require.Eventually(t, func() bool { return held() >= runs }, 5*time.Second, 10*time.Millisecond)
+	var openUntil time.Time
+	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT open_until FROM ax.callback_breaker").Scan(&openUntil))
 	sent := len(rc.requests())
-	time.Sleep(600 * time.Millisecond) // still within the open time
-	require.Equal(t, sent, len(rc.requests()), "an open breaker holds deliveries: nothing reaches the host")
 	up.Store(true)
 
 	env.eventually(int64(runs), 10*time.Second, "SELECT count(*) FROM ax.callback WHERE state = 'delivered'")
+	got := rc.requests()
+	require.False(t, got[sent].at.Before(openUntil),
+		"an open breaker holds deliveries: nothing reaches the host before its open time is over")
+	require.True(t, othersHeldDuringProbe.Load(), "the other deliveries looked while the probe was out")
 	require.Zero(t, duringProbe.Load(), "half-open: one probe, nothing else while it is out")
 	require.Equal(t, "closed", env.scalar("SELECT state::text FROM ax.callback_breaker"))
 	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.callback WHERE state = 'callback_failed'"),
@@ -202,7 +214,9 @@ func TestCallbackNeverSentForRolledBackCompletion(t *testing.T) {
 	require.Equal(t, 1, inTx, "the job is inserted in the completing transaction")
 	require.NoError(t, tx.Rollback(ctx))
 
-	time.Sleep(500 * time.Millisecond) // longer than the periodic flush
+	// What the periodic flush does (enqueue callbacks no hook did) finds
+	// nothing either.
+	require.NoError(t, db.WithTx(ctx, env.pool, func(tx pgx.Tx) error { return env.river.Outbox().Flush(ctx, tx) }))
 	require.Empty(t, rc.requests())
 	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.callback"))
 	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.river_job WHERE kind = 'ax_callback'"))

@@ -102,7 +102,9 @@ func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	require.NotNil(t, req.Completion)
 	require.Equal(t, "http://ax.example/v1/tasks/"+req.TaskID+"/complete", req.Completion.URL)
 	require.Equal(t, req.Completion.Token, target.requests()[0].header.Get("Ax-Completion-Token"))
-	time.Sleep(100 * time.Millisecond)
+	// The worker took the 202 and parked until the deadline: the task
+	// waits for its posted result.
+	env.eventually("scheduled", 10*time.Second, "SELECT state::text FROM ax.river_job WHERE kind = 'ax_http_task'")
 	require.Equal(t, "running", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", exec.ID))
 
 	completer := delivery.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil)
@@ -211,12 +213,12 @@ func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
 	require.Empty(t, tasks)
 }
 
-// Agentless tasks obey their job's rate class like agents' tasks: with 4
-// tokens a second and a burst of 1, four shards go out about 250 ms apart.
+// Agentless tasks obey their job's rate class like agents' tasks: with 20
+// tokens a second and a burst of 1, four shards go out about 50 ms apart.
 func TestHTTPTaskShardsHonourTheirRateClass(t *testing.T) {
 	t.Parallel()
 	env := setup(t, nil)
-	_, err := db.RateClassInsert(context.Background(), env.pool, &db.RateClass{Name: "slow-api", Rate: 4, Burst: 1})
+	_, err := db.RateClassInsert(context.Background(), env.pool, &db.RateClass{Name: "slow-api", Rate: 20, Burst: 1})
 	require.NoError(t, err)
 	target := newReceiver(t, nil)
 	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount, j.RateLimitClass = 4, "slow-api" })
@@ -224,7 +226,7 @@ func TestHTTPTaskShardsHonourTheirRateClass(t *testing.T) {
 	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
 	got := target.requests()
 	require.Len(t, got, 4)
-	require.GreaterOrEqual(t, got[3].at.Sub(got[0].at), 600*time.Millisecond, "3 tokens after the burst take 750 ms")
+	require.GreaterOrEqual(t, got[3].at.Sub(got[0].at), 120*time.Millisecond, "3 tokens after the burst take 150 ms")
 }
 
 // A body template that renders past its limit (or uses range, saved

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
@@ -123,19 +124,19 @@ func (e *outEnv) scalar(sql string, args ...any) any {
 // eventually waits until the query returns want.
 func (e *outEnv) eventually(want any, wait time.Duration, sql string, args ...any) {
 	e.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
+	require.EventuallyWithT(e.t, func(c *assert.CollectT) {
 		var last any
-		err := e.pool.QueryRow(context.Background(), sql, args...).Scan(&last)
-		require.NoError(e.t, err, sql)
-		if last == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			require.Equal(e.t, want, last, "%s: still not %v after %s", sql, want, wait)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		require.NoError(c, e.pool.QueryRow(context.Background(), sql, args...).Scan(&last), sql)
+		assert.Equal(c, want, last)
+	}, wait, 10*time.Millisecond, "%s: still not %v after %s", sql, want, wait)
+}
+
+// settled waits until River has finished with the execution's callback
+// (delivered or given up): no further attempt can come.
+func (e *outEnv) settled(executionID uuid.UUID) {
+	e.t.Helper()
+	e.eventually("completed", 10*time.Second,
+		"SELECT state::text FROM ax.river_job WHERE kind = 'ax_callback' AND args->>'execution_id' = $1::text", executionID)
 }
 
 // received is one request a receiver got.
@@ -205,4 +206,20 @@ func (h hostResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr
 		return []net.IPAddr{{IP: net.ParseIP(addr)}}, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// waitUntil polls cond until it holds (true) or wait passes (false), for
+// goroutines that may not fail the test themselves.
+func waitUntil(wait time.Duration, cond func() bool) bool {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(wait)
+	for !cond() {
+		select {
+		case <-deadline:
+			return cond()
+		case <-tick.C:
+		}
+	}
+	return true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -83,6 +84,7 @@ type LeaseBroker struct {
 	logger   *slog.Logger
 	metrics  *metrics.Metrics
 	outbox   *delivery.Outbox // enqueues callbacks of executions results end; nil: none
+	clock    *clock.Clock     // nil: the database's now()
 	classes  *RateClasses     // admission: tokens before a lease
 }
 
@@ -192,7 +194,7 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 		if time.Until(deadline) <= 0 || ctx.Err() != nil {
 			return false, nil
 		}
-		o, err := db.TaskNextLeasable(ctx, s.pool, agent.ID, s.cfg.StealAfter)
+		o, err := db.TaskNextLeasable(ctx, s.pool, agent.ID, s.cfg.StealAfter, s.clock.Now())
 		if errors.Is(err, db.ErrNotFound) {
 			return false, nil // gone while waiting
 		}
@@ -242,7 +244,8 @@ func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int)
 // and executor kinds (and targeted, when its key bound its labels).
 func (s *LeaseBroker) leaseParams(agent *db.Agent, limit int) *db.TaskLeaseParams {
 	return &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels, AgentExecutors: agent.Executors,
-		AgentLabelBound: agent.LabelBound, Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter}
+		AgentLabelBound: agent.LabelBound, Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter,
+		Now: s.clock.Now()}
 }
 
 // lease takes tokens of the rate classes that have tasks waiting (see
@@ -312,10 +315,10 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []d
 	res := &HeartbeatResult{LeaseExpiresAt: time.Now().Add(s.cfg.Lease)}
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		if res.State, err = db.AgentHeartbeat(ctx, tx, agentID, load); err != nil {
+		if res.State, err = db.AgentHeartbeat(ctx, tx, agentID, load, s.clock.Now()); err != nil {
 			return err
 		}
-		renewed, err := db.TaskRenew(ctx, tx, agentID, refs, s.cfg.Lease)
+		renewed, err := db.TaskRenew(ctx, tx, agentID, refs, s.cfg.Lease, s.clock.Now())
 		if err != nil {
 			return err
 		}
@@ -349,7 +352,7 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []d
 // changed nothing.
 func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
 	done, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
-		done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results)
+		done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results, s.clock.Now())
 		if err != nil {
 			return nil, err
 		}
@@ -447,5 +450,12 @@ func (s *LeaseBroker) SetState(ctx context.Context, agentID uuid.UUID, state db.
 // executions; it returns s.
 func (s *LeaseBroker) WithOutbox(o *delivery.Outbox) *LeaseBroker {
 	s.outbox = o
+	return s
+}
+
+// WithClock makes the broker lease, renew and wait by c instead of the
+// database's now() (tests that move time forward); it returns s.
+func (s *LeaseBroker) WithClock(c *clock.Clock) *LeaseBroker {
+	s.clock = c
 	return s
 }

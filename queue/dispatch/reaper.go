@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/ax-scheduler/ax/queue/metrics"
@@ -34,7 +35,11 @@ type ReaperConfig struct {
 	RestoreAfter int
 	// Outbox enqueues the callbacks of executions a sweep ends; nil: none
 	// (a replica running River flushes them later).
-	Outbox  *delivery.Outbox
+	Outbox *delivery.Outbox
+	// Clock, when set, is the time sweeps judge leases, timeouts and
+	// silent agents by (tests that move time forward); nil: the
+	// database's now().
+	Clock   *clock.Clock
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
 }
@@ -101,7 +106,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err != nil || !leader {
 			return err
 		}
-		offline, err := db.AgentMarkOffline(ctx, tx, r.cfg.OfflineAfter)
+		offline, err := db.AgentMarkOffline(ctx, tx, r.cfg.OfflineAfter, r.cfg.Clock.Now())
 		if err != nil {
 			return err
 		}
@@ -114,7 +119,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err := r.classes.degradeByPressure(ctx, tx); err != nil {
 			return err
 		}
-		reaped, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize)
+		reaped, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize, r.cfg.Clock.Now())
 		if err != nil {
 			return err
 		}

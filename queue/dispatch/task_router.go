@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/routing"
@@ -31,6 +32,10 @@ type TaskRouterConfig struct {
 	Refresh time.Duration
 	// Routing tunes the strategies (load threshold, ring slots).
 	Routing routing.Config
+	// Clock, when set, is the time liveness is judged by (tests that move
+	// time forward); nil: the database's now(). Snapshots still age by
+	// real time.
+	Clock *clock.Clock
 }
 
 // TaskRouter places new tasks: by the job's strategy it picks each task's
@@ -106,7 +111,7 @@ func (r *TaskRouter) candidates(ctx context.Context) ([]*db.Candidate, error) {
 	if s != nil && time.Since(s.at) < r.cfg.Refresh {
 		return s.agents, nil
 	}
-	agents, err := db.AgentListCandidates(ctx, r.pool, r.cfg.Live)
+	agents, err := db.AgentListCandidates(ctx, r.pool, r.cfg.Live, r.cfg.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("error routing tasks: %w", err)
 	}

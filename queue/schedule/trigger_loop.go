@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
@@ -42,6 +43,10 @@ type TriggerLoopConfig struct {
 	// Outbox enqueues agentless HTTP tasks and callbacks in the fire's
 	// transaction; nil: none.
 	Outbox *delivery.Outbox
+	// Clock, when set, is the time the loop claims due triggers and
+	// computes its sleep by (tests that move time forward); nil: the
+	// database's now().
+	Clock *clock.Clock
 	// Logger defaults to discarding; Metrics defaults to unregistered.
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
@@ -119,7 +124,7 @@ func (l *TriggerLoop) run(ctx context.Context, wake <-chan struct{}) {
 
 // untilNextDue asks the database how long until the earliest fire.
 func (l *TriggerLoop) untilNextDue(ctx context.Context) time.Duration {
-	wait, ok, err := db.TriggerNextDue(ctx, l.pool)
+	wait, ok, err := db.TriggerNextDue(ctx, l.pool, l.cfg.Clock.Now())
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -144,7 +149,7 @@ func (l *TriggerLoop) untilNextDue(ctx context.Context) time.Duration {
 func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 	var b *batch
 	err := db.WithTx(ctx, l.pool, func(tx pgx.Tx) error {
-		due, err := db.TriggerClaimDue(ctx, tx, l.cfg.BatchSize, l.cfg.FireAhead, nil)
+		due, err := db.TriggerClaimDue(ctx, tx, l.cfg.BatchSize, l.cfg.FireAhead, l.cfg.Clock.Now())
 		if err != nil || len(due) == 0 {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -334,4 +335,30 @@ func TestFireDueSetsAsideFailingJobsAndFiresTheRest(t *testing.T) {
 	e.behind(badInsert.ID, 0)
 	e.fire()
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, badInsert.ID))
+}
+
+// TestFireDueWhenTheClockReachesTheTick: a tick is not claimed before its
+// time and is once the clock reaches it, scheduled for the tick itself.
+func TestFireDueWhenTheClockReachesTheTick(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := clock.New()
+	loop := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, Clock: c})
+	j := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 60 })
+	require.NotNil(t, j.NextFireAt)
+	tick := *j.NextFireAt
+
+	c.Set(tick.Add(-time.Second))
+	n, err := loop.FireDue(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "a second before the tick")
+
+	c.Set(tick)
+	n, err = loop.FireDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "at the tick")
+	var scheduled time.Time
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT scheduled_for FROM ax.execution WHERE job_id = $1`, j.ID).Scan(&scheduled))
+	require.True(t, scheduled.Equal(tick), "scheduled for the tick, not the clock")
 }

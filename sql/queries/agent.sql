@@ -31,7 +31,7 @@ SELECT * FROM ax.agent WHERE id = @id;
 -- an operator's drain or a quarantine holds (see AgentInsert).
 -- name: AgentHeartbeat :one
 UPDATE ax.agent a
-SET last_heartbeat_at = now(), running = @running, cpu = @cpu, load1 = @load1, memory = @memory,
+SET last_heartbeat_at = coalesce(sqlc.narg('now')::timestamptz, now()), running = @running, cpu = @cpu, load1 = @load1, memory = @memory,
     ready = coalesce(sqlc.narg('ready')::boolean, ready),
     state = CASE WHEN state <> 'offline' THEN state
                  -- A heartbeat that passed a replica's key cache just
@@ -96,7 +96,7 @@ SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state
                    AND e.at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
-  AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision);
+  AND a.last_heartbeat_at > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('live_seconds')::double precision);
 
 -- AgentQuarantineFailing quarantines active agents whose outcomes since
 -- the start of their health window (at most @window_seconds back) number
@@ -146,7 +146,7 @@ RETURNING id;
 -- name: AgentMarkOffline :many
 UPDATE ax.agent SET state = 'offline'
 WHERE state IN ('active', 'draining', 'quarantined')
-  AND last_heartbeat_at < now() - make_interval(secs => sqlc.arg('silent_seconds')::double precision)
+  AND last_heartbeat_at < coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('silent_seconds')::double precision)
 RETURNING id;
 
 -- AgentDrainHold drains an agent on an operator's word: unlike the drain

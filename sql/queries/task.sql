@@ -32,15 +32,15 @@ WITH starved AS (
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.agentless
-      AND t.not_before <= now() - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
+      AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
       AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = @agent_id
            OR (NOT t.pinned
-               AND t.not_before <= now() - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+               AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
                AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
-                    OR t.not_before <= now() - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
+                    OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
@@ -53,7 +53,7 @@ WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= now() AND NOT t.agentless
+    WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
       AND j.executor_kind::text = ANY(@executors::text[])
       AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
@@ -69,7 +69,7 @@ WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
+    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
@@ -89,10 +89,10 @@ WITH starved AS (
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> @agent_id
-      AND t.not_before <= now() - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+      AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
       AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
-           OR t.not_before <= now() - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
+           OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
       AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
@@ -135,9 +135,9 @@ SELECT id, execution_id FROM picked;
 WITH leased AS (
     UPDATE ax.task t
     SET state = 'leased', agent_id = @agent_id, lease_token = gen_random_uuid(),
-        lease_expires_at = now() + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
+        lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
         -- A new attempt: its timeout counts from its own start.
-        leased_at = now(), started_at = NULL, updated_at = now()
+        leased_at = coalesce(sqlc.narg('now')::timestamptz, now()), started_at = NULL, updated_at = now()
     -- (No state = 'pending' here: the rows are TaskLeasePick's, locked in
     -- this transaction, and saying so would invite a read of every
     -- pending task through the partial indexes.)
@@ -183,8 +183,8 @@ JOIN runs r ON r.id = l.execution_id;
 -- marks them running; the ids it does not return are lost to the agent.
 -- name: TaskRenew :many
 UPDATE ax.task t
-SET lease_expires_at = now() + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
-    state = 'running', started_at = coalesce(t.started_at, now()), updated_at = now()
+SET lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
+    state = 'running', started_at = coalesce(t.started_at, sqlc.narg('now')::timestamptz, now()), updated_at = now()
 FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token) h
 WHERE t.id = h.id AND t.lease_token = h.token AND t.agent_id = @agent_id
   AND t.state IN ('leased', 'running')
@@ -224,7 +224,7 @@ WITH input AS (
                      ELSE i.state::ax.task_state END,
         attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
         not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts
-                          THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
+                          THEN coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN NULL ELSE now() END,
@@ -347,13 +347,13 @@ SELECT (SELECT count(*) FROM counted)::int AS matched, (SELECT count(*) FROM ins
 -- name: TaskReapExpired :many
 WITH expired AS (
     SELECT t.id,
-           CASE WHEN t.lease_expires_at <= now() THEN 'lease expired'
+           CASE WHEN t.lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now()) THEN 'lease expired'
                 ELSE 'timed out after ' || t.timeout_seconds || ' s' END AS why,
-           t.lease_expires_at > now() AS timed_out
+           t.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()) AS timed_out
     FROM ax.task t
     WHERE t.state IN ('leased', 'running')
-      AND (t.lease_expires_at <= now()
-           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= now())
+      AND (t.lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= coalesce(sqlc.narg('now')::timestamptz, now()))
     ORDER BY t.lease_expires_at
     LIMIT @max
     FOR UPDATE OF t SKIP LOCKED
@@ -372,13 +372,13 @@ WITH expired AS (
                       WHEN x.timed_out THEN 'timed_out' ELSE 'failed' END)::ax.task_state,
         attempt = CASE WHEN t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
         not_before = CASE WHEN t.attempt < t.max_attempts
-                          THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
+                          THEN coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
-        finished_at = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE now() END,
+        finished_at = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE coalesce(sqlc.narg('now')::timestamptz, now()) END,
         -- A timed-out attempt's agent learns from the lost lease to stop
         -- it; the retry must not inherit a cancel.
-        cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN now()
+        cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN coalesce(sqlc.narg('now')::timestamptz, now())
                                    ELSE t.cancel_requested_at END,
         error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
@@ -414,8 +414,8 @@ SELECT a.state::text AS state, a.ready,
                       END,
                       -- A dry class's next token (level from its lazy refill);
                       -- null, so ignored, without a class.
-                      now() + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
-                                  * greatest(0, extract(epoch FROM now() - c.refilled_at)))) / c.rate))))
+                      coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
+                                  * greatest(0, extract(epoch FROM coalesce(sqlc.narg('now')::timestamptz, now()) - c.refilled_at)))) / c.rate))))
            FROM ax.task t
            JOIN ax.job j ON j.id = t.job_id
            LEFT JOIN ax.rate_class c ON c.name = t.rate_class
@@ -429,7 +429,7 @@ SELECT a.state::text AS state, a.ready,
                       AND t.priority >= coalesce(c.manual_min_priority,
                                                  CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
                                                  t.priority)))
-       ) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
+       ) - coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())) * 1000)::bigint, 3600000)::bigint AS millis
 FROM ax.agent a
 WHERE a.id = @agent_id;
 

@@ -65,7 +65,7 @@ WHERE t.job_id = u.job_id;
 -- database clock (negative when something is already due; null when
 -- nothing is scheduled).
 -- name: TriggerNextDue :one
-SELECT coalesce((extract(epoch FROM min(next_fire_at) - clock_timestamp()) * 1000000)::bigint, 0)::bigint AS micros,
+SELECT coalesce((extract(epoch FROM min(next_fire_at) - coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())) * 1000000)::bigint, 0)::bigint AS micros,
        (min(next_fire_at) IS NOT NULL)::boolean AS scheduled
 FROM ax.trigger
 WHERE next_fire_at IS NOT NULL AND NOT paused AND set_aside_at IS NULL;

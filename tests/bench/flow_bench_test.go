@@ -65,7 +65,7 @@ func seedAgents(b *testing.B, pool *pgxpool.Pool, n int) []*db.Agent {
 			b.Fatal(err)
 		}
 		ready := true
-		if _, err := db.AgentHeartbeat(ctx, pool, a.ID, &db.AgentLoad{Ready: &ready}); err != nil {
+		if _, err := db.AgentHeartbeat(ctx, pool, a.ID, &db.AgentLoad{Ready: &ready}, nil); err != nil {
 			b.Fatal(err)
 		}
 		if agents[i], err = db.AgentGetByID(ctx, pool, a.ID); err != nil {

@@ -108,8 +108,8 @@ func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAg
 
 const agentHeartbeat = `-- name: AgentHeartbeat :one
 UPDATE ax.agent a
-SET last_heartbeat_at = now(), running = $1, cpu = $2, load1 = $3, memory = $4,
-    ready = coalesce($5::boolean, ready),
+SET last_heartbeat_at = coalesce($1::timestamptz, now()), running = $2, cpu = $3, load1 = $4, memory = $5,
+    ready = coalesce($6::boolean, ready),
     state = CASE WHEN state <> 'offline' THEN state
                  -- A heartbeat that passed a replica's key cache just
                  -- before the key was revoked does not bring it back.
@@ -118,11 +118,12 @@ SET last_heartbeat_at = now(), running = $1, cpu = $2, load1 = $3, memory = $4,
                  WHEN drained_at IS NOT NULL THEN 'draining'
                  WHEN quarantined_at IS NOT NULL THEN 'quarantined'
                  ELSE 'active' END
-WHERE a.id = $6
+WHERE a.id = $7
 RETURNING a.state
 `
 
 type AgentHeartbeatParams struct {
+	Now     *time.Time
 	Running int32
 	Cpu     float64
 	Load1   float64
@@ -136,6 +137,7 @@ type AgentHeartbeatParams struct {
 // an operator's drain or a quarantine holds (see AgentInsert).
 func (q *Queries) AgentHeartbeat(ctx context.Context, db DBTX, arg AgentHeartbeatParams) (AxAgentState, error) {
 	row := db.QueryRow(ctx, agentHeartbeat,
+		arg.Now,
 		arg.Running,
 		arg.Cpu,
 		arg.Load1,
@@ -347,8 +349,13 @@ SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state
                    AND e.at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
-  AND a.last_heartbeat_at > now() - make_interval(secs => $1::double precision)
+  AND a.last_heartbeat_at > coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
 `
+
+type AgentListCandidatesParams struct {
+	Now         *time.Time
+	LiveSeconds float64
+}
 
 type AgentListCandidatesRow struct {
 	ID         uuid.UUID
@@ -369,8 +376,8 @@ type AgentListCandidatesRow struct {
 // AgentListCandidates returns the agents routing may prefer: active or
 // quarantined (unhealthy), heard from within @live_seconds, with their
 // labels, executors, load, weight and recent average task duration.
-func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, liveSeconds float64) ([]AgentListCandidatesRow, error) {
-	rows, err := db.Query(ctx, agentListCandidates, liveSeconds)
+func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, arg AgentListCandidatesParams) ([]AgentListCandidatesRow, error) {
+	rows, err := db.Query(ctx, agentListCandidates, arg.Now, arg.LiveSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -406,14 +413,19 @@ func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, liveSeconds 
 const agentMarkOffline = `-- name: AgentMarkOffline :many
 UPDATE ax.agent SET state = 'offline'
 WHERE state IN ('active', 'draining', 'quarantined')
-  AND last_heartbeat_at < now() - make_interval(secs => $1::double precision)
+  AND last_heartbeat_at < coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
 RETURNING id
 `
 
+type AgentMarkOfflineParams struct {
+	Now           *time.Time
+	SilentSeconds float64
+}
+
 // AgentMarkOffline turns agents silent for longer than @silent_seconds
 // offline and returns them; a quarantine holds when they come back.
-func (q *Queries) AgentMarkOffline(ctx context.Context, db DBTX, silentSeconds float64) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, agentMarkOffline, silentSeconds)
+func (q *Queries) AgentMarkOffline(ctx context.Context, db DBTX, arg AgentMarkOfflineParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, agentMarkOffline, arg.Now, arg.SilentSeconds)
 	if err != nil {
 		return nil, err
 	}

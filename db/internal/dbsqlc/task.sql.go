@@ -101,7 +101,7 @@ WITH input AS (
                      ELSE i.state::ax.task_state END,
         attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
         not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts
-                          THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
+                          THEN coalesce($7::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN NULL ELSE now() END,
@@ -144,6 +144,7 @@ type TaskCompleteParams struct {
 	Results [][]byte
 	Errors  []string
 	AgentID *uuid.UUID
+	Now     *time.Time
 }
 
 type TaskCompleteRow struct {
@@ -169,6 +170,7 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 		arg.Results,
 		arg.Errors,
 		arg.AgentID,
+		arg.Now,
 	)
 	if err != nil {
 		return nil, err
@@ -584,55 +586,55 @@ WITH starved AS (
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.agentless
-      AND t.not_before <= now() - make_interval(secs => $1::double precision)
-      AND j.target_labels <@ $2::jsonb
-      AND j.executor_kind::text = ANY($3::text[])
-      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $5
+      AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
+      AND j.target_labels <@ $3::jsonb
+      AND j.executor_kind::text = ANY($4::text[])
+      AND (NOT $5::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = $6
            OR (NOT t.pinned
-               AND t.not_before <= now() - make_interval(secs => $6::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $5
-                    OR t.not_before <= now() - make_interval(secs => $7::double precision))))
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
+               AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $7::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $6
+                    OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision))))
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($9::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $9::integer
+    LIMIT $10::integer
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id = $5 AND t.not_before <= now() AND NOT t.agentless
-      AND j.executor_kind::text = ANY($3::text[])
-      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
+    WHERE t.state = 'pending' AND t.preferred_agent_id = $6 AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
+      AND j.executor_kind::text = ANY($4::text[])
+      AND (NOT $5::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($9::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $9::integer
+    LIMIT $10::integer
     FOR UPDATE OF t SKIP LOCKED
 ), unassigned AS (
     -- Read only when the agent's own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= now()
-      AND (SELECT count(*) FROM own) < $9::integer
-      AND j.target_labels <@ $2::jsonb
-      AND j.executor_kind::text = ANY($3::text[])
-      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
+    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= coalesce($1::timestamptz, now())
+      AND (SELECT count(*) FROM own) < $10::integer
+      AND j.target_labels <@ $3::jsonb
+      AND j.executor_kind::text = ANY($4::text[])
+      AND (NOT $5::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($9::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $9::integer
+    LIMIT $10::integer
     FOR UPDATE OF t SKIP LOCKED
 ), stealable AS (
     -- Other agents' tasks that waited past the steal delay, oldest first;
@@ -640,21 +642,21 @@ WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 3 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $5
-      AND t.not_before <= now() - make_interval(secs => $6::double precision)
-      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $9::integer
-      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $5
-           OR t.not_before <= now() - make_interval(secs => $7::double precision))
-      AND j.target_labels <@ $2::jsonb
-      AND j.executor_kind::text = ANY($3::text[])
-      AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($8::text[]) AND NOT EXISTS (
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> $6
+      AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $7::double precision)
+      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $10::integer
+      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = $6
+           OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision))
+      AND j.target_labels <@ $3::jsonb
+      AND j.executor_kind::text = ANY($4::text[])
+      AND (NOT $5::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($9::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
           WHERE c.name = t.rate_class
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.not_before
-    LIMIT $9::integer
+    LIMIT $10::integer
     FOR UPDATE OF t SKIP LOCKED
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
@@ -666,14 +668,14 @@ WITH starved AS (
     SELECT id, execution_id, rate_class, priority, created_at, grp
     FROM candidates
     ORDER BY grp, priority DESC, created_at
-    LIMIT $9::integer
+    LIMIT $10::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
     SELECT f.id, f.execution_id
     FROM (SELECT id, execution_id, rate_class,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
           FROM firsts) f
-    LEFT JOIN (SELECT unnest($8::text[]) AS name, unnest($10::integer[]) AS cap) g
+    LEFT JOIN (SELECT unnest($9::text[]) AS name, unnest($11::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 )
@@ -681,6 +683,7 @@ SELECT id, execution_id FROM picked
 `
 
 type TaskLeasePickParams struct {
+	Now             *time.Time
 	StarveSeconds   float64
 	AgentLabels     []byte
 	Executors       []string
@@ -728,6 +731,7 @@ type TaskLeasePickRow struct {
 // until the next ANALYZE (TestLeaseAndCompleteStayLinearOnStaleStatistics).
 func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickParams) ([]TaskLeasePickRow, error) {
 	rows, err := db.Query(ctx, taskLeasePick,
+		arg.Now,
 		arg.StarveSeconds,
 		arg.AgentLabels,
 		arg.Executors,
@@ -761,13 +765,13 @@ const taskLeaseTake = `-- name: TaskLeaseTake :many
 WITH leased AS (
     UPDATE ax.task t
     SET state = 'leased', agent_id = $1, lease_token = gen_random_uuid(),
-        lease_expires_at = now() + make_interval(secs => $2::double precision),
+        lease_expires_at = coalesce($2::timestamptz, now()) + make_interval(secs => $3::double precision),
         -- A new attempt: its timeout counts from its own start.
-        leased_at = now(), started_at = NULL, updated_at = now()
+        leased_at = coalesce($2::timestamptz, now()), started_at = NULL, updated_at = now()
     -- (No state = 'pending' here: the rows are TaskLeasePick's, locked in
     -- this transaction, and saying so would invite a read of every
     -- pending task through the partial indexes.)
-    WHERE t.id = ANY($3::uuid[])
+    WHERE t.id = ANY($4::uuid[])
       AND EXISTS (SELECT 1 FROM ax.agent a WHERE a.id = $1 AND a.state IN ('active', 'quarantined'))
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
@@ -777,7 +781,7 @@ WITH leased AS (
     -- migration 00011).
     UPDATE ax.execution e
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
-    WHERE e.id = ANY($4::uuid[]) AND e.state = 'pending' AND EXISTS (SELECT 1 FROM leased)
+    WHERE e.id = ANY($5::uuid[]) AND e.state = 'pending' AND EXISTS (SELECT 1 FROM leased)
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
     SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id,
@@ -791,7 +795,7 @@ WITH leased AS (
     -- that also walked the whole array: three fifths of the lease.
     SELECT e.id, e.params, e.scheduled_for, e.priority, e.traceparent
     FROM ax.execution e
-    WHERE e.id = ANY($4::uuid[])
+    WHERE e.id = ANY($5::uuid[])
 )
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
@@ -808,6 +812,7 @@ JOIN runs r ON r.id = l.execution_id
 
 type TaskLeaseTakeParams struct {
 	AgentID      *uuid.UUID
+	Now          *time.Time
 	LeaseSeconds float64
 	TaskIds      []uuid.UUID
 	ExecutionIds []uuid.UUID
@@ -846,6 +851,7 @@ type TaskLeaseTakeRow struct {
 func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeParams) ([]TaskLeaseTakeRow, error) {
 	rows, err := db.Query(ctx, taskLeaseTake,
 		arg.AgentID,
+		arg.Now,
 		arg.LeaseSeconds,
 		arg.TaskIds,
 		arg.ExecutionIds,
@@ -1053,8 +1059,8 @@ SELECT a.state::text AS state, a.ready,
                       END,
                       -- A dry class's next token (level from its lazy refill);
                       -- null, so ignored, without a class.
-                      now() + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
-                                  * greatest(0, extract(epoch FROM now() - c.refilled_at)))) / c.rate))))
+                      coalesce($3::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
+                                  * greatest(0, extract(epoch FROM coalesce($3::timestamptz, now()) - c.refilled_at)))) / c.rate))))
            FROM ax.task t
            JOIN ax.job j ON j.id = t.job_id
            LEFT JOIN ax.rate_class c ON c.name = t.rate_class
@@ -1068,14 +1074,15 @@ SELECT a.state::text AS state, a.ready,
                       AND t.priority >= coalesce(c.manual_min_priority,
                                                  CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
                                                  t.priority)))
-       ) - clock_timestamp()) * 1000)::bigint, 3600000)::bigint AS millis
+       ) - coalesce($3::timestamptz, clock_timestamp())) * 1000)::bigint, 3600000)::bigint AS millis
 FROM ax.agent a
-WHERE a.id = $3
+WHERE a.id = $4
 `
 
 type TaskNextLeasableParams struct {
 	StealSeconds    float64
 	StealAnySeconds float64
+	Now             *time.Time
 	AgentID         uuid.UUID
 }
 
@@ -1098,7 +1105,12 @@ type TaskNextLeasableRow struct {
 // qualifies: a NOTIFY or the poll's fallback timer wakes it sooner. One
 // statement, so an idle poll costs one short transaction per check.
 func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLeasableParams) (TaskNextLeasableRow, error) {
-	row := db.QueryRow(ctx, taskNextLeasable, arg.StealSeconds, arg.StealAnySeconds, arg.AgentID)
+	row := db.QueryRow(ctx, taskNextLeasable,
+		arg.StealSeconds,
+		arg.StealAnySeconds,
+		arg.Now,
+		arg.AgentID,
+	)
 	var i TaskNextLeasableRow
 	err := row.Scan(&i.State, &i.Ready, &i.Millis)
 	return i, err
@@ -1107,15 +1119,15 @@ func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLea
 const taskReapExpired = `-- name: TaskReapExpired :many
 WITH expired AS (
     SELECT t.id,
-           CASE WHEN t.lease_expires_at <= now() THEN 'lease expired'
+           CASE WHEN t.lease_expires_at <= coalesce($1::timestamptz, now()) THEN 'lease expired'
                 ELSE 'timed out after ' || t.timeout_seconds || ' s' END AS why,
-           t.lease_expires_at > now() AS timed_out
+           t.lease_expires_at > coalesce($1::timestamptz, now()) AS timed_out
     FROM ax.task t
     WHERE t.state IN ('leased', 'running')
-      AND (t.lease_expires_at <= now()
-           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= now())
+      AND (t.lease_expires_at <= coalesce($1::timestamptz, now())
+           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= coalesce($1::timestamptz, now()))
     ORDER BY t.lease_expires_at
-    LIMIT $1
+    LIMIT $2
     FOR UPDATE OF t SKIP LOCKED
 ), locked AS (
     -- Executions being completed right now are skipped (their tasks are
@@ -1132,13 +1144,13 @@ WITH expired AS (
                       WHEN x.timed_out THEN 'timed_out' ELSE 'failed' END)::ax.task_state,
         attempt = CASE WHEN t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
         not_before = CASE WHEN t.attempt < t.max_attempts
-                          THEN now() + make_interval(secs => least(j.retry_backoff_max_seconds,
+                          THEN coalesce($1::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
-        finished_at = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE now() END,
+        finished_at = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE coalesce($1::timestamptz, now()) END,
         -- A timed-out attempt's agent learns from the lost lease to stop
         -- it; the retry must not inherit a cancel.
-        cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN now()
+        cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN coalesce($1::timestamptz, now())
                                    ELSE t.cancel_requested_at END,
         error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
@@ -1152,6 +1164,11 @@ WITH expired AS (
 SELECT execution_id, state, timed_out FROM reaped
 `
 
+type TaskReapExpiredParams struct {
+	Now *time.Time
+	Max int32
+}
+
 type TaskReapExpiredRow struct {
 	ExecutionID uuid.UUID
 	State       AxTaskState
@@ -1163,8 +1180,8 @@ type TaskReapExpiredRow struct {
 // when its attempts are spent. Tasks past their timeout are timed out the
 // same way. Returns each reaped task's execution, new state and whether
 // it had timed out (rather than lost its lease).
-func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, max int32) ([]TaskReapExpiredRow, error) {
-	rows, err := db.Query(ctx, taskReapExpired, max)
+func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, arg TaskReapExpiredParams) ([]TaskReapExpiredRow, error) {
+	rows, err := db.Query(ctx, taskReapExpired, arg.Now, arg.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -1228,16 +1245,17 @@ func (q *Queries) TaskRelease(ctx context.Context, db DBTX, arg TaskReleaseParam
 
 const taskRenew = `-- name: TaskRenew :many
 UPDATE ax.task t
-SET lease_expires_at = now() + make_interval(secs => $1::double precision),
-    state = 'running', started_at = coalesce(t.started_at, now()), updated_at = now()
-FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::uuid[]) AS token) h
-WHERE t.id = h.id AND t.lease_token = h.token AND t.agent_id = $2
+SET lease_expires_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::double precision),
+    state = 'running', started_at = coalesce(t.started_at, $1::timestamptz, now()), updated_at = now()
+FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::uuid[]) AS token) h
+WHERE t.id = h.id AND t.lease_token = h.token AND t.agent_id = $3
   AND t.state IN ('leased', 'running')
 RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
           t.lease_expires_at::timestamptz AS lease_expires_at
 `
 
 type TaskRenewParams struct {
+	Now          *time.Time
 	LeaseSeconds float64
 	AgentID      *uuid.UUID
 	TaskIds      []uuid.UUID
@@ -1254,6 +1272,7 @@ type TaskRenewRow struct {
 // marks them running; the ids it does not return are lost to the agent.
 func (q *Queries) TaskRenew(ctx context.Context, db DBTX, arg TaskRenewParams) ([]TaskRenewRow, error) {
 	rows, err := db.Query(ctx, taskRenew,
+		arg.Now,
 		arg.LeaseSeconds,
 		arg.AgentID,
 		arg.TaskIds,

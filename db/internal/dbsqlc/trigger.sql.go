@@ -187,7 +187,7 @@ func (q *Queries) TriggerInsert(ctx context.Context, db DBTX, arg TriggerInsertP
 }
 
 const triggerNextDue = `-- name: TriggerNextDue :one
-SELECT coalesce((extract(epoch FROM min(next_fire_at) - clock_timestamp()) * 1000000)::bigint, 0)::bigint AS micros,
+SELECT coalesce((extract(epoch FROM min(next_fire_at) - coalesce($1::timestamptz, clock_timestamp())) * 1000000)::bigint, 0)::bigint AS micros,
        (min(next_fire_at) IS NOT NULL)::boolean AS scheduled
 FROM ax.trigger
 WHERE next_fire_at IS NOT NULL AND NOT paused AND set_aside_at IS NULL
@@ -201,8 +201,8 @@ type TriggerNextDueRow struct {
 // TriggerNextDue says how long until the earliest unpaused fire, by the
 // database clock (negative when something is already due; null when
 // nothing is scheduled).
-func (q *Queries) TriggerNextDue(ctx context.Context, db DBTX) (TriggerNextDueRow, error) {
-	row := db.QueryRow(ctx, triggerNextDue)
+func (q *Queries) TriggerNextDue(ctx context.Context, db DBTX, now *time.Time) (TriggerNextDueRow, error) {
+	row := db.QueryRow(ctx, triggerNextDue, now)
 	var i TriggerNextDueRow
 	err := row.Scan(&i.Micros, &i.Scheduled)
 	return i, err
