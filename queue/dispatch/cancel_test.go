@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -16,16 +15,9 @@ import (
 // task whose agent lets it go (a release, a failure with attempts left, a
 // lease that runs out) must end, not go back to pending for another agent
 // to run, and the execution with it.
-//
-// Known bug, found while writing these tests: all three put the task back
-// to pending (TaskRelease, TaskComplete and TaskReapExpired ignore
-// cancel_requested_at) and another agent leases it. Skipped unless
-// AX_KNOWN_BUGS=1 so the suite stays green until the fix; drop the skip
-// with the fix.
+// (All three put the task back to pending before TaskRelease,
+// TaskComplete and TaskReapExpired read cancel_requested_at.)
 func TestCancelledTaskIsNeverLeasedAgain(t *testing.T) {
-	if os.Getenv("AX_KNOWN_BUGS") == "" {
-		t.Skip("known bug: a cancelled execution's task is leased again; AX_KNOWN_BUGS=1 runs it")
-	}
 	for name, letGo := range map[string]func(e *env, a *db.Agent, ref db.TaskRef){
 		"released": func(e *env, a *db.Agent, ref db.TaskRef) {
 			_, err := e.broker.Release(context.Background(), a.ID, []db.TaskRef{ref})

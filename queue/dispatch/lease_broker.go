@@ -429,11 +429,35 @@ func (s *LeaseBroker) Resume(ctx context.Context, agentID uuid.UUID) error {
 func (s *LeaseBroker) Release(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef) ([]uuid.UUID, error) {
 	return db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]uuid.UUID, error) {
 		released, err := db.TaskRelease(ctx, tx, agentID, refs)
-		if err != nil || len(released) == 0 {
-			return released, err
+		if err != nil {
+			return nil, err
+		}
+		if err := s.endCancelled(ctx, tx, agentID, refs, len(released)); err != nil {
+			return nil, err
+		}
+		if len(released) == 0 {
+			return released, nil
 		}
 		return released, db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 	})
+}
+
+// endCancelled ends as cancelled the tasks of refs that Release kept
+// because their run was cancelled: no other agent may start them. The
+// released ones no longer hold their token, so they match nothing here.
+func (s *LeaseBroker) endCancelled(ctx context.Context, tx pgx.Tx, agentID uuid.UUID, refs []db.TaskRef, released int) error {
+	if released == len(refs) {
+		return nil
+	}
+	results := make([]db.TaskResult, len(refs))
+	for i, ref := range refs {
+		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskCancelled, Error: "released by its agent after the run was cancelled"}
+	}
+	done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results, s.clock.Now())
+	if err != nil || !slices.ContainsFunc(done, func(d db.CompletedTask) bool { return d.Finalized }) {
+		return err
+	}
+	return s.outbox.Flush(ctx, tx)
 }
 
 // SetState drains or reactivates an agent, or marks it offline when it

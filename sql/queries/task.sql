@@ -194,7 +194,8 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 -- TaskComplete records results whose lease token is current: success and
 -- cancellation end the task; a failure or timeout is retried (attempt + 1,
 -- after exponential backoff from the job's settings) until attempts run
--- out. The caller ends the runs in the same transaction: ExecutionEndSingle
+-- out, unless the run was cancelled meanwhile (cancel_requested_at): then
+-- the reported outcome is final. The caller ends the runs in the same transaction: ExecutionEndSingle
 -- for runs of one shard, ExecutionFinalize for runs of several, which sees
 -- every other shard's committed state because its row is held here.
 -- Results with a stale token, or reported by an agent (@agent_id) that
@@ -220,14 +221,14 @@ WITH input AS (
     FOR UPDATE
 ), done AS (
     UPDATE ax.task t
-    SET state = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN 'pending'
+    SET state = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN 'pending'
                      ELSE i.state::ax.task_state END,
-        attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
-        not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts
+        attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN t.attempt + 1 ELSE t.attempt END,
+        not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
                           THEN coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
-        finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts THEN NULL ELSE now() END,
+        finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         result = i.result, error = nullif(i.error, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
@@ -260,14 +261,16 @@ WITH input AS (
 SELECT id, execution_id, state, shard_total FROM done;
 
 -- TaskRelease hands leases back: the tasks are pending again at once,
--- without using up an attempt (a draining agent did not fail them).
+-- without using up an attempt (a draining agent did not fail them). Tasks
+-- of cancelled runs are not released, so no other agent starts them: the
+-- caller ends those as cancelled.
 -- name: TaskRelease :many
 WITH released AS (
     UPDATE ax.task t
     SET state = 'pending', lease_token = NULL, lease_expires_at = NULL, not_before = now(), updated_at = now()
     FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token) r
     WHERE t.id = r.id AND t.lease_token = r.token AND t.agent_id = @agent_id
-      AND t.state IN ('leased', 'running')
+      AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
@@ -341,7 +344,7 @@ SELECT (SELECT count(*) FROM counted)::int AS matched, (SELECT count(*) FROM ins
 
 -- TaskReapExpired ends leases that ran out (agent dead or partitioned):
 -- the task is pending again after backoff with attempt + 1, or failed
--- when its attempts are spent. Tasks past their timeout are timed out the
+-- when its attempts are spent, or cancelled when its run was cancelled. Tasks past their timeout are timed out the
 -- same way. Returns each reaped task's execution, new state and whether
 -- it had timed out (rather than lost its lease).
 -- name: TaskReapExpired :many
@@ -368,14 +371,15 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE ax.task t
-    SET state = (CASE WHEN t.attempt < t.max_attempts THEN 'pending'
+    SET state = (CASE WHEN t.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      WHEN t.attempt < t.max_attempts THEN 'pending'
                       WHEN x.timed_out THEN 'timed_out' ELSE 'failed' END)::ax.task_state,
-        attempt = CASE WHEN t.attempt < t.max_attempts THEN t.attempt + 1 ELSE t.attempt END,
-        not_before = CASE WHEN t.attempt < t.max_attempts
+        attempt = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN t.attempt + 1 ELSE t.attempt END,
+        not_before = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
                           THEN coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
-        finished_at = CASE WHEN t.attempt < t.max_attempts THEN NULL ELSE coalesce(sqlc.narg('now')::timestamptz, now()) END,
+        finished_at = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE coalesce(sqlc.narg('now')::timestamptz, now()) END,
         -- A timed-out attempt's agent learns from the lost lease to stop
         -- it; the retry must not inherit a cancel.
         cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN coalesce(sqlc.narg('now')::timestamptz, now())
