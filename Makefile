@@ -26,10 +26,7 @@ run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the U
 
 test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), then fuzz.
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
-	@# tests/bench last and alone: TestCPUMeter needs a busy loop to get a share of a CPU.
-	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) \
-	  ./tests/e2e/ $$($(GO) list ./... | grep -v '/tests/bench$$')
-	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./tests/bench/
+	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
 	$(MAKE) --no-print-directory fuzz
 
 fuzz: build ## Fuzz job definitions (JSON → validation → store → fire) and cron + time-zone parsing, FUZZ_TIME each, both at once.
