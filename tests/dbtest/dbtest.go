@@ -40,14 +40,14 @@ var (
 // Main wraps a package's TestMain: it stops a Postgres cluster the harness
 // had to start once the package's tests are done.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
 
 // MainLeakChecked is Main that also fails the package when goroutines
 // outlive its tests (go.uber.org/goleak): for packages that start
 // background services, which must stop everything they start.
 func MainLeakChecked(m *testing.M, opts ...goleak.Option) {
-	code := run(m)
+	code := Run(m)
 	if code == 0 {
 		if err := goleak.Find(opts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goroutines left behind by the tests: %v\n", err)
@@ -57,7 +57,9 @@ func MainLeakChecked(m *testing.M, opts ...goleak.Option) {
 	os.Exit(code)
 }
 
-func run(m *testing.M) int {
+// Run is Main without the exit, for a TestMain that has more to clean up
+// after the tests; it returns m.Run's code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	if server != nil {
 		_ = server.Stop()

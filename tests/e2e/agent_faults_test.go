@@ -55,6 +55,10 @@ if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; exec sleep
 		return task.AgentID == victimID && (task.State == "leased" || task.State == "running")
 	}, 30*time.Second, 50*time.Millisecond, "the victim leases the task")
 	waitFile(t, filepath.Join(dir, task.ID+".pid"), 30*time.Second)
+	// The victim ships output in batches; what it had not sent when killed
+	// is lost, so wait for attempt 1's line before the kill.
+	require.Eventually(t, func() bool { return strings.Contains(s.output(t, execID), "run attempt=1") },
+		30*time.Second, 50*time.Millisecond, "attempt 1's output reaches the server")
 	oldToken := task.LeaseToken
 	agentID, agentToken := proxy.credentials(t)
 	require.Equal(t, victimID, agentID)

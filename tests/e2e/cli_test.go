@@ -17,8 +17,9 @@ import (
 
 func TestMain(m *testing.M) {
 	proctest.WidenParallel(4)
-	defer proctest.Cleanup()
-	dbtest.Main(m)
+	code := dbtest.Run(m)
+	proctest.Cleanup() // the binaries it built; os.Exit skips deferred calls
+	os.Exit(code)
 }
 
 // server is an `ax serve` process on a database of its own.
