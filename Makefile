@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 9m
 BENCH ?= .
 BENCH_COUNT ?= 3
 # How long each fuzz target runs in `make test`.
-FUZZ_TIME ?= 20s
+FUZZ_TIME ?= 15s
 
 .DEFAULT_GOAL := help
 .PHONY: help run test fuzz bench generate verify lint build schema
