@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/agent"
+	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -220,8 +221,10 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	require.Len(t, tasks, 1)
 	a.heartbeat(tasks).must(t, http.StatusOK) // running, lease fresh
 
-	time.Sleep(1200 * time.Millisecond)
-	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{OfflineAfter: time.Second})
+	// The reaper judges by a clock the test moves past the 1 s timeout.
+	c := clock.New()
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{OfflineAfter: time.Second, Clock: c})
+	c.Advance(1200 * time.Millisecond)
 	require.NoError(t, reaper.Sweep(context.Background()))
 
 	final := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
@@ -230,7 +233,7 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	hb := a.heartbeat(tasks).must(t, http.StatusOK)
 	require.Equal(t, []any{tasks[0]["task_id"]}, hb["lost"], "the agent learns to stop it")
 
-	time.Sleep(1100 * time.Millisecond)
+	c.Advance(1100 * time.Millisecond)
 	require.NoError(t, reaper.Sweep(context.Background()))
 	agents := env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
 	require.Equal(t, "offline", agents[0].(map[string]any)["state"])
