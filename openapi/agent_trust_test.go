@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -37,7 +38,7 @@ func TestRevokingAnAgentKeyRevokesTheTokensItMinted(t *testing.T) {
 	t.Parallel()
 	env := setupWithAgents(t, dispatch.AgentConfig{})
 	ctx := context.Background()
-	secret, key, err := openapi.CreateAPIKeyWith(ctx, env.pool, "bootstrap", []string{openapi.ScopeAgent}, openapi.KeyLimits{})
+	secret, key, err := queue.NewKeyService(env.pool).Create(ctx, "bootstrap", []string{openapi.ScopeAgent}, queue.KeyLimits{})
 	require.NoError(t, err)
 	a := env.registerWith(secret, "a", nil)
 	other := env.registerAgent("other", nil, 1) // minted by another key

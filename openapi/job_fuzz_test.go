@@ -98,7 +98,7 @@ func newJobFuzz(f *testing.F) *jobFuzz {
 	router, err := dispatch.NewTaskRouter(pool, dispatch.AgentConfig{}, dispatch.TaskRouterConfig{Refresh: time.Hour, Live: time.Hour}, nil, nil)
 	require.NoError(f, err)
 	agents := dispatch.NewLeaseBroker(pool, nil, dispatch.AgentConfig{}, nil, nil)
-	_, key, err := CreateAPIKeyWith(ctx, pool, "fuzz", []string{ScopeAgent}, KeyLimits{})
+	_, key, err := queue.NewKeyService(pool).Create(ctx, "fuzz", []string{ScopeAgent}, queue.KeyLimits{})
 	require.NoError(f, err)
 	for _, name := range []string{"a", "b"} {
 		a, err := agents.Register(ctx, &db.Agent{Name: name, Capacity: 10, Labels: map[string]string{}, APIKeyID: key.ID})

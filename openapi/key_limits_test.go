@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // limitedKey creates a key with scopes and limits and returns its secret.
-func (e *apiEnv) limitedKey(limits openapi.KeyLimits, scopes ...string) string {
+func (e *apiEnv) limitedKey(limits queue.KeyLimits, scopes ...string) string {
 	e.t.Helper()
-	secret, _, err := openapi.CreateAPIKeyWith(context.Background(), e.pool, "limited", scopes, limits)
+	secret, _, err := queue.NewKeyService(e.pool).Create(context.Background(), "limited", scopes, limits)
 	require.NoError(e.t, err)
 	return secret
 }
@@ -26,7 +27,7 @@ func (e *apiEnv) limitedKey(limits openapi.KeyLimits, scopes ...string) string {
 func TestAgentKeyBoundToLabels(t *testing.T) {
 	t.Parallel()
 	env := setupWithAgents(t, dispatch.AgentConfig{})
-	bound := env.limitedKey(openapi.KeyLimits{Labels: map[string][]string{"pool": {"billing", "reports"}}}, openapi.ScopeAgent)
+	bound := env.limitedKey(queue.KeyLimits{Labels: map[string][]string{"pool": {"billing", "reports"}}}, openapi.ScopeAgent)
 	all := []string{"shell", "http", "handler"}
 
 	for labels, field := range map[string]map[string]string{
@@ -72,7 +73,7 @@ func TestAgentKeyBoundToLabels(t *testing.T) {
 func TestKeyLimitedToGroups(t *testing.T) {
 	t.Parallel()
 	env := setup(t)
-	limited := env.limitedKey(openapi.KeyLimits{Groups: []string{"billing"}}, openapi.ScopeSubmit)
+	limited := env.limitedKey(queue.KeyLimits{Groups: []string{"billing"}}, openapi.ScopeSubmit)
 	jobIn := func(key, name, group string) *response {
 		job := cronJob(name, "0 0 * * *", "UTC")
 		job["trigger"] = map[string]any{"kind": "manual"}
@@ -151,17 +152,17 @@ func TestKeyLimitsAreChecked(t *testing.T) {
 	ctx := context.Background()
 	for name, c := range map[string]struct {
 		scopes []string
-		limits openapi.KeyLimits
+		limits queue.KeyLimits
 	}{
-		"groups on admin":      {[]string{openapi.ScopeAdmin}, openapi.KeyLimits{Groups: []string{"a"}}},
-		"labels on submit":     {[]string{openapi.ScopeSubmit}, openapi.KeyLimits{Labels: map[string][]string{"a": {"b"}}}},
-		"empty group":          {[]string{openapi.ScopeSubmit}, openapi.KeyLimits{Groups: []string{""}}},
-		"label without values": {[]string{openapi.ScopeAgent}, openapi.KeyLimits{Labels: map[string][]string{"a": nil}}},
+		"groups on admin":      {[]string{openapi.ScopeAdmin}, queue.KeyLimits{Groups: []string{"a"}}},
+		"labels on submit":     {[]string{openapi.ScopeSubmit}, queue.KeyLimits{Labels: map[string][]string{"a": {"b"}}}},
+		"empty group":          {[]string{openapi.ScopeSubmit}, queue.KeyLimits{Groups: []string{""}}},
+		"label without values": {[]string{openapi.ScopeAgent}, queue.KeyLimits{Labels: map[string][]string{"a": nil}}},
 	} {
-		_, _, err := openapi.CreateAPIKeyWith(ctx, env.pool, name, c.scopes, c.limits)
+		_, _, err := queue.NewKeyService(env.pool).Create(ctx, name, c.scopes, c.limits)
 		require.Error(t, err, name)
 	}
-	labels, err := openapi.ParseKeyLabels("pool=billing, pool=reports,zone=eu")
+	labels, err := queue.ParseKeyLabels("pool=billing, pool=reports,zone=eu")
 	require.NoError(t, err)
 	require.Equal(t, map[string][]string{"pool": {"billing", "reports"}, "zone": {"eu"}}, labels)
 }

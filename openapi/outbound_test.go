@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
@@ -257,9 +258,9 @@ func TestSignedRequestsAreReplayProof(t *testing.T) {
 	t.Parallel()
 	env := setup(t)
 	ctx := context.Background()
-	_, submitter, err := openapi.CreateAPIKeyWith(ctx, env.pool, "signer", []string{openapi.ScopeSubmit}, openapi.KeyLimits{})
+	_, submitter, err := queue.NewKeyService(env.pool).Create(ctx, "signer", []string{openapi.ScopeSubmit}, queue.KeyLimits{})
 	require.NoError(t, err)
-	keyID, secret, err := openapi.CreateSigningKey(ctx, env.pool, submitter.ID)
+	keyID, secret, err := queue.NewSigningKeyService(env.pool).Create(ctx, submitter.ID)
 	require.NoError(t, err)
 	body := []byte(jsonOf(cronJob("signed-job", "0 0 * * *", "UTC")))
 

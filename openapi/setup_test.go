@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -77,7 +78,7 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 // key creates a key with scopes and returns its secret.
 func (e *apiEnv) key(scopes ...string) string {
 	e.t.Helper()
-	secret, _, err := openapi.CreateAPIKeyWith(context.Background(), e.pool, "test", scopes, openapi.KeyLimits{})
+	secret, _, err := queue.NewKeyService(e.pool).Create(context.Background(), "test", scopes, queue.KeyLimits{})
 	require.NoError(e.t, err)
 	return secret
 }
