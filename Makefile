@@ -9,7 +9,12 @@ TEST_TIMEOUT ?= 9m
 BENCH ?= .
 BENCH_COUNT ?= 3
 # How long each fuzz target runs in `make test`.
-FUZZ_TIME ?= 15s
+# Fuzz budgets are counts, not durations: with a duration, Go 1.26's fuzz
+# coordinator can fail a target with a bare "context deadline exceeded" when a
+# worker is mid-call at the deadline on a loaded machine (golang/go#75804, fixed
+# in Go 1.27). One worker per target: the two targets run at once on two cores.
+FUZZ_JOB_EXECS ?= 60000x
+FUZZ_CRON_EXECS ?= 200000x
 
 .DEFAULT_GOAL := help
 .PHONY: help run test fuzz bench generate verify lint build schema
@@ -29,14 +34,14 @@ test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0
 	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
 	$(MAKE) --no-print-directory fuzz
 
-fuzz: build ## Fuzz job definitions (JSON → validation → store → fire) and cron + time-zone parsing, FUZZ_TIME each, both at once.
+fuzz: build ## Fuzz job definitions (JSON → validation → store → fire) and cron + time-zone parsing (FUZZ_JOB_EXECS, FUZZ_CRON_EXECS), both at once.
 	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-job fuzz-cron
 
 .PHONY: fuzz-job fuzz-cron
 fuzz-job:
-	$(AX) dev exec -- $(GO) test -run '^$$' -fuzz '^FuzzJobDefinition$$' -fuzztime $(FUZZ_TIME) ./openapi/
+	$(AX) dev exec -- $(GO) test -run '^$$' -fuzz '^FuzzJobDefinition$$' -fuzztime $(FUZZ_JOB_EXECS) -parallel 1 ./openapi/
 fuzz-cron:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseZone$$' -fuzztime $(FUZZ_TIME) ./queue/cron/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseZone$$' -fuzztime $(FUZZ_CRON_EXECS) -parallel 1 ./queue/cron/
 
 bench: build ## Run the benchmarks (BENCH=regexp, BENCH_COUNT=n); output is benchstat-readable.
 	$(AX) dev exec -- $(GO) test -run '^$$' -bench '$(BENCH)' -count $(BENCH_COUNT) -timeout 60m ./...
