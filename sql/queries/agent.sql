@@ -78,7 +78,7 @@ LEFT JOIN LATERAL (
 ) s ON true
 LEFT JOIN LATERAL (
     SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at))) AS avg_seconds
-    FROM (SELECT * FROM ax.task t
+    FROM (SELECT * FROM ax.all_tasks t
           WHERE t.agent_id = a.id AND t.state = 'succeeded' AND t.finished_at IS NOT NULL
           ORDER BY t.finished_at DESC LIMIT 50) t
 ) d ON true
@@ -91,9 +91,9 @@ ORDER BY a.name, a.id;
 SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
-                 FROM ax.task_event e JOIN ax.task t ON t.id = e.task_id
-                 WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded'
-                   AND e.at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
+                 FROM ax.all_tasks t
+                 WHERE t.agent_id = a.id AND t.state = 'succeeded'
+                   AND t.finished_at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
   AND a.last_heartbeat_at > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('live_seconds')::double precision);

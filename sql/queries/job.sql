@@ -38,14 +38,14 @@ RETURNING *;
 
 -- name: JobGetByID :one
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE j.id = @id;
 
 -- name: JobGetByIDForUpdate :one
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE j.id = @id
@@ -56,7 +56,7 @@ FOR UPDATE OF j, t;
 -- keeps jobs of those groups only (a key limited to them).
 -- name: JobList :many
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE (sqlc.narg('after')::uuid IS NULL OR j.id > sqlc.narg('after')::uuid)
@@ -72,8 +72,14 @@ LIMIT @max;
 -- name: JobGroupByID :one
 SELECT group_name FROM ax.job WHERE id = @id;
 
+-- JobDelete deletes a job with its trigger and runs in flight (foreign
+-- keys cascade to executions); their tasks have no key to cascade by (see
+-- migration 00024) and go here. Its history stays until retention ends.
 -- name: JobDelete :execrows
-DELETE FROM ax.job WHERE id = @id;
+WITH tasks AS (
+    DELETE FROM ax.task t WHERE t.job_id = sqlc.arg('id')::uuid
+)
+DELETE FROM ax.job j WHERE j.id = sqlc.arg('id')::uuid;
 
 -- JobListTargetedPools lists the pools jobs target, so a pool with no ready agent
 -- shows as zero rather than missing.
@@ -92,13 +98,13 @@ SELECT j.name, j.group_name, j.owner,
        r.finished::bigint AS finished, r.failed::bigint AS failed,
        (SELECT count(*) FROM (
             SELECT e.state, bool_and(e.state IN ('failed', 'timed_out')) OVER (ORDER BY e.finished_at DESC) AS streak
-            FROM ax.execution e
+            FROM ax.all_executions e
             WHERE e.job_id = j.id AND e.finished_at IS NOT NULL
             ORDER BY e.finished_at DESC LIMIT 20) s
         WHERE s.streak)::bigint AS consecutive_failures
 FROM ax.job j
 JOIN LATERAL (
     SELECT count(*) AS finished, count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
-    FROM ax.execution e
+    FROM ax.all_executions e
     WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
 ) r ON r.failed > 0;

@@ -516,7 +516,7 @@ FROM (SELECT unnest(@task_ids::uuid[]) AS id,
 WHERE t.id = r.id;
 
 -- name: TaskListByExecution :many
-SELECT * FROM ax.task WHERE execution_id = @execution_id ORDER BY shard_index;
+SELECT * FROM ax.all_tasks WHERE execution_id = @execution_id ORDER BY shard_index;
 
 -- TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
 -- job says to skip rather than wait, with the reason in the task's error
@@ -624,16 +624,22 @@ SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
                                     / c.rate)
                  FROM ax.rate_class c WHERE c.name = t.rate_class), 0)::double precision AS token_wait_seconds,
        now()::timestamptz AS now
-FROM ax.task t
+FROM ax.all_tasks t
 WHERE t.id = @id;
 
 -- TaskCheckToken says whether a task is agentless and whether token is
 -- its current completion token: the check before a posted result's body is
--- read. A primary-key read.
+-- read. A primary-key read of the tasks in flight; history (a task that
+-- ended: its token is stale) is read only when that finds nothing.
 -- name: TaskCheckToken :one
-SELECT t.agentless, coalesce(t.lease_token = @token::uuid, false)::boolean AS current
-FROM ax.task t
-WHERE t.id = @id;
+(SELECT t.agentless, coalesce(t.lease_token = @token::uuid, false)::boolean AS current
+ FROM ax.task t
+ WHERE t.id = @id)
+UNION ALL
+(SELECT h.agentless, false
+ FROM ax.task_history h
+ WHERE h.id = @id)
+LIMIT 1;
 
 -- TaskGetPriorities returns the priorities of new agentless tasks, which
 -- order their River jobs.

@@ -250,7 +250,7 @@ LEFT JOIN LATERAL (
 ) s ON true
 LEFT JOIN LATERAL (
     SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at))) AS avg_seconds
-    FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes FROM ax.task t
+    FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, retain_until FROM ax.all_tasks t
           WHERE t.agent_id = a.id AND t.state = 'succeeded' AND t.finished_at IS NOT NULL
           ORDER BY t.finished_at DESC LIMIT 50) t
 ) d ON true
@@ -344,9 +344,9 @@ const agentListCandidates = `-- name: AgentListCandidates :many
 SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
-                 FROM ax.task_event e JOIN ax.task t ON t.id = e.task_id
-                 WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded'
-                   AND e.at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
+                 FROM ax.all_tasks t
+                 WHERE t.agent_id = a.id AND t.state = 'succeeded'
+                   AND t.finished_at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
   AND a.last_heartbeat_at > coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)

@@ -13,9 +13,15 @@ import (
 )
 
 const jobDelete = `-- name: JobDelete :execrows
-DELETE FROM ax.job WHERE id = $1
+WITH tasks AS (
+    DELETE FROM ax.task t WHERE t.job_id = $1::uuid
+)
+DELETE FROM ax.job j WHERE j.id = $1::uuid
 `
 
+// JobDelete deletes a job with its trigger and runs in flight (foreign
+// keys cascade to executions); their tasks have no key to cascade by (see
+// migration 00024) and go here. Its history stays until retention ends.
 func (q *Queries) JobDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
 	result, err := db.Exec(ctx, jobDelete, id)
 	if err != nil {
@@ -25,8 +31,8 @@ func (q *Queries) JobDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, 
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE j.id = $1
@@ -77,6 +83,8 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.ShardRangeTo,
 		&i.AxJob.DegradeAction,
 		&i.AxJob.Agentless,
+		&i.AxJob.HistoryRetention,
+		&i.AxJob.HistoryFailedRetention,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -93,8 +101,8 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE j.id = $1
@@ -146,6 +154,8 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.ShardRangeTo,
 		&i.AxJob.DegradeAction,
 		&i.AxJob.Agentless,
+		&i.AxJob.HistoryRetention,
+		&i.AxJob.HistoryFailedRetention,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -192,7 +202,7 @@ INSERT INTO ax.job (
     $25, $26, $27, $28,
     $29, $30, $31, $32, $33
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, history_retention, history_failed_retention
 `
 
 type JobInsertParams struct {
@@ -304,13 +314,15 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.ShardRangeTo,
 		&i.DegradeAction,
 		&i.Agentless,
+		&i.HistoryRetention,
+		&i.HistoryFailedRetention,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 WHERE ($1::uuid IS NULL OR j.id > $1::uuid)
@@ -392,6 +404,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.ShardRangeTo,
 			&i.AxJob.DegradeAction,
 			&i.AxJob.Agentless,
+			&i.AxJob.HistoryRetention,
+			&i.AxJob.HistoryFailedRetention,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -419,14 +433,14 @@ SELECT j.name, j.group_name, j.owner,
        r.finished::bigint AS finished, r.failed::bigint AS failed,
        (SELECT count(*) FROM (
             SELECT e.state, bool_and(e.state IN ('failed', 'timed_out')) OVER (ORDER BY e.finished_at DESC) AS streak
-            FROM ax.execution e
+            FROM ax.all_executions e
             WHERE e.job_id = j.id AND e.finished_at IS NOT NULL
             ORDER BY e.finished_at DESC LIMIT 20) s
         WHERE s.streak)::bigint AS consecutive_failures
 FROM ax.job j
 JOIN LATERAL (
     SELECT count(*) AS finished, count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
-    FROM ax.execution e
+    FROM ax.all_executions e
     WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => $1::double precision)
 ) r ON r.failed > 0
 `
@@ -516,7 +530,7 @@ UPDATE ax.job SET
     rate_limit_class = $28, callback_url = $29,
     params = $30, degrade_action = $31, agentless = $32, updated_at = now()
 WHERE id = $33
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, history_retention, history_failed_retention
 `
 
 type JobUpdateParams struct {
@@ -628,6 +642,8 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.ShardRangeTo,
 		&i.DegradeAction,
 		&i.Agentless,
+		&i.HistoryRetention,
+		&i.HistoryFailedRetention,
 	)
 	return i, err
 }

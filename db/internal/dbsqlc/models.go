@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type AxAgentState string
@@ -994,6 +995,62 @@ type AxAgent struct {
 	LabelBound      bool
 }
 
+type AxAllExecution struct {
+	ID                uuid.UUID
+	JobID             uuid.UUID
+	Cause             AxExecutionCause
+	ScheduledFor      time.Time
+	FiredAt           time.Time
+	Misfired          bool
+	State             AxExecutionState
+	Params            []byte
+	ShardCount        int32
+	Priority          int32
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	CancelReason      *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	Error             *string
+	Traceparent       *string
+	RetainUntil       *time.Time
+}
+
+type AxAllTask struct {
+	ID                uuid.UUID
+	ExecutionID       uuid.UUID
+	JobID             uuid.UUID
+	ShardIndex        int32
+	ShardTotal        int32
+	ShardParam        string
+	State             AxTaskState
+	Priority          int32
+	Attempt           int32
+	MaxAttempts       int32
+	TimeoutSeconds    int32
+	NotBefore         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Result            []byte
+	Error             *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	AgentID           *uuid.UUID
+	LeaseToken        *uuid.UUID
+	LeaseExpiresAt    *time.Time
+	LeasedAt          *time.Time
+	PreferredAgentID  *uuid.UUID
+	FallbackAgentID   *uuid.UUID
+	Pinned            bool
+	RouteKey          string
+	RateClass         *string
+	Agentless         bool
+	LogBytes          int64
+	RetainUntil       *time.Time
+}
+
 type AxApiKey struct {
 	ID         uuid.UUID
 	Name       string
@@ -1093,10 +1150,50 @@ type AxExecution struct {
 	Traceparent       *string
 }
 
+type AxExecutionHistory struct {
+	ID                uuid.UUID
+	JobID             uuid.UUID
+	Cause             AxExecutionCause
+	ScheduledFor      time.Time
+	FiredAt           time.Time
+	Misfired          bool
+	State             AxExecutionState
+	Params            []byte
+	ShardCount        int32
+	Priority          int32
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	CancelReason      *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	Error             *string
+	Traceparent       *string
+	RetainUntil       time.Time
+}
+
 type AxExecutionsByState struct {
 	State AxExecutionState
 	Today int64
 	Total int64
+}
+
+type AxHistoryDrop struct {
+	ID        int64
+	TableName string
+	RangeFrom time.Time
+	RangeTo   time.Time
+	RowCount  int64
+	DroppedAt time.Time
+}
+
+type AxHistorySetting struct {
+	Singleton         bool
+	FinishedRetention pgtype.Interval
+	FailedRetention   pgtype.Interval
+	PartitionWidth    pgtype.Interval
+	MadeUntil         time.Time
+	UpdatedAt         time.Time
 }
 
 type AxHttpTaskSlot struct {
@@ -1157,6 +1254,8 @@ type AxJob struct {
 	ShardRangeTo           int64
 	DegradeAction          AxDegradeAction
 	Agentless              bool
+	HistoryRetention       pgtype.Interval
+	HistoryFailedRetention pgtype.Interval
 }
 
 type AxJobSecret struct {
@@ -1286,6 +1385,40 @@ type AxTaskEvent struct {
 	Stream      *string
 	Message     string
 	At          time.Time
+}
+
+type AxTaskHistory struct {
+	ID                uuid.UUID
+	ExecutionID       uuid.UUID
+	JobID             uuid.UUID
+	ShardIndex        int32
+	ShardTotal        int32
+	ShardParam        string
+	State             AxTaskState
+	Priority          int32
+	Attempt           int32
+	MaxAttempts       int32
+	TimeoutSeconds    int32
+	NotBefore         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Result            []byte
+	Error             *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	AgentID           *uuid.UUID
+	LeaseToken        *uuid.UUID
+	LeaseExpiresAt    *time.Time
+	LeasedAt          *time.Time
+	PreferredAgentID  *uuid.UUID
+	FallbackAgentID   *uuid.UUID
+	Pinned            bool
+	RouteKey          string
+	RateClass         *string
+	Agentless         bool
+	LogBytes          int64
+	RetainUntil       time.Time
 }
 
 type AxTasksWithoutAgent struct {

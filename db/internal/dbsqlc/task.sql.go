@@ -51,9 +51,14 @@ func (q *Queries) TaskCancelAgentless(ctx context.Context, db DBTX) ([]uuid.UUID
 }
 
 const taskCheckToken = `-- name: TaskCheckToken :one
-SELECT t.agentless, coalesce(t.lease_token = $1::uuid, false)::boolean AS current
-FROM ax.task t
-WHERE t.id = $2
+(SELECT t.agentless, coalesce(t.lease_token = $1::uuid, false)::boolean AS current
+ FROM ax.task t
+ WHERE t.id = $2)
+UNION ALL
+(SELECT h.agentless, false
+ FROM ax.task_history h
+ WHERE h.id = $2)
+LIMIT 1
 `
 
 type TaskCheckTokenParams struct {
@@ -68,7 +73,8 @@ type TaskCheckTokenRow struct {
 
 // TaskCheckToken says whether a task is agentless and whether token is
 // its current completion token: the check before a posted result's body is
-// read. A primary-key read.
+// read. A primary-key read of the tasks in flight; history (a task that
+// ended: its token is stale) is read only when that finds nothing.
 func (q *Queries) TaskCheckToken(ctx context.Context, db DBTX, arg TaskCheckTokenParams) (TaskCheckTokenRow, error) {
 	row := db.QueryRow(ctx, taskCheckToken, arg.Token, arg.ID)
 	var i TaskCheckTokenRow
@@ -301,7 +307,7 @@ SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
                                     / c.rate)
                  FROM ax.rate_class c WHERE c.name = t.rate_class), 0)::double precision AS token_wait_seconds,
        now()::timestamptz AS now
-FROM ax.task t
+FROM ax.all_tasks t
 WHERE t.id = $1
 `
 
@@ -900,18 +906,18 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
 `
 
-func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
+func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxAllTask, error) {
 	rows, err := db.Query(ctx, taskListByExecution, executionID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AxTask
+	var items []AxAllTask
 	for rows.Next() {
-		var i AxTask
+		var i AxAllTask
 		if err := rows.Scan(
 			&i.ID,
 			&i.ExecutionID,
@@ -943,6 +949,7 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.RateClass,
 			&i.Agentless,
 			&i.LogBytes,
+			&i.RetainUntil,
 		); err != nil {
 			return nil, err
 		}
