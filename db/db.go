@@ -32,6 +32,13 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
+// IsLockTimeout reports whether err is Postgres giving up a lock wait
+// (lock_timeout, or NOWAIT).
+func IsLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
 // Open connects a pool to url and checks that the server answers.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)

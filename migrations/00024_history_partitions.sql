@@ -83,10 +83,10 @@ DECLARE
     made   integer := 0;
 BEGIN
     SELECT * INTO s FROM ax.history_setting FOR UPDATE;
-    lo := s.made_until;
-    IF lo = '-infinity' THEN
-        lo := date_bin(s.partition_width, now(), timestamptz '2000-01-01 00:00:00+00');
-    END IF;
+    -- From the horizon, but never from the past: rows land at now + a
+    -- retention or later, so a server that was down for days makes no
+    -- partitions for them (and a first call starts at the current slot).
+    lo := greatest(s.made_until, date_bin(s.partition_width, now(), timestamptz '2000-01-01 00:00:00+00'));
     WHILE lo < p_until LOOP
         hi := lo + s.partition_width;
         suffix := to_char(lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MISS');
@@ -104,6 +104,54 @@ BEGIN
     END LOOP;
     UPDATE ax.history_setting SET made_until = lo, updated_at = now();
     RETURN made;
+END $$;
+-- +goose StatementEnd
+
+-- history_set_width changes the time range of the partitions made from now
+-- on. The partitions made ahead that hold no row yet are dropped and made
+-- again at the new width; those holding rows keep theirs.
+-- +goose StatementBegin
+CREATE FUNCTION ax.history_set_width(p_width interval) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    p        record;
+    kept_to  timestamptz := '-infinity';
+    any_rows boolean;
+BEGIN
+    PERFORM 1 FROM ax.history_setting FOR UPDATE;
+    IF (SELECT partition_width FROM ax.history_setting) = p_width THEN
+        RETURN;
+    END IF;
+    FOR p IN
+        SELECT c.relname, (m.b)[2]::timestamptz AS range_to
+        FROM pg_inherits i
+        JOIN pg_class c ON c.oid = i.inhrelid
+        JOIN pg_class t ON t.oid = i.inhparent
+        CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                                'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+        WHERE t.oid IN ('ax.execution_history'::regclass, 'ax.task_history'::regclass)
+        ORDER BY (m.b)[1]::timestamptz DESC
+    LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM ax.%I)', p.relname) INTO any_rows;
+        IF any_rows THEN
+            kept_to := greatest(kept_to, p.range_to);
+        END IF;
+    END LOOP;
+    FOR p IN
+        SELECT c.relname
+        FROM pg_inherits i
+        JOIN pg_class c ON c.oid = i.inhrelid
+        CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                                'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+        WHERE i.inhparent IN ('ax.execution_history'::regclass, 'ax.task_history'::regclass)
+          AND (m.b)[1]::timestamptz >= kept_to
+    LOOP
+        EXECUTE format('DROP TABLE ax.%I', p.relname);
+    END LOOP;
+    -- Made from the end of the last partition that holds rows on
+    -- (history_make_partitions starts at now when that is past).
+    UPDATE ax.history_setting
+    SET partition_width = p_width, made_until = kept_to, updated_at = now();
 END $$;
 -- +goose StatementEnd
 
@@ -244,6 +292,7 @@ DROP TABLE ax.execution_history;
 DROP FUNCTION ax.history_move(uuid[], timestamptz);
 DROP FUNCTION ax.history_define_move();
 DROP FUNCTION ax.history_make_partitions(timestamptz);
+DROP FUNCTION ax.history_set_width(interval);
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION ax.execution_ended() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
