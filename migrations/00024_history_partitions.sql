@@ -212,12 +212,14 @@ BEGIN
         RETURN 0;
     END IF;
     INSERT INTO ax.task_history (%1$s, retain_until)
-    SELECT %2$s, keep[array_position(ids, t.execution_id)]
-    FROM ax.task t WHERE t.execution_id = ANY(ids);
+    SELECT %2$s, k.until
+    FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
+    WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
     INSERT INTO ax.execution_history (%3$s, retain_until)
-    SELECT %4$s, keep[array_position(ids, e.id)]
-    FROM ax.execution e WHERE e.id = ANY(ids);
+    SELECT %4$s, k.until
+    FROM ax.execution e JOIN unnest(ids, keep) AS k(id, until) ON k.id = e.id
+    WHERE e.id = ANY(ids);
     DELETE FROM ax.execution e WHERE e.id = ANY(ids);
     RETURN cardinality(ids);
 END $fn$
