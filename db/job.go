@@ -32,8 +32,11 @@ type Job struct {
 	ShardParams     []string
 	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
 	// a parameter get: [0, 2^32) by default (FillDefaults).
-	ShardRangeFrom         int64
-	ShardRangeTo           int64
+	ShardRangeFrom int64
+	ShardRangeTo   int64
+	// ShardGenerator, when set, makes each run's shard params from the fire
+	// instead of ShardParams or the range.
+	ShardGenerator         *ShardGenerator
 	Priority               int
 	TimeoutSeconds         int
 	RetryMaxAttempts       int
@@ -118,6 +121,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		MisfireWindowSeconds: p.MisfireWindowSeconds, MisfireMaxFires: p.MisfireMaxFires,
 		RateLimitClass: p.RateLimitClass, CallbackUrl: p.CallbackUrl, Params: p.Params,
 		DegradeAction: p.DegradeAction, Agentless: p.Agentless,
+		ShardGenerator: p.ShardGenerator, ShardWindowSeconds: p.ShardWindowSeconds,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -202,6 +206,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 	if err != nil {
 		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding executor: %w", err)
 	}
+	generator, window := generatorColumns(j.ShardGenerator)
 	return dbsqlc.JobInsertParams{
 		ID: j.ID, Name: j.Name, GroupName: j.Group, Owner: j.Owner, Description: j.Description,
 		TriggerKind: dbsqlc.AxTriggerKind(j.TriggerKind), CronExpr: nilIfEmpty(j.CronExpr),
@@ -217,7 +222,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
 		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(j.DegradeAction),
-		Agentless: j.Agentless(),
+		Agentless: j.Agentless(), ShardGenerator: generator, ShardWindowSeconds: window,
 	}, nil
 }
 
@@ -230,6 +235,7 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		RouteStrategy: RouteStrategy(r.RouteStrategy), RouteKey: r.RouteKey,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), TimeoutSeconds: int(r.TimeoutSeconds),
 		ShardRangeFrom: r.ShardRangeFrom, ShardRangeTo: r.ShardRangeTo,
+		ShardGenerator:   generatorFromColumns(r.ShardGenerator, r.ShardWindowSeconds),
 		RetryMaxAttempts: int(r.RetryMaxAttempts), RetryBackoffSeconds: int(r.RetryBackoffSeconds),
 		RetryBackoffMaxSeconds: int(r.RetryBackoffMaxSeconds),
 		ConcurrencyPolicy:      ConcurrencyPolicy(r.ConcurrencyPolicy), MisfirePolicy: MisfirePolicy(r.MisfirePolicy),

@@ -37,6 +37,9 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 	if out.ExecutorKind == db.ExecutorHTTP { // the schema's default fills method for every kind
 		out.Executor.Method = j.Executor.Method
 	}
+	if g := shards.Generator; g != nil {
+		out.ShardGenerator = &db.ShardGenerator{Kind: db.ShardGeneratorKind(g.Kind), WindowSeconds: g.WindowSeconds}
+	}
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
 	}
@@ -50,11 +53,10 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
 		Trigger: JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
 			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
-		Executor: jobExecutorFromDB(j.ExecutorKind, &j.Executor),
-		Target:   &JobTarget{Labels: j.TargetLabels},
-		Route:    &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},
-		Shards: &JobShards{Count: j.ShardCount, Params: j.ShardParams,
-			Range: &ShardRange{From: j.ShardRangeFrom, To: j.ShardRangeTo}},
+		Executor:          jobExecutorFromDB(j.ExecutorKind, &j.Executor),
+		Target:            &JobTarget{Labels: j.TargetLabels},
+		Route:             &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},
+		Shards:            jobShardsFromDB(j),
 		Priority:          j.Priority,
 		TimeoutSeconds:    j.TimeoutSeconds,
 		Retry:             &JobRetry{MaxAttempts: j.RetryMaxAttempts, BackoffSeconds: j.RetryBackoffSeconds, BackoffMaxSeconds: j.RetryBackoffMaxSeconds},
@@ -77,6 +79,15 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		out.Callback = &JobCallback{URL: j.CallbackURL}
 	}
 	return out, nil
+}
+
+// jobShardsFromDB shows how a stored job splits its runs: a generator
+// shows without the range it does not use, so the job can be PUT back.
+func jobShardsFromDB(j *db.Job) *JobShards {
+	if g := j.ShardGenerator; g != nil {
+		return &JobShards{Count: j.ShardCount, Generator: &JobShardGenerator{Kind: string(g.Kind), WindowSeconds: g.WindowSeconds}}
+	}
+	return &JobShards{Count: j.ShardCount, Params: j.ShardParams, Range: &ShardRange{From: j.ShardRangeFrom, To: j.ShardRangeTo}}
 }
 
 // jobExecutorFromDB shows a stored executor of kind.

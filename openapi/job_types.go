@@ -75,9 +75,17 @@ type JobRoute struct {
 
 // JobShards splits a run into tasks.
 type JobShards struct {
-	Count  int         `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
-	Params []string    `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its part of range as \"from-to\""`
-	Range  *ShardRange `json:"range,omitempty" doc:"Range split among shards that have no param; defaults to the 32-bit hash space [0, 4294967296)"`
+	Count     int                `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
+	Params    []string           `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its part of range as \"from-to\", or what generator makes"`
+	Range     *ShardRange        `json:"range,omitempty" doc:"Range split among shards that have no param; defaults to the 32-bit hash space [0, 4294967296); absent with a generator"`
+	Generator *JobShardGenerator `json:"generator,omitempty" doc:"Makes each run's shard params from the fire instead of params or range (see POST /v1/jobs/{id}/shards/preview)"`
+}
+
+// JobShardGenerator makes each shard's param from the fire: a JSON object
+// as a string, in shard_param.
+type JobShardGenerator struct {
+	Kind          string `json:"kind" enum:"time_window,mod" doc:"time_window: shard i of count gets the i-th of count equal windows of window_seconds ending at the run's scheduled time, as {\"from\":\"…\",\"to\":\"…\"} (RFC 3339 with the job's local offset, from included, to excluded); a window of whole days is split in local wall-clock time (a day across a DST change is 23 or 25 hours: the skipped hour's window is empty, the repeated hour's holds both passes), any other window in equal absolute spans. mod: shard i of count gets {\"modulus\":count,\"residue\":i}, to take the ids with id % modulus = residue"`
+	WindowSeconds int    `json:"window_seconds,omitempty" minimum:"1" maximum:"31622400" example:"86400" doc:"Span the windows split (kind time_window, required): at most 366 days, a multiple of shards.count"`
 }
 
 // ShardRange is a half-open integer range [from, to) that shards split

@@ -451,6 +451,8 @@ CREATE TABLE ax.job (
     shard_range_to bigint DEFAULT '4294967296'::bigint NOT NULL,
     degrade_action ax.degrade_action DEFAULT 'wait'::ax.degrade_action NOT NULL,
     agentless boolean NOT NULL,
+    shard_generator text,
+    shard_window_seconds integer,
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
@@ -461,8 +463,12 @@ CREATE TABLE ax.job (
     CONSTRAINT job_retry_attempts_range CHECK (((retry_max_attempts >= 1) AND (retry_max_attempts <= 100))),
     CONSTRAINT job_retry_backoff_range CHECK (((retry_backoff_seconds >= 0) AND (retry_backoff_max_seconds >= retry_backoff_seconds))),
     CONSTRAINT job_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
+    CONSTRAINT job_shard_generator_kind CHECK ((shard_generator = ANY (ARRAY['time_window'::text, 'mod'::text]))),
     CONSTRAINT job_shard_params_is_array CHECK ((jsonb_typeof(shard_params) = 'array'::text)),
     CONSTRAINT job_shard_range_order CHECK ((shard_range_from < shard_range_to)),
+    CONSTRAINT job_shard_window_only_time_window CHECK (((NOT (shard_generator IS DISTINCT FROM 'time_window'::text)) = (shard_window_seconds IS NOT NULL))),
+    CONSTRAINT job_shard_window_range CHECK (((shard_window_seconds >= 1) AND (shard_window_seconds <= 31622400))),
+    CONSTRAINT job_shard_window_whole_seconds CHECK (((shard_window_seconds % shard_count) = 0)),
     CONSTRAINT job_target_labels_is_object CHECK ((jsonb_typeof(target_labels) = 'object'::text)),
     CONSTRAINT job_timeout_positive CHECK ((timeout_seconds > 0))
 );

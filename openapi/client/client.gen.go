@@ -321,6 +321,24 @@ func (e JobRouteStrategy) Valid() bool {
 	}
 }
 
+// Defines values for JobShardGeneratorKind.
+const (
+	JobShardGeneratorKindMod        JobShardGeneratorKind = "mod"
+	JobShardGeneratorKindTimeWindow JobShardGeneratorKind = "time_window"
+)
+
+// Valid indicates whether the value is a known member of the JobShardGeneratorKind enum.
+func (e JobShardGeneratorKind) Valid() bool {
+	switch e {
+	case JobShardGeneratorKindMod:
+		return true
+	case JobShardGeneratorKindTimeWindow:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobTriggerKind.
 const (
 	JobTriggerKindCron     JobTriggerKind = "cron"
@@ -1224,12 +1242,27 @@ type JobRoute struct {
 // JobRouteStrategy defines model for JobRoute.Strategy.
 type JobRouteStrategy string
 
+// JobShardGenerator defines model for JobShardGenerator.
+type JobShardGenerator struct {
+	// Kind time_window: shard i of count gets the i-th of count equal windows of window_seconds ending at the run's scheduled time, as {"from":"…","to":"…"} (RFC 3339 with the job's local offset, from included, to excluded); a window of whole days is split in local wall-clock time (a day across a DST change is 23 or 25 hours: the skipped hour's window is empty, the repeated hour's holds both passes), any other window in equal absolute spans. mod: shard i of count gets {"modulus":count,"residue":i}, to take the ids with id % modulus = residue
+	Kind JobShardGeneratorKind `json:"kind"`
+
+	// WindowSeconds Span the windows split (kind time_window, required): at most 366 days, a multiple of shards.count
+	//
+	// Example: 86400
+	WindowSeconds *int64 `json:"window_seconds,omitempty"`
+}
+
+// JobShardGeneratorKind time_window: shard i of count gets the i-th of count equal windows of window_seconds ending at the run's scheduled time, as {"from":"…","to":"…"} (RFC 3339 with the job's local offset, from included, to excluded); a window of whole days is split in local wall-clock time (a day across a DST change is 23 or 25 hours: the skipped hour's window is empty, the repeated hour's holds both passes), any other window in equal absolute spans. mod: shard i of count gets {"modulus":count,"residue":i}, to take the ids with id % modulus = residue
+type JobShardGeneratorKind string
+
 // JobShards defines model for JobShards.
 type JobShards struct {
 	// Count Number of tasks per run
-	Count *int64 `json:"count,omitempty"`
+	Count     *int64             `json:"count,omitempty"`
+	Generator *JobShardGenerator `json:"generator,omitempty"`
 
-	// Params One parameter per shard; when empty each shard gets its part of range as "from-to"
+	// Params One parameter per shard; when empty each shard gets its part of range as "from-to", or what generator makes
 	Params *[]string   `json:"params,omitempty"`
 	Range  *ShardRange `json:"range,omitempty"`
 }
@@ -1342,6 +1375,15 @@ type LogRequest struct {
 	Chunks *[]LogChunk `json:"chunks"`
 }
 
+// PreviewShard defines model for PreviewShard.
+type PreviewShard struct {
+	Index int64 `json:"index"`
+
+	// Param The task's shard_param: the job's entry, its part of the range, or the generator's JSON object
+	Param string `json:"param"`
+	Total int64  `json:"total"`
+}
+
 // RateClass defines model for RateClass.
 type RateClass struct {
 	AutoDegrade *AutoDegrade `json:"auto_degrade,omitempty"`
@@ -1446,6 +1488,23 @@ type RunRequest struct {
 type SecretRotation struct {
 	// PreviousValidSeconds How long the old secret keeps signing alongside the new one (both signatures are sent); default 86400, 0 drops it now
 	PreviousValidSeconds *int64 `json:"previous_valid_seconds,omitempty"`
+}
+
+// ShardPreview defines model for ShardPreview.
+type ShardPreview struct {
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// ScheduledFor The fire's scheduled time (UTC)
+	ScheduledFor time.Time `json:"scheduled_for"`
+
+	// Shards One per shard, in shard order
+	Shards *[]PreviewShard `json:"shards"`
+}
+
+// ShardPreviewRequest defines model for ShardPreviewRequest.
+type ShardPreviewRequest struct {
+	// At Scheduled time of the fire; default the job's next fire
+	At *time.Time `json:"at,omitempty"`
 }
 
 // ShardRange defines model for ShardRange.
@@ -1882,6 +1941,9 @@ type PatchJobApplicationMergePatchPlusJSONRequestBody PatchJobApplicationMergePa
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = Job
+
+// PreviewJobShardsJSONRequestBody defines body for PreviewJobShards for application/json ContentType.
+type PreviewJobShardsJSONRequestBody = ShardPreviewRequest
 
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SecretRotation
@@ -2369,6 +2431,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewJobShardsWithBody Show the shard params of a fire of a job
+	//
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+	PreviewJobShardsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewJobShards Show the shard params of a fire of a job
+	//
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+	PreviewJobShards(ctx context.Context, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RotateSigningSecretWithBody Rotate a job's signing secret
 	//
@@ -3351,6 +3431,44 @@ func (c *Client) PauseJob(ctx context.Context, id openapi_types.UUID, reqEditors
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewJobShardsWithBody Show the shard params of a fire of a job
+//
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+func (c *Client) PreviewJobShardsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewJobShardsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewJobShards Show the shard params of a fire of a job
+//
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+func (c *Client) PreviewJobShards(ctx context.Context, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewJobShardsRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5169,6 +5287,53 @@ func NewResumeJobRequest(server string, id openapi_types.UUID) (*http.Request, e
 	return req, nil
 }
 
+// NewPreviewJobShardsRequest calls the generic PreviewJobShards builder with application/json body
+func NewPreviewJobShardsRequest(server string, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPreviewJobShardsRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewPreviewJobShardsRequestWithBody constructs an http.Request for the PreviewJobShards method, with any body, and a specified content type
+func NewPreviewJobShardsRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/shards/preview", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewRotateSigningSecretRequest calls the generic RotateSigningSecret builder with application/json body
 func NewRotateSigningSecretRequest(server string, id openapi_types.UUID, body RotateSigningSecretJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5953,6 +6118,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+
+	// PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
+	//
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+	PreviewJobShardsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewJobShardsResponse, error)
+
+	// PreviewJobShardsWithResponse Show the shard params of a fire of a job
+	//
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+	PreviewJobShardsWithResponse(ctx context.Context, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewJobShardsResponse, error)
 
 	// RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 	//
@@ -8633,6 +8816,82 @@ func (r ResumeJobResponse) ContentType() string {
 	return ""
 }
 
+type PreviewJobShardsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ShardPreview
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewJobShardsResponse) GetJSON200() *ShardPreview {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewJobShardsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewJobShardsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewJobShardsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewJobShardsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RotateSigningSecretResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9782,6 +10041,36 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id open
 		return nil, err
 	}
 	return ParseResumeJobResponse(rsp)
+}
+
+// PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
+//
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+func (c *ClientWithResponses) PreviewJobShardsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewJobShardsResponse, error) {
+	rsp, err := c.PreviewJobShardsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewJobShardsResponse(rsp)
+}
+
+// PreviewJobShardsWithResponse Show the shard params of a fire of a job
+//
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+func (c *ClientWithResponses) PreviewJobShardsWithResponse(ctx context.Context, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewJobShardsResponse, error) {
+	rsp, err := c.PreviewJobShards(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewJobShardsResponse(rsp)
 }
 
 // RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
@@ -11973,6 +12262,67 @@ func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePreviewJobShardsResponse parses an HTTP response from a PreviewJobShardsWithResponse call
+func ParsePreviewJobShardsResponse(rsp *http.Response) (*PreviewJobShardsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewJobShardsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ShardPreview
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -289,7 +289,8 @@ func labelKey(labels map[string]string) string {
 // broadcast task when no router is configured: 2 default heartbeats.
 const defaultLive = 10 * time.Second
 
-// InsertExecutions records fires, makes their tasks, hands agentless HTTP
+// InsertExecutions records fires, makes their tasks (shard generators
+// rendered by GeneratedShardParams), hands agentless HTTP
 // tasks to the outbox and routes the others, all in e (the fire's
 // transaction).
 func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
@@ -297,7 +298,7 @@ func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, ou
 	if router != nil {
 		live = router.Live()
 	}
-	inserted, tasks, err := db.ExecutionInsertMany(ctx, e, execs, live)
+	inserted, tasks, err := db.ExecutionInsertMany(ctx, e, execs, live, GeneratedShardParams)
 	if err != nil {
 		return inserted, err
 	}

@@ -6,7 +6,8 @@ INSERT INTO ax.job (
     shard_count, shard_params, shard_range_from, shard_range_to, priority, timeout_seconds,
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
-    rate_limit_class, callback_url, params, degrade_action, agentless
+    rate_limit_class, callback_url, params, degrade_action, agentless,
+    shard_generator, shard_window_seconds
 ) VALUES (
     @id, @name, @group_name, @owner, @description,
     @trigger_kind, sqlc.narg('cron_expr'), @timezone, sqlc.narg('interval_seconds'), sqlc.narg('run_at'),
@@ -14,7 +15,8 @@ INSERT INTO ax.job (
     @shard_count, @shard_params, @shard_range_from, @shard_range_to, @priority, @timeout_seconds,
     @retry_max_attempts, @retry_backoff_seconds, @retry_backoff_max_seconds,
     @concurrency_policy, @misfire_policy, @misfire_window_seconds, @misfire_max_fires,
-    sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params, @degrade_action, @agentless
+    sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params, @degrade_action, @agentless,
+    sqlc.narg('shard_generator'), sqlc.narg('shard_window_seconds')
 )
 RETURNING *;
 
@@ -32,7 +34,9 @@ UPDATE ax.job SET
     concurrency_policy = @concurrency_policy, misfire_policy = @misfire_policy,
     misfire_window_seconds = @misfire_window_seconds, misfire_max_fires = @misfire_max_fires,
     rate_limit_class = sqlc.narg('rate_limit_class'), callback_url = sqlc.narg('callback_url'),
-    params = @params, degrade_action = @degrade_action, agentless = @agentless, updated_at = now()
+    params = @params, degrade_action = @degrade_action, agentless = @agentless,
+    shard_generator = sqlc.narg('shard_generator'), shard_window_seconds = sqlc.narg('shard_window_seconds'),
+    updated_at = now()
 WHERE id = @id
 RETURNING *;
 

@@ -446,6 +446,9 @@ WHERE a.id = @agent_id;
 -- kind, pinned to it. Tasks of agentless jobs (job.agentless, see
 -- db.Job.Agentless) are marked so: ax serve runs them, agents never lease them.
 -- Ids that were not inserted (a tick that had fired already) match nothing.
+-- A run whose job has a shard generator takes its params from
+-- @generated_params instead (a JSON array of strings per id of
+-- @generated_ids, rendered in Go by db.ShardGenerator).
 -- Returns what routing needs to know of each task.
 -- name: TaskInsertForExecutions :many
 WITH execs AS (
@@ -456,6 +459,8 @@ WITH execs AS (
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY(@execution_ids::uuid[])
+), generated AS (
+    SELECT unnest(@generated_ids::uuid[]) AS execution_id, unnest(@generated_params::jsonb[]) AS params
 ), shards AS (
     SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
     FROM execs x
@@ -473,7 +478,8 @@ WITH execs AS (
     INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
                          priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
     SELECT x.id, x.job_id, s.i, s.n,
-           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
+           CASE WHEN g.params ->> s.i IS NOT NULL THEN g.params ->> s.i
+                WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
                 ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
                      || '-' ||
                      (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
@@ -482,6 +488,7 @@ WITH execs AS (
            s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
+    LEFT JOIN generated g ON g.execution_id = s.execution_id
     RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
 ), shard_counts AS (
     -- A broadcast run has as many shards as live agents, maybe none.

@@ -193,7 +193,7 @@ func (r *axReplica) fire(b *testing.B, n int) time.Time {
 		for i := range execs {
 			execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: r.jobID, Cause: db.CauseManual, ScheduledFor: now}
 		}
-		inserted, tasks, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live())
+		inserted, tasks, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live(), dispatch.GeneratedShardParams)
 		if err != nil {
 			return err
 		}

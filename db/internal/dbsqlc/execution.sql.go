@@ -222,6 +222,7 @@ func (q *Queries) ExecutionHasUnfinished(ctx context.Context, db DBTX, jobID uui
 }
 
 const executionInsertMany = `-- name: ExecutionInsertMany :many
+WITH inserted AS (
 INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at,
                           traceparent)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
@@ -242,7 +243,12 @@ FROM (
 ) e
 JOIN ax.job j ON j.id = e.job_id
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
-RETURNING id, job_id, scheduled_for, fired_at
+RETURNING id, job_id, scheduled_for, fired_at, shard_count
+)
+SELECT i.id, i.job_id, i.scheduled_for, i.fired_at, i.shard_count,
+       j.shard_generator, j.shard_window_seconds, j.timezone
+FROM inserted i
+JOIN ax.job j ON j.id = i.job_id
 `
 
 type ExecutionInsertManyParams struct {
@@ -258,10 +264,14 @@ type ExecutionInsertManyParams struct {
 }
 
 type ExecutionInsertManyRow struct {
-	ID           uuid.UUID
-	JobID        uuid.UUID
-	ScheduledFor time.Time
-	FiredAt      time.Time
+	ID                 uuid.UUID
+	JobID              uuid.UUID
+	ScheduledFor       time.Time
+	FiredAt            time.Time
+	ShardCount         int32
+	ShardGenerator     *string
+	ShardWindowSeconds *int32
+	Timezone           string
 }
 
 // ExecutionInsertMany inserts fires (params: the job's, overlaid by the
@@ -269,6 +279,8 @@ type ExecutionInsertManyRow struct {
 // execution id); a scheduled tick that already has an
 // execution is skipped (execution_tick_once_idx), so a tick fires once
 // whatever races. Returns the executions actually inserted.
+// The rows come back with what rendering a shard generator needs
+// (db.ShardGenerator).
 func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg ExecutionInsertManyParams) ([]ExecutionInsertManyRow, error) {
 	rows, err := db.Query(ctx, executionInsertMany,
 		arg.Ids,
@@ -293,6 +305,10 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 			&i.JobID,
 			&i.ScheduledFor,
 			&i.FiredAt,
+			&i.ShardCount,
+			&i.ShardGenerator,
+			&i.ShardWindowSeconds,
+			&i.Timezone,
 		); err != nil {
 			return nil, err
 		}

@@ -1157,6 +1157,8 @@ type AxJob struct {
 	ShardRangeTo           int64
 	DegradeAction          AxDegradeAction
 	Agentless              bool
+	ShardGenerator         *string
+	ShardWindowSeconds     *int32
 }
 
 type AxJobSecret struct {

@@ -349,6 +349,8 @@ WITH execs AS (
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY($1::uuid[])
+), generated AS (
+    SELECT unnest($2::uuid[]) AS execution_id, unnest($3::jsonb[]) AS params
 ), shards AS (
     SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
     FROM execs x
@@ -360,13 +362,14 @@ WITH execs AS (
     JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
          AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
     WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
-      AND a.last_heartbeat_at > now() - make_interval(secs => $2::double precision)
+      AND a.last_heartbeat_at > now() - make_interval(secs => $4::double precision)
     WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
 ), inserted AS (
     INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
                          priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
     SELECT x.id, x.job_id, s.i, s.n,
-           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
+           CASE WHEN g.params ->> s.i IS NOT NULL THEN g.params ->> s.i
+                WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
                 ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
                      || '-' ||
                      (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
@@ -375,6 +378,7 @@ WITH execs AS (
            s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
+    LEFT JOIN generated g ON g.execution_id = s.execution_id
     RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
 ), shard_counts AS (
     -- A broadcast run has as many shards as live agents, maybe none.
@@ -397,8 +401,10 @@ JOIN execs x ON x.id = i.execution_id
 `
 
 type TaskInsertForExecutionsParams struct {
-	ExecutionIds []uuid.UUID
-	LiveSeconds  float64
+	ExecutionIds    []uuid.UUID
+	GeneratedIds    []uuid.UUID
+	GeneratedParams [][]byte
+	LiveSeconds     float64
 }
 
 type TaskInsertForExecutionsRow struct {
@@ -428,9 +434,17 @@ type TaskInsertForExecutionsRow struct {
 // kind, pinned to it. Tasks of agentless jobs (job.agentless, see
 // db.Job.Agentless) are marked so: ax serve runs them, agents never lease them.
 // Ids that were not inserted (a tick that had fired already) match nothing.
+// A run whose job has a shard generator takes its params from
+// @generated_params instead (a JSON array of strings per id of
+// @generated_ids, rendered in Go by db.ShardGenerator).
 // Returns what routing needs to know of each task.
 func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, arg TaskInsertForExecutionsParams) ([]TaskInsertForExecutionsRow, error) {
-	rows, err := db.Query(ctx, taskInsertForExecutions, arg.ExecutionIds, arg.LiveSeconds)
+	rows, err := db.Query(ctx, taskInsertForExecutions,
+		arg.ExecutionIds,
+		arg.GeneratedIds,
+		arg.GeneratedParams,
+		arg.LiveSeconds,
+	)
 	if err != nil {
 		return nil, err
 	}
