@@ -214,6 +214,7 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	env := setupWithAgents(t, dispatch.AgentConfig{})
 	job := cronJob("slow", "0 0 * * *", "UTC")
 	job["timeout_seconds"] = 1
+	job["retry"] = map[string]any{"max_attempts": 1} // the timeout is final
 	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
 	a := env.registerAgent("a", nil, 1)
 	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
