@@ -56,8 +56,8 @@ type ReaperConfig struct {
 // attempt (up to MaxLostLeases), other expired leases to pending (attempt
 // + 1, after backoff) or fails them when attempts are spent, times out
 // overdue tasks, finalizes their executions and marks silent agents
-// offline. Every replica runs
-// one; a transaction-scoped advisory lock lets one sweep at a time.
+// offline. Every replica runs one; a transaction-scoped advisory lock lets
+// one sweep at a time.
 type Reaper struct {
 	pool    *pgxpool.Pool
 	cfg     ReaperConfig
