@@ -10,7 +10,7 @@ const (
 	DefaultShardCount             = 1
 	DefaultShardRangeTo           = 1 << 32 // the default shard range is the 32-bit hash space [0, 2^32)
 	DefaultTimeoutSeconds         = 3600
-	DefaultRetryMaxAttempts       = 1
+	DefaultRetryMaxAttempts       = 4 // the first and 3 retries: after 5, 10 and 20 s (base 2 from DefaultRetryBackoffSeconds)
 	DefaultRetryBackoffSeconds    = 5
 	DefaultRetryBackoffMaxSeconds = 600 // or the backoff, when that is longer
 	DefaultMisfireWindowSeconds   = 86400

@@ -24,6 +24,7 @@ type Task struct {
 	Priority          int
 	Attempt           int
 	MaxAttempts       int
+	LostLeases        int // leases lost with their agent: runs again that used up no attempt
 	TimeoutSeconds    int
 	NotBefore         time.Time
 	StartedAt         *time.Time
@@ -47,7 +48,7 @@ func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID)
 			ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
 			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, State: TaskState(r.State),
 			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
-			TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
+			LostLeases: int(r.LostLeases), TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 			CancelRequestedAt: utcPtr(r.CancelRequestedAt), Result: r.Result, Error: deref(r.Error),
 			CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
@@ -392,14 +393,32 @@ func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int
 type Reaped struct {
 	Expired  int // leases that ran out (agent dead or partitioned)
 	TimedOut int // tasks past their timeout
-	Retried  int // of both, tasks pending again for another attempt
+	Retried  int // of both, tasks pending again (another attempt, or the same after a lost lease)
+	Lost     int // of the expired, leases lost with their agent (offline or silent)
+	LostOut  int // of the lost, tasks failed because their lost leases reached the cap
 }
 
-// TaskReapExpired ends up to max expired leases and overdue tasks and
-// finalizes the executions that ended with them; now, when set, replaces
-// the database clock (tests).
-func TaskReapExpired(ctx context.Context, e Executor, max int, now *time.Time) (Reaped, error) {
-	rows, err := queries.TaskReapExpired(ctx, e, dbsqlc.TaskReapExpiredParams{Max: int32(max), Now: now})
+// ReapPolicy says how TaskReapExpired judges what it reaps.
+type ReapPolicy struct {
+	// Max bounds the tasks one call reaps.
+	Max int
+	// SilentFor is how long an agent not yet offline must have been
+	// silent for its expired leases to count as lost with it (a lease).
+	SilentFor time.Duration
+	// MaxLostLeases is the lost lease that fails a task (error "lost: …")
+	// instead of running it again on the same attempt.
+	MaxLostLeases int
+	// Now, when set, replaces the database clock (tests).
+	Now *time.Time
+}
+
+// TaskReapExpired ends up to p.Max expired leases and overdue tasks and
+// finalizes the executions that ended with them. A lease lost with its
+// agent runs again without using up an attempt, up to p.MaxLostLeases
+// (see the query).
+func TaskReapExpired(ctx context.Context, e Executor, p ReapPolicy) (Reaped, error) {
+	rows, err := queries.TaskReapExpired(ctx, e, dbsqlc.TaskReapExpiredParams{Max: int32(p.Max), Now: p.Now,
+		SilentSeconds: p.SilentFor.Seconds(), MaxLostLeases: int32(p.MaxLostLeases)})
 	if err != nil {
 		return Reaped{}, fmt.Errorf("error reaping expired leases: %w", mapErr(err))
 	}
@@ -414,6 +433,12 @@ func TaskReapExpired(ctx context.Context, e Executor, max int, now *time.Time) (
 		}
 		if row.State == dbsqlc.AxTaskStatePending {
 			r.Retried++
+		}
+		if row.Lost {
+			r.Lost++
+			if row.State == dbsqlc.AxTaskStateFailed {
+				r.LostOut++
+			}
 		}
 	}
 	return r, ExecutionFinalize(ctx, e, execs)

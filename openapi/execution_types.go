@@ -39,6 +39,7 @@ type Task struct {
 	State       string          `json:"state" enum:"pending,leased,running,succeeded,failed,timed_out,cancelled"`
 	Attempt     int             `json:"attempt"`
 	MaxAttempts int             `json:"max_attempts"`
+	LostLeases  int             `json:"lost_leases" doc:"Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting \"lost:\""`
 	NotBefore   time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff)"`
 	StartedAt   *time.Time      `json:"started_at,omitempty"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
@@ -68,7 +69,7 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, Task{
 			ID: t.ID.String(), ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam,
-			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, NotBefore: t.NotBefore,
+			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, LostLeases: t.LostLeases, NotBefore: t.NotBefore,
 			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error,
 		})
 	}

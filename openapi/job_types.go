@@ -95,9 +95,11 @@ type ShardRange struct {
 	To   int64 `json:"to" example:"1000000" doc:"End of the range (excluded)"`
 }
 
-// JobRetry says how failed tasks are retried.
+// JobRetry says how failed tasks are retried. Left out, a task gets 3
+// retries, 5, 10 and 20 s apart (35 s of waiting in all). A lease lost
+// with its agent is not a failure and uses up no attempt.
 type JobRetry struct {
-	MaxAttempts       int `json:"max_attempts,omitempty" minimum:"1" maximum:"100" default:"1" doc:"Attempts per task, the first included"`
+	MaxAttempts       int `json:"max_attempts,omitempty" minimum:"1" maximum:"100" default:"4" doc:"Attempts per task, the first included (1: never retried). A run again after a lease lost with its agent uses up none"`
 	BackoffSeconds    int `json:"backoff_seconds,omitempty" minimum:"1" maximum:"86400" default:"5" doc:"Wait before the first retry; doubles each retry"`
 	BackoffMaxSeconds int `json:"backoff_max_seconds,omitempty" minimum:"1" maximum:"86400" default:"600" doc:"Longest wait between retries"`
 }

@@ -435,7 +435,7 @@ CREATE TABLE ax.job (
     shard_params jsonb DEFAULT '[]'::jsonb NOT NULL,
     priority integer DEFAULT 0 NOT NULL,
     timeout_seconds integer DEFAULT 3600 NOT NULL,
-    retry_max_attempts integer DEFAULT 1 NOT NULL,
+    retry_max_attempts integer DEFAULT 4 NOT NULL,
     retry_backoff_seconds integer DEFAULT 5 NOT NULL,
     retry_backoff_max_seconds integer DEFAULT 600 NOT NULL,
     concurrency_policy ax.concurrency_policy DEFAULT 'allow'::ax.concurrency_policy NOT NULL,
@@ -684,6 +684,7 @@ CREATE TABLE ax.task (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
     CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT task_pinned_has_agent CHECK (((NOT pinned) OR (preferred_agent_id IS NOT NULL))),
@@ -1144,6 +1145,13 @@ ALTER TABLE ONLY ax.skipped_fire
 
 ALTER TABLE ONLY ax.task_event
     ADD CONSTRAINT task_event_pkey PRIMARY KEY (id);
+
+--
+-- Name: task task_lost_leases_nonnegative; Type: CHECK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.task
+    ADD CONSTRAINT task_lost_leases_nonnegative CHECK ((lost_leases >= 0)) NOT VALID;
 
 --
 -- Name: task task_pkey; Type: CONSTRAINT; Schema: ax; Owner: -

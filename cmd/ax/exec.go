@@ -131,10 +131,10 @@ func showExecution(e client.Execution) error {
 	}
 	fmt.Println()
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SHARD\tPARAM\tSTATE\tATTEMPT\tERROR")
+	fmt.Fprintln(w, "SHARD\tPARAM\tSTATE\tATTEMPT\tLOST\tERROR")
 	for _, t := range tasks {
-		fmt.Fprintf(w, "%d/%d\t%s\t%s\t%d/%d\t%s\n", t.ShardIndex, t.ShardTotal, deref(t.ShardParam), t.State,
-			t.Attempt, t.MaxAttempts, strings.TrimSpace(deref(t.Error)))
+		fmt.Fprintf(w, "%d/%d\t%s\t%s\t%d/%d\t%d\t%s\n", t.ShardIndex, t.ShardTotal, deref(t.ShardParam), t.State,
+			t.Attempt, t.MaxAttempts, t.LostLeases, strings.TrimSpace(deref(t.Error)))
 	}
 	return w.Flush()
 }

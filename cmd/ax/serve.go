@@ -37,6 +37,10 @@ type serveConfig struct {
 	// (AX_HEARTBEAT_INTERVAL, default 5 s) how often agents are asked to
 	// heartbeat; an agent silent for 3 intervals is offline.
 	Agent dispatch.AgentConfig
+	// MaxLostLeases (AX_MAX_LOST_LEASES, default 3) is how many times a
+	// task may lose its lease with its agent before it fails as lost;
+	// until then it runs again without using up an attempt.
+	MaxLostLeases int
 	// Outbound is what callbacks and agentless HTTP jobs may reach.
 	Outbound outboundConfig
 	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a
@@ -81,10 +85,13 @@ func runServe(ctx context.Context, args []string) error {
 	logCap, errLogCap := envInt64("AX_MAX_TASK_LOG_BYTES", dispatch.DefaultMaxTaskLogBytes)
 	fs.Int64Var(&cfg.Agent.MaxTaskLogBytes, "max-task-log-bytes", logCap,
 		"output stored per task, every attempt counted; the rest is dropped and marked once (AX_MAX_TASK_LOG_BYTES)")
+	maxLost, errMaxLost := envInt64("AX_MAX_LOST_LEASES", dispatch.DefaultMaxLostLeases)
+	fs.IntVar(&cfg.MaxLostLeases, "max-lost-leases", int(maxLost),
+		"leases a task may lose with its agent (each run again without using up an attempt) before it fails as lost (AX_MAX_LOST_LEASES)")
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
 	errTransport := addTransportFlags(fs, &cfg)
 	errPool := addPoolFlags(fs, &cfg)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errOutbound, errTransport, errPool); err != nil {
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errMaxLost, errOutbound, errTransport, errPool); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -92,6 +99,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validatePool(cfg)); err != nil {
 		return err
+	}
+	if cfg.MaxLostLeases < 1 || cfg.MaxLostLeases > 100 {
+		return fmt.Errorf("max lost leases %d must be from 1 to 100", cfg.MaxLostLeases)
 	}
 	if cfg.Agent.MaxTaskLogBytes < 1 {
 		return fmt.Errorf("max task log bytes %d must be at least 1", cfg.Agent.MaxTaskLogBytes)
@@ -135,7 +145,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox()})
-	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox()})
+	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
+		MaxLostLeases: cfg.MaxLostLeases})
 	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {

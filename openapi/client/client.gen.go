@@ -1226,7 +1226,7 @@ type JobRetry struct {
 	// BackoffSeconds Wait before the first retry; doubles each retry
 	BackoffSeconds *int64 `json:"backoff_seconds,omitempty"`
 
-	// MaxAttempts Attempts per task, the first included
+	// MaxAttempts Attempts per task, the first included (1: never retried). A run again after a lease lost with its agent uses up none
 	MaxAttempts *int64 `json:"max_attempts,omitempty"`
 }
 
@@ -1544,11 +1544,14 @@ type SkippedOutputBody struct {
 
 // Task defines model for Task.
 type Task struct {
-	Attempt     int64              `json:"attempt"`
-	Error       *string            `json:"error,omitempty"`
-	FinishedAt  *time.Time         `json:"finished_at,omitempty"`
-	Id          openapi_types.UUID `json:"id"`
-	MaxAttempts int64              `json:"max_attempts"`
+	Attempt    int64              `json:"attempt"`
+	Error      *string            `json:"error,omitempty"`
+	FinishedAt *time.Time         `json:"finished_at,omitempty"`
+	Id         openapi_types.UUID `json:"id"`
+
+	// LostLeases Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting "lost:"
+	LostLeases  int64 `json:"lost_leases"`
+	MaxAttempts int64 `json:"max_attempts"`
 
 	// NotBefore Not leased before this time (retry backoff)
 	NotBefore time.Time `json:"not_before"`

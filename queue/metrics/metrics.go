@@ -37,6 +37,7 @@ type Metrics struct {
 	TaskResults      *prometheus.CounterVec
 	Retries          prometheus.Counter
 	LeaseExpiries    prometheus.Counter
+	LostLeases       prometheus.Counter // leases lost with their agent
 
 	TasksRouted *prometheus.CounterVec // by strategy and preferred agent
 	AgentLeases *prometheus.CounterVec // by agent and how the task came to it
@@ -88,7 +89,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Task outcomes: succeeded, failed (for good), cancelled, timed_out; retried failures count as retry.",
 	}, []string{"state"})
 	m.Retries = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "ax_task_retries_total", Help: "Task attempts scheduled again after a failure, lost lease or timeout.",
+		Name: "ax_task_retries_total", Help: "Task attempts scheduled again after a failure, timeout or a lease its live agent let expire.",
+	})
+	m.LostLeases = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_lost_leases_total",
+		Help: "Leases lost with their agent (offline or silent): the task runs again on the same attempt, or fails as lost at the cap.",
 	})
 	m.LeaseExpiries = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_lease_expiries_total", Help: "Leases that ran out without a heartbeat (agent dead or cut off).",
@@ -116,7 +121,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
-			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries,
+			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
 			m.TasksRouted, m.AgentLeases, m.AgentHealth)
 	}
 	return m

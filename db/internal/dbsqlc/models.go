@@ -1274,6 +1274,7 @@ type AxTask struct {
 	RateClass         *string
 	Agentless         bool
 	LogBytes          int64
+	LostLeases        int32
 }
 
 type AxTaskEvent struct {

@@ -914,7 +914,7 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
@@ -957,6 +957,7 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.RateClass,
 			&i.Agentless,
 			&i.LogBytes,
+			&i.LostLeases,
 		); err != nil {
 			return nil, err
 		}
@@ -1133,16 +1134,31 @@ func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLea
 
 const taskReapExpired = `-- name: TaskReapExpired :many
 WITH expired AS (
-    SELECT t.id,
-           CASE WHEN t.lease_expires_at <= coalesce($1::timestamptz, now()) THEN 'lease expired'
+    SELECT t.id, k.timed_out, k.lost, t.lost_leases + k.lost::integer AS lost_leases,
+           CASE WHEN k.lost THEN 'lease lost: agent offline or silent'
+                WHEN NOT k.timed_out THEN 'lease expired'
                 ELSE 'timed out after ' || t.timeout_seconds || ' s' END AS why,
-           t.lease_expires_at > coalesce($1::timestamptz, now()) AS timed_out
+           CASE WHEN t.cancel_requested_at IS NOT NULL THEN 'cancel'
+                WHEN k.lost AND t.lost_leases + 1 < $1::integer THEN 'rerun'
+                WHEN k.lost THEN 'lost'
+                WHEN t.attempt < t.max_attempts THEN 'retry'
+                ELSE 'end' END AS outcome
     FROM ax.task t
+    LEFT JOIN ax.agent a ON a.id = t.agent_id
+    CROSS JOIN LATERAL (
+        SELECT t.lease_expires_at > coalesce($2::timestamptz, now()) AS timed_out,
+               -- Agentless tasks (no agent) are never lost.
+               (t.lease_expires_at <= coalesce($2::timestamptz, now())
+                AND (a.state = 'offline'
+                     OR a.last_heartbeat_at <= coalesce($2::timestamptz, now())
+                                               - make_interval(secs => $3::double precision))
+               ) IS TRUE AS lost
+    ) k
     WHERE t.state IN ('leased', 'running')
-      AND (t.lease_expires_at <= coalesce($1::timestamptz, now())
-           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= coalesce($1::timestamptz, now()))
+      AND (t.lease_expires_at <= coalesce($2::timestamptz, now())
+           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= coalesce($2::timestamptz, now()))
     ORDER BY t.lease_expires_at
-    LIMIT $2
+    LIMIT $4
     FOR UPDATE OF t SKIP LOCKED
 ), locked AS (
     -- Executions being completed right now are skipped (their tasks are
@@ -1155,49 +1171,79 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE ax.task t
-    SET state = (CASE WHEN t.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                      WHEN t.attempt < t.max_attempts THEN 'pending'
-                      WHEN x.timed_out THEN 'timed_out' ELSE 'failed' END)::ax.task_state,
-        attempt = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN t.attempt + 1 ELSE t.attempt END,
-        not_before = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
-                          THEN coalesce($1::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
-                                   j.retry_backoff_seconds * power(2, t.attempt - 1)))
-                          ELSE t.not_before END,
-        finished_at = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE coalesce($1::timestamptz, now()) END,
+    SET state = (CASE x.outcome WHEN 'cancel' THEN 'cancelled'
+                                WHEN 'rerun' THEN 'pending'
+                                WHEN 'retry' THEN 'pending'
+                                WHEN 'lost' THEN 'failed'
+                                ELSE CASE WHEN x.timed_out THEN 'timed_out' ELSE 'failed' END END)::ax.task_state,
+        -- A lost lease keeps the attempt: attempt <= max_attempts holds.
+        attempt = CASE WHEN x.outcome = 'retry' THEN t.attempt + 1 ELSE t.attempt END,
+        lost_leases = x.lost_leases,
+        not_before = CASE x.outcome
+                         WHEN 'retry' THEN coalesce($2::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
+                                               j.retry_backoff_seconds * power(2, t.attempt - 1)))
+                         WHEN 'rerun' THEN coalesce($2::timestamptz, now())
+                         ELSE t.not_before END,
+        finished_at = CASE WHEN x.outcome IN ('retry', 'rerun') THEN NULL ELSE coalesce($2::timestamptz, now()) END,
         -- A timed-out attempt's agent learns from the lost lease to stop
         -- it; the retry must not inherit a cancel.
-        cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN coalesce($1::timestamptz, now())
+        cancel_requested_at = CASE WHEN x.timed_out AND x.outcome = 'end' THEN coalesce($2::timestamptz, now())
                                    ELSE t.cancel_requested_at END,
-        error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        error = CASE WHEN x.outcome = 'lost'
+                     THEN 'lost: the lease was lost ' || x.lost_leases || ' times, its agent offline or silent each time'
+                     ELSE x.why END,
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
       AND t.execution_id IN (SELECT id FROM locked)
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, x.timed_out
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.lost_leases,
+              x.timed_out, x.outcome
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, error FROM reaped
+    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id,
+           CASE WHEN outcome = 'rerun'
+                THEN error || ': runs again at once on the same attempt (lost leases: ' || lost_leases || ' of '
+                     || $1::integer || ')'
+                ELSE error END
+    FROM reaped
 )
-SELECT execution_id, state, timed_out FROM reaped
+SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean AS lost FROM reaped
 `
 
 type TaskReapExpiredParams struct {
-	Now *time.Time
-	Max int32
+	MaxLostLeases int32
+	Now           *time.Time
+	SilentSeconds float64
+	Max           int32
 }
 
 type TaskReapExpiredRow struct {
 	ExecutionID uuid.UUID
 	State       AxTaskState
 	TimedOut    bool
+	Lost        bool
 }
 
-// TaskReapExpired ends leases that ran out (agent dead or partitioned):
-// the task is pending again after backoff with attempt + 1, or failed
-// when its attempts are spent, or cancelled when its run was cancelled. Tasks past their timeout are timed out the
-// same way. Returns each reaped task's execution, new state and whether
-// it had timed out (rather than lost its lease).
+// TaskReapExpired ends leases that ran out and tasks past their timeout.
+// A lease lost with its agent (the agent offline, or silent for
+// @silent_seconds, a whole lease: killed, crashed or cut off) is no fault
+// of the task: it is pending again at once, on the same attempt, with
+// lost_leases + 1, and runs on another agent, until the
+// @max_lost_leases-th loss fails it with error 'lost: …' (a task that
+// kills its agents does not kill them all). A lease that ran out while its
+// agent still heartbeats (the agent dropped the task) is a failed attempt:
+// pending again after backoff with attempt + 1, or failed when its
+// attempts are spent. A task past its timeout is timed out the same way;
+// one of a cancelled run is cancelled. Returns each reaped task's
+// execution, new state, whether it had timed out (rather than lost its
+// lease) and whether its agent was lost.
 func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, arg TaskReapExpiredParams) ([]TaskReapExpiredRow, error) {
-	rows, err := db.Query(ctx, taskReapExpired, arg.Now, arg.Max)
+	rows, err := db.Query(ctx, taskReapExpired,
+		arg.MaxLostLeases,
+		arg.Now,
+		arg.SilentSeconds,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -1205,7 +1251,12 @@ func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, arg TaskReapExpi
 	var items []TaskReapExpiredRow
 	for rows.Next() {
 		var i TaskReapExpiredRow
-		if err := rows.Scan(&i.ExecutionID, &i.State, &i.TimedOut); err != nil {
+		if err := rows.Scan(
+			&i.ExecutionID,
+			&i.State,
+			&i.TimedOut,
+			&i.Lost,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
