@@ -185,7 +185,8 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 		return out, nil, nil
 	}
 	taskRows, err := queries.TaskInsertForExecutions(ctx, e, dbsqlc.TaskInsertForExecutionsParams{
-		ExecutionIds: ids, LiveSeconds: live.Seconds()})
+		ExecutionIds: ids, LiveSeconds: live.Seconds(), MeasureMaxAgeSeconds: AdaptiveTimeoutMeasureMaxAge.Seconds(),
+		MeasureMaxJobs: AdaptiveTimeoutMeasuresPerFire})
 	if err != nil {
 		return nil, nil, fmt.Errorf("error inserting tasks: %w", mapErr(err))
 	}
