@@ -177,6 +177,23 @@ func TestAdaptiveTimeoutDoublesAfterTimeout(t *testing.T) {
 	require.Len(t, leased, 1)
 	require.Equal(t, 4, leased[0].Attempt)
 	require.Equal(t, 40, leased[0].TimeoutSeconds)
+
+	// The task's events say why each retry got its timeout.
+	var retries []string
+	rows, err := e.pool.Query(context.Background(), `SELECT message FROM ax.task_event
+		WHERE task_id = $1 AND kind = 'state' AND state = 'pending' ORDER BY id`, task.ID)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var m string
+		require.NoError(t, rows.Scan(&m))
+		retries = append(retries, m)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, retries, 3)
+	require.Equal(t, "timed out after 9 s; the retry gets twice the timeout (at most timeout_seconds): 18 s", retries[0])
+	require.Equal(t, "timed out after 18 s; the retry gets twice the timeout (at most timeout_seconds): 36 s", retries[1])
+	require.Regexp(t, `^retry after backoff, not before \S+, with twice the timeout \(at most timeout_seconds\): 40 s$`, retries[2])
 }
 
 // A lost lease is no timeout: the retry keeps the attempt's timeout. A

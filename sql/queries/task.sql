@@ -252,7 +252,7 @@ WITH input AS (
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.not_before, i.state AS reported
+              t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode
 ), events AS (
     -- The attempt's own outcome, then (for a retry) the new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
@@ -262,6 +262,8 @@ WITH input AS (
     UNION ALL
     SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+           || CASE WHEN reported = 'timed_out' AND timeout_mode = 'adaptive'
+                   THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END
     FROM done WHERE state = 'pending'
 )
 SELECT id, execution_id, state, shard_total FROM done;
@@ -401,10 +403,15 @@ WITH expired AS (
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
       AND t.execution_id IN (SELECT id FROM locked)
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, x.timed_out
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, x.timed_out,
+              t.timeout_seconds, j.timeout_mode
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, error FROM reaped
+    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id,
+           error || CASE WHEN timed_out AND timeout_mode = 'adaptive' AND state = 'pending'
+                         THEN '; the retry gets twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s'
+                         ELSE '' END
+    FROM reaped
 )
 SELECT execution_id, state, timed_out FROM reaped;
 
