@@ -193,7 +193,8 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 		return nil, nil, err
 	}
 	taskRows, err := queries.TaskInsertForExecutions(ctx, e, dbsqlc.TaskInsertForExecutionsParams{
-		ExecutionIds: ids, LiveSeconds: live.Seconds(), GeneratedIds: genIDs, GeneratedParams: genParams})
+		ExecutionIds: ids, LiveSeconds: live.Seconds(), GeneratedIds: genIDs, GeneratedParams: genParams,
+		MeasureMaxAgeSeconds: AdaptiveTimeoutMeasureMaxAge.Seconds(), MeasureMaxJobs: AdaptiveTimeoutMeasuresPerFire})
 	if err != nil {
 		return nil, nil, fmt.Errorf("error inserting tasks: %w", mapErr(err))
 	}

@@ -39,6 +39,7 @@ func (j *Job) FillDefaults() {
 		j.ShardRangeTo = DefaultShardRangeTo
 	}
 	j.TimeoutSeconds = cmp.Or(j.TimeoutSeconds, j.defaultTimeoutSeconds())
+	j.TimeoutMode = cmp.Or(j.TimeoutMode, TimeoutFixed)
 	j.RetryMaxAttempts = cmp.Or(j.RetryMaxAttempts, DefaultRetryMaxAttempts)
 	j.RetryBackoffSeconds = cmp.Or(j.RetryBackoffSeconds, DefaultRetryBackoffSeconds)
 	j.RetryBackoffMaxSeconds = cmp.Or(j.RetryBackoffMaxSeconds, max(DefaultRetryBackoffMaxSeconds, j.RetryBackoffSeconds))

@@ -32,19 +32,20 @@ type Execution struct {
 
 // Task is one shard of an execution.
 type Task struct {
-	ID          string          `json:"id" format:"uuid"`
-	ShardIndex  int             `json:"shard_index"`
-	ShardTotal  int             `json:"shard_total"`
-	ShardParam  string          `json:"shard_param,omitempty"`
-	State       string          `json:"state" enum:"pending,leased,running,succeeded,failed,timed_out,cancelled"`
-	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts"`
-	LostLeases  int             `json:"lost_leases" doc:"Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting \"lost:\""`
-	NotBefore   time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff)"`
-	StartedAt   *time.Time      `json:"started_at,omitempty"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty" doc:"What the task reported"`
-	Error       string          `json:"error,omitempty"`
+	ID             string          `json:"id" format:"uuid"`
+	ShardIndex     int             `json:"shard_index"`
+	ShardTotal     int             `json:"shard_total"`
+	ShardParam     string          `json:"shard_param,omitempty"`
+	State          string          `json:"state" enum:"pending,leased,running,succeeded,failed,timed_out,cancelled"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	LostLeases     int             `json:"lost_leases" doc:"Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting \"lost:\""`
+	TimeoutSeconds int             `json:"timeout_seconds" doc:"Limit on the current attempt (with timeout_mode adaptive: from the job's history, doubled after a timeout)"`
+	NotBefore      time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff)"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty" doc:"What the task reported"`
+	Error          string          `json:"error,omitempty"`
 }
 
 // SkippedFire is a run of ticks that did not fire, with why.
@@ -69,7 +70,8 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, Task{
 			ID: t.ID.String(), ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam,
-			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, LostLeases: t.LostLeases, NotBefore: t.NotBefore,
+			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, LostLeases: t.LostLeases,
+			TimeoutSeconds: t.TimeoutSeconds, NotBefore: t.NotBefore,
 			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error,
 		})
 	}

@@ -2,6 +2,9 @@ package openapi
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -32,7 +35,7 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 		MisfirePolicy:          db.MisfirePolicy(misfire.Policy),
 		MisfireWindowSeconds:   misfire.WindowSeconds, MisfireMaxFires: misfire.MaxFires,
 		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: json.RawMessage(j.Params),
-		DegradeAction: db.DegradeAction(j.DegradeAction),
+		DegradeAction: db.DegradeAction(j.DegradeAction), TimeoutMode: db.TimeoutMode(j.TimeoutMode),
 	}
 	if out.ExecutorKind == db.ExecutorHTTP { // the schema's default fills method for every kind
 		out.Executor.Method = j.Executor.Method
@@ -59,6 +62,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		Shards:            jobShardsFromDB(j),
 		Priority:          j.Priority,
 		TimeoutSeconds:    j.TimeoutSeconds,
+		TimeoutMode:       string(j.TimeoutMode),
 		Retry:             &JobRetry{MaxAttempts: j.RetryMaxAttempts, BackoffSeconds: j.RetryBackoffSeconds, BackoffMaxSeconds: j.RetryBackoffMaxSeconds},
 		ConcurrencyPolicy: string(j.ConcurrencyPolicy),
 		Misfire:           &JobMisfire{Policy: string(j.MisfirePolicy), WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
@@ -78,6 +82,9 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	if j.CallbackURL != "" {
 		out.Callback = &JobCallback{URL: j.CallbackURL}
 	}
+	if j.TimeoutMode == db.TimeoutAdaptive {
+		out.AdaptiveTimeout = adaptiveTimeoutFromDB(j)
+	}
 	return out, nil
 }
 
@@ -88,6 +95,39 @@ func jobShardsFromDB(j *db.Job) *JobShards {
 		return &JobShards{Count: j.ShardCount, Generator: &JobShardGenerator{Kind: string(g.Kind), WindowSeconds: g.WindowSeconds}}
 	}
 	return &JobShards{Count: j.ShardCount, Params: j.ShardParams, Range: &ShardRange{From: j.ShardRangeFrom, To: j.ShardRangeTo}}
+}
+
+// adaptiveTimeoutFromDB shows the timeout a new task of adaptive job j
+// gets, and why.
+func adaptiveTimeoutFromDB(j *db.Job) *JobAdaptiveTimeout {
+	m := j.TimeoutMeasure
+	secs, basis := j.AdaptiveTimeout()
+	out := &JobAdaptiveTimeout{TimeoutSeconds: secs, Basis: string(basis)}
+	if m != nil {
+		out.Samples, out.MeasuredAt = m.Samples, &m.ComputedAt
+	}
+	if basis == db.TimeoutBasisNoHistory {
+		out.Explanation = fmt.Sprintf("no successful attempt measured yet: timeout_seconds, %d s, the start value", secs)
+		return out
+	}
+	p95 := m.P95.Seconds()
+	out.P95Seconds = &p95
+	times := fmt.Sprintf("3 × P95 of %d successful attempts (3 × %s = %s)", m.Samples,
+		seconds(m.P95), seconds(db.AdaptiveTimeoutFactor*m.P95))
+	switch basis {
+	case db.TimeoutBasisFloor:
+		out.Explanation = fmt.Sprintf("%s is under the %d s floor: %d s", times, db.AdaptiveTimeoutMinSeconds, secs)
+	case db.TimeoutBasisCeiling:
+		out.Explanation = fmt.Sprintf("%s is over timeout_seconds, the ceiling: %d s", times, secs)
+	default:
+		out.Explanation = fmt.Sprintf("%s, rounded up: %d s", times, secs)
+	}
+	return out
+}
+
+// seconds writes d in seconds to the millisecond, without trailing zeros.
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }
 
 // jobExecutorFromDB shows a stored executor of kind.

@@ -68,6 +68,10 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 			"(no target labels): its request holds a server worker; for longer work answer 202 and post the result "+
 			"to the completion URL, or run it on an agent", db.MaxAgentlessTimeoutSeconds), j.TimeoutSeconds)
 	}
+	if db.TimeoutMode(j.TimeoutMode) == db.TimeoutAdaptive && j.TimeoutSeconds != 0 && j.TimeoutSeconds < db.AdaptiveTimeoutMinSeconds {
+		errs.add(prefix.With("timeout_seconds"), fmt.Sprintf("must be at least %d with timeout_mode adaptive: it is the "+
+			"ceiling of a timeout that is at least %d s", db.AdaptiveTimeoutMinSeconds, db.AdaptiveTimeoutMinSeconds), j.TimeoutSeconds)
+	}
 	if j.Callback != nil {
 		if reason := httpURLProblem(j.Callback.URL); reason != "" {
 			errs.add(prefix.With("callback.url"), reason, j.Callback.URL)

@@ -177,6 +177,15 @@ CREATE TYPE ax.task_state AS ENUM (
 );
 
 --
+-- Name: timeout_mode; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.timeout_mode AS ENUM (
+    'fixed',
+    'adaptive'
+);
+
+--
 -- Name: trigger_kind; Type: TYPE; Schema: ax; Owner: -
 --
 
@@ -451,8 +460,10 @@ CREATE TABLE ax.job (
     shard_range_to bigint DEFAULT '4294967296'::bigint NOT NULL,
     degrade_action ax.degrade_action DEFAULT 'wait'::ax.degrade_action NOT NULL,
     agentless boolean NOT NULL,
+    timeout_mode ax.timeout_mode DEFAULT 'fixed'::ax.timeout_mode NOT NULL,
     shard_generator text,
     shard_window_seconds integer,
+    CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
@@ -611,6 +622,19 @@ CREATE TABLE ax.job_secret (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT job_secret_is_whsec CHECK ((secret ~~ 'whsec\_%'::text)),
     CONSTRAINT job_secret_previous_expires CHECK (((previous_secret IS NULL) = (previous_expires_at IS NULL)))
+);
+
+--
+-- Name: job_timeout_measure; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.job_timeout_measure (
+    job_id uuid NOT NULL,
+    samples integer NOT NULL,
+    p95_ms bigint,
+    computed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_timeout_measure_p95_with_samples CHECK ((((samples = 0) = (p95_ms IS NULL)) AND ((p95_ms IS NULL) OR (p95_ms >= 0)))),
+    CONSTRAINT job_timeout_measure_samples_range CHECK (((samples >= 0) AND (samples <= 100)))
 );
 
 --
@@ -1084,6 +1108,13 @@ ALTER TABLE ONLY ax.job_secret
     ADD CONSTRAINT job_secret_pkey PRIMARY KEY (job_id);
 
 --
+-- Name: job_timeout_measure job_timeout_measure_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_timeout_measure
+    ADD CONSTRAINT job_timeout_measure_pkey PRIMARY KEY (job_id);
+
+--
 -- Name: nonce nonce_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -1482,6 +1513,13 @@ ALTER TABLE ONLY ax.job
 
 ALTER TABLE ONLY ax.job_secret
     ADD CONSTRAINT job_secret_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: job_timeout_measure job_timeout_measure_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_timeout_measure
+    ADD CONSTRAINT job_timeout_measure_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: skipped_fire skipped_fire_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

@@ -216,6 +216,48 @@ func (e JobDegradeAction) Valid() bool {
 	}
 }
 
+// Defines values for JobTimeoutMode.
+const (
+	JobTimeoutModeAdaptive JobTimeoutMode = "adaptive"
+	JobTimeoutModeFixed    JobTimeoutMode = "fixed"
+)
+
+// Valid indicates whether the value is a known member of the JobTimeoutMode enum.
+func (e JobTimeoutMode) Valid() bool {
+	switch e {
+	case JobTimeoutModeAdaptive:
+		return true
+	case JobTimeoutModeFixed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobAdaptiveTimeoutBasis.
+const (
+	JobAdaptiveTimeoutBasisCeiling   JobAdaptiveTimeoutBasis = "ceiling"
+	JobAdaptiveTimeoutBasisFloor     JobAdaptiveTimeoutBasis = "floor"
+	JobAdaptiveTimeoutBasisNoHistory JobAdaptiveTimeoutBasis = "no_history"
+	JobAdaptiveTimeoutBasisP95       JobAdaptiveTimeoutBasis = "p95"
+)
+
+// Valid indicates whether the value is a known member of the JobAdaptiveTimeoutBasis enum.
+func (e JobAdaptiveTimeoutBasis) Valid() bool {
+	switch e {
+	case JobAdaptiveTimeoutBasisCeiling:
+		return true
+	case JobAdaptiveTimeoutBasisFloor:
+		return true
+	case JobAdaptiveTimeoutBasisNoHistory:
+		return true
+	case JobAdaptiveTimeoutBasisP95:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobExecutorKind.
 const (
 	JobExecutorKindHandler JobExecutorKind = "handler"
@@ -672,6 +714,24 @@ func (e PatchJobApplicationMergePatchPlusJSONBodyDegradeAction) Valid() bool {
 	}
 }
 
+// Defines values for PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode.
+const (
+	PatchJobApplicationMergePatchPlusJSONBodyTimeoutModeAdaptive PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode = "adaptive"
+	PatchJobApplicationMergePatchPlusJSONBodyTimeoutModeFixed    PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode = "fixed"
+)
+
+// Valid indicates whether the value is a known member of the PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode enum.
+func (e PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode) Valid() bool {
+	switch e {
+	case PatchJobApplicationMergePatchPlusJSONBodyTimeoutModeAdaptive:
+		return true
+	case PatchJobApplicationMergePatchPlusJSONBodyTimeoutModeFixed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListJobExecutionsParamsState.
 const (
 	ListJobExecutionsParamsStateCancelled ListJobExecutionsParamsState = "cancelled"
@@ -1068,7 +1128,8 @@ type HeartbeatReplyState string
 
 // Job defines model for Job.
 type Job struct {
-	Callback *JobCallback `json:"callback,omitempty"`
+	AdaptiveTimeout *JobAdaptiveTimeout `json:"adaptive_timeout,omitempty"`
+	Callback        *JobCallback        `json:"callback,omitempty"`
 
 	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
 	ConcurrencyPolicy *JobConcurrencyPolicy `json:"concurrency_policy,omitempty"`
@@ -1139,6 +1200,9 @@ type Job struct {
 	SigningSecret *string    `json:"signing_secret,omitempty"`
 	Target        *JobTarget `json:"target,omitempty"`
 
+	// TimeoutMode fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value
+	TimeoutMode *JobTimeoutMode `json:"timeout_mode,omitempty"`
+
 	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64     `json:"timeout_seconds,omitempty"`
 	Trigger        JobTrigger `json:"trigger"`
@@ -1150,6 +1214,35 @@ type JobConcurrencyPolicy string
 
 // JobDegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
 type JobDegradeAction string
+
+// JobTimeoutMode fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value
+type JobTimeoutMode string
+
+// JobAdaptiveTimeout defines model for JobAdaptiveTimeout.
+type JobAdaptiveTimeout struct {
+	// Basis What decided it: no_history (no measured success: timeout_seconds, the start value), p95 (3 × P95, rounded up to whole seconds), floor (3 × P95 was under 5 s), ceiling (3 × P95 was over timeout_seconds)
+	Basis JobAdaptiveTimeoutBasis `json:"basis"`
+
+	// Explanation The computation in words
+	//
+	// Example: 3 × P95 of 40 successful attempts (3 × 3.9 s = 11.7 s), rounded up: 12 s
+	Explanation string `json:"explanation"`
+
+	// MeasuredAt When the history was measured; absent before the first fire as an adaptive job
+	MeasuredAt *time.Time `json:"measured_at,omitempty"`
+
+	// P95Seconds Their 95th percentile duration (nearest rank), from lease to result; absent without samples
+	P95Seconds *float64 `json:"p95_seconds,omitempty"`
+
+	// Samples Successful attempts measured: the latest, at most 100, none older than 24 h
+	Samples int64 `json:"samples"`
+
+	// TimeoutSeconds What the first attempt of a new task gets
+	TimeoutSeconds int64 `json:"timeout_seconds"`
+}
+
+// JobAdaptiveTimeoutBasis What decided it: no_history (no measured success: timeout_seconds, the start value), p95 (3 × P95, rounded up to whole seconds), floor (3 × P95 was under 5 s), ceiling (3 × P95 was over timeout_seconds)
+type JobAdaptiveTimeoutBasis string
 
 // JobCallback defines model for JobCallback.
 type JobCallback struct {
@@ -1563,6 +1656,9 @@ type Task struct {
 	ShardTotal int64       `json:"shard_total"`
 	StartedAt  *time.Time  `json:"started_at,omitempty"`
 	State      TaskState   `json:"state"`
+
+	// TimeoutSeconds Limit on the current attempt (with timeout_mode adaptive: from the job's history, doubled after a timeout)
+	TimeoutSeconds int64 `json:"timeout_seconds"`
 }
 
 // TaskState defines model for Task.State.
@@ -1761,6 +1857,9 @@ type PatchJobApplicationJSONPatchPlusJSONBody = []JsonPatchOp
 
 // PatchJobApplicationMergePatchPlusJSONBody defines parameters for PatchJob.
 type PatchJobApplicationMergePatchPlusJSONBody struct {
+	// AdaptiveTimeout With timeout_mode adaptive: the timeout a new task gets now, and how it was computed
+	AdaptiveTimeout interface{} `json:"adaptive_timeout,omitempty"`
+
 	// Callback Where to announce results
 	Callback interface{} `json:"callback,omitempty"`
 
@@ -1845,6 +1944,9 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Target Which agents may run it
 	Target interface{} `json:"target,omitempty"`
 
+	// TimeoutMode fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value
+	TimeoutMode *PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode `json:"timeout_mode,omitempty"`
+
 	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
 
@@ -1858,6 +1960,9 @@ type PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy string
 
 // PatchJobApplicationMergePatchPlusJSONBodyDegradeAction defines parameters for PatchJob.
 type PatchJobApplicationMergePatchPlusJSONBodyDegradeAction string
+
+// PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode defines parameters for PatchJob.
+type PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode string
 
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {

@@ -229,6 +229,12 @@ WITH input AS (
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        -- An adaptive job's retry after a timeout gets twice the timeout
+        -- of the attempt before it, up to the job's ceiling.
+        timeout_seconds = CASE WHEN i.state = 'timed_out' AND j.timeout_mode = 'adaptive'
+                                    AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
+                               THEN least(j.timeout_seconds, t.timeout_seconds * 2)
+                               ELSE t.timeout_seconds END,
         result = i.result, error = nullif(i.error, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
@@ -246,7 +252,7 @@ WITH input AS (
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.not_before, i.state AS reported
+              t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode
 ), events AS (
     -- The attempt's own outcome, then (for a retry) the new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
@@ -256,6 +262,8 @@ WITH input AS (
     UNION ALL
     SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+           || CASE WHEN reported = 'timed_out' AND timeout_mode = 'adaptive'
+                   THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END
     FROM done WHERE state = 'pending'
 )
 SELECT id, execution_id, state, shard_total FROM done;
@@ -412,6 +420,12 @@ WITH expired AS (
         -- it; the retry must not inherit a cancel.
         cancel_requested_at = CASE WHEN x.timed_out AND x.outcome = 'end' THEN coalesce(sqlc.narg('now')::timestamptz, now())
                                    ELSE t.cancel_requested_at END,
+        -- An adaptive job's retry after a timeout gets twice the timeout
+        -- of the attempt before it, up to the job's ceiling (not after a
+        -- lost lease: the attempt was not too short).
+        timeout_seconds = CASE WHEN x.timed_out AND x.outcome = 'retry' AND j.timeout_mode = 'adaptive'
+                               THEN least(j.timeout_seconds, t.timeout_seconds * 2)
+                               ELSE t.timeout_seconds END,
         error = CASE WHEN x.outcome = 'lost'
                      THEN 'lost: the lease was lost ' || x.lost_leases || ' times, its agent offline or silent each time'
                      ELSE x.why END,
@@ -420,13 +434,15 @@ WITH expired AS (
     WHERE t.id = x.id AND j.id = t.job_id
       AND t.execution_id IN (SELECT id FROM locked)
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.lost_leases,
-              x.timed_out, x.outcome
+              x.timed_out, x.outcome, t.timeout_seconds, j.timeout_mode
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
     SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id,
            CASE WHEN outcome = 'rerun'
                 THEN error || ': runs again at once on the same attempt (lost leases: ' || lost_leases || ' of '
                      || @max_lost_leases::integer || ')'
+                WHEN timed_out AND outcome = 'retry' AND timeout_mode = 'adaptive'
+                THEN error || '; the retry gets twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s'
                 ELSE error END
     FROM reaped
 )
@@ -487,17 +503,87 @@ WHERE a.id = @agent_id;
 -- @generated_params instead (a JSON array of strings per id of
 -- @generated_ids, rendered in Go by db.ShardGenerator).
 -- Returns what routing needs to know of each task.
+--
+-- Timeouts: a fixed job's tasks get its timeout_seconds. An adaptive
+-- job's get 3 × the P95 of its recent successful attempts (lease to
+-- result), at least 5 s and at most timeout_seconds, or timeout_seconds
+-- without history. The history is measured here when the job's stored
+-- measure (ax.job_timeout_measure) is missing or older than
+-- @measure_max_age_seconds, and the new measure stored: at most once a
+-- minute a job reads its latest successful runs among its last 1,000
+-- runs, at most 100 of them and none older than 24 h (execution_job_idx),
+-- and at most 100 succeeded tasks of theirs (task_shard_once): about 500
+-- buffer reads, 1 to 3 ms. One fire measures at most @measure_max_jobs
+-- jobs (never measured first, then the oldest measures), so a burst of
+-- adaptive jobs does not hold up a fire; the others use their stored
+-- measure (or the ceiling) until a later fire. Fires of fixed jobs read
+-- nothing of this. (The rule is db.Job.AdaptiveTimeout in Go,
+-- which shows it; TestAdaptiveTimeoutFollowsHistory holds the two equal.)
 -- name: TaskInsertForExecutions :many
 WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
-           j.executor_kind, j.agentless
+           j.executor_kind, j.agentless, j.timeout_mode
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY(@execution_ids::uuid[])
 ), generated AS (
     SELECT unnest(@generated_ids::uuid[]) AS execution_id, unnest(@generated_params::jsonb[]) AS params
+), adaptive AS (
+    -- The adaptive jobs of these runs, with their stored measure if any.
+    SELECT DISTINCT ON (x.job_id) x.job_id, m.samples, m.p95_ms, m.computed_at,
+           (m.job_id IS NULL OR m.computed_at <= now() - make_interval(secs => @measure_max_age_seconds::double precision)) AS stale
+    FROM execs x
+    LEFT JOIN ax.job_timeout_measure m ON m.job_id = x.job_id
+    WHERE x.timeout_mode = 'adaptive'
+    ORDER BY x.job_id
+), to_measure AS (
+    -- Jobs never measured first, then the oldest measures.
+    SELECT job_id FROM adaptive WHERE stale
+    ORDER BY computed_at NULLS FIRST
+    LIMIT @measure_max_jobs::integer
+), measured AS (
+    -- (From the limited list, so only those are measured: a filter on
+    -- adaptive would be applied after the lateral join.)
+    SELECT a.job_id, h.samples, h.p95_ms
+    FROM to_measure a
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS samples,
+               (percentile_disc(0.95) WITHIN GROUP (ORDER BY d.ms))::bigint AS p95_ms
+        FROM (
+            SELECT (extract(epoch FROM t.finished_at - coalesce(t.leased_at, t.started_at)) * 1000)::bigint AS ms
+            FROM (SELECT recent.id
+                  FROM (SELECT e.id, e.state, e.finished_at
+                        FROM ax.execution e
+                        WHERE e.job_id = a.job_id
+                        ORDER BY e.id DESC
+                        LIMIT 1000) recent
+                  WHERE recent.state = 'succeeded' AND recent.finished_at > now() - interval '24 hours'
+                  ORDER BY recent.id DESC
+                  LIMIT 100) r
+            CROSS JOIN LATERAL (
+                SELECT t.finished_at, t.leased_at, t.started_at
+                FROM ax.task t
+                WHERE t.execution_id = r.id AND t.state = 'succeeded' AND t.finished_at > now() - interval '24 hours'
+                  AND coalesce(t.leased_at, t.started_at) IS NOT NULL
+                LIMIT 100) t
+            ORDER BY t.finished_at DESC
+            LIMIT 100
+        ) d
+    ) h
+), stored AS (
+    -- In job order, so fires of several jobs never wait on each other crosswise.
+    INSERT INTO ax.job_timeout_measure AS m (job_id, samples, p95_ms, computed_at)
+    SELECT job_id, samples, p95_ms, now() FROM measured ORDER BY job_id
+    ON CONFLICT (job_id) DO UPDATE
+    SET samples = excluded.samples, p95_ms = excluded.p95_ms, computed_at = excluded.computed_at
+), timeouts AS (
+    SELECT a.job_id,
+           CASE WHEN m.job_id IS NOT NULL THEN m.samples ELSE a.samples END AS samples,
+           CASE WHEN m.job_id IS NOT NULL THEN m.p95_ms ELSE a.p95_ms END AS p95_ms
+    FROM adaptive a
+    LEFT JOIN measured m ON m.job_id = a.job_id
 ), shards AS (
     SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
     FROM execs x
@@ -521,11 +607,16 @@ WITH execs AS (
                      || '-' ||
                      (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
            END,
-           x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
+           x.priority, x.retry_max_attempts,
+           CASE WHEN tm.samples > 0
+                THEN least(x.timeout_seconds, greatest(5, ceil(3 * tm.p95_ms / 1000.0)))::integer
+                ELSE x.timeout_seconds END,
+           greatest(x.scheduled_for, now()),
            s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
     LEFT JOIN generated g ON g.execution_id = s.execution_id
+    LEFT JOIN timeouts tm ON tm.job_id = x.job_id
     RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
 ), shard_counts AS (
     -- A broadcast run has as many shards as live agents, maybe none.

@@ -905,6 +905,64 @@ func AllAxTaskStateValues() []AxTaskState {
 	}
 }
 
+type AxTimeoutMode string
+
+const (
+	AxTimeoutModeFixed    AxTimeoutMode = "fixed"
+	AxTimeoutModeAdaptive AxTimeoutMode = "adaptive"
+)
+
+func (e *AxTimeoutMode) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxTimeoutMode(s)
+	case string:
+		*e = AxTimeoutMode(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxTimeoutMode: %T", src)
+	}
+	return nil
+}
+
+type NullAxTimeoutMode struct {
+	AxTimeoutMode AxTimeoutMode
+	Valid         bool // Valid is true if AxTimeoutMode is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxTimeoutMode) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxTimeoutMode, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxTimeoutMode.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxTimeoutMode) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxTimeoutMode), nil
+}
+
+func (e AxTimeoutMode) Valid() bool {
+	switch e {
+	case AxTimeoutModeFixed,
+		AxTimeoutModeAdaptive:
+		return true
+	}
+	return false
+}
+
+func AllAxTimeoutModeValues() []AxTimeoutMode {
+	return []AxTimeoutMode{
+		AxTimeoutModeFixed,
+		AxTimeoutModeAdaptive,
+	}
+}
+
 type AxTriggerKind string
 
 const (
@@ -1157,6 +1215,7 @@ type AxJob struct {
 	ShardRangeTo           int64
 	DegradeAction          AxDegradeAction
 	Agentless              bool
+	TimeoutMode            AxTimeoutMode
 	ShardGenerator         *string
 	ShardWindowSeconds     *int32
 }
@@ -1168,6 +1227,13 @@ type AxJobSecret struct {
 	PreviousExpiresAt *time.Time
 	RotatedAt         *time.Time
 	CreatedAt         time.Time
+}
+
+type AxJobTimeoutMeasure struct {
+	JobID      uuid.UUID
+	Samples    int32
+	P95Ms      *int64
+	ComputedAt time.Time
 }
 
 type AxNonce struct {
