@@ -124,7 +124,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 			return err
 		}
 		r.cfg.Metrics.LeaseExpiries.Add(float64(reaped.Expired))
-		r.cfg.Metrics.TaskResults.WithLabelValues(string(db.TaskTimedOut)).Add(float64(reaped.TimedOut))
+		r.cfg.Metrics.TaskResults.Add(string(db.TaskTimedOut), db.ErrorCodeTimeout, float64(reaped.TimedOut))
 		r.cfg.Metrics.Retries.Add(float64(reaped.Retried))
 		if reaped.Expired+reaped.TimedOut > 0 {
 			r.cfg.Logger.InfoContext(ctx, "reaped leases", "expired", reaped.Expired,

@@ -204,7 +204,8 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 WITH input AS (
     SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
            unnest(@states::text[]) AS state, unnest(@results::jsonb[]) AS result,
-           unnest(@errors::text[]) AS error, sqlc.narg('agent_id')::uuid AS agent_id
+           unnest(@errors::text[]) AS error, unnest(@error_codes::text[]) AS error_code,
+           sqlc.narg('agent_id')::uuid AS agent_id
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -229,7 +230,7 @@ WITH input AS (
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        result = i.result, error = nullif(i.error, ''),
+        result = i.result, error = nullif(i.error, ''), error_code = nullif(i.error_code, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
     -- The tasks are read by primary key (= ANY): joined with the input
@@ -246,7 +247,7 @@ WITH input AS (
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.not_before, i.state AS reported
+              t.error_code, t.not_before, i.state AS reported
 ), events AS (
     -- The attempt's own outcome, then (for a retry) the new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
@@ -258,7 +259,7 @@ WITH input AS (
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
     FROM done WHERE state = 'pending'
 )
-SELECT id, execution_id, state, shard_total FROM done;
+SELECT id, execution_id, state, shard_total, coalesce(error_code, '')::text AS error_code FROM done;
 
 -- TaskRelease hands leases back: the tasks are pending again at once,
 -- without using up an attempt (a draining agent did not fail them). Tasks
@@ -384,7 +385,9 @@ WITH expired AS (
         -- it; the retry must not inherit a cancel.
         cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN coalesce(sqlc.narg('now')::timestamptz, now())
                                    ELSE t.cancel_requested_at END,
-        error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        -- db.ErrorCodeTimeout, db.ErrorCodeLeaseExpired; none for a cancelled run's task.
+        error = x.why, error_code = CASE WHEN x.timed_out THEN 'timeout' WHEN t.cancel_requested_at IS NULL THEN 'lease_expired' END,
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
       AND t.execution_id IN (SELECT id FROM locked)

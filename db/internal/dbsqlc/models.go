@@ -1272,6 +1272,7 @@ type AxTask struct {
 	RateClass         *string
 	Agentless         bool
 	LogBytes          int64
+	ErrorCode         *string
 }
 
 type AxTaskEvent struct {
