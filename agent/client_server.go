@@ -349,6 +349,9 @@ func clientResults(results []TaskResult) ([]client.TaskResult, error) {
 		if r.Error != "" {
 			out[i].Error = &r.Error
 		}
+		if r.ErrorCode != "" {
+			out[i].ErrorCode = &r.ErrorCode
+		}
 	}
 	return out, nil
 }

@@ -152,6 +152,10 @@ type TaskResult struct {
 	State      string          `json:"state"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      string          `json:"error,omitempty"`
+	// ErrorCode is the failure's machine-readable reason: exit_<n>,
+	// signal_<name>, http_<status>, connect, timeout, or a handler's
+	// (WithErrorCode). Empty for a success.
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // Outcomes of a reported result.
