@@ -15,7 +15,11 @@ func Spec() (v31, v30 []byte, err error) {
 	if v31, err = api.OpenAPI().YAML(); err != nil {
 		return nil, nil, fmt.Errorf("error rendering OpenAPI 3.1: %w", err)
 	}
-	if v30, err = api.OpenAPI().DowngradeYAML(); err != nil {
+	// OpenAPI 3.0 has no webhooks; the 3.0 document is for client
+	// generators, which do not need the callback.
+	v30doc := *api.OpenAPI()
+	v30doc.Webhooks = nil
+	if v30, err = v30doc.DowngradeYAML(); err != nil {
 		return nil, nil, fmt.Errorf("error rendering OpenAPI 3.0: %w", err)
 	}
 	return v31, v30, nil
