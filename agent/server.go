@@ -191,12 +191,15 @@ type StatusError struct {
 
 // Problem is an RFC 9457 problem document.
 type Problem struct {
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Errors []struct {
-		Location string `json:"location"`
-		Message  string `json:"message"`
-	} `json:"errors"`
+	Title  string         `json:"title"`
+	Detail string         `json:"detail"`
+	Errors []ProblemError `json:"errors"`
+}
+
+// ProblemError is one entry of a problem's errors: which field, and why.
+type ProblemError struct {
+	Location string `json:"location"`
+	Message  string `json:"message"`
 }
 
 func (e *StatusError) Error() string {
