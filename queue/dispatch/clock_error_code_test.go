@@ -74,3 +74,29 @@ func TestDatabaseRefusesBadErrorCode(t *testing.T) {
 	require.Equal(t, []db.CompletedTask{{ID: task.ID, ExecutionID: task.ExecutionID, State: db.TaskFailed,
 		ErrorCode: "exit_3", Finalized: true}}, done)
 }
+
+// A retry keeps its last failure's code while it waits; cancelling it ends
+// it without one: the failure is not why it ended.
+func TestCancelledRetryDropsItsErrorCode(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	ctx := context.Background()
+	task := e.trigger(2, time.Hour)
+	a := e.agent("a1")
+	leased := e.lease(a)
+	require.Len(t, leased, 1)
+	_, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task.ID, Token: leased[0].LeaseToken},
+		State: db.TaskFailed, Error: "exit code 3", ErrorCode: "exit_3"}})
+	require.NoError(t, err)
+	tasks, err := db.TaskListByExecution(ctx, e.pool, task.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, db.TaskPending, tasks[0].State)
+	require.Equal(t, "exit_3", tasks[0].ErrorCode, "the waiting retry shows why the last attempt failed")
+
+	_, err = e.execs.Cancel(ctx, task.ExecutionID, "no longer needed")
+	require.NoError(t, err)
+	tasks, err = db.TaskListByExecution(ctx, e.pool, task.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, db.TaskCancelled, tasks[0].State)
+	require.Empty(t, tasks[0].ErrorCode)
+}

@@ -16,7 +16,7 @@ const taskCancelAgentless = `-- name: TaskCancelAgentless :many
 WITH done AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL,
-        error = 'cancelled while its request was outstanding', updated_at = now()
+        error = 'cancelled while its request was outstanding', error_code = NULL, updated_at = now()
     WHERE t.agentless AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt
 ), events AS (
@@ -1347,7 +1347,7 @@ WITH floors AS (
 ), skipped AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), updated_at = now(),
-        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
+        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor, error_code = NULL
     FROM floors f, ax.job j
     WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
       AND j.id = t.job_id AND j.degrade_action = 'skip'
