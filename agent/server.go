@@ -152,6 +152,10 @@ type TaskResult struct {
 	State      string          `json:"state"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      string          `json:"error,omitempty"`
+	// ErrorCode is the failure's machine-readable reason: exit_<n>,
+	// signal_<name>, http_<status>, connect, timeout, or a handler's
+	// (WithErrorCode). Empty for a success.
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // Outcomes of a reported result.
@@ -187,12 +191,15 @@ type StatusError struct {
 
 // Problem is an RFC 9457 problem document.
 type Problem struct {
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Errors []struct {
-		Location string `json:"location"`
-		Message  string `json:"message"`
-	} `json:"errors"`
+	Title  string         `json:"title"`
+	Detail string         `json:"detail"`
+	Errors []ProblemError `json:"errors"`
+}
+
+// ProblemError is one entry of a problem's errors: which field, and why.
+type ProblemError struct {
+	Location string `json:"location"`
+	Message  string `json:"message"`
 }
 
 func (e *StatusError) Error() string {

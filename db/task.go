@@ -32,6 +32,7 @@ type Task struct {
 	CancelRequestedAt *time.Time
 	Result            json.RawMessage
 	Error             string
+	ErrorCode         string // "" when the outcome carried none (see MaxErrorCodeLength)
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -51,7 +52,7 @@ func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID)
 			LostLeases: int(r.LostLeases), TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 			CancelRequestedAt: utcPtr(r.CancelRequestedAt), Result: r.Result, Error: deref(r.Error),
-			CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+			ErrorCode: deref(r.ErrorCode), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		}
 	}
 	return out, nil
@@ -267,6 +268,10 @@ type TaskResult struct {
 	State  TaskState // succeeded, failed or cancelled
 	Result json.RawMessage
 	Error  string
+	// ErrorCode is the outcome's machine-readable reason ("" for none):
+	// exit_3, signal_killed, http_503, connect, timeout… It must pass
+	// queue.ValidErrorCode; the database refuses anything else.
+	ErrorCode string
 }
 
 // CompletedTask is a result that was recorded; State is the task's state
@@ -275,6 +280,7 @@ type CompletedTask struct {
 	ID          uuid.UUID
 	ExecutionID uuid.UUID
 	State       TaskState
+	ErrorCode   string // as recorded ("" for none)
 	// Finalized is true when this result ended its execution.
 	Finalized bool
 }
@@ -303,6 +309,7 @@ func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results [
 		p.States = append(p.States, string(r.State))
 		p.Results = append(p.Results, []byte(r.Result))
 		p.Errors = append(p.Errors, r.Error)
+		p.ErrorCodes = append(p.ErrorCodes, r.ErrorCode)
 	}
 	rows, err := queries.TaskComplete(ctx, e, p)
 	if err != nil {
@@ -312,7 +319,7 @@ func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results [
 	var single dbsqlc.ExecutionEndSingleParams
 	var several []uuid.UUID
 	for i, r := range rows {
-		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: TaskState(r.State)}
+		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: TaskState(r.State), ErrorCode: r.ErrorCode}
 		switch {
 		case r.State == dbsqlc.AxTaskStatePending: // a retry cannot end its execution
 		case r.ShardTotal == 1:

@@ -88,6 +88,7 @@ type TaskResult struct {
 	State      string          `json:"state" enum:"succeeded,failed,timed_out,cancelled" doc:"timed_out: the agent stopped it at its timeout; retried like a failure"`
 	Result     json.RawMessage `json:"result,omitempty" doc:"Any JSON the task produced"`
 	Error      string          `json:"error,omitempty" maxLength:"65536"`
+	ErrorCode  string          `json:"error_code,omitempty" maxLength:"64" pattern:"^[a-z0-9_.-]*$" example:"exit_3" doc:"A short machine-readable reason beside error, for a result that did not succeed: up to 64 of a-z 0-9 _ . - (agents report exit_<n>, signal_<name>, http_<status>, connect, timeout)"`
 }
 
 // CompleteRequest reports several results at once.

@@ -311,7 +311,11 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 		if err != nil {
 			return nil, err
 		}
-		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskState(r.State), Result: r.Result, Error: r.Error}
+		if err := checkErrorCode(fmt.Sprintf("body.results[%d].error_code", i), r.State, r.ErrorCode); err != nil {
+			return nil, err
+		}
+		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskState(r.State), Result: r.Result, Error: r.Error,
+			ErrorCode: r.ErrorCode}
 	}
 	done, err := h.agents.Complete(ctx, agentID, results)
 	if err != nil {

@@ -709,7 +709,9 @@ CREATE TABLE ax.task (
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
     lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
+    CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT task_pinned_has_agent CHECK (((NOT pinned) OR (preferred_agent_id IS NOT NULL))),
     CONSTRAINT task_shard_index_range CHECK (((shard_index >= 0) AND (shard_index < shard_total)))

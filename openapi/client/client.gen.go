@@ -1034,8 +1034,13 @@ type Execution struct {
 	Cause ExecutionCause `json:"cause"`
 
 	// Error Why the run ended without tasks (e.g. a broadcast found no live agent)
-	Error      *string    `json:"error,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Error *string `json:"error,omitempty"`
+
+	// ErrorCodes How many shards ended without succeeding, by error code; shards without a code are not counted (shown when getting one execution)
+	//
+	// Example: {"exit_3":2,"signal_killed":1}
+	ErrorCodes *map[string]int64 `json:"error_codes,omitempty"`
+	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 
 	// FiredAt When it was created; fired_at - scheduled_for is the fire lag
 	FiredAt time.Time `json:"fired_at"`
@@ -1637,8 +1642,13 @@ type SkippedOutputBody struct {
 
 // Task defines model for Task.
 type Task struct {
-	Attempt    int64              `json:"attempt"`
-	Error      *string            `json:"error,omitempty"`
+	Attempt int64   `json:"attempt"`
+	Error   *string `json:"error,omitempty"`
+
+	// ErrorCode Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, or what a handler or target reported
+	//
+	// Example: exit_3
+	ErrorCode  *string            `json:"error_code,omitempty"`
 	FinishedAt *time.Time         `json:"finished_at,omitempty"`
 	Id         openapi_types.UUID `json:"id"`
 
@@ -1668,6 +1678,11 @@ type TaskState string
 type TaskCompletion struct {
 	// Error Why it failed
 	Error *string `json:"error,omitempty"`
+
+	// ErrorCode With state failed: a short machine-readable reason beside error, up to 64 of a-z 0-9 _ . -
+	//
+	// Example: quota_exceeded
+	ErrorCode *string `json:"error_code,omitempty"`
 
 	// Result Any JSON: the task's result
 	Result interface{} `json:"result,omitempty"`
@@ -1721,7 +1736,12 @@ type TaskRef struct {
 
 // TaskResult defines model for TaskResult.
 type TaskResult struct {
-	Error      *string            `json:"error,omitempty"`
+	Error *string `json:"error,omitempty"`
+
+	// ErrorCode A short machine-readable reason beside error, for a result that did not succeed: up to 64 of a-z 0-9 _ . - (agents report exit_<n>, signal_<name>, http_<status>, connect, timeout)
+	//
+	// Example: exit_3
+	ErrorCode  *string            `json:"error_code,omitempty"`
 	LeaseToken openapi_types.UUID `json:"lease_token"`
 
 	// Result Any JSON the task produced

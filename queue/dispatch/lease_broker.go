@@ -375,7 +375,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 		if d.State == db.TaskPending {
 			s.metrics.Retries.Inc()
 		} else {
-			s.metrics.TaskResults.WithLabelValues(string(d.State)).Inc()
+			s.metrics.TaskResults.Inc(string(d.State), d.ErrorCode)
 		}
 		// Successes are the bulk at high rates: debug; the rest at info.
 		level := slog.LevelInfo
@@ -383,7 +383,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 			level = slog.LevelDebug
 		}
 		s.logger.Log(ctx, level, "task completed", "agent_id", agentID, "task_id", d.ID,
-			"execution_id", d.ExecutionID, "state", d.State)
+			"execution_id", d.ExecutionID, "state", d.State, "error_code", d.ErrorCode)
 	}
 	return done, nil
 }

@@ -155,7 +155,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 func (r *Reaper) record(ctx context.Context, reaped db.Reaped) {
 	r.cfg.Metrics.LeaseExpiries.Add(float64(reaped.Expired))
 	r.cfg.Metrics.LostLeases.Add(float64(reaped.Lost))
-	r.cfg.Metrics.TaskResults.WithLabelValues(string(db.TaskTimedOut)).Add(float64(reaped.TimedOut))
+	r.cfg.Metrics.TaskResults.Add(string(db.TaskTimedOut), db.ErrorCodeTimeout, float64(reaped.TimedOut))
 	r.cfg.Metrics.Retries.Add(float64(reaped.Retried - (reaped.Lost - reaped.LostOut)))
 	if reaped.Expired+reaped.TimedOut > 0 {
 		r.cfg.Logger.InfoContext(ctx, "reaped leases", "expired", reaped.Expired, "timed_out", reaped.TimedOut,

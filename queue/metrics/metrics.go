@@ -34,7 +34,7 @@ type Metrics struct {
 	Dispatched       *prometheus.CounterVec // by class ("none" without one)
 	PickupLatency    prometheus.Histogram
 	DispatchFailures prometheus.Counter
-	TaskResults      *prometheus.CounterVec
+	TaskResults      *TaskResultCounter // by state and error code, the codes capped
 	Retries          prometheus.Counter
 	LeaseExpiries    prometheus.Counter
 	LostLeases       prometheus.Counter // leases lost with their agent
@@ -84,10 +84,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.DispatchFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_dispatch_failures_total", Help: "Lease requests that failed with an error.",
 	})
-	m.TaskResults = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ax_task_results_total",
-		Help: "Task outcomes: succeeded, failed (for good), cancelled, timed_out; retried failures count as retry.",
-	}, []string{"state"})
+	m.TaskResults = newTaskResultCounter(MaxErrorCodeLabels)
 	m.Retries = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_task_retries_total", Help: "Task attempts scheduled again after a failure, timeout or a lease its live agent let expire.",
 	})
@@ -110,9 +107,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"change"})
 	m.AgentHealth.WithLabelValues(string(db.AgentQuarantined))
 	m.AgentHealth.WithLabelValues("restored")
-	for _, s := range []db.TaskState{db.TaskSucceeded, db.TaskFailed, db.TaskCancelled, db.TaskTimedOut} {
-		m.TaskResults.WithLabelValues(string(s))
+	for _, s := range []db.TaskState{db.TaskSucceeded, db.TaskFailed, db.TaskCancelled} {
+		m.TaskResults.With(string(s), "")
 	}
+	m.TaskResults.With(string(db.TaskTimedOut), db.ErrorCodeTimeout) // agents and the reaper give timeouts this code
 	for _, c := range []db.ExecutionCause{db.CauseSchedule, db.CauseCatchUp, db.CauseManual} {
 		m.Fires.WithLabelValues(string(c))
 	}

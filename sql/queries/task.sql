@@ -204,7 +204,8 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 WITH input AS (
     SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
            unnest(@states::text[]) AS state, unnest(@results::jsonb[]) AS result,
-           unnest(@errors::text[]) AS error, sqlc.narg('agent_id')::uuid AS agent_id
+           unnest(@errors::text[]) AS error, unnest(@error_codes::text[]) AS error_code,
+           sqlc.narg('agent_id')::uuid AS agent_id
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -235,7 +236,7 @@ WITH input AS (
                                     AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
                                THEN least(j.timeout_seconds, t.timeout_seconds * 2)
                                ELSE t.timeout_seconds END,
-        result = i.result, error = nullif(i.error, ''),
+        result = i.result, error = nullif(i.error, ''), error_code = nullif(i.error_code, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
     -- The tasks are read by primary key (= ANY): joined with the input
@@ -252,7 +253,7 @@ WITH input AS (
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode
+              t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode
 ), events AS (
     -- The attempt's own outcome, then (for a retry) the new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
@@ -266,7 +267,7 @@ WITH input AS (
                    THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END
     FROM done WHERE state = 'pending'
 )
-SELECT id, execution_id, state, shard_total FROM done;
+SELECT id, execution_id, state, shard_total, coalesce(error_code, '')::text AS error_code FROM done;
 
 -- TaskRelease hands leases back: the tasks are pending again at once,
 -- without using up an attempt (a draining agent did not fail them). Tasks
@@ -429,6 +430,11 @@ WITH expired AS (
         error = CASE WHEN x.outcome = 'lost'
                      THEN 'lost: the lease was lost ' || x.lost_leases || ' times, its agent offline or silent each time'
                      ELSE x.why END,
+        -- db.ErrorCodeTimeout, db.ErrorCodeLost, db.ErrorCodeLeaseExpired;
+        -- none for a cancelled run's task.
+        error_code = CASE WHEN x.timed_out THEN 'timeout'
+                          WHEN x.outcome IN ('rerun', 'lost') THEN 'lost'
+                          WHEN t.cancel_requested_at IS NULL THEN 'lease_expired' END,
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
@@ -664,7 +670,7 @@ WITH floors AS (
 ), skipped AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), updated_at = now(),
-        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
+        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor, error_code = NULL
     FROM floors f, ax.job j
     WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
       AND j.id = t.job_id AND j.degrade_action = 'skip'
@@ -782,7 +788,7 @@ SELECT id, priority FROM ax.task WHERE id = ANY(@ids::uuid[]);
 WITH done AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL,
-        error = 'cancelled while its request was outstanding', updated_at = now()
+        error = 'cancelled while its request was outstanding', error_code = NULL, updated_at = now()
     WHERE t.agentless AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt
 ), events AS (

@@ -215,7 +215,7 @@ func (r *axReplica) fire(b *testing.B, n int) time.Time {
 // (ax_task_results_total{state="succeeded"}), counted after each commit.
 func (r *axReplica) succeeded(b *testing.B) int {
 	var m dto.Metric
-	if err := r.metrics.TaskResults.WithLabelValues("succeeded").Write(&m); err != nil {
+	if err := r.metrics.TaskResults.With("succeeded", "").Write(&m); err != nil {
 		b.Fatal(err)
 	}
 	return int(m.GetCounter().GetValue())

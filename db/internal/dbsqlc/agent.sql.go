@@ -250,7 +250,7 @@ LEFT JOIN LATERAL (
 ) s ON true
 LEFT JOIN LATERAL (
     SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at))) AS avg_seconds
-    FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases FROM ax.task t
+    FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code FROM ax.task t
           WHERE t.agent_id = a.id AND t.state = 'succeeded' AND t.finished_at IS NOT NULL
           ORDER BY t.finished_at DESC LIMIT 50) t
 ) d ON true

@@ -20,7 +20,8 @@ WITH target AS (
     FOR UPDATE
 ), cancelled_tasks AS (
     UPDATE ax.task
-    SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || $1::text
+    SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || $1::text,
+        error_code = NULL -- a retry's earlier failure is not why it ended
     WHERE execution_id IN (SELECT id FROM target) AND state = 'pending'
     RETURNING execution_id
 ), flagged_tasks AS (

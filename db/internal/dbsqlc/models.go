@@ -1341,6 +1341,7 @@ type AxTask struct {
 	Agentless         bool
 	LogBytes          int64
 	LostLeases        int32
+	ErrorCode         *string
 }
 
 type AxTaskEvent struct {

@@ -16,7 +16,7 @@ const taskCancelAgentless = `-- name: TaskCancelAgentless :many
 WITH done AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL,
-        error = 'cancelled while its request was outstanding', updated_at = now()
+        error = 'cancelled while its request was outstanding', error_code = NULL, updated_at = now()
     WHERE t.agentless AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt
 ), events AS (
@@ -80,7 +80,8 @@ const taskComplete = `-- name: TaskComplete :many
 WITH input AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
            unnest($3::text[]) AS state, unnest($4::jsonb[]) AS result,
-           unnest($5::text[]) AS error, $6::uuid AS agent_id
+           unnest($5::text[]) AS error, unnest($6::text[]) AS error_code,
+           $7::uuid AS agent_id
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -101,7 +102,7 @@ WITH input AS (
                      ELSE i.state::ax.task_state END,
         attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN t.attempt + 1 ELSE t.attempt END,
         not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
-                          THEN coalesce($7::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
+                          THEN coalesce($8::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE now() END,
@@ -111,7 +112,7 @@ WITH input AS (
                                     AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
                                THEN least(j.timeout_seconds, t.timeout_seconds * 2)
                                ELSE t.timeout_seconds END,
-        result = i.result, error = nullif(i.error, ''),
+        result = i.result, error = nullif(i.error, ''), error_code = nullif(i.error_code, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
     -- The tasks are read by primary key (= ANY): joined with the input
@@ -128,7 +129,7 @@ WITH input AS (
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode
+              t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode
 ), events AS (
     -- The attempt's own outcome, then (for a retry) the new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
@@ -142,17 +143,18 @@ WITH input AS (
                    THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END
     FROM done WHERE state = 'pending'
 )
-SELECT id, execution_id, state, shard_total FROM done
+SELECT id, execution_id, state, shard_total, coalesce(error_code, '')::text AS error_code FROM done
 `
 
 type TaskCompleteParams struct {
-	TaskIds []uuid.UUID
-	Tokens  []uuid.UUID
-	States  []string
-	Results [][]byte
-	Errors  []string
-	AgentID *uuid.UUID
-	Now     *time.Time
+	TaskIds    []uuid.UUID
+	Tokens     []uuid.UUID
+	States     []string
+	Results    [][]byte
+	Errors     []string
+	ErrorCodes []string
+	AgentID    *uuid.UUID
+	Now        *time.Time
 }
 
 type TaskCompleteRow struct {
@@ -160,6 +162,7 @@ type TaskCompleteRow struct {
 	ExecutionID uuid.UUID
 	State       AxTaskState
 	ShardTotal  int32
+	ErrorCode   string
 }
 
 // TaskComplete records results whose lease token is current: success and
@@ -178,6 +181,7 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 		arg.States,
 		arg.Results,
 		arg.Errors,
+		arg.ErrorCodes,
 		arg.AgentID,
 		arg.Now,
 	)
@@ -193,6 +197,7 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 			&i.ExecutionID,
 			&i.State,
 			&i.ShardTotal,
+			&i.ErrorCode,
 		); err != nil {
 			return nil, err
 		}
@@ -1001,7 +1006,7 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
@@ -1045,6 +1050,7 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.Agentless,
 			&i.LogBytes,
 			&i.LostLeases,
+			&i.ErrorCode,
 		); err != nil {
 			return nil, err
 		}
@@ -1285,6 +1291,11 @@ WITH expired AS (
         error = CASE WHEN x.outcome = 'lost'
                      THEN 'lost: the lease was lost ' || x.lost_leases || ' times, its agent offline or silent each time'
                      ELSE x.why END,
+        -- db.ErrorCodeTimeout, db.ErrorCodeLost, db.ErrorCodeLeaseExpired;
+        -- none for a cancelled run's task.
+        error_code = CASE WHEN x.timed_out THEN 'timeout'
+                          WHEN x.outcome IN ('rerun', 'lost') THEN 'lost'
+                          WHEN t.cancel_requested_at IS NULL THEN 'lease_expired' END,
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
@@ -1499,7 +1510,7 @@ WITH floors AS (
 ), skipped AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), updated_at = now(),
-        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
+        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor, error_code = NULL
     FROM floors f, ax.job j
     WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
       AND j.id = t.job_id AND j.degrade_action = 'skip'
