@@ -37,6 +37,9 @@ type serveConfig struct {
 	// (AX_HEARTBEAT_INTERVAL, default 5 s) how often agents are asked to
 	// heartbeat; an agent silent for 3 intervals is offline.
 	Agent dispatch.AgentConfig
+	// Health is how agents are judged for routing: least_active's duration
+	// window and the error share that quarantines.
+	Health healthConfig
 	// Outbound is what callbacks and agentless HTTP jobs may reach.
 	Outbound outboundConfig
 	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a
@@ -78,13 +81,14 @@ func runServe(ctx context.Context, args []string) error {
 		"output stored per task, every attempt counted; the rest is dropped and marked once (AX_MAX_TASK_LOG_BYTES)")
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
 	errTransport := addTransportFlags(fs, &cfg)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errOutbound, errTransport); err != nil {
+	errHealth := addHealthFlags(fs, &cfg)
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errOutbound, errTransport, errHealth); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg)); err != nil {
+	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validateHealth(cfg)); err != nil {
 		return err
 	}
 	if cfg.Agent.MaxTaskLogBytes < 1 {
@@ -123,13 +127,15 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	defer river.Stop()
 	agentCfg := cfg.Agent
-	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{}, logger, m)
+	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{DurationWindow: cfg.Health.DurationWindow},
+		logger, m)
 	if err != nil {
 		return err
 	}
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox()})
-	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox()})
+	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
+		Quarantine: db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
 	prometheus.MustRegister(metrics.NewStateCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {

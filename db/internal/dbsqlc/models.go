@@ -7,6 +7,7 @@ package dbsqlc
 import (
 	"database/sql/driver"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -992,6 +993,11 @@ type AxAgent struct {
 	RegisteredBy    *uuid.UUID
 	DrainedAt       *time.Time
 	LabelBound      bool
+	Load            float64
+	LoadAt          *time.Time
+	DiskFreeBytes   *int64
+	HostName        string
+	HostIp          *netip.Addr
 }
 
 type AxApiKey struct {
@@ -1286,6 +1292,8 @@ type AxTaskEvent struct {
 	Stream      *string
 	Message     string
 	At          time.Time
+	WorkerHost  *string
+	WorkerIp    *netip.Addr
 }
 
 type AxTasksWithoutAgent struct {
