@@ -226,9 +226,8 @@ type Candidate struct {
 	LabelBound      bool     // takes no untargeted job
 	Capacity        int
 	Weight          int
-	Healthy         bool // active and ready (not quarantined)
-	Running         int  // the larger of reported and leased
-	CPU, Load1      float64
+	Healthy         bool    // active and ready (not quarantined)
+	Running         int     // the larger of reported and leased
 	Load            float64 // smoothed: see Agent.Load
 	AvgTaskDuration time.Duration
 }
@@ -258,7 +257,7 @@ func AgentListCandidates(ctx context.Context, e Executor, q *CandidateQuery) ([]
 	for i, r := range rows {
 		c := &Candidate{ID: r.ID, Executors: r.Executors, LabelBound: r.LabelBound, Capacity: int(r.Capacity), Weight: int(r.Weight),
 			Healthy: r.State == dbsqlc.AxAgentStateActive && r.Ready, Running: int(max(r.Running, r.Leased)),
-			CPU: r.Cpu, Load1: r.Load1, Load: r.Load, AvgTaskDuration: time.Duration(r.AvgSeconds * float64(time.Second))}
+			Load: r.Load, AvgTaskDuration: time.Duration(r.AvgSeconds * float64(time.Second))}
 		if err := json.Unmarshal(r.Labels, &c.Labels); err != nil {
 			return nil, fmt.Errorf("error decoding labels of agent %s: %w", r.ID, err)
 		}

@@ -104,8 +104,7 @@ ORDER BY a.name, a.id;
 -- started_at waits for the first heartbeat, so it would miss up to an
 -- interval of every task, all of a short one.
 -- name: AgentListCandidates :many
-SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
-       a.load,
+SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.load,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(extract(epoch FROM t.finished_at - t.leased_at))
                  FROM (SELECT e.task_id FROM ax.task_event e

@@ -381,8 +381,7 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64)
 }
 
 const agentListCandidates = `-- name: AgentListCandidates :many
-SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
-       a.load,
+SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.load,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(extract(epoch FROM t.finished_at - t.leased_at))
                  FROM (SELECT e.task_id FROM ax.task_event e
@@ -415,8 +414,6 @@ type AgentListCandidatesRow struct {
 	State      AxAgentState
 	Ready      bool
 	Running    int32
-	Cpu        float64
-	Load1      float64
 	Load       float64
 	Leased     int32
 	AvgSeconds float64
@@ -454,8 +451,6 @@ func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, arg AgentLis
 			&i.State,
 			&i.Ready,
 			&i.Running,
-			&i.Cpu,
-			&i.Load1,
 			&i.Load,
 			&i.Leased,
 			&i.AvgSeconds,
