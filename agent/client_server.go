@@ -63,6 +63,12 @@ func (c *ClientServer) Register(ctx context.Context, key string, reg Registratio
 	if len(reg.Labels) > 0 {
 		body.Labels = &reg.Labels
 	}
+	if reg.HostName != "" {
+		body.HostName = &reg.HostName
+	}
+	if reg.HostIP != "" {
+		body.HostIp = &reg.HostIP
+	}
 	if reg.Weight > 0 {
 		weight := int64(reg.Weight)
 		body.Weight = &weight
@@ -151,7 +157,7 @@ func (c *ClientServer) Heartbeat(ctx context.Context, s Session, hb Heartbeat) (
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	body := client.AgentHeartbeat{Tasks: &refs, Running: int64(hb.Running), Cpu: &hb.CPU, Load1: &hb.Load1,
-		Memory: &hb.Memory, Ready: &hb.Ready}
+		Memory: &hb.Memory, DiskFreeBytes: hb.DiskFreeBytes, Ready: &hb.Ready}
 	resp, err := c.api.HeartbeatAgentWithResponse(ctx, id, body, bearer(s.Token))
 	if err := checkAgent("heartbeat", resp, err); err != nil {
 		return HeartbeatReply{}, err

@@ -60,6 +60,10 @@ type Registration struct {
 	Version string `json:"version,omitempty"`
 	// Executors are the task kinds the agent accepts.
 	Executors []string `json:"executors,omitempty"`
+	// HostName and HostIP say where the agent runs; HostIP "" lets the
+	// server use the address the registration came from.
+	HostName string `json:"host_name,omitempty"`
+	HostIP   string `json:"host_ip,omitempty"`
 }
 
 // Credentials are what a registered agent uses from then on.
@@ -125,7 +129,10 @@ type Heartbeat struct {
 	CPU     float64   `json:"cpu,omitempty"`
 	Load1   float64   `json:"load1,omitempty"`
 	Memory  float64   `json:"memory,omitempty"`
-	Ready   bool      `json:"ready"`
+	// DiskFreeBytes is the free space of the agent's work disk; nil when
+	// it cannot tell.
+	DiskFreeBytes *int64 `json:"disk_free_bytes,omitempty"`
+	Ready         bool   `json:"ready"`
 }
 
 // HeartbeatReply says which leases the agent still holds.

@@ -310,8 +310,15 @@ CREATE TABLE ax.agent (
     registered_by uuid,
     drained_at timestamp with time zone,
     label_bound boolean DEFAULT false NOT NULL,
+    load double precision DEFAULT 0 NOT NULL,
+    load_at timestamp with time zone,
+    disk_free_bytes bigint,
+    host_name text DEFAULT ''::text NOT NULL,
+    host_ip inet,
     CONSTRAINT agent_capacity_range CHECK (((capacity >= 1) AND (capacity <= 10000))),
+    CONSTRAINT agent_disk_free_bytes_nonnegative CHECK ((disk_free_bytes >= 0)),
     CONSTRAINT agent_executors_known CHECK (((cardinality(executors) > 0) AND (executors <@ ARRAY['shell'::text, 'http'::text, 'handler'::text]))),
+    CONSTRAINT agent_host_name_length CHECK ((length(host_name) <= 255)),
     CONSTRAINT agent_labels_is_object CHECK ((jsonb_typeof(labels) = 'object'::text)),
     CONSTRAINT agent_quarantined_at_set CHECK (((state <> 'quarantined'::ax.agent_state) OR (quarantined_at IS NOT NULL))),
     CONSTRAINT agent_weight_range CHECK (((weight >= 1) AND (weight <= 1000)))
@@ -949,7 +956,10 @@ CREATE TABLE ax.task_event (
     agent_id uuid,
     stream text,
     message text DEFAULT ''::text NOT NULL,
-    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    worker_host text,
+    worker_ip inet,
+    error_code text
 );
 
 --

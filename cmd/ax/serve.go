@@ -41,6 +41,9 @@ type serveConfig struct {
 	// task may lose its lease with its agent before it fails as lost;
 	// until then it runs again without using up an attempt.
 	MaxLostLeases int
+	// Health is how agents are judged for routing: least_active's duration
+	// window and the error share that quarantines.
+	Health healthConfig
 	// Outbound is what callbacks and agentless HTTP jobs may reach.
 	Outbound outboundConfig
 	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a
@@ -91,13 +94,15 @@ func runServe(ctx context.Context, args []string) error {
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
 	errTransport := addTransportFlags(fs, &cfg)
 	errPool := addPoolFlags(fs, &cfg)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errMaxLost, errOutbound, errTransport, errPool); err != nil {
+	errHealth := addHealthFlags(fs, &cfg)
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errMaxLost, errOutbound, errTransport,
+		errPool, errHealth); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validatePool(cfg)); err != nil {
+	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validatePool(cfg), validateHealth(cfg)); err != nil {
 		return err
 	}
 	if cfg.MaxLostLeases < 1 || cfg.MaxLostLeases > 100 {
@@ -139,14 +144,16 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	defer river.Stop()
 	agentCfg := cfg.Agent
-	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{}, logger, m)
+	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{DurationWindow: cfg.Health.DurationWindow},
+		logger, m)
 	if err != nil {
 		return err
 	}
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox()})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
-		MaxLostLeases: cfg.MaxLostLeases})
+		MaxLostLeases: cfg.MaxLostLeases,
+		Quarantine:    db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
 	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {

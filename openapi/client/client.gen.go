@@ -781,6 +781,9 @@ type AgentHeartbeat struct {
 	// Cpu CPU utilisation 0..1
 	Cpu *float64 `json:"cpu,omitempty"`
 
+	// DiskFreeBytes Free bytes on the disk the agent works on
+	DiskFreeBytes *int64 `json:"disk_free_bytes,omitempty"`
+
 	// Load1 1-minute load average per core
 	Load1 *float64 `json:"load1,omitempty"`
 
@@ -798,17 +801,29 @@ type AgentInfo struct {
 	Capacity int64   `json:"capacity"`
 	Cpu      float64 `json:"cpu"`
 
+	// DiskFreeBytes Free bytes on its work disk at its last heartbeat
+	DiskFreeBytes *int64 `json:"disk_free_bytes,omitempty"`
+
 	// DrainedAt When an operator drained it: the drain holds across deregistration and registering again until resumed
 	DrainedAt *time.Time `json:"drained_at,omitempty"`
 
 	// Executors Task kinds it accepts
-	Executors       *[]string          `json:"executors"`
+	Executors *[]string `json:"executors"`
+
+	// HostIp IP of that host: as it registered, else where its registration came from
+	HostIp *string `json:"host_ip,omitempty"`
+
+	// HostName Host it runs on, as it registered
+	HostName        *string            `json:"host_name,omitempty"`
 	Id              openapi_types.UUID `json:"id"`
 	Labels          map[string]string  `json:"labels"`
 	LastHeartbeatAt time.Time          `json:"last_heartbeat_at"`
-	Load1           float64            `json:"load1"`
-	Memory          float64            `json:"memory"`
-	Name            string             `json:"name"`
+
+	// Load Smoothed load routing reads: the busiest of running/capacity, CPU and memory use, averaged over the server's smoothing window (3 minutes by default)
+	Load   float64 `json:"load"`
+	Load1  float64 `json:"load1"`
+	Memory float64 `json:"memory"`
+	Name   string  `json:"name"`
 
 	// QuarantinedAt Set while quarantined; kept while offline, so the quarantine holds when it comes back
 	QuarantinedAt *time.Time        `json:"quarantined_at,omitempty"`
@@ -835,7 +850,7 @@ type AgentListOutputBody struct {
 
 // AgentRecentRecord defines model for AgentRecentRecord.
 type AgentRecentRecord struct {
-	// AvgDurationSeconds Mean duration of its last 50 successful tasks
+	// AvgDurationSeconds Mean duration, from lease to result, of its last 50 successful tasks
 	AvgDurationSeconds float64 `json:"avg_duration_seconds"`
 
 	// Failed Outcomes failed or timed out
@@ -863,6 +878,16 @@ type AgentRegistration struct {
 	//
 	// Example: ["handler","http"]
 	Executors *[]AgentRegistrationExecutors `json:"executors,omitempty"`
+
+	// HostIp IP of the machine (v4 or v6); default the address the server sees the registration come from
+	//
+	// Example: 10.0.3.17
+	HostIp *string `json:"host_ip,omitempty"`
+
+	// HostName Host name of the machine it runs on
+	//
+	// Example: worker-17.example.com
+	HostName *string `json:"host_name,omitempty"`
 
 	// Labels Jobs target agents by these labels
 	//
@@ -1723,6 +1748,12 @@ type TaskEvent struct {
 	State      *string            `json:"state,omitempty"`
 	Stream     *string            `json:"stream,omitempty"`
 	TaskId     openapi_types.UUID `json:"task_id"`
+
+	// WorkerHost Host name of the agent behind a state event (lease, result, release, reaped lease), as it registered
+	WorkerHost *string `json:"worker_host,omitempty"`
+
+	// WorkerIp IP of that agent's host, as it registered
+	WorkerIp *string `json:"worker_ip,omitempty"`
 }
 
 // TaskEventKind defines model for TaskEvent.Kind.

@@ -36,7 +36,9 @@ type ReaperConfig struct {
 	MaxLostLeases int
 	// Quarantine says when an agent fails too often to get routed work:
 	// defaults to a failure rate of 50% or more over at least 5 outcomes
-	// within the last 5 minutes.
+	// within the last 5 minutes. Quarantine.ErrorShare (off by default)
+	// adds a lower bar for failures whose error code is one of
+	// Quarantine.ErrorCodes.
 	Quarantine db.QuarantinePolicy
 	// RestoreAfter is how many probe tasks in a row a quarantined agent
 	// must succeed to be active again. Defaults to 2.
@@ -173,7 +175,8 @@ func (r *Reaper) checkHealth(ctx context.Context, tx pgx.Tx) error {
 	for _, a := range failing {
 		r.cfg.Metrics.AgentHealth.WithLabelValues(string(db.AgentQuarantined)).Inc()
 		r.cfg.Logger.WarnContext(ctx, "agent quarantined: failing too often", "agent_id", a.ID,
-			"failures", a.Failures, "results", a.Results, "window", r.cfg.Quarantine.Window)
+			"failures", a.Failures, "matching_failures", a.Matching, "results", a.Results,
+			"window", r.cfg.Quarantine.Window)
 	}
 	restored, err := db.AgentRestoreRecovered(ctx, tx, r.cfg.RestoreAfter)
 	if err != nil {

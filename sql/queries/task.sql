@@ -153,12 +153,15 @@ WITH leased AS (
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
     WHERE e.id = ANY(@execution_ids::uuid[]) AND e.state = 'pending' AND EXISTS (SELECT 1 FROM leased)
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id,
-           CASE WHEN preferred_agent_id IS NULL THEN 'unassigned'
-                WHEN preferred_agent_id = agent_id THEN 'routed here'
-                ELSE 'taken over from agent ' || preferred_agent_id END
-    FROM leased
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip)
+    SELECT l.id, l.execution_id, l.shard_index, l.attempt, 'state', 'leased', l.agent_id,
+           CASE WHEN l.preferred_agent_id IS NULL THEN 'unassigned'
+                WHEN l.preferred_agent_id = l.agent_id THEN 'routed here'
+                ELSE 'taken over from agent ' || l.preferred_agent_id END,
+           w.host_name, w.host_ip
+    FROM leased l
+    LEFT JOIN (SELECT nullif(a.host_name, '') AS host_name, a.host_ip FROM ax.agent a WHERE a.id = @agent_id) w ON true
 ), runs AS MATERIALIZED (
     -- What agents need of the runs, read once from the bound array (before
     -- this statement's own update). Inlined, it became a probe per task
@@ -255,16 +258,21 @@ WITH input AS (
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
               t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode
 ), events AS (
-    -- The attempt's own outcome, then (for a retry) the new pending attempt.
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, CASE WHEN state = 'pending' THEN attempt - 1 ELSE attempt END,
-           'state'::ax.task_event_kind, reported::ax.task_state, agent_id, coalesce(error, '')
-    FROM done
+    -- The attempt's own outcome (with the host that reported it), then
+    -- (for a retry) the new pending attempt.
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip, error_code)
+    SELECT d.id, d.execution_id, d.shard_index, CASE WHEN d.state = 'pending' THEN d.attempt - 1 ELSE d.attempt END,
+           'state'::ax.task_event_kind, d.reported::ax.task_state, d.agent_id, coalesce(d.error, ''),
+           nullif(w.host_name, ''), w.host_ip, d.error_code
+    FROM done d
+    LEFT JOIN ax.agent w ON w.id = d.agent_id
     UNION ALL
     SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
            || CASE WHEN reported = 'timed_out' AND timeout_mode = 'adaptive'
-                   THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END
+                   THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END,
+           NULL, NULL, NULL
     FROM done WHERE state = 'pending'
 )
 SELECT id, execution_id, state, shard_total, coalesce(error_code, '')::text AS error_code FROM done;
@@ -282,8 +290,12 @@ WITH released AS (
       AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', 'pending', agent_id, 'released by its agent' FROM released
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip)
+    SELECT r.id, r.execution_id, r.shard_index, r.attempt, 'state', 'pending', r.agent_id, 'released by its agent',
+           nullif(w.host_name, ''), w.host_ip
+    FROM released r
+    LEFT JOIN ax.agent w ON w.id = r.agent_id
 )
 SELECT id FROM released;
 
@@ -439,18 +451,21 @@ WITH expired AS (
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
       AND t.execution_id IN (SELECT id FROM locked)
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.lost_leases,
-              x.timed_out, x.outcome, t.timeout_seconds, j.timeout_mode
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.error_code,
+              t.lost_leases, x.timed_out, x.outcome, t.timeout_seconds, j.timeout_mode
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id,
-           CASE WHEN outcome = 'rerun'
-                THEN error || ': runs again at once on the same attempt (lost leases: ' || lost_leases || ' of '
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip, error_code)
+    SELECT r.id, r.execution_id, r.shard_index, r.attempt, 'state', r.state, r.agent_id,
+           CASE WHEN r.outcome = 'rerun'
+                THEN r.error || ': runs again at once on the same attempt (lost leases: ' || r.lost_leases || ' of '
                      || @max_lost_leases::integer || ')'
-                WHEN timed_out AND outcome = 'retry' AND timeout_mode = 'adaptive'
-                THEN error || '; the retry gets twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s'
-                ELSE error END
-    FROM reaped
+                WHEN r.timed_out AND r.outcome = 'retry' AND r.timeout_mode = 'adaptive'
+                THEN r.error || '; the retry gets twice the timeout (at most timeout_seconds): ' || r.timeout_seconds || ' s'
+                ELSE r.error END,
+           nullif(w.host_name, ''), w.host_ip, r.error_code
+    FROM reaped r
+    LEFT JOIN ax.agent w ON w.id = r.agent_id
 )
 SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean AS lost FROM reaped;
 

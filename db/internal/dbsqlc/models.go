@@ -7,6 +7,7 @@ package dbsqlc
 import (
 	"database/sql/driver"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -1050,6 +1051,11 @@ type AxAgent struct {
 	RegisteredBy    *uuid.UUID
 	DrainedAt       *time.Time
 	LabelBound      bool
+	Load            float64
+	LoadAt          *time.Time
+	DiskFreeBytes   *int64
+	HostName        string
+	HostIp          *netip.Addr
 }
 
 type AxApiKey struct {
@@ -1356,6 +1362,9 @@ type AxTaskEvent struct {
 	Stream      *string
 	Message     string
 	At          time.Time
+	WorkerHost  *string
+	WorkerIp    *netip.Addr
+	ErrorCode   *string
 }
 
 type AxTasksWithoutAgent struct {
