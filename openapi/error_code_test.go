@@ -19,6 +19,7 @@ func TestAgentResultErrorCodes(t *testing.T) {
 	env := setupWithAgents(t, dispatch.AgentConfig{})
 	job := cronJob("coded", "0 0 * * *", "UTC")
 	job["shards"] = map[string]any{"count": 4}
+	job["retry"] = map[string]any{"max_attempts": 1} // the failures are final
 	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
 	a := env.registerAgent("a", nil, 4)
 	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
@@ -77,6 +78,7 @@ func TestCompleteHTTPTaskErrorCode(t *testing.T) {
 	job := env.call("POST", "/v1/jobs", env.admin, map[string]any{
 		"name": "long-report", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "http", "url": target.URL},
+		"retry":    map[string]any{"max_attempts": 1},
 	}).must(t, http.StatusCreated)
 	exec := env.trigger(job["id"].(string), "", "").must(t, http.StatusAccepted)
 	require.Eventually(t, func() bool { return target.count() == 1 }, 10*time.Second, 10*time.Millisecond)
