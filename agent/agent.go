@@ -43,6 +43,17 @@ type Config struct {
 	Key string
 	// Name is how operators see the agent. Defaults to the host name.
 	Name string
+	// HostName is the machine's name, recorded on the task events of the
+	// agent's leases and results. Defaults to the host name (letters,
+	// digits, '.', '_' and '-' only).
+	HostName string
+	// HostIP is the machine's IP, recorded with HostName. Defaults to the
+	// local address of the route to URL; without one, the server records
+	// the address the registration came from.
+	HostIP string
+	// DiskPath is the directory whose file system's free space heartbeats
+	// report. Defaults to the working directory, where shell tasks run.
+	DiskPath string
 	// Labels are matched against jobs' target labels.
 	Labels map[string]string
 	// Executors are the task kinds the agent runs: KindShell, KindHTTP,
@@ -93,6 +104,8 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	host, _ := os.Hostname()
 	c.Name = cmp.Or(c.Name, host, "ax-agent")
+	c.HostName = cmp.Or(sanitizeHostName(c.HostName), localHostName())
+	c.DiskPath = cmp.Or(c.DiskPath, ".")
 	c.Capacity = cmp.Or(c.Capacity, 4)
 	if len(c.Executors) == 0 {
 		c.Executors = DefaultExecutors()
@@ -362,7 +375,8 @@ func (a *Agent) deregister(ctx context.Context) {
 // server is away.
 func (a *Agent) register(ctx context.Context) (Credentials, error) {
 	reg := Registration{Name: a.cfg.Name, Labels: a.cfg.Labels, Capacity: a.cfg.Capacity, Weight: a.cfg.Weight,
-		Version: a.cfg.Version, Executors: a.cfg.Executors}
+		Version: a.cfg.Version, Executors: a.cfg.Executors, HostName: a.cfg.HostName,
+		HostIP: cmp.Or(a.cfg.HostIP, localIP(ctx, a.cfg.URL))}
 	var creds Credentials
 	err := a.retry(ctx, "register", func(ctx context.Context) error {
 		var err error
@@ -372,7 +386,8 @@ func (a *Agent) register(ctx context.Context) (Credentials, error) {
 	if err != nil {
 		return creds, err
 	}
-	a.log.InfoContext(ctx, "agent registered", "agent_id", creds.AgentID, "name", reg.Name, "executors", reg.Executors,
+	a.log.InfoContext(ctx, "agent registered", "agent_id", creds.AgentID, "name", reg.Name, "host", reg.HostName,
+		"ip", reg.HostIP, "executors", reg.Executors,
 		"capacity", reg.Capacity, "weight", reg.Weight, "lease_seconds", creds.LeaseSeconds)
 	return creds, nil
 }

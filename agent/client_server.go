@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,12 @@ func (c *ClientServer) Register(ctx context.Context, key string, reg Registratio
 	body := client.AgentRegistration{Name: reg.Name, Capacity: int64(reg.Capacity), Version: &reg.Version}
 	if len(reg.Labels) > 0 {
 		body.Labels = &reg.Labels
+	}
+	if reg.HostName != "" {
+		body.HostName = &reg.HostName
+	}
+	if reg.HostIP != "" {
+		body.HostIp = &reg.HostIP
 	}
 	if reg.Weight > 0 {
 		weight := int64(reg.Weight)
@@ -150,7 +157,7 @@ func (c *ClientServer) Heartbeat(ctx context.Context, s Session, hb Heartbeat) (
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	body := client.AgentHeartbeat{Tasks: &refs, Running: int64(hb.Running), Cpu: &hb.CPU, Load1: &hb.Load1,
-		Memory: &hb.Memory, Ready: &hb.Ready}
+		Memory: &hb.Memory, DiskFreeBytes: hb.DiskFreeBytes, Ready: &hb.Ready}
 	resp, err := c.api.HeartbeatAgentWithResponse(ctx, id, body, bearer(s.Token))
 	if err := checkAgent("heartbeat", resp, err); err != nil {
 		return HeartbeatReply{}, err
@@ -167,6 +174,37 @@ func (c *ClientServer) Heartbeat(ctx context.Context, s Session, hb Heartbeat) (
 // document when every result was a conflict; that becomes one conflict
 // outcome per result, so the caller has a single path.
 func (c *ClientServer) Complete(ctx context.Context, s Session, results []TaskResult) ([]ResultOutcome, error) {
+	out, err := c.complete(ctx, s, results)
+	if refusesErrorCodes(err) && slices.ContainsFunc(results, func(r TaskResult) bool { return r.ErrorCode != "" }) {
+		// A server older than error codes refuses the field as unknown:
+		// the results matter more than their codes, so they go again
+		// without them (and an invalid code, which the agent never sends,
+		// cannot lose a batch either).
+		return c.complete(ctx, s, withoutErrorCodes(results))
+	}
+	return out, err
+}
+
+// refusesErrorCodes says whether err is a 422 naming a result's error_code.
+func refusesErrorCodes(err error) bool {
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusUnprocessableEntity {
+		return false
+	}
+	return slices.ContainsFunc(se.Problem.Errors, func(e ProblemError) bool {
+		return strings.HasSuffix(e.Location, ".error_code")
+	})
+}
+
+func withoutErrorCodes(results []TaskResult) []TaskResult {
+	out := slices.Clone(results)
+	for i := range out {
+		out[i].ErrorCode = ""
+	}
+	return out
+}
+
+func (c *ClientServer) complete(ctx context.Context, s Session, results []TaskResult) ([]ResultOutcome, error) {
 	id, err := agentID(s)
 	if err != nil {
 		return nil, err
@@ -348,6 +386,9 @@ func clientResults(results []TaskResult) ([]client.TaskResult, error) {
 		}
 		if r.Error != "" {
 			out[i].Error = &r.Error
+		}
+		if r.ErrorCode != "" {
+			out[i].ErrorCode = &r.ErrorCode
 		}
 	}
 	return out, nil

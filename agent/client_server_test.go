@@ -228,3 +228,47 @@ func TestNewClientServerRejectsBadURL(t *testing.T) {
 		require.Error(t, err, u)
 	}
 }
+
+// A server older than error codes refuses the field as an unexpected
+// property (the answer below is what ax serve gives for one): the agent
+// sends the results again without their codes instead of losing them.
+func TestClientServerCompleteWithoutErrorCodesForOlderServers(t *testing.T) {
+	t.Parallel()
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(raw))
+		if strings.Contains(string(raw), `"error_code"`) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"title":"Unprocessable Entity","status":422,"detail":"validation failed",`+
+				`"errors":[{"location":"body.results[1].error_code","message":"unexpected property"}]}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"results":[{"task_id":"`+taskUUID+`","status":"accepted"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClientServer(srv.URL+"/", nil)
+	require.NoError(t, err)
+
+	out, err := c.Complete(context.Background(), session, []TaskResult{
+		{TaskID: taskUUID, LeaseToken: tokenUUID, State: StateSucceeded},
+		{TaskID: taskUUID, LeaseToken: tokenUUID, State: StateFailed, Error: "exit code 3", ErrorCode: "exit_3"}})
+	require.NoError(t, err)
+	require.Equal(t, []ResultOutcome{{TaskID: taskUUID, Status: OutcomeAccepted}}, out)
+	require.Len(t, bodies, 2)
+	require.Contains(t, bodies[0], `"error_code":"exit_3"`)
+	require.JSONEq(t, `{"results":[`+
+		`{"task_id":"`+taskUUID+`","lease_token":"`+tokenUUID+`","state":"succeeded"},`+
+		`{"task_id":"`+taskUUID+`","lease_token":"`+tokenUUID+`","state":"failed","error":"exit code 3"}]}`, bodies[1])
+
+	// Any other 422 is the caller's to see.
+	c, _ = canned(t, http.StatusUnprocessableEntity, `{"title":"Unprocessable Entity","status":422,`+
+		`"errors":[{"location":"body.results[0].state","message":"unexpected value"}]}`)
+	_, err = c.Complete(context.Background(), session, []TaskResult{
+		{TaskID: taskUUID, LeaseToken: tokenUUID, State: StateFailed, ErrorCode: "exit_3"}})
+	var se *StatusError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, http.StatusUnprocessableEntity, se.Code)
+}

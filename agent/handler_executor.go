@@ -35,7 +35,7 @@ func (e *handlerExecutor) execute(ctx context.Context, t LeasedTask, out *taskOu
 func callHandler(ctx context.Context, fn HandlerFunc, t Task) (res Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+			err = WithErrorCode("handler_panic", fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack()))
 		}
 	}()
 	return fn(ctx, t)

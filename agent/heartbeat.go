@@ -33,6 +33,9 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	cpu, load1, mem := a.load.sample()
 	hb := Heartbeat{Tasks: a.running.refs(), Running: a.running.executingCount(),
 		CPU: cpu, Load1: load1, Memory: mem, Ready: a.ready.Load()}
+	if free, ok := diskFree(a.cfg.DiskPath); ok {
+		hb.DiskFreeBytes = &free
+	}
 	// A heartbeat that takes longer than the interval is overtaken by the
 	// next one: give up on it then.
 	ctx, cancel := context.WithTimeout(ctx, a.heartbeatInterval())

@@ -48,17 +48,18 @@ func (e *httpExecutor) execute(ctx context.Context, t LeasedTask, _ *taskOutput,
 	log.DebugContext(ctx, "calling URL", "method", req.Method, "url", req.URL.Redacted())
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("error calling %s: %w", req.URL.Redacted(), err)
+		return nil, WithErrorCode(httpTransportErrorCode(err), fmt.Errorf("error calling %s: %w", req.URL.Redacted(), err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPResultBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("error reading the answer of %s: %w", req.URL.Redacted(), err)
+		return nil, WithErrorCode(httpTransportErrorCode(err),
+			fmt.Errorf("error reading the answer of %s: %w", req.URL.Redacted(), err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		status, _ := json.Marshal(map[string]int{"status": resp.StatusCode})
-		return status, fmt.Errorf("%s %s answered %s: %s", req.Method, req.URL.Redacted(), resp.Status,
-			strings.TrimSpace(string(truncateBytes(body, 1024))))
+		return status, WithErrorCode(httpStatusErrorCode(resp.StatusCode), fmt.Errorf("%s %s answered %s: %s",
+			req.Method, req.URL.Redacted(), resp.Status, strings.TrimSpace(string(truncateBytes(body, 1024)))))
 	}
 	return bodyResult(body), nil
 }

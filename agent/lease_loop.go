@@ -140,7 +140,8 @@ func (a *Agent) runTask(ctx context.Context, t LeasedTask) {
 	if res.State == StateSucceeded {
 		level = slog.LevelDebug
 	}
-	log.Log(ctx, level, "task finished", "state", res.State, "duration_ms", millis(time.Since(began)), "error", res.Error)
+	log.Log(ctx, level, "task finished", "state", res.State, "duration_ms", millis(time.Since(began)), "error", res.Error,
+		"error_code", res.ErrorCode)
 }
 
 // execute runs t with its executor and then waits for its output to be
@@ -174,12 +175,12 @@ func outcome(ctx context.Context, t LeasedTask, result json.RawMessage, err erro
 	case errors.Is(cause, errCancelledByServer):
 		r.State, r.Error = StateCancelled, "cancelled by the server: "+err.Error()
 	case errors.Is(cause, errTimedOut):
-		r.State, r.Error = StateTimedOut, fmt.Sprintf("timed out after %d s: %v", t.TimeoutSeconds, err)
+		r.State, r.Error, r.ErrorCode = StateTimedOut, fmt.Sprintf("timed out after %d s: %v", t.TimeoutSeconds, err), errorCodeTimeout
 	default:
-		r.State, r.Error = StateFailed, err.Error()
+		r.State, r.Error, r.ErrorCode = StateFailed, err.Error(), errorCodeOf(err)
 	}
 	if len(r.Result) > maxResultBytes {
-		r.State, r.Result = StateFailed, nil
+		r.State, r.Result, r.ErrorCode = StateFailed, nil, errorCodeResultTooLarge
 		r.Error = fmt.Sprintf("result is %d bytes, more than the %d allowed; %s", len(result), maxResultBytes, r.Error)
 	}
 	r.Error = truncateText(r.Error, maxErrorBytes)

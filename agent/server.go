@@ -60,6 +60,10 @@ type Registration struct {
 	Version string `json:"version,omitempty"`
 	// Executors are the task kinds the agent accepts.
 	Executors []string `json:"executors,omitempty"`
+	// HostName and HostIP say where the agent runs; HostIP "" lets the
+	// server use the address the registration came from.
+	HostName string `json:"host_name,omitempty"`
+	HostIP   string `json:"host_ip,omitempty"`
 }
 
 // Credentials are what a registered agent uses from then on.
@@ -125,7 +129,10 @@ type Heartbeat struct {
 	CPU     float64   `json:"cpu,omitempty"`
 	Load1   float64   `json:"load1,omitempty"`
 	Memory  float64   `json:"memory,omitempty"`
-	Ready   bool      `json:"ready"`
+	// DiskFreeBytes is the free space of the agent's work disk; nil when
+	// it cannot tell.
+	DiskFreeBytes *int64 `json:"disk_free_bytes,omitempty"`
+	Ready         bool   `json:"ready"`
 }
 
 // HeartbeatReply says which leases the agent still holds.
@@ -152,6 +159,10 @@ type TaskResult struct {
 	State      string          `json:"state"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      string          `json:"error,omitempty"`
+	// ErrorCode is the failure's machine-readable reason: exit_<n>,
+	// signal_<name>, http_<status>, connect, timeout, or a handler's
+	// (WithErrorCode). Empty for a success.
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // Outcomes of a reported result.
@@ -187,12 +198,15 @@ type StatusError struct {
 
 // Problem is an RFC 9457 problem document.
 type Problem struct {
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Errors []struct {
-		Location string `json:"location"`
-		Message  string `json:"message"`
-	} `json:"errors"`
+	Title  string         `json:"title"`
+	Detail string         `json:"detail"`
+	Errors []ProblemError `json:"errors"`
+}
+
+// ProblemError is one entry of a problem's errors: which field, and why.
+type ProblemError struct {
+	Location string `json:"location"`
+	Message  string `json:"message"`
 }
 
 func (e *StatusError) Error() string {

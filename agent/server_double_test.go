@@ -32,14 +32,15 @@ type serverDouble struct {
 	settings Credentials
 
 	// What the agent did, in order.
-	events     []string
-	leases     []LeaseRequest
-	heartbeats []Heartbeat
-	completes  [][]TaskResult
-	results    []TaskResult
-	logs       []LogChunk
-	released   []TaskRef
-	deregs     int
+	events        []string
+	registrations []Registration
+	leases        []LeaseRequest
+	heartbeats    []Heartbeat
+	completes     [][]TaskResult
+	results       []TaskResult
+	logs          []LogChunk
+	released      []TaskRef
+	deregs        int
 }
 
 func newServerDouble() *serverDouble {
@@ -104,6 +105,7 @@ func (d *serverDouble) Register(_ context.Context, key string, reg Registration)
 		return Credentials{}, fmt.Errorf("register: %w", ErrUnauthorized)
 	}
 	d.agents++
+	d.registrations = append(d.registrations, reg)
 	d.token = fmt.Sprintf("token-%d", d.agents)
 	c := d.settings
 	c.AgentID, c.Token = fmt.Sprintf("agent-%d", d.agents), d.token

@@ -91,9 +91,9 @@ func exitResult(waitErr error, tail *tailBuffer) (json.RawMessage, error) {
 		ExitCode int    `json:"exit_code"`
 		Signal   string `json:"signal,omitempty"`
 	}{}
-	what := ""
+	what, code := "", ""
 	if exitErr != nil {
-		res.ExitCode, res.Signal, what = describeExit(exitErr)
+		res.ExitCode, res.Signal, what, code = describeExit(exitErr)
 	}
 	result, err := json.Marshal(res)
 	if err != nil || res.ExitCode == 0 {
@@ -102,16 +102,18 @@ func exitResult(waitErr error, tail *tailBuffer) (json.RawMessage, error) {
 	if stderr := strings.TrimSpace(tail.String()); stderr != "" {
 		what += ": " + stderr
 	}
-	return result, errors.New(what)
+	return result, WithErrorCode(code, errors.New(what))
 }
 
-// describeExit reports a killed command like a shell does: exit code
-// 128+signal.
-func describeExit(e *exec.ExitError) (code int, signal, what string) {
+// describeExit reports a killed command like a shell does, exit code
+// 128+signal, with the error code signal_<name> (exit_<n> for a command
+// that exited).
+func describeExit(e *exec.ExitError) (exitCode int, signal, what, errorCode string) {
 	if ws, ok := e.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal()), ws.Signal().String(), "killed by signal " + ws.Signal().String()
+		return 128 + int(ws.Signal()), ws.Signal().String(), "killed by signal " + ws.Signal().String(),
+			signalErrorCode(ws.Signal())
 	}
-	return e.ExitCode(), "", "exit code " + strconv.Itoa(e.ExitCode())
+	return e.ExitCode(), "", "exit code " + strconv.Itoa(e.ExitCode()), exitErrorCode(e.ExitCode())
 }
 
 // taskEnv is what a command learns about its task.

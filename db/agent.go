@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,15 @@ type Agent struct {
 	RegisteredAt    time.Time
 	LastHeartbeatAt time.Time
 	QuarantinedAt   *time.Time
+	// Load is the agent's smoothed load: the busiest of running/capacity,
+	// CPU and memory use, averaged over the server's smoothing window.
+	Load float64
+	// DiskFreeBytes is the free space of its work disk at its last
+	// heartbeat; nil when it did not say.
+	DiskFreeBytes *int64
+	// HostName and HostIP are where it runs, as it registered (HostIP ""
+	// when unknown).
+	HostName, HostIP string
 	// Recent is the agent's record over AgentList's window.
 	Recent AgentRecord
 }
@@ -66,6 +76,7 @@ func AgentInsert(ctx context.Context, e Executor, a *Agent) (*Agent, error) {
 		ID: a.ID, Name: a.Name, Labels: labels, Capacity: int32(a.Capacity), Weight: int32(max(a.Weight, 1)),
 		Version: a.Version, ApiKeyID: a.APIKeyID, RegisteredBy: a.RegisteredBy,
 		Executors: cmpSlice(a.Executors, DefaultExecutors), LabelBound: a.LabelBound,
+		HostName: a.HostName, HostIp: a.HostIP,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error inserting agent: %w", mapErr(err))
@@ -86,14 +97,24 @@ func AgentGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Agent, error)
 type AgentLoad struct {
 	Running         int
 	CPU, Load1, Mem float64
+	DiskFreeBytes   *int64 // nil: not reported
 	Ready           *bool
+	// Smoothing is how long a sample keeps weighing on the agent's smoothed
+	// load (the time constant of its exponential moving average); not
+	// reported by the agent but set by the server. Defaults to
+	// DefaultLoadSmoothing.
+	Smoothing time.Duration
 }
+
+// DefaultLoadSmoothing is the default AgentLoad.Smoothing: 3 minutes.
+const DefaultLoadSmoothing = 3 * time.Minute
 
 // AgentHeartbeat records that an agent is alive and its load; it returns
 // the agent's state. now, when set, replaces the database clock (tests).
 func AgentHeartbeat(ctx context.Context, e Executor, id uuid.UUID, l *AgentLoad, now *time.Time) (string, error) {
 	st, err := queries.AgentHeartbeat(ctx, e, dbsqlc.AgentHeartbeatParams{
 		ID: id, Now: now, Running: int32(l.Running), Cpu: l.CPU, Load1: l.Load1, Memory: l.Mem, Ready: l.Ready,
+		DiskFreeBytes: l.DiskFreeBytes, SmoothingSeconds: cmp.Or(l.Smoothing, DefaultLoadSmoothing).Seconds(),
 	})
 	if err != nil {
 		return "", fmt.Errorf("error recording heartbeat of agent %s: %w", id, mapErr(err))
@@ -158,7 +179,8 @@ func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*Agent,
 			Version: r.Version, State: r.State, Ready: r.Ready, ApiKeyID: r.ApiKeyID, Running: r.Running,
 			Cpu: r.Cpu, Load1: r.Load1, Memory: r.Memory, RegisteredAt: r.RegisteredAt,
 			LastHeartbeatAt: r.LastHeartbeatAt, Weight: r.Weight, QuarantinedAt: r.QuarantinedAt,
-			Executors: r.Executors, RegisteredBy: r.RegisteredBy, DrainedAt: r.DrainedAt, LabelBound: r.LabelBound},
+			Executors: r.Executors, RegisteredBy: r.RegisteredBy, DrainedAt: r.DrainedAt, LabelBound: r.LabelBound,
+			Load: r.Load, DiskFreeBytes: r.DiskFreeBytes, HostName: r.HostName, HostIp: r.HostIp},
 			int(r.Leased))
 		if err != nil {
 			return nil, err
@@ -185,7 +207,11 @@ func agentFromRow(r dbsqlc.AxAgent, leased int) (*Agent, error) {
 		State: AgentState(r.State), QuarantinedAt: utcPtr(r.QuarantinedAt), DrainedAt: utcPtr(r.DrainedAt),
 		Executors: r.Executors, RegisteredBy: r.RegisteredBy, LabelBound: r.LabelBound,
 		Ready: r.Ready, APIKeyID: r.ApiKeyID, Running: int(r.Running), Leased: leased, CPU: r.Cpu,
-		Load1: r.Load1, Mem: r.Memory, RegisteredAt: r.RegisteredAt.UTC(), LastHeartbeatAt: r.LastHeartbeatAt.UTC()}
+		Load1: r.Load1, Mem: r.Memory, RegisteredAt: r.RegisteredAt.UTC(), LastHeartbeatAt: r.LastHeartbeatAt.UTC(),
+		Load: r.Load, DiskFreeBytes: r.DiskFreeBytes, HostName: r.HostName}
+	if r.HostIp != nil {
+		a.HostIP = r.HostIp.String()
+	}
 	if err := json.Unmarshal(r.Labels, &a.Labels); err != nil {
 		return nil, fmt.Errorf("error decoding labels of agent %s: %w", r.ID, err)
 	}
@@ -200,16 +226,30 @@ type Candidate struct {
 	LabelBound      bool     // takes no untargeted job
 	Capacity        int
 	Weight          int
-	Healthy         bool // active and ready (not quarantined)
-	Running         int  // the larger of reported and leased
-	CPU, Load1      float64
+	Healthy         bool    // active and ready (not quarantined)
+	Running         int     // the larger of reported and leased
+	Load            float64 // smoothed: see Agent.Load
 	AvgTaskDuration time.Duration
 }
 
+// CandidateQuery says which agents AgentListCandidates returns and how
+// their average task duration is measured.
+type CandidateQuery struct {
+	// Live is how recently a candidate must have heartbeated.
+	Live time.Duration
+	// DurationWindow is how far back successes count toward the average
+	// task duration, of at most DurationSample of the latest.
+	DurationWindow time.Duration
+	DurationSample int
+	// Now, when set, replaces the database clock (tests).
+	Now *time.Time
+}
+
 // AgentListCandidates returns the active or quarantined agents heard
-// from within live; now, when set, replaces the database clock (tests).
-func AgentListCandidates(ctx context.Context, e Executor, live time.Duration, now *time.Time) ([]*Candidate, error) {
-	rows, err := queries.AgentListCandidates(ctx, e, dbsqlc.AgentListCandidatesParams{LiveSeconds: live.Seconds(), Now: now})
+// from within q.Live.
+func AgentListCandidates(ctx context.Context, e Executor, q *CandidateQuery) ([]*Candidate, error) {
+	rows, err := queries.AgentListCandidates(ctx, e, dbsqlc.AgentListCandidatesParams{LiveSeconds: q.Live.Seconds(), Now: q.Now,
+		DurationWindowSeconds: q.DurationWindow.Seconds(), DurationSample: int32(q.DurationSample)})
 	if err != nil {
 		return nil, fmt.Errorf("error listing routing candidates: %w", mapErr(err))
 	}
@@ -217,7 +257,7 @@ func AgentListCandidates(ctx context.Context, e Executor, live time.Duration, no
 	for i, r := range rows {
 		c := &Candidate{ID: r.ID, Executors: r.Executors, LabelBound: r.LabelBound, Capacity: int(r.Capacity), Weight: int(r.Weight),
 			Healthy: r.State == dbsqlc.AxAgentStateActive && r.Ready, Running: int(max(r.Running, r.Leased)),
-			CPU: r.Cpu, Load1: r.Load1, AvgTaskDuration: time.Duration(r.AvgSeconds * float64(time.Second))}
+			Load: r.Load, AvgTaskDuration: time.Duration(r.AvgSeconds * float64(time.Second))}
 		if err := json.Unmarshal(r.Labels, &c.Labels); err != nil {
 			return nil, fmt.Errorf("error decoding labels of agent %s: %w", r.ID, err)
 		}
@@ -231,24 +271,33 @@ type QuarantinePolicy struct {
 	Window      time.Duration // how far back outcomes count
 	MinResults  int           // fewer outcomes than this never quarantine
 	FailureRate float64       // failed / all at or above this quarantines
+	// ErrorShare, when above 0, also quarantines an agent whose failures
+	// matching ErrorCodes make up this share of its outcomes or more:
+	// codes that say the machine is at fault (a full disk, an OOM kill) warrant a quarantine well before a job's own failures would.
+	ErrorShare float64
+	// ErrorCodes are the error codes a failure must carry to count
+	// toward ErrorShare; empty: every failure counts.
+	ErrorCodes []string
 }
 
 // QuarantinedAgent is an agent just quarantined, with the numbers why.
 type QuarantinedAgent struct {
 	ID                uuid.UUID
 	Results, Failures int
+	Matching          int // failures matching the policy's ErrorCodes
 }
 
 // AgentQuarantineFailing quarantines active agents that fail per p.
 func AgentQuarantineFailing(ctx context.Context, e Executor, p QuarantinePolicy) ([]QuarantinedAgent, error) {
 	rows, err := queries.AgentQuarantineFailing(ctx, e, dbsqlc.AgentQuarantineFailingParams{
-		WindowSeconds: p.Window.Seconds(), MinResults: int32(p.MinResults), FailureRate: p.FailureRate})
+		WindowSeconds: p.Window.Seconds(), MinResults: int32(p.MinResults), FailureRate: p.FailureRate,
+		ErrorShare: p.ErrorShare, ErrorCodes: nonNilSlice(p.ErrorCodes)})
 	if err != nil {
 		return nil, fmt.Errorf("error quarantining failing agents: %w", mapErr(err))
 	}
 	out := make([]QuarantinedAgent, len(rows))
 	for i, r := range rows {
-		out[i] = QuarantinedAgent{ID: r.ID, Results: int(r.Results), Failures: int(r.Failures)}
+		out[i] = QuarantinedAgent{ID: r.ID, Results: int(r.Results), Failures: int(r.Failures), Matching: int(r.Matching)}
 	}
 	return out, nil
 }

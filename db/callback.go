@@ -56,9 +56,12 @@ type CallbackDelivery struct {
 	TraceParent    string // W3C trace context of the run ("" when none)
 	// ShardCounts counts all shards by state; Shards lists the first ones
 	// as JSON objects (index, param, state, attempts, result, error,
-	// started_at, finished_at).
+	// error_code, started_at, finished_at).
 	ShardCounts map[string]int
 	Shards      json.RawMessage
+	// ShardErrorCodes counts the shards that ended without succeeding by
+	// their error code (shards without a code are not counted).
+	ShardErrorCodes map[string]int
 }
 
 // CallbackGetForDelivery returns the delivery state of an execution's
@@ -82,6 +85,9 @@ func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UU
 	d.Secrets = secretList(r.Secret, r.PreviousSecret)
 	if err := json.Unmarshal(r.ShardCounts, &d.ShardCounts); err != nil {
 		return nil, fmt.Errorf("error decoding shard counts of execution %s: %w", executionID, err)
+	}
+	if err := json.Unmarshal(r.ShardErrorCodes, &d.ShardErrorCodes); err != nil {
+		return nil, fmt.Errorf("error decoding shard error codes of execution %s: %w", executionID, err)
 	}
 	return d, nil
 }

@@ -4,6 +4,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,11 +40,53 @@ func IsLockTimeout(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
-// Open connects a pool to url and checks that the server answers.
+// Open connects a pool to url and checks that the server answers. The
+// pool's size is what url says (pool_max_conns, pool_min_conns) or pgx's
+// defaults; OpenPool sets it.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	return OpenPool(ctx, url, PoolSize{})
+}
+
+// PoolSize bounds the connection pool of one process.
+type PoolSize struct {
+	// MaxConns is the most connections the pool opens; requests beyond
+	// wait for one to be released. Zero keeps the url's pool_max_conns, or
+	// pgx's default: the larger of 4 and the number of CPUs.
+	MaxConns int32
+	// MinConns is how many connections the pool keeps open while idle, so
+	// a burst after a quiet spell does not first wait for connects. Zero
+	// keeps the url's pool_min_conns, or none.
+	MinConns int32
+}
+
+// MaxPoolConns bounds PoolSize.MaxConns: far above what one process can
+// use (Postgres itself rarely allows more than a few hundred connections).
+const MaxPoolConns = 1000
+
+func (s PoolSize) validate() error {
+	if s.MaxConns < 0 || s.MaxConns > MaxPoolConns {
+		return fmt.Errorf("pool max conns %d is not between 1 and %d", s.MaxConns, MaxPoolConns)
+	}
+	if s.MinConns < 0 {
+		return fmt.Errorf("pool min conns %d is negative", s.MinConns)
+	}
+	return nil
+}
+
+// OpenPool is Open with the pool sized by size (zero fields keep the
+// url's or pgx's choice).
+func OpenPool(ctx context.Context, url string, size PoolSize) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("error parsing database url: %w", err)
+	}
+	if err := size.validate(); err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = cmp.Or(size.MaxConns, cfg.MaxConns)
+	cfg.MinConns = cmp.Or(size.MinConns, cfg.MinConns)
+	if cfg.MinConns > cfg.MaxConns {
+		return nil, fmt.Errorf("pool min conns %d is more than the max conns %d", cfg.MinConns, cfg.MaxConns)
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "ax"
 	// ax runs short OLTP statements whose row estimates (unnest arrays,

@@ -118,6 +118,15 @@ const (
 	DegradeSkip DegradeAction = "skip"
 )
 
+// TimeoutMode is how a job's tasks get their timeout, ax.timeout_mode.
+type TimeoutMode string
+
+// Timeout modes.
+const (
+	TimeoutFixed    TimeoutMode = "fixed"    // every attempt gets the job's timeout_seconds
+	TimeoutAdaptive TimeoutMode = "adaptive" // from the job's history, see Job.AdaptiveTimeout
+)
+
 // SkipReason is why ticks did not fire, ax.skip_reason.
 type SkipReason string
 

@@ -28,6 +28,7 @@ func TestEnumsMatchSchema(t *testing.T) {
 			strs(dbsqlc.AllAxConcurrencyPolicyValues()...)},
 		"misfire_policy": {strs(MisfireFireOnce, MisfireSkip, MisfireFireAll), strs(dbsqlc.AllAxMisfirePolicyValues()...)},
 		"degrade_action": {strs(DegradeWait, DegradeSkip), strs(dbsqlc.AllAxDegradeActionValues()...)},
+		"timeout_mode":   {strs(TimeoutFixed, TimeoutAdaptive), strs(dbsqlc.AllAxTimeoutModeValues()...)},
 		"skip_reason":    {strs(SkipMisfire, SkipOverlap, SkipPaused, SkipDSTGap), strs(dbsqlc.AllAxSkipReasonValues()...)},
 		"agent_state": {strs(AgentActive, AgentDraining, AgentOffline, AgentQuarantined),
 			strs(dbsqlc.AllAxAgentStateValues()...)},

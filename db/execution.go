@@ -156,9 +156,10 @@ type InsertedExecution struct {
 // ExecutionInsertMany records fires and makes their tasks (one per shard,
 // or for broadcast jobs one per agent live within p.Live), in two
 // set-based statements. A scheduled tick that has an execution already is
-// left out, so a tick fires once whatever races. The new tasks come back
-// for routing.
-func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution, live time.Duration) ([]InsertedExecution, []*NewTask, error) {
+// left out, so a tick fires once whatever races. Runs of jobs with a shard
+// generator get the params render makes (nil: such a run fails). The new
+// tasks come back for routing.
+func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution, live time.Duration, render ShardParamsFunc) ([]InsertedExecution, []*NewTask, error) {
 	if len(execs) == 0 {
 		return nil, nil, nil
 	}
@@ -180,15 +181,23 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 	}
 	out := make([]InsertedExecution, len(rows))
 	ids := make([]uuid.UUID, len(rows))
+	gens := make([]generatorRow, len(rows))
 	for i, r := range rows {
 		out[i] = InsertedExecution{ID: r.ID, JobID: r.JobID, ScheduledFor: r.ScheduledFor.UTC(), FiredAt: r.FiredAt.UTC()}
 		ids[i] = r.ID
+		gens[i] = generatorRow{executionID: r.ID, jobID: r.JobID, kind: r.ShardGenerator, window: r.ShardWindowSeconds,
+			timezone: r.Timezone, count: int(r.ShardCount), scheduledFor: r.ScheduledFor}
 	}
 	if len(ids) == 0 {
 		return out, nil, nil
 	}
+	genIDs, genParams, err := generatedParams(gens, render)
+	if err != nil {
+		return nil, nil, err
+	}
 	taskRows, err := queries.TaskInsertForExecutions(ctx, e, dbsqlc.TaskInsertForExecutionsParams{
-		ExecutionIds: ids, LiveSeconds: live.Seconds()})
+		ExecutionIds: ids, LiveSeconds: live.Seconds(), GeneratedIds: genIDs, GeneratedParams: genParams,
+		MeasureMaxAgeSeconds: AdaptiveTimeoutMeasureMaxAge.Seconds(), MeasureMaxJobs: AdaptiveTimeoutMeasuresPerFire})
 	if err != nil {
 		return nil, nil, fmt.Errorf("error inserting tasks: %w", mapErr(err))
 	}

@@ -97,7 +97,7 @@ func historyMismatches(t *testing.T, pool *pgxpool.Pool) []string {
 		for i, n := range names {
 			selected[i] = p.alias + "." + n
 		}
-		sel := fmt.Sprintf("SELECT %s, keep[", strings.Join(selected, ", "))
+		sel := fmt.Sprintf("SELECT %s, k.until", strings.Join(selected, ", "))
 		if !strings.Contains(def, insert) || !strings.Contains(def, sel) {
 			out = append(out, "ax.history_move does not copy the columns of "+p.live)
 		}

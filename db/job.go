@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,8 +33,11 @@ type Job struct {
 	ShardParams     []string
 	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
 	// a parameter get: [0, 2^32) by default (FillDefaults).
-	ShardRangeFrom         int64
-	ShardRangeTo           int64
+	ShardRangeFrom int64
+	ShardRangeTo   int64
+	// ShardGenerator, when set, makes each run's shard params from the fire
+	// instead of ShardParams or the range.
+	ShardGenerator         *ShardGenerator
 	Priority               int
 	TimeoutSeconds         int
 	RetryMaxAttempts       int
@@ -47,8 +51,11 @@ type Job struct {
 	// DegradeAction is what the job's tasks do while their class's
 	// priority floor is above them: wait (default) or skip.
 	DegradeAction DegradeAction
-	CallbackURL   string
-	Params        json.RawMessage // object handed to every run
+	// TimeoutMode is fixed (every attempt gets TimeoutSeconds) or
+	// adaptive (see Job.AdaptiveTimeout; TimeoutSeconds is then the ceiling).
+	TimeoutMode TimeoutMode
+	CallbackURL string
+	Params      json.RawMessage // object handed to every run
 	// SigningSecret is set only in what JobService.Create returns: the
 	// job's new whsec_ secret, shown once.
 	SigningSecret string
@@ -67,6 +74,10 @@ type Job struct {
 	// fire the job because a fire of it failed; an update clears them.
 	SetAsideAt     *time.Time
 	SetAsideReason string
+
+	// TimeoutMeasure is the last measure of the job's history, from
+	// ax.job_timeout_measure; nil before a fire of it as an adaptive job.
+	TimeoutMeasure *TimeoutMeasure
 }
 
 // Agentless reports whether ax serve itself runs the job's tasks instead
@@ -94,7 +105,7 @@ func JobInsert(ctx context.Context, e Executor, job *Job) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error inserting trigger: %w", mapErr(err))
 	}
-	return jobFromRow(row, trig, "")
+	return jobFromRow(row, trig, "", nil)
 }
 
 // JobUpdate replaces the definition of job.ID and sets its next fire time;
@@ -117,7 +128,8 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		ConcurrencyPolicy: p.ConcurrencyPolicy, MisfirePolicy: p.MisfirePolicy,
 		MisfireWindowSeconds: p.MisfireWindowSeconds, MisfireMaxFires: p.MisfireMaxFires,
 		RateLimitClass: p.RateLimitClass, CallbackUrl: p.CallbackUrl, Params: p.Params,
-		DegradeAction: p.DegradeAction, Agentless: p.Agentless,
+		DegradeAction: p.DegradeAction, Agentless: p.Agentless, TimeoutMode: p.TimeoutMode,
+		ShardGenerator: p.ShardGenerator, ShardWindowSeconds: p.ShardWindowSeconds,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -126,7 +138,13 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jobFromRow(row, *trig, "")
+	var measure *TimeoutMeasure
+	if job.TimeoutMode == TimeoutAdaptive {
+		if measure, err = JobTimeoutMeasureGet(ctx, e, job.ID); err != nil {
+			return nil, err
+		}
+	}
+	return jobFromRow(row, *trig, "", measure)
 }
 
 // JobGetByID returns one job.
@@ -135,7 +153,8 @@ func JobGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error getting job %s: %w", id, mapErr(err))
 	}
-	return jobFromRow(row.AxJob, row.AxTrigger, row.LastState)
+	return jobFromRow(row.AxJob, row.AxTrigger, row.LastState,
+		timeoutMeasure(row.TimeoutSamples, row.TimeoutP95Ms, row.TimeoutComputedAt))
 }
 
 // JobGetByIDForUpdate returns one job and locks its rows until the
@@ -145,7 +164,8 @@ func JobGetByIDForUpdate(ctx context.Context, e Executor, id uuid.UUID) (*Job, e
 	if err != nil {
 		return nil, fmt.Errorf("error locking job %s: %w", id, mapErr(err))
 	}
-	return jobFromRow(row.AxJob, row.AxTrigger, row.LastState)
+	return jobFromRow(row.AxJob, row.AxTrigger, row.LastState,
+		timeoutMeasure(row.TimeoutSamples, row.TimeoutP95Ms, row.TimeoutComputedAt))
 }
 
 // JobListParams filters and pages JobList. Nil filters match everything.
@@ -168,7 +188,8 @@ func JobList(ctx context.Context, e Executor, p *JobListParams) ([]*Job, error) 
 	}
 	jobs := make([]*Job, 0, len(rows))
 	for _, r := range rows {
-		j, err := jobFromRow(r.AxJob, r.AxTrigger, r.LastState)
+		j, err := jobFromRow(r.AxJob, r.AxTrigger, r.LastState,
+			timeoutMeasure(r.TimeoutSamples, r.TimeoutP95Ms, r.TimeoutComputedAt))
 		if err != nil {
 			return nil, err
 		}
@@ -202,6 +223,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 	if err != nil {
 		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding executor: %w", err)
 	}
+	generator, window := generatorColumns(j.ShardGenerator)
 	return dbsqlc.JobInsertParams{
 		ID: j.ID, Name: j.Name, GroupName: j.Group, Owner: j.Owner, Description: j.Description,
 		TriggerKind: dbsqlc.AxTriggerKind(j.TriggerKind), CronExpr: nilIfEmpty(j.CronExpr),
@@ -217,11 +239,13 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
 		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(j.DegradeAction),
-		Agentless: j.Agentless(),
+		Agentless: j.Agentless(), ShardGenerator: generator, ShardWindowSeconds: window,
+		// A definition made before timeout modes (zero) is fixed.
+		TimeoutMode: dbsqlc.AxTimeoutMode(cmp.Or(j.TimeoutMode, TimeoutFixed)),
 	}, nil
 }
 
-func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, error) {
+func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *TimeoutMeasure) (*Job, error) {
 	j := &Job{
 		ID: r.ID, Name: r.Name, Group: r.GroupName, Owner: r.Owner, Description: r.Description,
 		TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
@@ -230,6 +254,7 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		RouteStrategy: RouteStrategy(r.RouteStrategy), RouteKey: r.RouteKey,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), TimeoutSeconds: int(r.TimeoutSeconds),
 		ShardRangeFrom: r.ShardRangeFrom, ShardRangeTo: r.ShardRangeTo,
+		ShardGenerator:   generatorFromColumns(r.ShardGenerator, r.ShardWindowSeconds),
 		RetryMaxAttempts: int(r.RetryMaxAttempts), RetryBackoffSeconds: int(r.RetryBackoffSeconds),
 		RetryBackoffMaxSeconds: int(r.RetryBackoffMaxSeconds),
 		ConcurrencyPolicy:      ConcurrencyPolicy(r.ConcurrencyPolicy), MisfirePolicy: MisfirePolicy(r.MisfirePolicy),
@@ -240,6 +265,7 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string) (*Job, err
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
 		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),
 		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason),
+		TimeoutMode: TimeoutMode(r.TimeoutMode), TimeoutMeasure: measure,
 	}
 	var err error
 	if j.Executor, err = executorConfigFromJSON(r.Executor); err != nil {

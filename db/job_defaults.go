@@ -10,7 +10,7 @@ const (
 	DefaultShardCount             = 1
 	DefaultShardRangeTo           = 1 << 32 // the default shard range is the 32-bit hash space [0, 2^32)
 	DefaultTimeoutSeconds         = 3600
-	DefaultRetryMaxAttempts       = 1
+	DefaultRetryMaxAttempts       = 4 // the first and 3 retries: after 5, 10 and 20 s (base 2 from DefaultRetryBackoffSeconds)
 	DefaultRetryBackoffSeconds    = 5
 	DefaultRetryBackoffMaxSeconds = 600 // or the backoff, when that is longer
 	DefaultMisfireWindowSeconds   = 86400
@@ -39,6 +39,7 @@ func (j *Job) FillDefaults() {
 		j.ShardRangeTo = DefaultShardRangeTo
 	}
 	j.TimeoutSeconds = cmp.Or(j.TimeoutSeconds, j.defaultTimeoutSeconds())
+	j.TimeoutMode = cmp.Or(j.TimeoutMode, TimeoutFixed)
 	j.RetryMaxAttempts = cmp.Or(j.RetryMaxAttempts, DefaultRetryMaxAttempts)
 	j.RetryBackoffSeconds = cmp.Or(j.RetryBackoffSeconds, DefaultRetryBackoffSeconds)
 	j.RetryBackoffMaxSeconds = cmp.Or(j.RetryBackoffMaxSeconds, max(DefaultRetryBackoffMaxSeconds, j.RetryBackoffSeconds))

@@ -24,6 +24,7 @@ type Task struct {
 	Priority          int
 	Attempt           int
 	MaxAttempts       int
+	LostLeases        int // leases lost with their agent: runs again that used up no attempt
 	TimeoutSeconds    int
 	NotBefore         time.Time
 	StartedAt         *time.Time
@@ -31,6 +32,7 @@ type Task struct {
 	CancelRequestedAt *time.Time
 	Result            json.RawMessage
 	Error             string
+	ErrorCode         string // "" when the outcome carried none (see MaxErrorCodeLength)
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -47,10 +49,10 @@ func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID)
 			ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
 			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, State: TaskState(r.State),
 			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
-			TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
+			LostLeases: int(r.LostLeases), TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 			CancelRequestedAt: utcPtr(r.CancelRequestedAt), Result: r.Result, Error: deref(r.Error),
-			CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+			ErrorCode: deref(r.ErrorCode), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		}
 	}
 	return out, nil
@@ -266,6 +268,10 @@ type TaskResult struct {
 	State  TaskState // succeeded, failed or cancelled
 	Result json.RawMessage
 	Error  string
+	// ErrorCode is the outcome's machine-readable reason ("" for none):
+	// exit_3, signal_killed, http_503, connect, timeout… It must pass
+	// queue.ValidErrorCode; the database refuses anything else.
+	ErrorCode string
 }
 
 // CompletedTask is a result that was recorded; State is the task's state
@@ -274,6 +280,7 @@ type CompletedTask struct {
 	ID          uuid.UUID
 	ExecutionID uuid.UUID
 	State       TaskState
+	ErrorCode   string // as recorded ("" for none)
 	// Finalized is true when this result ended its execution.
 	Finalized bool
 }
@@ -302,6 +309,7 @@ func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results [
 		p.States = append(p.States, string(r.State))
 		p.Results = append(p.Results, []byte(r.Result))
 		p.Errors = append(p.Errors, r.Error)
+		p.ErrorCodes = append(p.ErrorCodes, r.ErrorCode)
 	}
 	rows, err := queries.TaskComplete(ctx, e, p)
 	if err != nil {
@@ -311,7 +319,7 @@ func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results [
 	var single dbsqlc.ExecutionEndSingleParams
 	var several []uuid.UUID
 	for i, r := range rows {
-		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: TaskState(r.State)}
+		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: TaskState(r.State), ErrorCode: r.ErrorCode}
 		switch {
 		case r.State == dbsqlc.AxTaskStatePending: // a retry cannot end its execution
 		case r.ShardTotal == 1:
@@ -392,14 +400,32 @@ func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int
 type Reaped struct {
 	Expired  int // leases that ran out (agent dead or partitioned)
 	TimedOut int // tasks past their timeout
-	Retried  int // of both, tasks pending again for another attempt
+	Retried  int // of both, tasks pending again (another attempt, or the same after a lost lease)
+	Lost     int // of the expired, leases lost with their agent (offline or silent)
+	LostOut  int // of the lost, tasks failed because their lost leases reached the cap
 }
 
-// TaskReapExpired ends up to max expired leases and overdue tasks and
-// finalizes the executions that ended with them; now, when set, replaces
-// the database clock (tests).
-func TaskReapExpired(ctx context.Context, e Executor, max int, now *time.Time) (Reaped, error) {
-	rows, err := queries.TaskReapExpired(ctx, e, dbsqlc.TaskReapExpiredParams{Max: int32(max), Now: now})
+// ReapPolicy says how TaskReapExpired judges what it reaps.
+type ReapPolicy struct {
+	// Max bounds the tasks one call reaps.
+	Max int
+	// SilentFor is how long an agent not yet offline must have been
+	// silent for its expired leases to count as lost with it (a lease).
+	SilentFor time.Duration
+	// MaxLostLeases is the lost lease that fails a task (error "lost: …")
+	// instead of running it again on the same attempt.
+	MaxLostLeases int
+	// Now, when set, replaces the database clock (tests).
+	Now *time.Time
+}
+
+// TaskReapExpired ends up to p.Max expired leases and overdue tasks and
+// finalizes the executions that ended with them. A lease lost with its
+// agent runs again without using up an attempt, up to p.MaxLostLeases
+// (see the query).
+func TaskReapExpired(ctx context.Context, e Executor, p ReapPolicy) (Reaped, error) {
+	rows, err := queries.TaskReapExpired(ctx, e, dbsqlc.TaskReapExpiredParams{Max: int32(p.Max), Now: p.Now,
+		SilentSeconds: p.SilentFor.Seconds(), MaxLostLeases: int32(p.MaxLostLeases)})
 	if err != nil {
 		return Reaped{}, fmt.Errorf("error reaping expired leases: %w", mapErr(err))
 	}
@@ -414,6 +440,12 @@ func TaskReapExpired(ctx context.Context, e Executor, max int, now *time.Time) (
 		}
 		if row.State == dbsqlc.AxTaskStatePending {
 			r.Retried++
+		}
+		if row.Lost {
+			r.Lost++
+			if row.State == dbsqlc.AxTaskStateFailed {
+				r.LostOut++
+			}
 		}
 	}
 	return r, ExecutionFinalize(ctx, e, execs)

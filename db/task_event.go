@@ -22,6 +22,10 @@ type TaskEvent struct {
 	Stream      string
 	Message     string
 	At          time.Time
+	// WorkerHost and WorkerIP are the host name and IP of the agent behind
+	// a state event (lease, result, release, reaped lease), as it
+	// registered; empty when unknown or for other events.
+	WorkerHost, WorkerIP string
 }
 
 // TaskEventListParams selects a page of an execution's events.
@@ -49,7 +53,7 @@ func TaskEventListByExecution(ctx context.Context, e Executor, p *TaskEventListP
 	for i, r := range rows {
 		out[i] = &TaskEvent{ID: r.ID, TaskID: r.TaskID, ExecutionID: r.ExecutionID, ShardIndex: int(r.ShardIndex),
 			Attempt: int(r.Attempt), Kind: TaskEventKind(r.Kind), AgentID: r.AgentID, Stream: deref(r.Stream),
-			Message: r.Message, At: r.At.UTC()}
+			Message: r.Message, At: r.At.UTC(), WorkerHost: r.WorkerHost, WorkerIP: r.WorkerIp}
 		if r.State != nil {
 			out[i].State = TaskState(*r.State)
 		}

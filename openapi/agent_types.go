@@ -15,6 +15,10 @@ type AgentRegistration struct {
 	// Executors default to handler and http when absent: shell runs only
 	// on agents that ask for it.
 	Executors []string `json:"executors,omitempty" enum:"shell,http,handler" maxItems:"3" uniqueItems:"true" example:"[\"handler\",\"http\"]" doc:"Task kinds it accepts (AX_EXECUTORS); default handler and http. It is never handed a task of another kind: shell tasks need an agent that lists shell"`
+	// HostName and HostIP say where the agent runs: recorded on the task
+	// events of its leases and results.
+	HostName string `json:"host_name,omitempty" maxLength:"255" pattern:"^[A-Za-z0-9._-]*$" example:"worker-17.example.com" doc:"Host name of the machine it runs on"`
+	HostIP   string `json:"host_ip,omitempty" maxLength:"45" example:"10.0.3.17" doc:"IP of the machine (v4 or v6); default the address the server sees the registration come from"`
 }
 
 // AgentCredentials are what a registered agent uses from then on.
@@ -69,7 +73,9 @@ type AgentHeartbeat struct {
 	CPU     float64   `json:"cpu,omitempty" minimum:"0" doc:"CPU utilisation 0..1"`
 	Load1   float64   `json:"load1,omitempty" minimum:"0" doc:"1-minute load average per core"`
 	Memory  float64   `json:"memory,omitempty" minimum:"0" doc:"Memory utilisation 0..1"`
-	Ready   *bool     `json:"ready,omitempty" doc:"False while the agent's executors are not usable; it then gets no tasks"`
+	// DiskFreeBytes is nil when the agent cannot tell.
+	DiskFreeBytes *int64 `json:"disk_free_bytes,omitempty" minimum:"0" doc:"Free bytes on the disk the agent works on"`
+	Ready         *bool  `json:"ready,omitempty" doc:"False while the agent's executors are not usable; it then gets no tasks"`
 }
 
 // HeartbeatReply tells the agent which leases it still holds.
@@ -88,6 +94,7 @@ type TaskResult struct {
 	State      string          `json:"state" enum:"succeeded,failed,timed_out,cancelled" doc:"timed_out: the agent stopped it at its timeout; retried like a failure"`
 	Result     json.RawMessage `json:"result,omitempty" doc:"Any JSON the task produced"`
 	Error      string          `json:"error,omitempty" maxLength:"65536"`
+	ErrorCode  string          `json:"error_code,omitempty" maxLength:"64" pattern:"^[a-z0-9_.-]*$" example:"exit_3" doc:"A short machine-readable reason beside error, for a result that did not succeed: up to 64 of a-z 0-9 _ . - (agents report exit_<n>, signal_<name>, http_<status>, connect, timeout)"`
 }
 
 // CompleteRequest reports several results at once.

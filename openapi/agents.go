@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,31 @@ type agentHandlers struct {
 
 type agentRegisterInput struct {
 	Body AgentRegistration
+	peer string // the address the request came from
+}
+
+// Resolve records the caller's address: the agent's IP when it names
+// none.
+func (in *agentRegisterInput) Resolve(ctx huma.Context) []error {
+	in.peer = ctx.RemoteAddr()
+	return nil
+}
+
+// hostIP is the IP an agent registers with: the one it names, else the
+// address its registration came from; "" when neither is an IP.
+func (in *agentRegisterInput) hostIP() (string, error) {
+	if in.Body.HostIP != "" {
+		ip, err := netip.ParseAddr(in.Body.HostIP)
+		if err != nil || ip.Zone() != "" {
+			return "", huma.Error422UnprocessableEntity("invalid host IP", &huma.ErrorDetail{
+				Location: "body.host_ip", Value: in.Body.HostIP, Message: "not an IPv4 or IPv6 address"})
+		}
+		return ip.Unmap().String(), nil
+	}
+	if peer, err := netip.ParseAddrPort(in.peer); err == nil {
+		return peer.Addr().Unmap().WithZone("").String(), nil
+	}
+	return "", nil
 }
 
 type agentRegisterOutput struct {
@@ -86,6 +112,10 @@ type AgentInfo struct {
 	CPU             float64           `json:"cpu"`
 	Load1           float64           `json:"load1"`
 	Memory          float64           `json:"memory"`
+	Load            float64           `json:"load" doc:"Smoothed load routing reads: the busiest of running/capacity, CPU and memory use, averaged over the server's smoothing window (3 minutes by default)"`
+	DiskFreeBytes   *int64            `json:"disk_free_bytes,omitempty" doc:"Free bytes on its work disk at its last heartbeat"`
+	HostName        string            `json:"host_name,omitempty" doc:"Host it runs on, as it registered"`
+	HostIP          string            `json:"host_ip,omitempty" doc:"IP of that host: as it registered, else where its registration came from"`
 	Version         string            `json:"version"`
 	RegisteredAt    time.Time         `json:"registered_at"`
 	LastHeartbeatAt time.Time         `json:"last_heartbeat_at"`
@@ -103,7 +133,7 @@ type AgentRecentRecord struct {
 	SuccessRate        float64 `json:"success_rate" doc:"succeeded / (succeeded + failed); 1 when it has no outcomes"`
 	Served             int64   `json:"served" doc:"Tasks it leased"`
 	Routed             int64   `json:"routed" doc:"Of those, tasks routed to it (preferred or unassigned), not taken over from another agent"`
-	AvgDurationSeconds float64 `json:"avg_duration_seconds" doc:"Mean duration of its last 50 successful tasks"`
+	AvgDurationSeconds float64 `json:"avg_duration_seconds" doc:"Mean duration, from lease to result, of its last 50 successful tasks"`
 }
 
 type agentListOutput struct {
@@ -164,6 +194,10 @@ func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInpu
 	if err := checkLabelBinding(caller, in.Body.Labels); err != nil {
 		return nil, err
 	}
+	hostIP, err := in.hostIP()
+	if err != nil {
+		return nil, err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
@@ -177,7 +211,8 @@ func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInpu
 	}
 	agent, err := h.agents.Register(ctx, &db.Agent{ID: id, Name: in.Body.Name, Labels: in.Body.Labels,
 		Capacity: in.Body.Capacity, Weight: in.Body.Weight, Version: in.Body.Version, APIKeyID: key.ID,
-		RegisteredBy: &caller.ID, Executors: in.Body.Executors, LabelBound: caller.Labels != nil})
+		RegisteredBy: &caller.ID, Executors: in.Body.Executors, LabelBound: caller.Labels != nil,
+		HostName: in.Body.HostName, HostIP: hostIP})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +327,8 @@ func (h *agentHandlers) heartbeat(ctx context.Context, in *heartbeatInput) (*hea
 		return nil, err
 	}
 	res, err := h.agents.Heartbeat(ctx, agentID, refs, &db.AgentLoad{Running: in.Body.Running,
-		CPU: in.Body.CPU, Load1: in.Body.Load1, Mem: in.Body.Memory, Ready: in.Body.Ready})
+		CPU: in.Body.CPU, Load1: in.Body.Load1, Mem: in.Body.Memory, DiskFreeBytes: in.Body.DiskFreeBytes,
+		Ready: in.Body.Ready})
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +347,11 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 		if err != nil {
 			return nil, err
 		}
-		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskState(r.State), Result: r.Result, Error: r.Error}
+		if err := checkErrorCode(fmt.Sprintf("body.results[%d].error_code", i), r.State, r.ErrorCode); err != nil {
+			return nil, err
+		}
+		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskState(r.State), Result: r.Result, Error: r.Error,
+			ErrorCode: r.ErrorCode}
 	}
 	done, err := h.agents.Complete(ctx, agentID, results)
 	if err != nil {
@@ -410,7 +450,8 @@ func (h *agentHandlers) list(ctx context.Context, _ *struct{}) (*agentListOutput
 	for _, a := range agents {
 		out.Body.Agents = append(out.Body.Agents, AgentInfo{ID: a.ID.String(), Name: a.Name, Labels: a.Labels,
 			State: string(a.State), Ready: a.Ready, Capacity: a.Capacity, Weight: a.Weight, Running: a.Leased, CPU: a.CPU,
-			Load1: a.Load1, Memory: a.Mem, Version: a.Version, RegisteredAt: a.RegisteredAt,
+			Load1: a.Load1, Memory: a.Mem, Load: a.Load, DiskFreeBytes: a.DiskFreeBytes, HostName: a.HostName,
+			HostIP: a.HostIP, Version: a.Version, RegisteredAt: a.RegisteredAt,
 			LastHeartbeatAt: a.LastHeartbeatAt, Executors: a.Executors, QuarantinedAt: a.QuarantinedAt,
 			DrainedAt: a.DrainedAt, Recent: recentRecord(a.Recent)})
 	}

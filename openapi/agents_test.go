@@ -135,7 +135,9 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 
 	first := a.lease(1, 5)
 	require.Len(t, first, 1)
-	// a goes silent past its lease; the reaper gives the task back.
+	// a's lease runs out (moved back) though a itself was heard from just
+	// now: the reaper gives the task back as a failed attempt (a lease
+	// lost with a silent agent would keep the attempt: recovery_test.go).
 	_, err := env.pool.Exec(context.Background(),
 		`UPDATE ax.task SET lease_expires_at = lease_expires_at - interval '2 seconds' WHERE id = $1`, first[0]["task_id"])
 	require.NoError(t, err)
@@ -214,6 +216,7 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	env := setupWithAgents(t, dispatch.AgentConfig{})
 	job := cronJob("slow", "0 0 * * *", "UTC")
 	job["timeout_seconds"] = 1
+	job["retry"] = map[string]any{"max_attempts": 1} // the timeout is final
 	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
 	a := env.registerAgent("a", nil, 1)
 	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)

@@ -104,6 +104,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
 	registerPatches(api)
+	registerCallbackWebhook(api)
 	if cfg.MetricsHandler != nil {
 		metrics := cfg.MetricsHandler
 		if cfg.MetricsAuth {

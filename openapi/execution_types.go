@@ -9,41 +9,45 @@ import (
 
 // Execution is one fire of a job: the status the trigger API points to.
 type Execution struct {
-	ID                string     `json:"id" format:"uuid" doc:"Execution id: the idempotency key handed to every task and callback"`
-	JobID             string     `json:"job_id" format:"uuid"`
-	Cause             string     `json:"cause" enum:"schedule,catch_up,manual" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API"`
-	State             string     `json:"state" enum:"pending,running,succeeded,failed,timed_out,cancelled"`
-	ScheduledFor      time.Time  `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted)"`
-	FiredAt           time.Time  `json:"fired_at" doc:"When it was created; fired_at - scheduled_for is the fire lag"`
-	Misfired          bool       `json:"misfired" doc:"The tick was missed and fired late under the misfire policy"`
-	Params            Params     `json:"params" doc:"The run's params, exactly as given"`
-	ShardCount        int        `json:"shard_count"`
-	Priority          int        `json:"priority"`
-	StartedAt         *time.Time `json:"started_at,omitempty"`
-	FinishedAt        *time.Time `json:"finished_at,omitempty"`
-	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
-	CancelReason      string     `json:"cancel_reason,omitempty"`
-	Error             string     `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
-	TraceParent       string     `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
-	StatusURL         string     `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
-	Callback          *Callback  `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
-	Tasks             []Task     `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
+	ID                string         `json:"id" format:"uuid" doc:"Execution id: the idempotency key handed to every task and callback"`
+	JobID             string         `json:"job_id" format:"uuid"`
+	Cause             string         `json:"cause" enum:"schedule,catch_up,manual" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API"`
+	State             string         `json:"state" enum:"pending,running,succeeded,failed,timed_out,cancelled"`
+	ScheduledFor      time.Time      `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted)"`
+	FiredAt           time.Time      `json:"fired_at" doc:"When it was created; fired_at - scheduled_for is the fire lag"`
+	Misfired          bool           `json:"misfired" doc:"The tick was missed and fired late under the misfire policy"`
+	Params            Params         `json:"params" doc:"The run's params, exactly as given"`
+	ShardCount        int            `json:"shard_count"`
+	Priority          int            `json:"priority"`
+	StartedAt         *time.Time     `json:"started_at,omitempty"`
+	FinishedAt        *time.Time     `json:"finished_at,omitempty"`
+	CancelRequestedAt *time.Time     `json:"cancel_requested_at,omitempty"`
+	CancelReason      string         `json:"cancel_reason,omitempty"`
+	Error             string         `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
+	TraceParent       string         `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
+	StatusURL         string         `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
+	Callback          *Callback      `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
+	Tasks             []Task         `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
+	ErrorCodes        map[string]int `json:"error_codes,omitempty" doc:"How many shards ended without succeeding, by error code; shards without a code are not counted (shown when getting one execution)" example:"{\"exit_3\": 2, \"signal_killed\": 1}"`
 }
 
 // Task is one shard of an execution.
 type Task struct {
-	ID          string          `json:"id" format:"uuid"`
-	ShardIndex  int             `json:"shard_index"`
-	ShardTotal  int             `json:"shard_total"`
-	ShardParam  string          `json:"shard_param,omitempty"`
-	State       string          `json:"state" enum:"pending,leased,running,succeeded,failed,timed_out,cancelled"`
-	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts"`
-	NotBefore   time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff)"`
-	StartedAt   *time.Time      `json:"started_at,omitempty"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty" doc:"What the task reported"`
-	Error       string          `json:"error,omitempty"`
+	ID             string          `json:"id" format:"uuid"`
+	ShardIndex     int             `json:"shard_index"`
+	ShardTotal     int             `json:"shard_total"`
+	ShardParam     string          `json:"shard_param,omitempty"`
+	State          string          `json:"state" enum:"pending,leased,running,succeeded,failed,timed_out,cancelled"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	LostLeases     int             `json:"lost_leases" doc:"Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting \"lost:\""`
+	TimeoutSeconds int             `json:"timeout_seconds" doc:"Limit on the current attempt (with timeout_mode adaptive: from the job's history, doubled after a timeout)"`
+	NotBefore      time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff)"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty" doc:"What the task reported"`
+	Error          string          `json:"error,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty" example:"exit_3" doc:"Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, or what a handler or target reported"`
 }
 
 // SkippedFire is a run of ticks that did not fire, with why.
@@ -68,9 +72,16 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, Task{
 			ID: t.ID.String(), ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam,
-			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, NotBefore: t.NotBefore,
-			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error,
+			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, LostLeases: t.LostLeases,
+			TimeoutSeconds: t.TimeoutSeconds, NotBefore: t.NotBefore,
+			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error, ErrorCode: t.ErrorCode,
 		})
+		if t.ErrorCode != "" && t.State.Ended() && t.State != db.TaskSucceeded {
+			if out.ErrorCodes == nil {
+				out.ErrorCodes = map[string]int{}
+			}
+			out.ErrorCodes[t.ErrorCode]++
+		}
 	}
 	return out, nil
 }

@@ -305,6 +305,8 @@ type TaskEvent struct {
 	Kind       string    `json:"kind" enum:"state,log"`
 	State      string    `json:"state,omitempty"`
 	AgentID    string    `json:"agent_id,omitempty"`
+	WorkerHost string    `json:"worker_host,omitempty" doc:"Host name of the agent behind a state event (lease, result, release, reaped lease), as it registered"`
+	WorkerIP   string    `json:"worker_ip,omitempty" doc:"IP of that agent's host, as it registered"`
 	Stream     string    `json:"stream,omitempty"`
 	Message    string    `json:"message,omitempty" doc:"Output (log) or reason (state)"`
 	At         time.Time `json:"at"`
@@ -347,7 +349,8 @@ func (h *executionHandlers) logs(ctx context.Context, in *executionLogsInput) (*
 	out.Body.Events = make([]TaskEvent, 0, len(page.Events))
 	for _, e := range page.Events {
 		ev := TaskEvent{ID: e.ID, TaskID: e.TaskID.String(), ShardIndex: e.ShardIndex, Attempt: e.Attempt,
-			Kind: string(e.Kind), State: string(e.State), Stream: e.Stream, Message: e.Message, At: e.At}
+			Kind: string(e.Kind), State: string(e.State), Stream: e.Stream, Message: e.Message, At: e.At,
+			WorkerHost: e.WorkerHost, WorkerIP: e.WorkerIP}
 		if e.AgentID != nil {
 			ev.AgentID = e.AgentID.String()
 		}

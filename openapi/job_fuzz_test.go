@@ -38,6 +38,7 @@ var jobFuzzSeeds = []string{
 	`{"name":"h","trigger":{"kind":"manual"},"executor":{"kind":"http","url":"http://127.0.0.1:9/x","body":"{{json (json .params)}}"}}`,
 	`{"name":"m","trigger":{"kind":"cron","cron":"*/5 * * * * *"},"executor":{"kind":"shell","command":"x"},"misfire":{"policy":"fire_all","window_seconds":60,"max_fires":3},"retry":{"max_attempts":3,"backoff_seconds":1}}`,
 	`{"name":"r","trigger":{"kind":"cron","cron":"* * * * * *"},"executor":{"kind":"shell","command":"x"},"concurrency_policy":"replace","priority":-1000,"timeout_seconds":604800}`,
+	`{"name":"t","trigger":{"kind":"cron","cron":"* * * * * *"},"executor":{"kind":"shell","command":"x"},"timeout_mode":"adaptive","timeout_seconds":5,"shards":{"count":3}}`,
 }
 
 // jobFuzzMaxBytes is the API's limit on a job body.

@@ -2,6 +2,9 @@ package openapi
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -32,10 +35,13 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 		MisfirePolicy:          db.MisfirePolicy(misfire.Policy),
 		MisfireWindowSeconds:   misfire.WindowSeconds, MisfireMaxFires: misfire.MaxFires,
 		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: json.RawMessage(j.Params),
-		DegradeAction: db.DegradeAction(j.DegradeAction),
+		DegradeAction: db.DegradeAction(j.DegradeAction), TimeoutMode: db.TimeoutMode(j.TimeoutMode),
 	}
 	if out.ExecutorKind == db.ExecutorHTTP { // the schema's default fills method for every kind
 		out.Executor.Method = j.Executor.Method
+	}
+	if g := shards.Generator; g != nil {
+		out.ShardGenerator = &db.ShardGenerator{Kind: db.ShardGeneratorKind(g.Kind), WindowSeconds: g.WindowSeconds}
 	}
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
@@ -50,13 +56,13 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
 		Trigger: JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
 			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
-		Executor: jobExecutorFromDB(j.ExecutorKind, &j.Executor),
-		Target:   &JobTarget{Labels: j.TargetLabels},
-		Route:    &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},
-		Shards: &JobShards{Count: j.ShardCount, Params: j.ShardParams,
-			Range: &ShardRange{From: j.ShardRangeFrom, To: j.ShardRangeTo}},
+		Executor:          jobExecutorFromDB(j.ExecutorKind, &j.Executor),
+		Target:            &JobTarget{Labels: j.TargetLabels},
+		Route:             &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},
+		Shards:            jobShardsFromDB(j),
 		Priority:          j.Priority,
 		TimeoutSeconds:    j.TimeoutSeconds,
+		TimeoutMode:       string(j.TimeoutMode),
 		Retry:             &JobRetry{MaxAttempts: j.RetryMaxAttempts, BackoffSeconds: j.RetryBackoffSeconds, BackoffMaxSeconds: j.RetryBackoffMaxSeconds},
 		ConcurrencyPolicy: string(j.ConcurrencyPolicy),
 		Misfire:           &JobMisfire{Policy: string(j.MisfirePolicy), WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
@@ -76,7 +82,52 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	if j.CallbackURL != "" {
 		out.Callback = &JobCallback{URL: j.CallbackURL}
 	}
+	if j.TimeoutMode == db.TimeoutAdaptive {
+		out.AdaptiveTimeout = adaptiveTimeoutFromDB(j)
+	}
 	return out, nil
+}
+
+// jobShardsFromDB shows how a stored job splits its runs: a generator
+// shows without the range it does not use, so the job can be PUT back.
+func jobShardsFromDB(j *db.Job) *JobShards {
+	if g := j.ShardGenerator; g != nil {
+		return &JobShards{Count: j.ShardCount, Generator: &JobShardGenerator{Kind: string(g.Kind), WindowSeconds: g.WindowSeconds}}
+	}
+	return &JobShards{Count: j.ShardCount, Params: j.ShardParams, Range: &ShardRange{From: j.ShardRangeFrom, To: j.ShardRangeTo}}
+}
+
+// adaptiveTimeoutFromDB shows the timeout a new task of adaptive job j
+// gets, and why.
+func adaptiveTimeoutFromDB(j *db.Job) *JobAdaptiveTimeout {
+	m := j.TimeoutMeasure
+	secs, basis := j.AdaptiveTimeout()
+	out := &JobAdaptiveTimeout{TimeoutSeconds: secs, Basis: string(basis)}
+	if m != nil {
+		out.Samples, out.MeasuredAt = m.Samples, &m.ComputedAt
+	}
+	if basis == db.TimeoutBasisNoHistory {
+		out.Explanation = fmt.Sprintf("no successful attempt measured yet: timeout_seconds, %d s, the start value", secs)
+		return out
+	}
+	p95 := m.P95.Seconds()
+	out.P95Seconds = &p95
+	times := fmt.Sprintf("3 × P95 of %d successful attempts (3 × %s = %s)", m.Samples,
+		seconds(m.P95), seconds(db.AdaptiveTimeoutFactor*m.P95))
+	switch basis {
+	case db.TimeoutBasisFloor:
+		out.Explanation = fmt.Sprintf("%s is under the %d s floor: %d s", times, db.AdaptiveTimeoutMinSeconds, secs)
+	case db.TimeoutBasisCeiling:
+		out.Explanation = fmt.Sprintf("%s is over timeout_seconds, the ceiling: %d s", times, secs)
+	default:
+		out.Explanation = fmt.Sprintf("%s, rounded up: %d s", times, secs)
+	}
+	return out
+}
+
+// seconds writes d in seconds to the millisecond, without trailing zeros.
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }
 
 // jobExecutorFromDB shows a stored executor of kind.

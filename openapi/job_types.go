@@ -20,6 +20,7 @@ type Job struct {
 	Shards            *JobShards   `json:"shards,omitempty" doc:"How a run splits into tasks"`
 	Priority          int          `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Higher leases first"`
 	TimeoutSeconds    int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" doc:"Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent"`
+	TimeoutMode       string       `json:"timeout_mode,omitempty" enum:"fixed,adaptive" default:"fixed" doc:"fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value"`
 	Retry             *JobRetry    `json:"retry,omitempty" doc:"Retries of a failed task"`
 	ConcurrencyPolicy string       `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
 	Misfire           *JobMisfire  `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
@@ -29,17 +30,18 @@ type Job struct {
 	Params            Params       `json:"params,omitempty" doc:"Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
 	SigningSecret     string       `json:"signing_secret,omitempty" readOnly:"true" doc:"The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)"`
 
-	Paused           bool       `json:"paused" readOnly:"true" doc:"Paused jobs do not fire; see pause and resume"`
-	PausedAt         *time.Time `json:"paused_at,omitempty" readOnly:"true"`
-	NextFireAt       *time.Time `json:"next_fire_at,omitempty" readOnly:"true" doc:"When it fires next (UTC); absent when it will not fire on its own"`
-	LastFireAt       *time.Time `json:"last_fire_at,omitempty" readOnly:"true" doc:"When it last fired"`
-	LastScheduledFor *time.Time `json:"last_scheduled_for,omitempty" readOnly:"true" doc:"Scheduled time of the last fire"`
-	LastExecutionID  string     `json:"last_execution_id,omitempty" readOnly:"true" format:"uuid" doc:"The last fire's execution"`
-	LastState        string     `json:"last_state,omitempty" readOnly:"true" doc:"State of the last fire's execution"`
-	SetAsideAt       *time.Time `json:"set_aside_at,omitempty" readOnly:"true" doc:"When the scheduler stopped firing the job because a fire of it failed (see set_aside_reason); updating the job clears it"`
-	SetAsideReason   string     `json:"set_aside_reason,omitempty" readOnly:"true" doc:"Why the job was set aside: the error its last fire met"`
-	CreatedAt        time.Time  `json:"created_at" readOnly:"true"`
-	UpdatedAt        time.Time  `json:"updated_at" readOnly:"true"`
+	Paused           bool                `json:"paused" readOnly:"true" doc:"Paused jobs do not fire; see pause and resume"`
+	PausedAt         *time.Time          `json:"paused_at,omitempty" readOnly:"true"`
+	NextFireAt       *time.Time          `json:"next_fire_at,omitempty" readOnly:"true" doc:"When it fires next (UTC); absent when it will not fire on its own"`
+	LastFireAt       *time.Time          `json:"last_fire_at,omitempty" readOnly:"true" doc:"When it last fired"`
+	LastScheduledFor *time.Time          `json:"last_scheduled_for,omitempty" readOnly:"true" doc:"Scheduled time of the last fire"`
+	LastExecutionID  string              `json:"last_execution_id,omitempty" readOnly:"true" format:"uuid" doc:"The last fire's execution"`
+	LastState        string              `json:"last_state,omitempty" readOnly:"true" doc:"State of the last fire's execution"`
+	SetAsideAt       *time.Time          `json:"set_aside_at,omitempty" readOnly:"true" doc:"When the scheduler stopped firing the job because a fire of it failed (see set_aside_reason); updating the job clears it"`
+	SetAsideReason   string              `json:"set_aside_reason,omitempty" readOnly:"true" doc:"Why the job was set aside: the error its last fire met"`
+	AdaptiveTimeout  *JobAdaptiveTimeout `json:"adaptive_timeout,omitempty" readOnly:"true" doc:"With timeout_mode adaptive: the timeout a new task gets now, and how it was computed"`
+	CreatedAt        time.Time           `json:"created_at" readOnly:"true"`
+	UpdatedAt        time.Time           `json:"updated_at" readOnly:"true"`
 }
 
 // JobTrigger says when a job fires.
@@ -75,9 +77,17 @@ type JobRoute struct {
 
 // JobShards splits a run into tasks.
 type JobShards struct {
-	Count  int         `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
-	Params []string    `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its part of range as \"from-to\""`
-	Range  *ShardRange `json:"range,omitempty" doc:"Range split among shards that have no param; defaults to the 32-bit hash space [0, 4294967296)"`
+	Count     int                `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
+	Params    []string           `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its part of range as \"from-to\", or what generator makes"`
+	Range     *ShardRange        `json:"range,omitempty" doc:"Range split among shards that have no param; defaults to the 32-bit hash space [0, 4294967296); absent with a generator"`
+	Generator *JobShardGenerator `json:"generator,omitempty" doc:"Makes each run's shard params from the fire instead of params or range (see POST /v1/jobs/{id}/shards/preview)"`
+}
+
+// JobShardGenerator makes each shard's param from the fire: a JSON object
+// as a string, in shard_param.
+type JobShardGenerator struct {
+	Kind          string `json:"kind" enum:"time_window,mod" doc:"time_window: shard i of count gets the i-th of count equal windows of window_seconds ending at the run's scheduled time, as {\"from\":\"…\",\"to\":\"…\"} (RFC 3339 with the job's local offset, from included, to excluded); a window of whole days is split in local wall-clock time (a day across a DST change is 23 or 25 hours: the skipped hour's window is empty, the repeated hour's holds both passes), any other window in equal absolute spans. mod: shard i of count gets {\"modulus\":count,\"residue\":i}, to take the ids with id % modulus = residue"`
+	WindowSeconds int    `json:"window_seconds,omitempty" minimum:"1" maximum:"31622400" example:"86400" doc:"Span the windows split (kind time_window, required): at most 366 days, a multiple of shards.count"`
 }
 
 // ShardRange is a half-open integer range [from, to) that shards split
@@ -87,9 +97,11 @@ type ShardRange struct {
 	To   int64 `json:"to" example:"1000000" doc:"End of the range (excluded)"`
 }
 
-// JobRetry says how failed tasks are retried.
+// JobRetry says how failed tasks are retried. Left out, a task gets 3
+// retries, 5, 10 and 20 s apart (35 s of waiting in all). A lease lost
+// with its agent is not a failure and uses up no attempt.
 type JobRetry struct {
-	MaxAttempts       int `json:"max_attempts,omitempty" minimum:"1" maximum:"100" default:"1" doc:"Attempts per task, the first included"`
+	MaxAttempts       int `json:"max_attempts,omitempty" minimum:"1" maximum:"100" default:"4" doc:"Attempts per task, the first included (1: never retried). A run again after a lease lost with its agent uses up none"`
 	BackoffSeconds    int `json:"backoff_seconds,omitempty" minimum:"1" maximum:"86400" default:"5" doc:"Wait before the first retry; doubles each retry"`
 	BackoffMaxSeconds int `json:"backoff_max_seconds,omitempty" minimum:"1" maximum:"86400" default:"600" doc:"Longest wait between retries"`
 }
@@ -105,4 +117,16 @@ type JobMisfire struct {
 // JobCallback says where results are announced.
 type JobCallback struct {
 	URL string `json:"url" maxLength:"2048" format:"uri" example:"https://example.com/ax-callback" doc:"Absolute http(s) URL that receives a signed POST when a run ends"`
+}
+
+// JobAdaptiveTimeout is the current timeout of an adaptive job and how it
+// was computed. A fire measures the job's history again when the last
+// measure is older than a minute.
+type JobAdaptiveTimeout struct {
+	TimeoutSeconds int        `json:"timeout_seconds" doc:"What the first attempt of a new task gets"`
+	Basis          string     `json:"basis" enum:"no_history,p95,floor,ceiling" doc:"What decided it: no_history (no measured success: timeout_seconds, the start value), p95 (3 × P95, rounded up to whole seconds), floor (3 × P95 was under 5 s), ceiling (3 × P95 was over timeout_seconds)"`
+	Samples        int        `json:"samples" doc:"Successful attempts measured: the latest, at most 100, none older than 24 h"`
+	P95Seconds     *float64   `json:"p95_seconds,omitempty" doc:"Their 95th percentile duration (nearest rank), from lease to result; absent without samples"`
+	MeasuredAt     *time.Time `json:"measured_at,omitempty" doc:"When the history was measured; absent before the first fire as an adaptive job"`
+	Explanation    string     `json:"explanation" example:"3 × P95 of 40 successful attempts (3 × 3.9 s = 11.7 s), rounded up: 12 s" doc:"The computation in words"`
 }

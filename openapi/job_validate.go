@@ -49,6 +49,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 		errs.add(prefix.With("shards.count"), "must be 1 with strategy broadcast: a run has one task per live agent", j.Shards.Count)
 	}
 	j.Shards.validateRange(prefix, &errs)
+	j.Shards.validateGenerator(prefix, j.Route, &errs)
 	if db.ExecutorKind(j.Executor.Kind) == db.ExecutorHTTP && j.Executor.Body != "" {
 		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
 			errs.add(prefix.With("executor.body"), err.Error(), j.Executor.Body)
@@ -66,6 +67,10 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 		errs.add(prefix.With("timeout_seconds"), fmt.Sprintf("must be at most %d for an HTTP job ax sends itself "+
 			"(no target labels): its request holds a server worker; for longer work answer 202 and post the result "+
 			"to the completion URL, or run it on an agent", db.MaxAgentlessTimeoutSeconds), j.TimeoutSeconds)
+	}
+	if db.TimeoutMode(j.TimeoutMode) == db.TimeoutAdaptive && j.TimeoutSeconds != 0 && j.TimeoutSeconds < db.AdaptiveTimeoutMinSeconds {
+		errs.add(prefix.With("timeout_seconds"), fmt.Sprintf("must be at least %d with timeout_mode adaptive: it is the "+
+			"ceiling of a timeout that is at least %d s", db.AdaptiveTimeoutMinSeconds, db.AdaptiveTimeoutMinSeconds), j.TimeoutSeconds)
 	}
 	if j.Callback != nil {
 		if reason := httpURLProblem(j.Callback.URL); reason != "" {
@@ -91,6 +96,45 @@ func (s *JobShards) validateRange(prefix *huma.PathBuffer, errs *fieldErrors) {
 	if count := max(s.Count, 1); len(s.Params) == 0 && width < uint64(count) {
 		errs.add(prefix.With("shards.range"),
 			fmt.Sprintf("spans %d values but shards.count is %d: each shard needs at least one", width, count), r)
+	}
+}
+
+// validateGenerator checks a shard generator against the settings it
+// replaces: no params or range of its own, no broadcast (whose shards are
+// agents), and a time window that splits into whole seconds.
+func (s *JobShards) validateGenerator(prefix *huma.PathBuffer, route *JobRoute, errs *fieldErrors) {
+	if s == nil || s.Generator == nil {
+		return
+	}
+	g := s.Generator
+	at := func(f string) string { return prefix.With("shards." + f) }
+	if len(s.Params) > 0 {
+		errs.add(at("params"), "must be empty with shards.generator: the generator makes each shard's param", s.Params)
+	}
+	if s.Range != nil {
+		errs.add(at("range"), "is not used with shards.generator", s.Range)
+	}
+	if route != nil && db.RouteStrategy(route.Strategy) == db.RouteBroadcast {
+		errs.add(at("generator"), "is not used with strategy broadcast: a run has one task per live agent", g.Kind)
+	}
+	switch kind := db.ShardGeneratorKind(g.Kind); kind {
+	case db.ShardTimeWindow:
+		count := max(s.Count, 1)
+		switch {
+		case g.WindowSeconds < 1 || g.WindowSeconds > db.MaxShardWindowSeconds:
+			errs.add(at("generator.window_seconds"),
+				fmt.Sprintf("is required with kind time_window: 1 to %d (366 days)", db.MaxShardWindowSeconds), g.WindowSeconds)
+		case g.WindowSeconds%count != 0:
+			errs.add(at("generator.window_seconds"),
+				fmt.Sprintf("must be a multiple of shards.count (%d) so every window is a whole number of seconds", count),
+				g.WindowSeconds)
+		}
+	case db.ShardMod:
+		if g.WindowSeconds != 0 {
+			errs.add(at("generator.window_seconds"), "is only used with kind time_window", g.WindowSeconds)
+		}
+	default: // see JobTrigger.validate
+		errs.add(at("generator.kind"), "is required: one of time_window, mod", g.Kind)
 	}
 }
 

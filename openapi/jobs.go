@@ -101,6 +101,7 @@ func (h *jobHandlers) register(api huma.API) {
 		OperationID: "delete-job", Method: http.MethodDelete, Path: "/v1/jobs/{id}", Tags: tags,
 		Summary: "Delete a job", DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound},
 	}, ScopeSubmit), h.delete)
+	h.registerShardPreview(api)
 }
 
 func (h *jobHandlers) create(ctx context.Context, in *jobBodyInput) (*jobCreatedOutput, error) {

@@ -31,7 +31,7 @@ func TestCreateCronJobComputesNextFire(t *testing.T) {
 	require.Equal(t, map[string]any{"kind": "cron", "cron": "0 0 8 * * ?", "timezone": "Asia/Shanghai"}, got["trigger"])
 	// Defaults are spelled out.
 	require.Equal(t, float64(3600), got["timeout_seconds"])
-	require.Equal(t, map[string]any{"max_attempts": float64(1), "backoff_seconds": float64(5), "backoff_max_seconds": float64(600)}, got["retry"])
+	require.Equal(t, map[string]any{"max_attempts": float64(4), "backoff_seconds": float64(5), "backoff_max_seconds": float64(600)}, got["retry"])
 	require.Equal(t, "fire_once", got["misfire"].(map[string]any)["policy"])
 
 	var stored time.Time

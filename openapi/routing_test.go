@@ -212,7 +212,8 @@ func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 		require.NoError(t, err)
 	}
 	bad := env.registerAgent("bad", nil, 10)
-	jobID := env.manualJob("work", nil)
+	// One attempt: every outcome is final, so each run is one result.
+	jobID := env.manualJob("work", func(j map[string]any) { j["retry"] = map[string]any{"max_attempts": 1} })
 	for i := range 10 {
 		env.run(jobID, nil)
 		tasks := bad.lease(1, 0)

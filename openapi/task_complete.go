@@ -23,6 +23,8 @@ type TaskCompletion struct {
 	State  string          `json:"state" enum:"succeeded,failed" doc:"failed is retried per the job's retry policy"`
 	Result json.RawMessage `json:"result,omitempty" doc:"Any JSON: the task's result"`
 	Error  string          `json:"error,omitempty" maxLength:"65536" doc:"Why it failed"`
+	// ErrorCode is the failure's machine-readable reason.
+	ErrorCode string `json:"error_code,omitempty" maxLength:"64" pattern:"^[a-z0-9_.-]*$" example:"quota_exceeded" doc:"With state failed: a short machine-readable reason beside error, up to 64 of a-z 0-9 _ . -"`
 }
 
 // TaskCompletionReply says what the result did.
@@ -114,8 +116,11 @@ func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInp
 		return nil, huma.Error422UnprocessableEntity("result too large", &huma.ErrorDetail{Location: "body.result",
 			Message: fmt.Sprintf("is %d bytes; a result may be %d", len(in.Body.Result), delivery.MaxHTTPResultBytes)})
 	}
+	if err := checkErrorCode("body.error_code", in.Body.State, in.Body.ErrorCode); err != nil {
+		return nil, err
+	}
 	state, err := h.completer.Complete(ctx, db.TaskResult{TaskRef: db.TaskRef{ID: id, Token: token},
-		State: db.TaskState(in.Body.State), Result: in.Body.Result, Error: in.Body.Error})
+		State: db.TaskState(in.Body.State), Result: in.Body.Result, Error: in.Body.Error, ErrorCode: in.Body.ErrorCode})
 	switch {
 	case errors.Is(err, delivery.ErrUnknownHTTPTask):
 		return nil, huma.Error404NotFound(err.Error())

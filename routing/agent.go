@@ -20,12 +20,11 @@ type Agent struct {
 	Capacity int
 	// Running is how many tasks the agent runs now. Negative counts as 0.
 	Running int
-	// CPU is the agent's CPU utilisation, 0 to 1, from its heartbeat. NaN
-	// counts as 0 (unknown).
-	CPU float64
-	// Load1 is the one-minute load average divided by the agent's cores,
-	// from its heartbeat. NaN counts as 0 (unknown).
-	Load1 float64
+	// Load is the agent's smoothed load from its heartbeats: the busiest
+	// of running/capacity, CPU and memory use, averaged over a few minutes
+	// (see dispatch.AgentConfig.LoadSmoothing), 0 to 1 and above when
+	// oversubscribed. NaN counts as 0 (unknown).
+	Load float64
 	// AvgDuration is the agent's recent average task duration; 0 means
 	// unknown, which least_active counts as the average of the known ones.
 	AvgDuration time.Duration
@@ -39,8 +38,7 @@ func (a Agent) normalized() Agent {
 	a.Weight = max(a.Weight, 1)
 	a.Capacity = max(a.Capacity, 1)
 	a.Running = max(a.Running, 0)
-	a.CPU = zeroIfNaN(a.CPU)
-	a.Load1 = zeroIfNaN(a.Load1)
+	a.Load = zeroIfNaN(a.Load)
 	return a
 }
 
@@ -53,10 +51,11 @@ func zeroIfNaN(f float64) float64 {
 	return f
 }
 
-// load is the busiest of the agent's dimensions: a full slot table, a hot
-// CPU or a long run queue each make it a poor place for more work.
+// load is the busier of the agent's slot table now (Running counts the
+// tasks just routed to it) and its smoothed load: full slots, a CPU or a
+// memory hot for minutes each make it a poor place for more work.
 func (a *Agent) load() float64 {
-	return max(float64(a.Running)/float64(a.Capacity), a.CPU, a.Load1)
+	return max(float64(a.Running)/float64(a.Capacity), a.Load)
 }
 
 // lessActive reports whether a is less busy than b for least_active: lower

@@ -18,7 +18,7 @@ func benchAgents(n int) []Agent {
 	for i, id := range testIDs(11, n) {
 		agents[i] = Agent{
 			ID: id, Weight: 1 + r.IntN(4), Capacity: 10, Running: r.IntN(8),
-			CPU: 0.7 * r.Float64(), Load1: 0.7 * r.Float64(),
+			Load:        0.7 * r.Float64(),
 			AvgDuration: time.Duration(r.IntN(1000)) * time.Millisecond, Healthy: true,
 		}
 	}
@@ -34,7 +34,7 @@ func BenchmarkRoute(b *testing.B) {
 	all := benchAgents(agents)
 	overloaded := benchAgents(agents)
 	for i := range overloaded {
-		overloaded[i].CPU = 0.9
+		overloaded[i].Load = 0.9
 	}
 	ring := defaultRouter.NewRing(ringIDs(all))
 	keys, rands := customerKeys()[:4096], benchRands(4096)

@@ -194,15 +194,15 @@ func TestLoadAware(t *testing.T) {
 		{name: "owner under threshold", set: func(p []*Agent) { p[0].Running = 7 }, want: 0},
 		{name: "owner exactly at threshold stays", set: func(p []*Agent) { p[0].Running = 8 }, want: 0},
 		{name: "owner slots full: next", set: func(p []*Agent) { p[0].Running = 9 }, want: 1},
-		{name: "owner CPU hot: next", set: func(p []*Agent) { p[0].CPU = 0.95 }, want: 1},
-		{name: "owner run queue long: next", set: func(p []*Agent) { p[0].Load1 = 1.5 }, want: 1},
-		{name: "owner and next overloaded: third", set: func(p []*Agent) { p[0].CPU, p[1].Running = 0.9, 10 }, want: 2},
-		{name: "next busier than third but under threshold: next", set: func(p []*Agent) { p[0].CPU, p[1].CPU = 0.9, 0.7 }, want: 1},
+		{name: "owner loaded for minutes: next", set: func(p []*Agent) { p[0].Load = 0.95 }, want: 1},
+		{name: "owner oversubscribed: next", set: func(p []*Agent) { p[0].Load = 1.5 }, want: 1},
+		{name: "owner and next overloaded: third", set: func(p []*Agent) { p[0].Load, p[1].Running = 0.9, 10 }, want: 2},
+		{name: "next busier than third but under threshold: next", set: func(p []*Agent) { p[0].Load, p[1].Load = 0.9, 0.7 }, want: 1},
 		{name: "owner unhealthy: next", set: func(p []*Agent) { p[0].Healthy = false }, want: 1},
-		{name: "all overloaded: least loaded", set: func(p []*Agent) { p[0].CPU, p[1].CPU, p[2].CPU = 0.99, 0.85, 0.9 }, want: 1},
-		{name: "all overloaded equally: owner", set: func(p []*Agent) { p[0].CPU, p[1].CPU, p[2].CPU = 0.9, 0.9, 0.9 }, want: 0},
-		{name: "NaN CPU counts as unknown", set: func(p []*Agent) { p[0].CPU = math.NaN() }, want: 0},
-		{name: "threshold 0.95 keeps owner at 0.9", threshold: 0.95, set: func(p []*Agent) { p[0].CPU = 0.9 }, want: 0},
+		{name: "all overloaded: least loaded", set: func(p []*Agent) { p[0].Load, p[1].Load, p[2].Load = 0.99, 0.85, 0.9 }, want: 1},
+		{name: "all overloaded equally: owner", set: func(p []*Agent) { p[0].Load, p[1].Load, p[2].Load = 0.9, 0.9, 0.9 }, want: 0},
+		{name: "NaN load counts as unknown", set: func(p []*Agent) { p[0].Load = math.NaN() }, want: 0},
+		{name: "threshold 0.95 keeps owner at 0.9", threshold: 0.95, set: func(p []*Agent) { p[0].Load = 0.9 }, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

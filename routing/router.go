@@ -10,10 +10,11 @@ import (
 // Config tunes routing. The zero value is the default.
 type Config struct {
 	// LoadThreshold is the load above which load_aware moves a key to its
-	// next preferred agent. An agent's load is the largest of
-	// Running/Capacity, CPU and Load1, so 0.8 means "80% of its slots, its
-	// CPU or its cores are busy"; an agent exactly at the threshold keeps
-	// its keys. Defaults to 0.8.
+	// next preferred agent. An agent's load is the larger of
+	// Running/Capacity and its smoothed Load (the busiest of slots, CPU and
+	// memory over a few minutes), so 0.8 means "80% of its slots, its CPU
+	// or its memory are busy"; an agent exactly at the threshold keeps its
+	// keys. Defaults to 0.8.
 	LoadThreshold float64
 
 	// Slots is how many equal slots the consistent-hash ring is cut into.

@@ -177,6 +177,15 @@ CREATE TYPE ax.task_state AS ENUM (
 );
 
 --
+-- Name: timeout_mode; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.timeout_mode AS ENUM (
+    'fixed',
+    'adaptive'
+);
+
+--
 -- Name: trigger_kind; Type: TYPE; Schema: ax; Owner: -
 --
 
@@ -284,12 +293,14 @@ BEGIN
         RETURN 0;
     END IF;
     INSERT INTO ax.task_history (%1$s, retain_until)
-    SELECT %2$s, keep[array_position(ids, t.execution_id)]
-    FROM ax.task t WHERE t.execution_id = ANY(ids);
+    SELECT %2$s, k.until
+    FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
+    WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
     INSERT INTO ax.execution_history (%3$s, retain_until)
-    SELECT %4$s, keep[array_position(ids, e.id)]
-    FROM ax.execution e WHERE e.id = ANY(ids);
+    SELECT %4$s, k.until
+    FROM ax.execution e JOIN unnest(ids, keep) AS k(id, until) ON k.id = e.id
+    WHERE e.id = ANY(ids);
     DELETE FROM ax.execution e WHERE e.id = ANY(ids);
     RETURN cardinality(ids);
 END $fn$
@@ -312,10 +323,10 @@ DECLARE
     made   integer := 0;
 BEGIN
     SELECT * INTO s FROM ax.history_setting FOR UPDATE;
-    lo := s.made_until;
-    IF lo = '-infinity' THEN
-        lo := date_bin(s.partition_width, now(), timestamptz '2000-01-01 00:00:00+00');
-    END IF;
+    -- From the horizon, but never from the past: rows land at now + a
+    -- retention or later, so a server that was down for days makes no
+    -- partitions for them (and a first call starts at the current slot).
+    lo := greatest(s.made_until, date_bin(s.partition_width, now(), timestamptz '2000-01-01 00:00:00+00'));
     WHILE lo < p_until LOOP
         hi := lo + s.partition_width;
         suffix := to_char(lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MISS');
@@ -365,15 +376,65 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN 0;
     END IF;
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, keep[array_position(ids, t.execution_id)]
-    FROM ax.task t WHERE t.execution_id = ANY(ids);
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, k.until
+    FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
+    WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
     INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until)
-    SELECT e.id, e.job_id, e.cause, e.scheduled_for, e.fired_at, e.misfired, e.state, e.params, e.shard_count, e.priority, e.started_at, e.finished_at, e.cancel_requested_at, e.cancel_reason, e.created_at, e.updated_at, e.error, e.traceparent, keep[array_position(ids, e.id)]
-    FROM ax.execution e WHERE e.id = ANY(ids);
+    SELECT e.id, e.job_id, e.cause, e.scheduled_for, e.fired_at, e.misfired, e.state, e.params, e.shard_count, e.priority, e.started_at, e.finished_at, e.cancel_requested_at, e.cancel_reason, e.created_at, e.updated_at, e.error, e.traceparent, k.until
+    FROM ax.execution e JOIN unnest(ids, keep) AS k(id, until) ON k.id = e.id
+    WHERE e.id = ANY(ids);
     DELETE FROM ax.execution e WHERE e.id = ANY(ids);
     RETURN cardinality(ids);
+END $$;
+
+--
+-- Name: history_set_width(interval); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.history_set_width(p_width interval) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    p        record;
+    kept_to  timestamptz := '-infinity';
+    any_rows boolean;
+BEGIN
+    PERFORM 1 FROM ax.history_setting FOR UPDATE;
+    IF (SELECT partition_width FROM ax.history_setting) = p_width THEN
+        RETURN;
+    END IF;
+    FOR p IN
+        SELECT c.relname, (m.b)[2]::timestamptz AS range_to
+        FROM pg_inherits i
+        JOIN pg_class c ON c.oid = i.inhrelid
+        JOIN pg_class t ON t.oid = i.inhparent
+        CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                                'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+        WHERE t.oid IN ('ax.execution_history'::regclass, 'ax.task_history'::regclass)
+        ORDER BY (m.b)[1]::timestamptz DESC
+    LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM ax.%I)', p.relname) INTO any_rows;
+        IF any_rows THEN
+            kept_to := greatest(kept_to, p.range_to);
+        END IF;
+    END LOOP;
+    FOR p IN
+        SELECT c.relname
+        FROM pg_inherits i
+        JOIN pg_class c ON c.oid = i.inhrelid
+        CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                                'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+        WHERE i.inhparent IN ('ax.execution_history'::regclass, 'ax.task_history'::regclass)
+          AND (m.b)[1]::timestamptz >= kept_to
+    LOOP
+        EXECUTE format('DROP TABLE ax.%I', p.relname);
+    END LOOP;
+    -- Made from the end of the last partition that holds rows on
+    -- (history_make_partitions starts at now when that is past).
+    UPDATE ax.history_setting
+    SET partition_width = p_width, made_until = kept_to, updated_at = now();
 END $$;
 
 --
@@ -435,8 +496,15 @@ CREATE TABLE ax.agent (
     registered_by uuid,
     drained_at timestamp with time zone,
     label_bound boolean DEFAULT false NOT NULL,
+    load double precision DEFAULT 0 NOT NULL,
+    load_at timestamp with time zone,
+    disk_free_bytes bigint,
+    host_name text DEFAULT ''::text NOT NULL,
+    host_ip inet,
     CONSTRAINT agent_capacity_range CHECK (((capacity >= 1) AND (capacity <= 10000))),
+    CONSTRAINT agent_disk_free_bytes_nonnegative CHECK ((disk_free_bytes >= 0)),
     CONSTRAINT agent_executors_known CHECK (((cardinality(executors) > 0) AND (executors <@ ARRAY['shell'::text, 'http'::text, 'handler'::text]))),
+    CONSTRAINT agent_host_name_length CHECK ((length(host_name) <= 255)),
     CONSTRAINT agent_labels_is_object CHECK ((jsonb_typeof(labels) = 'object'::text)),
     CONSTRAINT agent_quarantined_at_set CHECK (((state <> 'quarantined'::ax.agent_state) OR (quarantined_at IS NOT NULL))),
     CONSTRAINT agent_weight_range CHECK (((weight >= 1) AND (weight <= 1000)))
@@ -582,7 +650,10 @@ CREATE TABLE ax.task (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
+    CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT task_pinned_has_agent CHECK (((NOT pinned) OR (preferred_agent_id IS NOT NULL))),
     CONSTRAINT task_shard_index_range CHECK (((shard_index >= 0) AND (shard_index < shard_total)))
@@ -624,6 +695,8 @@ CREATE TABLE ax.task_history (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 )
@@ -664,6 +737,8 @@ CREATE VIEW ax.all_tasks AS
     task.rate_class,
     task.agentless,
     task.log_bytes,
+    task.lost_leases,
+    task.error_code,
     NULL::timestamp with time zone AS retain_until
    FROM ax.task
 UNION ALL
@@ -697,6 +772,8 @@ UNION ALL
     task_history.rate_class,
     task_history.agentless,
     task_history.log_bytes,
+    task_history.lost_leases,
+    task_history.error_code,
     task_history.retain_until
    FROM ax.task_history;
 
@@ -827,7 +904,7 @@ CREATE TABLE ax.job (
     shard_params jsonb DEFAULT '[]'::jsonb NOT NULL,
     priority integer DEFAULT 0 NOT NULL,
     timeout_seconds integer DEFAULT 3600 NOT NULL,
-    retry_max_attempts integer DEFAULT 1 NOT NULL,
+    retry_max_attempts integer DEFAULT 4 NOT NULL,
     retry_backoff_seconds integer DEFAULT 5 NOT NULL,
     retry_backoff_max_seconds integer DEFAULT 600 NOT NULL,
     concurrency_policy ax.concurrency_policy DEFAULT 'allow'::ax.concurrency_policy NOT NULL,
@@ -843,8 +920,12 @@ CREATE TABLE ax.job (
     shard_range_to bigint DEFAULT '4294967296'::bigint NOT NULL,
     degrade_action ax.degrade_action DEFAULT 'wait'::ax.degrade_action NOT NULL,
     agentless boolean NOT NULL,
+    timeout_mode ax.timeout_mode DEFAULT 'fixed'::ax.timeout_mode NOT NULL,
+    shard_generator text,
+    shard_window_seconds integer,
     history_retention interval,
     history_failed_retention interval,
+    CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
@@ -856,8 +937,12 @@ CREATE TABLE ax.job (
     CONSTRAINT job_retry_attempts_range CHECK (((retry_max_attempts >= 1) AND (retry_max_attempts <= 100))),
     CONSTRAINT job_retry_backoff_range CHECK (((retry_backoff_seconds >= 0) AND (retry_backoff_max_seconds >= retry_backoff_seconds))),
     CONSTRAINT job_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
+    CONSTRAINT job_shard_generator_kind CHECK ((shard_generator = ANY (ARRAY['time_window'::text, 'mod'::text]))),
     CONSTRAINT job_shard_params_is_array CHECK ((jsonb_typeof(shard_params) = 'array'::text)),
     CONSTRAINT job_shard_range_order CHECK ((shard_range_from < shard_range_to)),
+    CONSTRAINT job_shard_window_only_time_window CHECK (((NOT (shard_generator IS DISTINCT FROM 'time_window'::text)) = (shard_window_seconds IS NOT NULL))),
+    CONSTRAINT job_shard_window_range CHECK (((shard_window_seconds >= 1) AND (shard_window_seconds <= 31622400))),
+    CONSTRAINT job_shard_window_whole_seconds CHECK (((shard_window_seconds % shard_count) = 0)),
     CONSTRAINT job_target_labels_is_object CHECK ((jsonb_typeof(target_labels) = 'object'::text)),
     CONSTRAINT job_timeout_positive CHECK ((timeout_seconds > 0))
 );
@@ -1933,6 +2018,19 @@ CREATE TABLE ax.job_secret (
 );
 
 --
+-- Name: job_timeout_measure; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.job_timeout_measure (
+    job_id uuid NOT NULL,
+    samples integer NOT NULL,
+    p95_ms bigint,
+    computed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT job_timeout_measure_p95_with_samples CHECK ((((samples = 0) = (p95_ms IS NULL)) AND ((p95_ms IS NULL) OR (p95_ms >= 0)))),
+    CONSTRAINT job_timeout_measure_samples_range CHECK (((samples >= 0) AND (samples <= 100)))
+);
+
+--
 -- Name: nonce; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -2199,7 +2297,11 @@ CREATE TABLE ax.task_event (
     agent_id uuid,
     stream text,
     message text DEFAULT ''::text NOT NULL,
-    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    worker_host text,
+    worker_ip inet,
+    error_code text,
+    duration_ms bigint
 );
 
 --
@@ -2250,6 +2352,8 @@ CREATE TABLE ax.task_h20261201t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2289,6 +2393,8 @@ CREATE TABLE ax.task_h20261202t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2328,6 +2434,8 @@ CREATE TABLE ax.task_h20261203t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2367,6 +2475,8 @@ CREATE TABLE ax.task_h20261204t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2406,6 +2516,8 @@ CREATE TABLE ax.task_h20261205t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2445,6 +2557,8 @@ CREATE TABLE ax.task_h20261206t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2484,6 +2598,8 @@ CREATE TABLE ax.task_h20261207t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2523,6 +2639,8 @@ CREATE TABLE ax.task_h20261208t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2562,6 +2680,8 @@ CREATE TABLE ax.task_h20261209t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2601,6 +2721,8 @@ CREATE TABLE ax.task_h20261210t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2640,6 +2762,8 @@ CREATE TABLE ax.task_h20261211t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2679,6 +2803,8 @@ CREATE TABLE ax.task_h20261212t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2718,6 +2844,8 @@ CREATE TABLE ax.task_h20261213t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2757,6 +2885,8 @@ CREATE TABLE ax.task_h20261214t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2796,6 +2926,8 @@ CREATE TABLE ax.task_h20261215t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2835,6 +2967,8 @@ CREATE TABLE ax.task_h20261216t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2874,6 +3008,8 @@ CREATE TABLE ax.task_h20261217t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2913,6 +3049,8 @@ CREATE TABLE ax.task_h20261218t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2952,6 +3090,8 @@ CREATE TABLE ax.task_h20261219t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -2991,6 +3131,8 @@ CREATE TABLE ax.task_h20261220t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3030,6 +3172,8 @@ CREATE TABLE ax.task_h20261221t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3069,6 +3213,8 @@ CREATE TABLE ax.task_h20261222t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3108,6 +3254,8 @@ CREATE TABLE ax.task_h20261223t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3147,6 +3295,8 @@ CREATE TABLE ax.task_h20261224t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3186,6 +3336,8 @@ CREATE TABLE ax.task_h20261225t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3225,6 +3377,8 @@ CREATE TABLE ax.task_h20261226t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3264,6 +3418,8 @@ CREATE TABLE ax.task_h20261227t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3303,6 +3459,8 @@ CREATE TABLE ax.task_h20261228t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3342,6 +3500,8 @@ CREATE TABLE ax.task_h20261229t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3381,6 +3541,8 @@ CREATE TABLE ax.task_h20261230t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3420,6 +3582,8 @@ CREATE TABLE ax.task_h20261231t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3459,6 +3623,8 @@ CREATE TABLE ax.task_h20270101t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3498,6 +3664,8 @@ CREATE TABLE ax.task_h20270102t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -3537,6 +3705,8 @@ CREATE TABLE ax.task_h20270103t000000 (
     rate_class text,
     agentless boolean DEFAULT false NOT NULL,
     log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
     retain_until timestamp with time zone NOT NULL,
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
@@ -4108,6 +4278,13 @@ ALTER TABLE ONLY ax.job_secret
     ADD CONSTRAINT job_secret_pkey PRIMARY KEY (job_id);
 
 --
+-- Name: job_timeout_measure job_timeout_measure_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_timeout_measure
+    ADD CONSTRAINT job_timeout_measure_pkey PRIMARY KEY (job_id);
+
+--
 -- Name: nonce nonce_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -4169,6 +4346,13 @@ ALTER TABLE ONLY ax.skipped_fire
 
 ALTER TABLE ONLY ax.task_event
     ADD CONSTRAINT task_event_pkey PRIMARY KEY (id);
+
+--
+-- Name: task task_lost_leases_nonnegative; Type: CHECK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.task
+    ADD CONSTRAINT task_lost_leases_nonnegative CHECK ((lost_leases >= 0)) NOT VALID;
 
 --
 -- Name: task task_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -5518,6 +5702,13 @@ ALTER TABLE ONLY ax.job
 
 ALTER TABLE ONLY ax.job_secret
     ADD CONSTRAINT job_secret_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: job_timeout_measure job_timeout_measure_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_timeout_measure
+    ADD CONSTRAINT job_timeout_measure_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: skipped_fire skipped_fire_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

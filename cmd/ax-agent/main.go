@@ -107,6 +107,12 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (ag
 		"override the server's heartbeat interval (AX_HEARTBEAT_INTERVAL)")
 	insecure := fs.Bool("insecure-http", env.bool("AX_AGENT_INSECURE_HTTP"),
 		"allow a plain http:// server URL that is not loopback: key, token and tasks cross the network unencrypted (AX_AGENT_INSECURE_HTTP)")
+	hostName := fs.String("host-name", getenv("AX_AGENT_HOST_NAME"),
+		"host name recorded on task events (AX_AGENT_HOST_NAME; default: the machine's)")
+	hostIP := fs.String("host-ip", getenv("AX_AGENT_HOST_IP"),
+		"IP recorded on task events with the host name (AX_AGENT_HOST_IP; default: the local address of the route to the server)")
+	diskPath := fs.String("disk-path", getenv("AX_DISK_PATH"),
+		"directory whose free disk space heartbeats report (AX_DISK_PATH; default: the working directory)")
 	if err := fs.Parse(args); err != nil {
 		return agent.Config{}, err
 	}
@@ -120,7 +126,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (ag
 	cfg := agent.Config{
 		URL: *server, InsecureHTTP: *insecure, Key: cmp.Or(*key, getenv("AX_AGENT_KEY"), getenv("AX_API_KEY")), Name: *name,
 		Labels: lbls, Capacity: *capacity, Weight: *weight, DrainGrace: *grace, HeartbeatInterval: *heartbeat,
-		SelfCheckRetry: *readyRetry, Executors: splitList(*executors),
+		SelfCheckRetry: *readyRetry, Executors: splitList(*executors), HostName: *hostName, HostIP: *hostIP,
+		DiskPath: *diskPath,
 	}
 	if strings.TrimSpace(*ready) != "" {
 		cfg.SelfCheck = agent.CommandSelfCheck(*ready)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -131,12 +134,38 @@ func showExecution(e client.Execution) error {
 	}
 	fmt.Println()
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SHARD\tPARAM\tSTATE\tATTEMPT\tERROR")
+	fmt.Fprintln(w, "SHARD\tPARAM\tSTATE\tATTEMPT\tLOST\tCODE\tERROR")
 	for _, t := range tasks {
-		fmt.Fprintf(w, "%d/%d\t%s\t%s\t%d/%d\t%s\n", t.ShardIndex, t.ShardTotal, deref(t.ShardParam), t.State,
-			t.Attempt, t.MaxAttempts, strings.TrimSpace(deref(t.Error)))
+		fmt.Fprintf(w, "%d/%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", t.ShardIndex, t.ShardTotal, deref(t.ShardParam), t.State,
+			t.Attempt, t.MaxAttempts, t.LostLeases, cmp.Or(deref(t.ErrorCode), "-"), oneLine(deref(t.Error)))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if codes := deref(e.ErrorCodes); len(codes) > 0 {
+		fmt.Printf("\nerror codes: %s\n", errorCodeSummary(codes))
+	}
+	return nil
+}
+
+// errorCodeSummary lists shards by error code, most first, then by name:
+// "exit_3=2, signal_killed=1".
+func errorCodeSummary(codes map[string]int64) string {
+	names := slices.Collect(maps.Keys(codes))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(codes[b], codes[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s=%d", n, codes[n])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// oneLine keeps a task's error on its row: a command's stderr tail may
+// span lines.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // jobTrigger runs a job now: `ax job trigger ID [-params '{"k":"v"}'] [-idempotency-key K]`.

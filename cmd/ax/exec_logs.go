@@ -17,11 +17,13 @@ import (
 
 // execLogs prints what an execution's tasks wrote:
 //
-//	ax exec logs ID [-f] [-interval 500ms] [-page-size 1000] [-o json]
+//	ax exec logs ID [-f] [-states] [-interval 500ms] [-page-size 1000] [-o json]
 //
 // Each line is printed as `shard N [stream] line` (`shard N (attempt A)
 // [stream] line` for a retried task's later attempts); -o json prints the
-// log events themselves, one JSON object a line. Events are read page by
+// log events themselves, one JSON object a line. -states adds the tasks'
+// state changes, in order with their output, as `shard N [state] leased
+// on HOST (IP): reason`: which machine ran each attempt and why it ended. Events are read page by
 // page with the `after` cursor. With -f the command keeps polling every
 // -interval until the execution is final, prints the rest, and exits 0
 // when the execution succeeded, 1 when it failed, timed out or was
@@ -31,6 +33,7 @@ func execLogs(ctx context.Context, args []string) error {
 	var af apiFlags
 	af.register(fs)
 	follow := fs.Bool("f", false, "follow until the execution ends; exit 1 unless it succeeded")
+	states := fs.Bool("states", false, "print the tasks' state changes too, with the host that caused them")
 	interval := fs.Duration("interval", 500*time.Millisecond, "how often -f polls")
 	pageSize := fs.Int("page-size", 1000, "events per request, 1..10000")
 	if err := parseInterspersed(fs, args); err != nil {
@@ -53,7 +56,8 @@ func execLogs(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	f := &logFollower{api: c, id: id, pageSize: int64(*pageSize), out: newLogPrinter(os.Stdout, af.output == "json")}
+	f := &logFollower{api: c, id: id, pageSize: int64(*pageSize), states: *states,
+		out: newLogPrinter(os.Stdout, af.output == "json")}
 	if !*follow {
 		return f.printAll(ctx)
 	}
@@ -65,6 +69,7 @@ type logFollower struct {
 	api      *client.ClientWithResponses
 	id       uuid.UUID
 	pageSize int64
+	states   bool  // state events too, not only output
 	after    int64 // the id of the last event printed
 	out      *logPrinter
 }
@@ -129,10 +134,13 @@ func (f *logFollower) drain(ctx context.Context) error {
 }
 
 func (f *logFollower) page(ctx context.Context) ([]client.TaskEvent, bool, error) {
-	kind := client.GetExecutionLogsParamsKindLog
 	after, limit := f.after, f.pageSize
-	resp, err := f.api.GetExecutionLogsWithResponse(ctx, f.id,
-		&client.GetExecutionLogsParams{After: &after, Kind: &kind, Limit: &limit})
+	params := &client.GetExecutionLogsParams{After: &after, Limit: &limit}
+	if !f.states {
+		kind := client.GetExecutionLogsParamsKindLog
+		params.Kind = &kind
+	}
+	resp, err := f.api.GetExecutionLogsWithResponse(ctx, f.id, params)
 	if err != nil {
 		return nil, false, fmt.Errorf("error calling ax: %w", err)
 	}
@@ -191,6 +199,10 @@ func (p *logPrinter) print(e client.TaskEvent) error {
 	if p.json != nil {
 		return p.json.Encode(e)
 	}
+	if e.Kind == client.TaskEventKindState {
+		_, err := fmt.Fprintln(p.w, stateLine(e))
+		return err
+	}
 	key := streamKey{task: e.TaskId, attempt: e.Attempt, stream: deref(e.Stream)}
 	pl := p.partial[key]
 	if pl == nil {
@@ -222,6 +234,29 @@ func (p *logPrinter) flush() error {
 		pl.text = ""
 	}
 	return nil
+}
+
+// stateLine is `shard N [state] STATE on HOST (IP): message`, the host
+// part when the event names one.
+func stateLine(e client.TaskEvent) string {
+	var b strings.Builder
+	state := "state"
+	b.WriteString(linePrefix(client.TaskEvent{ShardIndex: e.ShardIndex, Attempt: e.Attempt, Stream: &state}))
+	b.WriteString(" " + deref(e.State))
+	if host, ip := deref(e.WorkerHost), deref(e.WorkerIp); host != "" || ip != "" {
+		b.WriteString(" on " + strings.TrimSpace(host+" "+parenthesized(ip)))
+	}
+	if msg := deref(e.Message); msg != "" {
+		b.WriteString(": " + strings.ReplaceAll(msg, "\n", " "))
+	}
+	return b.String()
+}
+
+func parenthesized(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "(" + s + ")"
 }
 
 // linePrefix is `shard N [stream]`, with the attempt when it is not the

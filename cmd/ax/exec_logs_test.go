@@ -61,3 +61,26 @@ func TestFinalStates(t *testing.T) {
 		require.Equal(t, want, final(state), state)
 	}
 }
+
+// With -states, state events print in order with the output, each naming
+// the host behind it when the event has one.
+func TestLogPrinterStateLines(t *testing.T) {
+	t.Parallel()
+	task := uuid.New()
+	state := func(s, host, ip, msg string) client.TaskEvent {
+		return client.TaskEvent{TaskId: task, ShardIndex: 2, Attempt: 1, Kind: client.TaskEventKindState, State: &s,
+			WorkerHost: &host, WorkerIp: &ip, Message: &msg}
+	}
+	var b strings.Builder
+	p := newLogPrinter(&b, false)
+	for _, e := range []client.TaskEvent{
+		state("leased", "w17", "10.0.3.17", "routed here"),
+		logEvent(task, 2, 1, "stdout", "hello\n"),
+		state("failed", "w17", "", "exit status 1\nwith a second line"),
+		{TaskId: task, ShardIndex: 2, Attempt: 2, Kind: client.TaskEventKindState, State: new("pending")},
+	} {
+		require.NoError(t, p.print(e))
+	}
+	require.Equal(t, "shard 2 [state] leased on w17 (10.0.3.17): routed here\nshard 2 [stdout] hello\n"+
+		"shard 2 [state] failed on w17: exit status 1 with a second line\nshard 2 (attempt 2) [state] pending\n", b.String())
+}

@@ -164,12 +164,24 @@ func showJobs(output string, jobs ...client.Job) error {
 		return printJSON(jobs)
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tGROUP\tTRIGGER\tEXECUTOR\tPAUSED\tNEXT FIRE (UTC)")
+	fmt.Fprintln(w, "ID\tNAME\tGROUP\tTRIGGER\tEXECUTOR\tTIMEOUT\tPAUSED\tNEXT FIRE (UTC)")
 	for _, j := range jobs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", deref(j.Id), j.Name, deref(j.Group),
-			describeTrigger(j.Trigger), j.Executor.Kind, strconv.FormatBool(deref(j.Paused)), formatTime(j.NextFireAt))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", deref(j.Id), j.Name, deref(j.Group),
+			describeTrigger(j.Trigger), j.Executor.Kind, describeTimeout(j), strconv.FormatBool(deref(j.Paused)),
+			formatTime(j.NextFireAt))
+	}
+	if len(jobs) == 1 && jobs[0].AdaptiveTimeout != nil {
+		fmt.Fprintf(w, "\nadaptive timeout: %s\n", jobs[0].AdaptiveTimeout.Explanation)
 	}
 	return w.Flush()
+}
+
+// describeTimeout shows a job's timeout: "60s", or "adaptive 12s (max 60s)".
+func describeTimeout(j client.Job) string {
+	if a := j.AdaptiveTimeout; a != nil {
+		return fmt.Sprintf("adaptive %ds (max %ds)", a.TimeoutSeconds, deref(j.TimeoutSeconds))
+	}
+	return fmt.Sprintf("%ds", deref(j.TimeoutSeconds))
 }
 
 func describeTrigger(t client.JobTrigger) string {

@@ -38,6 +38,13 @@ type serveConfig struct {
 	// (AX_HEARTBEAT_INTERVAL, default 5 s) how often agents are asked to
 	// heartbeat; an agent silent for 3 intervals is offline.
 	Agent dispatch.AgentConfig
+	// MaxLostLeases (AX_MAX_LOST_LEASES, default 3) is how many times a
+	// task may lose its lease with its agent before it fails as lost;
+	// until then it runs again without using up an attempt.
+	MaxLostLeases int
+	// Health is how agents are judged for routing: least_active's duration
+	// window and the error share that quarantines.
+	Health healthConfig
 	// Outbound is what callbacks and agentless HTTP jobs may reach.
 	Outbound outboundConfig
 	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a
@@ -55,6 +62,11 @@ type serveConfig struct {
 	// the time range of one history partition (AX_HISTORY_PARTITION_WIDTH,
 	// default a day; seconds in tests).
 	History history.Config
+	// PoolMaxConns (AX_DB_MAX_CONNS) and PoolMinConns (AX_DB_MIN_CONNS)
+	// size the replica's database pool; 0 keeps the URL's pool_max_conns
+	// and pool_min_conns, or pgx's defaults (the larger of 4 and the
+	// number of CPUs; none kept idle). The README has the sizing rule.
+	PoolMaxConns, PoolMinConns int
 	// MetricsAuth (AX_METRICS_AUTH) makes /metrics require an API key
 	// with scope read. Off by default (Prometheus scrapes it openly).
 	MetricsAuth bool
@@ -82,6 +94,9 @@ func runServe(ctx context.Context, args []string) error {
 	logCap, errLogCap := envInt64("AX_MAX_TASK_LOG_BYTES", dispatch.DefaultMaxTaskLogBytes)
 	fs.Int64Var(&cfg.Agent.MaxTaskLogBytes, "max-task-log-bytes", logCap,
 		"output stored per task, every attempt counted; the rest is dropped and marked once (AX_MAX_TASK_LOG_BYTES)")
+	maxLost, errMaxLost := envInt64("AX_MAX_LOST_LEASES", dispatch.DefaultMaxLostLeases)
+	fs.IntVar(&cfg.MaxLostLeases, "max-lost-leases", int(maxLost),
+		"leases a task may lose with its agent (each run again without using up an attempt) before it fails as lost (AX_MAX_LOST_LEASES)")
 	retention, errRetention := envDuration("AX_HISTORY_RETENTION", history.DefaultRetention)
 	failedRetention, errFailedRetention := envDuration("AX_HISTORY_FAILED_RETENTION", history.DefaultFailedRetention)
 	width, errWidth := envDuration("AX_HISTORY_PARTITION_WIDTH", history.DefaultPartitionWidth)
@@ -93,15 +108,21 @@ func runServe(ctx context.Context, args []string) error {
 		"time range of one history partition: runs are removed up to this long after their retention; for tests (AX_HISTORY_PARTITION_WIDTH)")
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
 	errTransport := addTransportFlags(fs, &cfg)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errRetention, errFailedRetention, errWidth,
-		errOutbound, errTransport); err != nil {
+	errPool := addPoolFlags(fs, &cfg)
+	errHealth := addHealthFlags(fs, &cfg)
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errMaxLost, errRetention, errFailedRetention,
+		errWidth, errOutbound, errTransport, errPool, errHealth); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), cfg.History.Validate()); err != nil {
+	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validatePool(cfg), validateHealth(cfg),
+		cfg.History.Validate()); err != nil {
 		return err
+	}
+	if cfg.MaxLostLeases < 1 || cfg.MaxLostLeases > 100 {
+		return fmt.Errorf("max lost leases %d must be from 1 to 100", cfg.MaxLostLeases)
 	}
 	if cfg.Agent.MaxTaskLogBytes < 1 {
 		return fmt.Errorf("max task log bytes %d must be at least 1", cfg.Agent.MaxTaskLogBytes)
@@ -115,7 +136,7 @@ func runServe(ctx context.Context, args []string) error {
 
 // serve runs one replica until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
-	pool, err := db.Open(ctx, cfg.DatabaseURL)
+	pool, err := db.OpenPool(ctx, cfg.DatabaseURL, db.PoolSize{MaxConns: int32(cfg.PoolMaxConns), MinConns: int32(cfg.PoolMinConns)})
 	if err != nil {
 		return err
 	}
@@ -144,14 +165,17 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	defer river.Stop()
 	agentCfg := cfg.Agent
-	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{}, logger, m)
+	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{DurationWindow: cfg.Health.DurationWindow},
+		logger, m)
 	if err != nil {
 		return err
 	}
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox()})
-	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox()})
-	prometheus.MustRegister(metrics.NewStateCollector(pool))
+	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
+		MaxLostLeases: cfg.MaxLostLeases,
+		Quarantine:    db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
+	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool))
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
 		if err := svc.Start(ctx); err != nil {
 			return err
@@ -164,10 +188,22 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
-		MetricsHandler: promhttp.Handler(), MetricsAuth: cfg.MetricsAuth,
+		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth,
 		BodyReadTimeout: min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 	})
 	return listenAndServe(ctx, logger, cfg, openapi.LogRequests(logger, apiHandler))
+}
+
+// metricsHandler serves the default registry. A collector that fails (the
+// state gauges when the database is slow or the pool exhausted) leaves its
+// series out and is logged, and the rest is still served: the pool gauges
+// matter most exactly then.
+func metricsHandler(logger *slog.Logger) http.Handler {
+	return promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer,
+		promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{
+			ErrorHandling: promhttp.ContinueOnError,
+			ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		}))
 }
 
 func listenAndServe(ctx context.Context, logger *slog.Logger, cfg serveConfig, h http.Handler) error {
@@ -301,6 +337,32 @@ func validateTransport(c serveConfig) error {
 	}
 	if c.ReadTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("read timeout %s is under 1 s", c.ReadTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func addPoolFlags(fs *flag.FlagSet, c *serveConfig) error {
+	maxConns, errMax := envInt("AX_DB_MAX_CONNS")
+	minConns, errMin := envInt("AX_DB_MIN_CONNS")
+	fs.IntVar(&c.PoolMaxConns, "db-max-conns", maxConns,
+		"most database connections this replica opens; 0: the URL's pool_max_conns, else the larger of 4 and the CPUs (AX_DB_MAX_CONNS)")
+	fs.IntVar(&c.PoolMinConns, "db-min-conns", minConns,
+		"database connections kept open while idle; 0: the URL's pool_min_conns, else none (AX_DB_MIN_CONNS)")
+	return errors.Join(errMax, errMin)
+}
+
+// validatePool bounds the pool flags; OpenPool checks them against what
+// the URL says.
+func validatePool(c serveConfig) error {
+	var errs []error
+	if c.PoolMaxConns < 0 || c.PoolMaxConns > db.MaxPoolConns {
+		errs = append(errs, fmt.Errorf("db max conns %d is not between 1 and %d (0: the default)", c.PoolMaxConns, db.MaxPoolConns))
+	}
+	if c.PoolMinConns < 0 || c.PoolMinConns > db.MaxPoolConns {
+		errs = append(errs, fmt.Errorf("db min conns %d is not between 0 and %d", c.PoolMinConns, db.MaxPoolConns))
+	}
+	if c.PoolMaxConns > 0 && c.PoolMinConns > c.PoolMaxConns {
+		errs = append(errs, fmt.Errorf("db min conns %d is more than db max conns %d", c.PoolMinConns, c.PoolMaxConns))
 	}
 	return errors.Join(errs...)
 }

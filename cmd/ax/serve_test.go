@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"testing"
 	"time"
 
@@ -44,4 +45,45 @@ func TestEnvDuration(t *testing.T) {
 	t.Setenv("AX_TEST_DURATION", "3")
 	_, err = envDuration("AX_TEST_DURATION", 30*time.Second)
 	require.EqualError(t, err, `AX_TEST_DURATION="3" is not a duration such as 30s`)
+}
+
+func TestPoolFlags(t *testing.T) {
+	t.Setenv("AX_DB_MAX_CONNS", "12")
+	t.Setenv("AX_DB_MIN_CONNS", "2")
+	parse := func(args ...string) serveConfig {
+		var cfg serveConfig
+		fs := flag.NewFlagSet("ax serve", flag.ContinueOnError)
+		require.NoError(t, addPoolFlags(fs, &cfg))
+		require.NoError(t, fs.Parse(args))
+		return cfg
+	}
+	cfg := parse()
+	require.Equal(t, 12, cfg.PoolMaxConns, "from the environment")
+	require.Equal(t, 2, cfg.PoolMinConns)
+	cfg = parse("--db-max-conns", "20", "--db-min-conns", "0")
+	require.Equal(t, 20, cfg.PoolMaxConns, "the flag wins")
+	require.Equal(t, 0, cfg.PoolMinConns)
+
+	t.Setenv("AX_DB_MAX_CONNS", "many")
+	require.EqualError(t, addPoolFlags(flag.NewFlagSet("ax serve", flag.ContinueOnError), &serveConfig{}),
+		`AX_DB_MAX_CONNS="many" is not a whole number of 0 or more`)
+
+	for _, tc := range []struct {
+		max, min int
+		err      string
+	}{
+		{max: 0, min: 0},
+		{max: 10, min: 10},
+		{max: 0, min: 3}, // checked against the URL's or pgx's max when the pool opens
+		{max: 1001, err: "db max conns 1001 is not between 1 and 1000 (0: the default)"},
+		{max: 4, min: 5, err: "db min conns 5 is more than db max conns 4"},
+		{max: 0, min: 1001, err: "db min conns 1001 is not between 0 and 1000"},
+	} {
+		err := validatePool(serveConfig{PoolMaxConns: tc.max, PoolMinConns: tc.min})
+		if tc.err == "" {
+			require.NoError(t, err, "max %d min %d", tc.max, tc.min)
+			continue
+		}
+		require.EqualError(t, err, tc.err)
+	}
 }

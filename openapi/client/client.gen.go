@@ -216,6 +216,48 @@ func (e JobDegradeAction) Valid() bool {
 	}
 }
 
+// Defines values for JobTimeoutMode.
+const (
+	JobTimeoutModeAdaptive JobTimeoutMode = "adaptive"
+	JobTimeoutModeFixed    JobTimeoutMode = "fixed"
+)
+
+// Valid indicates whether the value is a known member of the JobTimeoutMode enum.
+func (e JobTimeoutMode) Valid() bool {
+	switch e {
+	case JobTimeoutModeAdaptive:
+		return true
+	case JobTimeoutModeFixed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobAdaptiveTimeoutBasis.
+const (
+	JobAdaptiveTimeoutBasisCeiling   JobAdaptiveTimeoutBasis = "ceiling"
+	JobAdaptiveTimeoutBasisFloor     JobAdaptiveTimeoutBasis = "floor"
+	JobAdaptiveTimeoutBasisNoHistory JobAdaptiveTimeoutBasis = "no_history"
+	JobAdaptiveTimeoutBasisP95       JobAdaptiveTimeoutBasis = "p95"
+)
+
+// Valid indicates whether the value is a known member of the JobAdaptiveTimeoutBasis enum.
+func (e JobAdaptiveTimeoutBasis) Valid() bool {
+	switch e {
+	case JobAdaptiveTimeoutBasisCeiling:
+		return true
+	case JobAdaptiveTimeoutBasisFloor:
+		return true
+	case JobAdaptiveTimeoutBasisNoHistory:
+		return true
+	case JobAdaptiveTimeoutBasisP95:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobExecutorKind.
 const (
 	JobExecutorKindHandler JobExecutorKind = "handler"
@@ -315,6 +357,24 @@ func (e JobRouteStrategy) Valid() bool {
 	case JobRouteStrategyRoundRobin:
 		return true
 	case JobRouteStrategyWeighted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobShardGeneratorKind.
+const (
+	JobShardGeneratorKindMod        JobShardGeneratorKind = "mod"
+	JobShardGeneratorKindTimeWindow JobShardGeneratorKind = "time_window"
+)
+
+// Valid indicates whether the value is a known member of the JobShardGeneratorKind enum.
+func (e JobShardGeneratorKind) Valid() bool {
+	switch e {
+	case JobShardGeneratorKindMod:
+		return true
+	case JobShardGeneratorKindTimeWindow:
 		return true
 	default:
 		return false
@@ -654,6 +714,24 @@ func (e PatchJobApplicationMergePatchPlusJSONBodyDegradeAction) Valid() bool {
 	}
 }
 
+// Defines values for PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode.
+const (
+	PatchJobApplicationMergePatchPlusJSONBodyTimeoutModeAdaptive PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode = "adaptive"
+	PatchJobApplicationMergePatchPlusJSONBodyTimeoutModeFixed    PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode = "fixed"
+)
+
+// Valid indicates whether the value is a known member of the PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode enum.
+func (e PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode) Valid() bool {
+	switch e {
+	case PatchJobApplicationMergePatchPlusJSONBodyTimeoutModeAdaptive:
+		return true
+	case PatchJobApplicationMergePatchPlusJSONBodyTimeoutModeFixed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListJobExecutionsParamsState.
 const (
 	ListJobExecutionsParamsStateCancelled ListJobExecutionsParamsState = "cancelled"
@@ -703,6 +781,9 @@ type AgentHeartbeat struct {
 	// Cpu CPU utilisation 0..1
 	Cpu *float64 `json:"cpu,omitempty"`
 
+	// DiskFreeBytes Free bytes on the disk the agent works on
+	DiskFreeBytes *int64 `json:"disk_free_bytes,omitempty"`
+
 	// Load1 1-minute load average per core
 	Load1 *float64 `json:"load1,omitempty"`
 
@@ -720,17 +801,29 @@ type AgentInfo struct {
 	Capacity int64   `json:"capacity"`
 	Cpu      float64 `json:"cpu"`
 
+	// DiskFreeBytes Free bytes on its work disk at its last heartbeat
+	DiskFreeBytes *int64 `json:"disk_free_bytes,omitempty"`
+
 	// DrainedAt When an operator drained it: the drain holds across deregistration and registering again until resumed
 	DrainedAt *time.Time `json:"drained_at,omitempty"`
 
 	// Executors Task kinds it accepts
-	Executors       *[]string          `json:"executors"`
+	Executors *[]string `json:"executors"`
+
+	// HostIp IP of that host: as it registered, else where its registration came from
+	HostIp *string `json:"host_ip,omitempty"`
+
+	// HostName Host it runs on, as it registered
+	HostName        *string            `json:"host_name,omitempty"`
 	Id              openapi_types.UUID `json:"id"`
 	Labels          map[string]string  `json:"labels"`
 	LastHeartbeatAt time.Time          `json:"last_heartbeat_at"`
-	Load1           float64            `json:"load1"`
-	Memory          float64            `json:"memory"`
-	Name            string             `json:"name"`
+
+	// Load Smoothed load routing reads: the busiest of running/capacity, CPU and memory use, averaged over the server's smoothing window (3 minutes by default)
+	Load   float64 `json:"load"`
+	Load1  float64 `json:"load1"`
+	Memory float64 `json:"memory"`
+	Name   string  `json:"name"`
 
 	// QuarantinedAt Set while quarantined; kept while offline, so the quarantine holds when it comes back
 	QuarantinedAt *time.Time        `json:"quarantined_at,omitempty"`
@@ -757,7 +850,7 @@ type AgentListOutputBody struct {
 
 // AgentRecentRecord defines model for AgentRecentRecord.
 type AgentRecentRecord struct {
-	// AvgDurationSeconds Mean duration of its last 50 successful tasks
+	// AvgDurationSeconds Mean duration, from lease to result, of its last 50 successful tasks
 	AvgDurationSeconds float64 `json:"avg_duration_seconds"`
 
 	// Failed Outcomes failed or timed out
@@ -785,6 +878,16 @@ type AgentRegistration struct {
 	//
 	// Example: ["handler","http"]
 	Executors *[]AgentRegistrationExecutors `json:"executors,omitempty"`
+
+	// HostIp IP of the machine (v4 or v6); default the address the server sees the registration come from
+	//
+	// Example: 10.0.3.17
+	HostIp *string `json:"host_ip,omitempty"`
+
+	// HostName Host name of the machine it runs on
+	//
+	// Example: worker-17.example.com
+	HostName *string `json:"host_name,omitempty"`
 
 	// Labels Jobs target agents by these labels
 	//
@@ -956,8 +1059,13 @@ type Execution struct {
 	Cause ExecutionCause `json:"cause"`
 
 	// Error Why the run ended without tasks (e.g. a broadcast found no live agent)
-	Error      *string    `json:"error,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Error *string `json:"error,omitempty"`
+
+	// ErrorCodes How many shards ended without succeeding, by error code; shards without a code are not counted (shown when getting one execution)
+	//
+	// Example: {"exit_3":2,"signal_killed":1}
+	ErrorCodes *map[string]int64 `json:"error_codes,omitempty"`
+	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 
 	// FiredAt When it was created; fired_at - scheduled_for is the fire lag
 	FiredAt time.Time `json:"fired_at"`
@@ -1050,7 +1158,8 @@ type HeartbeatReplyState string
 
 // Job defines model for Job.
 type Job struct {
-	Callback *JobCallback `json:"callback,omitempty"`
+	AdaptiveTimeout *JobAdaptiveTimeout `json:"adaptive_timeout,omitempty"`
+	Callback        *JobCallback        `json:"callback,omitempty"`
 
 	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
 	ConcurrencyPolicy *JobConcurrencyPolicy `json:"concurrency_policy,omitempty"`
@@ -1121,6 +1230,9 @@ type Job struct {
 	SigningSecret *string    `json:"signing_secret,omitempty"`
 	Target        *JobTarget `json:"target,omitempty"`
 
+	// TimeoutMode fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value
+	TimeoutMode *JobTimeoutMode `json:"timeout_mode,omitempty"`
+
 	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64     `json:"timeout_seconds,omitempty"`
 	Trigger        JobTrigger `json:"trigger"`
@@ -1132,6 +1244,35 @@ type JobConcurrencyPolicy string
 
 // JobDegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
 type JobDegradeAction string
+
+// JobTimeoutMode fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value
+type JobTimeoutMode string
+
+// JobAdaptiveTimeout defines model for JobAdaptiveTimeout.
+type JobAdaptiveTimeout struct {
+	// Basis What decided it: no_history (no measured success: timeout_seconds, the start value), p95 (3 × P95, rounded up to whole seconds), floor (3 × P95 was under 5 s), ceiling (3 × P95 was over timeout_seconds)
+	Basis JobAdaptiveTimeoutBasis `json:"basis"`
+
+	// Explanation The computation in words
+	//
+	// Example: 3 × P95 of 40 successful attempts (3 × 3.9 s = 11.7 s), rounded up: 12 s
+	Explanation string `json:"explanation"`
+
+	// MeasuredAt When the history was measured; absent before the first fire as an adaptive job
+	MeasuredAt *time.Time `json:"measured_at,omitempty"`
+
+	// P95Seconds Their 95th percentile duration (nearest rank), from lease to result; absent without samples
+	P95Seconds *float64 `json:"p95_seconds,omitempty"`
+
+	// Samples Successful attempts measured: the latest, at most 100, none older than 24 h
+	Samples int64 `json:"samples"`
+
+	// TimeoutSeconds What the first attempt of a new task gets
+	TimeoutSeconds int64 `json:"timeout_seconds"`
+}
+
+// JobAdaptiveTimeoutBasis What decided it: no_history (no measured success: timeout_seconds, the start value), p95 (3 × P95, rounded up to whole seconds), floor (3 × P95 was under 5 s), ceiling (3 × P95 was over timeout_seconds)
+type JobAdaptiveTimeoutBasis string
 
 // JobCallback defines model for JobCallback.
 type JobCallback struct {
@@ -1208,7 +1349,7 @@ type JobRetry struct {
 	// BackoffSeconds Wait before the first retry; doubles each retry
 	BackoffSeconds *int64 `json:"backoff_seconds,omitempty"`
 
-	// MaxAttempts Attempts per task, the first included
+	// MaxAttempts Attempts per task, the first included (1: never retried). A run again after a lease lost with its agent uses up none
 	MaxAttempts *int64 `json:"max_attempts,omitempty"`
 }
 
@@ -1224,12 +1365,27 @@ type JobRoute struct {
 // JobRouteStrategy defines model for JobRoute.Strategy.
 type JobRouteStrategy string
 
+// JobShardGenerator defines model for JobShardGenerator.
+type JobShardGenerator struct {
+	// Kind time_window: shard i of count gets the i-th of count equal windows of window_seconds ending at the run's scheduled time, as {"from":"…","to":"…"} (RFC 3339 with the job's local offset, from included, to excluded); a window of whole days is split in local wall-clock time (a day across a DST change is 23 or 25 hours: the skipped hour's window is empty, the repeated hour's holds both passes), any other window in equal absolute spans. mod: shard i of count gets {"modulus":count,"residue":i}, to take the ids with id % modulus = residue
+	Kind JobShardGeneratorKind `json:"kind"`
+
+	// WindowSeconds Span the windows split (kind time_window, required): at most 366 days, a multiple of shards.count
+	//
+	// Example: 86400
+	WindowSeconds *int64 `json:"window_seconds,omitempty"`
+}
+
+// JobShardGeneratorKind time_window: shard i of count gets the i-th of count equal windows of window_seconds ending at the run's scheduled time, as {"from":"…","to":"…"} (RFC 3339 with the job's local offset, from included, to excluded); a window of whole days is split in local wall-clock time (a day across a DST change is 23 or 25 hours: the skipped hour's window is empty, the repeated hour's holds both passes), any other window in equal absolute spans. mod: shard i of count gets {"modulus":count,"residue":i}, to take the ids with id % modulus = residue
+type JobShardGeneratorKind string
+
 // JobShards defines model for JobShards.
 type JobShards struct {
 	// Count Number of tasks per run
-	Count *int64 `json:"count,omitempty"`
+	Count     *int64             `json:"count,omitempty"`
+	Generator *JobShardGenerator `json:"generator,omitempty"`
 
-	// Params One parameter per shard; when empty each shard gets its part of range as "from-to"
+	// Params One parameter per shard; when empty each shard gets its part of range as "from-to", or what generator makes
 	Params *[]string   `json:"params,omitempty"`
 	Range  *ShardRange `json:"range,omitempty"`
 }
@@ -1342,6 +1498,15 @@ type LogRequest struct {
 	Chunks *[]LogChunk `json:"chunks"`
 }
 
+// PreviewShard defines model for PreviewShard.
+type PreviewShard struct {
+	Index int64 `json:"index"`
+
+	// Param The task's shard_param: the job's entry, its part of the range, or the generator's JSON object
+	Param string `json:"param"`
+	Total int64  `json:"total"`
+}
+
 // RateClass defines model for RateClass.
 type RateClass struct {
 	AutoDegrade *AutoDegrade `json:"auto_degrade,omitempty"`
@@ -1448,6 +1613,23 @@ type SecretRotation struct {
 	PreviousValidSeconds *int64 `json:"previous_valid_seconds,omitempty"`
 }
 
+// ShardPreview defines model for ShardPreview.
+type ShardPreview struct {
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// ScheduledFor The fire's scheduled time (UTC)
+	ScheduledFor time.Time `json:"scheduled_for"`
+
+	// Shards One per shard, in shard order
+	Shards *[]PreviewShard `json:"shards"`
+}
+
+// ShardPreviewRequest defines model for ShardPreviewRequest.
+type ShardPreviewRequest struct {
+	// At Scheduled time of the fire; default the job's next fire
+	At *time.Time `json:"at,omitempty"`
+}
+
 // ShardRange defines model for ShardRange.
 type ShardRange struct {
 	// From First value of the range
@@ -1485,11 +1667,19 @@ type SkippedOutputBody struct {
 
 // Task defines model for Task.
 type Task struct {
-	Attempt     int64              `json:"attempt"`
-	Error       *string            `json:"error,omitempty"`
-	FinishedAt  *time.Time         `json:"finished_at,omitempty"`
-	Id          openapi_types.UUID `json:"id"`
-	MaxAttempts int64              `json:"max_attempts"`
+	Attempt int64   `json:"attempt"`
+	Error   *string `json:"error,omitempty"`
+
+	// ErrorCode Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, or what a handler or target reported
+	//
+	// Example: exit_3
+	ErrorCode  *string            `json:"error_code,omitempty"`
+	FinishedAt *time.Time         `json:"finished_at,omitempty"`
+	Id         openapi_types.UUID `json:"id"`
+
+	// LostLeases Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting "lost:"
+	LostLeases  int64 `json:"lost_leases"`
+	MaxAttempts int64 `json:"max_attempts"`
 
 	// NotBefore Not leased before this time (retry backoff)
 	NotBefore time.Time `json:"not_before"`
@@ -1501,6 +1691,9 @@ type Task struct {
 	ShardTotal int64       `json:"shard_total"`
 	StartedAt  *time.Time  `json:"started_at,omitempty"`
 	State      TaskState   `json:"state"`
+
+	// TimeoutSeconds Limit on the current attempt (with timeout_mode adaptive: from the job's history, doubled after a timeout)
+	TimeoutSeconds int64 `json:"timeout_seconds"`
 }
 
 // TaskState defines model for Task.State.
@@ -1510,6 +1703,11 @@ type TaskState string
 type TaskCompletion struct {
 	// Error Why it failed
 	Error *string `json:"error,omitempty"`
+
+	// ErrorCode With state failed: a short machine-readable reason beside error, up to 64 of a-z 0-9 _ . -
+	//
+	// Example: quota_exceeded
+	ErrorCode *string `json:"error_code,omitempty"`
 
 	// Result Any JSON: the task's result
 	Result interface{} `json:"result,omitempty"`
@@ -1550,6 +1748,12 @@ type TaskEvent struct {
 	State      *string            `json:"state,omitempty"`
 	Stream     *string            `json:"stream,omitempty"`
 	TaskId     openapi_types.UUID `json:"task_id"`
+
+	// WorkerHost Host name of the agent behind a state event (lease, result, release, reaped lease), as it registered
+	WorkerHost *string `json:"worker_host,omitempty"`
+
+	// WorkerIp IP of that agent's host, as it registered
+	WorkerIp *string `json:"worker_ip,omitempty"`
 }
 
 // TaskEventKind defines model for TaskEvent.Kind.
@@ -1563,7 +1767,12 @@ type TaskRef struct {
 
 // TaskResult defines model for TaskResult.
 type TaskResult struct {
-	Error      *string            `json:"error,omitempty"`
+	Error *string `json:"error,omitempty"`
+
+	// ErrorCode A short machine-readable reason beside error, for a result that did not succeed: up to 64 of a-z 0-9 _ . - (agents report exit_<n>, signal_<name>, http_<status>, connect, timeout)
+	//
+	// Example: exit_3
+	ErrorCode  *string            `json:"error_code,omitempty"`
 	LeaseToken openapi_types.UUID `json:"lease_token"`
 
 	// Result Any JSON the task produced
@@ -1699,6 +1908,9 @@ type PatchJobApplicationJSONPatchPlusJSONBody = []JsonPatchOp
 
 // PatchJobApplicationMergePatchPlusJSONBody defines parameters for PatchJob.
 type PatchJobApplicationMergePatchPlusJSONBody struct {
+	// AdaptiveTimeout With timeout_mode adaptive: the timeout a new task gets now, and how it was computed
+	AdaptiveTimeout interface{} `json:"adaptive_timeout,omitempty"`
+
 	// Callback Where to announce results
 	Callback interface{} `json:"callback,omitempty"`
 
@@ -1783,6 +1995,9 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Target Which agents may run it
 	Target interface{} `json:"target,omitempty"`
 
+	// TimeoutMode fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value
+	TimeoutMode *PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode `json:"timeout_mode,omitempty"`
+
 	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
 
@@ -1796,6 +2011,9 @@ type PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy string
 
 // PatchJobApplicationMergePatchPlusJSONBodyDegradeAction defines parameters for PatchJob.
 type PatchJobApplicationMergePatchPlusJSONBodyDegradeAction string
+
+// PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode defines parameters for PatchJob.
+type PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode string
 
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {
@@ -1882,6 +2100,9 @@ type PatchJobApplicationMergePatchPlusJSONRequestBody PatchJobApplicationMergePa
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = Job
+
+// PreviewJobShardsJSONRequestBody defines body for PreviewJobShards for application/json ContentType.
+type PreviewJobShardsJSONRequestBody = ShardPreviewRequest
 
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SecretRotation
@@ -2369,6 +2590,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewJobShardsWithBody Show the shard params of a fire of a job
+	//
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+	PreviewJobShardsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewJobShards Show the shard params of a fire of a job
+	//
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+	PreviewJobShards(ctx context.Context, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RotateSigningSecretWithBody Rotate a job's signing secret
 	//
@@ -3351,6 +3590,44 @@ func (c *Client) PauseJob(ctx context.Context, id openapi_types.UUID, reqEditors
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewJobShardsWithBody Show the shard params of a fire of a job
+//
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+func (c *Client) PreviewJobShardsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewJobShardsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewJobShards Show the shard params of a fire of a job
+//
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+func (c *Client) PreviewJobShards(ctx context.Context, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewJobShardsRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5169,6 +5446,53 @@ func NewResumeJobRequest(server string, id openapi_types.UUID) (*http.Request, e
 	return req, nil
 }
 
+// NewPreviewJobShardsRequest calls the generic PreviewJobShards builder with application/json body
+func NewPreviewJobShardsRequest(server string, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPreviewJobShardsRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewPreviewJobShardsRequestWithBody constructs an http.Request for the PreviewJobShards method, with any body, and a specified content type
+func NewPreviewJobShardsRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/shards/preview", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewRotateSigningSecretRequest calls the generic RotateSigningSecret builder with application/json body
 func NewRotateSigningSecretRequest(server string, id openapi_types.UUID, body RotateSigningSecretJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5953,6 +6277,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+
+	// PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
+	//
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+	PreviewJobShardsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewJobShardsResponse, error)
+
+	// PreviewJobShardsWithResponse Show the shard params of a fire of a job
+	//
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+	PreviewJobShardsWithResponse(ctx context.Context, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewJobShardsResponse, error)
 
 	// RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 	//
@@ -8633,6 +8975,82 @@ func (r ResumeJobResponse) ContentType() string {
 	return ""
 }
 
+type PreviewJobShardsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ShardPreview
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewJobShardsResponse) GetJSON200() *ShardPreview {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewJobShardsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewJobShardsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewJobShardsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewJobShardsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewJobShardsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RotateSigningSecretResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9782,6 +10200,36 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id open
 		return nil, err
 	}
 	return ParseResumeJobResponse(rsp)
+}
+
+// PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
+//
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+func (c *ClientWithResponses) PreviewJobShardsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewJobShardsResponse, error) {
+	rsp, err := c.PreviewJobShardsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewJobShardsResponse(rsp)
+}
+
+// PreviewJobShardsWithResponse Show the shard params of a fire of a job
+//
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/shards/preview (the `PreviewJobShards` operationId).
+func (c *ClientWithResponses) PreviewJobShardsWithResponse(ctx context.Context, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewJobShardsResponse, error) {
+	rsp, err := c.PreviewJobShards(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewJobShardsResponse(rsp)
 }
 
 // RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
@@ -11973,6 +12421,67 @@ func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePreviewJobShardsResponse parses an HTTP response from a PreviewJobShardsWithResponse call
+func ParsePreviewJobShardsResponse(rsp *http.Response) (*PreviewJobShardsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewJobShardsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ShardPreview
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

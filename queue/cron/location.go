@@ -47,6 +47,10 @@ func CanonicalZone(name string) (string, error) {
 	return loc.String(), nil
 }
 
+// LoadLocation resolves an IANA zone name as job timezones are read ("" is
+// UTC; see CanonicalZone), from a cache.
+func LoadLocation(name string) (*time.Location, error) { return loadLocation(name) }
+
 // loadLocation resolves an IANA zone name; "" means UTC. "Local" is refused
 // because it would make a job's schedule depend on the server's settings.
 // The location's String() is the canonical name.

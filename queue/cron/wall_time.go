@@ -46,8 +46,13 @@ func startOfDay(t time.Time) time.Time {
 }
 
 // wallOf returns the local wall time of instant t.
-func (s *Schedule) wallOf(t time.Time) time.Time {
-	_, off := t.In(s.loc).Zone()
+func (s *Schedule) wallOf(t time.Time) time.Time { return WallTime(t, s.loc) }
+
+// WallTime returns the wall time of instant t in loc: the local clock
+// reading carried in a UTC time.Time, so arithmetic on it ignores zone
+// transitions (a wall day is always 24 hours long).
+func WallTime(t time.Time, loc *time.Location) time.Time {
+	_, off := t.In(loc).Zone()
 	return t.UTC().Add(time.Duration(off) * time.Second)
 }
 
@@ -129,12 +134,18 @@ func (s *Schedule) wallRef(t time.Time) time.Time {
 
 // firstInstant maps wall time w to its first instant, or to the end of the
 // spring-forward gap that skips it.
-func (s *Schedule) firstInstant(w time.Time) time.Time {
-	t := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0, s.loc)
+func (s *Schedule) firstInstant(w time.Time) time.Time { return FirstInstant(w, s.loc) }
+
+// FirstInstant maps wall time w (see WallTime) in loc to the first instant
+// the clock reads it: inside a spring-forward gap the gap's end, in a
+// repeated hour its first occurrence, as fixed-hour cron fires. It never
+// decreases as w grows.
+func FirstInstant(w time.Time, loc *time.Location) time.Time {
+	t := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), loc)
 	start, end := t.ZoneBounds()
 	// In a gap Go resolves w with one of the two offsets; the resulting wall
 	// time tells which side of the transition t landed on.
-	switch got := s.wallOf(t); {
+	switch got := WallTime(t, loc); {
 	case got.After(w):
 		return start
 	case got.Before(w):
@@ -142,7 +153,7 @@ func (s *Schedule) firstInstant(w time.Time) time.Time {
 	}
 	if !start.IsZero() {
 		// After a fall-back, w may also have been reached before start.
-		_, prevOff := start.Add(-time.Second).In(s.loc).Zone()
+		_, prevOff := start.Add(-time.Second).In(loc).Zone()
 		if p := w.Add(-time.Duration(prevOff) * time.Second); p.Before(start) {
 			return p
 		}

@@ -31,6 +31,9 @@ type CallbackPayload struct {
 	// Error is why the execution did not succeed: its own error or cancel
 	// reason, else the first failed shard's error.
 	Error string `json:"error,omitempty"`
+	// ErrorCode is the error code of the first listed shard that ended
+	// without succeeding and has one (exit_3, http_503…).
+	ErrorCode string `json:"error_code,omitempty"`
 }
 
 // CallbackTimings are an execution's times.
@@ -44,10 +47,13 @@ type CallbackTimings struct {
 // CallbackShards summarizes the shards: counts by state, and the first
 // MaxShards of them.
 type CallbackShards struct {
-	Total     int             `json:"total"`
-	ByState   map[string]int  `json:"by_state"`
-	Items     json.RawMessage `json:"items"` // []CallbackShard
-	Truncated bool            `json:"truncated"`
+	Total   int            `json:"total"`
+	ByState map[string]int `json:"by_state"`
+	// ByErrorCode counts all shards that ended without succeeding by their
+	// error code; shards without one are not counted.
+	ByErrorCode map[string]int  `json:"by_error_code"`
+	Items       json.RawMessage `json:"items"` // []CallbackShard
+	Truncated   bool            `json:"truncated"`
 }
 
 // CallbackShard is one shard's outcome, as payloads list it.
@@ -58,6 +64,7 @@ type CallbackShard struct {
 	Attempts   int             `json:"attempts"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Error      string          `json:"error,omitempty"`
+	ErrorCode  string          `json:"error_code,omitempty"`
 	StartedAt  *time.Time      `json:"started_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
@@ -69,7 +76,10 @@ func callbackPayload(d *db.CallbackDelivery, maxShards int) ([]byte, error) {
 		JobName: d.JobName, JobGroup: d.JobGroup, Cause: string(d.Cause), ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
 		State: string(d.ExecutionState), Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
 		Timings: CallbackTimings{FiredAt: d.FiredAt, StartedAt: d.StartedAt, FinishedAt: d.FinishedAt},
-		Shards:  CallbackShards{ByState: d.ShardCounts, Items: d.Shards}}
+		Shards:  CallbackShards{ByState: d.ShardCounts, ByErrorCode: d.ShardErrorCodes, Items: d.Shards}}
+	if p.Shards.ByErrorCode == nil {
+		p.Shards.ByErrorCode = map[string]int{}
+	}
 	if d.StartedAt != nil && d.FinishedAt != nil {
 		ms := d.FinishedAt.Sub(*d.StartedAt).Milliseconds()
 		p.Timings.DurationMS = &ms
@@ -88,16 +98,23 @@ func callbackPayload(d *db.CallbackDelivery, maxShards int) ([]byte, error) {
 	return body, nil
 }
 
-// summarizeShards fills the payload's result (a single shard's) and error
-// (the first failed shard's, when the execution has none of its own).
+// summarizeShards fills the payload's result (a single shard's), error
+// (the first failed shard's, when the execution has none of its own) and
+// error code (the first failed shard's that has one).
 func summarizeShards(p *CallbackPayload) error {
 	var shards []CallbackShard
 	if err := json.Unmarshal(p.Shards.Items, &shards); err != nil {
 		return err
 	}
 	for _, s := range shards {
-		if p.Error == "" && s.Error != "" && s.State != string(db.TaskSucceeded) {
+		if s.State == string(db.TaskSucceeded) {
+			continue
+		}
+		if p.Error == "" && s.Error != "" {
 			p.Error = fmt.Sprintf("shard %d: %s", s.Index, s.Error)
+		}
+		if p.ErrorCode == "" {
+			p.ErrorCode = s.ErrorCode
 		}
 	}
 	if p.Shards.Total == 1 && len(shards) == 1 && len(shards[0].Result) > 0 {

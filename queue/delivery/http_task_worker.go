@@ -219,6 +219,9 @@ type httpResult struct {
 	truncated bool
 	err       error
 	latency   time.Duration
+	// code is the attempt's error code should it fail: http_<status>,
+	// connect or timeout ("" when no request was made).
+	code string
 }
 
 // send makes the request, bounded by the task's timeout (and by
@@ -233,11 +236,14 @@ func (w *httpTaskWorker) send(ctx context.Context, t *db.HTTPTask) httpResult {
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return httpResult{err: err, latency: time.Since(start)}
+		return httpResult{err: err, latency: time.Since(start), code: transportErrorCode(err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, w.cfg.MaxResultBytes+1))
-	res := httpResult{status: resp.StatusCode, err: err, latency: time.Since(start)}
+	res := httpResult{status: resp.StatusCode, err: err, latency: time.Since(start), code: statusErrorCode(resp.StatusCode)}
+	if err != nil {
+		res.code = transportErrorCode(err)
+	}
 	res.truncated = int64(len(body)) > w.cfg.MaxResultBytes
 	res.body = body[:min(int64(len(body)), w.cfg.MaxResultBytes)]
 	return res
@@ -259,7 +265,7 @@ func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HT
 		return w.complete(ctx, args, t, db.TaskResult{State: db.TaskSucceeded, Result: resultJSON(res)}, log)
 	}
 	w.out.HTTPTaskRequests.WithLabelValues("failed").Inc()
-	return w.complete(ctx, args, t, db.TaskResult{State: db.TaskFailed, Error: failureText(res)}, log)
+	return w.complete(ctx, args, t, db.TaskResult{State: db.TaskFailed, Error: failureText(res), ErrorCode: res.code}, log)
 }
 
 // complete records the attempt's result with its token and, when the task
@@ -276,8 +282,9 @@ func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.
 		log.WarnContext(ctx, "http task result dropped: its lease ended first (deadline or cancel)")
 		return w.wait(ctx, args)
 	}
-	countTaskResult(w.metrics, done[0].State)
-	log.InfoContext(ctx, "http task completed", "state", done[0].State, "reported", r.State, "error", r.Error)
+	countTaskResult(w.metrics, done[0])
+	log.InfoContext(ctx, "http task completed", "state", done[0].State, "reported", r.State, "error", r.Error,
+		"error_code", r.ErrorCode)
 	return nil
 }
 
@@ -302,12 +309,12 @@ func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskR
 	return done, outbox.Flush(ctx, tx)
 }
 
-func countTaskResult(m *metrics.Metrics, state db.TaskState) {
-	if state == db.TaskPending {
+func countTaskResult(m *metrics.Metrics, done db.CompletedTask) {
+	if done.State == db.TaskPending {
 		m.Retries.Inc()
 		return
 	}
-	m.TaskResults.WithLabelValues(string(state)).Inc()
+	m.TaskResults.Inc(string(done.State), done.ErrorCode)
 }
 
 // resultJSON is the response body as the task's result: the JSON itself

@@ -69,7 +69,7 @@ func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (db.TaskS
 	if err != nil {
 		return "", err
 	}
-	countTaskResult(c.metrics, done[0].State)
+	countTaskResult(c.metrics, done[0])
 	c.logger.InfoContext(ctx, "http task result posted", "execution_id", done[0].ExecutionID, "task_id", r.ID,
 		"attempt", st.Attempt, "reported", r.State, "state", done[0].State)
 	return done[0].State, nil

@@ -9,10 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/metrics"
 )
 
-// A lease is not reaped before it expires and is after: the task is
-// pending again with its next attempt, due after the job's backoff.
+// A lease is not reaped before it expires and is after: the task whose
+// agent still heartbeats (it dropped the task) is pending again with its
+// next attempt, due after the job's backoff.
 func TestReaperReapsLeaseOnlyAfterExpiry(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
@@ -21,17 +24,18 @@ func TestReaperReapsLeaseOnlyAfterExpiry(t *testing.T) {
 	require.Len(t, e.lease(a), 1)
 
 	e.clock.Advance(e.cfg.Lease - 5*time.Second)
+	e.heartbeat(a) // alive, but not renewing the task
 	e.sweep()
 	state, attempt := e.task(task.ID)
 	require.Equal(t, "leased", state, "not reaped before its lease expires")
 	require.Equal(t, 1, attempt)
 
 	e.clock.Advance(10 * time.Second)
+	e.heartbeat(a)
 	e.sweep()
 	state, attempt = e.task(task.ID)
 	require.Equal(t, "pending", state, "reaped once its lease expired")
-	require.Equal(t, 2, attempt)
-	e.heartbeat(a) // silent for longer than the lease, it was marked offline
+	require.Equal(t, 2, attempt, "its agent alive, the expired lease used up an attempt")
 	require.Equal(t, db.AgentState("active"), a.State)
 	require.Empty(t, e.lease(a), "the retry waits for its backoff")
 	e.clock.Advance(time.Minute)
@@ -61,8 +65,9 @@ func TestHeartbeatRenewsLeaseFromTheClock(t *testing.T) {
 
 	e.clock.Advance(10 * time.Second)
 	e.sweep()
-	state, _ = e.task(task.ID)
-	require.Equal(t, "failed", state, "one lease after the last heartbeat, with no attempt left")
+	state, attempt := e.task(task.ID)
+	require.Equal(t, "pending", state, "one lease after the last heartbeat: lost with its silent agent")
+	require.Equal(t, 1, attempt, "a lost lease uses up no attempt (the job has one)")
 }
 
 // An agent silent for longer than the offline delay is marked offline by
@@ -91,4 +96,52 @@ func TestReaperMarksSilentAgentsOffline(t *testing.T) {
 	got, err = e.broker.Get(context.Background(), alive.ID)
 	require.NoError(t, err)
 	require.Equal(t, db.AgentState("active"), got.State, "it heartbeated within the delay")
+}
+
+// A lease lost with its agent (silent for a whole lease, then offline)
+// runs again at once, on another agent and the same attempt, until the
+// reaper's MaxLostLeases-th loss fails it as lost; none of it counts as a
+// retry.
+func TestReaperRunsALostLeaseAgain(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	m := metrics.New(nil)
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Clock: e.clock, Metrics: m, MaxLostLeases: 2})
+	task := e.trigger(2, time.Minute)
+	lostLeases := func() (n int) {
+		require.NoError(t, e.pool.QueryRow(context.Background(),
+			"SELECT lost_leases FROM ax.all_tasks WHERE id = $1", task.ID).Scan(&n))
+		return n
+	}
+
+	first := e.agent("first")
+	require.Len(t, e.lease(first), 1)
+	e.clock.Advance(e.cfg.Lease + time.Second) // first dies
+	require.NoError(t, reaper.Sweep(context.Background()))
+	state, attempt := e.task(task.ID)
+	require.Equal(t, "pending", state)
+	require.Equal(t, 1, attempt, "a lost lease uses up no attempt")
+	require.Equal(t, 1, lostLeases())
+	require.Equal(t, 1.0, counter(t, m.LostLeases))
+	require.Equal(t, 1.0, counter(t, m.LeaseExpiries))
+	require.Zero(t, counter(t, m.Retries), "running again after a lost lease is no retry")
+
+	second := e.agent("second")
+	leased := e.lease(second)
+	require.Len(t, leased, 1, "runs again at once, no backoff")
+	require.Equal(t, 1, leased[0].Attempt)
+	e.clock.Advance(e.cfg.Lease + time.Second) // second dies too
+	require.NoError(t, reaper.Sweep(context.Background()))
+	state, attempt = e.task(task.ID)
+	require.Equal(t, "failed", state, "the second lost lease reaches MaxLostLeases")
+	require.Equal(t, 1, attempt, "though an attempt was left")
+	require.Equal(t, 2, lostLeases())
+	require.Equal(t, 2.0, counter(t, m.LostLeases))
+	require.Zero(t, counter(t, m.Retries))
+	var errText, execState string
+	require.NoError(t, e.pool.QueryRow(context.Background(), `
+		SELECT t.error, e.state::text FROM ax.all_tasks t JOIN ax.all_executions e ON e.id = t.execution_id WHERE t.id = $1`,
+		task.ID).Scan(&errText, &execState))
+	require.Equal(t, "lost: the lease was lost 2 times, its agent offline or silent each time", errText)
+	require.Equal(t, "failed", execState)
 }

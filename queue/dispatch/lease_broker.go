@@ -56,6 +56,12 @@ type AgentConfig struct {
 	// sooner; this only catches a notification lost with the listening
 	// connection. Defaults to 5 s.
 	IdleRecheck time.Duration
+	// LoadSmoothing is how long a heartbeat's load sample keeps weighing on
+	// the agent's smoothed load, which routing reads (load_aware): the
+	// time constant of an exponential moving average of the busiest of
+	// running/capacity, CPU and memory use, so one busy minute does not
+	// move an agent's keys and a lasting one does. Defaults to 3 minutes.
+	LoadSmoothing time.Duration
 }
 
 func (c AgentConfig) withDefaults() AgentConfig {
@@ -67,6 +73,7 @@ func (c AgentConfig) withDefaults() AgentConfig {
 	c.StarveAfter = cmp.Or(c.StarveAfter, 5*time.Minute)
 	c.MaxTaskLogBytes = cmp.Or(c.MaxTaskLogBytes, DefaultMaxTaskLogBytes)
 	c.IdleRecheck = cmp.Or(c.IdleRecheck, 5*time.Second)
+	c.LoadSmoothing = cmp.Or(c.LoadSmoothing, db.DefaultLoadSmoothing)
 	return c
 }
 
@@ -315,7 +322,9 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []d
 	res := &HeartbeatResult{LeaseExpiresAt: time.Now().Add(s.cfg.Lease)}
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		if res.State, err = db.AgentHeartbeat(ctx, tx, agentID, load, s.clock.Now()); err != nil {
+		smoothed := *load
+		smoothed.Smoothing = s.cfg.LoadSmoothing
+		if res.State, err = db.AgentHeartbeat(ctx, tx, agentID, &smoothed, s.clock.Now()); err != nil {
 			return err
 		}
 		renewed, err := db.TaskRenew(ctx, tx, agentID, refs, s.cfg.Lease, s.clock.Now())
@@ -375,7 +384,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 		if d.State == db.TaskPending {
 			s.metrics.Retries.Inc()
 		} else {
-			s.metrics.TaskResults.WithLabelValues(string(d.State)).Inc()
+			s.metrics.TaskResults.Inc(string(d.State), d.ErrorCode)
 		}
 		// Successes are the bulk at high rates: debug; the rest at info.
 		level := slog.LevelInfo
@@ -383,7 +392,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 			level = slog.LevelDebug
 		}
 		s.logger.Log(ctx, level, "task completed", "agent_id", agentID, "task_id", d.ID,
-			"execution_id", d.ExecutionID, "state", d.State)
+			"execution_id", d.ExecutionID, "state", d.State, "error_code", d.ErrorCode)
 	}
 	return done, nil
 }

@@ -26,9 +26,19 @@ type ReaperConfig struct {
 	OfflineAfter time.Duration
 	// BatchSize bounds one sweep's expired leases. Defaults to 1000.
 	BatchSize int
+	// MaxLostLeases is how many times a task may lose its lease with its
+	// agent (the agent offline, or silent for a whole lease) before it
+	// fails with error "lost: …". Until then such a task runs again at
+	// once, on another agent, without using up an attempt of its job's
+	// retry policy: a dead agent is not the task's failure, but a task
+	// that kills every agent it runs on must not go on forever. Defaults
+	// to 3.
+	MaxLostLeases int
 	// Quarantine says when an agent fails too often to get routed work:
 	// defaults to a failure rate of 50% or more over at least 5 outcomes
-	// within the last 5 minutes.
+	// within the last 5 minutes. Quarantine.ErrorShare (off by default)
+	// adds a lower bar for failures whose error code is one of
+	// Quarantine.ErrorCodes.
 	Quarantine db.QuarantinePolicy
 	// RestoreAfter is how many probe tasks in a row a quarantined agent
 	// must succeed to be active again. Defaults to 2.
@@ -44,14 +54,17 @@ type ReaperConfig struct {
 	Metrics *metrics.Metrics
 }
 
-// Reaper returns expired leases to pending (attempt + 1, after backoff) or
-// fails them when attempts are spent, times out overdue tasks, finalizes
-// their executions and marks silent agents offline. Every replica runs
-// one; a transaction-scoped advisory lock lets one sweep at a time.
+// Reaper returns leases lost with their agent to pending on the same
+// attempt (up to MaxLostLeases), other expired leases to pending (attempt
+// + 1, after backoff) or fails them when attempts are spent, times out
+// overdue tasks, finalizes their executions and marks silent agents
+// offline. Every replica runs one; a transaction-scoped advisory lock lets
+// one sweep at a time.
 type Reaper struct {
 	pool    *pgxpool.Pool
 	cfg     ReaperConfig
-	classes *RateClasses // automatic degradation of rate classes
+	lease   time.Duration // an agent silent this long has lost its leases
+	classes *RateClasses  // automatic degradation of rate classes
 
 	bg startstop.Runner
 }
@@ -59,11 +72,13 @@ type Reaper struct {
 // reaperLockID is the advisory lock that serializes sweeps.
 const reaperLockID = 0x61785f7265617072 // "ax_reapr"
 
-// NewReaper returns a Reaper; agentCfg supplies the heartbeat interval.
+// NewReaper returns a Reaper; agentCfg supplies the heartbeat interval
+// and the lease: an agent silent for a whole lease has lost its leases.
 func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reaper {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
 	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, 3*agentCfg.withDefaults().HeartbeatInterval)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
+	cfg.MaxLostLeases = cmp.Or(cfg.MaxLostLeases, DefaultMaxLostLeases)
 	cfg.Quarantine.Window = cmp.Or(cfg.Quarantine.Window, 5*time.Minute)
 	cfg.Quarantine.MinResults = cmp.Or(cfg.Quarantine.MinResults, 5)
 	cfg.Quarantine.FailureRate = cmp.Or(cfg.Quarantine.FailureRate, 0.5)
@@ -74,8 +89,11 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
-	return &Reaper{pool: pool, cfg: cfg, classes: NewRateClasses(pool, cfg.Logger)}
+	return &Reaper{pool: pool, cfg: cfg, lease: agentCfg.withDefaults().Lease, classes: NewRateClasses(pool, cfg.Logger)}
 }
+
+// DefaultMaxLostLeases is ReaperConfig.MaxLostLeases's default.
+const DefaultMaxLostLeases = 3
 
 // Start sweeps in the background until Stop.
 func (r *Reaper) Start(ctx context.Context) error {
@@ -119,17 +137,12 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err := r.classes.degradeByPressure(ctx, tx); err != nil {
 			return err
 		}
-		reaped, err := db.TaskReapExpired(ctx, tx, r.cfg.BatchSize, r.cfg.Clock.Now())
+		reaped, err := db.TaskReapExpired(ctx, tx, db.ReapPolicy{Max: r.cfg.BatchSize, SilentFor: r.lease,
+			MaxLostLeases: r.cfg.MaxLostLeases, Now: r.cfg.Clock.Now()})
 		if err != nil {
 			return err
 		}
-		r.cfg.Metrics.LeaseExpiries.Add(float64(reaped.Expired))
-		r.cfg.Metrics.TaskResults.WithLabelValues(string(db.TaskTimedOut)).Add(float64(reaped.TimedOut))
-		r.cfg.Metrics.Retries.Add(float64(reaped.Retried))
-		if reaped.Expired+reaped.TimedOut > 0 {
-			r.cfg.Logger.InfoContext(ctx, "reaped leases", "expired", reaped.Expired,
-				"timed_out", reaped.TimedOut, "retried", reaped.Retried)
-		}
+		r.record(ctx, reaped)
 		if err := r.cfg.Outbox.Flush(ctx, tx); err != nil {
 			return err
 		}
@@ -138,6 +151,18 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// record counts and logs what a sweep reaped.
+func (r *Reaper) record(ctx context.Context, reaped db.Reaped) {
+	r.cfg.Metrics.LeaseExpiries.Add(float64(reaped.Expired))
+	r.cfg.Metrics.LostLeases.Add(float64(reaped.Lost))
+	r.cfg.Metrics.TaskResults.Add(string(db.TaskTimedOut), db.ErrorCodeTimeout, float64(reaped.TimedOut))
+	r.cfg.Metrics.Retries.Add(float64(reaped.Retried - (reaped.Lost - reaped.LostOut)))
+	if reaped.Expired+reaped.TimedOut > 0 {
+		r.cfg.Logger.InfoContext(ctx, "reaped leases", "expired", reaped.Expired, "timed_out", reaped.TimedOut,
+			"retried", reaped.Retried, "lost", reaped.Lost, "lost_out", reaped.LostOut)
+	}
 }
 
 // checkHealth quarantines agents that fail too often and restores those
@@ -150,7 +175,8 @@ func (r *Reaper) checkHealth(ctx context.Context, tx pgx.Tx) error {
 	for _, a := range failing {
 		r.cfg.Metrics.AgentHealth.WithLabelValues(string(db.AgentQuarantined)).Inc()
 		r.cfg.Logger.WarnContext(ctx, "agent quarantined: failing too often", "agent_id", a.ID,
-			"failures", a.Failures, "results", a.Results, "window", r.cfg.Quarantine.Window)
+			"failures", a.Failures, "matching_failures", a.Matching, "results", a.Results,
+			"window", r.cfg.Quarantine.Window)
 	}
 	restored, err := db.AgentRestoreRecovered(ctx, tx, r.cfg.RestoreAfter)
 	if err != nil {

@@ -35,7 +35,10 @@ func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
 	e := setup(t, func(c *dispatch.AgentConfig) { c.Lease = 200 * time.Millisecond })
 	ctx := context.Background()
 	m := metrics.New(nil)
-	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Metrics: m})
+	// The reaper takes an agent silent for a minute to be dead with its
+	// leases: these agents are not, and an expired lease is the attempt's
+	// failure (TestReaperRunsALostLeaseAgain has the dead agents).
+	reaper := dispatch.NewReaper(e.pool, dispatch.AgentConfig{Lease: time.Minute}, dispatch.ReaperConfig{Metrics: m})
 	exec := e.trigger(e.job(func(j *db.Job) { j.RetryMaxAttempts = 2 }).ID)
 	a, b := e.agent(nil, nil), e.agent(nil, nil)
 
@@ -53,7 +56,7 @@ func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
 	require.Equal(t, keep.ID, kept[0].ExecutionID)
 	e.sweepUntil(reaper, func() bool { return e.task(task).State == "pending" }, "the expired lease to be reaped")
 	reaped := e.task(task)
-	require.Equal(t, 2, reaped.Attempt, "a lost lease uses up an attempt")
+	require.Equal(t, 2, reaped.Attempt, "an expired lease of a live agent uses up an attempt")
 	require.Equal(t, "lease expired", reaped.Error)
 	require.Equal(t, db.ExecutionState("running"), e.execution(exec.ID).State)
 	require.Equal(t, 1.0, counter(t, m.LeaseExpiries))

@@ -30,6 +30,14 @@ type TaskRouterConfig struct {
 	// Refresh is how long a snapshot of the candidates is reused. Defaults
 	// to 1 s.
 	Refresh time.Duration
+	// DurationWindow is how far back an agent's successes count toward
+	// its average task duration, least_active's tie-break between agents
+	// equally busy: the slower one gets the task last. Defaults to 1 hour.
+	DurationWindow time.Duration
+	// DurationSample bounds the successes averaged per agent (the latest
+	// in the window), so reading the candidates costs the same however
+	// busy the window was. Defaults to 100.
+	DurationSample int
 	// Routing tunes the strategies (load threshold, ring slots).
 	Routing routing.Config
 	// Clock, when set, is the time liveness is judged by (tests that move
@@ -67,6 +75,12 @@ type candidateSnapshot struct {
 func NewTaskRouter(pool *pgxpool.Pool, agentCfg AgentConfig, cfg TaskRouterConfig, logger *slog.Logger, m *metrics.Metrics) (*TaskRouter, error) {
 	cfg.Live = cmp.Or(cfg.Live, 2*agentCfg.withDefaults().HeartbeatInterval)
 	cfg.Refresh = cmp.Or(cfg.Refresh, time.Second)
+	cfg.DurationWindow = cmp.Or(cfg.DurationWindow, time.Hour)
+	cfg.DurationSample = cmp.Or(cfg.DurationSample, 100)
+	if cfg.DurationWindow < 0 || cfg.DurationSample < 1 {
+		return nil, fmt.Errorf("error configuring the task router: duration window %s and sample %d must be positive",
+			cfg.DurationWindow, cfg.DurationSample)
+	}
 	router, err := routing.NewRouter(&cfg.Routing)
 	if err != nil {
 		return nil, err
@@ -111,7 +125,8 @@ func (r *TaskRouter) candidates(ctx context.Context) ([]*db.Candidate, error) {
 	if s != nil && time.Since(s.at) < r.cfg.Refresh {
 		return s.agents, nil
 	}
-	agents, err := db.AgentListCandidates(ctx, r.pool, r.cfg.Live, r.cfg.Clock.Now())
+	agents, err := db.AgentListCandidates(ctx, r.pool, &db.CandidateQuery{Live: r.cfg.Live,
+		DurationWindow: r.cfg.DurationWindow, DurationSample: r.cfg.DurationSample, Now: r.cfg.Clock.Now()})
 	if err != nil {
 		return nil, fmt.Errorf("error routing tasks: %w", err)
 	}
@@ -218,7 +233,7 @@ func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]
 			continue
 		}
 		a := routing.Agent{ID: c.ID.String(), Weight: c.Weight, Capacity: c.Capacity, Running: c.Running,
-			CPU: c.CPU, Load1: c.Load1, AvgDuration: c.AvgTaskDuration, Healthy: c.Healthy}
+			Load: c.Load, AvgDuration: c.AvgTaskDuration, Healthy: c.Healthy}
 		bp.agents = append(bp.agents, a)
 		if a.Healthy {
 			bp.healthy++
@@ -289,7 +304,8 @@ func labelKey(labels map[string]string) string {
 // broadcast task when no router is configured: 2 default heartbeats.
 const defaultLive = 10 * time.Second
 
-// InsertExecutions records fires, makes their tasks, hands agentless HTTP
+// InsertExecutions records fires, makes their tasks (shard generators
+// rendered by GeneratedShardParams), hands agentless HTTP
 // tasks to the outbox and routes the others, all in e (the fire's
 // transaction).
 func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
@@ -297,7 +313,7 @@ func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, ou
 	if router != nil {
 		live = router.Live()
 	}
-	inserted, tasks, err := db.ExecutionInsertMany(ctx, e, execs, live)
+	inserted, tasks, err := db.ExecutionInsertMany(ctx, e, execs, live, GeneratedShardParams)
 	if err != nil {
 		return inserted, err
 	}

@@ -34,9 +34,10 @@ type Metrics struct {
 	Dispatched       *prometheus.CounterVec // by class ("none" without one)
 	PickupLatency    prometheus.Histogram
 	DispatchFailures prometheus.Counter
-	TaskResults      *prometheus.CounterVec
+	TaskResults      *TaskResultCounter // by state and error code, the codes capped
 	Retries          prometheus.Counter
 	LeaseExpiries    prometheus.Counter
+	LostLeases       prometheus.Counter // leases lost with their agent
 
 	TasksRouted *prometheus.CounterVec // by strategy and preferred agent
 	AgentLeases *prometheus.CounterVec // by agent and how the task came to it
@@ -91,12 +92,13 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.DispatchFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_dispatch_failures_total", Help: "Lease requests that failed with an error.",
 	})
-	m.TaskResults = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "ax_task_results_total",
-		Help: "Task outcomes: succeeded, failed (for good), cancelled, timed_out; retried failures count as retry.",
-	}, []string{"state"})
+	m.TaskResults = newTaskResultCounter(MaxErrorCodeLabels)
 	m.Retries = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "ax_task_retries_total", Help: "Task attempts scheduled again after a failure, lost lease or timeout.",
+		Name: "ax_task_retries_total", Help: "Task attempts scheduled again after a failure, timeout or a lease its live agent let expire.",
+	})
+	m.LostLeases = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_lost_leases_total",
+		Help: "Leases lost with their agent (offline or silent): the task runs again on the same attempt, or fails as lost at the cap.",
 	})
 	m.LeaseExpiries = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_lease_expiries_total", Help: "Leases that ran out without a heartbeat (agent dead or cut off).",
@@ -113,9 +115,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"change"})
 	m.AgentHealth.WithLabelValues(string(db.AgentQuarantined))
 	m.AgentHealth.WithLabelValues("restored")
-	for _, s := range []db.TaskState{db.TaskSucceeded, db.TaskFailed, db.TaskCancelled, db.TaskTimedOut} {
-		m.TaskResults.WithLabelValues(string(s))
+	for _, s := range []db.TaskState{db.TaskSucceeded, db.TaskFailed, db.TaskCancelled} {
+		m.TaskResults.With(string(s), "")
 	}
+	m.TaskResults.With(string(db.TaskTimedOut), db.ErrorCodeTimeout) // agents and the reaper give timeouts this code
 	for _, c := range []db.ExecutionCause{db.CauseSchedule, db.CauseCatchUp, db.CauseManual} {
 		m.Fires.WithLabelValues(string(c))
 	}
@@ -124,7 +127,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
-			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries,
+			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
 			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped)
 	}
 	return m

@@ -1,7 +1,10 @@
 // Package monitoring holds what operators load into their monitoring:
-// Prometheus alert rules (alerts.yml) and a Grafana dashboard
-// (dashboard.json) over the metrics of ax serve. They are embedded so
-// tests can check that every metric they use is exported.
+// Prometheus alert rules (alerts.yml, unit-tested by alerts_test.yml with
+// promtool), an Alertmanager configuration that sends each job's alerts
+// to its owner (alertmanager.yml with its template ax.tmpl, checked with
+// amtool) and a Grafana dashboard (dashboard.json) over the metrics of
+// ax serve. The rules and the dashboard are embedded so tests can check
+// that every metric they use is exported.
 package monitoring
 
 import (

@@ -11,9 +11,9 @@ WITH prior AS (
     LIMIT 1
 )
 INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, registered_by, executors, label_bound,
-                      ready, state, drained_at, quarantined_at, last_probe_at)
+                      host_name, host_ip, ready, state, drained_at, quarantined_at, last_probe_at)
 SELECT @id, @name, @labels, @capacity, @weight, @version, @api_key_id, @registered_by,
-       @executors::text[], @label_bound, false,
+       @executors::text[], @label_bound, sqlc.arg('host_name')::text, nullif(sqlc.arg('host_ip')::text, '')::inet, false,
        (CASE WHEN prior.drained_at IS NOT NULL THEN 'draining'
              WHEN prior.quarantined_at IS NOT NULL THEN 'quarantined'
              ELSE 'active' END)::ax.agent_state,
@@ -28,10 +28,21 @@ SELECT * FROM ax.agent WHERE id = @id;
 
 -- AgentHeartbeat records an agent's load and that it is alive; an agent
 -- marked offline comes back as active, or as draining or quarantined when
--- an operator's drain or a quarantine holds (see AgentInsert).
+-- an operator's drain or a quarantine holds (see AgentInsert). Its
+-- smoothed load moves toward this heartbeat's sample (the busiest of
+-- running/capacity, CPU and memory use) by 1 - e^(-elapsed/smoothing_seconds):
+-- an exponential moving average whose weights do not depend on how often
+-- the agent heartbeats, so a sample counts for about smoothing_seconds.
 -- name: AgentHeartbeat :one
 UPDATE ax.agent a
-SET last_heartbeat_at = coalesce(sqlc.narg('now')::timestamptz, now()), running = @running, cpu = @cpu, load1 = @load1, memory = @memory,
+SET last_heartbeat_at = coalesce(sqlc.narg('now')::timestamptz, now()), running = sqlc.arg('running')::integer, cpu = sqlc.arg('cpu'), load1 = sqlc.arg('load1'), memory = sqlc.arg('memory'),
+    disk_free_bytes = sqlc.narg('disk_free_bytes')::bigint,
+    load = CASE WHEN a.load_at IS NULL THEN greatest(sqlc.arg('running')::integer::float8 / a.capacity, sqlc.arg('cpu')::float8, sqlc.arg('memory')::float8)
+                ELSE a.load + (greatest(sqlc.arg('running')::integer::float8 / a.capacity, sqlc.arg('cpu')::float8, sqlc.arg('memory')::float8) - a.load)
+                     * (1 - exp(-greatest(extract(epoch FROM coalesce(sqlc.narg('now')::timestamptz, now()) - a.load_at), 0)
+                                / sqlc.arg('smoothing_seconds')::double precision))
+           END,
+    load_at = coalesce(sqlc.narg('now')::timestamptz, now()),
     ready = coalesce(sqlc.narg('ready')::boolean, ready),
     state = CASE WHEN state <> 'offline' THEN state
                  -- A heartbeat that passed a replica's key cache just
@@ -77,37 +88,52 @@ LEFT JOIN LATERAL (
       AND e.at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
 ) s ON true
 LEFT JOIN LATERAL (
-    SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at))) AS avg_seconds
-    FROM (SELECT * FROM ax.all_tasks t
-          WHERE t.agent_id = a.id AND t.state = 'succeeded' AND t.finished_at IS NOT NULL
-          ORDER BY t.finished_at DESC LIMIT 50) t
+    SELECT avg(e.duration_ms) / 1000.0 AS avg_seconds
+    FROM (SELECT e.duration_ms FROM ax.task_event e
+          WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded' AND e.duration_ms IS NOT NULL
+          ORDER BY e.at DESC LIMIT 50) e
 ) d ON true
 ORDER BY a.name, a.id;
 
 -- AgentListCandidates returns the agents routing may prefer: active or
 -- quarantined (unhealthy), heard from within @live_seconds, with their
--- labels, executors, load, weight and recent average task duration.
+-- labels, executors, load, weight and average task duration: the mean of
+-- their last @duration_sample successes within @duration_window_seconds
+-- (read newest first through task_event_agent_idx, so the cost per agent
+-- is bounded however busy the window was), each from lease to result as
+-- the success's event recorded it (duration_ms; started_at waits for the
+-- first heartbeat, so it would miss up to an interval of every task, all
+-- of a short one). Events only: the tasks themselves may be in history.
 -- name: AgentListCandidates :many
-SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
+SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.load,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
-       coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
-                 FROM ax.all_tasks t
-                 WHERE t.agent_id = a.id AND t.state = 'succeeded'
-                   AND t.finished_at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
+       coalesce((SELECT avg(r.duration_ms) / 1000.0
+                 FROM (SELECT e.duration_ms FROM ax.task_event e
+                       WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded'
+                         AND e.at > coalesce(sqlc.narg('now')::timestamptz, now())
+                                    - make_interval(secs => sqlc.arg('duration_window_seconds')::double precision)
+                       ORDER BY e.at DESC
+                       LIMIT sqlc.arg('duration_sample')::integer) r), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
   AND a.last_heartbeat_at > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('live_seconds')::double precision);
 
 -- AgentQuarantineFailing quarantines active agents whose outcomes since
 -- the start of their health window (at most @window_seconds back) number
--- at least @min_results and fail at @failure_rate or more.
+-- at least @min_results and either fail at @failure_rate or more, or fail
+-- with a matching error at @error_share or more (0: off). A failure
+-- matches when @error_codes is empty (any failure) or its event's error
+-- code (as the attempt reported it, or the reaper's) is one of them.
 -- name: AgentQuarantineFailing :many
 UPDATE ax.agent a
 SET state = 'quarantined', quarantined_at = now(), last_probe_at = now()
 FROM (
     SELECT e.agent_id,
            count(*) AS n,
-           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
+           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed,
+           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')
+                              AND (cardinality(sqlc.arg('error_codes')::text[]) = 0
+                                   OR e.error_code = ANY(sqlc.arg('error_codes')::text[]))) AS matching
     FROM ax.agent a2
     JOIN ax.task_event e ON e.agent_id = a2.id AND e.kind = 'state'
          AND e.state IN ('succeeded', 'failed', 'timed_out')
@@ -117,8 +143,10 @@ FROM (
 ) s
 WHERE a.id = s.agent_id AND a.state = 'active'
   AND s.n >= sqlc.arg('min_results')::integer
-  AND s.failed::double precision / s.n >= sqlc.arg('failure_rate')::double precision
-RETURNING a.id, s.n::integer AS results, s.failed::integer AS failures;
+  AND (s.failed::double precision / s.n >= sqlc.arg('failure_rate')::double precision
+       OR (sqlc.arg('error_share')::double precision > 0
+           AND s.matching::double precision / s.n >= sqlc.arg('error_share')::double precision))
+RETURNING a.id, s.n::integer AS results, s.failed::integer AS failures, s.matching::integer AS matching;
 
 -- AgentRestoreRecovered reactivates quarantined agents whose last
 -- @successes probe outcomes since quarantine all succeeded.

@@ -22,7 +22,8 @@ RETURNING c.execution_id, c.delivery;
 -- CallbackGetForDelivery returns what one delivery attempt needs: the
 -- outbox row, the execution, the job's current callback URL, the secrets
 -- valid now (the previous one while a rotation lasts), the count of shards
--- by state and the first @max_shards shards as the payload lists them.
+-- by state and by error code (of shards that ended without succeeding) and
+-- the first @max_shards shards as the payload lists them.
 -- name: CallbackGetForDelivery :one
 SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(j.callback_url, '')::text AS url,
@@ -35,9 +36,13 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce((SELECT jsonb_object_agg(n.state, n.n)
                  FROM (SELECT t.state::text AS state, count(*) AS n FROM ax.all_tasks t
                        WHERE t.execution_id = c.execution_id GROUP BY t.state) n), '{}')::jsonb AS shard_counts,
+       coalesce((SELECT jsonb_object_agg(n.error_code, n.n)
+                 FROM (SELECT t.error_code, count(*) AS n FROM ax.all_tasks t
+                       WHERE t.execution_id = c.execution_id AND t.error_code IS NOT NULL AND t.state <> 'succeeded'
+                       GROUP BY t.error_code) n), '{}')::jsonb AS shard_error_codes,
        coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
                      'index', t.shard_index, 'param', t.shard_param, 'state', t.state, 'attempts', t.attempt,
-                     'result', t.result, 'error', t.error,
+                     'result', t.result, 'error', t.error, 'error_code', t.error_code,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
                      ORDER BY t.shard_index)

@@ -3,7 +3,10 @@
 -- execution id); a scheduled tick that already has an
 -- execution is skipped (execution_tick_once_idx), so a tick fires once
 -- whatever races. Returns the executions actually inserted.
+-- The rows come back with what rendering a shard generator needs
+-- (db.ShardGenerator).
 -- name: ExecutionInsertMany :many
+WITH inserted AS (
 INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at,
                           traceparent)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
@@ -31,7 +34,12 @@ WHERE e.cause NOT IN ('schedule', 'catch_up')
    OR NOT EXISTS (SELECT 1 FROM ax.trigger t
                   WHERE t.job_id = e.job_id AND t.last_scheduled_for >= e.scheduled_for)
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
-RETURNING id, job_id, scheduled_for, fired_at;
+RETURNING id, job_id, scheduled_for, fired_at, shard_count
+)
+SELECT i.id, i.job_id, i.scheduled_for, i.fired_at, i.shard_count,
+       j.shard_generator, j.shard_window_seconds, j.timezone
+FROM inserted i
+JOIN ax.job j ON j.id = i.job_id;
 
 -- ExecutionCancel stops the unfinished executions in @ids and those of
 -- @job_ids: pending tasks are cancelled at once; leased and running tasks
@@ -45,7 +53,8 @@ WITH target AS (
     FOR UPDATE
 ), cancelled_tasks AS (
     UPDATE ax.task
-    SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || @reason::text
+    SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || @reason::text,
+        error_code = NULL -- a retry's earlier failure is not why it ended
     WHERE execution_id IN (SELECT id FROM target) AND state = 'pending'
     RETURNING execution_id
 ), flagged_tasks AS (

@@ -6,7 +6,8 @@ INSERT INTO ax.job (
     shard_count, shard_params, shard_range_from, shard_range_to, priority, timeout_seconds,
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
-    rate_limit_class, callback_url, params, degrade_action, agentless
+    rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
+    shard_generator, shard_window_seconds
 ) VALUES (
     @id, @name, @group_name, @owner, @description,
     @trigger_kind, sqlc.narg('cron_expr'), @timezone, sqlc.narg('interval_seconds'), sqlc.narg('run_at'),
@@ -14,7 +15,8 @@ INSERT INTO ax.job (
     @shard_count, @shard_params, @shard_range_from, @shard_range_to, @priority, @timeout_seconds,
     @retry_max_attempts, @retry_backoff_seconds, @retry_backoff_max_seconds,
     @concurrency_policy, @misfire_policy, @misfire_window_seconds, @misfire_max_fires,
-    sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params, @degrade_action, @agentless
+    sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params, @degrade_action, @agentless, @timeout_mode,
+    sqlc.narg('shard_generator'), sqlc.narg('shard_window_seconds')
 )
 RETURNING *;
 
@@ -32,22 +34,28 @@ UPDATE ax.job SET
     concurrency_policy = @concurrency_policy, misfire_policy = @misfire_policy,
     misfire_window_seconds = @misfire_window_seconds, misfire_max_fires = @misfire_max_fires,
     rate_limit_class = sqlc.narg('rate_limit_class'), callback_url = sqlc.narg('callback_url'),
-    params = @params, degrade_action = @degrade_action, agentless = @agentless, updated_at = now()
+    params = @params, degrade_action = @degrade_action, agentless = @agentless, timeout_mode = @timeout_mode,
+    shard_generator = sqlc.narg('shard_generator'), shard_window_seconds = sqlc.narg('shard_window_seconds'),
+    updated_at = now()
 WHERE id = @id
 RETURNING *;
 
 -- name: JobGetByID :one
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
+LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE j.id = @id;
 
 -- name: JobGetByIDForUpdate :one
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
+LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE j.id = @id
 FOR UPDATE OF j, t;
 
@@ -56,9 +64,11 @@ FOR UPDATE OF j, t;
 -- keeps jobs of those groups only (a key limited to them).
 -- name: JobList :many
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
+LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE (sqlc.narg('after')::uuid IS NULL OR j.id > sqlc.narg('after')::uuid)
   AND (sqlc.narg('group_name')::text IS NULL OR j.group_name = sqlc.narg('group_name')::text)
   AND (sqlc.narg('owner')::text IS NULL OR j.owner = sqlc.narg('owner')::text)
@@ -108,3 +118,8 @@ JOIN LATERAL (
     FROM ax.all_executions e
     WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
 ) r ON r.failed > 0;
+
+-- JobTimeoutMeasureGet returns the stored measure of an adaptive job's
+-- history (see TaskInsertForExecutions).
+-- name: JobTimeoutMeasureGet :one
+SELECT samples, p95_ms, computed_at FROM ax.job_timeout_measure WHERE job_id = @job_id;

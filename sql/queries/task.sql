@@ -153,12 +153,15 @@ WITH leased AS (
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
     WHERE e.id = ANY(@execution_ids::uuid[]) AND e.state = 'pending' AND EXISTS (SELECT 1 FROM leased)
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', 'leased', agent_id,
-           CASE WHEN preferred_agent_id IS NULL THEN 'unassigned'
-                WHEN preferred_agent_id = agent_id THEN 'routed here'
-                ELSE 'taken over from agent ' || preferred_agent_id END
-    FROM leased
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip)
+    SELECT l.id, l.execution_id, l.shard_index, l.attempt, 'state', 'leased', l.agent_id,
+           CASE WHEN l.preferred_agent_id IS NULL THEN 'unassigned'
+                WHEN l.preferred_agent_id = l.agent_id THEN 'routed here'
+                ELSE 'taken over from agent ' || l.preferred_agent_id END,
+           w.host_name, w.host_ip
+    FROM leased l
+    LEFT JOIN (SELECT nullif(a.host_name, '') AS host_name, a.host_ip FROM ax.agent a WHERE a.id = @agent_id) w ON true
 ), runs AS MATERIALIZED (
     -- What agents need of the runs, read once from the bound array (before
     -- this statement's own update). Inlined, it became a probe per task
@@ -204,7 +207,8 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 WITH input AS (
     SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
            unnest(@states::text[]) AS state, unnest(@results::jsonb[]) AS result,
-           unnest(@errors::text[]) AS error, sqlc.narg('agent_id')::uuid AS agent_id
+           unnest(@errors::text[]) AS error, unnest(@error_codes::text[]) AS error_code,
+           sqlc.narg('agent_id')::uuid AS agent_id
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -229,7 +233,13 @@ WITH input AS (
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
         finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE now() END,
-        result = i.result, error = nullif(i.error, ''),
+        -- An adaptive job's retry after a timeout gets twice the timeout
+        -- of the attempt before it, up to the job's ceiling.
+        timeout_seconds = CASE WHEN i.state = 'timed_out' AND j.timeout_mode = 'adaptive'
+                                    AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
+                               THEN least(j.timeout_seconds, t.timeout_seconds * 2)
+                               ELSE t.timeout_seconds END,
+        result = i.result, error = nullif(i.error, ''), error_code = nullif(i.error_code, ''),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM input i, ax.job j
     -- The tasks are read by primary key (= ANY): joined with the input
@@ -246,19 +256,28 @@ WITH input AS (
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.not_before, i.state AS reported
+              t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode, t.leased_at
 ), events AS (
-    -- The attempt's own outcome, then (for a retry) the new pending attempt.
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, CASE WHEN state = 'pending' THEN attempt - 1 ELSE attempt END,
-           'state'::ax.task_event_kind, reported::ax.task_state, agent_id, coalesce(error, '')
-    FROM done
+    -- The attempt's own outcome (with the host that reported it; a
+    -- success with its time from lease to result), then (for a retry) the
+    -- new pending attempt.
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip, error_code, duration_ms)
+    SELECT d.id, d.execution_id, d.shard_index, CASE WHEN d.state = 'pending' THEN d.attempt - 1 ELSE d.attempt END,
+           'state'::ax.task_event_kind, d.reported::ax.task_state, d.agent_id, coalesce(d.error, ''),
+           nullif(w.host_name, ''), w.host_ip, d.error_code,
+           CASE WHEN d.reported = 'succeeded' THEN (extract(epoch FROM now() - d.leased_at) * 1000)::bigint END
+    FROM done d
+    LEFT JOIN ax.agent w ON w.id = d.agent_id
     UNION ALL
     SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+           || CASE WHEN reported = 'timed_out' AND timeout_mode = 'adaptive'
+                   THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END,
+           NULL, NULL, NULL, NULL
     FROM done WHERE state = 'pending'
 )
-SELECT id, execution_id, state, shard_total FROM done;
+SELECT id, execution_id, state, shard_total, coalesce(error_code, '')::text AS error_code FROM done;
 
 -- TaskRelease hands leases back: the tasks are pending again at once,
 -- without using up an attempt (a draining agent did not fail them). Tasks
@@ -273,8 +292,12 @@ WITH released AS (
       AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', 'pending', agent_id, 'released by its agent' FROM released
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip)
+    SELECT r.id, r.execution_id, r.shard_index, r.attempt, 'state', 'pending', r.agent_id, 'released by its agent',
+           nullif(w.host_name, ''), w.host_ip
+    FROM released r
+    LEFT JOIN ax.agent w ON w.id = r.agent_id
 )
 SELECT id FROM released;
 
@@ -342,18 +365,41 @@ WITH arg AS (
 )
 SELECT (SELECT count(*) FROM counted)::int AS matched, (SELECT count(*) FROM inserted)::int AS stored;
 
--- TaskReapExpired ends leases that ran out (agent dead or partitioned):
--- the task is pending again after backoff with attempt + 1, or failed
--- when its attempts are spent, or cancelled when its run was cancelled. Tasks past their timeout are timed out the
--- same way. Returns each reaped task's execution, new state and whether
--- it had timed out (rather than lost its lease).
+-- TaskReapExpired ends leases that ran out and tasks past their timeout.
+-- A lease lost with its agent (the agent offline, or silent for
+-- @silent_seconds, a whole lease: killed, crashed or cut off) is no fault
+-- of the task: it is pending again at once, on the same attempt, with
+-- lost_leases + 1, and runs on another agent, until the
+-- @max_lost_leases-th loss fails it with error 'lost: …' (a task that
+-- kills its agents does not kill them all). A lease that ran out while its
+-- agent still heartbeats (the agent dropped the task) is a failed attempt:
+-- pending again after backoff with attempt + 1, or failed when its
+-- attempts are spent. A task past its timeout is timed out the same way;
+-- one of a cancelled run is cancelled. Returns each reaped task's
+-- execution, new state, whether it had timed out (rather than lost its
+-- lease) and whether its agent was lost.
 -- name: TaskReapExpired :many
 WITH expired AS (
-    SELECT t.id,
-           CASE WHEN t.lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now()) THEN 'lease expired'
+    SELECT t.id, k.timed_out, k.lost, t.lost_leases + k.lost::integer AS lost_leases,
+           CASE WHEN k.lost THEN 'lease lost: agent offline or silent'
+                WHEN NOT k.timed_out THEN 'lease expired'
                 ELSE 'timed out after ' || t.timeout_seconds || ' s' END AS why,
-           t.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()) AS timed_out
+           CASE WHEN t.cancel_requested_at IS NOT NULL THEN 'cancel'
+                WHEN k.lost AND t.lost_leases + 1 < @max_lost_leases::integer THEN 'rerun'
+                WHEN k.lost THEN 'lost'
+                WHEN t.attempt < t.max_attempts THEN 'retry'
+                ELSE 'end' END AS outcome
     FROM ax.task t
+    LEFT JOIN ax.agent a ON a.id = t.agent_id
+    CROSS JOIN LATERAL (
+        SELECT t.lease_expires_at > coalesce(sqlc.narg('now')::timestamptz, now()) AS timed_out,
+               -- Agentless tasks (no agent) are never lost.
+               (t.lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+                AND (a.state = 'offline'
+                     OR a.last_heartbeat_at <= coalesce(sqlc.narg('now')::timestamptz, now())
+                                               - make_interval(secs => sqlc.arg('silent_seconds')::double precision))
+               ) IS TRUE AS lost
+    ) k
     WHERE t.state IN ('leased', 'running')
       AND (t.lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
            OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= coalesce(sqlc.narg('now')::timestamptz, now()))
@@ -371,29 +417,59 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE ax.task t
-    SET state = (CASE WHEN t.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                      WHEN t.attempt < t.max_attempts THEN 'pending'
-                      WHEN x.timed_out THEN 'timed_out' ELSE 'failed' END)::ax.task_state,
-        attempt = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN t.attempt + 1 ELSE t.attempt END,
-        not_before = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
-                          THEN coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
-                                   j.retry_backoff_seconds * power(2, t.attempt - 1)))
-                          ELSE t.not_before END,
-        finished_at = CASE WHEN t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE coalesce(sqlc.narg('now')::timestamptz, now()) END,
+    SET state = (CASE x.outcome WHEN 'cancel' THEN 'cancelled'
+                                WHEN 'rerun' THEN 'pending'
+                                WHEN 'retry' THEN 'pending'
+                                WHEN 'lost' THEN 'failed'
+                                ELSE CASE WHEN x.timed_out THEN 'timed_out' ELSE 'failed' END END)::ax.task_state,
+        -- A lost lease keeps the attempt: attempt <= max_attempts holds.
+        attempt = CASE WHEN x.outcome = 'retry' THEN t.attempt + 1 ELSE t.attempt END,
+        lost_leases = x.lost_leases,
+        not_before = CASE x.outcome
+                         WHEN 'retry' THEN coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
+                                               j.retry_backoff_seconds * power(2, t.attempt - 1)))
+                         WHEN 'rerun' THEN coalesce(sqlc.narg('now')::timestamptz, now())
+                         ELSE t.not_before END,
+        finished_at = CASE WHEN x.outcome IN ('retry', 'rerun') THEN NULL ELSE coalesce(sqlc.narg('now')::timestamptz, now()) END,
         -- A timed-out attempt's agent learns from the lost lease to stop
         -- it; the retry must not inherit a cancel.
-        cancel_requested_at = CASE WHEN x.timed_out AND t.attempt >= t.max_attempts THEN coalesce(sqlc.narg('now')::timestamptz, now())
+        cancel_requested_at = CASE WHEN x.timed_out AND x.outcome = 'end' THEN coalesce(sqlc.narg('now')::timestamptz, now())
                                    ELSE t.cancel_requested_at END,
-        error = x.why, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        -- An adaptive job's retry after a timeout gets twice the timeout
+        -- of the attempt before it, up to the job's ceiling (not after a
+        -- lost lease: the attempt was not too short).
+        timeout_seconds = CASE WHEN x.timed_out AND x.outcome = 'retry' AND j.timeout_mode = 'adaptive'
+                               THEN least(j.timeout_seconds, t.timeout_seconds * 2)
+                               ELSE t.timeout_seconds END,
+        error = CASE WHEN x.outcome = 'lost'
+                     THEN 'lost: the lease was lost ' || x.lost_leases || ' times, its agent offline or silent each time'
+                     ELSE x.why END,
+        -- db.ErrorCodeTimeout, db.ErrorCodeLost, db.ErrorCodeLeaseExpired;
+        -- none for a cancelled run's task.
+        error_code = CASE WHEN x.timed_out THEN 'timeout'
+                          WHEN x.outcome IN ('rerun', 'lost') THEN 'lost'
+                          WHEN t.cancel_requested_at IS NULL THEN 'lease_expired' END,
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
       AND t.execution_id IN (SELECT id FROM locked)
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, x.timed_out
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.error_code,
+              t.lost_leases, x.timed_out, x.outcome, t.timeout_seconds, j.timeout_mode
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message)
-    SELECT id, execution_id, shard_index, attempt, 'state', state, agent_id, error FROM reaped
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip, error_code)
+    SELECT r.id, r.execution_id, r.shard_index, r.attempt, 'state', r.state, r.agent_id,
+           CASE WHEN r.outcome = 'rerun'
+                THEN r.error || ': runs again at once on the same attempt (lost leases: ' || r.lost_leases || ' of '
+                     || @max_lost_leases::integer || ')'
+                WHEN r.timed_out AND r.outcome = 'retry' AND r.timeout_mode = 'adaptive'
+                THEN r.error || '; the retry gets twice the timeout (at most timeout_seconds): ' || r.timeout_seconds || ' s'
+                ELSE r.error END,
+           nullif(w.host_name, ''), w.host_ip, r.error_code
+    FROM reaped r
+    LEFT JOIN ax.agent w ON w.id = r.agent_id
 )
-SELECT execution_id, state, timed_out FROM reaped;
+SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean AS lost FROM reaped;
 
 -- TaskNextLeasable is what a waiting long poll of agent @agent_id needs:
 -- the agent's state and readiness, and how long until the earliest
@@ -446,16 +522,90 @@ WHERE a.id = @agent_id;
 -- kind, pinned to it. Tasks of agentless jobs (job.agentless, see
 -- db.Job.Agentless) are marked so: ax serve runs them, agents never lease them.
 -- Ids that were not inserted (a tick that had fired already) match nothing.
+-- A run whose job has a shard generator takes its params from
+-- @generated_params instead (a JSON array of strings per id of
+-- @generated_ids, rendered in Go by db.ShardGenerator).
 -- Returns what routing needs to know of each task.
+--
+-- Timeouts: a fixed job's tasks get its timeout_seconds. An adaptive
+-- job's get 3 × the P95 of its recent successful attempts (lease to
+-- result), at least 5 s and at most timeout_seconds, or timeout_seconds
+-- without history. The history is measured here when the job's stored
+-- measure (ax.job_timeout_measure) is missing or older than
+-- @measure_max_age_seconds, and the new measure stored: at most once a
+-- minute a job reads its latest successful runs from history, at most
+-- 100 and none older than 24 h (each history partition's (job_id,
+-- finished_at) index), and the durations their success events recorded
+-- (task_event_execution_idx), at most 100. One fire measures at most @measure_max_jobs
+-- jobs (never measured first, then the oldest measures), so a burst of
+-- adaptive jobs does not hold up a fire; the others use their stored
+-- measure (or the ceiling) until a later fire. Fires of fixed jobs read
+-- nothing of this. (The rule is db.Job.AdaptiveTimeout in Go,
+-- which shows it; TestAdaptiveTimeoutFollowsHistory holds the two equal.)
 -- name: TaskInsertForExecutions :many
 WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
-           j.executor_kind, j.agentless
+           j.executor_kind, j.agentless, j.timeout_mode
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY(@execution_ids::uuid[])
+), generated AS (
+    SELECT unnest(@generated_ids::uuid[]) AS execution_id, unnest(@generated_params::jsonb[]) AS params
+), adaptive AS (
+    -- The adaptive jobs of these runs, with their stored measure if any.
+    SELECT DISTINCT ON (x.job_id) x.job_id, m.samples, m.p95_ms, m.computed_at,
+           (m.job_id IS NULL OR m.computed_at <= now() - make_interval(secs => @measure_max_age_seconds::double precision)) AS stale
+    FROM execs x
+    LEFT JOIN ax.job_timeout_measure m ON m.job_id = x.job_id
+    WHERE x.timeout_mode = 'adaptive'
+    ORDER BY x.job_id
+), to_measure AS (
+    -- Jobs never measured first, then the oldest measures.
+    SELECT job_id FROM adaptive WHERE stale
+    ORDER BY computed_at NULLS FIRST
+    LIMIT @measure_max_jobs::integer
+), measured AS (
+    -- (From the limited list, so only those are measured: a filter on
+    -- adaptive would be applied after the lateral join.)
+    SELECT a.job_id, h.samples, h.p95_ms
+    FROM to_measure a
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS samples,
+               (percentile_disc(0.95) WITHIN GROUP (ORDER BY d.ms))::bigint AS p95_ms
+        FROM (
+            -- The job's latest successes within 24 h (in history: a run
+            -- moves there as it ends), and their attempts' times from
+            -- lease to result as their success events recorded them.
+            SELECT t.duration_ms AS ms
+            FROM (SELECT e.id
+                  FROM ax.execution_history e
+                  WHERE e.job_id = a.job_id AND e.state = 'succeeded' AND e.finished_at > now() - interval '24 hours'
+                  ORDER BY e.finished_at DESC
+                  LIMIT 100) r
+            CROSS JOIN LATERAL (
+                SELECT ev.duration_ms, ev.at
+                FROM ax.task_event ev
+                WHERE ev.execution_id = r.id AND ev.kind = 'state' AND ev.state = 'succeeded'
+                  AND ev.duration_ms IS NOT NULL
+                LIMIT 100) t
+            ORDER BY t.at DESC
+            LIMIT 100
+        ) d
+    ) h
+), stored AS (
+    -- In job order, so fires of several jobs never wait on each other crosswise.
+    INSERT INTO ax.job_timeout_measure AS m (job_id, samples, p95_ms, computed_at)
+    SELECT job_id, samples, p95_ms, now() FROM measured ORDER BY job_id
+    ON CONFLICT (job_id) DO UPDATE
+    SET samples = excluded.samples, p95_ms = excluded.p95_ms, computed_at = excluded.computed_at
+), timeouts AS (
+    SELECT a.job_id,
+           CASE WHEN m.job_id IS NOT NULL THEN m.samples ELSE a.samples END AS samples,
+           CASE WHEN m.job_id IS NOT NULL THEN m.p95_ms ELSE a.p95_ms END AS p95_ms
+    FROM adaptive a
+    LEFT JOIN measured m ON m.job_id = a.job_id
 ), shards AS (
     SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
     FROM execs x
@@ -473,15 +623,22 @@ WITH execs AS (
     INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
                          priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
     SELECT x.id, x.job_id, s.i, s.n,
-           CASE WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
+           CASE WHEN g.params ->> s.i IS NOT NULL THEN g.params ->> s.i
+                WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
                 ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
                      || '-' ||
                      (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
            END,
-           x.priority, x.retry_max_attempts, x.timeout_seconds, greatest(x.scheduled_for, now()),
+           x.priority, x.retry_max_attempts,
+           CASE WHEN tm.samples > 0
+                THEN least(x.timeout_seconds, greatest(5, ceil(3 * tm.p95_ms / 1000.0)))::integer
+                ELSE x.timeout_seconds END,
+           greatest(x.scheduled_for, now()),
            s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
+    LEFT JOIN generated g ON g.execution_id = s.execution_id
+    LEFT JOIN timeouts tm ON tm.job_id = x.job_id
     RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
 ), shard_counts AS (
     -- A broadcast run has as many shards as live agents, maybe none.
@@ -529,7 +686,7 @@ WITH floors AS (
 ), skipped AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), updated_at = now(),
-        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor
+        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor, error_code = NULL
     FROM floors f, ax.job j
     WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
       AND j.id = t.job_id AND j.degrade_action = 'skip'
@@ -653,7 +810,7 @@ SELECT id, priority FROM ax.task WHERE id = ANY(@ids::uuid[]);
 WITH done AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL,
-        error = 'cancelled while its request was outstanding', updated_at = now()
+        error = 'cancelled while its request was outstanding', error_code = NULL, updated_at = now()
     WHERE t.agentless AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt
 ), events AS (

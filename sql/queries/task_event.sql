@@ -4,10 +4,11 @@
 -- well as count (the first event always comes; the caller drops the one
 -- that passes the cap). bytes_before is that running total.
 -- name: TaskEventListByExecution :many
-SELECT id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, stream, message, at, bytes_before
+SELECT id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, stream, message, at, bytes_before,
+       coalesce(worker_host, '')::text AS worker_host, coalesce(host(worker_ip), '')::text AS worker_ip
 FROM (
     SELECT e.id, e.task_id, e.execution_id, e.shard_index, e.attempt, e.kind, e.state, e.agent_id, e.stream,
-           e.message, e.at,
+           e.message, e.at, e.worker_host, e.worker_ip,
            (coalesce(sum(octet_length(e.message)) OVER (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS bytes_before
     FROM ax.task_event e
     WHERE e.execution_id = @execution_id AND e.id > @after_id

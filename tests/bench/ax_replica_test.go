@@ -193,7 +193,7 @@ func (r *axReplica) fire(b *testing.B, n int) time.Time {
 		for i := range execs {
 			execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: r.jobID, Cause: db.CauseManual, ScheduledFor: now}
 		}
-		inserted, tasks, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live())
+		inserted, tasks, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live(), dispatch.GeneratedShardParams)
 		if err != nil {
 			return err
 		}
@@ -215,7 +215,7 @@ func (r *axReplica) fire(b *testing.B, n int) time.Time {
 // (ax_task_results_total{state="succeeded"}), counted after each commit.
 func (r *axReplica) succeeded(b *testing.B) int {
 	var m dto.Metric
-	if err := r.metrics.TaskResults.WithLabelValues("succeeded").Write(&m); err != nil {
+	if err := r.metrics.TaskResults.With("succeeded", "").Write(&m); err != nil {
 		b.Fatal(err)
 	}
 	return int(m.GetCounter().GetValue())

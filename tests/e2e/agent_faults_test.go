@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,13 +21,13 @@ import (
 // shortLease makes a lost agent's tasks come back within seconds.
 var shortLease = []string{"AX_LEASE=3s", "AX_HEARTBEAT_INTERVAL=1s"}
 
-// retried lets a task whose lease expired run again one second later.
-var retried = map[string]any{"max_attempts": 3, "backoff_seconds": 1}
-
 // TestAgentKilledMidTask: an agent SIGKILLed while its task runs loses the
-// lease when it expires; another agent runs the task again; a late result
-// under the killed agent's old lease token and its own key gets 409 and
-// changes nothing; the task records exactly one result, the rescuer's.
+// lease; the reaper, seeing the agent silent for a whole lease, hands the
+// task to another agent at once on the same attempt: a job with the
+// default retry policy keeps its 3 retries, and the loss shows as
+// lost_leases. A late result under the killed agent's old lease token and
+// its own key gets 409 and changes nothing; the task records exactly one
+// result, the rescuer's.
 func TestAgentKilledMidTask(t *testing.T) {
 	t.Parallel()
 	s := startServerOn(t, dbtest.NewURL(t), shortLease...)
@@ -38,14 +37,14 @@ func TestAgentKilledMidTask(t *testing.T) {
 	victim := s.runAgent(t, "victim", proxy.url)
 	victimID := s.agentReady(t, "victim")
 
-	// Attempt 1 sleeps for a minute; the attempt after the lease expired
-	// finishes at once.
+	// The first run sleeps for a minute; the run after it finishes at
+	// once. No retry policy: the defaults.
 	jobID := s.createJob(t, map[string]any{
 		"name":    "long",
 		"trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": `echo "run attempt=$AX_ATTEMPT"
-if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; exec sleep 60; fi`},
-		"retry": retried,
+if mkdir ` + dir + `/$AX_TASK_ID.first 2>/dev/null; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; exec sleep 60; fi
+echo "run again"`},
 	})
 	execID := s.trigger(t, jobID)
 	var task taskRow
@@ -56,9 +55,9 @@ if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; exec sleep
 	}, 30*time.Second, 50*time.Millisecond, "the victim leases the task")
 	waitFile(t, filepath.Join(dir, task.ID+".pid"), 30*time.Second)
 	// The victim ships output in batches; what it had not sent when killed
-	// is lost, so wait for attempt 1's line before the kill.
+	// is lost, so wait for the first run's line before the kill.
 	require.Eventually(t, func() bool { return strings.Contains(s.output(t, execID), "run attempt=1") },
-		30*time.Second, 50*time.Millisecond, "attempt 1's output reaches the server")
+		30*time.Second, 50*time.Millisecond, "the first run's output reaches the server")
 	oldToken := task.LeaseToken
 	agentID, agentToken := proxy.credentials(t)
 	require.Equal(t, victimID, agentID)
@@ -74,7 +73,12 @@ if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; exec sleep
 	done := tasksOf(t, pool, execID)[0]
 	require.Equal(t, "succeeded", done.State)
 	require.Equal(t, rescuerID, done.AgentID, "the rescuer ran it")
-	require.Equal(t, 2, done.Attempt, "the expired lease cost an attempt")
+	require.Equal(t, 1, done.Attempt, "the lease lost with its agent cost no attempt")
+	_, exec := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	shard := exec["tasks"].([]any)[0].(map[string]any)
+	require.EqualValues(t, 1, shard["attempt"])
+	require.EqualValues(t, 4, shard["max_attempts"], "the default policy: 3 retries, all left")
+	require.EqualValues(t, 1, shard["lost_leases"], "the loss is on record")
 
 	// The killed agent's late result, with its own key and its old token.
 	events := stateEvents(t, pool, task.ID)
@@ -85,26 +89,30 @@ if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; exec sleep
 	require.Equal(t, http.StatusConflict, status, problem)
 	require.Equal(t, done, tasksOf(t, pool, execID)[0], "the stale result changed nothing")
 	require.Equal(t, events, stateEvents(t, pool, task.ID), "the stale result recorded nothing")
-	_, exec := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	_, exec = s.api(t, "GET", "/v1/executions/"+execID, nil)
 	require.Equal(t, "succeeded", exec["state"])
 
 	// What happened, as task_event tells it: leased by the victim, reaped
-	// when its lease expired, leased by the rescuer, one result.
+	// when its lease was lost with it, leased by the rescuer, one result,
+	// all on attempt 1.
 	require.Len(t, results(events), 1, "exactly one result: %+v", events)
-	require.Equal(t, stateEvent{State: "succeeded", AgentID: rescuerID, Attempt: 2, At: results(events)[0].At},
+	require.Equal(t, stateEvent{State: "succeeded", AgentID: rescuerID, Attempt: 1, At: results(events)[0].At},
 		results(events)[0])
 	var states []string
 	for _, e := range events {
 		states = append(states, e.State+"/"+e.AgentID)
+		require.Equal(t, 1, e.Attempt, "%+v", e)
 		if e.State == "pending" {
-			require.Equal(t, "lease expired", e.Message)
+			require.Equal(t, "lease lost: agent offline or silent: runs again at once on the same attempt (lost leases: 1 of 3)",
+				e.Message)
 		}
 	}
 	require.Equal(t, []string{"leased/" + victimID, "pending/" + victimID, "leased/" + rescuerID, "succeeded/" + rescuerID},
 		states)
 	out := s.output(t, execID)
-	require.Equal(t, 1, strings.Count(out, "run attempt=1"), out)
-	require.Equal(t, 1, strings.Count(out, "run attempt=2"), out)
+	require.Equal(t, 2, strings.Count(out, "run attempt=1"), out)
+	require.Equal(t, 1, strings.Count(out, "run again"), out)
+	require.NotContains(t, out, "run attempt=2", out)
 }
 
 // TestAgentStoppedPastLease: an agent SIGSTOPped past its lease (its task
@@ -120,14 +128,14 @@ func TestAgentStoppedPastLease(t *testing.T) {
 	sleeper := s.runAgent(t, "sleeper", proxy.url)
 	sleeperID := s.agentReady(t, "sleeper")
 
-	// Attempt 1 runs for 5 s, in its own process group, so it finishes
-	// while its agent is stopped; later attempts finish at once.
+	// The first run lasts 5 s, in its own process group, so it finishes
+	// while its agent is stopped; later runs finish at once.
 	jobID := s.createJob(t, map[string]any{
 		"name":    "stopped",
 		"trigger": map[string]any{"kind": "manual"},
-		"executor": map[string]any{"kind": "shell", "command": `echo "run attempt=$AX_ATTEMPT"
-if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; sleep 5; echo first-run-done; touch ` + dir + `/$AX_TASK_ID.done; fi`},
-		"retry": retried,
+		"executor": map[string]any{"kind": "shell", "command": `if mkdir ` + dir + `/$AX_TASK_ID.first 2>/dev/null; then
+echo "first run attempt=$AX_ATTEMPT"; echo $$ > ` + dir + `/$AX_TASK_ID.pid; sleep 5; echo first-run-done; touch ` + dir + `/$AX_TASK_ID.done
+else echo "run again attempt=$AX_ATTEMPT"; fi`},
 	})
 	execID := s.trigger(t, jobID)
 	var taskID string
@@ -138,7 +146,7 @@ if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; sleep 5; e
 	}, 30*time.Second, 50*time.Millisecond, "the sleeper leases the task")
 	waitFile(t, filepath.Join(dir, taskID+".pid"), 30*time.Second)
 	// Its first output is shipped while the lease holds.
-	require.Eventually(t, func() bool { return strings.Contains(s.output(t, execID), "run attempt=1") },
+	require.Eventually(t, func() bool { return strings.Contains(s.output(t, execID), "first run attempt=1") },
 		10*time.Second, 50*time.Millisecond)
 
 	s.runAgent(t, "other", s.url)
@@ -206,14 +214,16 @@ if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; sleep 5; e
 	}
 	task := tasksOf(t, pool, execID)[0]
 	require.Equal(t, otherID, task.AgentID)
-	// Attempt 2 may have gone to the stopped agent itself: its long poll was
+	// The stopped agent's lease was lost with it (silent for a whole
+	// lease): the task ran again on the same attempt. The run again may
+	// have gone to the stopped agent itself first: its long poll was
 	// waiting on the server when it was stopped, and a server that checks
 	// the agent's state only when the poll begins answers it even after the
-	// reaper marked the agent offline. That lease expired as well, the
-	// other agent ran attempt 3, and the stopped agent, resumed, ran attempt
-	// 2 for nothing: a heartbeat said the lease was lost, and a result it
-	// sent was refused with 409 (checked above).
-	require.GreaterOrEqual(t, task.Attempt, 2)
+	// reaper marked the agent offline. That lease was lost as well, the
+	// other agent ran the task, and the stopped agent, resumed, ran it for
+	// nothing: a heartbeat said the lease was lost, and a result it sent was
+	// refused with 409 (checked above).
+	require.Equal(t, 1, task.Attempt, "leases lost with their agent use up no attempt")
 	for _, c := range proxy.callsTo("/lease") {
 		if strings.Contains(string(c.Resp), taskID) && c.At.After(stopped) {
 			t.Logf("the stopped agent was handed the task again by a long poll answered while it was stopped")
@@ -221,8 +231,8 @@ if [ "$AX_ATTEMPT" = 1 ]; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; sleep 5; e
 	}
 	out := s.output(t, execID)
 	require.NotContains(t, out, "first-run-done", "output printed after the lease was lost is not recorded")
-	require.Equal(t, 2, strings.Count(out, "run attempt="), "the first run's output, shipped while its lease held, and the last run's: %s", out)
-	require.Equal(t, 1, strings.Count(out, fmt.Sprintf("run attempt=%d", task.Attempt)), out)
+	require.Equal(t, 1, strings.Count(out, "first run attempt=1"), "the first run's output, shipped while its lease held: %s", out)
+	require.Equal(t, 1, strings.Count(out, "run again attempt=1"), "and the last run's: %s", out)
 }
 
 // TestAgentDrainLetsTasksFinish: SIGTERM drains an agent: the server hears

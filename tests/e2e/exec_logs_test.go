@@ -91,6 +91,7 @@ echo "second of $AX_SHARD_INDEX"; printf 'warn %s' "$AX_SHARD_INDEX" >&2`),
 	// A run that fails: its output, then exit status 1.
 	failing := s.createJob(t, map[string]any{
 		"name": "failing", "trigger": manual, "executor": shell(`echo "about to fail"; exit 3`),
+		"retry": map[string]any{"max_attempts": 1},
 	})
 	failedID := s.trigger(t, failing)
 	out, err = s.ax(t, "exec", "logs", failedID, "-f")

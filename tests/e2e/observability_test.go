@@ -56,7 +56,8 @@ func TestEveryMetricMovesAsRunsHappen(t *testing.T) {
 	failing := s.createJob(t, map[string]any{"name": "flaky", "owner": "team-pay", "trigger": map[string]any{"kind": "manual"},
 		"executor": shell("exit 3"), "target": blue, "retry": map[string]any{"max_attempts": 2, "backoff_seconds": 1}})
 	slow := s.createJob(t, map[string]any{"name": "slow", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("sleep 30"), "target": blue, "timeout_seconds": 1})
+		"executor": shell("sleep 30"), "target": blue, "timeout_seconds": 1,
+		"retry": map[string]any{"max_attempts": 1}})
 	doomed := s.createJob(t, map[string]any{"name": "doomed", "trigger": map[string]any{"kind": "manual"},
 		"executor": shell("sleep 30"), "target": map[string]any{"labels": map[string]string{"pool": "doomed"}}})
 	late := s.createJob(t, map[string]any{"name": "late", "trigger": map[string]any{"kind": "interval", "interval_seconds": 1},
@@ -96,6 +97,7 @@ func TestEveryMetricMovesAsRunsHappen(t *testing.T) {
 		"timed out":         grew("ax_task_results_total", `state="timed_out"`),
 		"retries":           grew("ax_task_retries_total"),
 		"lease expiries":    grew("ax_lease_expiries_total"),
+		"lost leases":       grew("ax_lost_leases_total"),
 		"agent leases":      grew("ax_agent_leases_total"),
 		"ready agents (blue)": func(_, after map[string]float64) bool {
 			return sum(after, "ax_agents", `state="active"`, `ready="true"`, `pool="blue"`) == 1

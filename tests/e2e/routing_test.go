@@ -181,6 +181,7 @@ func TestFailingAgentQuarantinedThenRestored(t *testing.T) {
   if [ $((n % 5)) -ne 0 ]; then echo "tools broken (run $n)" >&2; exit 1; fi
 fi
 sleep 0.3; echo done`),
+		"retry": map[string]any{"max_attempts": 1}, // each run one outcome
 	})
 
 	// Round robin: one run of each pair is the flaky agent's.

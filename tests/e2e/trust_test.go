@@ -68,7 +68,8 @@ func TestAgentProcessesRunOnlyTheirExecutors(t *testing.T) {
 	s.agentReady(t, "liar")
 	job = s.createJob(t, map[string]any{"name": "forged", "trigger": map[string]any{"kind": "manual"},
 		"target":   map[string]any{"labels": map[string]string{"pool": "liar"}},
-		"executor": map[string]any{"kind": "shell", "command": "touch " + forged}})
+		"executor": map[string]any{"kind": "shell", "command": "touch " + forged},
+		"retry":    map[string]any{"max_attempts": 1}})
 	exec = s.trigger(t, job)
 	require.Equal(t, "failed", s.waitExecution(t, exec, 15*time.Second))
 	require.NoFileExists(t, forged)

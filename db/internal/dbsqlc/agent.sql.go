@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,7 +74,7 @@ func (q *Queries) AgentDrainHold(ctx context.Context, db DBTX, id uuid.UUID) (in
 }
 
 const agentGetByID = `-- name: AgentGetByID :one
-SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound FROM ax.agent WHERE id = $1
+SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound, load, load_at, disk_free_bytes, host_name, host_ip FROM ax.agent WHERE id = $1
 `
 
 func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAgent, error) {
@@ -102,14 +103,26 @@ func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAg
 		&i.RegisteredBy,
 		&i.DrainedAt,
 		&i.LabelBound,
+		&i.Load,
+		&i.LoadAt,
+		&i.DiskFreeBytes,
+		&i.HostName,
+		&i.HostIp,
 	)
 	return i, err
 }
 
 const agentHeartbeat = `-- name: AgentHeartbeat :one
 UPDATE ax.agent a
-SET last_heartbeat_at = coalesce($1::timestamptz, now()), running = $2, cpu = $3, load1 = $4, memory = $5,
-    ready = coalesce($6::boolean, ready),
+SET last_heartbeat_at = coalesce($1::timestamptz, now()), running = $2::integer, cpu = $3, load1 = $4, memory = $5,
+    disk_free_bytes = $6::bigint,
+    load = CASE WHEN a.load_at IS NULL THEN greatest($2::integer::float8 / a.capacity, $3::float8, $5::float8)
+                ELSE a.load + (greatest($2::integer::float8 / a.capacity, $3::float8, $5::float8) - a.load)
+                     * (1 - exp(-greatest(extract(epoch FROM coalesce($1::timestamptz, now()) - a.load_at), 0)
+                                / $7::double precision))
+           END,
+    load_at = coalesce($1::timestamptz, now()),
+    ready = coalesce($8::boolean, ready),
     state = CASE WHEN state <> 'offline' THEN state
                  -- A heartbeat that passed a replica's key cache just
                  -- before the key was revoked does not bring it back.
@@ -118,23 +131,29 @@ SET last_heartbeat_at = coalesce($1::timestamptz, now()), running = $2, cpu = $3
                  WHEN drained_at IS NOT NULL THEN 'draining'
                  WHEN quarantined_at IS NOT NULL THEN 'quarantined'
                  ELSE 'active' END
-WHERE a.id = $7
+WHERE a.id = $9
 RETURNING a.state
 `
 
 type AgentHeartbeatParams struct {
-	Now     *time.Time
-	Running int32
-	Cpu     float64
-	Load1   float64
-	Memory  float64
-	Ready   *bool
-	ID      uuid.UUID
+	Now              *time.Time
+	Running          int32
+	Cpu              float64
+	Load1            float64
+	Memory           float64
+	DiskFreeBytes    *int64
+	SmoothingSeconds float64
+	Ready            *bool
+	ID               uuid.UUID
 }
 
 // AgentHeartbeat records an agent's load and that it is alive; an agent
 // marked offline comes back as active, or as draining or quarantined when
-// an operator's drain or a quarantine holds (see AgentInsert).
+// an operator's drain or a quarantine holds (see AgentInsert). Its
+// smoothed load moves toward this heartbeat's sample (the busiest of
+// running/capacity, CPU and memory use) by 1 - e^(-elapsed/smoothing_seconds):
+// an exponential moving average whose weights do not depend on how often
+// the agent heartbeats, so a sample counts for about smoothing_seconds.
 func (q *Queries) AgentHeartbeat(ctx context.Context, db DBTX, arg AgentHeartbeatParams) (AxAgentState, error) {
 	row := db.QueryRow(ctx, agentHeartbeat,
 		arg.Now,
@@ -142,6 +161,8 @@ func (q *Queries) AgentHeartbeat(ctx context.Context, db DBTX, arg AgentHeartbea
 		arg.Cpu,
 		arg.Load1,
 		arg.Memory,
+		arg.DiskFreeBytes,
+		arg.SmoothingSeconds,
 		arg.Ready,
 		arg.ID,
 	)
@@ -159,9 +180,9 @@ WITH prior AS (
     LIMIT 1
 )
 INSERT INTO ax.agent (id, name, labels, capacity, weight, version, api_key_id, registered_by, executors, label_bound,
-                      ready, state, drained_at, quarantined_at, last_probe_at)
+                      host_name, host_ip, ready, state, drained_at, quarantined_at, last_probe_at)
 SELECT $1, $2, $3, $4, $5, $6, $7, $8,
-       $9::text[], $10, false,
+       $9::text[], $10, $11::text, nullif($12::text, '')::inet, false,
        (CASE WHEN prior.drained_at IS NOT NULL THEN 'draining'
              WHEN prior.quarantined_at IS NOT NULL THEN 'quarantined'
              ELSE 'active' END)::ax.agent_state,
@@ -169,7 +190,7 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8,
        CASE WHEN prior.quarantined_at IS NOT NULL THEN now() END
 FROM (SELECT 1) one
 LEFT JOIN prior ON true
-RETURNING id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound
+RETURNING id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound, load, load_at, disk_free_bytes, host_name, host_ip
 `
 
 type AgentInsertParams struct {
@@ -183,6 +204,8 @@ type AgentInsertParams struct {
 	RegisteredBy *uuid.UUID
 	Executors    []string
 	LabelBound   bool
+	HostName     string
+	HostIp       string
 }
 
 // AgentInsert registers an agent. An agent of the same identity (the key
@@ -201,6 +224,8 @@ func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParam
 		arg.RegisteredBy,
 		arg.Executors,
 		arg.LabelBound,
+		arg.HostName,
+		arg.HostIp,
 	)
 	var i AxAgent
 	err := row.Scan(
@@ -226,12 +251,17 @@ func (q *Queries) AgentInsert(ctx context.Context, db DBTX, arg AgentInsertParam
 		&i.RegisteredBy,
 		&i.DrainedAt,
 		&i.LabelBound,
+		&i.Load,
+		&i.LoadAt,
+		&i.DiskFreeBytes,
+		&i.HostName,
+		&i.HostIp,
 	)
 	return i, err
 }
 
 const agentList = `-- name: AgentList :many
-SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_key_id, a.running, a.cpu, a.load1, a.memory, a.registered_at, a.last_heartbeat_at, a.weight, a.health_since, a.quarantined_at, a.last_probe_at, a.executors, a.registered_by, a.drained_at, a.label_bound,
+SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_key_id, a.running, a.cpu, a.load1, a.memory, a.registered_at, a.last_heartbeat_at, a.weight, a.health_since, a.quarantined_at, a.last_probe_at, a.executors, a.registered_by, a.drained_at, a.label_bound, a.load, a.load_at, a.disk_free_bytes, a.host_name, a.host_ip,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce(s.succeeded, 0)::bigint AS recent_succeeded,
        coalesce(s.failed, 0)::bigint AS recent_failed,
@@ -249,10 +279,10 @@ LEFT JOIN LATERAL (
       AND e.at > now() - make_interval(secs => $1::double precision)
 ) s ON true
 LEFT JOIN LATERAL (
-    SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at))) AS avg_seconds
-    FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, retain_until FROM ax.all_tasks t
-          WHERE t.agent_id = a.id AND t.state = 'succeeded' AND t.finished_at IS NOT NULL
-          ORDER BY t.finished_at DESC LIMIT 50) t
+    SELECT avg(e.duration_ms) / 1000.0 AS avg_seconds
+    FROM (SELECT e.duration_ms FROM ax.task_event e
+          WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded' AND e.duration_ms IS NOT NULL
+          ORDER BY e.at DESC LIMIT 50) e
 ) d ON true
 ORDER BY a.name, a.id
 `
@@ -280,6 +310,11 @@ type AgentListRow struct {
 	RegisteredBy     *uuid.UUID
 	DrainedAt        *time.Time
 	LabelBound       bool
+	Load             float64
+	LoadAt           *time.Time
+	DiskFreeBytes    *int64
+	HostName         string
+	HostIp           *netip.Addr
 	Leased           int32
 	RecentSucceeded  int64
 	RecentFailed     int64
@@ -323,6 +358,11 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64)
 			&i.RegisteredBy,
 			&i.DrainedAt,
 			&i.LabelBound,
+			&i.Load,
+			&i.LoadAt,
+			&i.DiskFreeBytes,
+			&i.HostName,
+			&i.HostIp,
 			&i.Leased,
 			&i.RecentSucceeded,
 			&i.RecentFailed,
@@ -341,20 +381,25 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64)
 }
 
 const agentListCandidates = `-- name: AgentListCandidates :many
-SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.cpu, a.load1,
+SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.load,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
-       coalesce((SELECT avg(extract(epoch FROM t.finished_at - coalesce(t.started_at, t.leased_at)))
-                 FROM ax.all_tasks t
-                 WHERE t.agent_id = a.id AND t.state = 'succeeded'
-                   AND t.finished_at > now() - interval '10 minutes'), 0)::double precision AS avg_seconds
+       coalesce((SELECT avg(r.duration_ms) / 1000.0
+                 FROM (SELECT e.duration_ms FROM ax.task_event e
+                       WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded'
+                         AND e.at > coalesce($1::timestamptz, now())
+                                    - make_interval(secs => $2::double precision)
+                       ORDER BY e.at DESC
+                       LIMIT $3::integer) r), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
-  AND a.last_heartbeat_at > coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
+  AND a.last_heartbeat_at > coalesce($1::timestamptz, now()) - make_interval(secs => $4::double precision)
 `
 
 type AgentListCandidatesParams struct {
-	Now         *time.Time
-	LiveSeconds float64
+	Now                   *time.Time
+	DurationWindowSeconds float64
+	DurationSample        int32
+	LiveSeconds           float64
 }
 
 type AgentListCandidatesRow struct {
@@ -367,17 +412,27 @@ type AgentListCandidatesRow struct {
 	State      AxAgentState
 	Ready      bool
 	Running    int32
-	Cpu        float64
-	Load1      float64
+	Load       float64
 	Leased     int32
 	AvgSeconds float64
 }
 
 // AgentListCandidates returns the agents routing may prefer: active or
 // quarantined (unhealthy), heard from within @live_seconds, with their
-// labels, executors, load, weight and recent average task duration.
+// labels, executors, load, weight and average task duration: the mean of
+// their last @duration_sample successes within @duration_window_seconds
+// (read newest first through task_event_agent_idx, so the cost per agent
+// is bounded however busy the window was), each from lease to result as
+// the success's event recorded it (duration_ms; started_at waits for the
+// first heartbeat, so it would miss up to an interval of every task, all
+// of a short one). Events only: the tasks themselves may be in history.
 func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, arg AgentListCandidatesParams) ([]AgentListCandidatesRow, error) {
-	rows, err := db.Query(ctx, agentListCandidates, arg.Now, arg.LiveSeconds)
+	rows, err := db.Query(ctx, agentListCandidates,
+		arg.Now,
+		arg.DurationWindowSeconds,
+		arg.DurationSample,
+		arg.LiveSeconds,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -395,8 +450,7 @@ func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, arg AgentLis
 			&i.State,
 			&i.Ready,
 			&i.Running,
-			&i.Cpu,
-			&i.Load1,
+			&i.Load,
 			&i.Leased,
 			&i.AvgSeconds,
 		); err != nil {
@@ -450,23 +504,30 @@ SET state = 'quarantined', quarantined_at = now(), last_probe_at = now()
 FROM (
     SELECT e.agent_id,
            count(*) AS n,
-           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
+           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed,
+           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')
+                              AND (cardinality($4::text[]) = 0
+                                   OR e.error_code = ANY($4::text[]))) AS matching
     FROM ax.agent a2
     JOIN ax.task_event e ON e.agent_id = a2.id AND e.kind = 'state'
          AND e.state IN ('succeeded', 'failed', 'timed_out')
-         AND e.at > greatest(a2.health_since, now() - make_interval(secs => $3::double precision))
+         AND e.at > greatest(a2.health_since, now() - make_interval(secs => $5::double precision))
     WHERE a2.state = 'active'
     GROUP BY e.agent_id
 ) s
 WHERE a.id = s.agent_id AND a.state = 'active'
   AND s.n >= $1::integer
-  AND s.failed::double precision / s.n >= $2::double precision
-RETURNING a.id, s.n::integer AS results, s.failed::integer AS failures
+  AND (s.failed::double precision / s.n >= $2::double precision
+       OR ($3::double precision > 0
+           AND s.matching::double precision / s.n >= $3::double precision))
+RETURNING a.id, s.n::integer AS results, s.failed::integer AS failures, s.matching::integer AS matching
 `
 
 type AgentQuarantineFailingParams struct {
 	MinResults    int32
 	FailureRate   float64
+	ErrorShare    float64
+	ErrorCodes    []string
 	WindowSeconds float64
 }
 
@@ -474,13 +535,23 @@ type AgentQuarantineFailingRow struct {
 	ID       uuid.UUID
 	Results  int32
 	Failures int32
+	Matching int32
 }
 
 // AgentQuarantineFailing quarantines active agents whose outcomes since
 // the start of their health window (at most @window_seconds back) number
-// at least @min_results and fail at @failure_rate or more.
+// at least @min_results and either fail at @failure_rate or more, or fail
+// with a matching error at @error_share or more (0: off). A failure
+// matches when @error_codes is empty (any failure) or its event's error
+// code (as the attempt reported it, or the reaper's) is one of them.
 func (q *Queries) AgentQuarantineFailing(ctx context.Context, db DBTX, arg AgentQuarantineFailingParams) ([]AgentQuarantineFailingRow, error) {
-	rows, err := db.Query(ctx, agentQuarantineFailing, arg.MinResults, arg.FailureRate, arg.WindowSeconds)
+	rows, err := db.Query(ctx, agentQuarantineFailing,
+		arg.MinResults,
+		arg.FailureRate,
+		arg.ErrorShare,
+		arg.ErrorCodes,
+		arg.WindowSeconds,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -488,7 +559,12 @@ func (q *Queries) AgentQuarantineFailing(ctx context.Context, db DBTX, arg Agent
 	var items []AgentQuarantineFailingRow
 	for rows.Next() {
 		var i AgentQuarantineFailingRow
-		if err := rows.Scan(&i.ID, &i.Results, &i.Failures); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Results,
+			&i.Failures,
+			&i.Matching,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -49,13 +49,17 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce((SELECT jsonb_object_agg(n.state, n.n)
                  FROM (SELECT t.state::text AS state, count(*) AS n FROM ax.all_tasks t
                        WHERE t.execution_id = c.execution_id GROUP BY t.state) n), '{}')::jsonb AS shard_counts,
+       coalesce((SELECT jsonb_object_agg(n.error_code, n.n)
+                 FROM (SELECT t.error_code, count(*) AS n FROM ax.all_tasks t
+                       WHERE t.execution_id = c.execution_id AND t.error_code IS NOT NULL AND t.state <> 'succeeded'
+                       GROUP BY t.error_code) n), '{}')::jsonb AS shard_error_codes,
        coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
                      'index', t.shard_index, 'param', t.shard_param, 'state', t.state, 'attempts', t.attempt,
-                     'result', t.result, 'error', t.error,
+                     'result', t.result, 'error', t.error, 'error_code', t.error_code,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
                      ORDER BY t.shard_index)
-                 FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, retain_until FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
+                 FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
                        ORDER BY t.shard_index LIMIT $1::integer) t), '[]')::jsonb AS shards
 FROM ax.callback c
 JOIN ax.all_executions e ON e.id = c.execution_id
@@ -70,36 +74,38 @@ type CallbackGetForDeliveryParams struct {
 }
 
 type CallbackGetForDeliveryRow struct {
-	ExecutionID    uuid.UUID
-	JobID          uuid.UUID
-	State          AxCallbackState
-	Delivery       int32
-	Attempts       int32
-	Url            string
-	Cause          AxExecutionCause
-	ExecutionState AxExecutionState
-	ScheduledFor   time.Time
-	FiredAt        time.Time
-	StartedAt      *time.Time
-	FinishedAt     *time.Time
-	ExecutionError *string
-	CancelReason   *string
-	ShardCount     int32
-	Misfired       bool
-	Params         []byte
-	Traceparent    string
-	JobName        string
-	GroupName      string
-	Secret         string
-	PreviousSecret string
-	ShardCounts    []byte
-	Shards         []byte
+	ExecutionID     uuid.UUID
+	JobID           uuid.UUID
+	State           AxCallbackState
+	Delivery        int32
+	Attempts        int32
+	Url             string
+	Cause           AxExecutionCause
+	ExecutionState  AxExecutionState
+	ScheduledFor    time.Time
+	FiredAt         time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	ExecutionError  *string
+	CancelReason    *string
+	ShardCount      int32
+	Misfired        bool
+	Params          []byte
+	Traceparent     string
+	JobName         string
+	GroupName       string
+	Secret          string
+	PreviousSecret  string
+	ShardCounts     []byte
+	ShardErrorCodes []byte
+	Shards          []byte
 }
 
 // CallbackGetForDelivery returns what one delivery attempt needs: the
 // outbox row, the execution, the job's current callback URL, the secrets
 // valid now (the previous one while a rotation lasts), the count of shards
-// by state and the first @max_shards shards as the payload lists them.
+// by state and by error code (of shards that ended without succeeding) and
+// the first @max_shards shards as the payload lists them.
 func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, arg CallbackGetForDeliveryParams) (CallbackGetForDeliveryRow, error) {
 	row := db.QueryRow(ctx, callbackGetForDelivery, arg.MaxShards, arg.ExecutionID)
 	var i CallbackGetForDeliveryRow
@@ -127,6 +133,7 @@ func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, arg Callb
 		&i.Secret,
 		&i.PreviousSecret,
 		&i.ShardCounts,
+		&i.ShardErrorCodes,
 		&i.Shards,
 	)
 	return i, err

@@ -20,7 +20,8 @@ WITH target AS (
     FOR UPDATE
 ), cancelled_tasks AS (
     UPDATE ax.task
-    SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || $1::text
+    SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || $1::text,
+        error_code = NULL -- a retry's earlier failure is not why it ended
     WHERE execution_id IN (SELECT id FROM target) AND state = 'pending'
     RETURNING execution_id
 ), flagged_tasks AS (
@@ -224,6 +225,7 @@ func (q *Queries) ExecutionHasUnfinished(ctx context.Context, db DBTX, jobID uui
 }
 
 const executionInsertMany = `-- name: ExecutionInsertMany :many
+WITH inserted AS (
 INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at,
                           traceparent)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
@@ -247,7 +249,12 @@ WHERE e.cause NOT IN ('schedule', 'catch_up')
    OR NOT EXISTS (SELECT 1 FROM ax.trigger t
                   WHERE t.job_id = e.job_id AND t.last_scheduled_for >= e.scheduled_for)
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
-RETURNING id, job_id, scheduled_for, fired_at
+RETURNING id, job_id, scheduled_for, fired_at, shard_count
+)
+SELECT i.id, i.job_id, i.scheduled_for, i.fired_at, i.shard_count,
+       j.shard_generator, j.shard_window_seconds, j.timezone
+FROM inserted i
+JOIN ax.job j ON j.id = i.job_id
 `
 
 type ExecutionInsertManyParams struct {
@@ -263,10 +270,14 @@ type ExecutionInsertManyParams struct {
 }
 
 type ExecutionInsertManyRow struct {
-	ID           uuid.UUID
-	JobID        uuid.UUID
-	ScheduledFor time.Time
-	FiredAt      time.Time
+	ID                 uuid.UUID
+	JobID              uuid.UUID
+	ScheduledFor       time.Time
+	FiredAt            time.Time
+	ShardCount         int32
+	ShardGenerator     *string
+	ShardWindowSeconds *int32
+	Timezone           string
 }
 
 // ExecutionInsertMany inserts fires (params: the job's, overlaid by the
@@ -274,6 +285,8 @@ type ExecutionInsertManyRow struct {
 // execution id); a scheduled tick that already has an
 // execution is skipped (execution_tick_once_idx), so a tick fires once
 // whatever races. Returns the executions actually inserted.
+// The rows come back with what rendering a shard generator needs
+// (db.ShardGenerator).
 // A tick at or before the trigger's last fired tick fired already, even
 // when its run has moved to history or been removed by retention: every
 // scheduled fire holds the trigger row (TriggerClaimDue), so this check
@@ -302,6 +315,10 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 			&i.JobID,
 			&i.ScheduledFor,
 			&i.FiredAt,
+			&i.ShardCount,
+			&i.ShardGenerator,
+			&i.ShardWindowSeconds,
+			&i.Timezone,
 		); err != nil {
 			return nil, err
 		}

@@ -31,17 +31,22 @@ func (q *Queries) JobDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, 
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
+LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE j.id = $1
 `
 
 type JobGetByIDRow struct {
-	AxJob     AxJob
-	AxTrigger AxTrigger
-	LastState string
+	AxJob             AxJob
+	AxTrigger         AxTrigger
+	LastState         string
+	TimeoutSamples    *int32
+	TimeoutP95Ms      *int64
+	TimeoutComputedAt *time.Time
 }
 
 func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGetByIDRow, error) {
@@ -83,6 +88,9 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.ShardRangeTo,
 		&i.AxJob.DegradeAction,
 		&i.AxJob.Agentless,
+		&i.AxJob.TimeoutMode,
+		&i.AxJob.ShardGenerator,
+		&i.AxJob.ShardWindowSeconds,
 		&i.AxJob.HistoryRetention,
 		&i.AxJob.HistoryFailedRetention,
 		&i.AxTrigger.JobID,
@@ -96,23 +104,31 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxTrigger.SetAsideAt,
 		&i.AxTrigger.SetAsideReason,
 		&i.LastState,
+		&i.TimeoutSamples,
+		&i.TimeoutP95Ms,
+		&i.TimeoutComputedAt,
 	)
 	return i, err
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
+LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE j.id = $1
 FOR UPDATE OF j, t
 `
 
 type JobGetByIDForUpdateRow struct {
-	AxJob     AxJob
-	AxTrigger AxTrigger
-	LastState string
+	AxJob             AxJob
+	AxTrigger         AxTrigger
+	LastState         string
+	TimeoutSamples    *int32
+	TimeoutP95Ms      *int64
+	TimeoutComputedAt *time.Time
 }
 
 func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (JobGetByIDForUpdateRow, error) {
@@ -154,6 +170,9 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.ShardRangeTo,
 		&i.AxJob.DegradeAction,
 		&i.AxJob.Agentless,
+		&i.AxJob.TimeoutMode,
+		&i.AxJob.ShardGenerator,
+		&i.AxJob.ShardWindowSeconds,
 		&i.AxJob.HistoryRetention,
 		&i.AxJob.HistoryFailedRetention,
 		&i.AxTrigger.JobID,
@@ -167,6 +186,9 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxTrigger.SetAsideAt,
 		&i.AxTrigger.SetAsideReason,
 		&i.LastState,
+		&i.TimeoutSamples,
+		&i.TimeoutP95Ms,
+		&i.TimeoutComputedAt,
 	)
 	return i, err
 }
@@ -192,7 +214,8 @@ INSERT INTO ax.job (
     shard_count, shard_params, shard_range_from, shard_range_to, priority, timeout_seconds,
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
-    rate_limit_class, callback_url, params, degrade_action, agentless
+    rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
+    shard_generator, shard_window_seconds
 ) VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9, $10,
@@ -200,9 +223,10 @@ INSERT INTO ax.job (
     $16, $17, $18, $19, $20, $21,
     $22, $23, $24,
     $25, $26, $27, $28,
-    $29, $30, $31, $32, $33
+    $29, $30, $31, $32, $33, $34,
+    $35, $36
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, history_retention, history_failed_retention
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention, history_failed_retention
 `
 
 type JobInsertParams struct {
@@ -239,6 +263,9 @@ type JobInsertParams struct {
 	Params                 []byte
 	DegradeAction          AxDegradeAction
 	Agentless              bool
+	TimeoutMode            AxTimeoutMode
+	ShardGenerator         *string
+	ShardWindowSeconds     *int32
 }
 
 func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (AxJob, error) {
@@ -276,6 +303,9 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		arg.Params,
 		arg.DegradeAction,
 		arg.Agentless,
+		arg.TimeoutMode,
+		arg.ShardGenerator,
+		arg.ShardWindowSeconds,
 	)
 	var i AxJob
 	err := row.Scan(
@@ -314,6 +344,9 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.ShardRangeTo,
 		&i.DegradeAction,
 		&i.Agentless,
+		&i.TimeoutMode,
+		&i.ShardGenerator,
+		&i.ShardWindowSeconds,
 		&i.HistoryRetention,
 		&i.HistoryFailedRetention,
 	)
@@ -321,10 +354,12 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention, j.history_failed_retention, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
+LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE ($1::uuid IS NULL OR j.id > $1::uuid)
   AND ($2::text IS NULL OR j.group_name = $2::text)
   AND ($3::text IS NULL OR j.owner = $3::text)
@@ -344,9 +379,12 @@ type JobListParams struct {
 }
 
 type JobListRow struct {
-	AxJob     AxJob
-	AxTrigger AxTrigger
-	LastState string
+	AxJob             AxJob
+	AxTrigger         AxTrigger
+	LastState         string
+	TimeoutSamples    *int32
+	TimeoutP95Ms      *int64
+	TimeoutComputedAt *time.Time
 }
 
 // JobList pages through jobs in id order (ids are UUIDv7, so creation
@@ -404,6 +442,9 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.ShardRangeTo,
 			&i.AxJob.DegradeAction,
 			&i.AxJob.Agentless,
+			&i.AxJob.TimeoutMode,
+			&i.AxJob.ShardGenerator,
+			&i.AxJob.ShardWindowSeconds,
 			&i.AxJob.HistoryRetention,
 			&i.AxJob.HistoryFailedRetention,
 			&i.AxTrigger.JobID,
@@ -417,6 +458,9 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxTrigger.SetAsideAt,
 			&i.AxTrigger.SetAsideReason,
 			&i.LastState,
+			&i.TimeoutSamples,
+			&i.TimeoutP95Ms,
+			&i.TimeoutComputedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -514,6 +558,25 @@ func (q *Queries) JobListTargetedPools(ctx context.Context, db DBTX) ([]string, 
 	return items, nil
 }
 
+const jobTimeoutMeasureGet = `-- name: JobTimeoutMeasureGet :one
+SELECT samples, p95_ms, computed_at FROM ax.job_timeout_measure WHERE job_id = $1
+`
+
+type JobTimeoutMeasureGetRow struct {
+	Samples    int32
+	P95Ms      *int64
+	ComputedAt time.Time
+}
+
+// JobTimeoutMeasureGet returns the stored measure of an adaptive job's
+// history (see TaskInsertForExecutions).
+func (q *Queries) JobTimeoutMeasureGet(ctx context.Context, db DBTX, jobID uuid.UUID) (JobTimeoutMeasureGetRow, error) {
+	row := db.QueryRow(ctx, jobTimeoutMeasureGet, jobID)
+	var i JobTimeoutMeasureGetRow
+	err := row.Scan(&i.Samples, &i.P95Ms, &i.ComputedAt)
+	return i, err
+}
+
 const jobUpdate = `-- name: JobUpdate :one
 UPDATE ax.job SET
     name = $1, group_name = $2, owner = $3, description = $4,
@@ -528,9 +591,11 @@ UPDATE ax.job SET
     concurrency_policy = $24, misfire_policy = $25,
     misfire_window_seconds = $26, misfire_max_fires = $27,
     rate_limit_class = $28, callback_url = $29,
-    params = $30, degrade_action = $31, agentless = $32, updated_at = now()
-WHERE id = $33
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, history_retention, history_failed_retention
+    params = $30, degrade_action = $31, agentless = $32, timeout_mode = $33,
+    shard_generator = $34, shard_window_seconds = $35,
+    updated_at = now()
+WHERE id = $36
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention, history_failed_retention
 `
 
 type JobUpdateParams struct {
@@ -566,6 +631,9 @@ type JobUpdateParams struct {
 	Params                 []byte
 	DegradeAction          AxDegradeAction
 	Agentless              bool
+	TimeoutMode            AxTimeoutMode
+	ShardGenerator         *string
+	ShardWindowSeconds     *int32
 	ID                     uuid.UUID
 }
 
@@ -603,6 +671,9 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		arg.Params,
 		arg.DegradeAction,
 		arg.Agentless,
+		arg.TimeoutMode,
+		arg.ShardGenerator,
+		arg.ShardWindowSeconds,
 		arg.ID,
 	)
 	var i AxJob
@@ -642,6 +713,9 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.ShardRangeTo,
 		&i.DegradeAction,
 		&i.Agentless,
+		&i.TimeoutMode,
+		&i.ShardGenerator,
+		&i.ShardWindowSeconds,
 		&i.HistoryRetention,
 		&i.HistoryFailedRetention,
 	)

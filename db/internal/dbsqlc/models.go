@@ -7,6 +7,7 @@ package dbsqlc
 import (
 	"database/sql/driver"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -906,6 +907,64 @@ func AllAxTaskStateValues() []AxTaskState {
 	}
 }
 
+type AxTimeoutMode string
+
+const (
+	AxTimeoutModeFixed    AxTimeoutMode = "fixed"
+	AxTimeoutModeAdaptive AxTimeoutMode = "adaptive"
+)
+
+func (e *AxTimeoutMode) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxTimeoutMode(s)
+	case string:
+		*e = AxTimeoutMode(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxTimeoutMode: %T", src)
+	}
+	return nil
+}
+
+type NullAxTimeoutMode struct {
+	AxTimeoutMode AxTimeoutMode
+	Valid         bool // Valid is true if AxTimeoutMode is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxTimeoutMode) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxTimeoutMode, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxTimeoutMode.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxTimeoutMode) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxTimeoutMode), nil
+}
+
+func (e AxTimeoutMode) Valid() bool {
+	switch e {
+	case AxTimeoutModeFixed,
+		AxTimeoutModeAdaptive:
+		return true
+	}
+	return false
+}
+
+func AllAxTimeoutModeValues() []AxTimeoutMode {
+	return []AxTimeoutMode{
+		AxTimeoutModeFixed,
+		AxTimeoutModeAdaptive,
+	}
+}
+
 type AxTriggerKind string
 
 const (
@@ -993,6 +1052,11 @@ type AxAgent struct {
 	RegisteredBy    *uuid.UUID
 	DrainedAt       *time.Time
 	LabelBound      bool
+	Load            float64
+	LoadAt          *time.Time
+	DiskFreeBytes   *int64
+	HostName        string
+	HostIp          *netip.Addr
 }
 
 type AxAllExecution struct {
@@ -1048,6 +1112,8 @@ type AxAllTask struct {
 	RateClass         *string
 	Agentless         bool
 	LogBytes          int64
+	LostLeases        int32
+	ErrorCode         *string
 	RetainUntil       *time.Time
 }
 
@@ -1254,6 +1320,9 @@ type AxJob struct {
 	ShardRangeTo           int64
 	DegradeAction          AxDegradeAction
 	Agentless              bool
+	TimeoutMode            AxTimeoutMode
+	ShardGenerator         *string
+	ShardWindowSeconds     *int32
 	HistoryRetention       pgtype.Interval
 	HistoryFailedRetention pgtype.Interval
 }
@@ -1265,6 +1334,13 @@ type AxJobSecret struct {
 	PreviousExpiresAt *time.Time
 	RotatedAt         *time.Time
 	CreatedAt         time.Time
+}
+
+type AxJobTimeoutMeasure struct {
+	JobID      uuid.UUID
+	Samples    int32
+	P95Ms      *int64
+	ComputedAt time.Time
 }
 
 type AxNonce struct {
@@ -1371,6 +1447,8 @@ type AxTask struct {
 	RateClass         *string
 	Agentless         bool
 	LogBytes          int64
+	LostLeases        int32
+	ErrorCode         *string
 }
 
 type AxTaskEvent struct {
@@ -1385,6 +1463,10 @@ type AxTaskEvent struct {
 	Stream      *string
 	Message     string
 	At          time.Time
+	WorkerHost  *string
+	WorkerIp    *netip.Addr
+	ErrorCode   *string
+	DurationMs  *int64
 }
 
 type AxTaskHistory struct {
@@ -1418,6 +1500,8 @@ type AxTaskHistory struct {
 	RateClass         *string
 	Agentless         bool
 	LogBytes          int64
+	LostLeases        int32
+	ErrorCode         *string
 	RetainUntil       time.Time
 }
 

@@ -13,10 +13,11 @@ import (
 )
 
 const taskEventListByExecution = `-- name: TaskEventListByExecution :many
-SELECT id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, stream, message, at, bytes_before
+SELECT id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, stream, message, at, bytes_before,
+       coalesce(worker_host, '')::text AS worker_host, coalesce(host(worker_ip), '')::text AS worker_ip
 FROM (
     SELECT e.id, e.task_id, e.execution_id, e.shard_index, e.attempt, e.kind, e.state, e.agent_id, e.stream,
-           e.message, e.at,
+           e.message, e.at, e.worker_host, e.worker_ip,
            (coalesce(sum(octet_length(e.message)) OVER (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS bytes_before
     FROM ax.task_event e
     WHERE e.execution_id = $1 AND e.id > $2
@@ -49,6 +50,8 @@ type TaskEventListByExecutionRow struct {
 	Message     string
 	At          time.Time
 	BytesBefore int64
+	WorkerHost  string
+	WorkerIp    string
 }
 
 // TaskEventListByExecution lists an execution's events after @after_id,
@@ -84,6 +87,8 @@ func (q *Queries) TaskEventListByExecution(ctx context.Context, db DBTX, arg Tas
 			&i.Message,
 			&i.At,
 			&i.BytesBefore,
+			&i.WorkerHost,
+			&i.WorkerIp,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// maxErrorCodeLength is the longest error code the server takes.
+const maxErrorCodeLength = 64
+
+// Error codes the agent gives on its own.
+const (
+	errorCodeTimeout        = "timeout"          // stopped at its timeout, or an HTTP call ran out of time
+	errorCodeConnect        = "connect"          // an HTTP call got no complete answer
+	errorCodeResultTooLarge = "result_too_large" // the result passed maxResultBytes
+)
+
+// codedError is a task's failure with its error code.
+type codedError struct {
+	code string
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// WithErrorCode gives a handler's error a machine-readable code, reported
+// with the result beside the error's text: the task's error_code in the
+// API, the callback and the metrics. A code is 1 to 64 of a-z, 0-9, '_',
+// '.' and '-' (e.g. "quota_exceeded"); any other is dropped, and the task
+// still fails with err. A nil err stays nil.
+func WithErrorCode(code string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &codedError{code: code, err: err}
+}
+
+// errorCodeOf is the code carried by err ("" when none, or when it is not
+// a valid code: one bad code must not get the whole batch of results it
+// travels in refused).
+func errorCodeOf(err error) string {
+	var ce *codedError
+	if !errors.As(err, &ce) || !validErrorCode(ce.code) {
+		return ""
+	}
+	return ce.code
+}
+
+// validErrorCode is the server's rule: 1 to 64 of a-z, 0-9, '_', '.', '-'.
+func validErrorCode(code string) bool {
+	if code == "" || len(code) > maxErrorCodeLength {
+		return false
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// exitErrorCode is the code of a command that exited with code: exit_<n>.
+func exitErrorCode(code int) string { return "exit_" + strconv.Itoa(code) }
+
+// signalErrorCode is the code of a command killed by sig: signal_ and the
+// signal's name as Go gives it, in snake case (signal_killed for SIGKILL,
+// signal_terminated for SIGTERM, signal_segmentation_fault for SIGSEGV),
+// or its number when it has no name (signal_40).
+func signalErrorCode(sig syscall.Signal) string {
+	name := sig.String()
+	if n, ok := strings.CutPrefix(name, "signal "); ok {
+		name = n
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r == ' ' || r == '-' || r == '_':
+			b.WriteByte('_')
+		}
+	}
+	return truncateCode("signal_" + b.String())
+}
+
+// httpStatusErrorCode is the code of an answer with status: http_<status>.
+func httpStatusErrorCode(status int) string { return "http_" + strconv.Itoa(status) }
+
+// httpTransportErrorCode is the code of a call that got no complete
+// answer: timeout when it ran out of time, else connect.
+func httpTransportErrorCode(err error) string {
+	var netErr net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()) {
+		return errorCodeTimeout
+	}
+	return errorCodeConnect
+}
+
+func truncateCode(code string) string {
+	return strings.TrimRight(code[:min(len(code), maxErrorCodeLength)], "_")
+}

@@ -1,0 +1,292 @@
+package dispatch_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/dispatch"
+)
+
+// Health that routing reads (issue #17): the smoothed load, the window of
+// least_active's duration tie-break and the error share that quarantines.
+
+// beat heartbeats agent a through broker at the clock's now with the load
+// given and returns the agent's smoothed load afterwards.
+func (e *clockEnv) beat(broker *dispatch.LeaseBroker, a *db.Agent, load db.AgentLoad) float64 {
+	e.t.Helper()
+	ctx := context.Background()
+	ready := true
+	load.Ready = &ready
+	_, err := broker.Heartbeat(ctx, a.ID, nil, &load)
+	require.NoError(e.t, err)
+	got, err := db.AgentGetByID(ctx, e.pool, a.ID)
+	require.NoError(e.t, err)
+	return got.Load
+}
+
+// The smoothed load is an exponential moving average over
+// AgentConfig.LoadSmoothing of the busiest of running/capacity, CPU and
+// memory: a first heartbeat's sample is taken as it is; a hot minute
+// moves it little; holding a sample for one smoothing time brings it
+// 1 - 1/e of the way, however the heartbeats are spaced.
+func TestLoadSmoothedOverThreeMinutes(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	require.Equal(t, 3*time.Minute, e.broker.Config().LoadSmoothing, "the default")
+	a := e.agent("smoothed") // capacity 4, heartbeated idle: load 0
+	require.Zero(t, e.beat(e.broker, a, db.AgentLoad{}))
+
+	// A first sample is taken as it is, and it is the busiest dimension.
+	for _, tt := range []struct {
+		load db.AgentLoad
+		want float64
+	}{
+		{load: db.AgentLoad{Running: 1, CPU: 0.1, Mem: 0.6}, want: 0.6},
+		{load: db.AgentLoad{Running: 3, CPU: 0.1, Mem: 0.6}, want: 0.75},
+		{load: db.AgentLoad{Running: 1, CPU: 0.9, Mem: 0.6}, want: 0.9},
+		{load: db.AgentLoad{Running: 6}, want: 1.5},
+	} {
+		_, err := e.pool.Exec(context.Background(), "UPDATE ax.agent SET load_at = NULL WHERE id = $1", a.ID)
+		require.NoError(t, err)
+		require.InDelta(t, tt.want, e.beat(e.broker, a, tt.load), 1e-9, "%+v on capacity 4", tt.load)
+	}
+	_, err := e.pool.Exec(context.Background(), "UPDATE ax.agent SET load_at = NULL WHERE id = $1", a.ID)
+	require.NoError(t, err)
+	require.Zero(t, e.beat(e.broker, a, db.AgentLoad{}))
+
+	// One hot heartbeat after 10 s: a spike barely moves the load.
+	e.clock.Advance(10 * time.Second)
+	spike := e.beat(e.broker, a, db.AgentLoad{CPU: 1})
+	require.InDelta(t, 1-math.Exp(-10.0/180), spike, 1e-3)
+	require.Less(t, spike, 0.1)
+
+	// CPU held at 1 for 3 minutes in all, heartbeats unevenly spaced.
+	for _, step := range []time.Duration{5 * time.Second, 40 * time.Second, 25 * time.Second, 100 * time.Second} {
+		e.clock.Advance(step)
+		e.beat(e.broker, a, db.AgentLoad{CPU: 1})
+	}
+	require.InDelta(t, 1-math.Exp(-1), e.beat(e.broker, a, db.AgentLoad{CPU: 1}), 2e-3,
+		"after one smoothing time at 1: 1 - 1/e")
+
+	// Idle again for 3 minutes: back down by the same factor.
+	e.clock.Advance(3 * time.Minute)
+	require.InDelta(t, (1-math.Exp(-1))*math.Exp(-1), e.beat(e.broker, a, db.AgentLoad{}), 2e-3)
+}
+
+// AgentConfig.LoadSmoothing sets the smoothing time: with one minute, three
+// minutes at full CPU bring the load to 1 - e^-3.
+func TestLoadSmoothingConfigurable(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	cfg := e.cfg
+	cfg.LoadSmoothing = time.Minute
+	broker := dispatch.NewLeaseBroker(e.pool, nil, cfg, nil, nil).WithClock(e.clock)
+	a := e.agent("quick")
+	for range 6 {
+		e.clock.Advance(30 * time.Second)
+		e.beat(broker, a, db.AgentLoad{CPU: 1})
+	}
+	require.InDelta(t, 1-math.Exp(-3), e.beat(broker, a, db.AgentLoad{CPU: 1}), 2e-3)
+}
+
+// load_aware reads the smoothed load: a key stays on its owner through a
+// CPU spike and moves once the owner has been hot for minutes.
+func TestLoadAwareMovesOnlyOnLastingLoad(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	router, err := dispatch.NewTaskRouter(e.pool, e.cfg, dispatch.TaskRouterConfig{Clock: e.clock, Refresh: time.Nanosecond}, nil, nil)
+	require.NoError(t, err)
+	e.execs = e.execs.WithRouter(router)
+	agents := []*db.Agent{e.agent("a1"), e.agent("a2")}
+	job := e.job(1, 0)
+	setRouteKey(t, e, job.ID, "load_aware", "customer-7")
+	owner := preferredOf(t, e, e.fire(job).ID)
+	var hot, cool *db.Agent
+	for _, a := range agents {
+		if a.ID == owner {
+			hot = a
+		} else {
+			cool = a
+		}
+	}
+	require.NotNil(t, hot)
+
+	e.clock.Advance(5 * time.Second)
+	e.beat(e.broker, cool, db.AgentLoad{})
+	e.beat(e.broker, hot, db.AgentLoad{CPU: 1})
+	require.Equal(t, owner, preferredOf(t, e, e.fire(job).ID), "a spike does not move the key")
+
+	for range 12 { // 6 minutes at full CPU: load 1 - e^-2 > 0.8
+		e.clock.Advance(30 * time.Second)
+		e.beat(e.broker, cool, db.AgentLoad{})
+		e.beat(e.broker, hot, db.AgentLoad{CPU: 1})
+	}
+	require.Equal(t, cool.ID, preferredOf(t, e, e.fire(job).ID), "a lasting load moves the key")
+}
+
+func setRouteKey(t *testing.T, e *clockEnv, jobID uuid.UUID, strategy, key string) {
+	t.Helper()
+	_, err := e.pool.Exec(context.Background(), "UPDATE ax.job SET route_strategy = $2, route_key = $3 WHERE id = $1",
+		jobID, strategy, key)
+	require.NoError(t, err)
+}
+
+func preferredOf(t *testing.T, e *clockEnv, taskID uuid.UUID) uuid.UUID {
+	t.Helper()
+	var preferred *uuid.UUID
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		"SELECT preferred_agent_id FROM ax.all_tasks WHERE id = $1", taskID).Scan(&preferred))
+	require.NotNil(t, preferred, "task %s routed", taskID)
+	return *preferred
+}
+
+// succeed runs one task of job on agent a and records it as a success
+// that ended ago before the database's now and lasted took.
+func (e *clockEnv) succeed(job *db.Job, a *db.Agent, ago, took time.Duration) {
+	e.t.Helper()
+	ctx := context.Background()
+	task := e.fire(job)
+	leased := e.lease(a)
+	require.Len(e.t, leased, 1)
+	require.Equal(e.t, task.ID, leased[0].ID)
+	_, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task.ID, Token: leased[0].LeaseToken},
+		State: db.TaskSucceeded}})
+	require.NoError(e.t, err)
+	_, err = e.pool.Exec(ctx, `
+		UPDATE ax.task SET finished_at = now() - $2 * interval '1 second',
+		                   started_at = now() - ($2 + $3) * interval '1 second',
+		                   leased_at = now() - ($2 + $3) * interval '1 second'
+		WHERE id = $1`, task.ID, ago.Seconds(), took.Seconds())
+	require.NoError(e.t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task_event SET at = now() - $2 * interval '1 second'
+		WHERE task_id = $1 AND state = 'succeeded'`, task.ID, ago.Seconds())
+	require.NoError(e.t, err)
+}
+
+// least_active breaks ties between equally idle agents by their average
+// task duration over TaskRouterConfig.DurationWindow (default 1 hour):
+// "quick" was slow half an hour ago and quick since; "steady" takes 3 s.
+// Over the hour, quick averages 5.5 s and loses; over 10 minutes it
+// averages 1 s and wins.
+func TestLeastActiveDurationWindow(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	quick, steady := e.agent("quick"), e.agent("steady")
+	history := e.job(1, 0)
+	e.succeed(history, quick, 30*time.Minute, 10*time.Second)
+	e.succeed(history, quick, time.Minute, time.Second)
+	e.succeed(history, steady, 2*time.Minute, 3*time.Second)
+
+	job := e.job(1, 0)
+	setRouteKey(t, e, job.ID, "least_active", "")
+	for _, tt := range []struct {
+		name   string
+		window time.Duration
+		want   *db.Agent
+	}{
+		{name: "default hour", want: steady},
+		{name: "ten minutes", window: 10 * time.Minute, want: quick},
+	} {
+		router, err := dispatch.NewTaskRouter(e.pool, e.cfg, dispatch.TaskRouterConfig{DurationWindow: tt.window}, nil, nil)
+		require.NoError(t, err)
+		execs := e.execs.WithRouter(router)
+		for range 3 { // each run alone: both agents idle every time
+			exec, _, err := execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: job.ID})
+			require.NoError(t, err)
+			tasks, err := db.TaskListByExecution(context.Background(), e.pool, exec.ID)
+			require.NoError(t, err)
+			require.Equal(t, tt.want.ID, preferredOf(t, e, tasks[0].ID), tt.name)
+			_, err = e.pool.Exec(context.Background(), "UPDATE ax.task SET state = 'cancelled', finished_at = now() WHERE id = $1",
+				tasks[0].ID)
+			require.NoError(t, err)
+		}
+	}
+}
+
+// report runs one task of job on agent a and reports it with state and
+// error text msg.
+func (e *clockEnv) report(job *db.Job, a *db.Agent, state db.TaskState, msg string) {
+	e.t.Helper()
+	e.reportCode(job, a, state, msg, "")
+}
+
+// reportCode is report with an error code.
+func (e *clockEnv) reportCode(job *db.Job, a *db.Agent, state db.TaskState, msg, code string) {
+	e.t.Helper()
+	task := e.fire(job)
+	leased := e.lease(a)
+	require.Len(e.t, leased, 1)
+	require.Equal(e.t, task.ID, leased[0].ID)
+	_, err := e.broker.Complete(context.Background(), a.ID, []db.TaskResult{{
+		TaskRef: db.TaskRef{ID: task.ID, Token: leased[0].LeaseToken}, State: state, Error: msg, ErrorCode: code}})
+	require.NoError(e.t, err)
+}
+
+// An error share quarantines an agent whose failures matching the
+// configured codes make up that share of its outcomes, well below the
+// failure rate: 3 of 10 outcomes with code enospc quarantine with a share
+// of 0.3, while 3 of 10 ordinary failures (exit_1, a job's own bug) do
+// not. Without codes, every failure counts toward the share.
+func TestQuarantineOnErrorShare(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		codes []string
+		want  map[string]db.AgentState
+	}{
+		{name: "codes", codes: []string{"enospc", "signal_killed"},
+			want: map[string]db.AgentState{"disk-full": db.AgentQuarantined, "job-bug": db.AgentActive, "fine": db.AgentActive}},
+		{name: "every failure",
+			want: map[string]db.AgentState{"disk-full": db.AgentQuarantined, "job-bug": db.AgentQuarantined, "fine": db.AgentActive}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setupClock(t)
+			reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Clock: e.clock,
+				Quarantine: db.QuarantinePolicy{ErrorShare: 0.3, ErrorCodes: tt.codes}})
+			job := e.job(1, 0)
+			agents := map[string]*db.Agent{}
+			errs := map[string]string{"disk-full": "enospc", "job-bug": "exit_1", "fine": ""}
+			for name, code := range errs {
+				a := e.agent(name)
+				agents[name] = a
+				for i := range 10 {
+					if i < 3 && code != "" {
+						e.reportCode(job, a, db.TaskFailed, "write /data/out: failed", code)
+					} else {
+						e.report(job, a, db.TaskSucceeded, "")
+					}
+				}
+			}
+			require.NoError(t, reaper.Sweep(context.Background()))
+			for name, want := range tt.want {
+				got, err := db.AgentGetByID(context.Background(), e.pool, agents[name].ID)
+				require.NoError(t, err)
+				require.Equal(t, want, got.State, name)
+			}
+
+			// The failure rate alone (50%) quarantines none of them.
+			e2 := setupClock(t)
+			plain := dispatch.NewReaper(e2.pool, e2.cfg, dispatch.ReaperConfig{Clock: e2.clock})
+			a, job2 := e2.agent("disk-full"), e2.job(1, 0)
+			for i := range 10 {
+				if i < 3 {
+					e2.reportCode(job2, a, db.TaskFailed, "write /data/out: failed", errs["disk-full"])
+				} else {
+					e2.report(job2, a, db.TaskSucceeded, "")
+				}
+			}
+			require.NoError(t, plain.Sweep(context.Background()))
+			got, err := db.AgentGetByID(context.Background(), e2.pool, a.ID)
+			require.NoError(t, err)
+			require.Equal(t, db.AgentActive, got.State, "without an error share, 30% failures is under the 50% rate")
+		})
+	}
+}

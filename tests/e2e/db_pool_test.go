@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+// TestDBPoolMetricsUnderLoad runs `ax serve` with a pool of 3 and holds a
+// lock on ax.job: each GET /v1/jobs then keeps a connection while it
+// waits, the pool runs out, and /metrics (which reads the pool without a
+// query) still answers, showing every connection acquired and the scrape's
+// own state queries giving up. Once the lock goes, the connections come
+// back and the requests that waited for one are counted.
+func TestDBPoolMetricsUnderLoad(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewURL(t)
+	s := startServerOn(t, dbURL, "AX_DB_MAX_CONNS=3", "AX_DB_MIN_CONNS=1")
+	before := scrape(t, s.url)
+	require.Equal(t, 3.0, before["ax_db_pool_max_conns"])
+	for _, name := range []string{"ax_db_pool_acquired_conns", "ax_db_pool_idle_conns", "ax_db_pool_empty_acquire_total",
+		"ax_db_pool_acquire_duration_seconds_count", "ax_db_pool_acquire_duration_seconds_sum"} {
+		require.Contains(t, before, name)
+	}
+	get := func() int {
+		code, _ := s.api(t, http.MethodGet, "/v1/jobs", nil)
+		return code
+	}
+	require.Equal(t, http.StatusOK, get(), "the key is authenticated (and cached) before the lock")
+
+	ctx := context.Background()
+	lock, err := openPool(t, dbURL).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, "LOCK TABLE ax.job IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	const requests = 6 // twice the pool
+	codes := make(chan int, requests)
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Go(func() { codes <- get() })
+	}
+	require.Eventually(t, func() bool {
+		m := scrape(t, s.url)
+		return m["ax_db_pool_acquired_conns"] == 3 && m["ax_db_pool_idle_conns"] == 0 &&
+			m["ax_db_pool_canceled_acquire_total"] > before["ax_db_pool_canceled_acquire_total"]
+	}, 30*time.Second, 100*time.Millisecond,
+		"every connection is taken by a waiting request, an acquire (the scrape's state queries) gave up, and /metrics still answers")
+	require.Never(t, func() bool { return len(codes) > 0 }, 300*time.Millisecond, 50*time.Millisecond,
+		"no request finishes while ax.job is locked")
+
+	require.NoError(t, lock.Rollback(ctx))
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		require.Equal(t, http.StatusOK, code)
+	}
+	var after map[string]float64
+	require.Eventually(t, func() bool {
+		after = scrape(t, s.url)
+		return after["ax_db_pool_acquired_conns"] == 0
+	}, 10*time.Second, 100*time.Millisecond, "the connections come back")
+	require.Greater(t, after["ax_db_pool_idle_conns"], 0.0)
+	require.GreaterOrEqual(t, after["ax_db_pool_empty_acquire_total"], before["ax_db_pool_empty_acquire_total"]+3,
+		"the requests beyond the pool waited for a connection")
+	require.Greater(t, after["ax_db_pool_acquire_duration_seconds_sum"], before["ax_db_pool_acquire_duration_seconds_sum"]+0.3,
+		"their wait is in the acquire time")
+	require.Contains(t, after, `ax_queue_depth{class="none",priority="0"}`, "state gauges are back")
+}
