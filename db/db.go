@@ -31,6 +31,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a unique constraint refused the write.
 	ErrConflict = errors.New("conflict")
+	// ErrRemoved means the row asked for existed and was removed by
+	// history retention (see ExecutionRemoved).
+	ErrRemoved = errors.New("removed by history retention")
 )
 
 // IsLockTimeout reports whether err is Postgres giving up a lock wait

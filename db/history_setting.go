@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
@@ -46,10 +47,22 @@ func HistorySettingApply(ctx context.Context, e Executor, s *HistorySetting) err
 	return nil
 }
 
-// HistoryMakePartitions makes, in tx, the history partitions the longest
-// retention in use needs from now on (nil: the database clock), waiting at
-// most lockTimeout for the history tables' locks (making a partition locks
-// its table as a drop does); returns how many it made.
+// HistoryMakePartitionsBatch is the most partitions (of each history
+// table) HistoryMakePartitions makes in one call.
+const HistoryMakePartitionsBatch = 50
+
+// HistoryMaxPartitionsAhead bounds how many partition widths ahead
+// partitions are made: a retention longer than that many widths is cut to
+// it (a run is then removed early). With the default width of a day it is
+// more than the longest retention allowed (400 days); with widths of
+// seconds (tests) it bounds the partition count.
+const HistoryMaxPartitionsAhead = 1000
+
+// HistoryMakePartitions makes, in tx, up to HistoryMakePartitionsBatch of
+// the history partitions the longest retention in use needs from now on
+// (nil: the database clock), waiting at most lockTimeout for the history
+// tables' locks (making a partition locks its table as a drop does);
+// returns how many it made: when a full batch, call again.
 func HistoryMakePartitions(ctx context.Context, tx pgx.Tx, now *time.Time, lockTimeout time.Duration) (int, error) {
 	if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 		return 0, err
@@ -91,20 +104,62 @@ func HistoryPartitionsPassed(ctx context.Context, e Executor, now *time.Time) ([
 	return out, nil
 }
 
-// HistoryPartitionCount counts the rows of a partition.
-func HistoryPartitionCount(ctx context.Context, e Executor, p HistoryPartition) (int64, error) {
-	var n int64
-	err := e.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{"ax", p.Name}.Sanitize()).Scan(&n)
+// PartitionRows is what a history partition holds: its row count and
+// the lowest and highest id (nil when empty).
+type PartitionRows struct {
+	Count        int64
+	MinID, MaxID *uuid.UUID
+}
+
+// HistoryPartitionRows counts the rows of a partition and bounds their
+// ids (through the partition's id index).
+func HistoryPartitionRows(ctx context.Context, e Executor, p HistoryPartition) (PartitionRows, error) {
+	var r PartitionRows
+	name := pgx.Identifier{"ax", p.Name}.Sanitize()
+	err := e.QueryRow(ctx, "SELECT count(*), (SELECT id FROM "+name+" ORDER BY id LIMIT 1), "+
+		"(SELECT id FROM "+name+" ORDER BY id DESC LIMIT 1) FROM "+name).Scan(&r.Count, &r.MinID, &r.MaxID)
 	if err != nil {
-		return 0, fmt.Errorf("error counting rows of %s: %w", p.Name, mapErr(err))
+		return r, fmt.Errorf("error counting rows of %s: %w", p.Name, mapErr(err))
 	}
-	return n, nil
+	return r, nil
+}
+
+// ExecutionRemoved says whether execution id, not found, was removed by
+// history retention: its id lies within the ids of a dropped partition.
+func ExecutionRemoved(ctx context.Context, e Executor, id uuid.UUID) (bool, error) {
+	gone, err := queries.HistoryDropCovers(ctx, e, dbsqlc.HistoryDropCoversParams{TableName: "execution_history", ID: id})
+	if err != nil {
+		return false, fmt.Errorf("error reading history drops: %w", mapErr(err))
+	}
+	return gone, nil
+}
+
+// HistoryDrop is one dropped history partition.
+type HistoryDrop struct {
+	Table              string
+	RangeFrom, RangeTo time.Time
+	Rows               int64
+	DroppedAt          time.Time
+}
+
+// HistoryDropList returns the latest max drops, newest first.
+func HistoryDropList(ctx context.Context, e Executor, max int) ([]HistoryDrop, error) {
+	rows, err := queries.HistoryDropList(ctx, e, int32(max))
+	if err != nil {
+		return nil, fmt.Errorf("error listing history drops: %w", mapErr(err))
+	}
+	out := make([]HistoryDrop, len(rows))
+	for i, r := range rows {
+		out[i] = HistoryDrop{Table: r.TableName, RangeFrom: r.RangeFrom.UTC(), RangeTo: r.RangeTo.UTC(), Rows: r.RowCount,
+			DroppedAt: r.DroppedAt.UTC()}
+	}
+	return out, nil
 }
 
 // HistoryPartitionDrop drops a partition in tx, waiting at most
 // lockTimeout for its table lock (the drop locks the history table; queued
 // behind a long reader it would hold up every move), and records it.
-func HistoryPartitionDrop(ctx context.Context, tx pgx.Tx, p HistoryPartition, rows int64, lockTimeout time.Duration) error {
+func HistoryPartitionDrop(ctx context.Context, tx pgx.Tx, p HistoryPartition, rows PartitionRows, lockTimeout time.Duration) error {
 	if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 		return err
 	}
@@ -112,7 +167,8 @@ func HistoryPartitionDrop(ctx context.Context, tx pgx.Tx, p HistoryPartition, ro
 		return fmt.Errorf("error dropping %s: %w", p.Name, mapErr(err))
 	}
 	err := queries.HistoryDropInsert(ctx, tx, dbsqlc.HistoryDropInsertParams{
-		TableName: p.Table, RangeFrom: p.RangeFrom, RangeTo: p.RangeTo, RowCount: rows,
+		TableName: p.Table, RangeFrom: p.RangeFrom, RangeTo: p.RangeTo, RowCount: rows.Count,
+		MinID: rows.MinID, MaxID: rows.MaxID,
 	})
 	if err != nil {
 		return fmt.Errorf("error recording the drop of %s: %w", p.Name, mapErr(err))

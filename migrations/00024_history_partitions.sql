@@ -33,21 +33,24 @@ INSERT INTO ax.history_setting DEFAULT VALUES;
 
 -- Per-job overrides of the server-wide retention (NULL: the server's).
 ALTER TABLE ax.job
-    ADD COLUMN history_retention interval,
-    ADD COLUMN history_failed_retention interval,
+    ADD COLUMN history_retention_seconds integer,
+    ADD COLUMN history_failed_retention_seconds integer,
     ADD CONSTRAINT job_history_retention_range CHECK (
-        (history_retention IS NULL OR history_retention BETWEEN interval '1 second' AND interval '400 days')
-        AND (history_failed_retention IS NULL
-             OR history_failed_retention BETWEEN interval '1 second' AND interval '400 days'));
+        (history_retention_seconds IS NULL OR history_retention_seconds BETWEEN 1 AND 400 * 86400)
+        AND (history_failed_retention_seconds IS NULL OR history_failed_retention_seconds BETWEEN 1 AND 400 * 86400));
 
 -- history_drop records every history partition dropped, so "where did that
--- run go" has an answer in psql.
+-- run go" has an answer in psql. min_id and max_id bound the ids of the
+-- rows dropped: an execution id that is not found but lies within a drop's
+-- bounds was removed by retention (the API answers 410 Gone).
 CREATE TABLE ax.history_drop (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     table_name    text NOT NULL,
     range_from    timestamptz NOT NULL,
     range_to      timestamptz NOT NULL,
     row_count     bigint NOT NULL,
+    min_id        uuid,
+    max_id        uuid,
     dropped_at    timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX history_drop_at_idx ON ax.history_drop (dropped_at);
@@ -200,8 +203,8 @@ BEGIN
     SELECT coalesce(array_agg(e.id), '{}'),
            coalesce(array_agg(least(greatest(
                e.finished_at + CASE WHEN e.state IN ('failed', 'timed_out')
-                                    THEN coalesce(j.history_failed_retention, s.failed_retention)
-                                    ELSE coalesce(j.history_retention, s.finished_retention) END,
+                                    THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                    ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
                p_not_before), s.made_until - interval '1 microsecond')), '{}')
     INTO ids, keep
     FROM ax.execution e
@@ -326,7 +329,7 @@ ALTER TABLE ax.callback ADD CONSTRAINT callback_execution_id_fkey
     FOREIGN KEY (execution_id) REFERENCES ax.execution (id) ON DELETE CASCADE;
 DROP TABLE ax.history_drop;
 ALTER TABLE ax.job DROP CONSTRAINT job_history_retention_range,
-    DROP COLUMN history_retention, DROP COLUMN history_failed_retention;
+    DROP COLUMN history_retention_seconds, DROP COLUMN history_failed_retention_seconds;
 DROP TABLE ax.history_setting;
 CREATE VIEW ax.executions_by_state AS
 SELECT state,

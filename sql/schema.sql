@@ -281,8 +281,8 @@ BEGIN
     SELECT coalesce(array_agg(e.id), '{}'),
            coalesce(array_agg(least(greatest(
                e.finished_at + CASE WHEN e.state IN ('failed', 'timed_out')
-                                    THEN coalesce(j.history_failed_retention, s.failed_retention)
-                                    ELSE coalesce(j.history_retention, s.finished_retention) END,
+                                    THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                    ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
                p_not_before), s.made_until - interval '1 microsecond')), '{}')
     INTO ids, keep
     FROM ax.execution e
@@ -365,8 +365,8 @@ BEGIN
     SELECT coalesce(array_agg(e.id), '{}'),
            coalesce(array_agg(least(greatest(
                e.finished_at + CASE WHEN e.state IN ('failed', 'timed_out')
-                                    THEN coalesce(j.history_failed_retention, s.failed_retention)
-                                    ELSE coalesce(j.history_retention, s.finished_retention) END,
+                                    THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                    ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
                p_not_before), s.made_until - interval '1 microsecond')), '{}')
     INTO ids, keep
     FROM ax.execution e
@@ -923,13 +923,13 @@ CREATE TABLE ax.job (
     timeout_mode ax.timeout_mode DEFAULT 'fixed'::ax.timeout_mode NOT NULL,
     shard_generator text,
     shard_window_seconds integer,
-    history_retention interval,
-    history_failed_retention interval,
+    history_retention_seconds integer,
+    history_failed_retention_seconds integer,
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
-    CONSTRAINT job_history_retention_range CHECK ((((history_retention IS NULL) OR ((history_retention >= '00:00:01'::interval) AND (history_retention <= '400 days'::interval))) AND ((history_failed_retention IS NULL) OR ((history_failed_retention >= '00:00:01'::interval) AND (history_failed_retention <= '400 days'::interval))))),
+    CONSTRAINT job_history_retention_range CHECK ((((history_retention_seconds IS NULL) OR ((history_retention_seconds >= 1) AND (history_retention_seconds <= (400 * 86400)))) AND ((history_failed_retention_seconds IS NULL) OR ((history_failed_retention_seconds >= 1) AND (history_failed_retention_seconds <= (400 * 86400)))))),
     CONSTRAINT job_interval_positive CHECK (((trigger_kind <> 'interval'::ax.trigger_kind) OR (interval_seconds >= 1))),
     CONSTRAINT job_misfire_bounds CHECK (((misfire_window_seconds >= 0) AND ((misfire_max_fires >= 1) AND (misfire_max_fires <= 10000)))),
     CONSTRAINT job_name_not_blank CHECK ((length(btrim(name)) > 0)),
@@ -1939,6 +1939,8 @@ CREATE TABLE ax.history_drop (
     range_from timestamp with time zone NOT NULL,
     range_to timestamp with time zone NOT NULL,
     row_count bigint NOT NULL,
+    min_id uuid,
+    max_id uuid,
     dropped_at timestamp with time zone DEFAULT now() NOT NULL
 );
 

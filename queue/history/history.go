@@ -87,6 +87,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %s must be between the partition width (%s) and %s", r.name, r.d,
 				c.PartitionWidth, MaxRetention))
 		}
+		// Partitions are made ahead for the whole retention.
+		if c.PartitionWidth > 0 && r.d/c.PartitionWidth > db.HistoryMaxPartitionsAhead-2 {
+			errs = append(errs, fmt.Errorf("%s %s needs more than %d partitions of %s: widen the partitions",
+				r.name, r.d, db.HistoryMaxPartitionsAhead-2, c.PartitionWidth))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -131,16 +136,28 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	return nil
 }
 
-// makePartitions makes the partitions ahead in a short transaction.
-func makePartitions(ctx context.Context, pool *pgxpool.Pool, cfg Config) (made int, err error) {
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		made, err = db.HistoryMakePartitions(ctx, tx, cfg.now(), cfg.LockTimeout)
-		return err
-	})
-	if db.IsLockTimeout(err) {
-		return 0, errLockWait
+// makePartitions makes the partitions ahead, a batch per short
+// transaction.
+func makePartitions(ctx context.Context, pool *pgxpool.Pool, cfg Config) (int, error) {
+	total := 0
+	for {
+		var made int
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			made, err = db.HistoryMakePartitions(ctx, tx, cfg.now(), cfg.LockTimeout)
+			return err
+		})
+		if db.IsLockTimeout(err) {
+			return total, errLockWait
+		}
+		if err != nil {
+			return total, err
+		}
+		total += made
+		if made < db.HistoryMakePartitionsBatch {
+			return total, nil
+		}
 	}
-	return made, err
 }
 
 // Report is what one maintenance pass did.
@@ -220,16 +237,17 @@ func byRange(parts []db.HistoryPartition) [][]db.HistoryPartition {
 // short transaction.
 func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, cfg Config) ([]int64, error) {
 	counts := make([]int64, len(group))
+	rows := make([]db.PartitionRows, len(group))
 	for i, p := range group {
-		n, err := db.HistoryPartitionCount(ctx, pool, p)
+		r, err := db.HistoryPartitionRows(ctx, pool, p)
 		if err != nil {
 			return nil, err
 		}
-		counts[i] = n
+		counts[i], rows[i] = r.Count, r
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for i, p := range group {
-			if err := db.HistoryPartitionDrop(ctx, tx, p, counts[i], cfg.LockTimeout); err != nil {
+			if err := db.HistoryPartitionDrop(ctx, tx, p, rows[i], cfg.LockTimeout); err != nil {
 				return err
 			}
 		}

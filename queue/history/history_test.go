@@ -149,7 +149,7 @@ func TestJobRetentionOverridesTheServers(t *testing.T) {
 	e := setup(t)
 	short := e.job(nil)
 	_, err := e.pool.Exec(context.Background(),
-		`UPDATE ax.job SET history_retention = interval '1 minute', history_failed_retention = interval '1 minute' WHERE id = $1`, short.ID)
+		`UPDATE ax.job SET history_retention_seconds = 60, history_failed_retention_seconds = 60 WHERE id = $1`, short.ID)
 	require.NoError(t, err)
 	other := e.job(nil)
 	a, b := e.trigger(short.ID), e.trigger(other.ID)
@@ -213,7 +213,7 @@ func TestPartitionsAreMadeAheadOfTheLongestRetention(t *testing.T) {
 	e := setup(t)
 	job := e.job(nil)
 	_, err := e.pool.Exec(context.Background(),
-		`UPDATE ax.job SET history_failed_retention = interval '30 minutes' WHERE id = $1`, job.ID)
+		`UPDATE ax.job SET history_failed_retention_seconds = 1800 WHERE id = $1`, job.ID)
 	require.NoError(t, err)
 	e.maintainAt(0)
 	s, err := db.HistorySettingGet(context.Background(), e.pool)

@@ -7,7 +7,7 @@ INSERT INTO ax.job (
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
-    shard_generator, shard_window_seconds
+    shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
 ) VALUES (
     @id, @name, @group_name, @owner, @description,
     @trigger_kind, sqlc.narg('cron_expr'), @timezone, sqlc.narg('interval_seconds'), sqlc.narg('run_at'),
@@ -16,7 +16,8 @@ INSERT INTO ax.job (
     @retry_max_attempts, @retry_backoff_seconds, @retry_backoff_max_seconds,
     @concurrency_policy, @misfire_policy, @misfire_window_seconds, @misfire_max_fires,
     sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params, @degrade_action, @agentless, @timeout_mode,
-    sqlc.narg('shard_generator'), sqlc.narg('shard_window_seconds')
+    sqlc.narg('shard_generator'), sqlc.narg('shard_window_seconds'),
+    sqlc.narg('history_retention_seconds'), sqlc.narg('history_failed_retention_seconds')
 )
 RETURNING *;
 
@@ -36,6 +37,8 @@ UPDATE ax.job SET
     rate_limit_class = sqlc.narg('rate_limit_class'), callback_url = sqlc.narg('callback_url'),
     params = @params, degrade_action = @degrade_action, agentless = @agentless, timeout_mode = @timeout_mode,
     shard_generator = sqlc.narg('shard_generator'), shard_window_seconds = sqlc.narg('shard_window_seconds'),
+    history_retention_seconds = sqlc.narg('history_retention_seconds'),
+    history_failed_retention_seconds = sqlc.narg('history_failed_retention_seconds'),
     updated_at = now()
 WHERE id = @id
 RETURNING *;

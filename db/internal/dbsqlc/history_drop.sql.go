@@ -8,11 +8,34 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
+const historyDropCovers = `-- name: HistoryDropCovers :one
+SELECT EXISTS (SELECT 1 FROM ax.history_drop
+               WHERE table_name = $1 AND $2::uuid BETWEEN min_id AND max_id)::boolean
+`
+
+type HistoryDropCoversParams struct {
+	TableName string
+	ID        uuid.UUID
+}
+
+// HistoryDropCovers says whether a dropped partition of @table_name held
+// rows with ids around @id: an id not found then was removed by retention.
+// One row per dropped partition (a few hundred a year): read whole.
+func (q *Queries) HistoryDropCovers(ctx context.Context, db DBTX, arg HistoryDropCoversParams) (bool, error) {
+	row := db.QueryRow(ctx, historyDropCovers, arg.TableName, arg.ID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const historyDropInsert = `-- name: HistoryDropInsert :exec
-INSERT INTO ax.history_drop (table_name, range_from, range_to, row_count)
-VALUES ($1, $2, $3, $4)
+INSERT INTO ax.history_drop (table_name, range_from, range_to, row_count, min_id, max_id)
+VALUES ($1, $2, $3, $4,
+        $5, $6)
 `
 
 type HistoryDropInsertParams struct {
@@ -20,6 +43,8 @@ type HistoryDropInsertParams struct {
 	RangeFrom time.Time
 	RangeTo   time.Time
 	RowCount  int64
+	MinID     *uuid.UUID
+	MaxID     *uuid.UUID
 }
 
 // HistoryDropInsert records a dropped history partition.
@@ -29,6 +54,42 @@ func (q *Queries) HistoryDropInsert(ctx context.Context, db DBTX, arg HistoryDro
 		arg.RangeFrom,
 		arg.RangeTo,
 		arg.RowCount,
+		arg.MinID,
+		arg.MaxID,
 	)
 	return err
+}
+
+const historyDropList = `-- name: HistoryDropList :many
+SELECT id, table_name, range_from, range_to, row_count, min_id, max_id, dropped_at FROM ax.history_drop ORDER BY id DESC LIMIT $1::integer
+`
+
+// HistoryDropList returns the latest @max drops, newest first.
+func (q *Queries) HistoryDropList(ctx context.Context, db DBTX, max int32) ([]AxHistoryDrop, error) {
+	rows, err := db.Query(ctx, historyDropList, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AxHistoryDrop
+	for rows.Next() {
+		var i AxHistoryDrop
+		if err := rows.Scan(
+			&i.ID,
+			&i.TableName,
+			&i.RangeFrom,
+			&i.RangeTo,
+			&i.RowCount,
+			&i.MinID,
+			&i.MaxID,
+			&i.DroppedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

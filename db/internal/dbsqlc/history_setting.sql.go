@@ -11,18 +11,23 @@ import (
 )
 
 const historyMakePartitions = `-- name: HistoryMakePartitions :one
-SELECT ax.history_make_partitions(
+SELECT ax.history_make_partitions(least(
            coalesce($1::timestamptz, now()) + 2 * s.partition_width
            + greatest(s.finished_retention, s.failed_retention,
-                      coalesce((SELECT max(greatest(coalesce(j.history_retention, interval '0'),
-                                                    coalesce(j.history_failed_retention, interval '0')))
-                                FROM ax.job j), interval '0')))::integer AS made
+                      coalesce((SELECT make_interval(secs => max(greatest(coalesce(j.history_retention_seconds, 0),
+                                                                     coalesce(j.history_failed_retention_seconds, 0))))
+                                FROM ax.job j), interval '0')),
+           coalesce($1::timestamptz, now()) + 1000 * s.partition_width,
+           greatest(s.made_until, coalesce($1::timestamptz, now())) + 50 * s.partition_width))::integer AS made
 FROM ax.history_setting s
 `
 
 // HistoryMakePartitions makes the history partitions up to the longest
 // retention in use (server-wide or any job's) past @now, plus two
-// partition widths of margin. Returns how many it made.
+// partition widths of margin, and never more than MaxPartitionsAhead (1000)
+// widths ahead; at most 50 partitions a call (each takes locks until its
+// transaction ends: the caller calls again while it made 50). Returns how
+// many it made.
 func (q *Queries) HistoryMakePartitions(ctx context.Context, db DBTX, now *time.Time) (int32, error) {
 	row := db.QueryRow(ctx, historyMakePartitions, now)
 	var made int32

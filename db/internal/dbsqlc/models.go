@@ -1250,6 +1250,8 @@ type AxHistoryDrop struct {
 	RangeFrom time.Time
 	RangeTo   time.Time
 	RowCount  int64
+	MinID     *uuid.UUID
+	MaxID     *uuid.UUID
 	DroppedAt time.Time
 }
 
@@ -1285,46 +1287,46 @@ type AxIdempotencyKey struct {
 }
 
 type AxJob struct {
-	ID                     uuid.UUID
-	Name                   string
-	GroupName              string
-	Owner                  string
-	Description            string
-	TriggerKind            AxTriggerKind
-	CronExpr               *string
-	Timezone               string
-	IntervalSeconds        *int64
-	RunAt                  *time.Time
-	ExecutorKind           AxExecutorKind
-	Executor               []byte
-	TargetLabels           []byte
-	RouteStrategy          AxRouteStrategy
-	RouteKey               string
-	ShardCount             int32
-	ShardParams            []byte
-	Priority               int32
-	TimeoutSeconds         int32
-	RetryMaxAttempts       int32
-	RetryBackoffSeconds    int32
-	RetryBackoffMaxSeconds int32
-	ConcurrencyPolicy      AxConcurrencyPolicy
-	MisfirePolicy          AxMisfirePolicy
-	MisfireWindowSeconds   int32
-	MisfireMaxFires        int32
-	RateLimitClass         *string
-	CallbackUrl            *string
-	Params                 []byte
-	CreatedAt              time.Time
-	UpdatedAt              time.Time
-	ShardRangeFrom         int64
-	ShardRangeTo           int64
-	DegradeAction          AxDegradeAction
-	Agentless              bool
-	TimeoutMode            AxTimeoutMode
-	ShardGenerator         *string
-	ShardWindowSeconds     *int32
-	HistoryRetention       pgtype.Interval
-	HistoryFailedRetention pgtype.Interval
+	ID                            uuid.UUID
+	Name                          string
+	GroupName                     string
+	Owner                         string
+	Description                   string
+	TriggerKind                   AxTriggerKind
+	CronExpr                      *string
+	Timezone                      string
+	IntervalSeconds               *int64
+	RunAt                         *time.Time
+	ExecutorKind                  AxExecutorKind
+	Executor                      []byte
+	TargetLabels                  []byte
+	RouteStrategy                 AxRouteStrategy
+	RouteKey                      string
+	ShardCount                    int32
+	ShardParams                   []byte
+	Priority                      int32
+	TimeoutSeconds                int32
+	RetryMaxAttempts              int32
+	RetryBackoffSeconds           int32
+	RetryBackoffMaxSeconds        int32
+	ConcurrencyPolicy             AxConcurrencyPolicy
+	MisfirePolicy                 AxMisfirePolicy
+	MisfireWindowSeconds          int32
+	MisfireMaxFires               int32
+	RateLimitClass                *string
+	CallbackUrl                   *string
+	Params                        []byte
+	CreatedAt                     time.Time
+	UpdatedAt                     time.Time
+	ShardRangeFrom                int64
+	ShardRangeTo                  int64
+	DegradeAction                 AxDegradeAction
+	Agentless                     bool
+	TimeoutMode                   AxTimeoutMode
+	ShardGenerator                *string
+	ShardWindowSeconds            *int32
+	HistoryRetentionSeconds       *int32
+	HistoryFailedRetentionSeconds *int32
 }
 
 type AxJobSecret struct {
