@@ -166,6 +166,9 @@ type Report struct {
 	Dropped map[string]int64 // rows removed, by table
 	Moved   int              // runs moved that had ended with a task in flight
 	Waiting int              // makes and drops that waited too long for their lock (tried next time)
+	// DropTime is how long the drop transactions took, summed: what the
+	// moves of ended runs may have waited for.
+	DropTime time.Duration
 }
 
 // Maintain makes the partitions ahead, drops the passed ones and moves
@@ -192,7 +195,7 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 	}
 	var errs []error
 	for _, group := range byRange(passed) {
-		counts, err := drop(ctx, pool, group, cfg)
+		counts, took, err := drop(ctx, pool, group, cfg)
 		if errors.Is(err, errLockWait) {
 			rep.Waiting++
 			cfg.Logger.WarnContext(ctx, "history partition drop waited too long for its lock; trying again next time",
@@ -203,11 +206,12 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 			errs = append(errs, err)
 			continue
 		}
+		rep.DropTime += took
 		for i, p := range group {
 			rep.Dropped[p.Table] += counts[i]
 			cfg.Dropped.WithLabelValues(p.Table).Add(float64(counts[i]))
 			cfg.Logger.InfoContext(ctx, "history partition dropped", "table", p.Table, "partition", p.Name,
-				"rows", counts[i], "from", p.RangeFrom, "to", p.RangeTo)
+				"rows", counts[i], "from", p.RangeFrom, "to", p.RangeTo, "drop_ms", took.Milliseconds())
 		}
 	}
 	if rep.Moved, err = db.HistoryMoveLeftovers(ctx, pool, 1000); err != nil {
@@ -234,17 +238,19 @@ func byRange(parts []db.HistoryPartition) [][]db.HistoryPartition {
 }
 
 // drop counts the rows of a range's partitions, then drops them in one
-// short transaction.
-func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, cfg Config) ([]int64, error) {
+// short transaction; it returns the counts and how long that transaction
+// took.
+func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, cfg Config) ([]int64, time.Duration, error) {
 	counts := make([]int64, len(group))
 	rows := make([]db.PartitionRows, len(group))
 	for i, p := range group {
 		r, err := db.HistoryPartitionRows(ctx, pool, p)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		counts[i], rows[i] = r.Count, r
 	}
+	began := time.Now()
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for i, p := range group {
 			if err := db.HistoryPartitionDrop(ctx, tx, p, rows[i], cfg.LockTimeout); err != nil {
@@ -253,8 +259,9 @@ func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, 
 		}
 		return nil
 	})
+	took := time.Since(began)
 	if db.IsLockTimeout(err) {
-		return nil, errLockWait
+		return nil, took, errLockWait
 	}
-	return counts, err
+	return counts, took, err
 }
