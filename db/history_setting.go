@@ -3,10 +3,12 @@ package db
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
 )
@@ -156,9 +158,42 @@ func HistoryDropList(ctx context.Context, e Executor, max int) ([]HistoryDrop, e
 	return out, nil
 }
 
-// HistoryPartitionDrop drops a partition in tx, waiting at most
-// lockTimeout for its table lock (the drop locks the history table; queued
-// behind a long reader it would hold up every move), and records it.
+// HistoryPartitionDetach detaches p from its history table without
+// holding up the moves of ended runs: DETACH PARTITION ... CONCURRENTLY
+// takes only SHARE UPDATE EXCLUSIVE on the table (a plain DETACH or DROP
+// takes ACCESS EXCLUSIVE, which queues every insert behind the drop and
+// behind whatever transaction the drop waits for), then waits for the
+// transactions that may still read the partition. It must not run in a
+// transaction. A detach left pending by an interrupted call is finished.
+//
+// Its waits are bounded by lockTimeout (a long reader of history holds it
+// up, not the other way round): a detach that gives up stays pending and
+// is finished by a later call.
+func HistoryPartitionDetach(ctx context.Context, pool *pgxpool.Pool, p HistoryPartition, lockTimeout time.Duration) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("error detaching %s: %w", p.Name, mapErr(err))
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", max(1, lockTimeout.Milliseconds()))); err != nil {
+		return fmt.Errorf("error setting lock timeout: %w", mapErr(err))
+	}
+	// The connection goes back to the pool as it was.
+	defer conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout") //nolint:errcheck // a failed reset fails the next use
+	alter := "ALTER TABLE " + pgx.Identifier{"ax", p.Table}.Sanitize() + " DETACH PARTITION " +
+		pgx.Identifier{"ax", p.Name}.Sanitize()
+	_, err = conn.Exec(ctx, alter+" CONCURRENTLY")
+	if err != nil && strings.Contains(err.Error(), "already pending detach") {
+		_, err = conn.Exec(ctx, alter+" FINALIZE")
+	}
+	if err != nil {
+		return fmt.Errorf("error detaching %s: %w", p.Name, mapErr(err))
+	}
+	return nil
+}
+
+// HistoryPartitionDrop drops a detached partition in tx, waiting at most
+// lockTimeout for its lock, and records it.
 func HistoryPartitionDrop(ctx context.Context, tx pgx.Tx, p HistoryPartition, rows PartitionRows, lockTimeout time.Duration) error {
 	if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 		return err
@@ -172,6 +207,25 @@ func HistoryPartitionDrop(ctx context.Context, tx pgx.Tx, p HistoryPartition, ro
 	})
 	if err != nil {
 		return fmt.Errorf("error recording the drop of %s: %w", p.Name, mapErr(err))
+	}
+	return nil
+}
+
+// HistoryDetachedLeftovers lists history partitions detached and never
+// dropped (a maintenance pass stopped between the two): tables of schema
+// ax named like them that are no partition.
+func HistoryDetachedLeftovers(ctx context.Context, e Executor) ([]string, error) {
+	names, err := queries.HistoryDetachedLeftovers(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("error listing detached history partitions: %w", mapErr(err))
+	}
+	return names, nil
+}
+
+// HistoryDropTable drops a detached history partition left over.
+func HistoryDropTable(ctx context.Context, e Executor, name string) error {
+	if _, err := e.Exec(ctx, "DROP TABLE "+pgx.Identifier{"ax", name}.Sanitize()); err != nil {
+		return fmt.Errorf("error dropping %s: %w", name, mapErr(err))
 	}
 	return nil
 }

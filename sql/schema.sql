@@ -330,15 +330,23 @@ BEGIN
     WHILE lo < p_until LOOP
         hi := lo + s.partition_width;
         suffix := to_char(lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MISS');
-        EXECUTE format('CREATE TABLE ax.%I PARTITION OF ax.execution_history FOR VALUES FROM (%L) TO (%L)',
-                       'execution_h' || suffix, lo, hi);
+        -- Made apart and then attached: ATTACH PARTITION takes a SHARE
+        -- UPDATE EXCLUSIVE lock on the history table, which the moves'
+        -- inserts do not conflict with; CREATE TABLE ... PARTITION OF
+        -- would take ACCESS EXCLUSIVE and queue every move behind it.
+        EXECUTE format('CREATE TABLE ax.%I (LIKE ax.execution_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
+                       'execution_h' || suffix);
         EXECUTE format('CREATE INDEX ON ax.%I (id)', 'execution_h' || suffix);
         EXECUTE format('CREATE INDEX ON ax.%I (job_id, finished_at DESC)', 'execution_h' || suffix);
-        EXECUTE format('CREATE TABLE ax.%I PARTITION OF ax.task_history FOR VALUES FROM (%L) TO (%L)',
-                       'task_h' || suffix, lo, hi);
+        EXECUTE format('ALTER TABLE ax.execution_history ATTACH PARTITION ax.%I FOR VALUES FROM (%L) TO (%L)',
+                       'execution_h' || suffix, lo, hi);
+        EXECUTE format('CREATE TABLE ax.%I (LIKE ax.task_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
+                       'task_h' || suffix);
         EXECUTE format('CREATE INDEX ON ax.%I (id)', 'task_h' || suffix);
         EXECUTE format('CREATE INDEX ON ax.%I (execution_id, shard_index)', 'task_h' || suffix);
         EXECUTE format('CREATE INDEX ON ax.%I (agent_id, finished_at DESC)', 'task_h' || suffix);
+        EXECUTE format('ALTER TABLE ax.task_history ATTACH PARTITION ax.%I FOR VALUES FROM (%L) TO (%L)',
+                       'task_h' || suffix, lo, hi);
         lo := hi;
         made := made + 1;
     END LOOP;

@@ -166,9 +166,11 @@ type Report struct {
 	Dropped map[string]int64 // rows removed, by table
 	Moved   int              // runs moved that had ended with a task in flight
 	Waiting int              // makes and drops that waited too long for their lock (tried next time)
-	// DropTime is how long the drop transactions took, summed: what the
-	// moves of ended runs may have waited for.
-	DropTime time.Duration
+	// DropTime is how long detaching and dropping the passed partitions
+	// took, summed (counting their rows first is not included), and
+	// DropSpans when each group was detached and dropped.
+	DropTime  time.Duration
+	DropSpans []Span
 }
 
 // Maintain makes the partitions ahead, drops the passed ones and moves
@@ -194,19 +196,25 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 		return rep, err
 	}
 	var errs []error
+	if err := dropLeftovers(ctx, pool, cfg); err != nil {
+		errs = append(errs, err)
+	}
 	for _, group := range byRange(passed) {
 		counts, took, err := drop(ctx, pool, group, cfg)
 		if errors.Is(err, errLockWait) {
 			rep.Waiting++
 			cfg.Logger.WarnContext(ctx, "history partition drop waited too long for its lock; trying again next time",
 				"partition", group[0].Name, "lock_timeout", cfg.LockTimeout.String())
-			continue
+			// A detach left pending must be finished before a table may
+			// detach another partition: the next pass goes on from here.
+			break
 		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		rep.DropTime += took
+		rep.DropSpans = append(rep.DropSpans, Span{From: time.Now().Add(-took), To: time.Now()})
 		for i, p := range group {
 			rep.Dropped[p.Table] += counts[i]
 			cfg.Dropped.WithLabelValues(p.Table).Add(float64(counts[i]))
@@ -221,6 +229,9 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 }
 
 var errLockWait = errors.New("lock wait")
+
+// Span is a stretch of time.
+type Span struct{ From, To time.Time }
 
 // byRange groups partitions of the same time range (one of each history
 // table): they are dropped together, so a run never loses its tasks and
@@ -237,8 +248,9 @@ func byRange(parts []db.HistoryPartition) [][]db.HistoryPartition {
 	return out
 }
 
-// drop counts the rows of a range's partitions, then drops them in one
-// short transaction; it returns the counts and how long that transaction
+// drop counts the rows of a range's partitions, detaches them without
+// blocking the moves of ended runs, then drops them in one short
+// transaction; it returns the counts and how long detaching and dropping
 // took.
 func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, cfg Config) ([]int64, time.Duration, error) {
 	counts := make([]int64, len(group))
@@ -251,6 +263,15 @@ func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, 
 		counts[i], rows[i] = r.Count, r
 	}
 	began := time.Now()
+	for _, p := range group {
+		// Detaching blocks no one, so it may wait longer than a drop.
+		if err := db.HistoryPartitionDetach(ctx, pool, p, 10*cfg.LockTimeout); err != nil {
+			if db.IsLockTimeout(err) {
+				err = errLockWait
+			}
+			return nil, time.Since(began), err
+		}
+	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for i, p := range group {
 			if err := db.HistoryPartitionDrop(ctx, tx, p, rows[i], cfg.LockTimeout); err != nil {
@@ -264,4 +285,20 @@ func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, 
 		return nil, took, errLockWait
 	}
 	return counts, took, err
+}
+
+// dropLeftovers drops history partitions a stopped pass detached and did
+// not drop (their rows were past retention).
+func dropLeftovers(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
+	names, err := db.HistoryDetachedLeftovers(ctx, pool)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := db.HistoryDropTable(ctx, pool, name); err != nil {
+			return err
+		}
+		cfg.Logger.WarnContext(ctx, "dropped a history partition detached by an earlier pass", "partition", name)
+	}
+	return nil
 }

@@ -57,3 +57,17 @@ ORDER BY range_from, table_name;
 -- name: HistoryMoveLeftovers :one
 SELECT ax.history_move(ARRAY(SELECT e.id FROM ax.execution e WHERE e.finished_at IS NOT NULL
                              ORDER BY e.finished_at LIMIT sqlc.arg('max')::integer), now())::integer AS moved;
+
+-- HistoryDetachedLeftovers lists tables of schema ax named like history
+-- partitions (execution_h…, task_h…, with retain_until) that are not
+-- partitions: detached by a maintenance pass that stopped before dropping
+-- them.
+-- name: HistoryDetachedLeftovers :many
+SELECT c.relname::text
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'ax' AND c.relkind = 'r' AND NOT c.relispartition
+  AND c.relname ~ '^(execution|task)_h'
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+              WHERE a.attrelid = c.oid AND a.attname = 'retain_until' AND NOT a.attisdropped)
+ORDER BY 1;

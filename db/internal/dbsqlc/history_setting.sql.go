@@ -10,6 +10,41 @@ import (
 	"time"
 )
 
+const historyDetachedLeftovers = `-- name: HistoryDetachedLeftovers :many
+SELECT c.relname::text
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'ax' AND c.relkind = 'r' AND NOT c.relispartition
+  AND c.relname ~ '^(execution|task)_h'
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+              WHERE a.attrelid = c.oid AND a.attname = 'retain_until' AND NOT a.attisdropped)
+ORDER BY 1
+`
+
+// HistoryDetachedLeftovers lists tables of schema ax named like history
+// partitions (execution_h…, task_h…, with retain_until) that are not
+// partitions: detached by a maintenance pass that stopped before dropping
+// them.
+func (q *Queries) HistoryDetachedLeftovers(ctx context.Context, db DBTX) ([]string, error) {
+	rows, err := db.Query(ctx, historyDetachedLeftovers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var c_relname string
+		if err := rows.Scan(&c_relname); err != nil {
+			return nil, err
+		}
+		items = append(items, c_relname)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const historyMakePartitions = `-- name: HistoryMakePartitions :one
 SELECT ax.history_make_partitions(least(
            coalesce($1::timestamptz, now()) + 2 * s.partition_width
