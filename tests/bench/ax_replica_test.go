@@ -103,7 +103,7 @@ func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 		b.Fatal(err)
 	}
 	body, _ := json.Marshal(map[string]any{
-		"name":     "bench-noop",
+		"name":     "bench-noop-" + uuid.NewString()[:8], // unique in a database benchmarks share
 		"trigger":  map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "handler", "handler": benchHandler},
 	})
