@@ -20,7 +20,7 @@ func nilIfEmpty(s string) *string {
 	return &s
 }
 
-func nilIfZero(n int64) *int64 {
+func nilIfZero[N int32 | int64](n N) *N {
 	if n == 0 {
 		return nil
 	}

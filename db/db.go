@@ -31,7 +31,17 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a unique constraint refused the write.
 	ErrConflict = errors.New("conflict")
+	// ErrRemoved means the row asked for existed and was removed by
+	// history retention (see ExecutionRemoved).
+	ErrRemoved = errors.New("removed by history retention")
 )
+
+// IsLockTimeout reports whether err is Postgres giving up a lock wait
+// (lock_timeout, or NOWAIT).
+func IsLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
 
 // Open connects a pool to url and checks that the server answers. The
 // pool's size is what url says (pool_max_conns, pool_min_conns) or pgx's

@@ -31,6 +31,9 @@ type Execution struct {
 	TraceParent       string // W3C trace context handed to agents and callbacks
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	// RetainUntil is when a finished run's history may be removed; nil
+	// while it is in flight.
+	RetainUntil *time.Time
 }
 
 // ExecutionGetByID returns one execution.
@@ -90,14 +93,14 @@ func ExecutionCancel(ctx context.Context, e Executor, ids, jobIDs []uuid.UUID, r
 	return out, nil
 }
 
-func executionFromRow(r dbsqlc.AxExecution) *Execution {
+func executionFromRow(r dbsqlc.AxAllExecution) *Execution {
 	return &Execution{
 		ID: r.ID, JobID: r.JobID, Cause: ExecutionCause(r.Cause), ScheduledFor: r.ScheduledFor.UTC(),
 		FiredAt: r.FiredAt.UTC(), Misfired: r.Misfired, State: ExecutionState(r.State), Params: r.Params,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), StartedAt: utcPtr(r.StartedAt),
 		FinishedAt: utcPtr(r.FinishedAt), CancelRequestedAt: utcPtr(r.CancelRequestedAt),
 		CancelReason: deref(r.CancelReason), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-		Error: deref(r.Error), TraceParent: deref(r.Traceparent),
+		Error: deref(r.Error), TraceParent: deref(r.Traceparent), RetainUntil: utcPtr(r.RetainUntil),
 	}
 }
 

@@ -54,8 +54,13 @@ type Job struct {
 	// TimeoutMode is fixed (every attempt gets TimeoutSeconds) or
 	// adaptive (see Job.AdaptiveTimeout; TimeoutSeconds is then the ceiling).
 	TimeoutMode TimeoutMode
-	CallbackURL string
-	Params      json.RawMessage // object handed to every run
+	// HistoryRetentionSeconds and HistoryFailedRetentionSeconds keep the
+	// job's ended runs (failed and timed-out ones: the second) this long
+	// instead of the server's retention; 0: the server's.
+	HistoryRetentionSeconds       int
+	HistoryFailedRetentionSeconds int
+	CallbackURL                   string
+	Params                        json.RawMessage // object handed to every run
 	// SigningSecret is set only in what JobService.Create returns: the
 	// job's new whsec_ secret, shown once.
 	SigningSecret string
@@ -130,6 +135,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		RateLimitClass: p.RateLimitClass, CallbackUrl: p.CallbackUrl, Params: p.Params,
 		DegradeAction: p.DegradeAction, Agentless: p.Agentless, TimeoutMode: p.TimeoutMode,
 		ShardGenerator: p.ShardGenerator, ShardWindowSeconds: p.ShardWindowSeconds,
+		HistoryRetentionSeconds: p.HistoryRetentionSeconds, HistoryFailedRetentionSeconds: p.HistoryFailedRetentionSeconds,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -240,6 +246,8 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
 		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(j.DegradeAction),
 		Agentless: j.Agentless(), ShardGenerator: generator, ShardWindowSeconds: window,
+		HistoryRetentionSeconds:       nilIfZero(int32(j.HistoryRetentionSeconds)),
+		HistoryFailedRetentionSeconds: nilIfZero(int32(j.HistoryFailedRetentionSeconds)),
 		// A definition made before timeout modes (zero) is fixed.
 		TimeoutMode: dbsqlc.AxTimeoutMode(cmp.Or(j.TimeoutMode, TimeoutFixed)),
 	}, nil
@@ -266,6 +274,8 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *T
 		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),
 		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason),
 		TimeoutMode: TimeoutMode(r.TimeoutMode), TimeoutMeasure: measure,
+		HistoryRetentionSeconds:       int(deref(r.HistoryRetentionSeconds)),
+		HistoryFailedRetentionSeconds: int(deref(r.HistoryFailedRetentionSeconds)),
 	}
 	var err error
 	if j.Executor, err = executorConfigFromJSON(r.Executor); err != nil {

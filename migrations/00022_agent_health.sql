@@ -23,14 +23,19 @@ ALTER TABLE ax.agent
 -- The host of the agent behind a state event (lease, result, release,
 -- reaped lease): which machine ran what, after the agent row is gone. A
 -- failed attempt's event keeps its error code (ax.task.error_code holds
--- only the latest attempt's), which the error-share quarantine counts.
+-- only the latest attempt's), which the error-share quarantine counts; a
+-- success's event keeps its duration from lease to result, which
+-- least_active's tie-break averages without reading tasks (which move to
+-- history as their run ends).
 ALTER TABLE ax.task_event
     ADD COLUMN worker_host text,
     ADD COLUMN worker_ip inet,
-    ADD COLUMN error_code text;
+    ADD COLUMN error_code text,
+    ADD COLUMN duration_ms bigint;
 
 -- +goose Down
 ALTER TABLE ax.task_event
+    DROP COLUMN duration_ms,
     DROP COLUMN error_code,
     DROP COLUMN worker_ip,
     DROP COLUMN worker_host;

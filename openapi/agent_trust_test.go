@@ -136,7 +136,7 @@ func TestOnlyTheLeaseHolderCompletesOrLogs(t *testing.T) {
 
 	var state, holder string
 	var logs int
-	require.NoError(t, env.pool.QueryRow(ctx, "SELECT state, agent_id::text FROM ax.task WHERE id = $1",
+	require.NoError(t, env.pool.QueryRow(ctx, "SELECT state, agent_id::text FROM ax.all_tasks WHERE id = $1",
 		task["task_id"]).Scan(&state, &holder))
 	require.Equal(t, "leased", state, "nothing changed")
 	require.Equal(t, a.id, holder)
@@ -205,7 +205,7 @@ func TestRoutingSkipsAgentsWithoutTheExecutor(t *testing.T) {
 	env.run(spread, nil)
 	var preferredPlain int
 	require.NoError(t, env.pool.QueryRow(context.Background(),
-		"SELECT count(*) FROM ax.task WHERE preferred_agent_id = $1", plain.id).Scan(&preferredPlain))
+		"SELECT count(*) FROM ax.all_tasks WHERE preferred_agent_id = $1", plain.id).Scan(&preferredPlain))
 	require.Zero(t, preferredPlain)
 	require.Empty(t, plain.lease(10, 0))
 	require.Len(t, shellers[0].lease(10, 0), 4, "its broadcast task and half the shards")

@@ -101,6 +101,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock)}).register(api)
 	(&classHandlers{classes: queue.NewClassService(cfg.Pool, cfg.Logger)}).register(api)
+	(&historyHandlers{history: queue.NewHistoryService(cfg.Pool)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
 	registerPatches(api)

@@ -105,9 +105,10 @@ func (h *executionHandlers) register(api huma.API) {
 	}, ScopeSubmit), h.trigger)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "get-execution", Method: http.MethodGet, Path: "/v1/executions/{id}", Tags: []string{"Executions"},
-		Summary: "Get an execution with its tasks and callback", Errors: []int{http.StatusNotFound},
+		Summary: "Get an execution with its tasks and callback", Errors: []int{http.StatusNotFound, http.StatusGone},
 		Description: "The status query of a run. With wait=30s it long-polls: it answers as soon as the execution " +
-			"has ended (or after the wait, with its state then).",
+			"has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history " +
+			"retention and was removed.",
 	}, ScopeRead), h.getExecution)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "list-executions", Method: http.MethodGet, Path: "/v1/executions", Tags: []string{"Executions"},
@@ -283,7 +284,11 @@ func (h *executionHandlers) skipped(ctx context.Context, in *skippedInput) (*ski
 }
 
 func executionError(err error) error {
-	if errors.Is(err, db.ErrNotFound) {
+	switch {
+	case errors.Is(err, db.ErrRemoved):
+		return huma.Error410Gone("execution removed: it ended longer ago than its job's history retention " +
+			"(GET /v1/history shows the server's), and its history partition was dropped")
+	case errors.Is(err, db.ErrNotFound):
 		return huma.Error404NotFound("execution not found")
 	}
 	return err

@@ -78,7 +78,7 @@ func TestTriggerIdempotencyKey(t *testing.T) {
 	require.NotEqual(t, first["id"], other["id"])
 
 	var n int
-	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.execution").Scan(&n))
+	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.all_executions").Scan(&n))
 	require.Equal(t, 2, n)
 }
 

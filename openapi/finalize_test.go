@@ -77,6 +77,6 @@ func TestTimedOutAttemptRetriesClean(t *testing.T) {
 	require.NoError(t, reaper.Sweep(context.Background()))
 	var state string
 	require.NoError(t, env.pool.QueryRow(context.Background(),
-		`SELECT state::text FROM ax.task WHERE id = $1`, retry[0]["task_id"]).Scan(&state))
+		`SELECT state::text FROM ax.all_tasks WHERE id = $1`, retry[0]["task_id"]).Scan(&state))
 	require.Equal(t, "running", state, "its timeout counts from its own start, not the first attempt's")
 }

@@ -54,7 +54,7 @@ func TestRateClassCapsLeaseRate(t *testing.T) {
 	wg.Wait()
 
 	rows, err := env.pool.Query(context.Background(),
-		`SELECT leased_at FROM ax.task WHERE leased_at IS NOT NULL ORDER BY leased_at`)
+		`SELECT leased_at FROM ax.all_tasks WHERE leased_at IS NOT NULL ORDER BY leased_at`)
 	require.NoError(t, err)
 	var leases []time.Time
 	for rows.Next() {

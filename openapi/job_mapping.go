@@ -36,6 +36,8 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 		MisfireWindowSeconds:   misfire.WindowSeconds, MisfireMaxFires: misfire.MaxFires,
 		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: json.RawMessage(j.Params),
 		DegradeAction: db.DegradeAction(j.DegradeAction), TimeoutMode: db.TimeoutMode(j.TimeoutMode),
+		HistoryRetentionSeconds:       deref(j.History).RetentionSeconds,
+		HistoryFailedRetentionSeconds: deref(j.History).FailedRetentionSeconds,
 	}
 	if out.ExecutorKind == db.ExecutorHTTP { // the schema's default fills method for every kind
 		out.Executor.Method = j.Executor.Method
@@ -48,6 +50,14 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 	}
 	out.FillDefaults()
 	return out, nil
+}
+
+// jobHistoryFromDB shows a job's retention override; nil: the server's.
+func jobHistoryFromDB(j *db.Job) *JobHistory {
+	if j.HistoryRetentionSeconds == 0 && j.HistoryFailedRetentionSeconds == 0 {
+		return nil
+	}
+	return &JobHistory{RetentionSeconds: j.HistoryRetentionSeconds, FailedRetentionSeconds: j.HistoryFailedRetentionSeconds}
 }
 
 // jobFromDB shows a stored job with every setting spelled out.
@@ -64,6 +74,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 		TimeoutSeconds:    j.TimeoutSeconds,
 		TimeoutMode:       string(j.TimeoutMode),
 		Retry:             &JobRetry{MaxAttempts: j.RetryMaxAttempts, BackoffSeconds: j.RetryBackoffSeconds, BackoffMaxSeconds: j.RetryBackoffMaxSeconds},
+		History:           jobHistoryFromDB(j),
 		ConcurrencyPolicy: string(j.ConcurrencyPolicy),
 		Misfire:           &JobMisfire{Policy: string(j.MisfirePolicy), WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
 		RateLimitClass:    j.RateLimitClass,

@@ -97,7 +97,7 @@ func TestCostlyRouteKeyAtFireDoesNotHoldUpOthers(t *testing.T) {
 	require.NoError(t, env.pool.QueryRow(context.Background(), `SELECT
 		count(*) FILTER (WHERE job_id IN ($1, $2) AND preferred_agent_id IS NULL),
 		count(*) FILTER (WHERE job_id = $3 AND preferred_agent_id IS NOT NULL AND route_key = '7')
-		FROM ax.task`, costly, huge, healthy).Scan(&unassigned, &routed))
+		FROM ax.all_tasks`, costly, huge, healthy).Scan(&unassigned, &routed))
 	require.Equal(t, 2, unassigned, "the costly keys' tasks run unassigned")
 	require.Equal(t, 1, routed, "the healthy job is routed by its key")
 }

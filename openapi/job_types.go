@@ -22,6 +22,7 @@ type Job struct {
 	TimeoutSeconds    int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" doc:"Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent"`
 	TimeoutMode       string       `json:"timeout_mode,omitempty" enum:"fixed,adaptive" default:"fixed" doc:"fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value"`
 	Retry             *JobRetry    `json:"retry,omitempty" doc:"Retries of a failed task"`
+	History           *JobHistory  `json:"history,omitempty" doc:"How long the job's ended runs are kept (default: the server's retention, 7 days for succeeded and cancelled runs and 30 days for failed and timed-out ones unless ax serve was told otherwise; GET /v1/history shows it)"`
 	ConcurrencyPolicy string       `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
 	Misfire           *JobMisfire  `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
 	RateLimitClass    string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate (see /v1/classes)"`
@@ -104,6 +105,15 @@ type JobRetry struct {
 	MaxAttempts       int `json:"max_attempts,omitempty" minimum:"1" maximum:"100" default:"4" doc:"Attempts per task, the first included (1: never retried). A run again after a lease lost with its agent uses up none"`
 	BackoffSeconds    int `json:"backoff_seconds,omitempty" minimum:"1" maximum:"86400" default:"5" doc:"Wait before the first retry; doubles each retry"`
 	BackoffMaxSeconds int `json:"backoff_max_seconds,omitempty" minimum:"1" maximum:"86400" default:"600" doc:"Longest wait between retries"`
+}
+
+// JobHistory overrides the server's retention for one job. A run is
+// removed when its retention has passed since it ended, within one
+// history partition's width (a day by default); a run that has not ended
+// is never removed.
+type JobHistory struct {
+	RetentionSeconds       int `json:"retention_seconds,omitempty" minimum:"1" maximum:"34560000" example:"86400" doc:"Keep succeeded and cancelled runs this long after they end, instead of the server's retention (at most 400 days)"`
+	FailedRetentionSeconds int `json:"failed_retention_seconds,omitempty" minimum:"1" maximum:"34560000" example:"2592000" doc:"Keep failed and timed-out runs this long after they end, instead of the server's failed retention (at most 400 days)"`
 }
 
 // JobMisfire says what happens to fires missed while no replica ran or the

@@ -133,7 +133,7 @@ func TestKeyLimitedToGroups(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, env.pool.QueryRow(ctx, "SELECT count(*) FROM ax.job WHERE group_name <> 'billing'").Scan(&jobsInReports))
 	require.Equal(t, 1, jobsInReports)
-	require.NoError(t, env.pool.QueryRow(ctx, "SELECT count(*) FROM ax.execution WHERE state = 'cancelled'").Scan(&cancelled))
+	require.NoError(t, env.pool.QueryRow(ctx, "SELECT count(*) FROM ax.all_executions WHERE state = 'cancelled'").Scan(&cancelled))
 	require.Zero(t, cancelled)
 
 	// And billing works as for any submit key.

@@ -327,7 +327,7 @@ func TestIdempotencyKeyOnAnyMutatingCall(t *testing.T) {
 	require.Equal(t, a["execution"].(map[string]any)["id"], b["execution"].(map[string]any)["id"])
 	require.Empty(t, b["signing_secret"], "the secret is shown once")
 	var n int
-	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.execution").Scan(&n))
+	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.all_executions").Scan(&n))
 	require.Equal(t, 1, n)
 }
 

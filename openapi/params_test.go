@@ -117,7 +117,7 @@ func TestParamsDepthBounded(t *testing.T) {
 	require.Less(t, time.Since(start), 2*time.Second)
 	require.Equal(t, 2, env.countJobs()) // ok and t, nothing else
 	var execs int
-	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.execution").Scan(&execs))
+	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.all_executions").Scan(&execs))
 	require.Zero(t, execs)
 }
 

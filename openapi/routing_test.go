@@ -81,10 +81,10 @@ func TestConsistentHashKeepsAKeyOnOneAgent(t *testing.T) {
 	}
 	var owner, fallback string
 	require.NoError(t, env.pool.QueryRow(context.Background(),
-		`SELECT DISTINCT preferred_agent_id::text, fallback_agent_id::text FROM ax.task`).Scan(&owner, &fallback))
+		`SELECT DISTINCT preferred_agent_id::text, fallback_agent_id::text FROM ax.all_tasks`).Scan(&owner, &fallback))
 	require.NotEqual(t, owner, fallback)
 	var keys []string
-	require.NoError(t, pgxCollect(env, `SELECT DISTINCT route_key FROM ax.task`, &keys))
+	require.NoError(t, pgxCollect(env, `SELECT DISTINCT route_key FROM ax.all_tasks`, &keys))
 	require.Equal(t, []string{"customer_id=9527"}, keys)
 
 	for id, a := range agents {

@@ -172,13 +172,30 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*db.Execution, []*db.Task, error) {
 	exec, err := db.ExecutionGetByID(ctx, s.pool, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, s.gone(ctx, id, err)
 	}
 	tasks, err := db.TaskListByExecution(ctx, s.pool, id)
 	if err != nil {
 		return nil, nil, err
 	}
 	return exec, tasks, nil
+}
+
+// gone turns err, a lookup of execution id, into one wrapping
+// db.ErrRemoved when the execution is not found because history retention
+// removed it.
+func (s *ExecutionService) gone(ctx context.Context, id uuid.UUID, err error) error {
+	if !errors.Is(err, db.ErrNotFound) {
+		return err
+	}
+	removed, rerr := db.ExecutionRemoved(ctx, s.pool, id)
+	if rerr != nil {
+		return rerr
+	}
+	if removed {
+		return fmt.Errorf("execution %s: %w", id, db.ErrRemoved)
+	}
+	return err
 }
 
 // Group returns the group of execution id's job, for checks of keys

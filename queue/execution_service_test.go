@@ -33,7 +33,7 @@ func TestTriggerWithAnIdempotencyKey(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, replayed)
 	require.Equal(t, first.ID, again.ID, "the same key and request return the same execution")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, job.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, job.ID))
 
 	for _, other := range []func(r *queue.TriggerRequest){
 		func(r *queue.TriggerRequest) { r.RequestHash = []byte("hash-2") },
@@ -43,7 +43,7 @@ func TestTriggerWithAnIdempotencyKey(t *testing.T) {
 		_, _, err := e.execs.Trigger(ctx, req(other))
 		require.ErrorIs(t, err, queue.ErrIdempotencyMismatch)
 	}
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, job.ID), "a mismatch fires nothing")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, job.ID), "a mismatch fires nothing")
 
 	// Keys belong to their API key.
 	theirs, replayed, err := e.execs.Trigger(ctx, req(func(r *queue.TriggerRequest) { r.APIKeyID = e.apiKey() }))
@@ -87,7 +87,7 @@ func TestTriggerWithAnIdempotencyKeyConcurrently(t *testing.T) {
 	wg.Wait()
 	require.Len(t, execs, 1, "every caller got the one execution")
 	require.Equal(t, callers-1, replayed)
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, job.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, job.ID))
 }
 
 func TestTriggerHonoursTheConcurrencyPolicy(t *testing.T) {
@@ -98,7 +98,7 @@ func TestTriggerHonoursTheConcurrencyPolicy(t *testing.T) {
 	first := e.trigger(forbid.ID)
 	_, _, err := e.execs.Trigger(ctx, &queue.TriggerRequest{JobID: forbid.ID})
 	require.ErrorIs(t, err, queue.ErrOverlapForbidden)
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, forbid.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, forbid.ID))
 	_, err = e.execs.Cancel(ctx, first.ID, "make room")
 	require.NoError(t, err)
 	e.trigger(forbid.ID)
@@ -130,7 +130,7 @@ func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, db.ExecutionState("running"), cancelled.State, "it ends when its running task stops")
 	require.NotNil(t, cancelled.CancelRequestedAt)
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.task WHERE execution_id = $1 AND state = 'cancelled'`, exec.ID),
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_tasks WHERE execution_id = $1 AND state = 'cancelled'`, exec.ID),
 		"the pending task ends at once")
 	hb, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{ref}, &db.AgentLoad{})
 	require.NoError(t, err)

@@ -98,7 +98,7 @@ func TestJobServiceResumeRecordsThePausedTicksAsSkipped(t *testing.T) {
 	require.GreaterOrEqual(t, s.TickCount, 7, "every tick of the paused minute")
 	require.Equal(t, s.TickCount, int(s.LastTick.Sub(s.FirstTick)/(10*time.Second))+1)
 	require.Equal(t, s.LastTick.Add(10*time.Second).UTC(), resumed.NextFireAt.UTC(), "the schedule keeps its grid")
-	require.Zero(t, e.count(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, job.ID), "paused ticks never fire")
+	require.Zero(t, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, job.ID), "paused ticks never fire")
 
 	// Resuming a job that is not paused records nothing.
 	_, err = e.jobs.Resume(ctx, job.ID)

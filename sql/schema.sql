@@ -231,24 +231,218 @@ CREATE FUNCTION ax.execution_ended() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    notified integer;
+    ended_ids uuid[];
 BEGIN
-    WITH ended AS (
-        SELECT n.id, n.job_id
-        FROM new_rows n JOIN old_rows o ON o.id = n.id
-        WHERE o.state IN ('pending', 'running') AND n.state NOT IN ('pending', 'running')
-    ), outbox AS (
-        INSERT INTO ax.callback (execution_id, job_id)
-        SELECT e.id, e.job_id FROM ended e JOIN ax.job j ON j.id = e.job_id
-        WHERE j.callback_url IS NOT NULL
-        ON CONFLICT (execution_id) DO NOTHING
-    ), notes AS (
-        SELECT pg_notify('ax_execution_ended', string_agg(id::text, ','))
-        FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM ended) c
-        GROUP BY chunk
-    )
-    SELECT count(*) INTO notified FROM notes;
+    SELECT array_agg(n.id) INTO ended_ids
+    FROM new_rows n JOIN old_rows o ON o.id = n.id
+    WHERE o.state IN ('pending', 'running') AND n.state NOT IN ('pending', 'running');
+    IF ended_ids IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO ax.callback (execution_id, job_id)
+    SELECT e.id, e.job_id FROM new_rows e JOIN ax.job j ON j.id = e.job_id
+    WHERE e.id = ANY(ended_ids) AND j.callback_url IS NOT NULL
+    ON CONFLICT (execution_id) DO NOTHING;
+    -- One NOTIFY per 200 ended executions (payload: their ids).
+    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
+    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended_ids) AS id) c
+    GROUP BY chunk;
+    PERFORM ax.history_move(ended_ids, now());
     RETURN NULL;
+END $$;
+
+--
+-- Name: history_define_move(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.history_define_move() RETURNS void
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    ecols text;
+    tcols text;
+BEGIN
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO ecols
+    FROM pg_attribute WHERE attrelid = 'ax.execution'::regclass AND attnum > 0 AND NOT attisdropped;
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO tcols
+    FROM pg_attribute WHERE attrelid = 'ax.task'::regclass AND attnum > 0 AND NOT attisdropped;
+    EXECUTE format($def$
+CREATE OR REPLACE FUNCTION ax.history_move(p_ids uuid[], p_not_before timestamptz) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    busy   uuid[];
+    ids    uuid[];
+    keep   timestamptz[];
+BEGIN
+    -- Every read is by key from a bound array (= ANY): index lookups
+    -- whatever the statistics say (see TaskComplete).
+    busy := ARRAY(SELECT DISTINCT t.execution_id FROM ax.task t
+                  WHERE t.execution_id = ANY(p_ids) AND t.state IN ('pending', 'leased', 'running'));
+    SELECT coalesce(array_agg(e.id), '{}'),
+           coalesce(array_agg(least(greatest(
+               e.finished_at + CASE WHEN e.state IN ('failed', 'timed_out')
+                                    THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                    ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+               p_not_before), s.made_until - interval '1 microsecond')), '{}')
+    INTO ids, keep
+    FROM ax.execution e
+    JOIN ax.job j ON j.id = e.job_id
+    CROSS JOIN ax.history_setting s
+    WHERE e.id = ANY(p_ids) AND e.finished_at IS NOT NULL AND NOT (e.id = ANY(busy));
+    IF cardinality(ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO ax.task_history (%1$s, retain_until)
+    SELECT %2$s, k.until
+    FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
+    WHERE t.execution_id = ANY(ids);
+    DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
+    INSERT INTO ax.execution_history (%3$s, retain_until)
+    SELECT %4$s, k.until
+    FROM ax.execution e JOIN unnest(ids, keep) AS k(id, until) ON k.id = e.id
+    WHERE e.id = ANY(ids);
+    DELETE FROM ax.execution e WHERE e.id = ANY(ids);
+    RETURN cardinality(ids);
+END $fn$
+$def$, tcols, (SELECT string_agg('t.' || c, ', ') FROM unnest(string_to_array(tcols, ', ')) c),
+       ecols, (SELECT string_agg('e.' || c, ', ') FROM unnest(string_to_array(ecols, ', ')) c));
+END $_$;
+
+--
+-- Name: history_make_partitions(timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.history_make_partitions(p_until timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    s      ax.history_setting;
+    lo     timestamptz;
+    hi     timestamptz;
+    suffix text;
+    made   integer := 0;
+BEGIN
+    SELECT * INTO s FROM ax.history_setting FOR UPDATE;
+    -- From the horizon, but never from the past: rows land at now + a
+    -- retention or later, so a server that was down for days makes no
+    -- partitions for them (and a first call starts at the current slot).
+    lo := greatest(s.made_until, date_bin(s.partition_width, now(), timestamptz '2000-01-01 00:00:00+00'));
+    WHILE lo < p_until LOOP
+        hi := lo + s.partition_width;
+        suffix := to_char(lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MISS');
+        -- Made apart and then attached: ATTACH PARTITION takes a SHARE
+        -- UPDATE EXCLUSIVE lock on the history table, which the moves'
+        -- inserts do not conflict with; CREATE TABLE ... PARTITION OF
+        -- would take ACCESS EXCLUSIVE and queue every move behind it.
+        EXECUTE format('CREATE TABLE ax.%I (LIKE ax.execution_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
+                       'execution_h' || suffix);
+        EXECUTE format('CREATE INDEX ON ax.%I (id)', 'execution_h' || suffix);
+        EXECUTE format('CREATE INDEX ON ax.%I (job_id, finished_at DESC)', 'execution_h' || suffix);
+        EXECUTE format('ALTER TABLE ax.execution_history ATTACH PARTITION ax.%I FOR VALUES FROM (%L) TO (%L)',
+                       'execution_h' || suffix, lo, hi);
+        EXECUTE format('CREATE TABLE ax.%I (LIKE ax.task_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
+                       'task_h' || suffix);
+        EXECUTE format('CREATE INDEX ON ax.%I (id)', 'task_h' || suffix);
+        EXECUTE format('CREATE INDEX ON ax.%I (execution_id, shard_index)', 'task_h' || suffix);
+        EXECUTE format('CREATE INDEX ON ax.%I (agent_id, finished_at DESC)', 'task_h' || suffix);
+        EXECUTE format('ALTER TABLE ax.task_history ATTACH PARTITION ax.%I FOR VALUES FROM (%L) TO (%L)',
+                       'task_h' || suffix, lo, hi);
+        lo := hi;
+        made := made + 1;
+    END LOOP;
+    UPDATE ax.history_setting SET made_until = lo, updated_at = now();
+    RETURN made;
+END $$;
+
+--
+-- Name: history_move(uuid[], timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.history_move(p_ids uuid[], p_not_before timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    busy   uuid[];
+    ids    uuid[];
+    keep   timestamptz[];
+BEGIN
+    -- Every read is by key from a bound array (= ANY): index lookups
+    -- whatever the statistics say (see TaskComplete).
+    busy := ARRAY(SELECT DISTINCT t.execution_id FROM ax.task t
+                  WHERE t.execution_id = ANY(p_ids) AND t.state IN ('pending', 'leased', 'running'));
+    SELECT coalesce(array_agg(e.id), '{}'),
+           coalesce(array_agg(least(greatest(
+               e.finished_at + CASE WHEN e.state IN ('failed', 'timed_out')
+                                    THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                    ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+               p_not_before), s.made_until - interval '1 microsecond')), '{}')
+    INTO ids, keep
+    FROM ax.execution e
+    JOIN ax.job j ON j.id = e.job_id
+    CROSS JOIN ax.history_setting s
+    WHERE e.id = ANY(p_ids) AND e.finished_at IS NOT NULL AND NOT (e.id = ANY(busy));
+    IF cardinality(ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, k.until
+    FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
+    WHERE t.execution_id = ANY(ids);
+    DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
+    INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until)
+    SELECT e.id, e.job_id, e.cause, e.scheduled_for, e.fired_at, e.misfired, e.state, e.params, e.shard_count, e.priority, e.started_at, e.finished_at, e.cancel_requested_at, e.cancel_reason, e.created_at, e.updated_at, e.error, e.traceparent, k.until
+    FROM ax.execution e JOIN unnest(ids, keep) AS k(id, until) ON k.id = e.id
+    WHERE e.id = ANY(ids);
+    DELETE FROM ax.execution e WHERE e.id = ANY(ids);
+    RETURN cardinality(ids);
+END $$;
+
+--
+-- Name: history_set_width(interval); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.history_set_width(p_width interval) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    p        record;
+    kept_to  timestamptz := '-infinity';
+    any_rows boolean;
+BEGIN
+    PERFORM 1 FROM ax.history_setting FOR UPDATE;
+    IF (SELECT partition_width FROM ax.history_setting) = p_width THEN
+        RETURN;
+    END IF;
+    FOR p IN
+        SELECT c.relname, (m.b)[2]::timestamptz AS range_to
+        FROM pg_inherits i
+        JOIN pg_class c ON c.oid = i.inhrelid
+        JOIN pg_class t ON t.oid = i.inhparent
+        CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                                'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+        WHERE t.oid IN ('ax.execution_history'::regclass, 'ax.task_history'::regclass)
+        ORDER BY (m.b)[1]::timestamptz DESC
+    LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM ax.%I)', p.relname) INTO any_rows;
+        IF any_rows THEN
+            kept_to := greatest(kept_to, p.range_to);
+        END IF;
+    END LOOP;
+    FOR p IN
+        SELECT c.relname
+        FROM pg_inherits i
+        JOIN pg_class c ON c.oid = i.inhrelid
+        CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                                'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+        WHERE i.inhparent IN ('ax.execution_history'::regclass, 'ax.task_history'::regclass)
+          AND (m.b)[1]::timestamptz >= kept_to
+    LOOP
+        EXECUTE format('DROP TABLE ax.%I', p.relname);
+    END LOOP;
+    -- Made from the end of the last partition that holds rows on
+    -- (history_make_partitions starts at now when that is past).
+    UPDATE ax.history_setting
+    SET partition_width = p_width, made_until = kept_to, updated_at = now();
 END $$;
 
 --
@@ -323,6 +517,273 @@ CREATE TABLE ax.agent (
     CONSTRAINT agent_quarantined_at_set CHECK (((state <> 'quarantined'::ax.agent_state) OR (quarantined_at IS NOT NULL))),
     CONSTRAINT agent_weight_range CHECK (((weight >= 1) AND (weight <= 1000)))
 );
+
+--
+-- Name: execution; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    CONSTRAINT execution_finished_when_final CHECK (((state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state])) = (finished_at IS NULL))),
+    CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
+    CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
+    CONSTRAINT execution_traceparent_format CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
+)
+WITH (fillfactor='50');
+
+--
+-- Name: execution_history; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_history (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+)
+PARTITION BY RANGE (retain_until);
+
+--
+-- Name: all_executions; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.all_executions AS
+ SELECT execution.id,
+    execution.job_id,
+    execution.cause,
+    execution.scheduled_for,
+    execution.fired_at,
+    execution.misfired,
+    execution.state,
+    execution.params,
+    execution.shard_count,
+    execution.priority,
+    execution.started_at,
+    execution.finished_at,
+    execution.cancel_requested_at,
+    execution.cancel_reason,
+    execution.created_at,
+    execution.updated_at,
+    execution.error,
+    execution.traceparent,
+    NULL::timestamp with time zone AS retain_until
+   FROM ax.execution
+UNION ALL
+ SELECT execution_history.id,
+    execution_history.job_id,
+    execution_history.cause,
+    execution_history.scheduled_for,
+    execution_history.fired_at,
+    execution_history.misfired,
+    execution_history.state,
+    execution_history.params,
+    execution_history.shard_count,
+    execution_history.priority,
+    execution_history.started_at,
+    execution_history.finished_at,
+    execution_history.cancel_requested_at,
+    execution_history.cancel_reason,
+    execution_history.created_at,
+    execution_history.updated_at,
+    execution_history.error,
+    execution_history.traceparent,
+    execution_history.retain_until
+   FROM ax.execution_history;
+
+--
+-- Name: task; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
+    CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
+    CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
+    CONSTRAINT task_pinned_has_agent CHECK (((NOT pinned) OR (preferred_agent_id IS NOT NULL))),
+    CONSTRAINT task_shard_index_range CHECK (((shard_index >= 0) AND (shard_index < shard_total)))
+)
+WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='1000');
+
+--
+-- Name: task_history; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_history (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+)
+PARTITION BY RANGE (retain_until);
+
+--
+-- Name: all_tasks; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.all_tasks AS
+ SELECT task.id,
+    task.execution_id,
+    task.job_id,
+    task.shard_index,
+    task.shard_total,
+    task.shard_param,
+    task.state,
+    task.priority,
+    task.attempt,
+    task.max_attempts,
+    task.timeout_seconds,
+    task.not_before,
+    task.started_at,
+    task.finished_at,
+    task.cancel_requested_at,
+    task.result,
+    task.error,
+    task.created_at,
+    task.updated_at,
+    task.agent_id,
+    task.lease_token,
+    task.lease_expires_at,
+    task.leased_at,
+    task.preferred_agent_id,
+    task.fallback_agent_id,
+    task.pinned,
+    task.route_key,
+    task.rate_class,
+    task.agentless,
+    task.log_bytes,
+    task.lost_leases,
+    task.error_code,
+    NULL::timestamp with time zone AS retain_until
+   FROM ax.task
+UNION ALL
+ SELECT task_history.id,
+    task_history.execution_id,
+    task_history.job_id,
+    task_history.shard_index,
+    task_history.shard_total,
+    task_history.shard_param,
+    task_history.state,
+    task_history.priority,
+    task_history.attempt,
+    task_history.max_attempts,
+    task_history.timeout_seconds,
+    task_history.not_before,
+    task_history.started_at,
+    task_history.finished_at,
+    task_history.cancel_requested_at,
+    task_history.result,
+    task_history.error,
+    task_history.created_at,
+    task_history.updated_at,
+    task_history.agent_id,
+    task_history.lease_token,
+    task_history.lease_expires_at,
+    task_history.leased_at,
+    task_history.preferred_agent_id,
+    task_history.fallback_agent_id,
+    task_history.pinned,
+    task_history.route_key,
+    task_history.rate_class,
+    task_history.agentless,
+    task_history.log_bytes,
+    task_history.lost_leases,
+    task_history.error_code,
+    task_history.retain_until
+   FROM ax.task_history;
 
 --
 -- Name: api_key; Type: TABLE; Schema: ax; Owner: -
@@ -470,10 +931,13 @@ CREATE TABLE ax.job (
     timeout_mode ax.timeout_mode DEFAULT 'fixed'::ax.timeout_mode NOT NULL,
     shard_generator text,
     shard_window_seconds integer,
+    history_retention_seconds integer,
+    history_failed_retention_seconds integer,
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
+    CONSTRAINT job_history_retention_range CHECK ((((history_retention_seconds IS NULL) OR ((history_retention_seconds >= 1) AND (history_retention_seconds <= (400 * 86400)))) AND ((history_failed_retention_seconds IS NULL) OR ((history_failed_retention_seconds >= 1) AND (history_failed_retention_seconds <= (400 * 86400)))))),
     CONSTRAINT job_interval_positive CHECK (((trigger_kind <> 'interval'::ax.trigger_kind) OR (interval_seconds >= 1))),
     CONSTRAINT job_misfire_bounds CHECK (((misfire_window_seconds >= 0) AND ((misfire_max_fires >= 1) AND (misfire_max_fires <= 10000)))),
     CONSTRAINT job_name_not_blank CHECK ((length(btrim(name)) > 0)),
@@ -544,10 +1008,10 @@ CREATE VIEW ax.due_now AS
   ORDER BY t.next_fire_at;
 
 --
--- Name: execution; Type: TABLE; Schema: ax; Owner: -
+-- Name: execution_h20261201t000000; Type: TABLE; Schema: ax; Owner: -
 --
 
-CREATE TABLE ax.execution (
+CREATE TABLE ax.execution_h20261201t000000 (
     id uuid NOT NULL,
     job_id uuid NOT NULL,
     cause ax.execution_cause NOT NULL,
@@ -566,24 +1030,956 @@ CREATE TABLE ax.execution (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     error text,
     traceparent text,
-    CONSTRAINT execution_finished_when_final CHECK (((state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state])) = (finished_at IS NULL))),
-    CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
-    CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
-    CONSTRAINT execution_traceparent_format CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
-)
-WITH (fillfactor='50');
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261202t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261202t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261203t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261203t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261204t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261204t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261205t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261205t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261206t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261206t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261207t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261207t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261208t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261208t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261209t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261209t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261210t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261210t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261211t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261211t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261212t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261212t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261213t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261213t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261214t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261214t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261215t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261215t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261216t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261216t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261217t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261217t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261218t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261218t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261219t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261219t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261220t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261220t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261221t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261221t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261222t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261222t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261223t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261223t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261224t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261224t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261225t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261225t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261226t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261226t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261227t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261227t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261228t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261228t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261229t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261229t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261230t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261230t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20261231t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20261231t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20270101t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20270101t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20270102t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20270102t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
+
+--
+-- Name: execution_h20270103t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_h20270103t000000 (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
+);
 
 --
 -- Name: executions_by_state; Type: VIEW; Schema: ax; Owner: -
 --
 
 CREATE VIEW ax.executions_by_state AS
- SELECT execution.state,
-    count(*) FILTER (WHERE (execution.fired_at >= (date_trunc('day'::text, (now() AT TIME ZONE 'UTC'::text)) AT TIME ZONE 'UTC'::text))) AS today,
+ SELECT all_executions.state,
+    count(*) FILTER (WHERE (all_executions.fired_at >= (date_trunc('day'::text, (now() AT TIME ZONE 'UTC'::text)) AT TIME ZONE 'UTC'::text))) AS today,
     count(*) AS total
-   FROM ax.execution
-  GROUP BY execution.state
-  ORDER BY execution.state;
+   FROM ax.all_executions
+  GROUP BY all_executions.state
+  ORDER BY all_executions.state;
+
+--
+-- Name: history_drop; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.history_drop (
+    id bigint NOT NULL,
+    table_name text NOT NULL,
+    range_from timestamp with time zone NOT NULL,
+    range_to timestamp with time zone NOT NULL,
+    row_count bigint NOT NULL,
+    min_id uuid,
+    max_id uuid,
+    dropped_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: history_drop_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.history_drop ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ax.history_drop_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: history_setting; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.history_setting (
+    singleton boolean DEFAULT true NOT NULL,
+    finished_retention interval DEFAULT '7 days'::interval NOT NULL,
+    failed_retention interval DEFAULT '30 days'::interval NOT NULL,
+    partition_width interval DEFAULT '1 day'::interval NOT NULL,
+    made_until timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT history_setting_retention_positive CHECK (((finished_retention > '00:00:00'::interval) AND (failed_retention > '00:00:00'::interval))),
+    CONSTRAINT history_setting_singleton CHECK (singleton),
+    CONSTRAINT history_setting_width_range CHECK (((partition_width >= '00:00:01'::interval) AND (partition_width <= '7 days'::interval)))
+);
 
 --
 -- Name: http_task_slot; Type: TABLE; Schema: ax; Owner: -
@@ -679,51 +2075,6 @@ CREATE TABLE ax.rate_class (
     CONSTRAINT rate_class_rate_positive CHECK ((rate > (0)::double precision)),
     CONSTRAINT rate_class_tokens_range CHECK (((tokens >= (0)::double precision) AND (tokens <= burst)))
 );
-
---
--- Name: task; Type: TABLE; Schema: ax; Owner: -
---
-
-CREATE TABLE ax.task (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    execution_id uuid NOT NULL,
-    job_id uuid NOT NULL,
-    shard_index integer NOT NULL,
-    shard_total integer NOT NULL,
-    shard_param text DEFAULT ''::text NOT NULL,
-    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
-    priority integer NOT NULL,
-    attempt integer DEFAULT 1 NOT NULL,
-    max_attempts integer NOT NULL,
-    timeout_seconds integer NOT NULL,
-    not_before timestamp with time zone DEFAULT now() NOT NULL,
-    started_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    cancel_requested_at timestamp with time zone,
-    result jsonb,
-    error text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    agent_id uuid,
-    lease_token uuid,
-    lease_expires_at timestamp with time zone,
-    leased_at timestamp with time zone,
-    preferred_agent_id uuid,
-    fallback_agent_id uuid,
-    pinned boolean DEFAULT false NOT NULL,
-    route_key text DEFAULT ''::text NOT NULL,
-    rate_class text,
-    agentless boolean DEFAULT false NOT NULL,
-    log_bytes bigint DEFAULT 0 NOT NULL,
-    lost_leases integer DEFAULT 0 NOT NULL,
-    error_code text,
-    CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
-    CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
-    CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
-    CONSTRAINT task_pinned_has_agent CHECK (((NOT pinned) OR (preferred_agent_id IS NOT NULL))),
-    CONSTRAINT task_shard_index_range CHECK (((shard_index >= 0) AND (shard_index < shard_total)))
-)
-WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='1000');
 
 --
 -- Name: rate_class_status; Type: VIEW; Schema: ax; Owner: -
@@ -959,7 +2310,8 @@ CREATE TABLE ax.task_event (
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     worker_host text,
     worker_ip inet,
-    error_code text
+    error_code text,
+    duration_ms bigint
 );
 
 --
@@ -973,6 +2325,1400 @@ ALTER TABLE ax.task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+--
+-- Name: task_h20261201t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261201t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261202t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261202t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261203t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261203t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261204t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261204t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261205t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261205t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261206t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261206t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261207t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261207t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261208t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261208t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261209t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261209t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261210t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261210t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261211t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261211t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261212t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261212t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261213t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261213t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261214t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261214t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261215t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261215t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261216t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261216t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261217t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261217t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261218t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261218t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261219t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261219t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261220t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261220t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261221t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261221t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261222t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261222t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261223t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261223t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261224t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261224t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261225t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261225t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261226t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261226t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261227t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261227t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261228t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261228t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261229t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261229t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261230t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261230t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20261231t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20261231t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20270101t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20270101t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20270102t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20270102t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
+);
+
+--
+-- Name: task_h20270103t000000; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_h20270103t000000 (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    shard_total integer NOT NULL,
+    shard_param text DEFAULT ''::text NOT NULL,
+    state ax.task_state DEFAULT 'pending'::ax.task_state NOT NULL,
+    priority integer NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer NOT NULL,
+    timeout_seconds integer NOT NULL,
+    not_before timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    result jsonb,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    agent_id uuid,
+    lease_token uuid,
+    lease_expires_at timestamp with time zone,
+    leased_at timestamp with time zone,
+    preferred_agent_id uuid,
+    fallback_agent_id uuid,
+    pinned boolean DEFAULT false NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    rate_class text,
+    agentless boolean DEFAULT false NOT NULL,
+    log_bytes bigint DEFAULT 0 NOT NULL,
+    lost_leases integer DEFAULT 0 NOT NULL,
+    error_code text,
+    retain_until timestamp with time zone NOT NULL,
+    CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 );
 
 --
@@ -1015,6 +3761,414 @@ CREATE VIEW ax.upcoming_hour AS
      JOIN ax.job j ON ((j.id = t.job_id)))
   WHERE ((t.next_fire_at > now()) AND (t.next_fire_at <= (now() + '01:00:00'::interval)) AND (NOT t.paused))
   ORDER BY t.next_fire_at;
+
+--
+-- Name: execution_h20261201t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261201t000000 FOR VALUES FROM ('2026-12-01 00:00:00+00') TO ('2026-12-02 00:00:00+00');
+
+--
+-- Name: execution_h20261202t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261202t000000 FOR VALUES FROM ('2026-12-02 00:00:00+00') TO ('2026-12-03 00:00:00+00');
+
+--
+-- Name: execution_h20261203t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261203t000000 FOR VALUES FROM ('2026-12-03 00:00:00+00') TO ('2026-12-04 00:00:00+00');
+
+--
+-- Name: execution_h20261204t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261204t000000 FOR VALUES FROM ('2026-12-04 00:00:00+00') TO ('2026-12-05 00:00:00+00');
+
+--
+-- Name: execution_h20261205t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261205t000000 FOR VALUES FROM ('2026-12-05 00:00:00+00') TO ('2026-12-06 00:00:00+00');
+
+--
+-- Name: execution_h20261206t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261206t000000 FOR VALUES FROM ('2026-12-06 00:00:00+00') TO ('2026-12-07 00:00:00+00');
+
+--
+-- Name: execution_h20261207t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261207t000000 FOR VALUES FROM ('2026-12-07 00:00:00+00') TO ('2026-12-08 00:00:00+00');
+
+--
+-- Name: execution_h20261208t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261208t000000 FOR VALUES FROM ('2026-12-08 00:00:00+00') TO ('2026-12-09 00:00:00+00');
+
+--
+-- Name: execution_h20261209t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261209t000000 FOR VALUES FROM ('2026-12-09 00:00:00+00') TO ('2026-12-10 00:00:00+00');
+
+--
+-- Name: execution_h20261210t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261210t000000 FOR VALUES FROM ('2026-12-10 00:00:00+00') TO ('2026-12-11 00:00:00+00');
+
+--
+-- Name: execution_h20261211t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261211t000000 FOR VALUES FROM ('2026-12-11 00:00:00+00') TO ('2026-12-12 00:00:00+00');
+
+--
+-- Name: execution_h20261212t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261212t000000 FOR VALUES FROM ('2026-12-12 00:00:00+00') TO ('2026-12-13 00:00:00+00');
+
+--
+-- Name: execution_h20261213t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261213t000000 FOR VALUES FROM ('2026-12-13 00:00:00+00') TO ('2026-12-14 00:00:00+00');
+
+--
+-- Name: execution_h20261214t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261214t000000 FOR VALUES FROM ('2026-12-14 00:00:00+00') TO ('2026-12-15 00:00:00+00');
+
+--
+-- Name: execution_h20261215t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261215t000000 FOR VALUES FROM ('2026-12-15 00:00:00+00') TO ('2026-12-16 00:00:00+00');
+
+--
+-- Name: execution_h20261216t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261216t000000 FOR VALUES FROM ('2026-12-16 00:00:00+00') TO ('2026-12-17 00:00:00+00');
+
+--
+-- Name: execution_h20261217t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261217t000000 FOR VALUES FROM ('2026-12-17 00:00:00+00') TO ('2026-12-18 00:00:00+00');
+
+--
+-- Name: execution_h20261218t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261218t000000 FOR VALUES FROM ('2026-12-18 00:00:00+00') TO ('2026-12-19 00:00:00+00');
+
+--
+-- Name: execution_h20261219t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261219t000000 FOR VALUES FROM ('2026-12-19 00:00:00+00') TO ('2026-12-20 00:00:00+00');
+
+--
+-- Name: execution_h20261220t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261220t000000 FOR VALUES FROM ('2026-12-20 00:00:00+00') TO ('2026-12-21 00:00:00+00');
+
+--
+-- Name: execution_h20261221t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261221t000000 FOR VALUES FROM ('2026-12-21 00:00:00+00') TO ('2026-12-22 00:00:00+00');
+
+--
+-- Name: execution_h20261222t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261222t000000 FOR VALUES FROM ('2026-12-22 00:00:00+00') TO ('2026-12-23 00:00:00+00');
+
+--
+-- Name: execution_h20261223t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261223t000000 FOR VALUES FROM ('2026-12-23 00:00:00+00') TO ('2026-12-24 00:00:00+00');
+
+--
+-- Name: execution_h20261224t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261224t000000 FOR VALUES FROM ('2026-12-24 00:00:00+00') TO ('2026-12-25 00:00:00+00');
+
+--
+-- Name: execution_h20261225t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261225t000000 FOR VALUES FROM ('2026-12-25 00:00:00+00') TO ('2026-12-26 00:00:00+00');
+
+--
+-- Name: execution_h20261226t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261226t000000 FOR VALUES FROM ('2026-12-26 00:00:00+00') TO ('2026-12-27 00:00:00+00');
+
+--
+-- Name: execution_h20261227t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261227t000000 FOR VALUES FROM ('2026-12-27 00:00:00+00') TO ('2026-12-28 00:00:00+00');
+
+--
+-- Name: execution_h20261228t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261228t000000 FOR VALUES FROM ('2026-12-28 00:00:00+00') TO ('2026-12-29 00:00:00+00');
+
+--
+-- Name: execution_h20261229t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261229t000000 FOR VALUES FROM ('2026-12-29 00:00:00+00') TO ('2026-12-30 00:00:00+00');
+
+--
+-- Name: execution_h20261230t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261230t000000 FOR VALUES FROM ('2026-12-30 00:00:00+00') TO ('2026-12-31 00:00:00+00');
+
+--
+-- Name: execution_h20261231t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20261231t000000 FOR VALUES FROM ('2026-12-31 00:00:00+00') TO ('2027-01-01 00:00:00+00');
+
+--
+-- Name: execution_h20270101t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20270101t000000 FOR VALUES FROM ('2027-01-01 00:00:00+00') TO ('2027-01-02 00:00:00+00');
+
+--
+-- Name: execution_h20270102t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20270102t000000 FOR VALUES FROM ('2027-01-02 00:00:00+00') TO ('2027-01-03 00:00:00+00');
+
+--
+-- Name: execution_h20270103t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_history ATTACH PARTITION ax.execution_h20270103t000000 FOR VALUES FROM ('2027-01-03 00:00:00+00') TO ('2027-01-04 00:00:00+00');
+
+--
+-- Name: task_h20261201t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261201t000000 FOR VALUES FROM ('2026-12-01 00:00:00+00') TO ('2026-12-02 00:00:00+00');
+
+--
+-- Name: task_h20261202t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261202t000000 FOR VALUES FROM ('2026-12-02 00:00:00+00') TO ('2026-12-03 00:00:00+00');
+
+--
+-- Name: task_h20261203t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261203t000000 FOR VALUES FROM ('2026-12-03 00:00:00+00') TO ('2026-12-04 00:00:00+00');
+
+--
+-- Name: task_h20261204t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261204t000000 FOR VALUES FROM ('2026-12-04 00:00:00+00') TO ('2026-12-05 00:00:00+00');
+
+--
+-- Name: task_h20261205t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261205t000000 FOR VALUES FROM ('2026-12-05 00:00:00+00') TO ('2026-12-06 00:00:00+00');
+
+--
+-- Name: task_h20261206t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261206t000000 FOR VALUES FROM ('2026-12-06 00:00:00+00') TO ('2026-12-07 00:00:00+00');
+
+--
+-- Name: task_h20261207t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261207t000000 FOR VALUES FROM ('2026-12-07 00:00:00+00') TO ('2026-12-08 00:00:00+00');
+
+--
+-- Name: task_h20261208t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261208t000000 FOR VALUES FROM ('2026-12-08 00:00:00+00') TO ('2026-12-09 00:00:00+00');
+
+--
+-- Name: task_h20261209t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261209t000000 FOR VALUES FROM ('2026-12-09 00:00:00+00') TO ('2026-12-10 00:00:00+00');
+
+--
+-- Name: task_h20261210t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261210t000000 FOR VALUES FROM ('2026-12-10 00:00:00+00') TO ('2026-12-11 00:00:00+00');
+
+--
+-- Name: task_h20261211t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261211t000000 FOR VALUES FROM ('2026-12-11 00:00:00+00') TO ('2026-12-12 00:00:00+00');
+
+--
+-- Name: task_h20261212t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261212t000000 FOR VALUES FROM ('2026-12-12 00:00:00+00') TO ('2026-12-13 00:00:00+00');
+
+--
+-- Name: task_h20261213t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261213t000000 FOR VALUES FROM ('2026-12-13 00:00:00+00') TO ('2026-12-14 00:00:00+00');
+
+--
+-- Name: task_h20261214t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261214t000000 FOR VALUES FROM ('2026-12-14 00:00:00+00') TO ('2026-12-15 00:00:00+00');
+
+--
+-- Name: task_h20261215t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261215t000000 FOR VALUES FROM ('2026-12-15 00:00:00+00') TO ('2026-12-16 00:00:00+00');
+
+--
+-- Name: task_h20261216t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261216t000000 FOR VALUES FROM ('2026-12-16 00:00:00+00') TO ('2026-12-17 00:00:00+00');
+
+--
+-- Name: task_h20261217t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261217t000000 FOR VALUES FROM ('2026-12-17 00:00:00+00') TO ('2026-12-18 00:00:00+00');
+
+--
+-- Name: task_h20261218t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261218t000000 FOR VALUES FROM ('2026-12-18 00:00:00+00') TO ('2026-12-19 00:00:00+00');
+
+--
+-- Name: task_h20261219t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261219t000000 FOR VALUES FROM ('2026-12-19 00:00:00+00') TO ('2026-12-20 00:00:00+00');
+
+--
+-- Name: task_h20261220t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261220t000000 FOR VALUES FROM ('2026-12-20 00:00:00+00') TO ('2026-12-21 00:00:00+00');
+
+--
+-- Name: task_h20261221t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261221t000000 FOR VALUES FROM ('2026-12-21 00:00:00+00') TO ('2026-12-22 00:00:00+00');
+
+--
+-- Name: task_h20261222t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261222t000000 FOR VALUES FROM ('2026-12-22 00:00:00+00') TO ('2026-12-23 00:00:00+00');
+
+--
+-- Name: task_h20261223t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261223t000000 FOR VALUES FROM ('2026-12-23 00:00:00+00') TO ('2026-12-24 00:00:00+00');
+
+--
+-- Name: task_h20261224t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261224t000000 FOR VALUES FROM ('2026-12-24 00:00:00+00') TO ('2026-12-25 00:00:00+00');
+
+--
+-- Name: task_h20261225t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261225t000000 FOR VALUES FROM ('2026-12-25 00:00:00+00') TO ('2026-12-26 00:00:00+00');
+
+--
+-- Name: task_h20261226t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261226t000000 FOR VALUES FROM ('2026-12-26 00:00:00+00') TO ('2026-12-27 00:00:00+00');
+
+--
+-- Name: task_h20261227t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261227t000000 FOR VALUES FROM ('2026-12-27 00:00:00+00') TO ('2026-12-28 00:00:00+00');
+
+--
+-- Name: task_h20261228t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261228t000000 FOR VALUES FROM ('2026-12-28 00:00:00+00') TO ('2026-12-29 00:00:00+00');
+
+--
+-- Name: task_h20261229t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261229t000000 FOR VALUES FROM ('2026-12-29 00:00:00+00') TO ('2026-12-30 00:00:00+00');
+
+--
+-- Name: task_h20261230t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261230t000000 FOR VALUES FROM ('2026-12-30 00:00:00+00') TO ('2026-12-31 00:00:00+00');
+
+--
+-- Name: task_h20261231t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20261231t000000 FOR VALUES FROM ('2026-12-31 00:00:00+00') TO ('2027-01-01 00:00:00+00');
+
+--
+-- Name: task_h20270101t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20270101t000000 FOR VALUES FROM ('2027-01-01 00:00:00+00') TO ('2027-01-02 00:00:00+00');
+
+--
+-- Name: task_h20270102t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20270102t000000 FOR VALUES FROM ('2027-01-02 00:00:00+00') TO ('2027-01-03 00:00:00+00');
+
+--
+-- Name: task_h20270103t000000; Type: TABLE ATTACH; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_history ATTACH PARTITION ax.task_h20270103t000000 FOR VALUES FROM ('2027-01-03 00:00:00+00') TO ('2027-01-04 00:00:00+00');
 
 --
 -- Name: river_job id; Type: DEFAULT; Schema: ax; Owner: -
@@ -1083,6 +4237,20 @@ ALTER TABLE ONLY ax.callback
 
 ALTER TABLE ONLY ax.execution
     ADD CONSTRAINT execution_pkey PRIMARY KEY (id);
+
+--
+-- Name: history_drop history_drop_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.history_drop
+    ADD CONSTRAINT history_drop_pkey PRIMARY KEY (id);
+
+--
+-- Name: history_setting history_setting_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.history_setting
+    ADD CONSTRAINT history_setting_pkey PRIMARY KEY (singleton);
 
 --
 -- Name: http_task_slot http_task_slot_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -1254,6 +4422,414 @@ CREATE INDEX callback_failed_idx ON ax.callback USING btree (failed_at) WHERE (s
 CREATE INDEX callback_unenqueued_idx ON ax.callback USING btree (created_at) WHERE (enqueued_at IS NULL);
 
 --
+-- Name: execution_h20261201t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261201t000000_id_idx ON ax.execution_h20261201t000000 USING btree (id);
+
+--
+-- Name: execution_h20261201t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261201t000000_job_id_finished_at_idx ON ax.execution_h20261201t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261202t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261202t000000_id_idx ON ax.execution_h20261202t000000 USING btree (id);
+
+--
+-- Name: execution_h20261202t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261202t000000_job_id_finished_at_idx ON ax.execution_h20261202t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261203t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261203t000000_id_idx ON ax.execution_h20261203t000000 USING btree (id);
+
+--
+-- Name: execution_h20261203t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261203t000000_job_id_finished_at_idx ON ax.execution_h20261203t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261204t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261204t000000_id_idx ON ax.execution_h20261204t000000 USING btree (id);
+
+--
+-- Name: execution_h20261204t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261204t000000_job_id_finished_at_idx ON ax.execution_h20261204t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261205t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261205t000000_id_idx ON ax.execution_h20261205t000000 USING btree (id);
+
+--
+-- Name: execution_h20261205t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261205t000000_job_id_finished_at_idx ON ax.execution_h20261205t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261206t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261206t000000_id_idx ON ax.execution_h20261206t000000 USING btree (id);
+
+--
+-- Name: execution_h20261206t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261206t000000_job_id_finished_at_idx ON ax.execution_h20261206t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261207t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261207t000000_id_idx ON ax.execution_h20261207t000000 USING btree (id);
+
+--
+-- Name: execution_h20261207t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261207t000000_job_id_finished_at_idx ON ax.execution_h20261207t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261208t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261208t000000_id_idx ON ax.execution_h20261208t000000 USING btree (id);
+
+--
+-- Name: execution_h20261208t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261208t000000_job_id_finished_at_idx ON ax.execution_h20261208t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261209t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261209t000000_id_idx ON ax.execution_h20261209t000000 USING btree (id);
+
+--
+-- Name: execution_h20261209t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261209t000000_job_id_finished_at_idx ON ax.execution_h20261209t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261210t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261210t000000_id_idx ON ax.execution_h20261210t000000 USING btree (id);
+
+--
+-- Name: execution_h20261210t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261210t000000_job_id_finished_at_idx ON ax.execution_h20261210t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261211t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261211t000000_id_idx ON ax.execution_h20261211t000000 USING btree (id);
+
+--
+-- Name: execution_h20261211t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261211t000000_job_id_finished_at_idx ON ax.execution_h20261211t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261212t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261212t000000_id_idx ON ax.execution_h20261212t000000 USING btree (id);
+
+--
+-- Name: execution_h20261212t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261212t000000_job_id_finished_at_idx ON ax.execution_h20261212t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261213t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261213t000000_id_idx ON ax.execution_h20261213t000000 USING btree (id);
+
+--
+-- Name: execution_h20261213t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261213t000000_job_id_finished_at_idx ON ax.execution_h20261213t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261214t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261214t000000_id_idx ON ax.execution_h20261214t000000 USING btree (id);
+
+--
+-- Name: execution_h20261214t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261214t000000_job_id_finished_at_idx ON ax.execution_h20261214t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261215t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261215t000000_id_idx ON ax.execution_h20261215t000000 USING btree (id);
+
+--
+-- Name: execution_h20261215t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261215t000000_job_id_finished_at_idx ON ax.execution_h20261215t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261216t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261216t000000_id_idx ON ax.execution_h20261216t000000 USING btree (id);
+
+--
+-- Name: execution_h20261216t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261216t000000_job_id_finished_at_idx ON ax.execution_h20261216t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261217t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261217t000000_id_idx ON ax.execution_h20261217t000000 USING btree (id);
+
+--
+-- Name: execution_h20261217t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261217t000000_job_id_finished_at_idx ON ax.execution_h20261217t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261218t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261218t000000_id_idx ON ax.execution_h20261218t000000 USING btree (id);
+
+--
+-- Name: execution_h20261218t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261218t000000_job_id_finished_at_idx ON ax.execution_h20261218t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261219t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261219t000000_id_idx ON ax.execution_h20261219t000000 USING btree (id);
+
+--
+-- Name: execution_h20261219t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261219t000000_job_id_finished_at_idx ON ax.execution_h20261219t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261220t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261220t000000_id_idx ON ax.execution_h20261220t000000 USING btree (id);
+
+--
+-- Name: execution_h20261220t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261220t000000_job_id_finished_at_idx ON ax.execution_h20261220t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261221t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261221t000000_id_idx ON ax.execution_h20261221t000000 USING btree (id);
+
+--
+-- Name: execution_h20261221t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261221t000000_job_id_finished_at_idx ON ax.execution_h20261221t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261222t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261222t000000_id_idx ON ax.execution_h20261222t000000 USING btree (id);
+
+--
+-- Name: execution_h20261222t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261222t000000_job_id_finished_at_idx ON ax.execution_h20261222t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261223t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261223t000000_id_idx ON ax.execution_h20261223t000000 USING btree (id);
+
+--
+-- Name: execution_h20261223t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261223t000000_job_id_finished_at_idx ON ax.execution_h20261223t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261224t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261224t000000_id_idx ON ax.execution_h20261224t000000 USING btree (id);
+
+--
+-- Name: execution_h20261224t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261224t000000_job_id_finished_at_idx ON ax.execution_h20261224t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261225t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261225t000000_id_idx ON ax.execution_h20261225t000000 USING btree (id);
+
+--
+-- Name: execution_h20261225t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261225t000000_job_id_finished_at_idx ON ax.execution_h20261225t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261226t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261226t000000_id_idx ON ax.execution_h20261226t000000 USING btree (id);
+
+--
+-- Name: execution_h20261226t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261226t000000_job_id_finished_at_idx ON ax.execution_h20261226t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261227t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261227t000000_id_idx ON ax.execution_h20261227t000000 USING btree (id);
+
+--
+-- Name: execution_h20261227t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261227t000000_job_id_finished_at_idx ON ax.execution_h20261227t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261228t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261228t000000_id_idx ON ax.execution_h20261228t000000 USING btree (id);
+
+--
+-- Name: execution_h20261228t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261228t000000_job_id_finished_at_idx ON ax.execution_h20261228t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261229t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261229t000000_id_idx ON ax.execution_h20261229t000000 USING btree (id);
+
+--
+-- Name: execution_h20261229t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261229t000000_job_id_finished_at_idx ON ax.execution_h20261229t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261230t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261230t000000_id_idx ON ax.execution_h20261230t000000 USING btree (id);
+
+--
+-- Name: execution_h20261230t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261230t000000_job_id_finished_at_idx ON ax.execution_h20261230t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20261231t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261231t000000_id_idx ON ax.execution_h20261231t000000 USING btree (id);
+
+--
+-- Name: execution_h20261231t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20261231t000000_job_id_finished_at_idx ON ax.execution_h20261231t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20270101t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20270101t000000_id_idx ON ax.execution_h20270101t000000 USING btree (id);
+
+--
+-- Name: execution_h20270101t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20270101t000000_job_id_finished_at_idx ON ax.execution_h20270101t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20270102t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20270102t000000_id_idx ON ax.execution_h20270102t000000 USING btree (id);
+
+--
+-- Name: execution_h20270102t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20270102t000000_job_id_finished_at_idx ON ax.execution_h20270102t000000 USING btree (job_id, finished_at DESC);
+
+--
+-- Name: execution_h20270103t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20270103t000000_id_idx ON ax.execution_h20270103t000000 USING btree (id);
+
+--
+-- Name: execution_h20270103t000000_job_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_h20270103t000000_job_id_finished_at_idx ON ax.execution_h20270103t000000 USING btree (job_id, finished_at DESC);
+
+--
 -- Name: execution_job_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -1276,6 +4852,12 @@ CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id,
 --
 
 CREATE INDEX execution_unfinished_idx ON ax.execution USING btree (job_id) WHERE (finished_at IS NULL);
+
+--
+-- Name: history_drop_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX history_drop_at_idx ON ax.history_drop USING btree (dropped_at);
 
 --
 -- Name: http_task_slot_host_idx; Type: INDEX; Schema: ax; Owner: -
@@ -1404,6 +4986,618 @@ CREATE INDEX task_event_agent_idx ON ax.task_event USING btree (agent_id, at) WH
 CREATE INDEX task_event_execution_idx ON ax.task_event USING btree (execution_id, id);
 
 --
+-- Name: task_h20261201t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261201t000000_agent_id_finished_at_idx ON ax.task_h20261201t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261201t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261201t000000_execution_id_shard_index_idx ON ax.task_h20261201t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261201t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261201t000000_id_idx ON ax.task_h20261201t000000 USING btree (id);
+
+--
+-- Name: task_h20261202t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261202t000000_agent_id_finished_at_idx ON ax.task_h20261202t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261202t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261202t000000_execution_id_shard_index_idx ON ax.task_h20261202t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261202t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261202t000000_id_idx ON ax.task_h20261202t000000 USING btree (id);
+
+--
+-- Name: task_h20261203t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261203t000000_agent_id_finished_at_idx ON ax.task_h20261203t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261203t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261203t000000_execution_id_shard_index_idx ON ax.task_h20261203t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261203t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261203t000000_id_idx ON ax.task_h20261203t000000 USING btree (id);
+
+--
+-- Name: task_h20261204t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261204t000000_agent_id_finished_at_idx ON ax.task_h20261204t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261204t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261204t000000_execution_id_shard_index_idx ON ax.task_h20261204t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261204t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261204t000000_id_idx ON ax.task_h20261204t000000 USING btree (id);
+
+--
+-- Name: task_h20261205t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261205t000000_agent_id_finished_at_idx ON ax.task_h20261205t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261205t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261205t000000_execution_id_shard_index_idx ON ax.task_h20261205t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261205t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261205t000000_id_idx ON ax.task_h20261205t000000 USING btree (id);
+
+--
+-- Name: task_h20261206t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261206t000000_agent_id_finished_at_idx ON ax.task_h20261206t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261206t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261206t000000_execution_id_shard_index_idx ON ax.task_h20261206t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261206t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261206t000000_id_idx ON ax.task_h20261206t000000 USING btree (id);
+
+--
+-- Name: task_h20261207t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261207t000000_agent_id_finished_at_idx ON ax.task_h20261207t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261207t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261207t000000_execution_id_shard_index_idx ON ax.task_h20261207t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261207t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261207t000000_id_idx ON ax.task_h20261207t000000 USING btree (id);
+
+--
+-- Name: task_h20261208t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261208t000000_agent_id_finished_at_idx ON ax.task_h20261208t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261208t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261208t000000_execution_id_shard_index_idx ON ax.task_h20261208t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261208t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261208t000000_id_idx ON ax.task_h20261208t000000 USING btree (id);
+
+--
+-- Name: task_h20261209t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261209t000000_agent_id_finished_at_idx ON ax.task_h20261209t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261209t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261209t000000_execution_id_shard_index_idx ON ax.task_h20261209t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261209t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261209t000000_id_idx ON ax.task_h20261209t000000 USING btree (id);
+
+--
+-- Name: task_h20261210t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261210t000000_agent_id_finished_at_idx ON ax.task_h20261210t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261210t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261210t000000_execution_id_shard_index_idx ON ax.task_h20261210t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261210t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261210t000000_id_idx ON ax.task_h20261210t000000 USING btree (id);
+
+--
+-- Name: task_h20261211t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261211t000000_agent_id_finished_at_idx ON ax.task_h20261211t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261211t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261211t000000_execution_id_shard_index_idx ON ax.task_h20261211t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261211t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261211t000000_id_idx ON ax.task_h20261211t000000 USING btree (id);
+
+--
+-- Name: task_h20261212t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261212t000000_agent_id_finished_at_idx ON ax.task_h20261212t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261212t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261212t000000_execution_id_shard_index_idx ON ax.task_h20261212t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261212t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261212t000000_id_idx ON ax.task_h20261212t000000 USING btree (id);
+
+--
+-- Name: task_h20261213t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261213t000000_agent_id_finished_at_idx ON ax.task_h20261213t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261213t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261213t000000_execution_id_shard_index_idx ON ax.task_h20261213t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261213t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261213t000000_id_idx ON ax.task_h20261213t000000 USING btree (id);
+
+--
+-- Name: task_h20261214t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261214t000000_agent_id_finished_at_idx ON ax.task_h20261214t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261214t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261214t000000_execution_id_shard_index_idx ON ax.task_h20261214t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261214t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261214t000000_id_idx ON ax.task_h20261214t000000 USING btree (id);
+
+--
+-- Name: task_h20261215t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261215t000000_agent_id_finished_at_idx ON ax.task_h20261215t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261215t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261215t000000_execution_id_shard_index_idx ON ax.task_h20261215t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261215t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261215t000000_id_idx ON ax.task_h20261215t000000 USING btree (id);
+
+--
+-- Name: task_h20261216t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261216t000000_agent_id_finished_at_idx ON ax.task_h20261216t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261216t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261216t000000_execution_id_shard_index_idx ON ax.task_h20261216t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261216t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261216t000000_id_idx ON ax.task_h20261216t000000 USING btree (id);
+
+--
+-- Name: task_h20261217t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261217t000000_agent_id_finished_at_idx ON ax.task_h20261217t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261217t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261217t000000_execution_id_shard_index_idx ON ax.task_h20261217t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261217t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261217t000000_id_idx ON ax.task_h20261217t000000 USING btree (id);
+
+--
+-- Name: task_h20261218t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261218t000000_agent_id_finished_at_idx ON ax.task_h20261218t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261218t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261218t000000_execution_id_shard_index_idx ON ax.task_h20261218t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261218t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261218t000000_id_idx ON ax.task_h20261218t000000 USING btree (id);
+
+--
+-- Name: task_h20261219t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261219t000000_agent_id_finished_at_idx ON ax.task_h20261219t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261219t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261219t000000_execution_id_shard_index_idx ON ax.task_h20261219t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261219t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261219t000000_id_idx ON ax.task_h20261219t000000 USING btree (id);
+
+--
+-- Name: task_h20261220t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261220t000000_agent_id_finished_at_idx ON ax.task_h20261220t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261220t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261220t000000_execution_id_shard_index_idx ON ax.task_h20261220t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261220t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261220t000000_id_idx ON ax.task_h20261220t000000 USING btree (id);
+
+--
+-- Name: task_h20261221t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261221t000000_agent_id_finished_at_idx ON ax.task_h20261221t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261221t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261221t000000_execution_id_shard_index_idx ON ax.task_h20261221t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261221t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261221t000000_id_idx ON ax.task_h20261221t000000 USING btree (id);
+
+--
+-- Name: task_h20261222t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261222t000000_agent_id_finished_at_idx ON ax.task_h20261222t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261222t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261222t000000_execution_id_shard_index_idx ON ax.task_h20261222t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261222t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261222t000000_id_idx ON ax.task_h20261222t000000 USING btree (id);
+
+--
+-- Name: task_h20261223t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261223t000000_agent_id_finished_at_idx ON ax.task_h20261223t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261223t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261223t000000_execution_id_shard_index_idx ON ax.task_h20261223t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261223t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261223t000000_id_idx ON ax.task_h20261223t000000 USING btree (id);
+
+--
+-- Name: task_h20261224t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261224t000000_agent_id_finished_at_idx ON ax.task_h20261224t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261224t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261224t000000_execution_id_shard_index_idx ON ax.task_h20261224t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261224t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261224t000000_id_idx ON ax.task_h20261224t000000 USING btree (id);
+
+--
+-- Name: task_h20261225t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261225t000000_agent_id_finished_at_idx ON ax.task_h20261225t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261225t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261225t000000_execution_id_shard_index_idx ON ax.task_h20261225t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261225t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261225t000000_id_idx ON ax.task_h20261225t000000 USING btree (id);
+
+--
+-- Name: task_h20261226t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261226t000000_agent_id_finished_at_idx ON ax.task_h20261226t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261226t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261226t000000_execution_id_shard_index_idx ON ax.task_h20261226t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261226t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261226t000000_id_idx ON ax.task_h20261226t000000 USING btree (id);
+
+--
+-- Name: task_h20261227t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261227t000000_agent_id_finished_at_idx ON ax.task_h20261227t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261227t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261227t000000_execution_id_shard_index_idx ON ax.task_h20261227t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261227t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261227t000000_id_idx ON ax.task_h20261227t000000 USING btree (id);
+
+--
+-- Name: task_h20261228t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261228t000000_agent_id_finished_at_idx ON ax.task_h20261228t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261228t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261228t000000_execution_id_shard_index_idx ON ax.task_h20261228t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261228t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261228t000000_id_idx ON ax.task_h20261228t000000 USING btree (id);
+
+--
+-- Name: task_h20261229t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261229t000000_agent_id_finished_at_idx ON ax.task_h20261229t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261229t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261229t000000_execution_id_shard_index_idx ON ax.task_h20261229t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261229t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261229t000000_id_idx ON ax.task_h20261229t000000 USING btree (id);
+
+--
+-- Name: task_h20261230t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261230t000000_agent_id_finished_at_idx ON ax.task_h20261230t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261230t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261230t000000_execution_id_shard_index_idx ON ax.task_h20261230t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261230t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261230t000000_id_idx ON ax.task_h20261230t000000 USING btree (id);
+
+--
+-- Name: task_h20261231t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261231t000000_agent_id_finished_at_idx ON ax.task_h20261231t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20261231t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261231t000000_execution_id_shard_index_idx ON ax.task_h20261231t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20261231t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20261231t000000_id_idx ON ax.task_h20261231t000000 USING btree (id);
+
+--
+-- Name: task_h20270101t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270101t000000_agent_id_finished_at_idx ON ax.task_h20270101t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20270101t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270101t000000_execution_id_shard_index_idx ON ax.task_h20270101t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20270101t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270101t000000_id_idx ON ax.task_h20270101t000000 USING btree (id);
+
+--
+-- Name: task_h20270102t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270102t000000_agent_id_finished_at_idx ON ax.task_h20270102t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20270102t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270102t000000_execution_id_shard_index_idx ON ax.task_h20270102t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20270102t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270102t000000_id_idx ON ax.task_h20270102t000000 USING btree (id);
+
+--
+-- Name: task_h20270103t000000_agent_id_finished_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270103t000000_agent_id_finished_at_idx ON ax.task_h20270103t000000 USING btree (agent_id, finished_at DESC);
+
+--
+-- Name: task_h20270103t000000_execution_id_shard_index_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270103t000000_execution_id_shard_index_idx ON ax.task_h20270103t000000 USING btree (execution_id, shard_index);
+
+--
+-- Name: task_h20270103t000000_id_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_h20270103t000000_id_idx ON ax.task_h20270103t000000 USING btree (id);
+
+--
 -- Name: task_leased_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -1492,13 +5686,6 @@ ALTER TABLE ONLY ax.callback_attempt
     ADD CONSTRAINT callback_attempt_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES ax.callback(execution_id) ON DELETE CASCADE;
 
 --
--- Name: callback callback_execution_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
---
-
-ALTER TABLE ONLY ax.callback
-    ADD CONSTRAINT callback_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES ax.execution(id) ON DELETE CASCADE;
-
---
 -- Name: execution execution_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -1539,13 +5726,6 @@ ALTER TABLE ONLY ax.job_timeout_measure
 
 ALTER TABLE ONLY ax.skipped_fire
     ADD CONSTRAINT skipped_fire_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
-
---
--- Name: task task_execution_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
---
-
-ALTER TABLE ONLY ax.task
-    ADD CONSTRAINT task_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES ax.execution(id) ON DELETE CASCADE;
 
 --
 -- Name: trigger trigger_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

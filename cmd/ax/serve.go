@@ -21,6 +21,7 @@ import (
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/schedule"
@@ -56,6 +57,11 @@ type serveConfig struct {
 	// both, the API is served over HTTPS. Without, plain HTTP, for
 	// loopback or behind a TLS-terminating proxy.
 	TLSCert, TLSKey string
+	// History is the retention of finished runs (AX_HISTORY_RETENTION,
+	// default 7 days; AX_HISTORY_FAILED_RETENTION, default 30 days) and
+	// the time range of one history partition (AX_HISTORY_PARTITION_WIDTH,
+	// default a day; seconds in tests).
+	History history.Config
 	// PoolMaxConns (AX_DB_MAX_CONNS) and PoolMinConns (AX_DB_MIN_CONNS)
 	// size the replica's database pool; 0 keeps the URL's pool_max_conns
 	// and pool_min_conns, or pgx's defaults (the larger of 4 and the
@@ -91,18 +97,28 @@ func runServe(ctx context.Context, args []string) error {
 	maxLost, errMaxLost := envInt64("AX_MAX_LOST_LEASES", dispatch.DefaultMaxLostLeases)
 	fs.IntVar(&cfg.MaxLostLeases, "max-lost-leases", int(maxLost),
 		"leases a task may lose with its agent (each run again without using up an attempt) before it fails as lost (AX_MAX_LOST_LEASES)")
+	retention, errRetention := envDuration("AX_HISTORY_RETENTION", history.DefaultRetention)
+	failedRetention, errFailedRetention := envDuration("AX_HISTORY_FAILED_RETENTION", history.DefaultFailedRetention)
+	width, errWidth := envDuration("AX_HISTORY_PARTITION_WIDTH", history.DefaultPartitionWidth)
+	fs.DurationVar(&cfg.History.Retention, "history-retention", retention,
+		"how long succeeded and cancelled runs are kept after they end (AX_HISTORY_RETENTION)")
+	fs.DurationVar(&cfg.History.FailedRetention, "history-failed-retention", failedRetention,
+		"how long failed and timed-out runs are kept after they end (AX_HISTORY_FAILED_RETENTION)")
+	fs.DurationVar(&cfg.History.PartitionWidth, "history-partition-width", width,
+		"time range of one history partition: runs are removed up to this long after their retention; for tests (AX_HISTORY_PARTITION_WIDTH)")
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
 	errTransport := addTransportFlags(fs, &cfg)
 	errPool := addPoolFlags(fs, &cfg)
 	errHealth := addHealthFlags(fs, &cfg)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errMaxLost, errOutbound, errTransport,
-		errPool, errHealth); err != nil {
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errMaxLost, errRetention, errFailedRetention,
+		errWidth, errOutbound, errTransport, errPool, errHealth); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validatePool(cfg), validateHealth(cfg)); err != nil {
+	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validatePool(cfg), validateHealth(cfg),
+		cfg.History.Validate()); err != nil {
 		return err
 	}
 	if cfg.MaxLostLeases < 1 || cfg.MaxLostLeases > 100 {
@@ -130,12 +146,17 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 			return err
 		}
 	}
+	cfg.History.Logger = logger
+	if err := history.Apply(ctx, pool, cfg.History); err != nil {
+		return err
+	}
 	if cfg.AdminKey != "" {
 		if err := queue.NewKeyService(pool).Ensure(ctx, "bootstrap-admin", cfg.AdminKey, []string{queue.ScopeAdmin}); err != nil {
 			return err
 		}
 	}
 	m := metrics.New(prometheus.DefaultRegisterer)
+	cfg.History.Dropped = m.HistoryRowsDropped
 	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel, notify.ExecutionEndedChannel,
 		notify.APIKeyRevokedChannel)
 	river, err := startRiver(ctx, pool, logger, m, cfg)

@@ -101,6 +101,7 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m 
 		HTTP: delivery.HTTPTaskConfig{PublicURL: publicURL, MaxPerJob: cfg.Outbound.HTTPMaxPerJob,
 			MaxPerHost: cfg.Outbound.HTTPMaxPerHost},
 		Logger: logger, Metrics: m, OutboundMetrics: metrics.NewOutboundMetrics(prometheus.DefaultRegisterer),
+		History: cfg.History,
 	})
 	if err != nil {
 		return nil, err

@@ -177,6 +177,24 @@ func (e HeartbeatReplyState) Valid() bool {
 	}
 }
 
+// Defines values for HistoryDropTable.
+const (
+	HistoryDropTableExecutionHistory HistoryDropTable = "execution_history"
+	HistoryDropTableTaskHistory      HistoryDropTable = "task_history"
+)
+
+// Valid indicates whether the value is a known member of the HistoryDropTable enum.
+func (e HistoryDropTable) Valid() bool {
+	switch e {
+	case HistoryDropTableExecutionHistory:
+		return true
+	case HistoryDropTableTaskHistory:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobConcurrencyPolicy.
 const (
 	JobConcurrencyPolicyAllow   JobConcurrencyPolicy = "allow"
@@ -1156,6 +1174,42 @@ type HeartbeatReply struct {
 // HeartbeatReplyState The agent's state as the server sees it
 type HeartbeatReplyState string
 
+// History defines model for History.
+type History struct {
+	// Drops The latest partitions dropped, newest first
+	Drops *[]HistoryDrop `json:"drops"`
+
+	// FailedRetentionSeconds How long failed and timed-out runs are kept after they end, unless their job says otherwise (ax serve --history-failed-retention; default 30 days)
+	FailedRetentionSeconds int64 `json:"failed_retention_seconds"`
+
+	// PartitionWidthSeconds Time range of one history partition: a run is removed within this long after its retention has passed
+	PartitionWidthSeconds int64 `json:"partition_width_seconds"`
+
+	// PartitionsUntil Upper bound of the history partitions made ahead
+	PartitionsUntil time.Time `json:"partitions_until"`
+
+	// RetentionSeconds How long succeeded and cancelled runs are kept after they end, unless their job says otherwise (ax serve --history-retention; default 7 days)
+	RetentionSeconds int64 `json:"retention_seconds"`
+}
+
+// HistoryDrop defines model for HistoryDrop.
+type HistoryDrop struct {
+	DroppedAt time.Time `json:"dropped_at"`
+
+	// From Start of the partition's range of retain_until
+	From time.Time `json:"from"`
+
+	// Rows Rows removed
+	Rows  int64            `json:"rows"`
+	Table HistoryDropTable `json:"table"`
+
+	// To End of that range: every row in it was past its retention
+	To time.Time `json:"to"`
+}
+
+// HistoryDropTable defines model for HistoryDrop.Table.
+type HistoryDropTable string
+
 // Job defines model for Job.
 type Job struct {
 	AdaptiveTimeout *JobAdaptiveTimeout `json:"adaptive_timeout,omitempty"`
@@ -1173,7 +1227,8 @@ type Job struct {
 	// Group Group the job belongs to
 	//
 	// Example: billing
-	Group *string `json:"group,omitempty"`
+	Group   *string     `json:"group,omitempty"`
+	History *JobHistory `json:"history,omitempty"`
 
 	// Id Job id (UUIDv7, so ids sort by creation)
 	Id *openapi_types.UUID `json:"id,omitempty"`
@@ -1317,6 +1372,19 @@ type JobExecutorKind string
 
 // JobExecutorMethod HTTP method (kind http)
 type JobExecutorMethod string
+
+// JobHistory defines model for JobHistory.
+type JobHistory struct {
+	// FailedRetentionSeconds Keep failed and timed-out runs this long after they end, instead of the server's failed retention (at most 400 days)
+	//
+	// Example: 2592000
+	FailedRetentionSeconds *int64 `json:"failed_retention_seconds,omitempty"`
+
+	// RetentionSeconds Keep succeeded and cancelled runs this long after they end, instead of the server's retention (at most 400 days)
+	//
+	// Example: 86400
+	RetentionSeconds *int64 `json:"retention_seconds,omitempty"`
+}
 
 // JobList defines model for JobList.
 type JobList struct {
@@ -1882,6 +1950,12 @@ type GetExecutionLogsParams struct {
 // GetExecutionLogsParamsKind defines parameters for GetExecutionLogs.
 type GetExecutionLogsParamsKind string
 
+// GetHistoryParams defines parameters for GetHistory.
+type GetHistoryParams struct {
+	// Drops How many of the latest drops to show
+	Drops *int64 `form:"drops,omitempty" json:"drops,omitempty"`
+}
+
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
 	// Group Only jobs of this group
@@ -1929,6 +2003,9 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	//
 	// Example: billing
 	Group *string `json:"group,omitempty"`
+
+	// History How long the job's ended runs are kept (default: the server's retention, 7 days for succeeded and cancelled runs and 30 days for failed and timed-out ones unless ax serve was told otherwise; GET /v1/history shows it)
+	History interface{} `json:"history,omitempty"`
 
 	// Id Job id (UUIDv7, so ids sort by creation)
 	Id *openapi_types.UUID `json:"id,omitempty"`
@@ -2466,7 +2543,7 @@ type ClientInterface interface {
 
 	// GetExecution Get an execution with its tasks and callback
 	//
-	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then).
+	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
 	//
 	// Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
 	GetExecution(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2491,6 +2568,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 	GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetHistory Show the history retention in force and the latest partitions dropped
+	//
+	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+	//
+	// Corresponds with GET /v1/history (the `GetHistory` operationId).
+	GetHistory(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobs List jobs
 	//
@@ -3305,7 +3389,7 @@ func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParam
 
 // GetExecution Get an execution with its tasks and callback
 //
-// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then).
+// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
 //
 // Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
 func (c *Client) GetExecution(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3361,6 +3445,23 @@ func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, req
 // Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetExecutionLogsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetHistory Show the history retention in force and the latest partitions dropped
+//
+// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+//
+// Corresponds with GET /v1/history (the `GetHistory` operationId).
+func (c *Client) GetHistory(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetHistoryRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4954,6 +5055,60 @@ func NewGetExecutionLogsRequest(server string, id openapi_types.UUID, params *Ge
 	return req, nil
 }
 
+// NewGetHistoryRequest constructs an http.Request for the GetHistory method
+func NewGetHistoryRequest(server string, params *GetHistoryParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/history")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Drops != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "drops", *params.Drops, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListJobsRequest constructs an http.Request for the ListJobs method
 func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, error) {
 	var err error
@@ -6133,7 +6288,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetExecutionWithResponse Get an execution with its tasks and callback
 	//
-	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then).
+	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6166,6 +6321,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 	GetExecutionLogsWithResponse(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*GetExecutionLogsResponse, error)
+
+	// GetHistoryWithResponse Show the history retention in force and the latest partitions dropped
+	//
+	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/history (the `GetHistory` operationId).
+	GetHistoryWithResponse(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*GetHistoryResponse, error)
 
 	// ListJobsWithResponse List jobs
 	//
@@ -7977,6 +8141,8 @@ type GetExecutionResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *ErrorModel
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -8001,6 +8167,11 @@ func (r GetExecutionResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetExecutionResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r GetExecutionResponse) GetApplicationproblemJSON410() *ErrorModel {
+	return r.ApplicationproblemJSON410
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -8278,6 +8449,75 @@ func (r GetExecutionLogsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetExecutionLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *History
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetHistoryResponse) GetJSON200() *History {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetHistoryResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetHistoryResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetHistoryResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetHistoryResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9955,7 +10195,7 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 
 // GetExecutionWithResponse Get an execution with its tasks and callback
 //
-// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then).
+// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10011,6 +10251,21 @@ func (c *ClientWithResponses) GetExecutionLogsWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseGetExecutionLogsResponse(rsp)
+}
+
+// GetHistoryWithResponse Show the history retention in force and the latest partitions dropped
+//
+// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/history (the `GetHistory` operationId).
+func (c *ClientWithResponses) GetHistoryWithResponse(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*GetHistoryResponse, error) {
+	rsp, err := c.GetHistory(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetHistoryResponse(rsp)
 }
 
 // ListJobsWithResponse List jobs
@@ -11685,6 +11940,13 @@ func ParseGetExecutionResponse(rsp *http.Response) (*GetExecutionResponse, error
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11881,6 +12143,60 @@ func ParseGetExecutionLogsResponse(rsp *http.Response) (*GetExecutionLogsRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetHistoryResponse parses an HTTP response from a GetHistoryWithResponse call
+func ParseGetHistoryResponse(rsp *http.Response) (*GetHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest History
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

@@ -354,7 +354,7 @@ func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 	broadcast := env.job(func(j *db.Job) { j.CallbackURL, j.RouteStrategy = rc.URL, "broadcast" })
 	none := env.trigger(broadcast.ID)
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", none.ID)
-	require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", none.ID))
+	require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.all_executions WHERE id = $1", none.ID))
 
 	lost := env.trigger(env.job(func(j *db.Job) { j.CallbackURL = rc.URL }).ID)
 	task := leaseOne(t, env)
@@ -363,7 +363,7 @@ func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{Outbox: env.river.Outbox()})
 	require.NoError(t, reaper.Sweep(ctx))
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", lost.ID)
-	require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", lost.ID))
+	require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.all_executions WHERE id = $1", lost.ID))
 
 	slow := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
 		w.WriteHeader(http.StatusAccepted)
@@ -371,7 +371,7 @@ func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 	})
 	accepted := env.trigger(env.httpJob(slow.URL, func(j *db.Job) { j.CallbackURL = rc.URL }).ID)
 	env.eventually(int32(1), 10*time.Second,
-		"SELECT count(*)::int FROM ax.task WHERE execution_id = $1 AND state = 'running'", accepted.ID)
+		"SELECT count(*)::int FROM ax.all_tasks WHERE execution_id = $1 AND state = 'running'", accepted.ID)
 	env.cancel(accepted.ID)
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", accepted.ID)
 	var states []string

@@ -63,8 +63,8 @@ func TestHTTPTaskErrorCodes(t *testing.T) {
 	}
 	for id, code := range execs {
 		env.eventually("delivered", 15*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", id)
-		require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", id))
-		require.Equal(t, code, env.scalar("SELECT error_code FROM ax.task WHERE execution_id = $1", id))
+		require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.all_executions WHERE id = $1", id))
+		require.Equal(t, code, env.scalar("SELECT error_code FROM ax.all_tasks WHERE execution_id = $1", id))
 		require.Equal(t, float64(1), counterValue(env.engine.TaskResults.With("failed", code)), code)
 	}
 
@@ -100,6 +100,6 @@ func TestHTTPTaskPostedErrorCode(t *testing.T) {
 	state, err := completer.Complete(context.Background(), r)
 	require.NoError(t, err)
 	require.Equal(t, db.TaskFailed, state)
-	require.Equal(t, "quota_exceeded", env.scalar("SELECT error_code FROM ax.task WHERE execution_id = $1", exec.ID))
+	require.Equal(t, "quota_exceeded", env.scalar("SELECT error_code FROM ax.all_tasks WHERE execution_id = $1", exec.ID))
 	require.Equal(t, float64(1), counterValue(env.engine.TaskResults.With("failed", "quota_exceeded")))
 }

@@ -96,7 +96,7 @@ func TestSilentTargetDoesNotStarveOtherJobs(t *testing.T) {
 	other := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount = 5 })
 	start := time.Now()
 	exec := env.trigger(other.ID)
-	env.eventually("succeeded", 8*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	env.eventually("succeeded", 8*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
 	t.Logf("the other job's 5 requests done in %s", time.Since(start).Round(time.Millisecond))
 	require.Len(t, target.requests(), 5)
 

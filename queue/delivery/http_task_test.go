@@ -39,10 +39,10 @@ func TestHTTPTaskSucceedsOn2xx(t *testing.T) {
 	job := env.httpJob(target.URL+"/run", func(j *db.Job) { j.Params = json.RawMessage(`{"region":"eu"}`) })
 	exec := env.trigger(job.ID)
 
-	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
 	var result string
 	require.NoError(t, env.pool.QueryRow(context.Background(),
-		"SELECT result::text FROM ax.task WHERE execution_id = $1", exec.ID).Scan(&result))
+		"SELECT result::text FROM ax.all_tasks WHERE execution_id = $1", exec.ID).Scan(&result))
 	require.JSONEq(t, `{"rows":42,"id":12345678901234567890}`, result)
 
 	got := target.requests()
@@ -70,7 +70,7 @@ func TestHTTPTaskRetriesThenFails(t *testing.T) {
 	job := env.httpJob(target.URL, func(j *db.Job) { j.RetryMaxAttempts = 3 })
 	exec := env.trigger(job.ID)
 
-	env.eventually("failed", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	env.eventually("failed", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
 	got := target.requests()
 	require.Len(t, got, 3)
 	for i, r := range got {
@@ -80,7 +80,7 @@ func TestHTTPTaskRetriesThenFails(t *testing.T) {
 	var attempt int
 	var msg string
 	require.NoError(t, env.pool.QueryRow(context.Background(),
-		"SELECT attempt, error FROM ax.task WHERE execution_id = $1", exec.ID).Scan(&attempt, &msg))
+		"SELECT attempt, error FROM ax.all_tasks WHERE execution_id = $1", exec.ID).Scan(&attempt, &msg))
 	require.Equal(t, 3, attempt)
 	require.Contains(t, msg, "HTTP 500 Internal Server Error: database is down")
 }
@@ -96,7 +96,7 @@ func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	})
 	job := env.httpJob(target.URL, nil)
 	exec := env.trigger(job.ID)
-	env.eventually(int32(1), 10*time.Second, "SELECT count(*)::int FROM ax.task WHERE execution_id = $1 AND state = 'running'", exec.ID)
+	env.eventually(int32(1), 10*time.Second, "SELECT count(*)::int FROM ax.all_tasks WHERE execution_id = $1 AND state = 'running'", exec.ID)
 	require.Eventually(t, func() bool { return len(target.requests()) == 1 }, 5*time.Second, 10*time.Millisecond)
 	req := envelope(t, target.requests()[0])
 	require.NotNil(t, req.Completion)
@@ -105,13 +105,13 @@ func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	// The worker took the 202 and parked until the deadline: the task
 	// waits for its posted result.
 	env.eventually("scheduled", 10*time.Second, "SELECT state::text FROM ax.river_job WHERE kind = 'ax_http_task'")
-	require.Equal(t, "running", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", exec.ID))
+	require.Equal(t, "running", env.scalar("SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID))
 
 	completer := delivery.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil)
 	state, err := completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{"report":"done"}`))
 	require.NoError(t, err)
 	require.Equal(t, db.TaskSucceeded, state)
-	require.Equal(t, "succeeded", env.scalar("SELECT state::text FROM ax.execution WHERE id = $1", exec.ID))
+	require.Equal(t, "succeeded", env.scalar("SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID))
 	_, err = completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{}`))
 	require.ErrorIs(t, err, delivery.ErrStaleCompletion, "a token works once")
 	_, err = completer.Complete(context.Background(), db.TaskResult{TaskRef: db.TaskRef{ID: uuid.New(), Token: uuid.New()}, State: "succeeded"})
@@ -145,7 +145,7 @@ func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
 	job := env.httpJob(target.URL, func(j *db.Job) { j.TimeoutSeconds, j.RetryMaxAttempts = 1, 2 })
 	exec := env.trigger(job.ID)
 
-	env.eventually("succeeded", 15*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	env.eventually("succeeded", 15*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
 	got := target.requests()
 	require.Len(t, got, 2)
 	first, second := envelope(t, got[0]), envelope(t, got[1])
@@ -158,7 +158,7 @@ func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
 	require.ErrorIs(t, err, delivery.ErrStaleCompletion)
 	var result string
 	require.NoError(t, env.pool.QueryRow(context.Background(),
-		"SELECT result::text FROM ax.task WHERE execution_id = $1", exec.ID).Scan(&result))
+		"SELECT result::text FROM ax.all_tasks WHERE execution_id = $1", exec.ID).Scan(&result))
 	require.JSONEq(t, `{"second":true}`, result)
 	require.EqualValues(t, 1, env.scalar(`SELECT count(*) FROM ax.task_event WHERE execution_id = $1
 		AND message LIKE 'timed out after%'`, exec.ID), "the reaper timed the first attempt out")
@@ -173,7 +173,7 @@ func TestHTTPTaskShardsSendOwnRequests(t *testing.T) {
 	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount, j.ShardParams = 4, []string{"a", "b", "c", "d"} })
 	exec := env.trigger(job.ID)
 
-	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
 	got := target.requests()
 	require.Len(t, got, 4)
 	var params, keys []string
@@ -198,7 +198,7 @@ func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
 	env.river.Stop() // nothing sends: the task stays pending
 	job := env.httpJob("http://127.0.0.1:9/run", nil)
 	env.trigger(job.ID)
-	require.EqualValues(t, 1, env.scalar("SELECT count(*) FROM ax.task WHERE agentless AND state = 'pending'"))
+	require.EqualValues(t, 1, env.scalar("SELECT count(*) FROM ax.all_tasks WHERE agentless AND state = 'pending'"))
 
 	ctx := context.Background()
 	key, err := db.APIKeyInsert(ctx, env.pool, &db.APIKeyInsertParams{ID: newID(t), Name: "agent",
@@ -223,7 +223,7 @@ func TestHTTPTaskShardsHonourTheirRateClass(t *testing.T) {
 	target := newReceiver(t, nil)
 	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount, j.RateLimitClass = 4, "slow-api" })
 	exec := env.trigger(job.ID)
-	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", exec.ID)
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
 	got := target.requests()
 	require.Len(t, got, 4)
 	require.GreaterOrEqual(t, got[3].at.Sub(got[0].at), 120*time.Millisecond, "3 tokens after the burst take 150 ms")
@@ -250,13 +250,13 @@ func TestHTTPTaskCostlyBodyTemplateIsStopped(t *testing.T) {
 	execs := map[string]*db.Execution{"capped": env.trigger(capped.ID), "looped": env.trigger(looped.ID),
 		"healthy": env.trigger(healthy.ID)}
 
-	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", execs["healthy"].ID)
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", execs["healthy"].ID)
 	want := map[string]string{"capped": "output exceeds 2097152 bytes", "looped": "must not use range"}
 	for name, msg := range want {
-		env.eventually("failed", 10*time.Second, "SELECT state::text FROM ax.execution WHERE id = $1", execs[name].ID)
+		env.eventually("failed", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", execs[name].ID)
 		var got string
 		require.NoError(t, env.pool.QueryRow(context.Background(),
-			"SELECT error FROM ax.task WHERE execution_id = $1", execs[name].ID).Scan(&got))
+			"SELECT error FROM ax.all_tasks WHERE execution_id = $1", execs[name].ID).Scan(&got))
 		require.Contains(t, got, msg, name)
 	}
 	require.Len(t, target.requests(), 1, "only the healthy job's request is sent")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/migrations"
+	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
@@ -54,6 +55,9 @@ type RiverConfig struct {
 	// CleanupInterval is how often expired nonces, idempotency keys and
 	// idle breakers are deleted. Defaults to 1 minute.
 	CleanupInterval time.Duration
+	// History is the retention maintenance runs with (history.Maintain,
+	// a periodic job every History.Interval()).
+	History history.Config
 	// Version goes into the User-Agent of outbound requests.
 	Version string
 	// Logger defaults to discarding; the metrics default to unregistered.
@@ -76,6 +80,10 @@ func (c RiverConfig) withDefaults() RiverConfig {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.History.Logger == nil {
+		c.History.Logger = c.Logger
+	}
+	c.History = c.History.WithDefaults()
 	if c.Metrics == nil {
 		c.Metrics = metrics.New(nil)
 	}
@@ -150,6 +158,7 @@ func (s *RiverService) workers(pool *pgxpool.Pool, cfg RiverConfig) (*river.Work
 		logger: cfg.Logger, metrics: cfg.Metrics, out: cfg.OutboundMetrics, agent: agent + " (http task)"})
 	river.AddWorker(workers, &flushWorker{pool: pool, outbox: s.outbox})
 	river.AddWorker(workers, &cleanupWorker{pool: pool, logger: cfg.Logger})
+	river.AddWorker(workers, &historyWorker{pool: pool, cfg: cfg.History})
 	return workers, nil
 }
 
@@ -161,6 +170,9 @@ func periodicJobs(cfg RiverConfig) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CleanupInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "ax_cleanup", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.History.Interval()),
+			func() (river.JobArgs, *river.InsertOpts) { return historyArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "ax_history", RunOnStart: true}),
 	}
 }
 
@@ -240,4 +252,26 @@ func (w *cleanupWorker) Work(ctx context.Context, _ *river.Job[cleanupArgs]) err
 			"breakers", breakers, "http_task_slots", slots)
 	}
 	return errors.Join(err1, err2, err3, err4)
+}
+
+// historyArgs is the periodic job that keeps history within its retention
+// (history.Maintain): River runs periodic jobs on its leader only, so one
+// replica at a time.
+type historyArgs struct{}
+
+func (historyArgs) Kind() string { return "ax_history" }
+
+func (historyArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: maintenanceQueue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: pendingStates}}
+}
+
+type historyWorker struct {
+	river.WorkerDefaults[historyArgs]
+	pool *pgxpool.Pool
+	cfg  history.Config
+}
+
+func (w *historyWorker) Work(ctx context.Context, _ *river.Job[historyArgs]) error {
+	_, err := history.Maintain(ctx, w.pool, w.cfg)
+	return err
 }

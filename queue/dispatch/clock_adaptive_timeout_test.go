@@ -266,22 +266,29 @@ func (e *clockEnv) history(job uuid.UUID, ago time.Duration, state db.ExecutionS
 		require.NoError(e.t, err)
 		ids[i], ms[i] = id, d.Milliseconds()
 	}
+	// Where ended runs are: in history, their success events with the
+	// time from lease to result.
 	_, err := e.pool.Exec(context.Background(), `
 		WITH runs AS (
-		    SELECT h.id, h.ms, now() - make_interval(secs => $3::double precision) AS finished_at
+		    SELECT h.id, h.ms, gen_random_uuid() AS task_id, now() - make_interval(secs => $3::double precision) AS finished_at
 		    FROM unnest($1::uuid[], $2::bigint[]) AS h(id, ms)
 		), execs AS (
-		    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, state, shard_count, priority,
-		                              started_at, finished_at)
+		    INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, state, shard_count, priority,
+		                                      started_at, finished_at, retain_until)
 		    SELECT id, $4, 'manual', finished_at - make_interval(secs => ms / 1000.0), $5::ax.execution_state, 1, 0,
-		           finished_at - make_interval(secs => ms / 1000.0), finished_at
+		           finished_at - make_interval(secs => ms / 1000.0), finished_at, finished_at + interval '7 days'
+		    FROM runs
+		), tasks AS (
+		    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, state, priority, max_attempts,
+		                                 timeout_seconds, leased_at, started_at, finished_at, retain_until)
+		    SELECT task_id, id, $4, 0, 1, $5::text::ax.task_state, 0, 1, 3600,
+		           finished_at - make_interval(secs => ms / 1000.0), finished_at - make_interval(secs => ms / 1000.0) + interval '1 second',
+		           finished_at, finished_at + interval '7 days'
 		    FROM runs
 		)
-		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, state, priority, max_attempts,
-		                     timeout_seconds, leased_at, started_at, finished_at)
-		SELECT id, $4, 0, 1, $5::text::ax.task_state, 0, 1, 3600,
-		       finished_at - make_interval(secs => ms / 1000.0), finished_at - make_interval(secs => ms / 1000.0) + interval '1 second',
-		       finished_at
+		INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message, at, duration_ms)
+		SELECT task_id, id, 0, 1, 'state', $5::text::ax.task_state, '', finished_at,
+		       CASE WHEN $5::text = 'succeeded' THEN ms END
 		FROM runs`, ids, ms, ago.Seconds(), job, string(state))
 	require.NoError(e.t, err)
 }
@@ -291,7 +298,7 @@ func (e *clockEnv) taskTimeout(id uuid.UUID) int {
 	e.t.Helper()
 	var secs int
 	require.NoError(e.t, e.pool.QueryRow(context.Background(),
-		"SELECT timeout_seconds FROM ax.task WHERE id = $1", id).Scan(&secs))
+		"SELECT timeout_seconds FROM ax.all_tasks WHERE id = $1", id).Scan(&secs))
 	return secs
 }
 
@@ -324,7 +331,7 @@ func TestAdaptiveTimeoutMeasuresBoundedPerFire(t *testing.T) {
 			ids[i] = x.ID
 		}
 		timeouts := map[int]int{}
-		rows, err := e.pool.Query(ctx, `SELECT timeout_seconds FROM ax.task WHERE execution_id = ANY($1)`, ids)
+		rows, err := e.pool.Query(ctx, `SELECT timeout_seconds FROM ax.all_tasks WHERE execution_id = ANY($1)`, ids)
 		require.NoError(t, err)
 		defer rows.Close()
 		for rows.Next() {

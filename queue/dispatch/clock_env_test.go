@@ -114,6 +114,6 @@ func (e *clockEnv) sweep() {
 func (e *clockEnv) task(id uuid.UUID) (state string, attempt int) {
 	e.t.Helper()
 	require.NoError(e.t, e.pool.QueryRow(context.Background(),
-		"SELECT state::text, attempt FROM ax.task WHERE id = $1", id).Scan(&state, &attempt))
+		"SELECT state::text, attempt FROM ax.all_tasks WHERE id = $1", id).Scan(&state, &attempt))
 	return state, attempt
 }

@@ -23,7 +23,7 @@ func TestReaperErrorCodes(t *testing.T) {
 	ctx := context.Background()
 	errorCode := func(id any) any {
 		var code any
-		require.NoError(t, e.pool.QueryRow(ctx, "SELECT error_code FROM ax.task WHERE id = $1", id).Scan(&code))
+		require.NoError(t, e.pool.QueryRow(ctx, "SELECT error_code FROM ax.all_tasks WHERE id = $1", id).Scan(&code))
 		return code
 	}
 	lost := e.trigger(2, 0)

@@ -110,7 +110,7 @@ func TestReaperRunsALostLeaseAgain(t *testing.T) {
 	task := e.trigger(2, time.Minute)
 	lostLeases := func() (n int) {
 		require.NoError(t, e.pool.QueryRow(context.Background(),
-			"SELECT lost_leases FROM ax.task WHERE id = $1", task.ID).Scan(&n))
+			"SELECT lost_leases FROM ax.all_tasks WHERE id = $1", task.ID).Scan(&n))
 		return n
 	}
 
@@ -140,7 +140,7 @@ func TestReaperRunsALostLeaseAgain(t *testing.T) {
 	require.Zero(t, counter(t, m.Retries))
 	var errText, execState string
 	require.NoError(t, e.pool.QueryRow(context.Background(), `
-		SELECT t.error, e.state::text FROM ax.task t JOIN ax.execution e ON e.id = t.execution_id WHERE t.id = $1`,
+		SELECT t.error, e.state::text FROM ax.all_tasks t JOIN ax.all_executions e ON e.id = t.execution_id WHERE t.id = $1`,
 		task.ID).Scan(&errText, &execState))
 	require.Equal(t, "lost: the lease was lost 2 times, its agent offline or silent each time", errText)
 	require.Equal(t, "failed", execState)

@@ -32,7 +32,7 @@ func TestRouterSkipsAgentsSilentByTheClock(t *testing.T) {
 		task := e.fire(job)
 		var preferred uuid.UUID
 		require.NoError(t, e.pool.QueryRow(context.Background(),
-			"SELECT preferred_agent_id FROM ax.task WHERE id = $1", task.ID).Scan(&preferred))
+			"SELECT preferred_agent_id FROM ax.all_tasks WHERE id = $1", task.ID).Scan(&preferred))
 		picked[preferred]++
 	}
 	require.Zero(t, picked[silent.ID], "silent for longer than %s", live)

@@ -132,7 +132,7 @@ func (e *env) task(id uuid.UUID) *db.Task {
 func (e *env) executionOf(taskID uuid.UUID) uuid.UUID {
 	e.t.Helper()
 	var id uuid.UUID
-	require.NoError(e.t, e.pool.QueryRow(context.Background(), "SELECT execution_id FROM ax.task WHERE id = $1", taskID).Scan(&id))
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), "SELECT execution_id FROM ax.all_tasks WHERE id = $1", taskID).Scan(&id))
 	return id
 }
 
@@ -140,7 +140,7 @@ func (e *env) executionOf(taskID uuid.UUID) uuid.UUID {
 func (e *env) agentOf(taskID uuid.UUID) uuid.UUID {
 	e.t.Helper()
 	var id uuid.UUID
-	require.NoError(e.t, e.pool.QueryRow(context.Background(), "SELECT agent_id FROM ax.task WHERE id = $1", taskID).Scan(&id))
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), "SELECT agent_id FROM ax.all_tasks WHERE id = $1", taskID).Scan(&id))
 	return id
 }
 

@@ -29,7 +29,7 @@ func (e *env) routes(execID uuid.UUID) []route {
 	e.t.Helper()
 	rows, err := e.pool.Query(context.Background(), `SELECT id, coalesce(preferred_agent_id, '00000000-0000-0000-0000-000000000000'),
 		coalesce(fallback_agent_id, '00000000-0000-0000-0000-000000000000'), route_key
-		FROM ax.task WHERE execution_id = $1 ORDER BY shard_index`, execID)
+		FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index`, execID)
 	require.NoError(e.t, err)
 	defer rows.Close()
 	var out []route
@@ -98,7 +98,7 @@ func TestRouterPrefersMatchingAgentsAndLeaseHonoursIt(t *testing.T) {
 	e.eventually(func() bool {
 		var waiting bool
 		require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT bool_and(not_before < now() - make_interval(secs => $2))
-			FROM ax.task WHERE execution_id = $1 AND state = 'pending'`, exec.ID, (4*steal).Seconds()).Scan(&waiting))
+			FROM ax.all_tasks WHERE execution_id = $1 AND state = 'pending'`, exec.ID, (4*steal).Seconds()).Scan(&waiting))
 		return waiting
 	}, "the steal delays to pass")
 	require.Empty(t, e.lease(cpu, 8))

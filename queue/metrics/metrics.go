@@ -42,6 +42,8 @@ type Metrics struct {
 	TasksRouted *prometheus.CounterVec // by strategy and preferred agent
 	AgentLeases *prometheus.CounterVec // by agent and how the task came to it
 	AgentHealth *prometheus.CounterVec // quarantines and restores
+	// HistoryRowsDropped counts rows of finished runs removed by retention.
+	HistoryRowsDropped *prometheus.CounterVec // by table
 }
 
 // New creates the metrics and registers them with reg (nil: not
@@ -72,6 +74,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"step"})
 	m.SetAside.WithLabelValues(SetAsidePlan)
 	m.SetAside.WithLabelValues(SetAsideWrite)
+	m.HistoryRowsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_history_rows_dropped_total",
+		Help: "Rows of finished runs removed by retention (a history partition dropped), by table.",
+	}, []string{"table"})
+	m.HistoryRowsDropped.WithLabelValues("execution_history")
+	m.HistoryRowsDropped.WithLabelValues("task_history")
 	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
 	}, []string{"class"})
@@ -120,7 +128,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
 			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
-			m.TasksRouted, m.AgentLeases, m.AgentHealth)
+			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped)
 	}
 	return m
 }

@@ -184,7 +184,7 @@ func TestStateCollectorCountsTheBacklog(t *testing.T) {
 		j.RetryBackoffMaxSeconds = 3600
 	})
 	e.run(a, retried.ID, "failed")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.task WHERE job_id = $1 AND state = 'pending'`, retried.ID))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_tasks WHERE job_id = $1 AND state = 'pending'`, retried.ID))
 	_, ok := e.gauge("ax_queue_depth", map[string]string{"class": "none", "priority": "1"})
 	require.False(t, ok, "a task waiting for its backoff is no backlog")
 
@@ -197,7 +197,7 @@ func TestStateCollectorCountsTheBacklog(t *testing.T) {
 	// The oldest wait is that of the oldest ready task, by the database clock.
 	var oldest float64
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT extract(epoch FROM clock_timestamp() - min(not_before))
-		FROM ax.task WHERE job_id = $1 AND state = 'pending'`, batch.ID).Scan(&oldest))
+		FROM ax.all_tasks WHERE job_id = $1 AND state = 'pending'`, batch.ID).Scan(&oldest))
 	got, ok := e.gauge("ax_queue_oldest_wait_seconds", none0)
 	require.True(t, ok)
 	require.GreaterOrEqual(t, got, oldest)

@@ -34,10 +34,10 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(s.secret, '')::text AS secret,
        coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret,
        coalesce((SELECT jsonb_object_agg(n.state, n.n)
-                 FROM (SELECT t.state::text AS state, count(*) AS n FROM ax.task t
+                 FROM (SELECT t.state::text AS state, count(*) AS n FROM ax.all_tasks t
                        WHERE t.execution_id = c.execution_id GROUP BY t.state) n), '{}')::jsonb AS shard_counts,
        coalesce((SELECT jsonb_object_agg(n.error_code, n.n)
-                 FROM (SELECT t.error_code, count(*) AS n FROM ax.task t
+                 FROM (SELECT t.error_code, count(*) AS n FROM ax.all_tasks t
                        WHERE t.execution_id = c.execution_id AND t.error_code IS NOT NULL AND t.state <> 'succeeded'
                        GROUP BY t.error_code) n), '{}')::jsonb AS shard_error_codes,
        coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
@@ -46,10 +46,10 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
                      ORDER BY t.shard_index)
-                 FROM (SELECT * FROM ax.task t WHERE t.execution_id = c.execution_id
+                 FROM (SELECT * FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
                        ORDER BY t.shard_index LIMIT sqlc.arg('max_shards')::integer) t), '[]')::jsonb AS shards
 FROM ax.callback c
-JOIN ax.execution e ON e.id = c.execution_id
+JOIN ax.all_executions e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id
 LEFT JOIN ax.job_secret s ON s.job_id = c.job_id
 WHERE c.execution_id = @execution_id;
@@ -86,7 +86,7 @@ WHERE execution_id = @execution_id AND delivery = @delivery AND state = 'pending
 -- name: CallbackRedeliver :one
 INSERT INTO ax.callback AS c (execution_id, job_id, enqueued_at)
 SELECT e.id, e.job_id, now()
-FROM ax.execution e
+FROM ax.all_executions e
 JOIN ax.job j ON j.id = e.job_id
 WHERE e.id = @execution_id AND e.state NOT IN ('pending', 'running') AND j.callback_url IS NOT NULL
 ON CONFLICT (execution_id) DO UPDATE

@@ -26,6 +26,13 @@ FROM (
            unnest(@traceparents::text[]) AS traceparent
 ) e
 JOIN ax.job j ON j.id = e.job_id
+-- A tick at or before the trigger's last fired tick fired already, even
+-- when its run has moved to history or been removed by retention: every
+-- scheduled fire holds the trigger row (TriggerClaimDue), so this check
+-- and the unique index on the runs in flight make a tick fire once.
+WHERE e.cause NOT IN ('schedule', 'catch_up')
+   OR NOT EXISTS (SELECT 1 FROM ax.trigger t
+                  WHERE t.job_id = e.job_id AND t.last_scheduled_for >= e.scheduled_for)
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
 RETURNING id, job_id, scheduled_for, fired_at, shard_count
 )
@@ -68,14 +75,15 @@ FROM target
 WHERE e.id = target.id
 RETURNING e.id, e.state;
 
+-- ExecutionGetByID reads a run in flight or in history.
 -- name: ExecutionGetByID :one
-SELECT * FROM ax.execution WHERE id = @id;
+SELECT * FROM ax.all_executions WHERE id = @id;
 
 -- ExecutionList pages newest first (ids are UUIDv7); @before is the last
 -- id of the previous page. Times filter on scheduled_for; @groups, when
 -- set, keeps runs of jobs of those groups only.
 -- name: ExecutionList :many
-SELECT * FROM ax.execution
+SELECT * FROM ax.all_executions
 WHERE (sqlc.narg('job_id')::uuid IS NULL OR job_id = sqlc.narg('job_id')::uuid)
   AND (sqlc.narg('state')::text IS NULL OR state = sqlc.narg('state')::ax.execution_state)
   AND (sqlc.narg('from')::timestamptz IS NULL OR scheduled_for >= sqlc.narg('from')::timestamptz)
@@ -89,7 +97,7 @@ LIMIT @max;
 -- ExecutionGroupByID returns the group of an execution's job: what a key
 -- limited to groups may see is decided by it.
 -- name: ExecutionGroupByID :one
-SELECT j.group_name FROM ax.execution e JOIN ax.job j ON j.id = e.job_id WHERE e.id = @id;
+SELECT j.group_name FROM ax.all_executions e JOIN ax.job j ON j.id = e.job_id WHERE e.id = @id;
 
 -- name: ExecutionHasUnfinished :one
 SELECT EXISTS (

@@ -7,7 +7,7 @@ INSERT INTO ax.job (
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
-    shard_generator, shard_window_seconds
+    shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
 ) VALUES (
     @id, @name, @group_name, @owner, @description,
     @trigger_kind, sqlc.narg('cron_expr'), @timezone, sqlc.narg('interval_seconds'), sqlc.narg('run_at'),
@@ -16,7 +16,8 @@ INSERT INTO ax.job (
     @retry_max_attempts, @retry_backoff_seconds, @retry_backoff_max_seconds,
     @concurrency_policy, @misfire_policy, @misfire_window_seconds, @misfire_max_fires,
     sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params, @degrade_action, @agentless, @timeout_mode,
-    sqlc.narg('shard_generator'), sqlc.narg('shard_window_seconds')
+    sqlc.narg('shard_generator'), sqlc.narg('shard_window_seconds'),
+    sqlc.narg('history_retention_seconds'), sqlc.narg('history_failed_retention_seconds')
 )
 RETURNING *;
 
@@ -36,13 +37,15 @@ UPDATE ax.job SET
     rate_limit_class = sqlc.narg('rate_limit_class'), callback_url = sqlc.narg('callback_url'),
     params = @params, degrade_action = @degrade_action, agentless = @agentless, timeout_mode = @timeout_mode,
     shard_generator = sqlc.narg('shard_generator'), shard_window_seconds = sqlc.narg('shard_window_seconds'),
+    history_retention_seconds = sqlc.narg('history_retention_seconds'),
+    history_failed_retention_seconds = sqlc.narg('history_failed_retention_seconds'),
     updated_at = now()
 WHERE id = @id
 RETURNING *;
 
 -- name: JobGetByID :one
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -51,7 +54,7 @@ WHERE j.id = @id;
 
 -- name: JobGetByIDForUpdate :one
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -64,7 +67,7 @@ FOR UPDATE OF j, t;
 -- keeps jobs of those groups only (a key limited to them).
 -- name: JobList :many
 SELECT sqlc.embed(j), sqlc.embed(t),
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -82,8 +85,14 @@ LIMIT @max;
 -- name: JobGroupByID :one
 SELECT group_name FROM ax.job WHERE id = @id;
 
+-- JobDelete deletes a job with its trigger and runs in flight (foreign
+-- keys cascade to executions); their tasks have no key to cascade by (see
+-- migration 00024) and go here. Its history stays until retention ends.
 -- name: JobDelete :execrows
-DELETE FROM ax.job WHERE id = @id;
+WITH tasks AS (
+    DELETE FROM ax.task t WHERE t.job_id = sqlc.arg('id')::uuid
+)
+DELETE FROM ax.job j WHERE j.id = sqlc.arg('id')::uuid;
 
 -- JobListTargetedPools lists the pools jobs target, so a pool with no ready agent
 -- shows as zero rather than missing.
@@ -102,14 +111,14 @@ SELECT j.name, j.group_name, j.owner,
        r.finished::bigint AS finished, r.failed::bigint AS failed,
        (SELECT count(*) FROM (
             SELECT e.state, bool_and(e.state IN ('failed', 'timed_out')) OVER (ORDER BY e.finished_at DESC) AS streak
-            FROM ax.execution e
+            FROM ax.all_executions e
             WHERE e.job_id = j.id AND e.finished_at IS NOT NULL
             ORDER BY e.finished_at DESC LIMIT 20) s
         WHERE s.streak)::bigint AS consecutive_failures
 FROM ax.job j
 JOIN LATERAL (
     SELECT count(*) AS finished, count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
-    FROM ax.execution e
+    FROM ax.all_executions e
     WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
 ) r ON r.failed > 0;
 

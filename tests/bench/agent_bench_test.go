@@ -104,7 +104,7 @@ func (r *axReplica) run(b *testing.B, n int, cpu *cpuMeter) (time.Duration, cpuU
 // refers to them), so that every iteration starts from the same state.
 func clearRuns(b *testing.B, pool *pgxpool.Pool) {
 	b.Helper()
-	_, err := pool.Exec(context.Background(), "TRUNCATE ax.task_event, ax.task, ax.execution, ax.river_job CASCADE")
+	_, err := pool.Exec(context.Background(), "TRUNCATE ax.task_event, ax.task, ax.execution, ax.task_history, ax.execution_history, ax.river_job CASCADE")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -45,11 +45,12 @@ func benchLogger() *slog.Logger {
 // The queue-state collector is left out: it only queries when /metrics is
 // scraped, which the benchmarks never do.
 type axReplica struct {
-	pool    *pgxpool.Pool
-	url     string
-	metrics *metrics.Metrics
-	router  *dispatch.TaskRouter
-	jobID   uuid.UUID
+	pool     *pgxpool.Pool
+	url      string
+	metrics  *metrics.Metrics
+	router   *dispatch.TaskRouter
+	jobID    uuid.UUID
+	requests *requestLog // agents' lease and complete calls, when recording
 }
 
 // startReplica serves ax on the database at dbURL until b ends.
@@ -86,9 +87,10 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", api)
-	srv := httptest.NewServer(openapi.LogRequests(logger, mux))
+	requests := &requestLog{}
+	srv := httptest.NewServer(requests.wrap(openapi.LogRequests(logger, mux)))
 	b.Cleanup(srv.Close)
-	r := &axReplica{pool: pool, url: srv.URL, metrics: metrics, router: router}
+	r := &axReplica{pool: pool, url: srv.URL, metrics: metrics, router: router, requests: requests}
 	r.jobID = r.createJob(b)
 	return r
 }
@@ -101,7 +103,7 @@ func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 		b.Fatal(err)
 	}
 	body, _ := json.Marshal(map[string]any{
-		"name":     "bench-noop",
+		"name":     "bench-noop-" + uuid.NewString()[:8], // unique in a database benchmarks share
 		"trigger":  map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "handler", "handler": benchHandler},
 	})
@@ -183,6 +185,14 @@ func (r *axReplica) waitAgentsReady(b *testing.B, n int) {
 // returned.
 func (r *axReplica) fire(b *testing.B, n int) time.Time {
 	b.Helper()
+	if err := r.fireErr(n); err != nil {
+		b.Fatal(err)
+	}
+	return time.Now()
+}
+
+// fireErr is fire for goroutines other than the benchmark's.
+func (r *axReplica) fireErr(n int) error {
 	ctx := context.Background()
 	err := db.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
 		now, err := db.Now(ctx, tx)
@@ -206,9 +216,9 @@ func (r *axReplica) fire(b *testing.B, n int) time.Time {
 		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 	})
 	if err != nil {
-		b.Fatalf("error firing %d executions: %v", n, err)
+		return fmt.Errorf("error firing %d executions: %w", n, err)
 	}
-	return time.Now()
+	return nil
 }
 
 // succeeded is how many results the server has recorded as succeeded

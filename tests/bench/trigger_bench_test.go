@@ -62,7 +62,7 @@ func lagPercentiles(b *testing.B, pool *pgxpool.Pool, from, to time.Time) (p50, 
 	b.Helper()
 	err := pool.QueryRow(context.Background(), `
 		WITH l AS (SELECT greatest(fired_at - scheduled_for, interval '0') AS lag, fired_at < scheduled_for AS early
-		           FROM ax.execution WHERE scheduled_for >= $1 AND scheduled_for < $2)
+		           FROM ax.all_executions WHERE scheduled_for >= $1 AND scheduled_for < $2)
 		SELECT coalesce(extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY lag)), 0) * 1000,
 		       coalesce(extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)), 0) * 1000,
 		       coalesce(avg(early::int), 0) * 100, count(*)

@@ -61,6 +61,7 @@ func MainLeakChecked(m *testing.M, opts ...goleak.Option) {
 // after the tests; it returns m.Run's code.
 func Run(m *testing.M) int {
 	code := m.Run()
+	dropShared()
 	if server != nil {
 		_ = server.Stop()
 	}
@@ -98,6 +99,63 @@ func NewURL(t testing.TB) string {
 		t.Fatalf("dbtest: %v", err)
 	}
 	return url
+}
+
+var (
+	sharedMu  sync.Mutex
+	sharedURL = map[string]string{} // by key
+	sharedDBs []string              // names, to drop when the tests end
+)
+
+// SharedURL returns a migrated database made once per process for key,
+// after fill ran on it, and dropped when the tests end (Run): for
+// benchmarks whose set-up takes minutes, so that their runs (-count)
+// share it. Callers of one key must not depend on each other's changes.
+func SharedURL(t testing.TB, key string, fill func(url string)) string {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if url, ok := sharedURL[key]; ok {
+		return url
+	}
+	admin := AdminURL(t)
+	name := "ax_test_shared_" + randomHex(6)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	withConn(t, ctx, admin, func(conn *pgx.Conn) error {
+		return db.CreateDatabaseIfMissing(ctx, conn, name, template)
+	})
+	sharedDBs = append(sharedDBs, name)
+	url, err := db.WithDatabase(admin, name)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	fill(url)
+	sharedURL[key] = url
+	return url
+}
+
+// dropShared drops the databases SharedURL made.
+func dropShared() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if len(sharedDBs) == 0 || server == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, server.URL)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dbtest: dropping shared databases: %v\n", err)
+		return
+	}
+	defer conn.Close(ctx)
+	for _, name := range sharedDBs {
+		if err := dropDatabase(ctx, conn, name); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: dropping %s: %v\n", name, err)
+		}
+	}
+	sharedDBs = nil
 }
 
 // New returns a pool on a fresh migrated database for t.

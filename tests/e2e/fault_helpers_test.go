@@ -166,7 +166,7 @@ func tasksOf(t *testing.T, pool *pgxpool.Pool, execID string) []taskRow {
 	rows, err := pool.Query(context.Background(), `
 		SELECT id::text, state::text, coalesce(agent_id::text, ''), coalesce(lease_token::text, ''),
 		       coalesce(result::text, ''), coalesce(error, ''), attempt, updated_at
-		FROM ax.task WHERE execution_id = $1 ORDER BY shard_index`, execID)
+		FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index`, execID)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []taskRow

@@ -21,7 +21,7 @@ func everySecond(name string) map[string]any {
 func executionsOf(t *testing.T, pool *pgxpool.Pool, jobID string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM ax.execution WHERE job_id = $1`, jobID).Scan(&n))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, jobID).Scan(&n))
 	return n
 }
 
@@ -33,7 +33,7 @@ func requireFiresOnTime(t *testing.T, pool *pgxpool.Pool, jobID string, n int) {
 		time.Duration(n+3)*time.Second, 50*time.Millisecond, "job %s fires %d times", jobID, n)
 	var late float64
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT coalesce(max(extract(epoch FROM fired_at - scheduled_for)), 0)::float8
-		FROM ax.execution WHERE job_id = $1`, jobID).Scan(&late))
+		FROM ax.all_executions WHERE job_id = $1`, jobID).Scan(&late))
 	require.Less(t, late, 1.0, "fires of job %s are late", jobID)
 }
 
@@ -51,8 +51,8 @@ func TestFullInt64ShardRangeFiresBesideHealthyJob(t *testing.T) {
 
 	requireFiresOnTime(t, pool, healthy, 3)
 	requireFiresOnTime(t, pool, wideID, 2)
-	rows, err := pool.Query(context.Background(), `SELECT t.shard_param FROM ax.task t
-		WHERE t.execution_id = (SELECT id FROM ax.execution WHERE job_id = $1 ORDER BY scheduled_for LIMIT 1) ORDER BY t.shard_index`, wideID)
+	rows, err := pool.Query(context.Background(), `SELECT t.shard_param FROM ax.all_tasks t
+		WHERE t.execution_id = (SELECT id FROM ax.all_executions WHERE job_id = $1 ORDER BY scheduled_for LIMIT 1) ORDER BY t.shard_index`, wideID)
 	require.NoError(t, err)
 	var params []string
 	for rows.Next() {

@@ -54,7 +54,7 @@ func TestPostgresRestartDuringRun(t *testing.T) {
 		defer cancel()
 		err := pool.QueryRow(ctx, `SELECT coalesce(min(n), 0) FROM (
 			SELECT count(e.id) AS n FROM ax.job j
-			LEFT JOIN ax.execution e ON e.job_id = j.id AND e.state = 'succeeded' AND e.scheduled_for > $1
+			LEFT JOIN ax.all_executions e ON e.job_id = j.id AND e.state = 'succeeded' AND e.scheduled_for > $1
 			GROUP BY j.id) per_job`, since).Scan(&n)
 		if err != nil {
 			return 0 // the database is away
@@ -90,7 +90,7 @@ func TestPostgresRestartDuringRun(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var unfinished int
 		err := pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM ax.execution WHERE state IN ('pending', 'running')`).Scan(&unfinished)
+			`SELECT count(*) FROM ax.all_executions WHERE state IN ('pending', 'running')`).Scan(&unfinished)
 		return err == nil && unfinished == 0
 	}, 40*time.Second, 100*time.Millisecond, "every execution ends")
 
@@ -113,14 +113,14 @@ func requireNothingLost(t *testing.T, pool *pgxpool.Pool, down, up time.Time) {
 	require.NoError(t, pool.QueryRow(ctx, `
 		SELECT count(*), count(*) FILTER (WHERE state = 'succeeded'),
 		       count(DISTINCT (job_id, scheduled_for)), count(*) FILTER (WHERE cause = 'catch_up')
-		FROM ax.execution`).Scan(&total, &succeeded, &distinctTicks, &catchUps))
+		FROM ax.all_executions`).Scan(&total, &succeeded, &distinctTicks, &catchUps))
 	t.Logf("%d executions, %d catch-up fires", total, catchUps)
 	require.Equal(t, total, succeeded, "every execution succeeded")
 	require.Equal(t, total, distinctTicks, "no tick fired twice")
 
 	var badTasks int
 	require.NoError(t, pool.QueryRow(ctx, `
-		SELECT count(*) FROM ax.task t
+		SELECT count(*) FROM ax.all_tasks t
 		WHERE t.state <> 'succeeded'
 		   OR (SELECT count(*) FROM ax.task_event e WHERE e.task_id = t.id AND e.kind = 'state'
 		       AND e.state IN ('succeeded', 'failed', 'cancelled', 'timed_out')) <> 1`).Scan(&badTasks))
@@ -131,12 +131,12 @@ func requireNothingLost(t *testing.T, pool *pgxpool.Pool, down, up time.Time) {
 	rows, err := pool.Query(ctx, `
 		WITH span AS (
 		    SELECT job_id, min(scheduled_for) AS first, max(scheduled_for) AS last
-		    FROM ax.execution GROUP BY job_id
+		    FROM ax.all_executions GROUP BY job_id
 		), tick AS (
 		    SELECT s.job_id, g.at FROM span s, generate_series(s.first, s.last, interval '1 second') g(at)
 		)
 		SELECT t.job_id::text, t.at,
-		       (SELECT count(*) FROM ax.execution e WHERE e.job_id = t.job_id AND e.scheduled_for = t.at),
+		       (SELECT count(*) FROM ax.all_executions e WHERE e.job_id = t.job_id AND e.scheduled_for = t.at),
 		       (SELECT count(*) FROM ax.skipped_fire k, generate_series(k.first_tick, k.last_tick, interval '1 second') g(at)
 		        WHERE k.job_id = t.job_id AND g.at = t.at)
 		FROM tick t ORDER BY t.job_id, t.at`)
@@ -154,7 +154,7 @@ func requireNothingLost(t *testing.T, pool *pgxpool.Pool, down, up time.Time) {
 	}
 	require.NoError(t, rows.Err())
 	var spanning int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT job_id FROM ax.execution GROUP BY job_id
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT job_id FROM ax.all_executions GROUP BY job_id
 		HAVING min(scheduled_for) < $1 AND max(scheduled_for) > $2) j`, down, up).Scan(&spanning))
 	require.Equal(t, 2, spanning, "the fires of both jobs span the outage")
 	t.Logf("%d ticks accounted for, %d of them skipped as missed during the outage", ticks, skipped)

@@ -74,7 +74,7 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), `
 		SELECT count(*), count(DISTINCT (job_id, scheduled_for)), count(*) FILTER (WHERE misfired),
 		       count(DISTINCT job_id)
-		FROM ax.execution WHERE scheduled_for BETWEEN $1 AND $2`, start, end).
+		FROM ax.all_executions WHERE scheduled_for BETWEEN $1 AND $2`, start, end).
 		Scan(&total, &distinct, &misfired, &jobsSeen))
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM ax.skipped_fire`).Scan(&skipped))
 	require.Equal(t, jobs, jobsSeen)
@@ -86,7 +86,7 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 	var lagP99 float64
 	require.NoError(t, pool.QueryRow(context.Background(), `
 		SELECT extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY fired_at - scheduled_for))
-		FROM ax.execution WHERE scheduled_for BETWEEN $1 AND $2`, start, end).Scan(&lagP99))
+		FROM ax.all_executions WHERE scheduled_for BETWEEN $1 AND $2`, start, end).Scan(&lagP99))
 	t.Logf("%d replicas, %d jobs x %d s: %d executions, fire lag p99 %.1f ms (race-instrumented binaries)",
 		3, jobs, seconds, total, lagP99*1000)
 }

@@ -123,7 +123,7 @@ func routesOf(t *testing.T, pool *pgxpool.Pool, execIDs []string) []route {
 	for i, id := range execIDs {
 		require.NoError(t, pool.QueryRow(context.Background(), `
 			SELECT coalesce(preferred_agent_id::text, ''), coalesce(fallback_agent_id::text, ''), route_key
-			FROM ax.task WHERE execution_id = $1`, id).Scan(&out[i].Preferred, &out[i].Fallback, &out[i].Key))
+			FROM ax.all_tasks WHERE execution_id = $1`, id).Scan(&out[i].Preferred, &out[i].Fallback, &out[i].Key))
 	}
 	return out
 }

@@ -279,10 +279,10 @@ LEFT JOIN LATERAL (
       AND e.at > now() - make_interval(secs => $1::double precision)
 ) s ON true
 LEFT JOIN LATERAL (
-    SELECT avg(extract(epoch FROM t.finished_at - t.leased_at)) AS avg_seconds
-    FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code FROM ax.task t
-          WHERE t.agent_id = a.id AND t.state = 'succeeded' AND t.finished_at IS NOT NULL
-          ORDER BY t.finished_at DESC LIMIT 50) t
+    SELECT avg(e.duration_ms) / 1000.0 AS avg_seconds
+    FROM (SELECT e.duration_ms FROM ax.task_event e
+          WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded' AND e.duration_ms IS NOT NULL
+          ORDER BY e.at DESC LIMIT 50) e
 ) d ON true
 ORDER BY a.name, a.id
 `
@@ -383,15 +383,13 @@ func (q *Queries) AgentList(ctx context.Context, db DBTX, windowSeconds float64)
 const agentListCandidates = `-- name: AgentListCandidates :many
 SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.load,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
-       coalesce((SELECT avg(extract(epoch FROM t.finished_at - t.leased_at))
-                 FROM (SELECT e.task_id FROM ax.task_event e
+       coalesce((SELECT avg(r.duration_ms) / 1000.0
+                 FROM (SELECT e.duration_ms FROM ax.task_event e
                        WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded'
                          AND e.at > coalesce($1::timestamptz, now())
                                     - make_interval(secs => $2::double precision)
                        ORDER BY e.at DESC
-                       LIMIT $3::integer) r
-                 JOIN ax.task t ON t.id = r.task_id
-                 WHERE t.finished_at IS NOT NULL), 0)::double precision AS avg_seconds
+                       LIMIT $3::integer) r), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
   AND a.last_heartbeat_at > coalesce($1::timestamptz, now()) - make_interval(secs => $4::double precision)
@@ -424,9 +422,10 @@ type AgentListCandidatesRow struct {
 // labels, executors, load, weight and average task duration: the mean of
 // their last @duration_sample successes within @duration_window_seconds
 // (read newest first through task_event_agent_idx, so the cost per agent
-// is bounded however busy the window was), each from lease to result:
-// started_at waits for the first heartbeat, so it would miss up to an
-// interval of every task, all of a short one.
+// is bounded however busy the window was), each from lease to result as
+// the success's event recorded it (duration_ms; started_at waits for the
+// first heartbeat, so it would miss up to an interval of every task, all
+// of a short one). Events only: the tasks themselves may be in history.
 func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, arg AgentListCandidatesParams) ([]AgentListCandidatesRow, error) {
 	rows, err := db.Query(ctx, agentListCandidates,
 		arg.Now,

@@ -47,10 +47,10 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(s.secret, '')::text AS secret,
        coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret,
        coalesce((SELECT jsonb_object_agg(n.state, n.n)
-                 FROM (SELECT t.state::text AS state, count(*) AS n FROM ax.task t
+                 FROM (SELECT t.state::text AS state, count(*) AS n FROM ax.all_tasks t
                        WHERE t.execution_id = c.execution_id GROUP BY t.state) n), '{}')::jsonb AS shard_counts,
        coalesce((SELECT jsonb_object_agg(n.error_code, n.n)
-                 FROM (SELECT t.error_code, count(*) AS n FROM ax.task t
+                 FROM (SELECT t.error_code, count(*) AS n FROM ax.all_tasks t
                        WHERE t.execution_id = c.execution_id AND t.error_code IS NOT NULL AND t.state <> 'succeeded'
                        GROUP BY t.error_code) n), '{}')::jsonb AS shard_error_codes,
        coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
@@ -59,10 +59,10 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
                      ORDER BY t.shard_index)
-                 FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code FROM ax.task t WHERE t.execution_id = c.execution_id
+                 FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
                        ORDER BY t.shard_index LIMIT $1::integer) t), '[]')::jsonb AS shards
 FROM ax.callback c
-JOIN ax.execution e ON e.id = c.execution_id
+JOIN ax.all_executions e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id
 LEFT JOIN ax.job_secret s ON s.job_id = c.job_id
 WHERE c.execution_id = $2
@@ -214,7 +214,7 @@ func (q *Queries) CallbackRecordAttempt(ctx context.Context, db DBTX, arg Callba
 const callbackRedeliver = `-- name: CallbackRedeliver :one
 INSERT INTO ax.callback AS c (execution_id, job_id, enqueued_at)
 SELECT e.id, e.job_id, now()
-FROM ax.execution e
+FROM ax.all_executions e
 JOIN ax.job j ON j.id = e.job_id
 WHERE e.id = $1 AND e.state NOT IN ('pending', 'running') AND j.callback_url IS NOT NULL
 ON CONFLICT (execution_id) DO UPDATE

@@ -167,12 +167,13 @@ func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds [
 }
 
 const executionGetByID = `-- name: ExecutionGetByID :one
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent FROM ax.execution WHERE id = $1
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until FROM ax.all_executions WHERE id = $1
 `
 
-func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxExecution, error) {
+// ExecutionGetByID reads a run in flight or in history.
+func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAllExecution, error) {
 	row := db.QueryRow(ctx, executionGetByID, id)
-	var i AxExecution
+	var i AxAllExecution
 	err := row.Scan(
 		&i.ID,
 		&i.JobID,
@@ -192,12 +193,13 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.UpdatedAt,
 		&i.Error,
 		&i.Traceparent,
+		&i.RetainUntil,
 	)
 	return i, err
 }
 
 const executionGroupByID = `-- name: ExecutionGroupByID :one
-SELECT j.group_name FROM ax.execution e JOIN ax.job j ON j.id = e.job_id WHERE e.id = $1
+SELECT j.group_name FROM ax.all_executions e JOIN ax.job j ON j.id = e.job_id WHERE e.id = $1
 `
 
 // ExecutionGroupByID returns the group of an execution's job: what a key
@@ -243,6 +245,9 @@ FROM (
            unnest($9::text[]) AS traceparent
 ) e
 JOIN ax.job j ON j.id = e.job_id
+WHERE e.cause NOT IN ('schedule', 'catch_up')
+   OR NOT EXISTS (SELECT 1 FROM ax.trigger t
+                  WHERE t.job_id = e.job_id AND t.last_scheduled_for >= e.scheduled_for)
 ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
 RETURNING id, job_id, scheduled_for, fired_at, shard_count
 )
@@ -282,6 +287,10 @@ type ExecutionInsertManyRow struct {
 // whatever races. Returns the executions actually inserted.
 // The rows come back with what rendering a shard generator needs
 // (db.ShardGenerator).
+// A tick at or before the trigger's last fired tick fired already, even
+// when its run has moved to history or been removed by retention: every
+// scheduled fire holds the trigger row (TriggerClaimDue), so this check
+// and the unique index on the runs in flight make a tick fire once.
 func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg ExecutionInsertManyParams) ([]ExecutionInsertManyRow, error) {
 	rows, err := db.Query(ctx, executionInsertMany,
 		arg.Ids,
@@ -322,7 +331,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent FROM ax.execution
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until FROM ax.all_executions
 WHERE ($1::uuid IS NULL OR job_id = $1::uuid)
   AND ($2::text IS NULL OR state = $2::ax.execution_state)
   AND ($3::timestamptz IS NULL OR scheduled_for >= $3::timestamptz)
@@ -347,7 +356,7 @@ type ExecutionListParams struct {
 // ExecutionList pages newest first (ids are UUIDv7); @before is the last
 // id of the previous page. Times filter on scheduled_for; @groups, when
 // set, keeps runs of jobs of those groups only.
-func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListParams) ([]AxExecution, error) {
+func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListParams) ([]AxAllExecution, error) {
 	rows, err := db.Query(ctx, executionList,
 		arg.JobID,
 		arg.State,
@@ -361,9 +370,9 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AxExecution
+	var items []AxAllExecution
 	for rows.Next() {
-		var i AxExecution
+		var i AxAllExecution
 		if err := rows.Scan(
 			&i.ID,
 			&i.JobID,
@@ -383,6 +392,7 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 			&i.UpdatedAt,
 			&i.Error,
 			&i.Traceparent,
+			&i.RetainUntil,
 		); err != nil {
 			return nil, err
 		}

@@ -13,9 +13,15 @@ import (
 )
 
 const jobDelete = `-- name: JobDelete :execrows
-DELETE FROM ax.job WHERE id = $1
+WITH tasks AS (
+    DELETE FROM ax.task t WHERE t.job_id = $1::uuid
+)
+DELETE FROM ax.job j WHERE j.id = $1::uuid
 `
 
+// JobDelete deletes a job with its trigger and runs in flight (foreign
+// keys cascade to executions); their tasks have no key to cascade by (see
+// migration 00024) and go here. Its history stays until retention ends.
 func (q *Queries) JobDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
 	result, err := db.Exec(ctx, jobDelete, id)
 	if err != nil {
@@ -25,8 +31,8 @@ func (q *Queries) JobDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, 
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -85,6 +91,8 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.TimeoutMode,
 		&i.AxJob.ShardGenerator,
 		&i.AxJob.ShardWindowSeconds,
+		&i.AxJob.HistoryRetentionSeconds,
+		&i.AxJob.HistoryFailedRetentionSeconds,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -104,8 +112,8 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -165,6 +173,8 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.TimeoutMode,
 		&i.AxJob.ShardGenerator,
 		&i.AxJob.ShardWindowSeconds,
+		&i.AxJob.HistoryRetentionSeconds,
+		&i.AxJob.HistoryFailedRetentionSeconds,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -205,7 +215,7 @@ INSERT INTO ax.job (
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
-    shard_generator, shard_window_seconds
+    shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
 ) VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9, $10,
@@ -214,48 +224,51 @@ INSERT INTO ax.job (
     $22, $23, $24,
     $25, $26, $27, $28,
     $29, $30, $31, $32, $33, $34,
-    $35, $36
+    $35, $36,
+    $37, $38
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
 `
 
 type JobInsertParams struct {
-	ID                     uuid.UUID
-	Name                   string
-	GroupName              string
-	Owner                  string
-	Description            string
-	TriggerKind            AxTriggerKind
-	CronExpr               *string
-	Timezone               string
-	IntervalSeconds        *int64
-	RunAt                  *time.Time
-	ExecutorKind           AxExecutorKind
-	Executor               []byte
-	TargetLabels           []byte
-	RouteStrategy          AxRouteStrategy
-	RouteKey               string
-	ShardCount             int32
-	ShardParams            []byte
-	ShardRangeFrom         int64
-	ShardRangeTo           int64
-	Priority               int32
-	TimeoutSeconds         int32
-	RetryMaxAttempts       int32
-	RetryBackoffSeconds    int32
-	RetryBackoffMaxSeconds int32
-	ConcurrencyPolicy      AxConcurrencyPolicy
-	MisfirePolicy          AxMisfirePolicy
-	MisfireWindowSeconds   int32
-	MisfireMaxFires        int32
-	RateLimitClass         *string
-	CallbackUrl            *string
-	Params                 []byte
-	DegradeAction          AxDegradeAction
-	Agentless              bool
-	TimeoutMode            AxTimeoutMode
-	ShardGenerator         *string
-	ShardWindowSeconds     *int32
+	ID                            uuid.UUID
+	Name                          string
+	GroupName                     string
+	Owner                         string
+	Description                   string
+	TriggerKind                   AxTriggerKind
+	CronExpr                      *string
+	Timezone                      string
+	IntervalSeconds               *int64
+	RunAt                         *time.Time
+	ExecutorKind                  AxExecutorKind
+	Executor                      []byte
+	TargetLabels                  []byte
+	RouteStrategy                 AxRouteStrategy
+	RouteKey                      string
+	ShardCount                    int32
+	ShardParams                   []byte
+	ShardRangeFrom                int64
+	ShardRangeTo                  int64
+	Priority                      int32
+	TimeoutSeconds                int32
+	RetryMaxAttempts              int32
+	RetryBackoffSeconds           int32
+	RetryBackoffMaxSeconds        int32
+	ConcurrencyPolicy             AxConcurrencyPolicy
+	MisfirePolicy                 AxMisfirePolicy
+	MisfireWindowSeconds          int32
+	MisfireMaxFires               int32
+	RateLimitClass                *string
+	CallbackUrl                   *string
+	Params                        []byte
+	DegradeAction                 AxDegradeAction
+	Agentless                     bool
+	TimeoutMode                   AxTimeoutMode
+	ShardGenerator                *string
+	ShardWindowSeconds            *int32
+	HistoryRetentionSeconds       *int32
+	HistoryFailedRetentionSeconds *int32
 }
 
 func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (AxJob, error) {
@@ -296,6 +309,8 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		arg.TimeoutMode,
 		arg.ShardGenerator,
 		arg.ShardWindowSeconds,
+		arg.HistoryRetentionSeconds,
+		arg.HistoryFailedRetentionSeconds,
 	)
 	var i AxJob
 	err := row.Scan(
@@ -337,13 +352,15 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.TimeoutMode,
 		&i.ShardGenerator,
 		&i.ShardWindowSeconds,
+		&i.HistoryRetentionSeconds,
+		&i.HistoryFailedRetentionSeconds,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
-       coalesce((SELECT e.state::text FROM ax.execution e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
@@ -433,6 +450,8 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.TimeoutMode,
 			&i.AxJob.ShardGenerator,
 			&i.AxJob.ShardWindowSeconds,
+			&i.AxJob.HistoryRetentionSeconds,
+			&i.AxJob.HistoryFailedRetentionSeconds,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -463,14 +482,14 @@ SELECT j.name, j.group_name, j.owner,
        r.finished::bigint AS finished, r.failed::bigint AS failed,
        (SELECT count(*) FROM (
             SELECT e.state, bool_and(e.state IN ('failed', 'timed_out')) OVER (ORDER BY e.finished_at DESC) AS streak
-            FROM ax.execution e
+            FROM ax.all_executions e
             WHERE e.job_id = j.id AND e.finished_at IS NOT NULL
             ORDER BY e.finished_at DESC LIMIT 20) s
         WHERE s.streak)::bigint AS consecutive_failures
 FROM ax.job j
 JOIN LATERAL (
     SELECT count(*) AS finished, count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed
-    FROM ax.execution e
+    FROM ax.all_executions e
     WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => $1::double precision)
 ) r ON r.failed > 0
 `
@@ -579,48 +598,52 @@ UPDATE ax.job SET
     rate_limit_class = $28, callback_url = $29,
     params = $30, degrade_action = $31, agentless = $32, timeout_mode = $33,
     shard_generator = $34, shard_window_seconds = $35,
+    history_retention_seconds = $36,
+    history_failed_retention_seconds = $37,
     updated_at = now()
-WHERE id = $36
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds
+WHERE id = $38
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
 `
 
 type JobUpdateParams struct {
-	Name                   string
-	GroupName              string
-	Owner                  string
-	Description            string
-	TriggerKind            AxTriggerKind
-	CronExpr               *string
-	Timezone               string
-	IntervalSeconds        *int64
-	RunAt                  *time.Time
-	ExecutorKind           AxExecutorKind
-	Executor               []byte
-	TargetLabels           []byte
-	RouteStrategy          AxRouteStrategy
-	RouteKey               string
-	ShardCount             int32
-	ShardParams            []byte
-	ShardRangeFrom         int64
-	ShardRangeTo           int64
-	Priority               int32
-	TimeoutSeconds         int32
-	RetryMaxAttempts       int32
-	RetryBackoffSeconds    int32
-	RetryBackoffMaxSeconds int32
-	ConcurrencyPolicy      AxConcurrencyPolicy
-	MisfirePolicy          AxMisfirePolicy
-	MisfireWindowSeconds   int32
-	MisfireMaxFires        int32
-	RateLimitClass         *string
-	CallbackUrl            *string
-	Params                 []byte
-	DegradeAction          AxDegradeAction
-	Agentless              bool
-	TimeoutMode            AxTimeoutMode
-	ShardGenerator         *string
-	ShardWindowSeconds     *int32
-	ID                     uuid.UUID
+	Name                          string
+	GroupName                     string
+	Owner                         string
+	Description                   string
+	TriggerKind                   AxTriggerKind
+	CronExpr                      *string
+	Timezone                      string
+	IntervalSeconds               *int64
+	RunAt                         *time.Time
+	ExecutorKind                  AxExecutorKind
+	Executor                      []byte
+	TargetLabels                  []byte
+	RouteStrategy                 AxRouteStrategy
+	RouteKey                      string
+	ShardCount                    int32
+	ShardParams                   []byte
+	ShardRangeFrom                int64
+	ShardRangeTo                  int64
+	Priority                      int32
+	TimeoutSeconds                int32
+	RetryMaxAttempts              int32
+	RetryBackoffSeconds           int32
+	RetryBackoffMaxSeconds        int32
+	ConcurrencyPolicy             AxConcurrencyPolicy
+	MisfirePolicy                 AxMisfirePolicy
+	MisfireWindowSeconds          int32
+	MisfireMaxFires               int32
+	RateLimitClass                *string
+	CallbackUrl                   *string
+	Params                        []byte
+	DegradeAction                 AxDegradeAction
+	Agentless                     bool
+	TimeoutMode                   AxTimeoutMode
+	ShardGenerator                *string
+	ShardWindowSeconds            *int32
+	HistoryRetentionSeconds       *int32
+	HistoryFailedRetentionSeconds *int32
+	ID                            uuid.UUID
 }
 
 func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (AxJob, error) {
@@ -660,6 +683,8 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		arg.TimeoutMode,
 		arg.ShardGenerator,
 		arg.ShardWindowSeconds,
+		arg.HistoryRetentionSeconds,
+		arg.HistoryFailedRetentionSeconds,
 		arg.ID,
 	)
 	var i AxJob
@@ -702,6 +727,8 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.TimeoutMode,
 		&i.ShardGenerator,
 		&i.ShardWindowSeconds,
+		&i.HistoryRetentionSeconds,
+		&i.HistoryFailedRetentionSeconds,
 	)
 	return i, err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type AxAgentState string
@@ -1058,6 +1059,64 @@ type AxAgent struct {
 	HostIp          *netip.Addr
 }
 
+type AxAllExecution struct {
+	ID                uuid.UUID
+	JobID             uuid.UUID
+	Cause             AxExecutionCause
+	ScheduledFor      time.Time
+	FiredAt           time.Time
+	Misfired          bool
+	State             AxExecutionState
+	Params            []byte
+	ShardCount        int32
+	Priority          int32
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	CancelReason      *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	Error             *string
+	Traceparent       *string
+	RetainUntil       *time.Time
+}
+
+type AxAllTask struct {
+	ID                uuid.UUID
+	ExecutionID       uuid.UUID
+	JobID             uuid.UUID
+	ShardIndex        int32
+	ShardTotal        int32
+	ShardParam        string
+	State             AxTaskState
+	Priority          int32
+	Attempt           int32
+	MaxAttempts       int32
+	TimeoutSeconds    int32
+	NotBefore         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Result            []byte
+	Error             *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	AgentID           *uuid.UUID
+	LeaseToken        *uuid.UUID
+	LeaseExpiresAt    *time.Time
+	LeasedAt          *time.Time
+	PreferredAgentID  *uuid.UUID
+	FallbackAgentID   *uuid.UUID
+	Pinned            bool
+	RouteKey          string
+	RateClass         *string
+	Agentless         bool
+	LogBytes          int64
+	LostLeases        int32
+	ErrorCode         *string
+	RetainUntil       *time.Time
+}
+
 type AxApiKey struct {
 	ID         uuid.UUID
 	Name       string
@@ -1157,10 +1216,52 @@ type AxExecution struct {
 	Traceparent       *string
 }
 
+type AxExecutionHistory struct {
+	ID                uuid.UUID
+	JobID             uuid.UUID
+	Cause             AxExecutionCause
+	ScheduledFor      time.Time
+	FiredAt           time.Time
+	Misfired          bool
+	State             AxExecutionState
+	Params            []byte
+	ShardCount        int32
+	Priority          int32
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	CancelReason      *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	Error             *string
+	Traceparent       *string
+	RetainUntil       time.Time
+}
+
 type AxExecutionsByState struct {
 	State AxExecutionState
 	Today int64
 	Total int64
+}
+
+type AxHistoryDrop struct {
+	ID        int64
+	TableName string
+	RangeFrom time.Time
+	RangeTo   time.Time
+	RowCount  int64
+	MinID     *uuid.UUID
+	MaxID     *uuid.UUID
+	DroppedAt time.Time
+}
+
+type AxHistorySetting struct {
+	Singleton         bool
+	FinishedRetention pgtype.Interval
+	FailedRetention   pgtype.Interval
+	PartitionWidth    pgtype.Interval
+	MadeUntil         time.Time
+	UpdatedAt         time.Time
 }
 
 type AxHttpTaskSlot struct {
@@ -1186,44 +1287,46 @@ type AxIdempotencyKey struct {
 }
 
 type AxJob struct {
-	ID                     uuid.UUID
-	Name                   string
-	GroupName              string
-	Owner                  string
-	Description            string
-	TriggerKind            AxTriggerKind
-	CronExpr               *string
-	Timezone               string
-	IntervalSeconds        *int64
-	RunAt                  *time.Time
-	ExecutorKind           AxExecutorKind
-	Executor               []byte
-	TargetLabels           []byte
-	RouteStrategy          AxRouteStrategy
-	RouteKey               string
-	ShardCount             int32
-	ShardParams            []byte
-	Priority               int32
-	TimeoutSeconds         int32
-	RetryMaxAttempts       int32
-	RetryBackoffSeconds    int32
-	RetryBackoffMaxSeconds int32
-	ConcurrencyPolicy      AxConcurrencyPolicy
-	MisfirePolicy          AxMisfirePolicy
-	MisfireWindowSeconds   int32
-	MisfireMaxFires        int32
-	RateLimitClass         *string
-	CallbackUrl            *string
-	Params                 []byte
-	CreatedAt              time.Time
-	UpdatedAt              time.Time
-	ShardRangeFrom         int64
-	ShardRangeTo           int64
-	DegradeAction          AxDegradeAction
-	Agentless              bool
-	TimeoutMode            AxTimeoutMode
-	ShardGenerator         *string
-	ShardWindowSeconds     *int32
+	ID                            uuid.UUID
+	Name                          string
+	GroupName                     string
+	Owner                         string
+	Description                   string
+	TriggerKind                   AxTriggerKind
+	CronExpr                      *string
+	Timezone                      string
+	IntervalSeconds               *int64
+	RunAt                         *time.Time
+	ExecutorKind                  AxExecutorKind
+	Executor                      []byte
+	TargetLabels                  []byte
+	RouteStrategy                 AxRouteStrategy
+	RouteKey                      string
+	ShardCount                    int32
+	ShardParams                   []byte
+	Priority                      int32
+	TimeoutSeconds                int32
+	RetryMaxAttempts              int32
+	RetryBackoffSeconds           int32
+	RetryBackoffMaxSeconds        int32
+	ConcurrencyPolicy             AxConcurrencyPolicy
+	MisfirePolicy                 AxMisfirePolicy
+	MisfireWindowSeconds          int32
+	MisfireMaxFires               int32
+	RateLimitClass                *string
+	CallbackUrl                   *string
+	Params                        []byte
+	CreatedAt                     time.Time
+	UpdatedAt                     time.Time
+	ShardRangeFrom                int64
+	ShardRangeTo                  int64
+	DegradeAction                 AxDegradeAction
+	Agentless                     bool
+	TimeoutMode                   AxTimeoutMode
+	ShardGenerator                *string
+	ShardWindowSeconds            *int32
+	HistoryRetentionSeconds       *int32
+	HistoryFailedRetentionSeconds *int32
 }
 
 type AxJobSecret struct {
@@ -1365,6 +1468,43 @@ type AxTaskEvent struct {
 	WorkerHost  *string
 	WorkerIp    *netip.Addr
 	ErrorCode   *string
+	DurationMs  *int64
+}
+
+type AxTaskHistory struct {
+	ID                uuid.UUID
+	ExecutionID       uuid.UUID
+	JobID             uuid.UUID
+	ShardIndex        int32
+	ShardTotal        int32
+	ShardParam        string
+	State             AxTaskState
+	Priority          int32
+	Attempt           int32
+	MaxAttempts       int32
+	TimeoutSeconds    int32
+	NotBefore         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequestedAt *time.Time
+	Result            []byte
+	Error             *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	AgentID           *uuid.UUID
+	LeaseToken        *uuid.UUID
+	LeaseExpiresAt    *time.Time
+	LeasedAt          *time.Time
+	PreferredAgentID  *uuid.UUID
+	FallbackAgentID   *uuid.UUID
+	Pinned            bool
+	RouteKey          string
+	RateClass         *string
+	Agentless         bool
+	LogBytes          int64
+	LostLeases        int32
+	ErrorCode         *string
+	RetainUntil       time.Time
 }
 
 type AxTasksWithoutAgent struct {

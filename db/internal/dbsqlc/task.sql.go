@@ -51,9 +51,14 @@ func (q *Queries) TaskCancelAgentless(ctx context.Context, db DBTX) ([]uuid.UUID
 }
 
 const taskCheckToken = `-- name: TaskCheckToken :one
-SELECT t.agentless, coalesce(t.lease_token = $1::uuid, false)::boolean AS current
-FROM ax.task t
-WHERE t.id = $2
+(SELECT t.agentless, coalesce(t.lease_token = $1::uuid, false)::boolean AS current
+ FROM ax.task t
+ WHERE t.id = $2)
+UNION ALL
+(SELECT h.agentless, false
+ FROM ax.task_history h
+ WHERE h.id = $2)
+LIMIT 1
 `
 
 type TaskCheckTokenParams struct {
@@ -68,7 +73,8 @@ type TaskCheckTokenRow struct {
 
 // TaskCheckToken says whether a task is agentless and whether token is
 // its current completion token: the check before a posted result's body is
-// read. A primary-key read.
+// read. A primary-key read of the tasks in flight; history (a task that
+// ended: its token is stale) is read only when that finds nothing.
 func (q *Queries) TaskCheckToken(ctx context.Context, db DBTX, arg TaskCheckTokenParams) (TaskCheckTokenRow, error) {
 	row := db.QueryRow(ctx, taskCheckToken, arg.Token, arg.ID)
 	var i TaskCheckTokenRow
@@ -129,15 +135,17 @@ WITH input AS (
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode
+              t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode, t.leased_at
 ), events AS (
-    -- The attempt's own outcome (with the host that reported it), then
-    -- (for a retry) the new pending attempt.
+    -- The attempt's own outcome (with the host that reported it; a
+    -- success with its time from lease to result), then (for a retry) the
+    -- new pending attempt.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
-                               worker_host, worker_ip, error_code)
+                               worker_host, worker_ip, error_code, duration_ms)
     SELECT d.id, d.execution_id, d.shard_index, CASE WHEN d.state = 'pending' THEN d.attempt - 1 ELSE d.attempt END,
            'state'::ax.task_event_kind, d.reported::ax.task_state, d.agent_id, coalesce(d.error, ''),
-           nullif(w.host_name, ''), w.host_ip, d.error_code
+           nullif(w.host_name, ''), w.host_ip, d.error_code,
+           CASE WHEN d.reported = 'succeeded' THEN (extract(epoch FROM now() - d.leased_at) * 1000)::bigint END
     FROM done d
     LEFT JOIN ax.agent w ON w.id = d.agent_id
     UNION ALL
@@ -145,7 +153,7 @@ WITH input AS (
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
            || CASE WHEN reported = 'timed_out' AND timeout_mode = 'adaptive'
                    THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END,
-           NULL, NULL, NULL
+           NULL, NULL, NULL, NULL
     FROM done WHERE state = 'pending'
 )
 SELECT id, execution_id, state, shard_total, coalesce(error_code, '')::text AS error_code FROM done
@@ -319,7 +327,7 @@ SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
                                     / c.rate)
                  FROM ax.rate_class c WHERE c.name = t.rate_class), 0)::double precision AS token_wait_seconds,
        now()::timestamptz AS now
-FROM ax.task t
+FROM ax.all_tasks t
 WHERE t.id = $1
 `
 
@@ -391,23 +399,22 @@ WITH execs AS (
         SELECT count(*)::integer AS samples,
                (percentile_disc(0.95) WITHIN GROUP (ORDER BY d.ms))::bigint AS p95_ms
         FROM (
-            SELECT (extract(epoch FROM t.finished_at - coalesce(t.leased_at, t.started_at)) * 1000)::bigint AS ms
-            FROM (SELECT recent.id
-                  FROM (SELECT e.id, e.state, e.finished_at
-                        FROM ax.execution e
-                        WHERE e.job_id = a.job_id
-                        ORDER BY e.id DESC
-                        LIMIT 1000) recent
-                  WHERE recent.state = 'succeeded' AND recent.finished_at > now() - interval '24 hours'
-                  ORDER BY recent.id DESC
+            -- The job's latest successes within 24 h (in history: a run
+            -- moves there as it ends), and their attempts' times from
+            -- lease to result as their success events recorded them.
+            SELECT t.duration_ms AS ms
+            FROM (SELECT e.id
+                  FROM ax.execution_history e
+                  WHERE e.job_id = a.job_id AND e.state = 'succeeded' AND e.finished_at > now() - interval '24 hours'
+                  ORDER BY e.finished_at DESC
                   LIMIT 100) r
             CROSS JOIN LATERAL (
-                SELECT t.finished_at, t.leased_at, t.started_at
-                FROM ax.task t
-                WHERE t.execution_id = r.id AND t.state = 'succeeded' AND t.finished_at > now() - interval '24 hours'
-                  AND coalesce(t.leased_at, t.started_at) IS NOT NULL
+                SELECT ev.duration_ms, ev.at
+                FROM ax.task_event ev
+                WHERE ev.execution_id = r.id AND ev.kind = 'state' AND ev.state = 'succeeded'
+                  AND ev.duration_ms IS NOT NULL
                 LIMIT 100) t
-            ORDER BY t.finished_at DESC
+            ORDER BY t.at DESC
             LIMIT 100
         ) d
     ) h
@@ -524,10 +531,10 @@ type TaskInsertForExecutionsRow struct {
 // without history. The history is measured here when the job's stored
 // measure (ax.job_timeout_measure) is missing or older than
 // @measure_max_age_seconds, and the new measure stored: at most once a
-// minute a job reads its latest successful runs among its last 1,000
-// runs, at most 100 of them and none older than 24 h (execution_job_idx),
-// and at most 100 succeeded tasks of theirs (task_shard_once): about 500
-// buffer reads, 1 to 3 ms. One fire measures at most @measure_max_jobs
+// minute a job reads its latest successful runs from history, at most
+// 100 and none older than 24 h (each history partition's (job_id,
+// finished_at) index), and the durations their success events recorded
+// (task_event_execution_idx), at most 100. One fire measures at most @measure_max_jobs
 // jobs (never measured first, then the oldest measures), so a burst of
 // adaptive jobs does not hold up a fire; the others use their stored
 // measure (or the ceiling) until a later fire. Fires of fixed jobs read
@@ -1014,18 +1021,18 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code FROM ax.task WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
 `
 
-func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxTask, error) {
+func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxAllTask, error) {
 	rows, err := db.Query(ctx, taskListByExecution, executionID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AxTask
+	var items []AxAllTask
 	for rows.Next() {
-		var i AxTask
+		var i AxAllTask
 		if err := rows.Scan(
 			&i.ID,
 			&i.ExecutionID,
@@ -1059,6 +1066,7 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.LogBytes,
 			&i.LostLeases,
 			&i.ErrorCode,
+			&i.RetainUntil,
 		); err != nil {
 			return nil, err
 		}

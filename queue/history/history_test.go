@@ -1,0 +1,230 @@
+package history_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/history"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// env is a fresh database whose history keeps finished runs for minutes,
+// in partitions a minute wide; tests move maintenance's clock instead of
+// waiting.
+type env struct {
+	t       *testing.T
+	pool    *pgxpool.Pool
+	jobs    *queue.JobService
+	execs   *queue.ExecutionService
+	cfg     history.Config
+	dropped *prometheus.CounterVec
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	t.Parallel()
+	pool := dbtest.New(t)
+	e := &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil), execs: queue.NewExecutionService(pool, nil, nil)}
+	e.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dropped"}, []string{"table"})
+	e.cfg = history.Config{Retention: 2 * time.Minute, FailedRetention: 5 * time.Minute, PartitionWidth: time.Minute,
+		Dropped: e.dropped}
+	require.NoError(t, history.Apply(context.Background(), pool, e.cfg))
+	return e
+}
+
+// maintainAt runs maintenance as if the clock read now + d.
+func (e *env) maintainAt(d time.Duration) *history.Report {
+	e.t.Helper()
+	now, err := db.Now(context.Background(), e.pool)
+	require.NoError(e.t, err)
+	cfg := e.cfg
+	cfg.Now = func() time.Time { return now.Add(d) }
+	rep, err := history.Maintain(context.Background(), e.pool, cfg)
+	require.NoError(e.t, err)
+	return rep
+}
+
+func (e *env) job(mutate func(*db.Job)) *db.Job {
+	e.t.Helper()
+	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
+		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
+		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once",
+		MisfireWindowSeconds: 3600, MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
+	if mutate != nil {
+		mutate(j)
+	}
+	created, err := e.jobs.Create(context.Background(), j)
+	require.NoError(e.t, err)
+	return created
+}
+
+func (e *env) trigger(jobID uuid.UUID) uuid.UUID {
+	e.t.Helper()
+	exec, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: jobID})
+	require.NoError(e.t, err)
+	return exec.ID
+}
+
+// end ends a run's tasks and then the run in state.
+func (e *env) end(id uuid.UUID, state string) {
+	e.t.Helper()
+	_, err := e.pool.Exec(context.Background(),
+		`UPDATE ax.task SET state = $2::ax.task_state, finished_at = now() WHERE execution_id = $1`, id, state)
+	require.NoError(e.t, err)
+	_, err = e.pool.Exec(context.Background(),
+		`UPDATE ax.execution SET state = $2::ax.execution_state, finished_at = now() WHERE id = $1`, id, state)
+	require.NoError(e.t, err)
+}
+
+// where says where a run is: live, history or gone.
+func (e *env) where(id uuid.UUID) string {
+	e.t.Helper()
+	var live, kept, tasks int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(), `
+		SELECT (SELECT count(*) FROM ax.execution WHERE id = $1),
+		       (SELECT count(*) FROM ax.execution_history WHERE id = $1),
+		       (SELECT count(*) FROM ax.all_tasks WHERE execution_id = $1)`, id).Scan(&live, &kept, &tasks))
+	switch {
+	case live == 1 && tasks == 1:
+		return "live"
+	case kept == 1 && tasks == 1:
+		return "history"
+	case live+kept+tasks == 0:
+		return "gone"
+	}
+	return "broken"
+}
+
+func TestEndedRunsMoveAndPassedPartitionsAreDropped(t *testing.T) {
+	e := setup(t)
+	job := e.job(nil)
+	succeeded, failed, unfinished := e.trigger(job.ID), e.trigger(job.ID), e.trigger(job.ID)
+	e.end(succeeded, "succeeded")
+	e.end(failed, "failed")
+	require.Equal(t, "history", e.where(succeeded))
+	require.Equal(t, "history", e.where(failed))
+	require.Equal(t, "live", e.where(unfinished))
+
+	var keptFor time.Duration
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT extract(epoch FROM retain_until - finished_at)::bigint * interval '1 second' FROM ax.execution_history WHERE id = $1`,
+		failed).Scan(&keptFor))
+	require.Equal(t, 5*time.Minute, keptFor.Round(time.Second), "failed runs keep the failed retention")
+
+	// Three minutes on: the succeeded run's partition has passed, not the
+	// failed one's; the run in flight stays whatever its age.
+	rep := e.maintainAt(3*time.Minute + e.cfg.PartitionWidth)
+	require.Equal(t, int64(1), rep.Dropped["execution_history"])
+	require.Equal(t, int64(1), rep.Dropped["task_history"])
+	require.Equal(t, "gone", e.where(succeeded))
+	require.Equal(t, "history", e.where(failed))
+	require.Equal(t, "live", e.where(unfinished))
+	var counted dto.Metric
+	require.NoError(t, e.dropped.WithLabelValues("execution_history").Write(&counted))
+	require.Equal(t, float64(1), counted.GetCounter().GetValue())
+
+	var drops int
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM ax.history_drop WHERE row_count = 1`).Scan(&drops))
+	require.Equal(t, 2, drops, "each dropped partition is recorded with its rows")
+
+	rep = e.maintainAt(6*time.Minute + e.cfg.PartitionWidth)
+	require.Equal(t, int64(1), rep.Dropped["execution_history"])
+	require.Equal(t, "gone", e.where(failed))
+	require.Equal(t, "live", e.where(unfinished))
+}
+
+func TestJobRetentionOverridesTheServers(t *testing.T) {
+	e := setup(t)
+	short := e.job(nil)
+	_, err := e.pool.Exec(context.Background(),
+		`UPDATE ax.job SET history_retention_seconds = 60, history_failed_retention_seconds = 60 WHERE id = $1`, short.ID)
+	require.NoError(t, err)
+	other := e.job(nil)
+	a, b := e.trigger(short.ID), e.trigger(other.ID)
+	e.end(a, "failed")
+	e.end(b, "succeeded")
+	e.maintainAt(time.Minute + e.cfg.PartitionWidth + time.Second)
+	require.Equal(t, "gone", e.where(a))
+	require.Equal(t, "history", e.where(b))
+}
+
+func TestADropWaitingForItsLockGivesUpAndComesBack(t *testing.T) {
+	e := setup(t)
+	run := e.trigger(e.job(nil).ID)
+	e.end(run, "succeeded")
+
+	// A long reader of history holds the table: the drop must not queue
+	// behind it (every move would then queue behind the drop).
+	ctx := context.Background()
+	reader, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer reader.Rollback(ctx)
+	_, err = reader.Exec(ctx, `SELECT count(*) FROM ax.execution_history`)
+	require.NoError(t, err)
+	rep := e.maintainAt(3*time.Minute + e.cfg.PartitionWidth)
+	require.Positive(t, rep.Waiting)
+	require.Equal(t, "history", e.where(run))
+	require.NoError(t, reader.Rollback(ctx))
+
+	rep = e.maintainAt(3*time.Minute + e.cfg.PartitionWidth)
+	require.Zero(t, rep.Waiting)
+	require.Equal(t, "gone", e.where(run))
+}
+
+func TestARunEndedWithATaskInFlightMovesWhenItEnds(t *testing.T) {
+	e := setup(t)
+	job := e.job(func(j *db.Job) { j.ShardCount = 2 })
+	run := e.trigger(job.ID)
+	ctx := context.Background()
+	// One shard still running when the run is ended (as a cancel that
+	// could not wait would): the run stays live until it ends.
+	_, err := e.pool.Exec(ctx, `UPDATE ax.task SET state = 'failed', finished_at = now() WHERE execution_id = $1 AND shard_index = 0`, run)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.execution SET state = 'failed', finished_at = now() WHERE id = $1`, run)
+	require.NoError(t, err)
+	require.Zero(t, e.maintainAt(0).Moved)
+	var live int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM ax.execution WHERE id = $1`, run).Scan(&live))
+	require.Equal(t, 1, live)
+
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET state = 'failed', finished_at = now() WHERE execution_id = $1`, run)
+	require.NoError(t, err)
+	require.Equal(t, 1, e.maintainAt(0).Moved)
+	var kept, tasks int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM ax.execution_history WHERE id = $1),
+		(SELECT count(*) FROM ax.task_history WHERE execution_id = $1)`, run).Scan(&kept, &tasks))
+	require.Equal(t, 1, kept)
+	require.Equal(t, 2, tasks)
+}
+
+func TestPartitionsAreMadeAheadOfTheLongestRetention(t *testing.T) {
+	e := setup(t)
+	job := e.job(nil)
+	_, err := e.pool.Exec(context.Background(),
+		`UPDATE ax.job SET history_failed_retention_seconds = 1800 WHERE id = $1`, job.ID)
+	require.NoError(t, err)
+	e.maintainAt(0)
+	s, err := db.HistorySettingGet(context.Background(), e.pool)
+	require.NoError(t, err)
+	now, err := db.Now(context.Background(), e.pool)
+	require.NoError(t, err)
+	require.Greater(t, s.MadeUntil, now.Add(30*time.Minute+2*e.cfg.PartitionWidth-time.Second),
+		"a job's longer retention has its partitions")
+
+	run := e.trigger(job.ID)
+	e.end(run, "failed")
+	e.maintainAt(20 * time.Minute)
+	require.Equal(t, "history", e.where(run))
+}

@@ -1,0 +1,73 @@
+-- HistorySettingGet returns the server-wide retention, the partition
+-- width and the horizon of the partitions made.
+-- name: HistorySettingGet :one
+SELECT extract(epoch FROM finished_retention)::double precision AS finished_seconds,
+       extract(epoch FROM failed_retention)::double precision AS failed_seconds,
+       extract(epoch FROM partition_width)::double precision AS width_seconds,
+       made_until
+FROM ax.history_setting;
+
+-- HistorySettingApply stores a replica's retention flags (the last replica
+-- started wins; replicas should agree).
+-- name: HistorySettingApply :exec
+UPDATE ax.history_setting
+SET finished_retention = make_interval(secs => sqlc.arg('finished_seconds')::double precision),
+    failed_retention = make_interval(secs => sqlc.arg('failed_seconds')::double precision),
+    updated_at = now();
+
+-- HistorySetWidth changes the width of the partitions made from now on
+-- (ax.history_set_width: empty partitions made ahead are made again).
+-- name: HistorySetWidth :exec
+SELECT ax.history_set_width(make_interval(secs => sqlc.arg('width_seconds')::double precision));
+
+-- HistoryMakePartitions makes the history partitions up to the longest
+-- retention in use (server-wide or any job's) past @now, plus two
+-- partition widths of margin, and never more than MaxPartitionsAhead (1000)
+-- widths ahead; at most 50 partitions a call (each takes locks until its
+-- transaction ends: the caller calls again while it made 50). Returns how
+-- many it made.
+-- name: HistoryMakePartitions :one
+SELECT ax.history_make_partitions(least(
+           coalesce(sqlc.narg('now')::timestamptz, now()) + 2 * s.partition_width
+           + greatest(s.finished_retention, s.failed_retention,
+                      coalesce((SELECT make_interval(secs => max(greatest(coalesce(j.history_retention_seconds, 0),
+                                                                     coalesce(j.history_failed_retention_seconds, 0))))
+                                FROM ax.job j), interval '0')),
+           coalesce(sqlc.narg('now')::timestamptz, now()) + 1000 * s.partition_width,
+           greatest(s.made_until, coalesce(sqlc.narg('now')::timestamptz, now())) + 50 * s.partition_width))::integer AS made
+FROM ax.history_setting s;
+
+-- HistoryPartitionsPassed lists the history partitions whose whole range
+-- is at or before @now: every row in them may be removed.
+-- name: HistoryPartitionsPassed :many
+SELECT c.relname::text AS partition_name, p.relname::text AS table_name,
+       (m.b)[1]::timestamptz AS range_from, (m.b)[2]::timestamptz AS range_to
+FROM pg_catalog.pg_inherits i
+JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
+JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
+CROSS JOIN LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                        'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+WHERE n.nspname = 'ax' AND p.relname IN ('execution_history', 'task_history')
+  AND (m.b)[2]::timestamptz <= coalesce(sqlc.narg('now')::timestamptz, now())
+ORDER BY range_from, table_name;
+
+-- HistoryMoveLeftovers moves to history up to @max runs that ended while
+-- one of their tasks was still in flight (their tasks have ended since).
+-- name: HistoryMoveLeftovers :one
+SELECT ax.history_move(ARRAY(SELECT e.id FROM ax.execution e WHERE e.finished_at IS NOT NULL
+                             ORDER BY e.finished_at LIMIT sqlc.arg('max')::integer), now())::integer AS moved;
+
+-- HistoryDetachedLeftovers lists tables of schema ax named like history
+-- partitions (execution_h…, task_h…, with retain_until) that are not
+-- partitions: detached by a maintenance pass that stopped before dropping
+-- them.
+-- name: HistoryDetachedLeftovers :many
+SELECT c.relname::text
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'ax' AND c.relkind = 'r' AND NOT c.relispartition
+  AND c.relname ~ '^(execution|task)_h'
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+              WHERE a.attrelid = c.oid AND a.attname = 'retain_until' AND NOT a.attisdropped)
+ORDER BY 1;
