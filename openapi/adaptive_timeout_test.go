@@ -1,12 +1,14 @@
 package openapi_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
 // A job with timeout_mode adaptive shows its current timeout and how it
@@ -94,31 +96,9 @@ func TestAdaptiveTimeoutValidation(t *testing.T) {
 // minute ago after running durations (milliseconds) from lease to result.
 func (e *apiEnv) history(job string, durations []int64) {
 	e.t.Helper()
-	ids := make([]uuid.UUID, len(durations))
-	for i := range ids {
-		ids[i] = uuid.Must(uuid.NewV7())
+	took := make([]time.Duration, len(durations))
+	for i, ms := range durations {
+		took[i] = time.Duration(ms) * time.Millisecond
 	}
-	// Where ended runs are: in history, their success events with the
-	// time from lease to result.
-	_, err := e.pool.Exec(context.Background(), `
-		WITH runs AS (
-		    SELECT h.id, h.ms, gen_random_uuid() AS task_id, now() - interval '1 minute' AS finished_at,
-		           now() - interval '1 minute' - make_interval(secs => h.ms / 1000.0) AS leased_at
-		    FROM unnest($1::uuid[], $2::bigint[]) AS h(id, ms)
-		), execs AS (
-		    INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, state, shard_count, priority, started_at,
-		                                      finished_at, retain_until)
-		    SELECT id, $3, 'manual', leased_at, 'succeeded', 1, 0, leased_at, finished_at, finished_at + interval '7 days'
-		    FROM runs
-		), tasks AS (
-		    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, state, priority, max_attempts,
-		                                 timeout_seconds, leased_at, started_at, finished_at, retain_until)
-		    SELECT task_id, id, $3, 0, 1, 'succeeded', 0, 1, 120, leased_at, leased_at, finished_at,
-		           finished_at + interval '7 days'
-		    FROM runs
-		)
-		INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message, at, duration_ms)
-		SELECT task_id, id, 0, 1, 'state', 'succeeded', '', finished_at, ms FROM runs`,
-		ids, durations, job)
-	require.NoError(e.t, err)
+	dbtest.EndedRuns(e.t, e.pool, uuid.MustParse(job), time.Minute, "succeeded", took...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
 // An adaptive job's tasks get 3 × the P95 of its recent successful
@@ -259,38 +260,7 @@ func (e *clockEnv) adaptiveJob(timeoutSeconds, attempts int) *db.Job {
 // first.
 func (e *clockEnv) history(job uuid.UUID, ago time.Duration, state db.ExecutionState, durations ...time.Duration) {
 	e.t.Helper()
-	ids := make([]uuid.UUID, len(durations))
-	ms := make([]int64, len(durations))
-	for i, d := range durations {
-		id, err := uuid.NewV7()
-		require.NoError(e.t, err)
-		ids[i], ms[i] = id, d.Milliseconds()
-	}
-	// Where ended runs are: in history, their success events with the
-	// time from lease to result.
-	_, err := e.pool.Exec(context.Background(), `
-		WITH runs AS (
-		    SELECT h.id, h.ms, gen_random_uuid() AS task_id, now() - make_interval(secs => $3::double precision) AS finished_at
-		    FROM unnest($1::uuid[], $2::bigint[]) AS h(id, ms)
-		), execs AS (
-		    INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, state, shard_count, priority,
-		                                      started_at, finished_at, retain_until)
-		    SELECT id, $4, 'manual', finished_at - make_interval(secs => ms / 1000.0), $5::ax.execution_state, 1, 0,
-		           finished_at - make_interval(secs => ms / 1000.0), finished_at, finished_at + interval '7 days'
-		    FROM runs
-		), tasks AS (
-		    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, state, priority, max_attempts,
-		                                 timeout_seconds, leased_at, started_at, finished_at, retain_until)
-		    SELECT task_id, id, $4, 0, 1, $5::text::ax.task_state, 0, 1, 3600,
-		           finished_at - make_interval(secs => ms / 1000.0), finished_at - make_interval(secs => ms / 1000.0) + interval '1 second',
-		           finished_at, finished_at + interval '7 days'
-		    FROM runs
-		)
-		INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message, at, duration_ms)
-		SELECT task_id, id, 0, 1, 'state', $5::text::ax.task_state, '', finished_at,
-		       CASE WHEN $5::text = 'succeeded' THEN ms END
-		FROM runs`, ids, ms, ago.Seconds(), job, string(state))
-	require.NoError(e.t, err)
+	dbtest.EndedRuns(e.t, e.pool, job, ago, string(state), durations...)
 }
 
 // taskTimeout reads the timeout of a task's current attempt.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
 // TestAdaptiveTimeoutOnRealAgent: an adaptive job whose successes took
@@ -30,32 +31,8 @@ func TestAdaptiveTimeoutOnRealAgent(t *testing.T) {
 	id := job["id"].(string)
 
 	// Five earlier successes of 1 s each, ended a minute ago.
-	ids := make([]uuid.UUID, 5)
-	for i := range ids {
-		ids[i] = uuid.Must(uuid.NewV7())
-	}
-	// Ended runs are in history, their success events with the time
-	// from lease to result.
-	_, err := pool.Exec(context.Background(), `
-		WITH runs AS (
-		    SELECT id, gen_random_uuid() AS task_id, now() - interval '61 seconds' AS leased_at,
-		           now() - interval '60 seconds' AS finished_at
-		    FROM unnest($1::uuid[]) AS id
-		), execs AS (
-		    INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, state, shard_count, priority, started_at,
-		                                      finished_at, retain_until)
-		    SELECT id, $2, 'manual', leased_at, 'succeeded', 1, 0, leased_at, finished_at, finished_at + interval '7 days'
-		    FROM runs
-		), tasks AS (
-		    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, state, priority, max_attempts,
-		                                 timeout_seconds, leased_at, started_at, finished_at, retain_until)
-		    SELECT task_id, id, $2, 0, 1, 'succeeded', 0, 1, 60, leased_at, leased_at, finished_at,
-		           finished_at + interval '7 days'
-		    FROM runs
-		)
-		INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message, at, duration_ms)
-		SELECT task_id, id, 0, 1, 'state', 'succeeded', '', finished_at, 1000 FROM runs`, ids, id)
-	require.NoError(t, err)
+	dbtest.EndedRuns(t, pool, uuid.MustParse(id), time.Minute, "succeeded",
+		time.Second, time.Second, time.Second, time.Second, time.Second)
 
 	s.startAgent(t, "a1", "1")
 	status, exec := s.api(t, "POST", "/v1/jobs/"+id+"/trigger", nil)
