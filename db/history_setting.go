@@ -34,19 +34,31 @@ func HistorySettingGet(ctx context.Context, e Executor) (*HistorySetting, error)
 	}, nil
 }
 
-// HistorySettingApply stores the retention and partition width: the
-// partitions made ahead that hold no row yet are made again at a new width.
+// HistorySettingApply stores the server-wide retention.
 func HistorySettingApply(ctx context.Context, e Executor, s *HistorySetting) error {
 	err := queries.HistorySettingApply(ctx, e, dbsqlc.HistorySettingApplyParams{
 		FinishedSeconds: s.Retention.Seconds(), FailedSeconds: s.FailedRetention.Seconds(),
 	})
-	if err == nil {
-		err = queries.HistorySetWidth(ctx, e, s.PartitionWidth.Seconds())
-	}
 	if err != nil {
 		return fmt.Errorf("error storing history settings: %w", mapErr(err))
 	}
 	return nil
+}
+
+// HistorySetWidth changes, in tx, the width of the history partitions:
+// the partitions made ahead that hold no row yet are dropped and the
+// first batch at the new width is made in the same transaction, so that
+// an ended run always finds its partition (a horizon left unmade would
+// fail every move). Lock waits are bounded by lockTimeout.
+func HistorySetWidth(ctx context.Context, tx pgx.Tx, width time.Duration, lockTimeout time.Duration) error {
+	if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
+		return err
+	}
+	if err := queries.HistorySetWidth(ctx, tx, width.Seconds()); err != nil {
+		return fmt.Errorf("error changing the history partition width: %w", mapErr(err))
+	}
+	_, err := HistoryMakePartitions(ctx, tx, nil, lockTimeout)
+	return err
 }
 
 // HistoryMakePartitionsBatch is the most partitions (of each history

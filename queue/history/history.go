@@ -126,6 +126,20 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 			return err
 		}
 	}
+	if before.PartitionWidth != want.PartitionWidth {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return db.HistorySetWidth(ctx, tx, want.PartitionWidth, cfg.LockTimeout)
+		})
+		if db.IsLockTimeout(err) {
+			// The partitions as they are still serve; a later start
+			// changes the width.
+			cfg.Logger.WarnContext(ctx, "changing the history partition width waited too long for a lock; kept the old width",
+				"partition_width", before.PartitionWidth.String(), "wanted", want.PartitionWidth.String(),
+				"lock_timeout", cfg.LockTimeout.String())
+		} else if err != nil {
+			return err
+		}
+	}
 	if _, err := makePartitions(ctx, pool, cfg); errors.Is(err, errLockWait) {
 		// The migration made partitions well ahead; maintenance tries again.
 		cfg.Logger.WarnContext(ctx, "making history partitions waited too long for a lock; maintenance tries again",

@@ -228,3 +228,62 @@ func TestPartitionsAreMadeAheadOfTheLongestRetention(t *testing.T) {
 	e.maintainAt(20 * time.Minute)
 	require.Equal(t, "history", e.where(run))
 }
+
+// A width change drops the empty partitions made ahead and makes them
+// again in one transaction, waiting at most the lock timeout: behind a
+// long reader of history it gives up and keeps the old width and
+// partitions, so runs still move; a later start changes it.
+func TestAWidthChangeThatWaitsKeepsTheOldWidth(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	reader, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer reader.Rollback(ctx)
+	_, err = reader.Exec(ctx, `SELECT count(*) FROM ax.execution_history`)
+	require.NoError(t, err)
+
+	wider := e.cfg
+	wider.PartitionWidth = 2 * time.Minute
+	require.NoError(t, history.Apply(ctx, e.pool, wider))
+	s, err := db.HistorySettingGet(ctx, e.pool)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, s.PartitionWidth, "the old width is kept")
+	run := e.trigger(e.job(nil).ID)
+	e.end(run, "succeeded")
+	require.Equal(t, "history", e.where(run))
+
+	require.NoError(t, reader.Rollback(ctx))
+	require.NoError(t, history.Apply(ctx, e.pool, wider))
+	s, err = db.HistorySettingGet(ctx, e.pool)
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Minute, s.PartitionWidth)
+	later := e.trigger(e.job(nil).ID)
+	e.end(later, "succeeded")
+	require.Equal(t, "history", e.where(later))
+	require.Equal(t, "history", e.where(run), "the partition holding a run stays")
+}
+
+// A partition detached by a pass that stopped before dropping it is
+// dropped by the next pass.
+func TestADetachedLeftoverIsDropped(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	run := e.trigger(e.job(nil).ID)
+	e.end(run, "succeeded")
+	var execPart, taskPart string
+	require.NoError(t, e.pool.QueryRow(ctx, `
+		SELECT (SELECT tableoid::regclass::text FROM ax.execution_history WHERE id = $1),
+		       (SELECT tableoid::regclass::text FROM ax.task_history WHERE execution_id = $1)`, run).
+		Scan(&execPart, &taskPart))
+	_, err := e.pool.Exec(ctx, `ALTER TABLE ax.execution_history DETACH PARTITION `+execPart)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `ALTER TABLE ax.task_history DETACH PARTITION `+taskPart)
+	require.NoError(t, err)
+
+	e.maintainAt(0)
+	var left int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE oid IN (to_regclass($1), to_regclass($2))`,
+		execPart, taskPart).Scan(&left))
+	require.Zero(t, left)
+	require.Equal(t, "gone", e.where(run))
+}
