@@ -240,8 +240,8 @@ func executionFinalize(ctx context.Context, e Executor, ids []uuid.UUID) (map[uu
 		return nil, fmt.Errorf("error finalizing executions: %w", mapErr(err))
 	}
 	ended := make(map[uuid.UUID]bool, len(rows))
-	for _, r := range rows {
-		ended[r.ID] = true
+	for _, id := range rows {
+		ended[id] = true
 	}
 	return ended, nil
 }

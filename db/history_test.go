@@ -24,7 +24,7 @@ var historyPairs = []struct{ live, history, view, alias string }{
 // TestHistoryTablesMatchLiveTables: each history table has exactly its
 // live table's columns (names, types, order) and retain_until; the views
 // over both have the live columns and then retain_until; and
-// ax.history_move copies every column, in order.
+// ax.history_move and ax.history_end copy every column, in order.
 // A migration that adds a column to a live table but not to its history
 // table, or forgets SELECT ax.history_define_move(), or to recreate the
 // views, fails here (the subtests show that it would).
@@ -40,10 +40,11 @@ func TestHistoryTablesMatchLiveTables(t *testing.T) {
 		_, err := pool.Exec(ctx, `ALTER TABLE ax.task ADD COLUMN region text`)
 		require.NoError(t, err)
 		got := historyMismatches(t, pool)
-		require.Len(t, got, 3, "%q", got)
+		require.Len(t, got, 4, "%q", got)
 		require.True(t, strings.HasPrefix(got[0], "ax.task_history: columns"), got[0])
 		require.True(t, strings.HasPrefix(got[1], "ax.all_tasks: columns"), got[1])
 		require.Equal(t, "ax.history_move does not copy the columns of ax.task", got[2])
+		require.Equal(t, "ax.history_end does not copy the columns of ax.task", got[3])
 	})
 
 	t.Run("MoveNotRedefined", func(t *testing.T) {
@@ -53,9 +54,10 @@ func TestHistoryTablesMatchLiveTables(t *testing.T) {
 			ALTER TABLE ax.execution_history ADD COLUMN region text`)
 		require.NoError(t, err)
 		got := historyMismatches(t, pool)
-		require.Len(t, got, 2, "%q", got)
+		require.Len(t, got, 3, "%q", got)
 		require.True(t, strings.HasPrefix(got[0], "ax.all_executions: columns"), got[0])
 		require.Equal(t, "ax.history_move does not copy the columns of ax.execution", got[1])
+		require.Equal(t, "ax.history_end does not copy the columns of ax.execution", got[2])
 
 		// Redefining the move mends it; the view still lacks the column.
 		_, err = pool.Exec(ctx, `SELECT ax.history_define_move()`)
@@ -67,12 +69,13 @@ func TestHistoryTablesMatchLiveTables(t *testing.T) {
 }
 
 // historyMismatches lists how the history tables, the views over both
-// and ax.history_move differ from the live tables' columns; none when
+// and ax.history_move and ax.history_end differ from the live tables' columns; none when
 // they agree.
 func historyMismatches(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	var out []string
-	def := historyMoveDefinition(t, pool)
+	def := functionDefinition(t, pool, "ax.history_move(uuid[], timestamptz)")
+	endDef := functionDefinition(t, pool, "ax.history_end(uuid[], text[], uuid[], text[], jsonb[], text[], text[])")
 	for _, p := range historyPairs {
 		live := columnsOf(t, pool, p.live)
 		// The history table: the live columns in their order, and
@@ -101,6 +104,11 @@ func historyMismatches(t *testing.T, pool *pgxpool.Pool) []string {
 		if !strings.Contains(def, insert) || !strings.Contains(def, sel) {
 			out = append(out, "ax.history_move does not copy the columns of "+p.live)
 		}
+		// history_end inserts every column too (the execution's state and
+		// end time are set, not copied).
+		if !strings.Contains(endDef, insert) {
+			out = append(out, "ax.history_end does not copy the columns of "+p.live)
+		}
 	}
 	return out
 }
@@ -124,11 +132,11 @@ func namesOf(t *testing.T, pool *pgxpool.Pool, rel string) []string {
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, rel)
 }
 
-func historyMoveDefinition(t *testing.T, pool *pgxpool.Pool) string {
+func functionDefinition(t *testing.T, pool *pgxpool.Pool, signature string) string {
 	t.Helper()
 	var def string
 	err := pool.QueryRow(context.Background(),
-		`SELECT pg_get_functiondef('ax.history_move(uuid[], timestamptz)'::regprocedure)`).Scan(&def)
+		`SELECT pg_get_functiondef($1::regprocedure)`, signature).Scan(&def)
 	require.NoError(t, err)
 	return def
 }

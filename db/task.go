@@ -302,6 +302,15 @@ func TaskCompleteByAgent(ctx context.Context, e Executor, agentID uuid.UUID, res
 }
 
 func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
+	// The results that end runs are locked by one statement and written by
+	// the next: both in one transaction, the caller's or one of our own.
+	if _, inTx := e.(pgx.Tx); !inTx {
+		if b, ok := e.(TxBeginner); ok {
+			return WithTxV(ctx, b, func(tx pgx.Tx) ([]CompletedTask, error) {
+				return taskComplete(ctx, tx, agentID, results, now)
+			})
+		}
+	}
 	p := dbsqlc.TaskCompleteParams{AgentID: agentID, Now: now}
 	for _, r := range results {
 		p.TaskIds = append(p.TaskIds, r.ID)
@@ -321,10 +330,14 @@ func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results [
 	for i, r := range rows {
 		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: TaskState(r.State), ErrorCode: r.ErrorCode}
 		switch {
-		case r.State == dbsqlc.AxTaskStatePending: // a retry cannot end its execution
-		case r.ShardTotal == 1:
+		case r.EndsRun: // its outcome is written with its run (see TaskComplete)
 			single.Ids = append(single.Ids, r.ExecutionID)
-			single.States = append(single.States, string(r.State))
+			single.States = append(single.States, r.State)
+			single.TaskIds = append(single.TaskIds, r.ID)
+			single.Results = append(single.Results, []byte(r.Result))
+			single.Errors = append(single.Errors, r.Error)
+			single.ErrorCodes = append(single.ErrorCodes, r.ErrorCode)
+		case TaskState(r.State) == TaskPending: // a retry cannot end its execution
 		default:
 			several = append(several, r.ExecutionID)
 		}
@@ -334,18 +347,44 @@ func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results [
 		return nil, err
 	}
 	if len(single.Ids) > 0 {
-		ids, err := queries.ExecutionEndSingle(ctx, e, single)
-		if err != nil {
-			return nil, fmt.Errorf("error ending executions: %w", mapErr(err))
-		}
-		for _, id := range ids {
-			ended[id] = true
+		if err := executionEndSingle(ctx, e, &single, ended); err != nil {
+			return nil, err
 		}
 	}
 	for i := range out {
 		out[i].Finalized = ended[out[i].ExecutionID]
 	}
 	return out, nil
+}
+
+// executionEndSingle ends the runs of one shard whose results p holds and
+// marks them in ended. A run it could not end (ended already, beside its
+// task) keeps its task's outcome on the live row, and maintenance moves it.
+func executionEndSingle(ctx context.Context, e Executor, p *dbsqlc.ExecutionEndSingleParams, ended map[uuid.UUID]bool) error {
+	ids, err := queries.ExecutionEndSingle(ctx, e, *p)
+	if err != nil {
+		return fmt.Errorf("error ending executions: %w", mapErr(err))
+	}
+	for _, id := range ids {
+		ended[id] = true
+	}
+	if len(ids) == len(p.Ids) {
+		return nil
+	}
+	var rest dbsqlc.TaskRecordEndParams
+	for i, id := range p.Ids {
+		if !ended[id] {
+			rest.TaskIds = append(rest.TaskIds, p.TaskIds[i])
+			rest.States = append(rest.States, p.States[i])
+			rest.Results = append(rest.Results, p.Results[i])
+			rest.Errors = append(rest.Errors, p.Errors[i])
+			rest.ErrorCodes = append(rest.ErrorCodes, p.ErrorCodes[i])
+		}
+	}
+	if err := queries.TaskRecordEnd(ctx, e, rest); err != nil {
+		return fmt.Errorf("error recording task outcomes: %w", mapErr(err))
+	}
+	return nil
 }
 
 // TaskRelease hands an agent's leases back without using up attempts.

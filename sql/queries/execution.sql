@@ -110,27 +110,24 @@ SELECT EXISTS (
 -- name: ExecutionLock :exec
 SELECT id FROM ax.execution WHERE id = @id FOR NO KEY UPDATE;
 
--- ExecutionEndSingle ends runs of one shard with their task's final state
--- (@states, in the order of @ids): what ExecutionFinalize would conclude,
--- without reading the task again. By primary key from a bound array, like
--- the lease (see TaskLeasePick); state, not finished_at, so that the
--- partial index on unfinished runs never looks like a shortcut.
+-- ExecutionEndSingle ends runs of one shard (@ids) with their task's
+-- outcome, which TaskComplete read and locked but did not write (task
+-- @task_ids[i] of run @ids[i] ended in @states[i] with @results[i],
+-- @errors[i] and @error_codes[i]). ax.history_end (migration 00025)
+-- writes each run and its task to history with that outcome and deletes
+-- the live rows, in one statement; it returns the runs it ended.
 -- name: ExecutionEndSingle :many
-UPDATE ax.execution e
-SET state = (@states::text[])[array_position(@ids::uuid[], e.id)]::ax.execution_state,
-    finished_at = now(), updated_at = now()
-WHERE e.id = ANY(@ids::uuid[]) AND e.state IN ('pending', 'running')
-RETURNING e.id;
+SELECT unnest(ax.history_end(@ids::uuid[], @states::text[], @task_ids::uuid[], @states::text[],
+                             @results::jsonb[], @errors::text[], @error_codes::text[]))::uuid AS id;
 
 -- ExecutionFinalize ends executions whose tasks have all ended: succeeded
--- when every shard succeeded, else timed_out, failed or cancelled. Each
--- execution's tasks are read through task_shard_once, one id at a time,
--- so the cost follows the batch, not the backlog.
+-- when every shard succeeded, else timed_out, failed or cancelled (through
+-- ax.history_end, as ExecutionEndSingle). Each execution's tasks are read
+-- through task_shard_once, one id at a time, so the cost follows the
+-- batch, not the backlog.
 -- name: ExecutionFinalize :many
-UPDATE ax.execution e
-SET state = s.final_state::ax.execution_state, finished_at = now(), updated_at = now()
-FROM (
-    SELECT x.id AS execution_id, agg.final_state
+WITH s AS (
+    SELECT x.id, agg.final_state
     FROM (SELECT DISTINCT unnest(@execution_ids::uuid[]) AS id) x
     CROSS JOIN LATERAL (
         SELECT CASE WHEN bool_and(t.state = 'succeeded') THEN 'succeeded'
@@ -142,6 +139,10 @@ FROM (
         WHERE t.execution_id = x.id
     ) agg
     WHERE agg.ended
-) s
-WHERE e.id = s.execution_id AND e.id = ANY(@execution_ids::uuid[]) AND e.state IN ('pending', 'running')
-RETURNING e.id, e.state;
+), ended AS (
+    SELECT ax.history_end(coalesce(array_agg(s.id ORDER BY s.id), '{}'),
+                          coalesce(array_agg(s.final_state ORDER BY s.id), '{}'),
+                          '{}', '{}', '{}', '{}', '{}') AS ids
+    FROM s
+)
+SELECT unnest(ended.ids)::uuid AS id FROM ended;

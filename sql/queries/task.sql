@@ -203,12 +203,20 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 -- every other shard's committed state because its row is held here.
 -- Results with a stale token, or reported by an agent (@agent_id) that
 -- does not hold the lease, match nothing and change nothing.
+--
+-- A result that ends a run of one shard (most results) is not written to
+-- the task row: the row is locked and its outcome returned (ends_run), and
+-- the caller passes it to ExecutionEndSingle, which writes the run and the
+-- task to history with it. Updating the live row first cost a new row
+-- version and index entries, deleted again by the next statement.
 -- name: TaskComplete :many
 WITH input AS (
-    SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
-           unnest(@states::text[]) AS state, unnest(@results::jsonb[]) AS result,
-           unnest(@errors::text[]) AS error, unnest(@error_codes::text[]) AS error_code,
-           sqlc.narg('agent_id')::uuid AS agent_id
+    -- One result per task (a repeated id is one result, not two).
+    SELECT DISTINCT ON (x.id) x.*
+    FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
+                 unnest(@states::text[]) AS state, unnest(@results::jsonb[]) AS result,
+                 unnest(@errors::text[]) AS error, unnest(@error_codes::text[]) AS error_code,
+                 sqlc.narg('agent_id')::uuid AS agent_id) x
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -253,10 +261,25 @@ WITH input AS (
       -- estimate one task, and the join a nested loop over the input
       -- (80 ms for 200 results, TaskComplete's time 3.6 times over).
       AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
+      -- Not the results that end a run of one shard (ending, below).
+      AND (t.shard_total > 1
+           OR (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL))
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
               t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode, t.leased_at
+), ending AS (
+    -- Results that end a run of one shard: the task is locked, not
+    -- updated (see above); the same checks as done.
+    SELECT t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id, t.leased_at,
+           i.state AS reported, i.result, nullif(i.error, '') AS error, nullif(i.error_code, '') AS error_code
+    FROM ax.task t
+    JOIN input i ON i.id = t.id
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.lease_token = i.token
+      AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
+      AND t.shard_total = 1
+      AND NOT (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL)
+    FOR UPDATE OF t
 ), events AS (
     -- The attempt's own outcome (with the host that reported it; a
     -- success with its time from lease to result), then (for a retry) the
@@ -270,6 +293,12 @@ WITH input AS (
     FROM done d
     LEFT JOIN ax.agent w ON w.id = d.agent_id
     UNION ALL
+    SELECT n.id, n.execution_id, n.shard_index, n.attempt, 'state'::ax.task_event_kind, n.reported::ax.task_state,
+           n.agent_id, coalesce(n.error, ''), nullif(w.host_name, ''), w.host_ip, n.error_code,
+           CASE WHEN n.reported = 'succeeded' THEN (extract(epoch FROM now() - n.leased_at) * 1000)::bigint END
+    FROM ending n
+    LEFT JOIN ax.agent w ON w.id = n.agent_id
+    UNION ALL
     SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
            || CASE WHEN reported = 'timed_out' AND timeout_mode = 'adaptive'
@@ -277,7 +306,24 @@ WITH input AS (
            NULL, NULL, NULL, NULL
     FROM done WHERE state = 'pending'
 )
-SELECT id, execution_id, state, shard_total, coalesce(error_code, '')::text AS error_code FROM done;
+SELECT id, execution_id, state::text AS state, shard_total, coalesce(error_code, '')::text AS error_code,
+       false AS ends_run, NULL::jsonb AS result, ''::text AS error
+FROM done
+UNION ALL
+SELECT id, execution_id, reported, 1, coalesce(error_code, '')::text, true, result, coalesce(error, '')::text
+FROM ending;
+
+-- TaskRecordEnd writes the outcomes of results that TaskComplete found to
+-- end their runs (ending) to the task rows, for runs ExecutionEndSingle
+-- did not end (one ended beside its task, such as by a cancel that did
+-- not wait: maintenance moves it once its task has ended).
+-- name: TaskRecordEnd :exec
+UPDATE ax.task t
+SET state = f.state::ax.task_state, result = f.result, error = nullif(f.error, ''), error_code = nullif(f.error_code, ''),
+    finished_at = now(), lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@states::text[]) AS state, unnest(@results::jsonb[]) AS result,
+             unnest(@errors::text[]) AS error, unnest(@error_codes::text[]) AS error_code) f
+WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = f.id;
 
 -- TaskRelease hands leases back: the tasks are pending again at once,
 -- without using up an attempt (a draining agent did not fail them). Tasks

@@ -79,25 +79,34 @@ func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg ExecutionCan
 }
 
 const executionEndSingle = `-- name: ExecutionEndSingle :many
-UPDATE ax.execution e
-SET state = ($1::text[])[array_position($2::uuid[], e.id)]::ax.execution_state,
-    finished_at = now(), updated_at = now()
-WHERE e.id = ANY($2::uuid[]) AND e.state IN ('pending', 'running')
-RETURNING e.id
+SELECT unnest(ax.history_end($1::uuid[], $2::text[], $3::uuid[], $2::text[],
+                             $4::jsonb[], $5::text[], $6::text[]))::uuid AS id
 `
 
 type ExecutionEndSingleParams struct {
-	States []string
-	Ids    []uuid.UUID
+	Ids        []uuid.UUID
+	States     []string
+	TaskIds    []uuid.UUID
+	Results    [][]byte
+	Errors     []string
+	ErrorCodes []string
 }
 
-// ExecutionEndSingle ends runs of one shard with their task's final state
-// (@states, in the order of @ids): what ExecutionFinalize would conclude,
-// without reading the task again. By primary key from a bound array, like
-// the lease (see TaskLeasePick); state, not finished_at, so that the
-// partial index on unfinished runs never looks like a shortcut.
+// ExecutionEndSingle ends runs of one shard (@ids) with their task's
+// outcome, which TaskComplete read and locked but did not write (task
+// @task_ids[i] of run @ids[i] ended in @states[i] with @results[i],
+// @errors[i] and @error_codes[i]). ax.history_end (migration 00025)
+// writes each run and its task to history with that outcome and deletes
+// the live rows, in one statement; it returns the runs it ended.
 func (q *Queries) ExecutionEndSingle(ctx context.Context, db DBTX, arg ExecutionEndSingleParams) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, executionEndSingle, arg.States, arg.Ids)
+	rows, err := db.Query(ctx, executionEndSingle,
+		arg.Ids,
+		arg.States,
+		arg.TaskIds,
+		arg.Results,
+		arg.Errors,
+		arg.ErrorCodes,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -117,10 +126,8 @@ func (q *Queries) ExecutionEndSingle(ctx context.Context, db DBTX, arg Execution
 }
 
 const executionFinalize = `-- name: ExecutionFinalize :many
-UPDATE ax.execution e
-SET state = s.final_state::ax.execution_state, finished_at = now(), updated_at = now()
-FROM (
-    SELECT x.id AS execution_id, agg.final_state
+WITH s AS (
+    SELECT x.id, agg.final_state
     FROM (SELECT DISTINCT unnest($1::uuid[]) AS id) x
     CROSS JOIN LATERAL (
         SELECT CASE WHEN bool_and(t.state = 'succeeded') THEN 'succeeded'
@@ -132,33 +139,33 @@ FROM (
         WHERE t.execution_id = x.id
     ) agg
     WHERE agg.ended
-) s
-WHERE e.id = s.execution_id AND e.id = ANY($1::uuid[]) AND e.state IN ('pending', 'running')
-RETURNING e.id, e.state
+), ended AS (
+    SELECT ax.history_end(coalesce(array_agg(s.id ORDER BY s.id), '{}'),
+                          coalesce(array_agg(s.final_state ORDER BY s.id), '{}'),
+                          '{}', '{}', '{}', '{}', '{}') AS ids
+    FROM s
+)
+SELECT unnest(ended.ids)::uuid AS id FROM ended
 `
 
-type ExecutionFinalizeRow struct {
-	ID    uuid.UUID
-	State AxExecutionState
-}
-
 // ExecutionFinalize ends executions whose tasks have all ended: succeeded
-// when every shard succeeded, else timed_out, failed or cancelled. Each
-// execution's tasks are read through task_shard_once, one id at a time,
-// so the cost follows the batch, not the backlog.
-func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds []uuid.UUID) ([]ExecutionFinalizeRow, error) {
+// when every shard succeeded, else timed_out, failed or cancelled (through
+// ax.history_end, as ExecutionEndSingle). Each execution's tasks are read
+// through task_shard_once, one id at a time, so the cost follows the
+// batch, not the backlog.
+func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds []uuid.UUID) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, executionFinalize, executionIds)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ExecutionFinalizeRow
+	var items []uuid.UUID
 	for rows.Next() {
-		var i ExecutionFinalizeRow
-		if err := rows.Scan(&i.ID, &i.State); err != nil {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		items = append(items, i)
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

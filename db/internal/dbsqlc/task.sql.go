@@ -84,10 +84,12 @@ func (q *Queries) TaskCheckToken(ctx context.Context, db DBTX, arg TaskCheckToke
 
 const taskComplete = `-- name: TaskComplete :many
 WITH input AS (
-    SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
-           unnest($3::text[]) AS state, unnest($4::jsonb[]) AS result,
-           unnest($5::text[]) AS error, unnest($6::text[]) AS error_code,
-           $7::uuid AS agent_id
+    -- One result per task (a repeated id is one result, not two).
+    SELECT DISTINCT ON (x.id) x.id, x.token, x.state, x.result, x.error, x.error_code, x.agent_id
+    FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
+                 unnest($3::text[]) AS state, unnest($4::jsonb[]) AS result,
+                 unnest($5::text[]) AS error, unnest($6::text[]) AS error_code,
+                 $7::uuid AS agent_id) x
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -132,10 +134,25 @@ WITH input AS (
       -- estimate one task, and the join a nested loop over the input
       -- (80 ms for 200 results, TaskComplete's time 3.6 times over).
       AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
+      -- Not the results that end a run of one shard (ending, below).
+      AND (t.shard_total > 1
+           OR (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL))
       -- Evaluated once, before any task changes: the runs are locked first.
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
               t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode, t.leased_at
+), ending AS (
+    -- Results that end a run of one shard: the task is locked, not
+    -- updated (see above); the same checks as done.
+    SELECT t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id, t.leased_at,
+           i.state AS reported, i.result, nullif(i.error, '') AS error, nullif(i.error_code, '') AS error_code
+    FROM ax.task t
+    JOIN input i ON i.id = t.id
+    WHERE t.id = ANY($1::uuid[]) AND t.lease_token = i.token
+      AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
+      AND t.shard_total = 1
+      AND NOT (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL)
+    FOR UPDATE OF t
 ), events AS (
     -- The attempt's own outcome (with the host that reported it; a
     -- success with its time from lease to result), then (for a retry) the
@@ -149,6 +166,12 @@ WITH input AS (
     FROM done d
     LEFT JOIN ax.agent w ON w.id = d.agent_id
     UNION ALL
+    SELECT n.id, n.execution_id, n.shard_index, n.attempt, 'state'::ax.task_event_kind, n.reported::ax.task_state,
+           n.agent_id, coalesce(n.error, ''), nullif(w.host_name, ''), w.host_ip, n.error_code,
+           CASE WHEN n.reported = 'succeeded' THEN (extract(epoch FROM now() - n.leased_at) * 1000)::bigint END
+    FROM ending n
+    LEFT JOIN ax.agent w ON w.id = n.agent_id
+    UNION ALL
     SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
            || CASE WHEN reported = 'timed_out' AND timeout_mode = 'adaptive'
@@ -156,7 +179,12 @@ WITH input AS (
            NULL, NULL, NULL, NULL
     FROM done WHERE state = 'pending'
 )
-SELECT id, execution_id, state, shard_total, coalesce(error_code, '')::text AS error_code FROM done
+SELECT id, execution_id, state::text AS state, shard_total, coalesce(error_code, '')::text AS error_code,
+       false AS ends_run, NULL::jsonb AS result, ''::text AS error
+FROM done
+UNION ALL
+SELECT id, execution_id, reported, 1, coalesce(error_code, '')::text, true, result, coalesce(error, '')::text
+FROM ending
 `
 
 type TaskCompleteParams struct {
@@ -173,9 +201,12 @@ type TaskCompleteParams struct {
 type TaskCompleteRow struct {
 	ID          uuid.UUID
 	ExecutionID uuid.UUID
-	State       AxTaskState
+	State       string
 	ShardTotal  int32
 	ErrorCode   string
+	EndsRun     bool
+	Result      []byte
+	Error       string
 }
 
 // TaskComplete records results whose lease token is current: success and
@@ -187,6 +218,12 @@ type TaskCompleteRow struct {
 // every other shard's committed state because its row is held here.
 // Results with a stale token, or reported by an agent (@agent_id) that
 // does not hold the lease, match nothing and change nothing.
+//
+// A result that ends a run of one shard (most results) is not written to
+// the task row: the row is locked and its outcome returned (ends_run), and
+// the caller passes it to ExecutionEndSingle, which writes the run and the
+// task to history with it. Updating the live row first cost a new row
+// version and index entries, deleted again by the next statement.
 func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompleteParams) ([]TaskCompleteRow, error) {
 	rows, err := db.Query(ctx, taskComplete,
 		arg.TaskIds,
@@ -211,6 +248,9 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 			&i.State,
 			&i.ShardTotal,
 			&i.ErrorCode,
+			&i.EndsRun,
+			&i.Result,
+			&i.Error,
 		); err != nil {
 			return nil, err
 		}
@@ -1390,6 +1430,38 @@ func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, arg TaskReapExpi
 		return nil, err
 	}
 	return items, nil
+}
+
+const taskRecordEnd = `-- name: TaskRecordEnd :exec
+UPDATE ax.task t
+SET state = f.state::ax.task_state, result = f.result, error = nullif(f.error, ''), error_code = nullif(f.error_code, ''),
+    finished_at = now(), lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS state, unnest($3::jsonb[]) AS result,
+             unnest($4::text[]) AS error, unnest($5::text[]) AS error_code) f
+WHERE t.id = ANY($1::uuid[]) AND t.id = f.id
+`
+
+type TaskRecordEndParams struct {
+	TaskIds    []uuid.UUID
+	States     []string
+	Results    [][]byte
+	Errors     []string
+	ErrorCodes []string
+}
+
+// TaskRecordEnd writes the outcomes of results that TaskComplete found to
+// end their runs (ending) to the task rows, for runs ExecutionEndSingle
+// did not end (one ended beside its task, such as by a cancel that did
+// not wait: maintenance moves it once its task has ended).
+func (q *Queries) TaskRecordEnd(ctx context.Context, db DBTX, arg TaskRecordEndParams) error {
+	_, err := db.Exec(ctx, taskRecordEnd,
+		arg.TaskIds,
+		arg.States,
+		arg.Results,
+		arg.Errors,
+		arg.ErrorCodes,
+	)
+	return err
 }
 
 const taskRelease = `-- name: TaskRelease :many
