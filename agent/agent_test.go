@@ -606,7 +606,12 @@ func TestAgentEndGraceHandsBackAtOnce(t *testing.T) {
 	g.waitStarted(t, 1)
 
 	stopped := goDone(func() { assert.NoError(t, stop()) })
-	time.Sleep(50 * time.Millisecond) // draining now, with an hour of grace
+	eventually(t, func() bool {
+		var told bool
+		d.snapshot(func(d *serverDouble) { told = slices.Contains(d.events, "drain") })
+		return told
+	},
+		"draining now, with an hour of grace")
 	a.EndGrace()
 	a.EndGrace() // a third signal must not panic
 	require.True(t, waitFor(stopped, 5*time.Second), "Run waited for the grace")

@@ -91,7 +91,12 @@ func callersAgree(t *testing.T, s *sessions) Session {
 func TestSessionsWaitingCallerCanGiveUp(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
+	registering := make(chan struct{}, 1)
 	s := newSessions(func(ctx context.Context) (Credentials, error) {
+		select {
+		case registering <- struct{}{}:
+		default:
+		}
 		select {
 		case <-release:
 			return Credentials{AgentID: "a", Token: "t"}, nil
@@ -100,7 +105,7 @@ func TestSessionsWaitingCallerCanGiveUp(t *testing.T) {
 		}
 	})
 	go func() { _, _ = s.current(context.Background()) }()
-	time.Sleep(10 * time.Millisecond) // the first caller is registering
+	<-registering // the first caller is registering
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err := s.current(ctx)

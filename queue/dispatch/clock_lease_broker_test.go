@@ -23,8 +23,14 @@ func TestLeaseStealsRoutedTaskAfterTheDelay(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, e.lease(other), "routed to another agent")
 
-	e.clock.Advance(e.cfg.StealAfter - time.Second)
+	// Set from the task's own time, not advanced from now: the clock runs
+	// on in real time, and a loaded machine can spend over a second between
+	// the fire and here.
+	e.clock.Set(task.NotBefore.Add(e.cfg.StealAfter - 2*time.Second))
 	require.Empty(t, e.lease(other), "not before the steal delay")
+	if almost := task.NotBefore.Add(e.cfg.StealAfter - time.Second); e.clock.Now().Before(almost) {
+		e.clock.Set(almost) // forward only
+	}
 	// Shorter than the IdleRecheck fallback: only the computed time
 	// wakes the poll in time.
 	tasks, err := e.broker.Lease(ctx, other, 10, 3*time.Second)
