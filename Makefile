@@ -54,7 +54,8 @@ generate: ## Regenerate sqlc code, the OpenAPI specs, the Go client and sql/sche
 	cd openapi/client && $(OAPI_CODEGEN) -config oapi-codegen.yaml ../openapi-3.0.yaml
 	$(MAKE) --no-print-directory schema
 
-# The history partitions are left out of the dump: they are named after the
+# The history partitions and the partitions of events, callbacks, attempts
+# and skip records are left out of the dump: they are named after the
 # day the migration ran, so the dump would change every day.
 schema: build ## Dump the migrated schema to sql/schema.sql (for reading; migrations are the truth).
 	$(AX) dev exec -- bash -c 'set -euo pipefail; db=ax_schema_dump_$$$$; \
@@ -63,7 +64,9 @@ schema: build ## Dump the migrated schema to sql/schema.sql (for reading; migrat
 	  trap "psql -q \"$$DATABASE_URL\" -c \"DROP DATABASE $$db WITH (FORCE)\"" EXIT; \
 	  $(AX) migrate --database-url "$$url" up >/dev/null; \
 	  pg_dump --schema-only --no-owner --no-privileges --schema=ax \
-	    --exclude-table="ax.execution_h2*" --exclude-table="ax.task_h2*" "$$url" \
+	    --exclude-table="ax.execution_h2*" --exclude-table="ax.task_h2*" \
+	    --exclude-table="ax.task_event_p*" --exclude-table="ax.callback_p*" \
+	    --exclude-table="ax.callback_attempt_p*" --exclude-table="ax.skipped_fire_p*" "$$url" \
 	    | grep -vE "^(-- Dumped|SET |SELECT pg_catalog.set_config|\\\\(un)?restrict )" | cat -s > sql/schema.sql'
 
 verify: generate lint ## Regenerate everything, then fail if anything changed.

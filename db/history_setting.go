@@ -99,7 +99,7 @@ func setLockTimeout(ctx context.Context, tx pgx.Tx, d time.Duration) error {
 // HistoryPartition is one partition of a history table.
 type HistoryPartition struct {
 	Name      string // the partition's table, in schema ax
-	Table     string // execution_history or task_history
+	Table     string // execution_history, task_history or one of KeyedTables
 	RangeFrom time.Time
 	RangeTo   time.Time
 }

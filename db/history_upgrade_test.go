@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,6 +25,9 @@ const (
 	upgradeFinished = 100_000
 	upgradePending  = 500
 	upgradeRunning  = 500
+	// Every tenth finished run has a delivered callback of one attempt;
+	// skip records were made over 50 days.
+	upgradeSkips = 5000
 )
 
 // TestUpgradeMovesHistory: a database at version 18 holding 100,000
@@ -31,9 +35,11 @@ const (
 // version. Every execution and task is still there with every column as
 // it was (compared row by row through a digest of their JSON): the
 // finished ones in the history tables, kept at least a day from the
-// upgrade, the unfinished ones in the live tables; the events are
-// untouched. The unfinished runs are then leased and completed through
-// db and move to history as they end.
+// upgrade, the unfinished ones in the live tables; the events,
+// callbacks, attempts and skip records are untouched (in partitioned
+// tables since 00026). The unfinished runs are then leased and completed
+// through db and move to history as they end (their events, of ids not
+// made by ax, land in the partitions that catch those).
 func TestUpgradeMovesHistory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -58,6 +64,18 @@ func TestUpgradeMovesHistory(t *testing.T) {
 	execDigest := digest(t, pool, "ax.execution", execCols)
 	taskDigest := digest(t, pool, "ax.task", taskCols)
 	eventDigest := digest(t, pool, "ax.task_event", eventCols)
+	// Events, callbacks, attempts and skip records move to partitioned
+	// tables (00026): every row, column for column.
+	keyed := map[string][]string{}
+	keyedDigests := map[string]string{}
+	for _, rel := range []string{"ax.callback", "ax.callback_attempt", "ax.skipped_fire"} {
+		keyed[rel] = columnNames(t, pool, rel)
+		keyedDigests[rel] = digest(t, pool, rel, keyed[rel])
+	}
+	maxIDs := map[string]int64{}
+	for _, rel := range []string{"ax.task_event", "ax.callback_attempt", "ax.skipped_fire"} {
+		maxIDs[rel] = maxID(t, pool, rel)
+	}
 	var upgradeStart time.Time
 	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&upgradeStart))
 
@@ -68,6 +86,18 @@ func TestUpgradeMovesHistory(t *testing.T) {
 	require.Equal(t, execDigest, digest(t, pool, "ax.all_executions", execCols))
 	require.Equal(t, taskDigest, digest(t, pool, "ax.all_tasks", taskCols))
 	require.Equal(t, eventDigest, digest(t, pool, "ax.task_event", eventCols))
+	for rel, cols := range keyed {
+		require.Equal(t, keyedDigests[rel], digest(t, pool, rel, cols), rel)
+	}
+	require.Equal(t, int64(upgradeFinished/10), count(t, pool, "ax.callback"))
+	require.Equal(t, int64(upgradeFinished/10), count(t, pool, "ax.callback_attempt"))
+	require.Equal(t, int64(upgradeSkips), count(t, pool, "ax.skipped_fire"))
+	// Their ids go on from where they were.
+	for rel, max := range maxIDs {
+		var next int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id'))`, rel).Scan(&next), rel)
+		require.Greater(t, next, max, rel)
+	}
 
 	// Each where it belongs: the finished runs and their tasks in history,
 	// kept a day at least, a task as long as its execution.
@@ -181,6 +211,22 @@ func seedUpgradeRuns(t *testing.T, pool *pgxpool.Pool) (agentID, jobID uuid.UUID
 		                        (r.state::ax.task_state, '', r.finished_at)) s(state, message, at)`,
 		upgradeFinished, agentID)
 	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+		WITH c AS (
+		    INSERT INTO ax.callback (execution_id, job_id, state, attempts, last_status, enqueued_at, delivered_at, created_at)
+		    SELECT e.id, e.job_id, 'delivered', 1, 200, e.finished_at, e.finished_at + interval '1 second', e.finished_at
+		    FROM ax.execution e WHERE e.finished_at IS NOT NULL AND (e.params ->> 'n')::int % 10 = 0
+		    RETURNING execution_id, delivered_at
+		), a AS (
+		    INSERT INTO ax.callback_attempt (execution_id, delivery, attempt, url, at, status_code, latency_ms)
+		    SELECT execution_id, 1, 1, 'https://hooks.example/done', delivered_at, 200, 12.5 FROM c
+		)
+		INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, tick_count, detail, recorded_at)
+		SELECT j.id, (ARRAY['misfire', 'overlap', 'paused', 'dst_gap'])[1 + i % 4]::ax.skip_reason,
+		       now() - i * interval '15 minutes', now() - i * interval '15 minutes' + interval '1 minute',
+		       1 + i % 3, 'skip ' || i, now() - i * interval '14 minutes'
+		FROM generate_series(1, $1::int) i, ax.job j WHERE j.name = 'old'`, upgradeSkips)
+	require.NoError(t, err)
 	err = pool.QueryRow(ctx, `
 		WITH j AS (
 		    INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
@@ -210,13 +256,17 @@ func seedUpgradeRuns(t *testing.T, pool *pgxpool.Pool) (agentID, jobID uuid.UUID
 }
 
 // digest is an md5 of every row of rel as JSON of the columns cols, in id
-// order: equal digests are equal rows.
+// order (execution_id for callbacks): equal digests are equal rows.
 func digest(t *testing.T, pool *pgxpool.Pool, rel string, cols []string) string {
 	t.Helper()
+	order := "r.id"
+	if !slices.Contains(cols, "id") {
+		order = "r.execution_id"
+	}
 	var d string
 	err := pool.QueryRow(context.Background(), `
 		SELECT md5(string_agg((SELECT jsonb_object_agg(k, v) FROM jsonb_each(to_jsonb(r)) j(k, v) WHERE k = ANY($1))::text,
-		                      ',' ORDER BY r.id))
+		                      ',' ORDER BY `+order+`))
 		FROM `+rel+` r`, cols).Scan(&d)
 	require.NoError(t, err)
 	return d
@@ -227,6 +277,14 @@ func columnNames(t *testing.T, pool *pgxpool.Pool, rel string) []string {
 	t.Helper()
 	return queryStrings(t, pool, `SELECT attname::text FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, rel)
+}
+
+// maxID is the highest id of rel.
+func maxID(t *testing.T, pool *pgxpool.Pool, rel string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT coalesce(max(id), 0) FROM "+rel).Scan(&n))
+	return n
 }
 
 func count(t *testing.T, pool *pgxpool.Pool, rel string) int64 {

@@ -190,7 +190,11 @@ func TestAgentsLeaseOnlyTheExecutorsTheyAccept(t *testing.T) {
 // agent that could not lease the task (it would only wait to be stolen).
 func TestRoutingSkipsAgentsWithoutTheExecutor(t *testing.T) {
 	t.Parallel()
-	env := setupRouted(t)
+	// Steal after 2 s, not 0.5 s: the lease below must come before s2's
+	// preference expires, and the first fire on a fresh database (cold
+	// catalog caches, more relations since the run-keyed partitions) can
+	// take longer than 0.5 s under the whole suite with -race.
+	env := setupRoutedSteal(t, 2*time.Second)
 	shellers := []*agentClient{env.registerAgent("s1", nil, 4), env.registerAgent("s2", nil, 4)} // shell, http, handler
 	plain := env.registerWith(env.key(openapi.ScopeAgent), "plain", nil)                         // handler, http
 

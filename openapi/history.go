@@ -22,9 +22,9 @@ type History struct {
 
 // HistoryDrop is one dropped history partition.
 type HistoryDrop struct {
-	Table     string    `json:"table" enum:"execution_history,task_history"`
-	From      time.Time `json:"from" doc:"Start of the partition's range of retain_until"`
-	To        time.Time `json:"to" doc:"End of that range: every row in it was past its retention"`
+	Table     string    `json:"table" enum:"execution_history,task_history,task_event,callback,callback_attempt,skipped_fire" doc:"The partitioned table: the history tables by retain_until, events, callbacks and attempts by execution id (a UUIDv7, so a range of fire times), skip records by recorded_at"`
+	From      time.Time `json:"from" doc:"Start of the partition's range: of retain_until, of the fire times of its execution ids, or of recorded_at (1970-01-01 for the partition below all others)"`
+	To        time.Time `json:"to" doc:"End of that range: every row in it was past its retention, or no run of its ids remained"`
 	Rows      int64     `json:"rows" doc:"Rows removed"`
 	DroppedAt time.Time `json:"dropped_at"`
 }

@@ -609,6 +609,112 @@ BEGIN
 END $$;
 
 --
+-- Name: retention_bound(text, timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.retention_bound(p_table text, p_at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE WHEN p_table = 'skipped_fire' THEN quote_literal(p_at::text)
+                ELSE quote_literal(ax.uuid_v7_floor(p_at)::text) END
+$$;
+
+--
+-- Name: retention_extend(text, timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.retention_extend(p_table text, p_now timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    width  interval;
+    key    text := CASE WHEN p_table = 'skipped_fire' THEN 'recorded_at' ELSE 'execution_id' END;
+    spill  text := p_table || '_p_spill';
+    horizon timestamptz;
+    cut    timestamptz;
+    lo     timestamptz;
+    hi     timestamptz;
+    name   text;
+    names  text[] := '{}';
+    los    timestamptz[] := '{}';
+    his    timestamptz[] := '{}';
+    lagged boolean;
+BEGIN
+    -- One maker at a time (replicas starting together, maintenance): the
+    -- second sees the horizon the first moved.
+    SELECT partition_width INTO width FROM ax.history_setting FOR UPDATE;
+    horizon := ax.retention_spill_from(p_table);
+    cut := horizon;
+    WHILE cut < p_now + 2 * width LOOP
+        cut := cut + width;
+    END LOOP;
+    IF cut = horizon THEN
+        RETURN 0;
+    END IF;
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM ax.%I WHERE %I < %s)', spill, key, ax.retention_bound(p_table, cut))
+    INTO lagged;
+    IF lagged THEN
+        name := p_table || '_p' || to_char(horizon AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MISS');
+        EXECUTE format('CREATE TABLE ax.%I (LIKE ax.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', p_table || '_p_next', p_table);
+        EXECUTE format('ALTER TABLE ax.%I DETACH PARTITION ax.%I', p_table, spill);
+        EXECUTE format('INSERT INTO ax.%I SELECT * FROM ax.%I WHERE %I >= %s',
+                       p_table || '_p_next', spill, key, ax.retention_bound(p_table, cut));
+        EXECUTE format('DELETE FROM ax.%I WHERE %I >= %s', spill, key, ax.retention_bound(p_table, cut));
+        EXECUTE format('ALTER TABLE ax.%I RENAME TO %I', spill, name);
+        EXECUTE format('ALTER TABLE ax.%I ATTACH PARTITION ax.%I FOR VALUES FROM (%s) TO (%s)',
+                       p_table, name, ax.retention_bound(p_table, horizon), ax.retention_bound(p_table, cut));
+        EXECUTE format('ALTER TABLE ax.%I RENAME TO %I', p_table || '_p_next', spill);
+        EXECUTE format('ALTER TABLE ax.%I ATTACH PARTITION ax.%I FOR VALUES FROM (%s) TO (MAXVALUE)',
+                       p_table, spill, ax.retention_bound(p_table, cut));
+        RETURN 1;
+    END IF;
+    lo := horizon;
+    WHILE lo < cut LOOP
+        hi := lo + width;
+        -- A long passed stretch in one partition.
+        IF lo = horizon AND cut - horizon > 100 * width THEN
+            hi := cut - 3 * width;
+        END IF;
+        name := p_table || '_p' || to_char(lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MISS');
+        EXECUTE format('CREATE TABLE ax.%I (LIKE ax.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', name, p_table);
+        names := names || name;
+        los := los || lo;
+        his := his || hi;
+        lo := hi;
+    END LOOP;
+    EXECUTE format('ALTER TABLE ax.%I ADD CONSTRAINT %I CHECK (%I >= %s)',
+                   spill, spill || '_from', key, ax.retention_bound(p_table, cut));
+    EXECUTE format('ALTER TABLE ax.%I DETACH PARTITION ax.%I', p_table, spill);
+    FOR i IN 1 .. cardinality(names) LOOP
+        EXECUTE format('ALTER TABLE ax.%I ATTACH PARTITION ax.%I FOR VALUES FROM (%s) TO (%s)',
+                       p_table, names[i], ax.retention_bound(p_table, los[i]), ax.retention_bound(p_table, his[i]));
+    END LOOP;
+    EXECUTE format('ALTER TABLE ax.%I ATTACH PARTITION ax.%I FOR VALUES FROM (%s) TO (MAXVALUE)',
+                   p_table, spill, ax.retention_bound(p_table, cut));
+    EXECUTE format('ALTER TABLE ax.%I DROP CONSTRAINT %I', spill, spill || '_from');
+    RETURN cardinality(names);
+END $$;
+
+--
+-- Name: retention_spill_from(text); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.retention_spill_from(p_table text) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    b text;
+BEGIN
+    SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\)'))[1] INTO b
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'ax' AND c.relname = p_table || '_p_spill' AND c.relispartition;
+    IF b IS NULL THEN
+        RAISE EXCEPTION 'ax.% has no spill partition', p_table;
+    END IF;
+    RETURN CASE WHEN p_table = 'skipped_fire' THEN b::timestamptz ELSE ax.uuid_v7_time(b::uuid) END;
+END $$;
+
+--
 -- Name: river_job_state_in_bitmask(bit, ax.river_job_state); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -626,6 +732,39 @@ CREATE FUNCTION ax.river_job_state_in_bitmask(bitmask bit, state ax.river_job_st
         WHEN 'scheduled' THEN get_bit(bitmask, 0)
         ELSE 0
     END = 1;
+$$;
+
+--
+-- Name: uuid_v7(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.uuid_v7() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+               PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+               FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
+$$;
+
+--
+-- Name: uuid_v7_floor(timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.uuid_v7_floor(p_at timestamp with time zone) RETURNS uuid
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT (lpad(to_hex(floor(extract(epoch FROM p_at) * 1000)::bigint), 12, '0') || '00000000000000000000')::uuid
+$$;
+
+--
+-- Name: uuid_v7_time(uuid); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.uuid_v7_time(p_id uuid) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT timestamptz 'epoch'
+           + ('x' || lpad(left(replace(p_id::text, '-', ''), 12), 16, '0'))::bit(64)::bigint * interval '1 millisecond'
 $$;
 
 --
@@ -674,7 +813,7 @@ CREATE TABLE ax.agent (
 --
 
 CREATE TABLE ax.execution (
-    id uuid NOT NULL,
+    id uuid DEFAULT ax.uuid_v7() NOT NULL,
     job_id uuid NOT NULL,
     cause ax.execution_cause NOT NULL,
     scheduled_for timestamp with time zone NOT NULL,
@@ -704,7 +843,7 @@ WITH (fillfactor='50');
 --
 
 CREATE TABLE ax.execution_history (
-    id uuid NOT NULL,
+    id uuid DEFAULT ax.uuid_v7() NOT NULL,
     job_id uuid NOT NULL,
     cause ax.execution_cause NOT NULL,
     scheduled_for timestamp with time zone NOT NULL,
@@ -992,7 +1131,8 @@ CREATE TABLE ax.callback (
     CONSTRAINT callback_counts_positive CHECK (((delivery >= 1) AND (attempts >= 0))),
     CONSTRAINT callback_delivered_at_set CHECK (((state = 'delivered'::ax.callback_state) = (delivered_at IS NOT NULL))),
     CONSTRAINT callback_failed_at_set CHECK (((state = 'callback_failed'::ax.callback_state) = (failed_at IS NOT NULL)))
-);
+)
+PARTITION BY RANGE (execution_id);
 
 --
 -- Name: callback_attempt; Type: TABLE; Schema: ax; Owner: -
@@ -1009,20 +1149,25 @@ CREATE TABLE ax.callback_attempt (
     latency_ms double precision NOT NULL,
     error text DEFAULT ''::text NOT NULL,
     CONSTRAINT callback_attempt_number_positive CHECK (((delivery >= 1) AND (attempt >= 1)))
-);
+)
+PARTITION BY RANGE (execution_id);
 
 --
 -- Name: callback_attempt_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
 --
 
-ALTER TABLE ax.callback_attempt ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME ax.callback_attempt_id_seq
+CREATE SEQUENCE ax.callback_attempt_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
     NO MAXVALUE
-    CACHE 1
-);
+    CACHE 1;
+
+--
+-- Name: callback_attempt_id_seq; Type: SEQUENCE OWNED BY; Schema: ax; Owner: -
+--
+
+ALTER SEQUENCE ax.callback_attempt_id_seq OWNED BY ax.callback_attempt.id;
 
 --
 -- Name: callback_breaker; Type: TABLE; Schema: ax; Owner: -
@@ -1493,20 +1638,25 @@ CREATE TABLE ax.skipped_fire (
     recorded_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT skipped_fire_count CHECK (((tick_count IS NULL) OR (tick_count >= 1))),
     CONSTRAINT skipped_fire_range CHECK ((first_tick <= last_tick))
-);
+)
+PARTITION BY RANGE (recorded_at);
 
 --
 -- Name: skipped_fire_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
 --
 
-ALTER TABLE ax.skipped_fire ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME ax.skipped_fire_id_seq
+CREATE SEQUENCE ax.skipped_fire_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
     NO MAXVALUE
-    CACHE 1
-);
+    CACHE 1;
+
+--
+-- Name: skipped_fire_id_seq; Type: SEQUENCE OWNED BY; Schema: ax; Owner: -
+--
+
+ALTER SEQUENCE ax.skipped_fire_id_seq OWNED BY ax.skipped_fire.id;
 
 --
 -- Name: skipped_today; Type: VIEW; Schema: ax; Owner: -
@@ -1546,20 +1696,25 @@ CREATE TABLE ax.task_event (
     worker_ip inet,
     error_code text,
     duration_ms bigint
-);
+)
+PARTITION BY RANGE (execution_id);
 
 --
 -- Name: task_event_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
 --
 
-ALTER TABLE ax.task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
-    SEQUENCE NAME ax.task_event_id_seq
+CREATE SEQUENCE ax.task_event_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
     NO MAXVALUE
-    CACHE 1
-);
+    CACHE 1;
+
+--
+-- Name: task_event_id_seq; Type: SEQUENCE OWNED BY; Schema: ax; Owner: -
+--
+
+ALTER SEQUENCE ax.task_event_id_seq OWNED BY ax.task_event.id;
 
 --
 -- Name: tasks_without_agent; Type: VIEW; Schema: ax; Owner: -
@@ -1603,6 +1758,12 @@ CREATE VIEW ax.upcoming_hour AS
   ORDER BY t.next_fire_at;
 
 --
+-- Name: callback_attempt id; Type: DEFAULT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.callback_attempt ALTER COLUMN id SET DEFAULT nextval('ax.callback_attempt_id_seq'::regclass);
+
+--
 -- Name: river_job id; Type: DEFAULT; Schema: ax; Owner: -
 --
 
@@ -1613,6 +1774,18 @@ ALTER TABLE ONLY ax.river_job ALTER COLUMN id SET DEFAULT nextval('ax.river_job_
 --
 
 ALTER TABLE ONLY ax.river_notification ALTER COLUMN id SET DEFAULT nextval('ax.river_notification_id_seq'::regclass);
+
+--
+-- Name: skipped_fire id; Type: DEFAULT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.skipped_fire ALTER COLUMN id SET DEFAULT nextval('ax.skipped_fire_id_seq'::regclass);
+
+--
+-- Name: task_event id; Type: DEFAULT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_event ALTER COLUMN id SET DEFAULT nextval('ax.task_event_id_seq'::regclass);
 
 --
 -- Name: agent agent_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -1647,7 +1820,7 @@ ALTER TABLE ONLY ax.api_signing_key
 --
 
 ALTER TABLE ONLY ax.callback_attempt
-    ADD CONSTRAINT callback_attempt_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT callback_attempt_pkey PRIMARY KEY (execution_id, id);
 
 --
 -- Name: callback_breaker callback_breaker_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -1780,14 +1953,14 @@ ALTER TABLE ONLY ax.river_queue
 --
 
 ALTER TABLE ONLY ax.skipped_fire
-    ADD CONSTRAINT skipped_fire_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT skipped_fire_pkey PRIMARY KEY (recorded_at, id);
 
 --
 -- Name: task_event task_event_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
 ALTER TABLE ONLY ax.task_event
-    ADD CONSTRAINT task_event_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT task_event_pkey PRIMARY KEY (execution_id, id);
 
 --
 -- Name: task task_lost_leases_nonnegative; Type: CHECK CONSTRAINT; Schema: ax; Owner: -
@@ -1836,22 +2009,16 @@ CREATE INDEX agent_live_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (s
 CREATE INDEX api_key_minted_by_idx ON ax.api_key USING btree (minted_by) WHERE (minted_by IS NOT NULL);
 
 --
--- Name: callback_attempt_execution_idx; Type: INDEX; Schema: ax; Owner: -
---
-
-CREATE INDEX callback_attempt_execution_idx ON ax.callback_attempt USING btree (execution_id, id);
-
---
 -- Name: callback_failed_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX callback_failed_idx ON ax.callback USING btree (failed_at) WHERE (state = 'callback_failed'::ax.callback_state);
+CREATE INDEX callback_failed_idx ON ONLY ax.callback USING btree (failed_at) WHERE (state = 'callback_failed'::ax.callback_state);
 
 --
 -- Name: callback_unenqueued_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX callback_unenqueued_idx ON ax.callback USING btree (created_at) WHERE (enqueued_at IS NULL);
+CREATE INDEX callback_unenqueued_idx ON ONLY ax.callback USING btree (created_at) WHERE (enqueued_at IS NULL);
 
 --
 -- Name: execution_job_idx; Type: INDEX; Schema: ax; Owner: -
@@ -1971,13 +2138,7 @@ CREATE INDEX river_notification_topic_id_idx ON ax.river_notification USING btre
 -- Name: skipped_fire_job_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX skipped_fire_job_idx ON ax.skipped_fire USING btree (job_id, first_tick);
-
---
--- Name: skipped_fire_recorded_idx; Type: INDEX; Schema: ax; Owner: -
---
-
-CREATE INDEX skipped_fire_recorded_idx ON ax.skipped_fire USING btree (recorded_at);
+CREATE INDEX skipped_fire_job_idx ON ONLY ax.skipped_fire USING btree (job_id, first_tick);
 
 --
 -- Name: task_agent_idx; Type: INDEX; Schema: ax; Owner: -
@@ -2001,13 +2162,7 @@ CREATE INDEX task_class_pending_idx ON ax.task USING btree (rate_class, not_befo
 -- Name: task_event_agent_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_event_agent_idx ON ax.task_event USING btree (agent_id, at) WHERE ((kind = 'state'::ax.task_event_kind) AND (agent_id IS NOT NULL));
-
---
--- Name: task_event_execution_idx; Type: INDEX; Schema: ax; Owner: -
---
-
-CREATE INDEX task_event_execution_idx ON ax.task_event USING btree (execution_id, id);
+CREATE INDEX task_event_agent_idx ON ONLY ax.task_event USING btree (agent_id, at) WHERE ((kind = 'state'::ax.task_event_kind) AND (agent_id IS NOT NULL));
 
 --
 -- Name: task_leased_idx; Type: INDEX; Schema: ax; Owner: -
@@ -2091,13 +2246,6 @@ ALTER TABLE ONLY ax.api_signing_key
     ADD CONSTRAINT api_signing_key_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
 
 --
--- Name: callback_attempt callback_attempt_execution_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
---
-
-ALTER TABLE ONLY ax.callback_attempt
-    ADD CONSTRAINT callback_attempt_execution_id_fkey FOREIGN KEY (execution_id) REFERENCES ax.callback(execution_id) ON DELETE CASCADE;
-
---
 -- Name: execution execution_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -2131,13 +2279,6 @@ ALTER TABLE ONLY ax.job_secret
 
 ALTER TABLE ONLY ax.job_timeout_measure
     ADD CONSTRAINT job_timeout_measure_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
-
---
--- Name: skipped_fire skipped_fire_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
---
-
-ALTER TABLE ONLY ax.skipped_fire
-    ADD CONSTRAINT skipped_fire_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: trigger trigger_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

@@ -179,14 +179,26 @@ func (e HeartbeatReplyState) Valid() bool {
 
 // Defines values for HistoryDropTable.
 const (
+	HistoryDropTableCallback         HistoryDropTable = "callback"
+	HistoryDropTableCallbackAttempt  HistoryDropTable = "callback_attempt"
 	HistoryDropTableExecutionHistory HistoryDropTable = "execution_history"
+	HistoryDropTableSkippedFire      HistoryDropTable = "skipped_fire"
+	HistoryDropTableTaskEvent        HistoryDropTable = "task_event"
 	HistoryDropTableTaskHistory      HistoryDropTable = "task_history"
 )
 
 // Valid indicates whether the value is a known member of the HistoryDropTable enum.
 func (e HistoryDropTable) Valid() bool {
 	switch e {
+	case HistoryDropTableCallback:
+		return true
+	case HistoryDropTableCallbackAttempt:
+		return true
 	case HistoryDropTableExecutionHistory:
+		return true
+	case HistoryDropTableSkippedFire:
+		return true
+	case HistoryDropTableTaskEvent:
 		return true
 	case HistoryDropTableTaskHistory:
 		return true
@@ -1196,18 +1208,20 @@ type History struct {
 type HistoryDrop struct {
 	DroppedAt time.Time `json:"dropped_at"`
 
-	// From Start of the partition's range of retain_until
+	// From Start of the partition's range: of retain_until, of the fire times of its execution ids, or of recorded_at (1970-01-01 for the partition below all others)
 	From time.Time `json:"from"`
 
 	// Rows Rows removed
-	Rows  int64            `json:"rows"`
+	Rows int64 `json:"rows"`
+
+	// Table The partitioned table: the history tables by retain_until, events, callbacks and attempts by execution id (a UUIDv7, so a range of fire times), skip records by recorded_at
 	Table HistoryDropTable `json:"table"`
 
-	// To End of that range: every row in it was past its retention
+	// To End of that range: every row in it was past its retention, or no run of its ids remained
 	To time.Time `json:"to"`
 }
 
-// HistoryDropTable defines model for HistoryDrop.Table.
+// HistoryDropTable The partitioned table: the history tables by retain_until, events, callbacks and attempts by execution id (a UUIDv7, so a range of fire times), skip records by recorded_at
 type HistoryDropTable string
 
 // Job defines model for Job.

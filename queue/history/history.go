@@ -3,7 +3,10 @@
 // partitions of ax.execution_history and ax.task_history ahead, drops
 // those whose range has passed (never a bulk DELETE) and moves runs that
 // ended with a task still in flight once that task ends. Runs are moved to
-// history by the database itself as they end (migration 00024).
+// history by the database itself as they end (migration 00024). It keeps
+// the partitions of events, callbacks, callback attempts (by range of
+// execution id) and skip records (by time) likewise (keyed.go, migration
+// 00026).
 package history
 
 import (
@@ -147,7 +150,10 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	} else if err != nil {
 		return err
 	}
-	return nil
+	// (A table whose lock wait was too long is logged; its spill
+	// partition takes what comes until maintenance makes them.)
+	_, _, err = makeKeyed(ctx, pool, cfg)
+	return err
 }
 
 // makePartitions makes the partitions ahead, a batch per short
@@ -176,10 +182,11 @@ func makePartitions(ctx context.Context, pool *pgxpool.Pool, cfg Config) (int, e
 
 // Report is what one maintenance pass did.
 type Report struct {
-	Made    int              // partitions made (of each history table)
-	Dropped map[string]int64 // rows removed, by table
-	Moved   int              // runs moved that had ended with a task in flight
-	Waiting int              // makes and drops that waited too long for their lock (tried next time)
+	Made      int              // partitions made (of each history table)
+	MadeKeyed int              // partitions made of events, callbacks, attempts and skip records, all together
+	Dropped   map[string]int64 // rows removed, by table
+	Moved     int              // runs moved that had ended with a task in flight
+	Waiting   int              // makes and drops that waited too long for their lock (tried next time)
 	// DropTime is how long detaching and dropping the passed partitions
 	// took, summed (counting their rows first is not included), and
 	// DropSpans when each group was detached and dropped.
@@ -188,7 +195,8 @@ type Report struct {
 }
 
 // Maintain makes the partitions ahead, drops the passed ones and moves
-// leftover ended runs. Run by one replica at a time (a River periodic
+// leftover ended runs; then it does the same for the keyed partitions
+// (events, callbacks, attempts, skip records). Run by one replica at a time (a River periodic
 // job); safe if two overlap (making and dropping lock the settings row
 // and the tables).
 func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, error) {
@@ -214,7 +222,7 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 		errs = append(errs, err)
 	}
 	for _, group := range byRange(passed) {
-		counts, took, err := drop(ctx, pool, group, cfg)
+		counts, took, err := drop(ctx, pool, group, db.HistoryPartitionRows, cfg)
 		if errors.Is(err, errLockWait) {
 			rep.Waiting++
 			cfg.Logger.WarnContext(ctx, "history partition drop waited too long for its lock; trying again next time",
@@ -239,10 +247,16 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 	if rep.Moved, err = db.HistoryMoveLeftovers(ctx, pool, 1000); err != nil {
 		errs = append(errs, err)
 	}
+	if err := maintainKeyed(ctx, pool, cfg, rep); err != nil {
+		errs = append(errs, err)
+	}
 	return rep, errors.Join(errs...)
 }
 
 var errLockWait = errors.New("lock wait")
+
+// partitionRows counts the rows of a partition about to be dropped.
+type partitionRows func(context.Context, db.Executor, db.HistoryPartition) (db.PartitionRows, error)
 
 // Span is a stretch of time.
 type Span struct{ From, To time.Time }
@@ -266,11 +280,12 @@ func byRange(parts []db.HistoryPartition) [][]db.HistoryPartition {
 // blocking the moves of ended runs, then drops them in one short
 // transaction; it returns the counts and how long detaching and dropping
 // took.
-func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, cfg Config) ([]int64, time.Duration, error) {
+func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, rowsOf partitionRows,
+	cfg Config) ([]int64, time.Duration, error) {
 	counts := make([]int64, len(group))
 	rows := make([]db.PartitionRows, len(group))
 	for i, p := range group {
-		r, err := db.HistoryPartitionRows(ctx, pool, p)
+		r, err := rowsOf(ctx, pool, p)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -42,7 +42,9 @@ type Metrics struct {
 	TasksRouted *prometheus.CounterVec // by strategy and preferred agent
 	AgentLeases *prometheus.CounterVec // by agent and how the task came to it
 	AgentHealth *prometheus.CounterVec // quarantines and restores
-	// HistoryRowsDropped counts rows of finished runs removed by retention.
+	// HistoryRowsDropped counts rows of finished runs removed by retention:
+	// of the history tables, events, callbacks, callback attempts and skip
+	// records.
 	HistoryRowsDropped *prometheus.CounterVec // by table
 }
 
@@ -76,10 +78,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.SetAside.WithLabelValues(SetAsideWrite)
 	m.HistoryRowsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_history_rows_dropped_total",
-		Help: "Rows of finished runs removed by retention (a history partition dropped), by table.",
+		Help: "Rows of finished runs removed by retention (a partition dropped), by table.",
 	}, []string{"table"})
-	m.HistoryRowsDropped.WithLabelValues("execution_history")
-	m.HistoryRowsDropped.WithLabelValues("task_history")
+	for _, table := range []string{"execution_history", "task_history", "task_event", "callback", "callback_attempt",
+		"skipped_fire"} {
+		m.HistoryRowsDropped.WithLabelValues(table)
+	}
 	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
 	}, []string{"class"})

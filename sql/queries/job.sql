@@ -86,11 +86,14 @@ LIMIT @max;
 SELECT group_name FROM ax.job WHERE id = @id;
 
 -- JobDelete deletes a job with its trigger and runs in flight (foreign
--- keys cascade to executions); their tasks have no key to cascade by (see
--- migration 00024) and go here. Its history stays until retention ends.
+-- keys cascade to executions); their tasks and its skip records have no
+-- key to cascade by (see migrations 00024 and 00026) and go here. Its
+-- history stays until retention ends.
 -- name: JobDelete :execrows
 WITH tasks AS (
     DELETE FROM ax.task t WHERE t.job_id = sqlc.arg('id')::uuid
+), skips AS (
+    DELETE FROM ax.skipped_fire s WHERE s.job_id = sqlc.arg('id')::uuid
 )
 DELETE FROM ax.job j WHERE j.id = sqlc.arg('id')::uuid;
 

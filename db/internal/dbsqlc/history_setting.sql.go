@@ -190,3 +190,170 @@ func (q *Queries) HistorySettingGet(ctx context.Context, db DBTX) (HistorySettin
 	)
 	return i, err
 }
+
+const keyedDetachedLeftovers = `-- name: KeyedDetachedLeftovers :many
+SELECT c.relname::text
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'ax' AND c.relkind = 'r' AND NOT c.relispartition
+  AND c.relname ~ '^(task_event|callback|callback_attempt|skipped_fire)_p'
+ORDER BY 1
+`
+
+// KeyedDetachedLeftovers lists tables of schema ax named like partitions
+// of the run-keyed tables or of ax.skipped_fire (<table>_p…) that are not
+// partitions: detached by a maintenance pass that stopped before dropping
+// them.
+func (q *Queries) KeyedDetachedLeftovers(ctx context.Context, db DBTX) ([]string, error) {
+	rows, err := db.Query(ctx, keyedDetachedLeftovers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var c_relname string
+		if err := rows.Scan(&c_relname); err != nil {
+			return nil, err
+		}
+		items = append(items, c_relname)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const keyedPartitionsMake = `-- name: KeyedPartitionsMake :one
+
+SELECT ax.retention_extend($1::text, coalesce($2::timestamptz, now()))::integer AS made
+`
+
+type KeyedPartitionsMakeParams struct {
+	TableName string
+	Now       *time.Time
+}
+
+// Run-keyed partitions (migration 00026): ax.task_event, ax.callback and
+// ax.callback_attempt by RANGE (execution_id), ax.skipped_fire by RANGE
+// (recorded_at).
+// KeyedPartitionsMake makes the partitions of @table_name up to two
+// partition widths past @now (ax.retention_extend); returns how many.
+func (q *Queries) KeyedPartitionsMake(ctx context.Context, db DBTX, arg KeyedPartitionsMakeParams) (int32, error) {
+	row := db.QueryRow(ctx, keyedPartitionsMake, arg.TableName, arg.Now)
+	var made int32
+	err := row.Scan(&made)
+	return made, err
+}
+
+const keyedRunPartitionsDroppable = `-- name: KeyedRunPartitionsDroppable :many
+SELECT p.partition_name, p.table_name,
+       coalesce(ax.uuid_v7_time(p.lo), 'epoch')::timestamptz AS range_from,
+       ax.uuid_v7_time(p.hi)::timestamptz AS range_to
+FROM (SELECT c.relname::text AS partition_name, t.relname::text AS table_name,
+             (m.b)[1]::uuid AS lo, (m.b)[2]::uuid AS hi
+      FROM pg_catalog.pg_inherits i
+      JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+      JOIN pg_catalog.pg_class t ON t.oid = i.inhparent
+      JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+      CROSS JOIN LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                              'FROM \((?:''([^'']*)''|MINVALUE)\) TO \((?:''([^'']*)''|MAXVALUE)\)') AS b) m
+      WHERE n.nspname = 'ax' AND t.relname IN ('task_event', 'callback', 'callback_attempt')
+        AND (m.b)[2] IS NOT NULL) p
+WHERE p.hi <= ax.uuid_v7_floor(coalesce($1::timestamptz, now())
+                               - (SELECT s.partition_width FROM ax.history_setting s))
+  AND NOT EXISTS (SELECT 1 FROM ax.execution e
+                  WHERE e.id >= coalesce(p.lo, '00000000-0000-0000-0000-000000000000') AND e.id < p.hi)
+  AND NOT EXISTS (SELECT 1 FROM ax.execution_history e
+                  WHERE e.id >= coalesce(p.lo, '00000000-0000-0000-0000-000000000000') AND e.id < p.hi)
+ORDER BY range_to, p.table_name
+`
+
+type KeyedRunPartitionsDroppableRow struct {
+	PartitionName string
+	TableName     string
+	RangeFrom     time.Time
+	RangeTo       time.Time
+}
+
+// KeyedRunPartitionsDroppable lists the partitions of the run-keyed
+// tables (not the spill) whose id range ended a partition width before
+// @now and holds the id of no execution, live or in history (a probe of
+// each table's id index per partition). Their bounds are given as the
+// instants of the ids (the epoch for the low partition: not -infinity, which
+// time.Time cannot hold).
+func (q *Queries) KeyedRunPartitionsDroppable(ctx context.Context, db DBTX, now *time.Time) ([]KeyedRunPartitionsDroppableRow, error) {
+	rows, err := db.Query(ctx, keyedRunPartitionsDroppable, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeyedRunPartitionsDroppableRow
+	for rows.Next() {
+		var i KeyedRunPartitionsDroppableRow
+		if err := rows.Scan(
+			&i.PartitionName,
+			&i.TableName,
+			&i.RangeFrom,
+			&i.RangeTo,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const keyedSkipPartitionsPassed = `-- name: KeyedSkipPartitionsPassed :many
+SELECT c.relname::text AS partition_name, t.relname::text AS table_name,
+       coalesce((m.b)[1]::timestamptz, 'epoch')::timestamptz AS range_from, (m.b)[2]::timestamptz AS range_to
+FROM pg_catalog.pg_inherits i
+JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+JOIN pg_catalog.pg_class t ON t.oid = i.inhparent
+JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+CROSS JOIN LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                        'FROM \((?:''([^'']*)''|MINVALUE)\) TO \((?:''([^'']*)''|MAXVALUE)\)') AS b) m
+CROSS JOIN ax.history_setting s
+WHERE n.nspname = 'ax' AND t.relname = 'skipped_fire' AND (m.b)[2] IS NOT NULL
+  AND (m.b)[2]::timestamptz <= coalesce($1::timestamptz, now())
+                               - greatest(s.finished_retention, s.failed_retention)
+ORDER BY range_to
+`
+
+type KeyedSkipPartitionsPassedRow struct {
+	PartitionName string
+	TableName     string
+	RangeFrom     time.Time
+	RangeTo       time.Time
+}
+
+// KeyedSkipPartitionsPassed lists the partitions of ax.skipped_fire (not
+// the spill) whose range ended longer ago than the longest server
+// retention.
+func (q *Queries) KeyedSkipPartitionsPassed(ctx context.Context, db DBTX, now *time.Time) ([]KeyedSkipPartitionsPassedRow, error) {
+	rows, err := db.Query(ctx, keyedSkipPartitionsPassed, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeyedSkipPartitionsPassedRow
+	for rows.Next() {
+		var i KeyedSkipPartitionsPassedRow
+		if err := rows.Scan(
+			&i.PartitionName,
+			&i.TableName,
+			&i.RangeFrom,
+			&i.RangeTo,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

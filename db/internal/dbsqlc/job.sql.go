@@ -15,13 +15,16 @@ import (
 const jobDelete = `-- name: JobDelete :execrows
 WITH tasks AS (
     DELETE FROM ax.task t WHERE t.job_id = $1::uuid
+), skips AS (
+    DELETE FROM ax.skipped_fire s WHERE s.job_id = $1::uuid
 )
 DELETE FROM ax.job j WHERE j.id = $1::uuid
 `
 
 // JobDelete deletes a job with its trigger and runs in flight (foreign
-// keys cascade to executions); their tasks have no key to cascade by (see
-// migration 00024) and go here. Its history stays until retention ends.
+// keys cascade to executions); their tasks and its skip records have no
+// key to cascade by (see migrations 00024 and 00026) and go here. Its
+// history stays until retention ends.
 func (q *Queries) JobDelete(ctx context.Context, db DBTX, id uuid.UUID) (int64, error) {
 	result, err := db.Exec(ctx, jobDelete, id)
 	if err != nil {

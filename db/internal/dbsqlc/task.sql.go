@@ -574,7 +574,7 @@ type TaskInsertForExecutionsRow struct {
 // minute a job reads its latest successful runs from history, at most
 // 100 and none older than 24 h (each history partition's (job_id,
 // finished_at) index), and the durations their success events recorded
-// (task_event_execution_idx), at most 100. One fire measures at most @measure_max_jobs
+// (task_event_pkey: execution_id, id), at most 100. One fire measures at most @measure_max_jobs
 // jobs (never measured first, then the oldest measures), so a burst of
 // adaptive jobs does not hold up a fire; the others use their stored
 // measure (or the ceiling) until a later fire. Fires of fixed jobs read
