@@ -145,3 +145,31 @@ func (e *env) whereShards(id uuid.UUID, n int) string {
 	}
 	return "broken"
 }
+
+// A result for a run that was ended beside its task (history_end cannot
+// end it again) is kept on the live task row (TaskRecordEnd), and
+// maintenance moves the run once its task has ended.
+func TestAResultForARunEndedBesideItsTaskIsKept(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	run := e.trigger(e.job(nil).ID)
+	ref := e.lease(run)[0]
+	_, err := e.pool.Exec(ctx, `UPDATE ax.execution SET state = 'failed', finished_at = now() WHERE id = $1`, run)
+	require.NoError(t, err)
+
+	done, err := db.TaskComplete(ctx, e.pool, []db.TaskResult{{TaskRef: ref, State: db.TaskSucceeded, Result: []byte(`{"n":1}`)}})
+	require.NoError(t, err)
+	require.Len(t, done, 1)
+	require.False(t, done[0].Finalized)
+	var state string
+	var token *uuid.UUID
+	var result []byte
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT state::text, lease_token, result FROM ax.task WHERE id = $1`, ref.ID).
+		Scan(&state, &token, &result))
+	require.Equal(t, "succeeded", state)
+	require.Nil(t, token)
+	require.JSONEq(t, `{"n":1}`, string(result))
+
+	require.Equal(t, 1, e.maintainAt(0).Moved)
+	require.Equal(t, "history", e.where(run))
+}
