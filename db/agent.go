@@ -268,9 +268,12 @@ func AgentListCandidates(ctx context.Context, e Executor, q *CandidateQuery) ([]
 
 // QuarantinePolicy says when an agent fails too often to be given work.
 type QuarantinePolicy struct {
-	Window      time.Duration // how far back outcomes count
-	MinResults  int           // fewer outcomes than this never quarantine
-	FailureRate float64       // failed / all at or above this quarantines
+	Window time.Duration // how far back outcomes count
+	// Sample is how many of an agent's newest outcomes in Window count,
+	// so that a check costs the same however busy the agent was.
+	Sample      int
+	MinResults  int     // fewer outcomes than this never quarantine
+	FailureRate float64 // failed / all at or above this quarantines
 	// ErrorShare, when above 0, also quarantines an agent whose failures
 	// matching ErrorCodes make up this share of its outcomes or more:
 	// codes that say the machine is at fault (a full disk, an OOM kill) warrant a quarantine well before a job's own failures would.
@@ -290,7 +293,7 @@ type QuarantinedAgent struct {
 // AgentQuarantineFailing quarantines active agents that fail per p.
 func AgentQuarantineFailing(ctx context.Context, e Executor, p QuarantinePolicy) ([]QuarantinedAgent, error) {
 	rows, err := queries.AgentQuarantineFailing(ctx, e, dbsqlc.AgentQuarantineFailingParams{
-		WindowSeconds: p.Window.Seconds(), MinResults: int32(p.MinResults), FailureRate: p.FailureRate,
+		WindowSeconds: p.Window.Seconds(), Sample: int32(p.Sample), MinResults: int32(p.MinResults), FailureRate: p.FailureRate,
 		ErrorShare: p.ErrorShare, ErrorCodes: nonNilSlice(p.ErrorCodes)})
 	if err != nil {
 		return nil, fmt.Errorf("error quarantining failing agents: %w", mapErr(err))

@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -284,6 +285,37 @@ func TestQuarantineOnErrorShare(t *testing.T) {
 			got, err := db.AgentGetByID(context.Background(), e2.pool, a.ID)
 			require.NoError(t, err)
 			require.Equal(t, db.AgentActive, got.State, "without an error share, 30% failures is under the 50% rate")
+		})
+	}
+}
+
+// Only an agent's newest Sample outcomes count toward quarantine, so the
+// check reads a bounded number of events however busy the agent was: 8
+// failures followed by 6 successes quarantine (8 of 14 fail) with the
+// default sample, and do not when the sample is the 6 newest outcomes.
+func TestQuarantineCountsTheNewestSample(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		sample int
+		want   db.AgentState
+	}{{sample: 0, want: db.AgentQuarantined}, {sample: 6, want: db.AgentActive}} {
+		t.Run(fmt.Sprintf("sample %d", tt.sample), func(t *testing.T) {
+			t.Parallel()
+			e := setupClock(t)
+			reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Clock: e.clock,
+				Quarantine: db.QuarantinePolicy{Sample: tt.sample}})
+			a, job := e.agent("recovered"), e.job(1, 0)
+			for i := range 14 {
+				if i < 8 {
+					e.reportCode(job, a, db.TaskFailed, "exit status 1", "exit_1")
+				} else {
+					e.report(job, a, db.TaskSucceeded, "")
+				}
+			}
+			require.NoError(t, reaper.Sweep(context.Background()))
+			got, err := db.AgentGetByID(context.Background(), e.pool, a.ID)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got.State)
 		})
 	}
 }

@@ -36,7 +36,7 @@ type ReaperConfig struct {
 	MaxLostLeases int
 	// Quarantine says when an agent fails too often to get routed work:
 	// defaults to a failure rate of 50% or more over at least 5 outcomes
-	// within the last 5 minutes. Quarantine.ErrorShare (off by default)
+	// within the last 5 minutes, the newest 100 of them at most. Quarantine.ErrorShare (off by default)
 	// adds a lower bar for failures whose error code is one of
 	// Quarantine.ErrorCodes.
 	Quarantine db.QuarantinePolicy
@@ -80,6 +80,7 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	cfg.MaxLostLeases = cmp.Or(cfg.MaxLostLeases, DefaultMaxLostLeases)
 	cfg.Quarantine.Window = cmp.Or(cfg.Quarantine.Window, 5*time.Minute)
+	cfg.Quarantine.Sample = cmp.Or(cfg.Quarantine.Sample, 100)
 	cfg.Quarantine.MinResults = cmp.Or(cfg.Quarantine.MinResults, 5)
 	cfg.Quarantine.FailureRate = cmp.Or(cfg.Quarantine.FailureRate, 0.5)
 	cfg.RestoreAfter = cmp.Or(cfg.RestoreAfter, 2)

@@ -118,28 +118,38 @@ FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
   AND a.last_heartbeat_at > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('live_seconds')::double precision);
 
--- AgentQuarantineFailing quarantines active agents whose outcomes since
--- the start of their health window (at most @window_seconds back) number
--- at least @min_results and either fail at @failure_rate or more, or fail
--- with a matching error at @error_share or more (0: off). A failure
--- matches when @error_codes is empty (any failure) or its event's error
--- code (as the attempt reported it, or the reaper's) is one of them.
+-- AgentQuarantineFailing quarantines active agents whose newest
+-- @sample outcomes since the start of their health window (at most
+-- @window_seconds back) number at least @min_results and either fail at
+-- @failure_rate or more, or fail with a matching error at @error_share or
+-- more (0: off). A failure matches when @error_codes is empty (any
+-- failure) or its event's error code (as the attempt reported it, or the
+-- reaper's) is one of them. The outcomes are read newest first through
+-- task_event_agent_idx, at most @sample per agent: the check runs every
+-- reaper sweep, and counting a busy agent's whole window would read every
+-- event it wrote in it (millions at full speed).
 -- name: AgentQuarantineFailing :many
 UPDATE ax.agent a
 SET state = 'quarantined', quarantined_at = now(), last_probe_at = now()
 FROM (
-    SELECT e.agent_id,
+    SELECT a2.id AS agent_id,
            count(*) AS n,
            count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed,
            count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')
                               AND (cardinality(sqlc.arg('error_codes')::text[]) = 0
                                    OR e.error_code = ANY(sqlc.arg('error_codes')::text[]))) AS matching
     FROM ax.agent a2
-    JOIN ax.task_event e ON e.agent_id = a2.id AND e.kind = 'state'
-         AND e.state IN ('succeeded', 'failed', 'timed_out')
-         AND e.at > greatest(a2.health_since, now() - make_interval(secs => sqlc.arg('window_seconds')::double precision))
+    CROSS JOIN LATERAL (
+        SELECT e.state, e.error_code
+        FROM ax.task_event e
+        WHERE e.agent_id = a2.id AND e.kind = 'state'
+          AND e.state IN ('succeeded', 'failed', 'timed_out')
+          AND e.at > greatest(a2.health_since, now() - make_interval(secs => sqlc.arg('window_seconds')::double precision))
+        ORDER BY e.at DESC
+        LIMIT sqlc.arg('sample')::integer
+    ) e
     WHERE a2.state = 'active'
-    GROUP BY e.agent_id
+    GROUP BY a2.id
 ) s
 WHERE a.id = s.agent_id AND a.state = 'active'
   AND s.n >= sqlc.arg('min_results')::integer

@@ -502,18 +502,24 @@ const agentQuarantineFailing = `-- name: AgentQuarantineFailing :many
 UPDATE ax.agent a
 SET state = 'quarantined', quarantined_at = now(), last_probe_at = now()
 FROM (
-    SELECT e.agent_id,
+    SELECT a2.id AS agent_id,
            count(*) AS n,
            count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed,
            count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')
                               AND (cardinality($4::text[]) = 0
                                    OR e.error_code = ANY($4::text[]))) AS matching
     FROM ax.agent a2
-    JOIN ax.task_event e ON e.agent_id = a2.id AND e.kind = 'state'
-         AND e.state IN ('succeeded', 'failed', 'timed_out')
-         AND e.at > greatest(a2.health_since, now() - make_interval(secs => $5::double precision))
+    CROSS JOIN LATERAL (
+        SELECT e.state, e.error_code
+        FROM ax.task_event e
+        WHERE e.agent_id = a2.id AND e.kind = 'state'
+          AND e.state IN ('succeeded', 'failed', 'timed_out')
+          AND e.at > greatest(a2.health_since, now() - make_interval(secs => $5::double precision))
+        ORDER BY e.at DESC
+        LIMIT $6::integer
+    ) e
     WHERE a2.state = 'active'
-    GROUP BY e.agent_id
+    GROUP BY a2.id
 ) s
 WHERE a.id = s.agent_id AND a.state = 'active'
   AND s.n >= $1::integer
@@ -529,6 +535,7 @@ type AgentQuarantineFailingParams struct {
 	ErrorShare    float64
 	ErrorCodes    []string
 	WindowSeconds float64
+	Sample        int32
 }
 
 type AgentQuarantineFailingRow struct {
@@ -538,12 +545,16 @@ type AgentQuarantineFailingRow struct {
 	Matching int32
 }
 
-// AgentQuarantineFailing quarantines active agents whose outcomes since
-// the start of their health window (at most @window_seconds back) number
-// at least @min_results and either fail at @failure_rate or more, or fail
-// with a matching error at @error_share or more (0: off). A failure
-// matches when @error_codes is empty (any failure) or its event's error
-// code (as the attempt reported it, or the reaper's) is one of them.
+// AgentQuarantineFailing quarantines active agents whose newest
+// @sample outcomes since the start of their health window (at most
+// @window_seconds back) number at least @min_results and either fail at
+// @failure_rate or more, or fail with a matching error at @error_share or
+// more (0: off). A failure matches when @error_codes is empty (any
+// failure) or its event's error code (as the attempt reported it, or the
+// reaper's) is one of them. The outcomes are read newest first through
+// task_event_agent_idx, at most @sample per agent: the check runs every
+// reaper sweep, and counting a busy agent's whole window would read every
+// event it wrote in it (millions at full speed).
 func (q *Queries) AgentQuarantineFailing(ctx context.Context, db DBTX, arg AgentQuarantineFailingParams) ([]AgentQuarantineFailingRow, error) {
 	rows, err := db.Query(ctx, agentQuarantineFailing,
 		arg.MinResults,
@@ -551,6 +562,7 @@ func (q *Queries) AgentQuarantineFailing(ctx context.Context, db DBTX, arg Agent
 		arg.ErrorShare,
 		arg.ErrorCodes,
 		arg.WindowSeconds,
+		arg.Sample,
 	)
 	if err != nil {
 		return nil, err
