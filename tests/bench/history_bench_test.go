@@ -164,10 +164,10 @@ func clearLive(b *testing.B, pool *pgxpool.Pool) {
 // their numbers, so retain_until (end + retention) spreads over the
 // partitions from now on as in a server that has run that long.
 // Execution ids are time-ordered like the uuid v7 ids ax gives them (48
-// bits of the end in ms, then an md5 of the run number), task ids random
-// like v4 ones. Executions, tasks and each kind of event are written by
-// four connections at once, historyChunk runs per statement; then VACUUM
-// ANALYZE.
+// bits of the end in ms, then an md5 of the run number), task ids too
+// (from the fire, 2 s before the end). Executions, tasks and each kind of
+// event are written by four connections at once, historyChunk runs per
+// statement; then VACUUM ANALYZE.
 func fillHistory(b *testing.B, dbURL string, runs int) {
 	b.Helper()
 	ctx := context.Background()
@@ -231,7 +231,8 @@ run AS (
     SELECT i, failed, finished_at,
            (lpad(to_hex((extract(epoch FROM finished_at) * 1000)::bigint), 12, '0') || '7'
             || substr(md5('run' || i), 1, 19))::uuid AS execution_id,
-           md5('task' || i)::uuid AS task_id,
+           (lpad(to_hex((extract(epoch FROM finished_at) * 1000)::bigint - 2000), 12, '0') || '7'
+            || substr(md5('task' || i), 1, 19))::uuid AS task_id,
            md5('job' || i % 1000)::uuid AS job_id,
            md5('agent' || i % 50)::uuid AS agent_id,
            least(finished_at + CASE WHEN failed THEN interval '30 days' ELSE interval '7 days' END,
@@ -277,7 +278,8 @@ FROM run`
 
 // historyBytes returns the table and index bytes (pg_total_relation_size,
 // TOAST included) of the partitions of execution_history and task_history
-// together, and of task_event, on the database at dbURL.
+// together, and of the partitions of task_event, on the database at
+// dbURL.
 func historyBytes(b *testing.B, dbURL string) (hist, events int64) {
 	b.Helper()
 	ctx := context.Background()
@@ -291,7 +293,8 @@ func historyBytes(b *testing.B, dbURL string) (hist, events int64) {
 		            SELECT relid FROM pg_partition_tree('ax.execution_history') WHERE isleaf
 		            UNION ALL
 		            SELECT relid FROM pg_partition_tree('ax.task_history') WHERE isleaf) p),
-		       pg_total_relation_size('ax.task_event')`).Scan(&hist, &events)
+		       (SELECT sum(pg_total_relation_size(relid))::bigint
+		        FROM pg_partition_tree('ax.task_event') WHERE isleaf)`).Scan(&hist, &events)
 	if err != nil {
 		b.Fatal(err)
 	}
