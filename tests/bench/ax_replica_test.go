@@ -98,15 +98,26 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 // createJob creates, through the API, a manual job that runs benchHandler.
 func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 	b.Helper()
+	return r.createJobFor(b, nil)
+}
+
+// createJobFor is createJob for a job only agents carrying labels may
+// run (nil: any agent).
+func (r *axReplica) createJobFor(b *testing.B, labels map[string]string) uuid.UUID {
+	b.Helper()
 	admin, _, err := queue.NewKeyService(r.pool).Create(context.Background(), "bench-admin", []string{queue.ScopeAdmin}, queue.KeyLimits{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	body, _ := json.Marshal(map[string]any{
+	def := map[string]any{
 		"name":     "bench-noop-" + uuid.NewString()[:8], // unique in a database benchmarks share
 		"trigger":  map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "handler", "handler": benchHandler},
-	})
+	}
+	if labels != nil {
+		def["target"] = map[string]any{"labels": labels}
+	}
+	body, _ := json.Marshal(def)
 	req, _ := http.NewRequest(http.MethodPost, r.url+"/v1/jobs", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+admin)
 	req.Header.Set("Content-Type", "application/json")
@@ -129,13 +140,29 @@ func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 // once all of them are registered and ready.
 func (r *axReplica) startAgents(b *testing.B, n, capacity int, handler agent.HandlerFunc) {
 	b.Helper()
+	r.startAgentSet(b, agentSet{n: n, capacity: capacity, name: "bench"}, handler)
+	r.waitAgentsReady(b, n)
+}
+
+// agentSet is n agents of the given capacity named name-0, name-1…,
+// carrying labels.
+type agentSet struct {
+	n, capacity int
+	name        string
+	labels      map[string]string
+}
+
+// startAgentSet runs the agents of set against r until b ends, without
+// waiting for them to be ready.
+func (r *axReplica) startAgentSet(b *testing.B, set agentSet, handler agent.HandlerFunc) {
+	b.Helper()
 	key, _, err := queue.NewKeyService(r.pool).Create(context.Background(), "bench-agents", []string{queue.ScopeAgent}, queue.KeyLimits{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := range n {
-		a, err := agent.New(agent.Config{URL: r.url, Key: key, Name: fmt.Sprintf("bench-%d", i),
-			Capacity: capacity, Logger: benchLogger()})
+	for i := range set.n {
+		a, err := agent.New(agent.Config{URL: r.url, Key: key, Name: fmt.Sprintf("%s-%d", set.name, i),
+			Capacity: set.capacity, Labels: set.labels, Logger: benchLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -155,12 +182,12 @@ func (r *axReplica) startAgents(b *testing.B, n, capacity int, handler agent.Han
 			}
 		})
 	}
-	r.waitAgentsReady(b, n)
 }
 
+// waitAgentsReady waits until the database has n active, ready agents.
 func (r *axReplica) waitAgentsReady(b *testing.B, n int) {
 	b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var ready int
 		err := r.pool.QueryRow(context.Background(),
@@ -172,7 +199,7 @@ func (r *axReplica) waitAgentsReady(b *testing.B, n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d agents ready after 30 s", ready, n)
+			b.Fatalf("%d of %d agents ready after 60 s", ready, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -193,6 +220,11 @@ func (r *axReplica) fire(b *testing.B, n int) time.Time {
 
 // fireErr is fire for goroutines other than the benchmark's.
 func (r *axReplica) fireErr(n int) error {
+	return r.fireJob(r.jobID, n)
+}
+
+// fireJob is fireErr for runs of the job jobID.
+func (r *axReplica) fireJob(jobID uuid.UUID, n int) error {
 	ctx := context.Background()
 	err := db.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
 		now, err := db.Now(ctx, tx)
@@ -201,7 +233,7 @@ func (r *axReplica) fireErr(n int) error {
 		}
 		execs := make([]*db.NewExecution, n)
 		for i := range execs {
-			execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: r.jobID, Cause: db.CauseManual, ScheduledFor: now}
+			execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: jobID, Cause: db.CauseManual, ScheduledFor: now}
 		}
 		inserted, tasks, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live(), dispatch.GeneratedShardParams)
 		if err != nil {

@@ -124,7 +124,6 @@ func fillPassedPartition(b *testing.B, pool *pgxpool.Pool, n, runs int) {
 			task, from.Format(time.RFC3339), to.Format(time.RFC3339)),
 		fmt.Sprintf(`CREATE INDEX ON ax.%s (id)`, task),
 		fmt.Sprintf(`CREATE INDEX ON ax.%s (execution_id, shard_index)`, task),
-		fmt.Sprintf(`CREATE INDEX ON ax.%s (agent_id, finished_at DESC)`, task),
 	} {
 		if _, err := pool.Exec(ctx, stmt); err != nil {
 			b.Fatal(err)
