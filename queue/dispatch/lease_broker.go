@@ -53,8 +53,11 @@ type AgentConfig struct {
 	// checks when no task it could take is due: notifications (new or
 	// retried tasks, job and class changes) and the computed time of the
 	// next leasable task (backoff, steal delay, class token) wake it
-	// sooner; this only catches a notification lost with the listening
-	// connection. Defaults to 5 s.
+	// sooner, and the notifier wakes every waiter when its connection
+	// comes back (it may have missed some); this only bounds the wait
+	// while that connection is down. Defaults to 25 s, the longest wait a
+	// lease may ask for: a check every 5 s was an idle agent's second
+	// statement per heartbeat (BenchmarkIdleCost).
 	IdleRecheck time.Duration
 	// LoadSmoothing is how long a heartbeat's load sample keeps weighing on
 	// the agent's smoothed load, which routing reads (load_aware): the
@@ -72,7 +75,7 @@ func (c AgentConfig) withDefaults() AgentConfig {
 	c.RecordWindow = cmp.Or(c.RecordWindow, 10*time.Minute)
 	c.StarveAfter = cmp.Or(c.StarveAfter, 5*time.Minute)
 	c.MaxTaskLogBytes = cmp.Or(c.MaxTaskLogBytes, DefaultMaxTaskLogBytes)
-	c.IdleRecheck = cmp.Or(c.IdleRecheck, 5*time.Second)
+	c.IdleRecheck = cmp.Or(c.IdleRecheck, 25*time.Second)
 	c.LoadSmoothing = cmp.Or(c.LoadSmoothing, db.DefaultLoadSmoothing)
 	return c
 }

@@ -65,7 +65,8 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	logger := benchLogger()
 	reg := prometheus.NewRegistry()
 	metrics := metrics.New(reg)
-	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel)
+	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel,
+		notify.ExecutionEndedChannel, notify.APIKeyRevokedChannel)
 	agentCfg := dispatch.AgentConfig{}
 	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{}, logger, metrics)
 	if err != nil {
