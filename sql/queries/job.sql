@@ -124,8 +124,3 @@ JOIN LATERAL (
     FROM ax.all_executions e
     WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
 ) r ON r.failed > 0;
-
--- JobTimeoutMeasureGet returns the stored measure of an adaptive job's
--- history (see TaskInsertForExecutions).
--- name: JobTimeoutMeasureGet :one
-SELECT samples, p95_ms, computed_at FROM ax.job_timeout_measure WHERE job_id = @job_id;

@@ -566,25 +566,6 @@ func (q *Queries) JobListTargetedPools(ctx context.Context, db DBTX) ([]string, 
 	return items, nil
 }
 
-const jobTimeoutMeasureGet = `-- name: JobTimeoutMeasureGet :one
-SELECT samples, p95_ms, computed_at FROM ax.job_timeout_measure WHERE job_id = $1
-`
-
-type JobTimeoutMeasureGetRow struct {
-	Samples    int32
-	P95Ms      *int64
-	ComputedAt time.Time
-}
-
-// JobTimeoutMeasureGet returns the stored measure of an adaptive job's
-// history (see TaskInsertForExecutions).
-func (q *Queries) JobTimeoutMeasureGet(ctx context.Context, db DBTX, jobID uuid.UUID) (JobTimeoutMeasureGetRow, error) {
-	row := db.QueryRow(ctx, jobTimeoutMeasureGet, jobID)
-	var i JobTimeoutMeasureGetRow
-	err := row.Scan(&i.Samples, &i.P95Ms, &i.ComputedAt)
-	return i, err
-}
-
 const jobUpdate = `-- name: JobUpdate :one
 UPDATE ax.job SET
     name = $1, group_name = $2, owner = $3, description = $4,
