@@ -36,9 +36,9 @@ type ReaperConfig struct {
 	MaxLostLeases int
 	// Quarantine says when an agent fails too often to get routed work:
 	// defaults to a failure rate of 50% or more over at least 5 outcomes
-	// within the last 5 minutes, the newest 100 of them at most. Quarantine.ErrorShare (off by default)
-	// adds a lower bar for failures whose error code is one of
-	// Quarantine.ErrorCodes.
+	// within the last 5 minutes, the newest 100 of them at most.
+	// Quarantine.ErrorShare (off by default) adds a lower bar for failures
+	// whose error code is one of Quarantine.ErrorCodes.
 	Quarantine db.QuarantinePolicy
 	// RestoreAfter is how many probe tasks in a row a quarantined agent
 	// must succeed to be active again. Defaults to 2.
