@@ -96,7 +96,7 @@ func newJobFuzz(f *testing.F) *jobFuzz {
 	schema := registry.Schema(reflect.TypeFor[Job](), true, "")
 	// A router whose snapshot of two agents lasts the whole run, so keys
 	// of keyed strategies are rendered on every fire.
-	router, err := dispatch.NewTaskRouter(pool, dispatch.AgentConfig{}, dispatch.TaskRouterConfig{Refresh: time.Hour, Live: time.Hour}, nil, nil)
+	router, err := dispatch.NewTaskRouter(dispatch.AgentConfig{}, dispatch.TaskRouterConfig{Refresh: time.Hour, Live: time.Hour}, nil, nil)
 	require.NoError(f, err)
 	agents := dispatch.NewLeaseBroker(pool, nil, dispatch.AgentConfig{}, nil, nil)
 	_, key, err := queue.NewKeyService(pool).Create(ctx, "fuzz", []string{ScopeAgent}, queue.KeyLimits{})

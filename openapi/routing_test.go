@@ -32,7 +32,7 @@ func setupRoutedAgents(t *testing.T, agentCfg dispatch.AgentConfig) *apiEnv {
 	var router *dispatch.TaskRouter
 	env := setupConfig(t, func(c *openapi.Config) {
 		var err error
-		router, err = dispatch.NewTaskRouter(c.Pool, agentCfg, dispatch.TaskRouterConfig{Refresh: time.Millisecond}, nil, nil)
+		router, err = dispatch.NewTaskRouter(agentCfg, dispatch.TaskRouterConfig{Refresh: time.Millisecond}, nil, nil)
 		require.NoError(t, err)
 		c.Agent, c.Router = agentCfg, router
 	})

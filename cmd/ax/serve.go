@@ -165,7 +165,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	defer river.Stop()
 	agentCfg := cfg.Agent
-	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{DurationWindow: cfg.Health.DurationWindow},
+	router, err := dispatch.NewTaskRouter(agentCfg, dispatch.TaskRouterConfig{DurationWindow: cfg.Health.DurationWindow},
 		logger, m)
 	if err != nil {
 		return err

@@ -102,7 +102,7 @@ func TestLoadSmoothingConfigurable(t *testing.T) {
 func TestLoadAwareMovesOnlyOnLastingLoad(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
-	router, err := dispatch.NewTaskRouter(e.pool, e.cfg, dispatch.TaskRouterConfig{Clock: e.clock, Refresh: time.Nanosecond}, nil, nil)
+	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Clock: e.clock, Refresh: time.Nanosecond}, nil, nil)
 	require.NoError(t, err)
 	e.execs = e.execs.WithRouter(router)
 	agents := []*db.Agent{e.agent("a1"), e.agent("a2")}
@@ -192,7 +192,7 @@ func TestLeastActiveDurationWindow(t *testing.T) {
 		{name: "default hour", want: steady},
 		{name: "ten minutes", window: 10 * time.Minute, want: quick},
 	} {
-		router, err := dispatch.NewTaskRouter(e.pool, e.cfg, dispatch.TaskRouterConfig{DurationWindow: tt.window}, nil, nil)
+		router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{DurationWindow: tt.window}, nil, nil)
 		require.NoError(t, err)
 		execs := e.execs.WithRouter(router)
 		for range 3 { // each run alone: both agents idle every time

@@ -17,7 +17,7 @@ import (
 func TestRouterSkipsAgentsSilentByTheClock(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
-	router, err := dispatch.NewTaskRouter(e.pool, e.cfg, dispatch.TaskRouterConfig{Clock: e.clock}, nil, nil)
+	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Clock: e.clock}, nil, nil)
 	require.NoError(t, err)
 	e.execs = e.execs.WithRouter(router)
 	silent, alive1, alive2 := e.agent("silent"), e.agent("alive1"), e.agent("alive2")

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/clock"
@@ -53,7 +52,6 @@ type TaskRouterConfig struct {
 // candidates refreshed at most every Refresh, so routing a batch of fires
 // costs one query at most.
 type TaskRouter struct {
-	pool    *pgxpool.Pool
 	cfg     TaskRouterConfig
 	router  *routing.Router
 	logger  *slog.Logger
@@ -72,7 +70,7 @@ type candidateSnapshot struct {
 }
 
 // NewTaskRouter returns a TaskRouter; logger and metrics may be nil.
-func NewTaskRouter(pool *pgxpool.Pool, agentCfg AgentConfig, cfg TaskRouterConfig, logger *slog.Logger, m *metrics.Metrics) (*TaskRouter, error) {
+func NewTaskRouter(agentCfg AgentConfig, cfg TaskRouterConfig, logger *slog.Logger, m *metrics.Metrics) (*TaskRouter, error) {
 	cfg.Live = cmp.Or(cfg.Live, 2*agentCfg.withDefaults().HeartbeatInterval)
 	cfg.Refresh = cmp.Or(cfg.Refresh, time.Second)
 	cfg.DurationWindow = cmp.Or(cfg.DurationWindow, time.Hour)
@@ -91,7 +89,7 @@ func NewTaskRouter(pool *pgxpool.Pool, agentCfg AgentConfig, cfg TaskRouterConfi
 	if m == nil {
 		m = metrics.New(nil)
 	}
-	return &TaskRouter{pool: pool, cfg: cfg, router: router, logger: logger, metrics: m,
+	return &TaskRouter{cfg: cfg, router: router, logger: logger, metrics: m,
 		rings: map[string]*routing.Ring{}, seq: map[uuid.UUID]uint64{}}, nil
 }
 
@@ -105,7 +103,7 @@ func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*db.NewTa
 	if !slices.ContainsFunc(tasks, func(t *db.NewTask) bool { return !t.Pinned }) {
 		return nil
 	}
-	agents, err := r.candidates(ctx)
+	agents, err := r.candidates(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -116,16 +114,19 @@ func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*db.NewTa
 	return db.TaskSetRoute(ctx, e, routes)
 }
 
-// candidates returns the current snapshot, reading a new one when it is
-// older than Refresh.
-func (r *TaskRouter) candidates(ctx context.Context) ([]*db.Candidate, error) {
+// candidates returns the current snapshot, reading a new one with e when
+// it is older than Refresh. With e, not the pool: Route runs inside the
+// transaction that made the tasks, and taking a second connection while
+// it holds one (and its locks) deadlocks once the pool is exhausted by
+// transactions doing the same, or queued behind a lock one of them holds.
+func (r *TaskRouter) candidates(ctx context.Context, e db.Executor) ([]*db.Candidate, error) {
 	r.mu.Lock()
 	s := r.snapshot
 	r.mu.Unlock()
 	if s != nil && time.Since(s.at) < r.cfg.Refresh {
 		return s.agents, nil
 	}
-	agents, err := db.AgentListCandidates(ctx, r.pool, &db.CandidateQuery{Live: r.cfg.Live,
+	agents, err := db.AgentListCandidates(ctx, e, &db.CandidateQuery{Live: r.cfg.Live,
 		DurationWindow: r.cfg.DurationWindow, DurationSample: r.cfg.DurationSample, Now: r.cfg.Clock.Now()})
 	if err != nil {
 		return nil, fmt.Errorf("error routing tasks: %w", err)

@@ -18,7 +18,7 @@ import (
 // the candidates afresh for every fire.
 func (e *env) routed() *env {
 	e.t.Helper()
-	router, err := dispatch.NewTaskRouter(e.pool, e.cfg, dispatch.TaskRouterConfig{Refresh: time.Nanosecond}, nil, nil)
+	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Refresh: time.Nanosecond}, nil, nil)
 	require.NoError(e.t, err)
 	e.execs = queue.NewExecutionService(e.pool, nil, nil).WithRouter(router)
 	return e

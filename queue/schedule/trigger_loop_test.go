@@ -14,6 +14,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/clock"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -362,4 +363,33 @@ func TestFireDueWhenTheClockReachesTheTick(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(context.Background(),
 		`SELECT scheduled_for FROM ax.all_executions WHERE job_id = $1`, j.ID).Scan(&scheduled))
 	require.True(t, scheduled.Equal(tick), "scheduled for the tick, not the clock")
+}
+
+// A fire routes its tasks inside its own transaction: reading the routing
+// candidates there, not on a second connection of the pool, so a replica
+// whose pool is down to one free connection (every other one held by a
+// transaction that waits for a lock the fire holds, say) still fires. On
+// a pool of one connection, taking a second one never returns.
+func TestFireRoutesOnItsOwnConnection(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	router, err := dispatch.NewTaskRouter(dispatch.AgentConfig{}, dispatch.TaskRouterConfig{Refresh: time.Nanosecond}, nil, nil)
+	require.NoError(t, err)
+	e := &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil),
+		loop: schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, Router: router})}
+	j := e.job(db.TriggerCron, nil)
+	e.behind(j.ID, time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := e.loop.FireDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Positive(t, e.count("SELECT count(*) FROM ax.task WHERE job_id = $1 AND preferred_agent_id IS NULL", j.ID))
 }

@@ -68,7 +68,7 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel,
 		notify.ExecutionEndedChannel, notify.APIKeyRevokedChannel)
 	agentCfg := dispatch.AgentConfig{}
-	router, err := dispatch.NewTaskRouter(pool, agentCfg, dispatch.TaskRouterConfig{}, logger, metrics)
+	router, err := dispatch.NewTaskRouter(agentCfg, dispatch.TaskRouterConfig{}, logger, metrics)
 	if err != nil {
 		b.Fatal(err)
 	}
