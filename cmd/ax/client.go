@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -24,11 +25,14 @@ type apiFlags struct {
 
 func (f *apiFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.server, "server", envOr("AX_SERVER", "http://127.0.0.1:8080"), "ax server URL (AX_SERVER)")
-	fs.StringVar(&f.key, "key", envOr("AX_API_KEY", ""), "API key (AX_API_KEY)")
+	// No default from the environment here: -h prints defaults, and a
+	// key must not land on a terminal or in a log; client() reads it.
+	fs.StringVar(&f.key, "key", "", "API key (default: AX_API_KEY)")
 	fs.StringVar(&f.output, "o", "table", "output: table or json")
 }
 
 func (f *apiFlags) client() (*client.ClientWithResponses, error) {
+	f.key = cmp.Or(f.key, envOr("AX_API_KEY", ""))
 	if f.key == "" {
 		return nil, fmt.Errorf("no API key: set AX_API_KEY or --key (`ax key create` makes one)")
 	}

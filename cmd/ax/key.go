@@ -25,7 +25,9 @@ func runKey(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	if pool != nil {
+		defer pool.Close()
+	}
 	return subcommand(ctx, "key", args, map[string]func(context.Context, []string) error{
 		"create": func(ctx context.Context, args []string) error {
 			fs := flag.NewFlagSet("ax key create", flag.ContinueOnError)
@@ -55,7 +57,10 @@ func runKey(ctx context.Context, args []string) error {
 			fmt.Println(secret)
 			return nil
 		},
-		"list": func(ctx context.Context, _ []string) error {
+		"list": func(ctx context.Context, args []string) error {
+			if err := parseNoFlags("ax key list", args); err != nil {
+				return err
+			}
 			keys, err := db.APIKeyList(ctx, pool)
 			if err != nil {
 				return err
@@ -74,7 +79,11 @@ func runKey(ctx context.Context, args []string) error {
 		},
 		"sign": func(ctx context.Context, args []string) error { return createSigningKey(ctx, pool, args) },
 		"revoke": func(ctx context.Context, args []string) error {
-			if len(args) != 1 {
+			fs := flag.NewFlagSet("ax key revoke ID", flag.ContinueOnError)
+			if err := fs.Parse(args); err != nil {
+				return err
+			}
+			if args = fs.Args(); len(args) != 1 {
 				return errors.New("usage: ax key revoke ID")
 			}
 			id, err := uuid.Parse(args[0])

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 
@@ -15,7 +16,11 @@ import (
 // createSigningKey makes a key for HMAC-signed requests acting for the API
 // key named in args, and prints its id and secret (shown once).
 func createSigningKey(ctx context.Context, pool *pgxpool.Pool, args []string) error {
-	if len(args) != 1 {
+	fs := flag.NewFlagSet("ax key sign API_KEY_ID", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if args = fs.Args(); len(args) != 1 {
 		return errors.New("usage: ax key sign API_KEY_ID")
 	}
 	apiKeyID, err := uuid.Parse(args[0])

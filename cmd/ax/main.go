@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -102,11 +103,31 @@ func subcommand(ctx context.Context, group string, args []string, subs map[strin
 	if len(args) == 0 {
 		return fmt.Errorf("usage: ax %s %s", group, strings.Join(names, "|"))
 	}
+	if isHelp(args[0]) {
+		fmt.Printf("usage: ax %s %s [flags]\n\nRun `ax %s COMMAND -h` for a command's flags.\n",
+			group, strings.Join(names, "|"), group)
+		return nil
+	}
 	fn, ok := subs[args[0]]
 	if !ok {
 		return fmt.Errorf("unknown command `ax %s %s`: use one of %s", group, args[0], strings.Join(names, ", "))
 	}
 	return fn(ctx, args[1:])
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// wantsHelp reports whether any of args asks for help: such a command
+// prints its usage and needs no database or server.
+func wantsHelp(args []string) bool {
+	return slices.ContainsFunc(args, isHelp)
 }
 
 // parseInterspersed parses flags that come before or after positional
