@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -20,9 +21,12 @@ import (
 type Migrator struct {
 	provider *goose.Provider
 	sqlDB    *sql.DB
+	logger   *slog.Logger
 }
 
 // NewMigrator returns a Migrator working through pool. Close it after use.
+// With a logger, Up logs one line per migration applied (not goose's
+// verbose mode: it logs every statement, hundreds on a first start).
 func NewMigrator(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
 	// Waiting replicas retry the lock every second for up to 5 minutes
 	// (goose's default polls every 5 s, which slows every cold start).
@@ -37,15 +41,12 @@ func NewMigrator(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
 		goose.WithGoMigrations(migrations.GoMigrations()...),
 		goose.WithDisableGlobalRegistry(true),
 	}
-	if logger != nil {
-		opts = append(opts, goose.WithSlog(logger), goose.WithVerbose(true))
-	}
 	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS(), opts...)
 	if err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("error creating migration provider: %w", err)
 	}
-	return &Migrator{provider: provider, sqlDB: sqlDB}, nil
+	return &Migrator{provider: provider, sqlDB: sqlDB, logger: logger}, nil
 }
 
 // Close releases the migrator's connection handle (not the pool).
@@ -54,6 +55,16 @@ func (m *Migrator) Close() error { return m.sqlDB.Close() }
 // Up applies every pending migration.
 func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
 	res, err := m.provider.Up(ctx)
+	if m.logger != nil {
+		for _, r := range res {
+			source := filepath.Base(r.Source.Path)
+			if r.Source.Path == "" {
+				source = "(in Go)" // River's tables
+			}
+			m.logger.InfoContext(ctx, "migration applied", "version", r.Source.Version,
+				"source", source, "duration_ms", r.Duration.Milliseconds())
+		}
+	}
 	if err != nil {
 		return res, fmt.Errorf("error migrating up: %w", err)
 	}

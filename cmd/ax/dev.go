@@ -31,7 +31,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logger := newLogger()
+	logger := newLogger(true)
 	srv, err := pglocal.Find(ctx, pglocal.Options{
 		Dir: filepath.Join(*dir, "postgres"), Keep: true, SkipEnv: *own, SkipLocal: *own, Logger: logger,
 	})
@@ -67,7 +67,7 @@ func runDevExec(ctx context.Context, args []string) error {
 	if fs.NArg() == 0 {
 		return errors.New("usage: ax dev exec [--own-postgres] -- COMMAND [ARGS]")
 	}
-	srv, err := pglocal.Find(ctx, pglocal.Options{SkipEnv: *own, SkipLocal: *own, Logger: newLogger()})
+	srv, err := pglocal.Find(ctx, pglocal.Options{SkipEnv: *own, SkipLocal: *own, Logger: newLogger(true)})
 	if err != nil {
 		return err
 	}
@@ -126,10 +126,10 @@ ax is running (PostgreSQL: %s, %s)
 Try:
   export AX_API_KEY=%s AX_SERVER=%s
   curl -s -H "Authorization: Bearer $AX_API_KEY" $AX_SERVER/v1/jobs
-  go run ./cmd/ax job list
+  bin/ax job list   # make run built bin/ax and bin/ax-agent
 
 Run tasks on this machine (shell only when listed in AX_EXECUTORS):
-  AX_SERVER=%s AX_AGENT_KEY=%s AX_EXECUTORS=shell,http,handler go run ./cmd/ax-agent
+  AX_SERVER=%s AX_AGENT_KEY=%s AX_EXECUTORS=shell,http,handler bin/ax-agent
 
 Stop with Ctrl-C.
 `, srv.Source, redactURL(dbURL), base, base, base, key, key, base, base, key)

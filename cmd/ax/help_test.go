@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -48,4 +50,23 @@ func TestHelpShowsNoAPIKey(t *testing.T) {
 	_, err := f.client()
 	require.NoError(t, err)
 	require.Equal(t, secret, f.key, "the key comes from AX_API_KEY when the command runs")
+}
+
+// `ax dev` logs text; `ax serve` logs JSON unless stderr is a terminal;
+// AX_LOG_FORMAT decides over both.
+func TestLogFormat(t *testing.T) {
+	for _, tt := range []struct {
+		env  string
+		dev  bool
+		text bool
+	}{
+		{env: "", dev: true, text: true},
+		{env: "", dev: false, text: isTerminal(os.Stderr)},
+		{env: "json", dev: true, text: false},
+		{env: "text", dev: false, text: true},
+	} {
+		t.Setenv("AX_LOG_FORMAT", tt.env)
+		_, isText := newLogger(tt.dev).Handler().(*slog.TextHandler)
+		require.Equal(t, tt.text, isText, "AX_LOG_FORMAT=%q dev=%v", tt.env, tt.dev)
+	}
 }

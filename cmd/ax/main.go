@@ -77,13 +77,35 @@ func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "\nRun `ax COMMAND -h` for a command's flags.")
 }
 
-// newLogger logs JSON to stderr at the level in AX_LOG_LEVEL (default info).
-func newLogger() *slog.Logger {
+// newLogger logs to stderr at the level in AX_LOG_LEVEL (default info), as
+// JSON or as text (key=value lines for a person reading a terminal): the
+// format in AX_LOG_FORMAT when set, else text when stderr is a terminal
+// or text is true (`ax dev`), else JSON (a service's log collector).
+func newLogger(text bool) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(envOr("AX_LOG_LEVEL", "info"))); err != nil {
 		level = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch envOr("AX_LOG_FORMAT", "") {
+	case "json":
+		text = false
+	case "text":
+		text = true
+	default:
+		text = text || isTerminal(os.Stderr)
+	}
+	if text {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+// isTerminal reports whether f is a character device (a terminal, not a
+// file or a pipe).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func envOr(name, fallback string) string {

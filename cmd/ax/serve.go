@@ -131,7 +131,7 @@ func runServe(ctx context.Context, args []string) error {
 	if cfg.DatabaseURL == "" {
 		return errors.New("no database: set DATABASE_URL or --database-url (or use `ax dev` for a local one)")
 	}
-	return serve(ctx, newLogger(), cfg)
+	return serve(ctx, newLogger(false), cfg)
 }
 
 // serve runs one replica until ctx ends, then shuts down gracefully.

@@ -127,7 +127,10 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 		PeriodicJobs:      periodicJobs(cfg),
 		FetchPollInterval: cfg.PollInterval,
 		FetchCooldown:     min(10*time.Millisecond, cfg.PollInterval),
-		Logger:            cfg.Logger,
+		// River's own lines at info (producer job counts every few
+		// seconds, elections, queue starts) are noise in a service log;
+		// warnings and errors still come through.
+		Logger: slog.New(minLevel{Handler: cfg.Logger.Handler(), min: slog.LevelWarn}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error creating river client: %w", err)
@@ -274,4 +277,22 @@ type historyWorker struct {
 func (w *historyWorker) Work(ctx context.Context, _ *river.Job[historyArgs]) error {
 	_, err := history.Maintain(ctx, w.pool, w.cfg)
 	return err
+}
+
+// minLevel is a handler that drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
