@@ -24,6 +24,15 @@ type CronPreview struct {
 	Cron     string      `json:"cron"`
 	Timezone string      `json:"timezone"`
 	Next     []time.Time `json:"next" doc:"Fire times in UTC, earliest first"`
+	Fires    []CronFire  `json:"fires" doc:"The same fire times, each with its wall time in the timezone"`
+}
+
+// CronFire is one fire time, in UTC and on the timezone's clock.
+type CronFire struct {
+	UTC    time.Time `json:"utc" doc:"The instant, in UTC"`
+	Local  string    `json:"local" example:"2026-03-29T03:30:00+02:00" doc:"Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)"`
+	Offset string    `json:"offset" example:"+02:00" doc:"Offset from UTC in effect at that instant"`
+	Zone   string    `json:"zone" example:"CEST" doc:"Abbreviation in effect at that instant (as the tz database names it; some zones have none but the offset)"`
 }
 
 type cronPreviewInput struct {
@@ -58,7 +67,14 @@ func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, e
 	if in.Body.After != nil {
 		after = *in.Body.After
 	}
+	next := sched.NextN(after, in.Body.Count)
+	fires := make([]CronFire, len(next))
+	for i, at := range next {
+		local := at.In(sched.Location())
+		zone, _ := local.Zone()
+		fires[i] = CronFire{UTC: at.UTC(), Local: local.Format("2006-01-02T15:04:05-07:00"), Offset: local.Format("-07:00"), Zone: zone}
+	}
 	return &cronPreviewOutput{Body: CronPreview{
-		Cron: in.Body.Cron, Timezone: sched.Location().String(), Next: sched.NextN(after, in.Body.Count),
+		Cron: in.Body.Cron, Timezone: sched.Location().String(), Next: next, Fires: fires,
 	}}, nil
 }

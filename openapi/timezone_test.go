@@ -57,3 +57,29 @@ func TestZoneCacheBoundedUnderSpellings(t *testing.T) {
 	require.LessOrEqual(t, grown, 20, "the cache grew by %d entries for %d spellings of 2 zones", grown, sent)
 	require.LessOrEqual(t, cron.CachedZoneCount(), cron.MaxCachedZones)
 }
+
+// The preview gives each fire its wall time, offset and zone abbreviation
+// in the job's timezone: 08:00 in London is 08:00 UTC in winter (GMT) and
+// 07:00 UTC in summer (BST), and the reader sees 08:00 both times.
+func TestCronPreviewShowsLocalWallTime(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	out := env.call("POST", "/v1/cron/preview", env.admin, map[string]any{
+		"cron": "0 0 8 * * ?", "timezone": "Europe/London", "count": 2, "after": "2026-03-28T12:00:00Z",
+	}).must(t, http.StatusOK)
+	fires := out["fires"].([]any)
+	require.Len(t, fires, 2)
+	want := []map[string]any{
+		{"utc": "2026-03-29T07:00:00Z", "local": "2026-03-29T08:00:00+01:00", "offset": "+01:00", "zone": "BST"},
+		{"utc": "2026-03-30T07:00:00Z", "local": "2026-03-30T08:00:00+01:00", "offset": "+01:00", "zone": "BST"},
+	}
+	for i, w := range want {
+		require.Equal(t, w, fires[i], i)
+	}
+	out = env.call("POST", "/v1/cron/preview", env.admin, map[string]any{
+		"cron": "0 0 8 * * ?", "timezone": "Europe/London", "count": 1, "after": "2026-03-27T12:00:00Z",
+	}).must(t, http.StatusOK)
+	require.Equal(t, map[string]any{"utc": "2026-03-28T08:00:00Z", "local": "2026-03-28T08:00:00+00:00",
+		"offset": "+00:00", "zone": "GMT"}, out["fires"].([]any)[0], "winter time: UTC itself")
+	require.Equal(t, []any{"2026-03-28T08:00:00Z"}, out["next"], "next keeps its UTC times")
+}

@@ -1002,9 +1002,33 @@ type CompleteRequest struct {
 	Results *[]TaskResult `json:"results"`
 }
 
+// CronFire defines model for CronFire.
+type CronFire struct {
+	// Local Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)
+	//
+	// Example: 2026-03-29T03:30:00+02:00
+	Local string `json:"local"`
+
+	// Offset Offset from UTC in effect at that instant
+	//
+	// Example: +02:00
+	Offset string `json:"offset"`
+
+	// Utc The instant, in UTC
+	Utc time.Time `json:"utc"`
+
+	// Zone Abbreviation in effect at that instant (as the tz database names it; some zones have none but the offset)
+	//
+	// Example: CEST
+	Zone string `json:"zone"`
+}
+
 // CronPreview defines model for CronPreview.
 type CronPreview struct {
 	Cron string `json:"cron"`
+
+	// Fires The same fire times, each with its wall time in the timezone
+	Fires *[]CronFire `json:"fires"`
 
 	// Next Fire times in UTC, earliest first
 	Next     *[]time.Time `json:"next"`
