@@ -32,6 +32,9 @@ run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the U
 	$(AX) dev
 
 test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), then fuzz.
+	@# tests/e2e runs the TypeScript client with node: its packages first.
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ts-deps; \
+	else echo "npm is not on PATH: the TypeScript client test skips (fails with CI set)"; fi
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
 	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
 	$(MAKE) --no-print-directory fuzz
