@@ -918,7 +918,7 @@ UNION ALL
 --
 
 CREATE TABLE ax.task (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    id uuid DEFAULT ax.uuid_v7() NOT NULL,
     execution_id uuid NOT NULL,
     job_id uuid NOT NULL,
     shard_index integer NOT NULL,
@@ -963,7 +963,7 @@ WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_
 --
 
 CREATE TABLE ax.task_history (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    id uuid DEFAULT ax.uuid_v7() NOT NULL,
     execution_id uuid NOT NULL,
     job_id uuid NOT NULL,
     shard_index integer NOT NULL,
