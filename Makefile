@@ -4,6 +4,8 @@ GO ?= go
 SQLC := $(GO) run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 OAPI_CODEGEN := $(GO) run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2
 AX := bin/ax
+# The TypeScript client: its npm packages are pinned by package-lock.json.
+TS := openapi/ts
 # Tests start processes and databases: keep the suite inside 10 minutes.
 TEST_TIMEOUT ?= 9m
 BENCH ?= .
@@ -17,7 +19,7 @@ FUZZ_JOB_EXECS ?= 60000x
 FUZZ_CRON_EXECS ?= 200000x
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench generate verify lint build schema
+.PHONY: help run test fuzz bench generate verify lint build schema ts-deps
 
 help: ## Show the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -30,6 +32,9 @@ run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the U
 	$(AX) dev
 
 test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), then fuzz.
+	@# tests/e2e runs the TypeScript client with node: its packages first.
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ts-deps; \
+	else echo "npm is not on PATH: the TypeScript client test skips (fails with CI set)"; fi
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
 	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
 	$(MAKE) --no-print-directory fuzz
@@ -48,10 +53,11 @@ bench: build ## Run the benchmarks (BENCH=regexp, BENCH_COUNT=n); output is benc
 
 # generate builds nothing before the code it generates: cmd/ax needs the
 # client, the client needs the spec.
-generate: ## Regenerate sqlc code, the OpenAPI specs, the Go client and sql/schema.sql.
+generate: ts-deps ## Regenerate sqlc code, the OpenAPI specs, the Go and TypeScript clients and sql/schema.sql.
 	cd sql && $(SQLC) generate
 	$(GO) run ./openapi/specgen -dir openapi
 	cd openapi/client && $(OAPI_CODEGEN) -config oapi-codegen.yaml ../openapi-3.0.yaml
+	cd $(TS) && npm run --silent generate
 	$(MAKE) --no-print-directory schema
 
 # The history partitions and the partitions of events, callbacks, attempts
@@ -70,8 +76,15 @@ schema: build ## Dump the migrated schema to sql/schema.sql (for reading; migrat
 	    | grep -vE "^(-- Dumped|SET |SELECT pg_catalog.set_config|\\\\(un)?restrict )" | cat -s > sql/schema.sql'
 
 verify: generate lint ## Regenerate everything, then fail if anything changed.
+	cd $(TS) && npm run --silent check
 	git diff --exit-code -- . ':!go.sum'
 	@test -z "$$(git status --porcelain --untracked-files=all -- db/internal openapi sql)" || { git status --porcelain -- db/internal openapi sql; exit 1; }
+
+# npm ci again when the lock file is newer than the installed packages.
+ts-deps: $(TS)/node_modules/.package-lock.json ## Install the TypeScript client's npm packages (npm ci in openapi/ts).
+$(TS)/node_modules/.package-lock.json: $(TS)/package.json $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund
+	@touch $@
 
 lint: ## gofmt and go vet.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

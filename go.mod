@@ -2,6 +2,9 @@ module github.com/ax-scheduler/ax
 
 go 1.26.0
 
+// The TypeScript client's npm packages are not Go code: ./... skips them.
+ignore ./openapi/ts/node_modules
+
 require (
 	github.com/adhocore/gronx v1.20.4
 	github.com/danielgtaylor/huma/v2 v2.37.2

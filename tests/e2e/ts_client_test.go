@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/proctest"
+)
+
+// TestTypeScriptClient: the TypeScript client generated from the spec
+// (openapi/ts), type-checked by tsc and run by node against a real server
+// and agent, creates a shell job with a callback to a receiver of its own,
+// triggers it, waits for it to succeed, finds "hello" in its output and
+// verifies the callback with standardwebhooks and the job's signing
+// secret (openapi/ts/test/e2e.ts says how).
+func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	dir := tsClientDir(t)
+	node := requireNode(t, dir)
+	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.runAgent(t, "ts-agent", s.url)
+	s.agentReady(t, "ts-agent")
+
+	script := compileTS(t, node, dir)
+	proc := proctest.Start(t, node, []string{"AX_SERVER=" + s.url, "AX_API_KEY=" + s.key}, script)
+	// On failure proctest logs what node printed (the failed assertion).
+	require.NoError(t, proc.Wait(2*time.Minute), "node %s", script)
+	t.Logf("node %s: %s", filepath.Base(script), proc.Output())
+}
+
+// tsClientDir is openapi/ts in this checkout.
+func tsClientDir(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "openapi", "ts")
+}
+
+// requireNode finds node on PATH and the client's npm packages (npm ci in
+// openapi/ts; make test and .ci/run do it). Missing, the test is skipped
+// on a developer's machine and fails in CI (CI set).
+func requireNode(t *testing.T, dir string) string {
+	t.Helper()
+	const install = "install Node.js 20 or later, then run npm ci in openapi/ts"
+	node, err := exec.LookPath("node")
+	missing := "node is not on PATH"
+	if err == nil {
+		if _, err = os.Stat(filepath.Join(dir, "node_modules", "typescript", "bin", "tsc")); err == nil {
+			return node
+		}
+		missing = "openapi/ts/node_modules is missing"
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s and CI is set: the TypeScript client must be checked in CI; %s", missing, install)
+	}
+	t.Skipf("SKIP: %s, so the TypeScript client is not checked; %s (with CI set this fails)", missing, install)
+	return ""
+}
+
+// compileTS type-checks the client and its test program with tsc and
+// writes the JavaScript to a temporary folder (removed after the test),
+// whose node_modules links to the client's; it returns the test program.
+func compileTS(t *testing.T, node, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tsc := exec.CommandContext(ctx, node, filepath.Join(dir, "node_modules", "typescript", "bin", "tsc"),
+		"-p", filepath.Join(dir, "tsconfig.json"), "--outDir", out, "--sourceMap", "false", "--declaration", "false")
+	msg, err := tsc.CombinedOutput()
+	require.NoError(t, err, "tsc:\n%s", msg)
+	require.NoError(t, os.Symlink(filepath.Join(dir, "node_modules"), filepath.Join(out, "node_modules")))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "package.json"), []byte(`{"type": "module"}`+"\n"), 0o644))
+	return filepath.Join(out, "test", "e2e.js")
+}
