@@ -1053,8 +1053,32 @@ export interface components {
         CompleteRequest: {
             results: components["schemas"]["TaskResult"][] | null;
         };
+        CronFire: {
+            /**
+             * @description Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)
+             * @example 2026-03-29T03:30:00+02:00
+             */
+            local: string;
+            /**
+             * @description Offset from UTC in effect at that instant
+             * @example +02:00
+             */
+            offset: string;
+            /**
+             * Format: date-time
+             * @description The instant, in UTC
+             */
+            utc: string;
+            /**
+             * @description Abbreviation in effect at that instant (as the tz database names it; some zones have none but the offset)
+             * @example CEST
+             */
+            zone: string;
+        };
         CronPreview: {
             cron: string;
+            /** @description The same fire times, each with its wall time in the timezone */
+            fires: components["schemas"]["CronFire"][] | null;
             /** @description Fire times in UTC, earliest first */
             next: string[] | null;
             timezone: string;
