@@ -69,7 +69,27 @@ func execList(ctx context.Context, args []string) error {
 	if af.output == "json" {
 		return printJSON(execs)
 	}
-	return showExecutions(execs)
+	return showExecutions(execs, jobNames(ctx, c, execs))
+}
+
+// jobNames reads the names of the executions' jobs, one call per job (a
+// page holds a few); a job that cannot be read (deleted, or outside the
+// key's groups) is shown by its id.
+func jobNames(ctx context.Context, c *client.ClientWithResponses, execs []client.Execution) map[uuid.UUID]string {
+	names := map[uuid.UUID]string{}
+	for _, e := range execs {
+		if _, ok := names[e.JobId]; ok {
+			continue
+		}
+		names[e.JobId] = e.JobId.String()
+		if r, err := c.GetJobWithResponse(ctx, e.JobId); err == nil && r.JSON200 != nil {
+			names[e.JobId] = r.JSON200.Name
+			if g := deref(r.JSON200.Group); g != "" && g != "default" {
+				names[e.JobId] = g + "/" + r.JSON200.Name
+			}
+		}
+	}
+	return names
 }
 
 func execGet(ctx context.Context, args []string) error {
@@ -107,10 +127,12 @@ func execByID(ctx context.Context, verb string, args []string) error {
 	if af.output == "json" {
 		return printJSON(exec)
 	}
-	return showExecution(*exec)
+	return showExecution(*exec, jobNames(ctx, c, []client.Execution{*exec}))
 }
 
-func showExecutions(execs []client.Execution) error {
+// showExecutions prints execs as a table, each job by its name in names
+// (by id when names has none).
+func showExecutions(execs []client.Execution, names map[uuid.UUID]string) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tJOB\tCAUSE\tSTATE\tSCHEDULED FOR (UTC)\tLAG")
 	for _, e := range execs {
@@ -118,14 +140,18 @@ func showExecutions(execs []client.Execution) error {
 		if e.Misfired {
 			cause += " (misfired)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Id, e.JobId, cause, e.State,
+		job := names[e.JobId]
+		if job == "" {
+			job = e.JobId.String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Id, job, cause, e.State,
 			formatTime(&e.ScheduledFor), e.FiredAt.Sub(e.ScheduledFor).Round(time.Millisecond))
 	}
 	return w.Flush()
 }
 
-func showExecution(e client.Execution) error {
-	if err := showExecutions([]client.Execution{e}); err != nil {
+func showExecution(e client.Execution, names map[uuid.UUID]string) error {
+	if err := showExecutions([]client.Execution{e}, names); err != nil {
 		return err
 	}
 	tasks := deref(e.Tasks)
@@ -207,5 +233,5 @@ func jobTrigger(ctx context.Context, args []string) error {
 	if af.output == "json" {
 		return printJSON(resp.JSON202)
 	}
-	return showExecution(*resp.JSON202)
+	return showExecution(*resp.JSON202, jobNames(ctx, c, []client.Execution{*resp.JSON202}))
 }

@@ -116,6 +116,8 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 	out, err = s.ax(t, "exec", "list", "--job", created.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, exec.ID)
+	require.Contains(t, out, "kitchen/breakfast", "the job by its group and name, not its id")
+	require.NotContains(t, out, created.ID)
 	out, err = s.ax(t, "exec", "cancel", exec.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, "cancelled")
