@@ -45,6 +45,26 @@ func ExecutionGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Execution
 	return executionFromRow(r), nil
 }
 
+// ExecutionGetByTick returns the run of jobID fired for the tick at,
+// live or in history; ErrNotFound when there is none.
+func ExecutionGetByTick(ctx context.Context, e Executor, jobID uuid.UUID, at time.Time) (*Execution, error) {
+	r, err := queries.ExecutionGetByTick(ctx, e, dbsqlc.ExecutionGetByTickParams{JobID: jobID, ScheduledFor: at})
+	if err != nil {
+		return nil, fmt.Errorf("error getting the run of job %s for %s: %w", jobID, at.Format(time.RFC3339), mapErr(err))
+	}
+	return executionFromRow(r), nil
+}
+
+// ExecutionRunningAt returns the newest run of jobID for a tick before
+// tick that was not finished at at; ErrNotFound when there is none.
+func ExecutionRunningAt(ctx context.Context, e Executor, jobID uuid.UUID, tick, at time.Time) (*Execution, error) {
+	r, err := queries.ExecutionRunningAt(ctx, e, dbsqlc.ExecutionRunningAtParams{JobID: jobID, Tick: tick, At: at})
+	if err != nil {
+		return nil, fmt.Errorf("error getting the run of job %s in flight at %s: %w", jobID, at.Format(time.RFC3339), mapErr(err))
+	}
+	return executionFromRow(r), nil
+}
+
 // ExecutionListParams filters and pages ExecutionList; nil matches all.
 type ExecutionListParams struct {
 	JobID  *uuid.UUID

@@ -53,3 +53,14 @@ func SkippedFireListByJob(ctx context.Context, e Executor, jobID uuid.UUID, limi
 	}
 	return out, nil
 }
+
+// SkippedFireCovering returns the newest skip record of jobID whose ticks
+// span at; ErrNotFound when there is none.
+func SkippedFireCovering(ctx context.Context, e Executor, jobID uuid.UUID, at time.Time) (*SkippedFire, error) {
+	r, err := queries.SkippedFireCovering(ctx, e, dbsqlc.SkippedFireCoveringParams{JobID: jobID, At: at})
+	if err != nil {
+		return nil, fmt.Errorf("error getting the skip of job %s at %s: %w", jobID, at.Format(time.RFC3339), mapErr(err))
+	}
+	return &SkippedFire{JobID: r.JobID, Reason: SkipReason(r.Reason), FirstTick: r.FirstTick.UTC(),
+		LastTick: r.LastTick.UTC(), TickCount: int(deref(r.TickCount)), Detail: r.Detail, RecordedAt: r.RecordedAt.UTC()}, nil
+}

@@ -85,3 +85,30 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 	}
 	return out, nil
 }
+
+// TickExplanation says what became of one instant of a job's schedule.
+type TickExplanation struct {
+	At        time.Time       `json:"at" doc:"The instant explained; for a wall time inside a daylight-saving gap, the end of the gap, where such a tick fires"`
+	Local     string          `json:"local" doc:"at on the job's clock, with the offset in effect"`
+	Verdict   string          `json:"verdict" enum:"fired,skipped,not_a_tick,dst_gap,paused,not_created,upcoming,manual,no_record"`
+	Reason    string          `json:"reason" doc:"One sentence for a person"`
+	Tick      bool            `json:"tick" doc:"at is a tick of the job's trigger"`
+	Execution *ExecutionBrief `json:"execution,omitempty" doc:"The run fired for the tick"`
+	Running   *ExecutionBrief `json:"running,omitempty" doc:"For an overlap skip: the run that had not finished at that instant"`
+	Skip      *SkippedFire    `json:"skip,omitempty" doc:"The skip record that covers the tick"`
+	NextTick  *time.Time      `json:"next_tick,omitempty" doc:"The trigger's first tick after at"`
+}
+
+// ExecutionBrief names a run.
+type ExecutionBrief struct {
+	ID           string    `json:"id" format:"uuid"`
+	State        string    `json:"state"`
+	ScheduledFor time.Time `json:"scheduled_for"`
+}
+
+func executionBrief(e *db.Execution) *ExecutionBrief {
+	if e == nil {
+		return nil
+	}
+	return &ExecutionBrief{ID: e.ID.String(), State: string(e.State), ScheduledFor: e.ScheduledFor.UTC()}
+}

@@ -26,7 +26,43 @@ func runJob(ctx context.Context, args []string) error {
 		"pause":   jobByID("pause"),
 		"resume":  jobByID("resume"),
 		"delete":  jobByID("delete"),
+		"why":     jobWhy,
 	})
+}
+
+// jobWhy answers "why didn't it run at T?" (GET /v1/jobs/{id}/explain).
+func jobWhy(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ax job why ID --at T", flag.ContinueOnError)
+	var af apiFlags
+	af.register(fs)
+	at := fs.String("at", "", "the instant: RFC 3339 with an offset (2026-03-29T01:30:00Z), or a wall time (2026-03-29T01:30:00) in the job's timezone")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || *at == "" {
+		return errors.New("usage: ax job why ID --at T")
+	}
+	id, err := uuid.Parse(fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("job id %q is not a UUID", fs.Arg(0))
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	resp, err := c.ExplainTickWithResponse(ctx, id, &client.ExplainTickParams{At: *at})
+	if err != nil {
+		return fmt.Errorf("error calling ax: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.StatusCode(), resp.Body)
+	}
+	x := resp.JSON200
+	if af.output == "json" {
+		return printJSON(x)
+	}
+	fmt.Printf("%s (%s): %s\n%s\n", x.Local, x.At.UTC().Format(time.RFC3339), x.Verdict, x.Reason)
+	return nil
 }
 
 func jobCreate(ctx context.Context, args []string) error {

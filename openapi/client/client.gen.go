@@ -639,6 +639,45 @@ func (e TaskResultState) Valid() bool {
 	}
 }
 
+// Defines values for TickExplanationVerdict.
+const (
+	TickExplanationVerdictDstGap     TickExplanationVerdict = "dst_gap"
+	TickExplanationVerdictFired      TickExplanationVerdict = "fired"
+	TickExplanationVerdictManual     TickExplanationVerdict = "manual"
+	TickExplanationVerdictNoRecord   TickExplanationVerdict = "no_record"
+	TickExplanationVerdictNotATick   TickExplanationVerdict = "not_a_tick"
+	TickExplanationVerdictNotCreated TickExplanationVerdict = "not_created"
+	TickExplanationVerdictPaused     TickExplanationVerdict = "paused"
+	TickExplanationVerdictSkipped    TickExplanationVerdict = "skipped"
+	TickExplanationVerdictUpcoming   TickExplanationVerdict = "upcoming"
+)
+
+// Valid indicates whether the value is a known member of the TickExplanationVerdict enum.
+func (e TickExplanationVerdict) Valid() bool {
+	switch e {
+	case TickExplanationVerdictDstGap:
+		return true
+	case TickExplanationVerdictFired:
+		return true
+	case TickExplanationVerdictManual:
+		return true
+	case TickExplanationVerdictNoRecord:
+		return true
+	case TickExplanationVerdictNotATick:
+		return true
+	case TickExplanationVerdictNotCreated:
+		return true
+	case TickExplanationVerdictPaused:
+		return true
+	case TickExplanationVerdictSkipped:
+		return true
+	case TickExplanationVerdictUpcoming:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListExecutionsParamsState.
 const (
 	ListExecutionsParamsStateCancelled ListExecutionsParamsState = "cancelled"
@@ -1156,6 +1195,13 @@ type ExecutionCause string
 
 // ExecutionState defines model for Execution.State.
 type ExecutionState string
+
+// ExecutionBrief defines model for ExecutionBrief.
+type ExecutionBrief struct {
+	Id           openapi_types.UUID `json:"id"`
+	ScheduledFor time.Time          `json:"scheduled_for"`
+	State        string             `json:"state"`
+}
 
 // ExecutionList defines model for ExecutionList.
 type ExecutionList struct {
@@ -1892,6 +1938,31 @@ type TaskResult struct {
 // TaskResultState timed_out: the agent stopped it at its timeout; retried like a failure
 type TaskResultState string
 
+// TickExplanation defines model for TickExplanation.
+type TickExplanation struct {
+	// At The instant explained; for a wall time inside a daylight-saving gap, the end of the gap, where such a tick fires
+	At        time.Time       `json:"at"`
+	Execution *ExecutionBrief `json:"execution,omitempty"`
+
+	// Local at on the job's clock, with the offset in effect
+	Local string `json:"local"`
+
+	// NextTick The trigger's first tick after at
+	NextTick *time.Time `json:"next_tick,omitempty"`
+
+	// Reason One sentence for a person
+	Reason  string          `json:"reason"`
+	Running *ExecutionBrief `json:"running,omitempty"`
+	Skip    *SkippedFire    `json:"skip,omitempty"`
+
+	// Tick at is a tick of the job's trigger
+	Tick    bool                   `json:"tick"`
+	Verdict TickExplanationVerdict `json:"verdict"`
+}
+
+// TickExplanationVerdict defines model for TickExplanation.Verdict.
+type TickExplanationVerdict string
+
 // TriggerRequest defines model for TriggerRequest.
 type TriggerRequest struct {
 	// Params Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly
@@ -2141,6 +2212,12 @@ type ListJobExecutionsParams struct {
 
 // ListJobExecutionsParamsState defines parameters for ListJobExecutions.
 type ListJobExecutionsParamsState string
+
+// ExplainTickParams defines parameters for ExplainTick.
+type ExplainTickParams struct {
+	// At The instant: RFC 3339 with an offset (2026-03-29T01:30:00Z), or a wall time without one (2026-03-29T01:30:00), read in the job's timezone
+	At string `form:"at" json:"at"`
+}
 
 // ListSkippedFiresParams defines parameters for ListSkippedFires.
 type ListSkippedFiresParams struct {
@@ -2698,6 +2775,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 	ListJobExecutions(ctx context.Context, id openapi_types.UUID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExplainTick Say what became of one instant of a job's schedule
+	//
+	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+	//
+	// Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
+	ExplainTick(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseJob Pause a job
 	//
@@ -3695,6 +3779,23 @@ func (c *Client) UpdateJob(ctx context.Context, id openapi_types.UUID, body Upda
 // Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 func (c *Client) ListJobExecutions(ctx context.Context, id openapi_types.UUID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobExecutionsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExplainTick Say what became of one instant of a job's schedule
+//
+// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+//
+// Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
+func (c *Client) ExplainTick(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExplainTickRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5571,6 +5672,63 @@ func NewListJobExecutionsRequest(server string, id openapi_types.UUID, params *L
 	return req, nil
 }
 
+// NewExplainTickRequest constructs an http.Request for the ExplainTick method
+func NewExplainTickRequest(server string, id openapi_types.UUID, params *ExplainTickParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/explain", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", false, "at", params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPauseJobRequest constructs an http.Request for the PauseJob method
 func NewPauseJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
 	var err error
@@ -6461,6 +6619,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 	ListJobExecutionsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*ListJobExecutionsResponse, error)
+
+	// ExplainTickWithResponse Say what became of one instant of a job's schedule
+	//
+	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
+	ExplainTickWithResponse(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*ExplainTickResponse, error)
 
 	// PauseJobWithResponse Pause a job
 	//
@@ -9101,6 +9268,82 @@ func (r ListJobExecutionsResponse) ContentType() string {
 	return ""
 }
 
+type ExplainTickResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TickExplanation
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExplainTickResponse) GetJSON200() *TickExplanation {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ExplainTickResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ExplainTickResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ExplainTickResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ExplainTickResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ExplainTickResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ExplainTickResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExplainTickResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExplainTickResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExplainTickResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PauseJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10463,6 +10706,21 @@ func (c *ClientWithResponses) ListJobExecutionsWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseListJobExecutionsResponse(rsp)
+}
+
+// ExplainTickWithResponse Say what became of one instant of a job's schedule
+//
+// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
+func (c *ClientWithResponses) ExplainTickWithResponse(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*ExplainTickResponse, error) {
+	rsp, err := c.ExplainTick(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExplainTickResponse(rsp)
 }
 
 // PauseJobWithResponse Pause a job
@@ -12653,6 +12911,67 @@ func ParseListJobExecutionsResponse(rsp *http.Response) (*ListJobExecutionsRespo
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest ExecutionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseExplainTickResponse parses an HTTP response from a ExplainTickWithResponse call
+func ParseExplainTickResponse(rsp *http.Response) (*ExplainTickResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExplainTickResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TickExplanation
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -146,3 +146,21 @@ WITH s AS (
     FROM s
 )
 SELECT unnest(ended.ids)::uuid AS id FROM ended;
+
+-- ExecutionGetByTick returns the run of job @job_id fired for the tick
+-- @scheduled_for, live or in history.
+-- name: ExecutionGetByTick :one
+SELECT * FROM ax.all_executions
+WHERE job_id = @job_id AND scheduled_for = @scheduled_for
+ORDER BY id
+LIMIT 1;
+
+-- ExecutionRunningAt returns the newest run of job @job_id for a tick
+-- before @tick that was not yet finished at @at: what an overlap skip of
+-- @tick, decided at @at, waited on. (Ticks fire in order, so that run was
+-- fired by then, in the same batch at the latest.)
+-- name: ExecutionRunningAt :one
+SELECT * FROM ax.all_executions
+WHERE job_id = @job_id AND scheduled_for < @tick AND (finished_at IS NULL OR finished_at > @at::timestamptz)
+ORDER BY scheduled_for DESC
+LIMIT 1;

@@ -17,3 +17,12 @@ SELECT * FROM ax.skipped_fire
 WHERE job_id = @job_id
 ORDER BY first_tick DESC
 LIMIT @max;
+
+-- SkippedFireCovering returns the newest skip record of job @job_id whose
+-- ticks span @at (its first to its last tick): why a tick at @at did not
+-- fire, when it was recorded.
+-- name: SkippedFireCovering :one
+SELECT * FROM ax.skipped_fire
+WHERE job_id = @job_id AND first_tick <= @at AND last_tick >= @at
+ORDER BY recorded_at DESC
+LIMIT 1;

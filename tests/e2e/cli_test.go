@@ -99,6 +99,12 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "body.trigger.cron")
 
+	// "Why didn't it run at 08:30?": not a tick (08:00 Shanghai is).
+	out, err = s.ax(t, "job", "why", created.ID, "--at", "2030-01-02T08:30:00")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "2030-01-02T08:30:00+08:00 (2030-01-02T00:30:00Z): not_a_tick")
+	require.Contains(t, out, "the next tick after it is 2030-01-03T08:00:00+08:00")
+
 	out, err = s.ax(t, "job", "trigger", created.ID, "-params", `{"day":"monday"}`, "-o", "json")
 	require.NoError(t, err)
 	var exec struct {

@@ -205,6 +205,47 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (
 	return i, err
 }
 
+const executionGetByTick = `-- name: ExecutionGetByTick :one
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until FROM ax.all_executions
+WHERE job_id = $1 AND scheduled_for = $2
+ORDER BY id
+LIMIT 1
+`
+
+type ExecutionGetByTickParams struct {
+	JobID        uuid.UUID
+	ScheduledFor time.Time
+}
+
+// ExecutionGetByTick returns the run of job @job_id fired for the tick
+// @scheduled_for, live or in history.
+func (q *Queries) ExecutionGetByTick(ctx context.Context, db DBTX, arg ExecutionGetByTickParams) (AxAllExecution, error) {
+	row := db.QueryRow(ctx, executionGetByTick, arg.JobID, arg.ScheduledFor)
+	var i AxAllExecution
+	err := row.Scan(
+		&i.ID,
+		&i.JobID,
+		&i.Cause,
+		&i.ScheduledFor,
+		&i.FiredAt,
+		&i.Misfired,
+		&i.State,
+		&i.Params,
+		&i.ShardCount,
+		&i.Priority,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.CancelRequestedAt,
+		&i.CancelReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Error,
+		&i.Traceparent,
+		&i.RetainUntil,
+	)
+	return i, err
+}
+
 const executionGroupByID = `-- name: ExecutionGroupByID :one
 SELECT j.group_name FROM ax.all_executions e JOIN ax.job j ON j.id = e.job_id WHERE e.id = $1
 `
@@ -421,4 +462,48 @@ SELECT id FROM ax.execution WHERE id = $1 FOR NO KEY UPDATE
 func (q *Queries) ExecutionLock(ctx context.Context, db DBTX, id uuid.UUID) error {
 	_, err := db.Exec(ctx, executionLock, id)
 	return err
+}
+
+const executionRunningAt = `-- name: ExecutionRunningAt :one
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until FROM ax.all_executions
+WHERE job_id = $1 AND scheduled_for < $2 AND (finished_at IS NULL OR finished_at > $3::timestamptz)
+ORDER BY scheduled_for DESC
+LIMIT 1
+`
+
+type ExecutionRunningAtParams struct {
+	JobID uuid.UUID
+	Tick  time.Time
+	At    time.Time
+}
+
+// ExecutionRunningAt returns the newest run of job @job_id for a tick
+// before @tick that was not yet finished at @at: what an overlap skip of
+// @tick, decided at @at, waited on. (Ticks fire in order, so that run was
+// fired by then, in the same batch at the latest.)
+func (q *Queries) ExecutionRunningAt(ctx context.Context, db DBTX, arg ExecutionRunningAtParams) (AxAllExecution, error) {
+	row := db.QueryRow(ctx, executionRunningAt, arg.JobID, arg.Tick, arg.At)
+	var i AxAllExecution
+	err := row.Scan(
+		&i.ID,
+		&i.JobID,
+		&i.Cause,
+		&i.ScheduledFor,
+		&i.FiredAt,
+		&i.Misfired,
+		&i.State,
+		&i.Params,
+		&i.ShardCount,
+		&i.Priority,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.CancelRequestedAt,
+		&i.CancelReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Error,
+		&i.Traceparent,
+		&i.RetainUntil,
+	)
+	return i, err
 }

@@ -12,6 +12,37 @@ import (
 	"github.com/google/uuid"
 )
 
+const skippedFireCovering = `-- name: SkippedFireCovering :one
+SELECT id, job_id, reason, first_tick, last_tick, tick_count, detail, recorded_at FROM ax.skipped_fire
+WHERE job_id = $1 AND first_tick <= $2 AND last_tick >= $2
+ORDER BY recorded_at DESC
+LIMIT 1
+`
+
+type SkippedFireCoveringParams struct {
+	JobID uuid.UUID
+	At    time.Time
+}
+
+// SkippedFireCovering returns the newest skip record of job @job_id whose
+// ticks span @at (its first to its last tick): why a tick at @at did not
+// fire, when it was recorded.
+func (q *Queries) SkippedFireCovering(ctx context.Context, db DBTX, arg SkippedFireCoveringParams) (AxSkippedFire, error) {
+	row := db.QueryRow(ctx, skippedFireCovering, arg.JobID, arg.At)
+	var i AxSkippedFire
+	err := row.Scan(
+		&i.ID,
+		&i.JobID,
+		&i.Reason,
+		&i.FirstTick,
+		&i.LastTick,
+		&i.TickCount,
+		&i.Detail,
+		&i.RecordedAt,
+	)
+	return i, err
+}
+
 const skippedFireInsertMany = `-- name: SkippedFireInsertMany :exec
 INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, tick_count, detail)
 SELECT s.job_id, s.reason::ax.skip_reason, s.first_tick, s.last_tick, nullif(s.tick_count, 0), s.detail

@@ -546,6 +546,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/explain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Say what became of one instant of a job's schedule
+         * @description "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+         */
+        get: operations["explain-tick"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/pause": {
         parameters: {
             query?: never;
@@ -1217,6 +1237,13 @@ export interface components {
             tasks?: components["schemas"]["Task"][] | null;
             /** @description W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it */
             traceparent?: string;
+        };
+        ExecutionBrief: {
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            scheduled_for: string;
+            state: string;
         };
         ExecutionList: {
             executions: components["schemas"]["Execution"][] | null;
@@ -2012,6 +2039,32 @@ export interface components {
             state: "succeeded" | "failed" | "timed_out" | "cancelled";
             /** Format: uuid */
             task_id: string;
+        };
+        TickExplanation: {
+            /**
+             * Format: date-time
+             * @description The instant explained; for a wall time inside a daylight-saving gap, the end of the gap, where such a tick fires
+             */
+            at: string;
+            /** @description The run fired for the tick */
+            execution?: components["schemas"]["ExecutionBrief"];
+            /** @description at on the job's clock, with the offset in effect */
+            local: string;
+            /**
+             * Format: date-time
+             * @description The trigger's first tick after at
+             */
+            next_tick?: string;
+            /** @description One sentence for a person */
+            reason: string;
+            /** @description For an overlap skip: the run that had not finished at that instant */
+            running?: components["schemas"]["ExecutionBrief"];
+            /** @description The skip record that covers the tick */
+            skip?: components["schemas"]["SkippedFire"];
+            /** @description at is a tick of the job's trigger */
+            tick: boolean;
+            /** @enum {string} */
+            verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record";
         };
         TriggerRequest: {
             /** @description Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly */
@@ -4664,6 +4717,77 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ExecutionList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "explain-tick": {
+        parameters: {
+            query: {
+                /** @description The instant: RFC 3339 with an offset (2026-03-29T01:30:00Z), or a wall time without one (2026-03-29T01:30:00), read in the job's timezone */
+                at: string;
+            };
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TickExplanation"];
                 };
             };
             /** @description Unauthorized */
