@@ -1270,6 +1270,26 @@ CREATE VIEW ax.callbacks_failed AS
   ORDER BY c.failed_at DESC;
 
 --
+-- Name: callbacks_failing; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.callbacks_failing AS
+ SELECT j.group_name,
+    j.name,
+    c.execution_id,
+    c.state,
+    c.attempts,
+    c.last_status,
+    c.last_error,
+    c.next_attempt_at,
+    c.failed_at,
+    c.updated_at
+   FROM (ax.callback c
+     JOIN ax.job j ON ((j.id = c.job_id)))
+  WHERE ((c.state = 'callback_failed'::ax.callback_state) OR ((c.state = 'pending'::ax.callback_state) AND (c.attempts > 0)))
+  ORDER BY c.updated_at DESC;
+
+--
 -- Name: trigger; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -2013,6 +2033,12 @@ CREATE INDEX api_key_minted_by_idx ON ax.api_key USING btree (minted_by) WHERE (
 --
 
 CREATE INDEX callback_failed_idx ON ONLY ax.callback USING btree (failed_at) WHERE (state = 'callback_failed'::ax.callback_state);
+
+--
+-- Name: callback_retrying_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX callback_retrying_idx ON ONLY ax.callback USING btree (updated_at) WHERE ((state = 'pending'::ax.callback_state) AND (attempts > 0));
 
 --
 -- Name: callback_unenqueued_idx; Type: INDEX; Schema: ax; Owner: -

@@ -101,6 +101,17 @@ func TestCallbackFailsAfterFiveRetries(t *testing.T) {
 	require.EqualValues(t, 6, env.scalar("SELECT count(*) FROM ax.callback_attempt WHERE execution_id = $1", exec.ID))
 	require.Equal(t, 1.0, counterValue(env.metrics.CallbacksFailed))
 	require.EqualValues(t, 1, env.scalar("SELECT count(*) FROM ax.callbacks_failed"), "the operator view lists it")
+	require.Equal(t, "callback_failed", env.scalar("SELECT state::text FROM ax.callbacks_failing WHERE execution_id = $1", exec.ID))
+
+	// While a callback is still retrying, callbacks_failing lists it with
+	// its next attempt (callbacks_failed does not): the row as it stood
+	// between two attempts.
+	_, err := env.pool.Exec(context.Background(), `UPDATE ax.callback SET state = 'pending', failed_at = NULL,
+		next_attempt_at = now() + interval '1 hour' WHERE execution_id = $1`, exec.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, env.scalar("SELECT count(*) FROM ax.callbacks_failed"))
+	require.Equal(t, "pending", env.scalar("SELECT state::text FROM ax.callbacks_failing WHERE execution_id = $1", exec.ID))
+	require.EqualValues(t, 6, env.scalar("SELECT attempts FROM ax.callbacks_failing WHERE execution_id = $1", exec.ID))
 }
 
 // 429 with Retry-After: the next attempt waits that long, not the 10 ms
