@@ -166,10 +166,15 @@ func cmpSlice(s, fallback []string) []string {
 	return s
 }
 
+// AgentRecordSample is how many of an agent's newest state events within
+// the record window AgentList counts at most.
+const AgentRecordSample = 1000
+
 // AgentList returns every agent with its current lease count and its
-// record over the last window.
+// record over the last window (its newest AgentRecordSample state events
+// in it at most).
 func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*Agent, error) {
-	rows, err := queries.AgentList(ctx, e, window.Seconds())
+	rows, err := queries.AgentList(ctx, e, dbsqlc.AgentListParams{WindowSeconds: window.Seconds(), Sample: AgentRecordSample})
 	if err != nil {
 		return nil, fmt.Errorf("error listing agents: %w", mapErr(err))
 	}

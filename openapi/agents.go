@@ -122,7 +122,7 @@ type AgentInfo struct {
 	Executors       []string          `json:"executors" doc:"Task kinds it accepts"`
 	QuarantinedAt   *time.Time        `json:"quarantined_at,omitempty" doc:"Set while quarantined; kept while offline, so the quarantine holds when it comes back"`
 	DrainedAt       *time.Time        `json:"drained_at,omitempty" doc:"When an operator drained it: the drain holds across deregistration and registering again until resumed"`
-	Recent          AgentRecentRecord `json:"recent" doc:"What it did over the server's record window (10 minutes by default)"`
+	Recent          AgentRecentRecord `json:"recent" doc:"What it did over the server's record window (10 minutes by default), from its newest 1,000 state events in it at most"`
 }
 
 // AgentRecentRecord is an agent's recent work: what routing and health

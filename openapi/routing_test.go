@@ -280,3 +280,22 @@ func pgxCollect(e *apiEnv, sql string, out *[]string) error {
 	}
 	return rows.Err()
 }
+
+// An agent's record counts its newest 1,000 state events in the window at
+// most, so listing agents costs the same however busy they were: 1,200
+// successes after 300 failures read as 1,000 successes and no failure.
+func TestAgentRecordCountsTheNewestEvents(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, dispatch.AgentConfig{})
+	a := env.registerAgent("busy", nil, 1)
+	_, err := env.pool.Exec(context.Background(), `
+		INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message, at)
+		SELECT ax.uuid_v7(), ax.uuid_v7(), 0, 1, 'state',
+		       CASE WHEN i <= 300 THEN 'failed' ELSE 'succeeded' END::ax.task_state, $1, '',
+		       now() - interval '1 minute' + i * interval '10 milliseconds'
+		FROM generate_series(1, 1500) i`, a.id)
+	require.NoError(t, err)
+	recent := env.agentInfo(a.id)["recent"].(map[string]any)
+	require.EqualValues(t, 1000, recent["succeeded"])
+	require.EqualValues(t, 0, recent["failed"])
+}

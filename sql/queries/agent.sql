@@ -68,7 +68,10 @@ WHERE id = @id;
 
 -- AgentList returns every agent with what it runs now and its record
 -- over the last @window_seconds (from task events): outcomes, average
--- duration of successes, tasks routed to it and tasks it took.
+-- duration of successes, tasks routed to it and tasks it took. The record
+-- counts each agent's newest @sample state events in the window at most,
+-- read newest first through task_event_agent_idx: a call costs the same
+-- at any rate (a busy agent writes millions in ten minutes).
 -- name: AgentList :many
 SELECT a.*,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
@@ -83,9 +86,12 @@ LEFT JOIN LATERAL (
            count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed,
            count(*) FILTER (WHERE e.state = 'leased') AS leases,
            count(*) FILTER (WHERE e.state = 'leased' AND e.message IN ('routed here', 'unassigned')) AS routed_here
-    FROM ax.task_event e
-    WHERE e.agent_id = a.id AND e.kind = 'state'
-      AND e.at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
+    FROM (SELECT e.state, e.message
+          FROM ax.task_event e
+          WHERE e.agent_id = a.id AND e.kind = 'state'
+            AND e.at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
+          ORDER BY e.at DESC
+          LIMIT sqlc.arg('sample')::integer) e
 ) s ON true
 LEFT JOIN LATERAL (
     SELECT avg(e.duration_ms) / 1000.0 AS avg_seconds

@@ -1187,6 +1187,19 @@ type AxCallbacksFailed struct {
 	FailedAt    *time.Time
 }
 
+type AxCallbacksFailing struct {
+	GroupName     string
+	Name          string
+	ExecutionID   uuid.UUID
+	State         AxCallbackState
+	Attempts      int32
+	LastStatus    *int32
+	LastError     *string
+	NextAttemptAt *time.Time
+	FailedAt      *time.Time
+	UpdatedAt     time.Time
+}
+
 type AxDueNow struct {
 	JobID      uuid.UUID
 	GroupName  string

@@ -817,7 +817,7 @@ export interface components {
              */
             quarantined_at?: string;
             ready: boolean;
-            /** @description What it did over the server's record window (10 minutes by default) */
+            /** @description What it did over the server's record window (10 minutes by default), from its newest 1,000 state events in it at most */
             recent: components["schemas"]["AgentRecentRecord"];
             /** Format: date-time */
             registered_at: string;
