@@ -8,6 +8,10 @@ AX := bin/ax
 TS := openapi/ts
 # Tests start processes and databases: keep the suite inside 10 minutes.
 TEST_TIMEOUT ?= 9m
+# How many test packages run at once (go test -p; its default is the number
+# of CPUs): tests/e2e mostly waits on its processes, so on two cores a third
+# package keeps both busy meanwhile.
+TEST_P ?= 3
 BENCH ?= .
 BENCH_COUNT ?= 3
 # How long each fuzz target runs in `make test`.
@@ -31,13 +35,18 @@ build: ## Build bin/ax and bin/ax-agent.
 run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the URL, docs and a dev key.
 	$(AX) dev
 
-test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), then fuzz.
+# The fuzz targets run beside the tests, filling the CPU that packages waiting
+# on real time leave idle; each target's output is printed when it ends.
+test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), and fuzz meanwhile.
 	@# tests/e2e runs the TypeScript client with node: its packages first.
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ts-deps; \
 	else echo "npm is not on PATH: the TypeScript client test skips (fails with CI set)"; fi
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-go fuzz-job fuzz-cron
+
+.PHONY: test-go
+test-go:
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
-	$(AX) dev exec -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
-	$(MAKE) --no-print-directory fuzz
+	$(AX) dev exec -- $(GO) test -race -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
 
 fuzz: build ## Fuzz job definitions (JSON → validation → store → fire) and cron + time-zone parsing (FUZZ_JOB_EXECS, FUZZ_CRON_EXECS), both at once.
 	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-job fuzz-cron

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,19 +256,23 @@ func seedUpgradeRuns(t *testing.T, pool *pgxpool.Pool) (agentID, jobID uuid.UUID
 	return agentID, jobID
 }
 
-// digest is an md5 of every row of rel as JSON of the columns cols, in id
-// order (execution_id for callbacks): equal digests are equal rows.
+// digest is an md5 of every row of rel as the text of a row of the
+// columns cols, in id order (execution_id for callbacks): equal digests
+// are equal rows.
 func digest(t *testing.T, pool *pgxpool.Pool, rel string, cols []string) string {
 	t.Helper()
-	order := "r.id"
+	order := "id"
 	if !slices.Contains(cols, "id") {
-		order = "r.execution_id"
+		order = "execution_id"
+	}
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
 	}
 	var d string
 	err := pool.QueryRow(context.Background(), `
-		SELECT md5(string_agg((SELECT jsonb_object_agg(k, v) FROM jsonb_each(to_jsonb(r)) j(k, v) WHERE k = ANY($1))::text,
-		                      ',' ORDER BY `+order+`))
-		FROM `+rel+` r`, cols).Scan(&d)
+		SELECT md5(string_agg(ROW(`+strings.Join(quoted, ", ")+`)::text, ',' ORDER BY `+order+`))
+		FROM `+rel).Scan(&d)
 	require.NoError(t, err)
 	return d
 }

@@ -138,10 +138,15 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 	// a's lease runs out (moved back) though a itself was heard from just
 	// now: the reaper gives the task back as a failed attempt (a lease
 	// lost with a silent agent would keep the attempt: recovery_test.go).
-	_, err := env.pool.Exec(context.Background(),
-		`UPDATE ax.task SET lease_expires_at = lease_expires_at - interval '2 seconds' WHERE id = $1`, first[0]["task_id"])
-	require.NoError(t, err)
-	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{Lease: time.Second}, dispatch.ReaperConfig{})
+	// The sweep runs as of a's last heartbeat, so a slow machine cannot
+	// make a silent for the 1 s lease before it.
+	var heard time.Time
+	require.NoError(t, env.pool.QueryRow(context.Background(), `
+		UPDATE ax.task SET lease_expires_at = lease_expires_at - interval '10 seconds' WHERE id = $1
+		RETURNING (SELECT last_heartbeat_at FROM ax.agent WHERE id = $2)`, first[0]["task_id"], a.id).Scan(&heard))
+	c := clock.New()
+	c.Set(heard)
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{Lease: time.Second}, dispatch.ReaperConfig{Clock: c})
 	require.NoError(t, reaper.Sweep(context.Background()))
 
 	second := b.lease(1, 5) // after the 1 s backoff

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/tests/dbtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
@@ -103,14 +104,31 @@ func xactCounter(t *testing.T, env *apiEnv) func() int64 {
 	conn, err := pgx.ConnectConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
+	// The pool's backends are watched from the maintenance database, so
+	// that watching adds no transaction to the count.
+	admin, err := pgx.Connect(context.Background(), dbtest.AdminURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.Close(context.Background()) })
 	reads := int64(0)
 	return func() int64 {
 		t.Helper()
 		// Idle backends report their counts up to 10 s late, but at once
-		// when they end: close the pool's idle connections (a waiting poll
-		// holds none) so that every transaction so far is counted.
+		// when they end: close the pool's connections (a waiting poll
+		// holds none) and wait until their backends are gone, so that
+		// every transaction so far is counted. The notifier's LISTEN
+		// connection stays.
+		var pool []int32
+		require.NoError(t, admin.QueryRow(context.Background(), `
+			SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity WHERE datname = $1 AND pid <> $2
+			       AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN %'`,
+			cfg.Database, conn.PgConn().PID()).Scan(&pool))
 		env.pool.Reset()
-		time.Sleep(200 * time.Millisecond)
+		require.Eventually(t, func() bool {
+			var left int
+			err := admin.QueryRow(context.Background(),
+				`SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pool).Scan(&left)
+			return err == nil && left == 0
+		}, 10*time.Second, 20*time.Millisecond, "the pool's backends end")
 		var n int64
 		require.NoError(t, conn.QueryRow(context.Background(),
 			"SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&n))

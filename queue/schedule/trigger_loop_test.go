@@ -287,14 +287,17 @@ func TestFireDueSetsAsideFailingJobsAndFiresTheRest(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
+	// Hourly: one tick is due per fire however slow the machine is
+	// between setting the ticks and firing.
+	hourly := func(j *db.Job) { j.IntervalSeconds = 3600 }
 	var healthy []uuid.UUID
 	for range 5 {
-		healthy = append(healthy, e.job(db.TriggerInterval, nil).ID)
+		healthy = append(healthy, e.job(db.TriggerInterval, hourly).ID)
 	}
 	badCron := e.job(db.TriggerCron, nil)
 	_, err := e.pool.Exec(ctx, `UPDATE ax.job SET cron_expr = 'not a cron' WHERE id = $1`, badCron.ID)
 	require.NoError(t, err)
-	badInsert := e.job(db.TriggerInterval, nil)
+	badInsert := e.job(db.TriggerInterval, hourly)
 	_, err = e.pool.Exec(ctx, `
 		CREATE FUNCTION public.poison_task() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,7 +61,11 @@ func MainLeakChecked(m *testing.M, opts ...goleak.Option) {
 // Run is Main without the exit, for a TestMain that has more to clean up
 // after the tests; it returns m.Run's code.
 func Run(m *testing.M) int {
+	running.Store(true)
 	code := m.Run()
+	if !waitDrops() && code == 0 {
+		code = 1
+	}
 	dropShared()
 	if server != nil {
 		_ = server.Stop()
@@ -78,8 +83,9 @@ func AdminURL(t testing.TB) string {
 	return server.URL
 }
 
-// NewURL creates a fresh migrated database for t, dropped when t ends,
-// and returns its URL (for tests that start processes).
+// NewURL creates a fresh migrated database for t, dropped once t ends
+// (in the background when the package's TestMain uses Run, which waits
+// for the drops), and returns its URL (for tests that start processes).
 func NewURL(t testing.TB) string {
 	t.Helper()
 	admin := AdminURL(t)
@@ -89,11 +95,7 @@ func NewURL(t testing.TB) string {
 	withConn(t, ctx, admin, func(conn *pgx.Conn) error {
 		return db.CreateDatabaseIfMissing(ctx, conn, name, template)
 	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		withConn(t, ctx, admin, func(conn *pgx.Conn) error { return dropDatabase(ctx, conn, name) })
-	})
+	t.Cleanup(func() { dropLater(t, admin, name) })
 	url, err := db.WithDatabase(admin, name)
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
@@ -178,6 +180,55 @@ func setup() {
 		return
 	}
 	template, setupErr = ensureTemplate(ctx, server.URL)
+}
+
+// Drops of the databases of ended tests run in the background, so a test
+// does not hold its parallel slot while Postgres drops its database (a
+// DROP DATABASE waits for a checkpoint); Run waits for them.
+var (
+	running   atomic.Bool // Run is running the tests: it waits for drops
+	drops     sync.WaitGroup
+	dropSlots = make(chan struct{}, 4) // drops at once
+	dropFails atomic.Int32
+)
+
+// dropLater drops database name once a slot is free: in the background
+// under Run, else at once.
+func dropLater(t testing.TB, admin, name string) {
+	t.Helper()
+	drop := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return fmt.Errorf("error connecting: %w", err)
+		}
+		defer conn.Close(ctx)
+		return dropDatabase(ctx, conn, name)
+	}
+	if !running.Load() {
+		if err := drop(); err != nil {
+			t.Fatalf("dbtest: %v", err)
+		}
+		return
+	}
+	drops.Add(1)
+	go func() {
+		defer drops.Done()
+		dropSlots <- struct{}{}
+		defer func() { <-dropSlots }()
+		if err := drop(); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
+			dropFails.Add(1)
+		}
+	}()
+}
+
+// waitDrops waits for the background drops and reports whether all
+// succeeded.
+func waitDrops() bool {
+	drops.Wait()
+	return dropFails.Load() == 0
 }
 
 // ensureTemplate creates and migrates the template database once per
