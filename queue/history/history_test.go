@@ -145,17 +145,24 @@ func TestEndedRunsMoveAndPassedPartitionsAreDropped(t *testing.T) {
 	require.Equal(t, "live", e.where(unfinished))
 }
 
+// A job's own retention (30 s) removes its runs before the server's (2
+// minutes) removes the others'. Maintenance runs 1m31s ahead: past the end
+// of the partition of a's retain_until (at most 30 s + a minute-wide
+// partition after its end) and short of b's (more than 2 minutes after
+// its end). With 60 s for the job, no instant was after the one and
+// surely before the other: b was dropped when it ended in the last second
+// of a minute.
 func TestJobRetentionOverridesTheServers(t *testing.T) {
 	e := setup(t)
 	short := e.job(nil)
 	_, err := e.pool.Exec(context.Background(),
-		`UPDATE ax.job SET history_retention_seconds = 60, history_failed_retention_seconds = 60 WHERE id = $1`, short.ID)
+		`UPDATE ax.job SET history_retention_seconds = 30, history_failed_retention_seconds = 30 WHERE id = $1`, short.ID)
 	require.NoError(t, err)
 	other := e.job(nil)
 	a, b := e.trigger(short.ID), e.trigger(other.ID)
 	e.end(a, "failed")
 	e.end(b, "succeeded")
-	e.maintainAt(time.Minute + e.cfg.PartitionWidth + time.Second)
+	e.maintainAt(30*time.Second + e.cfg.PartitionWidth + time.Second)
 	require.Equal(t, "gone", e.where(a))
 	require.Equal(t, "history", e.where(b))
 }
