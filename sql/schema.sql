@@ -570,7 +570,7 @@ BEGIN
         JOIN pg_class c ON c.oid = i.inhrelid
         JOIN pg_class t ON t.oid = i.inhparent
         CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
-                                                'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+                                                'FROM \(''(\d{4}-\d\d-\d\d [^'']*)''\) TO \(''(\d{4}-\d\d-\d\d [^'']*)''\)') AS b) m
         WHERE t.oid IN ('ax.execution_history'::regclass, 'ax.task_history'::regclass)
         ORDER BY (m.b)[1]::timestamptz DESC
     LOOP
@@ -584,7 +584,7 @@ BEGIN
         FROM pg_inherits i
         JOIN pg_class c ON c.oid = i.inhrelid
         CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
-                                                'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+                                                'FROM \(''(\d{4}-\d\d-\d\d [^'']*)''\) TO \(''(\d{4}-\d\d-\d\d [^'']*)''\)') AS b) m
         WHERE i.inhparent IN ('ax.execution_history'::regclass, 'ax.task_history'::regclass)
           AND (m.b)[1]::timestamptz >= kept_to
     LOOP

@@ -294,3 +294,19 @@ func TestADetachedLeftoverIsDropped(t *testing.T) {
 	require.Zero(t, left)
 	require.Equal(t, "gone", e.where(run))
 }
+
+// Changing the width and maintaining work once Postgres has statistics on
+// its catalogs: it then plans a hash join that casts every partition's
+// bound before filtering by table, and the UUID bounds of the run-keyed
+// tables were cast to timestamps ("invalid input syntax"). A fresh
+// cluster's first ANALYZE was enough to break it.
+func TestPartitionBoundsReadWithAnalyzedCatalogs(t *testing.T) {
+	e := setup(t)
+	_, err := e.pool.Exec(context.Background(), "ANALYZE")
+	require.NoError(t, err)
+	cfg := e.cfg
+	cfg.PartitionWidth = 2 * time.Minute
+	require.NoError(t, history.Apply(context.Background(), e.pool, cfg))
+	e.cfg = cfg
+	e.maintainAt(10 * time.Minute)
+}

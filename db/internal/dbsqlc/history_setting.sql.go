@@ -92,7 +92,7 @@ JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
 JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
 JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
 CROSS JOIN LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
-                                        'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') AS b) m
+                                        'FROM \(''(\d{4}-\d\d-\d\d [^'']*)''\) TO \(''(\d{4}-\d\d-\d\d [^'']*)''\)') AS b) m
 WHERE n.nspname = 'ax' AND p.relname IN ('execution_history', 'task_history')
   AND (m.b)[2]::timestamptz <= coalesce($1::timestamptz, now())
 ORDER BY range_from, table_name
@@ -257,7 +257,7 @@ FROM (SELECT c.relname::text AS partition_name, t.relname::text AS table_name,
       JOIN pg_catalog.pg_class t ON t.oid = i.inhparent
       JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
       CROSS JOIN LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
-                                              'FROM \((?:''([^'']*)''|MINVALUE)\) TO \((?:''([^'']*)''|MAXVALUE)\)') AS b) m
+                                              'FROM \((?:''([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})''|MINVALUE)\) TO \((?:''([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})''|MAXVALUE)\)') AS b) m
       WHERE n.nspname = 'ax' AND t.relname IN ('task_event', 'callback', 'callback_attempt')
         AND (m.b)[2] IS NOT NULL) p
 WHERE p.hi <= ax.uuid_v7_floor(coalesce($1::timestamptz, now())
@@ -315,7 +315,7 @@ JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
 JOIN pg_catalog.pg_class t ON t.oid = i.inhparent
 JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
 CROSS JOIN LATERAL (SELECT regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
-                                        'FROM \((?:''([^'']*)''|MINVALUE)\) TO \((?:''([^'']*)''|MAXVALUE)\)') AS b) m
+                                        'FROM \((?:''(\d{4}-\d\d-\d\d [^'']*)''|MINVALUE)\) TO \((?:''(\d{4}-\d\d-\d\d [^'']*)''|MAXVALUE)\)') AS b) m
 CROSS JOIN ax.history_setting s
 WHERE n.nspname = 'ax' AND t.relname = 'skipped_fire' AND (m.b)[2] IS NOT NULL
   AND (m.b)[2]::timestamptz <= coalesce($1::timestamptz, now())
