@@ -48,6 +48,7 @@ const (
 	CauseSchedule ExecutionCause = "schedule" // an on-time tick
 	CauseCatchUp  ExecutionCause = "catch_up" // a missed tick fired late under the misfire policy
 	CauseManual   ExecutionCause = "manual"   // the trigger API
+	CauseDelayed  ExecutionCause = "delayed"  // a delayed run (trigger or run API with run_at) that came due
 )
 
 // TriggerKind is how a job fires, ax.trigger_kind.

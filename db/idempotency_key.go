@@ -112,3 +112,81 @@ func IdempotencyKeyDeleteExpired(ctx context.Context, e Executor) (int64, error)
 	}
 	return n, nil
 }
+
+// IdempotencyClaim is one key of a batch claim: the request it guards
+// (path and hash), the response a replay gets, and how long it lives.
+type IdempotencyClaim struct {
+	Key          string
+	Path         string
+	RequestHash  []byte
+	ResponseBody []byte
+	ExpiresAt    time.Time
+}
+
+// IdempotencyKeyClaimMany claims distinct keys of one API key for POST
+// requests answered 202, in the caller's transaction. It returns the
+// records of the keys that were live already (their requests made
+// before), by key; the other keys are claimed.
+func IdempotencyKeyClaimMany(ctx context.Context, e Executor, apiKeyID uuid.UUID, claims []IdempotencyClaim) (map[string]*IdempotencyRecord, error) {
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	p := dbsqlc.IdempotencyKeyClaimManyParams{ApiKeyID: apiKeyID}
+	for _, c := range claims {
+		p.Keys = append(p.Keys, c.Key)
+		p.Paths = append(p.Paths, c.Path)
+		p.RequestHashes = append(p.RequestHashes, c.RequestHash)
+		p.ResponseBodies = append(p.ResponseBodies, c.ResponseBody)
+		p.ExpiresAts = append(p.ExpiresAts, c.ExpiresAt)
+	}
+	claimed, err := queries.IdempotencyKeyClaimMany(ctx, e, p)
+	if err != nil {
+		return nil, fmt.Errorf("error claiming idempotency keys: %w", mapErr(err))
+	}
+	if len(claimed) == len(claims) {
+		return nil, nil
+	}
+	got := make(map[string]bool, len(claimed))
+	for _, k := range claimed {
+		got[k] = true
+	}
+	var live []string
+	for _, c := range claims {
+		if !got[c.Key] {
+			live = append(live, c.Key)
+		}
+	}
+	rows, err := queries.IdempotencyKeyGetMany(ctx, e, dbsqlc.IdempotencyKeyGetManyParams{ApiKeyID: apiKeyID, Keys: live})
+	if err != nil {
+		return nil, fmt.Errorf("error reading idempotency keys: %w", mapErr(err))
+	}
+	out := make(map[string]*IdempotencyRecord, len(rows))
+	for _, r := range rows {
+		out[r.Key] = &IdempotencyRecord{APIKeyID: apiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
+			RequestHash: r.RequestHash, ResponseStatus: int(deref(r.ResponseStatus)), ResponseBody: r.ResponseBody}
+	}
+	return out, nil
+}
+
+// IdempotencyKeyLookup returns the live record of key; ErrNotFound when
+// there is none.
+func IdempotencyKeyLookup(ctx context.Context, e Executor, apiKeyID uuid.UUID, key string) (*IdempotencyRecord, error) {
+	r, err := queries.IdempotencyKeyGet(ctx, e, dbsqlc.IdempotencyKeyGetParams{ApiKeyID: apiKeyID, Key: key})
+	if err != nil {
+		if err = mapErr(err); errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("error reading idempotency key: %w", err)
+	}
+	return &IdempotencyRecord{APIKeyID: r.ApiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
+		RequestHash: r.RequestHash, ResponseStatus: int(deref(r.ResponseStatus)), ResponseBody: r.ResponseBody}, nil
+}
+
+// IdempotencyKeyExtend keeps key live until at least until.
+func IdempotencyKeyExtend(ctx context.Context, e Executor, apiKeyID uuid.UUID, key string, until time.Time) error {
+	err := queries.IdempotencyKeyExtend(ctx, e, dbsqlc.IdempotencyKeyExtendParams{ApiKeyID: apiKeyID, Key: key, Until: until})
+	if err != nil {
+		return fmt.Errorf("error extending idempotency key: %w", mapErr(err))
+	}
+	return nil
+}

@@ -320,3 +320,16 @@ func JobListFailing(ctx context.Context, e Executor, window time.Duration) ([]Fa
 	}
 	return out, nil
 }
+
+// JobExisting says which of ids are jobs.
+func JobExisting(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
+	found, err := queries.JobExisting(ctx, e, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error looking up jobs: %w", mapErr(err))
+	}
+	out := make(map[uuid.UUID]bool, len(found))
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
+}

@@ -11,10 +11,11 @@ import (
 type Execution struct {
 	ID                string         `json:"id" format:"uuid" doc:"Execution id: the idempotency key handed to every task and callback"`
 	JobID             string         `json:"job_id" format:"uuid"`
-	Cause             string         `json:"cause" enum:"schedule,catch_up,manual" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API"`
-	State             string         `json:"state" enum:"pending,running,succeeded,failed,timed_out,cancelled"`
-	ScheduledFor      time.Time      `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted)"`
-	FiredAt           time.Time      `json:"fired_at" doc:"When it was created; fired_at - scheduled_for is the fire lag"`
+	Cause             string         `json:"cause" enum:"schedule,catch_up,manual,delayed" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)"`
+	State             string         `json:"state" enum:"scheduled,pending,running,succeeded,failed,timed_out,cancelled" doc:"scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at"`
+	ScheduledFor      time.Time      `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)"`
+	FiredAt           *time.Time     `json:"fired_at,omitempty" doc:"When it was created; fired_at - scheduled_for is the fire lag. Absent while a delayed run is scheduled"`
+	Held              bool           `json:"held,omitempty" doc:"A delayed run that came due while its job was paused: it fires when the job resumes, under the job's misfire policy"`
 	Misfired          bool           `json:"misfired" doc:"The tick was missed and fired late under the misfire policy"`
 	Params            Params         `json:"params" doc:"The run's params, exactly as given"`
 	ShardCount        int            `json:"shard_count"`
@@ -64,7 +65,7 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 	out := &Execution{
 		StatusURL: "/v1/executions/" + e.ID.String(),
 		ID:        e.ID.String(), JobID: e.JobID.String(), Cause: string(e.Cause), State: string(e.State),
-		ScheduledFor: e.ScheduledFor, FiredAt: e.FiredAt, Misfired: e.Misfired, Params: Params(e.Params),
+		ScheduledFor: e.ScheduledFor, FiredAt: &e.FiredAt, Misfired: e.Misfired, Params: Params(e.Params),
 		ShardCount: e.ShardCount, Priority: e.Priority, StartedAt: e.StartedAt, FinishedAt: e.FinishedAt,
 		CancelRequestedAt: e.CancelRequestedAt, CancelReason: e.CancelReason, Error: e.Error,
 		TraceParent: e.TraceParent,
@@ -84,6 +85,26 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 		}
 	}
 	return out, nil
+}
+
+// executionFromScheduled shows a delayed run that has not fired as the
+// execution it will be: state scheduled (or cancelled), no tasks. Params
+// are the run's own, which overlay the job's when it fires.
+func executionFromScheduled(r *db.DelayedRun) *Execution {
+	out := &Execution{StatusURL: "/v1/executions/" + r.ID.String(), ID: r.ID.String(), JobID: r.JobID.String(),
+		Cause: string(db.CauseDelayed), State: "scheduled", ScheduledFor: r.RunAt, Params: Params(r.Params),
+		TraceParent: r.TraceParent, Held: r.Held}
+	if out.Params == nil {
+		out.Params = Params("{}")
+	}
+	if r.Priority != nil {
+		out.Priority = *r.Priority
+	}
+	if r.CancelledAt != nil {
+		out.State, out.CancelRequestedAt, out.FinishedAt, out.CancelReason = string(db.ExecutionCancelled),
+			r.CancelledAt, r.CancelledAt, r.CancelReason
+	}
+	return out
 }
 
 // TickExplanation says what became of one instant of a job's schedule.

@@ -2,10 +2,13 @@ package openapi
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db"
 )
 
 // maxWait caps a long poll of GET /v1/executions/{id}?wait=.
@@ -28,6 +31,13 @@ func (h *executionHandlers) getExecution(ctx context.Context, in *executionGetIn
 		return nil, err
 	}
 	if err := h.guard.execution(ctx, id); err != nil {
+		return nil, err
+	}
+	// A delayed run that has yet to fire answers at once: waiting for its
+	// end could outlast any wait.
+	if run, err := h.execs.ScheduledRun(ctx, id); err == nil {
+		return &executionOutput{Body: executionFromScheduled(run)}, nil
+	} else if !errors.Is(err, db.ErrNotFound) {
 		return nil, err
 	}
 	if wait > 0 {

@@ -26,12 +26,43 @@ type executionHandlers struct {
 type TriggerRequest struct {
 	Params   Params `json:"params,omitempty" doc:"Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly"`
 	Priority *int   `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the job's"`
+	RunLater
+}
+
+// RunLater is when a run should fire, when not at once.
+type RunLater struct {
+	RunAt        *time.Time `json:"run_at,omitempty" doc:"Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key"`
+	DelaySeconds *int64     `json:"delay_seconds,omitempty" minimum:"0" maximum:"34560000" doc:"Fire this many seconds from now instead of now; not with run_at"`
+}
+
+// validate checks the two fields together.
+func (r *RunLater) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
+	if r.RunAt != nil && r.DelaySeconds != nil {
+		errs.add(prefix.With("delay_seconds"), "set run_at or delay_seconds, not both", *r.DelaySeconds)
+	}
+	if r.RunAt != nil && r.RunAt.After(time.Now().Add(queue.MaxRunDelay)) {
+		errs.add(prefix.With("run_at"), "must be at most 400 days ahead", r.RunAt)
+	}
+}
+
+// when is the run's time; nil: now, not delayed.
+func (r *RunLater) when() *time.Time {
+	switch {
+	case r.RunAt != nil:
+		t := r.RunAt.UTC()
+		return &t
+	case r.DelaySeconds != nil:
+		t := time.Now().UTC().Add(time.Duration(*r.DelaySeconds) * time.Second)
+		return &t
+	}
+	return nil
 }
 
 // Resolve bounds the params' nesting.
 func (r *TriggerRequest) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	var errs fieldErrors
 	r.Params.validate(prefix.With("params"), &errs)
+	r.RunLater.validate(prefix, &errs)
 	return errs
 }
 
@@ -105,11 +136,16 @@ type skippedOutput struct {
 
 func (h *executionHandlers) register(api huma.API) {
 	h.registerLogs(api)
+	h.registerDelayed(api)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "trigger-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/trigger", Tags: []string{"Jobs"},
-		Summary: "Run a job now", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
+		Summary: "Run a job now, or later", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
 		Description: "Creates an execution at once and answers 202 with it; poll the Location URL for its state. " +
-			"Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.",
+			"Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. " +
+			"With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time " +
+			"as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then " +
+			"recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key " +
+			"(POST /v1/runs/cancel), which lives until a day after run_at.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.trigger)
 	huma.Register(api, requireScope(huma.Operation{
@@ -130,7 +166,7 @@ func (h *executionHandlers) register(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "cancel-execution", Method: http.MethodPost, Path: "/v1/executions/{id}/cancel", Tags: []string{"Executions"},
 		Summary:     "Cancel an execution",
-		Description: "Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing.",
+		Description: "Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).",
 		Errors:      []int{http.StatusNotFound},
 	}, ScopeSubmit), h.cancel)
 	huma.Register(api, requireScope(huma.Operation{
@@ -221,6 +257,11 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 			return nil, err
 		}
 	}
+	if in.Body != nil {
+		if when := in.Body.when(); when != nil {
+			return h.triggerLater(ctx, req, *when)
+		}
+	}
 	exec, _, err := h.execs.Trigger(ctx, req)
 	switch {
 	case errors.Is(err, queue.ErrIdempotencyMismatch):
@@ -238,12 +279,52 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 	return &executionAcceptedOutput{Location: out.StatusURL, Body: out}, nil
 }
 
+// triggerLater schedules the run of a trigger call with run_at or
+// delay_seconds.
+func (h *executionHandlers) triggerLater(ctx context.Context, req *queue.TriggerRequest, when time.Time) (*executionAcceptedOutput, error) {
+	res, err := h.execs.Schedule(ctx, &queue.DelayedRunRequest{TriggerRequest: req, RunAt: when})
+	switch {
+	case errors.Is(err, queue.ErrIdempotencyMismatch):
+		return nil, huma.Error422UnprocessableEntity("Idempotency-Key was used for a different request",
+			&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "was used before with another body", Value: req.IdempotencyKey})
+	case err != nil:
+		return nil, jobError(err, nil)
+	}
+	out, err := h.runView(ctx, res.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &executionAcceptedOutput{Location: out.StatusURL, Body: out}, nil
+}
+
+// runView shows id as it is now: the execution, or the delayed run that
+// has yet to fire.
+func (h *executionHandlers) runView(ctx context.Context, id uuid.UUID) (*Execution, error) {
+	run, err := h.execs.ScheduledRun(ctx, id)
+	if err == nil {
+		return executionFromScheduled(run), nil
+	}
+	if !errors.Is(err, db.ErrNotFound) {
+		return nil, err
+	}
+	exec, _, err := h.execs.Get(ctx, id)
+	if err != nil {
+		return nil, executionError(err)
+	}
+	return executionFromDB(exec, nil)
+}
+
 func (h *executionHandlers) cancel(ctx context.Context, in *executionIDInput) (*executionOutput, error) {
 	id, err := parseID(in.ID)
 	if err != nil {
 		return nil, err
 	}
 	if err := h.guard.execution(ctx, id); err != nil {
+		return nil, err
+	}
+	if run, err := h.execs.CancelRun(ctx, id, "cancelled through the API"); err == nil {
+		return &executionOutput{Body: executionFromScheduled(run)}, nil
+	} else if !errors.Is(err, db.ErrNotFound) {
 		return nil, err
 	}
 	exec, err := h.execs.Cancel(ctx, id, "cancelled through the API")

@@ -34,6 +34,7 @@ type RunRequest struct {
 	RateLimitClass string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$"`
 	Callback       *JobCallback `json:"callback,omitempty" doc:"Where to announce the result"`
 	Params         Params       `json:"params,omitempty" doc:"Parameters of the run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
+	RunLater
 }
 
 // job is the definition as a manual job.
@@ -49,7 +50,9 @@ func (r *RunRequest) job() *Job {
 func (r *RunRequest) Resolve(ctx huma.Context, prefix *huma.PathBuffer) []error {
 	j := r.job()
 	j.Name = "run" // optional here
-	return j.Resolve(ctx, prefix)
+	errs := fieldErrors(j.Resolve(ctx, prefix))
+	r.RunLater.validate(prefix, &errs)
+	return errs
 }
 
 // RunAccepted is a submitted run: its execution (poll status_url, or wait
@@ -75,7 +78,8 @@ func (h *outboundHandlers) registerRuns(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "submit-run", Method: http.MethodPost, Path: "/v1/runs", Tags: []string{"Executions"},
 		Summary: "Submit an ad-hoc run", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
-		Description: "Runs a job definition once, now, without scheduling it: it is stored as a manual job " +
+		Description: "Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled " +
+			"and fires at that time with the same id), without a schedule: it is stored as a manual job " +
 			"(group runs unless named) and fired in the same transaction. Answers 202 with the execution; " +
 			"poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: " +
 			"a retry gets the same run, without its signing secret (shown in the first answer only; " +
@@ -103,12 +107,14 @@ func (h *outboundHandlers) run(ctx context.Context, in *runInput) (*runOutput, e
 			return nil, err
 		}
 	}
-	res, err := h.execs.Run(ctx, def, req)
+	res, err := h.execs.Run(ctx, def, req, in.Body.when())
 	if err != nil {
 		return nil, runError(err, in)
 	}
-	exec, err := executionFromDB(res.Execution, nil)
-	if err != nil {
+	var exec *Execution
+	if res.Scheduled != nil {
+		exec = executionFromScheduled(res.Scheduled)
+	} else if exec, err = executionFromDB(res.Execution, nil); err != nil {
 		return nil, err
 	}
 	out := &runOutput{Location: exec.StatusURL, Body: &RunAccepted{Execution: exec, SigningSecret: res.SigningSecret}}

@@ -41,10 +41,11 @@ func widenParallel(n int) {
 
 // apiEnv is a real ax API on loopback over a database of its own.
 type apiEnv struct {
-	t     *testing.T
-	pool  *pgxpool.Pool
-	url   string
-	admin string // an admin key
+	t        *testing.T
+	pool     *pgxpool.Pool
+	notifier *notify.Notifier
+	url      string
+	admin    string // an admin key
 }
 
 type openapiConfig = openapi.Config
@@ -59,8 +60,7 @@ func setup(t *testing.T) *apiEnv {
 func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	t.Helper()
 	pool := dbtest.New(t)
-	notifier := notify.NewNotifier(pool, nil, notify.JobChangedChannel, notify.TaskReadyChannel, notify.ExecutionEndedChannel,
-		notify.APIKeyRevokedChannel)
+	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
 	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true}}
@@ -70,7 +70,7 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	handler, _ := openapi.New(cfg)
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
-	env := &apiEnv{t: t, pool: pool, url: srv.URL}
+	env := &apiEnv{t: t, pool: pool, notifier: notifier, url: srv.URL}
 	env.admin = env.key(openapi.ScopeAdmin)
 	return env
 }

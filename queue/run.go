@@ -3,12 +3,15 @@ package queue
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // RunGroup is the group of ad-hoc runs whose definition names none.
@@ -18,6 +21,7 @@ const RunGroup = "runs"
 // definition, and that job's signing secret.
 type RunResult struct {
 	Execution     *db.Execution
+	Scheduled     *db.DelayedRun // instead of Execution: a run for later that has yet to fire
 	SigningSecret string
 	Replayed      bool // the Idempotency-Key had been used for this request
 }
@@ -26,8 +30,9 @@ type RunResult struct {
 // "run-<execution id>" in group "runs" unless it says otherwise) and fired
 // at once, in one transaction with the idempotency record of req (whose
 // JobID is ignored). A replay returns the first run without its secret,
-// which is shown once (Replayed tells the caller why it is empty).
-func (s *ExecutionService) Run(ctx context.Context, def *db.Job, req *TriggerRequest) (*RunResult, error) {
+// which is shown once (Replayed tells the caller why it is empty). With
+// runAt the run is stored as a delayed run of that job instead of fired.
+func (s *ExecutionService) Run(ctx context.Context, def *db.Job, req *TriggerRequest, runAt *time.Time) (*RunResult, error) {
 	execID, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("error generating execution id: %w", err)
@@ -49,19 +54,23 @@ func (s *ExecutionService) Run(ctx context.Context, def *db.Job, req *TriggerReq
 				return err
 			}
 		}
-		return s.submitRun(ctx, tx, def, req, execID, out)
+		return s.submitRun(ctx, tx, def, req, execID, runAt, out)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !out.Replayed {
+	switch {
+	case out.Replayed:
+	case runAt != nil:
+		s.logger.InfoContext(ctx, "ad-hoc run scheduled", "job_id", def.ID, "execution_id", execID, "run_at", out.Scheduled.RunAt)
+	default:
 		s.metrics.Fires.WithLabelValues(string(db.CauseManual)).Inc()
 		s.logger.InfoContext(ctx, "ad-hoc run submitted", "job_id", def.ID, "execution_id", execID)
 	}
 	return out, nil
 }
 
-func (s *ExecutionService) submitRun(ctx context.Context, tx pgx.Tx, def *db.Job, req *TriggerRequest, execID uuid.UUID, out *RunResult) error {
+func (s *ExecutionService) submitRun(ctx context.Context, tx pgx.Tx, def *db.Job, req *TriggerRequest, execID uuid.UUID, runAt *time.Time, out *RunResult) error {
 	job, err := db.JobInsert(ctx, tx, def)
 	if err != nil {
 		return err
@@ -69,17 +78,51 @@ func (s *ExecutionService) submitRun(ctx context.Context, tx pgx.Tx, def *db.Job
 	if out.SigningSecret, err = newSigningSecret(ctx, tx, job.ID); err != nil {
 		return err
 	}
+	if runAt != nil {
+		return s.scheduleRun(ctx, tx, job.ID, req, execID, *runAt, out)
+	}
 	fire := *req
 	fire.JobID = job.ID
 	out.Execution, err = s.fireNow(ctx, tx, &fire, execID)
 	return err
 }
 
-func (s *ExecutionService) replayRun(ctx context.Context, tx pgx.Tx, execID uuid.UUID, out *RunResult) error {
-	exec, err := db.ExecutionGetByID(ctx, tx, execID)
+// scheduleRun stores the ad-hoc run as a delayed run of its job; its key
+// lives until a day after runAt, so it can cancel the run until then.
+func (s *ExecutionService) scheduleRun(ctx context.Context, tx pgx.Tx, jobID uuid.UUID, req *TriggerRequest, execID uuid.UUID, runAt time.Time, out *RunResult) error {
+	now, err := db.Now(ctx, tx)
 	if err != nil {
 		return err
 	}
-	out.Execution, out.Replayed = exec, true
-	return nil
+	run := &db.DelayedRun{ID: execID, JobID: jobID, RunAt: laterOf(runAt, now), Params: req.Params,
+		Priority: req.Priority, TraceParent: req.TraceParent}
+	if err := db.DelayedRunInsertMany(ctx, tx, []*db.DelayedRun{run}); err != nil {
+		return err
+	}
+	if req.IdempotencyKey != "" {
+		if err := db.IdempotencyKeyExtend(ctx, tx, req.APIKeyID, req.IdempotencyKey, run.RunAt.Add(runKeyLife)); err != nil {
+			return err
+		}
+	}
+	if run.RunAt.Before(now.Add(runScheduledNotifyWithin)) {
+		if err := db.Notify(ctx, tx, notify.RunScheduledChannel, ""); err != nil {
+			return err
+		}
+	}
+	out.Scheduled, err = db.DelayedRunGet(ctx, tx, execID)
+	return err
+}
+
+func (s *ExecutionService) replayRun(ctx context.Context, tx pgx.Tx, execID uuid.UUID, out *RunResult) error {
+	out.Replayed = true
+	run, err := db.DelayedRunGet(ctx, tx, execID)
+	if err == nil {
+		out.Scheduled = run
+		return nil
+	}
+	if !errors.Is(err, db.ErrNotFound) {
+		return err
+	}
+	out.Execution, err = db.ExecutionGetByID(ctx, tx, execID)
+	return err
 }

@@ -76,7 +76,8 @@ CREATE TYPE ax.degrade_action AS ENUM (
 CREATE TYPE ax.execution_cause AS ENUM (
     'schedule',
     'catch_up',
-    'manual'
+    'manual',
+    'delayed'
 );
 
 --
@@ -1290,6 +1291,26 @@ CREATE VIEW ax.callbacks_failing AS
   ORDER BY c.updated_at DESC;
 
 --
+-- Name: delayed_run; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.delayed_run (
+    id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    run_at timestamp with time zone NOT NULL,
+    params jsonb,
+    priority integer,
+    traceparent text DEFAULT ''::text NOT NULL,
+    held boolean DEFAULT false NOT NULL,
+    cancelled_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT delayed_run_cancel_has_reason CHECK (((cancelled_at IS NULL) = (cancel_reason IS NULL))),
+    CONSTRAINT delayed_run_params_is_object CHECK (((params IS NULL) OR (jsonb_typeof(params) = 'object'::text)))
+)
+WITH (fillfactor='90');
+
+--
 -- Name: trigger; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -1765,17 +1786,39 @@ CREATE VIEW ax.tasks_without_agent AS
 --
 
 CREATE VIEW ax.upcoming_hour AS
- SELECT j.id AS job_id,
-    j.group_name,
-    j.name,
-    j.trigger_kind,
-    j.cron_expr,
-    j.timezone,
-    t.next_fire_at
-   FROM (ax.trigger t
-     JOIN ax.job j ON ((j.id = t.job_id)))
-  WHERE ((t.next_fire_at > now()) AND (t.next_fire_at <= (now() + '01:00:00'::interval)) AND (NOT t.paused))
-  ORDER BY t.next_fire_at;
+ SELECT u.job_id,
+    u.group_name,
+    u.name,
+    u.trigger_kind,
+    u.cron_expr,
+    u.timezone,
+    u.next_fire_at,
+    u.delayed_run_id
+   FROM ( SELECT j.id AS job_id,
+            j.group_name,
+            j.name,
+            j.trigger_kind,
+            j.cron_expr,
+            j.timezone,
+            t.next_fire_at,
+            NULL::uuid AS delayed_run_id
+           FROM (ax.trigger t
+             JOIN ax.job j ON ((j.id = t.job_id)))
+          WHERE ((t.next_fire_at > now()) AND (t.next_fire_at <= (now() + '01:00:00'::interval)) AND (NOT t.paused))
+        UNION ALL
+         SELECT j.id,
+            j.group_name,
+            j.name,
+            j.trigger_kind,
+            j.cron_expr,
+            j.timezone,
+            d.run_at,
+            d.id
+           FROM ((ax.delayed_run d
+             JOIN ax.job j ON ((j.id = d.job_id)))
+             JOIN ax.trigger t ON ((t.job_id = d.job_id)))
+          WHERE ((d.run_at > now()) AND (d.run_at <= (now() + '01:00:00'::interval)) AND (d.cancelled_at IS NULL) AND (NOT t.paused))) u
+  ORDER BY u.next_fire_at;
 
 --
 -- Name: callback_attempt id; Type: DEFAULT; Schema: ax; Owner: -
@@ -1855,6 +1898,13 @@ ALTER TABLE ONLY ax.callback_breaker
 
 ALTER TABLE ONLY ax.callback
     ADD CONSTRAINT callback_pkey PRIMARY KEY (execution_id);
+
+--
+-- Name: delayed_run delayed_run_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.delayed_run
+    ADD CONSTRAINT delayed_run_pkey PRIMARY KEY (id);
 
 --
 -- Name: execution execution_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -2045,6 +2095,18 @@ CREATE INDEX callback_retrying_idx ON ONLY ax.callback USING btree (updated_at) 
 --
 
 CREATE INDEX callback_unenqueued_idx ON ONLY ax.callback USING btree (created_at) WHERE (enqueued_at IS NULL);
+
+--
+-- Name: delayed_run_due_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX delayed_run_due_idx ON ax.delayed_run USING btree (run_at) WHERE ((cancelled_at IS NULL) AND (NOT held));
+
+--
+-- Name: delayed_run_job_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX delayed_run_job_idx ON ax.delayed_run USING btree (job_id, run_at);
 
 --
 -- Name: execution_job_idx; Type: INDEX; Schema: ax; Owner: -
@@ -2270,6 +2332,13 @@ ALTER TABLE ONLY ax.api_key
 
 ALTER TABLE ONLY ax.api_signing_key
     ADD CONSTRAINT api_signing_key_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: delayed_run delayed_run_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.delayed_run
+    ADD CONSTRAINT delayed_run_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: execution execution_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

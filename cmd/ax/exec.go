@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -19,11 +20,60 @@ import (
 
 func runExec(ctx context.Context, args []string) error {
 	return subcommand(ctx, "exec", args, map[string]func(context.Context, []string) error{
-		"list":   execList,
-		"get":    execGet,
-		"cancel": execCancel,
-		"logs":   execLogs,
+		"list":       execList,
+		"get":        execGet,
+		"cancel":     execCancel,
+		"cancel-key": execCancelKey,
+		"logs":       execLogs,
 	})
+}
+
+// execCancelKey cancels scheduled (delayed) runs by the Idempotency-Keys
+// they were created with.
+func execCancelKey(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ax exec cancel-key", flag.ContinueOnError)
+	var af apiFlags
+	af.register(fs)
+	reason := fs.String("reason", "", "recorded on the cancelled runs")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("usage: ax exec cancel-key KEY... [-reason TEXT]")
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	keys := fs.Args()
+	body := client.CancelRunsByKeyJSONRequestBody{IdempotencyKeys: &keys}
+	if *reason != "" {
+		body.Reason = reason
+	}
+	resp, err := c.CancelRunsByKeyWithResponse(ctx, body)
+	if err != nil {
+		return fmt.Errorf("error calling ax: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return apiError(resp.StatusCode(), resp.Body)
+	}
+	if af.output == "json" {
+		return printJSON(resp.JSON200)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tSTATE\tID")
+	var results []client.RunCancelResult
+	if resp.JSON200.Results != nil {
+		results = *resp.JSON200.Results
+	}
+	for _, r := range results {
+		id := "-"
+		if r.Id != nil {
+			id = r.Id.String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", r.IdempotencyKey, r.State, id)
+	}
+	return w.Flush()
 }
 
 func execList(ctx context.Context, args []string) error {
@@ -144,8 +194,12 @@ func showExecutions(execs []client.Execution, names map[uuid.UUID]string) error 
 		if job == "" {
 			job = e.JobId.String()
 		}
+		lag := "-" // a delayed run that has yet to fire
+		if e.FiredAt != nil {
+			lag = e.FiredAt.Sub(e.ScheduledFor).Round(time.Millisecond).String()
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Id, job, cause, e.State,
-			formatTime(&e.ScheduledFor), e.FiredAt.Sub(e.ScheduledFor).Round(time.Millisecond))
+			formatTime(&e.ScheduledFor), lag)
 	}
 	return w.Flush()
 }
@@ -200,12 +254,14 @@ func jobTrigger(ctx context.Context, args []string) error {
 	var af apiFlags
 	af.register(fs)
 	params := fs.String("params", "", "JSON object overlaying the job's params")
-	key := fs.String("idempotency-key", "", "retry-safe key: the same key returns the same execution")
+	key := fs.String("idempotency-key", "", "retry-safe key: the same key returns the same execution (and cancels a later run: ax run cancel KEY)")
+	at := fs.String("at", "", "run at this instant (RFC 3339, e.g. 2026-12-24T18:00:00Z) instead of now")
+	in := fs.Duration("in", 0, "run after this long (e.g. 30m) instead of now")
 	if err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: ax job trigger ID [-params JSON] [-idempotency-key KEY]")
+		return fmt.Errorf("usage: ax job trigger ID [-params JSON] [-idempotency-key KEY] [-at TIME | -in DURATION]")
 	}
 	id, err := uuid.Parse(fs.Arg(0))
 	if err != nil {
@@ -215,10 +271,29 @@ func jobTrigger(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	body := "{}"
+	fields := map[string]any{}
 	if *params != "" {
-		body = `{"params":` + *params + `}`
+		fields["params"] = json.RawMessage(*params)
 	}
+	switch {
+	case *at != "" && *in != 0:
+		return fmt.Errorf("-at and -in: give one")
+	case *at != "":
+		t, err := time.Parse(time.RFC3339, *at)
+		if err != nil {
+			return fmt.Errorf("-at %q: want RFC 3339, e.g. 2026-12-24T18:00:00Z", *at)
+		}
+		fields["run_at"] = t
+	case *in < 0:
+		return fmt.Errorf("-in %s: must not be negative", *in)
+	case *in > 0:
+		fields["delay_seconds"] = int64(in.Round(time.Second) / time.Second)
+	}
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		return fmt.Errorf("-params: %w", err)
+	}
+	body := string(raw)
 	p := &client.TriggerJobParams{}
 	if *key != "" {
 		p.IdempotencyKey = key

@@ -157,8 +157,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	m := metrics.New(prometheus.DefaultRegisterer)
 	cfg.History.Dropped = m.HistoryRowsDropped
-	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel, notify.ExecutionEndedChannel,
-		notify.APIKeyRevokedChannel)
+	notifier := notify.NewNotifier(pool, logger, notify.ServeChannels()...)
 	river, err := startRiver(ctx, pool, logger, m, cfg)
 	if err != nil {
 		return err

@@ -87,6 +87,7 @@ func (e CallbackState) Valid() bool {
 // Defines values for ExecutionCause.
 const (
 	ExecutionCauseCatchUp  ExecutionCause = "catch_up"
+	ExecutionCauseDelayed  ExecutionCause = "delayed"
 	ExecutionCauseManual   ExecutionCause = "manual"
 	ExecutionCauseSchedule ExecutionCause = "schedule"
 )
@@ -95,6 +96,8 @@ const (
 func (e ExecutionCause) Valid() bool {
 	switch e {
 	case ExecutionCauseCatchUp:
+		return true
+	case ExecutionCauseDelayed:
 		return true
 	case ExecutionCauseManual:
 		return true
@@ -111,6 +114,7 @@ const (
 	ExecutionStateFailed    ExecutionState = "failed"
 	ExecutionStatePending   ExecutionState = "pending"
 	ExecutionStateRunning   ExecutionState = "running"
+	ExecutionStateScheduled ExecutionState = "scheduled"
 	ExecutionStateSucceeded ExecutionState = "succeeded"
 	ExecutionStateTimedOut  ExecutionState = "timed_out"
 )
@@ -125,6 +129,8 @@ func (e ExecutionState) Valid() bool {
 	case ExecutionStatePending:
 		return true
 	case ExecutionStateRunning:
+		return true
+	case ExecutionStateScheduled:
 		return true
 	case ExecutionStateSucceeded:
 		return true
@@ -495,6 +501,27 @@ func (e ResultOutcomeStatus) Valid() bool {
 	case ResultOutcomeStatusAccepted:
 		return true
 	case ResultOutcomeStatusConflict:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunCancelResultState.
+const (
+	RunCancelResultStateCancelled RunCancelResultState = "cancelled"
+	RunCancelResultStateFired     RunCancelResultState = "fired"
+	RunCancelResultStateNotFound  RunCancelResultState = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the RunCancelResultState enum.
+func (e RunCancelResultState) Valid() bool {
+	switch e {
+	case RunCancelResultStateCancelled:
+		return true
+	case RunCancelResultStateFired:
+		return true
+	case RunCancelResultStateNotFound:
 		return true
 	default:
 		return false
@@ -988,6 +1015,27 @@ type AutoDegrade struct {
 	MinPriority int64 `json:"min_priority"`
 }
 
+// BatchRun defines model for BatchRun.
+type BatchRun struct {
+	// DelaySeconds Fire this many seconds from now instead of now; not with run_at
+	DelaySeconds *int64 `json:"delay_seconds,omitempty"`
+
+	// IdempotencyKey As the Idempotency-Key header of the job's trigger call: the same key and run is not stored twice (the answer says replayed); the same key with another run fails the batch (422). Cancel the run with it (POST /v1/runs/cancel) until a day after its run_at
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+
+	// JobId The job to run
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// Params Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly
+	Params *map[string]interface{} `json:"params,omitempty"`
+
+	// Priority Run at this priority instead of the job's
+	Priority *int64 `json:"priority,omitempty"`
+
+	// RunAt Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
+	RunAt *time.Time `json:"run_at,omitempty"`
+}
+
 // Callback defines model for Callback.
 type Callback struct {
 	// Attempts Every attempt (the last 50), oldest first
@@ -1148,7 +1196,7 @@ type Execution struct {
 	CancelReason      *string    `json:"cancel_reason,omitempty"`
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 
-	// Cause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API
+	// Cause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)
 	Cause ExecutionCause `json:"cause"`
 
 	// Error Why the run ended without tasks (e.g. a broadcast found no live agent)
@@ -1160,8 +1208,11 @@ type Execution struct {
 	ErrorCodes *map[string]int64 `json:"error_codes,omitempty"`
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 
-	// FiredAt When it was created; fired_at - scheduled_for is the fire lag
-	FiredAt time.Time `json:"fired_at"`
+	// FiredAt When it was created; fired_at - scheduled_for is the fire lag. Absent while a delayed run is scheduled
+	FiredAt *time.Time `json:"fired_at,omitempty"`
+
+	// Held A delayed run that came due while its job was paused: it fires when the job resumes, under the job's misfire policy
+	Held *bool `json:"held,omitempty"`
 
 	// Id Execution id: the idempotency key handed to every task and callback
 	Id    openapi_types.UUID `json:"id"`
@@ -1174,11 +1225,13 @@ type Execution struct {
 	Params   map[string]interface{} `json:"params"`
 	Priority int64                  `json:"priority"`
 
-	// ScheduledFor The tick this execution serves (for manual runs, when the trigger was accepted)
-	ScheduledFor time.Time      `json:"scheduled_for"`
-	ShardCount   int64          `json:"shard_count"`
-	StartedAt    *time.Time     `json:"started_at,omitempty"`
-	State        ExecutionState `json:"state"`
+	// ScheduledFor The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)
+	ScheduledFor time.Time  `json:"scheduled_for"`
+	ShardCount   int64      `json:"shard_count"`
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+
+	// State scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at
+	State ExecutionState `json:"state"`
 
 	// StatusUrl Where to ask for its state: GET it, with ?wait=30s to wait for the end
 	StatusUrl string `json:"status_url"`
@@ -1190,10 +1243,10 @@ type Execution struct {
 	Traceparent *string `json:"traceparent,omitempty"`
 }
 
-// ExecutionCause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API
+// ExecutionCause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)
 type ExecutionCause string
 
-// ExecutionState defines model for Execution.State.
+// ExecutionState scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at
 type ExecutionState string
 
 // ExecutionBrief defines model for ExecutionBrief.
@@ -1733,11 +1786,53 @@ type RunAccepted struct {
 	SigningSecret string `json:"signing_secret"`
 }
 
+// RunBatch defines model for RunBatch.
+type RunBatch struct {
+	Runs *[]BatchRun `json:"runs"`
+}
+
+// RunBatchOutputBody defines model for RunBatchOutputBody.
+type RunBatchOutputBody struct {
+	// Runs In the order of the request
+	Runs *[]ScheduledRunRef `json:"runs"`
+}
+
+// RunCancelOutputBody defines model for RunCancelOutputBody.
+type RunCancelOutputBody struct {
+	// Results In the order of the request
+	Results *[]RunCancelResult `json:"results"`
+}
+
+// RunCancelRequest defines model for RunCancelRequest.
+type RunCancelRequest struct {
+	// IdempotencyKeys Keys given when the runs were created (header or idempotency_key), by this API key
+	IdempotencyKeys *[]string `json:"idempotency_keys"`
+
+	// Reason Recorded on the cancelled runs
+	Reason *string `json:"reason,omitempty"`
+}
+
+// RunCancelResult defines model for RunCancelResult.
+type RunCancelResult struct {
+	// Id The run (absent when not found)
+	Id             *openapi_types.UUID `json:"id,omitempty"`
+	IdempotencyKey string              `json:"idempotency_key"`
+
+	// State cancelled: it will not fire (also when cancelled before); fired: too late, it is an execution now (cancel that by id if it should stop); not_found: no run was created with this key by this API key, or its key expired
+	State RunCancelResultState `json:"state"`
+}
+
+// RunCancelResultState cancelled: it will not fire (also when cancelled before); fired: too late, it is an execution now (cancel that by id if it should stop); not_found: no run was created with this key by this API key, or its key expired
+type RunCancelResultState string
+
 // RunRequest defines model for RunRequest.
 type RunRequest struct {
-	Callback    *JobCallback `json:"callback,omitempty"`
-	Description *string      `json:"description,omitempty"`
-	Executor    JobExecutor  `json:"executor"`
+	Callback *JobCallback `json:"callback,omitempty"`
+
+	// DelaySeconds Fire this many seconds from now instead of now; not with run_at
+	DelaySeconds *int64      `json:"delay_seconds,omitempty"`
+	Description  *string     `json:"description,omitempty"`
+	Executor     JobExecutor `json:"executor"`
 
 	// Group Group of that job; default runs
 	Group *string `json:"group,omitempty"`
@@ -1752,11 +1847,37 @@ type RunRequest struct {
 	RateLimitClass *string                 `json:"rate_limit_class,omitempty"`
 	Retry          *JobRetry               `json:"retry,omitempty"`
 	Route          *JobRoute               `json:"route,omitempty"`
-	Shards         *JobShards              `json:"shards,omitempty"`
-	Target         *JobTarget              `json:"target,omitempty"`
+
+	// RunAt Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
+	RunAt  *time.Time `json:"run_at,omitempty"`
+	Shards *JobShards `json:"shards,omitempty"`
+	Target *JobTarget `json:"target,omitempty"`
 
 	// TimeoutSeconds Limit on one attempt of one task; default 3600, and at most 900 (the default) for HTTP sent by ax itself
 	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
+}
+
+// ScheduledListOutputBody defines model for ScheduledListOutputBody.
+type ScheduledListOutputBody struct {
+	// NextCursor Pass as cursor for the next page; absent on the last
+	NextCursor *string `json:"next_cursor,omitempty"`
+
+	// Runs Scheduled runs, earliest first (state scheduled; held ones wait for the job's resume)
+	Runs *[]Execution `json:"runs"`
+}
+
+// ScheduledRunRef defines model for ScheduledRunRef.
+type ScheduledRunRef struct {
+	// Id The run: the id of its execution once it fires
+	Id    openapi_types.UUID `json:"id"`
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// Replayed Its idempotency_key was used before for the same run: this is that run, not a new one
+	Replayed *bool `json:"replayed,omitempty"`
+
+	// RunAt When it fires (now, for a run without run_at or delay_seconds)
+	RunAt     time.Time `json:"run_at"`
+	StatusUrl string    `json:"status_url"`
 }
 
 // SecretRotation defines model for SecretRotation.
@@ -1965,11 +2086,17 @@ type TickExplanationVerdict string
 
 // TriggerRequest defines model for TriggerRequest.
 type TriggerRequest struct {
+	// DelaySeconds Fire this many seconds from now instead of now; not with run_at
+	DelaySeconds *int64 `json:"delay_seconds,omitempty"`
+
 	// Params Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Priority Run at this priority instead of the job's
 	Priority *int64 `json:"priority,omitempty"`
+
+	// RunAt Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
+	RunAt *time.Time `json:"run_at,omitempty"`
 }
 
 // PatchClassApplicationJSONPatchPlusJSONBody defines parameters for PatchClass.
@@ -2219,6 +2346,14 @@ type ExplainTickParams struct {
 	At string `form:"at" json:"at"`
 }
 
+// ListScheduledRunsParams defines parameters for ListScheduledRuns.
+type ListScheduledRunsParams struct {
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListSkippedFiresParams defines parameters for ListSkippedFires.
 type ListSkippedFiresParams struct {
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
@@ -2304,6 +2439,12 @@ type TriggerJobJSONRequestBody = TriggerRequest
 
 // SubmitRunJSONRequestBody defines body for SubmitRun for application/json ContentType.
 type SubmitRunJSONRequestBody = RunRequest
+
+// SubmitRunBatchJSONRequestBody defines body for SubmitRunBatch for application/json ContentType.
+type SubmitRunBatchJSONRequestBody = RunBatch
+
+// CancelRunsByKeyJSONRequestBody defines body for CancelRunsByKey for application/json ContentType.
+type CancelRunsByKeyJSONRequestBody = RunCancelRequest
 
 // CompleteHttpTaskJSONRequestBody defines body for CompleteHttpTask for application/json ContentType.
 type CompleteHttpTaskJSONRequestBody = TaskCompletion
@@ -2672,7 +2813,7 @@ type ClientInterface interface {
 
 	// CancelExecution Cancel an execution
 	//
-	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing.
+	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
 	//
 	// Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 	CancelExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2797,6 +2938,11 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListScheduledRuns List a job's scheduled (delayed) runs
+	//
+	// Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
+	ListScheduledRuns(ctx context.Context, id openapi_types.UUID, params *ListScheduledRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PreviewJobShardsWithBody Show the shard params of a fire of a job
 	//
 	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
@@ -2840,18 +2986,18 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/jobs/{id}/skipped (the `ListSkippedFires` operationId).
 	ListSkippedFires(ctx context.Context, id openapi_types.UUID, params *ListSkippedFiresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// TriggerJobWithBody Run a job now
+	// TriggerJobWithBody Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs/{id}/trigger (the `TriggerJob` operationId).
 	TriggerJobWithBody(ctx context.Context, id openapi_types.UUID, params *TriggerJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// TriggerJob Run a job now
+	// TriggerJob Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2860,7 +3006,7 @@ type ClientInterface interface {
 
 	// SubmitRunWithBody Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2869,12 +3015,48 @@ type ClientInterface interface {
 
 	// SubmitRun Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
 	SubmitRun(ctx context.Context, params *SubmitRunParams, body SubmitRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitRunBatchWithBody Schedule up to 1,000 runs of jobs at once
+	//
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/runs/batch (the `SubmitRunBatch` operationId).
+	SubmitRunBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitRunBatch Schedule up to 1,000 runs of jobs at once
+	//
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/runs/batch (the `SubmitRunBatch` operationId).
+	SubmitRunBatch(ctx context.Context, body SubmitRunBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelRunsByKeyWithBody Cancel scheduled runs by their Idempotency-Keys
+	//
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/runs/cancel (the `CancelRunsByKey` operationId).
+	CancelRunsByKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelRunsByKey Cancel scheduled runs by their Idempotency-Keys
+	//
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/runs/cancel (the `CancelRunsByKey` operationId).
+	CancelRunsByKey(ctx context.Context, body CancelRunsByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CompleteHttpTaskWithBody Report the result of an HTTP task that answered 202
 	//
@@ -3545,7 +3727,7 @@ func (c *Client) RedeliverCallback(ctx context.Context, id openapi_types.UUID, r
 
 // CancelExecution Cancel an execution
 //
-// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing.
+// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
 //
 // Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3840,6 +4022,21 @@ func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditor
 	return c.Client.Do(req)
 }
 
+// ListScheduledRuns List a job's scheduled (delayed) runs
+//
+// Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
+func (c *Client) ListScheduledRuns(ctx context.Context, id openapi_types.UUID, params *ListScheduledRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListScheduledRunsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PreviewJobShardsWithBody Show the shard params of a fire of a job
 //
 // Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
@@ -3933,9 +4130,9 @@ func (c *Client) ListSkippedFires(ctx context.Context, id openapi_types.UUID, pa
 	return c.Client.Do(req)
 }
 
-// TriggerJobWithBody Run a job now
+// TriggerJobWithBody Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3952,9 +4149,9 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, id openapi_types.UUID, 
 	return c.Client.Do(req)
 }
 
-// TriggerJob Run a job now
+// TriggerJob Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3973,7 +4170,7 @@ func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *
 
 // SubmitRunWithBody Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3992,13 +4189,89 @@ func (c *Client) SubmitRunWithBody(ctx context.Context, params *SubmitRunParams,
 
 // SubmitRun Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/runs (the `SubmitRun` operationId).
 func (c *Client) SubmitRun(ctx context.Context, params *SubmitRunParams, body SubmitRunJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSubmitRunRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitRunBatchWithBody Schedule up to 1,000 runs of jobs at once
+//
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/runs/batch (the `SubmitRunBatch` operationId).
+func (c *Client) SubmitRunBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitRunBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitRunBatch Schedule up to 1,000 runs of jobs at once
+//
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/runs/batch (the `SubmitRunBatch` operationId).
+func (c *Client) SubmitRunBatch(ctx context.Context, body SubmitRunBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitRunBatchRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelRunsByKeyWithBody Cancel scheduled runs by their Idempotency-Keys
+//
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/runs/cancel (the `CancelRunsByKey` operationId).
+func (c *Client) CancelRunsByKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelRunsByKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelRunsByKey Cancel scheduled runs by their Idempotency-Keys
+//
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/runs/cancel (the `CancelRunsByKey` operationId).
+func (c *Client) CancelRunsByKey(ctx context.Context, body CancelRunsByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelRunsByKeyRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5797,6 +6070,79 @@ func NewResumeJobRequest(server string, id openapi_types.UUID) (*http.Request, e
 	return req, nil
 }
 
+// NewListScheduledRunsRequest constructs an http.Request for the ListScheduledRuns method
+func NewListScheduledRunsRequest(server string, id openapi_types.UUID, params *ListScheduledRunsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/scheduled", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPreviewJobShardsRequest calls the generic PreviewJobShards builder with application/json body
 func NewPreviewJobShardsRequest(server string, id openapi_types.UUID, body PreviewJobShardsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6076,6 +6422,86 @@ func NewSubmitRunRequestWithBody(server string, params *SubmitRunParams, content
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewSubmitRunBatchRequest calls the generic SubmitRunBatch builder with application/json body
+func NewSubmitRunBatchRequest(server string, body SubmitRunBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSubmitRunBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSubmitRunBatchRequestWithBody constructs an http.Request for the SubmitRunBatch method, with any body, and a specified content type
+func NewSubmitRunBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/runs/batch")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCancelRunsByKeyRequest calls the generic CancelRunsByKey builder with application/json body
+func NewCancelRunsByKeyRequest(server string, body CancelRunsByKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCancelRunsByKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCancelRunsByKeyRequestWithBody constructs an http.Request for the CancelRunsByKey method, with any body, and a specified content type
+func NewCancelRunsByKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/runs/cancel")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6502,7 +6928,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelExecutionWithResponse Cancel an execution
 	//
-	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing.
+	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6647,6 +7073,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
 
+	// ListScheduledRunsWithResponse List a job's scheduled (delayed) runs
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
+	ListScheduledRunsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListScheduledRunsParams, reqEditors ...RequestEditorFn) (*ListScheduledRunsResponse, error)
+
 	// PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
 	//
 	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
@@ -6692,18 +7125,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/jobs/{id}/skipped (the `ListSkippedFires` operationId).
 	ListSkippedFiresWithResponse(ctx context.Context, id openapi_types.UUID, params *ListSkippedFiresParams, reqEditors ...RequestEditorFn) (*ListSkippedFiresResponse, error)
 
-	// TriggerJobWithBodyWithResponse Run a job now
+	// TriggerJobWithBodyWithResponse Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/trigger (the `TriggerJob` operationId).
 	TriggerJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *TriggerJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TriggerJobResponse, error)
 
-	// TriggerJobWithResponse Run a job now
+	// TriggerJobWithResponse Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6712,7 +7145,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithBodyWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6721,12 +7154,48 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/runs (the `SubmitRun` operationId).
 	SubmitRunWithResponse(ctx context.Context, params *SubmitRunParams, body SubmitRunJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitRunResponse, error)
+
+	// SubmitRunBatchWithBodyWithResponse Schedule up to 1,000 runs of jobs at once
+	//
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/runs/batch (the `SubmitRunBatch` operationId).
+	SubmitRunBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitRunBatchResponse, error)
+
+	// SubmitRunBatchWithResponse Schedule up to 1,000 runs of jobs at once
+	//
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/runs/batch (the `SubmitRunBatch` operationId).
+	SubmitRunBatchWithResponse(ctx context.Context, body SubmitRunBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitRunBatchResponse, error)
+
+	// CancelRunsByKeyWithBodyWithResponse Cancel scheduled runs by their Idempotency-Keys
+	//
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/runs/cancel (the `CancelRunsByKey` operationId).
+	CancelRunsByKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelRunsByKeyResponse, error)
+
+	// CancelRunsByKeyWithResponse Cancel scheduled runs by their Idempotency-Keys
+	//
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/runs/cancel (the `CancelRunsByKey` operationId).
+	CancelRunsByKeyWithResponse(ctx context.Context, body CancelRunsByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelRunsByKeyResponse, error)
 
 	// CompleteHttpTaskWithBodyWithResponse Report the result of an HTTP task that answered 202
 	//
@@ -9496,6 +9965,82 @@ func (r ResumeJobResponse) ContentType() string {
 	return ""
 }
 
+type ListScheduledRunsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScheduledListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListScheduledRunsResponse) GetJSON200() *ScheduledListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListScheduledRunsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListScheduledRunsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListScheduledRunsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListScheduledRunsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListScheduledRunsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListScheduledRunsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListScheduledRunsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListScheduledRunsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListScheduledRunsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PreviewJobShardsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9892,6 +10437,151 @@ func (r SubmitRunResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SubmitRunResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SubmitRunBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *RunBatchOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SubmitRunBatchResponse) GetJSON202() *RunBatchOutputBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SubmitRunBatchResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SubmitRunBatchResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SubmitRunBatchResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SubmitRunBatchResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SubmitRunBatchResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SubmitRunBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SubmitRunBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SubmitRunBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SubmitRunBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelRunsByKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RunCancelOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelRunsByKeyResponse) GetJSON200() *RunCancelOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelRunsByKeyResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelRunsByKeyResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CancelRunsByKeyResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelRunsByKeyResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelRunsByKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelRunsByKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelRunsByKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelRunsByKeyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10506,7 +11196,7 @@ func (c *ClientWithResponses) RedeliverCallbackWithResponse(ctx context.Context,
 
 // CancelExecutionWithResponse Cancel an execution
 //
-// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing.
+// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10753,6 +11443,19 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id open
 	return ParseResumeJobResponse(rsp)
 }
 
+// ListScheduledRunsWithResponse List a job's scheduled (delayed) runs
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
+func (c *ClientWithResponses) ListScheduledRunsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListScheduledRunsParams, reqEditors ...RequestEditorFn) (*ListScheduledRunsResponse, error) {
+	rsp, err := c.ListScheduledRuns(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListScheduledRunsResponse(rsp)
+}
+
 // PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
 //
 // Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
@@ -10828,9 +11531,9 @@ func (c *ClientWithResponses) ListSkippedFiresWithResponse(ctx context.Context, 
 	return ParseListSkippedFiresResponse(rsp)
 }
 
-// TriggerJobWithBodyWithResponse Run a job now
+// TriggerJobWithBodyWithResponse Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10843,9 +11546,9 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 	return ParseTriggerJobResponse(rsp)
 }
 
-// TriggerJobWithResponse Run a job now
+// TriggerJobWithResponse Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10860,7 +11563,7 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 
 // SubmitRunWithBodyWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10875,7 +11578,7 @@ func (c *ClientWithResponses) SubmitRunWithBodyWithResponse(ctx context.Context,
 
 // SubmitRunWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10886,6 +11589,66 @@ func (c *ClientWithResponses) SubmitRunWithResponse(ctx context.Context, params 
 		return nil, err
 	}
 	return ParseSubmitRunResponse(rsp)
+}
+
+// SubmitRunBatchWithBodyWithResponse Schedule up to 1,000 runs of jobs at once
+//
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/runs/batch (the `SubmitRunBatch` operationId).
+func (c *ClientWithResponses) SubmitRunBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitRunBatchResponse, error) {
+	rsp, err := c.SubmitRunBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitRunBatchResponse(rsp)
+}
+
+// SubmitRunBatchWithResponse Schedule up to 1,000 runs of jobs at once
+//
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/runs/batch (the `SubmitRunBatch` operationId).
+func (c *ClientWithResponses) SubmitRunBatchWithResponse(ctx context.Context, body SubmitRunBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitRunBatchResponse, error) {
+	rsp, err := c.SubmitRunBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitRunBatchResponse(rsp)
+}
+
+// CancelRunsByKeyWithBodyWithResponse Cancel scheduled runs by their Idempotency-Keys
+//
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/runs/cancel (the `CancelRunsByKey` operationId).
+func (c *ClientWithResponses) CancelRunsByKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelRunsByKeyResponse, error) {
+	rsp, err := c.CancelRunsByKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelRunsByKeyResponse(rsp)
+}
+
+// CancelRunsByKeyWithResponse Cancel scheduled runs by their Idempotency-Keys
+//
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/runs/cancel (the `CancelRunsByKey` operationId).
+func (c *ClientWithResponses) CancelRunsByKeyWithResponse(ctx context.Context, body CancelRunsByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelRunsByKeyResponse, error) {
+	rsp, err := c.CancelRunsByKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelRunsByKeyResponse(rsp)
 }
 
 // CompleteHttpTaskWithBodyWithResponse Report the result of an HTTP task that answered 202
@@ -13139,6 +13902,67 @@ func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
 	return response, nil
 }
 
+// ParseListScheduledRunsResponse parses an HTTP response from a ListScheduledRunsWithResponse call
+func ParseListScheduledRunsResponse(rsp *http.Response) (*ListScheduledRunsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListScheduledRunsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScheduledListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePreviewJobShardsResponse parses an HTTP response from a PreviewJobShardsWithResponse call
 func ParsePreviewJobShardsResponse(rsp *http.Response) (*PreviewJobShardsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13479,6 +14303,121 @@ func ParseSubmitRunResponse(rsp *http.Response) (*SubmitRunResponse, error) {
 			headers.Location = &value
 		}
 		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSubmitRunBatchResponse parses an HTTP response from a SubmitRunBatchWithResponse call
+func ParseSubmitRunBatchResponse(rsp *http.Response) (*SubmitRunBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SubmitRunBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest RunBatchOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelRunsByKeyResponse parses an HTTP response from a CancelRunsByKeyWithResponse call
+func ParseCancelRunsByKeyResponse(rsp *http.Response) (*CancelRunsByKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelRunsByKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RunCancelOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	return response, nil

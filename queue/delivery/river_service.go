@@ -250,11 +250,12 @@ func (w *cleanupWorker) Work(ctx context.Context, _ *river.Job[cleanupArgs]) err
 	keys, err2 := db.IdempotencyKeyDeleteExpired(ctx, w.pool)
 	breakers, err3 := db.CallbackBreakerDeleteIdle(ctx, w.pool)
 	slots, err4 := db.HTTPTaskSlotDeleteExpired(ctx, w.pool)
-	if nonces+keys+breakers+slots > 0 {
+	cancelled, err5 := db.DelayedRunDeleteCancelled(ctx, w.pool)
+	if nonces+keys+breakers+slots+cancelled > 0 {
 		w.logger.DebugContext(ctx, "expired records deleted", "nonces", nonces, "idempotency_keys", keys,
-			"breakers", breakers, "http_task_slots", slots)
+			"breakers", breakers, "http_task_slots", slots, "cancelled_delayed_runs", cancelled)
 	}
-	return errors.Join(err1, err2, err3, err4)
+	return errors.Join(err1, err2, err3, err4, err5)
 }
 
 // historyArgs is the periodic job that keeps history within its retention

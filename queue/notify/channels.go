@@ -21,7 +21,18 @@ const ExecutionEndedChannel = "ax_execution_ended"
 // how long to sleep.
 const JobChangedChannel = "ax_job_changed"
 
+// RunScheduledChannel is NOTIFYed when delayed runs are stored that come
+// due soon (within RunScheduledNotifyWithin), so trigger loops do not
+// sleep past them. Runs due later are found by the loops' own sleep.
+const RunScheduledChannel = "ax_run_scheduled"
+
 // APIKeyRevokedChannel is NOTIFYed by the database (trigger
 // api_key_revoked_notify) whenever API keys are revoked: the API's key
 // caches forget what they hold.
 const APIKeyRevokedChannel = "ax_api_key_revoked"
+
+// ServeChannels are the channels an ax serve replica listens on: its one
+// Notifier subscribes to all of them.
+func ServeChannels() []string {
+	return []string{JobChangedChannel, TaskReadyChannel, ExecutionEndedChannel, APIKeyRevokedChannel, RunScheduledChannel}
+}

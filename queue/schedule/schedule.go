@@ -124,7 +124,8 @@ func timesEqual(a, b *time.Time) bool {
 
 // Resume unpauses a job. Ticks that fell due while it was paused are
 // recorded as skipped (reason paused) and the schedule moves on to the
-// first tick after now: a resumed job does not replay its pause.
+// first tick after now: a resumed job does not replay its pause. Its
+// delayed runs held while it was paused become due again.
 func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 	job, err := db.JobGetByIDForUpdate(ctx, tx, id)
 	if err != nil || !job.Paused {
@@ -149,6 +150,11 @@ func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 		if _, err := db.TriggerSetNextFire(ctx, tx, id, next); err != nil {
 			return err
 		}
+	}
+	// Delayed runs that came due while it was paused fire now, under the
+	// misfire policy: each is a business event, not a tick of a schedule.
+	if _, err := db.DelayedRunRelease(ctx, tx, id); err != nil {
+		return err
 	}
 	return db.TriggerResume(ctx, tx, id)
 }

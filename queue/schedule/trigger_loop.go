@@ -3,6 +3,7 @@ package schedule
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -91,14 +92,17 @@ func NewTriggerLoop(pool *pgxpool.Pool, notifier *notify.Notifier, cfg TriggerLo
 
 // Start runs the loop in the background until Stop.
 func (l *TriggerLoop) Start(ctx context.Context) error {
-	var wake <-chan struct{}
+	var jobs, runs <-chan struct{}
 	unsubscribe := func() {}
 	if l.notifier != nil {
-		wake, unsubscribe = l.notifier.Subscribe(notify.JobChangedChannel)
+		var stopJobs, stopRuns func()
+		jobs, stopJobs = l.notifier.Subscribe(notify.JobChangedChannel)
+		runs, stopRuns = l.notifier.Subscribe(notify.RunScheduledChannel)
+		unsubscribe = func() { stopJobs(); stopRuns() }
 	}
 	l.bg.Start(ctx, func(ctx context.Context) {
 		defer unsubscribe()
-		l.run(ctx, wake)
+		l.run(ctx, jobs, runs)
 	})
 	return nil
 }
@@ -107,18 +111,19 @@ func (l *TriggerLoop) Start(ctx context.Context) error {
 // without Start.
 func (l *TriggerLoop) Stop() { l.bg.Stop() }
 
-func (l *TriggerLoop) run(ctx context.Context, wake <-chan struct{}) {
+func (l *TriggerLoop) run(ctx context.Context, jobsChanged, runsScheduled <-chan struct{}) {
 	for ctx.Err() == nil {
 		fired, err := l.FireDue(ctx)
-		if err != nil && ctx.Err() == nil {
+		runs, runsErr := l.FireDueRuns(ctx)
+		if err = errors.Join(err, runsErr); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.ErrorContext(ctx, "error firing due jobs", "error", err)
-			notify.Sleep(ctx, time.Second, wake, nil)
+			notify.Sleep(ctx, time.Second, jobsChanged, runsScheduled)
 			continue
 		}
-		if fired == l.cfg.BatchSize {
+		if fired == l.cfg.BatchSize || runs == l.cfg.BatchSize {
 			continue // more may be due right now
 		}
-		notify.Sleep(ctx, l.untilNextDue(ctx), wake, nil)
+		notify.Sleep(ctx, l.untilNextDue(ctx), jobsChanged, runsScheduled)
 	}
 }
 
@@ -180,18 +185,27 @@ type batch struct {
 	fires    []*jobFire
 	written  []*jobFire
 	setAside []setAside
+	failed   []failedRun
 	inserted []db.InsertedExecution
 	router   *dispatch.TaskRouter
 	outbox   *delivery.Outbox
 }
 
-// jobFire is what one claimed trigger writes.
+// jobFire is what one claimed trigger, or one delayed run, writes.
 type jobFire struct {
 	jobID      uuid.UUID
 	executions []*db.NewExecution
 	skips      []*db.SkippedFire
-	advance    *db.TriggerAdvance
-	replace    bool // cancel the job's unfinished executions first
+	advance    *db.TriggerAdvance // nil for a delayed run
+	replace    bool               // cancel the job's unfinished executions first
+	delayedRun uuid.UUID          // the delayed run this fire consumes (uuid.Nil: a trigger's)
+}
+
+// failedRun is a delayed run whose fire could not be written: it is
+// cancelled with why, so it neither blocks the others nor vanishes.
+type failedRun struct {
+	id     uuid.UUID
+	reason string
 }
 
 // setAside is a job the batch stops firing, and why.
@@ -266,6 +280,11 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 			return err
 		}
 	}
+	for _, f := range b.failed {
+		if _, err := db.DelayedRunCancelMany(ctx, tx, []uuid.UUID{f.id}, f.reason); err != nil {
+			return err
+		}
+	}
 	if len(b.inserted) > 0 {
 		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 	}
@@ -294,6 +313,9 @@ func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) 
 		return nil
 	case ctx.Err() != nil || db.Transient(err):
 		return err
+	case len(fires) == 1 && fires[0].delayedRun != uuid.Nil:
+		b.failed = append(b.failed, failedRun{id: fires[0].delayedRun, reason: newSetAside(uuid.Nil, "", "firing it failed: "+err.Error()).reason})
+		return nil
 	case len(fires) == 1:
 		b.setAside = append(b.setAside, newSetAside(fires[0].jobID, metrics.SetAsideWrite, "writing its fire failed: "+err.Error()))
 		return nil
@@ -314,17 +336,27 @@ func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, out
 			inserted, err = nil, fmt.Errorf("panic: %v", p)
 		}
 	}()
-	var replaceJobs []uuid.UUID
+	var replaceJobs, delayedRuns []uuid.UUID
 	var execs []*db.NewExecution
 	var skips []*db.SkippedFire
-	advances := make([]*db.TriggerAdvance, len(fires))
-	for i, f := range fires {
+	var advances []*db.TriggerAdvance
+	for _, f := range fires {
 		if f.replace {
 			replaceJobs = append(replaceJobs, f.jobID)
 		}
 		execs = append(execs, f.executions...)
 		skips = append(skips, f.skips...)
-		advances[i] = f.advance
+		if f.advance != nil {
+			advances = append(advances, f.advance)
+		}
+		if f.delayedRun != uuid.Nil {
+			delayedRuns = append(delayedRuns, f.delayedRun)
+		}
+	}
+	// A delayed run leaves its table in the transaction that fires it: it
+	// fires once, and the row is held locked (claimed) until then.
+	if err := db.DelayedRunDeleteMany(ctx, tx, delayedRuns); err != nil {
+		return nil, err
 	}
 	if len(replaceJobs) > 0 {
 		if _, err := db.ExecutionCancel(ctx, tx, nil, replaceJobs, "replaced by a newer fire"); err != nil {
@@ -349,6 +381,9 @@ func keepInsertedAsLast(fires []*jobFire, inserted []db.InsertedExecution) {
 		ok[e.ID] = true
 	}
 	for _, f := range fires {
+		if f.advance == nil {
+			continue
+		}
 		f.advance.LastExecutionID, f.advance.LastScheduledFor = uuid.Nil, time.Time{}
 		for _, e := range f.executions {
 			if ok[e.ID] {
@@ -374,7 +409,18 @@ func (b *batch) observe(m *metrics.Metrics) {
 			}
 		}
 	}
+	delayed := map[uuid.UUID]bool{}
+	for _, f := range b.written {
+		if f.delayedRun != uuid.Nil {
+			delayed[f.delayedRun] = true
+		}
+	}
 	for _, e := range b.inserted {
+		if delayed[e.ID] {
+			m.Fires.WithLabelValues(string(db.CauseDelayed)).Inc()
+			m.FireLag.Observe(max(e.FiredAt.Sub(e.ScheduledFor), 0).Seconds())
+			continue
+		}
 		if misfired[e.ID] {
 			m.Fires.WithLabelValues(string(db.CauseCatchUp)).Inc()
 			continue
@@ -393,5 +439,8 @@ func (b *batch) logSetAside(ctx context.Context, logger *slog.Logger) {
 	for _, s := range b.setAside {
 		logger.ErrorContext(ctx, "job set aside: it is not fired again until it is updated",
 			"job_id", s.jobID, "step", s.step, "reason", s.reason)
+	}
+	for _, f := range b.failed {
+		logger.ErrorContext(ctx, "delayed run cancelled: firing it failed", "execution_id", f.id, "reason", f.reason)
 	}
 }

@@ -95,9 +95,12 @@ ORDER BY id DESC
 LIMIT @max;
 
 -- ExecutionGroupByID returns the group of an execution's job: what a key
--- limited to groups may see is decided by it.
+-- limited to groups may see is decided by it. A delayed run that has not
+-- fired yet is the execution it will be.
 -- name: ExecutionGroupByID :one
-SELECT j.group_name FROM ax.all_executions e JOIN ax.job j ON j.id = e.job_id WHERE e.id = @id;
+SELECT j.group_name FROM ax.job j
+WHERE j.id = coalesce((SELECT e.job_id FROM ax.all_executions e WHERE e.id = @id),
+                      (SELECT d.job_id FROM ax.delayed_run d WHERE d.id = @id));
 
 -- name: ExecutionHasUnfinished :one
 SELECT EXISTS (

@@ -11,6 +11,34 @@ SET method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.requ
 WHERE idempotency_key.expires_at <= now()
 RETURNING api_key_id;
 
+-- IdempotencyKeyClaimMany is IdempotencyKeyClaim for a batch of runs of
+-- one API key, each with its own path, request hash, response and expiry
+-- (a delayed run's key lives until a day after its run_at, so it can
+-- cancel the run until then). Returns the keys claimed; the others are
+-- live already (read them with IdempotencyKeyGetMany). The keys must be
+-- distinct.
+-- name: IdempotencyKeyClaimMany :many
+INSERT INTO ax.idempotency_key AS k (api_key_id, key, method, path, request_hash, response_status, response_body, expires_at)
+SELECT @api_key_id::uuid, u.key, 'POST', u.path, u.request_hash, 202, u.response_body, u.expires_at
+FROM (
+    SELECT unnest(@keys::text[]) AS key,
+           unnest(@paths::text[]) AS path,
+           unnest(@request_hashes::bytea[]) AS request_hash,
+           unnest(@response_bodies::bytea[]) AS response_body,
+           unnest(@expires_ats::timestamptz[]) AS expires_at
+) u
+ON CONFLICT (api_key_id, key) DO UPDATE
+SET method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
+    response_status = EXCLUDED.response_status, response_body = EXCLUDED.response_body,
+    response_headers = '{}', locked_until = NULL,
+    created_at = now(), expires_at = EXCLUDED.expires_at
+WHERE k.expires_at <= now()
+RETURNING k.key;
+
+-- name: IdempotencyKeyGetMany :many
+SELECT key, method, path, request_hash, response_status, response_body FROM ax.idempotency_key
+WHERE api_key_id = @api_key_id AND key = ANY(@keys::text[]) AND expires_at > now();
+
 -- name: IdempotencyKeyGet :one
 SELECT * FROM ax.idempotency_key
 WHERE api_key_id = @api_key_id AND key = @key AND expires_at > now();
@@ -59,3 +87,8 @@ WHERE api_key_id = @api_key_id AND key = @key AND response_status IS NULL;
 -- name: IdempotencyKeyReleaseRequest :exec
 DELETE FROM ax.idempotency_key
 WHERE api_key_id = @api_key_id AND key = @key AND response_status IS NULL;
+
+-- IdempotencyKeyExtend keeps a key live until at least @until.
+-- name: IdempotencyKeyExtend :exec
+UPDATE ax.idempotency_key SET expires_at = greatest(expires_at, @until::timestamptz)
+WHERE api_key_id = @api_key_id AND key = @key;

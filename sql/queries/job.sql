@@ -124,3 +124,7 @@ JOIN LATERAL (
     FROM ax.all_executions e
     WHERE e.job_id = j.id AND e.finished_at > now() - make_interval(secs => sqlc.arg('window_seconds')::double precision)
 ) r ON r.failed > 0;
+
+-- JobExisting returns which of @ids are jobs.
+-- name: JobExisting :many
+SELECT id FROM ax.job WHERE id = ANY(@ids::uuid[]);

@@ -65,8 +65,7 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	logger := benchLogger()
 	reg := prometheus.NewRegistry()
 	metrics := metrics.New(reg)
-	notifier := notify.NewNotifier(pool, logger, notify.JobChangedChannel, notify.TaskReadyChannel,
-		notify.ExecutionEndedChannel, notify.APIKeyRevokedChannel)
+	notifier := notify.NewNotifier(pool, logger, notify.ServeChannels()...)
 	agentCfg := dispatch.AgentConfig{}
 	router, err := dispatch.NewTaskRouter(agentCfg, dispatch.TaskRouterConfig{}, logger, metrics)
 	if err != nil {

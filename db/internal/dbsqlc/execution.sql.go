@@ -247,11 +247,14 @@ func (q *Queries) ExecutionGetByTick(ctx context.Context, db DBTX, arg Execution
 }
 
 const executionGroupByID = `-- name: ExecutionGroupByID :one
-SELECT j.group_name FROM ax.all_executions e JOIN ax.job j ON j.id = e.job_id WHERE e.id = $1
+SELECT j.group_name FROM ax.job j
+WHERE j.id = coalesce((SELECT e.job_id FROM ax.all_executions e WHERE e.id = $1),
+                      (SELECT d.job_id FROM ax.delayed_run d WHERE d.id = $1))
 `
 
 // ExecutionGroupByID returns the group of an execution's job: what a key
-// limited to groups may see is decided by it.
+// limited to groups may see is decided by it. A delayed run that has not
+// fired yet is the execution it will be.
 func (q *Queries) ExecutionGroupByID(ctx context.Context, db DBTX, id uuid.UUID) (string, error) {
 	row := db.QueryRow(ctx, executionGroupByID, id)
 	var group_name string

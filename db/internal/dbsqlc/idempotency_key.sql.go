@@ -51,6 +51,67 @@ func (q *Queries) IdempotencyKeyClaim(ctx context.Context, db DBTX, arg Idempote
 	return api_key_id, err
 }
 
+const idempotencyKeyClaimMany = `-- name: IdempotencyKeyClaimMany :many
+INSERT INTO ax.idempotency_key AS k (api_key_id, key, method, path, request_hash, response_status, response_body, expires_at)
+SELECT $1::uuid, u.key, 'POST', u.path, u.request_hash, 202, u.response_body, u.expires_at
+FROM (
+    SELECT unnest($2::text[]) AS key,
+           unnest($3::text[]) AS path,
+           unnest($4::bytea[]) AS request_hash,
+           unnest($5::bytea[]) AS response_body,
+           unnest($6::timestamptz[]) AS expires_at
+) u
+ON CONFLICT (api_key_id, key) DO UPDATE
+SET method = EXCLUDED.method, path = EXCLUDED.path, request_hash = EXCLUDED.request_hash,
+    response_status = EXCLUDED.response_status, response_body = EXCLUDED.response_body,
+    response_headers = '{}', locked_until = NULL,
+    created_at = now(), expires_at = EXCLUDED.expires_at
+WHERE k.expires_at <= now()
+RETURNING k.key
+`
+
+type IdempotencyKeyClaimManyParams struct {
+	ApiKeyID       uuid.UUID
+	Keys           []string
+	Paths          []string
+	RequestHashes  [][]byte
+	ResponseBodies [][]byte
+	ExpiresAts     []time.Time
+}
+
+// IdempotencyKeyClaimMany is IdempotencyKeyClaim for a batch of runs of
+// one API key, each with its own path, request hash, response and expiry
+// (a delayed run's key lives until a day after its run_at, so it can
+// cancel the run until then). Returns the keys claimed; the others are
+// live already (read them with IdempotencyKeyGetMany). The keys must be
+// distinct.
+func (q *Queries) IdempotencyKeyClaimMany(ctx context.Context, db DBTX, arg IdempotencyKeyClaimManyParams) ([]string, error) {
+	rows, err := db.Query(ctx, idempotencyKeyClaimMany,
+		arg.ApiKeyID,
+		arg.Keys,
+		arg.Paths,
+		arg.RequestHashes,
+		arg.ResponseBodies,
+		arg.ExpiresAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		items = append(items, key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const idempotencyKeyClaimRequest = `-- name: IdempotencyKeyClaimRequest :one
 
 INSERT INTO ax.idempotency_key AS k (api_key_id, key, method, path, request_hash, locked_until)
@@ -110,6 +171,23 @@ func (q *Queries) IdempotencyKeyDeleteExpired(ctx context.Context, db DBTX) (int
 	return result.RowsAffected(), nil
 }
 
+const idempotencyKeyExtend = `-- name: IdempotencyKeyExtend :exec
+UPDATE ax.idempotency_key SET expires_at = greatest(expires_at, $1::timestamptz)
+WHERE api_key_id = $2 AND key = $3
+`
+
+type IdempotencyKeyExtendParams struct {
+	Until    time.Time
+	ApiKeyID uuid.UUID
+	Key      string
+}
+
+// IdempotencyKeyExtend keeps a key live until at least @until.
+func (q *Queries) IdempotencyKeyExtend(ctx context.Context, db DBTX, arg IdempotencyKeyExtendParams) error {
+	_, err := db.Exec(ctx, idempotencyKeyExtend, arg.Until, arg.ApiKeyID, arg.Key)
+	return err
+}
+
 const idempotencyKeyGet = `-- name: IdempotencyKeyGet :one
 SELECT api_key_id, key, method, path, request_hash, response_status, response_body, locked_until, created_at, expires_at, response_headers FROM ax.idempotency_key
 WHERE api_key_id = $1 AND key = $2 AND expires_at > now()
@@ -137,6 +215,52 @@ func (q *Queries) IdempotencyKeyGet(ctx context.Context, db DBTX, arg Idempotenc
 		&i.ResponseHeaders,
 	)
 	return i, err
+}
+
+const idempotencyKeyGetMany = `-- name: IdempotencyKeyGetMany :many
+SELECT key, method, path, request_hash, response_status, response_body FROM ax.idempotency_key
+WHERE api_key_id = $1 AND key = ANY($2::text[]) AND expires_at > now()
+`
+
+type IdempotencyKeyGetManyParams struct {
+	ApiKeyID uuid.UUID
+	Keys     []string
+}
+
+type IdempotencyKeyGetManyRow struct {
+	Key            string
+	Method         string
+	Path           string
+	RequestHash    []byte
+	ResponseStatus *int32
+	ResponseBody   []byte
+}
+
+func (q *Queries) IdempotencyKeyGetMany(ctx context.Context, db DBTX, arg IdempotencyKeyGetManyParams) ([]IdempotencyKeyGetManyRow, error) {
+	rows, err := db.Query(ctx, idempotencyKeyGetMany, arg.ApiKeyID, arg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []IdempotencyKeyGetManyRow
+	for rows.Next() {
+		var i IdempotencyKeyGetManyRow
+		if err := rows.Scan(
+			&i.Key,
+			&i.Method,
+			&i.Path,
+			&i.RequestHash,
+			&i.ResponseStatus,
+			&i.ResponseBody,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const idempotencyKeyGetRequest = `-- name: IdempotencyKeyGetRequest :one

@@ -389,6 +389,7 @@ const (
 	AxExecutionCauseSchedule AxExecutionCause = "schedule"
 	AxExecutionCauseCatchUp  AxExecutionCause = "catch_up"
 	AxExecutionCauseManual   AxExecutionCause = "manual"
+	AxExecutionCauseDelayed  AxExecutionCause = "delayed"
 )
 
 func (e *AxExecutionCause) Scan(src interface{}) error {
@@ -430,7 +431,8 @@ func (e AxExecutionCause) Valid() bool {
 	switch e {
 	case AxExecutionCauseSchedule,
 		AxExecutionCauseCatchUp,
-		AxExecutionCauseManual:
+		AxExecutionCauseManual,
+		AxExecutionCauseDelayed:
 		return true
 	}
 	return false
@@ -441,6 +443,7 @@ func AllAxExecutionCauseValues() []AxExecutionCause {
 		AxExecutionCauseSchedule,
 		AxExecutionCauseCatchUp,
 		AxExecutionCauseManual,
+		AxExecutionCauseDelayed,
 	}
 }
 
@@ -1200,6 +1203,19 @@ type AxCallbacksFailing struct {
 	UpdatedAt     time.Time
 }
 
+type AxDelayedRun struct {
+	ID           uuid.UUID
+	JobID        uuid.UUID
+	RunAt        time.Time
+	Params       []byte
+	Priority     *int32
+	Traceparent  string
+	Held         bool
+	CancelledAt  *time.Time
+	CancelReason *string
+	CreatedAt    time.Time
+}
+
 type AxDueNow struct {
 	JobID      uuid.UUID
 	GroupName  string
@@ -1545,11 +1561,12 @@ type AxTrigger struct {
 }
 
 type AxUpcomingHour struct {
-	JobID       uuid.UUID
-	GroupName   string
-	Name        string
-	TriggerKind AxTriggerKind
-	CronExpr    *string
-	Timezone    string
-	NextFireAt  *time.Time
+	JobID        uuid.UUID
+	GroupName    string
+	Name         string
+	TriggerKind  AxTriggerKind
+	CronExpr     *string
+	Timezone     string
+	NextFireAt   *time.Time
+	DelayedRunID *uuid.UUID
 }

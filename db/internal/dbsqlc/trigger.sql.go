@@ -187,10 +187,14 @@ func (q *Queries) TriggerInsert(ctx context.Context, db DBTX, arg TriggerInsertP
 }
 
 const triggerNextDue = `-- name: TriggerNextDue :one
-SELECT coalesce((extract(epoch FROM min(next_fire_at) - coalesce($1::timestamptz, clock_timestamp())) * 1000000)::bigint, 0)::bigint AS micros,
-       (min(next_fire_at) IS NOT NULL)::boolean AS scheduled
-FROM ax.trigger
-WHERE next_fire_at IS NOT NULL AND NOT paused AND set_aside_at IS NULL
+WITH earliest AS (
+    SELECT least((SELECT min(next_fire_at) FROM ax.trigger
+                  WHERE next_fire_at IS NOT NULL AND NOT paused AND set_aside_at IS NULL),
+                 (SELECT min(run_at) FROM ax.delayed_run WHERE cancelled_at IS NULL AND NOT held)) AS at
+)
+SELECT coalesce((extract(epoch FROM at - coalesce($1::timestamptz, clock_timestamp())) * 1000000)::bigint, 0)::bigint AS micros,
+       (at IS NOT NULL)::boolean AS scheduled
+FROM earliest
 `
 
 type TriggerNextDueRow struct {
@@ -198,9 +202,10 @@ type TriggerNextDueRow struct {
 	Scheduled bool
 }
 
-// TriggerNextDue says how long until the earliest unpaused fire, by the
-// database clock (negative when something is already due; null when
-// nothing is scheduled).
+// TriggerNextDue says how long until the earliest unpaused fire or
+// pending delayed run, by the database clock (negative when something is
+// already due; null when nothing is scheduled). Both minimums are read
+// from the first entry of a partial index.
 func (q *Queries) TriggerNextDue(ctx context.Context, db DBTX, now *time.Time) (TriggerNextDueRow, error) {
 	row := db.QueryRow(ctx, triggerNextDue, now)
 	var i TriggerNextDueRow

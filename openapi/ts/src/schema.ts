@@ -430,7 +430,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an execution
-         * @description Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing.
+         * @description Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
          */
         post: operations["cancel-execution"];
         delete?: never;
@@ -606,6 +606,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/scheduled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a job's scheduled (delayed) runs */
+        get: operations["list-scheduled-runs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/shards/preview": {
         parameters: {
             query?: never;
@@ -676,8 +693,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Run a job now
-         * @description Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it.
+         * Run a job now, or later
+         * @description Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
          */
         post: operations["trigger-job"];
         delete?: never;
@@ -697,9 +714,49 @@ export interface paths {
         put?: never;
         /**
          * Submit an ad-hoc run
-         * @description Runs a job definition once, now, without scheduling it: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+         * @description Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
          */
         post: operations["submit-run"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Schedule up to 1,000 runs of jobs at once
+         * @description Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+         */
+        post: operations["submit-run-batch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel scheduled runs by their Idempotency-Keys
+         * @description "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+         */
+        post: operations["cancel-runs-by-key"];
         delete?: never;
         options?: never;
         head?: never;
@@ -932,6 +989,34 @@ export interface components {
              * @description Floor while degraded
              */
             min_priority: number;
+        };
+        BatchRun: {
+            /**
+             * Format: int64
+             * @description Fire this many seconds from now instead of now; not with run_at
+             */
+            delay_seconds?: number;
+            /** @description As the Idempotency-Key header of the job's trigger call: the same key and run is not stored twice (the answer says replayed); the same key with another run fails the batch (422). Cancel the run with it (POST /v1/runs/cancel) until a day after its run_at */
+            idempotency_key?: string;
+            /**
+             * Format: uuid
+             * @description The job to run
+             */
+            job_id: string;
+            /** @description Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly */
+            params?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: int64
+             * @description Run at this priority instead of the job's
+             */
+            priority?: number;
+            /**
+             * Format: date-time
+             * @description Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
+             */
+            run_at?: string;
         };
         Callback: {
             /** @description Every attempt (the last 50), oldest first */
@@ -1182,10 +1267,10 @@ export interface components {
             /** Format: date-time */
             cancel_requested_at?: string;
             /**
-             * @description schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API
+             * @description schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)
              * @enum {string}
              */
-            cause: "schedule" | "catch_up" | "manual";
+            cause: "schedule" | "catch_up" | "manual" | "delayed";
             /** @description Why the run ended without tasks (e.g. a broadcast found no live agent) */
             error?: string;
             /**
@@ -1202,9 +1287,11 @@ export interface components {
             finished_at?: string;
             /**
              * Format: date-time
-             * @description When it was created; fired_at - scheduled_for is the fire lag
+             * @description When it was created; fired_at - scheduled_for is the fire lag. Absent while a delayed run is scheduled
              */
-            fired_at: string;
+            fired_at?: string;
+            /** @description A delayed run that came due while its job was paused: it fires when the job resumes, under the job's misfire policy */
+            held?: boolean;
             /**
              * Format: uuid
              * @description Execution id: the idempotency key handed to every task and callback
@@ -1222,15 +1309,18 @@ export interface components {
             priority: number;
             /**
              * Format: date-time
-             * @description The tick this execution serves (for manual runs, when the trigger was accepted)
+             * @description The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)
              */
             scheduled_for: string;
             /** Format: int64 */
             shard_count: number;
             /** Format: date-time */
             started_at?: string;
-            /** @enum {string} */
-            state: "pending" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
+            /**
+             * @description scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at
+             * @enum {string}
+             */
+            state: "scheduled" | "pending" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
             /** @description Where to ask for its state: GET it, with ?wait=30s to wait for the end */
             status_url: string;
             /** @description One per shard (shown when getting one execution) */
@@ -1827,9 +1917,44 @@ export interface components {
             /** @description whsec_ secret that signs the run's callback and HTTP requests (Standard Webhooks) */
             signing_secret: string;
         };
+        RunBatch: {
+            runs: components["schemas"]["BatchRun"][] | null;
+        };
+        RunBatchOutputBody: {
+            /** @description In the order of the request */
+            runs: components["schemas"]["ScheduledRunRef"][] | null;
+        };
+        RunCancelOutputBody: {
+            /** @description In the order of the request */
+            results: components["schemas"]["RunCancelResult"][] | null;
+        };
+        RunCancelRequest: {
+            /** @description Keys given when the runs were created (header or idempotency_key), by this API key */
+            idempotency_keys: string[] | null;
+            /** @description Recorded on the cancelled runs */
+            reason?: string;
+        };
+        RunCancelResult: {
+            /**
+             * Format: uuid
+             * @description The run (absent when not found)
+             */
+            id?: string;
+            idempotency_key: string;
+            /**
+             * @description cancelled: it will not fire (also when cancelled before); fired: too late, it is an execution now (cancel that by id if it should stop); not_found: no run was created with this key by this API key, or its key expired
+             * @enum {string}
+             */
+            state: "cancelled" | "fired" | "not_found";
+        };
         RunRequest: {
             /** @description Where to announce the result */
             callback?: components["schemas"]["JobCallback"];
+            /**
+             * Format: int64
+             * @description Fire this many seconds from now instead of now; not with run_at
+             */
+            delay_seconds?: number;
             description?: string;
             /** @description What the run does; kind http without target labels is sent by ax itself */
             executor: components["schemas"]["JobExecutor"];
@@ -1847,6 +1972,11 @@ export interface components {
             rate_limit_class?: string;
             retry?: components["schemas"]["JobRetry"];
             route?: components["schemas"]["JobRoute"];
+            /**
+             * Format: date-time
+             * @description Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
+             */
+            run_at?: string;
             shards?: components["schemas"]["JobShards"];
             /** @description Which agents may run it */
             target?: components["schemas"]["JobTarget"];
@@ -1855,6 +1985,29 @@ export interface components {
              * @description Limit on one attempt of one task; default 3600, and at most 900 (the default) for HTTP sent by ax itself
              */
             timeout_seconds?: number;
+        };
+        ScheduledListOutputBody: {
+            /** @description Pass as cursor for the next page; absent on the last */
+            next_cursor?: string;
+            /** @description Scheduled runs, earliest first (state scheduled; held ones wait for the job's resume) */
+            runs: components["schemas"]["Execution"][] | null;
+        };
+        ScheduledRunRef: {
+            /**
+             * Format: uuid
+             * @description The run: the id of its execution once it fires
+             */
+            id: string;
+            /** Format: uuid */
+            job_id: string;
+            /** @description Its idempotency_key was used before for the same run: this is that run, not a new one */
+            replayed?: boolean;
+            /**
+             * Format: date-time
+             * @description When it fires (now, for a run without run_at or delay_seconds)
+             */
+            run_at: string;
+            status_url: string;
         };
         SecretRotation: {
             /**
@@ -2067,6 +2220,11 @@ export interface components {
             verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record";
         };
         TriggerRequest: {
+            /**
+             * Format: int64
+             * @description Fire this many seconds from now instead of now; not with run_at
+             */
+            delay_seconds?: number;
             /** @description Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly */
             params?: {
                 [key: string]: unknown;
@@ -2076,6 +2234,11 @@ export interface components {
              * @description Run at this priority instead of the job's
              */
             priority?: number;
+            /**
+             * Format: date-time
+             * @description Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
+             */
+            run_at?: string;
         };
     };
     responses: never;
@@ -4973,6 +5136,78 @@ export interface operations {
             };
         };
     };
+    "list-scheduled-runs": {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduledListOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "preview-job-shards": {
         parameters: {
             query?: never;
@@ -5321,6 +5556,135 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "submit-run-batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunBatch"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunBatchOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "cancel-runs-by-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunCancelRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunCancelOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

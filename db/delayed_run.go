@@ -1,0 +1,199 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// DelayedRun is one run of a job at a later time (ax.delayed_run). Its ID
+// becomes the execution's when it fires.
+type DelayedRun struct {
+	ID           uuid.UUID
+	JobID        uuid.UUID
+	RunAt        time.Time
+	Params       json.RawMessage // overlays the job's params; nil: the job's
+	Priority     *int            // nil: the job's
+	TraceParent  string
+	Held         bool // came due while the job was paused; waits for resume
+	CancelledAt  *time.Time
+	CancelReason string
+	CreatedAt    time.Time
+}
+
+func delayedRunFromRow(r dbsqlc.AxDelayedRun) *DelayedRun {
+	d := &DelayedRun{ID: r.ID, JobID: r.JobID, RunAt: r.RunAt.UTC(), Params: r.Params, TraceParent: r.Traceparent,
+		Held: r.Held, CancelledAt: utcPtr(r.CancelledAt), CancelReason: deref(r.CancelReason), CreatedAt: r.CreatedAt.UTC()}
+	if r.Priority != nil {
+		p := int(*r.Priority)
+		d.Priority = &p
+	}
+	return d
+}
+
+// DelayedRunInsertMany stores runs in one statement.
+func DelayedRunInsertMany(ctx context.Context, e Executor, runs []*DelayedRun) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	p := dbsqlc.DelayedRunInsertManyParams{
+		Ids: make([]uuid.UUID, len(runs)), JobIds: make([]uuid.UUID, len(runs)), RunAts: make([]time.Time, len(runs)),
+		Params: make([][]byte, len(runs)), Priorities: make([]int32, len(runs)), Traceparents: make([]string, len(runs)),
+	}
+	// A run without a priority takes the job's when it fires (so it follows
+	// edits of the job); an int32 array carries no NULL, so a sentinel
+	// outside the priority range stands for it.
+	for i, r := range runs {
+		p.Ids[i], p.JobIds[i], p.RunAts[i], p.Traceparents[i] = r.ID, r.JobID, r.RunAt, r.TraceParent
+		if len(r.Params) > 0 {
+			p.Params[i] = r.Params
+		}
+		p.Priorities[i] = noPriority
+		if r.Priority != nil {
+			p.Priorities[i] = int32(*r.Priority)
+		}
+	}
+	if err := queries.DelayedRunInsertMany(ctx, e, p); err != nil {
+		return fmt.Errorf("error storing delayed runs: %w", mapErr(err))
+	}
+	return nil
+}
+
+// noPriority stands for "the job's priority" in DelayedRunInsertMany.
+const noPriority = -1 << 31
+
+// DueDelayedRun is a claimed run with what planning its fire needs.
+type DueDelayedRun struct {
+	*DelayedRun
+	ConcurrencyPolicy    ConcurrencyPolicy
+	MisfirePolicy        MisfirePolicy
+	MisfireWindowSeconds int
+	Paused               bool // its job is paused: hold it
+	HasUnfinished        bool // the job has an unfinished execution (policies other than allow)
+	Now                  time.Time
+}
+
+// DelayedRunClaimDue locks up to max pending runs due by now (the
+// database's when nil) plus ahead, earliest first.
+func DelayedRunClaimDue(ctx context.Context, e Executor, max int, ahead time.Duration, now *time.Time) ([]*DueDelayedRun, error) {
+	rows, err := queries.DelayedRunClaimDue(ctx, e, dbsqlc.DelayedRunClaimDueParams{
+		Max: int32(max), AheadMs: ahead.Milliseconds(), Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("error claiming due delayed runs: %w", mapErr(err))
+	}
+	out := make([]*DueDelayedRun, len(rows))
+	for i, r := range rows {
+		d := &DelayedRun{ID: r.ID, JobID: r.JobID, RunAt: r.RunAt.UTC(), Params: r.Params, TraceParent: r.Traceparent}
+		if r.Priority != nil {
+			p := int(*r.Priority)
+			d.Priority = &p
+		}
+		out[i] = &DueDelayedRun{DelayedRun: d, ConcurrencyPolicy: ConcurrencyPolicy(r.ConcurrencyPolicy),
+			MisfirePolicy: MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
+			Paused: r.Paused, HasUnfinished: r.HasUnfinished, Now: r.DbNow.UTC()}
+	}
+	return out, nil
+}
+
+// DelayedRunHold sets runs aside until their job resumes.
+func DelayedRunHold(ctx context.Context, e Executor, ids []uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := queries.DelayedRunHold(ctx, e, ids); err != nil {
+		return fmt.Errorf("error holding delayed runs: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DelayedRunRelease makes the held runs of a resumed job due again and
+// says how many there were.
+func DelayedRunRelease(ctx context.Context, e Executor, jobID uuid.UUID) (int64, error) {
+	n, err := queries.DelayedRunRelease(ctx, e, jobID)
+	if err != nil {
+		return 0, fmt.Errorf("error releasing held delayed runs: %w", mapErr(err))
+	}
+	return n, nil
+}
+
+// DelayedRunDeleteMany removes runs that fired or were skipped.
+func DelayedRunDeleteMany(ctx context.Context, e Executor, ids []uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := queries.DelayedRunDeleteMany(ctx, e, ids); err != nil {
+		return fmt.Errorf("error removing fired delayed runs: %w", mapErr(err))
+	}
+	return nil
+}
+
+// DelayedRunCancelMany cancels the pending runs among ids, with why, and
+// returns those it cancelled.
+func DelayedRunCancelMany(ctx context.Context, e Executor, ids []uuid.UUID, reason string) ([]*DelayedRun, error) {
+	rows, err := queries.DelayedRunCancelMany(ctx, e, dbsqlc.DelayedRunCancelManyParams{Ids: ids, Reason: &reason})
+	if err != nil {
+		return nil, fmt.Errorf("error cancelling delayed runs: %w", mapErr(err))
+	}
+	out := make([]*DelayedRun, len(rows))
+	for i, r := range rows {
+		out[i] = delayedRunFromRow(r)
+	}
+	return out, nil
+}
+
+// DelayedRunCancelByKey cancels the pending run created with key by the API
+// key apiKeyID; ErrNotFound when the key is unknown or its run is not
+// pending.
+func DelayedRunCancelByKey(ctx context.Context, e Executor, apiKeyID uuid.UUID, key, reason string) (*DelayedRun, error) {
+	r, err := queries.DelayedRunCancelByKey(ctx, e, dbsqlc.DelayedRunCancelByKeyParams{ApiKeyID: apiKeyID, Key: key, Reason: &reason})
+	if err != nil {
+		if err = mapErr(err); errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("error cancelling a delayed run by key: %w", err)
+	}
+	return delayedRunFromRow(r), nil
+}
+
+// DelayedRunGet returns a run that has not fired (pending, held or
+// cancelled); ErrNotFound otherwise.
+func DelayedRunGet(ctx context.Context, e Executor, id uuid.UUID) (*DelayedRun, error) {
+	r, err := queries.DelayedRunGet(ctx, e, id)
+	if err != nil {
+		if err = mapErr(err); errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("error reading delayed run %s: %w", id, err)
+	}
+	return delayedRunFromRow(r), nil
+}
+
+// DelayedRunListByJob lists a job's pending runs after the (afterRunAt,
+// afterID) cursor, earliest first.
+func DelayedRunListByJob(ctx context.Context, e Executor, jobID uuid.UUID, afterRunAt time.Time, afterID uuid.UUID, limit int) ([]*DelayedRun, error) {
+	rows, err := queries.DelayedRunListByJob(ctx, e, dbsqlc.DelayedRunListByJobParams{JobID: jobID,
+		AfterRunAt: afterRunAt, AfterID: afterID, Max: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("error listing delayed runs: %w", mapErr(err))
+	}
+	out := make([]*DelayedRun, len(rows))
+	for i, r := range rows {
+		out[i] = delayedRunFromRow(r)
+	}
+	return out, nil
+}
+
+// DelayedRunDeleteCancelled removes runs cancelled more than a day ago.
+func DelayedRunDeleteCancelled(ctx context.Context, e Executor) (int64, error) {
+	n, err := queries.DelayedRunDeleteCancelled(ctx, e)
+	if err != nil {
+		return 0, fmt.Errorf("error removing cancelled delayed runs: %w", mapErr(err))
+	}
+	return n, nil
+}

@@ -1,0 +1,106 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// FireDueRuns runs one batch of delayed runs: claims up to BatchSize
+// pending runs due by now (plus FireAhead) and, in the same transaction,
+// fires them as executions whose ids are the runs' ids, records the ones
+// the job's policies skip, and holds those of paused jobs until resume.
+// It returns how many runs it claimed.
+//
+// The job's policies apply as to a tick: a run later than the misfire
+// threshold fires late (misfired) unless the misfire policy is skip or it
+// is older than the catch-up window, and then it is recorded as skipped.
+// Each delayed run is its own business event, so fire_once does not fold
+// several late runs into one: each fires. forbid skips a run while the
+// job has an unfinished execution; replace cancels that execution.
+func (l *TriggerLoop) FireDueRuns(ctx context.Context) (int, error) {
+	var b *batch
+	err := db.WithTx(ctx, l.pool, func(tx pgx.Tx) error {
+		due, err := db.DelayedRunClaimDue(ctx, tx, l.cfg.BatchSize, l.cfg.FireAhead, l.cfg.Clock.Now())
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		fires, held := planDelayed(due, l.cfg.MisfireThreshold)
+		if err := db.DelayedRunHold(ctx, tx, held); err != nil {
+			return err
+		}
+		b = &batch{claimed: len(due), fires: fires, router: l.cfg.Router, outbox: l.cfg.Outbox}
+		return b.write(ctx, tx)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("error firing delayed runs: %w", err)
+	}
+	if b == nil {
+		return 0, nil
+	}
+	b.observe(l.cfg.Metrics)
+	b.logSetAside(ctx, l.cfg.Logger)
+	l.cfg.Logger.DebugContext(ctx, "fired delayed runs", "claimed", b.claimed, "fired", len(b.inserted),
+		"failed", len(b.failed))
+	return b.claimed, nil
+}
+
+// planDelayed decides each claimed run (earliest first): fire, skip (with
+// the record) or hold. It is pure: the database's clock comes with the
+// runs.
+func planDelayed(due []*db.DueDelayedRun, misfireThreshold time.Duration) (fires []*jobFire, held []uuid.UUID) {
+	type fired struct {
+		f *jobFire
+		r *db.DueDelayedRun
+	}
+	lastFire := map[uuid.UUID]fired{} // a job's latest fire in this batch
+	for _, r := range due {
+		if r.Paused {
+			held = append(held, r.ID)
+			continue
+		}
+		f := &jobFire{jobID: r.JobID, delayedRun: r.ID}
+		fires = append(fires, f)
+		late := r.Now.Sub(r.RunAt)
+		window := time.Duration(r.MisfireWindowSeconds) * time.Second
+		missed := late > misfireThreshold
+		switch {
+		case missed && late > window:
+			f.skips = delayedSkip(r, db.SkipMisfire, "missed by more than the catch-up window")
+			continue
+		case missed && r.MisfirePolicy == db.MisfireSkip:
+			f.skips = delayedSkip(r, db.SkipMisfire, "missed; the misfire policy is skip")
+			continue
+		}
+		earlier, firedBefore := lastFire[r.JobID]
+		switch r.ConcurrencyPolicy {
+		case db.ConcurrencyForbid:
+			if r.HasUnfinished || firedBefore {
+				f.skips = delayedSkip(r, db.SkipOverlap, "the previous execution was still unfinished")
+				continue
+			}
+		case db.ConcurrencyReplace:
+			if firedBefore { // it would be replaced at once: only the latest runs
+				earlier.f.executions, earlier.f.replace = nil, false
+				earlier.f.skips = delayedSkip(earlier.r, db.SkipOverlap, "replaced by a later delayed run fired in the same batch")
+			}
+			f.replace = r.HasUnfinished
+		}
+		f.executions = []*db.NewExecution{{ID: r.ID, JobID: r.JobID, Cause: db.CauseDelayed, ScheduledFor: r.RunAt,
+			Misfired: missed, Params: r.Params, Priority: r.Priority, TraceParent: r.TraceParent}}
+		lastFire[r.JobID] = fired{f, r}
+	}
+	return fires, held
+}
+
+// delayedSkip records a delayed run that did not fire; its detail names
+// the run, so "why didn't it run?" finds it by id.
+func delayedSkip(r *db.DueDelayedRun, reason db.SkipReason, detail string) []*db.SkippedFire {
+	return []*db.SkippedFire{{JobID: r.JobID, Reason: reason, FirstTick: r.RunAt, LastTick: r.RunAt, TickCount: 1,
+		Detail: "delayed run " + r.ID.String() + ": " + detail}}
+}

@@ -1,0 +1,78 @@
+-- DelayedRunInsertMany stores delayed runs (one statement for a batch).
+-- A priority of -2147483648 stands for none (an integer array carries no
+-- NULL from Go): the run takes the job's priority when it fires.
+-- name: DelayedRunInsertMany :exec
+INSERT INTO ax.delayed_run (id, job_id, run_at, params, priority, traceparent)
+SELECT unnest(@ids::uuid[]), unnest(@job_ids::uuid[]), unnest(@run_ats::timestamptz[]),
+       unnest(@params::jsonb[]), nullif(unnest(@priorities::integer[]), -2147483648), unnest(@traceparents::text[]);
+
+-- DelayedRunClaimDue locks up to @max pending runs due by now plus
+-- @ahead_ms, earliest first (skipping rows other replicas hold), with what
+-- planning their fires needs. Read through delayed_run_due_idx.
+-- name: DelayedRunClaimDue :many
+SELECT d.id, d.job_id, d.run_at, d.params, d.priority, d.traceparent,
+       j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds,
+       t.paused,
+       coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS db_now,
+       (j.concurrency_policy <> 'allow' AND EXISTS (
+           SELECT 1 FROM ax.execution e
+           WHERE e.job_id = j.id AND e.finished_at IS NULL))::boolean AS has_unfinished
+FROM ax.delayed_run d
+JOIN ax.job j ON j.id = d.job_id
+JOIN ax.trigger t ON t.job_id = d.job_id
+WHERE d.run_at <= coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('ahead_ms')::bigint / 1000.0)
+  AND d.cancelled_at IS NULL AND NOT d.held
+ORDER BY d.run_at
+LIMIT @max
+FOR UPDATE OF d SKIP LOCKED;
+
+-- DelayedRunHold sets aside runs that came due while their job is paused:
+-- they wait for the job's resume (DelayedRunRelease), out of the due index.
+-- name: DelayedRunHold :exec
+UPDATE ax.delayed_run SET held = true WHERE id = ANY(@ids::uuid[]);
+
+-- DelayedRunRelease makes a resumed job's held runs due again.
+-- name: DelayedRunRelease :execrows
+UPDATE ax.delayed_run SET held = false WHERE job_id = @job_id AND held;
+
+-- DelayedRunDeleteMany removes runs that fired or were skipped.
+-- name: DelayedRunDeleteMany :exec
+DELETE FROM ax.delayed_run WHERE id = ANY(@ids::uuid[]);
+
+-- DelayedRunCancelMany cancels pending runs (those not cancelled yet),
+-- with why; returns the runs cancelled.
+-- name: DelayedRunCancelMany :many
+UPDATE ax.delayed_run
+SET cancelled_at = now(), cancel_reason = @reason
+WHERE id = ANY(@ids::uuid[]) AND cancelled_at IS NULL
+RETURNING *;
+
+-- DelayedRunCancelByKey cancels the pending run created with an
+-- Idempotency-Key of an API key, found through the key's record (two
+-- primary-key lookups). Nothing returned: no such key, or its run is not
+-- pending (fired, or cancelled already).
+-- name: DelayedRunCancelByKey :one
+UPDATE ax.delayed_run d
+SET cancelled_at = now(), cancel_reason = @reason
+FROM ax.idempotency_key k
+WHERE k.api_key_id = @api_key_id AND k.key = @key AND k.expires_at > now()
+  AND k.response_status = 202
+  AND d.id = (convert_from(k.response_body, 'UTF8')::jsonb ->> 'execution_id')::uuid
+  AND d.cancelled_at IS NULL
+RETURNING d.*;
+
+-- name: DelayedRunGet :one
+SELECT * FROM ax.delayed_run WHERE id = @id;
+
+-- DelayedRunListByJob lists a job's pending runs (held ones too), earliest
+-- first, after the (run_at, id) cursor.
+-- name: DelayedRunListByJob :many
+SELECT * FROM ax.delayed_run
+WHERE job_id = @job_id AND cancelled_at IS NULL
+  AND (run_at, id) > (sqlc.arg('after_run_at')::timestamptz, sqlc.arg('after_id')::uuid)
+ORDER BY run_at, id
+LIMIT @max;
+
+-- DelayedRunDeleteCancelled removes runs cancelled more than a day ago.
+-- name: DelayedRunDeleteCancelled :execrows
+DELETE FROM ax.delayed_run WHERE cancelled_at < now() - interval '1 day';
