@@ -181,7 +181,7 @@ func callJob(ctx context.Context, c *client.ClientWithResponses, verb string, id
 		}
 		return r.StatusCode(), r.Body, r.JSON200, nil
 	}
-	r, err := c.DeleteJobWithResponse(ctx, id)
+	r, err := c.DeleteJobWithResponse(ctx, id, nil)
 	if err != nil {
 		return 0, nil, nil, err
 	}

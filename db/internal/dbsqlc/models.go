@@ -1200,6 +1200,32 @@ type AxCallbacksFailing struct {
 	UpdatedAt     time.Time
 }
 
+type AxDeclarationSet struct {
+	ManagedBy       string
+	Version         string
+	Source          string
+	Jobs            int32
+	AppliedAt       time.Time
+	ConflictVersion *string
+	ConflictSource  *string
+	ConflictReason  *string
+	ConflictAt      *time.Time
+}
+
+type AxDeclaredJob struct {
+	ManagedBy       *string
+	GroupName       string
+	Name            string
+	DeclaredVersion *string
+	SetVersion      *string
+	DeclaredIn      *string
+	Paused          bool
+	PausedReason    *string
+	ConflictVersion *string
+	ConflictReason  *string
+	ConflictAt      *time.Time
+}
+
 type AxDueNow struct {
 	JobID      uuid.UUID
 	GroupName  string
@@ -1340,6 +1366,9 @@ type AxJob struct {
 	ShardWindowSeconds            *int32
 	HistoryRetentionSeconds       *int32
 	HistoryFailedRetentionSeconds *int32
+	ManagedBy                     *string
+	DeclaredVersion               *string
+	DeclaredIn                    *string
 }
 
 type AxJobSecret struct {
@@ -1542,6 +1571,7 @@ type AxTrigger struct {
 	LastExecutionID  *uuid.UUID
 	SetAsideAt       *time.Time
 	SetAsideReason   *string
+	PausedReason     *string
 }
 
 type AxUpcomingHour struct {
