@@ -99,6 +99,19 @@ type Config struct {
 	// SelfCheckRetry is how long the agent waits before running a failed
 	// self-check again. Defaults to 10 seconds.
 	SelfCheckRetry time.Duration
+	// Jobs are the jobs the program declares next to its handlers (see
+	// JobSpec). Once registered, the agent declares them in one call as
+	// set JobSet at Version: they are created or updated to match, and the
+	// set's jobs left out are paused. A declaration older than the set's
+	// version is refused by the server (logged here), so two builds of a
+	// program running side by side do not undo each other in turn.
+	Jobs []JobSpec
+	// JobSet names the declaration set of Jobs. Defaults to
+	// sdk:<executable name>, the same on every machine running the program.
+	JobSet string
+	// DeclareKey is the API key (scope submit) that declares Jobs. Defaults
+	// to Key, which then needs scope submit as well as agent.
+	DeclareKey string
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +128,9 @@ func (c Config) withDefaults() Config {
 	c.LeaseWait = cmp.Or(c.LeaseWait, 25*time.Second)
 	c.MaxOutputBytes = cmp.Or(c.MaxOutputBytes, 16<<20)
 	c.SelfCheckRetry = cmp.Or(c.SelfCheckRetry, 10*time.Second)
+	if len(c.Jobs) > 0 {
+		c.JobSet = cmp.Or(c.JobSet, defaultJobSet())
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -165,6 +181,9 @@ func (c Config) validate() error {
 			errs = append(errs, errors.New("a label has an empty name"))
 		}
 	}
+	if err := checkJobs(c.Jobs); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -209,6 +228,9 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.server = s
 	}
+	if _, ok := a.server.(Declarer); len(cfg.Jobs) > 0 && !ok {
+		return nil, errors.New("invalid agent config: Jobs are declared, but the Server cannot declare jobs (it is no Declarer)")
+	}
 	all := map[string]executor{
 		KindShell:   &shellExecutor{shell: "/bin/sh", killGrace: cfg.KillGrace},
 		KindHTTP:    &httpExecutor{client: cfg.HTTPClient},
@@ -250,6 +272,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("error registering with the ax server: %w", err)
 	}
+	declared := goDone(func() {
+		if len(a.cfg.Jobs) > 0 {
+			a.declareJobs(bg)
+		}
+	})
+	defer func() { <-declared }() // after stopBg, which ends its retries
 	beats, stopBeats := context.WithCancel(bg)
 	heartbeats := goDone(func() { a.heartbeatLoop(beats) })
 	stopping := make(chan struct{})

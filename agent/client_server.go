@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,6 +95,25 @@ func (c *ClientServer) Register(ctx context.Context, key string, reg Registratio
 	}
 	return Credentials{AgentID: creds.AgentId.String(), Token: creds.Token,
 		LeaseSeconds: int(creds.LeaseSeconds), HeartbeatIntervalSeconds: int(creds.HeartbeatIntervalSeconds)}, nil
+}
+
+// Declare implements Declarer.
+func (c *ClientServer) Declare(ctx context.Context, key string, d Declaration) (DeclarationReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	body, err := json.Marshal(d)
+	if err != nil {
+		return DeclarationReport{}, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	resp, err := c.api.DeclareJobsWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body), bearer(key))
+	if err := check("declare", resp, err); err != nil {
+		return DeclarationReport{}, err
+	}
+	var report DeclarationReport
+	if err := json.Unmarshal(resp.Body, &report); err != nil {
+		return DeclarationReport{}, fmt.Errorf("error decoding the declaration report: %w", err)
+	}
+	return report, nil
 }
 
 // Lease implements Server.

@@ -79,6 +79,16 @@ type Job struct {
 	// fire the job because a fire of it failed; an update clears them.
 	SetAsideAt     *time.Time
 	SetAsideReason string
+	// PausedReason says why ax paused the job (it left its declaration
+	// set); "" when it is not paused or was paused through the API.
+	PausedReason string
+
+	// ManagedBy names the declaration set the job belongs to ("" when it
+	// is managed through the API); DeclaredVersion and DeclaredIn are the
+	// version and the place of the declaration that last changed it.
+	ManagedBy       string
+	DeclaredVersion string
+	DeclaredIn      string
 
 	// TimeoutMeasure is the last measure of the job's history, from
 	// ax.job_timeout_measure; nil before a fire of it as an adaptive job.
@@ -272,7 +282,8 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *T
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
 		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),
-		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason),
+		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason), PausedReason: deref(t.PausedReason),
+		ManagedBy: deref(r.ManagedBy), DeclaredVersion: deref(r.DeclaredVersion), DeclaredIn: deref(r.DeclaredIn),
 		TimeoutMode: TimeoutMode(r.TimeoutMode), TimeoutMeasure: measure,
 		HistoryRetentionSeconds:       int(deref(r.HistoryRetentionSeconds)),
 		HistoryFailedRetentionSeconds: int(deref(r.HistoryFailedRetentionSeconds)),

@@ -95,6 +95,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	guard := groupGuard{jobs: jobSvc, execs: execSvc}
 	jobs := &jobHandlers{jobs: jobSvc, urls: urls, guard: guard}
 	jobs.register(api)
+	(&declarationHandlers{decls: queue.NewDeclarationService(cfg.Pool, cfg.Logger, cfg.Metrics), urls: urls}).register(api)
 	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks,
 		guard: guard}).register(api)
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,

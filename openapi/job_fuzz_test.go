@@ -67,7 +67,7 @@ func FuzzJobDefinition(f *testing.F) {
 		dbJob.Name = uuid.NewString() // names are unique per group; the fuzzer reuses them
 		created, err := fx.jobs.Create(fx.ctx, dbJob)
 		require.NoError(t, err, "an accepted definition is stored")
-		defer func() { require.NoError(t, fx.jobs.Delete(fx.ctx, created.ID)) }()
+		defer func() { require.NoError(t, fx.jobs.Delete(fx.ctx, created.ID, false)) }()
 		if created.NextFireAt != nil {
 			fx.fireScheduled(t, created.ID)
 		}

@@ -90,6 +90,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	}
 	out.LastState = string(j.LastState)
 	out.SetAsideAt, out.SetAsideReason = j.SetAsideAt, j.SetAsideReason
+	out.PausedReason, out.ManagedBy, out.DeclaredVersion, out.DeclaredIn = j.PausedReason, j.ManagedBy, j.DeclaredVersion, j.DeclaredIn
 	if j.CallbackURL != "" {
 		out.Callback = &JobCallback{URL: j.CallbackURL}
 	}

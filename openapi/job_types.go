@@ -41,6 +41,10 @@ type Job struct {
 	SetAsideAt       *time.Time          `json:"set_aside_at,omitempty" readOnly:"true" doc:"When the scheduler stopped firing the job because a fire of it failed (see set_aside_reason); updating the job clears it"`
 	SetAsideReason   string              `json:"set_aside_reason,omitempty" readOnly:"true" doc:"Why the job was set aside: the error its last fire met"`
 	AdaptiveTimeout  *JobAdaptiveTimeout `json:"adaptive_timeout,omitempty" readOnly:"true" doc:"With timeout_mode adaptive: the timeout a new task gets now, and how it was computed"`
+	PausedReason     string              `json:"paused_reason,omitempty" readOnly:"true" doc:"Why ax paused the job: it was left out of its declaration set (absent when paused through the API); declaring it again resumes it"`
+	ManagedBy        string              `json:"managed_by,omitempty" readOnly:"true" example:"sdk:billing-agent" doc:"The declaration set that manages the job (POST /v1/declarations: an agent program's jobs, or a file given to ax apply); absent when it is managed through the API. PUT, PATCH and DELETE of a managed job are refused (409) unless ?force=true"`
+	DeclaredVersion  string              `json:"declared_version,omitempty" readOnly:"true" doc:"Version of the declaration that last changed the job"`
+	DeclaredIn       string              `json:"declared_in,omitempty" readOnly:"true" doc:"Where the declaration that last changed the job came from (a file, a program on a host)"`
 	CreatedAt        time.Time           `json:"created_at" readOnly:"true"`
 	UpdatedAt        time.Time           `json:"updated_at" readOnly:"true"`
 }

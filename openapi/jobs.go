@@ -32,8 +32,14 @@ type jobBodyInput struct {
 }
 
 type jobUpdateInput struct {
-	ID   string `path:"id" format:"uuid" doc:"Job id"`
-	Body Job
+	ID    string `path:"id" format:"uuid" doc:"Job id"`
+	Force bool   `query:"force" doc:"Change a job that a declaration set manages (managed_by) all the same; its next declaration puts its definition back"`
+	Body  Job
+}
+
+type jobDeleteInput struct {
+	ID    string `path:"id" format:"uuid" doc:"Job id"`
+	Force bool   `query:"force" doc:"Delete a job that a declaration set manages (managed_by) all the same; its next declaration creates it again"`
 }
 
 type jobOutput struct {
@@ -83,7 +89,8 @@ func (h *jobHandlers) register(api huma.API) {
 		OperationID: "update-job", Method: http.MethodPut, Path: "/v1/jobs/{id}", Tags: tags,
 		Summary: "Replace a job's definition", MaxBodyBytes: jobBodyLimit,
 		Description: "Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. " +
-			"PATCH with a JSON merge patch changes single fields.",
+			"PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) " +
+			"is refused with 409 naming the set and where it is declared, unless ?force=true.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.update)
 	huma.Register(api, requireScope(huma.Operation{
@@ -99,7 +106,8 @@ func (h *jobHandlers) register(api huma.API) {
 	}, ScopeSubmit), h.resume)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "delete-job", Method: http.MethodDelete, Path: "/v1/jobs/{id}", Tags: tags,
-		Summary: "Delete a job", DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound},
+		Summary: "Delete a job", DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound, http.StatusConflict},
+		Description: "A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.",
 	}, ScopeSubmit), h.delete)
 	h.registerShardPreview(api)
 }
@@ -194,7 +202,7 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 	if err := writable(ctx, def.Group, "body.group"); err != nil {
 		return nil, err
 	}
-	job, err := h.jobs.Update(ctx, def)
+	job, err := h.jobs.Update(ctx, def, in.Force)
 	if err != nil {
 		return nil, jobError(err, &in.Body)
 	}
@@ -217,12 +225,12 @@ func (h *jobHandlers) resume(ctx context.Context, in *jobIDInput) (*jobOutput, e
 	return h.respond(h.jobs.Resume(ctx, id))
 }
 
-func (h *jobHandlers) delete(ctx context.Context, in *jobIDInput) (*struct{}, error) {
+func (h *jobHandlers) delete(ctx context.Context, in *jobDeleteInput) (*struct{}, error) {
 	id, err := h.visible(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.jobs.Delete(ctx, id); err != nil {
+	if err := h.jobs.Delete(ctx, id, in.Force); err != nil {
 		return nil, jobError(err, nil)
 	}
 	return nil, nil
@@ -251,22 +259,43 @@ func (h *jobHandlers) respond(job *db.Job, err error) (*jobOutput, error) {
 
 // jobError turns service errors into problem responses.
 func jobError(err error, in *Job) error {
+	return jobErrorAt(err, in, "body.")
+}
+
+// jobErrorAt is jobError for a job whose fields are under prefix
+// ("body.", "body.jobs[2].").
+func jobErrorAt(err error, in *Job, prefix string) error {
 	var ce *db.ConstraintError
+	var managed *queue.ManagedJobError
 	switch {
+	case errors.As(err, &managed):
+		return managedJobError(managed)
 	case errors.Is(err, db.ErrNotFound):
 		return huma.Error404NotFound("job not found")
 	case errors.Is(err, db.ErrConflict) && in != nil:
 		return huma.Error409Conflict(fmt.Sprintf("a job named %q already exists in group %q", in.Name, in.Group),
-			&huma.ErrorDetail{Location: "body.name", Message: "is taken in this group", Value: in.Name})
+			&huma.ErrorDetail{Location: prefix + "name", Message: "is taken in this group", Value: in.Name})
 	case errors.As(err, &ce) && ce.Constraint == "job_rate_limit_class_fk" && in != nil:
 		return huma.Error422UnprocessableEntity("unknown rate class",
-			&huma.ErrorDetail{Location: "body.rate_limit_class", Message: "names no rate class: create it first (POST /v1/classes)",
+			&huma.ErrorDetail{Location: prefix + "rate_limit_class", Message: "names no rate class: create it first (POST /v1/classes)",
 				Value: in.RateLimitClass})
 	case errors.As(err, &ce):
 		return huma.Error422UnprocessableEntity("the job breaks rule "+ce.Constraint,
-			&huma.ErrorDetail{Location: "body", Message: "violates " + ce.Constraint})
+			&huma.ErrorDetail{Location: strings.TrimSuffix(prefix, "."), Message: "violates " + ce.Constraint})
 	}
 	return err
+}
+
+// managedJobError refuses an API change of a declared job, saying where
+// to make it instead.
+func managedJobError(e *queue.ManagedJobError) error {
+	where := ""
+	if e.DeclaredIn != "" {
+		where = " in " + e.DeclaredIn
+	}
+	return huma.Error409Conflict(fmt.Sprintf("%s: change it where it is declared%s, or pass ?force=true "+
+		"(the next declaration of %s puts it back)", e.Error(), where, e.ManagedBy),
+		&huma.ErrorDetail{Location: "path.id", Message: "is managed by " + e.ManagedBy, Value: e.JobID.String()})
 }
 
 func parseID(s string) (uuid.UUID, error) {

@@ -24,24 +24,31 @@ type urlChecker struct {
 
 // check returns a 422 naming each refused URL's field, or nil.
 func (c *urlChecker) check(ctx context.Context, j *Job) error {
-	var errs fieldErrors
-	if j.Callback != nil && j.Callback.URL != "" {
-		if _, err := c.policy.ValidateURL(ctx, j.Callback.URL); err != nil {
-			errs.add("body.callback.url", c.refused(ctx, "callback.url", err), j.Callback.URL)
-		}
-	}
-	if agentlessHTTP(j) {
-		if _, err := c.policy.ValidateURL(ctx, j.Executor.URL); err != nil {
-			errs.add("body.executor.url", c.refused(ctx, "executor.url", err), j.Executor.URL)
-		}
-		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
-			errs.add("body.executor.body", "is not a valid template: "+err.Error(), j.Executor.Body)
-		}
-	}
+	errs := c.problems(ctx, j, "body.")
 	if len(errs) == 0 {
 		return nil
 	}
 	return huma.Error422UnprocessableEntity("the job names a URL ax may not call", errs...)
+}
+
+// problems lists what check refuses, each located under prefix
+// ("body.", "body.jobs[2].").
+func (c *urlChecker) problems(ctx context.Context, j *Job, prefix string) fieldErrors {
+	var errs fieldErrors
+	if j.Callback != nil && j.Callback.URL != "" {
+		if _, err := c.policy.ValidateURL(ctx, j.Callback.URL); err != nil {
+			errs.add(prefix+"callback.url", c.refused(ctx, "callback.url", err), j.Callback.URL)
+		}
+	}
+	if agentlessHTTP(j) {
+		if _, err := c.policy.ValidateURL(ctx, j.Executor.URL); err != nil {
+			errs.add(prefix+"executor.url", c.refused(ctx, "executor.url", err), j.Executor.URL)
+		}
+		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
+			errs.add(prefix+"executor.body", "is not a valid template: "+err.Error(), j.Executor.Body)
+		}
+	}
+	return errs
 }
 
 // refused logs why a URL was refused, in full, and returns the reason the

@@ -134,7 +134,12 @@ func (p *patcher) serve(ctx huma.Context) {
 		ctx.SetStatus(http.StatusNotModified)
 		return
 	}
-	copyResponse(ctx, p.inner(ctx, http.MethodPut, path.EscapedPath(), patched))
+	// The PUT gets the PATCH's query (?force=true for a declared job).
+	put := path.EscapedPath()
+	if path.RawQuery != "" {
+		put += "?" + path.RawQuery
+	}
+	copyResponse(ctx, p.inner(ctx, http.MethodPut, put, patched))
 }
 
 // readBody reads the patch within the operation's limit and read timeout.

@@ -65,29 +65,48 @@ func (s *JobService) Create(ctx context.Context, job *db.Job) (*db.Job, error) {
 	return created, nil
 }
 
+// ManagedJobError refuses an API change of a job that a declaration set
+// manages: the change belongs in the declaration, or the next declaration
+// would undo it.
+type ManagedJobError struct {
+	JobID                                  uuid.UUID
+	ManagedBy, DeclaredIn, DeclaredVersion string
+}
+
+func (e *ManagedJobError) Error() string {
+	msg := fmt.Sprintf("job %s is managed by %s", e.JobID, e.ManagedBy)
+	if e.DeclaredIn != "" {
+		msg += ", declared in " + e.DeclaredIn
+	}
+	if e.DeclaredVersion != "" {
+		msg += " (version " + e.DeclaredVersion + ")"
+	}
+	return msg
+}
+
+// refuseManaged returns a ManagedJobError for a managed job unless forced.
+func refuseManaged(j *db.Job, force bool) error {
+	if j.ManagedBy == "" || force {
+		return nil
+	}
+	return &ManagedJobError{JobID: j.ID, ManagedBy: j.ManagedBy, DeclaredIn: j.DeclaredIn, DeclaredVersion: j.DeclaredVersion}
+}
+
 // Update replaces a job's definition. next_fire_at is recomputed only
 // when the schedule itself changed, so editing a description never moves
-// (or loses) a pending fire.
-func (s *JobService) Update(ctx context.Context, job *db.Job) (*db.Job, error) {
+// (or loses) a pending fire. A job managed by a declaration set is
+// refused with a ManagedJobError unless force is set; forced, it stays
+// managed, and the set's next declaration puts its definition back.
+func (s *JobService) Update(ctx context.Context, job *db.Job, force bool) (*db.Job, error) {
 	updated, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Job, error) {
 		old, err := db.JobGetByIDForUpdate(ctx, tx, job.ID)
 		if err != nil {
 			return nil, err
 		}
-		job.NextFireAt = old.NextFireAt
-		if !schedule.SameSchedule(old, job) {
-			now, err := db.Now(ctx, tx)
-			if err != nil {
-				return nil, err
-			}
-			if job.NextFireAt, err = schedule.NextFire(job, now); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := db.JobUpdate(ctx, tx, job); err != nil {
+		if err := refuseManaged(old, force); err != nil {
 			return nil, err
 		}
-		if err := notifyJobChanged(ctx, tx, job.ID); err != nil {
+		if err := replaceJob(ctx, tx, old, job); err != nil {
 			return nil, err
 		}
 		return db.JobGetByID(ctx, tx, job.ID)
@@ -97,6 +116,25 @@ func (s *JobService) Update(ctx context.Context, job *db.Job) (*db.Job, error) {
 	}
 	s.logger.InfoContext(ctx, "job updated", "job_id", updated.ID, "next_fire_at", updated.NextFireAt)
 	return updated, nil
+}
+
+// replaceJob stores job's definition over old's (the same job, locked),
+// moving next_fire_at only when the schedule changed.
+func replaceJob(ctx context.Context, tx pgx.Tx, old, job *db.Job) error {
+	job.NextFireAt = old.NextFireAt
+	if !schedule.SameSchedule(old, job) {
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if job.NextFireAt, err = schedule.NextFire(job, now); err != nil {
+			return err
+		}
+	}
+	if _, err := db.JobUpdate(ctx, tx, job); err != nil {
+		return err
+	}
+	return notifyJobChanged(ctx, tx, job.ID)
 }
 
 // Get returns one job.
@@ -149,9 +187,17 @@ func (s *JobService) setPaused(ctx context.Context, id uuid.UUID, paused bool) (
 	return job, nil
 }
 
-// Delete removes a job.
-func (s *JobService) Delete(ctx context.Context, id uuid.UUID) error {
+// Delete removes a job. A job managed by a declaration set is refused
+// with a ManagedJobError unless force is set.
+func (s *JobService) Delete(ctx context.Context, id uuid.UUID, force bool) error {
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		old, err := db.JobGetByIDForUpdate(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := refuseManaged(old, force); err != nil {
+			return err
+		}
 		if err := db.JobDelete(ctx, tx, id); err != nil {
 			return err
 		}

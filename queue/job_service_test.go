@@ -54,7 +54,7 @@ func TestJobServiceUpdateMovesTheNextFireOnlyForANewSchedule(t *testing.T) {
 	wake := e.changed(job.ID)
 
 	job.Description = "only the words change"
-	updated, err := e.jobs.Update(ctx, job)
+	updated, err := e.jobs.Update(ctx, job, false)
 	require.NoError(t, err)
 	require.True(t, woken(wake))
 	require.Equal(t, "only the words change", updated.Description)
@@ -62,7 +62,7 @@ func TestJobServiceUpdateMovesTheNextFireOnlyForANewSchedule(t *testing.T) {
 
 	before := e.dbNow()
 	updated.IntervalSeconds = 3600
-	rescheduled, err := e.jobs.Update(ctx, updated)
+	rescheduled, err := e.jobs.Update(ctx, updated, false)
 	require.NoError(t, err)
 	require.True(t, woken(wake))
 	require.WithinRange(t, *rescheduled.NextFireAt, before.Add(time.Hour), e.dbNow().Add(time.Hour))
@@ -114,9 +114,9 @@ func TestJobServiceDeleteRemovesTheJobAndNotifies(t *testing.T) {
 	job := e.job(nil)
 	wake := e.changed(job.ID)
 
-	require.NoError(t, e.jobs.Delete(ctx, job.ID))
+	require.NoError(t, e.jobs.Delete(ctx, job.ID, false))
 	require.True(t, woken(wake))
 	_, err := e.jobs.Get(ctx, job.ID)
 	require.ErrorIs(t, err, db.ErrNotFound)
-	require.ErrorIs(t, e.jobs.Delete(ctx, job.ID), db.ErrNotFound)
+	require.ErrorIs(t, e.jobs.Delete(ctx, job.ID, false), db.ErrNotFound)
 }

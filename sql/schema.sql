@@ -1231,8 +1231,12 @@ CREATE TABLE ax.job (
     shard_window_seconds integer,
     history_retention_seconds integer,
     history_failed_retention_seconds integer,
+    managed_by text,
+    declared_version text,
+    declared_in text,
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
+    CONSTRAINT job_declared_has_manager CHECK (((managed_by IS NOT NULL) OR ((declared_version IS NULL) AND (declared_in IS NULL)))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
     CONSTRAINT job_history_retention_range CHECK ((((history_retention_seconds IS NULL) OR ((history_retention_seconds >= 1) AND (history_retention_seconds <= (400 * 86400)))) AND ((history_failed_retention_seconds IS NULL) OR ((history_failed_retention_seconds >= 1) AND (history_failed_retention_seconds <= (400 * 86400)))))),
@@ -1291,6 +1295,67 @@ CREATE VIEW ax.callbacks_failing AS
   ORDER BY c.updated_at DESC;
 
 --
+-- Name: declaration_set; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.declaration_set (
+    managed_by text NOT NULL,
+    version text DEFAULT ''::text NOT NULL,
+    source text DEFAULT ''::text NOT NULL,
+    jobs integer DEFAULT 0 NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    conflict_version text,
+    conflict_source text,
+    conflict_reason text,
+    conflict_at timestamp with time zone,
+    CONSTRAINT declaration_set_conflict_complete CHECK (((conflict_at IS NULL) = (conflict_reason IS NULL)))
+);
+
+--
+-- Name: trigger; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.trigger (
+    job_id uuid NOT NULL,
+    next_fire_at timestamp with time zone,
+    paused boolean DEFAULT false NOT NULL,
+    paused_at timestamp with time zone,
+    last_fire_at timestamp with time zone,
+    last_scheduled_for timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_execution_id uuid,
+    set_aside_at timestamp with time zone,
+    set_aside_reason text,
+    paused_reason text,
+    CONSTRAINT trigger_paused_at_set CHECK ((paused = (paused_at IS NOT NULL))),
+    CONSTRAINT trigger_paused_reason_when_paused CHECK (((paused_reason IS NULL) OR paused)),
+    CONSTRAINT trigger_set_aside_has_reason CHECK (((set_aside_at IS NULL) = (set_aside_reason IS NULL)))
+)
+WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000');
+
+--
+-- Name: declared_jobs; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.declared_jobs AS
+ SELECT j.managed_by,
+    j.group_name,
+    j.name,
+    j.declared_version,
+    s.version AS set_version,
+    j.declared_in,
+    t.paused,
+    t.paused_reason,
+    s.conflict_version,
+    s.conflict_reason,
+    s.conflict_at
+   FROM ((ax.job j
+     JOIN ax.trigger t ON ((t.job_id = j.id)))
+     LEFT JOIN ax.declaration_set s ON ((s.managed_by = j.managed_by)))
+  WHERE (j.managed_by IS NOT NULL)
+  ORDER BY j.managed_by, j.group_name, j.name;
+
+--
 -- Name: delayed_run; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -1309,26 +1374,6 @@ CREATE TABLE ax.delayed_run (
     CONSTRAINT delayed_run_params_is_object CHECK (((params IS NULL) OR (jsonb_typeof(params) = 'object'::text)))
 )
 WITH (fillfactor='90');
-
---
--- Name: trigger; Type: TABLE; Schema: ax; Owner: -
---
-
-CREATE TABLE ax.trigger (
-    job_id uuid NOT NULL,
-    next_fire_at timestamp with time zone,
-    paused boolean DEFAULT false NOT NULL,
-    paused_at timestamp with time zone,
-    last_fire_at timestamp with time zone,
-    last_scheduled_for timestamp with time zone,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_execution_id uuid,
-    set_aside_at timestamp with time zone,
-    set_aside_reason text,
-    CONSTRAINT trigger_paused_at_set CHECK ((paused = (paused_at IS NOT NULL))),
-    CONSTRAINT trigger_set_aside_has_reason CHECK (((set_aside_at IS NULL) = (set_aside_reason IS NULL)))
-)
-WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_threshold='1000');
 
 --
 -- Name: due_now; Type: VIEW; Schema: ax; Owner: -
@@ -1900,6 +1945,13 @@ ALTER TABLE ONLY ax.callback
     ADD CONSTRAINT callback_pkey PRIMARY KEY (execution_id);
 
 --
+-- Name: declaration_set declaration_set_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.declaration_set
+    ADD CONSTRAINT declaration_set_pkey PRIMARY KEY (managed_by);
+
+--
 -- Name: delayed_run delayed_run_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -2155,6 +2207,12 @@ CREATE INDEX http_task_slot_job_idx ON ax.http_task_slot USING btree (job_id);
 --
 
 CREATE INDEX idempotency_key_expires_idx ON ax.idempotency_key USING btree (expires_at);
+
+--
+-- Name: job_managed_by_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX job_managed_by_idx ON ax.job USING btree (managed_by) WHERE (managed_by IS NOT NULL);
 
 --
 -- Name: job_owner_idx; Type: INDEX; Schema: ax; Owner: -

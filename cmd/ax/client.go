@@ -21,6 +21,9 @@ type apiFlags struct {
 	server string
 	key    string
 	output string
+	// yaml lets -o be yaml too (the job commands: what they print,
+	// ax apply takes back).
+	yaml bool
 }
 
 func (f *apiFlags) register(fs *flag.FlagSet) {
@@ -28,7 +31,11 @@ func (f *apiFlags) register(fs *flag.FlagSet) {
 	// No default from the environment here: -h prints defaults, and a
 	// key must not land on a terminal or in a log; client() reads it.
 	fs.StringVar(&f.key, "key", "", "API key (default: AX_API_KEY)")
-	fs.StringVar(&f.output, "o", "table", "output: table or json")
+	outputs := "table or json"
+	if f.yaml {
+		outputs = "table, json or yaml (which ax apply takes back)"
+	}
+	fs.StringVar(&f.output, "o", "table", "output: "+outputs)
 }
 
 func (f *apiFlags) client() (*client.ClientWithResponses, error) {
@@ -36,7 +43,10 @@ func (f *apiFlags) client() (*client.ClientWithResponses, error) {
 	if f.key == "" {
 		return nil, fmt.Errorf("no API key: set AX_API_KEY or --key (`ax key create` makes one)")
 	}
-	if f.output != "table" && f.output != "json" {
+	if f.output != "table" && f.output != "json" && !(f.yaml && f.output == "yaml") {
+		if f.yaml {
+			return nil, fmt.Errorf("-o must be table, json or yaml, not %q", f.output)
+		}
 		return nil, fmt.Errorf("-o must be table or json, not %q", f.output)
 	}
 	auth := func(_ context.Context, req *http.Request) error {
@@ -82,7 +92,7 @@ func printJSON(v any) error {
 // come after it) and returns the id, the API flags and a client.
 func idCommand(name, what string, args []string) (uuid.UUID, *apiFlags, *client.ClientWithResponses, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	af := &apiFlags{}
+	af := &apiFlags{yaml: what == "job"}
 	af.register(fs)
 	if err := parseInterspersed(fs, args); err != nil {
 		return uuid.Nil, nil, nil, err

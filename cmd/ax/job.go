@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -96,7 +98,7 @@ func jobCreate(ctx context.Context, args []string) error {
 
 func jobList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("ax job list", flag.ContinueOnError)
-	var af apiFlags
+	af := apiFlags{yaml: true}
 	af.register(fs)
 	group := fs.String("group", "", "only this group")
 	owner := fs.String("owner", "", "only this owner")
@@ -118,6 +120,7 @@ func jobList(ctx context.Context, args []string) error {
 		params.Owner = owner
 	}
 	var jobs []client.Job
+	var raw []json.RawMessage // as the server wrote them: params keep every digit
 	for {
 		resp, err := c.ListJobsWithResponse(ctx, params)
 		if err != nil {
@@ -129,11 +132,28 @@ func jobList(ctx context.Context, args []string) error {
 		if resp.JSON200.Jobs != nil {
 			jobs = append(jobs, *resp.JSON200.Jobs...)
 		}
+		var page struct {
+			Jobs []json.RawMessage `json:"jobs"`
+		}
+		if err := json.Unmarshal(resp.Body, &page); err != nil {
+			return fmt.Errorf("error decoding jobs: %w", err)
+		}
+		raw = append(raw, page.Jobs...)
 		next := resp.JSON200.NextCursor
 		if !*all || next == nil || *next == "" {
 			break
 		}
 		params.Cursor = next
+	}
+	switch af.output {
+	case "json":
+		return printJSON(nonNil(raw))
+	case "yaml": // a list ax apply takes back
+		body, err := json.Marshal(map[string]any{"jobs": nonNil(raw)})
+		if err != nil {
+			return err
+		}
+		return printYAML(body)
 	}
 	return showJobs(af.output, jobs...)
 }
@@ -156,7 +176,7 @@ func jobByID(verb string) func(context.Context, []string) error {
 		case job == nil:
 			return apiError(status, body)
 		}
-		return showJob(af.output, *job)
+		return showJobBody(af.output, *job, body)
 	}
 }
 
@@ -181,11 +201,29 @@ func callJob(ctx context.Context, c *client.ClientWithResponses, verb string, id
 		}
 		return r.StatusCode(), r.Body, r.JSON200, nil
 	}
-	r, err := c.DeleteJobWithResponse(ctx, id)
+	r, err := c.DeleteJobWithResponse(ctx, id, nil)
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	return r.StatusCode(), r.Body, nil, nil
+}
+
+// showJobBody shows a job; as JSON or YAML, the server's answer itself,
+// so that params keep every digit and ax apply takes the output back.
+func showJobBody(output string, job client.Job, body []byte) error {
+	switch output {
+	case "yaml":
+		return printYAML(body)
+	case "json":
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, body, "", "  "); err != nil {
+			return err
+		}
+		buf.WriteByte('\n')
+		_, err := buf.WriteTo(os.Stdout)
+		return err
+	}
+	return showJobs(output, job)
 }
 
 func showJob(output string, job client.Job) error {
@@ -193,6 +231,13 @@ func showJob(output string, job client.Job) error {
 		return printJSON(job)
 	}
 	return showJobs(output, job)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func showJobs(output string, jobs ...client.Job) error {

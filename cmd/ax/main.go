@@ -34,6 +34,7 @@ func commands() map[string]command {
 		"dev":     {"run ax with a local Postgres; `ax dev exec -- CMD` runs CMD with DATABASE_URL set", runDev},
 		"job":     {"call the job API: create | list | get | trigger | pause | resume | delete", runJob},
 		"exec":    {"call the execution API: list | get | cancel | cancel-key | logs [-f]", runExec},
+		"apply":   {"declare the jobs of a YAML or JSON file (-f FILE [--dry-run] [--prune])", runApply},
 		"class":   {"manage rate classes: create | update | list | get | degrade | restore | delete", runClass},
 		"version": {"print the version", func(context.Context, []string) error { fmt.Println(version); return nil }},
 	}

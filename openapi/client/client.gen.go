@@ -84,6 +84,33 @@ func (e CallbackState) Valid() bool {
 	}
 }
 
+// Defines values for DeclaredJobOutcomeAction.
+const (
+	DeclaredJobOutcomeActionConflict  DeclaredJobOutcomeAction = "conflict"
+	DeclaredJobOutcomeActionCreated   DeclaredJobOutcomeAction = "created"
+	DeclaredJobOutcomeActionPaused    DeclaredJobOutcomeAction = "paused"
+	DeclaredJobOutcomeActionUnchanged DeclaredJobOutcomeAction = "unchanged"
+	DeclaredJobOutcomeActionUpdated   DeclaredJobOutcomeAction = "updated"
+)
+
+// Valid indicates whether the value is a known member of the DeclaredJobOutcomeAction enum.
+func (e DeclaredJobOutcomeAction) Valid() bool {
+	switch e {
+	case DeclaredJobOutcomeActionConflict:
+		return true
+	case DeclaredJobOutcomeActionCreated:
+		return true
+	case DeclaredJobOutcomeActionPaused:
+		return true
+	case DeclaredJobOutcomeActionUnchanged:
+		return true
+	case DeclaredJobOutcomeActionUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionCause.
 const (
 	ExecutionCauseCatchUp  ExecutionCause = "catch_up"
@@ -1141,6 +1168,100 @@ type CronPreviewRequest struct {
 	Timezone *string `json:"timezone,omitempty"`
 }
 
+// Declaration defines model for Declaration.
+type Declaration struct {
+	// DryRun Report what would change, change nothing
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Force Apply an older version, and take over jobs that another set manages
+	Force *bool `json:"force,omitempty"`
+
+	// Jobs The set's jobs, as POST /v1/jobs takes them (read-only fields are ignored), each (group, name) once
+	Jobs *[]Job `json:"jobs"`
+
+	// ManagedBy Name of the declaration set: the agent SDK uses sdk:<program>, ax apply file:<file name>. Its jobs get managed_by, and the API refuses to change them unless forced
+	//
+	// Example: sdk:billing-agent
+	ManagedBy string `json:"managed_by"`
+
+	// Prune Pause the set's jobs that jobs leaves out (never deleted; paused_reason says why). The agent SDK always prunes
+	Prune *bool `json:"prune,omitempty"`
+
+	// Source Where the jobs are declared; shown when an API change of one of them is refused
+	//
+	// Example: billing-agent on host-7
+	Source *string `json:"source,omitempty"`
+
+	// Version Version of the declaration. Versions compare in natural order (digit runs by number: 1.10 is newer than 1.9; no version is older than any): a declaration older than the set's version is refused (409, counted in ax_declaration_conflicts_total, shown in GET /v1/declarations), so two builds declaring the same jobs do not undo each other in turn; an equal or newer one applies
+	//
+	// Example: 1.4.2
+	Version *string `json:"version,omitempty"`
+}
+
+// DeclarationConflict defines model for DeclarationConflict.
+type DeclarationConflict struct {
+	At      time.Time `json:"at"`
+	Reason  string    `json:"reason"`
+	Source  *string   `json:"source,omitempty"`
+	Version *string   `json:"version,omitempty"`
+}
+
+// DeclarationReport defines model for DeclarationReport.
+type DeclarationReport struct {
+	// Changed Whether any job was (or would be) created, updated or paused
+	Changed bool `json:"changed"`
+
+	// Counts Jobs by action
+	Counts map[string]int64 `json:"counts"`
+	DryRun bool             `json:"dry_run"`
+
+	// Jobs The declared jobs in their order, then the set's jobs the declaration left out
+	Jobs      *[]DeclaredJobOutcome `json:"jobs"`
+	ManagedBy string                `json:"managed_by"`
+	Version   *string               `json:"version,omitempty"`
+}
+
+// DeclarationSetSummary defines model for DeclarationSetSummary.
+type DeclarationSetSummary struct {
+	AppliedAt time.Time            `json:"applied_at"`
+	Conflict  *DeclarationConflict `json:"conflict,omitempty"`
+
+	// Jobs Jobs in the last applied declaration
+	Jobs      int64   `json:"jobs"`
+	ManagedBy string  `json:"managed_by"`
+	Source    *string `json:"source,omitempty"`
+
+	// Version Version the set was last applied at
+	Version *string `json:"version,omitempty"`
+}
+
+// DeclarationSetsOutputBody defines model for DeclarationSetsOutputBody.
+type DeclarationSetsOutputBody struct {
+	Sets *[]DeclarationSetSummary `json:"sets"`
+}
+
+// DeclaredJobOutcome defines model for DeclaredJobOutcome.
+type DeclaredJobOutcome struct {
+	Action DeclaredJobOutcomeAction `json:"action"`
+
+	// Changes What changed, field by field (path: old → new, + path: new, - path: old)
+	//
+	// Example: ["trigger.interval_seconds: 60 → 30"]
+	Changes *[]string          `json:"changes,omitempty"`
+	Group   string             `json:"group"`
+	Id      openapi_types.UUID `json:"id"`
+
+	// Index The job's index in jobs; -1 for a job of the set that the declaration left out
+	Index int64  `json:"index"`
+	Name  string `json:"name"`
+
+	// Reason Why a job was paused, resumed, taken over or refused
+	Reason *string `json:"reason,omitempty"`
+}
+
+// DeclaredJobOutcomeAction defines model for DeclaredJobOutcome.Action.
+type DeclaredJobOutcomeAction string
+
 // DegradeRequest defines model for DegradeRequest.
 type DegradeRequest struct {
 	// MinPriority Tasks below this priority wait (or skip, per job)
@@ -1356,6 +1477,12 @@ type Job struct {
 	ConcurrencyPolicy *JobConcurrencyPolicy `json:"concurrency_policy,omitempty"`
 	CreatedAt         *time.Time            `json:"created_at,omitempty"`
 
+	// DeclaredIn Where the declaration that last changed the job came from (a file, a program on a host)
+	DeclaredIn *string `json:"declared_in,omitempty"`
+
+	// DeclaredVersion Version of the declaration that last changed the job
+	DeclaredVersion *string `json:"declared_version,omitempty"`
+
 	// DegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
 	DegradeAction *JobDegradeAction `json:"degrade_action,omitempty"`
 	Description   *string           `json:"description,omitempty"`
@@ -1380,7 +1507,12 @@ type Job struct {
 	LastScheduledFor *time.Time `json:"last_scheduled_for,omitempty"`
 
 	// LastState State of the last fire's execution
-	LastState *string     `json:"last_state,omitempty"`
+	LastState *string `json:"last_state,omitempty"`
+
+	// ManagedBy The declaration set that manages the job (POST /v1/declarations: an agent program's jobs, or a file given to ax apply); absent when it is managed through the API. PUT, PATCH and DELETE of a managed job are refused (409) unless ?force=true
+	//
+	// Example: sdk:billing-agent
+	ManagedBy *string     `json:"managed_by,omitempty"`
 	Misfire   *JobMisfire `json:"misfire,omitempty"`
 
 	// Name Name, unique within the group
@@ -1402,6 +1534,9 @@ type Job struct {
 	// Paused Paused jobs do not fire; see pause and resume
 	Paused   *bool      `json:"paused,omitempty"`
 	PausedAt *time.Time `json:"paused_at,omitempty"`
+
+	// PausedReason Why ax paused the job: it was left out of its declaration set (absent when paused through the API); declaring it again resumes it
+	PausedReason *string `json:"paused_reason,omitempty"`
 
 	// Priority Higher leases first
 	Priority *int64 `json:"priority,omitempty"`
@@ -2213,6 +2348,12 @@ type ListJobsParams struct {
 // ListJobsParamsPaused defines parameters for ListJobs.
 type ListJobsParamsPaused string
 
+// DeleteJobParams defines parameters for DeleteJob.
+type DeleteJobParams struct {
+	// Force Delete a job that a declaration set manages (managed_by) all the same; its next declaration creates it again
+	Force *bool `form:"force,omitempty" json:"force,omitempty"`
+}
+
 // PatchJobApplicationJSONPatchPlusJSONBody defines parameters for PatchJob.
 type PatchJobApplicationJSONPatchPlusJSONBody = []JsonPatchOp
 
@@ -2227,6 +2368,12 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
 	ConcurrencyPolicy *PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy `json:"concurrency_policy,omitempty"`
 	CreatedAt         *time.Time                                                  `json:"created_at,omitempty"`
+
+	// DeclaredIn Where the declaration that last changed the job came from (a file, a program on a host)
+	DeclaredIn *string `json:"declared_in,omitempty"`
+
+	// DeclaredVersion Version of the declaration that last changed the job
+	DeclaredVersion *string `json:"declared_version,omitempty"`
 
 	// DegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
 	DegradeAction *PatchJobApplicationMergePatchPlusJSONBodyDegradeAction `json:"degrade_action,omitempty"`
@@ -2258,6 +2405,11 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// LastState State of the last fire's execution
 	LastState *string `json:"last_state,omitempty"`
 
+	// ManagedBy The declaration set that manages the job (POST /v1/declarations: an agent program's jobs, or a file given to ax apply); absent when it is managed through the API. PUT, PATCH and DELETE of a managed job are refused (409) unless ?force=true
+	//
+	// Example: sdk:billing-agent
+	ManagedBy *string `json:"managed_by,omitempty"`
+
 	// Misfire What happens to fires that were missed
 	Misfire interface{} `json:"misfire,omitempty"`
 
@@ -2280,6 +2432,9 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Paused Paused jobs do not fire; see pause and resume
 	Paused   *bool      `json:"paused,omitempty"`
 	PausedAt *time.Time `json:"paused_at,omitempty"`
+
+	// PausedReason Why ax paused the job: it was left out of its declaration set (absent when paused through the API); declaring it again resumes it
+	PausedReason *string `json:"paused_reason,omitempty"`
 
 	// Priority Higher leases first
 	Priority *int64 `json:"priority,omitempty"`
@@ -2319,6 +2474,12 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	UpdatedAt *time.Time  `json:"updated_at,omitempty"`
 }
 
+// PatchJobParams defines parameters for PatchJob.
+type PatchJobParams struct {
+	// Force Change a job that a declaration set manages (managed_by) all the same; its next declaration puts its definition back
+	Force *bool `form:"force,omitempty" json:"force,omitempty"`
+}
+
 // PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy defines parameters for PatchJob.
 type PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy string
 
@@ -2327,6 +2488,12 @@ type PatchJobApplicationMergePatchPlusJSONBodyDegradeAction string
 
 // PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode defines parameters for PatchJob.
 type PatchJobApplicationMergePatchPlusJSONBodyTimeoutMode string
+
+// UpdateJobParams defines parameters for UpdateJob.
+type UpdateJobParams struct {
+	// Force Change a job that a declaration set manages (managed_by) all the same; its next declaration puts its definition back
+	Force *bool `form:"force,omitempty" json:"force,omitempty"`
+}
 
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {
@@ -2415,6 +2582,9 @@ type DegradeClassJSONRequestBody = DegradeRequest
 
 // PreviewCronJSONRequestBody defines body for PreviewCron for application/json ContentType.
 type PreviewCronJSONRequestBody = CronPreviewRequest
+
+// DeclareJobsJSONRequestBody defines body for DeclareJobs for application/json ContentType.
+type DeclareJobsJSONRequestBody = Declaration
 
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = Job
@@ -2790,6 +2960,31 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/cron/preview (the `PreviewCron` operationId).
 	PreviewCron(ctx context.Context, body PreviewCronJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListDeclarations List declaration sets
+	//
+	// Each set's version, source and job count, and the last declaration of it that was refused.
+	//
+	// Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
+	ListDeclarations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeclareJobsWithBody Declare a set of jobs
+	//
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/declarations (the `DeclareJobs` operationId).
+	DeclareJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeclareJobs Declare a set of jobs
+	//
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/declarations (the `DeclareJobs` operationId).
+	DeclareJobs(ctx context.Context, body DeclareJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListExecutions List executions
 	//
 	// Newest first; filter by job, state and scheduled time.
@@ -2859,8 +3054,10 @@ type ClientInterface interface {
 
 	// DeleteJob Delete a job
 	//
+	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+	//
 	// Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
-	DeleteJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteJob(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetJob Get a job
 	//
@@ -2874,7 +3071,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-	PatchJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PatchJobWithBody(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PatchJobWithApplicationJSONPatchPlusJSONBody Patch job
 	//
@@ -2883,7 +3080,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json-patch+json` content type.
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-	PatchJobWithApplicationJSONPatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, body PatchJobApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PatchJobWithApplicationJSONPatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PatchJobWithApplicationMergePatchPlusJSONBody Patch job
 	//
@@ -2892,25 +3089,25 @@ type ClientInterface interface {
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-	PatchJobWithApplicationMergePatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, body PatchJobApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PatchJobWithApplicationMergePatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateJobWithBody Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
-	UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateJob Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
-	UpdateJob(ctx context.Context, id openapi_types.UUID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UpdateJob(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobExecutions List a job's executions
 	//
@@ -3674,6 +3871,61 @@ func (c *Client) PreviewCron(ctx context.Context, body PreviewCronJSONRequestBod
 	return c.Client.Do(req)
 }
 
+// ListDeclarations List declaration sets
+//
+// Each set's version, source and job count, and the last declaration of it that was refused.
+//
+// Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
+func (c *Client) ListDeclarations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDeclarationsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeclareJobsWithBody Declare a set of jobs
+//
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/declarations (the `DeclareJobs` operationId).
+func (c *Client) DeclareJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeclareJobsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeclareJobs Declare a set of jobs
+//
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/declarations (the `DeclareJobs` operationId).
+func (c *Client) DeclareJobs(ctx context.Context, body DeclareJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeclareJobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListExecutions List executions
 //
 // Newest first; filter by job, state and scheduled time.
@@ -3833,9 +4085,11 @@ func (c *Client) CreateJob(ctx context.Context, body CreateJobJSONRequestBody, r
 
 // DeleteJob Delete a job
 //
+// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+//
 // Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
-func (c *Client) DeleteJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteJobRequest(c.Server, id)
+func (c *Client) DeleteJob(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteJobRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3868,8 +4122,8 @@ func (c *Client) GetJob(ctx context.Context, id openapi_types.UUID, reqEditors .
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-func (c *Client) PatchJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPatchJobRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) PatchJobWithBody(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchJobRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3887,8 +4141,8 @@ func (c *Client) PatchJobWithBody(ctx context.Context, id openapi_types.UUID, co
 // Takes a body of the `application/json-patch+json` content type.
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-func (c *Client) PatchJobWithApplicationJSONPatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, body PatchJobApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPatchJobRequestWithApplicationJSONPatchPlusJSONBody(c.Server, id, body)
+func (c *Client) PatchJobWithApplicationJSONPatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchJobRequestWithApplicationJSONPatchPlusJSONBody(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3906,8 +4160,8 @@ func (c *Client) PatchJobWithApplicationJSONPatchPlusJSONBody(ctx context.Contex
 // Takes a body of the `application/merge-patch+json` content type.
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-func (c *Client) PatchJobWithApplicationMergePatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, body PatchJobApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPatchJobRequestWithApplicationMergePatchPlusJSONBody(c.Server, id, body)
+func (c *Client) PatchJobWithApplicationMergePatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchJobRequestWithApplicationMergePatchPlusJSONBody(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3920,13 +4174,13 @@ func (c *Client) PatchJobWithApplicationMergePatchPlusJSONBody(ctx context.Conte
 
 // UpdateJobWithBody Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
-func (c *Client) UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateJobRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateJobRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3939,13 +4193,13 @@ func (c *Client) UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, c
 
 // UpdateJob Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
-func (c *Client) UpdateJob(ctx context.Context, id openapi_types.UUID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateJobRequest(c.Server, id, body)
+func (c *Client) UpdateJob(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateJobRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5139,6 +5393,73 @@ func NewPreviewCronRequestWithBody(server string, contentType string, body io.Re
 	return req, nil
 }
 
+// NewListDeclarationsRequest constructs an http.Request for the ListDeclarations method
+func NewListDeclarationsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/declarations")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeclareJobsRequest calls the generic DeclareJobs builder with application/json body
+func NewDeclareJobsRequest(server string, body DeclareJobsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDeclareJobsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewDeclareJobsRequestWithBody constructs an http.Request for the DeclareJobs method, with any body, and a specified content type
+func NewDeclareJobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/declarations")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListExecutionsRequest constructs an http.Request for the ListExecutions method
 func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*http.Request, error) {
 	var err error
@@ -5664,7 +5985,7 @@ func NewCreateJobRequestWithBody(server string, contentType string, body io.Read
 }
 
 // NewDeleteJobRequest constructs an http.Request for the DeleteJob method
-func NewDeleteJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+func NewDeleteJobRequest(server string, id openapi_types.UUID, params *DeleteJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5687,6 +6008,33 @@ func NewDeleteJobRequest(server string, id openapi_types.UUID) (*http.Request, e
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -5732,29 +6080,29 @@ func NewGetJobRequest(server string, id openapi_types.UUID) (*http.Request, erro
 }
 
 // NewPatchJobRequestWithApplicationJSONPatchPlusJSONBody calls the generic PatchJob builder with application/json-patch+json body
-func NewPatchJobRequestWithApplicationJSONPatchPlusJSONBody(server string, id openapi_types.UUID, body PatchJobApplicationJSONPatchPlusJSONRequestBody) (*http.Request, error) {
+func NewPatchJobRequestWithApplicationJSONPatchPlusJSONBody(server string, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationJSONPatchPlusJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPatchJobRequestWithBody(server, id, "application/json-patch+json", bodyReader)
+	return NewPatchJobRequestWithBody(server, id, params, "application/json-patch+json", bodyReader)
 }
 
 // NewPatchJobRequestWithApplicationMergePatchPlusJSONBody calls the generic PatchJob builder with application/merge-patch+json body
-func NewPatchJobRequestWithApplicationMergePatchPlusJSONBody(server string, id openapi_types.UUID, body PatchJobApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+func NewPatchJobRequestWithApplicationMergePatchPlusJSONBody(server string, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPatchJobRequestWithBody(server, id, "application/merge-patch+json", bodyReader)
+	return NewPatchJobRequestWithBody(server, id, params, "application/merge-patch+json", bodyReader)
 }
 
 // NewPatchJobRequestWithBody constructs an http.Request for the PatchJob method, with any body, and a specified content type
-func NewPatchJobRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewPatchJobRequestWithBody(server string, id openapi_types.UUID, params *PatchJobParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5777,6 +6125,33 @@ func NewPatchJobRequestWithBody(server string, id openapi_types.UUID, contentTyp
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
@@ -5790,18 +6165,18 @@ func NewPatchJobRequestWithBody(server string, id openapi_types.UUID, contentTyp
 }
 
 // NewUpdateJobRequest calls the generic UpdateJob builder with application/json body
-func NewUpdateJobRequest(server string, id openapi_types.UUID, body UpdateJobJSONRequestBody) (*http.Request, error) {
+func NewUpdateJobRequest(server string, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewUpdateJobRequestWithBody(server, id, "application/json", bodyReader)
+	return NewUpdateJobRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewUpdateJobRequestWithBody constructs an http.Request for the UpdateJob method, with any body, and a specified content type
-func NewUpdateJobRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewUpdateJobRequestWithBody(server string, id openapi_types.UUID, params *UpdateJobParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5824,6 +6199,33 @@ func NewUpdateJobRequestWithBody(server string, id openapi_types.UUID, contentTy
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
@@ -6899,6 +7301,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/cron/preview (the `PreviewCron` operationId).
 	PreviewCronWithResponse(ctx context.Context, body PreviewCronJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewCronResponse, error)
 
+	// ListDeclarationsWithResponse List declaration sets
+	//
+	// Each set's version, source and job count, and the last declaration of it that was refused.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
+	ListDeclarationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDeclarationsResponse, error)
+
+	// DeclareJobsWithBodyWithResponse Declare a set of jobs
+	//
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/declarations (the `DeclareJobs` operationId).
+	DeclareJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeclareJobsResponse, error)
+
+	// DeclareJobsWithResponse Declare a set of jobs
+	//
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/declarations (the `DeclareJobs` operationId).
+	DeclareJobsWithResponse(ctx context.Context, body DeclareJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*DeclareJobsResponse, error)
+
 	// ListExecutionsWithResponse List executions
 	//
 	// Newest first; filter by job, state and scheduled time.
@@ -6982,10 +7411,12 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteJobWithResponse Delete a job
 	//
+	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
-	DeleteJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DeleteJobResponse, error)
+	DeleteJobWithResponse(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*DeleteJobResponse, error)
 
 	// GetJobWithResponse Get a job
 	//
@@ -7001,7 +7432,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-	PatchJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchJobResponse, error)
+	PatchJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchJobResponse, error)
 
 	// PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse Patch job
 	//
@@ -7010,7 +7441,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-	PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, body PatchJobApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchJobResponse, error)
+	PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchJobResponse, error)
 
 	// PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse Patch job
 	//
@@ -7019,25 +7450,25 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-	PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, body PatchJobApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchJobResponse, error)
+	PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchJobResponse, error)
 
 	// UpdateJobWithBodyWithResponse Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
-	UpdateJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
+	UpdateJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
 
 	// UpdateJobWithResponse Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
-	UpdateJobWithResponse(ctx context.Context, id openapi_types.UUID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
+	UpdateJobWithResponse(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
 
 	// ListJobExecutionsWithResponse List a job's executions
 	//
@@ -8735,6 +9166,144 @@ func (r PreviewCronResponse) ContentType() string {
 	return ""
 }
 
+type ListDeclarationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DeclarationSetsOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDeclarationsResponse) GetJSON200() *DeclarationSetsOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListDeclarationsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListDeclarationsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListDeclarationsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDeclarationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDeclarationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDeclarationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDeclarationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeclareJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DeclarationReport
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeclareJobsResponse) GetJSON200() *DeclarationReport {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeclareJobsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeclareJobsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeclareJobsResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DeclareJobsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeclareJobsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeclareJobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeclareJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeclareJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeclareJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListExecutionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9359,6 +9928,8 @@ type DeleteJobResponse struct {
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -9378,6 +9949,11 @@ func (r DeleteJobResponse) GetApplicationproblemJSON403() *ErrorModel {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r DeleteJobResponse) GetApplicationproblemJSON404() *ErrorModel {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteJobResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -11149,6 +11725,51 @@ func (c *ClientWithResponses) PreviewCronWithResponse(ctx context.Context, body 
 	return ParsePreviewCronResponse(rsp)
 }
 
+// ListDeclarationsWithResponse List declaration sets
+//
+// Each set's version, source and job count, and the last declaration of it that was refused.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
+func (c *ClientWithResponses) ListDeclarationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDeclarationsResponse, error) {
+	rsp, err := c.ListDeclarations(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDeclarationsResponse(rsp)
+}
+
+// DeclareJobsWithBodyWithResponse Declare a set of jobs
+//
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/declarations (the `DeclareJobs` operationId).
+func (c *ClientWithResponses) DeclareJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DeclareJobsResponse, error) {
+	rsp, err := c.DeclareJobsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeclareJobsResponse(rsp)
+}
+
+// DeclareJobsWithResponse Declare a set of jobs
+//
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/declarations (the `DeclareJobs` operationId).
+func (c *ClientWithResponses) DeclareJobsWithResponse(ctx context.Context, body DeclareJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*DeclareJobsResponse, error) {
+	rsp, err := c.DeclareJobs(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeclareJobsResponse(rsp)
+}
+
 // ListExecutionsWithResponse List executions
 //
 // Newest first; filter by job, state and scheduled time.
@@ -11286,11 +11907,13 @@ func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, body Cr
 
 // DeleteJobWithResponse Delete a job
 //
+// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
-func (c *ClientWithResponses) DeleteJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DeleteJobResponse, error) {
-	rsp, err := c.DeleteJob(ctx, id, reqEditors...)
+func (c *ClientWithResponses) DeleteJobWithResponse(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*DeleteJobResponse, error) {
+	rsp, err := c.DeleteJob(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11317,8 +11940,8 @@ func (c *ClientWithResponses) GetJobWithResponse(ctx context.Context, id openapi
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-func (c *ClientWithResponses) PatchJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchJobResponse, error) {
-	rsp, err := c.PatchJobWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PatchJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchJobResponse, error) {
+	rsp, err := c.PatchJobWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11332,8 +11955,8 @@ func (c *ClientWithResponses) PatchJobWithBodyWithResponse(ctx context.Context, 
 // Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-func (c *ClientWithResponses) PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, body PatchJobApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchJobResponse, error) {
-	rsp, err := c.PatchJobWithApplicationJSONPatchPlusJSONBody(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchJobResponse, error) {
+	rsp, err := c.PatchJobWithApplicationJSONPatchPlusJSONBody(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11347,8 +11970,8 @@ func (c *ClientWithResponses) PatchJobWithApplicationJSONPatchPlusJSONBodyWithRe
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `PatchJob` operationId).
-func (c *ClientWithResponses) PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, body PatchJobApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchJobResponse, error) {
-	rsp, err := c.PatchJobWithApplicationMergePatchPlusJSONBody(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *PatchJobParams, body PatchJobApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchJobResponse, error) {
+	rsp, err := c.PatchJobWithApplicationMergePatchPlusJSONBody(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11357,13 +11980,13 @@ func (c *ClientWithResponses) PatchJobWithApplicationMergePatchPlusJSONBodyWithR
 
 // UpdateJobWithBodyWithResponse Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
-func (c *ClientWithResponses) UpdateJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error) {
-	rsp, err := c.UpdateJobWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) UpdateJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error) {
+	rsp, err := c.UpdateJobWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11372,13 +11995,13 @@ func (c *ClientWithResponses) UpdateJobWithBodyWithResponse(ctx context.Context,
 
 // UpdateJobWithResponse Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
-func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id openapi_types.UUID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error) {
-	rsp, err := c.UpdateJob(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error) {
+	rsp, err := c.UpdateJob(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12903,6 +13526,114 @@ func ParsePreviewCronResponse(rsp *http.Response) (*PreviewCronResponse, error) 
 	return response, nil
 }
 
+// ParseListDeclarationsResponse parses an HTTP response from a ListDeclarationsWithResponse call
+func ParseListDeclarationsResponse(rsp *http.Response) (*ListDeclarationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDeclarationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DeclarationSetsOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeclareJobsResponse parses an HTTP response from a DeclareJobsWithResponse call
+func ParseDeclareJobsResponse(rsp *http.Response) (*DeclareJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeclareJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DeclarationReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListExecutionsResponse parses an HTTP response from a ListExecutionsWithResponse call
 func ParseListExecutionsResponse(rsp *http.Response) (*ListExecutionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13441,6 +14172,13 @@ func ParseDeleteJobResponse(rsp *http.Response) (*DeleteJobResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

@@ -46,6 +46,9 @@ type Metrics struct {
 	// of the history tables, events, callbacks, callback attempts and skip
 	// records.
 	HistoryRowsDropped *prometheus.CounterVec // by table
+	// DeclarationConflicts counts declarations of jobs refused as a whole:
+	// older than their set's version, or naming jobs another set manages.
+	DeclarationConflicts *prometheus.CounterVec // by reason
 }
 
 // New creates the metrics and registers them with reg (nil: not
@@ -84,6 +87,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		"skipped_fire"} {
 		m.HistoryRowsDropped.WithLabelValues(table)
 	}
+	m.DeclarationConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_declaration_conflicts_total",
+		Help: "Declarations of jobs refused as a whole, by reason: older_version (older than the set's version) or managed_elsewhere (naming jobs another set manages). GET /v1/declarations shows the last one of each set.",
+	}, []string{"reason"})
+	m.DeclarationConflicts.WithLabelValues("older_version")
+	m.DeclarationConflicts.WithLabelValues("managed_elsewhere")
 	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
 	}, []string{"class"})
@@ -132,7 +141,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
 			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
-			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped)
+			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped, m.DeclarationConflicts)
 	}
 	return m
 }

@@ -333,7 +333,7 @@ func TestFireDueSetsAsideFailingJobsAndFiresTheRest(t *testing.T) {
 	job, err := e.jobs.Get(ctx, badInsert.ID)
 	require.NoError(t, err)
 	job.Description = "fixed"
-	updated, err := e.jobs.Update(ctx, job)
+	updated, err := e.jobs.Update(ctx, job, false)
 	require.NoError(t, err)
 	require.Nil(t, updated.SetAsideAt)
 	require.Empty(t, updated.SetAsideReason)

@@ -128,3 +128,33 @@ JOIN LATERAL (
 -- JobExisting returns which of @ids are jobs.
 -- name: JobExisting :many
 SELECT id FROM ax.job WHERE id = ANY(@ids::uuid[]);
+
+-- JobListForDeclaration locks and returns the jobs a declaration set
+-- touches: those named by (group, name) in it, and those it managed so
+-- far (which it may pause).
+-- name: JobListForDeclaration :many
+SELECT sqlc.embed(j), sqlc.embed(t),
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
+FROM ax.job j
+JOIN ax.trigger t ON t.job_id = j.id
+LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
+WHERE (j.group_name, j.name) IN (SELECT unnest(@groups::text[]), unnest(@names::text[]))
+   OR j.managed_by = @managed_by
+ORDER BY j.id
+FOR UPDATE OF j, t;
+
+-- JobSetDeclared records which declaration set manages a job, and the
+-- version and place of the declaration that last changed it.
+-- name: JobSetDeclared :exec
+UPDATE ax.job
+SET managed_by = @managed_by, declared_version = sqlc.narg('declared_version'), declared_in = sqlc.narg('declared_in')
+WHERE id = @id;
+
+-- JSONCanonical is each document as Postgres stores it in jsonb (its key
+-- order, spacing and number forms), so a declared value compares to a
+-- stored one byte for byte.
+-- name: JSONCanonical :many
+SELECT (d.doc::jsonb)::text AS doc
+FROM unnest(@docs::text[]) WITH ORDINALITY AS d(doc, n)
+ORDER BY d.n;

@@ -10,17 +10,27 @@ SET next_fire_at = sqlc.narg('next_fire_at'), set_aside_at = NULL, set_aside_rea
 WHERE job_id = @job_id
 RETURNING *;
 
+-- TriggerPause pauses a job through the API: the pause has no reason of
+-- ax's own, so declaring the job again does not resume it.
 -- name: TriggerPause :one
 UPDATE ax.trigger
-SET paused = true, paused_at = coalesce(paused_at, now()), updated_at = now()
+SET paused = true, paused_at = coalesce(paused_at, now()), paused_reason = NULL, updated_at = now()
 WHERE job_id = @job_id
 RETURNING *;
 
 -- name: TriggerResume :one
 UPDATE ax.trigger
-SET paused = false, paused_at = NULL, set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
+SET paused = false, paused_at = NULL, paused_reason = NULL, set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
 WHERE job_id = @job_id
 RETURNING *;
+
+-- TriggerPauseWithReason pauses a job for a reason of ax's own (it left
+-- its declaration set). A job paused already is left as it is: its pause
+-- is someone else's, which declaring the job again must not undo.
+-- name: TriggerPauseWithReason :execrows
+UPDATE ax.trigger
+SET paused = true, paused_at = now(), paused_reason = @reason, updated_at = now()
+WHERE job_id = @job_id AND NOT paused;
 
 -- TriggerClaimDue locks up to @max unpaused, not set-aside trigger rows due by now plus
 -- @ahead_ms (skipping rows other replicas hold) with what planning their

@@ -59,7 +59,8 @@ func build() {
 	if os.Getenv("AX_PROCTEST_RACE") == "1" {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/...")...)
+	// The agent program that declares jobs with the SDK, besides ax's own.
+	cmd := exec.Command("go", append(args, "./cmd/...", "./tests/e2e/testdata/declaring-agent")...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {

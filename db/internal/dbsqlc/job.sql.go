@@ -12,6 +12,35 @@ import (
 	"github.com/google/uuid"
 )
 
+const jSONCanonical = `-- name: JSONCanonical :many
+SELECT (d.doc::jsonb)::text AS doc
+FROM unnest($1::text[]) WITH ORDINALITY AS d(doc, n)
+ORDER BY d.n
+`
+
+// JSONCanonical is each document as Postgres stores it in jsonb (its key
+// order, spacing and number forms), so a declared value compares to a
+// stored one byte for byte.
+func (q *Queries) JSONCanonical(ctx context.Context, db DBTX, docs []string) ([]string, error) {
+	rows, err := db.Query(ctx, jSONCanonical, docs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return nil, err
+		}
+		items = append(items, doc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobDelete = `-- name: JobDelete :execrows
 WITH tasks AS (
     DELETE FROM ax.task t WHERE t.job_id = $1::uuid
@@ -59,7 +88,7 @@ func (q *Queries) JobExisting(ctx context.Context, db DBTX, ids []uuid.UUID) ([]
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -121,6 +150,9 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.ShardWindowSeconds,
 		&i.AxJob.HistoryRetentionSeconds,
 		&i.AxJob.HistoryFailedRetentionSeconds,
+		&i.AxJob.ManagedBy,
+		&i.AxJob.DeclaredVersion,
+		&i.AxJob.DeclaredIn,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -131,6 +163,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxTrigger.LastExecutionID,
 		&i.AxTrigger.SetAsideAt,
 		&i.AxTrigger.SetAsideReason,
+		&i.AxTrigger.PausedReason,
 		&i.LastState,
 		&i.TimeoutSamples,
 		&i.TimeoutP95Ms,
@@ -140,7 +173,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -203,6 +236,9 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.ShardWindowSeconds,
 		&i.AxJob.HistoryRetentionSeconds,
 		&i.AxJob.HistoryFailedRetentionSeconds,
+		&i.AxJob.ManagedBy,
+		&i.AxJob.DeclaredVersion,
+		&i.AxJob.DeclaredIn,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -213,6 +249,7 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxTrigger.LastExecutionID,
 		&i.AxTrigger.SetAsideAt,
 		&i.AxTrigger.SetAsideReason,
+		&i.AxTrigger.PausedReason,
 		&i.LastState,
 		&i.TimeoutSamples,
 		&i.TimeoutP95Ms,
@@ -255,7 +292,7 @@ INSERT INTO ax.job (
     $35, $36,
     $37, $38
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in
 `
 
 type JobInsertParams struct {
@@ -382,12 +419,15 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.ShardWindowSeconds,
 		&i.HistoryRetentionSeconds,
 		&i.HistoryFailedRetentionSeconds,
+		&i.ManagedBy,
+		&i.DeclaredVersion,
+		&i.DeclaredIn,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -480,6 +520,9 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.ShardWindowSeconds,
 			&i.AxJob.HistoryRetentionSeconds,
 			&i.AxJob.HistoryFailedRetentionSeconds,
+			&i.AxJob.ManagedBy,
+			&i.AxJob.DeclaredVersion,
+			&i.AxJob.DeclaredIn,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -490,6 +533,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxTrigger.LastExecutionID,
 			&i.AxTrigger.SetAsideAt,
 			&i.AxTrigger.SetAsideReason,
+			&i.AxTrigger.PausedReason,
 			&i.LastState,
 			&i.TimeoutSamples,
 			&i.TimeoutP95Ms,
@@ -563,6 +607,116 @@ func (q *Queries) JobListFailing(ctx context.Context, db DBTX, windowSeconds flo
 	return items, nil
 }
 
+const jobListForDeclaration = `-- name: JobListForDeclaration :many
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+       coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
+       m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
+FROM ax.job j
+JOIN ax.trigger t ON t.job_id = j.id
+LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
+WHERE (j.group_name, j.name) IN (SELECT unnest($1::text[]), unnest($2::text[]))
+   OR j.managed_by = $3
+ORDER BY j.id
+FOR UPDATE OF j, t
+`
+
+type JobListForDeclarationParams struct {
+	Groups    []string
+	Names     []string
+	ManagedBy *string
+}
+
+type JobListForDeclarationRow struct {
+	AxJob             AxJob
+	AxTrigger         AxTrigger
+	LastState         string
+	TimeoutSamples    *int32
+	TimeoutP95Ms      *int64
+	TimeoutComputedAt *time.Time
+}
+
+// JobListForDeclaration locks and returns the jobs a declaration set
+// touches: those named by (group, name) in it, and those it managed so
+// far (which it may pause).
+func (q *Queries) JobListForDeclaration(ctx context.Context, db DBTX, arg JobListForDeclarationParams) ([]JobListForDeclarationRow, error) {
+	rows, err := db.Query(ctx, jobListForDeclaration, arg.Groups, arg.Names, arg.ManagedBy)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobListForDeclarationRow
+	for rows.Next() {
+		var i JobListForDeclarationRow
+		if err := rows.Scan(
+			&i.AxJob.ID,
+			&i.AxJob.Name,
+			&i.AxJob.GroupName,
+			&i.AxJob.Owner,
+			&i.AxJob.Description,
+			&i.AxJob.TriggerKind,
+			&i.AxJob.CronExpr,
+			&i.AxJob.Timezone,
+			&i.AxJob.IntervalSeconds,
+			&i.AxJob.RunAt,
+			&i.AxJob.ExecutorKind,
+			&i.AxJob.Executor,
+			&i.AxJob.TargetLabels,
+			&i.AxJob.RouteStrategy,
+			&i.AxJob.RouteKey,
+			&i.AxJob.ShardCount,
+			&i.AxJob.ShardParams,
+			&i.AxJob.Priority,
+			&i.AxJob.TimeoutSeconds,
+			&i.AxJob.RetryMaxAttempts,
+			&i.AxJob.RetryBackoffSeconds,
+			&i.AxJob.RetryBackoffMaxSeconds,
+			&i.AxJob.ConcurrencyPolicy,
+			&i.AxJob.MisfirePolicy,
+			&i.AxJob.MisfireWindowSeconds,
+			&i.AxJob.MisfireMaxFires,
+			&i.AxJob.RateLimitClass,
+			&i.AxJob.CallbackUrl,
+			&i.AxJob.Params,
+			&i.AxJob.CreatedAt,
+			&i.AxJob.UpdatedAt,
+			&i.AxJob.ShardRangeFrom,
+			&i.AxJob.ShardRangeTo,
+			&i.AxJob.DegradeAction,
+			&i.AxJob.Agentless,
+			&i.AxJob.TimeoutMode,
+			&i.AxJob.ShardGenerator,
+			&i.AxJob.ShardWindowSeconds,
+			&i.AxJob.HistoryRetentionSeconds,
+			&i.AxJob.HistoryFailedRetentionSeconds,
+			&i.AxJob.ManagedBy,
+			&i.AxJob.DeclaredVersion,
+			&i.AxJob.DeclaredIn,
+			&i.AxTrigger.JobID,
+			&i.AxTrigger.NextFireAt,
+			&i.AxTrigger.Paused,
+			&i.AxTrigger.PausedAt,
+			&i.AxTrigger.LastFireAt,
+			&i.AxTrigger.LastScheduledFor,
+			&i.AxTrigger.UpdatedAt,
+			&i.AxTrigger.LastExecutionID,
+			&i.AxTrigger.SetAsideAt,
+			&i.AxTrigger.SetAsideReason,
+			&i.AxTrigger.PausedReason,
+			&i.LastState,
+			&i.TimeoutSamples,
+			&i.TimeoutP95Ms,
+			&i.TimeoutComputedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobListTargetedPools = `-- name: JobListTargetedPools :many
 SELECT DISTINCT coalesce(target_labels ->> 'pool', '')::text AS pool FROM ax.job
 `
@@ -591,6 +745,31 @@ func (q *Queries) JobListTargetedPools(ctx context.Context, db DBTX) ([]string, 
 	return items, nil
 }
 
+const jobSetDeclared = `-- name: JobSetDeclared :exec
+UPDATE ax.job
+SET managed_by = $1, declared_version = $2, declared_in = $3
+WHERE id = $4
+`
+
+type JobSetDeclaredParams struct {
+	ManagedBy       *string
+	DeclaredVersion *string
+	DeclaredIn      *string
+	ID              uuid.UUID
+}
+
+// JobSetDeclared records which declaration set manages a job, and the
+// version and place of the declaration that last changed it.
+func (q *Queries) JobSetDeclared(ctx context.Context, db DBTX, arg JobSetDeclaredParams) error {
+	_, err := db.Exec(ctx, jobSetDeclared,
+		arg.ManagedBy,
+		arg.DeclaredVersion,
+		arg.DeclaredIn,
+		arg.ID,
+	)
+	return err
+}
+
 const jobUpdate = `-- name: JobUpdate :one
 UPDATE ax.job SET
     name = $1, group_name = $2, owner = $3, description = $4,
@@ -611,7 +790,7 @@ UPDATE ax.job SET
     history_failed_retention_seconds = $37,
     updated_at = now()
 WHERE id = $38
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in
 `
 
 type JobUpdateParams struct {
@@ -738,6 +917,9 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.ShardWindowSeconds,
 		&i.HistoryRetentionSeconds,
 		&i.HistoryFailedRetentionSeconds,
+		&i.ManagedBy,
+		&i.DeclaredVersion,
+		&i.DeclaredIn,
 	)
 	return i, err
 }

@@ -1203,6 +1203,32 @@ type AxCallbacksFailing struct {
 	UpdatedAt     time.Time
 }
 
+type AxDeclarationSet struct {
+	ManagedBy       string
+	Version         string
+	Source          string
+	Jobs            int32
+	AppliedAt       time.Time
+	ConflictVersion *string
+	ConflictSource  *string
+	ConflictReason  *string
+	ConflictAt      *time.Time
+}
+
+type AxDeclaredJob struct {
+	ManagedBy       *string
+	GroupName       string
+	Name            string
+	DeclaredVersion *string
+	SetVersion      *string
+	DeclaredIn      *string
+	Paused          bool
+	PausedReason    *string
+	ConflictVersion *string
+	ConflictReason  *string
+	ConflictAt      *time.Time
+}
+
 type AxDelayedRun struct {
 	ID           uuid.UUID
 	JobID        uuid.UUID
@@ -1356,6 +1382,9 @@ type AxJob struct {
 	ShardWindowSeconds            *int32
 	HistoryRetentionSeconds       *int32
 	HistoryFailedRetentionSeconds *int32
+	ManagedBy                     *string
+	DeclaredVersion               *string
+	DeclaredIn                    *string
 }
 
 type AxJobSecret struct {
@@ -1558,6 +1587,7 @@ type AxTrigger struct {
 	LastExecutionID  *uuid.UUID
 	SetAsideAt       *time.Time
 	SetAsideReason   *string
+	PausedReason     *string
 }
 
 type AxUpcomingHour struct {

@@ -159,7 +159,7 @@ const triggerInsert = `-- name: TriggerInsert :one
 INSERT INTO ax.trigger (job_id, next_fire_at, paused, paused_at)
 VALUES ($1, $2, $3,
         CASE WHEN $3::boolean THEN now() END)
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason, paused_reason
 `
 
 type TriggerInsertParams struct {
@@ -182,6 +182,7 @@ func (q *Queries) TriggerInsert(ctx context.Context, db DBTX, arg TriggerInsertP
 		&i.LastExecutionID,
 		&i.SetAsideAt,
 		&i.SetAsideReason,
+		&i.PausedReason,
 	)
 	return i, err
 }
@@ -215,11 +216,13 @@ func (q *Queries) TriggerNextDue(ctx context.Context, db DBTX, now *time.Time) (
 
 const triggerPause = `-- name: TriggerPause :one
 UPDATE ax.trigger
-SET paused = true, paused_at = coalesce(paused_at, now()), updated_at = now()
+SET paused = true, paused_at = coalesce(paused_at, now()), paused_reason = NULL, updated_at = now()
 WHERE job_id = $1
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason, paused_reason
 `
 
+// TriggerPause pauses a job through the API: the pause has no reason of
+// ax's own, so declaring the job again does not resume it.
 func (q *Queries) TriggerPause(ctx context.Context, db DBTX, jobID uuid.UUID) (AxTrigger, error) {
 	row := db.QueryRow(ctx, triggerPause, jobID)
 	var i AxTrigger
@@ -234,8 +237,31 @@ func (q *Queries) TriggerPause(ctx context.Context, db DBTX, jobID uuid.UUID) (A
 		&i.LastExecutionID,
 		&i.SetAsideAt,
 		&i.SetAsideReason,
+		&i.PausedReason,
 	)
 	return i, err
+}
+
+const triggerPauseWithReason = `-- name: TriggerPauseWithReason :execrows
+UPDATE ax.trigger
+SET paused = true, paused_at = now(), paused_reason = $1, updated_at = now()
+WHERE job_id = $2 AND NOT paused
+`
+
+type TriggerPauseWithReasonParams struct {
+	Reason *string
+	JobID  uuid.UUID
+}
+
+// TriggerPauseWithReason pauses a job for a reason of ax's own (it left
+// its declaration set). A job paused already is left as it is: its pause
+// is someone else's, which declaring the job again must not undo.
+func (q *Queries) TriggerPauseWithReason(ctx context.Context, db DBTX, arg TriggerPauseWithReasonParams) (int64, error) {
+	result, err := db.Exec(ctx, triggerPauseWithReason, arg.Reason, arg.JobID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const triggerRecordFire = `-- name: TriggerRecordFire :exec
@@ -260,9 +286,9 @@ func (q *Queries) TriggerRecordFire(ctx context.Context, db DBTX, arg TriggerRec
 
 const triggerResume = `-- name: TriggerResume :one
 UPDATE ax.trigger
-SET paused = false, paused_at = NULL, set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
+SET paused = false, paused_at = NULL, paused_reason = NULL, set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
 WHERE job_id = $1
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason, paused_reason
 `
 
 func (q *Queries) TriggerResume(ctx context.Context, db DBTX, jobID uuid.UUID) (AxTrigger, error) {
@@ -279,6 +305,7 @@ func (q *Queries) TriggerResume(ctx context.Context, db DBTX, jobID uuid.UUID) (
 		&i.LastExecutionID,
 		&i.SetAsideAt,
 		&i.SetAsideReason,
+		&i.PausedReason,
 	)
 	return i, err
 }
@@ -310,7 +337,7 @@ const triggerSetNextFire = `-- name: TriggerSetNextFire :one
 UPDATE ax.trigger
 SET next_fire_at = $1, set_aside_at = NULL, set_aside_reason = NULL, updated_at = now()
 WHERE job_id = $2
-RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason
+RETURNING job_id, next_fire_at, paused, paused_at, last_fire_at, last_scheduled_for, updated_at, last_execution_id, set_aside_at, set_aside_reason, paused_reason
 `
 
 type TriggerSetNextFireParams struct {
@@ -332,6 +359,7 @@ func (q *Queries) TriggerSetNextFire(ctx context.Context, db DBTX, arg TriggerSe
 		&i.LastExecutionID,
 		&i.SetAsideAt,
 		&i.SetAsideReason,
+		&i.PausedReason,
 	)
 	return i, err
 }

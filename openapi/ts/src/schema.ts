@@ -359,6 +359,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/declarations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List declaration sets
+         * @description Each set's version, source and job count, and the last declaration of it that was refused.
+         */
+        get: operations["list-declarations"];
+        put?: never;
+        /**
+         * Declare a set of jobs
+         * @description Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+         */
+        post: operations["declare-jobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions": {
         parameters: {
             query?: never;
@@ -514,11 +538,14 @@ export interface paths {
         get: operations["get-job"];
         /**
          * Replace a job's definition
-         * @description Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields.
+         * @description Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
          */
         put: operations["update-job"];
         post?: never;
-        /** Delete a job */
+        /**
+         * Delete a job
+         * @description A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+         */
         delete: operations["delete-job"];
         options?: never;
         head?: never;
@@ -1212,6 +1239,91 @@ export interface components {
              */
             timezone?: string;
         };
+        Declaration: {
+            /** @description Report what would change, change nothing */
+            dry_run?: boolean;
+            /** @description Apply an older version, and take over jobs that another set manages */
+            force?: boolean;
+            /** @description The set's jobs, as POST /v1/jobs takes them (read-only fields are ignored), each (group, name) once */
+            jobs: components["schemas"]["Job"][] | null;
+            /**
+             * @description Name of the declaration set: the agent SDK uses sdk:<program>, ax apply file:<file name>. Its jobs get managed_by, and the API refuses to change them unless forced
+             * @example sdk:billing-agent
+             */
+            managed_by: string;
+            /** @description Pause the set's jobs that jobs leaves out (never deleted; paused_reason says why). The agent SDK always prunes */
+            prune?: boolean;
+            /**
+             * @description Where the jobs are declared; shown when an API change of one of them is refused
+             * @example billing-agent on host-7
+             */
+            source?: string;
+            /**
+             * @description Version of the declaration. Versions compare in natural order (digit runs by number: 1.10 is newer than 1.9; no version is older than any): a declaration older than the set's version is refused (409, counted in ax_declaration_conflicts_total, shown in GET /v1/declarations), so two builds declaring the same jobs do not undo each other in turn; an equal or newer one applies
+             * @example 1.4.2
+             */
+            version?: string;
+        };
+        DeclarationConflict: {
+            /** Format: date-time */
+            at: string;
+            reason: string;
+            source?: string;
+            version?: string;
+        };
+        DeclarationReport: {
+            /** @description Whether any job was (or would be) created, updated or paused */
+            changed: boolean;
+            /** @description Jobs by action */
+            counts: {
+                [key: string]: number;
+            };
+            dry_run: boolean;
+            /** @description The declared jobs in their order, then the set's jobs the declaration left out */
+            jobs: components["schemas"]["DeclaredJobOutcome"][] | null;
+            managed_by: string;
+            version?: string;
+        };
+        DeclarationSetSummary: {
+            /** Format: date-time */
+            applied_at: string;
+            /** @description The last declaration of the set that was refused */
+            conflict?: components["schemas"]["DeclarationConflict"];
+            /**
+             * Format: int64
+             * @description Jobs in the last applied declaration
+             */
+            jobs: number;
+            managed_by: string;
+            source?: string;
+            /** @description Version the set was last applied at */
+            version?: string;
+        };
+        DeclarationSetsOutputBody: {
+            sets: components["schemas"]["DeclarationSetSummary"][] | null;
+        };
+        DeclaredJobOutcome: {
+            /** @enum {string} */
+            action: "created" | "updated" | "unchanged" | "paused" | "conflict";
+            /**
+             * @description What changed, field by field (path: old → new, + path: new, - path: old)
+             * @example [
+             *       "trigger.interval_seconds: 60 → 30"
+             *     ]
+             */
+            changes?: string[] | null;
+            group: string;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: int64
+             * @description The job's index in jobs; -1 for a job of the set that the declaration left out
+             */
+            index: number;
+            name: string;
+            /** @description Why a job was paused, resumed, taken over or refused */
+            reason?: string;
+        };
         DegradeRequest: {
             /**
              * Format: int64
@@ -1437,6 +1549,10 @@ export interface components {
             concurrency_policy?: "allow" | "forbid" | "replace";
             /** Format: date-time */
             created_at: $Read<string>;
+            /** @description Where the declaration that last changed the job came from (a file, a program on a host) */
+            declared_in?: $Read<string>;
+            /** @description Version of the declaration that last changed the job */
+            declared_version?: $Read<string>;
             /**
              * @description While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
              * @default wait
@@ -1476,6 +1592,11 @@ export interface components {
             last_scheduled_for?: $Read<string>;
             /** @description State of the last fire's execution */
             last_state?: $Read<string>;
+            /**
+             * @description The declaration set that manages the job (POST /v1/declarations: an agent program's jobs, or a file given to ax apply); absent when it is managed through the API. PUT, PATCH and DELETE of a managed job are refused (409) unless ?force=true
+             * @example sdk:billing-agent
+             */
+            managed_by?: $Read<string>;
             /** @description What happens to fires that were missed */
             misfire?: components["schemas"]["JobMisfire"];
             /**
@@ -1501,6 +1622,8 @@ export interface components {
             paused: $Read<boolean>;
             /** Format: date-time */
             paused_at?: $Read<string>;
+            /** @description Why ax paused the job: it was left out of its declaration set (absent when paused through the API); declaring it again resumes it */
+            paused_reason?: $Read<string>;
             /**
              * Format: int64
              * @description Higher leases first
@@ -3753,6 +3876,122 @@ export interface operations {
             };
         };
     };
+    "list-declarations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeclarationSetsOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "declare-jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Declaration"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeclarationReport"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "list-executions": {
         parameters: {
             query?: {
@@ -4395,7 +4634,10 @@ export interface operations {
     };
     "update-job": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Change a job that a declaration set manages (managed_by) all the same; its next declaration puts its definition back */
+                force?: boolean;
+            };
             header?: never;
             path: {
                 /** @description Job id */
@@ -4476,7 +4718,10 @@ export interface operations {
     };
     "delete-job": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Delete a job that a declaration set manages (managed_by) all the same; its next declaration creates it again */
+                force?: boolean;
+            };
             header?: never;
             path: {
                 /** @description Job id */
@@ -4520,6 +4765,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Unprocessable Entity */
             422: {
                 headers: {
@@ -4542,7 +4796,10 @@ export interface operations {
     };
     "patch-job": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Change a job that a declaration set manages (managed_by) all the same; its next declaration puts its definition back */
+                force?: boolean;
+            };
             header?: never;
             path: {
                 /** @description Job id */
@@ -4566,6 +4823,10 @@ export interface operations {
                     concurrency_policy?: "allow" | "forbid" | "replace";
                     /** Format: date-time */
                     created_at?: $Read<string>;
+                    /** @description Where the declaration that last changed the job came from (a file, a program on a host) */
+                    declared_in?: $Read<string>;
+                    /** @description Version of the declaration that last changed the job */
+                    declared_version?: $Read<string>;
                     /**
                      * @description While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
                      * @default wait
@@ -4605,6 +4866,11 @@ export interface operations {
                     last_scheduled_for?: $Read<string>;
                     /** @description State of the last fire's execution */
                     last_state?: $Read<string>;
+                    /**
+                     * @description The declaration set that manages the job (POST /v1/declarations: an agent program's jobs, or a file given to ax apply); absent when it is managed through the API. PUT, PATCH and DELETE of a managed job are refused (409) unless ?force=true
+                     * @example sdk:billing-agent
+                     */
+                    managed_by?: $Read<string>;
                     /** @description What happens to fires that were missed */
                     misfire?: unknown;
                     /**
@@ -4630,6 +4896,8 @@ export interface operations {
                     paused?: $Read<boolean>;
                     /** Format: date-time */
                     paused_at?: $Read<string>;
+                    /** @description Why ax paused the job: it was left out of its declaration set (absent when paused through the API); declaring it again resumes it */
+                    paused_reason?: $Read<string>;
                     /**
                      * Format: int64
                      * @description Higher leases first
@@ -4683,6 +4951,10 @@ export interface operations {
                     concurrency_policy?: "allow" | "forbid" | "replace";
                     /** Format: date-time */
                     created_at?: $Read<string>;
+                    /** @description Where the declaration that last changed the job came from (a file, a program on a host) */
+                    declared_in?: $Read<string>;
+                    /** @description Version of the declaration that last changed the job */
+                    declared_version?: $Read<string>;
                     /**
                      * @description While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
                      * @default wait
@@ -4722,6 +4994,11 @@ export interface operations {
                     last_scheduled_for?: $Read<string>;
                     /** @description State of the last fire's execution */
                     last_state?: $Read<string>;
+                    /**
+                     * @description The declaration set that manages the job (POST /v1/declarations: an agent program's jobs, or a file given to ax apply); absent when it is managed through the API. PUT, PATCH and DELETE of a managed job are refused (409) unless ?force=true
+                     * @example sdk:billing-agent
+                     */
+                    managed_by?: $Read<string>;
                     /** @description What happens to fires that were missed */
                     misfire?: unknown;
                     /**
@@ -4747,6 +5024,8 @@ export interface operations {
                     paused?: $Read<boolean>;
                     /** Format: date-time */
                     paused_at?: $Read<string>;
+                    /** @description Why ax paused the job: it was left out of its declaration set (absent when paused through the API); declaring it again resumes it */
+                    paused_reason?: $Read<string>;
                     /**
                      * Format: int64
                      * @description Higher leases first
