@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
 )
 
@@ -24,7 +25,7 @@ var (
 
 // MaxHTTPResultBytes is the most an agentless HTTP task keeps as its
 // result: of its target's response, or of a result posted after a 202.
-const MaxHTTPResultBytes = 64 << 10
+const MaxHTTPResultBytes = httptask.MaxResultBytes
 
 // TaskCompleter records the results that targets of agentless HTTP tasks
 // post after answering 202.
