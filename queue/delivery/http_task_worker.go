@@ -20,6 +20,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // HTTPTaskConfig tunes agentless HTTP tasks.
@@ -269,7 +270,7 @@ func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HT
 func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.HTTPTask, r db.TaskResult, log *slog.Logger) error {
 	r.TaskRef = db.TaskRef{ID: t.ID, Token: t.Token}
 	done, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
-		return completeHTTPTask(ctx, tx, w.outbox, r, t.ExecutionID, t.Attempt, t.Priority)
+		return completeHTTPTask(ctx, tx, w.outbox, r, t.ExecutionID, t.Attempt, t.Priority, true)
 	})
 	if err != nil {
 		return err
@@ -284,11 +285,13 @@ func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.
 	return nil
 }
 
-// completeHTTPTask records r in tx (fenced by its token) and enqueues the
-// next attempt when the task is retried, then flushes callbacks. The
-// execution is locked first: shards completing at the same time would
-// otherwise each see the others unfinished, and none would end it.
-func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt, priority int) ([]db.CompletedTask, error) {
+// completeHTTPTask records r in tx (fenced by its token) and, when the
+// task is retried, enqueues its next attempt (agentless) or wakes the
+// agents' long polls (a task an agent sent, whose target answered 202),
+// then flushes callbacks. The execution is locked first: shards
+// completing at the same time would otherwise each see the others
+// unfinished, and none would end it.
+func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt, priority int, agentless bool) ([]db.CompletedTask, error) {
 	if err := db.ExecutionLock(ctx, tx, executionID); err != nil {
 		return nil, err
 	}
@@ -296,9 +299,13 @@ func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskR
 	if err != nil || len(done) == 0 {
 		return done, err
 	}
-	if done[0].State == db.TaskPending {
+	if done[0].State == db.TaskPending && agentless {
 		next := HTTPTaskArgs{TaskID: r.ID, Attempt: attempt + 1, ExecutionID: done[0].ExecutionID}
 		if err := outbox.insertHTTPAttempt(ctx, tx, next, priority); err != nil {
+			return nil, err
+		}
+	} else if done[0].State == db.TaskPending {
+		if err := db.Notify(ctx, tx, notify.TaskReadyChannel, ""); err != nil {
 			return nil, err
 		}
 	}
