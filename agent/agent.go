@@ -233,7 +233,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	all := map[string]executor{
 		KindShell:   &shellExecutor{shell: "/bin/sh", killGrace: cfg.KillGrace},
-		KindHTTP:    &httpExecutor{client: cfg.HTTPClient},
+		KindHTTP:    newHTTPExecutor(cfg.HTTPClient, cfg.Version),
 		KindHandler: &handlerExecutor{handlers: handlerLookup{a.handlers, defaultHandlers}},
 	}
 	a.executors = map[string]executor{}

@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,7 +13,6 @@ const maxErrorCodeLength = 64
 // Error codes the agent gives on its own.
 const (
 	errorCodeTimeout        = "timeout"          // stopped at its timeout, or an HTTP call ran out of time
-	errorCodeConnect        = "connect"          // an HTTP call got no complete answer
 	errorCodeResultTooLarge = "result_too_large" // the result passed maxResultBytes
 )
 
@@ -87,19 +84,6 @@ func signalErrorCode(sig syscall.Signal) string {
 		}
 	}
 	return truncateCode("signal_" + b.String())
-}
-
-// httpStatusErrorCode is the code of an answer with status: http_<status>.
-func httpStatusErrorCode(status int) string { return "http_" + strconv.Itoa(status) }
-
-// httpTransportErrorCode is the code of a call that got no complete
-// answer: timeout when it ran out of time, else connect.
-func httpTransportErrorCode(err error) string {
-	var netErr net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()) {
-		return errorCodeTimeout
-	}
-	return errorCodeConnect
 }
 
 func truncateCode(code string) string {

@@ -1,118 +1,85 @@
 package agent
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
+
+	"github.com/ax-scheduler/ax/queue/httptask"
+	"github.com/ax-scheduler/ax/queue/webhook"
 )
 
 // maxHTTPResultBytes caps the response body kept as a task's result.
-const maxHTTPResultBytes = 64 << 10
+const maxHTTPResultBytes = httptask.MaxResultBytes
 
-// httpExecutor calls a URL with the task as JSON. The receiver gets
-// Idempotency-Key: <execution_id>-<shard_index>, the same on every attempt
-// of the task, since tasks run at least once.
+// httpExecutor sends an HTTP task's request: the one ax serve sends for
+// a job without target labels (package httptask), signed with the job's
+// secret, so a target cannot tell who sent it but by User-Agent.
 type httpExecutor struct {
-	client *http.Client
+	client    *http.Client
+	userAgent string
 }
 
-// httpTaskBody is what the called URL receives.
-type httpTaskBody struct {
-	ExecutionID  string          `json:"execution_id"`
-	TaskID       string          `json:"task_id"`
-	JobID        string          `json:"job_id"`
-	ShardIndex   int             `json:"shard_index"`
-	ShardTotal   int             `json:"shard_total"`
-	ShardParam   string          `json:"shard_param"`
-	Attempt      int             `json:"attempt"`
-	ScheduledFor time.Time       `json:"scheduled_for"`
-	Params       json.RawMessage `json:"params,omitempty"`
-	// Body is the job's configured body: as JSON when it is JSON, else as a
-	// string.
-	Body json.RawMessage `json:"body,omitempty"`
+// newHTTPExecutor returns an executor sending with client, which follows
+// no redirect, as ax serve's does.
+func newHTTPExecutor(client *http.Client, version string) *httpExecutor {
+	c := *client
+	c.CheckRedirect = httptask.RefuseRedirect
+	return &httpExecutor{client: &c, userAgent: "ax-agent/" + version + " (http task)"}
 }
+
+// errAccepted is the outcome of a 202: the target posts the result to the
+// completion URL; the agent reports the task as accepted.
+var errAccepted = errors.New("accepted by the target (202): its result goes to the completion URL")
 
 func (e *httpExecutor) execute(ctx context.Context, t LeasedTask, _ *taskOutput, log *slog.Logger) (json.RawMessage, error) {
-	req, err := newTaskRequest(ctx, t)
+	task, err := contractTask(t)
+	if err != nil {
+		return nil, err
+	}
+	req, err := httptask.NewRequest(ctx, task, e.userAgent, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	log.DebugContext(ctx, "calling URL", "method", req.Method, "url", req.URL.Redacted())
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, WithErrorCode(httpTransportErrorCode(err), fmt.Errorf("error calling %s: %w", req.URL.Redacted(), err))
+		return nil, WithErrorCode(httptask.TransportErrorCode(err), fmt.Errorf("error calling %s: %w", req.URL.Redacted(), err))
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPResultBytes+1))
+	answer, err := httptask.ReadAnswer(resp)
 	if err != nil {
-		return nil, WithErrorCode(httpTransportErrorCode(err),
+		return nil, WithErrorCode(httptask.TransportErrorCode(err),
 			fmt.Errorf("error reading the answer of %s: %w", req.URL.Redacted(), err))
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		status, _ := json.Marshal(map[string]int{"status": resp.StatusCode})
-		return status, WithErrorCode(httpStatusErrorCode(resp.StatusCode), fmt.Errorf("%s %s answered %s: %s",
-			req.Method, req.URL.Redacted(), resp.Status, strings.TrimSpace(string(truncateBytes(body, 1024)))))
+	switch answer.Outcome() {
+	case httptask.Accepted:
+		return nil, errAccepted
+	case httptask.Succeeded:
+		return answer.Result(), nil
 	}
-	return bodyResult(body), nil
+	return nil, WithErrorCode(answer.ErrorCode(), errors.New(answer.Error()))
 }
 
-func newTaskRequest(ctx context.Context, t LeasedTask) (*http.Request, error) {
-	u, err := url.Parse(t.Executor.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("http task has no absolute http(s) URL: %q", t.Executor.URL)
-	}
-	body, err := json.Marshal(httpTaskBody{ExecutionID: t.ExecutionID, TaskID: t.TaskID, JobID: t.JobID,
+// contractTask is t as package httptask sees it.
+func contractTask(t LeasedTask) (*httptask.Task, error) {
+	task := &httptask.Task{TaskID: t.TaskID, ExecutionID: t.ExecutionID, JobID: t.JobID, JobName: t.JobName,
 		ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt,
-		ScheduledFor: t.ScheduledFor, Params: t.Params, Body: jsonOrString(t.Executor.Body)})
+		ScheduledFor: t.ScheduledFor, Deadline: t.Deadline, Params: t.Params, TraceParent: t.TraceParent,
+		URL: t.Executor.URL, Method: t.Executor.Method, BodyTemplate: t.Executor.Body, Headers: t.Executor.Headers}
+	if t.HTTP == nil {
+		return nil, fmt.Errorf("%w (the server sent no http part with the task: is it older than this agent?)", httptask.ErrNoSecret)
+	}
+	secrets, err := webhook.ParseSecrets(t.HTTP.SigningSecrets...)
 	if err != nil {
-		return nil, fmt.Errorf("error encoding the task: %w", err)
+		return nil, fmt.Errorf("error reading the job's signing secret: %w", err)
 	}
-	method := strings.ToUpper(cmp.Or(t.Executor.Method, http.MethodPost))
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("error building the request: %w", err)
+	task.Secrets = secrets
+	if t.HTTP.CompletionURL != "" {
+		task.CompletionURL, task.CompletionToken = t.HTTP.CompletionURL, t.LeaseToken
 	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range t.Executor.Headers {
-		req.Header.Set(k, v)
-	}
-	// Set last: the receiver's deduplication depends on it, whatever the
-	// configured headers say.
-	req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", t.ExecutionID, t.ShardIndex))
-	if t.TraceParent != "" {
-		req.Header.Set("traceparent", t.TraceParent)
-	}
-	return req, nil
-}
-
-// bodyResult records a response body as JSON when it is JSON, else as a
-// JSON string; one cut at the size cap is a string.
-func bodyResult(body []byte) json.RawMessage {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	if len(body) <= maxHTTPResultBytes && json.Valid(body) {
-		return json.RawMessage(body)
-	}
-	s, _ := json.Marshal(string(truncateBytes(body, maxHTTPResultBytes)))
-	return s
-}
-
-func jsonOrString(s string) json.RawMessage {
-	if strings.TrimSpace(s) == "" {
-		return nil
-	}
-	if json.Valid([]byte(s)) {
-		return json.RawMessage(s)
-	}
-	b, _ := json.Marshal(s)
-	return b
+	return task, nil
 }

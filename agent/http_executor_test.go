@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/queue/httptask"
+	"github.com/ax-scheduler/ax/queue/webhook"
 )
 
 // received is what the receiver of an HTTP task saw.
@@ -39,65 +43,109 @@ func receiver(t *testing.T, status int, body string) (*httptest.Server, <-chan r
 	return srv, got
 }
 
+// testSecret signs the HTTP tasks of these tests.
+var testSecret = webhook.NewSecret()
+
 func httpTask(url string) LeasedTask {
-	return LeasedTask{TaskID: "task-9", ExecutionID: "exec-9", JobID: "job-9", ShardIndex: 4, ShardTotal: 8,
+	return LeasedTask{TaskID: "task-9", ExecutionID: "exec-9", JobID: "job-9", JobName: "nine", ShardIndex: 4, ShardTotal: 8,
 		ShardParam: "p4", Attempt: 2, LeaseToken: "tok", ScheduledFor: time.Date(2024, 5, 1, 8, 0, 0, 0, time.UTC),
-		Params: json.RawMessage(`{"customer":"acme"}`), Executor: Executor{Kind: KindHTTP, URL: url}}
+		Deadline: time.Date(2024, 5, 1, 8, 15, 0, 0, time.UTC),
+		Params:   json.RawMessage(`{"customer":"acme"}`), Executor: Executor{Kind: KindHTTP, URL: url},
+		HTTP: &HTTPTask{SigningSecrets: SigningSecrets{testSecret.Text()}, CompletionURL: "http://ax.example/v1/tasks/task-9/complete"}}
 }
 
 func runHTTP(ctx context.Context, task LeasedTask) (json.RawMessage, error) {
-	e := &httpExecutor{client: &http.Client{}}
+	e := newHTTPExecutor(&http.Client{}, "test")
 	return e.execute(ctx, task, nil, slog.New(slog.DiscardHandler))
 }
 
-func TestHTTPExecutorPostsTaskWithIdempotencyKey(t *testing.T) {
+func TestHTTPExecutorSendsTheSignedContract(t *testing.T) {
 	t.Parallel()
-	srv, got := receiver(t, http.StatusOK, `{"rows": 12}`)
+	var raw []byte
+	var headers http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ = io.ReadAll(r.Body)
+		headers = r.Header.Clone()
+		_, _ = io.WriteString(w, `{"rows": 12}`)
+	}))
+	t.Cleanup(srv.Close)
 	task := httpTask(srv.URL + "/run")
 	task.Executor.Headers = map[string]string{"X-Team": "billing", "Idempotency-Key": "overridden?"}
-	task.Executor.Body = `{"mode": "full"}`
 	task.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 	res, err := runHTTP(context.Background(), task)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"rows": 12}`, string(res))
 
-	r := <-got
-	require.Equal(t, http.MethodPost, r.method)
-	require.Equal(t, "/run", r.path)
-	require.Equal(t, "exec-9-4", r.headers.Get("Idempotency-Key"))
-	require.Equal(t, "billing", r.headers.Get("X-Team"))
-	require.Equal(t, task.TraceParent, r.headers.Get("traceparent"), "the run's trace goes on")
-	require.Equal(t, "application/json", r.headers.Get("Content-Type"))
-	require.Equal(t, map[string]any{
-		"execution_id": "exec-9", "task_id": "task-9", "job_id": "job-9", "shard_index": 4.0, "shard_total": 8.0,
-		"shard_param": "p4", "attempt": 2.0, "scheduled_for": "2024-05-01T08:00:00Z",
-		"params": map[string]any{"customer": "acme"}, "body": map[string]any{"mode": "full"},
-	}, r.body)
+	msg, err := webhook.Verify(headers, raw, testSecret)
+	require.NoError(t, err, "signed with the job's secret")
+	require.Equal(t, "exec-9:4", msg.ID)
+	require.Equal(t, "exec-9:4", headers.Get("Idempotency-Key"), "ax's key wins over the job's header")
+	require.Equal(t, "billing", headers.Get("X-Team"))
+	require.Equal(t, task.TraceParent, headers.Get("traceparent"), "the run's trace goes on")
+	require.Equal(t, "tok", headers.Get("Ax-Completion-Token"), "the lease token completes a 202")
+	require.Equal(t, "ax-agent/test (http task)", headers.Get("User-Agent"))
+	require.JSONEq(t, `{"execution_id": "exec-9", "job_id": "job-9", "job_name": "nine", "task_id": "task-9", "attempt": 2,
+		"scheduled_for": "2024-05-01T08:00:00Z", "deadline": "2024-05-01T08:15:00Z",
+		"shard": {"index": 4, "total": 8, "param": "p4"}, "params": {"customer": "acme"},
+		"completion": {"url": "http://ax.example/v1/tasks/task-9/complete", "token": "tok"}}`, string(raw))
 }
 
-func TestHTTPExecutorConfiguredMethodAndTextBody(t *testing.T) {
+func TestHTTPExecutorConfiguredMethodAndBodyTemplate(t *testing.T) {
 	t.Parallel()
-	srv, got := receiver(t, http.StatusAccepted, "queued, thanks")
+	srv, got := receiver(t, http.StatusOK, "done, thanks")
 	task := httpTask(srv.URL)
 	task.Executor.Method = "put"
-	task.Executor.Body = "plain words"
+	task.Executor.Body = `{"who": "{{.params.customer}}"}`
 
 	res, err := runHTTP(context.Background(), task)
 	require.NoError(t, err)
-	require.JSONEq(t, `"queued, thanks"`, string(res), "a body that is not JSON is kept as a string")
+	require.JSONEq(t, `"done, thanks"`, string(res), "a body that is not JSON is kept as a string")
 	r := <-got
 	require.Equal(t, http.MethodPut, r.method)
-	require.Equal(t, "plain words", r.body["body"])
+	require.Equal(t, map[string]any{"who": "acme"}, r.body)
+}
+
+func TestHTTPExecutorReports202AsAccepted(t *testing.T) {
+	t.Parallel()
+	srv, _ := receiver(t, http.StatusAccepted, "queued")
+	res, err := runHTTP(context.Background(), httpTask(srv.URL))
+	require.ErrorIs(t, err, errAccepted)
+	require.Nil(t, res)
+	r := outcome(context.Background(), httpTask(srv.URL), res, err)
+	require.Equal(t, StateAccepted, r.State)
+	require.Empty(t, r.ErrorCode)
 }
 
 func TestHTTPExecutorFailsOnNon2xx(t *testing.T) {
 	t.Parallel()
 	srv, _ := receiver(t, http.StatusBadGateway, "upstream down")
 	res, err := runHTTP(context.Background(), httpTask(srv.URL))
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "502 Bad Gateway: upstream down")
-	require.JSONEq(t, `{"status": 502}`, string(res))
+	require.EqualError(t, err, "HTTP 502 Bad Gateway: upstream down")
+	require.Equal(t, "http_502", errorCodeOf(err))
+	require.Nil(t, res)
+}
+
+func TestHTTPExecutorFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.RedirectHandler("/elsewhere", http.StatusFound))
+	t.Cleanup(srv.Close)
+	_, err := runHTTP(context.Background(), httpTask(srv.URL))
+	require.ErrorIs(t, err, httptask.ErrRedirect)
+	require.Equal(t, "connect", errorCodeOf(err))
+}
+
+func TestHTTPExecutorRefusesToSendUnsigned(t *testing.T) {
+	t.Parallel()
+	srv, got := receiver(t, http.StatusOK, "")
+	task := httpTask(srv.URL)
+	task.HTTP = nil
+	_, err := runHTTP(context.Background(), task)
+	require.ErrorIs(t, err, httptask.ErrNoSecret)
+	require.Empty(t, got, "nothing was sent")
+	shown := httpTask("x")
+	require.NotContains(t, fmt.Sprintf("%v %+v %#v %v", shown, *shown.HTTP, *shown.HTTP, shown.HTTP.SigningSecrets),
+		testSecret.Text(), "a task in a log line shows no secret")
 }
 
 func TestHTTPExecutorCapsResult(t *testing.T) {

@@ -172,6 +172,8 @@ func outcome(ctx context.Context, t LeasedTask, result json.RawMessage, err erro
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:
+	case errors.Is(err, errAccepted): // the target has it: cancels and timeouts are the server's now
+		r.State = StateAccepted
 	case errors.Is(cause, errCancelledByServer):
 		r.State, r.Error = StateCancelled, "cancelled by the server: "+err.Error()
 	case errors.Is(cause, errTimedOut):

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -99,7 +100,37 @@ type LeasedTask struct {
 	Params         json.RawMessage `json:"params,omitempty"`
 	// TraceParent is the run's W3C trace context, passed on to what runs.
 	TraceParent string `json:"traceparent,omitempty"`
+	JobName     string `json:"job_name,omitempty"`
+	// Deadline is when the attempt times out by the server's clock, at
+	// the earliest: an HTTP task's Ax-Deadline.
+	Deadline time.Time `json:"deadline"`
+	// HTTP is what an HTTP task's request needs beyond the job (nil for
+	// other kinds).
+	HTTP *HTTPTask `json:"http,omitempty"`
 }
+
+// HTTPTask is what the agent needs to send an HTTP task's request as ax
+// serve sends an agentless one (package httptask).
+type HTTPTask struct {
+	// SigningSecrets are the job's (current first): the request is signed
+	// with each.
+	SigningSecrets SigningSecrets `json:"signing_secrets"`
+	// CompletionURL is where a target that answers 202 posts the result,
+	// with the lease token; "" when the server has no public URL.
+	CompletionURL string `json:"completion_url,omitempty"`
+}
+
+// SigningSecrets are a job's signing secrets. They print redacted (fmt
+// and slog), so a task put in a log line by mistake does not leak them.
+type SigningSecrets []string
+
+func (s SigningSecrets) String() string { return fmt.Sprintf("[%d signing secrets, redacted]", len(s)) }
+
+// GoString is String, for %#v.
+func (s SigningSecrets) GoString() string { return s.String() }
+
+// LogValue is String, for slog.
+func (s SigningSecrets) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // Ref is the task's reference with its fencing token.
 func (t LeasedTask) Ref() TaskRef { return TaskRef{TaskID: t.TaskID, LeaseToken: t.LeaseToken} }
@@ -150,6 +181,10 @@ const (
 	StateFailed    = "failed"
 	StateTimedOut  = "timed_out" // the agent stopped it at its timeout
 	StateCancelled = "cancelled"
+	// StateAccepted: the target of an HTTP task answered 202. The server
+	// hands the task to the target, which posts the result to the
+	// completion URL; the agent is done with it.
+	StateAccepted = "accepted"
 )
 
 // TaskResult is the outcome of one task.

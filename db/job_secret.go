@@ -52,3 +52,17 @@ func JobSecretGet(ctx context.Context, e Executor, jobID uuid.UUID) (JobSecrets,
 	}
 	return out, nil
 }
+
+// JobSecretGetMany returns the signing secrets of jobs (current first) by
+// job; a job without one is absent.
+func JobSecretGetMany(ctx context.Context, e Executor, jobIDs []uuid.UUID) (map[uuid.UUID][]string, error) {
+	rows, err := queries.JobSecretGetMany(ctx, e, jobIDs)
+	if err != nil {
+		return nil, fmt.Errorf("error getting signing secrets of %d jobs: %w", len(jobIDs), mapErr(err))
+	}
+	out := make(map[uuid.UUID][]string, len(rows))
+	for _, r := range rows {
+		out[r.JobID] = secretList(r.Secret, r.PreviousSecret)
+	}
+	return out, nil
+}

@@ -111,18 +111,24 @@ type LeasedTask struct {
 	TimeoutSeconds int
 	LeaseToken     uuid.UUID
 	LeaseExpiresAt time.Time
-	ExecutorKind   ExecutorKind
-	Executor       ExecutorConfig
-	Params         json.RawMessage
-	ScheduledFor   time.Time
-	JobName        string
-	JobGroup       string
-	RoutedHere     bool          // the task was routed to this agent (or unassigned)
-	ReadyAt        time.Time     // when it became leasable
-	Waited         time.Duration // from ReadyAt to its lease, by the database clock: pickup latency
-	RateClass      string
-	Priority       int
-	TraceParent    string // the run's W3C trace context
+	// Deadline is when the attempt times out at the earliest: its lease
+	// plus its timeout (the reaper counts from the first heartbeat).
+	Deadline     time.Time
+	ExecutorKind ExecutorKind
+	Executor     ExecutorConfig
+	Params       json.RawMessage
+	ScheduledFor time.Time
+	JobName      string
+	JobGroup     string
+	RoutedHere   bool          // the task was routed to this agent (or unassigned)
+	ReadyAt      time.Time     // when it became leasable
+	Waited       time.Duration // from ReadyAt to its lease, by the database clock: pickup latency
+	RateClass    string
+	Priority     int
+	TraceParent  string // the run's W3C trace context
+	// Secrets are the job's signing secrets (current first), for an HTTP
+	// task: set by the lease broker, never logged.
+	Secrets []string
 }
 
 // TaskLeaseParams asks for tasks for one agent.
@@ -215,8 +221,8 @@ func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*LeasedTask, error) {
 		out[i] = &LeasedTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, ShardIndex: int(r.ShardIndex),
 			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, Attempt: int(r.Attempt),
 			MaxAttempts: int(r.MaxAttempts), TimeoutSeconds: int(r.TimeoutSeconds), LeaseToken: r.LeaseToken,
-			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), ExecutorKind: ExecutorKind(r.ExecutorKind), Executor: exec,
-			Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), JobName: r.JobName, JobGroup: r.GroupName,
+			LeaseExpiresAt: r.LeaseExpiresAt.UTC(), Deadline: r.Deadline.UTC(), ExecutorKind: ExecutorKind(r.ExecutorKind),
+			Executor: exec, Params: r.Params, ScheduledFor: r.ScheduledFor.UTC(), JobName: r.JobName, JobGroup: r.GroupName,
 			RoutedHere: r.RoutedHere, ReadyAt: r.ReadyAt.UTC(),
 			Waited: time.Duration(r.WaitedSeconds * float64(time.Second)), RateClass: r.RateClass, Priority: int(r.Priority),
 			TraceParent: r.Traceparent}
@@ -587,9 +593,12 @@ func TaskLeaseAgentless(ctx context.Context, e Executor, id uuid.UUID, attempt i
 
 // HTTPTaskState is where a task stands, by the database clock.
 type HTTPTaskState struct {
-	State          TaskState
-	Attempt        int
-	Agentless      bool
+	State     TaskState
+	Attempt   int
+	Agentless bool
+	// HTTP: a task of an http job, sent by ax serve (agentless) or by an
+	// agent; its target may post its result with the lease token.
+	HTTP           bool
 	NotBefore      time.Time
 	Deadline       time.Time // meaningful while leased or running
 	ExecutionID    uuid.UUID
@@ -607,20 +616,44 @@ func TaskGetStatus(ctx context.Context, e Executor, id uuid.UUID) (*HTTPTaskStat
 	if err != nil {
 		return nil, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
 	}
-	return &HTTPTaskState{State: TaskState(r.State), Attempt: int(r.Attempt), Agentless: r.Agentless,
+	return &HTTPTaskState{State: TaskState(r.State), Attempt: int(r.Attempt), Agentless: r.Agentless, HTTP: r.Http,
 		NotBefore: r.NotBefore.UTC(), Deadline: r.Deadline.UTC(), ExecutionID: r.ExecutionID,
 		TimeoutSeconds: int(r.TimeoutSeconds), Priority: int(r.Priority),
 		TokenWait: time.Duration(r.TokenWaitSeconds * float64(time.Second)), Now: r.Now.UTC()}, nil
 }
 
-// TaskCheckToken reports whether task id is agentless and token is its
-// current completion token; ErrNotFound when no task has the id.
-func TaskCheckToken(ctx context.Context, e Executor, id, token uuid.UUID) (agentless, current bool, err error) {
+// TaskCheckToken reports whether task id is an HTTP task (sent by ax
+// serve or an agent) and token is its current completion token;
+// ErrNotFound when no task has the id.
+func TaskCheckToken(ctx context.Context, e Executor, id, token uuid.UUID) (httpTask, current bool, err error) {
 	r, err := queries.TaskCheckToken(ctx, e, dbsqlc.TaskCheckTokenParams{Token: token, ID: id})
 	if err != nil {
 		return false, false, fmt.Errorf("error reading task %s: %w", id, mapErr(err))
 	}
-	return r.Agentless, r.Current, nil
+	return r.Http, r.Current, nil
+}
+
+// TaskAwaitTarget hands the HTTP tasks of refs, whose targets answered
+// 202 to agent agentID, to their targets: they run on, held by no agent,
+// until the target posts the result with the lease token or the reaper
+// times them out grace after their deadline. It returns the tasks handed
+// over, as running; the others (no longer this agent's lease, or not HTTP
+// tasks) are unchanged.
+func TaskAwaitTarget(ctx context.Context, e Executor, agentID uuid.UUID, refs []TaskRef, grace time.Duration) ([]CompletedTask, error) {
+	p := dbsqlc.TaskAwaitTargetParams{AgentID: &agentID, GraceSeconds: grace.Seconds()}
+	for _, r := range refs {
+		p.TaskIds = append(p.TaskIds, r.ID)
+		p.Tokens = append(p.Tokens, r.Token)
+	}
+	rows, err := queries.TaskAwaitTarget(ctx, e, p)
+	if err != nil {
+		return nil, fmt.Errorf("error handing tasks to their targets: %w", mapErr(err))
+	}
+	out := make([]CompletedTask, len(rows))
+	for i, r := range rows {
+		out[i] = CompletedTask{ID: r.ID, ExecutionID: r.ExecutionID, State: TaskRunning}
+	}
+	return out, nil
 }
 
 // TaskCancelAgentless ends agentless tasks whose execution was

@@ -52,6 +52,17 @@ type LeasedTask struct {
 	Executor       JobExecutor     `json:"executor"`
 	Params         json.RawMessage `json:"params" doc:"The run's params (an object)"`
 	TraceParent    string          `json:"traceparent,omitempty" doc:"W3C trace context of the run: pass it on (shell: TRACEPARENT, http: traceparent header)"`
+	JobName        string          `json:"job_name"`
+	Deadline       time.Time       `json:"deadline" doc:"When the attempt times out at the earliest (lease time plus timeout_seconds): an HTTP task's Ax-Deadline"`
+	HTTP           *LeasedHTTPTask `json:"http,omitempty" doc:"For a task of kind http: what its request needs beyond the job, to be the request ax serve would send (webhook HTTPTask)"`
+}
+
+// LeasedHTTPTask is what an agent needs to send an HTTP task's request
+// exactly as ax serve sends an agentless one: signed, with its completion
+// URL. Its secrets are the job's: never log them.
+type LeasedHTTPTask struct {
+	SigningSecrets []string `json:"signing_secrets" doc:"The job's signing secrets (whsec_…), current first, the previous one too while a rotation lasts: sign the request with each (webhook-signature)"`
+	CompletionURL  string   `json:"completion_url,omitempty" doc:"Where the target posts its result after answering 202 (Ax-Completion-Url, with the lease token as Ax-Completion-Token); absent when the server has no public URL"`
 }
 
 // Leases is the answer to a lease request (empty when the wait ran out).
@@ -91,7 +102,7 @@ type HeartbeatReply struct {
 type TaskResult struct {
 	TaskID     string          `json:"task_id" format:"uuid"`
 	LeaseToken string          `json:"lease_token" format:"uuid"`
-	State      string          `json:"state" enum:"succeeded,failed,timed_out,cancelled" doc:"timed_out: the agent stopped it at its timeout; retried like a failure"`
+	State      string          `json:"state" enum:"succeeded,failed,timed_out,cancelled,accepted" doc:"timed_out: the agent stopped it at its timeout; retried like a failure. accepted: the target of an HTTP task answered 202; the task runs on, held by no agent, until the target posts its result to the completion URL (POST /v1/tasks/{id}/complete with the lease token) or its deadline passes"`
 	Result     json.RawMessage `json:"result,omitempty" doc:"Any JSON the task produced"`
 	Error      string          `json:"error,omitempty" maxLength:"65536"`
 	ErrorCode  string          `json:"error_code,omitempty" maxLength:"64" pattern:"^[a-z0-9_.-]*$" example:"exit_3" doc:"A short machine-readable reason beside error, for a result that did not succeed: up to 64 of a-z 0-9 _ . - (agents report exit_<n>, signal_<name>, http_<status>, connect, timeout)"`

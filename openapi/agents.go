@@ -17,12 +17,16 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 type agentHandlers struct {
 	keys   *queue.KeyService
 	agents *dispatch.LeaseBroker
 	owners ownerCache
+	// publicURL is where targets of HTTP tasks reach the API, for their
+	// completion URL ("" when none).
+	publicURL string
 }
 
 type agentRegisterInput struct {
@@ -152,9 +156,10 @@ func (h *agentHandlers) register(api huma.API) {
 	huma.Register(api, showsSecret(op("register-agent", "/v1/agents/register", "Register an agent",
 		"Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.",
 		http.StatusCreated), "token"), h.registerAgent)
-	huma.Register(api, op("lease-tasks", "/v1/agents/{id}/lease", "Lease tasks (long poll)",
-		"Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.",
-		http.StatusOK), h.lease)
+	huma.Register(api, notReplayed(op("lease-tasks", "/v1/agents/{id}/lease", "Lease tasks (long poll)",
+		"Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. "+
+			"An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask).",
+		http.StatusOK)), h.lease)
 	huma.Register(api, op("heartbeat-agent", "/v1/agents/{id}/heartbeat", "Renew leases and report load",
 		"Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.",
 		http.StatusOK), h.heartbeat)
@@ -306,15 +311,26 @@ func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput
 		return nil, err
 	}
 	for _, t := range tasks {
-		out.Body.Tasks = append(out.Body.Tasks, LeasedTask{
-			TaskID: t.ID.String(), ExecutionID: t.ExecutionID.String(), JobID: t.JobID.String(),
-			ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt,
-			MaxAttempts: t.MaxAttempts, LeaseToken: t.LeaseToken.String(), LeaseExpiresAt: t.LeaseExpiresAt,
-			TimeoutSeconds: t.TimeoutSeconds, ScheduledFor: t.ScheduledFor, Params: t.Params, TraceParent: t.TraceParent,
-			Executor: jobExecutorFromDB(t.ExecutorKind, &t.Executor),
-		})
+		out.Body.Tasks = append(out.Body.Tasks, h.leasedTask(t))
 	}
 	return out, nil
+}
+
+// leasedTask is t as the agent gets it; an HTTP task with what its
+// request needs (httptask's contract).
+func (h *agentHandlers) leasedTask(t *db.LeasedTask) LeasedTask {
+	lt := LeasedTask{
+		TaskID: t.ID.String(), ExecutionID: t.ExecutionID.String(), JobID: t.JobID.String(),
+		ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt,
+		MaxAttempts: t.MaxAttempts, LeaseToken: t.LeaseToken.String(), LeaseExpiresAt: t.LeaseExpiresAt,
+		TimeoutSeconds: t.TimeoutSeconds, ScheduledFor: t.ScheduledFor, Params: t.Params, TraceParent: t.TraceParent,
+		Executor: jobExecutorFromDB(t.ExecutorKind, &t.Executor), JobName: t.JobName, Deadline: t.Deadline,
+	}
+	if t.ExecutorKind == db.ExecutorHTTP {
+		lt.HTTP = &LeasedHTTPTask{SigningSecrets: append([]string{}, t.Secrets...),
+			CompletionURL: httptask.CompletionURL(h.publicURL, lt.TaskID)}
+	}
+	return lt
 }
 
 func (h *agentHandlers) heartbeat(ctx context.Context, in *heartbeatInput) (*heartbeatOutput, error) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -20,6 +21,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
@@ -69,6 +71,11 @@ type Config struct {
 	MetricsHandler http.Handler
 	// MetricsAuth makes /metrics require an API key with scope read.
 	MetricsAuth bool
+	// PublicURL is where targets of HTTP jobs reach this API: the
+	// completion URL of the HTTP tasks leased to agents is on it (ax
+	// serve's own requests take theirs from delivery.HTTPTaskConfig, set
+	// to the same). Empty: agents' HTTP tasks carry no completion URL.
+	PublicURL string
 }
 
 // New builds the API: the http.Handler to serve and the huma.API that
@@ -100,13 +107,15 @@ func New(cfg Config) (http.Handler, huma.API) {
 		guard: guard}).register(api)
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
-	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock)}).register(api)
+	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock),
+		publicURL: cfg.PublicURL}).register(api)
 	(&classHandlers{classes: queue.NewClassService(cfg.Pool, cfg.Logger)}).register(api)
 	(&historyHandlers{history: queue.NewHistoryService(cfg.Pool)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
 	registerPatches(api)
 	registerCallbackWebhook(api)
+	registerHTTPTaskWebhook(api)
 	if cfg.MetricsHandler != nil {
 		metrics := cfg.MetricsHandler
 		if cfg.MetricsAuth {
@@ -115,6 +124,20 @@ func New(cfg Config) (http.Handler, huma.API) {
 		mux.Handle("GET /metrics", metrics)
 	}
 	return newBodyGuard(mux, api, cmp.Or(cfg.BodyReadTimeout, 10*time.Second)), api
+}
+
+// schemaName names the spec's schemas after their Go types; those of
+// package httptask (the HTTP task contract: Envelope, Shard…) are
+// prefixed with HTTPTask, as its package name says in Go.
+func schemaName(t reflect.Type, hint string) string {
+	name := huma.DefaultSchemaNamer(t, hint)
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.PkgPath() == reflect.TypeFor[httptask.Envelope]().PkgPath() {
+		return "HTTPTask" + name
+	}
+	return name
 }
 
 func apiConfig(logger *slog.Logger) huma.Config {
@@ -131,6 +154,7 @@ func apiConfig(logger *slog.Logger) huma.Config {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		securitySchemeName: {Type: "http", Scheme: "bearer", Description: "An ax API key."},
 	}
+	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaName)
 	cfg.RejectUnknownQueryParameters = true
 	cfg.Formats = maps.Clone(cfg.Formats)
 	cfg.Formats["application/json"] = jsonFormat

@@ -24,6 +24,22 @@ var replayedHeaders = []string{"Content-Type", "Location"}
 // the first answer showed and the replay leaves empty.
 const secretWithheldHeader = "Ax-Secret-Withheld"
 
+// notReplayedKey is the operation metadata of an operation whose answer
+// is never recorded for replays: a lease is new work on every call, and
+// its answer carries the signing secrets of HTTP tasks, which the
+// idempotency table must not hold.
+const notReplayedKey = "ax-not-replayed"
+
+// notReplayed marks op as one whose Idempotency-Key is ignored.
+func notReplayed(op huma.Operation) huma.Operation {
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata[notReplayedKey] = true
+	op.Description += " Idempotency-Key is ignored: every call leases anew, and its answer is never stored."
+	return op
+}
+
 // secretFieldsKey is the operation metadata listing the top-level body
 // fields of its answer that hold a secret shown once.
 const secretFieldsKey = "ax-secret-fields"
@@ -60,7 +76,8 @@ type idempotency struct {
 func (m *idempotency) middleware(ctx huma.Context, next func(huma.Context)) {
 	key := ctx.Header("Idempotency-Key")
 	principal, _ := ctx.Context().Value(principalKey{}).(*db.APIKey)
-	if key == "" || principal == nil || !mutating(ctx.Method()) || declaresIdempotencyKey(ctx.Operation()) {
+	if key == "" || principal == nil || !mutating(ctx.Method()) || declaresIdempotencyKey(ctx.Operation()) ||
+		ctx.Operation().Metadata[notReplayedKey] == true {
 		next(ctx)
 		return
 	}

@@ -187,7 +187,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
-		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth,
+		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth, PublicURL: cfg.publicURL(),
 		BodyReadTimeout: min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 	})
 	return listenAndServe(ctx, logger, cfg, openapi.LogRequests(logger, apiHandler))

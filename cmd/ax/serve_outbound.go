@@ -86,16 +86,23 @@ func (c outboundConfig) policy() outbound.Policy {
 	return outbound.Policy{AllowPrivate: c.AllowPrivate, AllowLoopback: c.AllowLoopback}
 }
 
+// publicURL is where targets of HTTP jobs reach the API (their completion
+// URL), whoever sends their requests: --public-url, else this replica's
+// own address.
+func (cfg serveConfig) publicURL() string {
+	if cfg.Outbound.PublicURL != "" {
+		return cfg.Outbound.PublicURL
+	}
+	if cfg.TLSCert != "" {
+		return "https://" + cfg.Addr
+	}
+	return "http://" + cfg.Addr
+}
+
 // startRiver starts the replica's River workers: callback delivery and
 // agentless HTTP tasks.
 func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m *metrics.Metrics, cfg serveConfig) (*delivery.RiverService, error) {
-	publicURL := cfg.Outbound.PublicURL
-	if publicURL == "" {
-		publicURL = "http://" + cfg.Addr
-		if cfg.TLSCert != "" {
-			publicURL = "https://" + cfg.Addr
-		}
-	}
+	publicURL := cfg.publicURL()
 	rs, err := delivery.NewRiverService(pool, delivery.RiverConfig{
 		Policy: cfg.Outbound.policy(), Version: version,
 		HTTP: delivery.HTTPTaskConfig{PublicURL: publicURL, MaxPerJob: cfg.Outbound.HTTPMaxPerJob,

@@ -671,6 +671,7 @@ func (e TaskEventKind) Valid() bool {
 
 // Defines values for TaskResultState.
 const (
+	TaskResultStateAccepted  TaskResultState = "accepted"
 	TaskResultStateCancelled TaskResultState = "cancelled"
 	TaskResultStateFailed    TaskResultState = "failed"
 	TaskResultStateSucceeded TaskResultState = "succeeded"
@@ -680,6 +681,8 @@ const (
 // Valid indicates whether the value is a known member of the TaskResultState enum.
 func (e TaskResultState) Valid() bool {
 	switch e {
+	case TaskResultStateAccepted:
+		return true
 	case TaskResultStateCancelled:
 		return true
 	case TaskResultStateFailed:
@@ -1790,14 +1793,28 @@ type LeaseRequest struct {
 	WaitSeconds *int64 `json:"wait_seconds,omitempty"`
 }
 
+// LeasedHTTPTask defines model for LeasedHTTPTask.
+type LeasedHTTPTask struct {
+	// CompletionUrl Where the target posts its result after answering 202 (Ax-Completion-Url, with the lease token as Ax-Completion-Token); absent when the server has no public URL
+	CompletionUrl *string `json:"completion_url,omitempty"`
+
+	// SigningSecrets The job's signing secrets (whsec_…), current first, the previous one too while a rotation lasts: sign the request with each (webhook-signature)
+	SigningSecrets *[]string `json:"signing_secrets"`
+}
+
 // LeasedTask defines model for LeasedTask.
 type LeasedTask struct {
 	Attempt int64 `json:"attempt"`
 
+	// Deadline When the attempt times out at the earliest (lease time plus timeout_seconds): an HTTP task's Ax-Deadline
+	Deadline time.Time `json:"deadline"`
+
 	// ExecutionId Idempotency key of the run
 	ExecutionId    openapi_types.UUID `json:"execution_id"`
 	Executor       JobExecutor        `json:"executor"`
+	Http           *LeasedHTTPTask    `json:"http,omitempty"`
 	JobId          openapi_types.UUID `json:"job_id"`
+	JobName        string             `json:"job_name"`
 	LeaseExpiresAt time.Time          `json:"lease_expires_at"`
 
 	// LeaseToken Fencing token: heartbeats and results must carry it
@@ -2186,12 +2203,12 @@ type TaskResult struct {
 	// Result Any JSON the task produced
 	Result interface{} `json:"result,omitempty"`
 
-	// State timed_out: the agent stopped it at its timeout; retried like a failure
+	// State timed_out: the agent stopped it at its timeout; retried like a failure. accepted: the target of an HTTP task answered 202; the task runs on, held by no agent, until the target posts its result to the completion URL (POST /v1/tasks/{id}/complete with the lease token) or its deadline passes
 	State  TaskResultState    `json:"state"`
 	TaskId openapi_types.UUID `json:"task_id"`
 }
 
-// TaskResultState timed_out: the agent stopped it at its timeout; retried like a failure
+// TaskResultState timed_out: the agent stopped it at its timeout; retried like a failure. accepted: the target of an HTTP task answered 202; the task runs on, held by no agent, until the target posts its result to the completion URL (POST /v1/tasks/{id}/complete with the lease token) or its deadline passes
 type TaskResultState string
 
 // TickExplanation defines model for TickExplanation.
@@ -2780,7 +2797,7 @@ type ClientInterface interface {
 
 	// LeaseTasksWithBody Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2789,7 +2806,7 @@ type ClientInterface interface {
 
 	// LeaseTasks Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3471,7 +3488,7 @@ func (c *Client) HeartbeatAgent(ctx context.Context, id openapi_types.UUID, body
 
 // LeaseTasksWithBody Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3490,7 +3507,7 @@ func (c *Client) LeaseTasksWithBody(ctx context.Context, id openapi_types.UUID, 
 
 // LeaseTasks Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7111,7 +7128,7 @@ type ClientWithResponsesInterface interface {
 
 	// LeaseTasksWithBodyWithResponse Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7120,7 +7137,7 @@ type ClientWithResponsesInterface interface {
 
 	// LeaseTasksWithResponse Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11403,7 +11420,7 @@ func (c *ClientWithResponses) HeartbeatAgentWithResponse(ctx context.Context, id
 
 // LeaseTasksWithBodyWithResponse Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11418,7 +11435,7 @@ func (c *ClientWithResponses) LeaseTasksWithBodyWithResponse(ctx context.Context
 
 // LeaseTasksWithResponse Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -15,12 +15,13 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 // envelope decodes an agentless HTTP task's request body.
-func envelope(t *testing.T, r received) delivery.HTTPTaskEnvelope {
+func envelope(t *testing.T, r received) httptask.Envelope {
 	t.Helper()
-	var env delivery.HTTPTaskEnvelope
+	var env httptask.Envelope
 	require.NoError(t, json.Unmarshal(r.body, &env), string(r.body))
 	return env
 }
@@ -53,7 +54,7 @@ func TestHTTPTaskSucceedsOn2xx(t *testing.T) {
 	require.Equal(t, exec.ID.String(), verify(t, got[0], job.SigningSecret).ID)
 	body := envelope(t, got[0])
 	require.Equal(t, exec.ID.String(), body.ExecutionID)
-	require.Equal(t, delivery.HTTPTaskShard{Index: 0, Total: 1, Param: "0-4294967296"}, body.Shard)
+	require.Equal(t, httptask.Shard{Index: 0, Total: 1, Param: "0-4294967296"}, body.Shard)
 	require.JSONEq(t, `{"region":"eu"}`, string(body.Params))
 	require.Equal(t, 1, body.Attempt)
 }
@@ -118,7 +119,7 @@ func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	require.ErrorIs(t, err, delivery.ErrUnknownHTTPTask)
 }
 
-func taskResult(t *testing.T, req delivery.HTTPTaskEnvelope, state db.TaskState, result string) db.TaskResult {
+func taskResult(t *testing.T, req httptask.Envelope, state db.TaskState, result string) db.TaskResult {
 	t.Helper()
 	return db.TaskResult{TaskRef: db.TaskRef{ID: uuid.MustParse(req.TaskID), Token: uuid.MustParse(req.Completion.Token)},
 		State: state, Result: json.RawMessage(result)}

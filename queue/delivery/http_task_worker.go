@@ -3,10 +3,8 @@ package delivery
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -20,7 +18,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // HTTPTaskConfig tunes agentless HTTP tasks.
@@ -30,9 +30,6 @@ type HTTPTaskConfig struct {
 	// there). Empty: no completion URL is sent, and a 202 can only time
 	// out.
 	PublicURL string
-	// MaxResultBytes caps the response body kept as the task's result.
-	// Defaults to 64 KiB.
-	MaxResultBytes int64
 	// LeaseGrace is how much longer than the task's timeout its lease
 	// lasts, so the reaper times it out (and retries it) rather than calls
 	// it lost. Defaults to 30 s.
@@ -61,7 +58,6 @@ type HTTPTaskConfig struct {
 const MaxAgentlessHTTPTimeout = db.MaxAgentlessTimeoutSeconds * time.Second
 
 func (c HTTPTaskConfig) withDefaults() HTTPTaskConfig {
-	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, MaxHTTPResultBytes)
 	c.LeaseGrace = cmp.Or(c.LeaseGrace, 30*time.Second)
 	c.ReaperWait = cmp.Or(c.ReaperWait, time.Second)
 	c.SlotWait = cmp.Or(c.SlotWait, time.Second)
@@ -212,14 +208,12 @@ func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
 	return river.JobSnooze(w.cfg.ReaperWait) // past its deadline: the reaper times it out
 }
 
-// httpResult is what one request got.
+// httpResult is what one request got: an answer, or err without one.
 type httpResult struct {
-	status    int
-	body      []byte
-	truncated bool
-	err       error
-	latency   time.Duration
-	// code is the attempt's error code should it fail: http_<status>,
+	answer  httptask.Answer
+	err     error
+	latency time.Duration
+	// code is the attempt's error code should it fail without an answer:
 	// connect or timeout ("" when no request was made).
 	code string
 }
@@ -236,36 +230,39 @@ func (w *httpTaskWorker) send(ctx context.Context, t *db.HTTPTask) httpResult {
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return httpResult{err: err, latency: time.Since(start), code: transportErrorCode(err)}
+		return httpResult{err: err, latency: time.Since(start), code: httptask.TransportErrorCode(err)}
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, w.cfg.MaxResultBytes+1))
-	res := httpResult{status: resp.StatusCode, err: err, latency: time.Since(start), code: statusErrorCode(resp.StatusCode)}
-	if err != nil {
-		res.code = transportErrorCode(err)
+	answer, err := httptask.ReadAnswer(resp)
+	res := httpResult{answer: answer, latency: time.Since(start)}
+	if err != nil { // the answer broke off: no complete answer
+		res.err, res.code = err, httptask.TransportErrorCode(err)
 	}
-	res.truncated = int64(len(body)) > w.cfg.MaxResultBytes
-	res.body = body[:min(int64(len(body)), w.cfg.MaxResultBytes)]
 	return res
 }
 
-// settle records the outcome: 2xx succeeds with the body as result; 202
-// leaves the task running until its result is posted or its deadline
-// passes; anything else fails the attempt (retried per the job's policy).
+// settle records the outcome (httptask.Answer.Outcome): 2xx succeeds with
+// the body as result; 202 leaves the task running until its result is
+// posted or its deadline passes; anything else fails the attempt
+// (retried per the job's policy).
 func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HTTPTask, res httpResult) error {
 	log := w.logger.With("execution_id", t.ExecutionID, "task_id", t.ID, "job_id", t.JobID,
-		"shard", t.ShardIndex, "attempt", t.Attempt, "status", res.status, "latency_ms", res.latency.Milliseconds())
-	switch {
-	case res.err == nil && res.status == http.StatusAccepted:
+		"shard", t.ShardIndex, "attempt", t.Attempt, "status", res.answer.Status, "latency_ms", res.latency.Milliseconds())
+	if res.err != nil {
+		w.out.HTTPTaskRequests.WithLabelValues("failed").Inc()
+		return w.complete(ctx, args, t, db.TaskResult{State: db.TaskFailed, Error: res.err.Error(), ErrorCode: res.code}, log)
+	}
+	switch res.answer.Outcome() {
+	case httptask.Accepted:
 		w.out.HTTPTaskRequests.WithLabelValues("accepted").Inc()
 		log.InfoContext(ctx, "http task accepted; awaiting its result", "deadline", t.Deadline)
 		return river.JobSnooze(time.Duration(t.TimeoutSeconds)*time.Second + w.cfg.ReaperWait)
-	case res.err == nil && res.status >= 200 && res.status < 300:
+	case httptask.Succeeded:
 		w.out.HTTPTaskRequests.WithLabelValues("succeeded").Inc()
-		return w.complete(ctx, args, t, db.TaskResult{State: db.TaskSucceeded, Result: resultJSON(res)}, log)
+		return w.complete(ctx, args, t, db.TaskResult{State: db.TaskSucceeded, Result: res.answer.Result()}, log)
 	}
 	w.out.HTTPTaskRequests.WithLabelValues("failed").Inc()
-	return w.complete(ctx, args, t, db.TaskResult{State: db.TaskFailed, Error: failureText(res), ErrorCode: res.code}, log)
+	return w.complete(ctx, args, t, db.TaskResult{State: db.TaskFailed, Error: res.answer.Error(),
+		ErrorCode: res.answer.ErrorCode()}, log)
 }
 
 // complete records the attempt's result with its token and, when the task
@@ -273,7 +270,7 @@ func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HT
 func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.HTTPTask, r db.TaskResult, log *slog.Logger) error {
 	r.TaskRef = db.TaskRef{ID: t.ID, Token: t.Token}
 	done, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
-		return completeHTTPTask(ctx, tx, w.outbox, r, t.ExecutionID, t.Attempt, t.Priority)
+		return completeHTTPTask(ctx, tx, w.outbox, r, t.ExecutionID, t.Attempt, t.Priority, true)
 	})
 	if err != nil {
 		return err
@@ -288,11 +285,13 @@ func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.
 	return nil
 }
 
-// completeHTTPTask records r in tx (fenced by its token) and enqueues the
-// next attempt when the task is retried, then flushes callbacks. The
-// execution is locked first: shards completing at the same time would
-// otherwise each see the others unfinished, and none would end it.
-func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt, priority int) ([]db.CompletedTask, error) {
+// completeHTTPTask records r in tx (fenced by its token) and, when the
+// task is retried, enqueues its next attempt (agentless) or wakes the
+// agents' long polls (a task an agent sent, whose target answered 202),
+// then flushes callbacks. The execution is locked first: shards
+// completing at the same time would otherwise each see the others
+// unfinished, and none would end it.
+func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt, priority int, agentless bool) ([]db.CompletedTask, error) {
 	if err := db.ExecutionLock(ctx, tx, executionID); err != nil {
 		return nil, err
 	}
@@ -300,9 +299,13 @@ func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskR
 	if err != nil || len(done) == 0 {
 		return done, err
 	}
-	if done[0].State == db.TaskPending {
+	if done[0].State == db.TaskPending && agentless {
 		next := HTTPTaskArgs{TaskID: r.ID, Attempt: attempt + 1, ExecutionID: done[0].ExecutionID}
 		if err := outbox.insertHTTPAttempt(ctx, tx, next, priority); err != nil {
+			return nil, err
+		}
+	} else if done[0].State == db.TaskPending {
+		if err := db.Notify(ctx, tx, notify.TaskReadyChannel, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -315,26 +318,4 @@ func countTaskResult(m *metrics.Metrics, done db.CompletedTask) {
 		return
 	}
 	m.TaskResults.Inc(string(done.State), done.ErrorCode)
-}
-
-// resultJSON is the response body as the task's result: the JSON itself
-// when it is whole JSON, else a JSON string of its text.
-func resultJSON(res httpResult) json.RawMessage {
-	if len(res.body) == 0 {
-		return nil
-	}
-	if !res.truncated && json.Valid(res.body) {
-		return res.body
-	}
-	text, _ := json.Marshal(strings.ToValidUTF8(string(res.body), "\uFFFD"))
-	return text
-}
-
-// failureText says why an attempt failed, with the start of the answer.
-func failureText(res httpResult) string {
-	if res.err != nil && res.status == 0 {
-		return res.err.Error()
-	}
-	snippet := strings.ToValidUTF8(string(res.body[:min(len(res.body), 512)]), "\uFFFD")
-	return strings.TrimSpace(fmt.Sprintf("HTTP %d %s: %s", res.status, http.StatusText(res.status), snippet))
 }

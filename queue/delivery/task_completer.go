@@ -10,24 +10,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
 )
 
 var (
-	// ErrUnknownHTTPTask means no agentless HTTP task has the id.
-	ErrUnknownHTTPTask = errors.New("no agentless http task has this id")
+	// ErrUnknownHTTPTask means no HTTP task has the id.
+	ErrUnknownHTTPTask = errors.New("no http task has this id")
 	// ErrStaleCompletion means a completion token is not current: the
 	// task's deadline passed (it was timed out and maybe retried with a new
 	// token), it was completed already, or it was cancelled.
 	ErrStaleCompletion = errors.New("the completion token is not current: the deadline passed, or the task was completed or cancelled")
 )
 
-// MaxHTTPResultBytes is the most an agentless HTTP task keeps as its
-// result: of its target's response, or of a result posted after a 202.
-const MaxHTTPResultBytes = 64 << 10
+// MaxHTTPResultBytes is the most an HTTP task keeps as its result: of its
+// target's response, or of a result posted after a 202.
+const MaxHTTPResultBytes = httptask.MaxResultBytes
 
-// TaskCompleter records the results that targets of agentless HTTP tasks
-// post after answering 202.
+// TaskCompleter records the results that targets of HTTP tasks post after
+// answering 202, whether ax serve or an agent sent the request.
 type TaskCompleter struct {
 	pool    *pgxpool.Pool
 	outbox  *Outbox
@@ -51,7 +52,7 @@ func NewTaskCompleter(pool *pgxpool.Pool, outbox *Outbox, logger *slog.Logger, m
 // returns the task's state afterwards (pending when a failure is retried).
 func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (db.TaskState, error) {
 	st, err := db.TaskGetStatus(ctx, c.pool, r.ID)
-	if errors.Is(err, db.ErrNotFound) || (err == nil && !st.Agentless) {
+	if errors.Is(err, db.ErrNotFound) || (err == nil && !st.Agentless && !st.HTTP) {
 		return "", ErrUnknownHTTPTask
 	}
 	if err != nil {
@@ -60,7 +61,7 @@ func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (db.TaskS
 	var done []db.CompletedTask
 	err = db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
 		var err error
-		done, err = completeHTTPTask(ctx, tx, c.outbox, r, st.ExecutionID, st.Attempt, st.Priority)
+		done, err = completeHTTPTask(ctx, tx, c.outbox, r, st.ExecutionID, st.Attempt, st.Priority, st.Agentless)
 		if err == nil && len(done) == 0 {
 			err = ErrStaleCompletion
 		}
@@ -76,13 +77,13 @@ func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (db.TaskS
 }
 
 // CheckToken returns nil when token is the current completion token of
-// the agentless task id, ErrUnknownHTTPTask when there is no such task,
+// the HTTP task id, ErrUnknownHTTPTask when there is no such task,
 // and ErrStaleCompletion when the token is not current. One primary-key
 // read: the check made before a posted result's body is read.
 func (c *TaskCompleter) CheckToken(ctx context.Context, id, token uuid.UUID) error {
-	agentless, current, err := db.TaskCheckToken(ctx, c.pool, id, token)
+	httpTask, current, err := db.TaskCheckToken(ctx, c.pool, id, token)
 	switch {
-	case errors.Is(err, db.ErrNotFound) || (err == nil && !agentless):
+	case errors.Is(err, db.ErrNotFound) || (err == nil && !httpTask):
 		return ErrUnknownHTTPTask
 	case err != nil:
 		return err

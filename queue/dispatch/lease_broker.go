@@ -168,6 +168,7 @@ func (s *LeaseBroker) Lease(ctx context.Context, agent *db.Agent, limit int, wai
 		if agent.Ready {
 			tasks, err := s.leaseOnce(ctx, agent, limit)
 			if err != nil || len(tasks) > 0 {
+				s.attachSecrets(ctx, tasks)
 				return tasks, err
 			}
 		}
@@ -176,6 +177,30 @@ func (s *LeaseBroker) Lease(ctx context.Context, agent *db.Agent, limit int, wai
 			return nil, err
 		}
 		misses++
+	}
+}
+
+// attachSecrets gives the HTTP tasks among tasks their job's signing
+// secrets: the agent signs their requests as ax serve does. The tasks are
+// leased already; should the read fail, they go without (the agent then
+// fails their attempt, "the request cannot be signed", and it is retried).
+func (s *LeaseBroker) attachSecrets(ctx context.Context, tasks []*db.LeasedTask) {
+	var jobs []uuid.UUID
+	for _, t := range tasks {
+		if t.ExecutorKind == db.ExecutorHTTP && !slices.Contains(jobs, t.JobID) {
+			jobs = append(jobs, t.JobID)
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	secrets, err := db.JobSecretGetMany(ctx, s.pool, jobs)
+	if err != nil {
+		s.logger.ErrorContext(ctx, "http tasks leased without their signing secrets", "jobs", len(jobs), "error", err)
+		return
+	}
+	for _, t := range tasks {
+		t.Secrets = secrets[t.JobID]
 	}
 }
 
@@ -361,9 +386,15 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []d
 
 // Complete records results; those with a stale token, or of tasks whose
 // lease agentID does not hold, are left out of the returned list and
-// changed nothing.
+// changed nothing. An HTTP task reported as ResultAccepted (its target
+// answered 202) is handed to its target and returned as running.
 func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
+	accepted, results := splitAccepted(results)
 	done, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
+		handed, err := s.awaitTargets(ctx, tx, agentID, accepted)
+		if err != nil || len(results) == 0 {
+			return handed, err
+		}
 		done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results, s.clock.Now())
 		if err != nil {
 			return nil, err
@@ -375,6 +406,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 				return nil, err
 			}
 		}
+		done = append(handed, done...)
 		if retried := countState(done, db.TaskPending); retried > 0 {
 			return done, db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 		}
@@ -384,9 +416,14 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 		return nil, err
 	}
 	for _, d := range done {
-		if d.State == db.TaskPending {
+		switch d.State {
+		case db.TaskRunning: // no result yet
+			s.logger.InfoContext(ctx, "http task handed to its target (202): its result is awaited", "agent_id", agentID,
+				"task_id", d.ID, "execution_id", d.ExecutionID)
+			continue
+		case db.TaskPending:
 			s.metrics.Retries.Inc()
-		} else {
+		default:
 			s.metrics.TaskResults.Inc(string(d.State), d.ErrorCode)
 		}
 		// Successes are the bulk at high rates: debug; the rest at info.
@@ -398,6 +435,33 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 			"execution_id", d.ExecutionID, "state", d.State, "error_code", d.ErrorCode)
 	}
 	return done, nil
+}
+
+// ResultAccepted is the state an agent reports for an HTTP task whose
+// target answered 202: the task is not over, its target posts the result
+// to the completion URL (db.TaskAwaitTarget).
+const ResultAccepted db.TaskState = "accepted"
+
+// splitAccepted separates the 202s from the results proper.
+func splitAccepted(all []db.TaskResult) (accepted []db.TaskRef, results []db.TaskResult) {
+	for _, r := range all {
+		if r.State == ResultAccepted {
+			accepted = append(accepted, r.TaskRef)
+		} else {
+			results = append(results, r)
+		}
+	}
+	return accepted, results
+}
+
+// awaitTargets hands the tasks whose targets answered 202 to them; they
+// come back as running. The agent's lease grace (a lease's length) is
+// how long after the deadline the reaper waits before it times them out.
+func (s *LeaseBroker) awaitTargets(ctx context.Context, tx pgx.Tx, agentID uuid.UUID, refs []db.TaskRef) ([]db.CompletedTask, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	return db.TaskAwaitTarget(ctx, tx, agentID, refs, s.cfg.Lease)
 }
 
 func countState(done []db.CompletedTask, state db.TaskState) int {

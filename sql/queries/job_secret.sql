@@ -23,3 +23,12 @@ SELECT secret,
        previous_expires_at
 FROM ax.job_secret
 WHERE job_id = @job_id;
+
+-- JobSecretGetMany returns the secrets valid now of jobs @job_ids, for the
+-- HTTP tasks an agent leases (it signs their requests): the current one
+-- and, while a rotation lasts, the previous one ('' otherwise).
+-- name: JobSecretGetMany :many
+SELECT job_id, secret,
+       coalesce(CASE WHEN previous_expires_at > now() THEN previous_secret END, '')::text AS previous_secret
+FROM ax.job_secret
+WHERE job_id = ANY(@job_ids::uuid[]);

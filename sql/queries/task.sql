@@ -145,7 +145,7 @@ WITH leased AS (
       AND EXISTS (SELECT 1 FROM ax.agent a WHERE a.id = @agent_id AND a.state IN ('active', 'quarantined'))
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
-              t.preferred_agent_id, t.not_before, t.rate_class
+              t.preferred_agent_id, t.not_before, t.rate_class, t.leased_at
 ), started AS (
     -- A run starts with its first lease: in place (a HOT update, see
     -- migration 00011).
@@ -173,6 +173,10 @@ WITH leased AS (
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
        l.lease_expires_at::timestamptz AS lease_expires_at,
+       -- When the attempt times out at the earliest (the reaper counts
+       -- from its first heartbeat): the deadline an HTTP task's request
+       -- announces.
+       (l.leased_at + make_interval(secs => l.timeout_seconds))::timestamptz AS deadline,
        (l.preferred_agent_id IS NULL OR l.preferred_agent_id = l.agent_id)::boolean AS routed_here,
        l.not_before::timestamptz AS ready_at, coalesce(l.rate_class, '')::text AS rate_class,
        extract(epoch FROM clock_timestamp() - l.not_before)::double precision AS waited_seconds,
@@ -820,7 +824,9 @@ LEFT JOIN ax.job_secret s ON s.job_id = l.job_id;
 -- and, for a due task its rate class holds back, how long until the
 -- class's next token (by the database clock, returned as now).
 -- name: TaskGetStatus :one
-SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
+SELECT t.state::text AS state, t.attempt, t.agentless,
+       coalesce((SELECT j.executor_kind::text = 'http' FROM ax.job j WHERE j.id = t.job_id), t.agentless)::boolean AS http,
+       t.not_before,
        coalesce(coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds), now())::timestamptz AS deadline,
        t.execution_id, t.timeout_seconds, t.priority,
        coalesce((SELECT greatest(0, (1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))))
@@ -830,19 +836,53 @@ SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
 FROM ax.all_tasks t
 WHERE t.id = @id;
 
--- TaskCheckToken says whether a task is agentless and whether token is
--- its current completion token: the check before a posted result's body is
--- read. A primary-key read of the tasks in flight; history (a task that
--- ended: its token is stale) is read only when that finds nothing.
+-- TaskCheckToken says whether a task is an HTTP task (sent by ax serve or
+-- by an agent) and whether token is its current completion token (its
+-- lease token): the check before a posted result's body is read. A
+-- primary-key read of the tasks in flight; history (a task that ended:
+-- its token is stale) is read only when that finds nothing.
 -- name: TaskCheckToken :one
-(SELECT t.agentless, coalesce(t.lease_token = @token::uuid, false)::boolean AS current
+(SELECT (t.agentless OR j.executor_kind::text = 'http')::boolean AS http,
+        coalesce(t.lease_token = @token::uuid, false)::boolean AS current
  FROM ax.task t
+ JOIN ax.job j ON j.id = t.job_id
  WHERE t.id = @id)
 UNION ALL
-(SELECT h.agentless, false
+(SELECT (h.agentless OR coalesce(j.executor_kind::text = 'http', false))::boolean, false
  FROM ax.task_history h
+ LEFT JOIN ax.job j ON j.id = h.job_id
  WHERE h.id = @id)
 LIMIT 1;
+
+-- TaskAwaitTarget hands HTTP tasks whose target answered 202 from agent
+-- @agent_id to their targets: the agent's lease token stays current (it
+-- is the completion token the request carried), the task stays running
+-- but no agent holds it (it counts for none, and no heartbeat renews it),
+-- and its lease lasts to its deadline plus @grace_seconds, so that the
+-- reaper times it out (and retries it) unless the target posts its result
+-- first, as for a 202 to ax serve. Tasks of other kinds, and leases the
+-- agent no longer holds, match nothing. Returns the tasks handed over.
+-- name: TaskAwaitTarget :many
+WITH accepted AS (
+    UPDATE ax.task t
+    SET agent_id = NULL, state = 'running', started_at = coalesce(t.started_at, t.leased_at),
+        lease_expires_at = coalesce(t.started_at, t.leased_at)
+                           + make_interval(secs => t.timeout_seconds + sqlc.arg('grace_seconds')::double precision),
+        updated_at = now()
+    FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token) a, ax.job j
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = a.id AND t.lease_token = a.token AND t.agent_id = @agent_id
+      AND t.state IN ('leased', 'running') AND j.id = t.job_id AND j.executor_kind::text = 'http'
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.timeout_seconds
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip)
+    SELECT a.id, a.execution_id, a.shard_index, a.attempt, 'state', 'running', @agent_id,
+           'accepted by its target (202): its result is awaited at the completion URL',
+           nullif(w.host_name, ''), w.host_ip
+    FROM accepted a
+    LEFT JOIN ax.agent w ON w.id = @agent_id
+)
+SELECT id, execution_id FROM accepted;
 
 -- TaskGetPriorities returns the priorities of new agentless tasks, which
 -- order their River jobs.
@@ -850,14 +890,22 @@ LIMIT 1;
 SELECT id, priority FROM ax.task WHERE id = ANY(@ids::uuid[]);
 
 -- TaskCancelAgentless ends agentless tasks whose execution was
--- cancelled while they ran (no agent will report them) and returns their
--- executions, to be finalized. Read through task_agentless_cancel_idx.
+-- cancelled while they ran, and agents' HTTP tasks awaiting their target
+-- after a 202 (TaskAwaitTarget; no agent holds them), since no agent will
+-- report them, and returns their executions, to be finalized. Read
+-- through task_agentless_cancel_idx and task_agent_idx (agent_id null).
 -- name: TaskCancelAgentless :many
 WITH done AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL,
         error = 'cancelled while its request was outstanding', error_code = NULL, updated_at = now()
-    WHERE t.agentless AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
+    WHERE t.id IN (SELECT x.id FROM ax.task x
+                   WHERE x.agentless AND x.state IN ('leased', 'running') AND x.cancel_requested_at IS NOT NULL
+                   UNION ALL
+                   SELECT x.id FROM ax.task x
+                   WHERE x.agent_id IS NULL AND NOT x.agentless AND x.state IN ('leased', 'running')
+                     AND x.cancel_requested_at IS NOT NULL)
+      AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)

@@ -35,6 +35,42 @@ func (q *Queries) JobSecretGet(ctx context.Context, db DBTX, jobID uuid.UUID) (J
 	return i, err
 }
 
+const jobSecretGetMany = `-- name: JobSecretGetMany :many
+SELECT job_id, secret,
+       coalesce(CASE WHEN previous_expires_at > now() THEN previous_secret END, '')::text AS previous_secret
+FROM ax.job_secret
+WHERE job_id = ANY($1::uuid[])
+`
+
+type JobSecretGetManyRow struct {
+	JobID          uuid.UUID
+	Secret         string
+	PreviousSecret string
+}
+
+// JobSecretGetMany returns the secrets valid now of jobs @job_ids, for the
+// HTTP tasks an agent leases (it signs their requests): the current one
+// and, while a rotation lasts, the previous one (” otherwise).
+func (q *Queries) JobSecretGetMany(ctx context.Context, db DBTX, jobIds []uuid.UUID) ([]JobSecretGetManyRow, error) {
+	rows, err := db.Query(ctx, jobSecretGetMany, jobIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobSecretGetManyRow
+	for rows.Next() {
+		var i JobSecretGetManyRow
+		if err := rows.Scan(&i.JobID, &i.Secret, &i.PreviousSecret); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobSecretInsert = `-- name: JobSecretInsert :exec
 
 INSERT INTO ax.job_secret (job_id, secret) VALUES ($1, $2)

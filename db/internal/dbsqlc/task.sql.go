@@ -12,12 +12,86 @@ import (
 	"github.com/google/uuid"
 )
 
+const taskAwaitTarget = `-- name: TaskAwaitTarget :many
+WITH accepted AS (
+    UPDATE ax.task t
+    SET agent_id = NULL, state = 'running', started_at = coalesce(t.started_at, t.leased_at),
+        lease_expires_at = coalesce(t.started_at, t.leased_at)
+                           + make_interval(secs => t.timeout_seconds + $1::double precision),
+        updated_at = now()
+    FROM (SELECT unnest($2::uuid[]) AS id, unnest($4::uuid[]) AS token) a, ax.job j
+    WHERE t.id = ANY($2::uuid[]) AND t.id = a.id AND t.lease_token = a.token AND t.agent_id = $3
+      AND t.state IN ('leased', 'running') AND j.id = t.job_id AND j.executor_kind::text = 'http'
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.timeout_seconds
+), events AS (
+    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip)
+    SELECT a.id, a.execution_id, a.shard_index, a.attempt, 'state', 'running', $3,
+           'accepted by its target (202): its result is awaited at the completion URL',
+           nullif(w.host_name, ''), w.host_ip
+    FROM accepted a
+    LEFT JOIN ax.agent w ON w.id = $3
+)
+SELECT id, execution_id FROM accepted
+`
+
+type TaskAwaitTargetParams struct {
+	GraceSeconds float64
+	TaskIds      []uuid.UUID
+	AgentID      *uuid.UUID
+	Tokens       []uuid.UUID
+}
+
+type TaskAwaitTargetRow struct {
+	ID          uuid.UUID
+	ExecutionID uuid.UUID
+}
+
+// TaskAwaitTarget hands HTTP tasks whose target answered 202 from agent
+// @agent_id to their targets: the agent's lease token stays current (it
+// is the completion token the request carried), the task stays running
+// but no agent holds it (it counts for none, and no heartbeat renews it),
+// and its lease lasts to its deadline plus @grace_seconds, so that the
+// reaper times it out (and retries it) unless the target posts its result
+// first, as for a 202 to ax serve. Tasks of other kinds, and leases the
+// agent no longer holds, match nothing. Returns the tasks handed over.
+func (q *Queries) TaskAwaitTarget(ctx context.Context, db DBTX, arg TaskAwaitTargetParams) ([]TaskAwaitTargetRow, error) {
+	rows, err := db.Query(ctx, taskAwaitTarget,
+		arg.GraceSeconds,
+		arg.TaskIds,
+		arg.AgentID,
+		arg.Tokens,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskAwaitTargetRow
+	for rows.Next() {
+		var i TaskAwaitTargetRow
+		if err := rows.Scan(&i.ID, &i.ExecutionID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskCancelAgentless = `-- name: TaskCancelAgentless :many
 WITH done AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), lease_token = NULL, lease_expires_at = NULL,
         error = 'cancelled while its request was outstanding', error_code = NULL, updated_at = now()
-    WHERE t.agentless AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
+    WHERE t.id IN (SELECT x.id FROM ax.task x
+                   WHERE x.agentless AND x.state IN ('leased', 'running') AND x.cancel_requested_at IS NOT NULL
+                   UNION ALL
+                   SELECT x.id FROM ax.task x
+                   WHERE x.agent_id IS NULL AND NOT x.agentless AND x.state IN ('leased', 'running')
+                     AND x.cancel_requested_at IS NOT NULL)
+      AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NOT NULL
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
@@ -28,8 +102,10 @@ SELECT DISTINCT execution_id FROM done
 `
 
 // TaskCancelAgentless ends agentless tasks whose execution was
-// cancelled while they ran (no agent will report them) and returns their
-// executions, to be finalized. Read through task_agentless_cancel_idx.
+// cancelled while they ran, and agents' HTTP tasks awaiting their target
+// after a 202 (TaskAwaitTarget; no agent holds them), since no agent will
+// report them, and returns their executions, to be finalized. Read
+// through task_agentless_cancel_idx and task_agent_idx (agent_id null).
 func (q *Queries) TaskCancelAgentless(ctx context.Context, db DBTX) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, taskCancelAgentless)
 	if err != nil {
@@ -51,12 +127,15 @@ func (q *Queries) TaskCancelAgentless(ctx context.Context, db DBTX) ([]uuid.UUID
 }
 
 const taskCheckToken = `-- name: TaskCheckToken :one
-(SELECT t.agentless, coalesce(t.lease_token = $1::uuid, false)::boolean AS current
+(SELECT (t.agentless OR j.executor_kind::text = 'http')::boolean AS http,
+        coalesce(t.lease_token = $1::uuid, false)::boolean AS current
  FROM ax.task t
+ JOIN ax.job j ON j.id = t.job_id
  WHERE t.id = $2)
 UNION ALL
-(SELECT h.agentless, false
+(SELECT (h.agentless OR coalesce(j.executor_kind::text = 'http', false))::boolean, false
  FROM ax.task_history h
+ LEFT JOIN ax.job j ON j.id = h.job_id
  WHERE h.id = $2)
 LIMIT 1
 `
@@ -67,18 +146,19 @@ type TaskCheckTokenParams struct {
 }
 
 type TaskCheckTokenRow struct {
-	Agentless bool
-	Current   bool
+	Http    bool
+	Current bool
 }
 
-// TaskCheckToken says whether a task is agentless and whether token is
-// its current completion token: the check before a posted result's body is
-// read. A primary-key read of the tasks in flight; history (a task that
-// ended: its token is stale) is read only when that finds nothing.
+// TaskCheckToken says whether a task is an HTTP task (sent by ax serve or
+// by an agent) and whether token is its current completion token (its
+// lease token): the check before a posted result's body is read. A
+// primary-key read of the tasks in flight; history (a task that ended:
+// its token is stale) is read only when that finds nothing.
 func (q *Queries) TaskCheckToken(ctx context.Context, db DBTX, arg TaskCheckTokenParams) (TaskCheckTokenRow, error) {
 	row := db.QueryRow(ctx, taskCheckToken, arg.Token, arg.ID)
 	var i TaskCheckTokenRow
-	err := row.Scan(&i.Agentless, &i.Current)
+	err := row.Scan(&i.Http, &i.Current)
 	return i, err
 }
 
@@ -360,7 +440,9 @@ func (q *Queries) TaskGetPriorities(ctx context.Context, db DBTX, ids []uuid.UUI
 }
 
 const taskGetStatus = `-- name: TaskGetStatus :one
-SELECT t.state::text AS state, t.attempt, t.agentless, t.not_before,
+SELECT t.state::text AS state, t.attempt, t.agentless,
+       coalesce((SELECT j.executor_kind::text = 'http' FROM ax.job j WHERE j.id = t.job_id), t.agentless)::boolean AS http,
+       t.not_before,
        coalesce(coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds), now())::timestamptz AS deadline,
        t.execution_id, t.timeout_seconds, t.priority,
        coalesce((SELECT greatest(0, (1 - least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at))))
@@ -375,6 +457,7 @@ type TaskGetStatusRow struct {
 	State            string
 	Attempt          int32
 	Agentless        bool
+	Http             bool
 	NotBefore        time.Time
 	Deadline         time.Time
 	ExecutionID      uuid.UUID
@@ -395,6 +478,7 @@ func (q *Queries) TaskGetStatus(ctx context.Context, db DBTX, id uuid.UUID) (Tas
 		&i.State,
 		&i.Attempt,
 		&i.Agentless,
+		&i.Http,
 		&i.NotBefore,
 		&i.Deadline,
 		&i.ExecutionID,
@@ -934,7 +1018,7 @@ WITH leased AS (
       AND EXISTS (SELECT 1 FROM ax.agent a WHERE a.id = $1 AND a.state IN ('active', 'quarantined'))
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
-              t.preferred_agent_id, t.not_before, t.rate_class
+              t.preferred_agent_id, t.not_before, t.rate_class, t.leased_at
 ), started AS (
     -- A run starts with its first lease: in place (a HOT update, see
     -- migration 00011).
@@ -962,6 +1046,10 @@ WITH leased AS (
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
        l.lease_expires_at::timestamptz AS lease_expires_at,
+       -- When the attempt times out at the earliest (the reaper counts
+       -- from its first heartbeat): the deadline an HTTP task's request
+       -- announces.
+       (l.leased_at + make_interval(secs => l.timeout_seconds))::timestamptz AS deadline,
        (l.preferred_agent_id IS NULL OR l.preferred_agent_id = l.agent_id)::boolean AS routed_here,
        l.not_before::timestamptz AS ready_at, coalesce(l.rate_class, '')::text AS rate_class,
        extract(epoch FROM clock_timestamp() - l.not_before)::double precision AS waited_seconds,
@@ -992,6 +1080,7 @@ type TaskLeaseTakeRow struct {
 	TimeoutSeconds int32
 	LeaseToken     uuid.UUID
 	LeaseExpiresAt time.Time
+	Deadline       time.Time
 	RoutedHere     bool
 	ReadyAt        time.Time
 	RateClass      string
@@ -1037,6 +1126,7 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 			&i.TimeoutSeconds,
 			&i.LeaseToken,
 			&i.LeaseExpiresAt,
+			&i.Deadline,
 			&i.RoutedHere,
 			&i.ReadyAt,
 			&i.RateClass,

@@ -183,7 +183,7 @@ export interface paths {
         put?: never;
         /**
          * Lease tasks (long poll)
-         * @description Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock.
+         * @description Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
          */
         post: operations["lease-tasks"];
         delete?: never;
@@ -1462,6 +1462,54 @@ export interface components {
              */
             next_after: number;
         };
+        HTTPTaskCompletion: {
+            /**
+             * Format: uuid
+             * @description The credential of that call, good for this attempt only (also Ax-Completion-Token)
+             */
+            token: string;
+            /** @description POST /v1/tasks/{task_id}/complete on ax's public URL (also Ax-Completion-Url) */
+            url: string;
+        };
+        HTTPTaskEnvelope: {
+            /**
+             * Format: int64
+             * @description 1 for the first attempt, counting retries
+             */
+            attempt: number;
+            /** @description Where and how to post the result after answering 202 (absent when ax has no public URL) */
+            completion?: components["schemas"]["HTTPTaskCompletion"];
+            /**
+             * Format: date-time
+             * @description When the attempt times out (also Ax-Deadline): a 202's result must be posted before it
+             */
+            deadline: string;
+            /**
+             * Format: uuid
+             * @description The run: with the shard index, the idempotency key
+             */
+            execution_id: string;
+            /** Format: uuid */
+            job_id: string;
+            job_name: string;
+            /** @description The run's params, exactly as given */
+            params: unknown;
+            /** Format: date-time */
+            scheduled_for: string;
+            shard: components["schemas"]["HTTPTaskShard"];
+            /**
+             * Format: uuid
+             * @description The shard's task: the {id} of its completion URL
+             */
+            task_id: string;
+        };
+        HTTPTaskShard: {
+            /** Format: int64 */
+            index: number;
+            param: string;
+            /** Format: int64 */
+            total: number;
+        };
         HealthStatus: {
             /** @description Why the replica is not ready */
             reason?: string;
@@ -1900,17 +1948,31 @@ export interface components {
              */
             wait_seconds?: number;
         };
+        LeasedHTTPTask: {
+            /** @description Where the target posts its result after answering 202 (Ax-Completion-Url, with the lease token as Ax-Completion-Token); absent when the server has no public URL */
+            completion_url?: string;
+            /** @description The job's signing secrets (whsec_…), current first, the previous one too while a rotation lasts: sign the request with each (webhook-signature) */
+            signing_secrets: string[] | null;
+        };
         LeasedTask: {
             /** Format: int64 */
             attempt: number;
+            /**
+             * Format: date-time
+             * @description When the attempt times out at the earliest (lease time plus timeout_seconds): an HTTP task's Ax-Deadline
+             */
+            deadline: string;
             /**
              * Format: uuid
              * @description Idempotency key of the run
              */
             execution_id: string;
             executor: components["schemas"]["JobExecutor"];
+            /** @description For a task of kind http: what its request needs beyond the job, to be the request ax serve would send (webhook HTTPTask) */
+            http?: components["schemas"]["LeasedHTTPTask"];
             /** Format: uuid */
             job_id: string;
+            job_name: string;
             /** Format: date-time */
             lease_expires_at: string;
             /**
@@ -2309,10 +2371,10 @@ export interface components {
             /** @description Any JSON the task produced */
             result?: unknown;
             /**
-             * @description timed_out: the agent stopped it at its timeout; retried like a failure
+             * @description timed_out: the agent stopped it at its timeout; retried like a failure. accepted: the target of an HTTP task answered 202; the task runs on, held by no agent, until the target posts its result to the completion URL (POST /v1/tasks/{id}/complete with the lease token) or its deadline passes
              * @enum {string}
              */
-            state: "succeeded" | "failed" | "timed_out" | "cancelled";
+            state: "succeeded" | "failed" | "timed_out" | "cancelled" | "accepted";
             /** Format: uuid */
             task_id: string;
         };
