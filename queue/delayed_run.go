@@ -228,10 +228,10 @@ const (
 // lookups, whatever the number of runs waiting.
 func (s *ExecutionService) CancelRunsByKey(ctx context.Context, apiKeyID uuid.UUID, keys []string, reason string) ([]RunCancelOutcome, error) {
 	out := make([]RunCancelOutcome, len(keys))
-	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+	cancel := func(e db.Executor) error {
 		for i, key := range keys {
 			out[i] = RunCancelOutcome{Key: key, State: RunCancelled}
-			run, err := db.DelayedRunCancelByKey(ctx, tx, apiKeyID, key, reason)
+			run, err := db.DelayedRunCancelByKey(ctx, e, apiKeyID, key, reason)
 			if err == nil {
 				out[i].ID = run.ID
 				continue
@@ -239,12 +239,20 @@ func (s *ExecutionService) CancelRunsByKey(ctx context.Context, apiKeyID uuid.UU
 			if !errors.Is(err, db.ErrNotFound) {
 				return err
 			}
-			if out[i].ID, out[i].State, err = s.notPending(ctx, tx, apiKeyID, key); err != nil {
+			if out[i].ID, out[i].State, err = s.notPending(ctx, e, apiKeyID, key); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}
+	var err error
+	if len(keys) == 1 {
+		// One statement commits on its own: one round trip, the common
+		// case ("the order was paid").
+		err = cancel(s.pool)
+	} else {
+		err = db.WithTx(ctx, s.pool, func(tx pgx.Tx) error { return cancel(tx) })
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +266,7 @@ func (s *ExecutionService) CancelRunsByKey(ctx context.Context, apiKeyID uuid.UU
 
 // notPending says why key names no pending run: its run fired already,
 // was cancelled before (both: its id), or the key is unknown.
-func (s *ExecutionService) notPending(ctx context.Context, tx pgx.Tx, apiKeyID uuid.UUID, key string) (uuid.UUID, string, error) {
+func (s *ExecutionService) notPending(ctx context.Context, tx db.Executor, apiKeyID uuid.UUID, key string) (uuid.UUID, string, error) {
 	prior, err := db.IdempotencyKeyLookup(ctx, tx, apiKeyID, key)
 	if errors.Is(err, db.ErrNotFound) {
 		return uuid.Nil, RunNotFound, nil
