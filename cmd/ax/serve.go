@@ -25,6 +25,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/schedule"
+	"github.com/ax-scheduler/ax/queue/vacuum"
 )
 
 // serveConfig is what `ax serve` needs; flags and AX_ variables map onto it.
@@ -175,7 +176,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		MaxLostLeases: cfg.MaxLostLeases,
 		Quarantine:    db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
 	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool))
-	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper} {
+	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: m})
+	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer} {
 		if err := svc.Start(ctx); err != nil {
 			return err
 		}
@@ -183,6 +185,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer notifier.Stop()
 	defer triggers.Stop()
 	defer reaper.Stop()
+	defer vacuumer.Stop()
 
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,

@@ -49,6 +49,10 @@ type Metrics struct {
 	// DeclarationConflicts counts declarations of jobs refused as a whole:
 	// older than their set's version, or naming jobs another set manages.
 	DeclarationConflicts *prometheus.CounterVec // by reason
+	// Vacuums and VacuumSeconds count the hot tables' vacuums that ax ran
+	// itself (queue/vacuum), and the time they took, by table.
+	Vacuums       *prometheus.CounterVec
+	VacuumSeconds *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them with reg (nil: not
@@ -93,6 +97,14 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"reason"})
 	m.DeclarationConflicts.WithLabelValues("older_version")
 	m.DeclarationConflicts.WithLabelValues("managed_elsewhere")
+	m.Vacuums = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_vacuums_total",
+		Help: "VACUUMs of hot tables ax ran itself when their dead rows passed its thresholds, by table.",
+	}, []string{"table"})
+	m.VacuumSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_vacuum_seconds_total",
+		Help: "Time spent in those VACUUMs, by table.",
+	}, []string{"table"})
 	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
 	}, []string{"class"})
@@ -141,7 +153,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
 			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
-			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped, m.DeclarationConflicts)
+			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped, m.DeclarationConflicts, m.Vacuums, m.VacuumSeconds)
 	}
 	return m
 }

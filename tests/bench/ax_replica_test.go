@@ -27,6 +27,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/schedule"
+	"github.com/ax-scheduler/ax/queue/vacuum"
 )
 
 // benchHandler is the name agents register their no-op handler under.
@@ -40,7 +41,7 @@ func benchLogger() *slog.Logger {
 }
 
 // axReplica is one ax server wired as `ax serve` wires it (notifier, task
-// router, trigger loop, reaper, API with metrics and request logs) on a
+// router, trigger loop, reaper, vacuumer, API with metrics and request logs) on a
 // loopback listener, with a manual job whose executor is benchHandler.
 // The queue-state collector is left out: it only queries when /metrics is
 // scraped, which the benchmarks never do.
@@ -73,10 +74,11 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	}
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: metrics})
+	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: metrics})
 	for _, svc := range []interface {
 		Start(context.Context) error
 		Stop()
-	}{notifier, triggers, reaper} {
+	}{notifier, triggers, reaper, vacuumer} {
 		if err := svc.Start(ctx); err != nil {
 			b.Fatal(err)
 		}
