@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,4 +276,23 @@ func (r *axReplica) waitSucceeded(b *testing.B, target int, timeout time.Duratio
 		}
 		time.Sleep(500 * time.Microsecond)
 	}
+}
+
+// vacuums says how many VACUUMs the replica's vacuumer ran, and their
+// time, by table (those with any).
+func (r *axReplica) vacuums(b *testing.B) string {
+	var out []string
+	for _, table := range vacuum.HotTables {
+		var n, secs dto.Metric
+		if err := r.metrics.Vacuums.WithLabelValues(table).Write(&n); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.metrics.VacuumSeconds.WithLabelValues(table).Write(&secs); err != nil {
+			b.Fatal(err)
+		}
+		if c := n.GetCounter().GetValue(); c > 0 {
+			out = append(out, fmt.Sprintf("%s %.0f (%.2f s)", table, c, secs.GetCounter().GetValue()))
+		}
+	}
+	return strings.Join(out, ", ")
 }

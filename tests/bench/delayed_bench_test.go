@@ -128,6 +128,7 @@ func BenchmarkDelayedRuns(b *testing.B) {
 		cancelled += float64(len(waiting) + len(during))
 		b.Logf("pass %d: %d runs inserted in %s; of %d due in the %s window, %d started, over %d lease and %d complete calls; %d cancels while waiting, %d while due",
 			n, total, took.Round(time.Millisecond), want, window, startedN, leases, len(calls)-leases, len(waiting), len(during))
+		b.Logf("pass %d: vacuums so far: %s", n, r.vacuums(b))
 		s.cancelRest(b)
 	}
 	b.ReportMetric(inserts/float64(n), "inserts/s")
