@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,11 @@ type outboundConfig struct {
 	// replica's 100 HTTP workers.
 	HTTPMaxPerJob  int
 	HTTPMaxPerHost int
+	// CallbackRetries (AX_CALLBACK_RETRY_SCHEDULE, durations separated by
+	// commas) is the wait before each retry of a failed callback; after
+	// the last the callback is callback_failed. Empty: 1s,5s,30s,2m,10m.
+	// Tests shorten it to see a callback fail for good in seconds.
+	CallbackRetries []time.Duration
 }
 
 func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
@@ -55,7 +61,30 @@ func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
 		"most agentless HTTP requests of one job in flight at once; 0: 25 (AX_HTTP_MAX_PER_JOB)")
 	fs.IntVar(&c.HTTPMaxPerHost, "http-max-per-host", perHost,
 		"most agentless HTTP requests to one host in flight at once; 0: 50 (AX_HTTP_MAX_PER_HOST)")
-	return errors.Join(errPrivate, errLoopback, errPerJob, errPerHost)
+	retries, errRetries := envDurations("AX_CALLBACK_RETRY_SCHEDULE", 20)
+	c.CallbackRetries = retries
+	return errors.Join(errPrivate, errLoopback, errPerJob, errPerHost, errRetries)
+}
+
+// envDurations reads up to most positive durations separated by commas.
+func envDurations(name string, most int) ([]time.Duration, error) {
+	s := strings.TrimSpace(envOr(name, ""))
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > most {
+		return nil, fmt.Errorf("%s lists %d durations; at most %d", name, len(parts), most)
+	}
+	out := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s=%q: %q is not a positive duration such as 30s", name, s, p)
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 func envInt(name string) (int, error) {
@@ -108,7 +137,7 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m 
 		HTTP: delivery.HTTPTaskConfig{PublicURL: publicURL, MaxPerJob: cfg.Outbound.HTTPMaxPerJob,
 			MaxPerHost: cfg.Outbound.HTTPMaxPerHost},
 		Logger: logger, Metrics: m, OutboundMetrics: metrics.NewOutboundMetrics(prometheus.DefaultRegisterer),
-		History: cfg.History,
+		History: cfg.History, Callback: delivery.CallbackConfig{RetrySchedule: cfg.Outbound.CallbackRetries},
 	})
 	if err != nil {
 		return nil, err

@@ -118,8 +118,9 @@ func (c *Console) jobNames(ctx context.Context, s *session, execs []client.Execu
 
 // shardRow is one task of a run: its state and where it ran.
 type shardRow struct {
-	Task  client.Task
-	Agent string
+	Task     client.Task
+	Agent    string
+	Duration string
 }
 
 type executionView struct {
@@ -182,16 +183,33 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	ran := map[uuid.UUID]string{} // the agent of each task's latest state event
+	leased, ends := map[uuid.UUID]time.Time{}, map[uuid.UUID]time.Time{}
 	for _, ev := range list(logs.JSON200.Events) {
 		line := toLine(ev, agents)
 		if line.Agent != "" {
 			ran[ev.TaskId] = line.Agent
 		}
+		switch {
+		case line.Kind == "state" && line.State == "leased":
+			leased[ev.TaskId] = ev.At
+		case line.Kind == "state" && ended(line.State):
+			ends[ev.TaskId] = ev.At
+		}
 		v.Logs = append(v.Logs, line)
 	}
 	v.LastEvent, v.More = logs.JSON200.NextAfter, logs.JSON200.More
 	for _, t := range list(e.Tasks) {
-		v.Shards = append(v.Shards, shardRow{Task: t, Agent: ran[t.Id]})
+		row := shardRow{Task: t, Agent: ran[t.Id], Duration: duration(t.StartedAt, t.FinishedAt)}
+		// Its latest attempt's duration, from its lease to its result, as
+		// its state events tell.
+		if start, ok := leased[t.Id]; ok {
+			var endAt *time.Time
+			if end, done := ends[t.Id]; done && !end.Before(start) {
+				endAt = &end
+			}
+			row.Duration = duration(&start, endAt)
+		}
+		v.Shards = append(v.Shards, row)
 	}
 	if names, err := c.jobNames(ctx, s, []client.Execution{e}); err == nil {
 		v.JobName = names[e.JobId]

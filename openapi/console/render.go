@@ -210,11 +210,10 @@ func duration(start, end *time.Time) string {
 	if start == nil {
 		return "—"
 	}
-	stop := time.Now()
-	if end != nil {
-		stop = *end
+	if end == nil {
+		return time.Since(*start).Round(time.Second).String() + " so far"
 	}
-	return stop.Sub(*start).Round(time.Millisecond).String()
+	return end.Sub(*start).Round(time.Millisecond).String()
 }
 
 func indentJSON(v any) string {

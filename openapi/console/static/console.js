@@ -21,7 +21,7 @@
       const cell = document.getElementById(`shard-${d.shard}-state`);
       if (cell) { cell.textContent = d.state; cell.className = "state " + d.state; }
     } else {
-      line("log", d.text);
+      line("log", `[${d.shard}] ${d.text}`);
     }
   });
   stream.addEventListener("execution", (e) => {
