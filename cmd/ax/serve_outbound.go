@@ -39,11 +39,12 @@ type outboundConfig struct {
 	// replica's 100 HTTP workers.
 	HTTPMaxPerJob  int
 	HTTPMaxPerHost int
-	// CallbackRetries (AX_CALLBACK_RETRY_SCHEDULE, durations separated by
-	// commas) is the wait before each retry of a failed callback; after
-	// the last the callback is callback_failed. Empty: 1s,5s,30s,2m,10m.
-	// Tests shorten it to see a callback fail for good in seconds.
-	CallbackRetries []time.Duration
+	// CallbackRetries (--callback-retry-schedule,
+	// AX_CALLBACK_RETRY_SCHEDULE: durations separated by commas) is the
+	// wait before each retry of a failed callback; after the last the
+	// callback is callback_failed. Empty: 1s,5s,30s,2m,10m. Tests shorten
+	// it to see a callback fail for good in seconds.
+	CallbackRetries durationList
 }
 
 func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
@@ -61,30 +62,44 @@ func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
 		"most agentless HTTP requests of one job in flight at once; 0: 25 (AX_HTTP_MAX_PER_JOB)")
 	fs.IntVar(&c.HTTPMaxPerHost, "http-max-per-host", perHost,
 		"most agentless HTTP requests to one host in flight at once; 0: 50 (AX_HTTP_MAX_PER_HOST)")
-	retries, errRetries := envDurations("AX_CALLBACK_RETRY_SCHEDULE", 20)
-	c.CallbackRetries = retries
+	var errRetries error
+	if s := envOr("AX_CALLBACK_RETRY_SCHEDULE", ""); s != "" {
+		if errRetries = c.CallbackRetries.Set(s); errRetries != nil {
+			errRetries = fmt.Errorf("AX_CALLBACK_RETRY_SCHEDULE: %w", errRetries)
+		}
+	}
+	fs.Var(&c.CallbackRetries, "callback-retry-schedule",
+		"waits before each retry of a failed callback, separated by commas; default 1s,5s,30s,2m,10m (AX_CALLBACK_RETRY_SCHEDULE)")
 	return errors.Join(errPrivate, errLoopback, errPerJob, errPerHost, errRetries)
 }
 
-// envDurations reads up to most positive durations separated by commas.
-func envDurations(name string, most int) ([]time.Duration, error) {
-	s := strings.TrimSpace(envOr(name, ""))
-	if s == "" {
-		return nil, nil
+// durationList is a flag of up to 20 positive durations separated by
+// commas.
+type durationList []time.Duration
+
+func (l *durationList) String() string {
+	parts := make([]string, len(*l))
+	for i, d := range *l {
+		parts[i] = d.String()
 	}
+	return strings.Join(parts, ",")
+}
+
+func (l *durationList) Set(s string) error {
 	parts := strings.Split(s, ",")
-	if len(parts) > most {
-		return nil, fmt.Errorf("%s lists %d durations; at most %d", name, len(parts), most)
+	if len(parts) > 20 {
+		return fmt.Errorf("%d durations; at most 20", len(parts))
 	}
-	out := make([]time.Duration, len(parts))
+	out := make(durationList, len(parts))
 	for i, p := range parts {
 		d, err := time.ParseDuration(strings.TrimSpace(p))
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%s=%q: %q is not a positive duration such as 30s", name, s, p)
+			return fmt.Errorf("%q is not a positive duration such as 30s", p)
 		}
 		out[i] = d
 	}
-	return out, nil
+	*l = out
+	return nil
 }
 
 func envInt(name string) (int, error) {

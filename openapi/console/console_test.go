@@ -236,6 +236,14 @@ func TestReadKeyCannotAct(t *testing.T) {
 	for _, action := range []string{"pause-job", "trigger-job", "delete-job"} {
 		require.NotContains(t, p.body, action)
 	}
+	// "Why didn't it run at 03:00?": the API's explanation of an instant.
+	p = b.get("/ui/jobs/" + id + "?explain=2020-01-01T03:00:00")
+	require.Contains(t, p.body, `id="explanation"`)
+	require.Contains(t, html.UnescapeString(p.body), "2020-01-01T03:00:00+01:00", "read as a wall time in the job's timezone")
+	p = b.get("/ui/jobs/" + id + "?explain=soon")
+	require.Equal(t, http.StatusOK, p.status)
+	require.Contains(t, p.body, `id="explanation-error"`)
+
 	token := csrfPattern.FindStringSubmatch(p.body)[1] // the logout form's
 	p = b.post("/ui/jobs/"+id+"/pause", url.Values{"csrf": {token}})
 	require.Equal(t, http.StatusForbidden, p.status)
