@@ -290,11 +290,12 @@ func TestActionsNeedCSRF(t *testing.T) {
 	p = b.post("/ui/jobs/"+id+"/trigger", url.Values{"csrf": {token}, "params": {"[1,2"}})
 	require.Equal(t, http.StatusUnprocessableEntity, p.status)
 	require.Contains(t, p.body, "form.params")
-	p = b.post("/ui/jobs/"+id+"/trigger", url.Values{"csrf": {token}, "params": {`{"day": "2026-03-29"}`}})
+	p = b.post("/ui/jobs/"+id+"/trigger", url.Values{"csrf": {token}, "params": {`{"day": "2026-03-29", "big": 12345678901234567890}`}})
 	require.Equal(t, http.StatusSeeOther, p.status, p.body)
 	require.Regexp(t, `^/ui/executions/[0-9a-f-]{36}\?done=triggered$`, p.header.Get("Location"))
 	run := b.get(strings.TrimSuffix(p.header.Get("Location"), "?done=triggered"))
 	require.Contains(t, run.body, "2026-03-29")
+	require.Contains(t, run.body, "12345678901234567890", "numbers are not rounded on the way")
 
 	// Delete wants the name typed.
 	p = b.post("/ui/jobs/"+id+"/delete", url.Values{"csrf": {token}, "confirm": {"nope"}})

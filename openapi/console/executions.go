@@ -125,6 +125,9 @@ type shardRow struct {
 
 type executionView struct {
 	Execution client.Execution
+	// Params are the run's params as the API sent them: the generated
+	// types hold numbers as float64, which would round large ones.
+	Params    string
 	JobName   string
 	Shards    []shardRow
 	Logs      []logLine
@@ -171,7 +174,7 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	e := *res.JSON200
-	v := executionView{Execution: e, Ended: ended(string(e.State))}
+	v := executionView{Execution: e, Ended: ended(string(e.State)), Params: rawField(res.Body, "params")}
 	agents, err := c.agentNames(ctx, s)
 	if err != nil {
 		c.fail(w, r, s, err)

@@ -146,8 +146,9 @@ func (c *Console) findJobs(ctx context.Context, s *session, f jobsFilter) ([]cli
 				out = append(out, j)
 			}
 		}
-		scanned += len(*res.JSON200.Jobs)
-		if res.JSON200.NextCursor == nil {
+		page := len(list(res.JSON200.Jobs))
+		scanned += page
+		if res.JSON200.NextCursor == nil || page == 0 {
 			return out, false, nil
 		}
 		p.Cursor = res.JSON200.NextCursor
@@ -235,7 +236,7 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, err)
 		return
 	}
-	v := jobView{Row: row, Definition: indentJSON(res.JSON200)}
+	v := jobView{Row: row, Definition: indentRaw(res.Body)}
 	execs, err := c.api.ListJobExecutionsWithResponse(ctx, id, &client.ListJobExecutionsParams{Limit: ptr(int64(recentRuns))}, s.auth)
 	if err := answer(execs, err); err != nil {
 		c.fail(w, r, s, err)
@@ -298,8 +299,12 @@ func (c *Console) triggerJob(_ http.ResponseWriter, r *http.Request, s *session)
 	}
 	var req client.TriggerRequest
 	if raw := strings.TrimSpace(r.PostForm.Get("params")); raw != "" {
+		// Numbers stay as written (json.Number): the API keeps params
+		// exactly, so the console must not round them on the way.
 		params := map[string]any{}
-		if len(raw) > maxParams || json.Unmarshal([]byte(raw), &params) != nil {
+		dec := json.NewDecoder(strings.NewReader(raw))
+		dec.UseNumber()
+		if len(raw) > maxParams || dec.Decode(&params) != nil || dec.More() {
 			return "", &apiProblem{Status: http.StatusUnprocessableEntity, Title: "invalid params",
 				Detail: "params: a JSON object of at most 64 KiB", Errors: []string{"form.params is not a JSON object"}}
 		}

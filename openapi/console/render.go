@@ -137,13 +137,10 @@ func check(res *http.Response, body []byte, err error) error {
 
 var funcs = template.FuncMap{
 	"ts":    formatTime,
-	"local": formatLocal,
 	"val":   deref,
 	"list":  listOf,
 	"pct":   func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
 	"dur":   duration,
-	"json":  indentJSON,
-	"join":  strings.Join,
 	"short": func(s fmt.Stringer) string { return shortID(s.String()) },
 }
 
@@ -154,19 +151,6 @@ func formatTime(v any) string {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
-}
-
-// formatLocal shows an instant in the IANA zone tz with its offset.
-func formatLocal(v any, tz string) string {
-	t, ok := timeOf(v)
-	if !ok {
-		return "—"
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil {
-		return formatTime(t)
-	}
-	return t.In(loc).Format("2006-01-02 15:04:05 -07:00 MST")
 }
 
 func timeOf(v any) (time.Time, bool) {
@@ -216,12 +200,22 @@ func duration(start, end *time.Time) string {
 	return end.Sub(*start).Round(time.Millisecond).String()
 }
 
-func indentJSON(v any) string {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Sprint(v)
+// indentRaw indents a JSON document as it came, numbers untouched.
+func indentRaw(raw []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
 	}
-	return string(b)
+	return buf.String()
+}
+
+// rawField is one field of a JSON object as it came, numbers untouched.
+func rawField(raw []byte, name string) string {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return ""
+	}
+	return string(doc[name])
 }
 
 // shortID is the last 12 characters of an id, enough to tell runs apart.
