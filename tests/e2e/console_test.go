@@ -62,7 +62,7 @@ func TestWebConsole(t *testing.T) {
 	shell := func(cmd string) map[string]any { return map[string]any{"kind": "shell", "command": cmd} }
 	job := s.createJob(t, map[string]any{"name": "report", "group": "billing", "owner": "team-billing",
 		"trigger":  map[string]any{"kind": "cron", "cron": "0 3 * * *", "timezone": "Europe/Paris"},
-		"executor": shell(`for i in 1 2 3; do echo "report line $i"; sleep 1; done`)})
+		"executor": shell(`for i in 1 2 3; do echo "report line $i"; sleep 2; done`)})
 	slow := s.createJob(t, map[string]any{"name": "slow", "group": "ops", "trigger": map[string]any{"kind": "manual"},
 		"executor": shell("echo started; sleep 120")})
 	notify := s.createJob(t, map[string]any{"name": "notify", "group": "ops", "trigger": map[string]any{"kind": "manual"},
