@@ -6,6 +6,9 @@ OAPI_CODEGEN := $(GO) run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codeg
 AX := bin/ax
 # The TypeScript client: its npm packages are pinned by package-lock.json.
 TS := openapi/ts
+# The web console's browser test (Playwright driving Chromium): its npm
+# packages too.
+CONSOLE_TEST := tests/e2e/console
 # Tests start processes and databases: keep the suite inside 10 minutes.
 TEST_TIMEOUT ?= 9m
 # How many test packages run at once (go test -p; its default is the number
@@ -23,7 +26,7 @@ FUZZ_JOB_EXECS ?= 60000x
 FUZZ_CRON_EXECS ?= 200000x
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench generate verify lint build schema ts-deps
+.PHONY: help run test fuzz bench generate verify lint build schema ts-deps console-deps
 
 help: ## Show the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -38,9 +41,9 @@ run: build ## Start ax (local Postgres unless DATABASE_URL is set); prints the U
 # The fuzz targets run beside the tests, filling the CPU that packages waiting
 # on real time leave idle; each target's output is printed when it ends.
 test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0.1:5432, or a throwaway cluster), and fuzz meanwhile.
-	@# tests/e2e runs the TypeScript client with node: its packages first.
-	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ts-deps; \
-	else echo "npm is not on PATH: the TypeScript client test skips (fails with CI set)"; fi
+	@# tests/e2e runs the TypeScript client and the console's browser test with node: their packages first.
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ts-deps console-deps; \
+	else echo "npm is not on PATH: the TypeScript client and web console browser tests skip (fail with CI set)"; fi
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-go fuzz-job fuzz-cron
 
 .PHONY: test-go
@@ -93,6 +96,13 @@ verify: generate lint ## Regenerate everything, then fail if anything changed.
 ts-deps: $(TS)/node_modules/.package-lock.json ## Install the TypeScript client's npm packages (npm ci in openapi/ts).
 $(TS)/node_modules/.package-lock.json: $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && npm ci --no-audit --no-fund
+	@touch $@
+
+# Playwright without a browser of its own (playwright-core): the test
+# drives the machine's Chromium (Debian's package chromium).
+console-deps: $(CONSOLE_TEST)/node_modules/.package-lock.json ## Install the console browser test's npm packages (npm ci in tests/e2e/console).
+$(CONSOLE_TEST)/node_modules/.package-lock.json: $(CONSOLE_TEST)/package.json $(CONSOLE_TEST)/package-lock.json
+	cd $(CONSOLE_TEST) && npm ci --no-audit --no-fund
 	@touch $@
 
 lint: ## gofmt and go vet.

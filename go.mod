@@ -2,8 +2,12 @@ module github.com/ax-scheduler/ax
 
 go 1.26.0
 
-// The TypeScript client's npm packages are not Go code: ./... skips them.
-ignore ./openapi/ts/node_modules
+// The npm packages of the TypeScript client and of the console browser
+// test are not Go code: ./... skips them.
+ignore (
+	./openapi/ts/node_modules
+	./tests/e2e/console/node_modules
+)
 
 require (
 	github.com/adhocore/gronx v1.20.4

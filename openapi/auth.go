@@ -42,9 +42,10 @@ func requireScope(op huma.Operation, scope string) huma.Operation {
 	return op
 }
 
-// grants reports whether a key with scopes may call an operation that
-// requires scope.
-func grants(scopes []string, scope string) bool {
+// Grants reports whether a key with scopes may call an operation that
+// requires scope. The web console (openapi/console) asks it which actions
+// to show; the API decides again when they are posted.
+func Grants(scopes []string, scope string) bool {
 	return slices.Contains(scopes, ScopeAdmin) || slices.Contains(scopes, scope) ||
 		(scope == ScopeRead && slices.Contains(scopes, ScopeSubmit))
 }
@@ -97,7 +98,7 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 // authorize passes the request on with key as principal when key has
 // scope, and answers 403 otherwise.
 func (a *authenticator) authorize(ctx huma.Context, key *db.APIKey, scope string, next func(huma.Context)) {
-	if !grants(key.Scopes, scope) {
+	if !Grants(key.Scopes, scope) {
 		a.deny(ctx, http.StatusForbidden, "API key "+key.Name+" lacks scope "+scope+" (it has "+strings.Join(key.Scopes, ", ")+")")
 		return
 	}

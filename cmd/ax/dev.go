@@ -119,6 +119,7 @@ func printDevBanner(addr, key string, srv *pglocal.Server, dbURL string) {
 ax is running (PostgreSQL: %s, %s)
 
   API      %s/v1
+  Console  %s/ui      (log in with the dev key)
   Docs     %s/docs
   Metrics  %s/metrics
   Dev key  %s   (admin scope; kept in .ax/dev-key)
@@ -132,7 +133,7 @@ Run tasks on this machine (shell only when listed in AX_EXECUTORS):
   AX_SERVER=%s AX_AGENT_KEY=%s AX_EXECUTORS=shell,http,handler bin/ax-agent
 
 Stop with Ctrl-C.
-`, srv.Source, redactURL(dbURL), base, base, base, key, key, base, base, key)
+`, srv.Source, redactURL(dbURL), base, base, base, base, key, key, base, base, key)
 }
 
 func redactURL(u string) string {

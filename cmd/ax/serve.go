@@ -19,6 +19,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/openapi/console"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/history"
@@ -193,7 +194,21 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth, PublicURL: cfg.publicURL(),
 		BodyReadTimeout: min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 	})
-	return listenAndServe(ctx, logger, cfg, openapi.LogRequests(logger, apiHandler))
+	ui, err := console.New(console.Config{API: apiHandler, Keys: queue.NewKeyService(pool), Logger: logger})
+	if err != nil {
+		return err
+	}
+	return listenAndServe(ctx, logger, cfg, openapi.LogRequests(logger, withConsole(apiHandler, ui)))
+}
+
+// withConsole serves the web console at /ui and the API everywhere else,
+// on the same listener.
+func withConsole(api, ui http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(console.Prefix+"/", ui)
+	mux.Handle("GET "+console.Prefix, http.RedirectHandler(console.Prefix+"/", http.StatusMovedPermanently))
+	mux.Handle("/", api)
+	return mux
 }
 
 // metricsHandler serves the default registry. A collector that fails (the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,12 @@ type outboundConfig struct {
 	// replica's 100 HTTP workers.
 	HTTPMaxPerJob  int
 	HTTPMaxPerHost int
+	// CallbackRetries (--callback-retry-schedule,
+	// AX_CALLBACK_RETRY_SCHEDULE: durations separated by commas) is the
+	// wait before each retry of a failed callback; after the last the
+	// callback is callback_failed. Empty: 1s,5s,30s,2m,10m. Tests shorten
+	// it to see a callback fail for good in seconds.
+	CallbackRetries durationList
 }
 
 func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
@@ -55,7 +62,44 @@ func addOutboundFlags(fs *flag.FlagSet, c *outboundConfig) error {
 		"most agentless HTTP requests of one job in flight at once; 0: 25 (AX_HTTP_MAX_PER_JOB)")
 	fs.IntVar(&c.HTTPMaxPerHost, "http-max-per-host", perHost,
 		"most agentless HTTP requests to one host in flight at once; 0: 50 (AX_HTTP_MAX_PER_HOST)")
-	return errors.Join(errPrivate, errLoopback, errPerJob, errPerHost)
+	var errRetries error
+	if s := envOr("AX_CALLBACK_RETRY_SCHEDULE", ""); s != "" {
+		if errRetries = c.CallbackRetries.Set(s); errRetries != nil {
+			errRetries = fmt.Errorf("AX_CALLBACK_RETRY_SCHEDULE: %w", errRetries)
+		}
+	}
+	fs.Var(&c.CallbackRetries, "callback-retry-schedule",
+		"waits before each retry of a failed callback, separated by commas; default 1s,5s,30s,2m,10m (AX_CALLBACK_RETRY_SCHEDULE)")
+	return errors.Join(errPrivate, errLoopback, errPerJob, errPerHost, errRetries)
+}
+
+// durationList is a flag of up to 20 positive durations separated by
+// commas.
+type durationList []time.Duration
+
+func (l *durationList) String() string {
+	parts := make([]string, len(*l))
+	for i, d := range *l {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *durationList) Set(s string) error {
+	parts := strings.Split(s, ",")
+	if len(parts) > 20 {
+		return fmt.Errorf("%d durations; at most 20", len(parts))
+	}
+	out := make(durationList, len(parts))
+	for i, p := range parts {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%q is not a positive duration such as 30s", p)
+		}
+		out[i] = d
+	}
+	*l = out
+	return nil
 }
 
 func envInt(name string) (int, error) {
@@ -108,7 +152,7 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m 
 		HTTP: delivery.HTTPTaskConfig{PublicURL: publicURL, MaxPerJob: cfg.Outbound.HTTPMaxPerJob,
 			MaxPerHost: cfg.Outbound.HTTPMaxPerHost},
 		Logger: logger, Metrics: m, OutboundMetrics: metrics.NewOutboundMetrics(prometheus.DefaultRegisterer),
-		History: cfg.History,
+		History: cfg.History, Callback: delivery.CallbackConfig{RetrySchedule: cfg.Outbound.CallbackRetries},
 	})
 	if err != nil {
 		return nil, err

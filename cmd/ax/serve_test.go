@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +86,16 @@ func TestPoolFlags(t *testing.T) {
 			continue
 		}
 		require.EqualError(t, err, tc.err)
+	}
+}
+
+// The callback retry schedule is a list of positive durations, bounded.
+func TestDurationListFlag(t *testing.T) {
+	var l durationList
+	require.NoError(t, l.Set("100ms, 2s,1m"))
+	require.Equal(t, durationList{100 * time.Millisecond, 2 * time.Second, time.Minute}, l)
+	require.Equal(t, "100ms,2s,1m0s", l.String())
+	for _, bad := range []string{"", "1s,,2s", "-1s", "0s", "soon", strings.Repeat("1s,", 20) + "1s"} {
+		require.Error(t, l.Set(bad), bad)
 	}
 }

@@ -1,0 +1,415 @@
+package console_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/openapi/console"
+	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+func TestMain(m *testing.M) {
+	dbtest.MainLeakChecked(m)
+}
+
+// env is the API and the console on one loopback server, as ax serve
+// mounts them, over a database of its own.
+type env struct {
+	t     *testing.T
+	url   string
+	keys  *queue.KeyService
+	pool  *pgxpool.Pool
+	admin string
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	pool := dbtest.New(t)
+	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
+	require.NoError(t, notifier.Start(context.Background()))
+	t.Cleanup(notifier.Stop)
+	api, _ := openapi.New(openapi.Config{Pool: pool, Version: "test", Notifier: notifier})
+	keys := queue.NewKeyService(pool)
+	ui, err := console.New(console.Config{API: api, Keys: keys, LogPoll: 50 * time.Millisecond})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(console.Prefix+"/", ui)
+	mux.Handle("/", api)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, keys: keys, pool: pool}
+	e.admin = e.key(queue.ScopeAdmin)
+	return e
+}
+
+func (e *env) key(scopes ...string) string {
+	e.t.Helper()
+	secret, _, err := e.keys.Create(context.Background(), "key-"+strings.Join(scopes, "-"), scopes, queue.KeyLimits{})
+	require.NoError(e.t, err)
+	return secret
+}
+
+// api calls the API with the admin key and decodes its JSON answer.
+func (e *env) api(method, path string, body any) (int, map[string]any) {
+	e.t.Helper()
+	var rdr io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(e.t, err)
+		rdr = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.url+path, rdr)
+	require.NoError(e.t, err)
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func (e *env) job(name, group string, trigger map[string]any, extra map[string]any) string {
+	e.t.Helper()
+	job := map[string]any{"name": name, "group": group, "owner": "team-" + group, "trigger": trigger,
+		"executor": map[string]any{"kind": "shell", "command": "echo hi"}}
+	for k, v := range extra {
+		job[k] = v
+	}
+	status, out := e.api("POST", "/v1/jobs", job)
+	require.Equal(e.t, http.StatusCreated, status, out)
+	return out["id"].(string)
+}
+
+// browser is a visitor: a cookie jar, redirects not followed.
+type browser struct {
+	t   *testing.T
+	e   *env
+	c   *http.Client
+	jar *cookiejar.Jar
+}
+
+func (e *env) browser() *browser {
+	jar, err := cookiejar.New(nil)
+	require.NoError(e.t, err)
+	return &browser{t: e.t, e: e, jar: jar, c: &http.Client{Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (b *browser) get(path string) page {
+	b.t.Helper()
+	resp, err := b.c.Get(b.e.url + path)
+	require.NoError(b.t, err)
+	return read(b.t, resp)
+}
+
+// post sends a form as a browser of this origin does (Origin header).
+func (b *browser) post(path string, form url.Values, header ...string) page {
+	b.t.Helper()
+	req, err := http.NewRequest("POST", b.e.url+path, strings.NewReader(form.Encode()))
+	require.NoError(b.t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", b.e.url)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.c.Do(req)
+	require.NoError(b.t, err)
+	return read(b.t, resp)
+}
+
+func read(t *testing.T, resp *http.Response) page {
+	t.Helper()
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return page{status: resp.StatusCode, header: resp.Header, body: string(raw)}
+}
+
+func (b *browser) login(key string) page {
+	b.t.Helper()
+	return b.post("/ui/login", url.Values{"key": {key}, "next": {"/ui/jobs"}})
+}
+
+var csrfPattern = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf is the token of the forms on a page.
+func (b *browser) csrf(path string) string {
+	b.t.Helper()
+	p := b.get(path)
+	require.Equal(b.t, http.StatusOK, p.status, p.body)
+	m := csrfPattern.FindStringSubmatch(p.body)
+	require.NotNil(b.t, m, "a form with a CSRF token on %s", path)
+	return m[1]
+}
+
+// Logging in sets a cookie scripts cannot read, that no other site's
+// request carries and that only /ui gets; an unknown key or one that
+// cannot read gets no session; pages send visitors without one to the
+// login form; logging out clears the cookie.
+func TestLoginCookie(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	b := e.browser()
+
+	p := b.get("/ui/jobs?group=x")
+	require.Equal(t, http.StatusSeeOther, p.status)
+	require.Equal(t, "/ui/login?next="+url.QueryEscape("/ui/jobs?group=x"), p.header.Get("Location"))
+
+	p = b.login("ax_not_a_key")
+	require.Equal(t, http.StatusUnauthorized, p.status)
+	require.Contains(t, p.body, "unknown or revoked API key")
+	require.Empty(t, p.header.Values("Set-Cookie"))
+
+	p = b.login(e.key(queue.ScopeAgent))
+	require.Equal(t, http.StatusForbidden, p.status, "an agent key cannot read")
+	require.Empty(t, p.header.Values("Set-Cookie"))
+
+	p = b.login(e.key(queue.ScopeRead))
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+	require.Equal(t, "/ui/jobs", p.header.Get("Location"))
+	ck := p.header.Get("Set-Cookie")
+	for _, attr := range []string{"ax_console=", "Path=/ui", "HttpOnly", "SameSite=Strict", "Max-Age=43200"} {
+		require.Contains(t, ck, attr)
+	}
+	require.NotContains(t, ck, "Secure", "plain HTTP here: a Secure cookie would not come back")
+	p = b.get("/ui/jobs")
+	require.Equal(t, http.StatusOK, p.status)
+	require.Contains(t, p.body, "key-read (read)")
+	require.Equal(t, "frame-ancestors 'none'", regexp.MustCompile(`frame-ancestors '[a-z]+'`).FindString(p.header.Get("Content-Security-Policy")))
+
+	// A redirect after login stays inside the console.
+	other := e.browser()
+	p = other.post("/ui/login", url.Values{"key": {e.admin}, "next": {"//evil.example/ui/x"}})
+	require.Equal(t, "/ui/jobs", p.header.Get("Location"))
+
+	p = b.post("/ui/logout", url.Values{}) // without the token: refused
+	require.Equal(t, http.StatusForbidden, p.status)
+	p = b.post("/ui/logout", url.Values{"csrf": {b.csrf("/ui/jobs")}})
+	require.Equal(t, http.StatusSeeOther, p.status)
+	require.Contains(t, p.header.Get("Set-Cookie"), "Max-Age=0")
+	require.Equal(t, http.StatusSeeOther, b.get("/ui/jobs").status, "logged out")
+}
+
+// A read key sees jobs but no action; an action posted anyway is refused
+// (403) and changes nothing. A revoked key's session ends at once.
+func TestReadKeyCannotAct(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.job("nightly", "billing", map[string]any{"kind": "cron", "cron": "0 3 * * *", "timezone": "Europe/Paris"}, nil)
+	b := e.browser()
+	read := e.key(queue.ScopeRead)
+	require.Equal(t, http.StatusSeeOther, b.login(read).status)
+
+	p := b.get("/ui/jobs/" + id)
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, "cron 0 3 * * * in Europe/Paris")
+	require.Contains(t, html.UnescapeString(p.body), "03:00:00+01:00", "next fires in the job's timezone")
+	require.Contains(t, p.body, "02:00:00Z", "and in UTC")
+	for _, action := range []string{"pause-job", "trigger-job", "delete-job"} {
+		require.NotContains(t, p.body, action)
+	}
+	// "Why didn't it run at 03:00?": the API's explanation of an instant.
+	p = b.get("/ui/jobs/" + id + "?explain=2020-01-01T03:00:00")
+	require.Contains(t, p.body, `id="explanation"`)
+	require.Contains(t, html.UnescapeString(p.body), "2020-01-01T03:00:00+01:00", "read as a wall time in the job's timezone")
+	p = b.get("/ui/jobs/" + id + "?explain=soon")
+	require.Equal(t, http.StatusOK, p.status)
+	require.Contains(t, p.body, `id="explanation-error"`)
+
+	token := csrfPattern.FindStringSubmatch(p.body)[1] // the logout form's
+	p = b.post("/ui/jobs/"+id+"/pause", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusForbidden, p.status)
+	require.Contains(t, p.body, "lacks scope submit")
+	_, job := e.api("GET", "/v1/jobs/"+id, nil)
+	require.Equal(t, false, job["paused"])
+
+	// Revoked (ax key revoke), the key's session ends with its next request.
+	key, err := e.keys.Authenticate(context.Background(), sha256.Sum256([]byte(read)))
+	require.NoError(t, err)
+	require.NoError(t, db.APIKeyRevoke(context.Background(), e.pool, key.ID))
+	require.Equal(t, http.StatusSeeOther, b.get("/ui/jobs/"+id).status)
+}
+
+// An admin's actions need the page's CSRF token and a request from the
+// console's own origin; with both, they act through the API.
+func TestActionsNeedCSRF(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.job("hourly", "ops", map[string]any{"kind": "interval", "interval_seconds": 3600}, nil)
+	b := e.browser()
+	require.Equal(t, http.StatusSeeOther, b.login(e.admin).status)
+
+	p := b.post("/ui/jobs/"+id+"/pause", url.Values{})
+	require.Equal(t, http.StatusForbidden, p.status)
+	require.Contains(t, p.body, "CSRF")
+	p = b.post("/ui/jobs/"+id+"/pause", url.Values{"csrf": {"forged"}})
+	require.Equal(t, http.StatusForbidden, p.status)
+	token := b.csrf("/ui/jobs/" + id)
+	p = b.post("/ui/jobs/"+id+"/pause", url.Values{"csrf": {token}}, "Origin", "https://evil.example")
+	require.Equal(t, http.StatusForbidden, p.status)
+	require.Contains(t, p.body, "cross-origin")
+	_, job := e.api("GET", "/v1/jobs/"+id, nil)
+	require.Equal(t, false, job["paused"], "nothing refused changed the job")
+
+	p = b.post("/ui/jobs/"+id+"/pause", url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+	require.Equal(t, "/ui/jobs/"+id+"?done=paused", p.header.Get("Location"))
+	_, job = e.api("GET", "/v1/jobs/"+id, nil)
+	require.Equal(t, true, job["paused"])
+	require.Contains(t, b.get("/ui/jobs/"+id+"?done=paused").body, "Job paused.")
+
+	// Trigger with params that are not a JSON object: refused, naming the field.
+	p = b.post("/ui/jobs/"+id+"/trigger", url.Values{"csrf": {token}, "params": {"[1,2"}})
+	require.Equal(t, http.StatusUnprocessableEntity, p.status)
+	require.Contains(t, p.body, "form.params")
+	p = b.post("/ui/jobs/"+id+"/trigger", url.Values{"csrf": {token}, "params": {`{"day": "2026-03-29", "big": 12345678901234567890}`}})
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+	require.Regexp(t, `^/ui/executions/[0-9a-f-]{36}\?done=triggered$`, p.header.Get("Location"))
+	run := b.get(strings.TrimSuffix(p.header.Get("Location"), "?done=triggered"))
+	require.Contains(t, run.body, "2026-03-29")
+	require.Contains(t, run.body, "12345678901234567890", "numbers are not rounded on the way")
+
+	// Delete wants the name typed.
+	p = b.post("/ui/jobs/"+id+"/delete", url.Values{"csrf": {token}, "confirm": {"nope"}})
+	require.Equal(t, http.StatusUnprocessableEntity, p.status)
+	p = b.post("/ui/jobs/"+id+"/delete", url.Values{"csrf": {token}, "confirm": {"hourly"}})
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+	status, _ := e.api("GET", "/v1/jobs/"+id, nil)
+	require.Equal(t, http.StatusNotFound, status)
+}
+
+// What jobs hold is escaped wherever it is shown; filters are bounded.
+func TestEscapingAndBounds(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.job(`<script>alert(1)</script>`, "web", map[string]any{"kind": "manual"},
+		map[string]any{"description": `"><img src=x onerror=alert(2)>`, "target": map[string]any{"labels": map[string]string{"pool": "gpu"}}})
+	e.job("other", "web", map[string]any{"kind": "manual"}, nil)
+	b := e.browser()
+	require.Equal(t, http.StatusSeeOther, b.login(e.admin).status)
+	for _, path := range []string{"/ui/jobs", "/ui/jobs/" + id} {
+		p := b.get(path)
+		require.Equal(t, http.StatusOK, p.status)
+		require.NotContains(t, p.body, "<script>alert")
+		require.NotContains(t, p.body, "<img src=x")
+		require.Contains(t, p.body, "&lt;script&gt;alert(1)&lt;/script&gt;")
+	}
+	p := b.get("/ui/jobs?label=pool%3Dgpu")
+	require.Contains(t, p.body, "&lt;script&gt;")
+	require.NotContains(t, p.body, ">other<", "the label filter leaves out jobs without the label")
+	p = b.get("/ui/jobs?q=OTH")
+	require.Contains(t, p.body, ">other<")
+	require.NotContains(t, p.body, "&lt;script&gt;")
+
+	require.Equal(t, http.StatusUnprocessableEntity, b.get("/ui/jobs?state=sleeping").status)
+	require.Equal(t, http.StatusUnprocessableEntity, b.get("/ui/jobs?q="+strings.Repeat("a", 201)).status)
+	require.Equal(t, http.StatusRequestURITooLong, b.get("/ui/jobs?q="+strings.Repeat("a", 5000)).status)
+	require.Equal(t, http.StatusNotFound, b.get("/ui/jobs/not-an-id").status)
+	require.Equal(t, http.StatusUnprocessableEntity, b.get("/ui/executions?from=yesterday").status)
+}
+
+// A key limited to job groups sees in the console what the API shows it:
+// its groups' jobs, and a 404 for the others.
+func TestGroupLimitedKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	mine := e.job("mine", "billing", map[string]any{"kind": "manual"}, nil)
+	theirs := e.job("theirs", "search", map[string]any{"kind": "manual"}, nil)
+	secret, _, err := e.keys.Create(context.Background(), "billing-reader", []string{queue.ScopeRead},
+		queue.KeyLimits{Groups: []string{"billing"}})
+	require.NoError(t, err)
+	b := e.browser()
+	require.Equal(t, http.StatusSeeOther, b.login(secret).status)
+	p := b.get("/ui/jobs")
+	require.Contains(t, p.body, ">mine<")
+	require.NotContains(t, p.body, ">theirs<")
+	require.Equal(t, http.StatusOK, b.get("/ui/jobs/"+mine).status)
+	require.Equal(t, http.StatusNotFound, b.get("/ui/jobs/"+theirs).status)
+}
+
+// The cron playground lists fires from the API's preview and shows the
+// API's reason for an expression it refuses.
+func TestCronPlayground(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	b := e.browser()
+	require.Equal(t, http.StatusSeeOther, b.login(e.key(queue.ScopeRead)).status)
+	p := b.get("/ui/cron?cron=30+2+*+*+*&timezone=Europe%2FBerlin&count=3&after=2026-03-28T00:00")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, html.UnescapeString(p.body), "2026-03-28T02:30:00+01:00")
+	require.Contains(t, html.UnescapeString(p.body), "2026-03-29T03:00:00+02:00", "the tick in the DST gap fires at its end")
+	p = b.get("/ui/cron?cron=61+*+*+*+*")
+	require.Equal(t, http.StatusOK, p.status)
+	require.Contains(t, p.body, `id="cron-error"`)
+}
+
+// A run's page streams its state as server-sent events and ends the
+// stream once the run has ended.
+func TestLiveStreamEnds(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.job("manual", "ops", map[string]any{"kind": "manual"}, nil)
+	status, run := e.api("POST", "/v1/jobs/"+id+"/trigger", nil)
+	require.Equal(t, http.StatusAccepted, status, run)
+	execID := run["id"].(string)
+	b := e.browser()
+	require.Equal(t, http.StatusSeeOther, b.login(e.admin).status)
+	p := b.get("/ui/executions/" + execID)
+	require.Contains(t, p.body, `data-live="/ui/executions/`+execID+`/live?after=`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", e.url+"/ui/executions/"+execID+"/live", nil)
+	require.NoError(t, err)
+	resp, err := b.c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+				events <- name
+			}
+		}
+	}()
+	require.Equal(t, "execution", <-events, "the state first")
+	status, _ = e.api("POST", "/v1/executions/"+execID+"/cancel", nil)
+	require.Equal(t, http.StatusOK, status)
+	var got []string
+	for name := range events {
+		got = append(got, name)
+	}
+	require.Contains(t, got, "end")
+	require.Equal(t, "end", got[len(got)-1], "the stream closes after end")
+}

@@ -1,0 +1,256 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/openapi/client"
+)
+
+// pageSize is how many runs a list shows at once.
+const pageSize = 50
+
+// maxLogEvents is how many log and state events an execution page shows;
+// the API's logs endpoint pages through the rest.
+const maxLogEvents = 1000
+
+// executionsFilter is the runs list's query: job (an id), state, from and
+// to (scheduled time, UTC), cursor (the API's, for the next page).
+type executionsFilter struct {
+	Job, State, From, To, Cursor string
+}
+
+// timeInput is how a datetime-local field sends a time (read as UTC).
+const timeInput = "2006-01-02T15:04"
+
+func readExecutionsFilter(q url.Values) (executionsFilter, *client.ListExecutionsParams, error) {
+	f := executionsFilter{Job: q.Get("job"), State: q.Get("state"), From: q.Get("from"), To: q.Get("to"), Cursor: q.Get("cursor")}
+	p := &client.ListExecutionsParams{Limit: ptr(int64(pageSize))}
+	if f.Job != "" {
+		id, err := uuid.Parse(f.Job)
+		if err != nil {
+			return f, nil, fmt.Errorf("job: a job id")
+		}
+		p.JobId = &id
+	}
+	if f.State != "" {
+		if !slices.Contains(runStates, f.State) {
+			return f, nil, fmt.Errorf("state: one of %v", runStates)
+		}
+		p.State = ptr(client.ListExecutionsParamsState(f.State))
+	}
+	for name, field := range map[string]struct {
+		in  string
+		out **time.Time
+	}{"from": {f.From, &p.From}, "to": {f.To, &p.To}} {
+		if field.in == "" {
+			continue
+		}
+		t, err := time.Parse(timeInput, field.in)
+		if err != nil {
+			return f, nil, fmt.Errorf("%s: a time such as 2026-03-29T03:00 (UTC)", name)
+		}
+		*field.out = &t
+	}
+	if len(f.Cursor) > maxFilterLen {
+		return f, nil, fmt.Errorf("cursor: at most %d characters", maxFilterLen)
+	}
+	if f.Cursor != "" {
+		p.Cursor = &f.Cursor
+	}
+	return f, p, nil
+}
+
+type executionsView struct {
+	Filter     executionsFilter
+	Executions []client.Execution
+	Jobs       map[uuid.UUID]string
+	Next       string
+	RunStates  []string
+}
+
+func (c *Console) executions(w http.ResponseWriter, r *http.Request, s *session) {
+	f, p, err := readExecutionsFilter(r.URL.Query())
+	if err != nil {
+		c.problem(w, r, s, http.StatusUnprocessableEntity, "invalid filter", err.Error())
+		return
+	}
+	res, err := c.api.ListExecutionsWithResponse(r.Context(), p, s.auth)
+	if err := answer(res, err); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	v := executionsView{Filter: f, Executions: list(res.JSON200.Executions), RunStates: runStates}
+	if v.Jobs, err = c.jobNames(r.Context(), s, v.Executions); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	if next := res.JSON200.NextCursor; next != nil {
+		q := r.URL.Query()
+		q.Set("cursor", *next)
+		v.Next = Prefix + "/executions?" + q.Encode()
+	}
+	c.render(w, r, s, http.StatusOK, "executions", "Executions", v)
+}
+
+// jobNames names the jobs of a page of runs (at most pageSize lookups).
+func (c *Console) jobNames(ctx context.Context, s *session, execs []client.Execution) (map[uuid.UUID]string, error) {
+	names := map[uuid.UUID]string{}
+	for _, e := range execs {
+		if _, ok := names[e.JobId]; ok {
+			continue
+		}
+		res, err := c.api.GetJobWithResponse(ctx, e.JobId, s.auth)
+		if err := answer(res, err); err != nil {
+			return nil, err
+		}
+		names[e.JobId] = val(res.JSON200.Group) + "/" + res.JSON200.Name
+	}
+	return names, nil
+}
+
+// shardRow is one task of a run: its state and where it ran.
+type shardRow struct {
+	Task     client.Task
+	Agent    string
+	Duration string
+}
+
+type executionView struct {
+	Execution client.Execution
+	// Params are the run's params as the API sent them: the generated
+	// types hold numbers as float64, which would round large ones.
+	Params    string
+	JobName   string
+	Shards    []shardRow
+	Logs      []logLine
+	LastEvent int64
+	More      bool
+	Ended     bool
+}
+
+// logLine is one line of output, or a state change, as the page shows it.
+type logLine struct {
+	ID     int64  `json:"id"`
+	Shard  int64  `json:"shard"`
+	Kind   string `json:"kind"`
+	State  string `json:"state,omitempty"`
+	Stream string `json:"stream,omitempty"`
+	Text   string `json:"text"`
+	Agent  string `json:"agent,omitempty"`
+	TaskID string `json:"task_id"`
+}
+
+func toLine(e client.TaskEvent, agents map[string]string) logLine {
+	l := logLine{ID: e.Id, Shard: e.ShardIndex, Kind: string(e.Kind), State: val(e.State), Stream: val(e.Stream),
+		Text: val(e.Message), TaskID: e.TaskId.String()}
+	if id := val(e.AgentId); id != "" {
+		l.Agent = cmp.Or(agents[id], val(e.WorkerHost), id)
+	}
+	return l
+}
+
+// ended reports whether a run's state is final.
+func ended(state string) bool {
+	return state == "succeeded" || state == "failed" || state == "timed_out" || state == "cancelled"
+}
+
+func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) {
+	id, ok := c.pathID(w, r, s)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	res, err := c.api.GetExecutionWithResponse(ctx, id, &client.GetExecutionParams{}, s.auth)
+	if err := answer(res, err); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	e := *res.JSON200
+	v := executionView{Execution: e, Ended: ended(string(e.State)), Params: rawField(res.Body, "params")}
+	agents, err := c.agentNames(ctx, s)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	logs, err := c.api.GetExecutionLogsWithResponse(ctx, id, &client.GetExecutionLogsParams{Limit: ptr(int64(maxLogEvents))}, s.auth)
+	if err := answer(logs, err); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	ran := map[uuid.UUID]string{} // the agent of each task's latest state event
+	leased, ends := map[uuid.UUID]time.Time{}, map[uuid.UUID]time.Time{}
+	for _, ev := range list(logs.JSON200.Events) {
+		line := toLine(ev, agents)
+		if line.Agent != "" {
+			ran[ev.TaskId] = line.Agent
+		}
+		switch {
+		case line.Kind == "state" && line.State == "leased":
+			leased[ev.TaskId] = ev.At
+		case line.Kind == "state" && ended(line.State):
+			ends[ev.TaskId] = ev.At
+		}
+		v.Logs = append(v.Logs, line)
+	}
+	v.LastEvent, v.More = logs.JSON200.NextAfter, logs.JSON200.More
+	for _, t := range list(e.Tasks) {
+		row := shardRow{Task: t, Agent: ran[t.Id], Duration: duration(t.StartedAt, t.FinishedAt)}
+		// Its latest attempt's duration, from its lease to its result, as
+		// its state events tell.
+		if start, ok := leased[t.Id]; ok {
+			var endAt *time.Time
+			if end, done := ends[t.Id]; done && !end.Before(start) {
+				endAt = &end
+			}
+			row.Duration = duration(&start, endAt)
+		}
+		v.Shards = append(v.Shards, row)
+	}
+	if names, err := c.jobNames(ctx, s, []client.Execution{e}); err == nil {
+		v.JobName = names[e.JobId]
+	}
+	c.render(w, r, s, http.StatusOK, "execution", "Execution "+shortID(id.String()), v)
+}
+
+// agentNames maps agent ids to names, for the shards' rows.
+func (c *Console) agentNames(ctx context.Context, s *session) (map[string]string, error) {
+	res, err := c.api.ListAgentsWithResponse(ctx, s.auth)
+	if err := answer(res, err); err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	for _, a := range list(res.JSON200.Agents) {
+		names[a.Id.String()] = a.Name
+	}
+	return names, nil
+}
+
+func (c *Console) cancelExecution(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {
+	id, err := formID(r)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.api.CancelExecutionWithResponse(r.Context(), id, s.auth)
+	return executionURL(id, "cancelled"), answer(res, err)
+}
+
+func (c *Console) redeliverCallback(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {
+	id, err := formID(r)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.api.RedeliverCallbackWithResponse(r.Context(), id, s.auth)
+	return executionURL(id, "redelivered"), answer(res, err)
+}
+
+func executionURL(id uuid.UUID, done string) string {
+	return Prefix + "/executions/" + id.String() + "?done=" + done
+}

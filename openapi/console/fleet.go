@@ -1,0 +1,115 @@
+package console
+
+import (
+	"cmp"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ax-scheduler/ax/openapi/client"
+)
+
+type agentsView struct {
+	Agents []client.AgentInfo
+}
+
+func (c *Console) agents(w http.ResponseWriter, r *http.Request, s *session) {
+	res, err := c.api.ListAgentsWithResponse(r.Context(), s.auth)
+	if err := answer(res, err); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, s, http.StatusOK, "agents", "Agents", agentsView{Agents: list(res.JSON200.Agents)})
+}
+
+func (c *Console) drainAgent(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {
+	id, err := formID(r)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.api.DrainAgentWithResponse(r.Context(), id, s.auth)
+	return Prefix + "/agents?done=drained", answer(res, err)
+}
+
+func (c *Console) resumeAgent(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {
+	id, err := formID(r)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.api.ResumeAgentWithResponse(r.Context(), id, s.auth)
+	return Prefix + "/agents?done=agent-resumed", answer(res, err)
+}
+
+type classesView struct {
+	Classes []client.RateClass
+}
+
+func (c *Console) classes(w http.ResponseWriter, r *http.Request, s *session) {
+	res, err := c.api.ListClassesWithResponse(r.Context(), s.auth)
+	if err := answer(res, err); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, s, http.StatusOK, "classes", "Rate classes", classesView{Classes: list(res.JSON200.Classes)})
+}
+
+// degradeClass sets the class's priority floor from the form.
+func (c *Console) degradeClass(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {
+	floor, err := strconv.ParseInt(strings.TrimSpace(r.PostForm.Get("min_priority")), 10, 64)
+	if err != nil {
+		return "", &apiProblem{Status: http.StatusUnprocessableEntity, Title: "invalid floor",
+			Detail: "min_priority: a whole number", Errors: []string{"form.min_priority is not a whole number"}}
+	}
+	name := r.PathValue("name")
+	res, err := c.api.DegradeClassWithResponse(r.Context(), name, client.DegradeRequest{MinPriority: floor}, s.auth)
+	return Prefix + "/classes?done=degraded", answer(res, err)
+}
+
+func (c *Console) restoreClass(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {
+	res, err := c.api.RestoreClassWithResponse(r.Context(), r.PathValue("name"), s.auth)
+	return Prefix + "/classes?done=restored", answer(res, err)
+}
+
+// cronView is the cron playground: an expression and timezone, and their
+// next fires as the API's cron preview lists them.
+type cronView struct {
+	Cron, Timezone, After string
+	Count                 int64
+	Preview               *client.CronPreview
+	Error                 string
+}
+
+func (c *Console) cron(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	v := cronView{Cron: q.Get("cron"), Timezone: cmp.Or(q.Get("timezone"), "UTC"), After: q.Get("after"), Count: 10}
+	if n, err := strconv.ParseInt(q.Get("count"), 10, 64); err == nil {
+		v.Count = n
+	}
+	if v.Cron != "" {
+		req := client.CronPreviewRequest{Cron: v.Cron, Timezone: &v.Timezone, Count: &v.Count}
+		if v.After != "" {
+			if t, err := time.Parse(timeInput, v.After); err == nil {
+				req.After = &t
+			} else {
+				v.Error = "after: a time such as 2026-03-29T03:00 (UTC)"
+			}
+		}
+		if v.Error == "" {
+			// The API bounds the expression, timezone and count and says
+			// which field is wrong.
+			res, err := c.api.PreviewCronWithResponse(r.Context(), req, s.auth)
+			if err := answer(res, err); err != nil {
+				p, ok := err.(*apiProblem)
+				if !ok || p.Status >= 500 {
+					c.fail(w, r, s, err)
+					return
+				}
+				v.Error = strings.Join(append([]string{p.Detail}, p.Errors...), "; ")
+			} else {
+				v.Preview = res.JSON200
+			}
+		}
+	}
+	c.render(w, r, s, http.StatusOK, "cron", "Cron playground", v)
+}
