@@ -17,13 +17,17 @@ TEST_TIMEOUT ?= 9m
 TEST_P ?= 3
 BENCH ?= .
 BENCH_COUNT ?= 3
-# How long each fuzz target runs in `make test`.
+# How long each fuzz target runs in `make fuzz`, and in `make test`
+# (TEST_FUZZ_*: a smoke run beside the tests, whose seeds run as tests
+# anyway; the long search is `make fuzz`).
 # Fuzz budgets are counts, not durations: with a duration, Go 1.26's fuzz
 # coordinator can fail a target with a bare "context deadline exceeded" when a
 # worker is mid-call at the deadline on a loaded machine (golang/go#75804, fixed
 # in Go 1.27). One worker per target: the two targets run at once on two cores.
-FUZZ_JOB_EXECS ?= 60000x
-FUZZ_CRON_EXECS ?= 200000x
+FUZZ_JOB_EXECS ?= 200000x
+FUZZ_CRON_EXECS ?= 1000000x
+TEST_FUZZ_JOB_EXECS ?= 20000x
+TEST_FUZZ_CRON_EXECS ?= 60000x
 
 .DEFAULT_GOAL := help
 .PHONY: help run test fuzz bench generate verify lint build schema ts-deps console-deps
@@ -44,7 +48,8 @@ test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0
 	@# tests/e2e runs the TypeScript client and the console's browser test with node: their packages first.
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ts-deps console-deps; \
 	else echo "npm is not on PATH: the TypeScript client and web console browser tests skip (fail with CI set)"; fi
-	@$(MAKE) --no-print-directory -j3 --output-sync=target test-go fuzz-job fuzz-cron
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-go fuzz-job fuzz-cron \
+	  FUZZ_JOB_EXECS=$(TEST_FUZZ_JOB_EXECS) FUZZ_CRON_EXECS=$(TEST_FUZZ_CRON_EXECS)
 
 .PHONY: test-go
 test-go:
