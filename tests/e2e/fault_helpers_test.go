@@ -102,15 +102,15 @@ func (s *server) trigger(t *testing.T, jobID string) string {
 	return out["id"].(string)
 }
 
-// waitExecution waits up to timeout for an execution to end and returns
-// its final state.
+// waitExecution waits up to timeout for an execution to end (a delayed
+// run waiting for its time has not) and returns its final state.
 func (s *server) waitExecution(t *testing.T, execID string, timeout time.Duration) string {
 	t.Helper()
 	var state string
 	require.Eventually(t, func() bool {
 		_, got := s.api(t, "GET", "/v1/executions/"+execID, nil)
 		state, _ = got["state"].(string)
-		return state != "" && state != "pending" && state != "running"
+		return state != "" && state != "scheduled" && state != "pending" && state != "running"
 	}, timeout, 100*time.Millisecond, "execution %s ends", execID)
 	return state
 }
