@@ -116,6 +116,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	registerPatches(api)
 	registerCallbackWebhook(api)
 	registerHTTPTaskWebhook(api)
+	mux.Handle("GET /docs", docsHandler(api))
 	if cfg.MetricsHandler != nil {
 		metrics := cfg.MetricsHandler
 		if cfg.MetricsAuth {
@@ -143,6 +144,7 @@ func schemaName(t reflect.Type, hint string) string {
 func apiConfig(logger *slog.Logger) huma.Config {
 	cfg := huma.DefaultConfig("ax", SpecVersion)
 	cfg.Transformers = append(cfg.Transformers, hideInternalErrors(logger))
+	cfg.DocsPath = "" // our own page (docs.go): huma's loads its viewer from a CDN
 	cfg.Info.Description = "ax is a distributed job scheduler whose state lives in PostgreSQL. " +
 		"Authenticate with `Authorization: Bearer <api key>`, or sign each request with HMAC (headers Ax-Key-Id, " +
 		"Ax-Timestamp, Ax-Nonce, Ax-Signature; see the README): a signed request is accepted once, within 5 minutes. " +
