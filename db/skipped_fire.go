@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -63,4 +64,22 @@ func SkippedFireCovering(ctx context.Context, e Executor, jobID uuid.UUID, at ti
 	}
 	return &SkippedFire{JobID: r.JobID, Reason: SkipReason(r.Reason), FirstTick: r.FirstTick.UTC(),
 		LastTick: r.LastTick.UTC(), TickCount: int(deref(r.TickCount)), Detail: r.Detail, RecordedAt: r.RecordedAt.UTC()}, nil
+}
+
+// SkippedFireRecordPaused records s, ticks of a job paused since pausedAt:
+// it extends the record of this pause's ticks made within the last hour
+// when there is one (a paused every-second job adds to one row an hour,
+// not a row a second), and inserts s otherwise.
+func SkippedFireRecordPaused(ctx context.Context, e Executor, s *SkippedFire, pausedAt time.Time) error {
+	if s.TickCount > 0 {
+		_, err := queries.SkippedFireExtendPaused(ctx, e, dbsqlc.SkippedFireExtendPausedParams{JobID: s.JobID,
+			PausedAt: pausedAt, FirstTick: s.FirstTick, LastTick: s.LastTick, TickCount: int32(s.TickCount)})
+		if err == nil {
+			return nil
+		}
+		if err = mapErr(err); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("error extending paused ticks: %w", err)
+		}
+	}
+	return SkippedFireInsertMany(ctx, e, []*SkippedFire{s})
 }

@@ -73,6 +73,10 @@ type DueTrigger struct {
 	// HasUnfinished is set (for forbid and replace jobs only) when an
 	// earlier execution has not ended.
 	HasUnfinished bool
+	// Paused: the job is paused since PausedAt; its passed ticks are
+	// recorded as skipped.
+	Paused   bool
+	PausedAt *time.Time
 }
 
 // TriggerClaimDue locks up to max triggers due within `ahead` from now
@@ -92,6 +96,7 @@ func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Durati
 			IntervalSeconds: deref(r.IntervalSeconds), ConcurrencyPolicy: ConcurrencyPolicy(r.ConcurrencyPolicy),
 			MisfirePolicy: MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
 			MisfireMaxFires: int(r.MisfireMaxFires), NextFireAt: r.NextFireAt.UTC(), Now: r.DbNow.UTC(), HasUnfinished: r.HasUnfinished,
+			Paused: r.Paused, PausedAt: utcPtr(r.PausedAt),
 		}
 	}
 	return out, nil

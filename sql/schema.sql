@@ -2338,7 +2338,7 @@ CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_
 -- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((next_fire_at IS NOT NULL) AND (NOT paused) AND (set_aside_at IS NULL));
+CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((next_fire_at IS NOT NULL) AND (set_aside_at IS NULL));
 
 --
 -- Name: trigger_set_aside_idx; Type: INDEX; Schema: ax; Owner: -

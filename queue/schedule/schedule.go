@@ -122,9 +122,10 @@ func timesEqual(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
-// Resume unpauses a job. Ticks that fell due while it was paused are
-// recorded as skipped (reason paused) and the schedule moves on to the
-// first tick after now: a resumed job does not replay its pause. Its
+// Resume unpauses a job. Ticks that fell due while it was paused (those
+// the trigger loop has not recorded yet as they passed) are recorded as
+// skipped (reason paused) and the schedule moves on to the first tick
+// after now: a resumed job does not replay its pause. Its
 // delayed runs held while it was paused become due again.
 func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 	job, err := db.JobGetByIDForUpdate(ctx, tx, id)
@@ -140,12 +141,18 @@ func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt}
 		skip := &skipRecorder{jobID: job.ID}
 		p := &planner{ticks: triggerTicks{}}
-		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, db.SkipPaused, "the job was paused")
+		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, db.SkipPaused, PausedDetail)
 		if err != nil {
 			return err
 		}
-		if err := db.SkippedFireInsertMany(ctx, tx, skip.done()); err != nil {
-			return err
+		pausedAt := now
+		if job.PausedAt != nil {
+			pausedAt = *job.PausedAt
+		}
+		for _, s := range skip.done() {
+			if err := db.SkippedFireRecordPaused(ctx, tx, s, pausedAt); err != nil {
+				return err
+			}
 		}
 		if _, err := db.TriggerSetNextFire(ctx, tx, id, next); err != nil {
 			return err

@@ -205,6 +205,7 @@ type jobFire struct {
 	jobID      uuid.UUID
 	executions []*db.NewExecution
 	skips      []*db.SkippedFire
+	pausedAt   *time.Time         // skips are ticks passed while paused since then
 	advance    *db.TriggerAdvance // nil for a delayed run
 	replace    bool               // cancel the job's unfinished executions first
 	delayedRun uuid.UUID          // the delayed run this fire consumes (uuid.Nil: a trigger's)
@@ -252,6 +253,9 @@ func (l *TriggerLoop) planOne(t *db.DueTrigger) (f *jobFire, err error) {
 			f, err = nil, fmt.Errorf("panic: %v", p)
 		}
 	}()
+	if t.Paused {
+		return l.planPaused(t)
+	}
 	plan, err := l.planner.plan(t, t.Now)
 	if err != nil {
 		return nil, err
@@ -272,6 +276,25 @@ func (l *TriggerLoop) planOne(t *db.DueTrigger) (f *jobFire, err error) {
 	f.replace = len(plan.fires) > 0 && t.ConcurrencyPolicy == db.ConcurrencyReplace && t.HasUnfinished
 	return f, nil
 }
+
+// planPaused records the ticks of a paused job that have passed, as they
+// pass, and moves its trigger to the next one.
+func (l *TriggerLoop) planPaused(t *db.DueTrigger) (*jobFire, error) {
+	skip := &skipRecorder{jobID: t.JobID}
+	next, err := l.planner.skipStretch(t, t.NextFireAt, t.Now.Add(time.Nanosecond), skip, db.SkipPaused, PausedDetail)
+	if err != nil {
+		return nil, err
+	}
+	pausedAt := t.Now
+	if t.PausedAt != nil {
+		pausedAt = *t.PausedAt
+	}
+	return &jobFire{jobID: t.JobID, skips: skip.done(), pausedAt: &pausedAt,
+		advance: &db.TriggerAdvance{JobID: t.JobID, NextFireAt: next}}, nil
+}
+
+// PausedDetail is the detail of the skip records of paused ticks.
+const PausedDetail = "the job was paused"
 
 // write stores the batch in tx: every fire in one pass when it can, the
 // fires that fail set aside when it cannot, then the set-aside records.
@@ -354,7 +377,15 @@ func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, out
 			replaceJobs = append(replaceJobs, f.jobID)
 		}
 		execs = append(execs, f.executions...)
-		skips = append(skips, f.skips...)
+		if f.pausedAt != nil {
+			for _, s := range f.skips {
+				if err := db.SkippedFireRecordPaused(ctx, tx, s, *f.pausedAt); err != nil {
+					return nil, err
+				}
+			}
+		} else {
+			skips = append(skips, f.skips...)
+		}
 		if f.advance != nil {
 			advances = append(advances, f.advance)
 		}

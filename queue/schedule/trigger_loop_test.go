@@ -190,14 +190,63 @@ func TestFireDueDelayFiresOnce(t *testing.T) {
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, j.ID))
 }
 
-func TestPausedJobsDoNotFireAndResumeRecordsTheGap(t *testing.T) {
+// A paused job's ticks are recorded as skipped as they pass (one record a
+// pause, extended), never fired; resuming records only what passed since
+// the loop last looked.
+func TestPausedJobsRecordTheirTicksAsTheyPass(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := clock.New()
+	loop := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, Clock: c})
+	fireAt := func(at time.Time) int {
+		t.Helper()
+		c.Set(at)
+		n, err := loop.FireDue(context.Background())
+		require.NoError(t, err)
+		return n
+	}
+	j := e.job(db.TriggerCron, nil)
+	_, err := e.jobs.Pause(context.Background(), j.ID)
+	require.NoError(t, err)
+	first := *j.NextFireAt
+	skipped := func() []*db.SkippedFire {
+		t.Helper()
+		s, err := db.SkippedFireListByJob(context.Background(), e.pool, j.ID, 10)
+		require.NoError(t, err)
+		return s
+	}
+
+	require.Equal(t, 1, fireAt(first.Add(29*time.Second)), "a paused job's passed ticks are claimed, to be recorded")
+	s := skipped()
+	require.Len(t, s, 1)
+	require.Equal(t, db.SkipPaused, s[0].Reason)
+	require.Equal(t, first, s[0].FirstTick)
+	require.Equal(t, first.Add(29*time.Second), s[0].LastTick)
+	require.Equal(t, 30, s[0].TickCount)
+	require.Equal(t, 0, fireAt(first.Add(29*time.Second)), "nothing more has passed")
+
+	require.Equal(t, 1, fireAt(first.Add(39*time.Second)))
+	s = skipped()
+	require.Len(t, s, 1, "the pause's record grows: a row an hour, not a row a tick")
+	require.Equal(t, first.Add(39*time.Second), s[0].LastTick)
+	require.Equal(t, 40, s[0].TickCount)
+
+	resumed, err := e.jobs.Resume(context.Background(), j.ID)
+	require.NoError(t, err)
+	require.False(t, resumed.Paused)
+	require.Len(t, skipped(), 1)
+	require.Zero(t, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, j.ID), "paused ticks never fire")
+}
+
+// Ticks a paused job passed while no loop looked are recorded at resume
+// (in the pause's record) and the schedule moves past the pause.
+func TestResumeRecordsTheGap(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	j := e.job(db.TriggerCron, nil)
 	_, err := e.jobs.Pause(context.Background(), j.ID)
 	require.NoError(t, err)
 	from := e.behind(j.ID, 30*time.Second)
-	require.Equal(t, 0, e.fire(), "paused jobs are not claimed")
 
 	resumed, err := e.jobs.Resume(context.Background(), j.ID)
 	require.NoError(t, err)

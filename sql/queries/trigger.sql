@@ -32,14 +32,15 @@ UPDATE ax.trigger
 SET paused = true, paused_at = now(), paused_reason = @reason, updated_at = now()
 WHERE job_id = @job_id AND NOT paused;
 
--- TriggerClaimDue locks up to @max unpaused, not set-aside trigger rows due by now plus
+-- TriggerClaimDue locks up to @max not set-aside trigger rows due by now plus
 -- @ahead_ms (skipping rows other replicas hold) with what planning their
--- fires needs. Read through trigger_due_idx: cost grows with the due
--- rows, not all jobs.
+-- fires needs; paused ones once their tick has passed (not ahead), so it
+-- is recorded as skipped as it passes. Read through trigger_due_idx: cost
+-- grows with the due rows, not all jobs.
 -- name: TriggerClaimDue :many
 SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
        j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
-       t.next_fire_at::timestamptz AS next_fire_at,
+       t.next_fire_at::timestamptz AS next_fire_at, t.paused, t.paused_at,
        coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (
            SELECT 1 FROM ax.execution e
@@ -47,7 +48,8 @@ SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at <= coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('ahead_ms')::bigint / 1000.0)
-  AND NOT t.paused AND t.set_aside_at IS NULL
+  AND t.next_fire_at IS NOT NULL AND t.set_aside_at IS NULL
+  AND (NOT t.paused OR t.next_fire_at <= coalesce(sqlc.narg('now')::timestamptz, now()))
 ORDER BY t.next_fire_at
 LIMIT @max
 FOR UPDATE OF t SKIP LOCKED;
@@ -71,14 +73,14 @@ FROM (
 ) u
 WHERE t.job_id = u.job_id;
 
--- TriggerNextDue says how long until the earliest unpaused fire or
--- pending delayed run, by the database clock (negative when something is
+-- TriggerNextDue says how long until the earliest tick (a paused job's
+-- too: it is recorded as it passes) or pending delayed run, by the database clock (negative when something is
 -- already due; null when nothing is scheduled). Both minimums are read
 -- from the first entry of a partial index.
 -- name: TriggerNextDue :one
 WITH earliest AS (
     SELECT least((SELECT min(next_fire_at) FROM ax.trigger
-                  WHERE next_fire_at IS NOT NULL AND NOT paused AND set_aside_at IS NULL),
+                  WHERE next_fire_at IS NOT NULL AND set_aside_at IS NULL),
                  (SELECT min(run_at) FROM ax.delayed_run WHERE cancelled_at IS NULL AND NOT held)) AS at
 )
 SELECT coalesce((extract(epoch FROM at - coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())) * 1000000)::bigint, 0)::bigint AS micros,

@@ -43,6 +43,46 @@ func (q *Queries) SkippedFireCovering(ctx context.Context, db DBTX, arg SkippedF
 	return i, err
 }
 
+const skippedFireExtendPaused = `-- name: SkippedFireExtendPaused :one
+UPDATE ax.skipped_fire s
+SET last_tick = $1::timestamptz, tick_count = s.tick_count + $2::integer
+WHERE s.id = (
+    SELECT p.id FROM ax.skipped_fire p
+    WHERE p.job_id = $3::uuid AND p.reason = 'paused' AND p.recorded_at >= $4::timestamptz
+      AND p.recorded_at > now() - interval '1 hour' AND p.tick_count IS NOT NULL
+      AND p.last_tick < $5::timestamptz
+    ORDER BY p.last_tick DESC
+    LIMIT 1)
+  AND s.recorded_at > now() - interval '1 hour'
+RETURNING s.id
+`
+
+type SkippedFireExtendPausedParams struct {
+	LastTick  time.Time
+	TickCount int32
+	JobID     uuid.UUID
+	PausedAt  time.Time
+	FirstTick time.Time
+}
+
+// SkippedFireExtendPaused adds ticks to the job's record of paused ticks
+// made in this pause (since @paused_at) within the last hour, when there
+// is one that counts its ticks; nothing returned otherwise (insert a new
+// record). An hour bounds how far a record's ticks run past the partition
+// its recorded_at put it in.
+func (q *Queries) SkippedFireExtendPaused(ctx context.Context, db DBTX, arg SkippedFireExtendPausedParams) (int64, error) {
+	row := db.QueryRow(ctx, skippedFireExtendPaused,
+		arg.LastTick,
+		arg.TickCount,
+		arg.JobID,
+		arg.PausedAt,
+		arg.FirstTick,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const skippedFireInsertMany = `-- name: SkippedFireInsertMany :exec
 INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, tick_count, detail)
 SELECT s.job_id, s.reason::ax.skip_reason, s.first_tick, s.last_tick, nullif(s.tick_count, 0), s.detail
