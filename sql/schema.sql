@@ -1827,6 +1827,15 @@ CREATE VIEW ax.tasks_without_agent AS
           WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)) AND ((j.executor_kind)::text = ANY (a.executors)))))));
 
 --
+-- Name: upcoming_fire; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.upcoming_fire (
+    job_id uuid NOT NULL,
+    fire_at timestamp with time zone NOT NULL
+);
+
+--
 -- Name: upcoming_hour; Type: VIEW; Schema: ax; Owner: -
 --
 
@@ -1845,11 +1854,24 @@ CREATE VIEW ax.upcoming_hour AS
             j.trigger_kind,
             j.cron_expr,
             j.timezone,
-            t.next_fire_at,
+            u_1.fire_at AS next_fire_at,
             NULL::uuid AS delayed_run_id
+           FROM ((ax.upcoming_fire u_1
+             JOIN ax.job j ON ((j.id = u_1.job_id)))
+             JOIN ax.trigger t ON ((t.job_id = u_1.job_id)))
+          WHERE ((u_1.fire_at > now()) AND (u_1.fire_at <= (now() + '01:00:00'::interval)) AND (NOT t.paused))
+        UNION ALL
+         SELECT j.id,
+            j.group_name,
+            j.name,
+            j.trigger_kind,
+            j.cron_expr,
+            j.timezone,
+            t.next_fire_at,
+            NULL::uuid AS uuid
            FROM (ax.trigger t
              JOIN ax.job j ON ((j.id = t.job_id)))
-          WHERE ((t.next_fire_at > now()) AND (t.next_fire_at <= (now() + '01:00:00'::interval)) AND (NOT t.paused))
+          WHERE ((j.trigger_kind = 'delay'::ax.trigger_kind) AND (t.next_fire_at > now()) AND (t.next_fire_at <= (now() + '01:00:00'::interval)) AND (NOT t.paused))
         UNION ALL
          SELECT j.id,
             j.group_name,
@@ -2113,6 +2135,13 @@ ALTER TABLE ONLY ax.trigger
     ADD CONSTRAINT trigger_pkey PRIMARY KEY (job_id);
 
 --
+-- Name: upcoming_fire upcoming_fire_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.upcoming_fire
+    ADD CONSTRAINT upcoming_fire_pkey PRIMARY KEY (job_id, fire_at);
+
+--
 -- Name: agent_identity_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -2347,6 +2376,12 @@ CREATE INDEX trigger_due_idx ON ax.trigger USING btree (next_fire_at) WHERE ((ne
 CREATE INDEX trigger_set_aside_idx ON ax.trigger USING btree (set_aside_at) WHERE (set_aside_at IS NOT NULL);
 
 --
+-- Name: upcoming_fire_at_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX upcoming_fire_at_idx ON ax.upcoming_fire USING btree (fire_at);
+
+--
 -- Name: api_key api_key_revoked; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -2439,6 +2474,13 @@ ALTER TABLE ONLY ax.job_timeout_measure
 
 ALTER TABLE ONLY ax.trigger
     ADD CONSTRAINT trigger_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: upcoming_fire upcoming_fire_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.upcoming_fire
+    ADD CONSTRAINT upcoming_fire_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- PostgreSQL database dump complete

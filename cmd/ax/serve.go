@@ -178,7 +178,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		Quarantine:    db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
 	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool))
 	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: m})
-	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer} {
+	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
+	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming} {
 		if err := svc.Start(ctx); err != nil {
 			return err
 		}
@@ -187,6 +188,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer triggers.Stop()
 	defer reaper.Stop()
 	defer vacuumer.Stop()
+	defer upcoming.Stop()
 
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,

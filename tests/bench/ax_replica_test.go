@@ -42,7 +42,8 @@ func benchLogger() *slog.Logger {
 }
 
 // axReplica is one ax server wired as `ax serve` wires it (notifier, task
-// router, trigger loop, reaper, vacuumer, API with metrics and request logs) on a
+// router, trigger loop, reaper, vacuumer, upcoming fires, API with metrics
+// and request logs) on a
 // loopback listener, with a manual job whose executor is benchHandler.
 // The queue-state collector is left out: it only queries when /metrics is
 // scraped, which the benchmarks never do.
@@ -76,10 +77,11 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: metrics})
 	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: metrics})
+	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
 	for _, svc := range []interface {
 		Start(context.Context) error
 		Stop()
-	}{notifier, triggers, reaper, vacuumer} {
+	}{notifier, triggers, reaper, vacuumer, upcoming} {
 		if err := svc.Start(ctx); err != nil {
 			b.Fatal(err)
 		}

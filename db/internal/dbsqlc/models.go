@@ -1590,6 +1590,11 @@ type AxTrigger struct {
 	PausedReason     *string
 }
 
+type AxUpcomingFire struct {
+	JobID  uuid.UUID
+	FireAt time.Time
+}
+
 type AxUpcomingHour struct {
 	JobID        uuid.UUID
 	GroupName    string
@@ -1597,6 +1602,6 @@ type AxUpcomingHour struct {
 	TriggerKind  AxTriggerKind
 	CronExpr     *string
 	Timezone     string
-	NextFireAt   *time.Time
+	NextFireAt   time.Time
 	DelayedRunID *uuid.UUID
 }

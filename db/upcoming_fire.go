@@ -1,0 +1,51 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+)
+
+// UpcomingFireLock takes, for the transaction, the lock of the replica
+// that replaces the upcoming fires; false when another holds it.
+func UpcomingFireLock(ctx context.Context, e Executor) (bool, error) {
+	locked, err := queries.UpcomingFireLock(ctx, e)
+	if err != nil {
+		return false, fmt.Errorf("error locking upcoming fires: %w", mapErr(err))
+	}
+	return locked, nil
+}
+
+// UpcomingFireSources returns the unpaused cron and interval triggers due
+// before until, as DueTriggers (kind, expression, zone, interval, next).
+func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*DueTrigger, error) {
+	rows, err := queries.UpcomingFireSources(ctx, e, until)
+	if err != nil {
+		return nil, fmt.Errorf("error reading upcoming triggers: %w", mapErr(err))
+	}
+	out := make([]*DueTrigger, len(rows))
+	for i, r := range rows {
+		out[i] = &DueTrigger{JobID: r.ID, TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr),
+			Timezone: r.Timezone, IntervalSeconds: deref(r.IntervalSeconds), NextFireAt: r.NextFireAt.UTC()}
+	}
+	return out, nil
+}
+
+// UpcomingFireReplace replaces every upcoming fire with the given ones
+// (jobIDs[i] fires at fireAts[i]).
+func UpcomingFireReplace(ctx context.Context, e Executor, jobIDs []uuid.UUID, fireAts []time.Time) error {
+	if err := queries.UpcomingFireClear(ctx, e); err != nil {
+		return fmt.Errorf("error clearing upcoming fires: %w", mapErr(err))
+	}
+	if len(jobIDs) == 0 {
+		return nil
+	}
+	if err := queries.UpcomingFireInsertMany(ctx, e, dbsqlc.UpcomingFireInsertManyParams{JobIds: jobIDs, FireAts: fireAts}); err != nil {
+		return fmt.Errorf("error storing upcoming fires: %w", mapErr(err))
+	}
+	return nil
+}
