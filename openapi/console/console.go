@@ -104,6 +104,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST "+Prefix+"/jobs/{id}/resume", c.action(queue.ScopeSubmit, c.resumeJob))
 	c.mux.HandleFunc("POST "+Prefix+"/jobs/{id}/trigger", c.action(queue.ScopeSubmit, c.triggerJob))
 	c.mux.HandleFunc("POST "+Prefix+"/jobs/{id}/delete", c.action(queue.ScopeSubmit, c.deleteJob))
+	c.mux.HandleFunc("POST "+Prefix+"/jobs/{id}/edit", c.action(queue.ScopeSubmit, c.editJob))
 
 	c.mux.HandleFunc("GET "+Prefix+"/executions", c.page(c.executions))
 	c.mux.HandleFunc("GET "+Prefix+"/executions/{id}", c.page(c.execution))

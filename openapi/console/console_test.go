@@ -413,3 +413,55 @@ func TestLiveStreamEnds(t *testing.T) {
 	require.Contains(t, got, "end")
 	require.Equal(t, "end", got[len(got)-1], "the stream closes after end")
 }
+
+// A key that may submit edits a job's definition on its page (the API
+// validates it, naming the field); a job managed by a declaration set
+// shows its definition read-only, and an edit posted anyway is refused by
+// the API.
+func TestEditJobDefinition(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.job("nightly", "billing", map[string]any{"kind": "cron", "cron": "0 3 * * *", "timezone": "UTC"}, nil)
+	b := e.browser()
+	require.Equal(t, http.StatusSeeOther, b.login(e.key(queue.ScopeAdmin)).status)
+	p := b.get("/ui/jobs/" + id)
+	require.Contains(t, p.body, `id="save-job"`)
+	token := csrfPattern.FindStringSubmatch(p.body)[1]
+
+	_, job := e.api("GET", "/v1/jobs/"+id, nil)
+	job["trigger"].(map[string]any)["cron"] = "30 4 * * *"
+	def, err := json.Marshal(job)
+	require.NoError(t, err)
+	p = b.post("/ui/jobs/"+id+"/edit", url.Values{"csrf": {token}, "definition": {string(def)}})
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+	_, job = e.api("GET", "/v1/jobs/"+id, nil)
+	require.Equal(t, "30 4 * * *", job["trigger"].(map[string]any)["cron"])
+
+	job["trigger"].(map[string]any)["cron"] = "61 * * * *"
+	def, err = json.Marshal(job)
+	require.NoError(t, err)
+	p = b.post("/ui/jobs/"+id+"/edit", url.Values{"csrf": {token}, "definition": {string(def)}})
+	require.Equal(t, http.StatusUnprocessableEntity, p.status)
+	require.Contains(t, p.body, "body.trigger.cron")
+	p = b.post("/ui/jobs/"+id+"/edit", url.Values{"csrf": {token}, "definition": {"not json"}})
+	require.Equal(t, http.StatusUnprocessableEntity, p.status)
+	_, job = e.api("GET", "/v1/jobs/"+id, nil)
+	require.Equal(t, "30 4 * * *", job["trigger"].(map[string]any)["cron"], "a refused edit changes nothing")
+
+	status, _ := e.api("POST", "/v1/declarations", map[string]any{"managed_by": "file:jobs.yaml", "version": "1",
+		"jobs": []any{map[string]any{"name": "declared", "group": "billing", "trigger": map[string]any{"kind": "manual"},
+			"executor": map[string]any{"kind": "shell", "command": "true"}}}})
+	require.Equal(t, http.StatusOK, status)
+	var declared string
+	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT id::text FROM ax.job WHERE name = 'declared'").Scan(&declared))
+	p = b.get("/ui/jobs/" + declared)
+	require.NotContains(t, p.body, `id="save-job"`)
+	require.Contains(t, p.body, "change it where it is declared")
+	_, dj := e.api("GET", "/v1/jobs/"+declared, nil)
+	dj["description"] = "edited in the console"
+	def, err = json.Marshal(dj)
+	require.NoError(t, err)
+	p = b.post("/ui/jobs/"+declared+"/edit", url.Values{"csrf": {token}, "definition": {string(def)}})
+	require.Equal(t, http.StatusConflict, p.status, p.body)
+	require.Contains(t, p.body, "file:jobs.yaml")
+}
