@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -56,19 +57,42 @@ func (m *Migrator) Close() error { return m.sqlDB.Close() }
 func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
 	res, err := m.provider.Up(ctx)
 	if m.logger != nil {
-		for _, r := range res {
-			source := filepath.Base(r.Source.Path)
-			if r.Source.Path == "" {
-				source = "(in Go)" // River's tables
-			}
-			m.logger.InfoContext(ctx, "migration applied", "version", r.Source.Version,
-				"source", source, "duration_ms", r.Duration.Milliseconds())
-		}
+		m.logApplied(ctx, res)
 	}
 	if err != nil {
 		return res, fmt.Errorf("error migrating up: %w", err)
 	}
 	return res, nil
+}
+
+// summarizeOver: more migrations than this in one Up (a new database)
+// are logged as one line at info, each at debug, so a first start shows
+// its banner rather than a screen of migrations; an upgrade's few are
+// logged one line each.
+const summarizeOver = 5
+
+func (m *Migrator) logApplied(ctx context.Context, res []*goose.MigrationResult) {
+	level := slog.LevelInfo
+	if len(res) > summarizeOver {
+		level = slog.LevelDebug
+	}
+	var total time.Duration
+	for _, r := range res {
+		total += r.Duration
+		m.logger.Log(ctx, level, "migration applied", "version", r.Source.Version,
+			"source", migrationSource(r), "duration_ms", r.Duration.Milliseconds())
+	}
+	if level == slog.LevelDebug {
+		m.logger.InfoContext(ctx, "schema migrated", "applied", len(res), "from", migrationSource(res[0]),
+			"to", migrationSource(res[len(res)-1]), "duration_ms", total.Milliseconds())
+	}
+}
+
+func migrationSource(r *goose.MigrationResult) string {
+	if r.Source.Path == "" {
+		return "(in Go)" // River's tables
+	}
+	return filepath.Base(r.Source.Path)
 }
 
 // Down rolls back the newest applied migration.
