@@ -31,7 +31,9 @@ type Config struct {
 	// a table to vacuum. Defaults to 2 seconds.
 	Busy time.Duration
 	// Idle is the longest pause between looks when nothing needed a
-	// vacuum (the pause doubles from Busy up to it). Defaults to 30 s.
+	// vacuum (the pause doubles from Busy up to it). Defaults to 5 s: a
+	// burst of work leaves tens of thousands of dead rows in seconds (a
+	// 30 s pause slept through BenchmarkDelayedRuns' 20 s due stream).
 	Idle time.Duration
 	// MinDead and DeadShare: a table is vacuumed when its dead rows are at
 	// least MinDead and at least DeadShare of its live rows. Defaults to
@@ -47,7 +49,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Busy = cmp.Or(c.Busy, 2*time.Second)
-	c.Idle = max(cmp.Or(c.Idle, 30*time.Second), c.Busy)
+	c.Idle = max(cmp.Or(c.Idle, 5*time.Second), c.Busy)
 	c.MinDead = cmp.Or(c.MinDead, 1000)
 	c.DeadShare = cmp.Or(c.DeadShare, 0.2)
 	if c.Tables == nil {
