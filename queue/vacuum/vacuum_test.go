@@ -22,8 +22,8 @@ func setup(t *testing.T) *pgxpool.Pool {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	for _, sql := range []string{
-		"CREATE TABLE ax.churned (id int PRIMARY KEY)",
-		"CREATE TABLE ax.kept (id int PRIMARY KEY)",
+		"CREATE TABLE ax.churned (id int PRIMARY KEY) WITH (autovacuum_enabled = false)", // the test vacuums, not autovacuum
+		"CREATE TABLE ax.kept (id int PRIMARY KEY) WITH (autovacuum_enabled = false)",
 		"INSERT INTO ax.churned SELECT generate_series(1, 5000)",
 		"INSERT INTO ax.kept SELECT generate_series(1, 50000)",
 		"DELETE FROM ax.churned WHERE id > 100",
