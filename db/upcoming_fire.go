@@ -20,6 +20,16 @@ func UpcomingFireLock(ctx context.Context, e Executor) (bool, error) {
 	return locked, nil
 }
 
+// UpcomingFireFresh says whether the upcoming fires were listed less than
+// within ago (an empty list is never fresh).
+func UpcomingFireFresh(ctx context.Context, e Executor, within time.Duration) (bool, error) {
+	fresh, err := queries.UpcomingFireFresh(ctx, e, within.Milliseconds())
+	if err != nil {
+		return false, fmt.Errorf("error reading upcoming fires: %w", mapErr(err))
+	}
+	return fresh, nil
+}
+
 // UpcomingFireSources returns the unpaused cron and interval triggers due
 // before until, as DueTriggers (kind, expression, zone, interval, next).
 func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*DueTrigger, error) {

@@ -5,9 +5,12 @@
 -- evaluated in Go, in each job's zone): one replica at a time replaces
 -- it, every half minute and when jobs change. ax.upcoming_hour reads it,
 -- so an operator sees every fire of the hour, not only each job's next.
+-- computed_at tells the other replicas the list is fresh, so the work is
+-- done once per period, not once per replica.
 CREATE TABLE ax.upcoming_fire (
     job_id uuid NOT NULL REFERENCES ax.job (id) ON DELETE CASCADE,
     fire_at timestamptz NOT NULL,
+    computed_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (job_id, fire_at)
 );
 CREATE INDEX upcoming_fire_at_idx ON ax.upcoming_fire (fire_at);

@@ -1832,7 +1832,8 @@ CREATE VIEW ax.tasks_without_agent AS
 
 CREATE TABLE ax.upcoming_fire (
     job_id uuid NOT NULL,
-    fire_at timestamp with time zone NOT NULL
+    fire_at timestamp with time zone NOT NULL,
+    computed_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --

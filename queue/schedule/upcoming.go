@@ -71,11 +71,19 @@ func (u *Upcoming) Start(ctx context.Context) error {
 	}
 	u.bg.Start(ctx, func(ctx context.Context) {
 		defer unsubscribe()
+		force := true
 		for ctx.Err() == nil {
-			if _, err := u.Pass(ctx); err != nil && ctx.Err() == nil {
+			if _, err := u.pass(ctx, force); err != nil && ctx.Err() == nil {
 				u.cfg.Logger.ErrorContext(ctx, "error listing upcoming fires", "error", err)
 			}
-			notify.Sleep(ctx, u.cfg.Every, changed, nil)
+			force = false
+			select { // a job changed: list again even if another replica just did
+			case <-changed:
+				force = true
+				notify.Sleep(ctx, time.Second, nil, nil) // a burst of changes (an apply) is one pass
+			case <-ctx.Done():
+			case <-time.After(u.cfg.Every):
+			}
 			// A burst of job changes (an apply of many jobs) is one pass.
 			notify.Sleep(ctx, time.Second, nil, nil)
 		}
@@ -89,12 +97,24 @@ func (u *Upcoming) Stop() { u.bg.Stop() }
 // Pass computes the upcoming fires and replaces the table with them; it
 // returns how many it listed (0 and no change when another replica holds
 // the lock).
-func (u *Upcoming) Pass(ctx context.Context) (int, error) {
+func (u *Upcoming) Pass(ctx context.Context) (int, error) { return u.pass(ctx, true) }
+
+// PassIfStale is Pass, except that it leaves a list another replica made
+// less than half a period ago: N replicas list once a period, not N
+// times. It is what the timer runs; a job change runs Pass.
+func (u *Upcoming) PassIfStale(ctx context.Context) (int, error) { return u.pass(ctx, false) }
+
+func (u *Upcoming) pass(ctx context.Context, force bool) (int, error) {
 	n := 0
 	err := db.WithTx(ctx, u.pool, func(tx pgx.Tx) error {
 		locked, err := db.UpcomingFireLock(ctx, tx)
 		if err != nil || !locked {
 			return err
+		}
+		if !force {
+			if fresh, err := db.UpcomingFireFresh(ctx, tx, u.cfg.Every/2); err != nil || fresh {
+				return err
+			}
 		}
 		now := time.Now()
 		if c := u.cfg.Clock.Now(); c != nil {

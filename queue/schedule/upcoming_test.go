@@ -43,6 +43,17 @@ func TestUpcomingHourListsEveryFire(t *testing.T) {
 		`SELECT min(next_fire_at) FROM ax.upcoming_hour WHERE job_id = $1`, every10s.ID).Scan(&first))
 	require.Zero(t, first.Second()%10, "on the cron's grid")
 
+	// Another replica's timer finds the list fresh and leaves it; once it
+	// is half a period old, it lists again.
+	n, err = u.PassIfStale(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "fresh: not listed again")
+	_, err = e.pool.Exec(context.Background(), `UPDATE ax.upcoming_fire SET computed_at = now() - interval '20 seconds'`)
+	require.NoError(t, err)
+	n, err = u.PassIfStale(context.Background())
+	require.NoError(t, err)
+	require.Greater(t, n, 360, "stale: listed again")
+
 	// A pass that finds the lock held (another replica's) writes nothing.
 	tx, err := e.pool.Begin(context.Background())
 	require.NoError(t, err)

@@ -14,6 +14,12 @@ JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at IS NOT NULL AND t.set_aside_at IS NULL AND t.next_fire_at <= @until::timestamptz
   AND NOT t.paused AND j.trigger_kind IN ('cron', 'interval');
 
+-- UpcomingFireFresh says whether a replica listed the upcoming fires
+-- less than @fresh_ms ago.
+-- name: UpcomingFireFresh :one
+SELECT coalesce(max(computed_at) > now() - make_interval(secs => sqlc.arg('fresh_ms')::bigint / 1000.0), false)::boolean AS fresh
+FROM ax.upcoming_fire;
+
 -- name: UpcomingFireClear :exec
 DELETE FROM ax.upcoming_fire;
 

@@ -1591,8 +1591,9 @@ type AxTrigger struct {
 }
 
 type AxUpcomingFire struct {
-	JobID  uuid.UUID
-	FireAt time.Time
+	JobID      uuid.UUID
+	FireAt     time.Time
+	ComputedAt time.Time
 }
 
 type AxUpcomingHour struct {

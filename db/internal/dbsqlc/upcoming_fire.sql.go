@@ -21,6 +21,20 @@ func (q *Queries) UpcomingFireClear(ctx context.Context, db DBTX) error {
 	return err
 }
 
+const upcomingFireFresh = `-- name: UpcomingFireFresh :one
+SELECT coalesce(max(computed_at) > now() - make_interval(secs => $1::bigint / 1000.0), false)::boolean AS fresh
+FROM ax.upcoming_fire
+`
+
+// UpcomingFireFresh says whether a replica listed the upcoming fires
+// less than @fresh_ms ago.
+func (q *Queries) UpcomingFireFresh(ctx context.Context, db DBTX, freshMs int64) (bool, error) {
+	row := db.QueryRow(ctx, upcomingFireFresh, freshMs)
+	var fresh bool
+	err := row.Scan(&fresh)
+	return fresh, err
+}
+
 const upcomingFireInsertMany = `-- name: UpcomingFireInsertMany :exec
 INSERT INTO ax.upcoming_fire (job_id, fire_at)
 SELECT unnest($1::uuid[]), unnest($2::timestamptz[])
