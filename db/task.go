@@ -27,7 +27,9 @@ type Task struct {
 	LostLeases        int // leases lost with their agent: runs again that used up no attempt
 	TimeoutSeconds    int
 	NotBefore         time.Time
-	StartedAt         *time.Time
+	AgentID           *uuid.UUID // the agent of the last lease (nil: never leased, or sent by ax itself)
+	LeasedAt          *time.Time // the last attempt's lease
+	StartedAt         *time.Time // the last attempt's first heartbeat: nil when it ended before one
 	FinishedAt        *time.Time
 	CancelRequestedAt *time.Time
 	Result            json.RawMessage
@@ -50,7 +52,7 @@ func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID)
 			ShardTotal: int(r.ShardTotal), ShardParam: r.ShardParam, State: TaskState(r.State),
 			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 			LostLeases: int(r.LostLeases), TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
-			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+			AgentID: r.AgentID, LeasedAt: utcPtr(r.LeasedAt), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 			CancelRequestedAt: utcPtr(r.CancelRequestedAt), Result: r.Result, Error: deref(r.Error),
 			ErrorCode: deref(r.ErrorCode), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		}

@@ -108,7 +108,12 @@ func TestAgentProtocolHappyPath(t *testing.T) {
 	done := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
 	require.Equal(t, "succeeded", done["state"])
 	for _, task := range done["tasks"].([]any) {
-		require.Equal(t, "succeeded", task.(map[string]any)["state"])
+		task := task.(map[string]any)
+		require.Equal(t, "succeeded", task["state"])
+		// What ran where, and when: heartbeated, so started too.
+		require.Equal(t, agent.id, task["agent_id"])
+		require.NotEmpty(t, task["leased_at"])
+		require.NotEmpty(t, task["started_at"])
 	}
 	logs := env.call("GET", "/v1/executions/"+exec["id"].(string)+"/logs?kind=log", env.admin, nil).must(t, http.StatusOK)
 	require.Len(t, logs["events"], 1)
@@ -167,6 +172,13 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 	require.Equal(t, 1, results, "the execution records exactly one result")
 	final := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
 	require.Equal(t, "succeeded", final["state"])
+	// The task shows the attempt that succeeded: b's lease. b reported no
+	// heartbeat before its result, so the task has no started_at; its
+	// lease is its start.
+	task := final["tasks"].([]any)[0].(map[string]any)
+	require.Equal(t, b.id, task["agent_id"])
+	require.NotEmpty(t, task["leased_at"])
+	require.NotContains(t, task, "started_at")
 }
 
 func TestAgentFailureRetriesThenFails(t *testing.T) {

@@ -44,7 +44,9 @@ type Task struct {
 	LostLeases     int             `json:"lost_leases" doc:"Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting \"lost:\""`
 	TimeoutSeconds int             `json:"timeout_seconds" doc:"Limit on the current attempt (with timeout_mode adaptive: from the job's history, doubled after a timeout)"`
 	NotBefore      time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff)"`
-	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	AgentID        string          `json:"agent_id,omitempty" format:"uuid" doc:"The agent that holds, or last held, the task's lease (absent: never leased, or an HTTP task ax sends itself)"`
+	LeasedAt       *time.Time      `json:"leased_at,omitempty" doc:"When the latest attempt was leased (to agent_id)"`
+	StartedAt      *time.Time      `json:"started_at,omitempty" doc:"When the agent first reported the latest attempt running (its first heartbeat); absent when the attempt ended before one, as short tasks do, whose start is then leased_at"`
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 	Result         json.RawMessage `json:"result,omitempty" doc:"What the task reported"`
 	Error          string          `json:"error,omitempty"`
@@ -71,12 +73,16 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 		TraceParent: e.TraceParent,
 	}
 	for _, t := range tasks {
-		out.Tasks = append(out.Tasks, Task{
+		task := Task{
 			ID: t.ID.String(), ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam,
 			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, LostLeases: t.LostLeases,
-			TimeoutSeconds: t.TimeoutSeconds, NotBefore: t.NotBefore,
+			TimeoutSeconds: t.TimeoutSeconds, NotBefore: t.NotBefore, LeasedAt: t.LeasedAt,
 			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error, ErrorCode: t.ErrorCode,
-		})
+		}
+		if t.AgentID != nil {
+			task.AgentID = t.AgentID.String()
+		}
+		out.Tasks = append(out.Tasks, task)
 		if t.ErrorCode != "" && t.State.Ended() && t.State != db.TaskSucceeded {
 			if out.ErrorCodes == nil {
 				out.ErrorCodes = map[string]int{}

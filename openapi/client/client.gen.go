@@ -2092,8 +2092,10 @@ type SkippedOutputBody struct {
 
 // Task defines model for Task.
 type Task struct {
-	Attempt int64   `json:"attempt"`
-	Error   *string `json:"error,omitempty"`
+	// AgentId The agent that holds, or last held, the task's lease (absent: never leased, or an HTTP task ax sends itself)
+	AgentId *openapi_types.UUID `json:"agent_id,omitempty"`
+	Attempt int64               `json:"attempt"`
+	Error   *string             `json:"error,omitempty"`
 
 	// ErrorCode Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, or what a handler or target reported
 	//
@@ -2101,6 +2103,9 @@ type Task struct {
 	ErrorCode  *string            `json:"error_code,omitempty"`
 	FinishedAt *time.Time         `json:"finished_at,omitempty"`
 	Id         openapi_types.UUID `json:"id"`
+
+	// LeasedAt When the latest attempt was leased (to agent_id)
+	LeasedAt *time.Time `json:"leased_at,omitempty"`
 
 	// LostLeases Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting "lost:"
 	LostLeases  int64 `json:"lost_leases"`
@@ -2114,8 +2119,10 @@ type Task struct {
 	ShardIndex int64       `json:"shard_index"`
 	ShardParam *string     `json:"shard_param,omitempty"`
 	ShardTotal int64       `json:"shard_total"`
-	StartedAt  *time.Time  `json:"started_at,omitempty"`
-	State      TaskState   `json:"state"`
+
+	// StartedAt When the agent first reported the latest attempt running (its first heartbeat); absent when the attempt ended before one, as short tasks do, whose start is then leased_at
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	State     TaskState  `json:"state"`
 
 	// TimeoutSeconds Limit on the current attempt (with timeout_mode adaptive: from the job's history, doubled after a timeout)
 	TimeoutSeconds int64 `json:"timeout_seconds"`

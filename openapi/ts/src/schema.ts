@@ -2256,6 +2256,11 @@ export interface components {
             skipped: components["schemas"]["SkippedFire"][] | null;
         };
         Task: {
+            /**
+             * Format: uuid
+             * @description The agent that holds, or last held, the task's lease (absent: never leased, or an HTTP task ax sends itself)
+             */
+            agent_id?: string;
             /** Format: int64 */
             attempt: number;
             error?: string;
@@ -2268,6 +2273,11 @@ export interface components {
             finished_at?: string;
             /** Format: uuid */
             id: string;
+            /**
+             * Format: date-time
+             * @description When the latest attempt was leased (to agent_id)
+             */
+            leased_at?: string;
             /**
              * Format: int64
              * @description Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting "lost:"
@@ -2287,7 +2297,10 @@ export interface components {
             shard_param?: string;
             /** Format: int64 */
             shard_total: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the agent first reported the latest attempt running (its first heartbeat); absent when the attempt ended before one, as short tasks do, whose start is then leased_at
+             */
             started_at?: string;
             /** @enum {string} */
             state: "pending" | "leased" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled";
