@@ -147,18 +147,19 @@ func DelayedRunCancelMany(ctx context.Context, e Executor, ids []uuid.UUID, reas
 	return out, nil
 }
 
-// DelayedRunCancelByKey cancels the pending run created with key by the API
-// key apiKeyID; ErrNotFound when the key is unknown or its run is not
-// pending.
-func DelayedRunCancelByKey(ctx context.Context, e Executor, apiKeyID uuid.UUID, key, reason string) (*DelayedRun, error) {
-	r, err := queries.DelayedRunCancelByKey(ctx, e, dbsqlc.DelayedRunCancelByKeyParams{ApiKeyID: apiKeyID, Key: key, Reason: &reason})
+// DelayedRunCancelByKeys cancels the pending runs created with keys by
+// the API key apiKeyID, in one statement, and returns the run of each key
+// it cancelled; a key left out names no pending run.
+func DelayedRunCancelByKeys(ctx context.Context, e Executor, apiKeyID uuid.UUID, keys []string, reason string) (map[string]uuid.UUID, error) {
+	rows, err := queries.DelayedRunCancelByKeys(ctx, e, dbsqlc.DelayedRunCancelByKeysParams{ApiKeyID: apiKeyID, Keys: keys, Reason: &reason})
 	if err != nil {
-		if err = mapErr(err); errors.Is(err, ErrNotFound) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("error cancelling a delayed run by key: %w", err)
+		return nil, fmt.Errorf("error cancelling delayed runs by key: %w", mapErr(err))
 	}
-	return delayedRunFromRow(r), nil
+	out := make(map[string]uuid.UUID, len(rows))
+	for _, r := range rows {
+		out[r.Key] = r.ID
+	}
+	return out, nil
 }
 
 // DelayedRunGet returns a run that has not fired (pending, held or

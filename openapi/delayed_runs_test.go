@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -305,4 +308,48 @@ func TestRunDueSoonWakesTheTriggerLoop(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	firedAt := parseTime(t, got.body["fired_at"])
 	require.Less(t, firedAt.Sub(runAt), 2*time.Second, fmt.Sprintf("fired at %s for %s", firedAt, runAt))
+}
+
+// Cancels of many keys at once, sent in parallel with the keys in other
+// orders, each cancel every run once between them, all in one statement
+// a call, without deadlocking each other.
+func TestCancelManyKeysInParallel(t *testing.T) {
+	t.Parallel()
+	env := setupDelayed(t)
+	job := env.manualJob(t, "orders", nil)
+	const runs = 200
+	keys := make([]string, runs)
+	batch := make([]map[string]any, runs)
+	for i := range batch {
+		keys[i] = fmt.Sprintf("order-%d", i)
+		batch[i] = map[string]any{"job_id": job, "delay_seconds": 3600, "idempotency_key": keys[i]}
+	}
+	env.call("POST", "/v1/runs/batch", env.admin, map[string]any{"runs": batch}).must(t, http.StatusAccepted)
+
+	const callers = 8
+	results := make([][]any, callers)
+	var wg sync.WaitGroup
+	for c := range callers {
+		order := slices.Clone(keys)
+		rand.New(rand.NewPCG(uint64(c), 1)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := env.call("POST", "/v1/runs/cancel", env.admin, map[string]any{"idempotency_keys": order})
+			if r.status == http.StatusOK {
+				results[c] = r.body["results"].([]any)
+			} else {
+				t.Errorf("caller %d: status %d: %s", c, r.status, r.raw)
+			}
+		}()
+	}
+	wg.Wait()
+	for c, res := range results {
+		require.Len(t, res, runs, "caller %d", c)
+		for _, r := range res {
+			require.Equal(t, "cancelled", r.(map[string]any)["state"], "caller %d: %v", c, r)
+		}
+	}
+	require.Equal(t, runs, env.count(t, "SELECT count(*) FROM ax.delayed_run WHERE cancelled_at IS NOT NULL"))
+	require.Zero(t, env.fireAt(t, time.Now().Add(2*time.Hour)), "nothing left to fire")
 }

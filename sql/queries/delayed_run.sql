@@ -47,19 +47,28 @@ SET cancelled_at = now(), cancel_reason = @reason
 WHERE id = ANY(@ids::uuid[]) AND cancelled_at IS NULL
 RETURNING *;
 
--- DelayedRunCancelByKey cancels the pending run created with an
--- Idempotency-Key of an API key, found through the key's record (two
--- primary-key lookups). Nothing returned: no such key, or its run is not
--- pending (fired, or cancelled already).
--- name: DelayedRunCancelByKey :one
+-- DelayedRunCancelByKeys cancels the pending runs created with the
+-- Idempotency-Keys of an API key, found through the keys' records (two
+-- primary-key lookups a key). A key not returned has no such record, or
+-- its run is not pending (fired, or cancelled already).
+-- name: DelayedRunCancelByKeys :many
+WITH target AS (
+    -- Locked in id order: two calls cancelling overlapping keys in other
+    -- orders would otherwise deadlock. A run being fired is waited for,
+    -- then gone (deleted by its fire), so not returned.
+    SELECT d.id, k.key
+    FROM ax.idempotency_key k
+    JOIN ax.delayed_run d ON d.id = (convert_from(k.response_body, 'UTF8')::jsonb ->> 'execution_id')::uuid
+    WHERE k.api_key_id = @api_key_id AND k.key = ANY(@keys::text[]) AND k.expires_at > now()
+      AND k.response_status = 202 AND d.cancelled_at IS NULL
+    ORDER BY d.id
+    FOR UPDATE OF d
+)
 UPDATE ax.delayed_run d
 SET cancelled_at = now(), cancel_reason = @reason
-FROM ax.idempotency_key k
-WHERE k.api_key_id = @api_key_id AND k.key = @key AND k.expires_at > now()
-  AND k.response_status = 202
-  AND d.id = (convert_from(k.response_body, 'UTF8')::jsonb ->> 'execution_id')::uuid
-  AND d.cancelled_at IS NULL
-RETURNING d.*;
+FROM target t
+WHERE d.id = t.id
+RETURNING t.key, d.id;
 
 -- name: DelayedRunGet :one
 SELECT * FROM ax.delayed_run WHERE id = @id;

@@ -12,43 +12,59 @@ import (
 	"github.com/google/uuid"
 )
 
-const delayedRunCancelByKey = `-- name: DelayedRunCancelByKey :one
+const delayedRunCancelByKeys = `-- name: DelayedRunCancelByKeys :many
+WITH target AS (
+    -- Locked in id order: two calls cancelling overlapping keys in other
+    -- orders would otherwise deadlock. A run being fired is waited for,
+    -- then gone (deleted by its fire), so not returned.
+    SELECT d.id, k.key
+    FROM ax.idempotency_key k
+    JOIN ax.delayed_run d ON d.id = (convert_from(k.response_body, 'UTF8')::jsonb ->> 'execution_id')::uuid
+    WHERE k.api_key_id = $2 AND k.key = ANY($3::text[]) AND k.expires_at > now()
+      AND k.response_status = 202 AND d.cancelled_at IS NULL
+    ORDER BY d.id
+    FOR UPDATE OF d
+)
 UPDATE ax.delayed_run d
 SET cancelled_at = now(), cancel_reason = $1
-FROM ax.idempotency_key k
-WHERE k.api_key_id = $2 AND k.key = $3 AND k.expires_at > now()
-  AND k.response_status = 202
-  AND d.id = (convert_from(k.response_body, 'UTF8')::jsonb ->> 'execution_id')::uuid
-  AND d.cancelled_at IS NULL
-RETURNING d.id, d.job_id, d.run_at, d.params, d.priority, d.traceparent, d.held, d.cancelled_at, d.cancel_reason, d.created_at
+FROM target t
+WHERE d.id = t.id
+RETURNING t.key, d.id
 `
 
-type DelayedRunCancelByKeyParams struct {
+type DelayedRunCancelByKeysParams struct {
 	Reason   *string
 	ApiKeyID uuid.UUID
-	Key      string
+	Keys     []string
 }
 
-// DelayedRunCancelByKey cancels the pending run created with an
-// Idempotency-Key of an API key, found through the key's record (two
-// primary-key lookups). Nothing returned: no such key, or its run is not
-// pending (fired, or cancelled already).
-func (q *Queries) DelayedRunCancelByKey(ctx context.Context, db DBTX, arg DelayedRunCancelByKeyParams) (AxDelayedRun, error) {
-	row := db.QueryRow(ctx, delayedRunCancelByKey, arg.Reason, arg.ApiKeyID, arg.Key)
-	var i AxDelayedRun
-	err := row.Scan(
-		&i.ID,
-		&i.JobID,
-		&i.RunAt,
-		&i.Params,
-		&i.Priority,
-		&i.Traceparent,
-		&i.Held,
-		&i.CancelledAt,
-		&i.CancelReason,
-		&i.CreatedAt,
-	)
-	return i, err
+type DelayedRunCancelByKeysRow struct {
+	Key string
+	ID  uuid.UUID
+}
+
+// DelayedRunCancelByKeys cancels the pending runs created with the
+// Idempotency-Keys of an API key, found through the keys' records (two
+// primary-key lookups a key). A key not returned has no such record, or
+// its run is not pending (fired, or cancelled already).
+func (q *Queries) DelayedRunCancelByKeys(ctx context.Context, db DBTX, arg DelayedRunCancelByKeysParams) ([]DelayedRunCancelByKeysRow, error) {
+	rows, err := db.Query(ctx, delayedRunCancelByKeys, arg.Reason, arg.ApiKeyID, arg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DelayedRunCancelByKeysRow
+	for rows.Next() {
+		var i DelayedRunCancelByKeysRow
+		if err := rows.Scan(&i.Key, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const delayedRunCancelMany = `-- name: DelayedRunCancelMany :many
