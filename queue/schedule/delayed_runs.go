@@ -40,14 +40,7 @@ func (l *TriggerLoop) FireDueRuns(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("error firing delayed runs: %w", err)
 	}
-	if b == nil {
-		return 0, nil
-	}
-	b.observe(l.cfg.Metrics)
-	b.logSetAside(ctx, l.cfg.Logger)
-	l.cfg.Logger.DebugContext(ctx, "fired delayed runs", "claimed", b.claimed, "fired", len(b.inserted),
-		"failed", len(b.failed))
-	return b.claimed, nil
+	return b.report(ctx, l.cfg, "fired delayed runs"), nil
 }
 
 // planDelayed decides each claimed run (earliest first): fire, skip (with

@@ -175,14 +175,20 @@ func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("error firing due jobs: %w", err)
 	}
+	return b.report(ctx, l.cfg, "fired due jobs"), nil
+}
+
+// report counts and logs a committed batch (nil: nothing was due) and
+// returns how many rows it claimed.
+func (b *batch) report(ctx context.Context, cfg TriggerLoopConfig, msg string) int {
 	if b == nil {
-		return 0, nil
+		return 0
 	}
-	b.observe(l.cfg.Metrics)
-	b.logSetAside(ctx, l.cfg.Logger)
-	l.cfg.Logger.DebugContext(ctx, "fired due jobs", "claimed", b.claimed, "fired", len(b.inserted),
-		"set_aside", len(b.setAside))
-	return b.claimed, nil
+	b.observe(cfg.Metrics)
+	b.logSetAside(ctx, cfg.Logger)
+	cfg.Logger.DebugContext(ctx, msg, "claimed", b.claimed, "fired", len(b.inserted),
+		"set_aside", len(b.setAside), "failed", len(b.failed))
+	return b.claimed
 }
 
 // maxSetAsideReason bounds the reason recorded on a set-aside trigger.

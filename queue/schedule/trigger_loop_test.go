@@ -445,3 +445,36 @@ func TestFireRoutesOnItsOwnConnection(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.Positive(t, e.count("SELECT count(*) FROM ax.task WHERE job_id = $1 AND preferred_agent_id IS NULL", j.ID))
 }
+
+// A stream of delayed runs due every 2 ms is fired in batches, not in a
+// transaction a run: after a pass the loop waits a fifth of FireAhead
+// before the next, which takes what entered the window meanwhile.
+func TestAStreamOfRunsIsFiredInBatches(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	j := e.job(db.TriggerManual, nil)
+	const runs, every, ahead = 800, 2 * time.Millisecond, time.Second // a stream of 1.6 s
+	first := time.Now().Add(ahead + 500*time.Millisecond)
+	stream := make([]*db.DelayedRun, runs)
+	for i := range stream {
+		stream[i] = &db.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: j.ID, RunAt: first.Add(time.Duration(i) * every)}
+	}
+	require.NoError(t, db.DelayedRunInsertMany(ctx, e.pool, stream))
+
+	loop := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: ahead})
+	require.NoError(t, loop.Start(ctx))
+	defer loop.Stop()
+	require.Eventually(t, func() bool {
+		return e.count("SELECT count(*) FROM ax.execution WHERE job_id = $1", j.ID) == runs
+	}, 15*time.Second, 20*time.Millisecond)
+	// The runs wait in ax.execution (no agent takes them), as their firing
+	// transactions wrote them: one xmin a transaction. Passes at least a
+	// fifth of FireAhead apart over a 1.6 s stream make about 8, plus the
+	// first (a slow machine makes fewer, larger ones). A loop that looked
+	// again as soon as it had fired made 40 to 84 here, more on a faster machine
+	// (one run a transaction in BenchmarkDelayedRuns).
+	txs := e.count("SELECT count(DISTINCT xmin::text) FROM ax.execution WHERE job_id = $1", j.ID)
+	require.LessOrEqual(t, txs, int(runs*every/(ahead/5))+3, "transactions for %d runs", runs)
+	t.Logf("%d runs fired in %d transactions", runs, txs)
+}
