@@ -90,10 +90,13 @@ func printJSON(v any) error {
 
 // idCommand parses the flags of a command that takes one id (flags may
 // come after it) and returns the id, the API flags and a client.
-func idCommand(name, what string, args []string) (uuid.UUID, *apiFlags, *client.ClientWithResponses, error) {
+func idCommand(name, what string, args []string, flags ...func(*flag.FlagSet)) (uuid.UUID, *apiFlags, *client.ClientWithResponses, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	af := &apiFlags{yaml: what == "job"}
 	af.register(fs)
+	for _, register := range flags {
+		register(fs)
+	}
 	if err := parseInterspersed(fs, args); err != nil {
 		return uuid.Nil, nil, nil, err
 	}

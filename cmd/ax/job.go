@@ -161,11 +161,18 @@ func jobList(ctx context.Context, args []string) error {
 // jobByID makes the commands that take one job id.
 func jobByID(verb string) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		id, af, c, err := idCommand("ax job "+verb, "job", args)
+		var force bool
+		var flags []func(*flag.FlagSet)
+		if verb == "delete" {
+			flags = append(flags, func(fs *flag.FlagSet) {
+				fs.BoolVar(&force, "force", false, "delete a job that a declaration set manages (its next apply creates it again)")
+			})
+		}
+		id, af, c, err := idCommand("ax job "+verb, "job", args, flags...)
 		if err != nil {
 			return err
 		}
-		status, body, job, err := callJob(ctx, c, verb, id)
+		status, body, job, err := callJob(ctx, c, verb, id, force)
 		if err != nil {
 			return fmt.Errorf("error calling ax: %w", err)
 		}
@@ -180,7 +187,7 @@ func jobByID(verb string) func(context.Context, []string) error {
 	}
 }
 
-func callJob(ctx context.Context, c *client.ClientWithResponses, verb string, id uuid.UUID) (int, []byte, *client.Job, error) {
+func callJob(ctx context.Context, c *client.ClientWithResponses, verb string, id uuid.UUID, force bool) (int, []byte, *client.Job, error) {
 	switch verb {
 	case "get":
 		r, err := c.GetJobWithResponse(ctx, id)
@@ -201,7 +208,11 @@ func callJob(ctx context.Context, c *client.ClientWithResponses, verb string, id
 		}
 		return r.StatusCode(), r.Body, r.JSON200, nil
 	}
-	r, err := c.DeleteJobWithResponse(ctx, id, nil)
+	var params *client.DeleteJobParams
+	if force {
+		params = &client.DeleteJobParams{Force: &force}
+	}
+	r, err := c.DeleteJobWithResponse(ctx, id, params)
 	if err != nil {
 		return 0, nil, nil, err
 	}

@@ -190,4 +190,10 @@ func TestApplyFile(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "body.jobs[1].trigger.cron")
 	require.Equal(t, pruned, jobRows(t, pool))
+
+	// --force deletes a managed job all the same.
+	out, err = s.ax(t, "job", "delete", "--force", pruned["nightly"].id)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "deleted "+pruned["nightly"].id)
+	require.NotContains(t, jobRows(t, pool), "nightly")
 }
