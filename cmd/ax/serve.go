@@ -174,8 +174,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox()})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
-		MaxLostLeases: cfg.MaxLostLeases,
-		Quarantine:    db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
+		MaxLostLeases: cfg.MaxLostLeases, HealthEvery: cfg.Health.CheckEvery,
+		Quarantine: db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
 	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool))
 	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: m})
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})

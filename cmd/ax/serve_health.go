@@ -28,6 +28,9 @@ type healthConfig struct {
 	// error codes (exit_137, signal_killed, …) a failure must carry to
 	// count toward ErrorShare; none: every failure counts.
 	ErrorCodes []string
+	// CheckEvery (AX_HEALTH_CHECK_EVERY, default 5 s) is how often the
+	// reaper judges agents' health: its cost grows with the fleet.
+	CheckEvery time.Duration
 }
 
 // maxErrorCodes bounds AX_QUARANTINE_ERROR_CODES.
@@ -38,6 +41,9 @@ func addHealthFlags(fs *flag.FlagSet, c *serveConfig) error {
 	smoothing, errSmoothing := envDuration("AX_LOAD_SMOOTHING", db.DefaultLoadSmoothing)
 	window, errWindow := envDuration("AX_DURATION_WINDOW", time.Hour)
 	share, errShare := envFloat("AX_QUARANTINE_ERROR_SHARE", 0)
+	every, errEvery := envDuration("AX_HEALTH_CHECK_EVERY", 5*time.Second)
+	fs.DurationVar(&c.Health.CheckEvery, "health-check-every", every,
+		"how often agents' failure rates are checked for quarantine and their probes for restore; each check reads every active agent's recent outcomes (AX_HEALTH_CHECK_EVERY)")
 	fs.DurationVar(&c.Agent.LoadSmoothing, "load-smoothing", smoothing,
 		"how long a heartbeat's load keeps weighing on an agent's smoothed load, which load_aware routing reads (AX_LOAD_SMOOTHING)")
 	fs.DurationVar(&c.Health.DurationWindow, "duration-window", window,
@@ -48,7 +54,7 @@ func addHealthFlags(fs *flag.FlagSet, c *serveConfig) error {
 		"comma-separated error codes (exit_137, signal_killed…) a failure must carry to count toward --quarantine-error-share; none: every failure (AX_QUARANTINE_ERROR_CODES)",
 		func(s string) error { c.Health.ErrorCodes = splitCodes(s); return nil })
 	c.Health.ErrorCodes = splitCodes(envOr("AX_QUARANTINE_ERROR_CODES", ""))
-	return errors.Join(errSmoothing, errWindow, errShare)
+	return errors.Join(errSmoothing, errWindow, errShare, errEvery)
 }
 
 // validateHealth checks the health settings.
@@ -56,6 +62,9 @@ func validateHealth(c serveConfig) error {
 	var errs []error
 	if c.Agent.LoadSmoothing < time.Second {
 		errs = append(errs, fmt.Errorf("load smoothing %s must be at least 1 s", c.Agent.LoadSmoothing))
+	}
+	if c.Health.CheckEvery < time.Second || c.Health.CheckEvery > time.Hour {
+		errs = append(errs, fmt.Errorf("health check every %s must be from 1 s to 1 h", c.Health.CheckEvery))
 	}
 	if c.Health.DurationWindow < time.Second {
 		errs = append(errs, fmt.Errorf("duration window %s must be at least 1 s", c.Health.DurationWindow))

@@ -26,23 +26,25 @@ func TestHealthFlags(t *testing.T) {
 		}
 		return c, validateHealth(c)
 	}
-	for _, name := range []string{"AX_LOAD_SMOOTHING", "AX_DURATION_WINDOW", "AX_QUARANTINE_ERROR_SHARE", "AX_QUARANTINE_ERROR_CODES"} {
+	for _, name := range []string{"AX_LOAD_SMOOTHING", "AX_DURATION_WINDOW", "AX_QUARANTINE_ERROR_SHARE", "AX_QUARANTINE_ERROR_CODES", "AX_HEALTH_CHECK_EVERY"} {
 		t.Setenv(name, "")
 	}
 	c, err := parse()
 	require.NoError(t, err)
 	require.Equal(t, db.DefaultLoadSmoothing, c.Agent.LoadSmoothing)
-	require.Equal(t, healthConfig{DurationWindow: time.Hour}, c.Health, "defaults: 1 h window, no error share")
+	require.Equal(t, healthConfig{DurationWindow: time.Hour, CheckEvery: 5 * time.Second}, c.Health,
+		"defaults: 1 h window, no error share, a check every 5 s")
 
 	t.Setenv("AX_LOAD_SMOOTHING", "1m")
 	t.Setenv("AX_DURATION_WINDOW", "10m")
 	t.Setenv("AX_QUARANTINE_ERROR_SHARE", "0.3")
 	t.Setenv("AX_QUARANTINE_ERROR_CODES", "enospc, signal_killed,,")
+	t.Setenv("AX_HEALTH_CHECK_EVERY", "30s")
 	c, err = parse()
 	require.NoError(t, err)
 	require.Equal(t, time.Minute, c.Agent.LoadSmoothing)
 	require.Equal(t, healthConfig{DurationWindow: 10 * time.Minute, ErrorShare: 0.3,
-		ErrorCodes: []string{"enospc", "signal_killed"}}, c.Health)
+		ErrorCodes: []string{"enospc", "signal_killed"}, CheckEvery: 30 * time.Second}, c.Health)
 
 	c, err = parse("--quarantine-error-codes", "exit_137", "--quarantine-error-share", "0.5")
 	require.NoError(t, err)
@@ -57,6 +59,7 @@ func TestHealthFlags(t *testing.T) {
 		{args: []string{"--quarantine-error-share", "NaN"}, err: "quarantine error share NaN"},
 		{args: []string{"--duration-window", "0s"}, err: "duration window 0s must be at least 1 s"},
 		{args: []string{"--load-smoothing", "10ms"}, err: "load smoothing 10ms must be at least 1 s"},
+		{args: []string{"--health-check-every", "100ms"}, err: "health check every 100ms must be from 1 s to 1 h"},
 		{args: []string{"--quarantine-error-codes", "ENOSPC"}, err: `quarantine error code "ENOSPC" is not an error code`},
 	} {
 		_, err := parse(tt.args...)

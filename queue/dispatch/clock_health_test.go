@@ -319,3 +319,28 @@ func TestQuarantineCountsTheNewestSample(t *testing.T) {
 		})
 	}
 }
+
+// Health is judged once per HealthEvery, not on every sweep: the check
+// reads every active agent's recent outcomes. Failures recorded after a
+// check quarantine their agent at the first sweep HealthEvery after it.
+func TestHealthIsCheckedOncePerHealthEvery(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Clock: e.clock, HealthEvery: 5 * time.Second})
+	a, job := e.agent("failing"), e.job(1, 0)
+	state := func() db.AgentState {
+		got, err := db.AgentGetByID(context.Background(), e.pool, a.ID)
+		require.NoError(t, err)
+		return got.State
+	}
+	require.NoError(t, reaper.Sweep(context.Background()), "a first sweep checks")
+	for range 10 {
+		e.reportCode(job, a, db.TaskFailed, "exit status 1", "exit_1")
+	}
+	e.clock.Advance(4 * time.Second)
+	require.NoError(t, reaper.Sweep(context.Background()))
+	require.Equal(t, db.AgentActive, state(), "4 s after the last check: not judged yet")
+	e.clock.Advance(time.Second)
+	require.NoError(t, reaper.Sweep(context.Background()))
+	require.Equal(t, db.AgentQuarantined, state(), "5 s after it: judged")
+}

@@ -166,7 +166,7 @@ func TestLeastActiveAvoidsBusyAgent(t *testing.T) {
 // and routed work comes back to it.
 func TestFailingAgentQuarantinedThenRestored(t *testing.T) {
 	t.Parallel()
-	s := routedServer(t, dbtest.NewURL(t), "1s", "AX_PROBE_EVERY=1s")
+	s := routedServer(t, dbtest.NewURL(t), "1s", "AX_PROBE_EVERY=1s", "AX_HEALTH_CHECK_EVERY=1s")
 	broken := filepath.Join(t.TempDir(), "tools-broken")
 	require.NoError(t, os.WriteFile(broken, nil, 0o644))
 	s.runAgent(t, "flaky", s.url, "BROKEN_TOOLS="+broken)
