@@ -228,29 +228,22 @@ const (
 // primary-key lookups a key, whatever the number of runs waiting, and for
 // a key it did not cancel, a look at why.
 func (s *ExecutionService) CancelRunsByKey(ctx context.Context, apiKeyID uuid.UUID, keys []string, reason string) ([]RunCancelOutcome, error) {
-	out := make([]RunCancelOutcome, len(keys))
-	cancel := func(e db.Executor) error {
-		cancelled, err := db.DelayedRunCancelByKeys(ctx, e, apiKeyID, keys, reason)
-		if err != nil {
-			return err
-		}
-		for i, key := range keys {
-			if id, ok := cancelled[key]; ok {
-				out[i] = RunCancelOutcome{Key: key, ID: id, State: RunCancelled}
-				continue
-			}
-			out[i] = RunCancelOutcome{Key: key}
-			if out[i].ID, out[i].State, err = s.notPending(ctx, e, apiKeyID, key); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// The cancel commits on its own (one round trip, the common case);
-	// a key it missed is looked at after, outside it: what that finds
-	// (fired, cancelled before, unknown) does not change once true.
-	if err := cancel(s.pool); err != nil {
+	// The cancel commits on its own (one round trip, the common case); a
+	// key it missed is looked at after, outside it: what that finds (fired,
+	// cancelled before, unknown) does not change once true.
+	cancelled, err := db.DelayedRunCancelByKeys(ctx, s.pool, apiKeyID, keys, reason)
+	if err != nil {
 		return nil, err
+	}
+	out := make([]RunCancelOutcome, len(keys))
+	for i, key := range keys {
+		out[i] = RunCancelOutcome{Key: key, ID: cancelled[key], State: RunCancelled}
+		if _, ok := cancelled[key]; ok {
+			continue
+		}
+		if out[i].ID, out[i].State, err = s.notPending(ctx, s.pool, apiKeyID, key); err != nil {
+			return nil, err
+		}
 	}
 	for _, o := range out {
 		if o.State == RunCancelled {
