@@ -508,16 +508,20 @@ type LeaseOutlook struct {
 	Next time.Duration
 }
 
-// TaskNextLeasable reads agentID's state and how long until it could
-// lease a task, in one statement; now, when set, replaces the database
-// clock (tests).
-func TaskNextLeasable(ctx context.Context, e Executor, agentID uuid.UUID, stealAfter time.Duration, now *time.Time) (*LeaseOutlook, error) {
-	r, err := queries.TaskNextLeasable(ctx, e, dbsqlc.TaskNextLeasableParams{AgentID: agentID, Now: now,
+// TaskNextLeasable reads the state of each agent of agentIDs and how long
+// until it could lease a task, in one statement; an agent not found is
+// left out. now, when set, replaces the database clock (tests).
+func TaskNextLeasable(ctx context.Context, e Executor, agentIDs []uuid.UUID, stealAfter time.Duration, now *time.Time) (map[uuid.UUID]*LeaseOutlook, error) {
+	rows, err := queries.TaskNextLeasable(ctx, e, dbsqlc.TaskNextLeasableParams{AgentIds: agentIDs, Now: now,
 		StealSeconds: stealAfter.Seconds(), StealAnySeconds: 3 * stealAfter.Seconds()})
 	if err != nil {
-		return nil, fmt.Errorf("error finding the next task agent %s could lease: %w", agentID, mapErr(err))
+		return nil, fmt.Errorf("error finding the next task %d agents could lease: %w", len(agentIDs), mapErr(err))
 	}
-	return &LeaseOutlook{State: AgentState(r.State), Ready: r.Ready, Next: time.Duration(r.Millis) * time.Millisecond}, nil
+	out := make(map[uuid.UUID]*LeaseOutlook, len(rows))
+	for _, r := range rows {
+		out[r.ID] = &LeaseOutlook{State: AgentState(r.State), Ready: r.Ready, Next: time.Duration(r.Millis) * time.Millisecond}
+	}
+	return out, nil
 }
 
 // TaskSkipBelowFloor cancels waiting tasks under their class's floor whose

@@ -96,6 +96,7 @@ type LeaseBroker struct {
 	outbox   *delivery.Outbox // enqueues callbacks of executions results end; nil: none
 	clock    *clock.Clock     // nil: the database's now()
 	classes  *RateClasses     // admission: tokens before a lease
+	outlooks *outlooks        // the waiting polls' checks, read together
 }
 
 // NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
@@ -107,8 +108,12 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	if m == nil {
 		m = metrics.New(nil)
 	}
-	return &LeaseBroker{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m,
+	s := &LeaseBroker{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m,
 		classes: NewRateClasses(pool, logger)}
+	s.outlooks = &outlooks{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*db.LeaseOutlook, error) {
+		return db.TaskNextLeasable(ctx, s.pool, agentIDs, s.cfg.StealAfter, s.clock.Now())
+	}}
+	return s
 }
 
 // Config returns the protocol settings agents are told at registration.
@@ -229,7 +234,7 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 		if time.Until(deadline) <= 0 || ctx.Err() != nil {
 			return false, nil
 		}
-		o, err := db.TaskNextLeasable(ctx, s.pool, agent.ID, s.cfg.StealAfter, s.clock.Now())
+		o, err := s.outlooks.get(ctx, agent.ID)
 		if errors.Is(err, db.ErrNotFound) {
 			return false, nil // gone while waiting
 		}

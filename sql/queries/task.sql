@@ -521,8 +521,9 @@ WITH expired AS (
 )
 SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean AS lost FROM reaped;
 
--- TaskNextLeasable is what a waiting long poll of agent @agent_id needs:
--- the agent's state and readiness, and how long until the earliest
+-- TaskNextLeasable is what the waiting long polls of the agents
+-- @agent_ids need, a row each: the agent's state and readiness, and how
+-- long until the earliest
 -- pending task it could lease becomes leasable (TaskLeasePick's rules):
 -- a task routed to it or unassigned at not_before, another's after the
 -- steal delays, a pinned one of another never; the job's target labels
@@ -532,9 +533,11 @@ SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean A
 -- class's priority floor never (a floor that changes NOTIFYs); and a task
 -- of a dry class not before the class's next token. An hour when no task
 -- qualifies: a NOTIFY or the poll's fallback timer wakes it sooner. One
--- statement, so an idle poll costs one short transaction per check.
--- name: TaskNextLeasable :one
-SELECT a.state::text AS state, a.ready,
+-- statement for every poll that checks at once (a task-ready NOTIFY wakes
+-- all the waiting polls of a replica together), so an idle poll costs a
+-- share of one short transaction per check. An agent not found has no row.
+-- name: TaskNextLeasable :many
+SELECT a.id, a.state::text AS state, a.ready,
        coalesce((extract(epoch FROM (
            SELECT min(greatest(
                       CASE WHEN t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id THEN t.not_before
@@ -561,7 +564,7 @@ SELECT a.state::text AS state, a.ready,
                                                  t.priority)))
        ) - coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())) * 1000)::bigint, 3600000)::bigint AS millis
 FROM ax.agent a
-WHERE a.id = @agent_id;
+WHERE a.id = ANY(@agent_ids::uuid[]);
 
 -- TaskInsertForExecutions makes the pending tasks of each execution in
 -- @execution_ids, not leasable before its scheduled time (a fire made

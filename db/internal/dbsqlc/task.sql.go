@@ -1303,8 +1303,8 @@ func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendP
 	return i, err
 }
 
-const taskNextLeasable = `-- name: TaskNextLeasable :one
-SELECT a.state::text AS state, a.ready,
+const taskNextLeasable = `-- name: TaskNextLeasable :many
+SELECT a.id, a.state::text AS state, a.ready,
        coalesce((extract(epoch FROM (
            SELECT min(greatest(
                       CASE WHEN t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id THEN t.not_before
@@ -1331,24 +1331,26 @@ SELECT a.state::text AS state, a.ready,
                                                  t.priority)))
        ) - coalesce($3::timestamptz, clock_timestamp())) * 1000)::bigint, 3600000)::bigint AS millis
 FROM ax.agent a
-WHERE a.id = $4
+WHERE a.id = ANY($4::uuid[])
 `
 
 type TaskNextLeasableParams struct {
 	StealSeconds    float64
 	StealAnySeconds float64
 	Now             *time.Time
-	AgentID         uuid.UUID
+	AgentIds        []uuid.UUID
 }
 
 type TaskNextLeasableRow struct {
+	ID     uuid.UUID
 	State  string
 	Ready  bool
 	Millis int64
 }
 
-// TaskNextLeasable is what a waiting long poll of agent @agent_id needs:
-// the agent's state and readiness, and how long until the earliest
+// TaskNextLeasable is what the waiting long polls of the agents
+// @agent_ids need, a row each: the agent's state and readiness, and how
+// long until the earliest
 // pending task it could lease becomes leasable (TaskLeasePick's rules):
 // a task routed to it or unassigned at not_before, another's after the
 // steal delays, a pinned one of another never; the job's target labels
@@ -1358,17 +1360,37 @@ type TaskNextLeasableRow struct {
 // class's priority floor never (a floor that changes NOTIFYs); and a task
 // of a dry class not before the class's next token. An hour when no task
 // qualifies: a NOTIFY or the poll's fallback timer wakes it sooner. One
-// statement, so an idle poll costs one short transaction per check.
-func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLeasableParams) (TaskNextLeasableRow, error) {
-	row := db.QueryRow(ctx, taskNextLeasable,
+// statement for every poll that checks at once (a task-ready NOTIFY wakes
+// all the waiting polls of a replica together), so an idle poll costs a
+// share of one short transaction per check. An agent not found has no row.
+func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLeasableParams) ([]TaskNextLeasableRow, error) {
+	rows, err := db.Query(ctx, taskNextLeasable,
 		arg.StealSeconds,
 		arg.StealAnySeconds,
 		arg.Now,
-		arg.AgentID,
+		arg.AgentIds,
 	)
-	var i TaskNextLeasableRow
-	err := row.Scan(&i.State, &i.Ready, &i.Millis)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskNextLeasableRow
+	for rows.Next() {
+		var i TaskNextLeasableRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.Ready,
+			&i.Millis,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const taskReapExpired = `-- name: TaskReapExpired :many

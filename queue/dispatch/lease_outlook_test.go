@@ -1,0 +1,83 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// Checks made while a read is out are answered together by the next read,
+// each with its own agent's outlook; an agent the read does not find gets
+// db.ErrNotFound.
+func TestOutlooksReadTheWaitingChecksTogether(t *testing.T) {
+	t.Parallel()
+	first := make(chan struct{})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var reads [][]uuid.UUID
+	o := &outlooks{read: func(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]*db.LeaseOutlook, error) {
+		mu.Lock()
+		reads = append(reads, ids)
+		n := len(reads)
+		mu.Unlock()
+		if n == 1 {
+			close(first)
+			<-release // the later checks queue up meanwhile
+		}
+		out := map[uuid.UUID]*db.LeaseOutlook{}
+		for _, id := range ids {
+			if id != gone {
+				out[id] = &db.LeaseOutlook{State: db.AgentActive}
+			}
+		}
+		return out, nil
+	}}
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := o.get(ctx, uuid.New())
+		require.NoError(t, err)
+	}()
+	<-first
+	agents := make([]uuid.UUID, 50)
+	var wg sync.WaitGroup
+	for i := range agents {
+		agents[i] = uuid.New()
+		if i == 7 {
+			agents[i] = gone
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := o.get(ctx, agents[i])
+			if agents[i] == gone {
+				require.ErrorIs(t, err, db.ErrNotFound)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, db.AgentActive, got.State)
+		}()
+	}
+	require.Eventually(t, func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return len(o.waiting) == len(agents)
+	}, 5*time.Second, time.Millisecond, "the checks wait for the read out")
+	close(release)
+	wg.Wait()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, reads, 2, "one read for the first check, one for the 50 that came while it was out")
+	require.ElementsMatch(t, agents, reads[1])
+}
+
+// gone is an agent no read finds.
+var gone = uuid.MustParse("0190a0a0-0000-7000-8000-00000000dead")
