@@ -290,6 +290,20 @@ func statsConn(b *testing.B, dbURL string) (*pgx.Conn, string) {
 	return conn, name
 }
 
+// xactCommits returns a reader of the transactions committed so far in
+// dbURL's database (pg_stat_database, read from the maintenance database).
+func xactCommits(b *testing.B, dbURL string) func() int64 {
+	conn, name := statsConn(b, dbURL)
+	return func() int64 {
+		var n int64
+		if err := conn.QueryRow(context.Background(),
+			"SELECT xact_commit FROM pg_stat_database WHERE datname = $1", name).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+}
+
 // BenchmarkIdleCost runs idleAgents agents that long-poll with nothing
 // they may take: one pending task of a job targeting a label none of them
 // has. Over idleWindow it counts the transactions their database
@@ -309,15 +323,7 @@ func BenchmarkIdleCost(b *testing.B) {
 	if err := r.fireJob(nobody, 1); err != nil {
 		b.Fatal(err)
 	}
-	conn, name := statsConn(b, dbURL)
-	commits := func() int64 {
-		var n int64
-		if err := conn.QueryRow(context.Background(),
-			"SELECT xact_commit FROM pg_stat_database WHERE datname = $1", name).Scan(&n); err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
+	commits := xactCommits(b, dbURL)
 	// Backends flush their counts at most once a second while busy and
 	// within 10 s when idle: the windows are read in a steady state, so
 	// the delay shifts both ends alike.
@@ -359,15 +365,7 @@ func BenchmarkTrickleCost(b *testing.B) {
 	r := startReplica(b, dbURL)
 	r.startAgentSet(b, agentSet{n: trickleAgents, capacity: 5, name: "waiting"}, noop)
 	r.waitAgentsReady(b, trickleAgents)
-	conn, name := statsConn(b, dbURL)
-	commits := func() int64 {
-		var n int64
-		if err := conn.QueryRow(context.Background(),
-			"SELECT xact_commit FROM pg_stat_database WHERE datname = $1", name).Scan(&n); err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
+	commits := xactCommits(b, dbURL)
 	// Backends flush their counts at most once a second while busy and
 	// within 10 s when idle: read in a steady state (as BenchmarkIdleCost).
 	time.Sleep(11 * time.Second)
