@@ -39,9 +39,13 @@ func TestZoneCacheBoundedUnderSpellings(t *testing.T) {
 	env := setup(t)
 	before := cron.CachedZoneCount()
 	sent := 0
+	// Every other slash count and every eighth ./ count, up to the longest
+	// spelling: 144 spellings. Any number past the 20 allowed below shows
+	// a cache keyed by spelling; 1750 (every count) cost seconds of CPU
+	// under -race and showed nothing more.
 	for _, zone := range [][2]string{{"Europe", "Paris"}, {"America", "Santiago"}} {
-		for slashes := 1; slashes <= 35; slashes++ {
-			for dots := 0; dots <= 24; dots++ {
+		for slashes := 1; slashes <= 35; slashes += 2 {
+			for dots := 0; dots <= 24; dots += 8 {
 				name := zone[0] + strings.Repeat("/", slashes) + strings.Repeat("./", dots) + zone[1]
 				body := map[string]any{"cron": "0 0 8 * * ?", "timezone": name, "count": 1}
 				out := env.call("POST", "/v1/cron/preview", env.admin, body).must(t, http.StatusOK)
@@ -50,7 +54,7 @@ func TestZoneCacheBoundedUnderSpellings(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 1750, sent)
+	require.Equal(t, 144, sent)
 	// Other tests of the package load a few zones meanwhile; the spellings
 	// add at most the two canonical names.
 	grown := cron.CachedZoneCount() - before

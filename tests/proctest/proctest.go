@@ -6,6 +6,8 @@ package proctest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"net"
@@ -25,6 +27,7 @@ import (
 var (
 	buildOnce sync.Once
 	binDir    string
+	tempBin   bool // binDir is this process's own, removed by Cleanup
 	buildErr  error
 )
 
@@ -38,25 +41,27 @@ func Binary(t testing.TB, name string) string {
 	return filepath.Join(binDir, name)
 }
 
-// Cleanup removes the built binaries; call it from TestMain after m.Run.
+// Cleanup removes the built binaries when they were built into a
+// temporary folder; call it from TestMain after m.Run.
 func Cleanup() {
-	if binDir != "" {
+	if tempBin {
 		os.RemoveAll(binDir)
 	}
 }
 
 func build() {
-	binDir, buildErr = os.MkdirTemp("", "ax-bin-")
-	if buildErr != nil {
-		return
-	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	args := []string{"build", "-o", binDir + string(filepath.Separator)}
 	// The processes' code runs under -race in the in-process tests
 	// (openapi, queue…); building the binaries with it too makes every
 	// end-to-end process several times slower, so it is opt-in: CI sets it.
-	if os.Getenv("AX_PROCTEST_RACE") == "1" {
+	race := os.Getenv("AX_PROCTEST_RACE") == "1"
+	binDir, tempBin, buildErr = buildDir(root, race)
+	if buildErr != nil {
+		return
+	}
+	args := []string{"build", "-o", binDir + string(filepath.Separator)}
+	if race {
 		args = append(args, "-race")
 	}
 	// The agent program that declares jobs with the SDK, besides ax's own.
@@ -66,6 +71,26 @@ func build() {
 	if err != nil {
 		buildErr = fmt.Errorf("error building binaries: %v\n%s", err, out)
 	}
+}
+
+// buildDir is where the binaries go: a folder of the user's cache kept
+// from run to run, one per checkout and race setting, so go build skips
+// the links (seconds of CPU that every end-to-end test waits for) when
+// the code did not change; a temporary folder when there is no cache.
+// go build replaces a binary by a new file, so a run still using the old
+// one is not disturbed.
+func buildDir(root string, race bool) (dir string, temp bool, err error) {
+	cache, err := os.UserCacheDir()
+	if err == nil {
+		abs, _ := filepath.Abs(root)
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s race=%t", abs, race)))
+		dir = filepath.Join(cache, "ax-proctest", hex.EncodeToString(sum[:6]))
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			return dir, false, nil
+		}
+	}
+	dir, err = os.MkdirTemp("", "ax-bin-")
+	return dir, true, err
 }
 
 // WidenParallel runs up to n tests at once unless -parallel was given;
