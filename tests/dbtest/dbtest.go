@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -182,53 +183,75 @@ func setup() {
 	template, setupErr = ensureTemplate(ctx, server.URL)
 }
 
-// Drops of the databases of ended tests run in the background, so a test
-// does not hold its parallel slot while Postgres drops its database (a
-// DROP DATABASE waits for a checkpoint); Run waits for them.
+// The databases of ended tests are dropped when the package's tests are
+// done (Run), not as each test ends. Every DROP DATABASE forces a
+// checkpoint, which syncs every file written since the last one: each
+// test database is some 900 files, so drops during the run made
+// checkpoints a few dozen new databases deep (34,021 files, 65 s on a
+// slow disk) that each drop waited on, past its timeout, while the tests
+// beside them starved for I/O. At the end, the first drop's checkpoint
+// syncs what the run wrote and the drops after it are quick.
 var (
-	running   atomic.Bool // Run is running the tests: it waits for drops
-	drops     sync.WaitGroup
-	dropSlots = make(chan struct{}, 4) // drops at once
-	dropFails atomic.Int32
+	running   atomic.Bool // Run is running the tests: drops wait for their end
+	dropMu    sync.Mutex
+	toDrop    []string // databases of ended tests, in the order they ended
+	dropAdmin string   // the server's maintenance database, for the drops
 )
 
-// dropLater drops database name once a slot is free: in the background
-// under Run, else at once.
+// dropTimeout bounds the drops at the end of a run: the first waits for
+// the checkpoint of everything the run wrote.
+const dropTimeout = 5 * time.Minute
+
+// dropLater drops database name when the package's tests are done (under
+// Run), else at once.
 func dropLater(t testing.TB, admin, name string) {
 	t.Helper()
-	drop := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			return fmt.Errorf("error connecting: %w", err)
-		}
-		defer conn.Close(ctx)
-		return dropDatabase(ctx, conn, name)
-	}
 	if !running.Load() {
-		if err := drop(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+		defer cancel()
+		if err := dropAll(ctx, admin, []string{name}); err != nil {
 			t.Fatalf("dbtest: %v", err)
 		}
 		return
 	}
-	drops.Add(1)
-	go func() {
-		defer drops.Done()
-		dropSlots <- struct{}{}
-		defer func() { <-dropSlots }()
-		if err := drop(); err != nil {
-			fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
-			dropFails.Add(1)
-		}
-	}()
+	dropMu.Lock()
+	defer dropMu.Unlock()
+	toDrop = append(toDrop, name)
+	dropAdmin = admin
 }
 
-// waitDrops waits for the background drops and reports whether all
-// succeeded.
+// dropAll drops names over one connection to admin: the first drop's
+// checkpoint syncs what the run wrote, the others' find little to sync.
+func dropAll(ctx context.Context, admin string, names []string) error {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("error connecting: %w", err)
+	}
+	defer conn.Close(ctx)
+	var errs []error
+	for _, name := range names {
+		errs = append(errs, dropDatabase(ctx, conn, name))
+	}
+	return errors.Join(errs...)
+}
+
+// waitDrops drops the databases of the ended tests and reports whether
+// all were dropped.
 func waitDrops() bool {
-	drops.Wait()
-	return dropFails.Load() == 0
+	dropMu.Lock()
+	names, admin := toDrop, dropAdmin
+	toDrop = nil
+	dropMu.Unlock()
+	if len(names) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+	defer cancel()
+	if err := dropAll(ctx, admin, names); err != nil {
+		fmt.Fprintf(os.Stderr, "dbtest: %v\n", err)
+		return false
+	}
+	return true
 }
 
 // ensureTemplate creates and migrates the template database once per
