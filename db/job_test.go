@@ -3,8 +3,10 @@ package db_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -119,4 +121,49 @@ func jobDefaults(j *db.Job) db.Job {
 		RetryBackoffSeconds: j.RetryBackoffSeconds, RetryBackoffMaxSeconds: j.RetryBackoffMaxSeconds,
 		ConcurrencyPolicy: j.ConcurrencyPolicy, MisfirePolicy: j.MisfirePolicy,
 		MisfireWindowSeconds: j.MisfireWindowSeconds, MisfireMaxFires: j.MisfireMaxFires, DegradeAction: j.DegradeAction}
+}
+
+// A job being edited (its rows locked for the update) and the same job
+// being fired (its trigger claimed, then an execution inserted, whose
+// foreign key takes KEY SHARE on the job) do not deadlock: the edit waits
+// for the fire and goes on. With FOR UPDATE the edit held the job against
+// the fire's key share while waiting for the fire's trigger.
+func TestEditingAJobWhileItFiresDoesNotDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	job := &db.Job{ID: uuid.New(), Name: "edited-while-firing", Group: "default", TriggerKind: db.TriggerManual,
+		Timezone: "UTC", ExecutorKind: db.ExecutorShell, Executor: db.ExecutorConfig{Command: "true"},
+		RouteStrategy: db.RouteRoundRobin, ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1,
+		ConcurrencyPolicy: db.ConcurrencyAllow, MisfirePolicy: db.MisfireFireOnce, MisfireMaxFires: 1}
+	job.FillDefaults()
+	_, err := db.JobInsert(ctx, pool, job)
+	require.NoError(t, err)
+
+	fire, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer fire.Rollback(ctx)
+	_, err = fire.Exec(ctx, `SELECT 1 FROM ax.trigger WHERE job_id = $1 FOR UPDATE`, job.ID) // the claim
+	require.NoError(t, err)
+
+	edited := make(chan error, 1)
+	go func() {
+		edited <- pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := db.JobGetByIDForUpdate(ctx, tx, job.ID)
+			return err
+		})
+	}()
+	// The edit has locked the job and waits for the trigger.
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%JobGetByIDForUpdate%'`).Scan(&waiting))
+		return waiting == 1
+	}, 10*time.Second, 10*time.Millisecond)
+
+	_, err = fire.Exec(ctx, `INSERT INTO ax.execution (id, job_id, cause, scheduled_for, fired_at, shard_count, params, priority)
+		VALUES ($1, $2, 'manual', now(), now(), 1, '{}', 0)`, uuid.New(), job.ID)
+	require.NoError(t, err, "the fire's insert is not held up by the edit")
+	require.NoError(t, fire.Commit(ctx))
+	require.NoError(t, <-edited, "the edit goes on once the fire commits")
 }

@@ -52,6 +52,11 @@ JOIN ax.trigger t ON t.job_id = j.id
 LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE j.id = @id;
 
+-- JobGetByIDForUpdate locks the job and its trigger FOR NO KEY UPDATE:
+-- that serializes updates of one job, but not a fire's executions, whose
+-- foreign key takes KEY SHARE on the job while the fire holds the trigger
+-- (FOR UPDATE made the two wait on each other: a deadlock, a 500 to the
+-- PUT that edited a job as it fired).
 -- name: JobGetByIDForUpdate :one
 SELECT sqlc.embed(j), sqlc.embed(t),
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
@@ -60,7 +65,7 @@ FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE j.id = @id
-FOR UPDATE OF j, t;
+FOR NO KEY UPDATE OF j, t;
 
 -- JobList pages through jobs in id order (ids are UUIDv7, so creation
 -- order); after is the last id of the previous page; @groups, when set,
@@ -142,7 +147,7 @@ LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE (j.group_name, j.name) IN (SELECT unnest(@groups::text[]), unnest(@names::text[]))
    OR j.managed_by = @managed_by
 ORDER BY j.id
-FOR UPDATE OF j, t;
+FOR NO KEY UPDATE OF j, t;
 
 -- JobSetDeclared records which declaration set manages a job, and the
 -- version and place of the declaration that last changed it.

@@ -180,7 +180,7 @@ FROM ax.job j
 JOIN ax.trigger t ON t.job_id = j.id
 LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE j.id = $1
-FOR UPDATE OF j, t
+FOR NO KEY UPDATE OF j, t
 `
 
 type JobGetByIDForUpdateRow struct {
@@ -192,6 +192,11 @@ type JobGetByIDForUpdateRow struct {
 	TimeoutComputedAt *time.Time
 }
 
+// JobGetByIDForUpdate locks the job and its trigger FOR NO KEY UPDATE:
+// that serializes updates of one job, but not a fire's executions, whose
+// foreign key takes KEY SHARE on the job while the fire holds the trigger
+// (FOR UPDATE made the two wait on each other: a deadlock, a 500 to the
+// PUT that edited a job as it fired).
 func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (JobGetByIDForUpdateRow, error) {
 	row := db.QueryRow(ctx, jobGetByIDForUpdate, id)
 	var i JobGetByIDForUpdateRow
@@ -617,7 +622,7 @@ LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE (j.group_name, j.name) IN (SELECT unnest($1::text[]), unnest($2::text[]))
    OR j.managed_by = $3
 ORDER BY j.id
-FOR UPDATE OF j, t
+FOR NO KEY UPDATE OF j, t
 `
 
 type JobListForDeclarationParams struct {
