@@ -357,9 +357,9 @@ func BenchmarkIdleCost(b *testing.B) {
 // cost meanwhile without tasks (measured first, reported as
 // idle-xacts-per-s), divided by the tasks. A fire, a lease and a result
 // are three; every waiting long poll that a task-ready notification wakes
-// added its own check, so the figure grew with the agents (17 with 10
-// agents, 59 with 50, 205-218 with 200) until the polls' checks were read
-// together (18 with 200; #15).
+// added its own check, so the figure grew with the agents (16 with 10
+// agents, 59 with 50, 213 with 200) until the polls' checks were read
+// together (11.5 with 200; #15).
 func BenchmarkTrickleCost(b *testing.B) {
 	dbURL := dbtest.NewURL(b)
 	r := startReplica(b, dbURL)
