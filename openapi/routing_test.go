@@ -204,8 +204,10 @@ func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 	const probeEvery = time.Minute
 	env := setupRoutedAgents(t, dispatch.AgentConfig{StealAfter: 500 * time.Millisecond, ProbeEvery: probeEvery})
 	ctx := context.Background()
-	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{HealthEvery: time.Nanosecond, // each sweep
-		Quarantine: db.QuarantinePolicy{Window: time.Minute, MinResults: 5, FailureRate: 0.5}})
+	// Health judged at each sweep; the agent, which sends no heartbeat
+	// here, is not marked offline however slow the machine makes the test.
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{HealthEvery: time.Nanosecond,
+		OfflineAfter: time.Hour, Quarantine: db.QuarantinePolicy{Window: time.Minute, MinResults: 5, FailureRate: 0.5}})
 	probeIntervalPasses := func(agentID string) {
 		_, err := env.pool.Exec(ctx, `UPDATE ax.agent SET last_probe_at = last_probe_at - make_interval(secs => $1)
 			WHERE id = $2`, (probeEvery + time.Second).Seconds(), agentID)
