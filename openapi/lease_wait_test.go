@@ -67,17 +67,22 @@ func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 
 			time.Sleep(1500 * time.Millisecond) // the poll is waiting
 			counter := xactCounter(t, env)
+			from := time.Now()
 			before := counter()
-			const window = 6 * time.Second
-			time.Sleep(window)
+			time.Sleep(6 * time.Second)
 			spent := counter() - before
-			t.Logf("%d transactions in %s of an idle long poll", spent, window)
+			// The window runs from the first count's start to the second's
+			// end (each waits for the pool's backends to end): a loaded
+			// machine stretches it, and a window of w seconds holds up to
+			// floor(w)+1 ticks of a once-a-second check.
+			window := time.Since(from)
+			t.Logf("%d transactions in %s of an idle long poll", spent, window.Round(time.Millisecond))
 			select {
 			case r := <-done:
 				t.Fatalf("the poll returned while nothing could be taken: %v %v", r.tasks, r.err)
 			default:
 			}
-			require.LessOrEqual(t, spent, int64(window/time.Second), "at most one transaction a second")
+			require.LessOrEqual(t, spent, int64(window/time.Second)+1, "at most one transaction a second")
 
 			// Timed from when the task became takeable (wake's calls
 			// returned): under load wake's own API calls took over a second.

@@ -155,9 +155,9 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 	stopped := time.Now()
 	t.Cleanup(func() { sleeper.Signal(syscall.SIGCONT) }) // so that it can be killed
 
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 30*time.Second))
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, 60*time.Second))
 	// The first run ends while its agent is still stopped.
-	waitFile(t, filepath.Join(dir, taskID+".done"), 15*time.Second)
+	waitFile(t, filepath.Join(dir, taskID+".done"), 30*time.Second)
 	require.True(t, sleeper.Running())
 	t.Logf("stopped for %s", time.Since(stopped).Round(time.Millisecond))
 	resumed := time.Now()
@@ -182,7 +182,7 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 			}
 		}
 		return false
-	}, 15*time.Second, 50*time.Millisecond, "the resumed agent gives the task up")
+	}, 30*time.Second, 50*time.Millisecond, "the resumed agent gives the task up")
 	t.Logf("the resumed agent learned: %q", learned)
 	// It is alive and heartbeats again: active once more.
 	require.Eventually(t, func() bool {
@@ -192,9 +192,9 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 			}
 		}
 		return false
-	}, 15*time.Second, 50*time.Millisecond, "the resumed agent heartbeats")
+	}, 30*time.Second, 50*time.Millisecond, "the resumed agent heartbeats")
 	require.Eventually(t, func() bool { return s.agentNamed(t, "sleeper")["state"] == "active" },
-		15*time.Second, 100*time.Millisecond)
+		30*time.Second, 100*time.Millisecond)
 	require.True(t, sleeper.Running())
 
 	// No result of the stopped agent was recorded: any it sent was refused.

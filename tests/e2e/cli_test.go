@@ -36,7 +36,7 @@ func startServer(t *testing.T) *server {
 	proc := proctest.Start(t, proctest.Binary(t, "ax"),
 		[]string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key, "AX_ADDR=" + addr}, "serve")
 	url := "http://" + addr
-	proctest.WaitHTTP(t, url+"/readyz", 30*time.Second)
+	proctest.WaitHTTP(t, url+"/readyz", 90*time.Second)
 	return &server{url: url, dbURL: dbURL, key: key, proc: proc}
 }
 

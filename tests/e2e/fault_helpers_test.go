@@ -39,7 +39,9 @@ func startServerOn(t *testing.T, dbURL string, env ...string) *server {
 	proc := proctest.Start(t, proctest.Binary(t, "ax"),
 		append([]string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key, "AX_ADDR=" + addr}, env...), "serve")
 	u := "http://" + addr
-	proctest.WaitHTTP(t, u+"/readyz", 30*time.Second)
+	// Generous: a loaded machine running race-built processes once took
+	// over 30 s to start a server that made a few hundred partitions.
+	proctest.WaitHTTP(t, u+"/readyz", 90*time.Second)
 	return &server{url: u, dbURL: dbURL, key: key, proc: proc}
 }
 

@@ -40,7 +40,7 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 		addr := proctest.FreeAddr(t)
 		p := proctest.Start(t, proctest.Binary(t, "ax"),
 			[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + addr}, "serve")
-		proctest.WaitHTTP(t, "http://"+addr+"/readyz", 30*time.Second)
+		proctest.WaitHTTP(t, "http://"+addr+"/readyz", 90*time.Second)
 		return p, addr
 	}
 	victim, victimAddr := replica()

@@ -138,7 +138,9 @@ try {
   // The second line arrived while the run went on, through the stream:
   // the page was not reloaded and the run has four more seconds to go.
   assert.equal(await admin.evaluate(() => window.axNotReloaded), true, "the line came live, not with a reload");
-  assert.equal(await text(admin, "#exec-state"), "running");
+  // Running, unless a loaded machine delivered the line after the run's
+  // last four seconds (seen in CI): the page has not reloaded yet either way.
+  assert.match(await text(admin, "#exec-state"), /^(running|succeeded)$/);
   await shot(admin, "execution-running");
   await waitText(admin, "#exec-state", "succeeded");
   await admin.waitForFunction(() => document.getElementById("logs").textContent.includes("report line 3"));
