@@ -168,7 +168,7 @@ func TaskLease(ctx context.Context, b TxBeginner, p *TaskLeaseParams) ([]*Leased
 	if err != nil {
 		return nil, err
 	}
-	out, err := WithTxV(ctx, b, func(tx pgx.Tx) ([]*LeasedTask, error) {
+	out, err := WithBatchTxV(ctx, b, p.Max, func(tx pgx.Tx) ([]*LeasedTask, error) {
 		picked, err := queries.TaskLeasePick(ctx, tx, pick)
 		if err != nil || len(picked) == 0 {
 			return nil, err

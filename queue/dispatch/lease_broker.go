@@ -395,7 +395,7 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []d
 // answered 202) is handed to its target and returned as running.
 func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
 	accepted, results := splitAccepted(results)
-	done, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
+	done, err := db.WithBatchTxV(ctx, s.pool, len(results)+len(accepted), func(tx pgx.Tx) ([]db.CompletedTask, error) {
 		handed, err := s.awaitTargets(ctx, tx, agentID, accepted)
 		if err != nil || len(results) == 0 {
 			return handed, err
