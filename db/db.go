@@ -139,9 +139,8 @@ func WithTxV[T any](ctx context.Context, b TxBeginner, fn func(tx pgx.Tx) (T, er
 	return out, err
 }
 
-// beginGenericPlans begins a transaction whose statements run with generic
-// plans, in the BEGIN's own round trip (the simple protocol takes both).
-const beginGenericPlans = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"
+// setGenericPlans makes the rest of a transaction run with generic plans.
+const setGenericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 // SmallBatch is the most items (tasks asked for, results reported) of a
 // hot-path transaction that WithBatchTxV runs with generic plans. Past it
@@ -155,10 +154,10 @@ const SmallBatch = 16
 // with generic plans: left to choose, Postgres planned them afresh on every
 // call while batches were small (a custom plan is kept while it is costed
 // below the generic one), and with 200 agents of 5 slots planning was 40%
-// of the database's time, 0.7 ms a TaskComplete. A large batch keeps
-// custom plans: forced generic, 4 agents of 250 slots leased 8% fewer
-// tasks a second (BenchmarkManyAgents), and planning is a small part of
-// a large batch's cost.
+// of the database's time, 0.7 ms a TaskComplete. A large batch is left to
+// Postgres: forced generic for every batch, 4 agents of 250 slots leased
+// 7% fewer tasks a second (BenchmarkManyAgents); forced custom, planning
+// the large arrays cost a third more CPU a task (BenchmarkEndToEndReplicas).
 func WithBatchTxV[T any](ctx context.Context, b TxBeginner, size int, fn func(tx pgx.Tx) (T, error)) (T, error) {
 	if size > SmallBatch {
 		return WithTxV(ctx, b, fn)
@@ -172,11 +171,13 @@ func WithBatchTxV[T any](ctx context.Context, b TxBeginner, size int, fn func(tx
 	if starter, ok := b.(interface {
 		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 	}); ok {
-		return out, pgx.BeginTxFunc(ctx, starter, pgx.TxOptions{BeginQuery: beginGenericPlans}, run)
+		// Set in the BEGIN's own round trip (the simple protocol takes both).
+		begin := pgx.TxOptions{BeginQuery: "BEGIN; " + setGenericPlans}
+		return out, pgx.BeginTxFunc(ctx, starter, begin, run)
 	}
 	// A transaction: the setting holds to its end.
 	return out, pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		if _, err := tx.Exec(ctx, setGenericPlans); err != nil {
 			return err
 		}
 		return run(tx)
