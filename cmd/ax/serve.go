@@ -138,6 +138,15 @@ func runServe(ctx context.Context, args []string) error {
 
 // serve runs one replica until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
+	// Listening first: a taken port fails the start at once, and the
+	// address bound (a port of 0 is the kernel's pick) is the one the
+	// public URL names, which HTTP tasks' completion links carry.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+	cfg.Addr = ln.Addr().String()
 	pool, err := db.OpenPool(ctx, cfg.DatabaseURL, db.PoolSize{MaxConns: int32(cfg.PoolMaxConns), MinConns: int32(cfg.PoolMinConns)})
 	if err != nil {
 		return err
@@ -200,7 +209,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	return listenAndServe(ctx, logger, cfg, openapi.LogRequests(logger, withConsole(apiHandler, ui)))
+	return serveOn(ctx, logger, cfg, ln, openapi.LogRequests(logger, withConsole(apiHandler, ui)))
 }
 
 // withConsole serves the web console at /ui and the API everywhere else,
@@ -225,11 +234,8 @@ func metricsHandler(logger *slog.Logger) http.Handler {
 		}))
 }
 
-func listenAndServe(ctx context.Context, logger *slog.Logger, cfg serveConfig, h http.Handler) error {
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)
-	}
+// serveOn serves h on ln until ctx ends.
+func serveOn(ctx context.Context, logger *slog.Logger, cfg serveConfig, ln net.Listener, h http.Handler) error {
 	// No WriteTimeout: lease and execution long polls answer after up to
 	// 25 s and 60 s; a client that stops reading is bounded by TCP.
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: cmp.Or(cfg.ReadTimeout, 30*time.Second),
