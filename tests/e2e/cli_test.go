@@ -32,10 +32,11 @@ func startServer(t *testing.T) *server {
 	t.Helper()
 	dbURL := dbtest.NewURL(t)
 	key := "ax_e2e_bootstrap_admin_key_0123456789"
-	addr := proctest.FreeAddr(t)
 	proc := proctest.Start(t, proctest.Binary(t, "ax"),
-		[]string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key, "AX_ADDR=" + addr}, "serve")
-	url := "http://" + addr
+		[]string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key, "AX_ADDR=127.0.0.1:0"}, "serve")
+	// Generous: a loaded machine running race-built processes once took
+	// over 30 s to start a server.
+	url := "http://" + proctest.WaitServing(t, proc, 90*time.Second)
 	proctest.WaitHTTP(t, url+"/readyz", 90*time.Second)
 	return &server{url: url, dbURL: dbURL, key: key, proc: proc}
 }

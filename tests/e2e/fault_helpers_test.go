@@ -35,12 +35,11 @@ import (
 func startServerOn(t *testing.T, dbURL string, env ...string) *server {
 	t.Helper()
 	key := "ax_e2e_bootstrap_admin_key_0123456789"
-	addr := proctest.FreeAddr(t)
 	proc := proctest.Start(t, proctest.Binary(t, "ax"),
-		append([]string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key, "AX_ADDR=" + addr}, env...), "serve")
-	u := "http://" + addr
+		append([]string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key, "AX_ADDR=127.0.0.1:0"}, env...), "serve")
 	// Generous: a loaded machine running race-built processes once took
 	// over 30 s to start a server that made a few hundred partitions.
+	u := "http://" + proctest.WaitServing(t, proc, 90*time.Second)
 	proctest.WaitHTTP(t, u+"/readyz", 90*time.Second)
 	return &server{url: u, dbURL: dbURL, key: key, proc: proc}
 }

@@ -50,10 +50,10 @@ func TestServeTLSAndAgentOverHTTPS(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile := selfSigned(t, t.TempDir())
 	dbURL := dbtest.NewURL(t)
-	addr := proctest.FreeAddr(t)
 	key := "ax_e2e_bootstrap_admin_key_0123456789"
 	proc := proctest.Start(t, proctest.Binary(t, "ax"), []string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key,
-		"AX_ADDR=" + addr}, "serve", "--tls-cert", certFile, "--tls-key", keyFile)
+		"AX_ADDR=127.0.0.1:0"}, "serve", "--tls-cert", certFile, "--tls-key", keyFile)
+	addr := proctest.WaitServing(t, proc, 90*time.Second)
 	s := &server{url: "https://" + addr, dbURL: dbURL, key: key, proc: proc}
 
 	pemCert, err := os.ReadFile(certFile)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -180,6 +181,30 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// WaitServing waits until p, an `ax serve` started with AX_ADDR port 0,
+// logs the address it listens on, and returns it. A port taken from
+// FreeAddr can be taken by another test's process before the server binds
+// it; then the other process answered this test's requests.
+func WaitServing(t testing.TB, p *Process, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, line := range strings.Split(p.Output(), "\n") {
+			var entry struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "ax serving" && entry.Addr != "" {
+				return entry.Addr
+			}
+		}
+		if !p.Running() {
+			t.Fatalf("proctest: the server ended before it was serving")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proctest: the server was not serving within %s", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // WaitHTTP polls url until it answers 200 or timeout passes.
