@@ -598,6 +598,62 @@ BEGIN
 END $$;
 
 --
+-- Name: uuid_v7(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.uuid_v7() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+               PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+               FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
+$$;
+
+--
+-- Name: execution; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution (
+    id uuid DEFAULT ax.uuid_v7() NOT NULL,
+    job_id uuid NOT NULL,
+    cause ax.execution_cause NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    fired_at timestamp with time zone DEFAULT now() NOT NULL,
+    misfired boolean DEFAULT false NOT NULL,
+    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    shard_count integer NOT NULL,
+    priority integer NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    cancel_reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    error text,
+    traceparent text,
+    CONSTRAINT execution_finished_when_final CHECK (((state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state])) = (finished_at IS NULL))),
+    CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
+    CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
+    CONSTRAINT execution_traceparent_format CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
+)
+WITH (fillfactor='50');
+
+--
+-- Name: leased_runs(uuid[]); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.leased_runs(p_ids uuid[]) RETURNS SETOF ax.execution
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT e.*
+    FROM ax.execution e
+    WHERE e.id = ANY(p_ids);
+END $$;
+
+--
 -- Name: rate_class_loosened(); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -736,16 +792,32 @@ CREATE FUNCTION ax.river_job_state_in_bitmask(bitmask bit, state ax.river_job_st
 $$;
 
 --
--- Name: uuid_v7(); Type: FUNCTION; Schema: ax; Owner: -
+-- Name: task_result; Type: VIEW; Schema: ax; Owner: -
 --
 
-CREATE FUNCTION ax.uuid_v7() RETURNS uuid
-    LANGUAGE sql PARALLEL SAFE
+CREATE VIEW ax.task_result AS
+ SELECT NULL::uuid AS id,
+    NULL::uuid AS token,
+    NULL::text AS state,
+    NULL::jsonb AS result,
+    NULL::text AS error,
+    NULL::text AS error_code
+  WHERE false;
+
+--
+-- Name: task_results(uuid[], uuid[], text[], jsonb[], text[], text[]); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.task_results(p_ids uuid[], p_tokens uuid[], p_states text[], p_results jsonb[], p_errors text[], p_codes text[]) RETURNS SETOF ax.task_result
+    LANGUAGE plpgsql STABLE
     AS $$
-    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
-               PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
-               FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
-$$;
+BEGIN
+    RETURN QUERY
+    SELECT DISTINCT ON (x.id) x.id, x.token, x.state, x.result, x.error, x.error_code
+    FROM unnest(p_ids, p_tokens, p_states, p_results, p_errors, p_codes)
+         WITH ORDINALITY AS x(id, token, state, result, error, error_code, n)
+    ORDER BY x.id, x.n;
+END $$;
 
 --
 -- Name: uuid_v7_floor(timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
@@ -808,36 +880,6 @@ CREATE TABLE ax.agent (
     CONSTRAINT agent_quarantined_at_set CHECK (((state <> 'quarantined'::ax.agent_state) OR (quarantined_at IS NOT NULL))),
     CONSTRAINT agent_weight_range CHECK (((weight >= 1) AND (weight <= 1000)))
 );
-
---
--- Name: execution; Type: TABLE; Schema: ax; Owner: -
---
-
-CREATE TABLE ax.execution (
-    id uuid DEFAULT ax.uuid_v7() NOT NULL,
-    job_id uuid NOT NULL,
-    cause ax.execution_cause NOT NULL,
-    scheduled_for timestamp with time zone NOT NULL,
-    fired_at timestamp with time zone DEFAULT now() NOT NULL,
-    misfired boolean DEFAULT false NOT NULL,
-    state ax.execution_state DEFAULT 'pending'::ax.execution_state NOT NULL,
-    params jsonb DEFAULT '{}'::jsonb NOT NULL,
-    shard_count integer NOT NULL,
-    priority integer NOT NULL,
-    started_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    cancel_requested_at timestamp with time zone,
-    cancel_reason text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    error text,
-    traceparent text,
-    CONSTRAINT execution_finished_when_final CHECK (((state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state])) = (finished_at IS NULL))),
-    CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
-    CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
-    CONSTRAINT execution_traceparent_format CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
-)
-WITH (fillfactor='50');
 
 --
 -- Name: execution_history; Type: TABLE; Schema: ax; Owner: -

@@ -165,10 +165,12 @@ WITH leased AS (
 ), runs AS MATERIALIZED (
     -- What agents need of the runs, read once from the bound array (before
     -- this statement's own update). Inlined, it became a probe per task
-    -- that also walked the whole array: three fifths of the lease.
-    SELECT e.id, e.params, e.scheduled_for, e.priority, e.traceparent
-    FROM ax.execution e
-    WHERE e.id = ANY(@execution_ids::uuid[])
+    -- that also walked the whole array: three fifths of the lease. Read
+    -- through ax.leased_runs for its row estimate (migration 00034): as a
+    -- read by = ANY, a generic plan took it for 10 rows and joined it with
+    -- the leased tasks in a nested loop.
+    SELECT r.id, r.params, r.scheduled_for, r.priority, r.traceparent
+    FROM ax.leased_runs(@execution_ids::uuid[]) r
 )
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
@@ -215,12 +217,14 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 -- version and index entries, deleted again by the next statement.
 -- name: TaskComplete :many
 WITH input AS (
-    -- One result per task (a repeated id is one result, not two).
-    SELECT DISTINCT ON (x.id) x.*
-    FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token,
-                 unnest(@states::text[]) AS state, unnest(@results::jsonb[]) AS result,
-                 unnest(@errors::text[]) AS error, unnest(@error_codes::text[]) AS error_code,
-                 sqlc.narg('agent_id')::uuid AS agent_id) x
+    -- One result per task (a repeated id is one result, not two), read
+    -- through ax.task_results for its row estimate (migration 00034): with
+    -- the generic plans this runs with, an unnest here was taken for 10
+    -- rows and joined with the tasks in a nested loop, every result with
+    -- every task.
+    SELECT r.id, r.token, r.state, r.result, r.error, r.error_code, sqlc.narg('agent_id')::uuid AS agent_id
+    FROM ax.task_results(@task_ids::uuid[], @tokens::uuid[], @states::text[], @results::jsonb[],
+                         @errors::text[], @error_codes::text[]) r
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise

@@ -1565,6 +1565,15 @@ type AxTaskHistory struct {
 	RetainUntil       time.Time
 }
 
+type AxTaskResult struct {
+	ID        *uuid.UUID
+	Token     *uuid.UUID
+	State     *string
+	Result    []byte
+	Error     *string
+	ErrorCode *string
+}
+
 type AxTasksWithoutAgent struct {
 	TaskID       uuid.UUID
 	ExecutionID  uuid.UUID

@@ -164,12 +164,14 @@ func (q *Queries) TaskCheckToken(ctx context.Context, db DBTX, arg TaskCheckToke
 
 const taskComplete = `-- name: TaskComplete :many
 WITH input AS (
-    -- One result per task (a repeated id is one result, not two).
-    SELECT DISTINCT ON (x.id) x.id, x.token, x.state, x.result, x.error, x.error_code, x.agent_id
-    FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token,
-                 unnest($3::text[]) AS state, unnest($4::jsonb[]) AS result,
-                 unnest($5::text[]) AS error, unnest($6::text[]) AS error_code,
-                 $7::uuid AS agent_id) x
+    -- One result per task (a repeated id is one result, not two), read
+    -- through ax.task_results for its row estimate (migration 00034): with
+    -- the generic plans this runs with, an unnest here was taken for 10
+    -- rows and joined with the tasks in a nested loop, every result with
+    -- every task.
+    SELECT r.id, r.token, r.state, r.result, r.error, r.error_code, $1::uuid AS agent_id
+    FROM ax.task_results($2::uuid[], $3::uuid[], $4::text[], $5::jsonb[],
+                         $6::text[], $7::text[]) r
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -181,7 +183,7 @@ WITH input AS (
     SELECT e.id
     FROM ax.execution e
     WHERE e.id = ANY(ARRAY(SELECT t.execution_id FROM ax.task t
-                           WHERE t.id = ANY($1::uuid[]) AND t.shard_total > 1))
+                           WHERE t.id = ANY($2::uuid[]) AND t.shard_total > 1))
     ORDER BY e.id
     FOR UPDATE
 ), done AS (
@@ -207,7 +209,7 @@ WITH input AS (
     -- alone, a small task table was planned as a full scan. A current
     -- token means leased or running (task_lease_consistent); saying so
     -- would invite reading every task in flight through partial indexes.
-    WHERE t.id = ANY($1::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
+    WHERE t.id = ANY($2::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
       -- The reporting agent must hold the lease, not just know its token
       -- (@agent_id null: ax's own results, not checked). Compared with the
       -- input row, not a constant: as a filter on the task it made the
@@ -228,7 +230,7 @@ WITH input AS (
            i.state AS reported, i.result, nullif(i.error, '') AS error, nullif(i.error_code, '') AS error_code
     FROM ax.task t
     JOIN input i ON i.id = t.id
-    WHERE t.id = ANY($1::uuid[]) AND t.lease_token = i.token
+    WHERE t.id = ANY($2::uuid[]) AND t.lease_token = i.token
       AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
       AND t.shard_total = 1
       AND NOT (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL)
@@ -268,13 +270,13 @@ FROM ending
 `
 
 type TaskCompleteParams struct {
+	AgentID    *uuid.UUID
 	TaskIds    []uuid.UUID
 	Tokens     []uuid.UUID
 	States     []string
 	Results    [][]byte
 	Errors     []string
 	ErrorCodes []string
-	AgentID    *uuid.UUID
 	Now        *time.Time
 }
 
@@ -306,13 +308,13 @@ type TaskCompleteRow struct {
 // version and index entries, deleted again by the next statement.
 func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompleteParams) ([]TaskCompleteRow, error) {
 	rows, err := db.Query(ctx, taskComplete,
+		arg.AgentID,
 		arg.TaskIds,
 		arg.Tokens,
 		arg.States,
 		arg.Results,
 		arg.Errors,
 		arg.ErrorCodes,
-		arg.AgentID,
 		arg.Now,
 	)
 	if err != nil {
@@ -1038,10 +1040,12 @@ WITH leased AS (
 ), runs AS MATERIALIZED (
     -- What agents need of the runs, read once from the bound array (before
     -- this statement's own update). Inlined, it became a probe per task
-    -- that also walked the whole array: three fifths of the lease.
-    SELECT e.id, e.params, e.scheduled_for, e.priority, e.traceparent
-    FROM ax.execution e
-    WHERE e.id = ANY($5::uuid[])
+    -- that also walked the whole array: three fifths of the lease. Read
+    -- through ax.leased_runs for its row estimate (migration 00034): as a
+    -- read by = ANY, a generic plan took it for 10 rows and joined it with
+    -- the leased tasks in a nested loop.
+    SELECT r.id, r.params, r.scheduled_for, r.priority, r.traceparent
+    FROM ax.leased_runs($5::uuid[]) r
 )
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
