@@ -1,7 +1,8 @@
 -- +goose Up
 
--- The lease and complete transactions run with generic plans (see
--- db.WithBatchTxV): planned once, without the arrays' lengths. A generic
+-- The lease and complete transactions of small batches run with generic
+-- plans (db.WithBatchTxV), and Postgres may choose them for large ones:
+-- planned once, without the arrays' lengths. A generic
 -- plan takes an unnested array or a read by = ANY of one for 10 rows, and
 -- so joined two of them in a nested loop: every result with every task,
 -- 40,000 pairs for 200 results, a connection at a time, by the
