@@ -33,6 +33,10 @@ func TestBatchTx(t *testing.T) {
 				return 0, err
 			}
 			require.Equal(t, "force_generic_plan", mode)
+			if err := tx.QueryRow(ctx, "SHOW enable_seqscan").Scan(&mode); err != nil {
+				return 0, err
+			}
+			require.Equal(t, "off", mode, "read by index")
 			var n int
 			return n, tx.QueryRow(ctx, byKeys, keys).Scan(&n)
 		})

@@ -139,14 +139,17 @@ func WithTxV[T any](ctx context.Context, b TxBeginner, fn func(tx pgx.Tx) (T, er
 	return out, err
 }
 
-// setGenericPlans makes the rest of a transaction run with generic plans.
-const setGenericPlans = "SET LOCAL plan_cache_mode = force_generic_plan"
+// setGenericPlans makes the rest of a transaction run with generic plans
+// that read by index. A connection makes a generic plan once and keeps
+// it while a table only grows (inserts start no VACUUM or ANALYZE, which
+// would remake it): made on an empty queue, TaskLeaseTake's scanned every
+// task to lease one, 11 ms with 20,000 pending
+// (TestSmallBatchPlansStayIndexedAsTablesGrow). Every statement of these
+// transactions reads by key.
+const setGenericPlans = "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off"
 
 // SmallBatch is the most items (tasks asked for, results reported) of a
-// hot-path transaction that WithBatchTxV runs with generic plans. Past it
-// a generic plan costs more than planning: it assumes an array of 10, and
-// TaskComplete's then joins every result with every task (0.7 µs a pair,
-// twice; planning is about 0.7 ms), 77 ms against 14 ms for 200 results.
+// hot-path transaction that WithBatchTxV runs with generic plans.
 const SmallBatch = 16
 
 // WithBatchTxV is WithTxV for the hot path's transactions (lease,
@@ -155,9 +158,10 @@ const SmallBatch = 16
 // call while batches were small (a custom plan is kept while it is costed
 // below the generic one), and with 200 agents of 5 slots planning was 40%
 // of the database's time, 0.7 ms a TaskComplete. A large batch is left to
-// Postgres: forced generic for every batch, 4 agents of 250 slots leased
-// 7% fewer tasks a second (BenchmarkManyAgents); forced custom, planning
-// the large arrays cost a third more CPU a task (BenchmarkEndToEndReplicas).
+// Postgres, for which planning is a small part of the cost: forced generic
+// for every batch, 4 agents of 250 slots did 7–9% fewer tasks a second
+// (BenchmarkManyAgents); forced custom, planning the large arrays cost a
+// third more CPU a task (BenchmarkEndToEndReplicas).
 func WithBatchTxV[T any](ctx context.Context, b TxBeginner, size int, fn func(tx pgx.Tx) (T, error)) (T, error) {
 	if size > SmallBatch {
 		return WithTxV(ctx, b, fn)
