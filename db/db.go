@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,7 +55,8 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 type PoolSize struct {
 	// MaxConns is the most connections the pool opens; requests beyond
 	// wait for one to be released. Zero keeps the url's pool_max_conns, or
-	// pgx's default: the larger of 4 and the number of CPUs.
+	// pgx's default (the larger of 4 and the number of CPUs) plus one: a
+	// replica's notifier holds one of the pool's connections to listen.
 	MaxConns int32
 	// MinConns is how many connections the pool keeps open while idle, so
 	// a burst after a quiet spell does not first wait for connects. Zero
@@ -85,6 +87,9 @@ func OpenPool(ctx context.Context, url string, size PoolSize) (*pgxpool.Pool, er
 	}
 	if err := size.validate(); err != nil {
 		return nil, err
+	}
+	if size.MaxConns == 0 && !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns++ // the notifier's, held while it listens
 	}
 	cfg.MaxConns = cmp.Or(size.MaxConns, cfg.MaxConns)
 	cfg.MinConns = cmp.Or(size.MinConns, cfg.MinConns)

@@ -66,8 +66,9 @@ type serveConfig struct {
 	History history.Config
 	// PoolMaxConns (AX_DB_MAX_CONNS) and PoolMinConns (AX_DB_MIN_CONNS)
 	// size the replica's database pool; 0 keeps the URL's pool_max_conns
-	// and pool_min_conns, or pgx's defaults (the larger of 4 and the
-	// number of CPUs; none kept idle). The README has the sizing rule.
+	// and pool_min_conns, or the defaults (one more than the larger of 4
+	// and the number of CPUs, the notifier's connection included; none
+	// kept idle). The README has the sizing rule.
 	PoolMaxConns, PoolMinConns int
 	// MetricsAuth (AX_METRICS_AUTH) makes /metrics require an API key
 	// with scope read. Off by default (Prometheus scrapes it openly).
@@ -152,6 +153,9 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		return err
 	}
 	defer pool.Close()
+	if n := pool.Config().MaxConns; n < 2 {
+		return fmt.Errorf("db max conns %d is too few: the notifier holds one to listen, and the work needs another", n)
+	}
 	if !cfg.NoMigrate {
 		if err := db.Migrate(ctx, pool, logger); err != nil {
 			return err
@@ -370,7 +374,7 @@ func addPoolFlags(fs *flag.FlagSet, c *serveConfig) error {
 	maxConns, errMax := envInt("AX_DB_MAX_CONNS")
 	minConns, errMin := envInt("AX_DB_MIN_CONNS")
 	fs.IntVar(&c.PoolMaxConns, "db-max-conns", maxConns,
-		"most database connections this replica opens; 0: the URL's pool_max_conns, else the larger of 4 and the CPUs (AX_DB_MAX_CONNS)")
+		"most database connections this replica's pool opens, its notifier's included (River's listener is apart); 0: the URL's pool_max_conns, else one more than the larger of 4 and the CPUs (AX_DB_MAX_CONNS)")
 	fs.IntVar(&c.PoolMinConns, "db-min-conns", minConns,
 		"database connections kept open while idle; 0: the URL's pool_min_conns, else none (AX_DB_MIN_CONNS)")
 	return errors.Join(errMax, errMin)

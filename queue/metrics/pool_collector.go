@@ -22,7 +22,7 @@ type PoolCollector struct {
 func NewPoolCollector(pool *pgxpool.Pool) *PoolCollector {
 	return &PoolCollector{
 		pool:     pool,
-		acquired: prometheus.NewDesc("ax_db_pool_acquired_conns", "Database connections in use now.", nil, nil),
+		acquired: prometheus.NewDesc("ax_db_pool_acquired_conns", "Database connections in use now (one is the notifier's, held while it listens).", nil, nil),
 		idle:     prometheus.NewDesc("ax_db_pool_idle_conns", "Open database connections waiting for use.", nil, nil),
 		total: prometheus.NewDesc("ax_db_pool_total_conns",
 			"Database connections of the pool: in use, idle and being opened.", nil, nil),

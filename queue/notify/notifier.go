@@ -13,13 +13,14 @@ import (
 
 // Notifier holds one LISTEN connection per replica and fans notifications
 // out to any number of subscribers, so waiting loops and long polls cost no
-// connection each. Wakeups coalesce: a subscriber that is busy sees one
+// connection each. The connection is one of the pool's, held while it
+// listens: a replica opens no more connections than its pool size. Wakeups coalesce: a subscriber that is busy sees one
 // pending wakeup, not a queue. After a reconnect every subscriber is woken,
 // since notifications sent meanwhile were lost.
 type Notifier struct {
-	connConfig *pgx.ConnConfig
-	channels   []string
-	logger     *slog.Logger
+	pool     *pgxpool.Pool
+	channels []string
+	logger   *slog.Logger
 
 	mu    sync.Mutex
 	subs  map[string]map[chan struct{}]struct{}
@@ -28,17 +29,16 @@ type Notifier struct {
 	bg startstop.Runner
 }
 
-// NewNotifier listens on channels through a connection configured like
-// pool's.
+// NewNotifier listens on channels through a connection of pool's.
 func NewNotifier(pool *pgxpool.Pool, logger *slog.Logger, channels ...string) *Notifier {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Notifier{
-		connConfig: pool.Config().ConnConfig.Copy(),
-		channels:   channels,
-		logger:     logger,
-		subs:       map[string]map[chan struct{}]struct{}{},
+		pool:     pool,
+		channels: channels,
+		logger:   logger,
+		subs:     map[string]map[chan struct{}]struct{}{},
 	}
 }
 
@@ -91,11 +91,18 @@ func (n *Notifier) run(ctx context.Context) {
 // listen runs one connection until it fails; connected is called once it
 // listens on every channel.
 func (n *Notifier) listen(ctx context.Context, connected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, n.connConfig)
+	pooled, err := n.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	// Held, so the pool counts it, and closed before it is given back (it
+	// listens, and it may have failed): the pool then drops it and opens
+	// another when it needs one.
+	conn := pooled.Conn()
+	defer func() {
+		conn.Close(context.WithoutCancel(ctx))
+		pooled.Release()
+	}()
 	for _, ch := range n.channels {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err

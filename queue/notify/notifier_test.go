@@ -161,3 +161,43 @@ func TestSleep(t *testing.T) {
 	notify.Sleep(context.Background(), 20*time.Millisecond, nil, nil)
 	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
 }
+
+// TestNotifierListensOnAPoolConnection: the notifier's connection is one
+// of its pool's, held while it listens, so a replica opens no more
+// connections than its pool size; after the connection is lost the pool
+// counts the new one in its place, not both.
+func TestNotifierListensOnAPoolConnection(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	size := e.pool.Config().MaxConns
+	listening := func() bool { return e.pool.Stat().AcquiredConns() == 1 }
+	require.Eventually(t, listening, 5*time.Second, 10*time.Millisecond, "the notifier holds one pooled connection")
+
+	// Every other connection of the pool, held at once, and no more.
+	var held []*pgxpool.Conn
+	for range size - 1 {
+		c, err := e.pool.Acquire(ctx)
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err := e.pool.Acquire(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the pool is used up: the notifier's connection is counted")
+	var backends int32
+	require.NoError(t, held[0].QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_type = 'client backend'`).Scan(&backends))
+	require.Equal(t, size, backends, "the database sees the pool's connections, no more")
+	for _, c := range held {
+		c.Release()
+	}
+
+	plain, stop := e.notifier.Subscribe(notify.TaskReadyChannel)
+	defer stop()
+	_, err = e.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'LISTEN%'`)
+	require.NoError(t, err)
+	require.True(t, woken(plain, 10*time.Second), "woken by the reconnect")
+	require.Eventually(t, func() bool { return listening() && e.pool.Stat().TotalConns() <= size },
+		5*time.Second, 10*time.Millisecond, "one pooled connection listens again, within the pool's size")
+}
