@@ -14,9 +14,10 @@ import (
 // Notifier holds one LISTEN connection per replica and fans notifications
 // out to any number of subscribers, so waiting loops and long polls cost no
 // connection each. The connection is one of the pool's, held while it
-// listens: a replica opens no more connections than its pool size. Wakeups coalesce: a subscriber that is busy sees one
-// pending wakeup, not a queue. After a reconnect every subscriber is woken,
-// since notifications sent meanwhile were lost.
+// listens: a replica opens no more connections than its pool size.
+// Wakeups coalesce: a subscriber that is busy sees one pending wakeup, not
+// a queue. After a reconnect every subscriber is woken, since
+// notifications sent meanwhile were lost.
 type Notifier struct {
 	pool     *pgxpool.Pool
 	channels []string
