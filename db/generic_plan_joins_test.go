@@ -20,6 +20,100 @@ import (
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
+// planEnv is a connection to a fresh database that keeps the notices it
+// gets (auto_explain's plans, once explainPlans is called), with an agent
+// that runs shell tasks and a job of its.
+type planEnv struct {
+	t       *testing.T
+	conn    *pgx.Conn
+	agentID uuid.UUID
+	jobID   uuid.UUID
+
+	mu      sync.Mutex
+	notices []string
+}
+
+func newPlanEnv(t *testing.T) *planEnv {
+	t.Helper()
+	ctx := context.Background()
+	e := &planEnv{t: t}
+	cfg, err := pgx.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.notices = append(e.notices, n.Message)
+	}
+	e.conn, err = pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { e.conn.Close(context.Background()) })
+	pgxuuid.Register(e.conn.TypeMap())
+	require.NoError(t, e.conn.QueryRow(ctx, `
+		WITH k AS (
+		    INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes)
+		    VALUES ('plans', sha256('plans'), 'ax_plan', '{agent}') RETURNING id
+		), a AS (
+		    INSERT INTO ax.agent (id, name, capacity, api_key_id, executors)
+		    SELECT gen_random_uuid(), 'plans-agent', 10000, id, '{shell}' FROM k RETURNING id
+		)
+		INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
+		SELECT 'plans', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false FROM a
+		RETURNING (SELECT id FROM a), id`).Scan(&e.agentID, &e.jobID))
+	return e
+}
+
+// addTasks adds n runs of the job, of one pending task each.
+func (e *planEnv) addTasks(n int) {
+	e.t.Helper()
+	_, err := e.conn.Exec(context.Background(), `
+		WITH e AS (
+		    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
+		    SELECT gen_random_uuid(), $1, 'manual', now(), 1, 0 FROM generate_series(1, $2) RETURNING id, job_id
+		)
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds)
+		SELECT id, job_id, 0, 1, 0, 1, 60 FROM e`, e.jobID, n)
+	require.NoError(e.t, err)
+}
+
+// explainPlans makes auto_explain send the plan of every statement e runs
+// from now on (with x: a transaction, until it ends) as a notice.
+func (e *planEnv) explainPlans(x db.Executor) {
+	e.t.Helper()
+	for _, set := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_analyze = on", "SET auto_explain.log_timing = off",
+		"SET auto_explain.log_nested_statements = on", "SET client_min_messages = log"} {
+		_, err := x.Exec(context.Background(), set)
+		require.NoError(e.t, err, set)
+	}
+}
+
+// plans returns the notices received so far.
+func (e *planEnv) plans() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.notices...)
+}
+
+// leaseAndComplete leases up to n tasks for the agent in tx and reports
+// them succeeded.
+func (e *planEnv) leaseAndComplete(tx pgx.Tx, n int) error {
+	ctx := context.Background()
+	leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: e.agentID, AgentExecutors: []string{"shell"},
+		Max: n, Lease: time.Minute, StealAfter: time.Second, StarveAfter: time.Hour, Grants: map[string]int{}})
+	if err != nil || len(leased) != n {
+		return fmt.Errorf("leased %d of %d: %w", len(leased), n, err)
+	}
+	results := make([]db.TaskResult, n)
+	for i, l := range leased {
+		results[i] = db.TaskResult{TaskRef: db.TaskRef{ID: l.ID, Token: l.LeaseToken}, State: db.TaskSucceeded}
+	}
+	done, err := db.TaskCompleteByAgent(ctx, tx, e.agentID, results, nil)
+	if err == nil && len(done) != n {
+		err = fmt.Errorf("completed %d of %d", len(done), n)
+	}
+	return err
+}
+
 // TestHotStatementsJoinInLinearTimeAsGenericPlans: leasing 300 tasks and
 // completing them, with generic plans (as db.WithBatchTxV runs small
 // batches, and as Postgres may choose for large ones), joins the tasks
@@ -33,68 +127,21 @@ func TestHotStatementsJoinInLinearTimeAsGenericPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const n = 300
-	cfg, err := pgx.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	pgxuuid.Register(conn.TypeMap())
+	e := newPlanEnv(t)
+	e.addTasks(n)
 
-	var agentID uuid.UUID
-	require.NoError(t, conn.QueryRow(ctx, `
-		WITH k AS (
-		    INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes)
-		    VALUES ('plans', sha256('plans'), 'ax_plan', '{agent}') RETURNING id
-		)
-		INSERT INTO ax.agent (id, name, capacity, api_key_id, executors)
-		SELECT gen_random_uuid(), 'plans-agent', 10000, id, '{shell}' FROM k RETURNING id`).Scan(&agentID))
-	_, err = conn.Exec(ctx, `
-		WITH j AS (
-		    INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
-		    VALUES ('plans', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false) RETURNING id
-		), e AS (
-		    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
-		    SELECT gen_random_uuid(), j.id, 'manual', now(), 1, 0 FROM j, generate_series(1, $1) RETURNING id, job_id
-		)
-		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds)
-		SELECT id, job_id, 0, 1, 0, 1, 60 FROM e`, n)
-	require.NoError(t, err)
-
-	tx, err := conn.Begin(ctx)
+	tx, err := e.conn.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // the test's changes are rolled back
-	for _, set := range []string{"LOAD 'auto_explain'", "SET LOCAL auto_explain.log_min_duration = 0",
-		"SET LOCAL auto_explain.log_analyze = on", "SET LOCAL auto_explain.log_timing = off",
-		"SET LOCAL client_min_messages = log", "SET LOCAL plan_cache_mode = force_generic_plan"} {
-		_, err := tx.Exec(ctx, set)
-		require.NoError(t, err, set)
-	}
-	leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: agentID, AgentExecutors: []string{"shell"},
-		Max: n, Lease: time.Minute, StealAfter: time.Second, StarveAfter: time.Hour,
-		Grants: map[string]int{}})
+	e.explainPlans(tx)
+	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan")
 	require.NoError(t, err)
-	require.Len(t, leased, n)
-	results := make([]db.TaskResult, n)
-	for i, l := range leased {
-		results[i] = db.TaskResult{TaskRef: db.TaskRef{ID: l.ID, Token: l.LeaseToken}, State: db.TaskSucceeded}
-	}
-	done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results, nil)
-	require.NoError(t, err)
-	require.Len(t, done, n)
+	require.NoError(t, e.leaseAndComplete(tx, n))
 
-	mu.Lock()
-	defer mu.Unlock()
 	removed := regexp.MustCompile(`Rows Removed by Join Filter: (\d+)`)
 	for _, name := range []string{"TaskLeaseTake", "TaskComplete"} {
 		var plan string
-		for _, p := range plans {
+		for _, p := range e.plans() {
 			if strings.Contains(p, "-- name: "+name+" ") {
 				plan = p
 			}
@@ -116,76 +163,27 @@ func TestHotStatementsJoinInLinearTimeAsGenericPlans(t *testing.T) {
 func TestSmallBatchPlansStayIndexedAsTablesGrow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	pgxuuid.Register(conn.TypeMap())
-
-	var agentID, jobID uuid.UUID
-	require.NoError(t, conn.QueryRow(ctx, `
-		WITH k AS (
-		    INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes)
-		    VALUES ('grow', sha256('grow'), 'ax_grow', '{agent}') RETURNING id
-		), a AS (
-		    INSERT INTO ax.agent (id, name, capacity, api_key_id, executors)
-		    SELECT gen_random_uuid(), 'grow-agent', 10000, id, '{shell}' FROM k RETURNING id
-		)
-		INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
-		SELECT 'grow', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false FROM a
-		RETURNING (SELECT id FROM a), id`).Scan(&agentID, &jobID))
-	addTasks := func(n int) {
+	e := newPlanEnv(t)
+	leaseOne := func() {
 		t.Helper()
-		_, err := conn.Exec(ctx, `
-			WITH e AS (
-			    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
-			    SELECT gen_random_uuid(), $1, 'manual', now(), 1, 0 FROM generate_series(1, $2) RETURNING id, job_id
-			)
-			INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds)
-			SELECT id, job_id, 0, 1, 0, 1, 60 FROM e`, jobID, n)
-		require.NoError(t, err)
-	}
-	leaseAndComplete := func() {
-		t.Helper()
-		_, err := db.WithBatchTxV(ctx, conn, 1, func(tx pgx.Tx) (struct{}, error) {
-			leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: agentID, AgentExecutors: []string{"shell"},
-				Max: 1, Lease: time.Minute, StealAfter: time.Second, StarveAfter: time.Hour, Grants: map[string]int{}})
-			if err != nil || len(leased) != 1 {
-				return struct{}{}, fmt.Errorf("leased %d: %w", len(leased), err)
-			}
-			_, err = db.TaskCompleteByAgent(ctx, tx, agentID, []db.TaskResult{{
-				TaskRef: db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: db.TaskSucceeded}}, nil)
-			return struct{}{}, err
+		_, err := db.WithBatchTxV(ctx, e.conn, 1, func(tx pgx.Tx) (struct{}, error) {
+			return struct{}{}, e.leaseAndComplete(tx, 1)
 		})
 		require.NoError(t, err)
 	}
 	// The plans are made on a queue of one task at a time.
 	for range 3 {
-		addTasks(1)
-		leaseAndComplete()
+		e.addTasks(1)
+		leaseOne()
 	}
-	addTasks(20_000)
-	for _, set := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
-		"SET auto_explain.log_nested_statements = on", "SET client_min_messages = log"} {
-		_, err := conn.Exec(ctx, set)
-		require.NoError(t, err, set)
-	}
-	leaseAndComplete()
-	_, err = conn.Exec(ctx, "SET client_min_messages = notice")
+	e.addTasks(20_000)
+	e.explainPlans(e.conn)
+	leaseOne()
+	_, err := e.conn.Exec(ctx, "SET client_min_messages = notice")
 	require.NoError(t, err)
 
-	mu.Lock()
-	defer mu.Unlock()
 	var seen int
-	for _, p := range plans {
+	for _, p := range e.plans() {
 		if !strings.Contains(p, "ax.task") {
 			continue
 		}
