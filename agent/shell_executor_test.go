@@ -134,10 +134,15 @@ func TestShellExecutorKillsLeftoversAfterExit(t *testing.T) {
 	require.Eventually(t, func() bool { return !processAlive(pid) }, 3*time.Second, 10*time.Millisecond)
 }
 
+// The command prints its second line only once the test has seen the
+// first shipped (a file the test makes), so no timing is assumed: on a
+// loaded machine a fixed pause between the lines was over before the
+// first was looked for.
 func TestShellExecutorStreamsOutputWhileRunning(t *testing.T) {
 	t.Parallel()
+	goOn := filepath.Join(t.TempDir(), "go-on")
 	task := LeasedTask{TaskID: "t", LeaseToken: "tok", Executor: Executor{Kind: KindShell,
-		Command: `echo first; sleep 0.5; echo second`}}
+		Command: fmt.Sprintf(`echo first; while [ ! -e %s ]; do sleep 0.01; done; echo second`, goOn)}}
 	sink := &chunkSink{}
 	out := newTaskOutput(task.Ref(), 1<<20, sink.ship)
 	done := make(chan struct{})
@@ -145,8 +150,13 @@ func TestShellExecutorStreamsOutputWhileRunning(t *testing.T) {
 		defer close(done)
 		_, _ = (&shellExecutor{shell: "/bin/sh", killGrace: time.Second}).execute(context.Background(), task, out, slog.New(slog.DiscardHandler))
 	}()
-	require.Eventually(t, func() bool { return sink.text(streamStdout) == "first\n" }, 3*time.Second, 5*time.Millisecond,
+	t.Cleanup(func() { // also when the test fails: the command ends
+		_ = os.WriteFile(goOn, nil, 0o600)
+		<-done
+	})
+	require.Eventually(t, func() bool { return sink.text(streamStdout) == "first\n" }, 10*time.Second, 5*time.Millisecond,
 		"the first line is shipped before the command ends")
+	require.NoError(t, os.WriteFile(goOn, nil, 0o600))
 	<-done
 	require.Equal(t, "first\nsecond\n", sink.text(streamStdout))
 	for _, c := range sink.chunks {

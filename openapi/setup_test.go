@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -44,6 +45,7 @@ type apiEnv struct {
 	t        *testing.T
 	pool     *pgxpool.Pool
 	notifier *notify.Notifier
+	listened time.Time // when the notifier's LISTENs had been sent
 	url      string
 	admin    string // an admin key
 }
@@ -62,6 +64,7 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	pool := dbtest.New(t)
 	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
+	listened := time.Now()
 	t.Cleanup(notifier.Stop)
 	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true}}
 	if mutate != nil {
@@ -70,7 +73,7 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	handler, _ := openapi.New(cfg)
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
-	env := &apiEnv{t: t, pool: pool, notifier: notifier, url: srv.URL}
+	env := &apiEnv{t: t, pool: pool, notifier: notifier, listened: listened, url: srv.URL}
 	env.admin = env.key(openapi.ScopeAdmin)
 	return env
 }
