@@ -128,13 +128,17 @@ func TestAgentStoppedPastLease(t *testing.T) {
 	sleeper := s.runAgent(t, "sleeper", proxy.url)
 	sleeperID := s.agentReady(t, "sleeper")
 
-	// The first run lasts 5 s, in its own process group, so it finishes
-	// while its agent is stopped; later runs finish at once.
+	// The first run, in its own process group, lasts until the test has
+	// stopped its agent (the file go), so it finishes while its agent is
+	// stopped (a fixed 5 s was over before the stop on a loaded machine);
+	// later runs finish at once.
+	goOn := filepath.Join(dir, "go")
 	jobID := s.createJob(t, map[string]any{
 		"name":    "stopped",
 		"trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": `if mkdir ` + dir + `/$AX_TASK_ID.first 2>/dev/null; then
-echo "first run attempt=$AX_ATTEMPT"; echo $$ > ` + dir + `/$AX_TASK_ID.pid; sleep 5; echo first-run-done; touch ` + dir + `/$AX_TASK_ID.done
+echo "first run attempt=$AX_ATTEMPT"; echo $$ > ` + dir + `/$AX_TASK_ID.pid
+while [ ! -e ` + goOn + ` ]; do sleep 0.05; done; echo first-run-done; touch ` + dir + `/$AX_TASK_ID.done
 else echo "run again attempt=$AX_ATTEMPT"; fi`},
 	})
 	execID := s.trigger(t, jobID)
@@ -154,6 +158,7 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 	sleeper.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
 	t.Cleanup(func() { sleeper.Signal(syscall.SIGCONT) }) // so that it can be killed
+	require.NoError(t, os.WriteFile(goOn, nil, 0o600))
 
 	require.Equal(t, "succeeded", s.waitExecution(t, execID, 60*time.Second))
 	// The first run ends while its agent is still stopped.

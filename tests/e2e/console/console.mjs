@@ -172,7 +172,11 @@ try {
   await waitText(admin, "#exec-state", "running");
   await admin.click("#cancel-execution");
   await admin.waitForURL(/done=cancelled/);
-  await reloadUntil(admin, async () => (await text(admin, "#exec-state")) === "cancelled", "the run to end cancelled");
+  // Until the page is the ended run's, not a live page that shows the end
+  // and reloads itself 1.5 s later: that reload aborted the next step's
+  // navigation on a loaded machine.
+  await reloadUntil(admin, async () => (await text(admin, "#exec-state")) === "cancelled" &&
+    (await admin.locator("#logs[data-live]").count()) === 0, "the run to end cancelled");
   await shot(admin, "execution-cancelled");
 
   step("admin: redeliver a failed callback");
