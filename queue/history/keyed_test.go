@@ -245,10 +245,13 @@ func TestOldSkipRecordsAreDropped(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	job := e.job(nil)
+	// The recent record is made at the time maintenance runs at: recorded
+	// at the real now, 10 minutes before it, in the last minutes of a UTC
+	// day its whole (daily) partition was past the 5-minute retention.
 	_, err := e.pool.Exec(ctx, `
 		INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, recorded_at)
 		VALUES ($1, 'overlap', now() - interval '40 days', now() - interval '40 days', now() - interval '40 days'),
-		       ($1, 'overlap', now(), now(), now())`, job.ID)
+		       ($1, 'overlap', now(), now(), now() + interval '10 minutes')`, job.ID)
 	require.NoError(t, err)
 	rep := e.maintainAt(10 * time.Minute)
 	require.Equal(t, int64(1), rep.Dropped["skipped_fire"])

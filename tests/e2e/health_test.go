@@ -16,8 +16,9 @@ import (
 // host of each lease and result on the task events.
 
 // TestSlowAgentLosesLeastActiveTieBreak: two agents, equally idle, one
-// whose tasks take 1.5 s (its tools are slow: WORK_SECONDS, which only its
-// process is told) and one whose tasks take 0.1 s. Once both have a
+// whose tasks take 3 s (its tools are slow: WORK_SECONDS, which only its
+// process is told) and one whose tasks take 0.1 s (1.5 s was too close: on
+// a loaded machine the fast agent's run took 0.99 s from lease to result). Once both have a
 // record, least_active sends every run fired while both are idle to the
 // fast one. The events of each run name the host that leased and ran it,
 // as the API and `ax exec logs -states` show.
@@ -25,7 +26,7 @@ func TestSlowAgentLosesLeastActiveTieBreak(t *testing.T) {
 	t.Parallel()
 	s := routedServer(t, dbtest.NewURL(t), "30s")
 	s.runAgent(t, "fast", s.url, "WORK_SECONDS=0.1", "AX_AGENT_HOST_NAME=fast-host.test")
-	s.runAgent(t, "slow", s.url, "WORK_SECONDS=1.5", "AX_AGENT_HOST_IP=10.9.8.7")
+	s.runAgent(t, "slow", s.url, "WORK_SECONDS=3", "AX_AGENT_HOST_IP=10.9.8.7")
 	fastID, slowID := s.agentReady(t, "fast"), s.agentReady(t, "slow")
 	work := shell(`sleep "$WORK_SECONDS"; echo done`)
 
