@@ -40,6 +40,10 @@ type serveConfig struct {
 	// (AX_HEARTBEAT_INTERVAL, default 5 s) how often agents are asked to
 	// heartbeat; an agent silent for 3 intervals is offline.
 	Agent dispatch.AgentConfig
+	// MisfireThreshold (AX_MISFIRE_THRESHOLD, default 5 s) is how late a
+	// tick or delayed run may fire and still be on time; later ones follow
+	// the job's misfire policy.
+	MisfireThreshold time.Duration
 	// MaxLostLeases (AX_MAX_LOST_LEASES, default 3) is how many times a
 	// task may lose its lease with its agent before it fails as lost;
 	// until then it runs again without using up an attempt.
@@ -94,6 +98,9 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Agent.Lease, "lease", lease, "how long a task lease lasts without a heartbeat, whole seconds (AX_LEASE)")
 	fs.DurationVar(&cfg.Agent.HeartbeatInterval, "heartbeat-interval", heartbeat,
 		"how often agents heartbeat, whole seconds, well under the lease (AX_HEARTBEAT_INTERVAL)")
+	misfire, errMisfire := envDuration("AX_MISFIRE_THRESHOLD", 5*time.Second)
+	fs.DurationVar(&cfg.MisfireThreshold, "misfire-threshold", misfire,
+		"how late a tick or delayed run may fire and still be on time; later ones follow the job's misfire policy (AX_MISFIRE_THRESHOLD)")
 	logCap, errLogCap := envInt64("AX_MAX_TASK_LOG_BYTES", dispatch.DefaultMaxTaskLogBytes)
 	fs.Int64Var(&cfg.Agent.MaxTaskLogBytes, "max-task-log-bytes", logCap,
 		"output stored per task, every attempt counted; the rest is dropped and marked once (AX_MAX_TASK_LOG_BYTES)")
@@ -113,7 +120,7 @@ func runServe(ctx context.Context, args []string) error {
 	errTransport := addTransportFlags(fs, &cfg)
 	errPool := addPoolFlags(fs, &cfg)
 	errHealth := addHealthFlags(fs, &cfg)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errLogCap, errMaxLost, errRetention, errFailedRetention,
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errMisfire, errLogCap, errMaxLost, errRetention, errFailedRetention,
 		errWidth, errOutbound, errTransport, errPool, errHealth); err != nil {
 		return err
 	}
@@ -123,6 +130,9 @@ func runServe(ctx context.Context, args []string) error {
 	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validatePool(cfg), validateHealth(cfg),
 		cfg.History.Validate()); err != nil {
 		return err
+	}
+	if cfg.MisfireThreshold < time.Second || cfg.MisfireThreshold > time.Hour {
+		return fmt.Errorf("misfire threshold %s must be from 1s to 1h", cfg.MisfireThreshold)
 	}
 	if cfg.MaxLostLeases < 1 || cfg.MaxLostLeases > 100 {
 		return fmt.Errorf("max lost leases %d must be from 1 to 100", cfg.MaxLostLeases)
@@ -185,7 +195,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		return err
 	}
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
-		Outbox: river.Outbox()})
+		Outbox: river.Outbox(), MisfireThreshold: cfg.MisfireThreshold})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
 		MaxLostLeases: cfg.MaxLostLeases, HealthEvery: cfg.Health.CheckEvery,
 		Quarantine: db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})

@@ -99,3 +99,14 @@ func TestDurationListFlag(t *testing.T) {
 		require.Error(t, l.Set(bad), bad)
 	}
 }
+
+// A misfire threshold out of range stops ax serve before it connects.
+func TestMisfireThresholdBounded(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://127.0.0.1:1/unused")
+	for _, arg := range []string{"500ms", "2h0m0s"} {
+		err := runServe(t.Context(), []string{"--misfire-threshold", arg})
+		require.ErrorContains(t, err, "misfire threshold "+arg+" must be from 1s to 1h")
+	}
+	t.Setenv("AX_MISFIRE_THRESHOLD", "0s")
+	require.ErrorContains(t, runServe(t.Context(), nil), "misfire threshold 0s must be from 1s to 1h")
+}
