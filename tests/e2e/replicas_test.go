@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/tests/dbtest"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -35,11 +36,16 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 		t.Skip("runs for 16 s")
 	}
 	t.Parallel()
-	first := startServer(t)
+	// Exactly once and no gaps are checked, not how late: on a loaded
+	// machine (race-built servers in CI) all three replicas fell over 5 s
+	// behind at once, and every job's tick of that second fired marked
+	// misfired. The lag is logged.
+	const misfireThreshold = "AX_MISFIRE_THRESHOLD=1m"
+	first := startServerOn(t, dbtest.NewURL(t), misfireThreshold)
 	replica := func() (*proctest.Process, string) {
 		addr := proctest.FreeAddr(t)
 		p := proctest.Start(t, proctest.Binary(t, "ax"),
-			[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + addr}, "serve")
+			[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + addr, misfireThreshold}, "serve")
 		proctest.WaitHTTP(t, "http://"+addr+"/readyz", 90*time.Second)
 		return p, addr
 	}
@@ -68,7 +74,7 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 	require.Error(t, victim.Wait(10*time.Second), "killed")
 	time.Sleep(downFor)
 	restarted := proctest.Start(t, proctest.Binary(t, "ax"),
-		[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + victimAddr}, "serve")
+		[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + victimAddr, misfireThreshold}, "serve")
 	proctest.WaitHTTP(t, "http://"+victimAddr+"/readyz", 30*time.Second)
 	time.Sleep(time.Until(start.Add(window)))
 	end := time.Now().Truncate(time.Second).Add(-2 * time.Second)
@@ -101,10 +107,11 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 	require.Zero(t, misfired)
 	require.Zero(t, skipped)
 
-	var lagP99 float64
+	var lagP99, lagMax float64
 	require.NoError(t, pool.QueryRow(context.Background(), `
-		SELECT extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY fired_at - scheduled_for))
-		FROM ax.all_executions WHERE scheduled_for BETWEEN $1 AND $2`, start, end).Scan(&lagP99))
-	t.Logf("%d replicas, %d jobs x %d s: %d executions, fire lag p99 %.1f ms (race-instrumented binaries)",
-		3, jobs, seconds, total, lagP99*1000)
+		SELECT extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY fired_at - scheduled_for)),
+		       extract(epoch FROM max(fired_at - scheduled_for))
+		FROM ax.all_executions WHERE scheduled_for BETWEEN $1 AND $2`, start, end).Scan(&lagP99, &lagMax))
+	t.Logf("%d replicas, %d jobs x %d s: %d executions, fire lag p99 %.1f ms, max %.1f ms",
+		3, jobs, seconds, total, lagP99*1000, lagMax*1000)
 }
