@@ -144,10 +144,13 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 	// now: the reaper gives the task back as a failed attempt (a lease
 	// lost with a silent agent would keep the attempt: recovery_test.go).
 	// The sweep runs as of a's last heartbeat, so a slow machine cannot
-	// make a silent for the 1 s lease before it.
+	// make a silent for the 1 s lease before it; the lease is moved back
+	// an hour, so it has run out as of that heartbeat however long the
+	// machine took between it and the lease (10 s back was not always
+	// enough: the task was not reaped, and b leased attempt 1).
 	var heard time.Time
 	require.NoError(t, env.pool.QueryRow(context.Background(), `
-		UPDATE ax.task SET lease_expires_at = lease_expires_at - interval '10 seconds' WHERE id = $1
+		UPDATE ax.task SET lease_expires_at = lease_expires_at - interval '1 hour' WHERE id = $1
 		RETURNING (SELECT last_heartbeat_at FROM ax.agent WHERE id = $2)`, first[0]["task_id"], a.id).Scan(&heard))
 	c := clock.New()
 	c.Set(heard)
