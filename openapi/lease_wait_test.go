@@ -19,8 +19,9 @@ import (
 // pending task it may not take exists (other labels; below its class's
 // priority floor) costs at most one transaction a second, counted by
 // Postgres (xact_commit of the test's own database), and still wakes
-// within a second when a task it can take appears (a new task; the floor
-// lifted).
+// promptly when a task it can take appears (a new task; the floor
+// lifted): within 2 s of the change, not at the end of its 25 s wait
+// (under 1 s on a quiet machine, 1.16 s seen in CI under load).
 func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -96,7 +97,7 @@ func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 			case r := <-done:
 				require.NoError(t, r.err)
 				require.Len(t, r.tasks, 1, "the poll gets the task it can take")
-				require.Less(t, r.at.Sub(woken), time.Second, "and promptly")
+				require.Less(t, r.at.Sub(woken), 2*time.Second, "and promptly")
 				t.Logf("woke %s after the task became takeable", r.at.Sub(woken).Round(time.Millisecond))
 			case <-time.After(3 * time.Second):
 				t.Fatal("the poll did not wake when a task it can take appeared")
