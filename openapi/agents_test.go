@@ -143,18 +143,21 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 	// a's lease runs out (moved back) though a itself was heard from just
 	// now: the reaper gives the task back as a failed attempt (a lease
 	// lost with a silent agent would keep the attempt: recovery_test.go).
-	// The sweep runs as of a's last heartbeat, so a slow machine cannot
-	// make a silent for the 1 s lease before it; the lease is moved back
-	// an hour, so it has run out as of that heartbeat however long the
-	// machine took between it and the lease (10 s back was not always
-	// enough: the task was not reaped, and b leased attempt 1).
+	// The sweep runs as of a's last heartbeat and judges silence over a
+	// minute, so a slow machine cannot make a silent before it: the
+	// clock runs on from where it is set, and a sweep that started more
+	// than the 1 s lease after it found a silent, lost the lease with it
+	// and kept the attempt (b leased attempt 1, twice in CI). The lease
+	// is moved back an hour, so it has run out as of that heartbeat
+	// however long the machine took between it and the lease.
 	var heard time.Time
 	require.NoError(t, env.pool.QueryRow(context.Background(), `
 		UPDATE ax.task SET lease_expires_at = lease_expires_at - interval '1 hour' WHERE id = $1
 		RETURNING (SELECT last_heartbeat_at FROM ax.agent WHERE id = $2)`, first[0]["task_id"], a.id).Scan(&heard))
 	c := clock.New()
 	c.Set(heard)
-	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{Lease: time.Second}, dispatch.ReaperConfig{Clock: c})
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{Lease: time.Minute},
+		dispatch.ReaperConfig{Clock: c, OfflineAfter: time.Hour})
 	require.NoError(t, reaper.Sweep(context.Background()))
 
 	second := b.lease(1, 5) // after the 1 s backoff
