@@ -103,7 +103,10 @@ func TestAgentDeclaresJobs(t *testing.T) {
 	require.Contains(t, jobs["cleanup"]["paused_reason"], "left out of declaration set sdk:declaring-agent at version 2")
 	require.Eventually(t, func() bool { return succeededOn(t, pool, tickID, agent2) >= 1 },
 		30*time.Second, 200*time.Millisecond, "tick runs on version 2")
-	require.Contains(t, v2.Output(), `"msg":"declared job paused"`)
+	// The agent logs the pause when its declaration call returns, which a
+	// loaded machine's agent did after its first runs.
+	require.Eventually(t, func() bool { return strings.Contains(v2.Output(), `"msg":"declared job paused"`) },
+		30*time.Second, 100*time.Millisecond, "the agent reports the paused job")
 
 	// The API refuses to edit a managed job, saying where it is declared.
 	tick := jobs["tick"]
