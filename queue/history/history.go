@@ -188,7 +188,7 @@ type Report struct {
 	Moved     int              // runs moved that had ended with a task in flight
 	Waiting   int              // makes and drops that waited too long for their lock (tried next time)
 	// DropTime is how long detaching and dropping the passed partitions
-	// took, summed (counting their rows first is not included), and
+	// took, summed (counting their rows is not included), and
 	// DropSpans when each group was detached and dropped.
 	DropTime  time.Duration
 	DropSpans []Span
@@ -276,21 +276,15 @@ func byRange(parts []db.HistoryPartition) [][]db.HistoryPartition {
 	return out
 }
 
-// drop counts the rows of a range's partitions, detaches them without
-// blocking the moves of ended runs, then drops them in one short
-// transaction; it returns the counts and how long detaching and dropping
-// took.
+// drop detaches a range's partitions without blocking the moves of ended
+// runs, then counts their rows and drops them in one short transaction;
+// it returns the counts and how long detaching and dropping took.
+//
+// The rows are counted once detached, not before: a run moved by a
+// transaction whose clock began before the range passed may still land
+// in it until the detach, which waits for every such transaction.
 func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, rowsOf partitionRows,
 	cfg Config) ([]int64, time.Duration, error) {
-	counts := make([]int64, len(group))
-	rows := make([]db.PartitionRows, len(group))
-	for i, p := range group {
-		r, err := rowsOf(ctx, pool, p)
-		if err != nil {
-			return nil, 0, err
-		}
-		counts[i], rows[i] = r.Count, r
-	}
 	began := time.Now()
 	for _, p := range group {
 		// Detaching blocks no one, so it may wait longer than a drop.
@@ -301,7 +295,19 @@ func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, 
 			return nil, time.Since(began), err
 		}
 	}
+	took := time.Since(began)
+	counts := make([]int64, len(group))
+	var dropBegan time.Time
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		rows := make([]db.PartitionRows, len(group))
+		for i, p := range group {
+			r, err := rowsOf(ctx, tx, p)
+			if err != nil {
+				return err
+			}
+			counts[i], rows[i] = r.Count, r
+		}
+		dropBegan = time.Now()
 		for i, p := range group {
 			if err := db.HistoryPartitionDrop(ctx, tx, p, rows[i], cfg.LockTimeout); err != nil {
 				return err
@@ -309,11 +315,16 @@ func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, 
 		}
 		return nil
 	})
-	took := time.Since(began)
+	if !dropBegan.IsZero() {
+		took += time.Since(dropBegan)
+	}
 	if db.IsLockTimeout(err) {
 		return nil, took, errLockWait
 	}
-	return counts, took, err
+	if err != nil {
+		return nil, took, err
+	}
+	return counts, took, nil
 }
 
 // dropLeftovers drops history partitions a stopped pass detached and did

@@ -310,3 +310,60 @@ func TestPartitionBoundsReadWithAnalyzedCatalogs(t *testing.T) {
 	e.cfg = cfg
 	e.maintainAt(10 * time.Minute)
 }
+
+// A run whose move began before its partition passed, and commits while
+// the partition is being dropped, is counted with the drop: the rows are
+// counted once the detach has waited for such moves, so the record (and
+// the 410 Gone it answers for) covers every row dropped. They were
+// counted first, and a run moved by a slow transaction was dropped
+// unrecorded (seen in CI under load).
+func TestARunMovedDuringTheDropIsCounted(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	run := e.trigger(e.job(nil).ID)
+	mover, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer mover.Rollback(ctx) //nolint:errcheck // committed below
+	var began time.Time
+	require.NoError(t, mover.QueryRow(ctx, `SELECT now()`).Scan(&began))
+	at := func(d time.Duration) history.Config {
+		cfg := e.cfg
+		cfg.Now = func() time.Time { return began.Add(d) }
+		return cfg
+	}
+	// The partitions before the run's are gone: the run's is the first
+	// the next pass counts and detaches.
+	_, err = history.Maintain(ctx, e.pool, at(e.cfg.Retention))
+	require.NoError(t, err)
+
+	_, err = mover.Exec(ctx, `UPDATE ax.task SET state = 'succeeded', finished_at = now() WHERE execution_id = $1`, run)
+	require.NoError(t, err)
+	_, err = mover.Exec(ctx, `UPDATE ax.execution SET state = 'succeeded', finished_at = now() WHERE id = $1`, run)
+	require.NoError(t, err)
+	type result struct {
+		rep *history.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := history.Maintain(ctx, e.pool, at(e.cfg.Retention+2*e.cfg.PartitionWidth))
+		done <- result{rep, err}
+	}()
+	// The detach waits for the mover, which holds the history tables.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := e.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE '%DETACH PARTITION%' AND wait_event_type = 'Lock')`).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, 10*time.Millisecond, "maintenance waits for the move to end")
+	require.NoError(t, mover.Commit(ctx))
+
+	res := <-done
+	require.NoError(t, res.err)
+	require.Equal(t, int64(1), res.rep.Dropped["execution_history"])
+	require.Equal(t, int64(1), res.rep.Dropped["task_history"])
+	require.Equal(t, "gone", e.where(run))
+	gone, err := db.ExecutionRemoved(ctx, e.pool, run)
+	require.NoError(t, err)
+	require.True(t, gone, "the record of the drop covers the run")
+}
