@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -232,6 +233,39 @@ func HistoryDetachedLeftovers(ctx context.Context, e Executor) ([]string, error)
 		return nil, fmt.Errorf("error listing detached history partitions: %w", mapErr(err))
 	}
 	return names, nil
+}
+
+// historyLeftoverName is how history partitions are named (migration
+// 00024): the table's prefix and the range's start, UTC.
+var historyLeftoverName = regexp.MustCompile(`^(execution|task)_h(\d{8}t\d{6})$`)
+
+// HistoryLeftover reads a detached history partition left over, named
+// as history partitions are, as the partition it was and its rows: its
+// range starts where its name says, and ends at its last row's
+// retain_until (its bound went with the detach; at its start when it is
+// empty). False when name is not named as a history partition.
+func HistoryLeftover(ctx context.Context, e Executor, name string) (HistoryPartition, PartitionRows, bool, error) {
+	m := historyLeftoverName.FindStringSubmatch(name)
+	if m == nil {
+		return HistoryPartition{}, PartitionRows{}, false, nil
+	}
+	from, err := time.Parse("20060102t150405", m[2])
+	if err != nil {
+		return HistoryPartition{}, PartitionRows{}, false, nil
+	}
+	p := HistoryPartition{Name: name, Table: m[1] + "_history", RangeFrom: from, RangeTo: from}
+	rows, err := HistoryPartitionRows(ctx, e, p)
+	if err != nil {
+		return p, rows, true, err
+	}
+	var last *time.Time
+	if err := e.QueryRow(ctx, "SELECT max(retain_until) FROM "+pgx.Identifier{"ax", name}.Sanitize()).Scan(&last); err != nil {
+		return p, rows, true, fmt.Errorf("error reading the rows of %s: %w", name, mapErr(err))
+	}
+	if last != nil {
+		p.RangeTo = last.UTC()
+	}
+	return p, rows, true, nil
 }
 
 // HistoryDropTable drops a detached history partition left over.

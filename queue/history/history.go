@@ -218,7 +218,7 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 		return rep, err
 	}
 	var errs []error
-	if err := dropLeftovers(ctx, pool, cfg); err != nil {
+	if err := dropLeftovers(ctx, pool, cfg, rep); err != nil {
 		errs = append(errs, err)
 	}
 	for _, group := range byRange(passed) {
@@ -328,17 +328,39 @@ func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, 
 }
 
 // dropLeftovers drops history partitions a stopped pass detached and did
-// not drop (their rows were past retention).
-func dropLeftovers(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
+// not drop (their rows were past retention), recording each drop as a
+// pass does: its runs are answered 410 Gone, not 404.
+func dropLeftovers(ctx context.Context, pool *pgxpool.Pool, cfg Config, rep *Report) error {
 	names, err := db.HistoryDetachedLeftovers(ctx, pool)
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
-		if err := db.HistoryDropTable(ctx, pool, name); err != nil {
+		var p db.HistoryPartition
+		var rows db.PartitionRows
+		var named bool
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			if p, rows, named, err = db.HistoryLeftover(ctx, tx, name); err != nil || !named {
+				return err
+			}
+			return db.HistoryPartitionDrop(ctx, tx, p, rows, cfg.LockTimeout)
+		})
+		if err == nil && !named {
+			// Not named as ax names them: dropped, with nothing to record.
+			if err := db.HistoryDropTable(ctx, pool, name); err != nil {
+				return err
+			}
+			cfg.Logger.WarnContext(ctx, "dropped a history partition detached by an earlier pass", "partition", name)
+			continue
+		}
+		if err != nil {
 			return err
 		}
-		cfg.Logger.WarnContext(ctx, "dropped a history partition detached by an earlier pass", "partition", name)
+		rep.Dropped[p.Table] += rows.Count
+		cfg.Dropped.WithLabelValues(p.Table).Add(float64(rows.Count))
+		cfg.Logger.WarnContext(ctx, "dropped a history partition detached by an earlier pass", "partition", name,
+			"rows", rows.Count)
 	}
 	return nil
 }

@@ -282,17 +282,31 @@ func TestADetachedLeftoverIsDropped(t *testing.T) {
 		SELECT (SELECT tableoid::regclass::text FROM ax.execution_history WHERE id = $1),
 		       (SELECT tableoid::regclass::text FROM ax.task_history WHERE execution_id = $1)`, run).
 		Scan(&execPart, &taskPart))
+	var retained time.Time
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT retain_until FROM ax.execution_history WHERE id = $1`, run).Scan(&retained))
 	_, err := e.pool.Exec(ctx, `ALTER TABLE ax.execution_history DETACH PARTITION `+execPart)
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, `ALTER TABLE ax.task_history DETACH PARTITION `+taskPart)
 	require.NoError(t, err)
 
-	e.maintainAt(0)
+	rep := e.maintainAt(0)
 	var left int
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE oid IN (to_regclass($1), to_regclass($2))`,
 		execPart, taskPart).Scan(&left))
 	require.Zero(t, left)
 	require.Equal(t, "gone", e.where(run))
+
+	// Recorded as a pass records its drops: the run is answered gone.
+	require.Equal(t, int64(1), rep.Dropped["execution_history"])
+	require.Equal(t, int64(1), rep.Dropped["task_history"])
+	gone, err := db.ExecutionRemoved(ctx, e.pool, run)
+	require.NoError(t, err)
+	require.True(t, gone, "the record of the drop covers the run")
+	var recorded int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM ax.history_drop
+		WHERE table_name IN ('execution_history', 'task_history') AND row_count = 1
+		  AND range_from <= $1 AND range_to = $1`, retained).Scan(&recorded))
+	require.Equal(t, 2, recorded, "each recorded with its rows, its range from its name to its last row's retain_until")
 }
 
 // Changing the width and maintaining work once Postgres has statistics on
