@@ -236,36 +236,37 @@ func HistoryDetachedLeftovers(ctx context.Context, e Executor) ([]string, error)
 }
 
 // historyLeftoverName is how history partitions are named (migration
-// 00024): the table's prefix and the range's start, UTC.
+// 00024), as HistoryDetachedLeftovers matches them: the table's prefix
+// and the range's start, UTC.
 var historyLeftoverName = regexp.MustCompile(`^(execution|task)_h(\d{8}t\d{6})$`)
 
-// HistoryLeftover reads a detached history partition left over, named
-// as history partitions are, as the partition it was and its rows: its
-// range starts where its name says, and ends at its last row's
-// retain_until (its bound went with the detach; at its start when it is
-// empty). False when name is not named as a history partition.
-func HistoryLeftover(ctx context.Context, e Executor, name string) (HistoryPartition, PartitionRows, bool, error) {
+// HistoryLeftover reads a detached history partition left over as the
+// partition it was and its rows: its range starts where its name says,
+// and ends at its last row's retain_until (its bound went with the
+// detach; at its start when it is empty).
+func HistoryLeftover(ctx context.Context, e Executor, name string) (HistoryPartition, PartitionRows, error) {
 	m := historyLeftoverName.FindStringSubmatch(name)
-	if m == nil {
-		return HistoryPartition{}, PartitionRows{}, false, nil
+	var from time.Time
+	err := fmt.Errorf("%s is not named as a history partition", name)
+	if m != nil {
+		from, err = time.Parse("20060102t150405", m[2])
 	}
-	from, err := time.Parse("20060102t150405", m[2])
 	if err != nil {
-		return HistoryPartition{}, PartitionRows{}, false, nil
+		return HistoryPartition{}, PartitionRows{}, fmt.Errorf("error reading leftover %s: %w", name, err)
 	}
 	p := HistoryPartition{Name: name, Table: m[1] + "_history", RangeFrom: from, RangeTo: from}
 	rows, err := HistoryPartitionRows(ctx, e, p)
 	if err != nil {
-		return p, rows, true, err
+		return p, rows, err
 	}
 	var last *time.Time
 	if err := e.QueryRow(ctx, "SELECT max(retain_until) FROM "+pgx.Identifier{"ax", name}.Sanitize()).Scan(&last); err != nil {
-		return p, rows, true, fmt.Errorf("error reading the rows of %s: %w", name, mapErr(err))
+		return p, rows, fmt.Errorf("error reading the rows of %s: %w", name, mapErr(err))
 	}
 	if last != nil {
 		p.RangeTo = last.UTC()
 	}
-	return p, rows, true, nil
+	return p, rows, nil
 }
 
 // HistoryDropTable drops a detached history partition left over.

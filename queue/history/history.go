@@ -338,22 +338,13 @@ func dropLeftovers(ctx context.Context, pool *pgxpool.Pool, cfg Config, rep *Rep
 	for _, name := range names {
 		var p db.HistoryPartition
 		var rows db.PartitionRows
-		var named bool
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			var err error
-			if p, rows, named, err = db.HistoryLeftover(ctx, tx, name); err != nil || !named {
+			if p, rows, err = db.HistoryLeftover(ctx, tx, name); err != nil {
 				return err
 			}
 			return db.HistoryPartitionDrop(ctx, tx, p, rows, cfg.LockTimeout)
 		})
-		if err == nil && !named {
-			// Not named as ax names them: dropped, with nothing to record.
-			if err := db.HistoryDropTable(ctx, pool, name); err != nil {
-				return err
-			}
-			cfg.Logger.WarnContext(ctx, "dropped a history partition detached by an earlier pass", "partition", name)
-			continue
-		}
 		if err != nil {
 			return err
 		}

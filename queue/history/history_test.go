@@ -289,7 +289,14 @@ func TestADetachedLeftoverIsDropped(t *testing.T) {
 	_, err = e.pool.Exec(ctx, `ALTER TABLE ax.task_history DETACH PARTITION `+taskPart)
 	require.NoError(t, err)
 
+	// A table only named like one is not ax's to drop.
+	_, err = e.pool.Exec(ctx, `CREATE TABLE ax.execution_h_mine (retain_until timestamptz)`)
+	require.NoError(t, err)
+
 	rep := e.maintainAt(0)
+	var mine bool
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT to_regclass('ax.execution_h_mine') IS NOT NULL`).Scan(&mine))
+	require.True(t, mine, "a table that is no history partition of ax's stays")
 	var left int
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE oid IN (to_regclass($1), to_regclass($2))`,
 		execPart, taskPart).Scan(&left))

@@ -15,15 +15,15 @@ SELECT c.relname::text
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'ax' AND c.relkind = 'r' AND NOT c.relispartition
-  AND c.relname ~ '^(execution|task)_h'
+  AND c.relname ~ '^(execution|task)_h\d{8}t\d{6}$'
   AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
               WHERE a.attrelid = c.oid AND a.attname = 'retain_until' AND NOT a.attisdropped)
 ORDER BY 1
 `
 
 // HistoryDetachedLeftovers lists tables of schema ax named like history
-// partitions (execution_h…, task_h…, with retain_until) that are not
-// partitions: detached by a maintenance pass that stopped before dropping
+// partitions (execution_hYYYYMMDDtHHMMSS, task_h…, with retain_until), not
+// partitions now: detached by a maintenance pass that stopped before dropping
 // them.
 func (q *Queries) HistoryDetachedLeftovers(ctx context.Context, db DBTX) ([]string, error) {
 	rows, err := db.Query(ctx, historyDetachedLeftovers)
@@ -202,7 +202,7 @@ ORDER BY 1
 
 // KeyedDetachedLeftovers lists tables of schema ax named like partitions
 // of the run-keyed tables or of ax.skipped_fire (<table>_p…) that are not
-// partitions: detached by a maintenance pass that stopped before dropping
+// partitions now: detached by a maintenance pass that stopped before dropping
 // them.
 func (q *Queries) KeyedDetachedLeftovers(ctx context.Context, db DBTX) ([]string, error) {
 	rows, err := db.Query(ctx, keyedDetachedLeftovers)
