@@ -174,12 +174,13 @@ type InsertedExecution struct {
 }
 
 // ExecutionInsertMany records fires and makes their tasks (one per shard,
-// or for broadcast jobs one per agent live within p.Live), in two
+// or for broadcast jobs one per agent live within live), in three
 // set-based statements. A scheduled tick that has an execution already is
 // left out, so a tick fires once whatever races. Runs of jobs with a shard
-// generator get the params render makes (nil: such a run fails). The new
-// tasks come back for routing.
-func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution, live time.Duration, render ShardParamsFunc) ([]InsertedExecution, []*NewTask, error) {
+// generator get the params render makes (nil: such a run fails). The
+// tasks are planned first and routed by route (nil: none is), then
+// written once with their routes. The new tasks come back.
+func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution, live time.Duration, render ShardParamsFunc, route RouteFunc) ([]InsertedExecution, []*NewTask, error) {
 	if len(execs) == 0 {
 		return nil, nil, nil
 	}
@@ -215,23 +216,68 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 	if err != nil {
 		return nil, nil, err
 	}
-	taskRows, err := queries.TaskInsertForExecutions(ctx, e, dbsqlc.TaskInsertForExecutionsParams{
+	planned, err := queries.TaskPlanForExecutions(ctx, e, dbsqlc.TaskPlanForExecutionsParams{
 		ExecutionIds: ids, LiveSeconds: live.Seconds(), GeneratedIds: genIDs, GeneratedParams: genParams,
 		MeasureMaxAgeSeconds: AdaptiveTimeoutMeasureMaxAge.Seconds(), MeasureMaxJobs: AdaptiveTimeoutMeasuresPerFire})
 	if err != nil {
-		return nil, nil, fmt.Errorf("error inserting tasks: %w", mapErr(err))
+		return nil, nil, fmt.Errorf("error planning tasks: %w", mapErr(err))
 	}
-	tasks := make([]*NewTask, len(taskRows))
-	for i, r := range taskRows {
+	tasks := make([]*NewTask, len(planned))
+	for i, r := range planned {
 		tasks[i] = &NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
 			JobGroup: r.GroupName, ShardIndex: int(r.ShardIndex), ShardTotal: int(r.ShardTotal),
-			ShardParam: r.ShardParam, Pinned: r.Pinned, Agentless: r.Agentless, RouteStrategy: RouteStrategy(r.RouteStrategy), ExecutorKind: ExecutorKind(r.ExecutorKind),
+			ShardParam: r.ShardParam, Pinned: r.PinnedAgentID != nil, Agentless: r.Agentless,
+			RouteStrategy: RouteStrategy(r.RouteStrategy), ExecutorKind: ExecutorKind(r.ExecutorKind),
 			RouteKey: r.RouteKey, Params: r.Params}
 		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
 			return nil, nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)
 		}
 	}
+	var routes []TaskRoute
+	if route != nil && len(tasks) > 0 {
+		if routes, err = route(ctx, tasks); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := taskInsertPlanned(ctx, e, planned, routes); err != nil {
+		return nil, nil, err
+	}
 	return out, tasks, nil
+}
+
+// taskInsertPlanned writes planned tasks with their routes: a pinned
+// task's agent is its preferred one, a routed task's the router's choice.
+func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPlanForExecutionsRow, routes []TaskRoute) error {
+	if len(planned) == 0 {
+		return nil
+	}
+	byTask := make(map[uuid.UUID]*TaskRoute, len(routes))
+	for i := range routes {
+		byTask[routes[i].TaskID] = &routes[i]
+	}
+	n := len(planned)
+	p := dbsqlc.TaskInsertPlannedParams{Ids: make([]uuid.UUID, n), ExecutionIds: make([]uuid.UUID, n),
+		JobIds: make([]uuid.UUID, n), ShardIndexes: make([]int32, n), ShardTotals: make([]int32, n),
+		ShardParams: make([]string, n), Priorities: make([]int32, n), MaxAttempts: make([]int32, n),
+		TimeoutSeconds: make([]int32, n), NotBefores: make([]time.Time, n), Preferred: make([]uuid.UUID, n),
+		Fallback: make([]uuid.UUID, n), RouteKeys: make([]string, n), Pinned: make([]bool, n),
+		RateClasses: make([]string, n), Agentless: make([]bool, n)}
+	for i, r := range planned {
+		p.Ids[i], p.ExecutionIds[i], p.JobIds[i] = r.ID, r.ExecutionID, r.JobID
+		p.ShardIndexes[i], p.ShardTotals[i], p.ShardParams[i] = r.ShardIndex, r.ShardTotal, r.ShardParam
+		p.Priorities[i], p.MaxAttempts[i], p.TimeoutSeconds[i] = r.Priority, r.MaxAttempts, r.TimeoutSeconds
+		p.NotBefores[i], p.RateClasses[i], p.Agentless[i] = r.NotBefore, r.RateClass, r.Agentless
+		switch route := byTask[r.ID]; {
+		case r.PinnedAgentID != nil:
+			p.Preferred[i], p.Pinned[i] = *r.PinnedAgentID, true
+		case route != nil:
+			p.Preferred[i], p.Fallback[i], p.RouteKeys[i] = route.Preferred, route.Fallback, route.RouteKey
+		}
+	}
+	if err := queries.TaskInsertPlanned(ctx, e, p); err != nil {
+		return fmt.Errorf("error inserting tasks: %w", mapErr(err))
+	}
+	return nil
 }
 
 // ExecutionLock locks an execution until the transaction ends:

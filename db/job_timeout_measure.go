@@ -10,7 +10,7 @@ import (
 )
 
 // The adaptive timeout rule (TimeoutAdaptive). A fire applies it in SQL
-// (TaskInsertForExecutions); Job.AdaptiveTimeout says the same in Go, to show
+// (TaskPlanForExecutions); Job.AdaptiveTimeout says the same in Go, to show
 // it. A retry after a timeout doubles the attempt's timeout up to the
 // ceiling (TaskComplete, TaskReapExpired).
 const (

@@ -69,7 +69,7 @@ func generatorFromColumns(kind *string, window *int32) *ShardGenerator {
 }
 
 // generatedParams renders the shard params of the inserted executions
-// whose jobs have a generator, as TaskInsertForExecutions takes them: ids
+// whose jobs have a generator, as TaskPlanForExecutions takes them: ids
 // and one JSON array of strings each.
 func generatedParams(rows []generatorRow, render ShardParamsFunc) ([]uuid.UUID, [][]byte, error) {
 	ids := []uuid.UUID{}

@@ -82,23 +82,10 @@ type TaskRoute struct {
 	RouteKey            string
 }
 
-// TaskSetRoute records routing decisions.
-func TaskSetRoute(ctx context.Context, e Executor, routes []TaskRoute) error {
-	if len(routes) == 0 {
-		return nil
-	}
-	p := dbsqlc.TaskSetRouteParams{}
-	for _, r := range routes {
-		p.TaskIds = append(p.TaskIds, r.TaskID)
-		p.Preferred = append(p.Preferred, r.Preferred)
-		p.Fallback = append(p.Fallback, r.Fallback)
-		p.RouteKeys = append(p.RouteKeys, r.RouteKey)
-	}
-	if err := queries.TaskSetRoute(ctx, e, p); err != nil {
-		return fmt.Errorf("error recording task routes: %w", mapErr(err))
-	}
-	return nil
-}
+// RouteFunc decides the preferred agents of new tasks before they are
+// written (ExecutionInsertMany): a route per routed task; a task without
+// one is unassigned, any matching agent may take it.
+type RouteFunc func(ctx context.Context, tasks []*NewTask) ([]TaskRoute, error)
 
 // LeasedTask is a task handed to an agent, with what running it needs.
 type LeasedTask struct {

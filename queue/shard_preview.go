@@ -30,7 +30,7 @@ type ShardPreview struct {
 
 // PreviewShards returns the shard params that a fire of job id scheduled
 // for at (nil: its next fire) gets, by the code the fire itself runs
-// (dispatch.JobShardParams mirrors TaskInsertForExecutions).
+// (dispatch.JobShardParams mirrors TaskPlanForExecutions).
 func (s *JobService) PreviewShards(ctx context.Context, id uuid.UUID, at *time.Time) (*ShardPreview, error) {
 	job, err := db.JobGetByID(ctx, s.pool, id)
 	if err != nil {

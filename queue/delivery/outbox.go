@@ -62,29 +62,25 @@ func (o *Outbox) Cancelled(ctx context.Context, tx pgx.Tx) error {
 
 // Fired takes the tasks a fire just made in e: it enqueues the agentless
 // ones, ends what the fire cancelled (concurrency policy replace) and
-// flushes callbacks (a broadcast that found no agent ends at once). It
-// returns the tasks agents run, for routing.
-func (o *Outbox) Fired(ctx context.Context, e db.Executor, tasks []*db.NewTask) ([]*db.NewTask, error) {
-	agentTasks := tasks[:0:0]
+// flushes callbacks (a broadcast that found no agent ends at once).
+func (o *Outbox) Fired(ctx context.Context, e db.Executor, tasks []*db.NewTask) error {
+	if o == nil {
+		return nil
+	}
 	var agentless []*db.NewTask
 	for _, t := range tasks {
 		if t.Agentless {
 			agentless = append(agentless, t)
-		} else {
-			agentTasks = append(agentTasks, t)
 		}
-	}
-	if o == nil {
-		return agentTasks, nil
 	}
 	tx, ok := e.(pgx.Tx)
 	if !ok {
-		return nil, fmt.Errorf("error enqueuing http tasks: fires must be made in a transaction")
+		return fmt.Errorf("error enqueuing http tasks: fires must be made in a transaction")
 	}
 	if err := o.insertHTTPTasks(ctx, tx, agentless); err != nil {
-		return nil, err
+		return err
 	}
-	return agentTasks, o.Cancelled(ctx, tx)
+	return o.Cancelled(ctx, tx)
 }
 
 // insertHTTPTasks enqueues the first attempt of each agentless task, at

@@ -100,7 +100,7 @@ func encodeEach(n int, param func(i int) any) ([]string, error) {
 }
 
 // JobShardParams returns the params the shards of a fire of j scheduled
-// for at get, as TaskInsertForExecutions makes them: the generator's, else
+// for at get, as TaskPlanForExecutions makes them: the generator's, else
 // the job's list, else each shard's part of the range as "from-to". A
 // broadcast job has one task per live agent, which j alone cannot tell.
 func JobShardParams(j *db.Job, at time.Time) ([]string, error) {

@@ -96,23 +96,38 @@ func NewTaskRouter(agentCfg AgentConfig, cfg TaskRouterConfig, logger *slog.Logg
 // Live is how recently an agent must have heartbeated to get work.
 func (r *TaskRouter) Live() time.Duration { return r.cfg.Live }
 
-// Route decides the preferred agents of tasks and records them with e
-// (the transaction that made the tasks). Tasks with no healthy candidate,
-// or only one, are left unassigned: any matching agent may take them.
-func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*db.NewTask) error {
-	if !slices.ContainsFunc(tasks, func(t *db.NewTask) bool { return !t.Pinned }) {
-		return nil
+// Route decides the preferred agents of new tasks, before they are
+// written (a db.RouteFunc, with e the transaction that makes them: the
+// candidates are read with it). Tasks with no healthy candidate, or only
+// one, get no route: any matching agent may take them. Pinned and
+// agentless tasks are not routed.
+func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*db.NewTask) ([]db.TaskRoute, error) {
+	if !slices.ContainsFunc(tasks, routable) {
+		return nil, nil
 	}
 	agents, err := r.candidates(ctx, e)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	keys := r.renderKeys(ctx, tasks) // before the lock: a job's template never holds up another's fire
 	r.mu.Lock()
-	routes := r.decide(ctx, agents, tasks, keys)
-	r.mu.Unlock()
-	return db.TaskSetRoute(ctx, e, routes)
+	defer r.mu.Unlock()
+	return r.decide(ctx, agents, tasks, keys), nil
 }
+
+// RouteFunc is Route with e, for db.ExecutionInsertMany.
+func (r *TaskRouter) RouteFunc(e db.Executor) db.RouteFunc {
+	if r == nil {
+		return nil
+	}
+	return func(ctx context.Context, tasks []*db.NewTask) ([]db.TaskRoute, error) {
+		return r.Route(ctx, e, tasks)
+	}
+}
+
+// routable reports whether the router places t: an agent may lease it and
+// it is not made for one agent.
+func routable(t *db.NewTask) bool { return !t.Pinned && !t.Agentless }
 
 // candidates returns the current snapshot, reading a new one with e when
 // it is older than Refresh. With e, not the pool: Route runs inside the
@@ -142,7 +157,7 @@ func (r *TaskRouter) candidates(ctx context.Context, e db.Executor) ([]*db.Candi
 func (r *TaskRouter) renderKeys(ctx context.Context, tasks []*db.NewTask) []routeKeyResult {
 	keys := make([]routeKeyResult, len(tasks))
 	for i, t := range tasks {
-		if t.Pinned {
+		if !routable(t) {
 			continue
 		}
 		key, err := renderRouteKey(t.RouteKey, &routeKeyInput{JobID: t.JobID.String(), JobName: t.JobName,
@@ -170,7 +185,7 @@ func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks [
 	pools := map[string]*batchPool{}
 	var routes []db.TaskRoute
 	for i, t := range tasks {
-		if t.Pinned || !keys[i].ok {
+		if !routable(t) || !keys[i].ok {
 			continue
 		}
 		labels := string(t.ExecutorKind) + " " + labelKey(t.TargetLabels)
@@ -306,20 +321,16 @@ func labelKey(labels map[string]string) string {
 const defaultLive = 10 * time.Second
 
 // InsertExecutions records fires, makes their tasks (shard generators
-// rendered by GeneratedShardParams), hands agentless HTTP
-// tasks to the outbox and routes the others, all in e (the fire's
-// transaction).
+// rendered by GeneratedShardParams) routed as they are written, and hands
+// agentless HTTP tasks to the outbox, all in e (the fire's transaction).
 func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
 	live := defaultLive
 	if router != nil {
 		live = router.Live()
 	}
-	inserted, tasks, err := db.ExecutionInsertMany(ctx, e, execs, live, GeneratedShardParams)
+	inserted, tasks, err := db.ExecutionInsertMany(ctx, e, execs, live, GeneratedShardParams, router.RouteFunc(e))
 	if err != nil {
 		return inserted, err
 	}
-	if tasks, err = outbox.Fired(ctx, e, tasks); err != nil || router == nil {
-		return inserted, err
-	}
-	return inserted, router.Route(ctx, e, tasks)
+	return inserted, outbox.Fired(ctx, e, tasks)
 }

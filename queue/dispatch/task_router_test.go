@@ -109,6 +109,47 @@ func TestRouterPrefersMatchingAgentsAndLeaseHonoursIt(t *testing.T) {
 	}
 }
 
+// A routed task is written once, its route with it: an update of its
+// preferred agent afterwards would be a second row version with new index
+// entries (never HOT: preferred_agent_id is indexed).
+func TestRoutedTasksAreWrittenOnce(t *testing.T) {
+	e := setup(t, nil)
+	a1, a2 := e.agent(nil, nil), e.agent(nil, nil)
+	pinnedJob := e.job(func(j *db.Job) { j.RouteStrategy = db.RouteBroadcast })
+	shardedJob := e.job(func(j *db.Job) { j.ShardCount = 6 })
+	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{}, nil, nil)
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	now, err := db.Now(ctx, tx)
+	require.NoError(t, err)
+	sharded, pinned := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	_, err = dispatch.InsertExecutions(ctx, tx, router, nil, []*db.NewExecution{
+		{ID: sharded, JobID: shardedJob.ID, Cause: db.CauseManual, ScheduledFor: now},
+		{ID: pinned, JobID: pinnedJob.ID, Cause: db.CauseManual, ScheduledFor: now}})
+	require.NoError(t, err)
+	var inserted, updated int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables
+		WHERE relid = 'ax.task'::regclass`).Scan(&inserted, &updated))
+	require.EqualValues(t, 6+2, inserted, "6 shards and a task per agent for the broadcast")
+	require.Zero(t, updated, "no task row was written twice")
+	require.NoError(t, tx.Commit(ctx))
+
+	perAgent := map[uuid.UUID]int{}
+	for _, r := range e.routes(sharded) {
+		perAgent[r.preferred]++
+	}
+	require.Equal(t, map[uuid.UUID]int{a1.ID: 3, a2.ID: 3}, perAgent, "round robin over the two agents")
+	var pinnedTo []uuid.UUID
+	for _, r := range e.routes(pinned) {
+		pinnedTo = append(pinnedTo, r.preferred)
+	}
+	require.ElementsMatch(t, []uuid.UUID{a1.ID, a2.ID}, pinnedTo)
+}
+
 func TestRouterKeepsARouteKeyOnOneAgent(t *testing.T) {
 	e := setup(t, nil).routed()
 	for range 3 {

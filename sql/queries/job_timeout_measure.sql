@@ -1,5 +1,5 @@
 -- Queries on ax.job_timeout_measure, the stored measure of an adaptive
--- job's history (written by TaskInsertForExecutions as it fires).
+-- job's history (written by TaskPlanForExecutions as it fires).
 
 -- JobTimeoutMeasureGet returns the stored measure of an adaptive job's
 -- history.

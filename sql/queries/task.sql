@@ -570,7 +570,7 @@ SELECT a.id, a.state::text AS state, a.ready,
 FROM ax.agent a
 WHERE a.id = ANY(@agent_ids::uuid[]);
 
--- TaskInsertForExecutions makes the pending tasks of each execution in
+-- TaskPlanForExecutions plans the pending tasks of each execution in
 -- @execution_ids, not leasable before its scheduled time (a fire made
 -- ahead waits for its tick): one per shard, with the shard's param or its
 -- part of the job's shard range (exact integer division in numeric: a
@@ -582,7 +582,11 @@ WHERE a.id = ANY(@agent_ids::uuid[]);
 -- A run whose job has a shard generator takes its params from
 -- @generated_params instead (a JSON array of strings per id of
 -- @generated_ids, rendered in Go by db.ShardGenerator).
--- Returns what routing needs to know of each task.
+-- Returns each task to insert (TaskInsertPlanned), with a new id and
+-- what routing needs to know of it: the router decides before the insert,
+-- so a routed task is written once (a later update of its preferred agent
+-- would be a second row version and index entries, never HOT). Broadcast
+-- runs get their shard count here (failed when no agent is live).
 --
 -- Timeouts: a fixed job's tasks get its timeout_seconds. An adaptive
 -- job's get 3 × the P95 of its recent successful attempts (lease to
@@ -599,7 +603,7 @@ WHERE a.id = ANY(@agent_ids::uuid[]);
 -- measure (or the ceiling) until a later fire. Fires of fixed jobs read
 -- nothing of this. (The rule is db.Job.AdaptiveTimeout in Go,
 -- which shows it; TestAdaptiveTimeoutFollowsHistory holds the two equal.)
--- name: TaskInsertForExecutions :many
+-- name: TaskPlanForExecutions :many
 WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
@@ -676,27 +680,26 @@ WITH execs AS (
     WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
       AND a.last_heartbeat_at > now() - make_interval(secs => sqlc.arg('live_seconds')::double precision)
     WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
-), inserted AS (
-    INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
-    SELECT x.id, x.job_id, s.i, s.n,
+), planned AS (
+    SELECT ax.uuid_v7() AS id, x.id AS execution_id, x.job_id, s.i AS shard_index, s.n AS shard_total,
            CASE WHEN g.params ->> s.i IS NOT NULL THEN g.params ->> s.i
                 WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
                 ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
                      || '-' ||
                      (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
-           END,
-           x.priority, x.retry_max_attempts,
+           END AS shard_param,
+           x.priority, x.retry_max_attempts AS max_attempts,
            CASE WHEN tm.samples > 0
                 THEN least(x.timeout_seconds, greatest(5, ceil(3 * tm.p95_ms / 1000.0)))::integer
-                ELSE x.timeout_seconds END,
-           greatest(x.scheduled_for, now()),
-           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
+                ELSE x.timeout_seconds END AS timeout_seconds,
+           greatest(x.scheduled_for, now()) AS not_before,
+           s.agent_id AS pinned_agent_id, coalesce(x.rate_limit_class, '') AS rate_class, x.agentless,
+           x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
+           x.executor_kind::text AS executor_kind
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
     LEFT JOIN generated g ON g.execution_id = s.execution_id
     LEFT JOIN timeouts tm ON tm.job_id = x.job_id
-    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
 ), shard_counts AS (
     -- A broadcast run has as many shards as live agents, maybe none.
     UPDATE ax.execution e
@@ -704,30 +707,45 @@ WITH execs AS (
         state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
         finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
         error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
-    FROM (SELECT x.id, count(i.id)::integer AS n
-          FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
+    FROM (SELECT x.id, count(s.i)::integer AS n
+          FROM execs x LEFT JOIN shards s ON s.execution_id = x.id
           WHERE x.route_strategy = 'broadcast'
           GROUP BY x.id) c
     WHERE e.id = c.id
 )
-SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
-       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
-       x.executor_kind::text AS executor_kind
-FROM inserted i
-JOIN execs x ON x.id = i.execution_id;
+SELECT p.id, p.execution_id, p.job_id, p.shard_index::integer AS shard_index, p.shard_total,
+       p.shard_param::text AS shard_param, p.priority, p.max_attempts, p.timeout_seconds::integer AS timeout_seconds,
+       p.not_before::timestamptz AS not_before, p.pinned_agent_id, p.rate_class::text AS rate_class,
+       p.agentless, p.route_strategy, p.route_key, p.target_labels, p.params, p.job_name, p.group_name, p.executor_kind
+FROM planned p
+ORDER BY p.execution_id, p.shard_index;
 
--- TaskSetRoute records routing decisions of new tasks (the nil UUID: no
--- preference).
--- name: TaskSetRoute :exec
-UPDATE ax.task t
-SET preferred_agent_id = nullif(r.preferred, '00000000-0000-0000-0000-000000000000'),
-    fallback_agent_id = nullif(r.fallback, '00000000-0000-0000-0000-000000000000'),
-    route_key = r.route_key
-FROM (SELECT unnest(@task_ids::uuid[]) AS id,
+-- TaskInsertPlanned writes the tasks TaskPlanForExecutions planned, with
+-- their routes (the nil UUID: no preference; a pinned task's agent is its
+-- preferred one).
+-- name: TaskInsertPlanned :exec
+INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
+                     timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
+                     rate_class, agentless)
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
+       timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
+       nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless
+FROM (SELECT unnest(@ids::uuid[]) AS id,
+             unnest(@execution_ids::uuid[]) AS execution_id,
+             unnest(@job_ids::uuid[]) AS job_id,
+             unnest(@shard_indexes::integer[]) AS shard_index,
+             unnest(@shard_totals::integer[]) AS shard_total,
+             unnest(@shard_params::text[]) AS shard_param,
+             unnest(@priorities::integer[]) AS priority,
+             unnest(@max_attempts::integer[]) AS max_attempts,
+             unnest(@timeout_seconds::integer[]) AS timeout_seconds,
+             unnest(@not_befores::timestamptz[]) AS not_before,
              unnest(@preferred::uuid[]) AS preferred,
              unnest(@fallback::uuid[]) AS fallback,
-             unnest(@route_keys::text[]) AS route_key) r
-WHERE t.id = r.id;
+             unnest(@route_keys::text[]) AS route_key,
+             unnest(@pinned::boolean[]) AS pinned,
+             unnest(@rate_classes::text[]) AS rate_class,
+             unnest(@agentless::boolean[]) AS agentless) t;
 
 -- name: TaskListByExecution :many
 SELECT * FROM ax.all_tasks WHERE execution_id = @execution_id ORDER BY shard_index;

@@ -240,15 +240,13 @@ func (r *axReplica) fireJob(jobID uuid.UUID, n int) error {
 		for i := range execs {
 			execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: jobID, Cause: db.CauseManual, ScheduledFor: now}
 		}
-		inserted, tasks, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live(), dispatch.GeneratedShardParams)
+		inserted, _, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live(), dispatch.GeneratedShardParams,
+			r.router.RouteFunc(tx))
 		if err != nil {
 			return err
 		}
 		if len(inserted) != n {
 			return fmt.Errorf("inserted %d executions of %d", len(inserted), n)
-		}
-		if err := r.router.Route(ctx, tx, tasks); err != nil {
-			return err
 		}
 		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 	})

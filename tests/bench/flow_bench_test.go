@@ -95,7 +95,7 @@ func seedTasks(b *testing.B, pool *pgxpool.Pool, n int, class string) {
 		execs = append(execs, &db.NewExecution{ID: uuid.New(), JobID: jobID, Cause: db.CauseManual,
 			ScheduledFor: time.Now().Add(-time.Second)})
 	}
-	if _, _, err := db.ExecutionInsertMany(ctx, pool, execs, time.Minute, dispatch.GeneratedShardParams); err != nil {
+	if _, _, err := db.ExecutionInsertMany(ctx, pool, execs, time.Minute, dispatch.GeneratedShardParams, nil); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE ax.task`); err != nil {

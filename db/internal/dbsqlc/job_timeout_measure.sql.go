@@ -24,7 +24,7 @@ type JobTimeoutMeasureGetRow struct {
 }
 
 // Queries on ax.job_timeout_measure, the stored measure of an adaptive
-// job's history (written by TaskInsertForExecutions as it fires).
+// job's history (written by TaskPlanForExecutions as it fires).
 // JobTimeoutMeasureGet returns the stored measure of an adaptive job's
 // history.
 func (q *Queries) JobTimeoutMeasureGet(ctx context.Context, db DBTX, jobID uuid.UUID) (JobTimeoutMeasureGetRow, error) {

@@ -492,221 +492,73 @@ func (q *Queries) TaskGetStatus(ctx context.Context, db DBTX, id uuid.UUID) (Tas
 	return i, err
 }
 
-const taskInsertForExecutions = `-- name: TaskInsertForExecutions :many
-WITH execs AS (
-    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
-           j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
-           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
-           j.executor_kind, j.agentless, j.timeout_mode
-    FROM ax.execution e
-    JOIN ax.job j ON j.id = e.job_id
-    WHERE e.id = ANY($1::uuid[])
-), generated AS (
-    SELECT unnest($2::uuid[]) AS execution_id, unnest($3::jsonb[]) AS params
-), adaptive AS (
-    -- The adaptive jobs of these runs, with their stored measure if any.
-    SELECT DISTINCT ON (x.job_id) x.job_id, m.samples, m.p95_ms, m.computed_at,
-           (m.job_id IS NULL OR m.computed_at <= now() - make_interval(secs => $4::double precision)) AS stale
-    FROM execs x
-    LEFT JOIN ax.job_timeout_measure m ON m.job_id = x.job_id
-    WHERE x.timeout_mode = 'adaptive'
-    ORDER BY x.job_id
-), to_measure AS (
-    -- Jobs never measured first, then the oldest measures.
-    SELECT job_id FROM adaptive WHERE stale
-    ORDER BY computed_at NULLS FIRST
-    LIMIT $5::integer
-), measured AS (
-    -- (From the limited list, so only those are measured: a filter on
-    -- adaptive would be applied after the lateral join.)
-    SELECT a.job_id, h.samples, h.p95_ms
-    FROM to_measure a
-    CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS samples,
-               (percentile_disc(0.95) WITHIN GROUP (ORDER BY d.ms))::bigint AS p95_ms
-        FROM (
-            -- The job's latest successes within 24 h (in history: a run
-            -- moves there as it ends), and their attempts' times from
-            -- lease to result as their success events recorded them.
-            SELECT t.duration_ms AS ms
-            FROM (SELECT e.id
-                  FROM ax.execution_history e
-                  WHERE e.job_id = a.job_id AND e.state = 'succeeded' AND e.finished_at > now() - interval '24 hours'
-                  ORDER BY e.finished_at DESC
-                  LIMIT 100) r
-            CROSS JOIN LATERAL (
-                SELECT ev.duration_ms, ev.at
-                FROM ax.task_event ev
-                WHERE ev.execution_id = r.id AND ev.kind = 'state' AND ev.state = 'succeeded'
-                  AND ev.duration_ms IS NOT NULL
-                LIMIT 100) t
-            ORDER BY t.at DESC
-            LIMIT 100
-        ) d
-    ) h
-), stored AS (
-    -- In job order, so fires of several jobs never wait on each other crosswise.
-    INSERT INTO ax.job_timeout_measure AS m (job_id, samples, p95_ms, computed_at)
-    SELECT job_id, samples, p95_ms, now() FROM measured ORDER BY job_id
-    ON CONFLICT (job_id) DO UPDATE
-    SET samples = excluded.samples, p95_ms = excluded.p95_ms, computed_at = excluded.computed_at
-), timeouts AS (
-    SELECT a.job_id,
-           CASE WHEN m.job_id IS NOT NULL THEN m.samples ELSE a.samples END AS samples,
-           CASE WHEN m.job_id IS NOT NULL THEN m.p95_ms ELSE a.p95_ms END AS p95_ms
-    FROM adaptive a
-    LEFT JOIN measured m ON m.job_id = a.job_id
-), shards AS (
-    SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
-    FROM execs x
-    CROSS JOIN LATERAL generate_series(0, x.shard_count - 1) AS s(i)
-    WHERE x.route_strategy <> 'broadcast'
-    UNION ALL
-    SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
-    FROM execs x
-    JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
-         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
-    WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
-      AND a.last_heartbeat_at > now() - make_interval(secs => $6::double precision)
-    WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
-), inserted AS (
-    INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, shard_param,
-                         priority, max_attempts, timeout_seconds, not_before, preferred_agent_id, pinned, rate_class, agentless)
-    SELECT x.id, x.job_id, s.i, s.n,
-           CASE WHEN g.params ->> s.i IS NOT NULL THEN g.params ->> s.i
-                WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
-                ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
-                     || '-' ||
-                     (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
-           END,
-           x.priority, x.retry_max_attempts,
-           CASE WHEN tm.samples > 0
-                THEN least(x.timeout_seconds, greatest(5, ceil(3 * tm.p95_ms / 1000.0)))::integer
-                ELSE x.timeout_seconds END,
-           greatest(x.scheduled_for, now()),
-           s.agent_id, s.agent_id IS NOT NULL, x.rate_limit_class, x.agentless
-    FROM shards s
-    JOIN execs x ON x.id = s.execution_id
-    LEFT JOIN generated g ON g.execution_id = s.execution_id
-    LEFT JOIN timeouts tm ON tm.job_id = x.job_id
-    RETURNING id, execution_id, job_id, shard_index, shard_total, shard_param, pinned, agentless
-), shard_counts AS (
-    -- A broadcast run has as many shards as live agents, maybe none.
-    UPDATE ax.execution e
-    SET shard_count = greatest(c.n, 1),
-        state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
-        finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
-        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
-    FROM (SELECT x.id, count(i.id)::integer AS n
-          FROM execs x LEFT JOIN inserted i ON i.execution_id = x.id
-          WHERE x.route_strategy = 'broadcast'
-          GROUP BY x.id) c
-    WHERE e.id = c.id
-)
-SELECT i.id, i.execution_id, i.job_id, i.shard_index, i.shard_total, i.shard_param, i.pinned, i.agentless,
-       x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
-       x.executor_kind::text AS executor_kind
-FROM inserted i
-JOIN execs x ON x.id = i.execution_id
+const taskInsertPlanned = `-- name: TaskInsertPlanned :exec
+INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
+                     timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
+                     rate_class, agentless)
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
+       timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
+       nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless
+FROM (SELECT unnest($1::uuid[]) AS id,
+             unnest($2::uuid[]) AS execution_id,
+             unnest($3::uuid[]) AS job_id,
+             unnest($4::integer[]) AS shard_index,
+             unnest($5::integer[]) AS shard_total,
+             unnest($6::text[]) AS shard_param,
+             unnest($7::integer[]) AS priority,
+             unnest($8::integer[]) AS max_attempts,
+             unnest($9::integer[]) AS timeout_seconds,
+             unnest($10::timestamptz[]) AS not_before,
+             unnest($11::uuid[]) AS preferred,
+             unnest($12::uuid[]) AS fallback,
+             unnest($13::text[]) AS route_key,
+             unnest($14::boolean[]) AS pinned,
+             unnest($15::text[]) AS rate_class,
+             unnest($16::boolean[]) AS agentless) t
 `
 
-type TaskInsertForExecutionsParams struct {
-	ExecutionIds         []uuid.UUID
-	GeneratedIds         []uuid.UUID
-	GeneratedParams      [][]byte
-	MeasureMaxAgeSeconds float64
-	MeasureMaxJobs       int32
-	LiveSeconds          float64
+type TaskInsertPlannedParams struct {
+	Ids            []uuid.UUID
+	ExecutionIds   []uuid.UUID
+	JobIds         []uuid.UUID
+	ShardIndexes   []int32
+	ShardTotals    []int32
+	ShardParams    []string
+	Priorities     []int32
+	MaxAttempts    []int32
+	TimeoutSeconds []int32
+	NotBefores     []time.Time
+	Preferred      []uuid.UUID
+	Fallback       []uuid.UUID
+	RouteKeys      []string
+	Pinned         []bool
+	RateClasses    []string
+	Agentless      []bool
 }
 
-type TaskInsertForExecutionsRow struct {
-	ID            uuid.UUID
-	ExecutionID   uuid.UUID
-	JobID         uuid.UUID
-	ShardIndex    int32
-	ShardTotal    int32
-	ShardParam    string
-	Pinned        bool
-	Agentless     bool
-	RouteStrategy AxRouteStrategy
-	RouteKey      string
-	TargetLabels  []byte
-	Params        []byte
-	JobName       string
-	GroupName     string
-	ExecutorKind  string
-}
-
-// TaskInsertForExecutions makes the pending tasks of each execution in
-// @execution_ids, not leasable before its scheduled time (a fire made
-// ahead waits for its tick): one per shard, with the shard's param or its
-// part of the job's shard range (exact integer division in numeric: a
-// range may span all of bigint, and numeric's / would round); for
-// broadcast jobs one per live agent of the pool that accepts its executor
-// kind, pinned to it. Tasks of agentless jobs (job.agentless, see
-// db.Job.Agentless) are marked so: ax serve runs them, agents never lease them.
-// Ids that were not inserted (a tick that had fired already) match nothing.
-// A run whose job has a shard generator takes its params from
-// @generated_params instead (a JSON array of strings per id of
-// @generated_ids, rendered in Go by db.ShardGenerator).
-// Returns what routing needs to know of each task.
-//
-// Timeouts: a fixed job's tasks get its timeout_seconds. An adaptive
-// job's get 3 × the P95 of its recent successful attempts (lease to
-// result), at least 5 s and at most timeout_seconds, or timeout_seconds
-// without history. The history is measured here when the job's stored
-// measure (ax.job_timeout_measure) is missing or older than
-// @measure_max_age_seconds, and the new measure stored: at most once a
-// minute a job reads its latest successful runs from history, at most
-// 100 and none older than 24 h (each history partition's (job_id,
-// finished_at) index), and the durations their success events recorded
-// (task_event_pkey: execution_id, id), at most 100. One fire measures at most @measure_max_jobs
-// jobs (never measured first, then the oldest measures), so a burst of
-// adaptive jobs does not hold up a fire; the others use their stored
-// measure (or the ceiling) until a later fire. Fires of fixed jobs read
-// nothing of this. (The rule is db.Job.AdaptiveTimeout in Go,
-// which shows it; TestAdaptiveTimeoutFollowsHistory holds the two equal.)
-func (q *Queries) TaskInsertForExecutions(ctx context.Context, db DBTX, arg TaskInsertForExecutionsParams) ([]TaskInsertForExecutionsRow, error) {
-	rows, err := db.Query(ctx, taskInsertForExecutions,
+// TaskInsertPlanned writes the tasks TaskPlanForExecutions planned, with
+// their routes (the nil UUID: no preference; a pinned task's agent is its
+// preferred one).
+func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsertPlannedParams) error {
+	_, err := db.Exec(ctx, taskInsertPlanned,
+		arg.Ids,
 		arg.ExecutionIds,
-		arg.GeneratedIds,
-		arg.GeneratedParams,
-		arg.MeasureMaxAgeSeconds,
-		arg.MeasureMaxJobs,
-		arg.LiveSeconds,
+		arg.JobIds,
+		arg.ShardIndexes,
+		arg.ShardTotals,
+		arg.ShardParams,
+		arg.Priorities,
+		arg.MaxAttempts,
+		arg.TimeoutSeconds,
+		arg.NotBefores,
+		arg.Preferred,
+		arg.Fallback,
+		arg.RouteKeys,
+		arg.Pinned,
+		arg.RateClasses,
+		arg.Agentless,
 	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []TaskInsertForExecutionsRow
-	for rows.Next() {
-		var i TaskInsertForExecutionsRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.ExecutionID,
-			&i.JobID,
-			&i.ShardIndex,
-			&i.ShardTotal,
-			&i.ShardParam,
-			&i.Pinned,
-			&i.Agentless,
-			&i.RouteStrategy,
-			&i.RouteKey,
-			&i.TargetLabels,
-			&i.Params,
-			&i.JobName,
-			&i.GroupName,
-			&i.ExecutorKind,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	return err
 }
 
 const taskLeaseAgentless = `-- name: TaskLeaseAgentless :one
@@ -1397,6 +1249,237 @@ func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLea
 	return items, nil
 }
 
+const taskPlanForExecutions = `-- name: TaskPlanForExecutions :many
+WITH execs AS (
+    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
+           j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
+           j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
+           j.executor_kind, j.agentless, j.timeout_mode
+    FROM ax.execution e
+    JOIN ax.job j ON j.id = e.job_id
+    WHERE e.id = ANY($1::uuid[])
+), generated AS (
+    SELECT unnest($2::uuid[]) AS execution_id, unnest($3::jsonb[]) AS params
+), adaptive AS (
+    -- The adaptive jobs of these runs, with their stored measure if any.
+    SELECT DISTINCT ON (x.job_id) x.job_id, m.samples, m.p95_ms, m.computed_at,
+           (m.job_id IS NULL OR m.computed_at <= now() - make_interval(secs => $4::double precision)) AS stale
+    FROM execs x
+    LEFT JOIN ax.job_timeout_measure m ON m.job_id = x.job_id
+    WHERE x.timeout_mode = 'adaptive'
+    ORDER BY x.job_id
+), to_measure AS (
+    -- Jobs never measured first, then the oldest measures.
+    SELECT job_id FROM adaptive WHERE stale
+    ORDER BY computed_at NULLS FIRST
+    LIMIT $5::integer
+), measured AS (
+    -- (From the limited list, so only those are measured: a filter on
+    -- adaptive would be applied after the lateral join.)
+    SELECT a.job_id, h.samples, h.p95_ms
+    FROM to_measure a
+    CROSS JOIN LATERAL (
+        SELECT count(*)::integer AS samples,
+               (percentile_disc(0.95) WITHIN GROUP (ORDER BY d.ms))::bigint AS p95_ms
+        FROM (
+            -- The job's latest successes within 24 h (in history: a run
+            -- moves there as it ends), and their attempts' times from
+            -- lease to result as their success events recorded them.
+            SELECT t.duration_ms AS ms
+            FROM (SELECT e.id
+                  FROM ax.execution_history e
+                  WHERE e.job_id = a.job_id AND e.state = 'succeeded' AND e.finished_at > now() - interval '24 hours'
+                  ORDER BY e.finished_at DESC
+                  LIMIT 100) r
+            CROSS JOIN LATERAL (
+                SELECT ev.duration_ms, ev.at
+                FROM ax.task_event ev
+                WHERE ev.execution_id = r.id AND ev.kind = 'state' AND ev.state = 'succeeded'
+                  AND ev.duration_ms IS NOT NULL
+                LIMIT 100) t
+            ORDER BY t.at DESC
+            LIMIT 100
+        ) d
+    ) h
+), stored AS (
+    -- In job order, so fires of several jobs never wait on each other crosswise.
+    INSERT INTO ax.job_timeout_measure AS m (job_id, samples, p95_ms, computed_at)
+    SELECT job_id, samples, p95_ms, now() FROM measured ORDER BY job_id
+    ON CONFLICT (job_id) DO UPDATE
+    SET samples = excluded.samples, p95_ms = excluded.p95_ms, computed_at = excluded.computed_at
+), timeouts AS (
+    SELECT a.job_id,
+           CASE WHEN m.job_id IS NOT NULL THEN m.samples ELSE a.samples END AS samples,
+           CASE WHEN m.job_id IS NOT NULL THEN m.p95_ms ELSE a.p95_ms END AS p95_ms
+    FROM adaptive a
+    LEFT JOIN measured m ON m.job_id = a.job_id
+), shards AS (
+    SELECT x.id AS execution_id, s.i, x.shard_count AS n, NULL::uuid AS agent_id
+    FROM execs x
+    CROSS JOIN LATERAL generate_series(0, x.shard_count - 1) AS s(i)
+    WHERE x.route_strategy <> 'broadcast'
+    UNION ALL
+    SELECT x.id, (row_number() OVER w - 1)::integer, (count(*) OVER (PARTITION BY x.id))::integer, a.id
+    FROM execs x
+    JOIN ax.agent a ON a.labels @> x.target_labels AND x.executor_kind::text = ANY(a.executors)
+         AND (NOT a.label_bound OR x.target_labels <> '{}'::jsonb)
+    WHERE x.route_strategy = 'broadcast' AND a.state = 'active' AND a.ready
+      AND a.last_heartbeat_at > now() - make_interval(secs => $6::double precision)
+    WINDOW w AS (PARTITION BY x.id ORDER BY a.id)
+), planned AS (
+    SELECT ax.uuid_v7() AS id, x.id AS execution_id, x.job_id, s.i AS shard_index, s.n AS shard_total,
+           CASE WHEN g.params ->> s.i IS NOT NULL THEN g.params ->> s.i
+                WHEN jsonb_array_length(x.shard_params) > s.i THEN x.shard_params ->> s.i
+                ELSE (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * s.i, s.n))::bigint
+                     || '-' ||
+                     (x.shard_range_from + div((x.shard_range_to::numeric - x.shard_range_from) * (s.i + 1), s.n))::bigint
+           END AS shard_param,
+           x.priority, x.retry_max_attempts AS max_attempts,
+           CASE WHEN tm.samples > 0
+                THEN least(x.timeout_seconds, greatest(5, ceil(3 * tm.p95_ms / 1000.0)))::integer
+                ELSE x.timeout_seconds END AS timeout_seconds,
+           greatest(x.scheduled_for, now()) AS not_before,
+           s.agent_id AS pinned_agent_id, coalesce(x.rate_limit_class, '') AS rate_class, x.agentless,
+           x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
+           x.executor_kind::text AS executor_kind
+    FROM shards s
+    JOIN execs x ON x.id = s.execution_id
+    LEFT JOIN generated g ON g.execution_id = s.execution_id
+    LEFT JOIN timeouts tm ON tm.job_id = x.job_id
+), shard_counts AS (
+    -- A broadcast run has as many shards as live agents, maybe none.
+    UPDATE ax.execution e
+    SET shard_count = greatest(c.n, 1),
+        state = CASE WHEN c.n = 0 THEN 'failed'::ax.execution_state ELSE e.state END,
+        finished_at = CASE WHEN c.n = 0 THEN now() ELSE e.finished_at END,
+        error = CASE WHEN c.n = 0 THEN 'broadcast found no live, ready agent matching the job''s target labels and accepting its executor' END
+    FROM (SELECT x.id, count(s.i)::integer AS n
+          FROM execs x LEFT JOIN shards s ON s.execution_id = x.id
+          WHERE x.route_strategy = 'broadcast'
+          GROUP BY x.id) c
+    WHERE e.id = c.id
+)
+SELECT p.id, p.execution_id, p.job_id, p.shard_index::integer AS shard_index, p.shard_total,
+       p.shard_param::text AS shard_param, p.priority, p.max_attempts, p.timeout_seconds::integer AS timeout_seconds,
+       p.not_before::timestamptz AS not_before, p.pinned_agent_id, p.rate_class::text AS rate_class,
+       p.agentless, p.route_strategy, p.route_key, p.target_labels, p.params, p.job_name, p.group_name, p.executor_kind
+FROM planned p
+ORDER BY p.execution_id, p.shard_index
+`
+
+type TaskPlanForExecutionsParams struct {
+	ExecutionIds         []uuid.UUID
+	GeneratedIds         []uuid.UUID
+	GeneratedParams      [][]byte
+	MeasureMaxAgeSeconds float64
+	MeasureMaxJobs       int32
+	LiveSeconds          float64
+}
+
+type TaskPlanForExecutionsRow struct {
+	ID             uuid.UUID
+	ExecutionID    uuid.UUID
+	JobID          uuid.UUID
+	ShardIndex     int32
+	ShardTotal     int32
+	ShardParam     string
+	Priority       int32
+	MaxAttempts    int32
+	TimeoutSeconds int32
+	NotBefore      time.Time
+	PinnedAgentID  *uuid.UUID
+	RateClass      string
+	Agentless      bool
+	RouteStrategy  AxRouteStrategy
+	RouteKey       string
+	TargetLabels   []byte
+	Params         []byte
+	JobName        string
+	GroupName      string
+	ExecutorKind   string
+}
+
+// TaskPlanForExecutions plans the pending tasks of each execution in
+// @execution_ids, not leasable before its scheduled time (a fire made
+// ahead waits for its tick): one per shard, with the shard's param or its
+// part of the job's shard range (exact integer division in numeric: a
+// range may span all of bigint, and numeric's / would round); for
+// broadcast jobs one per live agent of the pool that accepts its executor
+// kind, pinned to it. Tasks of agentless jobs (job.agentless, see
+// db.Job.Agentless) are marked so: ax serve runs them, agents never lease them.
+// Ids that were not inserted (a tick that had fired already) match nothing.
+// A run whose job has a shard generator takes its params from
+// @generated_params instead (a JSON array of strings per id of
+// @generated_ids, rendered in Go by db.ShardGenerator).
+// Returns each task to insert (TaskInsertPlanned), with a new id and
+// what routing needs to know of it: the router decides before the insert,
+// so a routed task is written once (a later update of its preferred agent
+// would be a second row version and index entries, never HOT). Broadcast
+// runs get their shard count here (failed when no agent is live).
+//
+// Timeouts: a fixed job's tasks get its timeout_seconds. An adaptive
+// job's get 3 × the P95 of its recent successful attempts (lease to
+// result), at least 5 s and at most timeout_seconds, or timeout_seconds
+// without history. The history is measured here when the job's stored
+// measure (ax.job_timeout_measure) is missing or older than
+// @measure_max_age_seconds, and the new measure stored: at most once a
+// minute a job reads its latest successful runs from history, at most
+// 100 and none older than 24 h (each history partition's (job_id,
+// finished_at) index), and the durations their success events recorded
+// (task_event_pkey: execution_id, id), at most 100. One fire measures at most @measure_max_jobs
+// jobs (never measured first, then the oldest measures), so a burst of
+// adaptive jobs does not hold up a fire; the others use their stored
+// measure (or the ceiling) until a later fire. Fires of fixed jobs read
+// nothing of this. (The rule is db.Job.AdaptiveTimeout in Go,
+// which shows it; TestAdaptiveTimeoutFollowsHistory holds the two equal.)
+func (q *Queries) TaskPlanForExecutions(ctx context.Context, db DBTX, arg TaskPlanForExecutionsParams) ([]TaskPlanForExecutionsRow, error) {
+	rows, err := db.Query(ctx, taskPlanForExecutions,
+		arg.ExecutionIds,
+		arg.GeneratedIds,
+		arg.GeneratedParams,
+		arg.MeasureMaxAgeSeconds,
+		arg.MeasureMaxJobs,
+		arg.LiveSeconds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskPlanForExecutionsRow
+	for rows.Next() {
+		var i TaskPlanForExecutionsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ExecutionID,
+			&i.JobID,
+			&i.ShardIndex,
+			&i.ShardTotal,
+			&i.ShardParam,
+			&i.Priority,
+			&i.MaxAttempts,
+			&i.TimeoutSeconds,
+			&i.NotBefore,
+			&i.PinnedAgentID,
+			&i.RateClass,
+			&i.Agentless,
+			&i.RouteStrategy,
+			&i.RouteKey,
+			&i.TargetLabels,
+			&i.Params,
+			&i.JobName,
+			&i.GroupName,
+			&i.ExecutorKind,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskReapExpired = `-- name: TaskReapExpired :many
 WITH expired AS (
     SELECT t.id, k.timed_out, k.lost, t.lost_leases + k.lost::integer AS lost_leases,
@@ -1680,37 +1763,6 @@ func (q *Queries) TaskRenew(ctx context.Context, db DBTX, arg TaskRenewParams) (
 		return nil, err
 	}
 	return items, nil
-}
-
-const taskSetRoute = `-- name: TaskSetRoute :exec
-UPDATE ax.task t
-SET preferred_agent_id = nullif(r.preferred, '00000000-0000-0000-0000-000000000000'),
-    fallback_agent_id = nullif(r.fallback, '00000000-0000-0000-0000-000000000000'),
-    route_key = r.route_key
-FROM (SELECT unnest($1::uuid[]) AS id,
-             unnest($2::uuid[]) AS preferred,
-             unnest($3::uuid[]) AS fallback,
-             unnest($4::text[]) AS route_key) r
-WHERE t.id = r.id
-`
-
-type TaskSetRouteParams struct {
-	TaskIds   []uuid.UUID
-	Preferred []uuid.UUID
-	Fallback  []uuid.UUID
-	RouteKeys []string
-}
-
-// TaskSetRoute records routing decisions of new tasks (the nil UUID: no
-// preference).
-func (q *Queries) TaskSetRoute(ctx context.Context, db DBTX, arg TaskSetRouteParams) error {
-	_, err := db.Exec(ctx, taskSetRoute,
-		arg.TaskIds,
-		arg.Preferred,
-		arg.Fallback,
-		arg.RouteKeys,
-	)
-	return err
 }
 
 const taskSkipBelowFloor = `-- name: TaskSkipBelowFloor :many
