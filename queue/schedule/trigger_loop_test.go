@@ -3,11 +3,13 @@ package schedule_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -477,4 +479,65 @@ func TestAStreamOfRunsIsFiredInBatches(t *testing.T) {
 	txs := e.count("SELECT count(DISTINCT xmin::text) FROM ax.execution WHERE job_id = $1", j.ID)
 	require.LessOrEqual(t, txs, int(runs*every/(ahead/5))+3, "transactions for %d runs", runs)
 	t.Logf("%d runs fired in %d transactions", runs, txs)
+}
+
+// A loop firing a stream does not ask, pass after pass, when the next fire
+// is: the answer is the first live entry of delayed_run_due_idx, behind
+// the dead entries of the runs just fired.
+func TestAStreamIsFiredWithoutAskingForTheNextFireEachPass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
+	require.NoError(t, err)
+	statements := &statementCounter{n: map[string]int{}}
+	cfg.ConnConfig.Tracer = statements
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	e := &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil)}
+	j := e.job(db.TriggerManual, nil)
+	const runs, every, ahead = 500, 2 * time.Millisecond, 250 * time.Millisecond // a stream of 1 s
+	first := time.Now().Add(time.Second)
+	stream := make([]*db.DelayedRun, runs)
+	for i := range stream {
+		stream[i] = &db.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: j.ID, RunAt: first.Add(time.Duration(i) * every)}
+	}
+	require.NoError(t, db.DelayedRunInsertMany(ctx, pool, stream))
+
+	loop := schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{FireAhead: ahead})
+	require.NoError(t, loop.Start(ctx))
+	defer loop.Stop()
+	require.Eventually(t, func() bool {
+		return e.count("SELECT count(*) FROM ax.execution WHERE job_id = $1", j.ID) == runs
+	}, 15*time.Second, 20*time.Millisecond)
+	// Passes a fifth of FireAhead apart over the 1 s stream make about 20;
+	// a loop that asked after each (as before) asked about 20 times.
+	// Asked: before the stream, once as it ends, and a wake-up or two.
+	passes, asked := statements.count("DelayedRunClaimDue"), statements.count("TriggerNextDue")
+	require.LessOrEqual(t, asked, 6, "questions over %d passes", passes)
+	t.Logf("%d passes, %d questions", passes, asked)
+}
+
+// statementCounter counts the sqlc statements a pool runs, by name.
+type statementCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if rest, ok := strings.CutPrefix(data.SQL, "-- name: "); ok {
+		name, _, _ := strings.Cut(rest, " ")
+		c.mu.Lock()
+		c.n[name]++
+		c.mu.Unlock()
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
 }
