@@ -30,8 +30,14 @@ import (
 // Config holds what the API needs. Only Version matters for generating the
 // spec; serving needs Pool too.
 type Config struct {
-	// Pool is the database. Nil only when generating the spec.
+	// Pool is the database. Nil only when generating the spec. The engine
+	// works on it: agents' leases and results, HTTP tasks' completions.
 	Pool *pgxpool.Pool
+	// RequestPool, when set, serves every other request (jobs, runs,
+	// executions, keys, classes, history, authentication): a pool of their
+	// own, so requests do not queue behind the engine's transactions when
+	// a burst of work holds all of Pool. Nil: Pool.
+	RequestPool *pgxpool.Pool
 	// Logger receives request and change logs. Defaults to discarding.
 	Logger *slog.Logger
 	// Version of the build, reported by /healthz and /readyz.
@@ -84,33 +90,34 @@ func New(cfg Config) (http.Handler, huma.API) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	requests := cmp.Or(cfg.RequestPool, cfg.Pool)
 	mux := http.NewServeMux()
 	api := humago.New(mux, apiConfig(cfg.Logger))
-	keys := queue.NewKeyService(cfg.Pool)
-	auth := &authenticator{keys: keys, signing: queue.NewSigningKeyService(cfg.Pool), api: api, logger: cfg.Logger}
+	keys := queue.NewKeyService(requests)
+	auth := &authenticator{keys: keys, signing: queue.NewSigningKeyService(requests), api: api, logger: cfg.Logger}
 	if cfg.Notifier != nil {
 		// Never unsubscribed: the subscription lives as long as the API.
 		auth.cache.revoked, _ = cfg.Notifier.Subscribe(notify.APIKeyRevokedChannel)
 	}
-	idem := &idempotency{store: queue.NewIdempotencyStore(cfg.Pool), api: api, logger: cfg.Logger}
+	idem := &idempotency{store: queue.NewIdempotencyStore(requests), api: api, logger: cfg.Logger}
 	api.UseMiddleware(auth.middleware, idem.middleware)
 
-	jobSvc := queue.NewJobService(cfg.Pool, cfg.Logger)
-	execSvc := queue.NewExecutionService(cfg.Pool, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)
-	callbacks := delivery.NewCallbackService(cfg.Pool, cfg.Outbox, cfg.Logger)
+	jobSvc := queue.NewJobService(requests, cfg.Logger)
+	execSvc := queue.NewExecutionService(requests, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)
+	callbacks := delivery.NewCallbackService(requests, cfg.Outbox, cfg.Logger)
 	urls := &urlChecker{policy: cfg.Outbound, logger: cfg.Logger}
 	guard := groupGuard{jobs: jobSvc, execs: execSvc}
 	jobs := &jobHandlers{jobs: jobSvc, urls: urls, guard: guard}
 	jobs.register(api)
-	(&declarationHandlers{decls: queue.NewDeclarationService(cfg.Pool, cfg.Logger, cfg.Metrics), urls: urls}).register(api)
-	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(cfg.Pool, cfg.Notifier), callbacks: callbacks,
+	(&declarationHandlers{decls: queue.NewDeclarationService(requests, cfg.Logger, cfg.Metrics), urls: urls}).register(api)
+	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(requests, cfg.Notifier), callbacks: callbacks,
 		guard: guard}).register(api)
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock),
 		publicURL: cfg.PublicURL}).register(api)
-	(&classHandlers{classes: queue.NewClassService(cfg.Pool, cfg.Logger)}).register(api)
-	(&historyHandlers{history: queue.NewHistoryService(cfg.Pool)}).register(api)
+	(&classHandlers{classes: queue.NewClassService(requests, cfg.Logger)}).register(api)
+	(&historyHandlers{history: queue.NewHistoryService(requests)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
 	registerPatches(api)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -97,6 +98,13 @@ type response struct {
 // call sends body (marshalled unless it is a string or []byte) with key.
 func (e *apiEnv) call(method, path, key string, body any) *response {
 	e.t.Helper()
+	req, err := e.request(method, path, key, body)
+	require.NoError(e.t, err)
+	return e.do(req)
+}
+
+// request makes the request call sends.
+func (e *apiEnv) request(method, path, key string, body any) (*http.Request, error) {
 	var rdr io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -106,18 +114,22 @@ func (e *apiEnv) call(method, path, key string, body any) *response {
 		rdr = bytes.NewReader(b)
 	default:
 		buf, err := json.Marshal(b)
-		require.NoError(e.t, err)
+		if err != nil {
+			return nil, err
+		}
 		rdr = bytes.NewReader(buf)
 	}
 	req, err := http.NewRequest(method, e.url+path, rdr)
-	require.NoError(e.t, err)
+	if err != nil {
+		return nil, err
+	}
 	if rdr != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	return e.do(req)
+	return req, nil
 }
 
 // do sends req and decodes the answer.
@@ -126,13 +138,24 @@ func (e *apiEnv) do(req *http.Request) *response {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(e.t, err)
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	out, err := decodeResponse(resp)
 	require.NoError(e.t, err)
+	return out
+}
+
+// decodeResponse reads an answer, decoding a JSON object body.
+func decodeResponse(resp *http.Response) (*response, error) {
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
 	out := &response{status: resp.StatusCode, header: resp.Header, raw: raw}
 	if len(raw) > 0 && raw[0] == '{' {
-		require.NoError(e.t, json.Unmarshal(raw, &out.body), string(raw))
+		if err := json.Unmarshal(raw, &out.body); err != nil {
+			return nil, fmt.Errorf("%w: %s", err, raw)
+		}
 	}
-	return out
+	return out, nil
 }
 
 // must checks the status and returns the body.

@@ -74,6 +74,11 @@ type serveConfig struct {
 	// and the number of CPUs, the notifier's connection included; none
 	// kept idle). The README has the sizing rule.
 	PoolMaxConns, PoolMinConns int
+	// PoolRequestConns (AX_DB_REQUEST_CONNS) sizes the second pool, which
+	// serves API requests other than agents' (jobs, runs, executions,
+	// keys, history…), so they never queue behind the engine's
+	// transactions; 0: 2.
+	PoolRequestConns int
 	// MetricsAuth (AX_METRICS_AUTH) makes /metrics require an API key
 	// with scope read. Off by default (Prometheus scrapes it openly).
 	MetricsAuth bool
@@ -163,6 +168,13 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		return err
 	}
 	defer pool.Close()
+	// Kept open: a request would otherwise pay for a connection's setup.
+	requestConns := int32(cmp.Or(cfg.PoolRequestConns, defaultRequestConns))
+	requestPool, err := db.OpenPool(ctx, cfg.DatabaseURL, db.PoolSize{MaxConns: requestConns, MinConns: requestConns})
+	if err != nil {
+		return err
+	}
+	defer requestPool.Close()
 	if n := pool.Config().MaxConns; n < 2 {
 		return fmt.Errorf("db max conns %d is too few: the notifier holds one to listen, and the work needs another", n)
 	}
@@ -199,7 +211,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
 		MaxLostLeases: cfg.MaxLostLeases, HealthEvery: cfg.Health.CheckEvery,
 		Quarantine: db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
-	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool))
+	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool, "engine"),
+		metrics.NewPoolCollector(requestPool, "requests"))
 	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: m})
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
 	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming} {
@@ -214,12 +227,12 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer upcoming.Stop()
 
 	apiHandler, _ := openapi.New(openapi.Config{
-		Pool: pool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,
+		Pool: pool, RequestPool: requestPool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
 		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth, PublicURL: cfg.publicURL(),
 		BodyReadTimeout: min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 	})
-	ui, err := console.New(console.Config{API: apiHandler, Keys: queue.NewKeyService(pool), Logger: logger})
+	ui, err := console.New(console.Config{API: apiHandler, Keys: queue.NewKeyService(requestPool), Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -380,14 +393,21 @@ func validateTransport(c serveConfig) error {
 	return errors.Join(errs...)
 }
 
+// defaultRequestConns sizes the request pool: two, so a slow request (a
+// large history page) leaves one for the others.
+const defaultRequestConns = 2
+
 func addPoolFlags(fs *flag.FlagSet, c *serveConfig) error {
 	maxConns, errMax := envInt("AX_DB_MAX_CONNS")
 	minConns, errMin := envInt("AX_DB_MIN_CONNS")
+	requestConns, errRequest := envInt("AX_DB_REQUEST_CONNS")
 	fs.IntVar(&c.PoolMaxConns, "db-max-conns", maxConns,
-		"most database connections this replica's pool opens, its notifier's included (River's listener is apart); 0: the URL's pool_max_conns, else one more than the larger of 4 and the CPUs (AX_DB_MAX_CONNS)")
+		"most database connections the engine's pool opens (fires, agents' leases and results, maintenance), its notifier's included (River's listener is apart); 0: the URL's pool_max_conns, else one more than the larger of 4 and the CPUs (AX_DB_MAX_CONNS)")
 	fs.IntVar(&c.PoolMinConns, "db-min-conns", minConns,
-		"database connections kept open while idle; 0: the URL's pool_min_conns, else none (AX_DB_MIN_CONNS)")
-	return errors.Join(errMax, errMin)
+		"database connections the engine's pool keeps open while idle; 0: the URL's pool_min_conns, else none (AX_DB_MIN_CONNS)")
+	fs.IntVar(&c.PoolRequestConns, "db-request-conns", requestConns,
+		"most database connections of the second pool, which serves API requests other than agents' so they never wait for the engine's; 0: 2 (AX_DB_REQUEST_CONNS)")
+	return errors.Join(errMax, errMin, errRequest)
 }
 
 // validatePool bounds the pool flags; OpenPool checks them against what
@@ -399,6 +419,9 @@ func validatePool(c serveConfig) error {
 	}
 	if c.PoolMinConns < 0 || c.PoolMinConns > db.MaxPoolConns {
 		errs = append(errs, fmt.Errorf("db min conns %d is not between 0 and %d", c.PoolMinConns, db.MaxPoolConns))
+	}
+	if c.PoolRequestConns < 0 || c.PoolRequestConns > db.MaxPoolConns {
+		errs = append(errs, fmt.Errorf("db request conns %d is not between 1 and %d (0: the default)", c.PoolRequestConns, db.MaxPoolConns))
 	}
 	if c.PoolMaxConns > 0 && c.PoolMinConns > c.PoolMaxConns {
 		errs = append(errs, fmt.Errorf("db min conns %d is more than db max conns %d", c.PoolMinConns, c.PoolMaxConns))

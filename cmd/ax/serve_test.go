@@ -51,6 +51,7 @@ func TestEnvDuration(t *testing.T) {
 func TestPoolFlags(t *testing.T) {
 	t.Setenv("AX_DB_MAX_CONNS", "12")
 	t.Setenv("AX_DB_MIN_CONNS", "2")
+	t.Setenv("AX_DB_REQUEST_CONNS", "3")
 	parse := func(args ...string) serveConfig {
 		var cfg serveConfig
 		fs := flag.NewFlagSet("ax serve", flag.ContinueOnError)
@@ -61,17 +62,19 @@ func TestPoolFlags(t *testing.T) {
 	cfg := parse()
 	require.Equal(t, 12, cfg.PoolMaxConns, "from the environment")
 	require.Equal(t, 2, cfg.PoolMinConns)
-	cfg = parse("--db-max-conns", "20", "--db-min-conns", "0")
+	require.Equal(t, 3, cfg.PoolRequestConns)
+	cfg = parse("--db-max-conns", "20", "--db-min-conns", "0", "--db-request-conns", "4")
 	require.Equal(t, 20, cfg.PoolMaxConns, "the flag wins")
 	require.Equal(t, 0, cfg.PoolMinConns)
+	require.Equal(t, 4, cfg.PoolRequestConns)
 
 	t.Setenv("AX_DB_MAX_CONNS", "many")
 	require.EqualError(t, addPoolFlags(flag.NewFlagSet("ax serve", flag.ContinueOnError), &serveConfig{}),
 		`AX_DB_MAX_CONNS="many" is not a whole number of 0 or more`)
 
 	for _, tc := range []struct {
-		max, min int
-		err      string
+		max, min, request int
+		err               string
 	}{
 		{max: 0, min: 0},
 		{max: 10, min: 10},
@@ -79,8 +82,9 @@ func TestPoolFlags(t *testing.T) {
 		{max: 1001, err: "db max conns 1001 is not between 1 and 1000 (0: the default)"},
 		{max: 4, min: 5, err: "db min conns 5 is more than db max conns 4"},
 		{max: 0, min: 1001, err: "db min conns 1001 is not between 0 and 1000"},
+		{request: 1001, err: "db request conns 1001 is not between 1 and 1000 (0: the default)"},
 	} {
-		err := validatePool(serveConfig{PoolMaxConns: tc.max, PoolMinConns: tc.min})
+		err := validatePool(serveConfig{PoolMaxConns: tc.max, PoolMinConns: tc.min, PoolRequestConns: tc.request})
 		if tc.err == "" {
 			require.NoError(t, err, "max %d min %d", tc.max, tc.min)
 			continue

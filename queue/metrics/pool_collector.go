@@ -5,10 +5,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// PoolCollector reports the replica's database pool on each scrape, read
-// from pgxpool's counters (no query: it answers while the pool is
-// exhausted, which is when it matters). Unlike the state gauges these
-// differ per replica: aggregate by instance, or sum.
+// PoolCollector reports one of the replica's database pools on each
+// scrape, read from pgxpool's counters (no query: it answers while the
+// pool is exhausted, which is when it matters), labelled pool="engine" or
+// pool="requests". Unlike the state gauges these differ per replica:
+// aggregate by instance and pool, or sum.
 type PoolCollector struct {
 	pool *pgxpool.Pool
 
@@ -18,25 +19,27 @@ type PoolCollector struct {
 	canceledAcquire                 *prometheus.Desc
 }
 
-// NewPoolCollector returns a collector reading pool's statistics.
-func NewPoolCollector(pool *pgxpool.Pool) *PoolCollector {
+// NewPoolCollector returns a collector reading pool's statistics, as the
+// pool named name.
+func NewPoolCollector(pool *pgxpool.Pool, name string) *PoolCollector {
+	labels := prometheus.Labels{"pool": name}
 	return &PoolCollector{
 		pool:     pool,
-		acquired: prometheus.NewDesc("ax_db_pool_acquired_conns", "Database connections in use now (one is the notifier's, held while it listens).", nil, nil),
-		idle:     prometheus.NewDesc("ax_db_pool_idle_conns", "Open database connections waiting for use.", nil, nil),
+		acquired: prometheus.NewDesc("ax_db_pool_acquired_conns", "Database connections in use now (one is the notifier's, held while it listens).", nil, labels),
+		idle:     prometheus.NewDesc("ax_db_pool_idle_conns", "Open database connections waiting for use.", nil, labels),
 		total: prometheus.NewDesc("ax_db_pool_total_conns",
-			"Database connections of the pool: in use, idle and being opened.", nil, nil),
+			"Database connections of the pool: in use, idle and being opened.", nil, labels),
 		maxConns: prometheus.NewDesc("ax_db_pool_max_conns",
-			"Most connections the pool opens (--db-max-conns); more requests wait.", nil, nil),
+			"Most connections the pool opens (--db-max-conns for the engine, --db-request-conns for requests); more requests wait.", nil, labels),
 		acquireDuration: prometheus.NewDesc("ax_db_pool_acquire_duration_seconds",
 			"Time spent getting a connection from the pool: count and sum of every successful acquire "+
-				"(sum/count is the mean wait).", nil, nil),
+				"(sum/count is the mean wait).", nil, labels),
 		emptyAcquire: prometheus.NewDesc("ax_db_pool_empty_acquire_total",
-			"Acquires that found no idle connection and waited for one to be released or opened.", nil, nil),
+			"Acquires that found no idle connection and waited for one to be released or opened.", nil, labels),
 		emptyAcquireWait: prometheus.NewDesc("ax_db_pool_empty_acquire_wait_seconds_total",
-			"Time the acquires that found no idle connection spent waiting.", nil, nil),
+			"Time the acquires that found no idle connection spent waiting.", nil, labels),
 		canceledAcquire: prometheus.NewDesc("ax_db_pool_canceled_acquire_total",
-			"Acquires given up (the request ended or timed out) before a connection was free.", nil, nil),
+			"Acquires given up (the request ended or timed out) before a connection was free.", nil, labels),
 	}
 }
 

@@ -35,13 +35,14 @@ func setupPool(t *testing.T) *poolEnv {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(metrics.NewPoolCollector(pool))
+	reg.MustRegister(metrics.NewPoolCollector(pool, "engine"))
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
 	return &poolEnv{t: t, pool: pool, url: srv.URL + "/metrics"}
 }
 
-// scrape GETs /metrics and returns each sample by name.
+// scrape GETs /metrics and returns each sample by name (each labelled
+// as the engine's pool).
 func (e *poolEnv) scrape() map[string]float64 {
 	e.t.Helper()
 	resp, err := http.Get(e.url)
@@ -57,6 +58,8 @@ func (e *poolEnv) scrape() map[string]float64 {
 		}
 		name, value, ok := strings.Cut(line, " ")
 		require.True(e.t, ok, line)
+		name, labels, _ := strings.Cut(name, "{")
+		require.Contains(e.t, labels, `pool="engine"`, line)
 		v, err := strconv.ParseFloat(value, 64)
 		require.NoError(e.t, err, line)
 		out[name] = v

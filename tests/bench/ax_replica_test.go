@@ -48,12 +48,14 @@ func benchLogger() *slog.Logger {
 // The queue-state collector is left out: it only queries when /metrics is
 // scraped, which the benchmarks never do.
 type axReplica struct {
-	pool     *pgxpool.Pool
-	url      string
-	metrics  *metrics.Metrics
-	router   *dispatch.TaskRouter
-	jobID    uuid.UUID
-	requests *requestLog // agents' lease and complete calls, when recording
+	pool *pgxpool.Pool
+	// requestPool serves the API's requests but agents', as in ax serve.
+	requestPool *pgxpool.Pool
+	url         string
+	metrics     *metrics.Metrics
+	router      *dispatch.TaskRouter
+	jobID       uuid.UUID
+	requests    *requestLog // agents' lease and complete calls, when recording
 }
 
 // startReplica serves ax on the database at dbURL until b ends.
@@ -87,15 +89,21 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 		}
 		b.Cleanup(svc.Stop)
 	}
-	api, _ := openapi.New(openapi.Config{Pool: pool, Logger: logger, Version: "bench", Metrics: metrics,
-		Notifier: notifier, Agent: agentCfg, Router: router})
+	// Two pools, as ax serve opens them.
+	requestPool, err := db.OpenPool(ctx, dbURL, db.PoolSize{MaxConns: 2, MinConns: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(requestPool.Close)
+	api, _ := openapi.New(openapi.Config{Pool: pool, RequestPool: requestPool, Logger: logger, Version: "bench",
+		Metrics: metrics, Notifier: notifier, Agent: agentCfg, Router: router})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", api)
 	requests := &requestLog{}
 	srv := httptest.NewServer(requests.wrap(openapi.LogRequests(logger, mux)))
 	b.Cleanup(srv.Close)
-	r := &axReplica{pool: pool, url: srv.URL, metrics: metrics, router: router, requests: requests}
+	r := &axReplica{pool: pool, requestPool: requestPool, url: srv.URL, metrics: metrics, router: router, requests: requests}
 	r.jobID = r.createJob(b)
 	return r
 }

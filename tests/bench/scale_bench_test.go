@@ -146,8 +146,8 @@ func (s *replicaSide) run(b *testing.B, n int, cpu *cpuMeter) {
 // (results recorded in the window), lease-p99-ms (the 200 agents'; goal
 // ≤ 20), lease-p99-ratio-200-vs-4-agents (that p99 over the 4 agents'),
 // db-conns (the most connections the 200 agents' database had open at
-// once; goal ≤ the replica's pool size, reported as db-pool-size; the
-// counter's own connection is not counted).
+// once; goal ≤ the replica's pool sizes, engine's and requests', reported
+// as db-pool-size; the counter's own connection is not counted).
 func BenchmarkManyAgents(b *testing.B) {
 	type side struct {
 		r         *axReplica
@@ -210,7 +210,7 @@ func BenchmarkManyAgents(b *testing.B) {
 	b.ReportMetric(percentileMillis(many.completes, 0.99), "complete-p99-ms")
 	b.ReportMetric(float64(many.conns), "db-conns")
 	b.ReportMetric(float64(few.conns), "few-agents-db-conns")
-	b.ReportMetric(float64(many.r.pool.Config().MaxConns), "db-pool-size")
+	b.ReportMetric(float64(many.r.pool.Config().MaxConns+many.r.requestPool.Config().MaxConns), "db-pool-size")
 	b.Logf("%d agents × %d slots: %d leases, %d completes timed; %d agents × %d slots: %d leases, %d completes",
 		manyAgents, manyCapacity, len(many.leases), len(many.completes), fewAgents, fewCapacity, len(few.leases), len(few.completes))
 }
