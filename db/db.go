@@ -153,6 +153,14 @@ func WithTxV[T any](ctx context.Context, b TxBeginner, fn func(tx pgx.Tx) (T, er
 // transactions reads by key.
 const setGenericPlans = "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off"
 
+// setCachedReads tells a large batch's custom plans that a read by key
+// costs about what a page of a scan does, as it does for the hot tables,
+// which stay in shared buffers. At the default (4), leasing 442 of 10,000
+// pending tasks read the whole execution table to find their 442 runs
+// (auto_explain: 12.5 ms of the lease's 43, BenchmarkEndToEnd); a batch
+// that is a large share of its table is still scanned.
+const setCachedReads = "SET LOCAL random_page_cost = 1.1"
+
 // SmallBatch is the most items (tasks asked for, results reported) of a
 // hot-path transaction that WithBatchTxV runs with generic plans.
 const SmallBatch = 16
@@ -162,14 +170,18 @@ const SmallBatch = 16
 // with generic plans: left to choose, Postgres planned them afresh on every
 // call while batches were small (a custom plan is kept while it is costed
 // below the generic one), and with 200 agents of 5 slots planning was 40%
-// of the database's time, 0.7 ms a TaskComplete. A large batch is left to
-// Postgres, for which planning is a small part of the cost: forced generic
-// for every batch, 4 agents of 250 slots did 7–9% fewer tasks a second
-// (BenchmarkManyAgents); forced custom, planning the large arrays cost a
-// third more CPU a task (BenchmarkEndToEndReplicas).
+// of the database's time, 0.7 ms a TaskComplete. A large batch's plans
+// are left to Postgres, for which planning is a small part of the cost
+// (forced generic for every batch, 4 agents of 250 slots did 7–9% fewer
+// tasks a second in BenchmarkManyAgents; forced custom, planning the large
+// arrays cost a third more CPU a task in BenchmarkEndToEndReplicas), with
+// reads by key costed as cached (setCachedReads). Forcing them to read by
+// key (enable_seqscan off) cost a large lease out of one 10,000-shard run
+// a fifth of its rate (BenchmarkLeaseWithRateLimit).
 func WithBatchTxV[T any](ctx context.Context, b TxBeginner, size int, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	set := setGenericPlans
 	if size > SmallBatch {
-		return WithTxV(ctx, b, fn)
+		set = setCachedReads
 	}
 	var out T
 	run := func(tx pgx.Tx) error {
@@ -181,12 +193,12 @@ func WithBatchTxV[T any](ctx context.Context, b TxBeginner, size int, fn func(tx
 		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 	}); ok {
 		// Set in the BEGIN's own round trip (the simple protocol takes both).
-		begin := pgx.TxOptions{BeginQuery: "BEGIN; " + setGenericPlans}
+		begin := pgx.TxOptions{BeginQuery: "BEGIN; " + set}
 		return out, pgx.BeginTxFunc(ctx, starter, begin, run)
 	}
 	// A transaction: the setting holds to its end.
 	return out, pgx.BeginFunc(ctx, b, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, setGenericPlans); err != nil {
+		if _, err := tx.Exec(ctx, set); err != nil {
 			return err
 		}
 		return run(tx)

@@ -192,3 +192,31 @@ func TestSmallBatchPlansStayIndexedAsTablesGrow(t *testing.T) {
 	}
 	require.Positive(t, seen, "auto_explain's plans of the lease and the completion")
 }
+
+// TestLargeBatchPlansReadRunsByKey: a large batch's custom plans read the
+// runs of the tasks it leases by key. At the default random_page_cost,
+// Postgres scanned the whole execution table to start the runs of 400 of
+// 10,000 pending tasks.
+func TestLargeBatchPlansReadRunsByKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 400
+	e := newPlanEnv(t)
+	e.addTasks(10_000)
+	e.explainPlans(e.conn)
+	_, err := db.WithBatchTxV(ctx, e.conn, n, func(tx pgx.Tx) (struct{}, error) {
+		return struct{}{}, e.leaseAndComplete(tx, n)
+	})
+	require.NoError(t, err)
+	_, err = e.conn.Exec(ctx, "SET client_min_messages = notice")
+	require.NoError(t, err)
+
+	var seen int
+	for _, p := range e.plans() {
+		if strings.Contains(p, "-- name: TaskLeaseTake ") {
+			seen++
+			require.False(t, strings.Contains(p, "Seq Scan on execution "), "TaskLeaseTake scans every run")
+		}
+	}
+	require.Equal(t, 1, seen, "auto_explain's plan of the lease")
+}
