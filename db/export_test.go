@@ -75,7 +75,9 @@ func (r errRow) Scan(...any) error { return r.err }
 // tasks, so tests can check that claiming stays index-driven on a large
 // backlog.
 func TaskLeasePlan(ctx context.Context, e Executor, p *TaskLeaseParams) (string, error) {
-	pick, err := leasePickParams(p)
+	batch := &TaskLeaseBatch{Agents: []LeaseAgent{{ID: p.AgentID, Labels: p.AgentLabels, Executors: p.AgentExecutors,
+		LabelBound: p.AgentLabelBound, Max: p.Max}}, StealAfter: p.StealAfter, StarveAfter: p.StarveAfter, Grants: p.Grants, Now: p.Now}
+	pick, err := newLeaseHand(batch).pickParams([]int{0})
 	if err != nil {
 		return "", err
 	}

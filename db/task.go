@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -151,30 +153,94 @@ type TaskLeaseParams struct {
 // locks them, then leases them, in one transaction of b (a savepoint when
 // b is a transaction).
 func TaskLease(ctx context.Context, b TxBeginner, p *TaskLeaseParams) ([]*LeasedTask, error) {
-	pick, err := leasePickParams(p)
+	out, err := TaskLeaseMany(ctx, b, &TaskLeaseBatch{
+		Agents: []LeaseAgent{{ID: p.AgentID, Labels: p.AgentLabels, Executors: p.AgentExecutors,
+			LabelBound: p.AgentLabelBound, Max: p.Max}},
+		Lease: p.Lease, StealAfter: p.StealAfter, StarveAfter: p.StarveAfter, Grants: p.Grants, Now: p.Now})
 	if err != nil {
 		return nil, err
 	}
-	out, err := WithBatchTxV(ctx, b, p.Max, func(tx pgx.Tx) ([]*LeasedTask, error) {
-		picked, err := queries.TaskLeasePick(ctx, tx, pick)
-		if err != nil || len(picked) == 0 {
-			return nil, err
-		}
-		take := dbsqlc.TaskLeaseTakeParams{AgentID: &p.AgentID, LeaseSeconds: p.Lease.Seconds(), Now: p.Now,
-			TaskIds: make([]uuid.UUID, len(picked)), ExecutionIds: make([]uuid.UUID, 0, len(picked))}
-		seen := make(map[uuid.UUID]bool, len(picked))
-		for i, r := range picked {
-			take.TaskIds[i] = r.ID
-			if !seen[r.ExecutionID] {
-				seen[r.ExecutionID] = true
-				take.ExecutionIds = append(take.ExecutionIds, r.ExecutionID)
+	return out[0], nil
+}
+
+// LeaseAgent is one agent's ask in a TaskLeaseBatch.
+type LeaseAgent struct {
+	ID         uuid.UUID
+	Labels     map[string]string
+	Executors  []string // empty: DefaultExecutors
+	LabelBound bool
+	Max        int
+}
+
+// TaskLeaseBatch asks for tasks for several agents at once (see
+// TaskLeaseParams for the settings they share).
+type TaskLeaseBatch struct {
+	Agents                         []LeaseAgent
+	Lease, StealAfter, StarveAfter time.Duration
+	Grants                         map[string]int
+	Now                            *time.Time
+}
+
+// TaskLeaseMany leases tasks for every agent of batch in one transaction
+// of b: out[i] are Agents[i]'s. Agents of the same labels, executor kinds
+// and label binding share one pick (TaskLeasePick), and one statement
+// leases the tasks of all (TaskLeaseTake): the cost of a lease hardly
+// grows with the agents served at once. An agent listed twice is served
+// as two asks.
+func TaskLeaseMany(ctx context.Context, b TxBeginner, batch *TaskLeaseBatch) ([][]*LeasedTask, error) {
+	total := 0
+	for _, a := range batch.Agents {
+		total += a.Max
+	}
+	out := make([][]*LeasedTask, len(batch.Agents))
+	err := withBatchTx(ctx, b, total, func(tx pgx.Tx) error {
+		take := dbsqlc.TaskLeaseTakeParams{LeaseSeconds: batch.Lease.Seconds(), Now: batch.Now}
+		runs := map[uuid.UUID]bool{}
+		h := newLeaseHand(batch)
+		if len(batch.Agents) > 1 {
+			if err := h.leaveOutInactive(ctx, tx); err != nil {
+				return err
 			}
+		}
+		for _, group := range leaseGroups(batch.Agents) {
+			pick, err := h.pickParams(group)
+			if err != nil {
+				return err
+			}
+			if pick.Max == 0 {
+				continue
+			}
+			picked, err := queries.TaskLeasePick(ctx, tx, pick)
+			if err != nil {
+				return err
+			}
+			for _, r := range picked {
+				if i := h.handTo(group, r); i >= 0 {
+					take.TaskIds = append(take.TaskIds, r.ID)
+					take.AgentIds = append(take.AgentIds, batch.Agents[i].ID)
+					if !runs[r.ExecutionID] {
+						runs[r.ExecutionID] = true
+						take.ExecutionIds = append(take.ExecutionIds, r.ExecutionID)
+					}
+				}
+			}
+		}
+		if len(take.TaskIds) == 0 {
+			return nil
 		}
 		rows, err := queries.TaskLeaseTake(ctx, tx, take)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return leasedTasks(rows)
+		leased, err := leasedTasks(rows)
+		if err != nil {
+			return err
+		}
+		for _, t := range leased {
+			i := h.owner[t.ID]
+			out[i] = append(out[i], t)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
@@ -182,22 +248,150 @@ func TaskLease(ctx context.Context, b TxBeginner, p *TaskLeaseParams) ([]*Leased
 	return out, nil
 }
 
-func leasePickParams(p *TaskLeaseParams) (dbsqlc.TaskLeasePickParams, error) {
-	labels, err := json.Marshal(nonNilMap(p.AgentLabels))
+// withBatchTx is WithBatchTxV for a function without a value.
+func withBatchTx(ctx context.Context, b TxBeginner, size int, fn func(tx pgx.Tx) error) error {
+	_, err := WithBatchTxV(ctx, b, size, func(tx pgx.Tx) (struct{}, error) { return struct{}{}, fn(tx) })
+	return err
+}
+
+// leaseGroups groups the indexes of agents that may take the same tasks:
+// same labels, executor kinds and label binding.
+func leaseGroups(agents []LeaseAgent) [][]int {
+	var groups [][]int
+	for i, a := range agents {
+		found := false
+		for g, group := range groups {
+			first := agents[group[0]]
+			if first.LabelBound == a.LabelBound && maps.Equal(first.Labels, a.Labels) &&
+				slices.Equal(cmpSlice(first.Executors, DefaultExecutors), cmpSlice(a.Executors, DefaultExecutors)) {
+				groups[g] = append(groups[g], i)
+				found = true
+				break
+			}
+		}
+		if !found {
+			groups = append(groups, []int{i})
+		}
+	}
+	return groups
+}
+
+// leaseHand hands picked tasks to the agents of a batch: each agent gets
+// at most its Max, and the rate class grants are shared by all.
+type leaseHand struct {
+	batch  *TaskLeaseBatch
+	room   []int
+	grants map[string]int
+	owner  map[uuid.UUID]int // task → index of the agent it was handed to
+}
+
+func newLeaseHand(batch *TaskLeaseBatch) *leaseHand {
+	h := &leaseHand{batch: batch, room: make([]int, len(batch.Agents)), grants: maps.Clone(batch.Grants),
+		owner: map[uuid.UUID]int{}}
+	for i, a := range batch.Agents {
+		h.room[i] = a.Max
+	}
+	return h
+}
+
+// leaveOutInactive gives no room to the agents that may not lease now
+// (drained while their polls waited): their share goes to the others.
+func (h *leaseHand) leaveOutInactive(ctx context.Context, tx pgx.Tx) error {
+	ids := make([]uuid.UUID, len(h.batch.Agents))
+	for i, a := range h.batch.Agents {
+		ids[i] = a.ID
+	}
+	leasable, err := queries.AgentsLeasable(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
+	for i, a := range h.batch.Agents {
+		if !slices.Contains(leasable, a.ID) {
+			h.room[i] = 0
+		}
+	}
+	return nil
+}
+
+// pickParams asks for what group still has room for, within the grants
+// left (pick.Max is 0 when it has none).
+func (h *leaseHand) pickParams(group []int) (dbsqlc.TaskLeasePickParams, error) {
+	first := h.batch.Agents[group[0]]
+	labels, err := json.Marshal(nonNilMap(first.Labels))
 	if err != nil {
 		return dbsqlc.TaskLeasePickParams{}, fmt.Errorf("error encoding agent labels: %w", err)
 	}
 	pick := dbsqlc.TaskLeasePickParams{
-		AgentLabels: labels, Max: int32(p.Max), AgentID: &p.AgentID, Executors: cmpSlice(p.AgentExecutors, DefaultExecutors),
-		LabelBound:   p.AgentLabelBound,
-		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
-		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{}, Now: p.Now,
+		AgentLabels: labels, Executors: cmpSlice(first.Executors, DefaultExecutors), LabelBound: first.LabelBound,
+		StealSeconds: h.batch.StealAfter.Seconds(), StealAnySeconds: 3 * h.batch.StealAfter.Seconds(),
+		StarveSeconds: h.batch.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{}, Now: h.batch.Now,
+		Taken: make([]uuid.UUID, 0, len(h.owner)),
 	}
-	for class, n := range p.Grants {
-		pick.Classes = append(pick.Classes, class)
-		pick.Caps = append(pick.Caps, int32(n))
+	for id := range h.owner {
+		pick.Taken = append(pick.Taken, id)
+	}
+	for _, i := range group {
+		if h.room[i] > 0 {
+			pick.AgentIds = append(pick.AgentIds, h.batch.Agents[i].ID)
+			pick.Maxes = append(pick.Maxes, int32(h.room[i]))
+			pick.Max += int32(h.room[i])
+		}
+	}
+	for class, n := range h.grants {
+		if n > 0 {
+			pick.Classes = append(pick.Classes, class)
+			pick.Caps = append(pick.Caps, int32(n))
+		}
 	}
 	return pick, nil
+}
+
+// handTo hands the picked task r to an agent of group that may take it
+// and has room, and returns its index (-1: none; the task stays pending).
+// Its preferred agent comes first; then, when it may be stolen, its
+// runner-up or (steal 2, or unassigned) the agent with the most room, so
+// that a batch spreads its tasks as separate leases would.
+func (h *leaseHand) handTo(group []int, r dbsqlc.TaskLeasePickRow) int {
+	if _, dup := h.owner[r.ID]; dup {
+		return -1 // picked for an earlier group as well
+	}
+	if r.RateClass != "" && h.grants[r.RateClass] <= 0 {
+		return -1
+	}
+	chosen := -1
+	if r.PreferredAgentID != nil {
+		chosen = h.withRoom(group, *r.PreferredAgentID)
+	}
+	switch {
+	case chosen >= 0:
+	case r.Steal == 1 && r.FallbackAgentID != nil:
+		chosen = h.withRoom(group, *r.FallbackAgentID)
+	case r.Steal == 2:
+		for _, i := range group {
+			if h.room[i] > 0 && (chosen < 0 || h.room[i] > h.room[chosen]) {
+				chosen = i
+			}
+		}
+	}
+	if chosen < 0 {
+		return -1
+	}
+	h.room[chosen]--
+	h.owner[r.ID] = chosen
+	if r.RateClass != "" {
+		h.grants[r.RateClass]--
+	}
+	return chosen
+}
+
+// withRoom returns the index of agent id in group when it has room, or -1.
+func (h *leaseHand) withRoom(group []int, id uuid.UUID) int {
+	for _, i := range group {
+		if h.batch.Agents[i].ID == id && h.room[i] > 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*LeasedTask, error) {

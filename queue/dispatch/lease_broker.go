@@ -97,6 +97,7 @@ type LeaseBroker struct {
 	clock    *clock.Clock     // nil: the database's now()
 	classes  *RateClasses     // admission: tokens before a lease
 	outlooks *outlooks        // the waiting polls' checks, read together
+	batches  *leaseBatches    // the due polls' leases, taken together
 }
 
 // NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
@@ -113,6 +114,7 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	s.outlooks = &outlooks{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*db.LeaseOutlook, error) {
 		return db.TaskNextLeasable(ctx, s.pool, agentIDs, s.cfg.StealAfter, s.clock.Now())
 	}}
+	s.batches = &leaseBatches{run: s.serveBatch}
 	return s
 }
 
@@ -260,7 +262,8 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 	}
 }
 
-// leaseOnce tries one lease for agent.
+// leaseOnce tries one lease for agent: in the next coalesced batch
+// (leaseBatches), or its probe turn when it is quarantined.
 func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, error) {
 	if agent.State == db.AgentQuarantined {
 		tasks, err := s.leaseProbe(ctx, agent)
@@ -270,36 +273,80 @@ func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int)
 		s.logLeases(ctx, agent, tasks)
 		return tasks, nil
 	}
-	p := s.leaseParams(agent, limit)
-	tasks, err := s.lease(ctx, s.pool, p)
+	tasks, err := s.batches.lease(ctx, leaseAgent(agent, limit))
 	if err != nil {
-		s.metrics.DispatchFailures.Inc()
+		if len(tasks) > 0 { // leased as the poll ended: hand them back at once
+			s.handBack(ctx, agent, tasks)
+		}
+		if ctx.Err() == nil {
+			s.metrics.DispatchFailures.Inc()
+		}
 		return nil, err
 	}
 	s.logLeases(ctx, agent, tasks)
 	return tasks, nil
 }
 
-// leaseParams asks for up to limit tasks agent may run: of its labels
+// handBack releases tasks leased for a poll that ended before it could
+// answer, so that they wait for no lease to expire.
+func (s *LeaseBroker) handBack(ctx context.Context, agent *db.Agent, tasks []*db.LeasedTask) {
+	refs := make([]db.TaskRef, len(tasks))
+	for i, t := range tasks {
+		refs[i] = db.TaskRef{ID: t.ID, Token: t.LeaseToken}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseBatchTimeout)
+	defer cancel()
+	if _, err := s.Release(ctx, agent.ID, refs); err != nil {
+		s.logger.ErrorContext(ctx, "tasks leased for a poll that had ended could not be handed back: they run after their lease expires",
+			"agent_id", agent.ID, "tasks", len(tasks), "error", err)
+	}
+}
+
+// leaseAgent asks for up to limit tasks agent may run: of its labels
 // and executor kinds (and targeted, when its key bound its labels).
-func (s *LeaseBroker) leaseParams(agent *db.Agent, limit int) *db.TaskLeaseParams {
-	return &db.TaskLeaseParams{AgentID: agent.ID, AgentLabels: agent.Labels, AgentExecutors: agent.Executors,
-		AgentLabelBound: agent.LabelBound, Max: limit, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter, StarveAfter: s.cfg.StarveAfter,
-		Now: s.clock.Now()}
+func leaseAgent(agent *db.Agent, limit int) db.LeaseAgent {
+	return db.LeaseAgent{ID: agent.ID, Labels: agent.Labels, Executors: agent.Executors,
+		LabelBound: agent.LabelBound, Max: limit}
+}
+
+// leaseBatch is a batch of asks under the broker's settings.
+func (s *LeaseBroker) leaseBatch(asks ...db.LeaseAgent) *db.TaskLeaseBatch {
+	return &db.TaskLeaseBatch{Agents: asks, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter,
+		StarveAfter: s.cfg.StarveAfter, Now: s.clock.Now()}
+}
+
+// serveBatch leases for a coalesced batch of asks and answers each.
+func (s *LeaseBroker) serveBatch(ctx context.Context, asks []*leaseAsk) {
+	batch := s.leaseBatch()
+	for _, a := range asks {
+		batch.Agents = append(batch.Agents, a.agent)
+	}
+	got, err := s.lease(ctx, s.pool, batch)
+	for i, a := range asks {
+		if err != nil {
+			a.done <- leaseAnswer{err: err}
+		} else {
+			a.done <- leaseAnswer{tasks: got[i]}
+		}
+	}
 }
 
 // lease takes tokens of the rate classes that have tasks waiting (see
 // RateClasses.admit), leases with e within those grants, and gives back
 // the tokens it did not use.
-func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, p *db.TaskLeaseParams) ([]*db.LeasedTask, error) {
-	grants, err := s.classes.admit(ctx, p.Max)
+func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *db.TaskLeaseBatch) ([][]*db.LeasedTask, error) {
+	total := 0
+	for _, a := range batch.Agents {
+		total += a.Max
+	}
+	grants, err := s.classes.admit(ctx, total)
 	if err != nil {
 		return nil, err
 	}
-	p.Grants = grants
-	tasks, err := db.TaskLease(ctx, e, p)
-	s.classes.giveBack(ctx, grants, tasks)
-	return tasks, err
+	batch.Grants = grants
+	got, err := db.TaskLeaseMany(ctx, e, batch)
+	s.classes.giveBack(ctx, grants, slices.Concat(got...))
+	return got, err
 }
 
 // errNoProbeTask rolls a probe back when no task was there to take.
@@ -315,11 +362,14 @@ func (s *LeaseBroker) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.Le
 		if err != nil || !due {
 			return nil, err
 		}
-		tasks, err := s.lease(ctx, tx, s.leaseParams(agent, 1))
-		if err == nil && len(tasks) == 0 {
-			err = errNoProbeTask
+		got, err := s.lease(ctx, tx, s.leaseBatch(leaseAgent(agent, 1)))
+		if err != nil {
+			return nil, err
 		}
-		return tasks, err
+		if len(got[0]) == 0 {
+			return nil, errNoProbeTask
+		}
+		return got[0], nil
 	})
 	if errors.Is(err, errNoProbeTask) {
 		return nil, nil

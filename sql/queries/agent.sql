@@ -218,3 +218,10 @@ SELECT state::text AS state, ready, coalesce(labels ->> 'pool', '')::text AS poo
 FROM ax.agent
 WHERE state <> 'offline' OR last_heartbeat_at > now() - interval '1 day'
 GROUP BY 1, 2, 3;
+
+-- AgentsLeasable returns which of @ids may lease now (active or
+-- quarantined): a coalesced lease hands no task to an agent drained
+-- while its poll waited (TaskLeaseTake would then leave it pending).
+-- name: AgentsLeasable :many
+SELECT a.id FROM ax.agent a
+WHERE a.id = ANY(@ids::uuid[]) AND a.state IN ('active', 'quarantined');

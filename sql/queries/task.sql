@@ -1,24 +1,37 @@
--- TaskLeasePick chooses and locks up to @max pending tasks for one agent
--- (TaskLeaseTake then leases them in the same transaction), in this order:
--- tasks it may take that have waited longer than @starve_seconds (oldest
--- first: low priority is delayed, never starved); then tasks routed to it;
--- then unassigned ones; then tasks preferred by other agents that have
--- waited longer than the steal delay (a keyed task's runner-up first,
--- anyone after @steal_any_seconds). Pinned (broadcast) tasks are never
--- stolen. Within a group: highest priority, then oldest. The job's target
--- labels must be a subset of the agent's, and its executor kind one the
--- agent accepts (@executors): a task of another kind waits for an agent
--- that accepts it (ax.tasks_without_agent says so), whatever routing
--- preferred. An agent registered with a key bound to labels
--- (@label_bound) takes no untargeted job: it serves its pools only. Each group reads the job by primary key per candidate, in
--- index order, until it has @max: no scan of the backlog.
+-- TaskLeasePick chooses and locks pending tasks for a set of agents
+-- (@agent_ids, each wanting up to @maxes, @max in all) that share their
+-- labels, executor kinds and label binding; TaskLeaseTake then leases
+-- them in the same transaction. One statement serves every agent whose
+-- long poll is due at once (the lease broker coalesces them), so 200
+-- agents cost one pick, not 200. It returns candidates in this order,
+-- and the caller hands each to an agent that may take it (preferred_agent_id,
+-- fallback_agent_id and steal say who, see below), in order:
+-- tasks that have waited longer than @starve_seconds (oldest first: low
+-- priority is delayed, never starved); then tasks routed to one of the
+-- agents (up to that agent's own max); then unassigned ones; then tasks
+-- preferred by other agents that have waited longer than the steal delay
+-- (a keyed task's runner-up first, anyone after @steal_any_seconds).
+-- Pinned (broadcast) tasks are never stolen. Within a group: highest
+-- priority, then oldest. The job's target labels must be a subset of the
+-- agents', and its executor kind one they accept (@executors): a task of
+-- another kind waits for an agent that accepts it (ax.tasks_without_agent
+-- says so), whatever routing preferred. Agents registered with a key
+-- bound to labels (@label_bound) take no untargeted job: they serve their
+-- pools only. Each group reads the job by primary key per candidate, in
+-- index order, until it has enough: no scan of the backlog.
+--
+-- @taken are tasks an earlier pick of the same transaction holds: its
+-- locks do not make this one skip them.
+--
+-- steal: 0, only the preferred agent (or anyone when there is none) may
+-- take the task; 1, its runner-up (fallback_agent_id) too; 2, anyone.
 --
 -- Rate classes: a class's tasks are candidates only when the call was
 -- granted tokens of that class (@classes, @caps: taken beforehand by
 -- RateClassTake in its own short statement, so the hot bucket row is
 -- locked for microseconds, not for the lease) and their priority is at
 -- or above the class's floor (manual, or automatic while degraded); at
--- most @caps of a class's tasks are leased.
+-- most @caps of a class's tasks are returned.
 --
 -- Picking and leasing are separate statements so that the second reads
 -- tasks and runs from bound arrays (= ANY of a constant, hashed: linear
@@ -28,18 +41,19 @@
 -- until the next ANALYZE (TestLeaseAndCompleteStayLinearOnStaleStatistics).
 -- name: TaskLeasePick :many
 WITH starved AS (
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 0 AS grp
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+           t.preferred_agent_id, t.fallback_agent_id, 0 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.agentless
+    WHERE t.state = 'pending' AND NOT t.agentless AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
       AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = @agent_id
+      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY(@agent_ids::uuid[])
            OR (NOT t.pinned
                AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
                     OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
       AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
           SELECT 1 FROM ax.rate_class c
@@ -50,26 +64,32 @@ WITH starved AS (
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 1 AS grp
-    FROM ax.task t
-    JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id = @agent_id AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
-      AND j.executor_kind::text = ANY(@executors::text[])
-      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
-          SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class
-            AND t.priority < coalesce(c.manual_min_priority,
-                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-    ORDER BY t.priority DESC, t.created_at
-    LIMIT sqlc.arg('max')::integer
-    FOR UPDATE OF t SKIP LOCKED
+    -- Each agent's routed tasks, up to its own max.
+    SELECT o.*
+    FROM (SELECT unnest(@agent_ids::uuid[]) AS id, unnest(@maxes::integer[]) AS max) a
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id, 1 AS grp
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
+          AND j.executor_kind::text = ANY(@executors::text[])
+          AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
+              SELECT 1 FROM ax.rate_class c
+              WHERE c.name = t.rate_class
+                AND t.priority < coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+        ORDER BY t.priority DESC, t.created_at
+        LIMIT a.max
+        FOR UPDATE OF t SKIP LOCKED) o
 ), unassigned AS (
-    -- Read only when the agent's own tasks leave room.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 2 AS grp
+    -- Read only when the agents' own tasks leave room.
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+           t.preferred_agent_id, t.fallback_agent_id, 2 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
+    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
@@ -83,15 +103,17 @@ WITH starved AS (
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
 ), stealable AS (
-    -- Other agents' tasks that waited past the steal delay, oldest first;
-    -- read only when own and unassigned tasks leave room.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, 3 AS grp
+    -- Tasks routed elsewhere (or to one of these agents, past its own
+    -- max) that waited past the steal delay, oldest first; read only
+    -- when own and unassigned tasks leave room.
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+           t.preferred_agent_id, t.fallback_agent_id, 3 AS grp
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id <> @agent_id
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
       AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
-      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = @agent_id
+      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
            OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
@@ -106,43 +128,53 @@ WITH starved AS (
     FOR UPDATE OF t SKIP LOCKED
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
-    SELECT DISTINCT ON (id) id, execution_id, rate_class, priority, created_at, grp
+    SELECT DISTINCT ON (id) *
     FROM (SELECT * FROM starved UNION ALL SELECT * FROM own UNION ALL SELECT * FROM unassigned
           UNION ALL SELECT * FROM stealable) c
     ORDER BY id, grp
 ), firsts AS (
-    SELECT id, execution_id, rate_class, priority, created_at, grp
+    SELECT *
     FROM candidates
     ORDER BY grp, priority DESC, created_at
     LIMIT sqlc.arg('max')::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
-    SELECT f.id, f.execution_id
-    FROM (SELECT id, execution_id, rate_class,
+    SELECT f.*
+    FROM (SELECT *,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
           FROM firsts) f
     LEFT JOIN (SELECT unnest(@classes::text[]) AS name, unnest(@caps::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 )
-SELECT id, execution_id FROM picked;
+SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
+       preferred_agent_id, fallback_agent_id,
+       (CASE WHEN preferred_agent_id IS NULL THEN 2
+             WHEN pinned OR not_before > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision) THEN 0
+             WHEN fallback_agent_id IS NOT NULL
+                  AND not_before > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision) THEN 1
+             ELSE 2 END)::integer AS steal
+FROM picked
+ORDER BY grp, priority DESC, created_at;
 
 -- TaskLeaseTake leases the tasks TaskLeasePick locked (@task_ids, of runs
--- @execution_ids): each gets a fresh token and an expiry from the database
+-- @execution_ids) to the agents the caller handed them to (@agent_ids,
+-- one per task): each gets a fresh token and an expiry from the database
 -- clock, an event, and its run starts. An agent drained or marked offline
 -- while its poll waited gets nothing.
 -- name: TaskLeaseTake :many
 WITH leased AS (
     UPDATE ax.task t
-    SET state = 'leased', agent_id = @agent_id, lease_token = gen_random_uuid(),
+    SET state = 'leased', agent_id = x.agent_id, lease_token = gen_random_uuid(),
         lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
         -- A new attempt: its timeout counts from its own start.
         leased_at = coalesce(sqlc.narg('now')::timestamptz, now()), started_at = NULL, updated_at = now()
     -- (No state = 'pending' here: the rows are TaskLeasePick's, locked in
     -- this transaction, and saying so would invite a read of every
     -- pending task through the partial indexes.)
-    WHERE t.id = ANY(@task_ids::uuid[])
-      AND EXISTS (SELECT 1 FROM ax.agent a WHERE a.id = @agent_id AND a.state IN ('active', 'quarantined'))
+    FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@agent_ids::uuid[]) AS agent_id) x
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = x.id
+      AND EXISTS (SELECT 1 FROM ax.agent a WHERE a.id = x.agent_id AND a.state IN ('active', 'quarantined'))
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
               t.preferred_agent_id, t.not_before, t.rate_class, t.leased_at
@@ -161,7 +193,7 @@ WITH leased AS (
                 ELSE 'taken over from agent ' || l.preferred_agent_id END,
            w.host_name, w.host_ip
     FROM leased l
-    LEFT JOIN (SELECT nullif(a.host_name, '') AS host_name, a.host_ip FROM ax.agent a WHERE a.id = @agent_id) w ON true
+    LEFT JOIN (SELECT a.id, nullif(a.host_name, '') AS host_name, a.host_ip FROM ax.agent a) w ON w.id = l.agent_id
 ), runs AS MATERIALIZED (
     -- What agents need of the runs, read once from the bound array (before
     -- this statement's own update). Inlined, it became a probe per task

@@ -691,3 +691,31 @@ func (q *Queries) AgentTakeProbe(ctx context.Context, db DBTX, arg AgentTakeProb
 	err := row.Scan(&id)
 	return id, err
 }
+
+const agentsLeasable = `-- name: AgentsLeasable :many
+SELECT a.id FROM ax.agent a
+WHERE a.id = ANY($1::uuid[]) AND a.state IN ('active', 'quarantined')
+`
+
+// AgentsLeasable returns which of @ids may lease now (active or
+// quarantined): a coalesced lease hands no task to an agent drained
+// while its poll waited (TaskLeaseTake would then leave it pending).
+func (q *Queries) AgentsLeasable(ctx context.Context, db DBTX, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, agentsLeasable, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

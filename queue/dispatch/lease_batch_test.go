@@ -1,0 +1,96 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+)
+
+// Asks made while both batches are out are served together by the next
+// batch, each with its own tasks; an ask whose poll ends while it waits
+// is withdrawn (no batch sees it), and one whose poll ends while its
+// batch runs gets its tasks back with the poll's error, for the caller
+// to hand back.
+func TestLeaseBatchesServeTheWaitingAsksTogether(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	var mu sync.Mutex
+	var batches [][]uuid.UUID
+	b := &leaseBatches{run: func(_ context.Context, asks []*leaseAsk) {
+		mu.Lock()
+		var ids []uuid.UUID
+		for _, a := range asks {
+			ids = append(ids, a.agent.ID)
+		}
+		batches = append(batches, ids)
+		n := len(batches)
+		mu.Unlock()
+		started <- struct{}{}
+		if n <= leaseBatchesAtOnce {
+			<-release // the later asks queue up meanwhile
+		}
+		for _, a := range asks {
+			a.done <- leaseAnswer{tasks: []*db.LeasedTask{{ID: a.agent.ID}}}
+		}
+	}}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	ask := func(ctx context.Context, id uuid.UUID, wantErr error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tasks, err := b.lease(ctx, db.LeaseAgent{ID: id, Max: 1})
+			require.ErrorIs(t, err, wantErr)
+			if wantErr == context.Canceled && len(tasks) == 0 {
+				return // withdrawn
+			}
+			require.Len(t, tasks, 1)
+			require.Equal(t, id, tasks[0].ID, "each ask gets its own tasks")
+		}()
+	}
+	// The first asks start both batches; the one whose poll ends while
+	// its batch runs still gets its tasks, with the error.
+	firstCtx, cancelFirst := context.WithCancel(ctx)
+	first := uuid.New()
+	ask(firstCtx, first, context.Canceled)
+	<-started
+	ask(ctx, uuid.New(), nil)
+	<-started
+	cancelFirst()
+
+	agents := make([]uuid.UUID, 30)
+	for i := range agents {
+		agents[i] = uuid.New()
+		ask(ctx, agents[i], nil)
+	}
+	withdrawnCtx, withdraw := context.WithCancel(ctx)
+	withdrawn := uuid.New()
+	ask(withdrawnCtx, withdrawn, context.Canceled)
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.waiting) == len(agents)+1
+	}, 5*time.Second, time.Millisecond, "the asks wait for the batches out")
+	withdraw()
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.waiting) == len(agents)
+	}, 5*time.Second, time.Millisecond, "the ended poll's ask is withdrawn")
+	close(release)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, batches, 3, "two batches for the first asks, one for the 30 that came while they were out")
+	require.ElementsMatch(t, agents, batches[2])
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.Zero(t, b.running, "no batch is left running")
+}
