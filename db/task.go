@@ -479,7 +479,7 @@ type CompletedTask struct {
 // It is for results ax reports itself (agentless HTTP tasks); agents'
 // results go through TaskCompleteByAgent.
 func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]CompletedTask, error) {
-	return taskComplete(ctx, e, nil, results, nil)
+	return taskComplete(ctx, e, make([]uuid.UUID, len(results)), results, nil) // uuid.Nil: no agent
 }
 
 // TaskCompleteByAgent is TaskComplete for results reported by an agent:
@@ -487,20 +487,34 @@ func TaskComplete(ctx context.Context, e Executor, results []TaskResult) ([]Comp
 // even with the current token. now, when set, replaces the database clock
 // a retry's backoff counts from (tests).
 func TaskCompleteByAgent(ctx context.Context, e Executor, agentID uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
-	return taskComplete(ctx, e, &agentID, results, now)
+	agents := make([]uuid.UUID, len(results))
+	for i := range agents {
+		agents[i] = agentID
+	}
+	return taskComplete(ctx, e, agents, results, now)
 }
 
-func taskComplete(ctx context.Context, e Executor, agentID *uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
+// TaskCompleteByAgents is TaskCompleteByAgent for results of several
+// agents at once: agents[i] reports results[i]. A task's results must all
+// come from one agent (the first of a task's results is the one counted).
+func TaskCompleteByAgents(ctx context.Context, e Executor, agents []uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
+	if len(agents) != len(results) {
+		return nil, fmt.Errorf("error completing tasks: %d agents for %d results", len(agents), len(results))
+	}
+	return taskComplete(ctx, e, agents, results, now)
+}
+
+func taskComplete(ctx context.Context, e Executor, agents []uuid.UUID, results []TaskResult, now *time.Time) ([]CompletedTask, error) {
 	// The results that end runs are locked by one statement and written by
 	// the next: both in one transaction, the caller's or one of our own.
 	if _, inTx := e.(pgx.Tx); !inTx {
 		if b, ok := e.(TxBeginner); ok {
 			return WithTxV(ctx, b, func(tx pgx.Tx) ([]CompletedTask, error) {
-				return taskComplete(ctx, tx, agentID, results, now)
+				return taskComplete(ctx, tx, agents, results, now)
 			})
 		}
 	}
-	p := dbsqlc.TaskCompleteParams{AgentID: agentID, Now: now}
+	p := dbsqlc.TaskCompleteParams{AgentIds: agents, Now: now}
 	for _, r := range results {
 		p.TaskIds = append(p.TaskIds, r.ID)
 		p.Tokens = append(p.Tokens, r.Token)

@@ -198,6 +198,36 @@ CREATE TYPE ax.trigger_kind AS ENUM (
 );
 
 --
+-- Name: agent_task_result; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.agent_task_result AS
+ SELECT NULL::uuid AS id,
+    NULL::uuid AS token,
+    NULL::text AS state,
+    NULL::jsonb AS result,
+    NULL::text AS error,
+    NULL::text AS error_code,
+    NULL::uuid AS agent_id
+  WHERE false;
+
+--
+-- Name: agent_task_results(uuid[], uuid[], text[], jsonb[], text[], text[], uuid[]); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.agent_task_results(p_ids uuid[], p_tokens uuid[], p_states text[], p_results jsonb[], p_errors text[], p_codes text[], p_agents uuid[]) RETURNS SETOF ax.agent_task_result
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT DISTINCT ON (x.id) x.id, x.token, x.state, x.result, x.error, x.error_code,
+           nullif(x.agent_id, '00000000-0000-0000-0000-000000000000'::uuid)
+    FROM unnest(p_ids, p_tokens, p_states, p_results, p_errors, p_codes, p_agents)
+         WITH ORDINALITY AS x(id, token, state, result, error, error_code, agent_id, n)
+    ORDER BY x.id, x.n;
+END $$;
+
+--
 -- Name: api_key_revoked(); Type: FUNCTION; Schema: ax; Owner: -
 --
 

@@ -93,11 +93,12 @@ type LeaseBroker struct {
 	cfg      AgentConfig
 	logger   *slog.Logger
 	metrics  *metrics.Metrics
-	outbox   *delivery.Outbox // enqueues callbacks of executions results end; nil: none
-	clock    *clock.Clock     // nil: the database's now()
-	classes  *RateClasses     // admission: tokens before a lease
-	outlooks *outlooks        // the waiting polls' checks, read together
-	batches  *leaseBatches    // the due polls' leases, taken together
+	outbox   *delivery.Outbox                           // enqueues callbacks of executions results end; nil: none
+	clock    *clock.Clock                               // nil: the database's now()
+	classes  *RateClasses                               // admission: tokens before a lease
+	outlooks *outlooks                                  // the waiting polls' checks, read together
+	leases   *batches[db.LeaseAgent, []*db.LeasedTask]  // the due polls' leases, taken together
+	results  *batches[agentResults, []db.CompletedTask] // the agents' results, recorded together
 }
 
 // NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
@@ -114,7 +115,8 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	s.outlooks = &outlooks{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*db.LeaseOutlook, error) {
 		return db.TaskNextLeasable(ctx, s.pool, agentIDs, s.cfg.StealAfter, s.clock.Now())
 	}}
-	s.batches = &leaseBatches{run: s.serveBatch}
+	s.leases = &batches[db.LeaseAgent, []*db.LeasedTask]{run: s.serveLeases}
+	s.results = &batches[agentResults, []db.CompletedTask]{run: s.serveResults, split: oneReportPerTask}
 	return s
 }
 
@@ -263,7 +265,7 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 }
 
 // leaseOnce tries one lease for agent: in the next coalesced batch
-// (leaseBatches), or its probe turn when it is quarantined.
+// (batches), or its probe turn when it is quarantined.
 func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, error) {
 	if agent.State == db.AgentQuarantined {
 		tasks, err := s.leaseProbe(ctx, agent)
@@ -273,7 +275,7 @@ func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int)
 		s.logLeases(ctx, agent, tasks)
 		return tasks, nil
 	}
-	tasks, err := s.batches.lease(ctx, leaseAgent(agent, limit))
+	tasks, err := s.leases.do(ctx, leaseAgent(agent, limit))
 	if err != nil {
 		if len(tasks) > 0 { // leased as the poll ended: hand them back at once
 			s.handBack(ctx, agent, tasks)
@@ -294,7 +296,7 @@ func (s *LeaseBroker) handBack(ctx context.Context, agent *db.Agent, tasks []*db
 	for i, t := range tasks {
 		refs[i] = db.TaskRef{ID: t.ID, Token: t.LeaseToken}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseBatchTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
 	if _, err := s.Release(ctx, agent.ID, refs); err != nil {
 		s.logger.ErrorContext(ctx, "tasks leased for a poll that had ended could not be handed back: they run after their lease expires",
@@ -315,18 +317,18 @@ func (s *LeaseBroker) leaseBatch(asks ...db.LeaseAgent) *db.TaskLeaseBatch {
 		StarveAfter: s.cfg.StarveAfter, Now: s.clock.Now()}
 }
 
-// serveBatch leases for a coalesced batch of asks and answers each.
-func (s *LeaseBroker) serveBatch(ctx context.Context, asks []*leaseAsk) {
+// serveLeases leases for a coalesced batch of asks and answers each.
+func (s *LeaseBroker) serveLeases(ctx context.Context, asks []*batchAsk[db.LeaseAgent, []*db.LeasedTask]) {
 	batch := s.leaseBatch()
 	for _, a := range asks {
-		batch.Agents = append(batch.Agents, a.agent)
+		batch.Agents = append(batch.Agents, a.q)
 	}
 	got, err := s.lease(ctx, s.pool, batch)
 	for i, a := range asks {
 		if err != nil {
-			a.done <- leaseAnswer{err: err}
+			a.answer(nil, err)
 		} else {
-			a.done <- leaseAnswer{tasks: got[i]}
+			a.answer(got[i], nil)
 		}
 	}
 }
@@ -442,31 +444,10 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []d
 // Complete records results; those with a stale token, or of tasks whose
 // lease agentID does not hold, are left out of the returned list and
 // changed nothing. An HTTP task reported as ResultAccepted (its target
-// answered 202) is handed to its target and returned as running.
+// answered 202) is handed to its target and returned as running. Results
+// that agents report at the same time are recorded together (batches).
 func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
-	accepted, results := splitAccepted(results)
-	done, err := db.WithBatchTxV(ctx, s.pool, len(results)+len(accepted), func(tx pgx.Tx) ([]db.CompletedTask, error) {
-		handed, err := s.awaitTargets(ctx, tx, agentID, accepted)
-		if err != nil || len(results) == 0 {
-			return handed, err
-		}
-		done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results, s.clock.Now())
-		if err != nil {
-			return nil, err
-		}
-		// Callbacks are due only for executions this call ended (the
-		// periodic flush catches anything else).
-		if slices.ContainsFunc(done, func(d db.CompletedTask) bool { return d.Finalized }) {
-			if err := s.outbox.Flush(ctx, tx); err != nil {
-				return nil, err
-			}
-		}
-		done = append(handed, done...)
-		if retried := countState(done, db.TaskPending); retried > 0 {
-			return done, db.Notify(ctx, tx, notify.TaskReadyChannel, "")
-		}
-		return done, nil
-	})
+	done, err := s.results.do(ctx, agentResults{agentID: agentID, results: results})
 	if err != nil {
 		return nil, err
 	}
@@ -490,6 +471,110 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 			"execution_id", d.ExecutionID, "state", d.State, "error_code", d.ErrorCode)
 	}
 	return done, nil
+}
+
+// agentResults are one Complete call's results.
+type agentResults struct {
+	agentID uuid.UUID
+	results []db.TaskResult
+}
+
+// oneReportPerTask leaves for a later batch the calls that report a task
+// an earlier call of the batch reports too: of a task's results in one
+// statement only the first is read, and it could be the one of an agent
+// that no longer holds the lease.
+func oneReportPerTask(waiting []*batchAsk[agentResults, []db.CompletedTask]) (now, later []*batchAsk[agentResults, []db.CompletedTask]) {
+	reported := map[uuid.UUID]bool{}
+	for _, a := range waiting {
+		if slices.ContainsFunc(a.q.results, func(r db.TaskResult) bool { return reported[r.ID] }) {
+			later = append(later, a)
+			continue
+		}
+		for _, r := range a.q.results {
+			reported[r.ID] = true
+		}
+		now = append(now, a)
+	}
+	return now, later
+}
+
+// serveResults records a coalesced batch of calls' results and answers
+// each. Should the batch fail, each call is recorded alone: one agent's
+// results that the database refuses must not fail the others'.
+func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentResults, []db.CompletedTask]) {
+	calls := make([]agentResults, len(asks))
+	for i, a := range asks {
+		calls[i] = a.q
+	}
+	done, err := s.record(ctx, calls)
+	if err != nil && len(asks) > 1 {
+		for _, a := range asks {
+			one, err := s.record(ctx, []agentResults{a.q})
+			if err != nil {
+				a.answer(nil, err)
+			} else {
+				a.answer(one[0], nil)
+			}
+		}
+		return
+	}
+	for i, a := range asks {
+		if err != nil {
+			a.answer(nil, err)
+		} else {
+			a.answer(done[i], nil)
+		}
+	}
+}
+
+// record records the results of calls in one transaction; out[i] are
+// what calls[i] changed.
+func (s *LeaseBroker) record(ctx context.Context, calls []agentResults) ([][]db.CompletedTask, error) {
+	size := 0
+	for _, c := range calls {
+		size += len(c.results)
+	}
+	return db.WithBatchTxV(ctx, s.pool, size, func(tx pgx.Tx) ([][]db.CompletedTask, error) {
+		out := make([][]db.CompletedTask, len(calls))
+		var agents []uuid.UUID
+		var results []db.TaskResult
+		caller := map[uuid.UUID]int{}
+		for i, c := range calls {
+			accepted, rest := splitAccepted(c.results)
+			handed, err := s.awaitTargets(ctx, tx, c.agentID, accepted)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = handed
+			for _, r := range rest {
+				agents = append(agents, c.agentID)
+				results = append(results, r)
+				caller[r.ID] = i
+			}
+		}
+		retried := false
+		if len(results) > 0 {
+			done, err := db.TaskCompleteByAgents(ctx, tx, agents, results, s.clock.Now())
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range done {
+				out[caller[d.ID]] = append(out[caller[d.ID]], d)
+				retried = retried || d.State == db.TaskPending
+			}
+			// Callbacks are due only for executions this call ended (the
+			// periodic flush catches anything else).
+			if slices.ContainsFunc(done, func(d db.CompletedTask) bool { return d.Finalized }) {
+				if err := s.outbox.Flush(ctx, tx); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if retried {
+			return out, db.Notify(ctx, tx, notify.TaskReadyChannel, "")
+		}
+		return out, nil
+	})
 }
 
 // ResultAccepted is the state an agent reports for an HTTP task whose
@@ -517,16 +602,6 @@ func (s *LeaseBroker) awaitTargets(ctx context.Context, tx pgx.Tx, agentID uuid.
 		return nil, nil
 	}
 	return db.TaskAwaitTarget(ctx, tx, agentID, refs, s.cfg.Lease)
-}
-
-func countState(done []db.CompletedTask, state db.TaskState) int {
-	n := 0
-	for _, d := range done {
-		if d.State == state {
-			n++
-		}
-	}
-	return n
 }
 
 // Logs stores log chunks of current leases held by agentID and returns

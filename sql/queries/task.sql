@@ -239,7 +239,7 @@ RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
 -- the reported outcome is final. The caller ends the runs in the same transaction: ExecutionEndSingle
 -- for runs of one shard, ExecutionFinalize for runs of several, which sees
 -- every other shard's committed state because its row is held here.
--- Results with a stale token, or reported by an agent (@agent_id) that
+-- Results with a stale token, or reported by an agent (@agent_ids, one per result) that
 -- does not hold the lease, match nothing and change nothing.
 --
 -- A result that ends a run of one shard (most results) is not written to
@@ -254,9 +254,9 @@ WITH input AS (
     -- the generic plans this runs with, an unnest here was taken for 10
     -- rows and joined with the tasks in a nested loop, every result with
     -- every task.
-    SELECT r.id, r.token, r.state, r.result, r.error, r.error_code, sqlc.narg('agent_id')::uuid AS agent_id
-    FROM ax.task_results(@task_ids::uuid[], @tokens::uuid[], @states::text[], @results::jsonb[],
-                         @errors::text[], @error_codes::text[]) r
+    SELECT r.id, r.token, r.state, r.result, r.error, r.error_code, r.agent_id
+    FROM ax.agent_task_results(@task_ids::uuid[], @tokens::uuid[], @states::text[], @results::jsonb[],
+                               @errors::text[], @error_codes::text[], @agent_ids::uuid[]) r
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -296,7 +296,7 @@ WITH input AS (
     -- would invite reading every task in flight through partial indexes.
     WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
       -- The reporting agent must hold the lease, not just know its token
-      -- (@agent_id null: ax's own results, not checked). Compared with the
+      -- (@agent_ids' nil UUID: ax's own results, not checked). Compared with the
       -- input row, not a constant: as a filter on the task it made the
       -- estimate one task, and the join a nested loop over the input
       -- (80 ms for 200 results, TaskComplete's time 3.6 times over).

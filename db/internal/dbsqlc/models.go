@@ -1062,6 +1062,16 @@ type AxAgent struct {
 	HostIp          *netip.Addr
 }
 
+type AxAgentTaskResult struct {
+	ID        *uuid.UUID
+	Token     *uuid.UUID
+	State     *string
+	Result    []byte
+	Error     *string
+	ErrorCode *string
+	AgentID   *uuid.UUID
+}
+
 type AxAllExecution struct {
 	ID                uuid.UUID
 	JobID             uuid.UUID

@@ -169,9 +169,9 @@ WITH input AS (
     -- the generic plans this runs with, an unnest here was taken for 10
     -- rows and joined with the tasks in a nested loop, every result with
     -- every task.
-    SELECT r.id, r.token, r.state, r.result, r.error, r.error_code, $1::uuid AS agent_id
-    FROM ax.task_results($2::uuid[], $3::uuid[], $4::text[], $5::jsonb[],
-                         $6::text[], $7::text[]) r
+    SELECT r.id, r.token, r.state, r.result, r.error, r.error_code, r.agent_id
+    FROM ax.agent_task_results($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[],
+                               $5::text[], $6::text[], $7::uuid[]) r
 ), locked AS (
     -- Lock the executions first, in id order: two results ending the last
     -- shards of one execution in parallel transactions would otherwise
@@ -183,7 +183,7 @@ WITH input AS (
     SELECT e.id
     FROM ax.execution e
     WHERE e.id = ANY(ARRAY(SELECT t.execution_id FROM ax.task t
-                           WHERE t.id = ANY($2::uuid[]) AND t.shard_total > 1))
+                           WHERE t.id = ANY($1::uuid[]) AND t.shard_total > 1))
     ORDER BY e.id
     FOR UPDATE
 ), done AS (
@@ -209,9 +209,9 @@ WITH input AS (
     -- alone, a small task table was planned as a full scan. A current
     -- token means leased or running (task_lease_consistent); saying so
     -- would invite reading every task in flight through partial indexes.
-    WHERE t.id = ANY($2::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
+    WHERE t.id = ANY($1::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
       -- The reporting agent must hold the lease, not just know its token
-      -- (@agent_id null: ax's own results, not checked). Compared with the
+      -- (@agent_ids' nil UUID: ax's own results, not checked). Compared with the
       -- input row, not a constant: as a filter on the task it made the
       -- estimate one task, and the join a nested loop over the input
       -- (80 ms for 200 results, TaskComplete's time 3.6 times over).
@@ -230,7 +230,7 @@ WITH input AS (
            i.state AS reported, i.result, nullif(i.error, '') AS error, nullif(i.error_code, '') AS error_code
     FROM ax.task t
     JOIN input i ON i.id = t.id
-    WHERE t.id = ANY($2::uuid[]) AND t.lease_token = i.token
+    WHERE t.id = ANY($1::uuid[]) AND t.lease_token = i.token
       AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
       AND t.shard_total = 1
       AND NOT (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL)
@@ -270,13 +270,13 @@ FROM ending
 `
 
 type TaskCompleteParams struct {
-	AgentID    *uuid.UUID
 	TaskIds    []uuid.UUID
 	Tokens     []uuid.UUID
 	States     []string
 	Results    [][]byte
 	Errors     []string
 	ErrorCodes []string
+	AgentIds   []uuid.UUID
 	Now        *time.Time
 }
 
@@ -298,7 +298,7 @@ type TaskCompleteRow struct {
 // the reported outcome is final. The caller ends the runs in the same transaction: ExecutionEndSingle
 // for runs of one shard, ExecutionFinalize for runs of several, which sees
 // every other shard's committed state because its row is held here.
-// Results with a stale token, or reported by an agent (@agent_id) that
+// Results with a stale token, or reported by an agent (@agent_ids, one per result) that
 // does not hold the lease, match nothing and change nothing.
 //
 // A result that ends a run of one shard (most results) is not written to
@@ -308,13 +308,13 @@ type TaskCompleteRow struct {
 // version and index entries, deleted again by the next statement.
 func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompleteParams) ([]TaskCompleteRow, error) {
 	rows, err := db.Query(ctx, taskComplete,
-		arg.AgentID,
 		arg.TaskIds,
 		arg.Tokens,
 		arg.States,
 		arg.Results,
 		arg.Errors,
 		arg.ErrorCodes,
+		arg.AgentIds,
 		arg.Now,
 	)
 	if err != nil {

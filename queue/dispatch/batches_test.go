@@ -8,36 +8,34 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ax-scheduler/ax/db"
 )
 
 // Asks made while both batches are out are served together by the next
-// batch, each with its own tasks; an ask whose poll ends while it waits
-// is withdrawn (no batch sees it), and one whose poll ends while its
-// batch runs gets its tasks back with the poll's error, for the caller
-// to hand back.
-func TestLeaseBatchesServeTheWaitingAsksTogether(t *testing.T) {
+// batch, each with its own answer; an ask whose call ends while it waits
+// is withdrawn (no batch sees it), and one whose call ends while its
+// batch runs gets its answer with the call's error (a lease's tasks, for
+// the caller to hand back).
+func TestBatchesServeTheWaitingAsksTogether(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)
 	var mu sync.Mutex
-	var batches [][]uuid.UUID
-	b := &leaseBatches{run: func(_ context.Context, asks []*leaseAsk) {
+	var seen [][]uuid.UUID
+	b := &batches[uuid.UUID, uuid.UUID]{run: func(_ context.Context, asks []*batchAsk[uuid.UUID, uuid.UUID]) {
 		mu.Lock()
 		var ids []uuid.UUID
 		for _, a := range asks {
-			ids = append(ids, a.agent.ID)
+			ids = append(ids, a.q)
 		}
-		batches = append(batches, ids)
-		n := len(batches)
+		seen = append(seen, ids)
+		n := len(seen)
 		mu.Unlock()
 		started <- struct{}{}
-		if n <= leaseBatchesAtOnce {
+		if n <= batchesAtOnce {
 			<-release // the later asks queue up meanwhile
 		}
 		for _, a := range asks {
-			a.done <- leaseAnswer{tasks: []*db.LeasedTask{{ID: a.agent.ID}}}
+			a.answer(a.q, nil)
 		}
 	}}
 	ctx := context.Background()
@@ -46,13 +44,12 @@ func TestLeaseBatchesServeTheWaitingAsksTogether(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tasks, err := b.lease(ctx, db.LeaseAgent{ID: id, Max: 1})
+			got, err := b.do(ctx, id)
 			require.ErrorIs(t, err, wantErr)
-			if wantErr == context.Canceled && len(tasks) == 0 {
+			if wantErr == context.Canceled && got == uuid.Nil {
 				return // withdrawn
 			}
-			require.Len(t, tasks, 1)
-			require.Equal(t, id, tasks[0].ID, "each ask gets its own tasks")
+			require.Equal(t, id, got, "each ask gets its own answer")
 		}()
 	}
 	// The first asks start both batches; the one whose poll ends while
@@ -88,8 +85,8 @@ func TestLeaseBatchesServeTheWaitingAsksTogether(t *testing.T) {
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	require.Len(t, batches, 3, "two batches for the first asks, one for the 30 that came while they were out")
-	require.ElementsMatch(t, agents, batches[2])
+	require.Len(t, seen, 3, "two batches for the first asks, one for the 30 that came while they were out")
+	require.ElementsMatch(t, agents, seen[2])
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	require.Zero(t, b.running, "no batch is left running")

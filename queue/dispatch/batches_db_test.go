@@ -1,0 +1,169 @@
+package dispatch_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/dispatch"
+)
+
+// Polls due at the same time are served by coalesced leases: 30 agents
+// asking at once each get their task, every task once, in a few lease
+// statements, not one transaction per agent.
+func TestDuePollsShareOneLease(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	cfg := e.pool.Config().Copy()
+	statements := &statementCounter{n: map[string]int{}}
+	cfg.ConnConfig.Tracer = statements
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer traced.Close()
+	broker := dispatch.NewLeaseBroker(traced, nil, e.cfg, nil, nil)
+
+	const n = 30
+	agents := make([]*db.Agent, n)
+	for i := range agents {
+		agents[i] = e.agent(nil, nil)
+	}
+	j := e.job(func(j *db.Job) { j.ShardCount = n })
+	e.trigger(j.ID)
+
+	got := make([][]*db.LeasedTask, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, a := range agents {
+		wg.Go(func() {
+			<-start
+			tasks, err := broker.Lease(ctx, a, 1, 0)
+			require.NoError(t, err)
+			got[i] = tasks
+		})
+	}
+	close(start)
+	wg.Wait()
+	seen := map[uuid.UUID]bool{}
+	for i, tasks := range got {
+		require.Len(t, tasks, 1, "agent %d gets one task", i)
+		require.False(t, seen[tasks[0].ID], "task %s leased twice", tasks[0].ID)
+		seen[tasks[0].ID] = true
+		require.Equal(t, agents[i].ID, e.agentOf(tasks[0].ID), "the task is leased to the agent it was handed to")
+	}
+	leases := statements.count("TaskLeaseTake")
+	require.LessOrEqual(t, leases, n/3, "lease statements for %d polls", n)
+	t.Logf("%d polls served by %d lease statements", n, leases)
+}
+
+// Results that agents report at the same time are recorded together: 30
+// agents' results in a few statements, each agent told what its own
+// changed. An agent's results the database refuses (here a state it does
+// not know) fail that agent's call only. A task two agents report in the
+// same moment is recorded with the holder's result, never the other's.
+func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	cfg := e.pool.Config().Copy()
+	statements := &statementCounter{n: map[string]int{}}
+	cfg.ConnConfig.Tracer = statements
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer traced.Close()
+	broker := dispatch.NewLeaseBroker(traced, nil, e.cfg, nil, nil)
+
+	const n = 30
+	agents := make([]*db.Agent, n)
+	for i := range agents {
+		agents[i] = e.agent(nil, nil)
+	}
+	j := e.job(func(j *db.Job) { j.ShardCount = n })
+	e.trigger(j.ID)
+	leased := make([]*db.LeasedTask, n)
+	for i, a := range agents {
+		tasks := e.lease(a, 1)
+		require.Len(t, tasks, 1)
+		leased[i] = tasks[0]
+	}
+	const refused = 27 // reports a state the database does not know
+	const thief = 28   // also reports agent 29's task, with its token
+	report := func(i int) []db.TaskResult {
+		state := db.TaskSucceeded
+		if i == refused {
+			state = "bogus"
+		}
+		return []db.TaskResult{{TaskRef: db.TaskRef{ID: leased[i].ID, Token: leased[i].LeaseToken}, State: state}}
+	}
+	// All at once: the first 20 agents, then the last 10 with the refused
+	// call and the thief among them.
+	completeAll := func(from, to int) {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := from; i < to; i++ {
+			wg.Go(func() {
+				<-start
+				results := report(i)
+				if i == thief {
+					stolen := report(thief + 1)[0]
+					stolen.State = db.TaskFailed
+					results = append([]db.TaskResult{stolen}, results...)
+				}
+				done, err := broker.Complete(ctx, agents[i].ID, results)
+				if i == refused {
+					require.Error(t, err, "the refused results fail their own call")
+					return
+				}
+				require.NoError(t, err)
+				require.Len(t, done, 1, "agent %d is told of its own result only", i)
+				require.Equal(t, leased[i].ID, done[0].ID)
+				require.Equal(t, db.TaskSucceeded, done[0].State)
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	completeAll(0, 20)
+	completes := statements.count("TaskComplete")
+	require.LessOrEqual(t, completes, 5, "completion statements for 20 calls")
+	t.Logf("20 calls recorded by %d completion statements", completes)
+	completeAll(20, n)
+	for i, lt := range leased {
+		task := e.task(lt.ID)
+		if i == refused {
+			require.Equal(t, db.TaskLeased, task.State, "the refused result changed nothing")
+			continue
+		}
+		require.Equal(t, db.TaskSucceeded, task.State, "task %d", i)
+		require.Equal(t, agents[i].ID, e.agentOf(lt.ID))
+	}
+}
+
+// statementCounter counts the sqlc statements a pool runs, by name.
+type statementCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if rest, ok := strings.CutPrefix(data.SQL, "-- name: "); ok {
+		name, _, _ := strings.Cut(rest, " ")
+		c.mu.Lock()
+		c.n[name]++
+		c.mu.Unlock()
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
