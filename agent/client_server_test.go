@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -271,4 +274,43 @@ func TestClientServerCompleteWithoutErrorCodesForOlderServers(t *testing.T) {
 	var se *StatusError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, http.StatusUnprocessableEntity, se.Code)
+}
+
+// An agent's calls that overlap (lease poll, results, heartbeat, logs)
+// reuse their connections from one round to the next: Go's default
+// transport kept 2 per host and dialed the others again every time.
+func TestClientServerKeepsItsConnectionsOpen(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	dialed := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond) // the calls of a round overlap
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"renewed":[],"lost":[],"cancel":null,"lease_expires_at":"2024-05-01T00:00:30Z","state":"active"}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			mu.Lock()
+			dialed++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := NewClientServer(srv.URL, nil)
+	require.NoError(t, err)
+	const overlapping, rounds = 5, 4
+	for range rounds {
+		var wg sync.WaitGroup
+		for range overlapping {
+			wg.Go(func() {
+				_, err := c.Heartbeat(context.Background(), session, Heartbeat{})
+				require.NoError(t, err)
+			})
+		}
+		wg.Wait()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.LessOrEqual(t, dialed, overlapping, "connections dialed for %d rounds of %d overlapping calls", rounds, overlapping)
 }
