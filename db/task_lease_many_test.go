@@ -2,10 +2,12 @@ package db_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -114,3 +116,68 @@ func requireHolders(t *testing.T, pool *pgxpool.Pool, want map[uuid.UUID]uuid.UU
 	require.NoError(t, rows.Err())
 	require.Equal(t, want, got)
 }
+
+// An agent drained after a coalesced lease handed it tasks (between its
+// check of the agents and the lease statement) gets none of them, and
+// their runs do not start: only runs of tasks leased are marked running.
+func TestLeaseManyStartsOnlyTheRunsItLeases(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	var keyID, jobID uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes)
+		VALUES ('race', sha256('race'), 'ax_race', '{agent}') RETURNING id`).Scan(&keyID))
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
+		VALUES ('race', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false) RETURNING id`).Scan(&jobID))
+	agent := func(name string) uuid.UUID {
+		var id uuid.UUID
+		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.agent (id, name, capacity, api_key_id, executors)
+			VALUES (gen_random_uuid(), $1, 10, $2, '{shell}') RETURNING id`, name, keyID).Scan(&id))
+		return id
+	}
+	stays, drained := agent("stays"), agent("drained")
+	_, err := pool.Exec(ctx, `
+		WITH e AS (
+		    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
+		    SELECT gen_random_uuid(), $1, 'manual', now(), 1, 0 FROM generate_series(1, 2) RETURNING id, job_id
+		)
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds, not_before)
+		SELECT id, job_id, 0, 1, 0, 1, 60, now() - interval '1 second' FROM e`, jobID)
+	require.NoError(t, err)
+
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.Tracer = &drainBeforeLease{pool: pool, agentID: drained}
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer traced.Close()
+	got, err := db.TaskLeaseMany(ctx, traced, &db.TaskLeaseBatch{
+		Agents: []db.LeaseAgent{{ID: stays, Executors: []string{"shell"}, Max: 1},
+			{ID: drained, Executors: []string{"shell"}, Max: 1}},
+		Lease: 30 * time.Second, StealAfter: time.Minute, StarveAfter: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, got[0], 1, "the agent that stays active gets its task")
+	require.Empty(t, got[1], "the agent drained meanwhile gets nothing")
+	var running, pending int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'running'),
+		count(*) FILTER (WHERE state = 'pending') FROM ax.execution`).Scan(&running, &pending))
+	require.Equal(t, 1, running, "the run of the leased task started")
+	require.Equal(t, 1, pending, "the run of the task the drained agent was handed did not")
+}
+
+// drainBeforeLease drains an agent, in a transaction of its own, just
+// before the lease statement runs.
+type drainBeforeLease struct {
+	pool    *pgxpool.Pool
+	agentID uuid.UUID
+}
+
+func (d *drainBeforeLease) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(data.SQL, "-- name: TaskLeaseTake ") {
+		if _, err := d.pool.Exec(ctx, "UPDATE ax.agent SET state = 'draining' WHERE id = $1", d.agentID); err != nil {
+			panic(err)
+		}
+	}
+	return ctx
+}
+
+func (d *drainBeforeLease) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -924,10 +924,13 @@ WITH leased AS (
               t.preferred_agent_id, t.not_before, t.rate_class, t.leased_at
 ), started AS (
     -- A run starts with its first lease: in place (a HOT update, see
-    -- migration 00011).
+    -- migration 00011). Only runs of tasks leased here (an agent drained
+    -- after its batch began gets none, and its runs do not start), read
+    -- by = ANY of an array made once: as a join, a generic plan took
+    -- leased for one row and compared every run with every task.
     UPDATE ax.execution e
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
-    WHERE e.id = ANY($5::uuid[]) AND e.state = 'pending' AND EXISTS (SELECT 1 FROM leased)
+    WHERE e.id = ANY(ARRAY(SELECT l.execution_id FROM leased l)) AND e.state = 'pending'
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
                                worker_host, worker_ip)
