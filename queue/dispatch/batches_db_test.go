@@ -2,17 +2,14 @@ package dispatch_test
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
 // Polls due at the same time are served by coalesced leases: 30 agents
@@ -21,13 +18,8 @@ import (
 func TestDuePollsShareOneLease(t *testing.T) {
 	e := setup(t, nil)
 	ctx := context.Background()
-	cfg := e.pool.Config().Copy()
-	statements := &statementCounter{n: map[string]int{}}
-	cfg.ConnConfig.Tracer = statements
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer traced.Close()
-	broker := dispatch.NewLeaseBroker(traced, nil, e.cfg, nil, nil)
+	statements := &dbtest.Statements{}
+	broker := e.brokerTracedBy(statements)
 
 	const n = 30
 	agents := make([]*db.Agent, n)
@@ -57,7 +49,7 @@ func TestDuePollsShareOneLease(t *testing.T) {
 		seen[tasks[0].ID] = true
 		require.Equal(t, agents[i].ID, e.agentOf(tasks[0].ID), "the task is leased to the agent it was handed to")
 	}
-	leases := statements.count("TaskLeaseTake")
+	leases := statements.Count("TaskLeaseTake")
 	require.LessOrEqual(t, leases, n/3, "lease statements for %d polls", n)
 	t.Logf("%d polls served by %d lease statements", n, leases)
 }
@@ -70,13 +62,8 @@ func TestDuePollsShareOneLease(t *testing.T) {
 func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 	e := setup(t, nil)
 	ctx := context.Background()
-	cfg := e.pool.Config().Copy()
-	statements := &statementCounter{n: map[string]int{}}
-	cfg.ConnConfig.Tracer = statements
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer traced.Close()
-	broker := dispatch.NewLeaseBroker(traced, nil, e.cfg, nil, nil)
+	statements := &dbtest.Statements{}
+	broker := e.brokerTracedBy(statements)
 
 	const n = 30
 	agents := make([]*db.Agent, n)
@@ -129,7 +116,7 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 		wg.Wait()
 	}
 	completeAll(0, 20)
-	completes := statements.count("TaskComplete")
+	completes := statements.Count("TaskComplete")
 	require.LessOrEqual(t, completes, 5, "completion statements for 20 calls")
 	t.Logf("20 calls recorded by %d completion statements", completes)
 	completeAll(20, n)
@@ -142,28 +129,4 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 		require.Equal(t, db.TaskSucceeded, task.State, "task %d", i)
 		require.Equal(t, agents[i].ID, e.agentOf(lt.ID))
 	}
-}
-
-// statementCounter counts the sqlc statements a pool runs, by name.
-type statementCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if rest, ok := strings.CutPrefix(data.SQL, "-- name: "); ok {
-		name, _, _ := strings.Cut(rest, " ")
-		c.mu.Lock()
-		c.n[name]++
-		c.mu.Unlock()
-	}
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *statementCounter) count(name string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[name]
 }

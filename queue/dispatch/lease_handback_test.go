@@ -7,11 +7,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // A poll that ends while its batch is leasing gets nothing, and the task
@@ -20,13 +18,8 @@ import (
 func TestAPollThatEndsDuringItsBatchHandsItsTasksBack(t *testing.T) {
 	e := setup(t, nil)
 	ctx := context.Background()
-	cfg := e.pool.Config().Copy()
 	gate := &leaseGate{leased: make(chan struct{}), release: make(chan struct{})}
-	cfg.ConnConfig.Tracer = gate
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer traced.Close()
-	broker := dispatch.NewLeaseBroker(traced, nil, e.cfg, nil, nil)
+	broker := e.brokerTracedBy(gate)
 	a := e.agent(nil, nil)
 	exec := e.trigger(e.job(nil).ID)
 

@@ -198,3 +198,15 @@ func ids(tasks []*db.LeasedTask) []uuid.UUID {
 	}
 	return out
 }
+
+// brokerTracedBy is a lease broker on a pool of the test's database whose
+// statements tracer sees.
+func (e *env) brokerTracedBy(tracer pgx.QueryTracer) *dispatch.LeaseBroker {
+	e.t.Helper()
+	cfg := e.pool.Config().Copy()
+	cfg.ConnConfig.Tracer = tracer
+	traced, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(e.t, err)
+	e.t.Cleanup(traced.Close)
+	return dispatch.NewLeaseBroker(traced, nil, e.cfg, nil, nil)
+}

@@ -3,13 +3,11 @@ package schedule_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -489,7 +487,7 @@ func TestAStreamIsFiredWithoutAskingForTheNextFireEachPass(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
 	require.NoError(t, err)
-	statements := &statementCounter{n: map[string]int{}}
+	statements := &dbtest.Statements{}
 	cfg.ConnConfig.Tracer = statements
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
@@ -513,31 +511,7 @@ func TestAStreamIsFiredWithoutAskingForTheNextFireEachPass(t *testing.T) {
 	// Passes a fifth of FireAhead apart over the 1 s stream make about 20;
 	// a loop that asked after each (as before) asked about 20 times.
 	// Asked: before the stream, once as it ends, and a wake-up or two.
-	passes, asked := statements.count("DelayedRunClaimDue"), statements.count("TriggerNextDue")
+	passes, asked := statements.Count("DelayedRunClaimDue"), statements.Count("TriggerNextDue")
 	require.LessOrEqual(t, asked, 6, "questions over %d passes", passes)
 	t.Logf("%d passes, %d questions", passes, asked)
-}
-
-// statementCounter counts the sqlc statements a pool runs, by name.
-type statementCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if rest, ok := strings.CutPrefix(data.SQL, "-- name: "); ok {
-		name, _, _ := strings.Cut(rest, " ")
-		c.mu.Lock()
-		c.n[name]++
-		c.mu.Unlock()
-	}
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *statementCounter) count(name string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[name]
 }
