@@ -22,12 +22,7 @@ func TestDuePollsShareOneLease(t *testing.T) {
 	broker := e.brokerTracedBy(statements)
 
 	const n = 30
-	agents := make([]*db.Agent, n)
-	for i := range agents {
-		agents[i] = e.agent(nil, nil)
-	}
-	j := e.job(func(j *db.Job) { j.ShardCount = n })
-	e.trigger(j.ID)
+	agents := e.agentsAndTasks(n)
 
 	got := make([][]*db.LeasedTask, n)
 	start := make(chan struct{})
@@ -66,12 +61,7 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 	broker := e.brokerTracedBy(statements)
 
 	const n = 30
-	agents := make([]*db.Agent, n)
-	for i := range agents {
-		agents[i] = e.agent(nil, nil)
-	}
-	j := e.job(func(j *db.Job) { j.ShardCount = n })
-	e.trigger(j.ID)
+	agents := e.agentsAndTasks(n)
 	leased := make([]*db.LeasedTask, n)
 	for i, a := range agents {
 		tasks := e.lease(a, 1)

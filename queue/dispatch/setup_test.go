@@ -210,3 +210,15 @@ func (e *env) brokerTracedBy(tracer pgx.QueryTracer) *dispatch.LeaseBroker {
 	e.t.Cleanup(traced.Close)
 	return dispatch.NewLeaseBroker(traced, nil, e.cfg, nil, nil)
 }
+
+// agentsAndTasks registers n ready agents and fires a run of n shards,
+// one pending task for each of them.
+func (e *env) agentsAndTasks(n int) []*db.Agent {
+	e.t.Helper()
+	agents := make([]*db.Agent, n)
+	for i := range agents {
+		agents[i] = e.agent(nil, nil)
+	}
+	e.trigger(e.job(func(j *db.Job) { j.ShardCount = n }).ID)
+	return agents
+}
