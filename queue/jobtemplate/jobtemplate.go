@@ -22,7 +22,7 @@ import (
 // print (no padding or concatenation that grows a value), and json only of
 // data, printed: so no value grows by being fed back into a function, and
 // every costly value is written out, where the output cap stops it. A
-// deadline, checked as output is written, bounds the rest.
+// budget of CPU time, checked as output is written, bounds the rest.
 
 // Kind is one kind of job template with its bounds.
 type Kind struct {
@@ -30,7 +30,7 @@ type Kind struct {
 	what string
 	// maxOutput caps the rendered bytes.
 	maxOutput int
-	// timeout caps one rendering.
+	// timeout caps the CPU time of one rendering.
 	timeout time.Duration
 	// funcs are the functions beyond the safe built-ins; each must be
 	// called on data only (see templateChecker).
@@ -61,7 +61,7 @@ var Body = &Kind{what: "body template", maxOutput: 2 << 20, timeout: time.Second
 // errTemplateOutput is returned when a rendering passes its output cap.
 var errTemplateOutput = errors.New("output exceeds its limit")
 
-// errTemplateDeadline is returned when a rendering passes its deadline.
+// errTemplateDeadline is returned when a rendering spends its budget.
 var errTemplateDeadline = errors.New("rendering took longer than its limit")
 
 // Parse parses text and checks it keeps to the safe subset.
@@ -236,31 +236,32 @@ func (k *Kind) Execute(t *template.Template, data any) (out []byte, err error) {
 			out, err = nil, fmt.Errorf("error rendering the %s: panic: %v", k.what, p)
 		}
 	}()
-	w := &boundedWriter{max: k.maxOutput, deadline: time.Now().Add(k.timeout)}
+	w := &boundedWriter{max: k.maxOutput, budget: startBudget(k.timeout)}
+	defer w.budget.stop()
 	if err := t.Execute(w, data); err != nil {
 		switch {
 		case errors.Is(err, errTemplateOutput):
 			return nil, fmt.Errorf("error rendering the %s: output exceeds %d bytes", k.what, k.maxOutput)
 		case errors.Is(err, errTemplateDeadline):
-			return nil, fmt.Errorf("error rendering the %s: took longer than %s", k.what, k.timeout)
+			return nil, fmt.Errorf("error rendering the %s: took more than %s of CPU time", k.what, k.timeout)
 		}
 		return nil, fmt.Errorf("error rendering the %s: %w", k.what, err)
 	}
 	return w.buf, nil
 }
 
-// boundedWriter collects output up to max bytes and until deadline.
+// boundedWriter collects output up to max bytes and within its budget.
 type boundedWriter struct {
-	buf      []byte
-	max      int
-	deadline time.Time
+	buf    []byte
+	max    int
+	budget *cpuBudget
 }
 
 func (w *boundedWriter) Write(p []byte) (int, error) {
 	if len(w.buf)+len(p) > w.max {
 		return 0, errTemplateOutput
 	}
-	if time.Now().After(w.deadline) {
+	if w.budget.spent() {
 		return 0, errTemplateDeadline
 	}
 	w.buf = append(w.buf, p...)

@@ -1,0 +1,86 @@
+package jobtemplate
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// costlyTemplate, repeated, takes CPU to render over costlyKind's data:
+// each compares two 64 KiB strings that differ last (100 of them take
+// 0.2 to 0.7 ms).
+const costlyTemplate = `{{if eq .a .b}}{{end}}x`
+
+func costlyKind(timeout time.Duration) (*Kind, string, map[string]any) {
+	a := strings.Repeat("a", 64<<10)
+	data := map[string]any{"a": a + "1", "b": a + "2"}
+	return &Kind{what: "test template", maxOutput: 1 << 20, timeout: timeout}, strings.Repeat(costlyTemplate, 100), data
+}
+
+// Renderings that wait for a CPU keep their budget: on a machine whose
+// CPUs are all busy, a route key once failed its 50 ms of wall time and
+// its task went unrouted. Here four spinning goroutines take the CPUs, so
+// renderings of a fraction of a millisecond are preempted now and then and wait their turn
+// (Go's time slice is 10 ms): by wall time they pass 10 ms, by CPU time
+// they do not.
+func TestRenderingsThatWaitForACPUKeepTheirBudget(t *testing.T) {
+	if _, ok := threadCPUTime(); !ok {
+		t.Skip("no thread CPU time on this platform")
+	}
+	k, text, data := costlyKind(10 * time.Millisecond)
+	tmpl, err := k.Parse(text)
+	require.NoError(t, err)
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	for range 4 {
+		go func() {
+			for ctx.Err() == nil {
+			}
+		}()
+	}
+	// Render until five renderings have waited past the budget.
+	slow, renderings, began := 0, 0, time.Now()
+	for slow < 5 {
+		require.Less(t, time.Since(began), 30*time.Second, "the spinners delayed %d of %d renderings", slow, renderings)
+		start := time.Now()
+		_, err := k.Execute(tmpl, data)
+		require.NoError(t, err, "a rendering that waited %s", time.Since(start))
+		if time.Since(start) > k.timeout {
+			slow++
+		}
+		renderings++
+	}
+	t.Logf("%d of %d renderings took longer than %s of wall time", slow, renderings, k.timeout)
+}
+
+// A rendering that spends its budget on the CPU is stopped.
+func TestRenderingsThatSpendTheirBudgetStop(t *testing.T) {
+	t.Parallel()
+	k, text, data := costlyKind(100 * time.Microsecond)
+	tmpl, err := k.Parse(text)
+	require.NoError(t, err)
+	_, err = k.Execute(tmpl, data)
+	require.ErrorContains(t, err, "error rendering the test template: took more than 100µs of CPU time")
+}
+
+// The budget counts the thread's CPU, not the time asleep.
+func TestBudgetCountsCPUTime(t *testing.T) {
+	t.Parallel()
+	if _, ok := threadCPUTime(); !ok {
+		t.Skip("no thread CPU time on this platform")
+	}
+	b := startBudget(20 * time.Millisecond)
+	defer b.stop()
+	time.Sleep(60 * time.Millisecond)
+	require.False(t, b.spent(), "asleep for three budgets, but no CPU spent")
+	start := time.Now()
+	for !b.spent() {
+		require.Less(t, time.Since(start), 30*time.Second, "20 ms of CPU never counted")
+	}
+	cpu, _ := threadCPUTime()
+	require.GreaterOrEqual(t, cpu-b.cpuStart, 20*time.Millisecond)
+}
