@@ -162,7 +162,7 @@ func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
 		"SELECT result::text FROM ax.all_tasks WHERE execution_id = $1", exec.ID).Scan(&result))
 	require.JSONEq(t, `{"second":true}`, result)
 	require.EqualValues(t, 1, env.scalar(`SELECT count(*) FROM ax.task_event WHERE execution_id = $1
-		AND message LIKE 'timed out after%'`, exec.ID), "the reaper timed the first attempt out")
+		AND attempt = 1 AND state = 'timed_out' AND message LIKE 'timed out after%'`, exec.ID), "the reaper timed the first attempt out")
 }
 
 // Each shard of an agentless job is its own request with its own shard

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
@@ -195,6 +196,19 @@ func TestAdaptiveTimeoutDoublesAfterTimeout(t *testing.T) {
 	require.Equal(t, "timed out after 9 s; the retry gets twice the timeout (at most timeout_seconds): 18 s", retries[0])
 	require.Equal(t, "timed out after 18 s; the retry gets twice the timeout (at most timeout_seconds): 36 s", retries[1])
 	require.Regexp(t, `^retry after backoff, not before \S+, with twice the timeout \(at most timeout_seconds\): 40 s$`, retries[2])
+	// Each attempt's own end is recorded the same way whether the reaper
+	// timed it out or its agent did.
+	type ended struct {
+		Attempt        int
+		State, Message string
+	}
+	rows, err = e.pool.Query(context.Background(), `SELECT attempt, state::text, message FROM ax.task_event
+		WHERE task_id = $1 AND kind = 'state' AND state IN ('timed_out', 'failed', 'succeeded') ORDER BY id`, task.ID)
+	require.NoError(t, err)
+	ends, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ended])
+	require.NoError(t, err)
+	require.Equal(t, []ended{{1, "timed_out", "timed out after 9 s"}, {2, "timed_out", "timed out after 18 s"},
+		{3, "timed_out", "timed out after 36 s"}}, ends)
 }
 
 // A lost lease is no timeout: the retry keeps the attempt's timeout. A

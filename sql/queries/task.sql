@@ -548,9 +548,19 @@ WITH expired AS (
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.error_code,
               t.lost_leases, x.timed_out, x.outcome, t.timeout_seconds, j.timeout_mode
 ), events AS (
+    -- A retry first records the attempt's own end (timed out, or failed
+    -- when its lease ran out), as a result its agent reported would: the
+    -- pending event below is the next attempt's.
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
                                worker_host, worker_ip, error_code)
-    SELECT r.id, r.execution_id, r.shard_index, r.attempt, 'state', r.state, r.agent_id,
+    SELECT r.id, r.execution_id, r.shard_index, r.attempt - 1, 'state'::ax.task_event_kind,
+           (CASE WHEN r.timed_out THEN 'timed_out' ELSE 'failed' END)::ax.task_state, r.agent_id, r.error,
+           nullif(w.host_name, ''), w.host_ip, r.error_code
+    FROM reaped r
+    LEFT JOIN ax.agent w ON w.id = r.agent_id
+    WHERE r.outcome = 'retry'
+    UNION ALL
+    SELECT r.id, r.execution_id, r.shard_index, r.attempt, 'state'::ax.task_event_kind, r.state, r.agent_id,
            CASE WHEN r.outcome = 'rerun'
                 THEN r.error || ': runs again at once on the same attempt (lost leases: ' || r.lost_leases || ' of '
                      || @max_lost_leases::integer || ')'
