@@ -70,9 +70,12 @@ func (a *Agent) sendResults(ctx context.Context, batch []TaskResult) {
 }
 
 func (a *Agent) reportable(ctx context.Context, batch []TaskResult) []TaskResult {
-	keep, dropped := a.running.reportable(batch)
-	for _, t := range dropped {
+	keep, expired, lost := a.running.reportable(batch)
+	for _, t := range expired {
 		a.taskLogger(t).WarnContext(ctx, "lease expired before the result could be reported: result dropped")
+	}
+	for _, t := range lost {
+		a.taskLogger(t).WarnContext(ctx, "lease lost before the result could be reported: result dropped")
 	}
 	return keep
 }

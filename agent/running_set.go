@@ -35,6 +35,11 @@ type heldTask struct {
 	deadline  time.Time // end of the lease unless renewed, on the agent's clock
 	result    TaskResult
 	sending   bool // the result is in a request on its way
+	// lostInFlight: the lease was lost while the result was being sent.
+	// The server's answer to that request says whether it was recorded
+	// (a heartbeat crossing a report finds the lease ended by the result
+	// itself), so the result is not dropped then; it is never sent again.
+	lostInFlight bool
 }
 
 // runningSet is the agent's record of its leases, keyed by task id: tasks
@@ -120,6 +125,10 @@ func (s *runningSet) loseLocked(h *heldTask, cause error) bool {
 		h.cancel(cause)
 		return true
 	case taskFinished:
+		if h.sending {
+			h.lostInFlight = true
+			return false
+		}
 		delete(s.tasks, h.task.TaskID)
 		return true
 	}
@@ -234,17 +243,29 @@ func (s *runningSet) takeResults(limit, maxBytes int) []TaskResult {
 }
 
 // reportable keeps the results that may still be sent: their lease is held
-// and has not run out. The others are forgotten and returned as dropped.
-func (s *runningSet) reportable(results []TaskResult) (keep []TaskResult, dropped []LeasedTask) {
-	dropped = s.expire()
+// and has not run out. The others are forgotten and returned: those whose
+// lease ran out, and those whose lease a heartbeat found lost while an
+// earlier try to send them was out.
+func (s *runningSet) reportable(results []TaskResult) (keep []TaskResult, expired, lost []LeasedTask) {
+	expired = s.expire()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range results {
-		if h, ok := s.tasks[r.TaskID]; ok && h.state == taskFinished && h.task.LeaseToken == r.LeaseToken {
+		h, ok := s.tasks[r.TaskID]
+		switch {
+		case !ok || h.state != taskFinished || h.task.LeaseToken != r.LeaseToken:
+		case h.lostInFlight: // a stale result is never sent
+			delete(s.tasks, r.TaskID)
+			if h.deadline.Before(s.now()) {
+				expired = append(expired, h.task)
+			} else {
+				lost = append(lost, h.task)
+			}
+		default:
 			keep = append(keep, r)
 		}
 	}
-	return keep, dropped
+	return keep, expired, lost
 }
 
 // resolve forgets tasks whose result the server has answered for.

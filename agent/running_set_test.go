@@ -55,9 +55,60 @@ func TestRunningSetLostTaskIsNeverReported(t *testing.T) {
 
 	require.True(t, s.finish(result("b")))
 	batch := s.takeResults(10, 1<<20)
-	s.lose([]string{"b"}, errLeaseLost) // lost while its result waited
-	keep, _ := s.reportable(batch)
+	s.lose([]string{"b"}, errLeaseLost) // lost before its result was sent
+	keep, _, lost := s.reportable(batch)
 	require.Empty(t, keep)
+	require.Equal(t, []string{"b"}, taskIDs(lost))
+}
+
+// A heartbeat that crosses a report finds the lease ended by the result it
+// carries: the result is not dropped (and no loss is logged); the report's
+// answer decides. Should that report be tried again, the result is left
+// out: a result whose lease was lost is never sent.
+func TestRunningSetResultInFlightIsNotLostByAHeartbeat(t *testing.T) {
+	t.Parallel()
+	s, _, _ := setupSet(t)
+	require.True(t, s.finish(result("a")))
+	require.True(t, s.finish(result("b")))
+	batch := s.takeResults(10, 1<<20)
+	require.Len(t, batch, 2)
+
+	// The first try to send: both are reportable; then, while it is out,
+	// a heartbeat answer says both leases are lost.
+	keep, expired, lost := s.reportable(batch)
+	require.Len(t, keep, 2)
+	require.Empty(t, expired)
+	require.Empty(t, lost)
+	require.Empty(t, s.lose([]string{"a", "b"}, errLeaseLost), "the report in flight decides")
+	require.Len(t, s.refs(), 2, "held until the report is answered")
+
+	// a's report was answered: forgotten. b's failed and is tried again:
+	// left out, as lost.
+	s.resolve([]TaskResult{result("a")})
+	keep, expired, lost = s.reportable([]TaskResult{result("b")})
+	require.Empty(t, keep)
+	require.Empty(t, expired)
+	require.Equal(t, []string{"b"}, taskIDs(lost))
+	require.Empty(t, s.refs())
+
+	// The same for a lease that ran out while its result was out.
+	s2, c2, _ := setupSet(t)
+	require.True(t, s2.finish(result("a")))
+	batch = s2.takeResults(10, 1<<20)
+	c2.now = c2.now.Add(time.Minute)
+	require.Equal(t, []string{"b"}, taskIDs(s2.expire()), "b, executing, is stopped; a's report in flight decides")
+	keep, expired, lost = s2.reportable(batch)
+	require.Empty(t, keep)
+	require.Equal(t, []string{"a"}, taskIDs(expired))
+	require.Empty(t, lost)
+}
+
+func taskIDs(tasks []LeasedTask) []string {
+	var ids []string
+	for _, t := range tasks {
+		ids = append(ids, t.TaskID)
+	}
+	return ids
 }
 
 func TestRunningSetExpiresUnrenewedLeases(t *testing.T) {

@@ -173,6 +173,7 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 	gone := []string{
 		"lease expired without renewal: stopping the task",
 		"lease expired before the result could be reported: result dropped",
+		"lease lost before the result could be reported: result dropped",
 		"lease lost: stopping the task",
 		"server refused the result: the lease is no longer ours",
 	}
