@@ -92,7 +92,8 @@ func consoleTestDir(t *testing.T) string {
 }
 
 // consoleShots is where the screenshots go: AX_CONSOLE_SHOTS, else a new
-// folder under the temp dir, kept after the test as its artefacts.
+// folder under the temp dir, kept as the test's artefacts when it fails
+// and removed when it passes (every make test made one).
 func consoleShots(t *testing.T) string {
 	t.Helper()
 	if dir := os.Getenv("AX_CONSOLE_SHOTS"); dir != "" {
@@ -101,6 +102,11 @@ func consoleShots(t *testing.T) string {
 	}
 	dir, err := os.MkdirTemp("", "ax-console-shots-")
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = os.RemoveAll(dir)
+		}
+	})
 	return dir
 }
 
