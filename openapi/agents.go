@@ -158,7 +158,8 @@ func (h *agentHandlers) register(api huma.API) {
 	tags := []string{"Agent protocol"}
 	op := func(id, path, summary, desc string, status int) huma.Operation {
 		return requireScope(huma.Operation{OperationID: id, Method: http.MethodPost, Path: path, Tags: tags,
-			Summary: summary, Description: desc, DefaultStatus: status, MaxBodyBytes: agentBodyLimit, BodyReadTimeout: agentBodyReadTimeout,
+			Summary: summary, Description: desc, DefaultStatus: status,
+			MaxBodyBytes: agentBodyLimit, BodyReadTimeout: agentBodyReadTimeout,
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}}, ScopeAgent)
 	}
 	huma.Register(api, showsSecret(op("register-agent", "/v1/agents/register", "Register an agent",

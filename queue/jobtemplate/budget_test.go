@@ -23,9 +23,9 @@ func costlyKind(timeout time.Duration) (*Kind, string, map[string]any) {
 // Renderings that wait for a CPU keep their budget: on a machine whose
 // CPUs are all busy, a route key once failed its 50 ms of wall time and
 // its task went unrouted. Here four spinning goroutines take the CPUs, so
-// renderings of a fraction of a millisecond are preempted now and then and wait their turn
-// (Go's time slice is 10 ms): by wall time they pass 10 ms, by CPU time
-// they do not.
+// renderings of a fraction of a millisecond are now and then preempted
+// and wait their turn (Go's time slice is 10 ms): by wall time they pass
+// 10 ms, by CPU time they do not.
 func TestRenderingsThatWaitForACPUKeepTheirBudget(t *testing.T) {
 	if _, ok := threadCPUTime(); !ok {
 		t.Skip("no thread CPU time on this platform")
