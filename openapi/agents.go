@@ -149,17 +149,12 @@ type agentListOutput struct {
 // agentBodyLimit bounds an agent's call (results and logs of many tasks).
 const agentBodyLimit = 8 << 20
 
-// agentBodyReadTimeout is how long an agent's body may take to arrive:
-// huma's default of 5 s asks 1.7 MB/s of an agent sending its 8 MiB of
-// logs, more than a remote site's link or a busy machine gives.
-const agentBodyReadTimeout = 30 * time.Second
-
 func (h *agentHandlers) register(api huma.API) {
 	tags := []string{"Agent protocol"}
 	op := func(id, path, summary, desc string, status int) huma.Operation {
 		return requireScope(huma.Operation{OperationID: id, Method: http.MethodPost, Path: path, Tags: tags,
 			Summary: summary, Description: desc, DefaultStatus: status,
-			MaxBodyBytes: agentBodyLimit, BodyReadTimeout: agentBodyReadTimeout,
+			MaxBodyBytes: agentBodyLimit, BodyReadTimeout: largeBodyReadTimeout,
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}}, ScopeAgent)
 	}
 	huma.Register(api, showsSecret(op("register-agent", "/v1/agents/register", "Register an agent",

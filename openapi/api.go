@@ -84,6 +84,13 @@ type Config struct {
 	PublicURL string
 }
 
+// largeBodyReadTimeout is how long a body of megabytes (an agent's logs
+// and results, a batch of runs, a declaration set: up to 8 MiB) may take
+// to arrive. huma's default of 5 s asks 1.7 MB/s of the sender, more than
+// a remote site's link or a busy machine gives: a 4 MiB log post got 408
+// on a loaded CI machine.
+const largeBodyReadTimeout = 30 * time.Second
+
 // New builds the API: the http.Handler to serve and the huma.API that
 // describes it.
 func New(cfg Config) (http.Handler, huma.API) {

@@ -101,7 +101,7 @@ func (h *declarationHandlers) register(api huma.API) {
 	tags := []string{"Declarations"}
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "declare-jobs", Method: http.MethodPost, Path: "/v1/declarations", Tags: tags,
-		Summary: "Declare a set of jobs", MaxBodyBytes: declarationBodyLimit, BodyReadTimeout: 30 * time.Second,
+		Summary: "Declare a set of jobs", MaxBodyBytes: declarationBodyLimit, BodyReadTimeout: largeBodyReadTimeout,
 		Description: "Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, " +
 			"matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs " +
 			"validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs " +

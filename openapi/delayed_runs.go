@@ -130,7 +130,8 @@ type scheduledListOutput struct {
 func (h *executionHandlers) registerDelayed(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "submit-run-batch", Method: http.MethodPost, Path: "/v1/runs/batch", Tags: []string{"Executions"},
-		Summary: "Schedule up to 1,000 runs of jobs at once", DefaultStatus: http.StatusAccepted, MaxBodyBytes: runBatchBodyLimit,
+		Summary: "Schedule up to 1,000 runs of jobs at once", DefaultStatus: http.StatusAccepted,
+		MaxBodyBytes: runBatchBodyLimit, BodyReadTimeout: largeBodyReadTimeout,
 		Description: "Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: " +
 			"\"close this order in 30 minutes\" is one run per order. All runs are stored in one transaction, or none " +
 			"(a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, " +
