@@ -26,9 +26,9 @@ type cpuBudget struct {
 }
 
 // startBudget locks the goroutine to its thread until stop.
-func startBudget(limit time.Duration) *cpuBudget {
+func startBudget(limit time.Duration) cpuBudget {
 	runtime.LockOSThread()
-	return &cpuBudget{limit: limit, wallStart: time.Now()}
+	return cpuBudget{limit: limit, wallStart: time.Now()}
 }
 
 func (b *cpuBudget) stop() { runtime.UnlockOSThread() }

@@ -254,7 +254,7 @@ func (k *Kind) Execute(t *template.Template, data any) (out []byte, err error) {
 type boundedWriter struct {
 	buf    []byte
 	max    int
-	budget *cpuBudget
+	budget cpuBudget
 }
 
 func (w *boundedWriter) Write(p []byte) (int, error) {
