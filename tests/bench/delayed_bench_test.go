@@ -59,7 +59,12 @@ const (
 //     handler;
 //   - cancel-p99-ms: POST /v1/runs/cancel of one key, timed by the client,
 //     while the million runs wait, before any is due (goal <= 5);
-//     cancel-during-due-p99-ms: the same while the due stream fires.
+//     cancel-during-due-p99-ms: the same while the due stream fires;
+//   - due-cpu-us-per-run: the CPU of this process and of the database's
+//     backends from the first run's time to the window's end plus
+//     delayedGrace, per run started in the window (due-pg-cpu-us-per-run:
+//     the backends'). Everything runs on this machine, so the due stream
+//     keeps its time only while that times delayedDueRate fits its cores.
 func BenchmarkDelayedRuns(b *testing.B) {
 	total := delayedRuns
 	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_DELAYED_RUNS")); err == nil && v > 0 {
@@ -69,7 +74,9 @@ func BenchmarkDelayedRuns(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("AX_BENCH_DUE_SECONDS")); err == nil && v > 0 {
 		window = time.Duration(v) * time.Second
 	}
-	r := startReplica(b, dbtest.NewURL(b))
+	dbURL := dbtest.NewURL(b)
+	r := startReplica(b, dbURL)
+	cpu := newCPUMeter(b, dbURL)
 	key, _, err := queue.NewKeyService(r.pool).Create(context.Background(), "bench-submit", []string{queue.ScopeSubmit}, queue.KeyLimits{})
 	if err != nil {
 		b.Fatal(err)
@@ -81,6 +88,8 @@ func BenchmarkDelayedRuns(b *testing.B) {
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: delayedPosters + 2}}
 	var inserts, lagP50, lagP99, aheadP1, startP50, startP99, cancelP50, cancelP99, dueCancelP99, cancelled float64
+	var dueCPU cpuUsage
+	var dueRuns int
 	n := 0
 	for b.Loop() {
 		n++
@@ -101,10 +110,12 @@ func BenchmarkDelayedRuns(b *testing.B) {
 		commits := s.listenCommits(b)
 		time.Sleep(time.Until(s.firstDue))
 		windowEnd := s.firstDue.Add(window)
+		phase := cpu.start(b)
 		r.requests.record()
 		during := s.cancelUntil(b, windowEnd, want)
 		calls := r.requests.stop()
 		time.Sleep(time.Until(windowEnd.Add(delayedGrace)))
+		dueCPU = dueCPU.add(phase.end(b))
 		leases := 0
 		for _, c := range calls {
 			if c.lease {
@@ -114,6 +125,7 @@ func BenchmarkDelayedRuns(b *testing.B) {
 		leasable, ahead := s.leasableLags(b, commits(), windowEnd, want)
 		started := lags.between(s.firstDue, windowEnd)
 		startedN := len(started)
+		dueRuns += startedN
 		for len(started) < want { // not started by now: as late as it is
 			started = append(started, time.Since(windowEnd))
 		}
@@ -141,6 +153,12 @@ func BenchmarkDelayedRuns(b *testing.B) {
 	b.ReportMetric(cancelP99/float64(n), "cancel-p99-ms")
 	b.ReportMetric(dueCancelP99/float64(n), "cancel-during-due-p99-ms")
 	b.ReportMetric(cancelled/float64(n), "cancels")
+	if dueRuns > 0 {
+		// Where the due stream's CPU goes: the machine's capacity bounds
+		// the lag, and CPU per run is much less noisy than the lag.
+		b.ReportMetric(float64(dueCPU.total().Microseconds())/float64(dueRuns), "due-cpu-us-per-run")
+		b.ReportMetric(float64(dueCPU.backends.Microseconds())/float64(dueRuns), "due-pg-cpu-us-per-run")
+	}
 }
 
 // delayedRun is one pass: its runs are run i at firstDue + i/delayedDueRate,
