@@ -657,6 +657,9 @@ type ReapPolicy struct {
 	// MaxLostLeases is the lost lease that fails a task (error "lost: …")
 	// instead of running it again on the same attempt.
 	MaxLostLeases int
+	// TimeoutGrace is how long past its timeout a task an agent holds is
+	// left to its agent, which stops it and reports timed_out itself.
+	TimeoutGrace time.Duration
 	// Now, when set, replaces the database clock (tests).
 	Now *time.Time
 }
@@ -667,7 +670,8 @@ type ReapPolicy struct {
 // (see the query).
 func TaskReapExpired(ctx context.Context, e Executor, p ReapPolicy) (Reaped, error) {
 	rows, err := queries.TaskReapExpired(ctx, e, dbsqlc.TaskReapExpiredParams{Max: int32(p.Max), Now: p.Now,
-		SilentSeconds: p.SilentFor.Seconds(), MaxLostLeases: int32(p.MaxLostLeases)})
+		SilentSeconds: p.SilentFor.Seconds(), MaxLostLeases: int32(p.MaxLostLeases),
+		TimeoutGraceSeconds: p.TimeoutGrace.Seconds()})
 	if err != nil {
 		return Reaped{}, fmt.Errorf("error reaping expired leases: %w", mapErr(err))
 	}

@@ -247,9 +247,12 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	require.Len(t, tasks, 1)
 	a.heartbeat(tasks).must(t, http.StatusOK) // running, lease fresh
 
-	// The reaper judges by a clock the test moves past the 1 s timeout.
+	// The reaper judges by a clock the test moves past the 1 s timeout
+	// (without the agents' timeout grace: the agent is silent from here on,
+	// and goes offline after 1 s).
 	c := clock.New()
-	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{OfflineAfter: time.Second, Clock: c})
+	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{OfflineAfter: time.Second, Clock: c,
+		TimeoutGrace: -1})
 	c.Advance(1200 * time.Millisecond)
 	require.NoError(t, reaper.Sweep(context.Background()))
 

@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/queue/dispatch"
-	"github.com/stretchr/testify/require"
 )
 
 // TestParallelLastShardsEndTheRun: two agents reporting the last two
@@ -62,9 +64,10 @@ func TestTimedOutAttemptRetriesClean(t *testing.T) {
 	first := a.lease(1, 0)
 	require.Len(t, first, 1)
 	a.heartbeat(first).must(t, http.StatusOK) // running
-	// Its 1 s timeout passes.
-	_, err := env.pool.Exec(context.Background(), `UPDATE ax.task SET started_at = started_at - interval '2 seconds',
-		leased_at = leased_at - interval '2 seconds' WHERE id = $1`, first[0]["task_id"])
+	// Its 1 s timeout passes, and the grace its agent has to report it.
+	_, err := env.pool.Exec(context.Background(), `UPDATE ax.task SET started_at = started_at - make_interval(secs => $2),
+		leased_at = leased_at - make_interval(secs => $2) WHERE id = $1`,
+		first[0]["task_id"], (dispatch.DefaultTimeoutGrace + 2*time.Second).Seconds())
 	require.NoError(t, err)
 	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{})
 	require.NoError(t, reaper.Sweep(context.Background()))

@@ -48,6 +48,10 @@ type serveConfig struct {
 	// task may lose its lease with its agent before it fails as lost;
 	// until then it runs again without using up an attempt.
 	MaxLostLeases int
+	// TimeoutGrace (AX_TIMEOUT_GRACE, default 10 s) is how long past its
+	// timeout a task an agent holds is left to the agent, which stops it
+	// and reports timed_out, before the reaper times it out.
+	TimeoutGrace time.Duration
 	// Health is how agents are judged for routing: least_active's duration
 	// window and the error share that quarantines.
 	Health healthConfig
@@ -112,6 +116,9 @@ func runServe(ctx context.Context, args []string) error {
 	maxLost, errMaxLost := envInt64("AX_MAX_LOST_LEASES", dispatch.DefaultMaxLostLeases)
 	fs.IntVar(&cfg.MaxLostLeases, "max-lost-leases", int(maxLost),
 		"leases a task may lose with its agent (each run again without using up an attempt) before it fails as lost (AX_MAX_LOST_LEASES)")
+	grace, errGrace := envDuration("AX_TIMEOUT_GRACE", dispatch.DefaultTimeoutGrace)
+	fs.DurationVar(&cfg.TimeoutGrace, "timeout-grace", grace,
+		"how long past its timeout a task an agent holds is left to the agent to stop and report before the reaper times it out; at least the agents' kill grace (AX_TIMEOUT_GRACE)")
 	retention, errRetention := envDuration("AX_HISTORY_RETENTION", history.DefaultRetention)
 	failedRetention, errFailedRetention := envDuration("AX_HISTORY_FAILED_RETENTION", history.DefaultFailedRetention)
 	width, errWidth := envDuration("AX_HISTORY_PARTITION_WIDTH", history.DefaultPartitionWidth)
@@ -125,7 +132,7 @@ func runServe(ctx context.Context, args []string) error {
 	errTransport := addTransportFlags(fs, &cfg)
 	errPool := addPoolFlags(fs, &cfg)
 	errHealth := addHealthFlags(fs, &cfg)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errMisfire, errLogCap, errMaxLost, errRetention, errFailedRetention,
+	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errMisfire, errLogCap, errMaxLost, errGrace, errRetention, errFailedRetention,
 		errWidth, errOutbound, errTransport, errPool, errHealth); err != nil {
 		return err
 	}
@@ -141,6 +148,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if cfg.MaxLostLeases < 1 || cfg.MaxLostLeases > 100 {
 		return fmt.Errorf("max lost leases %d must be from 1 to 100", cfg.MaxLostLeases)
+	}
+	if cfg.TimeoutGrace < 0 || cfg.TimeoutGrace > time.Hour {
+		return fmt.Errorf("timeout grace %s must be from 0s to 1h", cfg.TimeoutGrace)
 	}
 	if cfg.Agent.MaxTaskLogBytes < 1 {
 		return fmt.Errorf("max task log bytes %d must be at least 1", cfg.Agent.MaxTaskLogBytes)
@@ -209,7 +219,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: m, Router: router,
 		Outbox: river.Outbox(), MisfireThreshold: cfg.MisfireThreshold})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
-		MaxLostLeases: cfg.MaxLostLeases, HealthEvery: cfg.Health.CheckEvery,
+		MaxLostLeases: cfg.MaxLostLeases, TimeoutGrace: cmp.Or(cfg.TimeoutGrace, -1), HealthEvery: cfg.Health.CheckEvery,
 		Quarantine: db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
 	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool, "engine"),
 		metrics.NewPoolCollector(requestPool, "requests"))

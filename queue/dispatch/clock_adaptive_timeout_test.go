@@ -152,13 +152,14 @@ func TestAdaptiveTimeoutDoublesAfterTimeout(t *testing.T) {
 	require.Equal(t, 9, task.TimeoutSeconds)
 	a := e.agent("a1")
 
-	// Attempts 1 and 2 overrun and the reaper times them out (their
-	// 30 s leases have not run out).
+	// Attempts 1 and 2 overrun, their agent never reports, and the reaper
+	// times them out past their timeout and the agents' grace (their 30 s
+	// leases have not run out).
 	for _, c := range []struct{ timeout, next int }{{9, 18}, {18, 36}} {
 		leased := e.lease(a)
 		require.Len(t, leased, 1)
 		require.Equal(t, c.timeout, leased[0].TimeoutSeconds, "the agent is told the attempt's timeout")
-		e.clock.Advance(time.Duration(c.timeout)*time.Second + time.Second)
+		e.clock.Advance(time.Duration(c.timeout)*time.Second + dispatch.DefaultTimeoutGrace + time.Second)
 		e.sweep()
 		state, _ := e.task(task.ID)
 		require.Equal(t, "pending", state)
@@ -243,7 +244,7 @@ func TestAdaptiveTimeoutKeptWithoutTimeout(t *testing.T) {
 	b := e.agent("b1")
 	leased = e.lease(b) // and the adaptive task's attempt 3, whose 60 s run on
 	require.Len(t, leased, 2)
-	e.clock.Advance(10 * time.Second)
+	e.clock.Advance(9*time.Second + dispatch.DefaultTimeoutGrace + time.Second)
 	e.sweep()
 	state, attempt = e.task(fixedTask.ID)
 	require.Equal(t, "pending", state)

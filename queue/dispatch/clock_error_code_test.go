@@ -43,7 +43,7 @@ func TestReaperErrorCodes(t *testing.T) {
 	require.Len(t, leased, 2, "the retry and the slow one")
 	m := metrics.New(nil)
 	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Clock: e.clock, Metrics: m})
-	e.clock.Advance(15 * time.Second) // past the timeout, within the lease
+	e.clock.Advance(10*time.Second + dispatch.DefaultTimeoutGrace + time.Second) // past the timeout and the grace, within the lease
 	require.NoError(t, reaper.Sweep(ctx))
 	state, _ = e.task(slow.ID)
 	require.Equal(t, "timed_out", state)

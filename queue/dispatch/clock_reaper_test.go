@@ -145,3 +145,55 @@ func TestReaperRunsALostLeaseAgain(t *testing.T) {
 	require.Equal(t, "lost: the lease was lost 2 times, its agent offline or silent each time", errText)
 	require.Equal(t, "failed", execState)
 }
+
+// A task its agent holds past its timeout is left to that agent for
+// the timeout grace: the agent stops it and reports timed_out itself, and
+// that report is taken. Past the grace the reaper times it out, whatever
+// the heartbeats (they keep the lease, not the task), and tells the agent
+// to stop it; its run ends timed out.
+func TestReaperLeavesAnOverdueTaskToItsAgentForTheGrace(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	ctx := context.Background()
+	job, err := e.jobs.Create(ctx, e.jobDef("graced", db.TimeoutFixed, 10, 1))
+	require.NoError(t, err)
+	reported, overdue := e.fire(job), e.fire(job)
+	a := e.agent("a1")
+	refs := map[uuid.UUID]db.TaskRef{}
+	for _, l := range e.lease(a) {
+		refs[l.ID] = db.TaskRef{ID: l.ID, Token: l.LeaseToken}
+	}
+	require.Len(t, refs, 2)
+	beat := func() {
+		t.Helper()
+		res, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{refs[reported.ID], refs[overdue.ID]}, &db.AgentLoad{})
+		require.NoError(t, err)
+		require.Len(t, res.Renewed, 2, "both leases are renewed")
+	}
+	beat()
+
+	e.clock.Advance(10*time.Second + dispatch.DefaultTimeoutGrace - time.Second)
+	beat()
+	e.sweep()
+	for _, id := range []uuid.UUID{reported.ID, overdue.ID} {
+		state, _ := e.task(id)
+		require.Equal(t, "running", state, "within the grace past its 10 s timeout")
+	}
+	done, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: refs[reported.ID], State: db.TaskTimedOut,
+		Error: "timed out after 10 s", ErrorCode: db.ErrorCodeTimeout}})
+	require.NoError(t, err)
+	require.Len(t, done, 1, "the agent's own report is taken")
+	state, _ := e.task(reported.ID)
+	require.Equal(t, "timed_out", state)
+
+	e.clock.Advance(2 * time.Second)
+	e.sweep()
+	state, _ = e.task(overdue.ID)
+	require.Equal(t, "timed_out", state, "past the grace the reaper times it out")
+	var stop bool
+	var execState string
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT t.cancel_requested_at IS NOT NULL, e.state::text
+		FROM ax.all_tasks t JOIN ax.all_executions e ON e.id = t.execution_id WHERE t.id = $1`, overdue.ID).Scan(&stop, &execState))
+	require.True(t, stop, "its agent is told to stop it")
+	require.Equal(t, "timed_out", execState)
+}

@@ -35,6 +35,16 @@ type ReaperConfig struct {
 	// that kills every agent it runs on must not go on forever. Defaults
 	// to 3.
 	MaxLostLeases int
+	// TimeoutGrace is how long past its timeout a task an agent holds is
+	// left to the agent before the reaper times it out: the agent counts
+	// the timeout from when it started the task, a lease round trip after
+	// the server's count began, then stops it (SIGTERM, up to its kill
+	// grace of 5 s by default, then SIGKILL) and reports timed_out. Timed
+	// out by the reaper first, the task would be retried, on another
+	// agent perhaps, while it still runs, and its agent's report and last
+	// logs refused. Tasks no agent holds get none. Defaults to
+	// DefaultTimeoutGrace; negative: none.
+	TimeoutGrace time.Duration
 	// Quarantine says when an agent fails too often to get routed work:
 	// defaults to a failure rate of 50% or more over at least 5 outcomes
 	// within the last 5 minutes, the newest 100 of them at most.
@@ -90,6 +100,7 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, 3*agentCfg.withDefaults().HeartbeatInterval)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	cfg.MaxLostLeases = cmp.Or(cfg.MaxLostLeases, DefaultMaxLostLeases)
+	cfg.TimeoutGrace = max(cmp.Or(cfg.TimeoutGrace, DefaultTimeoutGrace), 0)
 	cfg.Quarantine.Window = cmp.Or(cfg.Quarantine.Window, 5*time.Minute)
 	cfg.Quarantine.Sample = cmp.Or(cfg.Quarantine.Sample, 100)
 	cfg.Quarantine.MinResults = cmp.Or(cfg.Quarantine.MinResults, 5)
@@ -107,6 +118,11 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 
 // DefaultMaxLostLeases is ReaperConfig.MaxLostLeases's default.
 const DefaultMaxLostLeases = 3
+
+// DefaultTimeoutGrace is ReaperConfig.TimeoutGrace's default: an agent's
+// default kill grace (5 s), the 2 s it then waits for the task's last
+// output, and 3 s for the lease's and the report's round trips.
+const DefaultTimeoutGrace = 10 * time.Second
 
 // Start sweeps in the background until Stop.
 func (r *Reaper) Start(ctx context.Context) error {
@@ -151,7 +167,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 			return err
 		}
 		reaped, err := db.TaskReapExpired(ctx, tx, db.ReapPolicy{Max: r.cfg.BatchSize, SilentFor: r.lease,
-			MaxLostLeases: r.cfg.MaxLostLeases, Now: r.cfg.Clock.Now()})
+			MaxLostLeases: r.cfg.MaxLostLeases, TimeoutGrace: r.cfg.TimeoutGrace, Now: r.cfg.Clock.Now()})
 		if err != nil {
 			return err
 		}

@@ -83,28 +83,6 @@ func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
 	require.Equal(t, db.TaskState("leased"), e.task(kept[0].ID).State, "a current lease is never reaped")
 }
 
-func TestReaperTimesOutAnOverdueTask(t *testing.T) {
-	e := setup(t, nil)
-	ctx := context.Background()
-	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
-	exec := e.trigger(e.job(func(j *db.Job) { j.TimeoutSeconds = 1 }).ID)
-	a := e.agent(nil, nil)
-	leased := e.lease(a, 1)
-	require.Len(t, leased, 1)
-	ref := db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
-
-	// Heartbeats keep the lease, not the task: it ends at its timeout.
-	e.sweepUntil(reaper, func() bool {
-		_, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{ref}, &db.AgentLoad{})
-		require.NoError(t, err)
-		return e.task(ref.ID).State != "running"
-	}, "the task to time out")
-	task := e.task(ref.ID)
-	require.Equal(t, db.TaskState("timed_out"), task.State)
-	require.NotNil(t, task.CancelRequestedAt, "its agent is told to stop it")
-	require.Equal(t, db.ExecutionState("timed_out"), e.execution(exec.ID).State)
-}
-
 func TestReaperTakesSilentAgentsOffline(t *testing.T) {
 	e := setup(t, nil)
 	ctx := context.Background()

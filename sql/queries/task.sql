@@ -467,7 +467,14 @@ SELECT (SELECT count(*) FROM counted)::int AS matched, (SELECT count(*) FROM ins
 -- agent still heartbeats (the agent dropped the task) is a failed attempt:
 -- pending again after backoff with attempt + 1, or failed when its
 -- attempts are spent. A task past its timeout is timed out the same way;
--- one of a cancelled run is cancelled. Returns each reaped task's
+-- one of a cancelled run is cancelled. A task an agent holds is timed out
+-- @timeout_grace_seconds after its timeout: its agent counts the timeout
+-- from when it started the task (after the lease's round trip), then
+-- stops it (SIGTERM, its kill grace, SIGKILL) and reports timed_out; the
+-- reaper timing it out first would refuse that report and the dying
+-- task's last logs, and retry the task while it still runs. Tasks no
+-- agent holds (sent by ax serve, or awaiting an HTTP target's result)
+-- get none. Returns each reaped task's
 -- execution, new state, whether it had timed out (rather than lost its
 -- lease) and whether its agent was lost.
 -- name: TaskReapExpired :many
@@ -494,7 +501,10 @@ WITH expired AS (
     ) k
     WHERE t.state IN ('leased', 'running')
       AND (t.lease_expires_at <= coalesce(sqlc.narg('now')::timestamptz, now())
-           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= coalesce(sqlc.narg('now')::timestamptz, now()))
+           OR coalesce(t.started_at, t.leased_at)
+              + make_interval(secs => t.timeout_seconds
+                                      + CASE WHEN t.agent_id IS NULL THEN 0 ELSE sqlc.arg('timeout_grace_seconds')::double precision END)
+              <= coalesce(sqlc.narg('now')::timestamptz, now()))
     ORDER BY t.lease_expires_at
     LIMIT @max
     FOR UPDATE OF t SKIP LOCKED

@@ -1557,9 +1557,12 @@ WITH expired AS (
     ) k
     WHERE t.state IN ('leased', 'running')
       AND (t.lease_expires_at <= coalesce($2::timestamptz, now())
-           OR coalesce(t.started_at, t.leased_at) + make_interval(secs => t.timeout_seconds) <= coalesce($2::timestamptz, now()))
+           OR coalesce(t.started_at, t.leased_at)
+              + make_interval(secs => t.timeout_seconds
+                                      + CASE WHEN t.agent_id IS NULL THEN 0 ELSE $4::double precision END)
+              <= coalesce($2::timestamptz, now()))
     ORDER BY t.lease_expires_at
-    LIMIT $4
+    LIMIT $5
     FOR UPDATE OF t SKIP LOCKED
 ), locked AS (
     -- Executions being completed right now are skipped (their tasks are
@@ -1638,10 +1641,11 @@ SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean A
 `
 
 type TaskReapExpiredParams struct {
-	MaxLostLeases int32
-	Now           *time.Time
-	SilentSeconds float64
-	Max           int32
+	MaxLostLeases       int32
+	Now                 *time.Time
+	SilentSeconds       float64
+	TimeoutGraceSeconds float64
+	Max                 int32
 }
 
 type TaskReapExpiredRow struct {
@@ -1661,7 +1665,14 @@ type TaskReapExpiredRow struct {
 // agent still heartbeats (the agent dropped the task) is a failed attempt:
 // pending again after backoff with attempt + 1, or failed when its
 // attempts are spent. A task past its timeout is timed out the same way;
-// one of a cancelled run is cancelled. Returns each reaped task's
+// one of a cancelled run is cancelled. A task an agent holds is timed out
+// @timeout_grace_seconds after its timeout: its agent counts the timeout
+// from when it started the task (after the lease's round trip), then
+// stops it (SIGTERM, its kill grace, SIGKILL) and reports timed_out; the
+// reaper timing it out first would refuse that report and the dying
+// task's last logs, and retry the task while it still runs. Tasks no
+// agent holds (sent by ax serve, or awaiting an HTTP target's result)
+// get none. Returns each reaped task's
 // execution, new state, whether it had timed out (rather than lost its
 // lease) and whether its agent was lost.
 func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, arg TaskReapExpiredParams) ([]TaskReapExpiredRow, error) {
@@ -1669,6 +1680,7 @@ func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, arg TaskReapExpi
 		arg.MaxLostLeases,
 		arg.Now,
 		arg.SilentSeconds,
+		arg.TimeoutGraceSeconds,
 		arg.Max,
 	)
 	if err != nil {
