@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,7 +69,8 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	require.NoError(t, notifier.Start(context.Background()))
 	listened := time.Now()
 	t.Cleanup(notifier.Stop)
-	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true}}
+	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true},
+		Logger: serverLogger(t)}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -77,6 +80,37 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	env := &apiEnv{t: t, pool: pool, notifier: notifier, listened: listened, url: srv.URL}
 	env.admin = env.key(openapi.ScopeAdmin)
 	return env
+}
+
+// serverLogger keeps the server's warnings and errors and prints them when
+// the test failed: a 500 says only "the server logged the details".
+// Writing to a buffer, not to t.Log, keeps a straggling goroutine's last
+// line from panicking after the test ended.
+func serverLogger(t *testing.T) *slog.Logger {
+	buf := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log (warnings and errors):\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // key creates a key with scopes and returns its secret.
