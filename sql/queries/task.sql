@@ -228,13 +228,25 @@ JOIN runs r ON r.id = l.execution_id;
 
 -- TaskRenew extends the leases the agent still holds (matching token) and
 -- marks them running; the ids it does not return are lost to the agent.
+--
+-- The statements that write several of an agent's tasks (this one,
+-- TaskComplete, TaskRelease, TaskAwaitTarget) lock them in id order first
+-- (the count(*) runs before the update): each locking in its own input's
+-- order, a heartbeat and the results of the same tasks deadlocked, and
+-- Postgres failed one of them after deadlock_timeout (1 s).
 -- name: TaskRenew :many
+WITH locked AS (
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.lease_token = ANY(@tokens::uuid[]) AND t.agent_id = @agent_id
+    ORDER BY t.id
+    FOR UPDATE
+)
 UPDATE ax.task t
 SET lease_expires_at = coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('lease_seconds')::double precision),
     state = 'running', started_at = coalesce(t.started_at, sqlc.narg('now')::timestamptz, now()), updated_at = now()
 FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token) h
 WHERE t.id = h.id AND t.lease_token = h.token AND t.agent_id = @agent_id
-  AND t.state IN ('leased', 'running')
+  AND t.state IN ('leased', 'running') AND (SELECT count(*) FROM locked) >= 0
 RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
           t.lease_expires_at::timestamptz AS lease_expires_at;
 
@@ -277,6 +289,14 @@ WITH input AS (
                            WHERE t.id = ANY(@task_ids::uuid[]) AND t.shard_total > 1))
     ORDER BY e.id
     FOR UPDATE
+), tasks_locked AS (
+    -- Then the tasks, in id order (see TaskRenew), before done and ending
+    -- write or lock any.
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.lease_token = ANY(@tokens::uuid[])
+      AND (SELECT count(*) FROM locked) >= 0
+    ORDER BY t.id
+    FOR UPDATE
 ), done AS (
     UPDATE ax.task t
     SET state = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN 'pending'
@@ -310,8 +330,9 @@ WITH input AS (
       -- Not the results that end a run of one shard (ending, below).
       AND (t.shard_total > 1
            OR (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL))
-      -- Evaluated once, before any task changes: the runs are locked first.
-      AND (SELECT count(*) FROM locked) >= 0
+      -- Evaluated once, before any task changes: the runs are locked
+      -- first, then the tasks.
+      AND (SELECT count(*) FROM tasks_locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
               t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode, t.leased_at
 ), ending AS (
@@ -325,6 +346,7 @@ WITH input AS (
       AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
       AND t.shard_total = 1
       AND NOT (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL)
+      AND (SELECT count(*) FROM tasks_locked) >= 0
     FOR UPDATE OF t
 ), events AS (
     -- The attempt's own outcome (with the host that reported it; a
@@ -376,12 +398,19 @@ WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = f.id;
 -- of cancelled runs are not released, so no other agent starts them: the
 -- caller ends those as cancelled.
 -- name: TaskRelease :many
-WITH released AS (
+WITH locked AS (
+    -- In id order (see TaskRenew).
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.lease_token = ANY(@tokens::uuid[]) AND t.agent_id = @agent_id
+    ORDER BY t.id
+    FOR UPDATE
+), released AS (
     UPDATE ax.task t
     SET state = 'pending', lease_token = NULL, lease_expires_at = NULL, not_before = now(), updated_at = now()
     FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token) r
     WHERE t.id = r.id AND t.lease_token = r.token AND t.agent_id = @agent_id
       AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NULL
+      AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
@@ -946,7 +975,13 @@ LIMIT 1;
 -- first, as for a 202 to ax serve. Tasks of other kinds, and leases the
 -- agent no longer holds, match nothing. Returns the tasks handed over.
 -- name: TaskAwaitTarget :many
-WITH accepted AS (
+WITH locked AS (
+    -- In id order (see TaskRenew).
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY(@task_ids::uuid[]) AND t.lease_token = ANY(@tokens::uuid[]) AND t.agent_id = @agent_id
+    ORDER BY t.id
+    FOR UPDATE
+), accepted AS (
     UPDATE ax.task t
     SET agent_id = NULL, state = 'running', started_at = coalesce(t.started_at, t.leased_at),
         lease_expires_at = coalesce(t.started_at, t.leased_at)
@@ -955,6 +990,7 @@ WITH accepted AS (
     FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@tokens::uuid[]) AS token) a, ax.job j
     WHERE t.id = ANY(@task_ids::uuid[]) AND t.id = a.id AND t.lease_token = a.token AND t.agent_id = @agent_id
       AND t.state IN ('leased', 'running') AND j.id = t.job_id AND j.executor_kind::text = 'http'
+      AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.timeout_seconds
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,

@@ -13,15 +13,22 @@ import (
 )
 
 const taskAwaitTarget = `-- name: TaskAwaitTarget :many
-WITH accepted AS (
+WITH locked AS (
+    -- In id order (see TaskRenew).
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY($1::uuid[]) AND t.lease_token = ANY($2::uuid[]) AND t.agent_id = $3
+    ORDER BY t.id
+    FOR UPDATE
+), accepted AS (
     UPDATE ax.task t
     SET agent_id = NULL, state = 'running', started_at = coalesce(t.started_at, t.leased_at),
         lease_expires_at = coalesce(t.started_at, t.leased_at)
-                           + make_interval(secs => t.timeout_seconds + $1::double precision),
+                           + make_interval(secs => t.timeout_seconds + $4::double precision),
         updated_at = now()
-    FROM (SELECT unnest($2::uuid[]) AS id, unnest($4::uuid[]) AS token) a, ax.job j
-    WHERE t.id = ANY($2::uuid[]) AND t.id = a.id AND t.lease_token = a.token AND t.agent_id = $3
+    FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token) a, ax.job j
+    WHERE t.id = ANY($1::uuid[]) AND t.id = a.id AND t.lease_token = a.token AND t.agent_id = $3
       AND t.state IN ('leased', 'running') AND j.id = t.job_id AND j.executor_kind::text = 'http'
+      AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.timeout_seconds
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
@@ -36,10 +43,10 @@ SELECT id, execution_id FROM accepted
 `
 
 type TaskAwaitTargetParams struct {
-	GraceSeconds float64
 	TaskIds      []uuid.UUID
-	AgentID      *uuid.UUID
 	Tokens       []uuid.UUID
+	AgentID      *uuid.UUID
+	GraceSeconds float64
 }
 
 type TaskAwaitTargetRow struct {
@@ -57,10 +64,10 @@ type TaskAwaitTargetRow struct {
 // agent no longer holds, match nothing. Returns the tasks handed over.
 func (q *Queries) TaskAwaitTarget(ctx context.Context, db DBTX, arg TaskAwaitTargetParams) ([]TaskAwaitTargetRow, error) {
 	rows, err := db.Query(ctx, taskAwaitTarget,
-		arg.GraceSeconds,
 		arg.TaskIds,
-		arg.AgentID,
 		arg.Tokens,
+		arg.AgentID,
+		arg.GraceSeconds,
 	)
 	if err != nil {
 		return nil, err
@@ -186,6 +193,14 @@ WITH input AS (
                            WHERE t.id = ANY($1::uuid[]) AND t.shard_total > 1))
     ORDER BY e.id
     FOR UPDATE
+), tasks_locked AS (
+    -- Then the tasks, in id order (see TaskRenew), before done and ending
+    -- write or lock any.
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY($1::uuid[]) AND t.lease_token = ANY($2::uuid[])
+      AND (SELECT count(*) FROM locked) >= 0
+    ORDER BY t.id
+    FOR UPDATE
 ), done AS (
     UPDATE ax.task t
     SET state = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN 'pending'
@@ -219,8 +234,9 @@ WITH input AS (
       -- Not the results that end a run of one shard (ending, below).
       AND (t.shard_total > 1
            OR (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL))
-      -- Evaluated once, before any task changes: the runs are locked first.
-      AND (SELECT count(*) FROM locked) >= 0
+      -- Evaluated once, before any task changes: the runs are locked
+      -- first, then the tasks.
+      AND (SELECT count(*) FROM tasks_locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
               t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode, t.leased_at
 ), ending AS (
@@ -234,6 +250,7 @@ WITH input AS (
       AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
       AND t.shard_total = 1
       AND NOT (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL)
+      AND (SELECT count(*) FROM tasks_locked) >= 0
     FOR UPDATE OF t
 ), events AS (
     -- The attempt's own outcome (with the host that reported it; a
@@ -1739,12 +1756,19 @@ func (q *Queries) TaskRecordEnd(ctx context.Context, db DBTX, arg TaskRecordEndP
 }
 
 const taskRelease = `-- name: TaskRelease :many
-WITH released AS (
+WITH locked AS (
+    -- In id order (see TaskRenew).
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY($1::uuid[]) AND t.lease_token = ANY($2::uuid[]) AND t.agent_id = $3
+    ORDER BY t.id
+    FOR UPDATE
+), released AS (
     UPDATE ax.task t
     SET state = 'pending', lease_token = NULL, lease_expires_at = NULL, not_before = now(), updated_at = now()
-    FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::uuid[]) AS token) r
-    WHERE t.id = r.id AND t.lease_token = r.token AND t.agent_id = $1
+    FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token) r
+    WHERE t.id = r.id AND t.lease_token = r.token AND t.agent_id = $3
       AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NULL
+      AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
@@ -1758,9 +1782,9 @@ SELECT id FROM released
 `
 
 type TaskReleaseParams struct {
-	AgentID *uuid.UUID
 	TaskIds []uuid.UUID
 	Tokens  []uuid.UUID
+	AgentID *uuid.UUID
 }
 
 // TaskRelease hands leases back: the tasks are pending again at once,
@@ -1768,7 +1792,7 @@ type TaskReleaseParams struct {
 // of cancelled runs are not released, so no other agent starts them: the
 // caller ends those as cancelled.
 func (q *Queries) TaskRelease(ctx context.Context, db DBTX, arg TaskReleaseParams) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, taskRelease, arg.AgentID, arg.TaskIds, arg.Tokens)
+	rows, err := db.Query(ctx, taskRelease, arg.TaskIds, arg.Tokens, arg.AgentID)
 	if err != nil {
 		return nil, err
 	}
@@ -1788,12 +1812,18 @@ func (q *Queries) TaskRelease(ctx context.Context, db DBTX, arg TaskReleaseParam
 }
 
 const taskRenew = `-- name: TaskRenew :many
+WITH locked AS (
+    SELECT t.id FROM ax.task t
+    WHERE t.id = ANY($4::uuid[]) AND t.lease_token = ANY($5::uuid[]) AND t.agent_id = $3
+    ORDER BY t.id
+    FOR UPDATE
+)
 UPDATE ax.task t
 SET lease_expires_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::double precision),
     state = 'running', started_at = coalesce(t.started_at, $1::timestamptz, now()), updated_at = now()
 FROM (SELECT unnest($4::uuid[]) AS id, unnest($5::uuid[]) AS token) h
 WHERE t.id = h.id AND t.lease_token = h.token AND t.agent_id = $3
-  AND t.state IN ('leased', 'running')
+  AND t.state IN ('leased', 'running') AND (SELECT count(*) FROM locked) >= 0
 RETURNING t.id, (t.cancel_requested_at IS NOT NULL)::boolean AS cancel,
           t.lease_expires_at::timestamptz AS lease_expires_at
 `
@@ -1814,6 +1844,12 @@ type TaskRenewRow struct {
 
 // TaskRenew extends the leases the agent still holds (matching token) and
 // marks them running; the ids it does not return are lost to the agent.
+//
+// The statements that write several of an agent's tasks (this one,
+// TaskComplete, TaskRelease, TaskAwaitTarget) lock them in id order first
+// (the count(*) runs before the update): each locking in its own input's
+// order, a heartbeat and the results of the same tasks deadlocked, and
+// Postgres failed one of them after deadlock_timeout (1 s).
 func (q *Queries) TaskRenew(ctx context.Context, db DBTX, arg TaskRenewParams) ([]TaskRenewRow, error) {
 	rows, err := db.Query(ctx, taskRenew,
 		arg.Now,

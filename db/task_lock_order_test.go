@@ -1,0 +1,129 @@
+package db_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+// TestAgentTaskWritesLockInIDOrder: the statements that write several
+// tasks of one agent (heartbeat, results, release, a 202's hand-over)
+// lock them in id order, whatever the order of their input. Each locking
+// in its own input's order, a heartbeat and a completion of the same two
+// tasks deadlocked: Postgres broke it after deadlock_timeout (1 s),
+// failing one of them (seen in BenchmarkDelayedRuns' server log).
+//
+// Shown by holding the higher id's row: a statement given [higher, lower]
+// that waits for it must hold the lower one already.
+func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	statements := map[string]func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error{
+		"heartbeat": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
+			_, err := db.TaskRenew(ctx, tx, agent, refs, time.Minute, nil)
+			return err
+		},
+		"results": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
+			results := make([]db.TaskResult, len(refs))
+			agents := make([]uuid.UUID, len(refs))
+			for i, r := range refs {
+				results[i], agents[i] = db.TaskResult{TaskRef: r, State: db.TaskSucceeded}, agent
+			}
+			_, err := db.TaskCompleteByAgents(ctx, tx, agents, results, nil)
+			return err
+		},
+		"release": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
+			_, err := db.TaskRelease(ctx, tx, agent, refs)
+			return err
+		},
+		"202 hand-over": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
+			_, err := db.TaskAwaitTarget(ctx, tx, agent, refs, time.Minute)
+			return err
+		},
+	}
+	for name, statement := range statements {
+		agent, lower, higher := runningPair(t, pool)
+		blocker, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = blocker.Exec(ctx, "SELECT 1 FROM ax.task WHERE id = $1 FOR UPDATE", higher.ID)
+		require.NoError(t, err)
+
+		writer, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		var writerPID int32
+		require.NoError(t, writer.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&writerPID))
+		done := make(chan error, 1)
+		go func() { done <- statement(writer, agent, []db.TaskRef{higher, lower}) }()
+		t.Cleanup(func() { // also when a check below fails: free the writer, then end it
+			_ = blocker.Rollback(ctx)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+			}
+			_ = writer.Rollback(ctx)
+		})
+		require.Eventually(t, func() bool {
+			var waiting bool
+			err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted)",
+				writerPID).Scan(&waiting)
+			return err == nil && waiting
+		}, 10*time.Second, 5*time.Millisecond, "%s: waits for the held row", name)
+
+		_, err = pool.Exec(ctx, "SELECT 1 FROM ax.task WHERE id = $1 FOR UPDATE NOWAIT", lower.ID)
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr) && pgErr.Code == "55P03",
+			"%s: waiting for the higher id, it holds the lower one (locking it: %v)", name, err)
+
+		require.NoError(t, blocker.Rollback(ctx))
+		require.NoError(t, <-done, name)
+		done <- nil // for the cleanup
+		require.NoError(t, writer.Rollback(ctx))
+	}
+}
+
+// runningPair inserts an agent and two running HTTP tasks leased to it,
+// the higher id first (so that neither the input's order nor the table's
+// is id order), and returns the agent and the tasks' references.
+func runningPair(t *testing.T, pool *pgxpool.Pool) (agent uuid.UUID, lower, higher db.TaskRef) {
+	t.Helper()
+	ctx := context.Background()
+	var keyID, jobID uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes)
+		VALUES ('pair', sha256(gen_random_uuid()::text::bytea), 'ax_pair', '{agent}') RETURNING id`).Scan(&keyID))
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.agent (id, name, capacity, api_key_id, executors, state)
+		VALUES (gen_random_uuid(), 'pair', 10, $1, '{http}', 'active') RETURNING id`, keyID).Scan(&agent))
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
+		VALUES ($1, 'manual', 'http', '{"kind": "http", "url": "https://example.test/"}', false) RETURNING id`,
+		"pair-"+uuid.NewString()[:8]).Scan(&jobID))
+	ids := []uuid.UUID{uuid.New(), uuid.New()}
+	if bytes.Compare(ids[0][:], ids[1][:]) < 0 {
+		ids[0], ids[1] = ids[1], ids[0]
+	}
+	refs := make([]db.TaskRef, 2)
+	for i, id := range ids { // the higher id first
+		refs[i] = db.TaskRef{ID: id, Token: uuid.New()}
+		_, err := pool.Exec(ctx, `
+			WITH e AS (
+			    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority, state, started_at)
+			    VALUES (gen_random_uuid(), $1, 'manual', now(), 1, 0, 'running', now()) RETURNING id, job_id
+			)
+			INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
+			                     state, agent_id, lease_token, lease_expires_at, leased_at, started_at)
+			SELECT $2, id, job_id, 0, 1, 0, 1, 60, 'running', $3, $4, now() + interval '1 minute', now(), now() FROM e`,
+			jobID, id, agent, refs[i].Token)
+		require.NoError(t, err)
+	}
+	return agent, refs[1], refs[0]
+}
