@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/testlog"
 )
 
 // newTestAgent returns an agent on d with settings that make tests fast:
@@ -26,7 +27,7 @@ func newTestAgent(t *testing.T, d *serverDouble, cfg Config) *Agent {
 	if cfg.SelfCheck == nil {
 		cfg.SelfCheck = func(context.Context) error { return nil }
 	}
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testlog.New(t, "agent log", slog.LevelDebug)
 	a, err := New(cfg)
 	require.NoError(t, err)
 	a.backoff = backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}
@@ -55,36 +56,6 @@ func start(t *testing.T, a *Agent) (stop func() error) {
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop
-}
-
-// testLogger keeps the agent's logs and prints them when the test failed.
-// Writing to a buffer, not to t.Log, keeps a straggling goroutine's last
-// line from panicking after the test ended.
-func testLogger(t *testing.T) *slog.Logger {
-	buf := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent log:\n%s", buf.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func handlerTask(id, handler string) LeasedTask {

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -70,7 +70,8 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	listened := time.Now()
 	t.Cleanup(notifier.Stop)
 	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true},
-		Logger: serverLogger(t)}
+		// A 500 says only "the server logged the details".
+		Logger: testlog.New(t, "server log (warnings and errors)", slog.LevelWarn)}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -80,37 +81,6 @@ func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
 	env := &apiEnv{t: t, pool: pool, notifier: notifier, listened: listened, url: srv.URL}
 	env.admin = env.key(openapi.ScopeAdmin)
 	return env
-}
-
-// serverLogger keeps the server's warnings and errors and prints them when
-// the test failed: a 500 says only "the server logged the details".
-// Writing to a buffer, not to t.Log, keeps a straggling goroutine's last
-// line from panicking after the test ended.
-func serverLogger(t *testing.T) *slog.Logger {
-	buf := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("server log (warnings and errors):\n%s", buf.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // key creates a key with scopes and returns its secret.

@@ -4,7 +4,6 @@
 package proctest
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ax-scheduler/ax/tests/testlog"
 )
 
 var (
@@ -112,7 +113,7 @@ func WidenParallel(n int) {
 type Process struct {
 	t      testing.TB
 	cmd    *exec.Cmd
-	output *syncBuffer
+	output *testlog.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -123,7 +124,7 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -227,21 +228,4 @@ func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
