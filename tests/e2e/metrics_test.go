@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,8 +20,17 @@ import (
 // with labels (`ax_fires_total{cause="manual"}`).
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	out, err := tryScrape(url)
 	require.NoError(t, err)
+	return out
+}
+
+// tryScrape is scrape for a caller that polls: it returns the error.
+func tryScrape(url string) (map[string]float64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
@@ -31,10 +41,12 @@ func scrape(t *testing.T, url string) map[string]float64 {
 		}
 		i := strings.LastIndexByte(line, ' ')
 		v, err := strconv.ParseFloat(line[i+1:], 64)
-		require.NoError(t, err, line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", line, err)
+		}
 		out[line[:i]] = v
 	}
-	return out
+	return out, sc.Err()
 }
 
 func TestMetricsMoveAsJobsFire(t *testing.T) {
