@@ -18,8 +18,9 @@ import (
 )
 
 // TestAgentTaskWritesLockInIDOrder: the statements that write several
-// tasks of one agent (heartbeat, results, release, a 202's hand-over)
-// lock them in id order, whatever the order of their input. Each locking
+// tasks of one agent (heartbeat, results, release, a 202's hand-over, a
+// cancel of their runs) lock them in id order, whatever the order of
+// their input. Each locking
 // in its own input's order, a heartbeat and a completion of the same two
 // tasks deadlocked: Postgres broke it after deadlock_timeout (1 s),
 // failing one of them (seen in BenchmarkDelayedRuns' server log).
@@ -50,6 +51,19 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 		},
 		"202 hand-over": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
 			_, err := db.TaskAwaitTarget(ctx, tx, agent, refs, time.Minute)
+			return err
+		},
+		// A cancel of their runs flags both tasks for their agent.
+		"cancel": func(tx pgx.Tx, _ uuid.UUID, refs []db.TaskRef) error {
+			var runs []uuid.UUID
+			for _, r := range refs {
+				var run uuid.UUID
+				if err := tx.QueryRow(ctx, "SELECT execution_id FROM ax.task WHERE id = $1", r.ID).Scan(&run); err != nil {
+					return err
+				}
+				runs = append(runs, run)
+			}
+			_, err := db.ExecutionCancel(ctx, tx, runs, nil, "test")
 			return err
 		},
 	}
@@ -94,8 +108,9 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 }
 
 // runningPair inserts an agent and two running HTTP tasks leased to it,
-// the higher id first (so that neither the input's order nor the table's
-// is id order), and returns the agent and the tasks' references.
+// each of a run of its own, the higher ids first (so that neither the
+// input's order nor the tables' is id order), and returns the agent and
+// the tasks' references.
 func runningPair(t *testing.T, pool *pgxpool.Pool) (agent uuid.UUID, lower, higher db.TaskRef) {
 	t.Helper()
 	ctx := context.Background()
@@ -107,22 +122,26 @@ func runningPair(t *testing.T, pool *pgxpool.Pool) (agent uuid.UUID, lower, high
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
 		VALUES ($1, 'manual', 'http', '{"kind": "http", "url": "https://example.test/"}', false) RETURNING id`,
 		"pair-"+uuid.NewString()[:8]).Scan(&jobID))
-	ids := []uuid.UUID{uuid.New(), uuid.New()}
-	if bytes.Compare(ids[0][:], ids[1][:]) < 0 {
-		ids[0], ids[1] = ids[1], ids[0]
+	descending := func() []uuid.UUID {
+		ids := []uuid.UUID{uuid.New(), uuid.New()}
+		if bytes.Compare(ids[0][:], ids[1][:]) < 0 {
+			ids[0], ids[1] = ids[1], ids[0]
+		}
+		return ids
 	}
+	ids, runs := descending(), descending()
 	refs := make([]db.TaskRef, 2)
-	for i, id := range ids { // the higher id first
+	for i, id := range ids { // the higher ids first
 		refs[i] = db.TaskRef{ID: id, Token: uuid.New()}
 		_, err := pool.Exec(ctx, `
 			WITH e AS (
 			    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority, state, started_at)
-			    VALUES (gen_random_uuid(), $1, 'manual', now(), 1, 0, 'running', now()) RETURNING id, job_id
+			    VALUES ($5, $1, 'manual', now(), 1, 0, 'running', now()) RETURNING id, job_id
 			)
 			INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
 			                     state, agent_id, lease_token, lease_expires_at, leased_at, started_at)
 			SELECT $2, id, job_id, 0, 1, 0, 1, 60, 'running', $3, $4, now() + interval '1 minute', now(), now() FROM e`,
-			jobID, id, agent, refs[i].Token)
+			jobID, id, agent, refs[i].Token, runs[i])
 		require.NoError(t, err)
 	}
 	return agent, refs[1], refs[0]

@@ -14,20 +14,31 @@ import (
 
 const executionCancel = `-- name: ExecutionCancel :many
 WITH target AS (
+    -- Runs, then their tasks, locked in id order before any is written,
+    -- as TaskComplete and the agents' task writes (TaskRenew) lock them:
+    -- a run's tasks are not in id order by shard (ax.uuid_v7 is random
+    -- within a millisecond), and a cancel flagging them in shard order
+    -- could deadlock with their agent's heartbeat.
     SELECT id FROM ax.execution
     WHERE (id = ANY($2::uuid[]) OR job_id = ANY($3::uuid[]))
       AND finished_at IS NULL
+    ORDER BY id
+    FOR UPDATE
+), tasks_locked AS (
+    SELECT t.id FROM ax.task t
+    WHERE t.execution_id IN (SELECT id FROM target) AND t.state IN ('pending', 'leased', 'running')
+    ORDER BY t.id
     FOR UPDATE
 ), cancelled_tasks AS (
     UPDATE ax.task
     SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || $1::text,
         error_code = NULL -- a retry's earlier failure is not why it ended
-    WHERE execution_id IN (SELECT id FROM target) AND state = 'pending'
+    WHERE execution_id IN (SELECT id FROM target) AND state = 'pending' AND (SELECT count(*) FROM tasks_locked) >= 0
     RETURNING execution_id
 ), flagged_tasks AS (
     UPDATE ax.task
     SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
-    WHERE execution_id IN (SELECT id FROM target) AND state IN ('leased', 'running')
+    WHERE execution_id IN (SELECT id FROM target) AND state IN ('leased', 'running') AND (SELECT count(*) FROM tasks_locked) >= 0
     RETURNING execution_id
 )
 UPDATE ax.execution e
