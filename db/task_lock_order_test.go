@@ -20,10 +20,10 @@ import (
 // TestAgentTaskWritesLockInIDOrder: the statements that write several
 // tasks of one agent (heartbeat, results, release, a 202's hand-over, a
 // cancel of their runs) lock them in id order, whatever the order of
-// their input. Each locking
-// in its own input's order, a heartbeat and a completion of the same two
-// tasks deadlocked: Postgres broke it after deadlock_timeout (1 s),
-// failing one of them (seen in BenchmarkDelayedRuns' server log).
+// their input. Each locking in its own input's order, a heartbeat and a
+// completion of the same two tasks deadlocked: Postgres broke it after
+// deadlock_timeout (1 s), failing one of them (seen in
+// BenchmarkDelayedRuns' server log).
 //
 // Shown by holding the higher id's row: a statement given [higher, lower]
 // that waits for it must hold the lower one already.
@@ -78,12 +78,16 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 		require.NoError(t, err)
 		var writerPID int32
 		require.NoError(t, writer.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&writerPID))
-		done := make(chan error, 1)
-		go func() { done <- statement(writer, agent, []db.TaskRef{higher, lower}) }()
+		var statementErr error
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			statementErr = statement(writer, agent, []db.TaskRef{higher, lower})
+		}()
 		t.Cleanup(func() { // also when a check below fails: free the writer, then end it
 			_ = blocker.Rollback(ctx)
 			select {
-			case <-done:
+			case <-finished:
 			case <-time.After(10 * time.Second):
 			}
 			_ = writer.Rollback(ctx)
@@ -101,8 +105,8 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 			"%s: waiting for the higher id, it holds the lower one (locking it: %v)", name, err)
 
 		require.NoError(t, blocker.Rollback(ctx))
-		require.NoError(t, <-done, name)
-		done <- nil // for the cleanup
+		<-finished
+		require.NoError(t, statementErr, name)
 		require.NoError(t, writer.Rollback(ctx))
 	}
 }
