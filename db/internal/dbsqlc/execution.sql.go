@@ -13,33 +13,49 @@ import (
 )
 
 const executionCancel = `-- name: ExecutionCancel :many
-WITH target AS (
-    -- Runs, then their tasks, locked in id order before any is written,
-    -- as TaskComplete and the agents' task writes (TaskRenew) lock them:
-    -- a run's tasks are not in id order by shard (ax.uuid_v7 is random
-    -- within a millisecond), and a cancel flagging them in shard order
-    -- could deadlock with their agent's heartbeat.
+WITH pending_locked AS MATERIALIZED (
+    -- Locks are taken in three steps, each in id order, before any row is
+    -- written. First the pending tasks: a lease holds the tasks it picked
+    -- and then starts their run, so a cancel that held the run and waited
+    -- for its tasks deadlocked with it (Postgres failed one after
+    -- deadlock_timeout, 1 s, and a failed lease is a whole batch of
+    -- agents'). Holding them, the cancel makes leases skip them.
+    SELECT t.id FROM ax.task t
+    WHERE t.execution_id IN (SELECT e.id FROM ax.execution e
+                             WHERE (e.id = ANY($2::uuid[]) OR e.job_id = ANY($3::uuid[]))
+                               AND e.finished_at IS NULL)
+      AND t.state = 'pending'
+    ORDER BY t.id
+    FOR UPDATE
+), target AS MATERIALIZED (
+    -- Then the runs, as TaskComplete locks them: before their running tasks.
     SELECT id FROM ax.execution
     WHERE (id = ANY($2::uuid[]) OR job_id = ANY($3::uuid[]))
       AND finished_at IS NULL
+      AND (SELECT count(*) FROM pending_locked) >= 0
     ORDER BY id
     FOR UPDATE
-), tasks_locked AS (
-    SELECT t.id FROM ax.task t
+), tasks_locked AS MATERIALIZED (
+    -- Then the rest, as the agents' task writes (TaskRenew) lock them. The
+    -- states are the ones locked, not the ones this statement began with:
+    -- a task leased while the cancel waited is flagged, not left to run.
+    SELECT t.id, t.state FROM ax.task t
     WHERE t.execution_id IN (SELECT id FROM target) AND t.state IN ('pending', 'leased', 'running')
     ORDER BY t.id
     FOR UPDATE
 ), cancelled_tasks AS (
-    UPDATE ax.task
+    UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), updated_at = now(), error = 'cancelled: ' || $1::text,
         error_code = NULL -- a retry's earlier failure is not why it ended
-    WHERE execution_id IN (SELECT id FROM target) AND state = 'pending' AND (SELECT count(*) FROM tasks_locked) >= 0
-    RETURNING execution_id
+    FROM tasks_locked l
+    WHERE t.id = l.id AND l.state = 'pending'
+    RETURNING t.execution_id
 ), flagged_tasks AS (
-    UPDATE ax.task
-    SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
-    WHERE execution_id IN (SELECT id FROM target) AND state IN ('leased', 'running') AND (SELECT count(*) FROM tasks_locked) >= 0
-    RETURNING execution_id
+    UPDATE ax.task t
+    SET cancel_requested_at = coalesce(t.cancel_requested_at, now()), updated_at = now()
+    FROM tasks_locked l
+    WHERE t.id = l.id AND l.state IN ('leased', 'running')
+    RETURNING t.execution_id
 )
 UPDATE ax.execution e
 SET cancel_requested_at = coalesce(e.cancel_requested_at, now()),
