@@ -307,17 +307,19 @@ func TestConcurrentReplicasFireEachTickOnce(t *testing.T) {
 }
 
 // TestFireAhead: a tick due within the fire-ahead window fires now, and
-// its tasks are held until the tick.
+// its tasks are held until the tick. (The tick is 5 s ahead and the
+// window 10 s: with 150 ms and 250 ms, a loaded machine took longer than
+// 150 ms to fire it, and it was no longer ahead.)
 func TestFireAhead(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	j := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 60 })
 	var tick time.Time
-	require.NoError(t, e.pool.QueryRow(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() + interval '150 milliseconds'
+	require.NoError(t, e.pool.QueryRow(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() + interval '5 seconds'
 		WHERE job_id = $1 RETURNING next_fire_at`, j.ID).Scan(&tick))
 	require.Equal(t, 0, e.fire(), "not due yet without fire-ahead")
 
-	ahead := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: 250 * time.Millisecond})
+	ahead := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: 10 * time.Second})
 	n, err := ahead.FireDue(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
