@@ -60,8 +60,9 @@ type serveConfig struct {
 	// ReadTimeout (AX_READ_TIMEOUT, default 30 s) bounds reading a
 	// request's headers and body. Bodies have shorter deadlines of their
 	// own (10 s, or ReadTimeout when shorter, from the start of the
-	// request; 5 s once an operation reads it). Long polls are not cut by
-	// it: they wait after their request is read.
+	// request; 5 s once an operation reads it), except bodies of megabytes:
+	// 30 s once read, whatever ReadTimeout says (see the README). Long
+	// polls are not cut by it: they wait after their request is read.
 	ReadTimeout time.Duration
 	// TLSCert and TLSKey (AX_TLS_CERT, AX_TLS_KEY) are PEM files: with
 	// both, the API is served over HTTPS. Without, plain HTTP, for
@@ -373,7 +374,7 @@ func addTransportFlags(fs *flag.FlagSet, c *serveConfig) error {
 	read, errRead := envDuration("AX_READ_TIMEOUT", 30*time.Second)
 	metricsAuth, errMetrics := envBool("AX_METRICS_AUTH")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", read,
-		"how long reading one request (headers and body) may take; long polls are not cut by it (AX_READ_TIMEOUT)")
+		"how long reading one request (headers and body) may take; bodies of megabytes (agent protocol, run batches, declarations) get 30 s once read, long polls are not cut by it (AX_READ_TIMEOUT)")
 	fs.StringVar(&c.TLSCert, "tls-cert", envOr("AX_TLS_CERT", ""),
 		"PEM certificate (chain) to serve HTTPS with; needs --tls-key (AX_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", envOr("AX_TLS_KEY", ""), "PEM private key of --tls-cert (AX_TLS_KEY)")
