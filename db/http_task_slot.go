@@ -22,6 +22,9 @@ type HTTPTaskSlot struct {
 	// Hold bounds the slot if its worker dies: after it, the slot counts
 	// for nothing.
 	Hold time.Duration
+	// RiverJobID, when not 0, is the River job sending the request: with
+	// no room, it is recorded as waiting, for HTTPTaskSlotRelease to wake.
+	RiverJobID int64
 }
 
 // HTTPTaskSlotOutcome says what a slot take found: whether the attempt was
@@ -29,6 +32,9 @@ type HTTPTaskSlot struct {
 // whether the slot was taken.
 type HTTPTaskSlotOutcome struct {
 	Due, Room, Taken bool
+	// Waited is how long the request has waited for room (0 unless it is
+	// recorded as waiting: due, no room, RiverJobID set).
+	Waited time.Duration
 }
 
 // HTTPTaskSlotTake takes a slot in tx when the attempt is due and its job
@@ -41,19 +47,41 @@ func HTTPTaskSlotTake(ctx context.Context, e Executor, s *HTTPTaskSlot) (*HTTPTa
 	}
 	r, err := queries.HTTPTaskSlotTake(ctx, e, dbsqlc.HTTPTaskSlotTakeParams{TaskID: s.TaskID, Attempt: int32(s.Attempt),
 		JobID: s.JobID, Host: s.Host, MaxPerJob: int32(s.MaxPerJob), MaxPerHost: int32(s.MaxPerHost),
-		HoldSeconds: s.Hold.Seconds()})
+		HoldSeconds: s.Hold.Seconds(), RiverJobID: nonZero(s.RiverJobID)})
 	if err != nil {
 		return nil, fmt.Errorf("error taking an http task slot for task %s: %w", s.TaskID, mapErr(err))
 	}
-	return &HTTPTaskSlotOutcome{Due: r.Due, Room: r.Room, Taken: r.Taken}, nil
+	return &HTTPTaskSlotOutcome{Due: r.Due, Room: r.Room, Taken: r.Taken,
+		Waited: time.Duration(r.WaitedSeconds * float64(time.Second))}, nil
 }
 
-// HTTPTaskSlotRelease frees a task's slot.
-func HTTPTaskSlotRelease(ctx context.Context, e Executor, taskID uuid.UUID) error {
-	if err := queries.HTTPTaskSlotRelease(ctx, e, taskID); err != nil {
-		return fmt.Errorf("error releasing the http task slot of task %s: %w", taskID, mapErr(err))
+// HTTPTaskSlotRelease frees a task's slot and returns the River jobs of
+// the waiting requests to wake for it (at most two: the longest-waiting
+// one of its job, and of its host), marked woken; one woken less than
+// rewake ago is passed over.
+func HTTPTaskSlotRelease(ctx context.Context, e Executor, taskID uuid.UUID, rewake time.Duration) ([]int64, error) {
+	wake, err := queries.HTTPTaskSlotRelease(ctx, e, dbsqlc.HTTPTaskSlotReleaseParams{TaskID: taskID,
+		RewakeSeconds: rewake.Seconds()})
+	if err != nil {
+		return nil, fmt.Errorf("error releasing the http task slot of task %s: %w", taskID, mapErr(err))
+	}
+	return wake, nil
+}
+
+// HTTPTaskSlotWaitEnd forgets the wait of a River job that is gone.
+func HTTPTaskSlotWaitEnd(ctx context.Context, e Executor, riverJobID int64) error {
+	if err := queries.HTTPTaskSlotWaitEnd(ctx, e, riverJobID); err != nil {
+		return fmt.Errorf("error ending the slot wait of river job %d: %w", riverJobID, mapErr(err))
 	}
 	return nil
+}
+
+// nonZero is nil for 0, else a pointer to n.
+func nonZero(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }
 
 // HTTPTaskSlotDeleteExpired deletes slots whose worker died.

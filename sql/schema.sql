@@ -1531,6 +1531,18 @@ CREATE TABLE ax.http_task_slot (
 );
 
 --
+-- Name: http_task_slot_wait; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.http_task_slot_wait (
+    river_job_id bigint NOT NULL,
+    job_id uuid NOT NULL,
+    host text NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    woken_at timestamp with time zone
+);
+
+--
 -- Name: idempotency_key; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -2082,6 +2094,13 @@ ALTER TABLE ONLY ax.http_task_slot
     ADD CONSTRAINT http_task_slot_pkey PRIMARY KEY (task_id);
 
 --
+-- Name: http_task_slot_wait http_task_slot_wait_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.http_task_slot_wait
+    ADD CONSTRAINT http_task_slot_wait_pkey PRIMARY KEY (river_job_id);
+
+--
 -- Name: idempotency_key idempotency_key_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -2305,6 +2324,18 @@ CREATE INDEX http_task_slot_host_idx ON ax.http_task_slot USING btree (host);
 CREATE INDEX http_task_slot_job_idx ON ax.http_task_slot USING btree (job_id);
 
 --
+-- Name: http_task_slot_wait_host_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX http_task_slot_wait_host_idx ON ax.http_task_slot_wait USING btree (host, since);
+
+--
+-- Name: http_task_slot_wait_job_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX http_task_slot_wait_job_idx ON ax.http_task_slot_wait USING btree (job_id, since);
+
+--
 -- Name: idempotency_key_expires_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -2512,6 +2543,13 @@ ALTER TABLE ONLY ax.delayed_run
 
 ALTER TABLE ONLY ax.execution
     ADD CONSTRAINT execution_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: http_task_slot_wait http_task_slot_wait_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.http_task_slot_wait
+    ADD CONSTRAINT http_task_slot_wait_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: idempotency_key idempotency_key_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

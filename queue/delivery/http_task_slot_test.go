@@ -111,3 +111,35 @@ func TestSilentTargetDoesNotStarveOtherJobs(t *testing.T) {
 	require.LessOrEqual(t, perJob, 2, "at most MaxPerJob (10/4) requests of one job")
 	require.Equal(t, int64(open), env.scalar("SELECT count(*) FROM ax.http_task_slot"), "one slot per open request")
 }
+
+// TestFreedSlotWakesTheNextRequest: a job capped at one request in flight
+// sends its shards one after another, each woken by the answer of the one
+// before: its requests over the cap wait a minute before they look for
+// room themselves, so the run ends within the test's wait only if every
+// answer wakes the next. Nothing is left waiting.
+func TestFreedSlotWakesTheNextRequest(t *testing.T) {
+	t.Parallel()
+	env := setup(t, func(c *delivery.RiverConfig) { c.HTTP.MaxPerJob = 1; c.HTTP.SlotWait = time.Minute })
+	target := newReceiver(t, nil)
+	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount = 4 })
+	exec := env.trigger(job.ID)
+	env.eventually("succeeded", 30*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
+	require.Len(t, target.requests(), 4)
+	require.Equal(t, int64(0), env.scalar("SELECT count(*) FROM ax.http_task_slot_wait"), "no request is left waiting")
+	require.Equal(t, int64(0), env.scalar("SELECT count(*) FROM ax.http_task_slot"), "no slot is left held")
+}
+
+// TestCancelledRunLeavesNoSlotWait: the requests of a run cancelled while
+// they wait for a slot (their job's one slot held by a request to a host
+// that never answers) end their waits when they next look, so that no
+// wait left behind takes the wake of a request still waiting.
+func TestCancelledRunLeavesNoSlotWait(t *testing.T) {
+	t.Parallel()
+	env := setup(t, func(c *delivery.RiverConfig) { c.HTTP.MaxPerJob = 1; c.HTTP.SlotWait = 500 * time.Millisecond })
+	silent := newSilentHost(t)
+	job := env.httpJob("http://"+silent.ln.Addr().String()+"/never", func(j *db.Job) { j.ShardCount = 3 })
+	exec := env.trigger(job.ID)
+	env.eventually(int64(2), 10*time.Second, "SELECT count(*) FROM ax.http_task_slot_wait WHERE job_id = $1", job.ID)
+	env.cancel(exec.ID)
+	env.eventually(int64(0), 10*time.Second, "SELECT count(*) FROM ax.http_task_slot_wait")
+}

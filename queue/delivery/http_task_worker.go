@@ -41,14 +41,26 @@ type HTTPTaskConfig struct {
 	// one host (host:port), are in flight at once across all replicas, so
 	// that a job of many shards aimed at a target that never answers holds
 	// a bounded share of the HTTP workers and never starves other jobs. A
-	// request over a cap waits without holding a worker (River snooze).
+	// request over a cap waits without holding a worker (River snooze),
+	// and a request that gets its answer wakes the one that has waited
+	// longest for its job and for its host.
 	// Default to a quarter and a half of RiverConfig.HTTPWorkers.
 	MaxPerJob  int
 	MaxPerHost int
-	// SlotWait is how long a request over a cap waits before it looks for
-	// room again (plus up to half as much jitter). Defaults to 1 s.
+	// SlotWait is how long a request over a cap waits at most before it
+	// looks for room again (plus up to half as much jitter), should no
+	// answer wake it: a slot freed otherwise (its replica died) or a wake
+	// lost. Defaults to 10 s.
 	SlotWait time.Duration
 }
+
+// slotRewake is how long a woken request has to take its turn before the
+// next freed slot may wake it again rather than the next in line.
+const slotRewake = 2 * time.Second
+
+// slotFirstWait is the shortest a request over a cap waits before it
+// looks for room itself.
+const slotFirstWait = 50 * time.Millisecond
 
 // MaxAgentlessHTTPTimeout is the longest an agentless HTTP task may run
 // (the API refuses a longer timeout_seconds for such a job): its request
@@ -60,7 +72,7 @@ const MaxAgentlessHTTPTimeout = db.MaxAgentlessTimeoutSeconds * time.Second
 func (c HTTPTaskConfig) withDefaults() HTTPTaskConfig {
 	c.LeaseGrace = cmp.Or(c.LeaseGrace, 30*time.Second)
 	c.ReaperWait = cmp.Or(c.ReaperWait, time.Second)
-	c.SlotWait = cmp.Or(c.SlotWait, time.Second)
+	c.SlotWait = cmp.Or(c.SlotWait, 10*time.Second)
 	return c
 }
 
@@ -123,11 +135,16 @@ func (w *httpTaskWorker) Timeout(*river.Job[HTTPTaskArgs]) time.Duration { retur
 // Work sends the attempt when its task is due and its job and host have
 // a free slot, or waits for them without holding the worker.
 func (w *httpTaskWorker) Work(ctx context.Context, job *river.Job[HTTPTaskArgs]) error {
-	task, err := w.lease(ctx, job.Args)
+	task, waited, err := w.lease(ctx, job.ID, job.Args)
 	switch {
 	case errors.Is(err, errNoSlot):
 		w.out.HTTPTaskSlotWaits.Inc()
-		return river.JobSnooze(w.cfg.SlotWait + rand.N(w.cfg.SlotWait/2+1))
+		// An answer wakes it. Should none, it looks again after about as
+		// long as it has waited, within [slotFirstWait, SlotWait]: an answer
+		// that came before its River job was snoozed woke nothing (River
+		// leaves a running job alone), and that must cost little.
+		wait := min(w.cfg.SlotWait, max(slotFirstWait, waited))
+		return river.JobSnooze(wait + rand.N(wait/2+1))
 	case errors.Is(err, db.ErrNotFound):
 		return w.wait(ctx, job.Args)
 	case err != nil:
@@ -135,7 +152,7 @@ func (w *httpTaskWorker) Work(ctx context.Context, job *river.Job[HTTPTaskArgs])
 	}
 	res := w.send(ctx, task)
 	// The answer is in: the slot is free (a 202's wait holds none).
-	if err := db.HTTPTaskSlotRelease(context.WithoutCancel(ctx), w.pool, task.ID); err != nil {
+	if err := w.freeSlot(context.WithoutCancel(ctx), task.ID); err != nil {
 		w.logger.WarnContext(ctx, "http task slot not released; it expires", "error", err,
 			"task_id", task.ID, "execution_id", task.ExecutionID, "job_id", task.JobID)
 	}
@@ -149,24 +166,62 @@ var errNoSlot = errors.New("no free http task slot")
 // lease takes a slot for the attempt and leases its task, in one
 // transaction: db.ErrNotFound when the attempt is not due (or its class
 // holds it back), errNoSlot when its job or host is at its cap.
-func (w *httpTaskWorker) lease(ctx context.Context, args HTTPTaskArgs) (*db.HTTPTask, error) {
+func (w *httpTaskWorker) lease(ctx context.Context, riverJobID int64, args HTTPTaskArgs) (*db.HTTPTask, time.Duration, error) {
 	jobID, rawURL, err := db.TaskGetHTTPTarget(ctx, w.pool, args.TaskID)
+	if errors.Is(err, db.ErrNotFound) {
+		// Its run ended (cancelled while it waited): a wait left behind
+		// would take the wake of a request still waiting.
+		if endErr := db.HTTPTaskSlotWaitEnd(ctx, w.pool, riverJobID); endErr != nil {
+			return nil, 0, endErr
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	slot := &db.HTTPTaskSlot{TaskID: args.TaskID, Attempt: args.Attempt, JobID: jobID, Host: slotHost(rawURL),
-		MaxPerJob: w.cfg.MaxPerJob, MaxPerHost: w.cfg.MaxPerHost, Hold: MaxAgentlessHTTPTimeout + w.cfg.LeaseGrace}
-	return db.WithTxV(ctx, w.pool, func(tx pgx.Tx) (*db.HTTPTask, error) {
-		got, err := db.HTTPTaskSlotTake(ctx, tx, slot)
-		switch {
-		case err != nil:
+		MaxPerJob: w.cfg.MaxPerJob, MaxPerHost: w.cfg.MaxPerHost, Hold: MaxAgentlessHTTPTimeout + w.cfg.LeaseGrace,
+		RiverJobID: riverJobID}
+	// Without a slot the transaction still commits: it records the wait,
+	// or ends it.
+	var got *db.HTTPTaskSlotOutcome
+	task, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) (*db.HTTPTask, error) {
+		var err error
+		if got, err = db.HTTPTaskSlotTake(ctx, tx, slot); err != nil || !got.Taken {
 			return nil, err
-		case !got.Due:
-			return nil, db.ErrNotFound
-		case !got.Taken:
-			return nil, errNoSlot
 		}
 		return db.TaskLeaseAgentless(ctx, tx, args.TaskID, args.Attempt, w.cfg.LeaseGrace)
+	})
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case !got.Due:
+		return nil, 0, db.ErrNotFound
+	case !got.Taken:
+		return nil, got.Waited, errNoSlot
+	}
+	return task, 0, nil
+}
+
+// freeSlot frees a task's slot and, in the same transaction, makes the
+// River jobs of the requests waiting for it available now (without a
+// River client in ctx, they wait for their SlotWait).
+func (w *httpTaskWorker) freeSlot(ctx context.Context, taskID uuid.UUID) error {
+	client, _ := river.ClientFromContextSafely[pgx.Tx](ctx)
+	return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+		wake, err := db.HTTPTaskSlotRelease(ctx, tx, taskID, slotRewake)
+		if err != nil || client == nil {
+			return err
+		}
+		for _, id := range wake {
+			_, err := client.JobRetryTx(ctx, tx, id)
+			if errors.Is(err, river.ErrNotFound) {
+				err = db.HTTPTaskSlotWaitEnd(ctx, tx, id)
+			}
+			if err != nil {
+				return fmt.Errorf("error waking the request of river job %d: %w", id, err)
+			}
+		}
+		return nil
 	})
 }
 

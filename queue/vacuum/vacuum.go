@@ -23,7 +23,7 @@ import (
 // HotTables are the tables whose rows are updated or deleted by the work
 // itself (each task, fire, lease and callback): the queues.
 var HotTables = []string{"task", "execution", "delayed_run", "trigger", "agent", "rate_class", "http_task_slot",
-	"callback_breaker", "river_job"}
+	"http_task_slot_wait", "callback_breaker", "river_job"}
 
 // Config tunes a Vacuumer.
 type Config struct {

@@ -41,14 +41,54 @@ func (q *Queries) HTTPTaskSlotLock(ctx context.Context, db DBTX, arg HTTPTaskSlo
 	return err
 }
 
-const hTTPTaskSlotRelease = `-- name: HTTPTaskSlotRelease :exec
-DELETE FROM ax.http_task_slot WHERE task_id = $1
+const hTTPTaskSlotRelease = `-- name: HTTPTaskSlotRelease :many
+WITH freed AS (
+    DELETE FROM ax.http_task_slot WHERE task_id = $1 RETURNING job_id, host
+), of_job AS (
+    SELECT w.river_job_id FROM ax.http_task_slot_wait w
+    WHERE w.job_id = (SELECT f.job_id FROM freed f)
+      AND (w.woken_at IS NULL OR w.woken_at < now() - make_interval(secs => $2::double precision))
+    ORDER BY w.since LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), of_host AS (
+    SELECT w.river_job_id FROM ax.http_task_slot_wait w
+    WHERE w.host = (SELECT f.host FROM freed f)
+      AND (w.woken_at IS NULL OR w.woken_at < now() - make_interval(secs => $2::double precision))
+    ORDER BY w.since LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE ax.http_task_slot_wait w SET woken_at = now()
+WHERE w.river_job_id IN (SELECT river_job_id FROM of_job UNION SELECT river_job_id FROM of_host)
+RETURNING w.river_job_id
 `
 
-// HTTPTaskSlotRelease frees a task's slot once its request has its answer.
-func (q *Queries) HTTPTaskSlotRelease(ctx context.Context, db DBTX, taskID uuid.UUID) error {
-	_, err := db.Exec(ctx, hTTPTaskSlotRelease, taskID)
-	return err
+type HTTPTaskSlotReleaseParams struct {
+	TaskID        uuid.UUID
+	RewakeSeconds float64
+}
+
+// HTTPTaskSlotRelease frees a task's slot once its request has its answer,
+// and returns the River jobs of the requests to wake for it: the one that
+// has waited longest for the slot's job, and for its host (one, when they
+// are the same), not woken in the last @rewake_seconds.
+func (q *Queries) HTTPTaskSlotRelease(ctx context.Context, db DBTX, arg HTTPTaskSlotReleaseParams) ([]int64, error) {
+	rows, err := db.Query(ctx, hTTPTaskSlotRelease, arg.TaskID, arg.RewakeSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var river_job_id int64
+		if err := rows.Scan(&river_job_id); err != nil {
+			return nil, err
+		}
+		items = append(items, river_job_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const hTTPTaskSlotTake = `-- name: HTTPTaskSlotTake :one
@@ -67,9 +107,20 @@ WITH due AS (
     ON CONFLICT (task_id) DO UPDATE
     SET job_id = EXCLUDED.job_id, host = EXCLUDED.host, held_until = EXCLUDED.held_until, created_at = now()
     RETURNING task_id
+), waiting AS (
+    INSERT INTO ax.http_task_slot_wait (river_job_id, job_id, host)
+    SELECT $8::bigint, $3, $5
+    WHERE $8::bigint IS NOT NULL AND EXISTS (SELECT 1 FROM due) AND NOT (SELECT ok FROM room)
+    ON CONFLICT (river_job_id) DO UPDATE SET woken_at = NULL
+    RETURNING since
+), waited AS (
+    DELETE FROM ax.http_task_slot_wait w
+    WHERE w.river_job_id = $8::bigint
+      AND NOT (EXISTS (SELECT 1 FROM due) AND NOT (SELECT ok FROM room))
 )
 SELECT EXISTS (SELECT 1 FROM due)::boolean AS due, (SELECT ok FROM room)::boolean AS room,
-       EXISTS (SELECT 1 FROM taken)::boolean AS taken
+       EXISTS (SELECT 1 FROM taken)::boolean AS taken,
+       coalesce((SELECT extract(epoch FROM now() - w.since) FROM waiting w), 0)::double precision AS waited_seconds
 `
 
 type HTTPTaskSlotTakeParams struct {
@@ -80,12 +131,14 @@ type HTTPTaskSlotTakeParams struct {
 	Host        string
 	MaxPerHost  int32
 	HoldSeconds float64
+	RiverJobID  *int64
 }
 
 type HTTPTaskSlotTakeRow struct {
-	Due   bool
-	Room  bool
-	Taken bool
+	Due           bool
+	Room          bool
+	Taken         bool
+	WaitedSeconds float64
 }
 
 // HTTPTaskSlotTake takes a slot for attempt @attempt of task @task_id when
@@ -93,7 +146,10 @@ type HTTPTaskSlotTakeRow struct {
 // fewer than @max_per_job live slots and its host fewer than
 // @max_per_host (its own slot, left by a worker that died, not counted).
 // Says whether the task was due, whether there was room, and whether the
-// slot was taken. Run under HTTPTaskSlotLock.
+// slot was taken. A due attempt without room is recorded as waiting (River
+// job @river_job_id, keeping its place when it waited already: says how
+// long it has waited); any other outcome ends its wait. Run under
+// HTTPTaskSlotLock.
 func (q *Queries) HTTPTaskSlotTake(ctx context.Context, db DBTX, arg HTTPTaskSlotTakeParams) (HTTPTaskSlotTakeRow, error) {
 	row := db.QueryRow(ctx, hTTPTaskSlotTake,
 		arg.TaskID,
@@ -103,8 +159,24 @@ func (q *Queries) HTTPTaskSlotTake(ctx context.Context, db DBTX, arg HTTPTaskSlo
 		arg.Host,
 		arg.MaxPerHost,
 		arg.HoldSeconds,
+		arg.RiverJobID,
 	)
 	var i HTTPTaskSlotTakeRow
-	err := row.Scan(&i.Due, &i.Room, &i.Taken)
+	err := row.Scan(
+		&i.Due,
+		&i.Room,
+		&i.Taken,
+		&i.WaitedSeconds,
+	)
 	return i, err
+}
+
+const hTTPTaskSlotWaitEnd = `-- name: HTTPTaskSlotWaitEnd :exec
+DELETE FROM ax.http_task_slot_wait WHERE river_job_id = $1
+`
+
+// HTTPTaskSlotWaitEnd forgets a waiting request whose River job is gone.
+func (q *Queries) HTTPTaskSlotWaitEnd(ctx context.Context, db DBTX, riverJobID int64) error {
+	_, err := db.Exec(ctx, hTTPTaskSlotWaitEnd, riverJobID)
+	return err
 }

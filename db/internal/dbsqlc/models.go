@@ -1337,6 +1337,14 @@ type AxHttpTaskSlot struct {
 	CreatedAt time.Time
 }
 
+type AxHttpTaskSlotWait struct {
+	RiverJobID int64
+	JobID      uuid.UUID
+	Host       string
+	Since      time.Time
+	WokenAt    *time.Time
+}
+
 type AxIdempotencyKey struct {
 	ApiKeyID        uuid.UUID
 	Key             string
