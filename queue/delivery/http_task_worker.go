@@ -152,7 +152,7 @@ func (w *httpTaskWorker) Work(ctx context.Context, job *river.Job[HTTPTaskArgs])
 	}
 	res := w.send(ctx, task)
 	// The answer is in: the slot is free (a 202's wait holds none).
-	if err := w.freeSlot(context.WithoutCancel(ctx), task.ID); err != nil {
+	if err := w.freeSlot(context.WithoutCancel(ctx), task); err != nil {
 		w.logger.WarnContext(ctx, "http task slot not released; it expires", "error", err,
 			"task_id", task.ID, "execution_id", task.ExecutionID, "job_id", task.JobID)
 	}
@@ -204,11 +204,12 @@ func (w *httpTaskWorker) lease(ctx context.Context, riverJobID int64, args HTTPT
 
 // freeSlot frees a task's slot and, in the same transaction, makes the
 // River jobs of the requests waiting for it available now (without a
-// River client in ctx, they wait for their SlotWait).
-func (w *httpTaskWorker) freeSlot(ctx context.Context, taskID uuid.UUID) error {
+// River client in ctx, they wait for their SlotWait). Should waking them
+// fail, the slot is freed all the same, and they look for room later.
+func (w *httpTaskWorker) freeSlot(ctx context.Context, task *db.HTTPTask) error {
 	client, _ := river.ClientFromContextSafely[pgx.Tx](ctx)
-	return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
-		wake, err := db.HTTPTaskSlotRelease(ctx, tx, taskID, slotRewake)
+	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+		wake, err := db.HTTPTaskSlotRelease(ctx, tx, task.ID, slotRewake)
 		if err != nil || client == nil {
 			return err
 		}
@@ -223,6 +224,12 @@ func (w *httpTaskWorker) freeSlot(ctx context.Context, taskID uuid.UUID) error {
 		}
 		return nil
 	})
+	if err != nil {
+		w.logger.WarnContext(ctx, "requests waiting for an http task slot not woken; they look for room later",
+			"error", err, "task_id", task.ID, "execution_id", task.ExecutionID, "job_id", task.JobID)
+		_, err = db.HTTPTaskSlotRelease(ctx, w.pool, task.ID, slotRewake)
+	}
+	return err
 }
 
 // slotHost is the host:port a URL's requests go to, as slots count it.
