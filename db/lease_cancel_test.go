@@ -19,9 +19,9 @@ import (
 // locked the run, then its tasks. Met on one pending run they deadlocked:
 // Postgres broke it after deadlock_timeout (1 s) by failing one, and a
 // failed lease is the whole batch of every agent a replica serves at once.
-// A cancel now locks a run's pending tasks before the run. The tests below
-// hold a pending run's row, queue a cancel behind it, then lease: neither
-// may fail, and the cancel wins.
+// A cancel now locks a run's pending tasks before the run. The first two
+// tests below hold a pending run's row, queue a cancel behind it, then
+// lease: neither may fail, and the cancel wins.
 
 // TestAgentLeaseSkipsTheTasksOfARunBeingCancelled: the agents' lease skips
 // the pending tasks a waiting cancel holds, rather than taking them and

@@ -92,12 +92,7 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 			}
 			_ = writer.Rollback(ctx)
 		})
-		require.Eventually(t, func() bool {
-			var waiting bool
-			err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted)",
-				writerPID).Scan(&waiting)
-			return err == nil && waiting
-		}, 10*time.Second, 5*time.Millisecond, "%s: waits for the held row", name)
+		waitForLock(t, pool, writerPID, name)
 
 		_, err = pool.Exec(ctx, "SELECT 1 FROM ax.task WHERE id = $1 FOR UPDATE NOWAIT", lower.ID)
 		var pgErr *pgconn.PgError
