@@ -266,3 +266,38 @@ func TestHTTPTaskCostlyBodyTemplateIsStopped(t *testing.T) {
 	}
 	require.Len(t, target.requests(), 1, "only the healthy job's request is sent")
 }
+
+// TestHeldHTTPTaskLooksLessOftenTheLongerItIsHeld: a request held below
+// its rate class's priority floor looks again after about as long as it
+// has been due, up to 10 s, not every second however long it is held;
+// once the floor is lowered, it is sent at its next look.
+func TestHeldHTTPTaskLooksLessOftenTheLongerItIsHeld(t *testing.T) {
+	t.Parallel()
+	env := setup(t, nil)
+	ctx := context.Background()
+	floor := 5
+	_, err := db.RateClassInsert(ctx, env.pool, &db.RateClass{Name: "degraded-api", Rate: 100, Burst: 100,
+		ManualMinPriority: &floor})
+	require.NoError(t, err)
+	target := newReceiver(t, nil)
+	job := env.httpJob(target.URL, func(j *db.Job) { j.RateLimitClass = "degraded-api" })
+	exec := env.trigger(job.ID)
+	nextLook := `SELECT extract(epoch FROM scheduled_at - now())::float8 FROM ax.river_job
+		WHERE kind = 'ax_http_task' AND state = 'scheduled'`
+	env.eventually(int64(1), 10*time.Second,
+		"SELECT count(*) FROM ax.river_job WHERE kind = 'ax_http_task' AND state = 'scheduled'")
+
+	// Due a minute ago: its next look is 10 s (and a quarter) away at most.
+	_, err = env.pool.Exec(ctx, "UPDATE ax.task SET not_before = now() - interval '1 minute' WHERE execution_id = $1", exec.ID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var next float64
+		return env.pool.QueryRow(ctx, nextLook).Scan(&next) == nil && next > 5
+	}, 10*time.Second, 50*time.Millisecond, "held a minute, it looks again in about 10 s")
+	require.Empty(t, target.requests(), "held, nothing is sent")
+
+	_, err = db.RateClassSetManualFloor(ctx, env.pool, "degraded-api", nil)
+	require.NoError(t, err)
+	env.eventually("succeeded", 20*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
+	require.Len(t, target.requests(), 1)
+}

@@ -62,6 +62,10 @@ const slotRewake = 2 * time.Second
 // looks for room itself.
 const slotFirstWait = 50 * time.Millisecond
 
+// heldWaitMax is the longest a request held below its rate class's
+// priority floor waits before it looks again.
+const heldWaitMax = 10 * time.Second
+
 // MaxAgentlessHTTPTimeout is the longest an agentless HTTP task may run
 // (the API refuses a longer timeout_seconds for such a job): its request
 // holds one of ax serve's HTTP workers while it waits. Longer work runs on
@@ -263,7 +267,12 @@ func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
 	case st.State == db.TaskPending && st.TokenWait > 0: // its rate class is dry
 		return river.JobSnooze(st.TokenWait + 10*time.Millisecond)
 	case st.State == db.TaskPending: // held below its class's priority floor
-		return river.JobSnooze(w.cfg.ReaperWait)
+		// It looks again after about as long as it has been due (from
+		// ReaperWait to heldWaitMax): N held requests looked N times a
+		// second while their class was degraded, when the database can
+		// least afford it. A lowered floor reaches them within heldWaitMax.
+		wait := min(heldWaitMax, max(w.cfg.ReaperWait, st.Now.Sub(st.NotBefore)))
+		return river.JobSnooze(wait + rand.N(wait/4+1))
 	case st.Deadline.After(st.Now): // a 202's result is awaited
 		return river.JobSnooze(st.Deadline.Sub(st.Now) + w.cfg.ReaperWait)
 	}
