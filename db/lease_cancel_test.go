@@ -120,14 +120,7 @@ func TestCancelFlagsATaskLeasedWhileItWaited(t *testing.T) {
 func pendingRun(t *testing.T, pool *pgxpool.Pool, agentless bool) (agent, run, task uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	var keyID, jobID uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes)
-		VALUES ('pending', sha256(gen_random_uuid()::text::bytea), 'ax_pend', '{agent}') RETURNING id`).Scan(&keyID))
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.agent (id, name, capacity, api_key_id, executors, state)
-		VALUES (gen_random_uuid(), 'pending', 10, $1, '{http}', 'active') RETURNING id`, keyID).Scan(&agent))
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
-		VALUES ($1, 'manual', 'http', '{"kind": "http", "url": "https://example.test/"}', $2) RETURNING id`,
-		"pending-"+uuid.NewString()[:8], agentless).Scan(&jobID))
+	agent, jobID := httpAgentAndJob(t, pool, "pending", agentless)
 	require.NoError(t, pool.QueryRow(ctx, `
 		WITH e AS (
 		    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)

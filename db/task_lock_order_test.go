@@ -113,14 +113,7 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 func runningPair(t *testing.T, pool *pgxpool.Pool) (agent uuid.UUID, lower, higher db.TaskRef) {
 	t.Helper()
 	ctx := context.Background()
-	var keyID, jobID uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes)
-		VALUES ('pair', sha256(gen_random_uuid()::text::bytea), 'ax_pair', '{agent}') RETURNING id`).Scan(&keyID))
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.agent (id, name, capacity, api_key_id, executors, state)
-		VALUES (gen_random_uuid(), 'pair', 10, $1, '{http}', 'active') RETURNING id`, keyID).Scan(&agent))
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
-		VALUES ($1, 'manual', 'http', '{"kind": "http", "url": "https://example.test/"}', false) RETURNING id`,
-		"pair-"+uuid.NewString()[:8]).Scan(&jobID))
+	agent, jobID := httpAgentAndJob(t, pool, "pair", false)
 	descending := func() []uuid.UUID {
 		ids := []uuid.UUID{uuid.New(), uuid.New()}
 		if bytes.Compare(ids[0][:], ids[1][:]) < 0 {
@@ -144,4 +137,20 @@ func runningPair(t *testing.T, pool *pgxpool.Pool) (agent uuid.UUID, lower, high
 		require.NoError(t, err)
 	}
 	return agent, refs[1], refs[0]
+}
+
+// httpAgentAndJob inserts an active agent of HTTP tasks (with its API key)
+// and a manual HTTP job, agentless or not, both named after name.
+func httpAgentAndJob(t *testing.T, pool *pgxpool.Pool, name string, agentless bool) (agent, job uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	var keyID uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes)
+		VALUES ($1, sha256(gen_random_uuid()::text::bytea), 'ax_test', '{agent}') RETURNING id`, name).Scan(&keyID))
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.agent (id, name, capacity, api_key_id, executors, state)
+		VALUES (gen_random_uuid(), $1, 10, $2, '{http}', 'active') RETURNING id`, name, keyID).Scan(&agent))
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
+		VALUES ($1, 'manual', 'http', '{"kind": "http", "url": "https://example.test/"}', $2) RETURNING id`,
+		name+"-"+uuid.NewString()[:8], agentless).Scan(&job))
+	return agent, job
 }
