@@ -24,6 +24,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -43,7 +44,7 @@ func benchLogger() *slog.Logger {
 
 // axReplica is one ax server wired as `ax serve` wires it (notifier, task
 // router, trigger loop, reaper, vacuumer, upcoming fires, API with metrics
-// and request logs) on a
+// and request logs, and with startReplicaWithRiver River's workers) on a
 // loopback listener, with a manual job whose executor is benchHandler.
 // The queue-state collector is left out: it only queries when /metrics is
 // scraped, which the benchmarks never do.
@@ -58,8 +59,25 @@ type axReplica struct {
 	requests    *requestLog // agents' lease and complete calls, when recording
 }
 
-// startReplica serves ax on the database at dbURL until b ends.
+// startReplica serves ax on the database at dbURL until b ends, without
+// River's workers: most benchmarks use neither callbacks nor agentless
+// HTTP tasks, and BenchmarkEndToEnd's River runs in the same schema,
+// where a second River client would share its table and its leader.
 func startReplica(b *testing.B, dbURL string) *axReplica {
+	b.Helper()
+	return startReplicaWith(b, dbURL, false)
+}
+
+// startReplicaWithRiver is startReplica with River's workers (callbacks,
+// agentless HTTP tasks, maintenance) running as in ax serve, for the
+// benchmarks that count what an idle replica costs: their polls are part
+// of it.
+func startReplicaWithRiver(b *testing.B, dbURL string) *axReplica {
+	b.Helper()
+	return startReplicaWith(b, dbURL, true)
+}
+
+func startReplicaWith(b *testing.B, dbURL string, withRiver bool) *axReplica {
 	b.Helper()
 	ctx := context.Background()
 	pool, err := db.Open(ctx, dbURL)
@@ -71,13 +89,26 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	reg := prometheus.NewRegistry()
 	metrics := metrics.New(reg)
 	notifier := notify.NewNotifier(pool, logger, notify.ServeChannels()...)
+	var outbox *delivery.Outbox
+	if withRiver {
+		river, err := delivery.NewRiverService(pool, delivery.RiverConfig{Logger: logger, Metrics: metrics})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := river.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(river.Stop)
+		outbox = river.Outbox()
+	}
 	agentCfg := dispatch.AgentConfig{}
 	router, err := dispatch.NewTaskRouter(agentCfg, dispatch.TaskRouterConfig{}, logger, metrics)
 	if err != nil {
 		b.Fatal(err)
 	}
-	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router})
-	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: metrics})
+	triggers := schedule.NewTriggerLoop(pool, notifier, schedule.TriggerLoopConfig{Logger: logger, Metrics: metrics, Router: router,
+		Outbox: outbox})
+	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: metrics, Outbox: outbox})
 	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: metrics})
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
 	for _, svc := range []interface {
@@ -96,7 +127,7 @@ func startReplica(b *testing.B, dbURL string) *axReplica {
 	}
 	b.Cleanup(requestPool.Close)
 	api, _ := openapi.New(openapi.Config{Pool: pool, RequestPool: requestPool, Logger: logger, Version: "bench",
-		Metrics: metrics, Notifier: notifier, Agent: agentCfg, Router: router})
+		Metrics: metrics, Notifier: notifier, Agent: agentCfg, Router: router, Outbox: outbox})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", api)

@@ -311,12 +311,13 @@ func xactCommits(b *testing.B, dbURL string) func() int64 {
 // database, after waiting out the statistics' flush delay at both ends)
 // and reports db-xacts-per-s and db-xacts-per-agent-per-heartbeat (goal:
 // at most 2; the heartbeat interval is the server's default, 5 s). The
-// replica's own loops (trigger loop, reaper, maintenance) are counted
-// too: they are part of what an idle deployment costs.
+// replica's own loops (trigger loop, reaper, maintenance, and River's
+// workers polling their queues) are counted too: they are part of what
+// an idle deployment costs.
 func BenchmarkIdleCost(b *testing.B) {
 	const heartbeat = 5 * time.Second
 	dbURL := dbtest.NewURL(b)
-	r := startReplica(b, dbURL)
+	r := startReplicaWithRiver(b, dbURL)
 	r.startAgentSet(b, agentSet{n: idleAgents, capacity: 5, name: "idle"}, noop)
 	r.waitAgentsReady(b, idleAgents)
 	nobody := r.createJobFor(b, map[string]string{"pool": "nobody"})
