@@ -125,6 +125,7 @@ type callbackWorker struct {
 	client  *http.Client
 	cfg     CallbackConfig
 	breaker *breaker
+	waker   *riverWaker
 	logger  *slog.Logger
 	metrics *metrics.OutboundMetrics
 	agent   string // User-Agent
@@ -152,7 +153,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		if adm.hold > 0 {
 			w.metrics.CallbacksHeld.Inc()
 		}
-		return cmp.Or(err, river.JobSnooze(adm.hold))
+		return cmp.Or(err, w.waker.snooze(callbackQueue, adm.hold))
 	}
 	body, err := callbackPayload(d, w.cfg.MaxShards)
 	if err != nil {
@@ -285,7 +286,7 @@ func (w *callbackWorker) settle(ctx context.Context, d *db.CallbackDelivery, hos
 	}
 	w.observe(ctx, d, rec, res)
 	if rec.Then == db.CallbackPending {
-		return river.JobSnooze(wait)
+		return w.waker.snooze(callbackQueue, wait)
 	}
 	return nil
 }

@@ -43,21 +43,21 @@ type RiverConfig struct {
 	// HTTP.MaxPerHost bound one job's and one host's share of them.
 	CallbackWorkers int
 	HTTPWorkers     int
-	// PollInterval is how often River looks for agentless HTTP requests
-	// that came due without a notification (snoozes that ended: a task
-	// fired ahead of its time waits so): the precision of their start.
-	// Defaults to 100 ms. Fetches follow each other at least min(10 ms,
-	// PollInterval) apart (River's default of 100 ms would cap a replica
-	// near 10 fetches of at most CallbackWorkers jobs a second).
-	//
-	// New jobs are fetched at once on River's insert notification; only
-	// snoozes need the poll, and each poll of an empty queue is a
-	// transaction: an idle replica polled three queues ten times a second
-	// (30 of the 44 transactions a second of BenchmarkIdleCost). The
-	// callback queue is polled at a quarter of its shortest wait (the
-	// first retry, a breaker's recheck; within PollInterval and 1 s) and
-	// the maintenance queue once a second.
+	// PollInterval is the precision with which a job snoozed for less
+	// than River's scheduler interval (5 s) starts: an agentless HTTP
+	// request fired ahead of its time, a callback's retry. Defaults to
+	// 100 ms. River finds such a job only by fetching after its time, so
+	// the replica tells its producers to fetch then (riverWaker). Fetches
+	// follow each other at least min(10 ms, PollInterval) apart (River's
+	// default of 100 ms would cap a replica near 10 fetches of at most
+	// CallbackWorkers jobs a second).
 	PollInterval time.Duration
+	// FallbackPoll is how often River polls each queue for what a lost
+	// notification leaves (a replica stopped before its wake). Defaults
+	// to a second, and is at least PollInterval. Every poll of an empty
+	// queue is a transaction: ax polled its three queues every 100 ms,
+	// idle or not, before the wakes.
+	FallbackPoll time.Duration
 	// FlushInterval is how often the leader enqueues callbacks that no
 	// hook did. Defaults to 5 s.
 	FlushInterval time.Duration
@@ -83,6 +83,7 @@ func (c RiverConfig) withDefaults() RiverConfig {
 	c.HTTP.MaxPerJob = cmp.Or(c.HTTP.MaxPerJob, max(1, c.HTTPWorkers/4))
 	c.HTTP.MaxPerHost = cmp.Or(c.HTTP.MaxPerHost, max(1, c.HTTPWorkers/2))
 	c.PollInterval = cmp.Or(c.PollInterval, 100*time.Millisecond)
+	c.FallbackPoll = max(cmp.Or(c.FallbackPoll, time.Second), c.PollInterval)
 	c.FlushInterval = cmp.Or(c.FlushInterval, 5*time.Second)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, time.Minute)
 	c.Version = cmp.Or(c.Version, "dev")
@@ -102,17 +103,6 @@ func (c RiverConfig) withDefaults() RiverConfig {
 	return c
 }
 
-// callbackPollInterval is a quarter of the shortest wait of a callback
-// delivery (its first retry, a held delivery's recheck), within
-// PollInterval and a second: a retry starts at most a quarter late.
-func (c RiverConfig) callbackPollInterval() time.Duration {
-	shortest := c.Callback.HoldRecheck
-	for _, wait := range c.Callback.RetrySchedule {
-		shortest = min(shortest, wait)
-	}
-	return min(max(shortest/4, c.PollInterval), max(time.Second, c.PollInterval))
-}
-
 // RiverService runs ax's own River client on the pool (schema ax): its
 // Outbox inserts jobs in the caller's transactions; once started, its
 // workers deliver callbacks and send agentless HTTP tasks. Every replica
@@ -120,6 +110,7 @@ func (c RiverConfig) callbackPollInterval() time.Duration {
 type RiverService struct {
 	client *river.Client[pgx.Tx]
 	outbox *Outbox
+	waker  *riverWaker
 
 	mu      sync.Mutex
 	started bool
@@ -132,7 +123,7 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 	if err := errors.Join(cfg.Callback.validate(), cfg.HTTP.validate()); err != nil {
 		return nil, err
 	}
-	s := &RiverService{outbox: &Outbox{logger: cfg.Logger}}
+	s := &RiverService{outbox: &Outbox{logger: cfg.Logger}, waker: newRiverWaker(pool, cfg.PollInterval, cfg.Logger)}
 	workers, err := s.workers(pool, cfg)
 	if err != nil {
 		return nil, err
@@ -141,12 +132,11 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 		Schema:  migrations.Schema,
 		Workers: workers,
 		Queues: map[string]river.QueueConfig{
-			callbackQueue:    {MaxWorkers: cfg.CallbackWorkers, FetchPollInterval: cfg.callbackPollInterval()},
-			httpQueue:        {MaxWorkers: cfg.HTTPWorkers},
-			maintenanceQueue: {MaxWorkers: 2, FetchPollInterval: max(cfg.PollInterval, time.Second)},
+			callbackQueue: {MaxWorkers: cfg.CallbackWorkers}, httpQueue: {MaxWorkers: cfg.HTTPWorkers},
+			maintenanceQueue: {MaxWorkers: 2},
 		},
 		PeriodicJobs:      periodicJobs(cfg),
-		FetchPollInterval: cfg.PollInterval,
+		FetchPollInterval: cfg.FallbackPoll,
 		FetchCooldown:     min(10*time.Millisecond, cfg.PollInterval),
 		// River's own lines at info (producer job counts every few
 		// seconds, elections, queue starts) are noise in a service log;
@@ -175,10 +165,10 @@ func (s *RiverService) workers(pool *pgxpool.Pool, cfg RiverConfig) (*river.Work
 	}
 	agent := "ax/" + cfg.Version
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &callbackWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger,
+	river.AddWorker(workers, &callbackWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger, waker: s.waker,
 		metrics: cfg.OutboundMetrics, agent: agent + " (callback)",
 		breaker: &breaker{pool: pool, cfg: cfg.Callback, logger: cfg.Logger, metrics: cfg.OutboundMetrics}})
-	river.AddWorker(workers, &httpTaskWorker{pool: pool, client: requests, cfg: cfg.HTTP, outbox: s.outbox,
+	river.AddWorker(workers, &httpTaskWorker{pool: pool, client: requests, cfg: cfg.HTTP, outbox: s.outbox, waker: s.waker,
 		logger: cfg.Logger, metrics: cfg.Metrics, out: cfg.OutboundMetrics, agent: agent + " (http task)"})
 	river.AddWorker(workers, &flushWorker{pool: pool, outbox: s.outbox})
 	river.AddWorker(workers, &cleanupWorker{pool: pool, logger: cfg.Logger})
@@ -210,6 +200,7 @@ func (s *RiverService) Start(ctx context.Context) error {
 	if err := s.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("error starting river: %w", err)
 	}
+	s.waker.Start(ctx)
 	s.started = true
 	return nil
 }
@@ -226,6 +217,7 @@ func (s *RiverService) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = s.client.Stop(ctx)
+	s.waker.Stop()
 }
 
 // flushArgs is the periodic job that enqueues callbacks no hook did.

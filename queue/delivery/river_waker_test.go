@@ -1,0 +1,53 @@
+package delivery_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/delivery"
+)
+
+// Work snoozed until its time is fetched when the snooze ends, not when
+// River next polls its queue: with the queues polled once a minute, an
+// HTTP task's retry a second after a 500 is sent about a second after it,
+// and a callback's retry 200 ms after a failed delivery about 200 ms
+// after it.
+func TestSnoozedWorkStartsWithoutAPoll(t *testing.T) {
+	t.Parallel()
+	env := setup(t, func(c *delivery.RiverConfig) {
+		c.FallbackPoll = time.Minute
+		c.Callback.RetrySchedule = []time.Duration{200 * time.Millisecond}
+	})
+	failFirst := func(n int, w http.ResponseWriter, _ *http.Request) bool {
+		if n == 1 {
+			http.Error(w, "not yet", http.StatusInternalServerError)
+			return false
+		}
+		return true
+	}
+	target, hook := newReceiver(t, failFirst), newReceiver(t, failFirst)
+	job := env.httpJob(target.URL, func(j *db.Job) {
+		j.RetryMaxAttempts, j.RetryBackoffSeconds, j.RetryBackoffMaxSeconds = 2, 1, 1
+		j.CallbackURL = hook.URL
+	})
+	exec := env.trigger(job.ID)
+	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
+	env.settled(exec.ID)
+	for _, c := range []struct {
+		name      string
+		got       []received
+		wait, max time.Duration
+	}{
+		{"HTTP task", target.requests(), time.Second, 2 * time.Second},
+		{"callback", hook.requests(), 200 * time.Millisecond, 1200 * time.Millisecond},
+	} {
+		require.Len(t, c.got, 2, c.name)
+		gap := c.got[1].at.Sub(c.got[0].at)
+		require.GreaterOrEqual(t, gap, c.wait, "%s: retried before its wait", c.name)
+		require.Less(t, gap, c.max, "%s: retried %s after the first attempt (the queue is polled once a minute)", c.name, gap)
+	}
+}
