@@ -154,6 +154,18 @@ func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
+// missAMinute makes the job's trigger look as after a minute-long outage:
+// its next fire a minute in the past, and its last fired tick before it.
+// (Moving only the next fire raced with the loop: a tick it had fired
+// since the job was made was later than the missed one, which then
+// counted as fired already and was not caught up.)
+func missAMinute(t *testing.T, pool *pgxpool.Pool, jobID string) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() - interval '60 seconds',
+		last_scheduled_for = now() - interval '61 seconds' WHERE job_id = $1`, jobID)
+	require.NoError(t, err)
+}
+
 // taskRow is one ax.task row, the columns a result changes.
 type taskRow struct {
 	ID, State, AgentID, LeaseToken, Result, Error string

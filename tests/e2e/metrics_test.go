@@ -81,8 +81,7 @@ func TestMetricsMoveAsJobsFire(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), s.dbURL)
 	require.NoError(t, err)
 	defer pool.Close()
-	_, err = pool.Exec(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() - interval '60 seconds' WHERE job_id = $1`, late)
-	require.NoError(t, err)
+	missAMinute(t, pool, late)
 
 	req, _ := http.NewRequest("POST", s.url+"/v1/jobs/"+manual+"/trigger", bytes.NewReader(nil))
 	req.Header.Set("Authorization", "Bearer "+s.key)

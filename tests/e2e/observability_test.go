@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -64,8 +63,7 @@ func TestEveryMetricMovesAsRunsHappen(t *testing.T) {
 	late := s.createJob(t, map[string]any{"name": "late", "trigger": map[string]any{"kind": "interval", "interval_seconds": 1},
 		"executor": shell("true"), "target": blue})
 	pool := openPool(t, s.dbURL)
-	_, err := pool.Exec(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() - interval '60 seconds' WHERE job_id = $1`, late)
-	require.NoError(t, err)
+	missAMinute(t, pool, late)
 
 	var failed []string
 	for range 3 {
