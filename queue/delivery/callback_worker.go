@@ -125,7 +125,6 @@ type callbackWorker struct {
 	client  *http.Client
 	cfg     CallbackConfig
 	breaker *breaker
-	waker   *riverWaker
 	logger  *slog.Logger
 	metrics *metrics.OutboundMetrics
 	agent   string // User-Agent
@@ -153,7 +152,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		if adm.hold > 0 {
 			w.metrics.CallbacksHeld.Inc()
 		}
-		return cmp.Or(err, w.waker.snooze(callbackQueue, adm.hold))
+		return cmp.Or(err, river.JobSnooze(adm.hold))
 	}
 	body, err := callbackPayload(d, w.cfg.MaxShards)
 	if err != nil {
@@ -286,7 +285,7 @@ func (w *callbackWorker) settle(ctx context.Context, d *db.CallbackDelivery, hos
 	}
 	w.observe(ctx, d, rec, res)
 	if rec.Then == db.CallbackPending {
-		return w.waker.snooze(callbackQueue, wait)
+		return river.JobSnooze(wait)
 	}
 	return nil
 }

@@ -126,7 +126,6 @@ type httpTaskWorker struct {
 	client  *http.Client
 	cfg     HTTPTaskConfig
 	outbox  *Outbox
-	waker   *riverWaker
 	logger  *slog.Logger
 	metrics *metrics.Metrics
 	out     *metrics.OutboundMetrics
@@ -149,7 +148,7 @@ func (w *httpTaskWorker) Work(ctx context.Context, job *river.Job[HTTPTaskArgs])
 		// that came before its River job was snoozed woke nothing (River
 		// leaves a running job alone), and that must cost little.
 		wait := min(w.cfg.SlotWait, max(slotFirstWait, waited))
-		return w.waker.snooze(httpQueue, wait+rand.N(wait/2+1))
+		return river.JobSnooze(wait + rand.N(wait/2+1))
 	case errors.Is(err, db.ErrNotFound):
 		return w.wait(ctx, job.Args)
 	case err != nil:
@@ -269,20 +268,20 @@ func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
 				ExecutionID: st.ExecutionID}, st.Priority)
 		})
 	case st.State == db.TaskPending && st.NotBefore.After(st.Now):
-		return w.waker.snooze(httpQueue, max(st.NotBefore.Sub(st.Now), 10*time.Millisecond))
+		return river.JobSnooze(max(st.NotBefore.Sub(st.Now), 10*time.Millisecond))
 	case st.State == db.TaskPending && st.TokenWait > 0: // its rate class is dry
-		return w.waker.snooze(httpQueue, st.TokenWait+10*time.Millisecond)
+		return river.JobSnooze(st.TokenWait + 10*time.Millisecond)
 	case st.State == db.TaskPending: // held below its class's priority floor
 		// It looks again after about as long as it has been due (from
 		// ReaperWait to heldWaitMax): N held requests looked N times a
 		// second while their class was degraded, when the database can
 		// least afford it. A lowered floor reaches them within heldWaitMax.
 		wait := min(heldWaitMax, max(w.cfg.ReaperWait, st.Now.Sub(st.NotBefore)))
-		return w.waker.snooze(httpQueue, wait+rand.N(wait/4+1))
+		return river.JobSnooze(wait + rand.N(wait/4+1))
 	case st.Deadline.After(st.Now): // a 202's result is awaited
-		return w.waker.snooze(httpQueue, st.Deadline.Sub(st.Now)+w.cfg.ReaperWait)
+		return river.JobSnooze(st.Deadline.Sub(st.Now) + w.cfg.ReaperWait)
 	}
-	return w.waker.snooze(httpQueue, w.cfg.ReaperWait) // past its deadline: the reaper times it out
+	return river.JobSnooze(w.cfg.ReaperWait) // past its deadline: the reaper times it out
 }
 
 // httpResult is what one request got: an answer, or err without one.
@@ -332,7 +331,7 @@ func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HT
 	case httptask.Accepted:
 		w.out.HTTPTaskRequests.WithLabelValues("accepted").Inc()
 		log.InfoContext(ctx, "http task accepted; awaiting its result", "deadline", t.Deadline)
-		return w.waker.snooze(httpQueue, time.Duration(t.TimeoutSeconds)*time.Second+w.cfg.ReaperWait)
+		return river.JobSnooze(time.Duration(t.TimeoutSeconds)*time.Second + w.cfg.ReaperWait)
 	case httptask.Succeeded:
 		w.out.HTTPTaskRequests.WithLabelValues("succeeded").Inc()
 		return w.complete(ctx, args, t, db.TaskResult{State: db.TaskSucceeded, Result: res.answer.Result()}, log)

@@ -123,7 +123,7 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 	if err := errors.Join(cfg.Callback.validate(), cfg.HTTP.validate()); err != nil {
 		return nil, err
 	}
-	s := &RiverService{outbox: &Outbox{logger: cfg.Logger}, waker: newRiverWaker(pool, cfg.PollInterval, cfg.Logger)}
+	s := &RiverService{outbox: &Outbox{logger: cfg.Logger}}
 	workers, err := s.workers(pool, cfg)
 	if err != nil {
 		return nil, err
@@ -147,6 +147,12 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 		return nil, fmt.Errorf("error creating river client: %w", err)
 	}
 	s.client, s.outbox.client = client, client
+	// River makes a job snoozed for less than its scheduler's interval
+	// (5 s) available at once with its time in the future, and a producer
+	// finds it only by fetching after that time (river v0.51.2,
+	// internal/jobexecutor/job_executor.go); longer snoozes are its
+	// scheduler's, which notifies the producers itself.
+	s.waker = newRiverWaker(client, pool, cfg.PollInterval, cfg.Logger)
 	return s, nil
 }
 
@@ -165,10 +171,10 @@ func (s *RiverService) workers(pool *pgxpool.Pool, cfg RiverConfig) (*river.Work
 	}
 	agent := "ax/" + cfg.Version
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &callbackWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger, waker: s.waker,
+	river.AddWorker(workers, &callbackWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger,
 		metrics: cfg.OutboundMetrics, agent: agent + " (callback)",
 		breaker: &breaker{pool: pool, cfg: cfg.Callback, logger: cfg.Logger, metrics: cfg.OutboundMetrics}})
-	river.AddWorker(workers, &httpTaskWorker{pool: pool, client: requests, cfg: cfg.HTTP, outbox: s.outbox, waker: s.waker,
+	river.AddWorker(workers, &httpTaskWorker{pool: pool, client: requests, cfg: cfg.HTTP, outbox: s.outbox,
 		logger: cfg.Logger, metrics: cfg.Metrics, out: cfg.OutboundMetrics, agent: agent + " (http task)"})
 	river.AddWorker(workers, &flushWorker{pool: pool, outbox: s.outbox})
 	river.AddWorker(workers, &cleanupWorker{pool: pool, logger: cfg.Logger})

@@ -8,21 +8,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/migrations"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 )
-
-// riverSchedulerInterval is River's: a job snoozed for less is made
-// available at once with its time in the future, and a producer finds it
-// only by fetching after that time; a longer snooze is left to River's
-// scheduler, which notifies the producers when it makes the job available
-// (river v0.51.2, internal/jobexecutor/job_executor.go and
-// internal/maintenance/job_scheduler.go).
-const riverSchedulerInterval = 5 * time.Second
 
 // riverInsertChannel is the channel River's producers listen on for new
 // jobs (its insert notification, schema-prefixed); the payload names the
@@ -33,20 +27,23 @@ const riverInsertChannel = migrations.Schema + ".river_insert"
 // on it comes due, by sending River's insert notification for the queue
 // then. Without it only polling finds such a job, and each poll of an
 // empty queue is a transaction: ax polled its queues every 100 ms for
-// that, busy or idle. It notifies twice per due time (at it and two ticks
-// later: River's completer writes a snooze up to 50 ms after the worker
-// returns), at tick granularity, so a burst of snoozes costs at most two
-// notifications per queue a tick. The queues are still polled, rarely,
-// for what a lost notification or a stopped replica leaves.
+// that, busy or idle. It learns of a snooze from River's job_snoozed
+// event, which comes once the snooze is committed (a wake taken from the
+// worker's return could come before River's completer wrote the snooze,
+// and find nothing), and wakes at tick granularity, so a burst of snoozes
+// costs at most one notification per queue a tick. The queues are still
+// polled, rarely, for what a lost notification, a dropped event or a
+// stopped replica leaves.
 type riverWaker struct {
 	pool   *pgxpool.Pool
 	tick   time.Duration
 	logger *slog.Logger
+	events <-chan *river.Event
+	stop   func() // ends the event subscription
 
 	mu     sync.Mutex
 	due    wakeHeap
 	queued map[wake]bool
-	kick   chan struct{}
 
 	bg startstop.Runner
 }
@@ -57,46 +54,40 @@ type wake struct {
 	queue string
 }
 
-func newRiverWaker(pool *pgxpool.Pool, tick time.Duration, logger *slog.Logger) *riverWaker {
-	return &riverWaker{pool: pool, tick: tick, logger: logger, queued: map[wake]bool{}, kick: make(chan struct{}, 1)}
+// snoozeEvents is how many snooze events may wait for the waker; River
+// drops (and logs) what does not fit, and the poll finds those jobs.
+const snoozeEvents = 10_000
+
+func newRiverWaker(client *river.Client[pgx.Tx], pool *pgxpool.Pool, tick time.Duration, logger *slog.Logger) *riverWaker {
+	events, stop := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: snoozeEvents,
+		Kinds: []river.EventKind{river.EventKindJobSnoozed}})
+	return &riverWaker{pool: pool, tick: tick, logger: logger, events: events, stop: stop, queued: map[wake]bool{}}
 }
 
-// snoozed records that a job of queue was snoozed for d.
-func (w *riverWaker) snoozed(queue string, d time.Duration) {
-	if w == nil || d >= riverSchedulerInterval {
+// snoozed records a committed snooze of a job of queue until at. One
+// left to River's scheduler (scheduled, not available) is not woken here.
+func (w *riverWaker) snoozed(queue string, state rivertype.JobState, at time.Time) {
+	if state != rivertype.JobStateAvailable {
 		return
 	}
 	// Rounded up to the tick: the snoozes of a burst share their wakes.
-	at := time.Now().Add(max(d, 0)).Truncate(w.tick).Add(w.tick)
+	k := wake{at: at.Truncate(w.tick).Add(w.tick), queue: queue}
 	w.mu.Lock()
-	earliest := w.due.Len() == 0 || at.Before(w.due[0].at)
-	for _, at := range []time.Time{at, at.Add(2 * w.tick)} {
-		if k := (wake{at: at, queue: queue}); !w.queued[k] {
-			w.queued[k] = true
-			heap.Push(&w.due, k)
-		}
+	defer w.mu.Unlock()
+	if !w.queued[k] {
+		w.queued[k] = true
+		heap.Push(&w.due, k)
 	}
-	w.mu.Unlock()
-	if earliest {
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// snooze is river.JobSnooze(d) for a job of queue, which the waker wakes
-// when d ends.
-func (w *riverWaker) snooze(queue string, d time.Duration) error {
-	w.snoozed(queue, d)
-	return river.JobSnooze(d)
 }
 
 // Start sends the notifications in the background until Stop.
 func (w *riverWaker) Start(ctx context.Context) { w.bg.Start(ctx, w.run) }
 
-// Stop ends it. Safe to call twice or without Start.
-func (w *riverWaker) Stop() { w.bg.Stop() }
+// Stop ends it and the subscription. Safe to call twice or without Start.
+func (w *riverWaker) Stop() {
+	w.bg.Stop()
+	w.stop()
+}
 
 func (w *riverWaker) run(ctx context.Context) {
 	for {
@@ -115,7 +106,12 @@ func (w *riverWaker) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-fire:
-		case <-w.kick:
+		case e, ok := <-w.events:
+			if !ok {
+				w.events = nil // unsubscribed: only the wakes already due remain
+			} else if e.Job != nil {
+				w.snoozed(e.Job.Queue, e.Job.State, e.Job.ScheduledAt)
+			}
 		}
 		if timer != nil {
 			timer.Stop()
