@@ -665,7 +665,7 @@ CREATE TABLE ax.execution (
     CONSTRAINT execution_finished_when_final CHECK (((state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state])) = (finished_at IS NULL))),
     CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
     CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
-    CONSTRAINT execution_traceparent_format CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
+    CONSTRAINT execution_traceparent_format CHECK (((length(traceparent) = 55) AND (traceparent ~ '^00-[0-9a-f]*-[0-9a-f]*-[0-9a-f]*$'::text) AND (substr(traceparent, 36, 1) = '-'::text) AND (substr(traceparent, 53, 1) = '-'::text)))
 )
 WITH (fillfactor='50');
 
