@@ -151,13 +151,23 @@ func DelayedRunCancelMany(ctx context.Context, e Executor, ids []uuid.UUID, reas
 // the API key apiKeyID, in one statement, and returns the run of each key
 // it cancelled; a key left out names no pending run.
 func DelayedRunCancelByKeys(ctx context.Context, e Executor, apiKeyID uuid.UUID, keys []string, reason string) (map[string]uuid.UUID, error) {
-	rows, err := queries.DelayedRunCancelByKeys(ctx, e, dbsqlc.DelayedRunCancelByKeysParams{ApiKeyID: apiKeyID, Keys: keys, Reason: &reason})
+	out := make(map[string]uuid.UUID, len(keys))
+	var err error
+	if len(keys) == 1 { // a statement whose plan is kept (see the query)
+		var rows []dbsqlc.DelayedRunCancelByKeyRow
+		rows, err = queries.DelayedRunCancelByKey(ctx, e, dbsqlc.DelayedRunCancelByKeyParams{ApiKeyID: apiKeyID, Key: keys[0], Reason: &reason})
+		for _, r := range rows {
+			out[r.Key] = r.ID
+		}
+	} else {
+		var rows []dbsqlc.DelayedRunCancelByKeysRow
+		rows, err = queries.DelayedRunCancelByKeys(ctx, e, dbsqlc.DelayedRunCancelByKeysParams{ApiKeyID: apiKeyID, Keys: keys, Reason: &reason})
+		for _, r := range rows {
+			out[r.Key] = r.ID
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("error cancelling delayed runs by key: %w", mapErr(err))
-	}
-	out := make(map[string]uuid.UUID, len(rows))
-	for _, r := range rows {
-		out[r.Key] = r.ID
 	}
 	return out, nil
 }

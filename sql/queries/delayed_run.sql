@@ -70,6 +70,27 @@ FROM target t
 WHERE d.id = t.id
 RETURNING t.key, d.id;
 
+-- DelayedRunCancelByKey is DelayedRunCancelByKeys for one key, the common
+-- call ("the order was paid"). With an array of keys, PostgreSQL plans
+-- each call anew: a plan kept for any array (generic) is costed for ten
+-- keys, more than a plan made for the one key at hand, so it is never
+-- chosen, and planning took 0.35 ms of the cancel's 0.5 ms. With one key
+-- the kept plan costs the same and is used from the sixth call on.
+-- name: DelayedRunCancelByKey :many
+WITH target AS (
+    SELECT d.id, k.key
+    FROM ax.idempotency_key k
+    JOIN ax.delayed_run d ON d.id = (convert_from(k.response_body, 'UTF8')::jsonb ->> 'execution_id')::uuid
+    WHERE k.api_key_id = @api_key_id AND k.key = @key AND k.expires_at > now()
+      AND k.response_status = 202 AND d.cancelled_at IS NULL
+    FOR UPDATE OF d
+)
+UPDATE ax.delayed_run d
+SET cancelled_at = now(), cancel_reason = @reason
+FROM target t
+WHERE d.id = t.id
+RETURNING t.key, d.id;
+
 -- name: DelayedRunGet :one
 SELECT * FROM ax.delayed_run WHERE id = @id;
 
