@@ -102,6 +102,13 @@ func OpenPool(ctx context.Context, url string, size PoolSize) (*pgxpool.Pool, er
 	// took 1.2 s of a 10,000-fire batch and stalls each new connection's
 	// first lease. Nothing ax runs is long enough to win it back.
 	cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	// A backend that writes a bulk of rows (a batch of delayed runs,
+	// history) starts their writeback every 256 kB instead of leaving it
+	// to the kernel, which flushed them in bursts about 30 s later: the
+	// WAL fsyncs of every commit then waited behind them (IO:WALSync in
+	// pg_stat_activity during BenchmarkDelayedRuns' cancels, up to 62 ms).
+	// Postgres's default is 0 (off); the setting is the session's own.
+	cfg.ConnConfig.RuntimeParams["backend_flush_after"] = "256kB"
 	// google/uuid values otherwise reach pgx as driver.Valuers: each id is
 	// formatted as text and parsed back, by reflection, element by element
 	// of every id array; encoding a completion batch's arrays was 7% of

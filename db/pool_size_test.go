@@ -48,3 +48,18 @@ func TestOpenPoolSize(t *testing.T) {
 		require.Equal(t, tc.min, cfg.MinConns, tc.name)
 	}
 }
+
+// TestOpenPoolSessionSettings: every connection of the pool runs with the
+// settings OpenPool gives its sessions.
+func TestOpenPoolSessionSettings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := db.OpenPool(ctx, dbtest.NewURL(t), db.PoolSize{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	for setting, want := range map[string]string{"application_name": "ax", "jit": "off", "backend_flush_after": "256kB"} {
+		var got string
+		require.NoError(t, pool.QueryRow(ctx, "SELECT current_setting($1)", setting).Scan(&got))
+		require.Equal(t, want, got, setting)
+	}
+}
