@@ -2270,6 +2270,12 @@ CREATE INDEX callback_retrying_idx ON ONLY ax.callback USING btree (updated_at) 
 CREATE INDEX callback_unenqueued_idx ON ONLY ax.callback USING btree (created_at) WHERE (enqueued_at IS NULL);
 
 --
+-- Name: delayed_run_cancelled_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX delayed_run_cancelled_idx ON ax.delayed_run USING btree (cancelled_at) WHERE (cancelled_at IS NOT NULL);
+
+--
 -- Name: delayed_run_due_idx; Type: INDEX; Schema: ax; Owner: -
 --
 

@@ -103,6 +103,7 @@ WHERE job_id = @job_id AND cancelled_at IS NULL
 ORDER BY run_at, id
 LIMIT @max;
 
--- DelayedRunDeleteCancelled removes runs cancelled more than a day ago.
+-- DelayedRunDeleteCancelled removes runs cancelled more than a day ago
+-- (through delayed_run_cancelled_idx: the cancelled runs only).
 -- name: DelayedRunDeleteCancelled :execrows
 DELETE FROM ax.delayed_run WHERE cancelled_at < now() - interval '1 day';

@@ -244,7 +244,8 @@ const delayedRunDeleteCancelled = `-- name: DelayedRunDeleteCancelled :execrows
 DELETE FROM ax.delayed_run WHERE cancelled_at < now() - interval '1 day'
 `
 
-// DelayedRunDeleteCancelled removes runs cancelled more than a day ago.
+// DelayedRunDeleteCancelled removes runs cancelled more than a day ago
+// (through delayed_run_cancelled_idx: the cancelled runs only).
 func (q *Queries) DelayedRunDeleteCancelled(ctx context.Context, db DBTX) (int64, error) {
 	result, err := db.Exec(ctx, delayedRunDeleteCancelled)
 	if err != nil {
