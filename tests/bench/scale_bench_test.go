@@ -43,14 +43,17 @@ const (
 	trickleEvery  = 100 * time.Millisecond
 )
 
-// BenchmarkEndToEndReplicas runs e2eTasks no-op tasks per side and
-// iteration through one ax replica, then through two replicas serving the
-// same database, with as many agents and slots on each side (4 × 375);
+// BenchmarkEndToEndReplicas runs e2eTasks no-op tasks at a time through
+// one ax replica, and through two replicas serving the same database, with
+// as many agents and slots on each side (4 × 375);
 // the two-replica side's agents are split between the replicas. Each
 // side's agents carry a label (side=one, side=two) that only its job
 // targets, so the idle side's agents never take the other side's tasks.
 // Both sides are fired by the same replica, in one transaction per batch
-// as in BenchmarkEndToEnd; the sides take turns going first. Reports each
+// as in BenchmarkEndToEnd. Each iteration runs one, two, two, one, every
+// time from empty tables, so neither side pays for the other's dead rows
+// and history, and one iteration is no more one side's than the other's
+// (at the default benchtime it is the only one). Reports each
 // side's tasks/s and CPU per task (this process and the database's
 // backends), and ratio-2-vs-1-replicas (tasks/s; goal ≥ 0.95).
 func BenchmarkEndToEndReplicas(b *testing.B) {
@@ -73,10 +76,6 @@ func BenchmarkEndToEndReplicas(b *testing.B) {
 
 	var tasks int
 	for b.Loop() {
-		// Both orders in each iteration (one, two, two, one), each side
-		// from empty tables: a side run second would otherwise find the
-		// first's dead rows and history and pay their vacuum, and at the
-		// default benchtime (one iteration) side one always went first.
 		for _, s := range []*replicaSide{one, two, two, one} {
 			clearRuns(b, r1.pool)
 			s.run(b, e2eTasks, cpu)
