@@ -66,6 +66,10 @@ func MainLeakChecked(m *testing.M, opts ...goleak.Option) {
 func Run(m *testing.M) int {
 	running.Store(true)
 	code := m.Run()
+	if testing.Verbose() && copied.Load() > 0 {
+		fmt.Fprintf(os.Stderr, "dbtest: %d databases copied from the template; tests ended %d recycled, %d dropped\n",
+			copied.Load(), recycled.Load(), dropped.Load())
+	}
 	if !waitDrops() && code == 0 {
 		code = 1
 	}
@@ -92,18 +96,48 @@ func AdminURL(t testing.TB) string {
 func NewURL(t testing.TB) string {
 	t.Helper()
 	admin := AdminURL(t)
-	name := "ax_test_" + randomHex(6)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	withConn(t, ctx, admin, func(conn *pgx.Conn) error {
-		return createFromTemplate(ctx, conn, name)
-	})
-	t.Cleanup(func() { dropLater(t, admin, name) })
+	name := ""
+	if running.Load() {
+		name = takeFree()
+	}
+	fresh := name == ""
+	if fresh {
+		name = "ax_test_" + randomHex(6)
+		withConn(t, ctx, admin, func(conn *pgx.Conn) error {
+			return createFromTemplate(ctx, conn, name)
+		})
+		copied.Add(1)
+	}
+	t.Cleanup(func() { release(t, admin, name) })
 	url, err := db.WithDatabase(admin, name)
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
+	if fresh && running.Load() {
+		if err := noteFresh(ctx, url); err != nil {
+			t.Fatalf("dbtest: %v", err)
+		}
+	}
 	return url
+}
+
+// release recycles database name for the process's next test (under
+// Run, when t passed and left it fit: recycle.go), or drops it.
+func release(t testing.TB, admin, name string) {
+	t.Helper()
+	if running.Load() && !t.Failed() && os.Getenv("AX_DBTEST_RECYCLE") != "0" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if recycle(ctx, admin, name) {
+			recycled.Add(1)
+			putFree(name)
+			return
+		}
+	}
+	dropped.Add(1)
+	dropLater(t, admin, name)
 }
 
 var (
@@ -259,9 +293,12 @@ func dropAll(ctx context.Context, admin string, names []string) error {
 // all were dropped.
 func waitDrops() bool {
 	dropMu.Lock()
-	names, admin := toDrop, dropAdmin
+	names, admin := append(toDrop, takeFreeAll()...), dropAdmin
 	toDrop = nil
 	dropMu.Unlock()
+	if admin == "" && server != nil {
+		admin = server.URL // every database was recycled
+	}
 	if len(names) == 0 {
 		return true
 	}
