@@ -45,16 +45,14 @@ func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*D
 	return out, nil
 }
 
-// UpcomingFireReplace replaces every upcoming fire with the given ones
-// (jobIDs[i] fires at fireAts[i]).
+// UpcomingFireReplace makes the upcoming fires exactly the given ones
+// (jobIDs[i] fires at fireAts[i]), writing only the ticks that changed,
+// and notes the time of the pass for UpcomingFireFresh.
 func UpcomingFireReplace(ctx context.Context, e Executor, jobIDs []uuid.UUID, fireAts []time.Time) error {
-	if err := queries.UpcomingFireClear(ctx, e); err != nil {
-		return fmt.Errorf("error clearing upcoming fires: %w", mapErr(err))
+	if jobIDs == nil {
+		jobIDs, fireAts = []uuid.UUID{}, []time.Time{} // none wanted: an empty array, not NULL
 	}
-	if len(jobIDs) == 0 {
-		return nil
-	}
-	if err := queries.UpcomingFireInsertMany(ctx, e, dbsqlc.UpcomingFireInsertManyParams{JobIds: jobIDs, FireAts: fireAts}); err != nil {
+	if _, err := queries.UpcomingFireSync(ctx, e, dbsqlc.UpcomingFireSyncParams{JobIds: jobIDs, FireAts: fireAts}); err != nil {
 		return fmt.Errorf("error storing upcoming fires: %w", mapErr(err))
 	}
 	return nil

@@ -1916,8 +1916,17 @@ CREATE VIEW ax.tasks_without_agent AS
 
 CREATE TABLE ax.upcoming_fire (
     job_id uuid NOT NULL,
-    fire_at timestamp with time zone NOT NULL,
-    computed_at timestamp with time zone DEFAULT now() NOT NULL
+    fire_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: upcoming_fire_pass; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.upcoming_fire_pass (
+    singleton boolean DEFAULT true NOT NULL,
+    computed_at timestamp with time zone NOT NULL,
+    CONSTRAINT upcoming_fire_pass_singleton CHECK (singleton)
 );
 
 --
@@ -2225,6 +2234,13 @@ ALTER TABLE ONLY ax.task
 
 ALTER TABLE ONLY ax.trigger
     ADD CONSTRAINT trigger_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: upcoming_fire_pass upcoming_fire_pass_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.upcoming_fire_pass
+    ADD CONSTRAINT upcoming_fire_pass_pkey PRIMARY KEY (singleton);
 
 --
 -- Name: upcoming_fire upcoming_fire_pkey; Type: CONSTRAINT; Schema: ax; Owner: -

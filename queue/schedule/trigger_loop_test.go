@@ -22,13 +22,13 @@ import (
 func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	pool *pgxpool.Pool
 	jobs *queue.JobService
 	loop *schedule.TriggerLoop
 }
 
-func setup(t *testing.T) *env {
+func setup(t testing.TB) *env {
 	t.Helper()
 	pool := dbtest.New(t)
 	// Fire-ahead off: these tests place ticks at exact seconds and must not

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
@@ -48,7 +49,7 @@ func TestUpcomingHourListsEveryFire(t *testing.T) {
 	n, err = u.PassIfStale(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, n, "fresh: not listed again")
-	_, err = e.pool.Exec(context.Background(), `UPDATE ax.upcoming_fire SET computed_at = now() - interval '20 seconds'`)
+	_, err = e.pool.Exec(context.Background(), `UPDATE ax.upcoming_fire_pass SET computed_at = now() - interval '20 seconds'`)
 	require.NoError(t, err)
 	n, err = u.PassIfStale(context.Background())
 	require.NoError(t, err)
@@ -64,4 +65,78 @@ func TestUpcomingHourListsEveryFire(t *testing.T) {
 	n, err = u.Pass(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// TestUpcomingPassWritesOnlyWhatChanged: a pass half a minute after the
+// last leaves the ticks both list where they are, deletes the ones now
+// past and adds the new ones at the end of the hour; a paused job's ticks
+// go at the next pass.
+func TestUpcomingPassWritesOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	every10s := e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "*/10 * * * * *" })
+	every5m := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 300 })
+	c := clock.New()
+	c.Set(time.Now().UTC().Truncate(10 * time.Second).Add(5 * time.Second)) // between two ticks
+	u := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{Clock: c})
+	_, err := u.Pass(context.Background())
+	require.NoError(t, err)
+	type tick struct {
+		at   time.Time
+		xmin string
+	}
+	ticks := func(id any) []tick {
+		rows, err := e.pool.Query(context.Background(),
+			`SELECT fire_at, xmin::text FROM ax.upcoming_fire WHERE job_id = $1 ORDER BY fire_at`, id)
+		require.NoError(t, err)
+		var out []tick
+		for rows.Next() {
+			var k tick
+			require.NoError(t, rows.Scan(&k.at, &k.xmin))
+			out = append(out, k)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	before := ticks(every10s.ID)
+
+	c.Advance(30 * time.Second)
+	_, err = u.Pass(context.Background())
+	require.NoError(t, err)
+	after := ticks(every10s.ID)
+	require.Len(t, after, len(before))
+	require.Equal(t, before[3:], after[:len(after)-3], "the ticks both passes list are the same rows, not written again")
+	for _, k := range after[len(after)-3:] {
+		require.NotEqual(t, before[0].xmin, k.xmin, "the three new ticks are new rows")
+	}
+	require.Equal(t, before[len(before)-1].at.Add(30*time.Second), after[len(after)-1].at)
+
+	_, err = e.jobs.Pause(context.Background(), every5m.ID)
+	require.NoError(t, err)
+	_, err = u.Pass(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, ticks(every5m.ID), "a paused job's ticks are deleted")
+	require.Equal(t, after, ticks(every10s.ID), "the other job's are left alone")
+}
+
+// BenchmarkUpcomingPass: the upcoming list's pass as the timer runs it,
+// every 30 s of the list's clock, with 60 every-second jobs (55 of them
+// fit under the pass's cap of 200,000 ticks: 198,000 listed each time).
+func BenchmarkUpcomingPass(b *testing.B) {
+	e := setup(b)
+	for range 60 {
+		e.job(db.TriggerCron, nil)
+	}
+	c := clock.New()
+	c.Set(time.Now())
+	u := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{Clock: c})
+	_, err := u.Pass(context.Background())
+	require.NoError(b, err)
+	b.ResetTimer()
+	for range b.N {
+		c.Advance(30 * time.Second)
+		n, err := u.Pass(context.Background())
+		require.NoError(b, err)
+		require.Equal(b, 55*3600, n) // the jobs that fit under the cap of 200,000
+	}
 }

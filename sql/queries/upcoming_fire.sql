@@ -18,12 +18,27 @@ WHERE t.next_fire_at IS NOT NULL AND t.set_aside_at IS NULL AND t.next_fire_at <
 -- less than @fresh_ms ago.
 -- name: UpcomingFireFresh :one
 SELECT coalesce(max(computed_at) > now() - make_interval(secs => sqlc.arg('fresh_ms')::bigint / 1000.0), false)::boolean AS fresh
-FROM ax.upcoming_fire;
+FROM ax.upcoming_fire_pass;
 
--- name: UpcomingFireClear :exec
-DELETE FROM ax.upcoming_fire;
-
--- name: UpcomingFireInsertMany :exec
-INSERT INTO ax.upcoming_fire (job_id, fire_at)
-SELECT unnest(@job_ids::uuid[]), unnest(@fire_ats::timestamptz[])
-ON CONFLICT DO NOTHING;
+-- UpcomingFireSync makes ax.upcoming_fire hold exactly the given ticks
+-- (@job_ids[i] fires at @fire_ats[i]) by deleting the ticks not given and
+-- inserting the ones missing: from one pass to the next, most ticks of
+-- the hour are the same and are left alone. It notes the pass's time.
+-- name: UpcomingFireSync :one
+WITH wanted AS (
+    SELECT unnest(@job_ids::uuid[]) AS job_id, unnest(@fire_ats::timestamptz[]) AS fire_at
+), gone AS (
+    DELETE FROM ax.upcoming_fire u
+    WHERE NOT EXISTS (SELECT 1 FROM wanted w WHERE w.job_id = u.job_id AND w.fire_at = u.fire_at)
+    RETURNING 1
+), added AS (
+    INSERT INTO ax.upcoming_fire (job_id, fire_at)
+    SELECT w.job_id, w.fire_at FROM wanted w
+    WHERE NOT EXISTS (SELECT 1 FROM ax.upcoming_fire u WHERE u.job_id = w.job_id AND u.fire_at = w.fire_at)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), noted AS (
+    INSERT INTO ax.upcoming_fire_pass (computed_at) VALUES (now())
+    ON CONFLICT (singleton) DO UPDATE SET computed_at = excluded.computed_at
+)
+SELECT (SELECT count(*) FROM gone)::bigint AS deleted, (SELECT count(*) FROM added)::bigint AS inserted;

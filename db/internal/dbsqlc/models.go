@@ -1618,8 +1618,12 @@ type AxTrigger struct {
 }
 
 type AxUpcomingFire struct {
-	JobID      uuid.UUID
-	FireAt     time.Time
+	JobID  uuid.UUID
+	FireAt time.Time
+}
+
+type AxUpcomingFirePass struct {
+	Singleton  bool
 	ComputedAt time.Time
 }
 

@@ -12,18 +12,9 @@ import (
 	"github.com/google/uuid"
 )
 
-const upcomingFireClear = `-- name: UpcomingFireClear :exec
-DELETE FROM ax.upcoming_fire
-`
-
-func (q *Queries) UpcomingFireClear(ctx context.Context, db DBTX) error {
-	_, err := db.Exec(ctx, upcomingFireClear)
-	return err
-}
-
 const upcomingFireFresh = `-- name: UpcomingFireFresh :one
 SELECT coalesce(max(computed_at) > now() - make_interval(secs => $1::bigint / 1000.0), false)::boolean AS fresh
-FROM ax.upcoming_fire
+FROM ax.upcoming_fire_pass
 `
 
 // UpcomingFireFresh says whether a replica listed the upcoming fires
@@ -33,22 +24,6 @@ func (q *Queries) UpcomingFireFresh(ctx context.Context, db DBTX, freshMs int64)
 	var fresh bool
 	err := row.Scan(&fresh)
 	return fresh, err
-}
-
-const upcomingFireInsertMany = `-- name: UpcomingFireInsertMany :exec
-INSERT INTO ax.upcoming_fire (job_id, fire_at)
-SELECT unnest($1::uuid[]), unnest($2::timestamptz[])
-ON CONFLICT DO NOTHING
-`
-
-type UpcomingFireInsertManyParams struct {
-	JobIds  []uuid.UUID
-	FireAts []time.Time
-}
-
-func (q *Queries) UpcomingFireInsertMany(ctx context.Context, db DBTX, arg UpcomingFireInsertManyParams) error {
-	_, err := db.Exec(ctx, upcomingFireInsertMany, arg.JobIds, arg.FireAts)
-	return err
 }
 
 const upcomingFireLock = `-- name: UpcomingFireLock :one
@@ -110,4 +85,45 @@ func (q *Queries) UpcomingFireSources(ctx context.Context, db DBTX, until time.T
 		return nil, err
 	}
 	return items, nil
+}
+
+const upcomingFireSync = `-- name: UpcomingFireSync :one
+WITH wanted AS (
+    SELECT unnest($1::uuid[]) AS job_id, unnest($2::timestamptz[]) AS fire_at
+), gone AS (
+    DELETE FROM ax.upcoming_fire u
+    WHERE NOT EXISTS (SELECT 1 FROM wanted w WHERE w.job_id = u.job_id AND w.fire_at = u.fire_at)
+    RETURNING 1
+), added AS (
+    INSERT INTO ax.upcoming_fire (job_id, fire_at)
+    SELECT w.job_id, w.fire_at FROM wanted w
+    WHERE NOT EXISTS (SELECT 1 FROM ax.upcoming_fire u WHERE u.job_id = w.job_id AND u.fire_at = w.fire_at)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), noted AS (
+    INSERT INTO ax.upcoming_fire_pass (computed_at) VALUES (now())
+    ON CONFLICT (singleton) DO UPDATE SET computed_at = excluded.computed_at
+)
+SELECT (SELECT count(*) FROM gone)::bigint AS deleted, (SELECT count(*) FROM added)::bigint AS inserted
+`
+
+type UpcomingFireSyncParams struct {
+	JobIds  []uuid.UUID
+	FireAts []time.Time
+}
+
+type UpcomingFireSyncRow struct {
+	Deleted  int64
+	Inserted int64
+}
+
+// UpcomingFireSync makes ax.upcoming_fire hold exactly the given ticks
+// (@job_ids[i] fires at @fire_ats[i]) by deleting the ticks not given and
+// inserting the ones missing: from one pass to the next, most ticks of
+// the hour are the same and are left alone. It notes the pass's time.
+func (q *Queries) UpcomingFireSync(ctx context.Context, db DBTX, arg UpcomingFireSyncParams) (UpcomingFireSyncRow, error) {
+	row := db.QueryRow(ctx, upcomingFireSync, arg.JobIds, arg.FireAts)
+	var i UpcomingFireSyncRow
+	err := row.Scan(&i.Deleted, &i.Inserted)
+	return i, err
 }
