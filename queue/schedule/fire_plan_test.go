@@ -128,3 +128,28 @@ func TestPlanner(t *testing.T) {
 		require.Equal(t, 3, plan.skips[0].TickCount)
 	})
 }
+
+// TestSharedTicksAreEachJobsOwn: the ticks a pass takes from a schedule's
+// shared list are those computed for the job alone, whether its next fire
+// has passed, is ahead on the schedule, or is off it, and however the
+// per-job cap cuts them.
+func TestSharedTicksAreEachJobsOwn(t *testing.T) {
+	now := time.Date(2026, 3, 29, 0, 30, 2, 500_000_000, time.UTC) // a DST change in Europe/Berlin at 01:00 UTC
+	until := now.Add(time.Hour + 30*time.Second)
+	shared := sharedTicks{}
+	for _, expr := range []string{"* * * * * *", "*/7 * * * * *", "0 */5 * * * *", "30 0 * * * *", "0 0 1 1 *"} {
+		for _, tz := range []string{"UTC", "Europe/Berlin"} {
+			for _, next := range []time.Time{{}, now.Add(-time.Minute), now.Add(10 * time.Minute).Truncate(time.Minute), now.Add(7 * time.Second).Truncate(time.Second), now.Add(1500 * time.Millisecond)} {
+				for _, max := range []int{1, 100, 3600} {
+					job := &db.DueTrigger{TriggerKind: db.TriggerCron, CronExpr: expr, Timezone: tz, NextFireAt: next}
+					want, err := upcomingTicks(job, now, until, max)
+					require.NoError(t, err)
+					got, err := shared.ticks(job, now, until, max)
+					require.NoError(t, err)
+					require.Equal(t, want, got, "%s in %s, next %s, at most %d", expr, tz, next, max)
+				}
+			}
+		}
+	}
+	require.Len(t, shared, 10, "one list per schedule")
+}

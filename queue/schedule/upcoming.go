@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -128,8 +130,9 @@ func (u *Upcoming) pass(ctx context.Context, force bool) (int, error) {
 		var jobIDs []uuid.UUID
 		var fireAts []time.Time
 		cut := 0
+		shared := sharedTicks{}
 		for _, t := range sources {
-			ticks, err := upcomingTicks(t, now, until, u.cfg.MaxPerJob)
+			ticks, err := shared.ticks(t, now, until, u.cfg.MaxPerJob)
 			if err != nil {
 				u.cfg.Logger.WarnContext(ctx, "cannot list a job's upcoming fires", "job_id", t.JobID, "error", err)
 				continue
@@ -170,4 +173,38 @@ func upcomingTicks(t *db.DueTrigger, now, until time.Time, max int) ([]time.Time
 		}
 	}
 	return out, nil
+}
+
+// sharedTicks lists each distinct cron schedule's ticks of a pass once,
+// for every job on it: computing a tick (gronx, through regular
+// expressions) was most of a pass's CPU, and jobs share schedules (every
+// hour, every second).
+type sharedTicks map[[2]string][]time.Time
+
+// ticks is upcomingTicks(t, now, until, max), from the schedule's shared
+// list when t is a cron job whose next fire is on it.
+func (s sharedTicks) ticks(t *db.DueTrigger, now, until time.Time, max int) ([]time.Time, error) {
+	if t.TriggerKind != db.TriggerCron {
+		return upcomingTicks(t, now, until, max)
+	}
+	key := [2]string{t.CronExpr, t.Timezone}
+	all, ok := s[key]
+	if !ok {
+		fromNow := *t
+		fromNow.NextFireAt = time.Time{} // the schedule's ticks from now on
+		var err error
+		if all, err = upcomingTicks(&fromNow, now, until, math.MaxInt); err != nil {
+			return nil, err
+		}
+		s[key] = all
+	}
+	start := 0
+	if !t.NextFireAt.Before(now) {
+		i, found := slices.BinarySearchFunc(all, t.NextFireAt, time.Time.Compare)
+		if !found {
+			return upcomingTicks(t, now, until, max) // off the schedule's ticks
+		}
+		start = i
+	}
+	return all[start:min(len(all), start+max)], nil
 }
