@@ -119,6 +119,39 @@ func TestUpcomingPassWritesOnlyWhatChanged(t *testing.T) {
 	require.Equal(t, after, ticks(every10s.ID), "the other job's are left alone")
 }
 
+// TestUpcomingCapLeavesOutTheSameJobs: when the pass's cap cuts the
+// list, the newest jobs are left out, pass after pass, whichever is due
+// first and however the rows moved (a pause and resume rewrites a job's
+// trigger).
+func TestUpcomingCapLeavesOutTheSameJobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var jobs []*db.Job
+	for range 3 {
+		jobs = append(jobs, e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "*/10 * * * * *" }))
+	}
+	u := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{MaxTotal: 800}) // two jobs' 363 ticks
+	listed := func() []bool {
+		var out []bool
+		for _, j := range jobs {
+			out = append(out, e.count(`SELECT count(*) FROM ax.upcoming_fire WHERE job_id = $1`, j.ID) > 0)
+		}
+		return out
+	}
+	e.behind(jobs[2].ID, time.Minute) // the newest job is due first
+	for range 3 {
+		_, err := u.Pass(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, false}, listed(), "the two oldest jobs")
+		for _, j := range jobs[:2] {
+			_, err = e.jobs.Pause(context.Background(), j.ID)
+			require.NoError(t, err)
+			_, err = e.jobs.Resume(context.Background(), j.ID)
+			require.NoError(t, err)
+		}
+	}
+}
+
 // BenchmarkUpcomingPass: the upcoming list's pass as the timer runs it,
 // every 30 s of the list's clock, with 60 every-second jobs (55 of them
 // fit under the pass's cap of 200,000 ticks: 198,000 listed each time).

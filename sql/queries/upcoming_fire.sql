@@ -6,13 +6,16 @@ SELECT pg_try_advisory_xact_lock(hashtext('ax.upcoming_fire'))::boolean AS locke
 
 -- UpcomingFireSources lists the unpaused cron and interval jobs that fire
 -- before @until, with what computing their ticks needs (through
--- trigger_due_idx: jobs due later are not read).
+-- trigger_due_idx: jobs due later are not read), oldest job first: when a
+-- pass's cap cuts the list, the same jobs are left out from one pass to
+-- the next, and a pass rewrites nothing that did not change.
 -- name: UpcomingFireSources :many
 SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, t.next_fire_at::timestamptz AS next_fire_at
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at IS NOT NULL AND t.set_aside_at IS NULL AND t.next_fire_at <= @until::timestamptz
-  AND NOT t.paused AND j.trigger_kind IN ('cron', 'interval');
+  AND NOT t.paused AND j.trigger_kind IN ('cron', 'interval')
+ORDER BY j.created_at, j.id;
 
 -- UpcomingFireFresh says whether a replica listed the upcoming fires
 -- less than @fresh_ms ago.

@@ -46,6 +46,7 @@ FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at IS NOT NULL AND t.set_aside_at IS NULL AND t.next_fire_at <= $1::timestamptz
   AND NOT t.paused AND j.trigger_kind IN ('cron', 'interval')
+ORDER BY j.created_at, j.id
 `
 
 type UpcomingFireSourcesRow struct {
@@ -59,7 +60,9 @@ type UpcomingFireSourcesRow struct {
 
 // UpcomingFireSources lists the unpaused cron and interval jobs that fire
 // before @until, with what computing their ticks needs (through
-// trigger_due_idx: jobs due later are not read).
+// trigger_due_idx: jobs due later are not read), oldest job first: when a
+// pass's cap cuts the list, the same jobs are left out from one pass to
+// the next, and a pass rewrites nothing that did not change.
 func (q *Queries) UpcomingFireSources(ctx context.Context, db DBTX, until time.Time) ([]UpcomingFireSourcesRow, error) {
 	rows, err := db.Query(ctx, upcomingFireSources, until)
 	if err != nil {
