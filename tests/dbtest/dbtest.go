@@ -90,16 +90,18 @@ func AdminURL(t testing.TB) string {
 	return server.URL
 }
 
-// NewURL creates a fresh migrated database for t, dropped once t ends
-// (in the background when the package's TestMain uses Run, which waits
-// for the drops), and returns its URL (for tests that start processes).
+// NewURL gives t a migrated database of its own and returns its URL (for
+// tests that start processes). Under Run, it may be one an earlier test
+// of the process left as fresh (recycle.go), and once t ends it is
+// recycled or dropped when the package's tests are done; otherwise it is
+// a new copy, dropped once t ends.
 func NewURL(t testing.TB) string {
 	t.Helper()
 	admin := AdminURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	name := ""
-	if running.Load() {
+	if recycling(t) {
 		name = takeFree()
 	}
 	fresh := name == ""
@@ -115,7 +117,7 @@ func NewURL(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
-	if fresh && running.Load() {
+	if fresh && recycling(t) {
 		if err := noteFresh(ctx, url); err != nil {
 			t.Fatalf("dbtest: %v", err)
 		}
@@ -123,11 +125,19 @@ func NewURL(t testing.TB) string {
 	return url
 }
 
+// recycling says whether t may get a recycled database and leave its own
+// for recycling: not a benchmark, whose figures should not depend on what
+// ran before it.
+func recycling(t testing.TB) bool {
+	_, benchmark := t.(*testing.B)
+	return running.Load() && !benchmark && os.Getenv("AX_DBTEST_RECYCLE") != "0"
+}
+
 // release recycles database name for the process's next test (under
 // Run, when t passed and left it fit: recycle.go), or drops it.
 func release(t testing.TB, admin, name string) {
 	t.Helper()
-	if running.Load() && !t.Failed() && os.Getenv("AX_DBTEST_RECYCLE") != "0" {
+	if recycling(t) && !t.Failed() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if recycle(ctx, admin, name) {
