@@ -227,6 +227,43 @@ func setup() {
 		return
 	}
 	template, setupErr = ensureTemplate(ctx, server.URL)
+	if setupErr == nil {
+		sweepStale(ctx, server.URL, "ax_test_", staleAfter)
+	}
+}
+
+// staleAfter is the age past which a test database no session uses is
+// left over: the suite's timeout is minutes, make bench's an hour.
+const staleAfter = 2 * time.Hour
+
+// sweepStale drops the databases named prefix+hex that no session uses
+// and whose folder has not changed for olderThan: a process killed
+// before its drops (a fuzz worker stopped by its coordinator) leaves its
+// database behind. Best effort: without the right to read the folders'
+// times (pg_stat_file: superuser or pg_read_server_files), nothing is
+// dropped. Shared databases (SharedURL) are left alone.
+func sweepStale(ctx context.Context, admin, prefix string, olderThan time.Duration) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `
+		SELECT d.datname FROM pg_database d
+		WHERE d.datname ~ ('^' || $1 || '[0-9a-f]+$') AND NOT d.datistemplate
+		  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datid = d.oid)
+		  AND (pg_stat_file(format('base/%s', d.oid))).modification < now() - make_interval(secs => $2)`,
+		prefix, olderThan.Seconds())
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		_ = dropDatabase(ctx, conn, name)
+	}
 }
 
 // The databases of ended tests are dropped when the package's tests are

@@ -4,8 +4,11 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ax-scheduler/ax/db"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -131,4 +134,45 @@ func exec(t *testing.T, conn *pgx.Conn, sql string, dest ...any) {
 	if err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// TestSweepDropsIdleLeftovers: the sweep at set-up drops old test
+// databases no session uses (what a killed process left), and keeps one
+// a session still uses. Its own prefix keeps it from the other tests'.
+func TestSweepDropsIdleLeftovers(t *testing.T) {
+	ctx := context.Background()
+	admin := connect(t, AdminURL(t))
+	idle, busy := "ax_sweeptest_"+randomHex(6), "ax_sweeptest_"+randomHex(6)
+	for _, name := range []string{idle, busy} {
+		exec(t, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+		t.Cleanup(func() { _ = dropDatabase(ctx, admin, name) })
+	}
+	busyURL, err := db.WithDatabase(AdminURL(t), busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect(t, busyURL)
+
+	sweepStale(ctx, AdminURL(t), "ax_sweeptest_", time.Hour)
+	if left := databases(t, admin, idle, busy); len(left) != 2 {
+		t.Fatalf("a sweep of databases older than an hour dropped one made just now: left %v", left)
+	}
+	sweepStale(ctx, AdminURL(t), "ax_sweeptest_", 0)
+	if left := databases(t, admin, idle, busy); !slices.Equal(left, []string{busy}) {
+		t.Fatalf("after the sweep: %v, want only the one in use (%s)", left, busy)
+	}
+}
+
+// databases returns which of names exist.
+func databases(t *testing.T, conn *pgx.Conn, names ...string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT datname FROM pg_database WHERE datname = ANY($1) ORDER BY datname`, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
