@@ -127,10 +127,11 @@ func NewURL(t testing.TB) string {
 
 // recycling says whether t may get a recycled database and leave its own
 // for recycling: not a benchmark, whose figures should not depend on what
-// ran before it.
+// ran before it, nor a fuzz target (dropLater).
 func recycling(t testing.TB) bool {
 	_, benchmark := t.(*testing.B)
-	return running.Load() && !benchmark && os.Getenv("AX_DBTEST_RECYCLE") != "0"
+	_, fuzz := t.(*testing.F)
+	return running.Load() && !benchmark && !fuzz && os.Getenv("AX_DBTEST_RECYCLE") != "0"
 }
 
 // release recycles database name for the process's next test (under
@@ -289,7 +290,10 @@ const dropTimeout = 5 * time.Minute
 // Run), else at once.
 func dropLater(t testing.TB, admin, name string) {
 	t.Helper()
-	if !running.Load() {
+	// A fuzz target's database goes at once: its worker processes can be
+	// stopped before Run's drops (a run's database left behind, twice
+	// today), and each has one database, not one a test.
+	if _, fuzz := t.(*testing.F); !running.Load() || fuzz {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
 		if err := dropAll(ctx, admin, []string{name}); err != nil {

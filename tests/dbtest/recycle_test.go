@@ -105,7 +105,7 @@ func TestDatabaseWithSessionsIsDropped(t *testing.T) {
 	}
 }
 
-func connect(t *testing.T, url string) *pgx.Conn {
+func connect(t testing.TB, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
@@ -115,7 +115,7 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	return conn
 }
 
-func currentDatabase(t *testing.T, conn *pgx.Conn) string {
+func currentDatabase(t testing.TB, conn *pgx.Conn) string {
 	t.Helper()
 	var name string
 	exec(t, conn, `SELECT current_database()`, &name)
@@ -123,7 +123,7 @@ func currentDatabase(t *testing.T, conn *pgx.Conn) string {
 }
 
 // exec runs sql and scans its one row into dest, if any.
-func exec(t *testing.T, conn *pgx.Conn, sql string, dest ...any) {
+func exec(t testing.TB, conn *pgx.Conn, sql string, dest ...any) {
 	t.Helper()
 	var err error
 	if len(dest) == 0 {
@@ -164,7 +164,7 @@ func TestSweepDropsIdleLeftovers(t *testing.T) {
 }
 
 // databases returns which of names exist.
-func databases(t *testing.T, conn *pgx.Conn, names ...string) []string {
+func databases(t testing.TB, conn *pgx.Conn, names ...string) []string {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), `SELECT datname FROM pg_database WHERE datname = ANY($1) ORDER BY datname`, names)
 	if err != nil {
@@ -175,4 +175,27 @@ func databases(t *testing.T, conn *pgx.Conn, names ...string) []string {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// FuzzDatabaseIsDroppedAtOnce: a fuzz target's database is dropped when
+// the target ends, not at the end of the process, which a fuzz worker
+// may not reach. (Its seed runs as a test under go test.)
+func FuzzDatabaseIsDroppedAtOnce(f *testing.F) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, AdminURL(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var name string
+	f.Cleanup(func() { // registered first, so it runs after NewURL's
+		defer admin.Close(ctx)
+		if left := databases(f, admin, name); len(left) != 0 {
+			f.Errorf("database %s of a fuzz target was still there after the target ended", name)
+		}
+	})
+	conn := connect(f, NewURL(f))
+	name = currentDatabase(f, conn)
+	conn.Close(ctx)
+	f.Add(0)
+	f.Fuzz(func(t *testing.T, _ int) {})
 }
