@@ -239,8 +239,8 @@ const staleAfter = 2 * time.Hour
 
 // sweepStale drops the databases named prefix+hex that no session uses
 // and whose folder has not changed for olderThan: a process killed
-// before its drops (a fuzz worker stopped by its coordinator) leaves its
-// database behind. Best effort: without the right to read the folders'
+// before its drops (most likely a fuzz worker) leaves its database
+// behind. Best effort: without the right to read the folders'
 // times (pg_stat_file: superuser or pg_read_server_files), nothing is
 // dropped. Shared databases (SharedURL) are left alone.
 func sweepStale(ctx context.Context, admin, prefix string, olderThan time.Duration) {
@@ -287,12 +287,12 @@ var (
 const dropTimeout = 5 * time.Minute
 
 // dropLater drops database name when the package's tests are done (under
-// Run), else at once.
+// Run), else, or for a fuzz target, at once.
 func dropLater(t testing.TB, admin, name string) {
 	t.Helper()
 	// A fuzz target's database goes at once: its worker processes can be
-	// stopped before Run's drops (a run's database left behind, twice
-	// today), and each has one database, not one a test.
+	// stopped before Run's drops (CI left such databases behind), and
+	// each has one database, not one a test.
 	if _, fuzz := t.(*testing.F); !running.Load() || fuzz {
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
