@@ -3,6 +3,7 @@ package dbtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,12 +159,24 @@ func listTables(ctx context.Context, conn *pgx.Conn) (empty, seeded []string, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("error listing tables: %w", err)
 	}
-	for _, table := range tables {
-		var hasRows bool
-		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM ONLY "+table+")").Scan(&hasRows); err != nil {
-			return nil, nil, fmt.Errorf("error reading %s: %w", table, err)
-		}
-		if hasRows {
+	if len(tables) == 0 {
+		return nil, nil, nil
+	}
+	// One statement for all: which of the tables have rows.
+	probes := make([]string, len(tables))
+	for i, table := range tables {
+		probes[i] = fmt.Sprintf("SELECT %d WHERE EXISTS (SELECT 1 FROM ONLY %s)", i, table)
+	}
+	rows, err = conn.Query(ctx, strings.Join(probes, " UNION ALL "))
+	if err != nil {
+		return nil, nil, fmt.Errorf("error reading the tables: %w", err)
+	}
+	withRows, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, nil, fmt.Errorf("error reading the tables: %w", err)
+	}
+	for i, table := range tables {
+		if slices.Contains(withRows, int32(i)) {
 			seeded = append(seeded, table)
 		} else {
 			empty = append(empty, table)
