@@ -2,11 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
@@ -38,6 +41,23 @@ const (
 //   - pg-us-per-task: the three together, and us-per-task the wall time
 //     of all three, the process's share included.
 //
+// CPU time on these machines moves by ±20 % from run to run of the same
+// code (a shared VM), which hides a change worth a few percent. Next to it,
+// two figures that the same statements reproduce within a few percent,
+// whatever else the machine does, for each step (fire, lease, complete):
+//   - STEP-wal-bytes-per-task: the WAL the step wrote (the server's insert
+//     position before and after; the server's other databases write
+//     too, so run it alone). Each iteration starts after a CHECKPOINT, so
+//     that full-page images are written for the same pages every time
+//     (without the right to checkpoint, they vary with the server's own);
+//   - STEP-blks-per-task: the shared buffers the step's backend read or
+//     hit (pg_stat_database of the benchmark's database, flushed at the
+//     end of each step), which counts what the statements read as well
+//     as what they write.
+//
+// They measure work, not time: a change that saves CPU without saving
+// writes or reads (a cheaper plan over the same rows) shows in CPU alone.
+//
 // BenchmarkEndToEnd's ax-cpu-us-per-task is this path plus HTTP, the
 // agents and the replica's loops; change the statements here first and
 // see there what users get.
@@ -54,11 +74,13 @@ func BenchmarkWritePath(b *testing.B) {
 	cpu := newCPUMeter(b, dbURL)
 	w := &writePath{pool: pool, jobID: jobID, agents: agents}
 	w.run(b, writeFireBatch, nil) // warm up plans and caches
+	w.work = newWorkMeter(b, pool)
 	var fire, lease, complete cpuUsage
 	var wall time.Duration
 	tasks := 0
 	for b.Loop() {
 		clearRuns(b, pool)
+		w.work.checkpoint(b)
 		began := time.Now()
 		f, l, c := w.run(b, writeTasks, cpu)
 		wall += time.Since(began)
@@ -71,12 +93,94 @@ func BenchmarkWritePath(b *testing.B) {
 	b.ReportMetric(perTask(complete.backends), "complete-pg-us-per-task")
 	b.ReportMetric(perTask(fire.backends+lease.backends+complete.backends), "pg-us-per-task")
 	b.ReportMetric(perTask(wall), "us-per-task")
+	w.work.report(b, tasks)
+}
+
+// workMeter counts, per step, the WAL written and the shared buffers
+// used by the benchmark's one backend (see BenchmarkWritePath).
+type workMeter struct {
+	pool         *pgxpool.Pool
+	canFlush     bool // pg_stat_force_next_flush exists (Postgres 15 and later)
+	wal, blocks  map[string]int64
+	walAt, blkAt int64 // the counters when the step began
+}
+
+func newWorkMeter(b *testing.B, pool *pgxpool.Pool) *workMeter {
+	b.Helper()
+	m := &workMeter{pool: pool, wal: map[string]int64{}, blocks: map[string]int64{}}
+	err := pool.QueryRow(context.Background(),
+		"SELECT to_regproc('pg_catalog.pg_stat_force_next_flush') IS NOT NULL").Scan(&m.canFlush)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !m.canFlush {
+		b.Log("no pg_stat_force_next_flush (Postgres before 15): blks-per-task lags by up to a second of statistics")
+	}
+	return m
+}
+
+// checkpoint asks for a checkpoint, so that the full-page images the steps
+// write are the same from iteration to iteration; a role without the
+// right leaves them to the server's own checkpoints (logged once).
+func (m *workMeter) checkpoint(b *testing.B) {
+	b.Helper()
+	if _, err := m.pool.Exec(context.Background(), "CHECKPOINT"); err != nil && !m.noCheckpoint(b, err) {
+		b.Fatal(err)
+	}
+}
+
+var checkpointRefused sync.Once
+
+func (m *workMeter) noCheckpoint(b *testing.B, err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
+		return false
+	}
+	checkpointRefused.Do(func() {
+		b.Logf("CHECKPOINT refused (%s): wal-bytes-per-task varies with the server's checkpoints", pgErr.Message)
+	})
+	return true
+}
+
+// read returns the server's WAL insert position and the buffers the
+// database's backends used, after flushing this backend's statistics
+// (the pool has one connection: the one the steps ran on).
+func (m *workMeter) read(b *testing.B) (wal, blocks int64) {
+	b.Helper()
+	ctx := context.Background()
+	if m.canFlush {
+		if _, err := m.pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	err := m.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn,
+		       (SELECT blks_hit + blks_read FROM pg_stat_database WHERE datname = current_database())`).Scan(&wal, &blocks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return wal, blocks
+}
+
+func (m *workMeter) begin(b *testing.B) { m.walAt, m.blkAt = m.read(b) }
+
+func (m *workMeter) end(b *testing.B, step string) {
+	wal, blocks := m.read(b)
+	m.wal[step] += wal - m.walAt
+	m.blocks[step] += blocks - m.blkAt
+}
+
+func (m *workMeter) report(b *testing.B, tasks int) {
+	for _, step := range []string{"fire", "lease", "complete"} {
+		b.ReportMetric(float64(m.wal[step])/float64(tasks), step+"-wal-bytes-per-task")
+		b.ReportMetric(float64(m.blocks[step])/float64(tasks), step+"-blks-per-task")
+	}
 }
 
 type writePath struct {
 	pool   *pgxpool.Pool
 	jobID  uuid.UUID
 	agents []uuid.UUID
+	work   *workMeter // nil: steps not counted
 }
 
 // run fires n runs, leases their tasks and completes them, measuring each
@@ -84,6 +188,7 @@ type writePath struct {
 func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, complete cpuUsage) {
 	b.Helper()
 	ctx := context.Background()
+	w.begin(b)
 	phase := cpu.start(b)
 	for done := 0; done < n; done += writeFireBatch {
 		err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
@@ -105,6 +210,7 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 	if phase != nil {
 		fire = phase.end(b)
 	}
+	w.end(b, "fire")
 
 	// Each lease call's tasks, with the agent each went to: completed
 	// together, as the broker coalesces the agents' results.
@@ -113,6 +219,7 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 		tasks  []*db.LeasedTask
 	}
 	var leased []held
+	w.begin(b)
 	phase = cpu.start(b)
 	for got := 0; got < n; {
 		batch := &db.TaskLeaseBatch{Lease: time.Minute, StealAfter: time.Minute, StarveAfter: time.Hour}
@@ -141,7 +248,9 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 	if phase != nil {
 		lease = phase.end(b)
 	}
+	w.end(b, "lease")
 
+	w.begin(b)
 	phase = cpu.start(b)
 	for _, h := range leased {
 		agents := h.agents
@@ -162,7 +271,21 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 	if phase != nil {
 		complete = phase.end(b)
 	}
+	w.end(b, "complete")
 	return fire, lease, complete
+}
+
+// begin and end count a step with w.work (the warm-up is not counted).
+func (w *writePath) begin(b *testing.B) {
+	if w.work != nil {
+		w.work.begin(b)
+	}
+}
+
+func (w *writePath) end(b *testing.B, step string) {
+	if w.work != nil {
+		w.work.end(b, step)
+	}
 }
 
 // writePathSetup makes the job the runs are of (a handler, any agent) and
