@@ -194,64 +194,61 @@ WITH input AS (
     ORDER BY e.id
     FOR UPDATE
 ), tasks_locked AS (
-    -- Then the tasks, in id order (see TaskRenew), before done and ending
-    -- write or lock any.
-    SELECT t.id FROM ax.task t
+    -- Then the tasks, in id order (see TaskRenew), before done writes any,
+    -- with what the rest of the statement needs of them: read once here
+    -- (locked, so current) rather than again by done and ending, which
+    -- cost three blocks a task each time (BenchmarkWritePath's
+    -- complete-blks-per-task).
+    SELECT t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.max_attempts,
+           t.cancel_requested_at, t.agent_id, t.leased_at, t.lease_token
+    FROM ax.task t
     WHERE t.id = ANY($1::uuid[]) AND t.lease_token = ANY($2::uuid[])
       AND (SELECT count(*) FROM locked) >= 0
     ORDER BY t.id
     FOR UPDATE
+), checked AS (
+    -- The results whose token is current and whose reporting agent holds
+    -- the lease, not just knows its token (@agent_ids' nil UUID: ax's own
+    -- results, not checked); retry says the task goes back to pending.
+    SELECT l.id, l.execution_id, l.shard_index, l.shard_total, l.attempt, l.agent_id, l.leased_at,
+           i.state AS reported, i.result, nullif(i.error, '') AS error, nullif(i.error_code, '') AS error_code,
+           (i.state IN ('failed', 'timed_out') AND l.attempt < l.max_attempts AND l.cancel_requested_at IS NULL) AS retry
+    FROM tasks_locked l
+    JOIN input i ON i.id = l.id
+    WHERE l.lease_token = i.token AND (i.agent_id IS NULL OR l.agent_id = i.agent_id)
 ), done AS (
+    -- Results written to the task row: a retry, or a shard of a run of
+    -- several. Only those rows are read again (by key, from an array made
+    -- once); the others end their runs (ending, below).
     UPDATE ax.task t
-    SET state = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN 'pending'
-                     ELSE i.state::ax.task_state END,
-        attempt = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN t.attempt + 1 ELSE t.attempt END,
-        not_before = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
+    SET state = CASE WHEN c.retry THEN 'pending' ELSE c.reported::ax.task_state END,
+        attempt = CASE WHEN c.retry THEN t.attempt + 1 ELSE t.attempt END,
+        not_before = CASE WHEN c.retry
                           THEN coalesce($8::timestamptz, now()) + make_interval(secs => least(j.retry_backoff_max_seconds,
                                    j.retry_backoff_seconds * power(2, t.attempt - 1)))
                           ELSE t.not_before END,
-        finished_at = CASE WHEN i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        finished_at = CASE WHEN c.retry THEN NULL ELSE now() END,
         -- An adaptive job's retry after a timeout gets twice the timeout
         -- of the attempt before it, up to the job's ceiling.
-        timeout_seconds = CASE WHEN i.state = 'timed_out' AND j.timeout_mode = 'adaptive'
-                                    AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL
+        timeout_seconds = CASE WHEN c.retry AND c.reported = 'timed_out' AND j.timeout_mode = 'adaptive'
                                THEN least(j.timeout_seconds, t.timeout_seconds * 2)
                                ELSE t.timeout_seconds END,
-        result = i.result, error = nullif(i.error, ''), error_code = nullif(i.error_code, ''),
+        result = c.result, error = c.error, error_code = c.error_code,
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-    FROM input i, ax.job j
-    -- The tasks are read by primary key (= ANY): joined with the input
-    -- alone, a small task table was planned as a full scan. A current
-    -- token means leased or running (task_lease_consistent); saying so
-    -- would invite reading every task in flight through partial indexes.
-    WHERE t.id = ANY($1::uuid[]) AND t.id = i.id AND t.lease_token = i.token AND j.id = t.job_id
-      -- The reporting agent must hold the lease, not just know its token
-      -- (@agent_ids' nil UUID: ax's own results, not checked). Compared with the
-      -- input row, not a constant: as a filter on the task it made the
-      -- estimate one task, and the join a nested loop over the input
-      -- (80 ms for 200 results, TaskComplete's time 3.6 times over).
-      AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
-      -- Not the results that end a run of one shard (ending, below).
-      AND (t.shard_total > 1
-           OR (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL))
-      -- Evaluated once, before any task changes: the runs are locked
-      -- first, then the tasks.
-      AND (SELECT count(*) FROM tasks_locked) >= 0
+    FROM checked c, ax.job j
+    -- Joined by primary key alone (see TaskLeaseTake): the array holds
+    -- the ids to write, each read once.
+    WHERE t.id = ANY(ARRAY(SELECT w.id FROM checked w WHERE w.shard_total > 1 OR w.retry))
+      AND t.id = c.id AND j.id = t.job_id
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.error_code, t.not_before, i.state AS reported, t.timeout_seconds, j.timeout_mode, t.leased_at
+              t.error_code, t.not_before, c.reported, t.timeout_seconds, j.timeout_mode, c.leased_at
 ), ending AS (
-    -- Results that end a run of one shard: the task is locked, not
-    -- updated (see above); the same checks as done.
-    SELECT t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id, t.leased_at,
-           i.state AS reported, i.result, nullif(i.error, '') AS error, nullif(i.error_code, '') AS error_code
-    FROM ax.task t
-    JOIN input i ON i.id = t.id
-    WHERE t.id = ANY($1::uuid[]) AND t.lease_token = i.token
-      AND (i.agent_id IS NULL OR t.agent_id = i.agent_id)
-      AND t.shard_total = 1
-      AND NOT (i.state IN ('failed', 'timed_out') AND t.attempt < t.max_attempts AND t.cancel_requested_at IS NULL)
-      AND (SELECT count(*) FROM tasks_locked) >= 0
-    FOR UPDATE OF t
+    -- Results that end a run of one shard: the task, locked above, is not
+    -- updated (see above).
+    SELECT c.id, c.execution_id, c.shard_index, c.attempt, c.agent_id, c.leased_at,
+           c.reported, c.result, c.error, c.error_code
+    FROM checked c
+    WHERE c.shard_total = 1 AND NOT c.retry
 ), events AS (
     -- The attempt's own outcome (with the host that reported it; a
     -- success with its time from lease to result), then (for a retry) the
