@@ -55,6 +55,11 @@ func noop(context.Context, agent.Task) (agent.Result, error) { return nil, nil }
 // maintenance and fetch polls, ax's trigger loop, reaper and agents' long
 // polls), which is small next to 10,000 tasks. With a remote DATABASE_URL
 // the figures are the process's only (the benchmark logs so).
+//
+// And each side's WAL per task (the server's, over the same phase, each
+// side's run after a checkpoint; wal-ratio-vs-river is ax's over River's):
+// it moves little from run to run where CPU moves by a fifth, so it shows
+// a change in what either side writes (see BenchmarkWritePath).
 func BenchmarkEndToEnd(b *testing.B) {
 	dbURL := dbtest.NewURL(b)
 	ax := startReplica(b, dbURL)
@@ -68,8 +73,10 @@ func BenchmarkEndToEnd(b *testing.B) {
 	var tasks int
 	for b.Loop() {
 		clearRuns(b, ax.pool)
+		requestCheckpoint(b, ax.pool)
 		t, u := rv.run(b, e2eTasks, cpu)
 		riverTime, riverCPU = riverTime+t, riverCPU.add(u)
+		requestCheckpoint(b, ax.pool)
 		t, u = ax.run(b, e2eTasks, cpu)
 		axTime, axCPU = axTime+t, axCPU.add(u)
 		tasks += e2eTasks
@@ -83,6 +90,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.ReportMetric(perTask(axCPU.total()), "ax-cpu-us-per-task")
 	b.ReportMetric(perTask(riverCPU.total()), "river-cpu-us-per-task")
 	b.ReportMetric(float64(axCPU.total())/float64(riverCPU.total()), "cpu-ratio-vs-river")
+	b.ReportMetric(float64(axCPU.walBytes)/float64(tasks), "ax-wal-bytes-per-task")
+	b.ReportMetric(float64(riverCPU.walBytes)/float64(tasks), "river-wal-bytes-per-task")
+	b.ReportMetric(float64(axCPU.walBytes)/float64(riverCPU.walBytes), "wal-ratio-vs-river")
 	b.Logf("CPU µs per task, process + Postgres (of which autovacuum): ax %.1f + %.1f (%.1f), River %.1f + %.1f (%.1f)",
 		perTask(axCPU.process), perTask(axCPU.backends), perTask(axCPU.autovacuum),
 		perTask(riverCPU.process), perTask(riverCPU.backends), perTask(riverCPU.autovacuum))

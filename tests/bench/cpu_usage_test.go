@@ -35,17 +35,23 @@ const cpuSampleEvery = 50 * time.Millisecond
 
 // cpuUsage is the CPU (user + system) spent during a phase by this process
 // and by the Postgres backends of the benchmark's database.
+//
+// walBytes is the WAL the whole server wrote meanwhile (its insert
+// position at both ends): unlike CPU time, the same statements write the
+// same WAL from run to run, so it shows a change in what a side writes
+// that CPU's noise hides. Other databases' writes count too.
 type cpuUsage struct {
 	process    time.Duration
 	backends   time.Duration
 	autovacuum time.Duration // of backends, that of autovacuum workers
+	walBytes   int64
 }
 
 func (u cpuUsage) total() time.Duration { return u.process + u.backends }
 
 func (u cpuUsage) add(v cpuUsage) cpuUsage {
 	return cpuUsage{process: u.process + v.process, backends: u.backends + v.backends,
-		autovacuum: u.autovacuum + v.autovacuum}
+		autovacuum: u.autovacuum + v.autovacuum, walBytes: u.walBytes + v.walBytes}
 }
 
 // cpuMeter measures cpuUsage of phases on one database. It lists the
@@ -108,6 +114,7 @@ type backendKey struct {
 type cpuPhase struct {
 	m       *cpuMeter
 	process time.Duration
+	wal     int64                 // the server's WAL insert position at the start
 	first   map[backendKey]uint64 // ticks at the start, of backends alive then
 	last    map[backendKey]uint64 // latest ticks of every backend seen
 	vacuums map[backendKey]bool   // which of them are autovacuum workers
@@ -136,9 +143,24 @@ func (m *cpuMeter) start(tb testing.TB) *cpuPhase {
 			p.first[k] = v
 		}
 	}
+	var err error
+	if p.wal, err = m.walPosition(); err != nil {
+		m.mu.Unlock()
+		tb.Fatal(err)
+	}
 	p.process = processCPU(tb)
 	go p.run()
 	return p
+}
+
+// walPosition reads the server's WAL insert position, in bytes.
+func (m *cpuMeter) walPosition() (int64, error) {
+	var at int64
+	err := m.conn.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").Scan(&at)
+	if err != nil {
+		return 0, fmt.Errorf("error reading the WAL position: %w", err)
+	}
+	return at, nil
 }
 
 func (p *cpuPhase) run() {
@@ -172,6 +194,11 @@ func (p *cpuPhase) end(tb testing.TB) cpuUsage {
 	u := cpuUsage{process: processCPU(tb) - p.process}
 	close(p.stop)
 	<-p.done
+	wal, err := p.m.walPosition()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.walBytes = wal - p.wal
 	if !p.m.backends {
 		return u
 	}
