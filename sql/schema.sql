@@ -424,6 +424,66 @@ BEGIN
     RETURN ended;
 END $fn$
 $def$, ecols, ecols_ended, tcols, tcols_ended);
+
+    EXECUTE format($def$
+CREATE OR REPLACE FUNCTION ax.history_end_single(p_ids uuid[], p_states text[], p_task_ids uuid[], p_task_states text[],
+                                                 p_task_results jsonb[], p_task_errors text[], p_task_codes text[])
+RETURNS uuid[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    ended uuid[];
+    keep  timestamptz[];
+BEGIN
+    -- No read of the runs' other tasks: a run of one shard has none (a
+    -- run of several is left alone, below), and its task's outcome is
+    -- passed in.
+    -- The runs are deleted from the live table and written to history
+    -- with their final state, in one statement.
+    WITH gone AS (
+        DELETE FROM ax.execution e
+        WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND e.shard_count = 1
+        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+    ), k AS (
+        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+                                  THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                  ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+                     s.made_until - interval '1 microsecond') AS until
+        FROM gone g
+        LEFT JOIN ax.job j ON j.id = g.job_id
+        CROSS JOIN ax.history_setting s
+    ), moved AS (
+        INSERT INTO ax.execution_history (%1$s, retain_until)
+        SELECT %2$s, k.until FROM k
+        RETURNING id, retain_until
+    ), outbox AS (
+        INSERT INTO ax.callback (execution_id, job_id)
+        SELECT k.id, k.job_id FROM k WHERE k.has_callback
+        ON CONFLICT (execution_id) DO NOTHING
+    )
+    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(retain_until), '{}') INTO ended, keep FROM moved;
+    IF cardinality(ended) = 0 THEN
+        RETURN ended;
+    END IF;
+    -- Their tasks follow (all ended, or ending with an outcome passed in).
+    WITH tasks_gone AS (
+        DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
+        RETURNING t.*
+    )
+    INSERT INTO ax.task_history (%3$s, retain_until)
+    SELECT %4$s, u.until
+    FROM tasks_gone t
+    JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
+    LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
+              AS f(id, state, result, error, code) ON f.id = t.id;
+    -- One NOTIFY per 200 ended executions (payload: their ids), as the
+    -- execution_ended trigger sends for runs ended by an UPDATE.
+    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
+    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended) AS id) c
+    GROUP BY chunk;
+    RETURN ended;
+END $fn$
+$def$, ecols, ecols_ended, tcols, tcols_ended);
 END $_$;
 
 --
@@ -449,6 +509,67 @@ BEGIN
     WITH gone AS (
         DELETE FROM ax.execution e
         WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND NOT (e.id = ANY(busy))
+        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+    ), k AS (
+        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+                                  THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                  ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+                     s.made_until - interval '1 microsecond') AS until
+        FROM gone g
+        LEFT JOIN ax.job j ON j.id = g.job_id
+        CROSS JOIN ax.history_setting s
+    ), moved AS (
+        INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until)
+        SELECT k.id, k.job_id, k.cause, k.scheduled_for, k.fired_at, k.misfired, k.final_state::ax.execution_state, k.params, k.shard_count, k.priority, k.started_at, now(), k.cancel_requested_at, k.cancel_reason, k.created_at, now(), k.error, k.traceparent, k.until FROM k
+        RETURNING id, retain_until
+    ), outbox AS (
+        INSERT INTO ax.callback (execution_id, job_id)
+        SELECT k.id, k.job_id FROM k WHERE k.has_callback
+        ON CONFLICT (execution_id) DO NOTHING
+    )
+    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(retain_until), '{}') INTO ended, keep FROM moved;
+    IF cardinality(ended) = 0 THEN
+        RETURN ended;
+    END IF;
+    -- Their tasks follow (all ended, or ending with an outcome passed in).
+    WITH tasks_gone AS (
+        DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
+        RETURNING t.*
+    )
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, u.until
+    FROM tasks_gone t
+    JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
+    LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
+              AS f(id, state, result, error, code) ON f.id = t.id;
+    -- One NOTIFY per 200 ended executions (payload: their ids), as the
+    -- execution_ended trigger sends for runs ended by an UPDATE.
+    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
+    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended) AS id) c
+    GROUP BY chunk;
+    RETURN ended;
+END $$;
+
+--
+-- Name: history_end_single(uuid[], text[], uuid[], text[], jsonb[], text[], text[]); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.history_end_single(p_ids uuid[], p_states text[], p_task_ids uuid[], p_task_states text[], p_task_results jsonb[], p_task_errors text[], p_task_codes text[]) RETURNS uuid[]
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ended uuid[];
+    keep  timestamptz[];
+BEGIN
+    -- No read of the runs' other tasks: a run of one shard has none (a
+    -- run of several is left alone, below), and its task's outcome is
+    -- passed in.
+    -- The runs are deleted from the live table and written to history
+    -- with their final state, in one statement.
+    WITH gone AS (
+        DELETE FROM ax.execution e
+        WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND e.shard_count = 1
         RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
     ), k AS (
         SELECT g.*, j.callback_url IS NOT NULL AS has_callback,

@@ -143,12 +143,14 @@ SELECT id FROM ax.execution WHERE id = @id FOR NO KEY UPDATE;
 -- ExecutionEndSingle ends runs of one shard (@ids) with their task's
 -- outcome, which TaskComplete read and locked but did not write (task
 -- @task_ids[i] of run @ids[i] ended in @states[i] with @results[i],
--- @errors[i] and @error_codes[i]). ax.history_end (migration 00025)
--- writes each run and its task to history with that outcome and deletes
--- the live rows, in one statement; it returns the runs it ended.
+-- @errors[i] and @error_codes[i]). ax.history_end_single (migration
+-- 00040; ax.history_end without its read of the runs' other tasks, which
+-- a run of one shard has none of) writes each run and its task to
+-- history with that outcome and deletes the live rows, in one statement;
+-- it returns the runs it ended.
 -- name: ExecutionEndSingle :many
-SELECT unnest(ax.history_end(@ids::uuid[], @states::text[], @task_ids::uuid[], @states::text[],
-                             @results::jsonb[], @errors::text[], @error_codes::text[]))::uuid AS id;
+SELECT unnest(ax.history_end_single(@ids::uuid[], @states::text[], @task_ids::uuid[], @states::text[],
+                                    @results::jsonb[], @errors::text[], @error_codes::text[]))::uuid AS id;
 
 -- ExecutionFinalize ends executions whose tasks have all ended: succeeded
 -- when every shard succeeded, else timed_out, failed or cancelled (through

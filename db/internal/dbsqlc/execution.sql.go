@@ -106,8 +106,8 @@ func (q *Queries) ExecutionCancel(ctx context.Context, db DBTX, arg ExecutionCan
 }
 
 const executionEndSingle = `-- name: ExecutionEndSingle :many
-SELECT unnest(ax.history_end($1::uuid[], $2::text[], $3::uuid[], $2::text[],
-                             $4::jsonb[], $5::text[], $6::text[]))::uuid AS id
+SELECT unnest(ax.history_end_single($1::uuid[], $2::text[], $3::uuid[], $2::text[],
+                                    $4::jsonb[], $5::text[], $6::text[]))::uuid AS id
 `
 
 type ExecutionEndSingleParams struct {
@@ -122,9 +122,11 @@ type ExecutionEndSingleParams struct {
 // ExecutionEndSingle ends runs of one shard (@ids) with their task's
 // outcome, which TaskComplete read and locked but did not write (task
 // @task_ids[i] of run @ids[i] ended in @states[i] with @results[i],
-// @errors[i] and @error_codes[i]). ax.history_end (migration 00025)
-// writes each run and its task to history with that outcome and deletes
-// the live rows, in one statement; it returns the runs it ended.
+// @errors[i] and @error_codes[i]). ax.history_end_single (migration
+// 00040; ax.history_end without its read of the runs' other tasks, which
+// a run of one shard has none of) writes each run and its task to
+// history with that outcome and deletes the live rows, in one statement;
+// it returns the runs it ended.
 func (q *Queries) ExecutionEndSingle(ctx context.Context, db DBTX, arg ExecutionEndSingleParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, executionEndSingle,
 		arg.Ids,

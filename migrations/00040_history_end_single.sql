@@ -1,0 +1,356 @@
+-- +goose Up
+
+-- ax.history_end_single is ax.history_end for runs of one shard whose
+-- task's outcome is passed in (@task_ids: the results that end them,
+-- TaskComplete's ending): such a run has no other task that could still
+-- be in flight, so it skips history_end's read of the runs' other tasks
+-- (an index probe per run: 2 of the 47 shared buffers a completion used
+-- in BenchmarkWritePath, and 4.5 of ExecutionEndSingle's 53 µs a task).
+-- A run of several shards among @ids is not ended (history_end ends it).
+-- history_define_move now writes it too (run it after adding a column,
+-- as before).
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION ax.history_define_move() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    ecols text;
+    tcols text;
+    ecols_ended text;
+    tcols_ended text;
+BEGIN
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO ecols
+    FROM pg_attribute WHERE attrelid = 'ax.execution'::regclass AND attnum > 0 AND NOT attisdropped;
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO tcols
+    FROM pg_attribute WHERE attrelid = 'ax.task'::regclass AND attnum > 0 AND NOT attisdropped;
+    -- The execution's columns as history_end writes them: the final state
+    -- and the end time are set, the rest is copied.
+    SELECT string_agg(CASE attname WHEN 'state' THEN 'k.final_state::ax.execution_state'
+                                   WHEN 'finished_at' THEN 'now()'
+                                   WHEN 'updated_at' THEN 'now()'
+                                   ELSE 'k.' || quote_ident(attname) END, ', ' ORDER BY attnum) INTO ecols_ended
+    FROM pg_attribute WHERE attrelid = 'ax.execution'::regclass AND attnum > 0 AND NOT attisdropped;
+    -- A task whose outcome is passed (f: a result that ends its run, not
+    -- recorded on the live row) gets it; the others are copied as they are.
+    SELECT string_agg(CASE attname
+                        WHEN 'state' THEN 'coalesce(f.state::ax.task_state, t.state)'
+                        WHEN 'result' THEN 'CASE WHEN f.id IS NULL THEN t.result ELSE f.result END'
+                        WHEN 'error' THEN 'CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '''') END'
+                        WHEN 'error_code' THEN 'CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '''') END'
+                        WHEN 'finished_at' THEN 'CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END'
+                        WHEN 'updated_at' THEN 'CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END'
+                        WHEN 'lease_token' THEN 'CASE WHEN f.id IS NULL THEN t.lease_token END'
+                        WHEN 'lease_expires_at' THEN 'CASE WHEN f.id IS NULL THEN t.lease_expires_at END'
+                        ELSE 't.' || quote_ident(attname) END, ', ' ORDER BY attnum) INTO tcols_ended
+    FROM pg_attribute WHERE attrelid = 'ax.task'::regclass AND attnum > 0 AND NOT attisdropped;
+
+    EXECUTE format($def$
+CREATE OR REPLACE FUNCTION ax.history_move(p_ids uuid[], p_not_before timestamptz) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    busy   uuid[];
+    ids    uuid[];
+    keep   timestamptz[];
+BEGIN
+    -- Every read is by key from a bound array (= ANY): index lookups
+    -- whatever the statistics say (see TaskComplete).
+    busy := ARRAY(SELECT DISTINCT t.execution_id FROM ax.task t
+                  WHERE t.execution_id = ANY(p_ids) AND t.state IN ('pending', 'leased', 'running'));
+    SELECT coalesce(array_agg(e.id), '{}'),
+           coalesce(array_agg(least(greatest(
+               e.finished_at + CASE WHEN e.state IN ('failed', 'timed_out')
+                                    THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                    ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+               p_not_before), s.made_until - interval '1 microsecond')), '{}')
+    INTO ids, keep
+    FROM ax.execution e
+    LEFT JOIN ax.job j ON j.id = e.job_id
+    CROSS JOIN ax.history_setting s
+    WHERE e.id = ANY(p_ids) AND e.finished_at IS NOT NULL AND NOT (e.id = ANY(busy));
+    IF cardinality(ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO ax.task_history (%1$s, retain_until)
+    SELECT %2$s, k.until
+    FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
+    WHERE t.execution_id = ANY(ids);
+    DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
+    INSERT INTO ax.execution_history (%3$s, retain_until)
+    SELECT %4$s, k.until
+    FROM ax.execution e JOIN unnest(ids, keep) AS k(id, until) ON k.id = e.id
+    WHERE e.id = ANY(ids);
+    DELETE FROM ax.execution e WHERE e.id = ANY(ids);
+    RETURN cardinality(ids);
+END $fn$
+$def$, tcols, (SELECT string_agg('t.' || c, ', ') FROM unnest(string_to_array(tcols, ', ')) c),
+       ecols, (SELECT string_agg('e.' || c, ', ') FROM unnest(string_to_array(ecols, ', ')) c));
+
+    EXECUTE format($def$
+CREATE OR REPLACE FUNCTION ax.history_end(p_ids uuid[], p_states text[], p_task_ids uuid[], p_task_states text[],
+                                          p_task_results jsonb[], p_task_errors text[], p_task_codes text[])
+RETURNS uuid[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    busy  uuid[];
+    ended uuid[];
+    keep  timestamptz[];
+BEGIN
+    -- Every read is by key from a bound array (= ANY), never a join with
+    -- the arrays or a subquery per row: with stale statistics either was
+    -- planned as a scan of the table per row (see TaskComplete).
+    busy := ARRAY(SELECT DISTINCT t.execution_id FROM ax.task t
+                  WHERE t.execution_id = ANY(p_ids) AND t.state IN ('pending', 'leased', 'running')
+                    AND NOT (t.id = ANY(p_task_ids)));
+    -- The runs are deleted from the live table and written to history
+    -- with their final state, in one statement.
+    WITH gone AS (
+        DELETE FROM ax.execution e
+        WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND NOT (e.id = ANY(busy))
+        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+    ), k AS (
+        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+                                  THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                  ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+                     s.made_until - interval '1 microsecond') AS until
+        FROM gone g
+        LEFT JOIN ax.job j ON j.id = g.job_id
+        CROSS JOIN ax.history_setting s
+    ), moved AS (
+        INSERT INTO ax.execution_history (%1$s, retain_until)
+        SELECT %2$s, k.until FROM k
+        RETURNING id, retain_until
+    ), outbox AS (
+        INSERT INTO ax.callback (execution_id, job_id)
+        SELECT k.id, k.job_id FROM k WHERE k.has_callback
+        ON CONFLICT (execution_id) DO NOTHING
+    )
+    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(retain_until), '{}') INTO ended, keep FROM moved;
+    IF cardinality(ended) = 0 THEN
+        RETURN ended;
+    END IF;
+    -- Their tasks follow (all ended, or ending with an outcome passed in).
+    WITH tasks_gone AS (
+        DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
+        RETURNING t.*
+    )
+    INSERT INTO ax.task_history (%3$s, retain_until)
+    SELECT %4$s, u.until
+    FROM tasks_gone t
+    JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
+    LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
+              AS f(id, state, result, error, code) ON f.id = t.id;
+    -- One NOTIFY per 200 ended executions (payload: their ids), as the
+    -- execution_ended trigger sends for runs ended by an UPDATE.
+    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
+    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended) AS id) c
+    GROUP BY chunk;
+    RETURN ended;
+END $fn$
+$def$, ecols, ecols_ended, tcols, tcols_ended);
+
+    EXECUTE format($def$
+CREATE OR REPLACE FUNCTION ax.history_end_single(p_ids uuid[], p_states text[], p_task_ids uuid[], p_task_states text[],
+                                                 p_task_results jsonb[], p_task_errors text[], p_task_codes text[])
+RETURNS uuid[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    ended uuid[];
+    keep  timestamptz[];
+BEGIN
+    -- No read of the runs' other tasks: a run of one shard has none (a
+    -- run of several is left alone, below), and its task's outcome is
+    -- passed in.
+    -- The runs are deleted from the live table and written to history
+    -- with their final state, in one statement.
+    WITH gone AS (
+        DELETE FROM ax.execution e
+        WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND e.shard_count = 1
+        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+    ), k AS (
+        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+                                  THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                  ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+                     s.made_until - interval '1 microsecond') AS until
+        FROM gone g
+        LEFT JOIN ax.job j ON j.id = g.job_id
+        CROSS JOIN ax.history_setting s
+    ), moved AS (
+        INSERT INTO ax.execution_history (%1$s, retain_until)
+        SELECT %2$s, k.until FROM k
+        RETURNING id, retain_until
+    ), outbox AS (
+        INSERT INTO ax.callback (execution_id, job_id)
+        SELECT k.id, k.job_id FROM k WHERE k.has_callback
+        ON CONFLICT (execution_id) DO NOTHING
+    )
+    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(retain_until), '{}') INTO ended, keep FROM moved;
+    IF cardinality(ended) = 0 THEN
+        RETURN ended;
+    END IF;
+    -- Their tasks follow (all ended, or ending with an outcome passed in).
+    WITH tasks_gone AS (
+        DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
+        RETURNING t.*
+    )
+    INSERT INTO ax.task_history (%3$s, retain_until)
+    SELECT %4$s, u.until
+    FROM tasks_gone t
+    JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
+    LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
+              AS f(id, state, result, error, code) ON f.id = t.id;
+    -- One NOTIFY per 200 ended executions (payload: their ids), as the
+    -- execution_ended trigger sends for runs ended by an UPDATE.
+    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
+    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended) AS id) c
+    GROUP BY chunk;
+    RETURN ended;
+END $fn$
+$def$, ecols, ecols_ended, tcols, tcols_ended);
+END $$;
+-- +goose StatementEnd
+SELECT ax.history_define_move();
+
+-- +goose Down
+
+DROP FUNCTION ax.history_end_single(uuid[], text[], uuid[], text[], jsonb[], text[], text[]);
+-- history_define_move as in 00025.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION ax.history_define_move() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    ecols text;
+    tcols text;
+    ecols_ended text;
+    tcols_ended text;
+BEGIN
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO ecols
+    FROM pg_attribute WHERE attrelid = 'ax.execution'::regclass AND attnum > 0 AND NOT attisdropped;
+    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO tcols
+    FROM pg_attribute WHERE attrelid = 'ax.task'::regclass AND attnum > 0 AND NOT attisdropped;
+    -- The execution's columns as history_end writes them: the final state
+    -- and the end time are set, the rest is copied.
+    SELECT string_agg(CASE attname WHEN 'state' THEN 'k.final_state::ax.execution_state'
+                                   WHEN 'finished_at' THEN 'now()'
+                                   WHEN 'updated_at' THEN 'now()'
+                                   ELSE 'k.' || quote_ident(attname) END, ', ' ORDER BY attnum) INTO ecols_ended
+    FROM pg_attribute WHERE attrelid = 'ax.execution'::regclass AND attnum > 0 AND NOT attisdropped;
+    -- A task whose outcome is passed (f: a result that ends its run, not
+    -- recorded on the live row) gets it; the others are copied as they are.
+    SELECT string_agg(CASE attname
+                        WHEN 'state' THEN 'coalesce(f.state::ax.task_state, t.state)'
+                        WHEN 'result' THEN 'CASE WHEN f.id IS NULL THEN t.result ELSE f.result END'
+                        WHEN 'error' THEN 'CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '''') END'
+                        WHEN 'error_code' THEN 'CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '''') END'
+                        WHEN 'finished_at' THEN 'CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END'
+                        WHEN 'updated_at' THEN 'CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END'
+                        WHEN 'lease_token' THEN 'CASE WHEN f.id IS NULL THEN t.lease_token END'
+                        WHEN 'lease_expires_at' THEN 'CASE WHEN f.id IS NULL THEN t.lease_expires_at END'
+                        ELSE 't.' || quote_ident(attname) END, ', ' ORDER BY attnum) INTO tcols_ended
+    FROM pg_attribute WHERE attrelid = 'ax.task'::regclass AND attnum > 0 AND NOT attisdropped;
+
+    EXECUTE format($def$
+CREATE OR REPLACE FUNCTION ax.history_move(p_ids uuid[], p_not_before timestamptz) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    busy   uuid[];
+    ids    uuid[];
+    keep   timestamptz[];
+BEGIN
+    -- Every read is by key from a bound array (= ANY): index lookups
+    -- whatever the statistics say (see TaskComplete).
+    busy := ARRAY(SELECT DISTINCT t.execution_id FROM ax.task t
+                  WHERE t.execution_id = ANY(p_ids) AND t.state IN ('pending', 'leased', 'running'));
+    SELECT coalesce(array_agg(e.id), '{}'),
+           coalesce(array_agg(least(greatest(
+               e.finished_at + CASE WHEN e.state IN ('failed', 'timed_out')
+                                    THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                    ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+               p_not_before), s.made_until - interval '1 microsecond')), '{}')
+    INTO ids, keep
+    FROM ax.execution e
+    LEFT JOIN ax.job j ON j.id = e.job_id
+    CROSS JOIN ax.history_setting s
+    WHERE e.id = ANY(p_ids) AND e.finished_at IS NOT NULL AND NOT (e.id = ANY(busy));
+    IF cardinality(ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO ax.task_history (%1$s, retain_until)
+    SELECT %2$s, k.until
+    FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
+    WHERE t.execution_id = ANY(ids);
+    DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
+    INSERT INTO ax.execution_history (%3$s, retain_until)
+    SELECT %4$s, k.until
+    FROM ax.execution e JOIN unnest(ids, keep) AS k(id, until) ON k.id = e.id
+    WHERE e.id = ANY(ids);
+    DELETE FROM ax.execution e WHERE e.id = ANY(ids);
+    RETURN cardinality(ids);
+END $fn$
+$def$, tcols, (SELECT string_agg('t.' || c, ', ') FROM unnest(string_to_array(tcols, ', ')) c),
+       ecols, (SELECT string_agg('e.' || c, ', ') FROM unnest(string_to_array(ecols, ', ')) c));
+
+    EXECUTE format($def$
+CREATE OR REPLACE FUNCTION ax.history_end(p_ids uuid[], p_states text[], p_task_ids uuid[], p_task_states text[],
+                                          p_task_results jsonb[], p_task_errors text[], p_task_codes text[])
+RETURNS uuid[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    busy  uuid[];
+    ended uuid[];
+    keep  timestamptz[];
+BEGIN
+    -- Every read is by key from a bound array (= ANY), never a join with
+    -- the arrays or a subquery per row: with stale statistics either was
+    -- planned as a scan of the table per row (see TaskComplete).
+    busy := ARRAY(SELECT DISTINCT t.execution_id FROM ax.task t
+                  WHERE t.execution_id = ANY(p_ids) AND t.state IN ('pending', 'leased', 'running')
+                    AND NOT (t.id = ANY(p_task_ids)));
+    -- The runs are deleted from the live table and written to history
+    -- with their final state, in one statement.
+    WITH gone AS (
+        DELETE FROM ax.execution e
+        WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND NOT (e.id = ANY(busy))
+        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+    ), k AS (
+        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+                                  THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                  ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+                     s.made_until - interval '1 microsecond') AS until
+        FROM gone g
+        LEFT JOIN ax.job j ON j.id = g.job_id
+        CROSS JOIN ax.history_setting s
+    ), moved AS (
+        INSERT INTO ax.execution_history (%1$s, retain_until)
+        SELECT %2$s, k.until FROM k
+        RETURNING id, retain_until
+    ), outbox AS (
+        INSERT INTO ax.callback (execution_id, job_id)
+        SELECT k.id, k.job_id FROM k WHERE k.has_callback
+        ON CONFLICT (execution_id) DO NOTHING
+    )
+    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(retain_until), '{}') INTO ended, keep FROM moved;
+    IF cardinality(ended) = 0 THEN
+        RETURN ended;
+    END IF;
+    -- Their tasks follow (all ended, or ending with an outcome passed in).
+    WITH tasks_gone AS (
+        DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
+        RETURNING t.*
+    )
+    INSERT INTO ax.task_history (%3$s, retain_until)
+    SELECT %4$s, u.until
+    FROM tasks_gone t
+    JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
+    LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
+              AS f(id, state, result, error, code) ON f.id = t.id;
+    -- One NOTIFY per 200 ended executions (payload: their ids), as the
+    -- execution_ended trigger sends for runs ended by an UPDATE.
+    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
+    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended) AS id) c
+    GROUP BY chunk;
+    RETURN ended;
+END $fn$
+$def$, ecols, ecols_ended, tcols, tcols_ended);
+END $$;
+-- +goose StatementEnd
+SELECT ax.history_define_move();
