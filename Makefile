@@ -52,10 +52,10 @@ test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0
 	  FUZZ_JOB_EXECS=$(TEST_FUZZ_JOB_EXECS) FUZZ_CRON_EXECS=$(TEST_FUZZ_CRON_EXECS)
 
 .PHONY: test-go
-# The race detector sleeps a second before a binary exits, so that other
-# goroutines can finish reporting (GORACE's atexit_sleep_ms): a second per
-# test package, holding one of the -p slots. A race seen during a test fails
-# that test whatever this is (the testing package checks after each test).
+# The race detector sleeps in the main goroutine before a binary exits
+# (GORACE's atexit_sleep_ms, 1000 ms by default): a second per test package,
+# holding one of the -p slots. A race seen during a test fails that test
+# whatever this is (the testing package checks after each test).
 test-go: export GORACE ?= atexit_sleep_ms=0
 test-go:
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
