@@ -24,7 +24,8 @@ var historyPairs = []struct{ live, history, view, alias string }{
 // TestHistoryTablesMatchLiveTables: each history table has exactly its
 // live table's columns (names, types, order) and retain_until; the views
 // over both have the live columns and then retain_until; and
-// ax.history_move and ax.history_end copy every column, in order.
+// ax.history_move, ax.history_end and ax.history_end_single copy every
+// column, in order.
 // A migration that adds a column to a live table but not to its history
 // table, or forgets SELECT ax.history_define_move(), or to recreate the
 // views, fails here (the subtests show that it would).
@@ -40,11 +41,12 @@ func TestHistoryTablesMatchLiveTables(t *testing.T) {
 		_, err := pool.Exec(ctx, `ALTER TABLE ax.task ADD COLUMN region text`)
 		require.NoError(t, err)
 		got := historyMismatches(t, pool)
-		require.Len(t, got, 4, "%q", got)
+		require.Len(t, got, 5, "%q", got)
 		require.True(t, strings.HasPrefix(got[0], "ax.task_history: columns"), got[0])
 		require.True(t, strings.HasPrefix(got[1], "ax.all_tasks: columns"), got[1])
 		require.Equal(t, "ax.history_move does not copy the columns of ax.task", got[2])
 		require.Equal(t, "ax.history_end does not copy the columns of ax.task", got[3])
+		require.Equal(t, "ax.history_end_single does not copy the columns of ax.task", got[4])
 	})
 
 	t.Run("MoveNotRedefined", func(t *testing.T) {
@@ -54,10 +56,11 @@ func TestHistoryTablesMatchLiveTables(t *testing.T) {
 			ALTER TABLE ax.execution_history ADD COLUMN region text`)
 		require.NoError(t, err)
 		got := historyMismatches(t, pool)
-		require.Len(t, got, 3, "%q", got)
+		require.Len(t, got, 4, "%q", got)
 		require.True(t, strings.HasPrefix(got[0], "ax.all_executions: columns"), got[0])
 		require.Equal(t, "ax.history_move does not copy the columns of ax.execution", got[1])
 		require.Equal(t, "ax.history_end does not copy the columns of ax.execution", got[2])
+		require.Equal(t, "ax.history_end_single does not copy the columns of ax.execution", got[3])
 
 		// Redefining the move mends it; the view still lacks the column.
 		_, err = pool.Exec(ctx, `SELECT ax.history_define_move()`)
@@ -69,13 +72,14 @@ func TestHistoryTablesMatchLiveTables(t *testing.T) {
 }
 
 // historyMismatches lists how the history tables, the views over both
-// and ax.history_move and ax.history_end differ from the live tables' columns; none when
+// and ax.history_move, history_end and history_end_single differ from the live tables' columns; none when
 // they agree.
 func historyMismatches(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	var out []string
 	def := functionDefinition(t, pool, "ax.history_move(uuid[], timestamptz)")
 	endDef := functionDefinition(t, pool, "ax.history_end(uuid[], text[], uuid[], text[], jsonb[], text[], text[])")
+	endSingleDef := functionDefinition(t, pool, "ax.history_end_single(uuid[], text[], uuid[], text[], jsonb[], text[], text[])")
 	for _, p := range historyPairs {
 		live := columnsOf(t, pool, p.live)
 		// The history table: the live columns in their order, and
@@ -108,6 +112,9 @@ func historyMismatches(t *testing.T, pool *pgxpool.Pool) []string {
 		// end time are set, not copied).
 		if !strings.Contains(endDef, insert) {
 			out = append(out, "ax.history_end does not copy the columns of "+p.live)
+		}
+		if !strings.Contains(endSingleDef, insert) {
+			out = append(out, "ax.history_end_single does not copy the columns of "+p.live)
 		}
 	}
 	return out

@@ -128,6 +128,33 @@ func TestTheLastShardsResultEndsItsRun(t *testing.T) {
 	require.Equal(t, "failed", state)
 }
 
+// ax.history_end_single, which ends runs of one shard without looking
+// for their other tasks, leaves a run of several alone, even when it is
+// given one shard's outcome: ending it would move the other shard, still
+// in flight, to history (task_history's checks refuse that, so the whole
+// completion would fail). history_end, given the same, waits too.
+func TestHistoryEndSingleLeavesARunOfSeveralShards(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	job := e.job(func(j *db.Job) { j.ShardCount = 2 })
+	run := e.trigger(job.ID)
+	refs := e.lease(run)
+	require.Len(t, refs, 2)
+
+	endSingle := func(fn string) []uuid.UUID {
+		t.Helper()
+		var ended []uuid.UUID
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT ax.`+fn+`(ARRAY[$1::uuid], ARRAY['succeeded'], ARRAY[$2::uuid],
+			ARRAY['succeeded'], ARRAY[NULL::jsonb], ARRAY[''], ARRAY[''])`, run, refs[0].ID).Scan(&ended))
+		return ended
+	}
+	require.Empty(t, endSingle("history_end_single"))
+	require.Equal(t, "live", e.whereShards(run, 2))
+	// history_end, given the same, sees the other shard in flight.
+	require.Empty(t, endSingle("history_end"))
+	require.Equal(t, "live", e.whereShards(run, 2))
+}
+
 // whereShards is where for a run of n shards.
 func (e *env) whereShards(id uuid.UUID, n int) string {
 	e.t.Helper()
