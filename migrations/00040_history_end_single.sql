@@ -16,6 +16,7 @@ DECLARE
     tcols text;
     ecols_ended text;
     tcols_ended text;
+    end_body    text;
 BEGIN
     SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO ecols
     FROM pg_attribute WHERE attrelid = 'ax.execution'::regclass AND attnum > 0 AND NOT attisdropped;
@@ -83,9 +84,12 @@ END $fn$
 $def$, tcols, (SELECT string_agg('t.' || c, ', ') FROM unnest(string_to_array(tcols, ', ')) c),
        ecols, (SELECT string_agg('e.' || c, ', ') FROM unnest(string_to_array(ecols, ', ')) c));
 
-    EXECUTE format($def$
-CREATE OR REPLACE FUNCTION ax.history_end(p_ids uuid[], p_states text[], p_task_ids uuid[], p_task_states text[],
-                                          p_task_results jsonb[], p_task_errors text[], p_task_codes text[])
+    -- history_end and history_end_single share their body (end_body):
+    -- %5$s is the function's name, %6$s what it reads before ending the
+    -- runs, %7$s which runs it may end.
+    end_body := $def$
+CREATE OR REPLACE FUNCTION ax.%5$s(p_ids uuid[], p_states text[], p_task_ids uuid[], p_task_states text[],
+                                   p_task_results jsonb[], p_task_errors text[], p_task_codes text[])
 RETURNS uuid[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -93,119 +97,66 @@ DECLARE
     ended uuid[];
     keep  timestamptz[];
 BEGIN
+%6$s
+    -- The runs are deleted from the live table and written to history
+    -- with their final state, in one statement.
+    WITH gone AS (
+        DELETE FROM ax.execution e
+        WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND %7$s
+        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+    ), k AS (
+        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+                                  THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
+                                  ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
+                     s.made_until - interval '1 microsecond') AS until
+        FROM gone g
+        LEFT JOIN ax.job j ON j.id = g.job_id
+        CROSS JOIN ax.history_setting s
+    ), moved AS (
+        INSERT INTO ax.execution_history (%1$s, retain_until)
+        SELECT %2$s, k.until FROM k
+        RETURNING id, retain_until
+    ), outbox AS (
+        INSERT INTO ax.callback (execution_id, job_id)
+        SELECT k.id, k.job_id FROM k WHERE k.has_callback
+        ON CONFLICT (execution_id) DO NOTHING
+    )
+    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(retain_until), '{}') INTO ended, keep FROM moved;
+    IF cardinality(ended) = 0 THEN
+        RETURN ended;
+    END IF;
+    -- Their tasks follow (all ended, or ending with an outcome passed in).
+    WITH tasks_gone AS (
+        DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
+        RETURNING t.*
+    )
+    INSERT INTO ax.task_history (%3$s, retain_until)
+    SELECT %4$s, u.until
+    FROM tasks_gone t
+    JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
+    LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
+              AS f(id, state, result, error, code) ON f.id = t.id;
+    -- One NOTIFY per 200 ended executions (payload: their ids), as the
+    -- execution_ended trigger sends for runs ended by an UPDATE.
+    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
+    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended) AS id) c
+    GROUP BY chunk;
+    RETURN ended;
+END $fn$
+$def$;
+    EXECUTE format(end_body, ecols, ecols_ended, tcols, tcols_ended, 'history_end', $read$
     -- Every read is by key from a bound array (= ANY), never a join with
     -- the arrays or a subquery per row: with stale statistics either was
     -- planned as a scan of the table per row (see TaskComplete).
     busy := ARRAY(SELECT DISTINCT t.execution_id FROM ax.task t
                   WHERE t.execution_id = ANY(p_ids) AND t.state IN ('pending', 'leased', 'running')
-                    AND NOT (t.id = ANY(p_task_ids)));
-    -- The runs are deleted from the live table and written to history
-    -- with their final state, in one statement.
-    WITH gone AS (
-        DELETE FROM ax.execution e
-        WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND NOT (e.id = ANY(busy))
-        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
-    ), k AS (
-        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
-               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
-                                  THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
-                                  ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
-                     s.made_until - interval '1 microsecond') AS until
-        FROM gone g
-        LEFT JOIN ax.job j ON j.id = g.job_id
-        CROSS JOIN ax.history_setting s
-    ), moved AS (
-        INSERT INTO ax.execution_history (%1$s, retain_until)
-        SELECT %2$s, k.until FROM k
-        RETURNING id, retain_until
-    ), outbox AS (
-        INSERT INTO ax.callback (execution_id, job_id)
-        SELECT k.id, k.job_id FROM k WHERE k.has_callback
-        ON CONFLICT (execution_id) DO NOTHING
-    )
-    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(retain_until), '{}') INTO ended, keep FROM moved;
-    IF cardinality(ended) = 0 THEN
-        RETURN ended;
-    END IF;
-    -- Their tasks follow (all ended, or ending with an outcome passed in).
-    WITH tasks_gone AS (
-        DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
-        RETURNING t.*
-    )
-    INSERT INTO ax.task_history (%3$s, retain_until)
-    SELECT %4$s, u.until
-    FROM tasks_gone t
-    JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
-    LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
-              AS f(id, state, result, error, code) ON f.id = t.id;
-    -- One NOTIFY per 200 ended executions (payload: their ids), as the
-    -- execution_ended trigger sends for runs ended by an UPDATE.
-    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
-    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended) AS id) c
-    GROUP BY chunk;
-    RETURN ended;
-END $fn$
-$def$, ecols, ecols_ended, tcols, tcols_ended);
-
-    EXECUTE format($def$
-CREATE OR REPLACE FUNCTION ax.history_end_single(p_ids uuid[], p_states text[], p_task_ids uuid[], p_task_states text[],
-                                                 p_task_results jsonb[], p_task_errors text[], p_task_codes text[])
-RETURNS uuid[]
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    ended uuid[];
-    keep  timestamptz[];
-BEGIN
+                    AND NOT (t.id = ANY(p_task_ids)));$read$,
+        'NOT (e.id = ANY(busy))');
+    EXECUTE format(end_body, ecols, ecols_ended, tcols, tcols_ended, 'history_end_single', $read$
     -- No read of the runs' other tasks: a run of one shard has none (a
-    -- run of several is left alone, below), and its task's outcome is
-    -- passed in.
-    -- The runs are deleted from the live table and written to history
-    -- with their final state, in one statement.
-    WITH gone AS (
-        DELETE FROM ax.execution e
-        WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND e.shard_count = 1
-        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
-    ), k AS (
-        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
-               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
-                                  THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
-                                  ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
-                     s.made_until - interval '1 microsecond') AS until
-        FROM gone g
-        LEFT JOIN ax.job j ON j.id = g.job_id
-        CROSS JOIN ax.history_setting s
-    ), moved AS (
-        INSERT INTO ax.execution_history (%1$s, retain_until)
-        SELECT %2$s, k.until FROM k
-        RETURNING id, retain_until
-    ), outbox AS (
-        INSERT INTO ax.callback (execution_id, job_id)
-        SELECT k.id, k.job_id FROM k WHERE k.has_callback
-        ON CONFLICT (execution_id) DO NOTHING
-    )
-    SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(retain_until), '{}') INTO ended, keep FROM moved;
-    IF cardinality(ended) = 0 THEN
-        RETURN ended;
-    END IF;
-    -- Their tasks follow (all ended, or ending with an outcome passed in).
-    WITH tasks_gone AS (
-        DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
-        RETURNING t.*
-    )
-    INSERT INTO ax.task_history (%3$s, retain_until)
-    SELECT %4$s, u.until
-    FROM tasks_gone t
-    JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
-    LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
-              AS f(id, state, result, error, code) ON f.id = t.id;
-    -- One NOTIFY per 200 ended executions (payload: their ids), as the
-    -- execution_ended trigger sends for runs ended by an UPDATE.
-    PERFORM pg_notify('ax_execution_ended', string_agg(id::text, ','))
-    FROM (SELECT id, (row_number() OVER () - 1) / 200 AS chunk FROM unnest(ended) AS id) c
-    GROUP BY chunk;
-    RETURN ended;
-END $fn$
-$def$, ecols, ecols_ended, tcols, tcols_ended);
+    -- run of several is left alone), and its task's outcome is passed in.$read$,
+        'e.shard_count = 1');
 END $$;
 -- +goose StatementEnd
 SELECT ax.history_define_move();
