@@ -32,6 +32,7 @@ var validationRef = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 type expression struct {
 	gronx    string // 7 fields, seconds first, year *, numbers only
 	timeline bool   // the hour field matches every hour
+	everyDay bool   // the date fields are *: the clock fields alone decide
 
 	// clock holds the values of the second, minute and hour fields (bit n
 	// for value n); they let nextWall skip times of day gronx would step
@@ -101,6 +102,7 @@ func compileFields(parts []string, seconds bool) (expression, error) {
 	canon = append(canon, "*") // an explicit year keeps gronx from guessing one
 	e.gronx = strings.Join(canon, " ")
 	e.timeline = e.clock[2] == hour.all()
+	e.everyDay = canon[3] == "*" && canon[4] == "*" && canon[5] == "*"
 	return e, nil
 }
 

@@ -75,3 +75,31 @@ func scanWall(t *testing.T, e expression, ref time.Time, days int) (time.Time, b
 	}
 	return time.Time{}, false
 }
+
+// TestEveryDayNextWallMatchesGronx: when the date fields are * (or ?),
+// nextWall answers from the clock fields alone; gronx's own search, from
+// ref itself, must agree.
+func TestEveryDayNextWallMatchesGronx(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 300 {
+		anyDay := func() string { return []string{"*", "?"}[r.IntN(2)] }
+		expr := strings.Join([]string{randomClockField(r, 59), randomClockField(r, 59), randomClockField(r, 23), anyDay(), "*", anyDay()}, " ")
+		e, err := compile(expr)
+		if err != nil {
+			continue // ? in both day fields
+		}
+		require.True(t, e.everyDay, expr)
+		ref := time.Date(2020+r.IntN(10), time.Month(1+r.IntN(12)), 1+r.IntN(31), r.IntN(24), r.IntN(60), r.IntN(60), r.IntN(1e9), time.UTC)
+		want, err := gronx.NextTickAfter(e.gronx, ref, false)
+		require.NoError(t, err, "%q after %s", expr, ref)
+		got, ok := e.nextWall(ref)
+		require.True(t, ok, "%q after %s", expr, ref)
+		require.Equal(t, want, got, "%q after %s", expr, ref)
+	}
+	for _, expr := range []string{"0 0 1 * *", "0 0 * 1 *", "0 0 * * 1", "0 0 L * *", "0 0 ? * MON-FRI"} {
+		e, err := compile(expr)
+		require.NoError(t, err)
+		require.False(t, e.everyDay, "%q goes through gronx", expr)
+	}
+}

@@ -12,6 +12,12 @@ import (
 
 // nextWall returns the first wall time strictly after ref that matches.
 func (e expression) nextWall(ref time.Time) (time.Time, bool) {
+	if e.everyDay {
+		// Every date matches: the first allowed time of day after ref is
+		// the answer, and gronx would parse the expression a few times
+		// over to find it.
+		return e.skipClock(ref).Add(time.Second), true
+	}
 	w, err := gronx.NextTickAfter(e.gronx, e.skipClock(ref), false)
 	// gronx gives up after many iterations and may then return ref itself.
 	if err != nil || !w.After(ref) {
@@ -31,6 +37,9 @@ func (e expression) firstWallIn(from, to time.Time) (time.Time, bool) {
 			at := day.Add(d)
 			if at.After(to) {
 				break
+			}
+			if e.everyDay {
+				return at, true
 			}
 			if due, err := gronx.New().IsDue(e.gronx, at); err == nil && due {
 				return at, true
