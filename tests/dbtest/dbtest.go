@@ -471,14 +471,20 @@ func randomHex(n int) string {
 // Before PostgreSQL 15, FILE_COPY was the only way and had no keyword.
 func createFromTemplate(ctx context.Context, conn *pgx.Conn, name string) error {
 	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
-	major, _, _ := strings.Cut(conn.PgConn().ParameterStatus("server_version"), ".") // "15.20 (Debian …)"
-	if version, err := strconv.Atoi(major); err == nil && version >= 15 {
+	if serverMajor(conn) >= 15 {
 		sql += " STRATEGY FILE_COPY"
 	}
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("error creating database %s: %w", name, err)
 	}
 	return nil
+}
+
+// serverMajor returns the server's major version, or 0 if it cannot tell.
+func serverMajor(conn *pgx.Conn) int {
+	major, _, _ := strings.Cut(conn.PgConn().ParameterStatus("server_version"), ".") // "15.20 (Debian …)"
+	version, _ := strconv.Atoi(major)
+	return version
 }
 
 // dropDatabase drops database name, disconnecting its sessions first.

@@ -15,11 +15,13 @@ import (
 )
 
 // A test's database is recycled for the next test of the same process
-// when the test changed nothing in it but rows: its rows are deleted and
+// when the test changed nothing in it but rows: its rows are deleted, the
+// seed rows the migrations insert put back as they were (an `ax serve`
+// stamps its retention flags into ax.history_setting when it starts), and
 // its sequences and statistics counters reset. A new database costs a
 // CREATE DATABASE and a DROP DATABASE, each of which waits for a
 // checkpoint of whatever the tests beside it wrote. A database whose
-// schema, catalog statistics, seed rows or settings a test changed, that
+// schema, catalog statistics or settings a test changed, that
 // still has sessions, into which its tests wrote more than
 // recycleMaxWrites rows, or whose test failed is dropped as before.
 //
@@ -29,8 +31,8 @@ import (
 // statistics, …): a DDL, GRANT, COMMENT or ANALYZE writes such rows, so
 // the counts must match a fresh copy's and no row may be newer than the
 // moment that copy was read. VACUUM updates pg_class in place, so its
-// size and freeze columns are compared too, as are the seed rows the
-// migrations insert, the database's settings and prepared transactions.
+// size and freeze columns are compared too, as are the database's
+// settings and prepared transactions.
 
 // recycleMaxWrites bounds the rows (inserted or updated, from the
 // statistics counters) the tests of one recycled database may write over
@@ -65,6 +67,7 @@ type freshState struct {
 	seeds     string   // fingerprint of the seed rows
 	tables    []string // quoted names of the tables without seed rows
 	seeded    []string // quoted names of the tables with seed rows
+	reseed    string   // statements that put the seed rows back
 	sequences string   // statement that sets every sequence back
 }
 
@@ -127,6 +130,9 @@ func readFreshState(ctx context.Context, conn *pgx.Conn) (*freshState, error) {
 		return nil, err
 	}
 	if state.check, err = catalogCheck(ctx, conn, state.seeded); err != nil {
+		return nil, err
+	}
+	if state.reseed, err = seedRestore(ctx, conn, state.seeded); err != nil {
 		return nil, err
 	}
 	if err := conn.QueryRow(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&state.xid); err != nil {
@@ -206,6 +212,30 @@ func sequencesReset(ctx context.Context, conn *pgx.Conn) (string, error) {
 	return "SELECT " + strings.Join(calls, ", "), nil
 }
 
+// seedRestore returns statements that empty the seeded tables and insert
+// their rows as they are now (each table's columns but generated ones,
+// from a JSON literal of the rows).
+func seedRestore(ctx context.Context, conn *pgx.Conn, seeded []string) (string, error) {
+	var b strings.Builder
+	for _, table := range seeded {
+		var rows, stmt string
+		if err := conn.QueryRow(ctx, "SELECT json_agg(x)::text FROM ONLY "+table+" x").Scan(&rows); err != nil {
+			return "", fmt.Errorf("error reading the seed rows of %s: %w", table, err)
+		}
+		err := conn.QueryRow(ctx, `
+			SELECT format('DELETE FROM ONLY %1$s; INSERT INTO %1$s (%2$s) SELECT %2$s FROM json_populate_recordset(NULL::%1$s, %3$L);',
+			              $1::text, string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum), $2::text)
+			FROM pg_attribute a
+			WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''`,
+			table, rows).Scan(&stmt)
+		if err != nil {
+			return "", fmt.Errorf("error reading the columns of %s: %w", table, err)
+		}
+		b.WriteString(stmt)
+	}
+	return b.String(), nil
+}
+
 // catalogCheck builds, from the server's own list of database-local
 // catalogs, the one statement readCatalogs runs. Each catalog's rows
 // about user objects are those whose first oid column (pg_depend's
@@ -283,10 +313,14 @@ func recycle(ctx context.Context, admin, name string) bool {
 		return false
 	}
 	defer conn.Close(context.Background())
-	if !sessionsGone(ctx, conn) || !unchanged(ctx, conn, state, name) {
+	if !sessionsGone(ctx, conn) {
 		return false
 	}
-	if err := reset(ctx, conn, state); err != nil {
+	fit, reseed := unchanged(ctx, conn, state, name)
+	if !fit {
+		return false
+	}
+	if err := reset(ctx, conn, state, reseed); err != nil {
 		// Most likely the role may not set session_replication_role.
 		baselineMu.Lock()
 		recycleOff = true
@@ -316,37 +350,49 @@ func sessionsGone(ctx context.Context, conn *pgx.Conn) bool {
 	}
 }
 
-// unchanged reports whether database name's catalogs and seed rows are
-// as in a fresh copy and its tests stayed within recycleMaxWrites.
-func unchanged(ctx context.Context, conn *pgx.Conn, state *freshState, name string) bool {
+// unchanged reports whether database name's catalogs are as in a fresh
+// copy and its tests stayed within recycleMaxWrites (fit), and whether
+// its seed rows changed (reseed).
+func unchanged(ctx context.Context, conn *pgx.Conn, state *freshState, name string) (fit, reseed bool) {
 	found, err := readCatalogs(ctx, conn, state)
-	if err != nil || found.catalogs != state.catalogs || found.newRows != 0 ||
-		found.inPlace != state.inPlace || found.seeds != state.seeds {
-		return false
+	if err != nil || found.catalogs != state.catalogs || found.newRows != 0 || found.inPlace != state.inPlace {
+		return false, false
 	}
 	freeMu.Lock()
 	defer freeMu.Unlock()
 	writes[name] += found.writes
-	return writes[name] <= recycleMaxWrites
+	return writes[name] <= recycleMaxWrites, found.seeds != state.seeds
 }
 
 // reset deletes every row but the seed rows (without firing triggers,
-// foreign keys' included: every table is emptied), sets the sequences
-// back and zeroes the statistics counters, which tests read and
-// unchanged counts writes by.
-func reset(ctx context.Context, conn *pgx.Conn, state *freshState) error {
+// foreign keys' included: every table is emptied), puts the seed rows
+// back as they were when reseed, sets the sequences back and zeroes the
+// statistics counters, which tests read and unchanged counts writes by.
+func reset(ctx context.Context, conn *pgx.Conn, state *freshState, reseed bool) error {
 	var b strings.Builder
 	b.WriteString("BEGIN; SET LOCAL session_replication_role = replica;")
 	for _, table := range state.tables {
 		b.WriteString(" DELETE FROM ONLY " + table + ";")
 	}
+	if reseed {
+		b.WriteString(" " + state.reseed)
+	}
 	if state.sequences != "" {
 		b.WriteString(" " + state.sequences + ";")
 	}
-	b.WriteString(" COMMIT; SELECT pg_stat_reset();")
-	// One round trip: the simple protocol runs the statements in order.
+	b.WriteString(" COMMIT;")
+	if serverMajor(conn) >= 15 {
+		// The counts of the statements above are the backend's own until it
+		// reports them, which it does before it answers, forced or once a
+		// second: forced, they are in the shared counters the reset zeroes.
+		b.WriteString(" SELECT pg_stat_force_next_flush();")
+	}
+	// The simple protocol runs the statements in order.
 	if _, err := conn.PgConn().Exec(ctx, b.String()).ReadAll(); err != nil {
 		return fmt.Errorf("error resetting: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_stat_reset()"); err != nil {
+		return fmt.Errorf("error resetting the statistics: %w", err)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ func TestRecycledDatabaseIsAsFresh(t *testing.T) {
 	ctx := context.Background()
 	var fresh struct {
 		seeds    int64
+		setting  string
 		sequence int64
 	}
 	var name string
@@ -28,11 +29,14 @@ func TestRecycledDatabaseIsAsFresh(t *testing.T) {
 		conn := connect(t, NewURL(t))
 		name = currentDatabase(t, conn)
 		exec(t, conn, `SELECT count(*) FROM ax.history_setting`, &fresh.seeds)
+		exec(t, conn, `SELECT s::text FROM ax.history_setting s`, &fresh.setting)
 		exec(t, conn, `SELECT nextval('ax.river_job_id_seq')`, &fresh.sequence)
 		exec(t, conn, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
 			VALUES ('recycled', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false)`)
 		exec(t, conn, `INSERT INTO ax.river_job (args, kind, max_attempts, queue, state, priority)
 			VALUES ('{}', 'k', 1, 'q', 'available', 1)`)
+		// As an ax serve does when it starts: a seed row is put back.
+		exec(t, conn, `UPDATE ax.history_setting SET failed_retention = failed_retention * 2, updated_at = now()`)
 		conn.Close(ctx)
 	})
 	if !slices.Contains(free, name) {
@@ -45,6 +49,11 @@ func TestRecycledDatabaseIsAsFresh(t *testing.T) {
 			t.Fatalf("got database %s, want the recycled %s", got, name)
 		}
 		var jobs, riverJobs, seeds, sequence, inserted int64
+		var setting string
+		exec(t, conn, `SELECT s::text FROM ax.history_setting s`, &setting)
+		if setting != fresh.setting {
+			t.Fatalf("recycled database: history setting %s, fresh %s", setting, fresh.setting)
+		}
 		exec(t, conn, `SELECT count(*) FROM ax.job`, &jobs)
 		exec(t, conn, `SELECT count(*) FROM ax.river_job`, &riverJobs)
 		exec(t, conn, `SELECT count(*) FROM ax.history_setting`, &seeds)
@@ -68,7 +77,6 @@ func TestRecycledDatabaseIsAsFresh(t *testing.T) {
 		{"analyzes", `ANALYZE ax.job`},
 		{"vacuums", `VACUUM ax.job`},
 		{"sets a database setting", `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET work_mem = ''8MB''', current_database()); END $$`},
-		{"changes a seed row", `UPDATE ax.history_setting SET failed_retention = failed_retention * 2`},
 		{"writes many rows", `INSERT INTO ax.nonce (key_id, nonce, expires_at) SELECT gen_random_uuid(), md5(i::text), now() FROM generate_series(1, 20001) i`},
 	} {
 		t.Run(change.name, func(t *testing.T) {
