@@ -26,6 +26,15 @@ var errBodyTooLarge = errors.New("request body is too large")
 // limit (so no middleware or handler can read more), and a body must
 // arrive within the read timeout. Huma's own per-operation checks still
 // apply behind it.
+//
+// A read deadline is for the body alone. Once the body is read (at once
+// when there is none), net/http reads the connection in the background
+// to see the client leave, and a deadline that passes then cancels the
+// request's context (golang/go#70834): huma's body timeout (5 s unless
+// the operation says) became a limit on the handler, and a run triggered
+// while the database was slow failed with "context canceled" after 5 s.
+// So the deadline is cleared when the body ends, and later ones are
+// ignored.
 type bodyGuard struct {
 	mux     *http.ServeMux
 	api     huma.API
@@ -56,7 +65,9 @@ func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration) *body
 
 func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
-		g.mux.ServeHTTP(w, r)
+		// The request is read: the server's ReadTimeout is done with it.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		g.mux.ServeHTTP(readDone{w}, r)
 		return
 	}
 	_, pattern := g.mux.Handler(r)
@@ -71,10 +82,12 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("request body is too large limit=%d bytes", limit.bytes))
 		return
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.timeout))
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(g.timeout))
 	// One byte past the limit, so that readers that read limit+1 to tell
 	// "too large" (huma, readLimited) see it and answer 413 themselves.
-	body := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit.bytes+1)}
+	body := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit.bytes+1),
+		clearDeadline: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 	r.Body = body
 	if r.ProtoMajor != 1 {
 		g.mux.ServeHTTP(w, r) // HTTP/2 streams have no body to drain first
@@ -83,19 +96,32 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mux.ServeHTTP(&unreadBodyCloser{ResponseWriter: w, body: body}, r)
 }
 
-// trackedBody notes when its body has been read to the end (or failed).
+// trackedBody notes when its body has been read to the end, and then
+// clears the read deadline. A body that failed (too large, too slow) is
+// not done: its connection closes after the answer, where net/http would
+// otherwise read on to drain it.
 type trackedBody struct {
 	io.ReadCloser
-	done atomic.Bool
+	done          atomic.Bool
+	clearDeadline func()
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil {
-		b.done.Store(true)
+	if err == io.EOF && !b.done.Swap(true) {
+		b.clearDeadline()
 	}
 	return n, err
 }
+
+// readDone serves a request without a body: a read deadline set for one
+// (huma sets its operation's body timeout whatever arrived) is ignored.
+type readDone struct{ http.ResponseWriter }
+
+func (readDone) SetReadDeadline(time.Time) error { return nil }
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w readDone) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // unreadBodyCloser closes the connection after an answer given before the
 // body was read (401, 403, 404, 413...). Otherwise net/http would first
@@ -120,6 +146,15 @@ func (w *unreadBodyCloser) Write(p []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// SetReadDeadline applies while the body is being read and is ignored
+// after it (see bodyGuard).
+func (w *unreadBodyCloser) SetReadDeadline(deadline time.Time) error {
+	if w.body.done.Load() {
+		return nil
+	}
+	return http.NewResponseController(w.ResponseWriter).SetReadDeadline(deadline)
 }
 
 // Unwrap lets http.ResponseController reach the real writer.
