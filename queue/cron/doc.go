@@ -1,7 +1,9 @@
 // Package cron parses ax's cron dialect and computes fire times in a job's
 // IANA timezone, correct across daylight-saving transitions. Matching is
 // delegated to gronx on naive wall-clock times; this package adds the dialect
-// checks and the mapping from wall time to instants.
+// checks and the mapping from wall time to instants. When the date fields are
+// all *, the next time of day comes from the second, minute and hour fields'
+// value sets alone (tests check them against gronx).
 //
 // # Fields
 //
