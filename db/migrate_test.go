@@ -14,17 +14,10 @@ import (
 
 func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
 
-// emptyDatabase returns a pool on a database with no ax schema: the
-// template's migrations are rolled back first.
+// emptyDatabase returns a pool on a database no migration has touched.
 func emptyDatabase(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool := dbtest.New(t)
-	m, err := db.NewMigrator(pool, nil)
-	require.NoError(t, err)
-	defer m.Close()
-	_, err = m.DownTo(context.Background(), 0)
-	require.NoError(t, err)
-	return pool
+	return dbtest.NewBlank(t)
 }
 
 func TestMigrationsUpDownUp(t *testing.T) {

@@ -220,6 +220,32 @@ func New(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// NewBlank returns a pool on a new database of t's own without any schema
+// (a copy of template1, where the template starts): for tests of the
+// migrations themselves, which otherwise migrated a copy of the template
+// all the way down first. It is dropped once t ends (never recycled).
+func NewBlank(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	admin := AdminURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	name := "ax_test_" + randomHex(6)
+	withConn(t, ctx, admin, func(conn *pgx.Conn) error {
+		return createFrom(ctx, conn, name, "template1")
+	})
+	t.Cleanup(func() { dropLater(t, admin, name) })
+	url, err := db.WithDatabase(admin, name)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 func setup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -470,7 +496,13 @@ func randomHex(n int) string {
 // side by side, and each checkpoint finds only what the tests wrote).
 // Before PostgreSQL 15, FILE_COPY was the only way and had no keyword.
 func createFromTemplate(ctx context.Context, conn *pgx.Conn, name string) error {
-	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	return createFrom(ctx, conn, name, template)
+}
+
+// createFrom creates database name as a copy of database from, file by
+// file (see createFromTemplate).
+func createFrom(ctx context.Context, conn *pgx.Conn, name, from string) error {
+	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{from}.Sanitize()
 	if serverMajor(conn) >= 15 {
 		sql += " STRATEGY FILE_COPY"
 	}
