@@ -32,7 +32,11 @@ func setupRoutedAgents(t *testing.T, agentCfg dispatch.AgentConfig) *apiEnv {
 	var router *dispatch.TaskRouter
 	env := setupConfig(t, func(c *openapi.Config) {
 		var err error
-		router, err = dispatch.NewTaskRouter(agentCfg, dispatch.TaskRouterConfig{Refresh: time.Millisecond}, nil, nil)
+		// The tests' agents heartbeat once, when they register: a loaded
+		// machine took longer than the default live window (two heartbeat
+		// intervals, 10 s) from there to a run's routing, which then found
+		// no agent (CI: TestConsistentHashKeepsAKeyOnOneAgent).
+		router, err = dispatch.NewTaskRouter(agentCfg, dispatch.TaskRouterConfig{Refresh: time.Millisecond, Live: time.Hour}, nil, nil)
 		require.NoError(t, err)
 		c.Agent, c.Router = agentCfg, router
 	})
