@@ -27,14 +27,14 @@ var errBodyTooLarge = errors.New("request body is too large")
 // arrive within the read timeout. Huma's own per-operation checks still
 // apply behind it.
 //
-// A read deadline is for the body alone. Once the body is read (at once
-// when there is none), net/http reads the connection in the background
-// to see the client leave, and a deadline that passes then cancels the
-// request's context (golang/go#70834): huma's body timeout (5 s unless
-// the operation says) became a limit on the handler, and a run triggered
-// while the database was slow failed with "context canceled" after 5 s.
-// So the deadline is cleared when the body ends, and later ones are
-// ignored.
+// A read deadline is for the body alone. Once the body is read (before
+// the handler when there is none), net/http clears the deadline and reads
+// the connection in the background to see the client leave; a deadline
+// set after that cancels the request's context when it passes
+// (golang/go#70834). Huma sets its body timeout (5 s unless the operation
+// says) whether a body came or not, so it became a limit on the handler:
+// a run triggered while the database was slow failed with "context
+// canceled" after 5 s. Without a body, the deadlines it sets are ignored.
 type bodyGuard struct {
 	mux     *http.ServeMux
 	api     huma.API
@@ -65,8 +65,6 @@ func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration) *body
 
 func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
-		// The request is read: the server's ReadTimeout is done with it.
-		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 		g.mux.ServeHTTP(readDone{w}, r)
 		return
 	}
@@ -82,12 +80,10 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("request body is too large limit=%d bytes", limit.bytes))
 		return
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(g.timeout))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.timeout))
 	// One byte past the limit, so that readers that read limit+1 to tell
 	// "too large" (huma, readLimited) see it and answer 413 themselves.
-	body := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit.bytes+1),
-		clearDeadline: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+	body := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit.bytes+1)}
 	r.Body = body
 	if r.ProtoMajor != 1 {
 		g.mux.ServeHTTP(w, r) // HTTP/2 streams have no body to drain first
@@ -96,26 +92,24 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mux.ServeHTTP(&unreadBodyCloser{ResponseWriter: w, body: body}, r)
 }
 
-// trackedBody notes when its body has been read to the end, and then
-// clears the read deadline. A body that failed (too large, too slow) is
-// not done: its connection closes after the answer, where net/http would
-// otherwise read on to drain it.
+// trackedBody notes when its body has been read to the end. A body that
+// failed (too large, too slow) is not done: its connection closes after
+// the answer, where net/http would otherwise read on to drain it.
 type trackedBody struct {
 	io.ReadCloser
-	done          atomic.Bool
-	clearDeadline func()
+	done atomic.Bool
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.done.Swap(true) {
-		b.clearDeadline()
+	if err == io.EOF {
+		b.done.Store(true)
 	}
 	return n, err
 }
 
 // readDone serves a request without a body: a read deadline set for one
-// (huma sets its operation's body timeout whatever arrived) is ignored.
+// would only cut the handler short (see bodyGuard).
 type readDone struct{ http.ResponseWriter }
 
 func (readDone) SetReadDeadline(time.Time) error { return nil }
@@ -146,15 +140,6 @@ func (w *unreadBodyCloser) Write(p []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(p)
-}
-
-// SetReadDeadline applies while the body is being read and is ignored
-// after it (see bodyGuard).
-func (w *unreadBodyCloser) SetReadDeadline(deadline time.Time) error {
-	if w.body.done.Load() {
-		return nil
-	}
-	return http.NewResponseController(w.ResponseWriter).SetReadDeadline(deadline)
 }
 
 // Unwrap lets http.ResponseController reach the real writer.
