@@ -432,6 +432,16 @@ func (a *Agent) heartbeatInterval() time.Duration {
 	return cmp.Or(a.cfg.HeartbeatInterval, server, 5*time.Second)
 }
 
+// heartbeatTimeout is how long one heartbeat may take. The server marks
+// an agent offline after three intervals without a heartbeat, and a slow
+// answer (a server busy committing) still counts if it lands inside that
+// window: giving up after one interval would let a server that answers in
+// 1.2 intervals take every agent offline at once. Past the lease, the
+// leases it renews have run out on the agent's side anyway.
+func (a *Agent) heartbeatTimeout() time.Duration {
+	return min(3*a.heartbeatInterval(), a.leaseDuration())
+}
+
 // goDone runs fn and returns a channel closed when it returns.
 func goDone(fn func()) <-chan struct{} {
 	done := make(chan struct{})

@@ -267,6 +267,33 @@ func TestAgentRenewsLeasesFromWhenTheHeartbeatWasSent(t *testing.T) {
 	require.True(t, h.deadline.After(sent.Add(a.leaseDuration()-time.Second)), "the lease was renewed")
 }
 
+// TestAgentHeartbeatSlowerThanItsIntervalStillCounts: a server busy
+// committing may answer a heartbeat after more than one interval; the
+// answer still renews the leases, up to the three intervals after which
+// the server would mark the agent offline. A slower one is given up.
+func TestAgentHeartbeatSlowerThanItsIntervalStillCounts(t *testing.T) {
+	t.Parallel()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{HeartbeatInterval: 200 * time.Millisecond})
+	_, err := a.sessions.current(t.Context())
+	require.NoError(t, err)
+	task := handlerTask("held", "none")
+	task.LeaseToken = "lease-held"
+	d.set(func(d *serverDouble) { d.tokens["held"], d.hbDelay = "lease-held", 350*time.Millisecond })
+	first := time.Now().Add(time.Second)
+	a.running.add(task, func(error) {}, first)
+
+	a.heartbeat(t.Context())
+	renewed := a.running.tasks["held"].deadline
+	require.True(t, renewed.After(first), "an answer 1.75 intervals late renewed the lease")
+
+	d.set(func(d *serverDouble) { d.hbDelay = time.Second })
+	began := time.Now()
+	a.heartbeat(t.Context())
+	require.Less(t, time.Since(began), 900*time.Millisecond, "given up after three intervals")
+	require.Equal(t, renewed, a.running.tasks["held"].deadline, "the answer that never came renewed nothing")
+}
+
 func TestAgentDrainStopsLeasingAtOnce(t *testing.T) {
 	t.Parallel()
 	d := newServerDouble()

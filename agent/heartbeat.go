@@ -6,7 +6,8 @@ import (
 )
 
 // heartbeatLoop heartbeats every interval, and at once when asked (the
-// agent became ready), until ctx ends.
+// agent became ready), until ctx ends. The interval runs from when a
+// heartbeat was sent: a slow answer does not push the next one back.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -17,8 +18,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		case <-timer.C:
 		case <-a.beatNow:
 		}
+		sent := time.Now()
 		a.heartbeat(ctx)
-		timer.Reset(a.heartbeatInterval())
+		timer.Reset(max(a.heartbeatInterval()-time.Since(sent), 0))
 	}
 }
 
@@ -36,9 +38,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	if free, ok := diskFree(a.cfg.DiskPath); ok {
 		hb.DiskFreeBytes = &free
 	}
-	// A heartbeat that takes longer than the interval is overtaken by the
-	// next one: give up on it then.
-	ctx, cancel := context.WithTimeout(ctx, a.heartbeatInterval())
+	ctx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 	defer cancel()
 	// Renewed leases run from when the heartbeat was sent, not from when
 	// its answer arrived: the server renewed them in between, so an answer
