@@ -35,6 +35,7 @@ type ExecutionService struct {
 	metrics *metrics.Metrics
 	router  *dispatch.TaskRouter
 	outbox  *delivery.Outbox // enqueues callbacks and agentless HTTP tasks; nil: none
+	turns   jobTurns         // one manual fire of a job at a time reaches the database
 }
 
 // WithRouter makes the service place new tasks with router; it returns s.
@@ -79,6 +80,11 @@ func (s *ExecutionService) Trigger(ctx context.Context, req *TriggerRequest) (ex
 	if err != nil {
 		return nil, false, fmt.Errorf("error generating execution id: %w", err)
 	}
+	release, err := s.turns.take(ctx, req.JobID)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
 	err = db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if req.IdempotencyKey != "" {
 			prior, err := s.claimKey(ctx, tx, req, id)

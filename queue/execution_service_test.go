@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -153,4 +154,66 @@ func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, db.ExecutionState("succeeded"), after.State)
 	require.Nil(t, after.CancelRequestedAt)
+}
+
+// TestFiresOfOneJobWaitWithoutAConnection: while a job's rows are locked
+// (here by another session; in production by the fire of it before),
+// further fires of the job wait for their turn without holding a
+// connection of the replica's pool, so the rest of the replica still gets
+// connections. A fire whose caller leaves stops waiting and makes
+// nothing; once the lock goes, every other fire is made.
+func TestFiresOfOneJobWaitWithoutAConnection(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	job := e.job(nil)
+	small, err := db.OpenPool(ctx, e.pool.Config().ConnString(), db.PoolSize{MaxConns: 3})
+	require.NoError(t, err)
+	t.Cleanup(small.Close)
+	execs := queue.NewExecutionService(small, nil, nil)
+
+	holder, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT 1 FROM ax.job WHERE id = $1 FOR UPDATE`, job.ID)
+	require.NoError(t, err)
+
+	const fires = 6
+	errs := make(chan error, fires)
+	for range fires {
+		go func() {
+			_, _, err := execs.Trigger(ctx, &queue.TriggerRequest{JobID: job.ID})
+			errs <- err
+		}()
+	}
+	waiting := func() int {
+		return e.count(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+	}
+	require.Eventually(t, func() bool { return waiting() >= 1 }, 10*time.Second, 10*time.Millisecond,
+		"a fire waits for the job's lock")
+	require.Never(t, func() bool { return waiting() > 1 }, 300*time.Millisecond, 10*time.Millisecond,
+		"the other fires wait for their turn outside the database")
+	acquireCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for range 2 {
+		conn, err := small.Acquire(acquireCtx)
+		require.NoError(t, err, "the pool's other connections are free")
+		defer conn.Release()
+	}
+
+	leaving, cancelLeaving := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelLeaving()
+	_, _, err = execs.Trigger(leaving, &queue.TriggerRequest{JobID: job.ID})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a caller that leaves stops waiting")
+
+	require.NoError(t, holder.Rollback(ctx))
+	for range fires {
+		select {
+		case err := <-errs:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a fire did not return once the lock went")
+		}
+	}
+	require.Equal(t, fires, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, job.ID))
 }
