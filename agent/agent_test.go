@@ -248,14 +248,7 @@ func TestAgentTellsServerItDrains(t *testing.T) {
 // past its expiry on the server's.
 func TestAgentRenewsLeasesFromWhenTheHeartbeatWasSent(t *testing.T) {
 	t.Parallel()
-	d := newServerDouble()
-	a := newTestAgent(t, d, Config{HeartbeatInterval: 5 * time.Second})
-	_, err := a.sessions.current(t.Context())
-	require.NoError(t, err)
-	task := handlerTask("held", "none")
-	task.LeaseToken = "lease-held"
-	d.set(func(d *serverDouble) { d.tokens["held"], d.hbDelay = "lease-held", 300*time.Millisecond })
-	a.running.add(task, func(error) {}, time.Now().Add(time.Second))
+	_, a := agentHolding(t, 5*time.Second, 300*time.Millisecond, time.Now().Add(time.Second))
 
 	sent := time.Now()
 	a.heartbeat(t.Context())
@@ -273,15 +266,8 @@ func TestAgentRenewsLeasesFromWhenTheHeartbeatWasSent(t *testing.T) {
 // the server would mark the agent offline. A slower one is given up.
 func TestAgentHeartbeatSlowerThanItsIntervalStillCounts(t *testing.T) {
 	t.Parallel()
-	d := newServerDouble()
-	a := newTestAgent(t, d, Config{HeartbeatInterval: 200 * time.Millisecond})
-	_, err := a.sessions.current(t.Context())
-	require.NoError(t, err)
-	task := handlerTask("held", "none")
-	task.LeaseToken = "lease-held"
-	d.set(func(d *serverDouble) { d.tokens["held"], d.hbDelay = "lease-held", 350*time.Millisecond })
 	first := time.Now().Add(time.Second)
-	a.running.add(task, func(error) {}, first)
+	d, a := agentHolding(t, 200*time.Millisecond, 350*time.Millisecond, first)
 
 	a.heartbeat(t.Context())
 	renewed := a.running.tasks["held"].deadline
@@ -292,6 +278,22 @@ func TestAgentHeartbeatSlowerThanItsIntervalStillCounts(t *testing.T) {
 	a.heartbeat(t.Context())
 	require.Less(t, time.Since(began), 900*time.Millisecond, "given up after three intervals")
 	require.Equal(t, renewed, a.running.tasks["held"].deadline, "the answer that never came renewed nothing")
+}
+
+// agentHolding returns an agent that heartbeats every interval, has
+// registered, and holds task "held" until deadline; the server double
+// answers its heartbeats hbDelay late.
+func agentHolding(t *testing.T, interval, hbDelay time.Duration, deadline time.Time) (*serverDouble, *Agent) {
+	t.Helper()
+	d := newServerDouble()
+	a := newTestAgent(t, d, Config{HeartbeatInterval: interval})
+	_, err := a.sessions.current(t.Context())
+	require.NoError(t, err)
+	task := handlerTask("held", "none")
+	task.LeaseToken = "lease-held"
+	d.set(func(d *serverDouble) { d.tokens["held"], d.hbDelay = "lease-held", hbDelay })
+	a.running.add(task, func(error) {}, deadline)
+	return d, a
 }
 
 func TestAgentDrainStopsLeasingAtOnce(t *testing.T) {
