@@ -101,7 +101,7 @@ func (m *idempotency) middleware(ctx huma.Context, next func(huma.Context)) {
 		m.answerRetry(ctx, req, prior)
 		return
 	}
-	rec := &recordingContext{humaContext: ctx, body: bytes.NewReader(body), headers: http.Header{}}
+	rec := &recordingContext{humaContext: ctx, body: newHeldBody(body), headers: http.Header{}}
 	next(rec)
 	m.remember(ctx, req, rec)
 }

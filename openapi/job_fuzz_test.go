@@ -119,6 +119,9 @@ func (fx *jobFuzz) accept(data []byte) (*Job, bool) {
 	if len(data) > jobFuzzMaxBytes {
 		return nil, false
 	}
+	if unstorable(data) != nil { // storableBodies, before huma decodes
+		return nil, false
+	}
 	var v any
 	if err := jsonFormat.Unmarshal(data, &v); err != nil {
 		return nil, false

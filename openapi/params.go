@@ -2,9 +2,7 @@ package openapi
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -58,32 +56,23 @@ func (p Params) validate(at string, errs *fieldErrors) {
 
 // jsonDepth is how deeply a JSON document nests (see scanJSON).
 func jsonDepth(b []byte) int {
-	d, _ := scanJSON(b)
-	return d
+	return scanJSON(b)
 }
 
 // scanJSON finds how deeply a JSON document nests, by one scan of its
 // brackets outside strings, without decoding it; it stops once past
-// maxBodyDepth (the depth is then maxBodyDepth+1). It also refuses what
-// the decoder lets through and Postgres does not store (a 500 when the
-// insert failed; FuzzJobDefinition found both): a raw control character
-// in a string (RFC 8259 requires them escaped), and \u0000 (no Postgres
-// text or jsonb holds NUL).
-func scanJSON(b []byte) (deepest int, err error) {
+// maxBodyDepth (the depth is then maxBodyDepth+1). What Postgres cannot
+// store is storableBodies' to refuse (db.CheckStorableJSON).
+func scanJSON(b []byte) (deepest int) {
 	depth, inString := 0, false
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		if inString {
-			switch {
-			case c == '\\':
-				if bytes.HasPrefix(b[i+1:], []byte("u0000")) {
-					return deepest, errNUL
-				}
+			switch c {
+			case '\\':
 				i++
-			case c == '"':
+			case '"':
 				inString = false
-			case c < 0x20:
-				return deepest, errControl
 			}
 			continue
 		}
@@ -95,41 +84,24 @@ func scanJSON(b []byte) (deepest int, err error) {
 			if depth > deepest {
 				deepest = depth
 				if deepest > maxBodyDepth {
-					return deepest, nil
+					return deepest
 				}
 			}
 		case '}', ']':
 			depth--
 		}
 	}
-	return deepest, nil
+	return deepest
 }
-
-var (
-	errControl = errors.New("the JSON document has an unescaped control character in a string")
-	errNUL     = errors.New(`the JSON document has a NUL character (\u0000), which ax cannot store`)
-)
 
 // errTooDeep refuses a body before decoding it.
 var errTooDeep = fmt.Errorf("the JSON document nests deeper than %d levels (params may nest %d)", maxBodyDepth, MaxParamsDepth)
 
-// errNotUTF8 refuses a body that is not UTF-8, as RFC 8259 requires of
-// JSON: params are kept byte for byte, and Postgres stores no other text
-// (such a body was a 500 when the insert failed; FuzzJobDefinition).
-var errNotUTF8 = errors.New("the JSON document is not valid UTF-8")
-
-// checkBody is run on every JSON body before it is decoded: valid UTF-8,
-// no raw control character or NUL in a string, nesting at most
-// maxBodyDepth.
+// checkBody is run on every JSON body before it is decoded: nesting at
+// most maxBodyDepth. (Bodies of operations that store them were checked
+// for what Postgres stores before: storableBodies.)
 func checkBody(data []byte) error {
-	if !utf8.Valid(data) {
-		return errNotUTF8
-	}
-	deepest, err := scanJSON(data)
-	if err != nil {
-		return err
-	}
-	if deepest > maxBodyDepth {
+	if scanJSON(data) > maxBodyDepth {
 		return errTooDeep
 	}
 	return nil

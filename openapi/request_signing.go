@@ -85,7 +85,7 @@ func (a *authenticator) signed(ctx huma.Context, scope string, next func(huma.Co
 		a.deny(ctx, http.StatusUnauthorized, "signed request refused: "+reason)
 		return
 	}
-	a.authorize(&bodyContext{humaContext: ctx, body: bytes.NewReader(body)}, key, scope, next)
+	a.authorize(&bodyContext{humaContext: ctx, body: newHeldBody(body)}, key, scope, next)
 }
 
 // verifySigned checks the headers, the signature, then the timestamp and
@@ -159,7 +159,10 @@ func (a *authenticator) freshness(ctx context.Context, h signedHeaderValues) str
 }
 
 // readLimited reads the request body up to the operation's limit;
-// errBodyTooLarge past it.
+// errBodyTooLarge past it. A body a middleware read before is not read
+// again, and one of known length is read into a buffer of that size
+// (io.ReadAll doubles its buffer as it goes: up to twice the body, and
+// as much again in garbage).
 func readLimited(ctx huma.Context) ([]byte, error) {
 	limit := ctx.Operation().MaxBodyBytes
 	if limit <= 0 {
@@ -169,7 +172,16 @@ func readLimited(ctx huma.Context) ([]byte, error) {
 	if r == nil {
 		return nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if held, ok := r.(*heldBody); ok {
+		return held.data, nil
+	}
+	size := int64(bytes.MinRead)
+	if n, err := strconv.ParseInt(ctx.Header("Content-Length"), 10, 64); err == nil && n >= 0 {
+		size += min(n, limit)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	body := buf.Bytes()
 	switch {
 	case errors.As(err, new(*http.MaxBytesError)) || int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: limit=%d bytes", errBodyTooLarge, limit)
