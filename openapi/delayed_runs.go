@@ -23,7 +23,7 @@ const runBatchBodyLimit = 8 << 20
 // trigger call of that job would ask for it.
 type BatchRun struct {
 	JobID    string `json:"job_id" format:"uuid" doc:"The job to run"`
-	Params   Params `json:"params,omitempty" doc:"Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly"`
+	Params   Params `json:"params,omitempty" doc:"Overlay the job's params for this run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly"`
 	Priority *int   `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the job's"`
 	RunLater
 	IdempotencyKey string `json:"idempotency_key,omitempty" maxLength:"255" doc:"As the Idempotency-Key header of the job's trigger call: the same key and run is not stored twice (the answer says replayed); the same key with another run fails the batch (422). Cancel the run with it (POST /v1/runs/cancel) until a day after its run_at"`

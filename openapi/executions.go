@@ -24,7 +24,7 @@ type executionHandlers struct {
 
 // TriggerRequest is the optional body of a trigger call.
 type TriggerRequest struct {
-	Params   Params `json:"params,omitempty" doc:"Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly"`
+	Params   Params `json:"params,omitempty" doc:"Overlay the job's params for this run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly"`
 	Priority *int   `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the job's"`
 	RunLater
 }

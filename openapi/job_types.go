@@ -28,7 +28,7 @@ type Job struct {
 	RateLimitClass    string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate (see /v1/classes)"`
 	DegradeAction     string       `json:"degrade_action,omitempty" enum:"wait,skip" default:"wait" doc:"While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)"`
 	Callback          *JobCallback `json:"callback,omitempty" doc:"Where to announce results"`
-	Params            Params       `json:"params,omitempty" doc:"Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
+	Params            Params       `json:"params,omitempty" doc:"Parameters handed to every run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
 	SigningSecret     string       `json:"signing_secret,omitempty" readOnly:"true" doc:"The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)"`
 
 	Paused           bool                `json:"paused" readOnly:"true" doc:"Paused jobs do not fire; see pause and resume"`

@@ -21,7 +21,10 @@ type jobHandlers struct {
 	guard groupGuard
 }
 
-const jobBodyLimit = 256 << 10
+// jobBodyLimit bounds a job definition or a run: params at their limit
+// and the rest of a definition (a command and a body template may take
+// 64 KiB each), so params past theirs are refused naming the field.
+const jobBodyLimit = MaxParamsBytes + 256<<10
 
 type jobIDInput struct {
 	ID string `path:"id" format:"uuid" doc:"Job id"`

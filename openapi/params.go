@@ -12,6 +12,12 @@ import (
 // ordinary JSON tools (jq, Python's json, most decoders stop near 1000).
 const MaxParamsDepth = 64
 
+// MaxParamsBytes bounds params as sent: a job's, and a run's overlay of
+// them (trigger, ad-hoc and delayed runs, each run of a batch, each job
+// of a declaration). Params travel with every lease of every task and
+// into the HTTP body and callback of every run.
+const MaxParamsBytes = 256 << 10
+
 // maxBodyDepth refuses a request body before it is decoded at all:
 // params at their limit sit two levels down in the deepest body, and
 // nothing else in the API nests.
@@ -47,8 +53,12 @@ func (Params) Schema(huma.Registry) *huma.Schema {
 	return &huma.Schema{Type: huma.TypeObject, AdditionalProperties: true}
 }
 
-// validate checks the nesting bound, naming the field at.
+// validate checks the size and nesting bounds, naming the field at.
 func (p Params) validate(at string, errs *fieldErrors) {
+	if len(p) > MaxParamsBytes {
+		errs.add(at, fmt.Sprintf("is %d bytes; params may be at most %d bytes (256 KiB)", len(p), MaxParamsBytes), nil)
+		return
+	}
 	if d := jsonDepth(p); d > MaxParamsDepth {
 		errs.add(at, fmt.Sprintf("nests %d levels deep; at most %d are allowed", d, MaxParamsDepth), nil)
 	}

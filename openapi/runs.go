@@ -33,7 +33,7 @@ type RunRequest struct {
 	Retry          *JobRetry    `json:"retry,omitempty"`
 	RateLimitClass string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$"`
 	Callback       *JobCallback `json:"callback,omitempty" doc:"Where to announce the result"`
-	Params         Params       `json:"params,omitempty" doc:"Parameters of the run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
+	Params         Params       `json:"params,omitempty" doc:"Parameters of the run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
 	RunLater
 }
 

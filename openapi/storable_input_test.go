@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/openapi"
 )
 
 // dbState is everything an API call that stores input could change:
@@ -69,4 +71,50 @@ func TestUnstorableInputIsRefusedOnEveryPath(t *testing.T) {
 	// A surrogate pair is a character and is stored.
 	created := env.call("POST", "/v1/jobs", env.admin, jobBody("pair", `,"params":{"x":"\ud83d\ude00"}`)).must(t, http.StatusCreated)
 	require.Equal(t, map[string]any{"x": "😀"}, created["params"])
+}
+
+// Params are at most 256 KiB on every path that stores them. A batch run
+// and a declared job took 8 MiB (their bodies' limit), sent again with
+// every lease of every task. Each path answers 422 naming the params at
+// fault, and stores nothing; params at the limit are taken.
+func TestParamsSizeLimitOnEveryPath(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	params := func(size int) string { // a JSON object of exactly size bytes
+		return `{"x":"` + strings.Repeat("a", size-8) + `"}`
+	}
+	over, atLimit := params(openapi.MaxParamsBytes+1), params(openapi.MaxParamsBytes)
+	jobBody := func(name, p string) string {
+		return `{"name":"` + name + `","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"},"params":` + p + `}`
+	}
+	job := env.call("POST", "/v1/jobs", env.admin, jobBody("ok", `{"a":1}`)).must(t, http.StatusCreated)
+	id := job["id"].(string)
+	run := func(p string) string { return `{"job_id":"` + id + `","delay_seconds":60,"params":` + p + `}` }
+	for _, c := range []struct {
+		name, method, path, body, location string
+	}{
+		{"create", "POST", "/v1/jobs", jobBody("a", over), "body.params"},
+		{"put", "PUT", "/v1/jobs/" + id, jobBody("ok", over), "body.params"},
+		{"patch", "PATCH", "/v1/jobs/" + id, `{"params":` + over + `}`, "body.params"},
+		{"trigger", "POST", "/v1/jobs/" + id + "/trigger", `{"params":` + over + `}`, "body.params"},
+		{"delayed trigger", "POST", "/v1/jobs/" + id + "/trigger", `{"delay_seconds":7200,"params":` + over + `}`, "body.params"},
+		{"ad-hoc run", "POST", "/v1/runs", `{"executor":{"kind":"shell","command":"true"},"params":` + over + `}`, "body.params"},
+		{"delayed ad-hoc run", "POST", "/v1/runs", `{"executor":{"kind":"shell","command":"true"},"delay_seconds":3600,"params":` + over + `}`, "body.params"},
+		{"batch", "POST", "/v1/runs/batch", `{"runs":[` + run(`{}`) + `,` + run(`{}`) + `,` + run(`{}`) + `,` + run(over) + `]}`, "body.runs[3].params"},
+		{"declaration", "POST", "/v1/declarations", `{"managed_by":"s","jobs":[` + jobBody("d1", `{}`) + `,` + jobBody("d2", over) + `]}`, "body.jobs[1].params"},
+	} {
+		before := env.dbState()
+		resp := env.call(c.method, c.path, env.admin, c.body)
+		require.Equal(t, http.StatusUnprocessableEntity, resp.status, "%s: %.300s", c.name, resp.raw)
+		require.Equal(t, []string{c.location}, resp.errorLocations(), "%s: %.300s", c.name, resp.raw)
+		require.Contains(t, string(resp.raw), "at most 262144 bytes", c.name)
+		require.Equal(t, before, env.dbState(), "%s changed the database", c.name)
+	}
+	// At the limit, every path takes them.
+	env.call("POST", "/v1/jobs", env.admin, jobBody("b", atLimit)).must(t, http.StatusCreated)
+	env.call("PUT", "/v1/jobs/"+id, env.admin, jobBody("ok", atLimit)).must(t, http.StatusOK)
+	env.call("POST", "/v1/jobs/"+id+"/trigger", env.admin, `{"params":`+atLimit+`}`).must(t, http.StatusAccepted)
+	env.call("POST", "/v1/runs", env.admin, `{"executor":{"kind":"shell","command":"true"},"params":`+atLimit+`}`).must(t, http.StatusAccepted)
+	env.call("POST", "/v1/runs/batch", env.admin, `{"runs":[`+run(atLimit)+`]}`).must(t, http.StatusAccepted)
+	env.call("POST", "/v1/declarations", env.admin, `{"managed_by":"s","jobs":[`+jobBody("d2", atLimit)+`]}`).must(t, http.StatusOK)
 }

@@ -1056,7 +1056,7 @@ type BatchRun struct {
 	// JobId The job to run
 	JobId openapi_types.UUID `json:"job_id"`
 
-	// Params Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly
+	// Params Overlay the job's params for this run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Priority Run at this priority instead of the job's
@@ -1531,7 +1531,7 @@ type Job struct {
 	// Example: team-billing
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
+	// Params Parameters handed to every run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Paused Paused jobs do not fire; see pause and resume
@@ -1993,7 +1993,7 @@ type RunRequest struct {
 	Name  *string `json:"name,omitempty"`
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters of the run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
+	// Params Parameters of the run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params         *map[string]interface{} `json:"params,omitempty"`
 	Priority       *int64                  `json:"priority,omitempty"`
 	RateLimitClass *string                 `json:"rate_limit_class,omitempty"`
@@ -2248,7 +2248,7 @@ type TriggerRequest struct {
 	// DelaySeconds Fire this many seconds from now instead of now; not with run_at
 	DelaySeconds *int64 `json:"delay_seconds,omitempty"`
 
-	// Params Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly
+	// Params Overlay the job's params for this run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Priority Run at this priority instead of the job's
@@ -2450,7 +2450,7 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Example: team-billing
 	Owner *string `json:"owner,omitempty"`
 
-	// Params Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded)
+	// Params Parameters handed to every run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded)
 	Params *map[string]interface{} `json:"params,omitempty"`
 
 	// Paused Paused jobs do not fire; see pause and resume

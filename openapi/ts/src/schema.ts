@@ -1030,7 +1030,7 @@ export interface components {
              * @description The job to run
              */
             job_id: string;
-            /** @description Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly */
+            /** @description Overlay the job's params for this run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly */
             params?: {
                 [key: string]: unknown;
             };
@@ -1662,7 +1662,7 @@ export interface components {
              * @example team-billing
              */
             owner?: string;
-            /** @description Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded) */
+            /** @description Parameters handed to every run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded) */
             params?: {
                 [key: string]: unknown;
             };
@@ -2148,7 +2148,7 @@ export interface components {
             /** @description Name of the job that holds the run; default run-<execution id> */
             name?: string;
             owner?: string;
-            /** @description Parameters of the run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded) */
+            /** @description Parameters of the run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded) */
             params?: {
                 [key: string]: unknown;
             };
@@ -2423,7 +2423,7 @@ export interface components {
              * @description Fire this many seconds from now instead of now; not with run_at
              */
             delay_seconds?: number;
-            /** @description Overlay the job's params for this run: a JSON object, nesting at most 64 levels, kept exactly */
+            /** @description Overlay the job's params for this run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly */
             params?: {
                 [key: string]: unknown;
             };
@@ -4963,7 +4963,7 @@ export interface operations {
                      * @example team-billing
                      */
                     owner?: string;
-                    /** @description Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded) */
+                    /** @description Parameters handed to every run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded) */
                     params?: {
                         [key: string]: unknown;
                     };
@@ -5091,7 +5091,7 @@ export interface operations {
                      * @example team-billing
                      */
                     owner?: string;
-                    /** @description Parameters handed to every run: a JSON object, nesting at most 64 levels, kept exactly (numbers are never rounded) */
+                    /** @description Parameters handed to every run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded) */
                     params?: {
                         [key: string]: unknown;
                     };
