@@ -114,7 +114,7 @@ func (s *jsonScanner) value() {
 	case c == '[':
 		s.array()
 	case c == '"':
-		s.str()
+		s.str(nil)
 	case c == '-' || (c >= '0' && c <= '9'):
 		s.number()
 	default: // true, false, null
@@ -154,10 +154,11 @@ func (s *jsonScanner) object() {
 			s.i++
 			s.skipSpace()
 		}
-		key := s.str()
+		var key strings.Builder
+		s.str(&key)
 		s.skipSpace()
 		s.i++ // :
-		s.enter(key)
+		s.enter(key.String())
 		s.value()
 		s.leave()
 	}
@@ -184,11 +185,12 @@ func (s *jsonScanner) array() {
 	}
 }
 
-// str checks a string's escapes and returns its text as far as the path
-// needs it (escapes other than \" and \\ are left as written).
-func (s *jsonScanner) str() string {
+// str checks a string's escapes and, when out is not nil, writes its
+// text there as far as the path needs it (an object key; escapes other
+// than \" and \\ are left as written). Values are only checked: copying
+// each into a builder cost four times the document in allocations.
+func (s *jsonScanner) str(out *strings.Builder) {
 	s.i++ // opening quote
-	var out strings.Builder
 	pendingHigh := false
 	for s.err == nil {
 		c := s.b[s.i]
@@ -200,7 +202,9 @@ func (s *jsonScanner) str() string {
 			if pendingHigh {
 				s.fail(`holds a lone UTF-16 surrogate escape (\uD800-\uDBFF not followed by a low surrogate), which Postgres jsonb cannot store`)
 			}
-			out.WriteByte(c)
+			if out != nil {
+				out.WriteByte(c)
+			}
 			s.i++
 			continue
 		}
@@ -209,7 +213,9 @@ func (s *jsonScanner) str() string {
 			if pendingHigh {
 				s.fail(`holds a lone UTF-16 surrogate escape (\uD800-\uDBFF not followed by a low surrogate), which Postgres jsonb cannot store`)
 			}
-			out.WriteByte(esc)
+			if out != nil {
+				out.WriteByte(esc)
+			}
 			s.i += 2
 			continue
 		}
@@ -232,13 +238,14 @@ func (s *jsonScanner) str() string {
 			if pendingHigh {
 				s.fail(`holds a lone UTF-16 surrogate escape (\uD800-\uDBFF not followed by a low surrogate), which Postgres jsonb cannot store`)
 			}
-			out.WriteRune(rune(r))
+			if out != nil {
+				out.WriteRune(rune(r))
+			}
 		}
 	}
 	if pendingHigh {
 		s.fail(`holds a lone UTF-16 surrogate escape (\uD800-\uDBFF not followed by a low surrogate), which Postgres jsonb cannot store`)
 	}
-	return out.String()
 }
 
 // number checks that numeric can hold the number: at most
