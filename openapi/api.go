@@ -73,6 +73,16 @@ type Config struct {
 	// counted from the start of the request; operations may cut it
 	// shorter (huma's default is 5 s). Defaults to 10 seconds.
 	BodyReadTimeout time.Duration
+	// BodyMemoryBudget is how many bytes of request bodies this replica
+	// serves at once: a body counts from before it is read (its
+	// Content-Length, or its operation's limit when it has none) until its
+	// request is answered, and one that would pass the budget is refused
+	// with 503 and Retry-After before it is read. Serving a body takes a
+	// few times its size in memory (decoded, validated, encoded for
+	// Postgres), so this bounds what concurrent large requests (batches,
+	// declarations, agents' results) may take. Defaults to
+	// DefaultBodyMemoryBudget (64 MiB); negative: no budget.
+	BodyMemoryBudget int64
 	// MetricsHandler, when set, is served at GET /metrics (Prometheus).
 	MetricsHandler http.Handler
 	// MetricsAuth makes /metrics require an API key with scope read.
@@ -138,7 +148,8 @@ func New(cfg Config) (http.Handler, huma.API) {
 		}
 		mux.Handle("GET /metrics", metrics)
 	}
-	return newBodyGuard(mux, api, cmp.Or(cfg.BodyReadTimeout, 10*time.Second)), api
+	return newBodyGuard(mux, api, cmp.Or(cfg.BodyReadTimeout, 10*time.Second),
+		cmp.Or(cfg.BodyMemoryBudget, DefaultBodyMemoryBudget)), api
 }
 
 // schemaName names the spec's schemas after their Go types; those of

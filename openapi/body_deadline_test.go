@@ -46,7 +46,7 @@ func TestReadDeadlinesDoNotCutHandlers(t *testing.T) {
 		})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := &http.Server{Handler: newBodyGuard(mux, api, 10*time.Second), ReadTimeout: readTimeout}
+	srv := &http.Server{Handler: newBodyGuard(mux, api, 10*time.Second, -1), ReadTimeout: readTimeout}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	url := "http://" + ln.Addr().String() + "/slow"

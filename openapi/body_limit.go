@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -35,11 +36,60 @@ var errBodyTooLarge = errors.New("request body is too large")
 // says) whether a body came or not, so it became a limit on the handler:
 // a run triggered while the database was slow failed with "context
 // canceled" after 5 s. Without a body, the deadlines it sets are ignored.
+//
+// Bodies share a memory budget (see Config.BodyMemoryBudget): a body is
+// counted from before it is read (its Content-Length, or its operation's
+// limit when it has none) until its request is answered, and one that
+// would take the bodies in flight past the budget is refused with 503 and
+// Retry-After before a byte of it is read.
 type bodyGuard struct {
 	mux     *http.ServeMux
 	api     huma.API
 	limits  map[string]bodyLimit // by mux pattern: "POST /v1/jobs"
 	timeout time.Duration
+	budget  *bodyBudget
+}
+
+// DefaultBodyMemoryBudget is Config.BodyMemoryBudget's default: eight
+// bodies of the largest kind (8 MiB: batches, declarations, the agent
+// protocol) at once.
+const DefaultBodyMemoryBudget = 64 << 20
+
+// MinBodyMemoryBudget is the smallest budget that lets every body
+// through when it is alone: the largest body limit (batches,
+// declarations, the agent protocol).
+const MinBodyMemoryBudget = 8 << 20
+
+// bodyBudgetRetryAfter is what a request refused for the budget is told
+// to wait: bodies of megabytes are answered within seconds.
+const bodyBudgetRetryAfter = 2 * time.Second
+
+// bodyBudget counts the bytes of the bodies being served.
+type bodyBudget struct {
+	limit int64 // < 0: unbounded
+	used  atomic.Int64
+}
+
+// take counts n bytes in, unless that would pass the budget.
+func (b *bodyBudget) take(n int64) bool {
+	if b.limit < 0 {
+		return true
+	}
+	for {
+		used := b.used.Load()
+		if used+n > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+func (b *bodyBudget) release(n int64) {
+	if b.limit >= 0 {
+		b.used.Add(-n)
+	}
 }
 
 type bodyLimit struct {
@@ -47,8 +97,8 @@ type bodyLimit struct {
 	bytes int64
 }
 
-func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration) *bodyGuard {
-	g := &bodyGuard{mux: mux, api: api, limits: map[string]bodyLimit{}, timeout: timeout}
+func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration, budget int64) *bodyGuard {
+	g := &bodyGuard{mux: mux, api: api, limits: map[string]bodyLimit{}, timeout: timeout, budget: &bodyBudget{limit: budget}}
 	for _, item := range api.OpenAPI().Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch, item.Head, item.Options} {
 			if op != nil {
@@ -80,6 +130,18 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("request body is too large limit=%d bytes", limit.bytes))
 		return
 	}
+	size := r.ContentLength
+	if size < 0 { // chunked: as much as the operation takes
+		size = limit.bytes
+	}
+	if !g.budget.take(size) {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", strconv.Itoa(int(bodyBudgetRetryAfter/time.Second)))
+		_ = huma.WriteErr(g.api, humago.NewContext(limit.op, r, w), http.StatusServiceUnavailable,
+			fmt.Sprintf("the server is busy with other large requests (bodies of %d bytes at once at most): retry later", g.budget.limit))
+		return
+	}
+	defer g.budget.release(size)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.timeout))
 	// One byte past the limit, so that readers that read limit+1 to tell
 	// "too large" (huma, readLimited) see it and answer 413 themselves.

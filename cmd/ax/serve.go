@@ -64,6 +64,11 @@ type serveConfig struct {
 	// 30 s once read, whatever ReadTimeout says (see the README). Long
 	// polls are not cut by it: they wait after their request is read.
 	ReadTimeout time.Duration
+	// BodyMemoryBudget (AX_BODY_MEMORY_BUDGET, default 64 MiB) is how many
+	// bytes of request bodies the replica serves at once; a request whose
+	// body would pass it is refused with 503 and Retry-After before it is
+	// read. At least 8 MiB (the largest body); -1: no budget.
+	BodyMemoryBudget int64
 	// TLSCert and TLSKey (AX_TLS_CERT, AX_TLS_KEY) are PEM files: with
 	// both, the API is served over HTTPS. Without, plain HTTP, for
 	// loopback or behind a TLS-terminating proxy.
@@ -241,7 +246,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		Pool: pool, RequestPool: requestPool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
 		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth, PublicURL: cfg.publicURL(),
-		BodyReadTimeout: min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
+		BodyReadTimeout:  min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
+		BodyMemoryBudget: cfg.BodyMemoryBudget,
 	})
 	ui, err := console.New(console.Config{API: apiHandler, Keys: queue.NewKeyService(requestPool), Logger: logger})
 	if err != nil {
@@ -373,6 +379,9 @@ func readiness(pool *pgxpool.Pool) func(ctx context.Context) error {
 func addTransportFlags(fs *flag.FlagSet, c *serveConfig) error {
 	read, errRead := envDuration("AX_READ_TIMEOUT", 30*time.Second)
 	metricsAuth, errMetrics := envBool("AX_METRICS_AUTH")
+	budget, errBudget := envInt64("AX_BODY_MEMORY_BUDGET", openapi.DefaultBodyMemoryBudget)
+	fs.Int64Var(&c.BodyMemoryBudget, "body-memory-budget", budget,
+		"bytes of request bodies served at once; past it a request is refused with 503 and Retry-After before its body is read; at least 8 MiB, -1 for none (AX_BODY_MEMORY_BUDGET)")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", read,
 		"how long reading one request (headers and body) may take; bodies of megabytes (agent protocol, run batches, declarations) get 30 s once read, long polls are not cut by it (AX_READ_TIMEOUT)")
 	fs.StringVar(&c.TLSCert, "tls-cert", envOr("AX_TLS_CERT", ""),
@@ -380,7 +389,7 @@ func addTransportFlags(fs *flag.FlagSet, c *serveConfig) error {
 	fs.StringVar(&c.TLSKey, "tls-key", envOr("AX_TLS_KEY", ""), "PEM private key of --tls-cert (AX_TLS_KEY)")
 	fs.BoolVar(&c.MetricsAuth, "metrics-key-required", metricsAuth,
 		"require an API key with scope read on /metrics (AX_METRICS_AUTH)")
-	return errors.Join(errRead, errMetrics)
+	return errors.Join(errRead, errMetrics, errBudget)
 }
 
 // validateTransport checks the TLS files (both or neither, readable) and
@@ -400,6 +409,10 @@ func validateTransport(c serveConfig) error {
 	}
 	if c.ReadTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("read timeout %s is under 1 s", c.ReadTimeout))
+	}
+	if b := c.BodyMemoryBudget; b != -1 && b < openapi.MinBodyMemoryBudget {
+		errs = append(errs, fmt.Errorf("body memory budget %d is under %d bytes (the largest body; -1 for no budget)",
+			b, openapi.MinBodyMemoryBudget))
 	}
 	return errors.Join(errs...)
 }

@@ -114,3 +114,28 @@ func TestMisfireThresholdBounded(t *testing.T) {
 	t.Setenv("AX_MISFIRE_THRESHOLD", "0s")
 	require.ErrorContains(t, runServe(t.Context(), nil), "misfire threshold 0s must be from 1s to 1h")
 }
+
+// The body memory budget comes from AX_BODY_MEMORY_BUDGET or
+// --body-memory-budget (the flag wins), defaults to 64 MiB, and is at
+// least the largest body, or -1 for none.
+func TestBodyMemoryBudgetFlag(t *testing.T) {
+	parse := func(args ...string) serveConfig {
+		var cfg serveConfig
+		fs := flag.NewFlagSet("ax serve", flag.ContinueOnError)
+		require.NoError(t, addTransportFlags(fs, &cfg))
+		require.NoError(t, fs.Parse(args))
+		return cfg
+	}
+	require.Equal(t, int64(64<<20), parse().BodyMemoryBudget)
+	t.Setenv("AX_BODY_MEMORY_BUDGET", "16777216")
+	require.Equal(t, int64(16<<20), parse().BodyMemoryBudget, "from the environment")
+	require.Equal(t, int64(-1), parse("--body-memory-budget", "-1").BodyMemoryBudget, "the flag wins")
+	for budget, ok := range map[int64]bool{-1: true, 8 << 20: true, 1 << 30: true, 0: false, 1 << 20: false, -2: false} {
+		err := validateTransport(serveConfig{ReadTimeout: time.Second, BodyMemoryBudget: budget})
+		if ok {
+			require.NoError(t, err, budget)
+		} else {
+			require.ErrorContains(t, err, "body memory budget", budget)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package openapi_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/openapi"
+)
+
+// batchBody is a /v1/runs/batch of n delayed runs of job id, each with
+// params of about paramBytes.
+func batchBody(id string, n, paramBytes int) string {
+	var b strings.Builder
+	b.WriteString(`{"runs":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"job_id":%q,"delay_seconds":3600,"params":{"i":%d,"pad":%q}}`, id, i, strings.Repeat("p", paramBytes))
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// peakHeap samples the live heap every 200 µs until stop is closed and
+// returns the highest sample.
+func peakHeap(stop <-chan struct{}) <-chan uint64 {
+	out := make(chan uint64, 1)
+	go func() {
+		var peak uint64
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for {
+			metrics.Read(s)
+			peak = max(peak, s[0].Value.Uint64())
+			select {
+			case <-stop:
+				out <- peak
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
+		}
+	}()
+	return out
+}
+
+// One 8 MiB batch of 1,000 runs grew the server's heap by about 8× its
+// body. This measures, for one such batch sent over HTTP, the bytes the
+// server allocates and the rise of its live heap (sampled), per byte of
+// body. Not parallel: it reads the process's memory.
+func TestRunBatchMemory(t *testing.T) {
+	env := setup(t)
+	job := env.call("POST", "/v1/jobs", env.admin, cronJob("mem", "0 0 8 * * ?", "UTC")).must(t, http.StatusCreated)
+	body := batchBody(job["id"].(string), 1000, 8<<10)
+	const rounds = 3
+	var allocated, peakRise uint64
+	for range rounds {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		stop := make(chan struct{})
+		peak := peakHeap(stop)
+		env.call("POST", "/v1/runs/batch", env.admin, body).must(t, http.StatusAccepted)
+		close(stop)
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		allocated += after.TotalAlloc - before.TotalAlloc
+		peakRise += max(<-peak, before.HeapAlloc) - before.HeapAlloc
+	}
+	perByte := func(v uint64) float64 { return float64(v) / rounds / float64(len(body)) }
+	t.Logf("body %d bytes: allocated %.1f B and live heap rose %.1f B per body byte (mean of %d)",
+		len(body), perByte(allocated), perByte(peakRise), rounds)
+}
+
+// Bodies in flight share a memory budget: while one 8 MiB batch is being
+// received, a request whose body would pass the budget is refused at
+// once with 503, Retry-After and a problem, before its body is read;
+// requests that fit are served, and once the batch is answered its share
+// is free again. Without a budget, any number of 8 MiB bodies were held
+// at once (four reached 275 MB).
+func TestBodyMemoryBudget(t *testing.T) {
+	t.Parallel()
+	var env *apiEnv
+	probe := `{"name":"probe"}` // refused by validation (422) when it fits: changes nothing
+	var bodyLen int
+	env = setupConfig(t, func(c *openapi.Config) {
+		bodyLen = len(batchBody("01a24128-d0b9-7517-9916-59d5b1f819f6", 1000, 8<<10))
+		// Room for one batch and a small request, not for two batches.
+		c.BodyMemoryBudget = int64(bodyLen) + 4<<10
+	})
+	job := env.call("POST", "/v1/jobs", env.admin, cronJob("mem", "0 0 8 * * ?", "UTC")).must(t, http.StatusCreated)
+	id := job["id"].(string)
+	body := batchBody(id, 1000, 8<<10)
+	require.Len(t, body, bodyLen)
+	bigProbe := probe + strings.Repeat(" ", 8<<10) // past what is left while the batch is held
+
+	// A batch whose body arrives slowly: half now, the rest when told.
+	pr, pw := io.Pipe()
+	req, err := env.request("POST", "/v1/runs/batch", env.admin, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pw.CloseWithError(io.ErrUnexpectedEOF) })
+	req.Body, req.ContentLength = pr, int64(len(body))
+	req.Header.Set("Content-Type", "application/json")
+	held := make(chan *response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			held <- &response{status: -1, raw: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		out, err := decodeResponse(resp)
+		if err != nil {
+			out = &response{status: -2, raw: []byte(err.Error())}
+		}
+		held <- out
+	}()
+	_, err = pw.Write([]byte(body[:len(body)/2]))
+	require.NoError(t, err)
+
+	// Once the server counts the held batch, a request past the rest of
+	// the budget is refused.
+	refused := env.call("POST", "/v1/jobs", env.admin, bigProbe)
+	for deadline := time.Now().Add(10 * time.Second); refused.status != http.StatusServiceUnavailable; {
+		require.Equal(t, http.StatusUnprocessableEntity, refused.status, "%.300s", refused.raw)
+		require.True(t, time.Now().Before(deadline), "the held batch is never counted")
+		time.Sleep(10 * time.Millisecond)
+		refused = env.call("POST", "/v1/jobs", env.admin, bigProbe)
+	}
+	require.Equal(t, "2", refused.header.Get("Retry-After"))
+	require.Equal(t, "application/problem+json", refused.header.Get("Content-Type"))
+	require.Contains(t, refused.body["detail"], "busy")
+	// A second batch is refused too, and a small request still fits.
+	second := env.call("POST", "/v1/runs/batch", env.admin, body)
+	require.Equal(t, http.StatusServiceUnavailable, second.status, "%.300s", second.raw)
+	require.Equal(t, "2", second.header.Get("Retry-After"))
+	env.call("POST", "/v1/jobs", env.admin, probe).must(t, http.StatusUnprocessableEntity)
+	var runs int
+	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.delayed_run").Scan(&runs))
+	require.Zero(t, runs, "nothing of the refused batch is stored")
+
+	// The held batch completes and is served; then the budget is free.
+	_, err = pw.Write([]byte(body[len(body)/2:]))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	select {
+	case resp := <-held:
+		require.Equal(t, http.StatusAccepted, resp.status, "%.300s", resp.raw)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held batch got no answer")
+	}
+	env.call("POST", "/v1/runs/batch", env.admin, body).must(t, http.StatusAccepted)
+	env.call("POST", "/v1/jobs", env.admin, bigProbe).must(t, http.StatusUnprocessableEntity)
+	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.delayed_run").Scan(&runs))
+	require.Equal(t, 2000, runs)
+}
