@@ -44,16 +44,13 @@ func DelayedRunInsertMany(ctx context.Context, e Executor, runs []*DelayedRun) e
 	}
 	p := dbsqlc.DelayedRunInsertManyParams{
 		Ids: make([]uuid.UUID, len(runs)), JobIds: make([]uuid.UUID, len(runs)), RunAts: make([]time.Time, len(runs)),
-		Params: make([][]byte, len(runs)), Priorities: make([]int32, len(runs)), Traceparents: make([]string, len(runs)),
+		Params: delayedRunParams(runs), Priorities: make([]int32, len(runs)), Traceparents: make([]string, len(runs)),
 	}
 	// A run without a priority takes the job's when it fires (so it follows
 	// edits of the job); an int32 array carries no NULL, so a sentinel
 	// outside the priority range stands for it.
 	for i, r := range runs {
 		p.Ids[i], p.JobIds[i], p.RunAts[i], p.Traceparents[i] = r.ID, r.JobID, r.RunAt, r.TraceParent
-		if len(r.Params) > 0 {
-			p.Params[i] = r.Params
-		}
 		p.Priorities[i] = noPriority
 		if r.Priority != nil {
 			p.Priorities[i] = int32(*r.Priority)
@@ -63,6 +60,28 @@ func DelayedRunInsertMany(ctx context.Context, e Executor, runs []*DelayedRun) e
 		return fmt.Errorf("error storing delayed runs: %w", mapErr(err))
 	}
 	return nil
+}
+
+// delayedRunParams is the runs' params as one JSON array, null for a run
+// without: allocated once at its size (see DelayedRunInsertMany's query).
+func delayedRunParams(runs []*DelayedRun) []byte {
+	size := len(runs) + 1 // brackets and commas
+	for _, r := range runs {
+		size += max(len(r.Params), len("null"))
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '[')
+	for i, r := range runs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		if len(r.Params) == 0 {
+			out = append(out, "null"...)
+		} else {
+			out = append(out, r.Params...)
+		}
+	}
+	return append(out, ']')
 }
 
 // noPriority stands for "the job's priority" in DelayedRunInsertMany.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/stretchr/testify/require"
 
@@ -50,4 +53,34 @@ func TestDeleteCancelledRunsReadsOnlyThem(t *testing.T) {
 		count(*) FILTER (WHERE cancelled_at IS NOT NULL) FROM ax.delayed_run`).Scan(&pending, &cancelled))
 	require.Equal(t, 19960, pending)
 	require.Equal(t, 20, cancelled, "cancelled within the day: kept")
+}
+
+// DelayedRunInsertMany sends the runs' params as one JSON array: each run
+// gets its own (jsonb's text of it), and a run without stores none (NULL).
+func TestDelayedRunInsertManyParams(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	var jobID uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
+		VALUES ('j', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false) RETURNING id`).Scan(&jobID))
+	params := []string{"", `{"n": 12345678901234567890}`, "", `{"a": [1, {"b": null}], "s": "😀"}`}
+	runs := make([]*db.DelayedRun, len(params))
+	for i, p := range params {
+		runs[i] = &db.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: jobID, RunAt: time.Now().Add(time.Hour)}
+		if p != "" {
+			runs[i].Params = []byte(p)
+		}
+	}
+	require.NoError(t, db.DelayedRunInsertMany(ctx, pool, runs))
+	for i, r := range runs {
+		var stored *string
+		require.NoError(t, pool.QueryRow(ctx, "SELECT params::text FROM ax.delayed_run WHERE id = $1", r.ID).Scan(&stored))
+		if params[i] == "" {
+			require.Nil(t, stored, "run %d", i)
+			continue
+		}
+		require.NotNil(t, stored, "run %d", i)
+		require.Equal(t, params[i], *stored, "run %d", i)
+	}
 }

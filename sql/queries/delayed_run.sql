@@ -1,10 +1,15 @@
 -- DelayedRunInsertMany stores delayed runs (one statement for a batch).
 -- A priority of -2147483648 stands for none (an integer array carries no
--- NULL from Go): the run takes the job's priority when it fires.
+-- NULL from Go): the run takes the job's priority when it fires. The
+-- params come as one JSON array, the n-th element the n-th run's (null:
+-- none): a jsonb[] of megabytes cost pgx five times its size in
+-- allocations as it grew its buffer a quarter at a time. Last, so that
+-- pgx appends nothing after it to its message: that copied it again.
 -- name: DelayedRunInsertMany :exec
-INSERT INTO ax.delayed_run (id, job_id, run_at, params, priority, traceparent)
+INSERT INTO ax.delayed_run (id, job_id, run_at, priority, traceparent, params)
 SELECT unnest(@ids::uuid[]), unnest(@job_ids::uuid[]), unnest(@run_ats::timestamptz[]),
-       unnest(@params::jsonb[]), nullif(unnest(@priorities::integer[]), -2147483648), unnest(@traceparents::text[]);
+       nullif(unnest(@priorities::integer[]), -2147483648), unnest(@traceparents::text[]),
+       nullif(jsonb_array_elements(@params::jsonb), 'null'::jsonb);
 
 -- DelayedRunClaimDue locks up to @max pending runs due by now plus
 -- @ahead_ms, earliest first (skipping rows other replicas hold), with what
