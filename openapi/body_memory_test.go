@@ -54,8 +54,9 @@ func peakHeap(stop <-chan struct{}) <-chan uint64 {
 
 // One 8 MiB batch of 1,000 runs grew the server's heap by about 8× its
 // body. This measures, for one such batch sent over HTTP, the bytes the
-// server allocates and the rise of its live heap (sampled), per byte of
-// body. Not parallel: it reads the process's memory.
+// process allocates and the rise of its live heap (sampled), per byte of
+// body, and bounds the first. Not parallel: it reads the process's
+// memory.
 func TestRunBatchMemory(t *testing.T) {
 	env := setup(t)
 	job := env.call("POST", "/v1/jobs", env.admin, cronJob("mem", "0 0 8 * * ?", "UTC")).must(t, http.StatusCreated)
@@ -78,6 +79,17 @@ func TestRunBatchMemory(t *testing.T) {
 	perByte := func(v uint64) float64 { return float64(v) / rounds / float64(len(body)) }
 	t.Logf("body %d bytes: allocated %.1f B and live heap rose %.1f B per body byte (mean of %d)",
 		len(body), perByte(allocated), perByte(peakRise), rounds)
+	// Measured (the test's own copy of the body included): 15.2 B before
+	// (17.3 with -race), 11.9 since the storable check copies no strings,
+	// the params reach Postgres as one JSON array placed last, and a body
+	// read twice is not held twice (14.1 with -race). The live heap's
+	// rise, sampled, went from 10.6-11.5 to 9.1-9.8 B. The bound is
+	// allocations: the sampled peak depends on when the GC runs.
+	bound := 13.5
+	if raceEnabled {
+		bound = 15.5
+	}
+	require.Less(t, perByte(allocated), bound, "bytes allocated per body byte")
 }
 
 // Bodies in flight share a memory budget: while one 8 MiB batch is being

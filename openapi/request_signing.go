@@ -172,7 +172,7 @@ func readLimited(ctx huma.Context) ([]byte, error) {
 	if r == nil {
 		return nil, nil
 	}
-	if held, ok := r.(*heldBody); ok {
+	if held, ok := r.(*heldBody); ok && held.off == 0 && held.data != nil {
 		return held.data, nil
 	}
 	size := int64(bytes.MinRead)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -160,10 +161,22 @@ func descend(dec *json.Decoder, seg string) (string, bool) {
 }
 
 // heldBody is a body a middleware has read, handed on: readLimited takes
-// its bytes as they are instead of copying them again.
+// its bytes as they are instead of copying them again, and once read to
+// the end (by huma, into its own buffer) it lets them go, so that a large
+// body is not held twice while its request is served.
 type heldBody struct {
-	*bytes.Reader
 	data []byte
+	off  int
 }
 
-func newHeldBody(data []byte) *heldBody { return &heldBody{Reader: bytes.NewReader(data), data: data} }
+func newHeldBody(data []byte) *heldBody { return &heldBody{data: data} }
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	if b.off >= len(b.data) {
+		b.data, b.off = nil, 0
+		return 0, io.EOF
+	}
+	n := copy(p, b.data[b.off:])
+	b.off += n
+	return n, nil
+}
