@@ -16,6 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
 )
 
 // checksOwnValuesKey in an operation's Metadata exempts its body from
@@ -82,7 +83,7 @@ func unstorable(body []byte) *huma.ErrorDetail {
 	if jsonDepth(body) > maxBodyDepth {
 		return &huma.ErrorDetail{Location: "body", Message: errTooDeep.Error()}
 	}
-	err := db.CheckStorableJSON(body)
+	err := queue.CheckStorableJSON(body)
 	var ue *db.UnstorableError
 	if !errors.As(err, &ue) {
 		return nil

@@ -156,7 +156,7 @@ func TestJobValidation(t *testing.T) {
 	require.Equal(t, 0, env.countJobs(), "bad input must not change state")
 
 	// Oversized bodies are refused before they are read whole.
-	big := jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "description": strings.Repeat("d", 300<<10)})
+	big := jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "description": strings.Repeat("d", 600<<10)})
 	resp = env.call("POST", "/v1/jobs", env.admin, big)
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.status, "%s", resp.raw)
 
