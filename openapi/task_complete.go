@@ -64,7 +64,9 @@ func (h *outboundHandlers) registerTaskCompletion(api huma.API) {
 		MaxBodyBytes: completionBodyLimit,
 		Security:     []map[string][]string{},
 		Errors:       []int{http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity},
-		Middlewares:  huma.Middlewares{h.checkCompletionToken},
+		// The token is checked before the body is read, then the body.
+		Middlewares: huma.Middlewares{h.checkCompletionToken, storableBodies(api, true)},
+		Metadata:    map[string]any{checksBodyLateKey: true},
 	}, h.completeTask)
 }
 
