@@ -13,14 +13,14 @@ import (
 
 // dbState is everything an API call that stores input could change:
 // jobs and their triggers as whole rows, runs, delayed runs, declaration
-// sets.
+// sets, rate classes.
 func (e *apiEnv) dbState() string {
 	e.t.Helper()
 	var s string
 	require.NoError(e.t, e.pool.QueryRow(context.Background(), `SELECT concat_ws(' | ',
 		(SELECT json_agg(j ORDER BY j.id) FROM ax.job j), (SELECT json_agg(t ORDER BY t.job_id) FROM ax.trigger t),
 		(SELECT count(*) FROM ax.all_executions), (SELECT count(*) FROM ax.delayed_run),
-		(SELECT count(*) FROM ax.declaration_set))`).Scan(&s))
+		(SELECT count(*) FROM ax.declaration_set), (SELECT json_agg(c ORDER BY c.name) FROM ax.rate_class c))`).Scan(&s))
 	return s
 }
 
@@ -60,6 +60,9 @@ func TestUnstorableInputIsRefusedOnEveryPath(t *testing.T) {
 		{"declaration", "POST", "/v1/declarations", `{"managed_by":"s","jobs":[` + jobBody("d1", "") + `,` +
 			jobBody("d2", `,"params":{"x":"\ud800"}`) + `]}`, "body.jobs[1].params.x"},
 		{"declaration source", "POST", "/v1/declarations", `{"managed_by":"s","source":"\u0000","jobs":[]}`, "body.source"},
+		// Plain text fields: the decoder would have made \ud800 U+FFFD.
+		{"class description", "POST", "/v1/classes", `{"name":"c","rate":1,"burst":1,"description":"a\ud800"}`, "body.description"},
+		{"cancel reason", "POST", "/v1/runs/cancel", `{"idempotency_keys":["k"],"reason":"\ud800"}`, "body.reason"},
 	} {
 		before := env.dbState()
 		resp := env.call(c.method, c.path, env.admin, c.body)
