@@ -149,7 +149,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 		mux.Handle("GET /metrics", metrics)
 	}
 	return newBodyGuard(mux, api, cmp.Or(cfg.BodyReadTimeout, 10*time.Second),
-		cmp.Or(cfg.BodyMemoryBudget, DefaultBodyMemoryBudget)), api
+		cmp.Or(cfg.BodyMemoryBudget, DefaultBodyMemoryBudget), cfg.Logger), api
 }
 
 // schemaName names the spec's schemas after their Go types; those of

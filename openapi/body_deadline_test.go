@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -46,7 +47,7 @@ func TestReadDeadlinesDoNotCutHandlers(t *testing.T) {
 		})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := &http.Server{Handler: newBodyGuard(mux, api, 10*time.Second, -1), ReadTimeout: readTimeout}
+	srv := &http.Server{Handler: newBodyGuard(mux, api, 10*time.Second, -1, slog.New(slog.DiscardHandler)), ReadTimeout: readTimeout}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	url := "http://" + ln.Addr().String() + "/slow"

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -48,6 +49,7 @@ type bodyGuard struct {
 	limits  map[string]bodyLimit // by mux pattern: "POST /v1/jobs"
 	timeout time.Duration
 	budget  *bodyBudget
+	logger  *slog.Logger
 }
 
 // DefaultBodyMemoryBudget is Config.BodyMemoryBudget's default: eight
@@ -97,8 +99,9 @@ type bodyLimit struct {
 	bytes int64
 }
 
-func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration, budget int64) *bodyGuard {
-	g := &bodyGuard{mux: mux, api: api, limits: map[string]bodyLimit{}, timeout: timeout, budget: &bodyBudget{limit: budget}}
+func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration, budget int64, logger *slog.Logger) *bodyGuard {
+	g := &bodyGuard{mux: mux, api: api, limits: map[string]bodyLimit{}, timeout: timeout, budget: &bodyBudget{limit: budget},
+		logger: logger}
 	for _, item := range api.OpenAPI().Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch, item.Head, item.Options} {
 			if op != nil {
@@ -135,6 +138,8 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		size = limit.bytes
 	}
 	if !g.budget.take(size) {
+		g.logger.WarnContext(r.Context(), "request refused: the body memory budget is spent", "method", r.Method,
+			"path", r.URL.Path, "body_bytes", size, "budget_bytes", g.budget.limit, "in_use_bytes", g.budget.used.Load())
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", strconv.Itoa(int(bodyBudgetRetryAfter/time.Second)))
 		_ = huma.WriteErr(g.api, humago.NewContext(limit.op, r, w), http.StatusServiceUnavailable,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"runtime/metrics"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/tests/testlog"
 )
 
 // batchBody is a /v1/runs/batch of n delayed runs of job id, each with
@@ -103,7 +105,9 @@ func TestBodyMemoryBudget(t *testing.T) {
 	var env *apiEnv
 	probe := `{"name":"probe"}` // refused by validation (422) when it fits: changes nothing
 	var bodyLen int
+	logs := &testlog.Buffer{}
 	env = setupConfig(t, func(c *openapi.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		bodyLen = len(batchBody("01a24128-d0b9-7517-9916-59d5b1f819f6", 1000, 8<<10))
 		// Room for one batch and a small request, not for two batches.
 		c.BodyMemoryBudget = int64(bodyLen) + 4<<10
@@ -150,6 +154,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 	require.Equal(t, "2", refused.header.Get("Retry-After"))
 	require.Equal(t, "application/problem+json", refused.header.Get("Content-Type"))
 	require.Contains(t, refused.body["detail"], "busy")
+	require.Contains(t, logs.String(), "request refused: the body memory budget is spent", "the refusal is logged")
 	// A second batch is refused too, and a small request still fits.
 	second := env.call("POST", "/v1/runs/batch", env.admin, body)
 	require.Equal(t, http.StatusServiceUnavailable, second.status, "%.300s", second.raw)
