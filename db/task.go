@@ -624,7 +624,7 @@ func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int
 		q.TaskIds = append(q.TaskIds, c.ID)
 		q.Tokens = append(q.Tokens, c.Token)
 		q.Streams = append(q.Streams, c.Stream)
-		q.Data = append(q.Data, c.Data)
+		q.Data = append(q.Data, StorableText(c.Data)) // task output is any bytes
 	}
 	r, err := queries.TaskLogAppend(ctx, e, q)
 	if err != nil {
