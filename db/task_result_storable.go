@@ -80,15 +80,30 @@ func taskCompleteRows(ctx context.Context, e Executor, agents []uuid.UUID, resul
 		return rows, results, err
 	}
 	results = slices.Clone(results)
-	for i := range results {
+	try := func(i int, r TaskResult) error {
 		_, err := inSavepoint(ctx, tx, false, func(sp pgx.Tx) ([]dbsqlc.TaskCompleteRow, error) {
-			return queries.TaskComplete(ctx, sp, taskCompleteParams(agents[i:i+1], results[i:i+1], now))
+			return queries.TaskComplete(ctx, sp, taskCompleteParams(agents[i:i+1], []TaskResult{r}, now))
 		})
-		if pgErr := dataException(err); pgErr != nil {
-			results[i] = badResult(results[i], "Postgres refused it: "+pgErr.Message)
-		} else if err != nil {
+		return err
+	}
+	for i, r := range results {
+		err := try(i, r)
+		pgErr := dataException(err)
+		if pgErr == nil {
+			if err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		// Only what the agent sent is made a failure: a result refused
+		// without its result and error too (a state the database does not
+		// know) is the caller's mistake, and fails the call.
+		bare := r
+		bare.Result, bare.Error = nil, ""
+		if err := try(i, bare); err != nil {
 			return nil, nil, err
 		}
+		results[i] = badResult(r, "Postgres refused it: "+pgErr.Message)
 	}
 	rows, err = queries.TaskComplete(ctx, tx, taskCompleteParams(agents, results, now))
 	return rows, results, err
