@@ -28,6 +28,8 @@ FUZZ_JOB_EXECS ?= 200000x
 FUZZ_CRON_EXECS ?= 1000000x
 TEST_FUZZ_JOB_EXECS ?= 20000x
 TEST_FUZZ_CRON_EXECS ?= 60000x
+FUZZ_RESULT_EXECS ?= 20000x
+TEST_FUZZ_RESULT_EXECS ?= 1000x
 
 .DEFAULT_GOAL := help
 .PHONY: help run test fuzz bench generate verify lint build schema ts-deps console-deps
@@ -48,8 +50,9 @@ test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0
 	@# tests/e2e runs the TypeScript client and the console's browser test with node: their packages first.
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ts-deps console-deps; \
 	else echo "npm is not on PATH: the TypeScript client and web console browser tests skip (fail with CI set)"; fi
-	@$(MAKE) --no-print-directory -j3 --output-sync=target test-go fuzz-job fuzz-cron \
-	  FUZZ_JOB_EXECS=$(TEST_FUZZ_JOB_EXECS) FUZZ_CRON_EXECS=$(TEST_FUZZ_CRON_EXECS)
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-go fuzz-job fuzz-cron fuzz-result \
+	  FUZZ_JOB_EXECS=$(TEST_FUZZ_JOB_EXECS) FUZZ_CRON_EXECS=$(TEST_FUZZ_CRON_EXECS) \
+	  FUZZ_RESULT_EXECS=$(TEST_FUZZ_RESULT_EXECS)
 
 .PHONY: test-go
 # The race detector sleeps in the main goroutine before a binary exits
@@ -61,14 +64,16 @@ test-go:
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
 	$(AX) dev exec -- $(GO) test -race -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
 
-fuzz: build ## Fuzz job definitions (JSON → validation → store → fire) and cron + time-zone parsing (FUZZ_JOB_EXECS, FUZZ_CRON_EXECS), both at once.
-	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-job fuzz-cron
+fuzz: build ## Fuzz job definitions (JSON → validation → store → fire), cron + time-zone parsing and task results through complete (FUZZ_JOB_EXECS, FUZZ_CRON_EXECS, FUZZ_RESULT_EXECS), all at once.
+	@$(MAKE) --no-print-directory -j3 --output-sync=target fuzz-job fuzz-cron fuzz-result
 
-.PHONY: fuzz-job fuzz-cron
+.PHONY: fuzz-job fuzz-cron fuzz-result
 fuzz-job:
 	$(AX) dev exec -- $(GO) test -run '^$$' -fuzz '^FuzzJobDefinition$$' -fuzztime $(FUZZ_JOB_EXECS) -parallel 1 ./openapi/
 fuzz-cron:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseZone$$' -fuzztime $(FUZZ_CRON_EXECS) -parallel 1 ./queue/cron/
+fuzz-result:
+	$(AX) dev exec -- $(GO) test -run '^$$' -fuzz '^FuzzResultPath$$' -fuzztime $(FUZZ_RESULT_EXECS) -parallel 1 ./openapi/
 
 bench: build ## Run the benchmarks (BENCH=regexp, BENCH_COUNT=n); output is benchstat-readable.
 	$(AX) dev exec -- $(GO) test -run '^$$' -bench '$(BENCH)' -count $(BENCH_COUNT) -timeout 60m ./...

@@ -278,7 +278,7 @@ func (c *ClientServer) Logs(ctx context.Context, s Session, chunks []LogChunk) e
 			return err
 		}
 		body[i] = client.LogChunk{TaskId: ref.TaskId, LeaseToken: ref.LeaseToken,
-			Stream: client.LogChunkStream(ch.Stream), Data: ch.Data}
+			Stream: client.LogChunkStream(ch.Stream), Data: storableText(ch.Data)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -416,7 +416,8 @@ func clientResults(results []TaskResult) ([]client.TaskResult, error) {
 			out[i].Result = r.Result
 		}
 		if r.Error != "" {
-			out[i].Error = &r.Error
+			text := storableText(r.Error)
+			out[i].Error = &text
 		}
 		if r.ErrorCode != "" {
 			out[i].ErrorCode = &r.ErrorCode

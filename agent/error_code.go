@@ -14,6 +14,9 @@ const maxErrorCodeLength = 64
 const (
 	errorCodeTimeout        = "timeout"          // stopped at its timeout, or an HTTP call ran out of time
 	errorCodeResultTooLarge = "result_too_large" // the result passed maxResultBytes
+	// ErrorCodeBadResult: the server refused the task's result again and
+	// again; the failure it is reported as instead carries the reason.
+	ErrorCodeBadResult = "bad_result"
 )
 
 // codedError is a task's failure with its error code.

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
 )
 
@@ -46,12 +48,41 @@ func (a *Agent) awaitResults(ctx context.Context, stopping <-chan struct{}) bool
 	return true
 }
 
-// sendResults reports a batch, retrying while the server is away. Before
-// each try, results whose lease was lost or ran out are left out: the
-// server would refuse them, and a stale result must never be recorded.
-// Results the server answered for, accepted or conflict, are done with; a
-// conflict is never retried.
+// resultServerErrors is how many 5xx answers in a row one batch of
+// results gets before it counts as refused: a server that fails a batch
+// again and again may be failing on one of its results.
+const resultServerErrors = 3
+
+// errResultsRefused marks a batch the server refused (a 4xx other than
+// 401/409, or resultServerErrors 5xx in a row): trying it again as it is
+// would be refused again, so it is split instead.
+var errResultsRefused = errors.New("the server refused the results")
+
+// sendResults reports a batch. Before each try, results whose lease was
+// lost or ran out are left out: the server would refuse them, and a stale
+// result must never be recorded. Results the server answered for,
+// accepted or conflict, are done with; a conflict is never retried. A
+// batch the server refuses is split in halves and each sent again, so
+// one result it cannot take costs only itself; that one is reported as a
+// failure with code bad_result and the server's reason instead. What
+// cannot be delivered at all (refused again, or the agent is stopping) is
+// logged with its execution_id and forgotten: its lease is no longer
+// renewed, so it runs out and the lease rules recover the task.
 func (a *Agent) sendResults(ctx context.Context, batch []TaskResult) {
+	for _, r := range a.deliver(ctx, batch, false) {
+		if t, ok := a.running.task(r.TaskID); ok {
+			a.taskLogger(t).ErrorContext(ctx, "result not delivered: its lease is no longer renewed and will expire, then the lease rules recover the task",
+				"state", r.State, "error_code", r.ErrorCode)
+		}
+	}
+	a.running.resolve(batch)
+}
+
+// deliver sends batch and returns the results it could not deliver.
+// fallback says the batch is a bad_result report already.
+func (a *Agent) deliver(ctx context.Context, batch []TaskResult, fallback bool) []TaskResult {
+	var refused error
+	serverErrors := 0
 	err := a.call(ctx, "complete", func(ctx context.Context, s Session) error {
 		batch = a.reportable(ctx, batch)
 		if len(batch) == 0 {
@@ -60,13 +91,65 @@ func (a *Agent) sendResults(ctx context.Context, batch []TaskResult) {
 		outcomes, err := a.server.Complete(ctx, s, batch)
 		if err == nil {
 			a.logOutcomes(ctx, batch, outcomes)
+			return nil
+		}
+		if refusal(err, &serverErrors) {
+			refused = err
+			return errors.Join(errResultsRefused, err)
 		}
 		return err
 	})
-	if err != nil && len(batch) > 0 {
-		a.log.ErrorContext(ctx, "dropping results the server refused", "results", len(batch), "error", err)
+	switch {
+	case err == nil:
+		return nil
+	case refused == nil || ctx.Err() != nil:
+		return batch
+	case len(batch) > 1:
+		a.log.WarnContext(ctx, "server refused a batch of results: sending it in halves", "results", len(batch), "error", refused)
+		half := len(batch) / 2
+		return append(a.deliver(ctx, batch[:half], fallback), a.deliver(ctx, batch[half:], fallback)...)
+	case fallback:
+		return batch
 	}
-	a.running.resolve(batch)
+	if t, ok := a.running.task(batch[0].TaskID); ok {
+		a.taskLogger(t).WarnContext(ctx, "server refused the result: reporting the task failed with bad_result", "error", refused)
+	}
+	return a.deliver(ctx, []TaskResult{badResultReport(batch[0], refused)}, true)
+}
+
+// refusal says whether err refuses a batch for good: a 4xx (401 and 409
+// are handled before), or the resultServerErrors-th 5xx in a row.
+func refusal(err error, serverErrors *int) bool {
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	if se.Code >= 500 {
+		*serverErrors++
+		return *serverErrors >= resultServerErrors
+	}
+	return !se.Temporary()
+}
+
+// maxReasonBytes bounds the server's reason kept in a bad_result report.
+const maxReasonBytes = 4 << 10
+
+// badResultReport is r reported as a failure the server can store: code
+// bad_result, and why the server refused r.
+func badResultReport(r TaskResult, refused error) TaskResult {
+	reason := "the server refused the result: " + refused.Error()
+	if len(reason) > maxReasonBytes {
+		reason = reason[:maxReasonBytes]
+	}
+	return TaskResult{TaskID: r.TaskID, LeaseToken: r.LeaseToken, State: "failed",
+		ErrorCode: ErrorCodeBadResult, Error: storableText(reason)}
+}
+
+// storableText returns s as the server can store it: invalid UTF-8
+// becomes U+FFFD and NUL becomes U+2400 (␀) (the server refuses a body
+// with \u0000 in it whole).
+func storableText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\u2400")
 }
 
 func (a *Agent) reportable(ctx context.Context, batch []TaskResult) []TaskResult {

@@ -36,7 +36,7 @@ func temporary(err error) bool {
 	switch {
 	case errors.Is(err, errStaleSession):
 		return true
-	case errors.Is(err, ErrUnauthorized), errors.Is(err, errMalformed):
+	case errors.Is(err, ErrUnauthorized), errors.Is(err, errMalformed), errors.Is(err, errResultsRefused):
 		return false
 	case errors.As(err, &se):
 		return se.Temporary()

@@ -30,6 +30,10 @@ type serverDouble struct {
 	hbDelay  time.Duration   // how late heartbeat answers arrive
 	failures map[string][]error
 	settings Credentials
+	// refuse answers this status to every batch holding a result of the
+	// task (a bad_result report too when refuseReports).
+	refuse        map[string]int
+	refuseReports bool
 
 	// What the agent did, in order.
 	events        []string
@@ -197,6 +201,11 @@ func (d *serverDouble) Complete(_ context.Context, s Session, results []TaskResu
 		return nil, err
 	}
 	d.completes = append(d.completes, slices.Clone(results))
+	for _, r := range results {
+		if code := d.refuse[r.TaskID]; code != 0 && (r.ErrorCode != ErrorCodeBadResult || d.refuseReports) {
+			return nil, &StatusError{Code: code}
+		}
+	}
 	out := make([]ResultOutcome, len(results))
 	for i, r := range results {
 		out[i] = ResultOutcome{TaskID: r.TaskID, Status: OutcomeConflict}

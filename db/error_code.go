@@ -22,4 +22,10 @@ const (
 	// (refused, name not found, address not allowed, TLS, or the
 	// connection broke); one that ran out of time is ErrorCodeTimeout.
 	ErrorCodeConnect = "connect"
+	// ErrorCodeBadResult: the task's result (or error text) is something
+	// Postgres cannot store (a lone UTF-16 surrogate, NUL, invalid UTF-8,
+	// a number beyond numeric…); the task failed with the reason instead,
+	// and is not retried: the same run gives the same answer, and a retry
+	// would repeat the task's side effects for nothing.
+	ErrorCodeBadResult = "bad_result"
 )

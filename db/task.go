@@ -470,6 +470,8 @@ type CompletedTask struct {
 	ExecutionID uuid.UUID
 	State       TaskState
 	ErrorCode   string // as recorded ("" for none)
+	// Error is the reason of an ErrorCodeBadResult ("" otherwise).
+	Error string
 	// Finalized is true when this result ended its execution.
 	Finalized bool
 }
@@ -514,16 +516,7 @@ func taskComplete(ctx context.Context, e Executor, agents []uuid.UUID, results [
 			})
 		}
 	}
-	p := dbsqlc.TaskCompleteParams{AgentIds: agents, Now: now}
-	for _, r := range results {
-		p.TaskIds = append(p.TaskIds, r.ID)
-		p.Tokens = append(p.Tokens, r.Token)
-		p.States = append(p.States, string(r.State))
-		p.Results = append(p.Results, []byte(r.Result))
-		p.Errors = append(p.Errors, r.Error)
-		p.ErrorCodes = append(p.ErrorCodes, r.ErrorCode)
-	}
-	rows, err := queries.TaskComplete(ctx, e, p)
+	rows, written, err := taskCompleteRows(ctx, e, agents, storableResults(results), now)
 	if err != nil {
 		return nil, fmt.Errorf("error completing tasks: %w", mapErr(err))
 	}
@@ -554,8 +547,10 @@ func taskComplete(ctx context.Context, e Executor, agents []uuid.UUID, results [
 			return nil, err
 		}
 	}
+	bad := badResultErrors(written)
 	for i := range out {
 		out[i].Finalized = ended[out[i].ExecutionID]
+		out[i].Error = bad[out[i].ID]
 	}
 	return out, nil
 }
@@ -629,7 +624,7 @@ func TaskLogAppend(ctx context.Context, e Executor, p *TaskLogAppendParams) (int
 		q.TaskIds = append(q.TaskIds, c.ID)
 		q.Tokens = append(q.Tokens, c.Token)
 		q.Streams = append(q.Streams, c.Stream)
-		q.Data = append(q.Data, c.Data)
+		q.Data = append(q.Data, StorableText(c.Data)) // task output is any bytes
 	}
 	r, err := queries.TaskLogAppend(ctx, e, q)
 	if err != nil {

@@ -117,6 +117,10 @@ type CompleteRequest struct {
 type ResultOutcome struct {
 	TaskID string `json:"task_id" format:"uuid"`
 	Status string `json:"status" enum:"accepted,conflict" doc:"conflict: the lease token is not current; nothing was recorded"`
+	// ErrorCode is bad_result when the result was accepted as a failure
+	// because Postgres cannot store what it carried.
+	ErrorCode string `json:"error_code,omitempty" doc:"With accepted: bad_result when the result or error could not be stored (a lone UTF-16 surrogate, NUL, invalid UTF-8, a number beyond numeric…); the task was recorded as failed with that code and the reason, and is not retried"`
+	Error     string `json:"error,omitempty" doc:"With error_code bad_result: why the result could not be stored"`
 }
 
 // CompleteReply lists the outcome of each result.

@@ -377,17 +377,20 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 	if err != nil {
 		return nil, err
 	}
-	accepted := make(map[uuid.UUID]bool, len(done))
+	accepted := make(map[uuid.UUID]db.CompletedTask, len(done))
 	for _, d := range done {
-		accepted[d.ID] = true
+		accepted[d.ID] = d
 	}
 	out := &completeOutput{}
 	for _, r := range results {
-		status := "conflict"
-		if accepted[r.ID] {
-			status = "accepted"
+		o := ResultOutcome{TaskID: r.ID.String(), Status: "conflict"}
+		if d, ok := accepted[r.ID]; ok {
+			o.Status = "accepted"
+			if d.ErrorCode == db.ErrorCodeBadResult {
+				o.ErrorCode, o.Error = d.ErrorCode, d.Error
+			}
 		}
-		out.Body.Results = append(out.Body.Results, ResultOutcome{TaskID: r.ID.String(), Status: status})
+		out.Body.Results = append(out.Body.Results, o)
 	}
 	if len(done) == 0 {
 		return nil, huma.Error409Conflict("no result was recorded: the lease tokens are not current (lease expired or taken over); drop these tasks")

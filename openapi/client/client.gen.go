@@ -1913,6 +1913,12 @@ type ReleaseRequest struct {
 
 // ResultOutcome defines model for ResultOutcome.
 type ResultOutcome struct {
+	// Error With error_code bad_result: why the result could not be stored
+	Error *string `json:"error,omitempty"`
+
+	// ErrorCode With accepted: bad_result when the result or error could not be stored (a lone UTF-16 surrogate, NUL, invalid UTF-8, a number beyond numeric…); the task was recorded as failed with that code and the reason, and is not retried
+	ErrorCode *string `json:"error_code,omitempty"`
+
 	// Status conflict: the lease token is not current; nothing was recorded
 	Status ResultOutcomeStatus `json:"status"`
 	TaskId openapi_types.UUID  `json:"task_id"`

@@ -311,7 +311,9 @@ WITH input AS (
     -- results, not checked); retry says the task goes back to pending.
     SELECT l.id, l.execution_id, l.shard_index, l.shard_total, l.attempt, l.agent_id, l.leased_at,
            i.state AS reported, i.result, nullif(i.error, '') AS error, nullif(i.error_code, '') AS error_code,
-           (i.state IN ('failed', 'timed_out') AND l.attempt < l.max_attempts AND l.cancel_requested_at IS NULL) AS retry
+           (i.state IN ('failed', 'timed_out') AND l.attempt < l.max_attempts AND l.cancel_requested_at IS NULL
+            -- a result Postgres cannot store fails the same way again
+            AND i.error_code <> 'bad_result') AS retry
     FROM tasks_locked l
     JOIN input i ON i.id = l.id
     WHERE l.lease_token = i.token AND (i.agent_id IS NULL OR l.agent_id = i.agent_id)

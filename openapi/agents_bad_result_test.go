@@ -1,0 +1,66 @@
+package openapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/queue/dispatch"
+)
+
+// TestCompleteOneBadResultCostsOnlyItself reports 200 results in one call,
+// two of them with a lone UTF-16 surrogate that Go's decoder accepts and
+// jsonb refuses: before, the whole call was a 500 and
+// no result was stored; now those two fail with bad_result, not retried,
+// and the 198 others are stored.
+func TestCompleteOneBadResultCostsOnlyItself(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, dispatch.AgentConfig{})
+	job := cronJob("many", "0 0 * * *", "UTC")
+	job["shards"] = map[string]any{"count": 200}
+	job["retry"] = map[string]any{"max_attempts": 3, "backoff_seconds": 1}
+	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+	a := env.registerAgent("worker", nil, 1000)
+	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+	tasks := a.lease(1000, 0)
+	require.Len(t, tasks, 200)
+
+	const badJSON, badError = 57, 143 // badError: a failure whose result is bad
+	results := make([]map[string]any, len(tasks))
+	for i, task := range tasks {
+		results[i] = map[string]any{"task_id": task["task_id"], "lease_token": task["lease_token"],
+			"state": "succeeded", "result": json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+	}
+	results[badJSON]["result"] = json.RawMessage(`{"x":"\ud800"}`)
+	results[badError]["state"] = "failed"
+	results[badError]["result"] = json.RawMessage(`["ok", {"y":"\udc00 alone"}]`)
+	reply := a.post("/complete", map[string]any{"results": results}).must(t, http.StatusOK)
+
+	outcomes := reply["results"].([]any)
+	require.Len(t, outcomes, 200)
+	for i, o := range outcomes {
+		o := o.(map[string]any)
+		require.Equal(t, "accepted", o["status"], "result %d", i)
+		if i == badJSON || i == badError {
+			require.Equal(t, "bad_result", o["error_code"], "result %d", i)
+			require.Contains(t, o["error"], "cannot store", "result %d", i)
+		} else {
+			require.Nil(t, o["error_code"], "result %d", i)
+		}
+	}
+	done := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "failed", done["state"], "two tasks failed for good: a bad result is not retried")
+	states := map[string]int{}
+	for _, task := range done["tasks"].([]any) {
+		task := task.(map[string]any)
+		states[task["state"].(string)]++
+		if task["state"] == "failed" {
+			require.Equal(t, "bad_result", task["error_code"])
+			require.Contains(t, task["error"], "cannot store the task's result")
+		}
+	}
+	require.Equal(t, map[string]int{"succeeded": 198, "failed": 2}, states)
+}

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+// loneSurrogate is an answer Go's JSON decoder accepts and Postgres's
+// jsonb refuses.
+const loneSurrogate = `{"x":"\ud800"}`
+
+// TestBadResultCostsOnlyItself: an HTTP target answers 200 with a lone
+// surrogate. On a real ax-agent, beside three `echo hi` shell tasks: the
+// three succeed within seconds and the HTTP task fails with bad_result
+// (before, every complete of the agent was a 500, retried forever, and
+// the shell tasks stayed running). Agentless: the task fails with
+// bad_result at once and the target is not called again (before, the
+// worker failed and called it again 15 minutes later).
+func TestBadResultCostsOnlyItself(t *testing.T) {
+	t.Parallel()
+	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.runAgent(t, "worker", s.url, "AX_AGENT_LABELS=pool=w")
+	s.agentReady(t, "worker")
+	var calls atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(loneSurrogate))
+	}))
+	t.Cleanup(target.Close)
+	onAgent := map[string]any{"labels": map[string]string{"pool": "w"}}
+	create := func(name string, executor, target map[string]any) string {
+		job := map[string]any{"name": name, "trigger": map[string]any{"kind": "manual"}, "executor": executor,
+			"retry": map[string]any{"max_attempts": 3, "backoff_seconds": 1}}
+		if target != nil {
+			job["target"] = target
+		}
+		status, created := s.api(t, "POST", "/v1/jobs", job)
+		require.Equal(t, http.StatusCreated, status, created)
+		return created["id"].(string)
+	}
+	badOnAgent := create("bad-on-agent", map[string]any{"kind": "http", "url": target.URL}, onAgent)
+	shell := create("echo", map[string]any{"kind": "shell", "command": "echo hi"}, onAgent)
+	badAgentless := create("bad-agentless", map[string]any{"kind": "http", "url": target.URL}, nil)
+
+	bad := s.trigger(t, badOnAgent)
+	var echoes []string
+	for range 3 {
+		echoes = append(echoes, s.trigger(t, shell))
+	}
+	start := time.Now()
+	for _, id := range echoes {
+		require.Equal(t, "succeeded", s.waitExecution(t, id, 30*time.Second))
+	}
+	t.Logf("the three shell tasks succeeded within %s", time.Since(start))
+	require.Less(t, time.Since(start), 15*time.Second, "within seconds")
+	requireBadResult(t, s, bad)
+
+	agentless := s.trigger(t, badAgentless)
+	requireBadResult(t, s, agentless)
+	time.Sleep(2 * time.Second) // room for a wrong retry (backoff 1 s)
+	require.Equal(t, int32(2), calls.Load(), "each bad task called its target once: a bad result is not retried")
+}
+
+func requireBadResult(t *testing.T, s *server, execID string) {
+	t.Helper()
+	require.Equal(t, "failed", s.waitExecution(t, execID, 30*time.Second))
+	_, exec := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	tasks := exec["tasks"].([]any)
+	require.Len(t, tasks, 1)
+	task := tasks[0].(map[string]any)
+	require.Equal(t, "bad_result", task["error_code"], task)
+	require.Contains(t, task["error"], "surrogate", task)
+	require.EqualValues(t, 1, task["attempt"], task)
+}
