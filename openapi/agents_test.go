@@ -259,16 +259,48 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 	final := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
 	require.Equal(t, "timed_out", final["state"])
 	require.Contains(t, final["tasks"].([]any)[0].(map[string]any)["error"], "timed out after 1 s")
-	hb := a.heartbeat(tasks).must(t, http.StatusOK)
-	require.Equal(t, []any{tasks[0]["task_id"]}, hb["lost"], "the agent learns to stop it")
+	// Silent for 1.2 s, the agent went offline in the same sweep, and its
+	// token with it: it learns by a 401 and registers again.
+	a.heartbeat(tasks).must(t, http.StatusUnauthorized)
 
 	c.Advance(1100 * time.Millisecond)
 	require.NoError(t, reaper.Sweep(context.Background()))
 	agents := env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
 	require.Equal(t, "offline", agents[0].(map[string]any)["state"])
-	a.heartbeat(nil).must(t, http.StatusOK)
+	// Its token went with it: the agent must register again.
+	a.heartbeat(nil).must(t, http.StatusUnauthorized)
+	a.post("/lease", map[string]any{"max": 1}).must(t, http.StatusUnauthorized)
 	agents = env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
-	require.Equal(t, "active", agents[0].(map[string]any)["state"], "a heartbeat brings it back")
+	require.Equal(t, "offline", agents[0].(map[string]any)["state"], "a heartbeat of the old token brings it not back")
+	env.registerAgent("a", nil, 1)
+}
+
+// TestDeregisterRevokesTheAgentToken: after deregistering (by the agent
+// or an admin), the agent's token is refused on every agent call, the
+// agent stays offline, and the key that registered it still registers.
+func TestDeregisterRevokesTheAgentToken(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, dispatch.AgentConfig{})
+	jobID := env.call("POST", "/v1/jobs", env.admin, cronJob("gone", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
+	for _, by := range []string{"itself", "admin"} {
+		a := env.registerAgent("dereg-"+by, nil, 1)
+		key := a.token
+		if by == "admin" {
+			key = env.admin
+		}
+		env.call("POST", "/v1/agents/"+a.id+"/deregister", key, nil).must(t, http.StatusNoContent)
+		a.heartbeat(nil).must(t, http.StatusUnauthorized)
+		a.post("/lease", map[string]any{"max": 1}).must(t, http.StatusUnauthorized)
+		a.post("/complete", map[string]any{"results": []map[string]any{{"task_id": jobID, "lease_token": jobID,
+			"state": "succeeded"}}}).must(t, http.StatusUnauthorized)
+		for _, ag := range env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any) {
+			if ag := ag.(map[string]any); ag["id"] == a.id {
+				require.Equal(t, "offline", ag["state"], by)
+			}
+		}
+	}
+	env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+	require.Len(t, env.registerAgent("again", nil, 1).lease(1, 5), 1, "a new registration works")
 }
 
 // TestLeaseMaxIsWhatAgentsAsk: the server takes lease calls of up to

@@ -128,7 +128,14 @@ type callbackWorker struct {
 	logger  *slog.Logger
 	metrics *metrics.OutboundMetrics
 	agent   string // User-Agent
+	// timeout bounds one run: the attempt's timeout plus the time to
+	// record it (callbackJobTimeout).
+	timeout time.Duration
 }
+
+// Timeout is how long River lets one delivery run; a run of a replica
+// that died is rescued past it (rescueArgs).
+func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { return w.timeout }
 
 // Work makes one delivery attempt of the callback, unless its host's
 // breaker holds it.

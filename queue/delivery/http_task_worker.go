@@ -132,9 +132,13 @@ type httpTaskWorker struct {
 	agent   string
 }
 
-// Timeout lets a request run as long as its task's timeout, which bounds
-// it (River's default of one minute would cut long requests short).
-func (w *httpTaskWorker) Timeout(*river.Job[HTTPTaskArgs]) time.Duration { return -1 }
+// Timeout lets a request run as long as the longest task timeout, which
+// bounds it (River's default of one minute would cut long requests
+// short), and no longer: River rescues a job of a replica that died only
+// past its timeout, and never one without (-1, which this was).
+func (w *httpTaskWorker) Timeout(*river.Job[HTTPTaskArgs]) time.Duration {
+	return httpJobTimeout(w.cfg.LeaseGrace)
+}
 
 // Work sends the attempt when its task is due and its job and host have
 // a free slot, or waits for them without holding the worker.

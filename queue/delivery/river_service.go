@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +63,10 @@ type RiverConfig struct {
 	// FlushInterval is how often the leader enqueues callbacks that no
 	// hook did. Defaults to 5 s.
 	FlushInterval time.Duration
+	// RescueInterval is how often the leader hands callback deliveries
+	// still running past their timeout (their replica died) to another
+	// replica. Defaults to 5 s.
+	RescueInterval time.Duration
 	// CleanupInterval is how often expired nonces, idempotency keys and
 	// idle breakers are deleted. Defaults to 1 minute.
 	CleanupInterval time.Duration
@@ -86,6 +92,7 @@ func (c RiverConfig) withDefaults() RiverConfig {
 	c.FallbackPoll = max(cmp.Or(c.FallbackPoll, time.Second), c.PollInterval)
 	c.FlushInterval = cmp.Or(c.FlushInterval, 5*time.Second)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, time.Minute)
+	c.RescueInterval = cmp.Or(c.RescueInterval, 5*time.Second)
 	c.Version = cmp.Or(c.Version, "dev")
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -135,7 +142,17 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 			callbackQueue: {MaxWorkers: cfg.CallbackWorkers}, httpQueue: {MaxWorkers: cfg.HTTPWorkers},
 			maintenanceQueue: {MaxWorkers: 2},
 		},
-		PeriodicJobs:      periodicJobs(cfg),
+		PeriodicJobs: periodicJobs(cfg),
+		// Work is bounded per kind (the workers' Timeout): callbacks by
+		// the attempt's timeout, HTTP requests by theirs. River's rescuer
+		// takes what is still running past that plus a margin (instead
+		// of its default of an hour); ax's own pass (rescueArgs) takes
+		// callbacks sooner than River's 30 s rescuer interval allows.
+		JobTimeout:           river.JobTimeoutDefault,
+		RescueStuckJobsAfter: max(river.JobTimeoutDefault, callbackJobTimeout(callbackAttemptTimeout(cfg))) + rescueMargin,
+		// The process id in River's attempted_by says which replica runs
+		// (or ran) a job.
+		ID:                riverClientID(),
 		FetchPollInterval: cfg.FallbackPoll,
 		FetchCooldown:     min(10*time.Millisecond, cfg.PollInterval),
 		// River's own lines at info (producer job counts every few
@@ -172,12 +189,15 @@ func (s *RiverService) workers(pool *pgxpool.Pool, cfg RiverConfig) (*river.Work
 	agent := "ax/" + cfg.Version
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &callbackWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger,
+		timeout: callbackJobTimeout(callbackAttemptTimeout(cfg)),
 		metrics: cfg.OutboundMetrics, agent: agent + " (callback)",
 		breaker: &breaker{pool: pool, cfg: cfg.Callback, logger: cfg.Logger, metrics: cfg.OutboundMetrics}})
 	river.AddWorker(workers, &httpTaskWorker{pool: pool, client: requests, cfg: cfg.HTTP, outbox: s.outbox,
 		logger: cfg.Logger, metrics: cfg.Metrics, out: cfg.OutboundMetrics, agent: agent + " (http task)"})
 	river.AddWorker(workers, &flushWorker{pool: pool, outbox: s.outbox})
 	river.AddWorker(workers, &cleanupWorker{pool: pool, logger: cfg.Logger})
+	river.AddWorker(workers, &rescueWorker{pool: pool, cfg: cfg,
+		after: callbackJobTimeout(callbackAttemptTimeout(cfg)) + rescueMargin})
 	river.AddWorker(workers, &historyWorker{pool: pool, cfg: cfg.History})
 	return workers, nil
 }
@@ -190,10 +210,26 @@ func periodicJobs(cfg RiverConfig) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CleanupInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "ax_cleanup", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.RescueInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return rescueArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "ax_rescue", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.History.Interval()),
 			func() (river.JobArgs, *river.InsertOpts) { return historyArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "ax_history", RunOnStart: true}),
 	}
+}
+
+// callbackAttemptTimeout is how long one callback attempt may take.
+func callbackAttemptTimeout(cfg RiverConfig) time.Duration {
+	return cmp.Or(cfg.Policy.Timeout, outbound.DefaultTimeout)
+}
+
+// riverClientID names this replica's River client: host, process id and
+// start time (River's own default has no process id).
+func riverClientID() string {
+	host, _ := os.Hostname()
+	host = strings.NewReplacer(".", "_", "-", "_").Replace(cmp.Or(host, "unknown_host"))
+	return fmt.Sprintf("%.60s_pid%d_%s", host, os.Getpid(), time.Now().UTC().Format("2006_01_02T15_04_05_000000"))
 }
 
 // Outbox inserts jobs in callers' transactions.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -86,7 +87,8 @@ echo "run again"`},
 		"results": []map[string]any{{"task_id": task.ID, "lease_token": oldToken, "state": "failed",
 			"result": map[string]any{"exit_code": 137}, "error": "late result of a dead agent"}},
 	})
-	require.Equal(t, http.StatusConflict, status, problem)
+	// Offline, the dead agent lost its token too (issue #36): 401.
+	require.Equal(t, http.StatusUnauthorized, status, problem)
 	require.Equal(t, done, tasksOf(t, pool, execID)[0], "the stale result changed nothing")
 	require.Equal(t, events, stateEvents(t, pool, task.ID), "the stale result recorded nothing")
 	_, exec = s.api(t, "GET", "/v1/executions/"+execID, nil)
@@ -199,14 +201,21 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 		}
 		return false
 	}, 30*time.Second, 50*time.Millisecond, "the resumed agent heartbeats")
-	require.Eventually(t, func() bool { return s.agentNamed(t, "sleeper")["state"] == "active" },
-		30*time.Second, 100*time.Millisecond)
+	// Marked offline while stopped, it lost its token and registered
+	// again: a registration named sleeper is active.
+	require.Eventually(t, func() bool {
+		var n int
+		_ = pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM ax.agent WHERE name = 'sleeper' AND state = 'active'`).Scan(&n)
+		return n == 1
+	}, 30*time.Second, 100*time.Millisecond)
 	require.True(t, sleeper.Running())
 
 	// No result of the stopped agent was recorded: any it sent was refused.
 	for _, c := range proxy.callsTo("/complete") {
 		if strings.Contains(string(c.Req), taskID) {
-			require.Equal(t, http.StatusConflict, c.Status, "a result under the lost lease: %s → %s", c.Req, c.Resp)
+			require.Contains(t, []int{http.StatusConflict, http.StatusUnauthorized}, c.Status,
+				"a result under the lost lease (or the revoked token): %s → %s", c.Req, c.Resp)
 		}
 	}
 	events := stateEvents(t, pool, taskID)

@@ -1,0 +1,42 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// riverJobRescue makes running River jobs of one kind that started before
+// @older_than ago available again, noting the rescue in their errors as
+// River's own rescuer does. It is written here rather than in
+// sql/queries because River's tables come from River's Go migrator, which
+// sqlc does not read.
+const riverJobRescue = `
+UPDATE ax.river_job
+SET state = 'available', scheduled_at = now(),
+    errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt,
+        'error', 'rescued by ax: its replica stopped working on it', 'trace', ''))
+WHERE state = 'running' AND kind = $1 AND attempted_at < now() - make_interval(secs => $2::double precision)
+RETURNING id`
+
+// RiverJobRescue makes the running River jobs of kind that started more
+// than olderThan ago available again, and returns their ids. Call it only
+// with an olderThan past which no live worker still runs a job of kind
+// (its River timeout plus a margin): a job still running there belongs to
+// a replica that died.
+func RiverJobRescue(ctx context.Context, e Executor, kind string, olderThan time.Duration) ([]int64, error) {
+	rows, err := e.Query(ctx, riverJobRescue, kind, olderThan.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("error rescuing river jobs of kind %s: %w", kind, err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
