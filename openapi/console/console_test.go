@@ -209,6 +209,12 @@ func TestLoginCookie(t *testing.T) {
 	other := e.browser()
 	p = other.post("/ui/login", url.Values{"key": {e.admin}, "next": {"//evil.example/ui/x"}})
 	require.Equal(t, "/ui/jobs", p.header.Get("Location"))
+	// It is cleaned before it is checked.
+	for next, want := range map[string]string{"/ui/../../evil": "/ui/jobs", "/ui/../evil?x=1": "/ui/jobs",
+		"/ui/jobs/../fleet?a=b": "/ui/fleet?a=b", "/ui/./jobs": "/ui/jobs"} {
+		p = e.browser().post("/ui/login", url.Values{"key": {e.admin}, "next": {next}})
+		require.Equal(t, want, p.header.Get("Location"), next)
+	}
 
 	p = b.post("/ui/logout", url.Values{}) // without the token: refused
 	require.Equal(t, http.StatusForbidden, p.status)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -141,14 +142,20 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	})(w, r)
 }
 
-// safeNext keeps a redirect after login inside the console.
+// safeNext keeps a redirect after login inside the console. The path is
+// cleaned before it is checked: /ui/../../evil is /evil, not a console page.
 func safeNext(next string) string {
 	u, err := url.Parse(next)
 	if err != nil || len(next) > 1024 || u.Scheme != "" || u.Host != "" || u.User != nil ||
-		!strings.HasPrefix(u.Path, Prefix+"/") || strings.Contains(next, `\`) || strings.HasPrefix(next, "//") {
+		strings.Contains(next, `\`) || strings.HasPrefix(next, "//") {
 		return Prefix + "/jobs"
 	}
-	return u.RequestURI()
+	clean := path.Clean(u.Path)
+	if !strings.HasPrefix(clean, Prefix+"/") {
+		return Prefix + "/jobs"
+	}
+	out := &url.URL{Path: clean, RawQuery: u.RawQuery}
+	return out.RequestURI()
 }
 
 // sameOrigin refuses a POST that a browser says came from another site:
