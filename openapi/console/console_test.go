@@ -44,13 +44,20 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
+	return setupWith(t, console.Config{})
+}
+
+// setupWith is setup with the console's optional settings from cfg.
+func setupWith(t *testing.T, cfg console.Config) *env {
+	t.Helper()
 	pool := dbtest.New(t)
 	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
 	api, _ := openapi.New(openapi.Config{Pool: pool, Version: "test", Notifier: notifier})
 	keys := queue.NewKeyService(pool)
-	ui, err := console.New(console.Config{API: api, Keys: keys, LogPoll: 50 * time.Millisecond})
+	cfg.API, cfg.Keys, cfg.LogPoll = api, keys, 50*time.Millisecond
+	ui, err := console.New(cfg)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(console.Prefix+"/", ui)
