@@ -25,6 +25,7 @@ import (
 	"github.com/ax-scheduler/ax/openapi/console"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -54,7 +55,8 @@ func setupWith(t *testing.T, cfg console.Config) *env {
 	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
-	api, _ := openapi.New(openapi.Config{Pool: pool, Version: "test", Notifier: notifier})
+	api, _ := openapi.New(openapi.Config{Pool: pool, Version: "test", Notifier: notifier,
+		Outbound: outbound.Policy{AllowLoopback: true}})
 	keys := queue.NewKeyService(pool)
 	cfg.API, cfg.Keys, cfg.LogPoll = api, keys, 50*time.Millisecond
 	ui, err := console.New(cfg)

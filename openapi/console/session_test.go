@@ -151,3 +151,25 @@ func TestSecureCookieBehindTrustedProxy(t *testing.T) {
 	require.NotContains(t, login(untrusted, "https"), "Secure")
 	require.NotContains(t, login(setup(t), "https"), "Secure", "no trusted proxy by default")
 }
+
+// A read-only session's job page shows the HTTP executor's header names
+// and URLs without their values and credentials; so does an admin's.
+func TestJobPageHidesSecrets(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.job("secret", "billing", map[string]any{"kind": "interval", "interval_seconds": 3600}, map[string]any{
+		"executor": map[string]any{"kind": "http", "url": "https://127.0.0.1:9/run?sig=s3cret-sig",
+			"headers": map[string]string{"Authorization": "Bearer s3cret-header"}},
+		"callback": map[string]any{"url": "https://127.0.0.1:9/hook?token=s3cret-token"}})
+	for _, key := range []string{e.key(queue.ScopeRead), e.admin} {
+		b := e.browser()
+		require.Equal(t, http.StatusSeeOther, b.login(key).status)
+		p := b.get("/ui/jobs/" + id)
+		require.Equal(t, http.StatusOK, p.status, p.body)
+		require.Contains(t, p.body, "Authorization")
+		require.Contains(t, p.body, "ax-redacted")
+		for _, s := range []string{"s3cret-sig", "s3cret-header", "s3cret-token"} {
+			require.NotContains(t, p.body, s)
+		}
+	}
+}
