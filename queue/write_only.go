@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 // Redacted stands in for a write-only value wherever a job is shown: the
@@ -20,32 +21,11 @@ import (
 // the job's source. The parameter names, the scheme, host and path stay
 // visible. A secret in the path (some webhook URLs) is not recognised:
 // put it in a header or the query.
-const Redacted = "ax-redacted"
+const Redacted = httptask.Redacted
 
 // RedactURL is raw with its userinfo and (non-empty) query values
-// replaced by Redacted; raw itself when it has neither or is not a URL.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || (u.User == nil && u.RawQuery == "") {
-		return raw
-	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(Redacted, Redacted)
-		} else {
-			u.User = url.User(Redacted)
-		}
-	}
-	if u.RawQuery != "" {
-		u.RawQuery = mapQuery(u.RawQuery, func(_ string, _ int, v string) string {
-			if v == "" {
-				return v
-			}
-			return Redacted
-		})
-	}
-	return u.String()
-}
+// replaced by Redacted (httptask.RedactURL).
+func RedactURL(raw string) string { return httptask.RedactURL(raw) }
 
 // RedactHeaders is h with every value replaced by Redacted.
 func RedactHeaders(h map[string]string) map[string]string {
@@ -166,7 +146,7 @@ func restoreURL(field, raw, stored string) (string, error) {
 		}
 	}
 	storedQuery := s.Query()
-	u.RawQuery = mapQuery(u.RawQuery, func(name string, i int, v string) string {
+	u.RawQuery = httptask.MapQuery(u.RawQuery, func(name string, i int, v string) string {
 		if v != Redacted {
 			return v
 		}
@@ -198,29 +178,4 @@ func hasRedactedPart(u *url.URL) bool {
 		}
 	}
 	return false
-}
-
-// mapQuery rewrites each value of a raw query with f(name, index among
-// the name's values, value), keeping the parameters' order (url.Values
-// would sort them).
-func mapQuery(raw string, f func(name string, i int, value string) string) string {
-	seen := map[string]int{}
-	parts := strings.Split(raw, "&")
-	for n, p := range parts {
-		if p == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(p, "=")
-		name, err1 := url.QueryUnescape(k)
-		value, err2 := url.QueryUnescape(v)
-		if err1 != nil || err2 != nil {
-			name, value = k, v
-		}
-		nv := f(name, seen[name], value)
-		seen[name]++
-		if nv != value {
-			parts[n] = k + "=" + url.QueryEscape(nv)
-		}
-	}
-	return strings.Join(parts, "&")
 }
