@@ -114,3 +114,22 @@ func TestWriteOnlyDeclarationRoundtrip(t *testing.T) {
 	auth, url, callback := env.storedSecrets(id)
 	require.Equal(t, []string{wantAuth, wantURL, wantCallback}, []string{auth, url, callback})
 }
+
+// A declaration that changes only a secret says which field changed,
+// without its values.
+func TestWriteOnlyDeclarationNamesChangedSecret(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	env.call("POST", "/v1/declarations", env.admin, declaration("sdk:secret", "1", false, secretHTTPJob("s"))).
+		must(t, http.StatusOK)
+	changed := secretHTTPJob("s")
+	changed["executor"].(map[string]any)["headers"] = map[string]string{"Authorization": "Bearer s3cret-new", "X-Team": "billing"}
+	changed["callback"] = map[string]any{"url": "https://127.0.0.1:9/hook?token=s3cret-new"}
+	r := env.call("POST", "/v1/declarations", env.admin, declaration("sdk:secret", "2", false, changed))
+	report := r.must(t, http.StatusOK)
+	require.Equal(t, map[string]string{"s": "updated"}, actions(t, report))
+	require.NotContains(t, string(r.raw), "s3cret")
+	changes := report["jobs"].([]any)[0].(map[string]any)["changes"]
+	require.Equal(t, []any{"callback.url: a write-only query value changed",
+		"executor.headers.Authorization: ax-redacted changed"}, changes)
+}
