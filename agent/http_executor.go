@@ -45,15 +45,15 @@ func (e *httpExecutor) execute(ctx context.Context, t LeasedTask, _ *taskOutput,
 	if err != nil {
 		return nil, err
 	}
-	log.DebugContext(ctx, "calling URL", "method", req.Method, "url", req.URL.Redacted())
+	log.DebugContext(ctx, "calling URL", "method", req.Method, "url", httptask.RedactURL(req.URL.String()))
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, WithErrorCode(httptask.TransportErrorCode(err), fmt.Errorf("error calling %s: %w", req.URL.Redacted(), err))
+		return nil, WithErrorCode(httptask.TransportErrorCode(err), fmt.Errorf("error calling %s: %w", httptask.RedactURL(req.URL.String()), httptask.RedactURLError(err)))
 	}
 	answer, err := httptask.ReadAnswer(resp)
 	if err != nil {
 		return nil, WithErrorCode(httptask.TransportErrorCode(err),
-			fmt.Errorf("error reading the answer of %s: %w", req.URL.Redacted(), err))
+			fmt.Errorf("error reading the answer of %s: %w", httptask.RedactURL(req.URL.String()), httptask.RedactURLError(err)))
 	}
 	switch answer.Outcome() {
 	case httptask.Accepted:

@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"log/slog"
@@ -59,6 +60,14 @@ type authenticator struct {
 }
 
 type principalKey struct{}
+
+// WithPrincipal returns ctx carrying key as the caller of an in-process
+// API request (the console's, for a visitor whose session it checked):
+// the API then skips the Authorization header but still checks key's
+// scopes and groups. No client can put a key in a context.
+func WithPrincipal(ctx context.Context, key *db.APIKey) context.Context {
+	return context.WithValue(ctx, principalKey{}, key)
+}
 
 func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 	scope, _ := ctx.Operation().Metadata[scopeMetadataKey].(string)

@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
@@ -42,7 +43,7 @@ func callbackFromDB(c *db.Callback) *Callback {
 	out := &Callback{State: string(c.State), Delivery: c.Delivery, NextAttemptAt: c.NextAttemptAt, DeliveredAt: c.DeliveredAt,
 		FailedAt: c.FailedAt, LastError: c.LastError, Attempts: make([]CallbackAttempt, len(c.History))}
 	for i, a := range c.History {
-		out.Attempts[i] = CallbackAttempt{Delivery: a.Delivery, Attempt: a.Attempt, At: a.At, URL: a.URL,
+		out.Attempts[i] = CallbackAttempt{Delivery: a.Delivery, Attempt: a.Attempt, At: a.At, URL: queue.RedactURL(a.URL),
 			StatusCode: a.StatusCode, LatencyMS: float64(a.Latency.Microseconds()) / 1000, Error: a.Error}
 	}
 	return out

@@ -257,7 +257,26 @@ func jobChanges(old, new *db.Job) ([]string, error) {
 			out = append(out, k+": "+va+" → "+vb)
 		}
 	}
-	return out, nil
+	return append(out, writeOnlyChanges(old, new)...), nil
+}
+
+// writeOnlyChanges names the write-only values that changed where the
+// redacted diff shows none, without showing them.
+func writeOnlyChanges(old, new *db.Job) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(new.Executor.Headers)) {
+		if ov, ok := old.Executor.Headers[k]; ok && ov != new.Executor.Headers[k] {
+			out = append(out, "executor.headers."+k+": "+queue.Redacted+" changed")
+		}
+	}
+	for field, urls := range map[string][2]string{"executor.url": {old.Executor.URL, new.Executor.URL},
+		"callback.url": {old.CallbackURL, new.CallbackURL}} {
+		if urls[0] != urls[1] && queue.RedactURL(urls[0]) == queue.RedactURL(urls[1]) {
+			out = append(out, field+": a write-only query value changed")
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func mergeKeys(a, b map[string]string) map[string]struct{} {

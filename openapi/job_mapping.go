@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue"
 )
 
 // jobToDB turns an API job into a definition with its defaults filled
@@ -60,8 +61,11 @@ func jobHistoryFromDB(j *db.Job) *JobHistory {
 	return &JobHistory{RetentionSeconds: j.HistoryRetentionSeconds, FailedRetentionSeconds: j.HistoryFailedRetentionSeconds}
 }
 
-// jobFromDB shows a stored job with every setting spelled out.
+// jobFromDB shows a stored job with every setting spelled out, its
+// write-only values (header values, URL credentials) as queue.Redacted
+// whoever asks.
 func jobFromDB(j *db.Job) (*Job, error) {
+	j = queue.RedactJob(j)
 	out := &Job{
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
 		Trigger: JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,

@@ -62,9 +62,9 @@ type JobTrigger struct {
 type JobExecutor struct {
 	Kind    string            `json:"kind" enum:"shell,http,handler" doc:"shell: run command on an agent; http: call url; handler: a Go handler registered in an agent by name"`
 	Command string            `json:"command,omitempty" maxLength:"65536" example:"./report.sh --day yesterday" doc:"Shell command (kind shell), run with /bin/sh -c"`
-	URL     string            `json:"url,omitempty" maxLength:"2048" example:"https://billing.internal/run" doc:"Absolute http(s) URL (kind http)"`
+	URL     string            `json:"url,omitempty" maxLength:"2048" example:"https://billing.internal/run" doc:"Absolute http(s) URL (kind http). Query values are write-only: shown as ax-redacted, which sent back keeps the stored value"`
 	Method  string            `json:"method,omitempty" enum:"GET,POST,PUT,PATCH,DELETE" default:"POST" doc:"HTTP method (kind http)"`
-	Headers map[string]string `json:"headers,omitempty" doc:"Extra request headers (kind http)"`
+	Headers map[string]string `json:"headers,omitempty" doc:"Extra request headers (kind http). Values are write-only: shown as ax-redacted, which sent back keeps the stored value"`
 	Body    string            `json:"body,omitempty" maxLength:"65536" doc:"Request body template (kind http): the route key's subset of Go text/template, plus json of a field ({{json .params}}); renders to at most 2 MiB"`
 	Handler string            `json:"handler,omitempty" maxLength:"200" pattern:"^[A-Za-z0-9_.:/-]*$" example:"reports.nightly" doc:"Handler name (kind handler)"`
 }
@@ -130,7 +130,7 @@ type JobMisfire struct {
 
 // JobCallback says where results are announced.
 type JobCallback struct {
-	URL string `json:"url" maxLength:"2048" format:"uri" example:"https://example.com/ax-callback" doc:"Absolute http(s) URL that receives a signed POST when a run ends"`
+	URL string `json:"url" maxLength:"2048" format:"uri" example:"https://example.com/ax-callback" doc:"Absolute http(s) URL that receives a signed POST when a run ends. Query values are write-only: shown as ax-redacted, which sent back keeps the stored value"`
 }
 
 // JobAdaptiveTimeout is the current timeout of an adaptive job and how it

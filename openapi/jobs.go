@@ -123,6 +123,9 @@ func (h *jobHandlers) create(ctx context.Context, in *jobBodyInput) (*jobCreated
 	if err != nil {
 		return nil, err
 	}
+	if err := queue.RestoreWriteOnly(def, nil); err != nil {
+		return nil, jobError(err, &in.Body)
+	}
 	if err := writable(ctx, def.Group, "body.group"); err != nil {
 		return nil, err
 	}
@@ -202,6 +205,9 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 	if err != nil {
 		return nil, err
 	}
+	if err := h.keepWriteOnly(ctx, def); err != nil {
+		return nil, jobError(err, &in.Body)
+	}
 	if err := writable(ctx, def.Group, "body.group"); err != nil {
 		return nil, err
 	}
@@ -210,6 +216,16 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 		return nil, jobError(err, &in.Body)
 	}
 	return h.respond(job, nil)
+}
+
+// keepWriteOnly puts the stored job's write-only values (header values,
+// URL credentials) where def carries the placeholder GET showed.
+func (h *jobHandlers) keepWriteOnly(ctx context.Context, def *db.Job) error {
+	stored, err := h.jobs.Get(ctx, def.ID)
+	if err != nil {
+		return err
+	}
+	return queue.RestoreWriteOnly(def, stored)
 }
 
 func (h *jobHandlers) pause(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
@@ -270,7 +286,11 @@ func jobError(err error, in *Job) error {
 func jobErrorAt(err error, in *Job, prefix string) error {
 	var ce *db.ConstraintError
 	var managed *queue.ManagedJobError
+	var writeOnly *queue.WriteOnlyError
 	switch {
+	case errors.As(err, &writeOnly):
+		return huma.Error422UnprocessableEntity("a write-only value is missing",
+			&huma.ErrorDetail{Location: prefix + writeOnly.Field, Message: writeOnly.Error(), Value: writeOnly.Value})
 	case errors.As(err, &managed):
 		return managedJobError(managed)
 	case errors.Is(err, db.ErrNotFound):

@@ -311,6 +311,9 @@ func (a *applier) refuseTakeovers(keys []db.JobKey, byKey map[db.JobKey]*db.Job)
 
 // declare creates, updates or leaves job i as declared.
 func (a *applier) declare(ctx context.Context, i int, job, old *db.Job) error {
+	if err := RestoreWriteOnly(job, old); err != nil {
+		return err
+	}
 	if old == nil {
 		created, err := a.create(ctx, job)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -180,4 +181,37 @@ func apiKeyParams(name, secret string, scopes []string) (*db.APIKeyInsertParams,
 	hash := sha256.Sum256([]byte(secret))
 	return &db.APIKeyInsertParams{ID: id, Name: name, Hash: hash[:],
 		Prefix: secret[:min(keyPrefixLen, len(secret))], Scopes: scopes}, secret, nil
+}
+
+// OpenConsoleSession opens a console session for key that ends after idle
+// without use and after max at the latest. It returns the session's id,
+// which only the visitor's cookie holds (the table keeps its SHA-256),
+// and the session's CSRF token.
+func (s *KeyService) OpenConsoleSession(ctx context.Context, key *db.APIKey, idle, max time.Duration) (id, csrf string, err error) {
+	id, csrf = randomToken(), randomToken()
+	hash := sha256.Sum256([]byte(id))
+	if err := db.ConsoleSessionInsert(ctx, s.pool, hash[:], key.ID, csrf, idle, max); err != nil {
+		return "", "", err
+	}
+	return id, csrf, nil
+}
+
+// ConsoleSession returns the live session with this id, or an error
+// wrapping db.ErrNotFound, and keeps it alive for idle more.
+func (s *KeyService) ConsoleSession(ctx context.Context, id string, idle time.Duration) (*db.ConsoleSession, error) {
+	hash := sha256.Sum256([]byte(id))
+	return db.ConsoleSessionGet(ctx, s.pool, hash[:], idle)
+}
+
+// CloseConsoleSession ends the session with this id (logout).
+func (s *KeyService) CloseConsoleSession(ctx context.Context, id string) error {
+	hash := sha256.Sum256([]byte(id))
+	return db.ConsoleSessionDelete(ctx, s.pool, hash[:])
+}
+
+// randomToken is 256 random bits, URL-safe.
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
 }

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,6 +75,11 @@ type serveConfig struct {
 	// both, the API is served over HTTPS. Without, plain HTTP, for
 	// loopback or behind a TLS-terminating proxy.
 	TLSCert, TLSKey string
+	// TrustedProxies (AX_TRUSTED_PROXIES, comma-separated CIDRs or
+	// addresses) are the TLS-terminating proxies in front of ax whose
+	// X-Forwarded-Proto: https is believed: the console's session cookie
+	// is then marked Secure. Empty (the default): only ax's own TLS counts.
+	TrustedProxies []netip.Prefix
 	// History is the retention of finished runs (AX_HISTORY_RETENTION,
 	// default 7 days; AX_HISTORY_FAILED_RETENTION, default 30 days) and
 	// the time range of one history partition (AX_HISTORY_PARTITION_WIDTH,
@@ -249,7 +256,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		BodyReadTimeout:  min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 		BodyMemoryBudget: cfg.BodyMemoryBudget,
 	})
-	ui, err := console.New(console.Config{API: apiHandler, Keys: queue.NewKeyService(requestPool), Logger: logger})
+	ui, err := console.New(console.Config{API: apiHandler, Keys: queue.NewKeyService(requestPool), Logger: logger,
+		TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		return err
 	}
@@ -389,7 +397,36 @@ func addTransportFlags(fs *flag.FlagSet, c *serveConfig) error {
 	fs.StringVar(&c.TLSKey, "tls-key", envOr("AX_TLS_KEY", ""), "PEM private key of --tls-cert (AX_TLS_KEY)")
 	fs.BoolVar(&c.MetricsAuth, "metrics-key-required", metricsAuth,
 		"require an API key with scope read on /metrics (AX_METRICS_AUTH)")
-	return errors.Join(errRead, errMetrics, errBudget)
+	proxies, errProxies := parseTrustedProxies(envOr("AX_TRUSTED_PROXIES", ""))
+	c.TrustedProxies = proxies
+	fs.Func("trusted-proxies", "comma-separated CIDRs or addresses of TLS-terminating proxies whose X-Forwarded-Proto: https is believed, so console cookies are Secure behind them (AX_TRUSTED_PROXIES)",
+		func(v string) (err error) {
+			c.TrustedProxies, err = parseTrustedProxies(v)
+			return err
+		})
+	return errors.Join(errRead, errMetrics, errBudget, errProxies)
+}
+
+// parseTrustedProxies reads "10.0.0.0/8, 192.0.2.7, ::1": CIDRs or single
+// addresses.
+func parseTrustedProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q: not an address or CIDR", f)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // validateTransport checks the TLS files (both or neither, readable) and

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +139,19 @@ func TestBodyMemoryBudgetFlag(t *testing.T) {
 			require.ErrorContains(t, err, "body memory budget", budget)
 		}
 	}
+}
+
+// --trusted-proxies and AX_TRUSTED_PROXIES take CIDRs or addresses; the
+// flag wins over the variable, and a bad entry stops ax serve.
+func TestTrustedProxiesFlag(t *testing.T) {
+	t.Setenv("AX_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7")
+	var c serveConfig
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	require.NoError(t, addTransportFlags(fs, &c))
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")}, c.TrustedProxies)
+	require.NoError(t, fs.Parse([]string{"--trusted-proxies", "::1,172.16.1.9/12"}))
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("172.16.0.0/12")}, c.TrustedProxies)
+	require.Error(t, fs.Parse([]string{"--trusted-proxies", "proxy.internal"}))
+	t.Setenv("AX_TRUSTED_PROXIES", "10.0.0.0/33")
+	require.Error(t, addTransportFlags(flag.NewFlagSet("t", flag.ContinueOnError), &c))
 }

@@ -1606,7 +1606,7 @@ type JobAdaptiveTimeoutBasis string
 
 // JobCallback defines model for JobCallback.
 type JobCallback struct {
-	// Url Absolute http(s) URL that receives a signed POST when a run ends
+	// Url Absolute http(s) URL that receives a signed POST when a run ends. Query values are write-only: shown as ax-redacted, which sent back keeps the stored value
 	//
 	// Example: https://example.com/ax-callback
 	Url string `json:"url"`
@@ -1627,7 +1627,7 @@ type JobExecutor struct {
 	// Example: reports.nightly
 	Handler *string `json:"handler,omitempty"`
 
-	// Headers Extra request headers (kind http)
+	// Headers Extra request headers (kind http). Values are write-only: shown as ax-redacted, which sent back keeps the stored value
 	Headers *map[string]string `json:"headers,omitempty"`
 
 	// Kind shell: run command on an agent; http: call url; handler: a Go handler registered in an agent by name
@@ -1636,7 +1636,7 @@ type JobExecutor struct {
 	// Method HTTP method (kind http)
 	Method *JobExecutorMethod `json:"method,omitempty"`
 
-	// Url Absolute http(s) URL (kind http)
+	// Url Absolute http(s) URL (kind http). Query values are write-only: shown as ax-redacted, which sent back keeps the stored value
 	//
 	// Example: https://billing.internal/run
 	Url *string `json:"url,omitempty"`

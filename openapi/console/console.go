@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/ax-scheduler/ax/openapi/client"
@@ -39,6 +40,16 @@ type Config struct {
 	// Keys checks the key posted at login and the one in the session
 	// cookie on every request (revoked keys stop working at once).
 	Keys *queue.KeyService
+	// SessionIdle ends a console session unused for this long. Defaults
+	// to 1 hour.
+	SessionIdle time.Duration
+	// SessionMax ends a console session this long after login, used or
+	// not. Defaults to 12 hours (a working day).
+	SessionMax time.Duration
+	// TrustedProxies are the addresses of TLS-terminating proxies whose
+	// X-Forwarded-Proto: https is believed, so the session cookie is
+	// marked Secure behind them. Empty: only ax's own TLS counts.
+	TrustedProxies []netip.Prefix
 	// Logger receives errors. Defaults to discarding.
 	Logger *slog.Logger
 	// LogPoll is how often a live log stream reads new events while the
@@ -53,8 +64,8 @@ func (c *Config) validate() error {
 	if c.API == nil || c.Keys == nil {
 		return errors.New("console: API and Keys are required")
 	}
-	if c.LogPoll < 0 || c.LiveFor < 0 {
-		return errors.New("console: LogPoll and LiveFor must not be negative")
+	if c.LogPoll < 0 || c.LiveFor < 0 || c.SessionIdle < 0 || c.SessionMax < 0 {
+		return errors.New("console: LogPoll, LiveFor, SessionIdle and SessionMax must not be negative")
 	}
 	return nil
 }
@@ -75,6 +86,8 @@ func New(cfg Config) (*Console, error) {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	cfg.LogPoll = cmp.Or(cfg.LogPoll, 500*time.Millisecond)
 	cfg.LiveFor = cmp.Or(cfg.LiveFor, 5*time.Minute)
+	cfg.SessionIdle = cmp.Or(cfg.SessionIdle, time.Hour)
+	cfg.SessionMax = cmp.Or(cfg.SessionMax, 12*time.Hour)
 	api, err := client.NewClientWithResponses("http://ax.in-process", client.WithHTTPClient(inProcess{h: cfg.API}))
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)

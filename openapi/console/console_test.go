@@ -25,6 +25,7 @@ import (
 	"github.com/ax-scheduler/ax/openapi/console"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -44,13 +45,21 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
+	return setupWith(t, console.Config{})
+}
+
+// setupWith is setup with the console's optional settings from cfg.
+func setupWith(t *testing.T, cfg console.Config) *env {
+	t.Helper()
 	pool := dbtest.New(t)
 	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
-	api, _ := openapi.New(openapi.Config{Pool: pool, Version: "test", Notifier: notifier})
+	api, _ := openapi.New(openapi.Config{Pool: pool, Version: "test", Notifier: notifier,
+		Outbound: outbound.Policy{AllowLoopback: true}})
 	keys := queue.NewKeyService(pool)
-	ui, err := console.New(console.Config{API: api, Keys: keys, LogPoll: 50 * time.Millisecond})
+	cfg.API, cfg.Keys, cfg.LogPoll = api, keys, 50*time.Millisecond
+	ui, err := console.New(cfg)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(console.Prefix+"/", ui)
@@ -209,6 +218,12 @@ func TestLoginCookie(t *testing.T) {
 	other := e.browser()
 	p = other.post("/ui/login", url.Values{"key": {e.admin}, "next": {"//evil.example/ui/x"}})
 	require.Equal(t, "/ui/jobs", p.header.Get("Location"))
+	// It is cleaned before it is checked.
+	for next, want := range map[string]string{"/ui/../../evil": "/ui/jobs", "/ui/../evil?x=1": "/ui/jobs",
+		"/ui/jobs/../fleet?a=b": "/ui/fleet?a=b", "/ui/./jobs": "/ui/jobs"} {
+		p = e.browser().post("/ui/login", url.Values{"key": {e.admin}, "next": {next}})
+		require.Equal(t, want, p.header.Get("Location"), next)
+	}
 
 	p = b.post("/ui/logout", url.Values{}) // without the token: refused
 	require.Equal(t, http.StatusForbidden, p.status)

@@ -4,10 +4,11 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -16,17 +17,17 @@ import (
 	"github.com/ax-scheduler/ax/queue"
 )
 
-// The session is the API key itself, in a cookie scripts cannot read
-// (HttpOnly), that no other site's request carries (SameSite=Strict), and
-// that only the console's paths receive (Path=/ui); Secure over TLS. It is
-// checked against the key table on every request, so a revoked key logs
-// its console sessions out at once. ax keeps no session state, so any
-// replica serves any visitor.
+// A session is a row of ax.console_session (migration 00044) opened at
+// login with the posted key; the cookie holds only the session's random
+// id, which is no API key (as a Bearer it gets 401). The cookie is one
+// scripts cannot read (HttpOnly), that no other site's request carries
+// (SameSite=Strict), that only the console's paths receive (Path=/ui),
+// and Secure over TLS, ax's own or a trusted proxy's (TrustedProxies).
+// The session is read from the database on every request, so any replica
+// serves any visitor, and logout or revoking the key ends it at once.
 const (
 	cookieName = "ax_console"
-	// cookieMaxAge ends a console session after a working day.
-	cookieMaxAge = 12 * time.Hour
-	// maxKeyLen bounds a posted or cookie key: ax keys are 46 bytes.
+	// maxKeyLen bounds a posted key or a cookie: ax keys are 46 bytes.
 	maxKeyLen = 512
 	// maxForm bounds a posted form: trigger params are the largest field.
 	maxForm = 128 << 10
@@ -38,28 +39,19 @@ var errNoSession = errors.New("not logged in")
 
 // session is a logged-in visitor.
 type session struct {
-	secret string
-	key    *db.APIKey
-	csrf   string
+	id   string
+	key  *db.APIKey
+	csrf string
 }
 
 // can reports whether the session's key may do what scope allows.
 func (s *session) can(scope string) bool { return openapi.Grants(s.key.Scopes, scope) }
 
-// auth puts the session's key on an in-process API request.
+// auth makes an in-process API request the session key's: the API checks
+// its scopes and groups as for a Bearer request.
 func (s *session) auth(_ context.Context, req *http.Request) error {
-	req.Header.Set("Authorization", "Bearer "+s.secret)
+	*req = *req.WithContext(openapi.WithPrincipal(req.Context(), s.key))
 	return nil
-}
-
-// csrfToken is the token of the session holding secret: an HMAC of a
-// fixed label keyed with the key itself, so a page of another origin,
-// which cannot read the cookie, cannot make one, and every replica
-// computes the same without shared state.
-func csrfToken(secret string) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("ax console csrf v1"))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // authenticate returns the live key whose secret this is.
@@ -73,24 +65,47 @@ func (c *Console) authenticate(ctx context.Context, secret string) (*db.APIKey, 
 // session reads the visitor's session from the cookie.
 func (c *Console) session(r *http.Request) (*session, error) {
 	ck, err := r.Cookie(cookieName)
-	if err != nil {
+	if err != nil || ck.Value == "" || len(ck.Value) > maxKeyLen {
 		return nil, errNoSession
 	}
-	key, err := c.authenticate(r.Context(), ck.Value)
+	got, err := c.cfg.Keys.ConsoleSession(r.Context(), ck.Value, c.cfg.SessionIdle)
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return nil, errNoSession
 	case err != nil:
 		return nil, err
-	case !openapi.Grants(key.Scopes, queue.ScopeRead):
+	case !openapi.Grants(got.Key.Scopes, queue.ScopeRead):
 		return nil, errNoSession
 	}
-	return &session{secret: ck.Value, key: key, csrf: csrfToken(ck.Value)}, nil
+	return &session{id: ck.Value, key: got.Key, csrf: got.CSRF}, nil
 }
 
-func setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge time.Duration) {
+func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge time.Duration) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: value, Path: Prefix, MaxAge: int(maxAge / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.overTLS(r)})
+}
+
+// overTLS reports whether the visitor reached ax over TLS: ax's own, or
+// a trusted proxy's that says so in X-Forwarded-Proto. Another client's
+// X-Forwarded-Proto is not believed.
+func (c *Console) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if len(c.cfg.TrustedProxies) == 0 || !strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range c.cfg.TrustedProxies {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 type loginView struct {
@@ -128,27 +143,43 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			Error: "API key " + key.Name + " cannot read (it has " + strings.Join(key.Scopes, ", ") + "): the console needs read, submit or admin"})
 		return
 	}
-	setCookie(w, r, secret, cookieMaxAge)
+	id, _, err := c.cfg.Keys.OpenConsoleSession(r.Context(), key, c.cfg.SessionIdle, c.cfg.SessionMax)
+	if err != nil {
+		c.cfg.Logger.ErrorContext(r.Context(), "console: error opening a session", "error", err)
+		c.problem(w, r, nil, http.StatusServiceUnavailable, "cannot open a session right now", "try again shortly")
+		return
+	}
+	c.setCookie(w, r, id, c.cfg.SessionMax)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// logout ends the session. It needs the CSRF token too: another site must
-// not be able to log a visitor out either.
+// logout ends the session, in the database: the old cookie is worth
+// nothing after it. It needs the CSRF token too: another site must not
+// be able to log a visitor out either.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	c.action("", func(w http.ResponseWriter, r *http.Request, _ *session) (string, error) {
-		setCookie(w, r, "", -time.Second)
+	c.action("", func(w http.ResponseWriter, r *http.Request, s *session) (string, error) {
+		if err := c.cfg.Keys.CloseConsoleSession(r.Context(), s.id); err != nil {
+			return "", err
+		}
+		c.setCookie(w, r, "", -time.Second)
 		return Prefix + "/login", nil
 	})(w, r)
 }
 
-// safeNext keeps a redirect after login inside the console.
+// safeNext keeps a redirect after login inside the console. The path is
+// cleaned before it is checked: /ui/../../evil is /evil, not a console page.
 func safeNext(next string) string {
 	u, err := url.Parse(next)
 	if err != nil || len(next) > 1024 || u.Scheme != "" || u.Host != "" || u.User != nil ||
-		!strings.HasPrefix(u.Path, Prefix+"/") || strings.Contains(next, `\`) || strings.HasPrefix(next, "//") {
+		strings.Contains(next, `\`) || strings.HasPrefix(next, "//") {
 		return Prefix + "/jobs"
 	}
-	return u.RequestURI()
+	clean := path.Clean(u.Path)
+	if !strings.HasPrefix(clean, Prefix+"/") {
+		return Prefix + "/jobs"
+	}
+	out := &url.URL{Path: clean, RawQuery: u.RawQuery}
+	return out.RequestURI()
 }
 
 // sameOrigin refuses a POST that a browser says came from another site:

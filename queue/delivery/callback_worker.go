@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/webhook"
 )
@@ -221,7 +222,7 @@ func (w *callbackWorker) send(ctx context.Context, d *db.CallbackDelivery, body 
 	resp, err := w.client.Do(req)
 	res.latency = time.Since(res.at)
 	if err != nil {
-		res.err = err
+		res.err = httptask.RedactURLError(err)
 		return res
 	}
 	defer resp.Body.Close()

@@ -310,7 +310,7 @@ func (w *httpTaskWorker) send(ctx context.Context, t *db.HTTPTask) httpResult {
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return httpResult{err: err, latency: time.Since(start), code: httptask.TransportErrorCode(err)}
+		return httpResult{err: httptask.RedactURLError(err), latency: time.Since(start), code: httptask.TransportErrorCode(err)}
 	}
 	answer, err := httptask.ReadAnswer(resp)
 	res := httpResult{answer: answer, latency: time.Since(start)}

@@ -306,11 +306,12 @@ func (w *cleanupWorker) Work(ctx context.Context, _ *river.Job[cleanupArgs]) err
 	breakers, err3 := db.CallbackBreakerDeleteIdle(ctx, w.pool)
 	slots, err4 := db.HTTPTaskSlotDeleteExpired(ctx, w.pool)
 	cancelled, err5 := db.DelayedRunDeleteCancelled(ctx, w.pool)
-	if nonces+keys+breakers+slots+cancelled > 0 {
+	sessions, err6 := db.ConsoleSessionDeleteExpired(ctx, w.pool)
+	if nonces+keys+breakers+slots+cancelled+sessions > 0 {
 		w.logger.DebugContext(ctx, "expired records deleted", "nonces", nonces, "idempotency_keys", keys,
-			"breakers", breakers, "http_task_slots", slots, "cancelled_delayed_runs", cancelled)
+			"breakers", breakers, "http_task_slots", slots, "cancelled_delayed_runs", cancelled, "console_sessions", sessions)
 	}
-	return errors.Join(err1, err2, err3, err4, err5)
+	return errors.Join(err1, err2, err3, err4, err5, err6)
 }
 
 // historyArgs is the periodic job that keeps history within its retention

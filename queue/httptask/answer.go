@@ -111,6 +111,6 @@ func RefuseRedirect(req *http.Request, via []*http.Request) error {
 	if req.Response != nil {
 		status = req.Response.StatusCode
 	}
-	return fmt.Errorf("%w: %s answered %d with Location %s", ErrRedirect, via[len(via)-1].URL.Redacted(), status,
-		req.URL.Redacted())
+	return fmt.Errorf("%w: %s answered %d with Location %s", ErrRedirect, RedactURL(via[len(via)-1].URL.String()), status,
+		RedactURL(req.URL.String()))
 }

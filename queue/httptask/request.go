@@ -147,7 +147,7 @@ func NewRequest(ctx context.Context, t *Task, userAgent string, now time.Time) (
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("error building the request to %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("error building the request to %s: %w", RedactURL(u.String()), err)
 	}
 	for k, v := range t.Headers {
 		req.Header.Set(k, v)

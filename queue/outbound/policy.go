@@ -23,6 +23,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 // Errors of the package, returned wrapped with details; test them with
@@ -156,13 +158,13 @@ func (p Policy) withDefaults() Policy {
 // refuseRedirect is the client's CheckRedirect: it follows nothing, and
 // says where the redirect pointed so that the URL can be corrected.
 func refuseRedirect(req *http.Request, via []*http.Request) error {
-	from := via[len(via)-1].URL.Redacted()
+	from := httptask.RedactURL(via[len(via)-1].URL.String())
 	status := 0
 	if req.Response != nil {
 		status = req.Response.StatusCode
 	}
 	return fmt.Errorf("%w: %s answered %d with Location %s; redirects are refused, so update the URL",
-		ErrRedirect, from, status, req.URL.Redacted())
+		ErrRedirect, from, status, httptask.RedactURL(req.URL.String()))
 }
 
 // Explain says why err refused a destination, in words fit for whoever

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 // ValidateURL checks a URL when it is submitted (a job's callback URL or
@@ -39,7 +41,7 @@ func parseURL(rawURL string) (*url.URL, error) {
 	case u.User != nil:
 		return nil, fmt.Errorf("%w: user info (user:password@) is not allowed in the URL; send credentials in headers", ErrInvalidURL)
 	case u.Hostname() == "":
-		return nil, fmt.Errorf("%w: %q has no host", ErrInvalidURL, u.Redacted())
+		return nil, fmt.Errorf("%w: %q has no host", ErrInvalidURL, httptask.RedactURL(u.String()))
 	}
 	if port := u.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {

@@ -1213,6 +1213,16 @@ type AxCallbacksFailing struct {
 	UpdatedAt     time.Time
 }
 
+type AxConsoleSession struct {
+	IDHash     []byte
+	KeyID      uuid.UUID
+	Csrf       string
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+	ExpiresAt  time.Time
+	EndsAt     time.Time
+}
+
 type AxDeclarationSet struct {
 	ManagedBy       string
 	Version         string

@@ -1747,7 +1747,7 @@ export interface components {
         JobCallback: {
             /**
              * Format: uri
-             * @description Absolute http(s) URL that receives a signed POST when a run ends
+             * @description Absolute http(s) URL that receives a signed POST when a run ends. Query values are write-only: shown as ax-redacted, which sent back keeps the stored value
              * @example https://example.com/ax-callback
              */
             url: string;
@@ -1765,7 +1765,7 @@ export interface components {
              * @example reports.nightly
              */
             handler?: string;
-            /** @description Extra request headers (kind http) */
+            /** @description Extra request headers (kind http). Values are write-only: shown as ax-redacted, which sent back keeps the stored value */
             headers?: {
                 [key: string]: string;
             };
@@ -1781,7 +1781,7 @@ export interface components {
              */
             method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
             /**
-             * @description Absolute http(s) URL (kind http)
+             * @description Absolute http(s) URL (kind http). Query values are write-only: shown as ax-redacted, which sent back keeps the stored value
              * @example https://billing.internal/run
              */
             url?: string;
