@@ -131,6 +131,9 @@ type JobMisfire struct {
 // JobCallback says where results are announced.
 type JobCallback struct {
 	URL string `json:"url" maxLength:"2048" format:"uri" example:"https://example.com/ax-callback" doc:"Absolute http(s) URL that receives a signed POST when a run ends"`
+	// Ordered is opt-in: without it each callback is delivered (and
+	// retried) on its own.
+	Ordered bool `json:"ordered,omitempty" doc:"Deliver the job's callbacks in sequence order: a callback is not sent until the one before it (its sequence minus one) is delivered or has failed for good. Every callback carries its sequence, gap-free per job, in the body and the Ax-Callback-Sequence header"`
 }
 
 // JobAdaptiveTimeout is the current timeout of an adaptive job and how it

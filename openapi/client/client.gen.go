@@ -1606,6 +1606,9 @@ type JobAdaptiveTimeoutBasis string
 
 // JobCallback defines model for JobCallback.
 type JobCallback struct {
+	// Ordered Deliver the job's callbacks in sequence order: a callback is not sent until the one before it (its sequence minus one) is delivered or has failed for good. Every callback carries its sequence, gap-free per job, in the body and the Ax-Callback-Sequence header
+	Ordered *bool `json:"ordered,omitempty"`
+
 	// Url Absolute http(s) URL that receives a signed POST when a run ends
 	//
 	// Example: https://example.com/ax-callback

@@ -13,11 +13,15 @@ import (
 // delivery; webhook-id (the execution id) is the receiver's key to
 // deduplicate on.
 type CallbackPayload struct {
-	Type         string          `json:"type"` // "execution.ended"
-	ExecutionID  string          `json:"execution_id"`
-	JobID        string          `json:"job_id"`
-	JobName      string          `json:"job_name"`
-	JobGroup     string          `json:"job_group"`
+	Type        string `json:"type"` // "execution.ended"
+	ExecutionID string `json:"execution_id"`
+	JobID       string `json:"job_id"`
+	JobName     string `json:"job_name"`
+	JobGroup    string `json:"job_group"`
+	// Sequence numbers the callback among its job's: 1, 2, 3… without
+	// gaps, in the order the runs ended (0 for a callback a redelivery
+	// made for a run that ended while its job had no callback URL).
+	Sequence     int64           `json:"sequence"`
 	Cause        string          `json:"cause"`
 	ScheduledFor time.Time       `json:"scheduled_for"`
 	Misfired     bool            `json:"misfired"`
@@ -73,7 +77,7 @@ type CallbackShard struct {
 // maxShards shards.
 func callbackPayload(d *db.CallbackDelivery, maxShards int) ([]byte, error) {
 	p := &CallbackPayload{Type: "execution.ended", ExecutionID: d.ExecutionID.String(), JobID: d.JobID.String(),
-		JobName: d.JobName, JobGroup: d.JobGroup, Cause: string(d.Cause), ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
+		JobName: d.JobName, JobGroup: d.JobGroup, Sequence: d.Sequence, Cause: string(d.Cause), ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
 		State: string(d.ExecutionState), Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
 		Timings: CallbackTimings{FiredAt: d.FiredAt, StartedAt: d.StartedAt, FinishedAt: d.FinishedAt},
 		Shards:  CallbackShards{ByState: d.ShardCounts, ByErrorCode: d.ShardErrorCodes, Items: d.Shards}}

@@ -13,7 +13,7 @@ import (
 )
 
 const callbackGet = `-- name: CallbackGet :one
-SELECT execution_id, job_id, state, delivery, attempts, last_status, last_error, next_attempt_at, enqueued_at, delivered_at, failed_at, created_at, updated_at FROM ax.callback WHERE execution_id = $1
+SELECT execution_id, job_id, state, delivery, attempts, last_status, last_error, next_attempt_at, enqueued_at, delivered_at, failed_at, created_at, updated_at, sequence FROM ax.callback WHERE execution_id = $1
 `
 
 func (q *Queries) CallbackGet(ctx context.Context, db DBTX, executionID uuid.UUID) (AxCallback, error) {
@@ -33,13 +33,21 @@ func (q *Queries) CallbackGet(ctx context.Context, db DBTX, executionID uuid.UUI
 		&i.FailedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Sequence,
 	)
 	return i, err
 }
 
 const callbackGetForDelivery = `-- name: CallbackGetForDelivery :one
 SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
+       coalesce(c.sequence, 0)::bigint AS sequence,
        coalesce(j.callback_url, '')::text AS url,
+       -- waiting_for: the earliest callback of an ordered job still pending
+       -- before this one (redeliveries neither wait nor hold others up).
+       coalesce((SELECT p.execution_id::text FROM ax.callback p
+                 WHERE j.callback_ordered AND c.delivery = 1 AND p.job_id = c.job_id AND p.state = 'pending'
+                   AND p.sequence < c.sequence AND p.delivery = 1
+                 ORDER BY p.sequence LIMIT 1), '')::text AS waiting_for,
        e.cause, e.state AS execution_state, e.scheduled_for, e.fired_at, e.started_at, e.finished_at,
        e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
        coalesce(e.traceparent, '')::text AS traceparent,
@@ -79,7 +87,9 @@ type CallbackGetForDeliveryRow struct {
 	State           AxCallbackState
 	Delivery        int32
 	Attempts        int32
+	Sequence        int64
 	Url             string
+	WaitingFor      string
 	Cause           AxExecutionCause
 	ExecutionState  AxExecutionState
 	ScheduledFor    time.Time
@@ -115,7 +125,9 @@ func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, arg Callb
 		&i.State,
 		&i.Delivery,
 		&i.Attempts,
+		&i.Sequence,
 		&i.Url,
+		&i.WaitingFor,
 		&i.Cause,
 		&i.ExecutionState,
 		&i.ScheduledFor,
@@ -241,14 +253,26 @@ func (q *Queries) CallbackRedeliver(ctx context.Context, db DBTX, executionID uu
 
 const callbackTakeUnenqueued = `-- name: CallbackTakeUnenqueued :many
 
+WITH taken AS (
+    SELECT c.execution_id, c.job_id,
+           row_number() OVER (PARTITION BY c.job_id ORDER BY c.created_at, c.execution_id) AS n
+    FROM (SELECT execution_id, job_id, created_at FROM ax.callback
+          WHERE enqueued_at IS NULL
+          ORDER BY created_at
+          LIMIT $1
+          FOR UPDATE SKIP LOCKED) c
+), per_job AS (
+    SELECT job_id, count(*) AS n FROM taken GROUP BY job_id
+), counter AS (
+    INSERT INTO ax.callback_sequence AS s (job_id, last_sequence)
+    SELECT job_id, n FROM per_job ORDER BY job_id
+    ON CONFLICT (job_id) DO UPDATE SET last_sequence = s.last_sequence + excluded.last_sequence
+    RETURNING s.job_id, s.last_sequence
+)
 UPDATE ax.callback c
-SET enqueued_at = now(), updated_at = now()
-FROM (SELECT execution_id FROM ax.callback
-      WHERE enqueued_at IS NULL
-      ORDER BY created_at
-      LIMIT $1
-      FOR UPDATE SKIP LOCKED) p
-WHERE c.execution_id = p.execution_id
+SET enqueued_at = now(), updated_at = now(), sequence = k.last_sequence - g.n + t.n
+FROM taken t JOIN per_job g ON g.job_id = t.job_id JOIN counter k ON k.job_id = t.job_id
+WHERE c.execution_id = t.execution_id
 RETURNING c.execution_id, c.delivery
 `
 
@@ -262,10 +286,13 @@ type CallbackTakeUnenqueuedRow struct {
 // callback_attempt.sql, the circuit breaker per destination host in
 // callback_breaker.sql.
 // CallbackTakeUnenqueued marks up to @max outbox rows whose delivery job is
-// not inserted yet as enqueued and returns them: the caller inserts their
-// River jobs in the same transaction. It sees the rows this transaction
-// wrote and committed ones a path without a hook left behind; rows other
-// transactions are taking are skipped.
+// not inserted yet as enqueued, numbers them from their job's counter
+// (ax.callback_sequence: gap-free per job, in the order the rows were
+// written) and returns them: the caller inserts their River jobs in the
+// same transaction. It sees the rows this transaction wrote and committed
+// ones a path without a hook left behind; rows other transactions are
+// taking are skipped. Counters are locked in job order, so two enqueuers
+// of the same jobs wait on each other instead of deadlocking.
 func (q *Queries) CallbackTakeUnenqueued(ctx context.Context, db DBTX, max int32) ([]CallbackTakeUnenqueuedRow, error) {
 	rows, err := db.Query(ctx, callbackTakeUnenqueued, max)
 	if err != nil {

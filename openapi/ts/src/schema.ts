@@ -1745,6 +1745,8 @@ export interface components {
             timeout_seconds: number;
         };
         JobCallback: {
+            /** @description Deliver the job's callbacks in sequence order: a callback is not sent until the one before it (its sequence minus one) is delivered or has failed for good. Every callback carries its sequence, gap-free per job, in the body and the Ax-Callback-Sequence header */
+            ordered?: boolean;
             /**
              * Format: uri
              * @description Absolute http(s) URL that receives a signed POST when a run ends
