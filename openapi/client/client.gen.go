@@ -1338,7 +1338,7 @@ type Execution struct {
 	// Held A delayed run that came due while its job was paused: it fires when the job resumes, under the job's misfire policy
 	Held *bool `json:"held,omitempty"`
 
-	// Id Execution id: the idempotency key handed to every task and callback
+	// Id Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)
 	Id    openapi_types.UUID `json:"id"`
 	JobId openapi_types.UUID `json:"job_id"`
 
@@ -2106,6 +2106,9 @@ type Task struct {
 	ErrorCode  *string            `json:"error_code,omitempty"`
 	FinishedAt *time.Time         `json:"finished_at,omitempty"`
 	Id         openapi_types.UUID `json:"id"`
+
+	// IdempotencyKey The task's key, the same on every attempt: the execution id, or <execution id>:<shard index> when the run has several shards. A Go handler gets it from Task.IdempotencyKey, a shell command as AX_IDEMPOTENCY_KEY, an HTTP target as Idempotency-Key and webhook-id, and the callback lists it per shard
+	IdempotencyKey string `json:"idempotency_key"`
 
 	// LeasedAt When the latest attempt was leased (to agent_id)
 	LeasedAt *time.Time `json:"leased_at,omitempty"`

@@ -62,15 +62,18 @@ type CallbackShards struct {
 
 // CallbackShard is one shard's outcome, as payloads list it.
 type CallbackShard struct {
-	Index      int             `json:"index"`
-	Param      string          `json:"param"`
-	State      string          `json:"state"`
-	Attempts   int             `json:"attempts"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	ErrorCode  string          `json:"error_code,omitempty"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Index    int    `json:"index"`
+	Param    string `json:"param"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	// IdempotencyKey is the task's key: the one its Go handler's
+	// Task.IdempotencyKey returns and its HTTP request's Idempotency-Key.
+	IdempotencyKey string          `json:"idempotency_key"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 }
 
 // callbackPayload builds the body of d's callback, listing at most

@@ -38,7 +38,8 @@ RETURNING c.execution_id, c.delivery;
 -- outbox row, the execution, the job's current callback URL, the secrets
 -- valid now (the previous one while a rotation lasts), the count of shards
 -- by state and by error code (of shards that ended without succeeding) and
--- the first @max_shards shards as the payload lists them.
+-- the first @max_shards shards as the payload lists them (each with its
+-- task's idempotency key, as httptask.IdempotencyKey makes it).
 -- name: CallbackGetForDelivery :one
 SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(c.sequence, 0)::bigint AS sequence,
@@ -64,6 +65,9 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
                        GROUP BY t.error_code) n), '{}')::jsonb AS shard_error_codes,
        coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
                      'index', t.shard_index, 'param', t.shard_param, 'state', t.state, 'attempts', t.attempt,
+                     -- the task's key, as httptask.IdempotencyKey makes it
+                     'idempotency_key', CASE WHEN t.shard_total > 1 THEN t.execution_id::text || ':' || t.shard_index
+                                             ELSE t.execution_id::text END,
                      'result', t.result, 'error', t.error, 'error_code', t.error_code,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))

@@ -1406,7 +1406,7 @@ export interface components {
             held?: boolean;
             /**
              * Format: uuid
-             * @description Execution id: the idempotency key handed to every task and callback
+             * @description Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)
              */
             id: string;
             /** Format: uuid */
@@ -2275,6 +2275,8 @@ export interface components {
             finished_at?: string;
             /** Format: uuid */
             id: string;
+            /** @description The task's key, the same on every attempt: the execution id, or <execution id>:<shard index> when the run has several shards. A Go handler gets it from Task.IdempotencyKey, a shell command as AX_IDEMPOTENCY_KEY, an HTTP target as Idempotency-Key and webhook-id, and the callback lists it per shard */
+            idempotency_key: string;
             /**
              * Format: date-time
              * @description When the latest attempt was leased (to agent_id)
