@@ -82,7 +82,7 @@ type JobRoute struct {
 
 // JobShards splits a run into tasks.
 type JobShards struct {
-	Count     int                `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
+	Count     int                `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run. A change applies to runs fired after it: an unfinished run keeps the count (and params) it fired with"`
 	Params    []string           `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its part of range as \"from-to\", or what generator makes"`
 	Range     *ShardRange        `json:"range,omitempty" doc:"Range split among shards that have no param; defaults to the 32-bit hash space [0, 4294967296); absent with a generator"`
 	Generator *JobShardGenerator `json:"generator,omitempty" doc:"Makes each run's shard params from the fire instead of params or range (see POST /v1/jobs/{id}/shards/preview)"`

@@ -1727,7 +1727,7 @@ type JobShardGeneratorKind string
 
 // JobShards defines model for JobShards.
 type JobShards struct {
-	// Count Number of tasks per run
+	// Count Number of tasks per run. A change applies to runs fired after it: an unfinished run keeps the count (and params) it fired with
 	Count     *int64             `json:"count,omitempty"`
 	Generator *JobShardGenerator `json:"generator,omitempty"`
 

@@ -1875,7 +1875,7 @@ export interface components {
         JobShards: {
             /**
              * Format: int64
-             * @description Number of tasks per run
+             * @description Number of tasks per run. A change applies to runs fired after it: an unfinished run keeps the count (and params) it fired with
              * @default 1
              */
             count?: number;
