@@ -1118,6 +1118,11 @@ export interface components {
             result: unknown;
             /** Format: date-time */
             scheduled_for: string;
+            /**
+             * Format: int64
+             * @description The callback's number among its job's: 1, 2, 3… without gaps, in the order the runs ended (0 only for a callback a redelivery made for a run that ended while the job had no callback URL); also Ax-Callback-Sequence. With callback.ordered they arrive in this order
+             */
+            sequence: number;
             shards: components["schemas"]["CallbackShards"];
             /** @enum {string} */
             state: "succeeded" | "failed" | "timed_out" | "cancelled";
@@ -1133,6 +1138,8 @@ export interface components {
             error_code?: string;
             /** Format: date-time */
             finished_at?: string;
+            /** @description The task's idempotency key: the execution id, or <execution id>:<shard index> when the run has several shards (what its Go handler, shell command and HTTP request got) */
+            idempotency_key: string;
             /** Format: int64 */
             index: number;
             param: string;
