@@ -149,7 +149,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		// in the database, so it holds whichever replica sends either.
 		w.logger.DebugContext(ctx, "callback waits for an earlier one of its job", "execution_id", d.ExecutionID,
 			"job_id", d.JobID, "sequence", d.Sequence, "waiting_for", d.WaitingFor)
-		return river.JobSnooze(w.cfg.jittered(w.cfg.HoldRecheck))
+		return river.JobSnooze(w.orderedWait(d))
 	}
 	target, err := callbackTarget(d.URL)
 	if err != nil {
@@ -168,6 +168,19 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	}
 	res := w.send(ctx, d, body)
 	return w.settle(ctx, d, target.Host, adm, res)
+}
+
+// orderedWait is how long a callback held by an earlier one of its job
+// snoozes: until that one's next attempt is due when it waits for a retry
+// (a waiting callback reads its delivery again a few times per attempt of
+// the earlier one, not every HoldRecheck for ten minutes), else
+// HoldRecheck; jittered either way.
+func (w *callbackWorker) orderedWait(d *db.CallbackDelivery) time.Duration {
+	wait := w.cfg.HoldRecheck
+	if d.WaitingNextAttempt != nil {
+		wait = max(wait, time.Until(*d.WaitingNextAttempt))
+	}
+	return w.cfg.jittered(wait)
 }
 
 // callbackTarget checks a callback URL enough to send to it (the outbound

@@ -45,11 +45,9 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(c.sequence, 0)::bigint AS sequence,
        coalesce(j.callback_url, '')::text AS url,
        -- waiting_for: the earliest callback of an ordered job still pending
-       -- before this one (redeliveries neither wait nor hold others up).
-       coalesce((SELECT p.execution_id::text FROM ax.callback p
-                 WHERE j.callback_ordered AND c.delivery = 1 AND p.job_id = c.job_id AND p.state = 'pending'
-                   AND p.sequence < c.sequence AND p.delivery = 1
-                 ORDER BY p.sequence LIMIT 1), '')::text AS waiting_for,
+       -- before this one, and when its next attempt is due (redeliveries
+       -- neither wait nor hold others up).
+       coalesce(w.execution_id::text, '')::text AS waiting_for, w.next_attempt_at AS waiting_next_attempt_at,
        e.cause, e.state AS execution_state, e.scheduled_for, e.fired_at, e.started_at, e.finished_at,
        e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
        coalesce(e.traceparent, '')::text AS traceparent,
@@ -78,6 +76,11 @@ FROM ax.callback c
 JOIN ax.all_executions e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id
 LEFT JOIN ax.job_secret s ON s.job_id = c.job_id
+LEFT JOIN LATERAL (
+    SELECT p.execution_id, p.next_attempt_at FROM ax.callback p
+    WHERE j.callback_ordered AND c.delivery = 1 AND p.job_id = c.job_id AND p.state = 'pending'
+      AND p.sequence < c.sequence AND p.delivery = 1
+    ORDER BY p.sequence LIMIT 1) w ON true
 WHERE c.execution_id = @execution_id;
 
 -- CallbackRecordAttempt stores one attempt and moves the callback of the

@@ -43,11 +43,9 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(c.sequence, 0)::bigint AS sequence,
        coalesce(j.callback_url, '')::text AS url,
        -- waiting_for: the earliest callback of an ordered job still pending
-       -- before this one (redeliveries neither wait nor hold others up).
-       coalesce((SELECT p.execution_id::text FROM ax.callback p
-                 WHERE j.callback_ordered AND c.delivery = 1 AND p.job_id = c.job_id AND p.state = 'pending'
-                   AND p.sequence < c.sequence AND p.delivery = 1
-                 ORDER BY p.sequence LIMIT 1), '')::text AS waiting_for,
+       -- before this one, and when its next attempt is due (redeliveries
+       -- neither wait nor hold others up).
+       coalesce(w.execution_id::text, '')::text AS waiting_for, w.next_attempt_at AS waiting_next_attempt_at,
        e.cause, e.state AS execution_state, e.scheduled_for, e.fired_at, e.started_at, e.finished_at,
        e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
        coalesce(e.traceparent, '')::text AS traceparent,
@@ -76,6 +74,11 @@ FROM ax.callback c
 JOIN ax.all_executions e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id
 LEFT JOIN ax.job_secret s ON s.job_id = c.job_id
+LEFT JOIN LATERAL (
+    SELECT p.execution_id, p.next_attempt_at FROM ax.callback p
+    WHERE j.callback_ordered AND c.delivery = 1 AND p.job_id = c.job_id AND p.state = 'pending'
+      AND p.sequence < c.sequence AND p.delivery = 1
+    ORDER BY p.sequence LIMIT 1) w ON true
 WHERE c.execution_id = $2
 `
 
@@ -85,33 +88,34 @@ type CallbackGetForDeliveryParams struct {
 }
 
 type CallbackGetForDeliveryRow struct {
-	ExecutionID     uuid.UUID
-	JobID           uuid.UUID
-	State           AxCallbackState
-	Delivery        int32
-	Attempts        int32
-	Sequence        int64
-	Url             string
-	WaitingFor      string
-	Cause           AxExecutionCause
-	ExecutionState  AxExecutionState
-	ScheduledFor    time.Time
-	FiredAt         time.Time
-	StartedAt       *time.Time
-	FinishedAt      *time.Time
-	ExecutionError  *string
-	CancelReason    *string
-	ShardCount      int32
-	Misfired        bool
-	Params          []byte
-	Traceparent     string
-	JobName         string
-	GroupName       string
-	Secret          string
-	PreviousSecret  string
-	ShardCounts     []byte
-	ShardErrorCodes []byte
-	Shards          []byte
+	ExecutionID          uuid.UUID
+	JobID                uuid.UUID
+	State                AxCallbackState
+	Delivery             int32
+	Attempts             int32
+	Sequence             int64
+	Url                  string
+	WaitingFor           string
+	WaitingNextAttemptAt *time.Time
+	Cause                AxExecutionCause
+	ExecutionState       AxExecutionState
+	ScheduledFor         time.Time
+	FiredAt              time.Time
+	StartedAt            *time.Time
+	FinishedAt           *time.Time
+	ExecutionError       *string
+	CancelReason         *string
+	ShardCount           int32
+	Misfired             bool
+	Params               []byte
+	Traceparent          string
+	JobName              string
+	GroupName            string
+	Secret               string
+	PreviousSecret       string
+	ShardCounts          []byte
+	ShardErrorCodes      []byte
+	Shards               []byte
 }
 
 // CallbackGetForDelivery returns what one delivery attempt needs: the
@@ -132,6 +136,7 @@ func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, arg Callb
 		&i.Sequence,
 		&i.Url,
 		&i.WaitingFor,
+		&i.WaitingNextAttemptAt,
 		&i.Cause,
 		&i.ExecutionState,
 		&i.ScheduledFor,
