@@ -446,7 +446,7 @@ func TestAgentShipsOutputBeforeResult(t *testing.T) {
 	eventually(t, func() bool { _, ok := d.resultOf("t"); return ok }, "reported")
 	d.snapshot(func(d *serverDouble) {
 		require.Len(t, d.logs, 1)
-		require.Equal(t, "hello from exec-t-0\n", d.logs[0].Data)
+		require.Equal(t, "hello from exec-t\n", d.logs[0].Data) // one shard: the execution id
 		require.Equal(t, streamStdout, d.logs[0].Stream)
 		require.Less(t, slices.Index(d.events, "log t"), slices.Index(d.events, "result t"))
 	})

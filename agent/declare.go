@@ -57,6 +57,10 @@ type JobSpec struct {
 	RateClass string
 	// Callback is a URL that receives a signed POST when a run ends.
 	Callback string
+	// CallbackOrdered delivers the job's callbacks in their sequence order
+	// (the next waits until the one before is delivered or has failed for
+	// good). Needs Callback.
+	CallbackOrdered bool
 	// Labels are the labels an agent needs to run the job. Nil: this
 	// agent's labels (Config.Labels), so the job runs on agents like it.
 	Labels map[string]string
@@ -199,7 +203,11 @@ func (j JobSpec) wireJob(agentLabels map[string]string) (json.RawMessage, error)
 	putString(out, "rate_limit_class", j.RateClass)
 	putString(out, "concurrency_policy", j.Concurrency)
 	if j.Callback != "" {
-		out["callback"] = map[string]any{"url": j.Callback}
+		cb := map[string]any{"url": j.Callback}
+		if j.CallbackOrdered {
+			cb["ordered"] = true
+		}
+		out["callback"] = cb
 	}
 	labels := j.Labels
 	if labels == nil {

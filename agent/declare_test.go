@@ -13,7 +13,7 @@ func TestJobSpecWire(t *testing.T) {
 	spec := JobSpec{Name: "nightly", Group: "billing", Cron: "0 0 2 * * ?", Timezone: "Europe/Paris", Shards: 2,
 		ShardParams: []string{"a", "b"}, Timeout: 90 * time.Second, Priority: 5, Route: "consistent_hash",
 		RouteKey: "{{.shard.param}}", RateClass: "batch", Callback: "https://example.com/cb",
-		Retry: &RetryPolicy{MaxAttempts: 3, Backoff: 2 * time.Second}, Params: json.RawMessage(`{"n":12345678901234567890}`)}
+		CallbackOrdered: true, Retry: &RetryPolicy{MaxAttempts: 3, Backoff: 2 * time.Second}, Params: json.RawMessage(`{"n":12345678901234567890}`)}
 	raw, err := spec.wireJob(map[string]string{"pool": "billing"})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"name":"nightly","group":"billing",
@@ -22,7 +22,7 @@ func TestJobSpecWire(t *testing.T) {
 		"shards":{"count":2,"params":["a","b"]},"timeout_seconds":90,"priority":5,
 		"retry":{"max_attempts":3,"backoff_seconds":2},
 		"route":{"strategy":"consistent_hash","key":"{{.shard.param}}"},"rate_limit_class":"batch",
-		"callback":{"url":"https://example.com/cb"},"target":{"labels":{"pool":"billing"}},
+		"callback":{"url":"https://example.com/cb","ordered":true},"target":{"labels":{"pool":"billing"}},
 		"params":{"n":12345678901234567890}}`, string(raw))
 	require.Contains(t, string(raw), "12345678901234567890", "params are copied, not decoded")
 

@@ -9,9 +9,10 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 // HandlerFunc runs a task of executor kind handler. It should stop soon
@@ -53,10 +54,14 @@ type Task struct {
 	Output io.Writer
 }
 
-// IdempotencyKey is "<execution_id>-<shard_index>": the same for every
-// attempt of this task, different for every other task.
+// IdempotencyKey is the task's key: the execution id, followed by
+// ":<shard_index>" when the run has several shards. It is the same for
+// every attempt of this task, different for every other task, and the
+// same key an HTTP task of the same shard gets in Idempotency-Key and
+// webhook-id (whoever sends it) and the callback lists for the shard
+// (shards.items[].idempotency_key).
 func (t Task) IdempotencyKey() string {
-	return t.ExecutionID + "-" + strconv.Itoa(t.ShardIndex)
+	return httptask.IdempotencyKey(t.ExecutionID, t.ShardIndex, t.ShardTotal)
 }
 
 // DecodeParams unmarshals the run's params into v. Numbers keep their

@@ -41,7 +41,7 @@ func TestHandlerExecutorGivesHandlerTheTask(t *testing.T) {
 
 	res, err, sink := runHandler(t, handlerLookup{regs}, task)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"day":"2024-04-30","key":"exec-t1-1"}`, string(res))
+	require.JSONEq(t, `{"day":"2024-04-30","key":"exec-t1:1"}`, string(res))
 	require.Equal(t, "building\n", sink.text(streamStdout))
 	require.Equal(t, "exec-t1", seen.ExecutionID)
 	require.Equal(t, "t1", seen.TaskID)

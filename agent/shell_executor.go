@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 // stderrTailBytes is how much of the end of stderr a failed command's error
@@ -129,6 +131,7 @@ func taskEnv(t LeasedTask) []string {
 		"AX_SHARD_INDEX=" + strconv.Itoa(t.ShardIndex),
 		"AX_SHARD_TOTAL=" + strconv.Itoa(t.ShardTotal),
 		"AX_SHARD_PARAM=" + t.ShardParam,
+		"AX_IDEMPOTENCY_KEY=" + httptask.IdempotencyKey(t.ExecutionID, t.ShardIndex, t.ShardTotal),
 		"AX_ATTEMPT=" + strconv.Itoa(t.Attempt),
 		"AX_PARAMS=" + params,
 	}

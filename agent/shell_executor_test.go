@@ -60,10 +60,10 @@ func TestShellExecutorPassesTaskInEnvironment(t *testing.T) {
 	t.Setenv("AX_AGENT_KEY", "secret-bootstrap-key") // no t.Parallel: Setenv
 	res, err, sink := runShell(t, context.Background(),
 		`printf '%s|' "$AX_EXECUTION_ID" "$AX_TASK_ID" "$AX_JOB_ID" "$AX_SHARD_INDEX" "$AX_SHARD_TOTAL" `+
-			`"$AX_SHARD_PARAM" "$AX_ATTEMPT" "$AX_PARAMS" "${AX_AGENT_KEY:-unset}" "$TRACEPARENT"`, time.Second)
+			`"$AX_IDEMPOTENCY_KEY" "$AX_SHARD_PARAM" "$AX_ATTEMPT" "$AX_PARAMS" "${AX_AGENT_KEY:-unset}" "$TRACEPARENT"`, time.Second)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"exit_code": 0}`, string(res))
-	require.Equal(t, `exec-1|task-1|job-1|2|5|eu-west|3|{"day":"2024-05-01"}|unset|00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01|`, sink.text(streamStdout))
+	require.Equal(t, `exec-1|task-1|job-1|2|5|exec-1:2|eu-west|3|{"day":"2024-05-01"}|unset|00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01|`, sink.text(streamStdout))
 }
 
 func TestShellExecutorExitCodes(t *testing.T) {

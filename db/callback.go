@@ -38,7 +38,18 @@ type CallbackDelivery struct {
 	ExecutionID, JobID uuid.UUID
 	State              CallbackState // of the callback
 	Delivery           int
-	Attempts           int    // made so far in this delivery
+	Attempts           int // made so far in this delivery
+	// Sequence numbers the callback among its job's (gap-free from 1); 0
+	// for a callback first made by a redelivery (the run ended while its
+	// job had no callback URL).
+	Sequence int64
+	// WaitingFor is the execution of the earliest callback of the job
+	// still pending before this one when the job's callbacks are ordered
+	// ("": send now), and when that one's next attempt is due (nil: not
+	// known, e.g. its first attempt is under way or its host's breaker
+	// holds it).
+	WaitingFor         string
+	WaitingNextAttempt *time.Time
 	URL                string // the job's callback URL now ("" when removed)
 	JobName, JobGroup  string
 	Secrets            []string // current first; the previous one while a rotation lasts
@@ -74,7 +85,7 @@ func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UU
 		return nil, fmt.Errorf("error getting callback of execution %s: %w", executionID, mapErr(err))
 	}
 	d := &CallbackDelivery{ExecutionID: r.ExecutionID, JobID: r.JobID, State: CallbackState(r.State),
-		Delivery: int(r.Delivery), Attempts: int(r.Attempts), URL: r.Url, JobName: r.JobName, JobGroup: r.GroupName,
+		Delivery: int(r.Delivery), Attempts: int(r.Attempts), Sequence: r.Sequence, WaitingFor: r.WaitingFor, WaitingNextAttempt: utcPtr(r.WaitingNextAttemptAt), URL: r.Url, JobName: r.JobName, JobGroup: r.GroupName,
 		Cause: ExecutionCause(r.Cause), ExecutionState: ExecutionState(r.ExecutionState), ScheduledFor: r.ScheduledFor.UTC(),
 		FiredAt: r.FiredAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 		Error: deref(r.ExecutionError), ShardCount: int(r.ShardCount), Misfired: r.Misfired, Params: r.Params,

@@ -60,7 +60,10 @@ type Job struct {
 	HistoryRetentionSeconds       int
 	HistoryFailedRetentionSeconds int
 	CallbackURL                   string
-	Params                        json.RawMessage // object handed to every run
+	// CallbackOrdered delivers the job's callbacks in sequence order: the
+	// next waits until the one before is delivered or has failed for good.
+	CallbackOrdered bool
+	Params          json.RawMessage // object handed to every run
 	// SigningSecret is set only in what JobService.Create returns: the
 	// job's new whsec_ secret, shown once.
 	SigningSecret string
@@ -146,6 +149,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		DegradeAction: p.DegradeAction, Agentless: p.Agentless, TimeoutMode: p.TimeoutMode,
 		ShardGenerator: p.ShardGenerator, ShardWindowSeconds: p.ShardWindowSeconds,
 		HistoryRetentionSeconds: p.HistoryRetentionSeconds, HistoryFailedRetentionSeconds: p.HistoryFailedRetentionSeconds,
+		CallbackOrdered: p.CallbackOrdered,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -254,7 +258,8 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		MisfirePolicy:        dbsqlc.AxMisfirePolicy(j.MisfirePolicy),
 		MisfireWindowSeconds: int32(j.MisfireWindowSeconds), MisfireMaxFires: int32(j.MisfireMaxFires),
 		RateLimitClass: nilIfEmpty(j.RateLimitClass), CallbackUrl: nilIfEmpty(j.CallbackURL),
-		Params: jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(j.DegradeAction),
+		CallbackOrdered: j.CallbackOrdered && j.CallbackURL != "",
+		Params:          jsonOr(j.Params, "{}"), DegradeAction: dbsqlc.AxDegradeAction(j.DegradeAction),
 		Agentless: j.Agentless(), ShardGenerator: generator, ShardWindowSeconds: window,
 		HistoryRetentionSeconds:       nilIfZero(int32(j.HistoryRetentionSeconds)),
 		HistoryFailedRetentionSeconds: nilIfZero(int32(j.HistoryFailedRetentionSeconds)),
@@ -278,7 +283,8 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *T
 		ConcurrencyPolicy:      ConcurrencyPolicy(r.ConcurrencyPolicy), MisfirePolicy: MisfirePolicy(r.MisfirePolicy),
 		MisfireWindowSeconds: int(r.MisfireWindowSeconds), MisfireMaxFires: int(r.MisfireMaxFires),
 		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: DegradeAction(r.DegradeAction),
-		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		CallbackOrdered: r.CallbackOrdered,
+		Params:          r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
 		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),

@@ -17,6 +17,7 @@ type CallbackBody struct {
 	JobID        string          `json:"job_id" format:"uuid"`
 	JobName      string          `json:"job_name"`
 	JobGroup     string          `json:"job_group"`
+	Sequence     int64           `json:"sequence" doc:"The callback's number among its job's: 1, 2, 3… without gaps, in the order the runs ended (0 only for a callback a redelivery made for a run that ended while the job had no callback URL); also Ax-Callback-Sequence. With callback.ordered they arrive in this order"`
 	Cause        string          `json:"cause" enum:"schedule,catch_up,manual"`
 	ScheduledFor time.Time       `json:"scheduled_for"`
 	Misfired     bool            `json:"misfired"`
@@ -48,15 +49,16 @@ type CallbackShards struct {
 
 // CallbackShard is one shard's outcome.
 type CallbackShard struct {
-	Index      int             `json:"index"`
-	Param      string          `json:"param"`
-	State      string          `json:"state" enum:"succeeded,failed,timed_out,cancelled"`
-	Attempts   int             `json:"attempts"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	ErrorCode  string          `json:"error_code,omitempty" example:"signal_killed"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Index          int             `json:"index"`
+	Param          string          `json:"param"`
+	State          string          `json:"state" enum:"succeeded,failed,timed_out,cancelled"`
+	Attempts       int             `json:"attempts"`
+	IdempotencyKey string          `json:"idempotency_key" doc:"The task's idempotency key: the execution id, or <execution id>:<shard index> when the run has several shards (what its Go handler, shell command and HTTP request got)"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty" example:"signal_killed"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 }
 
 // callbackWebhook is the name of the callback in the spec's webhooks.
@@ -75,12 +77,14 @@ func registerCallbackWebhook(api huma.API) {
 	oa.Webhooks[callbackWebhook] = &huma.PathItem{Post: &huma.Operation{
 		OperationID: "execution-ended", Tags: []string{"Callbacks"}, Summary: "A run ended (sent to the job's callback URL)",
 		Description: "Signed per Standard Webhooks; retried after 1 s, 5 s, 30 s, 2 min and 10 min until a 2xx, " +
-			"then callback_failed. The body is the same on every attempt of a delivery.",
+			"then callback_failed. The body is the same on every attempt of a delivery. " +
+			"A job with callback.ordered gets its callbacks in sequence order: one is not sent until the one before is delivered or callback_failed.",
 		Parameters: []*huma.Param{
 			header("webhook-id", "The execution id: the same on every attempt and redelivery"),
 			header("webhook-timestamp", "This attempt, Unix seconds"),
 			header("webhook-signature", "v1,<base64 HMAC-SHA256 of id.timestamp.body> (two, space-separated, while a secret is rotated)"),
 			header("Ax-Callback-Attempt", "1 for the first attempt of a delivery"),
+			header("Ax-Callback-Sequence", "The body's sequence: the callback's number among its job's, gap-free from 1"),
 		},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {
 			Schema: oa.Components.Schemas.Schema(reflect.TypeFor[CallbackBody](), true, "CallbackBody")}}},

@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 // Execution is one fire of a job: the status the trigger API points to.
 type Execution struct {
-	ID                string         `json:"id" format:"uuid" doc:"Execution id: the idempotency key handed to every task and callback"`
+	ID                string         `json:"id" format:"uuid" doc:"Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)"`
 	JobID             string         `json:"job_id" format:"uuid"`
 	Cause             string         `json:"cause" enum:"schedule,catch_up,manual,delayed" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)"`
 	State             string         `json:"state" enum:"scheduled,pending,running,succeeded,failed,timed_out,cancelled" doc:"scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at"`
@@ -38,6 +39,7 @@ type Task struct {
 	ShardIndex     int             `json:"shard_index"`
 	ShardTotal     int             `json:"shard_total"`
 	ShardParam     string          `json:"shard_param,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key" doc:"The task's key, the same on every attempt: the execution id, or <execution id>:<shard index> when the run has several shards. A Go handler gets it from Task.IdempotencyKey, a shell command as AX_IDEMPOTENCY_KEY, an HTTP target as Idempotency-Key and webhook-id, and the callback lists it per shard"`
 	State          string          `json:"state" enum:"pending,leased,running,succeeded,failed,timed_out,cancelled"`
 	Attempt        int             `json:"attempt"`
 	MaxAttempts    int             `json:"max_attempts"`
@@ -75,7 +77,8 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 	for _, t := range tasks {
 		task := Task{
 			ID: t.ID.String(), ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam,
-			State: string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, LostLeases: t.LostLeases,
+			IdempotencyKey: httptask.IdempotencyKey(e.ID.String(), t.ShardIndex, t.ShardTotal),
+			State:          string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, LostLeases: t.LostLeases,
 			TimeoutSeconds: t.TimeoutSeconds, NotBefore: t.NotBefore, LeasedAt: t.LeasedAt,
 			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error, ErrorCode: t.ErrorCode,
 		}

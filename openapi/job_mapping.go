@@ -35,7 +35,7 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 		ConcurrencyPolicy:      db.ConcurrencyPolicy(j.ConcurrencyPolicy),
 		MisfirePolicy:          db.MisfirePolicy(misfire.Policy),
 		MisfireWindowSeconds:   misfire.WindowSeconds, MisfireMaxFires: misfire.MaxFires,
-		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, Params: json.RawMessage(j.Params),
+		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, CallbackOrdered: deref(j.Callback).Ordered, Params: json.RawMessage(j.Params),
 		DegradeAction: db.DegradeAction(j.DegradeAction), TimeoutMode: db.TimeoutMode(j.TimeoutMode),
 		HistoryRetentionSeconds:       deref(j.History).RetentionSeconds,
 		HistoryFailedRetentionSeconds: deref(j.History).FailedRetentionSeconds,
@@ -96,7 +96,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	out.SetAsideAt, out.SetAsideReason = j.SetAsideAt, j.SetAsideReason
 	out.PausedReason, out.ManagedBy, out.DeclaredVersion, out.DeclaredIn = j.PausedReason, j.ManagedBy, j.DeclaredVersion, j.DeclaredIn
 	if j.CallbackURL != "" {
-		out.Callback = &JobCallback{URL: j.CallbackURL}
+		out.Callback = &JobCallback{URL: j.CallbackURL, Ordered: j.CallbackOrdered}
 	}
 	if j.TimeoutMode == db.TimeoutAdaptive {
 		out.AdaptiveTimeout = adaptiveTimeoutFromDB(j)

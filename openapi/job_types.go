@@ -82,7 +82,7 @@ type JobRoute struct {
 
 // JobShards splits a run into tasks.
 type JobShards struct {
-	Count     int                `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run"`
+	Count     int                `json:"count,omitempty" minimum:"1" maximum:"10000" default:"1" doc:"Number of tasks per run. A change applies to runs fired after it: an unfinished run keeps the count (and params) it fired with"`
 	Params    []string           `json:"params,omitempty" maxItems:"10000" doc:"One parameter per shard; when empty each shard gets its part of range as \"from-to\", or what generator makes"`
 	Range     *ShardRange        `json:"range,omitempty" doc:"Range split among shards that have no param; defaults to the 32-bit hash space [0, 4294967296); absent with a generator"`
 	Generator *JobShardGenerator `json:"generator,omitempty" doc:"Makes each run's shard params from the fire instead of params or range (see POST /v1/jobs/{id}/shards/preview)"`
@@ -131,6 +131,9 @@ type JobMisfire struct {
 // JobCallback says where results are announced.
 type JobCallback struct {
 	URL string `json:"url" maxLength:"2048" format:"uri" example:"https://example.com/ax-callback" doc:"Absolute http(s) URL that receives a signed POST when a run ends. Query values are write-only: shown as ax-redacted, which sent back keeps the stored value"`
+	// Ordered is opt-in: without it each callback is delivered (and
+	// retried) on its own.
+	Ordered bool `json:"ordered,omitempty" doc:"Deliver the job's callbacks in sequence order: a callback is not sent until the one before it (its sequence minus one) is delivered or has failed for good. Every callback carries its sequence, gap-free per job, in the body and the Ax-Callback-Sequence header"`
 }
 
 // JobAdaptiveTimeout is the current timeout of an adaptive job and how it

@@ -1338,7 +1338,7 @@ type Execution struct {
 	// Held A delayed run that came due while its job was paused: it fires when the job resumes, under the job's misfire policy
 	Held *bool `json:"held,omitempty"`
 
-	// Id Execution id: the idempotency key handed to every task and callback
+	// Id Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)
 	Id    openapi_types.UUID `json:"id"`
 	JobId openapi_types.UUID `json:"job_id"`
 
@@ -1606,6 +1606,9 @@ type JobAdaptiveTimeoutBasis string
 
 // JobCallback defines model for JobCallback.
 type JobCallback struct {
+	// Ordered Deliver the job's callbacks in sequence order: a callback is not sent until the one before it (its sequence minus one) is delivered or has failed for good. Every callback carries its sequence, gap-free per job, in the body and the Ax-Callback-Sequence header
+	Ordered *bool `json:"ordered,omitempty"`
+
 	// Url Absolute http(s) URL that receives a signed POST when a run ends. Query values are write-only: shown as ax-redacted, which sent back keeps the stored value
 	//
 	// Example: https://example.com/ax-callback
@@ -1724,7 +1727,7 @@ type JobShardGeneratorKind string
 
 // JobShards defines model for JobShards.
 type JobShards struct {
-	// Count Number of tasks per run
+	// Count Number of tasks per run. A change applies to runs fired after it: an unfinished run keeps the count (and params) it fired with
 	Count     *int64             `json:"count,omitempty"`
 	Generator *JobShardGenerator `json:"generator,omitempty"`
 
@@ -2109,6 +2112,9 @@ type Task struct {
 	ErrorCode  *string            `json:"error_code,omitempty"`
 	FinishedAt *time.Time         `json:"finished_at,omitempty"`
 	Id         openapi_types.UUID `json:"id"`
+
+	// IdempotencyKey The task's key, the same on every attempt: the execution id, or <execution id>:<shard index> when the run has several shards. A Go handler gets it from Task.IdempotencyKey, a shell command as AX_IDEMPOTENCY_KEY, an HTTP target as Idempotency-Key and webhook-id, and the callback lists it per shard
+	IdempotencyKey string `json:"idempotency_key"`
 
 	// LeasedAt When the latest attempt was leased (to agent_id)
 	LeasedAt *time.Time `json:"leased_at,omitempty"`

@@ -13,11 +13,15 @@ import (
 // delivery; webhook-id (the execution id) is the receiver's key to
 // deduplicate on.
 type CallbackPayload struct {
-	Type         string          `json:"type"` // "execution.ended"
-	ExecutionID  string          `json:"execution_id"`
-	JobID        string          `json:"job_id"`
-	JobName      string          `json:"job_name"`
-	JobGroup     string          `json:"job_group"`
+	Type        string `json:"type"` // "execution.ended"
+	ExecutionID string `json:"execution_id"`
+	JobID       string `json:"job_id"`
+	JobName     string `json:"job_name"`
+	JobGroup    string `json:"job_group"`
+	// Sequence numbers the callback among its job's: 1, 2, 3… without
+	// gaps, in the order the runs ended (0 for a callback a redelivery
+	// made for a run that ended while its job had no callback URL).
+	Sequence     int64           `json:"sequence"`
 	Cause        string          `json:"cause"`
 	ScheduledFor time.Time       `json:"scheduled_for"`
 	Misfired     bool            `json:"misfired"`
@@ -58,22 +62,25 @@ type CallbackShards struct {
 
 // CallbackShard is one shard's outcome, as payloads list it.
 type CallbackShard struct {
-	Index      int             `json:"index"`
-	Param      string          `json:"param"`
-	State      string          `json:"state"`
-	Attempts   int             `json:"attempts"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	ErrorCode  string          `json:"error_code,omitempty"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Index    int    `json:"index"`
+	Param    string `json:"param"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	// IdempotencyKey is the task's key: the one its Go handler's
+	// Task.IdempotencyKey returns and its HTTP request's Idempotency-Key.
+	IdempotencyKey string          `json:"idempotency_key"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 }
 
 // callbackPayload builds the body of d's callback, listing at most
 // maxShards shards.
 func callbackPayload(d *db.CallbackDelivery, maxShards int) ([]byte, error) {
 	p := &CallbackPayload{Type: "execution.ended", ExecutionID: d.ExecutionID.String(), JobID: d.JobID.String(),
-		JobName: d.JobName, JobGroup: d.JobGroup, Cause: string(d.Cause), ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
+		JobName: d.JobName, JobGroup: d.JobGroup, Sequence: d.Sequence, Cause: string(d.Cause), ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
 		State: string(d.ExecutionState), Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
 		Timings: CallbackTimings{FiredAt: d.FiredAt, StartedAt: d.StartedAt, FinishedAt: d.FinishedAt},
 		Shards:  CallbackShards{ByState: d.ShardCounts, ByErrorCode: d.ShardErrorCodes, Items: d.Shards}}

@@ -151,6 +151,14 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	if d.Delivery != job.Args.Delivery || d.State != db.CallbackPending {
 		return nil // redelivered since, or settled by an earlier run of this job
 	}
+	if d.WaitingFor != "" {
+		// An ordered job's earlier callback is still pending: this one
+		// goes after it is delivered or has failed for good. The check is
+		// in the database, so it holds whichever replica sends either.
+		w.logger.DebugContext(ctx, "callback waits for an earlier one of its job", "execution_id", d.ExecutionID,
+			"job_id", d.JobID, "sequence", d.Sequence, "waiting_for", d.WaitingFor)
+		return river.JobSnooze(w.orderedWait(d))
+	}
 	target, err := callbackTarget(d.URL)
 	if err != nil {
 		return w.giveUp(ctx, d, err.Error())
@@ -168,6 +176,19 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	}
 	res := w.send(ctx, d, body)
 	return w.settle(ctx, d, target.Host, adm, res)
+}
+
+// orderedWait is how long a callback held by an earlier one of its job
+// snoozes: until that one's next attempt is due when it waits for a retry
+// (a waiting callback reads its delivery again a few times per attempt of
+// the earlier one, not every HoldRecheck for ten minutes), else
+// HoldRecheck; jittered either way.
+func (w *callbackWorker) orderedWait(d *db.CallbackDelivery) time.Duration {
+	wait := w.cfg.HoldRecheck
+	if d.WaitingNextAttempt != nil {
+		wait = max(wait, time.Until(*d.WaitingNextAttempt))
+	}
+	return w.cfg.jittered(wait)
 }
 
 // callbackTarget checks a callback URL enough to send to it (the outbound
@@ -246,6 +267,7 @@ func (w *callbackWorker) request(ctx context.Context, d *db.CallbackDelivery, bo
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", w.agent)
 	req.Header.Set("Ax-Callback-Attempt", strconv.Itoa(d.Attempts+1))
+	req.Header.Set("Ax-Callback-Sequence", strconv.FormatInt(d.Sequence, 10))
 	if d.TraceParent != "" {
 		req.Header.Set("traceparent", d.TraceParent) // the receiver's spans join the run's trace
 	}

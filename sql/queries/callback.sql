@@ -4,29 +4,50 @@
 -- callback_breaker.sql.
 
 -- CallbackTakeUnenqueued marks up to @max outbox rows whose delivery job is
--- not inserted yet as enqueued and returns them: the caller inserts their
--- River jobs in the same transaction. It sees the rows this transaction
--- wrote and committed ones a path without a hook left behind; rows other
--- transactions are taking are skipped.
+-- not inserted yet as enqueued, numbers them from their job's counter
+-- (ax.callback_sequence: gap-free per job, in the order the rows were
+-- written) and returns them: the caller inserts their River jobs in the
+-- same transaction. It sees the rows this transaction wrote and committed
+-- ones a path without a hook left behind; rows other transactions are
+-- taking are skipped. Counters are locked in job order, so two enqueuers
+-- of the same jobs wait on each other instead of deadlocking.
 -- name: CallbackTakeUnenqueued :many
+WITH taken AS (
+    SELECT c.execution_id, c.job_id,
+           row_number() OVER (PARTITION BY c.job_id ORDER BY c.created_at, c.execution_id) AS n
+    FROM (SELECT execution_id, job_id, created_at FROM ax.callback
+          WHERE enqueued_at IS NULL
+          ORDER BY created_at
+          LIMIT @max
+          FOR UPDATE SKIP LOCKED) c
+), per_job AS (
+    SELECT job_id, count(*) AS n FROM taken GROUP BY job_id
+), counter AS (
+    INSERT INTO ax.callback_sequence AS s (job_id, last_sequence)
+    SELECT job_id, n FROM per_job ORDER BY job_id
+    ON CONFLICT (job_id) DO UPDATE SET last_sequence = s.last_sequence + excluded.last_sequence
+    RETURNING s.job_id, s.last_sequence
+)
 UPDATE ax.callback c
-SET enqueued_at = now(), updated_at = now()
-FROM (SELECT execution_id FROM ax.callback
-      WHERE enqueued_at IS NULL
-      ORDER BY created_at
-      LIMIT @max
-      FOR UPDATE SKIP LOCKED) p
-WHERE c.execution_id = p.execution_id
+SET enqueued_at = now(), updated_at = now(), sequence = k.last_sequence - g.n + t.n
+FROM taken t JOIN per_job g ON g.job_id = t.job_id JOIN counter k ON k.job_id = t.job_id
+WHERE c.execution_id = t.execution_id
 RETURNING c.execution_id, c.delivery;
 
 -- CallbackGetForDelivery returns what one delivery attempt needs: the
 -- outbox row, the execution, the job's current callback URL, the secrets
 -- valid now (the previous one while a rotation lasts), the count of shards
 -- by state and by error code (of shards that ended without succeeding) and
--- the first @max_shards shards as the payload lists them.
+-- the first @max_shards shards as the payload lists them (each with its
+-- task's idempotency key, as httptask.IdempotencyKey makes it).
 -- name: CallbackGetForDelivery :one
 SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
+       coalesce(c.sequence, 0)::bigint AS sequence,
        coalesce(j.callback_url, '')::text AS url,
+       -- waiting_for: the earliest callback of an ordered job still pending
+       -- before this one, and when its next attempt is due (redeliveries
+       -- neither wait nor hold others up).
+       coalesce(w.execution_id::text, '')::text AS waiting_for, w.next_attempt_at AS waiting_next_attempt_at,
        e.cause, e.state AS execution_state, e.scheduled_for, e.fired_at, e.started_at, e.finished_at,
        e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
        coalesce(e.traceparent, '')::text AS traceparent,
@@ -42,6 +63,9 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
                        GROUP BY t.error_code) n), '{}')::jsonb AS shard_error_codes,
        coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
                      'index', t.shard_index, 'param', t.shard_param, 'state', t.state, 'attempts', t.attempt,
+                     -- the task's key, as httptask.IdempotencyKey makes it
+                     'idempotency_key', CASE WHEN t.shard_total > 1 THEN t.execution_id::text || ':' || t.shard_index
+                                             ELSE t.execution_id::text END,
                      'result', t.result, 'error', t.error, 'error_code', t.error_code,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
@@ -52,6 +76,11 @@ FROM ax.callback c
 JOIN ax.all_executions e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id
 LEFT JOIN ax.job_secret s ON s.job_id = c.job_id
+LEFT JOIN LATERAL (
+    SELECT p.execution_id, p.next_attempt_at FROM ax.callback p
+    WHERE j.callback_ordered AND c.delivery = 1 AND p.job_id = c.job_id AND p.state = 'pending'
+      AND p.sequence < c.sequence AND p.delivery = 1
+    ORDER BY p.sequence LIMIT 1) w ON true
 WHERE c.execution_id = @execution_id;
 
 -- CallbackRecordAttempt stores one attempt and moves the callback of the

@@ -7,7 +7,8 @@ INSERT INTO ax.job (
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
-    shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
+    shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds,
+    callback_ordered
 ) VALUES (
     @id, @name, @group_name, @owner, @description,
     @trigger_kind, sqlc.narg('cron_expr'), @timezone, sqlc.narg('interval_seconds'), sqlc.narg('run_at'),
@@ -17,7 +18,8 @@ INSERT INTO ax.job (
     @concurrency_policy, @misfire_policy, @misfire_window_seconds, @misfire_max_fires,
     sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params, @degrade_action, @agentless, @timeout_mode,
     sqlc.narg('shard_generator'), sqlc.narg('shard_window_seconds'),
-    sqlc.narg('history_retention_seconds'), sqlc.narg('history_failed_retention_seconds')
+    sqlc.narg('history_retention_seconds'), sqlc.narg('history_failed_retention_seconds'),
+    @callback_ordered
 )
 RETURNING *;
 
@@ -39,6 +41,7 @@ UPDATE ax.job SET
     shard_generator = sqlc.narg('shard_generator'), shard_window_seconds = sqlc.narg('shard_window_seconds'),
     history_retention_seconds = sqlc.narg('history_retention_seconds'),
     history_failed_retention_seconds = sqlc.narg('history_failed_retention_seconds'),
+    callback_ordered = @callback_ordered,
     updated_at = now()
 WHERE id = @id
 RETURNING *;

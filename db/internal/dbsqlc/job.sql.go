@@ -88,7 +88,7 @@ func (q *Queries) JobExisting(ctx context.Context, db DBTX, ids []uuid.UUID) ([]
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -153,6 +153,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.ManagedBy,
 		&i.AxJob.DeclaredVersion,
 		&i.AxJob.DeclaredIn,
+		&i.AxJob.CallbackOrdered,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -173,7 +174,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -244,6 +245,7 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.ManagedBy,
 		&i.AxJob.DeclaredVersion,
 		&i.AxJob.DeclaredIn,
+		&i.AxJob.CallbackOrdered,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -285,7 +287,8 @@ INSERT INTO ax.job (
     retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds,
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
-    shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds
+    shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds,
+    callback_ordered
 ) VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9, $10,
@@ -295,9 +298,10 @@ INSERT INTO ax.job (
     $25, $26, $27, $28,
     $29, $30, $31, $32, $33, $34,
     $35, $36,
-    $37, $38
+    $37, $38,
+    $39
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered
 `
 
 type JobInsertParams struct {
@@ -339,6 +343,7 @@ type JobInsertParams struct {
 	ShardWindowSeconds            *int32
 	HistoryRetentionSeconds       *int32
 	HistoryFailedRetentionSeconds *int32
+	CallbackOrdered               bool
 }
 
 func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (AxJob, error) {
@@ -381,6 +386,7 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		arg.ShardWindowSeconds,
 		arg.HistoryRetentionSeconds,
 		arg.HistoryFailedRetentionSeconds,
+		arg.CallbackOrdered,
 	)
 	var i AxJob
 	err := row.Scan(
@@ -427,12 +433,13 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.ManagedBy,
 		&i.DeclaredVersion,
 		&i.DeclaredIn,
+		&i.CallbackOrdered,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -528,6 +535,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.ManagedBy,
 			&i.AxJob.DeclaredVersion,
 			&i.AxJob.DeclaredIn,
+			&i.AxJob.CallbackOrdered,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -613,7 +621,7 @@ func (q *Queries) JobListFailing(ctx context.Context, db DBTX, windowSeconds flo
 }
 
 const jobListForDeclaration = `-- name: JobListForDeclaration :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -696,6 +704,7 @@ func (q *Queries) JobListForDeclaration(ctx context.Context, db DBTX, arg JobLis
 			&i.AxJob.ManagedBy,
 			&i.AxJob.DeclaredVersion,
 			&i.AxJob.DeclaredIn,
+			&i.AxJob.CallbackOrdered,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -793,9 +802,10 @@ UPDATE ax.job SET
     shard_generator = $34, shard_window_seconds = $35,
     history_retention_seconds = $36,
     history_failed_retention_seconds = $37,
+    callback_ordered = $38,
     updated_at = now()
-WHERE id = $38
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in
+WHERE id = $39
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered
 `
 
 type JobUpdateParams struct {
@@ -836,6 +846,7 @@ type JobUpdateParams struct {
 	ShardWindowSeconds            *int32
 	HistoryRetentionSeconds       *int32
 	HistoryFailedRetentionSeconds *int32
+	CallbackOrdered               bool
 	ID                            uuid.UUID
 }
 
@@ -878,6 +889,7 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		arg.ShardWindowSeconds,
 		arg.HistoryRetentionSeconds,
 		arg.HistoryFailedRetentionSeconds,
+		arg.CallbackOrdered,
 		arg.ID,
 	)
 	var i AxJob
@@ -925,6 +937,7 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.ManagedBy,
 		&i.DeclaredVersion,
 		&i.DeclaredIn,
+		&i.CallbackOrdered,
 	)
 	return i, err
 }

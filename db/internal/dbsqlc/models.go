@@ -1166,6 +1166,7 @@ type AxCallback struct {
 	FailedAt      *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	Sequence      *int64
 }
 
 type AxCallbackAttempt struct {
@@ -1188,6 +1189,11 @@ type AxCallbackBreaker struct {
 	OpenUntil           *time.Time
 	ProbeStartedAt      *time.Time
 	UpdatedAt           time.Time
+}
+
+type AxCallbackSequence struct {
+	JobID        uuid.UUID
+	LastSequence int64
 }
 
 type AxCallbacksFailed struct {
@@ -1413,6 +1419,7 @@ type AxJob struct {
 	ManagedBy                     *string
 	DeclaredVersion               *string
 	DeclaredIn                    *string
+	CallbackOrdered               bool
 }
 
 type AxJobSecret struct {

@@ -1118,6 +1118,11 @@ export interface components {
             result: unknown;
             /** Format: date-time */
             scheduled_for: string;
+            /**
+             * Format: int64
+             * @description The callback's number among its job's: 1, 2, 3… without gaps, in the order the runs ended (0 only for a callback a redelivery made for a run that ended while the job had no callback URL); also Ax-Callback-Sequence. With callback.ordered they arrive in this order
+             */
+            sequence: number;
             shards: components["schemas"]["CallbackShards"];
             /** @enum {string} */
             state: "succeeded" | "failed" | "timed_out" | "cancelled";
@@ -1133,6 +1138,8 @@ export interface components {
             error_code?: string;
             /** Format: date-time */
             finished_at?: string;
+            /** @description The task's idempotency key: the execution id, or <execution id>:<shard index> when the run has several shards (what its Go handler, shell command and HTTP request got) */
+            idempotency_key: string;
             /** Format: int64 */
             index: number;
             param: string;
@@ -1406,7 +1413,7 @@ export interface components {
             held?: boolean;
             /**
              * Format: uuid
-             * @description Execution id: the idempotency key handed to every task and callback
+             * @description Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)
              */
             id: string;
             /** Format: uuid */
@@ -1745,6 +1752,8 @@ export interface components {
             timeout_seconds: number;
         };
         JobCallback: {
+            /** @description Deliver the job's callbacks in sequence order: a callback is not sent until the one before it (its sequence minus one) is delivered or has failed for good. Every callback carries its sequence, gap-free per job, in the body and the Ax-Callback-Sequence header */
+            ordered?: boolean;
             /**
              * Format: uri
              * @description Absolute http(s) URL that receives a signed POST when a run ends. Query values are write-only: shown as ax-redacted, which sent back keeps the stored value
@@ -1873,7 +1882,7 @@ export interface components {
         JobShards: {
             /**
              * Format: int64
-             * @description Number of tasks per run
+             * @description Number of tasks per run. A change applies to runs fired after it: an unfinished run keeps the count (and params) it fired with
              * @default 1
              */
             count?: number;
@@ -2273,6 +2282,8 @@ export interface components {
             finished_at?: string;
             /** Format: uuid */
             id: string;
+            /** @description The task's key, the same on every attempt: the execution id, or <execution id>:<shard index> when the run has several shards. A Go handler gets it from Task.IdempotencyKey, a shell command as AX_IDEMPOTENCY_KEY, an HTTP target as Idempotency-Key and webhook-id, and the callback lists it per shard */
+            idempotency_key: string;
             /**
              * Format: date-time
              * @description When the latest attempt was leased (to agent_id)
