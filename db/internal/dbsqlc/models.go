@@ -1223,6 +1223,8 @@ type AxDeclarationSet struct {
 	ConflictSource  *string
 	ConflictReason  *string
 	ConflictAt      *time.Time
+	Owned           bool
+	OwnerGroups     []string
 }
 
 type AxDeclaredJob struct {
