@@ -189,3 +189,21 @@ func TestSDKAgentKeepsItsSet(t *testing.T) {
 	require.Equal(t, "2", set["version"])
 	require.Nil(t, set["conflict"])
 }
+
+// TestSDKAgentLogsForbiddenSet: an SDK agent whose group-limited key may
+// not change its set (an unrestricted key applied it first) logs why its
+// jobs were not declared, and declares nothing.
+func TestSDKAgentLogsForbiddenSet(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	status, out := s.api(t, "POST", "/v1/declarations",
+		map[string]any{"managed_by": "sdk:declaring-agent", "version": "1", "jobs": []any{}})
+	require.Equal(t, http.StatusOK, status, out)
+	agent := s.startDeclaringAgent(t, s.createKey(t, "--scope", "agent,submit", "--groups", "declared"), "1")
+	require.Eventually(t, func() bool {
+		return strings.Contains(agent.Output(),
+			`"msg":"jobs not declared: the declaration set belongs to other job groups than the key's"`)
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Contains(t, agent.Output(), "server answered 403")
+	require.Empty(t, s.declaredJobs(t))
+}
