@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -268,10 +269,17 @@ func (a *Agent) declareJobs(ctx context.Context) {
 		report, err = declarer.Declare(ctx, cmp.Or(a.cfg.DeclareKey, a.cfg.Key), d)
 		return err
 	})
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.ErrorContext(ctx, "jobs not declared", "managed_by", d.ManagedBy, "version", d.Version, "error", err)
-		}
+	var se *StatusError
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return
+	case errors.As(err, &se) && se.Code == http.StatusForbidden:
+		a.log.ErrorContext(ctx, "jobs not declared: the declaration set belongs to other job groups than the key's",
+			"managed_by", d.ManagedBy, "version", d.Version, "error", err,
+			"hint", "declare with a key of all the set's groups (Config.DeclareKey) or name another set (Config.JobSet)")
+		return
+	case err != nil:
+		a.log.ErrorContext(ctx, "jobs not declared", "managed_by", d.ManagedBy, "version", d.Version, "error", err)
 		return
 	}
 	for _, j := range report.Jobs {

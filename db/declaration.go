@@ -22,6 +22,11 @@ type DeclarationSet struct {
 	// Conflict is the last declaration of the set that was refused; nil
 	// when none was.
 	Conflict *DeclarationConflict
+	// Owned is false until a declaration of the set is applied.
+	Owned bool
+	// OwnerGroups are the groups of the key that first applied the set;
+	// nil when that key was limited to no groups.
+	OwnerGroups []string
 }
 
 // DeclarationConflict is a refused declaration: its version, where it
@@ -33,7 +38,7 @@ type DeclarationConflict struct {
 
 func declarationSetFromRow(r dbsqlc.AxDeclarationSet) *DeclarationSet {
 	s := &DeclarationSet{ManagedBy: r.ManagedBy, Version: r.Version, Source: r.Source, Jobs: int(r.Jobs),
-		AppliedAt: r.AppliedAt.UTC()}
+		AppliedAt: r.AppliedAt.UTC(), Owned: r.Owned, OwnerGroups: r.OwnerGroups}
 	if r.ConflictAt != nil {
 		s.Conflict = &DeclarationConflict{Version: deref(r.ConflictVersion), Source: deref(r.ConflictSource),
 			Reason: deref(r.ConflictReason), At: r.ConflictAt.UTC()}
@@ -75,9 +80,21 @@ func DeclarationSetConflict(ctx context.Context, e Executor, managedBy string, c
 	return nil
 }
 
-// DeclarationSetList returns every declaration set by name.
-func DeclarationSetList(ctx context.Context, e Executor) ([]*DeclarationSet, error) {
-	rows, err := queries.DeclarationSetList(ctx, e)
+// DeclarationSetClaim makes the set managedBy owned by groups (nil: by
+// keys limited to no groups) unless it is owned already.
+func DeclarationSetClaim(ctx context.Context, e Executor, managedBy string, groups []string) error {
+	err := queries.DeclarationSetClaim(ctx, e, dbsqlc.DeclarationSetClaimParams{ManagedBy: managedBy, Groups: groups})
+	if err != nil {
+		return fmt.Errorf("error claiming declaration set %q: %w", managedBy, mapErr(err))
+	}
+	return nil
+}
+
+// DeclarationSetList returns the declaration sets by name: all of them
+// when groups is nil, else those owned by some of groups whose jobs are
+// all in groups.
+func DeclarationSetList(ctx context.Context, e Executor, groups []string) ([]*DeclarationSet, error) {
+	rows, err := queries.DeclarationSetList(ctx, e, groups)
 	if err != nil {
 		return nil, fmt.Errorf("error listing declaration sets: %w", mapErr(err))
 	}

@@ -3,7 +3,6 @@ package db_test
 import (
 	"context"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,12 +19,7 @@ func TestOpenPoolSize(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewURL(t)
 	// DATABASE_URL may come with or without a query string.
-	withParams := func(params string) string {
-		if strings.Contains(url, "?") {
-			return url + "&" + params
-		}
-		return url + "?" + params
-	}
+	withParams := func(params ...string) string { return dbtest.WithParams(t, url, params...) }
 	for _, tc := range []struct {
 		name     string
 		url      string
@@ -35,10 +29,10 @@ func TestOpenPoolSize(t *testing.T) {
 	}{
 		{name: "default", url: url, max: int32(max(4, runtime.NumCPU()) + 1)},
 		{name: "flags", url: url, size: db.PoolSize{MaxConns: 7, MinConns: 2}, max: 7, min: 2},
-		{name: "url", url: withParams("pool_max_conns=5&pool_min_conns=1"), max: 5, min: 1},
-		{name: "flags over url", url: withParams("pool_max_conns=5&pool_min_conns=1"), size: db.PoolSize{MaxConns: 9}, max: 9, min: 1},
+		{name: "url", url: withParams("pool_max_conns", "5", "pool_min_conns", "1"), max: 5, min: 1},
+		{name: "flags over url", url: withParams("pool_max_conns", "5", "pool_min_conns", "1"), size: db.PoolSize{MaxConns: 9}, max: 9, min: 1},
 		{name: "min above max", url: url, size: db.PoolSize{MaxConns: 2, MinConns: 3}, err: "pool min conns 3 is more than the max conns 2"},
-		{name: "min above url max", url: withParams("pool_max_conns=2"), size: db.PoolSize{MinConns: 3},
+		{name: "min above url max", url: withParams("pool_max_conns", "2"), size: db.PoolSize{MinConns: 3},
 			err: "pool min conns 3 is more than the max conns 2"},
 		{name: "negative max", url: url, size: db.PoolSize{MaxConns: -1}, err: "pool max conns -1 is not between 1 and 1000"},
 		{name: "huge max", url: url, size: db.PoolSize{MaxConns: 1001}, err: "pool max conns 1001 is not between 1 and 1000"},

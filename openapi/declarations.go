@@ -105,13 +105,16 @@ func (h *declarationHandlers) register(api huma.API) {
 		Description: "Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, " +
 			"matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs " +
 			"validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs " +
-			"another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.",
-		Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity},
+			"another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that " +
+			"first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them " +
+			"and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.",
+		Errors: []int{http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.declare)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "list-declarations", Method: http.MethodGet, Path: "/v1/declarations", Tags: tags,
-		Summary:     "List declaration sets",
-		Description: "Each set's version, source and job count, and the last declaration of it that was refused.",
+		Summary: "List declaration sets",
+		Description: "Each set's version, source and job count, and the last declaration of it that was refused. " +
+			"A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.",
 	}, ScopeRead), h.list)
 }
 
@@ -167,7 +170,11 @@ func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) 
 func declarationError(err error, in *Declaration) error {
 	var conflict *queue.DeclarationConflictError
 	var jobErr *queue.DeclarationJobError
+	var forbidden *queue.DeclarationForbiddenError
 	switch {
+	case errors.As(err, &forbidden):
+		return huma.Error403Forbidden(forbidden.Error(),
+			&huma.ErrorDetail{Location: "body.managed_by", Message: "belongs to other job groups", Value: in.ManagedBy})
 	case errors.As(err, &conflict) && conflict.Older:
 		return huma.Error409Conflict(conflict.Error()+": declare a newer version, or force it",
 			&huma.ErrorDetail{Location: "body.version", Message: "is older than the set's version " +
@@ -212,7 +219,7 @@ func declarationReport(res *queue.DeclarationResult) (*DeclarationReport, error)
 }
 
 func (h *declarationHandlers) list(ctx context.Context, _ *struct{}) (*declarationSetsOutput, error) {
-	sets, err := h.decls.Sets(ctx)
+	sets, err := h.decls.Sets(ctx, keyGroups(ctx))
 	if err != nil {
 		return nil, err
 	}

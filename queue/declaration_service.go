@@ -41,8 +41,11 @@ type Declaration struct {
 	// Force applies an older version, and takes over jobs that another
 	// set manages.
 	Force bool
-	// Groups, when set, limits what Prune may pause to jobs of these
-	// groups (the caller's key is limited to them).
+	// Groups are the groups the caller's key is limited to; nil: none. A
+	// set belongs to the groups of the key that first applied it: a key
+	// limited to groups may change it only when it holds all of them and
+	// every group of the set's jobs (else *DeclarationForbiddenError), and
+	// Prune pauses only jobs of these groups.
 	Groups []string
 }
 
@@ -111,6 +114,19 @@ func (e *DeclarationConflictError) Error() string {
 		reasons[i] = j.Reason
 	}
 	return fmt.Sprintf("declaration set %s was not applied: %s", e.ManagedBy, strings.Join(reasons, "; "))
+}
+
+// DeclarationForbiddenError refuses a declaration of a set that the
+// caller's key may not change: the set belongs to groups the key does not
+// hold, or has jobs in them. Nothing was applied or recorded. It names no
+// group, so a limited key learns nothing of other groups.
+type DeclarationForbiddenError struct {
+	ManagedBy string
+}
+
+func (e *DeclarationForbiddenError) Error() string {
+	return fmt.Sprintf("declaration set %s belongs to job groups this API key is not limited to; "+
+		"a key of all the set's groups (or one limited to no groups) may change it", e.ManagedBy)
 }
 
 // DeclarationJobError is the error of one declared job (a rate class
@@ -227,18 +243,26 @@ func (a *applier) run(ctx context.Context) error {
 	if a.set, err = db.DeclarationSetLock(ctx, a.tx, d.ManagedBy); err != nil {
 		return err
 	}
-	if !d.Force && CompareVersions(d.Version, a.set.Version) < 0 {
-		return &DeclarationConflictError{ManagedBy: d.ManagedBy, Version: d.Version, SetVersion: a.set.Version, Older: true}
-	}
-	if err := a.canonicalParams(ctx); err != nil {
-		return err
-	}
 	keys := make([]db.JobKey, len(d.Jobs))
 	for i, j := range d.Jobs {
 		keys[i] = db.JobKey{Group: j.Group, Name: j.Name}
 	}
 	stored, err := db.JobListForDeclaration(ctx, a.tx, keys, d.ManagedBy)
 	if err != nil {
+		return err
+	}
+	if !mayChangeSet(d.Groups, a.set, stored) {
+		return &DeclarationForbiddenError{ManagedBy: d.ManagedBy}
+	}
+	if !d.Force && CompareVersions(d.Version, a.set.Version) < 0 {
+		return &DeclarationConflictError{ManagedBy: d.ManagedBy, Version: d.Version, SetVersion: a.set.Version, Older: true}
+	}
+	if !a.set.Owned {
+		if err := db.DeclarationSetClaim(ctx, a.tx, d.ManagedBy, d.Groups); err != nil {
+			return err
+		}
+	}
+	if err := a.canonicalParams(ctx); err != nil {
 		return err
 	}
 	byKey := make(map[db.JobKey]*db.Job, len(stored))
@@ -263,6 +287,34 @@ func (a *applier) run(ctx context.Context) error {
 		return db.DeclarationSetApplied(ctx, a.tx, d.ManagedBy, d.Version, d.Source, len(d.Jobs))
 	}
 	return nil
+}
+
+// mayChangeSet reports whether a key limited to groups (nil: to none) may
+// change set, whose stored jobs (those it manages among them) are given:
+// it must hold every group that owns the set and every group of its jobs.
+// An unowned set (never applied) with no jobs is anyone's.
+func mayChangeSet(groups []string, set *db.DeclarationSet, stored []*db.Job) bool {
+	if groups == nil {
+		return true
+	}
+	if set.Owned && (set.OwnerGroups == nil || !subset(set.OwnerGroups, groups)) {
+		return false
+	}
+	for _, j := range stored {
+		if j.ManagedBy == set.ManagedBy && !slices.Contains(groups, j.Group) {
+			return false
+		}
+	}
+	return true
+}
+
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // canonicalParams replaces each job's params by what jsonb makes of them,
@@ -429,7 +481,8 @@ func (a *applier) add(j DeclaredJob) {
 	a.changed = a.changed || j.Action != DeclarationUnchanged
 }
 
-// Sets returns every declaration set.
-func (s *DeclarationService) Sets(ctx context.Context) ([]*db.DeclarationSet, error) {
-	return db.DeclarationSetList(ctx, s.pool)
+// Sets returns the declaration sets a key limited to groups may change
+// (see Declaration.Groups); every set when groups is nil.
+func (s *DeclarationService) Sets(ctx context.Context, groups []string) ([]*db.DeclarationSet, error) {
+	return db.DeclarationSetList(ctx, s.pool, groups)
 }

@@ -2998,14 +2998,14 @@ type ClientInterface interface {
 
 	// ListDeclarations List declaration sets
 	//
-	// Each set's version, source and job count, and the last declaration of it that was refused.
+	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
 	//
 	// Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
 	ListDeclarations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeclareJobsWithBody Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3014,7 +3014,7 @@ type ClientInterface interface {
 
 	// DeclareJobs Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3909,7 +3909,7 @@ func (c *Client) PreviewCron(ctx context.Context, body PreviewCronJSONRequestBod
 
 // ListDeclarations List declaration sets
 //
-// Each set's version, source and job count, and the last declaration of it that was refused.
+// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
 //
 // Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
 func (c *Client) ListDeclarations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3926,7 +3926,7 @@ func (c *Client) ListDeclarations(ctx context.Context, reqEditors ...RequestEdit
 
 // DeclareJobsWithBody Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3945,7 +3945,7 @@ func (c *Client) DeclareJobsWithBody(ctx context.Context, contentType string, bo
 
 // DeclareJobs Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7339,7 +7339,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListDeclarationsWithResponse List declaration sets
 	//
-	// Each set's version, source and job count, and the last declaration of it that was refused.
+	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7348,7 +7348,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeclareJobsWithBodyWithResponse Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7357,7 +7357,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeclareJobsWithResponse Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11763,7 +11763,7 @@ func (c *ClientWithResponses) PreviewCronWithResponse(ctx context.Context, body 
 
 // ListDeclarationsWithResponse List declaration sets
 //
-// Each set's version, source and job count, and the last declaration of it that was refused.
+// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11778,7 +11778,7 @@ func (c *ClientWithResponses) ListDeclarationsWithResponse(ctx context.Context, 
 
 // DeclareJobsWithBodyWithResponse Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11793,7 +11793,7 @@ func (c *ClientWithResponses) DeclareJobsWithBodyWithResponse(ctx context.Contex
 
 // DeclareJobsWithResponse Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -26,5 +26,18 @@ ON CONFLICT (managed_by) DO UPDATE
 SET conflict_version = excluded.conflict_version, conflict_source = excluded.conflict_source,
     conflict_reason = excluded.conflict_reason, conflict_at = excluded.conflict_at;
 
+-- DeclarationSetClaim makes the set owned by the groups of the key that
+-- applies it first (NULL: a key limited to no groups).
+-- name: DeclarationSetClaim :exec
+UPDATE ax.declaration_set SET owned = true, owner_groups = sqlc.narg('groups')::text[]
+WHERE managed_by = @managed_by AND NOT owned;
+
+-- DeclarationSetList returns the sets a key limited to groups may see:
+-- owned by some of those groups, with jobs only in them. NULL groups: all.
 -- name: DeclarationSetList :many
-SELECT * FROM ax.declaration_set ORDER BY managed_by;
+SELECT s.* FROM ax.declaration_set s
+WHERE sqlc.narg('groups')::text[] IS NULL
+   OR (s.owned AND s.owner_groups IS NOT NULL AND s.owner_groups <@ sqlc.narg('groups')::text[]
+       AND NOT EXISTS (SELECT 1 FROM ax.job j
+                       WHERE j.managed_by = s.managed_by AND NOT j.group_name = ANY (sqlc.narg('groups')::text[])))
+ORDER BY s.managed_by;

@@ -147,7 +147,7 @@ func waitDelivered(b *testing.B, pool *pgxpool.Pool, n int) {
 // measure waiting for a connection, not delivering.
 func benchPool(b *testing.B) *pgxpool.Pool {
 	b.Helper()
-	pool, err := db.Open(context.Background(), dbtest.NewURL(b)+"&pool_max_conns=20")
+	pool, err := db.Open(context.Background(), dbtest.WithParams(b, dbtest.NewURL(b), "pool_max_conns", "20"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -134,3 +134,76 @@ func TestAgentDeclaresJobs(t *testing.T) {
 	require.Equal(t, "1", set["conflict"].(map[string]any)["version"])
 	require.Equal(t, 1.0, scrape(t, s.url)[`ax_declaration_conflicts_total{reason="older_version"}`])
 }
+
+// createKey makes a key with `ax key create` and returns its secret.
+func (s *server) createKey(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(proctest.Binary(t, "ax"),
+		append([]string{"key", "--database-url", s.dbURL, "create"}, args...)...).Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// TestSDKAgentKeepsItsSet (issue 36 item 3): the SDK agent of group
+// declared declares its set with a key limited to that group; a submit
+// key limited to another group then declares the same set at version
+// 99999 with prune: 403, nothing paused, the version not bumped. The
+// agent's next version still declares (no 409), and runs its jobs.
+func TestSDKAgentKeepsItsSet(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	pool := openPool(t, s.dbURL)
+	teamKey := s.createKey(t, "--scope", "agent,submit", "--groups", "declared")
+	attacker := *s
+	attacker.key = s.createKey(t, "--scope", "submit", "--groups", "other")
+
+	v1 := s.startDeclaringAgent(t, teamKey, "1")
+	s.agentReady(t, "declaring-1")
+	require.Eventually(t, func() bool { return len(s.declaredJobs(t)) == 3 }, 30*time.Second, 100*time.Millisecond)
+	v1.Signal(syscall.SIGTERM)
+	require.NoError(t, v1.Wait(30*time.Second))
+
+	status, problem := attacker.api(t, "POST", "/v1/declarations",
+		map[string]any{"managed_by": "sdk:declaring-agent", "version": "99999", "prune": true, "jobs": []any{}})
+	require.Equal(t, http.StatusForbidden, status, problem)
+	for name, j := range s.declaredJobs(t) {
+		require.Equal(t, false, j["paused"], name)
+	}
+	status, sets := attacker.api(t, "GET", "/v1/declarations", nil)
+	require.Equal(t, http.StatusOK, status, sets)
+	require.Empty(t, sets["sets"], "the other group's key sees no set")
+
+	v2 := s.startDeclaringAgent(t, teamKey, "2")
+	agent2 := s.agentReady(t, "declaring-2")
+	var jobs map[string]map[string]any
+	require.Eventually(t, func() bool {
+		jobs = s.declaredJobs(t)
+		return jobs["tick"]["declared_version"] == "2" && jobs["cleanup"]["paused"] == true
+	}, 30*time.Second, 100*time.Millisecond, "version 2 is declared: %s", v2.Output())
+	require.NotContains(t, v2.Output(), `"msg":"jobs not declared`)
+	require.Eventually(t, func() bool { return succeededOn(t, pool, jobs["tick"]["id"].(string), agent2) >= 1 },
+		30*time.Second, 200*time.Millisecond, "tick runs on version 2")
+	status, sets = s.api(t, "GET", "/v1/declarations", nil)
+	require.Equal(t, http.StatusOK, status, sets)
+	set := sets["sets"].([]any)[0].(map[string]any)
+	require.Equal(t, "2", set["version"])
+	require.Nil(t, set["conflict"])
+}
+
+// TestSDKAgentLogsForbiddenSet: an SDK agent whose group-limited key may
+// not change its set (an unrestricted key applied it first) logs why its
+// jobs were not declared, and declares nothing.
+func TestSDKAgentLogsForbiddenSet(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	status, out := s.api(t, "POST", "/v1/declarations",
+		map[string]any{"managed_by": "sdk:declaring-agent", "version": "1", "jobs": []any{}})
+	require.Equal(t, http.StatusOK, status, out)
+	agent := s.startDeclaringAgent(t, s.createKey(t, "--scope", "agent,submit", "--groups", "declared"), "1")
+	require.Eventually(t, func() bool {
+		return strings.Contains(agent.Output(),
+			`"msg":"jobs not declared: the declaration set belongs to other job groups than the key's"`)
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Contains(t, agent.Output(), "server answered 403")
+	require.Empty(t, s.declaredJobs(t))
+}

@@ -33,6 +33,23 @@ func (q *Queries) DeclarationSetApplied(ctx context.Context, db DBTX, arg Declar
 	return err
 }
 
+const declarationSetClaim = `-- name: DeclarationSetClaim :exec
+UPDATE ax.declaration_set SET owned = true, owner_groups = $1::text[]
+WHERE managed_by = $2 AND NOT owned
+`
+
+type DeclarationSetClaimParams struct {
+	Groups    []string
+	ManagedBy string
+}
+
+// DeclarationSetClaim makes the set owned by the groups of the key that
+// applies it first (NULL: a key limited to no groups).
+func (q *Queries) DeclarationSetClaim(ctx context.Context, db DBTX, arg DeclarationSetClaimParams) error {
+	_, err := db.Exec(ctx, declarationSetClaim, arg.Groups, arg.ManagedBy)
+	return err
+}
+
 const declarationSetConflict = `-- name: DeclarationSetConflict :exec
 INSERT INTO ax.declaration_set AS s (managed_by, conflict_version, conflict_source, conflict_reason, conflict_at)
 VALUES ($1, $2, $3, $4, now())
@@ -72,7 +89,7 @@ func (q *Queries) DeclarationSetEnsure(ctx context.Context, db DBTX, managedBy s
 }
 
 const declarationSetGet = `-- name: DeclarationSetGet :one
-SELECT managed_by, version, source, jobs, applied_at, conflict_version, conflict_source, conflict_reason, conflict_at FROM ax.declaration_set WHERE managed_by = $1
+SELECT managed_by, version, source, jobs, applied_at, conflict_version, conflict_source, conflict_reason, conflict_at, owned, owner_groups FROM ax.declaration_set WHERE managed_by = $1
 `
 
 func (q *Queries) DeclarationSetGet(ctx context.Context, db DBTX, managedBy string) (AxDeclarationSet, error) {
@@ -88,16 +105,25 @@ func (q *Queries) DeclarationSetGet(ctx context.Context, db DBTX, managedBy stri
 		&i.ConflictSource,
 		&i.ConflictReason,
 		&i.ConflictAt,
+		&i.Owned,
+		&i.OwnerGroups,
 	)
 	return i, err
 }
 
 const declarationSetList = `-- name: DeclarationSetList :many
-SELECT managed_by, version, source, jobs, applied_at, conflict_version, conflict_source, conflict_reason, conflict_at FROM ax.declaration_set ORDER BY managed_by
+SELECT s.managed_by, s.version, s.source, s.jobs, s.applied_at, s.conflict_version, s.conflict_source, s.conflict_reason, s.conflict_at, s.owned, s.owner_groups FROM ax.declaration_set s
+WHERE $1::text[] IS NULL
+   OR (s.owned AND s.owner_groups IS NOT NULL AND s.owner_groups <@ $1::text[]
+       AND NOT EXISTS (SELECT 1 FROM ax.job j
+                       WHERE j.managed_by = s.managed_by AND NOT j.group_name = ANY ($1::text[])))
+ORDER BY s.managed_by
 `
 
-func (q *Queries) DeclarationSetList(ctx context.Context, db DBTX) ([]AxDeclarationSet, error) {
-	rows, err := db.Query(ctx, declarationSetList)
+// DeclarationSetList returns the sets a key limited to groups may see:
+// owned by some of those groups, with jobs only in them. NULL groups: all.
+func (q *Queries) DeclarationSetList(ctx context.Context, db DBTX, groups []string) ([]AxDeclarationSet, error) {
+	rows, err := db.Query(ctx, declarationSetList, groups)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +141,8 @@ func (q *Queries) DeclarationSetList(ctx context.Context, db DBTX) ([]AxDeclarat
 			&i.ConflictSource,
 			&i.ConflictReason,
 			&i.ConflictAt,
+			&i.Owned,
+			&i.OwnerGroups,
 		); err != nil {
 			return nil, err
 		}
@@ -127,7 +155,7 @@ func (q *Queries) DeclarationSetList(ctx context.Context, db DBTX) ([]AxDeclarat
 }
 
 const declarationSetLock = `-- name: DeclarationSetLock :one
-SELECT managed_by, version, source, jobs, applied_at, conflict_version, conflict_source, conflict_reason, conflict_at FROM ax.declaration_set WHERE managed_by = $1 FOR UPDATE
+SELECT managed_by, version, source, jobs, applied_at, conflict_version, conflict_source, conflict_reason, conflict_at, owned, owner_groups FROM ax.declaration_set WHERE managed_by = $1 FOR UPDATE
 `
 
 // DeclarationSetLock locks a declaration set's row: declarations of one
@@ -145,6 +173,8 @@ func (q *Queries) DeclarationSetLock(ctx context.Context, db DBTX, managedBy str
 		&i.ConflictSource,
 		&i.ConflictReason,
 		&i.ConflictAt,
+		&i.Owned,
+		&i.OwnerGroups,
 	)
 	return i, err
 }

@@ -1239,6 +1239,8 @@ type AxDeclarationSet struct {
 	ConflictSource  *string
 	ConflictReason  *string
 	ConflictAt      *time.Time
+	Owned           bool
+	OwnerGroups     []string
 }
 
 type AxDeclaredJob struct {

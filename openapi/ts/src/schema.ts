@@ -368,13 +368,13 @@ export interface paths {
         };
         /**
          * List declaration sets
-         * @description Each set's version, source and job count, and the last declaration of it that was refused.
+         * @description Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
          */
         get: operations["list-declarations"];
         put?: never;
         /**
          * Declare a set of jobs
-         * @description Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. The agent SDK and ax apply call it.
+         * @description Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
          */
         post: operations["declare-jobs"];
         delete?: never;
