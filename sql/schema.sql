@@ -198,6 +198,19 @@ CREATE TYPE ax.trigger_kind AS ENUM (
 );
 
 --
+-- Name: agent_offline_revokes_token(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.agent_offline_revokes_token() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE ax.api_key SET revoked_at = now()
+    WHERE id = NEW.api_key_id AND minted_by IS NOT NULL AND revoked_at IS NULL;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: agent_task_result; Type: VIEW; Schema: ax; Owner: -
 --
 
@@ -251,6 +264,30 @@ CREATE FUNCTION ax.api_key_revoked_notify() RETURNS trigger
     AS $$
 BEGIN
     PERFORM pg_notify('ax_api_key_revoked', '');
+    RETURN NULL;
+END $$;
+
+--
+-- Name: callback_sequence_drop(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.callback_sequence_drop() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM ax.callback_sequence WHERE job_id = OLD.id;
+    RETURN OLD;
+END $$;
+
+--
+-- Name: console_session_key_revoked(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.console_session_key_revoked() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM ax.console_session WHERE key_id = NEW.id;
     RETURN NULL;
 END $$;
 
@@ -1275,6 +1312,7 @@ CREATE TABLE ax.callback (
     failed_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    sequence bigint,
     CONSTRAINT callback_counts_positive CHECK (((delivery >= 1) AND (attempts >= 0))),
     CONSTRAINT callback_delivered_at_set CHECK (((state = 'delivered'::ax.callback_state) = (delivered_at IS NOT NULL))),
     CONSTRAINT callback_failed_at_set CHECK (((state = 'callback_failed'::ax.callback_state) = (failed_at IS NOT NULL)))
@@ -1333,6 +1371,16 @@ CREATE TABLE ax.callback_breaker (
 );
 
 --
+-- Name: callback_sequence; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.callback_sequence (
+    job_id uuid NOT NULL,
+    last_sequence bigint NOT NULL,
+    CONSTRAINT callback_sequence_positive CHECK ((last_sequence >= 1))
+);
+
+--
 -- Name: job; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -1380,6 +1428,7 @@ CREATE TABLE ax.job (
     managed_by text,
     declared_version text,
     declared_in text,
+    callback_ordered boolean DEFAULT false NOT NULL,
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_declared_has_manager CHECK (((managed_by IS NOT NULL) OR ((declared_version IS NULL) AND (declared_in IS NULL)))),
@@ -1441,6 +1490,22 @@ CREATE VIEW ax.callbacks_failing AS
   ORDER BY c.updated_at DESC;
 
 --
+-- Name: console_session; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.console_session (
+    id_hash bytea NOT NULL,
+    key_id uuid NOT NULL,
+    csrf text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    ends_at timestamp with time zone NOT NULL,
+    CONSTRAINT console_session_expires_within CHECK ((expires_at <= ends_at)),
+    CONSTRAINT console_session_id_hash_len CHECK ((octet_length(id_hash) = 32))
+);
+
+--
 -- Name: declaration_set; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -1454,7 +1519,10 @@ CREATE TABLE ax.declaration_set (
     conflict_source text,
     conflict_reason text,
     conflict_at timestamp with time zone,
-    CONSTRAINT declaration_set_conflict_complete CHECK (((conflict_at IS NULL) = (conflict_reason IS NULL)))
+    owned boolean DEFAULT false NOT NULL,
+    owner_groups text[],
+    CONSTRAINT declaration_set_conflict_complete CHECK (((conflict_at IS NULL) = (conflict_reason IS NULL))),
+    CONSTRAINT declaration_set_owner_when_owned CHECK ((owned OR (owner_groups IS NULL)))
 );
 
 --
@@ -2135,6 +2203,20 @@ ALTER TABLE ONLY ax.callback
     ADD CONSTRAINT callback_pkey PRIMARY KEY (execution_id);
 
 --
+-- Name: callback_sequence callback_sequence_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.callback_sequence
+    ADD CONSTRAINT callback_sequence_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: console_session console_session_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.console_session
+    ADD CONSTRAINT console_session_pkey PRIMARY KEY (id_hash);
+
+--
 -- Name: declaration_set declaration_set_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -2348,6 +2430,12 @@ CREATE INDEX api_key_minted_by_idx ON ax.api_key USING btree (minted_by) WHERE (
 CREATE INDEX callback_failed_idx ON ONLY ax.callback USING btree (failed_at) WHERE (state = 'callback_failed'::ax.callback_state);
 
 --
+-- Name: callback_job_pending_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX callback_job_pending_idx ON ONLY ax.callback USING btree (job_id, sequence) WHERE (state = 'pending'::ax.callback_state);
+
+--
 -- Name: callback_retrying_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -2358,6 +2446,18 @@ CREATE INDEX callback_retrying_idx ON ONLY ax.callback USING btree (updated_at) 
 --
 
 CREATE INDEX callback_unenqueued_idx ON ONLY ax.callback USING btree (created_at) WHERE (enqueued_at IS NULL);
+
+--
+-- Name: console_session_expires_at; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX console_session_expires_at ON ax.console_session USING btree (expires_at);
+
+--
+-- Name: console_session_key_id; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX console_session_key_id ON ax.console_session USING btree (key_id);
 
 --
 -- Name: delayed_run_cancelled_idx; Type: INDEX; Schema: ax; Owner: -
@@ -2582,6 +2682,12 @@ CREATE INDEX trigger_set_aside_idx ON ax.trigger USING btree (set_aside_at) WHER
 CREATE INDEX upcoming_fire_at_idx ON ax.upcoming_fire USING btree (fire_at);
 
 --
+-- Name: agent agent_offline_revokes_token; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER agent_offline_revokes_token AFTER UPDATE OF state ON ax.agent FOR EACH ROW WHEN (((new.state = 'offline'::ax.agent_state) AND (old.state <> 'offline'::ax.agent_state))) EXECUTE FUNCTION ax.agent_offline_revokes_token();
+
+--
 -- Name: api_key api_key_revoked; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -2594,10 +2700,22 @@ CREATE TRIGGER api_key_revoked AFTER UPDATE OF revoked_at ON ax.api_key FOR EACH
 CREATE TRIGGER api_key_revoked_notify AFTER UPDATE OF revoked_at ON ax.api_key FOR EACH STATEMENT EXECUTE FUNCTION ax.api_key_revoked_notify();
 
 --
+-- Name: api_key console_session_key_revoked; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER console_session_key_revoked AFTER UPDATE OF revoked_at ON ax.api_key FOR EACH ROW WHEN (((old.revoked_at IS NULL) AND (new.revoked_at IS NOT NULL))) EXECUTE FUNCTION ax.console_session_key_revoked();
+
+--
 -- Name: execution execution_ended; Type: TRIGGER; Schema: ax; Owner: -
 --
 
 CREATE TRIGGER execution_ended AFTER UPDATE ON ax.execution REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.execution_ended();
+
+--
+-- Name: job job_callback_sequence_drop; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER job_callback_sequence_drop AFTER DELETE ON ax.job FOR EACH ROW EXECUTE FUNCTION ax.callback_sequence_drop();
 
 --
 -- Name: rate_class rate_class_loosened; Type: TRIGGER; Schema: ax; Owner: -
@@ -2625,6 +2743,13 @@ ALTER TABLE ONLY ax.api_key
 
 ALTER TABLE ONLY ax.api_signing_key
     ADD CONSTRAINT api_signing_key_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: console_session console_session_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.console_session
+    ADD CONSTRAINT console_session_key_id_fkey FOREIGN KEY (key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
 
 --
 -- Name: delayed_run delayed_run_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

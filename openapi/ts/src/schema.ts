@@ -2089,6 +2089,10 @@ export interface components {
             tasks: components["schemas"]["TaskRef"][] | null;
         };
         ResultOutcome: {
+            /** @description With error_code bad_result: why the result could not be stored */
+            error?: string;
+            /** @description With accepted: bad_result when the result or error could not be stored (a lone UTF-16 surrogate, NUL, invalid UTF-8, a number beyond numeric…); the task was recorded as failed with that code and the reason, and is not retried */
+            error_code?: string;
             /**
              * @description conflict: the lease token is not current; nothing was recorded
              * @enum {string}
