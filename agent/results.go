@@ -48,10 +48,12 @@ func (a *Agent) awaitResults(ctx context.Context, stopping <-chan struct{}) bool
 	return true
 }
 
-// resultServerErrors is how many 5xx answers in a row one batch of
+// resultServerErrors is how many 500 answers in a row one batch of
 // results gets before it counts as refused: a server that fails a batch
-// again and again may be failing on one of its results.
-const resultServerErrors = 3
+// again and again may be failing on one of its results. With the
+// backoff's 200 ms doubling, eight take about 50 s, longer than a
+// Postgres restart, whose 500s must not cost a good result anything.
+const resultServerErrors = 8
 
 // errResultsRefused marks a batch the server refused (a 4xx other than
 // 401/409, or resultServerErrors 5xx in a row): trying it again as it is
@@ -108,7 +110,10 @@ func (a *Agent) deliver(ctx context.Context, batch []TaskResult, fallback bool) 
 		a.log.WarnContext(ctx, "server refused a batch of results: sending it in halves", "results", len(batch), "error", refused)
 		half := len(batch) / 2
 		return append(a.deliver(ctx, batch[:half], fallback), a.deliver(ctx, batch[half:], fallback)...)
-	case fallback:
+	case fallback || !isClientError(refused):
+		// A lone result the server keeps failing with 500 is given up, not
+		// reported failed: the fault may be the server's, and the lease
+		// rules run the task again.
 		return batch
 	}
 	if t, ok := a.running.task(batch[0].TaskID); ok {
@@ -118,17 +123,28 @@ func (a *Agent) deliver(ctx context.Context, batch []TaskResult, fallback bool) 
 }
 
 // refusal says whether err refuses a batch for good: a 4xx (401 and 409
-// are handled before), or the resultServerErrors-th 5xx in a row.
+// are handled before), or the resultServerErrors-th 500 in a row. 502,
+// 503 and 504 say the server or its database is away for now (503 is
+// also the body budget's answer): they are retried as they are.
 func refusal(err error, serverErrors *int) bool {
 	var se *StatusError
 	if !errors.As(err, &se) {
 		return false
 	}
-	if se.Code >= 500 {
+	if se.Code == 500 {
 		*serverErrors++
 		return *serverErrors >= resultServerErrors
 	}
+	if se.Code > 500 {
+		return false
+	}
 	return !se.Temporary()
+}
+
+// isClientError says err is a 4xx: the server refused what was sent.
+func isClientError(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code >= 400 && se.Code < 500
 }
 
 // maxReasonBytes bounds the server's reason kept in a bad_result report.

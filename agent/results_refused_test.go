@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -10,34 +11,45 @@ import (
 
 func okHandler(context.Context, Task) (Result, error) { return map[string]int{"ok": 1}, nil }
 
-// TestAgentSplitsARefusedBatch: the server fails every batch holding one
-// result (a 500, as the server did on a lone surrogate). Before, the agent
-// retried that batch forever and the three other results were never
-// recorded; now it splits the batch, the others are recorded, and the bad
-// one is reported failed with bad_result and the server's reason.
+// TestAgentSplitsARefusedBatch: the server refuses every batch holding one
+// result. Before, the agent retried that batch forever and the three other
+// results were never recorded; now it splits the batch and the others are
+// recorded. A result refused with a 4xx is reported failed with bad_result
+// and the server's reason; one the server keeps failing with 500 is given
+// up to the lease rules instead, since the fault may be the server's (a
+// Postgres restart must not turn a success into a failure).
 func TestAgentSplitsARefusedBatch(t *testing.T) {
 	t.Parallel()
-	d := newServerDouble()
-	d.refuse = map[string]int{"bad": http.StatusInternalServerError}
-	a := newTestAgent(t, d, Config{Capacity: 4})
-	g := newGate()
-	a.Handle("block", g.handle)
-	for _, id := range []string{"t1", "bad", "t2", "t3"} {
-		d.add(handlerTask(id, "block"))
-	}
-	start(t, a)
-	g.waitStarted(t, 4)
-	close(g.open) // the four finish at once, so they go in one batch
+	for _, code := range []int{http.StatusUnprocessableEntity, http.StatusInternalServerError} {
+		d := newServerDouble()
+		d.refuse = map[string]int{"bad": code}
+		a := newTestAgent(t, d, Config{Capacity: 4})
+		g := newGate()
+		a.Handle("block", g.handle)
+		for _, id := range []string{"t1", "bad", "t2", "t3"} {
+			d.add(handlerTask(id, "block"))
+		}
+		start(t, a)
+		g.waitStarted(t, 4)
+		close(g.open) // the four finish at once, so they go in one batch
 
-	eventually(t, func() bool { return d.resultCount() == 4 }, "every result recorded")
-	for _, id := range []string{"t1", "t2", "t3"} {
-		r, _ := d.resultOf(id)
-		require.NotEqual(t, ErrorCodeBadResult, r.ErrorCode, id)
+		for _, id := range []string{"t1", "t2", "t3"} {
+			eventually(t, func() bool { _, ok := d.resultOf(id); return ok }, fmt.Sprintf("%s recorded (%d)", id, code))
+			r, _ := d.resultOf(id)
+			require.NotEqual(t, ErrorCodeBadResult, r.ErrorCode, id)
+		}
+		if code == http.StatusInternalServerError {
+			eventually(t, func() bool { return !a.running.holds("bad") }, "the result is given up")
+			_, ok := d.resultOf("bad")
+			require.False(t, ok, "a 500 does not make the task a bad_result failure")
+			continue
+		}
+		eventually(t, func() bool { return d.resultCount() == 4 }, "every result recorded")
+		r, _ := d.resultOf("bad")
+		require.Equal(t, "failed", r.State)
+		require.Equal(t, ErrorCodeBadResult, r.ErrorCode)
+		require.Contains(t, r.Error, "server answered 422")
 	}
-	r, _ := d.resultOf("bad")
-	require.Equal(t, "failed", r.State)
-	require.Equal(t, ErrorCodeBadResult, r.ErrorCode)
-	require.Contains(t, r.Error, "server answered 500")
 }
 
 // TestAgentGivesUpAResultTheServerKeepsRefusing: even the bad_result
