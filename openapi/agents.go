@@ -167,12 +167,12 @@ func (h *agentHandlers) register(api huma.API) {
 	huma.Register(api, op("heartbeat-agent", "/v1/agents/{id}/heartbeat", "Renew leases and report load",
 		"Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.",
 		http.StatusOK), h.heartbeat)
-	huma.Register(api, op("complete-tasks", "/v1/agents/{id}/complete", "Report task results",
+	huma.Register(api, checksOwnValues(op("complete-tasks", "/v1/agents/{id}/complete", "Report task results",
 		"Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.",
-		http.StatusOK), h.complete)
-	huma.Register(api, op("append-task-logs", "/v1/agents/{id}/logs", "Append task output",
+		http.StatusOK)), h.complete)
+	huma.Register(api, checksOwnValues(op("append-task-logs", "/v1/agents/{id}/logs", "Append task output",
 		"Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.",
-		http.StatusNoContent), h.logs)
+		http.StatusNoContent)), h.logs)
 	huma.Register(api, op("release-tasks", "/v1/agents/{id}/release", "Hand leases back",
 		"A draining agent's unfinished tasks: pending again at once, without using up an attempt.",
 		http.StatusNoContent), h.release)

@@ -64,3 +64,29 @@ func TestCompleteOneBadResultCostsOnlyItself(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"succeeded": 198, "failed": 2}, states)
 }
+
+// TestLogChunksAreMadeStorable: task output is any bytes. A chunk with a
+// lone surrogate escape or \u0000 is not refused (nor does it refuse the
+// chunks beside it): it is stored with U+FFFD and U+2400 in their place.
+func TestLogChunksAreMadeStorable(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, dispatch.AgentConfig{})
+	jobID := env.call("POST", "/v1/jobs", env.admin, cronJob("logs", "0 0 * * *", "UTC")).must(t, http.StatusCreated)["id"].(string)
+	a := env.registerAgent("worker", nil, 10)
+	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+	tasks := a.lease(10, 0)
+	require.Len(t, tasks, 1)
+	chunk := func(data string) string {
+		return fmt.Sprintf(`{"task_id":%q,"lease_token":%q,"stream":"stdout","data":"%s"}`,
+			tasks[0]["task_id"], tasks[0]["lease_token"], data)
+	}
+	body := json.RawMessage(`{"chunks":[` + chunk(`a\ud800b`) + `,` + chunk(`c\u0000d`) + `,` + chunk(`plain`) + `]}`)
+	a.post("/logs", body).must(t, http.StatusNoContent)
+
+	logs := env.call("GET", "/v1/executions/"+exec["id"].(string)+"/logs?kind=log", env.admin, nil).must(t, http.StatusOK)
+	var got []string
+	for _, e := range logs["events"].([]any) {
+		got = append(got, e.(map[string]any)["message"].(string))
+	}
+	require.Equal(t, []string{"a\uFFFDb", "c\u2400d", "plain"}, got)
+}

@@ -117,7 +117,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 		auth.cache.revoked, _ = cfg.Notifier.Subscribe(notify.APIKeyRevokedChannel)
 	}
 	idem := &idempotency{store: queue.NewIdempotencyStore(requests), api: api, logger: cfg.Logger}
-	api.UseMiddleware(auth.middleware, storableBodies(api, false), idem.middleware)
+	api.UseMiddleware(auth.middleware, storableBodies(api), idem.middleware)
 
 	jobSvc := queue.NewJobService(requests, cfg.Logger)
 	execSvc := queue.NewExecutionService(requests, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)

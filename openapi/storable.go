@@ -21,14 +21,18 @@ import (
 
 // checksOwnValuesKey in an operation's Metadata exempts its body from
 // storableBodies: the operation checks each value it stores itself (an
-// agent's results, where one bad result must not refuse the others).
+// agent's results, where one bad result must not refuse the others and
+// fails alone as bad_result; log chunks, made storable per chunk).
 const checksOwnValuesKey = "ax-checks-own-values"
 
-// checksBodyLateKey in an operation's Metadata says that its own
-// middlewares run storableBodies(api, true) after checks that must come
-// before the body is read (a completion token); the API's own instance
-// leaves it alone.
-const checksBodyLateKey = "ax-checks-body-late"
+// checksOwnValues marks op as checking the values it stores itself.
+func checksOwnValues(op huma.Operation) huma.Operation {
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata[checksOwnValuesKey] = true
+	return op
+}
 
 // storableBodies refuses a JSON body holding anything Postgres will not
 // store (db.CheckStorableJSON: invalid UTF-8, NUL, a lone UTF-16
@@ -38,13 +42,11 @@ const checksBodyLateKey = "ax-checks-body-late"
 // failed with a 500 on every path that stores a body (jobs, runs,
 // triggers, batches, declarations, PUT and PATCH). The problem names the
 // field (body.runs[3].params.x). This is the one such check: params,
-// names, descriptions, headers and labels all come through it. late is
-// true for the instance an operation runs among its own middlewares
-// (checksBodyLateKey).
-func storableBodies(api huma.API, late bool) func(huma.Context, func(huma.Context)) {
+// names, descriptions, headers and labels all come through it.
+func storableBodies(api huma.API) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		op := ctx.Operation()
-		if op.RequestBody == nil || op.Metadata[checksOwnValuesKey] == true || (op.Metadata[checksBodyLateKey] == true && !late) ||
+		if op.RequestBody == nil || op.Metadata[checksOwnValuesKey] == true ||
 			!jsonContent(ctx.Header("Content-Type")) {
 			next(ctx)
 			return

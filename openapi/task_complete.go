@@ -52,7 +52,7 @@ type taskCompleteOutput struct {
 }
 
 func (h *outboundHandlers) registerTaskCompletion(api huma.API) {
-	huma.Register(api, huma.Operation{
+	huma.Register(api, checksOwnValues(huma.Operation{
 		OperationID: "complete-http-task", Method: http.MethodPost, Path: "/v1/tasks/{id}/complete",
 		Tags: []string{"Executions"}, Summary: "Report the result of an HTTP task that answered 202",
 		Description: "For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; " +
@@ -64,10 +64,10 @@ func (h *outboundHandlers) registerTaskCompletion(api huma.API) {
 		MaxBodyBytes: completionBodyLimit,
 		Security:     []map[string][]string{},
 		Errors:       []int{http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity},
-		// The token is checked before the body is read, then the body.
-		Middlewares: huma.Middlewares{h.checkCompletionToken, storableBodies(api, true)},
-		Metadata:    map[string]any{checksBodyLateKey: true},
-	}, h.completeTask)
+		// The token is checked before the body is read; a result Postgres
+		// cannot store fails the task as bad_result (db.TaskComplete).
+		Middlewares: huma.Middlewares{h.checkCompletionToken},
+	}), h.completeTask)
 }
 
 // checkCompletionToken refuses, before the body is read, a result whose
