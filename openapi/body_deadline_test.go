@@ -26,6 +26,8 @@ func TestReadDeadlinesDoNotCutHandlers(t *testing.T) {
 	const bodyTimeout, readTimeout, handlerTime = 200 * time.Millisecond, 400 * time.Millisecond, time.Second
 	mux := http.NewServeMux()
 	api := humago.New(mux, huma.DefaultConfig("deadlines", "1"))
+	// As in the API: a middleware reads the body before huma does.
+	api.UseMiddleware(storableBodies(api))
 	type input struct {
 		Body *struct {
 			N int `json:"n"`

@@ -202,3 +202,9 @@ type bodyContext struct {
 }
 
 func (c *bodyContext) BodyReader() io.Reader { return c.body }
+
+// SetReadDeadline ignores huma's body deadline: the body was read to its
+// end already, so net/http has cleared the connection's deadline, and one
+// set now would never be cleared and would cancel the request's context
+// once it passed (golang/go#70834; see bodyGuard) while the handler runs.
+func (c *bodyContext) SetReadDeadline(time.Time) error { return nil }
