@@ -177,7 +177,7 @@ func (h *agentHandlers) register(api huma.API) {
 		"A draining agent's unfinished tasks: pending again at once, without using up an attempt.",
 		http.StatusNoContent), h.release)
 	huma.Register(api, op("deregister-agent", "/v1/agents/{id}/deregister", "Deregister an agent",
-		"The agent is offline from now; leases it still holds expire and are reaped.", http.StatusNoContent), h.deregister)
+		"The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.", http.StatusNoContent), h.deregister)
 	huma.Register(api, requireScope(huma.Operation{OperationID: "drain-agent", Method: http.MethodPost,
 		Path: "/v1/agents/{id}/drain", Tags: []string{"Agents"}, Summary: "Drain an agent",
 		Description: "It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. " +

@@ -2784,7 +2784,7 @@ type ClientInterface interface {
 
 	// DeregisterAgent Deregister an agent
 	//
-	// The agent is offline from now; leases it still holds expire and are reaped.
+	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
 	//
 	// Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
 	DeregisterAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3435,7 +3435,7 @@ func (c *Client) CompleteTasks(ctx context.Context, id openapi_types.UUID, body 
 
 // DeregisterAgent Deregister an agent
 //
-// The agent is offline from now; leases it still holds expire and are reaped.
+// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
 //
 // Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
 func (c *Client) DeregisterAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7111,7 +7111,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeregisterAgentWithResponse Deregister an agent
 	//
-	// The agent is offline from now; leases it still holds expire and are reaped.
+	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11379,7 +11379,7 @@ func (c *ClientWithResponses) CompleteTasksWithResponse(ctx context.Context, id 
 
 // DeregisterAgentWithResponse Deregister an agent
 //
-// The agent is offline from now; leases it still holds expire and are reaped.
+// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -123,7 +123,7 @@ export interface paths {
         put?: never;
         /**
          * Deregister an agent
-         * @description The agent is offline from now; leases it still holds expire and are reaped.
+         * @description The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
          */
         post: operations["deregister-agent"];
         delete?: never;
