@@ -24,6 +24,8 @@ type agentHandlers struct {
 	keys   *queue.KeyService
 	agents *dispatch.LeaseBroker
 	owners ownerCache
+	// forgetKey drops a key from this replica's key cache.
+	forgetKey func(keyID uuid.UUID)
 	// publicURL is where targets of HTTP tasks reach the API, for their
 	// completion URL ("" when none).
 	publicURL string
@@ -436,7 +438,12 @@ func (h *agentHandlers) deregister(ctx context.Context, in *agentIDInput) (*stru
 	if err != nil {
 		return nil, err
 	}
-	return nil, h.agents.SetState(ctx, agent.ID, db.AgentOffline)
+	if err := h.agents.SetState(ctx, agent.ID, db.AgentOffline); err != nil {
+		return nil, err
+	}
+	// Offline revoked the agent's token (trigger agent_offline_revokes_token).
+	h.forgetKey(agent.APIKeyID)
+	return nil, nil
 }
 
 func (h *agentHandlers) drain(ctx context.Context, in *agentIDInput) (*struct{}, error) {

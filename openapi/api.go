@@ -132,7 +132,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock),
-		publicURL: cfg.PublicURL}).register(api)
+		publicURL: cfg.PublicURL, forgetKey: auth.cache.forget}).register(api)
 	(&classHandlers{classes: queue.NewClassService(requests, cfg.Logger)}).register(api)
 	(&historyHandlers{history: queue.NewHistoryService(requests)}).register(api)
 	registerCronPreview(api)

@@ -67,6 +67,19 @@ func (c *keyCache) authenticate(ctx context.Context, keys *queue.KeyService, has
 	return key, nil
 }
 
+// forget drops every cached entry of the key with this id: the replica
+// that revoked a key (an agent's deregistration) must not wait for the
+// revocation's NOTIFY, which arrives later, to stop trusting it.
+func (c *keyCache) forget(keyID uuid.UUID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for hash, entry := range c.entries {
+		if entry.key.ID == keyID {
+			delete(c.entries, hash)
+		}
+	}
+}
+
 // ownerCache remembers which API key each agent registered with: it never
 // changes, so agent calls that only need to check ownership (heartbeat,
 // complete, logs, release) skip reading the agent row.

@@ -31,8 +31,12 @@ import (
 const mib = 1 << 20
 
 // memGrowthLimit is how much a replica's peak RSS may grow while it
-// refuses 64 MiB bodies (the race detector's shadow memory included).
-const memGrowthLimit = 12 * mib
+// refuses 64 MiB bodies. Under the race detector (AX_PROCTEST_RACE=1) it
+// is twice that: its shadow memory and the replica's background loops
+// grew the peak by 12.3 MiB once in CI while refusing a 512 KiB-limited
+// PATCH, which reads at most 512 KiB. Either bound is well below what
+// reading one 64 MiB body would cost.
+var memGrowthLimit = map[bool]int64{false: 12 * mib, true: 24 * mib}[os.Getenv("AX_PROCTEST_RACE") == "1"]
 
 // procMem returns VmRSS and VmHWM (peak RSS) of pid in bytes.
 func procMem(t *testing.T, pid int) (rss, hwm int64) {
@@ -236,7 +240,7 @@ func TestLargeBodiesAreRefusedWithoutMemory(t *testing.T) {
 		before := resetPeakMem(t, s.proc.PID())
 		status, err := rawRequest(s.addr(), c.method, c.path, c.header, io.LimitReader(repeatReader("x"), 64*mib), length, 10*time.Second)
 		_, hwm := procMem(t, s.proc.PID())
-		require.Less(t, hwm-before, int64(memGrowthLimit), "%s: peak RSS grew by %d MiB", c.name, (hwm-before)/mib)
+		require.Less(t, hwm-before, memGrowthLimit, "%s: peak RSS grew by %d MiB", c.name, (hwm-before)/mib)
 		require.NoError(t, err, c.name)
 		require.Contains(t, c.want, status, c.name)
 	}
@@ -314,13 +318,13 @@ func TestJSONPatchCopyBomb(t *testing.T) {
 
 	status := patch(read, bomb)
 	_, hwm := procMem(t, s.proc.PID())
-	require.Less(t, hwm-before, int64(memGrowthLimit), "read key: peak RSS grew by %d MiB", (hwm-before)/mib)
+	require.Less(t, hwm-before, memGrowthLimit, "read key: peak RSS grew by %d MiB", (hwm-before)/mib)
 	require.Equal(t, http.StatusForbidden, status, "a read key may not patch")
 
 	before = resetPeakMem(t, s.proc.PID())
 	status = patch(s.key, bomb)
 	_, hwm = procMem(t, s.proc.PID())
-	require.Less(t, hwm-before, int64(memGrowthLimit), "admin key: peak RSS grew by %d MiB", (hwm-before)/mib)
+	require.Less(t, hwm-before, memGrowthLimit, "admin key: peak RSS grew by %d MiB", (hwm-before)/mib)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, "copies stop at the job size limit")
 
 	// A patch within the limits still works.
@@ -349,7 +353,7 @@ func TestTaskCompletionChecksTokenBeforeBody(t *testing.T) {
 	wg.Wait()
 	_, hwm := procMem(t, s.proc.PID())
 	t.Logf("big bodies refused after %s; peak RSS grew by %d KiB", time.Since(began).Round(time.Millisecond), (hwm-before)>>10)
-	require.Less(t, hwm-before, int64(memGrowthLimit), "peak RSS grew by %d MiB", (hwm-before)/mib)
+	require.Less(t, hwm-before, memGrowthLimit, "peak RSS grew by %d MiB", (hwm-before)/mib)
 
 	// A token that is not current gets its answer before the body is sent.
 	began = time.Now()
