@@ -63,7 +63,13 @@ type Job struct {
 	// CallbackOrdered delivers the job's callbacks in sequence order: the
 	// next waits until the one before is delivered or has failed for good.
 	CallbackOrdered bool
-	Params          json.RawMessage // object handed to every run
+	// ActiveFrom and ActiveUntil bound when the job's ticks fire:
+	// [ActiveFrom, ActiveUntil), either end open when nil.
+	ActiveFrom, ActiveUntil *time.Time
+	// JitterSeconds delays each scheduled run's tasks by a deterministic
+	// offset in [0, JitterSeconds) (ax.jitter_offset); 0: none.
+	JitterSeconds int
+	Params        json.RawMessage // object handed to every run
 	// SigningSecret is set only in what JobService.Create returns: the
 	// job's new whsec_ secret, shown once.
 	SigningSecret string
@@ -150,6 +156,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 		ShardGenerator: p.ShardGenerator, ShardWindowSeconds: p.ShardWindowSeconds,
 		HistoryRetentionSeconds: p.HistoryRetentionSeconds, HistoryFailedRetentionSeconds: p.HistoryFailedRetentionSeconds,
 		CallbackOrdered: p.CallbackOrdered,
+		ActiveFrom:      p.ActiveFrom, ActiveUntil: p.ActiveUntil, JitterSeconds: p.JitterSeconds,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -263,6 +270,7 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		Agentless: j.Agentless(), ShardGenerator: generator, ShardWindowSeconds: window,
 		HistoryRetentionSeconds:       nilIfZero(int32(j.HistoryRetentionSeconds)),
 		HistoryFailedRetentionSeconds: nilIfZero(int32(j.HistoryFailedRetentionSeconds)),
+		ActiveFrom:                    j.ActiveFrom, ActiveUntil: j.ActiveUntil, JitterSeconds: int32(j.JitterSeconds),
 		// A definition made before timeout modes (zero) is fixed.
 		TimeoutMode: dbsqlc.AxTimeoutMode(cmp.Or(j.TimeoutMode, TimeoutFixed)),
 	}, nil
@@ -284,7 +292,8 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *T
 		MisfireWindowSeconds: int(r.MisfireWindowSeconds), MisfireMaxFires: int(r.MisfireMaxFires),
 		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: DegradeAction(r.DegradeAction),
 		CallbackOrdered: r.CallbackOrdered,
-		Params:          r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		ActiveFrom:      utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil), JitterSeconds: int(r.JitterSeconds),
+		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
 		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),

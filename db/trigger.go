@@ -67,7 +67,9 @@ type DueTrigger struct {
 	MisfirePolicy        MisfirePolicy
 	MisfireWindowSeconds int
 	MisfireMaxFires      int
-	NextFireAt           time.Time
+	// ActiveFrom and ActiveUntil are the job's active window (Job).
+	ActiveFrom, ActiveUntil *time.Time
+	NextFireAt              time.Time
 	// Now is the database clock the claim ran at (the transaction's start).
 	Now time.Time
 	// HasUnfinished is set (for forbid and replace jobs only) when an
@@ -97,6 +99,7 @@ func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Durati
 			MisfirePolicy: MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
 			MisfireMaxFires: int(r.MisfireMaxFires), NextFireAt: r.NextFireAt.UTC(), Now: r.DbNow.UTC(), HasUnfinished: r.HasUnfinished,
 			Paused: r.Paused, PausedAt: utcPtr(r.PausedAt),
+			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil),
 		}
 	}
 	return out, nil
