@@ -40,7 +40,8 @@ func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*D
 	out := make([]*DueTrigger, len(rows))
 	for i, r := range rows {
 		out[i] = &DueTrigger{JobID: r.ID, TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr),
-			Timezone: r.Timezone, IntervalSeconds: deref(r.IntervalSeconds), NextFireAt: r.NextFireAt.UTC()}
+			Timezone: r.Timezone, IntervalSeconds: deref(r.IntervalSeconds), NextFireAt: r.NextFireAt.UTC(),
+			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil)}
 	}
 	return out, nil
 }

@@ -184,7 +184,8 @@ type sharedTicks map[[2]string][]time.Time
 // ticks is upcomingTicks(t, now, until, max), from the schedule's shared
 // list when t is a cron job whose next fire is on it.
 func (s sharedTicks) ticks(t *db.DueTrigger, now, until time.Time, max int) ([]time.Time, error) {
-	if t.TriggerKind != db.TriggerCron {
+	if t.TriggerKind != db.TriggerCron || t.ActiveFrom != nil || t.ActiveUntil != nil {
+		// A job with an active window has ticks of its own.
 		return upcomingTicks(t, now, until, max)
 	}
 	key := [2]string{t.CronExpr, t.Timezone}

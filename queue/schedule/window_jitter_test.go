@@ -179,3 +179,23 @@ func TestJitterAcrossTwoReplicas(t *testing.T) {
 	}
 	require.Greater(t, len(offsets), 30, "40 ticks spread over the jitter, not bunched")
 }
+
+// TestUpcomingHonoursTheActiveWindow: the upcoming hour lists a windowed
+// job's ticks up to active_until only, while a job on the same cron
+// without a window lists all of them.
+func TestUpcomingHonoursTheActiveWindow(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	plain := e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "0 * * * * *" })
+	until := time.Now().UTC().Truncate(time.Minute).Add(10*time.Minute + 30*time.Second)
+	windowed := e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "0 * * * * *"; j.ActiveUntil = &until })
+
+	_, err := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{}).Pass(context.Background())
+	require.NoError(t, err)
+	count := func(id uuid.UUID) int {
+		return e.count(`SELECT count(*) FROM ax.upcoming_hour WHERE job_id = $1`, id)
+	}
+	require.InDelta(t, 60, count(plain.ID), 1)
+	require.InDelta(t, 10, count(windowed.ID), 1)
+	require.Zero(t, e.count(`SELECT count(*) FROM ax.upcoming_hour WHERE job_id = $1 AND next_fire_at >= $2`, windowed.ID, until))
+}
