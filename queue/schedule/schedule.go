@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/cron"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -15,9 +17,9 @@ import (
 // NextFire returns when job fires next strictly after `after`, or nil when
 // it never fires on its own (manual jobs, delays already past, cron
 // expressions with no further tick).
-func NextFire(job *db.Job, after time.Time) (*time.Time, error) {
+func NextFire(job *axtype.Job, after time.Time) (*time.Time, error) {
 	w := activeWindow{from: job.ActiveFrom, until: job.ActiveUntil}
-	if job.TriggerKind == db.TriggerDelay {
+	if job.TriggerKind == axtype.TriggerDelay {
 		if job.RunAt == nil || !job.RunAt.After(after) || !w.holds(*job.RunAt) {
 			return nil, nil
 		}
@@ -32,7 +34,7 @@ func NextFire(job *db.Job, after time.Time) (*time.Time, error) {
 // or after from, and it has no next tick once one would reach until.
 type activeWindow struct{ from, until *time.Time }
 
-func dueWindow(t *db.DueTrigger) activeWindow {
+func dueWindow(t *axtype.DueTrigger) activeWindow {
 	return activeWindow{from: t.ActiveFrom, until: t.ActiveUntil}
 }
 
@@ -44,13 +46,13 @@ func (w activeWindow) holds(tick time.Time) bool {
 // next is nextTick kept inside the window. Before the window an interval
 // starts at from itself: the window anchors its grid, as a job created at
 // from would.
-func (w activeWindow) next(kind db.TriggerKind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
+func (w activeWindow) next(kind axtype.TriggerKind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
 	tick, err := nextTick(kind, expr, tz, intervalSeconds, after)
 	if err != nil || tick == nil {
 		return tick, err
 	}
 	if w.from != nil && tick.Before(*w.from) {
-		if kind == db.TriggerInterval {
+		if kind == axtype.TriggerInterval {
 			from := w.from.UTC()
 			tick = &from
 		} else if tick, err = nextTick(kind, expr, tz, intervalSeconds, w.from.Add(-time.Nanosecond)); err != nil || tick == nil {
@@ -68,18 +70,18 @@ func (w activeWindow) next(kind db.TriggerKind, expr, tz string, intervalSeconds
 // jobs do not drift and cron jobs never skip or repeat a tick.
 type triggerTicks struct{}
 
-func (triggerTicks) next(t *db.DueTrigger, after time.Time) (*time.Time, error) {
-	if t.TriggerKind == db.TriggerDelay {
+func (triggerTicks) next(t *axtype.DueTrigger, after time.Time) (*time.Time, error) {
+	if t.TriggerKind == axtype.TriggerDelay {
 		return nil, nil // a delay fires once
 	}
 	return dueWindow(t).next(t.TriggerKind, t.CronExpr, t.Timezone, t.IntervalSeconds, after)
 }
 
-func (tt triggerTicks) atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, error) {
+func (tt triggerTicks) atOrAfter(t *axtype.DueTrigger, x time.Time) (*time.Time, error) {
 	switch {
 	case !t.NextFireAt.Before(x):
 		return &t.NextFireAt, nil
-	case t.TriggerKind == db.TriggerInterval:
+	case t.TriggerKind == axtype.TriggerInterval:
 		step := time.Duration(t.IntervalSeconds) * time.Second
 		n := (x.Sub(t.NextFireAt) + step - 1) / step
 		tick := t.NextFireAt.Add(n * step)
@@ -91,18 +93,18 @@ func (tt triggerTicks) atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, err
 	return tt.next(t, x.Add(-time.Nanosecond))
 }
 
-func nextTick(kind db.TriggerKind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
+func nextTick(kind axtype.TriggerKind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
 	switch kind {
-	case db.TriggerCron:
+	case axtype.TriggerCron:
 		sched, err := schedules.get(expr, tz)
 		if err != nil {
 			return nil, err
 		}
 		return nonZero(sched.Next(after)), nil
-	case db.TriggerInterval:
+	case axtype.TriggerInterval:
 		next := after.Add(time.Duration(intervalSeconds) * time.Second).UTC()
 		return &next, nil
-	case db.TriggerManual, db.TriggerDelay:
+	case axtype.TriggerManual, axtype.TriggerDelay:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown trigger kind %q", kind)
@@ -149,7 +151,7 @@ func (c *scheduleCache) get(expr, tz string) (*cron.Schedule, error) {
 
 // SameSchedule reports whether two versions of a job fire at the same
 // times, so an update that leaves the schedule alone keeps next_fire_at.
-func SameSchedule(a, b *db.Job) bool {
+func SameSchedule(a, b *axtype.Job) bool {
 	return a.TriggerKind == b.TriggerKind && a.CronExpr == b.CronExpr &&
 		a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
 		timesEqual(a.RunAt, b.RunAt) && timesEqual(a.ActiveFrom, b.ActiveFrom) && timesEqual(a.ActiveUntil, b.ActiveUntil)
@@ -177,12 +179,12 @@ func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 		return err
 	}
 	if job.NextFireAt != nil && !job.NextFireAt.After(now) {
-		due := &db.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
+		due := &axtype.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
 			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt,
 			ActiveFrom: job.ActiveFrom, ActiveUntil: job.ActiveUntil}
 		skip := &skipRecorder{jobID: job.ID}
 		p := &planner{ticks: triggerTicks{}}
-		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, db.SkipPaused, PausedDetail)
+		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, axtype.SkipPaused, PausedDetail)
 		if err != nil {
 			return err
 		}

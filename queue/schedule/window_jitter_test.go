@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/schedule"
@@ -50,7 +51,7 @@ func TestActiveWindowThroughTheLoop(t *testing.T) {
 	}
 	from := time.Now().UTC().Truncate(time.Minute).Add(5 * time.Minute)
 	until := from.Add(3 * time.Minute)
-	j := e.job(db.TriggerCron, func(j *db.Job) {
+	j := e.job(axtype.TriggerCron, func(j *axtype.Job) {
 		j.CronExpr = "0 * * * * *"
 		j.ActiveFrom, j.ActiveUntil = &from, &until
 	})
@@ -82,7 +83,7 @@ func TestActiveWindowInterval(t *testing.T) {
 	e := setup(t)
 	from := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
 	until := from.Add(25 * time.Second)
-	j := e.job(db.TriggerInterval, func(j *db.Job) {
+	j := e.job(axtype.TriggerInterval, func(j *axtype.Job) {
 		j.IntervalSeconds = 10
 		j.ActiveFrom, j.ActiveUntil = &from, &until
 	})
@@ -128,9 +129,9 @@ func TestJitterAcrossTwoReplicas(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	const jitter = 30
-	var jobs []*db.Job
+	var jobs []*axtype.Job
 	for range 20 {
-		jobs = append(jobs, e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "0 * * * * *"; j.JitterSeconds = jitter }))
+		jobs = append(jobs, e.job(axtype.TriggerCron, func(j *axtype.Job) { j.CronExpr = "0 * * * * *"; j.JitterSeconds = jitter }))
 	}
 	c := clock.New()
 	loops := []*schedule.TriggerLoop{
@@ -186,9 +187,9 @@ func TestJitterAcrossTwoReplicas(t *testing.T) {
 func TestUpcomingHonoursTheActiveWindow(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	plain := e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "0 * * * * *" })
+	plain := e.job(axtype.TriggerCron, func(j *axtype.Job) { j.CronExpr = "0 * * * * *" })
 	until := time.Now().UTC().Truncate(time.Minute).Add(10*time.Minute + 30*time.Second)
-	windowed := e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "0 * * * * *"; j.ActiveUntil = &until })
+	windowed := e.job(axtype.TriggerCron, func(j *axtype.Job) { j.CronExpr = "0 * * * * *"; j.ActiveUntil = &until })
 
 	_, err := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{}).Pass(context.Background())
 	require.NoError(t, err)
