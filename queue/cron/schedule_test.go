@@ -197,6 +197,8 @@ func BenchmarkNext(b *testing.B) {
 		{"@daily", "Australia/Sydney"},
 		{"0 9 * * MON-FRI", "Europe/Paris"},
 		{"0 0 L * *", "UTC"},
+		{"0 0 12 LW * ?", "America/New_York"},
+		{"0 0 12 L-3W * ?", "UTC"},
 	} {
 		b.Run(bc.expr+" "+bc.tz, func(b *testing.B) {
 			s, err := Parse(bc.expr, bc.tz)
@@ -214,6 +216,15 @@ func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		_, err := Parse("0 30 2 * * MON-FRI", "America/New_York")
 		require.NoError(b, err)
+	}
+}
+
+// BenchmarkParseLastDayFormNeverFires is the worst case of the date-by-date
+// search: an expression refused after scanning the whole horizon.
+func BenchmarkParseLastDayFormNeverFires(b *testing.B) {
+	for b.Loop() {
+		_, err := Parse("0 0 L-30 2 *", "")
+		require.Error(b, err)
 	}
 }
 
