@@ -146,6 +146,7 @@ func TestJobValidation(t *testing.T) {
 		{"active window empty", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "active_from": "2027-01-01T00:00:00Z", "active_until": "2027-01-01T00:00:00Z"}), "body.active_until"},
 		{"active_from not a time", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "active_from": "tomorrow"}), "body.active_from"},
 		{"jitter too long", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "jitter_seconds": 86401}), "body.jitter_seconds"},
+		{"jitter not below the interval", jsonOf(map[string]any{"name": "x", "trigger": map[string]any{"kind": "interval", "interval_seconds": 60}, "executor": shell, "jitter_seconds": 60}), "body.jitter_seconds"},
 		{"jitter negative", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "jitter_seconds": -1}), "body.jitter_seconds"},
 		{"Quartz L-31", jsonOf(map[string]any{"name": "x", "trigger": map[string]any{"kind": "cron", "cron": "0 0 L-31 * *"}, "executor": shell}), "body.trigger.cron"},
 	}
