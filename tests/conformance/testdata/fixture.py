@@ -26,7 +26,9 @@ def jobs(version: str) -> list[JobSpec]:
 
 
 def say(line: str) -> None:
-    print(line, flush=True)
+    # One write per line: stderr's log lines share the test's buffer.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def main() -> None:
