@@ -29,17 +29,18 @@ var cases = []conformanceCase{
 	{"drain", caseDrain},
 	{"declared-jobs", caseDeclaredJobs},
 	{"label-bound-key", caseLabelBoundKey},
+	{"demo-1000-tasks", caseDemo},
 }
 
-// TestConformance runs every case for every SDK: one `ax serve` per SDK,
-// the cases in parallel on it, each with fixture processes of its own.
+// TestConformance runs every case for every SDK on one `ax serve`, all in
+// parallel, each case with a pool label and fixture processes of its own.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	s := startServer(t)
 	for _, sdk := range sdks {
 		t.Run(sdk.name, func(t *testing.T) {
 			t.Parallel()
 			fx := sdk.prepare(t)
-			s := startServer(t)
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel()
@@ -59,7 +60,7 @@ func caseLeaseAndRun(t *testing.T, s *server, fx fixture, pool string) {
 	params := map[string]any{"n": float64(42), "text": "héllo ✓"}
 	before := time.Now().Add(-time.Minute)
 	execID := s.runJob(t, pool, "echo", params, map[string]any{"timeout_seconds": 120})
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 30*time.Second))
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, time.Minute))
 	tasks := s.tasks(t, execID)
 	require.Len(t, tasks, 1)
 	got := tasks[0]
@@ -89,7 +90,7 @@ func caseShards(t *testing.T, s *server, fx fixture, pool string) {
 	shardParams := []string{"eu", "us", "ap"}
 	execID := s.runJob(t, pool, "echo", map[string]any{"day": "mon"},
 		map[string]any{"shards": map[string]any{"count": 3, "params": shardParams}})
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 30*time.Second))
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, time.Minute))
 	tasks := s.tasks(t, execID)
 	require.Len(t, tasks, 3)
 	for i, task := range tasks {
@@ -107,7 +108,7 @@ func caseRaisingHandler(t *testing.T, s *server, fx fixture, pool string) {
 	fx.start(t, s, pool, "pool="+pool, "")
 	msg := "boom: the quota is spent"
 	execID := s.runJob(t, pool, "fail", map[string]any{"message": msg, "code": "quota_exceeded"}, nil)
-	require.Equal(t, "failed", s.waitExecution(t, execID, 30*time.Second))
+	require.Equal(t, "failed", s.waitExecution(t, execID, time.Minute))
 	task := s.tasks(t, execID)[0]
 	require.Equal(t, "failed", task.State)
 	require.Contains(t, task.Error, msg)
@@ -120,7 +121,7 @@ func caseHeartbeats(t *testing.T, s *server, fx fixture, pool string) {
 	p := fx.start(t, s, pool, "pool="+pool, "")
 	ms := int(3 * lease / time.Millisecond)
 	execID := s.runJob(t, pool, "sleep", map[string]any{"ms": ms}, nil)
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 30*time.Second))
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, time.Minute))
 	task := s.tasks(t, execID)[0]
 	require.Equal(t, 1, task.Attempt)
 	require.Zero(t, task.LostLeases, "the lease was never lost")
@@ -134,6 +135,7 @@ func caseCancellation(t *testing.T, s *server, fx fixture, pool string) {
 	p := fx.start(t, s, pool, "pool="+pool, "")
 	execID := s.runJob(t, pool, "sleep", map[string]any{"ms": 600000}, nil)
 	task := s.waitTaskRunning(t, execID)
+	waitOutput(t, p, 20*time.Second, "STARTED "+task.ID) // the handler runs: not a lease still on its way
 	status, out := s.call(t, "POST", "/v1/executions/"+execID+"/cancel", "", nil)
 	require.Less(t, status, 300, out)
 	waitOutput(t, p, 20*time.Second, "CANCELLED "+task.ID)
@@ -150,6 +152,7 @@ func caseFencing(t *testing.T, s *server, fx fixture, pool string) {
 	s.agentID(t, pool)
 	execID := s.runJob(t, pool, "sleep", map[string]any{"ms": 600000}, map[string]any{"retry": map[string]any{"max_attempts": 3}})
 	held := s.waitTaskRunning(t, execID)
+	waitOutput(t, p, 20*time.Second, "STARTED "+held.ID) // the handler runs: not a lease still on its way
 	p.Signal(syscall.SIGSTOP)
 	t.Cleanup(func() { p.Signal(syscall.SIGCONT) }) // so that it can be killed
 
@@ -206,6 +209,7 @@ func caseDrain(t *testing.T, s *server, fx fixture, pool string) {
 	s.agentID(t, pool)
 	execID := s.runJob(t, pool, "sleep", map[string]any{"ms": 600000}, nil)
 	held := s.waitTaskRunning(t, execID)
+	waitOutput(t, p, 20*time.Second, "STARTED "+held.ID) // the handler runs: not a lease still on its way
 	p.Signal(syscall.SIGTERM)
 	require.NoError(t, p.Wait(30*time.Second), "the agent exits cleanly after draining")
 	require.Contains(t, p.Output(), "CANCELLED "+held.ID, "the handler was told to stop")
@@ -279,7 +283,7 @@ func caseLabelBoundKey(t *testing.T, s *server, fx fixture, pool string) {
 	otherExec := s.runJob(t, other, "echo", nil, nil)
 	fx.start(t, s, bound, "pool="+bound, key)
 	boundExec := s.runJob(t, bound, "echo", nil, nil)
-	require.Equal(t, "succeeded", s.waitExecution(t, boundExec, 30*time.Second))
+	require.Equal(t, "succeeded", s.waitExecution(t, boundExec, time.Minute))
 	task := s.tasks(t, otherExec)[0]
 	require.Equal(t, "pending", task.State, "the other pool's task is not leased by the bound agent")
 	require.Empty(t, task.AgentID)

@@ -17,68 +17,58 @@ import (
 // demoTasks is how many tasks the demo runs across two agents.
 const demoTasks = 1000
 
-// TestAgentDemo, per SDK: 1,000 tasks of a handler sleeping 1–20 ms run
+// caseDemo, per SDK: 1,000 tasks of a handler sleeping 1–20 ms run
 // across two agents of that SDK (real processes). One agent gets SIGTERM
-// mid-way, with no drain grace: the tasks it was running are handed back
-// (stopped, or never started) and finish on the other. Every task succeeds on its first attempt, and
-// every handler ran to its end exactly once.
-func TestAgentDemo(t *testing.T) {
-	t.Parallel()
-	for _, sdk := range sdks {
-		t.Run(sdk.name, func(t *testing.T) {
-			t.Parallel()
-			fx := sdk.prepare(t)
-			s := startServer(t)
-			pool := sdk.name + "-demo"
-			// Grace 0: whatever runs at SIGTERM is handed back, so the
-			// test sees tasks move; capacity 10 keeps a few running.
-			env := []string{"AX_CAPACITY=10", "AX_DRAIN_GRACE_MS=0"}
-			stopped := fx.start(t, s, pool+"-a", "pool="+pool, "", env...)
-			stayed := fx.start(t, s, pool+"-b", "pool="+pool, "", env...)
-			stoppedID, stayedID := s.agentID(t, pool+"-a"), s.agentID(t, pool+"-b")
+// mid-way, with no drain grace: the tasks it holds are handed back
+// (stopped, or never started) and finish on the other. Every task
+// succeeds on its first attempt, and every handler ran to its end exactly
+// once.
+func caseDemo(t *testing.T, s *server, fx fixture, pool string) {
+	// Grace 0: whatever runs at SIGTERM is handed back, so the test sees
+	// tasks move; capacity 10 keeps a few running.
+	env := []string{"AX_CAPACITY=10", "AX_DRAIN_GRACE_MS=0"}
+	stopped := fx.start(t, s, pool+"-a", "pool="+pool, "", env...)
+	stayed := fx.start(t, s, pool+"-b", "pool="+pool, "", env...)
+	stoppedID, stayedID := s.agentID(t, pool+"-a"), s.agentID(t, pool+"-b")
 
-			sleeps := make([]string, demoTasks)
-			for i := range sleeps {
-				sleeps[i] = strconv.Itoa(1 + rand.IntN(20))
-			}
-			began := time.Now()
-			execID := s.runJob(t, pool, "sleep", nil, map[string]any{"shards": map[string]any{"count": demoTasks, "params": sleeps}})
-			waitMidway(t, s, execID, stoppedID, demoTasks/3)
-			stopped.Signal(syscall.SIGTERM)
-			require.NoError(t, stopped.Wait(30*time.Second), "the stopped agent drains and exits cleanly")
-			require.Equal(t, "succeeded", s.waitExecution(t, execID, 90*time.Second))
-			t.Logf("%s: %d tasks in %s", sdk.name, demoTasks, time.Since(began).Round(time.Millisecond))
-
-			tasks := s.tasks(t, execID)
-			require.Len(t, tasks, demoTasks)
-			ranOn := map[string]int{}
-			for _, task := range tasks {
-				require.Equal(t, "succeeded", task.State, "task %s", task.ID)
-				require.Equal(t, 1, task.Attempt, "task %s: handed back, not retried", task.ID)
-				ranOn[task.AgentID]++
-			}
-			done := doneCounts(stopped, stayed)
-			for _, task := range tasks {
-				require.Equal(t, 1, done[task.ID], "task %s ran to its end once", task.ID)
-			}
-			// Handed back: running ones stopped (CANCELLED), and those a lease
-			// call brought back once the drain began, never started.
-			handedBack := releasedBy(t, s, execID, stoppedID)
-			require.NotEmpty(t, handedBack, "the stopped agent had tasks at SIGTERM")
-			require.Subset(t, handedBack, linesWith(stopped, "CANCELLED "), "the stopped handlers' tasks were handed back")
-			byID := map[string]task{}
-			for _, task := range tasks {
-				byID[task.ID] = task
-			}
-			for _, id := range handedBack {
-				require.Equal(t, stayedID, byID[id].AgentID, "task %s, handed back, finished on the other agent", id)
-			}
-			t.Logf("%s: ran on the stopped agent %d, on the other %d; handed back %d",
-				sdk.name, ranOn[stoppedID], ranOn[stayedID], len(handedBack))
-			require.Positive(t, ranOn[stoppedID])
-			require.Equal(t, demoTasks, ranOn[stoppedID]+ranOn[stayedID])
-		})
+	sleeps := make([]string, demoTasks)
+	for i := range sleeps {
+		sleeps[i] = strconv.Itoa(1 + rand.IntN(20))
 	}
+	began := time.Now()
+	execID := s.runJob(t, pool, "sleep", nil, map[string]any{"shards": map[string]any{"count": demoTasks, "params": sleeps}})
+	waitMidway(t, s, execID, stoppedID, demoTasks/3)
+	stopped.Signal(syscall.SIGTERM)
+	require.NoError(t, stopped.Wait(30*time.Second), "the stopped agent drains and exits cleanly")
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, 3*time.Minute))
+	t.Logf("%s: %d tasks in %s", fx.sdk, demoTasks, time.Since(began).Round(time.Millisecond))
+
+	tasks := s.tasks(t, execID)
+	require.Len(t, tasks, demoTasks)
+	ranOn := map[string]int{}
+	byID := map[string]task{}
+	for _, tk := range tasks {
+		require.Equal(t, "succeeded", tk.State, "task %s", tk.ID)
+		require.Equal(t, 1, tk.Attempt, "task %s: handed back, not retried", tk.ID)
+		ranOn[tk.AgentID]++
+		byID[tk.ID] = tk
+	}
+	done := doneCounts(stopped, stayed)
+	for _, tk := range tasks {
+		require.Equal(t, 1, done[tk.ID], "task %s ran to its end once", tk.ID)
+	}
+	// Handed back: running ones stopped (CANCELLED), and those a lease
+	// call brought once the drain began, never started.
+	handedBack := releasedBy(t, s, execID, stoppedID)
+	require.NotEmpty(t, handedBack, "the stopped agent had tasks at SIGTERM")
+	require.Subset(t, handedBack, linesWith(stopped, "CANCELLED "), "the stopped handlers' tasks were handed back")
+	for _, id := range handedBack {
+		require.Equal(t, stayedID, byID[id].AgentID, "task %s, handed back, finished on the other agent", id)
+	}
+	t.Logf("%s: ran on the stopped agent %d, on the other %d; handed back %d",
+		fx.sdk, ranOn[stoppedID], ranOn[stayedID], len(handedBack))
+	require.Positive(t, ranOn[stoppedID])
+	require.Equal(t, demoTasks, ranOn[stoppedID]+ranOn[stayedID])
 }
 
 // waitMidway waits until n tasks of the execution have succeeded and

@@ -48,13 +48,15 @@ func repoRoot() string {
 type server struct {
 	url, dbURL, key string
 	pool            *pgxpool.Pool
+	// tb is the test or benchmark the server lives as long as.
+	tb testing.TB
 }
 
 // Lease is the suite's lease length and Heartbeat its heartbeat interval
 // (whole seconds, as the server takes them): short, so that lost leases
 // and long tasks show within seconds.
 const (
-	lease     = 2 * time.Second
+	lease     = 3 * time.Second
 	heartbeat = time.Second
 )
 
@@ -69,7 +71,7 @@ func startServer(t testing.TB) *server {
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return &server{url: u, dbURL: dbURL, key: key, pool: pool}
+	return &server{url: u, dbURL: dbURL, key: key, pool: pool, tb: t}
 }
 
 // newKey creates an API key (`ax key create`) and returns its secret.
@@ -190,6 +192,14 @@ func (s *server) agentID(t testing.TB, name string) string {
 			`SELECT id::text FROM ax.agent WHERE name = $1 AND state = 'active'`, name).Scan(&id) == nil
 	}, 60*time.Second, 20*time.Millisecond, "agent %s is active", name)
 	return id
+}
+
+// agentIDNow is the id of the active agent called name, if there is one.
+func (s *server) agentIDNow(name string) (string, error) {
+	var id string
+	err := s.pool.QueryRow(context.Background(),
+		`SELECT id::text FROM ax.agent WHERE name = $1 AND state = 'active'`, name).Scan(&id)
+	return id, err
 }
 
 // waitOutput waits until p printed a line containing all of parts.

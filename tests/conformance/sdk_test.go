@@ -2,6 +2,11 @@ package conformance
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,6 +118,14 @@ func prepareTS(t testing.TB) fixture {
 				return fixture{}, dir + "/node_modules is missing; run make ts-deps", nil
 			}
 		}
+		out, err := tsBuildDir(client, sdkDir)
+		if err != nil {
+			return fixture{}, "", err
+		}
+		fx := fixture{sdk: "ts", cmd: node, args: []string{filepath.Join(out, "test", "fixture.js")}}
+		if exists(filepath.Join(out, "built")) && exists(filepath.Join(client, "dist", "src", "index.js")) {
+			return fx, "", nil // these sources were compiled before
+		}
 		tsc := func(dir string, args ...string) error {
 			out, err := run(dir, node, append([]string{filepath.Join(dir, "node_modules", "typescript", "bin", "tsc"), "-p", dir}, args...)...)
 			return wrap("tsc -p "+dir, out, err)
@@ -120,21 +133,49 @@ func prepareTS(t testing.TB) fixture {
 		if err := tsc(client); err != nil {
 			return fixture{}, "", err
 		}
-		out, err := tempBuildDir("ax-conformance-ts-")
-		if err != nil {
-			return fixture{}, "", err
-		}
 		if err := tsc(sdkDir, "--outDir", out, "--sourceMap", "false", "--declaration", "false"); err != nil {
 			return fixture{}, "", err
 		}
-		if err := os.Symlink(filepath.Join(sdkDir, "node_modules"), filepath.Join(out, "node_modules")); err != nil {
+		if err := os.Symlink(filepath.Join(sdkDir, "node_modules"), filepath.Join(out, "node_modules")); err != nil && !os.IsExist(err) {
 			return fixture{}, "", err
 		}
 		if err := os.WriteFile(filepath.Join(out, "package.json"), []byte(`{"type": "module"}`+"\n"), 0o644); err != nil {
 			return fixture{}, "", err
 		}
-		return fixture{sdk: "ts", cmd: node, args: []string{filepath.Join(out, "test", "fixture.js")}}, "", nil
+		return fx, "", os.WriteFile(filepath.Join(out, "built"), nil, 0o644)
 	})
+}
+
+// tsBuildDir is where the compiled SDK and fixture go: a folder of the
+// user's cache named after a hash of every source and config tsc reads
+// (the client's and the SDK's), so an unchanged SDK is not compiled again
+// (tsc type-checks the 6,000-line schema for tens of seconds of CPU); a
+// temporary folder when there is no cache. The client's own dist folder,
+// where the SDK's dependency link finds it at run time, is rebuilt with it.
+func tsBuildDir(client, sdkDir string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return tempBuildDir("ax-conformance-ts-")
+	}
+	h := sha256.New()
+	for _, root := range []string{filepath.Join(client, "src"), filepath.Join(client, "tsconfig.json"),
+		filepath.Join(client, "package-lock.json"), filepath.Join(sdkDir, "src"), filepath.Join(sdkDir, "test"),
+		filepath.Join(sdkDir, "tsconfig.json"), filepath.Join(sdkDir, "package-lock.json")} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			fmt.Fprintf(h, "%s %d\n", path, len(b))
+			h.Write(b)
+			return err
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	dir := filepath.Join(cache, "ax-conformance-ts", hex.EncodeToString(h.Sum(nil)[:8]))
+	return dir, os.MkdirAll(dir, 0o755)
 }
 
 // preparePython finds python3 (3.11 or later); the SDK needs nothing but
@@ -153,6 +194,11 @@ func preparePython(t testing.TB) fixture {
 		return fixture{sdk: "python", cmd: py, args: []string{"-u", script},
 			env: []string{"PYTHONPATH=" + src, "PYTHONDONTWRITEBYTECODE=1"}}, "", nil
 	})
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func run(dir, name string, args ...string) ([]byte, error) {

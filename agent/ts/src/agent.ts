@@ -192,6 +192,9 @@ export class Agent {
 
   private async main(stop: AbortSignal): Promise<void> {
     if (!(await this.register(stop))) return;
+    // Heard from (and ready) before it asks for work: a server answers an
+    // agent it has not heard from at once with nothing.
+    await this.heartbeat();
     const loops = new AbortController();
     const heartbeats = this.heartbeatLoop(loops.signal);
     const reporter = this.reportLoop(loops.signal);
@@ -280,13 +283,19 @@ export class Agent {
       }
       const began = Date.now();
       const body = { max: Math.min(free, maxLeasePerCall), wait_seconds: this.opts.leaseWaitSeconds };
-      const call = this.call("lease", () =>
-        this.api.POST("/v1/agents/{id}/lease", {
-          ...this.path(),
-          body,
-          signal: AbortSignal.timeout((this.opts.leaseWaitSeconds + 30) * 1000),
-        }),
-      ).then((l) => l.tasks ?? []);
+      // A drain cuts the long poll short instead of waiting up to
+      // leaseWaitSeconds for it; tasks it brought if the answer came first
+      // are handed back by handBackInflight.
+      const poll = new AbortController();
+      const timeout = setTimeout(() => poll.abort(), (this.opts.leaseWaitSeconds + 30) * 1000);
+      const cut = () => poll.abort();
+      stop.addEventListener("abort", cut, { once: true });
+      const call = this.call("lease", () => this.api.POST("/v1/agents/{id}/lease", { ...this.path(), body, signal: poll.signal }))
+        .then((l) => l.tasks ?? [])
+        .finally(() => {
+          clearTimeout(timeout);
+          stop.removeEventListener("abort", cut);
+        });
       const first = await Promise.race([call.then(
         (tasks) => ({ tasks }),
         (error: unknown) => ({ error }),
@@ -402,10 +411,10 @@ export class Agent {
   // Heartbeats --------------------------------------------------------
 
   private async heartbeatLoop(stop: AbortSignal): Promise<void> {
-    while (!stop.aborted) {
-      const sent = Date.now();
-      await this.heartbeat();
+    // The first heartbeat went before leasing began.
+    for (let sent = Date.now(); !stop.aborted; sent = Date.now()) {
       await sleep(Math.max(this.heartbeatMs - (Date.now() - sent), 0), stop);
+      if (!stop.aborted) await this.heartbeat();
     }
   }
 

@@ -52,6 +52,7 @@ agent.handle("echo", (task: Task) => {
 
 agent.handle("sleep", async (task: Task) => {
   const ms = Number((task.params as { ms?: number } | null)?.ms ?? task.shardParam);
+  console.log(`STARTED ${task.taskId}`);
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(resolve, ms);
     task.signal.addEventListener("abort", () => {

@@ -54,6 +54,7 @@ def main() -> None:
     @agent.handler("sleep")
     async def sleep(task: Task) -> dict:
         ms = (task.params or {}).get("ms") or int(task.shard_param)
+        say(f"STARTED {task.task_id}")
         try:
             await asyncio.sleep(ms / 1000)
         except asyncio.CancelledError:

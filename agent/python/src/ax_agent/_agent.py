@@ -116,6 +116,9 @@ class Agent:
         if errs:
             raise ValueError("invalid agent config: " + "; ".join(errs))
         self._client = Client(url)
+        # Long polls go through a client of their own: a drain cuts the one
+        # under way short instead of waiting up to lease_wait for it.
+        self._poll_client = Client(url)
         self._key = key
         self._name = name or socket.gethostname() or "ax-agent"
         self._labels = dict(labels or {})
@@ -221,6 +224,9 @@ class Agent:
     async def _main(self, stop: asyncio.Event) -> None:
         if not await self._register(stop):
             return
+        # Heard from (and ready) before it asks for work: a server answers an
+        # agent it has not heard from at once with nothing.
+        await self._heartbeat()
         background = [
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._report_loop()),
@@ -241,14 +247,15 @@ class Agent:
         await asyncio.gather(*background, *([declared] if declared else []), return_exceptions=True)
 
     async def _call(self, method: str, path: str, body: Any = None, *, token: str | None = None,
-                    timeout: float | None = None) -> Any:
-        fn = functools.partial(self._client.call, method, path, token or self._token, body, timeout)
+                    timeout: float | None = None, client: Client | None = None) -> Any:
+        fn = functools.partial((client or self._client).call, method, path, token or self._token, body, timeout)
         return await self._loop.run_in_executor(self._http_pool, fn)
 
-    async def _agent_call(self, op: str, body: Any = None, timeout: float | None = None) -> Any:
+    async def _agent_call(self, op: str, body: Any = None, timeout: float | None = None,
+                          client: Client | None = None) -> Any:
         """_agent_call calls /v1/agents/{id}/op; a 401 (the server forgot the agent) registers again."""
         try:
-            return await self._call("POST", f"/v1/agents/{self._agent_id}/{op}", body, timeout=timeout)
+            return await self._call("POST", f"/v1/agents/{self._agent_id}/{op}", body, timeout=timeout, client=client)
         except StatusError as e:
             if e.status != 401 or self._stopping:
                 raise
@@ -310,9 +317,13 @@ class Agent:
                     continue
                 began = time.monotonic()
                 body = {"max": min(free, MAX_LEASE_PER_CALL), "wait_seconds": self._lease_wait}
-                call = asyncio.create_task(self._agent_call("lease", body, timeout=self._lease_wait + 30))
+                call = asyncio.create_task(self._agent_call("lease", body, timeout=self._lease_wait + 30,
+                                                            client=self._poll_client))
                 await asyncio.wait({call, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 if not call.done():
+                    # Draining: cut the long poll short. Tasks it brought if the
+                    # answer came first are handed back by _hand_back_inflight.
+                    self._poll_client.abort()
                     return call
                 try:
                     tasks = call.result().get("tasks") or []
@@ -449,10 +460,14 @@ class Agent:
     # Heartbeats ----------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
+        # The first heartbeat went before leasing began. The interval runs
+        # from when a heartbeat was sent: a slow answer does not push the
+        # next one back.
+        sent = time.monotonic()
         while True:
+            await asyncio.sleep(max(self._heartbeat_seconds - (time.monotonic() - sent), 0))
             sent = time.monotonic()
             await self._heartbeat()
-            await asyncio.sleep(max(self._heartbeat_seconds - (time.monotonic() - sent), 0))
 
     async def _heartbeat(self) -> None:
         """_heartbeat renews every held lease in one call and acts on the answer."""

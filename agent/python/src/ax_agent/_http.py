@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import urllib.parse
 from typing import Any
@@ -51,6 +52,8 @@ class Client:
         self._prefix = u.path.rstrip("/")
         self._timeout = timeout
         self._local = threading.local()
+        self._active: set[http.client.HTTPConnection] = set()
+        self._active_lock = threading.Lock()
 
     def _conn(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
@@ -65,6 +68,18 @@ class Client:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+    def abort(self) -> None:
+        """abort ends the calls under way from other threads (their read fails with OSError)."""
+        with self._active_lock:
+            active = list(self._active)
+        for conn in active:
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def call(self, method: str, path: str, token: str, body: Any = None, timeout: float | None = None) -> Any:
         """call sends body as JSON and returns the decoded answer (None for 204).
@@ -81,6 +96,8 @@ class Client:
             conn.timeout = timeout if timeout is not None else self._timeout
             if conn.sock is not None:
                 conn.sock.settimeout(conn.timeout)
+            with self._active_lock:
+                self._active.add(conn)
             try:
                 conn.request(method, self._prefix + path, body=data, headers=headers)
                 resp = conn.getresponse()
@@ -93,6 +110,9 @@ class Client:
             except BaseException:
                 self._drop()
                 raise
+            finally:
+                with self._active_lock:
+                    self._active.discard(conn)
             if resp.will_close:
                 self._drop()
             return self._decode(method, path, resp.status, raw)

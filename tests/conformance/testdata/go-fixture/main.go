@@ -67,6 +67,7 @@ func sleep(ctx context.Context, t agent.Task) (agent.Result, error) {
 	if p.Ms == 0 {
 		p.Ms, _ = strconv.Atoi(t.ShardParam)
 	}
+	fmt.Printf("STARTED %s\n", t.TaskID)
 	timer := time.NewTimer(time.Duration(p.Ms) * time.Millisecond)
 	defer timer.Stop()
 	select {
