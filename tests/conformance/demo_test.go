@@ -39,7 +39,7 @@ func caseDemo(t *testing.T, s *server, fx fixture, pool string) {
 	execID := s.runJob(t, pool, "sleep", nil, map[string]any{"shards": map[string]any{"count": demoTasks, "params": sleeps}})
 	waitMidway(t, s, execID, stoppedID, demoTasks/3)
 	stopped.Signal(syscall.SIGTERM)
-	require.NoError(t, stopped.Wait(30*time.Second), "the stopped agent drains and exits cleanly")
+	require.NoError(t, stopped.Wait(time.Minute), "the stopped agent drains and exits cleanly")
 	require.Equal(t, "succeeded", s.waitExecution(t, execID, 3*time.Minute))
 	t.Logf("%s: %d tasks in %s", fx.sdk, demoTasks, time.Since(began).Round(time.Millisecond))
 
@@ -72,7 +72,9 @@ func caseDemo(t *testing.T, s *server, fx fixture, pool string) {
 }
 
 // waitMidway waits until n tasks of the execution have succeeded and
-// agentID holds some: the moment to stop it.
+// agentID holds at least half its 10 slots: the moment to stop it (with
+// fewer, on a loaded machine they may all be done before it handles the
+// signal).
 func waitMidway(t testing.TB, s *server, execID, agentID string, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
@@ -80,7 +82,7 @@ func waitMidway(t testing.TB, s *server, execID, agentID string, n int) {
 		_ = s.pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE state = 'succeeded'),
 			count(*) FILTER (WHERE state IN ('leased', 'running') AND agent_id = $2)
 			FROM ax.all_tasks WHERE execution_id = $1`, execID, agentID).Scan(&done, &held)
-		return done >= n && held > 0
+		return done >= n && held >= 5
 	}, 60*time.Second, time.Millisecond, "%d tasks succeed while the agent holds some", n)
 }
 

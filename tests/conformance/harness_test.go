@@ -28,7 +28,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	proctest.WidenParallel(6)
+	proctest.WidenParallel(16) // 31 cases that mostly wait on processes
 	code := dbtest.Run(m)
 	proctest.Cleanup()
 	for _, dir := range builtDirs {
@@ -179,7 +179,7 @@ func (s *server) waitTaskRunning(t testing.TB, execID string) task {
 		}
 		got = ts[0]
 		return got.State == "running" || got.State == "leased"
-	}, 30*time.Second, 20*time.Millisecond, "a task of %s runs", execID)
+	}, time.Minute, 20*time.Millisecond, "a task of %s runs", execID)
 	return got
 }
 
