@@ -28,7 +28,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	proctest.WidenParallel(16) // 31 cases that mostly wait on processes
+	proctest.WidenParallel(8) // the cases mostly wait on processes
 	code := dbtest.Run(m)
 	proctest.Cleanup()
 	for _, dir := range builtDirs {
@@ -56,8 +56,8 @@ type server struct {
 // (whole seconds, as the server takes them): short, so that lost leases
 // and long tasks show within seconds.
 const (
-	lease     = 3 * time.Second
-	heartbeat = time.Second
+	lease     = 6 * time.Second
+	heartbeat = 2 * time.Second
 )
 
 func startServer(t testing.TB) *server {
