@@ -277,7 +277,7 @@ func caseLabelBoundKey(t *testing.T, s *server, fx fixture, pool string) {
 	bound, other := pool+"-bound", pool+"-other"
 	key := s.newKey(t, "--scope", "agent", "--labels", "pool="+bound)
 	refused := fx.start(t, s, other, "pool="+other, key)
-	require.Error(t, refused.Wait(time.Minute), "registering labels the key does not allow fails")
+	require.Error(t, refused.Wait(2*time.Minute), "registering labels the key does not allow fails")
 	require.False(t, refused.Running(), "the agent gave up")
 	require.Contains(t, refused.Output(), "403")
 

@@ -92,6 +92,8 @@ const maxChunkChars = 256 << 10;
 const maxErrorChars = 60 << 10;
 const maxResultBytes = 1 << 20;
 const maxLeasePerCall = 1000;
+// How long a drain waits for the lease call under way before cutting it.
+const pollCutMs = 2000;
 
 /**
  * Agent runs async functions as ax tasks of executor kind handler.
@@ -283,12 +285,13 @@ export class Agent {
       }
       const began = Date.now();
       const body = { max: Math.min(free, maxLeasePerCall), wait_seconds: this.opts.leaseWaitSeconds };
-      // A drain cuts the long poll short instead of waiting up to
-      // leaseWaitSeconds for it; tasks it brought if the answer came first
-      // are handed back by handBackInflight.
+      // Draining: a poll of a busy agent is answered at once, and what it
+      // brings is handed back by handBackInflight (another agent runs it
+      // now); an idle agent's poll is cut short after pollCutMs rather
+      // than left to run out.
       const poll = new AbortController();
       const timeout = setTimeout(() => poll.abort(), (this.opts.leaseWaitSeconds + 30) * 1000);
-      const cut = () => poll.abort();
+      const cut = () => setTimeout(() => poll.abort(), pollCutMs).unref();
       stop.addEventListener("abort", cut, { once: true });
       const call = this.call("lease", () => this.api.POST("/v1/agents/{id}/lease", { ...this.path(), body, signal: poll.signal }))
         .then((l) => l.tasks ?? [])

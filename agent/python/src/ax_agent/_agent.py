@@ -39,6 +39,8 @@ MAX_CHUNK_CHARS = 256 << 10
 MAX_ERROR_CHARS = 60 << 10
 MAX_RESULT_BYTES = 1 << 20
 MAX_LEASE_PER_CALL = 1000
+# How long a drain waits for the lease call under way before cutting it.
+POLL_CUT = 2.0
 
 
 @dataclass
@@ -321,9 +323,11 @@ class Agent:
                                                             client=self._poll_client))
                 await asyncio.wait({call, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 if not call.done():
-                    # Draining: cut the long poll short. Tasks it brought if the
-                    # answer came first are handed back by _hand_back_inflight.
-                    self._poll_client.abort()
+                    # Draining: a poll of a busy agent is answered at once,
+                    # and what it brings is handed back (another agent runs
+                    # it now); an idle agent's poll is cut short after
+                    # POLL_CUT seconds rather than left to run out.
+                    self._loop.call_later(POLL_CUT, self._poll_client.abort)
                     return call
                 try:
                     tasks = call.result().get("tasks") or []
