@@ -2731,24 +2731,28 @@ type ClientInterface interface {
 
 	// Healthz Liveness: the process serves HTTP
 	//
+	// 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness: the database answers and its schema is current
 	//
-	// 503 with a reason while this replica cannot serve.
+	// 503 with a reason while this replica cannot serve. Needs no API key.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAgents List agents
 	//
+	// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
 	ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RegisterAgentWithBody Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2757,7 +2761,7 @@ type ClientInterface interface {
 
 	// RegisterAgent Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2766,7 +2770,7 @@ type ClientInterface interface {
 
 	// CompleteTasksWithBody Report task results
 	//
-	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2775,7 +2779,7 @@ type ClientInterface interface {
 
 	// CompleteTasks Report task results
 	//
-	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2784,21 +2788,21 @@ type ClientInterface interface {
 
 	// DeregisterAgent Deregister an agent
 	//
-	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
 	//
 	// Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
 	DeregisterAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DrainAgent Drain an agent
 	//
-	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
 	//
 	// Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
 	DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HeartbeatAgentWithBody Renew leases and report load
 	//
-	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2807,7 +2811,7 @@ type ClientInterface interface {
 
 	// HeartbeatAgent Renew leases and report load
 	//
-	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2816,7 +2820,7 @@ type ClientInterface interface {
 
 	// LeaseTasksWithBody Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2825,7 +2829,7 @@ type ClientInterface interface {
 
 	// LeaseTasks Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2834,7 +2838,7 @@ type ClientInterface interface {
 
 	// AppendTaskLogsWithBody Append task output
 	//
-	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2843,7 +2847,7 @@ type ClientInterface interface {
 
 	// AppendTaskLogs Append task output
 	//
-	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2852,7 +2856,7 @@ type ClientInterface interface {
 
 	// ReleaseTasksWithBody Hand leases back
 	//
-	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2861,7 +2865,7 @@ type ClientInterface interface {
 
 	// ReleaseTasks Hand leases back
 	//
-	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2870,21 +2874,21 @@ type ClientInterface interface {
 
 	// ResumeAgent Resume a drained or quarantined agent
 	//
-	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
 	//
 	// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 	ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClasses List rate classes
 	//
-	// With each bucket's tokens, waiting depth and floor now.
+	// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/classes (the `ListClasses` operationId).
 	ListClasses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateClassWithBody Create a rate class
 	//
-	// A token bucket shared by every job that names it; it starts full.
+	// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2893,7 +2897,7 @@ type ClientInterface interface {
 
 	// CreateClass Create a rate class
 	//
-	// A token bucket shared by every job that names it; it starts full.
+	// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2902,17 +2906,21 @@ type ClientInterface interface {
 
 	// DeleteClass Delete a rate class
 	//
+	// Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+	//
 	// Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
 	DeleteClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetClass Get a rate class
+	//
+	// The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/classes/{name} (the `GetClass` operationId).
 	GetClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PatchClassWithBody Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2921,7 +2929,7 @@ type ClientInterface interface {
 
 	// PatchClassWithApplicationJSONPatchPlusJSONBody Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json-patch+json` content type.
 	//
@@ -2930,7 +2938,7 @@ type ClientInterface interface {
 
 	// PatchClassWithApplicationMergePatchPlusJSONBody Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -2939,7 +2947,7 @@ type ClientInterface interface {
 
 	// UpdateClassWithBody Change a rate class
 	//
-	// The bucket keeps its level, capped at the new burst.
+	// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2948,7 +2956,7 @@ type ClientInterface interface {
 
 	// UpdateClass Change a rate class
 	//
-	// The bucket keeps its level, capped at the new burst.
+	// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2957,7 +2965,7 @@ type ClientInterface interface {
 
 	// DegradeClassWithBody Switch an operator's priority floor on
 	//
-	// Until restored, the class leases only tasks at or above min_priority.
+	// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2966,7 +2974,7 @@ type ClientInterface interface {
 
 	// DegradeClass Switch an operator's priority floor on
 	//
-	// Until restored, the class leases only tasks at or above min_priority.
+	// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2975,12 +2983,14 @@ type ClientInterface interface {
 
 	// RestoreClass Switch an operator's priority floor off
 	//
+	// Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+	//
 	// Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
 	RestoreClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PreviewCronWithBody List the next fire times of a cron expression
 	//
-	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+	// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2989,7 +2999,7 @@ type ClientInterface interface {
 
 	// PreviewCron List the next fire times of a cron expression
 	//
-	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+	// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2998,14 +3008,14 @@ type ClientInterface interface {
 
 	// ListDeclarations List declaration sets
 	//
-	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
 	ListDeclarations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeclareJobsWithBody Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3014,7 +3024,7 @@ type ClientInterface interface {
 
 	// DeclareJobs Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3023,56 +3033,56 @@ type ClientInterface interface {
 
 	// ListExecutions List executions
 	//
-	// Newest first; filter by job, state and scheduled time.
+	// Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetExecution Get an execution with its tasks and callback
 	//
-	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
 	GetExecution(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RedeliverCallback Deliver an execution's callback again
 	//
-	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/executions/{id}/callback/redeliver (the `RedeliverCallback` operationId).
 	RedeliverCallback(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelExecution Cancel an execution
 	//
-	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 	CancelExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetExecutionLogs An execution's task events and output
 	//
-	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 	GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHistory Show the history retention in force and the latest partitions dropped
 	//
-	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/history (the `GetHistory` operationId).
 	GetHistory(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobs List jobs
 	//
-	// Pages in creation order; filter by group, owner and paused.
+	// Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateJobWithBody Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3081,7 +3091,7 @@ type ClientInterface interface {
 
 	// CreateJob Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3090,19 +3100,21 @@ type ClientInterface interface {
 
 	// DeleteJob Delete a job
 	//
-	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
 	DeleteJob(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetJob Get a job
 	//
+	// The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
 	GetJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PatchJobWithBody Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3111,7 +3123,7 @@ type ClientInterface interface {
 
 	// PatchJobWithApplicationJSONPatchPlusJSONBody Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json-patch+json` content type.
 	//
@@ -3120,7 +3132,7 @@ type ClientInterface interface {
 
 	// PatchJobWithApplicationMergePatchPlusJSONBody Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -3129,7 +3141,7 @@ type ClientInterface interface {
 
 	// UpdateJobWithBody Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3138,7 +3150,7 @@ type ClientInterface interface {
 
 	// UpdateJob Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3147,38 +3159,42 @@ type ClientInterface interface {
 
 	// ListJobExecutions List a job's executions
 	//
+	// The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 	ListJobExecutions(ctx context.Context, id openapi_types.UUID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExplainTick Say what became of one instant of a job's schedule
 	//
-	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
 	ExplainTick(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseJob Pause a job
 	//
-	// A paused job does not fire. Pausing twice is harmless.
+	// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResumeJob Resume a paused job
 	//
-	// Fires that fell due while paused are handled under the job's misfire policy.
+	// Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListScheduledRuns List a job's scheduled (delayed) runs
 	//
+	// Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
 	ListScheduledRuns(ctx context.Context, id openapi_types.UUID, params *ListScheduledRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PreviewJobShardsWithBody Show the shard params of a fire of a job
 	//
-	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3187,7 +3203,7 @@ type ClientInterface interface {
 
 	// PreviewJobShards Show the shard params of a fire of a job
 	//
-	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3196,7 +3212,7 @@ type ClientInterface interface {
 
 	// RotateSigningSecretWithBody Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3205,7 +3221,7 @@ type ClientInterface interface {
 
 	// RotateSigningSecret Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3214,14 +3230,14 @@ type ClientInterface interface {
 
 	// ListSkippedFires List ticks that did not fire, with why
 	//
-	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/jobs/{id}/skipped (the `ListSkippedFires` operationId).
 	ListSkippedFires(ctx context.Context, id openapi_types.UUID, params *ListSkippedFiresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TriggerJobWithBody Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3230,7 +3246,7 @@ type ClientInterface interface {
 
 	// TriggerJob Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3239,7 +3255,7 @@ type ClientInterface interface {
 
 	// SubmitRunWithBody Submit an ad-hoc run
 	//
-	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3248,7 +3264,7 @@ type ClientInterface interface {
 
 	// SubmitRun Submit an ad-hoc run
 	//
-	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3257,7 +3273,7 @@ type ClientInterface interface {
 
 	// SubmitRunBatchWithBody Schedule up to 1,000 runs of jobs at once
 	//
-	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3266,7 +3282,7 @@ type ClientInterface interface {
 
 	// SubmitRunBatch Schedule up to 1,000 runs of jobs at once
 	//
-	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3275,7 +3291,7 @@ type ClientInterface interface {
 
 	// CancelRunsByKeyWithBody Cancel scheduled runs by their Idempotency-Keys
 	//
-	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3284,7 +3300,7 @@ type ClientInterface interface {
 
 	// CancelRunsByKey Cancel scheduled runs by their Idempotency-Keys
 	//
-	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3312,6 +3328,8 @@ type ClientInterface interface {
 
 // Healthz Liveness: the process serves HTTP
 //
+// 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+//
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
@@ -3327,7 +3345,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // Readyz Readiness: the database answers and its schema is current
 //
-// 503 with a reason while this replica cannot serve.
+// 503 with a reason while this replica cannot serve. Needs no API key.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3344,6 +3362,8 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 
 // ListAgents List agents
 //
+// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/agents (the `ListAgents` operationId).
 func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAgentsRequest(c.Server)
@@ -3359,7 +3379,7 @@ func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // RegisterAgentWithBody Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3378,7 +3398,7 @@ func (c *Client) RegisterAgentWithBody(ctx context.Context, contentType string, 
 
 // RegisterAgent Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3397,7 +3417,7 @@ func (c *Client) RegisterAgent(ctx context.Context, body RegisterAgentJSONReques
 
 // CompleteTasksWithBody Report task results
 //
-// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3416,7 +3436,7 @@ func (c *Client) CompleteTasksWithBody(ctx context.Context, id openapi_types.UUI
 
 // CompleteTasks Report task results
 //
-// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3435,7 +3455,7 @@ func (c *Client) CompleteTasks(ctx context.Context, id openapi_types.UUID, body 
 
 // DeregisterAgent Deregister an agent
 //
-// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
 //
 // Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
 func (c *Client) DeregisterAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3452,7 +3472,7 @@ func (c *Client) DeregisterAgent(ctx context.Context, id openapi_types.UUID, req
 
 // DrainAgent Drain an agent
 //
-// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
 //
 // Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
 func (c *Client) DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3469,7 +3489,7 @@ func (c *Client) DrainAgent(ctx context.Context, id openapi_types.UUID, reqEdito
 
 // HeartbeatAgentWithBody Renew leases and report load
 //
-// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3488,7 +3508,7 @@ func (c *Client) HeartbeatAgentWithBody(ctx context.Context, id openapi_types.UU
 
 // HeartbeatAgent Renew leases and report load
 //
-// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3507,7 +3527,7 @@ func (c *Client) HeartbeatAgent(ctx context.Context, id openapi_types.UUID, body
 
 // LeaseTasksWithBody Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3526,7 +3546,7 @@ func (c *Client) LeaseTasksWithBody(ctx context.Context, id openapi_types.UUID, 
 
 // LeaseTasks Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3545,7 +3565,7 @@ func (c *Client) LeaseTasks(ctx context.Context, id openapi_types.UUID, body Lea
 
 // AppendTaskLogsWithBody Append task output
 //
-// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3564,7 +3584,7 @@ func (c *Client) AppendTaskLogsWithBody(ctx context.Context, id openapi_types.UU
 
 // AppendTaskLogs Append task output
 //
-// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3583,7 +3603,7 @@ func (c *Client) AppendTaskLogs(ctx context.Context, id openapi_types.UUID, body
 
 // ReleaseTasksWithBody Hand leases back
 //
-// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3602,7 +3622,7 @@ func (c *Client) ReleaseTasksWithBody(ctx context.Context, id openapi_types.UUID
 
 // ReleaseTasks Hand leases back
 //
-// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3621,7 +3641,7 @@ func (c *Client) ReleaseTasks(ctx context.Context, id openapi_types.UUID, body R
 
 // ResumeAgent Resume a drained or quarantined agent
 //
-// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
 //
 // Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 func (c *Client) ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3638,7 +3658,7 @@ func (c *Client) ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEdit
 
 // ListClasses List rate classes
 //
-// With each bucket's tokens, waiting depth and floor now.
+// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/classes (the `ListClasses` operationId).
 func (c *Client) ListClasses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3655,7 +3675,7 @@ func (c *Client) ListClasses(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // CreateClassWithBody Create a rate class
 //
-// A token bucket shared by every job that names it; it starts full.
+// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3674,7 +3694,7 @@ func (c *Client) CreateClassWithBody(ctx context.Context, contentType string, bo
 
 // CreateClass Create a rate class
 //
-// A token bucket shared by every job that names it; it starts full.
+// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3693,6 +3713,8 @@ func (c *Client) CreateClass(ctx context.Context, body CreateClassJSONRequestBod
 
 // DeleteClass Delete a rate class
 //
+// Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+//
 // Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
 func (c *Client) DeleteClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteClassRequest(c.Server, name)
@@ -3707,6 +3729,8 @@ func (c *Client) DeleteClass(ctx context.Context, name string, reqEditors ...Req
 }
 
 // GetClass Get a rate class
+//
+// The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/classes/{name} (the `GetClass` operationId).
 func (c *Client) GetClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3723,7 +3747,7 @@ func (c *Client) GetClass(ctx context.Context, name string, reqEditors ...Reques
 
 // PatchClassWithBody Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3742,7 +3766,7 @@ func (c *Client) PatchClassWithBody(ctx context.Context, name string, contentTyp
 
 // PatchClassWithApplicationJSONPatchPlusJSONBody Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json-patch+json` content type.
 //
@@ -3761,7 +3785,7 @@ func (c *Client) PatchClassWithApplicationJSONPatchPlusJSONBody(ctx context.Cont
 
 // PatchClassWithApplicationMergePatchPlusJSONBody Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -3780,7 +3804,7 @@ func (c *Client) PatchClassWithApplicationMergePatchPlusJSONBody(ctx context.Con
 
 // UpdateClassWithBody Change a rate class
 //
-// The bucket keeps its level, capped at the new burst.
+// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3799,7 +3823,7 @@ func (c *Client) UpdateClassWithBody(ctx context.Context, name string, contentTy
 
 // UpdateClass Change a rate class
 //
-// The bucket keeps its level, capped at the new burst.
+// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3818,7 +3842,7 @@ func (c *Client) UpdateClass(ctx context.Context, name string, body UpdateClassJ
 
 // DegradeClassWithBody Switch an operator's priority floor on
 //
-// Until restored, the class leases only tasks at or above min_priority.
+// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3837,7 +3861,7 @@ func (c *Client) DegradeClassWithBody(ctx context.Context, name string, contentT
 
 // DegradeClass Switch an operator's priority floor on
 //
-// Until restored, the class leases only tasks at or above min_priority.
+// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3856,6 +3880,8 @@ func (c *Client) DegradeClass(ctx context.Context, name string, body DegradeClas
 
 // RestoreClass Switch an operator's priority floor off
 //
+// Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+//
 // Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
 func (c *Client) RestoreClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRestoreClassRequest(c.Server, name)
@@ -3871,7 +3897,7 @@ func (c *Client) RestoreClass(ctx context.Context, name string, reqEditors ...Re
 
 // PreviewCronWithBody List the next fire times of a cron expression
 //
-// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3890,7 +3916,7 @@ func (c *Client) PreviewCronWithBody(ctx context.Context, contentType string, bo
 
 // PreviewCron List the next fire times of a cron expression
 //
-// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3909,7 +3935,7 @@ func (c *Client) PreviewCron(ctx context.Context, body PreviewCronJSONRequestBod
 
 // ListDeclarations List declaration sets
 //
-// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
 func (c *Client) ListDeclarations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3926,7 +3952,7 @@ func (c *Client) ListDeclarations(ctx context.Context, reqEditors ...RequestEdit
 
 // DeclareJobsWithBody Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3945,7 +3971,7 @@ func (c *Client) DeclareJobsWithBody(ctx context.Context, contentType string, bo
 
 // DeclareJobs Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3964,7 +3990,7 @@ func (c *Client) DeclareJobs(ctx context.Context, body DeclareJobsJSONRequestBod
 
 // ListExecutions List executions
 //
-// Newest first; filter by job, state and scheduled time.
+// Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3981,7 +4007,7 @@ func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParam
 
 // GetExecution Get an execution with its tasks and callback
 //
-// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
 func (c *Client) GetExecution(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3998,7 +4024,7 @@ func (c *Client) GetExecution(ctx context.Context, id openapi_types.UUID, params
 
 // RedeliverCallback Deliver an execution's callback again
 //
-// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/executions/{id}/callback/redeliver (the `RedeliverCallback` operationId).
 func (c *Client) RedeliverCallback(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4015,7 +4041,7 @@ func (c *Client) RedeliverCallback(ctx context.Context, id openapi_types.UUID, r
 
 // CancelExecution Cancel an execution
 //
-// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4032,7 +4058,7 @@ func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, req
 
 // GetExecutionLogs An execution's task events and output
 //
-// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4049,7 +4075,7 @@ func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, pa
 
 // GetHistory Show the history retention in force and the latest partitions dropped
 //
-// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/history (the `GetHistory` operationId).
 func (c *Client) GetHistory(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4066,7 +4092,7 @@ func (c *Client) GetHistory(ctx context.Context, params *GetHistoryParams, reqEd
 
 // ListJobs List jobs
 //
-// Pages in creation order; filter by group, owner and paused.
+// Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4083,7 +4109,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // CreateJobWithBody Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4102,7 +4128,7 @@ func (c *Client) CreateJobWithBody(ctx context.Context, contentType string, body
 
 // CreateJob Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4121,7 +4147,7 @@ func (c *Client) CreateJob(ctx context.Context, body CreateJobJSONRequestBody, r
 
 // DeleteJob Delete a job
 //
-// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
 //
 // Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
 func (c *Client) DeleteJob(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4138,6 +4164,8 @@ func (c *Client) DeleteJob(ctx context.Context, id openapi_types.UUID, params *D
 
 // GetJob Get a job
 //
+// The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
 func (c *Client) GetJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJobRequest(c.Server, id)
@@ -4153,7 +4181,7 @@ func (c *Client) GetJob(ctx context.Context, id openapi_types.UUID, reqEditors .
 
 // PatchJobWithBody Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4172,7 +4200,7 @@ func (c *Client) PatchJobWithBody(ctx context.Context, id openapi_types.UUID, pa
 
 // PatchJobWithApplicationJSONPatchPlusJSONBody Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json-patch+json` content type.
 //
@@ -4191,7 +4219,7 @@ func (c *Client) PatchJobWithApplicationJSONPatchPlusJSONBody(ctx context.Contex
 
 // PatchJobWithApplicationMergePatchPlusJSONBody Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -4210,7 +4238,7 @@ func (c *Client) PatchJobWithApplicationMergePatchPlusJSONBody(ctx context.Conte
 
 // UpdateJobWithBody Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4229,7 +4257,7 @@ func (c *Client) UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, p
 
 // UpdateJob Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4248,6 +4276,8 @@ func (c *Client) UpdateJob(ctx context.Context, id openapi_types.UUID, params *U
 
 // ListJobExecutions List a job's executions
 //
+// The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 func (c *Client) ListJobExecutions(ctx context.Context, id openapi_types.UUID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobExecutionsRequest(c.Server, id, params)
@@ -4263,7 +4293,7 @@ func (c *Client) ListJobExecutions(ctx context.Context, id openapi_types.UUID, p
 
 // ExplainTick Say what became of one instant of a job's schedule
 //
-// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
 func (c *Client) ExplainTick(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4280,7 +4310,7 @@ func (c *Client) ExplainTick(ctx context.Context, id openapi_types.UUID, params 
 
 // PauseJob Pause a job
 //
-// A paused job does not fire. Pausing twice is harmless.
+// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 func (c *Client) PauseJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4297,7 +4327,7 @@ func (c *Client) PauseJob(ctx context.Context, id openapi_types.UUID, reqEditors
 
 // ResumeJob Resume a paused job
 //
-// Fires that fell due while paused are handled under the job's misfire policy.
+// Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4314,6 +4344,8 @@ func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditor
 
 // ListScheduledRuns List a job's scheduled (delayed) runs
 //
+// Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
 func (c *Client) ListScheduledRuns(ctx context.Context, id openapi_types.UUID, params *ListScheduledRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListScheduledRunsRequest(c.Server, id, params)
@@ -4329,7 +4361,7 @@ func (c *Client) ListScheduledRuns(ctx context.Context, id openapi_types.UUID, p
 
 // PreviewJobShardsWithBody Show the shard params of a fire of a job
 //
-// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4348,7 +4380,7 @@ func (c *Client) PreviewJobShardsWithBody(ctx context.Context, id openapi_types.
 
 // PreviewJobShards Show the shard params of a fire of a job
 //
-// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4367,7 +4399,7 @@ func (c *Client) PreviewJobShards(ctx context.Context, id openapi_types.UUID, bo
 
 // RotateSigningSecretWithBody Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4386,7 +4418,7 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, id openapi_typ
 
 // RotateSigningSecret Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4405,7 +4437,7 @@ func (c *Client) RotateSigningSecret(ctx context.Context, id openapi_types.UUID,
 
 // ListSkippedFires List ticks that did not fire, with why
 //
-// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/jobs/{id}/skipped (the `ListSkippedFires` operationId).
 func (c *Client) ListSkippedFires(ctx context.Context, id openapi_types.UUID, params *ListSkippedFiresParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4422,7 +4454,7 @@ func (c *Client) ListSkippedFires(ctx context.Context, id openapi_types.UUID, pa
 
 // TriggerJobWithBody Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4441,7 +4473,7 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, id openapi_types.UUID, 
 
 // TriggerJob Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4460,7 +4492,7 @@ func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *
 
 // SubmitRunWithBody Submit an ad-hoc run
 //
-// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4479,7 +4511,7 @@ func (c *Client) SubmitRunWithBody(ctx context.Context, params *SubmitRunParams,
 
 // SubmitRun Submit an ad-hoc run
 //
-// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4498,7 +4530,7 @@ func (c *Client) SubmitRun(ctx context.Context, params *SubmitRunParams, body Su
 
 // SubmitRunBatchWithBody Schedule up to 1,000 runs of jobs at once
 //
-// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4517,7 +4549,7 @@ func (c *Client) SubmitRunBatchWithBody(ctx context.Context, contentType string,
 
 // SubmitRunBatch Schedule up to 1,000 runs of jobs at once
 //
-// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4536,7 +4568,7 @@ func (c *Client) SubmitRunBatch(ctx context.Context, body SubmitRunBatchJSONRequ
 
 // CancelRunsByKeyWithBody Cancel scheduled runs by their Idempotency-Keys
 //
-// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4555,7 +4587,7 @@ func (c *Client) CancelRunsByKeyWithBody(ctx context.Context, contentType string
 
 // CancelRunsByKey Cancel scheduled runs by their Idempotency-Keys
 //
-// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7052,6 +7084,8 @@ type ClientWithResponsesInterface interface {
 
 	// HealthzWithResponse Liveness: the process serves HTTP
 	//
+	// 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -7059,7 +7093,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReadyzWithResponse Readiness: the database answers and its schema is current
 	//
-	// 503 with a reason while this replica cannot serve.
+	// 503 with a reason while this replica cannot serve. Needs no API key.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7068,6 +7102,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListAgentsWithResponse List agents
 	//
+	// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
@@ -7075,7 +7111,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterAgentWithBodyWithResponse Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7084,7 +7120,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterAgentWithResponse Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7093,7 +7129,7 @@ type ClientWithResponsesInterface interface {
 
 	// CompleteTasksWithBodyWithResponse Report task results
 	//
-	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7102,7 +7138,7 @@ type ClientWithResponsesInterface interface {
 
 	// CompleteTasksWithResponse Report task results
 	//
-	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7111,7 +7147,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeregisterAgentWithResponse Deregister an agent
 	//
-	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7120,7 +7156,7 @@ type ClientWithResponsesInterface interface {
 
 	// DrainAgentWithResponse Drain an agent
 	//
-	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7129,7 +7165,7 @@ type ClientWithResponsesInterface interface {
 
 	// HeartbeatAgentWithBodyWithResponse Renew leases and report load
 	//
-	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7138,7 +7174,7 @@ type ClientWithResponsesInterface interface {
 
 	// HeartbeatAgentWithResponse Renew leases and report load
 	//
-	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7147,7 +7183,7 @@ type ClientWithResponsesInterface interface {
 
 	// LeaseTasksWithBodyWithResponse Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7156,7 +7192,7 @@ type ClientWithResponsesInterface interface {
 
 	// LeaseTasksWithResponse Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7165,7 +7201,7 @@ type ClientWithResponsesInterface interface {
 
 	// AppendTaskLogsWithBodyWithResponse Append task output
 	//
-	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7174,7 +7210,7 @@ type ClientWithResponsesInterface interface {
 
 	// AppendTaskLogsWithResponse Append task output
 	//
-	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7183,7 +7219,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseTasksWithBodyWithResponse Hand leases back
 	//
-	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7192,7 +7228,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseTasksWithResponse Hand leases back
 	//
-	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7201,7 +7237,7 @@ type ClientWithResponsesInterface interface {
 
 	// ResumeAgentWithResponse Resume a drained or quarantined agent
 	//
-	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7210,7 +7246,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListClassesWithResponse List rate classes
 	//
-	// With each bucket's tokens, waiting depth and floor now.
+	// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7219,7 +7255,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateClassWithBodyWithResponse Create a rate class
 	//
-	// A token bucket shared by every job that names it; it starts full.
+	// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7228,7 +7264,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateClassWithResponse Create a rate class
 	//
-	// A token bucket shared by every job that names it; it starts full.
+	// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7237,12 +7273,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteClassWithResponse Delete a rate class
 	//
+	// Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
 	DeleteClassWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteClassResponse, error)
 
 	// GetClassWithResponse Get a rate class
+	//
+	// The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7251,7 +7291,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchClassWithBodyWithResponse Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7260,7 +7300,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchClassWithApplicationJSONPatchPlusJSONBodyWithResponse Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7269,7 +7309,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchClassWithApplicationMergePatchPlusJSONBodyWithResponse Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7278,7 +7318,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateClassWithBodyWithResponse Change a rate class
 	//
-	// The bucket keeps its level, capped at the new burst.
+	// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7287,7 +7327,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateClassWithResponse Change a rate class
 	//
-	// The bucket keeps its level, capped at the new burst.
+	// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7296,7 +7336,7 @@ type ClientWithResponsesInterface interface {
 
 	// DegradeClassWithBodyWithResponse Switch an operator's priority floor on
 	//
-	// Until restored, the class leases only tasks at or above min_priority.
+	// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7305,7 +7345,7 @@ type ClientWithResponsesInterface interface {
 
 	// DegradeClassWithResponse Switch an operator's priority floor on
 	//
-	// Until restored, the class leases only tasks at or above min_priority.
+	// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7314,6 +7354,8 @@ type ClientWithResponsesInterface interface {
 
 	// RestoreClassWithResponse Switch an operator's priority floor off
 	//
+	// Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
@@ -7321,7 +7363,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewCronWithBodyWithResponse List the next fire times of a cron expression
 	//
-	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+	// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7330,7 +7372,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewCronWithResponse List the next fire times of a cron expression
 	//
-	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+	// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7339,7 +7381,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListDeclarationsWithResponse List declaration sets
 	//
-	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7348,7 +7390,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeclareJobsWithBodyWithResponse Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7357,7 +7399,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeclareJobsWithResponse Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7366,7 +7408,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListExecutionsWithResponse List executions
 	//
-	// Newest first; filter by job, state and scheduled time.
+	// Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7375,7 +7417,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetExecutionWithResponse Get an execution with its tasks and callback
 	//
-	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7384,7 +7426,7 @@ type ClientWithResponsesInterface interface {
 
 	// RedeliverCallbackWithResponse Deliver an execution's callback again
 	//
-	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7393,7 +7435,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelExecutionWithResponse Cancel an execution
 	//
-	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7402,7 +7444,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetExecutionLogsWithResponse An execution's task events and output
 	//
-	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7411,7 +7453,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetHistoryWithResponse Show the history retention in force and the latest partitions dropped
 	//
-	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7420,7 +7462,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListJobsWithResponse List jobs
 	//
-	// Pages in creation order; filter by group, owner and paused.
+	// Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7429,7 +7471,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateJobWithBodyWithResponse Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7438,7 +7480,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateJobWithResponse Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7447,7 +7489,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteJobWithResponse Delete a job
 	//
-	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7456,6 +7498,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetJobWithResponse Get a job
 	//
+	// The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
@@ -7463,7 +7507,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchJobWithBodyWithResponse Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7472,7 +7516,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7481,7 +7525,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7490,7 +7534,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateJobWithBodyWithResponse Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7499,7 +7543,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateJobWithResponse Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7508,6 +7552,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListJobExecutionsWithResponse List a job's executions
 	//
+	// The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
@@ -7515,7 +7561,7 @@ type ClientWithResponsesInterface interface {
 
 	// ExplainTickWithResponse Say what became of one instant of a job's schedule
 	//
-	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7524,7 +7570,7 @@ type ClientWithResponsesInterface interface {
 
 	// PauseJobWithResponse Pause a job
 	//
-	// A paused job does not fire. Pausing twice is harmless.
+	// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7533,7 +7579,7 @@ type ClientWithResponsesInterface interface {
 
 	// ResumeJobWithResponse Resume a paused job
 	//
-	// Fires that fell due while paused are handled under the job's misfire policy.
+	// Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7542,6 +7588,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListScheduledRunsWithResponse List a job's scheduled (delayed) runs
 	//
+	// Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
@@ -7549,7 +7597,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
 	//
-	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7558,7 +7606,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewJobShardsWithResponse Show the shard params of a fire of a job
 	//
-	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7567,7 +7615,7 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7576,7 +7624,7 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithResponse Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7585,7 +7633,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListSkippedFiresWithResponse List ticks that did not fire, with why
 	//
-	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7594,7 +7642,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerJobWithBodyWithResponse Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7603,7 +7651,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerJobWithResponse Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7612,7 +7660,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithBodyWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7621,7 +7669,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7630,7 +7678,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunBatchWithBodyWithResponse Schedule up to 1,000 runs of jobs at once
 	//
-	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7639,7 +7687,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunBatchWithResponse Schedule up to 1,000 runs of jobs at once
 	//
-	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7648,7 +7696,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelRunsByKeyWithBodyWithResponse Cancel scheduled runs by their Idempotency-Keys
 	//
-	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7657,7 +7705,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelRunsByKeyWithResponse Cancel scheduled runs by their Idempotency-Keys
 	//
-	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7688,8 +7736,10 @@ type HealthzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthStatus
-	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
-	ApplicationproblemJSONDefault *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7697,9 +7747,14 @@ func (r HealthzResponse) GetJSON200() *HealthStatus {
 	return r.JSON200
 }
 
-// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
-func (r HealthzResponse) GetApplicationproblemJSONDefault() *ErrorModel {
-	return r.ApplicationproblemJSONDefault
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r HealthzResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r HealthzResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7736,6 +7791,10 @@ type ReadyzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthStatus
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *HealthStatus
 }
@@ -7743,6 +7802,16 @@ type ReadyzResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ReadyzResponse) GetJSON200() *HealthStatus {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -11278,6 +11347,8 @@ func (r CompleteHttpTaskResponse) ContentType() string {
 
 // HealthzWithResponse Liveness: the process serves HTTP
 //
+// 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -11291,7 +11362,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 
 // ReadyzWithResponse Readiness: the database answers and its schema is current
 //
-// 503 with a reason while this replica cannot serve.
+// 503 with a reason while this replica cannot serve. Needs no API key.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11306,6 +11377,8 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 
 // ListAgentsWithResponse List agents
 //
+// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/agents (the `ListAgents` operationId).
@@ -11319,7 +11392,7 @@ func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, reqEdi
 
 // RegisterAgentWithBodyWithResponse Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11334,7 +11407,7 @@ func (c *ClientWithResponses) RegisterAgentWithBodyWithResponse(ctx context.Cont
 
 // RegisterAgentWithResponse Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11349,7 +11422,7 @@ func (c *ClientWithResponses) RegisterAgentWithResponse(ctx context.Context, bod
 
 // CompleteTasksWithBodyWithResponse Report task results
 //
-// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11364,7 +11437,7 @@ func (c *ClientWithResponses) CompleteTasksWithBodyWithResponse(ctx context.Cont
 
 // CompleteTasksWithResponse Report task results
 //
-// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11379,7 +11452,7 @@ func (c *ClientWithResponses) CompleteTasksWithResponse(ctx context.Context, id 
 
 // DeregisterAgentWithResponse Deregister an agent
 //
-// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11394,7 +11467,7 @@ func (c *ClientWithResponses) DeregisterAgentWithResponse(ctx context.Context, i
 
 // DrainAgentWithResponse Drain an agent
 //
-// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11409,7 +11482,7 @@ func (c *ClientWithResponses) DrainAgentWithResponse(ctx context.Context, id ope
 
 // HeartbeatAgentWithBodyWithResponse Renew leases and report load
 //
-// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11424,7 +11497,7 @@ func (c *ClientWithResponses) HeartbeatAgentWithBodyWithResponse(ctx context.Con
 
 // HeartbeatAgentWithResponse Renew leases and report load
 //
-// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11439,7 +11512,7 @@ func (c *ClientWithResponses) HeartbeatAgentWithResponse(ctx context.Context, id
 
 // LeaseTasksWithBodyWithResponse Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11454,7 +11527,7 @@ func (c *ClientWithResponses) LeaseTasksWithBodyWithResponse(ctx context.Context
 
 // LeaseTasksWithResponse Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11469,7 +11542,7 @@ func (c *ClientWithResponses) LeaseTasksWithResponse(ctx context.Context, id ope
 
 // AppendTaskLogsWithBodyWithResponse Append task output
 //
-// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11484,7 +11557,7 @@ func (c *ClientWithResponses) AppendTaskLogsWithBodyWithResponse(ctx context.Con
 
 // AppendTaskLogsWithResponse Append task output
 //
-// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11499,7 +11572,7 @@ func (c *ClientWithResponses) AppendTaskLogsWithResponse(ctx context.Context, id
 
 // ReleaseTasksWithBodyWithResponse Hand leases back
 //
-// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11514,7 +11587,7 @@ func (c *ClientWithResponses) ReleaseTasksWithBodyWithResponse(ctx context.Conte
 
 // ReleaseTasksWithResponse Hand leases back
 //
-// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11529,7 +11602,7 @@ func (c *ClientWithResponses) ReleaseTasksWithResponse(ctx context.Context, id o
 
 // ResumeAgentWithResponse Resume a drained or quarantined agent
 //
-// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11544,7 +11617,7 @@ func (c *ClientWithResponses) ResumeAgentWithResponse(ctx context.Context, id op
 
 // ListClassesWithResponse List rate classes
 //
-// With each bucket's tokens, waiting depth and floor now.
+// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11559,7 +11632,7 @@ func (c *ClientWithResponses) ListClassesWithResponse(ctx context.Context, reqEd
 
 // CreateClassWithBodyWithResponse Create a rate class
 //
-// A token bucket shared by every job that names it; it starts full.
+// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11574,7 +11647,7 @@ func (c *ClientWithResponses) CreateClassWithBodyWithResponse(ctx context.Contex
 
 // CreateClassWithResponse Create a rate class
 //
-// A token bucket shared by every job that names it; it starts full.
+// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11589,6 +11662,8 @@ func (c *ClientWithResponses) CreateClassWithResponse(ctx context.Context, body 
 
 // DeleteClassWithResponse Delete a rate class
 //
+// Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
@@ -11601,6 +11676,8 @@ func (c *ClientWithResponses) DeleteClassWithResponse(ctx context.Context, name 
 }
 
 // GetClassWithResponse Get a rate class
+//
+// The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11615,7 +11692,7 @@ func (c *ClientWithResponses) GetClassWithResponse(ctx context.Context, name str
 
 // PatchClassWithBodyWithResponse Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11630,7 +11707,7 @@ func (c *ClientWithResponses) PatchClassWithBodyWithResponse(ctx context.Context
 
 // PatchClassWithApplicationJSONPatchPlusJSONBodyWithResponse Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11645,7 +11722,7 @@ func (c *ClientWithResponses) PatchClassWithApplicationJSONPatchPlusJSONBodyWith
 
 // PatchClassWithApplicationMergePatchPlusJSONBodyWithResponse Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11660,7 +11737,7 @@ func (c *ClientWithResponses) PatchClassWithApplicationMergePatchPlusJSONBodyWit
 
 // UpdateClassWithBodyWithResponse Change a rate class
 //
-// The bucket keeps its level, capped at the new burst.
+// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11675,7 +11752,7 @@ func (c *ClientWithResponses) UpdateClassWithBodyWithResponse(ctx context.Contex
 
 // UpdateClassWithResponse Change a rate class
 //
-// The bucket keeps its level, capped at the new burst.
+// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11690,7 +11767,7 @@ func (c *ClientWithResponses) UpdateClassWithResponse(ctx context.Context, name 
 
 // DegradeClassWithBodyWithResponse Switch an operator's priority floor on
 //
-// Until restored, the class leases only tasks at or above min_priority.
+// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11705,7 +11782,7 @@ func (c *ClientWithResponses) DegradeClassWithBodyWithResponse(ctx context.Conte
 
 // DegradeClassWithResponse Switch an operator's priority floor on
 //
-// Until restored, the class leases only tasks at or above min_priority.
+// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11720,6 +11797,8 @@ func (c *ClientWithResponses) DegradeClassWithResponse(ctx context.Context, name
 
 // RestoreClassWithResponse Switch an operator's priority floor off
 //
+// Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
@@ -11733,7 +11812,7 @@ func (c *ClientWithResponses) RestoreClassWithResponse(ctx context.Context, name
 
 // PreviewCronWithBodyWithResponse List the next fire times of a cron expression
 //
-// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11748,7 +11827,7 @@ func (c *ClientWithResponses) PreviewCronWithBodyWithResponse(ctx context.Contex
 
 // PreviewCronWithResponse List the next fire times of a cron expression
 //
-// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11763,7 +11842,7 @@ func (c *ClientWithResponses) PreviewCronWithResponse(ctx context.Context, body 
 
 // ListDeclarationsWithResponse List declaration sets
 //
-// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11778,7 +11857,7 @@ func (c *ClientWithResponses) ListDeclarationsWithResponse(ctx context.Context, 
 
 // DeclareJobsWithBodyWithResponse Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11793,7 +11872,7 @@ func (c *ClientWithResponses) DeclareJobsWithBodyWithResponse(ctx context.Contex
 
 // DeclareJobsWithResponse Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11808,7 +11887,7 @@ func (c *ClientWithResponses) DeclareJobsWithResponse(ctx context.Context, body 
 
 // ListExecutionsWithResponse List executions
 //
-// Newest first; filter by job, state and scheduled time.
+// Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11823,7 +11902,7 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 
 // GetExecutionWithResponse Get an execution with its tasks and callback
 //
-// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11838,7 +11917,7 @@ func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, id o
 
 // RedeliverCallbackWithResponse Deliver an execution's callback again
 //
-// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11853,7 +11932,7 @@ func (c *ClientWithResponses) RedeliverCallbackWithResponse(ctx context.Context,
 
 // CancelExecutionWithResponse Cancel an execution
 //
-// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11868,7 +11947,7 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, i
 
 // GetExecutionLogsWithResponse An execution's task events and output
 //
-// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11883,7 +11962,7 @@ func (c *ClientWithResponses) GetExecutionLogsWithResponse(ctx context.Context, 
 
 // GetHistoryWithResponse Show the history retention in force and the latest partitions dropped
 //
-// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11898,7 +11977,7 @@ func (c *ClientWithResponses) GetHistoryWithResponse(ctx context.Context, params
 
 // ListJobsWithResponse List jobs
 //
-// Pages in creation order; filter by group, owner and paused.
+// Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11913,7 +11992,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // CreateJobWithBodyWithResponse Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11928,7 +12007,7 @@ func (c *ClientWithResponses) CreateJobWithBodyWithResponse(ctx context.Context,
 
 // CreateJobWithResponse Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11943,7 +12022,7 @@ func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, body Cr
 
 // DeleteJobWithResponse Delete a job
 //
-// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11958,6 +12037,8 @@ func (c *ClientWithResponses) DeleteJobWithResponse(ctx context.Context, id open
 
 // GetJobWithResponse Get a job
 //
+// The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
@@ -11971,7 +12052,7 @@ func (c *ClientWithResponses) GetJobWithResponse(ctx context.Context, id openapi
 
 // PatchJobWithBodyWithResponse Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11986,7 +12067,7 @@ func (c *ClientWithResponses) PatchJobWithBodyWithResponse(ctx context.Context, 
 
 // PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12001,7 +12082,7 @@ func (c *ClientWithResponses) PatchJobWithApplicationJSONPatchPlusJSONBodyWithRe
 
 // PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12016,7 +12097,7 @@ func (c *ClientWithResponses) PatchJobWithApplicationMergePatchPlusJSONBodyWithR
 
 // UpdateJobWithBodyWithResponse Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12031,7 +12112,7 @@ func (c *ClientWithResponses) UpdateJobWithBodyWithResponse(ctx context.Context,
 
 // UpdateJobWithResponse Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12046,6 +12127,8 @@ func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id open
 
 // ListJobExecutionsWithResponse List a job's executions
 //
+// The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
@@ -12059,7 +12142,7 @@ func (c *ClientWithResponses) ListJobExecutionsWithResponse(ctx context.Context,
 
 // ExplainTickWithResponse Say what became of one instant of a job's schedule
 //
-// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12074,7 +12157,7 @@ func (c *ClientWithResponses) ExplainTickWithResponse(ctx context.Context, id op
 
 // PauseJobWithResponse Pause a job
 //
-// A paused job does not fire. Pausing twice is harmless.
+// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12089,7 +12172,7 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, id opena
 
 // ResumeJobWithResponse Resume a paused job
 //
-// Fires that fell due while paused are handled under the job's misfire policy.
+// Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12104,6 +12187,8 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id open
 
 // ListScheduledRunsWithResponse List a job's scheduled (delayed) runs
 //
+// Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
@@ -12117,7 +12202,7 @@ func (c *ClientWithResponses) ListScheduledRunsWithResponse(ctx context.Context,
 
 // PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
 //
-// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12132,7 +12217,7 @@ func (c *ClientWithResponses) PreviewJobShardsWithBodyWithResponse(ctx context.C
 
 // PreviewJobShardsWithResponse Show the shard params of a fire of a job
 //
-// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12147,7 +12232,7 @@ func (c *ClientWithResponses) PreviewJobShardsWithResponse(ctx context.Context, 
 
 // RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12162,7 +12247,7 @@ func (c *ClientWithResponses) RotateSigningSecretWithBodyWithResponse(ctx contex
 
 // RotateSigningSecretWithResponse Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12177,7 +12262,7 @@ func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Contex
 
 // ListSkippedFiresWithResponse List ticks that did not fire, with why
 //
-// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12192,7 +12277,7 @@ func (c *ClientWithResponses) ListSkippedFiresWithResponse(ctx context.Context, 
 
 // TriggerJobWithBodyWithResponse Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12207,7 +12292,7 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 
 // TriggerJobWithResponse Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12222,7 +12307,7 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 
 // SubmitRunWithBodyWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12237,7 +12322,7 @@ func (c *ClientWithResponses) SubmitRunWithBodyWithResponse(ctx context.Context,
 
 // SubmitRunWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12252,7 +12337,7 @@ func (c *ClientWithResponses) SubmitRunWithResponse(ctx context.Context, params 
 
 // SubmitRunBatchWithBodyWithResponse Schedule up to 1,000 runs of jobs at once
 //
-// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12267,7 +12352,7 @@ func (c *ClientWithResponses) SubmitRunBatchWithBodyWithResponse(ctx context.Con
 
 // SubmitRunBatchWithResponse Schedule up to 1,000 runs of jobs at once
 //
-// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12282,7 +12367,7 @@ func (c *ClientWithResponses) SubmitRunBatchWithResponse(ctx context.Context, bo
 
 // CancelRunsByKeyWithBodyWithResponse Cancel scheduled runs by their Idempotency-Keys
 //
-// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12297,7 +12382,7 @@ func (c *ClientWithResponses) CancelRunsByKeyWithBodyWithResponse(ctx context.Co
 
 // CancelRunsByKeyWithResponse Cancel scheduled runs by their Idempotency-Keys
 //
-// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12361,12 +12446,19 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSONDefault = &dest
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	}
 
@@ -12393,6 +12485,20 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest HealthStatus

@@ -25,7 +25,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: the process serves HTTP */
+        /**
+         * Liveness: the process serves HTTP
+         * @description 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+         */
         get: operations["healthz"];
         put?: never;
         post?: never;
@@ -44,7 +47,7 @@ export interface paths {
         };
         /**
          * Readiness: the database answers and its schema is current
-         * @description 503 with a reason while this replica cannot serve.
+         * @description 503 with a reason while this replica cannot serve. Needs no API key.
          */
         get: operations["readyz"];
         put?: never;
@@ -62,7 +65,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List agents */
+        /**
+         * List agents
+         * @description Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+         */
         get: operations["list-agents"];
         put?: never;
         post?: never;
@@ -83,7 +89,7 @@ export interface paths {
         put?: never;
         /**
          * Register an agent
-         * @description Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         * @description Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
          */
         post: operations["register-agent"];
         delete?: never;
@@ -103,7 +109,7 @@ export interface paths {
         put?: never;
         /**
          * Report task results
-         * @description Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+         * @description Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
          */
         post: operations["complete-tasks"];
         delete?: never;
@@ -123,7 +129,7 @@ export interface paths {
         put?: never;
         /**
          * Deregister an agent
-         * @description The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+         * @description The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
          */
         post: operations["deregister-agent"];
         delete?: never;
@@ -143,7 +149,7 @@ export interface paths {
         put?: never;
         /**
          * Drain an agent
-         * @description It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+         * @description It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
          */
         post: operations["drain-agent"];
         delete?: never;
@@ -163,7 +169,7 @@ export interface paths {
         put?: never;
         /**
          * Renew leases and report load
-         * @description Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+         * @description Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
          */
         post: operations["heartbeat-agent"];
         delete?: never;
@@ -183,7 +189,7 @@ export interface paths {
         put?: never;
         /**
          * Lease tasks (long poll)
-         * @description Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+         * @description Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
          */
         post: operations["lease-tasks"];
         delete?: never;
@@ -203,7 +209,7 @@ export interface paths {
         put?: never;
         /**
          * Append task output
-         * @description Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+         * @description Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
          */
         post: operations["append-task-logs"];
         delete?: never;
@@ -223,7 +229,7 @@ export interface paths {
         put?: never;
         /**
          * Hand leases back
-         * @description A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+         * @description A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
          */
         post: operations["release-tasks"];
         delete?: never;
@@ -243,7 +249,7 @@ export interface paths {
         put?: never;
         /**
          * Resume a drained or quarantined agent
-         * @description Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+         * @description Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
          */
         post: operations["resume-agent"];
         delete?: never;
@@ -261,13 +267,13 @@ export interface paths {
         };
         /**
          * List rate classes
-         * @description With each bucket's tokens, waiting depth and floor now.
+         * @description With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
          */
         get: operations["list-classes"];
         put?: never;
         /**
          * Create a rate class
-         * @description A token bucket shared by every job that names it; it starts full.
+         * @description A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
          */
         post: operations["create-class"];
         delete?: never;
@@ -283,21 +289,27 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a rate class */
+        /**
+         * Get a rate class
+         * @description The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
+         */
         get: operations["get-class"];
         /**
          * Change a rate class
-         * @description The bucket keeps its level, capped at the new burst.
+         * @description The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
          */
         put: operations["update-class"];
         post?: never;
-        /** Delete a rate class */
+        /**
+         * Delete a rate class
+         * @description Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+         */
         delete: operations["delete-class"];
         options?: never;
         head?: never;
         /**
          * Patch class
-         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
          */
         patch: operations["patch-class"];
         trace?: never;
@@ -313,7 +325,7 @@ export interface paths {
         put?: never;
         /**
          * Switch an operator's priority floor on
-         * @description Until restored, the class leases only tasks at or above min_priority.
+         * @description Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
          */
         post: operations["degrade-class"];
         delete?: never;
@@ -331,7 +343,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Switch an operator's priority floor off */
+        /**
+         * Switch an operator's priority floor off
+         * @description Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+         */
         post: operations["restore-class"];
         delete?: never;
         options?: never;
@@ -350,7 +365,7 @@ export interface paths {
         put?: never;
         /**
          * List the next fire times of a cron expression
-         * @description See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+         * @description See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
          */
         post: operations["preview-cron"];
         delete?: never;
@@ -368,13 +383,13 @@ export interface paths {
         };
         /**
          * List declaration sets
-         * @description Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+         * @description Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
          */
         get: operations["list-declarations"];
         put?: never;
         /**
          * Declare a set of jobs
-         * @description Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+         * @description Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
          */
         post: operations["declare-jobs"];
         delete?: never;
@@ -392,7 +407,7 @@ export interface paths {
         };
         /**
          * List executions
-         * @description Newest first; filter by job, state and scheduled time.
+         * @description Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
          */
         get: operations["list-executions"];
         put?: never;
@@ -412,7 +427,7 @@ export interface paths {
         };
         /**
          * Get an execution with its tasks and callback
-         * @description The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+         * @description The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
          */
         get: operations["get-execution"];
         put?: never;
@@ -434,7 +449,7 @@ export interface paths {
         put?: never;
         /**
          * Deliver an execution's callback again
-         * @description Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+         * @description Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
          */
         post: operations["redeliver-callback"];
         delete?: never;
@@ -454,7 +469,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an execution
-         * @description Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+         * @description Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
          */
         post: operations["cancel-execution"];
         delete?: never;
@@ -472,7 +487,7 @@ export interface paths {
         };
         /**
          * An execution's task events and output
-         * @description State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+         * @description State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
          */
         get: operations["get-execution-logs"];
         put?: never;
@@ -492,7 +507,7 @@ export interface paths {
         };
         /**
          * Show the history retention in force and the latest partitions dropped
-         * @description Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+         * @description Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
          */
         get: operations["get-history"];
         put?: never;
@@ -512,13 +527,13 @@ export interface paths {
         };
         /**
          * List jobs
-         * @description Pages in creation order; filter by group, owner and paused.
+         * @description Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
          */
         get: operations["list-jobs"];
         put?: never;
         /**
          * Create a job
-         * @description Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         * @description Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
          */
         post: operations["create-job"];
         delete?: never;
@@ -534,24 +549,27 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a job */
+        /**
+         * Get a job
+         * @description The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+         */
         get: operations["get-job"];
         /**
          * Replace a job's definition
-         * @description Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+         * @description Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
          */
         put: operations["update-job"];
         post?: never;
         /**
          * Delete a job
-         * @description A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+         * @description A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
          */
         delete: operations["delete-job"];
         options?: never;
         head?: never;
         /**
          * Patch job
-         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
          */
         patch: operations["patch-job"];
         trace?: never;
@@ -563,7 +581,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List a job's executions */
+        /**
+         * List a job's executions
+         * @description The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+         */
         get: operations["list-job-executions"];
         put?: never;
         post?: never;
@@ -582,7 +603,7 @@ export interface paths {
         };
         /**
          * Say what became of one instant of a job's schedule
-         * @description "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+         * @description "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
          */
         get: operations["explain-tick"];
         put?: never;
@@ -604,7 +625,7 @@ export interface paths {
         put?: never;
         /**
          * Pause a job
-         * @description A paused job does not fire. Pausing twice is harmless.
+         * @description A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
          */
         post: operations["pause-job"];
         delete?: never;
@@ -624,7 +645,7 @@ export interface paths {
         put?: never;
         /**
          * Resume a paused job
-         * @description Fires that fell due while paused are handled under the job's misfire policy.
+         * @description Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
          */
         post: operations["resume-job"];
         delete?: never;
@@ -640,7 +661,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List a job's scheduled (delayed) runs */
+        /**
+         * List a job's scheduled (delayed) runs
+         * @description Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+         */
         get: operations["list-scheduled-runs"];
         put?: never;
         post?: never;
@@ -661,7 +685,7 @@ export interface paths {
         put?: never;
         /**
          * Show the shard params of a fire of a job
-         * @description Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+         * @description Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
          */
         post: operations["preview-job-shards"];
         delete?: never;
@@ -681,7 +705,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate a job's signing secret
-         * @description Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         * @description Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
          */
         post: operations["rotate-signing-secret"];
         delete?: never;
@@ -699,7 +723,7 @@ export interface paths {
         };
         /**
          * List ticks that did not fire, with why
-         * @description Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+         * @description Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
          */
         get: operations["list-skipped-fires"];
         put?: never;
@@ -721,7 +745,7 @@ export interface paths {
         put?: never;
         /**
          * Run a job now, or later
-         * @description Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+         * @description Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
          */
         post: operations["trigger-job"];
         delete?: never;
@@ -741,7 +765,7 @@ export interface paths {
         put?: never;
         /**
          * Submit an ad-hoc run
-         * @description Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+         * @description Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
          */
         post: operations["submit-run"];
         delete?: never;
@@ -761,7 +785,7 @@ export interface paths {
         put?: never;
         /**
          * Schedule up to 1,000 runs of jobs at once
-         * @description Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+         * @description Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
          */
         post: operations["submit-run-batch"];
         delete?: never;
@@ -781,7 +805,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel scheduled runs by their Idempotency-Keys
-         * @description "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+         * @description "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
          */
         post: operations["cancel-runs-by-key"];
         delete?: never;
@@ -2477,15 +2501,51 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "version": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthStatus"];
                 };
             };
-            /** @description Error */
-            default: {
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2506,7 +2566,52 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "version": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthStatus"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
             /** @description Not ready */
@@ -2515,6 +2620,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "version": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthStatus"];
                 };
             };
@@ -2535,6 +2646,40 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "agents": [
+                     *         {
+                     *           "capacity": 1,
+                     *           "cpu": 1.5,
+                     *           "executors": [
+                     *             "example"
+                     *           ],
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "labels": {},
+                     *           "last_heartbeat_at": "2026-12-04T08:00:00Z",
+                     *           "load": 1.5,
+                     *           "load1": 1.5,
+                     *           "memory": 1.5,
+                     *           "name": "example",
+                     *           "ready": false,
+                     *           "recent": {
+                     *             "avg_duration_seconds": 1.5,
+                     *             "failed": 1,
+                     *             "routed": 1,
+                     *             "served": 1,
+                     *             "succeeded": 1,
+                     *             "success_rate": 1.5
+                     *           },
+                     *           "registered_at": "2026-12-04T08:00:00Z",
+                     *           "running": 1,
+                     *           "state": "active",
+                     *           "version": "example",
+                     *           "weight": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentListOutputBody"];
                 };
             };
@@ -2544,6 +2689,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2553,6 +2705,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2562,6 +2721,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2576,6 +2742,21 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "capacity": 1,
+                 *       "executors": [
+                 *         "handler",
+                 *         "http"
+                 *       ],
+                 *       "host_ip": "10.0.3.17",
+                 *       "host_name": "worker-17.example.com",
+                 *       "labels": {
+                 *         "pool": "billing"
+                 *       },
+                 *       "name": "worker-17"
+                 *     }
+                 */
                 "application/json": components["schemas"]["AgentRegistration"];
             };
         };
@@ -2586,6 +2767,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "heartbeat_interval_seconds": 1,
+                     *       "lease_seconds": 1,
+                     *       "token": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentCredentials"];
                 };
             };
@@ -2595,6 +2784,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2604,6 +2800,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2613,6 +2816,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2622,6 +2832,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2631,6 +2848,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2640,6 +2871,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2657,6 +2895,18 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "results": [
+                 *         {
+                 *           "error_code": "exit_3",
+                 *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                 *           "state": "succeeded",
+                 *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["CompleteRequest"];
             };
         };
@@ -2667,6 +2917,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": "accepted",
+                     *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["CompleteReply"];
                 };
             };
@@ -2676,6 +2936,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2685,6 +2952,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2694,6 +2968,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2703,6 +2984,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2712,6 +3000,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2721,6 +3023,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2751,6 +3060,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2760,6 +3076,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2769,6 +3092,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2778,6 +3108,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2787,6 +3124,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2796,6 +3147,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2826,6 +3184,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2835,6 +3200,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2844,6 +3216,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2853,6 +3232,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2862,6 +3255,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2879,6 +3279,17 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "running": 1,
+                 *       "tasks": [
+                 *         {
+                 *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                 *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["AgentHeartbeat"];
             };
         };
@@ -2889,6 +3300,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cancel": [
+                     *         "example"
+                     *       ],
+                     *       "lease_expires_at": "2026-12-04T08:00:00Z",
+                     *       "lost": [
+                     *         "example"
+                     *       ],
+                     *       "renewed": [
+                     *         "example"
+                     *       ],
+                     *       "state": "active"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HeartbeatReply"];
                 };
             };
@@ -2898,6 +3324,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2907,6 +3340,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2916,6 +3356,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2925,6 +3372,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2934,6 +3388,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2943,6 +3411,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2960,6 +3435,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "max": 1
+                 *     }
+                 */
                 "application/json": components["schemas"]["LeaseRequest"];
             };
         };
@@ -2970,6 +3450,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "tasks": [
+                     *         {
+                     *           "attempt": 1,
+                     *           "deadline": "2026-12-04T08:00:00Z",
+                     *           "execution_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "executor": {
+                     *             "command": "./report.sh --day yesterday",
+                     *             "kind": "shell"
+                     *           },
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_name": "example",
+                     *           "lease_expires_at": "2026-12-04T08:00:00Z",
+                     *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "max_attempts": 1,
+                     *           "params": {},
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "shard_index": 1,
+                     *           "shard_param": "example",
+                     *           "shard_total": 1,
+                     *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "timeout_seconds": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["Leases"];
                 };
             };
@@ -2979,6 +3486,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2988,6 +3502,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2997,6 +3518,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3006,6 +3534,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3015,6 +3550,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3024,6 +3573,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3041,6 +3597,18 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "chunks": [
+                 *         {
+                 *           "data": "example",
+                 *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                 *           "stream": "stdout",
+                 *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["LogRequest"];
             };
         };
@@ -3058,6 +3626,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3067,6 +3642,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3076,6 +3658,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3085,6 +3674,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3094,6 +3690,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3103,6 +3713,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3120,6 +3737,16 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "tasks": [
+                 *         {
+                 *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                 *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["ReleaseRequest"];
             };
         };
@@ -3137,6 +3764,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3146,6 +3780,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3155,6 +3796,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3164,6 +3812,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3173,6 +3828,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3182,6 +3851,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3212,6 +3888,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3221,6 +3904,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3230,6 +3920,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3239,6 +3936,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3248,6 +3959,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3268,6 +3986,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "classes": [
+                     *         {
+                     *           "burst": 10,
+                     *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "degraded": false,
+                     *           "name": "billing-db",
+                     *           "oldest_wait_seconds": 1.5,
+                     *           "rate": 10,
+                     *           "tokens": 1.5,
+                     *           "updated_at": "2026-12-04T08:00:00Z",
+                     *           "waiting": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ClassListOutputBody"];
                 };
             };
@@ -3277,6 +4012,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3286,6 +4028,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3295,6 +4044,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3309,6 +4065,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "burst": 10,
+                 *       "name": "billing-db",
+                 *       "rate": 10
+                 *     }
+                 */
                 "application/json": components["schemas"]["RateClass"];
             };
         };
@@ -3319,6 +4082,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3328,6 +4104,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3337,6 +4120,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3346,6 +4136,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3355,6 +4152,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3364,6 +4175,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3387,6 +4205,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3396,6 +4227,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3405,6 +4243,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3414,6 +4259,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3423,6 +4275,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3432,6 +4298,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3449,6 +4322,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "burst": 10,
+                 *       "name": "billing-db",
+                 *       "rate": 10
+                 *     }
+                 */
                 "application/json": components["schemas"]["RateClass"];
             };
         };
@@ -3459,6 +4339,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3468,6 +4361,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3477,6 +4377,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3486,6 +4393,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3495,6 +4409,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3504,6 +4432,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3534,6 +4469,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3543,6 +4485,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3552,6 +4501,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3561,6 +4517,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3570,6 +4533,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3579,6 +4556,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3596,7 +4580,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "op": "add",
+                 *         "path": "example"
+                 *       }
+                 *     ]
+                 */
                 "application/json-patch+json": components["schemas"]["JsonPatchOp"][] | null;
+                /**
+                 * @example {
+                 *       "burst": 10,
+                 *       "name": "billing-db",
+                 *       "rate": 10
+                 *     }
+                 */
                 "application/merge-patch+json": {
                     /** @description Floor applied automatically while the class is under pressure */
                     auto_degrade?: unknown;
@@ -3652,6 +4651,13 @@ export interface operations {
                      */
                     waiting?: $Read<number>;
                 };
+                /**
+                 * @example {
+                 *       "burst": 10,
+                 *       "name": "billing-db",
+                 *       "rate": 10
+                 *     }
+                 */
                 "application/merge-patch+shorthand": {
                     /** @description Floor applied automatically while the class is under pressure */
                     auto_degrade?: unknown;
@@ -3716,6 +4722,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3725,6 +4744,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3734,6 +4760,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3743,6 +4776,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3752,6 +4792,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3761,6 +4815,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3778,6 +4839,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "min_priority": 1
+                 *     }
+                 */
                 "application/json": components["schemas"]["DegradeRequest"];
             };
         };
@@ -3788,6 +4854,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3797,6 +4876,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3806,6 +4892,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3815,6 +4908,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3824,6 +4924,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3833,6 +4947,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3856,6 +4977,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3865,6 +4999,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3874,6 +5015,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3883,6 +5031,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3892,6 +5047,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3901,6 +5070,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3915,6 +5091,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "cron": "0 0 8 * * ?",
+                 *       "timezone": "Asia/Shanghai"
+                 *     }
+                 */
                 "application/json": components["schemas"]["CronPreviewRequest"];
             };
         };
@@ -3925,6 +5107,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cron": "example",
+                     *       "fires": [
+                     *         {
+                     *           "local": "2026-03-29T03:30:00+02:00",
+                     *           "offset": "+02:00",
+                     *           "utc": "2026-12-04T08:00:00Z",
+                     *           "zone": "CEST"
+                     *         }
+                     *       ],
+                     *       "next": [
+                     *         "2026-12-04T08:00:00Z"
+                     *       ],
+                     *       "timezone": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["CronPreview"];
                 };
             };
@@ -3934,6 +5133,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3943,6 +5149,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3952,6 +5165,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3961,6 +5188,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3981,6 +5215,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "sets": [
+                     *         {
+                     *           "applied_at": "2026-12-04T08:00:00Z",
+                     *           "jobs": 1,
+                     *           "managed_by": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["DeclarationSetsOutputBody"];
                 };
             };
@@ -3990,6 +5235,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3999,6 +5251,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4008,6 +5267,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4022,6 +5288,29 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "jobs": [
+                 *         {
+                 *           "executor": {
+                 *             "command": "./report.sh --day yesterday",
+                 *             "kind": "shell"
+                 *           },
+                 *           "group": "billing",
+                 *           "name": "nightly-report",
+                 *           "owner": "team-billing",
+                 *           "trigger": {
+                 *             "cron": "0 0 8 * * ?",
+                 *             "kind": "cron",
+                 *             "timezone": "Asia/Shanghai"
+                 *           }
+                 *         }
+                 *       ],
+                 *       "managed_by": "sdk:billing-agent",
+                 *       "source": "billing-agent on host-7",
+                 *       "version": "1.4.2"
+                 *     }
+                 */
                 "application/json": components["schemas"]["Declaration"];
             };
         };
@@ -4032,6 +5321,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "changed": false,
+                     *       "counts": {},
+                     *       "dry_run": false,
+                     *       "jobs": [
+                     *         {
+                     *           "action": "created",
+                     *           "changes": [
+                     *             "trigger.interval_seconds: 60 → 30"
+                     *           ],
+                     *           "group": "example",
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "index": 1,
+                     *           "name": "example"
+                     *         }
+                     *       ],
+                     *       "managed_by": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["DeclarationReport"];
                 };
             };
@@ -4041,6 +5350,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4050,6 +5366,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4059,6 +5382,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4068,6 +5398,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4077,6 +5421,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4109,6 +5460,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "executions": [
+                     *         {
+                     *           "cause": "schedule",
+                     *           "error_codes": {
+                     *             "exit_3": 2,
+                     *             "signal_killed": 1
+                     *           },
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "misfired": false,
+                     *           "params": {},
+                     *           "priority": 1,
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "shard_count": 1,
+                     *           "state": "scheduled",
+                     *           "status_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ExecutionList"];
                 };
             };
@@ -4118,6 +5491,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4127,6 +5507,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4136,6 +5523,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4145,6 +5546,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4171,6 +5579,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cause": "schedule",
+                     *       "error_codes": {
+                     *         "exit_3": 2,
+                     *         "signal_killed": 1
+                     *       },
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "misfired": false,
+                     *       "params": {},
+                     *       "priority": 1,
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shard_count": 1,
+                     *       "state": "scheduled",
+                     *       "status_url": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Execution"];
                 };
             };
@@ -4180,6 +5606,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4189,6 +5622,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4198,6 +5638,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4207,6 +5654,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "execution removed: it ended longer ago than its job's history retention",
+                     *       "status": 410,
+                     *       "title": "Gone"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4216,6 +5670,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4225,6 +5693,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4248,6 +5723,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "attempts": [
+                     *         {
+                     *           "at": "2026-12-04T08:00:00Z",
+                     *           "attempt": 1,
+                     *           "delivery": 1,
+                     *           "latency_ms": 1.5,
+                     *           "url": "example"
+                     *         }
+                     *       ],
+                     *       "delivery": 1,
+                     *       "state": "pending"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Callback"];
                 };
             };
@@ -4257,6 +5747,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4266,6 +5763,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4275,6 +5779,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4284,6 +5795,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4293,6 +5811,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4302,6 +5834,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4311,6 +5850,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the database is not reachable: retry later",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4334,6 +5880,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cause": "schedule",
+                     *       "error_codes": {
+                     *         "exit_3": 2,
+                     *         "signal_killed": 1
+                     *       },
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "misfired": false,
+                     *       "params": {},
+                     *       "priority": 1,
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shard_count": 1,
+                     *       "state": "scheduled",
+                     *       "status_url": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Execution"];
                 };
             };
@@ -4343,6 +5907,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4352,6 +5923,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4361,6 +5939,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4370,6 +5955,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4379,6 +5978,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4408,6 +6014,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "events": [
+                     *         {
+                     *           "at": "2026-12-04T08:00:00Z",
+                     *           "attempt": 1,
+                     *           "id": 1,
+                     *           "kind": "state",
+                     *           "shard_index": 1,
+                     *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                     *         }
+                     *       ],
+                     *       "more": false,
+                     *       "next_after": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["ExecutionLogsOutputBody"];
                 };
             };
@@ -4417,6 +6039,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4426,6 +6055,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4435,6 +6071,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4444,6 +6087,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4453,6 +6110,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4476,6 +6140,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "drops": [
+                     *         {
+                     *           "dropped_at": "2026-12-04T08:00:00Z",
+                     *           "from": "2026-12-04T08:00:00Z",
+                     *           "rows": 1,
+                     *           "table": "execution_history",
+                     *           "to": "2026-12-04T08:00:00Z"
+                     *         }
+                     *       ],
+                     *       "failed_retention_seconds": 1,
+                     *       "partition_width_seconds": 1,
+                     *       "partitions_until": "2026-12-04T08:00:00Z",
+                     *       "retention_seconds": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["History"];
                 };
             };
@@ -4485,6 +6166,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4494,6 +6182,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4503,6 +6198,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4512,6 +6221,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4543,6 +6259,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "jobs": [
+                     *         {
+                     *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "executor": {
+                     *             "command": "./report.sh --day yesterday",
+                     *             "kind": "shell"
+                     *           },
+                     *           "group": "billing",
+                     *           "managed_by": "sdk:billing-agent",
+                     *           "name": "nightly-report",
+                     *           "owner": "team-billing",
+                     *           "paused": false,
+                     *           "trigger": {
+                     *             "cron": "0 0 8 * * ?",
+                     *             "kind": "cron",
+                     *             "timezone": "Asia/Shanghai"
+                     *           },
+                     *           "updated_at": "2026-12-04T08:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["JobList"];
                 };
             };
@@ -4552,6 +6292,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4561,6 +6308,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4570,6 +6324,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4579,6 +6347,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4593,6 +6368,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "executor": {
+                 *         "command": "./report.sh --day yesterday",
+                 *         "kind": "shell"
+                 *       },
+                 *       "group": "billing",
+                 *       "name": "nightly-report",
+                 *       "owner": "team-billing",
+                 *       "trigger": {
+                 *         "cron": "0 0 8 * * ?",
+                 *         "kind": "cron",
+                 *         "timezone": "Asia/Shanghai"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Job"];
             };
         };
@@ -4604,6 +6395,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -4613,6 +6424,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4622,6 +6440,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4631,6 +6456,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4640,6 +6472,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4649,6 +6495,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4672,6 +6525,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -4681,6 +6554,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4690,6 +6570,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4699,6 +6586,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4708,6 +6602,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4717,6 +6625,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4737,6 +6652,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "executor": {
+                 *         "command": "./report.sh --day yesterday",
+                 *         "kind": "shell"
+                 *       },
+                 *       "group": "billing",
+                 *       "name": "nightly-report",
+                 *       "owner": "team-billing",
+                 *       "trigger": {
+                 *         "cron": "0 0 8 * * ?",
+                 *         "kind": "cron",
+                 *         "timezone": "Asia/Shanghai"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Job"];
             };
         };
@@ -4747,6 +6678,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -4756,6 +6707,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4765,6 +6723,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4774,6 +6739,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4783,6 +6755,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4792,6 +6771,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4801,6 +6794,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4834,6 +6834,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4843,6 +6850,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4852,6 +6866,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4861,6 +6882,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4870,6 +6898,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4879,6 +6921,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4899,7 +6948,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "op": "add",
+                 *         "path": "example"
+                 *       }
+                 *     ]
+                 */
                 "application/json-patch+json": components["schemas"]["JsonPatchOp"][] | null;
+                /**
+                 * @example {
+                 *       "group": "billing",
+                 *       "name": "nightly-report",
+                 *       "owner": "team-billing"
+                 *     }
+                 */
                 "application/merge-patch+json": {
                     /** @description With timeout_mode adaptive: the timeout a new task gets now, and how it was computed */
                     adaptive_timeout?: $Read<unknown>;
@@ -5028,6 +7092,13 @@ export interface operations {
                     /** Format: date-time */
                     updated_at?: $Read<string>;
                 };
+                /**
+                 * @example {
+                 *       "group": "billing",
+                 *       "name": "nightly-report",
+                 *       "owner": "team-billing"
+                 *     }
+                 */
                 "application/merge-patch+shorthand": {
                     /** @description With timeout_mode adaptive: the timeout a new task gets now, and how it was computed */
                     adaptive_timeout?: $Read<unknown>;
@@ -5165,6 +7236,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -5174,6 +7265,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5183,6 +7281,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5192,6 +7297,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5201,6 +7313,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5210,6 +7329,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5219,6 +7352,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5248,6 +7388,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "executions": [
+                     *         {
+                     *           "cause": "schedule",
+                     *           "error_codes": {
+                     *             "exit_3": 2,
+                     *             "signal_killed": 1
+                     *           },
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "misfired": false,
+                     *           "params": {},
+                     *           "priority": 1,
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "shard_count": 1,
+                     *           "state": "scheduled",
+                     *           "status_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ExecutionList"];
                 };
             };
@@ -5257,6 +7419,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5266,6 +7435,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5275,6 +7451,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5284,6 +7467,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5293,6 +7490,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5319,6 +7523,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "at": "2026-12-04T08:00:00Z",
+                     *       "local": "example",
+                     *       "reason": "example",
+                     *       "tick": false,
+                     *       "verdict": "fired"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TickExplanation"];
                 };
             };
@@ -5328,6 +7541,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5337,6 +7557,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5346,6 +7573,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5355,6 +7589,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5364,6 +7612,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5387,6 +7642,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -5396,6 +7671,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5405,6 +7687,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5414,6 +7703,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5423,6 +7719,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5432,6 +7742,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5455,6 +7772,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -5464,6 +7801,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5473,6 +7817,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5482,6 +7833,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5491,6 +7849,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5500,6 +7872,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5527,6 +7906,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "runs": [
+                     *         {
+                     *           "cause": "schedule",
+                     *           "error_codes": {
+                     *             "exit_3": 2,
+                     *             "signal_killed": 1
+                     *           },
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "misfired": false,
+                     *           "params": {},
+                     *           "priority": 1,
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "shard_count": 1,
+                     *           "state": "scheduled",
+                     *           "status_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ScheduledListOutputBody"];
                 };
             };
@@ -5536,6 +7937,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5545,6 +7953,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5554,6 +7969,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5563,6 +7985,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5572,6 +8008,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5589,6 +8032,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["ShardPreviewRequest"];
             };
         };
@@ -5599,6 +8043,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shards": [
+                     *         {
+                     *           "index": 1,
+                     *           "param": "example",
+                     *           "total": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ShardPreview"];
                 };
             };
@@ -5608,6 +8065,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5617,6 +8081,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5626,6 +8097,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5635,6 +8113,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5644,6 +8136,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5661,6 +8160,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["SecretRotation"];
             };
         };
@@ -5671,6 +8171,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "signing_secret": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["RotatedSecret"];
                 };
             };
@@ -5680,6 +8185,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5689,6 +8201,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5698,6 +8217,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5707,6 +8233,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5716,6 +8256,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5741,6 +8288,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "skipped": [
+                     *         {
+                     *           "detail": "example",
+                     *           "first_tick": "2026-12-04T08:00:00Z",
+                     *           "last_tick": "2026-12-04T08:00:00Z",
+                     *           "reason": "misfire",
+                     *           "recorded_at": "2026-12-04T08:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["SkippedOutputBody"];
                 };
             };
@@ -5750,6 +8310,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5759,6 +8326,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5768,6 +8342,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5777,6 +8358,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5786,6 +8381,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5808,6 +8410,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["TriggerRequest"];
             };
         };
@@ -5819,6 +8422,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cause": "schedule",
+                     *       "error_codes": {
+                     *         "exit_3": 2,
+                     *         "signal_killed": 1
+                     *       },
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "misfired": false,
+                     *       "params": {},
+                     *       "priority": 1,
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shard_count": 1,
+                     *       "state": "scheduled",
+                     *       "status_url": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Execution"];
                 };
             };
@@ -5828,6 +8449,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5837,6 +8465,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5846,6 +8481,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5855,6 +8497,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5864,6 +8513,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5873,6 +8536,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5890,6 +8560,14 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "executor": {
+                 *         "command": "./report.sh --day yesterday",
+                 *         "kind": "shell"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunRequest"];
             };
         };
@@ -5902,6 +8580,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "execution": {
+                     *         "cause": "schedule",
+                     *         "error_codes": {
+                     *           "exit_3": 2,
+                     *           "signal_killed": 1
+                     *         },
+                     *         "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *         "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *         "misfired": false,
+                     *         "params": {},
+                     *         "priority": 1,
+                     *         "scheduled_for": "2026-12-04T08:00:00Z",
+                     *         "shard_count": 1,
+                     *         "state": "scheduled",
+                     *         "status_url": "example"
+                     *       },
+                     *       "signing_secret": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["RunAccepted"];
                 };
             };
@@ -5911,6 +8610,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5920,6 +8626,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5929,6 +8642,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5938,6 +8658,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5947,6 +8681,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5961,6 +8702,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "runs": [
+                 *         {
+                 *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunBatch"];
             };
         };
@@ -5971,6 +8721,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "runs": [
+                     *         {
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "run_at": "2026-12-04T08:00:00Z",
+                     *           "status_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RunBatchOutputBody"];
                 };
             };
@@ -5980,6 +8742,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5989,6 +8758,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5998,6 +8774,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6007,6 +8790,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6016,6 +8813,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6030,6 +8834,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "idempotency_keys": [
+                 *         "example"
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunCancelRequest"];
             };
         };
@@ -6040,6 +8851,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "idempotency_key": "example",
+                     *           "state": "cancelled"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RunCancelOutputBody"];
                 };
             };
@@ -6049,6 +8870,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6058,6 +8886,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6067,6 +8902,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6076,6 +8925,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6096,6 +8952,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "error_code": "quota_exceeded",
+                 *       "state": "succeeded",
+                 *       "token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *     }
+                 */
                 "application/json": components["schemas"]["TaskCompletion"];
             };
         };
@@ -6106,6 +8969,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "state": "succeeded",
+                     *       "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TaskCompletionReply"];
                 };
             };
@@ -6115,6 +8984,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6124,6 +9000,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6133,6 +9016,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "request body is too large",
+                     *       "status": 413,
+                     *       "title": "Request Entity Too Large"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6142,6 +9032,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6151,6 +9055,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
