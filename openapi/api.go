@@ -142,6 +142,10 @@ func New(cfg Config) (http.Handler, huma.API) {
 	registerHTTPTaskWebhook(api)
 	finishSpec(api.OpenAPI())
 	mux.Handle("GET /docs", docsHandler(api))
+	mux.Handle("GET /docs/guide/{$}", guideHandler())
+	mux.Handle("GET /docs/guide/{page}", guideHandler())
+	mux.Handle("GET /docs/guide", http.RedirectHandler("/docs/guide/", http.StatusMovedPermanently))
+	mux.Handle("GET /docs/search", docsSearchHandler(api))
 	if cfg.MetricsHandler != nil {
 		metrics := cfg.MetricsHandler
 		if cfg.MetricsAuth {
