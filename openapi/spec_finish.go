@@ -82,9 +82,38 @@ func addExamples(oa *huma.OpenAPI, op *huma.Operation) {
 				mt.Example = problemExample(code)
 				continue
 			}
-			mt.Example = exampleOf(oa, mt.Schema, exampleResponse, 0)
+			mt.Example = overlay(exampleOf(oa, mt.Schema, exampleResponse, 0), responseOverlays[op.OperationID+" "+status])
 		}
 	}
+}
+
+// exampleExecutionID is the id of the run in the examples.
+const exampleExecutionID = "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+
+// responseOverlays correct fields of the built examples of the most read
+// answers ("operation-id status"), so that they tell one consistent
+// story; a nil value removes the field.
+var responseOverlays = map[string]map[string]any{
+	"trigger-job 202": {"cause": "manual", "state": "pending", "scheduled_for": "2026-12-04T08:00:00Z",
+		"status_url": "/v1/executions/" + exampleExecutionID, "error_codes": nil},
+	"get-execution 200": {"cause": "manual", "state": "succeeded", "status_url": "/v1/executions/" + exampleExecutionID,
+		"error_codes": map[string]any{}},
+}
+
+// overlay sets fields of example, an object, from fields.
+func overlay(example any, fields map[string]any) any {
+	obj, ok := example.(map[string]any)
+	if !ok || fields == nil {
+		return example
+	}
+	for k, v := range fields {
+		if v == nil {
+			delete(obj, k)
+		} else {
+			obj[k] = v
+		}
+	}
+	return obj
 }
 
 type exampleSide int
@@ -100,6 +129,8 @@ const (
 var typeExamples = map[string]any{
 	"JobExecutor": map[string]any{"kind": "shell", "command": "./report.sh --day yesterday"},
 	"JobTrigger":  map[string]any{"kind": "cron", "cron": "0 0 8 * * ?", "timezone": "Asia/Shanghai"},
+	// A trigger's body is optional; the example shows what it may say.
+	"TriggerRequest": map[string]any{"params": map[string]any{"day": "2026-12-03"}},
 }
 
 // problemDetails are the detail of the example error of each status.
@@ -238,7 +269,7 @@ func stringExample(s *huma.Schema) string {
 	var v string
 	switch s.Format {
 	case "uuid":
-		v = "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+		v = exampleExecutionID
 	case "date-time":
 		v = "2026-12-04T08:00:00Z"
 	case "date":

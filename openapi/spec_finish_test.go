@@ -45,3 +45,16 @@ func TestExampleOfKeepsBounds(t *testing.T) {
 		"a request leaves read-only and optional fields without examples out")
 	require.Equal(t, map[string]any{"id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"}, exampleOf(oa, obj, exampleResponse, 0))
 }
+
+// The run a trigger answers with is a pending manual run, not whatever
+// the Execution type's field examples say.
+func TestTriggerExampleIsAPendingManualRun(t *testing.T) {
+	t.Parallel()
+	_, api := New(Config{})
+	op := api.OpenAPI().Paths["/v1/jobs/{id}/trigger"].Post
+	ex, ok := op.Responses["202"].Content["application/json"].Example.(map[string]any)
+	require.True(t, ok)
+	require.Equal(t, "pending", ex["state"])
+	require.Equal(t, "manual", ex["cause"])
+	require.NotContains(t, ex, "error_codes")
+}

@@ -5581,11 +5581,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "cause": "schedule",
-                     *       "error_codes": {
-                     *         "exit_3": 2,
-                     *         "signal_killed": 1
-                     *       },
+                     *       "cause": "manual",
+                     *       "error_codes": {},
                      *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
                      *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
                      *       "misfired": false,
@@ -5593,8 +5590,8 @@ export interface operations {
                      *       "priority": 1,
                      *       "scheduled_for": "2026-12-04T08:00:00Z",
                      *       "shard_count": 1,
-                     *       "state": "scheduled",
-                     *       "status_url": "example"
+                     *       "state": "succeeded",
+                     *       "status_url": "/v1/executions/0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
@@ -8410,7 +8407,13 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                /** @example {} */
+                /**
+                 * @example {
+                 *       "params": {
+                 *         "day": "2026-12-03"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["TriggerRequest"];
             };
         };
@@ -8424,11 +8427,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "cause": "schedule",
-                     *       "error_codes": {
-                     *         "exit_3": 2,
-                     *         "signal_killed": 1
-                     *       },
+                     *       "cause": "manual",
                      *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
                      *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
                      *       "misfired": false,
@@ -8436,8 +8435,8 @@ export interface operations {
                      *       "priority": 1,
                      *       "scheduled_for": "2026-12-04T08:00:00Z",
                      *       "shard_count": 1,
-                     *       "state": "scheduled",
-                     *       "status_url": "example"
+                     *       "state": "pending",
+                     *       "status_url": "/v1/executions/0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
