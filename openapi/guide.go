@@ -108,7 +108,11 @@ func guideSections(doc ast.Node, src []byte) []guideSection {
 	var sections []guideSection
 	start, heading, anchor := 0, "", ""
 	flush := func(end int) {
-		if body := strings.TrimSpace(string(src[start:end])); body != "" || heading != "" {
+		body := string(src[start:end])
+		if heading != "" {
+			_, body, _ = strings.Cut(body, "\n") // the heading's own line
+		}
+		if body = strings.TrimSpace(body); body != "" || heading != "" {
 			sections = append(sections, guideSection{Heading: heading, Anchor: anchor, Text: body})
 		}
 	}
