@@ -1,6 +1,7 @@
 package openapi_test
 
 import (
+	"html/template"
 	"io"
 	"net/http"
 	"net/url"
@@ -47,8 +48,12 @@ func TestGuidesServed(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, name)
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)
-		title, _, _ := strings.Cut(strings.TrimPrefix(string(src), "# "), "\n")
-		require.Contains(t, page, "<title>"+strings.ReplaceAll(title, "&", "&amp;")+" · ax</title>", name)
+		if title, ok := strings.CutPrefix(string(src), "# "); ok {
+			title, _, _ = strings.Cut(title, "\n")
+			if !strings.ContainsAny(title, "`*_[") { // a heading of plain words is the page's title as written
+				require.Contains(t, page, "<title>"+template.HTMLEscapeString(title)+" · ax</title>", name)
+			}
+		}
 		require.NotRegexp(t, `href="[^":]*\.md(#[^"]*)?"`, page, "%s: links to other guides point at their pages", name)
 		require.NotContains(t, page, `href="../`, "%s: links to repository files are text on the server", name)
 		require.NotContains(t, page, "<script")
