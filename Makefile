@@ -11,6 +11,8 @@ TS_AGENT := agent/ts
 # The web console's browser test (Playwright driving Chromium): its npm
 # packages too.
 CONSOLE_TEST := tests/e2e/console
+# The spec's linters (Redocly, Spectral): their npm packages too.
+SPEC_LINT := openapi/lint
 # Tests start processes and databases: keep the suite inside 10 minutes.
 TEST_TIMEOUT ?= 9m
 # How many test packages run at once (go test -p; its default is the number
@@ -34,7 +36,7 @@ FUZZ_RESULT_EXECS ?= 20000x
 TEST_FUZZ_RESULT_EXECS ?= 1000x
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench generate verify lint build schema ts-deps console-deps
+.PHONY: help run test fuzz bench generate verify lint lint-spec build schema ts-deps console-deps lint-deps
 
 help: ## Show the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -52,6 +54,7 @@ test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0
 	@# tests/e2e runs the TypeScript client and the console's browser test with node: their packages first.
 	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory ts-deps console-deps; \
 	else echo "npm is not on PATH: the TypeScript client and web console browser tests skip (fail with CI set)"; fi
+	@$(MAKE) --no-print-directory lint-spec
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-go fuzz-job fuzz-cron fuzz-result \
 	  FUZZ_JOB_EXECS=$(TEST_FUZZ_JOB_EXECS) FUZZ_CRON_EXECS=$(TEST_FUZZ_CRON_EXECS) \
 	  FUZZ_RESULT_EXECS=$(TEST_FUZZ_RESULT_EXECS)
@@ -126,6 +129,22 @@ $(TS_AGENT)/node_modules/.package-lock.json: $(TS_AGENT)/package.json $(TS_AGENT
 console-deps: $(CONSOLE_TEST)/node_modules/.package-lock.json ## Install the console browser test's npm packages (npm ci in tests/e2e/console).
 $(CONSOLE_TEST)/node_modules/.package-lock.json: $(CONSOLE_TEST)/package.json $(CONSOLE_TEST)/package-lock.json
 	cd $(CONSOLE_TEST) && npm ci --no-audit --no-fund
+	@touch $@
+
+# Redocly with its recommended rules and Spectral with spectral:oas, both
+# at 0 errors and 0 warnings (openapi/lint holds their configuration).
+# Without npm this is skipped, and fails when CI is set. Redocly's usage
+# telemetry is off: tests send nothing beyond this machine.
+lint-spec: ## Lint openapi/openapi.yaml with Redocly (recommended) and Spectral (spectral:oas).
+	@if ! command -v npm >/dev/null; then \
+	  if [ -n "$$CI" ]; then echo "npm is not on PATH: cannot lint the spec"; exit 1; fi; \
+	  echo "npm is not on PATH: the spec's linters skip (fail with CI set)"; exit 0; fi; \
+	$(MAKE) --no-print-directory lint-deps && \
+	cd $(SPEC_LINT) && REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npm run --silent lint
+
+lint-deps: $(SPEC_LINT)/node_modules/.package-lock.json ## Install the spec linters' npm packages (npm ci in openapi/lint).
+$(SPEC_LINT)/node_modules/.package-lock.json: $(SPEC_LINT)/package.json $(SPEC_LINT)/package-lock.json
+	cd $(SPEC_LINT) && SCARF_ANALYTICS=false npm ci --no-audit --no-fund
 	@touch $@
 
 lint: ## gofmt and go vet.

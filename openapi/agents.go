@@ -191,7 +191,9 @@ func (h *agentHandlers) register(api huma.API) {
 		Description:   "Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).",
 		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound}}, ScopeAdmin), h.resume)
 	huma.Register(api, requireScope(huma.Operation{OperationID: "list-agents", Method: http.MethodGet,
-		Path: "/v1/agents", Tags: []string{"Agents"}, Summary: "List agents"}, ScopeRead), h.list)
+		Path: "/v1/agents", Tags: []string{"Agents"}, Summary: "List agents",
+		Description: "Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, " +
+			"executors, load, running tasks against capacity and recent success rate."}, ScopeRead), h.list)
 }
 
 func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInput) (*agentRegisterOutput, error) {

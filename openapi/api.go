@@ -140,7 +140,12 @@ func New(cfg Config) (http.Handler, huma.API) {
 	registerPatches(api)
 	registerCallbackWebhook(api)
 	registerHTTPTaskWebhook(api)
+	finishSpec(api.OpenAPI())
 	mux.Handle("GET /docs", docsHandler(api))
+	mux.Handle("GET /docs/guide/{$}", guideHandler())
+	mux.Handle("GET /docs/guide/{page}", guideHandler())
+	mux.Handle("GET /docs/guide", http.RedirectHandler("/docs/guide/", http.StatusMovedPermanently))
+	mux.Handle("GET /docs/search", docsSearchHandler(api))
 	if cfg.MetricsHandler != nil {
 		metrics := cfg.MetricsHandler
 		if cfg.MetricsAuth {
@@ -170,6 +175,9 @@ func apiConfig(logger *slog.Logger) huma.Config {
 	cfg := huma.DefaultConfig("ax", SpecVersion)
 	cfg.Transformers = append(cfg.Transformers, hideInternalErrors(logger))
 	cfg.DocsPath = "" // our own page (docs.go): huma's loads its viewer from a CDN
+	// Where `make run` serves; a deployment serves the same paths at its own URL.
+	cfg.Servers = []*huma.Server{{URL: "http://127.0.0.1:8080", Description: "ax on this machine (make run)"}}
+	cfg.Info.Contact = &huma.Contact{Name: "ax maintainers", URL: "https://github.com/ax-scheduler/ax/issues"}
 	cfg.Info.Description = "ax is a distributed job scheduler whose state lives in PostgreSQL. " +
 		"Authenticate with `Authorization: Bearer <api key>`, or sign each request with HMAC (headers Ax-Key-Id, " +
 		"Ax-Timestamp, Ax-Nonce, Ax-Signature; see the README): a signed request is accepted once, within 5 minutes. " +

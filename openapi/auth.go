@@ -29,6 +29,8 @@ const (
 const (
 	securitySchemeName = "bearer"
 	scopeMetadataKey   = "ax-scope"
+	// scopeExtension names the scope an operation needs in the spec.
+	scopeExtension = "x-ax-scope"
 )
 
 // requireScope marks op as needing scope, both for the middleware and in
@@ -38,7 +40,14 @@ func requireScope(op huma.Operation, scope string) huma.Operation {
 		op.Metadata = map[string]any{}
 	}
 	op.Metadata[scopeMetadataKey] = scope
-	op.Security = []map[string][]string{{securitySchemeName: {scope}}}
+	// An HTTP bearer scheme has no scopes in OpenAPI (linters refuse a
+	// list there): the scope is the extension x-ax-scope and a sentence.
+	op.Security = []map[string][]string{{securitySchemeName: {}}}
+	if op.Extensions == nil {
+		op.Extensions = map[string]any{}
+	}
+	op.Extensions[scopeExtension] = scope
+	op.Description = strings.TrimSpace(op.Description + " Needs an API key with scope `" + scope + "`.")
 	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
 	return op
 }

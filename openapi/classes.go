@@ -103,6 +103,7 @@ func (h *classHandlers) register(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "get-class", Method: http.MethodGet, Path: "/v1/classes/{name}", Tags: tags,
 		Summary: "Get a rate class", Errors: []int{http.StatusNotFound},
+		Description: "The class's rate, burst and priority floor, and its tokens now.",
 	}, ScopeRead), h.get)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "update-class", Method: http.MethodPut, Path: "/v1/classes/{name}", Tags: tags,
@@ -112,7 +113,8 @@ func (h *classHandlers) register(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "delete-class", Method: http.MethodDelete, Path: "/v1/classes/{name}", Tags: tags,
 		Summary: "Delete a rate class", DefaultStatus: http.StatusNoContent,
-		Errors: []int{http.StatusNotFound, http.StatusConflict},
+		Description: "Refused with 409 while any job names the class: move those jobs to another class first.",
+		Errors:      []int{http.StatusNotFound, http.StatusConflict},
 	}, ScopeAdmin), h.delete)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "degrade-class", Method: http.MethodPost, Path: "/v1/classes/{name}/degrade", Tags: tags,
@@ -123,6 +125,7 @@ func (h *classHandlers) register(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "restore-class", Method: http.MethodPost, Path: "/v1/classes/{name}/restore", Tags: tags,
 		Summary: "Switch an operator's priority floor off", Errors: []int{http.StatusNotFound},
+		Description: "Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing.",
 	}, ScopeAdmin), h.restore)
 }
 

@@ -147,6 +147,7 @@ func (h *executionHandlers) registerDelayed(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "list-scheduled-runs", Method: http.MethodGet, Path: "/v1/jobs/{id}/scheduled", Tags: []string{"Jobs"},
 		Summary: "List a job's scheduled (delayed) runs", Errors: []int{http.StatusNotFound},
+		Description: "Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor).",
 	}, ScopeRead), h.listScheduled)
 }
 

@@ -3,6 +3,7 @@ package openapi
 import (
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -27,25 +28,27 @@ var docsTemplate = template.Must(template.New("docs").Funcs(template.FuncMap{
 // docsPage is what the template shows.
 type docsPage struct {
 	Title, Version, Description string
+	Guides                      []*guidePage
 	Tags                        []docsTag
 	Webhooks                    []docsOperation
 	Schemas                     []docsSchema
 }
 
 type docsTag struct {
-	Name       string
-	Operations []docsOperation
+	Name, Description string
+	Operations        []docsOperation
 }
 
 type docsOperation struct {
 	ID, Method, Path, Summary, Description string
 	Params                                 []docsField
 	Body                                   string // the request body's type
+	BodyExample                            string // the request body's example, as indented JSON
 	Responses                              []docsResponse
 }
 
 type docsResponse struct {
-	Status, Description, Type string
+	Status, Description, Type, Example string
 }
 
 type docsField struct {
@@ -70,15 +73,27 @@ func docsHandler(api huma.API) http.Handler {
 			http.Error(w, "error rendering the API reference", http.StatusInternalServerError)
 			return
 		}
-		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-		h.Set("X-Content-Type-Options", "nosniff")
+		setDocsHeaders(w)
 		_, _ = w.Write(page)
 	})
 }
 
 func renderDocs(spec *huma.OpenAPI) ([]byte, error) {
+	page := docsPageOf(spec)
+	book, err := guides()
+	if err != nil {
+		return nil, err
+	}
+	page.Guides = book.Pages
+	var buf bytes.Buffer
+	if err := docsTemplate.Execute(&buf, page); err != nil {
+		return nil, fmt.Errorf("error rendering the API reference: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// docsPageOf is what /docs shows of spec (search reads it too).
+func docsPageOf(spec *huma.OpenAPI) docsPage {
 	page := docsPage{Title: spec.Info.Title, Version: spec.Info.Version, Description: spec.Info.Description}
 	byTag := map[string][]docsOperation{}
 	for path, item := range spec.Paths {
@@ -93,7 +108,7 @@ func renderDocs(spec *huma.OpenAPI) ([]byte, error) {
 	for _, name := range sortedKeys(byTag) {
 		ops := byTag[name]
 		slices.SortFunc(ops, func(a, b docsOperation) int { return strings.Compare(a.Path+a.Method, b.Path+b.Method) })
-		page.Tags = append(page.Tags, docsTag{Name: name, Operations: ops})
+		page.Tags = append(page.Tags, docsTag{Name: name, Description: tagDescriptions[name], Operations: ops})
 	}
 	for _, name := range sortedKeys(spec.Webhooks) {
 		for _, op := range operationsOf(spec.Webhooks[name]) {
@@ -113,11 +128,7 @@ func renderDocs(spec *huma.OpenAPI) ([]byte, error) {
 			page.Schemas = append(page.Schemas, ds)
 		}
 	}
-	var buf bytes.Buffer
-	if err := docsTemplate.Execute(&buf, page); err != nil {
-		return nil, fmt.Errorf("error rendering the API reference: %w", err)
-	}
-	return buf.Bytes(), nil
+	return page
 }
 
 type methodOp struct {
@@ -143,15 +154,19 @@ func docsOperationOf(method, path string, op *huma.Operation) docsOperation {
 			Required: p.Required})
 	}
 	if op.RequestBody != nil {
-		for _, mt := range op.RequestBody.Content {
-			d.Body = typeOf(mt.Schema)
+		// application/json first: a PATCH also takes merge and JSON patches.
+		for _, ct := range slices.Backward(sortedKeys(op.RequestBody.Content)) {
+			mt := op.RequestBody.Content[ct]
+			if d.Body == "" || ct == "application/json" {
+				d.Body, d.BodyExample = typeOf(mt.Schema), exampleJSON(mt.Example)
+			}
 		}
 	}
 	for _, status := range sortedKeys(op.Responses) {
 		resp := op.Responses[status]
 		r := docsResponse{Status: status, Description: resp.Description}
 		for _, mt := range resp.Content {
-			r.Type = typeOf(mt.Schema)
+			r.Type, r.Example = typeOf(mt.Schema), exampleJSON(mt.Example)
 		}
 		d.Responses = append(d.Responses, r)
 	}
@@ -190,4 +205,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// exampleJSON is an example as indented JSON; empty for none.
+func exampleJSON(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

@@ -164,6 +164,7 @@ func (h *executionHandlers) register(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "list-job-executions", Method: http.MethodGet, Path: "/v1/jobs/{id}/executions", Tags: []string{"Jobs"},
 		Summary: "List a job's executions", Errors: []int{http.StatusNotFound},
+		Description: "The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor).",
 	}, ScopeRead), h.listForJob)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "cancel-execution", Method: http.MethodPost, Path: "/v1/executions/{id}/cancel", Tags: []string{"Executions"},

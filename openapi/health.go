@@ -57,13 +57,17 @@ func (h *healthHandlers) register(api huma.API) {
 	huma.Register(api, huma.Operation{
 		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"Operations"},
 		Summary: "Liveness: the process serves HTTP",
+		// 422: an unknown query parameter (RejectUnknownQueryParameters).
+		Errors:      []int{http.StatusUnprocessableEntity},
+		Description: "200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.",
 	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		return &healthOutput{Status: http.StatusOK, Body: HealthStatus{Status: "ok", Version: h.version}}, nil
 	})
 	huma.Register(api, huma.Operation{
 		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"Operations"},
 		Summary:     "Readiness: the database answers and its schema is current",
-		Description: "503 with a reason while this replica cannot serve.",
+		Description: "503 with a reason while this replica cannot serve. Needs no API key.",
+		Errors:      []int{http.StatusUnprocessableEntity},
 		Responses: map[string]*huma.Response{
 			"503": {Description: "Not ready", Content: map[string]*huma.MediaType{
 				"application/json": {Schema: api.OpenAPI().Components.Schemas.Schema(

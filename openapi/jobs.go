@@ -89,6 +89,7 @@ func (h *jobHandlers) register(api huma.API) {
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "get-job", Method: http.MethodGet, Path: "/v1/jobs/{id}", Tags: tags,
 		Summary: "Get a job", Errors: []int{http.StatusNotFound},
+		Description: "The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored).",
 	}, ScopeRead), h.get)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "update-job", Method: http.MethodPut, Path: "/v1/jobs/{id}", Tags: tags,

@@ -76,9 +76,10 @@ func registerPatch(api huma.API, get, put *huma.Operation) {
 	optional := optionalSchema(putSchema(api, put))
 	op := &huma.Operation{
 		OperationID: "patch-" + name, Method: http.MethodPatch, Path: put.Path,
-		Summary:     "Patch " + name,
-		Description: "Partial update operation supporting both JSON Merge Patch & JSON Patch updates.",
-		Tags:        put.Tags, Deprecated: put.Deprecated, Parameters: put.Parameters,
+		Summary: "Patch " + name,
+		Description: "Partial update operation supporting both JSON Merge Patch & JSON Patch updates. " +
+			"Needs an API key with scope `" + fmt.Sprint(put.Metadata[scopeMetadataKey]) + "`.",
+		Tags: put.Tags, Deprecated: put.Deprecated, Parameters: put.Parameters,
 		MaxBodyBytes: cmpPositive(put.MaxBodyBytes, 1<<20), BodyReadTimeout: cmpPositive(put.BodyReadTimeout, defaultBodyReadTimeout),
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
 			mergePatchJSON:      {Schema: optional},
@@ -88,8 +89,9 @@ func registerPatch(api huma.API, get, put *huma.Operation) {
 		Responses: maps.Clone(put.Responses),
 		Errors: append(append([]int{}, put.Errors...), http.StatusNotModified, http.StatusBadRequest,
 			http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
-		Security: put.Security,
-		Metadata: map[string]any{scopeMetadataKey: put.Metadata[scopeMetadataKey]},
+		Security:   put.Security,
+		Metadata:   map[string]any{scopeMetadataKey: put.Metadata[scopeMetadataKey]},
+		Extensions: map[string]any{scopeExtension: put.Metadata[scopeMetadataKey]},
 	}
 	api.OpenAPI().AddOperation(op)
 	p := &patcher{api: api, op: op}

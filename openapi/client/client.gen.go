@@ -2760,24 +2760,28 @@ type ClientInterface interface {
 
 	// Healthz Liveness: the process serves HTTP
 	//
+	// 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness: the database answers and its schema is current
 	//
-	// 503 with a reason while this replica cannot serve.
+	// 503 with a reason while this replica cannot serve. Needs no API key.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListAgents List agents
 	//
+	// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
 	ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RegisterAgentWithBody Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2786,7 +2790,7 @@ type ClientInterface interface {
 
 	// RegisterAgent Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2795,7 +2799,7 @@ type ClientInterface interface {
 
 	// CompleteTasksWithBody Report task results
 	//
-	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2804,7 +2808,7 @@ type ClientInterface interface {
 
 	// CompleteTasks Report task results
 	//
-	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2813,21 +2817,21 @@ type ClientInterface interface {
 
 	// DeregisterAgent Deregister an agent
 	//
-	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
 	//
 	// Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
 	DeregisterAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DrainAgent Drain an agent
 	//
-	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
 	//
 	// Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
 	DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HeartbeatAgentWithBody Renew leases and report load
 	//
-	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2836,7 +2840,7 @@ type ClientInterface interface {
 
 	// HeartbeatAgent Renew leases and report load
 	//
-	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2845,7 +2849,7 @@ type ClientInterface interface {
 
 	// LeaseTasksWithBody Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2854,7 +2858,7 @@ type ClientInterface interface {
 
 	// LeaseTasks Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2863,7 +2867,7 @@ type ClientInterface interface {
 
 	// AppendTaskLogsWithBody Append task output
 	//
-	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2872,7 +2876,7 @@ type ClientInterface interface {
 
 	// AppendTaskLogs Append task output
 	//
-	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2881,7 +2885,7 @@ type ClientInterface interface {
 
 	// ReleaseTasksWithBody Hand leases back
 	//
-	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2890,7 +2894,7 @@ type ClientInterface interface {
 
 	// ReleaseTasks Hand leases back
 	//
-	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2899,21 +2903,21 @@ type ClientInterface interface {
 
 	// ResumeAgent Resume a drained or quarantined agent
 	//
-	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
 	//
 	// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 	ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClasses List rate classes
 	//
-	// With each bucket's tokens, waiting depth and floor now.
+	// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/classes (the `ListClasses` operationId).
 	ListClasses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateClassWithBody Create a rate class
 	//
-	// A token bucket shared by every job that names it; it starts full.
+	// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2922,7 +2926,7 @@ type ClientInterface interface {
 
 	// CreateClass Create a rate class
 	//
-	// A token bucket shared by every job that names it; it starts full.
+	// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2931,17 +2935,21 @@ type ClientInterface interface {
 
 	// DeleteClass Delete a rate class
 	//
+	// Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+	//
 	// Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
 	DeleteClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetClass Get a rate class
+	//
+	// The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/classes/{name} (the `GetClass` operationId).
 	GetClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PatchClassWithBody Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2950,7 +2958,7 @@ type ClientInterface interface {
 
 	// PatchClassWithApplicationJSONPatchPlusJSONBody Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json-patch+json` content type.
 	//
@@ -2959,7 +2967,7 @@ type ClientInterface interface {
 
 	// PatchClassWithApplicationMergePatchPlusJSONBody Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -2968,7 +2976,7 @@ type ClientInterface interface {
 
 	// UpdateClassWithBody Change a rate class
 	//
-	// The bucket keeps its level, capped at the new burst.
+	// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2977,7 +2985,7 @@ type ClientInterface interface {
 
 	// UpdateClass Change a rate class
 	//
-	// The bucket keeps its level, capped at the new burst.
+	// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2986,7 +2994,7 @@ type ClientInterface interface {
 
 	// DegradeClassWithBody Switch an operator's priority floor on
 	//
-	// Until restored, the class leases only tasks at or above min_priority.
+	// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2995,7 +3003,7 @@ type ClientInterface interface {
 
 	// DegradeClass Switch an operator's priority floor on
 	//
-	// Until restored, the class leases only tasks at or above min_priority.
+	// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3004,12 +3012,14 @@ type ClientInterface interface {
 
 	// RestoreClass Switch an operator's priority floor off
 	//
+	// Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+	//
 	// Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
 	RestoreClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PreviewCronWithBody List the next fire times of a cron expression
 	//
-	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+	// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3018,7 +3028,7 @@ type ClientInterface interface {
 
 	// PreviewCron List the next fire times of a cron expression
 	//
-	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+	// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3027,14 +3037,14 @@ type ClientInterface interface {
 
 	// ListDeclarations List declaration sets
 	//
-	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
 	ListDeclarations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeclareJobsWithBody Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3043,7 +3053,7 @@ type ClientInterface interface {
 
 	// DeclareJobs Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3052,56 +3062,56 @@ type ClientInterface interface {
 
 	// ListExecutions List executions
 	//
-	// Newest first; filter by job, state and scheduled time.
+	// Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetExecution Get an execution with its tasks and callback
 	//
-	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
 	GetExecution(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RedeliverCallback Deliver an execution's callback again
 	//
-	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/executions/{id}/callback/redeliver (the `RedeliverCallback` operationId).
 	RedeliverCallback(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelExecution Cancel an execution
 	//
-	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 	CancelExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetExecutionLogs An execution's task events and output
 	//
-	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 	GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHistory Show the history retention in force and the latest partitions dropped
 	//
-	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/history (the `GetHistory` operationId).
 	GetHistory(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobs List jobs
 	//
-	// Pages in creation order; filter by group, owner and paused.
+	// Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateJobWithBody Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3110,7 +3120,7 @@ type ClientInterface interface {
 
 	// CreateJob Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3119,19 +3129,21 @@ type ClientInterface interface {
 
 	// DeleteJob Delete a job
 	//
-	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
 	DeleteJob(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetJob Get a job
 	//
+	// The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
 	GetJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PatchJobWithBody Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3140,7 +3152,7 @@ type ClientInterface interface {
 
 	// PatchJobWithApplicationJSONPatchPlusJSONBody Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json-patch+json` content type.
 	//
@@ -3149,7 +3161,7 @@ type ClientInterface interface {
 
 	// PatchJobWithApplicationMergePatchPlusJSONBody Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -3158,7 +3170,7 @@ type ClientInterface interface {
 
 	// UpdateJobWithBody Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3167,7 +3179,7 @@ type ClientInterface interface {
 
 	// UpdateJob Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3176,38 +3188,42 @@ type ClientInterface interface {
 
 	// ListJobExecutions List a job's executions
 	//
+	// The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 	ListJobExecutions(ctx context.Context, id openapi_types.UUID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExplainTick Say what became of one instant of a job's schedule
 	//
-	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
 	ExplainTick(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseJob Pause a job
 	//
-	// A paused job does not fire. Pausing twice is harmless.
+	// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResumeJob Resume a paused job
 	//
-	// Fires that fell due while paused are handled under the job's misfire policy.
+	// Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListScheduledRuns List a job's scheduled (delayed) runs
 	//
+	// Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
 	ListScheduledRuns(ctx context.Context, id openapi_types.UUID, params *ListScheduledRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PreviewJobShardsWithBody Show the shard params of a fire of a job
 	//
-	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3216,7 +3232,7 @@ type ClientInterface interface {
 
 	// PreviewJobShards Show the shard params of a fire of a job
 	//
-	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3225,7 +3241,7 @@ type ClientInterface interface {
 
 	// RotateSigningSecretWithBody Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3234,7 +3250,7 @@ type ClientInterface interface {
 
 	// RotateSigningSecret Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3243,14 +3259,14 @@ type ClientInterface interface {
 
 	// ListSkippedFires List ticks that did not fire, with why
 	//
-	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/jobs/{id}/skipped (the `ListSkippedFires` operationId).
 	ListSkippedFires(ctx context.Context, id openapi_types.UUID, params *ListSkippedFiresParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TriggerJobWithBody Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3259,7 +3275,7 @@ type ClientInterface interface {
 
 	// TriggerJob Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3268,7 +3284,7 @@ type ClientInterface interface {
 
 	// SubmitRunWithBody Submit an ad-hoc run
 	//
-	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3277,7 +3293,7 @@ type ClientInterface interface {
 
 	// SubmitRun Submit an ad-hoc run
 	//
-	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3286,7 +3302,7 @@ type ClientInterface interface {
 
 	// SubmitRunBatchWithBody Schedule up to 1,000 runs of jobs at once
 	//
-	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3295,7 +3311,7 @@ type ClientInterface interface {
 
 	// SubmitRunBatch Schedule up to 1,000 runs of jobs at once
 	//
-	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3304,7 +3320,7 @@ type ClientInterface interface {
 
 	// CancelRunsByKeyWithBody Cancel scheduled runs by their Idempotency-Keys
 	//
-	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3313,7 +3329,7 @@ type ClientInterface interface {
 
 	// CancelRunsByKey Cancel scheduled runs by their Idempotency-Keys
 	//
-	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3341,6 +3357,8 @@ type ClientInterface interface {
 
 // Healthz Liveness: the process serves HTTP
 //
+// 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+//
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
@@ -3356,7 +3374,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // Readyz Readiness: the database answers and its schema is current
 //
-// 503 with a reason while this replica cannot serve.
+// 503 with a reason while this replica cannot serve. Needs no API key.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3373,6 +3391,8 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 
 // ListAgents List agents
 //
+// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/agents (the `ListAgents` operationId).
 func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAgentsRequest(c.Server)
@@ -3388,7 +3408,7 @@ func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // RegisterAgentWithBody Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3407,7 +3427,7 @@ func (c *Client) RegisterAgentWithBody(ctx context.Context, contentType string, 
 
 // RegisterAgent Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3426,7 +3446,7 @@ func (c *Client) RegisterAgent(ctx context.Context, body RegisterAgentJSONReques
 
 // CompleteTasksWithBody Report task results
 //
-// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3445,7 +3465,7 @@ func (c *Client) CompleteTasksWithBody(ctx context.Context, id openapi_types.UUI
 
 // CompleteTasks Report task results
 //
-// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3464,7 +3484,7 @@ func (c *Client) CompleteTasks(ctx context.Context, id openapi_types.UUID, body 
 
 // DeregisterAgent Deregister an agent
 //
-// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
 //
 // Corresponds with POST /v1/agents/{id}/deregister (the `DeregisterAgent` operationId).
 func (c *Client) DeregisterAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3481,7 +3501,7 @@ func (c *Client) DeregisterAgent(ctx context.Context, id openapi_types.UUID, req
 
 // DrainAgent Drain an agent
 //
-// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
 //
 // Corresponds with POST /v1/agents/{id}/drain (the `DrainAgent` operationId).
 func (c *Client) DrainAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3498,7 +3518,7 @@ func (c *Client) DrainAgent(ctx context.Context, id openapi_types.UUID, reqEdito
 
 // HeartbeatAgentWithBody Renew leases and report load
 //
-// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3517,7 +3537,7 @@ func (c *Client) HeartbeatAgentWithBody(ctx context.Context, id openapi_types.UU
 
 // HeartbeatAgent Renew leases and report load
 //
-// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3536,7 +3556,7 @@ func (c *Client) HeartbeatAgent(ctx context.Context, id openapi_types.UUID, body
 
 // LeaseTasksWithBody Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3555,7 +3575,7 @@ func (c *Client) LeaseTasksWithBody(ctx context.Context, id openapi_types.UUID, 
 
 // LeaseTasks Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3574,7 +3594,7 @@ func (c *Client) LeaseTasks(ctx context.Context, id openapi_types.UUID, body Lea
 
 // AppendTaskLogsWithBody Append task output
 //
-// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3593,7 +3613,7 @@ func (c *Client) AppendTaskLogsWithBody(ctx context.Context, id openapi_types.UU
 
 // AppendTaskLogs Append task output
 //
-// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3612,7 +3632,7 @@ func (c *Client) AppendTaskLogs(ctx context.Context, id openapi_types.UUID, body
 
 // ReleaseTasksWithBody Hand leases back
 //
-// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3631,7 +3651,7 @@ func (c *Client) ReleaseTasksWithBody(ctx context.Context, id openapi_types.UUID
 
 // ReleaseTasks Hand leases back
 //
-// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3650,7 +3670,7 @@ func (c *Client) ReleaseTasks(ctx context.Context, id openapi_types.UUID, body R
 
 // ResumeAgent Resume a drained or quarantined agent
 //
-// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
 //
 // Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 func (c *Client) ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3667,7 +3687,7 @@ func (c *Client) ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEdit
 
 // ListClasses List rate classes
 //
-// With each bucket's tokens, waiting depth and floor now.
+// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/classes (the `ListClasses` operationId).
 func (c *Client) ListClasses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3684,7 +3704,7 @@ func (c *Client) ListClasses(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // CreateClassWithBody Create a rate class
 //
-// A token bucket shared by every job that names it; it starts full.
+// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3703,7 +3723,7 @@ func (c *Client) CreateClassWithBody(ctx context.Context, contentType string, bo
 
 // CreateClass Create a rate class
 //
-// A token bucket shared by every job that names it; it starts full.
+// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3722,6 +3742,8 @@ func (c *Client) CreateClass(ctx context.Context, body CreateClassJSONRequestBod
 
 // DeleteClass Delete a rate class
 //
+// Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+//
 // Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
 func (c *Client) DeleteClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteClassRequest(c.Server, name)
@@ -3736,6 +3758,8 @@ func (c *Client) DeleteClass(ctx context.Context, name string, reqEditors ...Req
 }
 
 // GetClass Get a rate class
+//
+// The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/classes/{name} (the `GetClass` operationId).
 func (c *Client) GetClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3752,7 +3776,7 @@ func (c *Client) GetClass(ctx context.Context, name string, reqEditors ...Reques
 
 // PatchClassWithBody Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3771,7 +3795,7 @@ func (c *Client) PatchClassWithBody(ctx context.Context, name string, contentTyp
 
 // PatchClassWithApplicationJSONPatchPlusJSONBody Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json-patch+json` content type.
 //
@@ -3790,7 +3814,7 @@ func (c *Client) PatchClassWithApplicationJSONPatchPlusJSONBody(ctx context.Cont
 
 // PatchClassWithApplicationMergePatchPlusJSONBody Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -3809,7 +3833,7 @@ func (c *Client) PatchClassWithApplicationMergePatchPlusJSONBody(ctx context.Con
 
 // UpdateClassWithBody Change a rate class
 //
-// The bucket keeps its level, capped at the new burst.
+// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3828,7 +3852,7 @@ func (c *Client) UpdateClassWithBody(ctx context.Context, name string, contentTy
 
 // UpdateClass Change a rate class
 //
-// The bucket keeps its level, capped at the new burst.
+// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3847,7 +3871,7 @@ func (c *Client) UpdateClass(ctx context.Context, name string, body UpdateClassJ
 
 // DegradeClassWithBody Switch an operator's priority floor on
 //
-// Until restored, the class leases only tasks at or above min_priority.
+// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3866,7 +3890,7 @@ func (c *Client) DegradeClassWithBody(ctx context.Context, name string, contentT
 
 // DegradeClass Switch an operator's priority floor on
 //
-// Until restored, the class leases only tasks at or above min_priority.
+// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3885,6 +3909,8 @@ func (c *Client) DegradeClass(ctx context.Context, name string, body DegradeClas
 
 // RestoreClass Switch an operator's priority floor off
 //
+// Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+//
 // Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
 func (c *Client) RestoreClass(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRestoreClassRequest(c.Server, name)
@@ -3900,7 +3926,7 @@ func (c *Client) RestoreClass(ctx context.Context, name string, reqEditors ...Re
 
 // PreviewCronWithBody List the next fire times of a cron expression
 //
-// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3919,7 +3945,7 @@ func (c *Client) PreviewCronWithBody(ctx context.Context, contentType string, bo
 
 // PreviewCron List the next fire times of a cron expression
 //
-// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3938,7 +3964,7 @@ func (c *Client) PreviewCron(ctx context.Context, body PreviewCronJSONRequestBod
 
 // ListDeclarations List declaration sets
 //
-// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/declarations (the `ListDeclarations` operationId).
 func (c *Client) ListDeclarations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3955,7 +3981,7 @@ func (c *Client) ListDeclarations(ctx context.Context, reqEditors ...RequestEdit
 
 // DeclareJobsWithBody Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3974,7 +4000,7 @@ func (c *Client) DeclareJobsWithBody(ctx context.Context, contentType string, bo
 
 // DeclareJobs Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3993,7 +4019,7 @@ func (c *Client) DeclareJobs(ctx context.Context, body DeclareJobsJSONRequestBod
 
 // ListExecutions List executions
 //
-// Newest first; filter by job, state and scheduled time.
+// Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4010,7 +4036,7 @@ func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParam
 
 // GetExecution Get an execution with its tasks and callback
 //
-// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/executions/{id} (the `GetExecution` operationId).
 func (c *Client) GetExecution(ctx context.Context, id openapi_types.UUID, params *GetExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4027,7 +4053,7 @@ func (c *Client) GetExecution(ctx context.Context, id openapi_types.UUID, params
 
 // RedeliverCallback Deliver an execution's callback again
 //
-// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/executions/{id}/callback/redeliver (the `RedeliverCallback` operationId).
 func (c *Client) RedeliverCallback(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4044,7 +4070,7 @@ func (c *Client) RedeliverCallback(ctx context.Context, id openapi_types.UUID, r
 
 // CancelExecution Cancel an execution
 //
-// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4061,7 +4087,7 @@ func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, req
 
 // GetExecutionLogs An execution's task events and output
 //
-// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4078,7 +4104,7 @@ func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, pa
 
 // GetHistory Show the history retention in force and the latest partitions dropped
 //
-// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/history (the `GetHistory` operationId).
 func (c *Client) GetHistory(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4095,7 +4121,7 @@ func (c *Client) GetHistory(ctx context.Context, params *GetHistoryParams, reqEd
 
 // ListJobs List jobs
 //
-// Pages in creation order; filter by group, owner and paused.
+// Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4112,7 +4138,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // CreateJobWithBody Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4131,7 +4157,7 @@ func (c *Client) CreateJobWithBody(ctx context.Context, contentType string, body
 
 // CreateJob Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4150,7 +4176,7 @@ func (c *Client) CreateJob(ctx context.Context, body CreateJobJSONRequestBody, r
 
 // DeleteJob Delete a job
 //
-// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
 //
 // Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
 func (c *Client) DeleteJob(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4167,6 +4193,8 @@ func (c *Client) DeleteJob(ctx context.Context, id openapi_types.UUID, params *D
 
 // GetJob Get a job
 //
+// The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
 func (c *Client) GetJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJobRequest(c.Server, id)
@@ -4182,7 +4210,7 @@ func (c *Client) GetJob(ctx context.Context, id openapi_types.UUID, reqEditors .
 
 // PatchJobWithBody Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4201,7 +4229,7 @@ func (c *Client) PatchJobWithBody(ctx context.Context, id openapi_types.UUID, pa
 
 // PatchJobWithApplicationJSONPatchPlusJSONBody Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json-patch+json` content type.
 //
@@ -4220,7 +4248,7 @@ func (c *Client) PatchJobWithApplicationJSONPatchPlusJSONBody(ctx context.Contex
 
 // PatchJobWithApplicationMergePatchPlusJSONBody Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -4239,7 +4267,7 @@ func (c *Client) PatchJobWithApplicationMergePatchPlusJSONBody(ctx context.Conte
 
 // UpdateJobWithBody Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4258,7 +4286,7 @@ func (c *Client) UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, p
 
 // UpdateJob Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4277,6 +4305,8 @@ func (c *Client) UpdateJob(ctx context.Context, id openapi_types.UUID, params *U
 
 // ListJobExecutions List a job's executions
 //
+// The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 func (c *Client) ListJobExecutions(ctx context.Context, id openapi_types.UUID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobExecutionsRequest(c.Server, id, params)
@@ -4292,7 +4322,7 @@ func (c *Client) ListJobExecutions(ctx context.Context, id openapi_types.UUID, p
 
 // ExplainTick Say what became of one instant of a job's schedule
 //
-// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
 func (c *Client) ExplainTick(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4309,7 +4339,7 @@ func (c *Client) ExplainTick(ctx context.Context, id openapi_types.UUID, params 
 
 // PauseJob Pause a job
 //
-// A paused job does not fire. Pausing twice is harmless.
+// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 func (c *Client) PauseJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4326,7 +4356,7 @@ func (c *Client) PauseJob(ctx context.Context, id openapi_types.UUID, reqEditors
 
 // ResumeJob Resume a paused job
 //
-// Fires that fell due while paused are handled under the job's misfire policy.
+// Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
 func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4343,6 +4373,8 @@ func (c *Client) ResumeJob(ctx context.Context, id openapi_types.UUID, reqEditor
 
 // ListScheduledRuns List a job's scheduled (delayed) runs
 //
+// Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
 func (c *Client) ListScheduledRuns(ctx context.Context, id openapi_types.UUID, params *ListScheduledRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListScheduledRunsRequest(c.Server, id, params)
@@ -4358,7 +4390,7 @@ func (c *Client) ListScheduledRuns(ctx context.Context, id openapi_types.UUID, p
 
 // PreviewJobShardsWithBody Show the shard params of a fire of a job
 //
-// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4377,7 +4409,7 @@ func (c *Client) PreviewJobShardsWithBody(ctx context.Context, id openapi_types.
 
 // PreviewJobShards Show the shard params of a fire of a job
 //
-// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4396,7 +4428,7 @@ func (c *Client) PreviewJobShards(ctx context.Context, id openapi_types.UUID, bo
 
 // RotateSigningSecretWithBody Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4415,7 +4447,7 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, id openapi_typ
 
 // RotateSigningSecret Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4434,7 +4466,7 @@ func (c *Client) RotateSigningSecret(ctx context.Context, id openapi_types.UUID,
 
 // ListSkippedFires List ticks that did not fire, with why
 //
-// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/jobs/{id}/skipped (the `ListSkippedFires` operationId).
 func (c *Client) ListSkippedFires(ctx context.Context, id openapi_types.UUID, params *ListSkippedFiresParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4451,7 +4483,7 @@ func (c *Client) ListSkippedFires(ctx context.Context, id openapi_types.UUID, pa
 
 // TriggerJobWithBody Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4470,7 +4502,7 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, id openapi_types.UUID, 
 
 // TriggerJob Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4489,7 +4521,7 @@ func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *
 
 // SubmitRunWithBody Submit an ad-hoc run
 //
-// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4508,7 +4540,7 @@ func (c *Client) SubmitRunWithBody(ctx context.Context, params *SubmitRunParams,
 
 // SubmitRun Submit an ad-hoc run
 //
-// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4527,7 +4559,7 @@ func (c *Client) SubmitRun(ctx context.Context, params *SubmitRunParams, body Su
 
 // SubmitRunBatchWithBody Schedule up to 1,000 runs of jobs at once
 //
-// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4546,7 +4578,7 @@ func (c *Client) SubmitRunBatchWithBody(ctx context.Context, contentType string,
 
 // SubmitRunBatch Schedule up to 1,000 runs of jobs at once
 //
-// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4565,7 +4597,7 @@ func (c *Client) SubmitRunBatch(ctx context.Context, body SubmitRunBatchJSONRequ
 
 // CancelRunsByKeyWithBody Cancel scheduled runs by their Idempotency-Keys
 //
-// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4584,7 +4616,7 @@ func (c *Client) CancelRunsByKeyWithBody(ctx context.Context, contentType string
 
 // CancelRunsByKey Cancel scheduled runs by their Idempotency-Keys
 //
-// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7081,6 +7113,8 @@ type ClientWithResponsesInterface interface {
 
 	// HealthzWithResponse Liveness: the process serves HTTP
 	//
+	// 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -7088,7 +7122,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReadyzWithResponse Readiness: the database answers and its schema is current
 	//
-	// 503 with a reason while this replica cannot serve.
+	// 503 with a reason while this replica cannot serve. Needs no API key.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7097,6 +7131,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListAgentsWithResponse List agents
 	//
+	// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
@@ -7104,7 +7140,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterAgentWithBodyWithResponse Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7113,7 +7149,7 @@ type ClientWithResponsesInterface interface {
 
 	// RegisterAgentWithResponse Register an agent
 	//
-	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7122,7 +7158,7 @@ type ClientWithResponsesInterface interface {
 
 	// CompleteTasksWithBodyWithResponse Report task results
 	//
-	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7131,7 +7167,7 @@ type ClientWithResponsesInterface interface {
 
 	// CompleteTasksWithResponse Report task results
 	//
-	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+	// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7140,7 +7176,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeregisterAgentWithResponse Deregister an agent
 	//
-	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+	// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7149,7 +7185,7 @@ type ClientWithResponsesInterface interface {
 
 	// DrainAgentWithResponse Drain an agent
 	//
-	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+	// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7158,7 +7194,7 @@ type ClientWithResponsesInterface interface {
 
 	// HeartbeatAgentWithBodyWithResponse Renew leases and report load
 	//
-	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7167,7 +7203,7 @@ type ClientWithResponsesInterface interface {
 
 	// HeartbeatAgentWithResponse Renew leases and report load
 	//
-	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+	// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7176,7 +7212,7 @@ type ClientWithResponsesInterface interface {
 
 	// LeaseTasksWithBodyWithResponse Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7185,7 +7221,7 @@ type ClientWithResponsesInterface interface {
 
 	// LeaseTasksWithResponse Lease tasks (long poll)
 	//
-	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+	// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7194,7 +7230,7 @@ type ClientWithResponsesInterface interface {
 
 	// AppendTaskLogsWithBodyWithResponse Append task output
 	//
-	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7203,7 +7239,7 @@ type ClientWithResponsesInterface interface {
 
 	// AppendTaskLogsWithResponse Append task output
 	//
-	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+	// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7212,7 +7248,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseTasksWithBodyWithResponse Hand leases back
 	//
-	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7221,7 +7257,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseTasksWithResponse Hand leases back
 	//
-	// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+	// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7230,7 +7266,7 @@ type ClientWithResponsesInterface interface {
 
 	// ResumeAgentWithResponse Resume a drained or quarantined agent
 	//
-	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+	// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7239,7 +7275,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListClassesWithResponse List rate classes
 	//
-	// With each bucket's tokens, waiting depth and floor now.
+	// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7248,7 +7284,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateClassWithBodyWithResponse Create a rate class
 	//
-	// A token bucket shared by every job that names it; it starts full.
+	// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7257,7 +7293,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateClassWithResponse Create a rate class
 	//
-	// A token bucket shared by every job that names it; it starts full.
+	// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7266,12 +7302,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteClassWithResponse Delete a rate class
 	//
+	// Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
 	DeleteClassWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteClassResponse, error)
 
 	// GetClassWithResponse Get a rate class
+	//
+	// The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7280,7 +7320,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchClassWithBodyWithResponse Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7289,7 +7329,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchClassWithApplicationJSONPatchPlusJSONBodyWithResponse Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7298,7 +7338,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchClassWithApplicationMergePatchPlusJSONBodyWithResponse Patch class
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7307,7 +7347,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateClassWithBodyWithResponse Change a rate class
 	//
-	// The bucket keeps its level, capped at the new burst.
+	// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7316,7 +7356,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateClassWithResponse Change a rate class
 	//
-	// The bucket keeps its level, capped at the new burst.
+	// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7325,7 +7365,7 @@ type ClientWithResponsesInterface interface {
 
 	// DegradeClassWithBodyWithResponse Switch an operator's priority floor on
 	//
-	// Until restored, the class leases only tasks at or above min_priority.
+	// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7334,7 +7374,7 @@ type ClientWithResponsesInterface interface {
 
 	// DegradeClassWithResponse Switch an operator's priority floor on
 	//
-	// Until restored, the class leases only tasks at or above min_priority.
+	// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7343,6 +7383,8 @@ type ClientWithResponsesInterface interface {
 
 	// RestoreClassWithResponse Switch an operator's priority floor off
 	//
+	// Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
@@ -7350,7 +7392,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewCronWithBodyWithResponse List the next fire times of a cron expression
 	//
-	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+	// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7359,7 +7401,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewCronWithResponse List the next fire times of a cron expression
 	//
-	// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+	// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7368,7 +7410,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListDeclarationsWithResponse List declaration sets
 	//
-	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+	// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7377,7 +7419,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeclareJobsWithBodyWithResponse Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7386,7 +7428,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeclareJobsWithResponse Declare a set of jobs
 	//
-	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+	// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7395,7 +7437,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListExecutionsWithResponse List executions
 	//
-	// Newest first; filter by job, state and scheduled time.
+	// Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7404,7 +7446,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetExecutionWithResponse Get an execution with its tasks and callback
 	//
-	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7413,7 +7455,7 @@ type ClientWithResponsesInterface interface {
 
 	// RedeliverCallbackWithResponse Deliver an execution's callback again
 	//
-	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+	// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7422,7 +7464,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelExecutionWithResponse Cancel an execution
 	//
-	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+	// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7431,7 +7473,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetExecutionLogsWithResponse An execution's task events and output
 	//
-	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+	// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7440,7 +7482,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetHistoryWithResponse Show the history retention in force and the latest partitions dropped
 	//
-	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+	// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7449,7 +7491,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListJobsWithResponse List jobs
 	//
-	// Pages in creation order; filter by group, owner and paused.
+	// Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7458,7 +7500,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateJobWithBodyWithResponse Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7467,7 +7509,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateJobWithResponse Create a job
 	//
-	// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7476,7 +7518,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteJobWithResponse Delete a job
 	//
-	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+	// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7485,6 +7527,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetJobWithResponse Get a job
 	//
+	// The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
@@ -7492,7 +7536,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchJobWithBodyWithResponse Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7501,7 +7545,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7510,7 +7554,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse Patch job
 	//
-	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7519,7 +7563,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateJobWithBodyWithResponse Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7528,7 +7572,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateJobWithResponse Replace a job's definition
 	//
-	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+	// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7537,6 +7581,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListJobExecutionsWithResponse List a job's executions
 	//
+	// The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
@@ -7544,7 +7590,7 @@ type ClientWithResponsesInterface interface {
 
 	// ExplainTickWithResponse Say what became of one instant of a job's schedule
 	//
-	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+	// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7553,7 +7599,7 @@ type ClientWithResponsesInterface interface {
 
 	// PauseJobWithResponse Pause a job
 	//
-	// A paused job does not fire. Pausing twice is harmless.
+	// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7562,7 +7608,7 @@ type ClientWithResponsesInterface interface {
 
 	// ResumeJobWithResponse Resume a paused job
 	//
-	// Fires that fell due while paused are handled under the job's misfire policy.
+	// Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7571,6 +7617,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListScheduledRunsWithResponse List a job's scheduled (delayed) runs
 	//
+	// Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
@@ -7578,7 +7626,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
 	//
-	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7587,7 +7635,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewJobShardsWithResponse Show the shard params of a fire of a job
 	//
-	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+	// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7596,7 +7644,7 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7605,7 +7653,7 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithResponse Rotate a job's signing secret
 	//
-	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7614,7 +7662,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListSkippedFiresWithResponse List ticks that did not fire, with why
 	//
-	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+	// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7623,7 +7671,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerJobWithBodyWithResponse Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7632,7 +7680,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerJobWithResponse Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7641,7 +7689,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithBodyWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7650,7 +7698,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunWithResponse Submit an ad-hoc run
 	//
-	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+	// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7659,7 +7707,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunBatchWithBodyWithResponse Schedule up to 1,000 runs of jobs at once
 	//
-	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7668,7 +7716,7 @@ type ClientWithResponsesInterface interface {
 
 	// SubmitRunBatchWithResponse Schedule up to 1,000 runs of jobs at once
 	//
-	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+	// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7677,7 +7725,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelRunsByKeyWithBodyWithResponse Cancel scheduled runs by their Idempotency-Keys
 	//
-	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7686,7 +7734,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelRunsByKeyWithResponse Cancel scheduled runs by their Idempotency-Keys
 	//
-	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+	// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7717,8 +7765,10 @@ type HealthzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthStatus
-	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
-	ApplicationproblemJSONDefault *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7726,9 +7776,14 @@ func (r HealthzResponse) GetJSON200() *HealthStatus {
 	return r.JSON200
 }
 
-// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
-func (r HealthzResponse) GetApplicationproblemJSONDefault() *ErrorModel {
-	return r.ApplicationproblemJSONDefault
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r HealthzResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r HealthzResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7765,6 +7820,10 @@ type ReadyzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthStatus
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *HealthStatus
 }
@@ -7772,6 +7831,16 @@ type ReadyzResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ReadyzResponse) GetJSON200() *HealthStatus {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -11307,6 +11376,8 @@ func (r CompleteHttpTaskResponse) ContentType() string {
 
 // HealthzWithResponse Liveness: the process serves HTTP
 //
+// 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -11320,7 +11391,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 
 // ReadyzWithResponse Readiness: the database answers and its schema is current
 //
-// 503 with a reason while this replica cannot serve.
+// 503 with a reason while this replica cannot serve. Needs no API key.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11335,6 +11406,8 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 
 // ListAgentsWithResponse List agents
 //
+// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/agents (the `ListAgents` operationId).
@@ -11348,7 +11421,7 @@ func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, reqEdi
 
 // RegisterAgentWithBodyWithResponse Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11363,7 +11436,7 @@ func (c *ClientWithResponses) RegisterAgentWithBodyWithResponse(ctx context.Cont
 
 // RegisterAgentWithResponse Register an agent
 //
-// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11378,7 +11451,7 @@ func (c *ClientWithResponses) RegisterAgentWithResponse(ctx context.Context, bod
 
 // CompleteTasksWithBodyWithResponse Report task results
 //
-// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11393,7 +11466,7 @@ func (c *ClientWithResponses) CompleteTasksWithBodyWithResponse(ctx context.Cont
 
 // CompleteTasksWithResponse Report task results
 //
-// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+// Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11408,7 +11481,7 @@ func (c *ClientWithResponses) CompleteTasksWithResponse(ctx context.Context, id 
 
 // DeregisterAgentWithResponse Deregister an agent
 //
-// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+// The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11423,7 +11496,7 @@ func (c *ClientWithResponses) DeregisterAgentWithResponse(ctx context.Context, i
 
 // DrainAgentWithResponse Drain an agent
 //
-// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+// It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11438,7 +11511,7 @@ func (c *ClientWithResponses) DrainAgentWithResponse(ctx context.Context, id ope
 
 // HeartbeatAgentWithBodyWithResponse Renew leases and report load
 //
-// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11453,7 +11526,7 @@ func (c *ClientWithResponses) HeartbeatAgentWithBodyWithResponse(ctx context.Con
 
 // HeartbeatAgentWithResponse Renew leases and report load
 //
-// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+// Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11468,7 +11541,7 @@ func (c *ClientWithResponses) HeartbeatAgentWithResponse(ctx context.Context, id
 
 // LeaseTasksWithBodyWithResponse Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11483,7 +11556,7 @@ func (c *ClientWithResponses) LeaseTasksWithBodyWithResponse(ctx context.Context
 
 // LeaseTasksWithResponse Lease tasks (long poll)
 //
-// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+// Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11498,7 +11571,7 @@ func (c *ClientWithResponses) LeaseTasksWithResponse(ctx context.Context, id ope
 
 // AppendTaskLogsWithBodyWithResponse Append task output
 //
-// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11513,7 +11586,7 @@ func (c *ClientWithResponses) AppendTaskLogsWithBodyWithResponse(ctx context.Con
 
 // AppendTaskLogsWithResponse Append task output
 //
-// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+// Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11528,7 +11601,7 @@ func (c *ClientWithResponses) AppendTaskLogsWithResponse(ctx context.Context, id
 
 // ReleaseTasksWithBodyWithResponse Hand leases back
 //
-// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11543,7 +11616,7 @@ func (c *ClientWithResponses) ReleaseTasksWithBodyWithResponse(ctx context.Conte
 
 // ReleaseTasksWithResponse Hand leases back
 //
-// A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+// A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11558,7 +11631,7 @@ func (c *ClientWithResponses) ReleaseTasksWithResponse(ctx context.Context, id o
 
 // ResumeAgentWithResponse Resume a drained or quarantined agent
 //
-// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+// Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11573,7 +11646,7 @@ func (c *ClientWithResponses) ResumeAgentWithResponse(ctx context.Context, id op
 
 // ListClassesWithResponse List rate classes
 //
-// With each bucket's tokens, waiting depth and floor now.
+// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11588,7 +11661,7 @@ func (c *ClientWithResponses) ListClassesWithResponse(ctx context.Context, reqEd
 
 // CreateClassWithBodyWithResponse Create a rate class
 //
-// A token bucket shared by every job that names it; it starts full.
+// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11603,7 +11676,7 @@ func (c *ClientWithResponses) CreateClassWithBodyWithResponse(ctx context.Contex
 
 // CreateClassWithResponse Create a rate class
 //
-// A token bucket shared by every job that names it; it starts full.
+// A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11618,6 +11691,8 @@ func (c *ClientWithResponses) CreateClassWithResponse(ctx context.Context, body 
 
 // DeleteClassWithResponse Delete a rate class
 //
+// Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/classes/{name} (the `DeleteClass` operationId).
@@ -11630,6 +11705,8 @@ func (c *ClientWithResponses) DeleteClassWithResponse(ctx context.Context, name 
 }
 
 // GetClassWithResponse Get a rate class
+//
+// The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11644,7 +11721,7 @@ func (c *ClientWithResponses) GetClassWithResponse(ctx context.Context, name str
 
 // PatchClassWithBodyWithResponse Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11659,7 +11736,7 @@ func (c *ClientWithResponses) PatchClassWithBodyWithResponse(ctx context.Context
 
 // PatchClassWithApplicationJSONPatchPlusJSONBodyWithResponse Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11674,7 +11751,7 @@ func (c *ClientWithResponses) PatchClassWithApplicationJSONPatchPlusJSONBodyWith
 
 // PatchClassWithApplicationMergePatchPlusJSONBodyWithResponse Patch class
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11689,7 +11766,7 @@ func (c *ClientWithResponses) PatchClassWithApplicationMergePatchPlusJSONBodyWit
 
 // UpdateClassWithBodyWithResponse Change a rate class
 //
-// The bucket keeps its level, capped at the new burst.
+// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11704,7 +11781,7 @@ func (c *ClientWithResponses) UpdateClassWithBodyWithResponse(ctx context.Contex
 
 // UpdateClassWithResponse Change a rate class
 //
-// The bucket keeps its level, capped at the new burst.
+// The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11719,7 +11796,7 @@ func (c *ClientWithResponses) UpdateClassWithResponse(ctx context.Context, name 
 
 // DegradeClassWithBodyWithResponse Switch an operator's priority floor on
 //
-// Until restored, the class leases only tasks at or above min_priority.
+// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11734,7 +11811,7 @@ func (c *ClientWithResponses) DegradeClassWithBodyWithResponse(ctx context.Conte
 
 // DegradeClassWithResponse Switch an operator's priority floor on
 //
-// Until restored, the class leases only tasks at or above min_priority.
+// Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11749,6 +11826,8 @@ func (c *ClientWithResponses) DegradeClassWithResponse(ctx context.Context, name
 
 // RestoreClassWithResponse Switch an operator's priority floor off
 //
+// Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/classes/{name}/restore (the `RestoreClass` operationId).
@@ -11762,7 +11841,7 @@ func (c *ClientWithResponses) RestoreClassWithResponse(ctx context.Context, name
 
 // PreviewCronWithBodyWithResponse List the next fire times of a cron expression
 //
-// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11777,7 +11856,7 @@ func (c *ClientWithResponses) PreviewCronWithBodyWithResponse(ctx context.Contex
 
 // PreviewCronWithResponse List the next fire times of a cron expression
 //
-// See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+// See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11792,7 +11871,7 @@ func (c *ClientWithResponses) PreviewCronWithResponse(ctx context.Context, body 
 
 // ListDeclarationsWithResponse List declaration sets
 //
-// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+// Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11807,7 +11886,7 @@ func (c *ClientWithResponses) ListDeclarationsWithResponse(ctx context.Context, 
 
 // DeclareJobsWithBodyWithResponse Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11822,7 +11901,7 @@ func (c *ClientWithResponses) DeclareJobsWithBodyWithResponse(ctx context.Contex
 
 // DeclareJobsWithResponse Declare a set of jobs
 //
-// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+// Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11837,7 +11916,7 @@ func (c *ClientWithResponses) DeclareJobsWithResponse(ctx context.Context, body 
 
 // ListExecutionsWithResponse List executions
 //
-// Newest first; filter by job, state and scheduled time.
+// Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11852,7 +11931,7 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 
 // GetExecutionWithResponse Get an execution with its tasks and callback
 //
-// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11867,7 +11946,7 @@ func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, id o
 
 // RedeliverCallbackWithResponse Deliver an execution's callback again
 //
-// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+// Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11882,7 +11961,7 @@ func (c *ClientWithResponses) RedeliverCallbackWithResponse(ctx context.Context,
 
 // CancelExecutionWithResponse Cancel an execution
 //
-// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+// Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11897,7 +11976,7 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, i
 
 // GetExecutionLogsWithResponse An execution's task events and output
 //
-// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+// State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11912,7 +11991,7 @@ func (c *ClientWithResponses) GetExecutionLogsWithResponse(ctx context.Context, 
 
 // GetHistoryWithResponse Show the history retention in force and the latest partitions dropped
 //
-// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+// Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11927,7 +12006,7 @@ func (c *ClientWithResponses) GetHistoryWithResponse(ctx context.Context, params
 
 // ListJobsWithResponse List jobs
 //
-// Pages in creation order; filter by group, owner and paused.
+// Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11942,7 +12021,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // CreateJobWithBodyWithResponse Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11957,7 +12036,7 @@ func (c *ClientWithResponses) CreateJobWithBodyWithResponse(ctx context.Context,
 
 // CreateJobWithResponse Create a job
 //
-// Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11972,7 +12051,7 @@ func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, body Cr
 
 // DeleteJobWithResponse Delete a job
 //
-// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+// A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11987,6 +12066,8 @@ func (c *ClientWithResponses) DeleteJobWithResponse(ctx context.Context, id open
 
 // GetJobWithResponse Get a job
 //
+// The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/jobs/{id} (the `GetJob` operationId).
@@ -12000,7 +12081,7 @@ func (c *ClientWithResponses) GetJobWithResponse(ctx context.Context, id openapi
 
 // PatchJobWithBodyWithResponse Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12015,7 +12096,7 @@ func (c *ClientWithResponses) PatchJobWithBodyWithResponse(ctx context.Context, 
 
 // PatchJobWithApplicationJSONPatchPlusJSONBodyWithResponse Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12030,7 +12111,7 @@ func (c *ClientWithResponses) PatchJobWithApplicationJSONPatchPlusJSONBodyWithRe
 
 // PatchJobWithApplicationMergePatchPlusJSONBodyWithResponse Patch job
 //
-// Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12045,7 +12126,7 @@ func (c *ClientWithResponses) PatchJobWithApplicationMergePatchPlusJSONBodyWithR
 
 // UpdateJobWithBodyWithResponse Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12060,7 +12141,7 @@ func (c *ClientWithResponses) UpdateJobWithBodyWithResponse(ctx context.Context,
 
 // UpdateJobWithResponse Replace a job's definition
 //
-// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+// Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12075,6 +12156,8 @@ func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id open
 
 // ListJobExecutionsWithResponse List a job's executions
 //
+// The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
@@ -12088,7 +12171,7 @@ func (c *ClientWithResponses) ListJobExecutionsWithResponse(ctx context.Context,
 
 // ExplainTickWithResponse Say what became of one instant of a job's schedule
 //
-// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+// "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12103,7 +12186,7 @@ func (c *ClientWithResponses) ExplainTickWithResponse(ctx context.Context, id op
 
 // PauseJobWithResponse Pause a job
 //
-// A paused job does not fire. Pausing twice is harmless.
+// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12118,7 +12201,7 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, id opena
 
 // ResumeJobWithResponse Resume a paused job
 //
-// Fires that fell due while paused are handled under the job's misfire policy.
+// Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12133,6 +12216,8 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id open
 
 // ListScheduledRunsWithResponse List a job's scheduled (delayed) runs
 //
+// Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/jobs/{id}/scheduled (the `ListScheduledRuns` operationId).
@@ -12146,7 +12231,7 @@ func (c *ClientWithResponses) ListScheduledRunsWithResponse(ctx context.Context,
 
 // PreviewJobShardsWithBodyWithResponse Show the shard params of a fire of a job
 //
-// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12161,7 +12246,7 @@ func (c *ClientWithResponses) PreviewJobShardsWithBodyWithResponse(ctx context.C
 
 // PreviewJobShardsWithResponse Show the shard params of a fire of a job
 //
-// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+// Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12176,7 +12261,7 @@ func (c *ClientWithResponses) PreviewJobShardsWithResponse(ctx context.Context, 
 
 // RotateSigningSecretWithBodyWithResponse Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12191,7 +12276,7 @@ func (c *ClientWithResponses) RotateSigningSecretWithBodyWithResponse(ctx contex
 
 // RotateSigningSecretWithResponse Rotate a job's signing secret
 //
-// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12206,7 +12291,7 @@ func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Contex
 
 // ListSkippedFiresWithResponse List ticks that did not fire, with why
 //
-// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+// Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12221,7 +12306,7 @@ func (c *ClientWithResponses) ListSkippedFiresWithResponse(ctx context.Context, 
 
 // TriggerJobWithBodyWithResponse Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12236,7 +12321,7 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 
 // TriggerJobWithResponse Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12251,7 +12336,7 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 
 // SubmitRunWithBodyWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12266,7 +12351,7 @@ func (c *ClientWithResponses) SubmitRunWithBodyWithResponse(ctx context.Context,
 
 // SubmitRunWithResponse Submit an ad-hoc run
 //
-// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+// Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12281,7 +12366,7 @@ func (c *ClientWithResponses) SubmitRunWithResponse(ctx context.Context, params 
 
 // SubmitRunBatchWithBodyWithResponse Schedule up to 1,000 runs of jobs at once
 //
-// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12296,7 +12381,7 @@ func (c *ClientWithResponses) SubmitRunBatchWithBodyWithResponse(ctx context.Con
 
 // SubmitRunBatchWithResponse Schedule up to 1,000 runs of jobs at once
 //
-// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+// Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12311,7 +12396,7 @@ func (c *ClientWithResponses) SubmitRunBatchWithResponse(ctx context.Context, bo
 
 // CancelRunsByKeyWithBodyWithResponse Cancel scheduled runs by their Idempotency-Keys
 //
-// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12326,7 +12411,7 @@ func (c *ClientWithResponses) CancelRunsByKeyWithBodyWithResponse(ctx context.Co
 
 // CancelRunsByKeyWithResponse Cancel scheduled runs by their Idempotency-Keys
 //
-// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+// "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12390,12 +12475,19 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.ApplicationproblemJSONDefault = &dest
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	}
 
@@ -12422,6 +12514,20 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest HealthStatus

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
@@ -79,4 +81,58 @@ func compileTS(t *testing.T, node, dir string) string {
 	require.NoError(t, os.Symlink(filepath.Join(dir, "node_modules"), filepath.Join(out, "node_modules")))
 	require.NoError(t, os.WriteFile(filepath.Join(out, "package.json"), []byte(`{"type": "module"}`+"\n"), 0o644))
 	return filepath.Join(out, "test", "e2e.js")
+}
+
+// TestTypeScriptExample runs openapi/ts/example.mjs as its README prints
+// it (`node example.mjs`, importing the package by its name) from the
+// package as npm would install it: its package.json, dist built by `npm
+// run build`'s tsconfig, its node_modules. Against a real server and
+// agent, the example's run succeeds, prints its output, and its callback
+// verifies with verifyCallback.
+func TestTypeScriptExample(t *testing.T) {
+	t.Parallel()
+	dir := tsClientDir(t)
+	node := requireNode(t, dir)
+	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.runAgent(t, "ts-example-agent", s.url)
+	s.agentReady(t, "ts-example-agent")
+
+	pkg := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tsc := exec.CommandContext(ctx, node, filepath.Join(dir, "node_modules", "typescript", "bin", "tsc"),
+		"-p", filepath.Join(dir, "tsconfig.build.json"), "--outDir", filepath.Join(pkg, "dist"))
+	msg, err := tsc.CombinedOutput()
+	require.NoError(t, err, "tsc:\n%s", msg)
+	for _, name := range []string{"package.json", "example.mjs"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(pkg, name), data, 0o644))
+	}
+	require.NoError(t, os.Symlink(filepath.Join(dir, "node_modules"), filepath.Join(pkg, "node_modules")))
+
+	proc := proctest.Start(t, node, []string{"AX_SERVER=" + s.url, "AX_API_KEY=" + s.key}, filepath.Join(pkg, "example.mjs"))
+	require.NoError(t, proc.Wait(2*time.Minute), "node example.mjs")
+	out := proc.Output()
+	t.Logf("node example.mjs:\n%s", out)
+	require.Regexp(t, `(?m)^run \S+: succeeded$`, out)
+	require.Contains(t, out, "hello from the TypeScript example")
+	require.Regexp(t, `(?m)^callback \S+ verified: examples/example-\d+ succeeded$`, out)
+}
+
+// TestTypeScriptPackageVersion: the client's npm version is the API's
+// (openapi.SpecVersion), the version of the spec it is generated from.
+func TestTypeScriptPackageVersion(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(tsClientDir(t), "package.json"))
+	require.NoError(t, err)
+	var pkg struct {
+		Name, Version string
+		Private       bool
+		Exports       map[string]any
+	}
+	require.NoError(t, json.Unmarshal(data, &pkg))
+	require.Equal(t, openapi.SpecVersion, pkg.Version)
+	require.False(t, pkg.Private, "the package is published")
+	require.Contains(t, pkg.Exports, ".")
 }

@@ -3,6 +3,7 @@
 // (`make generate`). Every path, parameter and body is checked by tsc
 // against the spec the server serves.
 import createClient, { type Client, type ClientOptions } from "openapi-fetch";
+import { Webhook, WebhookVerificationError } from "standardwebhooks";
 
 import type { components, paths, Readable } from "./schema.js";
 
@@ -43,4 +44,35 @@ export function createAxClient(baseUrl: string, options: AxClientOptions = {}): 
     });
   }
   return client;
+}
+
+export { WebhookVerificationError };
+
+/** The headers of a request, as node:http and most frameworks give them. */
+export type RequestHeaders = Record<string, string | string[] | undefined>;
+
+/**
+ * verifyCallback checks that ax sent a callback and returns its body: the
+ * signature (Standard Webhooks: webhook-id, webhook-timestamp,
+ * webhook-signature) must match rawBody, the bytes received before any
+ * parsing, under one of secrets (the job's whsec_ secret; give the old and
+ * the new one while it is rotated), and the timestamp must be within 5
+ * minutes. It throws WebhookVerificationError otherwise. Deduplicate on
+ * webhook-id (the execution id): ax delivers at least once.
+ */
+export function verifyCallback(secrets: string | string[], rawBody: string, headers: RequestHeaders): CallbackBody {
+  const wanted: Record<string, string> = {};
+  for (const name of ["webhook-id", "webhook-timestamp", "webhook-signature"]) {
+    const value = headers[name] ?? headers[name.toLowerCase()];
+    wanted[name] = Array.isArray(value) ? value.join(" ") : (value ?? "");
+  }
+  let last: unknown = new WebhookVerificationError("no secret to verify with");
+  for (const secret of Array.isArray(secrets) ? secrets : [secrets]) {
+    try {
+      return new Webhook(secret).verify(rawBody, wanted) as CallbackBody;
+    } catch (err) {
+      last = err;
+    }
+  }
+  throw last;
 }

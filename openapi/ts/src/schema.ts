@@ -25,7 +25,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: the process serves HTTP */
+        /**
+         * Liveness: the process serves HTTP
+         * @description 200 while the process answers HTTP, whatever the database does (readyz says whether it can serve). Needs no API key.
+         */
         get: operations["healthz"];
         put?: never;
         post?: never;
@@ -44,7 +47,7 @@ export interface paths {
         };
         /**
          * Readiness: the database answers and its schema is current
-         * @description 503 with a reason while this replica cannot serve.
+         * @description 503 with a reason while this replica cannot serve. Needs no API key.
          */
         get: operations["readyz"];
         put?: never;
@@ -62,7 +65,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List agents */
+        /**
+         * List agents
+         * @description Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+         */
         get: operations["list-agents"];
         put?: never;
         post?: never;
@@ -83,7 +89,7 @@ export interface paths {
         put?: never;
         /**
          * Register an agent
-         * @description Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         * @description Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on. Needs an API key with scope `agent`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
          */
         post: operations["register-agent"];
         delete?: never;
@@ -103,7 +109,7 @@ export interface paths {
         put?: never;
         /**
          * Report task results
-         * @description Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.
+         * @description Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict. Needs an API key with scope `agent`.
          */
         post: operations["complete-tasks"];
         delete?: never;
@@ -123,7 +129,7 @@ export interface paths {
         put?: never;
         /**
          * Deregister an agent
-         * @description The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.
+         * @description The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped. Needs an API key with scope `agent`.
          */
         post: operations["deregister-agent"];
         delete?: never;
@@ -143,7 +149,7 @@ export interface paths {
         put?: never;
         /**
          * Drain an agent
-         * @description It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does.
+         * @description It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. An admin's drain holds: deregistering, going offline or registering again under the same name and key lifts it not; resume does. Needs an API key with scope `agent`.
          */
         post: operations["drain-agent"];
         delete?: never;
@@ -163,7 +169,7 @@ export interface paths {
         put?: never;
         /**
          * Renew leases and report load
-         * @description Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.
+         * @description Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel. Needs an API key with scope `agent`.
          */
         post: operations["heartbeat-agent"];
         delete?: never;
@@ -183,7 +189,7 @@ export interface paths {
         put?: never;
         /**
          * Lease tasks (long poll)
-         * @description Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
+         * @description Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask). Needs an API key with scope `agent`. Idempotency-Key is ignored: every call leases anew, and its answer is never stored.
          */
         post: operations["lease-tasks"];
         delete?: never;
@@ -203,7 +209,7 @@ export interface paths {
         put?: never;
         /**
          * Append task output
-         * @description Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.
+         * @description Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was. Needs an API key with scope `agent`.
          */
         post: operations["append-task-logs"];
         delete?: never;
@@ -223,7 +229,7 @@ export interface paths {
         put?: never;
         /**
          * Hand leases back
-         * @description A draining agent's unfinished tasks: pending again at once, without using up an attempt.
+         * @description A draining agent's unfinished tasks: pending again at once, without using up an attempt. Needs an API key with scope `agent`.
          */
         post: operations["release-tasks"];
         delete?: never;
@@ -243,7 +249,7 @@ export interface paths {
         put?: never;
         /**
          * Resume a drained or quarantined agent
-         * @description Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).
+         * @description Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from). Needs an API key with scope `admin`.
          */
         post: operations["resume-agent"];
         delete?: never;
@@ -261,13 +267,13 @@ export interface paths {
         };
         /**
          * List rate classes
-         * @description With each bucket's tokens, waiting depth and floor now.
+         * @description With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
          */
         get: operations["list-classes"];
         put?: never;
         /**
          * Create a rate class
-         * @description A token bucket shared by every job that names it; it starts full.
+         * @description A token bucket shared by every job that names it; it starts full. Needs an API key with scope `admin`.
          */
         post: operations["create-class"];
         delete?: never;
@@ -283,21 +289,27 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a rate class */
+        /**
+         * Get a rate class
+         * @description The class's rate, burst and priority floor, and its tokens now. Needs an API key with scope `read`.
+         */
         get: operations["get-class"];
         /**
          * Change a rate class
-         * @description The bucket keeps its level, capped at the new burst.
+         * @description The bucket keeps its level, capped at the new burst. Needs an API key with scope `admin`.
          */
         put: operations["update-class"];
         post?: never;
-        /** Delete a rate class */
+        /**
+         * Delete a rate class
+         * @description Refused with 409 while any job names the class: move those jobs to another class first. Needs an API key with scope `admin`.
+         */
         delete: operations["delete-class"];
         options?: never;
         head?: never;
         /**
          * Patch class
-         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `admin`.
          */
         patch: operations["patch-class"];
         trace?: never;
@@ -313,7 +325,7 @@ export interface paths {
         put?: never;
         /**
          * Switch an operator's priority floor on
-         * @description Until restored, the class leases only tasks at or above min_priority.
+         * @description Until restored, the class leases only tasks at or above min_priority. Needs an API key with scope `admin`.
          */
         post: operations["degrade-class"];
         delete?: never;
@@ -331,7 +343,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Switch an operator's priority floor off */
+        /**
+         * Switch an operator's priority floor off
+         * @description Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing. Needs an API key with scope `admin`.
+         */
         post: operations["restore-class"];
         delete?: never;
         options?: never;
@@ -350,7 +365,7 @@ export interface paths {
         put?: never;
         /**
          * List the next fire times of a cron expression
-         * @description See what an expression means in a timezone, daylight-saving changes included, before saving a job.
+         * @description See what an expression means in a timezone, daylight-saving changes included, before saving a job. Needs an API key with scope `read`.
          */
         post: operations["preview-cron"];
         delete?: never;
@@ -368,13 +383,13 @@ export interface paths {
         };
         /**
          * List declaration sets
-         * @description Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them.
+         * @description Each set's version, source and job count, and the last declaration of it that was refused. A key limited to groups sees only the sets it may change: owned by its groups, with jobs only in them. Needs an API key with scope `read`.
          */
         get: operations["list-declarations"];
         put?: never;
         /**
          * Declare a set of jobs
-         * @description Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.
+         * @description Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, matching jobs by group and name; an unchanged job is not written. Each job is validated as POST /v1/jobs validates it (errors name body.jobs[i]…). A declaration older than the set's version, or naming jobs another set manages, is refused as a whole (409) unless forced. A set belongs to the groups of the key that first applied it (all groups, for a key limited to none): a key limited to groups that does not hold all of them and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it. Needs an API key with scope `submit`.
          */
         post: operations["declare-jobs"];
         delete?: never;
@@ -392,7 +407,7 @@ export interface paths {
         };
         /**
          * List executions
-         * @description Newest first; filter by job, state and scheduled time.
+         * @description Newest first; filter by job, state and scheduled time. Needs an API key with scope `read`.
          */
         get: operations["list-executions"];
         put?: never;
@@ -412,7 +427,7 @@ export interface paths {
         };
         /**
          * Get an execution with its tasks and callback
-         * @description The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed.
+         * @description The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
          */
         get: operations["get-execution"];
         put?: never;
@@ -434,7 +449,7 @@ export interface paths {
         put?: never;
         /**
          * Deliver an execution's callback again
-         * @description Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL.
+         * @description Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever became of earlier ones: after callback_failed, or when a receiver lost a message. The webhook-id stays the execution id, so a receiver that has the message drops the copy. 409 while the execution runs or when its job has no callback URL. Needs an API key with scope `submit`.
          */
         post: operations["redeliver-callback"];
         delete?: never;
@@ -454,7 +469,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an execution
-         * @description Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).
+         * @description Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day). Needs an API key with scope `submit`.
          */
         post: operations["cancel-execution"];
         delete?: never;
@@ -472,7 +487,7 @@ export interface paths {
         };
         /**
          * An execution's task events and output
-         * @description State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax.
+         * @description State changes and log chunks of every task, oldest first. Poll with after= to follow. A page holds at most limit events and stops once their messages pass 4 MiB (the first event always comes): when more is true, read on at once with after=next_after. A task's stored output stops at the server's cap (1 MiB by default), marked by one event on stream ax. Needs an API key with scope `read`.
          */
         get: operations["get-execution-logs"];
         put?: never;
@@ -492,7 +507,7 @@ export interface paths {
         };
         /**
          * Show the history retention in force and the latest partitions dropped
-         * @description Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410.
+         * @description Ended runs move to history tables partitioned by when they may be removed; maintenance drops whole partitions past their range (never deletes row by row). A job's history.retention_seconds and history.failed_retention_seconds override the server's. GET /v1/executions/{id} of a removed run answers 410. Needs an API key with scope `read`.
          */
         get: operations["get-history"];
         put?: never;
@@ -512,13 +527,13 @@ export interface paths {
         };
         /**
          * List jobs
-         * @description Pages in creation order; filter by group, owner and paused.
+         * @description Pages in creation order; filter by group, owner and paused. Needs an API key with scope `read`.
          */
         get: operations["list-jobs"];
         put?: never;
         /**
          * Create a job
-         * @description Validates the definition, stores it and computes its first fire time from the database clock. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         * @description Validates the definition, stores it and computes its first fire time from the database clock. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
          */
         post: operations["create-job"];
         delete?: never;
@@ -534,24 +549,27 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a job */
+        /**
+         * Get a job
+         * @description The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored). Needs an API key with scope `read`.
+         */
         get: operations["get-job"];
         /**
          * Replace a job's definition
-         * @description Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true.
+         * @description Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. PATCH with a JSON merge patch changes single fields. A job managed by a declaration set (managed_by) is refused with 409 naming the set and where it is declared, unless ?force=true. Needs an API key with scope `submit`.
          */
         put: operations["update-job"];
         post?: never;
         /**
          * Delete a job
-         * @description A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.
+         * @description A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true. Needs an API key with scope `submit`.
          */
         delete: operations["delete-job"];
         options?: never;
         head?: never;
         /**
          * Patch job
-         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
+         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
          */
         patch: operations["patch-job"];
         trace?: never;
@@ -563,7 +581,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List a job's executions */
+        /**
+         * List a job's executions
+         * @description The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor). Needs an API key with scope `read`.
+         */
         get: operations["list-job-executions"];
         put?: never;
         post?: never;
@@ -582,7 +603,7 @@ export interface paths {
         };
         /**
          * Say what became of one instant of a job's schedule
-         * @description "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused.
+         * @description "Why didn't it run at 03:00?" in one call, from the records: the run fired for that tick and its state, or the skip recorded and why (an overlap names the run still unfinished), or that the instant is not a tick (with the next one), falls in a daylight-saving gap of the job's timezone, precedes the job, or comes while it is paused. Needs an API key with scope `read`.
          */
         get: operations["explain-tick"];
         put?: never;
@@ -604,7 +625,7 @@ export interface paths {
         put?: never;
         /**
          * Pause a job
-         * @description A paused job does not fire. Pausing twice is harmless.
+         * @description A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
          */
         post: operations["pause-job"];
         delete?: never;
@@ -624,7 +645,7 @@ export interface paths {
         put?: never;
         /**
          * Resume a paused job
-         * @description Fires that fell due while paused are handled under the job's misfire policy.
+         * @description Fires that fell due while paused are handled under the job's misfire policy. Needs an API key with scope `submit`.
          */
         post: operations["resume-job"];
         delete?: never;
@@ -640,7 +661,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List a job's scheduled (delayed) runs */
+        /**
+         * List a job's scheduled (delayed) runs
+         * @description Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor). Needs an API key with scope `read`.
+         */
         get: operations["list-scheduled-runs"];
         put?: never;
         post?: never;
@@ -661,7 +685,7 @@ export interface paths {
         put?: never;
         /**
          * Show the shard params of a fire of a job
-         * @description Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range.
+         * @description Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, by the code a real fire runs: a generator's windows or residues, the job's params, or its parts of the range. Needs an API key with scope `read`.
          */
         post: operations["preview-job-shards"];
         delete?: never;
@@ -681,7 +705,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate a job's signing secret
-         * @description Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         * @description Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. The old one keeps signing alongside for previous_valid_seconds, so receivers can add the new secret, then drop the old one, without losing a message. Needs an API key with scope `submit`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
          */
         post: operations["rotate-signing-secret"];
         delete?: never;
@@ -699,7 +723,7 @@ export interface paths {
         };
         /**
          * List ticks that did not fire, with why
-         * @description Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?"
+         * @description Misfires, overlaps, pauses: newest first. Answers "why did it not run at 03:00?" Needs an API key with scope `read`.
          */
         get: operations["list-skipped-fires"];
         put?: never;
@@ -721,7 +745,7 @@ export interface paths {
         put?: never;
         /**
          * Run a job now, or later
-         * @description Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at.
+         * @description Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
          */
         post: operations["trigger-job"];
         delete?: never;
@@ -741,7 +765,7 @@ export interface paths {
         put?: never;
         /**
          * Submit an ad-hoc run
-         * @description Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it).
+         * @description Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled and fires at that time with the same id), without a schedule: it is stored as a manual job (group runs unless named) and fired in the same transaction. Answers 202 with the execution; poll its status_url, long-poll it with ?wait=30s, or receive the callback. Honours Idempotency-Key: a retry gets the same run, without its signing secret (shown in the first answer only; Ax-Secret-Withheld names it). Needs an API key with scope `submit`.
          */
         post: operations["submit-run"];
         delete?: never;
@@ -761,7 +785,7 @@ export interface paths {
         put?: never;
         /**
          * Schedule up to 1,000 runs of jobs at once
-         * @description Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).
+         * @description Each run is a run of an existing job, now or later (run_at, delay_seconds), as its trigger call would ask: "close this order in 30 minutes" is one run per order. All runs are stored in one transaction, or none (a problem names the run by index). They fire like cron ticks, under their job's misfire and concurrency policies, as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel). Needs an API key with scope `submit`.
          */
         post: operations["submit-run-batch"];
         delete?: never;
@@ -781,7 +805,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel scheduled runs by their Idempotency-Keys
-         * @description "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.
+         * @description "The order was paid": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id. Needs an API key with scope `submit`.
          */
         post: operations["cancel-runs-by-key"];
         delete?: never;
@@ -2507,15 +2531,51 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "version": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthStatus"];
                 };
             };
-            /** @description Error */
-            default: {
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2536,7 +2596,52 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "version": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthStatus"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
             /** @description Not ready */
@@ -2545,6 +2650,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "version": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HealthStatus"];
                 };
             };
@@ -2565,6 +2676,40 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "agents": [
+                     *         {
+                     *           "capacity": 1,
+                     *           "cpu": 1.5,
+                     *           "executors": [
+                     *             "example"
+                     *           ],
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "labels": {},
+                     *           "last_heartbeat_at": "2026-12-04T08:00:00Z",
+                     *           "load": 1.5,
+                     *           "load1": 1.5,
+                     *           "memory": 1.5,
+                     *           "name": "example",
+                     *           "ready": false,
+                     *           "recent": {
+                     *             "avg_duration_seconds": 1.5,
+                     *             "failed": 1,
+                     *             "routed": 1,
+                     *             "served": 1,
+                     *             "succeeded": 1,
+                     *             "success_rate": 1.5
+                     *           },
+                     *           "registered_at": "2026-12-04T08:00:00Z",
+                     *           "running": 1,
+                     *           "state": "active",
+                     *           "version": "example",
+                     *           "weight": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentListOutputBody"];
                 };
             };
@@ -2574,6 +2719,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2583,6 +2735,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2592,6 +2751,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2606,6 +2772,21 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "capacity": 1,
+                 *       "executors": [
+                 *         "handler",
+                 *         "http"
+                 *       ],
+                 *       "host_ip": "10.0.3.17",
+                 *       "host_name": "worker-17.example.com",
+                 *       "labels": {
+                 *         "pool": "billing"
+                 *       },
+                 *       "name": "worker-17"
+                 *     }
+                 */
                 "application/json": components["schemas"]["AgentRegistration"];
             };
         };
@@ -2616,6 +2797,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "heartbeat_interval_seconds": 1,
+                     *       "lease_seconds": 1,
+                     *       "token": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentCredentials"];
                 };
             };
@@ -2625,6 +2814,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2634,6 +2830,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2643,6 +2846,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2652,6 +2862,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2661,6 +2878,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2670,6 +2901,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2687,6 +2925,18 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "results": [
+                 *         {
+                 *           "error_code": "exit_3",
+                 *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                 *           "state": "succeeded",
+                 *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["CompleteRequest"];
             };
         };
@@ -2697,6 +2947,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": "accepted",
+                     *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["CompleteReply"];
                 };
             };
@@ -2706,6 +2966,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2715,6 +2982,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2724,6 +2998,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2733,6 +3014,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2742,6 +3030,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2751,6 +3053,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2781,6 +3090,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2790,6 +3106,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2799,6 +3122,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2808,6 +3138,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2817,6 +3154,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2826,6 +3177,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2856,6 +3214,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2865,6 +3230,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2874,6 +3246,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2883,6 +3262,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2892,6 +3285,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2909,6 +3309,17 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "running": 1,
+                 *       "tasks": [
+                 *         {
+                 *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                 *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["AgentHeartbeat"];
             };
         };
@@ -2919,6 +3330,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cancel": [
+                     *         "example"
+                     *       ],
+                     *       "lease_expires_at": "2026-12-04T08:00:00Z",
+                     *       "lost": [
+                     *         "example"
+                     *       ],
+                     *       "renewed": [
+                     *         "example"
+                     *       ],
+                     *       "state": "active"
+                     *     }
+                     */
                     "application/json": components["schemas"]["HeartbeatReply"];
                 };
             };
@@ -2928,6 +3354,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2937,6 +3370,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2946,6 +3386,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2955,6 +3402,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2964,6 +3418,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2973,6 +3441,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -2990,6 +3465,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "max": 1
+                 *     }
+                 */
                 "application/json": components["schemas"]["LeaseRequest"];
             };
         };
@@ -3000,6 +3480,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "tasks": [
+                     *         {
+                     *           "attempt": 1,
+                     *           "deadline": "2026-12-04T08:00:00Z",
+                     *           "execution_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "executor": {
+                     *             "command": "./report.sh --day yesterday",
+                     *             "kind": "shell"
+                     *           },
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_name": "example",
+                     *           "lease_expires_at": "2026-12-04T08:00:00Z",
+                     *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "max_attempts": 1,
+                     *           "params": {},
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "shard_index": 1,
+                     *           "shard_param": "example",
+                     *           "shard_total": 1,
+                     *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "timeout_seconds": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["Leases"];
                 };
             };
@@ -3009,6 +3516,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3018,6 +3532,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3027,6 +3548,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3036,6 +3564,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3045,6 +3580,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3054,6 +3603,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3071,6 +3627,18 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "chunks": [
+                 *         {
+                 *           "data": "example",
+                 *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                 *           "stream": "stdout",
+                 *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["LogRequest"];
             };
         };
@@ -3088,6 +3656,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3097,6 +3672,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3106,6 +3688,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3115,6 +3704,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3124,6 +3720,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3133,6 +3743,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3150,6 +3767,16 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "tasks": [
+                 *         {
+                 *           "lease_token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                 *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["ReleaseRequest"];
             };
         };
@@ -3167,6 +3794,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3176,6 +3810,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3185,6 +3826,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3194,6 +3842,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3203,6 +3858,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3212,6 +3881,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3242,6 +3918,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3251,6 +3934,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3260,6 +3950,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3269,6 +3966,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3278,6 +3989,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3298,6 +4016,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "classes": [
+                     *         {
+                     *           "burst": 10,
+                     *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "degraded": false,
+                     *           "name": "billing-db",
+                     *           "oldest_wait_seconds": 1.5,
+                     *           "rate": 10,
+                     *           "tokens": 1.5,
+                     *           "updated_at": "2026-12-04T08:00:00Z",
+                     *           "waiting": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ClassListOutputBody"];
                 };
             };
@@ -3307,6 +4042,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3316,6 +4058,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3325,6 +4074,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3339,6 +4095,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "burst": 10,
+                 *       "name": "billing-db",
+                 *       "rate": 10
+                 *     }
+                 */
                 "application/json": components["schemas"]["RateClass"];
             };
         };
@@ -3349,6 +4112,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3358,6 +4134,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3367,6 +4150,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3376,6 +4166,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3385,6 +4182,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3394,6 +4205,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3417,6 +4235,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3426,6 +4257,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3435,6 +4273,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3444,6 +4289,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3453,6 +4305,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3462,6 +4328,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3479,6 +4352,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "burst": 10,
+                 *       "name": "billing-db",
+                 *       "rate": 10
+                 *     }
+                 */
                 "application/json": components["schemas"]["RateClass"];
             };
         };
@@ -3489,6 +4369,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3498,6 +4391,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3507,6 +4407,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3516,6 +4423,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3525,6 +4439,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3534,6 +4462,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3564,6 +4499,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3573,6 +4515,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3582,6 +4531,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3591,6 +4547,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3600,6 +4563,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3609,6 +4586,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3626,7 +4610,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "op": "add",
+                 *         "path": "example"
+                 *       }
+                 *     ]
+                 */
                 "application/json-patch+json": components["schemas"]["JsonPatchOp"][] | null;
+                /**
+                 * @example {
+                 *       "burst": 10,
+                 *       "name": "billing-db",
+                 *       "rate": 10
+                 *     }
+                 */
                 "application/merge-patch+json": {
                     /** @description Floor applied automatically while the class is under pressure */
                     auto_degrade?: unknown;
@@ -3682,6 +4681,13 @@ export interface operations {
                      */
                     waiting?: $Read<number>;
                 };
+                /**
+                 * @example {
+                 *       "burst": 10,
+                 *       "name": "billing-db",
+                 *       "rate": 10
+                 *     }
+                 */
                 "application/merge-patch+shorthand": {
                     /** @description Floor applied automatically while the class is under pressure */
                     auto_degrade?: unknown;
@@ -3746,6 +4752,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3755,6 +4774,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3764,6 +4790,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3773,6 +4806,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3782,6 +4822,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3791,6 +4845,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3808,6 +4869,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "min_priority": 1
+                 *     }
+                 */
                 "application/json": components["schemas"]["DegradeRequest"];
             };
         };
@@ -3818,6 +4884,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3827,6 +4906,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3836,6 +4922,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3845,6 +4938,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3854,6 +4954,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3863,6 +4977,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3886,6 +5007,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "burst": 10,
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "degraded": false,
+                     *       "name": "billing-db",
+                     *       "oldest_wait_seconds": 1.5,
+                     *       "rate": 10,
+                     *       "tokens": 1.5,
+                     *       "updated_at": "2026-12-04T08:00:00Z",
+                     *       "waiting": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["RateClass"];
                 };
             };
@@ -3895,6 +5029,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3904,6 +5045,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3913,6 +5061,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3922,6 +5077,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3931,6 +5100,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3945,6 +5121,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "cron": "0 0 8 * * ?",
+                 *       "timezone": "Asia/Shanghai"
+                 *     }
+                 */
                 "application/json": components["schemas"]["CronPreviewRequest"];
             };
         };
@@ -3955,6 +5137,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cron": "example",
+                     *       "fires": [
+                     *         {
+                     *           "local": "2026-03-29T03:30:00+02:00",
+                     *           "offset": "+02:00",
+                     *           "utc": "2026-12-04T08:00:00Z",
+                     *           "zone": "CEST"
+                     *         }
+                     *       ],
+                     *       "next": [
+                     *         "2026-12-04T08:00:00Z"
+                     *       ],
+                     *       "timezone": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["CronPreview"];
                 };
             };
@@ -3964,6 +5163,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3973,6 +5179,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3982,6 +5195,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -3991,6 +5218,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4011,6 +5245,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "sets": [
+                     *         {
+                     *           "applied_at": "2026-12-04T08:00:00Z",
+                     *           "jobs": 1,
+                     *           "managed_by": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["DeclarationSetsOutputBody"];
                 };
             };
@@ -4020,6 +5265,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4029,6 +5281,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4038,6 +5297,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4052,6 +5318,29 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "jobs": [
+                 *         {
+                 *           "executor": {
+                 *             "command": "./report.sh --day yesterday",
+                 *             "kind": "shell"
+                 *           },
+                 *           "group": "billing",
+                 *           "name": "nightly-report",
+                 *           "owner": "team-billing",
+                 *           "trigger": {
+                 *             "cron": "0 0 8 * * ?",
+                 *             "kind": "cron",
+                 *             "timezone": "Asia/Shanghai"
+                 *           }
+                 *         }
+                 *       ],
+                 *       "managed_by": "sdk:billing-agent",
+                 *       "source": "billing-agent on host-7",
+                 *       "version": "1.4.2"
+                 *     }
+                 */
                 "application/json": components["schemas"]["Declaration"];
             };
         };
@@ -4062,6 +5351,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "changed": false,
+                     *       "counts": {},
+                     *       "dry_run": false,
+                     *       "jobs": [
+                     *         {
+                     *           "action": "created",
+                     *           "changes": [
+                     *             "trigger.interval_seconds: 60 → 30"
+                     *           ],
+                     *           "group": "example",
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "index": 1,
+                     *           "name": "example"
+                     *         }
+                     *       ],
+                     *       "managed_by": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["DeclarationReport"];
                 };
             };
@@ -4071,6 +5380,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4080,6 +5396,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4089,6 +5412,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4098,6 +5428,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4107,6 +5451,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4139,6 +5490,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "executions": [
+                     *         {
+                     *           "cause": "schedule",
+                     *           "error_codes": {
+                     *             "exit_3": 2,
+                     *             "signal_killed": 1
+                     *           },
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "misfired": false,
+                     *           "params": {},
+                     *           "priority": 1,
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "shard_count": 1,
+                     *           "state": "scheduled",
+                     *           "status_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ExecutionList"];
                 };
             };
@@ -4148,6 +5521,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4157,6 +5537,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4166,6 +5553,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4175,6 +5576,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4201,6 +5609,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cause": "manual",
+                     *       "error_codes": {},
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "misfired": false,
+                     *       "params": {},
+                     *       "priority": 1,
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shard_count": 1,
+                     *       "state": "succeeded",
+                     *       "status_url": "/v1/executions/0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Execution"];
                 };
             };
@@ -4210,6 +5633,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4219,6 +5649,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4228,6 +5665,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4237,6 +5681,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "execution removed: it ended longer ago than its job's history retention",
+                     *       "status": 410,
+                     *       "title": "Gone"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4246,6 +5697,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4255,6 +5720,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4278,6 +5750,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "attempts": [
+                     *         {
+                     *           "at": "2026-12-04T08:00:00Z",
+                     *           "attempt": 1,
+                     *           "delivery": 1,
+                     *           "latency_ms": 1.5,
+                     *           "url": "example"
+                     *         }
+                     *       ],
+                     *       "delivery": 1,
+                     *       "state": "pending"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Callback"];
                 };
             };
@@ -4287,6 +5774,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4296,6 +5790,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4305,6 +5806,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4314,6 +5822,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4323,6 +5838,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4332,6 +5861,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4341,6 +5877,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the database is not reachable: retry later",
+                     *       "status": 503,
+                     *       "title": "Service Unavailable"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4364,6 +5907,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cause": "schedule",
+                     *       "error_codes": {
+                     *         "exit_3": 2,
+                     *         "signal_killed": 1
+                     *       },
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "misfired": false,
+                     *       "params": {},
+                     *       "priority": 1,
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shard_count": 1,
+                     *       "state": "scheduled",
+                     *       "status_url": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Execution"];
                 };
             };
@@ -4373,6 +5934,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4382,6 +5950,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4391,6 +5966,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4400,6 +5982,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4409,6 +6005,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4438,6 +6041,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "events": [
+                     *         {
+                     *           "at": "2026-12-04T08:00:00Z",
+                     *           "attempt": 1,
+                     *           "id": 1,
+                     *           "kind": "state",
+                     *           "shard_index": 1,
+                     *           "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                     *         }
+                     *       ],
+                     *       "more": false,
+                     *       "next_after": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["ExecutionLogsOutputBody"];
                 };
             };
@@ -4447,6 +6066,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4456,6 +6082,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4465,6 +6098,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4474,6 +6114,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4483,6 +6137,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4506,6 +6167,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "drops": [
+                     *         {
+                     *           "dropped_at": "2026-12-04T08:00:00Z",
+                     *           "from": "2026-12-04T08:00:00Z",
+                     *           "rows": 1,
+                     *           "table": "execution_history",
+                     *           "to": "2026-12-04T08:00:00Z"
+                     *         }
+                     *       ],
+                     *       "failed_retention_seconds": 1,
+                     *       "partition_width_seconds": 1,
+                     *       "partitions_until": "2026-12-04T08:00:00Z",
+                     *       "retention_seconds": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["History"];
                 };
             };
@@ -4515,6 +6193,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4524,6 +6209,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4533,6 +6225,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4542,6 +6248,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4573,6 +6286,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "jobs": [
+                     *         {
+                     *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "executor": {
+                     *             "command": "./report.sh --day yesterday",
+                     *             "kind": "shell"
+                     *           },
+                     *           "group": "billing",
+                     *           "managed_by": "sdk:billing-agent",
+                     *           "name": "nightly-report",
+                     *           "owner": "team-billing",
+                     *           "paused": false,
+                     *           "trigger": {
+                     *             "cron": "0 0 8 * * ?",
+                     *             "kind": "cron",
+                     *             "timezone": "Asia/Shanghai"
+                     *           },
+                     *           "updated_at": "2026-12-04T08:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["JobList"];
                 };
             };
@@ -4582,6 +6319,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4591,6 +6335,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4600,6 +6351,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4609,6 +6374,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4623,6 +6395,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "executor": {
+                 *         "command": "./report.sh --day yesterday",
+                 *         "kind": "shell"
+                 *       },
+                 *       "group": "billing",
+                 *       "name": "nightly-report",
+                 *       "owner": "team-billing",
+                 *       "trigger": {
+                 *         "cron": "0 0 8 * * ?",
+                 *         "kind": "cron",
+                 *         "timezone": "Asia/Shanghai"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Job"];
             };
         };
@@ -4634,6 +6422,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -4643,6 +6451,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4652,6 +6467,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4661,6 +6483,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4670,6 +6499,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4679,6 +6522,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4702,6 +6552,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -4711,6 +6581,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4720,6 +6597,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4729,6 +6613,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4738,6 +6629,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4747,6 +6652,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4767,6 +6679,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "executor": {
+                 *         "command": "./report.sh --day yesterday",
+                 *         "kind": "shell"
+                 *       },
+                 *       "group": "billing",
+                 *       "name": "nightly-report",
+                 *       "owner": "team-billing",
+                 *       "trigger": {
+                 *         "cron": "0 0 8 * * ?",
+                 *         "kind": "cron",
+                 *         "timezone": "Asia/Shanghai"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["Job"];
             };
         };
@@ -4777,6 +6705,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -4786,6 +6734,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4795,6 +6750,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4804,6 +6766,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4813,6 +6782,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4822,6 +6798,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4831,6 +6821,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4864,6 +6861,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4873,6 +6877,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4882,6 +6893,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4891,6 +6909,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4900,6 +6925,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4909,6 +6948,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4929,7 +6975,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "op": "add",
+                 *         "path": "example"
+                 *       }
+                 *     ]
+                 */
                 "application/json-patch+json": components["schemas"]["JsonPatchOp"][] | null;
+                /**
+                 * @example {
+                 *       "group": "billing",
+                 *       "name": "nightly-report",
+                 *       "owner": "team-billing"
+                 *     }
+                 */
                 "application/merge-patch+json": {
                     /**
                      * Format: date-time
@@ -5073,6 +7134,13 @@ export interface operations {
                     /** Format: date-time */
                     updated_at?: $Read<string>;
                 };
+                /**
+                 * @example {
+                 *       "group": "billing",
+                 *       "name": "nightly-report",
+                 *       "owner": "team-billing"
+                 *     }
+                 */
                 "application/merge-patch+shorthand": {
                     /**
                      * Format: date-time
@@ -5225,6 +7293,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -5234,6 +7322,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5243,6 +7338,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5252,6 +7354,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5261,6 +7370,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5270,6 +7386,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5279,6 +7409,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5308,6 +7445,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "executions": [
+                     *         {
+                     *           "cause": "schedule",
+                     *           "error_codes": {
+                     *             "exit_3": 2,
+                     *             "signal_killed": 1
+                     *           },
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "misfired": false,
+                     *           "params": {},
+                     *           "priority": 1,
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "shard_count": 1,
+                     *           "state": "scheduled",
+                     *           "status_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ExecutionList"];
                 };
             };
@@ -5317,6 +7476,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5326,6 +7492,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5335,6 +7508,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5344,6 +7524,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5353,6 +7547,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5379,6 +7580,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "at": "2026-12-04T08:00:00Z",
+                     *       "local": "example",
+                     *       "reason": "example",
+                     *       "tick": false,
+                     *       "verdict": "fired"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TickExplanation"];
                 };
             };
@@ -5388,6 +7598,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5397,6 +7614,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5406,6 +7630,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5415,6 +7646,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5424,6 +7669,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5447,6 +7699,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -5456,6 +7728,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5465,6 +7744,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5474,6 +7760,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5483,6 +7776,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5492,6 +7799,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5515,6 +7829,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "executor": {
+                     *         "command": "./report.sh --day yesterday",
+                     *         "kind": "shell"
+                     *       },
+                     *       "group": "billing",
+                     *       "managed_by": "sdk:billing-agent",
+                     *       "name": "nightly-report",
+                     *       "owner": "team-billing",
+                     *       "paused": false,
+                     *       "trigger": {
+                     *         "cron": "0 0 8 * * ?",
+                     *         "kind": "cron",
+                     *         "timezone": "Asia/Shanghai"
+                     *       },
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Job"];
                 };
             };
@@ -5524,6 +7858,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5533,6 +7874,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5542,6 +7890,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5551,6 +7906,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5560,6 +7929,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5587,6 +7963,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "runs": [
+                     *         {
+                     *           "cause": "schedule",
+                     *           "error_codes": {
+                     *             "exit_3": 2,
+                     *             "signal_killed": 1
+                     *           },
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "misfired": false,
+                     *           "params": {},
+                     *           "priority": 1,
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "shard_count": 1,
+                     *           "state": "scheduled",
+                     *           "status_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ScheduledListOutputBody"];
                 };
             };
@@ -5596,6 +7994,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5605,6 +8010,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5614,6 +8026,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5623,6 +8042,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5632,6 +8065,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5649,6 +8089,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["ShardPreviewRequest"];
             };
         };
@@ -5659,6 +8100,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shards": [
+                     *         {
+                     *           "index": 1,
+                     *           "param": "example",
+                     *           "total": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ShardPreview"];
                 };
             };
@@ -5668,6 +8122,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5677,6 +8138,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5686,6 +8154,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5695,6 +8170,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5704,6 +8193,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5721,6 +8217,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["SecretRotation"];
             };
         };
@@ -5731,6 +8228,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "signing_secret": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["RotatedSecret"];
                 };
             };
@@ -5740,6 +8242,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5749,6 +8258,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5758,6 +8274,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5767,6 +8290,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5776,6 +8313,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5801,6 +8345,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "skipped": [
+                     *         {
+                     *           "detail": "example",
+                     *           "first_tick": "2026-12-04T08:00:00Z",
+                     *           "last_tick": "2026-12-04T08:00:00Z",
+                     *           "reason": "misfire",
+                     *           "recorded_at": "2026-12-04T08:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["SkippedOutputBody"];
                 };
             };
@@ -5810,6 +8367,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5819,6 +8383,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5828,6 +8399,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5837,6 +8415,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5846,6 +8438,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5868,6 +8467,13 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "params": {
+                 *         "day": "2026-12-03"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["TriggerRequest"];
             };
         };
@@ -5879,6 +8485,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cause": "manual",
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "misfired": false,
+                     *       "params": {},
+                     *       "priority": 1,
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shard_count": 1,
+                     *       "state": "pending",
+                     *       "status_url": "/v1/executions/0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Execution"];
                 };
             };
@@ -5888,6 +8508,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5897,6 +8524,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5906,6 +8540,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5915,6 +8556,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5924,6 +8572,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5933,6 +8595,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5950,6 +8619,14 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "executor": {
+                 *         "command": "./report.sh --day yesterday",
+                 *         "kind": "shell"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunRequest"];
             };
         };
@@ -5962,6 +8639,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "execution": {
+                     *         "cause": "schedule",
+                     *         "error_codes": {
+                     *           "exit_3": 2,
+                     *           "signal_killed": 1
+                     *         },
+                     *         "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *         "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *         "misfired": false,
+                     *         "params": {},
+                     *         "priority": 1,
+                     *         "scheduled_for": "2026-12-04T08:00:00Z",
+                     *         "shard_count": 1,
+                     *         "state": "scheduled",
+                     *         "status_url": "example"
+                     *       },
+                     *       "signing_secret": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["RunAccepted"];
                 };
             };
@@ -5971,6 +8669,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5980,6 +8685,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5989,6 +8701,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -5998,6 +8717,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6007,6 +8740,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6021,6 +8761,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "runs": [
+                 *         {
+                 *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunBatch"];
             };
         };
@@ -6031,6 +8780,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "runs": [
+                     *         {
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "run_at": "2026-12-04T08:00:00Z",
+                     *           "status_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RunBatchOutputBody"];
                 };
             };
@@ -6040,6 +8801,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6049,6 +8817,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6058,6 +8833,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6067,6 +8849,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6076,6 +8872,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6090,6 +8893,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "idempotency_keys": [
+                 *         "example"
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunCancelRequest"];
             };
         };
@@ -6100,6 +8910,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "idempotency_key": "example",
+                     *           "state": "cancelled"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RunCancelOutputBody"];
                 };
             };
@@ -6109,6 +8929,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6118,6 +8945,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6127,6 +8961,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6136,6 +8984,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6156,6 +9011,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "error_code": "quota_exceeded",
+                 *       "state": "succeeded",
+                 *       "token": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                 *     }
+                 */
                 "application/json": components["schemas"]["TaskCompletion"];
             };
         };
@@ -6166,6 +9028,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "state": "succeeded",
+                     *       "task_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b"
+                     *     }
+                     */
                     "application/json": components["schemas"]["TaskCompletionReply"];
                 };
             };
@@ -6175,6 +9043,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6184,6 +9059,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6193,6 +9075,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "request body is too large",
+                     *       "status": 413,
+                     *       "title": "Request Entity Too Large"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6202,6 +9091,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6211,6 +9114,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
