@@ -6,9 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/danielgtaylor/huma/v2"
-
-	"github.com/ax-scheduler/ax/queue/cron"
 )
 
 // CronPreviewRequest asks when an expression fires.
@@ -53,10 +52,10 @@ func registerCronPreview(api huma.API) {
 }
 
 func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, error) {
-	sched, err := cron.Parse(in.Body.Cron, in.Body.Timezone)
+	sched, err := queue.ParseCron(in.Body.Cron, in.Body.Timezone)
 	if err != nil {
 		field := "body.cron"
-		var fe *cron.FieldError
+		var fe *queue.CronFieldError
 		if errors.As(err, &fe) && fe.Field == "timezone" {
 			field = "body.timezone"
 		}
