@@ -5,18 +5,17 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-)
 
-// maxErrorCodeLength is the longest error code the server takes.
-const maxErrorCodeLength = 64
+	"github.com/ax-scheduler/ax/queue/axtype"
+)
 
 // Error codes the agent gives on its own.
 const (
-	errorCodeTimeout        = "timeout"          // stopped at its timeout, or an HTTP call ran out of time
-	errorCodeResultTooLarge = "result_too_large" // the result passed maxResultBytes
+	errorCodeTimeout        = axtype.ErrorCodeTimeout // stopped at its timeout, or an HTTP call ran out of time
+	errorCodeResultTooLarge = "result_too_large"      // the result passed maxResultBytes
 	// ErrorCodeBadResult: the server refused the task's result again and
 	// again; the failure it is reported as instead carries the reason.
-	ErrorCodeBadResult = "bad_result"
+	ErrorCodeBadResult = axtype.ErrorCodeBadResult
 )
 
 // codedError is a task's failure with its error code.
@@ -45,24 +44,10 @@ func WithErrorCode(code string, err error) error {
 // travels in refused).
 func errorCodeOf(err error) string {
 	var ce *codedError
-	if !errors.As(err, &ce) || !validErrorCode(ce.code) {
+	if !errors.As(err, &ce) || !axtype.ValidErrorCode(ce.code) {
 		return ""
 	}
 	return ce.code
-}
-
-// validErrorCode is the server's rule: 1 to 64 of a-z, 0-9, '_', '.', '-'.
-func validErrorCode(code string) bool {
-	if code == "" || len(code) > maxErrorCodeLength {
-		return false
-	}
-	for i := 0; i < len(code); i++ {
-		c := code[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '.' && c != '-' {
-			return false
-		}
-	}
-	return true
 }
 
 // exitErrorCode is the code of a command that exited with code: exit_<n>.
@@ -90,5 +75,5 @@ func signalErrorCode(sig syscall.Signal) string {
 }
 
 func truncateCode(code string) string {
-	return strings.TrimRight(code[:min(len(code), maxErrorCodeLength)], "_")
+	return strings.TrimRight(code[:min(len(code), axtype.MaxErrorCodeLength)], "_")
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 func TestSignalErrorCodes(t *testing.T) {
@@ -25,17 +27,7 @@ func TestSignalErrorCodes(t *testing.T) {
 		syscall.Signal(40): "signal_40",
 	} {
 		require.Equal(t, want, signalErrorCode(sig), sig)
-		require.True(t, validErrorCode(want), want)
-	}
-}
-
-func TestValidErrorCode(t *testing.T) {
-	t.Parallel()
-	for code, ok := range map[string]bool{
-		"exit_3": true, "http_503": true, "quota.exceeded-v2": true, strings.Repeat("a", 64): true,
-		"": false, strings.Repeat("a", 65): false, "Exit_3": false, "exit 3": false, "café": false, "a/b": false,
-	} {
-		require.Equal(t, ok, validErrorCode(code), code)
+		require.True(t, axtype.ValidErrorCode(want), want)
 	}
 }
 

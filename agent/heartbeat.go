@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"time"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // heartbeatLoop heartbeats every interval, and at once when asked (the
@@ -79,7 +81,7 @@ func (a *Agent) applyHeartbeat(ctx context.Context, reply HeartbeatReply, at tim
 // restores it once its probes succeed, which an agent that stopped asking
 // would never be.
 func (a *Agent) setServerState(ctx context.Context, state string) {
-	paused := state == "draining"
+	paused := state == string(axtype.AgentDraining)
 	if a.leasePaused.Swap(paused) != paused {
 		a.log.InfoContext(ctx, "server changed the agent's state", "state", state, "leasing", !paused)
 		signal(a.wake)

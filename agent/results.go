@@ -157,7 +157,7 @@ func badResultReport(r TaskResult, refused error) TaskResult {
 	if len(reason) > maxReasonBytes {
 		reason = reason[:maxReasonBytes]
 	}
-	return TaskResult{TaskID: r.TaskID, LeaseToken: r.LeaseToken, State: "failed",
+	return TaskResult{TaskID: r.TaskID, LeaseToken: r.LeaseToken, State: StateFailed,
 		ErrorCode: ErrorCodeBadResult, Error: storableText(reason)}
 }
 

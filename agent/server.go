@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Server is the agent protocol as the runtime sees it: the calls an agent
@@ -177,10 +179,10 @@ type HeartbeatReply struct {
 
 // Result states a task can be reported in.
 const (
-	StateSucceeded = "succeeded"
-	StateFailed    = "failed"
-	StateTimedOut  = "timed_out" // the agent stopped it at its timeout
-	StateCancelled = "cancelled"
+	StateSucceeded = string(axtype.TaskSucceeded)
+	StateFailed    = string(axtype.TaskFailed)
+	StateTimedOut  = string(axtype.TaskTimedOut) // the agent stopped it at its timeout
+	StateCancelled = string(axtype.TaskCancelled)
 	// StateAccepted: the target of an HTTP task answered 202. The server
 	// hands the task to the target, which posts the result to the
 	// completion URL; the agent is done with it.

@@ -16,6 +16,10 @@ import (
 	"github.com/ax-scheduler/ax/migrations"
 )
 
+// Schema is the Postgres schema that holds ax's tables and River's, for
+// the layers above db that name it (River's client and its channels).
+const Schema = migrations.Schema
+
 // Migrator applies ax's migrations. Every change runs under goose's
 // Postgres session lock (an advisory lock), so replicas that start together
 // migrate once: one applies, the others wait and then find nothing to do.

@@ -16,13 +16,12 @@ import (
 
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
-	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 type agentHandlers struct {
 	keys   *queue.KeyService
-	agents *dispatch.LeaseBroker
+	agents *queue.LeaseBroker
 	owners ownerCache
 	// forgetKey drops a key from this replica's key cache.
 	forgetKey func(keyID uuid.UUID)
@@ -312,7 +311,7 @@ func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput
 	}
 	out := &leaseOutput{Body: Leases{Tasks: []LeasedTask{}}}
 	tasks, err := h.agents.Lease(ctx, agent, in.Body.Max, time.Duration(in.Body.WaitSeconds)*time.Second)
-	if errors.Is(err, dispatch.ErrAgentNotActive) {
+	if errors.Is(err, queue.ErrAgentNotActive) {
 		return out, nil // a draining agent simply gets nothing
 	}
 	if err != nil {

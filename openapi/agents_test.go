@@ -231,7 +231,7 @@ func TestAgentReleaseAndDrain(t *testing.T) {
 
 func setupWithAgents(t *testing.T, cfg dispatch.AgentConfig) *apiEnv {
 	t.Helper()
-	return setupConfig(t, func(c *openapiConfig) { c.Agent = cfg })
+	return setupConfig(t, func(c *openapiConfig) { c.Services.Agent = cfg })
 }
 
 func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {

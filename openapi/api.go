@@ -15,60 +15,30 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	gojson "github.com/goccy/go-json"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/queue"
-	"github.com/ax-scheduler/ax/queue/clock"
-	"github.com/ax-scheduler/ax/queue/delivery"
-	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/httptask"
-	"github.com/ax-scheduler/ax/queue/metrics"
-	"github.com/ax-scheduler/ax/queue/notify"
-	"github.com/ax-scheduler/ax/queue/outbound"
 )
 
 // Config holds what the API needs. Only Version matters for generating the
-// spec; serving needs Pool too.
+// spec; serving needs Engine too.
 type Config struct {
-	// Pool is the database. Nil only when generating the spec. The engine
-	// works on it: agents' leases and results, HTTP tasks' completions.
-	Pool *pgxpool.Pool
-	// RequestPool, when set, serves every other request (jobs, runs,
-	// executions, keys, classes, history, authentication): a pool of their
-	// own, so requests do not queue behind the engine's transactions when
-	// a burst of work holds all of Pool. Nil: Pool.
-	RequestPool *pgxpool.Pool
+	// Engine is the engine's services (queue.NewEngine), built once by
+	// the caller and shared with the console: the API builds none. Nil
+	// only when generating the spec.
+	Engine *queue.Engine
 	// Logger receives request and change logs. Defaults to discarding.
 	Logger *slog.Logger
 	// Version of the build, reported by /healthz and /readyz.
 	Version string
-	// Metrics counts fires, dispatches and results. Nil: unregistered.
-	Metrics *metrics.Metrics
-	// Notifier wakes long-polling lease requests (nil makes them poll) and
-	// tells the key cache of revocations; it must listen on
-	// notify.APIKeyRevokedChannel for that (else revoked keys work on for
-	// up to 2 s).
-	Notifier *notify.Notifier
-	// Agent tunes the agent protocol (lease length, heartbeat interval).
-	Agent dispatch.AgentConfig
-	// Router places the tasks of manual runs; nil leaves them unassigned.
-	Router *dispatch.TaskRouter
 	// Ready reports whether this replica can serve (database reachable,
 	// migrations current). Nil means always ready. /readyz shows the
 	// Reason of a *NotReadyError and logs the rest.
 	Ready func(ctx context.Context) error
-	// Outbox enqueues callbacks and agentless HTTP tasks in the
-	// transactions of API calls; nil: none (a replica running River
-	// enqueues callbacks later; agentless tasks wait for one).
-	Outbox *delivery.Outbox
-	// Clock, when set, is the time the agent protocol leases and renews
-	// by (tests that move time forward, sharing it with their Reaper);
-	// nil: the database's now().
-	Clock *clock.Clock
 	// Outbound is what callback and HTTP-job URLs may reach, checked when
 	// a job is saved (and again by the senders at every connection). The
 	// zero policy allows public addresses only.
-	Outbound outbound.Policy
+	Outbound queue.OutboundPolicy
 	// BodyReadTimeout is how long a request body may take to arrive,
 	// counted from the start of the request; operations may cut it
 	// shorter (huma's default is 5 s). Defaults to 10 seconds.
@@ -107,34 +77,28 @@ func New(cfg Config) (http.Handler, huma.API) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	requests := cmp.Or(cfg.RequestPool, cfg.Pool)
+	eng := cfg.Engine
+	if eng == nil {
+		eng = &queue.Engine{} // generating the spec: operations are registered, never called
+	}
 	mux := http.NewServeMux()
 	api := humago.New(mux, apiConfig(cfg.Logger))
-	keys := queue.NewKeyService(requests)
-	auth := &authenticator{keys: keys, signing: queue.NewSigningKeyService(requests), api: api, logger: cfg.Logger}
-	if cfg.Notifier != nil {
-		// Never unsubscribed: the subscription lives as long as the API.
-		auth.cache.revoked, _ = cfg.Notifier.Subscribe(notify.APIKeyRevokedChannel)
-	}
-	idem := &idempotency{store: queue.NewIdempotencyStore(requests), api: api, logger: cfg.Logger}
+	auth := &authenticator{keys: eng.Keys, signing: eng.SigningKeys, api: api, logger: cfg.Logger}
+	auth.cache.revoked = eng.KeyRevocations()
+	idem := &idempotency{store: eng.Idempotency, api: api, logger: cfg.Logger}
 	api.UseMiddleware(auth.middleware, storableBodies(api), idem.middleware)
 
-	jobSvc := queue.NewJobService(requests, cfg.Logger)
-	execSvc := queue.NewExecutionService(requests, cfg.Logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox)
-	callbacks := delivery.NewCallbackService(requests, cfg.Outbox, cfg.Logger)
 	urls := &urlChecker{policy: cfg.Outbound, logger: cfg.Logger}
-	guard := groupGuard{jobs: jobSvc, execs: execSvc}
-	jobs := &jobHandlers{jobs: jobSvc, urls: urls, guard: guard}
+	guard := groupGuard{jobs: eng.Jobs, execs: eng.Executions}
+	jobs := &jobHandlers{jobs: eng.Jobs, urls: urls, guard: guard}
 	jobs.register(api)
-	(&declarationHandlers{decls: queue.NewDeclarationService(requests, cfg.Logger, cfg.Metrics), urls: urls}).register(api)
-	(&executionHandlers{execs: execSvc, waiter: queue.NewExecutionWaiter(requests, cfg.Notifier), callbacks: callbacks,
-		guard: guard}).register(api)
-	(&outboundHandlers{jobs: jobSvc, execs: execSvc, callbacks: callbacks, urls: urls, logger: cfg.Logger, guard: guard,
-		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
-	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock),
-		publicURL: cfg.PublicURL, forgetKey: auth.cache.forget}).register(api)
-	(&classHandlers{classes: queue.NewClassService(requests, cfg.Logger)}).register(api)
-	(&historyHandlers{history: queue.NewHistoryService(requests)}).register(api)
+	(&declarationHandlers{decls: eng.Declarations, urls: urls}).register(api)
+	(&executionHandlers{execs: eng.Executions, waiter: eng.Waiter, callbacks: eng.Callbacks, guard: guard}).register(api)
+	(&outboundHandlers{jobs: eng.Jobs, execs: eng.Executions, callbacks: eng.Callbacks, urls: urls, logger: cfg.Logger,
+		guard: guard, completer: eng.Completer}).register(api)
+	(&agentHandlers{keys: eng.Keys, agents: eng.Leases, publicURL: cfg.PublicURL, forgetKey: auth.cache.forget}).register(api)
+	(&classHandlers{classes: eng.Classes}).register(api)
+	(&historyHandlers{history: eng.History}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
 	registerPatches(api)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/tests/testlog"
 )
 
@@ -106,7 +105,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 	probe := `{"name":"probe"}` // refused by validation (422) when it fits: changes nothing
 	var bodyLen int
 	logs := &testlog.Buffer{}
-	env = setupConfig(t, func(c *openapi.Config) {
+	env = setupConfig(t, func(c *openapiConfig) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		bodyLen = len(batchBody("01a24128-d0b9-7517-9916-59d5b1f819f6", 1000, 8<<10))
 		// Room for one batch and a small request, not for two batches.

@@ -9,7 +9,7 @@ import (
 )
 
 // CallbackBody is the body ax POSTs to a job's callback URL when a run
-// ends, as the spec documents it: the fields of delivery.CallbackPayload,
+// ends, as the spec documents it: the fields of queue.CallbackPayload,
 // which builds it (a test holds the two together).
 type CallbackBody struct {
 	Type         string          `json:"type" enum:"execution.ended"`

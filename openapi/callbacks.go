@@ -10,7 +10,6 @@ import (
 
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
-	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 // Callback is the delivery of an execution's result to its job's
@@ -74,9 +73,9 @@ func (h *outboundHandlers) redeliver(ctx context.Context, in *executionIDInput) 
 	}
 	cb, err := h.callbacks.Redeliver(ctx, id)
 	switch {
-	case errors.Is(err, delivery.ErrExecutionNotEnded), errors.Is(err, delivery.ErrNoCallbackURL):
+	case errors.Is(err, queue.ErrExecutionNotEnded), errors.Is(err, queue.ErrNoCallbackURL):
 		return nil, huma.Error409Conflict(err.Error())
-	case errors.Is(err, delivery.ErrNoDelivery):
+	case errors.Is(err, queue.ErrNoDelivery):
 		return nil, huma.Error503ServiceUnavailable(err.Error())
 	case err != nil:
 		return nil, executionError(err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
-	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // RateClass is a token bucket capping how fast its jobs' tasks are leased,
@@ -216,7 +215,7 @@ func classFromDB(c *axtype.RateClass) *RateClass {
 	out := &RateClass{Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		MinPriority: c.ManualMinPriority, Tokens: c.TokensNow, Waiting: c.Waiting,
 		OldestWait: c.OldestWait.Seconds(), Degraded: c.DegradedSince != nil, DegradedSince: c.DegradedSince,
-		EffectiveMinimum: dispatch.FloorInForce(c), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		EffectiveMinimum: queue.FloorInForce(c), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 	if c.AutoMinPriority != nil {
 		out.Auto = &AutoDegrade{MinPriority: *c.AutoMinPriority, Depth: c.AutoDepth}
 		if c.AutoAge != nil {

@@ -6,11 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
-
-	"github.com/ax-scheduler/ax/queue/cron"
-	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
 // CronPreviewRequest asks when an expression fires.
@@ -60,10 +58,10 @@ func registerCronPreview(api huma.API) {
 }
 
 func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, error) {
-	sched, err := cron.Parse(in.Body.Cron, in.Body.Timezone)
+	sched, err := queue.ParseCron(in.Body.Cron, in.Body.Timezone)
 	if err != nil {
 		field := "body.cron"
-		var fe *cron.FieldError
+		var fe *queue.CronFieldError
 		if errors.As(err, &fe) && fe.Field == "timezone" {
 			field = "body.timezone"
 		}
@@ -85,7 +83,7 @@ func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, e
 		zone, _ := local.Zone()
 		fires[i] = CronFire{UTC: at.UTC(), Local: local.Format("2006-01-02T15:04:05-07:00"), Offset: local.Format("-07:00"), Zone: zone}
 		if in.Body.JitterSeconds > 0 {
-			start := at.Add(schedule.JitterOffset(jobID, at, in.Body.JitterSeconds)).UTC()
+			start := at.Add(queue.JitterOffset(jobID, at, in.Body.JitterSeconds)).UTC()
 			fires[i].StartsAt = &start
 		}
 	}

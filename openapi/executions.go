@@ -10,17 +10,14 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
-
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
-	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 type executionHandlers struct {
 	execs     *queue.ExecutionService
 	waiter    *queue.ExecutionWaiter
-	callbacks *delivery.CallbackService
+	callbacks *queue.CallbackService
 	guard     groupGuard
 }
 
@@ -339,7 +336,7 @@ func (h *executionHandlers) cancel(ctx context.Context, in *executionIDInput) (*
 }
 
 func (h *executionHandlers) list(ctx context.Context, in *executionListInput) (*executionListOutput, error) {
-	p := &db.ExecutionListParams{}
+	p := &queue.ExecutionListParams{}
 	if in.JobID != "" {
 		id, err := uuid.Parse(in.JobID)
 		if err != nil {
@@ -362,10 +359,10 @@ func (h *executionHandlers) listForJob(ctx context.Context, in *jobExecutionList
 	if err := h.guard.job(ctx, id); err != nil {
 		return nil, err
 	}
-	return h.page(ctx, &db.ExecutionListParams{JobID: &id}, in.State, in.From, in.To, in.Limit, in.Cursor)
+	return h.page(ctx, &queue.ExecutionListParams{JobID: &id}, in.State, in.From, in.To, in.Limit, in.Cursor)
 }
 
-func (h *executionHandlers) page(ctx context.Context, p *db.ExecutionListParams, state string, from, to time.Time, limit int, cursor string) (*executionListOutput, error) {
+func (h *executionHandlers) page(ctx context.Context, p *queue.ExecutionListParams, state string, from, to time.Time, limit int, cursor string) (*executionListOutput, error) {
 	if state != "" {
 		s := axtype.ExecutionState(state)
 		p.State = &s

@@ -20,7 +20,7 @@ import (
 
 func setupFlow(t *testing.T, cfg dispatch.AgentConfig) *apiEnv {
 	t.Helper()
-	return setupConfig(t, func(c *openapi.Config) { c.Agent = cfg })
+	return setupConfig(t, func(c *openapiConfig) { c.Services.Agent = cfg })
 }
 
 // TestRateClassCapsLeaseRate: a class limited to 10 tasks/s with burst 10,

@@ -10,10 +10,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
-	"github.com/ax-scheduler/ax/queue/cron"
-	"github.com/ax-scheduler/ax/queue/delivery"
-	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 var labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,100}$`)
@@ -41,7 +40,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 		errs.add(prefix.With("route.key"), "is required with strategy "+j.Route.Strategy, j.Route.Key)
 	}
 	if j.Route != nil && j.Route.Key != "" {
-		if err := dispatch.ParseRouteKey(j.Route.Key); err != nil {
+		if err := queue.ParseRouteKey(j.Route.Key); err != nil {
 			errs.add(prefix.With("route.key"), err.Error(), j.Route.Key)
 		}
 	}
@@ -51,7 +50,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	j.Shards.validateRange(prefix, &errs)
 	j.Shards.validateGenerator(prefix, j.Route, &errs)
 	if axtype.ExecutorKind(j.Executor.Kind) == axtype.ExecutorHTTP && j.Executor.Body != "" {
-		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
+		if err := httptask.ParseBodyTemplate(j.Executor.Body); err != nil {
 			errs.add(prefix.With("executor.body"), err.Error(), j.Executor.Body)
 		}
 	}
@@ -146,7 +145,7 @@ func (s *JobShards) validateGenerator(prefix *huma.PathBuffer, route *JobRoute, 
 
 func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	at := func(f string) string { return prefix.With("trigger." + f) }
-	if canon, err := cron.CanonicalZone(t.Timezone); err != nil {
+	if canon, err := queue.CanonicalZone(t.Timezone); err != nil {
 		errs.add(at("timezone"), err.Error(), t.Timezone)
 	} else {
 		t.Timezone = canon // stored as Postgres reads it: "Europe//./Paris" is Europe/Paris
@@ -164,8 +163,8 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	case axtype.TriggerCron:
 		if t.Cron == "" {
 			errs.add(at("cron"), "is required with trigger kind cron", nil)
-		} else if _, err := cron.Parse(t.Cron, t.Timezone); err != nil {
-			var fe *cron.FieldError
+		} else if _, err := queue.ParseCron(t.Cron, t.Timezone); err != nil {
+			var fe *queue.CronFieldError
 			if !errors.As(err, &fe) || fe.Field != "timezone" {
 				errs.add(at("cron"), cronReason(err), t.Cron)
 			}
@@ -239,7 +238,7 @@ func httpURLProblem(raw string) string {
 }
 
 func cronReason(err error) string {
-	var fe *cron.FieldError
+	var fe *queue.CronFieldError
 	if errors.As(err, &fe) {
 		return fe.Reason
 	}

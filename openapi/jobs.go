@@ -11,8 +11,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
-
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 )
@@ -144,7 +142,7 @@ func (h *jobHandlers) create(ctx context.Context, in *jobBodyInput) (*jobCreated
 }
 
 func (h *jobHandlers) list(ctx context.Context, in *jobListInput) (*jobListOutput, error) {
-	p := &db.JobListParams{Limit: in.Limit + 1}
+	p := &queue.JobListParams{Limit: in.Limit + 1}
 	if in.Cursor != "" {
 		after, err := decodeCursor(in.Cursor)
 		if err != nil {

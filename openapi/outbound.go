@@ -6,7 +6,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/ax-scheduler/ax/queue"
-	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 // outboundHandlers serve what outside systems use to hand work to ax and
@@ -15,8 +14,8 @@ import (
 type outboundHandlers struct {
 	jobs      *queue.JobService
 	execs     *queue.ExecutionService
-	callbacks *delivery.CallbackService
-	completer *delivery.TaskCompleter
+	callbacks *queue.CallbackService
+	completer *queue.TaskCompleter
 	urls      *urlChecker
 	api       huma.API // for problems written by middleware
 	logger    *slog.Logger

@@ -47,7 +47,8 @@ func setupRiver(t *testing.T) *apiEnv {
 	require.NoError(t, err)
 	require.NoError(t, rs.Start(context.Background()))
 	t.Cleanup(rs.Stop)
-	handler, _ = openapi.New(openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: policy, Outbox: rs.Outbox()})
+	handler, _ = openapi.New(openapi.Config{Version: "test", Outbound: policy,
+		Engine: queue.NewEngine(queue.EngineConfig{Pool: pool, Notifier: notifier, Outbox: rs.Outbox()})})
 	env := &apiEnv{t: t, pool: pool, url: srv.URL}
 	env.admin = env.key(openapi.ScopeAdmin)
 	return env
@@ -349,7 +350,7 @@ func (r fixedResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAdd
 // and the reason; jobs run by agents may call their own network.
 func TestUnsafeURLsRefusedWhenSaved(t *testing.T) {
 	t.Parallel()
-	env := setupConfig(t, func(c *openapi.Config) {
+	env := setupConfig(t, func(c *openapiConfig) {
 		c.Outbound = outbound.Policy{AllowLoopback: true, Resolver: fixedResolver{"internal.test": "10.0.0.5"}}
 	})
 	withCallback := func(name, url string) map[string]any {
@@ -388,7 +389,7 @@ func TestUnsafeURLsRefusedWhenSaved(t *testing.T) {
 // the internal network. The job is not saved.
 func TestURLRefusalRevealsNoResolvedAddress(t *testing.T) {
 	t.Parallel()
-	env := setupConfig(t, func(c *openapi.Config) {
+	env := setupConfig(t, func(c *openapiConfig) {
 		c.Outbound = outbound.Policy{Resolver: fixedResolver{
 			"db.internal.test": "10.20.30.40", "meta.internal.test": "169.254.169.254", "me.internal.test": "127.0.0.9",
 			"nat.internal.test": "64:ff9b:1::a14:1e28"}}

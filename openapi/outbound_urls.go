@@ -6,19 +6,19 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
-	"github.com/ax-scheduler/ax/queue/delivery"
-	"github.com/ax-scheduler/ax/queue/outbound"
+	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
 // urlChecker refuses, when a job is saved, the URLs ax itself would call
 // but may not reach (server-side request forgery): the callback URL, and
 // the URL of an HTTP job without target labels (ax serve sends it). The
 // same policy is enforced again at every connection. The caller is told
-// why without what a name resolved to (outbound.Explain): that would map
+// why without what a name resolved to (queue.ExplainOutbound): that would map
 // the internal network for anyone who may save a job; the log has it.
 type urlChecker struct {
-	policy outbound.Policy
+	policy queue.OutboundPolicy
 	logger *slog.Logger
 }
 
@@ -44,7 +44,7 @@ func (c *urlChecker) problems(ctx context.Context, j *Job, prefix string) fieldE
 		if _, err := c.policy.ValidateURL(ctx, j.Executor.URL); err != nil {
 			errs.add(prefix+"executor.url", c.refused(ctx, "executor.url", err), j.Executor.URL)
 		}
-		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
+		if err := httptask.ParseBodyTemplate(j.Executor.Body); err != nil {
 			errs.add(prefix+"executor.body", "is not a valid template: "+err.Error(), j.Executor.Body)
 		}
 	}
@@ -57,7 +57,7 @@ func (c *urlChecker) refused(ctx context.Context, field string, err error) strin
 	if c.logger != nil {
 		c.logger.InfoContext(ctx, "job URL refused", "field", field, "error", err)
 	}
-	return outbound.Explain(err)
+	return queue.ExplainOutbound(err)
 }
 
 // agentlessHTTP reports whether ax serve itself sends a job's requests,

@@ -22,7 +22,7 @@ func setupClocked(t *testing.T) (*apiEnv, *clock.Clock, *dispatch.Reaper) {
 	t.Helper()
 	c := clock.New()
 	cfg := dispatch.AgentConfig{} // defaults: 30 s leases, heartbeats every 5 s
-	env := setupConfig(t, func(oc *openapiConfig) { oc.Agent, oc.Clock = cfg, c })
+	env := setupConfig(t, func(oc *openapiConfig) { oc.Services.Agent, oc.Services.Clock = cfg, c })
 	return env, c, dispatch.NewReaper(env.pool, cfg, dispatch.ReaperConfig{Clock: c})
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/openapi"
 )
 
 // Requests have a pool of their own: while the engine holds every
@@ -20,12 +19,12 @@ import (
 func TestRequestsDoNotWaitForTheEngine(t *testing.T) {
 	t.Parallel()
 	var requests *pgxpool.Pool
-	env := setupConfig(t, func(c *openapi.Config) {
+	env := setupConfig(t, func(c *openapiConfig) {
 		var err error
-		requests, err = db.OpenPool(context.Background(), c.Pool.Config().ConnString(), db.PoolSize{MaxConns: 2, MinConns: 2})
+		requests, err = db.OpenPool(context.Background(), c.Services.Pool.Config().ConnString(), db.PoolSize{MaxConns: 2, MinConns: 2})
 		require.NoError(t, err)
 		t.Cleanup(requests.Close)
-		c.RequestPool = requests
+		c.Services.RequestPool = requests
 	})
 	shared := setup(t)
 	for _, e := range []*apiEnv{env, shared} {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
@@ -30,7 +29,7 @@ func setupRoutedSteal(t *testing.T, steal time.Duration) *apiEnv {
 func setupRoutedAgents(t *testing.T, agentCfg dispatch.AgentConfig) *apiEnv {
 	t.Helper()
 	var router *dispatch.TaskRouter
-	env := setupConfig(t, func(c *openapi.Config) {
+	env := setupConfig(t, func(c *openapiConfig) {
 		var err error
 		// The tests' agents heartbeat once, when they register: a loaded
 		// machine took longer than the default live window (two heartbeat
@@ -38,7 +37,7 @@ func setupRoutedAgents(t *testing.T, agentCfg dispatch.AgentConfig) *apiEnv {
 		// no agent (CI: TestConsistentHashKeepsAKeyOnOneAgent).
 		router, err = dispatch.NewTaskRouter(agentCfg, dispatch.TaskRouterConfig{Refresh: time.Millisecond, Live: time.Hour}, nil, nil)
 		require.NoError(t, err)
-		c.Agent, c.Router = agentCfg, router
+		c.Services.Agent, c.Services.Router = agentCfg, router
 	})
 	return env
 }

@@ -2,6 +2,7 @@ package openapi_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -53,7 +54,12 @@ type apiEnv struct {
 	admin    string // an admin key
 }
 
-type openapiConfig = openapi.Config
+// openapiConfig is what setupConfig starts the API with: its own config
+// and that of the engine it is handed.
+type openapiConfig struct {
+	openapi.Config
+	Services queue.EngineConfig
+}
 
 func setup(t *testing.T) *apiEnv {
 	t.Helper()
@@ -62,20 +68,23 @@ func setup(t *testing.T) *apiEnv {
 
 // setupConfig starts the API with a notifier (so long polls wake) and a
 // config that mutate may adjust.
-func setupConfig(t *testing.T, mutate func(*openapi.Config)) *apiEnv {
+func setupConfig(t *testing.T, mutate func(*openapiConfig)) *apiEnv {
 	t.Helper()
 	pool := dbtest.New(t)
 	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
 	listened := time.Now()
 	t.Cleanup(notifier.Stop)
-	cfg := openapi.Config{Pool: pool, Version: "test", Notifier: notifier, Outbound: outbound.Policy{AllowLoopback: true},
+	cfg := openapiConfig{Config: openapi.Config{Version: "test", Outbound: outbound.Policy{AllowLoopback: true},
 		// A 500 says only "the server logged the details".
-		Logger: testlog.New(t, "server log (warnings and errors)", slog.LevelWarn)}
+		Logger: testlog.New(t, "server log (warnings and errors)", slog.LevelWarn)},
+		Services: queue.EngineConfig{Pool: pool, Notifier: notifier}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	handler, _ := openapi.New(cfg)
+	cfg.Services.Logger = cmp.Or(cfg.Services.Logger, cfg.Logger)
+	cfg.Engine = queue.NewEngine(cfg.Services)
+	handler, _ := openapi.New(cfg.Config)
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	env := &apiEnv{t: t, pool: pool, notifier: notifier, listened: listened, url: srv.URL}

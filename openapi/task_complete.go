@@ -11,8 +11,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
-	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
 // TaskCompletion is the result of an agentless HTTP task whose target
@@ -38,8 +38,8 @@ type TaskCompletionReply struct {
 const HeaderCompletionToken = "Ax-Completion-Token"
 
 // completionBodyLimit caps a posted result: the result ax keeps
-// (delivery.MaxHTTPResultBytes), an error of 65,536 characters, and the rest.
-const completionBodyLimit = delivery.MaxHTTPResultBytes + 72<<10
+// (queue.MaxHTTPResultBytes), an error of 65,536 characters, and the rest.
+const completionBodyLimit = queue.MaxHTTPResultBytes + 72<<10
 
 type taskCompleteInput struct {
 	ID    string `path:"id" format:"uuid" doc:"Task id (Ax-Task-Id of the request)"`
@@ -88,9 +88,9 @@ func (h *outboundHandlers) checkCompletionToken(ctx huma.Context, next func(huma
 	}
 	err := h.completer.CheckToken(ctx.Context(), id, token)
 	switch {
-	case errors.Is(err, delivery.ErrUnknownHTTPTask):
+	case errors.Is(err, queue.ErrUnknownHTTPTask):
 		_ = huma.WriteErr(h.api, ctx, http.StatusNotFound, err.Error())
-	case errors.Is(err, delivery.ErrStaleCompletion):
+	case errors.Is(err, queue.ErrStaleCompletion):
 		_ = huma.WriteErr(h.api, ctx, http.StatusConflict, err.Error())
 	case err != nil:
 		h.logger.ErrorContext(ctx.Context(), "error checking a completion token", "task_id", id, "error", err)
@@ -114,9 +114,9 @@ func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInp
 		return nil, huma.Error422UnprocessableEntity("two tokens",
 			&huma.ErrorDetail{Location: "body.token", Message: "must be the token of the Ax-Completion-Token header", Value: in.Body.Token})
 	}
-	if len(in.Body.Result) > delivery.MaxHTTPResultBytes {
+	if len(in.Body.Result) > queue.MaxHTTPResultBytes {
 		return nil, huma.Error422UnprocessableEntity("result too large", &huma.ErrorDetail{Location: "body.result",
-			Message: fmt.Sprintf("is %d bytes; a result may be %d", len(in.Body.Result), delivery.MaxHTTPResultBytes)})
+			Message: fmt.Sprintf("is %d bytes; a result may be %d", len(in.Body.Result), queue.MaxHTTPResultBytes)})
 	}
 	if err := checkErrorCode("body.error_code", in.Body.State, in.Body.ErrorCode); err != nil {
 		return nil, err
@@ -124,9 +124,9 @@ func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInp
 	state, err := h.completer.Complete(ctx, axtype.TaskResult{TaskRef: axtype.TaskRef{ID: id, Token: token},
 		State: axtype.TaskState(in.Body.State), Result: in.Body.Result, Error: in.Body.Error, ErrorCode: in.Body.ErrorCode})
 	switch {
-	case errors.Is(err, delivery.ErrUnknownHTTPTask):
+	case errors.Is(err, queue.ErrUnknownHTTPTask):
 		return nil, huma.Error404NotFound(err.Error())
-	case errors.Is(err, delivery.ErrStaleCompletion):
+	case errors.Is(err, queue.ErrStaleCompletion):
 		return nil, huma.Error409Conflict(err.Error())
 	case err != nil:
 		return nil, err

@@ -251,14 +251,16 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer vacuumer.Stop()
 	defer upcoming.Stop()
 
+	// The engine's services, built once: the API and the console share them.
+	engine := queue.NewEngine(queue.EngineConfig{Pool: pool, RequestPool: requestPool, Logger: logger, Metrics: m,
+		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox()})
 	apiHandler, _ := openapi.New(openapi.Config{
-		Pool: pool, RequestPool: requestPool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,
-		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox(), Outbound: cfg.Outbound.policy(),
+		Engine: engine, Logger: logger, Version: version, Ready: readiness(pool), Outbound: cfg.Outbound.policy(),
 		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth, PublicURL: cfg.publicURL(),
 		BodyReadTimeout:  min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 		BodyMemoryBudget: cfg.BodyMemoryBudget,
 	})
-	ui, err := console.New(console.Config{API: apiHandler, Keys: queue.NewKeyService(requestPool), Logger: logger,
+	ui, err := console.New(console.Config{API: apiHandler, Keys: engine.Keys, Logger: logger,
 		TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		return err

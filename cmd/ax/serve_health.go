@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
@@ -76,7 +75,7 @@ func validateHealth(c serveConfig) error {
 		errs = append(errs, fmt.Errorf("%d quarantine error codes: at most %d", len(c.Health.ErrorCodes), maxErrorCodes))
 	}
 	for _, code := range c.Health.ErrorCodes {
-		if !queue.ValidErrorCode(code) {
+		if !axtype.ValidErrorCode(code) {
 			errs = append(errs, fmt.Errorf("quarantine error code %.70q is not an error code (1 to %d of a-z, 0-9, _ . -)",
 				code, axtype.MaxErrorCodeLength))
 		}

@@ -55,10 +55,9 @@ func setupWith(t *testing.T, cfg console.Config) *env {
 	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
 	t.Cleanup(notifier.Stop)
-	api, _ := openapi.New(openapi.Config{Pool: pool, Version: "test", Notifier: notifier,
-		Outbound: outbound.Policy{AllowLoopback: true}})
-	keys := queue.NewKeyService(pool)
-	cfg.API, cfg.Keys, cfg.LogPoll = api, keys, 50*time.Millisecond
+	engine := queue.NewEngine(queue.EngineConfig{Pool: pool, Notifier: notifier})
+	api, _ := openapi.New(openapi.Config{Engine: engine, Version: "test", Outbound: outbound.Policy{AllowLoopback: true}})
+	cfg.API, cfg.Keys, cfg.LogPoll = api, engine.Keys, 50*time.Millisecond
 	ui, err := console.New(cfg)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -66,7 +65,7 @@ func setupWith(t *testing.T, cfg console.Config) *env {
 	mux.Handle("/", api)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, keys: keys, pool: pool}
+	e := &env{t: t, url: srv.URL, keys: engine.Keys, pool: pool}
 	e.admin = e.key(queue.ScopeAdmin)
 	return e
 }

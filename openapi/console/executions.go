@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/openapi/client"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // pageSize is how many runs a list shows at once.
@@ -158,9 +160,7 @@ func toLine(e client.TaskEvent, agents map[string]string) logLine {
 }
 
 // ended reports whether a run's state is final.
-func ended(state string) bool {
-	return state == "succeeded" || state == "failed" || state == "timed_out" || state == "cancelled"
-}
+func ended(state string) bool { return axtype.TaskState(state).Ended() }
 
 func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) {
 	id, ok := c.pathID(w, r, s)
@@ -193,9 +193,9 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 			ran[ev.TaskId] = line.Agent
 		}
 		switch {
-		case line.Kind == "state" && line.State == "leased":
+		case line.Kind == string(axtype.TaskEventState) && line.State == string(axtype.TaskLeased):
 			leased[ev.TaskId] = ev.At
-		case line.Kind == "state" && ended(line.State):
+		case line.Kind == string(axtype.TaskEventState) && ended(line.State):
 			ends[ev.TaskId] = ev.At
 		}
 		v.Logs = append(v.Logs, line)

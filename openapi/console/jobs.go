@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/openapi/client"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Bounds of the jobs list: it filters by name and label itself, over at
@@ -37,8 +39,11 @@ type jobsFilter struct {
 
 var jobStates = []string{"active", "paused"}
 
-// runStates are the states of an execution, for filters.
-var runStates = []string{"scheduled", "pending", "running", "succeeded", "failed", "timed_out", "cancelled"}
+// runStates are the states of an execution, for filters, and "scheduled"
+// for the delayed runs that have not come due.
+var runStates = []string{"scheduled", string(axtype.ExecutionPending), string(axtype.ExecutionRunning),
+	string(axtype.ExecutionSucceeded), string(axtype.ExecutionFailed), string(axtype.ExecutionTimedOut),
+	string(axtype.ExecutionCancelled)}
 
 func readJobsFilter(q url.Values) (jobsFilter, error) {
 	f := jobsFilter{Q: q.Get("q"), Group: q.Get("group"), Owner: q.Get("owner"), State: q.Get("state"),
@@ -196,11 +201,11 @@ func (c *Console) describe(ctx context.Context, s *session, j client.Job, fires 
 func successRate(execs []client.Execution) string {
 	var ok, ended int
 	for _, e := range execs {
-		switch e.State {
-		case "succeeded":
+		switch axtype.ExecutionState(e.State) {
+		case axtype.ExecutionSucceeded:
 			ok++
 			ended++
-		case "failed", "timed_out":
+		case axtype.ExecutionFailed, axtype.ExecutionTimedOut:
 			ended++
 		}
 	}

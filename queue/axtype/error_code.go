@@ -1,9 +1,31 @@
 package axtype
 
-// MaxErrorCodeLength is the longest error code a task result may carry:
-// 1 to 64 of a-z, 0-9, '_', '.' and '-' (queue.ValidErrorCode). The check
-// task_error_code_format holds the column to the same rule.
+// MaxErrorCodeLength is the longest error code a task result may carry
+// (see ValidErrorCode).
 const MaxErrorCodeLength = 64
+
+// ErrorCodePattern is ValidErrorCode as a regular expression: the check
+// task_error_code_format of ax.task and ax.task_history holds the column to
+// it (db's TestErrorCodeCheckMatchesRule compares the two).
+const ErrorCodePattern = "^[a-z0-9_.-]{1,64}$"
+
+// ValidErrorCode says whether code may be stored as a task's error code:
+// 1 to MaxErrorCodeLength characters of a-z, 0-9, '_', '.' and '-'. Codes
+// label metrics and group failures, so they stay short and plain. It is
+// the one definition of the rule: the server checks results with it, the
+// agent drops codes it refuses, and the SQL check is tested against it.
+func ValidErrorCode(code string) bool {
+	if code == "" || len(code) > MaxErrorCodeLength {
+		return false
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 // Error codes the server itself gives. Agents and HTTP targets report
 // their own (exit_3, signal_killed, http_503…).

@@ -125,7 +125,7 @@ type TaskResult struct {
 	Error  string
 	// ErrorCode is the outcome's machine-readable reason ("" for none):
 	// exit_3, signal_killed, http_503, connect, timeout… It must pass
-	// queue.ValidErrorCode; the database refuses anything else.
+	// ValidErrorCode; the database refuses anything else.
 	ErrorCode string
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/migrations"
 	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
@@ -136,7 +135,7 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 		return nil, err
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Schema:  migrations.Schema,
+		Schema:  db.Schema,
 		Workers: workers,
 		Queues: map[string]river.QueueConfig{
 			callbackQueue: {MaxWorkers: cfg.CallbackWorkers}, httpQueue: {MaxWorkers: cfg.HTTPWorkers},

@@ -14,14 +14,13 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ax-scheduler/ax/db"
-	"github.com/ax-scheduler/ax/migrations"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 )
 
 // riverInsertChannel is the channel River's producers listen on for new
 // jobs (its insert notification, schema-prefixed); the payload names the
 // queue to fetch.
-const riverInsertChannel = migrations.Schema + ".river_insert"
+const riverInsertChannel = db.Schema + ".river_insert"
 
 // riverWaker tells River's producers to fetch a queue when a job snoozed
 // on it comes due, by sending River's insert notification for the queue

@@ -127,8 +127,9 @@ func startReplicaWith(b *testing.B, dbURL string, withRiver bool) *axReplica {
 		b.Fatal(err)
 	}
 	b.Cleanup(requestPool.Close)
-	api, _ := openapi.New(openapi.Config{Pool: pool, RequestPool: requestPool, Logger: logger, Version: "bench",
+	engine := queue.NewEngine(queue.EngineConfig{Pool: pool, RequestPool: requestPool, Logger: logger,
 		Metrics: metrics, Notifier: notifier, Agent: agentCfg, Router: router, Outbox: outbox})
+	api, _ := openapi.New(openapi.Config{Engine: engine, Logger: logger, Version: "bench"})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", api)

@@ -1,4 +1,4 @@
-package queue_test
+package axtype_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 func TestValidErrorCode(t *testing.T) {
@@ -16,6 +16,6 @@ func TestValidErrorCode(t *testing.T) {
 		"": false, strings.Repeat("a", 65): false, "Exit_3": false, "exit 3": false, "café": false, "a/b": false,
 		"exit_3\n": false,
 	} {
-		require.Equal(t, ok, queue.ValidErrorCode(code), "%q", code)
+		require.Equal(t, ok, axtype.ValidErrorCode(code), "%q", code)
 	}
 }
