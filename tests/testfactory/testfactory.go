@@ -120,9 +120,10 @@ type ExecutionOpts struct {
 	// ShardParams renders the params of a job with a shard generator; nil:
 	// such a run fails, as the db package says.
 	ShardParams db.ShardParamsFunc
-	// Route places the new tasks on agents (a task router's RouteFunc);
-	// nil: none is placed.
-	Route db.RouteFunc
+	// Route returns what places the new tasks on agents, reading with the
+	// run's transaction (a task router's RouteFunc method); nil: none is
+	// placed.
+	Route func(exec db.Executor) db.RouteFunc
 	// Fired is handed the new tasks in the run's transaction, as the
 	// engine hands agentless HTTP tasks to its outbox (an Outbox's Fired).
 	Fired func(ctx context.Context, exec db.Executor, tasks []*db.NewTask) error
@@ -143,9 +144,13 @@ func Execution(ctx context.Context, tb testing.TB, exec Executor, jobID uuid.UUI
 				return nil, err
 			}
 		}
+		var route db.RouteFunc
+		if opts.Route != nil {
+			route = opts.Route(tx)
+		}
 		_, tasks, err := db.ExecutionInsertMany(ctx, tx, []*db.NewExecution{{ID: id, JobID: jobID,
 			Cause: cmp.Or(opts.Cause, db.CauseManual), ScheduledFor: scheduledFor, Params: opts.Params,
-			Priority: opts.Priority}}, cmp.Or(opts.Live, 10*time.Second), opts.ShardParams, opts.Route)
+			Priority: opts.Priority}}, cmp.Or(opts.Live, 10*time.Second), opts.ShardParams, route)
 		if err != nil {
 			return nil, err
 		}
