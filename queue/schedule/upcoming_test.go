@@ -24,7 +24,7 @@ func TestUpcomingHourListsEveryFire(t *testing.T) {
 	later := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
 	once := e.job(db.TriggerDelay, func(j *db.Job) { j.RunAt = &later })
 	paused := e.job(db.TriggerCron, nil)
-	_, err := e.jobs.Pause(context.Background(), paused.ID)
+	_, err := e.pause(paused.ID)
 	require.NoError(t, err)
 
 	u := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{})
@@ -111,7 +111,7 @@ func TestUpcomingPassWritesOnlyWhatChanged(t *testing.T) {
 	}
 	require.Equal(t, before[len(before)-1].at.Add(30*time.Second), after[len(after)-1].at)
 
-	_, err = e.jobs.Pause(context.Background(), every5m.ID)
+	_, err = e.pause(every5m.ID)
 	require.NoError(t, err)
 	_, err = u.Pass(context.Background())
 	require.NoError(t, err)
@@ -144,9 +144,9 @@ func TestUpcomingCapLeavesOutTheSameJobs(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, true, false}, listed(), "the two oldest jobs")
 		for _, j := range jobs[:2] {
-			_, err = e.jobs.Pause(context.Background(), j.ID)
+			_, err = e.pause(j.ID)
 			require.NoError(t, err)
-			_, err = e.jobs.Resume(context.Background(), j.ID)
+			_, err = e.resume(j.ID)
 			require.NoError(t, err)
 		}
 	}
