@@ -19,6 +19,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/outbound"
+	"github.com/ax-scheduler/ax/queue/webhook"
 )
 
 // A receiver down for three attempts (no answer, 500, 503) and then up
@@ -278,7 +279,8 @@ func TestCallbackSignedWithBothSecretsDuringRotation(t *testing.T) {
 	env := setup(t, nil)
 	rc := newReceiver(t, nil)
 	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
-	secret, until, err := env.jobs.RotateSecret(context.Background(), job.ID, time.Hour)
+	secret := webhook.NewSecret().Text()
+	until, err := db.JobSecretRotate(context.Background(), env.pool, job.ID, secret, time.Hour)
 	require.NoError(t, err)
 	require.NotEqual(t, job.SigningSecret, secret)
 	require.WithinDuration(t, time.Now().Add(time.Hour), *until, time.Minute)
