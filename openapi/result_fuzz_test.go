@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 	"github.com/ax-scheduler/ax/tests/testfactory"
@@ -53,7 +54,7 @@ func FuzzResultPath(f *testing.F) {
 	dbJob, err := jobToDB(&job, uuid.Nil)
 	require.NoError(f, err)
 	// The job as the API maps it, stored as given.
-	created := testfactory.Job(ctx, f, pool, &testfactory.JobOpts{Edit: func(j *db.Job) {
+	created := testfactory.Job(ctx, f, pool, &testfactory.JobOpts{Edit: func(j *axtype.Job) {
 		dbJob.ID = j.ID
 		*j = *dbJob
 	}})
@@ -67,11 +68,11 @@ func FuzzResultPath(f *testing.F) {
 			AgentExecutors: []string{"shell"}, Max: 10, Lease: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, tasks, 3, "nothing is left from an earlier input")
-		results := make([]db.TaskResult, len(tasks))
+		results := make([]axtype.TaskResult, len(tasks))
 		for i, task := range tasks {
 			require.Equal(t, exec.ID, task.ExecutionID)
-			results[i] = db.TaskResult{TaskRef: db.TaskRef{ID: task.ID, Token: task.LeaseToken},
-				State: db.TaskSucceeded, Result: json.RawMessage(`{"plain":true}`)}
+			results[i] = axtype.TaskResult{TaskRef: axtype.TaskRef{ID: task.ID, Token: task.LeaseToken},
+				State: axtype.TaskSucceeded, Result: json.RawMessage(`{"plain":true}`)}
 		}
 		results[0].Result, results[0].Error = result, errText
 		done, err := agents.Complete(ctx, agent.ID, results)
@@ -79,12 +80,12 @@ func FuzzResultPath(f *testing.F) {
 		require.Len(t, done, 3, "every result is recorded")
 		for _, d := range done {
 			if d.ID != tasks[0].ID {
-				require.Equal(t, db.TaskSucceeded, d.State, "a plain result is stored")
+				require.Equal(t, axtype.TaskSucceeded, d.State, "a plain result is stored")
 				continue
 			}
-			if d.State != db.TaskSucceeded {
-				require.Equal(t, db.TaskFailed, d.State)
-				require.Equal(t, db.ErrorCodeBadResult, d.ErrorCode)
+			if d.State != axtype.TaskSucceeded {
+				require.Equal(t, axtype.TaskFailed, d.State)
+				require.Equal(t, axtype.ErrorCodeBadResult, d.ErrorCode)
 				require.NotEmpty(t, d.Error)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
@@ -67,7 +68,7 @@ func setup(t *testing.T, mutate func(*delivery.RiverConfig)) *outEnv {
 }
 
 // job creates a manual job; mutate adjusts it first.
-func (e *outEnv) job(mutate func(j *db.Job)) *db.Job {
+func (e *outEnv) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
 	created := testfactory.Job(context.Background(), e.t, e.pool, &testfactory.JobOpts{Edit: mutate})
 	require.NotEmpty(e.t, created.SigningSecret)
@@ -75,18 +76,18 @@ func (e *outEnv) job(mutate func(j *db.Job)) *db.Job {
 }
 
 // httpJob creates an agentless HTTP job calling url.
-func (e *outEnv) httpJob(url string, mutate func(j *db.Job)) *db.Job {
+func (e *outEnv) httpJob(url string, mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	return e.job(func(j *db.Job) {
+	return e.job(func(j *axtype.Job) {
 		j.ExecutorKind = "http"
-		j.Executor = db.ExecutorConfig{URL: url, Method: "POST"}
+		j.Executor = axtype.ExecutorConfig{URL: url, Method: "POST"}
 		if mutate != nil {
 			mutate(j)
 		}
 	})
 }
 
-func (e *outEnv) trigger(jobID uuid.UUID) *db.Execution {
+func (e *outEnv) trigger(jobID uuid.UUID) *axtype.Execution {
 	e.t.Helper()
 	// As the engine fires: agentless HTTP tasks go to the outbox in the
 	// run's transaction.
@@ -100,14 +101,14 @@ func (e *outEnv) cancel(id uuid.UUID) {
 	e.t.Helper()
 	exec, err := e.cancelled(id)
 	require.NoError(e.t, err)
-	require.Equal(e.t, db.ExecutionCancelled, exec.State)
+	require.Equal(e.t, axtype.ExecutionCancelled, exec.State)
 }
 
 // cancelled cancels an execution as the execution service does: the
 // outbox hears of it in the same transaction.
-func (e *outEnv) cancelled(id uuid.UUID) (*db.Execution, error) {
+func (e *outEnv) cancelled(id uuid.UUID) (*axtype.Execution, error) {
 	ctx := context.Background()
-	return db.WithTxV(ctx, e.pool, func(tx pgx.Tx) (*db.Execution, error) {
+	return db.WithTxV(ctx, e.pool, func(tx pgx.Tx) (*axtype.Execution, error) {
 		if _, err := db.ExecutionCancel(ctx, tx, []uuid.UUID{id}, nil, "test"); err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -40,29 +41,29 @@ func setupClock(t *testing.T) *clockEnv {
 
 // trigger creates a shell job that may run attempts times, with retryBackoff
 // between them, and fires it once; it returns the run's one task.
-func (e *clockEnv) trigger(attempts int, retryBackoff time.Duration) *db.Task {
+func (e *clockEnv) trigger(attempts int, retryBackoff time.Duration) *axtype.Task {
 	e.t.Helper()
 	return e.fire(e.job(attempts, retryBackoff))
 }
 
 // job creates a shell job of one shard that may run attempts times, with
 // retryBackoff between them.
-func (e *clockEnv) job(attempts int, retryBackoff time.Duration) *db.Job {
+func (e *clockEnv) job(attempts int, retryBackoff time.Duration) *axtype.Job {
 	e.t.Helper()
 	secs := int(retryBackoff.Seconds())
-	return e.create(func(j *db.Job) {
+	return e.create(func(j *axtype.Job) {
 		j.TimeoutSeconds, j.RetryMaxAttempts, j.RetryBackoffSeconds, j.RetryBackoffMaxSeconds = 3600, attempts, secs, secs
 	})
 }
 
 // create creates a job of the factory's defaults changed by edit.
-func (e *clockEnv) create(edit func(j *db.Job)) *db.Job {
+func (e *clockEnv) create(edit func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
 	return testfactory.Job(context.Background(), e.t, e.pool, &testfactory.JobOpts{Edit: edit})
 }
 
 // fire runs job once; it returns the run's one task.
-func (e *clockEnv) fire(job *db.Job) *db.Task {
+func (e *clockEnv) fire(job *axtype.Job) *axtype.Task {
 	e.t.Helper()
 	return testfactory.Task(context.Background(), e.t, e.pool, job.ID, fireOpts(e.router))
 }
@@ -75,13 +76,13 @@ func (e *clockEnv) cancel(id uuid.UUID, reason string) {
 }
 
 // agent registers a ready agent that takes every executor kind.
-func (e *clockEnv) agent(name string) *db.Agent {
+func (e *clockEnv) agent(name string) *axtype.Agent {
 	e.t.Helper()
 	ctx := context.Background()
 	key, err := db.APIKeyInsert(ctx, e.pool, &db.APIKeyInsertParams{ID: uuid.New(), Name: name,
 		Hash: []byte(uuid.NewString()), Prefix: "ax_", Scopes: []string{"agent"}})
 	require.NoError(e.t, err)
-	a, err := e.broker.Register(ctx, &db.Agent{Name: name, Capacity: 4, Weight: 1, APIKeyID: key.ID,
+	a, err := e.broker.Register(ctx, &axtype.Agent{Name: name, Capacity: 4, Weight: 1, APIKeyID: key.ID,
 		Executors: []string{"shell", "http", "handler"}})
 	require.NoError(e.t, err)
 	e.heartbeat(a) // registered agents take work after a heartbeat says they are ready
@@ -89,16 +90,16 @@ func (e *clockEnv) agent(name string) *db.Agent {
 }
 
 // heartbeat says agent is alive and ready, at the clock's now.
-func (e *clockEnv) heartbeat(a *db.Agent) {
+func (e *clockEnv) heartbeat(a *axtype.Agent) {
 	e.t.Helper()
 	ready := true
-	res, err := e.broker.Heartbeat(context.Background(), a.ID, nil, &db.AgentLoad{Ready: &ready})
+	res, err := e.broker.Heartbeat(context.Background(), a.ID, nil, &axtype.AgentLoad{Ready: &ready})
 	require.NoError(e.t, err)
-	a.State, a.Ready = db.AgentState(res.State), true
+	a.State, a.Ready = axtype.AgentState(res.State), true
 }
 
 // lease asks once, without waiting, for agent's tasks.
-func (e *clockEnv) lease(a *db.Agent) []*db.LeasedTask {
+func (e *clockEnv) lease(a *axtype.Agent) []*axtype.LeasedTask {
 	e.t.Helper()
 	tasks, err := e.broker.Lease(context.Background(), a, 10, 0)
 	require.NoError(e.t, err)

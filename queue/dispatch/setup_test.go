@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -56,10 +57,10 @@ func (e *env) apiKey() uuid.UUID {
 
 // agent registers a shell agent with labels and makes it ready by a
 // heartbeat; mutate adjusts the registration first.
-func (e *env) agent(labels map[string]string, mutate func(a *db.Agent)) *db.Agent {
+func (e *env) agent(labels map[string]string, mutate func(a *axtype.Agent)) *axtype.Agent {
 	e.t.Helper()
 	ctx := context.Background()
-	a := &db.Agent{Name: "agent-" + uuid.NewString()[:8], Labels: labels, Capacity: 100, APIKeyID: e.keyID,
+	a := &axtype.Agent{Name: "agent-" + uuid.NewString()[:8], Labels: labels, Capacity: 100, APIKeyID: e.keyID,
 		Executors: []string{"shell"}}
 	if mutate != nil {
 		mutate(a)
@@ -68,7 +69,7 @@ func (e *env) agent(labels map[string]string, mutate func(a *db.Agent)) *db.Agen
 	require.NoError(e.t, err)
 	require.False(e.t, registered.Ready, "an agent is not ready before its first heartbeat")
 	ready := true
-	_, err = e.broker.Heartbeat(ctx, registered.ID, nil, &db.AgentLoad{Ready: &ready})
+	_, err = e.broker.Heartbeat(ctx, registered.ID, nil, &axtype.AgentLoad{Ready: &ready})
 	require.NoError(e.t, err)
 	got, err := e.broker.Get(ctx, registered.ID)
 	require.NoError(e.t, err)
@@ -77,12 +78,12 @@ func (e *env) agent(labels map[string]string, mutate func(a *db.Agent)) *db.Agen
 }
 
 // job creates a manual shell job; mutate adjusts it first.
-func (e *env) job(mutate func(j *db.Job)) *db.Job {
+func (e *env) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
 	return testfactory.Job(context.Background(), e.t, e.pool, &testfactory.JobOpts{Edit: mutate})
 }
 
-func (e *env) trigger(jobID uuid.UUID) *db.Execution {
+func (e *env) trigger(jobID uuid.UUID) *axtype.Execution {
 	e.t.Helper()
 	return testfactory.Execution(context.Background(), e.t, e.pool, jobID, fireOpts(e.router))
 }
@@ -106,16 +107,16 @@ func (e *env) cancel(id uuid.UUID) {
 }
 
 // lease asks once for up to limit tasks, without waiting.
-func (e *env) lease(a *db.Agent, limit int) []*db.LeasedTask {
+func (e *env) lease(a *axtype.Agent, limit int) []*axtype.LeasedTask {
 	e.t.Helper()
 	tasks, err := e.broker.Lease(context.Background(), a, limit, 0)
 	require.NoError(e.t, err)
 	return tasks
 }
 
-func (e *env) task(id uuid.UUID) *db.Task {
+func (e *env) task(id uuid.UUID) *axtype.Task {
 	e.t.Helper()
-	var task *db.Task
+	var task *axtype.Task
 	tasks, err := db.TaskListByExecution(context.Background(), e.pool, e.executionOf(id))
 	require.NoError(e.t, err)
 	for _, t := range tasks {
@@ -142,7 +143,7 @@ func (e *env) agentOf(taskID uuid.UUID) uuid.UUID {
 	return id
 }
 
-func (e *env) execution(id uuid.UUID) *db.Execution {
+func (e *env) execution(id uuid.UUID) *axtype.Execution {
 	e.t.Helper()
 	exec, err := db.ExecutionGetByID(context.Background(), e.pool, id)
 	require.NoError(e.t, err)
@@ -189,7 +190,7 @@ func (e *env) pollWaiting(since time.Time) {
 	}, "the long poll to wait")
 }
 
-func ids(tasks []*db.LeasedTask) []uuid.UUID {
+func ids(tasks []*axtype.LeasedTask) []uuid.UUID {
 	out := make([]uuid.UUID, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.ID
@@ -211,12 +212,12 @@ func (e *env) brokerTracedBy(tracer pgx.QueryTracer) *dispatch.LeaseBroker {
 
 // agentsAndTasks registers n ready agents and fires a run of n shards,
 // one pending task for each of them.
-func (e *env) agentsAndTasks(n int) []*db.Agent {
+func (e *env) agentsAndTasks(n int) []*axtype.Agent {
 	e.t.Helper()
-	agents := make([]*db.Agent, n)
+	agents := make([]*axtype.Agent, n)
 	for i := range agents {
 		agents[i] = e.agent(nil, nil)
 	}
-	e.trigger(e.job(func(j *db.Job) { j.ShardCount = n }).ID)
+	e.trigger(e.job(func(j *axtype.Job) { j.ShardCount = n }).ID)
 	return agents
 }

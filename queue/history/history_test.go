@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 	"github.com/ax-scheduler/ax/tests/testfactory"
@@ -53,7 +54,7 @@ func (e *env) maintainAt(d time.Duration) *history.Report {
 	return rep
 }
 
-func (e *env) job(mutate func(*db.Job)) *db.Job {
+func (e *env) job(mutate func(*axtype.Job)) *axtype.Job {
 	e.t.Helper()
 	return testfactory.Job(context.Background(), e.t, e.pool, &testfactory.JobOpts{Edit: mutate})
 }
@@ -179,7 +180,7 @@ func TestADropWaitingForItsLockGivesUpAndComesBack(t *testing.T) {
 
 func TestARunEndedWithATaskInFlightMovesWhenItEnds(t *testing.T) {
 	e := setup(t)
-	job := e.job(func(j *db.Job) { j.ShardCount = 2 })
+	job := e.job(func(j *axtype.Job) { j.ShardCount = 2 })
 	run := e.trigger(job.ID)
 	ctx := context.Background()
 	// One shard still running when the run is ended (as a cancel that

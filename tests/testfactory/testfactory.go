@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/webhook"
 )
@@ -44,7 +45,7 @@ type APIKeyOpts struct {
 
 // APIKey inserts an API key with a random hash (nobody can present it;
 // tests that authenticate make keys through the key service).
-func APIKey(ctx context.Context, tb testing.TB, exec Executor, opts *APIKeyOpts) *db.APIKey {
+func APIKey(ctx context.Context, tb testing.TB, exec Executor, opts *APIKeyOpts) *axtype.APIKey {
 	tb.Helper()
 	opts = orZero(opts)
 	hash := make([]byte, 32)
@@ -66,28 +67,28 @@ type JobOpts struct {
 	Group string
 	// TriggerKind defaults to manual. A cron or interval job needs its
 	// schedule and NextFireAt set by Edit: the factory computes no fire.
-	TriggerKind db.TriggerKind
+	TriggerKind axtype.TriggerKind
 	// Edit changes anything else, after the defaults are set.
-	Edit func(j *db.Job)
+	Edit func(j *axtype.Job)
 }
 
 // Job inserts a job with its signing secret and announces it on the
 // job-changed channel, as the job service does.
-func Job(ctx context.Context, tb testing.TB, exec Executor, opts *JobOpts) *db.Job {
+func Job(ctx context.Context, tb testing.TB, exec Executor, opts *JobOpts) *axtype.Job {
 	tb.Helper()
 	opts = orZero(opts)
 	id, err := uuid.NewV7()
 	require.NoError(tb, err)
-	j := &db.Job{ID: id, Name: cmp.Or(opts.Name, "job-"+suffix()), Group: cmp.Or(opts.Group, db.DefaultGroup),
-		TriggerKind: cmp.Or(opts.TriggerKind, db.TriggerManual), Timezone: db.DefaultTimezone,
-		ExecutorKind: db.ExecutorShell, Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: db.RouteRoundRobin,
-		ShardCount: 1, ShardRangeTo: db.DefaultShardRangeTo, TimeoutSeconds: 60, RetryMaxAttempts: 1,
-		ConcurrencyPolicy: db.ConcurrencyAllow, MisfirePolicy: db.MisfireFireOnce, MisfireWindowSeconds: 3600,
-		MisfireMaxFires: db.DefaultMisfireMaxFires, DegradeAction: db.DegradeWait}
+	j := &axtype.Job{ID: id, Name: cmp.Or(opts.Name, "job-"+suffix()), Group: cmp.Or(opts.Group, axtype.DefaultGroup),
+		TriggerKind: cmp.Or(opts.TriggerKind, axtype.TriggerManual), Timezone: axtype.DefaultTimezone,
+		ExecutorKind: axtype.ExecutorShell, Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: axtype.RouteRoundRobin,
+		ShardCount: 1, ShardRangeTo: axtype.DefaultShardRangeTo, TimeoutSeconds: 60, RetryMaxAttempts: 1,
+		ConcurrencyPolicy: axtype.ConcurrencyAllow, MisfirePolicy: axtype.MisfireFireOnce, MisfireWindowSeconds: 3600,
+		MisfireMaxFires: axtype.DefaultMisfireMaxFires, DegradeAction: axtype.DegradeWait}
 	if opts.Edit != nil {
 		opts.Edit(j)
 	}
-	created, err := db.WithTxV(ctx, exec, func(tx pgx.Tx) (*db.Job, error) {
+	created, err := db.WithTxV(ctx, exec, func(tx pgx.Tx) (*axtype.Job, error) {
 		created, err := db.JobInsert(ctx, tx, j)
 		if err != nil {
 			return nil, err
@@ -107,7 +108,7 @@ func Job(ctx context.Context, tb testing.TB, exec Executor, opts *JobOpts) *db.J
 // tasks routed nowhere.
 type ExecutionOpts struct {
 	// Cause defaults to manual.
-	Cause db.ExecutionCause
+	Cause axtype.ExecutionCause
 	// ScheduledFor defaults to the database's now.
 	ScheduledFor time.Time
 	// Params are the run's parameters; nil: the job's.
@@ -119,37 +120,37 @@ type ExecutionOpts struct {
 	Live time.Duration
 	// ShardParams renders the params of a job with a shard generator; nil:
 	// such a run fails, as the db package says.
-	ShardParams db.ShardParamsFunc
+	ShardParams axtype.ShardParamsFunc
 	// Route returns what places the new tasks on agents, reading with the
 	// run's transaction (a task router's RouteFunc method); nil: none is
 	// placed.
-	Route func(exec db.Executor) db.RouteFunc
+	Route func(exec db.Executor) axtype.RouteFunc
 	// Fired is handed the new tasks in the run's transaction, as the
 	// engine hands agentless HTTP tasks to its outbox (an Outbox's Fired).
-	Fired func(ctx context.Context, exec db.Executor, tasks []*db.NewTask) error
+	Fired func(ctx context.Context, exec db.Executor, tasks []*axtype.NewTask) error
 }
 
 // Execution records a run of job jobID with its tasks, records it as the
 // job's last fire and wakes waiting lease polls (task-ready), as a manual
 // trigger does. It returns the run as stored.
-func Execution(ctx context.Context, tb testing.TB, exec Executor, jobID uuid.UUID, opts *ExecutionOpts) *db.Execution {
+func Execution(ctx context.Context, tb testing.TB, exec Executor, jobID uuid.UUID, opts *ExecutionOpts) *axtype.Execution {
 	tb.Helper()
 	opts = orZero(opts)
 	id, err := uuid.NewV7()
 	require.NoError(tb, err)
-	run, err := db.WithTxV(ctx, exec, func(tx pgx.Tx) (*db.Execution, error) {
+	run, err := db.WithTxV(ctx, exec, func(tx pgx.Tx) (*axtype.Execution, error) {
 		scheduledFor := opts.ScheduledFor
 		if scheduledFor.IsZero() {
 			if scheduledFor, err = db.Now(ctx, tx); err != nil {
 				return nil, err
 			}
 		}
-		var route db.RouteFunc
+		var route axtype.RouteFunc
 		if opts.Route != nil {
 			route = opts.Route(tx)
 		}
-		_, tasks, err := db.ExecutionInsertMany(ctx, tx, []*db.NewExecution{{ID: id, JobID: jobID,
-			Cause: cmp.Or(opts.Cause, db.CauseManual), ScheduledFor: scheduledFor, Params: opts.Params,
+		_, tasks, err := db.ExecutionInsertMany(ctx, tx, []*axtype.NewExecution{{ID: id, JobID: jobID,
+			Cause: cmp.Or(opts.Cause, axtype.CauseManual), ScheduledFor: scheduledFor, Params: opts.Params,
 			Priority: opts.Priority}}, cmp.Or(opts.Live, 10*time.Second), opts.ShardParams, route)
 		if err != nil {
 			return nil, err
@@ -172,7 +173,7 @@ func Execution(ctx context.Context, tb testing.TB, exec Executor, jobID uuid.UUI
 }
 
 // Tasks returns the tasks of run executionID, by shard.
-func Tasks(ctx context.Context, tb testing.TB, exec db.Executor, executionID uuid.UUID) []*db.Task {
+func Tasks(ctx context.Context, tb testing.TB, exec db.Executor, executionID uuid.UUID) []*axtype.Task {
 	tb.Helper()
 	tasks, err := db.TaskListByExecution(ctx, exec, executionID)
 	require.NoError(tb, err)
@@ -181,7 +182,7 @@ func Tasks(ctx context.Context, tb testing.TB, exec db.Executor, executionID uui
 
 // Task records a run of job jobID and returns its one task; a job of more
 // shards fails the test.
-func Task(ctx context.Context, tb testing.TB, exec Executor, jobID uuid.UUID, opts *ExecutionOpts) *db.Task {
+func Task(ctx context.Context, tb testing.TB, exec Executor, jobID uuid.UUID, opts *ExecutionOpts) *axtype.Task {
 	tb.Helper()
 	tasks := Tasks(ctx, tb, exec, Execution(ctx, tb, exec, jobID, opts).ID)
 	require.Len(tb, tasks, 1, "a run of one task")
@@ -209,12 +210,12 @@ type AgentOpts struct {
 	// database's now.
 	Now *time.Time
 	// Edit changes anything else, after the defaults are set.
-	Edit func(a *db.Agent)
+	Edit func(a *axtype.Agent)
 }
 
 // Agent registers an agent and, unless NotReady, records a heartbeat that
 // says it is ready. It returns the agent as stored.
-func Agent(ctx context.Context, tb testing.TB, exec Executor, opts *AgentOpts) *db.Agent {
+func Agent(ctx context.Context, tb testing.TB, exec Executor, opts *AgentOpts) *axtype.Agent {
 	tb.Helper()
 	opts = orZero(opts)
 	keyID := opts.APIKeyID
@@ -223,9 +224,9 @@ func Agent(ctx context.Context, tb testing.TB, exec Executor, opts *AgentOpts) *
 	}
 	id, err := uuid.NewV7()
 	require.NoError(tb, err)
-	a := &db.Agent{ID: id, Name: cmp.Or(opts.Name, "agent-"+suffix()), Labels: opts.Labels,
+	a := &axtype.Agent{ID: id, Name: cmp.Or(opts.Name, "agent-"+suffix()), Labels: opts.Labels,
 		Capacity: cmp.Or(opts.Capacity, 100), Weight: 1, APIKeyID: keyID,
-		Executors: orSlice(opts.Executors, []string{string(db.ExecutorShell)})}
+		Executors: orSlice(opts.Executors, []string{string(axtype.ExecutorShell)})}
 	if opts.Edit != nil {
 		opts.Edit(a)
 	}
@@ -235,7 +236,7 @@ func Agent(ctx context.Context, tb testing.TB, exec Executor, opts *AgentOpts) *
 		return registered
 	}
 	ready := true
-	_, err = db.AgentHeartbeat(ctx, exec, registered.ID, &db.AgentLoad{Ready: &ready}, opts.Now)
+	_, err = db.AgentHeartbeat(ctx, exec, registered.ID, &axtype.AgentLoad{Ready: &ready}, opts.Now)
 	require.NoError(tb, err)
 	got, err := db.AgentGetByID(ctx, exec, registered.ID)
 	require.NoError(tb, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 	"github.com/ax-scheduler/ax/tests/testfactory"
 )
@@ -22,15 +23,15 @@ func TestJobDefaultsAndOverrides(t *testing.T) {
 	plain := testfactory.Job(ctx, t, pool, nil)
 	stored, err := db.JobGetByID(ctx, pool, plain.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.TriggerManual, stored.TriggerKind)
-	require.Equal(t, db.ExecutorShell, stored.ExecutorKind)
+	require.Equal(t, axtype.TriggerManual, stored.TriggerKind)
+	require.Equal(t, axtype.ExecutorShell, stored.ExecutorKind)
 	require.Equal(t, "true", stored.Executor.Command)
-	require.Equal(t, db.DefaultGroup, stored.Group)
+	require.Equal(t, axtype.DefaultGroup, stored.Group)
 	require.Equal(t, 1, stored.RetryMaxAttempts, "a test job fails fast")
 	require.NotEmpty(t, plain.SigningSecret, "with its signing secret")
 
 	edited := testfactory.Job(ctx, t, pool, &testfactory.JobOpts{Name: "nightly", Group: "etl",
-		Edit: func(j *db.Job) { j.ShardCount = 3 }})
+		Edit: func(j *axtype.Job) { j.ShardCount = 3 }})
 	stored, err = db.JobGetByID(ctx, pool, edited.ID)
 	require.NoError(t, err)
 	require.Equal(t, "nightly", stored.Name)
@@ -42,24 +43,27 @@ func TestExecutionMakesItsTasks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.New(t)
-	job := testfactory.Job(ctx, t, pool, &testfactory.JobOpts{Edit: func(j *db.Job) { j.ShardCount = 2 }})
+	job := testfactory.Job(ctx, t, pool, &testfactory.JobOpts{Edit: func(j *axtype.Job) { j.ShardCount = 2 }})
 
 	priority := 7
 	run := testfactory.Execution(ctx, t, pool, job.ID, &testfactory.ExecutionOpts{
 		Params: json.RawMessage(`{"day":"monday"}`), Priority: &priority})
 	require.Equal(t, job.ID, run.JobID)
-	require.Equal(t, db.CauseManual, run.Cause)
+	require.Equal(t, axtype.CauseManual, run.Cause)
 	tasks := testfactory.Tasks(ctx, t, pool, run.ID)
 	require.Len(t, tasks, 2, "one task a shard")
 	for _, task := range tasks {
-		require.Equal(t, db.TaskPending, task.State)
+		require.Equal(t, axtype.TaskPending, task.State)
 	}
 
 	var handed int
 	one := testfactory.Job(ctx, t, pool, nil)
 	task := testfactory.Task(ctx, t, pool, one.ID, &testfactory.ExecutionOpts{
-		Fired: func(_ context.Context, _ db.Executor, tasks []*db.NewTask) error { handed += len(tasks); return nil }})
-	require.Equal(t, db.TaskPending, task.State)
+		Fired: func(_ context.Context, _ db.Executor, tasks []*axtype.NewTask) error {
+			handed += len(tasks)
+			return nil
+		}})
+	require.Equal(t, axtype.TaskPending, task.State)
 	require.Equal(t, 1, handed, "Fired is handed the new tasks")
 }
 
