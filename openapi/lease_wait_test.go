@@ -6,24 +6,35 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
-	"github.com/jackc/pgx/v5"
-	"github.com/stretchr/testify/require"
 )
 
 // TestIdleLongPollCostsNoTransactions: an agent long-polling while a
 // pending task it may not take exists (other labels; below its class's
-// priority floor) costs at most one transaction a second, counted by
-// Postgres (xact_commit of the test's own database), and still wakes
-// promptly when a task it can take appears (a new task; the floor
-// lifted): within 2 s of the change, not at the end of its 25 s wait
-// (under 1 s on a quiet machine, 1.16 s seen in CI under load).
+// priority floor) costs the database at most one statement a second,
+// counted at the API's pool (every connection the server has, the
+// notifier's included), and still wakes promptly when a task it can take
+// appears (a new task; the floor lifted): within 2 s of the change, not
+// at the end of its 25 s wait (under 1 s on a quiet machine, 1.16 s seen
+// in CI under load).
+//
+// The idle window is the poll's own: from its check that found nothing
+// to its next (IdleRecheck, 3 s here), each seen as it starts, so the test
+// waits on the poll rather than on a clock, and shows the recheck comes.
 func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 	t.Parallel()
+	const idleRecheck = 3 * time.Second
 	cases := []struct {
 		name string
 		// blocked leaves a pending task the agent may not take and returns
@@ -49,7 +60,10 @@ func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := setupFlow(t, dispatch.AgentConfig{})
+			statements := &statementLog{}
+			env := setupOn(t, tracedPool(t, statements), func(c *openapi.Config) {
+				c.Agent = dispatch.AgentConfig{IdleRecheck: idleRecheck}
+			})
 			wake := tc.blocked(env)
 			a := env.registerAgent("idle", nil, 10)
 
@@ -61,33 +75,28 @@ func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 				err   error
 			}
 			done := make(chan leaseResult, 1)
+			asked := time.Now()
 			go func() {
 				tasks, err := a.leaseContext(ctx, 10, 25)
 				done <- leaseResult{tasks, time.Now(), err}
 			}()
 
-			// The poll is waiting, and the notifier's LISTENs are counted:
-			// a backend that stays connected reports its counts when idle,
-			// up to 10 s late (PGSTAT_IDLE_INTERVAL), so on a loaded
-			// machine they fell into the window.
-			time.Sleep(max(1500*time.Millisecond, time.Until(env.listened.Add(11*time.Second))))
-			counter := xactCounter(t, env)
-			from := time.Now()
-			before := counter()
-			time.Sleep(6 * time.Second)
-			spent := counter() - before
-			// The window runs from the first count's start to the second's
-			// end (each waits for the pool's backends to end): a loaded
-			// machine stretches it, and a window of w seconds holds up to
-			// floor(w)+1 ticks of a once-a-second check.
-			window := time.Since(from)
-			t.Logf("%d transactions in %s of an idle long poll", spent, window.Round(time.Millisecond))
+			// The poll checks, finds nothing it may take and waits; its
+			// next check opens the window's end.
+			checked := statements.waitFor(t, "TaskNextLeasable", asked, 10*time.Second)
+			rechecked := statements.waitFor(t, "TaskNextLeasable", checked.Add(time.Nanosecond), idleRecheck+10*time.Second)
+			window := rechecked.Sub(checked)
+			spent := statements.between(checked, rechecked)
+			t.Logf("%d statements in %s of an idle long poll", spent, window.Round(time.Millisecond))
 			select {
 			case r := <-done:
 				t.Fatalf("the poll returned while nothing could be taken: %v %v", r.tasks, r.err)
 			default:
 			}
-			require.LessOrEqual(t, spent, int64(window/time.Second)+1, "at most one transaction a second")
+			require.GreaterOrEqual(t, window, time.Second, "the idle poll checks again no sooner than a second")
+			// A window of w seconds holds up to floor(w)+1 ticks of a
+			// once-a-second check.
+			require.LessOrEqual(t, spent, int(window/time.Second)+1, "at most one statement a second")
 
 			// Timed from when the task became takeable (wake's calls
 			// returned): under load wake's own API calls took over a second.
@@ -106,41 +115,103 @@ func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 	}
 }
 
-// xactCounter returns a reader of the transactions committed in env's
-// database.
-func xactCounter(t *testing.T, env *apiEnv) func() int64 {
+// tracedPool is a pool on a new database whose connections report every
+// statement to statements.
+func tracedPool(t *testing.T, statements *statementLog) *pgxpool.Pool {
 	t.Helper()
-	// Counted from the maintenance database, so that counting adds no
-	// transaction to the count (nor one reported late).
-	admin, err := pgx.Connect(context.Background(), dbtest.AdminURL(t))
+	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
 	require.NoError(t, err)
-	t.Cleanup(func() { admin.Close(context.Background()) })
-	database := env.pool.Config().ConnConfig.Database
-	return func() int64 {
-		t.Helper()
-		// Idle backends report their counts up to 10 s late, but at once
-		// when they end: close the pool's connections (a waiting poll
-		// holds none) and wait until their backends are gone, so that
-		// every transaction so far is counted. The notifier's LISTEN
-		// connection stays.
-		var pool []int32
-		require.NoError(t, admin.QueryRow(context.Background(), `
-			SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity WHERE datname = $1
-			       AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN %'`,
-			database).Scan(&pool))
-		env.pool.Reset()
-		require.Eventually(t, func() bool {
-			var left int
-			err := admin.QueryRow(context.Background(),
-				`SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pool).Scan(&left)
-			return err == nil && left == 0
-		}, 10*time.Second, 20*time.Millisecond, "the pool's backends end")
-		var n int64
-		// A transaction of its own, so the statistics are read afresh.
-		require.NoError(t, admin.QueryRow(context.Background(),
-			"SELECT xact_commit FROM pg_stat_database WHERE datname = $1", database).Scan(&n))
-		return n
+	cfg.MaxConns++ // the notifier's, as db.Open adds
+	cfg.ConnConfig.Tracer = statements
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// statementLog records when each statement (or batch, one round trip)
+// of its connections starts, and wakes those waiting for one.
+type statementLog struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at each statement
+	seen    []loggedStatement
+}
+
+type loggedStatement struct {
+	at   time.Time
+	name string // the sqlc name, or the statement's first word
+}
+
+func (l *statementLog) record(sql string) {
+	name := strings.TrimPrefix(sql, "-- name: ")
+	name, _, _ = strings.Cut(strings.TrimSpace(name), " ")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, loggedStatement{at: time.Now(), name: name})
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
 	}
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	l.record(data.SQL)
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (l *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart implements pgx.BatchTracer: a batch is one round trip.
+func (l *statementLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	l.record("batch")
+	return ctx
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (l *statementLog) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// waitFor returns when the first statement named name that started at
+// or after since started, waiting up to wait for it.
+func (l *statementLog) waitFor(t *testing.T, name string, since time.Time, wait time.Duration) time.Time {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		l.mu.Lock()
+		for _, s := range l.seen {
+			if s.name == name && !s.at.Before(since) {
+				l.mu.Unlock()
+				return s.at
+			}
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("no %s statement within %s", name, wait)
+		}
+	}
+}
+
+// between counts the statements that started strictly between from and to.
+func (l *statementLog) between(from, to time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.seen {
+		if s.at.After(from) && s.at.Before(to) {
+			n++
+		}
+	}
+	return n
 }
 
 // leaseContext is lease, ended with ctx.

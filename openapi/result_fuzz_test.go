@@ -11,11 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 // resultFuzzSeeds are results Go's decoder takes and jsonb may not.
@@ -48,27 +47,23 @@ func FuzzResultPath(f *testing.F) {
 	pool := dbtest.New(f)
 	ctx := context.Background()
 	agents := dispatch.NewLeaseBroker(pool, nil, dispatch.AgentConfig{}, nil, nil)
-	_, key, err := queue.NewKeyService(pool).Create(ctx, "fuzz", []string{ScopeAgent}, queue.KeyLimits{})
-	require.NoError(f, err)
-	agent, err := agents.Register(ctx, &axtype.Agent{Name: "a", Capacity: 10, Labels: map[string]string{}, APIKeyID: key.ID})
-	require.NoError(f, err)
-	_, err = pool.Exec(ctx, `UPDATE ax.agent SET ready = true, last_heartbeat_at = now() WHERE id = $1`, agent.ID)
-	require.NoError(f, err)
+	agent := testfactory.Agent(ctx, f, pool, &testfactory.AgentOpts{Name: "a", Capacity: 10})
 	var job Job
 	require.NoError(f, jsonFormat.Unmarshal([]byte(`{"name":"r","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"x"},"shards":{"count":3},"retry":{"max_attempts":3}}`), &job))
 	require.Empty(f, job.Resolve(nil, huma.NewPathBuffer([]byte("body"), 4)))
 	dbJob, err := jobToDB(&job, uuid.Nil)
 	require.NoError(f, err)
-	created, err := queue.NewJobService(pool, nil).Create(ctx, dbJob)
-	require.NoError(f, err)
-	execs := queue.NewExecutionService(pool, nil, nil)
+	// The job as the API maps it, stored as given.
+	created := testfactory.Job(ctx, f, pool, &testfactory.JobOpts{Edit: func(j *axtype.Job) {
+		dbJob.ID = j.ID
+		*j = *dbJob
+	}})
 
 	f.Fuzz(func(t *testing.T, result []byte, errText string) {
 		if len(result) > agentBodyLimit || !json.Valid(result) {
 			return // the API refuses the body before it is read: a 4xx
 		}
-		exec, _, err := execs.Trigger(ctx, &queue.TriggerRequest{JobID: created.ID})
-		require.NoError(t, err)
+		exec := testfactory.Execution(ctx, t, pool, created.ID, nil)
 		tasks, err := db.TaskLease(ctx, pool, &db.TaskLeaseParams{AgentID: agent.ID,
 			AgentExecutors: []string{"shell"}, Max: 10, Lease: time.Minute})
 		require.NoError(t, err)

@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -49,7 +48,6 @@ type apiEnv struct {
 	t        *testing.T
 	pool     *pgxpool.Pool
 	notifier *notify.Notifier
-	listened time.Time // when the notifier's LISTENs had been sent
 	url      string
 	admin    string // an admin key
 }
@@ -70,10 +68,14 @@ func setup(t *testing.T) *apiEnv {
 // config that mutate may adjust.
 func setupConfig(t *testing.T, mutate func(*openapiConfig)) *apiEnv {
 	t.Helper()
-	pool := dbtest.New(t)
+	return setupOn(t, dbtest.New(t), mutate)
+}
+
+// setupOn is setupConfig on a pool the test made.
+func setupOn(t *testing.T, pool *pgxpool.Pool, mutate func(*openapi.Config)) *apiEnv {
+	t.Helper()
 	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
-	listened := time.Now()
 	t.Cleanup(notifier.Stop)
 	cfg := openapiConfig{Config: openapi.Config{Version: "test", Outbound: outbound.Policy{AllowLoopback: true},
 		// A 500 says only "the server logged the details".
@@ -87,7 +89,7 @@ func setupConfig(t *testing.T, mutate func(*openapiConfig)) *apiEnv {
 	handler, _ := openapi.New(cfg.Config)
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
-	env := &apiEnv{t: t, pool: pool, notifier: notifier, listened: listened, url: srv.URL}
+	env := &apiEnv{t: t, pool: pool, notifier: notifier, url: srv.URL}
 	env.admin = env.key(openapi.ScopeAdmin)
 	return env
 }

@@ -2,13 +2,13 @@ package pglocal
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,6 +29,11 @@ func TestSweepAfterKill(t *testing.T) {
 	child.Stderr = os.Stderr
 	stdout, err := child.StdoutPipe()
 	require.NoError(t, err)
+	// The child holds on until this pipe closes: the kill comes first, and
+	// should this process die instead, the child's stdin ends with it.
+	stdin, err := child.StdinPipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stdin.Close() })
 	require.NoError(t, child.Start())
 	t.Cleanup(func() { _ = child.Process.Kill() }) // if the test fails before the kill
 	line, err := bufio.NewReader(stdout).ReadString('\n')
@@ -50,12 +55,14 @@ func TestSweepAfterKill(t *testing.T) {
 	require.False(t, answers(t, url), "port still answers after the sweep")
 }
 
-// startAndHang starts a cluster, reports where on stdout and waits to be killed.
+// startAndHang starts a cluster, reports where on stdout and waits to be
+// killed: it reads stdin until its parent closes it, so it never outlives
+// the parent.
 func startAndHang(t *testing.T) {
 	srv, err := Find(t.Context(), Options{SkipEnv: true, SkipLocal: true})
 	require.NoError(t, err)
 	os.Stdout.WriteString(srv.Dir + " " + srv.URL + "\n")
-	time.Sleep(time.Minute)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
 func TestSweepCleansCrashedTempCluster(t *testing.T) {

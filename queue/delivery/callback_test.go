@@ -16,11 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/outbound"
+	"github.com/ax-scheduler/ax/queue/webhook"
 )
 
 // A receiver down for three attempts (no answer, 500, 503) and then up
@@ -280,7 +280,8 @@ func TestCallbackSignedWithBothSecretsDuringRotation(t *testing.T) {
 	env := setup(t, nil)
 	rc := newReceiver(t, nil)
 	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL })
-	secret, until, err := env.jobs.RotateSecret(context.Background(), job.ID, time.Hour)
+	secret := webhook.NewSecret().Text()
+	until, err := db.JobSecretRotate(context.Background(), env.pool, job.ID, secret, time.Hour)
 	require.NoError(t, err)
 	require.NotEqual(t, job.SigningSecret, secret)
 	require.WithinDuration(t, time.Now().Add(time.Hour), *until, time.Minute)

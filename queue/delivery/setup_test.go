@@ -11,17 +11,19 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/queue/webhook"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
@@ -32,8 +34,6 @@ type outEnv struct {
 	t       *testing.T
 	pool    *pgxpool.Pool
 	river   *delivery.RiverService
-	jobs    *queue.JobService
-	execs   *queue.ExecutionService
 	metrics *metrics.OutboundMetrics
 	engine  *metrics.Metrics
 }
@@ -64,24 +64,13 @@ func setup(t *testing.T, mutate func(*delivery.RiverConfig)) *outEnv {
 	require.NoError(t, rs.Start(context.Background()))
 	t.Cleanup(rs.Stop)
 	env.river = rs
-	env.jobs = queue.NewJobService(pool, nil)
-	env.execs = queue.NewExecutionService(pool, nil, env.engine).WithOutbox(rs.Outbox())
 	return env
 }
 
 // job creates a manual job; mutate adjusts it first.
 func (e *outEnv) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
-		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
-		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
-	if mutate != nil {
-		mutate(j)
-	}
-	created, err := e.jobs.Create(context.Background(), j)
-	require.NoError(e.t, err)
+	created := testfactory.Job(context.Background(), e.t, e.pool, &testfactory.JobOpts{Edit: mutate})
 	require.NotEmpty(e.t, created.SigningSecret)
 	return created
 }
@@ -100,18 +89,34 @@ func (e *outEnv) httpJob(url string, mutate func(j *axtype.Job)) *axtype.Job {
 
 func (e *outEnv) trigger(jobID uuid.UUID) *axtype.Execution {
 	e.t.Helper()
-	exec, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: jobID})
-	require.NoError(e.t, err)
-	return exec
+	// As the engine fires: agentless HTTP tasks go to the outbox in the
+	// run's transaction.
+	return testfactory.Execution(context.Background(), e.t, e.pool, jobID,
+		&testfactory.ExecutionOpts{Fired: e.river.Outbox().Fired})
 }
 
 // cancel ends an execution whose tasks are all pending: the quickest way
 // to end one.
 func (e *outEnv) cancel(id uuid.UUID) {
 	e.t.Helper()
-	exec, err := e.execs.Cancel(context.Background(), id, "test")
+	exec, err := e.cancelled(id)
 	require.NoError(e.t, err)
 	require.Equal(e.t, axtype.ExecutionCancelled, exec.State)
+}
+
+// cancelled cancels an execution as the execution service does: the
+// outbox hears of it in the same transaction.
+func (e *outEnv) cancelled(id uuid.UUID) (*axtype.Execution, error) {
+	ctx := context.Background()
+	return db.WithTxV(ctx, e.pool, func(tx pgx.Tx) (*axtype.Execution, error) {
+		if _, err := db.ExecutionCancel(ctx, tx, []uuid.UUID{id}, nil, "test"); err != nil {
+			return nil, err
+		}
+		if err := e.river.Outbox().Cancelled(ctx, tx); err != nil {
+			return nil, err
+		}
+		return db.ExecutionGetByID(ctx, tx, id)
+	})
 }
 
 func (e *outEnv) scalar(sql string, args ...any) any {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -240,8 +239,7 @@ func TestAdaptiveTimeoutKeptWithoutTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 60, e.taskTimeout(task.ID), "a failure keeps the timeout")
 
-	fixed, err := e.jobs.Create(context.Background(), e.jobDef("fixed", axtype.TimeoutFixed, 9, 2))
-	require.NoError(t, err)
+	fixed := e.create(jobDef("fixed", axtype.TimeoutFixed, 9, 2))
 	fixedTask := e.fire(fixed)
 	b := e.agent("b1")
 	leased = e.lease(b) // and the adaptive task's attempt 3, whose 60 s run on
@@ -254,22 +252,19 @@ func TestAdaptiveTimeoutKeptWithoutTimeout(t *testing.T) {
 	require.Equal(t, 9, e.taskTimeout(fixedTask.ID), "a fixed job keeps timeout_seconds")
 }
 
-// jobDef is a manual shell job of one shard with timeout mode and
-// timeoutSeconds that may run attempts times, without backoff.
-func (e *clockEnv) jobDef(name string, mode axtype.TimeoutMode, timeoutSeconds, attempts int) *axtype.Job {
-	return &axtype.Job{Name: name + "-" + uuid.NewString()[:8], Group: "default",
-		TriggerKind: axtype.TriggerManual, Timezone: "UTC", ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"},
-		RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: timeoutSeconds, TimeoutMode: mode,
-		RetryMaxAttempts: attempts, ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600,
-		MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
+// jobDef makes a job a manual shell job of one shard with timeout mode
+// and timeoutSeconds that may run attempts times, without backoff.
+func jobDef(name string, mode axtype.TimeoutMode, timeoutSeconds, attempts int) func(j *axtype.Job) {
+	return func(j *axtype.Job) {
+		j.Name = name + "-" + uuid.NewString()[:8]
+		j.TimeoutSeconds, j.TimeoutMode, j.RetryMaxAttempts = timeoutSeconds, mode, attempts
+	}
 }
 
 // adaptiveJob creates an adaptive job with ceiling timeoutSeconds.
 func (e *clockEnv) adaptiveJob(timeoutSeconds, attempts int) *axtype.Job {
 	e.t.Helper()
-	job, err := e.jobs.Create(context.Background(), e.jobDef("adaptive", axtype.TimeoutAdaptive, timeoutSeconds, attempts))
-	require.NoError(e.t, err)
-	return job
+	return e.create(jobDef("adaptive", axtype.TimeoutAdaptive, timeoutSeconds, attempts))
 }
 
 // history records ended runs of job of one task each, which ended ago

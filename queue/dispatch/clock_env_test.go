@@ -10,12 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 // clockEnv is the lease broker and the reaper on a database of their own,
@@ -27,8 +26,7 @@ type clockEnv struct {
 	cfg    dispatch.AgentConfig
 	broker *dispatch.LeaseBroker
 	reaper *dispatch.Reaper
-	jobs   *queue.JobService
-	execs  *queue.ExecutionService
+	router *dispatch.TaskRouter // routes the runs fire makes; nil: none is routed
 }
 
 func setupClock(t *testing.T) *clockEnv {
@@ -38,8 +36,7 @@ func setupClock(t *testing.T) *clockEnv {
 	cfg := dispatch.AgentConfig{Lease: 30 * time.Second, StealAfter: 10 * time.Second}
 	return &clockEnv{t: t, pool: pool, clock: c, cfg: cfg,
 		broker: dispatch.NewLeaseBroker(pool, nil, cfg, nil, nil).WithClock(c),
-		reaper: dispatch.NewReaper(pool, cfg, dispatch.ReaperConfig{Clock: c}),
-		jobs:   queue.NewJobService(pool, nil), execs: queue.NewExecutionService(pool, nil, nil)}
+		reaper: dispatch.NewReaper(pool, cfg, dispatch.ReaperConfig{Clock: c})}
 }
 
 // trigger creates a shell job that may run attempts times, with retryBackoff
@@ -54,25 +51,28 @@ func (e *clockEnv) trigger(attempts int, retryBackoff time.Duration) *axtype.Tas
 func (e *clockEnv) job(attempts int, retryBackoff time.Duration) *axtype.Job {
 	e.t.Helper()
 	secs := int(retryBackoff.Seconds())
-	job, err := e.jobs.Create(context.Background(), &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default",
-		TriggerKind: axtype.TriggerManual, Timezone: "UTC", ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"},
-		RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: 3600, RetryMaxAttempts: attempts,
-		RetryBackoffSeconds: secs, RetryBackoffMaxSeconds: secs, ConcurrencyPolicy: "allow",
-		MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo})
-	require.NoError(e.t, err)
-	return job
+	return e.create(func(j *axtype.Job) {
+		j.TimeoutSeconds, j.RetryMaxAttempts, j.RetryBackoffSeconds, j.RetryBackoffMaxSeconds = 3600, attempts, secs, secs
+	})
+}
+
+// create creates a job of the factory's defaults changed by edit.
+func (e *clockEnv) create(edit func(j *axtype.Job)) *axtype.Job {
+	e.t.Helper()
+	return testfactory.Job(context.Background(), e.t, e.pool, &testfactory.JobOpts{Edit: edit})
 }
 
 // fire runs job once; it returns the run's one task.
 func (e *clockEnv) fire(job *axtype.Job) *axtype.Task {
 	e.t.Helper()
-	ctx := context.Background()
-	exec, _, err := e.execs.Trigger(ctx, &queue.TriggerRequest{JobID: job.ID})
+	return testfactory.Task(context.Background(), e.t, e.pool, job.ID, fireOpts(e.router))
+}
+
+// cancel cancels a run, as the execution service does (no outbox here).
+func (e *clockEnv) cancel(id uuid.UUID, reason string) {
+	e.t.Helper()
+	_, err := db.ExecutionCancel(context.Background(), e.pool, []uuid.UUID{id}, nil, reason)
 	require.NoError(e.t, err)
-	tasks, err := db.TaskListByExecution(ctx, e.pool, exec.ID)
-	require.NoError(e.t, err)
-	require.Len(e.t, tasks, 1)
-	return tasks[0]
 }
 
 // agent registers a ready agent that takes every executor kind.

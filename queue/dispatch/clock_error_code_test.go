@@ -106,8 +106,7 @@ func TestCancelledRetryDropsItsErrorCode(t *testing.T) {
 	require.Equal(t, axtype.TaskPending, tasks[0].State)
 	require.Equal(t, "exit_3", tasks[0].ErrorCode, "the waiting retry shows why the last attempt failed")
 
-	_, err = e.execs.Cancel(ctx, task.ExecutionID, "no longer needed")
-	require.NoError(t, err)
+	e.cancel(task.ExecutionID, "no longer needed")
 	tasks, err = db.TaskListByExecution(ctx, e.pool, task.ExecutionID)
 	require.NoError(t, err)
 	require.Equal(t, axtype.TaskCancelled, tasks[0].State)

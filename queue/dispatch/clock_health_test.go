@@ -11,10 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 // Health that routing reads (issue #17): the smoothed load, the window of
@@ -106,7 +105,7 @@ func TestLoadAwareMovesOnlyOnLastingLoad(t *testing.T) {
 	e := setupClock(t)
 	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Clock: e.clock, Refresh: time.Nanosecond}, nil, nil)
 	require.NoError(t, err)
-	e.execs = e.execs.WithRouter(router)
+	e.router = router
 	agents := []*axtype.Agent{e.agent("a1"), e.agent("a2")}
 	job := e.job(1, 0)
 	setRouteKey(t, e, job.ID, "load_aware", "customer-7")
@@ -196,15 +195,11 @@ func TestLeastActiveDurationWindow(t *testing.T) {
 	} {
 		router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{DurationWindow: tt.window}, nil, nil)
 		require.NoError(t, err)
-		execs := e.execs.WithRouter(router)
 		for range 3 { // each run alone: both agents idle every time
-			exec, _, err := execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: job.ID})
-			require.NoError(t, err)
-			tasks, err := db.TaskListByExecution(context.Background(), e.pool, exec.ID)
-			require.NoError(t, err)
-			require.Equal(t, tt.want.ID, preferredOf(t, e, tasks[0].ID), tt.name)
+			task := testfactory.Task(context.Background(), t, e.pool, job.ID, fireOpts(router))
+			require.Equal(t, tt.want.ID, preferredOf(t, e, task.ID), tt.name)
 			_, err = e.pool.Exec(context.Background(), "UPDATE ax.task SET state = 'cancelled', finished_at = now() WHERE id = $1",
-				tasks[0].ID)
+				task.ID)
 			require.NoError(t, err)
 		}
 	}

@@ -155,8 +155,7 @@ func TestReaperLeavesAnOverdueTaskToItsAgentForTheGrace(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
 	ctx := context.Background()
-	job, err := e.jobs.Create(ctx, e.jobDef("graced", axtype.TimeoutFixed, 10, 1))
-	require.NoError(t, err)
+	job := e.create(jobDef("graced", axtype.TimeoutFixed, 10, 1))
 	reported, overdue := e.fire(job), e.fire(job)
 	a := e.agent("a1")
 	refs := map[uuid.UUID]axtype.TaskRef{}

@@ -19,7 +19,7 @@ func TestRouterSkipsAgentsSilentByTheClock(t *testing.T) {
 	e := setupClock(t)
 	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Clock: e.clock}, nil, nil)
 	require.NoError(t, err)
-	e.execs = e.execs.WithRouter(router)
+	e.router = router
 	silent, alive1, alive2 := e.agent("silent"), e.agent("alive1"), e.agent("alive2")
 	live := 2 * e.broker.Config().HeartbeatInterval
 

@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"context"
-	"crypto/rand"
 	"testing"
 	"time"
 
@@ -12,12 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
@@ -29,8 +27,7 @@ type env struct {
 	pool   *pgxpool.Pool
 	broker *dispatch.LeaseBroker
 	cfg    dispatch.AgentConfig
-	jobs   *queue.JobService
-	execs  *queue.ExecutionService
+	router *dispatch.TaskRouter // routes the runs trigger makes; nil: none is routed
 	keyID  uuid.UUID
 }
 
@@ -48,20 +45,14 @@ func setup(t *testing.T, mutate func(*dispatch.AgentConfig)) *env {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e := &env{t: t, pool: pool, cfg: cfg, broker: dispatch.NewLeaseBroker(pool, n, cfg, nil, nil),
-		jobs: queue.NewJobService(pool, nil), execs: queue.NewExecutionService(pool, nil, nil)}
+	e := &env{t: t, pool: pool, cfg: cfg, broker: dispatch.NewLeaseBroker(pool, n, cfg, nil, nil)}
 	e.keyID = e.apiKey()
 	return e
 }
 
 func (e *env) apiKey() uuid.UUID {
 	e.t.Helper()
-	hash := make([]byte, 32)
-	_, _ = rand.Read(hash)
-	key, err := db.APIKeyInsert(context.Background(), e.pool, &db.APIKeyInsertParams{
-		ID: uuid.New(), Name: "agents", Hash: hash, Prefix: "ax_test", Scopes: []string{"agent"}})
-	require.NoError(e.t, err)
-	return key.ID
+	return testfactory.APIKey(context.Background(), e.t, e.pool, &testfactory.APIKeyOpts{Name: "agents"}).ID
 }
 
 // agent registers a shell agent with labels and makes it ready by a
@@ -89,24 +80,30 @@ func (e *env) agent(labels map[string]string, mutate func(a *axtype.Agent)) *axt
 // job creates a manual shell job; mutate adjusts it first.
 func (e *env) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
-		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
-		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
-	if mutate != nil {
-		mutate(j)
-	}
-	created, err := e.jobs.Create(context.Background(), j)
-	require.NoError(e.t, err)
-	return created
+	return testfactory.Job(context.Background(), e.t, e.pool, &testfactory.JobOpts{Edit: mutate})
 }
 
 func (e *env) trigger(jobID uuid.UUID) *axtype.Execution {
 	e.t.Helper()
-	exec, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: jobID})
+	return testfactory.Execution(context.Background(), e.t, e.pool, jobID, fireOpts(e.router))
+}
+
+// fireOpts makes runs as the engine's fires do with router (nil: no
+// routing): shard generators rendered, tasks routed as they are written.
+func fireOpts(router *dispatch.TaskRouter) *testfactory.ExecutionOpts {
+	opts := &testfactory.ExecutionOpts{ShardParams: dispatch.GeneratedShardParams}
+	if router != nil {
+		opts.Live, opts.Route = router.Live(), router.RouteFunc
+	}
+	return opts
+}
+
+// cancel cancels a run, as the execution service does (these tests have
+// no outbox to tell).
+func (e *env) cancel(id uuid.UUID) {
+	e.t.Helper()
+	_, err := db.ExecutionCancel(context.Background(), e.pool, []uuid.UUID{id}, nil, "stop")
 	require.NoError(e.t, err)
-	return exec
 }
 
 // lease asks once for up to limit tasks, without waiting.

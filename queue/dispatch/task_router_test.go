@@ -10,10 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 // routed makes the env's executions go through a task router that reads
@@ -22,7 +21,7 @@ func (e *env) routed() *env {
 	e.t.Helper()
 	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Refresh: time.Nanosecond}, nil, nil)
 	require.NoError(e.t, err)
-	e.execs = queue.NewExecutionService(e.pool, nil, nil).WithRouter(router)
+	e.router = router
 	return e
 }
 
@@ -159,9 +158,9 @@ func TestRouterKeepsARouteKeyOnOneAgent(t *testing.T) {
 	}
 	job := e.job(func(j *axtype.Job) { j.RouteStrategy = "consistent_hash"; j.RouteKey = "customer={{.params.customer}}" })
 	trigger := func(params string) *axtype.Execution {
-		exec, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: job.ID, Params: json.RawMessage(params)})
-		require.NoError(t, err)
-		return exec
+		opts := fireOpts(e.router)
+		opts.Params = json.RawMessage(params)
+		return testfactory.Execution(context.Background(), t, e.pool, job.ID, opts)
 	}
 
 	var first route

@@ -12,11 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -27,8 +26,6 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type env struct {
 	t       *testing.T
 	pool    *pgxpool.Pool
-	jobs    *queue.JobService
-	execs   *queue.ExecutionService
 	cfg     history.Config
 	dropped *prometheus.CounterVec
 }
@@ -37,7 +34,7 @@ func setup(t *testing.T) *env {
 	t.Helper()
 	t.Parallel()
 	pool := dbtest.New(t)
-	e := &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil), execs: queue.NewExecutionService(pool, nil, nil)}
+	e := &env{t: t, pool: pool}
 	e.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dropped"}, []string{"table"})
 	e.cfg = history.Config{Retention: 2 * time.Minute, FailedRetention: 5 * time.Minute, PartitionWidth: time.Minute,
 		Dropped: e.dropped}
@@ -59,23 +56,12 @@ func (e *env) maintainAt(d time.Duration) *history.Report {
 
 func (e *env) job(mutate func(*axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
-		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once",
-		MisfireWindowSeconds: 3600, MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
-	if mutate != nil {
-		mutate(j)
-	}
-	created, err := e.jobs.Create(context.Background(), j)
-	require.NoError(e.t, err)
-	return created
+	return testfactory.Job(context.Background(), e.t, e.pool, &testfactory.JobOpts{Edit: mutate})
 }
 
 func (e *env) trigger(jobID uuid.UUID) uuid.UUID {
 	e.t.Helper()
-	exec, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: jobID})
-	require.NoError(e.t, err)
-	return exec.ID
+	return testfactory.Execution(context.Background(), e.t, e.pool, jobID, nil).ID
 }
 
 // end ends a run's tasks and then the run in state.

@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"testing"
 	"time"
@@ -14,13 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
@@ -31,8 +29,6 @@ type env struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
 	reg    *prometheus.Registry
-	jobs   *queue.JobService
-	execs  *queue.ExecutionService
 	broker *dispatch.LeaseBroker
 	keyID  uuid.UUID
 }
@@ -43,14 +39,8 @@ func setup(t *testing.T) *env {
 	pool := dbtest.New(t)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(metrics.NewStateCollector(pool))
-	e := &env{t: t, pool: pool, reg: reg, jobs: queue.NewJobService(pool, nil), execs: queue.NewExecutionService(pool, nil, nil),
-		broker: dispatch.NewLeaseBroker(pool, nil, dispatch.AgentConfig{}, nil, nil)}
-	hash := make([]byte, 32)
-	_, _ = rand.Read(hash)
-	key, err := db.APIKeyInsert(context.Background(), pool, &db.APIKeyInsertParams{
-		ID: uuid.New(), Name: "agents", Hash: hash, Prefix: "ax_test", Scopes: []string{"agent"}})
-	require.NoError(t, err)
-	e.keyID = key.ID
+	e := &env{t: t, pool: pool, reg: reg, broker: dispatch.NewLeaseBroker(pool, nil, dispatch.AgentConfig{}, nil, nil)}
+	e.keyID = testfactory.APIKey(context.Background(), t, pool, &testfactory.APIKeyOpts{Name: "agents"}).ID
 	return e
 }
 
@@ -97,37 +87,29 @@ func sameLabels(got []*dto.LabelPair, want map[string]string) bool {
 // ready yet.
 func (e *env) agent(labels map[string]string, ready bool) *axtype.Agent {
 	e.t.Helper()
-	ctx := context.Background()
-	a, err := e.broker.Register(ctx, &axtype.Agent{Name: "agent-" + uuid.NewString()[:8], Labels: labels, Capacity: 10,
-		APIKeyID: e.keyID, Executors: []string{"shell"}})
-	require.NoError(e.t, err)
-	if ready {
-		_, err = e.broker.Heartbeat(ctx, a.ID, nil, &axtype.AgentLoad{Ready: &ready})
-		require.NoError(e.t, err)
-		a.Ready = true
-	}
-	return a
+	return testfactory.Agent(context.Background(), e.t, e.pool, &testfactory.AgentOpts{Labels: labels, Capacity: 10,
+		APIKeyID: e.keyID, NotReady: !ready})
 }
 
+// job creates a manual job, or a scheduled one with its first fire
+// planned as the job service plans it; mutate adjusts it first.
 func (e *env) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
-		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
-		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
-	if mutate != nil {
-		mutate(j)
-	}
-	created, err := e.jobs.Create(context.Background(), j)
+	ctx := context.Background()
+	now, err := db.Now(ctx, e.pool)
 	require.NoError(e.t, err)
-	return created
+	return testfactory.Job(ctx, e.t, e.pool, &testfactory.JobOpts{Edit: func(j *axtype.Job) {
+		if mutate != nil {
+			mutate(j)
+		}
+		j.NextFireAt, err = schedule.NextFire(j, now)
+		require.NoError(e.t, err)
+	}})
 }
 
 func (e *env) trigger(jobID uuid.UUID) {
 	e.t.Helper()
-	_, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: jobID})
-	require.NoError(e.t, err)
+	testfactory.Execution(context.Background(), e.t, e.pool, jobID, nil)
 }
 
 // run triggers a job, leases its one task to a and reports state.
@@ -254,7 +236,7 @@ func TestStateCollectorReportsOverdueAndSetAsideTriggers(t *testing.T) {
 	loop := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: -1})
 	_, err := loop.FireDue(ctx)
 	require.NoError(t, err)
-	got, err := e.jobs.Get(ctx, broken.ID)
+	got, err := db.JobGetByID(ctx, e.pool, broken.ID)
 	require.NoError(t, err)
 	require.NotNil(t, got.SetAsideAt)
 	e.requireGauge(1, "ax_triggers_set_aside", nil)
@@ -265,7 +247,7 @@ func TestStateCollectorReportsOverdueAndSetAsideTriggers(t *testing.T) {
 	lately := e.job(hourly)
 	e.exec(`UPDATE ax.trigger SET next_fire_at = now() - interval '5 seconds' WHERE job_id = $1`, lately.ID)
 	paused := e.job(hourly)
-	_, err = e.jobs.Pause(ctx, paused.ID)
+	err = db.TriggerPause(ctx, e.pool, paused.ID)
 	require.NoError(t, err)
 	e.exec(`UPDATE ax.trigger SET next_fire_at = now() - interval '1 hour' WHERE job_id = $1`, paused.ID)
 

@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
-	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
@@ -26,7 +27,6 @@ func TestMain(m *testing.M) { dbtest.MainLeakChecked(m) }
 type env struct {
 	t    testing.TB
 	pool *pgxpool.Pool
-	jobs *queue.JobService
 	loop *schedule.TriggerLoop
 }
 
@@ -35,30 +35,65 @@ func setup(t testing.TB) *env {
 	pool := dbtest.New(t)
 	// Fire-ahead off: these tests place ticks at exact seconds and must not
 	// have the next one claimed early. TestFireAhead covers it.
-	return &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil),
+	return &env{t: t, pool: pool,
 		loop: schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{FireAhead: -1})}
 }
 
-// job creates a job; mutate adjusts the definition first.
+// job creates a job with its first fire planned as the job service plans
+// it; mutate adjusts the definition first.
 func (e *env) job(kind axtype.TriggerKind, mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: kind, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
-		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 5, RetryBackoffMaxSeconds: 60,
-		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
-	switch kind {
-	case axtype.TriggerCron:
-		j.CronExpr = "* * * * * *"
-	case axtype.TriggerInterval:
-		j.IntervalSeconds = 1
-	}
-	if mutate != nil {
-		mutate(j)
-	}
-	created, err := e.jobs.Create(context.Background(), j)
+	ctx := context.Background()
+	now, err := db.Now(ctx, e.pool)
 	require.NoError(e.t, err)
-	return created
+	return testfactory.Job(ctx, e.t, e.pool, &testfactory.JobOpts{TriggerKind: kind, Edit: func(j *axtype.Job) {
+		j.RetryBackoffSeconds, j.RetryBackoffMaxSeconds = 5, 60
+		switch kind {
+		case axtype.TriggerCron:
+			j.CronExpr = "* * * * * *"
+		case axtype.TriggerInterval:
+			j.IntervalSeconds = 1
+		}
+		if mutate != nil {
+			mutate(j)
+		}
+		j.NextFireAt, err = schedule.NextFire(j, now)
+		require.NoError(e.t, err)
+	}})
+}
+
+// pause pauses a job, as the job service does.
+func (e *env) pause(id uuid.UUID) (*axtype.Job, error) {
+	return e.changed(id, func(tx pgx.Tx) error { return db.TriggerPause(context.Background(), tx, id) })
+}
+
+// resume resumes a job, as the job service does.
+func (e *env) resume(id uuid.UUID) (*axtype.Job, error) {
+	return e.changed(id, func(tx pgx.Tx) error { return schedule.Resume(context.Background(), tx, id) })
+}
+
+// update stores a job's definition whose schedule is unchanged, as the
+// job service does.
+func (e *env) update(job *axtype.Job) (*axtype.Job, error) {
+	return e.changed(job.ID, func(tx pgx.Tx) error {
+		_, err := db.JobUpdate(context.Background(), tx, job)
+		return err
+	})
+}
+
+// changed changes job id in a transaction, tells trigger loops and
+// returns the job.
+func (e *env) changed(id uuid.UUID, change func(tx pgx.Tx) error) (*axtype.Job, error) {
+	ctx := context.Background()
+	return db.WithTxV(ctx, e.pool, func(tx pgx.Tx) (*axtype.Job, error) {
+		if err := change(tx); err != nil {
+			return nil, err
+		}
+		if err := db.Notify(ctx, tx, notify.JobChangedChannel, id.String()); err != nil {
+			return nil, err
+		}
+		return db.JobGetByID(ctx, tx, id)
+	})
 }
 
 // behind moves a job's next fire into the past, as if no replica ran.
@@ -208,7 +243,7 @@ func TestPausedJobsRecordTheirTicksAsTheyPass(t *testing.T) {
 		return n
 	}
 	j := e.job(axtype.TriggerCron, nil)
-	_, err := e.jobs.Pause(context.Background(), j.ID)
+	_, err := e.pause(j.ID)
 	require.NoError(t, err)
 	first := *j.NextFireAt
 	skipped := func() []*axtype.SkippedFire {
@@ -233,7 +268,7 @@ func TestPausedJobsRecordTheirTicksAsTheyPass(t *testing.T) {
 	require.Equal(t, first.Add(39*time.Second), s[0].LastTick)
 	require.Equal(t, 40, s[0].TickCount)
 
-	resumed, err := e.jobs.Resume(context.Background(), j.ID)
+	resumed, err := e.resume(j.ID)
 	require.NoError(t, err)
 	require.False(t, resumed.Paused)
 	require.Len(t, skipped(), 1)
@@ -246,11 +281,11 @@ func TestResumeRecordsTheGap(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	j := e.job(axtype.TriggerCron, nil)
-	_, err := e.jobs.Pause(context.Background(), j.ID)
+	_, err := e.pause(j.ID)
 	require.NoError(t, err)
 	from := e.behind(j.ID, 30*time.Second)
 
-	resumed, err := e.jobs.Resume(context.Background(), j.ID)
+	resumed, err := e.resume(j.ID)
 	require.NoError(t, err)
 	require.False(t, resumed.Paused)
 	require.True(t, resumed.NextFireAt.After(time.Now().Add(-2*time.Second)), "the schedule moved past the pause")
@@ -370,7 +405,7 @@ func TestFireDueSetsAsideFailingJobsAndFiresTheRest(t *testing.T) {
 		require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, id))
 	}
 	for id, want := range map[uuid.UUID]string{badCron.ID: "planning its fires failed", badInsert.ID: "injected fault"} {
-		job, err := e.jobs.Get(ctx, id)
+		job, err := db.JobGetByID(ctx, e.pool, id)
 		require.NoError(t, err)
 		require.NotNil(t, job.SetAsideAt)
 		require.Contains(t, job.SetAsideReason, want)
@@ -383,10 +418,10 @@ func TestFireDueSetsAsideFailingJobsAndFiresTheRest(t *testing.T) {
 	// An update clears the mark.
 	_, err = e.pool.Exec(ctx, `DROP TRIGGER poison ON ax.task`)
 	require.NoError(t, err)
-	job, err := e.jobs.Get(ctx, badInsert.ID)
+	job, err := db.JobGetByID(ctx, e.pool, badInsert.ID)
 	require.NoError(t, err)
 	job.Description = "fixed"
-	updated, err := e.jobs.Update(ctx, job, false)
+	updated, err := e.update(job)
 	require.NoError(t, err)
 	require.Nil(t, updated.SetAsideAt)
 	require.Empty(t, updated.SetAsideReason)
@@ -437,7 +472,7 @@ func TestFireRoutesOnItsOwnConnection(t *testing.T) {
 	t.Cleanup(pool.Close)
 	router, err := dispatch.NewTaskRouter(dispatch.AgentConfig{}, dispatch.TaskRouterConfig{Refresh: time.Nanosecond}, nil, nil)
 	require.NoError(t, err)
-	e := &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil),
+	e := &env{t: t, pool: pool,
 		loop: schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, Router: router})}
 	j := e.job(axtype.TriggerCron, nil)
 	e.behind(j.ID, time.Second)
@@ -496,7 +531,7 @@ func TestAStreamIsFiredWithoutAskingForTheNextFireEachPass(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	defer pool.Close()
-	e := &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil)}
+	e := &env{t: t, pool: pool}
 	j := e.job(axtype.TriggerManual, nil)
 	const runs, every, ahead = 500, 2 * time.Millisecond, 250 * time.Millisecond // a stream of 1 s
 	first := time.Now().Add(time.Second)

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
-
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/schedule"
@@ -26,7 +25,7 @@ func TestUpcomingHourListsEveryFire(t *testing.T) {
 	later := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
 	once := e.job(axtype.TriggerDelay, func(j *axtype.Job) { j.RunAt = &later })
 	paused := e.job(axtype.TriggerCron, nil)
-	_, err := e.jobs.Pause(context.Background(), paused.ID)
+	_, err := e.pause(paused.ID)
 	require.NoError(t, err)
 
 	u := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{})
@@ -113,7 +112,7 @@ func TestUpcomingPassWritesOnlyWhatChanged(t *testing.T) {
 	}
 	require.Equal(t, before[len(before)-1].at.Add(30*time.Second), after[len(after)-1].at)
 
-	_, err = e.jobs.Pause(context.Background(), every5m.ID)
+	_, err = e.pause(every5m.ID)
 	require.NoError(t, err)
 	_, err = u.Pass(context.Background())
 	require.NoError(t, err)
@@ -146,9 +145,9 @@ func TestUpcomingCapLeavesOutTheSameJobs(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, true, false}, listed(), "the two oldest jobs")
 		for _, j := range jobs[:2] {
-			_, err = e.jobs.Pause(context.Background(), j.ID)
+			_, err = e.pause(j.ID)
 			require.NoError(t, err)
-			_, err = e.jobs.Resume(context.Background(), j.ID)
+			_, err = e.resume(j.ID)
 			require.NoError(t, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -65,7 +66,27 @@ func TestBadResultCostsOnlyItself(t *testing.T) {
 
 	agentless := s.trigger(t, badAgentless)
 	requireBadResult(t, s, agentless)
-	time.Sleep(2 * time.Second) // room for a wrong retry (backoff 1 s)
+	// Nothing is left that would call the target again: each bad task
+	// ended on its first attempt (a retry, after its 1 s backoff, would
+	// have kept its run going), and the agentless task's River job is done
+	// once River has recorded it, not waiting to retry (before, it was
+	// retryable and called the target again 15 minutes later).
+	pool := openPool(t, s.dbURL)
+	ctx := context.Background()
+	for _, exec := range []string{bad, agentless} {
+		var failed, attempts int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'failed'), max(attempt)
+			FROM ax.all_tasks WHERE execution_id = $1`, exec).Scan(&failed, &attempts))
+		require.Equal(t, 1, failed, "its one task failed")
+		require.Equal(t, 1, attempts, "on its first attempt")
+	}
+	var riverState string
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(ctx, `SELECT state::text FROM ax.river_job
+			WHERE kind = 'ax_http_task' AND args->>'execution_id' = $1`, agentless).Scan(&riverState)
+		return err == nil && riverState != "running" && riverState != "available"
+	}, 10*time.Second, 20*time.Millisecond, "River records the agentless task's job")
+	require.Equal(t, "completed", riverState, "the agentless task's job is not retried")
 	require.Equal(t, int32(2), calls.Load(), "each bad task called its target once: a bad result is not retried")
 }
 

@@ -105,8 +105,16 @@ func TestCallbackOfKilledReplicaDeliveredByAnother(t *testing.T) {
 	}, 60*time.Second, 200*time.Millisecond, "delivered within 60 s of the kill (state %s)", state)
 	t.Logf("delivered %s after the kill", time.Since(killed).Round(time.Second))
 
-	// No storm: nothing more comes.
-	time.Sleep(3 * time.Second)
+	// No storm: nothing is left to deliver it again. Every River job of
+	// this callback is completed once River has recorded it (a job still
+	// running would be a delivery in flight; one scheduled or retryable,
+	// a delivery to come).
+	var unfinished int
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM ax.river_job
+			WHERE kind = 'ax_callback' AND args->>'execution_id' = $1 AND state <> 'completed'`, exec).Scan(&unfinished)
+		return err == nil && unfinished == 0
+	}, 10*time.Second, 20*time.Millisecond, "every delivery job of the callback completes (%d not)", unfinished)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, hits, 2, "the held delivery and its redelivery")
