@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -61,8 +60,8 @@ func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			statements := &statementLog{}
-			env := setupOn(t, tracedPool(t, statements), func(c *openapi.Config) {
-				c.Agent = dispatch.AgentConfig{IdleRecheck: idleRecheck}
+			env := setupOn(t, tracedPool(t, statements), func(c *openapiConfig) {
+				c.Services.Agent = dispatch.AgentConfig{IdleRecheck: idleRecheck}
 			})
 			wake := tc.blocked(env)
 			a := env.registerAgent("idle", nil, 10)

@@ -72,7 +72,7 @@ func setupConfig(t *testing.T, mutate func(*openapiConfig)) *apiEnv {
 }
 
 // setupOn is setupConfig on a pool the test made.
-func setupOn(t *testing.T, pool *pgxpool.Pool, mutate func(*openapi.Config)) *apiEnv {
+func setupOn(t *testing.T, pool *pgxpool.Pool, mutate func(*openapiConfig)) *apiEnv {
 	t.Helper()
 	notifier := notify.NewNotifier(pool, nil, notify.ServeChannels()...)
 	require.NoError(t, notifier.Start(context.Background()))
