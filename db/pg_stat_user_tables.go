@@ -7,9 +7,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TableRows is the statistics' estimate of a table's live and dead rows.
+// TableRows is the statistics' estimate of a table's live and dead rows,
+// and whether the current role may vacuum it (VACUUM skips a table of
+// another owner with a mere warning).
 type TableRows struct {
 	Live, Dead int64
+	MayVacuum  bool
 }
 
 // TableDeadTuples returns the live and dead row estimates of ax's tables
@@ -21,7 +24,7 @@ func TableDeadTuples(ctx context.Context, e Executor, names []string) (map[strin
 	}
 	out := make(map[string]TableRows, len(rows))
 	for _, r := range rows {
-		out[r.Name] = TableRows{Live: r.Live, Dead: r.Dead}
+		out[r.Name] = TableRows{Live: r.Live, Dead: r.Dead, MayVacuum: r.MayVacuum}
 	}
 	return out, nil
 }
