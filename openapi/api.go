@@ -57,6 +57,10 @@ type Config struct {
 	// migrations current). Nil means always ready. /readyz shows the
 	// Reason of a *NotReadyError and logs the rest.
 	Ready func(ctx context.Context) error
+	// Degraded lists what works in a lesser way on this replica (its
+	// waits polled because notifications are lost), shown by /readyz
+	// while ready. Nil: nothing.
+	Degraded func() []string
 	// Outbox enqueues callbacks and agentless HTTP tasks in the
 	// transactions of API calls; nil: none (a replica running River
 	// enqueues callbacks later; agentless tasks wait for one).
@@ -136,7 +140,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&classHandlers{classes: queue.NewClassService(requests, cfg.Logger)}).register(api)
 	(&historyHandlers{history: queue.NewHistoryService(requests)}).register(api)
 	registerCronPreview(api)
-	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
+	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, degraded: cfg.Degraded, logger: cfg.Logger}).register(api)
 	registerPatches(api)
 	registerCallbackWebhook(api)
 	registerHTTPTaskWebhook(api)

@@ -48,7 +48,7 @@ func runKey(ctx context.Context, args []string) error {
 				return err
 			}
 			limits.Groups = splitList(*groups)
-			secret, key, err := queue.NewKeyService(pool).Create(ctx, *name, splitList(*scope), limits)
+			secret, key, err := queue.NewKeyService(pool.Pool).Create(ctx, *name, splitList(*scope), limits)
 			if err != nil {
 				return err
 			}
@@ -77,7 +77,7 @@ func runKey(ctx context.Context, args []string) error {
 			}
 			return w.Flush()
 		},
-		"sign": func(ctx context.Context, args []string) error { return createSigningKey(ctx, pool, args) },
+		"sign": func(ctx context.Context, args []string) error { return createSigningKey(ctx, pool.Pool, args) },
 		"revoke": func(ctx context.Context, args []string) error {
 			fs := flag.NewFlagSet("ax key revoke ID", flag.ContinueOnError)
 			if err := fs.Parse(args); err != nil {
