@@ -309,7 +309,11 @@ func (n *Notifier) probeOnce(ctx context.Context) (bool, error) {
 // (why as a warning when lost) and shown by Lost.
 func (n *Notifier) setLost(ctx context.Context, lost bool, why string) {
 	if n.cfg.Lost != nil {
-		n.cfg.Lost.Set(map[bool]float64{true: 1}[lost])
+		value := 0.0
+		if lost {
+			value = 1
+		}
+		n.cfg.Lost.Set(value)
 	}
 	if n.lost.Swap(lost) == lost {
 		return
