@@ -36,7 +36,7 @@ FUZZ_RESULT_EXECS ?= 20000x
 TEST_FUZZ_RESULT_EXECS ?= 1000x
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench generate verify lint lint-spec build schema ts-deps console-deps lint-deps
+.PHONY: help run test faults fuzz bench generate verify lint lint-spec build schema ts-deps console-deps lint-deps
 
 help: ## Show the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -68,6 +68,9 @@ test-go: export GORACE ?= atexit_sleep_ms=0
 test-go:
 	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
 	$(AX) dev exec -- $(GO) test -race -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
+
+faults: build ## Run the fault tests too long for make test: failover to a promoted synchronous standby (Postgres 15 binaries).
+	$(GO) test -tags faults -count=1 -timeout 15m -run 'TestFailover' ./tests/e2e/
 
 fuzz: build ## Fuzz job definitions (JSON → validation → store → fire), cron + time-zone parsing and task results through complete (FUZZ_JOB_EXECS, FUZZ_CRON_EXECS, FUZZ_RESULT_EXECS), all at once.
 	@$(MAKE) --no-print-directory -j3 --output-sync=target fuzz-job fuzz-cron fuzz-result

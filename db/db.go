@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,8 +38,8 @@ func IsLockTimeout(err error) bool {
 }
 
 // Open connects a pool to url and checks that the server answers. The
-// pool's size is what url says (pool_max_conns, pool_min_conns) or pgx's
-// defaults; OpenPool sets it.
+// pool's size is what url says (pool_max_conns, pool_min_conns) or
+// DefaultMaxConns; OpenPool sets it.
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return OpenPool(ctx, url, PoolSize{})
 }
@@ -46,14 +48,21 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 type PoolSize struct {
 	// MaxConns is the most connections the pool opens; requests beyond
 	// wait for one to be released. Zero keeps the url's pool_max_conns, or
-	// pgx's default (the larger of 4 and the number of CPUs) plus one: a
-	// replica's notifier holds one of the pool's connections to listen.
+	// DefaultMaxConns.
 	MaxConns int32
 	// MinConns is how many connections the pool keeps open while idle, so
 	// a burst after a quiet spell does not first wait for connects. Zero
 	// keeps the url's pool_min_conns, or none.
 	MinConns int32
 }
+
+// DefaultMaxConns is a pool's size when neither the caller nor the url
+// sets one: four for the work and one a replica's notifier holds while it
+// listens. It is fixed rather than pgx's default (the larger of 4 and the
+// host's CPUs): what bounds a replica's connections is what the database
+// allows all replicas together, not the CPUs of the host ax runs on (a
+// 16-CPU host took 17 connections a replica).
+const DefaultMaxConns = 5
 
 // MaxPoolConns bounds PoolSize.MaxConns: far above what one process can
 // use (Postgres itself rarely allows more than a few hundred connections).
@@ -70,53 +79,110 @@ func (s PoolSize) validate() error {
 }
 
 // OpenPool is Open with the pool sized by size (zero fields keep the
-// url's or pgx's choice).
+// url's choice or DefaultMaxConns).
 func OpenPool(ctx context.Context, url string, size PoolSize) (*pgxpool.Pool, error) {
+	return OpenPoolWith(ctx, url, PoolOptions{Size: size})
+}
+
+// PoolOptions say how OpenPoolWith opens a pool.
+type PoolOptions struct {
+	// Size bounds the pool (zero fields: the url's choice or
+	// DefaultMaxConns).
+	Size PoolSize
+	// BehindPooler says url leads to a transaction-mode pooler
+	// (DetectTransactionPooler). The pool then sends no session settings
+	// at start (a stock PgBouncer refuses unknown startup parameters;
+	// ALTER ROLE sets them instead, see the managed Postgres guide) and
+	// prepares no named statement, which would stay on a server session
+	// other clients get next: statements are described once and cached
+	// by the client, and run unnamed (pgx's cache_describe mode).
+	BehindPooler bool
+	// Logger, when set, makes the first connection wait: while the
+	// server refuses it for a reason a later try may not have (no free
+	// connection slot, the server starting or in recovery, the network),
+	// it is retried with backoff and the reason logged, until ctx ends.
+	// Nil: the first refusal is returned.
+	Logger *slog.Logger
+	// Name tells the pool apart in the wait's log lines (engine,
+	// requests, direct).
+	Name string
+}
+
+// OpenPoolWith connects a pool to url as opts say and checks that the
+// server answers.
+func OpenPoolWith(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("error parsing database url: %w", err)
 	}
+	size := opts.Size
 	if err := size.validate(); err != nil {
 		return nil, err
 	}
-	if size.MaxConns == 0 && !strings.Contains(url, "pool_max_conns") {
-		cfg.MaxConns++ // the notifier's, held while it listens
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	cfg.MaxConns = cmp.Or(size.MaxConns, cfg.MaxConns)
 	cfg.MinConns = cmp.Or(size.MinConns, cfg.MinConns)
 	if cfg.MinConns > cfg.MaxConns {
 		return nil, fmt.Errorf("pool min conns %d is more than the max conns %d", cfg.MinConns, cfg.MaxConns)
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "ax"
-	// ax runs short OLTP statements whose row estimates (unnest arrays,
-	// CTE chains) can push their cost past jit_above_cost: compiling them
-	// took 1.2 s of a 10,000-fire batch and stalls each new connection's
-	// first lease. Nothing ax runs is long enough to win it back.
-	cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	// A backend that writes a bulk of rows (a batch of delayed runs,
-	// history) starts their writeback every 256 kB instead of leaving it
-	// to the kernel, which flushed them in bursts about 30 s later: the
-	// WAL fsyncs of every commit then waited behind them (IO:WALSync in
-	// pg_stat_activity during BenchmarkDelayedRuns' cancels, up to 62 ms).
-	// Postgres's default is 0 (off); the setting is the session's own.
-	cfg.ConnConfig.RuntimeParams["backend_flush_after"] = "256kB"
+	cfg.ConnConfig.RuntimeParams["application_name"] = "ax" // poolers pass it on
+	if opts.BehindPooler {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		// A pooled server session may listen for another client that
+		// held it before (a LISTEN some tool ran through the pooler):
+		// its notifications are dropped, not buffered on a connection
+		// that never reads them.
+		cfg.ConnConfig.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) {}
+	} else {
+		setSessionParams(cfg.ConnConfig.RuntimeParams)
+	}
 	// google/uuid values otherwise reach pgx as driver.Valuers: each id is
 	// formatted as text and parsed back, by reflection, element by element
 	// of every id array; encoding a completion batch's arrays was 7% of
 	// BenchmarkEndToEnd's CPU profile.
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		pgxuuid.Register(conn.TypeMap())
+		if opts.BehindPooler {
+			pooledConns.Store(conn, struct{}{})
+		}
 		return nil
+	}
+	if opts.BehindPooler {
+		cfg.BeforeClose = func(conn *pgx.Conn) { pooledConns.Delete(conn) }
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("error creating pool: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	if opts.BehindPooler {
+		pooledPools.Store(pool, struct{}{})
+	}
+	if err := waitForServer(ctx, opts.Logger, opts.Name, pool.Ping); err != nil {
+		pooledPools.Delete(pool)
 		pool.Close()
 		return nil, fmt.Errorf("error connecting to database: %w", err)
 	}
 	return pool, nil
+}
+
+// setSessionParams adds the session settings ax wants on a connection of
+// its own to its startup parameters. Behind a pooler they are the role's
+// (ALTER ROLE … SET), since a pooled session is shared.
+func setSessionParams(params map[string]string) {
+	// ax runs short OLTP statements whose row estimates (unnest arrays,
+	// CTE chains) can push their cost past jit_above_cost: compiling them
+	// took 1.2 s of a 10,000-fire batch and stalls each new connection's
+	// first lease. Nothing ax runs is long enough to win it back.
+	params["jit"] = "off"
+	// A backend that writes a bulk of rows (a batch of delayed runs,
+	// history) starts their writeback every 256 kB instead of leaving it
+	// to the kernel, which flushed them in bursts about 30 s later: the
+	// WAL fsyncs of every commit then waited behind them (IO:WALSync in
+	// pg_stat_activity during BenchmarkDelayedRuns' cancels, up to 62 ms).
+	// Postgres's default is 0 (off); the setting is the session's own.
+	params["backend_flush_after"] = "256kB"
 }
 
 // TxBeginner starts transactions: a pool, a connection or a transaction
@@ -178,7 +244,7 @@ const SmallBatch = 16
 // a fifth of its rate (BenchmarkLeaseWithRateLimit).
 func WithBatchTxV[T any](ctx context.Context, b TxBeginner, size int, fn func(tx pgx.Tx) (T, error)) (T, error) {
 	set := setGenericPlans
-	if size > SmallBatch {
+	if size > SmallBatch || unnamedStatements(b) {
 		set = setCachedReads
 	}
 	var out T
@@ -202,6 +268,30 @@ func WithBatchTxV[T any](ctx context.Context, b TxBeginner, size int, fn func(tx
 		return run(tx)
 	})
 }
+
+// unnamedStatements reports whether b runs its statements unnamed (a
+// pool behind a transaction pooler, PoolOptions.BehindPooler): each is
+// then planned at every execution, and a forced generic plan would be
+// planned without the parameters' values, over every partition of the
+// history tables (ExecutionEndSingle took seconds through PgBouncer),
+// where a custom plan prunes them.
+func unnamedStatements(b TxBeginner) bool {
+	var ok bool
+	switch b := b.(type) {
+	case *pgxpool.Pool:
+		_, ok = pooledPools.Load(b)
+	case *pgx.Conn:
+		_, ok = pooledConns.Load(b)
+	case pgx.Tx:
+		_, ok = pooledConns.Load(b.Conn())
+	}
+	return ok
+}
+
+// pooledPools and pooledConns are the pools opened BehindPooler and their
+// connections, so that WithBatchTxV knows without copying their configs
+// (pgx's Config methods copy) on the hot path.
+var pooledPools, pooledConns sync.Map
 
 // mapErr turns driver errors into the errors callers test for.
 func mapErr(err error) error {

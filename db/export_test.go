@@ -26,6 +26,9 @@ func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.Migratio
 
 // UpByOne applies the next pending migration.
 func (m *Migrator) UpByOne(ctx context.Context) (*goose.MigrationResult, error) {
+	if err := m.prepareSchema(ctx); err != nil {
+		return nil, err
+	}
 	res, err := m.provider.UpByOne(ctx)
 	if err != nil {
 		return res, fmt.Errorf("error migrating up by one: %w", err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -20,45 +21,134 @@ import (
 // the layers above db that name it (River's client and its channels).
 const Schema = migrations.Schema
 
-// Migrator applies ax's migrations. Every change runs under goose's
-// Postgres session lock (an advisory lock), so replicas that start together
-// migrate once: one applies, the others wait and then find nothing to do.
+// Migrator applies ax's migrations. Every change runs under a lock, so
+// replicas that start together migrate once: one applies, the others wait
+// and then find nothing to do. On a connection of its own the lock is
+// goose's Postgres session lock (an advisory lock); behind a transaction
+// pooler, where a session lock taken in one transaction may be held by a
+// server session another client gets next, it is goose's lock table
+// (ax.migration_lock, a row with a lease).
 type Migrator struct {
 	provider *goose.Provider
 	sqlDB    *sql.DB
+	pool     *pgxpool.Pool
 	logger   *slog.Logger
 }
 
-// NewMigrator returns a Migrator working through pool. Close it after use.
-// With a logger, Up logs one line per migration applied (not goose's
-// verbose mode: it logs every statement, hundreds on a first start).
+// MigratorOptions say how a Migrator works.
+type MigratorOptions struct {
+	// Logger, when set, gets one line per migration applied (not goose's
+	// verbose mode: it logs every statement, hundreds on a first start).
+	Logger *slog.Logger
+	// BehindPooler says the pool goes through a transaction-mode pooler
+	// (DetectTransactionPooler): the lock is then a table's row, not a
+	// session's advisory lock.
+	BehindPooler bool
+}
+
+// MigrationLockTable is the lock table of migrations run behind a
+// transaction pooler.
+const MigrationLockTable = migrations.Schema + ".migration_lock"
+
+// NewMigrator returns a Migrator working through pool, logging to logger
+// (nil: not). Close it after use.
 func NewMigrator(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
-	// Waiting replicas retry the lock every second for up to 5 minutes
-	// (goose's default polls every 5 s, which slows every cold start).
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	return NewMigratorWith(pool, MigratorOptions{Logger: logger})
+}
+
+// NewMigratorWith returns a Migrator working through pool as opts say.
+func NewMigratorWith(pool *pgxpool.Pool, opts MigratorOptions) (*Migrator, error) {
+	lockOpt, err := migrationLock(opts.BehindPooler)
 	if err != nil {
 		return nil, fmt.Errorf("error creating migration lock: %w", err)
 	}
 	sqlDB := stdlib.OpenDBFromPool(pool)
-	opts := []goose.ProviderOption{
-		goose.WithSessionLocker(locker),
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS(),
+		lockOpt,
 		goose.WithTableName(migrations.VersionTable),
 		goose.WithGoMigrations(migrations.GoMigrations()...),
 		goose.WithDisableGlobalRegistry(true),
-	}
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS(), opts...)
+	)
 	if err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("error creating migration provider: %w", err)
 	}
-	return &Migrator{provider: provider, sqlDB: sqlDB, logger: logger}, nil
+	return &Migrator{provider: provider, sqlDB: sqlDB, pool: pool, logger: opts.Logger}, nil
 }
+
+// migrationLock is goose's session lock, or its lock table behind a
+// transaction pooler. Waiting replicas retry every second for up to 5
+// minutes (goose's default polls every 5 s, which slows every cold start).
+func migrationLock(behindPooler bool) (goose.ProviderOption, error) {
+	if behindPooler {
+		locker, err := lock.NewPostgresTableLocker(lock.WithTableName(MigrationLockTable),
+			lock.WithTableLockTimeout(time.Second, 300))
+		return goose.WithLocker(locker), err
+	}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	return goose.WithSessionLocker(locker), err
+}
+
+// versionTableLockID serializes moving goose's version table into schema
+// ax between replicas that start together (a transaction's advisory
+// lock: it holds behind a pooler too).
+const versionTableLockID = 0x61785f76657273 // "ax_vers"
+
+// prepareSchema makes what goose needs before it reads its version table:
+// schema ax, where the table lives, and, for a database that ax migrated
+// before the table moved there, the move of public.ax_schema_version
+// (with its rows) into it. It changes nothing when both are done, so a
+// role without the right to create (the runtime role) passes through.
+func (m *Migrator) prepareSchema(ctx context.Context) error {
+	var schemaExists, legacyExists bool
+	err := m.pool.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL AND to_regclass($3) IS NULL",
+		migrations.Schema, migrations.LegacyVersionTable, migrations.VersionTable).Scan(&schemaExists, &legacyExists)
+	if err != nil {
+		return fmt.Errorf("error reading the schema version's place: %w", mapErr(err))
+	}
+	if schemaExists && !legacyExists {
+		return nil
+	}
+	err = WithTx(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(versionTableLockID)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, moveVersionTable)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("error moving the schema version into schema %s: %w", migrations.Schema, mapErr(err))
+	}
+	return nil
+}
+
+// moveVersionTable makes schema ax and moves goose's version table from
+// public into it, unless another replica just did.
+const moveVersionTable = `DO $$
+BEGIN
+  IF to_regnamespace('` + migrations.Schema + `') IS NULL THEN
+    CREATE SCHEMA ` + migrations.Schema + `;
+  END IF;
+  IF to_regclass('` + migrations.LegacyVersionTable + `') IS NOT NULL
+     AND to_regclass('` + migrations.VersionTable + `') IS NULL THEN
+    ALTER TABLE ` + migrations.LegacyVersionTable + ` SET SCHEMA ` + migrations.Schema + `;
+    ALTER TABLE ` + migrations.Schema + `.` + legacyVersionTableName + ` RENAME TO ` + versionTableName + `;
+  END IF;
+END $$`
+
+const (
+	legacyVersionTableName = "ax_schema_version"
+	versionTableName       = "schema_version"
+)
 
 // Close releases the migrator's connection handle (not the pool).
 func (m *Migrator) Close() error { return m.sqlDB.Close() }
 
 // Up applies every pending migration.
 func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
+	if err := m.prepareSchema(ctx); err != nil {
+		return nil, err
+	}
 	res, err := m.provider.Up(ctx)
 	if m.logger != nil {
 		m.logApplied(ctx, res)
@@ -101,6 +191,9 @@ func migrationSource(r *goose.MigrationResult) string {
 
 // Down rolls back the newest applied migration.
 func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
+	if err := m.prepareSchema(ctx); err != nil {
+		return nil, err
+	}
 	res, err := m.provider.Down(ctx)
 	if err != nil {
 		return res, fmt.Errorf("error migrating down: %w", err)
@@ -110,6 +203,9 @@ func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
 
 // Status lists every known migration and whether it is applied.
 func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error) {
+	if err := m.prepareSchema(ctx); err != nil {
+		return nil, err
+	}
 	st, err := m.provider.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("error reading migration status: %w", err)
@@ -119,6 +215,9 @@ func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error)
 
 // HasPending reports whether the database lacks migrations this binary has.
 func (m *Migrator) HasPending(ctx context.Context) (bool, error) {
+	if err := m.prepareSchema(ctx); err != nil {
+		return false, err
+	}
 	pending, err := m.provider.HasPending(ctx)
 	if err != nil {
 		return false, fmt.Errorf("error checking pending migrations: %w", err)
@@ -129,7 +228,12 @@ func (m *Migrator) HasPending(ctx context.Context) (bool, error) {
 // Migrate applies all pending migrations through pool: the one call
 // `ax serve` and the test harness need.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
-	m, err := NewMigrator(pool, logger)
+	return MigrateWith(ctx, pool, MigratorOptions{Logger: logger})
+}
+
+// MigrateWith is Migrate with options.
+func MigrateWith(ctx context.Context, pool *pgxpool.Pool, opts MigratorOptions) error {
+	m, err := NewMigratorWith(pool, opts)
 	if err != nil {
 		return err
 	}

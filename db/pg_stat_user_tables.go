@@ -17,7 +17,7 @@ func TableDeadTuples(ctx context.Context, e Executor, names []string) (map[strin
 	}
 	out := make(map[string]axtype.TableRows, len(rows))
 	for _, r := range rows {
-		out[r.Name] = axtype.TableRows{Live: r.Live, Dead: r.Dead}
+		out[r.Name] = axtype.TableRows{Live: r.Live, Dead: r.Dead, MayVacuum: r.MayVacuum}
 	}
 	return out, nil
 }

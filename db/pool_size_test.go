@@ -2,7 +2,6 @@ package db_test
 
 import (
 	"context"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,8 +11,8 @@ import (
 )
 
 // TestOpenPoolSize: the size given wins over the URL's pool_max_conns and
-// pool_min_conns, zero keeps them (or pgx's default max plus one, for the
-// notifier's connection), and sizes that cannot work are refused before
+// pool_min_conns, zero keeps them (or DefaultMaxConns, whatever the
+// host's CPUs), and sizes that cannot work are refused before
 // connecting.
 func TestOpenPoolSize(t *testing.T) {
 	t.Parallel()
@@ -27,7 +26,7 @@ func TestOpenPoolSize(t *testing.T) {
 		max, min int32
 		err      string
 	}{
-		{name: "default", url: url, max: int32(max(4, runtime.NumCPU()) + 1)},
+		{name: "default", url: url, max: db.DefaultMaxConns},
 		{name: "flags", url: url, size: db.PoolSize{MaxConns: 7, MinConns: 2}, max: 7, min: 2},
 		{name: "url", url: withParams("pool_max_conns", "5", "pool_min_conns", "1"), max: 5, min: 1},
 		{name: "flags over url", url: withParams("pool_max_conns", "5", "pool_min_conns", "1"), size: db.PoolSize{MaxConns: 9}, max: 9, min: 1},

@@ -131,4 +131,5 @@ DROP TYPE ax.concurrency_policy;
 DROP TYPE ax.route_strategy;
 DROP TYPE ax.executor_kind;
 DROP TYPE ax.trigger_kind;
-DROP SCHEMA ax;
+-- Schema ax stays: it holds goose's version table (ax.schema_version),
+-- which the migrator makes before this migration runs.

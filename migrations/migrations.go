@@ -14,9 +14,16 @@ import (
 // included.
 const Schema = "ax"
 
-// VersionTable is goose's bookkeeping table. It lives outside schema ax so
-// that migrating all the way down can drop the schema.
-const VersionTable = "public.ax_schema_version"
+// VersionTable is goose's bookkeeping table. It lives in schema ax, so
+// that a runtime role granted schema ax reads it (readiness checks the
+// schema is current) and ax keeps nothing in public. The migrator makes
+// the schema before goose reads the table, and migrating all the way
+// down leaves the two.
+const VersionTable = Schema + ".schema_version"
+
+// LegacyVersionTable is where VersionTable lived before; the migrator
+// moves it, rows and all, into schema ax.
+const LegacyVersionTable = "public.ax_schema_version"
 
 //go:embed *.sql
 var sqlFiles embed.FS

@@ -35,6 +35,10 @@ type Config struct {
 	// migrations current). Nil means always ready. /readyz shows the
 	// Reason of a *NotReadyError and logs the rest.
 	Ready func(ctx context.Context) error
+	// Degraded lists what works in a lesser way on this replica (its
+	// waits polled because notifications are lost), shown by /readyz
+	// while ready. Nil: nothing.
+	Degraded func() []string
 	// Outbound is what callback and HTTP-job URLs may reach, checked when
 	// a job is saved (and again by the senders at every connection). The
 	// zero policy allows public addresses only.
@@ -100,7 +104,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&classHandlers{classes: eng.Classes}).register(api)
 	(&historyHandlers{history: eng.History}).register(api)
 	registerCronPreview(api)
-	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
+	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, degraded: cfg.Degraded, logger: cfg.Logger}).register(api)
 	registerPatches(api)
 	registerCallbackWebhook(api)
 	registerHTTPTaskWebhook(api)

@@ -11,9 +11,10 @@ import (
 )
 
 type healthHandlers struct {
-	version string
-	ready   func(ctx context.Context) error
-	logger  *slog.Logger
+	version  string
+	ready    func(ctx context.Context) error
+	degraded func() []string
+	logger   *slog.Logger
 }
 
 // NotReadyError is why a replica cannot serve. /readyz, open to anyone,
@@ -46,6 +47,8 @@ type HealthStatus struct {
 	Status  string `json:"status" enum:"ok,unavailable" doc:"ok when the check passed"`
 	Version string `json:"version" doc:"Version of this ax build"`
 	Reason  string `json:"reason,omitempty" doc:"Why the replica is not ready"`
+	// Degraded is what a ready replica does in a lesser way.
+	Degraded []string `json:"degraded,omitempty" maxItems:"16" doc:"What this ready replica does in a lesser way, such as polling because database notifications do not reach it (a transaction pooler without AX_DIRECT_DATABASE_URL)"`
 }
 
 type healthOutput struct {
@@ -66,7 +69,7 @@ func (h *healthHandlers) register(api huma.API) {
 	huma.Register(api, huma.Operation{
 		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"Operations"},
 		Summary:     "Readiness: the database answers and its schema is current",
-		Description: "503 with a reason while this replica cannot serve. Needs no API key.",
+		Description: "Needs no API key. 503 with a reason while this replica cannot serve; while it serves in a lesser way (polling because database notifications do not reach it), 200 listing how under degraded.",
 		Errors:      []int{http.StatusUnprocessableEntity},
 		Responses: map[string]*huma.Response{
 			"503": {Description: "Not ready", Content: map[string]*huma.MediaType{
@@ -81,6 +84,9 @@ func (h *healthHandlers) register(api huma.API) {
 				h.logger.WarnContext(ctx, "not ready", "error", err)
 				out.Body.Status, out.Body.Reason = "unavailable", notReadyReason(err)
 			}
+		}
+		if h.degraded != nil && out.Status == http.StatusOK {
+			out.Body.Degraded = h.degraded()
 		}
 		return out, nil
 	})

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
 
@@ -27,8 +28,10 @@ func runKey(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var keyPool *pgxpool.Pool // nil when only help is asked for
 	if pool != nil {
 		defer pool.Close()
+		keyPool = pool.Pool
 	}
 	return subcommand(ctx, "key", args, map[string]func(context.Context, []string) error{
 		"create": func(ctx context.Context, args []string) error {
@@ -50,7 +53,7 @@ func runKey(ctx context.Context, args []string) error {
 				return err
 			}
 			limits.Groups = splitList(*groups)
-			secret, key, err := queue.NewKeyService(pool).Create(ctx, *name, splitList(*scope), limits)
+			secret, key, err := queue.NewKeyService(keyPool).Create(ctx, *name, splitList(*scope), limits)
 			if err != nil {
 				return err
 			}
@@ -79,7 +82,7 @@ func runKey(ctx context.Context, args []string) error {
 			}
 			return w.Flush()
 		},
-		"sign": func(ctx context.Context, args []string) error { return createSigningKey(ctx, pool, args) },
+		"sign": func(ctx context.Context, args []string) error { return createSigningKey(ctx, keyPool, args) },
 		"revoke": func(ctx context.Context, args []string) error {
 			fs := flag.NewFlagSet("ax key revoke ID", flag.ContinueOnError)
 			if err := fs.Parse(args); err != nil {

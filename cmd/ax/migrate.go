@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -21,7 +22,7 @@ func runMigrate(ctx context.Context, args []string) error {
 	var m *db.Migrator
 	if pool != nil {
 		defer pool.Close()
-		if m, err = db.NewMigrator(pool, nil); err != nil {
+		if m, err = db.NewMigratorWith(pool.Pool, db.MigratorOptions{BehindPooler: pool.behindPooler}); err != nil {
 			return err
 		}
 		defer m.Close()
@@ -72,27 +73,42 @@ func runMigrate(ctx context.Context, args []string) error {
 	})
 }
 
-// openDatabase parses --database-url (default DATABASE_URL) for the
-// commands that work on the database directly and returns the pool and
-// the remaining arguments. When those ask for help, it opens nothing and
-// returns a nil pool: the subcommand prints its usage without a database.
-func openDatabase(ctx context.Context, name string, args []string) (*pgxpool.Pool, []string, error) {
+// cliPool is the pool of a command that works on the database directly.
+type cliPool struct {
+	*pgxpool.Pool
+	behindPooler bool // it goes through a transaction pooler
+}
+
+// openDatabase parses --database-url (default DATABASE_URL) and
+// --direct-database-url (default AX_DIRECT_DATABASE_URL) for the commands
+// that work on the database directly and returns a pool, to the direct
+// URL when there is one, and the remaining arguments. When those ask for
+// help, it opens nothing and returns a nil pool: the subcommand prints
+// its usage without a database.
+func openDatabase(ctx context.Context, name string, args []string) (*cliPool, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	url := fs.String("database-url", envOr("DATABASE_URL", ""), "Postgres URL (DATABASE_URL)")
+	direct := fs.String("direct-database-url", envOr("AX_DIRECT_DATABASE_URL", ""),
+		"Postgres URL of the database itself when DATABASE_URL is a transaction pooler; used instead when set (AX_DIRECT_DATABASE_URL)")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
 	if wantsHelp(fs.Args()) {
 		return nil, fs.Args(), nil // the subcommand prints its usage; no database needed
 	}
-	if *url == "" {
+	target := cmp.Or(*direct, *url)
+	if target == "" {
 		return nil, nil, errors.New("no database: set DATABASE_URL or --database-url")
 	}
-	pool, err := db.Open(ctx, *url)
+	behindPooler, err := db.DetectTransactionPooler(ctx, target, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pool, fs.Args(), nil
+	pool, err := db.OpenPoolWith(ctx, target, db.PoolOptions{BehindPooler: behindPooler})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &cliPool{Pool: pool, behindPooler: behindPooler}, fs.Args(), nil
 }
 
 // parseNoFlags parses the arguments of a subcommand that takes no flags

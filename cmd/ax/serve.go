@@ -37,8 +37,15 @@ import (
 type serveConfig struct {
 	Addr        string // listen address; AX_ADDR, default 127.0.0.1:8080
 	DatabaseURL string // DATABASE_URL
-	NoMigrate   bool   // skip migrations at start (another process runs them)
-	AdminKey    string // AX_ADMIN_KEY: installed as an admin key at start
+	// DirectDatabaseURL (AX_DIRECT_DATABASE_URL) is a connection to the
+	// database itself for what a transaction pooler at DatabaseURL cannot
+	// carry: LISTEN, migrations under a session lock, retention's
+	// detaches. Empty: DatabaseURL; behind a transaction pooler the
+	// replica then polls instead of listening (see the managed Postgres
+	// guide).
+	DirectDatabaseURL string
+	NoMigrate         bool   // skip migrations at start (another process runs them)
+	AdminKey          string // AX_ADMIN_KEY: installed as an admin key at start
 	// Agent is the agent protocol's timing: Lease (AX_LEASE, default 30 s)
 	// is how long a lease lasts without renewal, HeartbeatInterval
 	// (AX_HEARTBEAT_INTERVAL, default 5 s) how often agents are asked to
@@ -89,9 +96,9 @@ type serveConfig struct {
 	History history.Config
 	// PoolMaxConns (AX_DB_MAX_CONNS) and PoolMinConns (AX_DB_MIN_CONNS)
 	// size the replica's database pool; 0 keeps the URL's pool_max_conns
-	// and pool_min_conns, or the defaults (one more than the larger of 4
-	// and the number of CPUs, the notifier's connection included; none
-	// kept idle). The README has the sizing rule.
+	// and pool_min_conns, or the defaults (db.DefaultMaxConns, 5, the
+	// notifier's connection included, whatever the host's CPUs; none
+	// kept idle). The managed Postgres guide has the sizing rule.
 	PoolMaxConns, PoolMinConns int
 	// PoolRequestConns (AX_DB_REQUEST_CONNS) sizes the second pool, which
 	// serves API requests other than agents' (jobs, runs, executions,
@@ -110,6 +117,8 @@ func runServe(ctx context.Context, args []string) error {
 	cfg := serveConfig{}
 	fs.StringVar(&cfg.Addr, "addr", envOr("AX_ADDR", "127.0.0.1:8080"), "listen address (AX_ADDR)")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", envOr("DATABASE_URL", ""), "Postgres URL (DATABASE_URL)")
+	fs.StringVar(&cfg.DirectDatabaseURL, "direct-database-url", envOr("AX_DIRECT_DATABASE_URL", ""),
+		"Postgres URL of the database itself, when DATABASE_URL is a transaction pooler: LISTEN, migrations and retention's detaches use it (AX_DIRECT_DATABASE_URL)")
 	fs.BoolVar(&cfg.NoMigrate, "no-migrate", false, "do not apply migrations at start")
 	lease, errLease := envDuration("AX_LEASE", 30*time.Second)
 	heartbeat, errHeartbeat := envDuration("AX_HEARTBEAT_INTERVAL", 5*time.Second)
@@ -188,26 +197,21 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	defer ln.Close()
 	cfg.Addr = ln.Addr().String()
-	pool, err := db.OpenPool(ctx, cfg.DatabaseURL, db.PoolSize{MaxConns: int32(cfg.PoolMaxConns), MinConns: int32(cfg.PoolMinConns)})
+	conns, err := openServeDatabase(ctx, logger, cfg)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	// Kept open: a request would otherwise pay for a connection's setup.
-	requestConns := int32(cmp.Or(cfg.PoolRequestConns, defaultRequestConns))
-	requestPool, err := db.OpenPool(ctx, cfg.DatabaseURL, db.PoolSize{MaxConns: requestConns, MinConns: requestConns})
-	if err != nil {
-		return err
-	}
-	defer requestPool.Close()
+	defer conns.Close()
+	pool, requestPool := conns.engine, conns.requests
 	if n := pool.Config().MaxConns; n < 2 {
 		return fmt.Errorf("db max conns %d is too few: the notifier holds one to listen, and the work needs another", n)
 	}
 	if !cfg.NoMigrate {
-		if err := db.Migrate(ctx, pool, logger); err != nil {
+		if err := conns.migrate(ctx, logger); err != nil {
 			return err
 		}
 	}
+	cfg.History.Direct = conns.direct
 	cfg.History.Logger = logger
 	if err := history.Apply(ctx, pool, cfg.History); err != nil {
 		return err
@@ -219,8 +223,9 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	m := metrics.New(prometheus.DefaultRegisterer)
 	cfg.History.Dropped = m.HistoryRowsDropped
-	notifier := notify.NewNotifier(pool, logger, notify.ServeChannels()...)
-	river, err := startRiver(ctx, pool, logger, m, cfg)
+	notifier := notify.NewNotifierWith(pool, notify.NotifierConfig{Logger: logger, DirectURL: cfg.DirectDatabaseURL,
+		NoDelivery: conns.behindPooler && cfg.DirectDatabaseURL == "", Lost: m.NotificationsLost}, notify.ServeChannels()...)
+	river, err := startRiver(ctx, pool, logger, m, cfg, conns.behindPooler)
 	if err != nil {
 		return err
 	}
@@ -255,7 +260,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	engine := queue.NewEngine(queue.EngineConfig{Pool: pool, RequestPool: requestPool, Logger: logger, Metrics: m,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox()})
 	apiHandler, _ := openapi.New(openapi.Config{
-		Engine: engine, Logger: logger, Version: version, Ready: readiness(pool), Outbound: cfg.Outbound.policy(),
+		Engine: engine, Logger: logger, Version: version, Ready: readiness(pool, conns.behindPooler), Outbound: cfg.Outbound.policy(),
+		Degraded: func() []string { return nonEmpty(notifier.Degraded()) },
 		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth, PublicURL: cfg.publicURL(),
 		BodyReadTimeout:  min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 		BodyMemoryBudget: cfg.BodyMemoryBudget,
@@ -365,14 +371,14 @@ func validateAgentTiming(c dispatch.AgentConfig) error {
 
 // readiness checks that the database answers and has every migration this
 // binary knows.
-func readiness(pool *pgxpool.Pool) func(ctx context.Context) error {
+func readiness(pool *pgxpool.Pool, behindPooler bool) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		if err := pool.Ping(ctx); err != nil {
 			return &openapi.NotReadyError{Reason: "database unreachable", Err: err}
 		}
-		m, err := db.NewMigrator(pool, nil)
+		m, err := db.NewMigratorWith(pool, db.MigratorOptions{BehindPooler: behindPooler})
 		if err != nil {
 			return &openapi.NotReadyError{Reason: "cannot read the schema version", Err: err}
 		}
@@ -467,7 +473,7 @@ func addPoolFlags(fs *flag.FlagSet, c *serveConfig) error {
 	minConns, errMin := envInt("AX_DB_MIN_CONNS")
 	requestConns, errRequest := envInt("AX_DB_REQUEST_CONNS")
 	fs.IntVar(&c.PoolMaxConns, "db-max-conns", maxConns,
-		"most database connections the engine's pool opens (fires, agents' leases and results, maintenance), its notifier's included (River's listener is apart); 0: the URL's pool_max_conns, else one more than the larger of 4 and the CPUs (AX_DB_MAX_CONNS)")
+		"most database connections the engine's pool opens (fires, agents' leases and results, maintenance), its notifier's included (River's listener is apart); 0: the URL's pool_max_conns, else 5, whatever the host's CPUs (AX_DB_MAX_CONNS)")
 	fs.IntVar(&c.PoolMinConns, "db-min-conns", minConns,
 		"database connections the engine's pool keeps open while idle; 0: the URL's pool_min_conns, else none (AX_DB_MIN_CONNS)")
 	fs.IntVar(&c.PoolRequestConns, "db-request-conns", requestConns,

@@ -145,7 +145,8 @@ func (cfg serveConfig) publicURL() string {
 
 // startRiver starts the replica's River workers: callback delivery and
 // agentless HTTP tasks.
-func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m *metrics.Metrics, cfg serveConfig) (*delivery.RiverService, error) {
+func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m *metrics.Metrics, cfg serveConfig,
+	behindPooler bool) (*delivery.RiverService, error) {
 	publicURL := cfg.publicURL()
 	rs, err := delivery.NewRiverService(pool, delivery.RiverConfig{
 		Policy: cfg.Outbound.policy(), Version: version,
@@ -153,6 +154,7 @@ func startRiver(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, m 
 			MaxPerHost: cfg.Outbound.HTTPMaxPerHost},
 		Logger: logger, Metrics: m, OutboundMetrics: metrics.NewOutboundMetrics(prometheus.DefaultRegisterer),
 		History: cfg.History, Callback: delivery.CallbackConfig{RetrySchedule: cfg.Outbound.CallbackRetries},
+		PollOnly: behindPooler,
 	})
 	if err != nil {
 		return nil, err

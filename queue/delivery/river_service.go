@@ -59,6 +59,10 @@ type RiverConfig struct {
 	// queue is a transaction: ax polled its three queues every 100 ms,
 	// idle or not, before the wakes.
 	FallbackPoll time.Duration
+	// PollOnly keeps River from listening (its LISTEN connection would
+	// not hold behind a transaction pooler): its producers fetch every
+	// FallbackPoll and when the replica wakes them.
+	PollOnly bool
 	// FlushInterval is how often the leader enqueues callbacks that no
 	// hook did. Defaults to 5 s.
 	FlushInterval time.Duration
@@ -153,6 +157,7 @@ func NewRiverService(pool *pgxpool.Pool, cfg RiverConfig) (*RiverService, error)
 		// (or ran) a job.
 		ID:                riverClientID(),
 		FetchPollInterval: cfg.FallbackPoll,
+		PollOnly:          cfg.PollOnly,
 		FetchCooldown:     min(10*time.Millisecond, cfg.PollInterval),
 		// River's own lines at info (producer job counts every few
 		// seconds, elections, queue starts) are noise in a service log;

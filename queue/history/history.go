@@ -53,6 +53,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Dropped counts the rows removed, by table (ax_history_rows_dropped_total).
 	Dropped *prometheus.CounterVec
+	// Direct, when set, is a pool of connections to the database itself
+	// (not a transaction pooler) that detaches go through: a detach runs
+	// outside any transaction, bounded by a session's lock_timeout, which
+	// behind a transaction pooler would stay on a server session that
+	// other clients get next. Nil: the maintenance pool.
+	Direct *pgxpool.Pool
 }
 
 // WithDefaults fills in what is unset.
@@ -290,7 +296,7 @@ func drop(ctx context.Context, pool *pgxpool.Pool, group []axtype.HistoryPartiti
 	began := time.Now()
 	for _, p := range group {
 		// Detaching blocks no one, so it may wait longer than a drop.
-		if err := db.HistoryPartitionDetach(ctx, pool, p, 10*cfg.LockTimeout); err != nil {
+		if err := db.HistoryPartitionDetach(ctx, cmp.Or(cfg.Direct, pool), p, 10*cfg.LockTimeout); err != nil {
 			if db.IsLockTimeout(err) {
 				err = errLockWait
 			}

@@ -55,6 +55,14 @@ type Metrics struct {
 	// itself (queue/vacuum), and the time they took, by table.
 	Vacuums       *prometheus.CounterVec
 	VacuumSeconds *prometheus.CounterVec
+	// VacuumDenied is 1 for each hot table ax may not vacuum (its role
+	// neither owns the table nor the database), which it then leaves to
+	// autovacuum.
+	VacuumDenied *prometheus.GaugeVec // by table
+	// NotificationsLost is 1 while NOTIFYs do not reach this replica (a
+	// transaction pooler without a direct URL, or a probe that did not
+	// come back) and its waiting loops poll instead.
+	NotificationsLost prometheus.Gauge
 }
 
 // New creates the metrics and registers them with reg (nil: not
@@ -107,6 +115,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "ax_vacuum_seconds_total",
 		Help: "Time spent in those VACUUMs, by table.",
 	}, []string{"table"})
+	m.VacuumDenied = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ax_vacuum_denied",
+		Help: "1 for each hot table the database role of ax may not vacuum (neither table nor database owner): autovacuum's alone.",
+	}, []string{"table"})
+	m.NotificationsLost = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ax_notifications_lost",
+		Help: "1 while NOTIFYs do not reach this replica (transaction pooler without AX_DIRECT_DATABASE_URL, or an unanswered probe): its waits poll instead.",
+	})
 	m.Dispatched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_tasks_dispatched_total", Help: "Tasks leased to agents, by rate class (none without one).",
 	}, []string{"class"})
@@ -155,7 +171,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
 			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
-			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped, m.DeclarationConflicts, m.Vacuums, m.VacuumSeconds)
+			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped, m.DeclarationConflicts, m.Vacuums, m.VacuumSeconds,
+			m.VacuumDenied, m.NotificationsLost)
 	}
 	return m
 }

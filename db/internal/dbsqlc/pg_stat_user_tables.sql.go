@@ -10,19 +10,26 @@ import (
 )
 
 const tableDeadTuples = `-- name: TableDeadTuples :many
-SELECT relname::text AS name, coalesce(n_live_tup, 0)::bigint AS live, coalesce(n_dead_tup, 0)::bigint AS dead
-FROM pg_catalog.pg_stat_user_tables
-WHERE schemaname = 'ax' AND relname = ANY($1::text[])
+SELECT s.relname::text AS name, coalesce(s.n_live_tup, 0)::bigint AS live, coalesce(s.n_dead_tup, 0)::bigint AS dead,
+       (pg_catalog.pg_has_role(c.relowner, 'USAGE') OR pg_catalog.pg_has_role(d.datdba, 'USAGE'))::boolean AS may_vacuum
+FROM pg_catalog.pg_stat_user_tables s
+JOIN pg_catalog.pg_class c ON c.oid = s.relid
+JOIN pg_catalog.pg_database d ON d.datname = current_database()
+WHERE s.schemaname = 'ax' AND s.relname = ANY($1::text[])
 `
 
 type TableDeadTuplesRow struct {
-	Name string
-	Live int64
-	Dead int64
+	Name      string
+	Live      int64
+	Dead      int64
+	MayVacuum bool
 }
 
 // TableDeadTuples reads the statistics' live and dead row estimates of
-// ax's tables named in @names (what autovacuum decides by).
+// ax's tables named in @names (what autovacuum decides by), and whether
+// the current role may vacuum each: VACUUM skips, with only a warning, a
+// table whose owner (or database owner) the role is not, nor a superuser
+// (who has every role's privileges).
 func (q *Queries) TableDeadTuples(ctx context.Context, db DBTX, names []string) ([]TableDeadTuplesRow, error) {
 	rows, err := db.Query(ctx, tableDeadTuples, names)
 	if err != nil {
@@ -32,7 +39,12 @@ func (q *Queries) TableDeadTuples(ctx context.Context, db DBTX, names []string) 
 	var items []TableDeadTuplesRow
 	for rows.Next() {
 		var i TableDeadTuplesRow
-		if err := rows.Scan(&i.Name, &i.Live, &i.Dead); err != nil {
+		if err := rows.Scan(
+			&i.Name,
+			&i.Live,
+			&i.Dead,
+			&i.MayVacuum,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -1,0 +1,107 @@
+package notify_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/pgbouncertest"
+)
+
+// TestProbeFindsNotificationsLost: a notifier that listens through a
+// transaction pooler (it was not told) hears nothing; its probe NOTIFY
+// does not come back, so it says so (Degraded, the gauge) and wakes its
+// subscribers every PollEvery instead.
+func TestProbeFindsNotificationsLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pooled := pgbouncertest.Start(t, dbtest.NewURL(t))
+	pool, err := db.OpenPoolWith(ctx, pooled, db.PoolOptions{Size: db.PoolSize{MaxConns: 3}, BehindPooler: true})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	lost := prometheus.NewGauge(prometheus.GaugeOpts{Name: "lost"})
+	n := notify.NewNotifierWith(pool, notify.NotifierConfig{ProbeTimeout: 300 * time.Millisecond,
+		PollEvery: 50 * time.Millisecond, Lost: lost}, notify.TaskReadyChannel)
+	woken, unsubscribe := n.Subscribe(notify.TaskReadyChannel)
+	defer unsubscribe()
+	require.NoError(t, n.Start(ctx))
+	t.Cleanup(n.Stop)
+
+	require.Eventually(t, func() bool { return n.Degraded() != "" }, 10*time.Second, 20*time.Millisecond,
+		"the probe after connecting finds notifications lost")
+	require.Contains(t, n.Degraded(), "a probe NOTIFY did not come back")
+	require.Equal(t, 1.0, gaugeValue(t, lost))
+	drain(woken)
+	for range 3 {
+		select {
+		case <-woken:
+		case <-time.After(2 * time.Second):
+			t.Fatal("no polling wake-up while notifications are lost")
+		}
+	}
+}
+
+// TestProbeFindsNotificationsArrive: listening on a direct connection of
+// its own (DirectURL) while probing through the pooler, the notifier
+// hears its probe and nothing is degraded.
+func TestProbeFindsNotificationsArrive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := dbtest.NewURL(t)
+	pooled := pgbouncertest.Start(t, direct)
+	pool, err := db.OpenPoolWith(ctx, pooled, db.PoolOptions{Size: db.PoolSize{MaxConns: 3}, BehindPooler: true})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	lost := prometheus.NewGauge(prometheus.GaugeOpts{Name: "lost"})
+	n := notify.NewNotifierWith(pool, notify.NotifierConfig{DirectURL: direct, ProbeEvery: 100 * time.Millisecond,
+		Lost: lost}, notify.TaskReadyChannel)
+	woken, unsubscribe := n.Subscribe(notify.TaskReadyChannel)
+	defer unsubscribe()
+	require.NoError(t, n.Start(ctx))
+	t.Cleanup(n.Stop)
+	<-woken // connected: the connect's wake-all
+	_, err = pool.Exec(ctx, "SELECT pg_notify($1, '')", notify.TaskReadyChannel)
+	require.NoError(t, err)
+	select {
+	case <-woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a NOTIFY through the pooler reaches the direct listener")
+	}
+	require.Never(t, func() bool { return n.Degraded() != "" }, 500*time.Millisecond, 20*time.Millisecond,
+		"several probes came back")
+	require.Equal(t, 0.0, gaugeValue(t, lost))
+}
+
+// TestNoDeliveryPollsFromTheStart: told notifications cannot arrive, the
+// notifier does not listen, is degraded from Start and polls.
+func TestNoDeliveryPollsFromTheStart(t *testing.T) {
+	t.Parallel()
+	n := notify.NewNotifierWith(dbtest.New(t), notify.NotifierConfig{NoDelivery: true, PollEvery: 20 * time.Millisecond},
+		notify.TaskReadyChannel)
+	woken, unsubscribe := n.Subscribe(notify.TaskReadyChannel)
+	defer unsubscribe()
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(n.Stop)
+	require.Contains(t, n.Degraded(), "AX_DIRECT_DATABASE_URL")
+	for range 3 {
+		select {
+		case <-woken:
+		case <-time.After(2 * time.Second):
+			t.Fatal("no polling wake-up")
+		}
+	}
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, g.Write(&m))
+	return m.GetGauge().GetValue()
+}
