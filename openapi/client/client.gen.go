@@ -1413,6 +1413,9 @@ type ExecutionLogsOutputBody struct {
 
 // HealthStatus defines model for HealthStatus.
 type HealthStatus struct {
+	// Degraded What this ready replica does in a lesser way, such as polling because database notifications do not reach it (a transaction pooler without AX_DIRECT_DATABASE_URL)
+	Degraded *[]string `json:"degraded,omitempty"`
+
 	// Reason Why the replica is not ready
 	Reason *string `json:"reason,omitempty"`
 
@@ -2767,7 +2770,7 @@ type ClientInterface interface {
 
 	// Readyz Readiness: the database answers and its schema is current
 	//
-	// 503 with a reason while this replica cannot serve. Needs no API key.
+	// Needs no API key. 503 with a reason while this replica cannot serve; while it serves in a lesser way (polling because database notifications do not reach it), 200 listing how under degraded.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3374,7 +3377,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // Readyz Readiness: the database answers and its schema is current
 //
-// 503 with a reason while this replica cannot serve. Needs no API key.
+// Needs no API key. 503 with a reason while this replica cannot serve; while it serves in a lesser way (polling because database notifications do not reach it), 200 listing how under degraded.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7122,7 +7125,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReadyzWithResponse Readiness: the database answers and its schema is current
 	//
-	// 503 with a reason while this replica cannot serve. Needs no API key.
+	// Needs no API key. 503 with a reason while this replica cannot serve; while it serves in a lesser way (polling because database notifications do not reach it), 200 listing how under degraded.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11391,7 +11394,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 
 // ReadyzWithResponse Readiness: the database answers and its schema is current
 //
-// 503 with a reason while this replica cannot serve. Needs no API key.
+// Needs no API key. 503 with a reason while this replica cannot serve; while it serves in a lesser way (polling because database notifications do not reach it), 200 listing how under degraded.
 //
 // Returns a wrapper object for the known response body format(s).
 //

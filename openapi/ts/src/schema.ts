@@ -47,7 +47,7 @@ export interface paths {
         };
         /**
          * Readiness: the database answers and its schema is current
-         * @description 503 with a reason while this replica cannot serve. Needs no API key.
+         * @description Needs no API key. 503 with a reason while this replica cannot serve; while it serves in a lesser way (polling because database notifications do not reach it), 200 listing how under degraded.
          */
         get: operations["readyz"];
         put?: never;
@@ -1557,6 +1557,8 @@ export interface components {
             total: number;
         };
         HealthStatus: {
+            /** @description What this ready replica does in a lesser way, such as polling because database notifications do not reach it (a transaction pooler without AX_DIRECT_DATABASE_URL) */
+            degraded?: string[] | null;
             /** @description Why the replica is not ready */
             reason?: string;
             /**
