@@ -18,7 +18,7 @@ func TestEnumsMatchSchema(t *testing.T) {
 			ExecutionTimedOut, ExecutionCancelled), strs(dbsqlc.AllAxExecutionStateValues()...)},
 		"task_state": {strs(TaskPending, TaskLeased, TaskRunning, TaskSucceeded, TaskFailed, TaskTimedOut,
 			TaskCancelled), strs(dbsqlc.AllAxTaskStateValues()...)},
-		"execution_cause": {strs(CauseSchedule, CauseCatchUp, CauseManual, CauseDelayed), strs(dbsqlc.AllAxExecutionCauseValues()...)},
+		"execution_cause": {strs(CauseSchedule, CauseCatchUp, CauseManual, CauseDelayed, CauseRerun, CauseBackfill), strs(dbsqlc.AllAxExecutionCauseValues()...)},
 		"trigger_kind": {strs(TriggerCron, TriggerInterval, TriggerDelay, TriggerManual),
 			strs(dbsqlc.AllAxTriggerKindValues()...)},
 		"executor_kind": {strs(ExecutorShell, ExecutorHTTP, ExecutorHandler), strs(dbsqlc.AllAxExecutorKindValues()...)},
