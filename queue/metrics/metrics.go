@@ -144,7 +144,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.TaskResults.With(string(s), "")
 	}
 	m.TaskResults.With(string(db.TaskTimedOut), db.ErrorCodeTimeout) // agents and the reaper give timeouts this code
-	for _, c := range []db.ExecutionCause{db.CauseSchedule, db.CauseCatchUp, db.CauseManual, db.CauseDelayed} {
+	for _, c := range []db.ExecutionCause{db.CauseSchedule, db.CauseCatchUp, db.CauseManual, db.CauseDelayed, db.CauseRerun, db.CauseBackfill} {
 		m.Fires.WithLabelValues(string(c))
 	}
 	for _, r := range []db.SkipReason{db.SkipMisfire, db.SkipOverlap, db.SkipPaused, db.SkipDSTGap} {

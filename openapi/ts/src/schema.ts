@@ -403,6 +403,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-run the ended runs a filter selects
+         * @description Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+         */
+        post: operations["rerun-executions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}": {
         parameters: {
             query?: never;
@@ -477,6 +497,26 @@ export interface paths {
         get: operations["get-execution-logs"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions/{id}/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-run an ended run
+         * @description Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+         */
+        post: operations["rerun-execution"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1045,6 +1085,74 @@ export interface components {
              */
             run_at?: string;
         };
+        BulkRerunItem: {
+            /** @description Why it was not re-run */
+            error?: string;
+            /**
+             * Format: uuid
+             * @description The run selected
+             */
+            execution_id: string;
+            /** Format: uuid */
+            job_id: string;
+            /** @description An earlier call with the same request key made this re-run */
+            replayed?: boolean;
+            /**
+             * Format: uuid
+             * @description Its re-run (absent in a dry run)
+             */
+            rerun_id?: string;
+            /** Format: date-time */
+            scheduled_for: string;
+            state: string;
+        };
+        BulkRerunOutputBody: {
+            dry_run: boolean;
+            /** @description The key the re-runs were made under: send it again to retry safely */
+            request_key: string;
+            runs: components["schemas"]["BulkRerunItem"][] | null;
+            /** @description More runs matched than max */
+            truncated: boolean;
+        };
+        BulkRerunRequest: {
+            /** @description List what would be re-run and change nothing */
+            dry_run?: boolean;
+            /** @description Only runs with a shard that ended with one of these error codes (exit_3, http_503…) */
+            error_codes?: string[] | null;
+            /**
+             * Format: date-time
+             * @description Only runs scheduled at or after this instant
+             */
+            from?: string;
+            /** @description Only runs of jobs of this group */
+            group?: string;
+            /**
+             * Format: uuid
+             * @description Only runs of this job
+             */
+            job_id?: string;
+            /**
+             * Format: int64
+             * @description The cap: at most this many runs (oldest first); truncated says more matched
+             * @default 100
+             */
+            max?: number;
+            /** @description Each run is re-run once per key, so a retried bulk call re-runs nothing twice. Defaults to the Idempotency-Key header, else to a hash of this body */
+            request_key?: string;
+            /**
+             * @description Which shards of each run to run again
+             * @default all
+             * @enum {string}
+             */
+            shards?: "all" | "failed";
+            /** @description Only runs that ended in one of these states; default failed and timed_out */
+            states?: ("failed" | "timed_out" | "cancelled" | "succeeded")[] | null;
+            /**
+             * Format: date-time
+             * @description Only runs scheduled before this instant
+             */
+            to?: string;
+        };
         Callback: {
             /** @description Every attempt (the last 50), oldest first */
             attempts: components["schemas"]["CallbackAttempt"][] | null;
@@ -1380,16 +1488,21 @@ export interface components {
             type?: string;
         };
         Execution: {
+            /**
+             * Format: uuid
+             * @description The backfill that made this run (shown when getting one execution)
+             */
+            backfill_id?: string;
             /** @description Delivery of its result to the job's callback URL (shown when getting one execution) */
             callback?: components["schemas"]["Callback"];
             cancel_reason?: string;
             /** Format: date-time */
             cancel_requested_at?: string;
             /**
-             * @description schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)
+             * @description schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)
              * @enum {string}
              */
-            cause: "schedule" | "catch_up" | "manual" | "delayed";
+            cause: "schedule" | "catch_up" | "manual" | "delayed" | "rerun" | "backfill";
             /** @description Why the run ended without tasks (e.g. a broadcast found no live agent) */
             error?: string;
             /**
@@ -1426,6 +1539,13 @@ export interface components {
             };
             /** Format: int64 */
             priority: number;
+            /**
+             * Format: uuid
+             * @description The run this one re-runs (cause rerun)
+             */
+            rerun_of?: string;
+            /** @description Runs that re-run this one, oldest first (shown when getting one execution) */
+            reruns?: string[] | null;
             /**
              * Format: date-time
              * @description The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)
@@ -2087,6 +2207,25 @@ export interface components {
         };
         ReleaseRequest: {
             tasks: components["schemas"]["TaskRef"][] | null;
+        };
+        RerunRequest: {
+            /** @description Overlay the original run's params: a JSON object of at most 256 KiB, nesting at most 64 levels */
+            params?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: int64
+             * @description Run at this priority instead of the original's
+             */
+            priority?: number;
+            /** @description The re-run is made once per (run, key): a retry with the same key answers with the run the first call made. Defaults to the Idempotency-Key header, else to a hash of this body, so a retried call never doubles the run; pass a new key to re-run the same run again */
+            request_key?: string;
+            /**
+             * @description all: every shard of the run again; failed: only the shards that did not succeed (same shard index and param)
+             * @default all
+             * @enum {string}
+             */
+            shards?: "all" | "failed";
         };
         ResultOutcome: {
             /** @description With error_code bad_result: why the result could not be stored */
@@ -4150,6 +4289,78 @@ export interface operations {
             };
         };
     };
+    "rerun-executions": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request key, when the body names none */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkRerunRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkRerunOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "get-execution": {
         parameters: {
             query?: {
@@ -4431,6 +4642,102 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "rerun-execution": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request key, when the body names none */
+                "Idempotency-Key"?: string;
+                /** @description W3C trace context the re-run joins */
+                traceparent?: string;
+            };
+            path: {
+                /** @description Execution id of the run to re-run */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RerunRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Execution"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Gone */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
