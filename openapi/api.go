@@ -134,6 +134,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock),
 		publicURL: cfg.PublicURL, forgetKey: auth.cache.forget}).register(api)
 	(&classHandlers{classes: queue.NewClassService(requests, cfg.Logger)}).register(api)
+	(&backfillHandlers{backfills: queue.NewBackfillService(requests, cfg.Logger, cfg.Outbox), guard: guard}).register(api)
 	(&historyHandlers{history: queue.NewHistoryService(requests)}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, logger: cfg.Logger}).register(api)
