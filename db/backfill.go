@@ -9,49 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
-
-// BackfillState is where a backfill is: running until every tick in its
-// range has a run and those runs ended, or cancelled.
-type BackfillState string
-
-// Backfill states.
-const (
-	BackfillRunning   BackfillState = "running"
-	BackfillFinished  BackfillState = "finished"
-	BackfillCancelled BackfillState = "cancelled"
-)
-
-// BackfillOverlap is whether a backfill's runs may run beside the job's
-// other runs.
-type BackfillOverlap string
-
-// Backfill overlap policies.
-const (
-	BackfillOverlapAllow  BackfillOverlap = "allow"  // up to max_concurrent backfilled runs, whatever else runs
-	BackfillOverlapForbid BackfillOverlap = "forbid" // a tick is released only while the job has no unfinished run
-)
-
-// Backfill is the runs of a job's ticks in a past range, released in tick
-// order, at most MaxConcurrent at a time.
-type Backfill struct {
-	ID            uuid.UUID
-	JobID         uuid.UUID
-	From, To      time.Time // ticks in [From, To)
-	MaxConcurrent int
-	Overlap       BackfillOverlap
-	State         BackfillState
-	// NextTick is the first tick not yet released (To when none is left).
-	NextTick time.Time
-	// TicksTotal is the number of ticks in the range; TicksCreated those
-	// given a run, TicksExisting those found run already.
-	TicksTotal, TicksCreated, TicksExisting int
-	// RunsSucceeded, RunsFailed (failed, timed out or cancelled) and
-	// RunsUnfinished count the backfill's own runs.
-	RunsSucceeded, RunsFailed, RunsUnfinished int
-	CreatedAt, UpdatedAt                      time.Time
-	FinishedAt                                *time.Time
-}
 
 // NewBackfill is a backfill to store.
 type NewBackfill struct {
@@ -59,7 +18,7 @@ type NewBackfill struct {
 	JobID         uuid.UUID
 	From, To      time.Time
 	MaxConcurrent int
-	Overlap       BackfillOverlap
+	Overlap       axtype.BackfillOverlap
 	FirstTick     time.Time // the first tick at or after From (To when none)
 	TicksTotal    int
 	RequestKey    string // "": none; else a retry with it finds the first
@@ -78,7 +37,7 @@ func BackfillInsert(ctx context.Context, e Executor, b *NewBackfill) (uuid.UUID,
 	if err == nil {
 		return id, nil
 	}
-	if err = mapErr(err); !errors.Is(err, ErrNotFound) || key == nil {
+	if err = mapErr(err); !errors.Is(err, axtype.ErrNotFound) || key == nil {
 		return uuid.Nil, fmt.Errorf("error storing backfill of job %s: %w", b.JobID, err)
 	}
 	id, err = queries.BackfillGetByRequestKey(ctx, e, dbsqlc.BackfillGetByRequestKeyParams{JobID: b.JobID, RequestKey: key})
@@ -89,13 +48,13 @@ func BackfillInsert(ctx context.Context, e Executor, b *NewBackfill) (uuid.UUID,
 }
 
 // BackfillGet returns a backfill with its runs counted.
-func BackfillGet(ctx context.Context, e Executor, id uuid.UUID) (*Backfill, error) {
+func BackfillGet(ctx context.Context, e Executor, id uuid.UUID) (*axtype.Backfill, error) {
 	r, err := queries.BackfillGet(ctx, e, id)
 	if err != nil {
 		return nil, fmt.Errorf("error getting backfill %s: %w", id, mapErr(err))
 	}
-	return &Backfill{ID: r.ID, JobID: r.JobID, From: r.RangeFrom.UTC(), To: r.RangeTo.UTC(),
-		MaxConcurrent: int(r.MaxConcurrent), Overlap: BackfillOverlap(r.Overlap), State: BackfillState(r.State),
+	return &axtype.Backfill{ID: r.ID, JobID: r.JobID, From: r.RangeFrom.UTC(), To: r.RangeTo.UTC(),
+		MaxConcurrent: int(r.MaxConcurrent), Overlap: axtype.BackfillOverlap(r.Overlap), State: axtype.BackfillState(r.State),
 		NextTick: r.NextTick.UTC(), TicksTotal: int(r.TicksTotal), TicksCreated: int(r.TicksCreated),
 		TicksExisting: int(r.TicksExisting), RunsSucceeded: int(r.RunsSucceeded), RunsFailed: int(r.RunsFailed),
 		RunsUnfinished: int(r.RunsUnfinished), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
@@ -117,7 +76,7 @@ type ClaimedBackfill struct {
 	JobID         uuid.UUID
 	To            time.Time
 	MaxConcurrent int
-	Overlap       BackfillOverlap
+	Overlap       axtype.BackfillOverlap
 	NextTick      time.Time
 	InFlight      int  // its runs not yet ended
 	JobBusy       bool // the job has an unfinished run (any cause)
@@ -133,7 +92,7 @@ func BackfillClaim(ctx context.Context, e Executor, limit int) ([]*ClaimedBackfi
 	out := make([]*ClaimedBackfill, len(rows))
 	for i, r := range rows {
 		out[i] = &ClaimedBackfill{ID: r.ID, JobID: r.JobID, To: r.RangeTo.UTC(), MaxConcurrent: int(r.MaxConcurrent),
-			Overlap: BackfillOverlap(r.Overlap), NextTick: r.NextTick.UTC(), InFlight: int(r.InFlight), JobBusy: r.JobBusy}
+			Overlap: axtype.BackfillOverlap(r.Overlap), NextTick: r.NextTick.UTC(), InFlight: int(r.InFlight), JobBusy: r.JobBusy}
 	}
 	return out, nil
 }
@@ -141,7 +100,7 @@ func BackfillClaim(ctx context.Context, e Executor, limit int) ([]*ClaimedBackfi
 // BackfillTrigger is what enumerating a job's ticks needs, read with its
 // trigger row held.
 type BackfillTrigger struct {
-	Kind       TriggerKind
+	Kind       axtype.TriggerKind
 	CronExpr   string
 	Timezone   string
 	NextFireAt *time.Time // the trigger's next tick: ticks before it are its past
@@ -155,7 +114,7 @@ func BackfillLockTrigger(ctx context.Context, e Executor, jobID uuid.UUID) (*Bac
 	if err != nil {
 		return nil, fmt.Errorf("error locking trigger of job %s: %w", jobID, mapErr(err))
 	}
-	return &BackfillTrigger{Kind: TriggerKind(r.TriggerKind), CronExpr: r.CronExpr, Timezone: r.Timezone,
+	return &BackfillTrigger{Kind: axtype.TriggerKind(r.TriggerKind), CronExpr: r.CronExpr, Timezone: r.Timezone,
 		NextFireAt: utcPtr(r.NextFireAt)}, nil
 }
 
@@ -178,7 +137,7 @@ func BackfillTicksRun(ctx context.Context, e Executor, jobID uuid.UUID, ticks []
 }
 
 // BackfillRunInsertMany links inserted runs to backfill id.
-func BackfillRunInsertMany(ctx context.Context, e Executor, id uuid.UUID, runs []InsertedExecution) error {
+func BackfillRunInsertMany(ctx context.Context, e Executor, id uuid.UUID, runs []axtype.InsertedExecution) error {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -227,7 +186,7 @@ func BackfillCancel(ctx context.Context, e Executor, id uuid.UUID) ([]uuid.UUID,
 func BackfillOfExecution(ctx context.Context, e Executor, id uuid.UUID) (*uuid.UUID, error) {
 	b, err := queries.BackfillOfExecution(ctx, e, id)
 	if err != nil {
-		if err = mapErr(err); errors.Is(err, ErrNotFound) {
+		if err = mapErr(err); errors.Is(err, axtype.ErrNotFound) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("error reading backfill of run %s: %w", id, err)

@@ -13,20 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
-
-// RerunShards chooses which shards of a run its re-run runs again.
-type RerunShards string
-
-// Re-run shard choices.
-const (
-	RerunAll    RerunShards = "all"    // every shard
-	RerunFailed RerunShards = "failed" // the shards that did not succeed
-)
-
-// ErrNothingToRerun means a re-run of only the failed shards found every
-// shard succeeded.
-var ErrNothingToRerun = errors.New("every shard of the run succeeded: nothing to re-run")
 
 // NewRerun is a re-run to make of run RerunOf.
 type NewRerun struct {
@@ -35,7 +23,7 @@ type NewRerun struct {
 	// RequestKey makes the re-run once per (RerunOf, RequestKey): a retry
 	// with the same key finds the run the first request made.
 	RequestKey string
-	Shards     RerunShards
+	Shards     axtype.RerunShards
 	// Params overlay the original run's params (nil: none).
 	Params json.RawMessage
 	// Priority overrides the original's (nil: keep it).
@@ -54,7 +42,7 @@ func ExecutionRerunClaim(ctx context.Context, e Executor, r *NewRerun) (uuid.UUI
 	if err == nil {
 		return uuid.Nil, nil
 	}
-	if err = mapErr(err); !errors.Is(err, ErrNotFound) {
+	if err = mapErr(err); !errors.Is(err, axtype.ErrNotFound) {
 		return uuid.Nil, fmt.Errorf("error linking re-run of %s: %w", r.RerunOf, err)
 	}
 	prior, err := queries.ExecutionRerunByKey(ctx, e, dbsqlc.ExecutionRerunByKeyParams{RerunOf: r.RerunOf, RequestKey: r.RequestKey})
@@ -66,8 +54,8 @@ func ExecutionRerunClaim(ctx context.Context, e Executor, r *NewRerun) (uuid.UUI
 
 // ExecutionRerunInsert makes the execution of re-run r and its tasks (the
 // original's shards r.Shards chose, same indexes and params), routed by
-// route. ErrNothingToRerun when no shard is chosen; the caller rolls back.
-func ExecutionRerunInsert(ctx context.Context, e Executor, r *NewRerun, route RouteFunc) ([]*NewTask, error) {
+// route. axtype.ErrNothingToRerun when no shard is chosen; the caller rolls back.
+func ExecutionRerunInsert(ctx context.Context, e Executor, r *NewRerun, route axtype.RouteFunc) ([]*axtype.NewTask, error) {
 	params := r.Params
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
@@ -83,12 +71,12 @@ func ExecutionRerunInsert(ctx context.Context, e Executor, r *NewRerun, route Ro
 		return nil, fmt.Errorf("error inserting re-run of %s: %w", r.RerunOf, mapErr(err))
 	}
 	rows, err := queries.TaskPlanForRerun(ctx, e, dbsqlc.TaskPlanForRerunParams{
-		ExecutionID: r.ID, RerunOf: r.RerunOf, FailedOnly: r.Shards == RerunFailed})
+		ExecutionID: r.ID, RerunOf: r.RerunOf, FailedOnly: r.Shards == axtype.RerunFailed})
 	if err != nil {
 		return nil, fmt.Errorf("error planning tasks of re-run %s: %w", r.ID, mapErr(err))
 	}
 	if len(rows) == 0 {
-		return nil, ErrNothingToRerun
+		return nil, axtype.ErrNothingToRerun
 	}
 	planned := make([]dbsqlc.TaskPlanForExecutionsRow, len(rows))
 	for i, x := range rows {
@@ -121,7 +109,7 @@ func traceParentFor(id uuid.UUID, given string) string {
 func ExecutionRerunOf(ctx context.Context, e Executor, id uuid.UUID) (*uuid.UUID, error) {
 	of, err := queries.ExecutionRerunOf(ctx, e, id)
 	if err != nil {
-		if err = mapErr(err); errors.Is(err, ErrNotFound) {
+		if err = mapErr(err); errors.Is(err, axtype.ErrNotFound) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("error reading what %s re-runs: %w", id, err)
@@ -143,23 +131,15 @@ func ExecutionRerunsOf(ctx context.Context, e Executor, id uuid.UUID) ([]uuid.UU
 type RerunCandidateParams struct {
 	JobID      *uuid.UUID
 	Group      *string
-	States     []ExecutionState
+	States     []axtype.ExecutionState
 	From, To   *time.Time // scheduled_for in [From, To)
 	ErrorCodes []string   // a shard ended with one of these
 	Groups     []string   // a key limited to groups sees only these
 	Limit      int
 }
 
-// RerunCandidate is a run a bulk re-run selected.
-type RerunCandidate struct {
-	ID           uuid.UUID
-	JobID        uuid.UUID
-	State        ExecutionState
-	ScheduledFor time.Time
-}
-
 // ExecutionRerunCandidates returns the ended runs p selects, oldest first.
-func ExecutionRerunCandidates(ctx context.Context, e Executor, p *RerunCandidateParams) ([]RerunCandidate, error) {
+func ExecutionRerunCandidates(ctx context.Context, e Executor, p *RerunCandidateParams) ([]axtype.RerunCandidate, error) {
 	states := make([]string, len(p.States))
 	for i, s := range p.States {
 		states[i] = string(s)
@@ -174,9 +154,9 @@ func ExecutionRerunCandidates(ctx context.Context, e Executor, p *RerunCandidate
 	if err != nil {
 		return nil, fmt.Errorf("error selecting runs to re-run: %w", mapErr(err))
 	}
-	out := make([]RerunCandidate, len(rows))
+	out := make([]axtype.RerunCandidate, len(rows))
 	for i, r := range rows {
-		out[i] = RerunCandidate{ID: r.ID, JobID: r.JobID, State: ExecutionState(r.State), ScheduledFor: r.ScheduledFor.UTC()}
+		out[i] = axtype.RerunCandidate{ID: r.ID, JobID: r.JobID, State: axtype.ExecutionState(r.State), ScheduledFor: r.ScheduledFor.UTC()}
 	}
 	return out, nil
 }

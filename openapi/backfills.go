@@ -9,8 +9,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
@@ -79,7 +79,7 @@ type BackfillRuns struct {
 	Unfinished int `json:"unfinished"`
 }
 
-func backfillFromDB(b *db.Backfill) *Backfill {
+func backfillFromDB(b *axtype.Backfill) *Backfill {
 	return &Backfill{ID: b.ID.String(), JobID: b.JobID.String(), From: b.From, To: b.To, MaxConcurrent: b.MaxConcurrent,
 		Overlap: string(b.Overlap), State: string(b.State), NextTick: b.NextTick,
 		Ticks:     BackfillTicks{Total: b.TicksTotal, Created: b.TicksCreated, Existing: b.TicksExisting},
@@ -147,7 +147,7 @@ func (h *backfillHandlers) create(ctx context.Context, in *backfillCreateInput) 
 		return nil, err
 	}
 	b, err := h.backfills.Create(ctx, &queue.BackfillRequest{JobID: jobID, From: in.Body.From.UTC(), To: in.Body.To.UTC(),
-		MaxConcurrent: in.Body.MaxConcurrent, Overlap: db.BackfillOverlap(in.Body.Overlap), RequestKey: in.IdempotencyKey})
+		MaxConcurrent: in.Body.MaxConcurrent, Overlap: axtype.BackfillOverlap(in.Body.Overlap), RequestKey: in.IdempotencyKey})
 	switch {
 	case errors.Is(err, schedule.ErrBackfillNotCron):
 		return nil, huma.Error422UnprocessableEntity("the job has no cron trigger",
@@ -176,7 +176,7 @@ func (h *backfillHandlers) backfill(ctx context.Context, raw string) (uuid.UUID,
 }
 
 func backfillError(err error) error {
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, axtype.ErrNotFound) {
 		return huma.Error404NotFound("backfill not found")
 	}
 	return err

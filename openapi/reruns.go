@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // RerunRequest is the optional body of a re-run call.
@@ -132,7 +133,7 @@ func (h *executionHandlers) rerun(ctx context.Context, in *rerunInput) (*executi
 	if err != nil {
 		return nil, err
 	}
-	req := &queue.RerunRequest{ExecutionID: id, Shards: db.RerunShards(body.Shards), Priority: body.Priority, RequestKey: key}
+	req := &queue.RerunRequest{ExecutionID: id, Shards: axtype.RerunShards(body.Shards), Priority: body.Priority, RequestKey: key}
 	if body.Params != nil {
 		req.Params = json.RawMessage(body.Params)
 	}
@@ -169,7 +170,7 @@ func requestKey(given, header string, body any) (string, error) {
 
 func rerunError(err error) error {
 	switch {
-	case errors.Is(err, queue.ErrRunUnfinished), errors.Is(err, db.ErrNothingToRerun), errors.Is(err, queue.ErrOverlapForbidden):
+	case errors.Is(err, queue.ErrRunUnfinished), errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, queue.ErrOverlapForbidden):
 		return huma.Error409Conflict(err.Error())
 	}
 	return executionError(err)
@@ -193,16 +194,16 @@ func (h *executionHandlers) rerunMany(ctx context.Context, in *bulkRerunInput) (
 		f.Group = &b.Group
 	}
 	for _, s := range b.States {
-		f.States = append(f.States, db.ExecutionState(s))
+		f.States = append(f.States, axtype.ExecutionState(s))
 	}
 	if len(f.States) == 0 {
-		f.States = []db.ExecutionState{db.ExecutionFailed, db.ExecutionTimedOut}
+		f.States = []axtype.ExecutionState{axtype.ExecutionFailed, axtype.ExecutionTimedOut}
 	}
 	key, err := requestKey(b.RequestKey, in.IdempotencyKey, b)
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.execs.BulkRerun(ctx, &queue.BulkRerunRequest{Filter: f, Shards: db.RerunShards(b.Shards),
+	res, err := h.execs.BulkRerun(ctx, &queue.BulkRerunRequest{Filter: f, Shards: axtype.RerunShards(b.Shards),
 		RequestKey: key, DryRun: b.DryRun})
 	if err != nil {
 		return nil, err

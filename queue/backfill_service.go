@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/schedule"
@@ -41,7 +42,7 @@ type BackfillRequest struct {
 	JobID         uuid.UUID
 	From, To      time.Time // ticks in [From, To), To not after now
 	MaxConcurrent int       // at most this many of its runs unfinished; 0: 1
-	Overlap       db.BackfillOverlap
+	Overlap       axtype.BackfillOverlap
 	// RequestKey makes the backfill once per (job, key): a retried call
 	// gets the first. "": no key.
 	RequestKey string
@@ -50,17 +51,17 @@ type BackfillRequest struct {
 // Create stores a backfill of req's range; the releasers start it at once.
 // Every tick of the job's cron trigger in [From, To), in its timezone and
 // daylight-saving rules, that has no run by then gets one.
-func (s *BackfillService) Create(ctx context.Context, req *BackfillRequest) (*db.Backfill, error) {
+func (s *BackfillService) Create(ctx context.Context, req *BackfillRequest) (*axtype.Backfill, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
 	}
-	b, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Backfill, error) {
+	b, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*axtype.Backfill, error) {
 		job, err := db.JobGetByID(ctx, tx, req.JobID)
 		if err != nil {
 			return nil, err
 		}
-		if job.TriggerKind != db.TriggerCron {
+		if job.TriggerKind != axtype.TriggerCron {
 			return nil, schedule.ErrBackfillNotCron
 		}
 		now, err := db.Now(ctx, tx)
@@ -94,20 +95,20 @@ func (s *BackfillService) Create(ctx context.Context, req *BackfillRequest) (*db
 	return b, nil
 }
 
-func cmpOverlap(o db.BackfillOverlap) db.BackfillOverlap {
+func cmpOverlap(o axtype.BackfillOverlap) axtype.BackfillOverlap {
 	if o == "" {
-		return db.BackfillOverlapAllow
+		return axtype.BackfillOverlapAllow
 	}
 	return o
 }
 
 // Get returns a backfill with its progress.
-func (s *BackfillService) Get(ctx context.Context, id uuid.UUID) (*db.Backfill, error) {
+func (s *BackfillService) Get(ctx context.Context, id uuid.UUID) (*axtype.Backfill, error) {
 	return db.BackfillGet(ctx, s.pool, id)
 }
 
 // ListByJob returns a job's backfills, newest first.
-func (s *BackfillService) ListByJob(ctx context.Context, jobID uuid.UUID, limit int) ([]*db.Backfill, error) {
+func (s *BackfillService) ListByJob(ctx context.Context, jobID uuid.UUID, limit int) ([]*axtype.Backfill, error) {
 	if _, err := db.JobGetByID(ctx, s.pool, jobID); err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func (s *BackfillService) ListByJob(ctx context.Context, jobID uuid.UUID, limit 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*db.Backfill, 0, len(ids))
+	out := make([]*axtype.Backfill, 0, len(ids))
 	for _, id := range ids {
 		b, err := db.BackfillGet(ctx, s.pool, id)
 		if err != nil {
@@ -129,8 +130,8 @@ func (s *BackfillService) ListByJob(ctx context.Context, jobID uuid.UUID, limit 
 // Cancel stops a running backfill: no more of its ticks are released and
 // its unfinished runs are cancelled. A backfill that ended is left as it
 // is.
-func (s *BackfillService) Cancel(ctx context.Context, id uuid.UUID) (*db.Backfill, error) {
-	b, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Backfill, error) {
+func (s *BackfillService) Cancel(ctx context.Context, id uuid.UUID) (*axtype.Backfill, error) {
+	b, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*axtype.Backfill, error) {
 		if _, err := db.BackfillGet(ctx, tx, id); err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -19,7 +20,7 @@ var ErrRunUnfinished = errors.New("the run has not ended: re-run it once it has"
 // RerunRequest asks for a re-run of one ended run.
 type RerunRequest struct {
 	ExecutionID uuid.UUID
-	Shards      db.RerunShards // which shards run again; "" means all
+	Shards      axtype.RerunShards // which shards run again; "" means all
 	// Params overlay the original's params (nil: the original's).
 	Params json.RawMessage
 	// Priority overrides the original's.
@@ -33,8 +34,8 @@ type RerunRequest struct {
 
 // RerunResult is the re-run a request made or found.
 type RerunResult struct {
-	Execution *db.Execution
-	Tasks     []*db.Task
+	Execution *axtype.Execution
+	Tasks     []*axtype.Task
 	Replayed  bool // an earlier request with the same key made it
 }
 
@@ -54,7 +55,7 @@ func (s *ExecutionService) Rerun(ctx context.Context, req *RerunRequest) (*Rerun
 	r := &db.NewRerun{ID: id, RerunOf: req.ExecutionID, RequestKey: req.RequestKey, Shards: req.Shards,
 		Params: req.Params, Priority: req.Priority, TraceParent: req.TraceParent}
 	if r.Shards == "" {
-		r.Shards = db.RerunAll
+		r.Shards = axtype.RerunAll
 	}
 	out := &RerunResult{}
 	err = db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -84,7 +85,7 @@ func (s *ExecutionService) Rerun(ctx context.Context, req *RerunRequest) (*Rerun
 		return nil, err
 	}
 	if !out.Replayed {
-		s.metrics.Fires.WithLabelValues(string(db.CauseRerun)).Inc()
+		s.metrics.Fires.WithLabelValues(string(axtype.CauseRerun)).Inc()
 		s.logger.InfoContext(ctx, "execution re-run", "execution_id", id, "rerun_of", req.ExecutionID,
 			"job_id", out.Execution.JobID, "shards", string(r.Shards), "tasks", len(out.Tasks))
 	}
@@ -93,12 +94,12 @@ func (s *ExecutionService) Rerun(ctx context.Context, req *RerunRequest) (*Rerun
 
 // insertRerun writes the re-run's execution and tasks, honouring the
 // job's concurrency policy as a manual trigger does.
-func (s *ExecutionService) insertRerun(ctx context.Context, tx pgx.Tx, orig *db.Execution, r *db.NewRerun) error {
+func (s *ExecutionService) insertRerun(ctx context.Context, tx pgx.Tx, orig *axtype.Execution, r *db.NewRerun) error {
 	job, err := db.JobGetByIDForUpdate(ctx, tx, orig.JobID)
 	if err != nil {
 		return err
 	}
-	if job.ConcurrencyPolicy == db.ConcurrencyForbid {
+	if job.ConcurrencyPolicy == axtype.ConcurrencyForbid {
 		unfinished, err := db.ExecutionHasUnfinished(ctx, tx, job.ID)
 		if err != nil {
 			return err
@@ -121,7 +122,7 @@ func (s *ExecutionService) insertRerun(ctx context.Context, tx pgx.Tx, orig *db.
 // Filter.Limit of them.
 type BulkRerunRequest struct {
 	Filter db.RerunCandidateParams
-	Shards db.RerunShards
+	Shards axtype.RerunShards
 	// RequestKey makes each re-run once per (run, key), so a retried bulk
 	// request re-runs nothing twice. Required unless DryRun.
 	RequestKey string
@@ -131,7 +132,7 @@ type BulkRerunRequest struct {
 
 // BulkRerunItem is one selected run and what became of it.
 type BulkRerunItem struct {
-	Original db.RerunCandidate
+	Original axtype.RerunCandidate
 	RerunID  uuid.UUID // uuid.Nil in a dry run or when not re-run
 	Replayed bool      // an earlier request with the same key re-ran it
 	Error    string    // why it was not re-run
@@ -166,7 +167,7 @@ func (s *ExecutionService) BulkRerun(ctx context.Context, req *BulkRerunRequest)
 			switch {
 			case err == nil:
 				item.RerunID, item.Replayed = res.Execution.ID, res.Replayed
-			case errors.Is(err, db.ErrNothingToRerun), errors.Is(err, ErrOverlapForbidden), errors.Is(err, ErrRunUnfinished):
+			case errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, ErrOverlapForbidden), errors.Is(err, ErrRunUnfinished):
 				item.Error = err.Error()
 			default:
 				return nil, err

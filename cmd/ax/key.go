@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // runKey manages API keys directly in the database: it is the operator's
@@ -111,7 +113,7 @@ func splitList(s string) []string {
 
 // limitsText describes a key's label binding, groups and minter, with a
 // leading space; "" when it has none.
-func limitsText(k *db.APIKey) string {
+func limitsText(k *axtype.APIKey) string {
 	var parts []string
 	if k.Labels != nil {
 		var labels []string

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
@@ -175,7 +176,7 @@ func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {
 // release makes the runs one backfill may start now and moves it on.
 func (r *BackfillReleaser) release(ctx context.Context, tx pgx.Tx, b *db.ClaimedBackfill) (int, error) {
 	slots := min(b.MaxConcurrent-b.InFlight, r.cfg.TicksPerPass)
-	if b.Overlap == db.BackfillOverlapForbid {
+	if b.Overlap == axtype.BackfillOverlapForbid {
 		slots = 1
 		if b.JobBusy {
 			slots = 0
@@ -185,7 +186,7 @@ func (r *BackfillReleaser) release(ctx context.Context, tx pgx.Tx, b *db.Claimed
 	if err != nil {
 		return 0, err
 	}
-	if trig.Kind != db.TriggerCron {
+	if trig.Kind != axtype.TriggerCron {
 		// The job lost its cron trigger: it has no ticks left to fill in.
 		return 0, db.BackfillAdvance(ctx, tx, &db.BackfillAdvanceParams{ID: b.ID, NextTick: b.To, Done: b.InFlight == 0})
 	}
@@ -212,7 +213,7 @@ func (r *BackfillReleaser) release(ctx context.Context, tx pgx.Tx, b *db.Claimed
 	if err != nil {
 		return 0, err
 	}
-	r.cfg.Metrics.Fires.WithLabelValues(string(db.CauseBackfill)).Add(float64(len(inserted)))
+	r.cfg.Metrics.Fires.WithLabelValues(string(axtype.CauseBackfill)).Add(float64(len(inserted)))
 	for _, e := range inserted {
 		r.cfg.Logger.DebugContext(ctx, "backfilled tick released", "backfill_id", b.ID, "job_id", b.JobID,
 			"execution_id", e.ID, "tick", e.ScheduledFor)
@@ -225,7 +226,7 @@ func (r *BackfillReleaser) release(ctx context.Context, tx pgx.Tx, b *db.Claimed
 
 // releaseStep is what one release of a backfill does.
 type releaseStep struct {
-	fires    []*db.NewExecution
+	fires    []*axtype.NewExecution
 	existing int       // ticks passed over: they have a run already
 	cursor   time.Time // the first tick not yet looked at (b.To when none is left)
 }
@@ -266,7 +267,7 @@ func (r *BackfillReleaser) pick(ctx context.Context, tx pgx.Tx, b *db.ClaimedBac
 			if err != nil {
 				return nil, fmt.Errorf("error generating execution id: %w", err)
 			}
-			step.fires = append(step.fires, &db.NewExecution{ID: id, JobID: b.JobID, Cause: db.CauseBackfill, ScheduledFor: tick})
+			step.fires = append(step.fires, &axtype.NewExecution{ID: id, JobID: b.JobID, Cause: axtype.CauseBackfill, ScheduledFor: tick})
 			slots--
 		}
 	}

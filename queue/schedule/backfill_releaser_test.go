@@ -9,15 +9,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
 // londonNightly is a job at 01:30 every night in Europe/London.
-func (e *env) londonNightly() *db.Job {
-	return e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "0 30 1 * * ?"; j.Timezone = "Europe/London" })
+func (e *env) londonNightly() *axtype.Job {
+	return e.job(axtype.TriggerCron, func(j *axtype.Job) { j.CronExpr = "0 30 1 * * ?"; j.Timezone = "Europe/London" })
 }
 
 // nightlyTicks are the job's ticks in [from, to) by its rules, written out
@@ -102,13 +102,13 @@ func TestBackfillOverFallBackMakesTheJobsTicks(t *testing.T) {
 	for _, tick := range ran {
 		id := uuid.Must(uuid.NewV7())
 		ranIDs = append(ranIDs, id)
-		_, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*db.NewExecution{{ID: id, JobID: job.ID,
-			Cause: db.CauseSchedule, ScheduledFor: tick}})
+		_, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*axtype.NewExecution{{ID: id, JobID: job.ID,
+			Cause: axtype.CauseSchedule, ScheduledFor: tick}})
 		require.NoError(t, err)
 	}
 	e.endRuns(ranIDs[1:])
-	_, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*db.NewExecution{{ID: uuid.Must(uuid.NewV7()),
-		JobID: job.ID, Cause: db.CauseManual, ScheduledFor: want[4]}})
+	_, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*axtype.NewExecution{{ID: uuid.Must(uuid.NewV7()),
+		JobID: job.ID, Cause: axtype.CauseManual, ScheduledFor: want[4]}})
 	require.NoError(t, err)
 
 	backfills := queue.NewBackfillService(e.pool, nil, nil)
@@ -150,7 +150,7 @@ func TestBackfillOverFallBackMakesTheJobsTicks(t *testing.T) {
 
 	got, err := backfills.Get(ctx, b.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.BackfillFinished, got.State)
+	require.Equal(t, axtype.BackfillFinished, got.State)
 	require.Equal(t, 28, got.TicksCreated)
 	require.Equal(t, 2, got.TicksExisting)
 	require.Equal(t, 28, got.RunsSucceeded)
@@ -171,7 +171,7 @@ func TestBackfillOverFallBackMakesTheJobsTicks(t *testing.T) {
 	}
 	got, err = backfills.Get(ctx, again.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.BackfillFinished, got.State)
+	require.Equal(t, axtype.BackfillFinished, got.State)
 	require.Zero(t, got.TicksCreated)
 	require.Equal(t, 30, got.TicksExisting)
 
@@ -204,8 +204,8 @@ func TestBackfillOverSpringForwardFiresAtTheGapsEnd(t *testing.T) {
 	require.Equal(t, nightlyTicks(t, from, 30), all)
 	require.Contains(t, all, time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC))
 
-	inserted, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*db.NewExecution{{ID: uuid.Must(uuid.NewV7()),
-		JobID: job.ID, Cause: db.CauseSchedule, ScheduledFor: all[14]}})
+	inserted, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*axtype.NewExecution{{ID: uuid.Must(uuid.NewV7()),
+		JobID: job.ID, Cause: axtype.CauseSchedule, ScheduledFor: all[14]}})
 	require.NoError(t, err)
 	require.Empty(t, inserted, "the tick has its backfilled run")
 }
