@@ -63,6 +63,63 @@ func (e AgentRegistrationExecutors) Valid() bool {
 	}
 }
 
+// Defines values for BackfillOverlap.
+const (
+	BackfillOverlapAllow  BackfillOverlap = "allow"
+	BackfillOverlapForbid BackfillOverlap = "forbid"
+)
+
+// Valid indicates whether the value is a known member of the BackfillOverlap enum.
+func (e BackfillOverlap) Valid() bool {
+	switch e {
+	case BackfillOverlapAllow:
+		return true
+	case BackfillOverlapForbid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BackfillState.
+const (
+	BackfillStateCancelled BackfillState = "cancelled"
+	BackfillStateFinished  BackfillState = "finished"
+	BackfillStateRunning   BackfillState = "running"
+)
+
+// Valid indicates whether the value is a known member of the BackfillState enum.
+func (e BackfillState) Valid() bool {
+	switch e {
+	case BackfillStateCancelled:
+		return true
+	case BackfillStateFinished:
+		return true
+	case BackfillStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BackfillRequestOverlap.
+const (
+	BackfillRequestOverlapAllow  BackfillRequestOverlap = "allow"
+	BackfillRequestOverlapForbid BackfillRequestOverlap = "forbid"
+)
+
+// Valid indicates whether the value is a known member of the BackfillRequestOverlap enum.
+func (e BackfillRequestOverlap) Valid() bool {
+	switch e {
+	case BackfillRequestOverlapAllow:
+		return true
+	case BackfillRequestOverlapForbid:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BulkRerunRequestShards.
 const (
 	BulkRerunRequestShardsAll    BulkRerunRequestShards = "all"
@@ -1109,6 +1166,80 @@ type AutoDegrade struct {
 
 	// MinPriority Floor while degraded
 	MinPriority int64 `json:"min_priority"`
+}
+
+// Backfill defines model for Backfill.
+type Backfill struct {
+	CreatedAt     time.Time          `json:"created_at"`
+	FinishedAt    *time.Time         `json:"finished_at,omitempty"`
+	From          time.Time          `json:"from"`
+	Id            openapi_types.UUID `json:"id"`
+	JobId         openapi_types.UUID `json:"job_id"`
+	MaxConcurrent int64              `json:"max_concurrent"`
+
+	// NextTick The first tick not yet released (to, once none is left)
+	NextTick time.Time       `json:"next_tick"`
+	Overlap  BackfillOverlap `json:"overlap"`
+	Runs     BackfillRuns    `json:"runs"`
+
+	// State running until every tick has a run and the backfill's runs have ended
+	State     BackfillState `json:"state"`
+	StatusUrl string        `json:"status_url"`
+	Ticks     BackfillTicks `json:"ticks"`
+	To        time.Time     `json:"to"`
+}
+
+// BackfillOverlap defines model for Backfill.Overlap.
+type BackfillOverlap string
+
+// BackfillState running until every tick has a run and the backfill's runs have ended
+type BackfillState string
+
+// BackfillListOutputBody defines model for BackfillListOutputBody.
+type BackfillListOutputBody struct {
+	Backfills *[]Backfill `json:"backfills"`
+}
+
+// BackfillRequest defines model for BackfillRequest.
+type BackfillRequest struct {
+	// From The first instant of the range: its ticks at or after it
+	//
+	// Example: 2026-10-10T00:00:00Z
+	From time.Time `json:"from"`
+
+	// MaxConcurrent At most this many of the backfill's runs unfinished at once; they are released in tick order
+	MaxConcurrent *int64 `json:"max_concurrent,omitempty"`
+
+	// Overlap allow: release up to max_concurrent whatever else of the job runs; forbid: release a tick only while the job has no unfinished run at all
+	Overlap *BackfillRequestOverlap `json:"overlap,omitempty"`
+
+	// To The end of the range: its ticks before it; not after now (the schedule fires the coming ticks)
+	//
+	// Example: 2026-11-09T00:00:00Z
+	To time.Time `json:"to"`
+}
+
+// BackfillRequestOverlap allow: release up to max_concurrent whatever else of the job runs; forbid: release a tick only while the job has no unfinished run at all
+type BackfillRequestOverlap string
+
+// BackfillRuns defines model for BackfillRuns.
+type BackfillRuns struct {
+	// Failed Failed, timed out or cancelled
+	Failed     int64 `json:"failed"`
+	Succeeded  int64 `json:"succeeded"`
+	Unfinished int64 `json:"unfinished"`
+}
+
+// BackfillTicks defines model for BackfillTicks.
+type BackfillTicks struct {
+	// Created Ticks given a run by this backfill
+	Created int64 `json:"created"`
+
+	// Existing Ticks passed over: they had a run already (scheduled, caught up or backfilled)
+	Existing int64 `json:"existing"`
+
+	// Total Ticks of the job's trigger in [from, to), in its timezone and daylight-saving rules
+	Total int64 `json:"total"`
 }
 
 // BatchRun defines model for BatchRun.
@@ -2707,6 +2838,17 @@ type UpdateJobParams struct {
 	Force *bool `form:"force,omitempty" json:"force,omitempty"`
 }
 
+// BackfillJobParams defines parameters for BackfillJob.
+type BackfillJobParams struct {
+	// IdempotencyKey A retried call with the same key (for the same job) answers with the backfill the first made
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// ListJobBackfillsParams defines parameters for ListJobBackfills.
+type ListJobBackfillsParams struct {
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {
 	State  *ListJobExecutionsParamsState `form:"state,omitempty" json:"state,omitempty"`
@@ -2815,6 +2957,9 @@ type PatchJobApplicationMergePatchPlusJSONRequestBody PatchJobApplicationMergePa
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = Job
+
+// BackfillJobJSONRequestBody defines body for BackfillJob for application/json ContentType.
+type BackfillJobJSONRequestBody = BackfillRequest
 
 // PreviewJobShardsJSONRequestBody defines body for PreviewJobShards for application/json ContentType.
 type PreviewJobShardsJSONRequestBody = ShardPreviewRequest
@@ -3056,6 +3201,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 	ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetBackfill A backfill and its progress
+	//
+	// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
+	GetBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelBackfill Stop a backfill
+	//
+	// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+	//
+	// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
+	CancelBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClasses List rate classes
 	//
@@ -3362,6 +3519,29 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
 	UpdateJob(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillJobWithBody Run a cron job's past ticks that have no run
+	//
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithBody(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillJob Run a cron job's past ticks that have no run
+	//
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJob(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJobBackfills A job's backfills, newest first
+	//
+	// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+	ListJobBackfills(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobExecutions List a job's executions
 	//
@@ -3844,6 +4024,38 @@ func (c *Client) ReleaseTasks(ctx context.Context, id openapi_types.UUID, body R
 // Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 func (c *Client) ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeAgentRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBackfill A backfill and its progress
+//
+// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
+func (c *Client) GetBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBackfillRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelBackfill Stop a backfill
+//
+// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+//
+// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
+func (c *Client) CancelBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelBackfillRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4530,6 +4742,59 @@ func (c *Client) UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, p
 // Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
 func (c *Client) UpdateJob(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateJobRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillJobWithBody Run a cron job's past ticks that have no run
+//
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *Client) BackfillJobWithBody(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillJobRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillJob Run a cron job's past ticks that have no run
+//
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *Client) BackfillJob(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillJobRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobBackfills A job's backfills, newest first
+//
+// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+func (c *Client) ListJobBackfills(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobBackfillsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5345,6 +5610,74 @@ func NewResumeAgentRequest(server string, id openapi_types.UUID) (*http.Request,
 	}
 
 	operationPath := fmt.Sprintf("/v1/agents/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetBackfillRequest constructs an http.Request for the GetBackfill method
+func NewGetBackfillRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/backfills/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelBackfillRequest constructs an http.Request for the CancelBackfill method
+func NewCancelBackfillRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/backfills/%s/cancel", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -6696,6 +7029,129 @@ func NewUpdateJobRequestWithBody(server string, id openapi_types.UUID, params *U
 	return req, nil
 }
 
+// NewBackfillJobRequest calls the generic BackfillJob builder with application/json body
+func NewBackfillJobRequest(server string, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBackfillJobRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewBackfillJobRequestWithBody constructs an http.Request for the BackfillJob method, with any body, and a specified content type
+func NewBackfillJobRequestWithBody(server string, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/backfill", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListJobBackfillsRequest constructs an http.Request for the ListJobBackfills method
+func NewListJobBackfillsRequest(server string, id openapi_types.UUID, params *ListJobBackfillsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/backfills", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListJobExecutionsRequest constructs an http.Request for the ListJobExecutions method
 func NewListJobExecutionsRequest(server string, id openapi_types.UUID, params *ListJobExecutionsParams) (*http.Request, error) {
 	var err error
@@ -7630,6 +8086,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 	ResumeAgentWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResumeAgentResponse, error)
 
+	// GetBackfillWithResponse A backfill and its progress
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
+	GetBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetBackfillResponse, error)
+
+	// CancelBackfillWithResponse Stop a backfill
+	//
+	// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
+	CancelBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelBackfillResponse, error)
+
 	// ListClassesWithResponse List rate classes
 	//
 	// With each bucket's tokens, waiting depth and floor now.
@@ -7963,6 +8435,31 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
 	UpdateJobWithResponse(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
+
+	// BackfillJobWithBodyWithResponse Run a cron job's past ticks that have no run
+	//
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
+
+	// BackfillJobWithResponse Run a cron job's past ticks that have no run
+	//
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
+
+	// ListJobBackfillsWithResponse A job's backfills, newest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+	ListJobBackfillsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*ListJobBackfillsResponse, error)
 
 	// ListJobExecutionsWithResponse List a job's executions
 	//
@@ -8991,6 +9488,158 @@ func (r ResumeAgentResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ResumeAgentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetBackfillResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Backfill
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBackfillResponse) GetJSON200() *Backfill {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBackfillResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBackfillResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBackfillResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBackfillResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelBackfillResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Backfill
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelBackfillResponse) GetJSON200() *Backfill {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelBackfillResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelBackfillResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelBackfillResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelBackfillResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10904,6 +11553,165 @@ func (r UpdateJobResponse) ContentType() string {
 	return ""
 }
 
+// BackfillJobResponse202Headers the declared response headers of an HTTP 202 response for BackfillJob
+type BackfillJobResponse202Headers struct {
+	Location *string
+}
+
+type BackfillJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Backfill
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *BackfillJobResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r BackfillJobResponse) GetJSON202() *Backfill {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r BackfillJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BackfillJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BackfillJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BackfillJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListJobBackfillsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BackfillListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJobBackfillsResponse) GetJSON200() *BackfillListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJobBackfillsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobBackfillsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobBackfillsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobBackfillsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListJobExecutionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12173,6 +12981,34 @@ func (c *ClientWithResponses) ResumeAgentWithResponse(ctx context.Context, id op
 	return ParseResumeAgentResponse(rsp)
 }
 
+// GetBackfillWithResponse A backfill and its progress
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
+func (c *ClientWithResponses) GetBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetBackfillResponse, error) {
+	rsp, err := c.GetBackfill(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBackfillResponse(rsp)
+}
+
+// CancelBackfillWithResponse Stop a backfill
+//
+// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
+func (c *ClientWithResponses) CancelBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelBackfillResponse, error) {
+	rsp, err := c.CancelBackfill(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelBackfillResponse(rsp)
+}
+
 // ListClassesWithResponse List rate classes
 //
 // With each bucket's tokens, waiting depth and floor now.
@@ -12733,6 +13569,49 @@ func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id open
 		return nil, err
 	}
 	return ParseUpdateJobResponse(rsp)
+}
+
+// BackfillJobWithBodyWithResponse Run a cron job's past ticks that have no run
+//
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *ClientWithResponses) BackfillJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
+	rsp, err := c.BackfillJobWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillJobResponse(rsp)
+}
+
+// BackfillJobWithResponse Run a cron job's past ticks that have no run
+//
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *ClientWithResponses) BackfillJobWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
+	rsp, err := c.BackfillJob(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillJobResponse(rsp)
+}
+
+// ListJobBackfillsWithResponse A job's backfills, newest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+func (c *ClientWithResponses) ListJobBackfillsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*ListJobBackfillsResponse, error) {
+	rsp, err := c.ListJobBackfills(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobBackfillsResponse(rsp)
 }
 
 // ListJobExecutionsWithResponse List a job's executions
@@ -13681,6 +14560,128 @@ func ParseResumeAgentResponse(rsp *http.Response) (*ResumeAgentResponse, error) 
 	switch {
 	case rsp.StatusCode == 204:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetBackfillResponse parses an HTTP response from a GetBackfillWithResponse call
+func ParseGetBackfillResponse(rsp *http.Response) (*GetBackfillResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBackfillResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelBackfillResponse parses an HTTP response from a CancelBackfillWithResponse call
+func ParseCancelBackfillResponse(rsp *http.Response) (*CancelBackfillResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelBackfillResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorModel
@@ -15252,6 +16253,141 @@ func ParseUpdateJobResponse(rsp *http.Response) (*UpdateJobResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseBackfillJobResponse parses an HTTP response from a BackfillJobWithResponse call
+func ParseBackfillJobResponse(rsp *http.Response) (*BackfillJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BackfillJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers BackfillJobResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListJobBackfillsResponse parses an HTTP response from a ListJobBackfillsWithResponse call
+func ParseListJobBackfillsResponse(rsp *http.Response) (*ListJobBackfillsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobBackfillsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BackfillListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

@@ -252,6 +252,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/backfills/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A backfill and its progress */
+        get: operations["get-backfill"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/backfills/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a backfill
+         * @description No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+         */
+        post: operations["cancel-backfill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/classes": {
         parameters: {
             query?: never;
@@ -594,6 +631,43 @@ export interface paths {
          * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates.
          */
         patch: operations["patch-job"];
+        trace?: never;
+    };
+    "/v1/jobs/{id}/backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a cron job's past ticks that have no run
+         * @description Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+         */
+        post: operations["backfill-job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/backfills": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A job's backfills, newest first */
+        get: operations["list-job-backfills"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/jobs/{id}/executions": {
@@ -1056,6 +1130,95 @@ export interface components {
              * @description Floor while degraded
              */
             min_priority: number;
+        };
+        Backfill: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at?: string;
+            /** Format: date-time */
+            from: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            job_id: string;
+            /** Format: int64 */
+            max_concurrent: number;
+            /**
+             * Format: date-time
+             * @description The first tick not yet released (to, once none is left)
+             */
+            next_tick: string;
+            /** @enum {string} */
+            overlap: "allow" | "forbid";
+            /** @description The backfill's own runs, by outcome */
+            runs: components["schemas"]["BackfillRuns"];
+            /**
+             * @description running until every tick has a run and the backfill's runs have ended
+             * @enum {string}
+             */
+            state: "running" | "finished" | "cancelled";
+            status_url: string;
+            ticks: components["schemas"]["BackfillTicks"];
+            /** Format: date-time */
+            to: string;
+        };
+        BackfillListOutputBody: {
+            backfills: components["schemas"]["Backfill"][] | null;
+        };
+        BackfillRequest: {
+            /**
+             * Format: date-time
+             * @description The first instant of the range: its ticks at or after it
+             * @example 2026-10-10T00:00:00Z
+             */
+            from: string;
+            /**
+             * Format: int64
+             * @description At most this many of the backfill's runs unfinished at once; they are released in tick order
+             * @default 1
+             */
+            max_concurrent?: number;
+            /**
+             * @description allow: release up to max_concurrent whatever else of the job runs; forbid: release a tick only while the job has no unfinished run at all
+             * @default allow
+             * @enum {string}
+             */
+            overlap?: "allow" | "forbid";
+            /**
+             * Format: date-time
+             * @description The end of the range: its ticks before it; not after now (the schedule fires the coming ticks)
+             * @example 2026-11-09T00:00:00Z
+             */
+            to: string;
+        };
+        BackfillRuns: {
+            /**
+             * Format: int64
+             * @description Failed, timed out or cancelled
+             */
+            failed: number;
+            /** Format: int64 */
+            succeeded: number;
+            /** Format: int64 */
+            unfinished: number;
+        };
+        BackfillTicks: {
+            /**
+             * Format: int64
+             * @description Ticks given a run by this backfill
+             */
+            created: number;
+            /**
+             * Format: int64
+             * @description Ticks passed over: they had a run already (scheduled, caught up or backfilled)
+             */
+            existing: number;
+            /**
+             * Format: int64
+             * @description Ticks of the job's trigger in [from, to), in its timezone and daylight-saving rules
+             */
+            total: number;
         };
         BatchRun: {
             /**
@@ -3392,6 +3555,142 @@ export interface operations {
             };
         };
     };
+    "get-backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Backfill id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "cancel-backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Backfill id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "list-classes": {
         parameters: {
             query?: never;
@@ -5504,6 +5803,152 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "backfill-job": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A retried call with the same key (for the same job) answers with the backfill the first made */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackfillRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-job-backfills": {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackfillListOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
