@@ -7,7 +7,10 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
 
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
@@ -59,6 +62,7 @@ func TestRerunFailedShardsRunsExactlyThose(t *testing.T) {
 		j["shards"] = map[string]any{"count": 10, "params": params}
 		j["retry"] = map[string]any{"max_attempts": 1}
 		j["params"] = map[string]any{"day": "2026-12-03"}
+		j["callback"] = map[string]any{"url": "http://127.0.0.1:9/ax"} // never sent: no River here
 	})
 	agent := env.registerAgent("a", nil, 100)
 	orig := env.run(jobID, nil)
@@ -109,6 +113,12 @@ func TestRerunFailedShardsRunsExactlyThose(t *testing.T) {
 	done := env.call("GET", "/v1/executions/"+rerun["id"].(string), env.admin, nil).must(t, http.StatusOK)
 	require.Equal(t, "succeeded", done["state"])
 	require.Equal(t, orig, done["rerun_of"])
+	// Its callback, as any run's, names the run it re-runs.
+	rerunID, err := uuid.Parse(rerun["id"].(string))
+	require.NoError(t, err)
+	cb, err := db.CallbackGetForDelivery(context.Background(), env.pool, rerunID, 10)
+	require.NoError(t, err)
+	require.Equal(t, orig, cb.RerunOf)
 	after := env.call("GET", "/v1/executions/"+orig, env.admin, nil).must(t, http.StatusOK)
 	require.Equal(t, "failed", after["state"], "the original's state is not rewritten")
 	require.Equal(t, []any{rerun["id"]}, after["reruns"])

@@ -1363,7 +1363,7 @@ export interface components {
         };
         CallbackBody: {
             /** @enum {string} */
-            cause: "schedule" | "catch_up" | "manual";
+            cause: "schedule" | "catch_up" | "manual" | "delayed" | "rerun" | "backfill";
             /** @description Why the run did not succeed: its own error or cancel reason, else the first failed shard's error */
             error?: string;
             /**
@@ -1385,6 +1385,11 @@ export interface components {
             params: {
                 [key: string]: unknown;
             };
+            /**
+             * Format: uuid
+             * @description With cause rerun: the run this one re-runs
+             */
+            rerun_of?: string;
             /** @description The one shard's result when the run has one shard (null otherwise: each shard's is under shards.items) */
             result: unknown;
             /** Format: date-time */
