@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -126,9 +129,11 @@ func rerunMany(ctx context.Context, c *client.ClientWithResponses, af *apiFlags,
 		from := time.Now().Add(-a.Since)
 		body.From = &from
 	}
-	if a.Key != "" {
-		body.RequestKey = &a.Key
-	}
+	// Without a key the command's own arguments make one (not the server's
+	// hash of the body, whose from moves with the clock under --since):
+	// the same command again re-runs nothing twice.
+	key := cmp.Or(a.Key, bulkCommandKey(a))
+	body.RequestKey = &key
 	resp, err := c.RerunExecutionsWithResponse(ctx, nil, body)
 	if err != nil {
 		return fmt.Errorf("error calling ax: %w", err)
@@ -169,4 +174,15 @@ func rerunMany(ctx context.Context, c *client.ClientWithResponses, af *apiFlags,
 		fmt.Printf("more runs matched than --max %d\n", a.Max)
 	}
 	return nil
+}
+
+// bulkCommandKey derives a request key from a bulk re-run's arguments.
+func bulkCommandKey(a rerunArgs) string {
+	job := ""
+	if a.Job != nil {
+		job = a.Job.String()
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%q|%q|%s|%t|%d", job, a.Group, a.States, a.ErrorCodes, a.Since,
+		a.Failed, a.Max))
+	return "cli:" + hex.EncodeToString(sum[:16])
 }
