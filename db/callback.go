@@ -41,7 +41,7 @@ func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UU
 		Cause: axtype.ExecutionCause(r.Cause), ExecutionState: axtype.ExecutionState(r.ExecutionState), ScheduledFor: r.ScheduledFor.UTC(),
 		FiredAt: r.FiredAt.UTC(), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 		Error: deref(r.ExecutionError), ShardCount: int(r.ShardCount), Misfired: r.Misfired, Params: r.Params,
-		TraceParent: r.Traceparent, Shards: r.Shards}
+		TraceParent: r.Traceparent, RerunOf: r.RerunOf, Shards: r.Shards}
 	if d.Error == "" {
 		d.Error = deref(r.CancelReason)
 	}

@@ -19,7 +19,7 @@ func TestEnumsMatchSchema(t *testing.T) {
 			axtype.ExecutionTimedOut, axtype.ExecutionCancelled), strs(dbsqlc.AllAxExecutionStateValues()...)},
 		"task_state": {strs(axtype.TaskPending, axtype.TaskLeased, axtype.TaskRunning, axtype.TaskSucceeded, axtype.TaskFailed, axtype.TaskTimedOut,
 			axtype.TaskCancelled), strs(dbsqlc.AllAxTaskStateValues()...)},
-		"execution_cause": {strs(axtype.CauseSchedule, axtype.CauseCatchUp, axtype.CauseManual, axtype.CauseDelayed), strs(dbsqlc.AllAxExecutionCauseValues()...)},
+		"execution_cause": {strs(axtype.CauseSchedule, axtype.CauseCatchUp, axtype.CauseManual, axtype.CauseDelayed, axtype.CauseRerun, axtype.CauseBackfill), strs(dbsqlc.AllAxExecutionCauseValues()...)},
 		"trigger_kind": {strs(axtype.TriggerCron, axtype.TriggerInterval, axtype.TriggerDelay, axtype.TriggerManual),
 			strs(dbsqlc.AllAxTriggerKindValues()...)},
 		"executor_kind": {strs(axtype.ExecutorShell, axtype.ExecutorHTTP, axtype.ExecutorHandler), strs(dbsqlc.AllAxExecutorKindValues()...)},

@@ -169,6 +169,16 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*axtype.NewExe
 	if err != nil {
 		return nil, nil, fmt.Errorf("error planning tasks: %w", mapErr(err))
 	}
+	tasks, err := taskRouteAndInsert(ctx, e, planned, route)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, tasks, nil
+}
+
+// taskRouteAndInsert routes planned tasks with route (nil: none is) and
+// writes them once with their routes; it returns them as routing saw them.
+func taskRouteAndInsert(ctx context.Context, e Executor, planned []dbsqlc.TaskPlanForExecutionsRow, route axtype.RouteFunc) ([]*axtype.NewTask, error) {
 	tasks := make([]*axtype.NewTask, len(planned))
 	for i, r := range planned {
 		tasks[i] = &axtype.NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
@@ -177,19 +187,20 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*axtype.NewExe
 			RouteStrategy: axtype.RouteStrategy(r.RouteStrategy), ExecutorKind: axtype.ExecutorKind(r.ExecutorKind),
 			RouteKey: r.RouteKey, Params: r.Params}
 		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
-			return nil, nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)
+			return nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)
 		}
 	}
 	var routes []axtype.TaskRoute
 	if route != nil && len(tasks) > 0 {
+		var err error
 		if routes, err = route(ctx, tasks); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	if err := taskInsertPlanned(ctx, e, planned, routes); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return out, tasks, nil
+	return tasks, nil
 }
 
 // taskInsertPlanned writes planned tasks with their routes: a pinned

@@ -102,6 +102,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 		guard: guard, completer: eng.Completer}).register(api)
 	(&agentHandlers{keys: eng.Keys, agents: eng.Leases, publicURL: cfg.PublicURL, forgetKey: auth.cache.forget}).register(api)
 	(&classHandlers{classes: eng.Classes}).register(api)
+	(&backfillHandlers{backfills: eng.Backfills, guard: guard}).register(api)
 	(&historyHandlers{history: eng.History}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, degraded: cfg.Degraded, logger: cfg.Logger}).register(api)

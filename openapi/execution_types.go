@@ -12,7 +12,7 @@ import (
 type Execution struct {
 	ID                string         `json:"id" format:"uuid" doc:"Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)"`
 	JobID             string         `json:"job_id" format:"uuid"`
-	Cause             string         `json:"cause" enum:"schedule,catch_up,manual,delayed" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)"`
+	Cause             string         `json:"cause" enum:"schedule,catch_up,manual,delayed,rerun,backfill" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)"`
 	State             string         `json:"state" enum:"scheduled,pending,running,succeeded,failed,timed_out,cancelled" doc:"scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at"`
 	ScheduledFor      time.Time      `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)"`
 	FiredAt           *time.Time     `json:"fired_at,omitempty" doc:"When it was created; fired_at - scheduled_for is the fire lag. Absent while a delayed run is scheduled"`
@@ -30,6 +30,9 @@ type Execution struct {
 	StatusURL         string         `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
 	Callback          *Callback      `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
 	Tasks             []Task         `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
+	RerunOf           string         `json:"rerun_of,omitempty" format:"uuid" doc:"The run this one re-runs (cause rerun)"`
+	Reruns            []string       `json:"reruns,omitempty" doc:"Runs that re-run this one, oldest first (shown when getting one execution)"`
+	BackfillID        string         `json:"backfill_id,omitempty" format:"uuid" doc:"The backfill that made this run (shown when getting one execution)"`
 	ErrorCodes        map[string]int `json:"error_codes,omitempty" doc:"How many shards ended without succeeding, by error code; shards without a code are not counted (shown when getting one execution)" example:"{\"exit_3\": 2, \"signal_killed\": 1}"`
 }
 

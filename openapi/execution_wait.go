@@ -62,6 +62,11 @@ func (h *executionHandlers) showExecution(ctx context.Context, id uuid.UUID) (*e
 		return nil, err
 	}
 	out.Callback = callbackFromDB(cb)
+	lineage, err := h.execs.Lineage(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	showLineage(out, lineage)
 	return &executionOutput{Body: out}, nil
 }
 

@@ -136,6 +136,7 @@ type skippedOutput struct {
 func (h *executionHandlers) register(api huma.API) {
 	h.registerLogs(api)
 	h.registerDelayed(api)
+	h.registerReruns(api)
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "trigger-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/trigger", Tags: []string{"Jobs"},
 		Summary: "Run a job now, or later", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,

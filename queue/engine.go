@@ -58,6 +58,7 @@ type Engine struct {
 	Declarations *DeclarationService
 	Classes      *ClassService
 	History      *HistoryService
+	Backfills    *BackfillService
 	Callbacks    *CallbackService
 	Completer    *TaskCompleter
 	Leases       *LeaseBroker
@@ -79,6 +80,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		Declarations: NewDeclarationService(requests, logger, cfg.Metrics),
 		Classes:      NewClassService(requests, logger),
 		History:      NewHistoryService(requests),
+		Backfills:    NewBackfillService(requests, logger, cfg.Outbox),
 		Callbacks:    delivery.NewCallbackService(requests, cfg.Outbox, logger),
 		Completer:    delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, logger, cfg.Metrics),
 		Leases: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, logger, cfg.Metrics).

@@ -82,6 +82,9 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 	if err == nil {
 		out.Verdict, out.Execution = VerdictFired, exec
 		out.Reason = fmt.Sprintf("it fired: run %s (%s cause), %s", exec.ID, exec.Cause, exec.State)
+		if exec.Cause == axtype.CauseBackfill {
+			return s.explainBackfilled(ctx, exec, out)
+		}
 		return nil
 	} else if !errors.Is(err, axtype.ErrNotFound) {
 		return err
@@ -234,4 +237,15 @@ func windowText(job *axtype.Job, loc *time.Location) string {
 // localTime formats t on loc's clock with its offset.
 func localTime(t time.Time, loc *time.Location) string {
 	return t.In(loc).Format("2006-01-02T15:04:05-07:00")
+}
+
+// explainBackfilled says which backfill ran a tick (the schedule did not:
+// it was missed, skipped or came before the job was set to run).
+func (s *ExecutionService) explainBackfilled(ctx context.Context, exec *axtype.Execution, out *Explanation) error {
+	b, err := db.BackfillOfExecution(ctx, s.pool, exec.ID)
+	if err != nil || b == nil {
+		return err
+	}
+	out.Reason = fmt.Sprintf("it was backfilled: run %s of backfill %s, %s", exec.ID, *b, exec.State)
+	return nil
 }

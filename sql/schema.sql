@@ -77,7 +77,9 @@ CREATE TYPE ax.execution_cause AS ENUM (
     'schedule',
     'catch_up',
     'manual',
-    'delayed'
+    'delayed',
+    'rerun',
+    'backfill'
 );
 
 --
@@ -1308,6 +1310,45 @@ CREATE TABLE ax.api_signing_key (
 );
 
 --
+-- Name: backfill; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.backfill (
+    id uuid DEFAULT ax.uuid_v7() NOT NULL,
+    job_id uuid NOT NULL,
+    range_from timestamp with time zone NOT NULL,
+    range_to timestamp with time zone NOT NULL,
+    max_concurrent integer DEFAULT 1 NOT NULL,
+    overlap text DEFAULT 'allow'::text NOT NULL,
+    state text DEFAULT 'running'::text NOT NULL,
+    next_tick timestamp with time zone NOT NULL,
+    ticks_total integer NOT NULL,
+    ticks_created integer DEFAULT 0 NOT NULL,
+    ticks_existing integer DEFAULT 0 NOT NULL,
+    request_key text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT backfill_counts CHECK (((ticks_total >= 0) AND (ticks_created >= 0) AND (ticks_existing >= 0))),
+    CONSTRAINT backfill_finished_when_final CHECK (((state = 'running'::text) = (finished_at IS NULL))),
+    CONSTRAINT backfill_max_concurrent_range CHECK (((max_concurrent >= 1) AND (max_concurrent <= 1000))),
+    CONSTRAINT backfill_overlap_known CHECK ((overlap = ANY (ARRAY['allow'::text, 'forbid'::text]))),
+    CONSTRAINT backfill_range_order CHECK ((range_from < range_to)),
+    CONSTRAINT backfill_request_key_length CHECK (((length(request_key) >= 1) AND (length(request_key) <= 255))),
+    CONSTRAINT backfill_state_known CHECK ((state = ANY (ARRAY['running'::text, 'finished'::text, 'cancelled'::text])))
+);
+
+--
+-- Name: backfill_run; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.backfill_run (
+    execution_id uuid NOT NULL,
+    backfill_id uuid NOT NULL,
+    tick timestamp with time zone NOT NULL
+);
+
+--
 -- Name: callback; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -1621,6 +1662,20 @@ CREATE VIEW ax.due_now AS
      JOIN ax.job j ON ((j.id = t.job_id)))
   WHERE ((t.next_fire_at <= now()) AND (NOT t.paused) AND (t.set_aside_at IS NULL))
   ORDER BY t.next_fire_at;
+
+--
+-- Name: execution_rerun; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.execution_rerun (
+    execution_id uuid NOT NULL,
+    rerun_of uuid NOT NULL,
+    request_key text NOT NULL,
+    shards text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT execution_rerun_request_key_length CHECK (((length(request_key) >= 1) AND (length(request_key) <= 255))),
+    CONSTRAINT execution_rerun_shards_known CHECK ((shards = ANY (ARRAY['all'::text, 'failed'::text])))
+);
 
 --
 -- Name: executions_by_state; Type: VIEW; Schema: ax; Owner: -
@@ -2224,6 +2279,20 @@ ALTER TABLE ONLY ax.api_signing_key
     ADD CONSTRAINT api_signing_key_pkey PRIMARY KEY (id);
 
 --
+-- Name: backfill backfill_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.backfill
+    ADD CONSTRAINT backfill_pkey PRIMARY KEY (id);
+
+--
+-- Name: backfill_run backfill_run_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.backfill_run
+    ADD CONSTRAINT backfill_run_pkey PRIMARY KEY (execution_id);
+
+--
 -- Name: callback_attempt callback_attempt_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -2278,6 +2347,20 @@ ALTER TABLE ONLY ax.delayed_run
 
 ALTER TABLE ONLY ax.execution
     ADD CONSTRAINT execution_pkey PRIMARY KEY (id);
+
+--
+-- Name: execution_rerun execution_rerun_once_per_request; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_rerun
+    ADD CONSTRAINT execution_rerun_once_per_request UNIQUE (rerun_of, request_key);
+
+--
+-- Name: execution_rerun execution_rerun_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.execution_rerun
+    ADD CONSTRAINT execution_rerun_pkey PRIMARY KEY (execution_id);
 
 --
 -- Name: history_drop history_drop_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -2473,6 +2556,30 @@ CREATE INDEX agent_live_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (s
 CREATE INDEX api_key_minted_by_idx ON ax.api_key USING btree (minted_by) WHERE (minted_by IS NOT NULL);
 
 --
+-- Name: backfill_job_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX backfill_job_idx ON ax.backfill USING btree (job_id, id DESC);
+
+--
+-- Name: backfill_request_once_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE UNIQUE INDEX backfill_request_once_idx ON ax.backfill USING btree (job_id, request_key) WHERE (request_key IS NOT NULL);
+
+--
+-- Name: backfill_run_backfill_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX backfill_run_backfill_idx ON ax.backfill_run USING btree (backfill_id, tick);
+
+--
+-- Name: backfill_running_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX backfill_running_idx ON ax.backfill USING btree (id) WHERE (state = 'running'::text);
+
+--
 -- Name: callback_failed_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -2542,7 +2649,7 @@ CREATE INDEX execution_scheduled_idx ON ax.execution USING btree (scheduled_for)
 -- Name: execution_tick_once_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id, scheduled_for) WHERE (cause = ANY (ARRAY['schedule'::ax.execution_cause, 'catch_up'::ax.execution_cause]));
+CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id, scheduled_for) WHERE (cause = ANY (ARRAY['schedule'::ax.execution_cause, 'catch_up'::ax.execution_cause, 'backfill'::ax.execution_cause]));
 
 --
 -- Name: execution_unfinished_idx; Type: INDEX; Schema: ax; Owner: -
@@ -2792,6 +2899,20 @@ ALTER TABLE ONLY ax.api_key
 
 ALTER TABLE ONLY ax.api_signing_key
     ADD CONSTRAINT api_signing_key_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: backfill backfill_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.backfill
+    ADD CONSTRAINT backfill_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: backfill_run backfill_run_backfill_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.backfill_run
+    ADD CONSTRAINT backfill_run_backfill_id_fkey FOREIGN KEY (backfill_id) REFERENCES ax.backfill(id) ON DELETE CASCADE;
 
 --
 -- Name: console_session console_session_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

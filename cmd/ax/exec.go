@@ -25,6 +25,7 @@ func runExec(ctx context.Context, args []string) error {
 		"cancel":     execCancel,
 		"cancel-key": execCancelKey,
 		"logs":       execLogs,
+		"rerun":      execRerun,
 	})
 }
 

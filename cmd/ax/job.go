@@ -21,14 +21,15 @@ import (
 
 func runJob(ctx context.Context, args []string) error {
 	return subcommand(ctx, "job", args, map[string]func(context.Context, []string) error{
-		"create":  jobCreate,
-		"list":    jobList,
-		"get":     jobByID("get"),
-		"trigger": jobTrigger,
-		"pause":   jobByID("pause"),
-		"resume":  jobByID("resume"),
-		"delete":  jobByID("delete"),
-		"why":     jobWhy,
+		"create":   jobCreate,
+		"list":     jobList,
+		"get":      jobByID("get"),
+		"trigger":  jobTrigger,
+		"pause":    jobByID("pause"),
+		"resume":   jobByID("resume"),
+		"delete":   jobByID("delete"),
+		"why":      jobWhy,
+		"backfill": jobBackfill,
 	})
 }
 

@@ -245,7 +245,9 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		metrics.NewPoolCollector(requestPool, "requests"))
 	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: m})
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
-	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming} {
+	backfills := schedule.NewBackfillReleaser(pool, notifier, schedule.BackfillReleaserConfig{Logger: logger, Metrics: m,
+		Router: router, Outbox: river.Outbox()})
+	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills} {
 		if err := svc.Start(ctx); err != nil {
 			return err
 		}
@@ -255,6 +257,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer reaper.Stop()
 	defer vacuumer.Stop()
 	defer upcoming.Stop()
+	defer backfills.Stop()
 
 	// The engine's services, built once: the API and the console share them.
 	engine := queue.NewEngine(queue.EngineConfig{Pool: pool, RequestPool: requestPool, Logger: logger, Metrics: m,

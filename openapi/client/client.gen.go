@@ -63,6 +63,105 @@ func (e AgentRegistrationExecutors) Valid() bool {
 	}
 }
 
+// Defines values for BackfillOverlap.
+const (
+	BackfillOverlapAllow  BackfillOverlap = "allow"
+	BackfillOverlapForbid BackfillOverlap = "forbid"
+)
+
+// Valid indicates whether the value is a known member of the BackfillOverlap enum.
+func (e BackfillOverlap) Valid() bool {
+	switch e {
+	case BackfillOverlapAllow:
+		return true
+	case BackfillOverlapForbid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BackfillState.
+const (
+	BackfillStateCancelled BackfillState = "cancelled"
+	BackfillStateFinished  BackfillState = "finished"
+	BackfillStateRunning   BackfillState = "running"
+)
+
+// Valid indicates whether the value is a known member of the BackfillState enum.
+func (e BackfillState) Valid() bool {
+	switch e {
+	case BackfillStateCancelled:
+		return true
+	case BackfillStateFinished:
+		return true
+	case BackfillStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BackfillRequestOverlap.
+const (
+	BackfillRequestOverlapAllow  BackfillRequestOverlap = "allow"
+	BackfillRequestOverlapForbid BackfillRequestOverlap = "forbid"
+)
+
+// Valid indicates whether the value is a known member of the BackfillRequestOverlap enum.
+func (e BackfillRequestOverlap) Valid() bool {
+	switch e {
+	case BackfillRequestOverlapAllow:
+		return true
+	case BackfillRequestOverlapForbid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BulkRerunRequestShards.
+const (
+	BulkRerunRequestShardsAll    BulkRerunRequestShards = "all"
+	BulkRerunRequestShardsFailed BulkRerunRequestShards = "failed"
+)
+
+// Valid indicates whether the value is a known member of the BulkRerunRequestShards enum.
+func (e BulkRerunRequestShards) Valid() bool {
+	switch e {
+	case BulkRerunRequestShardsAll:
+		return true
+	case BulkRerunRequestShardsFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BulkRerunRequestStates.
+const (
+	BulkRerunRequestStatesCancelled BulkRerunRequestStates = "cancelled"
+	BulkRerunRequestStatesFailed    BulkRerunRequestStates = "failed"
+	BulkRerunRequestStatesSucceeded BulkRerunRequestStates = "succeeded"
+	BulkRerunRequestStatesTimedOut  BulkRerunRequestStates = "timed_out"
+)
+
+// Valid indicates whether the value is a known member of the BulkRerunRequestStates enum.
+func (e BulkRerunRequestStates) Valid() bool {
+	switch e {
+	case BulkRerunRequestStatesCancelled:
+		return true
+	case BulkRerunRequestStatesFailed:
+		return true
+	case BulkRerunRequestStatesSucceeded:
+		return true
+	case BulkRerunRequestStatesTimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CallbackState.
 const (
 	CallbackStateCallbackFailed CallbackState = "callback_failed"
@@ -113,20 +212,26 @@ func (e DeclaredJobOutcomeAction) Valid() bool {
 
 // Defines values for ExecutionCause.
 const (
+	ExecutionCauseBackfill ExecutionCause = "backfill"
 	ExecutionCauseCatchUp  ExecutionCause = "catch_up"
 	ExecutionCauseDelayed  ExecutionCause = "delayed"
 	ExecutionCauseManual   ExecutionCause = "manual"
+	ExecutionCauseRerun    ExecutionCause = "rerun"
 	ExecutionCauseSchedule ExecutionCause = "schedule"
 )
 
 // Valid indicates whether the value is a known member of the ExecutionCause enum.
 func (e ExecutionCause) Valid() bool {
 	switch e {
+	case ExecutionCauseBackfill:
+		return true
 	case ExecutionCauseCatchUp:
 		return true
 	case ExecutionCauseDelayed:
 		return true
 	case ExecutionCauseManual:
+		return true
+	case ExecutionCauseRerun:
 		return true
 	case ExecutionCauseSchedule:
 		return true
@@ -510,6 +615,24 @@ func (e LogChunkStream) Valid() bool {
 	case LogChunkStreamStderr:
 		return true
 	case LogChunkStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RerunRequestShards.
+const (
+	RerunRequestShardsAll    RerunRequestShards = "all"
+	RerunRequestShardsFailed RerunRequestShards = "failed"
+)
+
+// Valid indicates whether the value is a known member of the RerunRequestShards enum.
+func (e RerunRequestShards) Valid() bool {
+	switch e {
+	case RerunRequestShardsAll:
+		return true
+	case RerunRequestShardsFailed:
 		return true
 	default:
 		return false
@@ -1048,6 +1171,80 @@ type AutoDegrade struct {
 	MinPriority int64 `json:"min_priority"`
 }
 
+// Backfill defines model for Backfill.
+type Backfill struct {
+	CreatedAt     time.Time          `json:"created_at"`
+	FinishedAt    *time.Time         `json:"finished_at,omitempty"`
+	From          time.Time          `json:"from"`
+	Id            openapi_types.UUID `json:"id"`
+	JobId         openapi_types.UUID `json:"job_id"`
+	MaxConcurrent int64              `json:"max_concurrent"`
+
+	// NextTick The first tick not yet released (to, once none is left)
+	NextTick time.Time       `json:"next_tick"`
+	Overlap  BackfillOverlap `json:"overlap"`
+	Runs     BackfillRuns    `json:"runs"`
+
+	// State running until every tick has a run and the backfill's runs have ended
+	State     BackfillState `json:"state"`
+	StatusUrl string        `json:"status_url"`
+	Ticks     BackfillTicks `json:"ticks"`
+	To        time.Time     `json:"to"`
+}
+
+// BackfillOverlap defines model for Backfill.Overlap.
+type BackfillOverlap string
+
+// BackfillState running until every tick has a run and the backfill's runs have ended
+type BackfillState string
+
+// BackfillListOutputBody defines model for BackfillListOutputBody.
+type BackfillListOutputBody struct {
+	Backfills *[]Backfill `json:"backfills"`
+}
+
+// BackfillRequest defines model for BackfillRequest.
+type BackfillRequest struct {
+	// From The first instant of the range: its ticks at or after it
+	//
+	// Example: 2026-10-10T00:00:00Z
+	From time.Time `json:"from"`
+
+	// MaxConcurrent At most this many of the backfill's runs unfinished at once; they are released in tick order
+	MaxConcurrent *int64 `json:"max_concurrent,omitempty"`
+
+	// Overlap allow: release up to max_concurrent whatever else of the job runs; forbid: release a tick only while the job has no unfinished run at all
+	Overlap *BackfillRequestOverlap `json:"overlap,omitempty"`
+
+	// To The end of the range: its ticks before it; not after now (the schedule fires the coming ticks)
+	//
+	// Example: 2026-11-09T00:00:00Z
+	To time.Time `json:"to"`
+}
+
+// BackfillRequestOverlap allow: release up to max_concurrent whatever else of the job runs; forbid: release a tick only while the job has no unfinished run at all
+type BackfillRequestOverlap string
+
+// BackfillRuns defines model for BackfillRuns.
+type BackfillRuns struct {
+	// Failed Failed, timed out or cancelled
+	Failed     int64 `json:"failed"`
+	Succeeded  int64 `json:"succeeded"`
+	Unfinished int64 `json:"unfinished"`
+}
+
+// BackfillTicks defines model for BackfillTicks.
+type BackfillTicks struct {
+	// Created Ticks given a run by this backfill
+	Created int64 `json:"created"`
+
+	// Existing Ticks passed over: they had a run already (scheduled, caught up or backfilled)
+	Existing int64 `json:"existing"`
+
+	// Total Ticks of the job's trigger in [from, to), in its timezone and daylight-saving rules
+	Total int64 `json:"total"`
+}
+
 // BatchRun defines model for BatchRun.
 type BatchRun struct {
 	// DelaySeconds Fire this many seconds from now instead of now; not with run_at
@@ -1068,6 +1265,75 @@ type BatchRun struct {
 	// RunAt Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
 	RunAt *time.Time `json:"run_at,omitempty"`
 }
+
+// BulkRerunItem defines model for BulkRerunItem.
+type BulkRerunItem struct {
+	// Error Why it was not re-run
+	Error *string `json:"error,omitempty"`
+
+	// ExecutionId The run selected
+	ExecutionId openapi_types.UUID `json:"execution_id"`
+	JobId       openapi_types.UUID `json:"job_id"`
+
+	// Replayed An earlier call with the same request key made this re-run
+	Replayed *bool `json:"replayed,omitempty"`
+
+	// RerunId Its re-run (absent in a dry run)
+	RerunId      *openapi_types.UUID `json:"rerun_id,omitempty"`
+	ScheduledFor time.Time           `json:"scheduled_for"`
+	State        string              `json:"state"`
+}
+
+// BulkRerunOutputBody defines model for BulkRerunOutputBody.
+type BulkRerunOutputBody struct {
+	DryRun bool `json:"dry_run"`
+
+	// RequestKey The key the re-runs were made under: send it again to retry safely
+	RequestKey string           `json:"request_key"`
+	Runs       *[]BulkRerunItem `json:"runs"`
+
+	// Truncated More runs matched than max
+	Truncated bool `json:"truncated"`
+}
+
+// BulkRerunRequest defines model for BulkRerunRequest.
+type BulkRerunRequest struct {
+	// DryRun List what would be re-run and change nothing
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// ErrorCodes Only runs with a shard that ended with one of these error codes (exit_3, http_503…)
+	ErrorCodes *[]string `json:"error_codes,omitempty"`
+
+	// From Only runs scheduled at or after this instant
+	From *time.Time `json:"from,omitempty"`
+
+	// Group Only runs of jobs of this group
+	Group *string `json:"group,omitempty"`
+
+	// JobId Only runs of this job
+	JobId *openapi_types.UUID `json:"job_id,omitempty"`
+
+	// Max The cap: at most this many runs (oldest first); truncated says more matched
+	Max *int64 `json:"max,omitempty"`
+
+	// RequestKey Each run is re-run once per key, so a retried bulk call re-runs nothing twice. Defaults to the Idempotency-Key header, else to a hash of this body
+	RequestKey *string `json:"request_key,omitempty"`
+
+	// Shards Which shards of each run to run again
+	Shards *BulkRerunRequestShards `json:"shards,omitempty"`
+
+	// States Only runs that ended in one of these states; default failed and timed_out
+	States *[]BulkRerunRequestStates `json:"states,omitempty"`
+
+	// To Only runs scheduled before this instant
+	To *time.Time `json:"to,omitempty"`
+}
+
+// BulkRerunRequestShards Which shards of each run to run again
+type BulkRerunRequestShards string
+
+// BulkRerunRequestStates defines model for BulkRerunRequest.States.
+type BulkRerunRequestStates string
 
 // Callback defines model for Callback.
 type Callback struct {
@@ -1328,11 +1594,13 @@ type ErrorModel struct {
 
 // Execution defines model for Execution.
 type Execution struct {
-	Callback          *Callback  `json:"callback,omitempty"`
-	CancelReason      *string    `json:"cancel_reason,omitempty"`
-	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	// BackfillId The backfill that made this run (shown when getting one execution)
+	BackfillId        *openapi_types.UUID `json:"backfill_id,omitempty"`
+	Callback          *Callback           `json:"callback,omitempty"`
+	CancelReason      *string             `json:"cancel_reason,omitempty"`
+	CancelRequestedAt *time.Time          `json:"cancel_requested_at,omitempty"`
 
-	// Cause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)
+	// Cause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)
 	Cause ExecutionCause `json:"cause"`
 
 	// Error Why the run ended without tasks (e.g. a broadcast found no live agent)
@@ -1361,6 +1629,12 @@ type Execution struct {
 	Params   map[string]interface{} `json:"params"`
 	Priority int64                  `json:"priority"`
 
+	// RerunOf The run this one re-runs (cause rerun)
+	RerunOf *openapi_types.UUID `json:"rerun_of,omitempty"`
+
+	// Reruns Runs that re-run this one, oldest first (shown when getting one execution)
+	Reruns *[]string `json:"reruns,omitempty"`
+
 	// ScheduledFor The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)
 	ScheduledFor time.Time  `json:"scheduled_for"`
 	ShardCount   int64      `json:"shard_count"`
@@ -1379,7 +1653,7 @@ type Execution struct {
 	Traceparent *string `json:"traceparent,omitempty"`
 }
 
-// ExecutionCause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)
+// ExecutionCause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)
 type ExecutionCause string
 
 // ExecutionState scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at
@@ -1937,6 +2211,24 @@ type ReleaseRequest struct {
 	Tasks *[]TaskRef `json:"tasks"`
 }
 
+// RerunRequest defines model for RerunRequest.
+type RerunRequest struct {
+	// Params Overlay the original run's params: a JSON object of at most 256 KiB, nesting at most 64 levels
+	Params *map[string]interface{} `json:"params,omitempty"`
+
+	// Priority Run at this priority instead of the original's
+	Priority *int64 `json:"priority,omitempty"`
+
+	// RequestKey The re-run is made once per (run, key): a retry with the same key answers with the run the first call made. Defaults to the Idempotency-Key header, else to a hash of this body, so a retried call never doubles the run; pass a new key to re-run the same run again
+	RequestKey *string `json:"request_key,omitempty"`
+
+	// Shards all: every shard of the run again; failed: only the shards that did not succeed (same shard index and param)
+	Shards *RerunRequestShards `json:"shards,omitempty"`
+}
+
+// RerunRequestShards all: every shard of the run again; failed: only the shards that did not succeed (same shard index and param)
+type RerunRequestShards string
+
 // ResultOutcome defines model for ResultOutcome.
 type ResultOutcome struct {
 	// Error With error_code bad_result: why the result could not be stored
@@ -2361,6 +2653,12 @@ type ListExecutionsParams struct {
 // ListExecutionsParamsState defines parameters for ListExecutions.
 type ListExecutionsParamsState string
 
+// RerunExecutionsParams defines parameters for RerunExecutions.
+type RerunExecutionsParams struct {
+	// IdempotencyKey The request key, when the body names none
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // GetExecutionParams defines parameters for GetExecution.
 type GetExecutionParams struct {
 	// Wait Long poll: answer as soon as the execution has ended, or after this long (at most 60s) with its state then
@@ -2379,6 +2677,15 @@ type GetExecutionLogsParams struct {
 
 // GetExecutionLogsParamsKind defines parameters for GetExecutionLogs.
 type GetExecutionLogsParamsKind string
+
+// RerunExecutionParams defines parameters for RerunExecution.
+type RerunExecutionParams struct {
+	// IdempotencyKey The request key, when the body names none
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+
+	// Traceparent W3C trace context the re-run joins
+	Traceparent *string `json:"traceparent,omitempty"`
+}
 
 // GetHistoryParams defines parameters for GetHistory.
 type GetHistoryParams struct {
@@ -2563,6 +2870,17 @@ type UpdateJobParams struct {
 	Force *bool `form:"force,omitempty" json:"force,omitempty"`
 }
 
+// BackfillJobParams defines parameters for BackfillJob.
+type BackfillJobParams struct {
+	// IdempotencyKey A retried call with the same key (for the same job) answers with the backfill the first made
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// ListJobBackfillsParams defines parameters for ListJobBackfills.
+type ListJobBackfillsParams struct {
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {
 	State  *ListJobExecutionsParamsState `form:"state,omitempty" json:"state,omitempty"`
@@ -2654,6 +2972,12 @@ type PreviewCronJSONRequestBody = CronPreviewRequest
 // DeclareJobsJSONRequestBody defines body for DeclareJobs for application/json ContentType.
 type DeclareJobsJSONRequestBody = Declaration
 
+// RerunExecutionsJSONRequestBody defines body for RerunExecutions for application/json ContentType.
+type RerunExecutionsJSONRequestBody = BulkRerunRequest
+
+// RerunExecutionJSONRequestBody defines body for RerunExecution for application/json ContentType.
+type RerunExecutionJSONRequestBody = RerunRequest
+
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = Job
 
@@ -2665,6 +2989,9 @@ type PatchJobApplicationMergePatchPlusJSONRequestBody PatchJobApplicationMergePa
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = Job
+
+// BackfillJobJSONRequestBody defines body for BackfillJob for application/json ContentType.
+type BackfillJobJSONRequestBody = BackfillRequest
 
 // PreviewJobShardsJSONRequestBody defines body for PreviewJobShards for application/json ContentType.
 type PreviewJobShardsJSONRequestBody = ShardPreviewRequest
@@ -2911,6 +3238,18 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 	ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetBackfill A backfill and its progress
+	//
+	// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
+	GetBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelBackfill Stop a backfill
+	//
+	// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+	//
+	// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
+	CancelBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListClasses List rate classes
 	//
 	// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
@@ -3070,6 +3409,24 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RerunExecutionsWithBody Re-run the ended runs a filter selects
+	//
+	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/executions/rerun (the `RerunExecutions` operationId).
+	RerunExecutionsWithBody(ctx context.Context, params *RerunExecutionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RerunExecutions Re-run the ended runs a filter selects
+	//
+	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/executions/rerun (the `RerunExecutions` operationId).
+	RerunExecutions(ctx context.Context, params *RerunExecutionsParams, body RerunExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetExecution Get an execution with its tasks and callback
 	//
 	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
@@ -3097,6 +3454,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 	GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RerunExecutionWithBody Re-run an ended run
+	//
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/executions/{id}/rerun (the `RerunExecution` operationId).
+	RerunExecutionWithBody(ctx context.Context, id openapi_types.UUID, params *RerunExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RerunExecution Re-run an ended run
+	//
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/executions/{id}/rerun (the `RerunExecution` operationId).
+	RerunExecution(ctx context.Context, id openapi_types.UUID, params *RerunExecutionParams, body RerunExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHistory Show the history retention in force and the latest partitions dropped
 	//
@@ -3188,6 +3563,29 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
 	UpdateJob(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillJobWithBody Run a cron job's past ticks that have no run
+	//
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithBody(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillJob Run a cron job's past ticks that have no run
+	//
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJob(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJobBackfills A job's backfills, newest first
+	//
+	// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+	ListJobBackfills(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobExecutions List a job's executions
 	//
@@ -3688,6 +4086,38 @@ func (c *Client) ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEdit
 	return c.Client.Do(req)
 }
 
+// GetBackfill A backfill and its progress
+//
+// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
+func (c *Client) GetBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBackfillRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelBackfill Stop a backfill
+//
+// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+//
+// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
+func (c *Client) CancelBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelBackfillRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListClasses List rate classes
 //
 // With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
@@ -4037,6 +4467,44 @@ func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParam
 	return c.Client.Do(req)
 }
 
+// RerunExecutionsWithBody Re-run the ended runs a filter selects
+//
+// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/executions/rerun (the `RerunExecutions` operationId).
+func (c *Client) RerunExecutionsWithBody(ctx context.Context, params *RerunExecutionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRerunExecutionsRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RerunExecutions Re-run the ended runs a filter selects
+//
+// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/executions/rerun (the `RerunExecutions` operationId).
+func (c *Client) RerunExecutions(ctx context.Context, params *RerunExecutionsParams, body RerunExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRerunExecutionsRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetExecution Get an execution with its tasks and callback
 //
 // The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
@@ -4095,6 +4563,44 @@ func (c *Client) CancelExecution(ctx context.Context, id openapi_types.UUID, req
 // Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetExecutionLogsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RerunExecutionWithBody Re-run an ended run
+//
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/executions/{id}/rerun (the `RerunExecution` operationId).
+func (c *Client) RerunExecutionWithBody(ctx context.Context, id openapi_types.UUID, params *RerunExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRerunExecutionRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RerunExecution Re-run an ended run
+//
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/executions/{id}/rerun (the `RerunExecution` operationId).
+func (c *Client) RerunExecution(ctx context.Context, id openapi_types.UUID, params *RerunExecutionParams, body RerunExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRerunExecutionRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4296,6 +4802,59 @@ func (c *Client) UpdateJobWithBody(ctx context.Context, id openapi_types.UUID, p
 // Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
 func (c *Client) UpdateJob(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateJobRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillJobWithBody Run a cron job's past ticks that have no run
+//
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *Client) BackfillJobWithBody(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillJobRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillJob Run a cron job's past ticks that have no run
+//
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *Client) BackfillJob(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillJobRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobBackfills A job's backfills, newest first
+//
+// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+func (c *Client) ListJobBackfills(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobBackfillsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5132,6 +5691,74 @@ func NewResumeAgentRequest(server string, id openapi_types.UUID) (*http.Request,
 	return req, nil
 }
 
+// NewGetBackfillRequest constructs an http.Request for the GetBackfill method
+func NewGetBackfillRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/backfills/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelBackfillRequest constructs an http.Request for the CancelBackfill method
+func NewCancelBackfillRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/backfills/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListClassesRequest constructs an http.Request for the ListClasses method
 func NewListClassesRequest(server string) (*http.Request, error) {
 	var err error
@@ -5674,6 +6301,61 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 	return req, nil
 }
 
+// NewRerunExecutionsRequest calls the generic RerunExecutions builder with application/json body
+func NewRerunExecutionsRequest(server string, params *RerunExecutionsParams, body RerunExecutionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRerunExecutionsRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewRerunExecutionsRequestWithBody constructs an http.Request for the RerunExecutions method, with any body, and a specified content type
+func NewRerunExecutionsRequestWithBody(server string, params *RerunExecutionsParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/rerun")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetExecutionRequest constructs an http.Request for the GetExecution method
 func NewGetExecutionRequest(server string, id openapi_types.UUID, params *GetExecutionParams) (*http.Request, error) {
 	var err error
@@ -5883,6 +6565,79 @@ func NewGetExecutionLogsRequest(server string, id openapi_types.UUID, params *Ge
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRerunExecutionRequest calls the generic RerunExecution builder with application/json body
+func NewRerunExecutionRequest(server string, id openapi_types.UUID, params *RerunExecutionParams, body RerunExecutionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRerunExecutionRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewRerunExecutionRequestWithBody constructs an http.Request for the RerunExecution method, with any body, and a specified content type
+func NewRerunExecutionRequestWithBody(server string, id openapi_types.UUID, params *RerunExecutionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/%s/rerun", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
+		}
+
 	}
 
 	return req, nil
@@ -6334,6 +7089,129 @@ func NewUpdateJobRequestWithBody(server string, id openapi_types.UUID, params *U
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewBackfillJobRequest calls the generic BackfillJob builder with application/json body
+func NewBackfillJobRequest(server string, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBackfillJobRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewBackfillJobRequestWithBody constructs an http.Request for the BackfillJob method, with any body, and a specified content type
+func NewBackfillJobRequestWithBody(server string, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/backfill", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListJobBackfillsRequest constructs an http.Request for the ListJobBackfills method
+func NewListJobBackfillsRequest(server string, id openapi_types.UUID, params *ListJobBackfillsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/backfills", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -7276,6 +8154,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/agents/{id}/resume (the `ResumeAgent` operationId).
 	ResumeAgentWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ResumeAgentResponse, error)
 
+	// GetBackfillWithResponse A backfill and its progress
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
+	GetBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetBackfillResponse, error)
+
+	// CancelBackfillWithResponse Stop a backfill
+	//
+	// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
+	CancelBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelBackfillResponse, error)
+
 	// ListClassesWithResponse List rate classes
 	//
 	// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
@@ -7447,6 +8341,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutionsWithResponse(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*ListExecutionsResponse, error)
 
+	// RerunExecutionsWithBodyWithResponse Re-run the ended runs a filter selects
+	//
+	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/rerun (the `RerunExecutions` operationId).
+	RerunExecutionsWithBodyWithResponse(ctx context.Context, params *RerunExecutionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RerunExecutionsResponse, error)
+
+	// RerunExecutionsWithResponse Re-run the ended runs a filter selects
+	//
+	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/rerun (the `RerunExecutions` operationId).
+	RerunExecutionsWithResponse(ctx context.Context, params *RerunExecutionsParams, body RerunExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunExecutionsResponse, error)
+
 	// GetExecutionWithResponse Get an execution with its tasks and callback
 	//
 	// The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
@@ -7482,6 +8394,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
 	GetExecutionLogsWithResponse(ctx context.Context, id openapi_types.UUID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*GetExecutionLogsResponse, error)
+
+	// RerunExecutionWithBodyWithResponse Re-run an ended run
+	//
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/{id}/rerun (the `RerunExecution` operationId).
+	RerunExecutionWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *RerunExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RerunExecutionResponse, error)
+
+	// RerunExecutionWithResponse Re-run an ended run
+	//
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/{id}/rerun (the `RerunExecution` operationId).
+	RerunExecutionWithResponse(ctx context.Context, id openapi_types.UUID, params *RerunExecutionParams, body RerunExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunExecutionResponse, error)
 
 	// GetHistoryWithResponse Show the history retention in force and the latest partitions dropped
 	//
@@ -7581,6 +8511,31 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/jobs/{id} (the `UpdateJob` operationId).
 	UpdateJobWithResponse(ctx context.Context, id openapi_types.UUID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
+
+	// BackfillJobWithBodyWithResponse Run a cron job's past ticks that have no run
+	//
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
+
+	// BackfillJobWithResponse Run a cron job's past ticks that have no run
+	//
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
+
+	// ListJobBackfillsWithResponse A job's backfills, newest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+	ListJobBackfillsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*ListJobBackfillsResponse, error)
 
 	// ListJobExecutionsWithResponse List a job's executions
 	//
@@ -8640,6 +9595,158 @@ func (r ResumeAgentResponse) ContentType() string {
 	return ""
 }
 
+type GetBackfillResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Backfill
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBackfillResponse) GetJSON200() *Backfill {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetBackfillResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBackfillResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBackfillResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBackfillResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBackfillResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelBackfillResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Backfill
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelBackfillResponse) GetJSON200() *Backfill {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelBackfillResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelBackfillResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelBackfillResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelBackfillResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelBackfillResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListClassesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9510,6 +10617,82 @@ func (r ListExecutionsResponse) ContentType() string {
 	return ""
 }
 
+type RerunExecutionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BulkRerunOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RerunExecutionsResponse) GetJSON200() *BulkRerunOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RerunExecutionsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RerunExecutionsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RerunExecutionsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RerunExecutionsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RerunExecutionsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RerunExecutionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RerunExecutionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RerunExecutionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RerunExecutionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetExecutionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9829,6 +11012,103 @@ func (r GetExecutionLogsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetExecutionLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RerunExecutionResponse202Headers the declared response headers of an HTTP 202 response for RerunExecution
+type RerunExecutionResponse202Headers struct {
+	Location *string
+}
+
+type RerunExecutionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Execution
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RerunExecutionResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RerunExecutionResponse) GetJSON202() *Execution {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RerunExecutionResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RerunExecutionResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RerunExecutionResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RerunExecutionResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r RerunExecutionResponse) GetApplicationproblemJSON410() *ErrorModel {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RerunExecutionResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RerunExecutionResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RerunExecutionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RerunExecutionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RerunExecutionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RerunExecutionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10368,6 +11648,165 @@ func (r UpdateJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// BackfillJobResponse202Headers the declared response headers of an HTTP 202 response for BackfillJob
+type BackfillJobResponse202Headers struct {
+	Location *string
+}
+
+type BackfillJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Backfill
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *BackfillJobResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r BackfillJobResponse) GetJSON202() *Backfill {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r BackfillJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BackfillJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BackfillJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BackfillJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListJobBackfillsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BackfillListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJobBackfillsResponse) GetJSON200() *BackfillListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJobBackfillsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobBackfillsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobBackfillsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobBackfillsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11647,6 +13086,34 @@ func (c *ClientWithResponses) ResumeAgentWithResponse(ctx context.Context, id op
 	return ParseResumeAgentResponse(rsp)
 }
 
+// GetBackfillWithResponse A backfill and its progress
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
+func (c *ClientWithResponses) GetBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetBackfillResponse, error) {
+	rsp, err := c.GetBackfill(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBackfillResponse(rsp)
+}
+
+// CancelBackfillWithResponse Stop a backfill
+//
+// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
+func (c *ClientWithResponses) CancelBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelBackfillResponse, error) {
+	rsp, err := c.CancelBackfill(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelBackfillResponse(rsp)
+}
+
 // ListClassesWithResponse List rate classes
 //
 // With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
@@ -11932,6 +13399,36 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 	return ParseListExecutionsResponse(rsp)
 }
 
+// RerunExecutionsWithBodyWithResponse Re-run the ended runs a filter selects
+//
+// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/rerun (the `RerunExecutions` operationId).
+func (c *ClientWithResponses) RerunExecutionsWithBodyWithResponse(ctx context.Context, params *RerunExecutionsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RerunExecutionsResponse, error) {
+	rsp, err := c.RerunExecutionsWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRerunExecutionsResponse(rsp)
+}
+
+// RerunExecutionsWithResponse Re-run the ended runs a filter selects
+//
+// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/rerun (the `RerunExecutions` operationId).
+func (c *ClientWithResponses) RerunExecutionsWithResponse(ctx context.Context, params *RerunExecutionsParams, body RerunExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunExecutionsResponse, error) {
+	rsp, err := c.RerunExecutions(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRerunExecutionsResponse(rsp)
+}
+
 // GetExecutionWithResponse Get an execution with its tasks and callback
 //
 // The status query of a run. With wait=30s it long-polls: it answers as soon as the execution has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history retention and was removed. Needs an API key with scope `read`.
@@ -11990,6 +13487,36 @@ func (c *ClientWithResponses) GetExecutionLogsWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseGetExecutionLogsResponse(rsp)
+}
+
+// RerunExecutionWithBodyWithResponse Re-run an ended run
+//
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/{id}/rerun (the `RerunExecution` operationId).
+func (c *ClientWithResponses) RerunExecutionWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *RerunExecutionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RerunExecutionResponse, error) {
+	rsp, err := c.RerunExecutionWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRerunExecutionResponse(rsp)
+}
+
+// RerunExecutionWithResponse Re-run an ended run
+//
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/{id}/rerun (the `RerunExecution` operationId).
+func (c *ClientWithResponses) RerunExecutionWithResponse(ctx context.Context, id openapi_types.UUID, params *RerunExecutionParams, body RerunExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunExecutionResponse, error) {
+	rsp, err := c.RerunExecution(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRerunExecutionResponse(rsp)
 }
 
 // GetHistoryWithResponse Show the history retention in force and the latest partitions dropped
@@ -12155,6 +13682,49 @@ func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id open
 		return nil, err
 	}
 	return ParseUpdateJobResponse(rsp)
+}
+
+// BackfillJobWithBodyWithResponse Run a cron job's past ticks that have no run
+//
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *ClientWithResponses) BackfillJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
+	rsp, err := c.BackfillJobWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillJobResponse(rsp)
+}
+
+// BackfillJobWithResponse Run a cron job's past ticks that have no run
+//
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *ClientWithResponses) BackfillJobWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
+	rsp, err := c.BackfillJob(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillJobResponse(rsp)
+}
+
+// ListJobBackfillsWithResponse A job's backfills, newest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+func (c *ClientWithResponses) ListJobBackfillsWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*ListJobBackfillsResponse, error) {
+	rsp, err := c.ListJobBackfills(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobBackfillsResponse(rsp)
 }
 
 // ListJobExecutionsWithResponse List a job's executions
@@ -13169,6 +14739,128 @@ func ParseResumeAgentResponse(rsp *http.Response) (*ResumeAgentResponse, error) 
 	return response, nil
 }
 
+// ParseGetBackfillResponse parses an HTTP response from a GetBackfillWithResponse call
+func ParseGetBackfillResponse(rsp *http.Response) (*GetBackfillResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBackfillResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelBackfillResponse parses an HTTP response from a CancelBackfillWithResponse call
+func ParseCancelBackfillResponse(rsp *http.Response) (*CancelBackfillResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelBackfillResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListClassesResponse parses an HTTP response from a ListClassesWithResponse call
 func ParseListClassesResponse(rsp *http.Response) (*ListClassesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13862,6 +15554,67 @@ func ParseListExecutionsResponse(rsp *http.Response) (*ListExecutionsResponse, e
 	return response, nil
 }
 
+// ParseRerunExecutionsResponse parses an HTTP response from a RerunExecutionsWithResponse call
+func ParseRerunExecutionsResponse(rsp *http.Response) (*RerunExecutionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RerunExecutionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BulkRerunOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetExecutionResponse parses an HTTP response from a GetExecutionWithResponse call
 func ParseGetExecutionResponse(rsp *http.Response) (*GetExecutionResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14122,6 +15875,94 @@ func ParseGetExecutionLogsResponse(rsp *http.Response) (*GetExecutionLogsRespons
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseRerunExecutionResponse parses an HTTP response from a RerunExecutionWithResponse call
+func ParseRerunExecutionResponse(rsp *http.Response) (*RerunExecutionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RerunExecutionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Execution
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers RerunExecutionResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
 	}
 
 	return response, nil
@@ -14550,6 +16391,141 @@ func ParseUpdateJobResponse(rsp *http.Response) (*UpdateJobResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseBackfillJobResponse parses an HTTP response from a BackfillJobWithResponse call
+func ParseBackfillJobResponse(rsp *http.Response) (*BackfillJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BackfillJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers BackfillJobResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListJobBackfillsResponse parses an HTTP response from a ListJobBackfillsWithResponse call
+func ParseListJobBackfillsResponse(rsp *http.Response) (*ListJobBackfillsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobBackfillsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BackfillListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel

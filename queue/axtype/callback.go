@@ -45,6 +45,7 @@ type CallbackDelivery struct {
 	Misfired       bool
 	Params         json.RawMessage
 	TraceParent    string // W3C trace context of the run ("" when none)
+	RerunOf        string // the run this one re-runs ("" when it is not a re-run)
 	// ShardCounts counts all shards by state; Shards lists the first ones
 	// as JSON objects (index, param, state, attempts, result, error,
 	// error_code, started_at, finished_at).

@@ -49,6 +49,8 @@ const (
 	CauseCatchUp  ExecutionCause = "catch_up" // a missed tick fired late under the misfire policy
 	CauseManual   ExecutionCause = "manual"   // the trigger API
 	CauseDelayed  ExecutionCause = "delayed"  // a delayed run (trigger or run API with run_at) that came due
+	CauseRerun    ExecutionCause = "rerun"    // a re-run of an earlier run (its shards, or those that failed)
+	CauseBackfill ExecutionCause = "backfill" // a past tick filled in by a backfill
 )
 
 // TriggerKind is how a job fires, ax.trigger_kind.

@@ -21,8 +21,10 @@ type CallbackPayload struct {
 	// Sequence numbers the callback among its job's: 1, 2, 3… without
 	// gaps, in the order the runs ended (0 for a callback a redelivery
 	// made for a run that ended while its job had no callback URL).
-	Sequence     int64           `json:"sequence"`
-	Cause        string          `json:"cause"`
+	Sequence int64  `json:"sequence"`
+	Cause    string `json:"cause"`
+	// RerunOf is the run this one re-runs (cause rerun).
+	RerunOf      string          `json:"rerun_of,omitempty"`
 	ScheduledFor time.Time       `json:"scheduled_for"`
 	Misfired     bool            `json:"misfired"`
 	State        string          `json:"state"`
@@ -80,7 +82,7 @@ type CallbackShard struct {
 // maxShards shards.
 func callbackPayload(d *axtype.CallbackDelivery, maxShards int) ([]byte, error) {
 	p := &CallbackPayload{Type: "execution.ended", ExecutionID: d.ExecutionID.String(), JobID: d.JobID.String(),
-		JobName: d.JobName, JobGroup: d.JobGroup, Sequence: d.Sequence, Cause: string(d.Cause), ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
+		JobName: d.JobName, JobGroup: d.JobGroup, Sequence: d.Sequence, Cause: string(d.Cause), RerunOf: d.RerunOf, ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
 		State: string(d.ExecutionState), Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
 		Timings: CallbackTimings{FiredAt: d.FiredAt, StartedAt: d.StartedAt, FinishedAt: d.FinishedAt},
 		Shards:  CallbackShards{ByState: d.ShardCounts, ByErrorCode: d.ShardErrorCodes, Items: d.Shards}}

@@ -162,7 +162,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.TaskResults.With(string(s), "")
 	}
 	m.TaskResults.With(string(axtype.TaskTimedOut), axtype.ErrorCodeTimeout) // agents and the reaper give timeouts this code
-	for _, c := range []axtype.ExecutionCause{axtype.CauseSchedule, axtype.CauseCatchUp, axtype.CauseManual, axtype.CauseDelayed} {
+	for _, c := range []axtype.ExecutionCause{axtype.CauseSchedule, axtype.CauseCatchUp, axtype.CauseManual, axtype.CauseDelayed, axtype.CauseRerun, axtype.CauseBackfill} {
 		m.Fires.WithLabelValues(string(c))
 	}
 	for _, r := range []axtype.SkipReason{axtype.SkipMisfire, axtype.SkipOverlap, axtype.SkipPaused, axtype.SkipDSTGap} {

@@ -34,5 +34,10 @@ const APIKeyRevokedChannel = "ax_api_key_revoked"
 // ServeChannels are the channels an ax serve replica listens on: its one
 // Notifier subscribes to all of them.
 func ServeChannels() []string {
-	return []string{JobChangedChannel, TaskReadyChannel, ExecutionEndedChannel, APIKeyRevokedChannel, RunScheduledChannel}
+	return []string{JobChangedChannel, TaskReadyChannel, ExecutionEndedChannel, APIKeyRevokedChannel, RunScheduledChannel,
+		BackfillChannel}
 }
+
+// BackfillChannel is NOTIFYed when a backfill is created, so backfill
+// releasers start it at once rather than at their next fallback wake-up.
+const BackfillChannel = "ax_backfill"

@@ -30,10 +30,12 @@ JOIN ax.job j ON j.id = e.job_id
 -- when its run has moved to history or been removed by retention: every
 -- scheduled fire holds the trigger row (TriggerClaimDue), so this check
 -- and the unique index on the runs in flight make a tick fire once.
+-- (A backfill fills ticks the trigger has passed, holding the same row,
+-- after looking for their runs in history itself: see BackfillRelease.)
 WHERE e.cause NOT IN ('schedule', 'catch_up')
    OR NOT EXISTS (SELECT 1 FROM ax.trigger t
                   WHERE t.job_id = e.job_id AND t.last_scheduled_for >= e.scheduled_for)
-ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up') DO NOTHING
+ON CONFLICT (job_id, scheduled_for) WHERE cause IN ('schedule', 'catch_up', 'backfill') DO NOTHING
 RETURNING id, job_id, scheduled_for, fired_at, shard_count
 )
 SELECT i.id, i.job_id, i.scheduled_for, i.fired_at, i.shard_count,

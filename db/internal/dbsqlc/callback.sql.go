@@ -49,6 +49,7 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        e.cause, e.state AS execution_state, e.scheduled_for, e.fired_at, e.started_at, e.finished_at,
        e.error AS execution_error, e.cancel_reason, e.shard_count, e.misfired, e.params,
        coalesce(e.traceparent, '')::text AS traceparent,
+       coalesce((SELECT r.rerun_of::text FROM ax.execution_rerun r WHERE r.execution_id = c.execution_id), '')::text AS rerun_of,
        j.name AS job_name, j.group_name,
        coalesce(s.secret, '')::text AS secret,
        coalesce(CASE WHEN s.previous_expires_at > now() THEN s.previous_secret END, '')::text AS previous_secret,
@@ -109,6 +110,7 @@ type CallbackGetForDeliveryRow struct {
 	Misfired             bool
 	Params               []byte
 	Traceparent          string
+	RerunOf              string
 	JobName              string
 	GroupName            string
 	Secret               string
@@ -149,6 +151,7 @@ func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, arg Callb
 		&i.Misfired,
 		&i.Params,
 		&i.Traceparent,
+		&i.RerunOf,
 		&i.JobName,
 		&i.GroupName,
 		&i.Secret,

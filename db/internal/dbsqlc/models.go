@@ -390,6 +390,8 @@ const (
 	AxExecutionCauseCatchUp  AxExecutionCause = "catch_up"
 	AxExecutionCauseManual   AxExecutionCause = "manual"
 	AxExecutionCauseDelayed  AxExecutionCause = "delayed"
+	AxExecutionCauseRerun    AxExecutionCause = "rerun"
+	AxExecutionCauseBackfill AxExecutionCause = "backfill"
 )
 
 func (e *AxExecutionCause) Scan(src interface{}) error {
@@ -432,7 +434,9 @@ func (e AxExecutionCause) Valid() bool {
 	case AxExecutionCauseSchedule,
 		AxExecutionCauseCatchUp,
 		AxExecutionCauseManual,
-		AxExecutionCauseDelayed:
+		AxExecutionCauseDelayed,
+		AxExecutionCauseRerun,
+		AxExecutionCauseBackfill:
 		return true
 	}
 	return false
@@ -444,6 +448,8 @@ func AllAxExecutionCauseValues() []AxExecutionCause {
 		AxExecutionCauseCatchUp,
 		AxExecutionCauseManual,
 		AxExecutionCauseDelayed,
+		AxExecutionCauseRerun,
+		AxExecutionCauseBackfill,
 	}
 }
 
@@ -1152,6 +1158,30 @@ type AxApiSigningKey struct {
 	RevokedAt *time.Time
 }
 
+type AxBackfill struct {
+	ID            uuid.UUID
+	JobID         uuid.UUID
+	RangeFrom     time.Time
+	RangeTo       time.Time
+	MaxConcurrent int32
+	Overlap       string
+	State         string
+	NextTick      time.Time
+	TicksTotal    int32
+	TicksCreated  int32
+	TicksExisting int32
+	RequestKey    *string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FinishedAt    *time.Time
+}
+
+type AxBackfillRun struct {
+	ExecutionID uuid.UUID
+	BackfillID  uuid.UUID
+	Tick        time.Time
+}
+
 type AxCallback struct {
 	ExecutionID   uuid.UUID
 	JobID         uuid.UUID
@@ -1319,6 +1349,14 @@ type AxExecutionHistory struct {
 	Error             *string
 	Traceparent       *string
 	RetainUntil       time.Time
+}
+
+type AxExecutionRerun struct {
+	ExecutionID uuid.UUID
+	RerunOf     uuid.UUID
+	RequestKey  string
+	Shards      string
+	CreatedAt   time.Time
 }
 
 type AxExecutionsByState struct {

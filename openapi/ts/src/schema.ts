@@ -258,6 +258,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/backfills/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A backfill and its progress */
+        get: operations["get-backfill"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/backfills/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a backfill
+         * @description No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+         */
+        post: operations["cancel-backfill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/classes": {
         parameters: {
             query?: never;
@@ -418,6 +455,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-run the ended runs a filter selects
+         * @description Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+         */
+        post: operations["rerun-executions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}": {
         parameters: {
             query?: never;
@@ -498,6 +555,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/{id}/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-run an ended run
+         * @description Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+         */
+        post: operations["rerun-execution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/history": {
         parameters: {
             query?: never;
@@ -572,6 +649,43 @@ export interface paths {
          * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
          */
         patch: operations["patch-job"];
+        trace?: never;
+    };
+    "/v1/jobs/{id}/backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a cron job's past ticks that have no run
+         * @description Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+         */
+        post: operations["backfill-job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/backfills": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A job's backfills, newest first */
+        get: operations["list-job-backfills"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/jobs/{id}/executions": {
@@ -1041,6 +1155,95 @@ export interface components {
              */
             min_priority: number;
         };
+        Backfill: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at?: string;
+            /** Format: date-time */
+            from: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            job_id: string;
+            /** Format: int64 */
+            max_concurrent: number;
+            /**
+             * Format: date-time
+             * @description The first tick not yet released (to, once none is left)
+             */
+            next_tick: string;
+            /** @enum {string} */
+            overlap: "allow" | "forbid";
+            /** @description The backfill's own runs, by outcome */
+            runs: components["schemas"]["BackfillRuns"];
+            /**
+             * @description running until every tick has a run and the backfill's runs have ended
+             * @enum {string}
+             */
+            state: "running" | "finished" | "cancelled";
+            status_url: string;
+            ticks: components["schemas"]["BackfillTicks"];
+            /** Format: date-time */
+            to: string;
+        };
+        BackfillListOutputBody: {
+            backfills: components["schemas"]["Backfill"][] | null;
+        };
+        BackfillRequest: {
+            /**
+             * Format: date-time
+             * @description The first instant of the range: its ticks at or after it
+             * @example 2026-10-10T00:00:00Z
+             */
+            from: string;
+            /**
+             * Format: int64
+             * @description At most this many of the backfill's runs unfinished at once; they are released in tick order
+             * @default 1
+             */
+            max_concurrent?: number;
+            /**
+             * @description allow: release up to max_concurrent whatever else of the job runs; forbid: release a tick only while the job has no unfinished run at all
+             * @default allow
+             * @enum {string}
+             */
+            overlap?: "allow" | "forbid";
+            /**
+             * Format: date-time
+             * @description The end of the range: its ticks before it; not after now (the schedule fires the coming ticks)
+             * @example 2026-11-09T00:00:00Z
+             */
+            to: string;
+        };
+        BackfillRuns: {
+            /**
+             * Format: int64
+             * @description Failed, timed out or cancelled
+             */
+            failed: number;
+            /** Format: int64 */
+            succeeded: number;
+            /** Format: int64 */
+            unfinished: number;
+        };
+        BackfillTicks: {
+            /**
+             * Format: int64
+             * @description Ticks given a run by this backfill
+             */
+            created: number;
+            /**
+             * Format: int64
+             * @description Ticks passed over: they had a run already (scheduled, caught up or backfilled)
+             */
+            existing: number;
+            /**
+             * Format: int64
+             * @description Ticks of the job's trigger in [from, to), in its timezone and daylight-saving rules
+             */
+            total: number;
+        };
         BatchRun: {
             /**
              * Format: int64
@@ -1068,6 +1271,74 @@ export interface components {
              * @description Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
              */
             run_at?: string;
+        };
+        BulkRerunItem: {
+            /** @description Why it was not re-run */
+            error?: string;
+            /**
+             * Format: uuid
+             * @description The run selected
+             */
+            execution_id: string;
+            /** Format: uuid */
+            job_id: string;
+            /** @description An earlier call with the same request key made this re-run */
+            replayed?: boolean;
+            /**
+             * Format: uuid
+             * @description Its re-run (absent in a dry run)
+             */
+            rerun_id?: string;
+            /** Format: date-time */
+            scheduled_for: string;
+            state: string;
+        };
+        BulkRerunOutputBody: {
+            dry_run: boolean;
+            /** @description The key the re-runs were made under: send it again to retry safely */
+            request_key: string;
+            runs: components["schemas"]["BulkRerunItem"][] | null;
+            /** @description More runs matched than max */
+            truncated: boolean;
+        };
+        BulkRerunRequest: {
+            /** @description List what would be re-run and change nothing */
+            dry_run?: boolean;
+            /** @description Only runs with a shard that ended with one of these error codes (exit_3, http_503…) */
+            error_codes?: string[] | null;
+            /**
+             * Format: date-time
+             * @description Only runs scheduled at or after this instant
+             */
+            from?: string;
+            /** @description Only runs of jobs of this group */
+            group?: string;
+            /**
+             * Format: uuid
+             * @description Only runs of this job
+             */
+            job_id?: string;
+            /**
+             * Format: int64
+             * @description The cap: at most this many runs (oldest first); truncated says more matched
+             * @default 100
+             */
+            max?: number;
+            /** @description Each run is re-run once per key, so a retried bulk call re-runs nothing twice. Defaults to the Idempotency-Key header, else to a hash of this body */
+            request_key?: string;
+            /**
+             * @description Which shards of each run to run again
+             * @default all
+             * @enum {string}
+             */
+            shards?: "all" | "failed";
+            /** @description Only runs that ended in one of these states; default failed and timed_out */
+            states?: ("failed" | "timed_out" | "cancelled" | "succeeded")[] | null;
+            /**
+             * Format: date-time
+             * @description Only runs scheduled before this instant
+             */
+            to?: string;
         };
         Callback: {
             /** @description Every attempt (the last 50), oldest first */
@@ -1116,7 +1387,7 @@ export interface components {
         };
         CallbackBody: {
             /** @enum {string} */
-            cause: "schedule" | "catch_up" | "manual";
+            cause: "schedule" | "catch_up" | "manual" | "delayed" | "rerun" | "backfill";
             /** @description Why the run did not succeed: its own error or cancel reason, else the first failed shard's error */
             error?: string;
             /**
@@ -1138,6 +1409,11 @@ export interface components {
             params: {
                 [key: string]: unknown;
             };
+            /**
+             * Format: uuid
+             * @description With cause rerun: the run this one re-runs
+             */
+            rerun_of?: string;
             /** @description The one shard's result when the run has one shard (null otherwise: each shard's is under shards.items) */
             result: unknown;
             /** Format: date-time */
@@ -1419,16 +1695,21 @@ export interface components {
             type?: string;
         };
         Execution: {
+            /**
+             * Format: uuid
+             * @description The backfill that made this run (shown when getting one execution)
+             */
+            backfill_id?: string;
             /** @description Delivery of its result to the job's callback URL (shown when getting one execution) */
             callback?: components["schemas"]["Callback"];
             cancel_reason?: string;
             /** Format: date-time */
             cancel_requested_at?: string;
             /**
-             * @description schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds)
+             * @description schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)
              * @enum {string}
              */
-            cause: "schedule" | "catch_up" | "manual" | "delayed";
+            cause: "schedule" | "catch_up" | "manual" | "delayed" | "rerun" | "backfill";
             /** @description Why the run ended without tasks (e.g. a broadcast found no live agent) */
             error?: string;
             /**
@@ -1465,6 +1746,13 @@ export interface components {
             };
             /** Format: int64 */
             priority: number;
+            /**
+             * Format: uuid
+             * @description The run this one re-runs (cause rerun)
+             */
+            rerun_of?: string;
+            /** @description Runs that re-run this one, oldest first (shown when getting one execution) */
+            reruns?: string[] | null;
             /**
              * Format: date-time
              * @description The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)
@@ -2143,6 +2431,25 @@ export interface components {
         };
         ReleaseRequest: {
             tasks: components["schemas"]["TaskRef"][] | null;
+        };
+        RerunRequest: {
+            /** @description Overlay the original run's params: a JSON object of at most 256 KiB, nesting at most 64 levels */
+            params?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: int64
+             * @description Run at this priority instead of the original's
+             */
+            priority?: number;
+            /** @description The re-run is made once per (run, key): a retry with the same key answers with the run the first call made. Defaults to the Idempotency-Key header, else to a hash of this body, so a retried call never doubles the run; pass a new key to re-run the same run again */
+            request_key?: string;
+            /**
+             * @description all: every shard of the run again; failed: only the shards that did not succeed (same shard index and param)
+             * @default all
+             * @enum {string}
+             */
+            shards?: "all" | "failed";
         };
         ResultOutcome: {
             /** @description With error_code bad_result: why the result could not be stored */
@@ -4003,6 +4310,142 @@ export interface operations {
             };
         };
     };
+    "get-backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Backfill id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "cancel-backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Backfill id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "list-classes": {
         parameters: {
             query?: never;
@@ -5590,6 +6033,78 @@ export interface operations {
             };
         };
     };
+    "rerun-executions": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request key, when the body names none */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkRerunRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkRerunOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "get-execution": {
         parameters: {
             query?: {
@@ -6146,6 +6661,102 @@ export interface operations {
                      *       "title": "Internal Server Error"
                      *     }
                      */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "rerun-execution": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The request key, when the body names none */
+                "Idempotency-Key"?: string;
+                /** @description W3C trace context the re-run joins */
+                traceparent?: string;
+            };
+            path: {
+                /** @description Execution id of the run to re-run */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RerunRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Execution"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Gone */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -7418,6 +8029,152 @@ export interface operations {
                      *       "title": "Internal Server Error"
                      *     }
                      */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "backfill-job": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A retried call with the same key (for the same job) answers with the backfill the first made */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackfillRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-job-backfills": {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackfillListOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };

@@ -1,0 +1,77 @@
+-- ExecutionRerunClaim links the re-run @execution_id to the run it
+-- re-runs under @request_key. When another request with the same key
+-- linked one first it returns nothing (and waits for that request's
+-- transaction, so a retry never doubles a run still being made).
+-- name: ExecutionRerunClaim :one
+INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards)
+VALUES (@execution_id, @rerun_of, @request_key, @shards)
+ON CONFLICT (rerun_of, request_key) DO NOTHING
+RETURNING execution_id;
+
+-- ExecutionRerunByKey returns the re-run made for (@rerun_of, @request_key).
+-- name: ExecutionRerunByKey :one
+SELECT execution_id FROM ax.execution_rerun
+WHERE rerun_of = @rerun_of AND request_key = @request_key;
+
+-- ExecutionRerunInsert makes the re-run @id of run @rerun_of: the same
+-- job, logical time (scheduled_for) and shard count, its params overlaid
+-- by @params, at @priority or the original's, in trace @traceparent.
+-- name: ExecutionRerunInsert :one
+INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at, traceparent)
+SELECT @id, o.job_id, 'rerun', o.scheduled_for, false, o.params || @params::jsonb, o.shard_count,
+       coalesce(sqlc.narg('priority')::integer, o.priority), clock_timestamp(), @traceparent::text
+FROM ax.all_executions o
+WHERE o.id = @rerun_of
+RETURNING id;
+
+-- TaskPlanForRerun plans the tasks of re-run @execution_id from the
+-- shards of run @rerun_of: every shard, or (@failed_only) those that did
+-- not succeed, each with its shard index, total and param; a broadcast
+-- shard stays pinned to its agent. Attempts and timeout are the job's
+-- now (an adaptive job's ceiling). The rows have the shape of
+-- TaskPlanForExecutions', so routing and the insert are shared.
+-- name: TaskPlanForRerun :many
+SELECT ax.uuid_v7() AS id, e.id AS execution_id, e.job_id, o.shard_index, o.shard_total, o.shard_param,
+       e.priority, j.retry_max_attempts AS max_attempts, j.timeout_seconds,
+       now()::timestamptz AS not_before,
+       o.pinned, o.preferred_agent_id,
+       coalesce(j.rate_limit_class, '')::text AS rate_class, j.agentless, j.route_strategy, j.route_key,
+       j.target_labels, e.params, j.name AS job_name, j.group_name, j.executor_kind::text AS executor_kind
+FROM ax.all_tasks o
+JOIN ax.execution e ON e.id = @execution_id
+JOIN ax.job j ON j.id = e.job_id
+WHERE o.execution_id = @rerun_of
+  AND (NOT @failed_only::boolean OR o.state <> 'succeeded')
+ORDER BY o.shard_index;
+
+-- ExecutionRerunOf returns the run that @execution_id re-runs, if any.
+-- name: ExecutionRerunOf :one
+SELECT rerun_of FROM ax.execution_rerun WHERE execution_id = @execution_id;
+
+-- ExecutionRerunsOf returns the re-runs of @rerun_of, oldest first.
+-- name: ExecutionRerunsOf :many
+SELECT execution_id FROM ax.execution_rerun
+WHERE rerun_of = @rerun_of
+ORDER BY execution_id
+LIMIT 100;
+
+-- ExecutionRerunCandidates selects ended runs for a bulk re-run, oldest
+-- first, at most @max: of job @job_id or of the jobs of group @group_name,
+-- in one of @states, scheduled in [@from, @to), with a shard that ended
+-- with one of @error_codes; @groups (a key limited to groups) keeps runs
+-- of those groups only. A null filter matches all.
+-- name: ExecutionRerunCandidates :many
+SELECT e.id, e.job_id, e.state::text AS state, e.scheduled_for
+FROM ax.all_executions e
+JOIN ax.job j ON j.id = e.job_id
+WHERE (sqlc.narg('job_id')::uuid IS NULL OR e.job_id = sqlc.narg('job_id')::uuid)
+  AND (sqlc.narg('group_name')::text IS NULL OR j.group_name = sqlc.narg('group_name')::text)
+  AND e.state::text = ANY(@states::text[])
+  AND (sqlc.narg('from')::timestamptz IS NULL OR e.scheduled_for >= sqlc.narg('from')::timestamptz)
+  AND (sqlc.narg('to')::timestamptz IS NULL OR e.scheduled_for < sqlc.narg('to')::timestamptz)
+  AND (sqlc.narg('error_codes')::text[] IS NULL
+       OR EXISTS (SELECT 1 FROM ax.all_tasks t
+                  WHERE t.execution_id = e.id AND t.error_code = ANY(sqlc.narg('error_codes')::text[])))
+  AND (sqlc.narg('groups')::text[] IS NULL OR j.group_name = ANY(sqlc.narg('groups')::text[]))
+ORDER BY e.id
+LIMIT @max;
