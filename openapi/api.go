@@ -133,6 +133,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 		completer: delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, cfg.Logger, cfg.Metrics)}).register(api)
 	(&agentHandlers{keys: keys, agents: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, cfg.Logger, cfg.Metrics).WithOutbox(cfg.Outbox).WithClock(cfg.Clock),
 		publicURL: cfg.PublicURL, forgetKey: auth.cache.forget}).register(api)
+	(&keyHandlers{keys: keys, signing: auth.signing, forgetKeys: auth.cache.forgetAll}).register(api)
 	(&classHandlers{classes: queue.NewClassService(requests, cfg.Logger)}).register(api)
 	(&historyHandlers{history: queue.NewHistoryService(requests)}).register(api)
 	registerCronPreview(api)
