@@ -161,6 +161,8 @@ func TestApplyFile(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "409")
 	require.Contains(t, err.Error(), "managed by file:jobs.yaml")
+	require.Contains(t, err.Error(), "--force", "the CLI names its flag")
+	require.NotContains(t, err.Error(), "?force=true", "not the HTTP parameter")
 
 	// Round trip: what get -o yaml (or json) prints, apply takes back
 	// unchanged — through stdin, the set named by the output's managed_by.
