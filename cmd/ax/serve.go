@@ -28,6 +28,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/runlog"
 	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/queue/vacuum"
 )
@@ -257,7 +258,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		metrics.NewPoolCollector(requestPool, "requests"))
 	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: m})
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
-	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming} {
+	runLogger := runlog.NewRunLogger(pool, notifier, runlog.RunLoggerConfig{Logger: logger})
+	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, runLogger} {
 		if err := svc.Start(ctx); err != nil {
 			return err
 		}
@@ -267,6 +269,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer reaper.Stop()
 	defer vacuumer.Stop()
 	defer upcoming.Stop()
+	defer runLogger.Stop()
 
 	apiHandler, _ := openapi.New(openapi.Config{
 		Pool: pool, RequestPool: requestPool, Logger: logger, Version: version, Ready: readiness(pool), Metrics: m,

@@ -26,6 +26,8 @@ type Notifier struct {
 	mu    sync.Mutex
 	subs  map[string]map[chan struct{}]struct{}
 	keyed keyedSubs // subscriptions to one payload of a channel
+	// payloads are subscriptions to every payload of a channel.
+	payloads payloadSubs
 
 	bg startstop.Runner
 }
@@ -118,6 +120,7 @@ func (n *Notifier) listen(ctx context.Context, connected func()) error {
 		}
 		n.wake(note.Channel)
 		n.wakeKeys(note.Channel, note.Payload)
+		n.sendPayload(note.Channel, note.Payload)
 	}
 }
 
