@@ -5,32 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
-
-// APIKey is a stored API key; the secret itself is never stored.
-type APIKey struct {
-	ID     uuid.UUID
-	Name   string
-	Prefix string
-	Scopes []string
-	// Labels binds an agent key: its agents may declare only these labels,
-	// each with one of the listed values. Nil: any labels.
-	Labels map[string][]string
-	// Groups limits the key to the jobs and runs of these job groups. Nil:
-	// every group.
-	Groups []string
-	// MintedBy is the key that registered the agent this key belongs to;
-	// revoking that key revokes this one. Nil for keys made by operators.
-	MintedBy   *uuid.UUID
-	CreatedAt  time.Time
-	LastUsedAt *time.Time
-	RevokedAt  *time.Time
-}
 
 // APIKeyInsertParams describes a new key: Hash is SHA-256 of the secret,
 // Prefix its first characters (shown in listings to tell keys apart);
@@ -69,7 +49,7 @@ func decodeKeyLabels(raw []byte) (map[string][]string, error) {
 }
 
 // APIKeyInsert stores a new key.
-func APIKeyInsert(ctx context.Context, e Executor, p *APIKeyInsertParams) (*APIKey, error) {
+func APIKeyInsert(ctx context.Context, e Executor, p *APIKeyInsertParams) (*axtype.APIKey, error) {
 	labels, err := encodeKeyLabels(p.Labels)
 	if err != nil {
 		return nil, err
@@ -81,12 +61,12 @@ func APIKeyInsert(ctx context.Context, e Executor, p *APIKeyInsertParams) (*APIK
 	if err != nil {
 		return nil, fmt.Errorf("error inserting api key: %w", mapErr(err))
 	}
-	return &APIKey{ID: r.ID, Name: r.Name, Prefix: r.KeyPrefix, Scopes: r.Scopes, Labels: p.Labels,
+	return &axtype.APIKey{ID: r.ID, Name: r.Name, Prefix: r.KeyPrefix, Scopes: r.Scopes, Labels: p.Labels,
 		Groups: r.Groups, MintedBy: r.MintedBy, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt}, nil
 }
 
 // APIKeyAuthenticate returns the live key with this hash, or ErrNotFound.
-func APIKeyAuthenticate(ctx context.Context, e Executor, hash []byte) (*APIKey, error) {
+func APIKeyAuthenticate(ctx context.Context, e Executor, hash []byte) (*axtype.APIKey, error) {
 	r, err := queries.APIKeyAuthenticate(ctx, e, hash)
 	if err != nil {
 		return nil, fmt.Errorf("error authenticating api key: %w", mapErr(err))
@@ -95,22 +75,22 @@ func APIKeyAuthenticate(ctx context.Context, e Executor, hash []byte) (*APIKey, 
 	if err != nil {
 		return nil, err
 	}
-	return &APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, Labels: labels, Groups: r.Groups, MintedBy: r.MintedBy}, nil
+	return &axtype.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, Labels: labels, Groups: r.Groups, MintedBy: r.MintedBy}, nil
 }
 
 // APIKeyList returns every key, revoked ones included.
-func APIKeyList(ctx context.Context, e Executor) ([]*APIKey, error) {
+func APIKeyList(ctx context.Context, e Executor) ([]*axtype.APIKey, error) {
 	rows, err := queries.APIKeyList(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("error listing api keys: %w", mapErr(err))
 	}
-	keys := make([]*APIKey, 0, len(rows))
+	keys := make([]*axtype.APIKey, 0, len(rows))
 	for _, r := range rows {
 		labels, err := decodeKeyLabels(r.Labels)
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, &APIKey{ID: r.ID, Name: r.Name, Prefix: r.KeyPrefix, Scopes: r.Scopes, Labels: labels,
+		keys = append(keys, &axtype.APIKey{ID: r.ID, Name: r.Name, Prefix: r.KeyPrefix, Scopes: r.Scopes, Labels: labels,
 			Groups: r.Groups, MintedBy: r.MintedBy, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt})
 	}
 	return keys, nil
@@ -126,7 +106,7 @@ func APIKeyRevoke(ctx context.Context, e Executor, id uuid.UUID) error {
 		return fmt.Errorf("error revoking api key %s: %w", id, mapErr(err))
 	}
 	if n == 0 {
-		return fmt.Errorf("error revoking api key %s: %w", id, ErrNotFound)
+		return fmt.Errorf("error revoking api key %s: %w", id, axtype.ErrNotFound)
 	}
 	return nil
 }

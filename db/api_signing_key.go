@@ -5,15 +5,9 @@ import (
 	"fmt"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/google/uuid"
 )
-
-// SigningKey is a secret for HMAC-signed requests, acting for an API key.
-type SigningKey struct {
-	ID     uuid.UUID
-	Secret []byte
-	APIKey *APIKey // id, name, scopes, labels and groups of the key it acts for
-}
 
 // APISigningKeyInsert stores a signing key for an API key.
 func APISigningKeyInsert(ctx context.Context, e Executor, id, apiKeyID uuid.UUID, secret []byte) error {
@@ -26,7 +20,7 @@ func APISigningKeyInsert(ctx context.Context, e Executor, id, apiKeyID uuid.UUID
 
 // APISigningKeyGet returns a live signing key; ErrNotFound when it or its
 // API key is unknown or revoked.
-func APISigningKeyGet(ctx context.Context, e Executor, id uuid.UUID) (*SigningKey, error) {
+func APISigningKeyGet(ctx context.Context, e Executor, id uuid.UUID) (*axtype.SigningKey, error) {
 	r, err := queries.APISigningKeyGet(ctx, e, id)
 	if err != nil {
 		return nil, fmt.Errorf("error getting signing key %s: %w", id, mapErr(err))
@@ -35,6 +29,6 @@ func APISigningKeyGet(ctx context.Context, e Executor, id uuid.UUID) (*SigningKe
 	if err != nil {
 		return nil, err
 	}
-	return &SigningKey{ID: r.ID, Secret: r.Secret, APIKey: &APIKey{ID: r.ApiKeyID, Name: r.Name, Scopes: r.Scopes,
+	return &axtype.SigningKey{ID: r.ID, Secret: r.Secret, APIKey: &axtype.APIKey{ID: r.ApiKeyID, Name: r.Name, Scopes: r.Scopes,
 		Labels: labels, Groups: r.Groups, MintedBy: r.MintedBy}}, nil
 }

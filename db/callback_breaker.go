@@ -6,42 +6,34 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
-
-// BreakerAdmission is what a breaker says to one delivery.
-type BreakerAdmission struct {
-	State     BreakerState // before the call
-	Probe     bool         // this delivery is the half-open probe
-	OpenUntil time.Time    // while open
-	Failures  int          // consecutive failures counted
-	Now       time.Time    // the database clock
-}
 
 // CallbackBreakerAdmit asks host's breaker whether a delivery may go; a
 // half-open probe older than probeTimeout is taken over.
-func CallbackBreakerAdmit(ctx context.Context, e Executor, host string, probeTimeout time.Duration) (BreakerAdmission, error) {
+func CallbackBreakerAdmit(ctx context.Context, e Executor, host string, probeTimeout time.Duration) (axtype.BreakerAdmission, error) {
 	r, err := queries.CallbackBreakerAdmit(ctx, e, dbsqlc.CallbackBreakerAdmitParams{Host: host, ProbeSeconds: probeTimeout.Seconds()})
 	if err != nil {
-		return BreakerAdmission{}, fmt.Errorf("error checking breaker of %s: %w", host, mapErr(err))
+		return axtype.BreakerAdmission{}, fmt.Errorf("error checking breaker of %s: %w", host, mapErr(err))
 	}
-	return BreakerAdmission{State: BreakerState(r.State), Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Failures: int(r.Failures),
+	return axtype.BreakerAdmission{State: axtype.BreakerState(r.State), Probe: r.Probe, OpenUntil: r.OpenUntil.UTC(), Failures: int(r.Failures),
 		Now: r.Now.UTC()}, nil
 }
 
 // CallbackBreakerFailure counts a failed delivery to host and returns the
 // breaker's state before and after.
-func CallbackBreakerFailure(ctx context.Context, e Executor, host string, threshold int, openFor time.Duration) (prev, now BreakerState, err error) {
+func CallbackBreakerFailure(ctx context.Context, e Executor, host string, threshold int, openFor time.Duration) (prev, now axtype.BreakerState, err error) {
 	r, err := queries.CallbackBreakerFailure(ctx, e, dbsqlc.CallbackBreakerFailureParams{
 		Host: host, Threshold: int32(threshold), OpenSeconds: openFor.Seconds()})
 	if err != nil {
 		return "", "", fmt.Errorf("error recording failure to %s: %w", host, mapErr(err))
 	}
-	return BreakerState(r.PrevState), BreakerState(r.State), nil
+	return axtype.BreakerState(r.PrevState), axtype.BreakerState(r.State), nil
 }
 
 // CallbackBreakerSuccess closes host's breaker; it returns the state
 // before, or "" when nothing needed resetting.
-func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (BreakerState, error) {
+func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (axtype.BreakerState, error) {
 	rows, err := queries.CallbackBreakerSuccess(ctx, e, host)
 	if err != nil {
 		return "", fmt.Errorf("error recording success to %s: %w", host, mapErr(err))
@@ -49,7 +41,7 @@ func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (Break
 	if len(rows) == 0 {
 		return "", nil
 	}
-	return BreakerState(rows[0]), nil
+	return axtype.BreakerState(rows[0]), nil
 }
 
 // CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
@@ -61,21 +53,15 @@ func CallbackBreakerDeleteIdle(ctx context.Context, e Executor) (int64, error) {
 	return n, nil
 }
 
-// Breaker is the circuit breaker state of one callback host.
-type Breaker struct {
-	Host  string
-	State BreakerState // closed, open or half_open
-}
-
 // CallbackBreakerListRecent returns breakers not closed or changed within a day.
-func CallbackBreakerListRecent(ctx context.Context, e Executor) ([]Breaker, error) {
+func CallbackBreakerListRecent(ctx context.Context, e Executor) ([]axtype.Breaker, error) {
 	rows, err := queries.CallbackBreakerListRecent(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("error reading callback breakers: %w", mapErr(err))
 	}
-	out := make([]Breaker, len(rows))
+	out := make([]axtype.Breaker, len(rows))
 	for i, r := range rows {
-		out[i] = Breaker{Host: r.Host, State: BreakerState(r.State)}
+		out[i] = axtype.Breaker{Host: r.Host, State: axtype.BreakerState(r.State)}
 	}
 	return out, nil
 }

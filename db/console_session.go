@@ -8,13 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
-
-// ConsoleSession is a live console session and the key it was opened with.
-type ConsoleSession struct {
-	CSRF string
-	Key  *APIKey
-}
 
 // ConsoleSessionInsert opens a session whose id has SHA-256 idHash for
 // key: it ends after idle without use, and at max at the latest.
@@ -29,7 +24,7 @@ func ConsoleSessionInsert(ctx context.Context, e Executor, idHash []byte, keyID 
 
 // ConsoleSessionGet returns the live session with this id hash, of a live
 // key, and keeps it alive for idle more; ErrNotFound otherwise.
-func ConsoleSessionGet(ctx context.Context, e Executor, idHash []byte, idle time.Duration) (*ConsoleSession, error) {
+func ConsoleSessionGet(ctx context.Context, e Executor, idHash []byte, idle time.Duration) (*axtype.ConsoleSession, error) {
 	r, err := queries.ConsoleSessionGet(ctx, e, dbsqlc.ConsoleSessionGetParams{IDHash: idHash, IdleSeconds: idle.Seconds()})
 	if err != nil {
 		return nil, fmt.Errorf("error reading console session: %w", mapErr(err))
@@ -38,7 +33,7 @@ func ConsoleSessionGet(ctx context.Context, e Executor, idHash []byte, idle time
 	if err != nil {
 		return nil, err
 	}
-	return &ConsoleSession{CSRF: r.Csrf, Key: &APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, Labels: labels,
+	return &axtype.ConsoleSession{CSRF: r.Csrf, Key: &axtype.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, Labels: labels,
 		Groups: r.Groups, MintedBy: r.MintedBy}}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Executor runs queries: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx, so every
@@ -26,16 +27,6 @@ import (
 type Executor = dbsqlc.DBTX
 
 var queries = dbsqlc.New()
-
-var (
-	// ErrNotFound means the row asked for does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrConflict means a unique constraint refused the write.
-	ErrConflict = errors.New("conflict")
-	// ErrRemoved means the row asked for existed and was removed by
-	// history retention (see ExecutionRemoved).
-	ErrRemoved = errors.New("removed by history retention")
-)
 
 // IsLockTimeout reports whether err is Postgres giving up a lock wait
 // (lock_timeout, or NOWAIT).
@@ -212,33 +203,21 @@ func WithBatchTxV[T any](ctx context.Context, b TxBeginner, size int, fn func(tx
 	})
 }
 
-// ConstraintError is a check constraint that refused a write; Constraint
-// names it (the names read as sentences: job_interval_positive…).
-type ConstraintError struct {
-	Constraint string
-	Err        error
-}
-
-func (e *ConstraintError) Error() string {
-	return fmt.Sprintf("constraint %s violated", e.Constraint)
-}
-func (e *ConstraintError) Unwrap() error { return e.Err }
-
 // mapErr turns driver errors into the errors callers test for.
 func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
+		return axtype.ErrNotFound
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "23505": // unique_violation
-			return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
+			return fmt.Errorf("%w: %s", axtype.ErrConflict, pgErr.ConstraintName)
 		case "23514", "23503": // check_violation, foreign_key_violation
-			return &ConstraintError{Constraint: pgErr.ConstraintName, Err: err}
+			return &axtype.ConstraintError{Constraint: pgErr.ConstraintName, Err: err}
 		}
 	}
 	return err

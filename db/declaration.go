@@ -9,38 +9,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
-// DeclarationSet is the state of one set of declared jobs: the version it
-// was last applied at and the last declaration refused as a conflict.
-type DeclarationSet struct {
-	ManagedBy string
-	Version   string
-	Source    string
-	Jobs      int
-	AppliedAt time.Time
-	// Conflict is the last declaration of the set that was refused; nil
-	// when none was.
-	Conflict *DeclarationConflict
-	// Owned is false until a declaration of the set is applied.
-	Owned bool
-	// OwnerGroups are the groups of the key that first applied the set;
-	// nil when that key was limited to no groups.
-	OwnerGroups []string
-}
-
-// DeclarationConflict is a refused declaration: its version, where it
-// came from, why it was refused and when.
-type DeclarationConflict struct {
-	Version, Source, Reason string
-	At                      time.Time
-}
-
-func declarationSetFromRow(r dbsqlc.AxDeclarationSet) *DeclarationSet {
-	s := &DeclarationSet{ManagedBy: r.ManagedBy, Version: r.Version, Source: r.Source, Jobs: int(r.Jobs),
+func declarationSetFromRow(r dbsqlc.AxDeclarationSet) *axtype.DeclarationSet {
+	s := &axtype.DeclarationSet{ManagedBy: r.ManagedBy, Version: r.Version, Source: r.Source, Jobs: int(r.Jobs),
 		AppliedAt: r.AppliedAt.UTC(), Owned: r.Owned, OwnerGroups: r.OwnerGroups}
 	if r.ConflictAt != nil {
-		s.Conflict = &DeclarationConflict{Version: deref(r.ConflictVersion), Source: deref(r.ConflictSource),
+		s.Conflict = &axtype.DeclarationConflict{Version: deref(r.ConflictVersion), Source: deref(r.ConflictSource),
 			Reason: deref(r.ConflictReason), At: r.ConflictAt.UTC()}
 	}
 	return s
@@ -48,7 +24,7 @@ func declarationSetFromRow(r dbsqlc.AxDeclarationSet) *DeclarationSet {
 
 // DeclarationSetLock returns the set managedBy, created empty if new, and
 // locks it until the transaction ends.
-func DeclarationSetLock(ctx context.Context, e Executor, managedBy string) (*DeclarationSet, error) {
+func DeclarationSetLock(ctx context.Context, e Executor, managedBy string) (*axtype.DeclarationSet, error) {
 	if err := queries.DeclarationSetEnsure(ctx, e, managedBy); err != nil {
 		return nil, fmt.Errorf("error creating declaration set %q: %w", managedBy, mapErr(err))
 	}
@@ -71,7 +47,7 @@ func DeclarationSetApplied(ctx context.Context, e Executor, managedBy, version, 
 }
 
 // DeclarationSetConflict records a refused declaration of the set.
-func DeclarationSetConflict(ctx context.Context, e Executor, managedBy string, c *DeclarationConflict) error {
+func DeclarationSetConflict(ctx context.Context, e Executor, managedBy string, c *axtype.DeclarationConflict) error {
 	err := queries.DeclarationSetConflict(ctx, e, dbsqlc.DeclarationSetConflictParams{
 		ManagedBy: managedBy, Version: &c.Version, Source: &c.Source, Reason: &c.Reason})
 	if err != nil {
@@ -93,24 +69,21 @@ func DeclarationSetClaim(ctx context.Context, e Executor, managedBy string, grou
 // DeclarationSetList returns the declaration sets by name: all of them
 // when groups is nil, else those owned by some of groups whose jobs are
 // all in groups.
-func DeclarationSetList(ctx context.Context, e Executor, groups []string) ([]*DeclarationSet, error) {
+func DeclarationSetList(ctx context.Context, e Executor, groups []string) ([]*axtype.DeclarationSet, error) {
 	rows, err := queries.DeclarationSetList(ctx, e, groups)
 	if err != nil {
 		return nil, fmt.Errorf("error listing declaration sets: %w", mapErr(err))
 	}
-	out := make([]*DeclarationSet, len(rows))
+	out := make([]*axtype.DeclarationSet, len(rows))
 	for i, r := range rows {
 		out[i] = declarationSetFromRow(r)
 	}
 	return out, nil
 }
 
-// JobKey names a job by group and name, as declarations do.
-type JobKey struct{ Group, Name string }
-
 // JobListForDeclaration locks and returns the jobs named by keys and
 // those managed by managedBy.
-func JobListForDeclaration(ctx context.Context, e Executor, keys []JobKey, managedBy string) ([]*Job, error) {
+func JobListForDeclaration(ctx context.Context, e Executor, keys []axtype.JobKey, managedBy string) ([]*axtype.Job, error) {
 	p := dbsqlc.JobListForDeclarationParams{Groups: make([]string, len(keys)), Names: make([]string, len(keys)),
 		ManagedBy: &managedBy}
 	for i, k := range keys {
@@ -120,7 +93,7 @@ func JobListForDeclaration(ctx context.Context, e Executor, keys []JobKey, manag
 	if err != nil {
 		return nil, fmt.Errorf("error reading the jobs of declaration set %q: %w", managedBy, mapErr(err))
 	}
-	jobs := make([]*Job, 0, len(rows))
+	jobs := make([]*axtype.Job, 0, len(rows))
 	for _, r := range rows {
 		j, err := jobFromRow(r.AxJob, r.AxTrigger, r.LastState,
 			timeoutMeasure(r.TimeoutSamples, r.TimeoutP95Ms, r.TimeoutComputedAt))
@@ -169,7 +142,7 @@ func JSONCanonical(ctx context.Context, e Executor, docs []string) ([]string, er
 // column a declaration writes is equal (ids, fire history, pause and
 // declaration marks aside). Params compare as given: pass them through
 // JSONCanonical first.
-func JobSameDefinition(a, b *Job) (bool, error) {
+func JobSameDefinition(a, b *axtype.Job) (bool, error) {
 	pa, err := jobParams(a)
 	if err != nil {
 		return false, err

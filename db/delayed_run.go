@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,25 +9,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
-// DelayedRun is one run of a job at a later time (ax.delayed_run). Its ID
-// becomes the execution's when it fires.
-type DelayedRun struct {
-	ID           uuid.UUID
-	JobID        uuid.UUID
-	RunAt        time.Time
-	Params       json.RawMessage // overlays the job's params; nil: the job's
-	Priority     *int            // nil: the job's
-	TraceParent  string
-	Held         bool // came due while the job was paused; waits for resume
-	CancelledAt  *time.Time
-	CancelReason string
-	CreatedAt    time.Time
-}
-
-func delayedRunFromRow(r dbsqlc.AxDelayedRun) *DelayedRun {
-	d := &DelayedRun{ID: r.ID, JobID: r.JobID, RunAt: r.RunAt.UTC(), Params: r.Params, TraceParent: r.Traceparent,
+func delayedRunFromRow(r dbsqlc.AxDelayedRun) *axtype.DelayedRun {
+	d := &axtype.DelayedRun{ID: r.ID, JobID: r.JobID, RunAt: r.RunAt.UTC(), Params: r.Params, TraceParent: r.Traceparent,
 		Held: r.Held, CancelledAt: utcPtr(r.CancelledAt), CancelReason: deref(r.CancelReason), CreatedAt: r.CreatedAt.UTC()}
 	if r.Priority != nil {
 		p := int(*r.Priority)
@@ -38,7 +23,7 @@ func delayedRunFromRow(r dbsqlc.AxDelayedRun) *DelayedRun {
 }
 
 // DelayedRunInsertMany stores runs in one statement.
-func DelayedRunInsertMany(ctx context.Context, e Executor, runs []*DelayedRun) error {
+func DelayedRunInsertMany(ctx context.Context, e Executor, runs []*axtype.DelayedRun) error {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -64,7 +49,7 @@ func DelayedRunInsertMany(ctx context.Context, e Executor, runs []*DelayedRun) e
 
 // delayedRunParams is the runs' params as one JSON array, null for a run
 // without: allocated once at its size (see DelayedRunInsertMany's query).
-func delayedRunParams(runs []*DelayedRun) []byte {
+func delayedRunParams(runs []*axtype.DelayedRun) []byte {
 	size := len(runs) + 1 // brackets and commas
 	for _, r := range runs {
 		size += max(len(r.Params), len("null"))
@@ -87,34 +72,23 @@ func delayedRunParams(runs []*DelayedRun) []byte {
 // noPriority stands for "the job's priority" in DelayedRunInsertMany.
 const noPriority = -1 << 31
 
-// DueDelayedRun is a claimed run with what planning its fire needs.
-type DueDelayedRun struct {
-	*DelayedRun
-	ConcurrencyPolicy    ConcurrencyPolicy
-	MisfirePolicy        MisfirePolicy
-	MisfireWindowSeconds int
-	Paused               bool // its job is paused: hold it
-	HasUnfinished        bool // the job has an unfinished execution (policies other than allow)
-	Now                  time.Time
-}
-
 // DelayedRunClaimDue locks up to max pending runs due by now (the
 // database's when nil) plus ahead, earliest first.
-func DelayedRunClaimDue(ctx context.Context, e Executor, max int, ahead time.Duration, now *time.Time) ([]*DueDelayedRun, error) {
+func DelayedRunClaimDue(ctx context.Context, e Executor, max int, ahead time.Duration, now *time.Time) ([]*axtype.DueDelayedRun, error) {
 	rows, err := queries.DelayedRunClaimDue(ctx, e, dbsqlc.DelayedRunClaimDueParams{
 		Max: int32(max), AheadMs: ahead.Milliseconds(), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("error claiming due delayed runs: %w", mapErr(err))
 	}
-	out := make([]*DueDelayedRun, len(rows))
+	out := make([]*axtype.DueDelayedRun, len(rows))
 	for i, r := range rows {
-		d := &DelayedRun{ID: r.ID, JobID: r.JobID, RunAt: r.RunAt.UTC(), Params: r.Params, TraceParent: r.Traceparent}
+		d := &axtype.DelayedRun{ID: r.ID, JobID: r.JobID, RunAt: r.RunAt.UTC(), Params: r.Params, TraceParent: r.Traceparent}
 		if r.Priority != nil {
 			p := int(*r.Priority)
 			d.Priority = &p
 		}
-		out[i] = &DueDelayedRun{DelayedRun: d, ConcurrencyPolicy: ConcurrencyPolicy(r.ConcurrencyPolicy),
-			MisfirePolicy: MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
+		out[i] = &axtype.DueDelayedRun{DelayedRun: d, ConcurrencyPolicy: axtype.ConcurrencyPolicy(r.ConcurrencyPolicy),
+			MisfirePolicy: axtype.MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
 			Paused: r.Paused, HasUnfinished: r.HasUnfinished, Now: r.DbNow.UTC()}
 	}
 	return out, nil
@@ -154,12 +128,12 @@ func DelayedRunDeleteMany(ctx context.Context, e Executor, ids []uuid.UUID) erro
 
 // DelayedRunCancelMany cancels the pending runs among ids, with why, and
 // returns those it cancelled.
-func DelayedRunCancelMany(ctx context.Context, e Executor, ids []uuid.UUID, reason string) ([]*DelayedRun, error) {
+func DelayedRunCancelMany(ctx context.Context, e Executor, ids []uuid.UUID, reason string) ([]*axtype.DelayedRun, error) {
 	rows, err := queries.DelayedRunCancelMany(ctx, e, dbsqlc.DelayedRunCancelManyParams{Ids: ids, Reason: &reason})
 	if err != nil {
 		return nil, fmt.Errorf("error cancelling delayed runs: %w", mapErr(err))
 	}
-	out := make([]*DelayedRun, len(rows))
+	out := make([]*axtype.DelayedRun, len(rows))
 	for i, r := range rows {
 		out[i] = delayedRunFromRow(r)
 	}
@@ -193,10 +167,10 @@ func DelayedRunCancelByKeys(ctx context.Context, e Executor, apiKeyID uuid.UUID,
 
 // DelayedRunGet returns a run that has not fired (pending, held or
 // cancelled); ErrNotFound otherwise.
-func DelayedRunGet(ctx context.Context, e Executor, id uuid.UUID) (*DelayedRun, error) {
+func DelayedRunGet(ctx context.Context, e Executor, id uuid.UUID) (*axtype.DelayedRun, error) {
 	r, err := queries.DelayedRunGet(ctx, e, id)
 	if err != nil {
-		if err = mapErr(err); errors.Is(err, ErrNotFound) {
+		if err = mapErr(err); errors.Is(err, axtype.ErrNotFound) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("error reading delayed run %s: %w", id, err)
@@ -206,13 +180,13 @@ func DelayedRunGet(ctx context.Context, e Executor, id uuid.UUID) (*DelayedRun, 
 
 // DelayedRunListByJob lists a job's pending runs after the (afterRunAt,
 // afterID) cursor, earliest first.
-func DelayedRunListByJob(ctx context.Context, e Executor, jobID uuid.UUID, afterRunAt time.Time, afterID uuid.UUID, limit int) ([]*DelayedRun, error) {
+func DelayedRunListByJob(ctx context.Context, e Executor, jobID uuid.UUID, afterRunAt time.Time, afterID uuid.UUID, limit int) ([]*axtype.DelayedRun, error) {
 	rows, err := queries.DelayedRunListByJob(ctx, e, dbsqlc.DelayedRunListByJobParams{JobID: jobID,
 		AfterRunAt: afterRunAt, AfterID: afterID, Max: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("error listing delayed runs: %w", mapErr(err))
 	}
-	out := make([]*DelayedRun, len(rows))
+	out := make([]*axtype.DelayedRun, len(rows))
 	for i, r := range rows {
 		out[i] = delayedRunFromRow(r)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -65,9 +67,9 @@ func TestDelayedRunInsertManyParams(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
 		VALUES ('j', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false) RETURNING id`).Scan(&jobID))
 	params := []string{"", `{"n": 12345678901234567890}`, "", `{"a": [1, {"b": null}], "s": "😀"}`}
-	runs := make([]*db.DelayedRun, len(params))
+	runs := make([]*axtype.DelayedRun, len(params))
 	for i, p := range params {
-		runs[i] = &db.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: jobID, RunAt: time.Now().Add(time.Hour)}
+		runs[i] = &axtype.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: jobID, RunAt: time.Now().Add(time.Hour)}
 		if p != "" {
 			runs[i].Params = []byte(p)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // TestEnumsMatchSchema: each enum type of this package has a constant for
@@ -14,28 +15,28 @@ import (
 func TestEnumsMatchSchema(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]struct{ ours, schema []string }{
-		"execution_state": {strs(ExecutionPending, ExecutionRunning, ExecutionSucceeded, ExecutionFailed,
-			ExecutionTimedOut, ExecutionCancelled), strs(dbsqlc.AllAxExecutionStateValues()...)},
-		"task_state": {strs(TaskPending, TaskLeased, TaskRunning, TaskSucceeded, TaskFailed, TaskTimedOut,
-			TaskCancelled), strs(dbsqlc.AllAxTaskStateValues()...)},
-		"execution_cause": {strs(CauseSchedule, CauseCatchUp, CauseManual, CauseDelayed), strs(dbsqlc.AllAxExecutionCauseValues()...)},
-		"trigger_kind": {strs(TriggerCron, TriggerInterval, TriggerDelay, TriggerManual),
+		"execution_state": {strs(axtype.ExecutionPending, axtype.ExecutionRunning, axtype.ExecutionSucceeded, axtype.ExecutionFailed,
+			axtype.ExecutionTimedOut, axtype.ExecutionCancelled), strs(dbsqlc.AllAxExecutionStateValues()...)},
+		"task_state": {strs(axtype.TaskPending, axtype.TaskLeased, axtype.TaskRunning, axtype.TaskSucceeded, axtype.TaskFailed, axtype.TaskTimedOut,
+			axtype.TaskCancelled), strs(dbsqlc.AllAxTaskStateValues()...)},
+		"execution_cause": {strs(axtype.CauseSchedule, axtype.CauseCatchUp, axtype.CauseManual, axtype.CauseDelayed), strs(dbsqlc.AllAxExecutionCauseValues()...)},
+		"trigger_kind": {strs(axtype.TriggerCron, axtype.TriggerInterval, axtype.TriggerDelay, axtype.TriggerManual),
 			strs(dbsqlc.AllAxTriggerKindValues()...)},
-		"executor_kind": {strs(ExecutorShell, ExecutorHTTP, ExecutorHandler), strs(dbsqlc.AllAxExecutorKindValues()...)},
-		"route_strategy": {strs(RouteRoundRobin, RouteRandom, RouteWeighted, RouteLeastActive, RouteConsistentHash,
-			RouteLoadAware, RouteBroadcast, RouteFailover), strs(dbsqlc.AllAxRouteStrategyValues()...)},
-		"concurrency_policy": {strs(ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace),
+		"executor_kind": {strs(axtype.ExecutorShell, axtype.ExecutorHTTP, axtype.ExecutorHandler), strs(dbsqlc.AllAxExecutorKindValues()...)},
+		"route_strategy": {strs(axtype.RouteRoundRobin, axtype.RouteRandom, axtype.RouteWeighted, axtype.RouteLeastActive, axtype.RouteConsistentHash,
+			axtype.RouteLoadAware, axtype.RouteBroadcast, axtype.RouteFailover), strs(dbsqlc.AllAxRouteStrategyValues()...)},
+		"concurrency_policy": {strs(axtype.ConcurrencyAllow, axtype.ConcurrencyForbid, axtype.ConcurrencyReplace),
 			strs(dbsqlc.AllAxConcurrencyPolicyValues()...)},
-		"misfire_policy": {strs(MisfireFireOnce, MisfireSkip, MisfireFireAll), strs(dbsqlc.AllAxMisfirePolicyValues()...)},
-		"degrade_action": {strs(DegradeWait, DegradeSkip), strs(dbsqlc.AllAxDegradeActionValues()...)},
-		"timeout_mode":   {strs(TimeoutFixed, TimeoutAdaptive), strs(dbsqlc.AllAxTimeoutModeValues()...)},
-		"skip_reason":    {strs(SkipMisfire, SkipOverlap, SkipPaused, SkipDSTGap), strs(dbsqlc.AllAxSkipReasonValues()...)},
-		"agent_state": {strs(AgentActive, AgentDraining, AgentOffline, AgentQuarantined),
+		"misfire_policy": {strs(axtype.MisfireFireOnce, axtype.MisfireSkip, axtype.MisfireFireAll), strs(dbsqlc.AllAxMisfirePolicyValues()...)},
+		"degrade_action": {strs(axtype.DegradeWait, axtype.DegradeSkip), strs(dbsqlc.AllAxDegradeActionValues()...)},
+		"timeout_mode":   {strs(axtype.TimeoutFixed, axtype.TimeoutAdaptive), strs(dbsqlc.AllAxTimeoutModeValues()...)},
+		"skip_reason":    {strs(axtype.SkipMisfire, axtype.SkipOverlap, axtype.SkipPaused, axtype.SkipDSTGap), strs(dbsqlc.AllAxSkipReasonValues()...)},
+		"agent_state": {strs(axtype.AgentActive, axtype.AgentDraining, axtype.AgentOffline, axtype.AgentQuarantined),
 			strs(dbsqlc.AllAxAgentStateValues()...)},
-		"callback_state": {strs(CallbackPending, CallbackDelivered, CallbackFailed),
+		"callback_state": {strs(axtype.CallbackPending, axtype.CallbackDelivered, axtype.CallbackFailed),
 			strs(dbsqlc.AllAxCallbackStateValues()...)},
-		"breaker_state":   {strs(BreakerClosed, BreakerOpen, BreakerHalfOpen), strs(dbsqlc.AllAxBreakerStateValues()...)},
-		"task_event_kind": {strs(TaskEventState, TaskEventLog), strs(dbsqlc.AllAxTaskEventKindValues()...)},
+		"breaker_state":   {strs(axtype.BreakerClosed, axtype.BreakerOpen, axtype.BreakerHalfOpen), strs(dbsqlc.AllAxBreakerStateValues()...)},
+		"task_event_kind": {strs(axtype.TaskEventState, axtype.TaskEventLog), strs(dbsqlc.AllAxTaskEventKindValues()...)},
 	} {
 		require.ElementsMatch(t, c.schema, c.ours, "ax.%s", name)
 	}

@@ -9,35 +9,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
-// Execution is one fire of a job.
-type Execution struct {
-	ID                uuid.UUID
-	JobID             uuid.UUID
-	Cause             ExecutionCause
-	ScheduledFor      time.Time
-	FiredAt           time.Time
-	Misfired          bool
-	State             ExecutionState
-	Params            json.RawMessage
-	ShardCount        int
-	Priority          int
-	StartedAt         *time.Time
-	FinishedAt        *time.Time
-	CancelRequestedAt *time.Time
-	CancelReason      string
-	Error             string // why it ended without tasks (a broadcast with no agent)
-	TraceParent       string // W3C trace context handed to agents and callbacks
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	// RetainUntil is when a finished run's history may be removed; nil
-	// while it is in flight.
-	RetainUntil *time.Time
-}
-
 // ExecutionGetByID returns one execution.
-func ExecutionGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Execution, error) {
+func ExecutionGetByID(ctx context.Context, e Executor, id uuid.UUID) (*axtype.Execution, error) {
 	r, err := queries.ExecutionGetByID(ctx, e, id)
 	if err != nil {
 		return nil, fmt.Errorf("error getting execution %s: %w", id, mapErr(err))
@@ -47,7 +23,7 @@ func ExecutionGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Execution
 
 // ExecutionGetByTick returns the run of jobID fired for the tick at,
 // live or in history; ErrNotFound when there is none.
-func ExecutionGetByTick(ctx context.Context, e Executor, jobID uuid.UUID, at time.Time) (*Execution, error) {
+func ExecutionGetByTick(ctx context.Context, e Executor, jobID uuid.UUID, at time.Time) (*axtype.Execution, error) {
 	r, err := queries.ExecutionGetByTick(ctx, e, dbsqlc.ExecutionGetByTickParams{JobID: jobID, ScheduledFor: at})
 	if err != nil {
 		return nil, fmt.Errorf("error getting the run of job %s for %s: %w", jobID, at.Format(time.RFC3339), mapErr(err))
@@ -57,7 +33,7 @@ func ExecutionGetByTick(ctx context.Context, e Executor, jobID uuid.UUID, at tim
 
 // ExecutionRunningAt returns the newest run of jobID for a tick before
 // tick that was not finished at at; ErrNotFound when there is none.
-func ExecutionRunningAt(ctx context.Context, e Executor, jobID uuid.UUID, tick, at time.Time) (*Execution, error) {
+func ExecutionRunningAt(ctx context.Context, e Executor, jobID uuid.UUID, tick, at time.Time) (*axtype.Execution, error) {
 	r, err := queries.ExecutionRunningAt(ctx, e, dbsqlc.ExecutionRunningAtParams{JobID: jobID, Tick: tick, At: at})
 	if err != nil {
 		return nil, fmt.Errorf("error getting the run of job %s in flight at %s: %w", jobID, at.Format(time.RFC3339), mapErr(err))
@@ -68,7 +44,7 @@ func ExecutionRunningAt(ctx context.Context, e Executor, jobID uuid.UUID, tick, 
 // ExecutionListParams filters and pages ExecutionList; nil matches all.
 type ExecutionListParams struct {
 	JobID  *uuid.UUID
-	State  *ExecutionState
+	State  *axtype.ExecutionState
 	From   *time.Time // scheduled_for >= From
 	To     *time.Time // scheduled_for < To
 	Before *uuid.UUID // last id of the previous page
@@ -77,46 +53,39 @@ type ExecutionListParams struct {
 }
 
 // ExecutionList returns executions newest first.
-func ExecutionList(ctx context.Context, e Executor, p *ExecutionListParams) ([]*Execution, error) {
+func ExecutionList(ctx context.Context, e Executor, p *ExecutionListParams) ([]*axtype.Execution, error) {
 	rows, err := queries.ExecutionList(ctx, e, dbsqlc.ExecutionListParams{
 		JobID: p.JobID, State: (*string)(p.State), From: p.From, To: p.To, Before: p.Before, Groups: p.Groups, Max: int32(p.Limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing executions: %w", mapErr(err))
 	}
-	out := make([]*Execution, len(rows))
+	out := make([]*axtype.Execution, len(rows))
 	for i, r := range rows {
 		out[i] = executionFromRow(r)
 	}
 	return out, nil
 }
 
-// CancelledExecution is an execution ExecutionCancel touched, with its
-// state afterwards (cancelled, or still running while agents stop tasks).
-type CancelledExecution struct {
-	ID    uuid.UUID
-	State ExecutionState
-}
-
 // ExecutionCancel stops the unfinished executions among ids and of jobIDs.
-func ExecutionCancel(ctx context.Context, e Executor, ids, jobIDs []uuid.UUID, reason string) ([]CancelledExecution, error) {
+func ExecutionCancel(ctx context.Context, e Executor, ids, jobIDs []uuid.UUID, reason string) ([]axtype.CancelledExecution, error) {
 	rows, err := queries.ExecutionCancel(ctx, e, dbsqlc.ExecutionCancelParams{
 		Ids: nonNilIDs(ids), JobIds: nonNilIDs(jobIDs), Reason: reason,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error cancelling executions: %w", mapErr(err))
 	}
-	out := make([]CancelledExecution, len(rows))
+	out := make([]axtype.CancelledExecution, len(rows))
 	for i, r := range rows {
-		out[i] = CancelledExecution{ID: r.ID, State: ExecutionState(r.State)}
+		out[i] = axtype.CancelledExecution{ID: r.ID, State: axtype.ExecutionState(r.State)}
 	}
 	return out, nil
 }
 
-func executionFromRow(r dbsqlc.AxAllExecution) *Execution {
-	return &Execution{
-		ID: r.ID, JobID: r.JobID, Cause: ExecutionCause(r.Cause), ScheduledFor: r.ScheduledFor.UTC(),
-		FiredAt: r.FiredAt.UTC(), Misfired: r.Misfired, State: ExecutionState(r.State), Params: r.Params,
+func executionFromRow(r dbsqlc.AxAllExecution) *axtype.Execution {
+	return &axtype.Execution{
+		ID: r.ID, JobID: r.JobID, Cause: axtype.ExecutionCause(r.Cause), ScheduledFor: r.ScheduledFor.UTC(),
+		FiredAt: r.FiredAt.UTC(), Misfired: r.Misfired, State: axtype.ExecutionState(r.State), Params: r.Params,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), StartedAt: utcPtr(r.StartedAt),
 		FinishedAt: utcPtr(r.FinishedAt), CancelRequestedAt: utcPtr(r.CancelRequestedAt),
 		CancelReason: deref(r.CancelReason), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
@@ -151,28 +120,6 @@ func ExecutionGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, 
 	return g, nil
 }
 
-// NewExecution is a fire to record. Params nil means the job's params.
-type NewExecution struct {
-	ID           uuid.UUID
-	JobID        uuid.UUID
-	Cause        ExecutionCause
-	ScheduledFor time.Time
-	Misfired     bool
-	Params       json.RawMessage
-	Priority     *int // nil: the job's priority
-	// TraceParent is the caller's W3C trace context; "" makes one whose
-	// trace id is the execution id.
-	TraceParent string
-}
-
-// InsertedExecution is a fire that was recorded.
-type InsertedExecution struct {
-	ID           uuid.UUID
-	JobID        uuid.UUID
-	ScheduledFor time.Time
-	FiredAt      time.Time
-}
-
 // ExecutionInsertMany records fires and makes their tasks (one per shard,
 // or for broadcast jobs one per agent live within live), in three
 // set-based statements. A scheduled tick that has an execution already is
@@ -180,7 +127,7 @@ type InsertedExecution struct {
 // generator get the params render makes (nil: such a run fails). The
 // tasks are planned first and routed by route (nil: none is), then
 // written once with their routes. The new tasks come back.
-func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution, live time.Duration, render ShardParamsFunc, route RouteFunc) ([]InsertedExecution, []*NewTask, error) {
+func ExecutionInsertMany(ctx context.Context, e Executor, execs []*axtype.NewExecution, live time.Duration, render axtype.ShardParamsFunc, route axtype.RouteFunc) ([]axtype.InsertedExecution, []*axtype.NewTask, error) {
 	if len(execs) == 0 {
 		return nil, nil, nil
 	}
@@ -200,11 +147,11 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 	if err != nil {
 		return nil, nil, fmt.Errorf("error inserting executions: %w", mapErr(err))
 	}
-	out := make([]InsertedExecution, len(rows))
+	out := make([]axtype.InsertedExecution, len(rows))
 	ids := make([]uuid.UUID, len(rows))
 	gens := make([]generatorRow, len(rows))
 	for i, r := range rows {
-		out[i] = InsertedExecution{ID: r.ID, JobID: r.JobID, ScheduledFor: r.ScheduledFor.UTC(), FiredAt: r.FiredAt.UTC()}
+		out[i] = axtype.InsertedExecution{ID: r.ID, JobID: r.JobID, ScheduledFor: r.ScheduledFor.UTC(), FiredAt: r.FiredAt.UTC()}
 		ids[i] = r.ID
 		gens[i] = generatorRow{executionID: r.ID, jobID: r.JobID, kind: r.ShardGenerator, window: r.ShardWindowSeconds,
 			timezone: r.Timezone, count: int(r.ShardCount), scheduledFor: r.ScheduledFor}
@@ -218,22 +165,22 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 	}
 	planned, err := queries.TaskPlanForExecutions(ctx, e, dbsqlc.TaskPlanForExecutionsParams{
 		ExecutionIds: ids, LiveSeconds: live.Seconds(), GeneratedIds: genIDs, GeneratedParams: genParams,
-		MeasureMaxAgeSeconds: AdaptiveTimeoutMeasureMaxAge.Seconds(), MeasureMaxJobs: AdaptiveTimeoutMeasuresPerFire})
+		MeasureMaxAgeSeconds: axtype.AdaptiveTimeoutMeasureMaxAge.Seconds(), MeasureMaxJobs: axtype.AdaptiveTimeoutMeasuresPerFire})
 	if err != nil {
 		return nil, nil, fmt.Errorf("error planning tasks: %w", mapErr(err))
 	}
-	tasks := make([]*NewTask, len(planned))
+	tasks := make([]*axtype.NewTask, len(planned))
 	for i, r := range planned {
-		tasks[i] = &NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
+		tasks[i] = &axtype.NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
 			JobGroup: r.GroupName, ShardIndex: int(r.ShardIndex), ShardTotal: int(r.ShardTotal),
 			ShardParam: r.ShardParam, Pinned: r.PinnedAgentID != nil, Agentless: r.Agentless,
-			RouteStrategy: RouteStrategy(r.RouteStrategy), ExecutorKind: ExecutorKind(r.ExecutorKind),
+			RouteStrategy: axtype.RouteStrategy(r.RouteStrategy), ExecutorKind: axtype.ExecutorKind(r.ExecutorKind),
 			RouteKey: r.RouteKey, Params: r.Params}
 		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
 			return nil, nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)
 		}
 	}
-	var routes []TaskRoute
+	var routes []axtype.TaskRoute
 	if route != nil && len(tasks) > 0 {
 		if routes, err = route(ctx, tasks); err != nil {
 			return nil, nil, err
@@ -247,11 +194,11 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*NewExecution,
 
 // taskInsertPlanned writes planned tasks with their routes: a pinned
 // task's agent is its preferred one, a routed task's the router's choice.
-func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPlanForExecutionsRow, routes []TaskRoute) error {
+func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPlanForExecutionsRow, routes []axtype.TaskRoute) error {
 	if len(planned) == 0 {
 		return nil
 	}
-	byTask := make(map[uuid.UUID]*TaskRoute, len(routes))
+	byTask := make(map[uuid.UUID]*axtype.TaskRoute, len(routes))
 	for i := range routes {
 		byTask[routes[i].TaskID] = &routes[i]
 	}

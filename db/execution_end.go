@@ -3,34 +3,21 @@ package db
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
-// ExecutionEnd describes an ended run for its log line.
-type ExecutionEnd struct {
-	ID         uuid.UUID
-	JobID      uuid.UUID
-	Group      string // "" once the job is deleted
-	Name       string
-	State      string
-	Cause      string
-	StartedAt  *time.Time // nil: it never ran (cancelled or skipped before a lease)
-	FinishedAt time.Time
-	Attempt    int64  // the highest attempt of its tasks
-	ErrorCodes string // its tasks' error codes, comma-separated
-}
-
 // ExecutionEndSummaries returns the ended runs among ids.
-func ExecutionEndSummaries(ctx context.Context, e Executor, ids []uuid.UUID) ([]ExecutionEnd, error) {
+func ExecutionEndSummaries(ctx context.Context, e Executor, ids []uuid.UUID) ([]axtype.ExecutionEnd, error) {
 	rows, err := queries.ExecutionEndSummaries(ctx, e, ids)
 	if err != nil {
 		return nil, fmt.Errorf("error reading ended executions: %w", mapErr(err))
 	}
-	out := make([]ExecutionEnd, 0, len(rows))
+	out := make([]axtype.ExecutionEnd, 0, len(rows))
 	for _, r := range rows {
-		end := ExecutionEnd{ID: r.ID, JobID: r.JobID, Group: r.GroupName, Name: r.JobName, State: r.State, Cause: r.Cause,
+		end := axtype.ExecutionEnd{ID: r.ID, JobID: r.JobID, Group: r.GroupName, Name: r.JobName, State: r.State, Cause: r.Cause,
 			StartedAt: r.StartedAt, Attempt: r.Attempt, ErrorCodes: r.ErrorCodes}
 		if r.FinishedAt != nil {
 			end.FinishedAt = *r.FinishedAt

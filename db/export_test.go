@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
@@ -75,7 +76,7 @@ func (r errRow) Scan(...any) error { return r.err }
 // tasks, so tests can check that claiming stays index-driven on a large
 // backlog.
 func TaskLeasePlan(ctx context.Context, e Executor, p *TaskLeaseParams) (string, error) {
-	batch := &TaskLeaseBatch{Agents: []LeaseAgent{{ID: p.AgentID, Labels: p.AgentLabels, Executors: p.AgentExecutors,
+	batch := &TaskLeaseBatch{Agents: []axtype.LeaseAgent{{ID: p.AgentID, Labels: p.AgentLabels, Executors: p.AgentExecutors,
 		LabelBound: p.AgentLabelBound, Max: p.Max}}, StealAfter: p.StealAfter, StarveAfter: p.StarveAfter, Grants: p.Grants, Now: p.Now}
 	pick, err := newLeaseHand(batch).pickParams([]int{0})
 	if err != nil {

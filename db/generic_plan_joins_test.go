@@ -17,6 +17,8 @@ import (
 	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -103,9 +105,9 @@ func (e *planEnv) leaseAndComplete(tx pgx.Tx, n int) error {
 	if err != nil || len(leased) != n {
 		return fmt.Errorf("leased %d of %d: %w", len(leased), n, err)
 	}
-	results := make([]db.TaskResult, n)
+	results := make([]axtype.TaskResult, n)
 	for i, l := range leased {
-		results[i] = db.TaskResult{TaskRef: db.TaskRef{ID: l.ID, Token: l.LeaseToken}, State: db.TaskSucceeded}
+		results[i] = axtype.TaskResult{TaskRef: axtype.TaskRef{ID: l.ID, Token: l.LeaseToken}, State: axtype.TaskSucceeded}
 	}
 	done, err := db.TaskCompleteByAgent(ctx, tx, e.agentID, results, nil)
 	if err == nil && len(done) != n {

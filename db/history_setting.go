@@ -12,31 +12,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
-// HistorySetting is the server-wide retention of finished runs and the
-// layout of the history partitions (ax.history_setting).
-type HistorySetting struct {
-	Retention       time.Duration // succeeded and cancelled runs
-	FailedRetention time.Duration // failed and timed-out runs
-	PartitionWidth  time.Duration // the time range of one history partition
-	MadeUntil       time.Time     // upper bound of the newest partition
-}
-
 // HistorySettingGet returns the stored settings.
-func HistorySettingGet(ctx context.Context, e Executor) (*HistorySetting, error) {
+func HistorySettingGet(ctx context.Context, e Executor) (*axtype.HistorySetting, error) {
 	r, err := queries.HistorySettingGet(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("error reading history settings: %w", mapErr(err))
 	}
-	return &HistorySetting{
+	return &axtype.HistorySetting{
 		Retention: seconds(r.FinishedSeconds), FailedRetention: seconds(r.FailedSeconds),
 		PartitionWidth: seconds(r.WidthSeconds), MadeUntil: r.MadeUntil.UTC(),
 	}, nil
 }
 
 // HistorySettingApply stores the server-wide retention.
-func HistorySettingApply(ctx context.Context, e Executor, s *HistorySetting) error {
+func HistorySettingApply(ctx context.Context, e Executor, s *axtype.HistorySetting) error {
 	err := queries.HistorySettingApply(ctx, e, dbsqlc.HistorySettingApplyParams{
 		FinishedSeconds: s.Retention.Seconds(), FailedSeconds: s.FailedRetention.Seconds(),
 	})
@@ -97,39 +89,24 @@ func setLockTimeout(ctx context.Context, tx pgx.Tx, d time.Duration) error {
 	return nil
 }
 
-// HistoryPartition is one partition of a history table.
-type HistoryPartition struct {
-	Name      string // the partition's table, in schema ax
-	Table     string // execution_history, task_history or one of KeyedTables
-	RangeFrom time.Time
-	RangeTo   time.Time
-}
-
 // HistoryPartitionsPassed lists the partitions whose range ended by now
 // (nil: the database clock).
-func HistoryPartitionsPassed(ctx context.Context, e Executor, now *time.Time) ([]HistoryPartition, error) {
+func HistoryPartitionsPassed(ctx context.Context, e Executor, now *time.Time) ([]axtype.HistoryPartition, error) {
 	rows, err := queries.HistoryPartitionsPassed(ctx, e, now)
 	if err != nil {
 		return nil, fmt.Errorf("error listing history partitions: %w", mapErr(err))
 	}
-	out := make([]HistoryPartition, len(rows))
+	out := make([]axtype.HistoryPartition, len(rows))
 	for i, r := range rows {
-		out[i] = HistoryPartition{Name: r.PartitionName, Table: r.TableName, RangeFrom: r.RangeFrom.UTC(), RangeTo: r.RangeTo.UTC()}
+		out[i] = axtype.HistoryPartition{Name: r.PartitionName, Table: r.TableName, RangeFrom: r.RangeFrom.UTC(), RangeTo: r.RangeTo.UTC()}
 	}
 	return out, nil
 }
 
-// PartitionRows is what a history partition holds: its row count and
-// the lowest and highest id (nil when empty).
-type PartitionRows struct {
-	Count        int64
-	MinID, MaxID *uuid.UUID
-}
-
 // HistoryPartitionRows counts the rows of a partition and bounds their
 // ids (through the partition's id index).
-func HistoryPartitionRows(ctx context.Context, e Executor, p HistoryPartition) (PartitionRows, error) {
-	var r PartitionRows
+func HistoryPartitionRows(ctx context.Context, e Executor, p axtype.HistoryPartition) (axtype.PartitionRows, error) {
+	var r axtype.PartitionRows
 	name := pgx.Identifier{"ax", p.Name}.Sanitize()
 	err := e.QueryRow(ctx, "SELECT count(*), (SELECT id FROM "+name+" ORDER BY id LIMIT 1), "+
 		"(SELECT id FROM "+name+" ORDER BY id DESC LIMIT 1) FROM "+name).Scan(&r.Count, &r.MinID, &r.MaxID)
@@ -149,23 +126,15 @@ func ExecutionRemoved(ctx context.Context, e Executor, id uuid.UUID) (bool, erro
 	return gone, nil
 }
 
-// HistoryDrop is one dropped history partition.
-type HistoryDrop struct {
-	Table              string
-	RangeFrom, RangeTo time.Time
-	Rows               int64
-	DroppedAt          time.Time
-}
-
 // HistoryDropList returns the latest max drops, newest first.
-func HistoryDropList(ctx context.Context, e Executor, max int) ([]HistoryDrop, error) {
+func HistoryDropList(ctx context.Context, e Executor, max int) ([]axtype.HistoryDrop, error) {
 	rows, err := queries.HistoryDropList(ctx, e, int32(max))
 	if err != nil {
 		return nil, fmt.Errorf("error listing history drops: %w", mapErr(err))
 	}
-	out := make([]HistoryDrop, len(rows))
+	out := make([]axtype.HistoryDrop, len(rows))
 	for i, r := range rows {
-		out[i] = HistoryDrop{Table: r.TableName, RangeFrom: r.RangeFrom.UTC(), RangeTo: r.RangeTo.UTC(), Rows: r.RowCount,
+		out[i] = axtype.HistoryDrop{Table: r.TableName, RangeFrom: r.RangeFrom.UTC(), RangeTo: r.RangeTo.UTC(), Rows: r.RowCount,
 			DroppedAt: r.DroppedAt.UTC()}
 	}
 	return out, nil
@@ -182,7 +151,7 @@ func HistoryDropList(ctx context.Context, e Executor, max int) ([]HistoryDrop, e
 // Its waits are bounded by lockTimeout (a long reader of history holds it
 // up, not the other way round): a detach that gives up stays pending and
 // is finished by a later call.
-func HistoryPartitionDetach(ctx context.Context, pool *pgxpool.Pool, p HistoryPartition, lockTimeout time.Duration) error {
+func HistoryPartitionDetach(ctx context.Context, pool *pgxpool.Pool, p axtype.HistoryPartition, lockTimeout time.Duration) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("error detaching %s: %w", p.Name, mapErr(err))
@@ -207,7 +176,7 @@ func HistoryPartitionDetach(ctx context.Context, pool *pgxpool.Pool, p HistoryPa
 
 // HistoryPartitionDrop drops a detached partition in tx, waiting at most
 // lockTimeout for its lock, and records it.
-func HistoryPartitionDrop(ctx context.Context, tx pgx.Tx, p HistoryPartition, rows PartitionRows, lockTimeout time.Duration) error {
+func HistoryPartitionDrop(ctx context.Context, tx pgx.Tx, p axtype.HistoryPartition, rows axtype.PartitionRows, lockTimeout time.Duration) error {
 	if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 		return err
 	}
@@ -244,7 +213,7 @@ var historyLeftoverName = regexp.MustCompile(`^(execution|task)_h(\d{8}t\d{6})$`
 // partition it was and its rows: its range starts where its name says,
 // and ends at its last row's retain_until (its bound went with the
 // detach; at its start when it is empty).
-func HistoryLeftover(ctx context.Context, e Executor, name string) (HistoryPartition, PartitionRows, error) {
+func HistoryLeftover(ctx context.Context, e Executor, name string) (axtype.HistoryPartition, axtype.PartitionRows, error) {
 	m := historyLeftoverName.FindStringSubmatch(name)
 	var from time.Time
 	err := fmt.Errorf("%s is not named as a history partition", name)
@@ -252,9 +221,9 @@ func HistoryLeftover(ctx context.Context, e Executor, name string) (HistoryParti
 		from, err = time.Parse("20060102t150405", m[2])
 	}
 	if err != nil {
-		return HistoryPartition{}, PartitionRows{}, fmt.Errorf("error reading leftover %s: %w", name, err)
+		return axtype.HistoryPartition{}, axtype.PartitionRows{}, fmt.Errorf("error reading leftover %s: %w", name, err)
 	}
-	p := HistoryPartition{Name: name, Table: m[1] + "_history", RangeFrom: from, RangeTo: from}
+	p := axtype.HistoryPartition{Name: name, Table: m[1] + "_history", RangeFrom: from, RangeTo: from}
 	rows, err := HistoryPartitionRows(ctx, e, p)
 	if err != nil {
 		return p, rows, err

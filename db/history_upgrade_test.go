@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // beforeHistory is the last migration before history moved out of the
@@ -135,12 +137,12 @@ func finishUnfinishedRuns(t *testing.T, pool *pgxpool.Pool, agentID, jobID uuid.
 
 	rows, err := pool.Query(ctx, `SELECT id, lease_token FROM ax.task WHERE state IN ('leased', 'running')`)
 	require.NoError(t, err)
-	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[db.TaskRef])
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[axtype.TaskRef])
 	require.NoError(t, err)
 	require.Len(t, refs, upgradePending+upgradeRunning)
-	results := make([]db.TaskResult, len(refs))
+	results := make([]axtype.TaskResult, len(refs))
 	for i, ref := range refs {
-		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskSucceeded}
+		results[i] = axtype.TaskResult{TaskRef: ref, State: axtype.TaskSucceeded}
 	}
 	done, err := db.TaskComplete(ctx, pool, results)
 	require.NoError(t, err)

@@ -6,42 +6,15 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/google/uuid"
 )
-
-// HTTPTaskSlot asks for a slot for one request of an agentless task: at
-// most MaxPerJob of a job's and MaxPerHost of a host's requests are in
-// flight at once, across replicas.
-type HTTPTaskSlot struct {
-	TaskID     uuid.UUID
-	Attempt    int
-	JobID      uuid.UUID
-	Host       string
-	MaxPerJob  int
-	MaxPerHost int
-	// Hold bounds the slot if its worker dies: after it, the slot counts
-	// for nothing.
-	Hold time.Duration
-	// RiverJobID, when not 0, is the River job sending the request: with
-	// no room, it is recorded as waiting, for HTTPTaskSlotRelease to wake.
-	RiverJobID int64
-}
-
-// HTTPTaskSlotOutcome says what a slot take found: whether the attempt was
-// due (pending, not before now), whether its job and host had room, and
-// whether the slot was taken.
-type HTTPTaskSlotOutcome struct {
-	Due, Room, Taken bool
-	// Waited is how long the request has waited for room (0 unless it is
-	// recorded as waiting: due, no room, RiverJobID set).
-	Waited time.Duration
-}
 
 // HTTPTaskSlotTake takes a slot in tx when the attempt is due and its job
 // and host have room; the slot is held until HTTPTaskSlotRelease (or Hold
 // passes). Takes of one job and one host are serialized by advisory locks
 // held until tx ends, so the caps are exact.
-func HTTPTaskSlotTake(ctx context.Context, e Executor, s *HTTPTaskSlot) (*HTTPTaskSlotOutcome, error) {
+func HTTPTaskSlotTake(ctx context.Context, e Executor, s *axtype.HTTPTaskSlot) (*axtype.HTTPTaskSlotOutcome, error) {
 	if err := queries.HTTPTaskSlotLock(ctx, e, dbsqlc.HTTPTaskSlotLockParams{JobID: s.JobID, Host: s.Host}); err != nil {
 		return nil, fmt.Errorf("error locking http task slots of job %s: %w", s.JobID, mapErr(err))
 	}
@@ -51,7 +24,7 @@ func HTTPTaskSlotTake(ctx context.Context, e Executor, s *HTTPTaskSlot) (*HTTPTa
 	if err != nil {
 		return nil, fmt.Errorf("error taking an http task slot for task %s: %w", s.TaskID, mapErr(err))
 	}
-	return &HTTPTaskSlotOutcome{Due: r.Due, Room: r.Room, Taken: r.Taken,
+	return &axtype.HTTPTaskSlotOutcome{Due: r.Due, Room: r.Room, Taken: r.Taken,
 		Waited: time.Duration(r.WaitedSeconds * float64(time.Second))}, nil
 }
 

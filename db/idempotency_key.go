@@ -7,25 +7,15 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/google/uuid"
 )
-
-// IdempotencyRecord is the remembered outcome of a request made with an
-// Idempotency-Key.
-type IdempotencyRecord struct {
-	APIKeyID       uuid.UUID
-	Key            string
-	Method, Path   string
-	RequestHash    []byte
-	ResponseStatus int
-	ResponseBody   []byte
-}
 
 // IdempotencyKeyClaim stores rec unless a live record with the same key
 // exists; then it returns that one and claimed is false. Run it in the
 // transaction of the change it guards, so the key and the change commit
 // together; a concurrent claim of the same key waits for that commit.
-func IdempotencyKeyClaim(ctx context.Context, e Executor, rec *IdempotencyRecord) (existing *IdempotencyRecord, claimed bool, err error) {
+func IdempotencyKeyClaim(ctx context.Context, e Executor, rec *axtype.IdempotencyRecord) (existing *axtype.IdempotencyRecord, claimed bool, err error) {
 	status := int32(rec.ResponseStatus)
 	_, err = queries.IdempotencyKeyClaim(ctx, e, dbsqlc.IdempotencyKeyClaimParams{
 		ApiKeyID: rec.APIKeyID, Key: rec.Key, Method: rec.Method, Path: rec.Path,
@@ -34,57 +24,39 @@ func IdempotencyKeyClaim(ctx context.Context, e Executor, rec *IdempotencyRecord
 	if err == nil {
 		return nil, true, nil
 	}
-	if err = mapErr(err); !errors.Is(err, ErrNotFound) {
+	if err = mapErr(err); !errors.Is(err, axtype.ErrNotFound) {
 		return nil, false, fmt.Errorf("error claiming idempotency key: %w", err)
 	}
 	r, err := queries.IdempotencyKeyGet(ctx, e, dbsqlc.IdempotencyKeyGetParams{ApiKeyID: rec.APIKeyID, Key: rec.Key})
 	if err != nil {
 		return nil, false, fmt.Errorf("error reading idempotency key: %w", mapErr(err))
 	}
-	return &IdempotencyRecord{APIKeyID: r.ApiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
+	return &axtype.IdempotencyRecord{APIKeyID: r.ApiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
 		RequestHash: r.RequestHash, ResponseStatus: int(deref(r.ResponseStatus)), ResponseBody: r.ResponseBody}, false, nil
-}
-
-// IdempotentRequest is a mutating request made with an Idempotency-Key.
-type IdempotentRequest struct {
-	APIKeyID     uuid.UUID
-	Key          string
-	Method, Path string
-	RequestHash  []byte
-}
-
-// IdempotentResponse is what a key's record holds: the request that used
-// it and, once answered, the response.
-type IdempotentResponse struct {
-	Method, Path string
-	RequestHash  []byte
-	Status       int // 0 while the first request still runs
-	Body         []byte
-	Headers      []byte // JSON object of header name to value
 }
 
 // IdempotencyKeyClaimRequest holds the key for req for lock. When the key is
 // held or answered already it returns that record and claimed false.
-func IdempotencyKeyClaimRequest(ctx context.Context, e Executor, req *IdempotentRequest, lock time.Duration) (prior *IdempotentResponse, claimed bool, err error) {
+func IdempotencyKeyClaimRequest(ctx context.Context, e Executor, req *axtype.IdempotentRequest, lock time.Duration) (prior *axtype.IdempotentResponse, claimed bool, err error) {
 	_, err = queries.IdempotencyKeyClaimRequest(ctx, e, dbsqlc.IdempotencyKeyClaimRequestParams{ApiKeyID: req.APIKeyID,
 		Key: req.Key, Method: req.Method, Path: req.Path, RequestHash: req.RequestHash, LockSeconds: lock.Seconds()})
 	if err == nil {
 		return nil, true, nil
 	}
-	if err = mapErr(err); !errors.Is(err, ErrNotFound) {
+	if err = mapErr(err); !errors.Is(err, axtype.ErrNotFound) {
 		return nil, false, fmt.Errorf("error claiming idempotency key: %w", err)
 	}
 	r, err := queries.IdempotencyKeyGetRequest(ctx, e, dbsqlc.IdempotencyKeyGetRequestParams{ApiKeyID: req.APIKeyID, Key: req.Key})
 	if err != nil {
 		return nil, false, fmt.Errorf("error reading idempotency key: %w", mapErr(err))
 	}
-	return &IdempotentResponse{Method: r.Method, Path: r.Path, RequestHash: r.RequestHash,
+	return &axtype.IdempotentResponse{Method: r.Method, Path: r.Path, RequestHash: r.RequestHash,
 		Status: int(deref(r.ResponseStatus)), Body: r.ResponseBody, Headers: r.ResponseHeaders}, false, nil
 }
 
 // IdempotencyKeyStoreResponse remembers the response to the request holding
 // the key.
-func IdempotencyKeyStoreResponse(ctx context.Context, e Executor, req *IdempotentRequest, resp *IdempotentResponse) error {
+func IdempotencyKeyStoreResponse(ctx context.Context, e Executor, req *axtype.IdempotentRequest, resp *axtype.IdempotentResponse) error {
 	status := int32(resp.Status)
 	err := queries.IdempotencyKeyStoreResponse(ctx, e, dbsqlc.IdempotencyKeyStoreResponseParams{ApiKeyID: req.APIKeyID,
 		Key: req.Key, ResponseStatus: &status, ResponseBody: resp.Body, ResponseHeaders: jsonOr(resp.Headers, "{}")})
@@ -96,7 +68,7 @@ func IdempotencyKeyStoreResponse(ctx context.Context, e Executor, req *Idempoten
 
 // IdempotencyKeyReleaseRequest frees the key of a request that failed in a
 // way a retry may fix.
-func IdempotencyKeyReleaseRequest(ctx context.Context, e Executor, req *IdempotentRequest) error {
+func IdempotencyKeyReleaseRequest(ctx context.Context, e Executor, req *axtype.IdempotentRequest) error {
 	err := queries.IdempotencyKeyReleaseRequest(ctx, e, dbsqlc.IdempotencyKeyReleaseRequestParams{ApiKeyID: req.APIKeyID, Key: req.Key})
 	if err != nil {
 		return fmt.Errorf("error releasing idempotency key: %w", mapErr(err))
@@ -113,21 +85,11 @@ func IdempotencyKeyDeleteExpired(ctx context.Context, e Executor) (int64, error)
 	return n, nil
 }
 
-// IdempotencyClaim is one key of a batch claim: the request it guards
-// (path and hash), the response a replay gets, and how long it lives.
-type IdempotencyClaim struct {
-	Key          string
-	Path         string
-	RequestHash  []byte
-	ResponseBody []byte
-	ExpiresAt    time.Time
-}
-
 // IdempotencyKeyClaimMany claims distinct keys of one API key for POST
 // requests answered 202, in the caller's transaction. It returns the
 // records of the keys that were live already (their requests made
 // before), by key; the other keys are claimed.
-func IdempotencyKeyClaimMany(ctx context.Context, e Executor, apiKeyID uuid.UUID, claims []IdempotencyClaim) (map[string]*IdempotencyRecord, error) {
+func IdempotencyKeyClaimMany(ctx context.Context, e Executor, apiKeyID uuid.UUID, claims []axtype.IdempotencyClaim) (map[string]*axtype.IdempotencyRecord, error) {
 	if len(claims) == 0 {
 		return nil, nil
 	}
@@ -160,9 +122,9 @@ func IdempotencyKeyClaimMany(ctx context.Context, e Executor, apiKeyID uuid.UUID
 	if err != nil {
 		return nil, fmt.Errorf("error reading idempotency keys: %w", mapErr(err))
 	}
-	out := make(map[string]*IdempotencyRecord, len(rows))
+	out := make(map[string]*axtype.IdempotencyRecord, len(rows))
 	for _, r := range rows {
-		out[r.Key] = &IdempotencyRecord{APIKeyID: apiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
+		out[r.Key] = &axtype.IdempotencyRecord{APIKeyID: apiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
 			RequestHash: r.RequestHash, ResponseStatus: int(deref(r.ResponseStatus)), ResponseBody: r.ResponseBody}
 	}
 	return out, nil
@@ -170,15 +132,15 @@ func IdempotencyKeyClaimMany(ctx context.Context, e Executor, apiKeyID uuid.UUID
 
 // IdempotencyKeyLookup returns the live record of key; ErrNotFound when
 // there is none.
-func IdempotencyKeyLookup(ctx context.Context, e Executor, apiKeyID uuid.UUID, key string) (*IdempotencyRecord, error) {
+func IdempotencyKeyLookup(ctx context.Context, e Executor, apiKeyID uuid.UUID, key string) (*axtype.IdempotencyRecord, error) {
 	r, err := queries.IdempotencyKeyGet(ctx, e, dbsqlc.IdempotencyKeyGetParams{ApiKeyID: apiKeyID, Key: key})
 	if err != nil {
-		if err = mapErr(err); errors.Is(err, ErrNotFound) {
+		if err = mapErr(err); errors.Is(err, axtype.ErrNotFound) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("error reading idempotency key: %w", err)
 	}
-	return &IdempotencyRecord{APIKeyID: r.ApiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
+	return &axtype.IdempotencyRecord{APIKeyID: r.ApiKeyID, Key: r.Key, Method: r.Method, Path: r.Path,
 		RequestHash: r.RequestHash, ResponseStatus: int(deref(r.ResponseStatus)), ResponseBody: r.ResponseBody}, nil
 }
 

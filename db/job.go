@@ -10,105 +10,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
-
-// Job is a job definition joined with its trigger row.
-type Job struct {
-	ID              uuid.UUID
-	Name            string
-	Group           string
-	Owner           string
-	Description     string
-	TriggerKind     TriggerKind
-	CronExpr        string // set for cron triggers
-	Timezone        string
-	IntervalSeconds int64      // set for interval triggers
-	RunAt           *time.Time // set for delay triggers
-	ExecutorKind    ExecutorKind
-	Executor        ExecutorConfig
-	TargetLabels    map[string]string
-	RouteStrategy   RouteStrategy
-	RouteKey        string
-	ShardCount      int
-	ShardParams     []string
-	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
-	// a parameter get: [0, 2^32) by default (FillDefaults).
-	ShardRangeFrom int64
-	ShardRangeTo   int64
-	// ShardGenerator, when set, makes each run's shard params from the fire
-	// instead of ShardParams or the range.
-	ShardGenerator         *ShardGenerator
-	Priority               int
-	TimeoutSeconds         int
-	RetryMaxAttempts       int
-	RetryBackoffSeconds    int
-	RetryBackoffMaxSeconds int
-	ConcurrencyPolicy      ConcurrencyPolicy
-	MisfirePolicy          MisfirePolicy
-	MisfireWindowSeconds   int
-	MisfireMaxFires        int
-	RateLimitClass         string
-	// DegradeAction is what the job's tasks do while their class's
-	// priority floor is above them: wait (default) or skip.
-	DegradeAction DegradeAction
-	// TimeoutMode is fixed (every attempt gets TimeoutSeconds) or
-	// adaptive (see Job.AdaptiveTimeout; TimeoutSeconds is then the ceiling).
-	TimeoutMode TimeoutMode
-	// HistoryRetentionSeconds and HistoryFailedRetentionSeconds keep the
-	// job's ended runs (failed and timed-out ones: the second) this long
-	// instead of the server's retention; 0: the server's.
-	HistoryRetentionSeconds       int
-	HistoryFailedRetentionSeconds int
-	CallbackURL                   string
-	// CallbackOrdered delivers the job's callbacks in sequence order: the
-	// next waits until the one before is delivered or has failed for good.
-	CallbackOrdered bool
-	Params          json.RawMessage // object handed to every run
-	// SigningSecret is set only in what JobService.Create returns: the
-	// job's new whsec_ secret, shown once.
-	SigningSecret string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-
-	// From the trigger row.
-	NextFireAt       *time.Time
-	Paused           bool
-	PausedAt         *time.Time
-	LastFireAt       *time.Time
-	LastScheduledFor *time.Time
-	LastExecutionID  *uuid.UUID
-	LastState        ExecutionState // state of the last execution; "" before the first fire
-	// SetAsideAt and SetAsideReason are set while the trigger loop does not
-	// fire the job because a fire of it failed; an update clears them.
-	SetAsideAt     *time.Time
-	SetAsideReason string
-	// PausedReason says why ax paused the job (it left its declaration
-	// set); "" when it is not paused or was paused through the API.
-	PausedReason string
-
-	// ManagedBy names the declaration set the job belongs to ("" when it
-	// is managed through the API); DeclaredVersion and DeclaredIn are the
-	// version and the place of the declaration that last changed it.
-	ManagedBy       string
-	DeclaredVersion string
-	DeclaredIn      string
-
-	// TimeoutMeasure is the last measure of the job's history, from
-	// ax.job_timeout_measure; nil before a fire of it as an adaptive job.
-	TimeoutMeasure *TimeoutMeasure
-}
-
-// Agentless reports whether ax serve itself runs the job's tasks instead
-// of an agent: an HTTP executor and no target labels, unless the job is
-// broadcast (one task per agent). JobInsert and JobUpdate store the answer
-// in job.agentless, which the tasks of each run copy.
-func (j *Job) Agentless() bool {
-	return j.ExecutorKind == ExecutorHTTP && len(j.TargetLabels) == 0 && j.RouteStrategy != RouteBroadcast
-}
 
 // JobInsert stores a new job and its trigger row (with job.NextFireAt and
 // job.Paused) and returns the stored job.
-func JobInsert(ctx context.Context, e Executor, job *Job) (*Job, error) {
+func JobInsert(ctx context.Context, e Executor, job *axtype.Job) (*axtype.Job, error) {
 	p, err := jobParams(job)
 	if err != nil {
 		return nil, err
@@ -128,7 +35,7 @@ func JobInsert(ctx context.Context, e Executor, job *Job) (*Job, error) {
 
 // JobUpdate replaces the definition of job.ID and sets its next fire time;
 // the paused flag and fire history stay as they are.
-func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
+func JobUpdate(ctx context.Context, e Executor, job *axtype.Job) (*axtype.Job, error) {
 	p, err := jobParams(job)
 	if err != nil {
 		return nil, err
@@ -158,8 +65,8 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	var measure *TimeoutMeasure
-	if job.TimeoutMode == TimeoutAdaptive {
+	var measure *axtype.TimeoutMeasure
+	if job.TimeoutMode == axtype.TimeoutAdaptive {
 		if measure, err = JobTimeoutMeasureGet(ctx, e, job.ID); err != nil {
 			return nil, err
 		}
@@ -168,7 +75,7 @@ func JobUpdate(ctx context.Context, e Executor, job *Job) (*Job, error) {
 }
 
 // JobGetByID returns one job.
-func JobGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Job, error) {
+func JobGetByID(ctx context.Context, e Executor, id uuid.UUID) (*axtype.Job, error) {
 	row, err := queries.JobGetByID(ctx, e, id)
 	if err != nil {
 		return nil, fmt.Errorf("error getting job %s: %w", id, mapErr(err))
@@ -179,7 +86,7 @@ func JobGetByID(ctx context.Context, e Executor, id uuid.UUID) (*Job, error) {
 
 // JobGetByIDForUpdate returns one job and locks its rows until the
 // transaction ends, so concurrent updates of one job serialize.
-func JobGetByIDForUpdate(ctx context.Context, e Executor, id uuid.UUID) (*Job, error) {
+func JobGetByIDForUpdate(ctx context.Context, e Executor, id uuid.UUID) (*axtype.Job, error) {
 	row, err := queries.JobGetByIDForUpdate(ctx, e, id)
 	if err != nil {
 		return nil, fmt.Errorf("error locking job %s: %w", id, mapErr(err))
@@ -200,14 +107,14 @@ type JobListParams struct {
 }
 
 // JobList returns up to Limit jobs in id (creation) order.
-func JobList(ctx context.Context, e Executor, p *JobListParams) ([]*Job, error) {
+func JobList(ctx context.Context, e Executor, p *JobListParams) ([]*axtype.Job, error) {
 	rows, err := queries.JobList(ctx, e, dbsqlc.JobListParams{
 		After: p.After, GroupName: p.Group, Name: p.Name, Owner: p.Owner, Paused: p.Paused, Groups: p.Groups, Max: int32(p.Limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing jobs: %w", mapErr(err))
 	}
-	jobs := make([]*Job, 0, len(rows))
+	jobs := make([]*axtype.Job, 0, len(rows))
 	for _, r := range rows {
 		j, err := jobFromRow(r.AxJob, r.AxTrigger, r.LastState,
 			timeoutMeasure(r.TimeoutSamples, r.TimeoutP95Ms, r.TimeoutComputedAt))
@@ -226,12 +133,12 @@ func JobDelete(ctx context.Context, e Executor, id uuid.UUID) error {
 		return fmt.Errorf("error deleting job %s: %w", id, mapErr(err))
 	}
 	if n == 0 {
-		return fmt.Errorf("error deleting job %s: %w", id, ErrNotFound)
+		return fmt.Errorf("error deleting job %s: %w", id, axtype.ErrNotFound)
 	}
 	return nil
 }
 
-func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
+func jobParams(j *axtype.Job) (dbsqlc.JobInsertParams, error) {
 	labels, err := json.Marshal(nonNilMap(j.TargetLabels))
 	if err != nil {
 		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding target labels: %w", err)
@@ -265,33 +172,33 @@ func jobParams(j *Job) (dbsqlc.JobInsertParams, error) {
 		HistoryRetentionSeconds:       nilIfZero(int32(j.HistoryRetentionSeconds)),
 		HistoryFailedRetentionSeconds: nilIfZero(int32(j.HistoryFailedRetentionSeconds)),
 		// A definition made before timeout modes (zero) is fixed.
-		TimeoutMode: dbsqlc.AxTimeoutMode(cmp.Or(j.TimeoutMode, TimeoutFixed)),
+		TimeoutMode: dbsqlc.AxTimeoutMode(cmp.Or(j.TimeoutMode, axtype.TimeoutFixed)),
 	}, nil
 }
 
-func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *TimeoutMeasure) (*Job, error) {
-	j := &Job{
+func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *axtype.TimeoutMeasure) (*axtype.Job, error) {
+	j := &axtype.Job{
 		ID: r.ID, Name: r.Name, Group: r.GroupName, Owner: r.Owner, Description: r.Description,
-		TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
+		TriggerKind: axtype.TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
 		IntervalSeconds: deref(r.IntervalSeconds), RunAt: utcPtr(r.RunAt),
-		ExecutorKind:  ExecutorKind(r.ExecutorKind),
-		RouteStrategy: RouteStrategy(r.RouteStrategy), RouteKey: r.RouteKey,
+		ExecutorKind:  axtype.ExecutorKind(r.ExecutorKind),
+		RouteStrategy: axtype.RouteStrategy(r.RouteStrategy), RouteKey: r.RouteKey,
 		ShardCount: int(r.ShardCount), Priority: int(r.Priority), TimeoutSeconds: int(r.TimeoutSeconds),
 		ShardRangeFrom: r.ShardRangeFrom, ShardRangeTo: r.ShardRangeTo,
 		ShardGenerator:   generatorFromColumns(r.ShardGenerator, r.ShardWindowSeconds),
 		RetryMaxAttempts: int(r.RetryMaxAttempts), RetryBackoffSeconds: int(r.RetryBackoffSeconds),
 		RetryBackoffMaxSeconds: int(r.RetryBackoffMaxSeconds),
-		ConcurrencyPolicy:      ConcurrencyPolicy(r.ConcurrencyPolicy), MisfirePolicy: MisfirePolicy(r.MisfirePolicy),
+		ConcurrencyPolicy:      axtype.ConcurrencyPolicy(r.ConcurrencyPolicy), MisfirePolicy: axtype.MisfirePolicy(r.MisfirePolicy),
 		MisfireWindowSeconds: int(r.MisfireWindowSeconds), MisfireMaxFires: int(r.MisfireMaxFires),
-		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: DegradeAction(r.DegradeAction),
+		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: axtype.DegradeAction(r.DegradeAction),
 		CallbackOrdered: r.CallbackOrdered,
 		Params:          r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
-		LastExecutionID: t.LastExecutionID, LastState: ExecutionState(lastState),
+		LastExecutionID: t.LastExecutionID, LastState: axtype.ExecutionState(lastState),
 		SetAsideAt: utcPtr(t.SetAsideAt), SetAsideReason: deref(t.SetAsideReason), PausedReason: deref(t.PausedReason),
 		ManagedBy: deref(r.ManagedBy), DeclaredVersion: deref(r.DeclaredVersion), DeclaredIn: deref(r.DeclaredIn),
-		TimeoutMode: TimeoutMode(r.TimeoutMode), TimeoutMeasure: measure,
+		TimeoutMode: axtype.TimeoutMode(r.TimeoutMode), TimeoutMeasure: measure,
 		HistoryRetentionSeconds:       int(deref(r.HistoryRetentionSeconds)),
 		HistoryFailedRetentionSeconds: int(deref(r.HistoryFailedRetentionSeconds)),
 	}
@@ -318,22 +225,15 @@ func JobGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, error)
 	return g, nil
 }
 
-// FailingJob is a job with failed runs in the observed window.
-type FailingJob struct {
-	Name, Group, Owner  string
-	Finished, Failed    int64 // runs that ended in the window, and failed ones
-	ConsecutiveFailures int64 // latest runs in a row that failed
-}
-
 // JobListFailing returns jobs with failures within window.
-func JobListFailing(ctx context.Context, e Executor, window time.Duration) ([]FailingJob, error) {
+func JobListFailing(ctx context.Context, e Executor, window time.Duration) ([]axtype.FailingJob, error) {
 	rows, err := queries.JobListFailing(ctx, e, window.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("error reading failing jobs: %w", mapErr(err))
 	}
-	out := make([]FailingJob, len(rows))
+	out := make([]axtype.FailingJob, len(rows))
 	for i, r := range rows {
-		out[i] = FailingJob{Name: r.Name, Group: r.GroupName, Owner: r.Owner, Finished: r.Finished,
+		out[i] = axtype.FailingJob{Name: r.Name, Group: r.GroupName, Owner: r.Owner, Finished: r.Finished,
 			Failed: r.Failed, ConsecutiveFailures: r.ConsecutiveFailures}
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // JobSecretInsert stores a new job's signing secret.
@@ -29,24 +30,14 @@ func JobSecretRotate(ctx context.Context, e Executor, jobID uuid.UUID, secret st
 	return utcPtr(until), nil
 }
 
-// JobSecrets are the secrets that sign a job's messages now.
-type JobSecrets struct {
-	Current           string
-	Previous          string     // "" unless a rotation lasts
-	PreviousExpiresAt *time.Time // when the previous one stops signing
-}
-
-// List returns the secrets to sign with, current first.
-func (s JobSecrets) List() []string { return secretList(s.Current, s.Previous) }
-
 // JobSecretGet returns a job's signing secrets; ErrNotFound when it has
 // none.
-func JobSecretGet(ctx context.Context, e Executor, jobID uuid.UUID) (JobSecrets, error) {
+func JobSecretGet(ctx context.Context, e Executor, jobID uuid.UUID) (axtype.JobSecrets, error) {
 	r, err := queries.JobSecretGet(ctx, e, jobID)
 	if err != nil {
-		return JobSecrets{}, fmt.Errorf("error getting signing secret of job %s: %w", jobID, mapErr(err))
+		return axtype.JobSecrets{}, fmt.Errorf("error getting signing secret of job %s: %w", jobID, mapErr(err))
 	}
-	out := JobSecrets{Current: r.Secret, Previous: r.PreviousSecret}
+	out := axtype.JobSecrets{Current: r.Secret, Previous: r.PreviousSecret}
 	if out.Previous != "" {
 		out.PreviousExpiresAt = utcPtr(r.PreviousExpiresAt)
 	}

@@ -11,11 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
 // TestJobAgentlessColumn: the backfill of migration 18 and every insert and
-// update agree with db.Job.Agentless, the rule's one owner.
+// update agree with axtype.Job.Agentless, the rule's one owner.
 func TestJobAgentlessColumn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -27,16 +29,16 @@ func TestJobAgentlessColumn(t *testing.T) {
 	require.NoError(t, err)
 
 	shapes := []struct {
-		kind     db.ExecutorKind
+		kind     axtype.ExecutorKind
 		labels   string
-		strategy db.RouteStrategy
+		strategy axtype.RouteStrategy
 		want     bool
 	}{
-		{db.ExecutorHTTP, `{}`, db.RouteRoundRobin, true},
-		{db.ExecutorHTTP, `{"pool":"a"}`, db.RouteRoundRobin, false},
-		{db.ExecutorHTTP, `{}`, db.RouteBroadcast, false},
-		{db.ExecutorShell, `{}`, db.RouteRoundRobin, false},
-		{db.ExecutorHandler, `{}`, db.RouteLeastActive, false},
+		{axtype.ExecutorHTTP, `{}`, axtype.RouteRoundRobin, true},
+		{axtype.ExecutorHTTP, `{"pool":"a"}`, axtype.RouteRoundRobin, false},
+		{axtype.ExecutorHTTP, `{}`, axtype.RouteBroadcast, false},
+		{axtype.ExecutorShell, `{}`, axtype.RouteRoundRobin, false},
+		{axtype.ExecutorHandler, `{}`, axtype.RouteLeastActive, false},
 	}
 	ids := make([]uuid.UUID, len(shapes))
 	for i, s := range shapes {
@@ -70,10 +72,10 @@ func TestJobAgentlessColumn(t *testing.T) {
 		require.Equal(t, updated.Agentless(), storedAgentless(t, pool, ids[i]), "update of %+v", s)
 	}
 
-	job := &db.Job{ID: uuid.New(), Name: "inserted", Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: db.ExecutorHTTP, Executor: db.ExecutorConfig{URL: "https://example.com", Method: "POST"},
-		RouteStrategy: db.RouteRoundRobin, ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1,
-		ConcurrencyPolicy: db.ConcurrencyAllow, MisfirePolicy: db.MisfireFireOnce, MisfireMaxFires: 1}
+	job := &axtype.Job{ID: uuid.New(), Name: "inserted", Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
+		ExecutorKind: axtype.ExecutorHTTP, Executor: axtype.ExecutorConfig{URL: "https://example.com", Method: "POST"},
+		RouteStrategy: axtype.RouteRoundRobin, ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1,
+		ConcurrencyPolicy: axtype.ConcurrencyAllow, MisfirePolicy: axtype.MisfireFireOnce, MisfireMaxFires: 1}
 	job.FillDefaults()
 	_, err = db.JobInsert(ctx, pool, job)
 	require.NoError(t, err)
@@ -89,12 +91,12 @@ func storedAgentless(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) bool {
 
 // TestJobSQLDefaultsAreFillDefaults: the column defaults of ax.job, a
 // safety net for rows written by hand (JobInsert passes every column),
-// equal what db.Job.FillDefaults fills.
+// equal what axtype.Job.FillDefaults fills.
 func TestJobSQLDefaultsAreFillDefaults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.New(t)
-	for _, kind := range []db.ExecutorKind{db.ExecutorShell, db.ExecutorHTTP} {
+	for _, kind := range []axtype.ExecutorKind{axtype.ExecutorShell, axtype.ExecutorHTTP} {
 		id := uuid.New()
 		_, err := pool.Exec(ctx, `
 			WITH j AS (
@@ -106,7 +108,7 @@ func TestJobSQLDefaultsAreFillDefaults(t *testing.T) {
 		stored, err := db.JobGetByID(ctx, pool, id)
 		require.NoError(t, err)
 
-		want := &db.Job{ExecutorKind: kind, TargetLabels: stored.TargetLabels}
+		want := &axtype.Job{ExecutorKind: kind, TargetLabels: stored.TargetLabels}
 		want.FillDefaults()
 		want.Executor.Method = "" // the column's default executor is the empty object, whatever the kind
 		require.Equal(t, jobDefaults(want), jobDefaults(stored), "kind %s", kind)
@@ -114,8 +116,8 @@ func TestJobSQLDefaultsAreFillDefaults(t *testing.T) {
 }
 
 // jobDefaults is what FillDefaults decides of j.
-func jobDefaults(j *db.Job) db.Job {
-	return db.Job{Group: j.Group, Timezone: j.Timezone, Executor: j.Executor, RouteStrategy: j.RouteStrategy,
+func jobDefaults(j *axtype.Job) axtype.Job {
+	return axtype.Job{Group: j.Group, Timezone: j.Timezone, Executor: j.Executor, RouteStrategy: j.RouteStrategy,
 		ShardCount: j.ShardCount, ShardRangeFrom: j.ShardRangeFrom, ShardRangeTo: j.ShardRangeTo,
 		TimeoutSeconds: j.TimeoutSeconds, RetryMaxAttempts: j.RetryMaxAttempts,
 		RetryBackoffSeconds: j.RetryBackoffSeconds, RetryBackoffMaxSeconds: j.RetryBackoffMaxSeconds,
@@ -132,10 +134,10 @@ func TestEditingAJobWhileItFiresDoesNotDeadlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.New(t)
-	job := &db.Job{ID: uuid.New(), Name: "edited-while-firing", Group: "default", TriggerKind: db.TriggerManual,
-		Timezone: "UTC", ExecutorKind: db.ExecutorShell, Executor: db.ExecutorConfig{Command: "true"},
-		RouteStrategy: db.RouteRoundRobin, ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1,
-		ConcurrencyPolicy: db.ConcurrencyAllow, MisfirePolicy: db.MisfireFireOnce, MisfireMaxFires: 1}
+	job := &axtype.Job{ID: uuid.New(), Name: "edited-while-firing", Group: "default", TriggerKind: axtype.TriggerManual,
+		Timezone: "UTC", ExecutorKind: axtype.ExecutorShell, Executor: axtype.ExecutorConfig{Command: "true"},
+		RouteStrategy: axtype.RouteRoundRobin, ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1,
+		ConcurrencyPolicy: axtype.ConcurrencyAllow, MisfirePolicy: axtype.MisfireFireOnce, MisfireMaxFires: 1}
 	job.FillDefaults()
 	_, err := db.JobInsert(ctx, pool, job)
 	require.NoError(t, err)

@@ -6,82 +6,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/google/uuid"
 )
 
-// The adaptive timeout rule (TimeoutAdaptive). A fire applies it in SQL
-// (TaskPlanForExecutions); Job.AdaptiveTimeout says the same in Go, to show
-// it. A retry after a timeout doubles the attempt's timeout up to the
-// ceiling (TaskComplete, TaskReapExpired).
-const (
-	// AdaptiveTimeoutFactor multiplies the P95 of the job's recent
-	// successful attempts.
-	AdaptiveTimeoutFactor = 3
-	// AdaptiveTimeoutMinSeconds is the floor of an adaptive timeout, and
-	// the least timeout_seconds (its ceiling) an adaptive job may have.
-	AdaptiveTimeoutMinSeconds = 5
-	// AdaptiveTimeoutSamples is how many of the latest successful attempts
-	// are measured, at most.
-	AdaptiveTimeoutSamples = 100
-	// AdaptiveTimeoutWindow is how old a measured attempt may be.
-	AdaptiveTimeoutWindow = 24 * time.Hour
-	// AdaptiveTimeoutRuns is how many of the job's latest runs a
-	// measure looks through for successful ones: the bound of its cost.
-	AdaptiveTimeoutRuns = 1000
-	// AdaptiveTimeoutMeasureMaxAge is how old a job's stored measure may
-	// be before a fire measures its history again.
-	AdaptiveTimeoutMeasureMaxAge = time.Minute
-	// AdaptiveTimeoutMeasuresPerFire is how many jobs' histories one fire
-	// statement measures at most: a measure costs a few milliseconds.
-	AdaptiveTimeoutMeasuresPerFire = 20
-)
-
-// TimeoutBasis says which part of the adaptive rule decided a timeout.
-type TimeoutBasis string
-
-// Timeout bases.
-const (
-	TimeoutBasisNoHistory TimeoutBasis = "no_history" // no measured success: the ceiling, the start value
-	TimeoutBasisP95       TimeoutBasis = "p95"        // 3 × P95, rounded up to whole seconds
-	TimeoutBasisFloor     TimeoutBasis = "floor"      // 3 × P95 was under 5 s
-	TimeoutBasisCeiling   TimeoutBasis = "ceiling"    // 3 × P95 was over timeout_seconds
-)
-
-// TimeoutMeasure is the last measure of an adaptive job's recent
-// successful attempts (ax.job_timeout_measure), taken by a fire.
-type TimeoutMeasure struct {
-	Samples    int           // successful attempts measured, at most AdaptiveTimeoutSamples
-	P95        time.Duration // their 95th percentile duration (nearest rank), to the millisecond; 0 without samples
-	ComputedAt time.Time
-}
-
-// AdaptiveTimeout is the timeout in seconds that a new task of j gets in
-// adaptive mode, with its stored measure (j.TimeoutMeasure) and its
-// ceiling (j.TimeoutSeconds), and what decided it: 3 × P95 rounded up to
-// whole seconds, at least AdaptiveTimeoutMinSeconds, at most the ceiling;
-// the ceiling without samples.
-func (j *Job) AdaptiveTimeout() (int, TimeoutBasis) {
-	m, ceiling := j.TimeoutMeasure, j.TimeoutSeconds
-	if m == nil || m.Samples == 0 {
-		return ceiling, TimeoutBasisNoHistory
-	}
-	ms := AdaptiveTimeoutFactor * m.P95.Milliseconds()
-	secs := (ms + 999) / 1000
-	switch {
-	case max(secs, AdaptiveTimeoutMinSeconds) > int64(ceiling):
-		return ceiling, TimeoutBasisCeiling
-	case secs < AdaptiveTimeoutMinSeconds:
-		return AdaptiveTimeoutMinSeconds, TimeoutBasisFloor
-	}
-	return int(secs), TimeoutBasisP95
-}
-
 // JobTimeoutMeasureGet returns the stored measure of job id's history; nil
 // when it has none.
-func JobTimeoutMeasureGet(ctx context.Context, e Executor, id uuid.UUID) (*TimeoutMeasure, error) {
+func JobTimeoutMeasureGet(ctx context.Context, e Executor, id uuid.UUID) (*axtype.TimeoutMeasure, error) {
 	r, err := queries.JobTimeoutMeasureGet(ctx, e, id)
 	if err != nil {
-		if err = mapErr(err); errors.Is(err, ErrNotFound) {
+		if err = mapErr(err); errors.Is(err, axtype.ErrNotFound) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("error getting timeout measure of job %s: %w", id, err)
@@ -91,10 +25,10 @@ func JobTimeoutMeasureGet(ctx context.Context, e Executor, id uuid.UUID) (*Timeo
 
 // timeoutMeasure makes a measure of stored columns; nil when the job has
 // none (a left join's nulls).
-func timeoutMeasure(samples *int32, p95ms *int64, computedAt *time.Time) *TimeoutMeasure {
+func timeoutMeasure(samples *int32, p95ms *int64, computedAt *time.Time) *axtype.TimeoutMeasure {
 	if samples == nil || computedAt == nil {
 		return nil
 	}
-	return &TimeoutMeasure{Samples: int(*samples), P95: time.Duration(deref(p95ms)) * time.Millisecond,
+	return &axtype.TimeoutMeasure{Samples: int(*samples), P95: time.Duration(deref(p95ms)) * time.Millisecond,
 		ComputedAt: computedAt.UTC()}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // KeyedTables are the tables partitioned by range of a key other than
@@ -38,7 +39,7 @@ func KeyedPartitionsMake(ctx context.Context, tx pgx.Tx, table string, now *time
 // live or in history; of ax.skipped_fire, those whose range ended longer
 // ago than the longest server retention. RangeFrom and RangeTo of a
 // run-keyed partition are the instants of its bounds' ids.
-func KeyedPartitionsDroppable(ctx context.Context, e Executor, now *time.Time) ([]HistoryPartition, error) {
+func KeyedPartitionsDroppable(ctx context.Context, e Executor, now *time.Time) ([]axtype.HistoryPartition, error) {
 	runs, err := queries.KeyedRunPartitionsDroppable(ctx, e, now)
 	if err != nil {
 		return nil, fmt.Errorf("error listing run-keyed partitions: %w", mapErr(err))
@@ -47,13 +48,13 @@ func KeyedPartitionsDroppable(ctx context.Context, e Executor, now *time.Time) (
 	if err != nil {
 		return nil, fmt.Errorf("error listing skip record partitions: %w", mapErr(err))
 	}
-	out := make([]HistoryPartition, 0, len(runs)+len(skips))
+	out := make([]axtype.HistoryPartition, 0, len(runs)+len(skips))
 	for _, r := range runs {
-		out = append(out, HistoryPartition{Name: r.PartitionName, Table: r.TableName, RangeFrom: r.RangeFrom.UTC(),
+		out = append(out, axtype.HistoryPartition{Name: r.PartitionName, Table: r.TableName, RangeFrom: r.RangeFrom.UTC(),
 			RangeTo: r.RangeTo.UTC()})
 	}
 	for _, r := range skips {
-		out = append(out, HistoryPartition{Name: r.PartitionName, Table: r.TableName, RangeFrom: r.RangeFrom.UTC(),
+		out = append(out, axtype.HistoryPartition{Name: r.PartitionName, Table: r.TableName, RangeFrom: r.RangeFrom.UTC(),
 			RangeTo: r.RangeTo.UTC()})
 	}
 	return out, nil
@@ -62,8 +63,8 @@ func KeyedPartitionsDroppable(ctx context.Context, e Executor, now *time.Time) (
 // KeyedPartitionRows counts the rows of a partition of a keyed table and,
 // for the run-keyed ones, bounds their execution ids (through its
 // primary key).
-func KeyedPartitionRows(ctx context.Context, e Executor, p HistoryPartition) (PartitionRows, error) {
-	var r PartitionRows
+func KeyedPartitionRows(ctx context.Context, e Executor, p axtype.HistoryPartition) (axtype.PartitionRows, error) {
+	var r axtype.PartitionRows
 	name := pgx.Identifier{"ax", p.Name}.Sanitize()
 	sql := "SELECT count(*), NULL::uuid, NULL::uuid FROM " + name
 	if p.Table != "skipped_fire" {

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -34,11 +36,11 @@ func TestAgentLeaseSkipsTheTasksOfARunBeingCancelled(t *testing.T) {
 	cancel := holdRunThenCancel(t, pool, run)
 
 	leased := make(chan error, 1)
-	var got [][]*db.LeasedTask
+	var got [][]*axtype.LeasedTask
 	go func() {
 		var err error
 		got, err = db.TaskLeaseMany(ctx, pool, &db.TaskLeaseBatch{
-			Agents: []db.LeaseAgent{{ID: agent, Executors: []string{"http"}, Max: 5}},
+			Agents: []axtype.LeaseAgent{{ID: agent, Executors: []string{"http"}, Max: 5}},
 			Lease:  30 * time.Second, StealAfter: time.Minute, StarveAfter: time.Hour})
 		leased <- err
 	}()
@@ -78,7 +80,7 @@ func TestAgentlessLeaseWaitsForACancelOfItsRun(t *testing.T) {
 	waitForLock(t, pool, leaserPID, "the agentless lease")
 
 	require.NoError(t, cancel.finish(), "the cancel")
-	require.ErrorIs(t, <-leased, db.ErrNotFound, "the cancelled task is not leased")
+	require.ErrorIs(t, <-leased, axtype.ErrNotFound, "the cancelled task is not leased")
 	require.NoError(t, leaser.Commit(ctx))
 	requireStates(t, pool, run, task, "cancelled", "cancelled")
 }

@@ -6,26 +6,19 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/google/uuid"
 )
 
-// NonceCheck is what the database says of a signed request's timestamp
-// and nonce.
-type NonceCheck struct {
-	FreshTimestamp bool      // within the window of the database clock
-	FreshNonce     bool      // not seen within the window: recorded now
-	ServerTime     time.Time // the database clock
-}
-
 // NonceUse checks a signed request's timestamp against the database
 // clock and records its nonce for as long as the timestamp is acceptable.
-func NonceUse(ctx context.Context, e Executor, keyID uuid.UUID, nonce string, timestamp int64, window time.Duration) (NonceCheck, error) {
+func NonceUse(ctx context.Context, e Executor, keyID uuid.UUID, nonce string, timestamp int64, window time.Duration) (axtype.NonceCheck, error) {
 	r, err := queries.NonceUse(ctx, e, dbsqlc.NonceUseParams{KeyID: keyID, Nonce: nonce, Timestamp: timestamp,
 		WindowSeconds: int64(window.Seconds())})
 	if err != nil {
-		return NonceCheck{}, fmt.Errorf("error recording nonce: %w", mapErr(err))
+		return axtype.NonceCheck{}, fmt.Errorf("error recording nonce: %w", mapErr(err))
 	}
-	return NonceCheck{FreshTimestamp: r.FreshTimestamp, FreshNonce: r.FreshNonce, ServerTime: time.Unix(r.ServerTime, 0).UTC()}, nil
+	return axtype.NonceCheck{FreshTimestamp: r.FreshTimestamp, FreshNonce: r.FreshNonce, ServerTime: time.Unix(r.ServerTime, 0).UTC()}, nil
 }
 
 // NonceDeleteExpired forgets nonces whose requests would be refused as

@@ -4,24 +4,20 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/jackc/pgx/v5"
 )
 
-// TableRows is the statistics' estimate of a table's live and dead rows.
-type TableRows struct {
-	Live, Dead int64
-}
-
 // TableDeadTuples returns the live and dead row estimates of ax's tables
 // among names, by name (pg_stat_user_tables).
-func TableDeadTuples(ctx context.Context, e Executor, names []string) (map[string]TableRows, error) {
+func TableDeadTuples(ctx context.Context, e Executor, names []string) (map[string]axtype.TableRows, error) {
 	rows, err := queries.TableDeadTuples(ctx, e, names)
 	if err != nil {
 		return nil, fmt.Errorf("error reading table statistics: %w", mapErr(err))
 	}
-	out := make(map[string]TableRows, len(rows))
+	out := make(map[string]axtype.TableRows, len(rows))
 	for _, r := range rows {
-		out[r.Name] = TableRows{Live: r.Live, Dead: r.Dead}
+		out[r.Name] = axtype.TableRows{Live: r.Live, Dead: r.Dead}
 	}
 	return out, nil
 }

@@ -6,34 +6,11 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
-// RateClass is a token bucket that caps how fast a class of tasks is
-// leased, with the priority floors that degrade it under pressure.
-type RateClass struct {
-	Name        string
-	Description string
-	Rate        float64 // tokens per second
-	Burst       float64 // bucket size
-	// ManualMinPriority is an operator's floor: tasks below it wait.
-	ManualMinPriority *int
-	// AutoMinPriority applies while the class is degraded: its waiting
-	// depth is above AutoDepth or its oldest wait above AutoAge.
-	AutoMinPriority *int
-	AutoDepth       *int
-	AutoAge         *time.Duration
-	DegradedSince   *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-
-	// Read by RateClassList.
-	TokensNow  float64       // the bucket's level now
-	Waiting    int64         // ready tasks waiting
-	OldestWait time.Duration // how long the oldest has waited
-}
-
 // RateClassInsert creates a class with a full bucket.
-func RateClassInsert(ctx context.Context, e Executor, c *RateClass) (*RateClass, error) {
+func RateClassInsert(ctx context.Context, e Executor, c *axtype.RateClass) (*axtype.RateClass, error) {
 	r, err := queries.RateClassInsert(ctx, e, dbsqlc.RateClassInsertParams{
 		Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		ManualMinPriority: int32Ptr(c.ManualMinPriority), AutoMinPriority: int32Ptr(c.AutoMinPriority),
@@ -46,7 +23,7 @@ func RateClassInsert(ctx context.Context, e Executor, c *RateClass) (*RateClass,
 
 // RateClassUpdate changes a class's settings; its bucket keeps its level
 // (capped at the new burst).
-func RateClassUpdate(ctx context.Context, e Executor, c *RateClass) (*RateClass, error) {
+func RateClassUpdate(ctx context.Context, e Executor, c *axtype.RateClass) (*axtype.RateClass, error) {
 	r, err := queries.RateClassUpdate(ctx, e, dbsqlc.RateClassUpdateParams{
 		Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		ManualMinPriority: int32Ptr(c.ManualMinPriority), AutoMinPriority: int32Ptr(c.AutoMinPriority),
@@ -59,7 +36,7 @@ func RateClassUpdate(ctx context.Context, e Executor, c *RateClass) (*RateClass,
 
 // RateClassSetManualFloor switches an operator's floor on (minPriority) or
 // off (nil).
-func RateClassSetManualFloor(ctx context.Context, e Executor, name string, minPriority *int) (*RateClass, error) {
+func RateClassSetManualFloor(ctx context.Context, e Executor, name string, minPriority *int) (*axtype.RateClass, error) {
 	r, err := queries.RateClassSetManualFloor(ctx, e, dbsqlc.RateClassSetManualFloorParams{
 		Name: name, MinPriority: int32Ptr(minPriority)})
 	if err != nil {
@@ -76,19 +53,19 @@ func RateClassDelete(ctx context.Context, e Executor, name string) error {
 		return fmt.Errorf("error deleting rate class %q: %w", name, mapErr(err))
 	}
 	if n == 0 {
-		return fmt.Errorf("error deleting rate class %q: %w", name, ErrNotFound)
+		return fmt.Errorf("error deleting rate class %q: %w", name, axtype.ErrNotFound)
 	}
 	return nil
 }
 
 // RateClassList returns every class (or the one named) with its bucket
 // level and backlog now.
-func RateClassList(ctx context.Context, e Executor, name string) ([]*RateClass, error) {
+func RateClassList(ctx context.Context, e Executor, name string) ([]*axtype.RateClass, error) {
 	rows, err := queries.RateClassList(ctx, e, nilIfEmpty(name))
 	if err != nil {
 		return nil, fmt.Errorf("error listing rate classes: %w", mapErr(err))
 	}
-	out := make([]*RateClass, len(rows))
+	out := make([]*axtype.RateClass, len(rows))
 	for i, r := range rows {
 		c := rateClassFromRow(r.AxRateClass)
 		c.TokensNow, c.Waiting = r.TokensNow, r.Waiting
@@ -99,40 +76,33 @@ func RateClassList(ctx context.Context, e Executor, name string) ([]*RateClass, 
 }
 
 // RateClassGet returns one class with its bucket level and backlog.
-func RateClassGet(ctx context.Context, e Executor, name string) (*RateClass, error) {
+func RateClassGet(ctx context.Context, e Executor, name string) (*axtype.RateClass, error) {
 	classes, err := RateClassList(ctx, e, name)
 	if err != nil {
 		return nil, err
 	}
 	if len(classes) == 0 {
-		return nil, fmt.Errorf("error getting rate class %q: %w", name, ErrNotFound)
+		return nil, fmt.Errorf("error getting rate class %q: %w", name, axtype.ErrNotFound)
 	}
 	return classes[0], nil
 }
 
-// DegradeChange is a class whose automatic degradation turned on or off.
-type DegradeChange struct {
-	Name        string
-	Degraded    bool
-	MinPriority int
-}
-
 // RateClassDegradeAuto turns automatic degradation on or off by each
 // class's pressure; it returns the classes that changed.
-func RateClassDegradeAuto(ctx context.Context, e Executor) ([]DegradeChange, error) {
+func RateClassDegradeAuto(ctx context.Context, e Executor) ([]axtype.DegradeChange, error) {
 	rows, err := queries.RateClassDegradeAuto(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("error degrading rate classes: %w", mapErr(err))
 	}
-	out := make([]DegradeChange, len(rows))
+	out := make([]axtype.DegradeChange, len(rows))
 	for i, r := range rows {
-		out[i] = DegradeChange{Name: r.Name, Degraded: r.Degraded, MinPriority: int(deref(r.AutoMinPriority))}
+		out[i] = axtype.DegradeChange{Name: r.Name, Degraded: r.Degraded, MinPriority: int(deref(r.AutoMinPriority))}
 	}
 	return out, nil
 }
 
-func rateClassFromRow(r dbsqlc.AxRateClass) *RateClass {
-	c := &RateClass{Name: r.Name, Description: r.Description, Rate: r.Rate, Burst: r.Burst,
+func rateClassFromRow(r dbsqlc.AxRateClass) *axtype.RateClass {
+	c := &axtype.RateClass{Name: r.Name, Description: r.Description, Rate: r.Rate, Burst: r.Burst,
 		ManualMinPriority: intPtr(r.ManualMinPriority), AutoMinPriority: intPtr(r.AutoMinPriority),
 		AutoDepth: intPtr(r.AutoDepth), DegradedSince: utcPtr(r.DegradedSince),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), TokensNow: r.Tokens}

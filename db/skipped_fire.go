@@ -7,22 +7,12 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/google/uuid"
 )
 
-// SkippedFire is a run of ticks of one job that did not fire.
-type SkippedFire struct {
-	JobID      uuid.UUID
-	Reason     SkipReason
-	FirstTick  time.Time
-	LastTick   time.Time
-	TickCount  int // 0: not counted (too many)
-	Detail     string
-	RecordedAt time.Time
-}
-
 // SkippedFireInsertMany records skipped ticks.
-func SkippedFireInsertMany(ctx context.Context, e Executor, skips []*SkippedFire) error {
+func SkippedFireInsertMany(ctx context.Context, e Executor, skips []*axtype.SkippedFire) error {
 	if len(skips) == 0 {
 		return nil
 	}
@@ -42,14 +32,14 @@ func SkippedFireInsertMany(ctx context.Context, e Executor, skips []*SkippedFire
 }
 
 // SkippedFireListByJob returns the newest skipped ticks of a job.
-func SkippedFireListByJob(ctx context.Context, e Executor, jobID uuid.UUID, limit int) ([]*SkippedFire, error) {
+func SkippedFireListByJob(ctx context.Context, e Executor, jobID uuid.UUID, limit int) ([]*axtype.SkippedFire, error) {
 	rows, err := queries.SkippedFireListByJob(ctx, e, dbsqlc.SkippedFireListByJobParams{JobID: jobID, Max: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("error listing skipped fires: %w", mapErr(err))
 	}
-	out := make([]*SkippedFire, len(rows))
+	out := make([]*axtype.SkippedFire, len(rows))
 	for i, r := range rows {
-		out[i] = &SkippedFire{JobID: r.JobID, Reason: SkipReason(r.Reason), FirstTick: r.FirstTick.UTC(),
+		out[i] = &axtype.SkippedFire{JobID: r.JobID, Reason: axtype.SkipReason(r.Reason), FirstTick: r.FirstTick.UTC(),
 			LastTick: r.LastTick.UTC(), TickCount: int(deref(r.TickCount)), Detail: r.Detail, RecordedAt: r.RecordedAt.UTC()}
 	}
 	return out, nil
@@ -57,12 +47,12 @@ func SkippedFireListByJob(ctx context.Context, e Executor, jobID uuid.UUID, limi
 
 // SkippedFireCovering returns the newest skip record of jobID whose ticks
 // span at; ErrNotFound when there is none.
-func SkippedFireCovering(ctx context.Context, e Executor, jobID uuid.UUID, at time.Time) (*SkippedFire, error) {
+func SkippedFireCovering(ctx context.Context, e Executor, jobID uuid.UUID, at time.Time) (*axtype.SkippedFire, error) {
 	r, err := queries.SkippedFireCovering(ctx, e, dbsqlc.SkippedFireCoveringParams{JobID: jobID, At: at})
 	if err != nil {
 		return nil, fmt.Errorf("error getting the skip of job %s at %s: %w", jobID, at.Format(time.RFC3339), mapErr(err))
 	}
-	return &SkippedFire{JobID: r.JobID, Reason: SkipReason(r.Reason), FirstTick: r.FirstTick.UTC(),
+	return &axtype.SkippedFire{JobID: r.JobID, Reason: axtype.SkipReason(r.Reason), FirstTick: r.FirstTick.UTC(),
 		LastTick: r.LastTick.UTC(), TickCount: int(deref(r.TickCount)), Detail: r.Detail, RecordedAt: r.RecordedAt.UTC()}, nil
 }
 
@@ -70,16 +60,16 @@ func SkippedFireCovering(ctx context.Context, e Executor, jobID uuid.UUID, at ti
 // it extends the record of this pause's ticks made within the last hour
 // when there is one (a paused every-second job adds to one row an hour,
 // not a row a second), and inserts s otherwise.
-func SkippedFireRecordPaused(ctx context.Context, e Executor, s *SkippedFire, pausedAt time.Time) error {
+func SkippedFireRecordPaused(ctx context.Context, e Executor, s *axtype.SkippedFire, pausedAt time.Time) error {
 	if s.TickCount > 0 {
 		_, err := queries.SkippedFireExtendPaused(ctx, e, dbsqlc.SkippedFireExtendPausedParams{JobID: s.JobID,
 			PausedAt: pausedAt, FirstTick: s.FirstTick, LastTick: s.LastTick, TickCount: int32(s.TickCount)})
 		if err == nil {
 			return nil
 		}
-		if err = mapErr(err); !errors.Is(err, ErrNotFound) {
+		if err = mapErr(err); !errors.Is(err, axtype.ErrNotFound) {
 			return fmt.Errorf("error extending paused ticks: %w", err)
 		}
 	}
-	return SkippedFireInsertMany(ctx, e, []*SkippedFire{s})
+	return SkippedFireInsertMany(ctx, e, []*axtype.SkippedFire{s})
 }

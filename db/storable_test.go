@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -48,7 +48,7 @@ func TestCheckStorableJSONAgreesWithPostgres(t *testing.T) {
 		{`{"a":true,"b":false,"c":null,"d":[],"e":{}}`, ""},
 	}
 	for _, c := range cases {
-		ours := db.CheckStorableJSON([]byte(c.doc))
+		ours := axtype.CheckStorableJSON([]byte(c.doc))
 		theirs := postgresRefuses(ctx, t, pool, c.doc)
 		if c.doc == `{"k":`+strings.Repeat(`[`, 1000)+strings.Repeat(`]`, 1000)+`}` {
 			// Deeper than ax allows, though this Postgres still parses it.
@@ -57,7 +57,7 @@ func TestCheckStorableJSONAgreesWithPostgres(t *testing.T) {
 		}
 		require.Equal(t, theirs, ours != nil, "%.80s: ours %v", c.doc, ours)
 		if c.pointer != "" {
-			var ue *db.UnstorableError
+			var ue *axtype.UnstorableError
 			require.True(t, errors.As(ours, &ue))
 			require.Equal(t, c.pointer, ue.Pointer)
 		}
@@ -88,7 +88,7 @@ func TestCheckStorableJSONAgreesWithPostgres(t *testing.T) {
 	}
 	for range 300 {
 		doc := gen(0)
-		ours := db.CheckStorableJSON([]byte(doc)) != nil
+		ours := axtype.CheckStorableJSON([]byte(doc)) != nil
 		require.Equal(t, postgresRefuses(ctx, t, pool, doc), ours, "%s", doc)
 	}
 }
@@ -102,7 +102,7 @@ func postgresRefuses(ctx context.Context, t *testing.T, pool *pgxpool.Pool, doc 
 
 func TestCheckStorableText(t *testing.T) {
 	t.Parallel()
-	require.NoError(t, db.CheckStorableText("héllo\n\t"))
-	require.Error(t, db.CheckStorableText("a\x00b"))
-	require.Error(t, db.CheckStorableText("a\xffb"))
+	require.NoError(t, axtype.CheckStorableText("héllo\n\t"))
+	require.Error(t, axtype.CheckStorableText("a\x00b"))
+	require.Error(t, axtype.CheckStorableText("a\xffb"))
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -64,7 +66,7 @@ func TestLeaseManyHandsEachAgentWhatItMayTake(t *testing.T) {
 	forC := task(poolC, nil)
 
 	got, err := db.TaskLeaseMany(ctx, pool, &db.TaskLeaseBatch{
-		Agents: []db.LeaseAgent{
+		Agents: []axtype.LeaseAgent{
 			{ID: a, Labels: map[string]string{"pool": "a"}, Executors: []string{"shell"}, Max: 3},
 			{ID: b, Labels: map[string]string{"pool": "a"}, Executors: []string{"shell"}, Max: 1},
 			{ID: c, Labels: map[string]string{"pool": "c"}, Executors: []string{"shell"}, Max: 2},
@@ -151,7 +153,7 @@ func TestLeaseManyStartsOnlyTheRunsItLeases(t *testing.T) {
 	require.NoError(t, err)
 	defer traced.Close()
 	got, err := db.TaskLeaseMany(ctx, traced, &db.TaskLeaseBatch{
-		Agents: []db.LeaseAgent{{ID: stays, Executors: []string{"shell"}, Max: 1},
+		Agents: []axtype.LeaseAgent{{ID: stays, Executors: []string{"shell"}, Max: 1},
 			{ID: drained, Executors: []string{"shell"}, Max: 1}},
 		Lease: 30 * time.Second, StealAfter: time.Minute, StarveAfter: time.Hour})
 	require.NoError(t, err)

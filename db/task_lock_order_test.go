@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -31,30 +33,30 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.New(t)
 	ctx := context.Background()
-	statements := map[string]func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error{
-		"heartbeat": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
+	statements := map[string]func(tx pgx.Tx, agent uuid.UUID, refs []axtype.TaskRef) error{
+		"heartbeat": func(tx pgx.Tx, agent uuid.UUID, refs []axtype.TaskRef) error {
 			_, err := db.TaskRenew(ctx, tx, agent, refs, time.Minute, nil)
 			return err
 		},
-		"results": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
-			results := make([]db.TaskResult, len(refs))
+		"results": func(tx pgx.Tx, agent uuid.UUID, refs []axtype.TaskRef) error {
+			results := make([]axtype.TaskResult, len(refs))
 			agents := make([]uuid.UUID, len(refs))
 			for i, r := range refs {
-				results[i], agents[i] = db.TaskResult{TaskRef: r, State: db.TaskSucceeded}, agent
+				results[i], agents[i] = axtype.TaskResult{TaskRef: r, State: axtype.TaskSucceeded}, agent
 			}
 			_, err := db.TaskCompleteByAgents(ctx, tx, agents, results, nil)
 			return err
 		},
-		"release": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
+		"release": func(tx pgx.Tx, agent uuid.UUID, refs []axtype.TaskRef) error {
 			_, err := db.TaskRelease(ctx, tx, agent, refs)
 			return err
 		},
-		"202 hand-over": func(tx pgx.Tx, agent uuid.UUID, refs []db.TaskRef) error {
+		"202 hand-over": func(tx pgx.Tx, agent uuid.UUID, refs []axtype.TaskRef) error {
 			_, err := db.TaskAwaitTarget(ctx, tx, agent, refs, time.Minute)
 			return err
 		},
 		// A cancel of their runs flags both tasks for their agent.
-		"cancel": func(tx pgx.Tx, _ uuid.UUID, refs []db.TaskRef) error {
+		"cancel": func(tx pgx.Tx, _ uuid.UUID, refs []axtype.TaskRef) error {
 			var runs []uuid.UUID
 			for _, r := range refs {
 				var run uuid.UUID
@@ -82,7 +84,7 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 		finished := make(chan struct{})
 		go func() {
 			defer close(finished)
-			statementErr = statement(writer, agent, []db.TaskRef{higher, lower})
+			statementErr = statement(writer, agent, []axtype.TaskRef{higher, lower})
 		}()
 		t.Cleanup(func() { // also when a check below fails: free the writer, then end it
 			_ = blocker.Rollback(ctx)
@@ -110,7 +112,7 @@ func TestAgentTaskWritesLockInIDOrder(t *testing.T) {
 // each of a run of its own, the higher ids first (so that neither the
 // input's order nor the tables' is id order), and returns the agent and
 // the tasks' references.
-func runningPair(t *testing.T, pool *pgxpool.Pool) (agent uuid.UUID, lower, higher db.TaskRef) {
+func runningPair(t *testing.T, pool *pgxpool.Pool) (agent uuid.UUID, lower, higher axtype.TaskRef) {
 	t.Helper()
 	ctx := context.Background()
 	agent, jobID := httpAgentAndJob(t, pool, "pair", false)
@@ -122,9 +124,9 @@ func runningPair(t *testing.T, pool *pgxpool.Pool) (agent uuid.UUID, lower, high
 		return ids
 	}
 	ids, runs := descending(), descending()
-	refs := make([]db.TaskRef, 2)
+	refs := make([]axtype.TaskRef, 2)
 	for i, id := range ids { // the higher ids first
-		refs[i] = db.TaskRef{ID: id, Token: uuid.New()}
+		refs[i] = axtype.TaskRef{ID: id, Token: uuid.New()}
 		_, err := pool.Exec(ctx, `
 			WITH e AS (
 			    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority, state, started_at)

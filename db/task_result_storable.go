@@ -13,13 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // storableResults returns results with each one whose result or error
 // Postgres cannot store replaced by a failure with ErrorCodeBadResult and
 // the reason: one statement carries a whole batch, and a single value
 // jsonb refuses would fail every result in it. results is not changed.
-func storableResults(results []TaskResult) []TaskResult {
+func storableResults(results []axtype.TaskResult) []axtype.TaskResult {
 	out := results
 	for i, r := range results {
 		reason := unstorableReason(r)
@@ -34,13 +35,13 @@ func storableResults(results []TaskResult) []TaskResult {
 	return out
 }
 
-func unstorableReason(r TaskResult) string {
+func unstorableReason(r axtype.TaskResult) string {
 	if len(r.Result) > 0 {
-		if err := CheckStorableJSON(r.Result); err != nil {
+		if err := axtype.CheckStorableJSON(r.Result); err != nil {
 			return "the result " + err.Error()
 		}
 	}
-	if err := CheckStorableText(r.Error); err != nil {
+	if err := axtype.CheckStorableText(r.Error); err != nil {
 		return "the error " + err.Error()
 	}
 	return ""
@@ -48,8 +49,8 @@ func unstorableReason(r TaskResult) string {
 
 // badResult is r recorded as a failure that says why its result could
 // not be stored; it is not retried (see ErrorCodeBadResult).
-func badResult(r TaskResult, reason string) TaskResult {
-	return TaskResult{TaskRef: r.TaskRef, State: TaskFailed, ErrorCode: ErrorCodeBadResult,
+func badResult(r axtype.TaskResult, reason string) axtype.TaskResult {
+	return axtype.TaskResult{TaskRef: r.TaskRef, State: axtype.TaskFailed, ErrorCode: axtype.ErrorCodeBadResult,
 		Error: StorableText("cannot store the task's result: " + reason)}
 }
 
@@ -67,7 +68,7 @@ func StorableText(s string) string {
 // savepoint rolled back at once, and those Postgres refuses are recorded
 // as bad_result failures with its message. One savepoint costs two round
 // trips a batch. It returns the results as written.
-func taskCompleteRows(ctx context.Context, e Executor, agents []uuid.UUID, results []TaskResult, now *time.Time) ([]dbsqlc.TaskCompleteRow, []TaskResult, error) {
+func taskCompleteRows(ctx context.Context, e Executor, agents []uuid.UUID, results []axtype.TaskResult, now *time.Time) ([]dbsqlc.TaskCompleteRow, []axtype.TaskResult, error) {
 	tx, ok := e.(pgx.Tx)
 	if !ok {
 		rows, err := queries.TaskComplete(ctx, e, taskCompleteParams(agents, results, now))
@@ -80,9 +81,9 @@ func taskCompleteRows(ctx context.Context, e Executor, agents []uuid.UUID, resul
 		return rows, results, err
 	}
 	results = slices.Clone(results)
-	try := func(i int, r TaskResult) error {
+	try := func(i int, r axtype.TaskResult) error {
 		_, err := inSavepoint(ctx, tx, false, func(sp pgx.Tx) ([]dbsqlc.TaskCompleteRow, error) {
-			return queries.TaskComplete(ctx, sp, taskCompleteParams(agents[i:i+1], []TaskResult{r}, now))
+			return queries.TaskComplete(ctx, sp, taskCompleteParams(agents[i:i+1], []axtype.TaskResult{r}, now))
 		})
 		return err
 	}
@@ -111,10 +112,10 @@ func taskCompleteRows(ctx context.Context, e Executor, agents []uuid.UUID, resul
 
 // badResultErrors maps the tasks among results that failed with
 // ErrorCodeBadResult to their error.
-func badResultErrors(results []TaskResult) map[uuid.UUID]string {
+func badResultErrors(results []axtype.TaskResult) map[uuid.UUID]string {
 	var m map[uuid.UUID]string
 	for _, r := range results {
-		if r.ErrorCode == ErrorCodeBadResult {
+		if r.ErrorCode == axtype.ErrorCodeBadResult {
 			if m == nil {
 				m = map[uuid.UUID]string{}
 			}
@@ -153,7 +154,7 @@ func dataException(err error) *pgconn.PgError {
 	return nil
 }
 
-func taskCompleteParams(agents []uuid.UUID, results []TaskResult, now *time.Time) dbsqlc.TaskCompleteParams {
+func taskCompleteParams(agents []uuid.UUID, results []axtype.TaskResult, now *time.Time) dbsqlc.TaskCompleteParams {
 	p := dbsqlc.TaskCompleteParams{AgentIds: agents, Now: now}
 	for _, r := range results {
 		p.TaskIds = append(p.TaskIds, r.ID)

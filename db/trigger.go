@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // TriggerSetNextFire sets when a job fires next (nil: never).
@@ -56,45 +57,22 @@ func TriggerSetAside(ctx context.Context, e Executor, p *TriggerSetAsideParams) 
 	return nil
 }
 
-// DueTrigger is a claimed trigger row with what planning its fires needs.
-type DueTrigger struct {
-	JobID                uuid.UUID
-	TriggerKind          TriggerKind
-	CronExpr             string
-	Timezone             string
-	IntervalSeconds      int64
-	ConcurrencyPolicy    ConcurrencyPolicy
-	MisfirePolicy        MisfirePolicy
-	MisfireWindowSeconds int
-	MisfireMaxFires      int
-	NextFireAt           time.Time
-	// Now is the database clock the claim ran at (the transaction's start).
-	Now time.Time
-	// HasUnfinished is set (for forbid and replace jobs only) when an
-	// earlier execution has not ended.
-	HasUnfinished bool
-	// Paused: the job is paused since PausedAt; its passed ticks are
-	// recorded as skipped.
-	Paused   bool
-	PausedAt *time.Time
-}
-
 // TriggerClaimDue locks up to max triggers due within `ahead` from now
 // until the transaction ends; rows locked by other replicas are skipped.
 // now, when set, replaces the database clock (tests and benchmarks).
-func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Duration, now *time.Time) ([]*DueTrigger, error) {
+func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Duration, now *time.Time) ([]*axtype.DueTrigger, error) {
 	rows, err := queries.TriggerClaimDue(ctx, e, dbsqlc.TriggerClaimDueParams{
 		Now: now, Max: int32(max), AheadMs: ahead.Milliseconds(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error claiming due triggers: %w", mapErr(err))
 	}
-	out := make([]*DueTrigger, len(rows))
+	out := make([]*axtype.DueTrigger, len(rows))
 	for i, r := range rows {
-		out[i] = &DueTrigger{
-			JobID: r.ID, TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
-			IntervalSeconds: deref(r.IntervalSeconds), ConcurrencyPolicy: ConcurrencyPolicy(r.ConcurrencyPolicy),
-			MisfirePolicy: MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
+		out[i] = &axtype.DueTrigger{
+			JobID: r.ID, TriggerKind: axtype.TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr), Timezone: r.Timezone,
+			IntervalSeconds: deref(r.IntervalSeconds), ConcurrencyPolicy: axtype.ConcurrencyPolicy(r.ConcurrencyPolicy),
+			MisfirePolicy: axtype.MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
 			MisfireMaxFires: int(r.MisfireMaxFires), NextFireAt: r.NextFireAt.UTC(), Now: r.DbNow.UTC(), HasUnfinished: r.HasUnfinished,
 			Paused: r.Paused, PausedAt: utcPtr(r.PausedAt),
 		}
@@ -102,17 +80,8 @@ func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Durati
 	return out, nil
 }
 
-// TriggerAdvance is where one claimed trigger goes after a batch.
-type TriggerAdvance struct {
-	JobID      uuid.UUID
-	NextFireAt *time.Time // nil: no further fire (delay done, cron exhausted)
-	// LastExecutionID and LastScheduledFor are set when the batch fired it.
-	LastExecutionID  uuid.UUID
-	LastScheduledFor time.Time
-}
-
 // TriggerAdvanceMany moves claimed triggers to their next ticks.
-func TriggerAdvanceMany(ctx context.Context, e Executor, advances []*TriggerAdvance) error {
+func TriggerAdvanceMany(ctx context.Context, e Executor, advances []*axtype.TriggerAdvance) error {
 	if len(advances) == 0 {
 		return nil
 	}
@@ -154,21 +123,12 @@ func TriggerRecordFire(ctx context.Context, e Executor, jobID, executionID uuid.
 	return nil
 }
 
-// Overdue is the state of triggers that should have fired.
-type Overdue struct {
-	Late    int64         // unpaused triggers late by more than the threshold
-	Longest time.Duration // how late the latest of all due triggers is
-	// SetAside counts the jobs the trigger loop stopped firing because a
-	// fire of them failed (not counted as late).
-	SetAside int64
-}
-
 // TriggerCountOverdue reads overdue triggers; late is the threshold.
-func TriggerCountOverdue(ctx context.Context, e Executor, late time.Duration) (Overdue, error) {
+func TriggerCountOverdue(ctx context.Context, e Executor, late time.Duration) (axtype.Overdue, error) {
 	r, err := queries.TriggerCountOverdue(ctx, e, late.Seconds())
 	if err != nil {
-		return Overdue{}, fmt.Errorf("error reading overdue triggers: %w", mapErr(err))
+		return axtype.Overdue{}, fmt.Errorf("error reading overdue triggers: %w", mapErr(err))
 	}
-	return Overdue{Late: r.Overdue, Longest: time.Duration(r.MaxOverdueSeconds * float64(time.Second)),
+	return axtype.Overdue{Late: r.Overdue, Longest: time.Duration(r.MaxOverdueSeconds * float64(time.Second)),
 		SetAside: r.SetAside}, nil
 }

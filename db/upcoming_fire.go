@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db/internal/dbsqlc"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // UpcomingFireLock takes, for the transaction, the lock of the replica
@@ -32,14 +33,14 @@ func UpcomingFireFresh(ctx context.Context, e Executor, within time.Duration) (b
 
 // UpcomingFireSources returns the unpaused cron and interval triggers due
 // before until, as DueTriggers (kind, expression, zone, interval, next).
-func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*DueTrigger, error) {
+func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*axtype.DueTrigger, error) {
 	rows, err := queries.UpcomingFireSources(ctx, e, until)
 	if err != nil {
 		return nil, fmt.Errorf("error reading upcoming triggers: %w", mapErr(err))
 	}
-	out := make([]*DueTrigger, len(rows))
+	out := make([]*axtype.DueTrigger, len(rows))
 	for i, r := range rows {
-		out[i] = &DueTrigger{JobID: r.ID, TriggerKind: TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr),
+		out[i] = &axtype.DueTrigger{JobID: r.ID, TriggerKind: axtype.TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr),
 			Timezone: r.Timezone, IntervalSeconds: deref(r.IntervalSeconds), NextFireAt: r.NextFireAt.UTC()}
 	}
 	return out, nil

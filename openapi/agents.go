@@ -14,8 +14,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/httptask"
 )
@@ -195,7 +195,7 @@ func (h *agentHandlers) register(api huma.API) {
 }
 
 func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInput) (*agentRegisterOutput, error) {
-	caller, _ := ctx.Value(principalKey{}).(*db.APIKey)
+	caller, _ := ctx.Value(principalKey{}).(*axtype.APIKey)
 	if caller == nil {
 		return nil, huma.Error401Unauthorized("no API key")
 	}
@@ -220,7 +220,7 @@ func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInpu
 	if err != nil {
 		return nil, err
 	}
-	agent, err := h.agents.Register(ctx, &db.Agent{ID: id, Name: in.Body.Name, Labels: in.Body.Labels,
+	agent, err := h.agents.Register(ctx, &axtype.Agent{ID: id, Name: in.Body.Name, Labels: in.Body.Labels,
 		Capacity: in.Body.Capacity, Weight: in.Body.Weight, Version: in.Body.Version, APIKeyID: key.ID,
 		RegisteredBy: &caller.ID, Executors: in.Body.Executors, LabelBound: caller.Labels != nil,
 		HostName: in.Body.HostName, HostIP: hostIP})
@@ -235,7 +235,7 @@ func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInpu
 // checkLabelBinding refuses labels a bound agent key may not give its
 // agents: each label must be in the key's binding with one of its values.
 // (Fewer labels only narrow what the agent may lease.)
-func checkLabelBinding(key *db.APIKey, labels map[string]string) error {
+func checkLabelBinding(key *axtype.APIKey, labels map[string]string) error {
 	if key.Labels == nil {
 		return nil
 	}
@@ -261,13 +261,13 @@ func bindingText(labels map[string][]string) string {
 
 // agentFor loads the agent named in the path and checks that the caller
 // is that agent (or an admin): one agent cannot act for another.
-func (h *agentHandlers) agentFor(ctx context.Context, rawID string) (*db.Agent, error) {
+func (h *agentHandlers) agentFor(ctx context.Context, rawID string) (*axtype.Agent, error) {
 	id, err := parseID(rawID)
 	if err != nil {
 		return nil, err
 	}
 	agent, err := h.agents.Get(ctx, id)
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, axtype.ErrNotFound) {
 		return nil, huma.Error404NotFound("agent not found: register again")
 	}
 	if err != nil {
@@ -296,7 +296,7 @@ func (h *agentHandlers) ownAgent(ctx context.Context, rawID string) (uuid.UUID, 
 }
 
 func checkOwner(ctx context.Context, agentID, owner uuid.UUID) error {
-	key, _ := ctx.Value(principalKey{}).(*db.APIKey)
+	key, _ := ctx.Value(principalKey{}).(*axtype.APIKey)
 	if key == nil || (key.ID != owner && !slices.Contains(key.Scopes, ScopeAdmin)) {
 		return huma.Error403Forbidden("this key does not belong to agent " + agentID.String())
 	}
@@ -324,7 +324,7 @@ func (h *agentHandlers) lease(ctx context.Context, in *leaseInput) (*leaseOutput
 
 // leasedTask is t as the agent gets it; an HTTP task with what its
 // request needs (httptask's contract).
-func (h *agentHandlers) leasedTask(t *db.LeasedTask) LeasedTask {
+func (h *agentHandlers) leasedTask(t *axtype.LeasedTask) LeasedTask {
 	lt := LeasedTask{
 		TaskID: t.ID.String(), ExecutionID: t.ExecutionID.String(), JobID: t.JobID.String(),
 		ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt,
@@ -332,7 +332,7 @@ func (h *agentHandlers) leasedTask(t *db.LeasedTask) LeasedTask {
 		TimeoutSeconds: t.TimeoutSeconds, ScheduledFor: t.ScheduledFor, Params: t.Params, TraceParent: t.TraceParent,
 		Executor: jobExecutorFromDB(t.ExecutorKind, &t.Executor), JobName: t.JobName, Deadline: t.Deadline,
 	}
-	if t.ExecutorKind == db.ExecutorHTTP {
+	if t.ExecutorKind == axtype.ExecutorHTTP {
 		lt.HTTP = &LeasedHTTPTask{SigningSecrets: append([]string{}, t.Secrets...),
 			CompletionURL: httptask.CompletionURL(h.publicURL, lt.TaskID)}
 	}
@@ -348,7 +348,7 @@ func (h *agentHandlers) heartbeat(ctx context.Context, in *heartbeatInput) (*hea
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.agents.Heartbeat(ctx, agentID, refs, &db.AgentLoad{Running: in.Body.Running,
+	res, err := h.agents.Heartbeat(ctx, agentID, refs, &axtype.AgentLoad{Running: in.Body.Running,
 		CPU: in.Body.CPU, Load1: in.Body.Load1, Mem: in.Body.Memory, DiskFreeBytes: in.Body.DiskFreeBytes,
 		Ready: in.Body.Ready})
 	if err != nil {
@@ -363,7 +363,7 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 	if err != nil {
 		return nil, err
 	}
-	results := make([]db.TaskResult, len(in.Body.Results))
+	results := make([]axtype.TaskResult, len(in.Body.Results))
 	for i, r := range in.Body.Results {
 		ref, err := taskRef(r.TaskID, r.LeaseToken, fmt.Sprintf("body.results[%d]", i))
 		if err != nil {
@@ -372,14 +372,14 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 		if err := checkErrorCode(fmt.Sprintf("body.results[%d].error_code", i), r.State, r.ErrorCode); err != nil {
 			return nil, err
 		}
-		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskState(r.State), Result: r.Result, Error: r.Error,
+		results[i] = axtype.TaskResult{TaskRef: ref, State: axtype.TaskState(r.State), Result: r.Result, Error: r.Error,
 			ErrorCode: r.ErrorCode}
 	}
 	done, err := h.agents.Complete(ctx, agentID, results)
 	if err != nil {
 		return nil, err
 	}
-	accepted := make(map[uuid.UUID]db.CompletedTask, len(done))
+	accepted := make(map[uuid.UUID]axtype.CompletedTask, len(done))
 	for _, d := range done {
 		accepted[d.ID] = d
 	}
@@ -388,7 +388,7 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 		o := ResultOutcome{TaskID: r.ID.String(), Status: "conflict"}
 		if d, ok := accepted[r.ID]; ok {
 			o.Status = "accepted"
-			if d.ErrorCode == db.ErrorCodeBadResult {
+			if d.ErrorCode == axtype.ErrorCodeBadResult {
 				o.ErrorCode, o.Error = d.ErrorCode, d.Error
 			}
 		}
@@ -405,13 +405,13 @@ func (h *agentHandlers) logs(ctx context.Context, in *logsInput) (*struct{}, err
 	if err != nil {
 		return nil, err
 	}
-	chunks := make([]db.LogChunk, len(in.Body.Chunks))
+	chunks := make([]axtype.LogChunk, len(in.Body.Chunks))
 	for i, c := range in.Body.Chunks {
 		ref, err := taskRef(c.TaskID, c.LeaseToken, fmt.Sprintf("body.chunks[%d]", i))
 		if err != nil {
 			return nil, err
 		}
-		chunks[i] = db.LogChunk{TaskRef: ref, Stream: c.Stream, Data: c.Data}
+		chunks[i] = axtype.LogChunk{TaskRef: ref, Stream: c.Stream, Data: c.Data}
 	}
 	matched, err := h.agents.Logs(ctx, agentID, chunks)
 	if err == nil && matched == 0 {
@@ -438,7 +438,7 @@ func (h *agentHandlers) deregister(ctx context.Context, in *agentIDInput) (*stru
 	if err != nil {
 		return nil, err
 	}
-	if err := h.agents.SetState(ctx, agent.ID, db.AgentOffline); err != nil {
+	if err := h.agents.SetState(ctx, agent.ID, axtype.AgentOffline); err != nil {
 		return nil, err
 	}
 	// Offline revoked the agent's token (trigger agent_offline_revokes_token).
@@ -451,9 +451,9 @@ func (h *agentHandlers) drain(ctx context.Context, in *agentIDInput) (*struct{},
 	if err != nil {
 		return nil, err
 	}
-	if key, _ := ctx.Value(principalKey{}).(*db.APIKey); key != nil && key.ID == agent.APIKeyID {
+	if key, _ := ctx.Value(principalKey{}).(*axtype.APIKey); key != nil && key.ID == agent.APIKeyID {
 		// The agent drains itself (SIGTERM): its next start is a fresh one.
-		return nil, h.agents.SetState(ctx, agent.ID, db.AgentDraining)
+		return nil, h.agents.SetState(ctx, agent.ID, axtype.AgentDraining)
 	}
 	return nil, h.agents.DrainHold(ctx, agent.ID)
 }
@@ -464,7 +464,7 @@ func (h *agentHandlers) resume(ctx context.Context, in *agentIDInput) (*struct{}
 		return nil, err
 	}
 	err = h.agents.Resume(ctx, id)
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, axtype.ErrNotFound) {
 		return nil, huma.Error404NotFound("agent not found")
 	}
 	return nil, err
@@ -488,7 +488,7 @@ func (h *agentHandlers) list(ctx context.Context, _ *struct{}) (*agentListOutput
 	return out, nil
 }
 
-func recentRecord(r db.AgentRecord) AgentRecentRecord {
+func recentRecord(r axtype.AgentRecord) AgentRecentRecord {
 	rate := 1.0
 	if n := r.Succeeded + r.Failed; n > 0 {
 		rate = float64(r.Succeeded) / float64(n)
@@ -497,8 +497,8 @@ func recentRecord(r db.AgentRecord) AgentRecentRecord {
 		Routed: r.Routed, AvgDurationSeconds: r.AvgSeconds}
 }
 
-func taskRefs(in []TaskRef, at string) ([]db.TaskRef, error) {
-	out := make([]db.TaskRef, len(in))
+func taskRefs(in []TaskRef, at string) ([]axtype.TaskRef, error) {
+	out := make([]axtype.TaskRef, len(in))
 	for i, r := range in {
 		ref, err := taskRef(r.TaskID, r.LeaseToken, fmt.Sprintf("%s[%d]", at, i))
 		if err != nil {
@@ -509,14 +509,14 @@ func taskRefs(in []TaskRef, at string) ([]db.TaskRef, error) {
 	return out, nil
 }
 
-func taskRef(taskID, token, at string) (db.TaskRef, error) {
+func taskRef(taskID, token, at string) (axtype.TaskRef, error) {
 	id, err1 := uuid.Parse(taskID)
 	tok, err2 := uuid.Parse(token)
 	if err1 != nil || err2 != nil {
-		return db.TaskRef{}, huma.Error422UnprocessableEntity("invalid task reference",
+		return axtype.TaskRef{}, huma.Error422UnprocessableEntity("invalid task reference",
 			&huma.ErrorDetail{Location: at, Message: "task_id and lease_token must be UUIDs"})
 	}
-	return db.TaskRef{ID: id, Token: tok}, nil
+	return axtype.TaskRef{ID: id, Token: tok}, nil
 }
 
 func idStrings(ids []uuid.UUID) []string {

@@ -12,8 +12,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Scopes an API key can carry (queue.KeyService stores them). admin may
@@ -65,7 +65,7 @@ type principalKey struct{}
 // API request (the console's, for a visitor whose session it checked):
 // the API then skips the Authorization header but still checks key's
 // scopes and groups. No client can put a key in a context.
-func WithPrincipal(ctx context.Context, key *db.APIKey) context.Context {
+func WithPrincipal(ctx context.Context, key *axtype.APIKey) context.Context {
 	return context.WithValue(ctx, principalKey{}, key)
 }
 
@@ -75,7 +75,7 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	if key, ok := ctx.Context().Value(principalKey{}).(*db.APIKey); ok {
+	if key, ok := ctx.Context().Value(principalKey{}).(*axtype.APIKey); ok {
 		// A call the API makes on itself for an authenticated request (a
 		// PATCH's GET and PUT): no client can put a key in a context.
 		a.authorize(ctx, key, scope, next)
@@ -93,7 +93,7 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 	hash := sha256.Sum256([]byte(secret))
 	key, err := a.cache.authenticate(ctx.Context(), a.keys, hash)
 	switch {
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		a.deny(ctx, http.StatusUnauthorized, "unknown or revoked API key")
 		return
 	case err != nil:
@@ -106,7 +106,7 @@ func (a *authenticator) middleware(ctx huma.Context, next func(huma.Context)) {
 
 // authorize passes the request on with key as principal when key has
 // scope, and answers 403 otherwise.
-func (a *authenticator) authorize(ctx huma.Context, key *db.APIKey, scope string, next func(huma.Context)) {
+func (a *authenticator) authorize(ctx huma.Context, key *axtype.APIKey, scope string, next func(huma.Context)) {
 	if !Grants(key.Scopes, scope) {
 		a.deny(ctx, http.StatusForbidden, "API key "+key.Name+" lacks scope "+scope+" (it has "+strings.Join(key.Scopes, ", ")+")")
 		return

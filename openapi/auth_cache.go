@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // keyCacheTTL is how long an authenticated key is trusted without reading
@@ -37,12 +37,12 @@ type keyCache struct {
 }
 
 type cachedKey struct {
-	key *db.APIKey
+	key *axtype.APIKey
 	at  time.Time
 }
 
 // authenticate returns the key with this hash, from the cache when fresh.
-func (c *keyCache) authenticate(ctx context.Context, keys *queue.KeyService, hash [32]byte) (*db.APIKey, error) {
+func (c *keyCache) authenticate(ctx context.Context, keys *queue.KeyService, hash [32]byte) (*axtype.APIKey, error) {
 	c.mu.Lock()
 	select {
 	case <-c.revoked: // some key was revoked: trust no cached one

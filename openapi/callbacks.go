@@ -8,8 +8,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
@@ -36,7 +36,7 @@ type CallbackAttempt struct {
 	Error      string    `json:"error,omitempty" doc:"Why the attempt failed"`
 }
 
-func callbackFromDB(c *db.Callback) *Callback {
+func callbackFromDB(c *axtype.Callback) *Callback {
 	if c == nil {
 		return nil
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -128,7 +128,7 @@ func (h *classHandlers) register(api huma.API) {
 
 func (h *classHandlers) create(ctx context.Context, in *classBodyInput) (*classOutput, error) {
 	c, err := h.classes.Create(ctx, classToDB(&in.Body, in.Body.Name))
-	if errors.Is(err, db.ErrConflict) {
+	if errors.Is(err, axtype.ErrConflict) {
 		return nil, huma.Error409Conflict("rate class exists",
 			&huma.ErrorDetail{Location: "body.name", Message: "is taken", Value: in.Body.Name})
 	}
@@ -158,7 +158,7 @@ func (h *classHandlers) update(ctx context.Context, in *classUpdateInput) (*clas
 
 func (h *classHandlers) delete(ctx context.Context, in *classNameInput) (*struct{}, error) {
 	err := h.classes.Delete(ctx, in.Name)
-	var ce *db.ConstraintError
+	var ce *axtype.ConstraintError
 	if errors.As(err, &ce) {
 		return nil, huma.Error409Conflict("jobs still name this class: move them first",
 			&huma.ErrorDetail{Location: "path.name", Message: "is in use", Value: in.Name})
@@ -175,7 +175,7 @@ func (h *classHandlers) restore(ctx context.Context, in *classNameInput) (*class
 }
 
 // classResponse answers with c, or the problem err maps to.
-func classResponse(c *db.RateClass, err error) (*classOutput, error) {
+func classResponse(c *axtype.RateClass, err error) (*classOutput, error) {
 	if err != nil {
 		return nil, classError(err)
 	}
@@ -183,11 +183,11 @@ func classResponse(c *db.RateClass, err error) (*classOutput, error) {
 }
 
 func classError(err error) error {
-	var ce *db.ConstraintError
+	var ce *axtype.ConstraintError
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		return huma.Error404NotFound("rate class not found")
 	case errors.As(err, &ce):
 		return huma.Error422UnprocessableEntity("the class breaks rule "+ce.Constraint,
@@ -196,8 +196,8 @@ func classError(err error) error {
 	return err
 }
 
-func classToDB(c *RateClass, name string) *db.RateClass {
-	out := &db.RateClass{Name: name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
+func classToDB(c *RateClass, name string) *axtype.RateClass {
+	out := &axtype.RateClass{Name: name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		ManualMinPriority: c.MinPriority}
 	if a := c.Auto; a != nil {
 		out.AutoMinPriority, out.AutoDepth = &a.MinPriority, a.Depth
@@ -209,7 +209,7 @@ func classToDB(c *RateClass, name string) *db.RateClass {
 	return out
 }
 
-func classFromDB(c *db.RateClass) *RateClass {
+func classFromDB(c *axtype.RateClass) *RateClass {
 	out := &RateClass{Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		MinPriority: c.ManualMinPriority, Tokens: c.TokensNow, Waiting: c.Waiting,
 		OldestWait: c.OldestWait.Seconds(), Degraded: c.DegradedSince != nil, DegradedSince: c.DegradedSince,

@@ -16,8 +16,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Bounds of one declaration: a set may hold up to maxDeclaredJobs jobs,
@@ -138,9 +138,9 @@ func (h *declarationHandlers) declare(ctx context.Context, in *declarationInput)
 // URLs, the key's groups, a job declared twice) and maps the jobs.
 func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) (*queue.Declaration, error) {
 	d := &queue.Declaration{ManagedBy: in.ManagedBy, Version: in.Version, Source: in.Source, Prune: in.Prune,
-		DryRun: in.DryRun, Force: in.Force, Groups: keyGroups(ctx), Jobs: make([]*db.Job, len(in.Jobs))}
+		DryRun: in.DryRun, Force: in.Force, Groups: keyGroups(ctx), Jobs: make([]*axtype.Job, len(in.Jobs))}
 	var errs fieldErrors
-	seen := make(map[db.JobKey]int, len(in.Jobs))
+	seen := make(map[axtype.JobKey]int, len(in.Jobs))
 	for i := range in.Jobs {
 		j := &in.Jobs[i]
 		at := fmt.Sprintf("body.jobs[%d].", i)
@@ -152,7 +152,7 @@ func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) 
 		if !allows(ctx, def.Group) {
 			errs.add(at+"group", "is not one of the key's groups", def.Group)
 		}
-		key := db.JobKey{Group: def.Group, Name: def.Name}
+		key := axtype.JobKey{Group: def.Group, Name: def.Name}
 		if first, dup := seen[key]; dup {
 			errs.add(at+"name", fmt.Sprintf("is declared twice in group %q (also jobs[%d])", def.Group, first), def.Name)
 		}
@@ -231,7 +231,7 @@ func (h *declarationHandlers) list(ctx context.Context, _ *struct{}) (*declarati
 	return out, nil
 }
 
-func declarationSetFromDB(s *db.DeclarationSet) DeclarationSetSummary {
+func declarationSetFromDB(s *axtype.DeclarationSet) DeclarationSetSummary {
 	out := DeclarationSetSummary{ManagedBy: s.ManagedBy, Version: s.Version, Source: s.Source, Jobs: s.Jobs,
 		AppliedAt: s.AppliedAt}
 	if c := s.Conflict; c != nil {
@@ -242,7 +242,7 @@ func declarationSetFromDB(s *db.DeclarationSet) DeclarationSetSummary {
 
 // jobChanges lists what differs between two states of a job, field by
 // field in the API's terms: its definition, and whether it is paused.
-func jobChanges(old, new *db.Job) ([]string, error) {
+func jobChanges(old, new *axtype.Job) ([]string, error) {
 	a, err := definitionFields(old)
 	if err != nil {
 		return nil, err
@@ -269,7 +269,7 @@ func jobChanges(old, new *db.Job) ([]string, error) {
 
 // writeOnlyChanges names the write-only values that changed where the
 // redacted diff shows none, without showing them.
-func writeOnlyChanges(old, new *db.Job) []string {
+func writeOnlyChanges(old, new *axtype.Job) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(new.Executor.Headers)) {
 		if ov, ok := old.Executor.Headers[k]; ok && ov != new.Executor.Headers[k] {
@@ -313,7 +313,7 @@ var readOnlyJobFields = func() map[string]bool {
 }()
 
 // definitionFields flattens a job's definition to path → JSON value.
-func definitionFields(j *db.Job) (map[string]string, error) {
+func definitionFields(j *axtype.Job) (map[string]string, error) {
 	api, err := jobFromDB(j)
 	if err != nil {
 		return nil, err

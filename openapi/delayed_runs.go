@@ -12,8 +12,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // runBatchBodyLimit bounds a batch: 1,000 runs of 8 KiB on average.
@@ -166,7 +166,7 @@ func (h *executionHandlers) runBatch(ctx context.Context, in *runBatchInput) (*r
 		}
 		if !checked[jobID] {
 			if err := h.guard.job(ctx, jobID); err != nil {
-				return nil, batchItemError(&queue.BatchItemError{Index: i, Field: "job_id", Err: db.ErrNotFound}, in)
+				return nil, batchItemError(&queue.BatchItemError{Index: i, Field: "job_id", Err: axtype.ErrNotFound}, in)
 			}
 			checked[jobID] = true
 		}
@@ -210,7 +210,7 @@ func batchItemError(err error, in *runBatchInput) error {
 	loc := fmt.Sprintf("body.runs[%d].%s", item.Index, item.Field)
 	run := in.Body.Runs[item.Index]
 	switch {
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		return huma.Error422UnprocessableEntity("unknown job",
 			&huma.ErrorDetail{Location: loc, Message: "names no job (that this key may see)", Value: run.JobID})
 	case errors.Is(err, queue.ErrIdempotencyMismatch):

@@ -5,8 +5,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // checkErrorCode refuses, as a problem naming location, an error code that
@@ -19,8 +19,8 @@ func checkErrorCode(location, state, code string) error {
 		return nil
 	case !queue.ValidErrorCode(code):
 		return huma.Error422UnprocessableEntity("invalid error code", &huma.ErrorDetail{Location: location,
-			Message: fmt.Sprintf("must be 1 to %d of a-z, 0-9, '_', '.' and '-'", db.MaxErrorCodeLength), Value: code})
-	case state == string(db.TaskSucceeded):
+			Message: fmt.Sprintf("must be 1 to %d of a-z, 0-9, '_', '.' and '-'", axtype.MaxErrorCodeLength), Value: code})
+	case state == string(axtype.TaskSucceeded):
 		return huma.Error422UnprocessableEntity("error code on a success", &huma.ErrorDetail{Location: location,
 			Message: "only a result that did not succeed carries an error code", Value: code})
 	}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
@@ -65,7 +65,7 @@ type SkippedFire struct {
 	RecordedAt time.Time `json:"recorded_at"`
 }
 
-func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
+func executionFromDB(e *axtype.Execution, tasks []*axtype.Task) (*Execution, error) {
 	out := &Execution{
 		StatusURL: "/v1/executions/" + e.ID.String(),
 		ID:        e.ID.String(), JobID: e.JobID.String(), Cause: string(e.Cause), State: string(e.State),
@@ -86,7 +86,7 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 			task.AgentID = t.AgentID.String()
 		}
 		out.Tasks = append(out.Tasks, task)
-		if t.ErrorCode != "" && t.State.Ended() && t.State != db.TaskSucceeded {
+		if t.ErrorCode != "" && t.State.Ended() && t.State != axtype.TaskSucceeded {
 			if out.ErrorCodes == nil {
 				out.ErrorCodes = map[string]int{}
 			}
@@ -99,9 +99,9 @@ func executionFromDB(e *db.Execution, tasks []*db.Task) (*Execution, error) {
 // executionFromScheduled shows a delayed run that has not fired as the
 // execution it will be: state scheduled (or cancelled), no tasks. Params
 // are the run's own, which overlay the job's when it fires.
-func executionFromScheduled(r *db.DelayedRun) *Execution {
+func executionFromScheduled(r *axtype.DelayedRun) *Execution {
 	out := &Execution{StatusURL: "/v1/executions/" + r.ID.String(), ID: r.ID.String(), JobID: r.JobID.String(),
-		Cause: string(db.CauseDelayed), State: "scheduled", ScheduledFor: r.RunAt, Params: Params(r.Params),
+		Cause: string(axtype.CauseDelayed), State: "scheduled", ScheduledFor: r.RunAt, Params: Params(r.Params),
 		TraceParent: r.TraceParent, Held: r.Held}
 	if out.Params == nil {
 		out.Params = Params("{}")
@@ -110,7 +110,7 @@ func executionFromScheduled(r *db.DelayedRun) *Execution {
 		out.Priority = *r.Priority
 	}
 	if r.CancelledAt != nil {
-		out.State, out.CancelRequestedAt, out.FinishedAt, out.CancelReason = string(db.ExecutionCancelled),
+		out.State, out.CancelRequestedAt, out.FinishedAt, out.CancelReason = string(axtype.ExecutionCancelled),
 			r.CancelledAt, r.CancelledAt, r.CancelReason
 	}
 	return out
@@ -136,7 +136,7 @@ type ExecutionBrief struct {
 	ScheduledFor time.Time `json:"scheduled_for"`
 }
 
-func executionBrief(e *db.Execution) *ExecutionBrief {
+func executionBrief(e *axtype.Execution) *ExecutionBrief {
 	if e == nil {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // maxWait caps a long poll of GET /v1/executions/{id}?wait=.
@@ -37,7 +37,7 @@ func (h *executionHandlers) getExecution(ctx context.Context, in *executionGetIn
 	// end could outlast any wait.
 	if run, err := h.execs.ScheduledRun(ctx, id); err == nil {
 		return &executionOutput{Body: executionFromScheduled(run)}, nil
-	} else if !errors.Is(err, db.ErrNotFound) {
+	} else if !errors.Is(err, axtype.ErrNotFound) {
 		return nil, err
 	}
 	if wait > 0 {

@@ -11,7 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
@@ -247,7 +249,7 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 		req.TraceParent = in.TraceParent
 	}
 	if in.IdempotencyKey != "" {
-		key, _ := ctx.Value(principalKey{}).(*db.APIKey)
+		key, _ := ctx.Value(principalKey{}).(*axtype.APIKey)
 		if key != nil {
 			req.APIKeyID = key.ID
 		}
@@ -304,7 +306,7 @@ func (h *executionHandlers) runView(ctx context.Context, id uuid.UUID) (*Executi
 	if err == nil {
 		return executionFromScheduled(run), nil
 	}
-	if !errors.Is(err, db.ErrNotFound) {
+	if !errors.Is(err, axtype.ErrNotFound) {
 		return nil, err
 	}
 	exec, _, err := h.execs.Get(ctx, id)
@@ -324,7 +326,7 @@ func (h *executionHandlers) cancel(ctx context.Context, in *executionIDInput) (*
 	}
 	if run, err := h.execs.CancelRun(ctx, id, "cancelled through the API"); err == nil {
 		return &executionOutput{Body: executionFromScheduled(run)}, nil
-	} else if !errors.Is(err, db.ErrNotFound) {
+	} else if !errors.Is(err, axtype.ErrNotFound) {
 		return nil, err
 	}
 	exec, err := h.execs.Cancel(ctx, id, "cancelled through the API")
@@ -364,7 +366,7 @@ func (h *executionHandlers) listForJob(ctx context.Context, in *jobExecutionList
 
 func (h *executionHandlers) page(ctx context.Context, p *db.ExecutionListParams, state string, from, to time.Time, limit int, cursor string) (*executionListOutput, error) {
 	if state != "" {
-		s := db.ExecutionState(state)
+		s := axtype.ExecutionState(state)
 		p.State = &s
 	}
 	if !from.IsZero() {
@@ -425,10 +427,10 @@ func (h *executionHandlers) skipped(ctx context.Context, in *skippedInput) (*ski
 
 func executionError(err error) error {
 	switch {
-	case errors.Is(err, db.ErrRemoved):
+	case errors.Is(err, axtype.ErrRemoved):
 		return huma.Error410Gone("execution removed: it ended longer ago than its job's history retention " +
 			"(GET /v1/history shows the server's), and its history partition was dropped")
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		return huma.Error404NotFound("execution not found")
 	}
 	return err
@@ -485,7 +487,7 @@ func (h *executionHandlers) logs(ctx context.Context, in *executionLogsInput) (*
 	if err := h.guard.execution(ctx, id); err != nil {
 		return nil, err
 	}
-	page, err := h.execs.Events(ctx, id, in.After, db.TaskEventKind(in.Kind), in.Limit)
+	page, err := h.execs.Events(ctx, id, in.After, axtype.TaskEventKind(in.Kind), in.Limit)
 	if err != nil {
 		return nil, executionError(err)
 	}

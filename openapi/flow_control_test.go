@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -279,9 +281,9 @@ func TestLeaseAndCompleteStayLinearOnStaleStatistics(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, leased, 1000)
 			afterLease := rowsRead(t, tx)
-			results := make([]db.TaskResult, len(leased))
+			results := make([]axtype.TaskResult, len(leased))
 			for i, l := range leased {
-				results[i] = db.TaskResult{TaskRef: db.TaskRef{ID: l.ID, Token: l.LeaseToken}, State: "succeeded"}
+				results[i] = axtype.TaskResult{TaskRef: axtype.TaskRef{ID: l.ID, Token: l.LeaseToken}, State: "succeeded"}
 			}
 			done, err := db.TaskComplete(ctx, tx, results)
 			require.NoError(t, err)

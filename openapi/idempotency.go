@@ -13,8 +13,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // replayedHeaders are the response headers a replay repeats.
@@ -75,7 +75,7 @@ type idempotency struct {
 
 func (m *idempotency) middleware(ctx huma.Context, next func(huma.Context)) {
 	key := ctx.Header("Idempotency-Key")
-	principal, _ := ctx.Context().Value(principalKey{}).(*db.APIKey)
+	principal, _ := ctx.Context().Value(principalKey{}).(*axtype.APIKey)
 	if key == "" || principal == nil || !mutating(ctx.Method()) || declaresIdempotencyKey(ctx.Operation()) ||
 		ctx.Operation().Metadata[notReplayedKey] == true {
 		next(ctx)
@@ -90,7 +90,7 @@ func (m *idempotency) middleware(ctx huma.Context, next func(huma.Context)) {
 		m.fail(ctx, err)
 		return
 	}
-	req := &db.IdempotentRequest{APIKeyID: principal.ID, Key: key, Method: ctx.Method(), Path: ctx.URL().Path,
+	req := &axtype.IdempotentRequest{APIKeyID: principal.ID, Key: key, Method: ctx.Method(), Path: ctx.URL().Path,
 		RequestHash: requestHash(ctx, body)}
 	prior, claimed, err := m.store.Claim(ctx.Context(), req)
 	if err != nil {
@@ -140,7 +140,7 @@ func requestHash(ctx huma.Context, body []byte) []byte {
 }
 
 // answerRetry answers a request whose key was used before.
-func (m *idempotency) answerRetry(ctx huma.Context, req *db.IdempotentRequest, prior *db.IdempotentResponse) {
+func (m *idempotency) answerRetry(ctx huma.Context, req *axtype.IdempotentRequest, prior *axtype.IdempotentResponse) {
 	switch {
 	case prior.Method != req.Method || prior.Path != req.Path || !bytes.Equal(prior.RequestHash, req.RequestHash):
 		m.refuse(ctx, http.StatusUnprocessableEntity, "Idempotency-Key was used for a different request", req.Key)
@@ -151,7 +151,7 @@ func (m *idempotency) answerRetry(ctx huma.Context, req *db.IdempotentRequest, p
 	}
 }
 
-func replay(ctx huma.Context, prior *db.IdempotentResponse) {
+func replay(ctx huma.Context, prior *axtype.IdempotentResponse) {
 	var headers map[string]string
 	_ = json.Unmarshal(prior.Headers, &headers)
 	for name, value := range headers {
@@ -164,7 +164,7 @@ func replay(ctx huma.Context, prior *db.IdempotentResponse) {
 
 // remember stores the response, or frees the key when a retry could get
 // another answer.
-func (m *idempotency) remember(ctx huma.Context, req *db.IdempotentRequest, rec *recordingContext) {
+func (m *idempotency) remember(ctx huma.Context, req *axtype.IdempotentRequest, rec *recordingContext) {
 	status := rec.Status()
 	var err error
 	if status >= 500 || status == http.StatusTooManyRequests || status == 0 {
@@ -177,7 +177,7 @@ func (m *idempotency) remember(ctx huma.Context, req *db.IdempotentRequest, rec 
 		}
 		headers, _ := json.Marshal(kept)
 		err = m.store.Answer(ctx.Context(), req,
-			&db.IdempotentResponse{Status: status, Body: body, Headers: headers})
+			&axtype.IdempotentResponse{Status: status, Body: body, Headers: headers})
 	}
 	if err != nil {
 		m.logger.ErrorContext(ctx.Context(), "error remembering an idempotent response", "error", err,

@@ -10,7 +10,7 @@ import (
 )
 
 // TestSpecDefaultsAreFillDefaults: every default the spec documents for a
-// job (its default: tags) is what db.Job.FillDefaults, the defaults' one
+// job (its default: tags) is what axtype.Job.FillDefaults, the defaults' one
 // owner, fills into a job that leaves the field out. TestSpecIsCurrent
 // ties the registry read here to the committed openapi.yaml.
 func TestSpecDefaultsAreFillDefaults(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -102,7 +102,7 @@ func newJobFuzz(f *testing.F) *jobFuzz {
 	_, key, err := queue.NewKeyService(pool).Create(ctx, "fuzz", []string{ScopeAgent}, queue.KeyLimits{})
 	require.NoError(f, err)
 	for _, name := range []string{"a", "b"} {
-		a, err := agents.Register(ctx, &db.Agent{Name: name, Capacity: 10, Labels: map[string]string{}, APIKeyID: key.ID})
+		a, err := agents.Register(ctx, &axtype.Agent{Name: name, Capacity: 10, Labels: map[string]string{}, APIKeyID: key.ID})
 		require.NoError(f, err)
 		_, err = pool.Exec(ctx, `UPDATE ax.agent SET ready = true, last_heartbeat_at = now() WHERE id = $1`, a.ID)
 		require.NoError(f, err)

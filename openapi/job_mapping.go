@@ -8,43 +8,43 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // jobToDB turns an API job into a definition with its defaults filled
-// (by db.Job.FillDefaults, their one owner).
-func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
+// (by axtype.Job.FillDefaults, their one owner).
+func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
 	route := deref(j.Route)
 	shards := deref(j.Shards)
 	retry := deref(j.Retry)
 	misfire := deref(j.Misfire)
-	out := &db.Job{
+	out := &axtype.Job{
 		ID: id, Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
-		TriggerKind: db.TriggerKind(j.Trigger.Kind), CronExpr: j.Trigger.Cron, Timezone: j.Trigger.Timezone,
+		TriggerKind: axtype.TriggerKind(j.Trigger.Kind), CronExpr: j.Trigger.Cron, Timezone: j.Trigger.Timezone,
 		IntervalSeconds: j.Trigger.IntervalSeconds, RunAt: j.Trigger.RunAt,
-		ExecutorKind: db.ExecutorKind(j.Executor.Kind),
-		Executor: db.ExecutorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
+		ExecutorKind: axtype.ExecutorKind(j.Executor.Kind),
+		Executor: axtype.ExecutorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
 			Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler},
 		TargetLabels:  deref(j.Target).Labels,
-		RouteStrategy: db.RouteStrategy(route.Strategy), RouteKey: route.Key,
+		RouteStrategy: axtype.RouteStrategy(route.Strategy), RouteKey: route.Key,
 		ShardCount: shards.Count, ShardParams: shards.Params,
 		Priority: j.Priority, TimeoutSeconds: j.TimeoutSeconds,
 		RetryMaxAttempts: retry.MaxAttempts, RetryBackoffSeconds: retry.BackoffSeconds,
 		RetryBackoffMaxSeconds: retry.BackoffMaxSeconds,
-		ConcurrencyPolicy:      db.ConcurrencyPolicy(j.ConcurrencyPolicy),
-		MisfirePolicy:          db.MisfirePolicy(misfire.Policy),
+		ConcurrencyPolicy:      axtype.ConcurrencyPolicy(j.ConcurrencyPolicy),
+		MisfirePolicy:          axtype.MisfirePolicy(misfire.Policy),
 		MisfireWindowSeconds:   misfire.WindowSeconds, MisfireMaxFires: misfire.MaxFires,
 		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, CallbackOrdered: deref(j.Callback).Ordered, Params: json.RawMessage(j.Params),
-		DegradeAction: db.DegradeAction(j.DegradeAction), TimeoutMode: db.TimeoutMode(j.TimeoutMode),
+		DegradeAction: axtype.DegradeAction(j.DegradeAction), TimeoutMode: axtype.TimeoutMode(j.TimeoutMode),
 		HistoryRetentionSeconds:       deref(j.History).RetentionSeconds,
 		HistoryFailedRetentionSeconds: deref(j.History).FailedRetentionSeconds,
 	}
-	if out.ExecutorKind == db.ExecutorHTTP { // the schema's default fills method for every kind
+	if out.ExecutorKind == axtype.ExecutorHTTP { // the schema's default fills method for every kind
 		out.Executor.Method = j.Executor.Method
 	}
 	if g := shards.Generator; g != nil {
-		out.ShardGenerator = &db.ShardGenerator{Kind: db.ShardGeneratorKind(g.Kind), WindowSeconds: g.WindowSeconds}
+		out.ShardGenerator = &axtype.ShardGenerator{Kind: axtype.ShardGeneratorKind(g.Kind), WindowSeconds: g.WindowSeconds}
 	}
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
@@ -54,7 +54,7 @@ func jobToDB(j *Job, id uuid.UUID) (*db.Job, error) {
 }
 
 // jobHistoryFromDB shows a job's retention override; nil: the server's.
-func jobHistoryFromDB(j *db.Job) *JobHistory {
+func jobHistoryFromDB(j *axtype.Job) *JobHistory {
 	if j.HistoryRetentionSeconds == 0 && j.HistoryFailedRetentionSeconds == 0 {
 		return nil
 	}
@@ -64,7 +64,7 @@ func jobHistoryFromDB(j *db.Job) *JobHistory {
 // jobFromDB shows a stored job with every setting spelled out, its
 // write-only values (header values, URL credentials) as queue.Redacted
 // whoever asks.
-func jobFromDB(j *db.Job) (*Job, error) {
+func jobFromDB(j *axtype.Job) (*Job, error) {
 	j = queue.RedactJob(j)
 	out := &Job{
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
@@ -98,7 +98,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 	if j.CallbackURL != "" {
 		out.Callback = &JobCallback{URL: j.CallbackURL, Ordered: j.CallbackOrdered}
 	}
-	if j.TimeoutMode == db.TimeoutAdaptive {
+	if j.TimeoutMode == axtype.TimeoutAdaptive {
 		out.AdaptiveTimeout = adaptiveTimeoutFromDB(j)
 	}
 	return out, nil
@@ -106,7 +106,7 @@ func jobFromDB(j *db.Job) (*Job, error) {
 
 // jobShardsFromDB shows how a stored job splits its runs: a generator
 // shows without the range it does not use, so the job can be PUT back.
-func jobShardsFromDB(j *db.Job) *JobShards {
+func jobShardsFromDB(j *axtype.Job) *JobShards {
 	if g := j.ShardGenerator; g != nil {
 		return &JobShards{Count: j.ShardCount, Generator: &JobShardGenerator{Kind: string(g.Kind), WindowSeconds: g.WindowSeconds}}
 	}
@@ -115,25 +115,25 @@ func jobShardsFromDB(j *db.Job) *JobShards {
 
 // adaptiveTimeoutFromDB shows the timeout a new task of adaptive job j
 // gets, and why.
-func adaptiveTimeoutFromDB(j *db.Job) *JobAdaptiveTimeout {
+func adaptiveTimeoutFromDB(j *axtype.Job) *JobAdaptiveTimeout {
 	m := j.TimeoutMeasure
 	secs, basis := j.AdaptiveTimeout()
 	out := &JobAdaptiveTimeout{TimeoutSeconds: secs, Basis: string(basis)}
 	if m != nil {
 		out.Samples, out.MeasuredAt = m.Samples, &m.ComputedAt
 	}
-	if basis == db.TimeoutBasisNoHistory {
+	if basis == axtype.TimeoutBasisNoHistory {
 		out.Explanation = fmt.Sprintf("no successful attempt measured yet: timeout_seconds, %d s, the start value", secs)
 		return out
 	}
 	p95 := m.P95.Seconds()
 	out.P95Seconds = &p95
 	times := fmt.Sprintf("3 × P95 of %d successful attempts (3 × %s = %s)", m.Samples,
-		seconds(m.P95), seconds(db.AdaptiveTimeoutFactor*m.P95))
+		seconds(m.P95), seconds(axtype.AdaptiveTimeoutFactor*m.P95))
 	switch basis {
-	case db.TimeoutBasisFloor:
-		out.Explanation = fmt.Sprintf("%s is under the %d s floor: %d s", times, db.AdaptiveTimeoutMinSeconds, secs)
-	case db.TimeoutBasisCeiling:
+	case axtype.TimeoutBasisFloor:
+		out.Explanation = fmt.Sprintf("%s is under the %d s floor: %d s", times, axtype.AdaptiveTimeoutMinSeconds, secs)
+	case axtype.TimeoutBasisCeiling:
 		out.Explanation = fmt.Sprintf("%s is over timeout_seconds, the ceiling: %d s", times, secs)
 	default:
 		out.Explanation = fmt.Sprintf("%s, rounded up: %d s", times, secs)
@@ -147,7 +147,7 @@ func seconds(d time.Duration) string {
 }
 
 // jobExecutorFromDB shows a stored executor of kind.
-func jobExecutorFromDB(kind db.ExecutorKind, c *db.ExecutorConfig) JobExecutor {
+func jobExecutorFromDB(kind axtype.ExecutorKind, c *axtype.ExecutorConfig) JobExecutor {
 	return JobExecutor{Kind: string(kind), Command: c.Command, URL: c.URL, Method: c.Method,
 		Headers: c.Headers, Body: c.Body, Handler: c.Handler}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/cron"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
@@ -36,7 +36,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 			}
 		}
 	}
-	if j.Route != nil && (db.RouteStrategy(j.Route.Strategy) == db.RouteConsistentHash || db.RouteStrategy(j.Route.Strategy) == db.RouteLoadAware) &&
+	if j.Route != nil && (axtype.RouteStrategy(j.Route.Strategy) == axtype.RouteConsistentHash || axtype.RouteStrategy(j.Route.Strategy) == axtype.RouteLoadAware) &&
 		strings.TrimSpace(j.Route.Key) == "" {
 		errs.add(prefix.With("route.key"), "is required with strategy "+j.Route.Strategy, j.Route.Key)
 	}
@@ -45,12 +45,12 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 			errs.add(prefix.With("route.key"), err.Error(), j.Route.Key)
 		}
 	}
-	if j.Route != nil && db.RouteStrategy(j.Route.Strategy) == db.RouteBroadcast && j.Shards != nil && j.Shards.Count > 1 {
+	if j.Route != nil && axtype.RouteStrategy(j.Route.Strategy) == axtype.RouteBroadcast && j.Shards != nil && j.Shards.Count > 1 {
 		errs.add(prefix.With("shards.count"), "must be 1 with strategy broadcast: a run has one task per live agent", j.Shards.Count)
 	}
 	j.Shards.validateRange(prefix, &errs)
 	j.Shards.validateGenerator(prefix, j.Route, &errs)
-	if db.ExecutorKind(j.Executor.Kind) == db.ExecutorHTTP && j.Executor.Body != "" {
+	if axtype.ExecutorKind(j.Executor.Kind) == axtype.ExecutorHTTP && j.Executor.Body != "" {
 		if err := delivery.ParseHTTPBodyTemplate(j.Executor.Body); err != nil {
 			errs.add(prefix.With("executor.body"), err.Error(), j.Executor.Body)
 		}
@@ -63,14 +63,14 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if j.Retry != nil && j.Retry.BackoffMaxSeconds != 0 && j.Retry.BackoffMaxSeconds < j.Retry.BackoffSeconds {
 		errs.add(prefix.With("retry.backoff_max_seconds"), "must not be less than retry.backoff_seconds", j.Retry.BackoffMaxSeconds)
 	}
-	if agentlessHTTP(j) && j.TimeoutSeconds > db.MaxAgentlessTimeoutSeconds {
+	if agentlessHTTP(j) && j.TimeoutSeconds > axtype.MaxAgentlessTimeoutSeconds {
 		errs.add(prefix.With("timeout_seconds"), fmt.Sprintf("must be at most %d for an HTTP job ax sends itself "+
 			"(no target labels): its request holds a server worker; for longer work answer 202 and post the result "+
-			"to the completion URL, or run it on an agent", db.MaxAgentlessTimeoutSeconds), j.TimeoutSeconds)
+			"to the completion URL, or run it on an agent", axtype.MaxAgentlessTimeoutSeconds), j.TimeoutSeconds)
 	}
-	if db.TimeoutMode(j.TimeoutMode) == db.TimeoutAdaptive && j.TimeoutSeconds != 0 && j.TimeoutSeconds < db.AdaptiveTimeoutMinSeconds {
+	if axtype.TimeoutMode(j.TimeoutMode) == axtype.TimeoutAdaptive && j.TimeoutSeconds != 0 && j.TimeoutSeconds < axtype.AdaptiveTimeoutMinSeconds {
 		errs.add(prefix.With("timeout_seconds"), fmt.Sprintf("must be at least %d with timeout_mode adaptive: it is the "+
-			"ceiling of a timeout that is at least %d s", db.AdaptiveTimeoutMinSeconds, db.AdaptiveTimeoutMinSeconds), j.TimeoutSeconds)
+			"ceiling of a timeout that is at least %d s", axtype.AdaptiveTimeoutMinSeconds, axtype.AdaptiveTimeoutMinSeconds), j.TimeoutSeconds)
 	}
 	if j.Callback != nil {
 		if reason := httpURLProblem(j.Callback.URL); reason != "" {
@@ -114,22 +114,22 @@ func (s *JobShards) validateGenerator(prefix *huma.PathBuffer, route *JobRoute, 
 	if s.Range != nil {
 		errs.add(at("range"), "is not used with shards.generator", s.Range)
 	}
-	if route != nil && db.RouteStrategy(route.Strategy) == db.RouteBroadcast {
+	if route != nil && axtype.RouteStrategy(route.Strategy) == axtype.RouteBroadcast {
 		errs.add(at("generator"), "is not used with strategy broadcast: a run has one task per live agent", g.Kind)
 	}
-	switch kind := db.ShardGeneratorKind(g.Kind); kind {
-	case db.ShardTimeWindow:
+	switch kind := axtype.ShardGeneratorKind(g.Kind); kind {
+	case axtype.ShardTimeWindow:
 		count := max(s.Count, 1)
 		switch {
-		case g.WindowSeconds < 1 || g.WindowSeconds > db.MaxShardWindowSeconds:
+		case g.WindowSeconds < 1 || g.WindowSeconds > axtype.MaxShardWindowSeconds:
 			errs.add(at("generator.window_seconds"),
-				fmt.Sprintf("is required with kind time_window: 1 to %d (366 days)", db.MaxShardWindowSeconds), g.WindowSeconds)
+				fmt.Sprintf("is required with kind time_window: 1 to %d (366 days)", axtype.MaxShardWindowSeconds), g.WindowSeconds)
 		case g.WindowSeconds%count != 0:
 			errs.add(at("generator.window_seconds"),
 				fmt.Sprintf("must be a multiple of shards.count (%d) so every window is a whole number of seconds", count),
 				g.WindowSeconds)
 		}
-	case db.ShardMod:
+	case axtype.ShardMod:
 		if g.WindowSeconds != 0 {
 			errs.add(at("generator.window_seconds"), "is only used with kind time_window", g.WindowSeconds)
 		}
@@ -145,17 +145,17 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	} else {
 		t.Timezone = canon // stored as Postgres reads it: "Europe//./Paris" is Europe/Paris
 	}
-	kind := db.TriggerKind(t.Kind)
-	onlyFor := func(field string, only db.TriggerKind, set bool) {
+	kind := axtype.TriggerKind(t.Kind)
+	onlyFor := func(field string, only axtype.TriggerKind, set bool) {
 		if set && kind != only {
 			errs.add(at(field), "is only used with trigger kind "+string(only), nil)
 		}
 	}
-	onlyFor("cron", db.TriggerCron, t.Cron != "")
-	onlyFor("interval_seconds", db.TriggerInterval, t.IntervalSeconds != 0)
-	onlyFor("run_at", db.TriggerDelay, t.RunAt != nil)
+	onlyFor("cron", axtype.TriggerCron, t.Cron != "")
+	onlyFor("interval_seconds", axtype.TriggerInterval, t.IntervalSeconds != 0)
+	onlyFor("run_at", axtype.TriggerDelay, t.RunAt != nil)
 	switch kind {
-	case db.TriggerCron:
+	case axtype.TriggerCron:
 		if t.Cron == "" {
 			errs.add(at("cron"), "is required with trigger kind cron", nil)
 		} else if _, err := cron.Parse(t.Cron, t.Timezone); err != nil {
@@ -164,17 +164,17 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 				errs.add(at("cron"), cronReason(err), t.Cron)
 			}
 		}
-	case db.TriggerInterval:
+	case axtype.TriggerInterval:
 		if t.IntervalSeconds < 1 {
 			errs.add(at("interval_seconds"), "is required with trigger kind interval and must be at least 1", t.IntervalSeconds)
 		}
-	case db.TriggerDelay:
+	case axtype.TriggerDelay:
 		if t.RunAt == nil {
 			errs.add(at("run_at"), "is required with trigger kind delay", nil)
 		} else if !t.RunAt.After(time.Now()) {
 			errs.add(at("run_at"), "must be in the future", t.RunAt)
 		}
-	case db.TriggerManual:
+	case axtype.TriggerManual:
 	default:
 		// The schema check matches keys regardless of case and the decoder
 		// does not ({"Trigger": …}): check what was decoded.
@@ -184,27 +184,27 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 
 func (e *JobExecutor) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	at := func(f string) string { return prefix.With("executor." + f) }
-	kind := db.ExecutorKind(e.Kind)
-	onlyFor := func(field string, only db.ExecutorKind, set bool) {
+	kind := axtype.ExecutorKind(e.Kind)
+	onlyFor := func(field string, only axtype.ExecutorKind, set bool) {
 		if set && kind != only {
 			errs.add(at(field), "is only used with executor kind "+string(only), nil)
 		}
 	}
-	onlyFor("command", db.ExecutorShell, e.Command != "")
-	onlyFor("url", db.ExecutorHTTP, e.URL != "")
-	onlyFor("headers", db.ExecutorHTTP, len(e.Headers) > 0)
-	onlyFor("body", db.ExecutorHTTP, e.Body != "")
-	onlyFor("handler", db.ExecutorHandler, e.Handler != "")
+	onlyFor("command", axtype.ExecutorShell, e.Command != "")
+	onlyFor("url", axtype.ExecutorHTTP, e.URL != "")
+	onlyFor("headers", axtype.ExecutorHTTP, len(e.Headers) > 0)
+	onlyFor("body", axtype.ExecutorHTTP, e.Body != "")
+	onlyFor("handler", axtype.ExecutorHandler, e.Handler != "")
 	switch kind {
-	case db.ExecutorShell:
+	case axtype.ExecutorShell:
 		if strings.TrimSpace(e.Command) == "" {
 			errs.add(at("command"), "is required with executor kind shell", e.Command)
 		}
-	case db.ExecutorHTTP:
+	case axtype.ExecutorHTTP:
 		if reason := httpURLProblem(e.URL); reason != "" {
 			errs.add(at("url"), reason, e.URL)
 		}
-	case db.ExecutorHandler:
+	case axtype.ExecutorHandler:
 		if e.Handler == "" {
 			errs.add(at("handler"), "is required with executor kind handler", nil)
 		}

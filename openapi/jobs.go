@@ -12,7 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 type jobHandlers struct {
@@ -224,7 +226,7 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 
 // keepWriteOnly puts the stored job's write-only values (header values,
 // URL credentials) where def carries the placeholder GET showed.
-func (h *jobHandlers) keepWriteOnly(ctx context.Context, def *db.Job) error {
+func (h *jobHandlers) keepWriteOnly(ctx context.Context, def *axtype.Job) error {
 	stored, err := h.jobs.Get(ctx, def.ID)
 	if err != nil {
 		return err
@@ -269,7 +271,7 @@ func (h *jobHandlers) visible(ctx context.Context, raw string) (uuid.UUID, error
 	return id, h.guard.job(ctx, id)
 }
 
-func (h *jobHandlers) respond(job *db.Job, err error) (*jobOutput, error) {
+func (h *jobHandlers) respond(job *axtype.Job, err error) (*jobOutput, error) {
 	if err != nil {
 		return nil, jobError(err, nil)
 	}
@@ -288,7 +290,7 @@ func jobError(err error, in *Job) error {
 // jobErrorAt is jobError for a job whose fields are under prefix
 // ("body.", "body.jobs[2].").
 func jobErrorAt(err error, in *Job, prefix string) error {
-	var ce *db.ConstraintError
+	var ce *axtype.ConstraintError
 	var managed *queue.ManagedJobError
 	var writeOnly *queue.WriteOnlyError
 	switch {
@@ -297,9 +299,9 @@ func jobErrorAt(err error, in *Job, prefix string) error {
 			&huma.ErrorDetail{Location: prefix + writeOnly.Field, Message: writeOnly.Error(), Value: writeOnly.Value})
 	case errors.As(err, &managed):
 		return managedJobError(managed)
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		return huma.Error404NotFound("job not found")
-	case errors.Is(err, db.ErrConflict) && in != nil:
+	case errors.Is(err, axtype.ErrConflict) && in != nil:
 		return huma.Error409Conflict(fmt.Sprintf("a job named %q already exists in group %q", in.Name, in.Group),
 			&huma.ErrorDetail{Location: prefix + "name", Message: "is taken in this group", Value: in.Name})
 	case errors.As(err, &ce) && ce.Constraint == "job_rate_limit_class_fk" && in != nil:

@@ -8,8 +8,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // groupGuard keeps a key limited to job groups (`ax key create --groups`)
@@ -24,7 +24,7 @@ type groupGuard struct {
 
 // keyGroups returns the groups the caller's key is limited to; nil: all.
 func keyGroups(ctx context.Context) []string {
-	if key, _ := ctx.Value(principalKey{}).(*db.APIKey); key != nil {
+	if key, _ := ctx.Value(principalKey{}).(*axtype.APIKey); key != nil {
 		return key.Groups
 	}
 	return nil
@@ -66,7 +66,7 @@ func (g groupGuard) execution(ctx context.Context, id uuid.UUID) error {
 
 func (g groupGuard) decide(ctx context.Context, group string, err error, notFound string) error {
 	switch {
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		return huma.Error404NotFound(notFound)
 	case err != nil:
 		return err

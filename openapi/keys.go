@@ -10,7 +10,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue"
 )
 
@@ -142,7 +142,7 @@ func (h *keyHandlers) revoke(ctx context.Context, in *keyIDInput) (*struct{}, er
 	if err != nil {
 		return nil, huma.Error422UnprocessableEntity("invalid key id", &huma.ErrorDetail{Location: "path.id", Value: in.ID, Message: "is not a UUID"})
 	}
-	if err := h.keys.Revoke(ctx, id); errors.Is(err, db.ErrNotFound) {
+	if err := h.keys.Revoke(ctx, id); errors.Is(err, axtype.ErrNotFound) {
 		return nil, huma.Error404NotFound("no live API key has this id")
 	} else if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func (h *keyHandlers) createSigning(ctx context.Context, in *keyIDInput) (*signi
 		return nil, huma.Error422UnprocessableEntity("invalid key id", &huma.ErrorDetail{Location: "path.id", Value: in.ID, Message: "is not a UUID"})
 	}
 	id, secret, err := h.signing.Create(ctx, apiKeyID)
-	var fk *db.ConstraintError
+	var fk *axtype.ConstraintError
 	if errors.As(err, &fk) {
 		return nil, huma.Error404NotFound("no API key has this id")
 	}
@@ -167,7 +167,7 @@ func (h *keyHandlers) createSigning(ctx context.Context, in *keyIDInput) (*signi
 	return &signingKeyOutput{Body: &CreatedSigningKey{ID: id, APIKeyID: apiKeyID, Secret: secret}}, nil
 }
 
-func keyFromDB(k *db.APIKey) *APIKey {
+func keyFromDB(k *axtype.APIKey) *APIKey {
 	return &APIKey{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Scopes: k.Scopes, Labels: k.Labels, Groups: k.Groups,
 		MintedBy: k.MintedBy, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
 }

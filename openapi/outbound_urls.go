@@ -6,7 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/outbound"
 )
@@ -61,9 +61,9 @@ func (c *urlChecker) refused(ctx context.Context, field string, err error) strin
 }
 
 // agentlessHTTP reports whether ax serve itself sends a job's requests,
-// by db.Job.Agentless on the fields that decide it.
+// by axtype.Job.Agentless on the fields that decide it.
 func agentlessHTTP(j *Job) bool {
-	stored := db.Job{ExecutorKind: db.ExecutorKind(j.Executor.Kind), TargetLabels: deref(j.Target).Labels,
-		RouteStrategy: db.RouteStrategy(deref(j.Route).Strategy)}
+	stored := axtype.Job{ExecutorKind: axtype.ExecutorKind(j.Executor.Kind), TargetLabels: deref(j.Target).Labels,
+		RouteStrategy: axtype.RouteStrategy(deref(j.Route).Strategy)}
 	return stored.Agentless()
 }

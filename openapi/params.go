@@ -72,7 +72,7 @@ func jsonDepth(b []byte) int {
 // scanJSON finds how deeply a JSON document nests, by one scan of its
 // brackets outside strings, without decoding it; it stops once past
 // maxBodyDepth (the depth is then maxBodyDepth+1). What Postgres cannot
-// store is storableBodies' to refuse (db.CheckStorableJSON).
+// store is storableBodies' to refuse (axtype.CheckStorableJSON).
 func scanJSON(b []byte) (deepest int) {
 	depth, inString := 0, false
 	for i := 0; i < len(b); i++ {

@@ -20,7 +20,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Headers of an HMAC-signed request. A caller that cannot keep a bearer
@@ -90,13 +90,13 @@ func (a *authenticator) signed(ctx huma.Context, scope string, next func(huma.Co
 
 // verifySigned checks the headers, the signature, then the timestamp and
 // nonce (by the database clock). reason says why a request is refused.
-func (a *authenticator) verifySigned(ctx huma.Context) (key *db.APIKey, body []byte, reason string, err error) {
+func (a *authenticator) verifySigned(ctx huma.Context) (key *axtype.APIKey, body []byte, reason string, err error) {
 	h, reason := signedHeaders(ctx)
 	if reason != "" {
 		return nil, nil, reason, nil
 	}
 	secret, apiKey, err := a.signing.Get(ctx.Context(), h.keyID)
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, axtype.ErrNotFound) {
 		return nil, nil, "unknown or revoked signing key " + h.keyID.String(), nil
 	}
 	if err != nil {

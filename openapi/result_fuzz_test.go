@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -48,7 +50,7 @@ func FuzzResultPath(f *testing.F) {
 	agents := dispatch.NewLeaseBroker(pool, nil, dispatch.AgentConfig{}, nil, nil)
 	_, key, err := queue.NewKeyService(pool).Create(ctx, "fuzz", []string{ScopeAgent}, queue.KeyLimits{})
 	require.NoError(f, err)
-	agent, err := agents.Register(ctx, &db.Agent{Name: "a", Capacity: 10, Labels: map[string]string{}, APIKeyID: key.ID})
+	agent, err := agents.Register(ctx, &axtype.Agent{Name: "a", Capacity: 10, Labels: map[string]string{}, APIKeyID: key.ID})
 	require.NoError(f, err)
 	_, err = pool.Exec(ctx, `UPDATE ax.agent SET ready = true, last_heartbeat_at = now() WHERE id = $1`, agent.ID)
 	require.NoError(f, err)
@@ -71,11 +73,11 @@ func FuzzResultPath(f *testing.F) {
 			AgentExecutors: []string{"shell"}, Max: 10, Lease: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, tasks, 3, "nothing is left from an earlier input")
-		results := make([]db.TaskResult, len(tasks))
+		results := make([]axtype.TaskResult, len(tasks))
 		for i, task := range tasks {
 			require.Equal(t, exec.ID, task.ExecutionID)
-			results[i] = db.TaskResult{TaskRef: db.TaskRef{ID: task.ID, Token: task.LeaseToken},
-				State: db.TaskSucceeded, Result: json.RawMessage(`{"plain":true}`)}
+			results[i] = axtype.TaskResult{TaskRef: axtype.TaskRef{ID: task.ID, Token: task.LeaseToken},
+				State: axtype.TaskSucceeded, Result: json.RawMessage(`{"plain":true}`)}
 		}
 		results[0].Result, results[0].Error = result, errText
 		done, err := agents.Complete(ctx, agent.ID, results)
@@ -83,12 +85,12 @@ func FuzzResultPath(f *testing.F) {
 		require.Len(t, done, 3, "every result is recorded")
 		for _, d := range done {
 			if d.ID != tasks[0].ID {
-				require.Equal(t, db.TaskSucceeded, d.State, "a plain result is stored")
+				require.Equal(t, axtype.TaskSucceeded, d.State, "a plain result is stored")
 				continue
 			}
-			if d.State != db.TaskSucceeded {
-				require.Equal(t, db.TaskFailed, d.State)
-				require.Equal(t, db.ErrorCodeBadResult, d.ErrorCode)
+			if d.State != axtype.TaskSucceeded {
+				require.Equal(t, axtype.TaskFailed, d.State)
+				require.Equal(t, axtype.ErrorCodeBadResult, d.ErrorCode)
 				require.NotEmpty(t, d.Error)
 			}
 		}

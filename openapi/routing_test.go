@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -211,7 +211,7 @@ func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 	// Health judged at each sweep; the agent, which sends no heartbeat
 	// here, is not marked offline however slow the machine makes the test.
 	reaper := dispatch.NewReaper(env.pool, dispatch.AgentConfig{}, dispatch.ReaperConfig{HealthEvery: time.Nanosecond,
-		OfflineAfter: time.Hour, Quarantine: db.QuarantinePolicy{Window: time.Minute, MinResults: 5, FailureRate: 0.5}})
+		OfflineAfter: time.Hour, Quarantine: axtype.QuarantinePolicy{Window: time.Minute, MinResults: 5, FailureRate: 0.5}})
 	probeIntervalPasses := func(agentID string) {
 		_, err := env.pool.Exec(ctx, `UPDATE ax.agent SET last_probe_at = last_probe_at - make_interval(secs => $1)
 			WHERE id = $2`, (probeEvery + time.Second).Seconds(), agentID)

@@ -12,8 +12,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // RunRequest submits an ad-hoc one-off run: a job definition without a
@@ -40,7 +40,7 @@ type RunRequest struct {
 // job is the definition as a manual job.
 func (r *RunRequest) job() *Job {
 	return &Job{Name: r.Name, Group: r.Group, Owner: r.Owner, Description: r.Description,
-		Trigger: JobTrigger{Kind: string(db.TriggerManual)}, Executor: r.Executor, Target: r.Target, Route: r.Route, Shards: r.Shards,
+		Trigger: JobTrigger{Kind: string(axtype.TriggerManual)}, Executor: r.Executor, Target: r.Target, Route: r.Route, Shards: r.Shards,
 		Priority: r.Priority, TimeoutSeconds: r.TimeoutSeconds, Retry: r.Retry, RateLimitClass: r.RateLimitClass,
 		Callback: r.Callback, Params: r.Params}
 }
@@ -128,7 +128,7 @@ func (h *outboundHandlers) run(ctx context.Context, in *runInput) (*runOutput, e
 // decoded and encoded again, so spacing and key order do not matter).
 func requestIdentity(ctx context.Context, body any) (uuid.UUID, []byte, error) {
 	var keyID uuid.UUID
-	if key, _ := ctx.Value(principalKey{}).(*db.APIKey); key != nil {
+	if key, _ := ctx.Value(principalKey{}).(*axtype.APIKey); key != nil {
 		keyID = key.ID
 	}
 	sum, err := bodyHash(body)
@@ -162,7 +162,7 @@ func runError(err error, in *runInput) error {
 		return huma.Error422UnprocessableEntity("Idempotency-Key was used for a different request",
 			&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "was used before with another body", Value: in.IdempotencyKey})
 	}
-	if errors.Is(err, db.ErrConflict) {
+	if errors.Is(err, axtype.ErrConflict) {
 		return huma.Error409Conflict("a job named "+in.Body.Name+" already exists in group "+in.Body.Group,
 			&huma.ErrorDetail{Location: "body.name", Message: "is taken in this group", Value: in.Body.Name})
 	}

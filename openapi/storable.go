@@ -15,8 +15,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // checksOwnValuesKey in an operation's Metadata exempts its body from
@@ -35,7 +35,7 @@ func checksOwnValues(op huma.Operation) huma.Operation {
 }
 
 // storableBodies refuses a JSON body holding anything Postgres will not
-// store (db.CheckStorableJSON: invalid UTF-8, NUL, a lone UTF-16
+// store (axtype.CheckStorableJSON: invalid UTF-8, NUL, a lone UTF-16
 // surrogate escape, a number beyond numeric, raw control characters),
 // before it is decoded and so before anything is written. Go's decoder
 // takes all of these, and params are stored byte for byte: an insert
@@ -95,7 +95,7 @@ func unstorable(body []byte) *huma.ErrorDetail {
 		return &huma.ErrorDetail{Location: "body", Message: errTooDeep.Error()}
 	}
 	err := queue.CheckStorableJSON(body)
-	var ue *db.UnstorableError
+	var ue *axtype.UnstorableError
 	if !errors.As(err, &ue) {
 		return nil
 	}

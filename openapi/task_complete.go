@@ -11,7 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
@@ -121,8 +121,8 @@ func (h *outboundHandlers) completeTask(ctx context.Context, in *taskCompleteInp
 	if err := checkErrorCode("body.error_code", in.Body.State, in.Body.ErrorCode); err != nil {
 		return nil, err
 	}
-	state, err := h.completer.Complete(ctx, db.TaskResult{TaskRef: db.TaskRef{ID: id, Token: token},
-		State: db.TaskState(in.Body.State), Result: in.Body.Result, Error: in.Body.Error, ErrorCode: in.Body.ErrorCode})
+	state, err := h.completer.Complete(ctx, axtype.TaskResult{TaskRef: axtype.TaskRef{ID: id, Token: token},
+		State: axtype.TaskState(in.Body.State), Result: in.Body.Result, Error: in.Body.Error, ErrorCode: in.Body.ErrorCode})
 	switch {
 	case errors.Is(err, delivery.ErrUnknownHTTPTask):
 		return nil, huma.Error404NotFound(err.Error())

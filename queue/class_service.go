@@ -7,6 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -14,7 +16,7 @@ import (
 // operator's priority floor through dispatch.RateClasses, which owns what
 // floors and tokens mean. The table's constraints check a class's
 // settings (rate, burst, name, an automatic floor with a threshold); a
-// class that breaks one gets a *db.ConstraintError.
+// class that breaks one gets a *axtype.ConstraintError.
 type ClassService struct {
 	pool    *pgxpool.Pool
 	classes *dispatch.RateClasses
@@ -26,52 +28,52 @@ func NewClassService(pool *pgxpool.Pool, logger *slog.Logger) *ClassService {
 }
 
 // Create stores a class with a full bucket and returns it with its live
-// state; db.ErrConflict when the name is taken.
-func (s *ClassService) Create(ctx context.Context, c *db.RateClass) (*db.RateClass, error) {
+// state; axtype.ErrConflict when the name is taken.
+func (s *ClassService) Create(ctx context.Context, c *axtype.RateClass) (*axtype.RateClass, error) {
 	written, err := db.RateClassInsert(ctx, s.pool, c)
 	return s.reread(ctx, written, err)
 }
 
 // Update changes a class's settings (the bucket keeps its level, capped at
 // the new burst) and returns it with its live state.
-func (s *ClassService) Update(ctx context.Context, c *db.RateClass) (*db.RateClass, error) {
+func (s *ClassService) Update(ctx context.Context, c *axtype.RateClass) (*axtype.RateClass, error) {
 	written, err := db.RateClassUpdate(ctx, s.pool, c)
 	return s.reread(ctx, written, err)
 }
 
 // Get returns a class with its bucket level and backlog now.
-func (s *ClassService) Get(ctx context.Context, name string) (*db.RateClass, error) {
+func (s *ClassService) Get(ctx context.Context, name string) (*axtype.RateClass, error) {
 	return db.RateClassGet(ctx, s.pool, name)
 }
 
 // List returns every class with its bucket level and backlog now.
-func (s *ClassService) List(ctx context.Context) ([]*db.RateClass, error) {
+func (s *ClassService) List(ctx context.Context) ([]*axtype.RateClass, error) {
 	return db.RateClassList(ctx, s.pool, "")
 }
 
 // Delete removes a class; while jobs name it the delete fails with a
-// *db.ConstraintError.
+// *axtype.ConstraintError.
 func (s *ClassService) Delete(ctx context.Context, name string) error {
 	return db.RateClassDelete(ctx, s.pool, name)
 }
 
 // Degrade switches an operator's floor on (see dispatch.RateClasses) and
 // returns the class with its live state.
-func (s *ClassService) Degrade(ctx context.Context, name string, minPriority int) (*db.RateClass, error) {
+func (s *ClassService) Degrade(ctx context.Context, name string, minPriority int) (*axtype.RateClass, error) {
 	written, err := s.classes.Degrade(ctx, name, minPriority)
 	return s.reread(ctx, written, err)
 }
 
 // Restore switches an operator's floor off and returns the class with its
 // live state.
-func (s *ClassService) Restore(ctx context.Context, name string) (*db.RateClass, error) {
+func (s *ClassService) Restore(ctx context.Context, name string) (*axtype.RateClass, error) {
 	written, err := s.classes.Restore(ctx, name)
 	return s.reread(ctx, written, err)
 }
 
 // reread reads a class just written again, so the answer shows its
 // bucket level and backlog, which a write does not return.
-func (s *ClassService) reread(ctx context.Context, written *db.RateClass, err error) (*db.RateClass, error) {
+func (s *ClassService) reread(ctx context.Context, written *axtype.RateClass, err error) (*axtype.RateClass, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -27,11 +29,11 @@ func TestDeclarationSetOwnersMigrated(t *testing.T) {
 	require.NoError(t, err)
 
 	decls := queue.NewDeclarationService(pool, nil, nil)
-	inGroup := func(group string) *db.Job { return newJob(func(j *db.Job) { j.Group = group }) }
+	inGroup := func(group string) *axtype.Job { return newJob(func(j *axtype.Job) { j.Group = group }) }
 	_, err = decls.Apply(ctx, &queue.Declaration{ManagedBy: "sdk:mixed", Version: "1",
-		Jobs: []*db.Job{inGroup("teamA"), inGroup("teamB")}})
+		Jobs: []*axtype.Job{inGroup("teamA"), inGroup("teamB")}})
 	require.NoError(t, err)
-	_, err = decls.Apply(ctx, &queue.Declaration{ManagedBy: "sdk:solo", Version: "1", Jobs: []*db.Job{inGroup("teamB")}})
+	_, err = decls.Apply(ctx, &queue.Declaration{ManagedBy: "sdk:solo", Version: "1", Jobs: []*axtype.Job{inGroup("teamB")}})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "INSERT INTO ax.declaration_set (managed_by) VALUES ('sdk:none')")
 	require.NoError(t, err)
@@ -62,7 +64,7 @@ func TestDeclarationSetOwnersMigrated(t *testing.T) {
 
 	var forbidden *queue.DeclarationForbiddenError
 	_, err = decls.Apply(ctx, &queue.Declaration{ManagedBy: "sdk:mixed", Version: "2", Groups: []string{"teamA"},
-		Jobs: []*db.Job{inGroup("teamA")}})
+		Jobs: []*axtype.Job{inGroup("teamA")}})
 	require.ErrorAs(t, err, &forbidden)
 	_, err = decls.Apply(ctx, &queue.Declaration{ManagedBy: "sdk:mixed", Version: "2", Groups: []string{"teamA", "teamB"}})
 	require.NoError(t, err)

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/schedule"
 )
@@ -33,7 +35,7 @@ type Declaration struct {
 	Source string
 	// Jobs are validated definitions with their defaults filled, each
 	// (group, name) once.
-	Jobs []*db.Job
+	Jobs []*axtype.Job
 	// Prune pauses the jobs the set managed that Jobs leaves out.
 	Prune bool
 	// DryRun works out and reports what would change, and changes nothing.
@@ -69,7 +71,7 @@ type DeclaredJob struct {
 	Action DeclarationAction
 	// Old is the job as it was (nil when created); New as it is after the
 	// declaration (as it would be, on a dry run).
-	Old, New *db.Job
+	Old, New *axtype.Job
 	// Reason explains a pause, a resume or a conflict.
 	Reason string
 }
@@ -206,7 +208,7 @@ func (s *DeclarationService) recordConflict(ctx context.Context, d *Declaration,
 	if s.metrics != nil {
 		s.metrics.DeclarationConflicts.WithLabelValues(reason).Inc()
 	}
-	c := &db.DeclarationConflict{Version: d.Version, Source: d.Source, Reason: e.Error()}
+	c := &axtype.DeclarationConflict{Version: d.Version, Source: d.Source, Reason: e.Error()}
 	if err := db.DeclarationSetConflict(ctx, s.pool, d.ManagedBy, c); err != nil {
 		s.logger.ErrorContext(ctx, "error recording a declaration conflict", "managed_by", d.ManagedBy, "error", err)
 	}
@@ -233,7 +235,7 @@ type applier struct {
 	d       *Declaration
 	tx      pgx.Tx
 	res     *DeclarationResult
-	set     *db.DeclarationSet
+	set     *axtype.DeclarationSet
 	changed bool
 }
 
@@ -243,9 +245,9 @@ func (a *applier) run(ctx context.Context) error {
 	if a.set, err = db.DeclarationSetLock(ctx, a.tx, d.ManagedBy); err != nil {
 		return err
 	}
-	keys := make([]db.JobKey, len(d.Jobs))
+	keys := make([]axtype.JobKey, len(d.Jobs))
 	for i, j := range d.Jobs {
-		keys[i] = db.JobKey{Group: j.Group, Name: j.Name}
+		keys[i] = axtype.JobKey{Group: j.Group, Name: j.Name}
 	}
 	stored, err := db.JobListForDeclaration(ctx, a.tx, keys, d.ManagedBy)
 	if err != nil {
@@ -265,9 +267,9 @@ func (a *applier) run(ctx context.Context) error {
 	if err := a.canonicalParams(ctx); err != nil {
 		return err
 	}
-	byKey := make(map[db.JobKey]*db.Job, len(stored))
+	byKey := make(map[axtype.JobKey]*axtype.Job, len(stored))
 	for _, j := range stored {
-		byKey[db.JobKey{Group: j.Group, Name: j.Name}] = j
+		byKey[axtype.JobKey{Group: j.Group, Name: j.Name}] = j
 	}
 	if err := a.refuseTakeovers(keys, byKey); err != nil {
 		return err
@@ -293,7 +295,7 @@ func (a *applier) run(ctx context.Context) error {
 // change set, whose stored jobs (those it manages among them) are given:
 // it must hold every group that owns the set and every group of its jobs.
 // An unowned set (never applied) with no jobs is anyone's.
-func mayChangeSet(groups []string, set *db.DeclarationSet, stored []*db.Job) bool {
+func mayChangeSet(groups []string, set *axtype.DeclarationSet, stored []*axtype.Job) bool {
 	if groups == nil {
 		return true
 	}
@@ -339,7 +341,7 @@ func (a *applier) canonicalParams(ctx context.Context) error {
 
 // refuseTakeovers returns a conflict listing the declared jobs that
 // another set manages, unless forced.
-func (a *applier) refuseTakeovers(keys []db.JobKey, byKey map[db.JobKey]*db.Job) error {
+func (a *applier) refuseTakeovers(keys []axtype.JobKey, byKey map[axtype.JobKey]*axtype.Job) error {
 	if a.d.Force {
 		return nil
 	}
@@ -362,7 +364,7 @@ func (a *applier) refuseTakeovers(keys []db.JobKey, byKey map[db.JobKey]*db.Job)
 }
 
 // declare creates, updates or leaves job i as declared.
-func (a *applier) declare(ctx context.Context, i int, job, old *db.Job) error {
+func (a *applier) declare(ctx context.Context, i int, job, old *axtype.Job) error {
 	if err := RestoreWriteOnly(job, old); err != nil {
 		return err
 	}
@@ -411,7 +413,7 @@ func (a *applier) declare(ctx context.Context, i int, job, old *db.Job) error {
 }
 
 // create stores a new declared job as JobService.Create does.
-func (a *applier) create(ctx context.Context, job *db.Job) (*db.Job, error) {
+func (a *applier) create(ctx context.Context, job *axtype.Job) (*axtype.Job, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("error generating job id: %w", err)
@@ -442,7 +444,7 @@ func (a *applier) create(ctx context.Context, job *db.Job) (*db.Job, error) {
 
 // prune pauses the set's jobs that the declaration left out (left, in
 // stored order); a job paused already stays as it is.
-func (a *applier) prune(ctx context.Context, stored []*db.Job, left map[db.JobKey]*db.Job) error {
+func (a *applier) prune(ctx context.Context, stored []*axtype.Job, left map[axtype.JobKey]*axtype.Job) error {
 	reason := fmt.Sprintf("left out of declaration set %s", a.d.ManagedBy)
 	if a.d.Version != "" {
 		reason += " at version " + a.d.Version
@@ -451,7 +453,7 @@ func (a *applier) prune(ctx context.Context, stored []*db.Job, left map[db.JobKe
 		reason += " (" + a.d.Source + ")"
 	}
 	for _, old := range stored {
-		if left[db.JobKey{Group: old.Group, Name: old.Name}] == nil || old.ManagedBy != a.d.ManagedBy ||
+		if left[axtype.JobKey{Group: old.Group, Name: old.Name}] == nil || old.ManagedBy != a.d.ManagedBy ||
 			(a.d.Groups != nil && !slices.Contains(a.d.Groups, old.Group)) {
 			continue
 		}
@@ -483,6 +485,6 @@ func (a *applier) add(j DeclaredJob) {
 
 // Sets returns the declaration sets a key limited to groups may change
 // (see Declaration.Groups); every set when groups is nil.
-func (s *DeclarationService) Sets(ctx context.Context, groups []string) ([]*db.DeclarationSet, error) {
+func (s *DeclarationService) Sets(ctx context.Context, groups []string) ([]*axtype.DeclarationSet, error) {
 	return db.DeclarationSetList(ctx, s.pool, groups)
 }

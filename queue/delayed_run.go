@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -31,7 +33,7 @@ const runKeyLife = 24 * time.Hour
 
 // ScheduledRun is a delayed run as the API shows it: pending until it
 // fires (then it is the execution with the same id), or cancelled.
-type ScheduledRun = db.DelayedRun
+type ScheduledRun = axtype.DelayedRun
 
 // DelayedRunRequest is one run to schedule: a TriggerRequest (job, params,
 // priority, trace, idempotency) and when.
@@ -84,7 +86,7 @@ func (s *ExecutionService) Schedule(ctx context.Context, req *DelayedRunRequest)
 // of one batch come from one API key.
 func (s *ExecutionService) ScheduleBatch(ctx context.Context, reqs []*DelayedRunRequest) ([]*DelayedRunResult, error) {
 	out := make([]*DelayedRunResult, len(reqs))
-	var fresh []*db.DelayedRun
+	var fresh []*axtype.DelayedRun
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		fresh = fresh[:0]
 		now, err := db.Now(ctx, tx)
@@ -115,7 +117,7 @@ func (s *ExecutionService) ScheduleBatch(ctx context.Context, reqs []*DelayedRun
 				runAt = now
 			}
 			soon = soon || runAt.Before(now.Add(runScheduledNotifyWithin))
-			fresh = append(fresh, &db.DelayedRun{ID: ids[i], JobID: r.JobID, RunAt: runAt, Params: r.Params,
+			fresh = append(fresh, &axtype.DelayedRun{ID: ids[i], JobID: r.JobID, RunAt: runAt, Params: r.Params,
 				Priority: r.Priority, TraceParent: r.TraceParent})
 			out[i] = &DelayedRunResult{ID: ids[i], JobID: r.JobID, RunAt: runAt}
 		}
@@ -153,7 +155,7 @@ func (s *ExecutionService) checkJobs(ctx context.Context, tx pgx.Tx, reqs []*Del
 	}
 	for _, id := range ids {
 		if !found[id] {
-			return &BatchItemError{Index: first[id], Field: "job_id", Err: fmt.Errorf("job %s: %w", id, db.ErrNotFound)}
+			return &BatchItemError{Index: first[id], Field: "job_id", Err: fmt.Errorf("job %s: %w", id, axtype.ErrNotFound)}
 		}
 	}
 	return nil
@@ -162,7 +164,7 @@ func (s *ExecutionService) checkJobs(ctx context.Context, tx pgx.Tx, reqs []*Del
 // claimRunKeys claims the runs' Idempotency-Keys and returns, by index,
 // the id of the earlier run of each key used before for the same request.
 func (s *ExecutionService) claimRunKeys(ctx context.Context, tx pgx.Tx, reqs []*DelayedRunRequest, ids []uuid.UUID) (map[int]uuid.UUID, error) {
-	var claims []db.IdempotencyClaim
+	var claims []axtype.IdempotencyClaim
 	index := map[string]int{}
 	var apiKey uuid.UUID
 	for i, r := range reqs {
@@ -174,7 +176,7 @@ func (s *ExecutionService) claimRunKeys(ctx context.Context, tx pgx.Tx, reqs []*
 		}
 		index[r.IdempotencyKey], apiKey = i, r.APIKeyID
 		body, _ := json.Marshal(map[string]string{"execution_id": ids[i].String()})
-		claims = append(claims, db.IdempotencyClaim{Key: r.IdempotencyKey, Path: r.Path, RequestHash: r.RequestHash,
+		claims = append(claims, axtype.IdempotencyClaim{Key: r.IdempotencyKey, Path: r.Path, RequestHash: r.RequestHash,
 			ResponseBody: body, ExpiresAt: laterOf(r.RunAt, time.Now()).Add(runKeyLife)})
 	}
 	prior, err := db.IdempotencyKeyClaimMany(ctx, tx, apiKey, claims)
@@ -257,7 +259,7 @@ func (s *ExecutionService) CancelRunsByKey(ctx context.Context, apiKeyID uuid.UU
 // was cancelled before (both: its id), or the key is unknown.
 func (s *ExecutionService) notPending(ctx context.Context, tx db.Executor, apiKeyID uuid.UUID, key string) (uuid.UUID, string, error) {
 	prior, err := db.IdempotencyKeyLookup(ctx, tx, apiKeyID, key)
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, axtype.ErrNotFound) {
 		return uuid.Nil, RunNotFound, nil
 	}
 	if err != nil {
@@ -275,11 +277,11 @@ func (s *ExecutionService) notPending(ctx context.Context, tx db.Executor, apiKe
 		return run.ID, RunCancelled, nil
 	case err == nil:
 		return run.ID, RunNotFound, nil // pending but locked by a fire in progress: it fires
-	case !errors.Is(err, db.ErrNotFound):
+	case !errors.Is(err, axtype.ErrNotFound):
 		return uuid.Nil, "", err
 	}
 	if _, err := db.ExecutionGroupByID(ctx, tx, stored.ExecutionID); err != nil {
-		if errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, axtype.ErrNotFound) {
 			return uuid.Nil, RunNotFound, nil
 		}
 		return uuid.Nil, "", err
@@ -287,7 +289,7 @@ func (s *ExecutionService) notPending(ctx context.Context, tx db.Executor, apiKe
 	return stored.ExecutionID, RunFired, nil
 }
 
-// CancelRun cancels a pending delayed run by its id; db.ErrNotFound when
+// CancelRun cancels a pending delayed run by its id; axtype.ErrNotFound when
 // it is not a delayed run that has yet to fire (it may be an execution:
 // cancel that instead).
 func (s *ExecutionService) CancelRun(ctx context.Context, id uuid.UUID, reason string) (*ScheduledRun, error) {
@@ -301,7 +303,7 @@ func (s *ExecutionService) CancelRun(ctx context.Context, id uuid.UUID, reason s
 			return nil, err
 		}
 		if run.CancelledAt == nil {
-			return nil, fmt.Errorf("delayed run %s is firing: %w", id, db.ErrNotFound)
+			return nil, fmt.Errorf("delayed run %s is firing: %w", id, axtype.ErrNotFound)
 		}
 		return run, nil
 	}
@@ -310,13 +312,13 @@ func (s *ExecutionService) CancelRun(ctx context.Context, id uuid.UUID, reason s
 }
 
 // ScheduledRun returns a delayed run that has not fired (pending or
-// cancelled); db.ErrNotFound otherwise.
+// cancelled); axtype.ErrNotFound otherwise.
 func (s *ExecutionService) ScheduledRun(ctx context.Context, id uuid.UUID) (*ScheduledRun, error) {
 	return db.DelayedRunGet(ctx, s.pool, id)
 }
 
 // ScheduledRuns lists a job's pending delayed runs after a cursor,
-// earliest first; db.ErrNotFound when there is no such job.
+// earliest first; axtype.ErrNotFound when there is no such job.
 func (s *ExecutionService) ScheduledRuns(ctx context.Context, jobID uuid.UUID, afterRunAt time.Time, afterID uuid.UUID, limit int) ([]*ScheduledRun, error) {
 	if _, err := db.JobGetByID(ctx, s.pool, jobID); err != nil {
 		return nil, err

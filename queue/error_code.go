@@ -1,12 +1,14 @@
 package queue
 
-import "github.com/ax-scheduler/ax/db"
+import (
+	"github.com/ax-scheduler/ax/queue/axtype"
+)
 
 // ValidErrorCode says whether code may be stored as a task's error code:
-// 1 to db.MaxErrorCodeLength characters of a-z, 0-9, '_', '.' and '-'.
+// 1 to axtype.MaxErrorCodeLength characters of a-z, 0-9, '_', '.' and '-'.
 // Codes label metrics and group failures, so they stay short and plain.
 func ValidErrorCode(code string) bool {
-	if code == "" || len(code) > db.MaxErrorCodeLength {
+	if code == "" || len(code) > axtype.MaxErrorCodeLength {
 		return false
 	}
 	for i := 0; i < len(code); i++ {

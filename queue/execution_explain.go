@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/cron"
 )
 
@@ -38,8 +40,8 @@ type Explanation struct {
 	Tick    bool   // At is a tick of the trigger
 	// Execution is the run fired for the tick; Running, for an overlap
 	// skip, the run that was still unfinished at At.
-	Execution, Running *db.Execution
-	Skip               *db.SkippedFire
+	Execution, Running *axtype.Execution
+	Skip               *axtype.SkippedFire
 	NextTick           *time.Time // the trigger's first tick after At, when it has one
 }
 
@@ -68,7 +70,7 @@ func (s *ExecutionService) Explain(ctx context.Context, id uuid.UUID, at time.Ti
 }
 
 // explainInstant fills out (At and Local set) for job.
-func (s *ExecutionService) explainInstant(ctx context.Context, job *db.Job, loc *time.Location, out *Explanation) error {
+func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, loc *time.Location, out *Explanation) error {
 	at := out.At
 	out.Tick, out.NextTick = isTick(job, loc, at)
 	// The records first: what was fired or skipped for the tick is the
@@ -78,14 +80,14 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *db.Job, loc 
 		out.Verdict, out.Execution = VerdictFired, exec
 		out.Reason = fmt.Sprintf("it fired: run %s (%s cause), %s", exec.ID, exec.Cause, exec.State)
 		return nil
-	} else if !errors.Is(err, db.ErrNotFound) {
+	} else if !errors.Is(err, axtype.ErrNotFound) {
 		return err
 	}
 	skip, err := db.SkippedFireCovering(ctx, s.pool, job.ID, at)
 	if err == nil {
 		out.Verdict, out.Skip = VerdictSkipped, skip
 		out.Reason = fmt.Sprintf("the tick was skipped (%s): %s", skip.Reason, skip.Detail)
-		if skip.Reason == db.SkipOverlap {
+		if skip.Reason == axtype.SkipOverlap {
 			// The run the skip waited on: unfinished when it was decided.
 			running, err := db.ExecutionRunningAt(ctx, s.pool, job.ID, at, skip.RecordedAt)
 			switch {
@@ -93,19 +95,19 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *db.Job, loc 
 				out.Running = running
 				out.Reason += fmt.Sprintf("; run %s (the tick of %s) had not finished then", running.ID,
 					localTime(running.ScheduledFor, loc))
-			case !errors.Is(err, db.ErrNotFound):
+			case !errors.Is(err, axtype.ErrNotFound):
 				return err
 			}
 		}
 		return nil
-	} else if !errors.Is(err, db.ErrNotFound) {
+	} else if !errors.Is(err, axtype.ErrNotFound) {
 		return err
 	}
 	switch {
 	case at.Before(job.CreatedAt):
 		out.Verdict = VerdictNotCreated
 		out.Reason = fmt.Sprintf("the job was created at %s, after this instant", localTime(job.CreatedAt, loc))
-	case job.TriggerKind == db.TriggerManual:
+	case job.TriggerKind == axtype.TriggerManual:
 		out.Verdict, out.Reason = VerdictManual, "the job is manual: it runs only when triggered, and no run was triggered for this instant"
 	case !out.Tick:
 		out.Verdict, out.Reason = VerdictNotATick, "this instant is not a tick of the trigger"
@@ -131,7 +133,7 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *db.Job, loc 
 
 // explainGap explains a wall time that the timezone skips on its date: a
 // tick there fires at the end of the gap (cron's daylight-saving rule).
-func (s *ExecutionService) explainGap(ctx context.Context, job *db.Job, wall time.Time, gapEnd time.Time, loc *time.Location) (*Explanation, error) {
+func (s *ExecutionService) explainGap(ctx context.Context, job *axtype.Job, wall time.Time, gapEnd time.Time, loc *time.Location) (*Explanation, error) {
 	end := &Explanation{At: gapEnd, Local: localTime(gapEnd, loc)}
 	if err := s.explainInstant(ctx, job, loc, end); err != nil {
 		return nil, err
@@ -145,16 +147,16 @@ func (s *ExecutionService) explainGap(ctx context.Context, job *db.Job, wall tim
 
 // isTick reports whether at is a tick of job's trigger, and its first
 // tick after at when it has one.
-func isTick(job *db.Job, loc *time.Location, at time.Time) (bool, *time.Time) {
+func isTick(job *axtype.Job, loc *time.Location, at time.Time) (bool, *time.Time) {
 	switch job.TriggerKind {
-	case db.TriggerCron:
+	case axtype.TriggerCron:
 		sched, err := cron.Parse(job.CronExpr, loc.String())
 		if err != nil {
 			return false, nil
 		}
 		next := sched.Next(at)
 		return sched.Next(at.Add(-time.Nanosecond)).Equal(at), &next
-	case db.TriggerInterval:
+	case axtype.TriggerInterval:
 		anchor := job.NextFireAt
 		if anchor == nil {
 			anchor = job.LastScheduledFor
@@ -169,7 +171,7 @@ func isTick(job *db.Job, loc *time.Location, at time.Time) (bool, *time.Time) {
 		}
 		next := at.Add(step - off)
 		return off == 0, &next
-	case db.TriggerDelay:
+	case axtype.TriggerDelay:
 		if job.RunAt == nil {
 			return false, nil
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
@@ -75,7 +77,7 @@ type TriggerRequest struct {
 // Trigger creates an execution of a job now, with its tasks, in one
 // transaction with the idempotency record. replayed is true when the key
 // had been used for the same request before.
-func (s *ExecutionService) Trigger(ctx context.Context, req *TriggerRequest) (exec *db.Execution, replayed bool, err error) {
+func (s *ExecutionService) Trigger(ctx context.Context, req *TriggerRequest) (exec *axtype.Execution, replayed bool, err error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, false, fmt.Errorf("error generating execution id: %w", err)
@@ -103,7 +105,7 @@ func (s *ExecutionService) Trigger(ctx context.Context, req *TriggerRequest) (ex
 		return nil, false, err
 	}
 	if !replayed {
-		s.metrics.Fires.WithLabelValues(string(db.CauseManual)).Inc()
+		s.metrics.Fires.WithLabelValues(string(axtype.CauseManual)).Inc()
 		s.logger.InfoContext(ctx, "job triggered", "job_id", req.JobID, "execution_id", exec.ID)
 	}
 	return exec, replayed, nil
@@ -113,7 +115,7 @@ func (s *ExecutionService) Trigger(ctx context.Context, req *TriggerRequest) (ex
 // the earlier request that used it.
 func (s *ExecutionService) claimKey(ctx context.Context, tx pgx.Tx, req *TriggerRequest, id uuid.UUID) (uuid.UUID, error) {
 	body, _ := json.Marshal(map[string]string{"execution_id": id.String()})
-	prior, claimed, err := db.IdempotencyKeyClaim(ctx, tx, &db.IdempotencyRecord{
+	prior, claimed, err := db.IdempotencyKeyClaim(ctx, tx, &axtype.IdempotencyRecord{
 		APIKeyID: req.APIKeyID, Key: req.IdempotencyKey, Method: req.Method, Path: req.Path,
 		RequestHash: req.RequestHash, ResponseStatus: 202, ResponseBody: body,
 	})
@@ -132,17 +134,17 @@ func (s *ExecutionService) claimKey(ctx context.Context, tx pgx.Tx, req *Trigger
 	return stored.ExecutionID, nil
 }
 
-func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerRequest, id uuid.UUID) (*db.Execution, error) {
+func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerRequest, id uuid.UUID) (*axtype.Execution, error) {
 	job, err := db.JobGetByIDForUpdate(ctx, tx, req.JobID)
 	if err != nil {
 		return nil, err
 	}
-	if job.ConcurrencyPolicy != db.ConcurrencyAllow {
+	if job.ConcurrencyPolicy != axtype.ConcurrencyAllow {
 		unfinished, err := db.ExecutionHasUnfinished(ctx, tx, job.ID)
 		if err != nil {
 			return nil, err
 		}
-		if unfinished && job.ConcurrencyPolicy == db.ConcurrencyForbid {
+		if unfinished && job.ConcurrencyPolicy == axtype.ConcurrencyForbid {
 			return nil, ErrOverlapForbidden
 		}
 		if unfinished {
@@ -155,8 +157,8 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if err != nil {
 		return nil, err
 	}
-	inserted, err := dispatch.InsertExecutions(ctx, tx, s.router, s.outbox, []*db.NewExecution{{
-		ID: id, JobID: job.ID, Cause: db.CauseManual, ScheduledFor: now, Params: req.Params, Priority: req.Priority,
+	inserted, err := dispatch.InsertExecutions(ctx, tx, s.router, s.outbox, []*axtype.NewExecution{{
+		ID: id, JobID: job.ID, Cause: axtype.CauseManual, ScheduledFor: now, Params: req.Params, Priority: req.Priority,
 		TraceParent: req.TraceParent,
 	}})
 	if err != nil {
@@ -175,7 +177,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 }
 
 // Get returns an execution with its tasks.
-func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*db.Execution, []*db.Task, error) {
+func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*axtype.Execution, []*axtype.Task, error) {
 	exec, err := db.ExecutionGetByID(ctx, s.pool, id)
 	if err != nil {
 		return nil, nil, s.gone(ctx, id, err)
@@ -188,10 +190,10 @@ func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*db.Execution
 }
 
 // gone turns err, a lookup of execution id, into one wrapping
-// db.ErrRemoved when the execution is not found because history retention
+// axtype.ErrRemoved when the execution is not found because history retention
 // removed it.
 func (s *ExecutionService) gone(ctx context.Context, id uuid.UUID, err error) error {
-	if !errors.Is(err, db.ErrNotFound) {
+	if !errors.Is(err, axtype.ErrNotFound) {
 		return err
 	}
 	removed, rerr := db.ExecutionRemoved(ctx, s.pool, id)
@@ -199,21 +201,21 @@ func (s *ExecutionService) gone(ctx context.Context, id uuid.UUID, err error) er
 		return rerr
 	}
 	if removed {
-		return fmt.Errorf("execution %s: %w", id, db.ErrRemoved)
+		return fmt.Errorf("execution %s: %w", id, axtype.ErrRemoved)
 	}
 	return err
 }
 
 // Group returns the group of execution id's job, for checks of keys
-// limited to some groups; an error wrapping db.ErrNotFound when there is
+// limited to some groups; an error wrapping axtype.ErrNotFound when there is
 // no such execution.
 func (s *ExecutionService) Group(ctx context.Context, id uuid.UUID) (string, error) {
 	return db.ExecutionGroupByID(ctx, s.pool, id)
 }
 
 // List returns a page of executions, newest first. When filtering by a
-// job that does not exist it returns db.ErrNotFound, not an empty page.
-func (s *ExecutionService) List(ctx context.Context, p *db.ExecutionListParams) ([]*db.Execution, error) {
+// job that does not exist it returns axtype.ErrNotFound, not an empty page.
+func (s *ExecutionService) List(ctx context.Context, p *db.ExecutionListParams) ([]*axtype.Execution, error) {
 	execs, err := db.ExecutionList(ctx, s.pool, p)
 	if err != nil || len(execs) > 0 || p.JobID == nil {
 		return execs, err
@@ -227,8 +229,8 @@ func (s *ExecutionService) List(ctx context.Context, p *db.ExecutionListParams) 
 // Cancel stops an execution: pending tasks end now, running ones are
 // flagged for their agents. Cancelling a finished execution changes
 // nothing.
-func (s *ExecutionService) Cancel(ctx context.Context, id uuid.UUID, reason string) (*db.Execution, error) {
-	exec, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Execution, error) {
+func (s *ExecutionService) Cancel(ctx context.Context, id uuid.UUID, reason string) (*axtype.Execution, error) {
+	exec, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*axtype.Execution, error) {
 		if _, err := db.ExecutionCancel(ctx, tx, []uuid.UUID{id}, nil, reason); err != nil {
 			return nil, err
 		}
@@ -245,7 +247,7 @@ func (s *ExecutionService) Cancel(ctx context.Context, id uuid.UUID, reason stri
 }
 
 // SkippedFires returns the newest skipped ticks of a job.
-func (s *ExecutionService) SkippedFires(ctx context.Context, jobID uuid.UUID, limit int) ([]*db.SkippedFire, error) {
+func (s *ExecutionService) SkippedFires(ctx context.Context, jobID uuid.UUID, limit int) ([]*axtype.SkippedFire, error) {
 	if _, err := db.JobGetByID(ctx, s.pool, jobID); err != nil {
 		return nil, err
 	}
@@ -258,7 +260,7 @@ const EventPageBytes = 4 << 20
 
 // EventPage is a page of an execution's events.
 type EventPage struct {
-	Events []*db.TaskEvent
+	Events []*axtype.TaskEvent
 	// NextAfter is the id to pass as afterID for the next page (the last
 	// event's, or afterID when the page is empty).
 	NextAfter int64
@@ -269,9 +271,9 @@ type EventPage struct {
 
 // Events returns a page of an execution's task events after afterID (kind
 // "" for all): at most limit events and, past the first, no more than
-// EventPageBytes of messages. It returns db.ErrNotFound when there is no
+// EventPageBytes of messages. It returns axtype.ErrNotFound when there is no
 // such execution.
-func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int64, kind db.TaskEventKind, limit int) (*EventPage, error) {
+func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int64, kind axtype.TaskEventKind, limit int) (*EventPage, error) {
 	events, err := db.TaskEventListByExecution(ctx, s.pool, &db.TaskEventListParams{
 		ExecutionID: id, AfterID: afterID, Kind: kind, Limit: limit + 1, MaxBytes: EventPageBytes})
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 func TestTriggerWithAnIdempotencyKey(t *testing.T) {
@@ -95,7 +97,7 @@ func TestTriggerHonoursTheConcurrencyPolicy(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 
-	forbid := e.job(func(j *db.Job) { j.ConcurrencyPolicy = "forbid" })
+	forbid := e.job(func(j *axtype.Job) { j.ConcurrencyPolicy = "forbid" })
 	first := e.trigger(forbid.ID)
 	_, _, err := e.execs.Trigger(ctx, &queue.TriggerRequest{JobID: forbid.ID})
 	require.ErrorIs(t, err, queue.ErrOverlapForbidden)
@@ -104,43 +106,43 @@ func TestTriggerHonoursTheConcurrencyPolicy(t *testing.T) {
 	require.NoError(t, err)
 	e.trigger(forbid.ID)
 
-	replace := e.job(func(j *db.Job) { j.ConcurrencyPolicy = "replace" })
+	replace := e.job(func(j *axtype.Job) { j.ConcurrencyPolicy = "replace" })
 	old := e.trigger(replace.ID)
 	newer := e.trigger(replace.ID)
-	require.Equal(t, db.ExecutionState("cancelled"), e.execution(old.ID).State, "the newer fire replaces the unfinished one")
+	require.Equal(t, axtype.ExecutionState("cancelled"), e.execution(old.ID).State, "the newer fire replaces the unfinished one")
 	require.Equal(t, "replaced by a newer fire", e.execution(old.ID).CancelReason)
-	require.Equal(t, db.ExecutionState("pending"), e.execution(newer.ID).State)
+	require.Equal(t, axtype.ExecutionState("pending"), e.execution(newer.ID).State)
 
 	allow := e.job(nil)
 	a, b := e.trigger(allow.ID), e.trigger(allow.ID)
-	require.Equal(t, db.ExecutionState("pending"), e.execution(a.ID).State)
-	require.Equal(t, db.ExecutionState("pending"), e.execution(b.ID).State)
+	require.Equal(t, axtype.ExecutionState("pending"), e.execution(a.ID).State)
+	require.Equal(t, axtype.ExecutionState("pending"), e.execution(b.ID).State)
 }
 
 func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	exec := e.trigger(e.job(func(j *db.Job) { j.ShardCount = 2 }).ID)
+	exec := e.trigger(e.job(func(j *axtype.Job) { j.ShardCount = 2 }).ID)
 	a := e.agent()
 	leased, err := e.broker.Lease(ctx, a, 1, 0)
 	require.NoError(t, err)
 	require.Len(t, leased, 1)
-	ref := db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
+	ref := axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
 
 	cancelled, err := e.execs.Cancel(ctx, exec.ID, "not needed")
 	require.NoError(t, err)
-	require.Equal(t, db.ExecutionState("running"), cancelled.State, "it ends when its running task stops")
+	require.Equal(t, axtype.ExecutionState("running"), cancelled.State, "it ends when its running task stops")
 	require.NotNil(t, cancelled.CancelRequestedAt)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.all_tasks WHERE execution_id = $1 AND state = 'cancelled'`, exec.ID),
 		"the pending task ends at once")
-	hb, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{ref}, &db.AgentLoad{})
+	hb, err := e.broker.Heartbeat(ctx, a.ID, []axtype.TaskRef{ref}, &axtype.AgentLoad{})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{ref.ID}, hb.Cancel, "the agent is told to stop the running one")
 
-	_, err = e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: ref, State: "cancelled"}})
+	_, err = e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: ref, State: "cancelled"}})
 	require.NoError(t, err)
 	ended := e.execution(exec.ID)
-	require.Equal(t, db.ExecutionState("cancelled"), ended.State)
+	require.Equal(t, axtype.ExecutionState("cancelled"), ended.State)
 	require.Equal(t, "not needed", ended.CancelReason)
 
 	// Cancelling a finished execution changes nothing.
@@ -148,11 +150,11 @@ func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
 	leased, err = e.broker.Lease(ctx, a, 1, 0)
 	require.NoError(t, err)
 	require.Len(t, leased, 1)
-	_, err = e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: "succeeded"}})
+	_, err = e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: "succeeded"}})
 	require.NoError(t, err)
 	after, err := e.execs.Cancel(ctx, done.ID, "too late")
 	require.NoError(t, err)
-	require.Equal(t, db.ExecutionState("succeeded"), after.State)
+	require.Equal(t, axtype.ExecutionState("succeeded"), after.State)
 	require.Nil(t, after.CancelRequestedAt)
 }
 

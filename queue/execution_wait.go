@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -33,7 +35,7 @@ func NewExecutionWaiter(pool *pgxpool.Pool, notifier *notify.Notifier) *Executio
 
 // Wait returns the execution once it has ended, or as it is when wait
 // runs out or ctx ends.
-func (w *ExecutionWaiter) Wait(ctx context.Context, id uuid.UUID, wait time.Duration) (*db.Execution, error) {
+func (w *ExecutionWaiter) Wait(ctx context.Context, id uuid.UUID, wait time.Duration) (*axtype.Execution, error) {
 	var wake <-chan struct{}
 	if w.notifier != nil {
 		var unsubscribe func()

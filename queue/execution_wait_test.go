@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // waitRecheck is queue's fallback re-read interval: a wait that returns
@@ -53,7 +53,7 @@ func TestExecutionWaiterReturnsWhenTheExecutionEnds(t *testing.T) {
 	exec := e.trigger(e.job(nil).ID)
 	waiter := queue.NewExecutionWaiter(e.pool, e.notifier)
 	type result struct {
-		exec *db.Execution
+		exec *axtype.Execution
 		at   time.Time
 	}
 	got := make(chan result, 1)
@@ -71,7 +71,7 @@ func TestExecutionWaiterReturnsWhenTheExecutionEnds(t *testing.T) {
 
 	select {
 	case r := <-got:
-		require.Equal(t, db.ExecutionState("cancelled"), r.exec.State)
+		require.Equal(t, axtype.ExecutionState("cancelled"), r.exec.State)
 		require.True(t, r.at.Before(read.Add(waitRecheck)),
 			"woken by the notification, not the re-read %s after the last (returned %s after it)", waitRecheck, r.at.Sub(read))
 	case <-time.After(10 * time.Second):
@@ -88,7 +88,7 @@ func TestExecutionWaiterReturnsTheExecutionAsItIsWhenTimeRunsOut(t *testing.T) {
 	start := time.Now()
 	got, err := waiter.Wait(ctx, exec.ID, 300*time.Millisecond)
 	require.NoError(t, err)
-	require.Equal(t, db.ExecutionState("pending"), got.State)
+	require.Equal(t, axtype.ExecutionState("pending"), got.State)
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 
 	_, err = e.execs.Cancel(ctx, exec.ID, "done")
@@ -96,9 +96,9 @@ func TestExecutionWaiterReturnsTheExecutionAsItIsWhenTimeRunsOut(t *testing.T) {
 	start = time.Now()
 	got, err = waiter.Wait(ctx, exec.ID, time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, db.ExecutionState("cancelled"), got.State, "an ended execution returns at once")
+	require.Equal(t, axtype.ExecutionState("cancelled"), got.State, "an ended execution returns at once")
 	require.Less(t, time.Since(start), 10*time.Second)
 
 	_, err = waiter.Wait(ctx, uuid.New(), time.Minute)
-	require.ErrorIs(t, err, db.ErrNotFound)
+	require.ErrorIs(t, err, axtype.ErrNotFound)
 }

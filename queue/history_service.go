@@ -6,6 +6,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // HistoryService shows the API the server's history retention and what
@@ -21,8 +23,8 @@ func NewHistoryService(pool *pgxpool.Pool) *HistoryService {
 
 // HistoryStatus is the retention in force and the latest drops.
 type HistoryStatus struct {
-	Setting *db.HistorySetting
-	Drops   []db.HistoryDrop // newest first
+	Setting *axtype.HistorySetting
+	Drops   []axtype.HistoryDrop // newest first
 }
 
 // Status returns the stored settings and the latest maxDrops drops.

@@ -7,6 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // idempotencyLock is how long a request holds its Idempotency-Key while it
@@ -29,16 +31,16 @@ func NewIdempotencyStore(pool *pgxpool.Pool) *IdempotencyStore {
 
 // Claim holds req's key for a minute while the request runs. When the key
 // is held or answered already it returns that record and claimed false.
-func (s *IdempotencyStore) Claim(ctx context.Context, req *db.IdempotentRequest) (prior *db.IdempotentResponse, claimed bool, err error) {
+func (s *IdempotencyStore) Claim(ctx context.Context, req *axtype.IdempotentRequest) (prior *axtype.IdempotentResponse, claimed bool, err error) {
 	return db.IdempotencyKeyClaimRequest(ctx, s.pool, req, idempotencyLock)
 }
 
 // Answer remembers the response to the request holding the key.
-func (s *IdempotencyStore) Answer(ctx context.Context, req *db.IdempotentRequest, resp *db.IdempotentResponse) error {
+func (s *IdempotencyStore) Answer(ctx context.Context, req *axtype.IdempotentRequest, resp *axtype.IdempotentResponse) error {
 	return db.IdempotencyKeyStoreResponse(ctx, s.pool, req, resp)
 }
 
 // Release frees the key of a request that failed in a way a retry may fix.
-func (s *IdempotencyStore) Release(ctx context.Context, req *db.IdempotentRequest) error {
+func (s *IdempotencyStore) Release(ctx context.Context, req *axtype.IdempotentRequest) error {
 	return db.IdempotencyKeyReleaseRequest(ctx, s.pool, req)
 }

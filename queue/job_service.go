@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/queue/schedule"
 )
@@ -32,7 +34,7 @@ func NewJobService(pool *pgxpool.Pool, logger *slog.Logger) *JobService {
 
 // Create stores a new job (ID assigned here when unset) with its first
 // next_fire_at computed from the database clock.
-func (s *JobService) Create(ctx context.Context, job *db.Job) (*db.Job, error) {
+func (s *JobService) Create(ctx context.Context, job *axtype.Job) (*axtype.Job, error) {
 	if job.ID == uuid.Nil {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -40,7 +42,7 @@ func (s *JobService) Create(ctx context.Context, job *db.Job) (*db.Job, error) {
 		}
 		job.ID = id
 	}
-	created, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Job, error) {
+	created, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*axtype.Job, error) {
 		now, err := db.Now(ctx, tx)
 		if err != nil {
 			return nil, err
@@ -85,7 +87,7 @@ func (e *ManagedJobError) Error() string {
 }
 
 // refuseManaged returns a ManagedJobError for a managed job unless forced.
-func refuseManaged(j *db.Job, force bool) error {
+func refuseManaged(j *axtype.Job, force bool) error {
 	if j.ManagedBy == "" || force {
 		return nil
 	}
@@ -97,8 +99,8 @@ func refuseManaged(j *db.Job, force bool) error {
 // (or loses) a pending fire. A job managed by a declaration set is
 // refused with a ManagedJobError unless force is set; forced, it stays
 // managed, and the set's next declaration puts its definition back.
-func (s *JobService) Update(ctx context.Context, job *db.Job, force bool) (*db.Job, error) {
-	updated, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Job, error) {
+func (s *JobService) Update(ctx context.Context, job *axtype.Job, force bool) (*axtype.Job, error) {
+	updated, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*axtype.Job, error) {
 		old, err := db.JobGetByIDForUpdate(ctx, tx, job.ID)
 		if err != nil {
 			return nil, err
@@ -120,7 +122,7 @@ func (s *JobService) Update(ctx context.Context, job *db.Job, force bool) (*db.J
 
 // replaceJob stores job's definition over old's (the same job, locked),
 // moving next_fire_at only when the schedule changed.
-func replaceJob(ctx context.Context, tx pgx.Tx, old, job *db.Job) error {
+func replaceJob(ctx context.Context, tx pgx.Tx, old, job *axtype.Job) error {
 	job.NextFireAt = old.NextFireAt
 	if !schedule.SameSchedule(old, job) {
 		now, err := db.Now(ctx, tx)
@@ -138,34 +140,34 @@ func replaceJob(ctx context.Context, tx pgx.Tx, old, job *db.Job) error {
 }
 
 // Get returns one job.
-func (s *JobService) Get(ctx context.Context, id uuid.UUID) (*db.Job, error) {
+func (s *JobService) Get(ctx context.Context, id uuid.UUID) (*axtype.Job, error) {
 	return db.JobGetByID(ctx, s.pool, id)
 }
 
 // Group returns the group of job id, for checks of keys limited to some
-// groups; an error wrapping db.ErrNotFound when there is no such job.
+// groups; an error wrapping axtype.ErrNotFound when there is no such job.
 func (s *JobService) Group(ctx context.Context, id uuid.UUID) (string, error) {
 	return db.JobGroupByID(ctx, s.pool, id)
 }
 
 // List returns a page of jobs.
-func (s *JobService) List(ctx context.Context, p *db.JobListParams) ([]*db.Job, error) {
+func (s *JobService) List(ctx context.Context, p *db.JobListParams) ([]*axtype.Job, error) {
 	return db.JobList(ctx, s.pool, p)
 }
 
 // Pause stops a job from firing until Resume.
-func (s *JobService) Pause(ctx context.Context, id uuid.UUID) (*db.Job, error) {
+func (s *JobService) Pause(ctx context.Context, id uuid.UUID) (*axtype.Job, error) {
 	return s.setPaused(ctx, id, true)
 }
 
 // Resume lets a paused job fire again. Fires that fell due while it was
 // paused are handled by the trigger loop under the job's misfire policy.
-func (s *JobService) Resume(ctx context.Context, id uuid.UUID) (*db.Job, error) {
+func (s *JobService) Resume(ctx context.Context, id uuid.UUID) (*axtype.Job, error) {
 	return s.setPaused(ctx, id, false)
 }
 
-func (s *JobService) setPaused(ctx context.Context, id uuid.UUID, paused bool) (*db.Job, error) {
-	job, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*db.Job, error) {
+func (s *JobService) setPaused(ctx context.Context, id uuid.UUID, paused bool) (*axtype.Job, error) {
+	job, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*axtype.Job, error) {
 		var err error
 		if paused {
 			err = db.TriggerPause(ctx, tx, id)

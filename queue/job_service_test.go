@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -29,7 +29,7 @@ func (e *env) dbNow() time.Time {
 
 func TestJobServiceCreateSchedulesAndNotifies(t *testing.T) {
 	e := setup(t)
-	def := newJob(func(j *db.Job) { j.TriggerKind = db.TriggerInterval; j.IntervalSeconds = 60 })
+	def := newJob(func(j *axtype.Job) { j.TriggerKind = axtype.TriggerInterval; j.IntervalSeconds = 60 })
 	def.ID = uuid.Must(uuid.NewV7())
 	wake := e.changed(def.ID)
 	before := e.dbNow()
@@ -50,7 +50,7 @@ func TestJobServiceCreateSchedulesAndNotifies(t *testing.T) {
 func TestJobServiceUpdateMovesTheNextFireOnlyForANewSchedule(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	job := e.job(func(j *db.Job) { j.TriggerKind = db.TriggerInterval; j.IntervalSeconds = 60 })
+	job := e.job(func(j *axtype.Job) { j.TriggerKind = axtype.TriggerInterval; j.IntervalSeconds = 60 })
 	wake := e.changed(job.ID)
 
 	job.Description = "only the words change"
@@ -71,7 +71,7 @@ func TestJobServiceUpdateMovesTheNextFireOnlyForANewSchedule(t *testing.T) {
 func TestJobServiceResumeRecordsThePausedTicksAsSkipped(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	job := e.job(func(j *db.Job) { j.TriggerKind = db.TriggerInterval; j.IntervalSeconds = 10 })
+	job := e.job(func(j *axtype.Job) { j.TriggerKind = axtype.TriggerInterval; j.IntervalSeconds = 10 })
 	wake := e.changed(job.ID)
 
 	paused, err := e.jobs.Pause(ctx, job.ID)
@@ -93,7 +93,7 @@ func TestJobServiceResumeRecordsThePausedTicksAsSkipped(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, skipped, 1)
 	s := skipped[0]
-	require.Equal(t, db.SkipPaused, s.Reason)
+	require.Equal(t, axtype.SkipPaused, s.Reason)
 	require.Equal(t, due.UTC(), s.FirstTick.UTC())
 	require.GreaterOrEqual(t, s.TickCount, 7, "every tick of the paused minute")
 	require.Equal(t, s.TickCount, int(s.LastTick.Sub(s.FirstTick)/(10*time.Second))+1)
@@ -117,6 +117,6 @@ func TestJobServiceDeleteRemovesTheJobAndNotifies(t *testing.T) {
 	require.NoError(t, e.jobs.Delete(ctx, job.ID, false))
 	require.True(t, woken(wake))
 	_, err := e.jobs.Get(ctx, job.ID)
-	require.ErrorIs(t, err, db.ErrNotFound)
-	require.ErrorIs(t, e.jobs.Delete(ctx, job.ID, false), db.ErrNotFound)
+	require.ErrorIs(t, err, axtype.ErrNotFound)
+	require.ErrorIs(t, e.jobs.Delete(ctx, job.ID, false), axtype.ErrNotFound)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Scopes an API key can carry. admin may do everything; submit may also
@@ -75,7 +77,7 @@ func NewKeyService(pool *pgxpool.Pool) *KeyService {
 
 // Create stores a new key with scopes and limits and returns its secret,
 // which is shown once and never stored.
-func (s *KeyService) Create(ctx context.Context, name string, scopes []string, limits KeyLimits) (string, *db.APIKey, error) {
+func (s *KeyService) Create(ctx context.Context, name string, scopes []string, limits KeyLimits) (string, *axtype.APIKey, error) {
 	p, secret, err := apiKeyParams(name, "", scopes)
 	if err != nil {
 		return "", nil, err
@@ -102,8 +104,8 @@ func (s *KeyService) Ensure(ctx context.Context, name, secret string, scopes []s
 }
 
 // Authenticate returns the live (not revoked) key whose secret has this
-// SHA-256, or an error wrapping db.ErrNotFound.
-func (s *KeyService) Authenticate(ctx context.Context, hash [32]byte) (*db.APIKey, error) {
+// SHA-256, or an error wrapping axtype.ErrNotFound.
+func (s *KeyService) Authenticate(ctx context.Context, hash [32]byte) (*axtype.APIKey, error) {
 	return db.APIKeyAuthenticate(ctx, s.pool, hash[:])
 }
 
@@ -199,7 +201,7 @@ func apiKeyParams(name, secret string, scopes []string) (*db.APIKeyInsertParams,
 // without use and after max at the latest. It returns the session's id,
 // which only the visitor's cookie holds (the table keeps its SHA-256),
 // and the session's CSRF token.
-func (s *KeyService) OpenConsoleSession(ctx context.Context, key *db.APIKey, idle, max time.Duration) (id, csrf string, err error) {
+func (s *KeyService) OpenConsoleSession(ctx context.Context, key *axtype.APIKey, idle, max time.Duration) (id, csrf string, err error) {
 	id, csrf = randomToken(), randomToken()
 	hash := sha256.Sum256([]byte(id))
 	if err := db.ConsoleSessionInsert(ctx, s.pool, hash[:], key.ID, csrf, idle, max); err != nil {
@@ -209,8 +211,8 @@ func (s *KeyService) OpenConsoleSession(ctx context.Context, key *db.APIKey, idl
 }
 
 // ConsoleSession returns the live session with this id, or an error
-// wrapping db.ErrNotFound, and keeps it alive for idle more.
-func (s *KeyService) ConsoleSession(ctx context.Context, id string, idle time.Duration) (*db.ConsoleSession, error) {
+// wrapping axtype.ErrNotFound, and keeps it alive for idle more.
+func (s *KeyService) ConsoleSession(ctx context.Context, id string, idle time.Duration) (*axtype.ConsoleSession, error) {
 	hash := sha256.Sum256([]byte(id))
 	return db.ConsoleSessionGet(ctx, s.pool, hash[:], idle)
 }
@@ -229,7 +231,7 @@ func randomToken() string {
 }
 
 // List returns every key, revoked ones included, oldest first.
-func (s *KeyService) List(ctx context.Context) ([]*db.APIKey, error) {
+func (s *KeyService) List(ctx context.Context) ([]*axtype.APIKey, error) {
 	return db.APIKeyList(ctx, s.pool)
 }
 

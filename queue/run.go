@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
 
@@ -20,8 +22,8 @@ const RunGroup = "runs"
 // RunResult is an ad-hoc run: its execution, the manual job that holds its
 // definition, and that job's signing secret.
 type RunResult struct {
-	Execution     *db.Execution
-	Scheduled     *db.DelayedRun // instead of Execution: a run for later that has yet to fire
+	Execution     *axtype.Execution
+	Scheduled     *axtype.DelayedRun // instead of Execution: a run for later that has yet to fire
 	SigningSecret string
 	Replayed      bool // the Idempotency-Key had been used for this request
 }
@@ -32,7 +34,7 @@ type RunResult struct {
 // JobID is ignored). A replay returns the first run without its secret,
 // which is shown once (Replayed tells the caller why it is empty). With
 // runAt the run is stored as a delayed run of that job instead of fired.
-func (s *ExecutionService) Run(ctx context.Context, def *db.Job, req *TriggerRequest, runAt *time.Time) (*RunResult, error) {
+func (s *ExecutionService) Run(ctx context.Context, def *axtype.Job, req *TriggerRequest, runAt *time.Time) (*RunResult, error) {
 	execID, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("error generating execution id: %w", err)
@@ -40,7 +42,7 @@ func (s *ExecutionService) Run(ctx context.Context, def *db.Job, req *TriggerReq
 	if def.ID, err = uuid.NewV7(); err != nil {
 		return nil, fmt.Errorf("error generating job id: %w", err)
 	}
-	def.TriggerKind, def.NextFireAt, def.RunAt = db.TriggerManual, nil, nil
+	def.TriggerKind, def.NextFireAt, def.RunAt = axtype.TriggerManual, nil, nil
 	def.Name = cmp.Or(def.Name, "run-"+execID.String())
 	def.Group = cmp.Or(def.Group, RunGroup)
 	out := &RunResult{}
@@ -64,13 +66,13 @@ func (s *ExecutionService) Run(ctx context.Context, def *db.Job, req *TriggerReq
 	case runAt != nil:
 		s.logger.InfoContext(ctx, "ad-hoc run scheduled", "job_id", def.ID, "execution_id", execID, "run_at", out.Scheduled.RunAt)
 	default:
-		s.metrics.Fires.WithLabelValues(string(db.CauseManual)).Inc()
+		s.metrics.Fires.WithLabelValues(string(axtype.CauseManual)).Inc()
 		s.logger.InfoContext(ctx, "ad-hoc run submitted", "job_id", def.ID, "execution_id", execID)
 	}
 	return out, nil
 }
 
-func (s *ExecutionService) submitRun(ctx context.Context, tx pgx.Tx, def *db.Job, req *TriggerRequest, execID uuid.UUID, runAt *time.Time, out *RunResult) error {
+func (s *ExecutionService) submitRun(ctx context.Context, tx pgx.Tx, def *axtype.Job, req *TriggerRequest, execID uuid.UUID, runAt *time.Time, out *RunResult) error {
 	job, err := db.JobInsert(ctx, tx, def)
 	if err != nil {
 		return err
@@ -94,9 +96,9 @@ func (s *ExecutionService) scheduleRun(ctx context.Context, tx pgx.Tx, jobID uui
 	if err != nil {
 		return err
 	}
-	run := &db.DelayedRun{ID: execID, JobID: jobID, RunAt: laterOf(runAt, now), Params: req.Params,
+	run := &axtype.DelayedRun{ID: execID, JobID: jobID, RunAt: laterOf(runAt, now), Params: req.Params,
 		Priority: req.Priority, TraceParent: req.TraceParent}
-	if err := db.DelayedRunInsertMany(ctx, tx, []*db.DelayedRun{run}); err != nil {
+	if err := db.DelayedRunInsertMany(ctx, tx, []*axtype.DelayedRun{run}); err != nil {
 		return err
 	}
 	if req.IdempotencyKey != "" {
@@ -120,7 +122,7 @@ func (s *ExecutionService) replayRun(ctx context.Context, tx pgx.Tx, execID uuid
 		out.Scheduled = run
 		return nil
 	}
-	if !errors.Is(err, db.ErrNotFound) {
+	if !errors.Is(err, axtype.ErrNotFound) {
 		return err
 	}
 	out.Execution, err = db.ExecutionGetByID(ctx, tx, execID)

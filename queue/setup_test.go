@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -51,26 +53,26 @@ func setup(t *testing.T) *env {
 }
 
 // newJob is a manual shell job definition; mutate adjusts it.
-func newJob(mutate func(j *db.Job)) *db.Job {
-	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
+func newJob(mutate func(j *axtype.Job)) *axtype.Job {
+	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
+		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
+		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}
 	return j
 }
 
-func (e *env) job(mutate func(j *db.Job)) *db.Job {
+func (e *env) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
 	created, err := e.jobs.Create(context.Background(), newJob(mutate))
 	require.NoError(e.t, err)
 	return created
 }
 
-func (e *env) trigger(jobID uuid.UUID) *db.Execution {
+func (e *env) trigger(jobID uuid.UUID) *axtype.Execution {
 	e.t.Helper()
 	exec, replayed, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: jobID})
 	require.NoError(e.t, err)
@@ -89,20 +91,20 @@ func (e *env) apiKey() uuid.UUID {
 }
 
 // agent registers a ready shell agent.
-func (e *env) agent() *db.Agent {
+func (e *env) agent() *axtype.Agent {
 	e.t.Helper()
 	ctx := context.Background()
-	a, err := e.broker.Register(ctx, &db.Agent{Name: "agent-" + uuid.NewString()[:8], Capacity: 10, APIKeyID: e.apiKey(),
+	a, err := e.broker.Register(ctx, &axtype.Agent{Name: "agent-" + uuid.NewString()[:8], Capacity: 10, APIKeyID: e.apiKey(),
 		Executors: []string{"shell"}})
 	require.NoError(e.t, err)
 	ready := true
-	_, err = e.broker.Heartbeat(ctx, a.ID, nil, &db.AgentLoad{Ready: &ready})
+	_, err = e.broker.Heartbeat(ctx, a.ID, nil, &axtype.AgentLoad{Ready: &ready})
 	require.NoError(e.t, err)
 	a.Ready = true
 	return a
 }
 
-func (e *env) execution(id uuid.UUID) *db.Execution {
+func (e *env) execution(id uuid.UUID) *axtype.Execution {
 	e.t.Helper()
 	exec, err := db.ExecutionGetByID(context.Background(), e.pool, id)
 	require.NoError(e.t, err)

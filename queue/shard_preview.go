@@ -8,6 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -36,7 +38,7 @@ func (s *JobService) PreviewShards(ctx context.Context, id uuid.UUID, at *time.T
 	if err != nil {
 		return nil, err
 	}
-	if job.RouteStrategy == db.RouteBroadcast {
+	if job.RouteStrategy == axtype.RouteBroadcast {
 		return nil, ErrBroadcastShards
 	}
 	if at == nil {

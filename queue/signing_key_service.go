@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // signingSecretPrefix marks signing secrets; the whole text is the HMAC
@@ -46,9 +48,9 @@ func (s *SigningKeyService) Create(ctx context.Context, apiKeyID uuid.UUID) (uui
 }
 
 // Get returns a live signing key's secret (the HMAC key) and the API key
-// it acts for; an error wrapping db.ErrNotFound when the signing key or
+// it acts for; an error wrapping axtype.ErrNotFound when the signing key or
 // its API key is unknown or revoked.
-func (s *SigningKeyService) Get(ctx context.Context, id uuid.UUID) (string, *db.APIKey, error) {
+func (s *SigningKeyService) Get(ctx context.Context, id uuid.UUID) (string, *axtype.APIKey, error) {
 	sk, err := db.APISigningKeyGet(ctx, s.pool, id)
 	if err != nil {
 		return "", nil, err
@@ -59,7 +61,7 @@ func (s *SigningKeyService) Get(ctx context.Context, id uuid.UUID) (string, *db.
 // UseNonce checks a signed request's timestamp against the database clock
 // (within window either way) and records its nonce for as long as the
 // timestamp is acceptable; the answer says which of the two was fresh.
-func (s *SigningKeyService) UseNonce(ctx context.Context, keyID uuid.UUID, nonce string, timestamp int64, window time.Duration) (db.NonceCheck, error) {
+func (s *SigningKeyService) UseNonce(ctx context.Context, keyID uuid.UUID, nonce string, timestamp int64, window time.Duration) (axtype.NonceCheck, error) {
 	return db.NonceUse(ctx, s.pool, keyID, nonce, timestamp, window)
 }
 

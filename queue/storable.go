@@ -1,8 +1,10 @@
 package queue
 
-import "github.com/ax-scheduler/ax/db"
+import (
+	"github.com/ax-scheduler/ax/queue/axtype"
+)
 
-// CheckStorableJSON is db.CheckStorableJSON for the API, which checks
+// CheckStorableJSON is axtype.CheckStorableJSON for the API, which checks
 // bodies before it hands them to the services: it returns a
-// *db.UnstorableError when Postgres would refuse to store a JSON value.
-var CheckStorableJSON = db.CheckStorableJSON
+// *axtype.UnstorableError when Postgres would refuse to store a JSON value.
+var CheckStorableJSON = axtype.CheckStorableJSON

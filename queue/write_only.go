@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/httptask"
 )
 
@@ -41,7 +41,7 @@ func RedactHeaders(h map[string]string) map[string]string {
 
 // RedactJob is j as shown to any key: write-only values replaced by
 // Redacted. j itself is not changed.
-func RedactJob(j *db.Job) *db.Job {
+func RedactJob(j *axtype.Job) *axtype.Job {
 	c := *j
 	c.Executor.URL = RedactURL(j.Executor.URL)
 	c.Executor.Headers = RedactHeaders(j.Executor.Headers)
@@ -63,8 +63,8 @@ func (e *WriteOnlyError) Error() string {
 // RestoreWriteOnly puts stored's values where job carries Redacted, so a
 // job sent back as it was shown keeps its secrets. stored is nil for a new
 // job, in which a placeholder is refused.
-func RestoreWriteOnly(job, stored *db.Job) error {
-	var old db.Job
+func RestoreWriteOnly(job, stored *axtype.Job) error {
+	var old axtype.Job
 	if stored != nil {
 		old = *stored
 	}

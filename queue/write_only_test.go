@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -23,8 +23,8 @@ func TestRedactURL(t *testing.T) {
 // What is shown, sent back, gives the stored job again; a placeholder
 // with nothing stored behind it is refused, naming the field.
 func TestRestoreWriteOnly(t *testing.T) {
-	stored := &db.Job{CallbackURL: "https://cb.example/hook?token=s3cret&a=1&a=2",
-		Executor: db.ExecutorConfig{URL: "https://u:p%40ss@api.example/run?sig=abc",
+	stored := &axtype.Job{CallbackURL: "https://cb.example/hook?token=s3cret&a=1&a=2",
+		Executor: axtype.ExecutorConfig{URL: "https://u:p%40ss@api.example/run?sig=abc",
 			Headers: map[string]string{"Authorization": "Bearer xyz", "X-Team": "billing"}}}
 	shown := RedactJob(stored)
 	require.NotContains(t, shown.CallbackURL+shown.Executor.URL, "s3cret")
@@ -39,16 +39,16 @@ func TestRestoreWriteOnly(t *testing.T) {
 	require.Equal(t, map[string]string{"authorization": "Bearer xyz", "X-Team": "ops", "X-New": "1"}, back.Executor.Headers)
 
 	// A changed URL keeps the placeholders' values by name.
-	changed := db.Job{CallbackURL: "https://cb2.example/new?a=ax-redacted&token=ax-redacted&extra=9"}
+	changed := axtype.Job{CallbackURL: "https://cb2.example/new?a=ax-redacted&token=ax-redacted&extra=9"}
 	require.NoError(t, RestoreWriteOnly(&changed, stored))
 	require.Equal(t, "https://cb2.example/new?a=1&token=s3cret&extra=9", changed.CallbackURL)
 
-	for field, j := range map[string]*db.Job{
-		"executor.headers.X-Other": {Executor: db.ExecutorConfig{Headers: map[string]string{"X-Other": Redacted}}},
+	for field, j := range map[string]*axtype.Job{
+		"executor.headers.X-Other": {Executor: axtype.ExecutorConfig{Headers: map[string]string{"X-Other": Redacted}}},
 		"callback.url":             {CallbackURL: "https://cb.example/hook?nope=ax-redacted"},
-		"executor.url":             {Executor: db.ExecutorConfig{URL: "https://ax-redacted@api.example/"}},
+		"executor.url":             {Executor: axtype.ExecutorConfig{URL: "https://ax-redacted@api.example/"}},
 	} {
-		err := RestoreWriteOnly(j, &db.Job{})
+		err := RestoreWriteOnly(j, &axtype.Job{})
 		var we *WriteOnlyError
 		require.ErrorAs(t, err, &we, field)
 		require.Equal(t, field, we.Field)

@@ -21,9 +21,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/openapi/console"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/queue/metrics"
@@ -253,7 +255,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		Outbox: river.Outbox(), MisfireThreshold: cfg.MisfireThreshold})
 	reaper := dispatch.NewReaper(pool, agentCfg, dispatch.ReaperConfig{Logger: logger, Metrics: m, Outbox: river.Outbox(),
 		MaxLostLeases: cfg.MaxLostLeases, TimeoutGrace: cmp.Or(cfg.TimeoutGrace, -1), HealthEvery: cfg.Health.CheckEvery,
-		Quarantine: db.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
+		Quarantine: axtype.QuarantinePolicy{ErrorShare: cfg.Health.ErrorShare, ErrorCodes: cfg.Health.ErrorCodes}})
 	prometheus.MustRegister(metrics.NewStateCollector(pool), metrics.NewPoolCollector(pool, "engine"),
 		metrics.NewPoolCollector(requestPool, "requests"))
 	vacuumer := vacuum.New(pool, vacuum.Config{Logger: logger, Metrics: m})

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // healthConfig is how `ax serve` judges agents for routing (issue #17):
@@ -38,7 +38,7 @@ const maxErrorCodes = 32
 
 // addHealthFlags maps the flags and AX_ variables of agent health onto c.
 func addHealthFlags(fs *flag.FlagSet, c *serveConfig) error {
-	smoothing, errSmoothing := envDuration("AX_LOAD_SMOOTHING", db.DefaultLoadSmoothing)
+	smoothing, errSmoothing := envDuration("AX_LOAD_SMOOTHING", axtype.DefaultLoadSmoothing)
 	window, errWindow := envDuration("AX_DURATION_WINDOW", time.Hour)
 	share, errShare := envFloat("AX_QUARANTINE_ERROR_SHARE", 0)
 	every, errEvery := envDuration("AX_HEALTH_CHECK_EVERY", 5*time.Second)
@@ -78,7 +78,7 @@ func validateHealth(c serveConfig) error {
 	for _, code := range c.Health.ErrorCodes {
 		if !queue.ValidErrorCode(code) {
 			errs = append(errs, fmt.Errorf("quarantine error code %.70q is not an error code (1 to %d of a-z, 0-9, _ . -)",
-				code, db.MaxErrorCodeLength))
+				code, axtype.MaxErrorCodeLength))
 		}
 	}
 	return errors.Join(errs...)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // The health settings map from AX_ variables, flags override them, and
@@ -31,7 +31,7 @@ func TestHealthFlags(t *testing.T) {
 	}
 	c, err := parse()
 	require.NoError(t, err)
-	require.Equal(t, db.DefaultLoadSmoothing, c.Agent.LoadSmoothing)
+	require.Equal(t, axtype.DefaultLoadSmoothing, c.Agent.LoadSmoothing)
 	require.Equal(t, healthConfig{DurationWindow: time.Hour, CheckEvery: 5 * time.Second}, c.Health,
 		"defaults: 1 h window, no error share, a check every 5 s")
 

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // A session is a row of ax.console_session (migration 00044) opened at
@@ -40,7 +40,7 @@ var errNoSession = errors.New("not logged in")
 // session is a logged-in visitor.
 type session struct {
 	id   string
-	key  *db.APIKey
+	key  *axtype.APIKey
 	csrf string
 }
 
@@ -55,9 +55,9 @@ func (s *session) auth(_ context.Context, req *http.Request) error {
 }
 
 // authenticate returns the live key whose secret this is.
-func (c *Console) authenticate(ctx context.Context, secret string) (*db.APIKey, error) {
+func (c *Console) authenticate(ctx context.Context, secret string) (*axtype.APIKey, error) {
 	if secret == "" || len(secret) > maxKeyLen {
-		return nil, db.ErrNotFound
+		return nil, axtype.ErrNotFound
 	}
 	return c.cfg.Keys.Authenticate(ctx, sha256.Sum256([]byte(secret)))
 }
@@ -70,7 +70,7 @@ func (c *Console) session(r *http.Request) (*session, error) {
 	}
 	got, err := c.cfg.Keys.ConsoleSession(r.Context(), ck.Value, c.cfg.SessionIdle)
 	switch {
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		return nil, errNoSession
 	case err != nil:
 		return nil, err
@@ -131,7 +131,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostForm.Get("next"))
 	key, err := c.authenticate(r.Context(), secret)
 	switch {
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		c.render(w, r, nil, http.StatusUnauthorized, "login", "Log in", loginView{Next: next, Error: "unknown or revoked API key"})
 		return
 	case err != nil:

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/metrics"
 )
 
@@ -43,9 +45,9 @@ func (b *breaker) admit(ctx context.Context, host string) (admission, error) {
 	case a.Probe:
 		b.logger.InfoContext(ctx, "callback breaker half-open: sending one probe", "host", host)
 		return admission{probe: true}, nil
-	case a.State == db.BreakerClosed:
+	case a.State == axtype.BreakerClosed:
 		return admission{clean: a.Failures == 0}, nil
-	case a.State == db.BreakerOpen && a.OpenUntil.After(a.Now):
+	case a.State == axtype.BreakerOpen && a.OpenUntil.After(a.Now):
 		return admission{hold: a.OpenUntil.Sub(a.Now) + b.spread()}, nil
 	}
 	return admission{hold: b.cfg.HoldRecheck + b.spread()}, nil // a probe is out: wait for its outcome
@@ -61,15 +63,15 @@ func (b *breaker) spread() time.Duration {
 func (b *breaker) record(ctx context.Context, tx pgx.Tx, host string, probe, unavailable bool) error {
 	if !unavailable {
 		prev, err := db.CallbackBreakerSuccess(ctx, tx, host)
-		if err == nil && prev != "" && prev != db.BreakerClosed {
-			b.metrics.BreakerChanges.WithLabelValues(string(db.BreakerClosed)).Inc()
+		if err == nil && prev != "" && prev != axtype.BreakerClosed {
+			b.metrics.BreakerChanges.WithLabelValues(string(axtype.BreakerClosed)).Inc()
 			b.logger.InfoContext(ctx, "callback breaker closed", "host", host, "was", prev)
 		}
 		return err
 	}
 	prev, now, err := db.CallbackBreakerFailure(ctx, tx, host, b.cfg.BreakerThreshold, b.cfg.BreakerOpenFor)
-	if err == nil && now == db.BreakerOpen && prev != db.BreakerOpen {
-		b.metrics.BreakerChanges.WithLabelValues(string(db.BreakerOpen)).Inc()
+	if err == nil && now == axtype.BreakerOpen && prev != axtype.BreakerOpen {
+		b.metrics.BreakerChanges.WithLabelValues(string(axtype.BreakerOpen)).Inc()
 		b.logger.WarnContext(ctx, "callback breaker opened: holding deliveries", "host", host,
 			"probe_failed", probe, "open_for", b.cfg.BreakerOpenFor)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/webhook"
 	"github.com/ax-scheduler/ax/queue/webhook/webhooktest"
@@ -25,12 +25,12 @@ func TestCallbackStandardWebhooksInterop(t *testing.T) {
 	t.Parallel()
 	env := setup(t, nil)
 	rc := newReceiver(t, nil)
-	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL + "/hook" })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL + "/hook" })
 	exec := env.trigger(job.ID)
 	task := leaseOne(t, env)
 	agents := dispatch.NewLeaseBroker(env.pool, nil, dispatch.AgentConfig{}, nil, nil).WithOutbox(env.river.Outbox())
-	_, err := agents.Complete(context.Background(), task.AgentID, []db.TaskResult{{
-		TaskRef: db.TaskRef{ID: task.ID, Token: task.LeaseToken}, State: "succeeded",
+	_, err := agents.Complete(context.Background(), task.AgentID, []axtype.TaskResult{{
+		TaskRef: axtype.TaskRef{ID: task.ID, Token: task.LeaseToken}, State: "succeeded",
 		Result: json.RawMessage(`{"greeting":"héllo ✓ 日本語","rows":3}`)}})
 	require.NoError(t, err)
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
@@ -33,8 +33,8 @@ func TestCallbackOrderedGoesOnAfterFailedForGood(t *testing.T) {
 		}
 		return true
 	})
-	job := env.job(func(j *db.Job) { j.CallbackURL, j.CallbackOrdered = rc.URL, true })
-	var execs []*db.Execution
+	job := env.job(func(j *axtype.Job) { j.CallbackURL, j.CallbackOrdered = rc.URL, true })
+	var execs []*axtype.Execution
 	for range 3 {
 		e := env.trigger(job.ID)
 		env.cancel(e.ID)
@@ -58,9 +58,9 @@ func TestCallbackOrderedGoesOnAfterFailedForGood(t *testing.T) {
 func TestCallbackSequenceGapFreeUnderConcurrentEnds(t *testing.T) {
 	t.Parallel()
 	env := setup(t, func(c *delivery.RiverConfig) { c.Callback.RetrySchedule = []time.Duration{time.Hour} })
-	job := env.job(func(j *db.Job) { j.CallbackURL = "http://127.0.0.1:1/never" })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = "http://127.0.0.1:1/never" })
 	const n = 20
-	ids := make([]*db.Execution, n)
+	ids := make([]*axtype.Execution, n)
 	for i := range ids {
 		ids[i] = env.trigger(job.ID)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // CallbackPayload is the JSON body of a callback: what ended, how, and
@@ -78,7 +78,7 @@ type CallbackShard struct {
 
 // callbackPayload builds the body of d's callback, listing at most
 // maxShards shards.
-func callbackPayload(d *db.CallbackDelivery, maxShards int) ([]byte, error) {
+func callbackPayload(d *axtype.CallbackDelivery, maxShards int) ([]byte, error) {
 	p := &CallbackPayload{Type: "execution.ended", ExecutionID: d.ExecutionID.String(), JobID: d.JobID.String(),
 		JobName: d.JobName, JobGroup: d.JobGroup, Sequence: d.Sequence, Cause: string(d.Cause), ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
 		State: string(d.ExecutionState), Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
@@ -114,7 +114,7 @@ func summarizeShards(p *CallbackPayload) error {
 		return err
 	}
 	for _, s := range shards {
-		if s.State == string(db.TaskSucceeded) {
+		if s.State == string(axtype.TaskSucceeded) {
 			continue
 		}
 		if p.Error == "" && s.Error != "" {

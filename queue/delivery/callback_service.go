@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 var (
@@ -42,21 +44,21 @@ func NewCallbackService(pool *pgxpool.Pool, outbox *Outbox, logger *slog.Logger)
 
 // Get returns an execution's callback with its recent attempts, or nil
 // when it has none.
-func (s *CallbackService) Get(ctx context.Context, executionID uuid.UUID) (*db.Callback, error) {
+func (s *CallbackService) Get(ctx context.Context, executionID uuid.UUID) (*axtype.Callback, error) {
 	return db.CallbackGet(ctx, s.pool, executionID, s.showAttempts)
 }
 
 // Redeliver starts a new delivery of an ended execution's callback to its
 // job's current URL, whatever became of the earlier ones (an older
-// delivery still retrying stands down). Errors: db.ErrNotFound,
+// delivery still retrying stands down). Errors: axtype.ErrNotFound,
 // ErrExecutionNotEnded, ErrNoCallbackURL, ErrNoDelivery.
-func (s *CallbackService) Redeliver(ctx context.Context, executionID uuid.UUID) (*db.Callback, error) {
+func (s *CallbackService) Redeliver(ctx context.Context, executionID uuid.UUID) (*axtype.Callback, error) {
 	if s.outbox == nil {
 		return nil, ErrNoDelivery
 	}
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		ref, err := db.CallbackRedeliver(ctx, tx, executionID)
-		if errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, axtype.ErrNotFound) {
 			return s.whyNot(ctx, tx, executionID)
 		}
 		if err != nil {

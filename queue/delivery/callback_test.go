@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/outbound"
@@ -40,7 +42,7 @@ func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
 		}
 		return false
 	})
-	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL + "/hook" })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL + "/hook" })
 	exec := env.trigger(job.ID)
 	env.cancel(exec.ID)
 
@@ -63,7 +65,7 @@ func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
 
 	cb, err := delivery.NewCallbackService(env.pool, nil, nil).Get(context.Background(), exec.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.CallbackDelivered, cb.State)
+	require.Equal(t, axtype.CallbackDelivered, cb.State)
 	require.Len(t, cb.History, 4)
 	require.Equal(t, []int{0, 500, 503, 200}, statuses(cb.History))
 	require.NotEmpty(t, cb.History[0].Error, "no answer: the error says why")
@@ -74,7 +76,7 @@ func TestCallbackDeliveredOnceAfterReceiverRecovers(t *testing.T) {
 	require.Equal(t, 1.0, counterValue(env.metrics.CallbacksDelivered))
 }
 
-func statuses(h []db.CallbackAttempt) []int {
+func statuses(h []axtype.CallbackAttempt) []int {
 	out := make([]int, len(h))
 	for i, a := range h {
 		out[i] = a.StatusCode
@@ -91,7 +93,7 @@ func TestCallbackFailsAfterFiveRetries(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return false
 	})
-	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL })
 	exec := env.trigger(job.ID)
 	env.cancel(exec.ID)
 
@@ -127,7 +129,7 @@ func TestCallbackHonoursRetryAfter(t *testing.T) {
 		}
 		return true
 	})
-	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL })
 	exec := env.trigger(job.ID)
 	env.cancel(exec.ID)
 
@@ -173,7 +175,7 @@ func TestCallbackBreakerOpensHoldsAndRecovers(t *testing.T) {
 		probing.Store(false)
 		return true
 	})
-	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL })
 	for range runs {
 		env.cancel(env.trigger(job.ID).ID)
 	}
@@ -208,10 +210,10 @@ func TestCallbackNeverSentForRolledBackCompletion(t *testing.T) {
 	t.Parallel()
 	env := setup(t, nil)
 	rc := newReceiver(t, nil)
-	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL })
 	exec := env.trigger(job.ID)
 	task := leaseOne(t, env)
-	result := []db.TaskResult{{TaskRef: db.TaskRef{ID: task.ID, Token: task.LeaseToken}, State: "succeeded",
+	result := []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task.ID, Token: task.LeaseToken}, State: "succeeded",
 		Result: json.RawMessage(`{"rows":3}`)}}
 
 	ctx := context.Background()
@@ -244,7 +246,7 @@ func TestCallbackNeverSentForRolledBackCompletion(t *testing.T) {
 
 // leasedTaskRef is a task leased by a test agent.
 type leasedTaskRef struct {
-	*db.LeasedTask
+	*axtype.LeasedTask
 	AgentID uuid.UUID
 }
 
@@ -262,7 +264,7 @@ func leaseOne(t *testing.T, env *outEnv) *leasedTaskRef {
 	key, err := db.APIKeyInsert(ctx, env.pool, &db.APIKeyInsertParams{ID: newID(t), Name: "agent",
 		Hash: []byte(newID(t).String()), Prefix: "ax_", Scopes: []string{"agent"}})
 	require.NoError(t, err)
-	agent, err := db.AgentInsert(ctx, env.pool, &db.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID,
+	agent, err := db.AgentInsert(ctx, env.pool, &axtype.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID,
 		Executors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)
 	tasks, err := db.TaskLease(ctx, env.pool, &db.TaskLeaseParams{AgentID: agent.ID, Max: 1, Lease: time.Minute,
@@ -277,7 +279,7 @@ func TestCallbackSignedWithBothSecretsDuringRotation(t *testing.T) {
 	t.Parallel()
 	env := setup(t, nil)
 	rc := newReceiver(t, nil)
-	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL })
 	secret, until, err := env.jobs.RotateSecret(context.Background(), job.ID, time.Hour)
 	require.NoError(t, err)
 	require.NotEqual(t, job.SigningSecret, secret)
@@ -299,7 +301,7 @@ func TestCallbackRedeliver(t *testing.T) {
 	t.Parallel()
 	env := setup(t, nil)
 	rc := newReceiver(t, nil)
-	job := env.job(func(j *db.Job) { j.CallbackURL = rc.URL })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL })
 	exec := env.trigger(job.ID)
 	svc := delivery.NewCallbackService(env.pool, env.river.Outbox(), nil)
 	_, err := svc.Redeliver(context.Background(), exec.ID)
@@ -332,7 +334,7 @@ func TestCallbackBlockedWhenHostResolvesToMetadata(t *testing.T) {
 		c.Policy = outbound.Policy{AllowLoopback: true, AllowPrivate: true,
 			Resolver: hostResolver{"hooks.example.test": "169.254.169.254"}}
 	})
-	job := env.job(func(j *db.Job) { j.CallbackURL = "http://hooks.example.test:8080/hook" })
+	job := env.job(func(j *axtype.Job) { j.CallbackURL = "http://hooks.example.test:8080/hook" })
 	exec := env.trigger(job.ID)
 	env.cancel(exec.ID)
 
@@ -362,12 +364,12 @@ func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 	rc := newReceiver(t, nil)
 	ctx := context.Background()
 
-	broadcast := env.job(func(j *db.Job) { j.CallbackURL, j.RouteStrategy = rc.URL, "broadcast" })
+	broadcast := env.job(func(j *axtype.Job) { j.CallbackURL, j.RouteStrategy = rc.URL, "broadcast" })
 	none := env.trigger(broadcast.ID)
 	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", none.ID)
 	require.Equal(t, "failed", env.scalar("SELECT state::text FROM ax.all_executions WHERE id = $1", none.ID))
 
-	lost := env.trigger(env.job(func(j *db.Job) { j.CallbackURL = rc.URL }).ID)
+	lost := env.trigger(env.job(func(j *axtype.Job) { j.CallbackURL = rc.URL }).ID)
 	task := leaseOne(t, env)
 	_, err := env.pool.Exec(ctx, "UPDATE ax.task SET lease_expires_at = now() - interval '1 second' WHERE id = $1", task.ID)
 	require.NoError(t, err)
@@ -380,7 +382,7 @@ func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 		return false
 	})
-	accepted := env.trigger(env.httpJob(slow.URL, func(j *db.Job) { j.CallbackURL = rc.URL }).ID)
+	accepted := env.trigger(env.httpJob(slow.URL, func(j *axtype.Job) { j.CallbackURL = rc.URL }).ID)
 	env.eventually(int32(1), 10*time.Second,
 		"SELECT count(*)::int FROM ax.all_tasks WHERE execution_id = $1 AND state = 'running'", accepted.ID)
 	env.cancel(accepted.ID)

@@ -20,6 +20,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/webhook"
@@ -142,13 +144,13 @@ func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { retur
 // breaker holds it.
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
 	d, err := db.CallbackGetForDelivery(ctx, w.pool, job.Args.ExecutionID, w.cfg.MaxShards)
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, axtype.ErrNotFound) {
 		return nil // the execution (and its job) was deleted
 	}
 	if err != nil {
 		return err
 	}
-	if d.Delivery != job.Args.Delivery || d.State != db.CallbackPending {
+	if d.Delivery != job.Args.Delivery || d.State != axtype.CallbackPending {
 		return nil // redelivered since, or settled by an earlier run of this job
 	}
 	if d.WaitingFor != "" {
@@ -183,7 +185,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 // (a waiting callback reads its delivery again a few times per attempt of
 // the earlier one, not every HoldRecheck for ten minutes), else
 // HoldRecheck; jittered either way.
-func (w *callbackWorker) orderedWait(d *db.CallbackDelivery) time.Duration {
+func (w *callbackWorker) orderedWait(d *axtype.CallbackDelivery) time.Duration {
 	wait := w.cfg.HoldRecheck
 	if d.WaitingNextAttempt != nil {
 		wait = max(wait, time.Until(*d.WaitingNextAttempt))
@@ -233,7 +235,7 @@ func (r attemptResult) errorText() string {
 }
 
 // send POSTs body, signed, to the callback URL.
-func (w *callbackWorker) send(ctx context.Context, d *db.CallbackDelivery, body []byte) attemptResult {
+func (w *callbackWorker) send(ctx context.Context, d *axtype.CallbackDelivery, body []byte) attemptResult {
 	res := attemptResult{at: time.Now()}
 	req, err := w.request(ctx, d, body, res.at)
 	if err != nil {
@@ -255,7 +257,7 @@ func (w *callbackWorker) send(ctx context.Context, d *db.CallbackDelivery, body 
 	return res
 }
 
-func (w *callbackWorker) request(ctx context.Context, d *db.CallbackDelivery, body []byte, at time.Time) (*http.Request, error) {
+func (w *callbackWorker) request(ctx context.Context, d *axtype.CallbackDelivery, body []byte, at time.Time) (*http.Request, error) {
 	secrets, err := webhook.ParseSecrets(d.Secrets...)
 	if err != nil {
 		return nil, fmt.Errorf("error reading the job's signing secret: %w", err)
@@ -294,27 +296,27 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 
 // settle records the attempt, moves the breaker and decides what comes
 // next: done, or a snooze until the next attempt.
-func (w *callbackWorker) settle(ctx context.Context, d *db.CallbackDelivery, host string, adm admission, res attemptResult) error {
-	rec := &db.CallbackAttemptRecord{CallbackRef: db.CallbackRef{ExecutionID: d.ExecutionID, Delivery: d.Delivery},
+func (w *callbackWorker) settle(ctx context.Context, d *axtype.CallbackDelivery, host string, adm admission, res attemptResult) error {
+	rec := &axtype.CallbackAttemptRecord{CallbackRef: axtype.CallbackRef{ExecutionID: d.ExecutionID, Delivery: d.Delivery},
 		Attempt: d.Attempts + 1, URL: d.URL, At: res.at, StatusCode: res.status, Latency: res.latency,
-		Error: res.errorText(), Then: db.CallbackDelivered}
+		Error: res.errorText(), Then: axtype.CallbackDelivered}
 	wait := w.nextWait(rec.Attempt, res)
 	if !res.delivered() {
-		rec.Then = db.CallbackFailed
+		rec.Then = axtype.CallbackFailed
 		if wait > 0 {
 			next := res.at.Add(res.latency + wait)
-			rec.Then, rec.NextAttemptAt = db.CallbackPending, &next
+			rec.Then, rec.NextAttemptAt = axtype.CallbackPending, &next
 		}
 	}
 	err := w.record(ctx, rec, host, adm, res)
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, axtype.ErrNotFound) {
 		return nil // redelivered while this attempt ran
 	}
 	if err != nil {
 		return err
 	}
 	w.observe(ctx, d, rec, res)
-	if rec.Then == db.CallbackPending {
+	if rec.Then == axtype.CallbackPending {
 		return river.JobSnooze(wait)
 	}
 	return nil
@@ -323,7 +325,7 @@ func (w *callbackWorker) settle(ctx context.Context, d *db.CallbackDelivery, hos
 // record stores the attempt and, when the breaker has something to count
 // (a failure, or a success after failures), the breaker's move, in one
 // transaction. A success to a healthy host is one statement.
-func (w *callbackWorker) record(ctx context.Context, rec *db.CallbackAttemptRecord, host string, adm admission, res attemptResult) error {
+func (w *callbackWorker) record(ctx context.Context, rec *axtype.CallbackAttemptRecord, host string, adm admission, res attemptResult) error {
 	if !res.unavailable() && adm.clean {
 		return db.CallbackRecordAttempt(ctx, w.pool, rec)
 	}
@@ -344,18 +346,18 @@ func (w *callbackWorker) nextWait(n int, res attemptResult) time.Duration {
 	return max(wait, min(res.retryAfter, w.cfg.MaxRetryAfter))
 }
 
-func (w *callbackWorker) observe(ctx context.Context, d *db.CallbackDelivery, rec *db.CallbackAttemptRecord, res attemptResult) {
+func (w *callbackWorker) observe(ctx context.Context, d *axtype.CallbackDelivery, rec *axtype.CallbackAttemptRecord, res attemptResult) {
 	if res.status != 0 {
 		w.metrics.CallbackLatency.Observe(res.latency.Seconds())
 	}
 	log := w.logger.With("execution_id", d.ExecutionID, "job_id", d.JobID, "delivery", d.Delivery,
 		"attempt", rec.Attempt, "status", res.status, "latency_ms", res.latency.Milliseconds())
 	switch rec.Then {
-	case db.CallbackDelivered:
+	case axtype.CallbackDelivered:
 		w.metrics.CallbackAttempts.WithLabelValues("delivered").Inc()
 		w.metrics.CallbacksDelivered.Inc()
 		log.InfoContext(ctx, "callback delivered")
-	case db.CallbackPending:
+	case axtype.CallbackPending:
 		w.metrics.CallbackAttempts.WithLabelValues("failed").Inc()
 		log.WarnContext(ctx, "callback attempt failed; will retry", "error", rec.Error, "next_attempt_at", rec.NextAttemptAt)
 	default:
@@ -366,8 +368,8 @@ func (w *callbackWorker) observe(ctx context.Context, d *db.CallbackDelivery, re
 }
 
 // giveUp fails a delivery that cannot be attempted.
-func (w *callbackWorker) giveUp(ctx context.Context, d *db.CallbackDelivery, reason string) error {
-	if err := db.CallbackGiveUp(ctx, w.pool, db.CallbackRef{ExecutionID: d.ExecutionID, Delivery: d.Delivery}, reason); err != nil {
+func (w *callbackWorker) giveUp(ctx context.Context, d *axtype.CallbackDelivery, reason string) error {
+	if err := db.CallbackGiveUp(ctx, w.pool, axtype.CallbackRef{ExecutionID: d.ExecutionID, Delivery: d.Delivery}, reason); err != nil {
 		return err
 	}
 	w.metrics.CallbacksFailed.Inc()

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
@@ -46,7 +46,7 @@ func TestHTTPTaskErrorCodes(t *testing.T) {
 		return false
 	})
 	defer close(release) // before the receivers close: they wait for their handlers
-	withCallback := func(j *db.Job) { j.CallbackURL = callbacks.URL }
+	withCallback := func(j *axtype.Job) { j.CallbackURL = callbacks.URL }
 
 	cases := map[string]string{
 		busy.URL + "/run":                  "http_503",
@@ -55,7 +55,7 @@ func TestHTTPTaskErrorCodes(t *testing.T) {
 	}
 	execs := map[uuid.UUID]string{}
 	for url, code := range cases {
-		job := env.httpJob(url, func(j *db.Job) {
+		job := env.httpJob(url, func(j *axtype.Job) {
 			withCallback(j)
 			j.TimeoutSeconds = 1
 		})
@@ -94,12 +94,12 @@ func TestHTTPTaskPostedErrorCode(t *testing.T) {
 	require.Eventually(t, func() bool { return len(target.requests()) == 1 }, 10*time.Second, 10*time.Millisecond)
 	env.eventually("scheduled", 10*time.Second, "SELECT state::text FROM ax.river_job WHERE kind = 'ax_http_task'")
 
-	r := taskResult(t, envelope(t, target.requests()[0]), db.TaskFailed, "")
+	r := taskResult(t, envelope(t, target.requests()[0]), axtype.TaskFailed, "")
 	r.Result, r.Error, r.ErrorCode = nil, "over quota", "quota_exceeded"
 	completer := delivery.NewTaskCompleter(env.pool, env.river.Outbox(), nil, env.engine)
 	state, err := completer.Complete(context.Background(), r)
 	require.NoError(t, err)
-	require.Equal(t, db.TaskFailed, state)
+	require.Equal(t, axtype.TaskFailed, state)
 	require.Equal(t, "quota_exceeded", env.scalar("SELECT error_code FROM ax.all_tasks WHERE execution_id = $1", exec.ID))
 	require.Equal(t, float64(1), counterValue(env.engine.TaskResults.With("failed", "quota_exceeded")))
 }

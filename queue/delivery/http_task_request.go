@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/webhook"
 )
@@ -17,7 +17,7 @@ func ParseHTTPBodyTemplate(body string) error { return httptask.ParseBodyTemplat
 
 // httpTaskRequest builds the signed request of one attempt of t: the
 // contract of package httptask, the one agents send too.
-func httpTaskRequest(ctx context.Context, t *db.HTTPTask, cfg HTTPTaskConfig, agent string) (*http.Request, error) {
+func httpTaskRequest(ctx context.Context, t *axtype.HTTPTask, cfg HTTPTaskConfig, agent string) (*http.Request, error) {
 	task, err := httpTaskOf(t, cfg.PublicURL)
 	if err != nil {
 		return nil, err
@@ -26,7 +26,7 @@ func httpTaskRequest(ctx context.Context, t *db.HTTPTask, cfg HTTPTaskConfig, ag
 }
 
 // httpTaskOf is t as the contract sees it.
-func httpTaskOf(t *db.HTTPTask, publicURL string) (*httptask.Task, error) {
+func httpTaskOf(t *axtype.HTTPTask, publicURL string) (*httptask.Task, error) {
 	secrets, err := webhook.ParseSecrets(t.Secrets...)
 	if err != nil {
 		return nil, fmt.Errorf("error reading the job's signing secret: %w", err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
@@ -82,9 +82,9 @@ func TestSilentTargetDoesNotStarveOtherJobs(t *testing.T) {
 	env := setup(t, func(c *delivery.RiverConfig) { c.HTTPWorkers = 10 })
 	silent := newSilentHost(t)
 	url := "http://" + silent.ln.Addr().String() + "/never"
-	var stuck []*db.Job
+	var stuck []*axtype.Job
 	for _, shards := range []int{120, 30, 30} {
-		stuck = append(stuck, env.httpJob(url, func(j *db.Job) { j.ShardCount = shards }))
+		stuck = append(stuck, env.httpJob(url, func(j *axtype.Job) { j.ShardCount = shards }))
 	}
 	for _, j := range stuck {
 		env.trigger(j.ID)
@@ -93,7 +93,7 @@ func TestSilentTargetDoesNotStarveOtherJobs(t *testing.T) {
 		"the silent host holds requests")
 
 	target := newReceiver(t, nil)
-	other := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount = 5 })
+	other := env.httpJob(target.URL, func(j *axtype.Job) { j.ShardCount = 5 })
 	start := time.Now()
 	exec := env.trigger(other.ID)
 	env.eventually("succeeded", 8*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
@@ -121,7 +121,7 @@ func TestFreedSlotWakesTheNextRequest(t *testing.T) {
 	t.Parallel()
 	env := setup(t, func(c *delivery.RiverConfig) { c.HTTP.MaxPerJob = 1; c.HTTP.SlotWait = time.Minute })
 	target := newReceiver(t, nil)
-	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount = 4 })
+	job := env.httpJob(target.URL, func(j *axtype.Job) { j.ShardCount = 4 })
 	exec := env.trigger(job.ID)
 	env.eventually("succeeded", 30*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
 	require.Len(t, target.requests(), 4)
@@ -137,7 +137,7 @@ func TestCancelledRunLeavesNoSlotWait(t *testing.T) {
 	t.Parallel()
 	env := setup(t, func(c *delivery.RiverConfig) { c.HTTP.MaxPerJob = 1; c.HTTP.SlotWait = 500 * time.Millisecond })
 	silent := newSilentHost(t)
-	job := env.httpJob("http://"+silent.ln.Addr().String()+"/never", func(j *db.Job) { j.ShardCount = 3 })
+	job := env.httpJob("http://"+silent.ln.Addr().String()+"/never", func(j *axtype.Job) { j.ShardCount = 3 })
 	exec := env.trigger(job.ID)
 	env.eventually(int64(2), 10*time.Second, "SELECT count(*) FROM ax.http_task_slot_wait WHERE job_id = $1", job.ID)
 	env.cancel(exec.ID)

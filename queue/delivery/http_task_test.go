@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/httptask"
@@ -37,7 +39,7 @@ func TestHTTPTaskSucceedsOn2xx(t *testing.T) {
 		_, _ = w.Write([]byte(`{"rows":42,"id":12345678901234567890}`))
 		return false
 	})
-	job := env.httpJob(target.URL+"/run", func(j *db.Job) { j.Params = json.RawMessage(`{"region":"eu"}`) })
+	job := env.httpJob(target.URL+"/run", func(j *axtype.Job) { j.Params = json.RawMessage(`{"region":"eu"}`) })
 	exec := env.trigger(job.ID)
 
 	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
@@ -68,7 +70,7 @@ func TestHTTPTaskRetriesThenFails(t *testing.T) {
 		http.Error(w, "database is down", http.StatusInternalServerError)
 		return false
 	})
-	job := env.httpJob(target.URL, func(j *db.Job) { j.RetryMaxAttempts = 3 })
+	job := env.httpJob(target.URL, func(j *axtype.Job) { j.RetryMaxAttempts = 3 })
 	exec := env.trigger(job.ID)
 
 	env.eventually("failed", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
@@ -111,17 +113,17 @@ func TestHTTPTaskAcceptedThenCompleted(t *testing.T) {
 	completer := delivery.NewTaskCompleter(env.pool, env.river.Outbox(), nil, nil)
 	state, err := completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{"report":"done"}`))
 	require.NoError(t, err)
-	require.Equal(t, db.TaskSucceeded, state)
+	require.Equal(t, axtype.TaskSucceeded, state)
 	require.Equal(t, "succeeded", env.scalar("SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID))
 	_, err = completer.Complete(context.Background(), taskResult(t, req, "succeeded", `{}`))
 	require.ErrorIs(t, err, delivery.ErrStaleCompletion, "a token works once")
-	_, err = completer.Complete(context.Background(), db.TaskResult{TaskRef: db.TaskRef{ID: uuid.New(), Token: uuid.New()}, State: "succeeded"})
+	_, err = completer.Complete(context.Background(), axtype.TaskResult{TaskRef: axtype.TaskRef{ID: uuid.New(), Token: uuid.New()}, State: "succeeded"})
 	require.ErrorIs(t, err, delivery.ErrUnknownHTTPTask)
 }
 
-func taskResult(t *testing.T, req httptask.Envelope, state db.TaskState, result string) db.TaskResult {
+func taskResult(t *testing.T, req httptask.Envelope, state axtype.TaskState, result string) axtype.TaskResult {
 	t.Helper()
-	return db.TaskResult{TaskRef: db.TaskRef{ID: uuid.MustParse(req.TaskID), Token: uuid.MustParse(req.Completion.Token)},
+	return axtype.TaskResult{TaskRef: axtype.TaskRef{ID: uuid.MustParse(req.TaskID), Token: uuid.MustParse(req.Completion.Token)},
 		State: state, Result: json.RawMessage(result)}
 }
 
@@ -143,7 +145,7 @@ func TestHTTPTaskCompletionAfterDeadlineRefused(t *testing.T) {
 		_, _ = w.Write([]byte(`{"second":true}`))
 		return false
 	})
-	job := env.httpJob(target.URL, func(j *db.Job) { j.TimeoutSeconds, j.RetryMaxAttempts = 1, 2 })
+	job := env.httpJob(target.URL, func(j *axtype.Job) { j.TimeoutSeconds, j.RetryMaxAttempts = 1, 2 })
 	exec := env.trigger(job.ID)
 
 	env.eventually("succeeded", 15*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
@@ -171,7 +173,7 @@ func TestHTTPTaskShardsSendOwnRequests(t *testing.T) {
 	t.Parallel()
 	env := setup(t, nil)
 	target := newReceiver(t, nil)
-	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount, j.ShardParams = 4, []string{"a", "b", "c", "d"} })
+	job := env.httpJob(target.URL, func(j *axtype.Job) { j.ShardCount, j.ShardParams = 4, []string{"a", "b", "c", "d"} })
 	exec := env.trigger(job.ID)
 
 	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
@@ -205,7 +207,7 @@ func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
 	key, err := db.APIKeyInsert(ctx, env.pool, &db.APIKeyInsertParams{ID: newID(t), Name: "agent",
 		Hash: []byte("h"), Prefix: "ax_", Scopes: []string{"agent"}})
 	require.NoError(t, err)
-	agent, err := db.AgentInsert(ctx, env.pool, &db.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID,
+	agent, err := db.AgentInsert(ctx, env.pool, &axtype.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID,
 		Executors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)
 	tasks, err := db.TaskLease(ctx, env.pool, &db.TaskLeaseParams{AgentID: agent.ID, Max: 10, Lease: time.Minute,
@@ -219,10 +221,10 @@ func TestAgentsDoNotLeaseAgentlessTasks(t *testing.T) {
 func TestHTTPTaskShardsHonourTheirRateClass(t *testing.T) {
 	t.Parallel()
 	env := setup(t, nil)
-	_, err := db.RateClassInsert(context.Background(), env.pool, &db.RateClass{Name: "slow-api", Rate: 20, Burst: 1})
+	_, err := db.RateClassInsert(context.Background(), env.pool, &axtype.RateClass{Name: "slow-api", Rate: 20, Burst: 1})
 	require.NoError(t, err)
 	target := newReceiver(t, nil)
-	job := env.httpJob(target.URL, func(j *db.Job) { j.ShardCount, j.RateLimitClass = 4, "slow-api" })
+	job := env.httpJob(target.URL, func(j *axtype.Job) { j.ShardCount, j.RateLimitClass = 4, "slow-api" })
 	exec := env.trigger(job.ID)
 	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", exec.ID)
 	got := target.requests()
@@ -239,9 +241,9 @@ func TestHTTPTaskCostlyBodyTemplateIsStopped(t *testing.T) {
 	target := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool { return false })
 	big, err := json.Marshal(map[string]string{"s": strings.Repeat("<", 300<<10)})
 	require.NoError(t, err)
-	body := func(tmpl string) func(j *db.Job) {
-		return func(j *db.Job) {
-			j.Executor = db.ExecutorConfig{URL: target.URL + "/costly", Method: "POST", Body: tmpl}
+	body := func(tmpl string) func(j *axtype.Job) {
+		return func(j *axtype.Job) {
+			j.Executor = axtype.ExecutorConfig{URL: target.URL + "/costly", Method: "POST", Body: tmpl}
 			j.Params = big
 		}
 	}
@@ -252,7 +254,7 @@ func TestHTTPTaskCostlyBodyTemplateIsStopped(t *testing.T) {
 	capped := env.httpJob("", body(strings.Repeat("{{.params.s}}", 10)))
 	looped := env.httpJob("", body(`{{range 200000}}{{json $.params.s}}{{end}}`))
 	healthy := env.httpJob(target.URL+"/healthy", nil)
-	execs := map[string]*db.Execution{"capped": env.trigger(capped.ID), "looped": env.trigger(looped.ID),
+	execs := map[string]*axtype.Execution{"capped": env.trigger(capped.ID), "looped": env.trigger(looped.ID),
 		"healthy": env.trigger(healthy.ID)}
 
 	env.eventually("succeeded", 10*time.Second, "SELECT state::text FROM ax.all_executions WHERE id = $1", execs["healthy"].ID)
@@ -276,11 +278,11 @@ func TestHeldHTTPTaskLooksLessOftenTheLongerItIsHeld(t *testing.T) {
 	env := setup(t, nil)
 	ctx := context.Background()
 	floor := 5
-	_, err := db.RateClassInsert(ctx, env.pool, &db.RateClass{Name: "degraded-api", Rate: 100, Burst: 100,
+	_, err := db.RateClassInsert(ctx, env.pool, &axtype.RateClass{Name: "degraded-api", Rate: 100, Burst: 100,
 		ManualMinPriority: &floor})
 	require.NoError(t, err)
 	target := newReceiver(t, nil)
-	job := env.httpJob(target.URL, func(j *db.Job) { j.RateLimitClass = "degraded-api" })
+	job := env.httpJob(target.URL, func(j *axtype.Job) { j.RateLimitClass = "degraded-api" })
 	exec := env.trigger(job.ID)
 	nextLook := `SELECT extract(epoch FROM scheduled_at - now())::float8 FROM ax.river_job
 		WHERE kind = 'ax_http_task' AND state = 'scheduled'`

@@ -18,6 +18,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -71,7 +73,7 @@ const heldWaitMax = 10 * time.Second
 // holds one of ax serve's HTTP workers while it waits. Longer work runs on
 // an agent (target labels), or answers 202 at once and posts its result to
 // the completion URL.
-const MaxAgentlessHTTPTimeout = db.MaxAgentlessTimeoutSeconds * time.Second
+const MaxAgentlessHTTPTimeout = axtype.MaxAgentlessTimeoutSeconds * time.Second
 
 func (c HTTPTaskConfig) withDefaults() HTTPTaskConfig {
 	c.LeaseGrace = cmp.Or(c.LeaseGrace, 30*time.Second)
@@ -153,7 +155,7 @@ func (w *httpTaskWorker) Work(ctx context.Context, job *river.Job[HTTPTaskArgs])
 		// leaves a running job alone), and that must cost little.
 		wait := min(w.cfg.SlotWait, max(slotFirstWait, waited))
 		return river.JobSnooze(wait + rand.N(wait/2+1))
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		return w.wait(ctx, job.Args)
 	case err != nil:
 		return err
@@ -172,11 +174,11 @@ func (w *httpTaskWorker) Work(ctx context.Context, job *river.Job[HTTPTaskArgs])
 var errNoSlot = errors.New("no free http task slot")
 
 // lease takes a slot for the attempt and leases its task, in one
-// transaction: db.ErrNotFound when the attempt is not due (or its class
+// transaction: axtype.ErrNotFound when the attempt is not due (or its class
 // holds it back), errNoSlot when its job or host is at its cap.
-func (w *httpTaskWorker) lease(ctx context.Context, riverJobID int64, args HTTPTaskArgs) (*db.HTTPTask, time.Duration, error) {
+func (w *httpTaskWorker) lease(ctx context.Context, riverJobID int64, args HTTPTaskArgs) (*axtype.HTTPTask, time.Duration, error) {
 	jobID, rawURL, err := db.TaskGetHTTPTarget(ctx, w.pool, args.TaskID)
-	if errors.Is(err, db.ErrNotFound) {
+	if errors.Is(err, axtype.ErrNotFound) {
 		// Its run ended (cancelled while it waited): a wait left behind
 		// would take the wake of a request still waiting.
 		if endErr := db.HTTPTaskSlotWaitEnd(ctx, w.pool, riverJobID); endErr != nil {
@@ -186,13 +188,13 @@ func (w *httpTaskWorker) lease(ctx context.Context, riverJobID int64, args HTTPT
 	if err != nil {
 		return nil, 0, err
 	}
-	slot := &db.HTTPTaskSlot{TaskID: args.TaskID, Attempt: args.Attempt, JobID: jobID, Host: slotHost(rawURL),
+	slot := &axtype.HTTPTaskSlot{TaskID: args.TaskID, Attempt: args.Attempt, JobID: jobID, Host: slotHost(rawURL),
 		MaxPerJob: w.cfg.MaxPerJob, MaxPerHost: w.cfg.MaxPerHost, Hold: MaxAgentlessHTTPTimeout + w.cfg.LeaseGrace,
 		RiverJobID: riverJobID}
 	// Without a slot the transaction still commits: it records the wait,
 	// or ends it.
-	var got *db.HTTPTaskSlotOutcome
-	task, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) (*db.HTTPTask, error) {
+	var got *axtype.HTTPTaskSlotOutcome
+	task, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) (*axtype.HTTPTask, error) {
 		var err error
 		if got, err = db.HTTPTaskSlotTake(ctx, tx, slot); err != nil || !got.Taken {
 			return nil, err
@@ -203,7 +205,7 @@ func (w *httpTaskWorker) lease(ctx context.Context, riverJobID int64, args HTTPT
 	case err != nil:
 		return nil, 0, err
 	case !got.Due:
-		return nil, 0, db.ErrNotFound
+		return nil, 0, axtype.ErrNotFound
 	case !got.Taken:
 		return nil, got.Waited, errNoSlot
 	}
@@ -214,7 +216,7 @@ func (w *httpTaskWorker) lease(ctx context.Context, riverJobID int64, args HTTPT
 // River jobs of the requests waiting for it available now (without a
 // River client in ctx, they wait for their SlotWait). Should waking them
 // fail, the slot is freed all the same, and they look for room later.
-func (w *httpTaskWorker) freeSlot(ctx context.Context, task *db.HTTPTask) error {
+func (w *httpTaskWorker) freeSlot(ctx context.Context, task *axtype.HTTPTask) error {
 	client, _ := river.ClientFromContextSafely[pgx.Tx](ctx)
 	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
 		wake, err := db.HTTPTaskSlotRelease(ctx, tx, task.ID, slotRewake)
@@ -260,7 +262,7 @@ func slotHost(rawURL string) string {
 func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
 	st, err := db.TaskGetStatus(ctx, w.pool, args.TaskID)
 	switch {
-	case errors.Is(err, db.ErrNotFound):
+	case errors.Is(err, axtype.ErrNotFound):
 		return nil
 	case err != nil:
 		return err
@@ -271,11 +273,11 @@ func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
 			return w.outbox.insertHTTPAttempt(ctx, tx, HTTPTaskArgs{TaskID: args.TaskID, Attempt: st.Attempt,
 				ExecutionID: st.ExecutionID}, st.Priority)
 		})
-	case st.State == db.TaskPending && st.NotBefore.After(st.Now):
+	case st.State == axtype.TaskPending && st.NotBefore.After(st.Now):
 		return river.JobSnooze(max(st.NotBefore.Sub(st.Now), 10*time.Millisecond))
-	case st.State == db.TaskPending && st.TokenWait > 0: // its rate class is dry
+	case st.State == axtype.TaskPending && st.TokenWait > 0: // its rate class is dry
 		return river.JobSnooze(st.TokenWait + 10*time.Millisecond)
-	case st.State == db.TaskPending: // held below its class's priority floor
+	case st.State == axtype.TaskPending: // held below its class's priority floor
 		// It looks again after about as long as it has been due (from
 		// ReaperWait to heldWaitMax): N held requests looked N times a
 		// second while their class was degraded, when the database can
@@ -300,7 +302,7 @@ type httpResult struct {
 
 // send makes the request, bounded by the task's timeout (and by
 // MaxAgentlessHTTPTimeout, for jobs saved before that cap).
-func (w *httpTaskWorker) send(ctx context.Context, t *db.HTTPTask) httpResult {
+func (w *httpTaskWorker) send(ctx context.Context, t *axtype.HTTPTask) httpResult {
 	ctx, cancel := context.WithTimeout(ctx, min(time.Duration(t.TimeoutSeconds)*time.Second, MaxAgentlessHTTPTimeout))
 	defer cancel()
 	start := time.Now()
@@ -324,12 +326,12 @@ func (w *httpTaskWorker) send(ctx context.Context, t *db.HTTPTask) httpResult {
 // the body as result; 202 leaves the task running until its result is
 // posted or its deadline passes; anything else fails the attempt
 // (retried per the job's policy).
-func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HTTPTask, res httpResult) error {
+func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *axtype.HTTPTask, res httpResult) error {
 	log := w.logger.With("execution_id", t.ExecutionID, "task_id", t.ID, "job_id", t.JobID,
 		"shard", t.ShardIndex, "attempt", t.Attempt, "status", res.answer.Status, "latency_ms", res.latency.Milliseconds())
 	if res.err != nil {
 		w.out.HTTPTaskRequests.WithLabelValues("failed").Inc()
-		return w.complete(ctx, args, t, db.TaskResult{State: db.TaskFailed, Error: res.err.Error(), ErrorCode: res.code}, log)
+		return w.complete(ctx, args, t, axtype.TaskResult{State: axtype.TaskFailed, Error: res.err.Error(), ErrorCode: res.code}, log)
 	}
 	switch res.answer.Outcome() {
 	case httptask.Accepted:
@@ -338,18 +340,18 @@ func (w *httpTaskWorker) settle(ctx context.Context, args HTTPTaskArgs, t *db.HT
 		return river.JobSnooze(time.Duration(t.TimeoutSeconds)*time.Second + w.cfg.ReaperWait)
 	case httptask.Succeeded:
 		w.out.HTTPTaskRequests.WithLabelValues("succeeded").Inc()
-		return w.complete(ctx, args, t, db.TaskResult{State: db.TaskSucceeded, Result: res.answer.Result()}, log)
+		return w.complete(ctx, args, t, axtype.TaskResult{State: axtype.TaskSucceeded, Result: res.answer.Result()}, log)
 	}
 	w.out.HTTPTaskRequests.WithLabelValues("failed").Inc()
-	return w.complete(ctx, args, t, db.TaskResult{State: db.TaskFailed, Error: res.answer.Error(),
+	return w.complete(ctx, args, t, axtype.TaskResult{State: axtype.TaskFailed, Error: res.answer.Error(),
 		ErrorCode: res.answer.ErrorCode()}, log)
 }
 
 // complete records the attempt's result with its token and, when the task
 // is retried, enqueues the next attempt, in one transaction.
-func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.HTTPTask, r db.TaskResult, log *slog.Logger) error {
-	r.TaskRef = db.TaskRef{ID: t.ID, Token: t.Token}
-	done, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) ([]db.CompletedTask, error) {
+func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *axtype.HTTPTask, r axtype.TaskResult, log *slog.Logger) error {
+	r.TaskRef = axtype.TaskRef{ID: t.ID, Token: t.Token}
+	done, err := db.WithTxV(ctx, w.pool, func(tx pgx.Tx) ([]axtype.CompletedTask, error) {
 		return completeHTTPTask(ctx, tx, w.outbox, r, t.ExecutionID, t.Attempt, t.Priority, true)
 	})
 	if err != nil {
@@ -371,20 +373,20 @@ func (w *httpTaskWorker) complete(ctx context.Context, args HTTPTaskArgs, t *db.
 // then flushes callbacks. The execution is locked first: shards
 // completing at the same time would otherwise each see the others
 // unfinished, and none would end it.
-func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskResult, executionID uuid.UUID, attempt, priority int, agentless bool) ([]db.CompletedTask, error) {
+func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r axtype.TaskResult, executionID uuid.UUID, attempt, priority int, agentless bool) ([]axtype.CompletedTask, error) {
 	if err := db.ExecutionLock(ctx, tx, executionID); err != nil {
 		return nil, err
 	}
-	done, err := db.TaskComplete(ctx, tx, []db.TaskResult{r})
+	done, err := db.TaskComplete(ctx, tx, []axtype.TaskResult{r})
 	if err != nil || len(done) == 0 {
 		return done, err
 	}
-	if done[0].State == db.TaskPending && agentless {
+	if done[0].State == axtype.TaskPending && agentless {
 		next := HTTPTaskArgs{TaskID: r.ID, Attempt: attempt + 1, ExecutionID: done[0].ExecutionID}
 		if err := outbox.insertHTTPAttempt(ctx, tx, next, priority); err != nil {
 			return nil, err
 		}
-	} else if done[0].State == db.TaskPending {
+	} else if done[0].State == axtype.TaskPending {
 		if err := db.Notify(ctx, tx, notify.TaskReadyChannel, ""); err != nil {
 			return nil, err
 		}
@@ -392,8 +394,8 @@ func completeHTTPTask(ctx context.Context, tx pgx.Tx, outbox *Outbox, r db.TaskR
 	return done, outbox.Flush(ctx, tx)
 }
 
-func countTaskResult(m *metrics.Metrics, done db.CompletedTask) {
-	if done.State == db.TaskPending {
+func countTaskResult(m *metrics.Metrics, done axtype.CompletedTask) {
+	if done.State == axtype.TaskPending {
 		m.Retries.Inc()
 		return
 	}

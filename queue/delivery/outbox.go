@@ -10,6 +10,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // outboxBatch bounds the callbacks one Flush enqueues.
@@ -63,11 +65,11 @@ func (o *Outbox) Cancelled(ctx context.Context, tx pgx.Tx) error {
 // Fired takes the tasks a fire just made in e: it enqueues the agentless
 // ones, ends what the fire cancelled (concurrency policy replace) and
 // flushes callbacks (a broadcast that found no agent ends at once).
-func (o *Outbox) Fired(ctx context.Context, e db.Executor, tasks []*db.NewTask) error {
+func (o *Outbox) Fired(ctx context.Context, e db.Executor, tasks []*axtype.NewTask) error {
 	if o == nil {
 		return nil
 	}
-	var agentless []*db.NewTask
+	var agentless []*axtype.NewTask
 	for _, t := range tasks {
 		if t.Agentless {
 			agentless = append(agentless, t)
@@ -85,7 +87,7 @@ func (o *Outbox) Fired(ctx context.Context, e db.Executor, tasks []*db.NewTask) 
 
 // insertHTTPTasks enqueues the first attempt of each agentless task, at
 // its priority.
-func (o *Outbox) insertHTTPTasks(ctx context.Context, tx pgx.Tx, tasks []*db.NewTask) error {
+func (o *Outbox) insertHTTPTasks(ctx context.Context, tx pgx.Tx, tasks []*axtype.NewTask) error {
 	if len(tasks) == 0 {
 		return nil
 	}

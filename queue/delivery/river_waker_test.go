@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 )
 
@@ -32,7 +32,7 @@ func TestSnoozedWorkStartsWithoutAPoll(t *testing.T) {
 		return true
 	}
 	target, hook := newReceiver(t, failFirst), newReceiver(t, failFirst)
-	job := env.httpJob(target.URL, func(j *db.Job) {
+	job := env.httpJob(target.URL, func(j *axtype.Job) {
 		j.RetryMaxAttempts, j.RetryBackoffSeconds, j.RetryBackoffMaxSeconds = 2, 1, 1
 		j.CallbackURL = hook.URL
 	})

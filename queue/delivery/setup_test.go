@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/outbound"
@@ -70,13 +70,13 @@ func setup(t *testing.T, mutate func(*delivery.RiverConfig)) *outEnv {
 }
 
 // job creates a manual job; mutate adjusts it first.
-func (e *outEnv) job(mutate func(j *db.Job)) *db.Job {
+func (e *outEnv) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
+	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
+		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
+		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}
@@ -87,18 +87,18 @@ func (e *outEnv) job(mutate func(j *db.Job)) *db.Job {
 }
 
 // httpJob creates an agentless HTTP job calling url.
-func (e *outEnv) httpJob(url string, mutate func(j *db.Job)) *db.Job {
+func (e *outEnv) httpJob(url string, mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	return e.job(func(j *db.Job) {
+	return e.job(func(j *axtype.Job) {
 		j.ExecutorKind = "http"
-		j.Executor = db.ExecutorConfig{URL: url, Method: "POST"}
+		j.Executor = axtype.ExecutorConfig{URL: url, Method: "POST"}
 		if mutate != nil {
 			mutate(j)
 		}
 	})
 }
 
-func (e *outEnv) trigger(jobID uuid.UUID) *db.Execution {
+func (e *outEnv) trigger(jobID uuid.UUID) *axtype.Execution {
 	e.t.Helper()
 	exec, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: jobID})
 	require.NoError(e.t, err)
@@ -111,7 +111,7 @@ func (e *outEnv) cancel(id uuid.UUID) {
 	e.t.Helper()
 	exec, err := e.execs.Cancel(context.Background(), id, "test")
 	require.NoError(e.t, err)
-	require.Equal(e.t, db.ExecutionCancelled, exec.State)
+	require.Equal(e.t, axtype.ExecutionCancelled, exec.State)
 }
 
 func (e *outEnv) scalar(sql string, args ...any) any {

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/httptask"
 	"github.com/ax-scheduler/ax/queue/metrics"
 )
@@ -50,15 +52,15 @@ func NewTaskCompleter(pool *pgxpool.Pool, outbox *Outbox, logger *slog.Logger, m
 
 // Complete records r, fenced by its token (the completion token); it
 // returns the task's state afterwards (pending when a failure is retried).
-func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (db.TaskState, error) {
+func (c *TaskCompleter) Complete(ctx context.Context, r axtype.TaskResult) (axtype.TaskState, error) {
 	st, err := db.TaskGetStatus(ctx, c.pool, r.ID)
-	if errors.Is(err, db.ErrNotFound) || (err == nil && !st.Agentless && !st.HTTP) {
+	if errors.Is(err, axtype.ErrNotFound) || (err == nil && !st.Agentless && !st.HTTP) {
 		return "", ErrUnknownHTTPTask
 	}
 	if err != nil {
 		return "", err
 	}
-	var done []db.CompletedTask
+	var done []axtype.CompletedTask
 	err = db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
 		var err error
 		done, err = completeHTTPTask(ctx, tx, c.outbox, r, st.ExecutionID, st.Attempt, st.Priority, st.Agentless)
@@ -83,7 +85,7 @@ func (c *TaskCompleter) Complete(ctx context.Context, r db.TaskResult) (db.TaskS
 func (c *TaskCompleter) CheckToken(ctx context.Context, id, token uuid.UUID) error {
 	httpTask, current, err := db.TaskCheckToken(ctx, c.pool, id, token)
 	switch {
-	case errors.Is(err, db.ErrNotFound) || (err == nil && !httpTask):
+	case errors.Is(err, axtype.ErrNotFound) || (err == nil && !httpTask):
 		return ErrUnknownHTTPTask
 	case err != nil:
 		return err

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -24,7 +24,7 @@ func TestDuePollsShareOneLease(t *testing.T) {
 	const n = 30
 	agents := e.agentsAndTasks(n)
 
-	got := make([][]*db.LeasedTask, n)
+	got := make([][]*axtype.LeasedTask, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, a := range agents {
@@ -62,7 +62,7 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 
 	const n = 30
 	agents := e.agentsAndTasks(n)
-	leased := make([]*db.LeasedTask, n)
+	leased := make([]*axtype.LeasedTask, n)
 	for i, a := range agents {
 		tasks := e.lease(a, 1)
 		require.Len(t, tasks, 1)
@@ -70,12 +70,12 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 	}
 	const refused = 27 // reports a state the database does not know
 	const thief = 28   // also reports agent 29's task, with its token
-	report := func(i int) []db.TaskResult {
-		state := db.TaskSucceeded
+	report := func(i int) []axtype.TaskResult {
+		state := axtype.TaskSucceeded
 		if i == refused {
 			state = "bogus"
 		}
-		return []db.TaskResult{{TaskRef: db.TaskRef{ID: leased[i].ID, Token: leased[i].LeaseToken}, State: state}}
+		return []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: leased[i].ID, Token: leased[i].LeaseToken}, State: state}}
 	}
 	// All at once: the first 20 agents, then the last 10 with the refused
 	// call and the thief among them.
@@ -88,8 +88,8 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 				results := report(i)
 				if i == thief {
 					stolen := report(thief + 1)[0]
-					stolen.State = db.TaskFailed
-					results = append([]db.TaskResult{stolen}, results...)
+					stolen.State = axtype.TaskFailed
+					results = append([]axtype.TaskResult{stolen}, results...)
 				}
 				done, err := broker.Complete(ctx, agents[i].ID, results)
 				if i == refused {
@@ -99,7 +99,7 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 				require.NoError(t, err)
 				require.Len(t, done, 1, "agent %d is told of its own result only", i)
 				require.Equal(t, leased[i].ID, done[0].ID)
-				require.Equal(t, db.TaskSucceeded, done[0].State)
+				require.Equal(t, axtype.TaskSucceeded, done[0].State)
 			})
 		}
 		close(start)
@@ -113,10 +113,10 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 	for i, lt := range leased {
 		task := e.task(lt.ID)
 		if i == refused {
-			require.Equal(t, db.TaskLeased, task.State, "the refused result changed nothing")
+			require.Equal(t, axtype.TaskLeased, task.State, "the refused result changed nothing")
 			continue
 		}
-		require.Equal(t, db.TaskSucceeded, task.State, "task %d", i)
+		require.Equal(t, axtype.TaskSucceeded, task.State, "task %d", i)
 		require.Equal(t, agents[i].ID, e.agentOf(lt.ID))
 	}
 }

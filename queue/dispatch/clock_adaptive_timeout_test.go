@@ -10,13 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
 // An adaptive job's tasks get 3 × the P95 of its recent successful
 // attempts, at least 5 s, at most timeout_seconds (the start value
-// without history); what db.Job.AdaptiveTimeout shows of the stored measure
+// without history); what axtype.Job.AdaptiveTimeout shows of the stored measure
 // is what the fire gave the task.
 func TestAdaptiveTimeoutFollowsHistory(t *testing.T) {
 	t.Parallel()
@@ -45,55 +47,55 @@ func TestAdaptiveTimeoutFollowsHistory(t *testing.T) {
 		name    string
 		history func(e *clockEnv, job uuid.UUID)
 		want    int
-		basis   db.TimeoutBasis
+		basis   axtype.TimeoutBasis
 		samples int
 	}{{
 		name:    "no history: the ceiling",
 		history: func(*clockEnv, uuid.UUID) {},
-		want:    120, basis: db.TimeoutBasisNoHistory,
+		want:    120, basis: axtype.TimeoutBasisNoHistory,
 	}, {
 		// 1 s … 20 s: the nearest-rank P95 of 20 is the 19th, 19 s.
 		name: "3 × P95",
 		history: func(e *clockEnv, job uuid.UUID) {
-			e.history(job, time.Hour, db.ExecutionSucceeded, steps(20, time.Second)...)
+			e.history(job, time.Hour, axtype.ExecutionSucceeded, steps(20, time.Second)...)
 			// Failures and timeouts, however long, are not measured.
-			e.history(job, time.Minute, db.ExecutionFailed, secs(500, 500)...)
-			e.history(job, time.Minute, db.ExecutionTimedOut, secs(119)...)
+			e.history(job, time.Minute, axtype.ExecutionFailed, secs(500, 500)...)
+			e.history(job, time.Minute, axtype.ExecutionTimedOut, secs(119)...)
 		},
-		want: 57, basis: db.TimeoutBasisP95, samples: 20,
+		want: 57, basis: axtype.TimeoutBasisP95, samples: 20,
 	}, {
 		name: "rounded up to whole seconds",
 		history: func(e *clockEnv, job uuid.UUID) {
-			e.history(job, time.Minute, db.ExecutionSucceeded, secs(3.9, 0.2, 1)...) // 3 × 3.9 s = 11.7 s
+			e.history(job, time.Minute, axtype.ExecutionSucceeded, secs(3.9, 0.2, 1)...) // 3 × 3.9 s = 11.7 s
 		},
-		want: 12, basis: db.TimeoutBasisP95, samples: 3,
+		want: 12, basis: axtype.TimeoutBasisP95, samples: 3,
 	}, {
 		name: "at least 5 s",
 		history: func(e *clockEnv, job uuid.UUID) {
-			e.history(job, time.Minute, db.ExecutionSucceeded, same(30, time.Second)...)
+			e.history(job, time.Minute, axtype.ExecutionSucceeded, same(30, time.Second)...)
 		},
-		want: 5, basis: db.TimeoutBasisFloor, samples: 30,
+		want: 5, basis: axtype.TimeoutBasisFloor, samples: 30,
 	}, {
 		name: "at most timeout_seconds",
 		history: func(e *clockEnv, job uuid.UUID) {
-			e.history(job, time.Minute, db.ExecutionSucceeded, same(10, time.Minute)...)
+			e.history(job, time.Minute, axtype.ExecutionSucceeded, same(10, time.Minute)...)
 		},
-		want: 120, basis: db.TimeoutBasisCeiling, samples: 10,
+		want: 120, basis: axtype.TimeoutBasisCeiling, samples: 10,
 	}, {
 		// 50 slow successes, then 100 of 2 s: only the latest 100 count.
 		name: "the last 100 successes",
 		history: func(e *clockEnv, job uuid.UUID) {
-			e.history(job, 2*time.Hour, db.ExecutionSucceeded, same(50, 100*time.Second)...)
-			e.history(job, time.Hour, db.ExecutionSucceeded, same(100, 2*time.Second)...)
+			e.history(job, 2*time.Hour, axtype.ExecutionSucceeded, same(50, 100*time.Second)...)
+			e.history(job, time.Hour, axtype.ExecutionSucceeded, same(100, 2*time.Second)...)
 		},
-		want: 6, basis: db.TimeoutBasisP95, samples: 100,
+		want: 6, basis: axtype.TimeoutBasisP95, samples: 100,
 	}, {
 		name: "none older than 24 h",
 		history: func(e *clockEnv, job uuid.UUID) {
-			e.history(job, 25*time.Hour, db.ExecutionSucceeded, same(10, 30*time.Second)...)
-			e.history(job, 23*time.Hour, db.ExecutionSucceeded, secs(4)...)
+			e.history(job, 25*time.Hour, axtype.ExecutionSucceeded, same(10, 30*time.Second)...)
+			e.history(job, 23*time.Hour, axtype.ExecutionSucceeded, secs(4)...)
 		},
-		want: 12, basis: db.TimeoutBasisP95, samples: 1,
+		want: 12, basis: axtype.TimeoutBasisP95, samples: 1,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -122,10 +124,10 @@ func TestAdaptiveTimeoutMeasureIsCached(t *testing.T) {
 	e := setupClock(t)
 	ctx := context.Background()
 	job := e.adaptiveJob(600, 1)
-	e.history(job.ID, time.Hour, db.ExecutionSucceeded, 10*time.Second)
+	e.history(job.ID, time.Hour, axtype.ExecutionSucceeded, 10*time.Second)
 	require.Equal(t, 30, e.fire(job).TimeoutSeconds)
 
-	e.history(job.ID, time.Minute, db.ExecutionSucceeded, 100*time.Second, 100*time.Second)
+	e.history(job.ID, time.Minute, axtype.ExecutionSucceeded, 100*time.Second, 100*time.Second)
 	require.Equal(t, 30, e.fire(job).TimeoutSeconds, "within a minute of the measure: the stored one")
 
 	_, err := e.pool.Exec(ctx, `UPDATE ax.job_timeout_measure SET computed_at = computed_at - interval '61 seconds' WHERE job_id = $1`, job.ID)
@@ -133,7 +135,7 @@ func TestAdaptiveTimeoutMeasureIsCached(t *testing.T) {
 	require.Equal(t, 300, e.fire(job).TimeoutSeconds, "a minute later: measured again")
 
 	fixed := e.job(1, 0)
-	e.history(fixed.ID, time.Minute, db.ExecutionSucceeded, time.Second)
+	e.history(fixed.ID, time.Minute, axtype.ExecutionSucceeded, time.Second)
 	require.Equal(t, 3600, e.fire(fixed).TimeoutSeconds, "a fixed job gets timeout_seconds")
 	var measures int
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM ax.job_timeout_measure WHERE job_id = $1`, fixed.ID).Scan(&measures))
@@ -147,7 +149,7 @@ func TestAdaptiveTimeoutDoublesAfterTimeout(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
 	job := e.adaptiveJob(40, 5)
-	e.history(job.ID, time.Minute, db.ExecutionSucceeded, 3*time.Second) // 3 × 3 s = 9 s
+	e.history(job.ID, time.Minute, axtype.ExecutionSucceeded, 3*time.Second) // 3 × 3 s = 9 s
 	task := e.fire(job)
 	require.Equal(t, 9, task.TimeoutSeconds)
 	a := e.agent("a1")
@@ -170,11 +172,11 @@ func TestAdaptiveTimeoutDoublesAfterTimeout(t *testing.T) {
 	leased := e.lease(a)
 	require.Len(t, leased, 1)
 	require.Equal(t, 36, leased[0].TimeoutSeconds)
-	done, err := e.broker.Complete(context.Background(), a.ID, []db.TaskResult{{
-		TaskRef: db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: db.TaskTimedOut, Error: "timed out after 36 s"}})
+	done, err := e.broker.Complete(context.Background(), a.ID, []axtype.TaskResult{{
+		TaskRef: axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: axtype.TaskTimedOut, Error: "timed out after 36 s"}})
 	require.NoError(t, err)
 	require.Len(t, done, 1)
-	require.Equal(t, db.TaskPending, done[0].State)
+	require.Equal(t, axtype.TaskPending, done[0].State)
 	require.Equal(t, 40, e.taskTimeout(task.ID), "doubled, capped at timeout_seconds")
 	leased = e.lease(a)
 	require.Len(t, leased, 1)
@@ -219,7 +221,7 @@ func TestAdaptiveTimeoutKeptWithoutTimeout(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
 	job := e.adaptiveJob(3600, 3)
-	e.history(job.ID, time.Minute, db.ExecutionSucceeded, 20*time.Second) // 60 s
+	e.history(job.ID, time.Minute, axtype.ExecutionSucceeded, 20*time.Second) // 60 s
 	task := e.fire(job)
 	a := e.agent("a1")
 	require.Len(t, e.lease(a), 1)
@@ -233,12 +235,12 @@ func TestAdaptiveTimeoutKeptWithoutTimeout(t *testing.T) {
 	e.heartbeat(a)
 	leased := e.lease(a)
 	require.Len(t, leased, 1)
-	_, err := e.broker.Complete(context.Background(), a.ID, []db.TaskResult{{
-		TaskRef: db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: db.TaskFailed, Error: "exit 1"}})
+	_, err := e.broker.Complete(context.Background(), a.ID, []axtype.TaskResult{{
+		TaskRef: axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: axtype.TaskFailed, Error: "exit 1"}})
 	require.NoError(t, err)
 	require.Equal(t, 60, e.taskTimeout(task.ID), "a failure keeps the timeout")
 
-	fixed, err := e.jobs.Create(context.Background(), e.jobDef("fixed", db.TimeoutFixed, 9, 2))
+	fixed, err := e.jobs.Create(context.Background(), e.jobDef("fixed", axtype.TimeoutFixed, 9, 2))
 	require.NoError(t, err)
 	fixedTask := e.fire(fixed)
 	b := e.agent("b1")
@@ -254,18 +256,18 @@ func TestAdaptiveTimeoutKeptWithoutTimeout(t *testing.T) {
 
 // jobDef is a manual shell job of one shard with timeout mode and
 // timeoutSeconds that may run attempts times, without backoff.
-func (e *clockEnv) jobDef(name string, mode db.TimeoutMode, timeoutSeconds, attempts int) *db.Job {
-	return &db.Job{Name: name + "-" + uuid.NewString()[:8], Group: "default",
-		TriggerKind: db.TriggerManual, Timezone: "UTC", ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"},
+func (e *clockEnv) jobDef(name string, mode axtype.TimeoutMode, timeoutSeconds, attempts int) *axtype.Job {
+	return &axtype.Job{Name: name + "-" + uuid.NewString()[:8], Group: "default",
+		TriggerKind: axtype.TriggerManual, Timezone: "UTC", ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"},
 		RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: timeoutSeconds, TimeoutMode: mode,
 		RetryMaxAttempts: attempts, ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600,
-		MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
+		MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
 }
 
 // adaptiveJob creates an adaptive job with ceiling timeoutSeconds.
-func (e *clockEnv) adaptiveJob(timeoutSeconds, attempts int) *db.Job {
+func (e *clockEnv) adaptiveJob(timeoutSeconds, attempts int) *axtype.Job {
 	e.t.Helper()
-	job, err := e.jobs.Create(context.Background(), e.jobDef("adaptive", db.TimeoutAdaptive, timeoutSeconds, attempts))
+	job, err := e.jobs.Create(context.Background(), e.jobDef("adaptive", axtype.TimeoutAdaptive, timeoutSeconds, attempts))
 	require.NoError(e.t, err)
 	return job
 }
@@ -273,7 +275,7 @@ func (e *clockEnv) adaptiveJob(timeoutSeconds, attempts int) *db.Job {
 // history records ended runs of job of one task each, which ended ago
 // (by the database clock) in state after running for durations, oldest
 // first.
-func (e *clockEnv) history(job uuid.UUID, ago time.Duration, state db.ExecutionState, durations ...time.Duration) {
+func (e *clockEnv) history(job uuid.UUID, ago time.Duration, state axtype.ExecutionState, durations ...time.Duration) {
 	e.t.Helper()
 	dbtest.EndedRuns(e.t, e.pool, job, ago, string(state), durations...)
 }
@@ -287,23 +289,23 @@ func (e *clockEnv) taskTimeout(id uuid.UUID) int {
 	return secs
 }
 
-// One fire measures at most db.AdaptiveTimeoutMeasuresPerFire histories,
+// One fire measures at most axtype.AdaptiveTimeoutMeasuresPerFire histories,
 // jobs never measured first: the others start at their ceiling and are
 // measured by a later fire.
 func TestAdaptiveTimeoutMeasuresBoundedPerFire(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
 	ctx := context.Background()
-	n := db.AdaptiveTimeoutMeasuresPerFire + 5
-	jobs := make([]*db.Job, n)
+	n := axtype.AdaptiveTimeoutMeasuresPerFire + 5
+	jobs := make([]*axtype.Job, n)
 	for i := range jobs {
 		jobs[i] = e.adaptiveJob(600, 1)
-		e.history(jobs[i].ID, time.Minute, db.ExecutionSucceeded, 10*time.Second) // 30 s
+		e.history(jobs[i].ID, time.Minute, axtype.ExecutionSucceeded, 10*time.Second) // 30 s
 	}
 	fireAll := func() map[int]int {
-		execs := make([]*db.NewExecution, n)
+		execs := make([]*axtype.NewExecution, n)
 		for i, j := range jobs {
-			execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: j.ID, Cause: db.CauseManual, ScheduledFor: time.Now()}
+			execs[i] = &axtype.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: j.ID, Cause: axtype.CauseManual, ScheduledFor: time.Now()}
 		}
 		tx, err := e.pool.Begin(ctx)
 		require.NoError(t, err)
@@ -327,7 +329,7 @@ func TestAdaptiveTimeoutMeasuresBoundedPerFire(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return timeouts
 	}
-	require.Equal(t, map[int]int{30: db.AdaptiveTimeoutMeasuresPerFire, 600: 5}, fireAll(), "the first fire measures 20")
+	require.Equal(t, map[int]int{30: axtype.AdaptiveTimeoutMeasuresPerFire, 600: 5}, fireAll(), "the first fire measures 20")
 	require.Equal(t, map[int]int{30: n}, fireAll(), "the next measures the 5 never measured and keeps the rest")
 	var measured int
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM ax.job_timeout_measure WHERE samples = 1`).Scan(&measured))

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -42,27 +44,27 @@ func setupClock(t *testing.T) *clockEnv {
 
 // trigger creates a shell job that may run attempts times, with retryBackoff
 // between them, and fires it once; it returns the run's one task.
-func (e *clockEnv) trigger(attempts int, retryBackoff time.Duration) *db.Task {
+func (e *clockEnv) trigger(attempts int, retryBackoff time.Duration) *axtype.Task {
 	e.t.Helper()
 	return e.fire(e.job(attempts, retryBackoff))
 }
 
 // job creates a shell job of one shard that may run attempts times, with
 // retryBackoff between them.
-func (e *clockEnv) job(attempts int, retryBackoff time.Duration) *db.Job {
+func (e *clockEnv) job(attempts int, retryBackoff time.Duration) *axtype.Job {
 	e.t.Helper()
 	secs := int(retryBackoff.Seconds())
-	job, err := e.jobs.Create(context.Background(), &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default",
-		TriggerKind: db.TriggerManual, Timezone: "UTC", ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"},
+	job, err := e.jobs.Create(context.Background(), &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default",
+		TriggerKind: axtype.TriggerManual, Timezone: "UTC", ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"},
 		RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: 3600, RetryMaxAttempts: attempts,
 		RetryBackoffSeconds: secs, RetryBackoffMaxSeconds: secs, ConcurrencyPolicy: "allow",
-		MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo})
+		MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo})
 	require.NoError(e.t, err)
 	return job
 }
 
 // fire runs job once; it returns the run's one task.
-func (e *clockEnv) fire(job *db.Job) *db.Task {
+func (e *clockEnv) fire(job *axtype.Job) *axtype.Task {
 	e.t.Helper()
 	ctx := context.Background()
 	exec, _, err := e.execs.Trigger(ctx, &queue.TriggerRequest{JobID: job.ID})
@@ -74,13 +76,13 @@ func (e *clockEnv) fire(job *db.Job) *db.Task {
 }
 
 // agent registers a ready agent that takes every executor kind.
-func (e *clockEnv) agent(name string) *db.Agent {
+func (e *clockEnv) agent(name string) *axtype.Agent {
 	e.t.Helper()
 	ctx := context.Background()
 	key, err := db.APIKeyInsert(ctx, e.pool, &db.APIKeyInsertParams{ID: uuid.New(), Name: name,
 		Hash: []byte(uuid.NewString()), Prefix: "ax_", Scopes: []string{"agent"}})
 	require.NoError(e.t, err)
-	a, err := e.broker.Register(ctx, &db.Agent{Name: name, Capacity: 4, Weight: 1, APIKeyID: key.ID,
+	a, err := e.broker.Register(ctx, &axtype.Agent{Name: name, Capacity: 4, Weight: 1, APIKeyID: key.ID,
 		Executors: []string{"shell", "http", "handler"}})
 	require.NoError(e.t, err)
 	e.heartbeat(a) // registered agents take work after a heartbeat says they are ready
@@ -88,16 +90,16 @@ func (e *clockEnv) agent(name string) *db.Agent {
 }
 
 // heartbeat says agent is alive and ready, at the clock's now.
-func (e *clockEnv) heartbeat(a *db.Agent) {
+func (e *clockEnv) heartbeat(a *axtype.Agent) {
 	e.t.Helper()
 	ready := true
-	res, err := e.broker.Heartbeat(context.Background(), a.ID, nil, &db.AgentLoad{Ready: &ready})
+	res, err := e.broker.Heartbeat(context.Background(), a.ID, nil, &axtype.AgentLoad{Ready: &ready})
 	require.NoError(e.t, err)
-	a.State, a.Ready = db.AgentState(res.State), true
+	a.State, a.Ready = axtype.AgentState(res.State), true
 }
 
 // lease asks once, without waiting, for agent's tasks.
-func (e *clockEnv) lease(a *db.Agent) []*db.LeasedTask {
+func (e *clockEnv) lease(a *axtype.Agent) []*axtype.LeasedTask {
 	e.t.Helper()
 	tasks, err := e.broker.Lease(context.Background(), a, 10, 0)
 	require.NoError(e.t, err)

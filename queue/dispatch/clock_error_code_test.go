@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 )
@@ -33,7 +35,7 @@ func TestReaperErrorCodes(t *testing.T) {
 	e.sweep()
 	state, _ := e.task(lost.ID)
 	require.Equal(t, "pending", state)
-	require.Equal(t, db.ErrorCodeLost, errorCode(lost.ID))
+	require.Equal(t, axtype.ErrorCodeLost, errorCode(lost.ID))
 
 	slow := e.trigger(1, 0)
 	_, err := e.pool.Exec(ctx, "UPDATE ax.task SET timeout_seconds = 10 WHERE id = $1", slow.ID)
@@ -47,9 +49,9 @@ func TestReaperErrorCodes(t *testing.T) {
 	require.NoError(t, reaper.Sweep(ctx))
 	state, _ = e.task(slow.ID)
 	require.Equal(t, "timed_out", state)
-	require.Equal(t, db.ErrorCodeTimeout, errorCode(slow.ID))
+	require.Equal(t, axtype.ErrorCodeTimeout, errorCode(slow.ID))
 	var counted dto.Metric
-	require.NoError(t, m.TaskResults.With(string(db.TaskTimedOut), db.ErrorCodeTimeout).Write(&counted))
+	require.NoError(t, m.TaskResults.With(string(axtype.TaskTimedOut), axtype.ErrorCodeTimeout).Write(&counted))
 	require.Equal(t, float64(1), counted.GetCounter().GetValue())
 
 	lapsed := e.trigger(2, 0)
@@ -60,7 +62,7 @@ func TestReaperErrorCodes(t *testing.T) {
 	require.NoError(t, reaper.Sweep(ctx))
 	state, _ = e.task(lapsed.ID)
 	require.Equal(t, "pending", state)
-	require.Equal(t, db.ErrorCodeLeaseExpired, errorCode(lapsed.ID))
+	require.Equal(t, axtype.ErrorCodeLeaseExpired, errorCode(lapsed.ID))
 }
 
 // The database holds every writer to the error code's form, whatever the
@@ -72,17 +74,17 @@ func TestDatabaseRefusesBadErrorCode(t *testing.T) {
 	a := e.agent("a1")
 	leased := e.lease(a)
 	require.Len(t, leased, 1)
-	ref := db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
+	ref := axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
 	_, err := e.broker.Complete(context.Background(), a.ID,
-		[]db.TaskResult{{TaskRef: ref, State: db.TaskFailed, Error: "x", ErrorCode: "Not A Code"}})
+		[]axtype.TaskResult{{TaskRef: ref, State: axtype.TaskFailed, Error: "x", ErrorCode: "Not A Code"}})
 	require.ErrorContains(t, err, "task_error_code_format")
 	state, _ := e.task(task.ID)
 	require.Equal(t, "leased", state)
 
 	done, err := e.broker.Complete(context.Background(), a.ID,
-		[]db.TaskResult{{TaskRef: ref, State: db.TaskFailed, Error: "x", ErrorCode: "exit_3"}})
+		[]axtype.TaskResult{{TaskRef: ref, State: axtype.TaskFailed, Error: "x", ErrorCode: "exit_3"}})
 	require.NoError(t, err)
-	require.Equal(t, []db.CompletedTask{{ID: task.ID, ExecutionID: task.ExecutionID, State: db.TaskFailed,
+	require.Equal(t, []axtype.CompletedTask{{ID: task.ID, ExecutionID: task.ExecutionID, State: axtype.TaskFailed,
 		ErrorCode: "exit_3", Finalized: true}}, done)
 }
 
@@ -96,18 +98,18 @@ func TestCancelledRetryDropsItsErrorCode(t *testing.T) {
 	a := e.agent("a1")
 	leased := e.lease(a)
 	require.Len(t, leased, 1)
-	_, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task.ID, Token: leased[0].LeaseToken},
-		State: db.TaskFailed, Error: "exit code 3", ErrorCode: "exit_3"}})
+	_, err := e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task.ID, Token: leased[0].LeaseToken},
+		State: axtype.TaskFailed, Error: "exit code 3", ErrorCode: "exit_3"}})
 	require.NoError(t, err)
 	tasks, err := db.TaskListByExecution(ctx, e.pool, task.ExecutionID)
 	require.NoError(t, err)
-	require.Equal(t, db.TaskPending, tasks[0].State)
+	require.Equal(t, axtype.TaskPending, tasks[0].State)
 	require.Equal(t, "exit_3", tasks[0].ErrorCode, "the waiting retry shows why the last attempt failed")
 
 	_, err = e.execs.Cancel(ctx, task.ExecutionID, "no longer needed")
 	require.NoError(t, err)
 	tasks, err = db.TaskListByExecution(ctx, e.pool, task.ExecutionID)
 	require.NoError(t, err)
-	require.Equal(t, db.TaskCancelled, tasks[0].State)
+	require.Equal(t, axtype.TaskCancelled, tasks[0].State)
 	require.Empty(t, tasks[0].ErrorCode)
 }

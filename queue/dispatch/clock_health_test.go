@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -20,7 +22,7 @@ import (
 
 // beat heartbeats agent a through broker at the clock's now with the load
 // given and returns the agent's smoothed load afterwards.
-func (e *clockEnv) beat(broker *dispatch.LeaseBroker, a *db.Agent, load db.AgentLoad) float64 {
+func (e *clockEnv) beat(broker *dispatch.LeaseBroker, a *axtype.Agent, load axtype.AgentLoad) float64 {
 	e.t.Helper()
 	ctx := context.Background()
 	ready := true
@@ -42,17 +44,17 @@ func TestLoadSmoothedOverThreeMinutes(t *testing.T) {
 	e := setupClock(t)
 	require.Equal(t, 3*time.Minute, e.broker.Config().LoadSmoothing, "the default")
 	a := e.agent("smoothed") // capacity 4, heartbeated idle: load 0
-	require.Zero(t, e.beat(e.broker, a, db.AgentLoad{}))
+	require.Zero(t, e.beat(e.broker, a, axtype.AgentLoad{}))
 
 	// A first sample is taken as it is, and it is the busiest dimension.
 	for _, tt := range []struct {
-		load db.AgentLoad
+		load axtype.AgentLoad
 		want float64
 	}{
-		{load: db.AgentLoad{Running: 1, CPU: 0.1, Mem: 0.6}, want: 0.6},
-		{load: db.AgentLoad{Running: 3, CPU: 0.1, Mem: 0.6}, want: 0.75},
-		{load: db.AgentLoad{Running: 1, CPU: 0.9, Mem: 0.6}, want: 0.9},
-		{load: db.AgentLoad{Running: 6}, want: 1.5},
+		{load: axtype.AgentLoad{Running: 1, CPU: 0.1, Mem: 0.6}, want: 0.6},
+		{load: axtype.AgentLoad{Running: 3, CPU: 0.1, Mem: 0.6}, want: 0.75},
+		{load: axtype.AgentLoad{Running: 1, CPU: 0.9, Mem: 0.6}, want: 0.9},
+		{load: axtype.AgentLoad{Running: 6}, want: 1.5},
 	} {
 		_, err := e.pool.Exec(context.Background(), "UPDATE ax.agent SET load_at = NULL WHERE id = $1", a.ID)
 		require.NoError(t, err)
@@ -60,25 +62,25 @@ func TestLoadSmoothedOverThreeMinutes(t *testing.T) {
 	}
 	_, err := e.pool.Exec(context.Background(), "UPDATE ax.agent SET load_at = NULL WHERE id = $1", a.ID)
 	require.NoError(t, err)
-	require.Zero(t, e.beat(e.broker, a, db.AgentLoad{}))
+	require.Zero(t, e.beat(e.broker, a, axtype.AgentLoad{}))
 
 	// One hot heartbeat after 10 s: a spike barely moves the load.
 	e.clock.Advance(10 * time.Second)
-	spike := e.beat(e.broker, a, db.AgentLoad{CPU: 1})
+	spike := e.beat(e.broker, a, axtype.AgentLoad{CPU: 1})
 	require.InDelta(t, 1-math.Exp(-10.0/180), spike, 1e-3)
 	require.Less(t, spike, 0.1)
 
 	// CPU held at 1 for 3 minutes in all, heartbeats unevenly spaced.
 	for _, step := range []time.Duration{5 * time.Second, 40 * time.Second, 25 * time.Second, 100 * time.Second} {
 		e.clock.Advance(step)
-		e.beat(e.broker, a, db.AgentLoad{CPU: 1})
+		e.beat(e.broker, a, axtype.AgentLoad{CPU: 1})
 	}
-	require.InDelta(t, 1-math.Exp(-1), e.beat(e.broker, a, db.AgentLoad{CPU: 1}), 2e-3,
+	require.InDelta(t, 1-math.Exp(-1), e.beat(e.broker, a, axtype.AgentLoad{CPU: 1}), 2e-3,
 		"after one smoothing time at 1: 1 - 1/e")
 
 	// Idle again for 3 minutes: back down by the same factor.
 	e.clock.Advance(3 * time.Minute)
-	require.InDelta(t, (1-math.Exp(-1))*math.Exp(-1), e.beat(e.broker, a, db.AgentLoad{}), 2e-3)
+	require.InDelta(t, (1-math.Exp(-1))*math.Exp(-1), e.beat(e.broker, a, axtype.AgentLoad{}), 2e-3)
 }
 
 // AgentConfig.LoadSmoothing sets the smoothing time: with one minute, three
@@ -92,9 +94,9 @@ func TestLoadSmoothingConfigurable(t *testing.T) {
 	a := e.agent("quick")
 	for range 6 {
 		e.clock.Advance(30 * time.Second)
-		e.beat(broker, a, db.AgentLoad{CPU: 1})
+		e.beat(broker, a, axtype.AgentLoad{CPU: 1})
 	}
-	require.InDelta(t, 1-math.Exp(-3), e.beat(broker, a, db.AgentLoad{CPU: 1}), 2e-3)
+	require.InDelta(t, 1-math.Exp(-3), e.beat(broker, a, axtype.AgentLoad{CPU: 1}), 2e-3)
 }
 
 // load_aware reads the smoothed load: a key stays on its owner through a
@@ -105,11 +107,11 @@ func TestLoadAwareMovesOnlyOnLastingLoad(t *testing.T) {
 	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Clock: e.clock, Refresh: time.Nanosecond}, nil, nil)
 	require.NoError(t, err)
 	e.execs = e.execs.WithRouter(router)
-	agents := []*db.Agent{e.agent("a1"), e.agent("a2")}
+	agents := []*axtype.Agent{e.agent("a1"), e.agent("a2")}
 	job := e.job(1, 0)
 	setRouteKey(t, e, job.ID, "load_aware", "customer-7")
 	owner := preferredOf(t, e, e.fire(job).ID)
-	var hot, cool *db.Agent
+	var hot, cool *axtype.Agent
 	for _, a := range agents {
 		if a.ID == owner {
 			hot = a
@@ -120,14 +122,14 @@ func TestLoadAwareMovesOnlyOnLastingLoad(t *testing.T) {
 	require.NotNil(t, hot)
 
 	e.clock.Advance(5 * time.Second)
-	e.beat(e.broker, cool, db.AgentLoad{})
-	e.beat(e.broker, hot, db.AgentLoad{CPU: 1})
+	e.beat(e.broker, cool, axtype.AgentLoad{})
+	e.beat(e.broker, hot, axtype.AgentLoad{CPU: 1})
 	require.Equal(t, owner, preferredOf(t, e, e.fire(job).ID), "a spike does not move the key")
 
 	for range 12 { // 6 minutes at full CPU: load 1 - e^-2 > 0.8
 		e.clock.Advance(30 * time.Second)
-		e.beat(e.broker, cool, db.AgentLoad{})
-		e.beat(e.broker, hot, db.AgentLoad{CPU: 1})
+		e.beat(e.broker, cool, axtype.AgentLoad{})
+		e.beat(e.broker, hot, axtype.AgentLoad{CPU: 1})
 	}
 	require.Equal(t, cool.ID, preferredOf(t, e, e.fire(job).ID), "a lasting load moves the key")
 }
@@ -150,15 +152,15 @@ func preferredOf(t *testing.T, e *clockEnv, taskID uuid.UUID) uuid.UUID {
 
 // succeed runs one task of job on agent a and records it as a success
 // that ended ago before the database's now and lasted took.
-func (e *clockEnv) succeed(job *db.Job, a *db.Agent, ago, took time.Duration) {
+func (e *clockEnv) succeed(job *axtype.Job, a *axtype.Agent, ago, took time.Duration) {
 	e.t.Helper()
 	ctx := context.Background()
 	task := e.fire(job)
 	leased := e.lease(a)
 	require.Len(e.t, leased, 1)
 	require.Equal(e.t, task.ID, leased[0].ID)
-	_, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task.ID, Token: leased[0].LeaseToken},
-		State: db.TaskSucceeded}})
+	_, err := e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task.ID, Token: leased[0].LeaseToken},
+		State: axtype.TaskSucceeded}})
 	require.NoError(e.t, err)
 	// The run is in history now; what routing reads is the success's
 	// event: when it was and how long it took.
@@ -187,7 +189,7 @@ func TestLeastActiveDurationWindow(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		window time.Duration
-		want   *db.Agent
+		want   *axtype.Agent
 	}{
 		{name: "default hour", want: steady},
 		{name: "ten minutes", window: 10 * time.Minute, want: quick},
@@ -210,20 +212,20 @@ func TestLeastActiveDurationWindow(t *testing.T) {
 
 // report runs one task of job on agent a and reports it with state and
 // error text msg.
-func (e *clockEnv) report(job *db.Job, a *db.Agent, state db.TaskState, msg string) {
+func (e *clockEnv) report(job *axtype.Job, a *axtype.Agent, state axtype.TaskState, msg string) {
 	e.t.Helper()
 	e.reportCode(job, a, state, msg, "")
 }
 
 // reportCode is report with an error code.
-func (e *clockEnv) reportCode(job *db.Job, a *db.Agent, state db.TaskState, msg, code string) {
+func (e *clockEnv) reportCode(job *axtype.Job, a *axtype.Agent, state axtype.TaskState, msg, code string) {
 	e.t.Helper()
 	task := e.fire(job)
 	leased := e.lease(a)
 	require.Len(e.t, leased, 1)
 	require.Equal(e.t, task.ID, leased[0].ID)
-	_, err := e.broker.Complete(context.Background(), a.ID, []db.TaskResult{{
-		TaskRef: db.TaskRef{ID: task.ID, Token: leased[0].LeaseToken}, State: state, Error: msg, ErrorCode: code}})
+	_, err := e.broker.Complete(context.Background(), a.ID, []axtype.TaskResult{{
+		TaskRef: axtype.TaskRef{ID: task.ID, Token: leased[0].LeaseToken}, State: state, Error: msg, ErrorCode: code}})
 	require.NoError(e.t, err)
 }
 
@@ -237,29 +239,29 @@ func TestQuarantineOnErrorShare(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		codes []string
-		want  map[string]db.AgentState
+		want  map[string]axtype.AgentState
 	}{
 		{name: "codes", codes: []string{"enospc", "signal_killed"},
-			want: map[string]db.AgentState{"disk-full": db.AgentQuarantined, "job-bug": db.AgentActive, "fine": db.AgentActive}},
+			want: map[string]axtype.AgentState{"disk-full": axtype.AgentQuarantined, "job-bug": axtype.AgentActive, "fine": axtype.AgentActive}},
 		{name: "every failure",
-			want: map[string]db.AgentState{"disk-full": db.AgentQuarantined, "job-bug": db.AgentQuarantined, "fine": db.AgentActive}},
+			want: map[string]axtype.AgentState{"disk-full": axtype.AgentQuarantined, "job-bug": axtype.AgentQuarantined, "fine": axtype.AgentActive}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := setupClock(t)
 			reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Clock: e.clock,
-				Quarantine: db.QuarantinePolicy{ErrorShare: 0.3, ErrorCodes: tt.codes}})
+				Quarantine: axtype.QuarantinePolicy{ErrorShare: 0.3, ErrorCodes: tt.codes}})
 			job := e.job(1, 0)
-			agents := map[string]*db.Agent{}
+			agents := map[string]*axtype.Agent{}
 			errs := map[string]string{"disk-full": "enospc", "job-bug": "exit_1", "fine": ""}
 			for name, code := range errs {
 				a := e.agent(name)
 				agents[name] = a
 				for i := range 10 {
 					if i < 3 && code != "" {
-						e.reportCode(job, a, db.TaskFailed, "write /data/out: failed", code)
+						e.reportCode(job, a, axtype.TaskFailed, "write /data/out: failed", code)
 					} else {
-						e.report(job, a, db.TaskSucceeded, "")
+						e.report(job, a, axtype.TaskSucceeded, "")
 					}
 				}
 			}
@@ -276,15 +278,15 @@ func TestQuarantineOnErrorShare(t *testing.T) {
 			a, job2 := e2.agent("disk-full"), e2.job(1, 0)
 			for i := range 10 {
 				if i < 3 {
-					e2.reportCode(job2, a, db.TaskFailed, "write /data/out: failed", errs["disk-full"])
+					e2.reportCode(job2, a, axtype.TaskFailed, "write /data/out: failed", errs["disk-full"])
 				} else {
-					e2.report(job2, a, db.TaskSucceeded, "")
+					e2.report(job2, a, axtype.TaskSucceeded, "")
 				}
 			}
 			require.NoError(t, plain.Sweep(context.Background()))
 			got, err := db.AgentGetByID(context.Background(), e2.pool, a.ID)
 			require.NoError(t, err)
-			require.Equal(t, db.AgentActive, got.State, "without an error share, 30% failures is under the 50% rate")
+			require.Equal(t, axtype.AgentActive, got.State, "without an error share, 30% failures is under the 50% rate")
 		})
 	}
 }
@@ -297,19 +299,19 @@ func TestQuarantineCountsTheNewestSample(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		sample int
-		want   db.AgentState
-	}{{sample: 0, want: db.AgentQuarantined}, {sample: 6, want: db.AgentActive}} {
+		want   axtype.AgentState
+	}{{sample: 0, want: axtype.AgentQuarantined}, {sample: 6, want: axtype.AgentActive}} {
 		t.Run(fmt.Sprintf("sample %d", tt.sample), func(t *testing.T) {
 			t.Parallel()
 			e := setupClock(t)
 			reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Clock: e.clock,
-				Quarantine: db.QuarantinePolicy{Sample: tt.sample}})
+				Quarantine: axtype.QuarantinePolicy{Sample: tt.sample}})
 			a, job := e.agent("recovered"), e.job(1, 0)
 			for i := range 14 {
 				if i < 8 {
-					e.reportCode(job, a, db.TaskFailed, "exit status 1", "exit_1")
+					e.reportCode(job, a, axtype.TaskFailed, "exit status 1", "exit_1")
 				} else {
-					e.report(job, a, db.TaskSucceeded, "")
+					e.report(job, a, axtype.TaskSucceeded, "")
 				}
 			}
 			require.NoError(t, reaper.Sweep(context.Background()))
@@ -332,19 +334,19 @@ func TestHealthIsCheckedOncePerHealthEvery(t *testing.T) {
 	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Clock: e.clock, HealthEvery: time.Minute,
 		OfflineAfter: time.Hour})
 	a, job := e.agent("failing"), e.job(1, 0)
-	state := func() db.AgentState {
+	state := func() axtype.AgentState {
 		got, err := db.AgentGetByID(context.Background(), e.pool, a.ID)
 		require.NoError(t, err)
 		return got.State
 	}
 	require.NoError(t, reaper.Sweep(context.Background()), "a first sweep checks")
 	for range 10 {
-		e.reportCode(job, a, db.TaskFailed, "exit status 1", "exit_1")
+		e.reportCode(job, a, axtype.TaskFailed, "exit status 1", "exit_1")
 	}
 	e.clock.Advance(30 * time.Second)
 	require.NoError(t, reaper.Sweep(context.Background()))
-	require.Equal(t, db.AgentActive, state(), "30 s after the last check: not judged yet")
+	require.Equal(t, axtype.AgentActive, state(), "30 s after the last check: not judged yet")
 	e.clock.Advance(30 * time.Second)
 	require.NoError(t, reaper.Sweep(context.Background()))
-	require.Equal(t, db.AgentQuarantined, state(), "a minute after it: judged")
+	require.Equal(t, axtype.AgentQuarantined, state(), "a minute after it: judged")
 }

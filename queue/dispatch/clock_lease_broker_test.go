@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // A task routed to one agent is another's only after the steal delay, by
@@ -50,11 +50,11 @@ func TestFailedTaskRetriedAfterBackoffByTheClock(t *testing.T) {
 	leased := e.lease(a)
 	require.Len(t, leased, 1)
 	e.clock.Advance(20 * time.Second) // the attempt ran a while: the backoff counts from its end
-	done, err := e.broker.Complete(context.Background(), a.ID, []db.TaskResult{{
-		TaskRef: db.TaskRef{ID: task.ID, Token: leased[0].LeaseToken}, State: "failed", Error: "exit 1"}})
+	done, err := e.broker.Complete(context.Background(), a.ID, []axtype.TaskResult{{
+		TaskRef: axtype.TaskRef{ID: task.ID, Token: leased[0].LeaseToken}, State: "failed", Error: "exit 1"}})
 	require.NoError(t, err)
 	require.Len(t, done, 1)
-	require.Equal(t, db.TaskState("pending"), done[0].State)
+	require.Equal(t, axtype.TaskState("pending"), done[0].State)
 
 	e.clock.Advance(time.Minute - 5*time.Second)
 	e.heartbeat(a)

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 )
@@ -36,7 +36,7 @@ func TestReaperReapsLeaseOnlyAfterExpiry(t *testing.T) {
 	state, attempt = e.task(task.ID)
 	require.Equal(t, "pending", state, "reaped once its lease expired")
 	require.Equal(t, 2, attempt, "its agent alive, the expired lease used up an attempt")
-	require.Equal(t, db.AgentState("active"), a.State)
+	require.Equal(t, axtype.AgentState("active"), a.State)
 	require.Empty(t, e.lease(a), "the retry waits for its backoff")
 	e.clock.Advance(time.Minute)
 	e.heartbeat(a)
@@ -52,10 +52,10 @@ func TestHeartbeatRenewsLeaseFromTheClock(t *testing.T) {
 	a := e.agent("a1")
 	leased := e.lease(a)
 	require.Len(t, leased, 1)
-	ref := db.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
+	ref := axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
 
 	e.clock.Advance(e.cfg.Lease - 5*time.Second)
-	res, err := e.broker.Heartbeat(context.Background(), a.ID, []db.TaskRef{ref}, &db.AgentLoad{})
+	res, err := e.broker.Heartbeat(context.Background(), a.ID, []axtype.TaskRef{ref}, &axtype.AgentLoad{})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{ref.ID}, res.Renewed)
 	e.clock.Advance(e.cfg.Lease - 5*time.Second)
@@ -79,23 +79,23 @@ func TestReaperMarksSilentAgentsOffline(t *testing.T) {
 	offlineAfter := 3 * e.broker.Config().HeartbeatInterval
 
 	e.clock.Advance(offlineAfter - 5*time.Second)
-	_, err := e.broker.Heartbeat(context.Background(), alive.ID, nil, &db.AgentLoad{})
+	_, err := e.broker.Heartbeat(context.Background(), alive.ID, nil, &axtype.AgentLoad{})
 	require.NoError(t, err)
 	e.sweep()
-	for _, a := range []*db.Agent{silent, alive} {
+	for _, a := range []*axtype.Agent{silent, alive} {
 		got, err := e.broker.Get(context.Background(), a.ID)
 		require.NoError(t, err)
-		require.Equal(t, db.AgentState("active"), got.State, "%s: not silent long enough yet", a.Name)
+		require.Equal(t, axtype.AgentState("active"), got.State, "%s: not silent long enough yet", a.Name)
 	}
 
 	e.clock.Advance(10 * time.Second)
 	e.sweep()
 	got, err := e.broker.Get(context.Background(), silent.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.AgentState("offline"), got.State)
+	require.Equal(t, axtype.AgentState("offline"), got.State)
 	got, err = e.broker.Get(context.Background(), alive.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.AgentState("active"), got.State, "it heartbeated within the delay")
+	require.Equal(t, axtype.AgentState("active"), got.State, "it heartbeated within the delay")
 }
 
 // A lease lost with its agent (silent for a whole lease, then offline)
@@ -155,18 +155,18 @@ func TestReaperLeavesAnOverdueTaskToItsAgentForTheGrace(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
 	ctx := context.Background()
-	job, err := e.jobs.Create(ctx, e.jobDef("graced", db.TimeoutFixed, 10, 1))
+	job, err := e.jobs.Create(ctx, e.jobDef("graced", axtype.TimeoutFixed, 10, 1))
 	require.NoError(t, err)
 	reported, overdue := e.fire(job), e.fire(job)
 	a := e.agent("a1")
-	refs := map[uuid.UUID]db.TaskRef{}
+	refs := map[uuid.UUID]axtype.TaskRef{}
 	for _, l := range e.lease(a) {
-		refs[l.ID] = db.TaskRef{ID: l.ID, Token: l.LeaseToken}
+		refs[l.ID] = axtype.TaskRef{ID: l.ID, Token: l.LeaseToken}
 	}
 	require.Len(t, refs, 2)
 	beat := func() {
 		t.Helper()
-		res, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{refs[reported.ID], refs[overdue.ID]}, &db.AgentLoad{})
+		res, err := e.broker.Heartbeat(ctx, a.ID, []axtype.TaskRef{refs[reported.ID], refs[overdue.ID]}, &axtype.AgentLoad{})
 		require.NoError(t, err)
 		require.Len(t, res.Renewed, 2, "both leases are renewed")
 	}
@@ -179,8 +179,8 @@ func TestReaperLeavesAnOverdueTaskToItsAgentForTheGrace(t *testing.T) {
 		state, _ := e.task(id)
 		require.Equal(t, "running", state, "within the grace past its 10 s timeout")
 	}
-	done, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: refs[reported.ID], State: db.TaskTimedOut,
-		Error: "timed out after 10 s", ErrorCode: db.ErrorCodeTimeout}})
+	done, err := e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: refs[reported.ID], State: axtype.TaskTimedOut,
+		Error: "timed out after 10 s", ErrorCode: axtype.ErrorCodeTimeout}})
 	require.NoError(t, err)
 	require.Len(t, done, 1, "the agent's own report is taken")
 	state, _ := e.task(reported.ID)

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
@@ -76,7 +78,7 @@ func (c AgentConfig) withDefaults() AgentConfig {
 	c.StarveAfter = cmp.Or(c.StarveAfter, 5*time.Minute)
 	c.MaxTaskLogBytes = cmp.Or(c.MaxTaskLogBytes, DefaultMaxTaskLogBytes)
 	c.IdleRecheck = cmp.Or(c.IdleRecheck, 25*time.Second)
-	c.LoadSmoothing = cmp.Or(c.LoadSmoothing, db.DefaultLoadSmoothing)
+	c.LoadSmoothing = cmp.Or(c.LoadSmoothing, axtype.DefaultLoadSmoothing)
 	return c
 }
 
@@ -93,12 +95,12 @@ type LeaseBroker struct {
 	cfg      AgentConfig
 	logger   *slog.Logger
 	metrics  *metrics.Metrics
-	outbox   *delivery.Outbox                           // enqueues callbacks of executions results end; nil: none
-	clock    *clock.Clock                               // nil: the database's now()
-	classes  *RateClasses                               // admission: tokens before a lease
-	outlooks *outlooks                                  // the waiting polls' checks, read together
-	leases   *batches[db.LeaseAgent, []*db.LeasedTask]  // the due polls' leases, taken together
-	results  *batches[agentResults, []db.CompletedTask] // the agents' results, recorded together
+	outbox   *delivery.Outbox                                  // enqueues callbacks of executions results end; nil: none
+	clock    *clock.Clock                                      // nil: the database's now()
+	classes  *RateClasses                                      // admission: tokens before a lease
+	outlooks *outlooks                                         // the waiting polls' checks, read together
+	leases   *batches[axtype.LeaseAgent, []*axtype.LeasedTask] // the due polls' leases, taken together
+	results  *batches[agentResults, []axtype.CompletedTask]    // the agents' results, recorded together
 }
 
 // NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
@@ -112,11 +114,11 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	}
 	s := &LeaseBroker{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m,
 		classes: NewRateClasses(pool, logger)}
-	s.outlooks = &outlooks{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*db.LeaseOutlook, error) {
+	s.outlooks = &outlooks{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
 		return db.TaskNextLeasable(ctx, s.pool, agentIDs, s.cfg.StealAfter, s.clock.Now())
 	}}
-	s.leases = &batches[db.LeaseAgent, []*db.LeasedTask]{run: s.serveLeases}
-	s.results = &batches[agentResults, []db.CompletedTask]{run: s.serveResults, split: oneReportPerTask}
+	s.leases = &batches[axtype.LeaseAgent, []*axtype.LeasedTask]{run: s.serveLeases}
+	s.results = &batches[agentResults, []axtype.CompletedTask]{run: s.serveResults, split: oneReportPerTask}
 	return s
 }
 
@@ -124,7 +126,7 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 func (s *LeaseBroker) Config() AgentConfig { return s.cfg }
 
 // Register stores an agent bound to the API key it will use.
-func (s *LeaseBroker) Register(ctx context.Context, a *db.Agent) (*db.Agent, error) {
+func (s *LeaseBroker) Register(ctx context.Context, a *axtype.Agent) (*axtype.Agent, error) {
 	if a.ID == uuid.Nil {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -142,12 +144,12 @@ func (s *LeaseBroker) Register(ctx context.Context, a *db.Agent) (*db.Agent, err
 }
 
 // Get returns an agent.
-func (s *LeaseBroker) Get(ctx context.Context, id uuid.UUID) (*db.Agent, error) {
+func (s *LeaseBroker) Get(ctx context.Context, id uuid.UUID) (*axtype.Agent, error) {
 	return db.AgentGetByID(ctx, s.pool, id)
 }
 
 // List returns every agent.
-func (s *LeaseBroker) List(ctx context.Context) ([]*db.Agent, error) {
+func (s *LeaseBroker) List(ctx context.Context) ([]*axtype.Agent, error) {
 	return db.AgentList(ctx, s.pool, s.cfg.RecordWindow)
 }
 
@@ -159,8 +161,8 @@ func (s *LeaseBroker) List(ctx context.Context) ([]*db.Agent, error) {
 // IdleRecheck. Tasks it may not take (other labels, below a class floor,
 // pinned elsewhere) never wake it. An agent that is not ready gets
 // nothing; a quarantined one gets a single probe task every ProbeEvery.
-func (s *LeaseBroker) Lease(ctx context.Context, agent *db.Agent, limit int, wait time.Duration) ([]*db.LeasedTask, error) {
-	if agent.State != db.AgentActive && agent.State != db.AgentQuarantined {
+func (s *LeaseBroker) Lease(ctx context.Context, agent *axtype.Agent, limit int, wait time.Duration) ([]*axtype.LeasedTask, error) {
+	if agent.State != axtype.AgentActive && agent.State != axtype.AgentQuarantined {
 		return nil, fmt.Errorf("%w: it is %s", ErrAgentNotActive, agent.State)
 	}
 	var w leaseWaiter
@@ -193,10 +195,10 @@ func (s *LeaseBroker) Lease(ctx context.Context, agent *db.Agent, limit int, wai
 // secrets: the agent signs their requests as ax serve does. The tasks are
 // leased already; should the read fail, they go without (the agent then
 // fails their attempt, "the request cannot be signed", and it is retried).
-func (s *LeaseBroker) attachSecrets(ctx context.Context, tasks []*db.LeasedTask) {
+func (s *LeaseBroker) attachSecrets(ctx context.Context, tasks []*axtype.LeasedTask) {
 	var jobs []uuid.UUID
 	for _, t := range tasks {
-		if t.ExecutorKind == db.ExecutorHTTP && !slices.Contains(jobs, t.JobID) {
+		if t.ExecutorKind == axtype.ExecutorHTTP && !slices.Contains(jobs, t.JobID) {
 			jobs = append(jobs, t.JobID)
 		}
 	}
@@ -230,7 +232,7 @@ func (w *leaseWaiter) sleep(ctx context.Context, d time.Duration) {
 // counts leases that found nothing right after a check said one was due
 // (another agent was faster, or a cap held it back): the first retry is
 // at once, later ones back off, so a disagreement never spins.
-func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadline time.Time, w *leaseWaiter, misses int) (bool, error) {
+func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *axtype.Agent, deadline time.Time, w *leaseWaiter, misses int) (bool, error) {
 	if misses > 0 {
 		w.sleep(ctx, min(time.Millisecond<<min(misses, 10), s.cfg.IdleRecheck, time.Until(deadline)))
 	}
@@ -239,7 +241,7 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 			return false, nil
 		}
 		o, err := s.outlooks.get(ctx, agent.ID)
-		if errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, axtype.ErrNotFound) {
 			return false, nil // gone while waiting
 		}
 		if err != nil {
@@ -248,11 +250,11 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 		agent.State, agent.Ready = o.State, o.Ready
 		next := o.Next
 		switch {
-		case agent.State != db.AgentActive && agent.State != db.AgentQuarantined:
+		case agent.State != axtype.AgentActive && agent.State != axtype.AgentQuarantined:
 			return false, nil // drained or offline while waiting
 		case !agent.Ready:
 			next = time.Second // readiness comes with a heartbeat, which does not notify
-		case agent.State == db.AgentQuarantined:
+		case agent.State == axtype.AgentQuarantined:
 			// Its probe turn (leaseProbe) comes every ProbeEvery at most.
 			w.sleep(ctx, min(s.cfg.ProbeEvery, time.Until(deadline)))
 			return time.Until(deadline) > 0 && ctx.Err() == nil, nil
@@ -266,8 +268,8 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *db.Agent, deadlin
 
 // leaseOnce tries one lease for agent: in the next coalesced batch
 // (batches), or its probe turn when it is quarantined.
-func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int) ([]*db.LeasedTask, error) {
-	if agent.State == db.AgentQuarantined {
+func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *axtype.Agent, limit int) ([]*axtype.LeasedTask, error) {
+	if agent.State == axtype.AgentQuarantined {
 		tasks, err := s.leaseProbe(ctx, agent)
 		if err != nil || len(tasks) == 0 {
 			return nil, err
@@ -291,10 +293,10 @@ func (s *LeaseBroker) leaseOnce(ctx context.Context, agent *db.Agent, limit int)
 
 // handBack releases tasks leased for a poll that ended before it could
 // answer, so that they wait for no lease to expire.
-func (s *LeaseBroker) handBack(ctx context.Context, agent *db.Agent, tasks []*db.LeasedTask) {
-	refs := make([]db.TaskRef, len(tasks))
+func (s *LeaseBroker) handBack(ctx context.Context, agent *axtype.Agent, tasks []*axtype.LeasedTask) {
+	refs := make([]axtype.TaskRef, len(tasks))
 	for i, t := range tasks {
-		refs[i] = db.TaskRef{ID: t.ID, Token: t.LeaseToken}
+		refs[i] = axtype.TaskRef{ID: t.ID, Token: t.LeaseToken}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
@@ -306,19 +308,19 @@ func (s *LeaseBroker) handBack(ctx context.Context, agent *db.Agent, tasks []*db
 
 // leaseAgent asks for up to limit tasks agent may run: of its labels
 // and executor kinds (and targeted, when its key bound its labels).
-func leaseAgent(agent *db.Agent, limit int) db.LeaseAgent {
-	return db.LeaseAgent{ID: agent.ID, Labels: agent.Labels, Executors: agent.Executors,
+func leaseAgent(agent *axtype.Agent, limit int) axtype.LeaseAgent {
+	return axtype.LeaseAgent{ID: agent.ID, Labels: agent.Labels, Executors: agent.Executors,
 		LabelBound: agent.LabelBound, Max: limit}
 }
 
 // leaseBatch is a batch of asks under the broker's settings.
-func (s *LeaseBroker) leaseBatch(asks ...db.LeaseAgent) *db.TaskLeaseBatch {
+func (s *LeaseBroker) leaseBatch(asks ...axtype.LeaseAgent) *db.TaskLeaseBatch {
 	return &db.TaskLeaseBatch{Agents: asks, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter,
 		StarveAfter: s.cfg.StarveAfter, Now: s.clock.Now()}
 }
 
 // serveLeases leases for a coalesced batch of asks and answers each.
-func (s *LeaseBroker) serveLeases(ctx context.Context, asks []*batchAsk[db.LeaseAgent, []*db.LeasedTask]) {
+func (s *LeaseBroker) serveLeases(ctx context.Context, asks []*batchAsk[axtype.LeaseAgent, []*axtype.LeasedTask]) {
 	batch := s.leaseBatch()
 	for _, a := range asks {
 		batch.Agents = append(batch.Agents, a.q)
@@ -336,7 +338,7 @@ func (s *LeaseBroker) serveLeases(ctx context.Context, asks []*batchAsk[db.Lease
 // lease takes tokens of the rate classes that have tasks waiting (see
 // RateClasses.admit), leases with e within those grants, and gives back
 // the tokens it did not use.
-func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *db.TaskLeaseBatch) ([][]*db.LeasedTask, error) {
+func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *db.TaskLeaseBatch) ([][]*axtype.LeasedTask, error) {
 	total := 0
 	for _, a := range batch.Agents {
 		total += a.Max
@@ -358,8 +360,8 @@ var errNoProbeTask = errors.New("no task for the probe")
 // come. The turn is used up only when a task was leased (both in one
 // transaction), so a healthy agent winning the task does not make the
 // quarantined one wait another ProbeEvery.
-func (s *LeaseBroker) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.LeasedTask, error) {
-	tasks, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]*db.LeasedTask, error) {
+func (s *LeaseBroker) leaseProbe(ctx context.Context, agent *axtype.Agent) ([]*axtype.LeasedTask, error) {
+	tasks, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]*axtype.LeasedTask, error) {
 		due, err := db.AgentTakeProbe(ctx, tx, agent.ID, s.cfg.ProbeEvery)
 		if err != nil || !due {
 			return nil, err
@@ -379,7 +381,7 @@ func (s *LeaseBroker) leaseProbe(ctx context.Context, agent *db.Agent) ([]*db.Le
 	return tasks, err
 }
 
-func (s *LeaseBroker) logLeases(ctx context.Context, agent *db.Agent, tasks []*db.LeasedTask) {
+func (s *LeaseBroker) logLeases(ctx context.Context, agent *axtype.Agent, tasks []*axtype.LeasedTask) {
 	id := agent.ID.String()
 	for _, t := range tasks {
 		how := "routed"
@@ -403,7 +405,7 @@ type HeartbeatResult struct {
 
 // Heartbeat renews every lease the agent lists (and still holds), records
 // its load, and says which tasks are lost or must stop.
-func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef, load *db.AgentLoad) (*HeartbeatResult, error) {
+func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []axtype.TaskRef, load *axtype.AgentLoad) (*HeartbeatResult, error) {
 	res := &HeartbeatResult{LeaseExpiresAt: time.Now().Add(s.cfg.Lease)}
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -446,18 +448,18 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []d
 // changed nothing. An HTTP task reported as ResultAccepted (its target
 // answered 202) is handed to its target and returned as running. Results
 // that agents report at the same time are recorded together (batches).
-func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []db.TaskResult) ([]db.CompletedTask, error) {
+func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []axtype.TaskResult) ([]axtype.CompletedTask, error) {
 	done, err := s.results.do(ctx, agentResults{agentID: agentID, results: results})
 	if err != nil {
 		return nil, err
 	}
 	for _, d := range done {
 		switch d.State {
-		case db.TaskRunning: // no result yet
+		case axtype.TaskRunning: // no result yet
 			s.logger.InfoContext(ctx, "http task handed to its target (202): its result is awaited", "agent_id", agentID,
 				"task_id", d.ID, "execution_id", d.ExecutionID)
 			continue
-		case db.TaskPending:
+		case axtype.TaskPending:
 			// The attempt failed and the task waits for its next one: not
 			// a completion. The run's end is logged once, when it ends.
 			s.metrics.Retries.Inc()
@@ -478,17 +480,17 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 // agentResults are one Complete call's results.
 type agentResults struct {
 	agentID uuid.UUID
-	results []db.TaskResult
+	results []axtype.TaskResult
 }
 
 // oneReportPerTask leaves for a later batch the calls that report a task
 // an earlier call of the batch reports too: of a task's results in one
 // statement only the first is read, and it could be the one of an agent
 // that no longer holds the lease.
-func oneReportPerTask(waiting []*batchAsk[agentResults, []db.CompletedTask]) (now, later []*batchAsk[agentResults, []db.CompletedTask]) {
+func oneReportPerTask(waiting []*batchAsk[agentResults, []axtype.CompletedTask]) (now, later []*batchAsk[agentResults, []axtype.CompletedTask]) {
 	reported := map[uuid.UUID]bool{}
 	for _, a := range waiting {
-		if slices.ContainsFunc(a.q.results, func(r db.TaskResult) bool { return reported[r.ID] }) {
+		if slices.ContainsFunc(a.q.results, func(r axtype.TaskResult) bool { return reported[r.ID] }) {
 			later = append(later, a)
 			continue
 		}
@@ -503,7 +505,7 @@ func oneReportPerTask(waiting []*batchAsk[agentResults, []db.CompletedTask]) (no
 // serveResults records a coalesced batch of calls' results and answers
 // each. Should the batch fail, each call is recorded alone: one agent's
 // results that the database refuses must not fail the others'.
-func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentResults, []db.CompletedTask]) {
+func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentResults, []axtype.CompletedTask]) {
 	calls := make([]agentResults, len(asks))
 	for i, a := range asks {
 		calls[i] = a.q
@@ -531,15 +533,15 @@ func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentRe
 
 // record records the results of calls in one transaction; out[i] are
 // what calls[i] changed.
-func (s *LeaseBroker) record(ctx context.Context, calls []agentResults) ([][]db.CompletedTask, error) {
+func (s *LeaseBroker) record(ctx context.Context, calls []agentResults) ([][]axtype.CompletedTask, error) {
 	size := 0
 	for _, c := range calls {
 		size += len(c.results)
 	}
-	return db.WithBatchTxV(ctx, s.pool, size, func(tx pgx.Tx) ([][]db.CompletedTask, error) {
-		out := make([][]db.CompletedTask, len(calls))
+	return db.WithBatchTxV(ctx, s.pool, size, func(tx pgx.Tx) ([][]axtype.CompletedTask, error) {
+		out := make([][]axtype.CompletedTask, len(calls))
 		var agents []uuid.UUID
-		var results []db.TaskResult
+		var results []axtype.TaskResult
 		caller := map[uuid.UUID]int{}
 		for i, c := range calls {
 			accepted, rest := splitAccepted(c.results)
@@ -562,11 +564,11 @@ func (s *LeaseBroker) record(ctx context.Context, calls []agentResults) ([][]db.
 			}
 			for _, d := range done {
 				out[caller[d.ID]] = append(out[caller[d.ID]], d)
-				retried = retried || d.State == db.TaskPending
+				retried = retried || d.State == axtype.TaskPending
 			}
 			// Callbacks are due only for executions this call ended (the
 			// periodic flush catches anything else).
-			if slices.ContainsFunc(done, func(d db.CompletedTask) bool { return d.Finalized }) {
+			if slices.ContainsFunc(done, func(d axtype.CompletedTask) bool { return d.Finalized }) {
 				if err := s.outbox.Flush(ctx, tx); err != nil {
 					return nil, err
 				}
@@ -582,10 +584,10 @@ func (s *LeaseBroker) record(ctx context.Context, calls []agentResults) ([][]db.
 // ResultAccepted is the state an agent reports for an HTTP task whose
 // target answered 202: the task is not over, its target posts the result
 // to the completion URL (db.TaskAwaitTarget).
-const ResultAccepted db.TaskState = "accepted"
+const ResultAccepted axtype.TaskState = "accepted"
 
 // splitAccepted separates the 202s from the results proper.
-func splitAccepted(all []db.TaskResult) (accepted []db.TaskRef, results []db.TaskResult) {
+func splitAccepted(all []axtype.TaskResult) (accepted []axtype.TaskRef, results []axtype.TaskResult) {
 	for _, r := range all {
 		if r.State == ResultAccepted {
 			accepted = append(accepted, r.TaskRef)
@@ -599,7 +601,7 @@ func splitAccepted(all []db.TaskResult) (accepted []db.TaskRef, results []db.Tas
 // awaitTargets hands the tasks whose targets answered 202 to them; they
 // come back as running. The agent's lease grace (a lease's length) is
 // how long after the deadline the reaper waits before it times them out.
-func (s *LeaseBroker) awaitTargets(ctx context.Context, tx pgx.Tx, agentID uuid.UUID, refs []db.TaskRef) ([]db.CompletedTask, error) {
+func (s *LeaseBroker) awaitTargets(ctx context.Context, tx pgx.Tx, agentID uuid.UUID, refs []axtype.TaskRef) ([]axtype.CompletedTask, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -608,7 +610,7 @@ func (s *LeaseBroker) awaitTargets(ctx context.Context, tx pgx.Tx, agentID uuid.
 
 // Logs stores log chunks of current leases held by agentID and returns
 // how many of the tasks matched (0: no lease was current and the caller's).
-func (s *LeaseBroker) Logs(ctx context.Context, agentID uuid.UUID, chunks []db.LogChunk) (int, error) {
+func (s *LeaseBroker) Logs(ctx context.Context, agentID uuid.UUID, chunks []axtype.LogChunk) (int, error) {
 	return db.TaskLogAppend(ctx, s.pool, &db.TaskLogAppendParams{AgentID: agentID, Chunks: chunks, MaxBytes: s.cfg.MaxTaskLogBytes,
 		Marker: fmt.Sprintf("output truncated: this task's log reached the server's cap of %d bytes; the rest was dropped",
 			s.cfg.MaxTaskLogBytes)})
@@ -634,7 +636,7 @@ func (s *LeaseBroker) Resume(ctx context.Context, agentID uuid.UUID) error {
 }
 
 // Release hands leases back so other agents take the tasks at once.
-func (s *LeaseBroker) Release(ctx context.Context, agentID uuid.UUID, refs []db.TaskRef) ([]uuid.UUID, error) {
+func (s *LeaseBroker) Release(ctx context.Context, agentID uuid.UUID, refs []axtype.TaskRef) ([]uuid.UUID, error) {
 	return db.WithTxV(ctx, s.pool, func(tx pgx.Tx) ([]uuid.UUID, error) {
 		released, err := db.TaskRelease(ctx, tx, agentID, refs)
 		if err != nil {
@@ -653,16 +655,16 @@ func (s *LeaseBroker) Release(ctx context.Context, agentID uuid.UUID, refs []db.
 // endCancelled ends as cancelled the tasks of refs that Release kept
 // because their run was cancelled: no other agent may start them. The
 // released ones no longer hold their token, so they match nothing here.
-func (s *LeaseBroker) endCancelled(ctx context.Context, tx pgx.Tx, agentID uuid.UUID, refs []db.TaskRef, released int) error {
+func (s *LeaseBroker) endCancelled(ctx context.Context, tx pgx.Tx, agentID uuid.UUID, refs []axtype.TaskRef, released int) error {
 	if released == len(refs) {
 		return nil
 	}
-	results := make([]db.TaskResult, len(refs))
+	results := make([]axtype.TaskResult, len(refs))
 	for i, ref := range refs {
-		results[i] = db.TaskResult{TaskRef: ref, State: db.TaskCancelled, Error: "released by its agent after the run was cancelled"}
+		results[i] = axtype.TaskResult{TaskRef: ref, State: axtype.TaskCancelled, Error: "released by its agent after the run was cancelled"}
 	}
 	done, err := db.TaskCompleteByAgent(ctx, tx, agentID, results, s.clock.Now())
-	if err != nil || !slices.ContainsFunc(done, func(d db.CompletedTask) bool { return d.Finalized }) {
+	if err != nil || !slices.ContainsFunc(done, func(d axtype.CompletedTask) bool { return d.Finalized }) {
 		return err
 	}
 	return s.outbox.Flush(ctx, tx)
@@ -670,7 +672,7 @@ func (s *LeaseBroker) endCancelled(ctx context.Context, tx pgx.Tx, agentID uuid.
 
 // SetState drains or reactivates an agent, or marks it offline when it
 // deregisters.
-func (s *LeaseBroker) SetState(ctx context.Context, agentID uuid.UUID, state db.AgentState) error {
+func (s *LeaseBroker) SetState(ctx context.Context, agentID uuid.UUID, state axtype.AgentState) error {
 	if err := db.AgentSetState(ctx, s.pool, agentID, state); err != nil {
 		return err
 	}

@@ -9,15 +9,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 func TestLeaseHandsEachTaskOnce(t *testing.T) {
 	e := setup(t, nil)
 	const shards = 40
-	e.trigger(e.job(func(j *db.Job) { j.ShardCount = shards }).ID)
-	agents := []*db.Agent{e.agent(nil, nil), e.agent(nil, nil), e.agent(nil, nil)}
+	e.trigger(e.job(func(j *axtype.Job) { j.ShardCount = shards }).ID)
+	agents := []*axtype.Agent{e.agent(nil, nil), e.agent(nil, nil), e.agent(nil, nil)}
 
 	// Two polls per agent at once, each leasing a few tasks at a time
 	// until none is left for it.
@@ -71,24 +71,24 @@ func TestCompleteIsFencedByTokenAndHolder(t *testing.T) {
 	require.Len(t, leased, 1)
 	task, token := leased[0].ID, leased[0].LeaseToken
 
-	done, err := e.broker.Complete(ctx, b.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: token}, State: "succeeded"}})
+	done, err := e.broker.Complete(ctx, b.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task, Token: token}, State: "succeeded"}})
 	require.NoError(t, err)
 	require.Empty(t, done, "another agent's result counts for nothing, even with the current token")
-	done, err = e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: uuid.New()}, State: "succeeded"}})
+	done, err = e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task, Token: uuid.New()}, State: "succeeded"}})
 	require.NoError(t, err)
 	require.Empty(t, done, "a result with a wrong token counts for nothing")
-	require.Equal(t, db.TaskState("leased"), e.task(task).State)
+	require.Equal(t, axtype.TaskState("leased"), e.task(task).State)
 
-	hb, err := e.broker.Heartbeat(ctx, b.ID, []db.TaskRef{{ID: task, Token: token}}, &db.AgentLoad{})
+	hb, err := e.broker.Heartbeat(ctx, b.ID, []axtype.TaskRef{{ID: task, Token: token}}, &axtype.AgentLoad{})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{task}, hb.Lost, "a heartbeat renews only leases the agent holds")
-	hb, err = e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{{ID: task, Token: token}}, &db.AgentLoad{})
+	hb, err = e.broker.Heartbeat(ctx, a.ID, []axtype.TaskRef{{ID: task, Token: token}}, &axtype.AgentLoad{})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{task}, hb.Renewed)
-	require.Equal(t, db.TaskState("running"), e.task(task).State)
+	require.Equal(t, axtype.TaskState("running"), e.task(task).State)
 
 	// A hands the task back; B gets it with a new token.
-	released, err := e.broker.Release(ctx, a.ID, []db.TaskRef{{ID: task, Token: token}})
+	released, err := e.broker.Release(ctx, a.ID, []axtype.TaskRef{{ID: task, Token: token}})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{task}, released)
 	require.Equal(t, 1, e.task(task).Attempt, "a release uses up no attempt")
@@ -107,22 +107,22 @@ func TestCompleteIsFencedByTokenAndHolder(t *testing.T) {
 		{a.ID, newToken, "the former holder with the current token"},
 		{b.ID, token, "the holder with the old token"},
 	} {
-		done, err := e.broker.Complete(ctx, stale.agent, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: stale.token}, State: "failed"}})
+		done, err := e.broker.Complete(ctx, stale.agent, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task, Token: stale.token}, State: "failed"}})
 		require.NoError(t, err)
 		require.Empty(t, done, stale.why)
 	}
-	require.Equal(t, db.TaskState("leased"), e.task(task).State)
+	require.Equal(t, axtype.TaskState("leased"), e.task(task).State)
 	require.Equal(t, b.ID, e.agentOf(task))
-	require.Equal(t, db.ExecutionState("running"), e.execution(exec.ID).State)
+	require.Equal(t, axtype.ExecutionState("running"), e.execution(exec.ID).State)
 
-	done, err = e.broker.Complete(ctx, b.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: newToken}, State: "succeeded"}})
+	done, err = e.broker.Complete(ctx, b.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task, Token: newToken}, State: "succeeded"}})
 	require.NoError(t, err)
-	require.Equal(t, []db.CompletedTask{{ID: task, ExecutionID: exec.ID, State: "succeeded", Finalized: true}}, done)
-	require.Equal(t, db.ExecutionState("succeeded"), e.execution(exec.ID).State)
-	done, err = e.broker.Complete(ctx, b.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: newToken}, State: "failed"}})
+	require.Equal(t, []axtype.CompletedTask{{ID: task, ExecutionID: exec.ID, State: "succeeded", Finalized: true}}, done)
+	require.Equal(t, axtype.ExecutionState("succeeded"), e.execution(exec.ID).State)
+	done, err = e.broker.Complete(ctx, b.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task, Token: newToken}, State: "failed"}})
 	require.NoError(t, err)
 	require.Empty(t, done, "a result counts once")
-	require.Equal(t, db.TaskState("succeeded"), e.task(task).State)
+	require.Equal(t, axtype.TaskState("succeeded"), e.task(task).State)
 }
 
 // TestLeaseGivesADrainedAgentNothing: an operator's drain stops leasing
@@ -132,28 +132,28 @@ func TestLeaseGivesADrainedAgentNothing(t *testing.T) {
 	e := setup(t, nil)
 	ctx := context.Background()
 	exec := e.trigger(e.job(nil).ID)
-	a := e.agent(nil, func(a *db.Agent) { a.RegisteredBy = &e.keyID })
+	a := e.agent(nil, func(a *axtype.Agent) { a.RegisteredBy = &e.keyID })
 	require.NoError(t, e.broker.DrainHold(ctx, a.ID))
 
 	require.Empty(t, e.lease(a, 10), "a lease that read the agent before the drain gets nothing")
 	drained, err := e.broker.Get(ctx, a.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.AgentState("draining"), drained.State)
+	require.Equal(t, axtype.AgentState("draining"), drained.State)
 	_, err = e.broker.Lease(ctx, drained, 10, time.Minute)
 	require.ErrorIs(t, err, dispatch.ErrAgentNotActive)
 
 	// Registering again under the same identity does not lift the drain.
 	require.NoError(t, e.broker.SetState(ctx, a.ID, "offline"))
-	again := e.agent(nil, func(r *db.Agent) { r.Name = a.Name; r.RegisteredBy = &e.keyID })
-	require.Equal(t, db.AgentState("draining"), again.State)
+	again := e.agent(nil, func(r *axtype.Agent) { r.Name = a.Name; r.RegisteredBy = &e.keyID })
+	require.Equal(t, axtype.AgentState("draining"), again.State)
 	_, err = e.broker.Lease(ctx, again, 10, 0)
 	require.ErrorIs(t, err, dispatch.ErrAgentNotActive)
-	require.Equal(t, db.ExecutionState("pending"), e.execution(exec.ID).State)
+	require.Equal(t, axtype.ExecutionState("pending"), e.execution(exec.ID).State)
 
 	require.NoError(t, e.broker.Resume(ctx, again.ID))
 	resumed, err := e.broker.Get(ctx, again.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.AgentState("active"), resumed.State)
+	require.Equal(t, axtype.AgentState("active"), resumed.State)
 	require.Len(t, e.lease(resumed, 10), 1)
 }
 
@@ -165,7 +165,7 @@ func TestLongPollEndsWhenTheAgentIsDrained(t *testing.T) {
 	job := e.job(nil)
 	a := e.agent(nil, nil)
 	since := e.dbNow()
-	got := make(chan []*db.LeasedTask, 1)
+	got := make(chan []*axtype.LeasedTask, 1)
 	go func() {
 		tasks, err := e.broker.Lease(ctx, a, 10, 30*time.Second)
 		if err != nil {
@@ -183,7 +183,7 @@ func TestLongPollEndsWhenTheAgentIsDrained(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the poll of a drained agent went on waiting")
 	}
-	require.Equal(t, db.ExecutionState("pending"), e.execution(exec.ID).State)
+	require.Equal(t, axtype.ExecutionState("pending"), e.execution(exec.ID).State)
 }
 
 // TestLongPollWakesWhenATaskIsReady: a waiting poll is woken by the
@@ -194,7 +194,7 @@ func TestLongPollWakesWhenATaskIsReady(t *testing.T) {
 	job := e.job(nil)
 	a := e.agent(nil, nil)
 	since := e.dbNow()
-	got := make(chan []*db.LeasedTask, 1)
+	got := make(chan []*axtype.LeasedTask, 1)
 	go func() {
 		tasks, err := e.broker.Lease(context.Background(), a, 10, 30*time.Second)
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // A poll that ends while its batch is leasing gets nothing, and the task
@@ -40,7 +42,7 @@ func TestAPollThatEndsDuringItsBatchHandsItsTasksBack(t *testing.T) {
 	tasks, err := db.TaskListByExecution(ctx, e.pool, exec.ID)
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)
-	require.Equal(t, db.TaskPending, tasks[0].State, "the task is handed back, not left leased")
+	require.Equal(t, axtype.TaskPending, tasks[0].State, "the task is handed back, not left leased")
 	require.Equal(t, 1, tasks[0].Attempt, "handing back uses no attempt")
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // outlookTimeout bounds one read of the waiting polls' outlooks: it
@@ -23,7 +23,7 @@ const outlookTimeout = 10 * time.Second
 // send a statement of its own: 205 transactions a task with 200 agents
 // waiting (BenchmarkTrickleCost, #15).
 type outlooks struct {
-	read func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*db.LeaseOutlook, error)
+	read func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error)
 
 	mu      sync.Mutex
 	waiting map[uuid.UUID][]chan outlookAnswer
@@ -31,13 +31,13 @@ type outlooks struct {
 }
 
 type outlookAnswer struct {
-	outlook *db.LeaseOutlook
+	outlook *axtype.LeaseOutlook
 	err     error
 }
 
 // get returns agentID's outlook as of a read that began after the call:
-// db.ErrNotFound when the agent is gone.
-func (o *outlooks) get(ctx context.Context, agentID uuid.UUID) (*db.LeaseOutlook, error) {
+// axtype.ErrNotFound when the agent is gone.
+func (o *outlooks) get(ctx context.Context, agentID uuid.UUID) (*axtype.LeaseOutlook, error) {
 	answer := make(chan outlookAnswer, 1)
 	o.mu.Lock()
 	if o.waiting == nil {
@@ -78,7 +78,7 @@ func (o *outlooks) readWhileWaiting() {
 			a := outlookAnswer{err: err}
 			if err == nil {
 				if a.outlook = got[agentID]; a.outlook == nil {
-					a.err = db.ErrNotFound
+					a.err = axtype.ErrNotFound
 				}
 			}
 			for _, ch := range answers {

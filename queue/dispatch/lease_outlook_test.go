@@ -9,19 +9,19 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Checks made while a read is out are answered together by the next read,
 // each with its own agent's outlook; an agent the read does not find gets
-// db.ErrNotFound.
+// axtype.ErrNotFound.
 func TestOutlooksReadTheWaitingChecksTogether(t *testing.T) {
 	t.Parallel()
 	first := make(chan struct{})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var reads [][]uuid.UUID
-	o := &outlooks{read: func(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]*db.LeaseOutlook, error) {
+	o := &outlooks{read: func(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
 		mu.Lock()
 		reads = append(reads, ids)
 		n := len(reads)
@@ -30,10 +30,10 @@ func TestOutlooksReadTheWaitingChecksTogether(t *testing.T) {
 			close(first)
 			<-release // the later checks queue up meanwhile
 		}
-		out := map[uuid.UUID]*db.LeaseOutlook{}
+		out := map[uuid.UUID]*axtype.LeaseOutlook{}
 		for _, id := range ids {
 			if id != gone {
-				out[id] = &db.LeaseOutlook{State: db.AgentActive}
+				out[id] = &axtype.LeaseOutlook{State: axtype.AgentActive}
 			}
 		}
 		return out, nil
@@ -58,11 +58,11 @@ func TestOutlooksReadTheWaitingChecksTogether(t *testing.T) {
 			defer wg.Done()
 			got, err := o.get(ctx, agents[i])
 			if agents[i] == gone {
-				require.ErrorIs(t, err, db.ErrNotFound)
+				require.ErrorIs(t, err, axtype.ErrNotFound)
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, db.AgentActive, got.State)
+			require.Equal(t, axtype.AgentActive, got.State)
 		}()
 	}
 	require.Eventually(t, func() bool {

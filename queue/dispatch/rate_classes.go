@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // RateClasses is the engine's one owner of rate classes, everything about
@@ -45,7 +47,7 @@ func NewRateClasses(pool *pgxpool.Pool, logger *slog.Logger) *RateClasses {
 // operator's floor, else the automatic one while degraded; nil when none.
 // TaskLease, TaskSkipBelowFloor and the view ax.rate_class_status apply
 // the same rule in SQL.
-func FloorInForce(c *db.RateClass) *int {
+func FloorInForce(c *axtype.RateClass) *int {
 	if c.ManualMinPriority != nil {
 		return c.ManualMinPriority
 	}
@@ -58,13 +60,13 @@ func FloorInForce(c *db.RateClass) *int {
 // Degrade switches an operator's floor on: until Restore, class leases only
 // tasks at or above minPriority (jobs that skip rather than wait have the
 // others skipped by the next sweep).
-func (c *RateClasses) Degrade(ctx context.Context, class string, minPriority int) (*db.RateClass, error) {
+func (c *RateClasses) Degrade(ctx context.Context, class string, minPriority int) (*axtype.RateClass, error) {
 	return db.RateClassSetManualFloor(ctx, c.pool, class, &minPriority)
 }
 
 // Restore switches an operator's floor off; the automatic floor, if the
 // class has one, still applies while the class is degraded.
-func (c *RateClasses) Restore(ctx context.Context, class string) (*db.RateClass, error) {
+func (c *RateClasses) Restore(ctx context.Context, class string) (*axtype.RateClass, error) {
 	return db.RateClassSetManualFloor(ctx, c.pool, class, nil)
 }
 
@@ -84,7 +86,7 @@ func (c *RateClasses) admit(ctx context.Context, max int) (map[string]int, error
 
 // giveBack returns the tokens of grants that tasks did not use. Tokens
 // lost to an error only slow a class down for a moment, never speed it up.
-func (c *RateClasses) giveBack(ctx context.Context, grants map[string]int, tasks []*db.LeasedTask) {
+func (c *RateClasses) giveBack(ctx context.Context, grants map[string]int, tasks []*axtype.LeasedTask) {
 	if len(grants) == 0 {
 		return
 	}

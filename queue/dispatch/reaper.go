@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
@@ -50,7 +52,7 @@ type ReaperConfig struct {
 	// within the last 5 minutes, the newest 100 of them at most.
 	// Quarantine.ErrorShare (off by default) adds a lower bar for failures
 	// whose error code is one of Quarantine.ErrorCodes.
-	Quarantine db.QuarantinePolicy
+	Quarantine axtype.QuarantinePolicy
 	// RestoreAfter is how many probe tasks in a row a quarantined agent
 	// must succeed to be active again. Defaults to 2.
 	RestoreAfter int
@@ -166,7 +168,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err := r.classes.degradeByPressure(ctx, tx); err != nil {
 			return err
 		}
-		reaped, err := db.TaskReapExpired(ctx, tx, db.ReapPolicy{Max: r.cfg.BatchSize, SilentFor: r.lease,
+		reaped, err := db.TaskReapExpired(ctx, tx, axtype.ReapPolicy{Max: r.cfg.BatchSize, SilentFor: r.lease,
 			MaxLostLeases: r.cfg.MaxLostLeases, TimeoutGrace: r.cfg.TimeoutGrace, Now: r.cfg.Clock.Now()})
 		if err != nil {
 			return err
@@ -183,10 +185,10 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 }
 
 // record counts and logs what a sweep reaped.
-func (r *Reaper) record(ctx context.Context, reaped db.Reaped) {
+func (r *Reaper) record(ctx context.Context, reaped axtype.Reaped) {
 	r.cfg.Metrics.LeaseExpiries.Add(float64(reaped.Expired))
 	r.cfg.Metrics.LostLeases.Add(float64(reaped.Lost))
-	r.cfg.Metrics.TaskResults.Add(string(db.TaskTimedOut), db.ErrorCodeTimeout, float64(reaped.TimedOut))
+	r.cfg.Metrics.TaskResults.Add(string(axtype.TaskTimedOut), axtype.ErrorCodeTimeout, float64(reaped.TimedOut))
 	r.cfg.Metrics.Retries.Add(float64(reaped.Retried - (reaped.Lost - reaped.LostOut)))
 	if reaped.Expired+reaped.TimedOut > 0 {
 		r.cfg.Logger.InfoContext(ctx, "reaped leases", "expired", reaped.Expired, "timed_out", reaped.TimedOut,
@@ -216,7 +218,7 @@ func (r *Reaper) checkHealth(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	for _, a := range failing {
-		r.cfg.Metrics.AgentHealth.WithLabelValues(string(db.AgentQuarantined)).Inc()
+		r.cfg.Metrics.AgentHealth.WithLabelValues(string(axtype.AgentQuarantined)).Inc()
 		r.cfg.Logger.WarnContext(ctx, "agent quarantined: failing too often", "agent_id", a.ID,
 			"failures", a.Failures, "matching_failures", a.Matching, "results", a.Results,
 			"window", r.cfg.Quarantine.Window)

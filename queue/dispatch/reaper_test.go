@@ -10,7 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 )
@@ -39,7 +39,7 @@ func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
 	// leases: these agents are not, and an expired lease is the attempt's
 	// failure (TestReaperRunsALostLeaseAgain has the dead agents).
 	reaper := dispatch.NewReaper(e.pool, dispatch.AgentConfig{Lease: time.Minute}, dispatch.ReaperConfig{Metrics: m})
-	exec := e.trigger(e.job(func(j *db.Job) { j.RetryMaxAttempts = 2 }).ID)
+	exec := e.trigger(e.job(func(j *axtype.Job) { j.RetryMaxAttempts = 2 }).ID)
 	a, b := e.agent(nil, nil), e.agent(nil, nil)
 
 	first := e.lease(a, 1)
@@ -58,14 +58,14 @@ func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
 	reaped := e.task(task)
 	require.Equal(t, 2, reaped.Attempt, "an expired lease of a live agent uses up an attempt")
 	require.Equal(t, "lease expired", reaped.Error)
-	require.Equal(t, db.ExecutionState("running"), e.execution(exec.ID).State)
+	require.Equal(t, axtype.ExecutionState("running"), e.execution(exec.ID).State)
 	require.Equal(t, 1.0, counter(t, m.LeaseExpiries))
 	require.Equal(t, 1.0, counter(t, m.Retries))
 
-	hb, err := e.broker.Heartbeat(ctx, a.ID, []db.TaskRef{{ID: task, Token: first[0].LeaseToken}}, &db.AgentLoad{})
+	hb, err := e.broker.Heartbeat(ctx, a.ID, []axtype.TaskRef{{ID: task, Token: first[0].LeaseToken}}, &axtype.AgentLoad{})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{task}, hb.Lost, "the agent learns its lease is gone")
-	done, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: task, Token: first[0].LeaseToken}, State: "succeeded"}})
+	done, err := e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task, Token: first[0].LeaseToken}, State: "succeeded"}})
 	require.NoError(t, err)
 	require.Empty(t, done, "a result after the lease ran out counts for nothing")
 
@@ -74,13 +74,13 @@ func TestReaperRetriesAnExpiredLeaseThenFails(t *testing.T) {
 	require.Equal(t, task, second[0].ID)
 	require.Equal(t, 2, second[0].Attempt)
 	e.sweepUntil(reaper, func() bool { return e.task(task).State != "leased" }, "the second lease to be reaped")
-	require.Equal(t, db.TaskState("failed"), e.task(task).State, "attempts spent: the task fails")
+	require.Equal(t, axtype.TaskState("failed"), e.task(task).State, "attempts spent: the task fails")
 	ended := e.execution(exec.ID)
-	require.Equal(t, db.ExecutionState("failed"), ended.State)
+	require.Equal(t, axtype.ExecutionState("failed"), ended.State)
 	require.NotNil(t, ended.FinishedAt)
 	require.Equal(t, 2.0, counter(t, m.LeaseExpiries))
 
-	require.Equal(t, db.TaskState("leased"), e.task(kept[0].ID).State, "a current lease is never reaped")
+	require.Equal(t, axtype.TaskState("leased"), e.task(kept[0].ID).State, "a current lease is never reaped")
 }
 
 func TestReaperTakesSilentAgentsOffline(t *testing.T) {
@@ -93,7 +93,7 @@ func TestReaperTakesSilentAgentsOffline(t *testing.T) {
 	require.NoError(t, patient.Sweep(ctx))
 	got, err := e.broker.Get(ctx, a.ID)
 	require.NoError(t, err)
-	require.Equal(t, db.AgentState("active"), got.State, "an agent heard from within OfflineAfter stays")
+	require.Equal(t, axtype.AgentState("active"), got.State, "an agent heard from within OfflineAfter stays")
 
 	strict := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{OfflineAfter: 200 * time.Millisecond})
 	e.sweepUntil(strict, func() bool {
@@ -102,9 +102,9 @@ func TestReaperTakesSilentAgentsOffline(t *testing.T) {
 		return got.State == "offline"
 	}, "the silent agent to go offline")
 	require.Empty(t, e.lease(a, 1), "an offline agent gets nothing, even through a poll that began before")
-	require.Equal(t, db.ExecutionState("pending"), e.execution(exec.ID).State)
+	require.Equal(t, axtype.ExecutionState("pending"), e.execution(exec.ID).State)
 
-	state, err := e.broker.Heartbeat(ctx, a.ID, nil, &db.AgentLoad{})
+	state, err := e.broker.Heartbeat(ctx, a.ID, nil, &axtype.AgentLoad{})
 	require.NoError(t, err)
 	require.Equal(t, "active", state.State, "a heartbeat brings it back")
 	require.Len(t, e.lease(a, 1), 1)

@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -64,10 +66,10 @@ func (e *env) apiKey() uuid.UUID {
 
 // agent registers a shell agent with labels and makes it ready by a
 // heartbeat; mutate adjusts the registration first.
-func (e *env) agent(labels map[string]string, mutate func(a *db.Agent)) *db.Agent {
+func (e *env) agent(labels map[string]string, mutate func(a *axtype.Agent)) *axtype.Agent {
 	e.t.Helper()
 	ctx := context.Background()
-	a := &db.Agent{Name: "agent-" + uuid.NewString()[:8], Labels: labels, Capacity: 100, APIKeyID: e.keyID,
+	a := &axtype.Agent{Name: "agent-" + uuid.NewString()[:8], Labels: labels, Capacity: 100, APIKeyID: e.keyID,
 		Executors: []string{"shell"}}
 	if mutate != nil {
 		mutate(a)
@@ -76,7 +78,7 @@ func (e *env) agent(labels map[string]string, mutate func(a *db.Agent)) *db.Agen
 	require.NoError(e.t, err)
 	require.False(e.t, registered.Ready, "an agent is not ready before its first heartbeat")
 	ready := true
-	_, err = e.broker.Heartbeat(ctx, registered.ID, nil, &db.AgentLoad{Ready: &ready})
+	_, err = e.broker.Heartbeat(ctx, registered.ID, nil, &axtype.AgentLoad{Ready: &ready})
 	require.NoError(e.t, err)
 	got, err := e.broker.Get(ctx, registered.ID)
 	require.NoError(e.t, err)
@@ -85,13 +87,13 @@ func (e *env) agent(labels map[string]string, mutate func(a *db.Agent)) *db.Agen
 }
 
 // job creates a manual shell job; mutate adjusts it first.
-func (e *env) job(mutate func(j *db.Job)) *db.Job {
+func (e *env) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
+	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
+		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
+		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}
@@ -100,7 +102,7 @@ func (e *env) job(mutate func(j *db.Job)) *db.Job {
 	return created
 }
 
-func (e *env) trigger(jobID uuid.UUID) *db.Execution {
+func (e *env) trigger(jobID uuid.UUID) *axtype.Execution {
 	e.t.Helper()
 	exec, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: jobID})
 	require.NoError(e.t, err)
@@ -108,16 +110,16 @@ func (e *env) trigger(jobID uuid.UUID) *db.Execution {
 }
 
 // lease asks once for up to limit tasks, without waiting.
-func (e *env) lease(a *db.Agent, limit int) []*db.LeasedTask {
+func (e *env) lease(a *axtype.Agent, limit int) []*axtype.LeasedTask {
 	e.t.Helper()
 	tasks, err := e.broker.Lease(context.Background(), a, limit, 0)
 	require.NoError(e.t, err)
 	return tasks
 }
 
-func (e *env) task(id uuid.UUID) *db.Task {
+func (e *env) task(id uuid.UUID) *axtype.Task {
 	e.t.Helper()
-	var task *db.Task
+	var task *axtype.Task
 	tasks, err := db.TaskListByExecution(context.Background(), e.pool, e.executionOf(id))
 	require.NoError(e.t, err)
 	for _, t := range tasks {
@@ -144,7 +146,7 @@ func (e *env) agentOf(taskID uuid.UUID) uuid.UUID {
 	return id
 }
 
-func (e *env) execution(id uuid.UUID) *db.Execution {
+func (e *env) execution(id uuid.UUID) *axtype.Execution {
 	e.t.Helper()
 	exec, err := db.ExecutionGetByID(context.Background(), e.pool, id)
 	require.NoError(e.t, err)
@@ -191,7 +193,7 @@ func (e *env) pollWaiting(since time.Time) {
 	}, "the long poll to wait")
 }
 
-func ids(tasks []*db.LeasedTask) []uuid.UUID {
+func ids(tasks []*axtype.LeasedTask) []uuid.UUID {
 	out := make([]uuid.UUID, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.ID
@@ -213,12 +215,12 @@ func (e *env) brokerTracedBy(tracer pgx.QueryTracer) *dispatch.LeaseBroker {
 
 // agentsAndTasks registers n ready agents and fires a run of n shards,
 // one pending task for each of them.
-func (e *env) agentsAndTasks(n int) []*db.Agent {
+func (e *env) agentsAndTasks(n int) []*axtype.Agent {
 	e.t.Helper()
-	agents := make([]*db.Agent, n)
+	agents := make([]*axtype.Agent, n)
 	for i := range agents {
 		agents[i] = e.agent(nil, nil)
 	}
-	e.trigger(e.job(func(j *db.Job) { j.ShardCount = n }).ID)
+	e.trigger(e.job(func(j *axtype.Job) { j.ShardCount = n }).ID)
 	return agents
 }

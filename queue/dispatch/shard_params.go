@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/cron"
 )
 
@@ -32,16 +32,16 @@ type ShardResidue struct {
 }
 
 // GeneratedShardParams renders the shard params of a fire of a job with a
-// shard generator, one JSON object per shard; it is the db.ShardParamsFunc
+// shard generator, one JSON object per shard; it is the axtype.ShardParamsFunc
 // that fires use and what shard previews show.
-func GeneratedShardParams(f *db.ShardFire) ([]string, error) {
+func GeneratedShardParams(f *axtype.ShardFire) ([]string, error) {
 	if f.Count < 1 {
 		return nil, fmt.Errorf("shard count %d is not positive", f.Count)
 	}
 	switch f.Generator.Kind {
-	case db.ShardMod:
+	case axtype.ShardMod:
 		return encodeEach(f.Count, func(i int) any { return ShardResidue{Modulus: f.Count, Residue: i} })
-	case db.ShardTimeWindow:
+	case axtype.ShardTimeWindow:
 		loc, err := cron.LoadLocation(f.Timezone)
 		if err != nil {
 			return nil, fmt.Errorf("error loading timezone %q: %w", f.Timezone, err)
@@ -103,10 +103,10 @@ func encodeEach(n int, param func(i int) any) ([]string, error) {
 // for at get, as TaskPlanForExecutions makes them: the generator's, else
 // the job's list, else each shard's part of the range as "from-to". A
 // broadcast job has one task per live agent, which j alone cannot tell.
-func JobShardParams(j *db.Job, at time.Time) ([]string, error) {
+func JobShardParams(j *axtype.Job, at time.Time) ([]string, error) {
 	n := max(j.ShardCount, 1)
 	if j.ShardGenerator != nil {
-		return GeneratedShardParams(&db.ShardFire{Generator: *j.ShardGenerator, Timezone: j.Timezone, Count: n, ScheduledFor: at})
+		return GeneratedShardParams(&axtype.ShardFire{Generator: *j.ShardGenerator, Timezone: j.Timezone, Count: n, ScheduledFor: at})
 	}
 	out := make([]string, n)
 	for i := range out {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -70,8 +70,8 @@ func TestGeneratedShardParamsTimeWindow(t *testing.T) {
 			t.Parallel()
 			end, err := time.Parse(time.RFC3339, tc.end)
 			require.NoError(t, err)
-			params, err := dispatch.GeneratedShardParams(&db.ShardFire{
-				Generator: db.ShardGenerator{Kind: db.ShardTimeWindow, WindowSeconds: tc.window},
+			params, err := dispatch.GeneratedShardParams(&axtype.ShardFire{
+				Generator: axtype.ShardGenerator{Kind: axtype.ShardTimeWindow, WindowSeconds: tc.window},
 				Timezone:  "Europe/London", Count: tc.count, ScheduledFor: end})
 			require.NoError(t, err)
 			require.Len(t, params, tc.count)
@@ -113,7 +113,7 @@ func TestTimeWindowsOfHourlyFiresTile(t *testing.T) {
 
 func TestGeneratedShardParamsMod(t *testing.T) {
 	t.Parallel()
-	params, err := dispatch.GeneratedShardParams(&db.ShardFire{Generator: db.ShardGenerator{Kind: db.ShardMod}, Count: 5})
+	params, err := dispatch.GeneratedShardParams(&axtype.ShardFire{Generator: axtype.ShardGenerator{Kind: axtype.ShardMod}, Count: 5})
 	require.NoError(t, err)
 	require.Len(t, params, 5)
 	for i, p := range params {
@@ -125,7 +125,7 @@ func TestWindowBoundsRefusesUnevenSplits(t *testing.T) {
 	t.Parallel()
 	_, err := dispatch.WindowBounds(time.Now(), 86400, 7, time.UTC)
 	require.ErrorContains(t, err, "whole-second")
-	_, err = dispatch.GeneratedShardParams(&db.ShardFire{Generator: db.ShardGenerator{Kind: db.ShardTimeWindow, WindowSeconds: 60},
+	_, err = dispatch.GeneratedShardParams(&axtype.ShardFire{Generator: axtype.ShardGenerator{Kind: axtype.ShardTimeWindow, WindowSeconds: 60},
 		Timezone: "Mars/Olympus", Count: 1})
 	require.ErrorContains(t, err, "timezone")
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
@@ -66,7 +68,7 @@ type TaskRouter struct {
 // candidateSnapshot is the candidates as read at one time.
 type candidateSnapshot struct {
 	at     time.Time
-	agents []*db.Candidate
+	agents []*axtype.Candidate
 }
 
 // NewTaskRouter returns a TaskRouter; logger and metrics may be nil.
@@ -97,11 +99,11 @@ func NewTaskRouter(agentCfg AgentConfig, cfg TaskRouterConfig, logger *slog.Logg
 func (r *TaskRouter) Live() time.Duration { return r.cfg.Live }
 
 // Route decides the preferred agents of new tasks, before they are
-// written (a db.RouteFunc, with e the transaction that makes them: the
+// written (a axtype.RouteFunc, with e the transaction that makes them: the
 // candidates are read with it). Tasks with no healthy candidate, or only
 // one, get no route: any matching agent may take them. Pinned and
 // agentless tasks are not routed.
-func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*db.NewTask) ([]db.TaskRoute, error) {
+func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*axtype.NewTask) ([]axtype.TaskRoute, error) {
 	if !slices.ContainsFunc(tasks, routable) {
 		return nil, nil
 	}
@@ -116,25 +118,25 @@ func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*db.NewTa
 }
 
 // RouteFunc is Route with e, for db.ExecutionInsertMany.
-func (r *TaskRouter) RouteFunc(e db.Executor) db.RouteFunc {
+func (r *TaskRouter) RouteFunc(e db.Executor) axtype.RouteFunc {
 	if r == nil {
 		return nil
 	}
-	return func(ctx context.Context, tasks []*db.NewTask) ([]db.TaskRoute, error) {
+	return func(ctx context.Context, tasks []*axtype.NewTask) ([]axtype.TaskRoute, error) {
 		return r.Route(ctx, e, tasks)
 	}
 }
 
 // routable reports whether the router places t: an agent may lease it and
 // it is not made for one agent.
-func routable(t *db.NewTask) bool { return !t.Pinned && !t.Agentless }
+func routable(t *axtype.NewTask) bool { return !t.Pinned && !t.Agentless }
 
 // candidates returns the current snapshot, reading a new one with e when
 // it is older than Refresh. With e, not the pool: Route runs inside the
 // transaction that made the tasks, and taking a second connection while
 // it holds one (and its locks) deadlocks once the pool is exhausted by
 // transactions doing the same, or queued behind a lock one of them holds.
-func (r *TaskRouter) candidates(ctx context.Context, e db.Executor) ([]*db.Candidate, error) {
+func (r *TaskRouter) candidates(ctx context.Context, e db.Executor) ([]*axtype.Candidate, error) {
 	r.mu.Lock()
 	s := r.snapshot
 	r.mu.Unlock()
@@ -154,7 +156,7 @@ func (r *TaskRouter) candidates(ctx context.Context, e db.Executor) ([]*db.Candi
 
 // renderKeys renders the route key of each unpinned task, by index; a key
 // that does not render is "" and its task is left unassigned.
-func (r *TaskRouter) renderKeys(ctx context.Context, tasks []*db.NewTask) []routeKeyResult {
+func (r *TaskRouter) renderKeys(ctx context.Context, tasks []*axtype.NewTask) []routeKeyResult {
 	keys := make([]routeKeyResult, len(tasks))
 	for i, t := range tasks {
 		if !routable(t) {
@@ -181,9 +183,9 @@ type routeKeyResult struct {
 }
 
 // decide routes every unpinned task; the caller holds r.mu.
-func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks []*db.NewTask, keys []routeKeyResult) []db.TaskRoute {
+func (r *TaskRouter) decide(ctx context.Context, agents []*axtype.Candidate, tasks []*axtype.NewTask, keys []routeKeyResult) []axtype.TaskRoute {
 	pools := map[string]*batchPool{}
-	var routes []db.TaskRoute
+	var routes []axtype.TaskRoute
 	for i, t := range tasks {
 		if !routable(t) || !keys[i].ok {
 			continue
@@ -204,9 +206,9 @@ func (r *TaskRouter) decide(ctx context.Context, agents []*db.Candidate, tasks [
 
 // decideOne routes one task by its rendered key; false leaves it
 // unassigned.
-func (r *TaskRouter) decideOne(bp *batchPool, t *db.NewTask, key string) (db.TaskRoute, bool) {
+func (r *TaskRouter) decideOne(bp *batchPool, t *axtype.NewTask, key string) (axtype.TaskRoute, bool) {
 	if bp.healthy < 2 {
-		return db.TaskRoute{}, false
+		return axtype.TaskRoute{}, false
 	}
 	strategy := routing.Strategy(t.RouteStrategy)
 	req := routing.Request{Strategy: strategy, Key: key, Rand: rand.Uint64()}
@@ -216,10 +218,10 @@ func (r *TaskRouter) decideOne(bp *batchPool, t *db.NewTask, key string) (db.Tas
 	}
 	preferred, ok := bp.pool.Pick(req)
 	if !ok {
-		return db.TaskRoute{}, false
+		return axtype.TaskRoute{}, false
 	}
 	bp.pool.Assigned(preferred)
-	route := db.TaskRoute{TaskID: t.ID, Preferred: uuid.MustParse(preferred), RouteKey: key}
+	route := axtype.TaskRoute{TaskID: t.ID, Preferred: uuid.MustParse(preferred), RouteKey: key}
 	if strategy.NeedsKey() {
 		if fallback, ok := bp.without(r.router, preferred).Pick(req); ok {
 			route.Fallback = uuid.MustParse(fallback)
@@ -240,7 +242,7 @@ type batchPool struct {
 	excluded map[string]*routing.Pool // pool without the agent, by agent id
 }
 
-func (r *TaskRouter) newBatchPool(candidates []*db.Candidate, target map[string]string, kind db.ExecutorKind) *batchPool {
+func (r *TaskRouter) newBatchPool(candidates []*axtype.Candidate, target map[string]string, kind axtype.ExecutorKind) *batchPool {
 	bp := &batchPool{excluded: map[string]*routing.Pool{}}
 	var members []string
 	for _, c := range candidates {
@@ -323,7 +325,7 @@ const defaultLive = 10 * time.Second
 // InsertExecutions records fires, makes their tasks (shard generators
 // rendered by GeneratedShardParams) routed as they are written, and hands
 // agentless HTTP tasks to the outbox, all in e (the fire's transaction).
-func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*db.NewExecution) ([]db.InsertedExecution, error) {
+func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*axtype.NewExecution) ([]axtype.InsertedExecution, error) {
 	live := defaultLive
 	if router != nil {
 		live = router.Live()

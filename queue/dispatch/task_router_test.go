@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -49,18 +51,18 @@ type route struct {
 
 func TestLeaseKeepsTargetedTasksToMatchingAgents(t *testing.T) {
 	e := setup(t, nil)
-	gpuJob := e.job(func(j *db.Job) { j.TargetLabels = map[string]string{"pool": "gpu"} })
+	gpuJob := e.job(func(j *axtype.Job) { j.TargetLabels = map[string]string{"pool": "gpu"} })
 	gpuExec := e.trigger(gpuJob.ID)
 	cpu := e.agent(map[string]string{"pool": "cpu"}, nil)
 	bare := e.agent(nil, nil)
-	noShell := e.agent(map[string]string{"pool": "gpu"}, func(a *db.Agent) { a.Executors = []string{"handler", "http"} })
-	for _, a := range []*db.Agent{cpu, bare, noShell} {
+	noShell := e.agent(map[string]string{"pool": "gpu"}, func(a *axtype.Agent) { a.Executors = []string{"handler", "http"} })
+	for _, a := range []*axtype.Agent{cpu, bare, noShell} {
 		require.Empty(t, e.lease(a, 10), "agent %v may not take a gpu shell task", a.Labels)
 	}
 
 	// Labels are a subset match; an agent of a key bound to labels serves
 	// its pools only, never untargeted jobs.
-	bound := e.agent(map[string]string{"pool": "gpu", "zone": "a"}, func(a *db.Agent) { a.LabelBound = true })
+	bound := e.agent(map[string]string{"pool": "gpu", "zone": "a"}, func(a *axtype.Agent) { a.LabelBound = true })
 	plainExec := e.trigger(e.job(nil).ID)
 	got := e.lease(bound, 10)
 	require.Len(t, got, 1)
@@ -77,7 +79,7 @@ func TestRouterPrefersMatchingAgentsAndLeaseHonoursIt(t *testing.T) {
 	gpu1, gpu2 := e.agent(map[string]string{"pool": "gpu"}, nil), e.agent(map[string]string{"pool": "gpu"}, nil)
 	cpu := e.agent(map[string]string{"pool": "cpu"}, nil)
 	e.agent(map[string]string{"pool": "cpu"}, nil)
-	exec := e.trigger(e.job(func(j *db.Job) { j.TargetLabels = map[string]string{"pool": "gpu"}; j.ShardCount = 8 }).ID)
+	exec := e.trigger(e.job(func(j *axtype.Job) { j.TargetLabels = map[string]string{"pool": "gpu"}; j.ShardCount = 8 }).ID)
 
 	byAgent := map[uuid.UUID][]uuid.UUID{}
 	for _, r := range e.routes(exec.ID) {
@@ -115,8 +117,8 @@ func TestRouterPrefersMatchingAgentsAndLeaseHonoursIt(t *testing.T) {
 func TestRoutedTasksAreWrittenOnce(t *testing.T) {
 	e := setup(t, nil)
 	a1, a2 := e.agent(nil, nil), e.agent(nil, nil)
-	pinnedJob := e.job(func(j *db.Job) { j.RouteStrategy = db.RouteBroadcast })
-	shardedJob := e.job(func(j *db.Job) { j.ShardCount = 6 })
+	pinnedJob := e.job(func(j *axtype.Job) { j.RouteStrategy = axtype.RouteBroadcast })
+	shardedJob := e.job(func(j *axtype.Job) { j.ShardCount = 6 })
 	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{}, nil, nil)
 	require.NoError(t, err)
 
@@ -127,9 +129,9 @@ func TestRoutedTasksAreWrittenOnce(t *testing.T) {
 	now, err := db.Now(ctx, tx)
 	require.NoError(t, err)
 	sharded, pinned := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
-	_, err = dispatch.InsertExecutions(ctx, tx, router, nil, []*db.NewExecution{
-		{ID: sharded, JobID: shardedJob.ID, Cause: db.CauseManual, ScheduledFor: now},
-		{ID: pinned, JobID: pinnedJob.ID, Cause: db.CauseManual, ScheduledFor: now}})
+	_, err = dispatch.InsertExecutions(ctx, tx, router, nil, []*axtype.NewExecution{
+		{ID: sharded, JobID: shardedJob.ID, Cause: axtype.CauseManual, ScheduledFor: now},
+		{ID: pinned, JobID: pinnedJob.ID, Cause: axtype.CauseManual, ScheduledFor: now}})
 	require.NoError(t, err)
 	var inserted, updated int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables
@@ -155,8 +157,8 @@ func TestRouterKeepsARouteKeyOnOneAgent(t *testing.T) {
 	for range 3 {
 		e.agent(nil, nil)
 	}
-	job := e.job(func(j *db.Job) { j.RouteStrategy = "consistent_hash"; j.RouteKey = "customer={{.params.customer}}" })
-	trigger := func(params string) *db.Execution {
+	job := e.job(func(j *axtype.Job) { j.RouteStrategy = "consistent_hash"; j.RouteKey = "customer={{.params.customer}}" })
+	trigger := func(params string) *axtype.Execution {
 		exec, _, err := e.execs.Trigger(context.Background(), &queue.TriggerRequest{JobID: job.ID, Params: json.RawMessage(params)})
 		require.NoError(t, err)
 		return exec

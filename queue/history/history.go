@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/metrics"
 )
 
@@ -117,7 +119,7 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	want := &db.HistorySetting{Retention: cfg.Retention, FailedRetention: cfg.FailedRetention, PartitionWidth: cfg.PartitionWidth}
+	want := &axtype.HistorySetting{Retention: cfg.Retention, FailedRetention: cfg.FailedRetention, PartitionWidth: cfg.PartitionWidth}
 	if before.Retention != want.Retention || before.FailedRetention != want.FailedRetention ||
 		before.PartitionWidth != want.PartitionWidth {
 		cfg.Logger.InfoContext(ctx, "history retention changed",
@@ -256,7 +258,7 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 var errLockWait = errors.New("lock wait")
 
 // partitionRows counts the rows of a partition about to be dropped.
-type partitionRows func(context.Context, db.Executor, db.HistoryPartition) (db.PartitionRows, error)
+type partitionRows func(context.Context, db.Executor, axtype.HistoryPartition) (axtype.PartitionRows, error)
 
 // Span is a stretch of time.
 type Span struct{ From, To time.Time }
@@ -264,14 +266,14 @@ type Span struct{ From, To time.Time }
 // byRange groups partitions of the same time range (one of each history
 // table): they are dropped together, so a run never loses its tasks and
 // keeps its execution, or the other way round.
-func byRange(parts []db.HistoryPartition) [][]db.HistoryPartition {
-	var out [][]db.HistoryPartition
+func byRange(parts []axtype.HistoryPartition) [][]axtype.HistoryPartition {
+	var out [][]axtype.HistoryPartition
 	for _, p := range parts {
 		if n := len(out); n > 0 && out[n-1][0].RangeFrom.Equal(p.RangeFrom) && out[n-1][0].RangeTo.Equal(p.RangeTo) {
 			out[n-1] = append(out[n-1], p)
 			continue
 		}
-		out = append(out, []db.HistoryPartition{p})
+		out = append(out, []axtype.HistoryPartition{p})
 	}
 	return out
 }
@@ -283,7 +285,7 @@ func byRange(parts []db.HistoryPartition) [][]db.HistoryPartition {
 // The rows are counted once detached, not before: a run moved by a
 // transaction whose clock began before the range passed may still land
 // in it until the detach, which waits for every such transaction.
-func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, rowsOf partitionRows,
+func drop(ctx context.Context, pool *pgxpool.Pool, group []axtype.HistoryPartition, rowsOf partitionRows,
 	cfg Config) ([]int64, time.Duration, error) {
 	began := time.Now()
 	for _, p := range group {
@@ -299,7 +301,7 @@ func drop(ctx context.Context, pool *pgxpool.Pool, group []db.HistoryPartition, 
 	counts := make([]int64, len(group))
 	var dropBegan time.Time
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows := make([]db.PartitionRows, len(group))
+		rows := make([]axtype.PartitionRows, len(group))
 		for i, p := range group {
 			r, err := rowsOf(ctx, tx, p)
 			if err != nil {
@@ -336,8 +338,8 @@ func dropLeftovers(ctx context.Context, pool *pgxpool.Pool, cfg Config, rep *Rep
 		return err
 	}
 	for _, name := range names {
-		var p db.HistoryPartition
-		var rows db.PartitionRows
+		var p axtype.HistoryPartition
+		var rows axtype.PartitionRows
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			var err error
 			if p, rows, err = db.HistoryLeftover(ctx, tx, name); err != nil {

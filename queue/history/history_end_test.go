@@ -11,11 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // lease gives the tasks of a run a current lease token, as a lease would,
 // and returns their refs in shard order.
-func (e *env) lease(run uuid.UUID) []db.TaskRef {
+func (e *env) lease(run uuid.UUID) []axtype.TaskRef {
 	e.t.Helper()
 	rows, err := e.pool.Query(context.Background(), `
 		UPDATE ax.task SET state = 'leased', lease_token = gen_random_uuid(), leased_at = now(),
@@ -23,7 +25,7 @@ func (e *env) lease(run uuid.UUID) []db.TaskRef {
 		WHERE execution_id = $1 RETURNING id, lease_token, shard_index`, run)
 	require.NoError(e.t, err)
 	type leased struct {
-		ref   db.TaskRef
+		ref   axtype.TaskRef
 		shard int32
 	}
 	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (leased, error) {
@@ -31,7 +33,7 @@ func (e *env) lease(run uuid.UUID) []db.TaskRef {
 		return l, r.Scan(&l.ref.ID, &l.ref.Token, &l.shard)
 	})
 	require.NoError(e.t, err)
-	refs := make([]db.TaskRef, len(got))
+	refs := make([]axtype.TaskRef, len(got))
 	for _, l := range got {
 		refs[l.shard] = l.ref
 	}
@@ -57,9 +59,9 @@ func TestAResultEndsItsRunStraightIntoHistory(t *testing.T) {
 
 	ok, bad := e.trigger(job.ID), e.trigger(job.ID)
 	okRef, badRef := e.lease(ok)[0], e.lease(bad)[0]
-	done, err := db.TaskComplete(ctx, e.pool, []db.TaskResult{
-		{TaskRef: okRef, State: db.TaskSucceeded},
-		{TaskRef: badRef, State: db.TaskFailed, Error: "exit status 3", ErrorCode: "exit_3"},
+	done, err := db.TaskComplete(ctx, e.pool, []axtype.TaskResult{
+		{TaskRef: okRef, State: axtype.TaskSucceeded},
+		{TaskRef: badRef, State: axtype.TaskFailed, Error: "exit status 3", ErrorCode: "exit_3"},
 	})
 	require.NoError(t, err)
 	require.Len(t, done, 2)
@@ -99,7 +101,7 @@ func TestAResultEndsItsRunStraightIntoHistory(t *testing.T) {
 	require.ElementsMatch(t, []string{ok.String(), bad.String()}, strings.Split(note.Payload, ","))
 
 	// A stale token (the run has ended) matches nothing and moves nothing.
-	again, err := db.TaskComplete(ctx, e.pool, []db.TaskResult{{TaskRef: okRef, State: db.TaskFailed}})
+	again, err := db.TaskComplete(ctx, e.pool, []axtype.TaskResult{{TaskRef: okRef, State: axtype.TaskFailed}})
 	require.NoError(t, err)
 	require.Empty(t, again)
 }
@@ -109,17 +111,17 @@ func TestAResultEndsItsRunStraightIntoHistory(t *testing.T) {
 func TestTheLastShardsResultEndsItsRun(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	job := e.job(func(j *db.Job) { j.ShardCount = 2 })
+	job := e.job(func(j *axtype.Job) { j.ShardCount = 2 })
 	run := e.trigger(job.ID)
 	refs := e.lease(run)
 	require.Len(t, refs, 2)
 
-	done, err := db.TaskComplete(ctx, e.pool, []db.TaskResult{{TaskRef: refs[0], State: db.TaskSucceeded}})
+	done, err := db.TaskComplete(ctx, e.pool, []axtype.TaskResult{{TaskRef: refs[0], State: axtype.TaskSucceeded}})
 	require.NoError(t, err)
 	require.False(t, done[0].Finalized)
 	require.Equal(t, "live", e.whereShards(run, 2))
 
-	done, err = db.TaskComplete(ctx, e.pool, []db.TaskResult{{TaskRef: refs[1], State: db.TaskFailed, Error: "boom"}})
+	done, err = db.TaskComplete(ctx, e.pool, []axtype.TaskResult{{TaskRef: refs[1], State: axtype.TaskFailed, Error: "boom"}})
 	require.NoError(t, err)
 	require.True(t, done[0].Finalized)
 	require.Equal(t, "history", e.whereShards(run, 2))
@@ -136,7 +138,7 @@ func TestTheLastShardsResultEndsItsRun(t *testing.T) {
 func TestHistoryEndSingleLeavesARunOfSeveralShards(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	job := e.job(func(j *db.Job) { j.ShardCount = 2 })
+	job := e.job(func(j *axtype.Job) { j.ShardCount = 2 })
 	run := e.trigger(job.ID)
 	refs := e.lease(run)
 	require.Len(t, refs, 2)
@@ -184,7 +186,7 @@ func TestAResultForARunEndedBesideItsTaskIsKept(t *testing.T) {
 	_, err := e.pool.Exec(ctx, `UPDATE ax.execution SET state = 'failed', finished_at = now() WHERE id = $1`, run)
 	require.NoError(t, err)
 
-	done, err := db.TaskComplete(ctx, e.pool, []db.TaskResult{{TaskRef: ref, State: db.TaskSucceeded, Result: []byte(`{"n":1}`)}})
+	done, err := db.TaskComplete(ctx, e.pool, []axtype.TaskResult{{TaskRef: ref, State: axtype.TaskSucceeded, Result: []byte(`{"n":1}`)}})
 	require.NoError(t, err)
 	require.Len(t, done, 1)
 	require.False(t, done[0].Finalized)

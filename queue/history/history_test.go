@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -55,12 +57,12 @@ func (e *env) maintainAt(d time.Duration) *history.Report {
 	return rep
 }
 
-func (e *env) job(mutate func(*db.Job)) *db.Job {
+func (e *env) job(mutate func(*axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
+	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
+		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once",
-		MisfireWindowSeconds: 3600, MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
+		MisfireWindowSeconds: 3600, MisfireMaxFires: 100, DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}
@@ -192,7 +194,7 @@ func TestADropWaitingForItsLockGivesUpAndComesBack(t *testing.T) {
 
 func TestARunEndedWithATaskInFlightMovesWhenItEnds(t *testing.T) {
 	e := setup(t)
-	job := e.job(func(j *db.Job) { j.ShardCount = 2 })
+	job := e.job(func(j *axtype.Job) { j.ShardCount = 2 })
 	run := e.trigger(job.ID)
 	ctx := context.Background()
 	// One shard still running when the run is ended (as a cancel that

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Events, callbacks and callback attempts are partitioned by range of
@@ -57,7 +59,7 @@ func maintainKeyed(ctx context.Context, pool *pgxpool.Pool, cfg Config, rep *Rep
 		return errors.Join(append(errs, err)...)
 	}
 	for _, p := range parts {
-		counts, took, err := drop(ctx, pool, []db.HistoryPartition{p}, db.KeyedPartitionRows, cfg)
+		counts, took, err := drop(ctx, pool, []axtype.HistoryPartition{p}, db.KeyedPartitionRows, cfg)
 		if errors.Is(err, errLockWait) {
 			rep.Waiting++
 			cfg.Logger.WarnContext(ctx, "partition drop waited too long for its lock; trying again next time",

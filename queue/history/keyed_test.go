@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // idAt is a UUIDv7 of instant t, as ax makes for a run fired then.
@@ -74,7 +76,7 @@ func (e *env) spillFrom(table string) time.Time {
 func TestRunKeyedPartitionStaysWhileARunOfItsRangeRemains(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	job := e.job(func(j *db.Job) { j.CallbackURL = "http://127.0.0.1:1/hook" })
+	job := e.job(func(j *axtype.Job) { j.CallbackURL = "http://127.0.0.1:1/hook" })
 	now, err := db.Now(ctx, e.pool)
 	require.NoError(t, err)
 	// Ten days ago: below the first slot, in the low partition.

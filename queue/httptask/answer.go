@@ -16,8 +16,8 @@ import (
 // result, and the most a result posted after a 202 may hold.
 const MaxResultBytes = 64 << 10
 
-// Error codes of attempts that got no complete answer (db.ErrorCodeTimeout
-// and db.ErrorCodeConnect on the server).
+// Error codes of attempts that got no complete answer (axtype.ErrorCodeTimeout
+// and axtype.ErrorCodeConnect on the server).
 const (
 	ErrorCodeTimeout = "timeout"
 	ErrorCodeConnect = "connect"

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Steps of a fire that can set a job aside (label of ax_trigger_set_aside_total).
@@ -138,16 +140,16 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.AgentHealth = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_agent_health_changes_total", Help: "Agents quarantined for failing, or restored after probes succeeded.",
 	}, []string{"change"})
-	m.AgentHealth.WithLabelValues(string(db.AgentQuarantined))
+	m.AgentHealth.WithLabelValues(string(axtype.AgentQuarantined))
 	m.AgentHealth.WithLabelValues("restored")
-	for _, s := range []db.TaskState{db.TaskSucceeded, db.TaskFailed, db.TaskCancelled} {
+	for _, s := range []axtype.TaskState{axtype.TaskSucceeded, axtype.TaskFailed, axtype.TaskCancelled} {
 		m.TaskResults.With(string(s), "")
 	}
-	m.TaskResults.With(string(db.TaskTimedOut), db.ErrorCodeTimeout) // agents and the reaper give timeouts this code
-	for _, c := range []db.ExecutionCause{db.CauseSchedule, db.CauseCatchUp, db.CauseManual, db.CauseDelayed} {
+	m.TaskResults.With(string(axtype.TaskTimedOut), axtype.ErrorCodeTimeout) // agents and the reaper give timeouts this code
+	for _, c := range []axtype.ExecutionCause{axtype.CauseSchedule, axtype.CauseCatchUp, axtype.CauseManual, axtype.CauseDelayed} {
 		m.Fires.WithLabelValues(string(c))
 	}
-	for _, r := range []db.SkipReason{db.SkipMisfire, db.SkipOverlap, db.SkipPaused, db.SkipDSTGap} {
+	for _, r := range []axtype.SkipReason{axtype.SkipMisfire, axtype.SkipOverlap, axtype.SkipPaused, axtype.SkipDSTGap} {
 		m.Skipped.WithLabelValues(string(r))
 	}
 	if reg != nil {
@@ -236,7 +238,7 @@ func (c *StateCollector) collectBacklog(ctx context.Context, ch chan<- prometheu
 		return err
 	}
 	if len(backlog) == 0 { // an empty queue is a zero, not a missing series
-		backlog = []db.Backlog{{}}
+		backlog = []axtype.Backlog{{}}
 	}
 	for _, b := range backlog {
 		class, priority := cmp.Or(b.Class, "none"), strconv.Itoa(b.Priority)
@@ -258,8 +260,8 @@ func (c *StateCollector) collectAgents(ctx context.Context, ch chan<- prometheus
 		ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(a.Agents), string(a.State), ready, a.Pool)
 	}
 	for _, pool := range pools {
-		if !seen[string(db.AgentActive)+"/true/"+pool] {
-			ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, 0, string(db.AgentActive), "true", pool)
+		if !seen[string(axtype.AgentActive)+"/true/"+pool] {
+			ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, 0, string(axtype.AgentActive), "true", pool)
 		}
 	}
 	return nil
@@ -298,7 +300,7 @@ func (c *StateCollector) collectBreakers(ctx context.Context, ch chan<- promethe
 	}
 	for _, b := range breakers {
 		open := 0.0
-		if b.State != db.BreakerClosed {
+		if b.State != axtype.BreakerClosed {
 			open = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.breakerOpen, prometheus.GaugeValue, open, b.Host)

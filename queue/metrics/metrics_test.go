@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/schedule"
@@ -93,27 +95,27 @@ func sameLabels(got []*dto.LabelPair, want map[string]string) bool {
 
 // agent registers a shell agent; ready says whether it has heartbeated
 // ready yet.
-func (e *env) agent(labels map[string]string, ready bool) *db.Agent {
+func (e *env) agent(labels map[string]string, ready bool) *axtype.Agent {
 	e.t.Helper()
 	ctx := context.Background()
-	a, err := e.broker.Register(ctx, &db.Agent{Name: "agent-" + uuid.NewString()[:8], Labels: labels, Capacity: 10,
+	a, err := e.broker.Register(ctx, &axtype.Agent{Name: "agent-" + uuid.NewString()[:8], Labels: labels, Capacity: 10,
 		APIKeyID: e.keyID, Executors: []string{"shell"}})
 	require.NoError(e.t, err)
 	if ready {
-		_, err = e.broker.Heartbeat(ctx, a.ID, nil, &db.AgentLoad{Ready: &ready})
+		_, err = e.broker.Heartbeat(ctx, a.ID, nil, &axtype.AgentLoad{Ready: &ready})
 		require.NoError(e.t, err)
 		a.Ready = true
 	}
 	return a
 }
 
-func (e *env) job(mutate func(j *db.Job)) *db.Job {
+func (e *env) job(mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
+	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC",
+		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 0, RetryBackoffMaxSeconds: 0,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
+		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
 	if mutate != nil {
 		mutate(j)
 	}
@@ -129,7 +131,7 @@ func (e *env) trigger(jobID uuid.UUID) {
 }
 
 // run triggers a job, leases its one task to a and reports state.
-func (e *env) run(a *db.Agent, jobID uuid.UUID, state db.TaskState) {
+func (e *env) run(a *axtype.Agent, jobID uuid.UUID, state axtype.TaskState) {
 	e.t.Helper()
 	ctx := context.Background()
 	e.trigger(jobID)
@@ -137,7 +139,7 @@ func (e *env) run(a *db.Agent, jobID uuid.UUID, state db.TaskState) {
 	require.NoError(e.t, err)
 	require.Len(e.t, tasks, 1)
 	require.Equal(e.t, jobID, tasks[0].JobID)
-	done, err := e.broker.Complete(ctx, a.ID, []db.TaskResult{{TaskRef: db.TaskRef{ID: tasks[0].ID, Token: tasks[0].LeaseToken},
+	done, err := e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: tasks[0].ID, Token: tasks[0].LeaseToken},
 		State: state, Result: json.RawMessage(`{}`)}})
 	require.NoError(e.t, err)
 	require.Len(e.t, done, 1)
@@ -165,7 +167,7 @@ func TestStateCollectorCountsTheBacklog(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	a := e.agent(nil, true)
-	batch := e.job(func(j *db.Job) { j.ShardCount = 3 })
+	batch := e.job(func(j *axtype.Job) { j.ShardCount = 3 })
 	e.trigger(batch.ID)
 	e.trigger(batch.ID)
 	none0 := map[string]string{"class": "none", "priority": "0"}
@@ -177,7 +179,7 @@ func TestStateCollectorCountsTheBacklog(t *testing.T) {
 	e.requireGauge(4, "ax_queue_depth", none0)
 
 	// A failure waiting out its backoff is pending but not ready.
-	retried := e.job(func(j *db.Job) {
+	retried := e.job(func(j *axtype.Job) {
 		j.Priority = 1
 		j.RetryMaxAttempts = 2
 		j.RetryBackoffSeconds = 3600
@@ -188,9 +190,9 @@ func TestStateCollectorCountsTheBacklog(t *testing.T) {
 	_, ok := e.gauge("ax_queue_depth", map[string]string{"class": "none", "priority": "1"})
 	require.False(t, ok, "a task waiting for its backoff is no backlog")
 
-	_, err = db.RateClassInsert(ctx, e.pool, &db.RateClass{Name: "slow", Rate: 1, Burst: 1})
+	_, err = db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "slow", Rate: 1, Burst: 1})
 	require.NoError(t, err)
-	e.trigger(e.job(func(j *db.Job) { j.RateLimitClass = "slow"; j.Priority = 5 }).ID)
+	e.trigger(e.job(func(j *axtype.Job) { j.RateLimitClass = "slow"; j.Priority = 5 }).ID)
 	e.requireGauge(1, "ax_queue_depth", map[string]string{"class": "slow", "priority": "5"})
 	e.requireGauge(4, "ax_queue_depth", none0)
 
@@ -212,7 +214,7 @@ func TestStateCollectorCountsAgentsByStateAndPool(t *testing.T) {
 	e.agent(gpu, false)
 	drained := e.agent(map[string]string{"pool": "cpu"}, true)
 	require.NoError(t, e.broker.DrainHold(context.Background(), drained.ID))
-	e.job(func(j *db.Job) { j.TargetLabels = map[string]string{"pool": "tpu"} })
+	e.job(func(j *axtype.Job) { j.TargetLabels = map[string]string{"pool": "tpu"} })
 
 	e.requireGauge(2, "ax_agents", map[string]string{"state": "active", "ready": "true", "pool": "gpu"})
 	e.requireGauge(1, "ax_agents", map[string]string{"state": "active", "ready": "false", "pool": "gpu"})
@@ -225,11 +227,11 @@ func TestStateCollectorCountsAgentsByStateAndPool(t *testing.T) {
 func TestStateCollectorReportsFailingJobs(t *testing.T) {
 	e := setup(t)
 	a := e.agent(nil, true)
-	flaky := e.job(func(j *db.Job) { j.Name = "flaky"; j.Owner = "team-a" })
-	for _, state := range []db.TaskState{"failed", "succeeded", "failed", "failed"} {
+	flaky := e.job(func(j *axtype.Job) { j.Name = "flaky"; j.Owner = "team-a" })
+	for _, state := range []axtype.TaskState{"failed", "succeeded", "failed", "failed"} {
 		e.run(a, flaky.ID, state)
 	}
-	healthy := e.job(func(j *db.Job) { j.Name = "healthy" })
+	healthy := e.job(func(j *axtype.Job) { j.Name = "healthy" })
 	e.run(a, healthy.ID, "succeeded")
 
 	labels := map[string]string{"job": "flaky", "group": "default", "owner": "team-a"}
@@ -243,10 +245,10 @@ func TestStateCollectorReportsFailingJobs(t *testing.T) {
 func TestStateCollectorReportsOverdueAndSetAsideTriggers(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	hourly := func(j *db.Job) { j.TriggerKind = db.TriggerInterval; j.IntervalSeconds = 3600 }
+	hourly := func(j *axtype.Job) { j.TriggerKind = axtype.TriggerInterval; j.IntervalSeconds = 3600 }
 
 	// The trigger loop sets aside a job whose fire it cannot plan.
-	broken := e.job(func(j *db.Job) { j.TriggerKind = db.TriggerCron; j.CronExpr = "* * * * * *" })
+	broken := e.job(func(j *axtype.Job) { j.TriggerKind = axtype.TriggerCron; j.CronExpr = "* * * * * *" })
 	e.exec(`UPDATE ax.job SET cron_expr = 'not a cron' WHERE id = $1`, broken.ID)
 	e.exec(`UPDATE ax.trigger SET next_fire_at = now() - interval '60 seconds' WHERE job_id = $1`, broken.ID)
 	loop := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: -1})
@@ -279,7 +281,7 @@ func TestStateCollectorReportsOpenCallbackBreakers(t *testing.T) {
 	ctx := context.Background()
 	_, state, err := db.CallbackBreakerFailure(ctx, e.pool, "down.example", 1, time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, db.BreakerState("open"), state)
+	require.Equal(t, axtype.BreakerState("open"), state)
 	_, _, err = db.CallbackBreakerFailure(ctx, e.pool, "back.example", 1, time.Minute)
 	require.NoError(t, err)
 	_, err = db.CallbackBreakerSuccess(ctx, e.pool, "back.example")

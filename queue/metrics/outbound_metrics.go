@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // OutboundMetrics are the metrics of callbacks and agentless HTTP tasks.
@@ -57,7 +57,7 @@ func NewOutboundMetrics(reg prometheus.Registerer) *OutboundMetrics {
 	for _, o := range []string{"delivered", "failed"} {
 		m.CallbackAttempts.WithLabelValues(o)
 	}
-	for _, s := range []string{string(db.BreakerOpen), string(db.BreakerClosed)} {
+	for _, s := range []string{string(axtype.BreakerOpen), string(axtype.BreakerClosed)} {
 		m.BreakerChanges.WithLabelValues(s)
 	}
 	for _, o := range []string{"succeeded", "accepted", "failed"} {

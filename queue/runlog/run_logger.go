@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/ax-scheduler/ax/queue/notify"
 )
@@ -148,7 +149,7 @@ func (l *RunLogger) flush(ctx context.Context, ids []uuid.UUID) error {
 }
 
 // log writes one run's end, within the budget.
-func (l *RunLogger) log(ctx context.Context, e db.ExecutionEnd) {
+func (l *RunLogger) log(ctx context.Context, e axtype.ExecutionEnd) {
 	if !l.budget.Allow(e.State) {
 		return
 	}

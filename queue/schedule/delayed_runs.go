@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // FireDueRuns runs one batch of delayed runs: claims up to BatchSize
@@ -46,10 +48,10 @@ func (l *TriggerLoop) FireDueRuns(ctx context.Context) (int, error) {
 // planDelayed decides each claimed run (earliest first): fire, skip (with
 // the record) or hold. It is pure: the database's clock comes with the
 // runs.
-func planDelayed(due []*db.DueDelayedRun, misfireThreshold time.Duration) (fires []*jobFire, held []uuid.UUID) {
+func planDelayed(due []*axtype.DueDelayedRun, misfireThreshold time.Duration) (fires []*jobFire, held []uuid.UUID) {
 	type fired struct {
 		f *jobFire
-		r *db.DueDelayedRun
+		r *axtype.DueDelayedRun
 	}
 	lastFire := map[uuid.UUID]fired{} // a job's latest fire in this batch
 	for _, r := range due {
@@ -64,27 +66,27 @@ func planDelayed(due []*db.DueDelayedRun, misfireThreshold time.Duration) (fires
 		missed := late > misfireThreshold
 		switch {
 		case missed && late > window:
-			f.skips = delayedSkip(r, db.SkipMisfire, "missed by more than the catch-up window")
+			f.skips = delayedSkip(r, axtype.SkipMisfire, "missed by more than the catch-up window")
 			continue
-		case missed && r.MisfirePolicy == db.MisfireSkip:
-			f.skips = delayedSkip(r, db.SkipMisfire, "missed; the misfire policy is skip")
+		case missed && r.MisfirePolicy == axtype.MisfireSkip:
+			f.skips = delayedSkip(r, axtype.SkipMisfire, "missed; the misfire policy is skip")
 			continue
 		}
 		earlier, firedBefore := lastFire[r.JobID]
 		switch r.ConcurrencyPolicy {
-		case db.ConcurrencyForbid:
+		case axtype.ConcurrencyForbid:
 			if r.HasUnfinished || firedBefore {
-				f.skips = delayedSkip(r, db.SkipOverlap, "the previous execution was still unfinished")
+				f.skips = delayedSkip(r, axtype.SkipOverlap, "the previous execution was still unfinished")
 				continue
 			}
-		case db.ConcurrencyReplace:
+		case axtype.ConcurrencyReplace:
 			if firedBefore { // it would be replaced at once: only the latest runs
 				earlier.f.executions, earlier.f.replace = nil, false
-				earlier.f.skips = delayedSkip(earlier.r, db.SkipOverlap, "replaced by a later delayed run fired in the same batch")
+				earlier.f.skips = delayedSkip(earlier.r, axtype.SkipOverlap, "replaced by a later delayed run fired in the same batch")
 			}
 			f.replace = r.HasUnfinished
 		}
-		f.executions = []*db.NewExecution{{ID: r.ID, JobID: r.JobID, Cause: db.CauseDelayed, ScheduledFor: r.RunAt,
+		f.executions = []*axtype.NewExecution{{ID: r.ID, JobID: r.JobID, Cause: axtype.CauseDelayed, ScheduledFor: r.RunAt,
 			Misfired: missed, Params: r.Params, Priority: r.Priority, TraceParent: r.TraceParent}}
 		lastFire[r.JobID] = fired{f, r}
 	}
@@ -93,7 +95,7 @@ func planDelayed(due []*db.DueDelayedRun, misfireThreshold time.Duration) (fires
 
 // delayedSkip records a delayed run that did not fire; its detail names
 // the run, so "why didn't it run?" finds it by id.
-func delayedSkip(r *db.DueDelayedRun, reason db.SkipReason, detail string) []*db.SkippedFire {
-	return []*db.SkippedFire{{JobID: r.JobID, Reason: reason, FirstTick: r.RunAt, LastTick: r.RunAt, TickCount: 1,
+func delayedSkip(r *axtype.DueDelayedRun, reason axtype.SkipReason, detail string) []*axtype.SkippedFire {
+	return []*axtype.SkippedFire{{JobID: r.JobID, Reason: reason, FirstTick: r.RunAt, LastTick: r.RunAt, TickCount: 1,
 		Detail: "delayed run " + r.ID.String() + ": " + detail}}
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // maxTicksPerPlan bounds how many missed ticks one plan lists one by one;
@@ -17,7 +17,7 @@ const maxTicksPerPlan = 1000
 // the ticks to record as skipped, and where the trigger goes next.
 type firePlan struct {
 	fires []plannedFire
-	skips []*db.SkippedFire
+	skips []*axtype.SkippedFire
 	next  *time.Time
 }
 
@@ -29,10 +29,10 @@ type plannedFire struct {
 // ticker enumerates a trigger's ticks.
 type ticker interface {
 	// next is the first tick strictly after `after`.
-	next(t *db.DueTrigger, after time.Time) (*time.Time, error)
+	next(t *axtype.DueTrigger, after time.Time) (*time.Time, error)
 	// atOrAfter is the first tick at or after x, on the trigger's own grid
 	// (interval ticks stay anchored to its next_fire_at).
-	atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, error)
+	atOrAfter(t *axtype.DueTrigger, x time.Time) (*time.Time, error)
 }
 
 // planner decides fires for due triggers. It is pure: the clock and the
@@ -52,7 +52,7 @@ type planner struct {
 // plan splits the ticks from t.NextFireAt to now (plus fireAhead) into
 // three stretches: older than the catch-up window (skipped), missed within
 // the window (the misfire policy decides), and on time (fired).
-func (p *planner) plan(t *db.DueTrigger, now time.Time) (*firePlan, error) {
+func (p *planner) plan(t *axtype.DueTrigger, now time.Time) (*firePlan, error) {
 	plan := &firePlan{}
 	skip := &skipRecorder{jobID: t.JobID}
 	onTimeFrom := now.Add(-p.misfireThreshold)
@@ -60,14 +60,14 @@ func (p *planner) plan(t *db.DueTrigger, now time.Time) (*firePlan, error) {
 	tick := &t.NextFireAt
 	var err error
 	if tick.Before(windowFrom) && windowFrom.Before(onTimeFrom) {
-		if tick, err = p.skipStretch(t, *tick, windowFrom, skip, db.SkipMisfire, "missed by more than the catch-up window"); err != nil {
+		if tick, err = p.skipStretch(t, *tick, windowFrom, skip, axtype.SkipMisfire, "missed by more than the catch-up window"); err != nil {
 			return nil, err
 		}
 	}
 	var missed []time.Time
 	for tick != nil && tick.Before(onTimeFrom) {
 		if len(missed) == maxTicksPerPlan {
-			if tick, err = p.skipStretch(t, *tick, onTimeFrom, skip, db.SkipMisfire, fmt.Sprintf(
+			if tick, err = p.skipStretch(t, *tick, onTimeFrom, skip, axtype.SkipMisfire, fmt.Sprintf(
 				"more than %d ticks missed in the catch-up window; the later ones were skipped", maxTicksPerPlan)); err != nil {
 				return nil, err
 			}
@@ -94,7 +94,7 @@ func (p *planner) plan(t *db.DueTrigger, now time.Time) (*firePlan, error) {
 // skipStretch records the ticks from first up to (not including) until
 // as one skipped range and returns the first tick at or after until. The
 // ticks are counted when there are few enough to list.
-func (p *planner) skipStretch(t *db.DueTrigger, first, until time.Time, skip *skipRecorder, reason db.SkipReason, detail string) (*time.Time, error) {
+func (p *planner) skipStretch(t *axtype.DueTrigger, first, until time.Time, skip *skipRecorder, reason axtype.SkipReason, detail string) (*time.Time, error) {
 	count, last := 0, first
 	for tick := &first; tick != nil && tick.Before(until); {
 		if count == maxTicksPerPlan {
@@ -113,18 +113,18 @@ func (p *planner) skipStretch(t *db.DueTrigger, first, until time.Time, skip *sk
 
 // planMissed applies the misfire policy to missed ticks (oldest first).
 // fire_once fires the oldest missed tick, which stands for all of them.
-func planMissed(t *db.DueTrigger, missed []time.Time, plan *firePlan, skip *skipRecorder) {
+func planMissed(t *axtype.DueTrigger, missed []time.Time, plan *firePlan, skip *skipRecorder) {
 	for i, tick := range missed {
 		switch {
-		case t.MisfirePolicy == db.MisfireSkip:
-			skip.add(db.SkipMisfire, tick, "missed; the misfire policy is skip")
-		case t.MisfirePolicy == db.MisfireFireAll && i < t.MisfireMaxFires,
-			t.MisfirePolicy != db.MisfireFireAll && i == 0:
+		case t.MisfirePolicy == axtype.MisfireSkip:
+			skip.add(axtype.SkipMisfire, tick, "missed; the misfire policy is skip")
+		case t.MisfirePolicy == axtype.MisfireFireAll && i < t.MisfireMaxFires,
+			t.MisfirePolicy != axtype.MisfireFireAll && i == 0:
 			plan.fires = append(plan.fires, plannedFire{scheduledFor: tick, catchUp: true})
-		case t.MisfirePolicy == db.MisfireFireAll:
-			skip.add(db.SkipMisfire, tick, fmt.Sprintf("beyond the catch-up cap of %d fires", t.MisfireMaxFires))
+		case t.MisfirePolicy == axtype.MisfireFireAll:
+			skip.add(axtype.SkipMisfire, tick, fmt.Sprintf("beyond the catch-up cap of %d fires", t.MisfireMaxFires))
 		default:
-			skip.add(db.SkipMisfire, tick, "missed; folded into one catch-up fire")
+			skip.add(axtype.SkipMisfire, tick, "missed; folded into one catch-up fire")
 		}
 	}
 }
@@ -133,19 +133,19 @@ func planMissed(t *db.DueTrigger, missed []time.Time, plan *firePlan, skip *skip
 // while an execution is unfinished no new one starts, and of several fires
 // in one batch only the first runs. replace: of several fires only the
 // last runs (each would replace the one before at once).
-func applyOverlap(t *db.DueTrigger, plan *firePlan, skip *skipRecorder) {
-	if len(plan.fires) < 2 && (t.ConcurrencyPolicy != db.ConcurrencyForbid || len(plan.fires) == 0) {
+func applyOverlap(t *axtype.DueTrigger, plan *firePlan, skip *skipRecorder) {
+	if len(plan.fires) < 2 && (t.ConcurrencyPolicy != axtype.ConcurrencyForbid || len(plan.fires) == 0) {
 		return
 	}
 	switch t.ConcurrencyPolicy {
-	case db.ConcurrencyReplace:
+	case axtype.ConcurrencyReplace:
 		last := len(plan.fires) - 1
 		for _, f := range plan.fires[:last] {
-			skip.add(db.SkipOverlap, f.scheduledFor, "replaced by a later tick fired in the same batch")
+			skip.add(axtype.SkipOverlap, f.scheduledFor, "replaced by a later tick fired in the same batch")
 		}
 		plan.fires = plan.fires[last:]
 		return
-	case db.ConcurrencyAllow:
+	case axtype.ConcurrencyAllow:
 		return
 	}
 	keep := 1
@@ -153,7 +153,7 @@ func applyOverlap(t *db.DueTrigger, plan *firePlan, skip *skipRecorder) {
 		keep = 0
 	}
 	for _, f := range plan.fires[keep:] {
-		skip.add(db.SkipOverlap, f.scheduledFor, "the previous execution was still unfinished")
+		skip.add(axtype.SkipOverlap, f.scheduledFor, "the previous execution was still unfinished")
 	}
 	plan.fires = plan.fires[:keep]
 }
@@ -162,11 +162,11 @@ func applyOverlap(t *db.DueTrigger, plan *firePlan, skip *skipRecorder) {
 // detail into one range row.
 type skipRecorder struct {
 	jobID   uuid.UUID
-	skips   []*db.SkippedFire
-	pending *db.SkippedFire
+	skips   []*axtype.SkippedFire
+	pending *axtype.SkippedFire
 }
 
-func (s *skipRecorder) add(reason db.SkipReason, tick time.Time, detail string) {
+func (s *skipRecorder) add(reason axtype.SkipReason, tick time.Time, detail string) {
 	if p := s.pending; p != nil && p.Reason == reason && p.Detail == detail && p.TickCount > 0 {
 		p.LastTick = tick
 		p.TickCount++
@@ -176,13 +176,13 @@ func (s *skipRecorder) add(reason db.SkipReason, tick time.Time, detail string) 
 	s.pending = s.newSkip(reason, tick, tick, 1, detail)
 }
 
-func (s *skipRecorder) addRange(reason db.SkipReason, first, last time.Time, count int, detail string) {
+func (s *skipRecorder) addRange(reason axtype.SkipReason, first, last time.Time, count int, detail string) {
 	s.flush()
 	s.skips = append(s.skips, s.newSkip(reason, first, last, count, detail))
 }
 
-func (s *skipRecorder) newSkip(reason db.SkipReason, first, last time.Time, count int, detail string) *db.SkippedFire {
-	return &db.SkippedFire{JobID: s.jobID, Reason: reason, FirstTick: first, LastTick: last,
+func (s *skipRecorder) newSkip(reason axtype.SkipReason, first, last time.Time, count int, detail string) *axtype.SkippedFire {
+	return &axtype.SkippedFire{JobID: s.jobID, Reason: reason, FirstTick: first, LastTick: last,
 		TickCount: count, Detail: detail}
 }
 
@@ -193,7 +193,7 @@ func (s *skipRecorder) flush() {
 	}
 }
 
-func (s *skipRecorder) done() []*db.SkippedFire {
+func (s *skipRecorder) done() []*axtype.SkippedFire {
 	s.flush()
 	return s.skips
 }

@@ -7,18 +7,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // everySecond ticks on whole seconds.
 type everySecond struct{}
 
-func (everySecond) next(_ *db.DueTrigger, after time.Time) (*time.Time, error) {
+func (everySecond) next(_ *axtype.DueTrigger, after time.Time) (*time.Time, error) {
 	next := after.Truncate(time.Second).Add(time.Second)
 	return &next, nil
 }
 
-func (e everySecond) atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, error) {
+func (e everySecond) atOrAfter(t *axtype.DueTrigger, x time.Time) (*time.Time, error) {
 	return e.next(t, x.Add(-time.Nanosecond))
 }
 
@@ -26,8 +26,8 @@ func TestPlanner(t *testing.T) {
 	t.Parallel()
 	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	p := &planner{misfireThreshold: 5 * time.Second, ticks: everySecond{}}
-	due := func(policy db.MisfirePolicy, behind time.Duration) *db.DueTrigger {
-		return &db.DueTrigger{JobID: uuid.New(), MisfirePolicy: policy, MisfireWindowSeconds: 3600,
+	due := func(policy axtype.MisfirePolicy, behind time.Duration) *axtype.DueTrigger {
+		return &axtype.DueTrigger{JobID: uuid.New(), MisfirePolicy: policy, MisfireWindowSeconds: 3600,
 			MisfireMaxFires: 10, ConcurrencyPolicy: "allow", NextFireAt: base.Add(-behind)}
 	}
 	count := func(plan *firePlan) (fires, catchUps, skipped int) {
@@ -60,7 +60,7 @@ func TestPlanner(t *testing.T) {
 		require.Equal(t, 61, fires+skipped, "every tick is fired or recorded")
 		require.Len(t, plan.skips, 1, "consecutive skips are one range")
 		require.Equal(t, base.Add(-59*time.Second), plan.skips[0].FirstTick)
-		require.Equal(t, db.SkipMisfire, plan.skips[0].Reason)
+		require.Equal(t, axtype.SkipMisfire, plan.skips[0].Reason)
 	})
 	t.Run("fire_all is capped", func(t *testing.T) {
 		plan, err := p.plan(due("fire_all", 60*time.Second), base)
@@ -107,7 +107,7 @@ func TestPlanner(t *testing.T) {
 		plan, err := p.plan(d, base)
 		require.NoError(t, err)
 		require.Empty(t, plan.fires)
-		require.Equal(t, db.SkipOverlap, plan.skips[0].Reason)
+		require.Equal(t, axtype.SkipOverlap, plan.skips[0].Reason)
 		require.Equal(t, 1, plan.skips[0].TickCount)
 	})
 	t.Run("forbid runs only the first of several fires", func(t *testing.T) {
@@ -141,7 +141,7 @@ func TestSharedTicksAreEachJobsOwn(t *testing.T) {
 		for _, tz := range []string{"UTC", "Europe/Berlin"} {
 			for _, next := range []time.Time{{}, now.Add(-time.Minute), now.Add(10 * time.Minute).Truncate(time.Minute), now.Add(7 * time.Second).Truncate(time.Second), now.Add(1500 * time.Millisecond)} {
 				for _, max := range []int{1, 100, 3600} {
-					job := &db.DueTrigger{TriggerKind: db.TriggerCron, CronExpr: expr, Timezone: tz, NextFireAt: next}
+					job := &axtype.DueTrigger{TriggerKind: axtype.TriggerCron, CronExpr: expr, Timezone: tz, NextFireAt: next}
 					want, err := upcomingTicks(job, now, until, max)
 					require.NoError(t, err)
 					got, err := shared.ticks(job, now, until, max)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/cron"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -15,8 +17,8 @@ import (
 // NextFire returns when job fires next strictly after `after`, or nil when
 // it never fires on its own (manual jobs, delays already past, cron
 // expressions with no further tick).
-func NextFire(job *db.Job, after time.Time) (*time.Time, error) {
-	if job.TriggerKind == db.TriggerDelay {
+func NextFire(job *axtype.Job, after time.Time) (*time.Time, error) {
+	if job.TriggerKind == axtype.TriggerDelay {
 		if job.RunAt == nil || !job.RunAt.After(after) {
 			return nil, nil
 		}
@@ -31,18 +33,18 @@ func NextFire(job *db.Job, after time.Time) (*time.Time, error) {
 // jobs do not drift and cron jobs never skip or repeat a tick.
 type triggerTicks struct{}
 
-func (triggerTicks) next(t *db.DueTrigger, after time.Time) (*time.Time, error) {
-	if t.TriggerKind == db.TriggerDelay {
+func (triggerTicks) next(t *axtype.DueTrigger, after time.Time) (*time.Time, error) {
+	if t.TriggerKind == axtype.TriggerDelay {
 		return nil, nil // a delay fires once
 	}
 	return nextTick(t.TriggerKind, t.CronExpr, t.Timezone, t.IntervalSeconds, after)
 }
 
-func (tt triggerTicks) atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, error) {
+func (tt triggerTicks) atOrAfter(t *axtype.DueTrigger, x time.Time) (*time.Time, error) {
 	switch {
 	case !t.NextFireAt.Before(x):
 		return &t.NextFireAt, nil
-	case t.TriggerKind == db.TriggerInterval:
+	case t.TriggerKind == axtype.TriggerInterval:
 		step := time.Duration(t.IntervalSeconds) * time.Second
 		n := (x.Sub(t.NextFireAt) + step - 1) / step
 		tick := t.NextFireAt.Add(n * step)
@@ -51,18 +53,18 @@ func (tt triggerTicks) atOrAfter(t *db.DueTrigger, x time.Time) (*time.Time, err
 	return tt.next(t, x.Add(-time.Nanosecond))
 }
 
-func nextTick(kind db.TriggerKind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
+func nextTick(kind axtype.TriggerKind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
 	switch kind {
-	case db.TriggerCron:
+	case axtype.TriggerCron:
 		sched, err := schedules.get(expr, tz)
 		if err != nil {
 			return nil, err
 		}
 		return nonZero(sched.Next(after)), nil
-	case db.TriggerInterval:
+	case axtype.TriggerInterval:
 		next := after.Add(time.Duration(intervalSeconds) * time.Second).UTC()
 		return &next, nil
-	case db.TriggerManual, db.TriggerDelay:
+	case axtype.TriggerManual, axtype.TriggerDelay:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown trigger kind %q", kind)
@@ -109,7 +111,7 @@ func (c *scheduleCache) get(expr, tz string) (*cron.Schedule, error) {
 
 // SameSchedule reports whether two versions of a job fire at the same
 // times, so an update that leaves the schedule alone keeps next_fire_at.
-func SameSchedule(a, b *db.Job) bool {
+func SameSchedule(a, b *axtype.Job) bool {
 	return a.TriggerKind == b.TriggerKind && a.CronExpr == b.CronExpr &&
 		a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
 		timesEqual(a.RunAt, b.RunAt)
@@ -137,11 +139,11 @@ func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 		return err
 	}
 	if job.NextFireAt != nil && !job.NextFireAt.After(now) {
-		due := &db.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
+		due := &axtype.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
 			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt}
 		skip := &skipRecorder{jobID: job.ID}
 		p := &planner{ticks: triggerTicks{}}
-		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, db.SkipPaused, PausedDetail)
+		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, axtype.SkipPaused, PausedDetail)
 		if err != nil {
 			return err
 		}

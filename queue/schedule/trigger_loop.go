@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
@@ -227,7 +229,7 @@ type batch struct {
 	written  []*jobFire
 	setAside []setAside
 	failed   []failedRun
-	inserted []db.InsertedExecution
+	inserted []axtype.InsertedExecution
 	router   *dispatch.TaskRouter
 	outbox   *delivery.Outbox
 }
@@ -235,12 +237,12 @@ type batch struct {
 // jobFire is what one claimed trigger, or one delayed run, writes.
 type jobFire struct {
 	jobID      uuid.UUID
-	executions []*db.NewExecution
-	skips      []*db.SkippedFire
-	pausedAt   *time.Time         // skips are ticks passed while paused since then
-	advance    *db.TriggerAdvance // nil for a delayed run
-	replace    bool               // cancel the job's unfinished executions first
-	delayedRun uuid.UUID          // the delayed run this fire consumes (uuid.Nil: a trigger's)
+	executions []*axtype.NewExecution
+	skips      []*axtype.SkippedFire
+	pausedAt   *time.Time             // skips are ticks passed while paused since then
+	advance    *axtype.TriggerAdvance // nil for a delayed run
+	replace    bool                   // cancel the job's unfinished executions first
+	delayedRun uuid.UUID              // the delayed run this fire consumes (uuid.Nil: a trigger's)
 }
 
 // failedRun is a delayed run whose fire could not be written: it is
@@ -264,7 +266,7 @@ func newSetAside(jobID uuid.UUID, step, reason string) setAside {
 	return setAside{jobID: jobID, step: step, reason: reason}
 }
 
-func (l *TriggerLoop) planBatch(due []*db.DueTrigger) (*batch, error) {
+func (l *TriggerLoop) planBatch(due []*axtype.DueTrigger) (*batch, error) {
 	b := &batch{claimed: len(due), router: l.cfg.Router, outbox: l.cfg.Outbox}
 	for _, t := range due {
 		f, err := l.planOne(t)
@@ -279,7 +281,7 @@ func (l *TriggerLoop) planBatch(due []*db.DueTrigger) (*batch, error) {
 
 // planOne plans the fires of one trigger; a panic in planning is the
 // job's error, not the batch's.
-func (l *TriggerLoop) planOne(t *db.DueTrigger) (f *jobFire, err error) {
+func (l *TriggerLoop) planOne(t *axtype.DueTrigger) (f *jobFire, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			f, err = nil, fmt.Errorf("panic: %v", p)
@@ -292,28 +294,28 @@ func (l *TriggerLoop) planOne(t *db.DueTrigger) (f *jobFire, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f = &jobFire{jobID: t.JobID, skips: plan.skips, advance: &db.TriggerAdvance{JobID: t.JobID, NextFireAt: plan.next}}
+	f = &jobFire{jobID: t.JobID, skips: plan.skips, advance: &axtype.TriggerAdvance{JobID: t.JobID, NextFireAt: plan.next}}
 	for _, pf := range plan.fires {
 		id, err := uuid.NewV7()
 		if err != nil {
 			return nil, fmt.Errorf("error generating execution id: %w", err)
 		}
-		cause := db.CauseSchedule
+		cause := axtype.CauseSchedule
 		if pf.catchUp {
-			cause = db.CauseCatchUp
+			cause = axtype.CauseCatchUp
 		}
-		f.executions = append(f.executions, &db.NewExecution{ID: id, JobID: t.JobID, Cause: cause,
+		f.executions = append(f.executions, &axtype.NewExecution{ID: id, JobID: t.JobID, Cause: cause,
 			ScheduledFor: pf.scheduledFor, Misfired: pf.catchUp})
 	}
-	f.replace = len(plan.fires) > 0 && t.ConcurrencyPolicy == db.ConcurrencyReplace && t.HasUnfinished
+	f.replace = len(plan.fires) > 0 && t.ConcurrencyPolicy == axtype.ConcurrencyReplace && t.HasUnfinished
 	return f, nil
 }
 
 // planPaused records the ticks of a paused job that have passed, as they
 // pass, and moves its trigger to the next one.
-func (l *TriggerLoop) planPaused(t *db.DueTrigger) (*jobFire, error) {
+func (l *TriggerLoop) planPaused(t *axtype.DueTrigger) (*jobFire, error) {
 	skip := &skipRecorder{jobID: t.JobID}
-	next, err := l.planner.skipStretch(t, t.NextFireAt, t.Now.Add(time.Nanosecond), skip, db.SkipPaused, PausedDetail)
+	next, err := l.planner.skipStretch(t, t.NextFireAt, t.Now.Add(time.Nanosecond), skip, axtype.SkipPaused, PausedDetail)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +324,7 @@ func (l *TriggerLoop) planPaused(t *db.DueTrigger) (*jobFire, error) {
 		pausedAt = *t.PausedAt
 	}
 	return &jobFire{jobID: t.JobID, skips: skip.done(), pausedAt: &pausedAt,
-		advance: &db.TriggerAdvance{JobID: t.JobID, NextFireAt: next}}, nil
+		advance: &axtype.TriggerAdvance{JobID: t.JobID, NextFireAt: next}}, nil
 }
 
 // PausedDetail is the detail of the skip records of paused ticks.
@@ -364,7 +366,7 @@ func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) 
 	if len(fires) == 0 {
 		return nil
 	}
-	var inserted []db.InsertedExecution
+	var inserted []axtype.InsertedExecution
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 		var err error
 		inserted, err = writeFires(ctx, sp, b.router, b.outbox, fires)
@@ -394,16 +396,16 @@ func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) 
 // writeFires stores fires in tx: cancellations for replace first, so they
 // never touch the new executions. It panics never: a panic in routing or
 // the outbox comes back as an error.
-func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, outbox *delivery.Outbox, fires []*jobFire) (inserted []db.InsertedExecution, err error) {
+func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, outbox *delivery.Outbox, fires []*jobFire) (inserted []axtype.InsertedExecution, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			inserted, err = nil, fmt.Errorf("panic: %v", p)
 		}
 	}()
 	var replaceJobs, delayedRuns []uuid.UUID
-	var execs []*db.NewExecution
-	var skips []*db.SkippedFire
-	var advances []*db.TriggerAdvance
+	var execs []*axtype.NewExecution
+	var skips []*axtype.SkippedFire
+	var advances []*axtype.TriggerAdvance
 	for _, f := range fires {
 		if f.replace {
 			replaceJobs = append(replaceJobs, f.jobID)
@@ -447,7 +449,7 @@ func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, out
 
 // keepInsertedAsLast points each trigger's last execution at the last one
 // that was really inserted (a tick that had fired already was left out).
-func keepInsertedAsLast(fires []*jobFire, inserted []db.InsertedExecution) {
+func keepInsertedAsLast(fires []*jobFire, inserted []axtype.InsertedExecution) {
 	ok := make(map[uuid.UUID]bool, len(inserted))
 	for _, e := range inserted {
 		ok[e.ID] = true
@@ -476,7 +478,7 @@ func (b *batch) observe(m *metrics.Metrics) {
 		}
 		for _, s := range f.skips {
 			m.Skipped.WithLabelValues(string(s.Reason)).Add(float64(max(s.TickCount, 1)))
-			if s.Reason == db.SkipMisfire {
+			if s.Reason == axtype.SkipMisfire {
 				m.Misfire.Add(float64(max(s.TickCount, 1)))
 			}
 		}
@@ -489,15 +491,15 @@ func (b *batch) observe(m *metrics.Metrics) {
 	}
 	for _, e := range b.inserted {
 		if delayed[e.ID] {
-			m.Fires.WithLabelValues(string(db.CauseDelayed)).Inc()
+			m.Fires.WithLabelValues(string(axtype.CauseDelayed)).Inc()
 			m.FireLag.Observe(max(e.FiredAt.Sub(e.ScheduledFor), 0).Seconds())
 			continue
 		}
 		if misfired[e.ID] {
-			m.Fires.WithLabelValues(string(db.CauseCatchUp)).Inc()
+			m.Fires.WithLabelValues(string(axtype.CauseCatchUp)).Inc()
 			continue
 		}
-		m.Fires.WithLabelValues(string(db.CauseSchedule)).Inc()
+		m.Fires.WithLabelValues(string(axtype.CauseSchedule)).Inc()
 		// A fire made ahead is runnable at its tick: no lag.
 		m.FireLag.Observe(max(e.FiredAt.Sub(e.ScheduledFor), 0).Seconds())
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/schedule"
@@ -38,17 +40,17 @@ func setup(t testing.TB) *env {
 }
 
 // job creates a job; mutate adjusts the definition first.
-func (e *env) job(kind db.TriggerKind, mutate func(j *db.Job)) *db.Job {
+func (e *env) job(kind axtype.TriggerKind, mutate func(j *axtype.Job)) *axtype.Job {
 	e.t.Helper()
-	j := &db.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: kind, Timezone: "UTC",
-		ExecutorKind: "shell", Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
+	j := &axtype.Job{Name: "job-" + uuid.NewString()[:8], Group: "default", TriggerKind: kind, Timezone: "UTC",
+		ExecutorKind: "shell", Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin",
 		ShardCount: 1, TimeoutSeconds: 60, RetryMaxAttempts: 1, RetryBackoffSeconds: 5, RetryBackoffMaxSeconds: 60,
 		ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 3600, MisfireMaxFires: 100,
-		DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo}
+		DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo}
 	switch kind {
-	case db.TriggerCron:
+	case axtype.TriggerCron:
 		j.CronExpr = "* * * * * *"
-	case db.TriggerInterval:
+	case axtype.TriggerInterval:
 		j.IntervalSeconds = 1
 	}
 	if mutate != nil {
@@ -87,7 +89,7 @@ func (e *env) count(sql string, args ...any) int {
 func TestFireDueIntervalNoDrift(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	j := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 10; j.ShardCount = 3; j.ShardParams = []string{"a", "b", "c"} })
+	j := e.job(axtype.TriggerInterval, func(j *axtype.Job) { j.IntervalSeconds = 10; j.ShardCount = 3; j.ShardParams = []string{"a", "b", "c"} })
 	scheduled := e.behind(j.ID, 1500*time.Millisecond)
 	require.Equal(t, 1, e.fire())
 
@@ -95,12 +97,12 @@ func TestFireDueIntervalNoDrift(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, scheduled.Add(10*time.Second), *got.NextFireAt, "next = previous scheduled + interval, not now + interval")
 	require.Equal(t, scheduled, *got.LastScheduledFor)
-	require.Equal(t, db.ExecutionPending, got.LastState)
+	require.Equal(t, axtype.ExecutionPending, got.LastState)
 
 	execs, err := db.ExecutionList(context.Background(), e.pool, &db.ExecutionListParams{JobID: &j.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, execs, 1)
-	require.Equal(t, db.CauseSchedule, execs[0].Cause)
+	require.Equal(t, axtype.CauseSchedule, execs[0].Cause)
 	require.False(t, execs[0].Misfired)
 	tasks, err := db.TaskListByExecution(context.Background(), e.pool, execs[0].ID)
 	require.NoError(t, err)
@@ -109,7 +111,7 @@ func TestFireDueIntervalNoDrift(t *testing.T) {
 		require.Equal(t, i, task.ShardIndex)
 		require.Equal(t, 3, task.ShardTotal)
 		require.Equal(t, []string{"a", "b", "c"}[i], task.ShardParam)
-		require.Equal(t, db.TaskPending, task.State)
+		require.Equal(t, axtype.TaskPending, task.State)
 	}
 	require.Equal(t, 0, e.fire(), "nothing else is due")
 }
@@ -117,10 +119,10 @@ func TestFireDueIntervalNoDrift(t *testing.T) {
 func TestFireDueMisfirePolicies(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	once := e.job(db.TriggerCron, nil)
-	all := e.job(db.TriggerCron, func(j *db.Job) { j.MisfirePolicy = "fire_all"; j.MisfireMaxFires = 10 })
-	skip := e.job(db.TriggerCron, func(j *db.Job) { j.MisfirePolicy = "skip" })
-	for _, j := range []*db.Job{once, all, skip} {
+	once := e.job(axtype.TriggerCron, nil)
+	all := e.job(axtype.TriggerCron, func(j *axtype.Job) { j.MisfirePolicy = "fire_all"; j.MisfireMaxFires = 10 })
+	skip := e.job(axtype.TriggerCron, func(j *axtype.Job) { j.MisfirePolicy = "skip" })
+	for _, j := range []*axtype.Job{once, all, skip} {
 		e.behind(j.ID, 60*time.Second)
 	}
 	require.Equal(t, 3, e.fire())
@@ -131,7 +133,7 @@ func TestFireDueMisfirePolicies(t *testing.T) {
 	require.Equal(t, 1, catchUps(once.ID))
 	require.Equal(t, 10, catchUps(all.ID))
 	require.Equal(t, 0, catchUps(skip.ID))
-	for _, j := range []*db.Job{once, all, skip} {
+	for _, j := range []*axtype.Job{once, all, skip} {
 		// Every tick from 60 s ago to now is either fired or recorded as
 		// skipped, once.
 		fired := e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, j.ID)
@@ -147,19 +149,19 @@ func TestFireDueOverlapPolicies(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	// Hourly ticks, so a slow first fire never finds a second tick due.
-	hourly := func(policy db.ConcurrencyPolicy) func(j *db.Job) {
-		return func(j *db.Job) { j.IntervalSeconds = 3600; j.ConcurrencyPolicy = policy }
+	hourly := func(policy axtype.ConcurrencyPolicy) func(j *axtype.Job) {
+		return func(j *axtype.Job) { j.IntervalSeconds = 3600; j.ConcurrencyPolicy = policy }
 	}
-	forbid := e.job(db.TriggerInterval, hourly("forbid"))
-	replace := e.job(db.TriggerInterval, hourly("replace"))
-	for _, j := range []*db.Job{forbid, replace} {
+	forbid := e.job(axtype.TriggerInterval, hourly("forbid"))
+	replace := e.job(axtype.TriggerInterval, hourly("replace"))
+	for _, j := range []*axtype.Job{forbid, replace} {
 		e.behind(j.ID, 2*time.Second)
 	}
 	require.Equal(t, 2, e.fire())
 	// The next tick falls due while the first execution is still pending:
 	// move it into the past (after the first: a tick at or before the last
 	// fired one never fires) instead of waiting for it.
-	for _, j := range []*db.Job{forbid, replace} {
+	for _, j := range []*axtype.Job{forbid, replace} {
 		_, err := e.pool.Exec(context.Background(), `UPDATE ax.trigger SET next_fire_at = next_fire_at - interval '3599 seconds'
 			WHERE job_id = $1`, j.ID)
 		require.NoError(t, err)
@@ -180,7 +182,7 @@ func TestFireDueDelayFiresOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	runAt := time.Now().Add(time.Hour)
-	j := e.job(db.TriggerDelay, func(j *db.Job) { j.RunAt = &runAt })
+	j := e.job(axtype.TriggerDelay, func(j *axtype.Job) { j.RunAt = &runAt })
 	e.behind(j.ID, 0)
 	require.Equal(t, 1, e.fire())
 	got, err := db.JobGetByID(context.Background(), e.pool, j.ID)
@@ -205,11 +207,11 @@ func TestPausedJobsRecordTheirTicksAsTheyPass(t *testing.T) {
 		require.NoError(t, err)
 		return n
 	}
-	j := e.job(db.TriggerCron, nil)
+	j := e.job(axtype.TriggerCron, nil)
 	_, err := e.jobs.Pause(context.Background(), j.ID)
 	require.NoError(t, err)
 	first := *j.NextFireAt
-	skipped := func() []*db.SkippedFire {
+	skipped := func() []*axtype.SkippedFire {
 		t.Helper()
 		s, err := db.SkippedFireListByJob(context.Background(), e.pool, j.ID, 10)
 		require.NoError(t, err)
@@ -219,7 +221,7 @@ func TestPausedJobsRecordTheirTicksAsTheyPass(t *testing.T) {
 	require.Equal(t, 1, fireAt(first.Add(29*time.Second)), "a paused job's passed ticks are claimed, to be recorded")
 	s := skipped()
 	require.Len(t, s, 1)
-	require.Equal(t, db.SkipPaused, s[0].Reason)
+	require.Equal(t, axtype.SkipPaused, s[0].Reason)
 	require.Equal(t, first, s[0].FirstTick)
 	require.Equal(t, first.Add(29*time.Second), s[0].LastTick)
 	require.Equal(t, 30, s[0].TickCount)
@@ -243,7 +245,7 @@ func TestPausedJobsRecordTheirTicksAsTheyPass(t *testing.T) {
 func TestResumeRecordsTheGap(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	j := e.job(db.TriggerCron, nil)
+	j := e.job(axtype.TriggerCron, nil)
 	_, err := e.jobs.Pause(context.Background(), j.ID)
 	require.NoError(t, err)
 	from := e.behind(j.ID, 30*time.Second)
@@ -255,7 +257,7 @@ func TestResumeRecordsTheGap(t *testing.T) {
 	skipped, err := db.SkippedFireListByJob(context.Background(), e.pool, j.ID, 10)
 	require.NoError(t, err)
 	require.Len(t, skipped, 1)
-	require.Equal(t, db.SkipPaused, skipped[0].Reason)
+	require.Equal(t, axtype.SkipPaused, skipped[0].Reason)
 	require.Equal(t, from, skipped[0].FirstTick)
 	require.InDelta(t, 31, skipped[0].TickCount, 2)
 	e.fire()
@@ -269,7 +271,7 @@ func TestConcurrentReplicasFireEachTickOnce(t *testing.T) {
 	e := setup(t)
 	var ids []uuid.UUID
 	for range 200 {
-		j := e.job(db.TriggerCron, func(j *db.Job) { j.MisfirePolicy = "fire_all"; j.MisfireMaxFires = 1000 })
+		j := e.job(axtype.TriggerCron, func(j *axtype.Job) { j.MisfirePolicy = "fire_all"; j.MisfireMaxFires = 1000 })
 		e.behind(j.ID, 3*time.Second)
 		ids = append(ids, j.ID)
 	}
@@ -313,7 +315,7 @@ func TestConcurrentReplicasFireEachTickOnce(t *testing.T) {
 func TestFireAhead(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	j := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 60 })
+	j := e.job(axtype.TriggerInterval, func(j *axtype.Job) { j.IntervalSeconds = 60 })
 	var tick time.Time
 	require.NoError(t, e.pool.QueryRow(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() + interval '5 seconds'
 		WHERE job_id = $1 RETURNING next_fire_at`, j.ID).Scan(&tick))
@@ -340,15 +342,15 @@ func TestFireDueSetsAsideFailingJobsAndFiresTheRest(t *testing.T) {
 	ctx := context.Background()
 	// Hourly: one tick is due per fire however slow the machine is
 	// between setting the ticks and firing.
-	hourly := func(j *db.Job) { j.IntervalSeconds = 3600 }
+	hourly := func(j *axtype.Job) { j.IntervalSeconds = 3600 }
 	var healthy []uuid.UUID
 	for range 5 {
-		healthy = append(healthy, e.job(db.TriggerInterval, hourly).ID)
+		healthy = append(healthy, e.job(axtype.TriggerInterval, hourly).ID)
 	}
-	badCron := e.job(db.TriggerCron, nil)
+	badCron := e.job(axtype.TriggerCron, nil)
 	_, err := e.pool.Exec(ctx, `UPDATE ax.job SET cron_expr = 'not a cron' WHERE id = $1`, badCron.ID)
 	require.NoError(t, err)
-	badInsert := e.job(db.TriggerInterval, hourly)
+	badInsert := e.job(axtype.TriggerInterval, hourly)
 	_, err = e.pool.Exec(ctx, `
 		CREATE FUNCTION public.poison_task() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
@@ -400,7 +402,7 @@ func TestFireDueWhenTheClockReachesTheTick(t *testing.T) {
 	e := setup(t)
 	c := clock.New()
 	loop := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, Clock: c})
-	j := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 60 })
+	j := e.job(axtype.TriggerInterval, func(j *axtype.Job) { j.IntervalSeconds = 60 })
 	require.NotNil(t, j.NextFireAt)
 	tick := *j.NextFireAt
 
@@ -437,7 +439,7 @@ func TestFireRoutesOnItsOwnConnection(t *testing.T) {
 	require.NoError(t, err)
 	e := &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil),
 		loop: schedule.NewTriggerLoop(pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, Router: router})}
-	j := e.job(db.TriggerCron, nil)
+	j := e.job(axtype.TriggerCron, nil)
 	e.behind(j.ID, time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -455,12 +457,12 @@ func TestAStreamOfRunsIsFiredInBatches(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	j := e.job(db.TriggerManual, nil)
+	j := e.job(axtype.TriggerManual, nil)
 	const runs, every, ahead = 800, 2 * time.Millisecond, time.Second // a stream of 1.6 s
 	first := time.Now().Add(ahead + 500*time.Millisecond)
-	stream := make([]*db.DelayedRun, runs)
+	stream := make([]*axtype.DelayedRun, runs)
 	for i := range stream {
-		stream[i] = &db.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: j.ID, RunAt: first.Add(time.Duration(i) * every)}
+		stream[i] = &axtype.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: j.ID, RunAt: first.Add(time.Duration(i) * every)}
 	}
 	require.NoError(t, db.DelayedRunInsertMany(ctx, e.pool, stream))
 
@@ -495,12 +497,12 @@ func TestAStreamIsFiredWithoutAskingForTheNextFireEachPass(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	e := &env{t: t, pool: pool, jobs: queue.NewJobService(pool, nil)}
-	j := e.job(db.TriggerManual, nil)
+	j := e.job(axtype.TriggerManual, nil)
 	const runs, every, ahead = 500, 2 * time.Millisecond, 250 * time.Millisecond // a stream of 1 s
 	first := time.Now().Add(time.Second)
-	stream := make([]*db.DelayedRun, runs)
+	stream := make([]*axtype.DelayedRun, runs)
 	for i := range stream {
-		stream[i] = &db.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: j.ID, RunAt: first.Add(time.Duration(i) * every)}
+		stream[i] = &axtype.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: j.ID, RunAt: first.Add(time.Duration(i) * every)}
 	}
 	require.NoError(t, db.DelayedRunInsertMany(ctx, pool, stream))
 

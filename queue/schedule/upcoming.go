@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/ax-scheduler/ax/queue/notify"
@@ -159,7 +161,7 @@ func (u *Upcoming) pass(ctx context.Context, force bool) (int, error) {
 
 // upcomingTicks lists t's ticks from its next fire (or now, if that has
 // passed) through until, at most max.
-func upcomingTicks(t *db.DueTrigger, now, until time.Time, max int) ([]time.Time, error) {
+func upcomingTicks(t *axtype.DueTrigger, now, until time.Time, max int) ([]time.Time, error) {
 	ticks := triggerTicks{}
 	tick, err := ticks.atOrAfter(t, now)
 	if err != nil {
@@ -183,8 +185,8 @@ type sharedTicks map[[2]string][]time.Time
 
 // ticks is upcomingTicks(t, now, until, max), from the schedule's shared
 // list when t is a cron job whose next fire is on it.
-func (s sharedTicks) ticks(t *db.DueTrigger, now, until time.Time, max int) ([]time.Time, error) {
-	if t.TriggerKind != db.TriggerCron {
+func (s sharedTicks) ticks(t *axtype.DueTrigger, now, until time.Time, max int) ([]time.Time, error) {
+	if t.TriggerKind != axtype.TriggerCron {
 		return upcomingTicks(t, now, until, max)
 	}
 	key := [2]string{t.CronExpr, t.Timezone}

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/schedule"
 )
@@ -19,11 +21,11 @@ import (
 func TestUpcomingHourListsEveryFire(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	every10s := e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "*/10 * * * * *" })
-	every5m := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 300 })
+	every10s := e.job(axtype.TriggerCron, func(j *axtype.Job) { j.CronExpr = "*/10 * * * * *" })
+	every5m := e.job(axtype.TriggerInterval, func(j *axtype.Job) { j.IntervalSeconds = 300 })
 	later := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
-	once := e.job(db.TriggerDelay, func(j *db.Job) { j.RunAt = &later })
-	paused := e.job(db.TriggerCron, nil)
+	once := e.job(axtype.TriggerDelay, func(j *axtype.Job) { j.RunAt = &later })
+	paused := e.job(axtype.TriggerCron, nil)
 	_, err := e.jobs.Pause(context.Background(), paused.ID)
 	require.NoError(t, err)
 
@@ -74,8 +76,8 @@ func TestUpcomingHourListsEveryFire(t *testing.T) {
 func TestUpcomingPassWritesOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	every10s := e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "*/10 * * * * *" })
-	every5m := e.job(db.TriggerInterval, func(j *db.Job) { j.IntervalSeconds = 300 })
+	every10s := e.job(axtype.TriggerCron, func(j *axtype.Job) { j.CronExpr = "*/10 * * * * *" })
+	every5m := e.job(axtype.TriggerInterval, func(j *axtype.Job) { j.IntervalSeconds = 300 })
 	c := clock.New()
 	c.Set(time.Now().UTC().Truncate(10 * time.Second).Add(5 * time.Second)) // between two ticks
 	u := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{Clock: c})
@@ -126,9 +128,9 @@ func TestUpcomingPassWritesOnlyWhatChanged(t *testing.T) {
 func TestUpcomingCapLeavesOutTheSameJobs(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	var jobs []*db.Job
+	var jobs []*axtype.Job
 	for range 3 {
-		jobs = append(jobs, e.job(db.TriggerCron, func(j *db.Job) { j.CronExpr = "*/10 * * * * *" }))
+		jobs = append(jobs, e.job(axtype.TriggerCron, func(j *axtype.Job) { j.CronExpr = "*/10 * * * * *" }))
 	}
 	u := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{MaxTotal: 800}) // two jobs' 363 ticks
 	listed := func() []bool {
@@ -158,7 +160,7 @@ func TestUpcomingCapLeavesOutTheSameJobs(t *testing.T) {
 func BenchmarkUpcomingPass(b *testing.B) {
 	e := setup(b)
 	for range 60 {
-		e.job(db.TriggerCron, nil)
+		e.job(axtype.TriggerCron, nil)
 	}
 	c := clock.New()
 	c.Set(time.Now())

@@ -24,6 +24,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
@@ -275,9 +276,9 @@ func (r *axReplica) fireJob(jobID uuid.UUID, n int) error {
 		if err != nil {
 			return err
 		}
-		execs := make([]*db.NewExecution, n)
+		execs := make([]*axtype.NewExecution, n)
 		for i := range execs {
-			execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: jobID, Cause: db.CauseManual, ScheduledFor: now}
+			execs[i] = &axtype.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: jobID, Cause: axtype.CauseManual, ScheduledFor: now}
 		}
 		inserted, _, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live(), dispatch.GeneratedShardParams,
 			r.router.RouteFunc(tx))

@@ -13,7 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -78,11 +80,11 @@ func startCallbackRiver(b *testing.B, pool *pgxpool.Pool) *delivery.RiverService
 // cancels them all in one statement.
 func endExecutions(b *testing.B, pool *pgxpool.Pool, url string, n int) {
 	b.Helper()
-	job, err := queue.NewJobService(pool, nil).Create(context.Background(), &db.Job{Name: "bench-callbacks",
-		Group: "default", TriggerKind: db.TriggerManual, Timezone: "UTC", ExecutorKind: "shell",
-		Executor: db.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: 60,
+	job, err := queue.NewJobService(pool, nil).Create(context.Background(), &axtype.Job{Name: "bench-callbacks",
+		Group: "default", TriggerKind: axtype.TriggerManual, Timezone: "UTC", ExecutorKind: "shell",
+		Executor: axtype.ExecutorConfig{Command: "true"}, RouteStrategy: "round_robin", ShardCount: 1, TimeoutSeconds: 60,
 		RetryMaxAttempts: 1, ConcurrencyPolicy: "allow", MisfirePolicy: "fire_once", MisfireWindowSeconds: 60,
-		MisfireMaxFires: 1, DegradeAction: "wait", ShardRangeTo: db.DefaultShardRangeTo, CallbackURL: url})
+		MisfireMaxFires: 1, DegradeAction: "wait", ShardRangeTo: axtype.DefaultShardRangeTo, CallbackURL: url})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -48,7 +50,7 @@ func BenchmarkLeaseWithRateLimit(b *testing.B) {
 }
 
 // seedAgents registers n active, ready agents and returns them.
-func seedAgents(b *testing.B, pool *pgxpool.Pool, n int) []*db.Agent {
+func seedAgents(b *testing.B, pool *pgxpool.Pool, n int) []*axtype.Agent {
 	b.Helper()
 	ctx := context.Background()
 	var keyID uuid.UUID
@@ -57,15 +59,15 @@ func seedAgents(b *testing.B, pool *pgxpool.Pool, n int) []*db.Agent {
 	if err != nil {
 		b.Fatal(err)
 	}
-	agents := make([]*db.Agent, n)
+	agents := make([]*axtype.Agent, n)
 	for i := range agents {
-		a, err := db.AgentInsert(ctx, pool, &db.Agent{ID: uuid.New(), Name: fmt.Sprintf("leaser-%d", i),
+		a, err := db.AgentInsert(ctx, pool, &axtype.Agent{ID: uuid.New(), Name: fmt.Sprintf("leaser-%d", i),
 			Capacity: 10_000, APIKeyID: keyID, Executors: []string{"shell", "http", "handler"}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		ready := true
-		if _, err := db.AgentHeartbeat(ctx, pool, a.ID, &db.AgentLoad{Ready: &ready}, nil); err != nil {
+		if _, err := db.AgentHeartbeat(ctx, pool, a.ID, &axtype.AgentLoad{Ready: &ready}, nil); err != nil {
 			b.Fatal(err)
 		}
 		if agents[i], err = db.AgentGetByID(ctx, pool, a.ID); err != nil {
@@ -90,9 +92,9 @@ func seedTasks(b *testing.B, pool *pgxpool.Pool, n int, class string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var execs []*db.NewExecution
+	var execs []*axtype.NewExecution
 	for range (n + 9_999) / 10_000 {
-		execs = append(execs, &db.NewExecution{ID: uuid.New(), JobID: jobID, Cause: db.CauseManual,
+		execs = append(execs, &axtype.NewExecution{ID: uuid.New(), JobID: jobID, Cause: axtype.CauseManual,
 			ScheduledFor: time.Now().Add(-time.Second)})
 	}
 	if _, _, err := db.ExecutionInsertMany(ctx, pool, execs, time.Minute, dispatch.GeneratedShardParams, nil); err != nil {
@@ -105,7 +107,7 @@ func seedTasks(b *testing.B, pool *pgxpool.Pool, n int, class string) {
 
 // drainRate leases want tasks with one leaser per agent, batch at a time,
 // and returns tasks leased per second.
-func drainRate(b *testing.B, broker *dispatch.LeaseBroker, agents []*db.Agent, want, batch int) float64 {
+func drainRate(b *testing.B, broker *dispatch.LeaseBroker, agents []*axtype.Agent, want, batch int) float64 {
 	b.Helper()
 	ctx := context.Background()
 	var leased atomic.Int64

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ax-scheduler/ax/db"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -197,9 +199,9 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 			if err != nil {
 				return err
 			}
-			execs := make([]*db.NewExecution, min(writeFireBatch, n-done))
+			execs := make([]*axtype.NewExecution, min(writeFireBatch, n-done))
 			for i := range execs {
-				execs[i] = &db.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: w.jobID, Cause: db.CauseManual, ScheduledFor: now}
+				execs[i] = &axtype.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: w.jobID, Cause: axtype.CauseManual, ScheduledFor: now}
 			}
 			_, _, err = db.ExecutionInsertMany(ctx, tx, execs, time.Minute, dispatch.GeneratedShardParams, nil)
 			return err
@@ -217,7 +219,7 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 	// together, as the broker coalesces the agents' results.
 	type held struct {
 		agents []uuid.UUID
-		tasks  []*db.LeasedTask
+		tasks  []*axtype.LeasedTask
 	}
 	var leased []held
 	w.begin(b)
@@ -225,7 +227,7 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 	for got := 0; got < n; {
 		batch := &db.TaskLeaseBatch{Lease: time.Minute, StealAfter: time.Minute, StarveAfter: time.Hour}
 		for _, id := range w.agents {
-			batch.Agents = append(batch.Agents, db.LeaseAgent{ID: id, Executors: []string{"handler"},
+			batch.Agents = append(batch.Agents, axtype.LeaseAgent{ID: id, Executors: []string{"handler"},
 				Max: writeLeaseBatch / len(w.agents)})
 		}
 		out, err := db.TaskLeaseMany(ctx, w.pool, batch)
@@ -255,11 +257,11 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 	phase = cpu.start(b)
 	for _, h := range leased {
 		agents := h.agents
-		results := make([]db.TaskResult, len(h.tasks))
+		results := make([]axtype.TaskResult, len(h.tasks))
 		for i, t := range h.tasks {
-			results[i] = db.TaskResult{TaskRef: db.TaskRef{ID: t.ID, Token: t.LeaseToken}, State: db.TaskSucceeded}
+			results[i] = axtype.TaskResult{TaskRef: axtype.TaskRef{ID: t.ID, Token: t.LeaseToken}, State: axtype.TaskSucceeded}
 		}
-		ended, err := db.WithBatchTxV(ctx, w.pool, len(results), func(tx pgx.Tx) ([]db.CompletedTask, error) {
+		ended, err := db.WithBatchTxV(ctx, w.pool, len(results), func(tx pgx.Tx) ([]axtype.CompletedTask, error) {
 			return db.TaskCompleteByAgents(ctx, tx, agents, results, nil)
 		})
 		if err != nil {

@@ -1,4 +1,4 @@
-package db
+package axtype
 
 // MaxErrorCodeLength is the longest error code a task result may carry:
 // 1 to 64 of a-z, 0-9, '_', '.' and '-' (queue.ValidErrorCode). The check

@@ -1,8 +1,8 @@
-package db
+package axtype
 
 // The types below mirror the enums of schema ax (see sql/schema.sql). sqlc
-// generates its own types for them in db/internal/dbsqlc; the row structs of
-// this package carry these instead, converted where rows are read and
+// generates its own types for them in db/internal/dbsqlc; the row structs
+// of package db carry these instead, converted where rows are read and
 // written, so callers compare against named constants, never literals.
 
 // ExecutionState is the state of an execution, ax.execution_state.

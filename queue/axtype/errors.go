@@ -1,0 +1,31 @@
+package axtype
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The errors package db maps driver errors to, so that callers test for
+// them without importing the store.
+var (
+	// ErrNotFound means the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a unique constraint refused the write.
+	ErrConflict = errors.New("conflict")
+	// ErrRemoved means the row asked for existed and was removed by
+	// history retention (see db.ExecutionRemoved).
+	ErrRemoved = errors.New("removed by history retention")
+)
+
+// ConstraintError is a check constraint that refused a write; Constraint
+// names it (the names read as sentences: job_interval_positive…).
+type ConstraintError struct {
+	Constraint string
+	Err        error
+}
+
+func (e *ConstraintError) Error() string {
+	return fmt.Sprintf("constraint %s violated", e.Constraint)
+}
+
+func (e *ConstraintError) Unwrap() error { return e.Err }

@@ -1,0 +1,34 @@
+package axtype
+
+import "time"
+
+// RateClass is a token bucket that caps how fast a class of tasks is
+// leased, with the priority floors that degrade it under pressure.
+type RateClass struct {
+	Name        string
+	Description string
+	Rate        float64 // tokens per second
+	Burst       float64 // bucket size
+	// ManualMinPriority is an operator's floor: tasks below it wait.
+	ManualMinPriority *int
+	// AutoMinPriority applies while the class is degraded: its waiting
+	// depth is above AutoDepth or its oldest wait above AutoAge.
+	AutoMinPriority *int
+	AutoDepth       *int
+	AutoAge         *time.Duration
+	DegradedSince   *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+
+	// Read by RateClassList.
+	TokensNow  float64       // the bucket's level now
+	Waiting    int64         // ready tasks waiting
+	OldestWait time.Duration // how long the oldest has waited
+}
+
+// DegradeChange is a class whose automatic degradation turned on or off.
+type DegradeChange struct {
+	Name        string
+	Degraded    bool
+	MinPriority int
+}

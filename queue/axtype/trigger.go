@@ -1,0 +1,48 @@
+package axtype
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// DueTrigger is a claimed trigger row with what planning its fires needs.
+type DueTrigger struct {
+	JobID                uuid.UUID
+	TriggerKind          TriggerKind
+	CronExpr             string
+	Timezone             string
+	IntervalSeconds      int64
+	ConcurrencyPolicy    ConcurrencyPolicy
+	MisfirePolicy        MisfirePolicy
+	MisfireWindowSeconds int
+	MisfireMaxFires      int
+	NextFireAt           time.Time
+	// Now is the database clock the claim ran at (the transaction's start).
+	Now time.Time
+	// HasUnfinished is set (for forbid and replace jobs only) when an
+	// earlier execution has not ended.
+	HasUnfinished bool
+	// Paused: the job is paused since PausedAt; its passed ticks are
+	// recorded as skipped.
+	Paused   bool
+	PausedAt *time.Time
+}
+
+// TriggerAdvance is where one claimed trigger goes after a batch.
+type TriggerAdvance struct {
+	JobID      uuid.UUID
+	NextFireAt *time.Time // nil: no further fire (delay done, cron exhausted)
+	// LastExecutionID and LastScheduledFor are set when the batch fired it.
+	LastExecutionID  uuid.UUID
+	LastScheduledFor time.Time
+}
+
+// Overdue is the state of triggers that should have fired.
+type Overdue struct {
+	Late    int64         // unpaused triggers late by more than the threshold
+	Longest time.Duration // how late the latest of all due triggers is
+	// SetAside counts the jobs the trigger loop stopped firing because a
+	// fire of them failed (not counted as late).
+	SetAside int64
+}
