@@ -480,3 +480,18 @@ func TestEditJobDefinition(t *testing.T) {
 	require.Equal(t, http.StatusConflict, p.status, p.body)
 	require.Contains(t, p.body, "file:jobs.yaml")
 }
+
+// The classes page prints a bucket's tokens and oldest wait as numbers,
+// not as Go's rendering of a pointer (%!f(*float64=0x…)).
+func TestClassesPageShowsNumbers(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	status, _ := e.api("POST", "/v1/classes", map[string]any{"name": "billing-db", "rate": 5, "burst": 10})
+	require.Equal(t, http.StatusCreated, status)
+	b := e.browser()
+	b.login(e.admin)
+	p := b.get("/ui/classes")
+	require.Equal(t, http.StatusOK, p.status)
+	require.NotContains(t, p.body, "%!")
+	require.Regexp(t, `<td>billing-db</td><td>5</td><td>10</td><td>(10\.0|9\.\d)</td>`, p.body)
+}
