@@ -26,7 +26,8 @@ func newApplyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "apply -f FILE", Short: "Declare the jobs of a YAML or JSON file: the file is the truth for its set of jobs",
 		Long: "Declare the jobs of a YAML or JSON file (POST /v1/declarations): the file is the truth for its set of\n" +
-			"jobs, as a manifest is for kubectl apply.",
+			"jobs, as a manifest is for kubectl apply. A job that exists already and no set manages (made with\n" +
+			"`ax job create` or the console) is only taken over with --adopt.",
 		Args: noArgs,
 	}
 	af := addAPIFlags(cmd)
@@ -37,10 +38,11 @@ func newApplyCommand() *cobra.Command {
 	manager := fs.String("manager", "", "name of the declaration set (default: the documents' managed_by, else file:<file name>)")
 	version := fs.String("version", "", "version of this declaration: an older one than the set's is refused")
 	force := fs.Bool("force", false, "apply an older version, and take over jobs that another set manages")
+	adopt := fs.Bool("adopt", false, "take over jobs of the file that exist already and no set manages")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml", "json")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *file == "" {
-			return usageErrorf("usage: ax apply -f jobs.yaml [--dry-run] [--prune] [--manager NAME] [--version V] [--force]")
+			return usageErrorf("usage: ax apply -f jobs.yaml [--dry-run] [--prune] [--adopt] [--manager NAME] [--version V] [--force]")
 		}
 		jobs, managedBy, err := readJobFile(*file)
 		if err != nil {
@@ -56,7 +58,7 @@ func newApplyCommand() *cobra.Command {
 			managedBy = "file:" + filepath.Base(*file)
 		}
 		body, err := json.Marshal(map[string]any{"managed_by": managedBy, "version": *version, "source": source(*file),
-			"jobs": jobs, "prune": *prune, "dry_run": *dryRun, "force": *force})
+			"jobs": jobs, "prune": *prune, "dry_run": *dryRun, "force": *force, "adopt": *adopt})
 		if err != nil {
 			return err
 		}

@@ -63,7 +63,8 @@ func (e *apiErr) Error() string { return e.msg }
 
 // httpToFlag names the CLI flags for the HTTP parameters the server's
 // messages mention: a person at a terminal types the flag.
-var httpToFlag = strings.NewReplacer("?force=true", "--force", "query.force", "--force", "?adopt=true", "--adopt")
+var httpToFlag = strings.NewReplacer("?force=true", "--force", "query.force", "--force",
+	"; adopt takes it over", "; --adopt takes it over", "; force takes it over", "; --force takes it over")
 
 // apiError turns a non-2xx answer into an error that shows the problem
 // document's title and each field error.

@@ -1272,6 +1272,9 @@ type CronPreviewRequest struct {
 
 // Declaration defines model for Declaration.
 type Declaration struct {
+	// Adopt Take over declared jobs that exist already and no set manages (made through the API or the console); without it they are refused (409)
+	Adopt *bool `json:"adopt,omitempty"`
+
 	// DryRun Report what would change, change nothing
 	DryRun *bool `json:"dry_run,omitempty"`
 

@@ -1387,6 +1387,8 @@ export interface components {
             timezone?: string;
         };
         Declaration: {
+            /** @description Take over declared jobs that exist already and no set manages (made through the API or the console); without it they are refused (409) */
+            adopt?: boolean;
             /** @description Report what would change, change nothing */
             dry_run?: boolean;
             /** @description Apply an older version, and take over jobs that another set manages */
