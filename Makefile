@@ -6,6 +6,8 @@ OAPI_CODEGEN := $(GO) run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codeg
 AX := bin/ax
 # The TypeScript client: its npm packages are pinned by package-lock.json.
 TS := openapi/ts
+# The TypeScript agent SDK, on that client.
+TS_AGENT := agent/ts
 # The web console's browser test (Playwright driving Chromium): its npm
 # packages too.
 CONSOLE_TEST := tests/e2e/console
@@ -103,14 +105,20 @@ schema: build ## Dump the migrated schema to sql/schema.sql (for reading; migrat
 	    | grep -vE "^(-- Dumped|SET |SELECT pg_catalog.set_config|\\\\(un)?restrict )" | cat -s > sql/schema.sql'
 
 verify: generate lint ## Regenerate everything, then fail if anything changed.
-	cd $(TS) && npm run --silent check
+	cd $(TS) && npm run --silent build
+	cd $(TS_AGENT) && npm run --silent check
 	git diff --exit-code -- . ':!go.sum'
 	@test -z "$$(git status --porcelain --untracked-files=all -- db/internal openapi sql)" || { git status --porcelain -- db/internal openapi sql; exit 1; }
 
 # npm ci again when the lock file is newer than the installed packages.
-ts-deps: $(TS)/node_modules/.package-lock.json ## Install the TypeScript client's npm packages (npm ci in openapi/ts).
+# The TypeScript agent SDK (agent/ts) is built on the client: its packages
+# too (its dependency on the client is a link to openapi/ts).
+ts-deps: $(TS)/node_modules/.package-lock.json $(TS_AGENT)/node_modules/.package-lock.json ## Install the TypeScript client's and agent SDK's npm packages (npm ci in openapi/ts and agent/ts).
 $(TS)/node_modules/.package-lock.json: $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && npm ci --no-audit --no-fund
+	@touch $@
+$(TS_AGENT)/node_modules/.package-lock.json: $(TS_AGENT)/package.json $(TS_AGENT)/package-lock.json
+	cd $(TS_AGENT) && npm ci --no-audit --no-fund
 	@touch $@
 
 # Playwright without a browser of its own (playwright-core): the test

@@ -43,6 +43,10 @@ type Task struct {
 	MaxAttempts  int
 	Params       json.RawMessage
 	ScheduledFor time.Time
+	// Deadline is when the attempt times out by the server's clock, at the
+	// earliest (lease time plus the job's timeout); the handler's ctx ends
+	// at the agent's own reckoning of it.
+	Deadline time.Time
 	// TraceParent is the run's W3C trace context ("" when none): start the
 	// handler's spans under it to follow the run across systems.
 	TraceParent string

@@ -61,5 +61,5 @@ func encodeResult(res Result) (json.RawMessage, error) {
 func sdkTask(t LeasedTask, log *slog.Logger, output *streamWriter) Task {
 	return Task{ExecutionID: t.ExecutionID, TaskID: t.TaskID, JobID: t.JobID, ShardIndex: t.ShardIndex,
 		ShardTotal: t.ShardTotal, ShardParam: t.ShardParam, Attempt: t.Attempt, MaxAttempts: t.MaxAttempts,
-		Params: t.Params, ScheduledFor: t.ScheduledFor, TraceParent: t.TraceParent, Logger: log, Output: output}
+		Params: t.Params, ScheduledFor: t.ScheduledFor, Deadline: t.Deadline, TraceParent: t.TraceParent, Logger: log, Output: output}
 }

@@ -153,10 +153,21 @@ func JobSameDefinition(a, b *axtype.Job) (bool, error) {
 	}
 	pa.ID, pb.ID = uuid.Nil, uuid.Nil
 	// Instants compare as Postgres keeps them: to the microsecond.
-	runA, runB := pa.RunAt, pb.RunAt
-	pa.RunAt, pb.RunAt = nil, nil
-	if (runA == nil) != (runB == nil) || (runA != nil && !runA.Truncate(time.Microsecond).Equal(runB.Truncate(time.Microsecond))) {
-		return false, nil
+	for _, pair := range [][2]**time.Time{{&pa.RunAt, &pb.RunAt}, {&pa.ActiveFrom, &pb.ActiveFrom}, {&pa.ActiveUntil, &pb.ActiveUntil}} {
+		x, y := *pair[0], *pair[1]
+		*pair[0], *pair[1] = nil, nil
+		if !sameInstant(x, y) {
+			return false, nil
+		}
 	}
 	return reflect.DeepEqual(pa, pb), nil
+}
+
+// sameInstant reports whether two optional instants are equal to the
+// microsecond.
+func sameInstant(x, y *time.Time) bool {
+	if x == nil || y == nil {
+		return x == y
+	}
+	return x.Truncate(time.Microsecond).Equal(y.Truncate(time.Microsecond))
 }

@@ -41,7 +41,8 @@ func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*a
 	out := make([]*axtype.DueTrigger, len(rows))
 	for i, r := range rows {
 		out[i] = &axtype.DueTrigger{JobID: r.ID, TriggerKind: axtype.TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr),
-			Timezone: r.Timezone, IntervalSeconds: deref(r.IntervalSeconds), NextFireAt: r.NextFireAt.UTC()}
+			Timezone: r.Timezone, IntervalSeconds: deref(r.IntervalSeconds), NextFireAt: r.NextFireAt.UTC(),
+			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil)}
 	}
 	return out, nil
 }

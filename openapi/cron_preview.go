@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/queue/cron"
+	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
 // CronPreviewRequest asks when an expression fires.
@@ -17,6 +19,9 @@ type CronPreviewRequest struct {
 	Timezone string     `json:"timezone,omitempty" maxLength:"100" default:"UTC" example:"Asia/Shanghai" doc:"IANA timezone"`
 	Count    int        `json:"count,omitempty" minimum:"1" maximum:"100" default:"5" doc:"How many fire times to list"`
 	After    *time.Time `json:"after,omitempty" doc:"List fires strictly after this instant; default now"`
+	// The jitter offset depends on the job, so a jittered preview names it.
+	JobID         string `json:"job_id,omitempty" format:"uuid" doc:"With jitter_seconds: the job whose jittered start times to show (the offset of a tick comes from the job id and the tick)"`
+	JitterSeconds int    `json:"jitter_seconds,omitempty" minimum:"0" maximum:"86400" doc:"Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it"`
 }
 
 // CronPreview lists upcoming fire times.
@@ -33,6 +38,8 @@ type CronFire struct {
 	Local  string    `json:"local" example:"2026-03-29T03:30:00+02:00" doc:"Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)"`
 	Offset string    `json:"offset" example:"+02:00" doc:"Offset from UTC in effect at that instant"`
 	Zone   string    `json:"zone" example:"CEST" doc:"Abbreviation in effect at that instant (as the tz database names it; some zones have none but the offset)"`
+	// StartsAt is set for a jittered preview.
+	StartsAt *time.Time `json:"starts_at,omitempty" doc:"With job_id and jitter_seconds: when the run's tasks become leasable, the fire time plus the job's jitter offset for it"`
 }
 
 type cronPreviewInput struct {
@@ -63,6 +70,10 @@ func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, e
 		return nil, huma.Error422UnprocessableEntity("invalid cron expression or timezone",
 			&huma.ErrorDetail{Location: field, Message: cronReason(err)})
 	}
+	jobID, err := previewJitterJob(&in.Body)
+	if err != nil {
+		return nil, err
+	}
 	after := time.Now().UTC()
 	if in.Body.After != nil {
 		after = *in.Body.After
@@ -73,8 +84,25 @@ func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, e
 		local := at.In(sched.Location())
 		zone, _ := local.Zone()
 		fires[i] = CronFire{UTC: at.UTC(), Local: local.Format("2006-01-02T15:04:05-07:00"), Offset: local.Format("-07:00"), Zone: zone}
+		if in.Body.JitterSeconds > 0 {
+			start := at.Add(schedule.JitterOffset(jobID, at, in.Body.JitterSeconds)).UTC()
+			fires[i].StartsAt = &start
+		}
 	}
 	return &cronPreviewOutput{Body: CronPreview{
 		Cron: in.Body.Cron, Timezone: sched.Location().String(), Next: next, Fires: fires,
 	}}, nil
+}
+
+// previewJitterJob returns the job a jittered preview is for.
+func previewJitterJob(r *CronPreviewRequest) (uuid.UUID, error) {
+	if r.JitterSeconds == 0 {
+		return uuid.Nil, nil
+	}
+	id, err := uuid.Parse(r.JobID)
+	if err != nil {
+		return uuid.Nil, huma.Error422UnprocessableEntity("job_id is required with jitter_seconds",
+			&huma.ErrorDetail{Location: "body.job_id", Message: "is required with jitter_seconds: a tick's offset comes from the job id", Value: r.JobID})
+	}
+	return id, nil
 }

@@ -120,7 +120,7 @@ func executionFromScheduled(r *axtype.DelayedRun) *Execution {
 type TickExplanation struct {
 	At        time.Time       `json:"at" doc:"The instant explained; for a wall time inside a daylight-saving gap, the end of the gap, where such a tick fires"`
 	Local     string          `json:"local" doc:"at on the job's clock, with the offset in effect"`
-	Verdict   string          `json:"verdict" enum:"fired,skipped,not_a_tick,dst_gap,paused,not_created,upcoming,manual,no_record"`
+	Verdict   string          `json:"verdict" enum:"fired,skipped,not_a_tick,dst_gap,paused,not_created,upcoming,manual,no_record,outside_window"`
 	Reason    string          `json:"reason" doc:"One sentence for a person"`
 	Tick      bool            `json:"tick" doc:"at is a tick of the job's trigger"`
 	Execution *ExecutionBrief `json:"execution,omitempty" doc:"The run fired for the tick"`

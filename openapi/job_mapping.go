@@ -35,6 +35,7 @@ func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
 		ConcurrencyPolicy:      axtype.ConcurrencyPolicy(j.ConcurrencyPolicy),
 		MisfirePolicy:          axtype.MisfirePolicy(misfire.Policy),
 		MisfireWindowSeconds:   misfire.WindowSeconds, MisfireMaxFires: misfire.MaxFires,
+		ActiveFrom: utcTime(j.ActiveFrom), ActiveUntil: utcTime(j.ActiveUntil), JitterSeconds: j.JitterSeconds,
 		RateLimitClass: j.RateLimitClass, CallbackURL: deref(j.Callback).URL, CallbackOrdered: deref(j.Callback).Ordered, Params: json.RawMessage(j.Params),
 		DegradeAction: axtype.DegradeAction(j.DegradeAction), TimeoutMode: axtype.TimeoutMode(j.TimeoutMode),
 		HistoryRetentionSeconds:       deref(j.History).RetentionSeconds,
@@ -51,6 +52,15 @@ func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
 	}
 	out.FillDefaults()
 	return out, nil
+}
+
+// utcTime is t in UTC, nil kept.
+func utcTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // jobHistoryFromDB shows a job's retention override; nil: the server's.
@@ -81,11 +91,12 @@ func jobFromDB(j *axtype.Job) (*Job, error) {
 		History:           jobHistoryFromDB(j),
 		ConcurrencyPolicy: string(j.ConcurrencyPolicy),
 		Misfire:           &JobMisfire{Policy: string(j.MisfirePolicy), WindowSeconds: j.MisfireWindowSeconds, MaxFires: j.MisfireMaxFires},
-		RateLimitClass:    j.RateLimitClass,
-		DegradeAction:     string(j.DegradeAction),
-		Params:            Params(j.Params),
-		SigningSecret:     j.SigningSecret,
-		Paused:            j.Paused, PausedAt: j.PausedAt, NextFireAt: j.NextFireAt,
+		ActiveFrom:        j.ActiveFrom, ActiveUntil: j.ActiveUntil, JitterSeconds: j.JitterSeconds,
+		RateLimitClass: j.RateLimitClass,
+		DegradeAction:  string(j.DegradeAction),
+		Params:         Params(j.Params),
+		SigningSecret:  j.SigningSecret,
+		Paused:         j.Paused, PausedAt: j.PausedAt, NextFireAt: j.NextFireAt,
 		LastFireAt: j.LastFireAt, LastScheduledFor: j.LastScheduledFor,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
 	}

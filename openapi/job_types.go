@@ -25,6 +25,9 @@ type Job struct {
 	History           *JobHistory  `json:"history,omitempty" doc:"How long the job's ended runs are kept (default: the server's retention, 7 days for succeeded and cancelled runs and 30 days for failed and timed-out ones unless ax serve was told otherwise; GET /v1/history shows it)"`
 	ConcurrencyPolicy string       `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
 	Misfire           *JobMisfire  `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
+	ActiveFrom        *time.Time   `json:"active_from,omitempty" doc:"Start of the active window: no tick before it fires (the first is the trigger's first tick at or after it; an interval starts at it). Absent: open"`
+	ActiveUntil       *time.Time   `json:"active_until,omitempty" doc:"End of the active window, exclusive: no tick at or after it fires, and the job has no next fire then. Must be after active_from. Absent: open"`
+	JitterSeconds     int          `json:"jitter_seconds,omitempty" minimum:"0" maximum:"86400" doc:"Spread each scheduled run's start by a deterministic offset in [0, jitter_seconds) computed from the job id and the tick (the same on every replica): the run keeps its tick as scheduled_for, its tasks become leasable at the tick plus the offset. 0: none"`
 	RateLimitClass    string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate (see /v1/classes)"`
 	DegradeAction     string       `json:"degrade_action,omitempty" enum:"wait,skip" default:"wait" doc:"While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)"`
 	Callback          *JobCallback `json:"callback,omitempty" doc:"Where to announce results"`

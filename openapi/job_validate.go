@@ -60,6 +60,12 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 			fmt.Sprintf("has %d entries but shards.count is %d: give one param per shard or none", len(j.Shards.Params), max(j.Shards.Count, 1)),
 			j.Shards.Params)
 	}
+	if j.Trigger.Kind == string(axtype.TriggerInterval) && j.Trigger.IntervalSeconds > 0 && int64(j.JitterSeconds) >= j.Trigger.IntervalSeconds {
+		errs.add(prefix.With("jitter_seconds"), "must be less than trigger.interval_seconds: a jittered run must start before the next tick", j.JitterSeconds)
+	}
+	if j.ActiveFrom != nil && j.ActiveUntil != nil && !j.ActiveUntil.After(*j.ActiveFrom) {
+		errs.add(prefix.With("active_until"), "must be after active_from", j.ActiveUntil)
+	}
 	if j.Retry != nil && j.Retry.BackoffMaxSeconds != 0 && j.Retry.BackoffMaxSeconds < j.Retry.BackoffSeconds {
 		errs.add(prefix.With("retry.backoff_max_seconds"), "must not be less than retry.backoff_seconds", j.Retry.BackoffMaxSeconds)
 	}

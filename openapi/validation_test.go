@@ -142,6 +142,13 @@ func TestJobValidation(t *testing.T) {
 		{"bad label key", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "target": map[string]any{"labels": map[string]string{"has space": "x"}}}), "body.target.labels"},
 		{"rate class chars", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "rate_limit_class": "no spaces"}), "body.rate_limit_class"},
 		{"name too long", jsonOf(map[string]any{"name": strings.Repeat("n", 201), "trigger": cron, "executor": shell}), "body.name"},
+		{"active window reversed", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "active_from": "2027-01-02T00:00:00Z", "active_until": "2027-01-01T00:00:00Z"}), "body.active_until"},
+		{"active window empty", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "active_from": "2027-01-01T00:00:00Z", "active_until": "2027-01-01T00:00:00Z"}), "body.active_until"},
+		{"active_from not a time", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "active_from": "tomorrow"}), "body.active_from"},
+		{"jitter too long", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "jitter_seconds": 86401}), "body.jitter_seconds"},
+		{"jitter not below the interval", jsonOf(map[string]any{"name": "x", "trigger": map[string]any{"kind": "interval", "interval_seconds": 60}, "executor": shell, "jitter_seconds": 60}), "body.jitter_seconds"},
+		{"jitter negative", jsonOf(map[string]any{"name": "x", "trigger": cron, "executor": shell, "jitter_seconds": -1}), "body.jitter_seconds"},
+		{"Quartz L-31", jsonOf(map[string]any{"name": "x", "trigger": map[string]any{"kind": "cron", "cron": "0 0 L-31 * *"}, "executor": shell}), "body.trigger.cron"},
 	}
 	for _, tc := range cases {
 		resp := env.call("POST", "/v1/jobs", env.admin, tc.body)

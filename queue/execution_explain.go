@@ -25,6 +25,9 @@ const (
 	VerdictUpcoming   = "upcoming"    // the tick is in the future
 	VerdictManual     = "manual"      // a manual job has no ticks
 	VerdictNoRecord   = "no_record"   // a past tick with neither a run nor a skip
+	// VerdictOutsideWindow: the instant is a tick of the trigger outside
+	// the job's active window, so it does not fire.
+	VerdictOutsideWindow = "outside_window"
 )
 
 // Explanation says, from the records, what became of one instant of a
@@ -109,6 +112,8 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 		out.Reason = fmt.Sprintf("the job was created at %s, after this instant", localTime(job.CreatedAt, loc))
 	case job.TriggerKind == axtype.TriggerManual:
 		out.Verdict, out.Reason = VerdictManual, "the job is manual: it runs only when triggered, and no run was triggered for this instant"
+	case out.Tick && !inActiveWindow(job, at):
+		out.Verdict, out.Reason = VerdictOutsideWindow, "outside the active window "+windowText(job, loc)+": the tick does not fire"
 	case !out.Tick:
 		out.Verdict, out.Reason = VerdictNotATick, "this instant is not a tick of the trigger"
 		if out.NextTick != nil {
@@ -207,6 +212,23 @@ func wallInstant(wall time.Time, loc *time.Location) (time.Time, *time.Time) {
 	}
 	end := hi.UTC()
 	return end, &end
+}
+
+// inActiveWindow reports whether at lies in job's active window.
+func inActiveWindow(job *axtype.Job, at time.Time) bool {
+	return (job.ActiveFrom == nil || !at.Before(*job.ActiveFrom)) && (job.ActiveUntil == nil || at.Before(*job.ActiveUntil))
+}
+
+// windowText shows job's active window as [from, until) on loc's clock.
+func windowText(job *axtype.Job, loc *time.Location) string {
+	from, until := "…", "…"
+	if job.ActiveFrom != nil {
+		from = localTime(*job.ActiveFrom, loc)
+	}
+	if job.ActiveUntil != nil {
+		until = localTime(*job.ActiveUntil, loc)
+	}
+	return "[" + from + ", " + until + ")"
 }
 
 // localTime formats t on loc's clock with its offset.

@@ -739,6 +739,19 @@ BEGIN
 END $$;
 
 --
+-- Name: jitter_offset(uuid, timestamp with time zone, integer); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.jitter_offset(job_id uuid, tick timestamp with time zone, jitter_seconds integer) RETURNS interval
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN jitter_seconds > 0 THEN
+        make_interval(secs => (('x' || substr(md5(job_id::text || '/' || floor(extract(epoch FROM tick))::bigint::text), 1, 8))::bit(32)::bigint
+                               % (jitter_seconds::bigint * 1000)) / 1000.0)
+    ELSE interval '0' END
+$$;
+
+--
 -- Name: uuid_v7(); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -1429,6 +1442,10 @@ CREATE TABLE ax.job (
     declared_version text,
     declared_in text,
     callback_ordered boolean DEFAULT false NOT NULL,
+    active_from timestamp with time zone,
+    active_until timestamp with time zone,
+    jitter_seconds integer DEFAULT 0 NOT NULL,
+    CONSTRAINT job_active_window_order CHECK ((active_until > active_from)),
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_declared_has_manager CHECK (((managed_by IS NOT NULL) OR ((declared_version IS NULL) AND (declared_in IS NULL)))),
@@ -1436,6 +1453,7 @@ CREATE TABLE ax.job (
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
     CONSTRAINT job_history_retention_range CHECK ((((history_retention_seconds IS NULL) OR ((history_retention_seconds >= 1) AND (history_retention_seconds <= (400 * 86400)))) AND ((history_failed_retention_seconds IS NULL) OR ((history_failed_retention_seconds >= 1) AND (history_failed_retention_seconds <= (400 * 86400)))))),
     CONSTRAINT job_interval_positive CHECK (((trigger_kind <> 'interval'::ax.trigger_kind) OR (interval_seconds >= 1))),
+    CONSTRAINT job_jitter_bounds CHECK (((jitter_seconds >= 0) AND (jitter_seconds <= 86400))),
     CONSTRAINT job_misfire_bounds CHECK (((misfire_window_seconds >= 0) AND ((misfire_max_fires >= 1) AND (misfire_max_fires <= 10000)))),
     CONSTRAINT job_name_not_blank CHECK ((length(btrim(name)) > 0)),
     CONSTRAINT job_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),

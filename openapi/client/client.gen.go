@@ -722,15 +722,16 @@ func (e TaskResultState) Valid() bool {
 
 // Defines values for TickExplanationVerdict.
 const (
-	TickExplanationVerdictDstGap     TickExplanationVerdict = "dst_gap"
-	TickExplanationVerdictFired      TickExplanationVerdict = "fired"
-	TickExplanationVerdictManual     TickExplanationVerdict = "manual"
-	TickExplanationVerdictNoRecord   TickExplanationVerdict = "no_record"
-	TickExplanationVerdictNotATick   TickExplanationVerdict = "not_a_tick"
-	TickExplanationVerdictNotCreated TickExplanationVerdict = "not_created"
-	TickExplanationVerdictPaused     TickExplanationVerdict = "paused"
-	TickExplanationVerdictSkipped    TickExplanationVerdict = "skipped"
-	TickExplanationVerdictUpcoming   TickExplanationVerdict = "upcoming"
+	TickExplanationVerdictDstGap        TickExplanationVerdict = "dst_gap"
+	TickExplanationVerdictFired         TickExplanationVerdict = "fired"
+	TickExplanationVerdictManual        TickExplanationVerdict = "manual"
+	TickExplanationVerdictNoRecord      TickExplanationVerdict = "no_record"
+	TickExplanationVerdictNotATick      TickExplanationVerdict = "not_a_tick"
+	TickExplanationVerdictNotCreated    TickExplanationVerdict = "not_created"
+	TickExplanationVerdictOutsideWindow TickExplanationVerdict = "outside_window"
+	TickExplanationVerdictPaused        TickExplanationVerdict = "paused"
+	TickExplanationVerdictSkipped       TickExplanationVerdict = "skipped"
+	TickExplanationVerdictUpcoming      TickExplanationVerdict = "upcoming"
 )
 
 // Valid indicates whether the value is a known member of the TickExplanationVerdict enum.
@@ -747,6 +748,8 @@ func (e TickExplanationVerdict) Valid() bool {
 	case TickExplanationVerdictNotATick:
 		return true
 	case TickExplanationVerdictNotCreated:
+		return true
+	case TickExplanationVerdictOutsideWindow:
 		return true
 	case TickExplanationVerdictPaused:
 		return true
@@ -1230,6 +1233,9 @@ type CronFire struct {
 	// Example: +02:00
 	Offset string `json:"offset"`
 
+	// StartsAt With job_id and jitter_seconds: when the run's tasks become leasable, the fire time plus the job's jitter offset for it
+	StartsAt *time.Time `json:"starts_at,omitempty"`
+
 	// Utc The instant, in UTC
 	Utc time.Time `json:"utc"`
 
@@ -1263,6 +1269,12 @@ type CronPreviewRequest struct {
 	//
 	// Example: 0 0 8 * * ?
 	Cron string `json:"cron"`
+
+	// JitterSeconds Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it
+	JitterSeconds *int64 `json:"jitter_seconds,omitempty"`
+
+	// JobId With jitter_seconds: the job whose jittered start times to show (the offset of a tick comes from the job id and the tick)
+	JobId *openapi_types.UUID `json:"job_id,omitempty"`
 
 	// Timezone IANA timezone
 	//
@@ -1575,6 +1587,11 @@ type HistoryDropTable string
 
 // Job defines model for Job.
 type Job struct {
+	// ActiveFrom Start of the active window: no tick before it fires (the first is the trigger's first tick at or after it; an interval starts at it). Absent: open
+	ActiveFrom *time.Time `json:"active_from,omitempty"`
+
+	// ActiveUntil End of the active window, exclusive: no tick at or after it fires, and the job has no next fire then. Must be after active_from. Absent: open
+	ActiveUntil     *time.Time          `json:"active_until,omitempty"`
 	AdaptiveTimeout *JobAdaptiveTimeout `json:"adaptive_timeout,omitempty"`
 	Callback        *JobCallback        `json:"callback,omitempty"`
 
@@ -1601,6 +1618,9 @@ type Job struct {
 
 	// Id Job id (UUIDv7, so ids sort by creation)
 	Id *openapi_types.UUID `json:"id,omitempty"`
+
+	// JitterSeconds Spread each scheduled run's start by a deterministic offset in [0, jitter_seconds) computed from the job id and the tick (the same on every replica): the run keeps its tick as scheduled_for, its tasks become leasable at the tick plus the offset. 0: none
+	JitterSeconds *int64 `json:"jitter_seconds,omitempty"`
 
 	// LastExecutionId The last fire's execution
 	LastExecutionId *openapi_types.UUID `json:"last_execution_id,omitempty"`
@@ -2525,6 +2545,12 @@ type PatchJobApplicationJSONPatchPlusJSONBody = []JsonPatchOp
 
 // PatchJobApplicationMergePatchPlusJSONBody defines parameters for PatchJob.
 type PatchJobApplicationMergePatchPlusJSONBody struct {
+	// ActiveFrom Start of the active window: no tick before it fires (the first is the trigger's first tick at or after it; an interval starts at it). Absent: open
+	ActiveFrom *time.Time `json:"active_from,omitempty"`
+
+	// ActiveUntil End of the active window, exclusive: no tick at or after it fires, and the job has no next fire then. Must be after active_from. Absent: open
+	ActiveUntil *time.Time `json:"active_until,omitempty"`
+
 	// AdaptiveTimeout With timeout_mode adaptive: the timeout a new task gets now, and how it was computed
 	AdaptiveTimeout interface{} `json:"adaptive_timeout,omitempty"`
 
@@ -2558,6 +2584,9 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 
 	// Id Job id (UUIDv7, so ids sort by creation)
 	Id *openapi_types.UUID `json:"id,omitempty"`
+
+	// JitterSeconds Spread each scheduled run's start by a deterministic offset in [0, jitter_seconds) computed from the job id and the tick (the same on every replica): the run keeps its tick as scheduled_for, its tasks become leasable at the tick plus the offset. 0: none
+	JitterSeconds *int64 `json:"jitter_seconds,omitempty"`
 
 	// LastExecutionId The last fire's execution
 	LastExecutionId *openapi_types.UUID `json:"last_execution_id,omitempty"`

@@ -58,7 +58,13 @@ type Job struct {
 	// CallbackOrdered delivers the job's callbacks in sequence order: the
 	// next waits until the one before is delivered or has failed for good.
 	CallbackOrdered bool
-	Params          json.RawMessage // object handed to every run
+	// ActiveFrom and ActiveUntil bound when the job's ticks fire:
+	// [ActiveFrom, ActiveUntil), either end open when nil.
+	ActiveFrom, ActiveUntil *time.Time
+	// JitterSeconds delays each scheduled run's tasks by a deterministic
+	// offset in [0, JitterSeconds) (ax.jitter_offset); 0: none.
+	JitterSeconds int
+	Params        json.RawMessage // object handed to every run
 	// SigningSecret is set only in what JobService.Create returns: the
 	// job's new whsec_ secret, shown once.
 	SigningSecret string

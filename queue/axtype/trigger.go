@@ -17,7 +17,9 @@ type DueTrigger struct {
 	MisfirePolicy        MisfirePolicy
 	MisfireWindowSeconds int
 	MisfireMaxFires      int
-	NextFireAt           time.Time
+	// ActiveFrom and ActiveUntil are the job's active window (Job).
+	ActiveFrom, ActiveUntil *time.Time
+	NextFireAt              time.Time
 	// Now is the database clock the claim ran at (the transaction's start).
 	Now time.Time
 	// HasUnfinished is set (for forbid and replace jobs only) when an

@@ -3,7 +3,8 @@
 // delegated to gronx on naive wall-clock times; this package adds the dialect
 // checks and the mapping from wall time to instants. When the date fields are
 // all *, the next time of day comes from the second, minute and hour fields'
-// value sets alone (tests check them against gronx).
+// value sets alone (tests check them against gronx). Quartz's LW, L-n and
+// L-nW, which gronx does not know, are matched here date by date.
 //
 // # Fields
 //
@@ -21,8 +22,10 @@
 //	minute         0-59
 //	hour           0-23
 //	day of month   1-31               ?  L (last day)  15W (weekday nearest the 15th)
+//	                                     LW (last weekday)  L-3 (3 days before the last)
+//	                                     L-3W (weekday nearest L-3)
 //	month          1-12     JAN-DEC
-//	day of week    0-7      SUN-SAT   ?  5L (last Friday)  MON#2 (second Monday)
+//	day of week    0-7      SUN-SAT   ?  5L or FRIL (last Friday)  MON#2 (second Monday)
 //
 // Day of week counts from Sunday = 0, like Vixie cron and unlike Quartz
 // (where Sunday is 1): 1 is Monday, 6 is Saturday and 7 is Sunday again, so
@@ -31,9 +34,33 @@
 //
 // Every field takes * (any), a value, a range "1-5", a step "*/15", "10/15"
 // (from 10 to the maximum) or "1-30/7", and comma-separated lists of those.
-// Steps run from 1 to the number of values in the field. nW never leaves its
-// month and skips months shorter than n; LW and a bare L in day of week are
-// not supported.
+// Steps run from 1 to the number of values in the field. The letters L, W
+// and the names may be written in either case ("l-3", "15w", "5l"), as
+// Quartz, which upper-cases the whole expression, accepts them.
+//
+// # Quartz's day forms
+//
+// nW never leaves its month and skips months shorter than n. L-n takes n
+// from 1 to 30 and, likewise, skips months with n days or fewer (February
+// for L-28 and beyond; Quartz there steps into the previous month or
+// stops). A W after L or L-n moves a Saturday back to Friday (or, on the
+// 1st, on to Monday the 3rd) and a Sunday on to Monday (or, on the last
+// day, back to Friday). All of these may stand in a list ("1,L-3").
+// Tests check LW, lw, L-1, L-3, l-3, L-3W, L-27, L, 15W, 1w, 5L, 5l, FRIL,
+// 0L and 1L against the fire times Quartz's own CronExpression computes
+// for 2026 to 2028, leap February included (testdata/quartz-day-forms.json).
+//
+// Quartz forms accepted: ? in one day field; L, LW, L-n, L-nW, nW in day of
+// month; nL, dayL (FRIL), n#k, day#k in day of week; lists mixing them
+// with plain values (also where Quartz refuses "6L,2" in day of week).
+//
+// Quartz forms refused, each with an error naming the field: the seventh
+// (year) field; Quartz's day-of-week numbers, where Sunday is 1 (ax reads
+// a number as Vixie cron does, so Quartz's "6L" is written "5L" here: the
+// number is refused only when out of 0-7, otherwise it means another day);
+// L alone in day of week (Quartz's Saturday: write SAT or 6); L-n with n
+// above 30 or 0; L or # in any other field; a W after a range or list
+// ("1-5W"); # with an occurrence above 5.
 //
 // ? is accepted in day of month or day of week, where it means *; it must be
 // the whole field and cannot appear in both (as in Quartz), nor in any other

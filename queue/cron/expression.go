@@ -34,6 +34,12 @@ type expression struct {
 	timeline bool   // the hour field matches every hour
 	everyDay bool   // the date fields are *: the clock fields alone decide
 
+	// lastDayForms is set when day of month holds LW, L-n or L-nW, which
+	// gronx does not know: dates are then matched by dateDue, from the
+	// canonical day-of-month, month and day-of-week fields below.
+	lastDayForms  bool
+	dom, mon, dow string
+
 	// clock holds the values of the second, minute and hour fields (bit n
 	// for value n); they let nextWall skip times of day gronx would step
 	// through one unit at a time.
@@ -103,6 +109,8 @@ func compileFields(parts []string, seconds bool) (expression, error) {
 	e.gronx = strings.Join(canon, " ")
 	e.timeline = e.clock[2] == hour.all()
 	e.everyDay = canon[3] == "*" && canon[4] == "*" && canon[5] == "*"
+	e.dom, e.mon, e.dow = canon[3], canon[4], canon[5]
+	e.lastDayForms = hasLastDayForm(e.dom)
 	return e, nil
 }
 

@@ -63,24 +63,32 @@ func (f *field) parseItem(item string) (string, uint64, error) {
 		return "", 0, errors.New("? must be the whole field")
 	case strings.Contains(item, "?"):
 		return "", 0, errors.New("? is only allowed in day of month or day of week")
-	case f == dayOfMonth && strings.ContainsAny(item, "LW"):
-		canon, err := f.parseMonthDaySpecial(item)
+	case f == dayOfMonth && strings.ContainsAny(strings.ToUpper(item), "LW"):
+		// Quartz upper-cases the whole expression, so l and w are L and W.
+		canon, err := f.parseMonthDaySpecial(strings.ToUpper(item))
 		return canon, 0, err
-	case f == dayOfWeek && strings.ContainsAny(item, "L#"):
-		canon, err := f.parseWeekDaySpecial(item)
+	case f == dayOfWeek && strings.ContainsAny(strings.ToUpper(item), "L#"):
+		canon, err := f.parseWeekDaySpecial(strings.ToUpper(item))
 		return canon, 0, err
 	}
 	return f.parseStep(item)
 }
 
-// parseMonthDaySpecial handles L (last day) and nW (weekday nearest n).
+// maxLastDayOffset bounds n in L-n, as in Quartz.
+const maxLastDayOffset = 30
+
+// parseMonthDaySpecial handles L (last day), nW (weekday nearest n) and
+// Quartz's forms counted from the last day: LW, L-n and L-nW.
 func (f *field) parseMonthDaySpecial(item string) (string, error) {
 	if item == "L" {
 		return "L", nil
 	}
+	if rest, ok := strings.CutPrefix(item, "L"); ok {
+		return parseLastDayOffset(item, rest)
+	}
 	day, ok := strings.CutSuffix(item, "W")
 	if !ok || day == "" || strings.ContainsAny(day, "LW") {
-		return "", fmt.Errorf("invalid value %q (use L, or nW like 15W)", item)
+		return "", fmt.Errorf("invalid value %q (use L, LW, L-n, L-nW, or nW like 15W)", item)
 	}
 	n, err := f.value(day)
 	if err != nil {
@@ -89,13 +97,34 @@ func (f *field) parseMonthDaySpecial(item string) (string, error) {
 	return strconv.Itoa(n) + "W", nil
 }
 
+// parseLastDayOffset parses what follows the L of LW, L-n and L-nW.
+func parseLastDayOffset(item, rest string) (string, error) {
+	offset, weekday := strings.CutSuffix(rest, "W")
+	if offset == "" {
+		return "L" + rest, nil // LW
+	}
+	n, ok := strings.CutPrefix(offset, "-")
+	v, err := strconv.Atoi(n)
+	if !ok || !isDigits(n) || err != nil || v < 1 || v > maxLastDayOffset {
+		return "", fmt.Errorf("invalid value %q (after L use W, -n or -nW with n from 1 to %d, like L-3)", item, maxLastDayOffset)
+	}
+	canon := "L-" + strconv.Itoa(v)
+	if weekday {
+		canon += "W"
+	}
+	return canon, nil
+}
+
 // parseWeekDaySpecial handles nL (last n-day of the month) and n#k (k-th).
 func (f *field) parseWeekDaySpecial(item string) (string, error) {
 	if day, nth, ok := strings.Cut(item, "#"); ok {
 		return f.parseNth(day, nth)
 	}
 	day, _ := strings.CutSuffix(item, "L")
-	if day == "" || strings.ContainsAny(day, "L#") {
+	if day == "" {
+		return "", errors.New(`L alone in day of week (Quartz's Saturday) is not supported: write SAT or 6, or nL like 5L for the last Friday`)
+	}
+	if strings.ContainsAny(day, "L#") {
 		return "", fmt.Errorf("invalid value %q (use nL like 5L for the last Friday)", item)
 	}
 	n, err := f.value(day)

@@ -62,6 +62,8 @@ func TestParseAndNext(t *testing.T) {
 		{name: "Feb 29 is valid", expr: "0 0 29 2 *", after: jan1, want: []string{"2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"}},
 		{name: "15W on a Sunday", expr: "0 0 15W * *", after: "2026-02-01T00:00:00Z", want: []string{"2026-02-16T00:00:00Z"}},
 		{name: "1W stays in the month", expr: "0 0 1W * *", after: "2026-02-01T00:00:00Z", want: []string{"2026-02-02T00:00:00Z"}},
+		{name: "LW last weekday", expr: "0 0 LW * *", after: jan1, want: []string{"2026-01-30T00:00:00Z", "2026-02-27T00:00:00Z"}},
+		{name: "L-3 lower case", expr: "0 0 l-3 * *", after: jan1, want: []string{"2026-01-28T00:00:00Z", "2026-02-25T00:00:00Z"}},
 		{name: "5L last Friday", expr: "0 0 * * 5L", after: jan1, want: []string{"2026-01-30T00:00:00Z"}},
 		{name: "MON#2", expr: "0 0 * * MON#2", after: jan1, want: []string{"2026-01-12T00:00:00Z", "2026-02-09T00:00:00Z"}},
 		{name: "7#1 first Sunday", expr: "0 0 * * 7#1", after: jan1, want: []string{"2026-01-04T00:00:00Z"}},
@@ -111,8 +113,8 @@ func TestParseAndNext(t *testing.T) {
 		{name: "step 0", expr: "*/0 * * * *", wantField: "expr", wantReason: `step "0" out of range 1-60`},
 		{name: "reversed range", expr: "5-1 * * * *", wantField: "expr", wantReason: "range 5-1 is reversed"},
 		{name: "empty list element", expr: "1,,2 * * * *", wantField: "expr", wantReason: "empty element in list"},
-		{name: "LW unsupported", expr: "0 0 LW * *", wantField: "expr", wantReason: `invalid value "LW"`},
-		{name: "bare L in day of week", expr: "0 0 * * L", wantField: "expr", wantReason: `invalid value "L"`},
+		{name: "L-31", expr: "0 0 L-31 * *", wantField: "expr", wantReason: `field 3 (day of month): invalid value "L-31"`},
+		{name: "bare L in day of week", expr: "0 0 * * L", wantField: "expr", wantReason: `field 5 (day of week): L alone in day of week`},
 		{name: "sixth Monday", expr: "0 0 * * MON#6", wantField: "expr", wantReason: `occurrence "6" after # must be 1-5`},
 		{name: "gronx @everysecond", expr: "@everysecond", wantField: "expr", wantReason: `unknown macro "@everysecond"`},
 		{name: "@every interval", expr: "@every 5m", wantField: "expr", wantReason: "unknown macro"},
@@ -195,6 +197,8 @@ func BenchmarkNext(b *testing.B) {
 		{"@daily", "Australia/Sydney"},
 		{"0 9 * * MON-FRI", "Europe/Paris"},
 		{"0 0 L * *", "UTC"},
+		{"0 0 12 LW * ?", "America/New_York"},
+		{"0 0 12 L-3W * ?", "UTC"},
 	} {
 		b.Run(bc.expr+" "+bc.tz, func(b *testing.B) {
 			s, err := Parse(bc.expr, bc.tz)
@@ -212,6 +216,15 @@ func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		_, err := Parse("0 30 2 * * MON-FRI", "America/New_York")
 		require.NoError(b, err)
+	}
+}
+
+// BenchmarkParseLastDayFormNeverFires is the worst case of the date-by-date
+// search: an expression refused after scanning the whole horizon.
+func BenchmarkParseLastDayFormNeverFires(b *testing.B) {
+	for b.Loop() {
+		_, err := Parse("0 0 L-30 2 *", "")
+		require.Error(b, err)
 	}
 }
 

@@ -18,6 +18,9 @@ func (e expression) nextWall(ref time.Time) (time.Time, bool) {
 		// over to find it.
 		return e.skipClock(ref).Add(time.Second), true
 	}
+	if e.lastDayForms {
+		return e.nextWallByDay(ref)
+	}
 	w, err := gronx.NextTickAfter(e.gronx, e.skipClock(ref), false)
 	// gronx gives up after many iterations and may then return ref itself.
 	if err != nil || !w.After(ref) {
@@ -41,13 +44,22 @@ func (e expression) firstWallIn(from, to time.Time) (time.Time, bool) {
 			if e.everyDay {
 				return at, true
 			}
-			if due, err := gronx.New().IsDue(e.gronx, at); err == nil && due {
+			if e.dateOf(at) {
 				return at, true
 			}
 		}
 		lo = day.AddDate(0, 0, 1)
 	}
 	return time.Time{}, false
+}
+
+// dateOf reports whether the date of wall time at matches the date fields.
+func (e expression) dateOf(at time.Time) bool {
+	if e.lastDayForms {
+		return e.dateDue(at)
+	}
+	due, err := gronx.New().IsDue(e.gronx, at)
+	return err == nil && due
 }
 
 func startOfDay(t time.Time) time.Time {

@@ -18,14 +18,51 @@ import (
 // it never fires on its own (manual jobs, delays already past, cron
 // expressions with no further tick).
 func NextFire(job *axtype.Job, after time.Time) (*time.Time, error) {
+	w := activeWindow{from: job.ActiveFrom, until: job.ActiveUntil}
 	if job.TriggerKind == axtype.TriggerDelay {
-		if job.RunAt == nil || !job.RunAt.After(after) {
+		if job.RunAt == nil || !job.RunAt.After(after) || !w.holds(*job.RunAt) {
 			return nil, nil
 		}
 		runAt := job.RunAt.UTC()
 		return &runAt, nil
 	}
-	return nextTick(job.TriggerKind, job.CronExpr, job.Timezone, job.IntervalSeconds, after)
+	return w.next(job.TriggerKind, job.CronExpr, job.Timezone, job.IntervalSeconds, after)
+}
+
+// activeWindow is a job's active window [from, until); a nil end is open.
+// No tick outside it fires: the trigger's first tick is its first one at
+// or after from, and it has no next tick once one would reach until.
+type activeWindow struct{ from, until *time.Time }
+
+func dueWindow(t *axtype.DueTrigger) activeWindow {
+	return activeWindow{from: t.ActiveFrom, until: t.ActiveUntil}
+}
+
+// holds reports whether tick lies in the window.
+func (w activeWindow) holds(tick time.Time) bool {
+	return (w.from == nil || !tick.Before(*w.from)) && (w.until == nil || tick.Before(*w.until))
+}
+
+// next is nextTick kept inside the window. Before the window an interval
+// starts at from itself: the window anchors its grid, as a job created at
+// from would.
+func (w activeWindow) next(kind axtype.TriggerKind, expr, tz string, intervalSeconds int64, after time.Time) (*time.Time, error) {
+	tick, err := nextTick(kind, expr, tz, intervalSeconds, after)
+	if err != nil || tick == nil {
+		return tick, err
+	}
+	if w.from != nil && tick.Before(*w.from) {
+		if kind == axtype.TriggerInterval {
+			from := w.from.UTC()
+			tick = &from
+		} else if tick, err = nextTick(kind, expr, tz, intervalSeconds, w.from.Add(-time.Nanosecond)); err != nil || tick == nil {
+			return tick, err
+		}
+	}
+	if !w.holds(*tick) {
+		return nil, nil // past until
+	}
+	return tick, nil
 }
 
 // triggerTicks enumerates due triggers' ticks. Scheduled times are
@@ -37,7 +74,7 @@ func (triggerTicks) next(t *axtype.DueTrigger, after time.Time) (*time.Time, err
 	if t.TriggerKind == axtype.TriggerDelay {
 		return nil, nil // a delay fires once
 	}
-	return nextTick(t.TriggerKind, t.CronExpr, t.Timezone, t.IntervalSeconds, after)
+	return dueWindow(t).next(t.TriggerKind, t.CronExpr, t.Timezone, t.IntervalSeconds, after)
 }
 
 func (tt triggerTicks) atOrAfter(t *axtype.DueTrigger, x time.Time) (*time.Time, error) {
@@ -48,6 +85,9 @@ func (tt triggerTicks) atOrAfter(t *axtype.DueTrigger, x time.Time) (*time.Time,
 		step := time.Duration(t.IntervalSeconds) * time.Second
 		n := (x.Sub(t.NextFireAt) + step - 1) / step
 		tick := t.NextFireAt.Add(n * step)
+		if !dueWindow(t).holds(tick) {
+			return nil, nil // the grid has left the window: past until
+		}
 		return &tick, nil
 	}
 	return tt.next(t, x.Add(-time.Nanosecond))
@@ -114,7 +154,7 @@ func (c *scheduleCache) get(expr, tz string) (*cron.Schedule, error) {
 func SameSchedule(a, b *axtype.Job) bool {
 	return a.TriggerKind == b.TriggerKind && a.CronExpr == b.CronExpr &&
 		a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
-		timesEqual(a.RunAt, b.RunAt)
+		timesEqual(a.RunAt, b.RunAt) && timesEqual(a.ActiveFrom, b.ActiveFrom) && timesEqual(a.ActiveUntil, b.ActiveUntil)
 }
 
 func timesEqual(a, b *time.Time) bool {
@@ -140,7 +180,8 @@ func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 	}
 	if job.NextFireAt != nil && !job.NextFireAt.After(now) {
 		due := &axtype.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
-			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt}
+			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt,
+			ActiveFrom: job.ActiveFrom, ActiveUntil: job.ActiveUntil}
 		skip := &skipRecorder{jobID: job.ID}
 		p := &planner{ticks: triggerTicks{}}
 		next, err := p.skipStretch(due, *job.NextFireAt, now.Add(time.Nanosecond), skip, axtype.SkipPaused, PausedDetail)

@@ -1422,6 +1422,9 @@ type AxJob struct {
 	DeclaredVersion               *string
 	DeclaredIn                    *string
 	CallbackOrdered               bool
+	ActiveFrom                    *time.Time
+	ActiveUntil                   *time.Time
+	JitterSeconds                 int32
 }
 
 type AxJobSecret struct {

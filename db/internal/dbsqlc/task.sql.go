@@ -1323,7 +1323,7 @@ func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLea
 
 const taskPlanForExecutions = `-- name: TaskPlanForExecutions :many
 WITH execs AS (
-    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params,
+    SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params, e.cause, j.jitter_seconds,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
            j.executor_kind, j.agentless, j.timeout_mode
@@ -1410,7 +1410,10 @@ WITH execs AS (
            CASE WHEN tm.samples > 0
                 THEN least(x.timeout_seconds, greatest(5, ceil(3 * tm.p95_ms / 1000.0)))::integer
                 ELSE x.timeout_seconds END AS timeout_seconds,
-           greatest(x.scheduled_for, now()) AS not_before,
+           -- A scheduled run's tasks wait for its tick plus the job's jitter.
+           greatest(x.scheduled_for + CASE WHEN x.cause IN ('schedule', 'catch_up')
+                                           THEN ax.jitter_offset(x.job_id, x.scheduled_for, x.jitter_seconds)
+                                           ELSE interval '0' END, now()) AS not_before,
            s.agent_id AS pinned_agent_id, coalesce(x.rate_limit_class, '') AS rate_class, x.agentless,
            x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
            x.executor_kind::text AS executor_kind

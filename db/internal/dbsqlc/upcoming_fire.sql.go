@@ -41,7 +41,8 @@ func (q *Queries) UpcomingFireLock(ctx context.Context, db DBTX) (bool, error) {
 }
 
 const upcomingFireSources = `-- name: UpcomingFireSources :many
-SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, t.next_fire_at::timestamptz AS next_fire_at
+SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, t.next_fire_at::timestamptz AS next_fire_at,
+       j.active_from, j.active_until
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at IS NOT NULL AND t.set_aside_at IS NULL AND t.next_fire_at <= $1::timestamptz
@@ -56,6 +57,8 @@ type UpcomingFireSourcesRow struct {
 	Timezone        string
 	IntervalSeconds *int64
 	NextFireAt      time.Time
+	ActiveFrom      *time.Time
+	ActiveUntil     *time.Time
 }
 
 // UpcomingFireSources lists the unpaused cron and interval jobs that fire
@@ -79,6 +82,8 @@ func (q *Queries) UpcomingFireSources(ctx context.Context, db DBTX, until time.T
 			&i.Timezone,
 			&i.IntervalSeconds,
 			&i.NextFireAt,
+			&i.ActiveFrom,
+			&i.ActiveUntil,
 		); err != nil {
 			return nil, err
 		}

@@ -6,7 +6,7 @@ import createClient, { type Client, type ClientOptions } from "openapi-fetch";
 
 import type { components, paths, Readable } from "./schema.js";
 
-export type { components, operations, paths } from "./schema.js";
+export type { components, operations, paths, Writable } from "./schema.js";
 
 /** AxClient calls the ax API: `client.GET("/v1/jobs/{id}", …)`. */
 export type AxClient = Client<paths>;

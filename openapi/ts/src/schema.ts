@@ -1345,6 +1345,11 @@ export interface components {
             offset: string;
             /**
              * Format: date-time
+             * @description With job_id and jitter_seconds: when the run's tasks become leasable, the fire time plus the job's jitter offset for it
+             */
+            starts_at?: string;
+            /**
+             * Format: date-time
              * @description The instant, in UTC
              */
             utc: string;
@@ -1379,6 +1384,16 @@ export interface components {
              * @example 0 0 8 * * ?
              */
             cron: string;
+            /**
+             * Format: int64
+             * @description Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it
+             */
+            jitter_seconds?: number;
+            /**
+             * Format: uuid
+             * @description With jitter_seconds: the job whose jittered start times to show (the offset of a tick comes from the job id and the tick)
+             */
+            job_id?: string;
             /**
              * @description IANA timezone
              * @default UTC
@@ -1734,6 +1749,16 @@ export interface components {
             to: string;
         };
         Job: {
+            /**
+             * Format: date-time
+             * @description Start of the active window: no tick before it fires (the first is the trigger's first tick at or after it; an interval starts at it). Absent: open
+             */
+            active_from?: string;
+            /**
+             * Format: date-time
+             * @description End of the active window, exclusive: no tick at or after it fires, and the job has no next fire then. Must be after active_from. Absent: open
+             */
+            active_until?: string;
             /** @description With timeout_mode adaptive: the timeout a new task gets now, and how it was computed */
             adaptive_timeout?: $Read<components["schemas"]["JobAdaptiveTimeout"]>;
             /** @description Where to announce results */
@@ -1772,6 +1797,11 @@ export interface components {
              * @description Job id (UUIDv7, so ids sort by creation)
              */
             id?: $Read<string>;
+            /**
+             * Format: int64
+             * @description Spread each scheduled run's start by a deterministic offset in [0, jitter_seconds) computed from the job id and the tick (the same on every replica): the run keeps its tick as scheduled_for, its tasks become leasable at the tick plus the offset. 0: none
+             */
+            jitter_seconds?: number;
             /**
              * Format: uuid
              * @description The last fire's execution
@@ -2594,7 +2624,7 @@ export interface components {
             /** @description at is a tick of the job's trigger */
             tick: boolean;
             /** @enum {string} */
-            verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record";
+            verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record" | "outside_window";
         };
         TriggerRequest: {
             /**
@@ -5067,6 +5097,16 @@ export interface operations {
             content: {
                 "application/json-patch+json": components["schemas"]["JsonPatchOp"][] | null;
                 "application/merge-patch+json": {
+                    /**
+                     * Format: date-time
+                     * @description Start of the active window: no tick before it fires (the first is the trigger's first tick at or after it; an interval starts at it). Absent: open
+                     */
+                    active_from?: string;
+                    /**
+                     * Format: date-time
+                     * @description End of the active window, exclusive: no tick at or after it fires, and the job has no next fire then. Must be after active_from. Absent: open
+                     */
+                    active_until?: string;
                     /** @description With timeout_mode adaptive: the timeout a new task gets now, and how it was computed */
                     adaptive_timeout?: $Read<unknown>;
                     /** @description Where to announce results */
@@ -5105,6 +5145,11 @@ export interface operations {
                      * @description Job id (UUIDv7, so ids sort by creation)
                      */
                     id?: $Read<string>;
+                    /**
+                     * Format: int64
+                     * @description Spread each scheduled run's start by a deterministic offset in [0, jitter_seconds) computed from the job id and the tick (the same on every replica): the run keeps its tick as scheduled_for, its tasks become leasable at the tick plus the offset. 0: none
+                     */
+                    jitter_seconds?: number;
                     /**
                      * Format: uuid
                      * @description The last fire's execution
@@ -5195,6 +5240,16 @@ export interface operations {
                     updated_at?: $Read<string>;
                 };
                 "application/merge-patch+shorthand": {
+                    /**
+                     * Format: date-time
+                     * @description Start of the active window: no tick before it fires (the first is the trigger's first tick at or after it; an interval starts at it). Absent: open
+                     */
+                    active_from?: string;
+                    /**
+                     * Format: date-time
+                     * @description End of the active window, exclusive: no tick at or after it fires, and the job has no next fire then. Must be after active_from. Absent: open
+                     */
+                    active_until?: string;
                     /** @description With timeout_mode adaptive: the timeout a new task gets now, and how it was computed */
                     adaptive_timeout?: $Read<unknown>;
                     /** @description Where to announce results */
@@ -5233,6 +5288,11 @@ export interface operations {
                      * @description Job id (UUIDv7, so ids sort by creation)
                      */
                     id?: $Read<string>;
+                    /**
+                     * Format: int64
+                     * @description Spread each scheduled run's start by a deterministic offset in [0, jitter_seconds) computed from the job id and the tick (the same on every replica): the run keeps its tick as scheduled_for, its tasks become leasable at the tick plus the offset. 0: none
+                     */
+                    jitter_seconds?: number;
                     /**
                      * Format: uuid
                      * @description The last fire's execution
