@@ -89,6 +89,9 @@ type Declaration struct {
 	Source    string            `json:"source,omitempty"`
 	Jobs      []json.RawMessage `json:"jobs"`
 	Prune     bool              `json:"prune"`
+	// Adopt: a program's jobs are its code's, so it takes over jobs of
+	// the same names made by hand.
+	Adopt bool `json:"adopt"`
 }
 
 // DeclarationReport is what a declaration did, job by job.
@@ -240,7 +243,7 @@ func putInt(m map[string]any, k string, v int64) {
 // declaration builds the agent's declaration of Config.Jobs: set
 // Config.JobSet at Config.Version, from this program on this host, pruned.
 func (a *Agent) declaration() (Declaration, error) {
-	d := Declaration{ManagedBy: a.cfg.JobSet, Version: a.cfg.Version, Prune: true,
+	d := Declaration{ManagedBy: a.cfg.JobSet, Version: a.cfg.Version, Prune: true, Adopt: true,
 		Source: fmt.Sprintf("%s on %s", strings.TrimPrefix(a.cfg.JobSet, "sdk:"), a.cfg.HostName)}
 	for i, j := range a.cfg.Jobs {
 		raw, err := j.wireJob(a.cfg.Labels)

@@ -134,14 +134,14 @@ func (a *Agent) runTask(ctx context.Context, t LeasedTask) {
 		log.WarnContext(ctx, "task stopped and not reported", "cause", context.Cause(ctx), "duration_ms", millis(time.Since(began)))
 		return
 	}
-	// Successes are the bulk at high rates: logged at debug; anything else
-	// at info, where operators look.
-	level := slog.LevelInfo
-	if res.State == StateSucceeded {
-		level = slog.LevelDebug
+	// One line per task at info, successes too: an operator reading the
+	// agent's log sees each run it did (the server's line says how the
+	// run as a whole ended).
+	attrs := []any{"state", res.State, "attempt", t.Attempt, "duration_ms", millis(time.Since(began))}
+	if res.ErrorCode != "" || res.Error != "" {
+		attrs = append(attrs, "error_code", res.ErrorCode, "error", res.Error)
 	}
-	log.Log(ctx, level, "task finished", "state", res.State, "duration_ms", millis(time.Since(began)), "error", res.Error,
-		"error_code", res.ErrorCode)
+	log.InfoContext(ctx, "task finished", attrs...)
 }
 
 // execute runs t with its executor and then waits for its output to be

@@ -100,6 +100,7 @@ func JobGetByIDForUpdate(ctx context.Context, e Executor, id uuid.UUID) (*axtype
 type JobListParams struct {
 	After  *uuid.UUID // last id of the previous page
 	Group  *string
+	Name   *string
 	Owner  *string
 	Paused *bool
 	Groups []string // only jobs of these groups; nil: all
@@ -109,7 +110,7 @@ type JobListParams struct {
 // JobList returns up to Limit jobs in id (creation) order.
 func JobList(ctx context.Context, e Executor, p *JobListParams) ([]*axtype.Job, error) {
 	rows, err := queries.JobList(ctx, e, dbsqlc.JobListParams{
-		After: p.After, GroupName: p.Group, Owner: p.Owner, Paused: p.Paused, Groups: p.Groups, Max: int32(p.Limit),
+		After: p.After, GroupName: p.Group, Name: p.Name, Owner: p.Owner, Paused: p.Paused, Groups: p.Groups, Max: int32(p.Limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error listing jobs: %w", mapErr(err))

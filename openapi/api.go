@@ -101,6 +101,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&outboundHandlers{jobs: eng.Jobs, execs: eng.Executions, callbacks: eng.Callbacks, urls: urls, logger: cfg.Logger,
 		guard: guard, completer: eng.Completer}).register(api)
 	(&agentHandlers{keys: eng.Keys, agents: eng.Leases, publicURL: cfg.PublicURL, forgetKey: auth.cache.forget}).register(api)
+	(&keyHandlers{keys: eng.Keys, signing: auth.signing, forgetKeys: auth.cache.forgetAll}).register(api)
 	(&classHandlers{classes: eng.Classes}).register(api)
 	(&backfillHandlers{backfills: eng.Backfills, guard: guard}).register(api)
 	(&historyHandlers{history: eng.History}).register(api)

@@ -80,6 +80,15 @@ func (c *keyCache) forget(keyID uuid.UUID) {
 	}
 }
 
+// forgetAll drops every cached key: revoking a key revokes the agent
+// tokens it minted too, and this replica answers its next request before
+// the revocation's NOTIFY arrives.
+func (c *keyCache) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.entries)
+}
+
 // ownerCache remembers which API key each agent registered with: it never
 // changes, so agent calls that only need to check ownership (heartbeat,
 // complete, logs, release) skip reading the agent row.

@@ -36,6 +36,7 @@ type Declaration struct {
 	Prune     bool   `json:"prune,omitempty" doc:"Pause the set's jobs that jobs leaves out (never deleted; paused_reason says why). The agent SDK always prunes"`
 	DryRun    bool   `json:"dry_run,omitempty" doc:"Report what would change, change nothing"`
 	Force     bool   `json:"force,omitempty" doc:"Apply an older version, and take over jobs that another set manages"`
+	Adopt     bool   `json:"adopt,omitempty" doc:"Take over declared jobs that exist already and no set manages (made through the API or the console); without it they are refused (409)"`
 }
 
 // DeclarationReport is what a declaration did (or would do, on a dry
@@ -138,7 +139,7 @@ func (h *declarationHandlers) declare(ctx context.Context, in *declarationInput)
 // URLs, the key's groups, a job declared twice) and maps the jobs.
 func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) (*queue.Declaration, error) {
 	d := &queue.Declaration{ManagedBy: in.ManagedBy, Version: in.Version, Source: in.Source, Prune: in.Prune,
-		DryRun: in.DryRun, Force: in.Force, Groups: keyGroups(ctx), Jobs: make([]*axtype.Job, len(in.Jobs))}
+		DryRun: in.DryRun, Force: in.Force, Adopt: in.Adopt, Groups: keyGroups(ctx), Jobs: make([]*axtype.Job, len(in.Jobs))}
 	var errs fieldErrors
 	seen := make(map[axtype.JobKey]int, len(in.Jobs))
 	for i := range in.Jobs {
@@ -182,8 +183,11 @@ func declarationError(err error, in *Declaration) error {
 	case errors.As(err, &conflict):
 		details := make([]error, len(conflict.Jobs))
 		for i, j := range conflict.Jobs {
-			details[i] = &huma.ErrorDetail{Location: fmt.Sprintf("body.jobs[%d].name", j.Index),
-				Message: "is managed by " + j.Old.ManagedBy + ": " + j.Reason + "; force takes it over", Value: j.Old.Name}
+			msg := "is managed by " + j.Old.ManagedBy + ": " + j.Reason + "; force takes it over"
+			if j.Old.ManagedBy == "" {
+				msg = "is not managed by any declaration set: " + j.Reason + "; adopt takes it over"
+			}
+			details[i] = &huma.ErrorDetail{Location: fmt.Sprintf("body.jobs[%d].name", j.Index), Message: msg, Value: j.Old.Name}
 		}
 		return huma.Error409Conflict(conflict.Error(), details...)
 	case errors.As(err, &jobErr) && jobErr.Index >= 0 && jobErr.Index < len(in.Jobs):

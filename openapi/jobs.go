@@ -56,6 +56,7 @@ type jobCreatedOutput struct {
 
 type jobListInput struct {
 	Group  string `query:"group" maxLength:"200" doc:"Only jobs of this group"`
+	Name   string `query:"name" maxLength:"200" doc:"Only jobs with this name (one per group): how the CLI finds a job by group/name"`
 	Owner  string `query:"owner" maxLength:"200" doc:"Only jobs of this owner"`
 	Paused string `query:"paused" enum:"true,false" doc:"Only paused (true) or unpaused (false) jobs"`
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size"`
@@ -162,6 +163,9 @@ func (h *jobHandlers) list(ctx context.Context, in *jobListInput) (*jobListOutpu
 	}
 	if in.Owner != "" {
 		p.Owner = &in.Owner
+	}
+	if in.Name != "" {
+		p.Name = &in.Name
 	}
 	if in.Paused != "" {
 		paused := in.Paused == "true"

@@ -9,15 +9,20 @@ import (
 )
 
 // LogRequests logs one line per request with its status and duration.
-// Probes and metrics scrapes are logged at debug level.
+// Probes, metrics scrapes and the agent protocol's routine calls (lease
+// long polls, heartbeats, logs, results: several a minute per idle
+// agent) are logged at debug level unless they fail; runs are logged
+// where they fire and end instead.
 func LogRequests(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		level := slog.LevelInfo
-		switch r.URL.Path {
-		case "/healthz", "/readyz", "/metrics":
+		switch {
+		case r.URL.Path == "/healthz", r.URL.Path == "/readyz", r.URL.Path == "/metrics":
+			level = slog.LevelDebug
+		case rec.status < 400 && agentProtocolCall.MatchString(r.URL.Path):
 			level = slog.LevelDebug
 		}
 		attrs := []any{"method", r.Method, "path", r.URL.Path,
@@ -42,6 +47,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the real writer (flush,
 // deadlines for long polls).
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// agentProtocolCall matches the agent calls made over and over.
+var agentProtocolCall = regexp.MustCompile(`^/v1/agents/[^/]+/(lease|heartbeat|logs|complete)$`)
 
 var traceParentPattern = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
 

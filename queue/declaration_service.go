@@ -40,6 +40,10 @@ type Declaration struct {
 	Prune bool
 	// DryRun works out and reports what would change, and changes nothing.
 	DryRun bool
+	// Adopt takes over declared jobs that exist already and no set
+	// manages (made through the API or the console); without it they are
+	// refused, so a file never silently claims a hand-made job.
+	Adopt bool
 	// Force applies an older version, and takes over jobs that another
 	// set manages.
 	Force bool
@@ -348,7 +352,12 @@ func (a *applier) refuseTakeovers(keys []axtype.JobKey, byKey map[axtype.JobKey]
 	var conflicts []DeclaredJob
 	for i, k := range keys {
 		old := byKey[k]
-		if old == nil || old.ManagedBy == "" || old.ManagedBy == a.d.ManagedBy {
+		if old == nil || old.ManagedBy == a.d.ManagedBy || (old.ManagedBy == "" && a.d.Adopt) {
+			continue
+		}
+		if old.ManagedBy == "" {
+			conflicts = append(conflicts, DeclaredJob{Index: i, Action: DeclarationConflict, Old: old, New: old,
+				Reason: fmt.Sprintf("job %s/%s exists and no declaration set manages it", k.Group, k.Name)})
 			continue
 		}
 		reason := fmt.Sprintf("job %s/%s is managed by %s", k.Group, k.Name, old.ManagedBy)

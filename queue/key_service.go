@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -110,31 +109,44 @@ func (s *KeyService) Authenticate(ctx context.Context, hash [32]byte) (*axtype.A
 	return db.APIKeyAuthenticate(ctx, s.pool, hash[:])
 }
 
+// KeyLimitsError says which limit of a new key is wrong: Field is labels
+// or groups.
+type KeyLimitsError struct {
+	Field, Message string
+}
+
+func (e *KeyLimitsError) Error() string { return e.Field + ": " + e.Message }
+
 func (l KeyLimits) validate(scopes []string) error {
 	admin := slices.Contains(scopes, ScopeAdmin)
 	if l.Labels != nil {
 		if admin || !slices.Contains(scopes, ScopeAgent) {
-			return errors.New("labels bind agent keys: use them with scope agent alone")
+			return &KeyLimitsError{Field: "labels", Message: "labels bind agent keys: use them with scope agent alone"}
 		}
 		if len(l.Labels) == 0 || len(l.Labels) > maxKeyLabelValues {
-			return fmt.Errorf("a label binding needs 1 to %d labels", maxKeyLabelValues)
+			return &KeyLimitsError{Field: "labels", Message: fmt.Sprintf("a label binding needs 1 to %d labels", maxKeyLabelValues)}
 		}
 		for k, vs := range l.Labels {
 			if k == "" || len(k) > maxKeyNameLen || len(vs) == 0 || len(vs) > maxKeyLabelValues {
-				return fmt.Errorf("label %q: a name of 1 to %d characters and 1 to %d values", k, maxKeyNameLen, maxKeyLabelValues)
+				return &KeyLimitsError{Field: "labels", Message: fmt.Sprintf("label %q: a name of 1 to %d characters and 1 to %d values", k, maxKeyNameLen, maxKeyLabelValues)}
+			}
+			for _, v := range vs {
+				if len(v) > maxKeyNameLen {
+					return &KeyLimitsError{Field: "labels", Message: fmt.Sprintf("label %q: values of at most %d characters", k, maxKeyNameLen)}
+				}
 			}
 		}
 	}
 	if l.Groups != nil {
 		if admin {
-			return errors.New("an admin key may do everything: groups cannot limit it")
+			return &KeyLimitsError{Field: "groups", Message: "an admin key may do everything: groups cannot limit it"}
 		}
 		if len(l.Groups) == 0 || len(l.Groups) > maxKeyGroups {
-			return fmt.Errorf("a group limit needs 1 to %d groups", maxKeyGroups)
+			return &KeyLimitsError{Field: "groups", Message: fmt.Sprintf("a group limit needs 1 to %d groups", maxKeyGroups)}
 		}
 		for _, g := range l.Groups {
 			if g == "" || len(g) > maxKeyNameLen {
-				return fmt.Errorf("group %q: use 1 to %d characters", g, maxKeyNameLen)
+				return &KeyLimitsError{Field: "groups", Message: fmt.Sprintf("group %q: use 1 to %d characters", g, maxKeyNameLen)}
 			}
 		}
 	}
@@ -216,4 +228,15 @@ func randomToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// List returns every key, revoked ones included, oldest first.
+func (s *KeyService) List(ctx context.Context) ([]*axtype.APIKey, error) {
+	return db.APIKeyList(ctx, s.pool)
+}
+
+// Revoke revokes a live key and the agent tokens it minted; an error
+// wrapping db.ErrNotFound when no live key has that id.
+func (s *KeyService) Revoke(ctx context.Context, id uuid.UUID) error {
+	return db.APIKeyRevoke(ctx, s.pool, id)
 }

@@ -2,16 +2,16 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/openapi/client"
 )
@@ -22,55 +22,60 @@ const maxApplyFileBytes = 8 << 20
 
 // runApply declares the jobs of a file (POST /v1/declarations): the file
 // is the truth for its set of jobs, as a manifest is for kubectl apply.
-func runApply(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax apply -f FILE", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
-	file := fs.String("f", "", "jobs as YAML or JSON: one job, a list (jobs: [...] or [...]), or several YAML documents (- for stdin)")
+func newApplyCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "apply -f FILE", Short: "Declare the jobs of a YAML or JSON file: the file is the truth for its set of jobs",
+		Long: "Declare the jobs of a YAML or JSON file (POST /v1/declarations): the file is the truth for its set of\n" +
+			"jobs, as a manifest is for kubectl apply. A job that exists already and no set manages (made with\n" +
+			"`ax job create` or the console) is only taken over with --adopt.",
+		Args: noArgs,
+	}
+	af := addAPIFlags(cmd)
+	fs := cmd.Flags()
+	file := fs.StringP("file", "f", "", "jobs as YAML or JSON: one job, a list (jobs: [...] or [...]), or several YAML documents (- for stdin)")
 	dryRun := fs.Bool("dry-run", false, "show what would change, change nothing")
 	prune := fs.Bool("prune", false, "pause the jobs of this set that the file no longer has")
 	manager := fs.String("manager", "", "name of the declaration set (default: the documents' managed_by, else file:<file name>)")
 	version := fs.String("version", "", "version of this declaration: an older one than the set's is refused")
 	force := fs.Bool("force", false, "apply an older version, and take over jobs that another set manages")
-	if err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	if *file == "" || fs.NArg() > 0 {
-		return errors.New("usage: ax apply -f jobs.yaml [--dry-run] [--prune] [--manager NAME] [--version V] [--force]")
-	}
-	jobs, managedBy, err := readJobFile(*file)
-	if err != nil {
-		return err
-	}
-	if *manager != "" {
-		managedBy = *manager
-	}
-	if managedBy == "" {
-		if *file == "-" {
-			return errors.New("jobs from stdin: name their set with --manager (or give managed_by in the documents)")
+	adopt := fs.Bool("adopt", false, "take over jobs of the file that exist already and no set manages")
+	_ = cmd.MarkFlagFilename("file", "yaml", "yml", "json")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *file == "" {
+			return usageErrorf("usage: ax apply -f jobs.yaml [--dry-run] [--prune] [--adopt] [--manager NAME] [--version V] [--force]")
 		}
-		managedBy = "file:" + filepath.Base(*file)
+		jobs, managedBy, err := readJobFile(*file)
+		if err != nil {
+			return err
+		}
+		if *manager != "" {
+			managedBy = *manager
+		}
+		if managedBy == "" {
+			if *file == "-" {
+				return usageErrorf("jobs from stdin: name their set with --manager (or give managed_by in the documents)")
+			}
+			managedBy = "file:" + filepath.Base(*file)
+		}
+		body, err := json.Marshal(map[string]any{"managed_by": managedBy, "version": *version, "source": source(*file),
+			"jobs": jobs, "prune": *prune, "dry_run": *dryRun, "force": *force, "adopt": *adopt})
+		if err != nil {
+			return err
+		}
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		resp, err := c.DeclareJobsWithBodyWithResponse(cmd.Context(), "application/json", bytes.NewReader(body))
+		if err != nil {
+			return unreachable(err)
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.StatusCode(), resp.Body)
+		}
+		return render(af.output, resp.JSON200, func() error { return showReport(os.Stdout, resp.JSON200) })
 	}
-	body, err := json.Marshal(map[string]any{"managed_by": managedBy, "version": *version, "source": source(*file),
-		"jobs": jobs, "prune": *prune, "dry_run": *dryRun, "force": *force})
-	if err != nil {
-		return err
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	resp, err := c.DeclareJobsWithBodyWithResponse(ctx, "application/json", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("error calling ax: %w", err)
-	}
-	if resp.JSON200 == nil {
-		return apiError(resp.StatusCode(), resp.Body)
-	}
-	if af.output == "json" {
-		return printJSON(resp.JSON200)
-	}
-	return showReport(os.Stdout, resp.JSON200)
+	return cmd
 }
 
 // source says where a file's jobs are declared: its absolute path.

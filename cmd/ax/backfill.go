@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/openapi/client"
 )
@@ -26,39 +25,44 @@ type backfillArgs struct {
 	Every         time.Duration
 }
 
-// jobBackfill parses ax job backfill's flags and runs it.
-func jobBackfill(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax job backfill ID --from T --to T", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
+// newJobBackfillCommand is ax job backfill: run a job's missed ticks
+// over a range and follow the progress.
+func newJobBackfillCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "backfill JOB --from T --to T [--max-concurrent N] [--detach]",
+		Short: "Run a job's ticks in [from, to) that have no run yet, and follow the progress",
+		Args:  exactArgs(1),
+	}
+	af := addAPIFlags(cmd)
+	fs := cmd.Flags()
 	from := fs.String("from", "", "first instant of the range, RFC 3339 (2026-10-10T00:00:00Z)")
 	to := fs.String("to", "", "end of the range (excluded), RFC 3339; not after now")
 	maxConcurrent := fs.Int("max-concurrent", 1, "at most this many backfilled runs unfinished at once")
 	overlap := fs.String("overlap", "allow", "allow, or forbid: release a tick only while the job has no unfinished run")
 	key := fs.String("idempotency-key", "", "Idempotency-Key: the same key again is the same backfill (default: a new backfill)")
 	detach := fs.Bool("detach", false, "print the backfill and return instead of following its progress")
-	if err := parseInterspersed(fs, args); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *from == "" || *to == "" {
+			return usageErrorf("usage: %s (--from and --to are required)", cmd.UseLine())
+		}
+		a := backfillArgs{MaxConcurrent: *maxConcurrent, Overlap: *overlap, Key: *key, Detach: *detach, Every: time.Second}
+		var err error
+		if a.From, err = time.Parse(time.RFC3339, *from); err != nil {
+			return usageErrorf("--from: %v", err)
+		}
+		if a.To, err = time.Parse(time.RFC3339, *to); err != nil {
+			return usageErrorf("--to: %v", err)
+		}
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		if a.Job, err = resolveJob(cmd.Context(), c, args[0]); err != nil {
+			return err
+		}
+		return runBackfill(cmd.Context(), c, af, a, os.Stdout)
 	}
-	if fs.NArg() != 1 || *from == "" || *to == "" {
-		return errors.New("usage: ax job backfill ID --from T --to T [--max-concurrent N] [--detach]")
-	}
-	a := backfillArgs{MaxConcurrent: *maxConcurrent, Overlap: *overlap, Key: *key, Detach: *detach, Every: time.Second}
-	var err error
-	if a.Job, err = uuid.Parse(fs.Arg(0)); err != nil {
-		return fmt.Errorf("job id %q is not a UUID", fs.Arg(0))
-	}
-	if a.From, err = time.Parse(time.RFC3339, *from); err != nil {
-		return fmt.Errorf("--from: %w", err)
-	}
-	if a.To, err = time.Parse(time.RFC3339, *to); err != nil {
-		return fmt.Errorf("--to: %w", err)
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	return runBackfill(ctx, c, &af, a, os.Stdout)
+	return cmd
 }
 
 // runBackfill creates the backfill and, unless detached, follows it with

@@ -4,50 +4,45 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/openapi/client"
 )
+
+// errNoAPIKey says how to get a key; exit 6 like a refused one.
+var errNoAPIKey = errors.New("no API key: set AX_API_KEY or --key (an admin makes one with `ax key create`)")
 
 // apiFlags are the flags every API command takes.
 type apiFlags struct {
 	server string
 	key    string
-	output string
-	// yaml lets -o be yaml too (the job commands: what they print,
-	// ax apply takes back).
-	yaml bool
+	output outputFormat
 }
 
-func (f *apiFlags) register(fs *flag.FlagSet) {
+// addAPIFlags registers --server, --key and -o on cmd.
+func addAPIFlags(cmd *cobra.Command) *apiFlags {
+	f := &apiFlags{output: "table"}
+	fs := cmd.Flags()
 	fs.StringVar(&f.server, "server", envOr("AX_SERVER", "http://127.0.0.1:8080"), "ax server URL (AX_SERVER)")
 	// No default from the environment here: -h prints defaults, and a
 	// key must not land on a terminal or in a log; client() reads it.
 	fs.StringVar(&f.key, "key", "", "API key (default: AX_API_KEY)")
-	outputs := "table or json"
-	if f.yaml {
-		outputs = "table, json or yaml (which ax apply takes back)"
-	}
-	fs.StringVar(&f.output, "o", "table", "output: "+outputs)
+	fs.VarP(&f.output, "output", "o", "output: table, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
+	return f
 }
 
 func (f *apiFlags) client() (*client.ClientWithResponses, error) {
 	f.key = cmp.Or(f.key, envOr("AX_API_KEY", ""))
 	if f.key == "" {
-		return nil, fmt.Errorf("no API key: set AX_API_KEY or --key (`ax key create` makes one)")
-	}
-	if f.output != "table" && f.output != "json" && !(f.yaml && f.output == "yaml") {
-		if f.yaml {
-			return nil, fmt.Errorf("-o must be table, json or yaml, not %q", f.output)
-		}
-		return nil, fmt.Errorf("-o must be table or json, not %q", f.output)
+		return nil, errNoAPIKey
 	}
 	auth := func(_ context.Context, req *http.Request) error {
 		req.Header.Set("Authorization", "Bearer "+f.key)
@@ -57,6 +52,19 @@ func (f *apiFlags) client() (*client.ClientWithResponses, error) {
 		client.WithHTTPClient(&http.Client{Timeout: 60 * time.Second}),
 		client.WithRequestEditorFn(auth))
 }
+
+// apiErr is a non-2xx answer: its status decides the exit code.
+type apiErr struct {
+	status int
+	msg    string
+}
+
+func (e *apiErr) Error() string { return e.msg }
+
+// httpToFlag names the CLI flags for the HTTP parameters the server's
+// messages mention: a person at a terminal types the flag.
+var httpToFlag = strings.NewReplacer("?force=true", "--force", "query.force", "--force",
+	"; adopt takes it over", "; --adopt takes it over", "; force takes it over", "; --force takes it over")
 
 // apiError turns a non-2xx answer into an error that shows the problem
 // document's title and each field error.
@@ -70,7 +78,7 @@ func apiError(status int, body []byte) error {
 		} `json:"errors"`
 	}
 	if json.Unmarshal(body, &p) != nil || (p.Title == "" && p.Detail == "") {
-		return fmt.Errorf("server answered %d: %s", status, strings.TrimSpace(string(body)))
+		return &apiErr{status: status, msg: fmt.Sprintf("server answered %d: %s", status, strings.TrimSpace(string(body)))}
 	}
 	msg := fmt.Sprintf("%d %s", status, p.Title)
 	if p.Detail != "" && p.Detail != p.Title {
@@ -79,34 +87,11 @@ func apiError(status int, body []byte) error {
 	for _, e := range p.Errors {
 		msg += fmt.Sprintf("\n  %s: %s", e.Location, e.Message)
 	}
-	return fmt.Errorf("%s", msg)
+	return &apiErr{status: status, msg: httpToFlag.Replace(msg)}
 }
 
 func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// idCommand parses the flags of a command that takes one id (flags may
-// come after it) and returns the id, the API flags and a client.
-func idCommand(name, what string, args []string, flags ...func(*flag.FlagSet)) (uuid.UUID, *apiFlags, *client.ClientWithResponses, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	af := &apiFlags{yaml: what == "job"}
-	af.register(fs)
-	for _, register := range flags {
-		register(fs)
-	}
-	if err := parseInterspersed(fs, args); err != nil {
-		return uuid.Nil, nil, nil, err
-	}
-	if fs.NArg() != 1 {
-		return uuid.Nil, nil, nil, fmt.Errorf("usage: %s ID", name)
-	}
-	id, err := uuid.Parse(fs.Arg(0))
-	if err != nil {
-		return uuid.Nil, nil, nil, fmt.Errorf("%s id %q is not a UUID", what, fs.Arg(0))
-	}
-	c, err := af.client()
-	return id, af, c, err
 }

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -14,113 +14,100 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/openapi/client"
 )
 
-func runExec(ctx context.Context, args []string) error {
-	return subcommand(ctx, "exec", args, map[string]func(context.Context, []string) error{
-		"list":       execList,
-		"get":        execGet,
-		"cancel":     execCancel,
-		"cancel-key": execCancelKey,
-		"logs":       execLogs,
-		"rerun":      execRerun,
-	})
+func newExecCommand() *cobra.Command {
+	return newGroupCommand("exec", "List, read and cancel executions (runs) and read their logs",
+		newExecListCommand(), newExecByIDCommand("get", "Show a run: its tasks with agent, duration and result"),
+		newExecByIDCommand("cancel", "Cancel a run"), newExecCancelKeyCommand(), newExecLogsCommand(), newExecRerunCommand())
 }
 
-// execCancelKey cancels scheduled (delayed) runs by the Idempotency-Keys
-// they were created with.
-func execCancelKey(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax exec cancel-key", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
-	reason := fs.String("reason", "", "recorded on the cancelled runs")
-	if err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("usage: ax exec cancel-key KEY... [-reason TEXT]")
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	keys := fs.Args()
-	body := client.CancelRunsByKeyJSONRequestBody{IdempotencyKeys: &keys}
-	if *reason != "" {
-		body.Reason = reason
-	}
-	resp, err := c.CancelRunsByKeyWithResponse(ctx, body)
-	if err != nil {
-		return fmt.Errorf("error calling ax: %w", err)
-	}
-	if resp.JSON200 == nil {
-		return apiError(resp.StatusCode(), resp.Body)
-	}
-	if af.output == "json" {
-		return printJSON(resp.JSON200)
-	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tSTATE\tID")
-	var results []client.RunCancelResult
-	if resp.JSON200.Results != nil {
-		results = *resp.JSON200.Results
-	}
-	for _, r := range results {
-		id := "-"
-		if r.Id != nil {
-			id = r.Id.String()
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", r.IdempotencyKey, r.State, id)
-	}
-	return w.Flush()
-}
-
-func execList(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax exec list", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
-	job := fs.String("job", "", "only executions of this job id")
-	state := fs.String("state", "", "only executions in this state")
-	since := fs.Duration("since", 0, "only executions scheduled within this long ago (e.g. 1h)")
-	limit := fs.Int("limit", 50, "how many")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	lim := int64(*limit)
-	params := &client.ListExecutionsParams{Limit: &lim}
-	if *job != "" {
-		id, err := uuid.Parse(*job)
+// newExecCancelKeyCommand cancels scheduled (delayed) runs by the
+// Idempotency-Keys they were created with.
+func newExecCancelKeyCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "cancel-key KEY...", Short: "Cancel scheduled runs by the idempotency keys they were created with", Args: minArgs(1)}
+	af := addAPIFlags(cmd)
+	reason := cmd.Flags().String("reason", "", "recorded on the cancelled runs")
+	cmd.RunE = func(cmd *cobra.Command, keys []string) error {
+		c, err := af.client()
 		if err != nil {
-			return fmt.Errorf("--job %q is not a UUID", *job)
+			return err
 		}
-		params.JobId = &id
+		body := client.CancelRunsByKeyJSONRequestBody{IdempotencyKeys: &keys}
+		if *reason != "" {
+			body.Reason = reason
+		}
+		resp, err := c.CancelRunsByKeyWithResponse(cmd.Context(), body)
+		if err != nil {
+			return unreachable(err)
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.StatusCode(), resp.Body)
+		}
+		return render(af.output, resp.JSON200, func() error {
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "KEY\tSTATE\tID")
+			for _, r := range deref(resp.JSON200.Results) {
+				id := "-"
+				if r.Id != nil {
+					id = r.Id.String()
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\n", r.IdempotencyKey, r.State, id)
+			}
+			return w.Flush()
+		})
 	}
-	if *state != "" {
-		s := client.ListExecutionsParamsState(*state)
-		params.State = &s
+	return cmd
+}
+
+func newExecListCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "list", Short: "List executions, newest first", Args: noArgs}
+	af := addAPIFlags(cmd)
+	job := cmd.Flags().String("job", "", "only executions of this job (id, GROUP/NAME or NAME)")
+	state := cmd.Flags().String("state", "", "only executions in this state")
+	since := cmd.Flags().Duration("since", 0, "only executions scheduled within this long ago (e.g. 1h)")
+	limit := cmd.Flags().Int("limit", 50, "how many")
+	_ = cmd.RegisterFlagCompletionFunc("job", completeJobs(af))
+	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{"pending", "running", "succeeded", "failed",
+		"timed_out", "cancelled", "skipped"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		lim := int64(*limit)
+		params := &client.ListExecutionsParams{Limit: &lim}
+		if *job != "" {
+			id, err := resolveJob(cmd.Context(), c, *job)
+			if err != nil {
+				return err
+			}
+			params.JobId = &id
+		}
+		if *state != "" {
+			s := client.ListExecutionsParamsState(*state)
+			params.State = &s
+		}
+		if *since > 0 {
+			from := time.Now().Add(-*since)
+			params.From = &from
+		}
+		resp, err := c.ListExecutionsWithResponse(cmd.Context(), params)
+		if err != nil {
+			return unreachable(err)
+		}
+		if resp.JSON200 == nil {
+			return apiError(resp.StatusCode(), resp.Body)
+		}
+		execs := deref(resp.JSON200.Executions)
+		return render(af.output, nonNil(execs), func() error {
+			return showExecutions(execs, jobNames(cmd.Context(), c, execs))
+		})
 	}
-	if *since > 0 {
-		from := time.Now().Add(-*since)
-		params.From = &from
-	}
-	resp, err := c.ListExecutionsWithResponse(ctx, params)
-	if err != nil {
-		return fmt.Errorf("error calling ax: %w", err)
-	}
-	if resp.JSON200 == nil {
-		return apiError(resp.StatusCode(), resp.Body)
-	}
-	execs := deref(resp.JSON200.Executions)
-	if af.output == "json" {
-		return printJSON(execs)
-	}
-	return showExecutions(execs, jobNames(ctx, c, execs))
+	return cmd
 }
 
 // jobNames reads the names of the executions' jobs, one call per job (a
@@ -143,42 +130,66 @@ func jobNames(ctx context.Context, c *client.ClientWithResponses, execs []client
 	return names
 }
 
-func execGet(ctx context.Context, args []string) error {
-	return execByID(ctx, "get", args)
+func newExecByIDCommand(verb, short string) *cobra.Command {
+	cmd := &cobra.Command{Use: verb + " ID", Short: short, Args: exactArgs(1)}
+	af := addAPIFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseExecutionID(args[0])
+		if err != nil {
+			return err
+		}
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		var exec *client.Execution
+		var status int
+		var body []byte
+		if verb == "get" {
+			r, err := c.GetExecutionWithResponse(cmd.Context(), id, nil)
+			if err != nil {
+				return unreachable(err)
+			}
+			exec, status, body = r.JSON200, r.StatusCode(), r.Body
+		} else {
+			r, err := c.CancelExecutionWithResponse(cmd.Context(), id)
+			if err != nil {
+				return unreachable(err)
+			}
+			exec, status, body = r.JSON200, r.StatusCode(), r.Body
+		}
+		if exec == nil {
+			return apiError(status, body)
+		}
+		return renderBody(af.output, body, func() error {
+			return showExecution(*exec, jobNames(cmd.Context(), c, []client.Execution{*exec}), agentNames(cmd.Context(), c, *exec))
+		})
+	}
+	return cmd
 }
 
-func execCancel(ctx context.Context, args []string) error {
-	return execByID(ctx, "cancel", args)
-}
-
-func execByID(ctx context.Context, verb string, args []string) error {
-	id, af, c, err := idCommand("ax exec "+verb, "execution", args)
+// parseExecutionID reads an execution id: runs have no names.
+func parseExecutionID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
 	if err != nil {
-		return err
+		return uuid.Nil, usageErrorf("execution id %q is not a UUID (`ax exec list` shows them)", s)
 	}
-	var exec *client.Execution
-	var status int
-	var body []byte
-	if verb == "get" {
-		r, err := c.GetExecutionWithResponse(ctx, id, nil)
-		if err != nil {
-			return fmt.Errorf("error calling ax: %w", err)
+	return id, nil
+}
+
+// agentNames reads the names of the agents that ran exec's tasks (one
+// call); an agent that cannot be read is shown by its id.
+func agentNames(ctx context.Context, c *client.ClientWithResponses, exec client.Execution) map[uuid.UUID]string {
+	names := map[uuid.UUID]string{}
+	if !slices.ContainsFunc(deref(exec.Tasks), func(t client.Task) bool { return t.AgentId != nil }) {
+		return names
+	}
+	if r, err := c.ListAgentsWithResponse(ctx); err == nil && r.JSON200 != nil {
+		for _, a := range deref(r.JSON200.Agents) {
+			names[a.Id] = a.Name
 		}
-		exec, status, body = r.JSON200, r.StatusCode(), r.Body
-	} else {
-		r, err := c.CancelExecutionWithResponse(ctx, id)
-		if err != nil {
-			return fmt.Errorf("error calling ax: %w", err)
-		}
-		exec, status, body = r.JSON200, r.StatusCode(), r.Body
 	}
-	if exec == nil {
-		return apiError(status, body)
-	}
-	if af.output == "json" {
-		return printJSON(exec)
-	}
-	return showExecution(*exec, jobNames(ctx, c, []client.Execution{*exec}))
+	return names
 }
 
 // showExecutions prints execs as a table, each job by its name in names
@@ -205,9 +216,16 @@ func showExecutions(execs []client.Execution, names map[uuid.UUID]string) error 
 	return w.Flush()
 }
 
-func showExecution(e client.Execution, names map[uuid.UUID]string) error {
+func showExecution(e client.Execution, names, agents map[uuid.UUID]string) error {
 	if err := showExecutions([]client.Execution{e}, names); err != nil {
 		return err
+	}
+	if e.StartedAt != nil {
+		end, ongoing := time.Now(), " so far"
+		if e.FinishedAt != nil {
+			end, ongoing = *e.FinishedAt, ""
+		}
+		fmt.Printf("\nduration: %s%s\n", end.Sub(*e.StartedAt).Round(time.Millisecond), ongoing)
 	}
 	tasks := deref(e.Tasks)
 	if len(tasks) == 0 {
@@ -215,10 +233,11 @@ func showExecution(e client.Execution, names map[uuid.UUID]string) error {
 	}
 	fmt.Println()
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SHARD\tPARAM\tSTATE\tATTEMPT\tLOST\tCODE\tERROR")
+	fmt.Fprintln(w, "SHARD\tPARAM\tSTATE\tATTEMPT\tAGENT\tDURATION\tLOST\tCODE\tRESULT / ERROR")
 	for _, t := range tasks {
-		fmt.Fprintf(w, "%d/%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", t.ShardIndex, t.ShardTotal, deref(t.ShardParam), t.State,
-			t.Attempt, t.MaxAttempts, t.LostLeases, cmp.Or(deref(t.ErrorCode), "-"), oneLine(deref(t.Error)))
+		fmt.Fprintf(w, "%d/%d\t%s\t%s\t%d/%d\t%s\t%s\t%d\t%s\t%s\n", t.ShardIndex, t.ShardTotal, cmp.Or(deref(t.ShardParam), "-"), t.State,
+			t.Attempt, t.MaxAttempts, agentName(t.AgentId, agents), taskDuration(t), t.LostLeases, cmp.Or(deref(t.ErrorCode), "-"),
+			taskOutcome(t))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -227,6 +246,46 @@ func showExecution(e client.Execution, names map[uuid.UUID]string) error {
 		fmt.Printf("\nerror codes: %s\n", errorCodeSummary(codes))
 	}
 	return nil
+}
+
+// agentName shows the agent that ran a task by name, "-" when none did.
+func agentName(id *uuid.UUID, names map[uuid.UUID]string) string {
+	if id == nil {
+		return "-"
+	}
+	return cmp.Or(names[*id], id.String())
+}
+
+// taskDuration is how long a task's last attempt ran, "-" before it starts.
+func taskDuration(t client.Task) string {
+	if t.StartedAt == nil {
+		return "-"
+	}
+	end := time.Now()
+	if t.FinishedAt != nil {
+		end = *t.FinishedAt
+	}
+	return end.Sub(*t.StartedAt).Round(time.Millisecond).String()
+}
+
+// maxResultWidth keeps a task's result on its row of the table; -o json
+// shows it whole.
+const maxResultWidth = 120
+
+// taskOutcome is a task's error when it has one, else its result as
+// compact JSON, cut to maxResultWidth.
+func taskOutcome(t client.Task) string {
+	text := oneLine(deref(t.Error))
+	if text == "" && t.Result != nil {
+		b, err := json.Marshal(t.Result)
+		if err == nil {
+			text = string(b)
+		}
+	}
+	if len(text) > maxResultWidth {
+		text = text[:maxResultWidth] + "…"
+	}
+	return cmp.Or(text, "-")
 }
 
 // errorCodeSummary lists shards by error code, most first, then by name:
@@ -249,65 +308,67 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// jobTrigger runs a job now: `ax job trigger ID [-params '{"k":"v"}'] [-idempotency-key K]`.
-func jobTrigger(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax job trigger", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
-	params := fs.String("params", "", "JSON object overlaying the job's params")
-	key := fs.String("idempotency-key", "", "retry-safe key: the same key returns the same execution (and cancels a later run: ax run cancel KEY)")
-	at := fs.String("at", "", "run at this instant (RFC 3339, e.g. 2026-12-24T18:00:00Z) instead of now")
-	in := fs.Duration("in", 0, "run after this long (e.g. 30m) instead of now")
-	if err := parseInterspersed(fs, args); err != nil {
-		return err
+// newJobTriggerCommand runs a job now, or later with --at or --in.
+func newJobTriggerCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "trigger JOB", Short: "Run a job now (or at a time with --at, after a while with --in)",
+		Long: "Run a job now, or at a time with --at, or after a while with --in.\n\n" + jobRefHelp +
+			"\n\nA run scheduled for later is cancelled by its key with `ax exec cancel-key KEY`.",
+		Args: exactArgs(1),
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: ax job trigger ID [-params JSON] [-idempotency-key KEY] [-at TIME | -in DURATION]")
-	}
-	id, err := uuid.Parse(fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("job id %q is not a UUID", fs.Arg(0))
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	fields := map[string]any{}
-	if *params != "" {
-		fields["params"] = json.RawMessage(*params)
-	}
-	switch {
-	case *at != "" && *in != 0:
-		return fmt.Errorf("-at and -in: give one")
-	case *at != "":
-		t, err := time.Parse(time.RFC3339, *at)
-		if err != nil {
-			return fmt.Errorf("-at %q: want RFC 3339, e.g. 2026-12-24T18:00:00Z", *at)
+	af := addAPIFlags(cmd)
+	cmd.ValidArgsFunction = completeJobs(af)
+	params := cmd.Flags().String("params", "", "JSON object overlaying the job's params")
+	key := cmd.Flags().String("idempotency-key", "", "retry-safe key: the same key returns the same execution (and cancels a later run: ax exec cancel-key KEY)")
+	at := cmd.Flags().String("at", "", "run at this instant (RFC 3339, e.g. 2026-12-24T18:00:00Z) instead of now")
+	in := cmd.Flags().Duration("in", 0, "run after this long (e.g. 30m) instead of now")
+	cmd.MarkFlagsMutuallyExclusive("at", "in")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		fields := map[string]any{}
+		if *params != "" {
+			if !json.Valid([]byte(*params)) {
+				return usageErrorf("--params is not JSON: %s", *params)
+			}
+			fields["params"] = json.RawMessage(*params)
 		}
-		fields["run_at"] = t
-	case *in < 0:
-		return fmt.Errorf("-in %s: must not be negative", *in)
-	case *in > 0:
-		fields["delay_seconds"] = int64(in.Round(time.Second) / time.Second)
+		switch {
+		case *at != "":
+			t, err := time.Parse(time.RFC3339, *at)
+			if err != nil {
+				return usageErrorf("--at %q: want RFC 3339, e.g. 2026-12-24T18:00:00Z", *at)
+			}
+			fields["run_at"] = t
+		case *in < 0:
+			return usageErrorf("--in %s: must not be negative", *in)
+		case *in > 0:
+			fields["delay_seconds"] = int64(in.Round(time.Second) / time.Second)
+		}
+		raw, err := json.Marshal(fields)
+		if err != nil {
+			return err
+		}
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		id, err := resolveJob(cmd.Context(), c, args[0])
+		if err != nil {
+			return err
+		}
+		p := &client.TriggerJobParams{}
+		if *key != "" {
+			p.IdempotencyKey = key
+		}
+		resp, err := c.TriggerJobWithBodyWithResponse(cmd.Context(), id, p, "application/json", bytes.NewReader(raw))
+		if err != nil {
+			return unreachable(err)
+		}
+		if resp.JSON202 == nil {
+			return apiError(resp.StatusCode(), resp.Body)
+		}
+		return renderBody(af.output, resp.Body, func() error {
+			return showExecution(*resp.JSON202, jobNames(cmd.Context(), c, []client.Execution{*resp.JSON202}), nil)
+		})
 	}
-	raw, err := json.Marshal(fields)
-	if err != nil {
-		return fmt.Errorf("-params: %w", err)
-	}
-	body := string(raw)
-	p := &client.TriggerJobParams{}
-	if *key != "" {
-		p.IdempotencyKey = key
-	}
-	resp, err := c.TriggerJobWithBodyWithResponse(ctx, id, p, "application/json", strings.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("error calling ax: %w", err)
-	}
-	if resp.JSON202 == nil {
-		return apiError(resp.StatusCode(), resp.Body)
-	}
-	if af.output == "json" {
-		return printJSON(resp.JSON202)
-	}
-	return showExecution(*resp.JSON202, jobNames(ctx, c, []client.Execution{*resp.JSON202}))
+	return cmd
 }

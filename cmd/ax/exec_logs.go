@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,57 +10,60 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/openapi/client"
 )
 
-// execLogs prints what an execution's tasks wrote:
+// newExecLogsCommand prints what an execution's tasks wrote:
 //
-//	ax exec logs ID [-f] [-states] [-interval 500ms] [-page-size 1000] [-o json]
+//	ax exec logs ID [-f] [--states] [--interval 500ms] [--page-size 1000] [-o json|yaml]
 //
 // Each line is printed as `shard N [stream] line` (`shard N (attempt A)
 // [stream] line` for a retried task's later attempts); -o json prints the
-// log events themselves, one JSON object a line. -states adds the tasks'
-// state changes, in order with their output, as `shard N [state] leased
-// on HOST (IP): reason`: which machine ran each attempt and why it ended. Events are read page by
-// page with the `after` cursor. With -f the command keeps polling every
-// -interval until the execution is final, prints the rest, and exits 0
+// log events themselves, one JSON object a line (-o yaml: one YAML
+// document each). --states adds the tasks' state changes, in order with
+// their output, as `shard N [state] leased on HOST (IP): reason`: which
+// machine ran each attempt and why it ended. Events are read page by page
+// with the `after` cursor. With -f the command keeps polling every
+// --interval until the execution is final, prints the rest, and exits 0
 // when the execution succeeded, 1 when it failed, timed out or was
 // cancelled, so that scripts can wait on a run with it.
-func execLogs(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax exec logs", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
-	follow := fs.Bool("f", false, "follow until the execution ends; exit 1 unless it succeeded")
-	states := fs.Bool("states", false, "print the tasks' state changes too, with the host that caused them")
-	interval := fs.Duration("interval", 500*time.Millisecond, "how often -f polls")
-	pageSize := fs.Int("page-size", 1000, "events per request, 1..10000")
-	if err := parseInterspersed(fs, args); err != nil {
-		return err
+func newExecLogsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "logs ID", Short: "Print what a run's tasks wrote; -f follows until it ends",
+		Long: "Print what a run's tasks wrote, as `shard N [stream] line`.\n\n" +
+			"With -f, follow until the run ends: exit 0 when it succeeded, 1 when it failed, timed out or was cancelled.",
+		Args: exactArgs(1),
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: ax exec logs ID [-f]")
+	af := addAPIFlags(cmd)
+	follow := cmd.Flags().BoolP("follow", "f", false, "follow until the execution ends; exit 1 unless it succeeded")
+	states := cmd.Flags().Bool("states", false, "print the tasks' state changes too, with the host that caused them")
+	interval := cmd.Flags().Duration("interval", 500*time.Millisecond, "how often -f polls")
+	pageSize := cmd.Flags().Int("page-size", 1000, "events per request, 1..10000")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := parseExecutionID(args[0])
+		if err != nil {
+			return err
+		}
+		if *pageSize < 1 || *pageSize > 10000 {
+			return usageErrorf("--page-size %d is outside 1..10000", *pageSize)
+		}
+		if *interval <= 0 {
+			return usageErrorf("--interval %s is not positive", *interval)
+		}
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		f := &logFollower{api: c, id: id, pageSize: int64(*pageSize), states: *states,
+			out: newLogPrinter(os.Stdout, af.output)}
+		if !*follow {
+			return f.printAll(cmd.Context())
+		}
+		return f.follow(cmd.Context(), *interval)
 	}
-	id, err := uuid.Parse(fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("execution id %q is not a UUID", fs.Arg(0))
-	}
-	if *pageSize < 1 || *pageSize > 10000 {
-		return fmt.Errorf("-page-size %d is outside 1..10000", *pageSize)
-	}
-	if *interval <= 0 {
-		return fmt.Errorf("-interval %s is not positive", *interval)
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	f := &logFollower{api: c, id: id, pageSize: int64(*pageSize), states: *states,
-		out: newLogPrinter(os.Stdout, af.output == "json")}
-	if !*follow {
-		return f.printAll(ctx)
-	}
-	return f.follow(ctx, *interval)
+	return cmd
 }
 
 // logFollower reads an execution's log events after a cursor.
@@ -171,7 +173,7 @@ func final(state client.ExecutionState) bool {
 // stream of each attempt waits for its next chunk, or for flush.
 type logPrinter struct {
 	w       io.Writer
-	json    *json.Encoder // nil: lines
+	format  outputFormat // table: lines; json, yaml: the events
 	partial map[streamKey]*partialLine
 	order   []streamKey // streams in the order they first wrote
 }
@@ -186,18 +188,24 @@ type partialLine struct {
 	prefix, text string
 }
 
-func newLogPrinter(w io.Writer, asJSON bool) *logPrinter {
-	p := &logPrinter{w: w, partial: map[streamKey]*partialLine{}}
-	if asJSON {
-		p.json = json.NewEncoder(w)
-	}
-	return p
+func newLogPrinter(w io.Writer, format outputFormat) *logPrinter {
+	return &logPrinter{w: w, format: format, partial: map[streamKey]*partialLine{}}
 }
 
 // print writes the complete lines of one log event and keeps the rest.
 func (p *logPrinter) print(e client.TaskEvent) error {
-	if p.json != nil {
-		return p.json.Encode(e)
+	switch p.format {
+	case "json":
+		return json.NewEncoder(p.w).Encode(e)
+	case "yaml":
+		body, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(p.w, "---\n"); err != nil {
+			return err
+		}
+		return writeYAML(p.w, body)
 	}
 	if e.Kind == client.TaskEventKindState {
 		_, err := fmt.Fprintln(p.w, stateLine(e))

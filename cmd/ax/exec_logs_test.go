@@ -20,7 +20,7 @@ func TestLogPrinterJoinsChunksIntoLines(t *testing.T) {
 	t.Parallel()
 	t0, t1 := uuid.New(), uuid.New()
 	var b strings.Builder
-	p := newLogPrinter(&b, false)
+	p := newLogPrinter(&b, "table")
 	for _, e := range []client.TaskEvent{
 		logEvent(t0, 0, 1, "stdout", "one\ntw"),
 		logEvent(t1, 1, 1, "stdout", "other "),
@@ -44,7 +44,7 @@ func TestLogPrinterJoinsChunksIntoLines(t *testing.T) {
 func TestLogPrinterJSON(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	p := newLogPrinter(&b, true)
+	p := newLogPrinter(&b, "json")
 	require.NoError(t, p.print(logEvent(uuid.Nil, 3, 1, "stdout", "no newline")))
 	require.NoError(t, p.flush())
 	require.Contains(t, b.String(), `"message":"no newline"`)
@@ -72,7 +72,7 @@ func TestLogPrinterStateLines(t *testing.T) {
 			WorkerHost: &host, WorkerIp: &ip, Message: &msg}
 	}
 	var b strings.Builder
-	p := newLogPrinter(&b, false)
+	p := newLogPrinter(&b, "table")
 	for _, e := range []client.TaskEvent{
 		state("leased", "w17", "10.0.3.17", "routed here"),
 		logEvent(task, 2, 1, "stdout", "hello\n"),

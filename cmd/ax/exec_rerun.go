@@ -5,14 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/openapi/client"
 )
@@ -32,13 +31,18 @@ type rerunArgs struct {
 	Key        string // the request key; "": the server's default (a hash of the request)
 }
 
-// execRerun parses ax exec rerun's flags and runs it.
-func execRerun(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax exec rerun", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
+// newExecRerunCommand is ax exec rerun: one run by id, or the ended runs
+// a filter selects.
+func newExecRerunCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rerun [ID] [--failed] | rerun --job JOB|--group G [--state S] [--error-code C] [--since 24h] [--dry-run]",
+		Short: "Re-run a run (or only its failed shards), or the ended runs a filter selects",
+		Args:  cobra.MaximumNArgs(1),
+	}
+	af := addAPIFlags(cmd)
+	fs := cmd.Flags()
 	failed := fs.Bool("failed", false, "re-run only the shards that did not succeed")
-	job := fs.String("job", "", "bulk: re-run the ended runs of this job id")
+	job := fs.String("job", "", "bulk: re-run the ended runs of this job (id, group/name or name)")
 	group := fs.String("group", "", "bulk: re-run the ended runs of this job group")
 	state := fs.String("state", "", "bulk: comma-separated states (failed,timed_out,cancelled,succeeded); default failed,timed_out")
 	codes := fs.String("error-code", "", "bulk: comma-separated error codes a shard ended with (exit_3,http_503)")
@@ -46,37 +50,37 @@ func execRerun(ctx context.Context, args []string) error {
 	maxRuns := fs.Int("max", 100, "bulk: re-run at most this many runs (1-1000)")
 	dryRun := fs.Bool("dry-run", false, "bulk: list what would be re-run, change nothing")
 	key := fs.String("request-key", "", "request key: the same key again never re-runs a run twice (default: derived from the request)")
-	if err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	a := rerunArgs{Failed: *failed, Group: *group, States: splitList(*state), ErrorCodes: splitList(*codes),
-		Since: *since, Max: *maxRuns, DryRun: *dryRun, Key: *key}
-	switch {
-	case fs.NArg() == 1 && *job == "" && *group == "":
-		id, err := uuid.Parse(fs.Arg(0))
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		a := rerunArgs{Failed: *failed, Group: *group, States: splitList(*state), ErrorCodes: splitList(*codes),
+			Since: *since, Max: *maxRuns, DryRun: *dryRun, Key: *key}
+		c, err := af.client()
 		if err != nil {
-			return fmt.Errorf("execution id %q is not a UUID", fs.Arg(0))
+			return err
 		}
-		a.ID = id
-	case fs.NArg() == 0 && (*job != "" || *group != ""):
-		if *job != "" {
-			id, err := uuid.Parse(*job)
+		switch {
+		case len(args) == 1 && *job == "" && *group == "":
+			id, err := uuid.Parse(args[0])
 			if err != nil {
-				return fmt.Errorf("--job %q is not a UUID", *job)
+				return usageErrorf("execution id %q is not a UUID", args[0])
 			}
-			a.Job = &id
+			a.ID = id
+		case len(args) == 0 && (*job != "" || *group != ""):
+			if *job != "" {
+				id, err := resolveJob(cmd.Context(), c, *job)
+				if err != nil {
+					return err
+				}
+				a.Job = &id
+			}
+		default:
+			return usageErrorf("usage: ax exec rerun ID [--failed]  |  ax exec rerun --job JOB|--group G [--state failed] [--error-code C] [--since 24h] [--dry-run]")
 		}
-	default:
-		return errors.New("usage: ax exec rerun ID [--failed]  |  ax exec rerun --job ID|--group G [--state failed] [--error-code C] [--since 24h] [--dry-run]")
+		if a.ID != uuid.Nil {
+			return rerunOne(cmd.Context(), c, af, a)
+		}
+		return rerunMany(cmd.Context(), c, af, a)
 	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	if a.ID != uuid.Nil {
-		return rerunOne(ctx, c, &af, a)
-	}
-	return rerunMany(ctx, c, &af, a)
+	return cmd
 }
 
 // rerunOne re-runs one run and prints the new one.

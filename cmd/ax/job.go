@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,177 +12,187 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/openapi/client"
 )
 
-func runJob(ctx context.Context, args []string) error {
-	return subcommand(ctx, "job", args, map[string]func(context.Context, []string) error{
-		"create":   jobCreate,
-		"list":     jobList,
-		"get":      jobByID("get"),
-		"trigger":  jobTrigger,
-		"pause":    jobByID("pause"),
-		"resume":   jobByID("resume"),
-		"delete":   jobByID("delete"),
-		"why":      jobWhy,
-		"backfill": jobBackfill,
-	})
+func newJobCommand() *cobra.Command {
+	return newGroupCommand("job", "Create, list, read, trigger, pause, resume and delete jobs",
+		newJobCreateCommand(), newJobListCommand(),
+		newJobByRefCommand("get", "Show a job"),
+		newJobTriggerCommand(),
+		newJobByRefCommand("pause", "Stop a job from firing until resumed"),
+		newJobByRefCommand("resume", "Let a paused job fire again"),
+		newJobByRefCommand("delete", "Delete a job and its runs in flight"),
+		newJobWhyCommand(), newJobBackfillCommand())
 }
 
-// jobWhy answers "why didn't it run at T?" (GET /v1/jobs/{id}/explain).
-func jobWhy(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax job why ID --at T", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
-	at := fs.String("at", "", "the instant: RFC 3339 with an offset (2026-03-29T01:30:00Z), or a wall time (2026-03-29T01:30:00) in the job's timezone")
-	if err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 || *at == "" {
-		return errors.New("usage: ax job why ID --at T")
-	}
-	id, err := uuid.Parse(fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("job id %q is not a UUID", fs.Arg(0))
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	resp, err := c.ExplainTickWithResponse(ctx, id, &client.ExplainTickParams{At: *at})
-	if err != nil {
-		return fmt.Errorf("error calling ax: %w", err)
-	}
-	if resp.JSON200 == nil {
-		return apiError(resp.StatusCode(), resp.Body)
-	}
-	x := resp.JSON200
-	if af.output == "json" {
-		return printJSON(x)
-	}
-	fmt.Printf("%s (%s): %s\n%s\n", x.Local, x.At.UTC().Format(time.RFC3339), x.Verdict, x.Reason)
-	return nil
-}
+// jobRefHelp says how a job is named, for the commands that take one.
+const jobRefHelp = "JOB is the job's id, GROUP/NAME, or its NAME when one group alone has a job of that name."
 
-func jobCreate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax job create", flag.ContinueOnError)
-	var af apiFlags
-	af.register(fs)
-	file := fs.String("f", "", "job definition as JSON (- for stdin)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// newJobWhyCommand answers "why didn't it run at T?" (GET /v1/jobs/{id}/explain).
+func newJobWhyCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "why JOB --at T", Short: "Explain whether and why a job fired at an instant",
+		Long: "Explain whether and why a job fired (or will fire) at an instant.\n\n" + jobRefHelp,
+		Args: exactArgs(1),
 	}
-	if *file == "" {
-		return errors.New("usage: ax job create -f job.json")
-	}
-	body, err := readInput(*file)
-	if err != nil {
-		return err
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	resp, err := c.CreateJobWithBodyWithResponse(ctx, "application/json", body)
-	if err != nil {
-		return fmt.Errorf("error calling ax: %w", err)
-	}
-	if resp.JSON201 == nil {
-		return apiError(resp.StatusCode(), resp.Body)
-	}
-	return showJob(af.output, *resp.JSON201)
-}
-
-func jobList(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ax job list", flag.ContinueOnError)
-	af := apiFlags{yaml: true}
-	af.register(fs)
-	group := fs.String("group", "", "only this group")
-	owner := fs.String("owner", "", "only this owner")
-	limit := fs.Int("limit", 100, "page size")
-	all := fs.Bool("all", false, "follow cursors through every page")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	c, err := af.client()
-	if err != nil {
-		return err
-	}
-	lim := int64(*limit)
-	params := &client.ListJobsParams{Limit: &lim}
-	if *group != "" {
-		params.Group = group
-	}
-	if *owner != "" {
-		params.Owner = owner
-	}
-	var jobs []client.Job
-	var raw []json.RawMessage // as the server wrote them: params keep every digit
-	for {
-		resp, err := c.ListJobsWithResponse(ctx, params)
+	af := addAPIFlags(cmd)
+	cmd.ValidArgsFunction = completeJobs(af)
+	at := cmd.Flags().String("at", "", "the instant: RFC 3339 with an offset (2026-03-29T01:30:00Z), or a wall time (2026-03-29T01:30:00) in the job's timezone")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *at == "" {
+			return usageErrorf("usage: %s (--at is required)", cmd.UseLine())
+		}
+		c, err := af.client()
 		if err != nil {
-			return fmt.Errorf("error calling ax: %w", err)
+			return err
+		}
+		id, err := resolveJob(cmd.Context(), c, args[0])
+		if err != nil {
+			return err
+		}
+		resp, err := c.ExplainTickWithResponse(cmd.Context(), id, &client.ExplainTickParams{At: *at})
+		if err != nil {
+			return unreachable(err)
 		}
 		if resp.JSON200 == nil {
 			return apiError(resp.StatusCode(), resp.Body)
 		}
-		if resp.JSON200.Jobs != nil {
-			jobs = append(jobs, *resp.JSON200.Jobs...)
-		}
-		var page struct {
-			Jobs []json.RawMessage `json:"jobs"`
-		}
-		if err := json.Unmarshal(resp.Body, &page); err != nil {
-			return fmt.Errorf("error decoding jobs: %w", err)
-		}
-		raw = append(raw, page.Jobs...)
-		next := resp.JSON200.NextCursor
-		if !*all || next == nil || *next == "" {
-			break
-		}
-		params.Cursor = next
+		x := resp.JSON200
+		return render(af.output, x, func() error {
+			fmt.Printf("%s (%s): %s\n%s\n", x.Local, x.At.UTC().Format(time.RFC3339), x.Verdict, x.Reason)
+			return nil
+		})
 	}
-	switch af.output {
-	case "json":
-		return printJSON(nonNil(raw))
-	case "yaml": // a list ax apply takes back
-		body, err := json.Marshal(map[string]any{"jobs": nonNil(raw)})
-		if err != nil {
-			return err
-		}
-		return printYAML(body)
-	}
-	return showJobs(af.output, jobs...)
+	return cmd
 }
 
-// jobByID makes the commands that take one job id.
-func jobByID(verb string) func(context.Context, []string) error {
-	return func(ctx context.Context, args []string) error {
-		var force bool
-		var flags []func(*flag.FlagSet)
-		if verb == "delete" {
-			flags = append(flags, func(fs *flag.FlagSet) {
-				fs.BoolVar(&force, "force", false, "delete a job that a declaration set manages (its next apply creates it again)")
-			})
+func newJobCreateCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "create -f FILE", Short: "Create a job from a JSON definition", Args: noArgs}
+	af := addAPIFlags(cmd)
+	file := cmd.Flags().StringP("file", "f", "", "job definition as JSON (- for stdin)")
+	_ = cmd.MarkFlagFilename("file", "json")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *file == "" {
+			return usageErrorf("usage: %s (-f is required)", cmd.UseLine())
 		}
-		id, af, c, err := idCommand("ax job "+verb, "job", args, flags...)
+		body, err := readInput(*file)
 		if err != nil {
 			return err
 		}
-		status, body, job, err := callJob(ctx, c, verb, id, force)
+		c, err := af.client()
 		if err != nil {
-			return fmt.Errorf("error calling ax: %w", err)
+			return err
+		}
+		resp, err := c.CreateJobWithBodyWithResponse(cmd.Context(), "application/json", body)
+		if err != nil {
+			return unreachable(err)
+		}
+		if resp.JSON201 == nil {
+			return apiError(resp.StatusCode(), resp.Body)
+		}
+		return renderBody(af.output, resp.Body, func() error { return showJobs(*resp.JSON201) })
+	}
+	return cmd
+}
+
+func newJobListCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "list", Short: "List jobs", Args: noArgs}
+	af := addAPIFlags(cmd)
+	group := cmd.Flags().String("group", "", "only this group")
+	name := cmd.Flags().String("name", "", "only jobs with this name")
+	owner := cmd.Flags().String("owner", "", "only this owner")
+	limit := cmd.Flags().Int("limit", 100, "page size")
+	all := cmd.Flags().Bool("all", false, "follow cursors through every page")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		lim := int64(*limit)
+		params := &client.ListJobsParams{Limit: &lim}
+		if *group != "" {
+			params.Group = group
+		}
+		if *name != "" {
+			params.Name = name
+		}
+		if *owner != "" {
+			params.Owner = owner
+		}
+		var jobs []client.Job
+		var raw []json.RawMessage // as the server wrote them: params keep every digit
+		for {
+			resp, err := c.ListJobsWithResponse(cmd.Context(), params)
+			if err != nil {
+				return unreachable(err)
+			}
+			if resp.JSON200 == nil {
+				return apiError(resp.StatusCode(), resp.Body)
+			}
+			jobs = append(jobs, deref(resp.JSON200.Jobs)...)
+			var page struct {
+				Jobs []json.RawMessage `json:"jobs"`
+			}
+			if err := json.Unmarshal(resp.Body, &page); err != nil {
+				return fmt.Errorf("error decoding jobs: %w", err)
+			}
+			raw = append(raw, page.Jobs...)
+			next := resp.JSON200.NextCursor
+			if !*all || next == nil || *next == "" {
+				break
+			}
+			params.Cursor = next
+		}
+		switch af.output {
+		case "json":
+			return printJSON(nonNil(raw))
+		case "yaml": // a list ax apply takes back
+			body, err := json.Marshal(map[string]any{"jobs": nonNil(raw)})
+			if err != nil {
+				return err
+			}
+			return printYAML(body)
+		}
+		return showJobs(jobs...)
+	}
+	return cmd
+}
+
+// newJobByRefCommand makes the commands that take one job.
+func newJobByRefCommand(verb, short string) *cobra.Command {
+	cmd := &cobra.Command{Use: verb + " JOB", Short: short, Long: short + ".\n\n" + jobRefHelp, Args: exactArgs(1)}
+	af := addAPIFlags(cmd)
+	cmd.ValidArgsFunction = completeJobs(af)
+	var force bool
+	if verb == "delete" {
+		cmd.Flags().BoolVar(&force, "force", false, "delete a job that a declaration set manages (its next apply creates it again)")
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, err := af.client()
+		if err != nil {
+			return err
+		}
+		id, err := resolveJob(cmd.Context(), c, args[0])
+		if err != nil {
+			return err
+		}
+		status, body, job, err := callJob(cmd.Context(), c, verb, id, force)
+		if err != nil {
+			return unreachable(err)
 		}
 		switch {
 		case verb == "delete" && status == http.StatusNoContent:
-			fmt.Println("deleted", id)
+			fmt.Println("deleted", args[0])
 			return nil
 		case job == nil:
 			return apiError(status, body)
 		}
-		return showJobBody(af.output, *job, body)
+		return renderBody(af.output, body, func() error { return showJobs(*job) })
 	}
+	return cmd
 }
 
 func callJob(ctx context.Context, c *client.ClientWithResponses, verb string, id uuid.UUID, force bool) (int, []byte, *client.Job, error) {
@@ -220,31 +227,6 @@ func callJob(ctx context.Context, c *client.ClientWithResponses, verb string, id
 	return r.StatusCode(), r.Body, nil, nil
 }
 
-// showJobBody shows a job; as JSON or YAML, the server's answer itself,
-// so that params keep every digit and ax apply takes the output back.
-func showJobBody(output string, job client.Job, body []byte) error {
-	switch output {
-	case "yaml":
-		return printYAML(body)
-	case "json":
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, body, "", "  "); err != nil {
-			return err
-		}
-		buf.WriteByte('\n')
-		_, err := buf.WriteTo(os.Stdout)
-		return err
-	}
-	return showJobs(output, job)
-}
-
-func showJob(output string, job client.Job) error {
-	if output == "json" {
-		return printJSON(job)
-	}
-	return showJobs(output, job)
-}
-
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -252,10 +234,7 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func showJobs(output string, jobs ...client.Job) error {
-	if output == "json" {
-		return printJSON(jobs)
-	}
+func showJobs(jobs ...client.Job) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tNAME\tGROUP\tTRIGGER\tEXECUTOR\tTIMEOUT\tPAUSED\tNEXT FIRE (UTC)")
 	for _, j := range jobs {

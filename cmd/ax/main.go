@@ -1,81 +1,127 @@
 // Command ax is the ax server and CLI: `ax serve` runs a replica, the
 // other commands migrate, generate the spec, manage keys and call the API.
+//
+// The commands are built with cobra rather than the standard flag package:
+// it generates shell completions (`ax completion bash|zsh|fish`), gives
+// every command the same help and -h, takes flags before or after
+// arguments, and lists a group's subcommands from one definition, so help
+// texts cannot name commands that do not exist.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
-	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string) error
-}
-
-func commands() map[string]command {
-	return map[string]command{
-		"serve":   {"run an ax server replica", runServe},
-		"migrate": {"apply or inspect schema migrations: up | down | status", runMigrate},
-		"openapi": {"write the OpenAPI 3.1 spec and its 3.0 downgrade", runOpenAPI},
-		"key":     {"manage API keys: create | list | revoke | sign (a key for HMAC-signed requests)", runKey},
-		"dev":     {"run ax with a local Postgres; `ax dev exec -- CMD` runs CMD with DATABASE_URL set", runDev},
-		"job":     {"call the job API: create | list | get | trigger | pause | resume | delete | why | backfill", runJob},
-		"exec":    {"call the execution API: list | get | cancel | cancel-key | logs [-f] | rerun", runExec},
-		"apply":   {"declare the jobs of a YAML or JSON file (-f FILE [--dry-run] [--prune])", runApply},
-		"class":   {"manage rate classes: create | update | list | get | degrade | restore | delete", runClass},
-		"version": {"print the version", func(context.Context, []string) error { fmt.Println(version); return nil }},
-	}
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "ax:", err)
-		}
-		os.Exit(1)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ax:", err)
 	}
+	os.Exit(exitCode(err))
 }
 
+// run executes the command line args.
 func run(ctx context.Context, args []string) error {
-	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(os.Stdout, cmds)
+	root := newRootCommand()
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ax",
+		Short: "ax is a distributed job scheduler whose state lives in PostgreSQL",
+		Long: "ax is a distributed job scheduler whose state lives in PostgreSQL.\n\n" +
+			"`ax serve` runs a server replica, `ax dev` one with a local Postgres; the other commands\n" +
+			"call the API at AX_SERVER (--server) with the key in AX_API_KEY (--key).\n\n" +
+			"Exit codes: 0 ok, 1 other error, 2 usage, 3 not found, 4 conflict, 5 server error or\n" +
+			"unreachable, 6 not allowed (401/403), 7 rejected input (400/422).",
+		Version:           version,
+		SilenceErrors:     true, // main prints the error once
+		SilenceUsage:      true, // an API error is not a usage error
+		Args:              noArgs,
+		RunE:              func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
+	}
+	root.SetVersionTemplate("ax {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	root.AddGroup(&cobra.Group{ID: "api", Title: "Commands that call the API:"},
+		&cobra.Group{ID: "server", Title: "Commands that run or prepare a server:"})
+	for _, c := range []*cobra.Command{newJobCommand(), newExecCommand(), newApplyCommand(), newClassCommand(), newKeyCommand()} {
+		c.GroupID = "api"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newServeCommand(), newDevCommand(), newMigrateCommand(), newOpenAPICommand()} {
+		c.GroupID = "server"
+		root.AddCommand(c)
+	}
+	root.AddCommand(&cobra.Command{
+		Use: "version", Short: "Print the version", Args: noArgs,
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+	})
+	return root
+}
+
+// newGroupCommand makes a command that only holds subcommands: alone it
+// prints its help; with an unknown subcommand it is a usage error.
+func newGroupCommand(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use: use, Short: short,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q for %q (see `%s -h`)", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	c.AddCommand(subs...)
+	return c
+}
+
+// noArgs refuses arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		if cmd.HasSubCommands() {
+			return usageErrorf("unknown command %q for %q (see `%s -h`)", args[0], cmd.CommandPath(), cmd.CommandPath())
+		}
+		return usageErrorf("%s takes no arguments", cmd.CommandPath())
+	}
+	return nil
+}
+
+// exactArgs wants n arguments, named in the command's Use line.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf("usage: %s", cmd.UseLine())
+		}
 		return nil
 	}
-	cmd, ok := cmds[args[0]]
-	if !ok {
-		usage(os.Stderr, cmds)
-		return fmt.Errorf("unknown command %q", args[0])
-	}
-	return cmd.run(ctx, args[1:])
 }
 
-func usage(w io.Writer, cmds map[string]command) {
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
+// minArgs wants at least n arguments.
+func minArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageErrorf("usage: %s", cmd.UseLine())
+		}
+		return nil
 	}
-	sort.Strings(names)
-	fmt.Fprintln(w, "usage: ax COMMAND [flags]\n\ncommands:")
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun `ax COMMAND -h` for a command's flags.")
 }
 
 // newLogger logs to stderr at the level in AX_LOG_LEVEL (default info), as
@@ -116,56 +162,9 @@ func envOr(name, fallback string) string {
 	return fallback
 }
 
-// subcommand dispatches the first argument to one of subs.
-func subcommand(ctx context.Context, group string, args []string, subs map[string]func(context.Context, []string) error) error {
-	names := make([]string, 0, len(subs))
-	for n := range subs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if len(args) == 0 {
-		return fmt.Errorf("usage: ax %s %s", group, strings.Join(names, "|"))
-	}
-	if isHelp(args[0]) {
-		fmt.Printf("usage: ax %s %s [flags]\n\nRun `ax %s COMMAND -h` for a command's flags.\n",
-			group, strings.Join(names, "|"), group)
-		return nil
-	}
-	fn, ok := subs[args[0]]
-	if !ok {
-		return fmt.Errorf("unknown command `ax %s %s`: use one of %s", group, args[0], strings.Join(names, ", "))
-	}
-	return fn(ctx, args[1:])
-}
-
-// isHelp reports whether arg asks for help.
-func isHelp(arg string) bool {
-	switch arg {
-	case "-h", "-help", "--help", "help":
-		return true
-	}
-	return false
-}
-
-// wantsHelp reports whether any of args asks for help: such a command
-// prints its usage and needs no database or server.
-func wantsHelp(args []string) bool {
-	return slices.ContainsFunc(args, isHelp)
-}
-
-// parseInterspersed parses flags that come before or after positional
-// arguments (`ax job get ID -o json`), which flag.Parse alone stops at.
-func parseInterspersed(fs *flag.FlagSet, args []string) error {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	return fs.Parse(append([]string{"--"}, positional...))
+// errorsAs is errors.As returning the target.
+func errorsAs[T error](err error) (T, bool) {
+	var target T
+	ok := errors.As(err, &target)
+	return target, ok
 }

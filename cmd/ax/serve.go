@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
 
 	"github.com/ax-scheduler/ax/db"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/history"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/runlog"
 	"github.com/ax-scheduler/ax/queue/schedule"
 	"github.com/ax-scheduler/ax/queue/vacuum"
 )
@@ -112,9 +114,28 @@ type serveConfig struct {
 	Ready func(addr string)
 }
 
-func runServe(ctx context.Context, args []string) error {
+func newServeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "serve", Short: "Run an ax server replica (DATABASE_URL)", Args: noArgs,
+		Long: "Run an ax server replica: the API, the console, the trigger loop, the lease broker and,\n" +
+			"on the elected leader, maintenance. Flags default to their AX_… environment variables.",
+	}
 	fs := flag.NewFlagSet("ax serve", flag.ContinueOnError)
-	cfg := serveConfig{}
+	cfg := &serveConfig{}
+	envErr := addServeFlags(fs, cfg)
+	cmd.Flags().AddGoFlagSet(fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if envErr != nil {
+			return envErr
+		}
+		return runServe(cmd.Context(), *cfg)
+	}
+	return cmd
+}
+
+// addServeFlags registers the flags of ax serve on fs, their defaults
+// from the environment; the error names an unreadable variable.
+func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 	fs.StringVar(&cfg.Addr, "addr", envOr("AX_ADDR", "127.0.0.1:8080"), "listen address (AX_ADDR)")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", envOr("DATABASE_URL", ""), "Postgres URL (DATABASE_URL)")
 	fs.StringVar(&cfg.DirectDatabaseURL, "direct-database-url", envOr("AX_DIRECT_DATABASE_URL", ""),
@@ -153,16 +174,15 @@ func runServe(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.History.PartitionWidth, "history-partition-width", width,
 		"time range of one history partition: runs are removed up to this long after their retention; for tests (AX_HISTORY_PARTITION_WIDTH)")
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
-	errTransport := addTransportFlags(fs, &cfg)
-	errPool := addPoolFlags(fs, &cfg)
-	errHealth := addHealthFlags(fs, &cfg)
-	if err := errors.Join(errLease, errHeartbeat, errSteal, errProbe, errMisfire, errLogCap, errMaxLost, errGrace, errRetention, errFailedRetention,
-		errWidth, errOutbound, errTransport, errPool, errHealth); err != nil {
-		return err
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+	errTransport := addTransportFlags(fs, cfg)
+	errPool := addPoolFlags(fs, cfg)
+	errHealth := addHealthFlags(fs, cfg)
+	return errors.Join(errLease, errHeartbeat, errSteal, errProbe, errMisfire, errLogCap, errMaxLost, errGrace, errRetention, errFailedRetention,
+		errWidth, errOutbound, errTransport, errPool, errHealth)
+}
+
+// runServe checks cfg and serves until ctx ends.
+func runServe(ctx context.Context, cfg serveConfig) error {
 	if err := errors.Join(validateAgentTiming(cfg.Agent), validateTransport(cfg), validatePool(cfg), validateHealth(cfg),
 		cfg.History.Validate()); err != nil {
 		return err
@@ -247,7 +267,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
 	backfills := schedule.NewBackfillReleaser(pool, notifier, schedule.BackfillReleaserConfig{Logger: logger, Metrics: m,
 		Router: router, Outbox: river.Outbox()})
-	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills} {
+	runLogger := runlog.NewRunLogger(pool, notifier, runlog.RunLoggerConfig{Logger: logger})
+	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills, runLogger} {
 		if err := svc.Start(ctx); err != nil {
 			return err
 		}
@@ -258,13 +279,14 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer vacuumer.Stop()
 	defer upcoming.Stop()
 	defer backfills.Stop()
+	defer runLogger.Stop()
 
 	// The engine's services, built once: the API and the console share them.
 	engine := queue.NewEngine(queue.EngineConfig{Pool: pool, RequestPool: requestPool, Logger: logger, Metrics: m,
 		Notifier: notifier, Agent: agentCfg, Router: router, Outbox: river.Outbox()})
 	apiHandler, _ := openapi.New(openapi.Config{
 		Engine: engine, Logger: logger, Version: version, Ready: readiness(pool, conns.behindPooler), Outbound: cfg.Outbound.policy(),
-		Degraded: func() []string { return nonEmpty(notifier.Degraded()) },
+		Degraded:       func() []string { return nonEmpty(notifier.Degraded()) },
 		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth, PublicURL: cfg.publicURL(),
 		BodyReadTimeout:  min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 		BodyMemoryBudget: cfg.BodyMemoryBudget,

@@ -109,11 +109,11 @@ func TestDurationListFlag(t *testing.T) {
 func TestMisfireThresholdBounded(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://127.0.0.1:1/unused")
 	for _, arg := range []string{"500ms", "2h0m0s"} {
-		err := runServe(t.Context(), []string{"--misfire-threshold", arg})
+		err := run(t.Context(), []string{"serve", "--misfire-threshold", arg})
 		require.ErrorContains(t, err, "misfire threshold "+arg+" must be from 1s to 1h")
 	}
 	t.Setenv("AX_MISFIRE_THRESHOLD", "0s")
-	require.ErrorContains(t, runServe(t.Context(), nil), "misfire threshold 0s must be from 1s to 1h")
+	require.ErrorContains(t, run(t.Context(), []string{"serve"}), "misfire threshold 0s must be from 1s to 1h")
 }
 
 // The body memory budget comes from AX_BODY_MEMORY_BUDGET or

@@ -131,11 +131,16 @@ func writeScalar(w *bytes.Buffer, n *yaml.Node) error {
 // printYAML writes a JSON document as YAML, keys in their order and
 // numbers as written.
 func printYAML(data []byte) error {
+	return writeYAML(os.Stdout, data)
+}
+
+// writeYAML writes a JSON document to w as YAML.
+func writeYAML(w io.Writer, data []byte) error {
 	n, err := yamlNode(json.NewDecoder(bytes.NewReader(data)))
 	if err != nil {
 		return fmt.Errorf("error converting the answer to YAML: %w", err)
 	}
-	enc := yaml.NewEncoder(os.Stdout)
+	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	if err := enc.Encode(n); err != nil {
 		return err

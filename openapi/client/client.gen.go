@@ -603,6 +603,30 @@ func (e JsonPatchOpOp) Valid() bool {
 	}
 }
 
+// Defines values for KeyCreateRequestScopes.
+const (
+	KeyCreateRequestScopesAdmin  KeyCreateRequestScopes = "admin"
+	KeyCreateRequestScopesAgent  KeyCreateRequestScopes = "agent"
+	KeyCreateRequestScopesRead   KeyCreateRequestScopes = "read"
+	KeyCreateRequestScopesSubmit KeyCreateRequestScopes = "submit"
+)
+
+// Valid indicates whether the value is a known member of the KeyCreateRequestScopes enum.
+func (e KeyCreateRequestScopes) Valid() bool {
+	switch e {
+	case KeyCreateRequestScopesAdmin:
+		return true
+	case KeyCreateRequestScopesAgent:
+		return true
+	case KeyCreateRequestScopesRead:
+		return true
+	case KeyCreateRequestScopesSubmit:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LogChunkStream.
 const (
 	LogChunkStreamStderr LogChunkStream = "stderr"
@@ -1014,6 +1038,36 @@ func (e ListJobExecutionsParamsState) Valid() bool {
 	}
 }
 
+// APIKey defines model for APIKey.
+type APIKey struct {
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+
+	// Groups The job groups the key is limited to; absent: all
+	Groups *[]string `json:"groups,omitempty"`
+	Id     *string   `json:"id,omitempty"`
+
+	// Labels Agent keys: the only labels their agents may declare
+	Labels     *map[string]*[]string `json:"labels,omitempty"`
+	LastUsedAt *time.Time            `json:"last_used_at,omitempty"`
+
+	// MintedBy The key that registered the agent this key is the token of
+	MintedBy *string `json:"minted_by,omitempty"`
+
+	// Name What the key is for
+	//
+	// Example: dashboard
+	Name string `json:"name"`
+
+	// Prefix First characters of the secret, to tell keys apart
+	//
+	// Example: ax_3kT9vQ2x
+	Prefix    *string    `json:"prefix,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+
+	// Scopes Example: ["read"]
+	Scopes *[]string `json:"scopes"`
+}
+
 // AgentCredentials defines model for AgentCredentials.
 type AgentCredentials struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
@@ -1388,6 +1442,51 @@ type CompleteRequest struct {
 	Results *[]TaskResult `json:"results"`
 }
 
+// CreatedKey defines model for CreatedKey.
+type CreatedKey struct {
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+
+	// Groups The job groups the key is limited to; absent: all
+	Groups *[]string `json:"groups,omitempty"`
+	Id     *string   `json:"id,omitempty"`
+
+	// Labels Agent keys: the only labels their agents may declare
+	Labels     *map[string]*[]string `json:"labels,omitempty"`
+	LastUsedAt *time.Time            `json:"last_used_at,omitempty"`
+
+	// MintedBy The key that registered the agent this key is the token of
+	MintedBy *string `json:"minted_by,omitempty"`
+
+	// Name What the key is for
+	//
+	// Example: dashboard
+	Name string `json:"name"`
+
+	// Prefix First characters of the secret, to tell keys apart
+	//
+	// Example: ax_3kT9vQ2x
+	Prefix    *string    `json:"prefix,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+
+	// Scopes Example: ["read"]
+	Scopes *[]string `json:"scopes"`
+
+	// Secret The key itself: send it as Authorization: Bearer <secret>. Shown once.
+	Secret string `json:"secret"`
+}
+
+// CreatedSigningKey defines model for CreatedSigningKey.
+type CreatedSigningKey struct {
+	// ApiKeyId The API key it acts for
+	ApiKeyId string `json:"api_key_id"`
+
+	// Id Send it as Ax-Key-Id
+	Id string `json:"id"`
+
+	// Secret The HMAC secret. Shown once.
+	Secret string `json:"secret"`
+}
+
 // CronFire defines model for CronFire.
 type CronFire struct {
 	// Local Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)
@@ -1451,6 +1550,9 @@ type CronPreviewRequest struct {
 
 // Declaration defines model for Declaration.
 type Declaration struct {
+	// Adopt Take over declared jobs that exist already and no set manages (made through the API or the console); without it they are refused (409)
+	Adopt *bool `json:"adopt,omitempty"`
+
 	// DryRun Report what would change, change nothing
 	DryRun *bool `json:"dry_run,omitempty"`
 
@@ -2084,6 +2186,31 @@ type JsonPatchOp struct {
 // JsonPatchOpOp Operation name
 type JsonPatchOpOp string
 
+// KeyCreateRequest defines model for KeyCreateRequest.
+type KeyCreateRequest struct {
+	// Groups Limit the key to the jobs and runs of these job groups (not for admin keys); absent: all
+	Groups *[]string `json:"groups,omitempty"`
+
+	// Labels Agent keys only: the labels (each with its allowed values) their agents may declare; absent: any
+	Labels *map[string]*[]string `json:"labels,omitempty"`
+
+	// Name What the key is for (default: key-<scopes>)
+	//
+	// Example: dashboard
+	Name *string `json:"name,omitempty"`
+
+	// Scopes Example: ["read"]
+	Scopes *[]KeyCreateRequestScopes `json:"scopes"`
+}
+
+// KeyCreateRequestScopes defines model for KeyCreateRequest.Scopes.
+type KeyCreateRequestScopes string
+
+// KeyListOutputBody defines model for KeyListOutputBody.
+type KeyListOutputBody struct {
+	Keys *[]APIKey `json:"keys"`
+}
+
 // LeaseRequest defines model for LeaseRequest.
 type LeaseRequest struct {
 	// Max Most tasks to hand out
@@ -2698,6 +2825,9 @@ type ListJobsParams struct {
 	// Group Only jobs of this group
 	Group *string `form:"group,omitempty" json:"group,omitempty"`
 
+	// Name Only jobs with this name (one per group): how the CLI finds a job by group/name
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
 	// Owner Only jobs of this owner
 	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
 
@@ -3001,6 +3131,9 @@ type RotateSigningSecretJSONRequestBody = SecretRotation
 
 // TriggerJobJSONRequestBody defines body for TriggerJob for application/json ContentType.
 type TriggerJobJSONRequestBody = TriggerRequest
+
+// CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
+type CreateKeyJSONRequestBody = KeyCreateRequest
 
 // SubmitRunJSONRequestBody defines body for SubmitRun for application/json ContentType.
 type SubmitRunJSONRequestBody = RunRequest
@@ -3682,6 +3815,45 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/trigger (the `TriggerJob` operationId).
 	TriggerJob(ctx context.Context, id openapi_types.UUID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListKeys List API keys
+	//
+	// Every key, revoked ones included, oldest first; secrets are never shown.
+	//
+	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKeyWithBody Create an API key
+	//
+	// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKey Create an API key
+	//
+	// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeKey Revoke an API key
+	//
+	// The key stops working on every replica at once, and so do the agent tokens it minted.
+	//
+	// Corresponds with POST /v1/keys/{id}/revoke (the `RevokeKey` operationId).
+	RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSigningKey Create a signing key
+	//
+	// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	//
+	// Corresponds with POST /v1/keys/{id}/signing-keys (the `CreateSigningKey` operationId).
+	CreateSigningKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SubmitRunWithBody Submit an ad-hoc run
 	//
@@ -5071,6 +5243,95 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, id openapi_types.UUID, 
 // Corresponds with POST /v1/jobs/{id}/trigger (the `TriggerJob` operationId).
 func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTriggerJobRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListKeys List API keys
+//
+// Every key, revoked ones included, oldest first; secrets are never shown.
+//
+// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListKeysRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKeyWithBody Create an API key
+//
+// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKey Create an API key
+//
+// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeKey Revoke an API key
+//
+// The key stops working on every replica at once, and so do the agent tokens it minted.
+//
+// Corresponds with POST /v1/keys/{id}/revoke (the `RevokeKey` operationId).
+func (c *Client) RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeKeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSigningKey Create a signing key
+//
+// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+//
+// Corresponds with POST /v1/keys/{id}/signing-keys (the `CreateSigningKey` operationId).
+func (c *Client) CreateSigningKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSigningKeyRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -6737,6 +6998,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 
 		}
 
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Owner != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "owner", *params.Owner, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -7751,6 +8024,141 @@ func NewTriggerJobRequestWithBody(server string, id openapi_types.UUID, params *
 	return req, nil
 }
 
+// NewListKeysRequest constructs an http.Request for the ListKeys method
+func NewListKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateKeyRequest calls the generic CreateKey builder with application/json body
+func NewCreateKeyRequest(server string, body CreateKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateKeyRequestWithBody constructs an http.Request for the CreateKey method, with any body, and a specified content type
+func NewCreateKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeKeyRequest constructs an http.Request for the RevokeKey method
+func NewRevokeKeyRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys/%s/revoke", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateSigningKeyRequest constructs an http.Request for the CreateSigningKey method
+func NewCreateSigningKeyRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys/%s/signing-keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSubmitRunRequest calls the generic SubmitRun builder with application/json body
 func NewSubmitRunRequest(server string, params *SubmitRunParams, body SubmitRunJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -8644,6 +9052,51 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/trigger (the `TriggerJob` operationId).
 	TriggerJobWithResponse(ctx context.Context, id openapi_types.UUID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*TriggerJobResponse, error)
+
+	// ListKeysWithResponse List API keys
+	//
+	// Every key, revoked ones included, oldest first; secrets are never shown.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+	ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
+
+	// CreateKeyWithBodyWithResponse Create an API key
+	//
+	// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// CreateKeyWithResponse Create an API key
+	//
+	// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// RevokeKeyWithResponse Revoke an API key
+	//
+	// The key stops working on every replica at once, and so do the agent tokens it minted.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/keys/{id}/revoke (the `RevokeKey` operationId).
+	RevokeKeyWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error)
+
+	// CreateSigningKeyWithResponse Create a signing key
+	//
+	// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/keys/{id}/signing-keys (the `CreateSigningKey` operationId).
+	CreateSigningKeyWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CreateSigningKeyResponse, error)
 
 	// SubmitRunWithBodyWithResponse Submit an ad-hoc run
 	//
@@ -12511,6 +12964,282 @@ func (r TriggerJobResponse) ContentType() string {
 	return ""
 }
 
+type ListKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *KeyListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListKeysResponse) GetJSON200() *KeyListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CreatedKey
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateKeyResponse) GetJSON201() *CreatedKey {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokeKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateSigningKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CreatedSigningKey
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateSigningKeyResponse) GetJSON201() *CreatedSigningKey {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateSigningKeyResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateSigningKeyResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateSigningKeyResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateSigningKeyResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateSigningKeyResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSigningKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSigningKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSigningKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSigningKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SubmitRunResponse202Headers the declared response headers of an HTTP 202 response for SubmitRun
 type SubmitRunResponse202Headers struct {
 	AxSecretWithheld *string
@@ -13905,6 +14634,81 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 		return nil, err
 	}
 	return ParseTriggerJobResponse(rsp)
+}
+
+// ListKeysWithResponse List API keys
+//
+// Every key, revoked ones included, oldest first; secrets are never shown.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error) {
+	rsp, err := c.ListKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListKeysResponse(rsp)
+}
+
+// CreateKeyWithBodyWithResponse Create an API key
+//
+// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// CreateKeyWithResponse Create an API key
+//
+// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// RevokeKeyWithResponse Revoke an API key
+//
+// The key stops working on every replica at once, and so do the agent tokens it minted.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/keys/{id}/revoke (the `RevokeKey` operationId).
+func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error) {
+	rsp, err := c.RevokeKey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeKeyResponse(rsp)
+}
+
+// CreateSigningKeyWithResponse Create a signing key
+//
+// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/keys/{id}/signing-keys (the `CreateSigningKey` operationId).
+func (c *ClientWithResponses) CreateSigningKeyWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CreateSigningKeyResponse, error) {
+	rsp, err := c.CreateSigningKey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSigningKeyResponse(rsp)
 }
 
 // SubmitRunWithBodyWithResponse Submit an ad-hoc run
@@ -17110,6 +17914,225 @@ func ParseTriggerJobResponse(rsp *http.Response) (*TriggerJobResponse, error) {
 			headers.Location = &value
 		}
 		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListKeysResponse parses an HTTP response from a ListKeysWithResponse call
+func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest KeyListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateKeyResponse parses an HTTP response from a CreateKeyWithResponse call
+func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CreatedKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRevokeKeyResponse parses an HTTP response from a RevokeKeyWithResponse call
+func ParseRevokeKeyResponse(rsp *http.Response) (*RevokeKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateSigningKeyResponse parses an HTTP response from a CreateSigningKeyWithResponse call
+func ParseCreateSigningKeyResponse(rsp *http.Response) (*CreateSigningKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSigningKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CreatedSigningKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	}
 
 	return response, nil

@@ -479,3 +479,41 @@ func TestEditJobDefinition(t *testing.T) {
 	require.Equal(t, http.StatusConflict, p.status, p.body)
 	require.Contains(t, p.body, "file:jobs.yaml")
 }
+
+// The classes page prints a bucket's tokens and oldest wait as numbers,
+// not as Go's rendering of a pointer (%!f(*float64=0x…)).
+func TestClassesPageShowsNumbers(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	status, _ := e.api("POST", "/v1/classes", map[string]any{"name": "billing-db", "rate": 5, "burst": 10})
+	require.Equal(t, http.StatusCreated, status)
+	b := e.browser()
+	b.login(e.admin)
+	p := b.get("/ui/classes")
+	require.Equal(t, http.StatusOK, p.status)
+	require.NotContains(t, p.body, "%!")
+	require.Regexp(t, `<td>billing-db</td><td>5</td><td>10</td><td>(10\.0|9\.\d)</td>`, p.body)
+}
+
+// The executions filter takes a job by GROUP/NAME or a unique NAME, as the
+// CLI does; an unknown name is refused naming the field.
+func TestExecutionsFilterByJobName(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	manual := map[string]any{"kind": "manual"}
+	e.job("water", "kitchen", manual, nil)
+	garden := e.job("water", "garden", manual, nil)
+	status, run := e.api("POST", "/v1/jobs/"+garden+"/trigger", map[string]any{})
+	require.Equal(t, http.StatusAccepted, status)
+	b := e.browser()
+	b.login(e.admin)
+	p := b.get("/ui/executions?job=garden/water")
+	require.Equal(t, http.StatusOK, p.status)
+	require.Contains(t, p.body, run["id"].(string)[:8])
+	p = b.get("/ui/executions?job=water")
+	require.Equal(t, http.StatusUnprocessableEntity, p.status)
+	require.Contains(t, p.body, "GROUP/NAME")
+	p = b.get("/ui/executions?job=nothing")
+	require.Equal(t, http.StatusUnprocessableEntity, p.status)
+	require.Contains(t, p.body, "no job")
+}

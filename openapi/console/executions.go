@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,11 +36,10 @@ const timeInput = "2006-01-02T15:04"
 func readExecutionsFilter(q url.Values) (executionsFilter, *client.ListExecutionsParams, error) {
 	f := executionsFilter{Job: q.Get("job"), State: q.Get("state"), From: q.Get("from"), To: q.Get("to"), Cursor: q.Get("cursor")}
 	p := &client.ListExecutionsParams{Limit: ptr(int64(pageSize))}
-	if f.Job != "" {
-		id, err := uuid.Parse(f.Job)
-		if err != nil {
-			return f, nil, fmt.Errorf("job: a job id")
-		}
+	if len(f.Job) > maxFilterLen {
+		return f, nil, fmt.Errorf("job: at most %d characters", maxFilterLen)
+	}
+	if id, err := uuid.Parse(f.Job); err == nil {
 		p.JobId = &id
 	}
 	if f.State != "" {
@@ -84,6 +84,14 @@ func (c *Console) executions(w http.ResponseWriter, r *http.Request, s *session)
 		c.problem(w, r, s, http.StatusUnprocessableEntity, "invalid filter", err.Error())
 		return
 	}
+	if f.Job != "" && p.JobId == nil {
+		id, err := c.jobByName(r.Context(), s, f.Job)
+		if err != nil {
+			c.problem(w, r, s, http.StatusUnprocessableEntity, "invalid filter", err.Error())
+			return
+		}
+		p.JobId = &id
+	}
 	res, err := c.api.ListExecutionsWithResponse(r.Context(), p, s.auth)
 	if err := answer(res, err); err != nil {
 		c.fail(w, r, s, err)
@@ -103,6 +111,29 @@ func (c *Console) executions(w http.ResponseWriter, r *http.Request, s *session)
 }
 
 // jobNames names the jobs of a page of runs (at most pageSize lookups).
+// jobByName finds the job named GROUP/NAME, or NAME when one group alone
+// has a job of that name, as the CLI does.
+func (c *Console) jobByName(ctx context.Context, s *session, ref string) (uuid.UUID, error) {
+	params := &client.ListJobsParams{Limit: ptr(int64(2))}
+	name := ref
+	if group, rest, ok := strings.Cut(ref, "/"); ok {
+		params.Group, name = &group, rest
+	}
+	params.Name = &name
+	res, err := c.api.ListJobsWithResponse(ctx, params, s.auth)
+	if err := answer(res, err); err != nil {
+		return uuid.Nil, err
+	}
+	jobs := list(res.JSON200.Jobs)
+	switch len(jobs) {
+	case 0:
+		return uuid.Nil, fmt.Errorf("job: no job %q", ref)
+	case 1:
+		return val(jobs[0].Id), nil
+	}
+	return uuid.Nil, fmt.Errorf("job: more than one group has a job named %q: write GROUP/NAME", ref)
+}
+
 func (c *Console) jobNames(ctx context.Context, s *session, execs []client.Execution) (map[uuid.UUID]string, error) {
 	names := map[uuid.UUID]string{}
 	for _, e := range execs {

@@ -460,16 +460,18 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 				"task_id", d.ID, "execution_id", d.ExecutionID)
 			continue
 		case axtype.TaskPending:
+			// The attempt failed and the task waits for its next one: not
+			// a completion. The run's end is logged once, when it ends.
 			s.metrics.Retries.Inc()
+			s.logger.InfoContext(ctx, "task attempt failed: retrying", "agent_id", agentID, "task_id", d.ID,
+				"execution_id", d.ExecutionID, "error_code", d.ErrorCode)
+			continue
 		default:
 			s.metrics.TaskResults.Inc(string(d.State), d.ErrorCode)
 		}
-		// Successes are the bulk at high rates: debug; the rest at info.
-		level := slog.LevelInfo
-		if d.State == axtype.TaskSucceeded {
-			level = slog.LevelDebug
-		}
-		s.logger.Log(ctx, level, "task completed", "agent_id", agentID, "task_id", d.ID,
+		// Each task's end is at debug: the run's end is logged at info
+		// (RunLogger), once per run however many shards it has.
+		s.logger.DebugContext(ctx, "task completed", "agent_id", agentID, "task_id", d.ID,
 			"execution_id", d.ExecutionID, "state", d.State, "error_code", d.ErrorCode)
 	}
 	return done, nil

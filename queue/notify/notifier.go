@@ -42,6 +42,8 @@ type Notifier struct {
 	mu    sync.Mutex
 	subs  map[string]map[chan struct{}]struct{}
 	keyed keyedSubs // subscriptions to one payload of a channel
+	// payloads are subscriptions to every payload of a channel.
+	payloads payloadSubs
 
 	lost      atomic.Bool            // notifications do not arrive: subscribers are polled
 	probeWant atomic.Pointer[string] // payload of the probe in flight
@@ -246,6 +248,7 @@ func (n *Notifier) listen(ctx context.Context, connected func()) error {
 		}
 		n.wake(note.Channel)
 		n.wakeKeys(note.Channel, note.Payload)
+		n.sendPayload(note.Channel, note.Payload)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/queue/runlog"
 )
 
 // TriggerLoopConfig tunes a TriggerLoop.
@@ -53,6 +54,10 @@ type TriggerLoopConfig struct {
 	// Logger defaults to discarding; Metrics defaults to unregistered.
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
+	// FireLines bounds the info lines of fires (one per run fired); past
+	// it a summary line a second. Defaults to runlog.DefaultLinesPerSecond
+	// a second.
+	FireLines *runlog.LineBudget
 }
 
 func (c *TriggerLoopConfig) withDefaults() TriggerLoopConfig {
@@ -66,6 +71,9 @@ func (c *TriggerLoopConfig) withDefaults() TriggerLoopConfig {
 	}
 	if out.Metrics == nil {
 		out.Metrics = metrics.New(nil)
+	}
+	if out.FireLines == nil {
+		out.FireLines = runlog.NewLineBudget(out.Logger, 0, "more runs fired than are logged one by one")
 	}
 	return out
 }
@@ -200,6 +208,12 @@ func (b *batch) report(ctx context.Context, cfg TriggerLoopConfig, msg string) i
 	}
 	b.observe(cfg.Metrics)
 	b.logSetAside(ctx, cfg.Logger)
+	for _, e := range b.inserted {
+		if cfg.FireLines.Allow("fired") {
+			cfg.Logger.InfoContext(ctx, "run fired", "execution_id", e.ID, "job_id", e.JobID,
+				"scheduled_for", e.ScheduledFor, "lag_ms", e.FiredAt.Sub(e.ScheduledFor).Milliseconds())
+		}
+	}
 	cfg.Logger.DebugContext(ctx, msg, "claimed", b.claimed, "fired", len(b.inserted),
 		"set_aside", len(b.setAside), "failed", len(b.failed))
 	return b.claimed

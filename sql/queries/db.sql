@@ -10,3 +10,8 @@ SELECT pg_notify(@channel::text, @payload::text);
 -- TryXactLock takes a transaction-scoped advisory lock if it is free.
 -- name: TryXactLock :one
 SELECT pg_try_advisory_xact_lock(@lock_id::bigint)::boolean AS locked;
+
+-- TrySessionLock takes a session advisory lock if it is free; it is held
+-- until the connection closes (a leader's role for as long as it lives).
+-- name: TrySessionLock :one
+SELECT pg_try_advisory_lock(@id::bigint)::boolean AS locked;

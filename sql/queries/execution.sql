@@ -198,3 +198,17 @@ SELECT * FROM ax.all_executions
 WHERE job_id = @job_id AND scheduled_for < @tick AND (finished_at IS NULL OR finished_at > @at::timestamptz)
 ORDER BY scheduled_for DESC
 LIMIT 1;
+
+-- ExecutionEndSummaries describes ended runs for their log lines: the
+-- job's group and name (empty once the job is deleted), the state, when
+-- it started and ended, the highest attempt of its tasks and their error
+-- codes, comma-separated.
+-- name: ExecutionEndSummaries :many
+SELECT e.id, e.job_id, coalesce(j.group_name, '')::text AS group_name, coalesce(j.name, '')::text AS job_name,
+       e.state::text AS state, e.cause::text AS cause, e.started_at, e.finished_at,
+       coalesce((SELECT max(t.attempt) FROM ax.all_tasks t WHERE t.execution_id = e.id), 0)::bigint AS attempt,
+       coalesce((SELECT string_agg(DISTINCT t.error_code, ',') FROM ax.all_tasks t
+                 WHERE t.execution_id = e.id AND t.error_code <> ''), '')::text AS error_codes
+FROM ax.all_executions e
+LEFT JOIN ax.job j ON j.id = e.job_id
+WHERE e.id = ANY(@ids::uuid[]) AND e.finished_at IS NOT NULL;

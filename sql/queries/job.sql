@@ -83,6 +83,7 @@ JOIN ax.trigger t ON t.job_id = j.id
 LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE (sqlc.narg('after')::uuid IS NULL OR j.id > sqlc.narg('after')::uuid)
   AND (sqlc.narg('group_name')::text IS NULL OR j.group_name = sqlc.narg('group_name')::text)
+  AND (sqlc.narg('name')::text IS NULL OR j.name = sqlc.narg('name')::text)
   AND (sqlc.narg('owner')::text IS NULL OR j.owner = sqlc.narg('owner')::text)
   AND (sqlc.narg('paused')::boolean IS NULL OR t.paused = sqlc.narg('paused')::boolean)
   AND (sqlc.narg('groups')::text[] IS NULL OR j.group_name = ANY(sqlc.narg('groups')::text[]))

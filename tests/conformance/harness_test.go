@@ -77,7 +77,7 @@ func startServer(t testing.TB) *server {
 // newKey creates an API key (`ax key create`) and returns its secret.
 func (s *server) newKey(t testing.TB, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(proctest.Binary(t, "ax"), append([]string{"key", "--database-url", s.dbURL, "create"}, args...)...)
+	cmd := exec.Command(proctest.Binary(t, "ax"), append([]string{"key", "create", "--server", s.url, "--key", s.key}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

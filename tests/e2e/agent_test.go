@@ -36,7 +36,7 @@ func (s *server) api(t *testing.T, method, path string, body any) (int, map[stri
 // startAgent runs an ax-agent process against s.
 func (s *server) startAgent(t *testing.T, name string, capacity string) *proctest.Process {
 	t.Helper()
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "create", "--scope", "agent").Output()
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", "agent").Output()
 	require.NoError(t, err)
 	return proctest.Start(t, proctest.Binary(t, "ax-agent"), []string{
 		"AX_SERVER=" + s.url, "AX_AGENT_KEY=" + strings.TrimSpace(string(out)),

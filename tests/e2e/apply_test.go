@@ -161,6 +161,8 @@ func TestApplyFile(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "409")
 	require.Contains(t, err.Error(), "managed by file:jobs.yaml")
+	require.Contains(t, err.Error(), "--force", "the CLI names its flag")
+	require.NotContains(t, err.Error(), "?force=true", "not the HTTP parameter")
 
 	// Round trip: what get -o yaml (or json) prints, apply takes back
 	// unchanged — through stdin, the set named by the output's managed_by.
@@ -196,4 +198,38 @@ func TestApplyFile(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, "deleted "+pruned["nightly"].id)
 	require.NotContains(t, jobRows(t, pool), "nightly")
+}
+
+// `ax job get -o yaml > job.yaml && ax apply -f job.yaml` on a job made by
+// hand does not silently make the file its manager: that needs --adopt,
+// and the refusal names the flag.
+func TestApplyAdoptsOnlyWithAdopt(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	dir := t.TempDir()
+	jobFile := filepath.Join(dir, "job.json")
+	require.NoError(t, os.WriteFile(jobFile, []byte(`{"name":"report","group":"billing",
+		"trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`), 0o644))
+	_, err := s.ax(t, "job", "create", "-f", jobFile)
+	require.NoError(t, err)
+	out, err := s.ax(t, "job", "get", "billing/report", "-o", "yaml")
+	require.NoError(t, err)
+	yamlFile := filepath.Join(dir, "job.yaml")
+	require.NoError(t, os.WriteFile(yamlFile, []byte(out), 0o644))
+
+	_, err = s.ax(t, "apply", "-f", yamlFile)
+	var cliErr *cliError
+	require.ErrorAs(t, err, &cliErr)
+	require.Equal(t, 4, cliErr.err.(*exec.ExitError).ExitCode(), cliErr.stderr)
+	require.Contains(t, cliErr.stderr, "--adopt")
+	out, err = s.ax(t, "job", "get", "billing/report", "-o", "json")
+	require.NoError(t, err)
+	require.NotContains(t, out, "managed_by", "a refused apply changes nothing")
+
+	out, err = s.ax(t, "apply", "-f", yamlFile, "--adopt")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "billing/report")
+	out, err = s.ax(t, "job", "get", "billing/report", "-o", "json")
+	require.NoError(t, err)
+	require.Contains(t, out, `"managed_by": "file:job.yaml"`)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +107,7 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 	require.Contains(t, out, "2030-01-02T08:30:00+08:00 (2030-01-02T00:30:00Z): not_a_tick")
 	require.Contains(t, out, "the next tick after it is 2030-01-03T08:00:00+08:00")
 
-	out, err = s.ax(t, "job", "trigger", created.ID, "-params", `{"day":"monday"}`, "-o", "json")
+	out, err = s.ax(t, "job", "trigger", created.ID, "--params", `{"day":"monday"}`, "-o", "json")
 	require.NoError(t, err)
 	var exec struct {
 		ID     string         `json:"id"`
@@ -133,7 +134,7 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, `"paused": true`)
 
-	out, err = s.ax(t, "job", "list", "-o", "json", "-all")
+	out, err = s.ax(t, "job", "list", "-o", "json", "--all")
 	require.NoError(t, err)
 	var jobs []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &jobs))
@@ -144,26 +145,155 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 	require.Contains(t, out, "deleted")
 }
 
-func TestKeyCommandAndScopes(t *testing.T) {
+// Keys are managed with nothing but AX_SERVER and an admin AX_API_KEY:
+// no DATABASE_URL reaches the CLI.
+func TestKeyCommandsOverAPI(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	cmd := exec.Command(proctest.Binary(t, "ax"), "key", "create", "--scope", "read", "--name", "dashboard")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+s.dbURL)
-	out, err := cmd.Output()
-	require.NoError(t, err)
-	readKey := strings.TrimSpace(string(out))
+	axAPI := func(key string, args ...string) (string, int) {
+		cmd := exec.Command(proctest.Binary(t, "ax"), args...)
+		cmd.Env = append(withoutEnv(os.Environ(), "DATABASE_URL", "AX_SERVER", "AX_API_KEY"),
+			"AX_SERVER="+s.url, "AX_API_KEY="+key)
+		out, err := cmd.Output()
+		if exit, ok := err.(*exec.ExitError); ok {
+			return string(out) + string(exit.Stderr), exit.ExitCode()
+		}
+		require.NoError(t, err)
+		return string(out), 0
+	}
+	out, code := axAPI(s.key, "key", "create", "--scope", "read", "--name", "dashboard")
+	require.Equal(t, 0, code, out)
+	readKey := strings.TrimSpace(out)
 	require.True(t, strings.HasPrefix(readKey, "ax_"))
 
-	s.key = readKey
-	_, err = s.ax(t, "job", "list")
-	require.NoError(t, err)
-	jobFile := filepath.Join(t.TempDir(), "job.json")
-	require.NoError(t, os.WriteFile(jobFile, []byte(`{"name":"x","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"x"}}`), 0o644))
-	_, err = s.ax(t, "job", "create", "-f", jobFile)
-	require.ErrorContains(t, err, "403")
-
-	list, err := s.ax(t, "key", "list")
-	require.NoError(t, err)
+	list, code := axAPI(s.key, "key", "list")
+	require.Equal(t, 0, code, list)
 	require.Contains(t, list, "dashboard")
 	require.Contains(t, list, "bootstrap-admin")
+	out, code = axAPI(s.key, "key", "list", "-o", "yaml")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "name: dashboard")
+
+	// The read key reads but may not write or manage keys (exit 6).
+	out, code = axAPI(readKey, "job", "list")
+	require.Equal(t, 0, code, out)
+	jobFile := filepath.Join(t.TempDir(), "job.json")
+	require.NoError(t, os.WriteFile(jobFile, []byte(`{"name":"x","trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"x"}}`), 0o644))
+	out, code = axAPI(readKey, "job", "create", "-f", jobFile)
+	require.Equal(t, 6, code, out)
+	require.Contains(t, out, "403")
+	_, code = axAPI(readKey, "key", "list")
+	require.Equal(t, 6, code)
+
+	var keys []struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	out, code = axAPI(s.key, "key", "list", "-o", "json")
+	require.Equal(t, 0, code, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &keys))
+	var readID string
+	for _, k := range keys {
+		if k.Name == "dashboard" {
+			readID = k.ID
+		}
+	}
+	require.NotEmpty(t, readID)
+	out, code = axAPI(s.key, "key", "revoke", readID)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "revoked "+readID)
+	out, code = axAPI(readKey, "job", "list")
+	require.Equal(t, 6, code, "a revoked key is refused: %s", out)
+	out, code = axAPI(s.key, "key", "revoke", readID)
+	require.Equal(t, 3, code, "a revoked key is not found again: %s", out)
+	list, _ = axAPI(s.key, "key", "list")
+	require.Regexp(t, `dashboard\s.*revoked`, list)
+}
+
+// A job is addressed by group/name, or by its bare name where one group
+// alone has it, in get, pause, trigger and delete; each class of error
+// exits with its own code.
+func TestJobByGroupAndName(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	dir := t.TempDir()
+	for _, group := range []string{"kitchen", "garden"} {
+		file := filepath.Join(dir, group+".json")
+		require.NoError(t, os.WriteFile(file, []byte(`{"name":"water","group":"`+group+`",
+			"trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`), 0o644))
+		_, err := s.ax(t, "job", "create", "-f", file)
+		require.NoError(t, err)
+	}
+	file := filepath.Join(dir, "sweep.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"name":"sweep","group":"kitchen",
+		"trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`), 0o644))
+	_, err := s.ax(t, "job", "create", "-f", file)
+	require.NoError(t, err)
+
+	out, err := s.ax(t, "job", "get", "kitchen/water", "-o", "json")
+	require.NoError(t, err)
+	require.Contains(t, out, `"group": "kitchen"`)
+	out, err = s.ax(t, "job", "get", "sweep", "-o", "yaml")
+	require.NoError(t, err, "a bare name one group alone has")
+	require.Contains(t, out, "name: sweep")
+	out, err = s.ax(t, "job", "pause", "garden/water", "-o", "json")
+	require.NoError(t, err)
+	require.Contains(t, out, `"paused": true`)
+	require.Contains(t, out, `"group": "garden"`)
+	out, err = s.ax(t, "job", "trigger", "kitchen/water", "-o", "json")
+	require.NoError(t, err)
+	var run struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &run))
+	out, err = s.ax(t, "exec", "list", "--job", "kitchen/water")
+	require.NoError(t, err)
+	require.Contains(t, out, run.ID)
+	out, err = s.ax(t, "exec", "get", run.ID)
+	require.NoError(t, err)
+	require.Contains(t, out, "AGENT")
+	require.Contains(t, out, "DURATION")
+	require.Contains(t, out, "RESULT")
+
+	requireExit := func(code int, args ...string) string {
+		t.Helper()
+		_, err := s.ax(t, args...)
+		var cliErr *cliError
+		require.ErrorAs(t, err, &cliErr, "%v", args)
+		exit, ok := cliErr.err.(*exec.ExitError)
+		require.True(t, ok, "%v: %v", args, err)
+		require.Equal(t, code, exit.ExitCode(), "%v: %s", args, cliErr.stderr)
+		return cliErr.stderr
+	}
+	stderr := requireExit(2, "job", "get", "water")
+	require.Contains(t, stderr, "GROUP/NAME", "ambiguous: more than one group has it")
+	requireExit(2, "job", "get")
+	requireExit(2, "job", "frobnicate")
+	requireExit(3, "job", "get", "kitchen/nothing")
+	requireExit(3, "exec", "get", "0190a1b2-0000-7000-8000-000000000000")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"name":"bad",
+		"trigger":{"kind":"cron","cron":"0 0 30 2 *"},"executor":{"kind":"shell","command":"true"}}`), 0o644))
+	stderr = requireExit(7, "job", "create", "-f", filepath.Join(dir, "bad.json"))
+	require.Contains(t, stderr, "body.trigger.cron")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dup.json"), []byte(`{"name":"sweep","group":"kitchen",
+		"trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`), 0o644))
+	requireExit(4, "job", "create", "-f", filepath.Join(dir, "dup.json"))
+	requireExit(5, "job", "list", "--server", "http://127.0.0.1:1")
+
+	out, err = s.ax(t, "job", "delete", "kitchen/sweep")
+	require.NoError(t, err)
+	require.Contains(t, out, "deleted kitchen/sweep")
+	requireExit(3, "job", "get", "sweep")
+}
+
+// withoutEnv drops the variables names from env.
+func withoutEnv(env []string, names ...string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -56,7 +56,7 @@ func TestWebConsole(t *testing.T) {
 	s.runAgent(t, "console-spare", s.url)
 	s.agentReady(t, "console-runner")
 	s.agentReady(t, "console-spare")
-	readKey, err := exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "create", "--scope", "read").Output()
+	readKey, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", "read").Output()
 	require.NoError(t, err)
 
 	shell := func(cmd string) map[string]any { return map[string]any{"kind": "shell", "command": cmd} }

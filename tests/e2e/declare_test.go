@@ -58,7 +58,7 @@ func TestAgentDeclaresJobs(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	pool := openPool(t, s.dbURL)
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "create",
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create",
 		"--scope", "agent,submit").Output()
 	require.NoError(t, err)
 	key := strings.TrimSpace(string(out))
@@ -139,7 +139,7 @@ func TestAgentDeclaresJobs(t *testing.T) {
 func (s *server) createKey(t *testing.T, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(proctest.Binary(t, "ax"),
-		append([]string{"key", "--database-url", s.dbURL, "create"}, args...)...).Output()
+		append([]string{"key", "--server", s.url, "--key", s.key, "create"}, args...)...).Output()
 	require.NoError(t, err)
 	return strings.TrimSpace(string(out))
 }

@@ -34,7 +34,7 @@ echo "second of $AX_SHARD_INDEX"; printf 'warn %s' "$AX_SHARD_INDEX" >&2`),
 	})
 	execID := s.trigger(t, jobID)
 
-	cmd := exec.Command(proctest.Binary(t, "ax"), "exec", "logs", execID, "-f", "-interval", "200ms")
+	cmd := exec.Command(proctest.Binary(t, "ax"), "exec", "logs", execID, "-f", "--interval", "200ms")
 	cmd.Env = append(os.Environ(), "AX_SERVER="+s.url, "AX_API_KEY="+s.key)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -84,7 +84,7 @@ echo "second of $AX_SHARD_INDEX"; printf 'warn %s' "$AX_SHARD_INDEX" >&2`),
 	require.Equal(t, "succeeded", s.waitExecution(t, execID, 5*time.Second))
 
 	// The whole log again, one event per request.
-	out, err := s.ax(t, "exec", "logs", execID, "-page-size", "1")
+	out, err := s.ax(t, "exec", "logs", execID, "--page-size", "1")
 	require.NoError(t, err)
 	require.ElementsMatch(t, got, strings.Split(strings.TrimSpace(out), "\n"))
 

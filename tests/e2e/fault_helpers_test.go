@@ -48,7 +48,7 @@ func startServerOn(t *testing.T, dbURL string, env ...string) *server {
 // serverURL (s itself, or a proxy in front of it), with extra environment.
 func (s *server) runAgent(t *testing.T, name, serverURL string, env ...string) *proctest.Process {
 	t.Helper()
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "create", "--scope", "agent").Output()
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", "agent").Output()
 	require.NoError(t, err)
 	return proctest.Start(t, proctest.Binary(t, "ax-agent"), append([]string{
 		"AX_SERVER=" + serverURL, "AX_AGENT_KEY=" + strings.TrimSpace(string(out)),

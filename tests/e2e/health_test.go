@@ -65,7 +65,7 @@ func TestSlowAgentLosesLeastActiveTieBreak(t *testing.T) {
 		}
 		require.Equal(t, want, s.eventHosts(t, id), "run %s on %s", id, l.By)
 	}
-	out, err := s.ax(t, "exec", "logs", runs[0], "-states")
+	out, err := s.ax(t, "exec", "logs", runs[0], "--states")
 	require.NoError(t, err)
 	require.Contains(t, out, "shard 0 [state] leased on fast-host.test (127.0.0.1): routed here\n")
 	require.Contains(t, out, "shard 0 [state] succeeded on fast-host.test (127.0.0.1)\n")

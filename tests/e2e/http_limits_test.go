@@ -165,7 +165,7 @@ func (r *stalledReader) stop() { r.once.Do(func() { close(r.done) }) }
 // keyWithScope creates an API key with scope through the CLI.
 func (s *server) keyWithScope(t *testing.T, scope string) string {
 	t.Helper()
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "create", "--scope", scope).Output()
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", scope).Output()
 	require.NoError(t, err)
 	return strings.TrimSpace(string(out))
 }

@@ -23,7 +23,7 @@ import (
 // answers the task's IdempotencyKey, until the test ends.
 func runHandlerAgent(t *testing.T, s *server, name, pool string) {
 	t.Helper()
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "create", "--scope", "agent").Output()
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", "agent").Output()
 	require.NoError(t, err)
 	a, err := agent.New(agent.Config{URL: s.url, InsecureHTTP: true, Key: strings.TrimSpace(string(out)), Name: name,
 		Labels: map[string]string{"pool": pool}, Executors: []string{agent.KindHandler},

@@ -126,7 +126,7 @@ func TestKeyCommandLimits(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	key := func(args ...string) string {
-		cmd := exec.Command(proctest.Binary(t, "ax"), append([]string{"key", "--database-url", s.dbURL, "create"}, args...)...)
+		cmd := exec.Command(proctest.Binary(t, "ax"), append([]string{"key", "--server", s.url, "--key", s.key, "create"}, args...)...)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		require.NoError(t, err)
@@ -152,7 +152,7 @@ func TestKeyCommandLimits(t *testing.T) {
 	status, _ = postAs(t, beat, creds["token"].(string), map[string]any{"tasks": []any{}, "running": 0})
 	require.Equal(t, http.StatusOK, status)
 
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "list").Output()
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "list").Output()
 	require.NoError(t, err)
 	var keyID string
 	for _, line := range strings.Split(string(out), "\n") {
@@ -161,7 +161,7 @@ func TestKeyCommandLimits(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, keyID, "ax key list shows the binding: %s", out)
-	require.NoError(t, exec.Command(proctest.Binary(t, "ax"), "key", "--database-url", s.dbURL, "revoke", keyID).Run())
+	require.NoError(t, exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "revoke", keyID).Run())
 	require.Eventually(t, func() bool {
 		status, _ := postAs(t, beat, creds["token"].(string), map[string]any{"tasks": []any{}, "running": 0})
 		return status == http.StatusUnauthorized

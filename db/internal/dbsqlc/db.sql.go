@@ -38,6 +38,19 @@ func (q *Queries) Now(ctx context.Context, db DBTX) (time.Time, error) {
 	return now, err
 }
 
+const trySessionLock = `-- name: TrySessionLock :one
+SELECT pg_try_advisory_lock($1::bigint)::boolean AS locked
+`
+
+// TrySessionLock takes a session advisory lock if it is free; it is held
+// until the connection closes (a leader's role for as long as it lives).
+func (q *Queries) TrySessionLock(ctx context.Context, db DBTX, id int64) (bool, error) {
+	row := db.QueryRow(ctx, trySessionLock, id)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
 const tryXactLock = `-- name: TryXactLock :one
 SELECT pg_try_advisory_xact_lock($1::bigint)::boolean AS locked
 `

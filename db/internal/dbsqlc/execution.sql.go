@@ -154,6 +154,65 @@ func (q *Queries) ExecutionEndSingle(ctx context.Context, db DBTX, arg Execution
 	return items, nil
 }
 
+const executionEndSummaries = `-- name: ExecutionEndSummaries :many
+SELECT e.id, e.job_id, coalesce(j.group_name, '')::text AS group_name, coalesce(j.name, '')::text AS job_name,
+       e.state::text AS state, e.cause::text AS cause, e.started_at, e.finished_at,
+       coalesce((SELECT max(t.attempt) FROM ax.all_tasks t WHERE t.execution_id = e.id), 0)::bigint AS attempt,
+       coalesce((SELECT string_agg(DISTINCT t.error_code, ',') FROM ax.all_tasks t
+                 WHERE t.execution_id = e.id AND t.error_code <> ''), '')::text AS error_codes
+FROM ax.all_executions e
+LEFT JOIN ax.job j ON j.id = e.job_id
+WHERE e.id = ANY($1::uuid[]) AND e.finished_at IS NOT NULL
+`
+
+type ExecutionEndSummariesRow struct {
+	ID         uuid.UUID
+	JobID      uuid.UUID
+	GroupName  string
+	JobName    string
+	State      string
+	Cause      string
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+	Attempt    int64
+	ErrorCodes string
+}
+
+// ExecutionEndSummaries describes ended runs for their log lines: the
+// job's group and name (empty once the job is deleted), the state, when
+// it started and ended, the highest attempt of its tasks and their error
+// codes, comma-separated.
+func (q *Queries) ExecutionEndSummaries(ctx context.Context, db DBTX, ids []uuid.UUID) ([]ExecutionEndSummariesRow, error) {
+	rows, err := db.Query(ctx, executionEndSummaries, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ExecutionEndSummariesRow
+	for rows.Next() {
+		var i ExecutionEndSummariesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.JobID,
+			&i.GroupName,
+			&i.JobName,
+			&i.State,
+			&i.Cause,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.Attempt,
+			&i.ErrorCodes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const executionFinalize = `-- name: ExecutionFinalize :many
 WITH s AS (
     SELECT x.id, agg.final_state

@@ -462,16 +462,18 @@ JOIN ax.trigger t ON t.job_id = j.id
 LEFT JOIN ax.job_timeout_measure m ON m.job_id = j.id
 WHERE ($1::uuid IS NULL OR j.id > $1::uuid)
   AND ($2::text IS NULL OR j.group_name = $2::text)
-  AND ($3::text IS NULL OR j.owner = $3::text)
-  AND ($4::boolean IS NULL OR t.paused = $4::boolean)
-  AND ($5::text[] IS NULL OR j.group_name = ANY($5::text[]))
+  AND ($3::text IS NULL OR j.name = $3::text)
+  AND ($4::text IS NULL OR j.owner = $4::text)
+  AND ($5::boolean IS NULL OR t.paused = $5::boolean)
+  AND ($6::text[] IS NULL OR j.group_name = ANY($6::text[]))
 ORDER BY j.id
-LIMIT $6
+LIMIT $7
 `
 
 type JobListParams struct {
 	After     *uuid.UUID
 	GroupName *string
+	Name      *string
 	Owner     *string
 	Paused    *bool
 	Groups    []string
@@ -494,6 +496,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 	rows, err := db.Query(ctx, jobList,
 		arg.After,
 		arg.GroupName,
+		arg.Name,
 		arg.Owner,
 		arg.Paused,
 		arg.Groups,

@@ -868,6 +868,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys
+         * @description Every key, revoked ones included, oldest first; secrets are never shown.
+         */
+        get: operations["list-keys"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         */
+        post: operations["create-key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an API key
+         * @description The key stops working on every replica at once, and so do the agent tokens it minted.
+         */
+        post: operations["revoke-key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{id}/signing-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a signing key
+         * @description A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         */
+        post: operations["create-signing-key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs": {
         parameters: {
             query?: never;
@@ -952,6 +1016,39 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        APIKey: {
+            /** Format: date-time */
+            created_at: $Read<string>;
+            /** @description The job groups the key is limited to; absent: all */
+            groups?: string[] | null;
+            id: $Read<string>;
+            /** @description Agent keys: the only labels their agents may declare */
+            labels?: {
+                [key: string]: string[] | null;
+            };
+            /** Format: date-time */
+            last_used_at?: $Read<string>;
+            /** @description The key that registered the agent this key is the token of */
+            minted_by?: $Read<string>;
+            /**
+             * @description What the key is for
+             * @example dashboard
+             */
+            name: string;
+            /**
+             * @description First characters of the secret, to tell keys apart
+             * @example ax_3kT9vQ2x
+             */
+            prefix: $Read<string>;
+            /** Format: date-time */
+            revoked_at?: $Read<string>;
+            /**
+             * @example [
+             *       "read"
+             *     ]
+             */
+            scopes: string[] | null;
+        };
         AgentCredentials: {
             /** Format: uuid */
             agent_id: string;
@@ -1492,6 +1589,49 @@ export interface components {
         CompleteRequest: {
             results: components["schemas"]["TaskResult"][] | null;
         };
+        CreatedKey: {
+            /** Format: date-time */
+            created_at: $Read<string>;
+            /** @description The job groups the key is limited to; absent: all */
+            groups?: string[] | null;
+            id: $Read<string>;
+            /** @description Agent keys: the only labels their agents may declare */
+            labels?: {
+                [key: string]: string[] | null;
+            };
+            /** Format: date-time */
+            last_used_at?: $Read<string>;
+            /** @description The key that registered the agent this key is the token of */
+            minted_by?: $Read<string>;
+            /**
+             * @description What the key is for
+             * @example dashboard
+             */
+            name: string;
+            /**
+             * @description First characters of the secret, to tell keys apart
+             * @example ax_3kT9vQ2x
+             */
+            prefix: $Read<string>;
+            /** Format: date-time */
+            revoked_at?: $Read<string>;
+            /**
+             * @example [
+             *       "read"
+             *     ]
+             */
+            scopes: string[] | null;
+            /** @description The key itself: send it as Authorization: Bearer <secret>. Shown once. */
+            secret: string;
+        };
+        CreatedSigningKey: {
+            /** @description The API key it acts for */
+            api_key_id: string;
+            /** @description Send it as Ax-Key-Id */
+            id: string;
+            /** @description The HMAC secret. Shown once. */
+            secret: string;
+        };
         CronFire: {
             /**
              * @description Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)
@@ -1562,6 +1702,8 @@ export interface components {
             timezone?: string;
         };
         Declaration: {
+            /** @description Take over declared jobs that exist already and no set manages (made through the API or the console); without it they are refused (409) */
+            adopt?: boolean;
             /** @description Report what would change, change nothing */
             dry_run?: boolean;
             /** @description Apply an older version, and take over jobs that another set manages */
@@ -2288,6 +2430,28 @@ export interface components {
             path: string;
             /** @description The value to set */
             value?: unknown;
+        };
+        KeyCreateRequest: {
+            /** @description Limit the key to the jobs and runs of these job groups (not for admin keys); absent: all */
+            groups?: string[] | null;
+            /** @description Agent keys only: the labels (each with its allowed values) their agents may declare; absent: any */
+            labels?: {
+                [key: string]: string[] | null;
+            };
+            /**
+             * @description What the key is for (default: key-<scopes>)
+             * @example dashboard
+             */
+            name?: string;
+            /**
+             * @example [
+             *       "read"
+             *     ]
+             */
+            scopes: ("admin" | "submit" | "read" | "agent")[] | null;
+        };
+        KeyListOutputBody: {
+            keys: components["schemas"]["APIKey"][] | null;
         };
         LeaseRequest: {
             /**
@@ -6878,6 +7042,8 @@ export interface operations {
             query?: {
                 /** @description Only jobs of this group */
                 group?: string;
+                /** @description Only jobs with this name (one per group): how the CLI finds a job by group/name */
+                name?: string;
                 /** @description Only jobs of this owner */
                 owner?: string;
                 /** @description Only paused (true) or unpaused (false) jobs */
@@ -9361,6 +9527,247 @@ export interface operations {
                      *       "title": "Internal Server Error"
                      *     }
                      */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyListOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "create-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["KeyCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedKey"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "revoke-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description API key id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "create-signing-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description API key id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedSigningKey"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
