@@ -3373,12 +3373,14 @@ type ClientInterface interface {
 
 	// GetBackfill A backfill and its progress
 	//
+	// Needs an API key with scope `read`.
+	//
 	// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
 	GetBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelBackfill Stop a backfill
 	//
-	// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+	// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is. Needs an API key with scope `submit`.
 	//
 	// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
 	CancelBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3544,7 +3546,7 @@ type ClientInterface interface {
 
 	// RerunExecutionsWithBody Re-run the ended runs a filter selects
 	//
-	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3553,7 +3555,7 @@ type ClientInterface interface {
 
 	// RerunExecutions Re-run the ended runs a filter selects
 	//
-	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3590,7 +3592,7 @@ type ClientInterface interface {
 
 	// RerunExecutionWithBody Re-run an ended run
 	//
-	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3599,7 +3601,7 @@ type ClientInterface interface {
 
 	// RerunExecution Re-run an ended run
 	//
-	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3699,7 +3701,7 @@ type ClientInterface interface {
 
 	// BackfillJobWithBody Run a cron job's past ticks that have no run
 	//
-	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3708,7 +3710,7 @@ type ClientInterface interface {
 
 	// BackfillJob Run a cron job's past ticks that have no run
 	//
-	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3716,6 +3718,8 @@ type ClientInterface interface {
 	BackfillJob(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobBackfills A job's backfills, newest first
+	//
+	// Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
 	ListJobBackfills(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3818,14 +3822,14 @@ type ClientInterface interface {
 
 	// ListKeys List API keys
 	//
-	// Every key, revoked ones included, oldest first; secrets are never shown.
+	// Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
 	//
 	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
 	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateKeyWithBody Create an API key
 	//
-	// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3834,7 +3838,7 @@ type ClientInterface interface {
 
 	// CreateKey Create an API key
 	//
-	// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3843,14 +3847,14 @@ type ClientInterface interface {
 
 	// RevokeKey Revoke an API key
 	//
-	// The key stops working on every replica at once, and so do the agent tokens it minted.
+	// The key stops working on every replica at once, and so do the agent tokens it minted. Needs an API key with scope `admin`.
 	//
 	// Corresponds with POST /v1/keys/{id}/revoke (the `RevokeKey` operationId).
 	RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateSigningKey Create a signing key
 	//
-	// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Corresponds with POST /v1/keys/{id}/signing-keys (the `CreateSigningKey` operationId).
 	CreateSigningKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4260,6 +4264,8 @@ func (c *Client) ResumeAgent(ctx context.Context, id openapi_types.UUID, reqEdit
 
 // GetBackfill A backfill and its progress
 //
+// Needs an API key with scope `read`.
+//
 // Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
 func (c *Client) GetBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetBackfillRequest(c.Server, id)
@@ -4275,7 +4281,7 @@ func (c *Client) GetBackfill(ctx context.Context, id openapi_types.UUID, reqEdit
 
 // CancelBackfill Stop a backfill
 //
-// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is. Needs an API key with scope `submit`.
 //
 // Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
 func (c *Client) CancelBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4641,7 +4647,7 @@ func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParam
 
 // RerunExecutionsWithBody Re-run the ended runs a filter selects
 //
-// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4660,7 +4666,7 @@ func (c *Client) RerunExecutionsWithBody(ctx context.Context, params *RerunExecu
 
 // RerunExecutions Re-run the ended runs a filter selects
 //
-// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4747,7 +4753,7 @@ func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, pa
 
 // RerunExecutionWithBody Re-run an ended run
 //
-// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4766,7 +4772,7 @@ func (c *Client) RerunExecutionWithBody(ctx context.Context, id openapi_types.UU
 
 // RerunExecution Re-run an ended run
 //
-// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4986,7 +4992,7 @@ func (c *Client) UpdateJob(ctx context.Context, id openapi_types.UUID, params *U
 
 // BackfillJobWithBody Run a cron job's past ticks that have no run
 //
-// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5005,7 +5011,7 @@ func (c *Client) BackfillJobWithBody(ctx context.Context, id openapi_types.UUID,
 
 // BackfillJob Run a cron job's past ticks that have no run
 //
-// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5023,6 +5029,8 @@ func (c *Client) BackfillJob(ctx context.Context, id openapi_types.UUID, params 
 }
 
 // ListJobBackfills A job's backfills, newest first
+//
+// Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
 func (c *Client) ListJobBackfills(ctx context.Context, id openapi_types.UUID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5255,7 +5263,7 @@ func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *
 
 // ListKeys List API keys
 //
-// Every key, revoked ones included, oldest first; secrets are never shown.
+// Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
 //
 // Corresponds with GET /v1/keys (the `ListKeys` operationId).
 func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5272,7 +5280,7 @@ func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*
 
 // CreateKeyWithBody Create an API key
 //
-// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5291,7 +5299,7 @@ func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body
 
 // CreateKey Create an API key
 //
-// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5310,7 +5318,7 @@ func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, r
 
 // RevokeKey Revoke an API key
 //
-// The key stops working on every replica at once, and so do the agent tokens it minted.
+// The key stops working on every replica at once, and so do the agent tokens it minted. Needs an API key with scope `admin`.
 //
 // Corresponds with POST /v1/keys/{id}/revoke (the `RevokeKey` operationId).
 func (c *Client) RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5327,7 +5335,7 @@ func (c *Client) RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditor
 
 // CreateSigningKey Create a signing key
 //
-// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Corresponds with POST /v1/keys/{id}/signing-keys (the `CreateSigningKey` operationId).
 func (c *Client) CreateSigningKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8564,6 +8572,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetBackfillWithResponse A backfill and its progress
 	//
+	// Needs an API key with scope `read`.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
@@ -8571,7 +8581,7 @@ type ClientWithResponsesInterface interface {
 
 	// CancelBackfillWithResponse Stop a backfill
 	//
-	// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+	// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is. Needs an API key with scope `submit`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8751,7 +8761,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunExecutionsWithBodyWithResponse Re-run the ended runs a filter selects
 	//
-	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8760,7 +8770,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunExecutionsWithResponse Re-run the ended runs a filter selects
 	//
-	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+	// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8805,7 +8815,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunExecutionWithBodyWithResponse Re-run an ended run
 	//
-	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8814,7 +8824,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunExecutionWithResponse Re-run an ended run
 	//
-	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8922,7 +8932,7 @@ type ClientWithResponsesInterface interface {
 
 	// BackfillJobWithBodyWithResponse Run a cron job's past ticks that have no run
 	//
-	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8931,7 +8941,7 @@ type ClientWithResponsesInterface interface {
 
 	// BackfillJobWithResponse Run a cron job's past ticks that have no run
 	//
-	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+	// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8939,6 +8949,8 @@ type ClientWithResponsesInterface interface {
 	BackfillJobWithResponse(ctx context.Context, id openapi_types.UUID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
 
 	// ListJobBackfillsWithResponse A job's backfills, newest first
+	//
+	// Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9055,7 +9067,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListKeysWithResponse List API keys
 	//
-	// Every key, revoked ones included, oldest first; secrets are never shown.
+	// Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9064,7 +9076,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateKeyWithBodyWithResponse Create an API key
 	//
-	// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9073,7 +9085,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateKeyWithResponse Create an API key
 	//
-	// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9082,7 +9094,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeKeyWithResponse Revoke an API key
 	//
-	// The key stops working on every replica at once, and so do the agent tokens it minted.
+	// The key stops working on every replica at once, and so do the agent tokens it minted. Needs an API key with scope `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9091,7 +9103,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSigningKeyWithResponse Create a signing key
 	//
-	// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+	// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13817,6 +13829,8 @@ func (c *ClientWithResponses) ResumeAgentWithResponse(ctx context.Context, id op
 
 // GetBackfillWithResponse A backfill and its progress
 //
+// Needs an API key with scope `read`.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/backfills/{id} (the `GetBackfill` operationId).
@@ -13830,7 +13844,7 @@ func (c *ClientWithResponses) GetBackfillWithResponse(ctx context.Context, id op
 
 // CancelBackfillWithResponse Stop a backfill
 //
-// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+// No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is. Needs an API key with scope `submit`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14130,7 +14144,7 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 
 // RerunExecutionsWithBodyWithResponse Re-run the ended runs a filter selects
 //
-// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14145,7 +14159,7 @@ func (c *ClientWithResponses) RerunExecutionsWithBodyWithResponse(ctx context.Co
 
 // RerunExecutionsWithResponse Re-run the ended runs a filter selects
 //
-// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+// Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14220,7 +14234,7 @@ func (c *ClientWithResponses) GetExecutionLogsWithResponse(ctx context.Context, 
 
 // RerunExecutionWithBodyWithResponse Re-run an ended run
 //
-// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14235,7 +14249,7 @@ func (c *ClientWithResponses) RerunExecutionWithBodyWithResponse(ctx context.Con
 
 // RerunExecutionWithResponse Re-run an ended run
 //
-// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14415,7 +14429,7 @@ func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id open
 
 // BackfillJobWithBodyWithResponse Run a cron job's past ticks that have no run
 //
-// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14430,7 +14444,7 @@ func (c *ClientWithResponses) BackfillJobWithBodyWithResponse(ctx context.Contex
 
 // BackfillJobWithResponse Run a cron job's past ticks that have no run
 //
-// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+// Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14444,6 +14458,8 @@ func (c *ClientWithResponses) BackfillJobWithResponse(ctx context.Context, id op
 }
 
 // ListJobBackfillsWithResponse A job's backfills, newest first
+//
+// Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14638,7 +14654,7 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 
 // ListKeysWithResponse List API keys
 //
-// Every key, revoked ones included, oldest first; secrets are never shown.
+// Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14653,7 +14669,7 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEdito
 
 // CreateKeyWithBodyWithResponse Create an API key
 //
-// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14668,7 +14684,7 @@ func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context,
 
 // CreateKeyWithResponse Create an API key
 //
-// Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14683,7 +14699,7 @@ func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body Cr
 
 // RevokeKeyWithResponse Revoke an API key
 //
-// The key stops working on every replica at once, and so do the agent tokens it minted.
+// The key stops working on every replica at once, and so do the agent tokens it minted. Needs an API key with scope `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14698,7 +14714,7 @@ func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, id open
 
 // CreateSigningKeyWithResponse Create a signing key
 //
-// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+// A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -265,7 +265,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A backfill and its progress */
+        /**
+         * A backfill and its progress
+         * @description Needs an API key with scope `read`.
+         */
         get: operations["get-backfill"];
         put?: never;
         post?: never;
@@ -286,7 +289,7 @@ export interface paths {
         put?: never;
         /**
          * Stop a backfill
-         * @description No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.
+         * @description No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is. Needs an API key with scope `submit`.
          */
         post: operations["cancel-backfill"];
         delete?: never;
@@ -466,7 +469,7 @@ export interface paths {
         put?: never;
         /**
          * Re-run the ended runs a filter selects
-         * @description Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice.
+         * @description Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; dry_run lists them and changes nothing. Each is re-run as POST /v1/executions/{id}/rerun does, once per (run, request key), so a retried call re-runs nothing twice. Needs an API key with scope `submit`.
          */
         post: operations["rerun-executions"];
         delete?: never;
@@ -566,7 +569,7 @@ export interface paths {
         put?: never;
         /**
          * Re-run an ended run
-         * @description Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.
+         * @description Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
          */
         post: operations["rerun-execution"];
         delete?: never;
@@ -662,7 +665,7 @@ export interface paths {
         put?: never;
         /**
          * Run a cron job's past ticks that have no run
-         * @description Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.
+         * @description Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, that has no run yet gets one (cause backfill, scheduled_for the tick), released in tick order at most max_concurrent at a time through the job's rate class. A tick the schedule fires meanwhile is not doubled, and a second backfill of the same range adds nothing. The backfill is one row however many ticks: follow it at the Location URL, stop it with POST /v1/backfills/{id}/cancel. Needs an API key with scope `submit`.
          */
         post: operations["backfill-job"];
         delete?: never;
@@ -678,7 +681,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A job's backfills, newest first */
+        /**
+         * A job's backfills, newest first
+         * @description Needs an API key with scope `read`.
+         */
         get: operations["list-job-backfills"];
         put?: never;
         post?: never;
@@ -877,13 +883,13 @@ export interface paths {
         };
         /**
          * List API keys
-         * @description Every key, revoked ones included, oldest first; secrets are never shown.
+         * @description Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
          */
         get: operations["list-keys"];
         put?: never;
         /**
          * Create an API key
-         * @description Stores a new key with its scopes and limits and answers its secret. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         * @description Stores a new key with its scopes and limits and answers its secret. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
          */
         post: operations["create-key"];
         delete?: never;
@@ -903,7 +909,7 @@ export interface paths {
         put?: never;
         /**
          * Revoke an API key
-         * @description The key stops working on every replica at once, and so do the agent tokens it minted.
+         * @description The key stops working on every replica at once, and so do the agent tokens it minted. Needs an API key with scope `admin`.
          */
         post: operations["revoke-key"];
         delete?: never;
@@ -923,7 +929,7 @@ export interface paths {
         put?: never;
         /**
          * Create a signing key
-         * @description A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
+         * @description A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key. Needs an API key with scope `admin`. The secret is shown in this answer only: a retry with the same Idempotency-Key gets the answer again with the secret empty and the header Ax-Secret-Withheld naming the field.
          */
         post: operations["create-signing-key"];
         delete?: never;
@@ -4492,6 +4498,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "from": "2026-12-04T08:00:00Z",
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "max_concurrent": 1,
+                     *       "next_tick": "2026-12-04T08:00:00Z",
+                     *       "overlap": "allow",
+                     *       "runs": {
+                     *         "failed": 1,
+                     *         "succeeded": 1,
+                     *         "unfinished": 1
+                     *       },
+                     *       "state": "running",
+                     *       "status_url": "example",
+                     *       "ticks": {
+                     *         "created": 1,
+                     *         "existing": 1,
+                     *         "total": 1
+                     *       },
+                     *       "to": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Backfill"];
                 };
             };
@@ -4501,6 +4531,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4510,6 +4547,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4519,6 +4563,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4528,6 +4579,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4537,6 +4602,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4560,6 +4632,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "from": "2026-12-04T08:00:00Z",
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "max_concurrent": 1,
+                     *       "next_tick": "2026-12-04T08:00:00Z",
+                     *       "overlap": "allow",
+                     *       "runs": {
+                     *         "failed": 1,
+                     *         "succeeded": 1,
+                     *         "unfinished": 1
+                     *       },
+                     *       "state": "running",
+                     *       "status_url": "example",
+                     *       "ticks": {
+                     *         "created": 1,
+                     *         "existing": 1,
+                     *         "total": 1
+                     *       },
+                     *       "to": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Backfill"];
                 };
             };
@@ -4569,6 +4665,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4578,6 +4681,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4587,6 +4697,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4596,6 +4713,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -4605,6 +4736,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6209,6 +6347,7 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["BulkRerunRequest"];
             };
         };
@@ -6219,6 +6358,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "dry_run": false,
+                     *       "request_key": "example",
+                     *       "runs": [
+                     *         {
+                     *           "execution_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "scheduled_for": "2026-12-04T08:00:00Z",
+                     *           "state": "example"
+                     *         }
+                     *       ],
+                     *       "truncated": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["BulkRerunOutputBody"];
                 };
             };
@@ -6228,6 +6382,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6237,6 +6398,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6246,6 +6414,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6255,6 +6430,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6264,6 +6453,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6847,6 +7043,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["RerunRequest"];
             };
         };
@@ -6858,6 +7055,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "cause": "schedule",
+                     *       "error_codes": {
+                     *         "exit_3": 2,
+                     *         "signal_killed": 1
+                     *       },
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "misfired": false,
+                     *       "params": {},
+                     *       "priority": 1,
+                     *       "scheduled_for": "2026-12-04T08:00:00Z",
+                     *       "shard_count": 1,
+                     *       "state": "scheduled",
+                     *       "status_url": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Execution"];
                 };
             };
@@ -6867,6 +7082,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6876,6 +7098,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6885,6 +7114,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6894,6 +7130,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6903,6 +7146,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "execution removed: it ended longer ago than its job's history retention",
+                     *       "status": 410,
+                     *       "title": "Gone"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6912,6 +7162,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -6921,6 +7185,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8215,6 +8486,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "from": "2026-10-10T00:00:00Z",
+                 *       "to": "2026-11-09T00:00:00Z"
+                 *     }
+                 */
                 "application/json": components["schemas"]["BackfillRequest"];
             };
         };
@@ -8226,6 +8503,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "from": "2026-12-04T08:00:00Z",
+                     *       "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "max_concurrent": 1,
+                     *       "next_tick": "2026-12-04T08:00:00Z",
+                     *       "overlap": "allow",
+                     *       "runs": {
+                     *         "failed": 1,
+                     *         "succeeded": 1,
+                     *         "unfinished": 1
+                     *       },
+                     *       "state": "running",
+                     *       "status_url": "example",
+                     *       "ticks": {
+                     *         "created": 1,
+                     *         "existing": 1,
+                     *         "total": 1
+                     *       },
+                     *       "to": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Backfill"];
                 };
             };
@@ -8235,6 +8536,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8244,6 +8552,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8253,6 +8568,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8262,6 +8584,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8271,6 +8607,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8296,6 +8639,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "backfills": [
+                     *         {
+                     *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "from": "2026-12-04T08:00:00Z",
+                     *           "id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "max_concurrent": 1,
+                     *           "next_tick": "2026-12-04T08:00:00Z",
+                     *           "overlap": "allow",
+                     *           "runs": {
+                     *             "failed": 1,
+                     *             "succeeded": 1,
+                     *             "unfinished": 1
+                     *           },
+                     *           "state": "running",
+                     *           "status_url": "example",
+                     *           "ticks": {
+                     *             "created": 1,
+                     *             "existing": 1,
+                     *             "total": 1
+                     *           },
+                     *           "to": "2026-12-04T08:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["BackfillListOutputBody"];
                 };
             };
@@ -8305,6 +8676,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8314,6 +8692,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8323,6 +8708,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8332,6 +8724,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -8341,6 +8747,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9547,6 +9960,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "id": "example",
+                     *           "name": "dashboard",
+                     *           "prefix": "ax_3kT9vQ2x",
+                     *           "scopes": [
+                     *             "read"
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["KeyListOutputBody"];
                 };
             };
@@ -9556,6 +9984,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9565,6 +10000,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9574,6 +10016,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9588,6 +10037,14 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "dashboard",
+                 *       "scopes": [
+                 *         "read"
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["KeyCreateRequest"];
             };
         };
@@ -9598,6 +10055,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "id": "example",
+                     *       "name": "dashboard",
+                     *       "prefix": "ax_3kT9vQ2x",
+                     *       "scopes": [
+                     *         "read"
+                     *       ],
+                     *       "secret": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["CreatedKey"];
                 };
             };
@@ -9607,6 +10076,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9616,6 +10092,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9625,6 +10108,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9634,6 +10131,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9664,6 +10168,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9673,6 +10184,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9682,6 +10200,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9691,6 +10216,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9700,6 +10239,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9723,6 +10269,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "api_key_id": "example",
+                     *       "id": "example",
+                     *       "secret": "example"
+                     *     }
+                     */
                     "application/json": components["schemas"]["CreatedSigningKey"];
                 };
             };
@@ -9732,6 +10285,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9741,6 +10301,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9750,6 +10317,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9759,6 +10333,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
@@ -9768,6 +10356,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
