@@ -11,7 +11,6 @@ import (
 
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
-	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
 type backfillHandlers struct {
@@ -149,10 +148,10 @@ func (h *backfillHandlers) create(ctx context.Context, in *backfillCreateInput) 
 	b, err := h.backfills.Create(ctx, &queue.BackfillRequest{JobID: jobID, From: in.Body.From.UTC(), To: in.Body.To.UTC(),
 		MaxConcurrent: in.Body.MaxConcurrent, Overlap: axtype.BackfillOverlap(in.Body.Overlap), RequestKey: in.IdempotencyKey})
 	switch {
-	case errors.Is(err, schedule.ErrBackfillNotCron):
+	case errors.Is(err, queue.ErrBackfillNotCron):
 		return nil, huma.Error422UnprocessableEntity("the job has no cron trigger",
 			&huma.ErrorDetail{Location: "path.id", Message: err.Error(), Value: in.ID})
-	case errors.Is(err, queue.ErrBackfillFuture), errors.Is(err, schedule.ErrBackfillTooManyTicks):
+	case errors.Is(err, queue.ErrBackfillFuture), errors.Is(err, queue.ErrBackfillTooManyTicks):
 		return nil, huma.Error422UnprocessableEntity("invalid range",
 			&huma.ErrorDetail{Location: "body.to", Message: err.Error(), Value: in.Body.To})
 	case err != nil:

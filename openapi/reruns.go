@@ -12,7 +12,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 )
@@ -178,7 +177,7 @@ func rerunError(err error) error {
 
 func (h *executionHandlers) rerunMany(ctx context.Context, in *bulkRerunInput) (*bulkRerunOutput, error) {
 	b := &in.Body
-	f := db.RerunCandidateParams{ErrorCodes: b.ErrorCodes, From: b.From, To: b.To, Limit: b.Max, Groups: keyGroups(ctx)}
+	f := queue.RerunFilter{ErrorCodes: b.ErrorCodes, From: b.From, To: b.To, Limit: b.Max, Groups: keyGroups(ctx)}
 	if b.JobID != "" {
 		id, err := uuid.Parse(b.JobID)
 		if err != nil {

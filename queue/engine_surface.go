@@ -29,6 +29,7 @@ type (
 type (
 	ExecutionListParams = db.ExecutionListParams
 	JobListParams       = db.JobListParams
+	RerunFilter         = db.RerunCandidateParams
 	CallbackPayload     = delivery.CallbackPayload
 	OutboundPolicy      = outbound.Policy
 	CronFieldError      = cron.FieldError
@@ -42,6 +43,9 @@ var (
 	ErrNoDelivery        = delivery.ErrNoDelivery
 	ErrStaleCompletion   = delivery.ErrStaleCompletion
 	ErrUnknownHTTPTask   = delivery.ErrUnknownHTTPTask
+
+	ErrBackfillNotCron      = schedule.ErrBackfillNotCron
+	ErrBackfillTooManyTicks = schedule.ErrBackfillTooManyTicks
 )
 
 // MaxHTTPResultBytes is how large a result an HTTP task's target may post
