@@ -23,6 +23,8 @@ var tagDescriptions = map[string]string{
 	"Operations":     "Liveness and readiness of a replica, for load balancers and orchestrators.",
 	"Callbacks":      "The signed request ax sends to a job's callback URL when a run ends.",
 	"HTTP tasks":     "The signed request ax sends to the target of an HTTP job, and how the target answers.",
+	"Backfills":      "Runs of a job's past ticks over a range that have none yet, released in tick order: create, follow, cancel.",
+	"Keys":           "API keys, for admins: create (the secret is shown once), list, revoke, and keys for signed requests.",
 }
 
 // finishSpec completes the document once every operation is registered:
