@@ -123,17 +123,19 @@ func prepareTS(t testing.TB) fixture {
 			return fixture{}, "", err
 		}
 		fx := fixture{sdk: "ts", cmd: node, args: []string{filepath.Join(out, "test", "fixture.js")}}
-		if exists(filepath.Join(out, "built")) && exists(filepath.Join(client, "dist", "src", "index.js")) {
+		if exists(filepath.Join(out, "built")) && exists(filepath.Join(client, "dist", "index.js")) {
 			return fx, "", nil // these sources were compiled before
 		}
-		tsc := func(dir string, args ...string) error {
-			out, err := run(dir, node, append([]string{filepath.Join(dir, "node_modules", "typescript", "bin", "tsc"), "-p", dir}, args...)...)
-			return wrap("tsc -p "+dir, out, err)
+		tsc := func(dir, project string, args ...string) error {
+			out, err := run(dir, node, append([]string{filepath.Join(dir, "node_modules", "typescript", "bin", "tsc"), "-p", project}, args...)...)
+			return wrap("tsc -p "+project, out, err)
 		}
-		if err := tsc(client); err != nil {
+		// The client as it is published: tsconfig.build.json, into dist/
+		// (package.json's exports).
+		if err := tsc(client, filepath.Join(client, "tsconfig.build.json")); err != nil {
 			return fixture{}, "", err
 		}
-		if err := tsc(sdkDir, "--outDir", out, "--sourceMap", "false", "--declaration", "false"); err != nil {
+		if err := tsc(sdkDir, sdkDir, "--outDir", out, "--sourceMap", "false", "--declaration", "false"); err != nil {
 			return fixture{}, "", err
 		}
 		if err := os.Symlink(filepath.Join(sdkDir, "node_modules"), filepath.Join(out, "node_modules")); err != nil && !os.IsExist(err) {

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 type server struct {
 	url, dbURL, key string
 	proc            *proctest.Process
+	// caFile, when set, is the certificate the CLI must trust to reach a
+	// server serving TLS with a self-signed one.
+	caFile string
 }
 
 func startServer(t *testing.T) *server {

@@ -26,7 +26,11 @@ func TestReplicaWaitsForAConnectionSlot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := dbtest.NewURL(t)
-	const slots = 4 // the replica's pools below: 3 + 1
+	// The replica's pools below: 5 + 1. (With 3 + 1 the replica started but
+	// never became ready: the run logger's leader lock and the notifier
+	// each hold an engine connection for good, so what was left could not
+	// serve /readyz beside the loops.)
+	const slots = 6
 	roleURL := limitedRole(t, dbURL, slots)
 
 	var held []*pgx.Conn
@@ -43,7 +47,7 @@ func TestReplicaWaitsForAConnectionSlot(t *testing.T) {
 
 	key := "ax_e2e_bootstrap_admin_key_0123456789"
 	proc := proctest.Start(t, proctest.Binary(t, "ax"), []string{"DATABASE_URL=" + roleURL, "AX_ADMIN_KEY=" + key,
-		"AX_ADDR=127.0.0.1:0", "AX_DB_MAX_CONNS=3", "AX_DB_REQUEST_CONNS=1"}, "serve")
+		"AX_ADDR=127.0.0.1:0", "AX_DB_MAX_CONNS=5", "AX_DB_REQUEST_CONNS=1"}, "serve")
 	require.Eventually(t, func() bool {
 		return strings.Contains(proc.Output(), "database refused a connection; waiting and retrying")
 	}, 30*time.Second, 50*time.Millisecond, "the replica says it waits")

@@ -165,7 +165,11 @@ func (r *stalledReader) stop() { r.once.Do(func() { close(r.done) }) }
 // keyWithScope creates an API key with scope through the CLI.
 func (s *server) keyWithScope(t *testing.T, scope string) string {
 	t.Helper()
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", scope).Output()
+	cmd := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", scope)
+	if s.caFile != "" { // ax key talks to the API, over TLS here
+		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.caFile)
+	}
+	out, err := cmd.Output()
 	require.NoError(t, err)
 	return strings.TrimSpace(string(out))
 }

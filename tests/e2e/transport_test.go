@@ -54,7 +54,7 @@ func TestServeTLSAndAgentOverHTTPS(t *testing.T) {
 	proc := proctest.Start(t, proctest.Binary(t, "ax"), []string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key,
 		"AX_ADDR=127.0.0.1:0"}, "serve", "--tls-cert", certFile, "--tls-key", keyFile)
 	addr := proctest.WaitServing(t, proc, 90*time.Second)
-	s := &server{url: "https://" + addr, dbURL: dbURL, key: key, proc: proc}
+	s := &server{url: "https://" + addr, dbURL: dbURL, key: key, proc: proc, caFile: certFile}
 
 	pemCert, err := os.ReadFile(certFile)
 	require.NoError(t, err)
