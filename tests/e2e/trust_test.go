@@ -36,26 +36,27 @@ func TestAgentProcessesRunOnlyTheirExecutors(t *testing.T) {
 	dir := t.TempDir()
 	ran := filepath.Join(dir, "ran")
 
-	s.runAgent(t, "plain", s.url, "AX_EXECUTORS=") // the default: handler,http
+	s.runAgent(t, "plain", s.url, "AX_EXECUTORS=", "AX_AGENT_LABELS=pool=plain") // the default: handler,http
 	plainID := s.agentReady(t, "plain")
 	job := s.createJob(t, map[string]any{"name": "sh", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "touch " + ran}})
-	var since time.Time
-	require.NoError(t, pool.QueryRow(context.Background(), "SELECT clock_timestamp()").Scan(&since))
 	exec := s.trigger(t, job)
 
 	// It waits: unassigned (one agent is too few to route to), it was
-	// leasable at once, yet the plain agent has not taken it. Its long
-	// poll, woken by the new task, has checked and gone back to waiting
-	// (the server's connection that ran the check sits idle with it as
-	// its last statement); the end of the test checks it never leased it.
-	require.Eventually(t, func() bool {
-		var n int
-		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND state = 'idle' AND state_change > $1
-			  AND query LIKE '-- name: TaskNextLeasable %'`, since).Scan(&n)
-		return err == nil && n > 0
-	}, 15*time.Second, 20*time.Millisecond, "the plain agent's poll checks the new task")
+	// leasable at once, yet the plain agent has not taken it. The proof
+	// that the plain agent has polled since: it leases and runs an HTTP
+	// task triggered after the shell task, while the shell task stays
+	// pending (the end of the test checks it never leased it).
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(target.Close)
+	later := s.trigger(t, s.createJob(t, map[string]any{"name": "later", "trigger": map[string]any{"kind": "manual"},
+		"target":   map[string]any{"labels": map[string]string{"pool": "plain"}},
+		"executor": map[string]any{"kind": "http", "url": target.URL}}))
+	require.Equal(t, "succeeded", s.waitExecution(t, later, 15*time.Second), "the plain agent polls and runs what it can")
+	require.Equal(t, plainID, tasksOf(t, pool, later)[0].AgentID)
 	tasks := tasksOf(t, pool, exec)
 	require.Len(t, tasks, 1)
 	require.Equal(t, "pending", tasks[0].State, "no agent without shell leases a shell task")
@@ -72,7 +73,7 @@ func TestAgentProcessesRunOnlyTheirExecutors(t *testing.T) {
 	require.Equal(t, s.agentReady(t, "sheller"), tasksOf(t, pool, exec)[0].AgentID)
 	var plainEvents int
 	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM ax.task_event WHERE agent_id = $1`, plainID).Scan(&plainEvents))
+		`SELECT count(*) FROM ax.task_event WHERE execution_id = $1 AND agent_id = $2`, exec, plainID).Scan(&plainEvents))
 	require.Zero(t, plainEvents, "the plain agent never leased the shell task")
 
 	// A server that hands a shell task to an agent without shell (here: it
