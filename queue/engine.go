@@ -71,11 +71,12 @@ func NewEngine(cfg EngineConfig) *Engine {
 	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	requests := cmp.Or(cfg.RequestPool, cfg.Pool)
 	return &Engine{
-		Keys:         NewKeyService(requests),
-		SigningKeys:  NewSigningKeyService(requests),
-		Idempotency:  NewIdempotencyStore(requests),
-		Jobs:         NewJobService(requests, logger),
-		Executions:   NewExecutionService(requests, logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox),
+		Keys:        NewKeyService(requests),
+		SigningKeys: NewSigningKeyService(requests),
+		Idempotency: NewIdempotencyStore(requests),
+		Jobs:        NewJobService(requests, logger),
+		Executions: NewExecutionService(requests, logger, cfg.Metrics).WithRouter(cfg.Router).WithOutbox(cfg.Outbox).
+			WithNotifier(cfg.Notifier),
 		Waiter:       NewExecutionWaiter(requests, cfg.Notifier),
 		Declarations: NewDeclarationService(requests, logger, cfg.Metrics),
 		Classes:      NewClassService(requests, logger),

@@ -37,7 +37,10 @@ type ExecutionService struct {
 	metrics *metrics.Metrics
 	router  *dispatch.TaskRouter
 	outbox  *delivery.Outbox // enqueues callbacks and agentless HTTP tasks; nil: none
-	turns   jobTurns         // one manual fire of a job at a time reaches the database
+	// notifier wakes this replica's lease polls after a fire while
+	// notifications are lost (polling behind a pooler); nil: none.
+	notifier *notify.Notifier
+	turns    jobTurns // one manual fire of a job at a time reaches the database
 }
 
 // WithRouter makes the service place new tasks with router; it returns s.
@@ -105,6 +108,7 @@ func (s *ExecutionService) Trigger(ctx context.Context, req *TriggerRequest) (ex
 		return nil, false, err
 	}
 	if !replayed {
+		s.notifier.AfterCommit(notify.TaskReadyChannel)
 		s.metrics.Fires.WithLabelValues(string(axtype.CauseManual)).Inc()
 		s.logger.InfoContext(ctx, "job triggered", "job_id", req.JobID, "execution_id", exec.ID)
 	}
@@ -303,5 +307,12 @@ func (s *ExecutionService) Events(ctx context.Context, id uuid.UUID, afterID int
 // executions it fires and cancels; it returns s.
 func (s *ExecutionService) WithOutbox(o *delivery.Outbox) *ExecutionService {
 	s.outbox = o
+	return s
+}
+
+// WithNotifier makes the service wake this replica's lease polls after
+// a manual fire while notifications are lost; it returns s.
+func (s *ExecutionService) WithNotifier(n *notify.Notifier) *ExecutionService {
+	s.notifier = n
 	return s
 }

@@ -453,6 +453,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 	if err != nil {
 		return nil, err
 	}
+	s.wakeAfterResults(done)
 	for _, d := range done {
 		switch d.State {
 		case axtype.TaskRunning: // no result yet
@@ -475,6 +476,27 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 			"execution_id", d.ExecutionID, "state", d.State, "error_code", d.ErrorCode)
 	}
 	return done, nil
+}
+
+// wakeAfterResults wakes this replica's waiters on the executions the
+// results ended, and its lease polls when a failed attempt made a task
+// pending again, while notifications are lost (they would otherwise wait
+// for the next poll); nothing while notifications arrive.
+func (s *LeaseBroker) wakeAfterResults(done []axtype.CompletedTask) {
+	var ended []string
+	retried := false
+	for _, d := range done {
+		if d.Finalized {
+			ended = append(ended, d.ExecutionID.String())
+		}
+		retried = retried || d.State == axtype.TaskPending
+	}
+	if len(ended) > 0 {
+		s.notifier.AfterCommit(notify.ExecutionEndedChannel, ended...)
+	}
+	if retried {
+		s.notifier.AfterCommit(notify.TaskReadyChannel)
+	}
 }
 
 // agentResults are one Complete call's results.

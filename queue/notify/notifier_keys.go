@@ -69,3 +69,20 @@ func signal(ch chan struct{}) {
 	default:
 	}
 }
+
+// AfterCommit wakes this replica's subscribers of channel (and of keys on
+// it) as the NOTIFY that a just-committed transaction sent would, but only
+// while notifications are lost: that NOTIFY will not arrive, and the
+// work's own replica need not wait for the next poll to see it (behind a
+// transaction pooler a manual run's ?wait= would take two polls). With
+// notifications arriving it does nothing: the NOTIFY wakes everyone once.
+// A nil Notifier does nothing.
+func (n *Notifier) AfterCommit(channel string, keys ...string) {
+	if n == nil || !n.lost.Load() {
+		return
+	}
+	n.wake(channel)
+	if len(keys) > 0 {
+		n.wakeKeys(channel, strings.Join(keys, ","))
+	}
+}

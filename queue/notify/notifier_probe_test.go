@@ -105,3 +105,59 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 	require.NoError(t, g.Write(&m))
 	return m.GetGauge().GetValue()
 }
+
+// TestAfterCommitWakesAtOnceOnlyWhileLost: while notifications are lost,
+// AfterCommit wakes the replica's own subscribers (of the channel, and of
+// the listed keys only) at once rather than at the next poll; while they
+// arrive it does nothing, since the NOTIFY itself will wake them.
+func TestAfterCommitWakesAtOnceOnlyWhileLost(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	lost := notify.NewNotifierWith(pool, notify.NotifierConfig{NoDelivery: true, PollEvery: time.Second},
+		notify.TaskReadyChannel, notify.ExecutionEndedChannel)
+	require.NoError(t, lost.Start(context.Background()))
+	t.Cleanup(lost.Stop)
+	tasks, unsubscribe := lost.Subscribe(notify.TaskReadyChannel)
+	defer unsubscribe()
+	mine, unsubscribeMine := lost.SubscribeKey(notify.ExecutionEndedChannel, "e1")
+	defer unsubscribeMine()
+	other, unsubscribeOther := lost.SubscribeKey(notify.ExecutionEndedChannel, "e9")
+	defer unsubscribeOther()
+	drain := func(chs ...<-chan struct{}) {
+		for _, ch := range chs {
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+	// Polls wake everyone every second: look right after a poll's wake-up.
+	<-tasks
+	drain(mine, other)
+	lost.AfterCommit(notify.TaskReadyChannel)
+	lost.AfterCommit(notify.ExecutionEndedChannel, "e0", "e1")
+	for _, ch := range []<-chan struct{}{tasks, mine} {
+		select {
+		case <-ch:
+		case <-time.After(500 * time.Millisecond):
+			t.Fatal("AfterCommit did not wake a subscriber while notifications are lost")
+		}
+	}
+	select {
+	case <-other:
+		t.Fatal("AfterCommit woke the subscriber of a key it did not list")
+	default:
+	}
+
+	arriving := notify.NewNotifierWith(pool, notify.NotifierConfig{}, notify.TaskReadyChannel)
+	woken, unsubscribeArriving := arriving.Subscribe(notify.TaskReadyChannel)
+	defer unsubscribeArriving()
+	arriving.AfterCommit(notify.TaskReadyChannel) // not started: not lost
+	select {
+	case <-woken:
+		t.Fatal("AfterCommit woke a subscriber while notifications arrive")
+	default:
+	}
+	var none *notify.Notifier
+	none.AfterCommit(notify.TaskReadyChannel) // no notifier: nothing to wake
+}
