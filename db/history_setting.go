@@ -257,3 +257,15 @@ func HistoryMoveLeftovers(ctx context.Context, e Executor, max int) (int, error)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// HistoryOwned says whether the connected role may make and drop history
+// partitions: it is (or is a member of) the owner of ax's history tables,
+// or a superuser. A runtime role of the owner/runtime split is not.
+func HistoryOwned(ctx context.Context, e Executor) (owned bool, owner string, err error) {
+	err = e.QueryRow(ctx, `SELECT pg_has_role(current_user, c.relowner, 'USAGE'), pg_get_userbyid(c.relowner)
+		FROM pg_class c WHERE c.oid = 'ax.execution_history'::regclass`).Scan(&owned, &owner)
+	if err != nil {
+		return false, "", fmt.Errorf("error reading the owner of the history tables: %w", mapErr(err))
+	}
+	return owned, owner, nil
+}

@@ -11,7 +11,9 @@
 -- changes no table. What it cannot do, and ax reports rather than hides:
 -- VACUUM (owners only; ax's vacuumer then logs it once, sets
 -- ax_vacuum_denied and leaves the tables to autovacuum, which managed
--- services run).
+-- services run); and making or dropping history partitions (a replica
+-- then says so once and sets ax_history_maintenance_denied: run
+-- `ax maintain` as the owner at least daily).
 
 GRANT USAGE ON SCHEMA ax TO ax_runtime;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ax TO ax_runtime;

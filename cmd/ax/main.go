@@ -65,7 +65,7 @@ func newRootCommand() *cobra.Command {
 		c.GroupID = "api"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newServeCommand(), newDevCommand(), newMigrateCommand(), newOpenAPICommand()} {
+	for _, c := range []*cobra.Command{newServeCommand(), newDevCommand(), newMigrateCommand(), newMaintainCommand(), newOpenAPICommand()} {
 		c.GroupID = "server"
 		root.AddCommand(c)
 	}

@@ -164,21 +164,13 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 	grace, errGrace := envDuration("AX_TIMEOUT_GRACE", dispatch.DefaultTimeoutGrace)
 	fs.DurationVar(&cfg.TimeoutGrace, "timeout-grace", grace,
 		"how long past its timeout a task an agent holds is left to the agent to stop and report before the reaper times it out; at least the agents' kill grace (AX_TIMEOUT_GRACE)")
-	retention, errRetention := envDuration("AX_HISTORY_RETENTION", history.DefaultRetention)
-	failedRetention, errFailedRetention := envDuration("AX_HISTORY_FAILED_RETENTION", history.DefaultFailedRetention)
-	width, errWidth := envDuration("AX_HISTORY_PARTITION_WIDTH", history.DefaultPartitionWidth)
-	fs.DurationVar(&cfg.History.Retention, "history-retention", retention,
-		"how long succeeded and cancelled runs are kept after they end (AX_HISTORY_RETENTION)")
-	fs.DurationVar(&cfg.History.FailedRetention, "history-failed-retention", failedRetention,
-		"how long failed and timed-out runs are kept after they end (AX_HISTORY_FAILED_RETENTION)")
-	fs.DurationVar(&cfg.History.PartitionWidth, "history-partition-width", width,
-		"time range of one history partition: runs are removed up to this long after their retention; for tests (AX_HISTORY_PARTITION_WIDTH)")
+	errHistory := addHistoryFlags(fs, &cfg.History)
 	errOutbound := addOutboundFlags(fs, &cfg.Outbound)
 	errTransport := addTransportFlags(fs, cfg)
 	errPool := addPoolFlags(fs, cfg)
 	errHealth := addHealthFlags(fs, cfg)
-	return errors.Join(errLease, errHeartbeat, errSteal, errProbe, errMisfire, errLogCap, errMaxLost, errGrace, errRetention, errFailedRetention,
-		errWidth, errOutbound, errTransport, errPool, errHealth)
+	return errors.Join(errLease, errHeartbeat, errSteal, errProbe, errMisfire, errLogCap, errMaxLost, errGrace, errHistory,
+		errOutbound, errTransport, errPool, errHealth)
 }
 
 // runServe checks cfg and serves until ctx ends.
@@ -243,6 +235,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	}
 	m := metrics.New(prometheus.DefaultRegisterer)
 	cfg.History.Dropped = m.HistoryRowsDropped
+	cfg.History.NotOwner = m.HistoryMaintenanceDenied
 	notifier := notify.NewNotifierWith(pool, notify.NotifierConfig{Logger: logger, DirectURL: cfg.DirectDatabaseURL,
 		NoDelivery: conns.behindPooler && cfg.DirectDatabaseURL == "", Lost: m.NotificationsLost}, notify.ServeChannels()...)
 	river, err := startRiver(ctx, pool, logger, m, cfg, conns.behindPooler)

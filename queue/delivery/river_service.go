@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -333,10 +334,25 @@ type historyWorker struct {
 	river.WorkerDefaults[historyArgs]
 	pool *pgxpool.Pool
 	cfg  history.Config
+	// denied is set once a pass found its role may not make or drop
+	// partitions, so that this is said once, not every pass.
+	denied atomic.Bool
 }
 
 func (w *historyWorker) Work(ctx context.Context, _ *river.Job[historyArgs]) error {
-	_, err := history.Maintain(ctx, w.pool, w.cfg)
+	rep, err := history.Maintain(ctx, w.pool, w.cfg)
+	if rep != nil && rep.NotOwner != "" {
+		if w.cfg.NotOwner != nil {
+			w.cfg.NotOwner.Set(1)
+		}
+		if !w.denied.Swap(true) {
+			w.cfg.WithDefaults().Logger.WarnContext(ctx, "history maintenance may not make or drop partitions as this role: "+
+				"run `ax maintain` as their owner at least daily, or ended runs will have no partition to go to "+
+				"(see the managed Postgres guide)", "owner", rep.NotOwner)
+		}
+	} else if rep != nil && w.cfg.NotOwner != nil {
+		w.cfg.NotOwner.Set(0)
+	}
 	return err
 }
 

@@ -53,6 +53,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Dropped counts the rows removed, by table (ax_history_rows_dropped_total).
 	Dropped *prometheus.CounterVec
+	// NotOwner, when set, is 1 while maintenance passes find their role
+	// may not make or drop partitions (ax_history_maintenance_denied).
+	NotOwner prometheus.Gauge
 	// Direct, when set, is a pool of connections to the database itself
 	// (not a transaction pooler) that detaches go through: a detach runs
 	// outside any transaction, bounded by a session's lock_timeout, which
@@ -137,6 +140,19 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 			return err
 		}
 	}
+	owned, owner, err := db.HistoryOwned(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if !owned {
+		// Making, re-partitioning and dropping need the tables' owner:
+		// `ax maintain` as the owner does them (the migration made the
+		// partitions of the retention ahead). Runs still end and move.
+		cfg.Logger.WarnContext(ctx, "this database role may not make or drop history partitions: "+
+			"run `ax maintain` as their owner at least daily (see the managed Postgres guide)",
+			"owner", owner, "partition_width", want.PartitionWidth.String(), "stored_width", before.PartitionWidth.String())
+		return nil
+	}
 	if before.PartitionWidth != want.PartitionWidth {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			return db.HistorySetWidth(ctx, tx, want.PartitionWidth, cfg.LockTimeout)
@@ -190,6 +206,11 @@ func makePartitions(ctx context.Context, pool *pgxpool.Pool, cfg Config) (int, e
 
 // Report is what one maintenance pass did.
 type Report struct {
+	// NotOwner is the owner of the history tables when the role of the
+	// pass is not (nor a member of it): the pass only moved leftover
+	// ended runs; making and dropping partitions is `ax maintain`'s, run
+	// as that owner.
+	NotOwner string
 	Made      int              // partitions made (of each history table)
 	MadeKeyed int              // partitions made of events, callbacks, attempts and skip records, all together
 	Dropped   map[string]int64 // rows removed, by table
@@ -211,7 +232,15 @@ func Maintain(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Report, err
 	cfg = cfg.WithDefaults()
 	now := cfg.now()
 	rep := &Report{Dropped: map[string]int64{}}
-	var err error
+	owned, owner, err := db.HistoryOwned(ctx, pool)
+	if err != nil {
+		return rep, err
+	}
+	if !owned {
+		rep.NotOwner = owner
+		rep.Moved, err = db.HistoryMoveLeftovers(ctx, pool, 1000)
+		return rep, err
+	}
 	// Partitions are made two widths ahead: one pass that waits too long
 	// for the lock (a long reader of history) costs nothing.
 	if rep.Made, err = makePartitions(ctx, pool, cfg); errors.Is(err, errLockWait) {

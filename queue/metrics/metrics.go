@@ -59,6 +59,10 @@ type Metrics struct {
 	// neither owns the table nor the database), which it then leaves to
 	// autovacuum.
 	VacuumDenied *prometheus.GaugeVec // by table
+	// HistoryMaintenanceDenied is 1 while the role of ax may not make or
+	// drop history partitions (a runtime role: `ax maintain` as the owner
+	// must run instead).
+	HistoryMaintenanceDenied prometheus.Gauge
 	// NotificationsLost is 1 while NOTIFYs do not reach this replica (a
 	// transaction pooler without a direct URL, or a probe that did not
 	// come back) and its waiting loops poll instead.
@@ -119,6 +123,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "ax_vacuum_denied",
 		Help: "1 for each hot table the database role of ax may not vacuum (neither table nor database owner): autovacuum's alone.",
 	}, []string{"table"})
+	m.HistoryMaintenanceDenied = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ax_history_maintenance_denied",
+		Help: "1 while the database role of ax may not make or drop history partitions (not their owner): run `ax maintain` as the owner role, at least daily.",
+	})
 	m.NotificationsLost = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ax_notifications_lost",
 		Help: "1 while NOTIFYs do not reach this replica (transaction pooler without AX_DIRECT_DATABASE_URL, or an unanswered probe): its waits poll instead.",
@@ -172,7 +180,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
 			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
 			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped, m.DeclarationConflicts, m.Vacuums, m.VacuumSeconds,
-			m.VacuumDenied, m.NotificationsLost)
+			m.VacuumDenied, m.HistoryMaintenanceDenied, m.NotificationsLost)
 	}
 	return m
 }

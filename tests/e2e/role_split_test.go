@@ -68,9 +68,25 @@ func TestOwnerAndRuntimeRoles(t *testing.T) {
 	require.True(t, versionInAx, "goose's version table lives in schema ax")
 	require.False(t, versionInPublic)
 
+	// History partitions of a second, kept a minute: maintenance passes
+	// every half second, so the runtime role's lack of right shows at once.
+	retention := []string{"AX_HISTORY_PARTITION_WIDTH=1s", "AX_HISTORY_RETENTION=60s", "AX_HISTORY_FAILED_RETENTION=60s"}
+	maintain := func(url string) (string, error) {
+		cmd := exec.Command(proctest.Binary(t, "ax"), "maintain", "--database-url", url)
+		cmd.Env = append(os.Environ(), retention...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	said, err := maintain(runtimeURL)
+	require.Error(t, err, "the runtime role may not maintain history: %s", said)
+	require.Contains(t, said, "run ax maintain as "+owner)
+	said, err = maintain(ownerURL)
+	require.NoError(t, err, said)
+	require.Regexp(t, `made [1-9][0-9]* history partitions ahead`, said, "the owner re-partitions to a second's width")
+
 	key := "ax_e2e_bootstrap_admin_key_0123456789"
-	proc := proctest.Start(t, proctest.Binary(t, "ax"), []string{"DATABASE_URL=" + runtimeURL, "AX_ADMIN_KEY=" + key,
-		"AX_ADDR=127.0.0.1:0"}, "serve", "--no-migrate")
+	proc := proctest.Start(t, proctest.Binary(t, "ax"), append([]string{"DATABASE_URL=" + runtimeURL, "AX_ADMIN_KEY=" + key,
+		"AX_ADDR=127.0.0.1:0"}, retention...), "serve", "--no-migrate")
 	s := &server{url: "http://" + proctest.WaitServing(t, proc, 90*time.Second), dbURL: runtimeURL, key: key, proc: proc}
 	proctest.WaitHTTP(t, s.url+"/readyz", 30*time.Second)
 	s.startAgent(t, "runtime-agent", "2")
@@ -94,6 +110,20 @@ func TestOwnerAndRuntimeRoles(t *testing.T) {
 		"said once per table")
 	status, _ := s.api(t, http.MethodGet, "/v1/jobs", nil)
 	require.Equal(t, http.StatusOK, status)
+
+	// History maintenance: the runtime role may not make or drop
+	// partitions; the replica says so once (and by a metric) instead of
+	// failing every pass, and the owner's `ax maintain` does it.
+	require.Eventually(t, func() bool {
+		return scrape(t, s.url)["ax_history_maintenance_denied"] == 1
+	}, 30*time.Second, 200*time.Millisecond, "maintenance reports it may not make partitions")
+	require.Equal(t, 1, strings.Count(s.proc.Output(), `"history maintenance may not make or drop partitions as this role`),
+		"said once")
+	require.Contains(t, s.proc.Output(), `"owner":"`+owner+`"`)
+	require.NotContains(t, s.proc.Output(), "permission denied")
+	said, err = maintain(ownerURL)
+	require.NoError(t, err, said)
+	require.Regexp(t, `made [1-9][0-9]* history partitions ahead`, said, "seconds later the owner makes the next ones")
 }
 
 // asRole is dbURL logged in as role (trust authentication on loopback).
