@@ -260,8 +260,17 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
 	backfills := schedule.NewBackfillReleaser(pool, notifier, schedule.BackfillReleaserConfig{Logger: logger, Metrics: m,
 		Router: router, Outbox: river.Outbox()})
-	runLogger := runlog.NewRunLogger(pool, notifier, runlog.RunLoggerConfig{Logger: logger})
-	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills, runLogger} {
+	services := []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills}
+	var runLogger *runlog.RunLogger
+	if sessions := conns.sessionPool(); sessions != nil {
+		runLogger = runlog.NewRunLogger(sessions, notifier, runlog.RunLoggerConfig{Logger: logger})
+		services = append(services, runLogger)
+	} else {
+		// Run-end lines come from notifications and one replica's session
+		// lock: behind a transaction pooler both need the direct URL.
+		logger.WarnContext(ctx, "no run-end log lines: behind a transaction pooler they need AX_DIRECT_DATABASE_URL")
+	}
+	for _, svc := range services {
 		if err := svc.Start(ctx); err != nil {
 			return err
 		}

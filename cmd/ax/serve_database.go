@@ -22,8 +22,23 @@ type serveDatabase struct {
 }
 
 // directConns sizes the direct pool: migrations and retention's detaches,
-// one at a time each (the notifier's direct connection is its own).
-const directConns = 2
+// one at a time each, and the run logger's session lock and reads (the
+// notifier's direct connection is its own).
+const directConns = 3
+
+// sessionPool is where session state may live (the run logger's advisory
+// lock): the direct pool, else the engine's unless it goes through a
+// transaction pooler, where a session lock would stay on a server
+// connection other clients get next. Nil: nowhere.
+func (d *serveDatabase) sessionPool() *pgxpool.Pool {
+	if d.direct != nil {
+		return d.direct
+	}
+	if d.behindPooler {
+		return nil
+	}
+	return d.engine
+}
 
 // openServeDatabase waits for the database to take connections (a full
 // server during a deploy is waited for, and logged, not a reason to

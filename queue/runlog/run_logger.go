@@ -68,8 +68,12 @@ func (l *RunLogger) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops it; safe to call twice or without Start.
-func (l *RunLogger) Stop() { l.bg.Stop() }
+// Stop stops it; safe to call twice, without Start or on nil.
+func (l *RunLogger) Stop() {
+	if l != nil {
+		l.bg.Stop()
+	}
+}
 
 func (l *RunLogger) run(ctx context.Context, payloads <-chan string) {
 	for ctx.Err() == nil {

@@ -51,7 +51,8 @@ func TestThroughTransactionPooler(t *testing.T) {
 			s.startAgent(t, "pooled-agent", "4")
 			s.agentReady(t, "pooled-agent")
 			requireEverySecondOnTime(t, s)
-			requireManualRunWaitedFor(t, s)
+			execID := requireManualRunWaitedFor(t, s)
+			requireRunEndLogged(t, s, execID, direct)
 			requireDeclarationsAndIdempotency(t, s)
 		})
 	}
@@ -97,7 +98,7 @@ func requireEverySecondOnTime(t *testing.T, s *server) {
 // before it did, the lease and the wait each waited for a poll, and in
 // make test under -race the three took 1.17, 1.25 and 1.41 s. The times
 // are logged.
-func requireManualRunWaitedFor(t *testing.T, s *server) {
+func requireManualRunWaitedFor(t *testing.T, s *server) (execID string) {
 	const bound = time.Second
 	t.Helper()
 	jobID := s.createJob(t, map[string]any{"name": "pooled-manual", "trigger": map[string]any{"kind": "manual"},
@@ -105,7 +106,7 @@ func requireManualRunWaitedFor(t *testing.T, s *server) {
 	var tooks []time.Duration
 	for range 3 {
 		began := time.Now()
-		execID := s.trigger(t, jobID)
+		execID = s.trigger(t, jobID)
 		status, out := s.api(t, "GET", "/v1/executions/"+execID+"?wait=20s", nil)
 		took := time.Since(began)
 		require.Equal(t, http.StatusOK, status, out)
@@ -116,6 +117,25 @@ func requireManualRunWaitedFor(t *testing.T, s *server) {
 	t.Logf("trigger to ended run through ?wait=: %v", tooks)
 	require.Less(t, tooks[1], bound, "median of trigger and ?wait= answered with the run ended")
 	require.Less(t, tooks[2], 2*bound, "trigger and ?wait= answered with the run ended")
+	return execID
+}
+
+// requireRunEndLogged: with a direct URL, the run logger takes its
+// session lock and hears run ends there, and the run's end is logged;
+// without one, it does not start (a session lock through the pooler
+// would stay on a server connection other clients get next), and the
+// replica says so once at start.
+func requireRunEndLogged(t *testing.T, s *server, execID string, direct bool) {
+	t.Helper()
+	const warning = "no run-end log lines: behind a transaction pooler they need AX_DIRECT_DATABASE_URL"
+	if !direct {
+		require.Len(t, matching(logLines(s.proc), "WARN", warning, nil), 1)
+		return
+	}
+	waitLines(t, s.proc, "the manual run's end logged", func(l []map[string]any) bool {
+		return len(matching(l, "INFO", "run ended", map[string]any{"execution_id": execID})) == 1
+	})
+	require.Empty(t, matching(logLines(s.proc), "WARN", warning, nil))
 }
 
 // requireDeclarationsAndIdempotency declares a set of jobs twice (the
