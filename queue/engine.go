@@ -58,6 +58,7 @@ type Engine struct {
 	Declarations *DeclarationService
 	Classes      *ClassService
 	History      *HistoryService
+	Overview     *OverviewService
 	Backfills    *BackfillService
 	Callbacks    *CallbackService
 	Completer    *TaskCompleter
@@ -81,6 +82,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		Declarations: NewDeclarationService(requests, logger, cfg.Metrics),
 		Classes:      NewClassService(requests, logger),
 		History:      NewHistoryService(requests),
+		Overview:     NewOverviewService(requests),
 		Backfills:    NewBackfillService(requests, logger, cfg.Outbox),
 		Callbacks:    delivery.NewCallbackService(requests, cfg.Outbox, logger),
 		Completer:    delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, logger, cfg.Metrics),

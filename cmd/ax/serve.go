@@ -293,7 +293,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		BodyReadTimeout:  min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 		BodyMemoryBudget: cfg.BodyMemoryBudget,
 	})
-	ui, err := console.New(console.Config{API: apiHandler, Keys: engine.Keys, Logger: logger,
+	ui, err := console.New(console.Config{API: apiHandler, Keys: engine.Keys, Overview: engine.Overview, Logger: logger,
 		TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		return err

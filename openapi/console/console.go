@@ -37,6 +37,9 @@ type Config struct {
 	// API is the API's handler (openapi.New), called in-process for every
 	// read and action, with the visitor's key as the bearer.
 	API http.Handler
+	// Overview aggregates the home page's charts (the engine's
+	// queue.OverviewService), limited to the visitor key's groups.
+	Overview *queue.OverviewService
 	// Keys checks the key posted at login and the one in the session
 	// cookie on every request (revoked keys stop working at once).
 	Keys *queue.KeyService
@@ -61,8 +64,8 @@ type Config struct {
 }
 
 func (c *Config) validate() error {
-	if c.API == nil || c.Keys == nil {
-		return errors.New("console: API and Keys are required")
+	if c.API == nil || c.Keys == nil || c.Overview == nil {
+		return errors.New("console: API, Keys and Overview are required")
 	}
 	if c.LogPoll < 0 || c.LiveFor < 0 || c.SessionIdle < 0 || c.SessionMax < 0 {
 		return errors.New("console: LogPoll, LiveFor, SessionIdle and SessionMax must not be negative")
@@ -104,9 +107,7 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) routes() {
 	static, _ := fs.Sub(staticFS, "static")
 	c.mux.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix+"/static/", http.FileServerFS(static)))
-	c.mux.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, Prefix+"/jobs", http.StatusSeeOther)
-	})
+	c.mux.HandleFunc("GET "+Prefix+"/{$}", c.page(c.home))
 	c.mux.HandleFunc("GET "+Prefix+"/login", c.loginPage)
 	c.mux.HandleFunc("POST "+Prefix+"/login", c.login)
 	c.mux.HandleFunc("POST "+Prefix+"/logout", c.logout)
@@ -123,6 +124,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET "+Prefix+"/executions/{id}", c.page(c.execution))
 	c.mux.HandleFunc("GET "+Prefix+"/executions/{id}/live", c.page(c.live))
 	c.mux.HandleFunc("POST "+Prefix+"/executions/{id}/cancel", c.action(queue.ScopeSubmit, c.cancelExecution))
+	c.mux.HandleFunc("POST "+Prefix+"/executions/{id}/rerun", c.action(queue.ScopeSubmit, c.rerunExecution))
 	c.mux.HandleFunc("POST "+Prefix+"/executions/{id}/redeliver", c.action(queue.ScopeSubmit, c.redeliverCallback))
 
 	c.mux.HandleFunc("GET "+Prefix+"/agents", c.page(c.agents))

@@ -57,7 +57,7 @@ func setupWith(t *testing.T, cfg console.Config) *env {
 	t.Cleanup(notifier.Stop)
 	engine := queue.NewEngine(queue.EngineConfig{Pool: pool, Notifier: notifier})
 	api, _ := openapi.New(openapi.Config{Engine: engine, Version: "test", Outbound: outbound.Policy{AllowLoopback: true}})
-	cfg.API, cfg.Keys, cfg.LogPoll = api, engine.Keys, 50*time.Millisecond
+	cfg.API, cfg.Keys, cfg.Overview, cfg.LogPoll = api, engine.Keys, engine.Overview, 50*time.Millisecond
 	ui, err := console.New(cfg)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -244,7 +244,7 @@ func TestReadKeyCannotAct(t *testing.T) {
 
 	p := b.get("/ui/jobs/" + id)
 	require.Equal(t, http.StatusOK, p.status, p.body)
-	require.Contains(t, p.body, "cron 0 3 * * * in Europe/Paris")
+	require.Contains(t, p.body, "every day at 03:00 Europe/Paris (cron 0 3 * * *)")
 	require.Contains(t, html.UnescapeString(p.body), "03:00:00+01:00", "next fires in the job's timezone")
 	require.Contains(t, p.body, "02:00:00Z", "and in UTC")
 	for _, action := range []string{"pause-job", "trigger-job", "delete-job"} {
@@ -516,4 +516,66 @@ func TestExecutionsFilterByJobName(t *testing.T) {
 	p = b.get("/ui/executions?job=nothing")
 	require.Equal(t, http.StatusUnprocessableEntity, p.status)
 	require.Contains(t, p.body, "no job")
+}
+
+// The home page draws the runs of the key's groups only; the re-run button
+// shows on an ended run for a key that may submit, its post needs the
+// session's CSRF token and scope submit, and it goes to the new run,
+// linked to the original both ways.
+func TestHomeAndRerun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	manual := map[string]any{"kind": "manual"}
+	mine := e.job("mine", "billing", manual, nil)
+	theirs := e.job("theirs", "search", manual, nil)
+	var runs []string
+	for _, job := range []string{mine, theirs, theirs} {
+		status, run := e.api("POST", "/v1/jobs/"+job+"/trigger", map[string]any{})
+		require.Equal(t, http.StatusAccepted, status, run)
+		runs = append(runs, run["id"].(string))
+	}
+	status, out := e.api("POST", "/v1/executions/"+runs[0]+"/cancel", nil)
+	require.Less(t, status, 300, out)
+
+	admin := e.browser()
+	admin.login(e.admin)
+	p := admin.get("/ui/")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, `<svg id="runs-chart"`)
+	require.Contains(t, p.body, `data-state="pending" data-total="2"`)
+	require.Contains(t, p.body, `data-state="cancelled" data-total="1"`)
+	require.Contains(t, p.body, `data-class="" data-priority="0" data-tasks="2"`, "the pending runs' tasks")
+	secret, _, err := e.keys.Create(context.Background(), "billing-reader", []string{queue.ScopeRead},
+		queue.KeyLimits{Groups: []string{"billing"}})
+	require.NoError(t, err)
+	reader := e.browser()
+	reader.login(secret)
+	p = reader.get("/ui/")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, `data-state="cancelled" data-total="1"`)
+	require.NotContains(t, p.body, `data-state="pending"`, "the other group's runs are not drawn")
+	require.Contains(t, p.body, "No task is waiting.")
+
+	// A read key is shown no re-run and may not post one.
+	p = reader.get("/ui/executions/" + runs[0])
+	require.Equal(t, http.StatusOK, p.status)
+	require.NotContains(t, p.body, "rerun-execution")
+	require.Equal(t, http.StatusForbidden, reader.post("/ui/executions/"+runs[0]+"/rerun",
+		url.Values{"csrf": {reader.csrf("/ui/executions/" + runs[0])}}).status)
+	// The admin sees it on the ended run only; without the token: 403.
+	require.NotContains(t, admin.get("/ui/executions/"+runs[1]).body, "rerun-execution", "not on a run still going")
+	p = admin.get("/ui/executions/" + runs[0])
+	require.Contains(t, p.body, `id="rerun-execution"`)
+	require.Equal(t, http.StatusForbidden, admin.post("/ui/executions/"+runs[0]+"/rerun", url.Values{}).status)
+	form := url.Values{"csrf": {admin.csrf("/ui/executions/" + runs[0])}, "request_key": {"console-test"}}
+	p = admin.post("/ui/executions/"+runs[0]+"/rerun", form)
+	require.Equal(t, http.StatusSeeOther, p.status, p.body)
+	to := p.header.Get("Location")
+	require.Regexp(t, `^/ui/executions/[0-9a-f-]{36}\?done=rerun$`, to)
+	again := admin.post("/ui/executions/"+runs[0]+"/rerun", form)
+	require.Equal(t, to, again.header.Get("Location"), "the same form posted twice is one re-run")
+	p = admin.get(to)
+	require.Contains(t, p.body, `id="rerun-of" href="/ui/executions/`+runs[0]+`"`)
+	rerun := strings.TrimSuffix(strings.TrimPrefix(to, "/ui/executions/"), "?done=rerun")
+	require.Contains(t, admin.get("/ui/executions/"+runs[0]).body, `href="/ui/executions/`+rerun+`"`)
 }

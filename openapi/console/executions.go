@@ -73,7 +73,7 @@ func readExecutionsFilter(q url.Values) (executionsFilter, *client.ListExecution
 type executionsView struct {
 	Filter     executionsFilter
 	Executions []client.Execution
-	Jobs       map[uuid.UUID]string
+	Jobs       map[uuid.UUID]jobRef
 	Next       string
 	RunStates  []string
 }
@@ -98,7 +98,7 @@ func (c *Console) executions(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	v := executionsView{Filter: f, Executions: list(res.JSON200.Executions), RunStates: runStates}
-	if v.Jobs, err = c.jobNames(r.Context(), s, v.Executions); err != nil {
+	if v.Jobs, err = c.jobRefs(r.Context(), s, v.Executions); err != nil {
 		c.fail(w, r, s, err)
 		return
 	}
@@ -110,7 +110,6 @@ func (c *Console) executions(w http.ResponseWriter, r *http.Request, s *session)
 	c.render(w, r, s, http.StatusOK, "executions", "Executions", v)
 }
 
-// jobNames names the jobs of a page of runs (at most pageSize lookups).
 // jobByName finds the job named GROUP/NAME, or NAME when one group alone
 // has a job of that name, as the CLI does.
 func (c *Console) jobByName(ctx context.Context, s *session, ref string) (uuid.UUID, error) {
@@ -134,20 +133,31 @@ func (c *Console) jobByName(ctx context.Context, s *session, ref string) (uuid.U
 	return uuid.Nil, fmt.Errorf("job: more than one group has a job named %q: write GROUP/NAME", ref)
 }
 
-func (c *Console) jobNames(ctx context.Context, s *session, execs []client.Execution) (map[uuid.UUID]string, error) {
-	names := map[uuid.UUID]string{}
+// jobRef is a run's job as its run's page shows it: its name and the
+// timezone its times are shown in.
+type jobRef struct {
+	Name, Zone string
+}
+
+// jobRefs names the jobs of a page of runs (at most pageSize lookups).
+func (c *Console) jobRefs(ctx context.Context, s *session, execs []client.Execution) (map[uuid.UUID]jobRef, error) {
+	refs := map[uuid.UUID]jobRef{}
 	for _, e := range execs {
-		if _, ok := names[e.JobId]; ok {
+		if _, ok := refs[e.JobId]; ok {
 			continue
 		}
 		res, err := c.api.GetJobWithResponse(ctx, e.JobId, s.auth)
 		if err := answer(res, err); err != nil {
 			return nil, err
 		}
-		names[e.JobId] = val(res.JSON200.Group) + "/" + res.JSON200.Name
+		refs[e.JobId] = jobRef{Name: val(res.JSON200.Group) + "/" + res.JSON200.Name, Zone: jobZone(*res.JSON200)}
 	}
-	return names, nil
+	return refs, nil
 }
+
+// jobZone is the timezone a job's times are shown in: its trigger's, or
+// UTC.
+func jobZone(j client.Job) string { return cmp.Or(val(j.Trigger.Timezone), "UTC") }
 
 // shardRow is one task of a run: its state and where it ran.
 type shardRow struct {
@@ -160,18 +170,24 @@ type executionView struct {
 	Execution client.Execution
 	// Params are the run's params as the API sent them: the generated
 	// types hold numbers as float64, which would round large ones.
-	Params    string
-	JobName   string
-	Shards    []shardRow
-	Logs      []logLine
-	LastEvent int64
-	More      bool
-	Ended     bool
+	Params string
+	Job    jobRef
+	// RequestKey makes the re-run button's post once per page: a second
+	// click posts the same key and gets the same re-run.
+	RequestKey string
+	Shards     []shardRow
+	Logs       []logLine
+	LastEvent  int64
+	More       bool
+	Ended      bool
 }
 
-// logLine is one line of output, or a state change, as the page shows it.
+// logLine is one line of output, or a state change, as the page shows it,
+// with its time in the job's timezone (At) and in UTC (AtUTC).
 type logLine struct {
 	ID     int64  `json:"id"`
+	At     string `json:"at"`
+	AtUTC  string `json:"at_utc"`
 	Shard  int64  `json:"shard"`
 	Kind   string `json:"kind"`
 	State  string `json:"state,omitempty"`
@@ -181,8 +197,8 @@ type logLine struct {
 	TaskID string `json:"task_id"`
 }
 
-func toLine(e client.TaskEvent, agents map[string]string) logLine {
-	l := logLine{ID: e.Id, Shard: e.ShardIndex, Kind: string(e.Kind), State: val(e.State), Stream: val(e.Stream),
+func toLine(e client.TaskEvent, agents map[string]string, loc *time.Location) logLine {
+	l := logLine{ID: e.Id, At: e.At.In(loc).Format("15:04:05.000"), AtUTC: e.At.UTC().Format("2006-01-02 15:04:05.000Z"), Shard: e.ShardIndex, Kind: string(e.Kind), State: val(e.State), Stream: val(e.Stream),
 		Text: val(e.Message), TaskID: e.TaskId.String()}
 	if id := val(e.AgentId); id != "" {
 		l.Agent = cmp.Or(agents[id], val(e.WorkerHost), id)
@@ -205,7 +221,12 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	e := *res.JSON200
-	v := executionView{Execution: e, Ended: ended(string(e.State)), Params: rawField(res.Body, "params")}
+	v := executionView{Execution: e, Ended: ended(string(e.State)), Params: rawField(res.Body, "params"),
+		RequestKey: uuid.NewString(), Job: jobRef{Zone: "UTC"}}
+	if refs, err := c.jobRefs(ctx, s, []client.Execution{e}); err == nil {
+		v.Job = refs[e.JobId]
+	}
+	loc := zoneOf(v.Job.Zone)
 	agents, err := c.agentNames(ctx, s)
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -219,7 +240,7 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 	ran := map[uuid.UUID]string{} // the agent of each task's latest state event
 	leased, ends := map[uuid.UUID]time.Time{}, map[uuid.UUID]time.Time{}
 	for _, ev := range list(logs.JSON200.Events) {
-		line := toLine(ev, agents)
+		line := toLine(ev, agents, loc)
 		if line.Agent != "" {
 			ran[ev.TaskId] = line.Agent
 		}
@@ -244,9 +265,6 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 			row.Duration = duration(&start, endAt)
 		}
 		v.Shards = append(v.Shards, row)
-	}
-	if names, err := c.jobNames(ctx, s, []client.Execution{e}); err == nil {
-		v.JobName = names[e.JobId]
 	}
 	c.render(w, r, s, http.StatusOK, "execution", "Execution "+shortID(id.String()), v)
 }
@@ -280,6 +298,29 @@ func (c *Console) redeliverCallback(_ http.ResponseWriter, r *http.Request, s *s
 	}
 	res, err := c.api.RedeliverCallbackWithResponse(r.Context(), id, s.auth)
 	return executionURL(id, "redelivered"), answer(res, err)
+}
+
+// rerunExecution re-runs an ended run (POST /v1/executions/{id}/rerun:
+// its params and logical time, linked by rerun_of) and goes to the new
+// run. The form's request key makes a double post one re-run.
+func (c *Console) rerunExecution(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {
+	id, err := formID(r)
+	if err != nil {
+		return "", err
+	}
+	var req client.RerunRequest
+	if key := r.PostForm.Get("request_key"); key != "" {
+		if len(key) > 64 {
+			return "", &apiProblem{Status: http.StatusUnprocessableEntity, Title: "invalid request key",
+				Detail: "request_key: at most 64 characters", Errors: []string{"form.request_key is too long"}}
+		}
+		req.RequestKey = &key
+	}
+	res, err := c.api.RerunExecutionWithResponse(r.Context(), id, &client.RerunExecutionParams{}, req, s.auth)
+	if err := answer(res, err); err != nil {
+		return "", err
+	}
+	return executionURL(res.JSON202.Id, "rerun"), nil
 }
 
 func executionURL(id uuid.UUID, done string) string {

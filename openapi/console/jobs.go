@@ -1,7 +1,6 @@
 package console
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -165,12 +164,14 @@ func (c *Console) findJobs(ctx context.Context, s *session, f jobsFilter) ([]cli
 // from the API's cron preview, in its timezone and UTC) and its success
 // rate over its latest runs.
 func (c *Console) describe(ctx context.Context, s *session, j client.Job, fires int64) (jobRow, error) {
-	row := jobRow{Job: j, Timezone: "UTC"}
+	row := jobRow{Job: j, Timezone: jobZone(j)}
 	t := j.Trigger
 	switch t.Kind {
 	case "cron":
-		row.Timezone = cmp.Or(val(t.Timezone), "UTC")
 		row.Trigger = fmt.Sprintf("cron %s in %s", val(t.Cron), row.Timezone)
+		if words, ok := cronWords(val(t.Cron), row.Timezone); ok {
+			row.Trigger = fmt.Sprintf("%s (cron %s)", words, val(t.Cron))
+		}
 		tz := row.Timezone
 		res, err := c.api.PreviewCronWithResponse(ctx, client.CronPreviewRequest{Cron: val(t.Cron), Timezone: &tz,
 			Count: &fires}, s.auth)
@@ -179,7 +180,7 @@ func (c *Console) describe(ctx context.Context, s *session, j client.Job, fires 
 		}
 		row.Fires = list(res.JSON200.Fires)
 	case "interval":
-		row.Trigger = fmt.Sprintf("every %d s", val(t.IntervalSeconds))
+		row.Trigger = intervalWords(val(t.IntervalSeconds))
 	case "delay":
 		row.Trigger = "once at " + formatTime(t.RunAt)
 	default:

@@ -33,6 +33,13 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, err)
 		return
 	}
+	// The lines' times are shown in the job's timezone, as on the page.
+	loc := time.UTC
+	if exec, err := c.api.GetExecutionWithResponse(ctx, id, &client.GetExecutionParams{}, s.auth); answer(exec, err) == nil {
+		if refs, err := c.jobRefs(ctx, s, []client.Execution{*exec.JSON200}); err == nil {
+			loc = zoneOf(refs[exec.JSON200.JobId].Zone)
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
@@ -49,7 +56,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 		for _, ev := range list(logs.JSON200.Events) {
-			sendEvent(w, "log", ev.Id, toLine(ev, agents))
+			sendEvent(w, "log", ev.Id, toLine(ev, agents, loc))
 		}
 		after = logs.JSON200.NextAfter
 		if logs.JSON200.More {
@@ -70,7 +77,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, s *session) {
 			if final, err := c.api.GetExecutionLogsWithResponse(ctx, id,
 				&client.GetExecutionLogsParams{After: &after, Limit: ptr(int64(500))}, s.auth); answer(final, err) == nil {
 				for _, ev := range list(final.JSON200.Events) {
-					sendEvent(w, "log", ev.Id, toLine(ev, agents))
+					sendEvent(w, "log", ev.Id, toLine(ev, agents, loc))
 				}
 			}
 			sendEvent(w, "end", 0, map[string]string{"state": state})

@@ -14,7 +14,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"login", "problem", "jobs", "job", "executions", "execution", "agents", "classes", "cron"}
+var pageNames = []string{"home", "login", "problem", "jobs", "job", "executions", "execution", "agents", "classes", "cron"}
 
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
@@ -62,6 +62,7 @@ func (v view) KeyName() string {
 var doneMessages = map[string]string{
 	"paused": "Job paused.", "resumed": "Job resumed.", "triggered": "Run started.", "deleted": "Job deleted.",
 	"cancelled": "Cancel requested.", "redelivered": "Callback redelivery started.", "drained": "Agent drained.",
+	"rerun": "Re-run started.", "updated": "Job saved.",
 	"agent-resumed": "Agent resumed.", "degraded": "Class degraded.", "restored": "Class restored.",
 }
 
@@ -137,6 +138,7 @@ func check(res *http.Response, body []byte, err error) error {
 
 var funcs = template.FuncMap{
 	"ts":    formatTime,
+	"at":    localTime,
 	"val":   deref,
 	"list":  listOf,
 	"pct":   func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
@@ -151,6 +153,27 @@ func formatTime(v any) string {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// localTime shows an instant in zone (an IANA name; UTC when unknown)
+// with the instant in UTC on hover, as a <time> element.
+func localTime(v any, zone string) template.HTML {
+	t, ok := timeOf(v)
+	if !ok {
+		return "—"
+	}
+	loc := zoneOf(zone)
+	utc := t.UTC().Format("2006-01-02 15:04:05Z")
+	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339Nano) + `" title="` + utc + ` (UTC)">` + //nolint:gosec // formatted times only
+		template.HTMLEscapeString(t.In(loc).Format("2006-01-02 15:04:05 MST")) + `</time>`)
+}
+
+// zoneOf loads an IANA timezone, UTC when it is none or unknown.
+func zoneOf(name string) *time.Location {
+	if loc, err := time.LoadLocation(name); err == nil && name != "" {
+		return loc
+	}
+	return time.UTC
 }
 
 func timeOf(v any) (time.Time, bool) {

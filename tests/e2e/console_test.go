@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -69,12 +73,16 @@ func TestWebConsole(t *testing.T) {
 		"executor": shell("echo notified"), "callback": map[string]any{"url": receiver.URL + "/hook"}})
 	status, out := s.api(t, "POST", "/v1/classes", map[string]any{"name": "billing-db", "rate": 10, "burst": 10})
 	require.Equal(t, http.StatusCreated, status, out)
+	backlog := s.createJob(t, map[string]any{"name": "backlog", "group": "ops", "trigger": map[string]any{"kind": "manual"},
+		"executor": shell("true")})
+	home := seedHome(t, openPool(t, s.dbURL), []string{job, slow, notify}, backlog)
 
 	shots := consoleShots(t)
 	proc := proctest.Start(t, node, []string{
 		"AX_URL=" + s.url, "AX_READ_KEY=" + strings.TrimSpace(string(readKey)), "AX_ADMIN_KEY=" + s.key,
 		"AX_JOB_ID=" + job, "AX_SLOW_JOB_ID=" + slow, "AX_NOTIFY_JOB_ID=" + notify, "AX_RECEIVER_URL=" + receiver.URL,
 		"AX_CLASS=billing-db", "AX_DRAIN_AGENT=console-spare", "AX_SHOTS=" + shots, "AX_CHROMIUM=" + chromium,
+		"AX_HOME_EXPECT=" + home,
 	}, filepath.Join(dir, "console.mjs"))
 	err = proc.Wait(4 * time.Minute)
 	t.Logf("node console.mjs (screenshots in %s):\n%s", shots, proc.Output())
@@ -82,6 +90,62 @@ func TestWebConsole(t *testing.T) {
 	shotFiles, err := filepath.Glob(filepath.Join(shots, "*.png"))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(shotFiles), 15, "a screenshot of each page")
+}
+
+// seedHome adds the last day's runs the home page draws, as the engine
+// would have left them: 300 ended runs of the three jobs (ids UUIDv7 of
+// their fire times, one run a minute, every 4 minutes back for 20 hours;
+// 120 succeeded, 60 each failed, timed out and cancelled; 1 to 7 s
+// long), and two pending runs of backlog whose six tasks wait until
+// tomorrow (4 in class billing-db at priority 3, 2 in none at 9). It
+// returns what the charts must show, as JSON for console.mjs.
+func seedHome(t *testing.T, pool *pgxpool.Pool, jobs []string, backlog string) string {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	states := []string{"succeeded", "succeeded", "failed", "timed_out", "cancelled"}
+	want := struct {
+		States map[string]int            `json:"states"`
+		Bars   int                       `json:"bars"`
+		Hours  map[string]map[string]int `json:"hours"` // job id → finished hours → runs
+		Queue  map[string]int            `json:"queue"` // "class/priority" → tasks
+	}{States: map[string]int{}, Hours: map[string]map[string]int{}, Queue: map[string]int{"billing-db/3": 4, "/9": 2}}
+	batch := &pgx.Batch{}
+	for i := range 300 {
+		job, state := jobs[i%len(jobs)], states[i%len(states)]
+		fired := now.Add(-time.Duration(i*4+5) * time.Minute)
+		took := time.Duration(i%7+1) * time.Second
+		batch.Queue(`INSERT INTO ax.execution (id, job_id, cause, scheduled_for, fired_at, state, shard_count, priority,
+			started_at, finished_at)
+			VALUES ((lpad(to_hex(floor(extract(epoch FROM $2::timestamptz) * 1000)::bigint), 12, '0')
+			        || substr(md5(random()::text), 13, 20))::uuid, $1, 'manual', $2, $2, $3::text::ax.execution_state, 1, 0, $2, $4)`,
+			job, fired, state, fired.Add(took))
+		want.States[state]++
+		want.Bars++
+		if want.Hours[job] == nil {
+			want.Hours[job] = map[string]int{}
+		}
+		want.Hours[job][fired.Add(took).Truncate(time.Hour).Format(time.RFC3339)]++
+	}
+	for _, shards := range []struct {
+		n, priority int
+		class       string
+	}{{4, 3, "billing-db"}, {2, 9, ""}} {
+		batch.Queue(`WITH e AS (
+			    INSERT INTO ax.execution (job_id, cause, scheduled_for, fired_at, shard_count, priority)
+			    VALUES ($1, 'manual', $5, $5, $2, $3) RETURNING id, job_id
+			)
+			INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
+			                     rate_class, not_before)
+			SELECT e.id, e.job_id, i, $2, $3, 1, 60, nullif($4, ''), now() + interval '1 day' FROM e, generate_series(0, $2 - 1) i`,
+			backlog, shards.n, shards.priority, shards.class, now.Add(-time.Minute).Truncate(time.Minute))
+		want.States["pending"]++
+	}
+	want.Bars++ // the two pending runs fired in the same minute
+	require.NoError(t, pool.SendBatch(ctx, batch).Close())
+	out, err := json.Marshal(want)
+	require.NoError(t, err)
+	return string(out)
 }
 
 // consoleTestDir is tests/e2e/console in this checkout.

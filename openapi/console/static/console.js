@@ -7,21 +7,25 @@
   if (!logs || !logs.dataset.live || !window.EventSource) return;
   const stream = new EventSource(logs.dataset.live);
   const state = document.getElementById("exec-state");
-  const line = (cls, text) => {
+  const line = (cls, d, text) => {
     const span = document.createElement("span");
     span.className = cls;
-    span.textContent = text;
+    const at = document.createElement("time");
+    at.textContent = d.at;
+    at.title = d.at_utc;
+    span.appendChild(at);
+    span.appendChild(document.createTextNode(" " + text));
     logs.appendChild(span);
     logs.scrollTop = logs.scrollHeight;
   };
   stream.addEventListener("log", (e) => {
     const d = JSON.parse(e.data);
     if (d.kind === "state") {
-      line("state", `[${d.shard}] ${d.state}${d.agent ? " on " + d.agent : ""}${d.text ? ": " + d.text : ""}\n`);
+      line("state", d, `[${d.shard}] ${d.state}${d.agent ? " on " + d.agent : ""}${d.text ? ": " + d.text : ""}\n`);
       const cell = document.getElementById(`shard-${d.shard}-state`);
       if (cell) { cell.textContent = d.state; cell.className = "state " + d.state; }
     } else {
-      line("log", `[${d.shard}] ${d.text}`);
+      line("log", d, `[${d.shard}] ${d.text}`);
     }
   });
   stream.addEventListener("execution", (e) => {

@@ -21,6 +21,11 @@ const notifyJob = env("AX_NOTIFY_JOB_ID"); // its callback fails until the recei
 const receiver = env("AX_RECEIVER_URL");
 const rateClass = env("AX_CLASS");
 const drainAgent = env("AX_DRAIN_AGENT");
+// What the home page's charts must show of the runs and tasks the Go test
+// seeded: runs by state, (minute, state) bars, each job's finished hours,
+// pending tasks by "class/priority".
+const homeWant = JSON.parse(env("AX_HOME_EXPECT"));
+const jobNames = { [job]: "billing/report", [slowJob]: "ops/slow", [notifyJob]: "ops/notify" };
 
 let shotCount = 0;
 const shot = async (page, name) => {
@@ -80,6 +85,58 @@ try {
   assert.match(await text(reader, "#whoami"), /\(read\)$/);
   assert.equal(await reader.evaluate(() => document.cookie), "", "the session cookie is not readable by scripts");
   await shot(reader, "read-jobs");
+
+  step("read key: the home page's charts, drawn by the server as SVG");
+  await reader.goto(`${base}/ui/`);
+  const series = await reader.$$eval("#runs-chart g.series", (gs) => gs.map((g) => {
+    const bars = [...g.querySelectorAll("rect.bar")];
+    return { state: g.getAttribute("data-state"), total: Number(g.getAttribute("data-total")), bars: bars.length,
+      sum: bars.reduce((n, r) => n + Number(r.getAttribute("data-runs")), 0),
+      inside: bars.every((r) => Number(r.getAttribute("x")) >= 56 && Number(r.getAttribute("height")) > 0) };
+  }));
+  assert.deepEqual(series.map((x) => x.state).sort(), Object.keys(homeWant.states).sort(), "a series per state seeded");
+  for (const x of series) {
+    assert.equal(x.total, homeWant.states[x.state], `runs ${x.state}: ${JSON.stringify(x)}`);
+    assert.equal(x.sum, homeWant.states[x.state], `the bars of ${x.state} add up to its runs`);
+    assert.ok(x.inside, `the bars of ${x.state} are drawn in the plot`);
+  }
+  assert.equal(series.reduce((n, x) => n + x.bars, 0), homeWant.bars, "a bar per minute and state");
+  for (const [state, n] of Object.entries(homeWant.states)) {
+    assert.equal(await text(reader, `#runs-legend [data-state="${state}"]`), `${state} ${n}`, "the legend counts it");
+  }
+  const lines = await reader.$$eval("#durations-chart g.series", (gs) => gs.map((g) => ({
+    job: g.getAttribute("data-job"), hours: Number(g.getAttribute("data-hours")),
+    p50: [...g.querySelectorAll("circle[data-stat=p50]")].map((c) => Number(c.getAttribute("data-runs"))),
+    p95: g.querySelectorAll("circle[data-stat=p95]").length,
+    polylines: g.querySelectorAll("polyline").length })));
+  assert.deepEqual(lines.map((l) => l.job).sort(), Object.keys(homeWant.hours).map((id) => jobNames[id]).sort());
+  for (const [id, hours] of Object.entries(homeWant.hours)) {
+    const l = lines.find((x) => x.job === jobNames[id]);
+    assert.equal(l.hours, Object.keys(hours).length, `${l.job}: a point per hour with finished runs`);
+    assert.equal(l.p50.length, l.hours);
+    assert.equal(l.p95, l.hours);
+    assert.equal(l.polylines, 2, "a p50 and a p95 line");
+    assert.deepEqual(l.p50.slice().sort((a, b) => a - b), Object.values(hours).sort((a, b) => a - b), `${l.job}: runs per hour`);
+  }
+  const queue = await reader.$$eval("#queue-chart g.row", (rows) => Object.fromEntries(rows.map((r) =>
+    [`${r.getAttribute("data-class")}/${r.getAttribute("data-priority")}`, Number(r.getAttribute("data-tasks"))])));
+  assert.deepEqual(queue, homeWant.queue, "pending tasks by class and priority");
+  const agentRows = await reader.$$eval("#agents-chart g.row", (rows) => rows.map((r) =>
+    [r.getAttribute("data-agent"), Number(r.getAttribute("data-capacity"))]));
+  assert.deepEqual(agentRows.map(([name]) => name), ["console-runner", "console-spare"]);
+  assert.ok(agentRows.every(([, capacity]) => capacity > 0), "each agent's capacity is drawn");
+  await shot(reader, "read-home");
+
+  step("read key: the executions filter takes a job's name");
+  for (const ref of ["billing/report", "report"]) {
+    await reader.goto(`${base}/ui/executions?job=${encodeURIComponent(ref)}&state=succeeded`);
+    const jobsShown = await reader.$$eval("#executions tbody tr td:nth-child(2)", (cells) => cells.map((c) => c.textContent.trim()));
+    assert.ok(jobsShown.length > 0 && jobsShown.every((j) => j === "billing/report"), `${ref}: ${jobsShown}`);
+  }
+  await reader.click("#executions tbody tr a");
+  await reader.waitForURL(/\/ui\/executions\/[0-9a-f-]{36}$/);
+  assert.equal(await text(reader, "#exec-state"), "succeeded");
+  assert.equal(await reader.locator("#rerun-execution").count(), 0, "no re-run for a read key");
   await reader.goto(`${base}/ui/jobs/${job}`);
   assert.equal(await reader.locator("#job-actions").count(), 0, "a read key is shown no actions");
   assert.equal(await reader.locator("#next-fires tbody tr").count(), 5);
@@ -106,6 +163,11 @@ try {
   assert.equal(await reader.locator("[data-role=drain]").count(), 0, "no drain for a read key");
   await reader.goto(`${base}/ui/classes`);
   assert.equal(await reader.locator("[data-role=degrade]").count(), 0, "no degrade for a read key");
+  const classCells = await reader.$$eval(`tr[data-class="${rateClass}"] td`, (cells) => cells.map((c) => c.textContent.trim()));
+  assert.ok(!(await reader.locator("#classes").textContent()).includes("%!"), "no Go format error on the classes page");
+  assert.match(classCells[3], /^\d+(\.\d)?$/, `tokens as a number: ${classCells}`);
+  assert.match(classCells[5], /^(—|-?\d+(\.\d)? s)$/, `oldest wait as seconds or —: ${classCells}`);
+  await shot(reader, "read-classes");
   await reader.goto(`${base}/ui/cron?cron=${encodeURIComponent("30 2 * * *")}&timezone=Europe%2FBerlin&count=5`);
   assert.equal(await reader.locator("#cron-fires tbody tr").count(), 5);
   await shot(reader, "read-cron");
@@ -120,7 +182,7 @@ try {
   assert.equal(await admin.locator("#jobs .fires div").count(), 5, "the list shows its next 5 fires");
   await shot(admin, "jobs");
   await admin.goto(`${base}/ui/jobs/${job}`);
-  assert.match(await text(admin, "#trigger"), /^cron 0 3 \* \* \* in Europe\/Paris/);
+  assert.equal(await text(admin, "#trigger"), "every day at 03:00 Europe/Paris (cron 0 3 * * *)", "the trigger in words");
   const fires = admin.locator("#next-fires tbody tr");
   assert.equal(await fires.count(), 5);
   assert.match(await fires.first().locator("td").first().textContent(), /T03:00:00\+0[12]:00/, "local times");
@@ -153,6 +215,47 @@ try {
   assert.match(shard[2], /^console-(runner|spare)$/, "the shard names its agent");
   assert.match(shard[4], /^[5-9](\.\d+)?s$/, `the shard ran about 6 s, from lease to result: ${shard}`);
   assert.match(await admin.locator("dl.facts").textContent(), /"who":\s*"console"/, "the run has the params given");
+
+  step("admin: the run's times in the job's timezone, UTC on hover; log lines timed");
+  assert.equal(await text(admin, "#exec-zone"), "Europe/Paris");
+  const started = admin.locator("#exec-started time");
+  const iso = await started.getAttribute("datetime");
+  const paris = new Intl.DateTimeFormat("sv-SE", { timeZone: "Europe/Paris", year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false }).format(new Date(iso));
+  assert.match(await started.textContent(), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d CES?T$/);
+  assert.equal((await started.textContent()).slice(0, 19), paris, "the start in Paris time");
+  assert.equal(await started.getAttribute("title"), `${new Date(iso).toISOString().slice(0, 19).replace("T", " ")}Z (UTC)`);
+  const logTimes = await admin.$$eval("#logs time", (ts) => ts.map((t) => [t.textContent, t.title]));
+  assert.ok(logTimes.length >= 5, `a time on each log line: ${JSON.stringify(logTimes)}`);
+  for (const [local, utc] of logTimes) {
+    assert.match(local, /^\d\d:\d\d:\d\d\.\d{3}$/);
+    assert.match(utc, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z$/);
+  }
+  await shot(admin, "execution-timezone");
+
+  step("admin: why did it run then? The answer at the top of the job's page");
+  await admin.click("#explain-run");
+  await admin.waitForURL(/\/ui\/jobs\/.*\?explain=/);
+  const answer = await admin.locator("#explanation, #explanation-error").first().boundingBox();
+  assert.ok(answer && answer.y + answer.height <= 900, `the answer is in the first screen: ${JSON.stringify(answer)}`);
+  await shot(admin, "job-explain");
+
+  step("admin: re-run the ended run");
+  const original = runURL.match(/executions\/([0-9a-f-]{36})/)[1];
+  await admin.goto(`${base}/ui/executions/${original}`);
+  await admin.click("#rerun-execution");
+  await admin.waitForURL(/\/ui\/executions\/[0-9a-f-]{36}\?done=rerun$/);
+  const rerun = admin.url().match(/executions\/([0-9a-f-]{36})/)[1];
+  assert.notEqual(rerun, original, "a new run");
+  assert.equal(await text(admin, "#done"), "Re-run started.");
+  assert.equal(await admin.locator("#rerun-of").getAttribute("href"), `/ui/executions/${original}`, "linked by rerun_of");
+  assert.match(await admin.locator("dl.facts").textContent(), /"who":\s*"console"/, "with the original's params");
+  await shot(admin, "rerun");
+  await reloadUntil(admin, async () => (await text(admin, "#exec-state")) === "succeeded" &&
+    (await admin.locator("#logs[data-live]").count()) === 0, "the re-run to succeed", 60_000);
+  await admin.goto(`${base}/ui/executions/${original}`);
+  assert.equal(await text(admin, "#reruns"), rerun, "the original lists its re-run");
+  await shot(admin, "rerun-original");
 
   step("admin: pause and resume");
   await admin.goto(`${base}/ui/jobs/${job}`);

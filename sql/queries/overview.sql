@@ -1,0 +1,60 @@
+-- The console's home page draws these: each reads a bounded window (the
+-- last 24 hours, found through the runs' ids, which are UUIDv7 made when
+-- the run is made, so the primary key and the history partitions' id
+-- indexes bound the scan) or the pending tasks' partial index, and
+-- aggregates in the database, so a page costs the same with a million
+-- runs as with a thousand. @groups limits each to a key's job groups
+-- (NULL: all). @now steers the window in tests (NULL: now()).
+
+-- OverviewRunsPerMinute counts the runs fired in the last 24 hours by
+-- minute and state. A delayed run asked for more than a day ahead has an
+-- id older than the window and is not counted.
+-- name: OverviewRunsPerMinute :many
+SELECT date_bin('1 minute', e.fired_at, timestamptz '2000-01-01')::timestamptz AS minute,
+       e.state::text AS state, count(*)::bigint AS runs
+FROM ax.all_executions e
+WHERE e.id >= ax.uuid_v7_floor(coalesce(sqlc.narg('now')::timestamptz, now()) - interval '24 hours')
+  AND e.fired_at >= coalesce(sqlc.narg('now')::timestamptz, now()) - interval '24 hours'
+  AND e.fired_at < coalesce(sqlc.narg('now')::timestamptz, now())
+  AND (sqlc.narg('groups')::text[] IS NULL
+       OR e.job_id IN (SELECT j.id FROM ax.job j WHERE j.group_name = ANY(sqlc.narg('groups')::text[])))
+GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- OverviewDurations is the median and 95th percentile of how long the
+-- runs that finished in the last 24 hours took (started to finished),
+-- by job and hour, for the @max_jobs jobs that ran most.
+-- name: OverviewDurations :many
+WITH took AS (
+    SELECT e.job_id, date_bin('1 hour', e.finished_at, timestamptz '2000-01-01')::timestamptz AS hour,
+           e.finished_at - e.started_at AS took
+    FROM ax.all_executions e
+    WHERE e.id >= ax.uuid_v7_floor(coalesce(sqlc.narg('now')::timestamptz, now()) - interval '24 hours')
+      AND e.finished_at >= coalesce(sqlc.narg('now')::timestamptz, now()) - interval '24 hours'
+      AND e.finished_at < coalesce(sqlc.narg('now')::timestamptz, now())
+      AND e.started_at IS NOT NULL
+      AND (sqlc.narg('groups')::text[] IS NULL
+           OR e.job_id IN (SELECT j.id FROM ax.job j WHERE j.group_name = ANY(sqlc.narg('groups')::text[])))
+), busiest AS (
+    SELECT t.job_id FROM took t GROUP BY t.job_id ORDER BY count(*) DESC, t.job_id LIMIT @max_jobs
+)
+SELECT t.job_id, j.group_name, j.name, t.hour, count(*)::bigint AS runs,
+       extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY t.took))::float8 AS p50_seconds,
+       extract(epoch FROM percentile_disc(0.95) WITHIN GROUP (ORDER BY t.took))::float8 AS p95_seconds
+FROM took t
+JOIN busiest b ON b.job_id = t.job_id
+JOIN ax.job j ON j.id = t.job_id
+GROUP BY t.job_id, j.group_name, j.name, t.hour
+ORDER BY j.group_name, j.name, t.hour;
+
+-- OverviewQueueDepth counts the pending tasks by rate class ('' for
+-- none) and priority, the @max_rows largest groups.
+-- name: OverviewQueueDepth :many
+SELECT coalesce(t.rate_class, '')::text AS rate_class, t.priority, count(*)::bigint AS tasks
+FROM ax.task t
+WHERE t.state = 'pending'
+  AND (sqlc.narg('groups')::text[] IS NULL
+       OR t.job_id IN (SELECT j.id FROM ax.job j WHERE j.group_name = ANY(sqlc.narg('groups')::text[])))
+GROUP BY 1, 2
+ORDER BY 1, 2 DESC
+LIMIT @max_rows;
