@@ -15,6 +15,14 @@ import (
 // jobToDB turns an API job into a definition with its defaults filled
 // (by axtype.Job.FillDefaults, their one owner).
 func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
+	out := jobDefinition(j, id)
+	out.FillDefaults()
+	return out, nil
+}
+
+// jobDefinition turns an API job into a definition as given, defaults not
+// filled (what queue.ValidateJob checks).
+func jobDefinition(j *Job, id uuid.UUID) *axtype.Job {
 	route := deref(j.Route)
 	shards := deref(j.Shards)
 	retry := deref(j.Retry)
@@ -50,8 +58,7 @@ func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
 	}
-	out.FillDefaults()
-	return out, nil
+	return out
 }
 
 // utcTime is t in UTC, nil kept.
