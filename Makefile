@@ -90,7 +90,7 @@ bench: build ## Run the benchmarks (BENCH=regexp, BENCH_COUNT=n); output is benc
 # client, the client needs the spec.
 generate: ts-deps ## Regenerate sqlc code, the OpenAPI specs, the Go and TypeScript clients and sql/schema.sql.
 	cd sql && $(SQLC) generate
-	$(GO) run ./openapi/specgen -dir openapi
+	$(GO) run ./openapi/specgen --dir openapi
 	cd openapi/client && $(OAPI_CODEGEN) -config oapi-codegen.yaml ../openapi-3.0.yaml
 	cd $(TS) && npm run --silent generate
 	$(MAKE) --no-print-directory schema

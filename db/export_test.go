@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
@@ -75,19 +74,16 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// TaskLeasePlan returns the query plan TaskLease would use for p to pick
-// tasks, so tests can check that claiming stays index-driven on a large
-// backlog.
-func TaskLeasePlan(ctx context.Context, e Executor, p *TaskLeaseParams) (string, error) {
-	batch := &TaskLeaseBatch{Agents: []axtype.LeaseAgent{{ID: p.AgentID, Labels: p.AgentLabels, Executors: p.AgentExecutors,
-		LabelBound: p.AgentLabelBound, Max: p.Max}}, StealAfter: p.StealAfter, StarveAfter: p.StarveAfter, Grants: p.Grants, Now: p.Now}
-	pick, err := newLeaseHand(batch).pickParams([]int{0})
+// TaskLeasePlan returns the query plan TaskLeasePick would use for p, so
+// tests can check that claiming stays index-driven on a large backlog.
+func TaskLeasePlan(ctx context.Context, e Executor, p *TaskLeasePickParams) (string, error) {
+	pick, err := pickParams(p)
 	if err != nil {
 		return "", err
 	}
 	x := &explainer{e: e}
 	if _, err := queries.TaskLeasePick(ctx, x, pick); !errors.Is(err, errExplained) {
-		return "", fmt.Errorf("error explaining TaskLease: %w", err)
+		return "", fmt.Errorf("error explaining TaskLeasePick: %w", err)
 	}
 	return x.plan, nil
 }

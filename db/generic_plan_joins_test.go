@@ -19,6 +19,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -100,7 +101,7 @@ func (e *planEnv) plans() []string {
 // them succeeded.
 func (e *planEnv) leaseAndComplete(tx pgx.Tx, n int) error {
 	ctx := context.Background()
-	leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: e.agentID, AgentExecutors: []string{"shell"},
+	leased, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: e.agentID, AgentExecutors: []string{"shell"},
 		Max: n, Lease: time.Minute, StealAfter: time.Second, StarveAfter: time.Hour, Grants: map[string]int{}})
 	if err != nil || len(leased) != n {
 		return fmt.Errorf("leased %d of %d: %w", len(leased), n, err)

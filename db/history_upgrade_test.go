@@ -15,6 +15,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // beforeHistory is the last migration before history moved out of the
@@ -123,14 +124,14 @@ func TestUpgradeMovesHistory(t *testing.T) {
 	finishUnfinishedRuns(t, pool, agentID, jobID)
 }
 
-// finishUnfinishedRuns leases the pending tasks (db.TaskLease, as the
+// finishUnfinishedRuns leases the pending tasks (dispatch.Lease, as the
 // broker does), completes them and the tasks leased before the upgrade
 // (db.TaskComplete with their tokens), and checks that their runs ended
 // and moved to history.
 func finishUnfinishedRuns(t *testing.T, pool *pgxpool.Pool, agentID, jobID uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	leased, err := db.TaskLease(ctx, pool, &db.TaskLeaseParams{AgentID: agentID, AgentExecutors: []string{"shell"},
+	leased, err := dispatch.Lease(ctx, pool, &dispatch.LeaseParams{AgentID: agentID, AgentExecutors: []string{"shell"},
 		Max: 2 * upgradePending, Lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, leased, upgradePending)

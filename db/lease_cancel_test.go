@@ -14,6 +14,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -39,7 +40,7 @@ func TestAgentLeaseSkipsTheTasksOfARunBeingCancelled(t *testing.T) {
 	var got [][]*axtype.LeasedTask
 	go func() {
 		var err error
-		got, err = db.TaskLeaseMany(ctx, pool, &db.TaskLeaseBatch{
+		got, err = dispatch.LeaseMany(ctx, pool, &dispatch.LeaseBatch{
 			Agents: []axtype.LeaseAgent{{ID: agent, Executors: []string{"http"}, Max: 5}},
 			Lease:  30 * time.Second, StealAfter: time.Minute, StarveAfter: time.Hour})
 		leased <- err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,267 +34,102 @@ func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID)
 	return out, nil
 }
 
-// TaskLeaseParams asks for tasks for one agent.
-type TaskLeaseParams struct {
-	AgentID     uuid.UUID
-	AgentLabels map[string]string
-	// AgentExecutors are the task kinds the agent accepts; tasks of other
-	// kinds are never leased to it. Empty: DefaultExecutors.
-	AgentExecutors []string
-	// AgentLabelBound: the agent registered with a key bound to labels and
-	// takes no task of an untargeted job.
-	AgentLabelBound bool
-	Max             int
-	Lease           time.Duration
+// TaskLeasePickParams is one pick of a lease (see the TaskLeasePick
+// query): tasks for agents that share their labels, executor kinds and
+// label binding. Who asks for how many, and in which order, is the
+// caller's policy (queue/dispatch); this only runs the statement.
+type TaskLeasePickParams struct {
+	Labels     map[string]string
+	Executors  []string // empty: DefaultExecutors
+	LabelBound bool
+	// AgentIDs[i] wants up to Maxes[i] tasks.
+	AgentIDs []uuid.UUID
+	Maxes    []int
 	// StealAfter is how long a task routed to another agent waits before
-	// this one may take it (its runner-up first; anyone after three times
-	// as long).
-	StealAfter time.Duration
-	// StarveAfter is how long a ready task may wait before it is leased
+	// these may take it (its runner-up first; anyone after three times as
+	// long); StarveAfter how long a ready task waits before it is picked
 	// ahead of higher priorities.
-	StarveAfter time.Duration
-	// Grants are the tokens taken for this lease (RateClassTake): at most
-	// that many tasks of each class; classes not listed lease none.
-	Grants map[string]int
-	// Now, when set, replaces the database clock for readiness, steal
-	// and starve delays and the lease's expiry (tests); nil: now().
+	StealAfter, StarveAfter time.Duration
+	// Caps are the rate classes that may be picked, with at most how many
+	// tasks each; classes not listed are not picked.
+	Caps map[string]int
+	// Taken are tasks picked already in this transaction: not picked again.
+	Taken []uuid.UUID
+	// Now, when set, replaces the database clock (tests); nil: now().
 	Now *time.Time
 }
 
-// TaskLease claims up to Max pending tasks the agent may run: it picks and
-// locks them, then leases them, in one transaction of b (a savepoint when
-// b is a transaction).
-func TaskLease(ctx context.Context, b TxBeginner, p *TaskLeaseParams) ([]*axtype.LeasedTask, error) {
-	out, err := TaskLeaseMany(ctx, b, &TaskLeaseBatch{
-		Agents: []axtype.LeaseAgent{{ID: p.AgentID, Labels: p.AgentLabels, Executors: p.AgentExecutors,
-			LabelBound: p.AgentLabelBound, Max: p.Max}},
-		Lease: p.Lease, StealAfter: p.StealAfter, StarveAfter: p.StarveAfter, Grants: p.Grants, Now: p.Now})
+// TaskLeasePick picks and locks pending tasks for p, in tx, in the order
+// the query gives; TaskLeaseTake leases those handed out.
+func TaskLeasePick(ctx context.Context, tx pgx.Tx, p *TaskLeasePickParams) ([]axtype.LeaseCandidate, error) {
+	q, err := pickParams(p)
 	if err != nil {
 		return nil, err
 	}
-	return out[0], nil
-}
-
-// TaskLeaseBatch asks for tasks for several agents at once (see
-// TaskLeaseParams for the settings they share).
-type TaskLeaseBatch struct {
-	Agents                         []axtype.LeaseAgent
-	Lease, StealAfter, StarveAfter time.Duration
-	Grants                         map[string]int
-	Now                            *time.Time
-}
-
-// TaskLeaseMany leases tasks for every agent of batch in one transaction
-// of b: out[i] are Agents[i]'s. Agents of the same labels, executor kinds
-// and label binding share one pick (TaskLeasePick), and one statement
-// leases the tasks of all (TaskLeaseTake): the cost of a lease hardly
-// grows with the agents served at once. An agent listed twice is served
-// as two asks.
-func TaskLeaseMany(ctx context.Context, b TxBeginner, batch *TaskLeaseBatch) ([][]*axtype.LeasedTask, error) {
-	total := 0
-	for _, a := range batch.Agents {
-		total += a.Max
-	}
-	out := make([][]*axtype.LeasedTask, len(batch.Agents))
-	err := withBatchTx(ctx, b, total, func(tx pgx.Tx) error {
-		take := dbsqlc.TaskLeaseTakeParams{LeaseSeconds: batch.Lease.Seconds(), Now: batch.Now}
-		runs := map[uuid.UUID]bool{}
-		h := newLeaseHand(batch)
-		if len(batch.Agents) > 1 {
-			if err := h.leaveOutInactive(ctx, tx); err != nil {
-				return err
-			}
-		}
-		for _, group := range leaseGroups(batch.Agents) {
-			pick, err := h.pickParams(group)
-			if err != nil {
-				return err
-			}
-			if pick.Max == 0 {
-				continue
-			}
-			picked, err := queries.TaskLeasePick(ctx, tx, pick)
-			if err != nil {
-				return err
-			}
-			for _, r := range picked {
-				if i := h.handTo(group, r); i >= 0 {
-					take.TaskIds = append(take.TaskIds, r.ID)
-					take.AgentIds = append(take.AgentIds, batch.Agents[i].ID)
-					if !runs[r.ExecutionID] {
-						runs[r.ExecutionID] = true
-						take.ExecutionIds = append(take.ExecutionIds, r.ExecutionID)
-					}
-				}
-			}
-		}
-		if len(take.TaskIds) == 0 {
-			return nil
-		}
-		rows, err := queries.TaskLeaseTake(ctx, tx, take)
-		if err != nil {
-			return err
-		}
-		leased, err := leasedTasks(rows)
-		if err != nil {
-			return err
-		}
-		for _, t := range leased {
-			i := h.owner[t.ID]
-			out[i] = append(out[i], t)
-		}
-		return nil
-	})
+	rows, err := queries.TaskLeasePick(ctx, tx, q)
 	if err != nil {
-		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
+		return nil, fmt.Errorf("error picking tasks to lease: %w", mapErr(err))
+	}
+	out := make([]axtype.LeaseCandidate, len(rows))
+	for i, r := range rows {
+		out[i] = axtype.LeaseCandidate{ID: r.ID, ExecutionID: r.ExecutionID, RateClass: r.RateClass,
+			PreferredAgentID: r.PreferredAgentID, FallbackAgentID: r.FallbackAgentID, Steal: axtype.LeaseSteal(r.Steal)}
 	}
 	return out, nil
 }
 
-// withBatchTx is WithBatchTxV for a function without a value.
-func withBatchTx(ctx context.Context, b TxBeginner, size int, fn func(tx pgx.Tx) error) error {
-	_, err := WithBatchTxV(ctx, b, size, func(tx pgx.Tx) (struct{}, error) { return struct{}{}, fn(tx) })
-	return err
-}
-
-// leaseGroups groups the indexes of agents that may take the same tasks:
-// same labels, executor kinds and label binding.
-func leaseGroups(agents []axtype.LeaseAgent) [][]int {
-	var groups [][]int
-	for i, a := range agents {
-		found := false
-		for g, group := range groups {
-			first := agents[group[0]]
-			if first.LabelBound == a.LabelBound && maps.Equal(first.Labels, a.Labels) &&
-				slices.Equal(cmpSlice(first.Executors, axtype.DefaultExecutors), cmpSlice(a.Executors, axtype.DefaultExecutors)) {
-				groups[g] = append(groups[g], i)
-				found = true
-				break
-			}
-		}
-		if !found {
-			groups = append(groups, []int{i})
-		}
-	}
-	return groups
-}
-
-// leaseHand hands picked tasks to the agents of a batch: each agent gets
-// at most its Max, and the rate class grants are shared by all.
-type leaseHand struct {
-	batch  *TaskLeaseBatch
-	room   []int
-	grants map[string]int
-	owner  map[uuid.UUID]int // task → index of the agent it was handed to
-}
-
-func newLeaseHand(batch *TaskLeaseBatch) *leaseHand {
-	h := &leaseHand{batch: batch, room: make([]int, len(batch.Agents)), grants: maps.Clone(batch.Grants),
-		owner: map[uuid.UUID]int{}}
-	for i, a := range batch.Agents {
-		h.room[i] = a.Max
-	}
-	return h
-}
-
-// leaveOutInactive gives no room to the agents that may not lease now
-// (drained while their polls waited): their share goes to the others.
-func (h *leaseHand) leaveOutInactive(ctx context.Context, tx pgx.Tx) error {
-	ids := make([]uuid.UUID, len(h.batch.Agents))
-	for i, a := range h.batch.Agents {
-		ids[i] = a.ID
-	}
-	leasable, err := queries.AgentsLeasable(ctx, tx, ids)
-	if err != nil {
-		return err
-	}
-	for i, a := range h.batch.Agents {
-		if !slices.Contains(leasable, a.ID) {
-			h.room[i] = 0
-		}
-	}
-	return nil
-}
-
-// pickParams asks for what group still has room for, within the grants
-// left (pick.Max is 0 when it has none).
-func (h *leaseHand) pickParams(group []int) (dbsqlc.TaskLeasePickParams, error) {
-	first := h.batch.Agents[group[0]]
-	labels, err := json.Marshal(nonNilMap(first.Labels))
+func pickParams(p *TaskLeasePickParams) (dbsqlc.TaskLeasePickParams, error) {
+	labels, err := json.Marshal(nonNilMap(p.Labels))
 	if err != nil {
 		return dbsqlc.TaskLeasePickParams{}, fmt.Errorf("error encoding agent labels: %w", err)
 	}
-	pick := dbsqlc.TaskLeasePickParams{
-		AgentLabels: labels, Executors: cmpSlice(first.Executors, axtype.DefaultExecutors), LabelBound: first.LabelBound,
-		StealSeconds: h.batch.StealAfter.Seconds(), StealAnySeconds: 3 * h.batch.StealAfter.Seconds(),
-		StarveSeconds: h.batch.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{}, Now: h.batch.Now,
-		Taken: make([]uuid.UUID, 0, len(h.owner)),
+	q := dbsqlc.TaskLeasePickParams{
+		AgentLabels: labels, Executors: cmpSlice(p.Executors, axtype.DefaultExecutors), LabelBound: p.LabelBound,
+		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
+		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{}, Now: p.Now,
+		Taken: append([]uuid.UUID{}, p.Taken...), AgentIds: p.AgentIDs, Maxes: make([]int32, len(p.Maxes)),
 	}
-	for id := range h.owner {
-		pick.Taken = append(pick.Taken, id)
+	for i, n := range p.Maxes {
+		q.Maxes[i] = int32(n)
+		q.Max += int32(n)
 	}
-	for _, i := range group {
-		if h.room[i] > 0 {
-			pick.AgentIds = append(pick.AgentIds, h.batch.Agents[i].ID)
-			pick.Maxes = append(pick.Maxes, int32(h.room[i]))
-			pick.Max += int32(h.room[i])
-		}
+	for class, n := range p.Caps {
+		q.Classes = append(q.Classes, class)
+		q.Caps = append(q.Caps, int32(n))
 	}
-	for class, n := range h.grants {
-		if n > 0 {
-			pick.Classes = append(pick.Classes, class)
-			pick.Caps = append(pick.Caps, int32(n))
-		}
-	}
-	return pick, nil
+	return q, nil
 }
 
-// handTo hands the picked task r to an agent of group that may take it
-// and has room, and returns its index (-1: none; the task stays pending).
-// Its preferred agent comes first; then, when it may be stolen, its
-// runner-up or (steal 2, or unassigned) the agent with the most room, so
-// that a batch spreads its tasks as separate leases would.
-func (h *leaseHand) handTo(group []int, r dbsqlc.TaskLeasePickRow) int {
-	if _, dup := h.owner[r.ID]; dup {
-		return -1 // picked for an earlier group as well
-	}
-	if r.RateClass != "" && h.grants[r.RateClass] <= 0 {
-		return -1
-	}
-	chosen := -1
-	if r.PreferredAgentID != nil {
-		chosen = h.withRoom(group, *r.PreferredAgentID)
-	}
-	switch {
-	case chosen >= 0:
-	case r.Steal == 1 && r.FallbackAgentID != nil:
-		chosen = h.withRoom(group, *r.FallbackAgentID)
-	case r.Steal == 2:
-		for _, i := range group {
-			if h.room[i] > 0 && (chosen < 0 || h.room[i] > h.room[chosen]) {
-				chosen = i
-			}
-		}
-	}
-	if chosen < 0 {
-		return -1
-	}
-	h.room[chosen]--
-	h.owner[r.ID] = chosen
-	if r.RateClass != "" {
-		h.grants[r.RateClass]--
-	}
-	return chosen
+// TaskLeaseTakeParams leases picked tasks: TaskIDs[i] to AgentIDs[i].
+type TaskLeaseTakeParams struct {
+	TaskIDs, AgentIDs []uuid.UUID
+	// ExecutionIDs are the runs of those tasks, each once: they start.
+	ExecutionIDs []uuid.UUID
+	Lease        time.Duration
+	// Now, when set, replaces the database clock (tests); nil: now().
+	Now *time.Time
 }
 
-// withRoom returns the index of agent id in group when it has room, or -1.
-func (h *leaseHand) withRoom(group []int, id uuid.UUID) int {
-	for _, i := range group {
-		if h.batch.Agents[i].ID == id && h.room[i] > 0 {
-			return i
-		}
+// TaskLeaseTake leases the tasks of p in tx, which picked them
+// (TaskLeasePick). A task whose agent may no longer lease (drained since)
+// is left out, and its run does not start.
+func TaskLeaseTake(ctx context.Context, tx pgx.Tx, p *TaskLeaseTakeParams) ([]*axtype.LeasedTask, error) {
+	rows, err := queries.TaskLeaseTake(ctx, tx, dbsqlc.TaskLeaseTakeParams{LeaseSeconds: p.Lease.Seconds(), Now: p.Now,
+		TaskIds: p.TaskIDs, AgentIds: p.AgentIDs, ExecutionIds: p.ExecutionIDs})
+	if err != nil {
+		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
 	}
-	return -1
+	return leasedTasks(rows)
+}
+
+// AgentsLeasable returns which of ids may lease now (active, see the
+// query), in tx.
+func AgentsLeasable(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) ([]uuid.UUID, error) {
+	leasable, err := queries.AgentsLeasable(ctx, tx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error reading which of %d agents may lease: %w", len(ids), mapErr(err))
+	}
+	return leasable, nil
 }
 
 func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*axtype.LeasedTask, error) {

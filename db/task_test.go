@@ -40,9 +40,8 @@ func TestLeaseQueryIsIndexDriven(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE ax.task`)
 	require.NoError(t, err)
-	plan, err := db.TaskLeasePlan(ctx, pool, &db.TaskLeaseParams{AgentID: uuid.New(), Max: 10,
-		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
-		AgentExecutors: []string{"shell", "http", "handler"}})
+	plan, err := db.TaskLeasePlan(ctx, pool, &db.TaskLeasePickParams{AgentIDs: []uuid.UUID{uuid.New()}, Maxes: []int{10},
+		StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute, Executors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)
 	t.Log(plan)
 	for _, line := range strings.Split(plan, "\n") {

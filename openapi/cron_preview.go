@@ -66,7 +66,7 @@ func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, e
 			field = "body.timezone"
 		}
 		return nil, huma.Error422UnprocessableEntity("invalid cron expression or timezone",
-			&huma.ErrorDetail{Location: field, Message: cronReason(err)})
+			&huma.ErrorDetail{Location: field, Message: queue.CronReason(err)})
 	}
 	jobID, err := previewJitterJob(&in.Body)
 	if err != nil {

@@ -275,7 +275,7 @@ func TestLeaseAndCompleteStayLinearOnStaleStatistics(t *testing.T) {
 			defer tx.Rollback(ctx)
 			_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
 			require.NoError(t, err)
-			leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: uuid.MustParse(agent.id), Max: 1000,
+			leased, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: uuid.MustParse(agent.id), Max: 1000,
 				Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
 				AgentExecutors: []string{"shell", "http", "handler"}})
 			require.NoError(t, err)
@@ -322,7 +322,7 @@ func TestRunStartsInPlace(t *testing.T) {
 	tx, err := env.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	leased, err := db.TaskLease(ctx, tx, &db.TaskLeaseParams{AgentID: uuid.MustParse(agent.id), Max: runs,
+	leased, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: uuid.MustParse(agent.id), Max: runs,
 		Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
 		AgentExecutors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)

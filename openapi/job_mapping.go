@@ -15,6 +15,14 @@ import (
 // jobToDB turns an API job into a definition with its defaults filled
 // (by axtype.Job.FillDefaults, their one owner).
 func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
+	out := jobDefinition(j, id)
+	out.FillDefaults()
+	return out, nil
+}
+
+// jobDefinition turns an API job into a definition as given, defaults not
+// filled (what queue.ValidateJob checks).
+func jobDefinition(j *Job, id uuid.UUID) *axtype.Job {
 	route := deref(j.Route)
 	shards := deref(j.Shards)
 	retry := deref(j.Retry)
@@ -23,9 +31,7 @@ func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
 		ID: id, Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
 		TriggerKind: axtype.TriggerKind(j.Trigger.Kind), CronExpr: j.Trigger.Cron, Timezone: j.Trigger.Timezone,
 		IntervalSeconds: j.Trigger.IntervalSeconds, RunAt: j.Trigger.RunAt,
-		ExecutorKind: axtype.ExecutorKind(j.Executor.Kind),
-		Executor: axtype.ExecutorConfig{Command: j.Executor.Command, URL: j.Executor.URL,
-			Headers: j.Executor.Headers, Body: j.Executor.Body, Handler: j.Executor.Handler},
+		ExecutorKind: axtype.ExecutorKind(j.Executor.Kind), Executor: jobExecutorToDB(&j.Executor),
 		TargetLabels:  deref(j.Target).Labels,
 		RouteStrategy: axtype.RouteStrategy(route.Strategy), RouteKey: route.Key,
 		ShardCount: shards.Count, ShardParams: shards.Params,
@@ -41,17 +47,13 @@ func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
 		HistoryRetentionSeconds:       deref(j.History).RetentionSeconds,
 		HistoryFailedRetentionSeconds: deref(j.History).FailedRetentionSeconds,
 	}
-	if out.ExecutorKind == axtype.ExecutorHTTP { // the schema's default fills method for every kind
-		out.Executor.Method = j.Executor.Method
-	}
 	if g := shards.Generator; g != nil {
 		out.ShardGenerator = &axtype.ShardGenerator{Kind: axtype.ShardGeneratorKind(g.Kind), WindowSeconds: g.WindowSeconds}
 	}
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
 	}
-	out.FillDefaults()
-	return out, nil
+	return out
 }
 
 // utcTime is t in UTC, nil kept.
@@ -157,7 +159,19 @@ func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }
 
-// jobExecutorFromDB shows a stored executor of kind.
+// jobExecutorToDB is what an API executor stores. The API and the stored
+// form differ by Kind (a column of its own) and method, which the schema's
+// default fills for every kind and only http keeps.
+func jobExecutorToDB(e *JobExecutor) axtype.ExecutorConfig {
+	c := axtype.ExecutorConfig{Command: e.Command, URL: e.URL, Headers: e.Headers, Body: e.Body, Handler: e.Handler}
+	if axtype.ExecutorKind(e.Kind) == axtype.ExecutorHTTP {
+		c.Method = e.Method
+	}
+	return c
+}
+
+// jobExecutorFromDB shows a stored executor of kind (a job's, or a
+// leased task's).
 func jobExecutorFromDB(kind axtype.ExecutorKind, c *axtype.ExecutorConfig) JobExecutor {
 	return JobExecutor{Kind: string(kind), Command: c.Command, URL: c.URL, Method: c.Method,
 		Headers: c.Headers, Body: c.Body, Handler: c.Handler}

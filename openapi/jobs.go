@@ -292,7 +292,14 @@ func jobErrorAt(err error, in *Job, prefix string) error {
 	var ce *axtype.ConstraintError
 	var managed *queue.ManagedJobError
 	var writeOnly *queue.WriteOnlyError
+	var invalid *axtype.InvalidError
 	switch {
+	case errors.As(err, &invalid): // Resolve checks the same rules: reached by a path that skipped it
+		details := make([]error, len(invalid.Fields))
+		for i, f := range invalid.Fields {
+			details[i] = &huma.ErrorDetail{Location: prefix + f.Field, Message: f.Message, Value: f.Value}
+		}
+		return huma.Error422UnprocessableEntity("validation failed", details...)
 	case errors.As(err, &writeOnly):
 		return huma.Error422UnprocessableEntity("a write-only value is missing",
 			&huma.ErrorDetail{Location: prefix + writeOnly.Field, Message: writeOnly.Error(), Value: writeOnly.Value})

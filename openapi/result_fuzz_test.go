@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -64,7 +63,7 @@ func FuzzResultPath(f *testing.F) {
 			return // the API refuses the body before it is read: a 4xx
 		}
 		exec := testfactory.Execution(ctx, t, pool, created.ID, nil)
-		tasks, err := db.TaskLease(ctx, pool, &db.TaskLeaseParams{AgentID: agent.ID,
+		tasks, err := dispatch.Lease(ctx, pool, &dispatch.LeaseParams{AgentID: agent.ID,
 			AgentExecutors: []string{"shell"}, Max: 10, Lease: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, tasks, 3, "nothing is left from an earlier input")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -174,6 +175,11 @@ var errDryRun = errors.New("dry run")
 // *DeclarationConflictError, recorded on the set and counted; an error of
 // one job a *DeclarationJobError. Either way nothing of d is applied.
 func (s *DeclarationService) Apply(ctx context.Context, d *Declaration) (*DeclarationResult, error) {
+	for i, j := range d.Jobs {
+		if err := ValidateJob(j, time.Now()); err != nil {
+			return nil, &DeclarationJobError{Index: i, Err: err}
+		}
+	}
 	res := &DeclarationResult{ManagedBy: d.ManagedBy, Version: d.Version, DryRun: d.DryRun}
 	err := db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		a := &applier{d: d, tx: tx, res: res}

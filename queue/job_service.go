@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -33,8 +34,12 @@ func NewJobService(pool *pgxpool.Pool, logger *slog.Logger) *JobService {
 }
 
 // Create stores a new job (ID assigned here when unset) with its first
-// next_fire_at computed from the database clock.
+// next_fire_at computed from the database clock. A definition that breaks
+// a rule of ValidateJob is refused with an *axtype.InvalidError.
 func (s *JobService) Create(ctx context.Context, job *axtype.Job) (*axtype.Job, error) {
+	if err := ValidateJob(job, time.Now()); err != nil {
+		return nil, err
+	}
 	if job.ID == uuid.Nil {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -98,8 +103,13 @@ func refuseManaged(j *axtype.Job, force bool) error {
 // when the schedule itself changed, so editing a description never moves
 // (or loses) a pending fire. A job managed by a declaration set is
 // refused with a ManagedJobError unless force is set; forced, it stays
-// managed, and the set's next declaration puts its definition back.
+// managed, and the set's next declaration puts its definition back. A
+// definition that breaks a rule of ValidateJob is refused with an
+// *axtype.InvalidError.
 func (s *JobService) Update(ctx context.Context, job *axtype.Job, force bool) (*axtype.Job, error) {
+	if err := ValidateJob(job, time.Now()); err != nil {
+		return nil, err
+	}
 	updated, err := db.WithTxV(ctx, s.pool, func(tx pgx.Tx) (*axtype.Job, error) {
 		old, err := db.JobGetByIDForUpdate(ctx, tx, job.ID)
 		if err != nil {

@@ -45,6 +45,9 @@ func (s *ExecutionService) Run(ctx context.Context, def *axtype.Job, req *Trigge
 	def.TriggerKind, def.NextFireAt, def.RunAt = axtype.TriggerManual, nil, nil
 	def.Name = cmp.Or(def.Name, "run-"+execID.String())
 	def.Group = cmp.Or(def.Group, RunGroup)
+	if err := ValidateJob(def, time.Now()); err != nil {
+		return nil, err
+	}
 	out := &RunResult{}
 	err = db.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if req.IdempotencyKey != "" {

@@ -19,6 +19,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ax-scheduler/ax/openapi/speccmd"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -65,7 +67,9 @@ func newRootCommand() *cobra.Command {
 		c.GroupID = "api"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newServeCommand(), newDevCommand(), newMigrateCommand(), newMaintainCommand(), newOpenAPICommand()} {
+	spec := speccmd.Command() // the program make generate runs as openapi/specgen
+	spec.Args = noArgs
+	for _, c := range []*cobra.Command{newServeCommand(), newDevCommand(), newMigrateCommand(), newMaintainCommand(), spec} {
 		c.GroupID = "server"
 		root.AddCommand(c)
 	}

@@ -1,26 +1,18 @@
-// Command specgen writes the OpenAPI specs (3.1 and its 3.0 downgrade) to
-// a folder. make generate runs it before building anything else, because
-// the Go client, and so cmd/ax, are generated from its output: building
-// ax to write the spec would need the client of the spec not yet written.
+// Command specgen is `ax openapi` (package speccmd) built without the
+// rest of ax: make generate runs it before the Go client that cmd/ax
+// imports is regenerated from its output.
 package main
 
 import (
-	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 
-	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/openapi/speccmd"
 )
 
 func main() {
-	dir := flag.String("dir", "openapi", "folder to write "+openapi.SpecFile31+" and "+openapi.SpecFile30+" to")
-	flag.Parse()
-	if err := openapi.WriteSpec(*dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	cmd := speccmd.Command()
+	cmd.Use = "specgen"
+	if err := cmd.Execute(); err != nil {
 		os.Exit(1)
-	}
-	for _, name := range []string{openapi.SpecFile31, openapi.SpecFile30} {
-		fmt.Println("wrote", filepath.Join(*dir, name))
 	}
 }

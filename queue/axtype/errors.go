@@ -29,3 +29,31 @@ func (e *ConstraintError) Error() string {
 }
 
 func (e *ConstraintError) Unwrap() error { return e.Err }
+
+// FieldError is one thing wrong with a definition: Field names it as the
+// API spells it, from the definition's root ("trigger.cron").
+type FieldError struct {
+	Field   string
+	Message string
+	Value   any
+}
+
+func (e *FieldError) Error() string { return e.Field + " " + e.Message }
+
+// InvalidError refuses a definition whose fields do not fit together
+// (queue.ValidateJob); nothing was written.
+type InvalidError struct {
+	Fields []FieldError
+}
+
+func (e *InvalidError) Error() string {
+	msg := "invalid definition"
+	for i, f := range e.Fields {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		msg += sep + f.Error()
+	}
+	return msg
+}

@@ -95,13 +95,34 @@ type LeasedTask struct {
 	Secrets []string
 }
 
-// LeaseAgent is one agent's ask in a TaskLeaseBatch.
+// LeaseAgent is one agent's ask in a lease batch (dispatch.LeaseBatch).
 type LeaseAgent struct {
 	ID         uuid.UUID
 	Labels     map[string]string
 	Executors  []string // empty: DefaultExecutors
 	LabelBound bool
 	Max        int
+}
+
+// LeaseSteal says who may take a picked task: LeaseStealNone, only its
+// preferred agent (anyone, when it has none); LeaseStealRunnerUp, its
+// runner-up too; LeaseStealAny, anyone.
+type LeaseSteal int
+
+const (
+	LeaseStealNone LeaseSteal = iota
+	LeaseStealRunnerUp
+	LeaseStealAny
+)
+
+// LeaseCandidate is a task a lease picked and locked, not yet handed to
+// an agent.
+type LeaseCandidate struct {
+	ID, ExecutionID  uuid.UUID
+	RateClass        string // "": none
+	PreferredAgentID *uuid.UUID
+	FallbackAgentID  *uuid.UUID // the runner-up of a keyed task
+	Steal            LeaseSteal
 }
 
 // TaskRef names a leased task with its fencing token.

@@ -267,7 +267,7 @@ func leaseOne(t *testing.T, env *outEnv) *leasedTaskRef {
 	agent, err := db.AgentInsert(ctx, env.pool, &axtype.Agent{ID: newID(t), Name: "a1", Capacity: 4, Weight: 1, APIKeyID: key.ID,
 		Executors: []string{"shell", "http", "handler"}})
 	require.NoError(t, err)
-	tasks, err := db.TaskLease(ctx, env.pool, &db.TaskLeaseParams{AgentID: agent.ID, Max: 1, Lease: time.Minute,
+	tasks, err := dispatch.Lease(ctx, env.pool, &dispatch.LeaseParams{AgentID: agent.ID, Max: 1, Lease: time.Minute,
 		StealAfter: time.Second, StarveAfter: time.Hour, AgentExecutors: agent.Executors})
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)

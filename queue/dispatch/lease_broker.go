@@ -314,8 +314,8 @@ func leaseAgent(agent *axtype.Agent, limit int) axtype.LeaseAgent {
 }
 
 // leaseBatch is a batch of asks under the broker's settings.
-func (s *LeaseBroker) leaseBatch(asks ...axtype.LeaseAgent) *db.TaskLeaseBatch {
-	return &db.TaskLeaseBatch{Agents: asks, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter,
+func (s *LeaseBroker) leaseBatch(asks ...axtype.LeaseAgent) *LeaseBatch {
+	return &LeaseBatch{Agents: asks, Lease: s.cfg.Lease, StealAfter: s.cfg.StealAfter,
 		StarveAfter: s.cfg.StarveAfter, Now: s.clock.Now()}
 }
 
@@ -338,7 +338,7 @@ func (s *LeaseBroker) serveLeases(ctx context.Context, asks []*batchAsk[axtype.L
 // lease takes tokens of the rate classes that have tasks waiting (see
 // RateClasses.admit), leases with e within those grants, and gives back
 // the tokens it did not use.
-func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *db.TaskLeaseBatch) ([][]*axtype.LeasedTask, error) {
+func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *LeaseBatch) ([][]*axtype.LeasedTask, error) {
 	total := 0
 	for _, a := range batch.Agents {
 		total += a.Max
@@ -348,7 +348,7 @@ func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *db.Task
 		return nil, err
 	}
 	batch.Grants = grants
-	got, err := db.TaskLeaseMany(ctx, e, batch)
+	got, err := LeaseMany(ctx, e, batch)
 	s.classes.giveBack(ctx, grants, slices.Concat(got...))
 	return got, err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,6 +57,7 @@ type axReplica struct {
 	url         string
 	metrics     *metrics.Metrics
 	router      *dispatch.TaskRouter
+	notifier    *notify.Notifier
 	jobID       uuid.UUID
 	requests    *requestLog // agents' lease and complete calls, when recording
 }
@@ -136,7 +138,8 @@ func startReplicaWith(b *testing.B, dbURL string, withRiver bool) *axReplica {
 	requests := &requestLog{}
 	srv := httptest.NewServer(requests.wrap(openapi.LogRequests(logger, mux)))
 	b.Cleanup(srv.Close)
-	r := &axReplica{pool: pool, requestPool: requestPool, url: srv.URL, metrics: metrics, router: router, requests: requests}
+	r := &axReplica{pool: pool, requestPool: requestPool, url: srv.URL, metrics: metrics, router: router, notifier: notifier,
+		requests: requests}
 	r.jobID = r.createJob(b)
 	return r
 }
@@ -151,18 +154,24 @@ func (r *axReplica) createJob(b *testing.B) uuid.UUID {
 // run (nil: any agent).
 func (r *axReplica) createJobFor(b *testing.B, labels map[string]string) uuid.UUID {
 	b.Helper()
+	def := map[string]any{"trigger": map[string]any{"kind": "manual"}}
+	if labels != nil {
+		def["target"] = map[string]any{"labels": labels}
+	}
+	return r.createJobDef(b, def)
+}
+
+// createJobDef creates, through the API, a job that runs benchHandler
+// with the rest of its definition from def (a trigger at least).
+func (r *axReplica) createJobDef(b *testing.B, def map[string]any) uuid.UUID {
+	b.Helper()
 	admin, _, err := queue.NewKeyService(r.pool).Create(context.Background(), "bench-admin", []string{queue.ScopeAdmin}, queue.KeyLimits{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	def := map[string]any{
-		"name":     "bench-noop-" + uuid.NewString()[:8], // unique in a database benchmarks share
-		"trigger":  map[string]any{"kind": "manual"},
-		"executor": map[string]any{"kind": "handler", "handler": benchHandler},
-	}
-	if labels != nil {
-		def["target"] = map[string]any{"labels": labels}
-	}
+	def = maps.Clone(def)
+	def["name"] = "bench-noop-" + uuid.NewString()[:8] // unique in a database benchmarks share
+	def["executor"] = map[string]any{"kind": "handler", "handler": benchHandler}
 	body, _ := json.Marshal(def)
 	req, _ := http.NewRequest(http.MethodPost, r.url+"/v1/jobs", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+admin)

@@ -225,12 +225,12 @@ func (w *writePath) run(b *testing.B, n int, cpu *cpuMeter) (fire, lease, comple
 	w.begin(b)
 	phase = cpu.start(b)
 	for got := 0; got < n; {
-		batch := &db.TaskLeaseBatch{Lease: time.Minute, StealAfter: time.Minute, StarveAfter: time.Hour}
+		batch := &dispatch.LeaseBatch{Lease: time.Minute, StealAfter: time.Minute, StarveAfter: time.Hour}
 		for _, id := range w.agents {
 			batch.Agents = append(batch.Agents, axtype.LeaseAgent{ID: id, Executors: []string{"handler"},
 				Max: writeLeaseBatch / len(w.agents)})
 		}
-		out, err := db.TaskLeaseMany(ctx, w.pool, batch)
+		out, err := dispatch.LeaseMany(ctx, w.pool, batch)
 		if err != nil {
 			b.Fatal(err)
 		}

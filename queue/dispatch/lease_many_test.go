@@ -1,4 +1,4 @@
-package db_test
+package dispatch_test
 
 import (
 	"context"
@@ -11,9 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/db"
-
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -65,7 +64,7 @@ func TestLeaseManyHandsEachAgentWhatItMayTake(t *testing.T) {
 	unassigned := []uuid.UUID{task(anyone, nil), task(anyone, nil)}
 	forC := task(poolC, nil)
 
-	got, err := db.TaskLeaseMany(ctx, pool, &db.TaskLeaseBatch{
+	got, err := dispatch.LeaseMany(ctx, pool, &dispatch.LeaseBatch{
 		Agents: []axtype.LeaseAgent{
 			{ID: a, Labels: map[string]string{"pool": "a"}, Executors: []string{"shell"}, Max: 3},
 			{ID: b, Labels: map[string]string{"pool": "a"}, Executors: []string{"shell"}, Max: 1},
@@ -152,7 +151,7 @@ func TestLeaseManyStartsOnlyTheRunsItLeases(t *testing.T) {
 	traced, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	defer traced.Close()
-	got, err := db.TaskLeaseMany(ctx, traced, &db.TaskLeaseBatch{
+	got, err := dispatch.LeaseMany(ctx, traced, &dispatch.LeaseBatch{
 		Agents: []axtype.LeaseAgent{{ID: stays, Executors: []string{"shell"}, Max: 1},
 			{ID: drained, Executors: []string{"shell"}, Max: 1}},
 		Lease: 30 * time.Second, StealAfter: time.Minute, StarveAfter: time.Hour})

@@ -1,0 +1,269 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/cron"
+	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/httptask"
+)
+
+// The engine owns the rules of a job definition that types cannot state:
+// fields that depend on each other, cron expressions, timezones, URLs and
+// templates. JobService and DeclarationService refuse a job that breaks
+// one, whoever sends it (API, CLI, declaration); the API checks the same
+// rules while it decodes, so its problems name body fields.
+
+var labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,100}$`)
+
+// ValidateJob checks j, a definition with or without its defaults filled,
+// and returns an *axtype.InvalidError naming every field that is wrong,
+// or nil. It stores the timezone's canonical name in j (as Postgres reads
+// it: "Europe//./Paris" is Europe/Paris). now is when run_at must follow.
+func ValidateJob(j *axtype.Job, now time.Time) error {
+	var v jobErrors
+	if strings.TrimSpace(j.Name) == "" {
+		v.add("name", "must not be blank", j.Name)
+	}
+	v.trigger(j, now)
+	v.executor(j)
+	for k := range j.TargetLabels {
+		if !labelKeyPattern.MatchString(k) {
+			v.add("target.labels", "label keys are 1-100 of A-Z a-z 0-9 _ . - /", k)
+		}
+	}
+	v.route(j)
+	v.shardRange(j)
+	v.shardGenerator(j)
+	if j.ExecutorKind == axtype.ExecutorHTTP && j.Executor.Body != "" {
+		if err := httptask.ParseBodyTemplate(j.Executor.Body); err != nil {
+			v.add("executor.body", err.Error(), j.Executor.Body)
+		}
+	}
+	if count := max(j.ShardCount, 1); len(j.ShardParams) > 0 && len(j.ShardParams) != count {
+		v.add("shards.params",
+			fmt.Sprintf("has %d entries but shards.count is %d: give one param per shard or none", len(j.ShardParams), count),
+			j.ShardParams)
+	}
+	if j.TriggerKind == axtype.TriggerInterval && j.IntervalSeconds > 0 && int64(j.JitterSeconds) >= j.IntervalSeconds {
+		v.add("jitter_seconds", "must be less than trigger.interval_seconds: a jittered run must start before the next tick", j.JitterSeconds)
+	}
+	if j.ActiveFrom != nil && j.ActiveUntil != nil && !j.ActiveUntil.After(*j.ActiveFrom) {
+		v.add("active_until", "must be after active_from", j.ActiveUntil)
+	}
+	if j.RetryBackoffMaxSeconds != 0 && j.RetryBackoffMaxSeconds < j.RetryBackoffSeconds {
+		v.add("retry.backoff_max_seconds", "must not be less than retry.backoff_seconds", j.RetryBackoffMaxSeconds)
+	}
+	if j.Agentless() && j.TimeoutSeconds > axtype.MaxAgentlessTimeoutSeconds {
+		v.add("timeout_seconds", fmt.Sprintf("must be at most %d for an HTTP job ax sends itself "+
+			"(no target labels): its request holds a server worker; for longer work answer 202 and post the result "+
+			"to the completion URL, or run it on an agent", axtype.MaxAgentlessTimeoutSeconds), j.TimeoutSeconds)
+	}
+	if j.TimeoutMode == axtype.TimeoutAdaptive && j.TimeoutSeconds != 0 && j.TimeoutSeconds < axtype.AdaptiveTimeoutMinSeconds {
+		v.add("timeout_seconds", fmt.Sprintf("must be at least %d with timeout_mode adaptive: it is the "+
+			"ceiling of a timeout that is at least %d s", axtype.AdaptiveTimeoutMinSeconds, axtype.AdaptiveTimeoutMinSeconds), j.TimeoutSeconds)
+	}
+	if j.CallbackURL != "" {
+		if reason := HTTPURLProblem(j.CallbackURL); reason != "" {
+			v.add("callback.url", reason, j.CallbackURL)
+		}
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	return &axtype.InvalidError{Fields: v}
+}
+
+// jobErrors collects what is wrong with a definition.
+type jobErrors []axtype.FieldError
+
+func (v *jobErrors) add(field, message string, value any) {
+	*v = append(*v, axtype.FieldError{Field: field, Message: message, Value: value})
+}
+
+func (v *jobErrors) trigger(j *axtype.Job, now time.Time) {
+	at := func(f string) string { return "trigger." + f }
+	if canon, err := cron.CanonicalZone(j.Timezone); err != nil {
+		v.add(at("timezone"), err.Error(), j.Timezone)
+	} else {
+		j.Timezone = canon
+	}
+	kind := j.TriggerKind
+	onlyFor := func(field string, only axtype.TriggerKind, set bool) {
+		if set && kind != only {
+			v.add(at(field), "is only used with trigger kind "+string(only), nil)
+		}
+	}
+	onlyFor("cron", axtype.TriggerCron, j.CronExpr != "")
+	onlyFor("interval_seconds", axtype.TriggerInterval, j.IntervalSeconds != 0)
+	onlyFor("run_at", axtype.TriggerDelay, j.RunAt != nil)
+	switch kind {
+	case axtype.TriggerCron:
+		if j.CronExpr == "" {
+			v.add(at("cron"), "is required with trigger kind cron", nil)
+		} else if _, err := cron.Parse(j.CronExpr, j.Timezone); err != nil {
+			var fe *cron.FieldError
+			if !errors.As(err, &fe) || fe.Field != "timezone" { // a bad zone is named above
+				v.add(at("cron"), CronReason(err), j.CronExpr)
+			}
+		}
+	case axtype.TriggerInterval:
+		if j.IntervalSeconds < 1 {
+			v.add(at("interval_seconds"), "is required with trigger kind interval and must be at least 1", j.IntervalSeconds)
+		}
+	case axtype.TriggerDelay:
+		if j.RunAt == nil {
+			v.add(at("run_at"), "is required with trigger kind delay", nil)
+		} else if !j.RunAt.After(now) {
+			v.add(at("run_at"), "must be in the future", j.RunAt)
+		}
+	case axtype.TriggerManual:
+	default:
+		v.add(at("kind"), "is required: one of cron, interval, delay, manual", string(kind))
+	}
+}
+
+func (v *jobErrors) executor(j *axtype.Job) {
+	at := func(f string) string { return "executor." + f }
+	e, kind := &j.Executor, j.ExecutorKind
+	onlyFor := func(field string, only axtype.ExecutorKind, set bool) {
+		if set && kind != only {
+			v.add(at(field), "is only used with executor kind "+string(only), nil)
+		}
+	}
+	onlyFor("command", axtype.ExecutorShell, e.Command != "")
+	onlyFor("url", axtype.ExecutorHTTP, e.URL != "")
+	onlyFor("headers", axtype.ExecutorHTTP, len(e.Headers) > 0)
+	onlyFor("body", axtype.ExecutorHTTP, e.Body != "")
+	onlyFor("handler", axtype.ExecutorHandler, e.Handler != "")
+	switch kind {
+	case axtype.ExecutorShell:
+		if strings.TrimSpace(e.Command) == "" {
+			v.add(at("command"), "is required with executor kind shell", e.Command)
+		}
+	case axtype.ExecutorHTTP:
+		if reason := HTTPURLProblem(e.URL); reason != "" {
+			v.add(at("url"), reason, e.URL)
+		}
+	case axtype.ExecutorHandler:
+		if e.Handler == "" {
+			v.add(at("handler"), "is required with executor kind handler", nil)
+		}
+	default:
+		v.add(at("kind"), "is required: one of shell, http, handler", string(kind))
+	}
+}
+
+func (v *jobErrors) route(j *axtype.Job) {
+	if (j.RouteStrategy == axtype.RouteConsistentHash || j.RouteStrategy == axtype.RouteLoadAware) && strings.TrimSpace(j.RouteKey) == "" {
+		v.add("route.key", "is required with strategy "+string(j.RouteStrategy), j.RouteKey)
+	}
+	if j.RouteKey != "" {
+		if err := dispatch.ParseRouteKey(j.RouteKey); err != nil {
+			v.add("route.key", err.Error(), j.RouteKey)
+		}
+	}
+	if j.RouteStrategy == axtype.RouteBroadcast && j.ShardCount > 1 {
+		v.add("shards.count", "must be 1 with strategy broadcast: a run has one task per live agent", j.ShardCount)
+	}
+}
+
+// shardRangeGiven reports whether j names a shard range of its own: one
+// other than none ([0, 0), before defaults) or the default.
+func shardRangeGiven(j *axtype.Job) bool {
+	return j.ShardRangeFrom != 0 || (j.ShardRangeTo != 0 && j.ShardRangeTo != axtype.DefaultShardRangeTo)
+}
+
+// shardRange checks that each shard without a param gets a non-empty
+// part of the range. The range may span all of int64: its width is
+// computed without overflow.
+func (v *jobErrors) shardRange(j *axtype.Job) {
+	if !shardRangeGiven(j) {
+		return
+	}
+	from, to := j.ShardRangeFrom, j.ShardRangeTo
+	if from >= to {
+		v.add("shards.range.to", "must be greater than shards.range.from", to)
+		return
+	}
+	width := uint64(to) - uint64(from) // exact: to > from
+	if count := max(j.ShardCount, 1); len(j.ShardParams) == 0 && width < uint64(count) {
+		v.add("shards.range",
+			fmt.Sprintf("spans %d values but shards.count is %d: each shard needs at least one", width, count),
+			map[string]int64{"from": from, "to": to})
+	}
+}
+
+// shardGenerator checks a shard generator against the settings it
+// replaces: no params or range of its own, no broadcast (whose shards are
+// agents), and a time window that splits into whole seconds.
+func (v *jobErrors) shardGenerator(j *axtype.Job) {
+	g := j.ShardGenerator
+	if g == nil {
+		return
+	}
+	at := func(f string) string { return "shards." + f }
+	if len(j.ShardParams) > 0 {
+		v.add(at("params"), "must be empty with shards.generator: the generator makes each shard's param", j.ShardParams)
+	}
+	if shardRangeGiven(j) {
+		v.add(at("range"), "is not used with shards.generator", map[string]int64{"from": j.ShardRangeFrom, "to": j.ShardRangeTo})
+	}
+	if j.RouteStrategy == axtype.RouteBroadcast {
+		v.add(at("generator"), "is not used with strategy broadcast: a run has one task per live agent", string(g.Kind))
+	}
+	switch g.Kind {
+	case axtype.ShardTimeWindow:
+		count := max(j.ShardCount, 1)
+		switch {
+		case g.WindowSeconds < 1 || g.WindowSeconds > axtype.MaxShardWindowSeconds:
+			v.add(at("generator.window_seconds"),
+				fmt.Sprintf("is required with kind time_window: 1 to %d (366 days)", axtype.MaxShardWindowSeconds), g.WindowSeconds)
+		case g.WindowSeconds%count != 0:
+			v.add(at("generator.window_seconds"),
+				fmt.Sprintf("must be a multiple of shards.count (%d) so every window is a whole number of seconds", count),
+				g.WindowSeconds)
+		}
+	case axtype.ShardMod:
+		if g.WindowSeconds != 0 {
+			v.add(at("generator.window_seconds"), "is only used with kind time_window", g.WindowSeconds)
+		}
+	default:
+		v.add(at("generator.kind"), "is required: one of time_window, mod", string(g.Kind))
+	}
+}
+
+// HTTPURLProblem says what is wrong with an outbound URL, or "".
+func HTTPURLProblem(raw string) string {
+	if raw == "" {
+		return "is required"
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an absolute http or https URL"
+	case u.Host == "" || u.Hostname() == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not carry credentials; use headers"
+	}
+	return ""
+}
+
+// CronReason is what is wrong with a cron expression, without the
+// expression (a *CronFieldError's reason).
+func CronReason(err error) string {
+	var fe *cron.FieldError
+	if errors.As(err, &fe) {
+		return fe.Reason
+	}
+	return err.Error()
+}
