@@ -133,6 +133,7 @@ func TestAfterCommitWakesAtOnceOnlyWhileLost(t *testing.T) {
 	}
 	// Polls wake everyone every second: look right after a poll's wake-up.
 	<-tasks
+	polled := time.Now()
 	drain(mine, other)
 	lost.AfterCommit(notify.TaskReadyChannel)
 	lost.AfterCommit(notify.ExecutionEndedChannel, "e0", "e1")
@@ -145,7 +146,10 @@ func TestAfterCommitWakesAtOnceOnlyWhileLost(t *testing.T) {
 	}
 	select {
 	case <-other:
-		t.Fatal("AfterCommit woke the subscriber of a key it did not list")
+		// Only a poll may have: when one may have come since, say nothing.
+		if time.Since(polled) < 800*time.Millisecond {
+			t.Fatal("AfterCommit woke the subscriber of a key it did not list")
+		}
 	default:
 	}
 
