@@ -18,6 +18,7 @@ import (
 func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	var errs fieldErrors
 	j.Params.validate(prefix.With("params"), &errs)
+	j.Shards.validatePresence(prefix, &errs)
 	def := jobDefinition(j, uuid.Nil)
 	errs.addInvalid(prefix, queue.ValidateJob(def, time.Now()))
 	j.Trigger.Timezone = def.Timezone // canonical, as the engine stores it
@@ -31,6 +32,26 @@ func (e *fieldErrors) add(location, message string, value any) {
 	*e = append(*e, &huma.ErrorDetail{Location: location, Message: message, Value: value})
 }
 
+// fieldAt is the location of a field path (dotted: "trigger.cron")
+// under prefix. Unlike prefix.With, it leaves prefix as it was: With's
+// pop takes back only the last segment of a dotted path.
+func fieldAt(prefix *huma.PathBuffer, field string) string {
+	if p := prefix.String(); p != "" {
+		return p + "." + field
+	}
+	return field
+}
+
+// has says whether an error at location with message is in e.
+func (e fieldErrors) has(location, message string) bool {
+	for _, err := range e {
+		if d, ok := err.(*huma.ErrorDetail); ok && d.Location == location && d.Message == message {
+			return true
+		}
+	}
+	return false
+}
+
 // addInvalid adds the fields of the engine's *axtype.InvalidError (none
 // for another error or nil), under prefix.
 func (e *fieldErrors) addInvalid(prefix *huma.PathBuffer, err error) {
@@ -39,6 +60,24 @@ func (e *fieldErrors) addInvalid(prefix *huma.PathBuffer, err error) {
 		return
 	}
 	for _, f := range invalid.Fields {
-		e.add(prefix.With(f.Field), f.Message, f.Value)
+		if e.has(fieldAt(prefix, f.Field), f.Message) {
+			continue // found by the request's own checks already
+		}
+		e.add(fieldAt(prefix, f.Field), f.Message, f.Value)
+	}
+}
+
+// validatePresence checks what only the request can tell, since the
+// engine's job cannot tell an absent shard range from an empty one or
+// from the default: a range given must not be empty, and a generator
+// takes none.
+func (s *JobShards) validatePresence(prefix *huma.PathBuffer, errs *fieldErrors) {
+	if s == nil || s.Range == nil {
+		return
+	}
+	if s.Generator != nil {
+		errs.add(fieldAt(prefix, "shards.range"), "is not used with shards.generator", s.Range)
+	} else if s.Range.To <= s.Range.From {
+		errs.add(fieldAt(prefix, "shards.range.to"), "must be greater than shards.range.from", s.Range.To)
 	}
 }

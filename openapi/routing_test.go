@@ -304,3 +304,33 @@ func TestAgentRecordCountsTheNewestEvents(t *testing.T) {
 	require.EqualValues(t, 1000, recent["succeeded"])
 	require.EqualValues(t, 0, recent["failed"])
 }
+
+// TestShardRangeGivenIsChecked: a range that is given must not be empty,
+// {0, 0} included (the engine's job cannot tell it from no range), and a
+// generator takes none, the default range included; each is named once.
+func TestShardRangeGivenIsChecked(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	for _, c := range []struct {
+		shards map[string]any
+		at     string
+	}{
+		{map[string]any{"count": 2, "range": map[string]any{"from": 0, "to": 0}}, "body.shards.range.to"},
+		{map[string]any{"count": 2, "range": map[string]any{"from": 7, "to": 3}}, "body.shards.range.to"},
+		{map[string]any{"count": 2, "range": map[string]any{"from": 0, "to": 4294967296},
+			"generator": map[string]any{"kind": "mod"}}, "body.shards.range"},
+	} {
+		bad := env.call("POST", "/v1/jobs", env.admin, map[string]any{"name": "ranged", "trigger": map[string]any{"kind": "manual"},
+			"executor": map[string]any{"kind": "shell", "command": "true"}, "shards": c.shards})
+		require.Equal(t, http.StatusUnprocessableEntity, bad.status)
+		locations := bad.errorLocations()
+		require.Contains(t, locations, c.at)
+		n := 0
+		for _, l := range locations {
+			if l == c.at {
+				n++
+			}
+		}
+		require.Equal(t, 1, n, "named once: %v", locations)
+	}
+}
