@@ -26,7 +26,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 		errs.add(prefix.With("name"), "must not be blank", j.Name)
 	}
 	j.Params.validate(prefix.With("params"), &errs)
-	j.Trigger.validate(prefix, &errs)
+	j.validateTriggers(prefix, &errs)
 	j.Executor.validate(prefix, &errs)
 	if j.Target != nil {
 		for k := range j.Target.Labels {
@@ -59,7 +59,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 			fmt.Sprintf("has %d entries but shards.count is %d: give one param per shard or none", len(j.Shards.Params), max(j.Shards.Count, 1)),
 			j.Shards.Params)
 	}
-	if j.Trigger.Kind == string(axtype.TriggerInterval) && j.Trigger.IntervalSeconds > 0 && int64(j.JitterSeconds) >= j.Trigger.IntervalSeconds {
+	if j.Trigger != nil && j.Trigger.Kind == string(axtype.TriggerInterval) && j.Trigger.IntervalSeconds > 0 && int64(j.JitterSeconds) >= j.Trigger.IntervalSeconds {
 		errs.add(prefix.With("jitter_seconds"), "must be less than trigger.interval_seconds: a jittered run must start before the next tick", j.JitterSeconds)
 	}
 	if j.ActiveFrom != nil && j.ActiveUntil != nil && !j.ActiveUntil.After(*j.ActiveFrom) {
@@ -143,8 +143,9 @@ func (s *JobShards) validateGenerator(prefix *huma.PathBuffer, route *JobRoute, 
 	}
 }
 
-func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
-	at := func(f string) string { return prefix.With("trigger." + f) }
+// validate checks t, a trigger at path (body.trigger, body.triggers[1]).
+func (t *JobTrigger) validate(path string, errs *fieldErrors) {
+	at := func(f string) string { return path + "." + f }
 	if canon, err := queue.CanonicalZone(t.Timezone); err != nil {
 		errs.add(at("timezone"), err.Error(), t.Timezone)
 	} else {
