@@ -170,3 +170,31 @@ func TestExplainListsTriggers(t *testing.T) {
 	require.Equal(t, "2030-01-05T17:00:00Z", second["next_tick"], "Saturday noon in New York")
 	require.Equal(t, "2030-01-05T17:00:00Z", got["next_tick"])
 }
+
+// TestDeclaredJobWithTriggers: a declaration (what ax apply sends) may
+// give triggers; declaring it again unchanged writes nothing, and a
+// changed list updates the job.
+func TestDeclaredJobWithTriggers(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	job := map[string]any{"name": "two-clocks", "group": "decl", "triggers": weekdaysAndWeekends(),
+		"executor": map[string]any{"kind": "handler", "handler": "report"}}
+	report := env.call("POST", "/v1/declarations", env.admin, declaration("file:jobs.yaml", "", true, job)).must(t, http.StatusOK)
+	require.Equal(t, map[string]string{"two-clocks": "created"}, actions(t, report))
+	id := report["jobs"].([]any)[0].(map[string]any)["id"].(string)
+	require.Len(t, env.call("GET", "/v1/jobs/"+id, env.admin, nil).must(t, http.StatusOK)["triggers"], 2)
+
+	report = env.call("POST", "/v1/declarations", env.admin, declaration("file:jobs.yaml", "", true, job)).must(t, http.StatusOK)
+	require.Equal(t, map[string]string{"two-clocks": "unchanged"}, actions(t, report))
+
+	job["triggers"] = append(weekdaysAndWeekends(), map[string]any{"kind": "interval", "interval_seconds": 3600})
+	report = env.call("POST", "/v1/declarations", env.admin, declaration("file:jobs.yaml", "", true, job)).must(t, http.StatusOK)
+	require.Equal(t, map[string]string{"two-clocks": "updated"}, actions(t, report))
+	require.Len(t, env.call("GET", "/v1/jobs/"+id, env.admin, nil).must(t, http.StatusOK)["triggers"], 3)
+
+	bad := map[string]any{"name": "bad", "group": "decl", "executor": job["executor"],
+		"triggers": []any{map[string]any{"kind": "cron", "cron": "0 9 * * 1-5", "timezone": "Europe/Berlin"}, map[string]any{"kind": "manual"}}}
+	resp := env.call("POST", "/v1/declarations", env.admin, declaration("file:jobs.yaml", "", true, job, bad))
+	require.Equal(t, http.StatusUnprocessableEntity, resp.status, resp.raw)
+	require.Contains(t, resp.errorLocations(), "body.jobs[1].triggers[1].kind")
+}
