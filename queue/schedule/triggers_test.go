@@ -212,3 +212,41 @@ func TestTriggersListFires(t *testing.T) {
 	}, next)
 	require.Equal(t, [][]int{{0, 2}, {2}, {1}, {2}}, by)
 }
+
+// TestUpcomingListsEveryTrigger: the upcoming hour of a job with two
+// triggers holds both triggers' ticks, an instant they share once.
+func TestUpcomingListsEveryTrigger(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	j := e.multiJob(
+		axtype.TriggerSpec{Kind: axtype.TriggerCron, CronExpr: "0 */10 * * * *", Timezone: "UTC"},
+		axtype.TriggerSpec{Kind: axtype.TriggerCron, CronExpr: "0 */15 * * * *", Timezone: "Asia/Kolkata"},
+	)
+	_, err := schedule.NewUpcoming(e.pool, nil, schedule.UpcomingConfig{}).Pass(context.Background())
+	require.NoError(t, err)
+	rows, err := e.pool.Query(context.Background(), `SELECT fire_at FROM ax.upcoming_fire WHERE job_id = $1 ORDER BY fire_at`, j.ID)
+	require.NoError(t, err)
+	var fires []time.Time
+	for rows.Next() {
+		var at time.Time
+		require.NoError(t, rows.Scan(&at))
+		fires = append(fires, at.UTC())
+	}
+	require.NoError(t, rows.Err())
+	// Kolkata is UTC+05:30: its quarter hours are UTC's. An hour holds
+	// :00 :10 :15 :20 :30 :40 :45 :50, eight distinct instants (the
+	// listing spans an hour and a pass period, so a few more).
+	require.GreaterOrEqual(t, len(fires), 8)
+	seen := map[int]bool{}
+	for i, f := range fires {
+		require.True(t, f.Minute()%10 == 0 || f.Minute()%15 == 0, f)
+		require.Zero(t, f.Second())
+		if i > 0 {
+			require.True(t, f.After(fires[i-1]), "no instant twice")
+		}
+		seen[f.Minute()] = true
+	}
+	for _, m := range []int{15, 45, 10, 50} {
+		require.True(t, seen[m], "minute %d: both triggers' ticks are listed", m)
+	}
+}
