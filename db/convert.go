@@ -55,3 +55,11 @@ func nonNilSlice(s []string) []string {
 	}
 	return s
 }
+
+// derefOr is *p, or or when p is nil.
+func derefOr[T any](p *T, or T) T {
+	if p == nil {
+		return or
+	}
+	return *p
+}

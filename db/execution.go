@@ -90,7 +90,16 @@ func executionFromRow(r dbsqlc.AxAllExecution) *axtype.Execution {
 		FinishedAt: utcPtr(r.FinishedAt), CancelRequestedAt: utcPtr(r.CancelRequestedAt),
 		CancelReason: deref(r.CancelReason), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		Error: deref(r.Error), TraceParent: deref(r.Traceparent), RetainUntil: utcPtr(r.RetainUntil),
+		TriggerIndex: smallintPtr(r.TriggerIndex),
 	}
+}
+
+func smallintPtr(v *int16) *int {
+	if v == nil {
+		return nil
+	}
+	i := int(*v)
+	return &i
 }
 
 func nonNilIDs(ids []uuid.UUID) []uuid.UUID {
@@ -142,6 +151,7 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*axtype.NewExe
 		p.Priorities = append(p.Priorities, int32(deref(x.Priority)))
 		p.PrioritySet = append(p.PrioritySet, x.Priority != nil)
 		p.Traceparents = append(p.Traceparents, x.TraceParent)
+		p.TriggerIndexes = append(p.TriggerIndexes, int16(derefOr(x.TriggerIndex, -1)))
 	}
 	rows, err := queries.ExecutionInsertMany(ctx, e, p)
 	if err != nil {

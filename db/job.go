@@ -58,6 +58,7 @@ func JobUpdate(ctx context.Context, e Executor, job *axtype.Job) (*axtype.Job, e
 		HistoryRetentionSeconds: p.HistoryRetentionSeconds, HistoryFailedRetentionSeconds: p.HistoryFailedRetentionSeconds,
 		CallbackOrdered: p.CallbackOrdered,
 		ActiveFrom:      p.ActiveFrom, ActiveUntil: p.ActiveUntil, JitterSeconds: p.JitterSeconds,
+		Triggers: p.Triggers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -153,8 +154,13 @@ func jobParams(j *axtype.Job) (dbsqlc.JobInsertParams, error) {
 		return dbsqlc.JobInsertParams{}, fmt.Errorf("error encoding executor: %w", err)
 	}
 	generator, window := generatorColumns(j.ShardGenerator)
+	triggers, err := triggersJSON(j.Triggers)
+	if err != nil {
+		return dbsqlc.JobInsertParams{}, err
+	}
 	return dbsqlc.JobInsertParams{
-		ID: j.ID, Name: j.Name, GroupName: j.Group, Owner: j.Owner, Description: j.Description,
+		Triggers: triggers,
+		ID:       j.ID, Name: j.Name, GroupName: j.Group, Owner: j.Owner, Description: j.Description,
 		TriggerKind: dbsqlc.AxTriggerKind(j.TriggerKind), CronExpr: nilIfEmpty(j.CronExpr),
 		Timezone: j.Timezone, IntervalSeconds: nilIfZero(j.IntervalSeconds), RunAt: j.RunAt,
 		ExecutorKind: dbsqlc.AxExecutorKind(j.ExecutorKind), Executor: executor,
@@ -206,6 +212,9 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *a
 		HistoryFailedRetentionSeconds: int(deref(r.HistoryFailedRetentionSeconds)),
 	}
 	var err error
+	if j.Triggers, err = triggersFromJSON(r.ID, r.Triggers); err != nil {
+		return nil, err
+	}
 	if j.Executor, err = executorConfigFromJSON(r.Executor); err != nil {
 		return nil, fmt.Errorf("job %s: %w", r.ID, err)
 	}

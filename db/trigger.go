@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -77,6 +78,9 @@ func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Durati
 			Paused: r.Paused, PausedAt: utcPtr(r.PausedAt),
 			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil),
 		}
+		if out[i].Triggers, err = triggersFromJSON(r.ID, r.Triggers); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -132,4 +136,28 @@ func TriggerCountOverdue(ctx context.Context, e Executor, late time.Duration) (a
 	}
 	return axtype.Overdue{Late: r.Overdue, Longest: time.Duration(r.MaxOverdueSeconds * float64(time.Second)),
 		SetAside: r.SetAside}, nil
+}
+
+// triggersFromJSON decodes a job's trigger list (NULL: nil, one trigger).
+func triggersFromJSON(jobID uuid.UUID, raw []byte) ([]axtype.TriggerSpec, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var out []axtype.TriggerSpec
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("error decoding the triggers of job %s: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// triggersJSON encodes a job's trigger list: nil (NULL) for one trigger.
+func triggersJSON(specs []axtype.TriggerSpec) ([]byte, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(specs)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding triggers: %w", err)
+	}
+	return raw, nil
 }

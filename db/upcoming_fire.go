@@ -43,6 +43,9 @@ func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*a
 		out[i] = &axtype.DueTrigger{JobID: r.ID, TriggerKind: axtype.TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr),
 			Timezone: r.Timezone, IntervalSeconds: deref(r.IntervalSeconds), NextFireAt: r.NextFireAt.UTC(),
 			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil)}
+		if out[i].Triggers, err = triggersFromJSON(r.ID, r.Triggers); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -13,10 +13,11 @@ import (
 
 // CronPreviewRequest asks when an expression fires.
 type CronPreviewRequest struct {
-	Cron     string     `json:"cron" minLength:"1" maxLength:"200" example:"0 0 8 * * ?" doc:"Cron expression in ax's dialect"`
-	Timezone string     `json:"timezone,omitempty" maxLength:"100" default:"UTC" example:"Asia/Shanghai" doc:"IANA timezone"`
-	Count    int        `json:"count,omitempty" minimum:"1" maximum:"100" default:"5" doc:"How many fire times to list"`
-	After    *time.Time `json:"after,omitempty" doc:"List fires strictly after this instant; default now"`
+	Cron     string       `json:"cron,omitempty" minLength:"1" maxLength:"200" example:"0 0 8 * * ?" doc:"Cron expression in ax's dialect. Give this or triggers"`
+	Triggers []JobTrigger `json:"triggers,omitempty" maxItems:"16" doc:"A job's list of triggers (cron or interval, as in the job's triggers), instead of cron: the merged fires of all, each naming the triggers that tick then. An interval ticks from the Unix epoch here (a job's, from its active_from)"`
+	Timezone string       `json:"timezone,omitempty" maxLength:"100" default:"UTC" example:"Asia/Shanghai" doc:"IANA timezone"`
+	Count    int          `json:"count,omitempty" minimum:"1" maximum:"100" default:"5" doc:"How many fire times to list"`
+	After    *time.Time   `json:"after,omitempty" doc:"List fires strictly after this instant; default now"`
 	// The jitter offset depends on the job, so a jittered preview names it.
 	JobID         string `json:"job_id,omitempty" format:"uuid" doc:"With jitter_seconds: the job whose jittered start times to show (the offset of a tick comes from the job id and the tick)"`
 	JitterSeconds int    `json:"jitter_seconds,omitempty" minimum:"0" maximum:"86400" doc:"Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it"`
@@ -24,8 +25,8 @@ type CronPreviewRequest struct {
 
 // CronPreview lists upcoming fire times.
 type CronPreview struct {
-	Cron     string      `json:"cron"`
-	Timezone string      `json:"timezone"`
+	Cron     string      `json:"cron,omitempty"`
+	Timezone string      `json:"timezone" doc:"The timezone local times are shown in (with triggers: the first trigger's)"`
 	Next     []time.Time `json:"next" doc:"Fire times in UTC, earliest first"`
 	Fires    []CronFire  `json:"fires" doc:"The same fire times, each with its wall time in the timezone"`
 }
@@ -38,6 +39,8 @@ type CronFire struct {
 	Zone   string    `json:"zone" example:"CEST" doc:"Abbreviation in effect at that instant (as the tz database names it; some zones have none but the offset)"`
 	// StartsAt is set for a jittered preview.
 	StartsAt *time.Time `json:"starts_at,omitempty" doc:"With job_id and jitter_seconds: when the run's tasks become leasable, the fire time plus the job's jitter offset for it"`
+	// Triggers is set for a preview of a list.
+	Triggers []int `json:"triggers,omitempty" doc:"With triggers: the indexes of the triggers that tick at this instant (one run; the first is the run's trigger_index)"`
 }
 
 type cronPreviewInput struct {
@@ -58,6 +61,9 @@ func registerCronPreview(api huma.API) {
 }
 
 func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, error) {
+	if in.Body.Triggers != nil || in.Body.Cron == "" {
+		return previewTriggers(in)
+	}
 	sched, err := queue.ParseCron(in.Body.Cron, in.Body.Timezone)
 	if err != nil {
 		field := "body.cron"
@@ -77,19 +83,29 @@ func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, e
 		after = *in.Body.After
 	}
 	next := sched.NextN(after, in.Body.Count)
+	return &cronPreviewOutput{Body: CronPreview{
+		Cron: in.Body.Cron, Timezone: sched.Location().String(), Next: next,
+		Fires: cronFires(next, nil, sched.Location(), jobID, in.Body.JitterSeconds),
+	}}, nil
+}
+
+// cronFires shows fire times on loc's clock; by, when set, names the
+// triggers of each.
+func cronFires(next []time.Time, by [][]int, loc *time.Location, jobID uuid.UUID, jitter int) []CronFire {
 	fires := make([]CronFire, len(next))
 	for i, at := range next {
-		local := at.In(sched.Location())
+		local := at.In(loc)
 		zone, _ := local.Zone()
 		fires[i] = CronFire{UTC: at.UTC(), Local: local.Format("2006-01-02T15:04:05-07:00"), Offset: local.Format("-07:00"), Zone: zone}
-		if in.Body.JitterSeconds > 0 {
-			start := at.Add(queue.JitterOffset(jobID, at, in.Body.JitterSeconds)).UTC()
+		if jitter > 0 {
+			start := at.Add(queue.JitterOffset(jobID, at, jitter)).UTC()
 			fires[i].StartsAt = &start
 		}
+		if by != nil {
+			fires[i].Triggers = by[i]
+		}
 	}
-	return &cronPreviewOutput{Body: CronPreview{
-		Cron: in.Body.Cron, Timezone: sched.Location().String(), Next: next, Fires: fires,
-	}}, nil
+	return fires
 }
 
 // previewJitterJob returns the job a jittered preview is for.

@@ -27,6 +27,7 @@ type Execution struct {
 	CancelReason      string         `json:"cancel_reason,omitempty"`
 	Error             string         `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
 	TraceParent       string         `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
+	TriggerIndex      *int           `json:"trigger_index,omitempty" doc:"Which of the job's triggers fired a scheduled run (cause schedule or catch_up): its index in the job's triggers, 0 for a job with one trigger. When several tick at that instant the run is one, and this is the first of them. Absent for runs no trigger fired"`
 	StatusURL         string         `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
 	Callback          *Callback      `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
 	Tasks             []Task         `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
@@ -75,7 +76,7 @@ func executionFromDB(e *axtype.Execution, tasks []*axtype.Task) (*Execution, err
 		ScheduledFor: e.ScheduledFor, FiredAt: &e.FiredAt, Misfired: e.Misfired, Params: Params(e.Params),
 		ShardCount: e.ShardCount, Priority: e.Priority, StartedAt: e.StartedAt, FinishedAt: e.FinishedAt,
 		CancelRequestedAt: e.CancelRequestedAt, CancelReason: e.CancelReason, Error: e.Error,
-		TraceParent: e.TraceParent,
+		TraceParent: e.TraceParent, TriggerIndex: e.TriggerIndex,
 	}
 	for _, t := range tasks {
 		task := Task{
@@ -129,7 +130,17 @@ type TickExplanation struct {
 	Execution *ExecutionBrief `json:"execution,omitempty" doc:"The run fired for the tick"`
 	Running   *ExecutionBrief `json:"running,omitempty" doc:"For an overlap skip: the run that had not finished at that instant"`
 	Skip      *SkippedFire    `json:"skip,omitempty" doc:"The skip record that covers the tick"`
-	NextTick  *time.Time      `json:"next_tick,omitempty" doc:"The trigger's first tick after at"`
+	NextTick  *time.Time      `json:"next_tick,omitempty" doc:"The trigger's first tick after at (of a job with several triggers: the first of theirs)"`
+	Triggers  []TriggerTick   `json:"triggers,omitempty" doc:"For a job with several triggers: each trigger, whether it ticks at at, and its own next tick"`
+}
+
+// TriggerTick is one trigger of a job's list seen from the instant
+// explained.
+type TriggerTick struct {
+	Index    int        `json:"index" doc:"Its index in the job's triggers"`
+	Trigger  JobTrigger `json:"trigger"`
+	Tick     bool       `json:"tick" doc:"It ticks at the instant"`
+	NextTick *time.Time `json:"next_tick,omitempty" doc:"Its first tick after the instant"`
 }
 
 // ExecutionBrief names a run.
@@ -137,11 +148,12 @@ type ExecutionBrief struct {
 	ID           string    `json:"id" format:"uuid"`
 	State        string    `json:"state"`
 	ScheduledFor time.Time `json:"scheduled_for"`
+	TriggerIndex *int      `json:"trigger_index,omitempty" doc:"The trigger that fired it (Execution.trigger_index)"`
 }
 
 func executionBrief(e *axtype.Execution) *ExecutionBrief {
 	if e == nil {
 		return nil
 	}
-	return &ExecutionBrief{ID: e.ID.String(), State: string(e.State), ScheduledFor: e.ScheduledFor.UTC()}
+	return &ExecutionBrief{ID: e.ID.String(), State: string(e.State), ScheduledFor: e.ScheduledFor.UTC(), TriggerIndex: e.TriggerIndex}
 }

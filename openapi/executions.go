@@ -205,6 +205,10 @@ func (h *executionHandlers) explain(ctx context.Context, in *explainInput) (*exp
 	}
 	out := &explainOutput{Body: TickExplanation{At: x.At, Local: x.Local, Verdict: x.Verdict, Reason: x.Reason, Tick: x.Tick,
 		Execution: executionBrief(x.Execution), Running: executionBrief(x.Running), NextTick: x.NextTick}}
+	for _, t := range x.Triggers {
+		spec := jobTriggersFromDB([]axtype.TriggerSpec{t.Spec})[0]
+		out.Body.Triggers = append(out.Body.Triggers, TriggerTick{Index: t.Index, Trigger: spec, Tick: t.Tick, NextTick: t.NextTick})
+	}
 	if x.Skip != nil {
 		out.Body.Skip = &SkippedFire{Reason: string(x.Skip.Reason), FirstTick: x.Skip.FirstTick, LastTick: x.Skip.LastTick,
 			TickCount: x.Skip.TickCount, Detail: x.Skip.Detail, RecordedAt: x.Skip.RecordedAt}

@@ -19,7 +19,7 @@ func TestSpecDefaultsAreFillDefaults(t *testing.T) {
 	schemas := api.OpenAPI().Components.Schemas
 
 	// Kind http, so the executor's method default counts too.
-	bare := &Job{Name: "bare", Trigger: JobTrigger{Kind: "manual"},
+	bare := &Job{Name: "bare", Trigger: &JobTrigger{Kind: "manual"},
 		Executor: JobExecutor{Kind: "http", URL: "https://example.com/run"}}
 	def, err := jobToDB(bare, uuid.Nil)
 	require.NoError(t, err)

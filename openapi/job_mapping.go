@@ -27,10 +27,14 @@ func jobDefinition(j *Job, id uuid.UUID) *axtype.Job {
 	shards := deref(j.Shards)
 	retry := deref(j.Retry)
 	misfire := deref(j.Misfire)
+	trig := deref(j.Trigger)
+	if len(j.Triggers) > 0 { // the job's columns hold the first
+		trig = j.Triggers[0]
+	}
 	out := &axtype.Job{
 		ID: id, Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
-		TriggerKind: axtype.TriggerKind(j.Trigger.Kind), CronExpr: j.Trigger.Cron, Timezone: j.Trigger.Timezone,
-		IntervalSeconds: j.Trigger.IntervalSeconds, RunAt: j.Trigger.RunAt,
+		TriggerKind: axtype.TriggerKind(trig.Kind), CronExpr: trig.Cron, Timezone: trig.Timezone,
+		IntervalSeconds: trig.IntervalSeconds, RunAt: trig.RunAt, Triggers: triggerSpecs(j.Triggers),
 		ExecutorKind: axtype.ExecutorKind(j.Executor.Kind), Executor: jobExecutorToDB(&j.Executor),
 		TargetLabels:  deref(j.Target).Labels,
 		RouteStrategy: axtype.RouteStrategy(route.Strategy), RouteKey: route.Key,
@@ -79,8 +83,9 @@ func jobHistoryFromDB(j *axtype.Job) *JobHistory {
 func jobFromDB(j *axtype.Job) (*Job, error) {
 	j = queue.RedactJob(j)
 	out := &Job{
-		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
-		Trigger: JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
+		Triggers: jobTriggersFromDB(j.Triggers),
+		ID:       j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
+		Trigger: &JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
 			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
 		Executor:          jobExecutorFromDB(j.ExecutorKind, &j.Executor),
 		Target:            &JobTarget{Labels: j.TargetLabels},
@@ -113,6 +118,9 @@ func jobFromDB(j *axtype.Job) (*Job, error) {
 	}
 	if j.TimeoutMode == axtype.TimeoutAdaptive {
 		out.AdaptiveTimeout = adaptiveTimeoutFromDB(j)
+	}
+	if len(out.Triggers) > 0 {
+		out.Trigger = nil // a job shows one of the two, as it is given
 	}
 	return out, nil
 }

@@ -13,7 +13,8 @@ type Job struct {
 	Owner       string `json:"owner,omitempty" maxLength:"200" example:"team-billing" doc:"Who to call when it fails"`
 	Description string `json:"description,omitempty" maxLength:"4000"`
 
-	Trigger           JobTrigger   `json:"trigger" doc:"When the job fires"`
+	Trigger           *JobTrigger  `json:"trigger,omitempty" doc:"When the job fires. Give this or triggers, not both"`
+	Triggers          []JobTrigger `json:"triggers,omitempty" maxItems:"16" doc:"Several triggers (cron or interval, each in its own timezone), instead of trigger: the job fires at every tick of each; ticks of two triggers at one instant make one run, which records the first of them (trigger_index). An interval in a list ticks every interval_seconds from active_from (from the Unix epoch without one). A list of one is stored as trigger"`
 	Executor          JobExecutor  `json:"executor" doc:"What a run does"`
 	Target            *JobTarget   `json:"target,omitempty" doc:"Which agents may run it"`
 	Route             *JobRoute    `json:"route,omitempty" doc:"How a task picks its agent"`

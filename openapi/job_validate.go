@@ -18,10 +18,21 @@ import (
 func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	var errs fieldErrors
 	j.Params.validate(prefix.With("params"), &errs)
+	if !j.validateTriggers(prefix, &errs) {
+		return errs // the rest reads the trigger
+	}
 	j.Shards.validatePresence(prefix, &errs)
 	def := jobDefinition(j, uuid.Nil)
 	errs.addInvalid(prefix, queue.ValidateJob(def, time.Now()))
-	j.Trigger.Timezone = def.Timezone // canonical, as the engine stores it
+	// Timezones canonical, as the engine stores them.
+	if j.Trigger != nil {
+		j.Trigger.Timezone = def.Timezone
+	}
+	for i := range j.Triggers {
+		if i < len(def.Triggers) {
+			j.Triggers[i].Timezone = def.Triggers[i].Timezone
+		}
+	}
 	return errs
 }
 

@@ -40,7 +40,7 @@ type RunRequest struct {
 // job is the definition as a manual job.
 func (r *RunRequest) job() *Job {
 	return &Job{Name: r.Name, Group: r.Group, Owner: r.Owner, Description: r.Description,
-		Trigger: JobTrigger{Kind: string(axtype.TriggerManual)}, Executor: r.Executor, Target: r.Target, Route: r.Route, Shards: r.Shards,
+		Trigger: &JobTrigger{Kind: string(axtype.TriggerManual)}, Executor: r.Executor, Target: r.Target, Route: r.Route, Shards: r.Shards,
 		Priority: r.Priority, TimeoutSeconds: r.TimeoutSeconds, Retry: r.Retry, RateLimitClass: r.RateLimitClass,
 		Callback: r.Callback, Params: r.Params}
 }

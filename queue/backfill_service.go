@@ -61,7 +61,9 @@ func (s *BackfillService) Create(ctx context.Context, req *BackfillRequest) (*ax
 		if err != nil {
 			return nil, err
 		}
-		if job.TriggerKind != axtype.TriggerCron {
+		// A job with several triggers is not backfilled (yet): its first
+		// cron alone would fill in the wrong ticks.
+		if job.TriggerKind != axtype.TriggerCron || len(job.Triggers) > 0 {
 			return nil, schedule.ErrBackfillNotCron
 		}
 		now, err := db.Now(ctx, tx)

@@ -74,3 +74,9 @@ func FloorInForce(c *axtype.RateClass) *int { return dispatch.FloorInForce(c) }
 // ExplainOutbound says why an outbound address was refused
 // (outbound.Explain).
 func ExplainOutbound(err error) string { return outbound.Explain(err) }
+
+// ListFires lists the first n merged fires of a list of triggers after
+// `after`, each with the triggers ticking then (schedule.ListFires).
+func ListFires(specs []axtype.TriggerSpec, after time.Time, n int) ([]time.Time, [][]int, error) {
+	return schedule.ListFires(specs, after, n)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/cron"
+	"github.com/ax-scheduler/ax/queue/schedule"
 )
 
 // Verdicts of an Explanation.
@@ -46,6 +48,17 @@ type Explanation struct {
 	Execution, Running *axtype.Execution
 	Skip               *axtype.SkippedFire
 	NextTick           *time.Time // the trigger's first tick after At, when it has one
+	// Triggers, for a job with several triggers, says of each whether it
+	// ticks at At and when it ticks next.
+	Triggers []TriggerTick
+}
+
+// TriggerTick is one trigger of a job's list seen from an instant.
+type TriggerTick struct {
+	Index    int
+	Spec     axtype.TriggerSpec
+	Tick     bool       // it ticks at the instant
+	NextTick *time.Time // its first tick after the instant
 }
 
 // Explain answers what became of job id's schedule at at. With wall, only
@@ -76,12 +89,18 @@ func (s *ExecutionService) Explain(ctx context.Context, id uuid.UUID, at time.Ti
 func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, loc *time.Location, out *Explanation) error {
 	at := out.At
 	out.Tick, out.NextTick = isTick(job, loc, at)
+	if len(job.Triggers) > 0 {
+		explainTriggers(job, out)
+	}
 	// The records first: what was fired or skipped for the tick is the
 	// answer, whatever the job's state now.
 	exec, err := db.ExecutionGetByTick(ctx, s.pool, job.ID, at)
 	if err == nil {
 		out.Verdict, out.Execution = VerdictFired, exec
 		out.Reason = fmt.Sprintf("it fired: run %s (%s cause), %s", exec.ID, exec.Cause, exec.State)
+		if exec.TriggerIndex != nil && len(job.Triggers) > 0 {
+			out.Reason += fmt.Sprintf(", fired by triggers[%d]", *exec.TriggerIndex)
+		}
 		if exec.Cause == axtype.CauseBackfill {
 			return s.explainBackfilled(ctx, exec, out)
 		}
@@ -156,6 +175,15 @@ func (s *ExecutionService) explainGap(ctx context.Context, job *axtype.Job, wall
 // isTick reports whether at is a tick of job's trigger, and its first
 // tick after at when it has one.
 func isTick(job *axtype.Job, loc *time.Location, at time.Time) (bool, *time.Time) {
+	if len(job.Triggers) > 0 {
+		// active_from anchors the grid of a list's intervals.
+		ticks := schedule.TicksAt(job.Triggers, job.ActiveFrom, nil, at)
+		next, err := schedule.NextFire(&axtype.Job{TriggerKind: job.TriggerKind, Triggers: job.Triggers, ActiveFrom: job.ActiveFrom}, at)
+		if err != nil {
+			return false, nil
+		}
+		return len(ticks) > 0, next
+	}
 	switch job.TriggerKind {
 	case axtype.TriggerCron:
 		sched, err := cron.Parse(job.CronExpr, loc.String())
@@ -248,4 +276,14 @@ func (s *ExecutionService) explainBackfilled(ctx context.Context, exec *axtype.E
 	}
 	out.Reason = fmt.Sprintf("it was backfilled: run %s of backfill %s, %s", exec.ID, *b, exec.State)
 	return nil
+}
+
+// explainTriggers fills out.Triggers for a job with several triggers, and
+// names in the reason those that tick at the instant.
+func explainTriggers(job *axtype.Job, out *Explanation) {
+	ticking := schedule.TicksAt(job.Triggers, job.ActiveFrom, nil, out.At)
+	next := schedule.ListNextTicks(job.Triggers, job.ActiveFrom, nil, out.At)
+	for i, spec := range job.Triggers {
+		out.Triggers = append(out.Triggers, TriggerTick{Index: i, Spec: spec, Tick: slices.Contains(ticking, i), NextTick: next[i]})
+	}
 }

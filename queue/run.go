@@ -42,7 +42,7 @@ func (s *ExecutionService) Run(ctx context.Context, def *axtype.Job, req *Trigge
 	if def.ID, err = uuid.NewV7(); err != nil {
 		return nil, fmt.Errorf("error generating job id: %w", err)
 	}
-	def.TriggerKind, def.NextFireAt, def.RunAt = axtype.TriggerManual, nil, nil
+	def.TriggerKind, def.NextFireAt, def.RunAt, def.Triggers = axtype.TriggerManual, nil, nil, nil
 	def.Name = cmp.Or(def.Name, "run-"+execID.String())
 	def.Group = cmp.Or(def.Group, RunGroup)
 	if err := ValidateJob(def, time.Now()); err != nil {

@@ -511,8 +511,8 @@ BEGIN
         LEFT JOIN ax.job j ON j.id = g.job_id
         CROSS JOIN ax.history_setting s
     ), moved AS (
-        INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until)
-        SELECT k.id, k.job_id, k.cause, k.scheduled_for, k.fired_at, k.misfired, k.final_state::ax.execution_state, k.params, k.shard_count, k.priority, k.started_at, now(), k.cancel_requested_at, k.cancel_reason, k.created_at, now(), k.error, k.traceparent, k.until FROM k
+        INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, trigger_index, retain_until)
+        SELECT k.id, k.job_id, k.cause, k.scheduled_for, k.fired_at, k.misfired, k.final_state::ax.execution_state, k.params, k.shard_count, k.priority, k.started_at, now(), k.cancel_requested_at, k.cancel_reason, k.created_at, now(), k.error, k.traceparent, k.trigger_index, k.until FROM k
         RETURNING id, retain_until
     ), outbox AS (
         INSERT INTO ax.callback (execution_id, job_id)
@@ -573,8 +573,8 @@ BEGIN
         LEFT JOIN ax.job j ON j.id = g.job_id
         CROSS JOIN ax.history_setting s
     ), moved AS (
-        INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until)
-        SELECT k.id, k.job_id, k.cause, k.scheduled_for, k.fired_at, k.misfired, k.final_state::ax.execution_state, k.params, k.shard_count, k.priority, k.started_at, now(), k.cancel_requested_at, k.cancel_reason, k.created_at, now(), k.error, k.traceparent, k.until FROM k
+        INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, trigger_index, retain_until)
+        SELECT k.id, k.job_id, k.cause, k.scheduled_for, k.fired_at, k.misfired, k.final_state::ax.execution_state, k.params, k.shard_count, k.priority, k.started_at, now(), k.cancel_requested_at, k.cancel_reason, k.created_at, now(), k.error, k.traceparent, k.trigger_index, k.until FROM k
         RETURNING id, retain_until
     ), outbox AS (
         INSERT INTO ax.callback (execution_id, job_id)
@@ -684,8 +684,8 @@ BEGIN
     FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
     WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
-    INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until)
-    SELECT e.id, e.job_id, e.cause, e.scheduled_for, e.fired_at, e.misfired, e.state, e.params, e.shard_count, e.priority, e.started_at, e.finished_at, e.cancel_requested_at, e.cancel_reason, e.created_at, e.updated_at, e.error, e.traceparent, k.until
+    INSERT INTO ax.execution_history (id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, trigger_index, retain_until)
+    SELECT e.id, e.job_id, e.cause, e.scheduled_for, e.fired_at, e.misfired, e.state, e.params, e.shard_count, e.priority, e.started_at, e.finished_at, e.cancel_requested_at, e.cancel_reason, e.created_at, e.updated_at, e.error, e.traceparent, e.trigger_index, k.until
     FROM ax.execution e JOIN unnest(ids, keep) AS k(id, until) ON k.id = e.id
     WHERE e.id = ANY(ids);
     DELETE FROM ax.execution e WHERE e.id = ANY(ids);
@@ -788,6 +788,7 @@ CREATE TABLE ax.execution (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     error text,
     traceparent text,
+    trigger_index smallint,
     CONSTRAINT execution_finished_when_final CHECK (((state = ANY (ARRAY['pending'::ax.execution_state, 'running'::ax.execution_state])) = (finished_at IS NULL))),
     CONSTRAINT execution_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
     CONSTRAINT execution_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
@@ -1061,6 +1062,7 @@ CREATE TABLE ax.execution_history (
     error text,
     traceparent text,
     retain_until timestamp with time zone NOT NULL,
+    trigger_index smallint,
     CONSTRAINT execution_history_finished CHECK ((finished_at IS NOT NULL))
 )
 PARTITION BY RANGE (retain_until);
@@ -1088,6 +1090,7 @@ CREATE VIEW ax.all_executions AS
     execution.updated_at,
     execution.error,
     execution.traceparent,
+    execution.trigger_index,
     NULL::timestamp with time zone AS retain_until
    FROM ax.execution
 UNION ALL
@@ -1109,6 +1112,7 @@ UNION ALL
     execution_history.updated_at,
     execution_history.error,
     execution_history.traceparent,
+    execution_history.trigger_index,
     execution_history.retain_until
    FROM ax.execution_history;
 
@@ -1486,6 +1490,7 @@ CREATE TABLE ax.job (
     active_from timestamp with time zone,
     active_until timestamp with time zone,
     jitter_seconds integer DEFAULT 0 NOT NULL,
+    triggers jsonb,
     CONSTRAINT job_active_window_order CHECK ((active_until > active_from)),
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
@@ -1508,7 +1513,8 @@ CREATE TABLE ax.job (
     CONSTRAINT job_shard_window_range CHECK (((shard_window_seconds >= 1) AND (shard_window_seconds <= 31622400))),
     CONSTRAINT job_shard_window_whole_seconds CHECK (((shard_window_seconds % shard_count) = 0)),
     CONSTRAINT job_target_labels_is_object CHECK ((jsonb_typeof(target_labels) = 'object'::text)),
-    CONSTRAINT job_timeout_positive CHECK ((timeout_seconds > 0))
+    CONSTRAINT job_timeout_positive CHECK ((timeout_seconds > 0)),
+    CONSTRAINT job_triggers_list CHECK (((triggers IS NULL) OR ((jsonb_typeof(triggers) = 'array'::text) AND ((jsonb_array_length(triggers) >= 2) AND (jsonb_array_length(triggers) <= 16)))))
 );
 
 --

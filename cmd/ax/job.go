@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -239,7 +240,7 @@ func showJobs(jobs ...client.Job) error {
 	fmt.Fprintln(w, "ID\tNAME\tGROUP\tTRIGGER\tEXECUTOR\tTIMEOUT\tPAUSED\tNEXT FIRE (UTC)")
 	for _, j := range jobs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", deref(j.Id), j.Name, deref(j.Group),
-			describeTrigger(j.Trigger), j.Executor.Kind, describeTimeout(j), strconv.FormatBool(deref(j.Paused)),
+			describeTriggers(j), j.Executor.Kind, describeTimeout(j), strconv.FormatBool(deref(j.Paused)),
 			formatTime(j.NextFireAt))
 	}
 	if len(jobs) == 1 && jobs[0].AdaptiveTimeout != nil {
@@ -254,6 +255,21 @@ func describeTimeout(j client.Job) string {
 		return fmt.Sprintf("adaptive %ds (max %ds)", a.TimeoutSeconds, deref(j.TimeoutSeconds))
 	}
 	return fmt.Sprintf("%ds", deref(j.TimeoutSeconds))
+}
+
+// describeTriggers shows a job's trigger, or its several joined by "; ".
+func describeTriggers(j client.Job) string {
+	if j.Triggers != nil && len(*j.Triggers) > 0 {
+		parts := make([]string, len(*j.Triggers))
+		for i, t := range *j.Triggers {
+			parts[i] = describeTrigger(t)
+		}
+		return strings.Join(parts, "; ")
+	}
+	if j.Trigger == nil {
+		return "-"
+	}
+	return describeTrigger(*j.Trigger)
 }
 
 func describeTrigger(t client.JobTrigger) string {

@@ -66,7 +66,7 @@ func completeJobs(af *apiFlags) cobra.CompletionFunc {
 		for _, j := range deref(resp.JSON200.Jobs) {
 			ref := deref(j.Group) + "/" + j.Name
 			if strings.HasPrefix(ref, toComplete) {
-				out = append(out, cobra.CompletionWithDesc(ref, describeTrigger(j.Trigger)))
+				out = append(out, cobra.CompletionWithDesc(ref, describeTriggers(j)))
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp

@@ -1502,6 +1502,9 @@ type CronFire struct {
 	// StartsAt With job_id and jitter_seconds: when the run's tasks become leasable, the fire time plus the job's jitter offset for it
 	StartsAt *time.Time `json:"starts_at,omitempty"`
 
+	// Triggers With triggers: the indexes of the triggers that tick at this instant (one run; the first is the run's trigger_index)
+	Triggers *[]int64 `json:"triggers,omitempty"`
+
 	// Utc The instant, in UTC
 	Utc time.Time `json:"utc"`
 
@@ -1513,14 +1516,16 @@ type CronFire struct {
 
 // CronPreview defines model for CronPreview.
 type CronPreview struct {
-	Cron string `json:"cron"`
+	Cron *string `json:"cron,omitempty"`
 
 	// Fires The same fire times, each with its wall time in the timezone
 	Fires *[]CronFire `json:"fires"`
 
 	// Next Fire times in UTC, earliest first
-	Next     *[]time.Time `json:"next"`
-	Timezone string       `json:"timezone"`
+	Next *[]time.Time `json:"next"`
+
+	// Timezone The timezone local times are shown in (with triggers: the first trigger's)
+	Timezone string `json:"timezone"`
 }
 
 // CronPreviewRequest defines model for CronPreviewRequest.
@@ -1531,10 +1536,10 @@ type CronPreviewRequest struct {
 	// Count How many fire times to list
 	Count *int64 `json:"count,omitempty"`
 
-	// Cron Cron expression in ax's dialect
+	// Cron Cron expression in ax's dialect. Give this or triggers
 	//
 	// Example: 0 0 8 * * ?
-	Cron string `json:"cron"`
+	Cron *string `json:"cron,omitempty"`
 
 	// JitterSeconds Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it
 	JitterSeconds *int64 `json:"jitter_seconds,omitempty"`
@@ -1546,6 +1551,9 @@ type CronPreviewRequest struct {
 	//
 	// Example: Asia/Shanghai
 	Timezone *string `json:"timezone,omitempty"`
+
+	// Triggers A job's list of triggers (cron or interval, as in the job's triggers), instead of cron: the merged fires of all, each naming the triggers that tick then. An interval ticks from the Unix epoch here (a job's, from its active_from)
+	Triggers *[]JobTrigger `json:"triggers,omitempty"`
 }
 
 // Declaration defines model for Declaration.
@@ -1753,6 +1761,9 @@ type Execution struct {
 
 	// Traceparent W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it
 	Traceparent *string `json:"traceparent,omitempty"`
+
+	// TriggerIndex Which of the job's triggers fired a scheduled run (cause schedule or catch_up): its index in the job's triggers, 0 for a job with one trigger. When several tick at that instant the run is one, and this is the first of them. Absent for runs no trigger fired
+	TriggerIndex *int64 `json:"trigger_index,omitempty"`
 }
 
 // ExecutionCause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)
@@ -1766,6 +1777,9 @@ type ExecutionBrief struct {
 	Id           openapi_types.UUID `json:"id"`
 	ScheduledFor time.Time          `json:"scheduled_for"`
 	State        string             `json:"state"`
+
+	// TriggerIndex The trigger that fired it (Execution.trigger_index)
+	TriggerIndex *int64 `json:"trigger_index,omitempty"`
 }
 
 // ExecutionList defines model for ExecutionList.
@@ -1963,9 +1977,12 @@ type Job struct {
 	TimeoutMode *JobTimeoutMode `json:"timeout_mode,omitempty"`
 
 	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
-	TimeoutSeconds *int64     `json:"timeout_seconds,omitempty"`
-	Trigger        JobTrigger `json:"trigger"`
-	UpdatedAt      *time.Time `json:"updated_at,omitempty"`
+	TimeoutSeconds *int64      `json:"timeout_seconds,omitempty"`
+	Trigger        *JobTrigger `json:"trigger,omitempty"`
+
+	// Triggers Several triggers (cron or interval, each in its own timezone), instead of trigger: the job fires at every tick of each; ticks of two triggers at one instant make one run, which records the first of them (trigger_index). An interval in a list ticks every interval_seconds from active_from (from the Unix epoch without one). A list of one is stored as trigger
+	Triggers  *[]JobTrigger `json:"triggers,omitempty"`
+	UpdatedAt *time.Time    `json:"updated_at,omitempty"`
 }
 
 // JobConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
@@ -2681,7 +2698,7 @@ type TickExplanation struct {
 	// Local at on the job's clock, with the offset in effect
 	Local string `json:"local"`
 
-	// NextTick The trigger's first tick after at
+	// NextTick The trigger's first tick after at (of a job with several triggers: the first of theirs)
 	NextTick *time.Time `json:"next_tick,omitempty"`
 
 	// Reason One sentence for a person
@@ -2690,8 +2707,11 @@ type TickExplanation struct {
 	Skip    *SkippedFire    `json:"skip,omitempty"`
 
 	// Tick at is a tick of the job's trigger
-	Tick    bool                   `json:"tick"`
-	Verdict TickExplanationVerdict `json:"verdict"`
+	Tick bool `json:"tick"`
+
+	// Triggers For a job with several triggers: each trigger, whether it ticks at at, and its own next tick
+	Triggers *[]TriggerTick         `json:"triggers,omitempty"`
+	Verdict  TickExplanationVerdict `json:"verdict"`
 }
 
 // TickExplanationVerdict defines model for TickExplanation.Verdict.
@@ -2710,6 +2730,19 @@ type TriggerRequest struct {
 
 	// RunAt Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
 	RunAt *time.Time `json:"run_at,omitempty"`
+}
+
+// TriggerTick defines model for TriggerTick.
+type TriggerTick struct {
+	// Index Its index in the job's triggers
+	Index int64 `json:"index"`
+
+	// NextTick Its first tick after the instant
+	NextTick *time.Time `json:"next_tick,omitempty"`
+
+	// Tick It ticks at the instant
+	Tick    bool       `json:"tick"`
+	Trigger JobTrigger `json:"trigger"`
 }
 
 // PatchClassApplicationJSONPatchPlusJSONBody defines parameters for PatchClass.
@@ -2974,9 +3007,12 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// TimeoutSeconds Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
 	TimeoutSeconds *int64 `json:"timeout_seconds,omitempty"`
 
-	// Trigger When the job fires
-	Trigger   interface{} `json:"trigger,omitempty"`
-	UpdatedAt *time.Time  `json:"updated_at,omitempty"`
+	// Trigger When the job fires. Give this or triggers, not both
+	Trigger interface{} `json:"trigger,omitempty"`
+
+	// Triggers Several triggers (cron or interval, each in its own timezone), instead of trigger: the job fires at every tick of each; ticks of two triggers at one instant make one run, which records the first of them (trigger_index). An interval in a list ticks every interval_seconds from active_from (from the Unix epoch without one). A list of one is stored as trigger
+	Triggers  *[]interface{} `json:"triggers,omitempty"`
+	UpdatedAt *time.Time     `json:"updated_at,omitempty"`
 }
 
 // PatchJobParams defines parameters for PatchJob.

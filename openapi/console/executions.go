@@ -157,7 +157,15 @@ func (c *Console) jobRefs(ctx context.Context, s *session, execs []client.Execut
 
 // jobZone is the timezone a job's times are shown in: its trigger's, or
 // UTC.
-func jobZone(j client.Job) string { return cmp.Or(val(j.Trigger.Timezone), "UTC") }
+func jobZone(j client.Job) string {
+	switch {
+	case j.Trigger != nil:
+		return cmp.Or(val(j.Trigger.Timezone), "UTC")
+	case j.Triggers != nil && len(*j.Triggers) > 0: // shown in the first's, as the API's preview of the list
+		return cmp.Or(val((*j.Triggers)[0].Timezone), "UTC")
+	}
+	return "UTC"
+}
 
 // shardRow is one task of a run: its state and where it ran.
 type shardRow struct {

@@ -87,7 +87,7 @@ func (c *Console) cron(w http.ResponseWriter, r *http.Request, s *session) {
 		v.Count = n
 	}
 	if v.Cron != "" {
-		req := client.CronPreviewRequest{Cron: v.Cron, Timezone: &v.Timezone, Count: &v.Count}
+		req := client.CronPreviewRequest{Cron: &v.Cron, Timezone: &v.Timezone, Count: &v.Count}
 		if v.After != "" {
 			if t, err := time.Parse(timeInput, v.After); err == nil {
 				req.After = &t

@@ -165,26 +165,31 @@ func (c *Console) findJobs(ctx context.Context, s *session, f jobsFilter) ([]cli
 // rate over its latest runs.
 func (c *Console) describe(ctx context.Context, s *session, j client.Job, fires int64) (jobRow, error) {
 	row := jobRow{Job: j, Timezone: jobZone(j)}
-	t := j.Trigger
-	switch t.Kind {
-	case "cron":
-		row.Trigger = fmt.Sprintf("cron %s in %s", val(t.Cron), row.Timezone)
-		if words, ok := cronWords(val(t.Cron), row.Timezone); ok {
-			row.Trigger = fmt.Sprintf("%s (cron %s)", words, val(t.Cron))
-		}
-		tz := row.Timezone
-		res, err := c.api.PreviewCronWithResponse(ctx, client.CronPreviewRequest{Cron: val(t.Cron), Timezone: &tz,
-			Count: &fires}, s.auth)
-		if err := answer(res, err); err != nil {
+	if j.Triggers != nil && len(*j.Triggers) > 0 {
+		if err := c.describeTriggers(ctx, s, &row, *j.Triggers, fires); err != nil {
 			return row, err
 		}
-		row.Fires = list(res.JSON200.Fires)
-	case "interval":
-		row.Trigger = intervalWords(val(t.IntervalSeconds))
-	case "delay":
-		row.Trigger = "once at " + formatTime(t.RunAt)
-	default:
-		row.Trigger = "only when triggered"
+	} else if t := j.Trigger; t != nil {
+		switch t.Kind {
+		case "cron":
+			row.Trigger = fmt.Sprintf("cron %s in %s", val(t.Cron), row.Timezone)
+			if words, ok := cronWords(val(t.Cron), row.Timezone); ok {
+				row.Trigger = fmt.Sprintf("%s (cron %s)", words, val(t.Cron))
+			}
+			tz := row.Timezone
+			res, err := c.api.PreviewCronWithResponse(ctx, client.CronPreviewRequest{Cron: t.Cron, Timezone: &tz,
+				Count: &fires}, s.auth)
+			if err := answer(res, err); err != nil {
+				return row, err
+			}
+			row.Fires = list(res.JSON200.Fires)
+		case "interval":
+			row.Trigger = intervalWords(val(t.IntervalSeconds))
+		case "delay":
+			row.Trigger = "once at " + formatTime(t.RunAt)
+		default:
+			row.Trigger = "only when triggered"
+		}
 	}
 	if j.Paused != nil && *j.Paused {
 		row.Trigger += " (paused)"
@@ -365,4 +370,35 @@ func (c *Console) editJob(_ http.ResponseWriter, r *http.Request, s *session) (s
 
 func jobURL(id uuid.UUID, done string) string {
 	return Prefix + "/jobs/" + id.String() + "?done=" + done
+}
+
+// describeTriggers puts a job's several triggers in words and lists their
+// merged next fires (the cron preview of the list), shown in the first
+// trigger's timezone.
+func (c *Console) describeTriggers(ctx context.Context, s *session, row *jobRow, ts []client.JobTrigger, fires int64) error {
+	var parts []string
+	for i, t := range ts {
+		switch t.Kind {
+		case "cron":
+			tz := val(t.Timezone)
+			if tz == "" {
+				tz = "UTC"
+			}
+			words, ok := cronWords(val(t.Cron), tz)
+			if !ok {
+				words = "cron " + val(t.Cron) + " in " + tz
+			}
+			parts = append(parts, fmt.Sprintf("[%d] %s", i, words))
+		default:
+			parts = append(parts, fmt.Sprintf("[%d] %s", i, intervalWords(val(t.IntervalSeconds))))
+		}
+	}
+	row.Trigger = strings.Join(parts, "; ")
+	res, err := c.api.PreviewCronWithResponse(ctx, client.CronPreviewRequest{Triggers: &ts, Count: &fires}, s.auth)
+	if err := answer(res, err); err != nil {
+		return err
+	}
+	row.Timezone = res.JSON200.Timezone
+	row.Fires = list(res.JSON200.Fires)
+	return nil
 }

@@ -30,6 +30,10 @@ type Execution struct {
 	// RetainUntil is when a finished run's history may be removed; nil
 	// while it is in flight.
 	RetainUntil *time.Time
+	// TriggerIndex is the trigger of the job that fired a scheduled run
+	// (its place in the job's list; 0 for a job with one trigger); nil
+	// for runs no trigger fired, and for runs fired before it was kept.
+	TriggerIndex *int
 }
 
 // CancelledExecution is an execution ExecutionCancel touched, with its
@@ -51,6 +55,9 @@ type NewExecution struct {
 	// TraceParent is the caller's W3C trace context; "" makes one whose
 	// trace id is the execution id.
 	TraceParent string
+	// TriggerIndex is the trigger that fired a scheduled run (its place
+	// in the job's list; 0 for a job with one trigger); nil otherwise.
+	TriggerIndex *int
 }
 
 // InsertedExecution is a fire that was recorded.

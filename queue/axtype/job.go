@@ -19,13 +19,17 @@ type Job struct {
 	Timezone        string
 	IntervalSeconds int64      // set for interval triggers
 	RunAt           *time.Time // set for delay triggers
-	ExecutorKind    ExecutorKind
-	Executor        ExecutorConfig
-	TargetLabels    map[string]string
-	RouteStrategy   RouteStrategy
-	RouteKey        string
-	ShardCount      int
-	ShardParams     []string
+	// Triggers is the job's list when it has several (2 to MaxTriggers,
+	// each cron or interval); the fields above then hold the first. nil:
+	// the job has the one trigger of the fields above.
+	Triggers      []TriggerSpec
+	ExecutorKind  ExecutorKind
+	Executor      ExecutorConfig
+	TargetLabels  map[string]string
+	RouteStrategy RouteStrategy
+	RouteKey      string
+	ShardCount    int
+	ShardParams   []string
 	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
 	// a parameter get: [0, 2^32) by default (FillDefaults).
 	ShardRangeFrom int64

@@ -8,11 +8,13 @@ import (
 
 // DueTrigger is a claimed trigger row with what planning its fires needs.
 type DueTrigger struct {
-	JobID                uuid.UUID
-	TriggerKind          TriggerKind
-	CronExpr             string
-	Timezone             string
-	IntervalSeconds      int64
+	JobID           uuid.UUID
+	TriggerKind     TriggerKind
+	CronExpr        string
+	Timezone        string
+	IntervalSeconds int64
+	// Triggers is the job's list when it has several (Job.Triggers).
+	Triggers             []TriggerSpec
 	ConcurrencyPolicy    ConcurrencyPolicy
 	MisfirePolicy        MisfirePolicy
 	MisfireWindowSeconds int
@@ -47,4 +49,19 @@ type Overdue struct {
 	// SetAside counts the jobs the trigger loop stopped firing because a
 	// fire of them failed (not counted as late).
 	SetAside int64
+}
+
+// MaxTriggers bounds a job's triggers.
+const MaxTriggers = 16
+
+// TriggerSpec is one trigger of a job with several: a cron expression in a
+// timezone, or an interval. An interval in a list ticks on a fixed grid,
+// every IntervalSeconds from the job's active_from (the Unix epoch when it
+// has none), not from the previous tick: the previous tick may be another
+// trigger's.
+type TriggerSpec struct {
+	Kind            TriggerKind `json:"kind"`
+	CronExpr        string      `json:"cron,omitempty"`
+	Timezone        string      `json:"timezone,omitempty"`
+	IntervalSeconds int64       `json:"interval_seconds,omitempty"`
 }

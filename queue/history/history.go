@@ -210,7 +210,7 @@ type Report struct {
 	// pass is not (nor a member of it): the pass only moved leftover
 	// ended runs; making and dropping partitions is `ax maintain`'s, run
 	// as that owner.
-	NotOwner string
+	NotOwner  string
 	Made      int              // partitions made (of each history table)
 	MadeKeyed int              // partitions made of events, callbacks, attempts and skip records, all together
 	Dropped   map[string]int64 // rows removed, by table

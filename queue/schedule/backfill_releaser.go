@@ -26,7 +26,7 @@ const MaxBackfillTicks = 1_000_000
 
 // ErrBackfillNotCron means a backfill was asked of a job without a cron
 // trigger: only a cron trigger has past ticks to fill in.
-var ErrBackfillNotCron = errors.New("a backfill fills in the ticks of a cron trigger, and this job has none")
+var ErrBackfillNotCron = errors.New("a backfill fills in the ticks of a job's one cron trigger, and this job has none (or several triggers)")
 
 // ErrBackfillTooManyTicks means a backfill's range holds more than
 // MaxBackfillTicks ticks.

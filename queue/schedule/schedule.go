@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,10 @@ func NextFire(job *axtype.Job, after time.Time) (*time.Time, error) {
 		}
 		runAt := job.RunAt.UTC()
 		return &runAt, nil
+	}
+	if len(job.Triggers) > 0 {
+		tick, _, err := listNext(job.Triggers, w, after)
+		return tick, err
 	}
 	return w.next(job.TriggerKind, job.CronExpr, job.Timezone, job.IntervalSeconds, after)
 }
@@ -74,6 +79,10 @@ func (triggerTicks) next(t *axtype.DueTrigger, after time.Time) (*time.Time, err
 	if t.TriggerKind == axtype.TriggerDelay {
 		return nil, nil // a delay fires once
 	}
+	if len(t.Triggers) > 0 {
+		tick, _, err := listNext(t.Triggers, dueWindow(t), after)
+		return tick, err
+	}
 	return dueWindow(t).next(t.TriggerKind, t.CronExpr, t.Timezone, t.IntervalSeconds, after)
 }
 
@@ -81,6 +90,8 @@ func (tt triggerTicks) atOrAfter(t *axtype.DueTrigger, x time.Time) (*time.Time,
 	switch {
 	case !t.NextFireAt.Before(x):
 		return &t.NextFireAt, nil
+	case len(t.Triggers) > 0: // a list's intervals have fixed grids
+		return tt.next(t, x.Add(-time.Nanosecond))
 	case t.TriggerKind == axtype.TriggerInterval:
 		step := time.Duration(t.IntervalSeconds) * time.Second
 		n := (x.Sub(t.NextFireAt) + step - 1) / step
@@ -154,6 +165,7 @@ func (c *scheduleCache) get(expr, tz string) (*cron.Schedule, error) {
 func SameSchedule(a, b *axtype.Job) bool {
 	return a.TriggerKind == b.TriggerKind && a.CronExpr == b.CronExpr &&
 		a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
+		slices.Equal(a.Triggers, b.Triggers) &&
 		timesEqual(a.RunAt, b.RunAt) && timesEqual(a.ActiveFrom, b.ActiveFrom) && timesEqual(a.ActiveUntil, b.ActiveUntil)
 }
 
@@ -180,7 +192,7 @@ func Resume(ctx context.Context, tx pgx.Tx, id uuid.UUID) error {
 	}
 	if job.NextFireAt != nil && !job.NextFireAt.After(now) {
 		due := &axtype.DueTrigger{JobID: job.ID, TriggerKind: job.TriggerKind, CronExpr: job.CronExpr,
-			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, NextFireAt: *job.NextFireAt,
+			Timezone: job.Timezone, IntervalSeconds: job.IntervalSeconds, Triggers: job.Triggers, NextFireAt: *job.NextFireAt,
 			ActiveFrom: job.ActiveFrom, ActiveUntil: job.ActiveUntil}
 		skip := &skipRecorder{jobID: job.ID}
 		p := &planner{ticks: triggerTicks{}}

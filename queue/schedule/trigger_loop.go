@@ -304,8 +304,9 @@ func (l *TriggerLoop) planOne(t *axtype.DueTrigger) (f *jobFire, err error) {
 		if pf.catchUp {
 			cause = axtype.CauseCatchUp
 		}
+		by := firedBy(t.Triggers, dueWindow(t), pf.scheduledFor)
 		f.executions = append(f.executions, &axtype.NewExecution{ID: id, JobID: t.JobID, Cause: cause,
-			ScheduledFor: pf.scheduledFor, Misfired: pf.catchUp})
+			ScheduledFor: pf.scheduledFor, Misfired: pf.catchUp, TriggerIndex: &by})
 	}
 	f.replace = len(plan.fires) > 0 && t.ConcurrencyPolicy == axtype.ConcurrencyReplace && t.HasUnfinished
 	return f, nil

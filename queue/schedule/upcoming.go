@@ -186,8 +186,9 @@ type sharedTicks map[[2]string][]time.Time
 // ticks is upcomingTicks(t, now, until, max), from the schedule's shared
 // list when t is a cron job whose next fire is on it.
 func (s sharedTicks) ticks(t *axtype.DueTrigger, now, until time.Time, max int) ([]time.Time, error) {
-	if t.TriggerKind != axtype.TriggerCron || t.ActiveFrom != nil || t.ActiveUntil != nil {
-		// A job with an active window has ticks of its own.
+	if t.TriggerKind != axtype.TriggerCron || t.ActiveFrom != nil || t.ActiveUntil != nil || len(t.Triggers) > 0 {
+		// A job with an active window, or several triggers, has ticks of
+		// its own.
 		return upcomingTicks(t, now, until, max)
 	}
 	key := [2]string{t.CronExpr, t.Timezone}

@@ -8,12 +8,13 @@
 -- name: ExecutionInsertMany :many
 WITH inserted AS (
 INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at,
-                          traceparent)
+                          traceparent, trigger_index)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
        j.params || coalesce(e.params, '{}'::jsonb), j.shard_count,
        CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp(),
        coalesce(nullif(e.traceparent, ''),
-                '00-' || replace(e.id::text, '-', '') || '-' || substr(md5(e.id::text || random()::text), 1, 16) || '-01')
+                '00-' || replace(e.id::text, '-', '') || '-' || substr(md5(e.id::text || random()::text), 1, 16) || '-01'),
+       CASE WHEN e.trigger_index >= 0 THEN e.trigger_index END
 FROM (
     SELECT unnest(@ids::uuid[]) AS id,
            unnest(@job_ids::uuid[]) AS job_id,
@@ -23,7 +24,8 @@ FROM (
            unnest(@params::jsonb[]) AS params,
            unnest(@priorities::integer[]) AS priority,
            unnest(@priority_set::boolean[]) AS priority_set,
-           unnest(@traceparents::text[]) AS traceparent
+           unnest(@traceparents::text[]) AS traceparent,
+           unnest(@trigger_indexes::smallint[]) AS trigger_index
 ) e
 JOIN ax.job j ON j.id = e.job_id
 -- A tick at or before the trigger's last fired tick fired already, even

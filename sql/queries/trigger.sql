@@ -38,7 +38,7 @@ WHERE job_id = @job_id AND NOT paused;
 -- is recorded as skipped as it passes. Read through trigger_due_idx: cost
 -- grows with the due rows, not all jobs.
 -- name: TriggerClaimDue :many
-SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
+SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers,
        j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
        j.active_from, j.active_until,
        t.next_fire_at::timestamptz AS next_fire_at, t.paused, t.paused_at,

@@ -10,7 +10,7 @@ SELECT pg_try_advisory_xact_lock(hashtext('ax.upcoming_fire'))::boolean AS locke
 -- pass's cap cuts the list, the same jobs are left out from one pass to
 -- the next, and a pass rewrites nothing that did not change.
 -- name: UpcomingFireSources :many
-SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, t.next_fire_at::timestamptz AS next_fire_at,
+SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers, t.next_fire_at::timestamptz AS next_fire_at,
        j.active_from, j.active_until
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id

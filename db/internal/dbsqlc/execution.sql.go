@@ -262,7 +262,7 @@ func (q *Queries) ExecutionFinalize(ctx context.Context, db DBTX, executionIds [
 }
 
 const executionGetByID = `-- name: ExecutionGetByID :one
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until FROM ax.all_executions WHERE id = $1
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, trigger_index, retain_until FROM ax.all_executions WHERE id = $1
 `
 
 // ExecutionGetByID reads a run in flight or in history.
@@ -288,13 +288,14 @@ func (q *Queries) ExecutionGetByID(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.UpdatedAt,
 		&i.Error,
 		&i.Traceparent,
+		&i.TriggerIndex,
 		&i.RetainUntil,
 	)
 	return i, err
 }
 
 const executionGetByTick = `-- name: ExecutionGetByTick :one
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until FROM ax.all_executions
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, trigger_index, retain_until FROM ax.all_executions
 WHERE job_id = $1 AND scheduled_for = $2
 ORDER BY id
 LIMIT 1
@@ -329,6 +330,7 @@ func (q *Queries) ExecutionGetByTick(ctx context.Context, db DBTX, arg Execution
 		&i.UpdatedAt,
 		&i.Error,
 		&i.Traceparent,
+		&i.TriggerIndex,
 		&i.RetainUntil,
 	)
 	return i, err
@@ -366,12 +368,13 @@ func (q *Queries) ExecutionHasUnfinished(ctx context.Context, db DBTX, jobID uui
 const executionInsertMany = `-- name: ExecutionInsertMany :many
 WITH inserted AS (
 INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at,
-                          traceparent)
+                          traceparent, trigger_index)
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
        j.params || coalesce(e.params, '{}'::jsonb), j.shard_count,
        CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp(),
        coalesce(nullif(e.traceparent, ''),
-                '00-' || replace(e.id::text, '-', '') || '-' || substr(md5(e.id::text || random()::text), 1, 16) || '-01')
+                '00-' || replace(e.id::text, '-', '') || '-' || substr(md5(e.id::text || random()::text), 1, 16) || '-01'),
+       CASE WHEN e.trigger_index >= 0 THEN e.trigger_index END
 FROM (
     SELECT unnest($1::uuid[]) AS id,
            unnest($2::uuid[]) AS job_id,
@@ -381,7 +384,8 @@ FROM (
            unnest($6::jsonb[]) AS params,
            unnest($7::integer[]) AS priority,
            unnest($8::boolean[]) AS priority_set,
-           unnest($9::text[]) AS traceparent
+           unnest($9::text[]) AS traceparent,
+           unnest($10::smallint[]) AS trigger_index
 ) e
 JOIN ax.job j ON j.id = e.job_id
 WHERE e.cause NOT IN ('schedule', 'catch_up')
@@ -397,15 +401,16 @@ JOIN ax.job j ON j.id = i.job_id
 `
 
 type ExecutionInsertManyParams struct {
-	Ids           []uuid.UUID
-	JobIds        []uuid.UUID
-	Causes        []string
-	ScheduledFors []time.Time
-	Misfired      []bool
-	Params        [][]byte
-	Priorities    []int32
-	PrioritySet   []bool
-	Traceparents  []string
+	Ids            []uuid.UUID
+	JobIds         []uuid.UUID
+	Causes         []string
+	ScheduledFors  []time.Time
+	Misfired       []bool
+	Params         [][]byte
+	Priorities     []int32
+	PrioritySet    []bool
+	Traceparents   []string
+	TriggerIndexes []int16
 }
 
 type ExecutionInsertManyRow struct {
@@ -443,6 +448,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 		arg.Priorities,
 		arg.PrioritySet,
 		arg.Traceparents,
+		arg.TriggerIndexes,
 	)
 	if err != nil {
 		return nil, err
@@ -472,7 +478,7 @@ func (q *Queries) ExecutionInsertMany(ctx context.Context, db DBTX, arg Executio
 }
 
 const executionList = `-- name: ExecutionList :many
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until FROM ax.all_executions
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, trigger_index, retain_until FROM ax.all_executions
 WHERE ($1::uuid IS NULL OR job_id = $1::uuid)
   AND ($2::text IS NULL OR state = $2::ax.execution_state)
   AND ($3::timestamptz IS NULL OR scheduled_for >= $3::timestamptz)
@@ -533,6 +539,7 @@ func (q *Queries) ExecutionList(ctx context.Context, db DBTX, arg ExecutionListP
 			&i.UpdatedAt,
 			&i.Error,
 			&i.Traceparent,
+			&i.TriggerIndex,
 			&i.RetainUntil,
 		); err != nil {
 			return nil, err
@@ -558,7 +565,7 @@ func (q *Queries) ExecutionLock(ctx context.Context, db DBTX, id uuid.UUID) erro
 }
 
 const executionRunningAt = `-- name: ExecutionRunningAt :one
-SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, retain_until FROM ax.all_executions
+SELECT id, job_id, cause, scheduled_for, fired_at, misfired, state, params, shard_count, priority, started_at, finished_at, cancel_requested_at, cancel_reason, created_at, updated_at, error, traceparent, trigger_index, retain_until FROM ax.all_executions
 WHERE job_id = $1 AND scheduled_for < $2 AND (finished_at IS NULL OR finished_at > $3::timestamptz)
 ORDER BY scheduled_for DESC
 LIMIT 1
@@ -596,6 +603,7 @@ func (q *Queries) ExecutionRunningAt(ctx context.Context, db DBTX, arg Execution
 		&i.UpdatedAt,
 		&i.Error,
 		&i.Traceparent,
+		&i.TriggerIndex,
 		&i.RetainUntil,
 	)
 	return i, err

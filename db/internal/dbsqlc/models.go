@@ -1097,6 +1097,7 @@ type AxAllExecution struct {
 	UpdatedAt         time.Time
 	Error             *string
 	Traceparent       *string
+	TriggerIndex      *int16
 	RetainUntil       *time.Time
 }
 
@@ -1327,6 +1328,7 @@ type AxExecution struct {
 	UpdatedAt         time.Time
 	Error             *string
 	Traceparent       *string
+	TriggerIndex      *int16
 }
 
 type AxExecutionHistory struct {
@@ -1349,6 +1351,7 @@ type AxExecutionHistory struct {
 	Error             *string
 	Traceparent       *string
 	RetainUntil       time.Time
+	TriggerIndex      *int16
 }
 
 type AxExecutionRerun struct {
@@ -1463,6 +1466,7 @@ type AxJob struct {
 	ActiveFrom                    *time.Time
 	ActiveUntil                   *time.Time
 	JitterSeconds                 int32
+	Triggers                      []byte
 }
 
 type AxJobSecret struct {

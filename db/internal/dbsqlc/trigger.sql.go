@@ -54,7 +54,7 @@ func (q *Queries) TriggerAdvanceMany(ctx context.Context, db DBTX, arg TriggerAd
 }
 
 const triggerClaimDue = `-- name: TriggerClaimDue :many
-SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds,
+SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers,
        j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
        j.active_from, j.active_until,
        t.next_fire_at::timestamptz AS next_fire_at, t.paused, t.paused_at,
@@ -84,6 +84,7 @@ type TriggerClaimDueRow struct {
 	CronExpr             *string
 	Timezone             string
 	IntervalSeconds      *int64
+	Triggers             []byte
 	ConcurrencyPolicy    AxConcurrencyPolicy
 	MisfirePolicy        AxMisfirePolicy
 	MisfireWindowSeconds int32
@@ -117,6 +118,7 @@ func (q *Queries) TriggerClaimDue(ctx context.Context, db DBTX, arg TriggerClaim
 			&i.CronExpr,
 			&i.Timezone,
 			&i.IntervalSeconds,
+			&i.Triggers,
 			&i.ConcurrencyPolicy,
 			&i.MisfirePolicy,
 			&i.MisfireWindowSeconds,

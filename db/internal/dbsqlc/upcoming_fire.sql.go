@@ -41,7 +41,7 @@ func (q *Queries) UpcomingFireLock(ctx context.Context, db DBTX) (bool, error) {
 }
 
 const upcomingFireSources = `-- name: UpcomingFireSources :many
-SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, t.next_fire_at::timestamptz AS next_fire_at,
+SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers, t.next_fire_at::timestamptz AS next_fire_at,
        j.active_from, j.active_until
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
@@ -56,6 +56,7 @@ type UpcomingFireSourcesRow struct {
 	CronExpr        *string
 	Timezone        string
 	IntervalSeconds *int64
+	Triggers        []byte
 	NextFireAt      time.Time
 	ActiveFrom      *time.Time
 	ActiveUntil     *time.Time
@@ -81,6 +82,7 @@ func (q *Queries) UpcomingFireSources(ctx context.Context, db DBTX, until time.T
 			&i.CronExpr,
 			&i.Timezone,
 			&i.IntervalSeconds,
+			&i.Triggers,
 			&i.NextFireAt,
 			&i.ActiveFrom,
 			&i.ActiveUntil,

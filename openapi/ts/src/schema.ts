@@ -1654,6 +1654,8 @@ export interface components {
              * @description With job_id and jitter_seconds: when the run's tasks become leasable, the fire time plus the job's jitter offset for it
              */
             starts_at?: string;
+            /** @description With triggers: the indexes of the triggers that tick at this instant (one run; the first is the run's trigger_index) */
+            triggers?: number[] | null;
             /**
              * Format: date-time
              * @description The instant, in UTC
@@ -1666,11 +1668,12 @@ export interface components {
             zone: string;
         };
         CronPreview: {
-            cron: string;
+            cron?: string;
             /** @description The same fire times, each with its wall time in the timezone */
             fires: components["schemas"]["CronFire"][] | null;
             /** @description Fire times in UTC, earliest first */
             next: string[] | null;
+            /** @description The timezone local times are shown in (with triggers: the first trigger's) */
             timezone: string;
         };
         CronPreviewRequest: {
@@ -1686,10 +1689,10 @@ export interface components {
              */
             count?: number;
             /**
-             * @description Cron expression in ax's dialect
+             * @description Cron expression in ax's dialect. Give this or triggers
              * @example 0 0 8 * * ?
              */
-            cron: string;
+            cron?: string;
             /**
              * Format: int64
              * @description Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it
@@ -1706,6 +1709,8 @@ export interface components {
              * @example Asia/Shanghai
              */
             timezone?: string;
+            /** @description A job's list of triggers (cron or interval, as in the job's triggers), instead of cron: the merged fires of all, each naming the triggers that tick then. An interval ticks from the Unix epoch here (a job's, from its active_from) */
+            triggers?: components["schemas"]["JobTrigger"][] | null;
         };
         Declaration: {
             /** @description Take over declared jobs that exist already and no set manages (made through the API or the console); without it they are refused (409) */
@@ -1921,6 +1926,11 @@ export interface components {
             tasks?: components["schemas"]["Task"][] | null;
             /** @description W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it */
             traceparent?: string;
+            /**
+             * Format: int64
+             * @description Which of the job's triggers fired a scheduled run (cause schedule or catch_up): its index in the job's triggers, 0 for a job with one trigger. When several tick at that instant the run is one, and this is the first of them. Absent for runs no trigger fired
+             */
+            trigger_index?: number;
         };
         ExecutionBrief: {
             /** Format: uuid */
@@ -1928,6 +1938,11 @@ export interface components {
             /** Format: date-time */
             scheduled_for: string;
             state: string;
+            /**
+             * Format: int64
+             * @description The trigger that fired it (Execution.trigger_index)
+             */
+            trigger_index?: number;
         };
         ExecutionList: {
             executions: components["schemas"]["Execution"][] | null;
@@ -2206,8 +2221,10 @@ export interface components {
              * @description Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
              */
             timeout_seconds?: number;
-            /** @description When the job fires */
-            trigger: components["schemas"]["JobTrigger"];
+            /** @description When the job fires. Give this or triggers, not both */
+            trigger?: components["schemas"]["JobTrigger"];
+            /** @description Several triggers (cron or interval, each in its own timezone), instead of trigger: the job fires at every tick of each; ticks of two triggers at one instant make one run, which records the first of them (trigger_index). An interval in a list ticks every interval_seconds from active_from (from the Unix epoch without one). A list of one is stored as trigger */
+            triggers?: components["schemas"]["JobTrigger"][] | null;
             /** Format: date-time */
             updated_at: $Read<string>;
         };
@@ -2951,7 +2968,7 @@ export interface components {
             local: string;
             /**
              * Format: date-time
-             * @description The trigger's first tick after at
+             * @description The trigger's first tick after at (of a job with several triggers: the first of theirs)
              */
             next_tick?: string;
             /** @description One sentence for a person */
@@ -2962,6 +2979,8 @@ export interface components {
             skip?: components["schemas"]["SkippedFire"];
             /** @description at is a tick of the job's trigger */
             tick: boolean;
+            /** @description For a job with several triggers: each trigger, whether it ticks at at, and its own next tick */
+            triggers?: components["schemas"]["TriggerTick"][] | null;
             /** @enum {string} */
             verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record" | "outside_window";
         };
@@ -2985,6 +3004,21 @@ export interface components {
              * @description Fire at this instant instead of now (at most 400 days ahead; one in the past fires at once). The run is stored as scheduled and fires like a cron tick, under the job's misfire and concurrency policies; cancel it with its id or its Idempotency-Key
              */
             run_at?: string;
+        };
+        TriggerTick: {
+            /**
+             * Format: int64
+             * @description Its index in the job's triggers
+             */
+            index: number;
+            /**
+             * Format: date-time
+             * @description Its first tick after the instant
+             */
+            next_tick?: string;
+            /** @description It ticks at the instant */
+            tick: boolean;
+            trigger: components["schemas"]["JobTrigger"];
         };
     };
     responses: never;
@@ -5886,7 +5920,6 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "cron": "example",
                      *       "fires": [
                      *         {
                      *           "local": "2026-03-29T03:30:00+02:00",
@@ -6075,12 +6108,7 @@ export interface operations {
                  *           },
                  *           "group": "billing",
                  *           "name": "nightly-report",
-                 *           "owner": "team-billing",
-                 *           "trigger": {
-                 *             "cron": "0 0 8 * * ?",
-                 *             "kind": "cron",
-                 *             "timezone": "Asia/Shanghai"
-                 *           }
+                 *           "owner": "team-billing"
                  *         }
                  *       ],
                  *       "managed_by": "sdk:billing-agent",
@@ -7350,11 +7378,6 @@ export interface operations {
                      *           "name": "nightly-report",
                      *           "owner": "team-billing",
                      *           "paused": false,
-                     *           "trigger": {
-                     *             "cron": "0 0 8 * * ?",
-                     *             "kind": "cron",
-                     *             "timezone": "Asia/Shanghai"
-                     *           },
                      *           "updated_at": "2026-12-04T08:00:00Z"
                      *         }
                      *       ]
@@ -7453,12 +7476,7 @@ export interface operations {
                  *       },
                  *       "group": "billing",
                  *       "name": "nightly-report",
-                 *       "owner": "team-billing",
-                 *       "trigger": {
-                 *         "cron": "0 0 8 * * ?",
-                 *         "kind": "cron",
-                 *         "timezone": "Asia/Shanghai"
-                 *       }
+                 *       "owner": "team-billing"
                  *     }
                  */
                 "application/json": components["schemas"]["Job"];
@@ -7484,11 +7502,6 @@ export interface operations {
                      *       "name": "nightly-report",
                      *       "owner": "team-billing",
                      *       "paused": false,
-                     *       "trigger": {
-                     *         "cron": "0 0 8 * * ?",
-                     *         "kind": "cron",
-                     *         "timezone": "Asia/Shanghai"
-                     *       },
                      *       "updated_at": "2026-12-04T08:00:00Z"
                      *     }
                      */
@@ -7614,11 +7627,6 @@ export interface operations {
                      *       "name": "nightly-report",
                      *       "owner": "team-billing",
                      *       "paused": false,
-                     *       "trigger": {
-                     *         "cron": "0 0 8 * * ?",
-                     *         "kind": "cron",
-                     *         "timezone": "Asia/Shanghai"
-                     *       },
                      *       "updated_at": "2026-12-04T08:00:00Z"
                      *     }
                      */
@@ -7737,12 +7745,7 @@ export interface operations {
                  *       },
                  *       "group": "billing",
                  *       "name": "nightly-report",
-                 *       "owner": "team-billing",
-                 *       "trigger": {
-                 *         "cron": "0 0 8 * * ?",
-                 *         "kind": "cron",
-                 *         "timezone": "Asia/Shanghai"
-                 *       }
+                 *       "owner": "team-billing"
                  *     }
                  */
                 "application/json": components["schemas"]["Job"];
@@ -7767,11 +7770,6 @@ export interface operations {
                      *       "name": "nightly-report",
                      *       "owner": "team-billing",
                      *       "paused": false,
-                     *       "trigger": {
-                     *         "cron": "0 0 8 * * ?",
-                     *         "kind": "cron",
-                     *         "timezone": "Asia/Shanghai"
-                     *       },
                      *       "updated_at": "2026-12-04T08:00:00Z"
                      *     }
                      */
@@ -8179,8 +8177,10 @@ export interface operations {
                      * @description Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
                      */
                     timeout_seconds?: number;
-                    /** @description When the job fires */
+                    /** @description When the job fires. Give this or triggers, not both */
                     trigger?: unknown;
+                    /** @description Several triggers (cron or interval, each in its own timezone), instead of trigger: the job fires at every tick of each; ticks of two triggers at one instant make one run, which records the first of them (trigger_index). An interval in a list ticks every interval_seconds from active_from (from the Unix epoch without one). A list of one is stored as trigger */
+                    triggers?: unknown[];
                     /** Format: date-time */
                     updated_at?: $Read<string>;
                 };
@@ -8329,8 +8329,10 @@ export interface operations {
                      * @description Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent
                      */
                     timeout_seconds?: number;
-                    /** @description When the job fires */
+                    /** @description When the job fires. Give this or triggers, not both */
                     trigger?: unknown;
+                    /** @description Several triggers (cron or interval, each in its own timezone), instead of trigger: the job fires at every tick of each; ticks of two triggers at one instant make one run, which records the first of them (trigger_index). An interval in a list ticks every interval_seconds from active_from (from the Unix epoch without one). A list of one is stored as trigger */
+                    triggers?: unknown[];
                     /** Format: date-time */
                     updated_at?: $Read<string>;
                 };
@@ -8355,11 +8357,6 @@ export interface operations {
                      *       "name": "nightly-report",
                      *       "owner": "team-billing",
                      *       "paused": false,
-                     *       "trigger": {
-                     *         "cron": "0 0 8 * * ?",
-                     *         "kind": "cron",
-                     *         "timezone": "Asia/Shanghai"
-                     *       },
                      *       "updated_at": "2026-12-04T08:00:00Z"
                      *     }
                      */
@@ -9049,11 +9046,6 @@ export interface operations {
                      *       "name": "nightly-report",
                      *       "owner": "team-billing",
                      *       "paused": false,
-                     *       "trigger": {
-                     *         "cron": "0 0 8 * * ?",
-                     *         "kind": "cron",
-                     *         "timezone": "Asia/Shanghai"
-                     *       },
                      *       "updated_at": "2026-12-04T08:00:00Z"
                      *     }
                      */
@@ -9179,11 +9171,6 @@ export interface operations {
                      *       "name": "nightly-report",
                      *       "owner": "team-billing",
                      *       "paused": false,
-                     *       "trigger": {
-                     *         "cron": "0 0 8 * * ?",
-                     *         "kind": "cron",
-                     *         "timezone": "Asia/Shanghai"
-                     *       },
                      *       "updated_at": "2026-12-04T08:00:00Z"
                      *     }
                      */
