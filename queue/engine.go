@@ -57,6 +57,7 @@ type Engine struct {
 	Waiter       *ExecutionWaiter
 	Declarations *DeclarationService
 	Classes      *ClassService
+	Calendars    *CalendarService
 	History      *HistoryService
 	Backfills    *BackfillService
 	Callbacks    *CallbackService
@@ -79,6 +80,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		Waiter:       NewExecutionWaiter(requests, cfg.Notifier),
 		Declarations: NewDeclarationService(requests, logger, cfg.Metrics),
 		Classes:      NewClassService(requests, logger),
+		Calendars:    NewCalendarService(requests, logger),
 		History:      NewHistoryService(requests),
 		Backfills:    NewBackfillService(requests, logger, cfg.Outbox),
 		Callbacks:    delivery.NewCallbackService(requests, cfg.Outbox, logger),

@@ -724,10 +724,11 @@ func AllAxRouteStrategyValues() []AxRouteStrategy {
 type AxSkipReason string
 
 const (
-	AxSkipReasonMisfire AxSkipReason = "misfire"
-	AxSkipReasonOverlap AxSkipReason = "overlap"
-	AxSkipReasonPaused  AxSkipReason = "paused"
-	AxSkipReasonDstGap  AxSkipReason = "dst_gap"
+	AxSkipReasonMisfire  AxSkipReason = "misfire"
+	AxSkipReasonOverlap  AxSkipReason = "overlap"
+	AxSkipReasonPaused   AxSkipReason = "paused"
+	AxSkipReasonDstGap   AxSkipReason = "dst_gap"
+	AxSkipReasonCalendar AxSkipReason = "calendar"
 )
 
 func (e *AxSkipReason) Scan(src interface{}) error {
@@ -770,7 +771,8 @@ func (e AxSkipReason) Valid() bool {
 	case AxSkipReasonMisfire,
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
-		AxSkipReasonDstGap:
+		AxSkipReasonDstGap,
+		AxSkipReasonCalendar:
 		return true
 	}
 	return false
@@ -782,6 +784,7 @@ func AllAxSkipReasonValues() []AxSkipReason {
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
 		AxSkipReasonDstGap,
+		AxSkipReasonCalendar,
 	}
 }
 
@@ -1182,6 +1185,16 @@ type AxBackfillRun struct {
 	Tick        time.Time
 }
 
+type AxCalendar struct {
+	Name        string
+	Description string
+	Timezone    string
+	Entries     []byte
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type AxCallback struct {
 	ExecutionID   uuid.UUID
 	JobID         uuid.UUID
@@ -1463,6 +1476,12 @@ type AxJob struct {
 	ActiveFrom                    *time.Time
 	ActiveUntil                   *time.Time
 	JitterSeconds                 int32
+	Exclude                       []string
+}
+
+type AxJobCalendar struct {
+	JobID        uuid.UUID
+	CalendarName string
 }
 
 type AxJobSecret struct {
