@@ -103,6 +103,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&agentHandlers{keys: eng.Keys, agents: eng.Leases, publicURL: cfg.PublicURL, forgetKey: auth.cache.forget}).register(api)
 	(&keyHandlers{keys: eng.Keys, signing: auth.signing, forgetKeys: auth.cache.forgetAll}).register(api)
 	(&classHandlers{classes: eng.Classes}).register(api)
+	(&calendarHandlers{calendars: eng.Calendars}).register(api)
 	(&backfillHandlers{backfills: eng.Backfills, guard: guard}).register(api)
 	(&historyHandlers{history: eng.History}).register(api)
 	registerCronPreview(api)

@@ -47,6 +47,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if j.Route != nil && axtype.RouteStrategy(j.Route.Strategy) == axtype.RouteBroadcast && j.Shards != nil && j.Shards.Count > 1 {
 		errs.add(prefix.With("shards.count"), "must be 1 with strategy broadcast: a run has one task per live agent", j.Shards.Count)
 	}
+	j.validateExclude(prefix, &errs)
 	j.Shards.validateRange(prefix, &errs)
 	j.Shards.validateGenerator(prefix, j.Route, &errs)
 	if axtype.ExecutorKind(j.Executor.Kind) == axtype.ExecutorHTTP && j.Executor.Body != "" {
