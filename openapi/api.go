@@ -106,7 +106,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&calendarHandlers{calendars: eng.Calendars}).register(api)
 	(&backfillHandlers{backfills: eng.Backfills, guard: guard}).register(api)
 	(&historyHandlers{history: eng.History}).register(api)
-	registerCronPreview(api)
+	registerCronPreview(api, eng.Calendars)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, degraded: cfg.Degraded, logger: cfg.Logger}).register(api)
 	registerPatches(api)
 	registerCallbackWebhook(api)

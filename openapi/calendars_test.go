@@ -139,3 +139,27 @@ func TestJobExclude(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
 	require.True(t, strings.Contains(strings.Join(r.errorLocations(), ","), "body.exclude"), string(r.raw))
 }
+
+// TestCronPreviewExclude: a preview with exclude lists the next ticks
+// that fire and, apart, the ones a calendar passes over; a missing
+// calendar is 422 naming it.
+func TestCronPreviewExclude(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	env.call(http.MethodPost, "/v1/calendars", env.admin, holidays()).must(t, http.StatusCreated)
+	// 18:00 UTC is 02:00 the next day in Shanghai: the tick of the 24th
+	// falls on the 25th there.
+	body := map[string]any{"cron": "0 0 18 * * *", "timezone": "UTC", "count": 2,
+		"after": "2026-12-23T12:00:00Z", "exclude": []any{"cn-holidays"}}
+	got := env.call(http.MethodPost, "/v1/cron/preview", env.key(openapi.ScopeRead), body).must(t, http.StatusOK)
+	require.Equal(t, []any{"2026-12-23T18:00:00Z", "2026-12-25T18:00:00Z"}, got["next"])
+	excluded := got["excluded"].([]any)
+	require.Len(t, excluded, 1)
+	require.Equal(t, "2026-12-24T18:00:00Z", excluded[0].(map[string]any)["utc"])
+	require.Equal(t, "cn-holidays", excluded[0].(map[string]any)["excluded_by"])
+
+	body["exclude"] = []any{"cn-holidays", "missing"}
+	r := env.call(http.MethodPost, "/v1/cron/preview", env.admin, body)
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
+	require.Equal(t, []string{"body.exclude[1]"}, r.errorLocations())
+}

@@ -66,6 +66,11 @@ func (s *CalendarService) Get(ctx context.Context, name string) (*axtype.Calenda
 	return db.CalendarGet(ctx, s.pool, name)
 }
 
+// GetMany returns the named calendars that exist.
+func (s *CalendarService) GetMany(ctx context.Context, names []string) ([]*axtype.Calendar, error) {
+	return db.CalendarListByNames(ctx, s.pool, names)
+}
+
 // List returns every calendar by name.
 func (s *CalendarService) List(ctx context.Context) ([]*axtype.Calendar, error) {
 	return db.CalendarList(ctx, s.pool)

@@ -1548,6 +1548,11 @@ type CreatedSigningKey struct {
 
 // CronFire defines model for CronFire.
 type CronFire struct {
+	// ExcludedBy In excluded: the calendar that skips this tick
+	//
+	// Example: cn-holidays
+	ExcludedBy *string `json:"excluded_by,omitempty"`
+
 	// Local Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)
 	//
 	// Example: 2026-03-29T03:30:00+02:00
@@ -1574,6 +1579,9 @@ type CronFire struct {
 type CronPreview struct {
 	Cron string `json:"cron"`
 
+	// Excluded With exclude: the ticks among them that a calendar skips, each naming it (excluded_by)
+	Excluded *[]CronFire `json:"excluded,omitempty"`
+
 	// Fires The same fire times, each with its wall time in the timezone
 	Fires *[]CronFire `json:"fires"`
 
@@ -1594,6 +1602,11 @@ type CronPreviewRequest struct {
 	//
 	// Example: 0 0 8 * * ?
 	Cron string `json:"cron"`
+
+	// Exclude Calendars (as a job's exclude) whose days are passed over: next and fires list only ticks that fire, excluded the ticks skipped between them
+	//
+	// Example: ["cn-holidays"]
+	Exclude *[]string `json:"exclude,omitempty"`
 
 	// JitterSeconds Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it
 	JitterSeconds *int64 `json:"jitter_seconds,omitempty"`

@@ -1747,6 +1747,11 @@ export interface components {
         };
         CronFire: {
             /**
+             * @description In excluded: the calendar that skips this tick
+             * @example cn-holidays
+             */
+            excluded_by?: string;
+            /**
              * @description Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)
              * @example 2026-03-29T03:30:00+02:00
              */
@@ -1774,6 +1779,8 @@ export interface components {
         };
         CronPreview: {
             cron: string;
+            /** @description With exclude: the ticks among them that a calendar skips, each naming it (excluded_by) */
+            excluded?: components["schemas"]["CronFire"][] | null;
             /** @description The same fire times, each with its wall time in the timezone */
             fires: components["schemas"]["CronFire"][] | null;
             /** @description Fire times in UTC, earliest first */
@@ -1797,6 +1804,13 @@ export interface components {
              * @example 0 0 8 * * ?
              */
             cron: string;
+            /**
+             * @description Calendars (as a job's exclude) whose days are passed over: next and fires list only ticks that fire, excluded the ticks skipped between them
+             * @example [
+             *       "cn-holidays"
+             *     ]
+             */
+            exclude?: string[] | null;
             /**
              * Format: int64
              * @description Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it
@@ -6820,6 +6834,9 @@ export interface operations {
                 /**
                  * @example {
                  *       "cron": "0 0 8 * * ?",
+                 *       "exclude": [
+                 *         "cn-holidays"
+                 *       ],
                  *       "timezone": "Asia/Shanghai"
                  *     }
                  */
@@ -6838,6 +6855,7 @@ export interface operations {
                      *       "cron": "example",
                      *       "fires": [
                      *         {
+                     *           "excluded_by": "cn-holidays",
                      *           "local": "2026-03-29T03:30:00+02:00",
                      *           "offset": "+02:00",
                      *           "utc": "2026-12-04T08:00:00Z",
