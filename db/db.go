@@ -307,7 +307,7 @@ func mapErr(err error) error {
 		case "23505": // unique_violation
 			return fmt.Errorf("%w: %s", axtype.ErrConflict, pgErr.ConstraintName)
 		case "23514", "23503": // check_violation, foreign_key_violation
-			return &axtype.ConstraintError{Constraint: pgErr.ConstraintName, Err: err}
+			return &axtype.ConstraintError{Constraint: pgErr.ConstraintName, Detail: pgErr.Detail, Err: err}
 		}
 	}
 	return err

@@ -30,7 +30,7 @@ func TestEnumsMatchSchema(t *testing.T) {
 		"misfire_policy": {strs(axtype.MisfireFireOnce, axtype.MisfireSkip, axtype.MisfireFireAll), strs(dbsqlc.AllAxMisfirePolicyValues()...)},
 		"degrade_action": {strs(axtype.DegradeWait, axtype.DegradeSkip), strs(dbsqlc.AllAxDegradeActionValues()...)},
 		"timeout_mode":   {strs(axtype.TimeoutFixed, axtype.TimeoutAdaptive), strs(dbsqlc.AllAxTimeoutModeValues()...)},
-		"skip_reason":    {strs(axtype.SkipMisfire, axtype.SkipOverlap, axtype.SkipPaused, axtype.SkipDSTGap), strs(dbsqlc.AllAxSkipReasonValues()...)},
+		"skip_reason":    {strs(axtype.SkipMisfire, axtype.SkipOverlap, axtype.SkipPaused, axtype.SkipDSTGap, axtype.SkipCalendar), strs(dbsqlc.AllAxSkipReasonValues()...)},
 		"agent_state": {strs(axtype.AgentActive, axtype.AgentDraining, axtype.AgentOffline, axtype.AgentQuarantined),
 			strs(dbsqlc.AllAxAgentStateValues()...)},
 		"callback_state": {strs(axtype.CallbackPending, axtype.CallbackDelivered, axtype.CallbackFailed),

@@ -58,7 +58,7 @@ func JobUpdate(ctx context.Context, e Executor, job *axtype.Job) (*axtype.Job, e
 		HistoryRetentionSeconds: p.HistoryRetentionSeconds, HistoryFailedRetentionSeconds: p.HistoryFailedRetentionSeconds,
 		CallbackOrdered: p.CallbackOrdered,
 		ActiveFrom:      p.ActiveFrom, ActiveUntil: p.ActiveUntil, JitterSeconds: p.JitterSeconds,
-		Triggers: p.Triggers,
+		Triggers: p.Triggers, Exclude: p.Exclude,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -179,6 +179,7 @@ func jobParams(j *axtype.Job) (dbsqlc.JobInsertParams, error) {
 		HistoryRetentionSeconds:       nilIfZero(int32(j.HistoryRetentionSeconds)),
 		HistoryFailedRetentionSeconds: nilIfZero(int32(j.HistoryFailedRetentionSeconds)),
 		ActiveFrom:                    j.ActiveFrom, ActiveUntil: j.ActiveUntil, JitterSeconds: int32(j.JitterSeconds),
+		Exclude: append([]string{}, j.Exclude...), // never NULL; nil and empty compare equal
 		// A definition made before timeout modes (zero) is fixed.
 		TimeoutMode: dbsqlc.AxTimeoutMode(cmp.Or(j.TimeoutMode, axtype.TimeoutFixed)),
 	}, nil
@@ -201,7 +202,8 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *a
 		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: axtype.DegradeAction(r.DegradeAction),
 		CallbackOrdered: r.CallbackOrdered,
 		ActiveFrom:      utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil), JitterSeconds: int(r.JitterSeconds),
-		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Exclude: r.Exclude,
+		Params:  r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
 		LastExecutionID: t.LastExecutionID, LastState: axtype.ExecutionState(lastState),

@@ -42,7 +42,7 @@ func UpcomingFireSources(ctx context.Context, e Executor, until time.Time) ([]*a
 	for i, r := range rows {
 		out[i] = &axtype.DueTrigger{JobID: r.ID, TriggerKind: axtype.TriggerKind(r.TriggerKind), CronExpr: deref(r.CronExpr),
 			Timezone: r.Timezone, IntervalSeconds: deref(r.IntervalSeconds), NextFireAt: r.NextFireAt.UTC(),
-			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil)}
+			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil), Exclude: r.Exclude}
 		if out[i].Triggers, err = triggersFromJSON(r.ID, r.Triggers); err != nil {
 			return nil, err
 		}

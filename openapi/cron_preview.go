@@ -3,10 +3,13 @@ package openapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 )
@@ -21,6 +24,8 @@ type CronPreviewRequest struct {
 	// The jitter offset depends on the job, so a jittered preview names it.
 	JobID         string `json:"job_id,omitempty" format:"uuid" doc:"With jitter_seconds: the job whose jittered start times to show (the offset of a tick comes from the job id and the tick)"`
 	JitterSeconds int    `json:"jitter_seconds,omitempty" minimum:"0" maximum:"86400" doc:"Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it"`
+	// Exclude previews a job's exclude list: its calendars as they are now.
+	Exclude []string `json:"exclude,omitempty" maxItems:"16" example:"[\"cn-holidays\"]" doc:"Calendars (as a job's exclude) whose days are passed over: next and fires list only ticks that fire, excluded the ticks skipped between them"`
 }
 
 // CronPreview lists upcoming fire times.
@@ -29,6 +34,7 @@ type CronPreview struct {
 	Timezone string      `json:"timezone" doc:"The timezone local times are shown in (with triggers: the first trigger's)"`
 	Next     []time.Time `json:"next" doc:"Fire times in UTC, earliest first"`
 	Fires    []CronFire  `json:"fires" doc:"The same fire times, each with its wall time in the timezone"`
+	Excluded []CronFire  `json:"excluded,omitempty" doc:"With exclude: the ticks among them that a calendar skips, each naming it (excluded_by)"`
 }
 
 // CronFire is one fire time, in UTC and on the timezone's clock.
@@ -41,6 +47,8 @@ type CronFire struct {
 	StartsAt *time.Time `json:"starts_at,omitempty" doc:"With job_id and jitter_seconds: when the run's tasks become leasable, the fire time plus the job's jitter offset for it"`
 	// Triggers is set for a preview of a list.
 	Triggers []int `json:"triggers,omitempty" doc:"With triggers: the indexes of the triggers that tick at this instant (one run; the first is the run's trigger_index)"`
+	// ExcludedBy is set on the ticks of excluded.
+	ExcludedBy string `json:"excluded_by,omitempty" example:"cn-holidays" doc:"In excluded: the calendar that skips this tick"`
 }
 
 type cronPreviewInput struct {
@@ -51,16 +59,21 @@ type cronPreviewOutput struct {
 	Body CronPreview
 }
 
-func registerCronPreview(api huma.API) {
+type cronPreviewHandlers struct {
+	calendars *queue.CalendarService
+}
+
+func registerCronPreview(api huma.API, calendars *queue.CalendarService) {
+	h := &cronPreviewHandlers{calendars: calendars}
 	huma.Register(api, requireScope(huma.Operation{
 		OperationID: "preview-cron", Method: http.MethodPost, Path: "/v1/cron/preview", Tags: []string{"Jobs"},
 		Summary:     "List the next fire times of a cron expression",
 		Description: "See what an expression means in a timezone, daylight-saving changes included, before saving a job.",
 		Errors:      []int{http.StatusUnprocessableEntity},
-	}, ScopeRead), previewCron)
+	}, ScopeRead), h.previewCron)
 }
 
-func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, error) {
+func (h *cronPreviewHandlers) previewCron(ctx context.Context, in *cronPreviewInput) (*cronPreviewOutput, error) {
 	if in.Body.Triggers != nil || in.Body.Cron == "" {
 		return previewTriggers(in)
 	}
@@ -82,11 +95,51 @@ func previewCron(_ context.Context, in *cronPreviewInput) (*cronPreviewOutput, e
 	if in.Body.After != nil {
 		after = *in.Body.After
 	}
-	next := sched.NextN(after, in.Body.Count)
-	return &cronPreviewOutput{Body: CronPreview{
-		Cron: in.Body.Cron, Timezone: sched.Location().String(), Next: next,
-		Fires: cronFires(next, nil, sched.Location(), jobID, in.Body.JitterSeconds),
-	}}, nil
+	excluding, err := h.excluding(ctx, in.Body.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	out := CronPreview{Cron: in.Body.Cron, Timezone: sched.Location().String(), Next: []time.Time{}, Fires: []CronFire{}}
+	// Excluded ticks are passed over, up to a bound: a calendar may
+	// exclude every day for years.
+	for at, scanned := sched.Next(after), 0; !at.IsZero() && len(out.Next) < in.Body.Count && scanned < maxPreviewTicks; at, scanned = sched.Next(at), scanned+1 {
+		local := at.In(sched.Location())
+		zone, _ := local.Zone()
+		fire := CronFire{UTC: at.UTC(), Local: local.Format("2006-01-02T15:04:05-07:00"), Offset: local.Format("-07:00"), Zone: zone}
+		if cal := queue.ExcludedBy(excluding, at); cal != nil {
+			fire.ExcludedBy = cal.Name
+			out.Excluded = append(out.Excluded, fire)
+			continue
+		}
+		if in.Body.JitterSeconds > 0 {
+			start := at.Add(queue.JitterOffset(jobID, at, in.Body.JitterSeconds)).UTC()
+			fire.StartsAt = &start
+		}
+		out.Next, out.Fires = append(out.Next, at.UTC()), append(out.Fires, fire)
+	}
+	return &cronPreviewOutput{Body: out}, nil
+}
+
+// maxPreviewTicks bounds the ticks a preview looks at.
+const maxPreviewTicks = 10_000
+
+// excluding reads the calendars a preview excludes; a missing one is 422
+// naming it.
+func (h *cronPreviewHandlers) excluding(ctx context.Context, names []string) ([]*axtype.Calendar, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	cals, err := h.calendars.GetMany(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range names {
+		if !slices.ContainsFunc(cals, func(c *axtype.Calendar) bool { return c.Name == name }) {
+			return nil, huma.Error422UnprocessableEntity("unknown calendar",
+				&huma.ErrorDetail{Location: fmt.Sprintf("body.exclude[%d]", i), Message: "names no calendar", Value: name})
+		}
+	}
+	return cals, nil
 }
 
 // cronFires shows fire times on loc's clock; by, when set, names the

@@ -61,7 +61,7 @@ type Task struct {
 
 // SkippedFire is a run of ticks that did not fire, with why.
 type SkippedFire struct {
-	Reason     string    `json:"reason" enum:"misfire,overlap,paused,dst_gap"`
+	Reason     string    `json:"reason" enum:"misfire,overlap,paused,dst_gap,calendar"`
 	FirstTick  time.Time `json:"first_tick"`
 	LastTick   time.Time `json:"last_tick" doc:"Last skipped tick, or the end of the range when the ticks were too many to count"`
 	TickCount  int       `json:"tick_count,omitempty" doc:"How many ticks; absent when too many to count"`
@@ -124,7 +124,7 @@ func executionFromScheduled(r *axtype.DelayedRun) *Execution {
 type TickExplanation struct {
 	At        time.Time       `json:"at" doc:"The instant explained; for a wall time inside a daylight-saving gap, the end of the gap, where such a tick fires"`
 	Local     string          `json:"local" doc:"at on the job's clock, with the offset in effect"`
-	Verdict   string          `json:"verdict" enum:"fired,skipped,not_a_tick,dst_gap,paused,not_created,upcoming,manual,no_record,outside_window"`
+	Verdict   string          `json:"verdict" enum:"fired,skipped,not_a_tick,dst_gap,paused,not_created,upcoming,manual,no_record,outside_window,excluded"`
 	Reason    string          `json:"reason" doc:"One sentence for a person"`
 	Tick      bool            `json:"tick" doc:"at is a tick of the job's trigger"`
 	Execution *ExecutionBrief `json:"execution,omitempty" doc:"The run fired for the tick"`

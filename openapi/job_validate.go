@@ -22,6 +22,7 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 		return errs // the rest reads the trigger
 	}
 	j.Shards.validatePresence(prefix, &errs)
+	j.validateExclude(prefix, &errs)
 	def := jobDefinition(j, uuid.Nil)
 	errs.addInvalid(prefix, queue.ValidateJob(def, time.Now()))
 	// Timezones canonical, as the engine stores them.

@@ -310,6 +310,8 @@ func jobErrorAt(err error, in *Job, prefix string) error {
 	case errors.Is(err, axtype.ErrConflict) && in != nil:
 		return huma.Error409Conflict(fmt.Sprintf("a job named %q already exists in group %q", in.Name, in.Group),
 			&huma.ErrorDetail{Location: prefix + "name", Message: "is taken in this group", Value: in.Name})
+	case errors.As(err, &ce) && ce.Constraint == "job_calendar_calendar_fk" && in != nil:
+		return jobExcludeError(ce.Detail, in, prefix)
 	case errors.As(err, &ce) && ce.Constraint == "job_rate_limit_class_fk" && in != nil:
 		return huma.Error422UnprocessableEntity("unknown rate class",
 			&huma.ErrorDetail{Location: prefix + "rate_limit_class", Message: "names no rate class: create it first (POST /v1/classes)",

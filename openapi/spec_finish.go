@@ -19,6 +19,7 @@ var tagDescriptions = map[string]string{
 	"Declarations":   "Jobs declared by code or files as a set: apply, diff and prune by owner.",
 	"Agents":         "The agents that run tasks, as an operator sees them: list, drain, resume.",
 	"Agent protocol": "What ax-agent calls: register, long-poll leases, heartbeat, report logs and results, deregister.",
+	"Calendars":      "Named lists of excluded days (dates, ranges, yearly month-days) that jobs name in exclude: their ticks on those days are skipped.",
 	"Flow control":   "Rate classes (token buckets per class, priority floors) and the server's history retention.",
 	"Operations":     "Liveness and readiness of a replica, for load balancers and orchestrators.",
 	"Callbacks":      "The signed request ax sends to a job's callback URL when a run ends.",

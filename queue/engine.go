@@ -57,6 +57,7 @@ type Engine struct {
 	Waiter       *ExecutionWaiter
 	Declarations *DeclarationService
 	Classes      *ClassService
+	Calendars    *CalendarService
 	History      *HistoryService
 	Overview     *OverviewService
 	Backfills    *BackfillService
@@ -81,6 +82,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		Waiter:       NewExecutionWaiter(requests, cfg.Notifier),
 		Declarations: NewDeclarationService(requests, logger, cfg.Metrics),
 		Classes:      NewClassService(requests, logger),
+		Calendars:    NewCalendarService(requests, logger),
 		History:      NewHistoryService(requests),
 		Overview:     NewOverviewService(requests),
 		Backfills:    NewBackfillService(requests, logger, cfg.Outbox),

@@ -61,6 +61,12 @@ func JitterOffset(job uuid.UUID, tick time.Time, jitterSeconds int) time.Duratio
 	return schedule.JitterOffset(job, tick, jitterSeconds)
 }
 
+// ExcludedBy is the first of calendars whose days hold tick, or nil
+// (schedule.ExcludedBy).
+func ExcludedBy(calendars []*axtype.Calendar, tick time.Time) *axtype.Calendar {
+	return schedule.ExcludedBy(calendars, tick)
+}
+
 // CanonicalZone is the IANA name of a timezone (cron.CanonicalZone).
 func CanonicalZone(name string) (string, error) { return cron.CanonicalZone(name) }
 

@@ -30,6 +30,9 @@ const (
 	// VerdictOutsideWindow: the instant is a tick of the trigger outside
 	// the job's active window, so it does not fire.
 	VerdictOutsideWindow = "outside_window"
+	// VerdictExcluded: the tick's date is in a calendar the job excludes,
+	// and no record says otherwise (the tick is ahead, or not recorded).
+	VerdictExcluded = "excluded"
 )
 
 // Explanation says, from the records, what became of one instant of a
@@ -128,6 +131,10 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 	} else if !errors.Is(err, axtype.ErrNotFound) {
 		return err
 	}
+	excluded, err := excludingCalendar(ctx, s, job, at)
+	if err != nil {
+		return err
+	}
 	switch {
 	case at.Before(job.CreatedAt):
 		out.Verdict = VerdictNotCreated
@@ -136,6 +143,10 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 		out.Verdict, out.Reason = VerdictManual, "the job is manual: it runs only when triggered, and no run was triggered for this instant"
 	case out.Tick && !inActiveWindow(job, at):
 		out.Verdict, out.Reason = VerdictOutsideWindow, "outside the active window "+windowText(job, loc)+": the tick does not fire"
+	case out.Tick && excluded != nil:
+		out.Verdict = VerdictExcluded
+		out.Reason = fmt.Sprintf("excluded by calendar %s: %s (in %s) is one of its days, so the tick does not fire",
+			excluded.Name, localDate(at, excluded.Timezone), excluded.Timezone)
 	case !out.Tick:
 		out.Verdict, out.Reason = VerdictNotATick, "this instant is not a tick of the trigger"
 		if out.NextTick != nil {
@@ -286,4 +297,26 @@ func explainTriggers(job *axtype.Job, out *Explanation) {
 	for i, spec := range job.Triggers {
 		out.Triggers = append(out.Triggers, TriggerTick{Index: i, Spec: spec, Tick: slices.Contains(ticking, i), NextTick: next[i]})
 	}
+}
+
+// excludingCalendar returns the calendar of job's exclude list whose days
+// hold at, read as they are now; nil when none does.
+func excludingCalendar(ctx context.Context, s *ExecutionService, job *axtype.Job, at time.Time) (*axtype.Calendar, error) {
+	if len(job.Exclude) == 0 {
+		return nil, nil
+	}
+	cals, err := db.CalendarListByNames(ctx, s.pool, job.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	return schedule.ExcludedBy(cals, at), nil
+}
+
+// localDate is at's date in the zone tz.
+func localDate(at time.Time, tz string) string {
+	loc, err := cron.LoadLocation(tz)
+	if err != nil {
+		loc = time.UTC
+	}
+	return at.In(loc).Format(time.DateOnly)
 }

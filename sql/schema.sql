@@ -153,7 +153,8 @@ CREATE TYPE ax.skip_reason AS ENUM (
     'misfire',
     'overlap',
     'paused',
-    'dst_gap'
+    'dst_gap',
+    'calendar'
 );
 
 --
@@ -751,6 +752,21 @@ CREATE FUNCTION ax.jitter_offset(job_id uuid, tick timestamp with time zone, jit
         make_interval(secs => (('x' || substr(md5(job_id::text || '/' || floor(extract(epoch FROM tick))::bigint::text), 1, 8))::bit(32)::bigint
                                % (jitter_seconds::bigint * 1000)) / 1000.0)
     ELSE interval '0' END
+$$;
+
+--
+-- Name: job_calendar_sync(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.job_calendar_sync() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM ax.job_calendar WHERE job_id = NEW.id;
+    INSERT INTO ax.job_calendar (job_id, calendar_name)
+    SELECT DISTINCT NEW.id, n FROM unnest(NEW.exclude) AS n;
+    RETURN NULL;
+END
 $$;
 
 --
@@ -1353,6 +1369,23 @@ CREATE TABLE ax.backfill_run (
 );
 
 --
+-- Name: calendar; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.calendar (
+    name text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    timezone text NOT NULL,
+    entries jsonb DEFAULT '[]'::jsonb NOT NULL,
+    version bigint DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT calendar_description_length CHECK ((length(description) <= 1000)),
+    CONSTRAINT calendar_entries_bounds CHECK (((jsonb_typeof(entries) = 'array'::text) AND (jsonb_array_length(entries) <= 1000))),
+    CONSTRAINT calendar_name_format CHECK ((name ~ '^[a-z0-9][a-z0-9._-]{0,62}$'::text))
+);
+
+--
 -- Name: callback; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -1491,11 +1524,13 @@ CREATE TABLE ax.job (
     active_until timestamp with time zone,
     jitter_seconds integer DEFAULT 0 NOT NULL,
     triggers jsonb,
+    exclude text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT job_active_window_order CHECK ((active_until > active_from)),
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_declared_has_manager CHECK (((managed_by IS NOT NULL) OR ((declared_version IS NULL) AND (declared_in IS NULL)))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
+    CONSTRAINT job_exclude_bounds CHECK ((cardinality(exclude) <= 16)),
     CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
     CONSTRAINT job_history_retention_range CHECK ((((history_retention_seconds IS NULL) OR ((history_retention_seconds >= 1) AND (history_retention_seconds <= (400 * 86400)))) AND ((history_failed_retention_seconds IS NULL) OR ((history_failed_retention_seconds >= 1) AND (history_failed_retention_seconds <= (400 * 86400)))))),
     CONSTRAINT job_interval_positive CHECK (((trigger_kind <> 'interval'::ax.trigger_kind) OR (interval_seconds >= 1))),
@@ -1780,6 +1815,15 @@ CREATE TABLE ax.idempotency_key (
     expires_at timestamp with time zone DEFAULT (now() + '24:00:00'::interval) NOT NULL,
     response_headers jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT idempotency_key_length CHECK (((length(key) >= 1) AND (length(key) <= 255)))
+);
+
+--
+-- Name: job_calendar; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.job_calendar (
+    job_id uuid NOT NULL,
+    calendar_name text NOT NULL
 );
 
 --
@@ -2299,6 +2343,13 @@ ALTER TABLE ONLY ax.backfill_run
     ADD CONSTRAINT backfill_run_pkey PRIMARY KEY (execution_id);
 
 --
+-- Name: calendar calendar_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.calendar
+    ADD CONSTRAINT calendar_pkey PRIMARY KEY (name);
+
+--
 -- Name: callback_attempt callback_attempt_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -2402,6 +2453,13 @@ ALTER TABLE ONLY ax.http_task_slot_wait
 
 ALTER TABLE ONLY ax.idempotency_key
     ADD CONSTRAINT idempotency_key_pkey PRIMARY KEY (api_key_id, key);
+
+--
+-- Name: job_calendar job_calendar_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_calendar
+    ADD CONSTRAINT job_calendar_pkey PRIMARY KEY (job_id, calendar_name);
 
 --
 -- Name: job job_name_unique; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -2700,6 +2758,12 @@ CREATE INDEX http_task_slot_wait_job_idx ON ax.http_task_slot_wait USING btree (
 CREATE INDEX idempotency_key_expires_idx ON ax.idempotency_key USING btree (expires_at);
 
 --
+-- Name: job_calendar_calendar_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX job_calendar_calendar_idx ON ax.job_calendar USING btree (calendar_name);
+
+--
 -- Name: job_managed_by_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -2874,6 +2938,18 @@ CREATE TRIGGER console_session_key_revoked AFTER UPDATE OF revoked_at ON ax.api_
 CREATE TRIGGER execution_ended AFTER UPDATE ON ax.execution REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.execution_ended();
 
 --
+-- Name: job job_calendar_sync_insert; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER job_calendar_sync_insert AFTER INSERT ON ax.job FOR EACH ROW WHEN ((cardinality(new.exclude) > 0)) EXECUTE FUNCTION ax.job_calendar_sync();
+
+--
+-- Name: job job_calendar_sync_update; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER job_calendar_sync_update AFTER UPDATE OF exclude ON ax.job FOR EACH ROW WHEN ((old.exclude IS DISTINCT FROM new.exclude)) EXECUTE FUNCTION ax.job_calendar_sync();
+
+--
 -- Name: job job_callback_sequence_drop; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -2954,6 +3030,20 @@ ALTER TABLE ONLY ax.http_task_slot_wait
 
 ALTER TABLE ONLY ax.idempotency_key
     ADD CONSTRAINT idempotency_key_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES ax.api_key(id) ON DELETE CASCADE;
+
+--
+-- Name: job_calendar job_calendar_calendar_fk; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_calendar
+    ADD CONSTRAINT job_calendar_calendar_fk FOREIGN KEY (calendar_name) REFERENCES ax.calendar(name);
+
+--
+-- Name: job_calendar job_calendar_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_calendar
+    ADD CONSTRAINT job_calendar_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: job job_rate_limit_class_fk; Type: FK CONSTRAINT; Schema: ax; Owner: -

@@ -63,7 +63,7 @@ func newRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	root.AddGroup(&cobra.Group{ID: "api", Title: "Commands that call the API:"},
 		&cobra.Group{ID: "server", Title: "Commands that run or prepare a server:"})
-	for _, c := range []*cobra.Command{newJobCommand(), newExecCommand(), newApplyCommand(), newClassCommand(), newKeyCommand()} {
+	for _, c := range []*cobra.Command{newJobCommand(), newExecCommand(), newApplyCommand(), newClassCommand(), newCalendarCommand(), newKeyCommand()} {
 		c.GroupID = "api"
 		root.AddCommand(c)
 	}

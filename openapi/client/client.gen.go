@@ -704,15 +704,18 @@ func (e RunCancelResultState) Valid() bool {
 
 // Defines values for SkippedFireReason.
 const (
-	SkippedFireReasonDstGap  SkippedFireReason = "dst_gap"
-	SkippedFireReasonMisfire SkippedFireReason = "misfire"
-	SkippedFireReasonOverlap SkippedFireReason = "overlap"
-	SkippedFireReasonPaused  SkippedFireReason = "paused"
+	SkippedFireReasonCalendar SkippedFireReason = "calendar"
+	SkippedFireReasonDstGap   SkippedFireReason = "dst_gap"
+	SkippedFireReasonMisfire  SkippedFireReason = "misfire"
+	SkippedFireReasonOverlap  SkippedFireReason = "overlap"
+	SkippedFireReasonPaused   SkippedFireReason = "paused"
 )
 
 // Valid indicates whether the value is a known member of the SkippedFireReason enum.
 func (e SkippedFireReason) Valid() bool {
 	switch e {
+	case SkippedFireReasonCalendar:
+		return true
 	case SkippedFireReasonDstGap:
 		return true
 	case SkippedFireReasonMisfire:
@@ -846,6 +849,7 @@ func (e TaskResultState) Valid() bool {
 // Defines values for TickExplanationVerdict.
 const (
 	TickExplanationVerdictDstGap        TickExplanationVerdict = "dst_gap"
+	TickExplanationVerdictExcluded      TickExplanationVerdict = "excluded"
 	TickExplanationVerdictFired         TickExplanationVerdict = "fired"
 	TickExplanationVerdictManual        TickExplanationVerdict = "manual"
 	TickExplanationVerdictNoRecord      TickExplanationVerdict = "no_record"
@@ -861,6 +865,8 @@ const (
 func (e TickExplanationVerdict) Valid() bool {
 	switch e {
 	case TickExplanationVerdictDstGap:
+		return true
+	case TickExplanationVerdictExcluded:
 		return true
 	case TickExplanationVerdictFired:
 		return true
@@ -1389,6 +1395,59 @@ type BulkRerunRequestShards string
 // BulkRerunRequestStates defines model for BulkRerunRequest.States.
 type BulkRerunRequestStates string
 
+// Calendar defines model for Calendar.
+type Calendar struct {
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+
+	// Description Example: Public holidays observed in mainland China
+	Description *string `json:"description,omitempty"`
+
+	// Entries Excluded days, at most 1000 entries; each is one date, one inclusive range (from, to) or one yearly month-day
+	Entries *[]CalendarEntry `json:"entries"`
+
+	// Name Jobs name it in exclude; 1-63 of a-z 0-9 . _ -, starting with a letter or digit
+	//
+	// Example: cn-holidays
+	Name string `json:"name"`
+
+	// Timezone IANA timezone a tick's date is read in (the calendar's, not the job's)
+	//
+	// Example: Asia/Shanghai
+	Timezone  *string    `json:"timezone,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+
+	// Version Grows on every change
+	Version *int64 `json:"version,omitempty"`
+}
+
+// CalendarEntry defines model for CalendarEntry.
+type CalendarEntry struct {
+	// Date One date, YYYY-MM-DD
+	//
+	// Example: 2026-12-25
+	Date *string `json:"date,omitempty"`
+
+	// From First date of an inclusive range (with to)
+	//
+	// Example: 2026-10-01
+	From *string `json:"from,omitempty"`
+
+	// To Last date of an inclusive range (with from)
+	//
+	// Example: 2026-10-07
+	To *string `json:"to,omitempty"`
+
+	// Yearly A month-day, MM-DD, excluded every year (02-29 only in leap years)
+	//
+	// Example: 12-25
+	Yearly *string `json:"yearly,omitempty"`
+}
+
+// CalendarList defines model for CalendarList.
+type CalendarList struct {
+	Calendars *[]Calendar `json:"calendars"`
+}
+
 // Callback defines model for Callback.
 type Callback struct {
 	// Attempts Every attempt (the last 50), oldest first
@@ -1489,6 +1548,11 @@ type CreatedSigningKey struct {
 
 // CronFire defines model for CronFire.
 type CronFire struct {
+	// ExcludedBy In excluded: the calendar that skips this tick
+	//
+	// Example: cn-holidays
+	ExcludedBy *string `json:"excluded_by,omitempty"`
+
 	// Local Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)
 	//
 	// Example: 2026-03-29T03:30:00+02:00
@@ -1518,6 +1582,9 @@ type CronFire struct {
 type CronPreview struct {
 	Cron *string `json:"cron,omitempty"`
 
+	// Excluded With exclude: the ticks among them that a calendar skips, each naming it (excluded_by)
+	Excluded *[]CronFire `json:"excluded,omitempty"`
+
 	// Fires The same fire times, each with its wall time in the timezone
 	Fires *[]CronFire `json:"fires"`
 
@@ -1540,6 +1607,11 @@ type CronPreviewRequest struct {
 	//
 	// Example: 0 0 8 * * ?
 	Cron *string `json:"cron,omitempty"`
+
+	// Exclude Calendars (as a job's exclude) whose days are passed over: next and fires list only ticks that fire, excluded the ticks skipped between them
+	//
+	// Example: ["cn-holidays"]
+	Exclude *[]string `json:"exclude,omitempty"`
 
 	// JitterSeconds Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it
 	JitterSeconds *int64 `json:"jitter_seconds,omitempty"`
@@ -1899,7 +1971,12 @@ type Job struct {
 	// DegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
 	DegradeAction *JobDegradeAction `json:"degrade_action,omitempty"`
 	Description   *string           `json:"description,omitempty"`
-	Executor      JobExecutor       `json:"executor"`
+
+	// Exclude Calendars (see /v1/calendars) whose dates the job's ticks skip: a tick whose date, in the calendar's timezone, is listed is recorded as skipped (reason calendar) instead of fired. Read at fire time: editing a calendar changes every job naming it from its next tick
+	//
+	// Example: ["cn-holidays"]
+	Exclude  *[]string   `json:"exclude,omitempty"`
+	Executor JobExecutor `json:"executor"`
 
 	// Group Group the job belongs to
 	//
@@ -2745,6 +2822,34 @@ type TriggerTick struct {
 	Trigger JobTrigger `json:"trigger"`
 }
 
+// PatchCalendarApplicationJSONPatchPlusJSONBody defines parameters for PatchCalendar.
+type PatchCalendarApplicationJSONPatchPlusJSONBody = []JsonPatchOp
+
+// PatchCalendarApplicationMergePatchPlusJSONBody defines parameters for PatchCalendar.
+type PatchCalendarApplicationMergePatchPlusJSONBody struct {
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+
+	// Description Example: Public holidays observed in mainland China
+	Description *string `json:"description,omitempty"`
+
+	// Entries Excluded days, at most 1000 entries; each is one date, one inclusive range (from, to) or one yearly month-day
+	Entries *[]interface{} `json:"entries,omitempty"`
+
+	// Name Jobs name it in exclude; 1-63 of a-z 0-9 . _ -, starting with a letter or digit
+	//
+	// Example: cn-holidays
+	Name *string `json:"name,omitempty"`
+
+	// Timezone IANA timezone a tick's date is read in (the calendar's, not the job's)
+	//
+	// Example: Asia/Shanghai
+	Timezone  *string    `json:"timezone,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+
+	// Version Grows on every change
+	Version *int64 `json:"version,omitempty"`
+}
+
 // PatchClassApplicationJSONPatchPlusJSONBody defines parameters for PatchClass.
 type PatchClassApplicationJSONPatchPlusJSONBody = []JsonPatchOp
 
@@ -2913,6 +3018,11 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// DegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
 	DegradeAction *PatchJobApplicationMergePatchPlusJSONBodyDegradeAction `json:"degrade_action,omitempty"`
 	Description   *string                                                 `json:"description,omitempty"`
+
+	// Exclude Calendars (see /v1/calendars) whose dates the job's ticks skip: a tick whose date, in the calendar's timezone, is listed is recorded as skipped (reason calendar) instead of fired. Read at fire time: editing a calendar changes every job naming it from its next tick
+	//
+	// Example: ["cn-holidays"]
+	Exclude *[]string `json:"exclude,omitempty"`
 
 	// Executor What a run does
 	Executor interface{} `json:"executor,omitempty"`
@@ -3116,6 +3226,18 @@ type AppendTaskLogsJSONRequestBody = LogRequest
 
 // ReleaseTasksJSONRequestBody defines body for ReleaseTasks for application/json ContentType.
 type ReleaseTasksJSONRequestBody = ReleaseRequest
+
+// CreateCalendarJSONRequestBody defines body for CreateCalendar for application/json ContentType.
+type CreateCalendarJSONRequestBody = Calendar
+
+// PatchCalendarApplicationJSONPatchPlusJSONRequestBody defines body for PatchCalendar for application/json-patch+json ContentType.
+type PatchCalendarApplicationJSONPatchPlusJSONRequestBody = PatchCalendarApplicationJSONPatchPlusJSONBody
+
+// PatchCalendarApplicationMergePatchPlusJSONRequestBody defines body for PatchCalendar for application/merge-patch+json ContentType.
+type PatchCalendarApplicationMergePatchPlusJSONRequestBody PatchCalendarApplicationMergePatchPlusJSONBody
+
+// UpdateCalendarJSONRequestBody defines body for UpdateCalendar for application/json ContentType.
+type UpdateCalendarJSONRequestBody = Calendar
 
 // CreateClassJSONRequestBody defines body for CreateClass for application/json ContentType.
 type CreateClassJSONRequestBody = RateClass
@@ -3420,6 +3542,90 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
 	CancelBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListCalendars List calendars
+	//
+	// Every calendar with its entries, by name. Needs an API key with scope `read`.
+	//
+	// Corresponds with GET /v1/calendars (the `ListCalendars` operationId).
+	ListCalendars(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCalendarWithBody Create a calendar
+	//
+	// Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+	CreateCalendarWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCalendar Create a calendar
+	//
+	// Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+	CreateCalendar(ctx context.Context, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteCalendar Delete a calendar
+	//
+	// Refused with 409 naming the jobs while any job excludes the calendar: take it out of their exclude first. Needs an API key with scope `submit`.
+	//
+	// Corresponds with DELETE /v1/calendars/{name} (the `DeleteCalendar` operationId).
+	DeleteCalendar(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetCalendar Get a calendar
+	//
+	// The calendar's timezone and entries; what GET returns may be sent back with PUT. Needs an API key with scope `read`.
+	//
+	// Corresponds with GET /v1/calendars/{name} (the `GetCalendar` operationId).
+	GetCalendar(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchCalendarWithBody Patch calendar
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+	PatchCalendarWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchCalendarWithApplicationJSONPatchPlusJSONBody Patch calendar
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+	PatchCalendarWithApplicationJSONPatchPlusJSONBody(ctx context.Context, name string, body PatchCalendarApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchCalendarWithApplicationMergePatchPlusJSONBody Patch calendar
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+	PatchCalendarWithApplicationMergePatchPlusJSONBody(ctx context.Context, name string, body PatchCalendarApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateCalendarWithBody Replace a calendar
+	//
+	// Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/calendars/{name} (the `UpdateCalendar` operationId).
+	UpdateCalendarWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateCalendar Replace a calendar
+	//
+	// Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/calendars/{name} (the `UpdateCalendar` operationId).
+	UpdateCalendar(ctx context.Context, name string, body UpdateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClasses List rate classes
 	//
@@ -4322,6 +4528,190 @@ func (c *Client) GetBackfill(ctx context.Context, id openapi_types.UUID, reqEdit
 // Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
 func (c *Client) CancelBackfill(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelBackfillRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListCalendars List calendars
+//
+// Every calendar with its entries, by name. Needs an API key with scope `read`.
+//
+// Corresponds with GET /v1/calendars (the `ListCalendars` operationId).
+func (c *Client) ListCalendars(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCalendarsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCalendarWithBody Create a calendar
+//
+// Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+func (c *Client) CreateCalendarWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCalendarRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCalendar Create a calendar
+//
+// Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+func (c *Client) CreateCalendar(ctx context.Context, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCalendarRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteCalendar Delete a calendar
+//
+// Refused with 409 naming the jobs while any job excludes the calendar: take it out of their exclude first. Needs an API key with scope `submit`.
+//
+// Corresponds with DELETE /v1/calendars/{name} (the `DeleteCalendar` operationId).
+func (c *Client) DeleteCalendar(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteCalendarRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetCalendar Get a calendar
+//
+// The calendar's timezone and entries; what GET returns may be sent back with PUT. Needs an API key with scope `read`.
+//
+// Corresponds with GET /v1/calendars/{name} (the `GetCalendar` operationId).
+func (c *Client) GetCalendar(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCalendarRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchCalendarWithBody Patch calendar
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+func (c *Client) PatchCalendarWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchCalendarRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchCalendarWithApplicationJSONPatchPlusJSONBody Patch calendar
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json-patch+json` content type.
+//
+// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+func (c *Client) PatchCalendarWithApplicationJSONPatchPlusJSONBody(ctx context.Context, name string, body PatchCalendarApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchCalendarRequestWithApplicationJSONPatchPlusJSONBody(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchCalendarWithApplicationMergePatchPlusJSONBody Patch calendar
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+func (c *Client) PatchCalendarWithApplicationMergePatchPlusJSONBody(ctx context.Context, name string, body PatchCalendarApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchCalendarRequestWithApplicationMergePatchPlusJSONBody(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateCalendarWithBody Replace a calendar
+//
+// Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/calendars/{name} (the `UpdateCalendar` operationId).
+func (c *Client) UpdateCalendarWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateCalendarRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateCalendar Replace a calendar
+//
+// Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/calendars/{name} (the `UpdateCalendar` operationId).
+func (c *Client) UpdateCalendar(ctx context.Context, name string, body UpdateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateCalendarRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6060,6 +6450,246 @@ func NewCancelBackfillRequest(server string, id openapi_types.UUID) (*http.Reque
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListCalendarsRequest constructs an http.Request for the ListCalendars method
+func NewListCalendarsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateCalendarRequest calls the generic CreateCalendar builder with application/json body
+func NewCreateCalendarRequest(server string, body CreateCalendarJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateCalendarRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateCalendarRequestWithBody constructs an http.Request for the CreateCalendar method, with any body, and a specified content type
+func NewCreateCalendarRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteCalendarRequest constructs an http.Request for the DeleteCalendar method
+func NewDeleteCalendarRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetCalendarRequest constructs an http.Request for the GetCalendar method
+func NewGetCalendarRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPatchCalendarRequestWithApplicationJSONPatchPlusJSONBody calls the generic PatchCalendar builder with application/json-patch+json body
+func NewPatchCalendarRequestWithApplicationJSONPatchPlusJSONBody(server string, name string, body PatchCalendarApplicationJSONPatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchCalendarRequestWithBody(server, name, "application/json-patch+json", bodyReader)
+}
+
+// NewPatchCalendarRequestWithApplicationMergePatchPlusJSONBody calls the generic PatchCalendar builder with application/merge-patch+json body
+func NewPatchCalendarRequestWithApplicationMergePatchPlusJSONBody(server string, name string, body PatchCalendarApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchCalendarRequestWithBody(server, name, "application/merge-patch+json", bodyReader)
+}
+
+// NewPatchCalendarRequestWithBody constructs an http.Request for the PatchCalendar method, with any body, and a specified content type
+func NewPatchCalendarRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewUpdateCalendarRequest calls the generic UpdateCalendar builder with application/json body
+func NewUpdateCalendarRequest(server string, name string, body UpdateCalendarJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateCalendarRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewUpdateCalendarRequestWithBody constructs an http.Request for the UpdateCalendar method, with any body, and a specified content type
+func NewUpdateCalendarRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/calendars/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -8624,6 +9254,96 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/backfills/{id}/cancel (the `CancelBackfill` operationId).
 	CancelBackfillWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelBackfillResponse, error)
 
+	// ListCalendarsWithResponse List calendars
+	//
+	// Every calendar with its entries, by name. Needs an API key with scope `read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/calendars (the `ListCalendars` operationId).
+	ListCalendarsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCalendarsResponse, error)
+
+	// CreateCalendarWithBodyWithResponse Create a calendar
+	//
+	// Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+	CreateCalendarWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error)
+
+	// CreateCalendarWithResponse Create a calendar
+	//
+	// Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+	CreateCalendarWithResponse(ctx context.Context, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error)
+
+	// DeleteCalendarWithResponse Delete a calendar
+	//
+	// Refused with 409 naming the jobs while any job excludes the calendar: take it out of their exclude first. Needs an API key with scope `submit`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/calendars/{name} (the `DeleteCalendar` operationId).
+	DeleteCalendarWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteCalendarResponse, error)
+
+	// GetCalendarWithResponse Get a calendar
+	//
+	// The calendar's timezone and entries; what GET returns may be sent back with PUT. Needs an API key with scope `read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/calendars/{name} (the `GetCalendar` operationId).
+	GetCalendarWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetCalendarResponse, error)
+
+	// PatchCalendarWithBodyWithResponse Patch calendar
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+	PatchCalendarWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchCalendarResponse, error)
+
+	// PatchCalendarWithApplicationJSONPatchPlusJSONBodyWithResponse Patch calendar
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+	PatchCalendarWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, name string, body PatchCalendarApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchCalendarResponse, error)
+
+	// PatchCalendarWithApplicationMergePatchPlusJSONBodyWithResponse Patch calendar
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+	PatchCalendarWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, name string, body PatchCalendarApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchCalendarResponse, error)
+
+	// UpdateCalendarWithBodyWithResponse Replace a calendar
+	//
+	// Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/calendars/{name} (the `UpdateCalendar` operationId).
+	UpdateCalendarWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateCalendarResponse, error)
+
+	// UpdateCalendarWithResponse Replace a calendar
+	//
+	// Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/calendars/{name} (the `UpdateCalendar` operationId).
+	UpdateCalendarWithResponse(ctx context.Context, name string, body UpdateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateCalendarResponse, error)
+
 	// ListClassesWithResponse List rate classes
 	//
 	// With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
@@ -10242,6 +10962,455 @@ func (r CancelBackfillResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelBackfillResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListCalendarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CalendarList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCalendarsResponse) GetJSON200() *CalendarList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListCalendarsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCalendarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCalendarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCalendarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCalendarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateCalendarResponse201Headers the declared response headers of an HTTP 201 response for CreateCalendar
+type CreateCalendarResponse201Headers struct {
+	Location *string
+}
+
+type CreateCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Calendar
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateCalendarResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateCalendarResponse) GetJSON201() *Calendar {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateCalendarResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateCalendarResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteCalendarResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteCalendarResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Calendar
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCalendarResponse) GetJSON200() *Calendar {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetCalendarResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCalendarResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PatchCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Calendar
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchCalendarResponse) GetJSON200() *Calendar {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PatchCalendarResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PatchCalendarResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PatchCalendarResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PatchCalendarResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PatchCalendarResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchCalendarResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateCalendarResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Calendar
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateCalendarResponse) GetJSON200() *Calendar {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UpdateCalendarResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateCalendarResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateCalendarResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateCalendarResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateCalendarResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13893,6 +15062,156 @@ func (c *ClientWithResponses) CancelBackfillWithResponse(ctx context.Context, id
 	return ParseCancelBackfillResponse(rsp)
 }
 
+// ListCalendarsWithResponse List calendars
+//
+// Every calendar with its entries, by name. Needs an API key with scope `read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/calendars (the `ListCalendars` operationId).
+func (c *ClientWithResponses) ListCalendarsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCalendarsResponse, error) {
+	rsp, err := c.ListCalendars(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCalendarsResponse(rsp)
+}
+
+// CreateCalendarWithBodyWithResponse Create a calendar
+//
+// Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+func (c *ClientWithResponses) CreateCalendarWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error) {
+	rsp, err := c.CreateCalendarWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCalendarResponse(rsp)
+}
+
+// CreateCalendarWithResponse Create a calendar
+//
+// Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/calendars (the `CreateCalendar` operationId).
+func (c *ClientWithResponses) CreateCalendarWithResponse(ctx context.Context, body CreateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCalendarResponse, error) {
+	rsp, err := c.CreateCalendar(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCalendarResponse(rsp)
+}
+
+// DeleteCalendarWithResponse Delete a calendar
+//
+// Refused with 409 naming the jobs while any job excludes the calendar: take it out of their exclude first. Needs an API key with scope `submit`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/calendars/{name} (the `DeleteCalendar` operationId).
+func (c *ClientWithResponses) DeleteCalendarWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteCalendarResponse, error) {
+	rsp, err := c.DeleteCalendar(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteCalendarResponse(rsp)
+}
+
+// GetCalendarWithResponse Get a calendar
+//
+// The calendar's timezone and entries; what GET returns may be sent back with PUT. Needs an API key with scope `read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/calendars/{name} (the `GetCalendar` operationId).
+func (c *ClientWithResponses) GetCalendarWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetCalendarResponse, error) {
+	rsp, err := c.GetCalendar(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCalendarResponse(rsp)
+}
+
+// PatchCalendarWithBodyWithResponse Patch calendar
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+func (c *ClientWithResponses) PatchCalendarWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchCalendarResponse, error) {
+	rsp, err := c.PatchCalendarWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchCalendarResponse(rsp)
+}
+
+// PatchCalendarWithApplicationJSONPatchPlusJSONBodyWithResponse Patch calendar
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+func (c *ClientWithResponses) PatchCalendarWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, name string, body PatchCalendarApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchCalendarResponse, error) {
+	rsp, err := c.PatchCalendarWithApplicationJSONPatchPlusJSONBody(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchCalendarResponse(rsp)
+}
+
+// PatchCalendarWithApplicationMergePatchPlusJSONBodyWithResponse Patch calendar
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/calendars/{name} (the `PatchCalendar` operationId).
+func (c *ClientWithResponses) PatchCalendarWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, name string, body PatchCalendarApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchCalendarResponse, error) {
+	rsp, err := c.PatchCalendarWithApplicationMergePatchPlusJSONBody(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchCalendarResponse(rsp)
+}
+
+// UpdateCalendarWithBodyWithResponse Replace a calendar
+//
+// Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/calendars/{name} (the `UpdateCalendar` operationId).
+func (c *ClientWithResponses) UpdateCalendarWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateCalendarResponse, error) {
+	rsp, err := c.UpdateCalendarWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateCalendarResponse(rsp)
+}
+
+// UpdateCalendarWithResponse Replace a calendar
+//
+// Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/calendars/{name} (the `UpdateCalendar` operationId).
+func (c *ClientWithResponses) UpdateCalendarWithResponse(ctx context.Context, name string, body UpdateCalendarJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateCalendarResponse, error) {
+	rsp, err := c.UpdateCalendar(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateCalendarResponse(rsp)
+}
+
 // ListClassesWithResponse List rate classes
 //
 // With each bucket's tokens, waiting depth and floor now. Needs an API key with scope `read`.
@@ -15672,6 +16991,374 @@ func ParseCancelBackfillResponse(rsp *http.Response) (*CancelBackfillResponse, e
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListCalendarsResponse parses an HTTP response from a ListCalendarsWithResponse call
+func ParseListCalendarsResponse(rsp *http.Response) (*ListCalendarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCalendarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CalendarList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateCalendarResponse parses an HTTP response from a CreateCalendarWithResponse call
+func ParseCreateCalendarResponse(rsp *http.Response) (*CreateCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Calendar
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateCalendarResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteCalendarResponse parses an HTTP response from a DeleteCalendarWithResponse call
+func ParseDeleteCalendarResponse(rsp *http.Response) (*DeleteCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetCalendarResponse parses an HTTP response from a GetCalendarWithResponse call
+func ParseGetCalendarResponse(rsp *http.Response) (*GetCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Calendar
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePatchCalendarResponse parses an HTTP response from a PatchCalendarWithResponse call
+func ParsePatchCalendarResponse(rsp *http.Response) (*PatchCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Calendar
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateCalendarResponse parses an HTTP response from a UpdateCalendarWithResponse call
+func ParseUpdateCalendarResponse(rsp *http.Response) (*UpdateCalendarResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateCalendarResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Calendar
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -139,6 +139,8 @@ const (
 	SkipOverlap SkipReason = "overlap"
 	SkipPaused  SkipReason = "paused"
 	SkipDSTGap  SkipReason = "dst_gap"
+	// SkipCalendar: the tick's date is in a calendar the job excludes.
+	SkipCalendar SkipReason = "calendar"
 )
 
 // AgentState is the lifecycle state of an agent, ax.agent_state.

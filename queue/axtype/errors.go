@@ -21,7 +21,9 @@ var (
 // names it (the names read as sentences: job_interval_positive…).
 type ConstraintError struct {
 	Constraint string
-	Err        error
+	// Detail is the database's detail: a foreign key's names the key.
+	Detail string
+	Err    error
 }
 
 func (e *ConstraintError) Error() string {

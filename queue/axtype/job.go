@@ -68,7 +68,10 @@ type Job struct {
 	// JitterSeconds delays each scheduled run's tasks by a deterministic
 	// offset in [0, JitterSeconds) (ax.jitter_offset); 0: none.
 	JitterSeconds int
-	Params        json.RawMessage // object handed to every run
+	// Exclude names the calendars whose dates the job's ticks skip
+	// (reason calendar); they are read at fire time.
+	Exclude []string
+	Params  json.RawMessage // object handed to every run
 	// SigningSecret is set only in what JobService.Create returns: the
 	// job's new whsec_ secret, shown once.
 	SigningSecret string

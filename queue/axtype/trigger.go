@@ -31,6 +31,10 @@ type DueTrigger struct {
 	// recorded as skipped.
 	Paused   bool
 	PausedAt *time.Time
+	// Exclude names the job's calendars; Calendars holds them, resolved
+	// by the trigger loop before planning (nil when Exclude is empty).
+	Exclude   []string
+	Calendars []*Calendar
 }
 
 // TriggerAdvance is where one claimed trigger goes after a batch.

@@ -78,12 +78,17 @@ func (p *planner) plan(t *axtype.DueTrigger, now time.Time) (*firePlan, error) {
 			return nil, err
 		}
 	}
-	planMissed(t, missed, plan, skip)
+	// A tick on a date a calendar excludes is neither caught up nor fired.
+	planMissed(t, excludeTicks(t, missed, skip), plan, skip)
+	var onTime []time.Time
 	for horizon := now.Add(p.fireAhead); tick != nil && !tick.After(horizon); {
-		plan.fires = append(plan.fires, plannedFire{scheduledFor: *tick})
+		onTime = append(onTime, *tick)
 		if tick, err = p.ticks.next(t, *tick); err != nil {
 			return nil, err
 		}
+	}
+	for _, at := range excludeTicks(t, onTime, skip) {
+		plan.fires = append(plan.fires, plannedFire{scheduledFor: at})
 	}
 	plan.next = tick
 	applyOverlap(t, plan, skip)

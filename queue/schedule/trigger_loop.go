@@ -86,6 +86,8 @@ type TriggerLoop struct {
 	notifier *notify.Notifier
 	cfg      TriggerLoopConfig
 	planner  *planner
+	// calendars caches the exclusion calendars of the jobs it fires.
+	calendars calendarCache
 
 	bg startstop.Runner
 }
@@ -187,6 +189,9 @@ func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 	err := db.WithTx(ctx, l.pool, func(tx pgx.Tx) error {
 		due, err := db.TriggerClaimDue(ctx, tx, l.cfg.BatchSize, l.cfg.FireAhead, l.cfg.Clock.Now())
 		if err != nil || len(due) == 0 {
+			return err
+		}
+		if err := l.calendars.resolve(ctx, tx, due); err != nil {
 			return err
 		}
 		if b, err = l.planBatch(due); err != nil {

@@ -129,6 +129,11 @@ func (u *Upcoming) pass(ctx context.Context, force bool) (int, error) {
 		if err != nil {
 			return err
 		}
+		// Ticks a calendar excludes are not upcoming fires; calendars are
+		// read afresh each pass (the cache is the trigger loop's).
+		if err := (&calendarCache{}).resolve(ctx, tx, sources); err != nil {
+			return err
+		}
 		var jobIDs []uuid.UUID
 		var fireAts []time.Time
 		cut := 0
@@ -138,6 +143,9 @@ func (u *Upcoming) pass(ctx context.Context, force bool) (int, error) {
 			if err != nil {
 				u.cfg.Logger.WarnContext(ctx, "cannot list a job's upcoming fires", "job_id", t.JobID, "error", err)
 				continue
+			}
+			if len(t.Calendars) > 0 {
+				ticks = excludeTicks(t, slices.Clone(ticks), &skipRecorder{})
 			}
 			if len(jobIDs)+len(ticks) > u.cfg.MaxTotal {
 				cut++

@@ -11,7 +11,7 @@ SELECT pg_try_advisory_xact_lock(hashtext('ax.upcoming_fire'))::boolean AS locke
 -- the next, and a pass rewrites nothing that did not change.
 -- name: UpcomingFireSources :many
 SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers, t.next_fire_at::timestamptz AS next_fire_at,
-       j.active_from, j.active_until
+       j.active_from, j.active_until, j.exclude
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at IS NOT NULL AND t.set_aside_at IS NULL AND t.next_fire_at <= @until::timestamptz

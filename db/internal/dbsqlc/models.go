@@ -724,10 +724,11 @@ func AllAxRouteStrategyValues() []AxRouteStrategy {
 type AxSkipReason string
 
 const (
-	AxSkipReasonMisfire AxSkipReason = "misfire"
-	AxSkipReasonOverlap AxSkipReason = "overlap"
-	AxSkipReasonPaused  AxSkipReason = "paused"
-	AxSkipReasonDstGap  AxSkipReason = "dst_gap"
+	AxSkipReasonMisfire  AxSkipReason = "misfire"
+	AxSkipReasonOverlap  AxSkipReason = "overlap"
+	AxSkipReasonPaused   AxSkipReason = "paused"
+	AxSkipReasonDstGap   AxSkipReason = "dst_gap"
+	AxSkipReasonCalendar AxSkipReason = "calendar"
 )
 
 func (e *AxSkipReason) Scan(src interface{}) error {
@@ -770,7 +771,8 @@ func (e AxSkipReason) Valid() bool {
 	case AxSkipReasonMisfire,
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
-		AxSkipReasonDstGap:
+		AxSkipReasonDstGap,
+		AxSkipReasonCalendar:
 		return true
 	}
 	return false
@@ -782,6 +784,7 @@ func AllAxSkipReasonValues() []AxSkipReason {
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
 		AxSkipReasonDstGap,
+		AxSkipReasonCalendar,
 	}
 }
 
@@ -1183,6 +1186,16 @@ type AxBackfillRun struct {
 	Tick        time.Time
 }
 
+type AxCalendar struct {
+	Name        string
+	Description string
+	Timezone    string
+	Entries     []byte
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type AxCallback struct {
 	ExecutionID   uuid.UUID
 	JobID         uuid.UUID
@@ -1467,6 +1480,12 @@ type AxJob struct {
 	ActiveUntil                   *time.Time
 	JitterSeconds                 int32
 	Triggers                      []byte
+	Exclude                       []string
+}
+
+type AxJobCalendar struct {
+	JobID        uuid.UUID
+	CalendarName string
 }
 
 type AxJobSecret struct {

@@ -56,7 +56,7 @@ func (q *Queries) TriggerAdvanceMany(ctx context.Context, db DBTX, arg TriggerAd
 const triggerClaimDue = `-- name: TriggerClaimDue :many
 SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers,
        j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
-       j.active_from, j.active_until,
+       j.active_from, j.active_until, j.exclude,
        t.next_fire_at::timestamptz AS next_fire_at, t.paused, t.paused_at,
        coalesce($1::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (
@@ -91,6 +91,7 @@ type TriggerClaimDueRow struct {
 	MisfireMaxFires      int32
 	ActiveFrom           *time.Time
 	ActiveUntil          *time.Time
+	Exclude              []string
 	NextFireAt           time.Time
 	Paused               bool
 	PausedAt             *time.Time
@@ -125,6 +126,7 @@ func (q *Queries) TriggerClaimDue(ctx context.Context, db DBTX, arg TriggerClaim
 			&i.MisfireMaxFires,
 			&i.ActiveFrom,
 			&i.ActiveUntil,
+			&i.Exclude,
 			&i.NextFireAt,
 			&i.Paused,
 			&i.PausedAt,

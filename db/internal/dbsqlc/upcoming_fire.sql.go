@@ -42,7 +42,7 @@ func (q *Queries) UpcomingFireLock(ctx context.Context, db DBTX) (bool, error) {
 
 const upcomingFireSources = `-- name: UpcomingFireSources :many
 SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers, t.next_fire_at::timestamptz AS next_fire_at,
-       j.active_from, j.active_until
+       j.active_from, j.active_until, j.exclude
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at IS NOT NULL AND t.set_aside_at IS NULL AND t.next_fire_at <= $1::timestamptz
@@ -60,6 +60,7 @@ type UpcomingFireSourcesRow struct {
 	NextFireAt      time.Time
 	ActiveFrom      *time.Time
 	ActiveUntil     *time.Time
+	Exclude         []string
 }
 
 // UpcomingFireSources lists the unpaused cron and interval jobs that fire
@@ -86,6 +87,7 @@ func (q *Queries) UpcomingFireSources(ctx context.Context, db DBTX, until time.T
 			&i.NextFireAt,
 			&i.ActiveFrom,
 			&i.ActiveUntil,
+			&i.Exclude,
 		); err != nil {
 			return nil, err
 		}

@@ -298,6 +298,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/calendars": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List calendars
+         * @description Every calendar with its entries, by name. Needs an API key with scope `read`.
+         */
+        get: operations["list-calendars"];
+        put?: never;
+        /**
+         * Create a calendar
+         * @description Stores a named list of excluded days that jobs name in exclude. A key limited to job groups cannot change calendars: every group's jobs may use them. Needs an API key with scope `submit`.
+         */
+        post: operations["create-calendar"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/calendars/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a calendar
+         * @description The calendar's timezone and entries; what GET returns may be sent back with PUT. Needs an API key with scope `read`.
+         */
+        get: operations["get-calendar"];
+        /**
+         * Replace a calendar
+         * @description Replaces the timezone and entries. Every job that excludes the calendar follows the change from its next tick; the jobs are not changed. Needs an API key with scope `submit`.
+         */
+        put: operations["update-calendar"];
+        post?: never;
+        /**
+         * Delete a calendar
+         * @description Refused with 409 naming the jobs while any job excludes the calendar: take it out of their exclude first. Needs an API key with scope `submit`.
+         */
+        delete: operations["delete-calendar"];
+        options?: never;
+        head?: never;
+        /**
+         * Patch calendar
+         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+         */
+        patch: operations["patch-calendar"];
+        trace?: never;
+    };
     "/v1/classes": {
         parameters: {
             query?: never;
@@ -1443,6 +1499,57 @@ export interface components {
              */
             to?: string;
         };
+        Calendar: {
+            /** Format: date-time */
+            created_at: $Read<string>;
+            /** @example Public holidays observed in mainland China */
+            description?: string;
+            /** @description Excluded days, at most 1000 entries; each is one date, one inclusive range (from, to) or one yearly month-day */
+            entries: components["schemas"]["CalendarEntry"][] | null;
+            /**
+             * @description Jobs name it in exclude; 1-63 of a-z 0-9 . _ -, starting with a letter or digit
+             * @example cn-holidays
+             */
+            name: string;
+            /**
+             * @description IANA timezone a tick's date is read in (the calendar's, not the job's)
+             * @default UTC
+             * @example Asia/Shanghai
+             */
+            timezone?: string;
+            /** Format: date-time */
+            updated_at: $Read<string>;
+            /**
+             * Format: int64
+             * @description Grows on every change
+             */
+            version?: $Read<number>;
+        };
+        CalendarEntry: {
+            /**
+             * @description One date, YYYY-MM-DD
+             * @example 2026-12-25
+             */
+            date?: string;
+            /**
+             * @description First date of an inclusive range (with to)
+             * @example 2026-10-01
+             */
+            from?: string;
+            /**
+             * @description Last date of an inclusive range (with from)
+             * @example 2026-10-07
+             */
+            to?: string;
+            /**
+             * @description A month-day, MM-DD, excluded every year (02-29 only in leap years)
+             * @example 12-25
+             */
+            yearly?: string;
+        };
+        CalendarList: {
+            calendars: components["schemas"]["Calendar"][] | null;
+        };
         Callback: {
             /** @description Every attempt (the last 50), oldest first */
             attempts: components["schemas"]["CallbackAttempt"][] | null;
@@ -1640,6 +1747,11 @@ export interface components {
         };
         CronFire: {
             /**
+             * @description In excluded: the calendar that skips this tick
+             * @example cn-holidays
+             */
+            excluded_by?: string;
+            /**
              * @description Wall time in the timezone, RFC 3339 with the offset in effect (+00:00, not Z, for a zero offset)
              * @example 2026-03-29T03:30:00+02:00
              */
@@ -1669,6 +1781,8 @@ export interface components {
         };
         CronPreview: {
             cron?: string;
+            /** @description With exclude: the ticks among them that a calendar skips, each naming it (excluded_by) */
+            excluded?: components["schemas"]["CronFire"][] | null;
             /** @description The same fire times, each with its wall time in the timezone */
             fires: components["schemas"]["CronFire"][] | null;
             /** @description Fire times in UTC, earliest first */
@@ -1693,6 +1807,13 @@ export interface components {
              * @example 0 0 8 * * ?
              */
             cron?: string;
+            /**
+             * @description Calendars (as a job's exclude) whose days are passed over: next and fires list only ticks that fire, excluded the ticks skipped between them
+             * @example [
+             *       "cn-holidays"
+             *     ]
+             */
+            exclude?: string[] | null;
             /**
              * Format: int64
              * @description Show each fire's jittered start (starts_at) for job_id with this jitter, as the job's jitter_seconds would make it
@@ -2117,6 +2238,13 @@ export interface components {
              */
             degrade_action?: "wait" | "skip";
             description?: string;
+            /**
+             * @description Calendars (see /v1/calendars) whose dates the job's ticks skip: a tick whose date, in the calendar's timezone, is listed is recorded as skipped (reason calendar) instead of fired. Read at fire time: editing a calendar changes every job naming it from its next tick
+             * @example [
+             *       "cn-holidays"
+             *     ]
+             */
+            exclude?: string[] | null;
             /** @description What a run does */
             executor: components["schemas"]["JobExecutor"];
             /**
@@ -2806,7 +2934,7 @@ export interface components {
              */
             last_tick: string;
             /** @enum {string} */
-            reason: "misfire" | "overlap" | "paused" | "dst_gap";
+            reason: "misfire" | "overlap" | "paused" | "dst_gap" | "calendar";
             /** Format: date-time */
             recorded_at: string;
             /**
@@ -2982,7 +3110,7 @@ export interface components {
             /** @description For a job with several triggers: each trigger, whether it ticks at at, and its own next tick */
             triggers?: components["schemas"]["TriggerTick"][] | null;
             /** @enum {string} */
-            verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record" | "outside_window";
+            verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record" | "outside_window" | "excluded";
         };
         TriggerRequest: {
             /**
@@ -4782,6 +4910,841 @@ export interface operations {
             };
         };
     };
+    "list-calendars": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "calendars": [
+                     *         {
+                     *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "description": "Public holidays observed in mainland China",
+                     *           "entries": [
+                     *             {
+                     *               "date": "2026-12-25",
+                     *               "from": "2026-10-01",
+                     *               "to": "2026-10-07",
+                     *               "yearly": "12-25"
+                     *             }
+                     *           ],
+                     *           "name": "cn-holidays",
+                     *           "timezone": "Asia/Shanghai",
+                     *           "updated_at": "2026-12-04T08:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CalendarList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "create-calendar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "description": "Public holidays observed in mainland China",
+                 *       "entries": [
+                 *         {
+                 *           "date": "2026-12-25",
+                 *           "from": "2026-10-01",
+                 *           "to": "2026-10-07",
+                 *           "yearly": "12-25"
+                 *         }
+                 *       ],
+                 *       "name": "cn-holidays",
+                 *       "timezone": "Asia/Shanghai"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Calendar"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "description": "Public holidays observed in mainland China",
+                     *       "entries": [
+                     *         {
+                     *           "date": "2026-12-25",
+                     *           "from": "2026-10-01",
+                     *           "to": "2026-10-07",
+                     *           "yearly": "12-25"
+                     *         }
+                     *       ],
+                     *       "name": "cn-holidays",
+                     *       "timezone": "Asia/Shanghai",
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Calendar"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "get-calendar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Calendar name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "description": "Public holidays observed in mainland China",
+                     *       "entries": [
+                     *         {
+                     *           "date": "2026-12-25",
+                     *           "from": "2026-10-01",
+                     *           "to": "2026-10-07",
+                     *           "yearly": "12-25"
+                     *         }
+                     *       ],
+                     *       "name": "cn-holidays",
+                     *       "timezone": "Asia/Shanghai",
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Calendar"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "update-calendar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Calendar name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "description": "Public holidays observed in mainland China",
+                 *       "entries": [
+                 *         {
+                 *           "date": "2026-12-25",
+                 *           "from": "2026-10-01",
+                 *           "to": "2026-10-07",
+                 *           "yearly": "12-25"
+                 *         }
+                 *       ],
+                 *       "name": "cn-holidays",
+                 *       "timezone": "Asia/Shanghai"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Calendar"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "description": "Public holidays observed in mainland China",
+                     *       "entries": [
+                     *         {
+                     *           "date": "2026-12-25",
+                     *           "from": "2026-10-01",
+                     *           "to": "2026-10-07",
+                     *           "yearly": "12-25"
+                     *         }
+                     *       ],
+                     *       "name": "cn-holidays",
+                     *       "timezone": "Asia/Shanghai",
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Calendar"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "delete-calendar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Calendar name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "the resource changed meanwhile: read it again",
+                     *       "status": 409,
+                     *       "title": "Conflict"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "patch-calendar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Calendar name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "op": "add",
+                 *         "path": "example"
+                 *       }
+                 *     ]
+                 */
+                "application/json-patch+json": components["schemas"]["JsonPatchOp"][] | null;
+                /**
+                 * @example {
+                 *       "description": "Public holidays observed in mainland China",
+                 *       "name": "cn-holidays",
+                 *       "timezone": "Asia/Shanghai"
+                 *     }
+                 */
+                "application/merge-patch+json": {
+                    /** Format: date-time */
+                    created_at?: $Read<string>;
+                    /** @example Public holidays observed in mainland China */
+                    description?: string;
+                    /** @description Excluded days, at most 1000 entries; each is one date, one inclusive range (from, to) or one yearly month-day */
+                    entries?: unknown[];
+                    /**
+                     * @description Jobs name it in exclude; 1-63 of a-z 0-9 . _ -, starting with a letter or digit
+                     * @example cn-holidays
+                     */
+                    name?: string;
+                    /**
+                     * @description IANA timezone a tick's date is read in (the calendar's, not the job's)
+                     * @default UTC
+                     * @example Asia/Shanghai
+                     */
+                    timezone?: string;
+                    /** Format: date-time */
+                    updated_at?: $Read<string>;
+                    /**
+                     * Format: int64
+                     * @description Grows on every change
+                     */
+                    version?: $Read<number>;
+                };
+                /**
+                 * @example {
+                 *       "description": "Public holidays observed in mainland China",
+                 *       "name": "cn-holidays",
+                 *       "timezone": "Asia/Shanghai"
+                 *     }
+                 */
+                "application/merge-patch+shorthand": {
+                    /** Format: date-time */
+                    created_at?: $Read<string>;
+                    /** @example Public holidays observed in mainland China */
+                    description?: string;
+                    /** @description Excluded days, at most 1000 entries; each is one date, one inclusive range (from, to) or one yearly month-day */
+                    entries?: unknown[];
+                    /**
+                     * @description Jobs name it in exclude; 1-63 of a-z 0-9 . _ -, starting with a letter or digit
+                     * @example cn-holidays
+                     */
+                    name?: string;
+                    /**
+                     * @description IANA timezone a tick's date is read in (the calendar's, not the job's)
+                     * @default UTC
+                     * @example Asia/Shanghai
+                     */
+                    timezone?: string;
+                    /** Format: date-time */
+                    updated_at?: $Read<string>;
+                    /**
+                     * Format: int64
+                     * @description Grows on every change
+                     */
+                    version?: $Read<number>;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "description": "Public holidays observed in mainland China",
+                     *       "entries": [
+                     *         {
+                     *           "date": "2026-12-25",
+                     *           "from": "2026-10-01",
+                     *           "to": "2026-10-07",
+                     *           "yearly": "12-25"
+                     *         }
+                     *       ],
+                     *       "name": "cn-holidays",
+                     *       "timezone": "Asia/Shanghai",
+                     *       "updated_at": "2026-12-04T08:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Calendar"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "list-classes": {
         parameters: {
             query?: never;
@@ -5905,6 +6868,9 @@ export interface operations {
                 /**
                  * @example {
                  *       "cron": "0 0 8 * * ?",
+                 *       "exclude": [
+                 *         "cn-holidays"
+                 *       ],
                  *       "timezone": "Asia/Shanghai"
                  *     }
                  */
@@ -5922,6 +6888,7 @@ export interface operations {
                      * @example {
                      *       "fires": [
                      *         {
+                     *           "excluded_by": "cn-holidays",
                      *           "local": "2026-03-29T03:30:00+02:00",
                      *           "offset": "+02:00",
                      *           "utc": "2026-12-04T08:00:00Z",
@@ -6102,6 +7069,9 @@ export interface operations {
                  * @example {
                  *       "jobs": [
                  *         {
+                 *           "exclude": [
+                 *             "cn-holidays"
+                 *           ],
                  *           "executor": {
                  *             "command": "./report.sh --day yesterday",
                  *             "kind": "shell"
@@ -7369,6 +8339,9 @@ export interface operations {
                      *       "jobs": [
                      *         {
                      *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "exclude": [
+                     *             "cn-holidays"
+                     *           ],
                      *           "executor": {
                      *             "command": "./report.sh --day yesterday",
                      *             "kind": "shell"
@@ -7470,6 +8443,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "exclude": [
+                 *         "cn-holidays"
+                 *       ],
                  *       "executor": {
                  *         "command": "./report.sh --day yesterday",
                  *         "kind": "shell"
@@ -7493,6 +8469,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "exclude": [
+                     *         "cn-holidays"
+                     *       ],
                      *       "executor": {
                      *         "command": "./report.sh --day yesterday",
                      *         "kind": "shell"
@@ -7618,6 +8597,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "exclude": [
+                     *         "cn-holidays"
+                     *       ],
                      *       "executor": {
                      *         "command": "./report.sh --day yesterday",
                      *         "kind": "shell"
@@ -7739,6 +8721,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "exclude": [
+                 *         "cn-holidays"
+                 *       ],
                  *       "executor": {
                  *         "command": "./report.sh --day yesterday",
                  *         "kind": "shell"
@@ -7761,6 +8746,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "exclude": [
+                     *         "cn-holidays"
+                     *       ],
                      *       "executor": {
                      *         "command": "./report.sh --day yesterday",
                      *         "kind": "shell"
@@ -8034,6 +9022,9 @@ export interface operations {
                 "application/json-patch+json": components["schemas"]["JsonPatchOp"][] | null;
                 /**
                  * @example {
+                 *       "exclude": [
+                 *         "cn-holidays"
+                 *       ],
                  *       "group": "billing",
                  *       "name": "nightly-report",
                  *       "owner": "team-billing"
@@ -8073,6 +9064,13 @@ export interface operations {
                      */
                     degrade_action?: "wait" | "skip";
                     description?: string;
+                    /**
+                     * @description Calendars (see /v1/calendars) whose dates the job's ticks skip: a tick whose date, in the calendar's timezone, is listed is recorded as skipped (reason calendar) instead of fired. Read at fire time: editing a calendar changes every job naming it from its next tick
+                     * @example [
+                     *       "cn-holidays"
+                     *     ]
+                     */
+                    exclude?: string[];
                     /** @description What a run does */
                     executor?: unknown;
                     /**
@@ -8186,6 +9184,9 @@ export interface operations {
                 };
                 /**
                  * @example {
+                 *       "exclude": [
+                 *         "cn-holidays"
+                 *       ],
                  *       "group": "billing",
                  *       "name": "nightly-report",
                  *       "owner": "team-billing"
@@ -8225,6 +9226,13 @@ export interface operations {
                      */
                     degrade_action?: "wait" | "skip";
                     description?: string;
+                    /**
+                     * @description Calendars (see /v1/calendars) whose dates the job's ticks skip: a tick whose date, in the calendar's timezone, is listed is recorded as skipped (reason calendar) instead of fired. Read at fire time: editing a calendar changes every job naming it from its next tick
+                     * @example [
+                     *       "cn-holidays"
+                     *     ]
+                     */
+                    exclude?: string[];
                     /** @description What a run does */
                     executor?: unknown;
                     /**
@@ -8348,6 +9356,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "exclude": [
+                     *         "cn-holidays"
+                     *       ],
                      *       "executor": {
                      *         "command": "./report.sh --day yesterday",
                      *         "kind": "shell"
@@ -9037,6 +10048,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "exclude": [
+                     *         "cn-holidays"
+                     *       ],
                      *       "executor": {
                      *         "command": "./report.sh --day yesterday",
                      *         "kind": "shell"
@@ -9162,6 +10176,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "created_at": "2026-12-04T08:00:00Z",
+                     *       "exclude": [
+                     *         "cn-holidays"
+                     *       ],
                      *       "executor": {
                      *         "command": "./report.sh --day yesterday",
                      *         "kind": "shell"
