@@ -41,6 +41,12 @@ func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
 		HistoryRetentionSeconds:       deref(j.History).RetentionSeconds,
 		HistoryFailedRetentionSeconds: deref(j.History).FailedRetentionSeconds,
 	}
+	if out.TriggerKind == axtype.TriggerAfter {
+		out.AfterMode = axtype.AfterMode(j.Trigger.Mode)
+		for _, u := range j.Trigger.Upstream {
+			out.AfterUpstream = append(out.AfterUpstream, axtype.AfterUpstream{Job: u.Job, On: axtype.AfterOn(u.On)})
+		}
+	}
 	if out.ExecutorKind == axtype.ExecutorHTTP { // the schema's default fills method for every kind
 		out.Executor.Method = j.Executor.Method
 	}
@@ -52,6 +58,18 @@ func jobToDB(j *Job, id uuid.UUID) (*axtype.Job, error) {
 	}
 	out.FillDefaults()
 	return out, nil
+}
+
+// upstreamFromDB shows the upstreams of an after trigger.
+func upstreamFromDB(ups []axtype.AfterUpstream) []JobUpstream {
+	if len(ups) == 0 {
+		return nil
+	}
+	out := make([]JobUpstream, len(ups))
+	for i, u := range ups {
+		out[i] = JobUpstream{Job: u.Job, On: string(u.On)}
+	}
+	return out
 }
 
 // utcTime is t in UTC, nil kept.
@@ -79,7 +97,7 @@ func jobFromDB(j *axtype.Job) (*Job, error) {
 	out := &Job{
 		ID: j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
 		Trigger: JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
-			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
+			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt, Mode: string(j.AfterMode), Upstream: upstreamFromDB(j.AfterUpstream)},
 		Executor:          jobExecutorFromDB(j.ExecutorKind, &j.Executor),
 		Target:            &JobTarget{Labels: j.TargetLabels},
 		Route:             &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},

@@ -159,6 +159,8 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 	onlyFor("cron", axtype.TriggerCron, t.Cron != "")
 	onlyFor("interval_seconds", axtype.TriggerInterval, t.IntervalSeconds != 0)
 	onlyFor("run_at", axtype.TriggerDelay, t.RunAt != nil)
+	onlyFor("upstream", axtype.TriggerAfter, len(t.Upstream) > 0)
+	onlyFor("mode", axtype.TriggerAfter, t.Mode != "")
 	switch kind {
 	case axtype.TriggerCron:
 		if t.Cron == "" {
@@ -180,10 +182,46 @@ func (t *JobTrigger) validate(prefix *huma.PathBuffer, errs *fieldErrors) {
 			errs.add(at("run_at"), "must be in the future", t.RunAt)
 		}
 	case axtype.TriggerManual:
+	case axtype.TriggerAfter:
+		t.validateUpstream(at, errs)
 	default:
 		// The schema check matches keys regardless of case and the decoder
 		// does not ({"Trigger": …}): check what was decoded.
-		errs.add(at("kind"), "is required: one of cron, interval, delay, manual", t.Kind)
+		errs.add(at("kind"), "is required: one of cron, interval, delay, manual, after", t.Kind)
+	}
+}
+
+// validateUpstream checks the upstreams of an after trigger as written;
+// that they name jobs and close no cycle is checked when the job is saved.
+func (t *JobTrigger) validateUpstream(at func(string) string, errs *fieldErrors) {
+	switch {
+	case len(t.Upstream) == 0:
+		errs.add(at("upstream"), "is required with trigger kind after: at least one job", nil)
+	case len(t.Upstream) > axtype.MaxAfterUpstreams:
+		errs.add(at("upstream"), fmt.Sprintf("holds at most %d jobs", axtype.MaxAfterUpstreams), len(t.Upstream))
+	}
+	if t.Mode == "" {
+		t.Mode = string(axtype.AfterAll)
+	} else if t.Mode != string(axtype.AfterAll) && t.Mode != string(axtype.AfterAny) {
+		errs.add(at("mode"), "must be all or any", t.Mode)
+	}
+	seen := map[string]bool{}
+	for i := range t.Upstream {
+		u := &t.Upstream[i]
+		field := fmt.Sprintf("upstream[%d]", i)
+		if group, name, ok := strings.Cut(u.Job, "/"); !ok || group == "" || name == "" {
+			errs.add(at(field+".job"), "must be group/name", u.Job)
+		} else if seen[u.Job] {
+			errs.add(at(field+".job"), "is listed twice", u.Job)
+		}
+		seen[u.Job] = true
+		switch axtype.AfterOn(u.On) {
+		case "":
+			u.On = string(axtype.AfterOnSuccess)
+		case axtype.AfterOnSuccess, axtype.AfterOnFailure, axtype.AfterOnCompletion:
+		default:
+			errs.add(at(field+".on"), "must be success, failure or completion", u.On)
+		}
 	}
 }
 

@@ -75,6 +75,7 @@ type jobListOutput struct {
 
 func (h *jobHandlers) register(api huma.API) {
 	tags := []string{"Jobs"}
+	h.registerGraph(api)
 	huma.Register(api, showsSecret(requireScope(huma.Operation{
 		OperationID: "create-job", Method: http.MethodPost, Path: "/v1/jobs", Tags: tags,
 		Summary: "Create a job", DefaultStatus: http.StatusCreated, MaxBodyBytes: jobBodyLimit,
@@ -292,7 +293,15 @@ func jobErrorAt(err error, in *Job, prefix string) error {
 	var ce *axtype.ConstraintError
 	var managed *queue.ManagedJobError
 	var writeOnly *queue.WriteOnlyError
+	var upstream *axtype.AfterUpstreamError
 	switch {
+	case errors.As(err, &upstream):
+		loc := prefix + "trigger.upstream"
+		if upstream.Index >= 0 {
+			loc = fmt.Sprintf("%s[%d].job", loc, upstream.Index)
+		}
+		return huma.Error422UnprocessableEntity("invalid upstream jobs",
+			&huma.ErrorDetail{Location: loc, Message: upstream.Reason})
 	case errors.As(err, &writeOnly):
 		return huma.Error422UnprocessableEntity("a write-only value is missing",
 			&huma.ErrorDetail{Location: prefix + writeOnly.Field, Message: writeOnly.Error(), Value: writeOnly.Value})

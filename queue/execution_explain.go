@@ -93,6 +93,9 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 	if err == nil {
 		out.Verdict, out.Skip = VerdictSkipped, skip
 		out.Reason = fmt.Sprintf("the tick was skipped (%s): %s", skip.Reason, skip.Detail)
+		if skip.Reason == axtype.SkipUpstreamFailed {
+			out.Reason = "skipped because " + skip.Detail
+		}
 		if skip.Reason == axtype.SkipOverlap {
 			// The run the skip waited on: unfinished when it was decided.
 			running, err := db.ExecutionRunningAt(ctx, s.pool, job.ID, at, skip.RecordedAt)
@@ -113,6 +116,8 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 	case at.Before(job.CreatedAt):
 		out.Verdict = VerdictNotCreated
 		out.Reason = fmt.Sprintf("the job was created at %s, after this instant", localTime(job.CreatedAt, loc))
+	case job.TriggerKind == axtype.TriggerAfter:
+		return s.explainAfter(ctx, job, out)
 	case job.TriggerKind == axtype.TriggerManual:
 		out.Verdict, out.Reason = VerdictManual, "the job is manual: it runs only when triggered, and no run was triggered for this instant"
 	case out.Tick && !inActiveWindow(job, at):

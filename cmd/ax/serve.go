@@ -267,8 +267,10 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
 	backfills := schedule.NewBackfillReleaser(pool, notifier, schedule.BackfillReleaserConfig{Logger: logger, Metrics: m,
 		Router: router, Outbox: river.Outbox()})
+	afterFirer := schedule.NewAfterFirer(pool, notifier, schedule.AfterFirerConfig{Logger: logger, Metrics: m,
+		Router: router, Outbox: river.Outbox()})
 	runLogger := runlog.NewRunLogger(pool, notifier, runlog.RunLoggerConfig{Logger: logger})
-	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills, runLogger} {
+	for _, svc := range []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills, afterFirer, runLogger} {
 		if err := svc.Start(ctx); err != nil {
 			return err
 		}
@@ -279,6 +281,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer vacuumer.Stop()
 	defer upcoming.Stop()
 	defer backfills.Stop()
+	defer afterFirer.Stop()
 	defer runLogger.Stop()
 
 	// The engine's services, built once: the API and the console share them.

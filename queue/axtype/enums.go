@@ -51,6 +51,7 @@ const (
 	CauseDelayed  ExecutionCause = "delayed"  // a delayed run (trigger or run API with run_at) that came due
 	CauseRerun    ExecutionCause = "rerun"    // a re-run of an earlier run (its shards, or those that failed)
 	CauseBackfill ExecutionCause = "backfill" // a past tick filled in by a backfill
+	CauseAfter    ExecutionCause = "after"    // its upstream jobs' runs for its logical time ended
 )
 
 // TriggerKind is how a job fires, ax.trigger_kind.
@@ -62,6 +63,7 @@ const (
 	TriggerInterval TriggerKind = "interval"
 	TriggerDelay    TriggerKind = "delay"
 	TriggerManual   TriggerKind = "manual"
+	TriggerAfter    TriggerKind = "after" // after runs of upstream jobs (ax.after_trigger)
 )
 
 // ExecutorKind is what runs a job's tasks, ax.executor_kind.
@@ -135,10 +137,11 @@ type SkipReason string
 
 // Skip reasons.
 const (
-	SkipMisfire SkipReason = "misfire"
-	SkipOverlap SkipReason = "overlap"
-	SkipPaused  SkipReason = "paused"
-	SkipDSTGap  SkipReason = "dst_gap"
+	SkipMisfire        SkipReason = "misfire"
+	SkipOverlap        SkipReason = "overlap"
+	SkipPaused         SkipReason = "paused"
+	SkipDSTGap         SkipReason = "dst_gap"
+	SkipUpstreamFailed SkipReason = "upstream_failed" // an upstream run ended against its edge (after triggers)
 )
 
 // AgentState is the lifecycle state of an agent, ax.agent_state.

@@ -19,13 +19,17 @@ type Job struct {
 	Timezone        string
 	IntervalSeconds int64      // set for interval triggers
 	RunAt           *time.Time // set for delay triggers
-	ExecutorKind    ExecutorKind
-	Executor        ExecutorConfig
-	TargetLabels    map[string]string
-	RouteStrategy   RouteStrategy
-	RouteKey        string
-	ShardCount      int
-	ShardParams     []string
+	// AfterMode and AfterUpstream are set for after triggers: the jobs it
+	// runs after, and whether it waits for all of them or any.
+	AfterMode     AfterMode
+	AfterUpstream []AfterUpstream
+	ExecutorKind  ExecutorKind
+	Executor      ExecutorConfig
+	TargetLabels  map[string]string
+	RouteStrategy RouteStrategy
+	RouteKey      string
+	ShardCount    int
+	ShardParams   []string
 	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
 	// a parameter get: [0, 2^32) by default (FillDefaults).
 	ShardRangeFrom int64

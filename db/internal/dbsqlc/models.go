@@ -392,6 +392,7 @@ const (
 	AxExecutionCauseDelayed  AxExecutionCause = "delayed"
 	AxExecutionCauseRerun    AxExecutionCause = "rerun"
 	AxExecutionCauseBackfill AxExecutionCause = "backfill"
+	AxExecutionCauseAfter    AxExecutionCause = "after"
 )
 
 func (e *AxExecutionCause) Scan(src interface{}) error {
@@ -436,7 +437,8 @@ func (e AxExecutionCause) Valid() bool {
 		AxExecutionCauseManual,
 		AxExecutionCauseDelayed,
 		AxExecutionCauseRerun,
-		AxExecutionCauseBackfill:
+		AxExecutionCauseBackfill,
+		AxExecutionCauseAfter:
 		return true
 	}
 	return false
@@ -450,6 +452,7 @@ func AllAxExecutionCauseValues() []AxExecutionCause {
 		AxExecutionCauseDelayed,
 		AxExecutionCauseRerun,
 		AxExecutionCauseBackfill,
+		AxExecutionCauseAfter,
 	}
 }
 
@@ -724,10 +727,11 @@ func AllAxRouteStrategyValues() []AxRouteStrategy {
 type AxSkipReason string
 
 const (
-	AxSkipReasonMisfire AxSkipReason = "misfire"
-	AxSkipReasonOverlap AxSkipReason = "overlap"
-	AxSkipReasonPaused  AxSkipReason = "paused"
-	AxSkipReasonDstGap  AxSkipReason = "dst_gap"
+	AxSkipReasonMisfire        AxSkipReason = "misfire"
+	AxSkipReasonOverlap        AxSkipReason = "overlap"
+	AxSkipReasonPaused         AxSkipReason = "paused"
+	AxSkipReasonDstGap         AxSkipReason = "dst_gap"
+	AxSkipReasonUpstreamFailed AxSkipReason = "upstream_failed"
 )
 
 func (e *AxSkipReason) Scan(src interface{}) error {
@@ -770,7 +774,8 @@ func (e AxSkipReason) Valid() bool {
 	case AxSkipReasonMisfire,
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
-		AxSkipReasonDstGap:
+		AxSkipReasonDstGap,
+		AxSkipReasonUpstreamFailed:
 		return true
 	}
 	return false
@@ -782,6 +787,7 @@ func AllAxSkipReasonValues() []AxSkipReason {
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
 		AxSkipReasonDstGap,
+		AxSkipReasonUpstreamFailed,
 	}
 }
 
@@ -981,6 +987,7 @@ const (
 	AxTriggerKindInterval AxTriggerKind = "interval"
 	AxTriggerKindDelay    AxTriggerKind = "delay"
 	AxTriggerKindManual   AxTriggerKind = "manual"
+	AxTriggerKindAfter    AxTriggerKind = "after"
 )
 
 func (e *AxTriggerKind) Scan(src interface{}) error {
@@ -1023,7 +1030,8 @@ func (e AxTriggerKind) Valid() bool {
 	case AxTriggerKindCron,
 		AxTriggerKindInterval,
 		AxTriggerKindDelay,
-		AxTriggerKindManual:
+		AxTriggerKindManual,
+		AxTriggerKindAfter:
 		return true
 	}
 	return false
@@ -1035,7 +1043,32 @@ func AllAxTriggerKindValues() []AxTriggerKind {
 		AxTriggerKindInterval,
 		AxTriggerKindDelay,
 		AxTriggerKindManual,
+		AxTriggerKindAfter,
 	}
+}
+
+type AxAfterEdge struct {
+	JobID         uuid.UUID
+	UpstreamJobID uuid.UUID
+	Position      int32
+	OnState       string
+}
+
+type AxAfterTrigger struct {
+	JobID uuid.UUID
+	Mode  string
+}
+
+type AxAfterWait struct {
+	JobID       uuid.UUID
+	LogicalTime time.Time
+	State       string
+	Arrived     []byte
+	ExecutionID *uuid.UUID
+	SkipRun     *uuid.UUID
+	CascadeFrom *uuid.UUID
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 type AxAgent struct {
@@ -1357,6 +1390,7 @@ type AxExecutionRerun struct {
 	RequestKey  string
 	Shards      string
 	CreatedAt   time.Time
+	Cascade     bool
 }
 
 type AxExecutionsByState struct {
