@@ -113,11 +113,13 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 		return err
 	}
 	switch {
+	case job.TriggerKind == axtype.TriggerAfter:
+		// Its logical times are its upstreams' (a backfill's may come
+		// before it was created).
+		return s.explainAfter(ctx, job, out)
 	case at.Before(job.CreatedAt):
 		out.Verdict = VerdictNotCreated
 		out.Reason = fmt.Sprintf("the job was created at %s, after this instant", localTime(job.CreatedAt, loc))
-	case job.TriggerKind == axtype.TriggerAfter:
-		return s.explainAfter(ctx, job, out)
 	case job.TriggerKind == axtype.TriggerManual:
 		out.Verdict, out.Reason = VerdictManual, "the job is manual: it runs only when triggered, and no run was triggered for this instant"
 	case out.Tick && !inActiveWindow(job, at):
