@@ -139,10 +139,14 @@ func TestAfterRefusesBadGraphs(t *testing.T) {
 		"listed twice":     {"POST", "/v1/jobs", after("all", "success", "a", "a"), "body.trigger.upstream[1].job"},
 		"upstream on cron": {"POST", "/v1/jobs", map[string]any{"kind": "cron", "cron": "0 0 * * *", "upstream": []any{map[string]any{"job": "etl/a"}}}, "body.trigger.upstream"},
 		"cycle a→c→b→a":    {"PUT", "/v1/jobs/" + e.ids["a"], after("all", "success", "c"), "body.trigger.upstream"},
+		"bad template":     {"POST", "/v1/jobs", after("all", "success", "a"), "body.params.deep[1]"},
 		"after itself":     {"PUT", "/v1/jobs/" + e.ids["b"], after("all", "success", "b"), "body.trigger.upstream[0].job"},
 	} {
 		body := map[string]any{"name": "x", "group": "etl", "trigger": c.trigger,
 			"executor": map[string]any{"kind": "shell", "command": "true"}}
+		if name == "bad template" {
+			body["params"] = map[string]any{"ok": "{{.upstream.a.result}}", "deep": []any{"x", "{{range .upstream}}{{end}}"}}
+		}
 		if c.method == "PUT" {
 			got := e.call("GET", c.path, e.admin, nil).must(t, http.StatusOK)
 			body["name"] = got["name"]

@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -27,6 +28,13 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	}
 	j.Params.validate(prefix.With("params"), &errs)
 	j.Trigger.validate(prefix, &errs)
+	if axtype.TriggerKind(j.Trigger.Kind) == axtype.TriggerAfter {
+		// Templates of upstream results are rendered at each fire: a bad
+		// one is refused now rather than found then.
+		if where, err := queue.CheckAfterParams(json.RawMessage(j.Params)); err != nil {
+			errs.add(prefix.With("params"+where), err.Error(), nil)
+		}
+	}
 	j.Executor.validate(prefix, &errs)
 	if j.Target != nil {
 		for k := range j.Target.Labels {

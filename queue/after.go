@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/jobtemplate"
 )
 
 // VerdictWaiting: a job of trigger kind after waits on upstream runs for
@@ -98,4 +100,47 @@ func (s *ExecutionService) explainAfter(ctx context.Context, job *axtype.Job, ou
 		out.Reason += "; ended already: " + strings.Join(arrived, ", ")
 	}
 	return nil
+}
+
+// CheckAfterParams parses the templates among the string values of params
+// (a JSON object) of a job of trigger kind after, as its fires render
+// them. It returns where the first bad one is (".a.b[2]") and why.
+func CheckAfterParams(params json.RawMessage) (string, error) {
+	if !strings.Contains(string(params), "{{") {
+		return "", nil
+	}
+	var doc any
+	if err := json.Unmarshal(params, &doc); err != nil {
+		return "", fmt.Errorf("is not valid JSON: %w", err)
+	}
+	return checkParamTemplates(doc, "")
+}
+
+func checkParamTemplates(v any, at string) (string, error) {
+	switch x := v.(type) {
+	case string:
+		if strings.Contains(x, "{{") {
+			if _, err := jobtemplate.Param.Parse(x); err != nil {
+				return at, err
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if where, err := checkParamTemplates(x[k], at+"."+k); err != nil {
+				return where, err
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if where, err := checkParamTemplates(e, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return where, err
+			}
+		}
+	}
+	return "", nil
 }
