@@ -31,6 +31,9 @@ type NewRerun struct {
 	// TraceParent is the caller's W3C trace context ("": a new trace whose
 	// trace id is the execution id).
 	TraceParent string
+	// Cascade makes the re-run, once it ends, fire its job's downstream
+	// jobs again for its logical time (after triggers).
+	Cascade bool
 }
 
 // ExecutionRerunClaim links r.ID to the run it re-runs under r's key. It
@@ -38,7 +41,7 @@ type NewRerun struct {
 // that key made (having waited for that request to commit).
 func ExecutionRerunClaim(ctx context.Context, e Executor, r *NewRerun) (uuid.UUID, error) {
 	_, err := queries.ExecutionRerunClaim(ctx, e, dbsqlc.ExecutionRerunClaimParams{
-		ExecutionID: r.ID, RerunOf: r.RerunOf, RequestKey: r.RequestKey, Shards: string(r.Shards)})
+		ExecutionID: r.ID, RerunOf: r.RerunOf, RequestKey: r.RequestKey, Shards: string(r.Shards), Cascade: r.Cascade})
 	if err == nil {
 		return uuid.Nil, nil
 	}

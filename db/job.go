@@ -30,7 +30,20 @@ func JobInsert(ctx context.Context, e Executor, job *axtype.Job) (*axtype.Job, e
 	if err != nil {
 		return nil, fmt.Errorf("error inserting trigger: %w", mapErr(err))
 	}
-	return jobFromRow(row, trig, "", nil)
+	return jobSaved(ctx, e, job, row, trig, nil)
+}
+
+// jobSaved stores the upstreams of a job just written and returns it as read.
+func jobSaved(ctx context.Context, e Executor, job *axtype.Job, row dbsqlc.AxJob, trig dbsqlc.AxTrigger, measure *axtype.TimeoutMeasure) (*axtype.Job, error) {
+	saved, err := jobFromRow(row, trig, "", measure)
+	if err != nil {
+		return nil, err
+	}
+	saved.AfterMode, saved.AfterUpstream = job.AfterMode, job.AfterUpstream
+	if err := afterSave(ctx, e, saved); err != nil {
+		return nil, err
+	}
+	return saved, afterFill(ctx, e, saved)
 }
 
 // JobUpdate replaces the definition of job.ID and sets its next fire time;
@@ -73,7 +86,7 @@ func JobUpdate(ctx context.Context, e Executor, job *axtype.Job) (*axtype.Job, e
 			return nil, err
 		}
 	}
-	return jobFromRow(row, *trig, "", measure)
+	return jobSaved(ctx, e, job, row, *trig, measure)
 }
 
 // JobGetByID returns one job.
@@ -82,8 +95,12 @@ func JobGetByID(ctx context.Context, e Executor, id uuid.UUID) (*axtype.Job, err
 	if err != nil {
 		return nil, fmt.Errorf("error getting job %s: %w", id, mapErr(err))
 	}
-	return jobFromRow(row.AxJob, row.AxTrigger, row.LastState,
+	j, err := jobFromRow(row.AxJob, row.AxTrigger, row.LastState,
 		timeoutMeasure(row.TimeoutSamples, row.TimeoutP95Ms, row.TimeoutComputedAt))
+	if err != nil {
+		return nil, err
+	}
+	return j, afterFill(ctx, e, j)
 }
 
 // JobGetByIDForUpdate returns one job and locks its rows until the
@@ -93,8 +110,12 @@ func JobGetByIDForUpdate(ctx context.Context, e Executor, id uuid.UUID) (*axtype
 	if err != nil {
 		return nil, fmt.Errorf("error locking job %s: %w", id, mapErr(err))
 	}
-	return jobFromRow(row.AxJob, row.AxTrigger, row.LastState,
+	j, err := jobFromRow(row.AxJob, row.AxTrigger, row.LastState,
 		timeoutMeasure(row.TimeoutSamples, row.TimeoutP95Ms, row.TimeoutComputedAt))
+	if err != nil {
+		return nil, err
+	}
+	return j, afterFill(ctx, e, j)
 }
 
 // JobListParams filters and pages JobList. Nil filters match everything.
@@ -125,7 +146,7 @@ func JobList(ctx context.Context, e Executor, p *JobListParams) ([]*axtype.Job, 
 		}
 		jobs = append(jobs, j)
 	}
-	return jobs, nil
+	return jobs, afterFill(ctx, e, jobs...)
 }
 
 // JobDelete removes a job and its trigger row.

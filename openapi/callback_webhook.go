@@ -18,7 +18,7 @@ type CallbackBody struct {
 	JobName      string          `json:"job_name"`
 	JobGroup     string          `json:"job_group"`
 	Sequence     int64           `json:"sequence" doc:"The callback's number among its job's: 1, 2, 3… without gaps, in the order the runs ended (0 only for a callback a redelivery made for a run that ended while the job had no callback URL); also Ax-Callback-Sequence. With callback.ordered they arrive in this order"`
-	Cause        string          `json:"cause" enum:"schedule,catch_up,manual,delayed,rerun,backfill"`
+	Cause        string          `json:"cause" enum:"schedule,catch_up,manual,delayed,rerun,backfill,after"`
 	RerunOf      string          `json:"rerun_of,omitempty" format:"uuid" doc:"With cause rerun: the run this one re-runs"`
 	ScheduledFor time.Time       `json:"scheduled_for"`
 	Misfired     bool            `json:"misfired"`

@@ -12,7 +12,7 @@ import (
 type Execution struct {
 	ID                string         `json:"id" format:"uuid" doc:"Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)"`
 	JobID             string         `json:"job_id" format:"uuid"`
-	Cause             string         `json:"cause" enum:"schedule,catch_up,manual,delayed,rerun,backfill" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)"`
+	Cause             string         `json:"cause" enum:"schedule,catch_up,manual,delayed,rerun,backfill,after" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id); after: its upstream jobs' runs for its logical time ended (caused_by)"`
 	State             string         `json:"state" enum:"scheduled,pending,running,succeeded,failed,timed_out,cancelled" doc:"scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at"`
 	ScheduledFor      time.Time      `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)"`
 	FiredAt           *time.Time     `json:"fired_at,omitempty" doc:"When it was created; fired_at - scheduled_for is the fire lag. Absent while a delayed run is scheduled"`
@@ -34,7 +34,18 @@ type Execution struct {
 	RerunOf           string         `json:"rerun_of,omitempty" format:"uuid" doc:"The run this one re-runs (cause rerun)"`
 	Reruns            []string       `json:"reruns,omitempty" doc:"Runs that re-run this one, oldest first (shown when getting one execution)"`
 	BackfillID        string         `json:"backfill_id,omitempty" format:"uuid" doc:"The backfill that made this run (shown when getting one execution)"`
+	CausedBy          []CausingRun   `json:"caused_by,omitempty" doc:"The upstream runs whose ends fired this run (a job of trigger kind after; shown when getting one execution)"`
 	ErrorCodes        map[string]int `json:"error_codes,omitempty" doc:"How many shards ended without succeeding, by error code; shards without a code are not counted (shown when getting one execution)" example:"{\"exit_3\": 2, \"signal_killed\": 1}"`
+}
+
+// CausingRun is an upstream run that fired a run of a job of trigger kind after.
+type CausingRun struct {
+	ExecutionID  string     `json:"execution_id" format:"uuid"`
+	JobID        string     `json:"job_id" format:"uuid"`
+	Job          string     `json:"job" doc:"The upstream job, as group/name"`
+	State        string     `json:"state" doc:"How the upstream run ended"`
+	ScheduledFor time.Time  `json:"scheduled_for" doc:"Its logical time, which the caused run shares"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 }
 
 // Task is one shard of an execution.
@@ -61,7 +72,7 @@ type Task struct {
 
 // SkippedFire is a run of ticks that did not fire, with why.
 type SkippedFire struct {
-	Reason     string    `json:"reason" enum:"misfire,overlap,paused,dst_gap,calendar"`
+	Reason     string    `json:"reason" enum:"misfire,overlap,paused,dst_gap,calendar,upstream_failed"`
 	FirstTick  time.Time `json:"first_tick"`
 	LastTick   time.Time `json:"last_tick" doc:"Last skipped tick, or the end of the range when the ticks were too many to count"`
 	TickCount  int       `json:"tick_count,omitempty" doc:"How many ticks; absent when too many to count"`
@@ -124,7 +135,7 @@ func executionFromScheduled(r *axtype.DelayedRun) *Execution {
 type TickExplanation struct {
 	At        time.Time       `json:"at" doc:"The instant explained; for a wall time inside a daylight-saving gap, the end of the gap, where such a tick fires"`
 	Local     string          `json:"local" doc:"at on the job's clock, with the offset in effect"`
-	Verdict   string          `json:"verdict" enum:"fired,skipped,not_a_tick,dst_gap,paused,not_created,upcoming,manual,no_record,outside_window,excluded"`
+	Verdict   string          `json:"verdict" enum:"fired,skipped,not_a_tick,dst_gap,paused,not_created,upcoming,manual,no_record,outside_window,excluded,waiting"`
 	Reason    string          `json:"reason" doc:"One sentence for a person"`
 	Tick      bool            `json:"tick" doc:"at is a tick of the job's trigger"`
 	Execution *ExecutionBrief `json:"execution,omitempty" doc:"The run fired for the tick"`

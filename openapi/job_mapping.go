@@ -52,11 +52,38 @@ func jobDefinition(j *Job, id uuid.UUID) *axtype.Job {
 		HistoryRetentionSeconds:       deref(j.History).RetentionSeconds,
 		HistoryFailedRetentionSeconds: deref(j.History).FailedRetentionSeconds,
 	}
+	// Mapped for any kind, so that the engine refuses them on another;
+	// left out, an after trigger waits for all its upstreams, each to
+	// succeed.
+	after := out.TriggerKind == axtype.TriggerAfter
+	out.AfterMode = axtype.AfterMode(trig.Mode)
+	if after && trig.Mode == "" {
+		out.AfterMode = axtype.AfterAll
+	}
+	for _, u := range trig.Upstream {
+		on := axtype.AfterOn(u.On)
+		if after && u.On == "" {
+			on = axtype.AfterOnSuccess
+		}
+		out.AfterUpstream = append(out.AfterUpstream, axtype.AfterUpstream{Job: u.Job, On: on})
+	}
 	if g := shards.Generator; g != nil {
 		out.ShardGenerator = &axtype.ShardGenerator{Kind: axtype.ShardGeneratorKind(g.Kind), WindowSeconds: g.WindowSeconds}
 	}
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
+	}
+	return out
+}
+
+// upstreamFromDB shows the upstreams of an after trigger.
+func upstreamFromDB(ups []axtype.AfterUpstream) []JobUpstream {
+	if len(ups) == 0 {
+		return nil
+	}
+	out := make([]JobUpstream, len(ups))
+	for i, u := range ups {
+		out[i] = JobUpstream{Job: u.Job, On: string(u.On)}
 	}
 	return out
 }
@@ -87,7 +114,7 @@ func jobFromDB(j *axtype.Job) (*Job, error) {
 		Triggers: jobTriggersFromDB(j.Triggers),
 		ID:       j.ID.String(), Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,
 		Trigger: &JobTrigger{Kind: string(j.TriggerKind), Cron: j.CronExpr, Timezone: j.Timezone,
-			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt},
+			IntervalSeconds: j.IntervalSeconds, RunAt: j.RunAt, Mode: string(j.AfterMode), Upstream: upstreamFromDB(j.AfterUpstream)},
 		Executor:          jobExecutorFromDB(j.ExecutorKind, &j.Executor),
 		Target:            &JobTarget{Labels: j.TargetLabels},
 		Route:             &JobRoute{Strategy: string(j.RouteStrategy), Key: j.RouteKey},

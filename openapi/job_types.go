@@ -56,11 +56,19 @@ type Job struct {
 
 // JobTrigger says when a job fires.
 type JobTrigger struct {
-	Kind            string     `json:"kind" enum:"cron,interval,delay,manual" doc:"cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API"`
-	Cron            string     `json:"cron,omitempty" maxLength:"200" example:"0 0 8 * * ?" doc:"Cron expression (kind cron): 5 fields (minute first) or 6 (seconds first); Sunday is 0 or 7; see the README for the dialect"`
-	Timezone        string     `json:"timezone,omitempty" maxLength:"100" default:"UTC" example:"Asia/Shanghai" doc:"IANA timezone the cron expression is read in"`
-	IntervalSeconds int64      `json:"interval_seconds,omitempty" minimum:"1" maximum:"31536000" doc:"Seconds between fires (kind interval)"`
-	RunAt           *time.Time `json:"run_at,omitempty" doc:"When to fire (kind delay); must be in the future"`
+	Kind            string        `json:"kind" enum:"cron,interval,delay,manual,after" doc:"cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API; after: once per logical time of the upstream jobs' runs (see upstream and mode)"`
+	Cron            string        `json:"cron,omitempty" maxLength:"200" example:"0 0 8 * * ?" doc:"Cron expression (kind cron): 5 fields (minute first) or 6 (seconds first); Sunday is 0 or 7; see the README for the dialect"`
+	Timezone        string        `json:"timezone,omitempty" maxLength:"100" default:"UTC" example:"Asia/Shanghai" doc:"IANA timezone the cron expression is read in"`
+	IntervalSeconds int64         `json:"interval_seconds,omitempty" minimum:"1" maximum:"31536000" doc:"Seconds between fires (kind interval)"`
+	RunAt           *time.Time    `json:"run_at,omitempty" doc:"When to fire (kind delay); must be in the future"`
+	Upstream        []JobUpstream `json:"upstream,omitempty" maxItems:"50" doc:"The jobs this one runs after (kind after). It fires once per logical time of their runs (their scheduled_for), with that scheduled_for, so a day's runs never mix with another's. No cycles"`
+	Mode            string        `json:"mode,omitempty" enum:"all,any" doc:"When to fire (kind after): all: once every upstream's run for the logical time ended as its on asks (an upstream that ended otherwise records the time as skipped, reason upstream_failed); any: once the first did. Default all"`
+}
+
+// JobUpstream is one job a job of trigger kind after runs after.
+type JobUpstream struct {
+	Job string `json:"job" minLength:"3" maxLength:"401" pattern:"^[^/]+/.+$" example:"etl/extract-orders" doc:"The upstream job, as group/name"`
+	On  string `json:"on,omitempty" enum:"success,failure,completion" default:"success" doc:"The end its run must reach: success (succeeded), failure (failed or timed out) or completion (any end)"`
 }
 
 // JobExecutor says what a run does.

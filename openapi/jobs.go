@@ -75,6 +75,7 @@ type jobListOutput struct {
 
 func (h *jobHandlers) register(api huma.API) {
 	tags := []string{"Jobs"}
+	h.registerGraph(api)
 	huma.Register(api, showsSecret(requireScope(huma.Operation{
 		OperationID: "create-job", Method: http.MethodPost, Path: "/v1/jobs", Tags: tags,
 		Summary: "Create a job", DefaultStatus: http.StatusCreated, MaxBodyBytes: jobBodyLimit,
@@ -293,6 +294,7 @@ func jobErrorAt(err error, in *Job, prefix string) error {
 	var managed *queue.ManagedJobError
 	var writeOnly *queue.WriteOnlyError
 	var invalid *axtype.InvalidError
+	var upstream *axtype.AfterUpstreamError
 	switch {
 	case errors.As(err, &invalid): // Resolve checks the same rules: reached by a path that skipped it
 		details := make([]error, len(invalid.Fields))
@@ -300,6 +302,13 @@ func jobErrorAt(err error, in *Job, prefix string) error {
 			details[i] = &huma.ErrorDetail{Location: prefix + f.Field, Message: f.Message, Value: f.Value}
 		}
 		return huma.Error422UnprocessableEntity("validation failed", details...)
+	case errors.As(err, &upstream):
+		loc := prefix + "trigger.upstream"
+		if upstream.Index >= 0 {
+			loc = fmt.Sprintf("%s[%d].job", loc, upstream.Index)
+		}
+		return huma.Error422UnprocessableEntity("invalid upstream jobs",
+			&huma.ErrorDetail{Location: loc, Message: upstream.Reason})
 	case errors.As(err, &writeOnly):
 		return huma.Error422UnprocessableEntity("a write-only value is missing",
 			&huma.ErrorDetail{Location: prefix + writeOnly.Field, Message: writeOnly.Error(), Value: writeOnly.Value})

@@ -21,6 +21,7 @@ type RerunRequest struct {
 	Shards     string `json:"shards,omitempty" enum:"all,failed" default:"all" doc:"all: every shard of the run again; failed: only the shards that did not succeed (same shard index and param)"`
 	Params     Params `json:"params,omitempty" doc:"Overlay the original run's params: a JSON object of at most 256 KiB, nesting at most 64 levels"`
 	Priority   *int   `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Run at this priority instead of the original's"`
+	Cascade    bool   `json:"cascade,omitempty" doc:"When the re-run ends, fire the jobs that run after its job (trigger kind after) again for its logical time, as its outcome decides (a downstream that ran is re-run, cascading in turn). Default false: downstream jobs are left as they are"`
 	RequestKey string `json:"request_key,omitempty" maxLength:"200" doc:"The re-run is made once per (run, key): a retry with the same key answers with the run the first call made. Defaults to the Idempotency-Key header, else to a hash of this body, so a retried call never doubles the run; pass a new key to re-run the same run again"`
 }
 
@@ -132,7 +133,8 @@ func (h *executionHandlers) rerun(ctx context.Context, in *rerunInput) (*executi
 	if err != nil {
 		return nil, err
 	}
-	req := &queue.RerunRequest{ExecutionID: id, Shards: axtype.RerunShards(body.Shards), Priority: body.Priority, RequestKey: key}
+	req := &queue.RerunRequest{ExecutionID: id, Shards: axtype.RerunShards(body.Shards), Priority: body.Priority, RequestKey: key,
+		Cascade: body.Cascade}
 	if body.Params != nil {
 		req.Params = json.RawMessage(body.Params)
 	}
@@ -231,5 +233,9 @@ func showLineage(out *Execution, l *queue.Lineage) {
 	}
 	if l.Backfill != nil {
 		out.BackfillID = l.Backfill.String()
+	}
+	for _, r := range l.CausedBy {
+		out.CausedBy = append(out.CausedBy, CausingRun{ExecutionID: r.ID.String(), JobID: r.JobID.String(),
+			Job: r.Group + "/" + r.Name, State: r.State, ScheduledFor: r.ScheduledFor, FinishedAt: r.FinishedAt})
 	}
 }

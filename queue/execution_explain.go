@@ -115,6 +115,9 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 	if err == nil {
 		out.Verdict, out.Skip = VerdictSkipped, skip
 		out.Reason = fmt.Sprintf("the tick was skipped (%s): %s", skip.Reason, skip.Detail)
+		if skip.Reason == axtype.SkipUpstreamFailed {
+			out.Reason = "skipped because " + skip.Detail
+		}
 		if skip.Reason == axtype.SkipOverlap {
 			// The run the skip waited on: unfinished when it was decided.
 			running, err := db.ExecutionRunningAt(ctx, s.pool, job.ID, at, skip.RecordedAt)
@@ -136,6 +139,10 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 		return err
 	}
 	switch {
+	case job.TriggerKind == axtype.TriggerAfter:
+		// Its logical times are its upstreams' (a backfill's may come
+		// before it was created).
+		return s.explainAfter(ctx, job, out)
 	case at.Before(job.CreatedAt):
 		out.Verdict = VerdictNotCreated
 		out.Reason = fmt.Sprintf("the job was created at %s, after this instant", localTime(job.CreatedAt, loc))

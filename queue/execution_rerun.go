@@ -30,6 +30,9 @@ type RerunRequest struct {
 	// RequestKey makes the re-run once per (run, key): a retried request
 	// with the same key gets the run the first made. Required.
 	RequestKey string
+	// Cascade makes the re-run, once it ends, fire the downstream jobs of
+	// its job again for its logical time.
+	Cascade bool
 }
 
 // RerunResult is the re-run a request made or found.
@@ -53,7 +56,7 @@ func (s *ExecutionService) Rerun(ctx context.Context, req *RerunRequest) (*Rerun
 		return nil, errors.New("a re-run needs a request key")
 	}
 	r := &db.NewRerun{ID: id, RerunOf: req.ExecutionID, RequestKey: req.RequestKey, Shards: req.Shards,
-		Params: req.Params, Priority: req.Priority, TraceParent: req.TraceParent}
+		Params: req.Params, Priority: req.Priority, TraceParent: req.TraceParent, Cascade: req.Cascade}
 	if r.Shards == "" {
 		r.Shards = axtype.RerunAll
 	}
@@ -183,6 +186,8 @@ type Lineage struct {
 	RerunOf  *uuid.UUID  // the run this one re-runs
 	Reruns   []uuid.UUID // runs that re-run this one, oldest first
 	Backfill *uuid.UUID  // the backfill that made this run
+	// CausedBy are the upstream runs that fired this run (after triggers).
+	CausedBy []axtype.AfterRun
 }
 
 // Lineage returns what run id re-runs, its re-runs and its backfill.
@@ -196,6 +201,13 @@ func (s *ExecutionService) Lineage(ctx context.Context, id uuid.UUID) (*Lineage,
 		return nil, err
 	}
 	if out.Backfill, err = db.BackfillOfExecution(ctx, s.pool, id); err != nil {
+		return nil, err
+	}
+	exec, err := db.ExecutionGetByID(ctx, s.pool, id)
+	if err != nil {
+		return nil, err
+	}
+	if out.CausedBy, err = s.CausedBy(ctx, exec); err != nil {
 		return nil, err
 	}
 	return out, nil

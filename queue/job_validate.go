@@ -103,6 +103,8 @@ func (v *jobErrors) trigger(j *axtype.Job, now time.Time) {
 	onlyFor("cron", axtype.TriggerCron, j.CronExpr != "")
 	onlyFor("interval_seconds", axtype.TriggerInterval, j.IntervalSeconds != 0)
 	onlyFor("run_at", axtype.TriggerDelay, j.RunAt != nil)
+	onlyFor("upstream", axtype.TriggerAfter, len(j.AfterUpstream) > 0)
+	onlyFor("mode", axtype.TriggerAfter, j.AfterMode != "")
 	switch kind {
 	case axtype.TriggerCron:
 		if j.CronExpr == "" {
@@ -124,8 +126,44 @@ func (v *jobErrors) trigger(j *axtype.Job, now time.Time) {
 			v.add(at("run_at"), "must be in the future", j.RunAt)
 		}
 	case axtype.TriggerManual:
+	case axtype.TriggerAfter:
+		v.afterTrigger(j)
 	default:
-		v.add(at("kind"), "is required: one of cron, interval, delay, manual", string(kind))
+		v.add(at("kind"), "is required: one of cron, interval, delay, manual, after", string(kind))
+	}
+}
+
+// afterTrigger checks the upstreams of an after trigger as written (that
+// they name jobs and close no cycle is checked when the job is saved),
+// and the templates of upstream results in its params, rendered at each
+// fire: a bad one is refused now rather than found then.
+func (v *jobErrors) afterTrigger(j *axtype.Job) {
+	switch {
+	case len(j.AfterUpstream) == 0:
+		v.add("trigger.upstream", "is required with trigger kind after: at least one job", nil)
+	case len(j.AfterUpstream) > axtype.MaxAfterUpstreams:
+		v.add("trigger.upstream", fmt.Sprintf("holds at most %d jobs", axtype.MaxAfterUpstreams), len(j.AfterUpstream))
+	}
+	if j.AfterMode != axtype.AfterAll && j.AfterMode != axtype.AfterAny {
+		v.add("trigger.mode", "must be all or any", string(j.AfterMode))
+	}
+	seen := map[string]bool{}
+	for i, u := range j.AfterUpstream {
+		field := fmt.Sprintf("trigger.upstream[%d]", i)
+		if group, name, ok := strings.Cut(u.Job, "/"); !ok || group == "" || name == "" {
+			v.add(field+".job", "must be group/name", u.Job)
+		} else if seen[u.Job] {
+			v.add(field+".job", "is listed twice", u.Job)
+		}
+		seen[u.Job] = true
+		switch u.On {
+		case axtype.AfterOnSuccess, axtype.AfterOnFailure, axtype.AfterOnCompletion:
+		default:
+			v.add(field+".on", "must be success, failure or completion", string(u.On))
+		}
+	}
+	if where, err := CheckAfterParams(j.Params); err != nil {
+		v.add("params"+where, err.Error(), nil)
 	}
 }
 

@@ -79,7 +79,8 @@ CREATE TYPE ax.execution_cause AS ENUM (
     'manual',
     'delayed',
     'rerun',
-    'backfill'
+    'backfill',
+    'after'
 );
 
 --
@@ -154,7 +155,8 @@ CREATE TYPE ax.skip_reason AS ENUM (
     'overlap',
     'paused',
     'dst_gap',
-    'calendar'
+    'calendar',
+    'upstream_failed'
 );
 
 --
@@ -197,8 +199,84 @@ CREATE TYPE ax.trigger_kind AS ENUM (
     'cron',
     'interval',
     'delay',
-    'manual'
+    'manual',
+    'after'
 );
+
+--
+-- Name: after_upstream_ended(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.after_upstream_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    a      record;
+    w      ax.after_wait;
+    mode   text;
+    edges  integer;
+    met    integer;
+    unmet  integer;
+    st     text;
+BEGIN
+    -- Most ended runs have no downstream: one index probe per job.
+    IF NOT EXISTS (SELECT 1 FROM ax.after_edge e WHERE e.upstream_job_id IN (SELECT DISTINCT n.job_id FROM new_rows n)) THEN
+        RETURN NULL;
+    END IF;
+    FOR a IN
+        SELECT n.id, n.job_id, n.scheduled_for, n.state::text AS state, e.job_id AS downstream,
+               coalesce(r.cascade, false) AS cascade,
+               CASE e.on_state WHEN 'success' THEN n.state = 'succeeded'
+                               WHEN 'failure' THEN n.state IN ('failed', 'timed_out')
+                               ELSE true END AS met,
+               coalesce(j.group_name || '/' || j.name, n.job_id::text) AS upstream_name
+        FROM new_rows n
+        JOIN ax.after_edge e ON e.upstream_job_id = n.job_id
+        LEFT JOIN ax.execution_rerun r ON r.execution_id = n.id
+        LEFT JOIN ax.job j ON j.id = n.job_id
+        WHERE n.cause <> 'rerun' OR r.cascade
+        ORDER BY e.job_id, n.scheduled_for, n.id
+    LOOP
+        INSERT INTO ax.after_wait (job_id, logical_time) VALUES (a.downstream, a.scheduled_for)
+        ON CONFLICT DO NOTHING;
+        SELECT * INTO w FROM ax.after_wait
+        WHERE job_id = a.downstream AND logical_time = a.scheduled_for FOR UPDATE;
+        IF w.arrived ? a.job_id::text AND NOT a.cascade THEN
+            CONTINUE;
+        END IF;
+        w.arrived := w.arrived || jsonb_build_object(a.job_id::text,
+            jsonb_build_object('execution_id', a.id, 'state', a.state, 'met', a.met));
+        SELECT t.mode INTO mode FROM ax.after_trigger t WHERE t.job_id = a.downstream;
+        SELECT count(*), count(*) FILTER (WHERE (w.arrived -> e.upstream_job_id::text ->> 'met')::boolean),
+               count(*) FILTER (WHERE NOT (w.arrived -> e.upstream_job_id::text ->> 'met')::boolean)
+        INTO edges, met, unmet
+        FROM ax.after_edge e WHERE e.job_id = a.downstream;
+        st := CASE WHEN mode = 'all' AND unmet > 0 THEN 'skipped'
+                   WHEN mode = 'all' AND met = edges THEN 'ready'
+                   WHEN mode = 'any' AND met > 0 THEN 'ready'
+                   WHEN mode = 'any' AND unmet = edges THEN 'skipped'
+                   ELSE 'waiting' END;
+        IF w.state = 'waiting' OR (a.cascade AND st = 'ready' AND w.state IN ('fired', 'skipped')) THEN
+            IF st = 'skipped' AND w.state = 'waiting' THEN
+                INSERT INTO ax.skipped_fire (job_id, reason, first_tick, last_tick, tick_count, detail)
+                VALUES (a.downstream, 'upstream_failed', a.scheduled_for, a.scheduled_for, 1,
+                        format('upstream %s run %s ended %s', a.upstream_name, a.id, a.state));
+                w.skip_run := a.id;
+            END IF;
+            IF st = 'ready' THEN
+                w.cascade_from := CASE WHEN a.cascade THEN a.id END;
+                PERFORM pg_notify('ax_after_ready', a.downstream::text);
+            END IF;
+            IF st <> 'waiting' THEN
+                w.state := st;
+            END IF;
+        END IF;
+        UPDATE ax.after_wait SET arrived = w.arrived, state = w.state, skip_run = w.skip_run,
+               cascade_from = w.cascade_from, updated_at = now()
+        WHERE job_id = w.job_id AND logical_time = w.logical_time;
+    END LOOP;
+    RETURN NULL;
+END $$;
 
 --
 -- Name: agent_offline_revokes_token(); Type: FUNCTION; Schema: ax; Owner: -
@@ -1014,6 +1092,47 @@ CREATE FUNCTION ax.uuid_v7_time(p_id uuid) RETURNS timestamp with time zone
 $$;
 
 --
+-- Name: after_edge; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.after_edge (
+    job_id uuid NOT NULL,
+    upstream_job_id uuid NOT NULL,
+    "position" integer NOT NULL,
+    on_state text DEFAULT 'success'::text NOT NULL,
+    CONSTRAINT after_edge_not_self CHECK ((job_id <> upstream_job_id)),
+    CONSTRAINT after_edge_on_known CHECK ((on_state = ANY (ARRAY['success'::text, 'failure'::text, 'completion'::text])))
+);
+
+--
+-- Name: after_trigger; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.after_trigger (
+    job_id uuid NOT NULL,
+    mode text DEFAULT 'all'::text NOT NULL,
+    CONSTRAINT after_trigger_mode_known CHECK ((mode = ANY (ARRAY['all'::text, 'any'::text])))
+);
+
+--
+-- Name: after_wait; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.after_wait (
+    job_id uuid NOT NULL,
+    logical_time timestamp with time zone NOT NULL,
+    state text DEFAULT 'waiting'::text NOT NULL,
+    arrived jsonb DEFAULT '{}'::jsonb NOT NULL,
+    execution_id uuid,
+    skip_run uuid,
+    cascade_from uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT after_wait_arrived_object CHECK ((jsonb_typeof(arrived) = 'object'::text)),
+    CONSTRAINT after_wait_state_known CHECK ((state = ANY (ARRAY['waiting'::text, 'ready'::text, 'fired'::text, 'skipped'::text])))
+);
+
+--
 -- Name: agent; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -1714,6 +1833,7 @@ CREATE TABLE ax.execution_rerun (
     request_key text NOT NULL,
     shards text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    cascade boolean DEFAULT false NOT NULL,
     CONSTRAINT execution_rerun_request_key_length CHECK (((length(request_key) >= 1) AND (length(request_key) <= 255))),
     CONSTRAINT execution_rerun_shards_known CHECK ((shards = ANY (ARRAY['all'::text, 'failed'::text])))
 );
@@ -2301,6 +2421,27 @@ ALTER TABLE ONLY ax.skipped_fire ALTER COLUMN id SET DEFAULT nextval('ax.skipped
 ALTER TABLE ONLY ax.task_event ALTER COLUMN id SET DEFAULT nextval('ax.task_event_id_seq'::regclass);
 
 --
+-- Name: after_edge after_edge_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.after_edge
+    ADD CONSTRAINT after_edge_pkey PRIMARY KEY (job_id, upstream_job_id);
+
+--
+-- Name: after_trigger after_trigger_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.after_trigger
+    ADD CONSTRAINT after_trigger_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: after_wait after_wait_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.after_wait
+    ADD CONSTRAINT after_wait_pkey PRIMARY KEY (job_id, logical_time);
+
+--
 -- Name: agent agent_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -2602,6 +2743,18 @@ ALTER TABLE ONLY ax.upcoming_fire
     ADD CONSTRAINT upcoming_fire_pkey PRIMARY KEY (job_id, fire_at);
 
 --
+-- Name: after_edge_upstream_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX after_edge_upstream_idx ON ax.after_edge USING btree (upstream_job_id);
+
+--
+-- Name: after_wait_ready_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX after_wait_ready_idx ON ax.after_wait USING btree (updated_at) WHERE (state = 'ready'::text);
+
+--
 -- Name: agent_identity_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -2713,7 +2866,7 @@ CREATE INDEX execution_scheduled_idx ON ax.execution USING btree (scheduled_for)
 -- Name: execution_tick_once_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id, scheduled_for) WHERE (cause = ANY (ARRAY['schedule'::ax.execution_cause, 'catch_up'::ax.execution_cause, 'backfill'::ax.execution_cause]));
+CREATE UNIQUE INDEX execution_tick_once_idx ON ax.execution USING btree (job_id, scheduled_for) WHERE (cause = ANY (ARRAY['schedule'::ax.execution_cause, 'catch_up'::ax.execution_cause, 'backfill'::ax.execution_cause, 'after'::ax.execution_cause]));
 
 --
 -- Name: execution_unfinished_idx; Type: INDEX; Schema: ax; Owner: -
@@ -2908,6 +3061,12 @@ CREATE INDEX trigger_set_aside_idx ON ax.trigger USING btree (set_aside_at) WHER
 CREATE INDEX upcoming_fire_at_idx ON ax.upcoming_fire USING btree (fire_at);
 
 --
+-- Name: execution_history after_upstream_ended; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER after_upstream_ended AFTER INSERT ON ax.execution_history REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.after_upstream_ended();
+
+--
 -- Name: agent agent_offline_revokes_token; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -2960,6 +3119,34 @@ CREATE TRIGGER job_callback_sequence_drop AFTER DELETE ON ax.job FOR EACH ROW EX
 --
 
 CREATE TRIGGER rate_class_loosened AFTER UPDATE ON ax.rate_class FOR EACH ROW WHEN (((old.manual_min_priority IS DISTINCT FROM new.manual_min_priority) OR (old.auto_min_priority IS DISTINCT FROM new.auto_min_priority) OR (old.degraded_since IS DISTINCT FROM new.degraded_since) OR (old.rate < new.rate) OR (old.burst < new.burst))) EXECUTE FUNCTION ax.rate_class_loosened();
+
+--
+-- Name: after_edge after_edge_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.after_edge
+    ADD CONSTRAINT after_edge_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.after_trigger(job_id) ON DELETE CASCADE;
+
+--
+-- Name: after_edge after_edge_upstream_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.after_edge
+    ADD CONSTRAINT after_edge_upstream_job_id_fkey FOREIGN KEY (upstream_job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: after_trigger after_trigger_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.after_trigger
+    ADD CONSTRAINT after_trigger_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: after_wait after_wait_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.after_wait
+    ADD CONSTRAINT after_wait_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: agent agent_api_key_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

@@ -260,7 +260,9 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	upcoming := schedule.NewUpcoming(pool, notifier, schedule.UpcomingConfig{Logger: logger})
 	backfills := schedule.NewBackfillReleaser(pool, notifier, schedule.BackfillReleaserConfig{Logger: logger, Metrics: m,
 		Router: router, Outbox: river.Outbox()})
-	services := []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills}
+	afterFirer := schedule.NewAfterFirer(pool, notifier, schedule.AfterFirerConfig{Logger: logger, Metrics: m,
+		Router: router, Outbox: river.Outbox()})
+	services := []interface{ Start(context.Context) error }{notifier, triggers, reaper, vacuumer, upcoming, backfills, afterFirer}
 	var runLogger *runlog.RunLogger
 	if sessions := conns.sessionPool(); sessions != nil {
 		runLogger = runlog.NewRunLogger(sessions, notifier, runlog.RunLoggerConfig{Logger: logger})
@@ -281,6 +283,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 	defer vacuumer.Stop()
 	defer upcoming.Stop()
 	defer backfills.Stop()
+	defer afterFirer.Stop()
 	defer runLogger.Stop()
 
 	// The engine's services, built once: the API and the console share them.

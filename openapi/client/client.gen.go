@@ -212,6 +212,7 @@ func (e DeclaredJobOutcomeAction) Valid() bool {
 
 // Defines values for ExecutionCause.
 const (
+	ExecutionCauseAfter    ExecutionCause = "after"
 	ExecutionCauseBackfill ExecutionCause = "backfill"
 	ExecutionCauseCatchUp  ExecutionCause = "catch_up"
 	ExecutionCauseDelayed  ExecutionCause = "delayed"
@@ -223,6 +224,8 @@ const (
 // Valid indicates whether the value is a known member of the ExecutionCause enum.
 func (e ExecutionCause) Valid() bool {
 	switch e {
+	case ExecutionCauseAfter:
+		return true
 	case ExecutionCauseBackfill:
 		return true
 	case ExecutionCauseCatchUp:
@@ -474,6 +477,63 @@ func (e JobExecutorMethod) Valid() bool {
 	}
 }
 
+// Defines values for JobGraphMode.
+const (
+	JobGraphModeAll JobGraphMode = "all"
+	JobGraphModeAny JobGraphMode = "any"
+)
+
+// Valid indicates whether the value is a known member of the JobGraphMode enum.
+func (e JobGraphMode) Valid() bool {
+	switch e {
+	case JobGraphModeAll:
+		return true
+	case JobGraphModeAny:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobGraphEdgeMode.
+const (
+	JobGraphEdgeModeAll JobGraphEdgeMode = "all"
+	JobGraphEdgeModeAny JobGraphEdgeMode = "any"
+)
+
+// Valid indicates whether the value is a known member of the JobGraphEdgeMode enum.
+func (e JobGraphEdgeMode) Valid() bool {
+	switch e {
+	case JobGraphEdgeModeAll:
+		return true
+	case JobGraphEdgeModeAny:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobGraphEdgeOn.
+const (
+	JobGraphEdgeOnCompletion JobGraphEdgeOn = "completion"
+	JobGraphEdgeOnFailure    JobGraphEdgeOn = "failure"
+	JobGraphEdgeOnSuccess    JobGraphEdgeOn = "success"
+)
+
+// Valid indicates whether the value is a known member of the JobGraphEdgeOn enum.
+func (e JobGraphEdgeOn) Valid() bool {
+	switch e {
+	case JobGraphEdgeOnCompletion:
+		return true
+	case JobGraphEdgeOnFailure:
+		return true
+	case JobGraphEdgeOnSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobMisfirePolicy.
 const (
 	JobMisfirePolicyFireAll  JobMisfirePolicy = "fire_all"
@@ -551,6 +611,7 @@ func (e JobShardGeneratorKind) Valid() bool {
 
 // Defines values for JobTriggerKind.
 const (
+	JobTriggerKindAfter    JobTriggerKind = "after"
 	JobTriggerKindCron     JobTriggerKind = "cron"
 	JobTriggerKindDelay    JobTriggerKind = "delay"
 	JobTriggerKindInterval JobTriggerKind = "interval"
@@ -560,6 +621,8 @@ const (
 // Valid indicates whether the value is a known member of the JobTriggerKind enum.
 func (e JobTriggerKind) Valid() bool {
 	switch e {
+	case JobTriggerKindAfter:
+		return true
 	case JobTriggerKindCron:
 		return true
 	case JobTriggerKindDelay:
@@ -567,6 +630,45 @@ func (e JobTriggerKind) Valid() bool {
 	case JobTriggerKindInterval:
 		return true
 	case JobTriggerKindManual:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobTriggerMode.
+const (
+	JobTriggerModeAll JobTriggerMode = "all"
+	JobTriggerModeAny JobTriggerMode = "any"
+)
+
+// Valid indicates whether the value is a known member of the JobTriggerMode enum.
+func (e JobTriggerMode) Valid() bool {
+	switch e {
+	case JobTriggerModeAll:
+		return true
+	case JobTriggerModeAny:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobUpstreamOn.
+const (
+	JobUpstreamOnCompletion JobUpstreamOn = "completion"
+	JobUpstreamOnFailure    JobUpstreamOn = "failure"
+	JobUpstreamOnSuccess    JobUpstreamOn = "success"
+)
+
+// Valid indicates whether the value is a known member of the JobUpstreamOn enum.
+func (e JobUpstreamOn) Valid() bool {
+	switch e {
+	case JobUpstreamOnCompletion:
+		return true
+	case JobUpstreamOnFailure:
+		return true
+	case JobUpstreamOnSuccess:
 		return true
 	default:
 		return false
@@ -704,11 +806,12 @@ func (e RunCancelResultState) Valid() bool {
 
 // Defines values for SkippedFireReason.
 const (
-	SkippedFireReasonCalendar SkippedFireReason = "calendar"
-	SkippedFireReasonDstGap   SkippedFireReason = "dst_gap"
-	SkippedFireReasonMisfire  SkippedFireReason = "misfire"
-	SkippedFireReasonOverlap  SkippedFireReason = "overlap"
-	SkippedFireReasonPaused   SkippedFireReason = "paused"
+	SkippedFireReasonCalendar       SkippedFireReason = "calendar"
+	SkippedFireReasonDstGap         SkippedFireReason = "dst_gap"
+	SkippedFireReasonMisfire        SkippedFireReason = "misfire"
+	SkippedFireReasonOverlap        SkippedFireReason = "overlap"
+	SkippedFireReasonPaused         SkippedFireReason = "paused"
+	SkippedFireReasonUpstreamFailed SkippedFireReason = "upstream_failed"
 )
 
 // Valid indicates whether the value is a known member of the SkippedFireReason enum.
@@ -723,6 +826,8 @@ func (e SkippedFireReason) Valid() bool {
 	case SkippedFireReasonOverlap:
 		return true
 	case SkippedFireReasonPaused:
+		return true
+	case SkippedFireReasonUpstreamFailed:
 		return true
 	default:
 		return false
@@ -859,6 +964,7 @@ const (
 	TickExplanationVerdictPaused        TickExplanationVerdict = "paused"
 	TickExplanationVerdictSkipped       TickExplanationVerdict = "skipped"
 	TickExplanationVerdictUpcoming      TickExplanationVerdict = "upcoming"
+	TickExplanationVerdictWaiting       TickExplanationVerdict = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the TickExplanationVerdict enum.
@@ -885,6 +991,8 @@ func (e TickExplanationVerdict) Valid() bool {
 	case TickExplanationVerdictSkipped:
 		return true
 	case TickExplanationVerdictUpcoming:
+		return true
+	case TickExplanationVerdictWaiting:
 		return true
 	default:
 		return false
@@ -1486,6 +1594,22 @@ type CallbackAttempt struct {
 	Url        string `json:"url"`
 }
 
+// CausingRun defines model for CausingRun.
+type CausingRun struct {
+	ExecutionId openapi_types.UUID `json:"execution_id"`
+	FinishedAt  *time.Time         `json:"finished_at,omitempty"`
+
+	// Job The upstream job, as group/name
+	Job   string             `json:"job"`
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// ScheduledFor Its logical time, which the caused run shares
+	ScheduledFor time.Time `json:"scheduled_for"`
+
+	// State How the upstream run ended
+	State string `json:"state"`
+}
+
 // ClassListOutputBody defines model for ClassListOutputBody.
 type ClassListOutputBody struct {
 	Classes *[]RateClass `json:"classes"`
@@ -1782,8 +1906,11 @@ type Execution struct {
 	CancelReason      *string             `json:"cancel_reason,omitempty"`
 	CancelRequestedAt *time.Time          `json:"cancel_requested_at,omitempty"`
 
-	// Cause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)
+	// Cause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id); after: its upstream jobs' runs for its logical time ended (caused_by)
 	Cause ExecutionCause `json:"cause"`
+
+	// CausedBy The upstream runs whose ends fired this run (a job of trigger kind after; shown when getting one execution)
+	CausedBy *[]CausingRun `json:"caused_by,omitempty"`
 
 	// Error Why the run ended without tasks (e.g. a broadcast found no live agent)
 	Error *string `json:"error,omitempty"`
@@ -1838,7 +1965,7 @@ type Execution struct {
 	TriggerIndex *int64 `json:"trigger_index,omitempty"`
 }
 
-// ExecutionCause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)
+// ExecutionCause schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id); after: its upstream jobs' runs for its logical time ended (caused_by)
 type ExecutionCause string
 
 // ExecutionState scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at
@@ -2144,6 +2271,46 @@ type JobExecutorKind string
 // JobExecutorMethod HTTP method (kind http)
 type JobExecutorMethod string
 
+// JobGraph defines model for JobGraph.
+type JobGraph struct {
+	// Downstream The jobs that run after it, by group and name
+	Downstream *[]JobGraphEdge `json:"downstream"`
+
+	// Job The job, as group/name
+	Job   string             `json:"job"`
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// Mode For a job of trigger kind after: whether it waits for all its upstreams or any
+	Mode *JobGraphMode `json:"mode,omitempty"`
+
+	// Upstream The jobs it runs after (trigger kind after), in the order given
+	Upstream *[]JobGraphEdge `json:"upstream"`
+}
+
+// JobGraphMode For a job of trigger kind after: whether it waits for all its upstreams or any
+type JobGraphMode string
+
+// JobGraphEdge defines model for JobGraphEdge.
+type JobGraphEdge struct {
+	// Job The job, as group/name
+	//
+	// Example: etl/load-orders
+	Job   string             `json:"job"`
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// Mode For a downstream: its mode
+	Mode *JobGraphEdgeMode `json:"mode,omitempty"`
+
+	// On The end the upstream's run must reach
+	On JobGraphEdgeOn `json:"on"`
+}
+
+// JobGraphEdgeMode For a downstream: its mode
+type JobGraphEdgeMode string
+
+// JobGraphEdgeOn The end the upstream's run must reach
+type JobGraphEdgeOn string
+
 // JobHistory defines model for JobHistory.
 type JobHistory struct {
 	// FailedRetentionSeconds Keep failed and timed-out runs this long after they end, instead of the server's failed retention (at most 400 days)
@@ -2247,8 +2414,11 @@ type JobTrigger struct {
 	// IntervalSeconds Seconds between fires (kind interval)
 	IntervalSeconds *int64 `json:"interval_seconds,omitempty"`
 
-	// Kind cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API
+	// Kind cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API; after: once per logical time of the upstream jobs' runs (see upstream and mode)
 	Kind JobTriggerKind `json:"kind"`
+
+	// Mode When to fire (kind after): all: once every upstream's run for the logical time ended as its on asks (an upstream that ended otherwise records the time as skipped, reason upstream_failed); any: once the first did. Default all
+	Mode *JobTriggerMode `json:"mode,omitempty"`
 
 	// RunAt When to fire (kind delay); must be in the future
 	RunAt *time.Time `json:"run_at,omitempty"`
@@ -2257,10 +2427,30 @@ type JobTrigger struct {
 	//
 	// Example: Asia/Shanghai
 	Timezone *string `json:"timezone,omitempty"`
+
+	// Upstream The jobs this one runs after (kind after). It fires once per logical time of their runs (their scheduled_for), with that scheduled_for, so a day's runs never mix with another's. No cycles
+	Upstream *[]JobUpstream `json:"upstream,omitempty"`
 }
 
-// JobTriggerKind cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API
+// JobTriggerKind cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API; after: once per logical time of the upstream jobs' runs (see upstream and mode)
 type JobTriggerKind string
+
+// JobTriggerMode When to fire (kind after): all: once every upstream's run for the logical time ended as its on asks (an upstream that ended otherwise records the time as skipped, reason upstream_failed); any: once the first did. Default all
+type JobTriggerMode string
+
+// JobUpstream defines model for JobUpstream.
+type JobUpstream struct {
+	// Job The upstream job, as group/name
+	//
+	// Example: etl/extract-orders
+	Job string `json:"job"`
+
+	// On The end its run must reach: success (succeeded), failure (failed or timed out) or completion (any end)
+	On *JobUpstreamOn `json:"on,omitempty"`
+}
+
+// JobUpstreamOn The end its run must reach: success (succeeded), failure (failed or timed out) or completion (any end)
+type JobUpstreamOn string
 
 // JsonPatchOp defines model for JsonPatchOp.
 type JsonPatchOp struct {
@@ -2434,6 +2624,9 @@ type ReleaseRequest struct {
 
 // RerunRequest defines model for RerunRequest.
 type RerunRequest struct {
+	// Cascade When the re-run ends, fire the jobs that run after its job (trigger kind after) again for its logical time, as its outcome decides (a downstream that ran is re-run, cascading in turn). Default false: downstream jobs are left as they are
+	Cascade *bool `json:"cascade,omitempty"`
+
 	// Params Overlay the original run's params: a JSON object of at most 256 KiB, nesting at most 64 levels
 	Params *map[string]interface{} `json:"params,omitempty"`
 
@@ -3980,6 +4173,13 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
 	ExplainTick(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetJobGraph The jobs a job runs after, and those that run after it
+	//
+	// A job of trigger kind after lists its upstream jobs (each with the end its runs must reach) and its mode; every job lists the jobs that run after it. Follow the ids to walk the whole graph. Needs an API key with scope `read`.
+	//
+	// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
+	GetJobGraph(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PauseJob Pause a job
 	//
 	// A paused job does not fire. Pausing twice is harmless. Needs an API key with scope `submit`.
@@ -5495,6 +5695,23 @@ func (c *Client) ListJobExecutions(ctx context.Context, id openapi_types.UUID, p
 // Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
 func (c *Client) ExplainTick(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewExplainTickRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetJobGraph The jobs a job runs after, and those that run after it
+//
+// A job of trigger kind after lists its upstream jobs (each with the end its runs must reach) and its mode; every job lists the jobs that run after it. Follow the ids to walk the whole graph. Needs an API key with scope `read`.
+//
+// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
+func (c *Client) GetJobGraph(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetJobGraphRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -8329,6 +8546,40 @@ func NewExplainTickRequest(server string, id openapi_types.UUID, params *Explain
 	return req, nil
 }
 
+// NewGetJobGraphRequest constructs an http.Request for the GetJobGraph method
+func NewGetJobGraphRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/graph", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPauseJobRequest constructs an http.Request for the PauseJob method
 func NewPauseJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
 	var err error
@@ -9730,6 +9981,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/jobs/{id}/explain (the `ExplainTick` operationId).
 	ExplainTickWithResponse(ctx context.Context, id openapi_types.UUID, params *ExplainTickParams, reqEditors ...RequestEditorFn) (*ExplainTickResponse, error)
+
+	// GetJobGraphWithResponse The jobs a job runs after, and those that run after it
+	//
+	// A job of trigger kind after lists its upstream jobs (each with the end its runs must reach) and its mode; every job lists the jobs that run after it. Follow the ids to walk the whole graph. Needs an API key with scope `read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
+	GetJobGraphWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetJobGraphResponse, error)
 
 	// PauseJobWithResponse Pause a job
 	//
@@ -13635,6 +13895,82 @@ func (r ExplainTickResponse) ContentType() string {
 	return ""
 }
 
+type GetJobGraphResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobGraph
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetJobGraphResponse) GetJSON200() *JobGraph {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetJobGraphResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetJobGraphResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetJobGraphResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetJobGraphResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PauseJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15855,6 +16191,21 @@ func (c *ClientWithResponses) ExplainTickWithResponse(ctx context.Context, id op
 		return nil, err
 	}
 	return ParseExplainTickResponse(rsp)
+}
+
+// GetJobGraphWithResponse The jobs a job runs after, and those that run after it
+//
+// A job of trigger kind after lists its upstream jobs (each with the end its runs must reach) and its mode; every job lists the jobs that run after it. Follow the ids to walk the whole graph. Needs an API key with scope `read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
+func (c *ClientWithResponses) GetJobGraphWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetJobGraphResponse, error) {
+	rsp, err := c.GetJobGraph(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetJobGraphResponse(rsp)
 }
 
 // PauseJobWithResponse Pause a job
@@ -19166,6 +19517,67 @@ func ParseExplainTickResponse(rsp *http.Response) (*ExplainTickResponse, error) 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest TickExplanation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetJobGraphResponse parses an HTTP response from a GetJobGraphWithResponse call
+func ParseGetJobGraphResponse(rsp *http.Response) (*GetJobGraphResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetJobGraphResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobGraph
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

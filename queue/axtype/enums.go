@@ -51,6 +51,7 @@ const (
 	CauseDelayed  ExecutionCause = "delayed"  // a delayed run (trigger or run API with run_at) that came due
 	CauseRerun    ExecutionCause = "rerun"    // a re-run of an earlier run (its shards, or those that failed)
 	CauseBackfill ExecutionCause = "backfill" // a past tick filled in by a backfill
+	CauseAfter    ExecutionCause = "after"    // its upstream jobs' runs for its logical time ended
 )
 
 // TriggerKind is how a job fires, ax.trigger_kind.
@@ -62,6 +63,7 @@ const (
 	TriggerInterval TriggerKind = "interval"
 	TriggerDelay    TriggerKind = "delay"
 	TriggerManual   TriggerKind = "manual"
+	TriggerAfter    TriggerKind = "after" // after runs of upstream jobs (ax.after_trigger)
 )
 
 // ExecutorKind is what runs a job's tasks, ax.executor_kind.
@@ -141,6 +143,8 @@ const (
 	SkipDSTGap  SkipReason = "dst_gap"
 	// SkipCalendar: the tick's date is in a calendar the job excludes.
 	SkipCalendar SkipReason = "calendar"
+	// SkipUpstreamFailed: an upstream run ended against its edge (after triggers).
+	SkipUpstreamFailed SkipReason = "upstream_failed"
 )
 
 // AgentState is the lifecycle state of an agent, ax.agent_state.

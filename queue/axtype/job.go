@@ -22,7 +22,11 @@ type Job struct {
 	// Triggers is the job's list when it has several (2 to MaxTriggers,
 	// each cron or interval); the fields above then hold the first. nil:
 	// the job has the one trigger of the fields above.
-	Triggers      []TriggerSpec
+	Triggers []TriggerSpec
+	// AfterMode and AfterUpstream are set for after triggers: the jobs it
+	// runs after, and whether it waits for all of them or any.
+	AfterMode     AfterMode
+	AfterUpstream []AfterUpstream
 	ExecutorKind  ExecutorKind
 	Executor      ExecutorConfig
 	TargetLabels  map[string]string

@@ -58,6 +58,12 @@ var Body = &Kind{what: "body template", maxOutput: 2 << 20, timeout: time.Second
 		return string(b), err
 	}}}
 
+// Param bounds a template in the params of a job of trigger kind after,
+// rendered once per fire with its upstream runs: 64 KiB within 100 ms.
+// json is its only function beyond the safe built-ins, as for Body.
+var Param = &Kind{what: "param template", maxOutput: 64 << 10, timeout: 100 * time.Millisecond,
+	funcs: Body.funcs}
+
 // errTemplateOutput is returned when a rendering passes its output cap.
 var errTemplateOutput = errors.New("output exceeds its limit")
 

@@ -35,9 +35,14 @@ const APIKeyRevokedChannel = "ax_api_key_revoked"
 // Notifier subscribes to all of them.
 func ServeChannels() []string {
 	return []string{JobChangedChannel, TaskReadyChannel, ExecutionEndedChannel, APIKeyRevokedChannel, RunScheduledChannel,
-		BackfillChannel}
+		BackfillChannel, AfterReadyChannel}
 }
 
 // BackfillChannel is NOTIFYed when a backfill is created, so backfill
 // releasers start it at once rather than at their next fallback wake-up.
 const BackfillChannel = "ax_backfill"
+
+// AfterReadyChannel is NOTIFYed by the database (function
+// ax.after_upstream_ended) when a downstream job's wait for a logical time
+// is ready to fire, so after firers make its run at once.
+const AfterReadyChannel = "ax_after_ready"

@@ -115,7 +115,7 @@ func nextTick(kind axtype.TriggerKind, expr, tz string, intervalSeconds int64, a
 	case axtype.TriggerInterval:
 		next := after.Add(time.Duration(intervalSeconds) * time.Second).UTC()
 		return &next, nil
-	case axtype.TriggerManual, axtype.TriggerDelay:
+	case axtype.TriggerManual, axtype.TriggerDelay, axtype.TriggerAfter:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unknown trigger kind %q", kind)

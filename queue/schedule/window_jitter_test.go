@@ -138,7 +138,15 @@ func TestJitterAcrossTwoReplicas(t *testing.T) {
 		schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, Clock: c, BatchSize: 3}),
 		schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, Clock: c, BatchSize: 3}),
 	}
+	// Their first tick is the same minute, even when making them crossed
+	// a minute's end (under load).
 	first := *jobs[0].NextFireAt
+	ids := make([]uuid.UUID, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	_, err := e.pool.Exec(context.Background(), "UPDATE ax.trigger SET next_fire_at = $1 WHERE job_id = ANY($2)", first, ids)
+	require.NoError(t, err)
 	for tick := range 2 {
 		c.Set(first.Add(time.Duration(tick) * time.Minute))
 		var wg sync.WaitGroup

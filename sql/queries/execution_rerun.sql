@@ -3,8 +3,8 @@
 -- linked one first it returns nothing (and waits for that request's
 -- transaction, so a retry never doubles a run still being made).
 -- name: ExecutionRerunClaim :one
-INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards)
-VALUES (@execution_id, @rerun_of, @request_key, @shards)
+INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards, cascade)
+VALUES (@execution_id, @rerun_of, @request_key, @shards, @cascade)
 ON CONFLICT (rerun_of, request_key) DO NOTHING
 RETURNING execution_id;
 

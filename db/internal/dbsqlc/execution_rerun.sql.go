@@ -105,8 +105,8 @@ func (q *Queries) ExecutionRerunCandidates(ctx context.Context, db DBTX, arg Exe
 }
 
 const executionRerunClaim = `-- name: ExecutionRerunClaim :one
-INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards)
-VALUES ($1, $2, $3, $4)
+INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards, cascade)
+VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (rerun_of, request_key) DO NOTHING
 RETURNING execution_id
 `
@@ -116,6 +116,7 @@ type ExecutionRerunClaimParams struct {
 	RerunOf     uuid.UUID
 	RequestKey  string
 	Shards      string
+	Cascade     bool
 }
 
 // ExecutionRerunClaim links the re-run @execution_id to the run it
@@ -128,6 +129,7 @@ func (q *Queries) ExecutionRerunClaim(ctx context.Context, db DBTX, arg Executio
 		arg.RerunOf,
 		arg.RequestKey,
 		arg.Shards,
+		arg.Cascade,
 	)
 	var execution_id uuid.UUID
 	err := row.Scan(&execution_id)

@@ -392,6 +392,7 @@ const (
 	AxExecutionCauseDelayed  AxExecutionCause = "delayed"
 	AxExecutionCauseRerun    AxExecutionCause = "rerun"
 	AxExecutionCauseBackfill AxExecutionCause = "backfill"
+	AxExecutionCauseAfter    AxExecutionCause = "after"
 )
 
 func (e *AxExecutionCause) Scan(src interface{}) error {
@@ -436,7 +437,8 @@ func (e AxExecutionCause) Valid() bool {
 		AxExecutionCauseManual,
 		AxExecutionCauseDelayed,
 		AxExecutionCauseRerun,
-		AxExecutionCauseBackfill:
+		AxExecutionCauseBackfill,
+		AxExecutionCauseAfter:
 		return true
 	}
 	return false
@@ -450,6 +452,7 @@ func AllAxExecutionCauseValues() []AxExecutionCause {
 		AxExecutionCauseDelayed,
 		AxExecutionCauseRerun,
 		AxExecutionCauseBackfill,
+		AxExecutionCauseAfter,
 	}
 }
 
@@ -724,11 +727,12 @@ func AllAxRouteStrategyValues() []AxRouteStrategy {
 type AxSkipReason string
 
 const (
-	AxSkipReasonMisfire  AxSkipReason = "misfire"
-	AxSkipReasonOverlap  AxSkipReason = "overlap"
-	AxSkipReasonPaused   AxSkipReason = "paused"
-	AxSkipReasonDstGap   AxSkipReason = "dst_gap"
-	AxSkipReasonCalendar AxSkipReason = "calendar"
+	AxSkipReasonMisfire        AxSkipReason = "misfire"
+	AxSkipReasonOverlap        AxSkipReason = "overlap"
+	AxSkipReasonPaused         AxSkipReason = "paused"
+	AxSkipReasonDstGap         AxSkipReason = "dst_gap"
+	AxSkipReasonCalendar       AxSkipReason = "calendar"
+	AxSkipReasonUpstreamFailed AxSkipReason = "upstream_failed"
 )
 
 func (e *AxSkipReason) Scan(src interface{}) error {
@@ -772,7 +776,8 @@ func (e AxSkipReason) Valid() bool {
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
 		AxSkipReasonDstGap,
-		AxSkipReasonCalendar:
+		AxSkipReasonCalendar,
+		AxSkipReasonUpstreamFailed:
 		return true
 	}
 	return false
@@ -785,6 +790,7 @@ func AllAxSkipReasonValues() []AxSkipReason {
 		AxSkipReasonPaused,
 		AxSkipReasonDstGap,
 		AxSkipReasonCalendar,
+		AxSkipReasonUpstreamFailed,
 	}
 }
 
@@ -984,6 +990,7 @@ const (
 	AxTriggerKindInterval AxTriggerKind = "interval"
 	AxTriggerKindDelay    AxTriggerKind = "delay"
 	AxTriggerKindManual   AxTriggerKind = "manual"
+	AxTriggerKindAfter    AxTriggerKind = "after"
 )
 
 func (e *AxTriggerKind) Scan(src interface{}) error {
@@ -1026,7 +1033,8 @@ func (e AxTriggerKind) Valid() bool {
 	case AxTriggerKindCron,
 		AxTriggerKindInterval,
 		AxTriggerKindDelay,
-		AxTriggerKindManual:
+		AxTriggerKindManual,
+		AxTriggerKindAfter:
 		return true
 	}
 	return false
@@ -1038,7 +1046,32 @@ func AllAxTriggerKindValues() []AxTriggerKind {
 		AxTriggerKindInterval,
 		AxTriggerKindDelay,
 		AxTriggerKindManual,
+		AxTriggerKindAfter,
 	}
+}
+
+type AxAfterEdge struct {
+	JobID         uuid.UUID
+	UpstreamJobID uuid.UUID
+	Position      int32
+	OnState       string
+}
+
+type AxAfterTrigger struct {
+	JobID uuid.UUID
+	Mode  string
+}
+
+type AxAfterWait struct {
+	JobID       uuid.UUID
+	LogicalTime time.Time
+	State       string
+	Arrived     []byte
+	ExecutionID *uuid.UUID
+	SkipRun     *uuid.UUID
+	CascadeFrom *uuid.UUID
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 type AxAgent struct {
@@ -1373,6 +1406,7 @@ type AxExecutionRerun struct {
 	RequestKey  string
 	Shards      string
 	CreatedAt   time.Time
+	Cascade     bool
 }
 
 type AxExecutionsByState struct {

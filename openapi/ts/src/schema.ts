@@ -790,6 +790,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/graph": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The jobs a job runs after, and those that run after it
+         * @description A job of trigger kind after lists its upstream jobs (each with the end its runs must reach) and its mode; every job lists the jobs that run after it. Follow the ids to walk the whole graph. Needs an API key with scope `read`.
+         */
+        get: operations["get-job-graph"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/pause": {
         parameters: {
             query?: never;
@@ -1597,7 +1617,7 @@ export interface components {
         };
         CallbackBody: {
             /** @enum {string} */
-            cause: "schedule" | "catch_up" | "manual" | "delayed" | "rerun" | "backfill";
+            cause: "schedule" | "catch_up" | "manual" | "delayed" | "rerun" | "backfill" | "after";
             /** @description Why the run did not succeed: its own error or cancel reason, else the first failed shard's error */
             error?: string;
             /**
@@ -1692,6 +1712,23 @@ export interface components {
             fired_at: string;
             /** Format: date-time */
             started_at?: string;
+        };
+        CausingRun: {
+            /** Format: uuid */
+            execution_id: string;
+            /** Format: date-time */
+            finished_at?: string;
+            /** @description The upstream job, as group/name */
+            job: string;
+            /** Format: uuid */
+            job_id: string;
+            /**
+             * Format: date-time
+             * @description Its logical time, which the caused run shares
+             */
+            scheduled_for: string;
+            /** @description How the upstream run ended */
+            state: string;
         };
         ClassListOutputBody: {
             classes: components["schemas"]["RateClass"][] | null;
@@ -1980,10 +2017,12 @@ export interface components {
             /** Format: date-time */
             cancel_requested_at?: string;
             /**
-             * @description schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id)
+             * @description schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id); after: its upstream jobs' runs for its logical time ended (caused_by)
              * @enum {string}
              */
-            cause: "schedule" | "catch_up" | "manual" | "delayed" | "rerun" | "backfill";
+            cause: "schedule" | "catch_up" | "manual" | "delayed" | "rerun" | "backfill" | "after";
+            /** @description The upstream runs whose ends fired this run (a job of trigger kind after; shown when getting one execution) */
+            caused_by?: components["schemas"]["CausingRun"][] | null;
             /** @description Why the run ended without tasks (e.g. a broadcast found no live agent) */
             error?: string;
             /**
@@ -2432,6 +2471,40 @@ export interface components {
              */
             url?: string;
         };
+        JobGraph: {
+            /** @description The jobs that run after it, by group and name */
+            downstream: components["schemas"]["JobGraphEdge"][] | null;
+            /** @description The job, as group/name */
+            job: string;
+            /** Format: uuid */
+            job_id: string;
+            /**
+             * @description For a job of trigger kind after: whether it waits for all its upstreams or any
+             * @enum {string}
+             */
+            mode?: "all" | "any";
+            /** @description The jobs it runs after (trigger kind after), in the order given */
+            upstream: components["schemas"]["JobGraphEdge"][] | null;
+        };
+        JobGraphEdge: {
+            /**
+             * @description The job, as group/name
+             * @example etl/load-orders
+             */
+            job: string;
+            /** Format: uuid */
+            job_id: string;
+            /**
+             * @description For a downstream: its mode
+             * @enum {string}
+             */
+            mode?: "all" | "any";
+            /**
+             * @description The end the upstream's run must reach
+             * @enum {string}
+             */
+            on: "success" | "failure" | "completion";
+        };
         JobHistory: {
             /**
              * Format: int64
@@ -2553,10 +2626,15 @@ export interface components {
              */
             interval_seconds?: number;
             /**
-             * @description cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API
+             * @description cron: on a cron expression in a timezone; interval: every interval_seconds from the previous scheduled time; delay: once at run_at; manual: only when triggered through the API; after: once per logical time of the upstream jobs' runs (see upstream and mode)
              * @enum {string}
              */
-            kind: "cron" | "interval" | "delay" | "manual";
+            kind: "cron" | "interval" | "delay" | "manual" | "after";
+            /**
+             * @description When to fire (kind after): all: once every upstream's run for the logical time ended as its on asks (an upstream that ended otherwise records the time as skipped, reason upstream_failed); any: once the first did. Default all
+             * @enum {string}
+             */
+            mode?: "all" | "any";
             /**
              * Format: date-time
              * @description When to fire (kind delay); must be in the future
@@ -2568,6 +2646,21 @@ export interface components {
              * @example Asia/Shanghai
              */
             timezone?: string;
+            /** @description The jobs this one runs after (kind after). It fires once per logical time of their runs (their scheduled_for), with that scheduled_for, so a day's runs never mix with another's. No cycles */
+            upstream?: components["schemas"]["JobUpstream"][] | null;
+        };
+        JobUpstream: {
+            /**
+             * @description The upstream job, as group/name
+             * @example etl/extract-orders
+             */
+            job: string;
+            /**
+             * @description The end its run must reach: success (succeeded), failure (failed or timed out) or completion (any end)
+             * @default success
+             * @enum {string}
+             */
+            on?: "success" | "failure" | "completion";
         };
         JsonPatchOp: {
             /** @description JSON Pointer for the source of a move or copy */
@@ -2748,6 +2841,8 @@ export interface components {
             tasks: components["schemas"]["TaskRef"][] | null;
         };
         RerunRequest: {
+            /** @description When the re-run ends, fire the jobs that run after its job (trigger kind after) again for its logical time, as its outcome decides (a downstream that ran is re-run, cascading in turn). Default false: downstream jobs are left as they are */
+            cascade?: boolean;
             /** @description Overlay the original run's params: a JSON object of at most 256 KiB, nesting at most 64 levels */
             params?: {
                 [key: string]: unknown;
@@ -2934,7 +3029,7 @@ export interface components {
              */
             last_tick: string;
             /** @enum {string} */
-            reason: "misfire" | "overlap" | "paused" | "dst_gap" | "calendar";
+            reason: "misfire" | "overlap" | "paused" | "dst_gap" | "calendar" | "upstream_failed";
             /** Format: date-time */
             recorded_at: string;
             /**
@@ -3110,7 +3205,7 @@ export interface components {
             /** @description For a job with several triggers: each trigger, whether it ticks at at, and its own next tick */
             triggers?: components["schemas"]["TriggerTick"][] | null;
             /** @enum {string} */
-            verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record" | "outside_window" | "excluded";
+            verdict: "fired" | "skipped" | "not_a_tick" | "dst_gap" | "paused" | "not_created" | "upcoming" | "manual" | "no_record" | "outside_window" | "excluded" | "waiting";
         };
         TriggerRequest: {
             /**
@@ -9936,6 +10031,136 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["TickExplanation"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "get-job-graph": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "downstream": [
+                     *         {
+                     *           "job": "etl/load-orders",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "on": "success"
+                     *         }
+                     *       ],
+                     *       "job": "example",
+                     *       "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *       "upstream": [
+                     *         {
+                     *           "job": "etl/load-orders",
+                     *           "job_id": "0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b",
+                     *           "on": "success"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["JobGraph"];
                 };
             };
             /** @description Unauthorized */

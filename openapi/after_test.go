@@ -1,0 +1,271 @@
+package openapi_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/schedule"
+)
+
+// afterEnv is a job graph under test: jobs by name, an agent that ends
+// their runs, and a firer of ready downstream runs.
+type afterEnv struct {
+	*apiEnv
+	agent *agentClient
+	firer *schedule.AfterFirer
+	ids   map[string]string
+}
+
+func setupAfter(t *testing.T) *afterEnv {
+	env := setupWithAgents(t, dispatch.AgentConfig{})
+	return &afterEnv{apiEnv: env, agent: env.registerAgent("a", nil, 100),
+		firer: schedule.NewAfterFirer(env.pool, nil, schedule.AfterFirerConfig{}), ids: map[string]string{}}
+}
+
+// job creates etl/<name> with trigger (nil: manual) and params.
+func (e *afterEnv) job(name string, trigger, params map[string]any) {
+	e.t.Helper()
+	if trigger == nil {
+		trigger = map[string]any{"kind": "manual"}
+	}
+	body := map[string]any{"name": name, "group": "etl", "trigger": trigger, "params": params,
+		"retry":    map[string]any{"max_attempts": 1},
+		"executor": map[string]any{"kind": "shell", "command": "true"}}
+	e.ids[name] = e.call("POST", "/v1/jobs", e.admin, body).must(e.t, http.StatusCreated)["id"].(string)
+}
+
+// tick fires the tick at of job name, as the trigger loop does.
+func (e *afterEnv) tick(name string, at time.Time) string {
+	e.t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	inserted, err := dispatch.InsertExecutions(context.Background(), e.pool, nil, nil, []*axtype.NewExecution{{
+		ID: id, JobID: uuid.MustParse(e.ids[name]), Cause: axtype.CauseSchedule, ScheduledFor: at}})
+	require.NoError(e.t, err)
+	require.Len(e.t, inserted, 1)
+	return id.String()
+}
+
+// endAll leases every pending task and ends it as outcome says of its run
+// ("" succeeds), with result {"rows": rows(run)}; then the firer makes
+// the downstream runs that became ready. It returns how many it made.
+func (e *afterEnv) endAll(outcome map[string]string, rows map[string]int) int {
+	e.t.Helper()
+	for {
+		tasks := e.agent.lease(100, 0)
+		if len(tasks) == 0 {
+			break
+		}
+		for _, task := range tasks {
+			run := task["execution_id"].(string)
+			state := outcome[run]
+			if state == "" {
+				state = "succeeded"
+			}
+			e.agent.post("/complete", map[string]any{"results": []map[string]any{{
+				"task_id": task["task_id"], "lease_token": task["lease_token"], "state": state,
+				"result": map[string]any{"rows": rows[run]},
+			}}}).must(e.t, http.StatusOK)
+		}
+	}
+	n, err := e.firer.FireReady(context.Background())
+	require.NoError(e.t, err)
+	return n
+}
+
+// runsOf returns the runs of job name for logical time at (all causes).
+func (e *afterEnv) runsOf(name string, at time.Time) []map[string]any {
+	e.t.Helper()
+	rows, err := e.pool.Query(context.Background(),
+		"SELECT id::text FROM ax.all_executions WHERE job_id = $1 AND scheduled_for = $2 ORDER BY id", e.ids[name], at)
+	require.NoError(e.t, err)
+	var ids []string
+	for rows.Next() {
+		var id string
+		require.NoError(e.t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(e.t, rows.Err())
+	out := make([]map[string]any, len(ids))
+	for i, id := range ids {
+		out[i] = e.call("GET", "/v1/executions/"+id, e.admin, nil).must(e.t, http.StatusOK)
+	}
+	return out
+}
+
+func (e *afterEnv) explain(name string, at time.Time) map[string]any {
+	e.t.Helper()
+	return e.call("GET", "/v1/jobs/"+e.ids[name]+"/explain?at="+at.Format(time.RFC3339), e.admin, nil).must(e.t, http.StatusOK)
+}
+
+func after(mode string, on string, upstream ...string) map[string]any {
+	var ups []map[string]any
+	for _, u := range upstream {
+		ups = append(ups, map[string]any{"job": "etl/" + u, "on": on})
+	}
+	return map[string]any{"kind": "after", "mode": mode, "upstream": ups}
+}
+
+// TestAfterRefusesBadGraphs: unknown upstreams, a job after itself and
+// cycles are refused naming the field, and change nothing.
+func TestAfterRefusesBadGraphs(t *testing.T) {
+	t.Parallel()
+	e := setupAfter(t)
+	e.job("a", nil, nil)
+	e.job("b", after("all", "success", "a"), nil)
+	e.job("c", after("all", "success", "b"), nil)
+	count := func() (n int) {
+		require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.after_edge").Scan(&n))
+		return n
+	}
+	require.Equal(t, 2, count())
+
+	for name, c := range map[string]struct {
+		method, path string
+		trigger      map[string]any
+		location     string
+	}{
+		"unknown upstream": {"POST", "/v1/jobs", after("all", "success", "a", "nope"), "body.trigger.upstream[1].job"},
+		"not group/name":   {"POST", "/v1/jobs", map[string]any{"kind": "after", "upstream": []any{map[string]any{"job": "a"}}}, "body.trigger.upstream[0].job"},
+		"no upstream":      {"POST", "/v1/jobs", map[string]any{"kind": "after"}, "body.trigger.upstream"},
+		"unknown on":       {"POST", "/v1/jobs", after("all", "sometimes", "a"), "body.trigger.upstream[0].on"},
+		"listed twice":     {"POST", "/v1/jobs", after("all", "success", "a", "a"), "body.trigger.upstream[1].job"},
+		"upstream on cron": {"POST", "/v1/jobs", map[string]any{"kind": "cron", "cron": "0 0 * * *", "upstream": []any{map[string]any{"job": "etl/a"}}}, "body.trigger.upstream"},
+		"cycle a→c→b→a":    {"PUT", "/v1/jobs/" + e.ids["a"], after("all", "success", "c"), "body.trigger.upstream"},
+		"bad template":     {"POST", "/v1/jobs", after("all", "success", "a"), "body.params.deep[1]"},
+		"after itself":     {"PUT", "/v1/jobs/" + e.ids["b"], after("all", "success", "b"), "body.trigger.upstream[0].job"},
+	} {
+		body := map[string]any{"name": "x", "group": "etl", "trigger": c.trigger,
+			"executor": map[string]any{"kind": "shell", "command": "true"}}
+		if name == "bad template" {
+			body["params"] = map[string]any{"ok": "{{.upstream.a.result}}", "deep": []any{"x", "{{range .upstream}}{{end}}"}}
+		}
+		if c.method == "PUT" {
+			got := e.call("GET", c.path, e.admin, nil).must(t, http.StatusOK)
+			body["name"] = got["name"]
+		}
+		resp := e.call(c.method, c.path, e.admin, body)
+		resp.must(t, http.StatusUnprocessableEntity)
+		require.Contains(t, resp.errorLocations(), c.location, name)
+	}
+	require.Equal(t, 2, count(), "refused saves change nothing")
+	a := e.call("GET", "/v1/jobs/"+e.ids["a"], e.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "manual", a["trigger"].(map[string]any)["kind"])
+
+	graph := e.call("GET", "/v1/jobs/"+e.ids["b"]+"/graph", e.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "etl/b", graph["job"])
+	require.Equal(t, "all", graph["mode"])
+	require.Equal(t, []any{map[string]any{"job_id": e.ids["a"], "job": "etl/a", "on": "success"}}, graph["upstream"])
+	require.Equal(t, []any{map[string]any{"job_id": e.ids["c"], "job": "etl/c", "on": "success", "mode": "all"}}, graph["downstream"])
+}
+
+// TestAfterFiresOncePerLogicalTime: a load after three extracts (all)
+// fires once per logical time when all three succeeded, with the logical
+// time as its scheduled_for, its params rendered from an upstream's
+// result, caused_by naming the three; a time with an extract missing
+// waits (explain says on what); a failed extract records the time as
+// skipped (upstream_failed, explain names the run); a job after any of
+// two fires once, on the first. Re-running an upstream fires nothing
+// again, unless with cascade.
+func TestAfterFiresOncePerLogicalTime(t *testing.T) {
+	t.Parallel()
+	e := setupAfter(t)
+	for _, x := range []string{"ex1", "ex2", "ex3"} {
+		e.job(x, nil, nil)
+	}
+	e.job("load", after("all", "success", "ex1", "ex2", "ex3"),
+		map[string]any{"rows": "{{.upstream.ex1.result.rows}}", "day": "{{.logical_time}}", "fixed": 1})
+	e.job("report", after("all", "completion", "load"), nil)
+	e.job("first", after("any", "success", "ex1", "ex2"), nil)
+	t1 := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
+	t2 := t1.Add(24 * time.Hour)
+
+	runs := map[string]string{}
+	for _, x := range []string{"ex1", "ex2", "ex3"} {
+		runs[x+"@1"] = e.tick(x, t1)
+	}
+	runs["ex1@2"], runs["ex2@2"] = e.tick("ex1", t2), e.tick("ex2", t2)
+	// Day 1's extracts and day 2's first two end: day 1's load and the
+	// "any" job's two runs are made; day 2's load waits on ex3.
+	require.Equal(t, 3, e.endAll(nil, map[string]int{runs["ex1@1"]: 42, runs["ex1@2"]: 7}))
+	loads := e.runsOf("load", t1)
+	require.Len(t, loads, 1)
+	load := loads[0]
+	require.Equal(t, "after", load["cause"])
+	require.Equal(t, t1.Format(time.RFC3339), load["scheduled_for"])
+	require.Equal(t, "42", load["params"].(map[string]any)["rows"], "rendered from ex1's result")
+	require.Equal(t, t1.Format(time.RFC3339Nano), load["params"].(map[string]any)["day"])
+	require.EqualValues(t, 1, load["params"].(map[string]any)["fixed"])
+	var causes []string
+	for _, c := range load["caused_by"].([]any) {
+		c := c.(map[string]any)
+		require.Equal(t, t1.Format(time.RFC3339), c["scheduled_for"], "never another day's run")
+		causes = append(causes, c["job"].(string))
+	}
+	require.ElementsMatch(t, []string{"etl/ex1", "etl/ex2", "etl/ex3"}, causes)
+	require.Empty(t, e.runsOf("load", t2))
+	require.Len(t, e.runsOf("first", t1), 1)
+	require.Len(t, e.runsOf("first", t2), 1)
+	x := e.explain("load", t2)
+	require.Equal(t, "waiting", x["verdict"])
+	require.Contains(t, x["reason"], "waiting on etl/ex3")
+
+	// Day 1's load ends: its report runs (after it, on completion).
+	require.Equal(t, 1, e.endAll(map[string]string{load["id"].(string): "failed"}, nil))
+	reports := e.runsOf("report", t1)
+	require.Len(t, reports, 1)
+	require.Equal(t, load["id"], reports[0]["caused_by"].([]any)[0].(map[string]any)["execution_id"])
+
+	// Day 2's ex3 fails: day 2's load is a recorded skip naming the run.
+	runs["ex3@2"] = e.tick("ex3", t2)
+	require.Equal(t, 0, e.endAll(map[string]string{runs["ex3@2"]: "failed"}, nil))
+	require.Empty(t, e.runsOf("load", t2))
+	x = e.explain("load", t2)
+	require.Equal(t, "skipped", x["verdict"])
+	require.Equal(t, "upstream_failed", x["skip"].(map[string]any)["reason"])
+	require.Contains(t, x["reason"], "skipped because upstream etl/ex3 run "+runs["ex3@2"]+" ended failed")
+	skipped := e.call("GET", "/v1/jobs/"+e.ids["load"]+"/skipped", e.admin, nil).must(t, http.StatusOK)
+	require.NotEmpty(t, skipped)
+
+	// A re-run of ex3 (it succeeds) fires nothing without cascade...
+	rerun := e.call("POST", "/v1/executions/"+runs["ex3@2"]+"/rerun", e.admin, map[string]any{"request_key": "plain"}).
+		must(t, http.StatusAccepted)
+	require.Equal(t, 0, e.endAll(nil, nil))
+	require.Empty(t, e.runsOf("load", t2))
+	// ...and fires day 2's load with it, after which the report follows.
+	cascade := e.call("POST", "/v1/executions/"+runs["ex3@2"]+"/rerun", e.admin,
+		map[string]any{"request_key": "cascade", "cascade": true}).must(t, http.StatusAccepted)
+	require.NotEqual(t, rerun["id"], cascade["id"])
+	require.Equal(t, 1, e.endAll(nil, nil))
+	day2 := e.runsOf("load", t2)
+	require.Len(t, day2, 1)
+	require.Equal(t, "7", day2[0]["params"].(map[string]any)["rows"], "day 2's own extract, never day 1's")
+	require.Equal(t, 1, e.endAll(nil, nil))
+	require.Len(t, e.runsOf("report", t2), 1)
+
+	// A cascading re-run of day 1's ex2 re-runs day 1's load, and its
+	// report in turn; a plain re-run of ex1 does nothing.
+	e.call("POST", "/v1/executions/"+runs["ex1@1"]+"/rerun", e.admin, map[string]any{"request_key": "plain"}).
+		must(t, http.StatusAccepted)
+	e.call("POST", "/v1/executions/"+runs["ex2@1"]+"/rerun", e.admin, map[string]any{"request_key": "c", "cascade": true}).
+		must(t, http.StatusAccepted)
+	require.Equal(t, 2, e.endAll(nil, nil), "day 1's load and first again")
+	loads = e.runsOf("load", t1)
+	require.Len(t, loads, 2)
+	require.Equal(t, "rerun", loads[1]["cause"])
+	require.Equal(t, load["id"], loads[1]["rerun_of"])
+	require.Equal(t, 1, e.endAll(nil, nil))
+	reports = e.runsOf("report", t1)
+	require.Len(t, reports, 2)
+	require.Equal(t, "rerun", reports[1]["cause"])
+	require.Equal(t, 0, e.endAll(nil, nil))
+	require.Len(t, e.runsOf("first", t1), 2, "any fired once, and once more by the cascade")
+	require.False(t, strings.Contains(jsonOf(e.runsOf("load", t2)), t1.Format(time.RFC3339)))
+}

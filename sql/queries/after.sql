@@ -1,0 +1,99 @@
+-- AfterTriggerSet makes @job_id a downstream job of mode @mode.
+-- name: AfterTriggerSet :exec
+INSERT INTO ax.after_trigger (job_id, mode) VALUES (@job_id, @mode)
+ON CONFLICT (job_id) DO UPDATE SET mode = EXCLUDED.mode;
+
+-- AfterEdgeDeleteAll drops the upstreams of @job_id (AfterEdgeInsertMany
+-- adds the new ones).
+-- name: AfterEdgeDeleteAll :exec
+DELETE FROM ax.after_edge WHERE job_id = @job_id;
+
+-- AfterTriggerDrop makes @job_id no longer a downstream job.
+-- name: AfterTriggerDrop :exec
+DELETE FROM ax.after_trigger WHERE job_id = @job_id;
+
+-- AfterEdgeInsertMany adds the upstreams of @job_id in order.
+-- name: AfterEdgeInsertMany :exec
+INSERT INTO ax.after_edge (job_id, upstream_job_id, position, on_state)
+SELECT @job_id::uuid, unnest(@upstream_ids::uuid[]), unnest(@positions::integer[]), unnest(@on_states::text[]);
+
+-- AfterJobsByName returns the ids of the jobs named "group/name" in @names.
+-- name: AfterJobsByName :many
+SELECT j.id, (j.group_name || '/' || j.name)::text AS full_name
+FROM ax.job j
+JOIN unnest(@names::text[]) AS n(full_name)
+  ON j.group_name = split_part(n.full_name, '/', 1) AND j.name = substr(n.full_name, strpos(n.full_name, '/') + 1);
+
+-- AfterReaches reports whether @job_id is upstream of any of @upstream_ids
+-- (directly or through other downstream jobs): making them its upstreams
+-- would close a cycle.
+-- name: AfterReaches :one
+WITH RECURSIVE up(job) AS (
+    SELECT u.job FROM unnest(@upstream_ids::uuid[]) AS u(job)
+    UNION
+    SELECT e.upstream_job_id FROM ax.after_edge e JOIN up ON e.job_id = up.job
+)
+SELECT EXISTS (SELECT 1 FROM up WHERE up.job = @job_id::uuid)::boolean;
+
+-- AfterLockGraph serializes changes of the job graph, so two saves cannot
+-- each close half a cycle.
+-- name: AfterLockGraph :exec
+SELECT pg_advisory_xact_lock(hashtext('ax.after_graph'));
+
+-- AfterEdgesOf returns the upstreams of the downstream jobs among @job_ids,
+-- in order.
+-- name: AfterEdgesOf :many
+SELECT t.job_id, t.mode, e.upstream_job_id, (u.group_name || '/' || u.name)::text AS upstream_name, e.on_state
+FROM ax.after_trigger t
+JOIN ax.after_edge e ON e.job_id = t.job_id
+JOIN ax.job u ON u.id = e.upstream_job_id
+WHERE t.job_id = ANY(@job_ids::uuid[])
+ORDER BY t.job_id, e.position;
+
+-- AfterModesOf returns the mode of the downstream jobs among @job_ids
+-- (also those whose upstreams were all deleted).
+-- name: AfterModesOf :many
+SELECT job_id, mode FROM ax.after_trigger WHERE job_id = ANY(@job_ids::uuid[]);
+
+-- AfterDownstreamsOf returns the jobs that run after @job_id.
+-- name: AfterDownstreamsOf :many
+SELECT e.job_id, (d.group_name || '/' || d.name)::text AS job_name, e.on_state, t.mode
+FROM ax.after_edge e
+JOIN ax.after_trigger t ON t.job_id = e.job_id
+JOIN ax.job d ON d.id = e.job_id
+WHERE e.upstream_job_id = @job_id
+ORDER BY d.group_name, d.name
+LIMIT 1000;
+
+-- AfterWaitClaimReady takes up to @max ready waits, oldest first, that no
+-- other replica holds.
+-- name: AfterWaitClaimReady :many
+SELECT * FROM ax.after_wait
+WHERE state = 'ready'
+ORDER BY updated_at
+LIMIT @max
+FOR UPDATE SKIP LOCKED;
+
+-- AfterWaitFired records that the wait of (@job_id, @logical_time) made
+-- run @execution_id, or (@state skipped) that it made none.
+-- name: AfterWaitFired :exec
+UPDATE ax.after_wait
+SET state = @state, execution_id = coalesce(sqlc.narg('execution_id')::uuid, execution_id), updated_at = now()
+WHERE job_id = @job_id AND logical_time = @logical_time;
+
+-- AfterWaitGet returns the wait of (@job_id, @logical_time).
+-- name: AfterWaitGet :one
+SELECT * FROM ax.after_wait WHERE job_id = @job_id AND logical_time = @logical_time;
+
+-- AfterUpstreamRuns returns runs @ids with their job's name and their
+-- result: the result of their one shard, or the array of their shards'
+-- results in shard order.
+-- name: AfterUpstreamRuns :many
+SELECT x.id, x.job_id, coalesce(j.name, '')::text AS job_name, coalesce(j.group_name, '')::text AS group_name,
+       x.state::text AS state, x.scheduled_for, x.finished_at,
+       (SELECT CASE WHEN count(*) = 1 THEN (array_agg(t.result))[1]
+                    ELSE jsonb_agg(t.result ORDER BY t.shard_index) END
+        FROM ax.all_tasks t WHERE t.execution_id = x.id)::jsonb AS result
+FROM ax.all_executions x
+LEFT JOIN ax.job j ON j.id = x.job_id
+WHERE x.id = ANY(@ids::uuid[]);
