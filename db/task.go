@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"time"
@@ -102,6 +103,7 @@ func TaskLeaseMany(ctx context.Context, b TxBeginner, batch *TaskLeaseBatch) ([]
 		take := dbsqlc.TaskLeaseTakeParams{LeaseSeconds: batch.Lease.Seconds(), Now: batch.Now}
 		runs := map[uuid.UUID]bool{}
 		h := newLeaseHand(batch)
+		var keyed []dbsqlc.TaskLeasePickRow
 		if len(batch.Agents) > 1 {
 			if err := h.leaveOutInactive(ctx, tx); err != nil {
 				return err
@@ -123,15 +125,27 @@ func TaskLeaseMany(ctx context.Context, b TxBeginner, batch *TaskLeaseBatch) ([]
 				if i := h.handTo(group, r); i >= 0 {
 					take.TaskIds = append(take.TaskIds, r.ID)
 					take.AgentIds = append(take.AgentIds, batch.Agents[i].ID)
-					if !runs[r.ExecutionID] {
-						runs[r.ExecutionID] = true
-						take.ExecutionIds = append(take.ExecutionIds, r.ExecutionID)
+					if r.ConcurrencyKey != "" {
+						keyed = append(keyed, r)
 					}
 				}
 			}
 		}
+		if len(keyed) > 0 {
+			admitted, err := concurrencyAdmit(ctx, tx, keyed)
+			if err != nil {
+				return err
+			}
+			take.TaskIds, take.AgentIds = keepAdmitted(take.TaskIds, take.AgentIds, keyed, admitted)
+		}
 		if len(take.TaskIds) == 0 {
 			return nil
+		}
+		for _, id := range take.TaskIds {
+			if r := h.run[id]; !runs[r] {
+				runs[r] = true
+				take.ExecutionIds = append(take.ExecutionIds, r)
+			}
 		}
 		rows, err := queries.TaskLeaseTake(ctx, tx, take)
 		if err != nil {
@@ -187,12 +201,13 @@ type leaseHand struct {
 	batch  *TaskLeaseBatch
 	room   []int
 	grants map[string]int
-	owner  map[uuid.UUID]int // task → index of the agent it was handed to
+	owner  map[uuid.UUID]int       // task → index of the agent it was handed to
+	run    map[uuid.UUID]uuid.UUID // task → its execution, for the tasks handed out
 }
 
 func newLeaseHand(batch *TaskLeaseBatch) *leaseHand {
 	h := &leaseHand{batch: batch, room: make([]int, len(batch.Agents)), grants: maps.Clone(batch.Grants),
-		owner: map[uuid.UUID]int{}}
+		owner: map[uuid.UUID]int{}, run: map[uuid.UUID]uuid.UUID{}}
 	for i, a := range batch.Agents {
 		h.room[i] = a.Max
 	}
@@ -283,6 +298,7 @@ func (h *leaseHand) handTo(group []int, r dbsqlc.TaskLeasePickRow) int {
 	}
 	h.room[chosen]--
 	h.owner[r.ID] = chosen
+	h.run[r.ID] = r.ExecutionID
 	if r.RateClass != "" {
 		h.grants[r.RateClass]--
 	}
@@ -297,6 +313,70 @@ func (h *leaseHand) withRoom(group []int, id uuid.UUID) int {
 		}
 	}
 	return -1
+}
+
+// concurrencyLockClass is the first key of the advisory locks of
+// concurrency keys (the two-int4 form, apart from the one-bigint locks of
+// migrations): "ax" and this feature's migration number.
+const concurrencyLockClass = 0x61780057
+
+// concurrencyAdmit locks the keys of the keyed tasks handed out (in hash
+// order, see TaskConcurrencyLock) and returns those their keys have room
+// for (TaskConcurrencyAdmit). Two keys of the same hash share a lock:
+// they serialize their leases, nothing worse.
+func concurrencyAdmit(ctx context.Context, tx pgx.Tx, keyed []dbsqlc.TaskLeasePickRow) (map[uuid.UUID]bool, error) {
+	seen := map[int32]bool{}
+	hashes := make([]int32, 0, len(keyed))
+	p := dbsqlc.TaskConcurrencyAdmitParams{}
+	for _, r := range keyed {
+		h := fnv.New32a()
+		h.Write([]byte(r.ConcurrencyScope))
+		h.Write([]byte{0})
+		h.Write([]byte(r.ConcurrencyKey))
+		if v := int32(h.Sum32()); !seen[v] {
+			seen[v] = true
+			hashes = append(hashes, v)
+		}
+		p.Ids = append(p.Ids, r.ID)
+		p.Scopes = append(p.Scopes, r.ConcurrencyScope)
+		p.Keys = append(p.Keys, r.ConcurrencyKey)
+		p.Limits = append(p.Limits, r.ConcurrencyLimit)
+	}
+	slices.Sort(hashes)
+	if err := queries.TaskConcurrencyLock(ctx, tx, dbsqlc.TaskConcurrencyLockParams{
+		LockClass: concurrencyLockClass, Hashes: hashes}); err != nil {
+		return nil, err
+	}
+	ids, err := queries.TaskConcurrencyAdmit(ctx, tx, p)
+	if err != nil {
+		return nil, err
+	}
+	admitted := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		admitted[id] = true
+	}
+	return admitted, nil
+}
+
+// keepAdmitted leaves out of the lease the keyed tasks not admitted (they
+// stay pending, for a later lease); the others are kept in order.
+func keepAdmitted(tasks, agents []uuid.UUID, keyed []dbsqlc.TaskLeasePickRow, admitted map[uuid.UUID]bool) (keptTasks, keptAgents []uuid.UUID) {
+	out := make(map[uuid.UUID]bool, len(keyed))
+	for _, r := range keyed {
+		if !admitted[r.ID] {
+			out[r.ID] = true
+		}
+	}
+	if len(out) == 0 {
+		return tasks, agents
+	}
+	for i, id := range tasks {
+		if !out[id] {
+			keptTasks = append(keptTasks, id)
+			keptAgents = append(keptAgents, agents[i])
+		}
+	}
+	return keptTasks, keptAgents
 }
 
 func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*axtype.LeasedTask, error) {
@@ -562,6 +642,20 @@ func TaskCountBacklog(ctx context.Context, e Executor) ([]axtype.Backlog, error)
 	for i, r := range rows {
 		out[i] = axtype.Backlog{Class: r.Class, Priority: int(r.Priority), Depth: r.Depth,
 			OldestWait: time.Duration(r.OldestSeconds * float64(time.Second))}
+	}
+	return out, nil
+}
+
+// TaskConcurrencyWaiting reads, per concurrency scope, the keys at their
+// limit with ready tasks waiting (metrics).
+func TaskConcurrencyWaiting(ctx context.Context, e Executor) ([]axtype.ConcurrencyWaiting, error) {
+	rows, err := queries.TaskConcurrencyWaiting(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("error reading concurrency keys: %w", mapErr(err))
+	}
+	out := make([]axtype.ConcurrencyWaiting, len(rows))
+	for i, r := range rows {
+		out[i] = axtype.ConcurrencyWaiting{Scope: r.Scope, KeysAtLimit: r.KeysAtLimit, Waiting: r.Waiting}
 	}
 	return out, nil
 }

@@ -47,6 +47,17 @@ func (j *Job) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 	if j.Route != nil && axtype.RouteStrategy(j.Route.Strategy) == axtype.RouteBroadcast && j.Shards != nil && j.Shards.Count > 1 {
 		errs.add(prefix.With("shards.count"), "must be 1 with strategy broadcast: a run has one task per live agent", j.Shards.Count)
 	}
+	if c := j.Concurrency; c != nil {
+		if strings.TrimSpace(c.Key) == "" {
+			errs.add(prefix.With("concurrency.key"), "must not be blank", c.Key)
+		} else if err := queue.ParseConcurrencyKey(c.Key); err != nil {
+			errs.add(prefix.With("concurrency.key"), err.Error(), c.Key)
+		}
+		if agentlessHTTP(j) {
+			errs.add(prefix.With("concurrency"), "applies to tasks agents lease: an HTTP job ax sends itself "+
+				"(no target labels) has no concurrency key; give it target labels, or use a rate limit class", c.Key)
+		}
+	}
 	j.Shards.validateRange(prefix, &errs)
 	j.Shards.validateGenerator(prefix, j.Route, &errs)
 	if axtype.ExecutorKind(j.Executor.Kind) == axtype.ExecutorHTTP && j.Executor.Body != "" {

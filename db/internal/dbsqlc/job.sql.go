@@ -88,7 +88,7 @@ func (q *Queries) JobExisting(ctx context.Context, db DBTX, ids []uuid.UUID) ([]
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -157,6 +157,9 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.ActiveFrom,
 		&i.AxJob.ActiveUntil,
 		&i.AxJob.JitterSeconds,
+		&i.AxJob.ConcurrencyKey,
+		&i.AxJob.ConcurrencyLimit,
+		&i.AxJob.ConcurrencyGroup,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -177,7 +180,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -252,6 +255,9 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.ActiveFrom,
 		&i.AxJob.ActiveUntil,
 		&i.AxJob.JitterSeconds,
+		&i.AxJob.ConcurrencyKey,
+		&i.AxJob.ConcurrencyLimit,
+		&i.AxJob.ConcurrencyGroup,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -294,7 +300,8 @@ INSERT INTO ax.job (
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
     shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds,
-    callback_ordered, active_from, active_until, jitter_seconds
+    callback_ordered, active_from, active_until, jitter_seconds,
+    concurrency_key, concurrency_limit, concurrency_group
 ) VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9, $10,
@@ -305,9 +312,10 @@ INSERT INTO ax.job (
     $29, $30, $31, $32, $33, $34,
     $35, $36,
     $37, $38,
-    $39, $40, $41, $42
+    $39, $40, $41, $42,
+    $43, $44, $45
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, concurrency_key, concurrency_limit, concurrency_group
 `
 
 type JobInsertParams struct {
@@ -353,6 +361,9 @@ type JobInsertParams struct {
 	ActiveFrom                    *time.Time
 	ActiveUntil                   *time.Time
 	JitterSeconds                 int32
+	ConcurrencyKey                string
+	ConcurrencyLimit              *int32
+	ConcurrencyGroup              string
 }
 
 func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (AxJob, error) {
@@ -399,6 +410,9 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		arg.ActiveFrom,
 		arg.ActiveUntil,
 		arg.JitterSeconds,
+		arg.ConcurrencyKey,
+		arg.ConcurrencyLimit,
+		arg.ConcurrencyGroup,
 	)
 	var i AxJob
 	err := row.Scan(
@@ -449,12 +463,15 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.ActiveFrom,
 		&i.ActiveUntil,
 		&i.JitterSeconds,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
+		&i.ConcurrencyGroup,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -557,6 +574,9 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.ActiveFrom,
 			&i.AxJob.ActiveUntil,
 			&i.AxJob.JitterSeconds,
+			&i.AxJob.ConcurrencyKey,
+			&i.AxJob.ConcurrencyLimit,
+			&i.AxJob.ConcurrencyGroup,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -642,7 +662,7 @@ func (q *Queries) JobListFailing(ctx context.Context, db DBTX, windowSeconds flo
 }
 
 const jobListForDeclaration = `-- name: JobListForDeclaration :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -729,6 +749,9 @@ func (q *Queries) JobListForDeclaration(ctx context.Context, db DBTX, arg JobLis
 			&i.AxJob.ActiveFrom,
 			&i.AxJob.ActiveUntil,
 			&i.AxJob.JitterSeconds,
+			&i.AxJob.ConcurrencyKey,
+			&i.AxJob.ConcurrencyLimit,
+			&i.AxJob.ConcurrencyGroup,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -828,9 +851,11 @@ UPDATE ax.job SET
     history_failed_retention_seconds = $37,
     callback_ordered = $38,
     active_from = $39, active_until = $40, jitter_seconds = $41,
+    concurrency_key = $42, concurrency_limit = $43,
+    concurrency_group = $44,
     updated_at = now()
-WHERE id = $42
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds
+WHERE id = $45
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, concurrency_key, concurrency_limit, concurrency_group
 `
 
 type JobUpdateParams struct {
@@ -875,6 +900,9 @@ type JobUpdateParams struct {
 	ActiveFrom                    *time.Time
 	ActiveUntil                   *time.Time
 	JitterSeconds                 int32
+	ConcurrencyKey                string
+	ConcurrencyLimit              *int32
+	ConcurrencyGroup              string
 	ID                            uuid.UUID
 }
 
@@ -921,6 +949,9 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		arg.ActiveFrom,
 		arg.ActiveUntil,
 		arg.JitterSeconds,
+		arg.ConcurrencyKey,
+		arg.ConcurrencyLimit,
+		arg.ConcurrencyGroup,
 		arg.ID,
 	)
 	var i AxJob
@@ -972,6 +1003,9 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.ActiveFrom,
 		&i.ActiveUntil,
 		&i.JitterSeconds,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
+		&i.ConcurrencyGroup,
 	)
 	return i, err
 }

@@ -1463,6 +1463,9 @@ type AxJob struct {
 	ActiveFrom                    *time.Time
 	ActiveUntil                   *time.Time
 	JitterSeconds                 int32
+	ConcurrencyKey                string
+	ConcurrencyLimit              *int32
+	ConcurrencyGroup              string
 }
 
 type AxJobSecret struct {
@@ -1587,6 +1590,9 @@ type AxTask struct {
 	LogBytes          int64
 	LostLeases        int32
 	ErrorCode         *string
+	ConcurrencyScope  *string
+	ConcurrencyKey    *string
+	ConcurrencyLimit  *int32
 }
 
 type AxTaskEvent struct {
@@ -1641,6 +1647,9 @@ type AxTaskHistory struct {
 	LostLeases        int32
 	ErrorCode         *string
 	RetainUntil       time.Time
+	ConcurrencyScope  *string
+	ConcurrencyKey    *string
+	ConcurrencyLimit  *int32
 }
 
 type AxTaskResult struct {
