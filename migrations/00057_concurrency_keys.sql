@@ -39,6 +39,16 @@ CREATE INDEX task_concurrency_running_idx ON ax.task (concurrency_scope, concurr
 CREATE INDEX task_concurrency_pending_idx ON ax.task (priority DESC, created_at)
     WHERE concurrency_key IS NOT NULL AND state = 'pending' AND NOT agentless;
 
+-- The unassigned and routed scans of TaskLeasePick no longer see keyed
+-- tasks: without this, a backlog of keys at their limit was walked (and
+-- filtered out) by every lease of unkeyed work, and the reverse.
+DROP INDEX ax.task_unassigned_idx;
+CREATE INDEX task_unassigned_idx ON ax.task (priority DESC, created_at)
+    WHERE state = 'pending' AND preferred_agent_id IS NULL AND NOT agentless AND concurrency_key IS NULL;
+DROP INDEX ax.task_preferred_idx;
+CREATE INDEX task_preferred_idx ON ax.task (preferred_agent_id, priority DESC, created_at)
+    WHERE state = 'pending' AND preferred_agent_id IS NOT NULL AND concurrency_key IS NULL;
+
 -- A keyed task that stops running frees a place under its key: waiting
 -- long polls (ax_task_ready) look again, as they would not on their own
 -- (TaskNextLeasable leaves out tasks whose key is at its limit). Only
@@ -117,6 +127,12 @@ WHERE t.state = 'pending' AND NOT t.agentless
 DROP TRIGGER task_concurrency_key_moved ON ax.task;
 DROP TRIGGER task_concurrency_key_freed ON ax.task;
 DROP FUNCTION ax.concurrency_key_freed();
+DROP INDEX ax.task_preferred_idx;
+CREATE INDEX task_preferred_idx ON ax.task (preferred_agent_id, priority DESC, created_at)
+    WHERE state = 'pending' AND preferred_agent_id IS NOT NULL;
+DROP INDEX ax.task_unassigned_idx;
+CREATE INDEX task_unassigned_idx ON ax.task (priority DESC, created_at)
+    WHERE state = 'pending' AND preferred_agent_id IS NULL AND NOT agentless;
 DROP INDEX ax.task_concurrency_pending_idx;
 DROP INDEX ax.task_concurrency_running_idx;
 ALTER TABLE ax.task_history

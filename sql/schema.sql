@@ -2869,13 +2869,13 @@ CREATE INDEX task_pending_age_idx ON ax.task USING btree (not_before) WHERE (sta
 -- Name: task_preferred_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL));
+CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL) AND (concurrency_key IS NULL));
 
 --
 -- Name: task_unassigned_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless));
+CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless) AND (concurrency_key IS NULL));
 
 --
 -- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -

@@ -140,23 +140,24 @@ WITH starved AS (
     -- Keyed tasks (concurrency keys) apart, from their own index: those
     -- of a key at its limit are stepped over, not counted against @max.
     -- Whichever group a task would be in (routed here, unassigned, or
-    -- stealable by the same rules as above), it is read here. Not locked
-    -- yet: a few more than @max are read so that keys can take turns.
+    -- stealable by the same rules as above), it is read here. 32 more
+    -- than @max are read (and locked, so that concurrent leases take
+    -- others) so that keys can take turns among them.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id,
            CASE WHEN t.preferred_agent_id IS NULL THEN 2
                 WHEN t.preferred_agent_id = ANY(@agent_ids::uuid[]) THEN 1 ELSE 3 END AS grp,
-           t.concurrency_scope, t.concurrency_key, t.concurrency_limit, r.running
+           t.concurrency_scope, t.concurrency_key, t.concurrency_limit,
+           (SELECT count(*) FROM ax.task k
+            WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+              AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) AS running
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    CROSS JOIN LATERAL (
-        SELECT count(*) AS running
-        FROM ax.task k
-        WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
-          AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) r
     WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
-      AND r.running < t.concurrency_limit
+      AND (SELECT count(*) FROM ax.task k
+           WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+             AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit
       AND (t.preferred_agent_id = ANY(@agent_ids::uuid[]) OR j.target_labels <@ @agent_labels::jsonb)
       AND j.executor_kind::text = ANY(@executors::text[])
       AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
@@ -171,25 +172,22 @@ WITH starved AS (
             AND t.priority < coalesce(c.manual_min_priority,
                                       CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
     ORDER BY t.priority DESC, t.created_at
-    LIMIT 4 * sqlc.arg('max')::integer + 16
+    LIMIT sqlc.arg('max')::integer + 32
+    FOR UPDATE OF t SKIP LOCKED
 ), keyed AS (
     -- Fair between keys: each key's tasks up to its room, the keys with
     -- the fewest running first (a key's 2nd task after every other key's
-    -- 1st), then locked. TaskConcurrencyAdmit checks the limit again
-    -- under the key's lock before the lease.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, k.grp, k.fair,
-           t.concurrency_scope, t.concurrency_key, t.concurrency_limit
-    FROM (SELECT s.id, s.grp, s.running + s.nth AS fair
-          FROM (SELECT *, row_number() OVER (PARTITION BY concurrency_scope, concurrency_key
-                                             ORDER BY priority DESC, created_at) AS nth
-                FROM keyed_scan) s
-          WHERE s.running + s.nth <= s.concurrency_limit
-          ORDER BY s.running + s.nth, s.priority DESC, s.created_at
-          LIMIT sqlc.arg('max')::integer) k
-    JOIN ax.task t ON t.id = k.id
-    WHERE t.state = 'pending'
-    FOR UPDATE OF t SKIP LOCKED
+    -- 1st). TaskConcurrencyAdmit checks the limit again under the key's
+    -- lock before the lease.
+    SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned,
+           s.preferred_agent_id, s.fallback_agent_id, s.grp, s.running + s.nth AS fair,
+           s.concurrency_scope, s.concurrency_key, s.concurrency_limit
+    FROM (SELECT *, row_number() OVER (PARTITION BY concurrency_scope, concurrency_key
+                                       ORDER BY priority DESC, created_at) AS nth
+          FROM keyed_scan) s
+    WHERE s.running + s.nth <= s.concurrency_limit
+    ORDER BY s.running + s.nth, s.priority DESC, s.created_at
+    LIMIT sqlc.arg('max')::integer
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
     SELECT DISTINCT ON (id) *
