@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -183,4 +185,27 @@ func TestConcurrencyGroupSharedAcrossJobs(t *testing.T) {
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
 	require.Equal(t, "succeeded", s.waitExecution(t, held, 60*time.Second))
 	require.Equal(t, "succeeded", s.waitExecution(t, waiting, 60*time.Second), "the waiting run runs once the key is free")
+
+	// A run whose key does not render (no customer param) fails at once,
+	// without running, with the error code and the reason.
+	broken := s.fire(t, other, map[string]any{"region": "eu"})
+	require.Equal(t, "failed", s.waitExecution(t, broken, 60*time.Second))
+	var code, msg string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT error_code, error FROM ax.all_tasks WHERE execution_id = $1`,
+		broken).Scan(&code, &msg))
+	require.Equal(t, "concurrency_key_invalid", code)
+	require.Contains(t, msg, `concurrency key "customer={{.params.customer}}"`)
+	_, err = os.Stat(filepath.Join(dir, "ran-"+broken))
+	require.True(t, os.IsNotExist(err), "it did not run")
+
+	// A key outside the template subset is refused, naming the field, and
+	// makes no job.
+	status, problem := s.api(t, "POST", "/v1/jobs", map[string]any{
+		"name": "bad-key", "trigger": manual, "executor": shell("true"),
+		"concurrency": map[string]any{"key": "{{range .params}}x{{end}}", "limit": 1},
+	})
+	require.Equal(t, http.StatusUnprocessableEntity, status, problem)
+	require.Contains(t, fmt.Sprint(problem["errors"]), "body.concurrency.key")
+	_, jobs := s.api(t, "GET", "/v1/jobs?name=bad-key", nil)
+	require.NotContains(t, fmt.Sprint(jobs), "bad-key")
 }
