@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -196,6 +197,10 @@ func taskRouteAndInsert(ctx context.Context, e Executor, planned []dbsqlc.TaskPl
 			ShardParam: r.ShardParam, Pinned: r.PinnedAgentID != nil, Agentless: r.Agentless,
 			RouteStrategy: axtype.RouteStrategy(r.RouteStrategy), ExecutorKind: axtype.ExecutorKind(r.ExecutorKind),
 			RouteKey: r.RouteKey, Params: r.Params}
+		if r.ConcurrencyTemplate != "" && !r.Agentless {
+			tasks[i].ConcurrencyTemplate, tasks[i].ConcurrencyLimit = r.ConcurrencyTemplate, int(r.ConcurrencyLimit)
+			tasks[i].ConcurrencyScope = axtype.ConcurrencyScope(r.JobID, r.ConcurrencyGroup)
+		}
 		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
 			return nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)
 		}
@@ -207,15 +212,28 @@ func taskRouteAndInsert(ctx context.Context, e Executor, planned []dbsqlc.TaskPl
 			return nil, err
 		}
 	}
-	if err := taskInsertPlanned(ctx, e, planned, routes); err != nil {
+	if err := taskInsertPlanned(ctx, e, planned, tasks, routes); err != nil {
 		return nil, err
+	}
+	// A task whose concurrency key did not render was written failed: its
+	// run ends now if that was its last open task.
+	var failed []uuid.UUID
+	for _, t := range tasks {
+		if t.ConcurrencyError != "" && !slices.Contains(failed, t.ExecutionID) {
+			failed = append(failed, t.ExecutionID)
+		}
+	}
+	if len(failed) > 0 {
+		if err := ExecutionFinalize(ctx, e, failed); err != nil {
+			return nil, err
+		}
 	}
 	return tasks, nil
 }
 
 // taskInsertPlanned writes planned tasks with their routes: a pinned
 // task's agent is its preferred one, a routed task's the router's choice.
-func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPlanForExecutionsRow, routes []axtype.TaskRoute) error {
+func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPlanForExecutionsRow, tasks []*axtype.NewTask, routes []axtype.TaskRoute) error {
 	if len(planned) == 0 {
 		return nil
 	}
@@ -229,12 +247,24 @@ func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPla
 		ShardParams: make([]string, n), Priorities: make([]int32, n), MaxAttempts: make([]int32, n),
 		TimeoutSeconds: make([]int32, n), NotBefores: make([]time.Time, n), Preferred: make([]uuid.UUID, n),
 		Fallback: make([]uuid.UUID, n), RouteKeys: make([]string, n), Pinned: make([]bool, n),
-		RateClasses: make([]string, n), Agentless: make([]bool, n)}
+		RateClasses: make([]string, n), Agentless: make([]bool, n), ConcurrencyScopes: make([]string, n),
+		ConcurrencyKeys: make([]string, n), ConcurrencyLimits: make([]int32, n), KeyErrors: make([]string, n)}
 	for i, r := range planned {
 		p.Ids[i], p.ExecutionIds[i], p.JobIds[i] = r.ID, r.ExecutionID, r.JobID
 		p.ShardIndexes[i], p.ShardTotals[i], p.ShardParams[i] = r.ShardIndex, r.ShardTotal, r.ShardParam
 		p.Priorities[i], p.MaxAttempts[i], p.TimeoutSeconds[i] = r.Priority, r.MaxAttempts, r.TimeoutSeconds
 		p.NotBefores[i], p.RateClasses[i], p.Agentless[i] = r.NotBefore, r.RateClass, r.Agentless
+		if t := tasks[i]; t.ConcurrencyTemplate != "" {
+			switch {
+			case t.ConcurrencyError != "":
+				p.KeyErrors[i] = t.ConcurrencyError
+			case t.ConcurrencyScope == "" || t.ConcurrencyLimit < 1:
+				p.KeyErrors[i] = "concurrency key not rendered"
+			default:
+				p.ConcurrencyScopes[i], p.ConcurrencyKeys[i] = t.ConcurrencyScope, t.ConcurrencyKey
+				p.ConcurrencyLimits[i] = int32(t.ConcurrencyLimit)
+			}
+		}
 		switch route := byTask[r.ID]; {
 		case r.PinnedAgentID != nil:
 			p.Preferred[i], p.Pinned[i] = *r.PinnedAgentID, true

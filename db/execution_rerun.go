@@ -88,7 +88,8 @@ func ExecutionRerunInsert(ctx context.Context, e Executor, r *NewRerun, route ax
 			MaxAttempts: x.MaxAttempts, TimeoutSeconds: x.TimeoutSeconds, NotBefore: x.NotBefore,
 			RateClass: x.RateClass, Agentless: x.Agentless, RouteStrategy: x.RouteStrategy, RouteKey: x.RouteKey,
 			TargetLabels: x.TargetLabels, Params: x.Params, JobName: x.JobName, GroupName: x.GroupName,
-			ExecutorKind: x.ExecutorKind}
+			ExecutorKind: x.ExecutorKind, ConcurrencyTemplate: x.ConcurrencyTemplate,
+			ConcurrencyLimit: x.ConcurrencyLimit, ConcurrencyGroup: x.ConcurrencyGroup}
 		if x.Pinned {
 			planned[i].PinnedAgentID = x.PreferredAgentID
 		}

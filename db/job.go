@@ -72,6 +72,7 @@ func JobUpdate(ctx context.Context, e Executor, job *axtype.Job) (*axtype.Job, e
 		CallbackOrdered: p.CallbackOrdered,
 		ActiveFrom:      p.ActiveFrom, ActiveUntil: p.ActiveUntil, JitterSeconds: p.JitterSeconds,
 		Triggers: p.Triggers, Exclude: p.Exclude,
+		ConcurrencyKey: p.ConcurrencyKey, ConcurrencyLimit: p.ConcurrencyLimit, ConcurrencyGroup: p.ConcurrencyGroup,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error updating job: %w", mapErr(err))
@@ -200,7 +201,9 @@ func jobParams(j *axtype.Job) (dbsqlc.JobInsertParams, error) {
 		HistoryRetentionSeconds:       nilIfZero(int32(j.HistoryRetentionSeconds)),
 		HistoryFailedRetentionSeconds: nilIfZero(int32(j.HistoryFailedRetentionSeconds)),
 		ActiveFrom:                    j.ActiveFrom, ActiveUntil: j.ActiveUntil, JitterSeconds: int32(j.JitterSeconds),
-		Exclude: append([]string{}, j.Exclude...), // never NULL; nil and empty compare equal
+		Exclude:        append([]string{}, j.Exclude...), // never NULL; nil and empty compare equal
+		ConcurrencyKey: j.ConcurrencyKey, ConcurrencyGroup: j.ConcurrencyGroup,
+		ConcurrencyLimit: nilIfZero(int32(j.ConcurrencyLimit)),
 		// A definition made before timeout modes (zero) is fixed.
 		TimeoutMode: dbsqlc.AxTimeoutMode(cmp.Or(j.TimeoutMode, axtype.TimeoutFixed)),
 	}, nil
@@ -223,8 +226,9 @@ func jobFromRow(r dbsqlc.AxJob, t dbsqlc.AxTrigger, lastState string, measure *a
 		RateLimitClass: deref(r.RateLimitClass), CallbackURL: deref(r.CallbackUrl), DegradeAction: axtype.DegradeAction(r.DegradeAction),
 		CallbackOrdered: r.CallbackOrdered,
 		ActiveFrom:      utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil), JitterSeconds: int(r.JitterSeconds),
-		Exclude: r.Exclude,
-		Params:  r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Exclude:        r.Exclude,
+		ConcurrencyKey: r.ConcurrencyKey, ConcurrencyLimit: int(deref(r.ConcurrencyLimit)), ConcurrencyGroup: r.ConcurrencyGroup,
+		Params: r.Params, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		NextFireAt: utcPtr(t.NextFireAt), Paused: t.Paused, PausedAt: utcPtr(t.PausedAt),
 		LastFireAt: utcPtr(t.LastFireAt), LastScheduledFor: utcPtr(t.LastScheduledFor),
 		LastExecutionID: t.LastExecutionID, LastState: axtype.ExecutionState(lastState),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,7 +75,8 @@ func TaskLeasePick(ctx context.Context, tx pgx.Tx, p *TaskLeasePickParams) ([]ax
 	out := make([]axtype.LeaseCandidate, len(rows))
 	for i, r := range rows {
 		out[i] = axtype.LeaseCandidate{ID: r.ID, ExecutionID: r.ExecutionID, RateClass: r.RateClass,
-			PreferredAgentID: r.PreferredAgentID, FallbackAgentID: r.FallbackAgentID, Steal: axtype.LeaseSteal(r.Steal)}
+			PreferredAgentID: r.PreferredAgentID, FallbackAgentID: r.FallbackAgentID, Steal: axtype.LeaseSteal(r.Steal),
+			ConcurrencyKey: r.ConcurrencyKey, ConcurrencyScope: r.ConcurrencyScope, ConcurrencyLimit: int(r.ConcurrencyLimit)}
 	}
 	return out, nil
 }
@@ -130,6 +133,50 @@ func AgentsLeasable(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) ([]uuid.UUI
 		return nil, fmt.Errorf("error reading which of %d agents may lease: %w", len(ids), mapErr(err))
 	}
 	return leasable, nil
+}
+
+// concurrencyLockClass is the first key of the advisory locks of
+// concurrency keys (the two-int4 form, apart from the one-bigint locks of
+// migrations): "ax" and this feature's migration number.
+const concurrencyLockClass = 0x61780057
+
+// TaskConcurrencyAdmit locks, in tx, the keys of keyed tasks picked to be
+// leased (in hash order, see TaskConcurrencyLock) and returns those their
+// keys have room for (TaskConcurrencyAdmit): the limit holds across
+// replicas leasing at once. Two keys of the same hash share a lock: they
+// serialize their leases, nothing worse.
+func TaskConcurrencyAdmit(ctx context.Context, tx pgx.Tx, keyed []axtype.LeaseCandidate) (map[uuid.UUID]bool, error) {
+	seen := map[int32]bool{}
+	hashes := make([]int32, 0, len(keyed))
+	p := dbsqlc.TaskConcurrencyAdmitParams{}
+	for _, c := range keyed {
+		h := fnv.New32a()
+		h.Write([]byte(c.ConcurrencyScope))
+		h.Write([]byte{0})
+		h.Write([]byte(c.ConcurrencyKey))
+		if v := int32(h.Sum32()); !seen[v] {
+			seen[v] = true
+			hashes = append(hashes, v)
+		}
+		p.Ids = append(p.Ids, c.ID)
+		p.Scopes = append(p.Scopes, c.ConcurrencyScope)
+		p.Keys = append(p.Keys, c.ConcurrencyKey)
+		p.Limits = append(p.Limits, int32(c.ConcurrencyLimit))
+	}
+	slices.Sort(hashes)
+	if err := queries.TaskConcurrencyLock(ctx, tx, dbsqlc.TaskConcurrencyLockParams{
+		LockClass: concurrencyLockClass, Hashes: hashes}); err != nil {
+		return nil, fmt.Errorf("error locking concurrency keys: %w", mapErr(err))
+	}
+	ids, err := queries.TaskConcurrencyAdmit(ctx, tx, p)
+	if err != nil {
+		return nil, fmt.Errorf("error admitting keyed tasks: %w", mapErr(err))
+	}
+	admitted := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		admitted[id] = true
+	}
+	return admitted, nil
 }
 
 func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*axtype.LeasedTask, error) {
@@ -395,6 +442,20 @@ func TaskCountBacklog(ctx context.Context, e Executor) ([]axtype.Backlog, error)
 	for i, r := range rows {
 		out[i] = axtype.Backlog{Class: r.Class, Priority: int(r.Priority), Depth: r.Depth,
 			OldestWait: time.Duration(r.OldestSeconds * float64(time.Second))}
+	}
+	return out, nil
+}
+
+// TaskConcurrencyWaiting reads, per concurrency scope, the keys at their
+// limit with ready tasks waiting (metrics).
+func TaskConcurrencyWaiting(ctx context.Context, e Executor) ([]axtype.ConcurrencyWaiting, error) {
+	rows, err := queries.TaskConcurrencyWaiting(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("error reading concurrency keys: %w", mapErr(err))
+	}
+	out := make([]axtype.ConcurrencyWaiting, len(rows))
+	for i, r := range rows {
+		out[i] = axtype.ConcurrencyWaiting{Scope: r.Scope, KeysAtLimit: r.KeysAtLimit, Waiting: r.Waiting}
 	}
 	return out, nil
 }

@@ -73,6 +73,9 @@ func jobDefinition(j *Job, id uuid.UUID) *axtype.Job {
 	if shards.Range != nil { // as given: [-10, 0) is not the default range
 		out.ShardRangeFrom, out.ShardRangeTo = shards.Range.From, shards.Range.To
 	}
+	if c := j.Concurrency; c != nil {
+		out.ConcurrencyKey, out.ConcurrencyLimit, out.ConcurrencyGroup = c.Key, c.Limit, c.Group
+	}
 	return out
 }
 
@@ -144,6 +147,9 @@ func jobFromDB(j *axtype.Job) (*Job, error) {
 	out.PausedReason, out.ManagedBy, out.DeclaredVersion, out.DeclaredIn = j.PausedReason, j.ManagedBy, j.DeclaredVersion, j.DeclaredIn
 	if j.CallbackURL != "" {
 		out.Callback = &JobCallback{URL: j.CallbackURL, Ordered: j.CallbackOrdered}
+	}
+	if j.ConcurrencyKey != "" {
+		out.Concurrency = &JobConcurrency{Key: j.ConcurrencyKey, Limit: j.ConcurrencyLimit, Group: j.ConcurrencyGroup}
 	}
 	if j.TimeoutMode == axtype.TimeoutAdaptive {
 		out.AdaptiveTimeout = adaptiveTimeoutFromDB(j)

@@ -13,28 +13,29 @@ type Job struct {
 	Owner       string `json:"owner,omitempty" maxLength:"200" example:"team-billing" doc:"Who to call when it fails"`
 	Description string `json:"description,omitempty" maxLength:"4000"`
 
-	Trigger           *JobTrigger  `json:"trigger,omitempty" doc:"When the job fires. Give this or triggers, not both"`
-	Triggers          []JobTrigger `json:"triggers,omitempty" maxItems:"16" doc:"Several triggers (cron or interval, each in its own timezone), instead of trigger: the job fires at every tick of each; ticks of two triggers at one instant make one run, which records the first of them (trigger_index). An interval in a list ticks every interval_seconds from active_from (from the Unix epoch without one). A list of one is stored as trigger"`
-	Executor          JobExecutor  `json:"executor" doc:"What a run does"`
-	Target            *JobTarget   `json:"target,omitempty" doc:"Which agents may run it"`
-	Route             *JobRoute    `json:"route,omitempty" doc:"How a task picks its agent"`
-	Shards            *JobShards   `json:"shards,omitempty" doc:"How a run splits into tasks"`
-	Priority          int          `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Higher leases first"`
-	TimeoutSeconds    int          `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" doc:"Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent"`
-	TimeoutMode       string       `json:"timeout_mode,omitempty" enum:"fixed,adaptive" default:"fixed" doc:"fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value"`
-	Retry             *JobRetry    `json:"retry,omitempty" doc:"Retries of a failed task"`
-	History           *JobHistory  `json:"history,omitempty" doc:"How long the job's ended runs are kept (default: the server's retention, 7 days for succeeded and cancelled runs and 30 days for failed and timed-out ones unless ax serve was told otherwise; GET /v1/history shows it)"`
-	ConcurrencyPolicy string       `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
-	Misfire           *JobMisfire  `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
-	ActiveFrom        *time.Time   `json:"active_from,omitempty" doc:"Start of the active window: no tick before it fires (the first is the trigger's first tick at or after it; an interval starts at it). Absent: open"`
-	ActiveUntil       *time.Time   `json:"active_until,omitempty" doc:"End of the active window, exclusive: no tick at or after it fires, and the job has no next fire then. Must be after active_from. Absent: open"`
-	JitterSeconds     int          `json:"jitter_seconds,omitempty" minimum:"0" maximum:"86400" doc:"Spread each scheduled run's start by a deterministic offset in [0, jitter_seconds) computed from the job id and the tick (the same on every replica): the run keeps its tick as scheduled_for, its tasks become leasable at the tick plus the offset. 0: none"`
-	Exclude           []string     `json:"exclude,omitempty" maxItems:"16" example:"[\"cn-holidays\"]" doc:"Calendars (see /v1/calendars) whose dates the job's ticks skip: a tick whose date, in the calendar's timezone, is listed is recorded as skipped (reason calendar) instead of fired. Read at fire time: editing a calendar changes every job naming it from its next tick"`
-	RateLimitClass    string       `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate (see /v1/classes)"`
-	DegradeAction     string       `json:"degrade_action,omitempty" enum:"wait,skip" default:"wait" doc:"While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)"`
-	Callback          *JobCallback `json:"callback,omitempty" doc:"Where to announce results"`
-	Params            Params       `json:"params,omitempty" doc:"Parameters handed to every run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
-	SigningSecret     string       `json:"signing_secret,omitempty" readOnly:"true" doc:"The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)"`
+	Trigger           *JobTrigger     `json:"trigger,omitempty" doc:"When the job fires. Give this or triggers, not both"`
+	Triggers          []JobTrigger    `json:"triggers,omitempty" maxItems:"16" doc:"Several triggers (cron or interval, each in its own timezone), instead of trigger: the job fires at every tick of each; ticks of two triggers at one instant make one run, which records the first of them (trigger_index). An interval in a list ticks every interval_seconds from active_from (from the Unix epoch without one). A list of one is stored as trigger"`
+	Executor          JobExecutor     `json:"executor" doc:"What a run does"`
+	Target            *JobTarget      `json:"target,omitempty" doc:"Which agents may run it"`
+	Route             *JobRoute       `json:"route,omitempty" doc:"How a task picks its agent"`
+	Shards            *JobShards      `json:"shards,omitempty" doc:"How a run splits into tasks"`
+	Priority          int             `json:"priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Higher leases first"`
+	TimeoutSeconds    int             `json:"timeout_seconds,omitempty" minimum:"1" maximum:"604800" doc:"Limit on one attempt of one task; default 3600. At most 900 (the default) for an HTTP job ax sends itself (no target labels): longer work answers 202 and posts its result, or runs on an agent"`
+	TimeoutMode       string          `json:"timeout_mode,omitempty" enum:"fixed,adaptive" default:"fixed" doc:"fixed: every attempt gets timeout_seconds. adaptive: a task gets 3 × the P95 duration of the job's recent successful attempts (the last 100, none older than 24 h), at least 5 s, with timeout_seconds as the ceiling and the start value while there is no history; a retry after a timeout gets twice the timeout of the attempt before it, up to the ceiling. adaptive_timeout shows the current value"`
+	Retry             *JobRetry       `json:"retry,omitempty" doc:"Retries of a failed task"`
+	History           *JobHistory     `json:"history,omitempty" doc:"How long the job's ended runs are kept (default: the server's retention, 7 days for succeeded and cancelled runs and 30 days for failed and timed-out ones unless ax serve was told otherwise; GET /v1/history shows it)"`
+	ConcurrencyPolicy string          `json:"concurrency_policy,omitempty" enum:"allow,forbid,replace" default:"allow" doc:"What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)"`
+	Concurrency       *JobConcurrency `json:"concurrency,omitempty" doc:"At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit)"`
+	Misfire           *JobMisfire     `json:"misfire,omitempty" doc:"What happens to fires that were missed"`
+	ActiveFrom        *time.Time      `json:"active_from,omitempty" doc:"Start of the active window: no tick before it fires (the first is the trigger's first tick at or after it; an interval starts at it). Absent: open"`
+	ActiveUntil       *time.Time      `json:"active_until,omitempty" doc:"End of the active window, exclusive: no tick at or after it fires, and the job has no next fire then. Must be after active_from. Absent: open"`
+	JitterSeconds     int             `json:"jitter_seconds,omitempty" minimum:"0" maximum:"86400" doc:"Spread each scheduled run's start by a deterministic offset in [0, jitter_seconds) computed from the job id and the tick (the same on every replica): the run keeps its tick as scheduled_for, its tasks become leasable at the tick plus the offset. 0: none"`
+	Exclude           []string        `json:"exclude,omitempty" maxItems:"16" example:"[\"cn-holidays\"]" doc:"Calendars (see /v1/calendars) whose dates the job's ticks skip: a tick whose date, in the calendar's timezone, is listed is recorded as skipped (reason calendar) instead of fired. Read at fire time: editing a calendar changes every job naming it from its next tick"`
+	RateLimitClass    string          `json:"rate_limit_class,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" doc:"Token bucket class that caps this job's lease rate (see /v1/classes)"`
+	DegradeAction     string          `json:"degrade_action,omitempty" enum:"wait,skip" default:"wait" doc:"While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)"`
+	Callback          *JobCallback    `json:"callback,omitempty" doc:"Where to announce results"`
+	Params            Params          `json:"params,omitempty" doc:"Parameters handed to every run: a JSON object of at most 256 KiB, nesting at most 64 levels, kept exactly (numbers are never rounded)"`
+	SigningSecret     string          `json:"signing_secret,omitempty" readOnly:"true" doc:"The whsec_ secret that signs the job's callbacks and HTTP requests (Standard Webhooks); shown only when the job is created (rotate it to see a new one)"`
 
 	Paused           bool                `json:"paused" readOnly:"true" doc:"Paused jobs do not fire; see pause and resume"`
 	PausedAt         *time.Time          `json:"paused_at,omitempty" readOnly:"true"`
@@ -85,6 +86,14 @@ type JobExecutor struct {
 // JobTarget selects agents by label.
 type JobTarget struct {
 	Labels map[string]string `json:"labels,omitempty" example:"{\"pool\":\"billing\"}" doc:"Only agents carrying all these labels may run the job"`
+}
+
+// JobConcurrency limits how many of a job's tasks with the same key run
+// at once.
+type JobConcurrency struct {
+	Key   string `json:"key" minLength:"1" maxLength:"1000" example:"customer={{.params.customer}}" doc:"Concurrency key: the route key's template (over .params, .shard and .job, the same subset), rendered once per task when its run is made and stored on the task; at most 256 bytes rendered. A task whose key does not render (a missing param) or renders empty or longer fails at once with error code concurrency_key_invalid"`
+	Limit int    `json:"limit" minimum:"1" maximum:"10000" example:"2" doc:"At most this many tasks with the same key value are leased or running at once; the others wait (ax.tasks_without_agent says why) and keys take turns"`
+	Group string `json:"group,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" example:"exports" doc:"Share the keys' limits with every job of the same concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit). Absent: the job's keys are its own"`
 }
 
 // JobRoute picks the agent for each task.

@@ -73,6 +73,10 @@ func CanonicalZone(name string) (string, error) { return cron.CanonicalZone(name
 // ParseRouteKey checks a route-key template (dispatch.ParseRouteKey).
 func ParseRouteKey(key string) error { return dispatch.ParseRouteKey(key) }
 
+// ParseConcurrencyKey checks a concurrency-key template
+// (dispatch.ParseConcurrencyKey).
+func ParseConcurrencyKey(key string) error { return dispatch.ParseConcurrencyKey(key) }
+
 // FloorInForce is a rate class's priority floor now, nil when none
 // (dispatch.FloorInForce).
 func FloorInForce(c *axtype.RateClass) *int { return dispatch.FloorInForce(c) }

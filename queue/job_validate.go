@@ -39,6 +39,7 @@ func ValidateJob(j *axtype.Job, now time.Time) error {
 		}
 	}
 	v.route(j)
+	v.concurrency(j)
 	v.shardRange(j)
 	v.shardGenerator(j)
 	if j.ExecutorKind == axtype.ExecutorHTTP && j.Executor.Body != "" {
@@ -304,4 +305,24 @@ func CronReason(err error) string {
 		return fe.Reason
 	}
 	return err.Error()
+}
+
+// concurrency checks a job's concurrency key: a template that parses, on
+// a job whose tasks agents lease (the limit is kept in the lease).
+func (v *jobErrors) concurrency(j *axtype.Job) {
+	if j.ConcurrencyKey == "" && j.ConcurrencyLimit == 0 && j.ConcurrencyGroup == "" {
+		return
+	}
+	if strings.TrimSpace(j.ConcurrencyKey) == "" {
+		v.add("concurrency.key", "must not be blank", j.ConcurrencyKey)
+	} else if err := dispatch.ParseConcurrencyKey(j.ConcurrencyKey); err != nil {
+		v.add("concurrency.key", err.Error(), j.ConcurrencyKey)
+	}
+	if j.ConcurrencyLimit < 1 {
+		v.add("concurrency.limit", "must be at least 1", j.ConcurrencyLimit)
+	}
+	if j.Agentless() {
+		v.add("concurrency", "applies to tasks agents lease: an HTTP job ax sends itself "+
+			"(no target labels) has no concurrency key; give it target labels, or use a rate limit class", j.ConcurrencyKey)
+	}
 }

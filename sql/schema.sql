@@ -361,6 +361,19 @@ BEGIN
 END $$;
 
 --
+-- Name: concurrency_key_freed(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.concurrency_key_freed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('ax_task_ready', '');
+    RETURN NULL;
+END;
+$$;
+
+--
 -- Name: console_session_key_revoked(); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -607,8 +620,8 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, u.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -669,8 +682,8 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, u.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -758,8 +771,8 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN 0;
     END IF;
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, k.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, k.until
     FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
     WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
@@ -1288,7 +1301,12 @@ CREATE TABLE ax.task (
     log_bytes bigint DEFAULT 0 NOT NULL,
     lost_leases integer DEFAULT 0 NOT NULL,
     error_code text,
+    concurrency_scope text,
+    concurrency_key text,
+    concurrency_limit integer,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
+    CONSTRAINT task_concurrency_key_length CHECK ((octet_length(concurrency_key) <= 256)),
+    CONSTRAINT task_concurrency_set CHECK ((((concurrency_key IS NULL) = (concurrency_limit IS NULL)) AND ((concurrency_key IS NULL) = (concurrency_scope IS NULL)))),
     CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_lease_consistent CHECK (((state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) = ((lease_token IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT task_pinned_has_agent CHECK (((NOT pinned) OR (preferred_agent_id IS NOT NULL))),
@@ -1334,6 +1352,9 @@ CREATE TABLE ax.task_history (
     lost_leases integer DEFAULT 0 NOT NULL,
     error_code text,
     retain_until timestamp with time zone NOT NULL,
+    concurrency_scope text,
+    concurrency_key text,
+    concurrency_limit integer,
     CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 )
@@ -1644,8 +1665,13 @@ CREATE TABLE ax.job (
     jitter_seconds integer DEFAULT 0 NOT NULL,
     triggers jsonb,
     exclude text[] DEFAULT '{}'::text[] NOT NULL,
+    concurrency_key text DEFAULT ''::text NOT NULL,
+    concurrency_limit integer,
+    concurrency_group text DEFAULT ''::text NOT NULL,
     CONSTRAINT job_active_window_order CHECK ((active_until > active_from)),
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
+    CONSTRAINT job_concurrency_limit_range CHECK (((concurrency_limit >= 1) AND (concurrency_limit <= 10000))),
+    CONSTRAINT job_concurrency_set CHECK ((((concurrency_key = ''::text) = (concurrency_limit IS NULL)) AND ((concurrency_key <> ''::text) OR (concurrency_group = ''::text)))),
     CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
     CONSTRAINT job_declared_has_manager CHECK (((managed_by IS NOT NULL) OR ((declared_version IS NULL) AND (declared_in IS NULL)))),
     CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
@@ -2317,7 +2343,27 @@ CREATE VIEW ax.tasks_without_agent AS
      JOIN ax.job j ON ((j.id = t.job_id)))
   WHERE ((t.state = 'pending'::ax.task_state) AND (NOT t.agentless) AND (NOT (EXISTS ( SELECT 1
            FROM ax.agent a
-          WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)) AND ((j.executor_kind)::text = ANY (a.executors)))))));
+          WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)) AND ((j.executor_kind)::text = ANY (a.executors)))))))
+UNION ALL
+ SELECT t.id AS task_id,
+    t.execution_id,
+    j.name AS job,
+    j.group_name,
+    j.executor_kind,
+    j.target_labels,
+    t.not_before,
+    (((('concurrency key '::text || t.concurrency_key) ||
+        CASE
+            WHEN (t.concurrency_scope ~~ 'group:%'::text) THEN (' of group '::text || substr(t.concurrency_scope, 7))
+            ELSE ''::text
+        END) || ' at limit '::text) || t.concurrency_limit) AS reason
+   FROM (ax.task t
+     JOIN ax.job j ON ((j.id = t.job_id)))
+  WHERE ((t.concurrency_key IS NOT NULL) AND (t.state = 'pending'::ax.task_state) AND (NOT t.agentless) AND (( SELECT count(*) AS count
+           FROM ax.task r
+          WHERE ((r.concurrency_scope = t.concurrency_scope) AND (r.concurrency_key = t.concurrency_key) AND (r.concurrency_key IS NOT NULL) AND (r.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])))) >= t.concurrency_limit) AND (EXISTS ( SELECT 1
+           FROM ax.agent a
+          WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)) AND ((j.executor_kind)::text = ANY (a.executors))))));
 
 --
 -- Name: upcoming_fire; Type: TABLE; Schema: ax; Owner: -
@@ -3013,6 +3059,18 @@ CREATE INDEX task_agentless_cancel_idx ON ax.task USING btree (execution_id) WHE
 CREATE INDEX task_class_pending_idx ON ax.task USING btree (rate_class, not_before) WHERE ((state = 'pending'::ax.task_state) AND (rate_class IS NOT NULL));
 
 --
+-- Name: task_concurrency_pending_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless));
+
+--
+-- Name: task_concurrency_running_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_concurrency_running_idx ON ax.task USING btree (concurrency_scope, concurrency_key) WHERE ((concurrency_key IS NOT NULL) AND (state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])));
+
+--
 -- Name: task_event_agent_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -3034,13 +3092,13 @@ CREATE INDEX task_pending_age_idx ON ax.task USING btree (not_before) WHERE (sta
 -- Name: task_preferred_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL));
+CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL) AND (concurrency_key IS NULL));
 
 --
 -- Name: task_unassigned_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless));
+CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless) AND (concurrency_key IS NULL));
 
 --
 -- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -
@@ -3119,6 +3177,18 @@ CREATE TRIGGER job_callback_sequence_drop AFTER DELETE ON ax.job FOR EACH ROW EX
 --
 
 CREATE TRIGGER rate_class_loosened AFTER UPDATE ON ax.rate_class FOR EACH ROW WHEN (((old.manual_min_priority IS DISTINCT FROM new.manual_min_priority) OR (old.auto_min_priority IS DISTINCT FROM new.auto_min_priority) OR (old.degraded_since IS DISTINCT FROM new.degraded_since) OR (old.rate < new.rate) OR (old.burst < new.burst))) EXECUTE FUNCTION ax.rate_class_loosened();
+
+--
+-- Name: task task_concurrency_key_freed; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER task_concurrency_key_freed AFTER UPDATE OF state ON ax.task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) AND (new.state <> ALL (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])))) EXECUTE FUNCTION ax.concurrency_key_freed();
+
+--
+-- Name: task task_concurrency_key_moved; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER task_concurrency_key_moved AFTER DELETE ON ax.task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])))) EXECUTE FUNCTION ax.concurrency_key_freed();
 
 --
 -- Name: after_edge after_edge_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

@@ -2084,6 +2084,7 @@ type Job struct {
 	ActiveUntil     *time.Time          `json:"active_until,omitempty"`
 	AdaptiveTimeout *JobAdaptiveTimeout `json:"adaptive_timeout,omitempty"`
 	Callback        *JobCallback        `json:"callback,omitempty"`
+	Concurrency     *JobConcurrency     `json:"concurrency,omitempty"`
 
 	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
 	ConcurrencyPolicy *JobConcurrencyPolicy `json:"concurrency_policy,omitempty"`
@@ -2233,6 +2234,24 @@ type JobCallback struct {
 	//
 	// Example: https://example.com/ax-callback
 	Url string `json:"url"`
+}
+
+// JobConcurrency defines model for JobConcurrency.
+type JobConcurrency struct {
+	// Group Share the keys' limits with every job of the same concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit). Absent: the job's keys are its own
+	//
+	// Example: exports
+	Group *string `json:"group,omitempty"`
+
+	// Key Concurrency key: the route key's template (over .params, .shard and .job, the same subset), rendered once per task when its run is made and stored on the task; at most 256 bytes rendered. A task whose key does not render (a missing param) or renders empty or longer fails at once with error code concurrency_key_invalid
+	//
+	// Example: customer={{.params.customer}}
+	Key string `json:"key"`
+
+	// Limit At most this many tasks with the same key value are leased or running at once; the others wait (ax.tasks_without_agent says why) and keys take turns
+	//
+	// Example: 2
+	Limit int64 `json:"limit"`
 }
 
 // JobExecutor defines model for JobExecutor.
@@ -3197,6 +3216,9 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 
 	// Callback Where to announce results
 	Callback interface{} `json:"callback,omitempty"`
+
+	// Concurrency At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit)
+	Concurrency interface{} `json:"concurrency,omitempty"`
 
 	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
 	ConcurrencyPolicy *PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy `json:"concurrency_policy,omitempty"`

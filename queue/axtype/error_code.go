@@ -50,4 +50,9 @@ const (
 	// and is not retried: the same run gives the same answer, and a retry
 	// would repeat the task's side effects for nothing.
 	ErrorCodeBadResult = "bad_result"
+	// ErrorCodeConcurrencyKeyInvalid: the job's concurrency key did not
+	// render for the run's params (a missing param, or longer than
+	// MaxConcurrencyKeyBytes); the task failed when the run was made,
+	// without running: it could not be held to its key's limit.
+	ErrorCodeConcurrencyKeyInvalid = "concurrency_key_invalid"
 )

@@ -32,8 +32,14 @@ type Job struct {
 	TargetLabels  map[string]string
 	RouteStrategy RouteStrategy
 	RouteKey      string
-	ShardCount    int
-	ShardParams   []string
+	// ConcurrencyKey, when set, is the template of the key under which at
+	// most ConcurrencyLimit of the job's tasks run at once (keys of the
+	// jobs of one ConcurrencyGroup share their limits); see ConcurrencyScope.
+	ConcurrencyKey   string
+	ConcurrencyLimit int
+	ConcurrencyGroup string
+	ShardCount       int
+	ShardParams      []string
 	// ShardRangeFrom and ShardRangeTo bound the ranges that shards without
 	// a parameter get: [0, 2^32) by default (FillDefaults).
 	ShardRangeFrom int64
@@ -123,4 +129,20 @@ type FailingJob struct {
 	Name, Group, Owner  string
 	Finished, Failed    int64 // runs that ended in the window, and failed ones
 	ConsecutiveFailures int64 // latest runs in a row that failed
+}
+
+// MaxConcurrencyKeyBytes caps a rendered concurrency key: it is stored on
+// every task and compared in every lease of its key.
+const MaxConcurrencyKeyBytes = 256
+
+// MaxConcurrencyLimit caps a job's concurrency limit (ax.job's check).
+const MaxConcurrencyLimit = 10000
+
+// ConcurrencyScope is where a job's concurrency keys count: its group's
+// (shared by the jobs of the group), else its own.
+func ConcurrencyScope(jobID uuid.UUID, group string) string {
+	if group != "" {
+		return "group:" + group
+	}
+	return "job:" + jobID.String()
 }

@@ -48,6 +48,15 @@ type NewTask struct {
 	RouteKey               string       // the job's template
 	TargetLabels           map[string]string
 	Params                 json.RawMessage
+	// ConcurrencyTemplate is the job's concurrency key template ("": none)
+	// with its limit and scope (ConcurrencyScope); the RouteFunc renders
+	// it into ConcurrencyKey, or says in ConcurrencyError why it could not
+	// (the task is then written failed).
+	ConcurrencyTemplate string
+	ConcurrencyLimit    int
+	ConcurrencyScope    string
+	ConcurrencyKey      string
+	ConcurrencyError    string
 }
 
 // TaskRoute is one routing decision; nil agent ids mean no preference.
@@ -59,7 +68,8 @@ type TaskRoute struct {
 
 // RouteFunc decides the preferred agents of new tasks before they are
 // written (ExecutionInsertMany): a route per routed task; a task without
-// one is unassigned, any matching agent may take it.
+// one is unassigned, any matching agent may take it. It also renders the
+// tasks' concurrency keys (NewTask.ConcurrencyKey).
 type RouteFunc func(ctx context.Context, tasks []*NewTask) ([]TaskRoute, error)
 
 // LeasedTask is a task handed to an agent, with what running it needs.
@@ -123,6 +133,10 @@ type LeaseCandidate struct {
 	PreferredAgentID *uuid.UUID
 	FallbackAgentID  *uuid.UUID // the runner-up of a keyed task
 	Steal            LeaseSteal
+	// ConcurrencyKey is the task's rendered concurrency key ("": none),
+	// held to ConcurrencyLimit among the tasks of ConcurrencyScope.
+	ConcurrencyKey, ConcurrencyScope string
+	ConcurrencyLimit                 int
 }
 
 // TaskRef names a leased task with its fencing token.
@@ -213,6 +227,15 @@ type Backlog struct {
 	Priority   int
 	Depth      int64
 	OldestWait time.Duration
+}
+
+// ConcurrencyWaiting is, for one concurrency scope (a group, or one job's
+// keys as job:<group>/<name>), the keys at their limit with ready tasks
+// waiting, and those tasks.
+type ConcurrencyWaiting struct {
+	Scope       string
+	KeysAtLimit int64
+	Waiting     int64
 }
 
 // HTTPTask is an agentless HTTP task leased by ax serve, with what its

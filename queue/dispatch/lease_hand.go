@@ -84,6 +84,8 @@ func LeaseMany(ctx context.Context, b db.TxBeginner, batch *LeaseBatch) ([][]*ax
 	_, err := db.WithBatchTxV(ctx, b, total, func(tx pgx.Tx) (struct{}, error) {
 		take := db.TaskLeaseTakeParams{Lease: batch.Lease, Now: batch.Now}
 		runs := map[uuid.UUID]bool{}
+		run := map[uuid.UUID]uuid.UUID{} // task → its execution, for the tasks handed out
+		var keyed []axtype.LeaseCandidate
 		h := newLeaseHand(batch)
 		if len(batch.Agents) > 1 {
 			if err := h.leaveOutInactive(ctx, tx); err != nil {
@@ -103,15 +105,30 @@ func LeaseMany(ctx context.Context, b db.TxBeginner, batch *LeaseBatch) ([][]*ax
 				if i := h.handTo(group, c); i >= 0 {
 					take.TaskIDs = append(take.TaskIDs, c.ID)
 					take.AgentIDs = append(take.AgentIDs, batch.Agents[i].ID)
-					if !runs[c.ExecutionID] {
-						runs[c.ExecutionID] = true
-						take.ExecutionIDs = append(take.ExecutionIDs, c.ExecutionID)
+					run[c.ID] = c.ExecutionID
+					if c.ConcurrencyKey != "" {
+						keyed = append(keyed, c)
 					}
 				}
 			}
 		}
+		if len(keyed) > 0 {
+			// Only what the keys still have room for, counted under their
+			// locks, is leased; the rest stays pending.
+			admitted, err := db.TaskConcurrencyAdmit(ctx, tx, keyed)
+			if err != nil {
+				return struct{}{}, err
+			}
+			take.TaskIDs, take.AgentIDs = keepAdmitted(take.TaskIDs, take.AgentIDs, keyed, admitted)
+		}
 		if len(take.TaskIDs) == 0 {
 			return struct{}{}, nil
+		}
+		for _, id := range take.TaskIDs {
+			if r := run[id]; !runs[r] {
+				runs[r] = true
+				take.ExecutionIDs = append(take.ExecutionIDs, r)
+			}
 		}
 		leased, err := db.TaskLeaseTake(ctx, tx, &take)
 		if err != nil {
@@ -266,4 +283,25 @@ func (h *leaseHand) withRoom(group []int, id uuid.UUID) int {
 		}
 	}
 	return -1
+}
+
+// keepAdmitted leaves out of the lease the keyed tasks not admitted (they
+// stay pending, for a later lease); the others are kept in order.
+func keepAdmitted(tasks, agents []uuid.UUID, keyed []axtype.LeaseCandidate, admitted map[uuid.UUID]bool) (keptTasks, keptAgents []uuid.UUID) {
+	out := make(map[uuid.UUID]bool, len(keyed))
+	for _, c := range keyed {
+		if !admitted[c.ID] {
+			out[c.ID] = true
+		}
+	}
+	if len(out) == 0 {
+		return tasks, agents
+	}
+	for i, id := range tasks {
+		if !out[id] {
+			keptTasks = append(keptTasks, id)
+			keptAgents = append(keptAgents, agents[i])
+		}
+	}
+	return keptTasks, keptAgents
 }

@@ -117,12 +117,14 @@ func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*axtype.N
 	return r.decide(ctx, agents, tasks, keys), nil
 }
 
-// RouteFunc is Route with e, for db.ExecutionInsertMany.
+// RouteFunc is Route with e, for db.ExecutionInsertMany; it renders the
+// tasks' concurrency keys first, also without a router (nil r).
 func (r *TaskRouter) RouteFunc(e db.Executor) axtype.RouteFunc {
-	if r == nil {
-		return nil
-	}
 	return func(ctx context.Context, tasks []*axtype.NewTask) ([]axtype.TaskRoute, error) {
+		renderConcurrencyKeys(tasks)
+		if r == nil {
+			return nil, nil
+		}
 		return r.Route(ctx, e, tasks)
 	}
 }

@@ -48,6 +48,11 @@ var safeBuiltins = map[string]bool{
 // in the fire's transaction.
 var RouteKey = &Kind{what: "route key", maxOutput: 4 << 10, timeout: 50 * time.Millisecond}
 
+// ConcurrencyKey bounds a concurrency key: rendered for every task a fire
+// makes, like a route key, and stored on the task, so at most 256 bytes
+// (axtype.MaxConcurrencyKeyBytes).
+var ConcurrencyKey = &Kind{what: "concurrency key", maxOutput: 256, timeout: 50 * time.Millisecond}
+
 // Body bounds an HTTP job's body template, rendered for every attempt of
 // every task: 2 MiB (a job's params are at most 256 KiB, and json escapes
 // at most 6 bytes for one) within a second. json is its only function

@@ -199,6 +199,7 @@ type StateCollector struct {
 	overdue, overdueLongest  *prometheus.Desc
 	setAside                 *prometheus.Desc
 	breakerOpen              *prometheus.Desc
+	keysAtLimit, keyWaiting  *prometheus.Desc
 }
 
 // failureWindow is the window of the failing-job metrics (and alerts).
@@ -233,13 +234,18 @@ func NewStateCollector(pool *pgxpool.Pool) *StateCollector {
 			"Jobs the trigger loop stopped firing because a fire of them failed, until they are updated (SELECT * FROM ax.set_aside_jobs).", nil, nil),
 		breakerOpen: prometheus.NewDesc("ax_callback_breaker_open",
 			"1 while the circuit breaker of a callback host holds deliveries (open or probing), else 0.", []string{"host"}, nil),
+		keysAtLimit: prometheus.NewDesc("ax_concurrency_keys_at_limit",
+			"Concurrency keys at their limit with ready tasks waiting, by scope (group:<name>, or job:<group>/<name> "+
+				"for a job's own keys); SELECT * FROM ax.tasks_without_agent names them.", []string{"scope"}, nil),
+		keyWaiting: prometheus.NewDesc("ax_concurrency_waiting_tasks",
+			"Ready tasks waiting because their concurrency key is at its limit, by scope.", []string{"scope"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.depth, c.oldestAge, c.agents, c.jobFailureRatio, c.jobRuns,
-		c.jobStreak, c.overdue, c.overdueLongest, c.setAside, c.breakerOpen} {
+		c.jobStreak, c.overdue, c.overdueLongest, c.setAside, c.breakerOpen, c.keysAtLimit, c.keyWaiting} {
 		ch <- d
 	}
 }
@@ -249,7 +255,7 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for _, collect := range []func(context.Context, chan<- prometheus.Metric) error{
-		c.collectBacklog, c.collectAgents, c.collectJobs, c.collectOverdue, c.collectBreakers,
+		c.collectBacklog, c.collectAgents, c.collectJobs, c.collectOverdue, c.collectBreakers, c.collectConcurrency,
 	} {
 		if err := collect(ctx, ch); err != nil {
 			ch <- prometheus.NewInvalidMetric(c.depth, err)
@@ -269,6 +275,20 @@ func (c *StateCollector) collectBacklog(ctx context.Context, ch chan<- prometheu
 		class, priority := cmp.Or(b.Class, "none"), strconv.Itoa(b.Priority)
 		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(b.Depth), class, priority)
 		ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, b.OldestWait.Seconds(), class, priority)
+	}
+	return nil
+}
+
+// collectConcurrency reports the concurrency keys holding tasks back; a
+// scope with none has no series (key scopes come and go with jobs).
+func (c *StateCollector) collectConcurrency(ctx context.Context, ch chan<- prometheus.Metric) error {
+	scopes, err := db.TaskConcurrencyWaiting(ctx, c.pool)
+	if err != nil {
+		return err
+	}
+	for _, s := range scopes {
+		ch <- prometheus.MustNewConstMetric(c.keysAtLimit, prometheus.GaugeValue, float64(s.KeysAtLimit), s.Scope)
+		ch <- prometheus.MustNewConstMetric(c.keyWaiting, prometheus.GaugeValue, float64(s.Waiting), s.Scope)
 	}
 	return nil
 }

@@ -36,7 +36,9 @@ SELECT ax.uuid_v7() AS id, e.id AS execution_id, e.job_id, o.shard_index, o.shar
        now()::timestamptz AS not_before,
        o.pinned, o.preferred_agent_id,
        coalesce(j.rate_limit_class, '')::text AS rate_class, j.agentless, j.route_strategy, j.route_key,
-       j.target_labels, e.params, j.name AS job_name, j.group_name, j.executor_kind::text AS executor_kind
+       j.target_labels, e.params, j.name AS job_name, j.group_name, j.executor_kind::text AS executor_kind,
+       j.concurrency_key AS concurrency_template, coalesce(j.concurrency_limit, 0)::integer AS concurrency_limit,
+       j.concurrency_group
 FROM ax.all_tasks o
 JOIN ax.execution e ON e.id = @execution_id
 JOIN ax.job j ON j.id = e.job_id

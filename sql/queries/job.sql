@@ -8,7 +8,8 @@ INSERT INTO ax.job (
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
     shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds,
-    callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude
+    callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude,
+    concurrency_key, concurrency_limit, concurrency_group
 ) VALUES (
     @id, @name, @group_name, @owner, @description,
     @trigger_kind, sqlc.narg('cron_expr'), @timezone, sqlc.narg('interval_seconds'), sqlc.narg('run_at'),
@@ -19,7 +20,8 @@ INSERT INTO ax.job (
     sqlc.narg('rate_limit_class'), sqlc.narg('callback_url'), @params, @degrade_action, @agentless, @timeout_mode,
     sqlc.narg('shard_generator'), sqlc.narg('shard_window_seconds'),
     sqlc.narg('history_retention_seconds'), sqlc.narg('history_failed_retention_seconds'),
-    @callback_ordered, sqlc.narg('active_from'), sqlc.narg('active_until'), @jitter_seconds, sqlc.narg('triggers'), @exclude::text[]
+    @callback_ordered, sqlc.narg('active_from'), sqlc.narg('active_until'), @jitter_seconds, sqlc.narg('triggers'), @exclude::text[],
+    @concurrency_key, sqlc.narg('concurrency_limit'), @concurrency_group
 )
 RETURNING *;
 
@@ -45,6 +47,8 @@ UPDATE ax.job SET
     active_from = sqlc.narg('active_from'), active_until = sqlc.narg('active_until'), jitter_seconds = @jitter_seconds,
     triggers = sqlc.narg('triggers'),
     exclude = @exclude::text[],
+    concurrency_key = @concurrency_key, concurrency_limit = sqlc.narg('concurrency_limit'),
+    concurrency_group = @concurrency_group,
     updated_at = now()
 WHERE id = @id
 RETURNING *;

@@ -23,6 +23,12 @@
 -- @taken are tasks an earlier pick of the same transaction holds: its
 -- locks do not make this one skip them.
 --
+-- Concurrency keys: tasks with a key are read apart (keyed_scan, keyed:
+-- their own partial index, so jobs without keys read nothing more), and
+-- only while their key runs fewer than its limit; keys take turns (see
+-- keyed). The limit is only read here, without a lock: TaskConcurrencyLock
+-- and TaskConcurrencyAdmit hold it across replicas before the lease.
+--
 -- steal: 0, only the preferred agent (or anyone when there is none) may
 -- take the task; 1, its runner-up (fallback_agent_id) too; 2, anyone.
 --
@@ -42,10 +48,11 @@
 -- name: TaskLeasePick :many
 WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 0 AS grp
+           t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.agentless AND t.id <> ALL(@taken::uuid[])
+    WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
@@ -69,10 +76,11 @@ WITH starved AS (
     FROM (SELECT unnest(@agent_ids::uuid[]) AS id, unnest(@maxes::integer[]) AS max) a
     CROSS JOIN LATERAL (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-               t.preferred_agent_id, t.fallback_agent_id, 1 AS grp
+               t.preferred_agent_id, t.fallback_agent_id, 1 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
           AND j.executor_kind::text = ANY(@executors::text[])
           AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
           AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
@@ -86,10 +94,11 @@ WITH starved AS (
 ), unassigned AS (
     -- Read only when the agents' own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 2 AS grp
+           t.preferred_agent_id, t.fallback_agent_id, 2 AS grp, 0::bigint AS fair,
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
+    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
@@ -107,10 +116,11 @@ WITH starved AS (
     -- max) that waited past the steal delay, oldest first; read only
     -- when own and unassigned tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 3 AS grp
+           t.preferred_agent_id, t.fallback_agent_id, 3 AS grp, 0::bigint AS fair,
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.id <> ALL(@taken::uuid[])
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
       AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
@@ -126,22 +136,74 @@ WITH starved AS (
     ORDER BY t.not_before
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
+), keyed_scan AS (
+    -- Keyed tasks (concurrency keys) apart, from their own index: those
+    -- of a key at its limit are stepped over, not counted against @max.
+    -- Whichever group a task would be in (routed here, unassigned, or
+    -- stealable by the same rules as above), it is read here. 32 more
+    -- than @max are read (and locked, so that concurrent leases take
+    -- others) so that keys can take turns among them.
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+           t.preferred_agent_id, t.fallback_agent_id,
+           CASE WHEN t.preferred_agent_id IS NULL THEN 2
+                WHEN t.preferred_agent_id = ANY(@agent_ids::uuid[]) THEN 1 ELSE 3 END AS grp,
+           t.concurrency_scope, t.concurrency_key, t.concurrency_limit,
+           (SELECT count(*) FROM ax.task k
+            WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+              AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) AS running
+    FROM ax.task t
+    JOIN ax.job j ON j.id = t.job_id
+    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND t.id <> ALL(@taken::uuid[])
+      AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
+      AND (SELECT count(*) FROM ax.task k
+           WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+             AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit
+      AND (t.preferred_agent_id = ANY(@agent_ids::uuid[]) OR j.target_labels <@ @agent_labels::jsonb)
+      AND j.executor_kind::text = ANY(@executors::text[])
+      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY(@agent_ids::uuid[])
+           OR (NOT t.pinned
+               AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
+                    OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
+          SELECT 1 FROM ax.rate_class c
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+    ORDER BY t.priority DESC, t.created_at
+    LIMIT sqlc.arg('max')::integer + 32
+    FOR UPDATE OF t SKIP LOCKED
+), keyed AS (
+    -- Fair between keys: each key's tasks up to its room, the keys with
+    -- the fewest running first (a key's 2nd task after every other key's
+    -- 1st). TaskConcurrencyAdmit checks the limit again under the key's
+    -- lock before the lease.
+    SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned,
+           s.preferred_agent_id, s.fallback_agent_id, s.grp, s.running + s.nth AS fair,
+           s.concurrency_scope, s.concurrency_key, s.concurrency_limit
+    FROM (SELECT *, row_number() OVER (PARTITION BY concurrency_scope, concurrency_key
+                                       ORDER BY priority DESC, created_at) AS nth
+          FROM keyed_scan) s
+    WHERE s.running + s.nth <= s.concurrency_limit
+    ORDER BY s.running + s.nth, s.priority DESC, s.created_at
+    LIMIT sqlc.arg('max')::integer
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
     SELECT DISTINCT ON (id) *
     FROM (SELECT * FROM starved UNION ALL SELECT * FROM own UNION ALL SELECT * FROM unassigned
-          UNION ALL SELECT * FROM stealable) c
+          UNION ALL SELECT * FROM stealable UNION ALL SELECT * FROM keyed) c
     ORDER BY id, grp
 ), firsts AS (
     SELECT *
     FROM candidates
-    ORDER BY grp, priority DESC, created_at
+    ORDER BY grp, fair, priority DESC, created_at
     LIMIT sqlc.arg('max')::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
     SELECT f.*
     FROM (SELECT *,
-                 row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
+                 row_number() OVER (PARTITION BY rate_class ORDER BY grp, fair, priority DESC, created_at) AS rank
           FROM firsts) f
     LEFT JOIN (SELECT unnest(@classes::text[]) AS name, unnest(@caps::integer[]) AS cap) g
            ON g.name = f.rate_class
@@ -149,13 +211,15 @@ WITH starved AS (
 )
 SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
        preferred_agent_id, fallback_agent_id,
+       coalesce(concurrency_scope, '')::text AS concurrency_scope, coalesce(concurrency_key, '')::text AS concurrency_key,
+       concurrency_limit::integer AS concurrency_limit,
        (CASE WHEN preferred_agent_id IS NULL THEN 2
              WHEN pinned OR not_before > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision) THEN 0
              WHEN fallback_agent_id IS NOT NULL
                   AND not_before > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision) THEN 1
              ELSE 2 END)::integer AS steal
 FROM picked
-ORDER BY grp, priority DESC, created_at;
+ORDER BY grp, fair, priority DESC, created_at;
 
 -- TaskLeaseTake leases the tasks TaskLeasePick locked (@task_ids, of runs
 -- @execution_ids) to the agents the caller handed them to (@agent_ids,
@@ -228,6 +292,57 @@ SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_par
 FROM leased l
 JOIN ax.job j ON j.id = l.job_id
 JOIN runs r ON r.id = l.execution_id;
+
+-- TaskConcurrencyLock takes the transaction's advisory locks of the
+-- concurrency keys it is about to lease (@hashes: one per key, sorted by
+-- the caller so that two leases never wait on each other crosswise), in
+-- the lock class @lock_class. Held until the lease commits: a lease of
+-- another replica for the same key waits, then counts this one's tasks.
+-- name: TaskConcurrencyLock :exec
+SELECT count(pg_advisory_xact_lock(@lock_class::integer, h)) FROM unnest(@hashes::integer[]) h;
+
+-- TaskConcurrencyAdmit returns those of the picked keyed tasks (@ids, in
+-- hand-out order, with their key's scope, key and limit) that their keys
+-- have room for: the tasks of a key leased or running now, counted in
+-- this statement (so after TaskConcurrencyLock: the snapshot includes
+-- every lease of the key that committed before), plus those ahead of it
+-- in @ids, stay within the limit. The fence of concurrency keys.
+-- name: TaskConcurrencyAdmit :many
+SELECT x.id::uuid AS id
+FROM (SELECT u.id, u.scope, u.key, u.lim,
+             row_number() OVER (PARTITION BY u.scope, u.key ORDER BY u.n) AS nth
+      FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@scopes::text[]) AS scope, unnest(@keys::text[]) AS key,
+                   unnest(@limits::integer[]) AS lim, generate_series(1, cardinality(@ids::uuid[])) AS n) u) x
+WHERE x.nth + (SELECT count(*) FROM ax.task r
+               WHERE r.concurrency_scope = x.scope AND r.concurrency_key = x.key
+                 AND r.concurrency_key IS NOT NULL AND r.state IN ('leased', 'running')) <= x.lim;
+
+-- TaskConcurrencyWaiting counts, per concurrency scope (a group, or a
+-- job shown as job:<group>/<name>), the keys at their limit that have
+-- ready tasks waiting, and those tasks (a metrics query: both indexes of
+-- keyed tasks, nothing of the others).
+-- name: TaskConcurrencyWaiting :many
+WITH running AS (
+    SELECT concurrency_scope, concurrency_key, count(*) AS n
+    FROM ax.task
+    WHERE concurrency_key IS NOT NULL AND state IN ('leased', 'running')
+    GROUP BY concurrency_scope, concurrency_key
+), waiting AS (
+    SELECT concurrency_scope, concurrency_key, count(*) AS n, min(concurrency_limit) AS lim
+    FROM ax.task
+    WHERE concurrency_key IS NOT NULL AND state = 'pending' AND NOT agentless AND not_before <= now()
+    GROUP BY concurrency_scope, concurrency_key
+)
+SELECT (CASE WHEN w.concurrency_scope LIKE 'job:%'
+             THEN 'job:' || coalesce((SELECT j.group_name || '/' || j.name FROM ax.job j
+                                      WHERE j.id::text = substr(w.concurrency_scope, 5)), substr(w.concurrency_scope, 5))
+             ELSE w.concurrency_scope END)::text AS scope,
+       count(*)::bigint AS keys_at_limit, sum(w.n)::bigint AS waiting
+FROM waiting w
+JOIN running r ON r.concurrency_scope = w.concurrency_scope AND r.concurrency_key = w.concurrency_key
+WHERE r.n >= w.lim
+GROUP BY 1
+ORDER BY 1;
 
 -- TaskRenew extends the leases the agent still holds (matching token) and
 -- marks them running; the ids it does not return are lost to the agent.
@@ -650,6 +765,12 @@ SELECT a.id, a.state::text AS state, a.ready,
              AND j.executor_kind::text = ANY(a.executors)
              AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
              AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
+             -- A task whose key is at its limit is not leasable until one
+             -- of the key's ends (TaskComplete and the reaper NOTIFY then).
+             AND (t.concurrency_key IS NULL
+                  OR (SELECT count(*) FROM ax.task k
+                      WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+                        AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit)
              AND (t.rate_class IS NULL
                   OR (c.name IS NOT NULL
                       AND t.priority >= coalesce(c.manual_min_priority,
@@ -697,7 +818,8 @@ WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params, e.cause, j.jitter_seconds,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
-           j.executor_kind, j.agentless, j.timeout_mode
+           j.executor_kind, j.agentless, j.timeout_mode,
+           j.concurrency_key, j.concurrency_limit, j.concurrency_group
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY(@execution_ids::uuid[])
@@ -787,7 +909,8 @@ WITH execs AS (
                                            ELSE interval '0' END, now()) AS not_before,
            s.agent_id AS pinned_agent_id, coalesce(x.rate_limit_class, '') AS rate_class, x.agentless,
            x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
-           x.executor_kind::text AS executor_kind
+           x.executor_kind::text AS executor_kind,
+           x.concurrency_key, x.concurrency_limit, x.concurrency_group
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
     LEFT JOIN generated g ON g.execution_id = s.execution_id
@@ -808,20 +931,33 @@ WITH execs AS (
 SELECT p.id, p.execution_id, p.job_id, p.shard_index::integer AS shard_index, p.shard_total,
        p.shard_param::text AS shard_param, p.priority, p.max_attempts, p.timeout_seconds::integer AS timeout_seconds,
        p.not_before::timestamptz AS not_before, p.pinned_agent_id, p.rate_class::text AS rate_class,
-       p.agentless, p.route_strategy, p.route_key, p.target_labels, p.params, p.job_name, p.group_name, p.executor_kind
+       p.agentless, p.route_strategy, p.route_key, p.target_labels, p.params, p.job_name, p.group_name, p.executor_kind,
+       p.concurrency_key AS concurrency_template, coalesce(p.concurrency_limit, 0)::integer AS concurrency_limit,
+       p.concurrency_group
 FROM planned p
 ORDER BY p.execution_id, p.shard_index;
 
 -- TaskInsertPlanned writes the tasks TaskPlanForExecutions planned, with
 -- their routes (the nil UUID: no preference; a pinned task's agent is its
--- preferred one).
+-- preferred one) and their rendered concurrency keys ('' scope: none). A
+-- task whose key did not render (@key_errors not '') is written failed
+-- with error code concurrency_key_invalid: it could not be held to its
+-- limit, and a fire must not stop for one run's params.
 -- name: TaskInsertPlanned :exec
 INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
                      timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
-                     rate_class, agentless)
+                     rate_class, agentless, concurrency_scope, concurrency_key, concurrency_limit,
+                     state, error, error_code, finished_at)
 SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
        timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
-       nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless
+       nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless,
+       CASE WHEN key_error = '' THEN nullif(scope, '') END,
+       CASE WHEN key_error = '' AND scope <> '' THEN key END,
+       CASE WHEN key_error = '' AND scope <> '' THEN key_limit END,
+       CASE WHEN key_error = '' THEN 'pending' ELSE 'failed' END::ax.task_state,
+       nullif(key_error, ''),
+       CASE WHEN key_error <> '' THEN 'concurrency_key_invalid' END,
+       CASE WHEN key_error <> '' THEN now() END
 FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@execution_ids::uuid[]) AS execution_id,
              unnest(@job_ids::uuid[]) AS job_id,
@@ -837,7 +973,11 @@ FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@route_keys::text[]) AS route_key,
              unnest(@pinned::boolean[]) AS pinned,
              unnest(@rate_classes::text[]) AS rate_class,
-             unnest(@agentless::boolean[]) AS agentless) t;
+             unnest(@agentless::boolean[]) AS agentless,
+             unnest(@concurrency_scopes::text[]) AS scope,
+             unnest(@concurrency_keys::text[]) AS key,
+             unnest(@concurrency_limits::integer[]) AS key_limit,
+             unnest(@key_errors::text[]) AS key_error) t;
 
 -- name: TaskListByExecution :many
 SELECT * FROM ax.all_tasks WHERE execution_id = @execution_id ORDER BY shard_index;

@@ -215,7 +215,9 @@ SELECT ax.uuid_v7() AS id, e.id AS execution_id, e.job_id, o.shard_index, o.shar
        now()::timestamptz AS not_before,
        o.pinned, o.preferred_agent_id,
        coalesce(j.rate_limit_class, '')::text AS rate_class, j.agentless, j.route_strategy, j.route_key,
-       j.target_labels, e.params, j.name AS job_name, j.group_name, j.executor_kind::text AS executor_kind
+       j.target_labels, e.params, j.name AS job_name, j.group_name, j.executor_kind::text AS executor_kind,
+       j.concurrency_key AS concurrency_template, coalesce(j.concurrency_limit, 0)::integer AS concurrency_limit,
+       j.concurrency_group
 FROM ax.all_tasks o
 JOIN ax.execution e ON e.id = $1
 JOIN ax.job j ON j.id = e.job_id
@@ -231,27 +233,30 @@ type TaskPlanForRerunParams struct {
 }
 
 type TaskPlanForRerunRow struct {
-	ID               uuid.UUID
-	ExecutionID      uuid.UUID
-	JobID            uuid.UUID
-	ShardIndex       int32
-	ShardTotal       int32
-	ShardParam       string
-	Priority         int32
-	MaxAttempts      int32
-	TimeoutSeconds   int32
-	NotBefore        time.Time
-	Pinned           bool
-	PreferredAgentID *uuid.UUID
-	RateClass        string
-	Agentless        bool
-	RouteStrategy    AxRouteStrategy
-	RouteKey         string
-	TargetLabels     []byte
-	Params           []byte
-	JobName          string
-	GroupName        string
-	ExecutorKind     string
+	ID                  uuid.UUID
+	ExecutionID         uuid.UUID
+	JobID               uuid.UUID
+	ShardIndex          int32
+	ShardTotal          int32
+	ShardParam          string
+	Priority            int32
+	MaxAttempts         int32
+	TimeoutSeconds      int32
+	NotBefore           time.Time
+	Pinned              bool
+	PreferredAgentID    *uuid.UUID
+	RateClass           string
+	Agentless           bool
+	RouteStrategy       AxRouteStrategy
+	RouteKey            string
+	TargetLabels        []byte
+	Params              []byte
+	JobName             string
+	GroupName           string
+	ExecutorKind        string
+	ConcurrencyTemplate string
+	ConcurrencyLimit    int32
+	ConcurrencyGroup    string
 }
 
 // TaskPlanForRerun plans the tasks of re-run @execution_id from the
@@ -291,6 +296,9 @@ func (q *Queries) TaskPlanForRerun(ctx context.Context, db DBTX, arg TaskPlanFor
 			&i.JobName,
 			&i.GroupName,
 			&i.ExecutorKind,
+			&i.ConcurrencyTemplate,
+			&i.ConcurrencyLimit,
+			&i.ConcurrencyGroup,
 		); err != nil {
 			return nil, err
 		}

@@ -88,7 +88,7 @@ func (q *Queries) JobExisting(ctx context.Context, db DBTX, ids []uuid.UUID) ([]
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -159,6 +159,9 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.JitterSeconds,
 		&i.AxJob.Triggers,
 		&i.AxJob.Exclude,
+		&i.AxJob.ConcurrencyKey,
+		&i.AxJob.ConcurrencyLimit,
+		&i.AxJob.ConcurrencyGroup,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -179,7 +182,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -256,6 +259,9 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.JitterSeconds,
 		&i.AxJob.Triggers,
 		&i.AxJob.Exclude,
+		&i.AxJob.ConcurrencyKey,
+		&i.AxJob.ConcurrencyLimit,
+		&i.AxJob.ConcurrencyGroup,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -298,7 +304,8 @@ INSERT INTO ax.job (
     concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires,
     rate_limit_class, callback_url, params, degrade_action, agentless, timeout_mode,
     shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds,
-    callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude
+    callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude,
+    concurrency_key, concurrency_limit, concurrency_group
 ) VALUES (
     $1, $2, $3, $4, $5,
     $6, $7, $8, $9, $10,
@@ -309,9 +316,10 @@ INSERT INTO ax.job (
     $29, $30, $31, $32, $33, $34,
     $35, $36,
     $37, $38,
-    $39, $40, $41, $42, $43, $44::text[]
+    $39, $40, $41, $42, $43, $44::text[],
+    $45, $46, $47
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group
 `
 
 type JobInsertParams struct {
@@ -359,6 +367,9 @@ type JobInsertParams struct {
 	JitterSeconds                 int32
 	Triggers                      []byte
 	Exclude                       []string
+	ConcurrencyKey                string
+	ConcurrencyLimit              *int32
+	ConcurrencyGroup              string
 }
 
 func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (AxJob, error) {
@@ -407,6 +418,9 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		arg.JitterSeconds,
 		arg.Triggers,
 		arg.Exclude,
+		arg.ConcurrencyKey,
+		arg.ConcurrencyLimit,
+		arg.ConcurrencyGroup,
 	)
 	var i AxJob
 	err := row.Scan(
@@ -459,12 +473,15 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.JitterSeconds,
 		&i.Triggers,
 		&i.Exclude,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
+		&i.ConcurrencyGroup,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -569,6 +586,9 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.JitterSeconds,
 			&i.AxJob.Triggers,
 			&i.AxJob.Exclude,
+			&i.AxJob.ConcurrencyKey,
+			&i.AxJob.ConcurrencyLimit,
+			&i.AxJob.ConcurrencyGroup,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -654,7 +674,7 @@ func (q *Queries) JobListFailing(ctx context.Context, db DBTX, windowSeconds flo
 }
 
 const jobListForDeclaration = `-- name: JobListForDeclaration :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -743,6 +763,9 @@ func (q *Queries) JobListForDeclaration(ctx context.Context, db DBTX, arg JobLis
 			&i.AxJob.JitterSeconds,
 			&i.AxJob.Triggers,
 			&i.AxJob.Exclude,
+			&i.AxJob.ConcurrencyKey,
+			&i.AxJob.ConcurrencyLimit,
+			&i.AxJob.ConcurrencyGroup,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -844,9 +867,11 @@ UPDATE ax.job SET
     active_from = $39, active_until = $40, jitter_seconds = $41,
     triggers = $42,
     exclude = $43::text[],
+    concurrency_key = $44, concurrency_limit = $45,
+    concurrency_group = $46,
     updated_at = now()
-WHERE id = $44
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude
+WHERE id = $47
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group
 `
 
 type JobUpdateParams struct {
@@ -893,6 +918,9 @@ type JobUpdateParams struct {
 	JitterSeconds                 int32
 	Triggers                      []byte
 	Exclude                       []string
+	ConcurrencyKey                string
+	ConcurrencyLimit              *int32
+	ConcurrencyGroup              string
 	ID                            uuid.UUID
 }
 
@@ -941,6 +969,9 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		arg.JitterSeconds,
 		arg.Triggers,
 		arg.Exclude,
+		arg.ConcurrencyKey,
+		arg.ConcurrencyLimit,
+		arg.ConcurrencyGroup,
 		arg.ID,
 	)
 	var i AxJob
@@ -994,6 +1025,9 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.JitterSeconds,
 		&i.Triggers,
 		&i.Exclude,
+		&i.ConcurrencyKey,
+		&i.ConcurrencyLimit,
+		&i.ConcurrencyGroup,
 	)
 	return i, err
 }

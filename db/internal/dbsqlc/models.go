@@ -1515,6 +1515,9 @@ type AxJob struct {
 	JitterSeconds                 int32
 	Triggers                      []byte
 	Exclude                       []string
+	ConcurrencyKey                string
+	ConcurrencyLimit              *int32
+	ConcurrencyGroup              string
 }
 
 type AxJobCalendar struct {
@@ -1644,6 +1647,9 @@ type AxTask struct {
 	LogBytes          int64
 	LostLeases        int32
 	ErrorCode         *string
+	ConcurrencyScope  *string
+	ConcurrencyKey    *string
+	ConcurrencyLimit  *int32
 }
 
 type AxTaskEvent struct {
@@ -1698,6 +1704,9 @@ type AxTaskHistory struct {
 	LostLeases        int32
 	ErrorCode         *string
 	RetainUntil       time.Time
+	ConcurrencyScope  *string
+	ConcurrencyKey    *string
+	ConcurrencyLimit  *int32
 }
 
 type AxTaskResult struct {

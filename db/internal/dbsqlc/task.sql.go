@@ -360,6 +360,128 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 	return items, nil
 }
 
+const taskConcurrencyAdmit = `-- name: TaskConcurrencyAdmit :many
+SELECT x.id::uuid AS id
+FROM (SELECT u.id, u.scope, u.key, u.lim,
+             row_number() OVER (PARTITION BY u.scope, u.key ORDER BY u.n) AS nth
+      FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS scope, unnest($3::text[]) AS key,
+                   unnest($4::integer[]) AS lim, generate_series(1, cardinality($1::uuid[])) AS n) u) x
+WHERE x.nth + (SELECT count(*) FROM ax.task r
+               WHERE r.concurrency_scope = x.scope AND r.concurrency_key = x.key
+                 AND r.concurrency_key IS NOT NULL AND r.state IN ('leased', 'running')) <= x.lim
+`
+
+type TaskConcurrencyAdmitParams struct {
+	Ids    []uuid.UUID
+	Scopes []string
+	Keys   []string
+	Limits []int32
+}
+
+// TaskConcurrencyAdmit returns those of the picked keyed tasks (@ids, in
+// hand-out order, with their key's scope, key and limit) that their keys
+// have room for: the tasks of a key leased or running now, counted in
+// this statement (so after TaskConcurrencyLock: the snapshot includes
+// every lease of the key that committed before), plus those ahead of it
+// in @ids, stay within the limit. The fence of concurrency keys.
+func (q *Queries) TaskConcurrencyAdmit(ctx context.Context, db DBTX, arg TaskConcurrencyAdmitParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, taskConcurrencyAdmit,
+		arg.Ids,
+		arg.Scopes,
+		arg.Keys,
+		arg.Limits,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const taskConcurrencyLock = `-- name: TaskConcurrencyLock :exec
+SELECT count(pg_advisory_xact_lock($1::integer, h)) FROM unnest($2::integer[]) h
+`
+
+type TaskConcurrencyLockParams struct {
+	LockClass int32
+	Hashes    []int32
+}
+
+// TaskConcurrencyLock takes the transaction's advisory locks of the
+// concurrency keys it is about to lease (@hashes: one per key, sorted by
+// the caller so that two leases never wait on each other crosswise), in
+// the lock class @lock_class. Held until the lease commits: a lease of
+// another replica for the same key waits, then counts this one's tasks.
+func (q *Queries) TaskConcurrencyLock(ctx context.Context, db DBTX, arg TaskConcurrencyLockParams) error {
+	_, err := db.Exec(ctx, taskConcurrencyLock, arg.LockClass, arg.Hashes)
+	return err
+}
+
+const taskConcurrencyWaiting = `-- name: TaskConcurrencyWaiting :many
+WITH running AS (
+    SELECT concurrency_scope, concurrency_key, count(*) AS n
+    FROM ax.task
+    WHERE concurrency_key IS NOT NULL AND state IN ('leased', 'running')
+    GROUP BY concurrency_scope, concurrency_key
+), waiting AS (
+    SELECT concurrency_scope, concurrency_key, count(*) AS n, min(concurrency_limit) AS lim
+    FROM ax.task
+    WHERE concurrency_key IS NOT NULL AND state = 'pending' AND NOT agentless AND not_before <= now()
+    GROUP BY concurrency_scope, concurrency_key
+)
+SELECT (CASE WHEN w.concurrency_scope LIKE 'job:%'
+             THEN 'job:' || coalesce((SELECT j.group_name || '/' || j.name FROM ax.job j
+                                      WHERE j.id::text = substr(w.concurrency_scope, 5)), substr(w.concurrency_scope, 5))
+             ELSE w.concurrency_scope END)::text AS scope,
+       count(*)::bigint AS keys_at_limit, sum(w.n)::bigint AS waiting
+FROM waiting w
+JOIN running r ON r.concurrency_scope = w.concurrency_scope AND r.concurrency_key = w.concurrency_key
+WHERE r.n >= w.lim
+GROUP BY 1
+ORDER BY 1
+`
+
+type TaskConcurrencyWaitingRow struct {
+	Scope       string
+	KeysAtLimit int64
+	Waiting     int64
+}
+
+// TaskConcurrencyWaiting counts, per concurrency scope (a group, or a
+// job shown as job:<group>/<name>), the keys at their limit that have
+// ready tasks waiting, and those tasks (a metrics query: both indexes of
+// keyed tasks, nothing of the others).
+func (q *Queries) TaskConcurrencyWaiting(ctx context.Context, db DBTX) ([]TaskConcurrencyWaitingRow, error) {
+	rows, err := db.Query(ctx, taskConcurrencyWaiting)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskConcurrencyWaitingRow
+	for rows.Next() {
+		var i TaskConcurrencyWaitingRow
+		if err := rows.Scan(&i.Scope, &i.KeysAtLimit, &i.Waiting); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskCountBacklog = `-- name: TaskCountBacklog :many
 SELECT coalesce(rate_class, '')::text AS class, priority,
        count(*)::bigint AS depth,
@@ -511,10 +633,18 @@ func (q *Queries) TaskGetStatus(ctx context.Context, db DBTX, id uuid.UUID) (Tas
 const taskInsertPlanned = `-- name: TaskInsertPlanned :exec
 INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
                      timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
-                     rate_class, agentless)
+                     rate_class, agentless, concurrency_scope, concurrency_key, concurrency_limit,
+                     state, error, error_code, finished_at)
 SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
        timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
-       nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless
+       nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless,
+       CASE WHEN key_error = '' THEN nullif(scope, '') END,
+       CASE WHEN key_error = '' AND scope <> '' THEN key END,
+       CASE WHEN key_error = '' AND scope <> '' THEN key_limit END,
+       CASE WHEN key_error = '' THEN 'pending' ELSE 'failed' END::ax.task_state,
+       nullif(key_error, ''),
+       CASE WHEN key_error <> '' THEN 'concurrency_key_invalid' END,
+       CASE WHEN key_error <> '' THEN now() END
 FROM (SELECT unnest($1::uuid[]) AS id,
              unnest($2::uuid[]) AS execution_id,
              unnest($3::uuid[]) AS job_id,
@@ -530,31 +660,42 @@ FROM (SELECT unnest($1::uuid[]) AS id,
              unnest($13::text[]) AS route_key,
              unnest($14::boolean[]) AS pinned,
              unnest($15::text[]) AS rate_class,
-             unnest($16::boolean[]) AS agentless) t
+             unnest($16::boolean[]) AS agentless,
+             unnest($17::text[]) AS scope,
+             unnest($18::text[]) AS key,
+             unnest($19::integer[]) AS key_limit,
+             unnest($20::text[]) AS key_error) t
 `
 
 type TaskInsertPlannedParams struct {
-	Ids            []uuid.UUID
-	ExecutionIds   []uuid.UUID
-	JobIds         []uuid.UUID
-	ShardIndexes   []int32
-	ShardTotals    []int32
-	ShardParams    []string
-	Priorities     []int32
-	MaxAttempts    []int32
-	TimeoutSeconds []int32
-	NotBefores     []time.Time
-	Preferred      []uuid.UUID
-	Fallback       []uuid.UUID
-	RouteKeys      []string
-	Pinned         []bool
-	RateClasses    []string
-	Agentless      []bool
+	Ids               []uuid.UUID
+	ExecutionIds      []uuid.UUID
+	JobIds            []uuid.UUID
+	ShardIndexes      []int32
+	ShardTotals       []int32
+	ShardParams       []string
+	Priorities        []int32
+	MaxAttempts       []int32
+	TimeoutSeconds    []int32
+	NotBefores        []time.Time
+	Preferred         []uuid.UUID
+	Fallback          []uuid.UUID
+	RouteKeys         []string
+	Pinned            []bool
+	RateClasses       []string
+	Agentless         []bool
+	ConcurrencyScopes []string
+	ConcurrencyKeys   []string
+	ConcurrencyLimits []int32
+	KeyErrors         []string
 }
 
 // TaskInsertPlanned writes the tasks TaskPlanForExecutions planned, with
 // their routes (the nil UUID: no preference; a pinned task's agent is its
-// preferred one).
+// preferred one) and their rendered concurrency keys (” scope: none). A
+// task whose key did not render (@key_errors not ”) is written failed
+// with error code concurrency_key_invalid: it could not be held to its
+// limit, and a fire must not stop for one run's params.
 func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsertPlannedParams) error {
 	_, err := db.Exec(ctx, taskInsertPlanned,
 		arg.Ids,
@@ -573,6 +714,10 @@ func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsert
 		arg.Pinned,
 		arg.RateClasses,
 		arg.Agentless,
+		arg.ConcurrencyScopes,
+		arg.ConcurrencyKeys,
+		arg.ConcurrencyLimits,
+		arg.KeyErrors,
 	)
 	return err
 }
@@ -696,10 +841,11 @@ func (q *Queries) TaskLeaseAgentless(ctx context.Context, db DBTX, arg TaskLease
 const taskLeasePick = `-- name: TaskLeasePick :many
 WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 0 AS grp
+           t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.agentless AND t.id <> ALL($4::uuid[])
+    WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[])
       AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $5::double precision)
       AND j.target_labels <@ $6::jsonb
       AND j.executor_kind::text = ANY($7::text[])
@@ -719,14 +865,15 @@ WITH starved AS (
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     -- Each agent's routed tasks, up to its own max.
-    SELECT o.id, o.execution_id, o.rate_class, o.priority, o.created_at, o.not_before, o.pinned, o.preferred_agent_id, o.fallback_agent_id, o.grp
+    SELECT o.id, o.execution_id, o.rate_class, o.priority, o.created_at, o.not_before, o.pinned, o.preferred_agent_id, o.fallback_agent_id, o.grp, o.fair, o.concurrency_scope, o.concurrency_key, o.concurrency_limit
     FROM (SELECT unnest($9::uuid[]) AS id, unnest($12::integer[]) AS max) a
     CROSS JOIN LATERAL (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-               t.preferred_agent_id, t.fallback_agent_id, 1 AS grp
+               t.preferred_agent_id, t.fallback_agent_id, 1 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
           AND j.executor_kind::text = ANY($7::text[])
           AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb)
           AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
@@ -740,10 +887,11 @@ WITH starved AS (
 ), unassigned AS (
     -- Read only when the agents' own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 2 AS grp
+           t.preferred_agent_id, t.fallback_agent_id, 2 AS grp, 0::bigint AS fair,
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
+    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
       AND (SELECT count(*) FROM own) < $11::integer
       AND j.target_labels <@ $6::jsonb
       AND j.executor_kind::text = ANY($7::text[])
@@ -761,10 +909,11 @@ WITH starved AS (
     -- max) that waited past the steal delay, oldest first; read only
     -- when own and unassigned tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 3 AS grp
+           t.preferred_agent_id, t.fallback_agent_id, 3 AS grp, 0::bigint AS fair,
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.id <> ALL($4::uuid[])
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[])
       AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
       AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $11::integer
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
@@ -780,22 +929,74 @@ WITH starved AS (
     ORDER BY t.not_before
     LIMIT $11::integer
     FOR UPDATE OF t SKIP LOCKED
+), keyed_scan AS (
+    -- Keyed tasks (concurrency keys) apart, from their own index: those
+    -- of a key at its limit are stepped over, not counted against @max.
+    -- Whichever group a task would be in (routed here, unassigned, or
+    -- stealable by the same rules as above), it is read here. 32 more
+    -- than @max are read (and locked, so that concurrent leases take
+    -- others) so that keys can take turns among them.
+    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+           t.preferred_agent_id, t.fallback_agent_id,
+           CASE WHEN t.preferred_agent_id IS NULL THEN 2
+                WHEN t.preferred_agent_id = ANY($9::uuid[]) THEN 1 ELSE 3 END AS grp,
+           t.concurrency_scope, t.concurrency_key, t.concurrency_limit,
+           (SELECT count(*) FROM ax.task k
+            WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+              AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) AS running
+    FROM ax.task t
+    JOIN ax.job j ON j.id = t.job_id
+    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND t.id <> ALL($4::uuid[])
+      AND t.not_before <= coalesce($1::timestamptz, now())
+      AND (SELECT count(*) FROM ax.task k
+           WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+             AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit
+      AND (t.preferred_agent_id = ANY($9::uuid[]) OR j.target_labels <@ $6::jsonb)
+      AND j.executor_kind::text = ANY($7::text[])
+      AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb)
+      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
+           OR (NOT t.pinned
+               AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
+               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
+                    OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
+      AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+          SELECT 1 FROM ax.rate_class c
+          WHERE c.name = t.rate_class
+            AND t.priority < coalesce(c.manual_min_priority,
+                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+    ORDER BY t.priority DESC, t.created_at
+    LIMIT $11::integer + 32
+    FOR UPDATE OF t SKIP LOCKED
+), keyed AS (
+    -- Fair between keys: each key's tasks up to its room, the keys with
+    -- the fewest running first (a key's 2nd task after every other key's
+    -- 1st). TaskConcurrencyAdmit checks the limit again under the key's
+    -- lock before the lease.
+    SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned,
+           s.preferred_agent_id, s.fallback_agent_id, s.grp, s.running + s.nth AS fair,
+           s.concurrency_scope, s.concurrency_key, s.concurrency_limit
+    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, concurrency_scope, concurrency_key, concurrency_limit, running, row_number() OVER (PARTITION BY concurrency_scope, concurrency_key
+                                       ORDER BY priority DESC, created_at) AS nth
+          FROM keyed_scan) s
+    WHERE s.running + s.nth <= s.concurrency_limit
+    ORDER BY s.running + s.nth, s.priority DESC, s.created_at
+    LIMIT $11::integer
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
-    SELECT DISTINCT ON (id) id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp
-    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp FROM starved UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp FROM own UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp FROM unassigned
-          UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp FROM stealable) c
+    SELECT DISTINCT ON (id) id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit
+    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM starved UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM own UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM unassigned
+          UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM stealable UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM keyed) c
     ORDER BY id, grp
 ), firsts AS (
-    SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp
+    SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit
     FROM candidates
-    ORDER BY grp, priority DESC, created_at
+    ORDER BY grp, fair, priority DESC, created_at
     LIMIT $11::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
-    SELECT f.id, f.execution_id, f.rate_class, f.priority, f.created_at, f.not_before, f.pinned, f.preferred_agent_id, f.fallback_agent_id, f.grp, f.rank
-    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp,
-                 row_number() OVER (PARTITION BY rate_class ORDER BY grp, priority DESC, created_at) AS rank
+    SELECT f.id, f.execution_id, f.rate_class, f.priority, f.created_at, f.not_before, f.pinned, f.preferred_agent_id, f.fallback_agent_id, f.grp, f.fair, f.concurrency_scope, f.concurrency_key, f.concurrency_limit, f.rank
+    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit,
+                 row_number() OVER (PARTITION BY rate_class ORDER BY grp, fair, priority DESC, created_at) AS rank
           FROM firsts) f
     LEFT JOIN (SELECT unnest($10::text[]) AS name, unnest($13::integer[]) AS cap) g
            ON g.name = f.rate_class
@@ -803,13 +1004,15 @@ WITH starved AS (
 )
 SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
        preferred_agent_id, fallback_agent_id,
+       coalesce(concurrency_scope, '')::text AS concurrency_scope, coalesce(concurrency_key, '')::text AS concurrency_key,
+       concurrency_limit::integer AS concurrency_limit,
        (CASE WHEN preferred_agent_id IS NULL THEN 2
              WHEN pinned OR not_before > coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision) THEN 0
              WHEN fallback_agent_id IS NOT NULL
                   AND not_before > coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision) THEN 1
              ELSE 2 END)::integer AS steal
 FROM picked
-ORDER BY grp, priority DESC, created_at
+ORDER BY grp, fair, priority DESC, created_at
 `
 
 type TaskLeasePickParams struct {
@@ -834,6 +1037,9 @@ type TaskLeasePickRow struct {
 	RateClass        string
 	PreferredAgentID *uuid.UUID
 	FallbackAgentID  *uuid.UUID
+	ConcurrencyScope string
+	ConcurrencyKey   string
+	ConcurrencyLimit int32
 	Steal            int32
 }
 
@@ -861,6 +1067,12 @@ type TaskLeasePickRow struct {
 //
 // @taken are tasks an earlier pick of the same transaction holds: its
 // locks do not make this one skip them.
+//
+// Concurrency keys: tasks with a key are read apart (keyed_scan, keyed:
+// their own partial index, so jobs without keys read nothing more), and
+// only while their key runs fewer than its limit; keys take turns (see
+// keyed). The limit is only read here, without a lock: TaskConcurrencyLock
+// and TaskConcurrencyAdmit hold it across replicas before the lease.
 //
 // steal: 0, only the preferred agent (or anyone when there is none) may
 // take the task; 1, its runner-up (fallback_agent_id) too; 2, anyone.
@@ -907,6 +1119,9 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 			&i.RateClass,
 			&i.PreferredAgentID,
 			&i.FallbackAgentID,
+			&i.ConcurrencyScope,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
 			&i.Steal,
 		); err != nil {
 			return nil, err
@@ -1252,6 +1467,12 @@ SELECT a.id, a.state::text AS state, a.ready,
              AND j.executor_kind::text = ANY(a.executors)
              AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
              AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
+             -- A task whose key is at its limit is not leasable until one
+             -- of the key's ends (TaskComplete and the reaper NOTIFY then).
+             AND (t.concurrency_key IS NULL
+                  OR (SELECT count(*) FROM ax.task k
+                      WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+                        AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit)
              AND (t.rate_class IS NULL
                   OR (c.name IS NOT NULL
                       AND t.priority >= coalesce(c.manual_min_priority,
@@ -1326,7 +1547,8 @@ WITH execs AS (
     SELECT e.id, e.job_id, e.shard_count, e.priority, e.scheduled_for, e.params, e.cause, j.jitter_seconds,
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
-           j.executor_kind, j.agentless, j.timeout_mode
+           j.executor_kind, j.agentless, j.timeout_mode,
+           j.concurrency_key, j.concurrency_limit, j.concurrency_group
     FROM ax.execution e
     JOIN ax.job j ON j.id = e.job_id
     WHERE e.id = ANY($1::uuid[])
@@ -1416,7 +1638,8 @@ WITH execs AS (
                                            ELSE interval '0' END, now()) AS not_before,
            s.agent_id AS pinned_agent_id, coalesce(x.rate_limit_class, '') AS rate_class, x.agentless,
            x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
-           x.executor_kind::text AS executor_kind
+           x.executor_kind::text AS executor_kind,
+           x.concurrency_key, x.concurrency_limit, x.concurrency_group
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
     LEFT JOIN generated g ON g.execution_id = s.execution_id
@@ -1437,7 +1660,9 @@ WITH execs AS (
 SELECT p.id, p.execution_id, p.job_id, p.shard_index::integer AS shard_index, p.shard_total,
        p.shard_param::text AS shard_param, p.priority, p.max_attempts, p.timeout_seconds::integer AS timeout_seconds,
        p.not_before::timestamptz AS not_before, p.pinned_agent_id, p.rate_class::text AS rate_class,
-       p.agentless, p.route_strategy, p.route_key, p.target_labels, p.params, p.job_name, p.group_name, p.executor_kind
+       p.agentless, p.route_strategy, p.route_key, p.target_labels, p.params, p.job_name, p.group_name, p.executor_kind,
+       p.concurrency_key AS concurrency_template, coalesce(p.concurrency_limit, 0)::integer AS concurrency_limit,
+       p.concurrency_group
 FROM planned p
 ORDER BY p.execution_id, p.shard_index
 `
@@ -1452,26 +1677,29 @@ type TaskPlanForExecutionsParams struct {
 }
 
 type TaskPlanForExecutionsRow struct {
-	ID             uuid.UUID
-	ExecutionID    uuid.UUID
-	JobID          uuid.UUID
-	ShardIndex     int32
-	ShardTotal     int32
-	ShardParam     string
-	Priority       int32
-	MaxAttempts    int32
-	TimeoutSeconds int32
-	NotBefore      time.Time
-	PinnedAgentID  *uuid.UUID
-	RateClass      string
-	Agentless      bool
-	RouteStrategy  AxRouteStrategy
-	RouteKey       string
-	TargetLabels   []byte
-	Params         []byte
-	JobName        string
-	GroupName      string
-	ExecutorKind   string
+	ID                  uuid.UUID
+	ExecutionID         uuid.UUID
+	JobID               uuid.UUID
+	ShardIndex          int32
+	ShardTotal          int32
+	ShardParam          string
+	Priority            int32
+	MaxAttempts         int32
+	TimeoutSeconds      int32
+	NotBefore           time.Time
+	PinnedAgentID       *uuid.UUID
+	RateClass           string
+	Agentless           bool
+	RouteStrategy       AxRouteStrategy
+	RouteKey            string
+	TargetLabels        []byte
+	Params              []byte
+	JobName             string
+	GroupName           string
+	ExecutorKind        string
+	ConcurrencyTemplate string
+	ConcurrencyLimit    int32
+	ConcurrencyGroup    string
 }
 
 // TaskPlanForExecutions plans the pending tasks of each execution in
@@ -1544,6 +1772,9 @@ func (q *Queries) TaskPlanForExecutions(ctx context.Context, db DBTX, arg TaskPl
 			&i.JobName,
 			&i.GroupName,
 			&i.ExecutorKind,
+			&i.ConcurrencyTemplate,
+			&i.ConcurrencyLimit,
+			&i.ConcurrencyGroup,
 		); err != nil {
 			return nil, err
 		}

@@ -2258,6 +2258,8 @@ export interface components {
             adaptive_timeout?: $Read<components["schemas"]["JobAdaptiveTimeout"]>;
             /** @description Where to announce results */
             callback?: components["schemas"]["JobCallback"];
+            /** @description At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit) */
+            concurrency?: components["schemas"]["JobConcurrency"];
             /**
              * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
              * @default allow
@@ -2436,6 +2438,24 @@ export interface components {
              * @example https://example.com/ax-callback
              */
             url: string;
+        };
+        JobConcurrency: {
+            /**
+             * @description Share the keys' limits with every job of the same concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit). Absent: the job's keys are its own
+             * @example exports
+             */
+            group?: string;
+            /**
+             * @description Concurrency key: the route key's template (over .params, .shard and .job, the same subset), rendered once per task when its run is made and stored on the task; at most 256 bytes rendered. A task whose key does not render (a missing param) or renders empty or longer fails at once with error code concurrency_key_invalid
+             * @example customer={{.params.customer}}
+             */
+            key: string;
+            /**
+             * Format: int64
+             * @description At most this many tasks with the same key value are leased or running at once; the others wait (ax.tasks_without_agent says why) and keys take turns
+             * @example 2
+             */
+            limit: number;
         };
         JobExecutor: {
             /** @description Request body template (kind http): the route key's subset of Go text/template, plus json of a field ({{json .params}}); renders to at most 2 MiB */
@@ -9140,6 +9160,8 @@ export interface operations {
                     adaptive_timeout?: $Read<unknown>;
                     /** @description Where to announce results */
                     callback?: unknown;
+                    /** @description At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit) */
+                    concurrency?: unknown;
                     /**
                      * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
                      * @default allow
@@ -9302,6 +9324,8 @@ export interface operations {
                     adaptive_timeout?: $Read<unknown>;
                     /** @description Where to announce results */
                     callback?: unknown;
+                    /** @description At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit) */
+                    concurrency?: unknown;
                     /**
                      * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
                      * @default allow
