@@ -104,6 +104,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&keyHandlers{keys: eng.Keys, signing: auth.signing, forgetKeys: auth.cache.forgetAll}).register(api)
 	(&classHandlers{classes: eng.Classes}).register(api)
 	(&backfillHandlers{backfills: eng.Backfills, guard: guard}).register(api)
+	(&noticeHandlers{notices: eng.Notices, urls: urls, guard: guard}).register(api)
 	(&historyHandlers{history: eng.History}).register(api)
 	registerCronPreview(api)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, degraded: cfg.Degraded, logger: cfg.Logger}).register(api)

@@ -60,6 +60,7 @@ type Engine struct {
 	History      *HistoryService
 	Backfills    *BackfillService
 	Callbacks    *CallbackService
+	Notices      *NoticeService
 	Completer    *TaskCompleter
 	Leases       *LeaseBroker
 
@@ -82,6 +83,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		History:      NewHistoryService(requests),
 		Backfills:    NewBackfillService(requests, logger, cfg.Outbox),
 		Callbacks:    delivery.NewCallbackService(requests, cfg.Outbox, logger),
+		Notices:      NewNoticeService(requests, logger),
 		Completer:    delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, logger, cfg.Metrics),
 		Leases: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, logger, cfg.Metrics).
 			WithOutbox(cfg.Outbox).WithClock(cfg.Clock),
