@@ -61,15 +61,15 @@ CREATE TABLE ax.notice (
 CREATE INDEX notice_job_idx ON ax.notice (job_id, id DESC);
 CREATE INDEX notice_unenqueued_idx ON ax.notice (id) WHERE enqueued_at IS NULL AND state = 'pending';
 
--- The rate limit per target URL (whatever the job): at most `per_minute`
--- notices start in a fixed one-minute window; the excess is recorded as
--- rate_limited and counted in `held`, which the next notice allowed takes.
-CREATE TABLE ax.notice_rate (
-    url text PRIMARY KEY,
-    window_start timestamptz NOT NULL,
-    sent integer NOT NULL DEFAULT 0,
-    held integer NOT NULL DEFAULT 0
-);
+CREATE INDEX notice_by_target_idx ON ax.notice (target_id, created_at);
+CREATE INDEX notice_target_url_idx ON ax.notice_target (url);
+
+-- The rate limit per target URL (whatever the job): at most per_minute
+-- notices sent in the last minute (sliding). The excess is recorded as
+-- rate_limited, not sent, and the next notice that goes counts those held
+-- back since the previous one (coalesced). Counted, not locked: a lock
+-- per URL taken by the transactions that end runs could deadlock them,
+-- so concurrent transactions may each let one more through.
 CREATE TABLE ax.notice_setting (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     per_minute integer NOT NULL DEFAULT 10 CHECK (per_minute BETWEEN 1 AND 10000)
@@ -82,27 +82,30 @@ CREATE FUNCTION ax.notice_add(p_target ax.notice_target, p_event ax.notice_event
                               p_detail text, p_failed_runs integer) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    r ax.notice_rate;
-    limit_ integer;
+    sent integer;
+    last_sent bigint;
+    held integer;
 BEGIN
     IF NOT (p_event = ANY(p_target.events)) THEN
         RETURN;
     END IF;
-    SELECT per_minute INTO limit_ FROM ax.notice_setting;
-    INSERT INTO ax.notice_rate AS nr (url, window_start, sent, held) VALUES (p_target.url, now(), 0, 0)
-    ON CONFLICT (url) DO UPDATE
-        SET window_start = CASE WHEN nr.window_start <= now() - interval '1 minute' THEN now() ELSE nr.window_start END,
-            sent = CASE WHEN nr.window_start <= now() - interval '1 minute' THEN 0 ELSE nr.sent END
-    RETURNING * INTO r;
-    IF r.sent >= limit_ THEN
-        UPDATE ax.notice_rate SET held = held + 1 WHERE url = p_target.url;
+    SELECT count(*) INTO sent
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state <> 'rate_limited'
+      AND n.created_at > now() - interval '1 minute';
+    IF sent >= (SELECT per_minute FROM ax.notice_setting) THEN
         INSERT INTO ax.notice (job_id, target_id, event, execution_id, detail, failed_runs, state)
         VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, 'rate_limited');
         RETURN;
     END IF;
-    UPDATE ax.notice_rate SET sent = sent + 1, held = 0 WHERE url = p_target.url;
+    SELECT max(n.id) INTO last_sent
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state <> 'rate_limited';
+    SELECT count(*) INTO held
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state = 'rate_limited' AND n.id > coalesce(last_sent, 0);
     INSERT INTO ax.notice (job_id, target_id, event, execution_id, detail, failed_runs, coalesced)
-    VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, r.held);
+    VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, held);
 END $$;
 -- +goose StatementEnd
 
@@ -118,12 +121,15 @@ DECLARE
     run record;
     t ax.notice_target;
 BEGIN
+    -- Every target of these jobs is locked first, in one order (job, id),
+    -- whatever the order the runs ended in: two transactions ending runs
+    -- of the same jobs wait for each other instead of deadlocking.
+    PERFORM 1 FROM ax.notice_target nt WHERE nt.job_id = ANY(p_jobs) ORDER BY nt.job_id, nt.id FOR UPDATE;
     FOR run IN SELECT u.id, u.job_id, u.state, u.error FROM unnest(p_ids, p_jobs, p_states, p_errors) AS u(id, job_id, state, error)
                WHERE u.state IN ('succeeded', 'failed', 'timed_out')
-                 AND EXISTS (SELECT 1 FROM ax.notice_target nt WHERE nt.job_id = u.job_id)
-               ORDER BY u.id
+               ORDER BY u.job_id, u.id
     LOOP
-        FOR t IN SELECT * FROM ax.notice_target nt WHERE nt.job_id = run.job_id ORDER BY nt.id FOR UPDATE
+        FOR t IN SELECT * FROM ax.notice_target nt WHERE nt.job_id = run.job_id ORDER BY nt.id
         LOOP
             IF run.state = 'succeeded' THEN
                 CONTINUE WHEN NOT t.incident_open;
@@ -153,6 +159,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     ids uuid[]; jobs uuid[]; states text[]; errors text[];
 BEGIN
+    -- The common case, no job with targets, costs one index probe.
+    IF NOT EXISTS (SELECT 1 FROM ax.notice_target) THEN
+        RETURN NULL;
+    END IF;
     SELECT array_agg(n.id), array_agg(n.job_id), array_agg(n.state::text), array_agg(n.error)
     INTO ids, jobs, states, errors
     FROM new_rows n WHERE n.state IN ('succeeded', 'failed', 'timed_out')
@@ -172,6 +182,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     ids uuid[]; jobs uuid[]; states text[]; errors text[];
 BEGIN
+    -- The common case, no job with targets, costs one index probe.
+    IF NOT EXISTS (SELECT 1 FROM ax.notice_target) THEN
+        RETURN NULL;
+    END IF;
     SELECT array_agg(n.id), array_agg(n.job_id), array_agg(n.state::text), array_agg(n.error)
     INTO ids, jobs, states, errors
     FROM new_rows n JOIN old_rows o ON o.id = n.id
@@ -236,7 +250,6 @@ DROP FUNCTION ax.notice_history_inserted();
 DROP FUNCTION ax.notice_runs_ended(uuid[], uuid[], text[], text[]);
 DROP FUNCTION ax.notice_add(ax.notice_target, ax.notice_event, uuid, text, integer);
 DROP TABLE ax.notice_setting;
-DROP TABLE ax.notice_rate;
 DROP TABLE ax.notice;
 DROP TABLE ax.notice_target;
 DROP TYPE ax.notice_state;

@@ -869,27 +869,30 @@ CREATE FUNCTION ax.notice_add(p_target ax.notice_target, p_event ax.notice_event
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    r ax.notice_rate;
-    limit_ integer;
+    sent integer;
+    last_sent bigint;
+    held integer;
 BEGIN
     IF NOT (p_event = ANY(p_target.events)) THEN
         RETURN;
     END IF;
-    SELECT per_minute INTO limit_ FROM ax.notice_setting;
-    INSERT INTO ax.notice_rate AS nr (url, window_start, sent, held) VALUES (p_target.url, now(), 0, 0)
-    ON CONFLICT (url) DO UPDATE
-        SET window_start = CASE WHEN nr.window_start <= now() - interval '1 minute' THEN now() ELSE nr.window_start END,
-            sent = CASE WHEN nr.window_start <= now() - interval '1 minute' THEN 0 ELSE nr.sent END
-    RETURNING * INTO r;
-    IF r.sent >= limit_ THEN
-        UPDATE ax.notice_rate SET held = held + 1 WHERE url = p_target.url;
+    SELECT count(*) INTO sent
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state <> 'rate_limited'
+      AND n.created_at > now() - interval '1 minute';
+    IF sent >= (SELECT per_minute FROM ax.notice_setting) THEN
         INSERT INTO ax.notice (job_id, target_id, event, execution_id, detail, failed_runs, state)
         VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, 'rate_limited');
         RETURN;
     END IF;
-    UPDATE ax.notice_rate SET sent = sent + 1, held = 0 WHERE url = p_target.url;
+    SELECT max(n.id) INTO last_sent
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state <> 'rate_limited';
+    SELECT count(*) INTO held
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state = 'rate_limited' AND n.id > coalesce(last_sent, 0);
     INSERT INTO ax.notice (job_id, target_id, event, execution_id, detail, failed_runs, coalesced)
-    VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, r.held);
+    VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, held);
 END $$;
 
 --
@@ -919,6 +922,10 @@ CREATE FUNCTION ax.notice_execution_ended() RETURNS trigger
 DECLARE
     ids uuid[]; jobs uuid[]; states text[]; errors text[];
 BEGIN
+    -- The common case, no job with targets, costs one index probe.
+    IF NOT EXISTS (SELECT 1 FROM ax.notice_target) THEN
+        RETURN NULL;
+    END IF;
     SELECT array_agg(n.id), array_agg(n.job_id), array_agg(n.state::text), array_agg(n.error)
     INTO ids, jobs, states, errors
     FROM new_rows n JOIN old_rows o ON o.id = n.id
@@ -941,6 +948,10 @@ CREATE FUNCTION ax.notice_history_inserted() RETURNS trigger
 DECLARE
     ids uuid[]; jobs uuid[]; states text[]; errors text[];
 BEGIN
+    -- The common case, no job with targets, costs one index probe.
+    IF NOT EXISTS (SELECT 1 FROM ax.notice_target) THEN
+        RETURN NULL;
+    END IF;
     SELECT array_agg(n.id), array_agg(n.job_id), array_agg(n.state::text), array_agg(n.error)
     INTO ids, jobs, states, errors
     FROM new_rows n WHERE n.state IN ('succeeded', 'failed', 'timed_out')
@@ -962,12 +973,15 @@ DECLARE
     run record;
     t ax.notice_target;
 BEGIN
+    -- Every target of these jobs is locked first, in one order (job, id),
+    -- whatever the order the runs ended in: two transactions ending runs
+    -- of the same jobs wait for each other instead of deadlocking.
+    PERFORM 1 FROM ax.notice_target nt WHERE nt.job_id = ANY(p_jobs) ORDER BY nt.job_id, nt.id FOR UPDATE;
     FOR run IN SELECT u.id, u.job_id, u.state, u.error FROM unnest(p_ids, p_jobs, p_states, p_errors) AS u(id, job_id, state, error)
                WHERE u.state IN ('succeeded', 'failed', 'timed_out')
-                 AND EXISTS (SELECT 1 FROM ax.notice_target nt WHERE nt.job_id = u.job_id)
-               ORDER BY u.id
+               ORDER BY u.job_id, u.id
     LOOP
-        FOR t IN SELECT * FROM ax.notice_target nt WHERE nt.job_id = run.job_id ORDER BY nt.id FOR UPDATE
+        FOR t IN SELECT * FROM ax.notice_target nt WHERE nt.job_id = run.job_id ORDER BY nt.id
         LOOP
             IF run.state = 'succeeded' THEN
                 CONTINUE WHEN NOT t.incident_open;
@@ -2046,17 +2060,6 @@ ALTER TABLE ax.notice ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
--- Name: notice_rate; Type: TABLE; Schema: ax; Owner: -
---
-
-CREATE TABLE ax.notice_rate (
-    url text NOT NULL,
-    window_start timestamp with time zone NOT NULL,
-    sent integer DEFAULT 0 NOT NULL,
-    held integer DEFAULT 0 NOT NULL
-);
-
---
 -- Name: notice_setting; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -2705,13 +2708,6 @@ ALTER TABLE ONLY ax.notice
     ADD CONSTRAINT notice_pkey PRIMARY KEY (id);
 
 --
--- Name: notice_rate notice_rate_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
---
-
-ALTER TABLE ONLY ax.notice_rate
-    ADD CONSTRAINT notice_rate_pkey PRIMARY KEY (url);
-
---
 -- Name: notice_setting notice_setting_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -3018,10 +3014,22 @@ CREATE INDEX job_rate_limit_class_idx ON ax.job USING btree (rate_limit_class) W
 CREATE INDEX nonce_expires_idx ON ax.nonce USING btree (expires_at);
 
 --
+-- Name: notice_by_target_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX notice_by_target_idx ON ax.notice USING btree (target_id, created_at);
+
+--
 -- Name: notice_job_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
 CREATE INDEX notice_job_idx ON ax.notice USING btree (job_id, id DESC);
+
+--
+-- Name: notice_target_url_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX notice_target_url_idx ON ax.notice_target USING btree (url);
 
 --
 -- Name: notice_unenqueued_idx; Type: INDEX; Schema: ax; Owner: -

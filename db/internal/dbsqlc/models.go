@@ -1694,13 +1694,6 @@ type AxNotice struct {
 	UpdatedAt     time.Time
 }
 
-type AxNoticeRate struct {
-	Url         string
-	WindowStart time.Time
-	Sent        int32
-	Held        int32
-}
-
 type AxNoticeSetting struct {
 	OnlyRow   bool
 	PerMinute int32
