@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/delivery"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
 // setTargets points a job's notices at targets (all events).
@@ -174,4 +177,58 @@ func TestNoticeCallbackFailedAndSetAside(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got[1].body, &p))
 	require.Equal(t, "set_aside", p.Data.Event)
 	require.Equal(t, "cron cannot be evaluated", p.Data.Detail)
+}
+
+// Transactions ending runs of the same jobs at once, listed in opposite
+// orders, wait for each other instead of deadlocking (a deadlock would
+// fail a run's end), and each run moves the incident once: the counts
+// add up.
+func TestNoticeConcurrentEndsDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	a := testfactory.Job(ctx, t, pool, nil)
+	b := testfactory.Job(ctx, t, pool, nil)
+	for _, j := range []*axtype.Job{a, b} {
+		require.NoError(t, db.WithTx(ctx, pool, func(tx pgx.Tx) error {
+			return db.NoticeTargetsSet(ctx, tx, j.ID, []axtype.NoticeTarget{{Kind: axtype.NoticeSlack, URL: "http://198.51.100.7/shared"}})
+		}))
+	}
+	const workers, rounds = 6, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				jobs := []uuid.UUID{a.ID, b.ID}
+				if w%2 == 1 {
+					jobs = []uuid.UUID{b.ID, a.ID}
+				}
+				_, err := pool.Exec(ctx, "SELECT ax.notice_runs_ended($1, $2, $3, $4)",
+					[]uuid.UUID{uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())}, jobs,
+					[]string{"failed", "failed"}, []string{"boom", "boom"})
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	var runs []int32
+	rows, err := pool.Query(ctx, "SELECT failed_runs FROM ax.notice_target ORDER BY job_id")
+	require.NoError(t, err)
+	for rows.Next() {
+		var n int32
+		require.NoError(t, rows.Scan(&n))
+		runs = append(runs, n)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int32{workers * rounds, workers * rounds}, runs, "every failed run counted once, one incident each")
+	var notices int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM ax.notice").Scan(&notices))
+	require.Equal(t, 2, notices, "one failed notice per job")
 }
