@@ -38,6 +38,10 @@ func TestEnumsMatchSchema(t *testing.T) {
 			strs(dbsqlc.AllAxCallbackStateValues()...)},
 		"breaker_state":   {strs(axtype.BreakerClosed, axtype.BreakerOpen, axtype.BreakerHalfOpen), strs(dbsqlc.AllAxBreakerStateValues()...)},
 		"task_event_kind": {strs(axtype.TaskEventState, axtype.TaskEventLog), strs(dbsqlc.AllAxTaskEventKindValues()...)},
+		"notice_event":    {strs(axtype.NoticeEvents...), strs(dbsqlc.AllAxNoticeEventValues()...)},
+		"notice_kind":     {strs(axtype.NoticeSlack, axtype.NoticeWebhook), strs(dbsqlc.AllAxNoticeKindValues()...)},
+		"notice_state": {strs(axtype.NoticePending, axtype.NoticeDelivered, axtype.NoticeGivenUp, axtype.NoticeRateLimited),
+			strs(dbsqlc.AllAxNoticeStateValues()...)},
 	} {
 		require.ElementsMatch(t, c.schema, c.ours, "ax.%s", name)
 	}

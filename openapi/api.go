@@ -105,6 +105,7 @@ func New(cfg Config) (http.Handler, huma.API) {
 	(&classHandlers{classes: eng.Classes}).register(api)
 	(&calendarHandlers{calendars: eng.Calendars}).register(api)
 	(&backfillHandlers{backfills: eng.Backfills, guard: guard}).register(api)
+	(&noticeHandlers{notices: eng.Notices, urls: urls, guard: guard}).register(api)
 	(&historyHandlers{history: eng.History}).register(api)
 	registerCronPreview(api, eng.Calendars)
 	(&healthHandlers{version: cfg.Version, ready: cfg.Ready, degraded: cfg.Degraded, logger: cfg.Logger}).register(api)

@@ -25,6 +25,7 @@ var tagDescriptions = map[string]string{
 	"Callbacks":      "The signed request ax sends to a job's callback URL when a run ends.",
 	"HTTP tasks":     "The signed request ax sends to the target of an HTTP job, and how the target answers.",
 	"Backfills":      "Runs of a job's past ticks over a range that have none yet, released in tick order: create, follow, cancel.",
+	"Notices":        "Failure notices to Slack or a signed webhook, one per incident: targets per job, and the notices sent.",
 	"Keys":           "API keys, for admins: create (the secret is shown once), list, revoke, and keys for signed requests.",
 }
 

@@ -62,6 +62,7 @@ type Engine struct {
 	Overview     *OverviewService
 	Backfills    *BackfillService
 	Callbacks    *CallbackService
+	Notices      *NoticeService
 	Completer    *TaskCompleter
 	Leases       *LeaseBroker
 
@@ -87,6 +88,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		Overview:     NewOverviewService(requests),
 		Backfills:    NewBackfillService(requests, logger, cfg.Outbox),
 		Callbacks:    delivery.NewCallbackService(requests, cfg.Outbox, logger),
+		Notices:      NewNoticeService(requests, logger),
 		Completer:    delivery.NewTaskCompleter(cfg.Pool, cfg.Outbox, logger, cfg.Metrics),
 		Leases: dispatch.NewLeaseBroker(cfg.Pool, cfg.Notifier, cfg.Agent, logger, cfg.Metrics).
 			WithOutbox(cfg.Outbox).WithClock(cfg.Clock),

@@ -117,6 +117,37 @@ CREATE TYPE ax.misfire_policy AS ENUM (
 );
 
 --
+-- Name: notice_event; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.notice_event AS ENUM (
+    'failed',
+    'recovered',
+    'set_aside',
+    'callback_failed'
+);
+
+--
+-- Name: notice_kind; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.notice_kind AS ENUM (
+    'slack',
+    'webhook'
+);
+
+--
+-- Name: notice_state; Type: TYPE; Schema: ax; Owner: -
+--
+
+CREATE TYPE ax.notice_state AS ENUM (
+    'pending',
+    'delivered',
+    'notice_failed',
+    'rate_limited'
+);
+
+--
 -- Name: river_job_state; Type: TYPE; Schema: ax; Owner: -
 --
 
@@ -915,6 +946,181 @@ BEGIN
     SELECT e.*
     FROM ax.execution e
     WHERE e.id = ANY(p_ids);
+END $$;
+
+--
+-- Name: notice_target; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.notice_target (
+    id bigint NOT NULL,
+    job_id uuid NOT NULL,
+    "position" integer NOT NULL,
+    kind ax.notice_kind NOT NULL,
+    url text NOT NULL,
+    events ax.notice_event[] NOT NULL,
+    incident_open boolean DEFAULT false NOT NULL,
+    incident_since timestamp with time zone,
+    failed_runs integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT notice_target_incident CHECK ((incident_open = (incident_since IS NOT NULL))),
+    CONSTRAINT notice_target_position CHECK ((("position" >= 0) AND ("position" <= 9))),
+    CONSTRAINT notice_target_url_length CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
+);
+
+--
+-- Name: notice_add(ax.notice_target, ax.notice_event, uuid, text, integer); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.notice_add(p_target ax.notice_target, p_event ax.notice_event, p_execution uuid, p_detail text, p_failed_runs integer) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    sent integer;
+    last_sent bigint;
+    held integer;
+BEGIN
+    IF NOT (p_event = ANY(p_target.events)) THEN
+        RETURN;
+    END IF;
+    SELECT count(*) INTO sent
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state <> 'rate_limited'
+      AND n.created_at > now() - interval '1 minute';
+    IF sent >= (SELECT per_minute FROM ax.notice_setting) THEN
+        INSERT INTO ax.notice (job_id, target_id, event, execution_id, detail, failed_runs, state)
+        VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, 'rate_limited');
+        RETURN;
+    END IF;
+    SELECT max(n.id) INTO last_sent
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state <> 'rate_limited';
+    SELECT count(*) INTO held
+    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
+    WHERE t.url = p_target.url AND n.state = 'rate_limited' AND n.id > coalesce(last_sent, 0);
+    INSERT INTO ax.notice (job_id, target_id, event, execution_id, detail, failed_runs, coalesced)
+    VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, held);
+END $$;
+
+--
+-- Name: notice_callback_failed(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.notice_callback_failed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    t ax.notice_target;
+BEGIN
+    FOR t IN SELECT * FROM ax.notice_target nt WHERE nt.job_id = NEW.job_id ORDER BY nt.id
+    LOOP
+        PERFORM ax.notice_add(t, 'callback_failed', NEW.execution_id, coalesce(NEW.last_error, ''), 0);
+    END LOOP;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: notice_execution_ended(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.notice_execution_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ids uuid[]; jobs uuid[]; states text[]; errors text[];
+BEGIN
+    -- The common case, no job with targets, costs one index probe.
+    IF NOT EXISTS (SELECT 1 FROM ax.notice_target) THEN
+        RETURN NULL;
+    END IF;
+    SELECT array_agg(n.id), array_agg(n.job_id), array_agg(n.state::text), array_agg(n.error)
+    INTO ids, jobs, states, errors
+    FROM new_rows n JOIN old_rows o ON o.id = n.id
+    WHERE o.state IN ('pending', 'running') AND n.state IN ('succeeded', 'failed', 'timed_out')
+      AND EXISTS (SELECT 1 FROM ax.notice_target nt WHERE nt.job_id = n.job_id)
+      AND EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = n.id);
+    IF ids IS NOT NULL THEN
+        PERFORM ax.notice_runs_ended(ids, jobs, states, errors);
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: notice_history_inserted(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.notice_history_inserted() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ids uuid[]; jobs uuid[]; states text[]; errors text[];
+BEGIN
+    -- The common case, no job with targets, costs one index probe.
+    IF NOT EXISTS (SELECT 1 FROM ax.notice_target) THEN
+        RETURN NULL;
+    END IF;
+    SELECT array_agg(n.id), array_agg(n.job_id), array_agg(n.state::text), array_agg(n.error)
+    INTO ids, jobs, states, errors
+    FROM new_rows n WHERE n.state IN ('succeeded', 'failed', 'timed_out')
+      AND EXISTS (SELECT 1 FROM ax.notice_target nt WHERE nt.job_id = n.job_id);
+    IF ids IS NOT NULL THEN
+        PERFORM ax.notice_runs_ended(ids, jobs, states, errors);
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: notice_runs_ended(uuid[], uuid[], text[], text[]); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.notice_runs_ended(p_ids uuid[], p_jobs uuid[], p_states text[], p_errors text[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    run record;
+    t ax.notice_target;
+BEGIN
+    -- Every target of these jobs is locked first, in one order (job, id),
+    -- whatever the order the runs ended in: two transactions ending runs
+    -- of the same jobs wait for each other instead of deadlocking.
+    PERFORM 1 FROM ax.notice_target nt WHERE nt.job_id = ANY(p_jobs) ORDER BY nt.job_id, nt.id FOR UPDATE;
+    FOR run IN SELECT u.id, u.job_id, u.state, u.error FROM unnest(p_ids, p_jobs, p_states, p_errors) AS u(id, job_id, state, error)
+               WHERE u.state IN ('succeeded', 'failed', 'timed_out')
+               ORDER BY u.job_id, u.id
+    LOOP
+        FOR t IN SELECT * FROM ax.notice_target nt WHERE nt.job_id = run.job_id ORDER BY nt.id
+        LOOP
+            IF run.state = 'succeeded' THEN
+                CONTINUE WHEN NOT t.incident_open;
+                UPDATE ax.notice_target SET incident_open = false, incident_since = NULL, updated_at = now() WHERE id = t.id;
+                PERFORM ax.notice_add(t, 'recovered', run.id, '', t.failed_runs);
+            ELSIF t.incident_open THEN
+                UPDATE ax.notice_target SET failed_runs = failed_runs + 1, updated_at = now() WHERE id = t.id;
+            ELSE
+                UPDATE ax.notice_target SET incident_open = true, incident_since = now(), failed_runs = 1, updated_at = now()
+                WHERE id = t.id;
+                PERFORM ax.notice_add(t, 'failed', run.id, coalesce(run.error, ''), 1);
+            END IF;
+        END LOOP;
+    END LOOP;
+END $$;
+
+--
+-- Name: notice_trigger_set_aside(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.notice_trigger_set_aside() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    t ax.notice_target;
+BEGIN
+    FOR t IN SELECT * FROM ax.notice_target nt WHERE nt.job_id = NEW.job_id ORDER BY nt.id
+    LOOP
+        PERFORM ax.notice_add(t, 'set_aside', NULL, coalesce(NEW.set_aside_reason, ''), 0);
+    END LOOP;
+    RETURN NULL;
 END $$;
 
 --
@@ -2012,6 +2218,68 @@ CREATE TABLE ax.nonce (
 );
 
 --
+-- Name: notice; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.notice (
+    id bigint NOT NULL,
+    job_id uuid NOT NULL,
+    target_id bigint NOT NULL,
+    event ax.notice_event NOT NULL,
+    execution_id uuid,
+    detail text DEFAULT ''::text NOT NULL,
+    failed_runs integer DEFAULT 0 NOT NULL,
+    coalesced integer DEFAULT 0 NOT NULL,
+    state ax.notice_state DEFAULT 'pending'::ax.notice_state NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_status integer,
+    last_error text,
+    next_attempt_at timestamp with time zone,
+    enqueued_at timestamp with time zone,
+    delivered_at timestamp with time zone,
+    failed_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: notice_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.notice ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ax.notice_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: notice_setting; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.notice_setting (
+    only_row boolean DEFAULT true NOT NULL,
+    per_minute integer DEFAULT 10 NOT NULL,
+    CONSTRAINT notice_setting_only_row_check CHECK (only_row),
+    CONSTRAINT notice_setting_per_minute_check CHECK (((per_minute >= 1) AND (per_minute <= 10000)))
+);
+
+--
+-- Name: notice_target_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.notice_target ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ax.notice_target_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: rate_class; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -2684,6 +2952,34 @@ ALTER TABLE ONLY ax.nonce
     ADD CONSTRAINT nonce_pkey PRIMARY KEY (key_id, nonce);
 
 --
+-- Name: notice notice_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.notice
+    ADD CONSTRAINT notice_pkey PRIMARY KEY (id);
+
+--
+-- Name: notice_setting notice_setting_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.notice_setting
+    ADD CONSTRAINT notice_setting_pkey PRIMARY KEY (only_row);
+
+--
+-- Name: notice_target notice_target_job_id_kind_url_key; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.notice_target
+    ADD CONSTRAINT notice_target_job_id_kind_url_key UNIQUE (job_id, kind, url);
+
+--
+-- Name: notice_target notice_target_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.notice_target
+    ADD CONSTRAINT notice_target_pkey PRIMARY KEY (id);
+
+--
 -- Name: rate_class rate_class_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -2987,6 +3283,30 @@ CREATE INDEX job_rate_limit_class_idx ON ax.job USING btree (rate_limit_class) W
 CREATE INDEX nonce_expires_idx ON ax.nonce USING btree (expires_at);
 
 --
+-- Name: notice_by_target_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX notice_by_target_idx ON ax.notice USING btree (target_id, created_at);
+
+--
+-- Name: notice_job_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX notice_job_idx ON ax.notice USING btree (job_id, id DESC);
+
+--
+-- Name: notice_target_url_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX notice_target_url_idx ON ax.notice_target USING btree (url);
+
+--
+-- Name: notice_unenqueued_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX notice_unenqueued_idx ON ax.notice USING btree (id) WHERE ((enqueued_at IS NULL) AND (state = 'pending'::ax.notice_state));
+
+--
 -- Name: river_job_args_index; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -3173,6 +3493,30 @@ CREATE TRIGGER job_calendar_sync_update AFTER UPDATE OF exclude ON ax.job FOR EA
 CREATE TRIGGER job_callback_sequence_drop AFTER DELETE ON ax.job FOR EACH ROW EXECUTE FUNCTION ax.callback_sequence_drop();
 
 --
+-- Name: callback notice_callback_failed; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER notice_callback_failed AFTER UPDATE OF state ON ax.callback FOR EACH ROW WHEN (((old.state <> 'callback_failed'::ax.callback_state) AND (new.state = 'callback_failed'::ax.callback_state))) EXECUTE FUNCTION ax.notice_callback_failed();
+
+--
+-- Name: execution notice_execution_ended; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER notice_execution_ended AFTER UPDATE ON ax.execution REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.notice_execution_ended();
+
+--
+-- Name: execution_history notice_history_inserted; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER notice_history_inserted AFTER INSERT ON ax.execution_history REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.notice_history_inserted();
+
+--
+-- Name: trigger notice_trigger_set_aside; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER notice_trigger_set_aside AFTER UPDATE OF set_aside_at ON ax.trigger FOR EACH ROW WHEN (((old.set_aside_at IS NULL) AND (new.set_aside_at IS NOT NULL))) EXECUTE FUNCTION ax.notice_trigger_set_aside();
+
+--
 -- Name: rate_class rate_class_loosened; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -3322,6 +3666,27 @@ ALTER TABLE ONLY ax.job_secret
 
 ALTER TABLE ONLY ax.job_timeout_measure
     ADD CONSTRAINT job_timeout_measure_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: notice notice_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.notice
+    ADD CONSTRAINT notice_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: notice notice_target_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.notice
+    ADD CONSTRAINT notice_target_id_fkey FOREIGN KEY (target_id) REFERENCES ax.notice_target(id) ON DELETE CASCADE;
+
+--
+-- Name: notice_target notice_target_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.notice_target
+    ADD CONSTRAINT notice_target_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: trigger trigger_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

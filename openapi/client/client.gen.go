@@ -747,6 +747,96 @@ func (e LogChunkStream) Valid() bool {
 	}
 }
 
+// Defines values for NoticeEvent.
+const (
+	NoticeEventCallbackFailed NoticeEvent = "callback_failed"
+	NoticeEventFailed         NoticeEvent = "failed"
+	NoticeEventRecovered      NoticeEvent = "recovered"
+	NoticeEventSetAside       NoticeEvent = "set_aside"
+)
+
+// Valid indicates whether the value is a known member of the NoticeEvent enum.
+func (e NoticeEvent) Valid() bool {
+	switch e {
+	case NoticeEventCallbackFailed:
+		return true
+	case NoticeEventFailed:
+		return true
+	case NoticeEventRecovered:
+		return true
+	case NoticeEventSetAside:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NoticeState.
+const (
+	NoticeStateDelivered    NoticeState = "delivered"
+	NoticeStateNoticeFailed NoticeState = "notice_failed"
+	NoticeStatePending      NoticeState = "pending"
+	NoticeStateRateLimited  NoticeState = "rate_limited"
+)
+
+// Valid indicates whether the value is a known member of the NoticeState enum.
+func (e NoticeState) Valid() bool {
+	switch e {
+	case NoticeStateDelivered:
+		return true
+	case NoticeStateNoticeFailed:
+		return true
+	case NoticeStatePending:
+		return true
+	case NoticeStateRateLimited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NoticeTargetEvents.
+const (
+	NoticeTargetEventsCallbackFailed NoticeTargetEvents = "callback_failed"
+	NoticeTargetEventsFailed         NoticeTargetEvents = "failed"
+	NoticeTargetEventsRecovered      NoticeTargetEvents = "recovered"
+	NoticeTargetEventsSetAside       NoticeTargetEvents = "set_aside"
+)
+
+// Valid indicates whether the value is a known member of the NoticeTargetEvents enum.
+func (e NoticeTargetEvents) Valid() bool {
+	switch e {
+	case NoticeTargetEventsCallbackFailed:
+		return true
+	case NoticeTargetEventsFailed:
+		return true
+	case NoticeTargetEventsRecovered:
+		return true
+	case NoticeTargetEventsSetAside:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NoticeTargetKind.
+const (
+	NoticeTargetKindSlack   NoticeTargetKind = "slack"
+	NoticeTargetKindWebhook NoticeTargetKind = "webhook"
+)
+
+// Valid indicates whether the value is a known member of the NoticeTargetKind enum.
+func (e NoticeTargetKind) Valid() bool {
+	switch e {
+	case NoticeTargetKindSlack:
+		return true
+	case NoticeTargetKindWebhook:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RerunRequestShards.
 const (
 	RerunRequestShardsAll    RerunRequestShards = "all"
@@ -2585,6 +2675,88 @@ type LogRequest struct {
 	Chunks *[]LogChunk `json:"chunks"`
 }
 
+// Notice defines model for Notice.
+type Notice struct {
+	Attempts int64 `json:"attempts"`
+
+	// Coalesced Notices to the same URL the rate limit held back before this one (told in its text)
+	Coalesced   *int64     `json:"coalesced,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+
+	// Detail The run's error, the set-aside reason or the callback's last error
+	Detail *string     `json:"detail,omitempty"`
+	Event  NoticeEvent `json:"event"`
+
+	// ExecutionId The run (or the callback's run) that caused it
+	ExecutionId *string    `json:"execution_id,omitempty"`
+	FailedAt    *time.Time `json:"failed_at,omitempty"`
+
+	// FailedRuns recovered: how many runs failed in the incident
+	FailedRuns    *int64     `json:"failed_runs,omitempty"`
+	Id            int64      `json:"id"`
+	LastError     *string    `json:"last_error,omitempty"`
+	LastStatus    *int64     `json:"last_status,omitempty"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+
+	// State rate_limited: not sent (over the target URL's rate), counted in the next one that is
+	State NoticeState `json:"state"`
+
+	// TargetKind slack or webhook
+	TargetKind string `json:"target_kind"`
+
+	// TargetUrl Credentials redacted
+	TargetUrl string `json:"target_url"`
+}
+
+// NoticeEvent defines model for Notice.Event.
+type NoticeEvent string
+
+// NoticeState rate_limited: not sent (over the target URL's rate), counted in the next one that is
+type NoticeState string
+
+// NoticeListOutputBody defines model for NoticeListOutputBody.
+type NoticeListOutputBody struct {
+	Notices *[]Notice `json:"notices"`
+}
+
+// NoticeTarget defines model for NoticeTarget.
+type NoticeTarget struct {
+	// Events Which events to send (default: all)
+	Events *[]NoticeTargetEvents `json:"events,omitempty"`
+
+	// FailedRuns Runs failed in the open (or last) incident
+	FailedRuns *int64 `json:"failed_runs,omitempty"`
+
+	// IncidentOpen Whether the job's last run that ended failed or succeeded: true from a run that failed for good until the next success
+	IncidentOpen  *bool      `json:"incident_open,omitempty"`
+	IncidentSince *time.Time `json:"incident_since,omitempty"`
+
+	// Kind slack: POST {"text": ...} to a Slack-compatible incoming webhook; webhook: a JSON envelope signed per Standard Webhooks with the job's signing secret
+	//
+	// Example: webhook
+	Kind NoticeTargetKind `json:"kind"`
+
+	// Url Where to POST. Write-only credentials: userinfo and query values read back as the placeholder, which sent back keeps the stored value
+	//
+	// Example: https://hooks.example.com/ax
+	Url string `json:"url"`
+}
+
+// NoticeTargetEvents defines model for NoticeTarget.Events.
+type NoticeTargetEvents string
+
+// NoticeTargetKind slack: POST {"text": ...} to a Slack-compatible incoming webhook; webhook: a JSON envelope signed per Standard Webhooks with the job's signing secret
+//
+// Example: webhook
+type NoticeTargetKind string
+
+// NoticeTargets defines model for NoticeTargets.
+type NoticeTargets struct {
+	// Targets At most 10; empty turns notices off
+	Targets *[]NoticeTarget `json:"targets"`
+}
+
 // PreviewShard defines model for PreviewShard.
 type PreviewShard struct {
 	Index int64 `json:"index"`
@@ -3390,6 +3562,20 @@ type ExplainTickParams struct {
 	At string `form:"at" json:"at"`
 }
 
+// PatchNoticeTargetsApplicationJSONPatchPlusJSONBody defines parameters for PatchNoticeTargets.
+type PatchNoticeTargetsApplicationJSONPatchPlusJSONBody = []JsonPatchOp
+
+// PatchNoticeTargetsApplicationMergePatchPlusJSONBody defines parameters for PatchNoticeTargets.
+type PatchNoticeTargetsApplicationMergePatchPlusJSONBody struct {
+	// Targets At most 10; empty turns notices off
+	Targets *[]interface{} `json:"targets,omitempty"`
+}
+
+// ListJobNoticesParams defines parameters for ListJobNotices.
+type ListJobNoticesParams struct {
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ListScheduledRunsParams defines parameters for ListScheduledRuns.
 type ListScheduledRunsParams struct {
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
@@ -3495,6 +3681,15 @@ type UpdateJobJSONRequestBody = Job
 
 // BackfillJobJSONRequestBody defines body for BackfillJob for application/json ContentType.
 type BackfillJobJSONRequestBody = BackfillRequest
+
+// PatchNoticeTargetsApplicationJSONPatchPlusJSONRequestBody defines body for PatchNoticeTargets for application/json-patch+json ContentType.
+type PatchNoticeTargetsApplicationJSONPatchPlusJSONRequestBody = PatchNoticeTargetsApplicationJSONPatchPlusJSONBody
+
+// PatchNoticeTargetsApplicationMergePatchPlusJSONRequestBody defines body for PatchNoticeTargets for application/merge-patch+json ContentType.
+type PatchNoticeTargetsApplicationMergePatchPlusJSONRequestBody PatchNoticeTargetsApplicationMergePatchPlusJSONBody
+
+// SetNoticeTargetsJSONRequestBody defines body for SetNoticeTargets for application/json ContentType.
+type SetNoticeTargetsJSONRequestBody = NoticeTargets
 
 // PreviewJobShardsJSONRequestBody defines body for PreviewJobShards for application/json ContentType.
 type PreviewJobShardsJSONRequestBody = ShardPreviewRequest
@@ -4201,6 +4396,65 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
 	GetJobGraph(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetNoticeTargets A job's failure-notice targets
+	//
+	// The targets with credentials in their URLs redacted, and the incident each last saw. Needs an API key with scope `read`.
+	//
+	// Corresponds with GET /v1/jobs/{id}/notice-targets (the `GetNoticeTargets` operationId).
+	GetNoticeTargets(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchNoticeTargetsWithBody Patch notice-targets
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+	PatchNoticeTargetsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBody Patch notice-targets
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+	PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, body PatchNoticeTargetsApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchNoticeTargetsWithApplicationMergePatchPlusJSONBody Patch notice-targets
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+	PatchNoticeTargetsWithApplicationMergePatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, body PatchNoticeTargetsApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetNoticeTargetsWithBody Set where a job's failure notices go
+	//
+	// Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/jobs/{id}/notice-targets (the `SetNoticeTargets` operationId).
+	SetNoticeTargetsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetNoticeTargets Set where a job's failure notices go
+	//
+	// Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/jobs/{id}/notice-targets (the `SetNoticeTargets` operationId).
+	SetNoticeTargets(ctx context.Context, id openapi_types.UUID, body SetNoticeTargetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJobNotices A job's failure notices, newest first
+	//
+	// Each notice with its event, target (credentials redacted), delivery state, attempts and last error. Needs an API key with scope `read`.
+	//
+	// Corresponds with GET /v1/jobs/{id}/notices (the `ListJobNotices` operationId).
+	ListJobNotices(ctx context.Context, id openapi_types.UUID, params *ListJobNoticesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseJob Pause a job
 	//
@@ -5734,6 +5988,135 @@ func (c *Client) ExplainTick(ctx context.Context, id openapi_types.UUID, params 
 // Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
 func (c *Client) GetJobGraph(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJobGraphRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetNoticeTargets A job's failure-notice targets
+//
+// The targets with credentials in their URLs redacted, and the incident each last saw. Needs an API key with scope `read`.
+//
+// Corresponds with GET /v1/jobs/{id}/notice-targets (the `GetNoticeTargets` operationId).
+func (c *Client) GetNoticeTargets(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetNoticeTargetsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchNoticeTargetsWithBody Patch notice-targets
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+func (c *Client) PatchNoticeTargetsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchNoticeTargetsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBody Patch notice-targets
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json-patch+json` content type.
+//
+// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+func (c *Client) PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, body PatchNoticeTargetsApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchNoticeTargetsRequestWithApplicationJSONPatchPlusJSONBody(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchNoticeTargetsWithApplicationMergePatchPlusJSONBody Patch notice-targets
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+func (c *Client) PatchNoticeTargetsWithApplicationMergePatchPlusJSONBody(ctx context.Context, id openapi_types.UUID, body PatchNoticeTargetsApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchNoticeTargetsRequestWithApplicationMergePatchPlusJSONBody(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetNoticeTargetsWithBody Set where a job's failure notices go
+//
+// Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/jobs/{id}/notice-targets (the `SetNoticeTargets` operationId).
+func (c *Client) SetNoticeTargetsWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetNoticeTargetsRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetNoticeTargets Set where a job's failure notices go
+//
+// Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/jobs/{id}/notice-targets (the `SetNoticeTargets` operationId).
+func (c *Client) SetNoticeTargets(ctx context.Context, id openapi_types.UUID, body SetNoticeTargetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetNoticeTargetsRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobNotices A job's failure notices, newest first
+//
+// Each notice with its event, target (credentials redacted), delivery state, attempts and last error. Needs an API key with scope `read`.
+//
+// Corresponds with GET /v1/jobs/{id}/notices (the `ListJobNotices` operationId).
+func (c *Client) ListJobNotices(ctx context.Context, id openapi_types.UUID, params *ListJobNoticesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobNoticesRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -8602,6 +8985,206 @@ func NewGetJobGraphRequest(server string, id openapi_types.UUID) (*http.Request,
 	return req, nil
 }
 
+// NewGetNoticeTargetsRequest constructs an http.Request for the GetNoticeTargets method
+func NewGetNoticeTargetsRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/notice-targets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPatchNoticeTargetsRequestWithApplicationJSONPatchPlusJSONBody calls the generic PatchNoticeTargets builder with application/json-patch+json body
+func NewPatchNoticeTargetsRequestWithApplicationJSONPatchPlusJSONBody(server string, id openapi_types.UUID, body PatchNoticeTargetsApplicationJSONPatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchNoticeTargetsRequestWithBody(server, id, "application/json-patch+json", bodyReader)
+}
+
+// NewPatchNoticeTargetsRequestWithApplicationMergePatchPlusJSONBody calls the generic PatchNoticeTargets builder with application/merge-patch+json body
+func NewPatchNoticeTargetsRequestWithApplicationMergePatchPlusJSONBody(server string, id openapi_types.UUID, body PatchNoticeTargetsApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchNoticeTargetsRequestWithBody(server, id, "application/merge-patch+json", bodyReader)
+}
+
+// NewPatchNoticeTargetsRequestWithBody constructs an http.Request for the PatchNoticeTargets method, with any body, and a specified content type
+func NewPatchNoticeTargetsRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/notice-targets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSetNoticeTargetsRequest calls the generic SetNoticeTargets builder with application/json body
+func NewSetNoticeTargetsRequest(server string, id openapi_types.UUID, body SetNoticeTargetsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetNoticeTargetsRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewSetNoticeTargetsRequestWithBody constructs an http.Request for the SetNoticeTargets method, with any body, and a specified content type
+func NewSetNoticeTargetsRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/notice-targets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListJobNoticesRequest constructs an http.Request for the ListJobNotices method
+func NewListJobNoticesRequest(server string, id openapi_types.UUID, params *ListJobNoticesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/notices", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPauseJobRequest constructs an http.Request for the PauseJob method
 func NewPauseJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
 	var err error
@@ -10012,6 +10595,69 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
 	GetJobGraphWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetJobGraphResponse, error)
+
+	// GetNoticeTargetsWithResponse A job's failure-notice targets
+	//
+	// The targets with credentials in their URLs redacted, and the incident each last saw. Needs an API key with scope `read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/notice-targets (the `GetNoticeTargets` operationId).
+	GetNoticeTargetsWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetNoticeTargetsResponse, error)
+
+	// PatchNoticeTargetsWithBodyWithResponse Patch notice-targets
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+	PatchNoticeTargetsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchNoticeTargetsResponse, error)
+
+	// PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBodyWithResponse Patch notice-targets
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+	PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, body PatchNoticeTargetsApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchNoticeTargetsResponse, error)
+
+	// PatchNoticeTargetsWithApplicationMergePatchPlusJSONBodyWithResponse Patch notice-targets
+	//
+	// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+	PatchNoticeTargetsWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, body PatchNoticeTargetsApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchNoticeTargetsResponse, error)
+
+	// SetNoticeTargetsWithBodyWithResponse Set where a job's failure notices go
+	//
+	// Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/jobs/{id}/notice-targets (the `SetNoticeTargets` operationId).
+	SetNoticeTargetsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetNoticeTargetsResponse, error)
+
+	// SetNoticeTargetsWithResponse Set where a job's failure notices go
+	//
+	// Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/jobs/{id}/notice-targets (the `SetNoticeTargets` operationId).
+	SetNoticeTargetsWithResponse(ctx context.Context, id openapi_types.UUID, body SetNoticeTargetsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetNoticeTargetsResponse, error)
+
+	// ListJobNoticesWithResponse A job's failure notices, newest first
+	//
+	// Each notice with its event, target (credentials redacted), delivery state, attempts and last error. Needs an API key with scope `read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/notices (the `ListJobNotices` operationId).
+	ListJobNoticesWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJobNoticesParams, reqEditors ...RequestEditorFn) (*ListJobNoticesResponse, error)
 
 	// PauseJobWithResponse Pause a job
 	//
@@ -13993,6 +14639,310 @@ func (r GetJobGraphResponse) ContentType() string {
 	return ""
 }
 
+type GetNoticeTargetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NoticeTargets
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetNoticeTargetsResponse) GetJSON200() *NoticeTargets {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetNoticeTargetsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetNoticeTargetsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetNoticeTargetsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetNoticeTargetsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetNoticeTargetsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetNoticeTargetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetNoticeTargetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetNoticeTargetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetNoticeTargetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PatchNoticeTargetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NoticeTargets
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchNoticeTargetsResponse) GetJSON200() *NoticeTargets {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PatchNoticeTargetsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PatchNoticeTargetsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PatchNoticeTargetsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PatchNoticeTargetsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PatchNoticeTargetsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchNoticeTargetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchNoticeTargetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchNoticeTargetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchNoticeTargetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SetNoticeTargetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NoticeTargets
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetNoticeTargetsResponse) GetJSON200() *NoticeTargets {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SetNoticeTargetsResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SetNoticeTargetsResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SetNoticeTargetsResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SetNoticeTargetsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SetNoticeTargetsResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SetNoticeTargetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetNoticeTargetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetNoticeTargetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetNoticeTargetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListJobNoticesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NoticeListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJobNoticesResponse) GetJSON200() *NoticeListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListJobNoticesResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListJobNoticesResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListJobNoticesResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListJobNoticesResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListJobNoticesResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJobNoticesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobNoticesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobNoticesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobNoticesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PauseJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16228,6 +17178,111 @@ func (c *ClientWithResponses) GetJobGraphWithResponse(ctx context.Context, id op
 		return nil, err
 	}
 	return ParseGetJobGraphResponse(rsp)
+}
+
+// GetNoticeTargetsWithResponse A job's failure-notice targets
+//
+// The targets with credentials in their URLs redacted, and the incident each last saw. Needs an API key with scope `read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/notice-targets (the `GetNoticeTargets` operationId).
+func (c *ClientWithResponses) GetNoticeTargetsWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetNoticeTargetsResponse, error) {
+	rsp, err := c.GetNoticeTargets(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetNoticeTargetsResponse(rsp)
+}
+
+// PatchNoticeTargetsWithBodyWithResponse Patch notice-targets
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+func (c *ClientWithResponses) PatchNoticeTargetsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchNoticeTargetsResponse, error) {
+	rsp, err := c.PatchNoticeTargetsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchNoticeTargetsResponse(rsp)
+}
+
+// PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBodyWithResponse Patch notice-targets
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+func (c *ClientWithResponses) PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, body PatchNoticeTargetsApplicationJSONPatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchNoticeTargetsResponse, error) {
+	rsp, err := c.PatchNoticeTargetsWithApplicationJSONPatchPlusJSONBody(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchNoticeTargetsResponse(rsp)
+}
+
+// PatchNoticeTargetsWithApplicationMergePatchPlusJSONBodyWithResponse Patch notice-targets
+//
+// Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/jobs/{id}/notice-targets (the `PatchNoticeTargets` operationId).
+func (c *ClientWithResponses) PatchNoticeTargetsWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id openapi_types.UUID, body PatchNoticeTargetsApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchNoticeTargetsResponse, error) {
+	rsp, err := c.PatchNoticeTargetsWithApplicationMergePatchPlusJSONBody(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchNoticeTargetsResponse(rsp)
+}
+
+// SetNoticeTargetsWithBodyWithResponse Set where a job's failure notices go
+//
+// Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/jobs/{id}/notice-targets (the `SetNoticeTargets` operationId).
+func (c *ClientWithResponses) SetNoticeTargetsWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetNoticeTargetsResponse, error) {
+	rsp, err := c.SetNoticeTargetsWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetNoticeTargetsResponse(rsp)
+}
+
+// SetNoticeTargetsWithResponse Set where a job's failure notices go
+//
+// Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/jobs/{id}/notice-targets (the `SetNoticeTargets` operationId).
+func (c *ClientWithResponses) SetNoticeTargetsWithResponse(ctx context.Context, id openapi_types.UUID, body SetNoticeTargetsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetNoticeTargetsResponse, error) {
+	rsp, err := c.SetNoticeTargets(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetNoticeTargetsResponse(rsp)
+}
+
+// ListJobNoticesWithResponse A job's failure notices, newest first
+//
+// Each notice with its event, target (credentials redacted), delivery state, attempts and last error. Needs an API key with scope `read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/notices (the `ListJobNotices` operationId).
+func (c *ClientWithResponses) ListJobNoticesWithResponse(ctx context.Context, id openapi_types.UUID, params *ListJobNoticesParams, reqEditors ...RequestEditorFn) (*ListJobNoticesResponse, error) {
+	rsp, err := c.ListJobNotices(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobNoticesResponse(rsp)
 }
 
 // PauseJobWithResponse Pause a job
@@ -19600,6 +20655,250 @@ func ParseGetJobGraphResponse(rsp *http.Response) (*GetJobGraphResponse, error) 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest JobGraph
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetNoticeTargetsResponse parses an HTTP response from a GetNoticeTargetsWithResponse call
+func ParseGetNoticeTargetsResponse(rsp *http.Response) (*GetNoticeTargetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetNoticeTargetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NoticeTargets
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePatchNoticeTargetsResponse parses an HTTP response from a PatchNoticeTargetsWithResponse call
+func ParsePatchNoticeTargetsResponse(rsp *http.Response) (*PatchNoticeTargetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchNoticeTargetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NoticeTargets
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetNoticeTargetsResponse parses an HTTP response from a SetNoticeTargetsWithResponse call
+func ParseSetNoticeTargetsResponse(rsp *http.Response) (*SetNoticeTargetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetNoticeTargetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NoticeTargets
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListJobNoticesResponse parses an HTTP response from a ListJobNoticesWithResponse call
+func ParseListJobNoticesResponse(rsp *http.Response) (*ListJobNoticesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobNoticesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NoticeListOutputBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

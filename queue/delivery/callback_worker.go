@@ -128,6 +128,7 @@ type callbackWorker struct {
 	client  *http.Client
 	cfg     CallbackConfig
 	breaker *breaker
+	outbox  *Outbox
 	logger  *slog.Logger
 	metrics *metrics.OutboundMetrics
 	agent   string // User-Agent
@@ -326,14 +327,22 @@ func (w *callbackWorker) settle(ctx context.Context, d *axtype.CallbackDelivery,
 // (a failure, or a success after failures), the breaker's move, in one
 // transaction. A success to a healthy host is one statement.
 func (w *callbackWorker) record(ctx context.Context, rec *axtype.CallbackAttemptRecord, host string, adm admission, res attemptResult) error {
-	if !res.unavailable() && adm.clean {
+	breaker := res.unavailable() || !adm.clean
+	if !breaker && rec.Then != axtype.CallbackFailed {
 		return db.CallbackRecordAttempt(ctx, w.pool, rec)
 	}
 	return db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
 		if err := db.CallbackRecordAttempt(ctx, tx, rec); err != nil {
 			return err
 		}
-		return w.breaker.record(ctx, tx, host, adm.probe, res.unavailable())
+		if breaker {
+			if err := w.breaker.record(ctx, tx, host, adm.probe, res.unavailable()); err != nil {
+				return err
+			}
+		}
+		// A callback given up writes its job's callback_failed notices
+		// (a trigger): they are enqueued in this transaction.
+		return w.outbox.Flush(ctx, tx)
 	})
 }
 
@@ -369,7 +378,13 @@ func (w *callbackWorker) observe(ctx context.Context, d *axtype.CallbackDelivery
 
 // giveUp fails a delivery that cannot be attempted.
 func (w *callbackWorker) giveUp(ctx context.Context, d *axtype.CallbackDelivery, reason string) error {
-	if err := db.CallbackGiveUp(ctx, w.pool, axtype.CallbackRef{ExecutionID: d.ExecutionID, Delivery: d.Delivery}, reason); err != nil {
+	err := db.WithTx(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := db.CallbackGiveUp(ctx, tx, axtype.CallbackRef{ExecutionID: d.ExecutionID, Delivery: d.Delivery}, reason); err != nil {
+			return err
+		}
+		return w.outbox.Flush(ctx, tx)
+	})
+	if err != nil {
 		return err
 	}
 	w.metrics.CallbacksFailed.Inc()

@@ -36,6 +36,9 @@ func (o *Outbox) Flush(ctx context.Context, tx pgx.Tx) error {
 	if o == nil {
 		return nil
 	}
+	if err := o.flushNotices(ctx, tx); err != nil {
+		return err
+	}
 	refs, err := db.CallbackTakeUnenqueued(ctx, tx, outboxBatch)
 	if err != nil || len(refs) == 0 {
 		return err
@@ -46,6 +49,24 @@ func (o *Outbox) Flush(ctx context.Context, tx pgx.Tx) error {
 	}
 	if _, err := o.client.InsertManyTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("error enqueuing %d callbacks: %w", len(refs), err)
+	}
+	return nil
+}
+
+// flushNotices inserts, in tx, the delivery jobs of the failure notices
+// not enqueued yet: those the runs tx ended opened or closed (the
+// database's triggers write them), and any left behind.
+func (o *Outbox) flushNotices(ctx context.Context, tx pgx.Tx) error {
+	ids, err := db.NoticeTakeUnenqueued(ctx, tx, outboxBatch)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	params := make([]river.InsertManyParams, len(ids))
+	for i, id := range ids {
+		params[i] = river.InsertManyParams{Args: NoticeArgs{ID: id}}
+	}
+	if _, err := o.client.InsertManyTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("error enqueuing %d notices: %w", len(ids), err)
 	}
 	return nil
 }

@@ -648,6 +648,192 @@ func AllAxMisfirePolicyValues() []AxMisfirePolicy {
 	}
 }
 
+type AxNoticeEvent string
+
+const (
+	AxNoticeEventFailed         AxNoticeEvent = "failed"
+	AxNoticeEventRecovered      AxNoticeEvent = "recovered"
+	AxNoticeEventSetAside       AxNoticeEvent = "set_aside"
+	AxNoticeEventCallbackFailed AxNoticeEvent = "callback_failed"
+)
+
+func (e *AxNoticeEvent) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxNoticeEvent(s)
+	case string:
+		*e = AxNoticeEvent(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxNoticeEvent: %T", src)
+	}
+	return nil
+}
+
+type NullAxNoticeEvent struct {
+	AxNoticeEvent AxNoticeEvent
+	Valid         bool // Valid is true if AxNoticeEvent is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxNoticeEvent) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxNoticeEvent, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxNoticeEvent.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxNoticeEvent) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxNoticeEvent), nil
+}
+
+func (e AxNoticeEvent) Valid() bool {
+	switch e {
+	case AxNoticeEventFailed,
+		AxNoticeEventRecovered,
+		AxNoticeEventSetAside,
+		AxNoticeEventCallbackFailed:
+		return true
+	}
+	return false
+}
+
+func AllAxNoticeEventValues() []AxNoticeEvent {
+	return []AxNoticeEvent{
+		AxNoticeEventFailed,
+		AxNoticeEventRecovered,
+		AxNoticeEventSetAside,
+		AxNoticeEventCallbackFailed,
+	}
+}
+
+type AxNoticeKind string
+
+const (
+	AxNoticeKindSlack   AxNoticeKind = "slack"
+	AxNoticeKindWebhook AxNoticeKind = "webhook"
+)
+
+func (e *AxNoticeKind) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxNoticeKind(s)
+	case string:
+		*e = AxNoticeKind(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxNoticeKind: %T", src)
+	}
+	return nil
+}
+
+type NullAxNoticeKind struct {
+	AxNoticeKind AxNoticeKind
+	Valid        bool // Valid is true if AxNoticeKind is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxNoticeKind) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxNoticeKind, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxNoticeKind.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxNoticeKind) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxNoticeKind), nil
+}
+
+func (e AxNoticeKind) Valid() bool {
+	switch e {
+	case AxNoticeKindSlack,
+		AxNoticeKindWebhook:
+		return true
+	}
+	return false
+}
+
+func AllAxNoticeKindValues() []AxNoticeKind {
+	return []AxNoticeKind{
+		AxNoticeKindSlack,
+		AxNoticeKindWebhook,
+	}
+}
+
+type AxNoticeState string
+
+const (
+	AxNoticeStatePending      AxNoticeState = "pending"
+	AxNoticeStateDelivered    AxNoticeState = "delivered"
+	AxNoticeStateNoticeFailed AxNoticeState = "notice_failed"
+	AxNoticeStateRateLimited  AxNoticeState = "rate_limited"
+)
+
+func (e *AxNoticeState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = AxNoticeState(s)
+	case string:
+		*e = AxNoticeState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for AxNoticeState: %T", src)
+	}
+	return nil
+}
+
+type NullAxNoticeState struct {
+	AxNoticeState AxNoticeState
+	Valid         bool // Valid is true if AxNoticeState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullAxNoticeState) Scan(value interface{}) error {
+	if value == nil {
+		ns.AxNoticeState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.AxNoticeState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullAxNoticeState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.AxNoticeState), nil
+}
+
+func (e AxNoticeState) Valid() bool {
+	switch e {
+	case AxNoticeStatePending,
+		AxNoticeStateDelivered,
+		AxNoticeStateNoticeFailed,
+		AxNoticeStateRateLimited:
+		return true
+	}
+	return false
+}
+
+func AllAxNoticeStateValues() []AxNoticeState {
+	return []AxNoticeState{
+		AxNoticeStatePending,
+		AxNoticeStateDelivered,
+		AxNoticeStateNoticeFailed,
+		AxNoticeStateRateLimited,
+	}
+}
+
 type AxRouteStrategy string
 
 const (
@@ -1545,6 +1731,46 @@ type AxNonce struct {
 	KeyID     uuid.UUID
 	Nonce     string
 	ExpiresAt time.Time
+}
+
+type AxNotice struct {
+	ID            int64
+	JobID         uuid.UUID
+	TargetID      int64
+	Event         AxNoticeEvent
+	ExecutionID   *uuid.UUID
+	Detail        string
+	FailedRuns    int32
+	Coalesced     int32
+	State         AxNoticeState
+	Attempts      int32
+	LastStatus    *int32
+	LastError     *string
+	NextAttemptAt *time.Time
+	EnqueuedAt    *time.Time
+	DeliveredAt   *time.Time
+	FailedAt      *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type AxNoticeSetting struct {
+	OnlyRow   bool
+	PerMinute int32
+}
+
+type AxNoticeTarget struct {
+	ID            int64
+	JobID         uuid.UUID
+	Position      int32
+	Kind          AxNoticeKind
+	Url           string
+	Events        []AxNoticeEvent
+	IncidentOpen  bool
+	IncidentSince *time.Time
+	FailedRuns    int32
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 type AxRateClass struct {

@@ -810,6 +810,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/notice-targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A job's failure-notice targets
+         * @description The targets with credentials in their URLs redacted, and the incident each last saw. Needs an API key with scope `read`.
+         */
+        get: operations["get-notice-targets"];
+        /**
+         * Set where a job's failure notices go
+         * @description Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run fails for good (retries spent) after a success, recovered at the next success, set_aside when the trigger is quarantined, callback_failed when a callback is given up. A target kept (same kind and URL) keeps its open incident. URLs must be reachable under the server's outbound policy; a URL read back with redacted credentials and sent again keeps the stored one. Needs an API key with scope `submit`.
+         */
+        put: operations["set-notice-targets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Patch notice-targets
+         * @description Partial update operation supporting both JSON Merge Patch & JSON Patch updates. Needs an API key with scope `submit`.
+         */
+        patch: operations["patch-notice-targets"];
+        trace?: never;
+    };
+    "/v1/jobs/{id}/notices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A job's failure notices, newest first
+         * @description Each notice with its event, target (credentials redacted), delivery state, attempts and last error. Needs an API key with scope `read`.
+         */
+        get: operations["list-job-notices"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/pause": {
         parameters: {
             query?: never;
@@ -2793,6 +2841,79 @@ export interface components {
         };
         LogRequest: {
             chunks: components["schemas"]["LogChunk"][] | null;
+        };
+        Notice: {
+            /** Format: int64 */
+            attempts: number;
+            /**
+             * Format: int64
+             * @description Notices to the same URL the rate limit held back before this one (told in its text)
+             */
+            coalesced?: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            delivered_at?: string;
+            /** @description The run's error, the set-aside reason or the callback's last error */
+            detail?: string;
+            /** @enum {string} */
+            event: "failed" | "recovered" | "set_aside" | "callback_failed";
+            /** @description The run (or the callback's run) that caused it */
+            execution_id?: string;
+            /** Format: date-time */
+            failed_at?: string;
+            /**
+             * Format: int64
+             * @description recovered: how many runs failed in the incident
+             */
+            failed_runs?: number;
+            /** Format: int64 */
+            id: number;
+            last_error?: string;
+            /** Format: int64 */
+            last_status?: number;
+            /** Format: date-time */
+            next_attempt_at?: string;
+            /**
+             * @description rate_limited: not sent (over the target URL's rate), counted in the next one that is
+             * @enum {string}
+             */
+            state: "pending" | "delivered" | "notice_failed" | "rate_limited";
+            /** @description slack or webhook */
+            target_kind: string;
+            /** @description Credentials redacted */
+            target_url: string;
+        };
+        NoticeListOutputBody: {
+            notices: components["schemas"]["Notice"][] | null;
+        };
+        NoticeTarget: {
+            /** @description Which events to send (default: all) */
+            events?: ("failed" | "recovered" | "set_aside" | "callback_failed")[] | null;
+            /**
+             * Format: int64
+             * @description Runs failed in the open (or last) incident
+             */
+            failed_runs: $Read<number>;
+            /** @description Whether the job's last run that ended failed or succeeded: true from a run that failed for good until the next success */
+            incident_open: $Read<boolean>;
+            /** Format: date-time */
+            incident_since?: $Read<string>;
+            /**
+             * @description slack: POST {"text": ...} to a Slack-compatible incoming webhook; webhook: a JSON envelope signed per Standard Webhooks with the job's signing secret
+             * @example webhook
+             * @enum {string}
+             */
+            kind: "slack" | "webhook";
+            /**
+             * @description Where to POST. Write-only credentials: userinfo and query values read back as the placeholder, which sent back keeps the stored value
+             * @example https://hooks.example.com/ax
+             */
+            url: string;
+        };
+        NoticeTargets: {
+            /** @description At most 10; empty turns notices off */
+            targets: components["schemas"]["NoticeTarget"][] | null;
         };
         PreviewShard: {
             /** Format: int64 */
@@ -10185,6 +10306,535 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["JobGraph"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "get-notice-targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "targets": [
+                     *         {
+                     *           "failed_runs": 1,
+                     *           "incident_open": false,
+                     *           "kind": "webhook",
+                     *           "url": "https://hooks.example.com/ax"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NoticeTargets"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "set-notice-targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "targets": [
+                 *         {
+                 *           "kind": "webhook",
+                 *           "url": "https://hooks.example.com/ax"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["NoticeTargets"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "targets": [
+                     *         {
+                     *           "failed_runs": 1,
+                     *           "incident_open": false,
+                     *           "kind": "webhook",
+                     *           "url": "https://hooks.example.com/ax"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NoticeTargets"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "patch-notice-targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "op": "add",
+                 *         "path": "example"
+                 *       }
+                 *     ]
+                 */
+                "application/json-patch+json": components["schemas"]["JsonPatchOp"][] | null;
+                /** @example {} */
+                "application/merge-patch+json": {
+                    /** @description At most 10; empty turns notices off */
+                    targets?: unknown[];
+                };
+                /** @example {} */
+                "application/merge-patch+shorthand": {
+                    /** @description At most 10; empty turns notices off */
+                    targets?: unknown[];
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "targets": [
+                     *         {
+                     *           "failed_runs": 1,
+                     *           "incident_open": false,
+                     *           "kind": "webhook",
+                     *           "url": "https://hooks.example.com/ax"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NoticeTargets"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "missing API key: send the header `Authorization: Bearer <key>`",
+                     *       "status": 401,
+                     *       "title": "Unauthorized"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "API key ci lacks scope admin (it has read)",
+                     *       "status": 403,
+                     *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "job 0190a6c4-8c1e-7b3a-9f00-3c2d1e0f4a5b not found",
+                     *       "status": 404,
+                     *       "title": "Not Found"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "internal server error",
+                     *       "status": 500,
+                     *       "title": "Internal Server Error"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "list-job-notices": {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Job id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "notices": [
+                     *         {
+                     *           "attempts": 1,
+                     *           "created_at": "2026-12-04T08:00:00Z",
+                     *           "event": "failed",
+                     *           "id": 1,
+                     *           "state": "pending",
+                     *           "target_kind": "example",
+                     *           "target_url": "example"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NoticeListOutputBody"];
                 };
             };
             /** @description Unauthorized */
