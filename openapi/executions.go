@@ -268,7 +268,7 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 	case errors.Is(err, queue.ErrIdempotencyMismatch):
 		return nil, huma.Error422UnprocessableEntity("Idempotency-Key was used for a different request",
 			&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "was used before with another body", Value: in.IdempotencyKey})
-	case errors.Is(err, queue.ErrOverlapForbidden):
+	case errors.Is(err, queue.ErrOverlapForbidden), errors.Is(err, queue.ErrOverlapQueueFull):
 		return nil, huma.Error409Conflict(err.Error())
 	case err != nil:
 		return nil, jobError(err, nil)

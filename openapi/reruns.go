@@ -169,7 +169,8 @@ func requestKey(given, header string, body any) (string, error) {
 
 func rerunError(err error) error {
 	switch {
-	case errors.Is(err, queue.ErrRunUnfinished), errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, queue.ErrOverlapForbidden):
+	case errors.Is(err, queue.ErrRunUnfinished), errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, queue.ErrOverlapForbidden),
+		errors.Is(err, queue.ErrOverlapQueueFull):
 		return huma.Error409Conflict(err.Error())
 	}
 	return executionError(err)

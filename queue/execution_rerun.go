@@ -43,7 +43,9 @@ type RerunResult struct {
 // req.ExecutionID, with its params and logical time (scheduled_for) and
 // the shards req.Shards chooses (same indexes and params), linked to it.
 // The original is not changed. A job whose concurrency policy is forbid
-// refuses while it has an unfinished run (ErrOverlapForbidden).
+// refuses while it has an unfinished run (ErrOverlapForbidden); one whose
+// policy is queue makes the re-run wait behind it (ErrOverlapQueueFull
+// when a run waits already).
 func (s *ExecutionService) Rerun(ctx context.Context, req *RerunRequest) (*RerunResult, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -112,6 +114,9 @@ func (s *ExecutionService) insertRerun(ctx context.Context, tx pgx.Tx, orig *axt
 	if err != nil {
 		return err
 	}
+	if err := holdIfUnfinished(ctx, tx, job, r.ID); err != nil {
+		return err
+	}
 	if err := s.outbox.Fired(ctx, tx, tasks); err != nil {
 		return err
 	}
@@ -167,7 +172,8 @@ func (s *ExecutionService) BulkRerun(ctx context.Context, req *BulkRerunRequest)
 			switch {
 			case err == nil:
 				item.RerunID, item.Replayed = res.Execution.ID, res.Replayed
-			case errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, ErrOverlapForbidden), errors.Is(err, ErrRunUnfinished):
+			case errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, ErrOverlapForbidden), errors.Is(err, ErrRunUnfinished),
+				errors.Is(err, ErrOverlapQueueFull):
 				item.Error = err.Error()
 			default:
 				return nil, err

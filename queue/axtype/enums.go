@@ -98,6 +98,10 @@ const (
 	ConcurrencyAllow   ConcurrencyPolicy = "allow"
 	ConcurrencyForbid  ConcurrencyPolicy = "forbid"
 	ConcurrencyReplace ConcurrencyPolicy = "replace"
+	// ConcurrencyQueue: a fire during an unfinished run waits and starts
+	// when that run ends; at most one waits (later fires are skipped as
+	// SkipOverlapQueueFull).
+	ConcurrencyQueue ConcurrencyPolicy = "queue"
 )
 
 // MisfirePolicy is what the trigger loop does with ticks it missed,
@@ -139,6 +143,9 @@ const (
 	SkipOverlap SkipReason = "overlap"
 	SkipPaused  SkipReason = "paused"
 	SkipDSTGap  SkipReason = "dst_gap"
+	// SkipOverlapQueueFull: a fire of a queue job while one of its runs
+	// already waited behind an unfinished one.
+	SkipOverlapQueueFull SkipReason = "overlap_queue_full"
 )
 
 // AgentState is the lifecycle state of an agent, ax.agent_state.

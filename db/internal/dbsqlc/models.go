@@ -270,6 +270,7 @@ const (
 	AxConcurrencyPolicyAllow   AxConcurrencyPolicy = "allow"
 	AxConcurrencyPolicyForbid  AxConcurrencyPolicy = "forbid"
 	AxConcurrencyPolicyReplace AxConcurrencyPolicy = "replace"
+	AxConcurrencyPolicyQueue   AxConcurrencyPolicy = "queue"
 )
 
 func (e *AxConcurrencyPolicy) Scan(src interface{}) error {
@@ -311,7 +312,8 @@ func (e AxConcurrencyPolicy) Valid() bool {
 	switch e {
 	case AxConcurrencyPolicyAllow,
 		AxConcurrencyPolicyForbid,
-		AxConcurrencyPolicyReplace:
+		AxConcurrencyPolicyReplace,
+		AxConcurrencyPolicyQueue:
 		return true
 	}
 	return false
@@ -322,6 +324,7 @@ func AllAxConcurrencyPolicyValues() []AxConcurrencyPolicy {
 		AxConcurrencyPolicyAllow,
 		AxConcurrencyPolicyForbid,
 		AxConcurrencyPolicyReplace,
+		AxConcurrencyPolicyQueue,
 	}
 }
 
@@ -724,10 +727,11 @@ func AllAxRouteStrategyValues() []AxRouteStrategy {
 type AxSkipReason string
 
 const (
-	AxSkipReasonMisfire AxSkipReason = "misfire"
-	AxSkipReasonOverlap AxSkipReason = "overlap"
-	AxSkipReasonPaused  AxSkipReason = "paused"
-	AxSkipReasonDstGap  AxSkipReason = "dst_gap"
+	AxSkipReasonMisfire          AxSkipReason = "misfire"
+	AxSkipReasonOverlap          AxSkipReason = "overlap"
+	AxSkipReasonPaused           AxSkipReason = "paused"
+	AxSkipReasonDstGap           AxSkipReason = "dst_gap"
+	AxSkipReasonOverlapQueueFull AxSkipReason = "overlap_queue_full"
 )
 
 func (e *AxSkipReason) Scan(src interface{}) error {
@@ -770,7 +774,8 @@ func (e AxSkipReason) Valid() bool {
 	case AxSkipReasonMisfire,
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
-		AxSkipReasonDstGap:
+		AxSkipReasonDstGap,
+		AxSkipReasonOverlapQueueFull:
 		return true
 	}
 	return false
@@ -782,6 +787,7 @@ func AllAxSkipReasonValues() []AxSkipReason {
 		AxSkipReasonOverlap,
 		AxSkipReasonPaused,
 		AxSkipReasonDstGap,
+		AxSkipReasonOverlapQueueFull,
 	}
 }
 
@@ -1485,6 +1491,14 @@ type AxNonce struct {
 	KeyID     uuid.UUID
 	Nonce     string
 	ExpiresAt time.Time
+}
+
+type AxQueuedRun struct {
+	ExecutionID uuid.UUID
+	JobID       uuid.UUID
+	BehindID    *uuid.UUID
+	QueuedAt    time.Time
+	ReleasedAt  *time.Time
 }
 
 type AxRateClass struct {
