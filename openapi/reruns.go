@@ -103,7 +103,8 @@ func (h *executionHandlers) registerReruns(api huma.API) {
 			"logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is " +
 			"not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. " +
 			"Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, " +
-			"when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.",
+			"when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. " +
+			"A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusGone, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.rerun)
 	huma.Register(api, requireScope(huma.Operation{
@@ -232,5 +233,11 @@ func showLineage(out *Execution, l *queue.Lineage) {
 	}
 	if l.Backfill != nil {
 		out.BackfillID = l.Backfill.String()
+	}
+	if w := l.Wait; w != nil {
+		out.Queue = &ExecutionQueue{Waiting: w.ReleasedAt == nil, QueuedAt: w.QueuedAt, ReleasedAt: w.ReleasedAt}
+		if w.BehindID != uuid.Nil {
+			out.Queue.Behind = w.BehindID.String()
+		}
 	}
 }

@@ -189,9 +189,13 @@ type Lineage struct {
 	RerunOf  *uuid.UUID  // the run this one re-runs
 	Reruns   []uuid.UUID // runs that re-run this one, oldest first
 	Backfill *uuid.UUID  // the backfill that made this run
+	// Wait: the run waited (or waits) behind an unfinished run of its job
+	// (concurrency policy queue); nil when it did not.
+	Wait *axtype.QueuedRun
 }
 
-// Lineage returns what run id re-runs, its re-runs and its backfill.
+// Lineage returns what run id re-runs, its re-runs, its backfill and
+// what it waited behind.
 func (s *ExecutionService) Lineage(ctx context.Context, id uuid.UUID) (*Lineage, error) {
 	out := &Lineage{}
 	var err error
@@ -204,5 +208,8 @@ func (s *ExecutionService) Lineage(ctx context.Context, id uuid.UUID) (*Lineage,
 	if out.Backfill, err = db.BackfillOfExecution(ctx, s.pool, id); err != nil {
 		return nil, err
 	}
-	return out, nil
+	if out.Wait, err = db.QueuedRunGet(ctx, s.pool, id); errors.Is(err, axtype.ErrNotFound) {
+		out.Wait, err = nil, nil
+	}
+	return out, err
 }
