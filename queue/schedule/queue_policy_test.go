@@ -224,3 +224,34 @@ func (q *queueEnv) taskTimes(taskID uuid.UUID) (ready, leased time.Time) {
 		`SELECT not_before, leased_at FROM ax.all_tasks WHERE id = $1`, taskID).Scan(&ready, &leased))
 	return ready, leased
 }
+
+// TestQueuePolicyDelayedRunsWaitToo: a delayed run of a queue job that
+// comes due during a run waits behind it; one more while it waits is
+// cancelled as overlap_queue_full (a delayed run has no tick to skip).
+func TestQueuePolicyDelayedRunsWaitToo(t *testing.T) {
+	t.Parallel()
+	q := setupQueue(t)
+	ctx := context.Background()
+	q.fireTick(q.loop, 0)
+	require.Len(t, q.lease(), 1)
+	delayed := func(offset time.Duration) uuid.UUID {
+		id := uuid.Must(uuid.NewV7())
+		require.NoError(t, db.DelayedRunInsertMany(ctx, q.pool, []*axtype.DelayedRun{
+			{ID: id, JobID: q.job.ID, RunAt: q.tick.Add(offset)}}))
+		q.clock.Set(q.tick.Add(offset + 100*time.Millisecond))
+		n, err := q.loop.FireDueRuns(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		return id
+	}
+	waits := delayed(time.Second)
+	wait, err := db.QueuedRunGet(ctx, q.pool, waits)
+	require.NoError(t, err)
+	require.Nil(t, wait.ReleasedAt)
+	full := delayed(2 * time.Second)
+	exec, err := db.ExecutionGetByID(ctx, q.pool, full)
+	require.NoError(t, err)
+	require.Equal(t, axtype.ExecutionCancelled, exec.State)
+	require.Equal(t, schedule.QueueFullReason, exec.CancelReason)
+	require.Empty(t, q.lease(), "the waiting delayed run is held")
+}
