@@ -86,6 +86,7 @@ type TriggerLoop struct {
 	notifier *notify.Notifier
 	cfg      TriggerLoopConfig
 	planner  *planner
+	forgotAt time.Time // the last delete of old waits (ReleaseWaiting)
 
 	bg startstop.Runner
 }
@@ -201,8 +202,13 @@ func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 	return b.report(ctx, l.cfg, "fired due jobs"), nil
 }
 
-// releaseBatch bounds the jobs one ReleaseWaiting pass looks at.
+// releaseBatch bounds the jobs one ReleaseWaiting pass looks at and the
+// old waits it forgets.
 const releaseBatch = 500
+
+// forgetEvery spaces the passes that delete old waits: a loop passes
+// many times a second in a stream of fires, and the rows are few.
+const forgetEvery = time.Minute
 
 // ReleaseWaiting is the sweep behind the release in the ending
 // transaction (ax.queued_run_release, run by a trigger on ax.execution):
@@ -227,9 +233,13 @@ func (l *TriggerLoop) ReleaseWaiting(ctx context.Context) (int, error) {
 	if c := l.cfg.Clock.Now(); c != nil {
 		now = *c
 	}
+	if now.Sub(l.forgotAt) < forgetEvery {
+		return n, nil
+	}
 	if _, err := db.QueuedRunForget(ctx, l.pool, now.Add(-axtype.QueuedRunForget), releaseBatch); err != nil {
 		return n, err
 	}
+	l.forgotAt = now
 	return n, nil
 }
 
