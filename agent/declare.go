@@ -68,7 +68,7 @@ type JobSpec struct {
 	// Params are handed to every run: a JSON object.
 	Params json.RawMessage
 	// Concurrency is what a fire does while the previous run is
-	// unfinished: allow (default), forbid or replace.
+	// unfinished: allow (default), forbid, replace or queue.
 	Concurrency string
 }
 

@@ -120,6 +120,16 @@ func ExecutionHasUnfinished(ctx context.Context, e Executor, jobID uuid.UUID) (b
 	return v, nil
 }
 
+// ExecutionHasUnfinishedOther reports whether a job has a pending or
+// running execution other than execID.
+func ExecutionHasUnfinishedOther(ctx context.Context, e Executor, jobID, execID uuid.UUID) (bool, error) {
+	v, err := queries.ExecutionHasUnfinishedOther(ctx, e, dbsqlc.ExecutionHasUnfinishedOtherParams{JobID: jobID, ExecutionID: execID})
+	if err != nil {
+		return false, fmt.Errorf("error checking unfinished executions of job %s: %w", jobID, mapErr(err))
+	}
+	return v, nil
+}
+
 // ExecutionGroupByID returns the group of execution id's job; ErrNotFound
 // when there is no such execution.
 func ExecutionGroupByID(ctx context.Context, e Executor, id uuid.UUID) (string, error) {

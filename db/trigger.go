@@ -75,7 +75,8 @@ func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Durati
 			IntervalSeconds: deref(r.IntervalSeconds), ConcurrencyPolicy: axtype.ConcurrencyPolicy(r.ConcurrencyPolicy),
 			MisfirePolicy: axtype.MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
 			MisfireMaxFires: int(r.MisfireMaxFires), NextFireAt: r.NextFireAt.UTC(), Now: r.DbNow.UTC(), HasUnfinished: r.HasUnfinished,
-			Paused: r.Paused, PausedAt: utcPtr(r.PausedAt),
+			HasWaiting: r.HasWaiting,
+			Paused:     r.Paused, PausedAt: utcPtr(r.PausedAt),
 			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil), Exclude: r.Exclude,
 		}
 		if out[i].Triggers, err = triggersFromJSON(r.ID, r.Triggers); err != nil {

@@ -10,32 +10,42 @@ import (
 
 // Execution is one fire of a job: the status the trigger API points to.
 type Execution struct {
-	ID                string         `json:"id" format:"uuid" doc:"Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)"`
-	JobID             string         `json:"job_id" format:"uuid"`
-	Cause             string         `json:"cause" enum:"schedule,catch_up,manual,delayed,rerun,backfill,after" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id); after: its upstream jobs' runs for its logical time ended (caused_by)"`
-	State             string         `json:"state" enum:"scheduled,pending,running,succeeded,failed,timed_out,cancelled" doc:"scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at"`
-	ScheduledFor      time.Time      `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)"`
-	FiredAt           *time.Time     `json:"fired_at,omitempty" doc:"When it was created; fired_at - scheduled_for is the fire lag. Absent while a delayed run is scheduled"`
-	Held              bool           `json:"held,omitempty" doc:"A delayed run that came due while its job was paused: it fires when the job resumes, under the job's misfire policy"`
-	Misfired          bool           `json:"misfired" doc:"The tick was missed and fired late under the misfire policy"`
-	Params            Params         `json:"params" doc:"The run's params, exactly as given"`
-	ShardCount        int            `json:"shard_count"`
-	Priority          int            `json:"priority"`
-	StartedAt         *time.Time     `json:"started_at,omitempty"`
-	FinishedAt        *time.Time     `json:"finished_at,omitempty"`
-	CancelRequestedAt *time.Time     `json:"cancel_requested_at,omitempty"`
-	CancelReason      string         `json:"cancel_reason,omitempty"`
-	Error             string         `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
-	TraceParent       string         `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
-	TriggerIndex      *int           `json:"trigger_index,omitempty" doc:"Which of the job's triggers fired a scheduled run (cause schedule or catch_up): its index in the job's triggers, 0 for a job with one trigger. When several tick at that instant the run is one, and this is the first of them. Absent for runs no trigger fired"`
-	StatusURL         string         `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
-	Callback          *Callback      `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
-	Tasks             []Task         `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
-	RerunOf           string         `json:"rerun_of,omitempty" format:"uuid" doc:"The run this one re-runs (cause rerun)"`
-	Reruns            []string       `json:"reruns,omitempty" doc:"Runs that re-run this one, oldest first (shown when getting one execution)"`
-	BackfillID        string         `json:"backfill_id,omitempty" format:"uuid" doc:"The backfill that made this run (shown when getting one execution)"`
-	CausedBy          []CausingRun   `json:"caused_by,omitempty" doc:"The upstream runs whose ends fired this run (a job of trigger kind after; shown when getting one execution)"`
-	ErrorCodes        map[string]int `json:"error_codes,omitempty" doc:"How many shards ended without succeeding, by error code; shards without a code are not counted (shown when getting one execution)" example:"{\"exit_3\": 2, \"signal_killed\": 1}"`
+	ID                string          `json:"id" format:"uuid" doc:"Execution id: the callback's webhook-id, and each task's idempotency key (followed by :<shard index> when the run has several shards)"`
+	JobID             string          `json:"job_id" format:"uuid"`
+	Cause             string          `json:"cause" enum:"schedule,catch_up,manual,delayed,rerun,backfill,after" doc:"schedule: an on-time tick; catch_up: a missed tick fired late; manual: the trigger API; delayed: a run asked for later (run_at or delay_seconds); rerun: a re-run of an earlier run (rerun_of); backfill: a past tick filled in by a backfill (backfill_id); after: its upstream jobs' runs for its logical time ended (caused_by)"`
+	State             string          `json:"state" enum:"scheduled,pending,running,succeeded,failed,timed_out,cancelled" doc:"scheduled: a delayed run waiting for its time (it has no tasks yet); cancelled before it fired, it shows cancelled without fired_at"`
+	ScheduledFor      time.Time       `json:"scheduled_for" doc:"The tick this execution serves (for manual runs, when the trigger was accepted; for delayed runs, their run_at)"`
+	FiredAt           *time.Time      `json:"fired_at,omitempty" doc:"When it was created; fired_at - scheduled_for is the fire lag. Absent while a delayed run is scheduled"`
+	Held              bool            `json:"held,omitempty" doc:"A delayed run that came due while its job was paused: it fires when the job resumes, under the job's misfire policy"`
+	Misfired          bool            `json:"misfired" doc:"The tick was missed and fired late under the misfire policy"`
+	Params            Params          `json:"params" doc:"The run's params, exactly as given"`
+	ShardCount        int             `json:"shard_count"`
+	Priority          int             `json:"priority"`
+	StartedAt         *time.Time      `json:"started_at,omitempty"`
+	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
+	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
+	CancelReason      string          `json:"cancel_reason,omitempty"`
+	Error             string          `json:"error,omitempty" doc:"Why the run ended without tasks (e.g. a broadcast found no live agent)"`
+	TraceParent       string          `json:"traceparent,omitempty" doc:"W3C trace context of the run: the caller's, else one whose trace id is the execution id; agents and callbacks get it"`
+	TriggerIndex      *int            `json:"trigger_index,omitempty" doc:"Which of the job's triggers fired a scheduled run (cause schedule or catch_up): its index in the job's triggers, 0 for a job with one trigger. When several tick at that instant the run is one, and this is the first of them. Absent for runs no trigger fired"`
+	StatusURL         string          `json:"status_url" doc:"Where to ask for its state: GET it, with ?wait=30s to wait for the end"`
+	Callback          *Callback       `json:"callback,omitempty" doc:"Delivery of its result to the job's callback URL (shown when getting one execution)"`
+	Tasks             []Task          `json:"tasks,omitempty" doc:"One per shard (shown when getting one execution)"`
+	RerunOf           string          `json:"rerun_of,omitempty" format:"uuid" doc:"The run this one re-runs (cause rerun)"`
+	Reruns            []string        `json:"reruns,omitempty" doc:"Runs that re-run this one, oldest first (shown when getting one execution)"`
+	BackfillID        string          `json:"backfill_id,omitempty" format:"uuid" doc:"The backfill that made this run (shown when getting one execution)"`
+	CausedBy          []CausingRun    `json:"caused_by,omitempty" doc:"The upstream runs whose ends fired this run (a job of trigger kind after; shown when getting one execution)"`
+	Queue             *ExecutionQueue `json:"queue,omitempty" doc:"Concurrency policy queue: the run came while another run of its job was unfinished and waited (or waits) behind it (shown when getting one execution)"`
+	ErrorCodes        map[string]int  `json:"error_codes,omitempty" doc:"How many shards ended without succeeding, by error code; shards without a code are not counted (shown when getting one execution)" example:"{\"exit_3\": 2, \"signal_killed\": 1}"`
+}
+
+// ExecutionQueue is how a run of a queue job waited behind an unfinished
+// run of its job.
+type ExecutionQueue struct {
+	Waiting    bool       `json:"waiting" doc:"It waits still: its tasks are held (not_before far ahead) until the run behind ends, then it starts at once"`
+	Behind     string     `json:"behind,omitempty" format:"uuid" doc:"The run it waits or waited behind (absent when that run had ended before the wait was recorded)"`
+	QueuedAt   time.Time  `json:"queued_at" doc:"When it began to wait"`
+	ReleasedAt *time.Time `json:"released_at,omitempty" doc:"When the run behind ended and this one was let go"`
 }
 
 // CausingRun is an upstream run that fired a run of a job of trigger kind after.
@@ -60,7 +70,7 @@ type Task struct {
 	MaxAttempts    int             `json:"max_attempts"`
 	LostLeases     int             `json:"lost_leases" doc:"Leases lost with their agent (offline or silent): each ran the task again without using up an attempt; at the server's cap (3 by default) the task fails with an error starting \"lost:\""`
 	TimeoutSeconds int             `json:"timeout_seconds" doc:"Limit on the current attempt (with timeout_mode adaptive: from the job's history, doubled after a timeout)"`
-	NotBefore      time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff)"`
+	NotBefore      time.Time       `json:"not_before" doc:"Not leased before this time (retry backoff; far ahead, year 9999, while its run waits behind another under concurrency policy queue)"`
 	AgentID        string          `json:"agent_id,omitempty" format:"uuid" doc:"The agent that holds, or last held, the task's lease (absent: never leased, or an HTTP task ax sends itself)"`
 	LeasedAt       *time.Time      `json:"leased_at,omitempty" doc:"When the latest attempt was leased (to agent_id)"`
 	StartedAt      *time.Time      `json:"started_at,omitempty" doc:"When the agent first reported the latest attempt running (its first heartbeat); absent when the attempt ended before one, as short tasks do, whose start is then leased_at"`
@@ -72,7 +82,7 @@ type Task struct {
 
 // SkippedFire is a run of ticks that did not fire, with why.
 type SkippedFire struct {
-	Reason     string    `json:"reason" enum:"misfire,overlap,paused,dst_gap,calendar,upstream_failed"`
+	Reason     string    `json:"reason" enum:"misfire,overlap,overlap_queue_full,paused,dst_gap,calendar,upstream_failed"`
 	FirstTick  time.Time `json:"first_tick"`
 	LastTick   time.Time `json:"last_tick" doc:"Last skipped tick, or the end of the range when the ticks were too many to count"`
 	TickCount  int       `json:"tick_count,omitempty" doc:"How many ticks; absent when too many to count"`
@@ -139,7 +149,7 @@ type TickExplanation struct {
 	Reason    string          `json:"reason" doc:"One sentence for a person"`
 	Tick      bool            `json:"tick" doc:"at is a tick of the job's trigger"`
 	Execution *ExecutionBrief `json:"execution,omitempty" doc:"The run fired for the tick"`
-	Running   *ExecutionBrief `json:"running,omitempty" doc:"For an overlap skip: the run that had not finished at that instant"`
+	Running   *ExecutionBrief `json:"running,omitempty" doc:"For an overlap skip: the run that had not finished at that instant; for a run that waited (concurrency policy queue): the run it waited behind"`
 	Skip      *SkippedFire    `json:"skip,omitempty" doc:"The skip record that covers the tick"`
 	NextTick  *time.Time      `json:"next_tick,omitempty" doc:"The trigger's first tick after at (of a job with several triggers: the first of theirs)"`
 	Triggers  []TriggerTick   `json:"triggers,omitempty" doc:"For a job with several triggers: each trigger, whether it ticks at at, and its own next tick"`

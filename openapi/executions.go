@@ -141,7 +141,9 @@ func (h *executionHandlers) register(api huma.API) {
 		OperationID: "trigger-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/trigger", Tags: []string{"Jobs"},
 		Summary: "Run a job now, or later", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
 		Description: "Creates an execution at once and answers 202 with it; poll the Location URL for its state. " +
-			"Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. " +
+			"Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; " +
+			"queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 " +
+			"when a run waits already. " +
 			"With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time " +
 			"as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then " +
 			"recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key " +
@@ -272,7 +274,7 @@ func (h *executionHandlers) trigger(ctx context.Context, in *triggerInput) (*exe
 	case errors.Is(err, queue.ErrIdempotencyMismatch):
 		return nil, huma.Error422UnprocessableEntity("Idempotency-Key was used for a different request",
 			&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "was used before with another body", Value: in.IdempotencyKey})
-	case errors.Is(err, queue.ErrOverlapForbidden):
+	case errors.Is(err, queue.ErrOverlapForbidden), errors.Is(err, queue.ErrOverlapQueueFull):
 		return nil, huma.Error409Conflict(err.Error())
 	case err != nil:
 		return nil, jobError(err, nil)

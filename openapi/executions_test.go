@@ -91,3 +91,39 @@ func TestTriggerForbidOverlap(t *testing.T) {
 	env.trigger(id, "", "").must(t, http.StatusAccepted)
 	env.trigger(id, "", "").must(t, http.StatusConflict)
 }
+
+// TestTriggerQueueOverlap: the API accepts concurrency_policy queue (and
+// refuses an unknown policy naming the field); a manual trigger during an
+// unfinished run waits behind it, shown as queue.waiting on the run, and a
+// third trigger while one waits answers 409.
+func TestTriggerQueueOverlap(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	bad := cronJob("serial", "0 0 * * *", "UTC")
+	bad["concurrency_policy"] = "queued"
+	refused := env.call("POST", "/v1/jobs", env.admin, bad)
+	refused.must(t, http.StatusUnprocessableEntity)
+	require.Equal(t, []string{"body.concurrency_policy"}, refused.errorLocations())
+	job := cronJob("serial", "0 0 * * *", "UTC")
+	job["concurrency_policy"] = "queue"
+	created := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)
+	require.Equal(t, "queue", created["concurrency_policy"])
+	id := created["id"].(string)
+
+	first := env.trigger(id, "", "").must(t, http.StatusAccepted)
+	waiting := env.trigger(id, "", "").must(t, http.StatusAccepted)
+	env.trigger(id, "", "").must(t, http.StatusConflict)
+
+	got := env.call("GET", "/v1/executions/"+waiting["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	require.Equal(t, "pending", got["state"])
+	q := got["queue"].(map[string]any)
+	require.Equal(t, true, q["waiting"])
+	require.Equal(t, first["id"], q["behind"])
+	require.Nil(t, q["released_at"])
+
+	env.call("POST", "/v1/executions/"+first["id"].(string)+"/cancel", env.admin, nil).must(t, http.StatusOK)
+	got = env.call("GET", "/v1/executions/"+waiting["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	q = got["queue"].(map[string]any)
+	require.Equal(t, false, q["waiting"])
+	require.NotNil(t, q["released_at"])
+}

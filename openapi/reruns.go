@@ -104,7 +104,8 @@ func (h *executionHandlers) registerReruns(api huma.API) {
 			"logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is " +
 			"not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. " +
 			"Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, " +
-			"when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished.",
+			"when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. " +
+			"A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusGone, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.rerun)
 	huma.Register(api, requireScope(huma.Operation{
@@ -171,7 +172,8 @@ func requestKey(given, header string, body any) (string, error) {
 
 func rerunError(err error) error {
 	switch {
-	case errors.Is(err, queue.ErrRunUnfinished), errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, queue.ErrOverlapForbidden):
+	case errors.Is(err, queue.ErrRunUnfinished), errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, queue.ErrOverlapForbidden),
+		errors.Is(err, queue.ErrOverlapQueueFull):
 		return huma.Error409Conflict(err.Error())
 	}
 	return executionError(err)
@@ -237,5 +239,11 @@ func showLineage(out *Execution, l *queue.Lineage) {
 	for _, r := range l.CausedBy {
 		out.CausedBy = append(out.CausedBy, CausingRun{ExecutionID: r.ID.String(), JobID: r.JobID.String(),
 			Job: r.Group + "/" + r.Name, State: r.State, ScheduledFor: r.ScheduledFor, FinishedAt: r.FinishedAt})
+	}
+	if w := l.Wait; w != nil {
+		out.Queue = &ExecutionQueue{Waiting: w.ReleasedAt == nil, QueuedAt: w.QueuedAt, ReleasedAt: w.ReleasedAt}
+		if w.BehindID != uuid.Nil {
+			out.Queue.Behind = w.BehindID.String()
+		}
 	}
 }

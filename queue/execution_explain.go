@@ -47,7 +47,8 @@ type Explanation struct {
 	Reason  string // one sentence for a person
 	Tick    bool   // At is a tick of the trigger
 	// Execution is the run fired for the tick; Running, for an overlap
-	// skip, the run that was still unfinished at At.
+	// skip, the run that was still unfinished at At, and for a run that
+	// waited (concurrency policy queue), the run it waited behind.
 	Execution, Running *axtype.Execution
 	Skip               *axtype.SkippedFire
 	NextTick           *time.Time // the trigger's first tick after At, when it has one
@@ -107,7 +108,7 @@ func (s *ExecutionService) explainInstant(ctx context.Context, job *axtype.Job, 
 		if exec.Cause == axtype.CauseBackfill {
 			return s.explainBackfilled(ctx, exec, out)
 		}
-		return nil
+		return s.explainWaited(ctx, exec, loc, out)
 	} else if !errors.Is(err, axtype.ErrNotFound) {
 		return err
 	}
@@ -326,4 +327,35 @@ func localDate(at time.Time, tz string) string {
 		loc = time.UTC
 	}
 	return at.In(loc).Format(time.DateOnly)
+}
+
+// explainWaited says why a run of a queue job started late: it waited
+// behind an unfinished run of its job (or still does).
+func (s *ExecutionService) explainWaited(ctx context.Context, exec *axtype.Execution, loc *time.Location, out *Explanation) error {
+	wait, err := db.QueuedRunGet(ctx, s.pool, exec.ID)
+	switch {
+	case errors.Is(err, axtype.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	behind := "a run that had ended before the wait was recorded"
+	if wait.BehindID != uuid.Nil {
+		behind = "run " + wait.BehindID.String()
+		running, err := db.ExecutionGetByID(ctx, s.pool, wait.BehindID)
+		switch {
+		case err == nil:
+			out.Running = running
+			behind += fmt.Sprintf(" (the tick of %s)", localTime(running.ScheduledFor, loc))
+		case !errors.Is(err, axtype.ErrNotFound):
+			return err
+		}
+	}
+	if wait.ReleasedAt == nil {
+		out.Reason += "; it is waiting behind " + behind + " (concurrency policy queue): it starts when that run ends"
+		return nil
+	}
+	out.Reason += fmt.Sprintf("; it waited behind %s (concurrency policy queue) and was released at %s, when that run ended",
+		behind, localTime(*wait.ReleasedAt, loc))
+	return nil
 }

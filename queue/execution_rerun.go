@@ -46,7 +46,9 @@ type RerunResult struct {
 // req.ExecutionID, with its params and logical time (scheduled_for) and
 // the shards req.Shards chooses (same indexes and params), linked to it.
 // The original is not changed. A job whose concurrency policy is forbid
-// refuses while it has an unfinished run (ErrOverlapForbidden).
+// refuses while it has an unfinished run (ErrOverlapForbidden); one whose
+// policy is queue makes the re-run wait behind it (ErrOverlapQueueFull
+// when a run waits already).
 func (s *ExecutionService) Rerun(ctx context.Context, req *RerunRequest) (*RerunResult, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -115,6 +117,9 @@ func (s *ExecutionService) insertRerun(ctx context.Context, tx pgx.Tx, orig *axt
 	if err != nil {
 		return err
 	}
+	if err := holdIfUnfinished(ctx, tx, job, r.ID); err != nil {
+		return err
+	}
 	if err := s.outbox.Fired(ctx, tx, tasks); err != nil {
 		return err
 	}
@@ -170,7 +175,8 @@ func (s *ExecutionService) BulkRerun(ctx context.Context, req *BulkRerunRequest)
 			switch {
 			case err == nil:
 				item.RerunID, item.Replayed = res.Execution.ID, res.Replayed
-			case errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, ErrOverlapForbidden), errors.Is(err, ErrRunUnfinished):
+			case errors.Is(err, axtype.ErrNothingToRerun), errors.Is(err, ErrOverlapForbidden), errors.Is(err, ErrRunUnfinished),
+				errors.Is(err, ErrOverlapQueueFull):
 				item.Error = err.Error()
 			default:
 				return nil, err
@@ -188,9 +194,13 @@ type Lineage struct {
 	Backfill *uuid.UUID  // the backfill that made this run
 	// CausedBy are the upstream runs that fired this run (after triggers).
 	CausedBy []axtype.AfterRun
+	// Wait: the run waited (or waits) behind an unfinished run of its job
+	// (concurrency policy queue); nil when it did not.
+	Wait *axtype.QueuedRun
 }
 
-// Lineage returns what run id re-runs, its re-runs and its backfill.
+// Lineage returns what run id re-runs, its re-runs, its backfill and
+// what it waited behind.
 func (s *ExecutionService) Lineage(ctx context.Context, id uuid.UUID) (*Lineage, error) {
 	out := &Lineage{}
 	var err error
@@ -201,6 +211,12 @@ func (s *ExecutionService) Lineage(ctx context.Context, id uuid.UUID) (*Lineage,
 		return nil, err
 	}
 	if out.Backfill, err = db.BackfillOfExecution(ctx, s.pool, id); err != nil {
+		return nil, err
+	}
+	if out.Wait, err = db.QueuedRunGet(ctx, s.pool, id); errors.Is(err, axtype.ErrNotFound) {
+		out.Wait, err = nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	exec, err := db.ExecutionGetByID(ctx, s.pool, id)

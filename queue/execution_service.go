@@ -28,6 +28,10 @@ var (
 	// ErrOverlapForbidden means a job with concurrency policy forbid still
 	// has an unfinished execution.
 	ErrOverlapForbidden = errors.New("the job's previous execution is unfinished and its concurrency policy is forbid")
+	// ErrOverlapQueueFull means a job with concurrency policy queue has an
+	// unfinished execution and another one waiting behind it already.
+	ErrOverlapQueueFull = errors.New("the job's previous execution is unfinished and a run already waits behind it " +
+		"(concurrency policy queue, skip reason overlap_queue_full)")
 )
 
 // ExecutionService triggers, reads and cancels executions.
@@ -151,7 +155,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 		if unfinished && job.ConcurrencyPolicy == axtype.ConcurrencyForbid {
 			return nil, ErrOverlapForbidden
 		}
-		if unfinished {
+		if unfinished && job.ConcurrencyPolicy == axtype.ConcurrencyReplace {
 			if _, err := db.ExecutionCancel(ctx, tx, nil, []uuid.UUID{job.ID}, "replaced by a newer fire"); err != nil {
 				return nil, err
 			}
@@ -171,6 +175,9 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if len(inserted) != 1 {
 		return nil, fmt.Errorf("error inserting execution %s: not inserted", id)
 	}
+	if err := holdIfUnfinished(ctx, tx, job, id); err != nil {
+		return nil, err
+	}
 	if err := db.TriggerRecordFire(ctx, tx, job.ID, id, now); err != nil {
 		return nil, err
 	}
@@ -178,6 +185,28 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 		return nil, err
 	}
 	return db.ExecutionGetByID(ctx, tx, id)
+}
+
+// holdIfUnfinished makes run execID, just inserted in tx, wait behind the
+// unfinished run of job when its concurrency policy is queue; the caller
+// holds job's row locked, so manual fires of one job queue one by one.
+// ErrOverlapQueueFull: a run waits already (tx must be rolled back).
+func holdIfUnfinished(ctx context.Context, tx pgx.Tx, job *axtype.Job, execID uuid.UUID) error {
+	if job.ConcurrencyPolicy != axtype.ConcurrencyQueue {
+		return nil
+	}
+	unfinished, err := db.ExecutionHasUnfinishedOther(ctx, tx, job.ID, execID)
+	if err != nil || !unfinished {
+		return err
+	}
+	held, err := db.QueuedRunHoldMany(ctx, tx, []uuid.UUID{execID}, []uuid.UUID{job.ID})
+	if err != nil {
+		return err
+	}
+	if !held[execID] {
+		return ErrOverlapQueueFull
+	}
+	return nil
 }
 
 // Get returns an execution with its tasks.

@@ -119,6 +119,37 @@ func TestTriggerHonoursTheConcurrencyPolicy(t *testing.T) {
 	require.Equal(t, axtype.ExecutionState("pending"), e.execution(b.ID).State)
 }
 
+// TestTriggerQueuesBehindTheUnfinishedRun: a manual trigger of a queue
+// job while a run is unfinished waits behind it (its task held); a second
+// one is refused while one waits; ending the first releases the waiting
+// one in that transaction.
+func TestTriggerQueuesBehindTheUnfinishedRun(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	job := e.job(func(j *axtype.Job) { j.ConcurrencyPolicy = axtype.ConcurrencyQueue })
+	first := e.trigger(job.ID)
+	waiting := e.trigger(job.ID)
+	require.Equal(t, axtype.ExecutionPending, e.execution(waiting.ID).State)
+	wait, err := db.QueuedRunGet(ctx, e.pool, waiting.ID)
+	require.NoError(t, err)
+	require.Equal(t, first.ID, wait.BehindID)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.task WHERE execution_id = $1 AND not_before = $2`, waiting.ID, axtype.QueuedHold))
+
+	_, _, err = e.execs.Trigger(ctx, &queue.TriggerRequest{JobID: job.ID})
+	require.ErrorIs(t, err, queue.ErrOverlapQueueFull)
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM ax.all_executions WHERE job_id = $1`, job.ID), "a refused trigger leaves nothing")
+
+	_, err = e.execs.Cancel(ctx, first.ID, "make room")
+	require.NoError(t, err)
+	wait, err = db.QueuedRunGet(ctx, e.pool, waiting.ID)
+	require.NoError(t, err)
+	require.NotNil(t, wait.ReleasedAt, "released by the cancel's transaction")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM ax.task WHERE execution_id = $1 AND not_before <= now()`, waiting.ID))
+	x, err := e.execs.Explain(ctx, job.ID, waiting.ScheduledFor, false)
+	require.NoError(t, err)
+	require.Contains(t, x.Reason, "waited behind run "+first.ID.String())
+}
+
 func TestCancelEndsPendingTasksAndFlagsRunningOnes(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()

@@ -57,7 +57,8 @@ CREATE TYPE ax.callback_state AS ENUM (
 CREATE TYPE ax.concurrency_policy AS ENUM (
     'allow',
     'forbid',
-    'replace'
+    'replace',
+    'queue'
 );
 
 --
@@ -187,6 +188,7 @@ CREATE TYPE ax.skip_reason AS ENUM (
     'paused',
     'dst_gap',
     'calendar',
+    'overlap_queue_full',
     'upstream_failed'
 );
 
@@ -1121,6 +1123,61 @@ BEGIN
         PERFORM ax.notice_add(t, 'set_aside', NULL, coalesce(NEW.set_aside_reason, ''), 0);
     END LOOP;
     RETURN NULL;
+END $$;
+
+--
+-- Name: queued_run_after_end(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.queued_run_after_end() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    jobs uuid[];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM ax.queued_run WHERE released_at IS NULL) THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        jobs := ARRAY(SELECT DISTINCT o.job_id FROM old_rows o);
+    ELSE
+        jobs := ARRAY(SELECT DISTINCT n.job_id FROM new_rows n WHERE n.finished_at IS NOT NULL);
+    END IF;
+    IF cardinality(jobs) > 0 THEN
+        PERFORM ax.queued_run_release(jobs);
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: queued_run_release(uuid[]); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.queued_run_release(p_job_ids uuid[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH r AS (
+        UPDATE ax.queued_run q SET released_at = now()
+        WHERE q.job_id = ANY(p_job_ids) AND q.released_at IS NULL
+          AND (NOT EXISTS (SELECT 1 FROM ax.execution e
+                           WHERE e.job_id = q.job_id AND e.id <> q.execution_id AND e.finished_at IS NULL)
+               OR NOT EXISTS (SELECT 1 FROM ax.execution e
+                              WHERE e.id = q.execution_id AND e.finished_at IS NULL))
+        RETURNING q.execution_id
+    ), t AS (
+        UPDATE ax.task t SET not_before = greatest(now(), e.scheduled_for), updated_at = now()
+        FROM r JOIN ax.execution e ON e.id = r.execution_id
+        WHERE t.execution_id = r.execution_id AND t.state = 'pending'
+        RETURNING t.id
+    )
+    SELECT count(*) INTO n FROM t;
+    IF n > 0 THEN
+        PERFORM pg_notify('ax_task_ready', '');
+    END IF;
+    RETURN n;
 END $$;
 
 --
@@ -2280,6 +2337,18 @@ ALTER TABLE ax.notice_target ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: queued_run; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.queued_run (
+    execution_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    behind_id uuid,
+    queued_at timestamp with time zone DEFAULT now() NOT NULL,
+    released_at timestamp with time zone
+);
+
+--
 -- Name: rate_class; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -2980,6 +3049,13 @@ ALTER TABLE ONLY ax.notice_target
     ADD CONSTRAINT notice_target_pkey PRIMARY KEY (id);
 
 --
+-- Name: queued_run queued_run_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.queued_run
+    ADD CONSTRAINT queued_run_pkey PRIMARY KEY (execution_id);
+
+--
 -- Name: rate_class rate_class_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -3307,6 +3383,18 @@ CREATE INDEX notice_target_url_idx ON ax.notice_target USING btree (url);
 CREATE INDEX notice_unenqueued_idx ON ax.notice USING btree (id) WHERE ((enqueued_at IS NULL) AND (state = 'pending'::ax.notice_state));
 
 --
+-- Name: queued_run_one_waiting; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE UNIQUE INDEX queued_run_one_waiting ON ax.queued_run USING btree (job_id) WHERE (released_at IS NULL);
+
+--
+-- Name: queued_run_released; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX queued_run_released ON ax.queued_run USING btree (released_at) WHERE (released_at IS NOT NULL);
+
+--
 -- Name: river_job_args_index; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -3517,6 +3605,18 @@ CREATE TRIGGER notice_history_inserted AFTER INSERT ON ax.execution_history REFE
 CREATE TRIGGER notice_trigger_set_aside AFTER UPDATE OF set_aside_at ON ax.trigger FOR EACH ROW WHEN (((old.set_aside_at IS NULL) AND (new.set_aside_at IS NOT NULL))) EXECUTE FUNCTION ax.notice_trigger_set_aside();
 
 --
+-- Name: execution queued_run_after_delete; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER queued_run_after_delete AFTER DELETE ON ax.execution REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.queued_run_after_end();
+
+--
+-- Name: execution queued_run_after_update; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER queued_run_after_update AFTER UPDATE ON ax.execution REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.queued_run_after_end();
+
+--
 -- Name: rate_class rate_class_loosened; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -3687,6 +3787,13 @@ ALTER TABLE ONLY ax.notice
 
 ALTER TABLE ONLY ax.notice_target
     ADD CONSTRAINT notice_target_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
+
+--
+-- Name: queued_run queued_run_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.queued_run
+    ADD CONSTRAINT queued_run_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: trigger trigger_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

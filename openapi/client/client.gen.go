@@ -352,6 +352,7 @@ func (e HistoryDropTable) Valid() bool {
 const (
 	JobConcurrencyPolicyAllow   JobConcurrencyPolicy = "allow"
 	JobConcurrencyPolicyForbid  JobConcurrencyPolicy = "forbid"
+	JobConcurrencyPolicyQueue   JobConcurrencyPolicy = "queue"
 	JobConcurrencyPolicyReplace JobConcurrencyPolicy = "replace"
 )
 
@@ -361,6 +362,8 @@ func (e JobConcurrencyPolicy) Valid() bool {
 	case JobConcurrencyPolicyAllow:
 		return true
 	case JobConcurrencyPolicyForbid:
+		return true
+	case JobConcurrencyPolicyQueue:
 		return true
 	case JobConcurrencyPolicyReplace:
 		return true
@@ -896,12 +899,13 @@ func (e RunCancelResultState) Valid() bool {
 
 // Defines values for SkippedFireReason.
 const (
-	SkippedFireReasonCalendar       SkippedFireReason = "calendar"
-	SkippedFireReasonDstGap         SkippedFireReason = "dst_gap"
-	SkippedFireReasonMisfire        SkippedFireReason = "misfire"
-	SkippedFireReasonOverlap        SkippedFireReason = "overlap"
-	SkippedFireReasonPaused         SkippedFireReason = "paused"
-	SkippedFireReasonUpstreamFailed SkippedFireReason = "upstream_failed"
+	SkippedFireReasonCalendar         SkippedFireReason = "calendar"
+	SkippedFireReasonDstGap           SkippedFireReason = "dst_gap"
+	SkippedFireReasonMisfire          SkippedFireReason = "misfire"
+	SkippedFireReasonOverlap          SkippedFireReason = "overlap"
+	SkippedFireReasonOverlapQueueFull SkippedFireReason = "overlap_queue_full"
+	SkippedFireReasonPaused           SkippedFireReason = "paused"
+	SkippedFireReasonUpstreamFailed   SkippedFireReason = "upstream_failed"
 )
 
 // Valid indicates whether the value is a known member of the SkippedFireReason enum.
@@ -914,6 +918,8 @@ func (e SkippedFireReason) Valid() bool {
 	case SkippedFireReasonMisfire:
 		return true
 	case SkippedFireReasonOverlap:
+		return true
+	case SkippedFireReasonOverlapQueueFull:
 		return true
 	case SkippedFireReasonPaused:
 		return true
@@ -1159,6 +1165,7 @@ func (e ListJobsParamsPaused) Valid() bool {
 const (
 	PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicyAllow   PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy = "allow"
 	PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicyForbid  PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy = "forbid"
+	PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicyQueue   PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy = "queue"
 	PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicyReplace PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy = "replace"
 )
 
@@ -1168,6 +1175,8 @@ func (e PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy) Valid() bool
 	case PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicyAllow:
 		return true
 	case PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicyForbid:
+		return true
+	case PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicyQueue:
 		return true
 	case PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicyReplace:
 		return true
@@ -2027,6 +2036,7 @@ type Execution struct {
 	// Params The run's params, exactly as given
 	Params   map[string]interface{} `json:"params"`
 	Priority int64                  `json:"priority"`
+	Queue    *ExecutionQueue        `json:"queue,omitempty"`
 
 	// RerunOf The run this one re-runs (cause rerun)
 	RerunOf *openapi_types.UUID `json:"rerun_of,omitempty"`
@@ -2088,6 +2098,21 @@ type ExecutionLogsOutputBody struct {
 
 	// NextAfter Pass as after to read on: the last event's id (after itself when none came)
 	NextAfter int64 `json:"next_after"`
+}
+
+// ExecutionQueue defines model for ExecutionQueue.
+type ExecutionQueue struct {
+	// Behind The run it waits or waited behind (absent when that run had ended before the wait was recorded)
+	Behind *openapi_types.UUID `json:"behind,omitempty"`
+
+	// QueuedAt When it began to wait
+	QueuedAt time.Time `json:"queued_at"`
+
+	// ReleasedAt When the run behind ended and this one was let go
+	ReleasedAt *time.Time `json:"released_at,omitempty"`
+
+	// Waiting It waits still: its tasks are held (not_before far ahead) until the run behind ends, then it starts at once
+	Waiting bool `json:"waiting"`
 }
 
 // HealthStatus defines model for HealthStatus.
@@ -2176,7 +2201,7 @@ type Job struct {
 	Callback        *JobCallback        `json:"callback,omitempty"`
 	Concurrency     *JobConcurrency     `json:"concurrency,omitempty"`
 
-	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
+	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), replace (cancel the running one), or queue (wait and start when it ends; at most one waits, later fires are skipped as overlap_queue_full)
 	ConcurrencyPolicy *JobConcurrencyPolicy `json:"concurrency_policy,omitempty"`
 	CreatedAt         *time.Time            `json:"created_at,omitempty"`
 
@@ -2280,7 +2305,7 @@ type Job struct {
 	UpdatedAt *time.Time    `json:"updated_at,omitempty"`
 }
 
-// JobConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
+// JobConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), replace (cancel the running one), or queue (wait and start when it ends; at most one waits, later fires are skipped as overlap_queue_full)
 type JobConcurrencyPolicy string
 
 // JobDegradeAction While the class's priority floor is above this job's priority: wait, or skip the run (recorded as cancelled with the reason)
@@ -3043,7 +3068,7 @@ type Task struct {
 	LostLeases  int64 `json:"lost_leases"`
 	MaxAttempts int64 `json:"max_attempts"`
 
-	// NotBefore Not leased before this time (retry backoff)
+	// NotBefore Not leased before this time (retry backoff; far ahead, year 9999, while its run waits behind another under concurrency policy queue)
 	NotBefore time.Time `json:"not_before"`
 
 	// Result What the task reported
@@ -3392,7 +3417,7 @@ type PatchJobApplicationMergePatchPlusJSONBody struct {
 	// Concurrency At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit)
 	Concurrency interface{} `json:"concurrency,omitempty"`
 
-	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
+	// ConcurrencyPolicy What a fire does while the previous run is unfinished: allow it, forbid (skip and record), replace (cancel the running one), or queue (wait and start when it ends; at most one waits, later fires are skipped as overlap_queue_full)
 	ConcurrencyPolicy *PatchJobApplicationMergePatchPlusJSONBodyConcurrencyPolicy `json:"concurrency_policy,omitempty"`
 	CreatedAt         *time.Time                                                  `json:"created_at,omitempty"`
 
@@ -4244,7 +4269,7 @@ type ClientInterface interface {
 
 	// RerunExecutionWithBody Re-run an ended run
 	//
-	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4253,7 +4278,7 @@ type ClientInterface interface {
 
 	// RerunExecution Re-run an ended run
 	//
-	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4522,7 +4547,7 @@ type ClientInterface interface {
 
 	// TriggerJobWithBody Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4531,7 +4556,7 @@ type ClientInterface interface {
 
 	// TriggerJob Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5655,7 +5680,7 @@ func (c *Client) GetExecutionLogs(ctx context.Context, id openapi_types.UUID, pa
 
 // RerunExecutionWithBody Re-run an ended run
 //
-// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5674,7 +5699,7 @@ func (c *Client) RerunExecutionWithBody(ctx context.Context, id openapi_types.UU
 
 // RerunExecution Re-run an ended run
 //
-// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6273,7 +6298,7 @@ func (c *Client) ListSkippedFires(ctx context.Context, id openapi_types.UUID, pa
 
 // TriggerJobWithBody Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6292,7 +6317,7 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, id openapi_types.UUID, 
 
 // TriggerJob Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10427,7 +10452,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunExecutionWithBodyWithResponse Re-run an ended run
 	//
-	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10436,7 +10461,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunExecutionWithResponse Re-run an ended run
 	//
-	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+	// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10733,7 +10758,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerJobWithBodyWithResponse Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10742,7 +10767,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerJobWithResponse Run a job now, or later
 	//
-	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+	// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16897,7 +16922,7 @@ func (c *ClientWithResponses) GetExecutionLogsWithResponse(ctx context.Context, 
 
 // RerunExecutionWithBodyWithResponse Re-run an ended run
 //
-// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16912,7 +16937,7 @@ func (c *ClientWithResponses) RerunExecutionWithBodyWithResponse(ctx context.Con
 
 // RerunExecutionWithResponse Re-run an ended run
 //
-// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+// Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17407,7 +17432,7 @@ func (c *ClientWithResponses) ListSkippedFiresWithResponse(ctx context.Context, 
 
 // TriggerJobWithBodyWithResponse Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17422,7 +17447,7 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 
 // TriggerJobWithResponse Run a job now, or later
 //
-// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+// Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

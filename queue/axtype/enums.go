@@ -100,6 +100,10 @@ const (
 	ConcurrencyAllow   ConcurrencyPolicy = "allow"
 	ConcurrencyForbid  ConcurrencyPolicy = "forbid"
 	ConcurrencyReplace ConcurrencyPolicy = "replace"
+	// ConcurrencyQueue: a fire during an unfinished run waits and starts
+	// when that run ends; at most one waits (later fires are skipped as
+	// SkipOverlapQueueFull).
+	ConcurrencyQueue ConcurrencyPolicy = "queue"
 )
 
 // MisfirePolicy is what the trigger loop does with ticks it missed,
@@ -145,6 +149,9 @@ const (
 	SkipCalendar SkipReason = "calendar"
 	// SkipUpstreamFailed: an upstream run ended against its edge (after triggers).
 	SkipUpstreamFailed SkipReason = "upstream_failed"
+	// SkipOverlapQueueFull: a fire of a queue job while one of its runs
+	// already waited behind an unfinished one.
+	SkipOverlapQueueFull SkipReason = "overlap_queue_full"
 )
 
 // AgentState is the lifecycle state of an agent, ax.agent_state.

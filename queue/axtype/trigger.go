@@ -27,6 +27,9 @@ type DueTrigger struct {
 	// HasUnfinished is set (for forbid and replace jobs only) when an
 	// earlier execution has not ended.
 	HasUnfinished bool
+	// HasWaiting is set (for queue jobs only) when a run of the job waits
+	// behind an unfinished one already.
+	HasWaiting bool
 	// Paused: the job is paused since PausedAt; its passed ticks are
 	// recorded as skipped.
 	Paused   bool

@@ -273,6 +273,10 @@ func (w *httpTaskWorker) wait(ctx context.Context, args HTTPTaskArgs) error {
 			return w.outbox.insertHTTPAttempt(ctx, tx, HTTPTaskArgs{TaskID: args.TaskID, Attempt: st.Attempt,
 				ExecutionID: st.ExecutionID}, st.Priority)
 		})
+	case st.State == axtype.TaskPending && !st.NotBefore.Before(axtype.QueuedHold):
+		// Its run waits behind an unfinished one (policy queue): the
+		// release sets not_before in the database, so look again soon.
+		return river.JobSnooze(time.Second)
 	case st.State == axtype.TaskPending && st.NotBefore.After(st.Now):
 		return river.JobSnooze(max(st.NotBefore.Sub(st.Now), 10*time.Millisecond))
 	case st.State == axtype.TaskPending && st.TokenWait > 0: // its rate class is dry

@@ -85,6 +85,12 @@ func planDelayed(due []*axtype.DueDelayedRun, misfireThreshold time.Duration) (f
 				earlier.f.skips = delayedSkip(earlier.r, axtype.SkipOverlap, "replaced by a later delayed run fired in the same batch")
 			}
 			f.replace = r.HasUnfinished
+		case axtype.ConcurrencyQueue:
+			// It waits behind the unfinished run; when one waits already
+			// the write cancels it (QueueFullReason).
+			if r.HasUnfinished || firedBefore {
+				f.waiting = []uuid.UUID{r.ID}
+			}
 		}
 		f.executions = []*axtype.NewExecution{{ID: r.ID, JobID: r.JobID, Cause: axtype.CauseDelayed, ScheduledFor: r.RunAt,
 			Misfired: missed, Params: r.Params, Priority: r.Priority, TraceParent: r.TraceParent}}

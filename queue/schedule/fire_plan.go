@@ -24,6 +24,7 @@ type firePlan struct {
 type plannedFire struct {
 	scheduledFor time.Time
 	catchUp      bool // a missed tick fired late (misfire policy)
+	wait         bool // it waits behind an unfinished run (policy queue)
 }
 
 // ticker enumerates a trigger's ticks.
@@ -139,6 +140,10 @@ func planMissed(t *axtype.DueTrigger, missed []time.Time, plan *firePlan, skip *
 // in one batch only the first runs. replace: of several fires only the
 // last runs (each would replace the one before at once).
 func applyOverlap(t *axtype.DueTrigger, plan *firePlan, skip *skipRecorder) {
+	if t.ConcurrencyPolicy == axtype.ConcurrencyQueue {
+		applyQueue(t, plan, skip)
+		return
+	}
 	if len(plan.fires) < 2 && (t.ConcurrencyPolicy != axtype.ConcurrencyForbid || len(plan.fires) == 0) {
 		return
 	}
@@ -159,6 +164,28 @@ func applyOverlap(t *axtype.DueTrigger, plan *firePlan, skip *skipRecorder) {
 	}
 	for _, f := range plan.fires[keep:] {
 		skip.add(axtype.SkipOverlap, f.scheduledFor, "the previous execution was still unfinished")
+	}
+	plan.fires = plan.fires[:keep]
+}
+
+// applyQueue enforces concurrency policy queue: a fire while a run is
+// unfinished waits behind it, at most one waits, and the fires after that
+// are skipped as overlap_queue_full. With nothing unfinished the first
+// fire of a batch runs and the second waits behind it.
+func applyQueue(t *axtype.DueTrigger, plan *firePlan, skip *skipRecorder) {
+	run, wait := 1, 1
+	switch {
+	case t.HasUnfinished && t.HasWaiting:
+		run, wait = 0, 0
+	case t.HasUnfinished:
+		run = 0
+	}
+	keep := min(run+wait, len(plan.fires))
+	for i := run; i < keep; i++ {
+		plan.fires[i].wait = true
+	}
+	for _, f := range plan.fires[keep:] {
+		skip.add(axtype.SkipOverlapQueueFull, f.scheduledFor, "a run of the job already waited behind the unfinished one")
 	}
 	plan.fires = plan.fires[:keep]
 }

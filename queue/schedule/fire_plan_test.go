@@ -127,6 +127,28 @@ func TestPlanner(t *testing.T) {
 		require.Equal(t, []plannedFire{{scheduledFor: base}}, plan.fires)
 		require.Equal(t, 3, plan.skips[0].TickCount)
 	})
+	t.Run("queue runs one, queues one and skips the rest as full", func(t *testing.T) {
+		for _, c := range []struct {
+			name                string
+			unfinished, waiting bool
+			fires               []plannedFire
+			skipped             int
+		}{
+			{"nothing unfinished", false, false,
+				[]plannedFire{{scheduledFor: base.Add(-3 * time.Second)}, {scheduledFor: base.Add(-2 * time.Second), wait: true}}, 2},
+			{"a run unfinished", true, false, []plannedFire{{scheduledFor: base.Add(-3 * time.Second), wait: true}}, 3},
+			{"a run unfinished and one waiting", true, true, []plannedFire{}, 4},
+		} {
+			d := due("fire_all", 3*time.Second)
+			d.ConcurrencyPolicy, d.HasUnfinished, d.HasWaiting = "queue", c.unfinished, c.waiting
+			plan, err := p.plan(d, base)
+			require.NoError(t, err, c.name)
+			require.Equal(t, c.fires, plan.fires, c.name)
+			require.Len(t, plan.skips, 1, c.name)
+			require.Equal(t, axtype.SkipOverlapQueueFull, plan.skips[0].Reason, c.name)
+			require.Equal(t, c.skipped, plan.skips[0].TickCount, c.name)
+		}
+	})
 }
 
 // TestSharedTicksAreEachJobsOwn: the ticks a pass takes from a schedule's

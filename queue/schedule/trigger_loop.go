@@ -88,6 +88,7 @@ type TriggerLoop struct {
 	planner  *planner
 	// calendars caches the exclusion calendars of the jobs it fires.
 	calendars calendarCache
+	forgotAt  time.Time // the last delete of old waits (ReleaseWaiting)
 
 	bg startstop.Runner
 }
@@ -127,7 +128,8 @@ func (l *TriggerLoop) run(ctx context.Context, jobsChanged, runsScheduled <-chan
 	for ctx.Err() == nil {
 		fired, err := l.FireDue(ctx)
 		runs, runsErr := l.FireDueRuns(ctx)
-		if err = errors.Join(err, runsErr); err != nil && ctx.Err() == nil {
+		_, releaseErr := l.ReleaseWaiting(ctx)
+		if err = errors.Join(err, runsErr, releaseErr); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.ErrorContext(ctx, "error firing due jobs", "error", err)
 			notify.Sleep(ctx, time.Second, jobsChanged, runsScheduled)
 			continue
@@ -205,6 +207,47 @@ func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 	return b.report(ctx, l.cfg, "fired due jobs"), nil
 }
 
+// releaseBatch bounds the jobs one ReleaseWaiting pass looks at and the
+// old waits it forgets.
+const releaseBatch = 500
+
+// forgetEvery spaces the passes that delete old waits: a loop passes
+// many times a second in a stream of fires, and the rows are few.
+const forgetEvery = time.Minute
+
+// ReleaseWaiting is the sweep behind the release in the ending
+// transaction (ax.queued_run_release, run by a trigger on ax.execution):
+// it starts the waiting runs of queue jobs whose run waited behind has
+// ended, which that release misses only when the end and the fire that
+// made the run wait committed at the same time, each not seeing the
+// other. It also forgets waits released more than
+// axtype.QueuedRunForget ago. It returns how many tasks it released.
+func (l *TriggerLoop) ReleaseWaiting(ctx context.Context) (int, error) {
+	jobs, err := db.QueuedRunWaitingJobs(ctx, l.pool, releaseBatch)
+	if err != nil {
+		return 0, err
+	}
+	n, err := db.QueuedRunRelease(ctx, l.pool, jobs)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		l.cfg.Logger.InfoContext(ctx, "waiting runs released by the sweep", "tasks", n)
+	}
+	now := time.Now() // a month's cutoff: the skew of this clock does not matter
+	if c := l.cfg.Clock.Now(); c != nil {
+		now = *c
+	}
+	if now.Sub(l.forgotAt) < forgetEvery {
+		return n, nil
+	}
+	if _, err := db.QueuedRunForget(ctx, l.pool, now.Add(-axtype.QueuedRunForget), releaseBatch); err != nil {
+		return n, err
+	}
+	l.forgotAt = now
+	return n, nil
+}
+
 // report counts and logs a committed batch (nil: nothing was due) and
 // returns how many rows it claimed.
 func (b *batch) report(ctx context.Context, cfg TriggerLoopConfig, msg string) int {
@@ -247,6 +290,7 @@ type jobFire struct {
 	pausedAt   *time.Time             // skips are ticks passed while paused since then
 	advance    *axtype.TriggerAdvance // nil for a delayed run
 	replace    bool                   // cancel the job's unfinished executions first
+	waiting    []uuid.UUID            // executions that wait behind an unfinished one (policy queue)
 	delayedRun uuid.UUID              // the delayed run this fire consumes (uuid.Nil: a trigger's)
 }
 
@@ -312,6 +356,9 @@ func (l *TriggerLoop) planOne(t *axtype.DueTrigger) (f *jobFire, err error) {
 		by := firedBy(t.Triggers, dueWindow(t), pf.scheduledFor)
 		f.executions = append(f.executions, &axtype.NewExecution{ID: id, JobID: t.JobID, Cause: cause,
 			ScheduledFor: pf.scheduledFor, Misfired: pf.catchUp, TriggerIndex: &by})
+		if pf.wait {
+			f.waiting = append(f.waiting, id)
+		}
 	}
 	f.replace = len(plan.fires) > 0 && t.ConcurrencyPolicy == axtype.ConcurrencyReplace && t.HasUnfinished
 	return f, nil
@@ -447,10 +494,57 @@ func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, out
 		return nil, err
 	}
 	keepInsertedAsLast(fires, inserted)
+	if err := holdWaiting(ctx, tx, fires, inserted); err != nil {
+		return nil, err
+	}
 	if err := db.SkippedFireInsertMany(ctx, tx, skips); err != nil {
 		return nil, err
 	}
 	return inserted, db.TriggerAdvanceMany(ctx, tx, advances)
+}
+
+// QueueFullReason is the cancel reason of a run of a queue job that found
+// another run waiting already when it was written (a manual trigger and a
+// tick raced past the planner's check): at most one waits.
+const QueueFullReason = "overlap_queue_full: a run of the job already waited behind the unfinished one"
+
+// holdWaiting makes the inserted runs that the plan marked as waiting wait
+// behind their jobs' unfinished runs, in the fire's transaction, and
+// releases at once those whose run ended meanwhile. A run that finds
+// another waiting is cancelled rather than run beside it.
+func holdWaiting(ctx context.Context, tx pgx.Tx, fires []*jobFire, inserted []axtype.InsertedExecution) error {
+	ok := make(map[uuid.UUID]bool, len(inserted))
+	for _, e := range inserted {
+		ok[e.ID] = true
+	}
+	var execIDs, jobIDs []uuid.UUID
+	for _, f := range fires {
+		for _, id := range f.waiting {
+			if ok[id] {
+				execIDs, jobIDs = append(execIDs, id), append(jobIDs, f.jobID)
+			}
+		}
+	}
+	if len(execIDs) == 0 {
+		return nil
+	}
+	held, err := db.QueuedRunHoldMany(ctx, tx, execIDs, jobIDs)
+	if err != nil {
+		return err
+	}
+	var full []uuid.UUID
+	for _, id := range execIDs {
+		if !held[id] {
+			full = append(full, id)
+		}
+	}
+	if len(full) > 0 {
+		if _, err := db.ExecutionCancel(ctx, tx, full, nil, QueueFullReason); err != nil {
+			return err
+		}
+	}
+	_, err = db.QueuedRunRelease(ctx, tx, jobIDs)
+	return err
 }
 
 // keepInsertedAsLast points each trigger's last execution at the last one

@@ -214,3 +214,10 @@ SELECT e.id, e.job_id, coalesce(j.group_name, '')::text AS group_name, coalesce(
 FROM ax.all_executions e
 LEFT JOIN ax.job j ON j.id = e.job_id
 WHERE e.id = ANY(@ids::uuid[]) AND e.finished_at IS NOT NULL;
+
+-- ExecutionHasUnfinishedOther reports whether job @job_id has an
+-- unfinished run other than @execution_id (one just inserted).
+-- name: ExecutionHasUnfinishedOther :one
+SELECT EXISTS (
+    SELECT 1 FROM ax.execution WHERE job_id = @job_id AND finished_at IS NULL AND id <> @execution_id
+)::boolean AS unfinished;

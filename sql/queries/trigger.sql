@@ -45,7 +45,10 @@ SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.trig
        coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (
            SELECT 1 FROM ax.execution e
-           WHERE e.job_id = j.id AND e.finished_at IS NULL))::boolean AS has_unfinished
+           WHERE e.job_id = j.id AND e.finished_at IS NULL))::boolean AS has_unfinished,
+       (j.concurrency_policy = 'queue' AND EXISTS (
+           SELECT 1 FROM ax.queued_run q
+           WHERE q.job_id = j.id AND q.released_at IS NULL))::boolean AS has_waiting
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at <= coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('ahead_ms')::bigint / 1000.0)

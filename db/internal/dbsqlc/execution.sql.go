@@ -365,6 +365,26 @@ func (q *Queries) ExecutionHasUnfinished(ctx context.Context, db DBTX, jobID uui
 	return unfinished, err
 }
 
+const executionHasUnfinishedOther = `-- name: ExecutionHasUnfinishedOther :one
+SELECT EXISTS (
+    SELECT 1 FROM ax.execution WHERE job_id = $1 AND finished_at IS NULL AND id <> $2
+)::boolean AS unfinished
+`
+
+type ExecutionHasUnfinishedOtherParams struct {
+	JobID       uuid.UUID
+	ExecutionID uuid.UUID
+}
+
+// ExecutionHasUnfinishedOther reports whether job @job_id has an
+// unfinished run other than @execution_id (one just inserted).
+func (q *Queries) ExecutionHasUnfinishedOther(ctx context.Context, db DBTX, arg ExecutionHasUnfinishedOtherParams) (bool, error) {
+	row := db.QueryRow(ctx, executionHasUnfinishedOther, arg.JobID, arg.ExecutionID)
+	var unfinished bool
+	err := row.Scan(&unfinished)
+	return unfinished, err
+}
+
 const executionInsertMany = `-- name: ExecutionInsertMany :many
 WITH inserted AS (
 INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, shard_count, priority, fired_at,

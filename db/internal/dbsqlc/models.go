@@ -270,6 +270,7 @@ const (
 	AxConcurrencyPolicyAllow   AxConcurrencyPolicy = "allow"
 	AxConcurrencyPolicyForbid  AxConcurrencyPolicy = "forbid"
 	AxConcurrencyPolicyReplace AxConcurrencyPolicy = "replace"
+	AxConcurrencyPolicyQueue   AxConcurrencyPolicy = "queue"
 )
 
 func (e *AxConcurrencyPolicy) Scan(src interface{}) error {
@@ -311,7 +312,8 @@ func (e AxConcurrencyPolicy) Valid() bool {
 	switch e {
 	case AxConcurrencyPolicyAllow,
 		AxConcurrencyPolicyForbid,
-		AxConcurrencyPolicyReplace:
+		AxConcurrencyPolicyReplace,
+		AxConcurrencyPolicyQueue:
 		return true
 	}
 	return false
@@ -322,6 +324,7 @@ func AllAxConcurrencyPolicyValues() []AxConcurrencyPolicy {
 		AxConcurrencyPolicyAllow,
 		AxConcurrencyPolicyForbid,
 		AxConcurrencyPolicyReplace,
+		AxConcurrencyPolicyQueue,
 	}
 }
 
@@ -913,12 +916,13 @@ func AllAxRouteStrategyValues() []AxRouteStrategy {
 type AxSkipReason string
 
 const (
-	AxSkipReasonMisfire        AxSkipReason = "misfire"
-	AxSkipReasonOverlap        AxSkipReason = "overlap"
-	AxSkipReasonPaused         AxSkipReason = "paused"
-	AxSkipReasonDstGap         AxSkipReason = "dst_gap"
-	AxSkipReasonCalendar       AxSkipReason = "calendar"
-	AxSkipReasonUpstreamFailed AxSkipReason = "upstream_failed"
+	AxSkipReasonMisfire          AxSkipReason = "misfire"
+	AxSkipReasonOverlap          AxSkipReason = "overlap"
+	AxSkipReasonPaused           AxSkipReason = "paused"
+	AxSkipReasonDstGap           AxSkipReason = "dst_gap"
+	AxSkipReasonCalendar         AxSkipReason = "calendar"
+	AxSkipReasonOverlapQueueFull AxSkipReason = "overlap_queue_full"
+	AxSkipReasonUpstreamFailed   AxSkipReason = "upstream_failed"
 )
 
 func (e *AxSkipReason) Scan(src interface{}) error {
@@ -963,6 +967,7 @@ func (e AxSkipReason) Valid() bool {
 		AxSkipReasonPaused,
 		AxSkipReasonDstGap,
 		AxSkipReasonCalendar,
+		AxSkipReasonOverlapQueueFull,
 		AxSkipReasonUpstreamFailed:
 		return true
 	}
@@ -976,6 +981,7 @@ func AllAxSkipReasonValues() []AxSkipReason {
 		AxSkipReasonPaused,
 		AxSkipReasonDstGap,
 		AxSkipReasonCalendar,
+		AxSkipReasonOverlapQueueFull,
 		AxSkipReasonUpstreamFailed,
 	}
 }
@@ -1771,6 +1777,14 @@ type AxNoticeTarget struct {
 	FailedRuns    int32
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+}
+
+type AxQueuedRun struct {
+	ExecutionID uuid.UUID
+	JobID       uuid.UUID
+	BehindID    *uuid.UUID
+	QueuedAt    time.Time
+	ReleasedAt  *time.Time
 }
 
 type AxRateClass struct {

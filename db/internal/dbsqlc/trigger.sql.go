@@ -61,7 +61,10 @@ SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.trig
        coalesce($1::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (
            SELECT 1 FROM ax.execution e
-           WHERE e.job_id = j.id AND e.finished_at IS NULL))::boolean AS has_unfinished
+           WHERE e.job_id = j.id AND e.finished_at IS NULL))::boolean AS has_unfinished,
+       (j.concurrency_policy = 'queue' AND EXISTS (
+           SELECT 1 FROM ax.queued_run q
+           WHERE q.job_id = j.id AND q.released_at IS NULL))::boolean AS has_waiting
 FROM ax.trigger t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.next_fire_at <= coalesce($1::timestamptz, now()) + make_interval(secs => $2::bigint / 1000.0)
@@ -97,6 +100,7 @@ type TriggerClaimDueRow struct {
 	PausedAt             *time.Time
 	DbNow                time.Time
 	HasUnfinished        bool
+	HasWaiting           bool
 }
 
 // TriggerClaimDue locks up to @max not set-aside trigger rows due by now plus
@@ -132,6 +136,7 @@ func (q *Queries) TriggerClaimDue(ctx context.Context, db DBTX, arg TriggerClaim
 			&i.PausedAt,
 			&i.DbNow,
 			&i.HasUnfinished,
+			&i.HasWaiting,
 		); err != nil {
 			return nil, err
 		}

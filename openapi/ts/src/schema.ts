@@ -625,7 +625,7 @@ export interface paths {
         put?: never;
         /**
          * Re-run an ended run
-         * @description Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. Needs an API key with scope `submit`.
+         * @description Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its logical time (scheduled_for), linked both ways (rerun_of on the new run, reruns on the original, which is not changed). shards=failed runs only the shards that did not succeed, with the same shard index and param. Once per (run, request key): a retried call answers with the same run. 409 while the run is unfinished, when every shard succeeded and shards=failed, or when the job forbids overlap and has a run unfinished. A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already). Needs an API key with scope `submit`.
          */
         post: operations["rerun-execution"];
         delete?: never;
@@ -989,7 +989,7 @@ export interface paths {
         put?: never;
         /**
          * Run a job now, or later
-         * @description Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
+         * @description Creates an execution at once and answers 202 with it; poll the Location URL for its state. Honours Idempotency-Key. A job whose concurrency policy is forbid answers 409 while a run is unfinished; replace cancels it; queue makes the new run wait (state pending, queue.waiting) and start when the unfinished one ends, and answers 409 when a run waits already. With run_at or delay_seconds the run is stored as scheduled (state scheduled, no tasks yet) and fires at that time as the execution with the same id, under the job's misfire and concurrency policies (a forbidden overlap is then recorded as a skip). Cancel it by id (POST /v1/executions/{id}/cancel) or by its Idempotency-Key (POST /v1/runs/cancel), which lives until a day after run_at. Needs an API key with scope `submit`.
          */
         post: operations["trigger-job"];
         delete?: never;
@@ -2107,6 +2107,8 @@ export interface components {
             };
             /** Format: int64 */
             priority: number;
+            /** @description Concurrency policy queue: the run came while another run of its job was unfinished and waited (or waits) behind it (shown when getting one execution) */
+            queue?: components["schemas"]["ExecutionQueue"];
             /**
              * Format: uuid
              * @description The run this one re-runs (cause rerun)
@@ -2166,6 +2168,25 @@ export interface components {
              * @description Pass as after to read on: the last event's id (after itself when none came)
              */
             next_after: number;
+        };
+        ExecutionQueue: {
+            /**
+             * Format: uuid
+             * @description The run it waits or waited behind (absent when that run had ended before the wait was recorded)
+             */
+            behind?: string;
+            /**
+             * Format: date-time
+             * @description When it began to wait
+             */
+            queued_at: string;
+            /**
+             * Format: date-time
+             * @description When the run behind ended and this one was let go
+             */
+            released_at?: string;
+            /** @description It waits still: its tasks are held (not_before far ahead) until the run behind ends, then it starts at once */
+            waiting: boolean;
         };
         HTTPTaskCompletion: {
             /**
@@ -2309,11 +2330,11 @@ export interface components {
             /** @description At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit) */
             concurrency?: components["schemas"]["JobConcurrency"];
             /**
-             * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
+             * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), replace (cancel the running one), or queue (wait and start when it ends; at most one waits, later fires are skipped as overlap_queue_full)
              * @default allow
              * @enum {string}
              */
-            concurrency_policy?: "allow" | "forbid" | "replace";
+            concurrency_policy?: "allow" | "forbid" | "replace" | "queue";
             /** Format: date-time */
             created_at: $Read<string>;
             /** @description Where the declaration that last changed the job came from (a file, a program on a host) */
@@ -3170,7 +3191,7 @@ export interface components {
              */
             last_tick: string;
             /** @enum {string} */
-            reason: "misfire" | "overlap" | "paused" | "dst_gap" | "calendar" | "upstream_failed";
+            reason: "misfire" | "overlap" | "overlap_queue_full" | "paused" | "dst_gap" | "calendar" | "upstream_failed";
             /** Format: date-time */
             recorded_at: string;
             /**
@@ -3216,7 +3237,7 @@ export interface components {
             max_attempts: number;
             /**
              * Format: date-time
-             * @description Not leased before this time (retry backoff)
+             * @description Not leased before this time (retry backoff; far ahead, year 9999, while its run waits behind another under concurrency policy queue)
              */
             not_before: string;
             /** @description What the task reported */
@@ -3337,7 +3358,7 @@ export interface components {
             next_tick?: string;
             /** @description One sentence for a person */
             reason: string;
-            /** @description For an overlap skip: the run that had not finished at that instant */
+            /** @description For an overlap skip: the run that had not finished at that instant; for a run that waited (concurrency policy queue): the run it waited behind */
             running?: components["schemas"]["ExecutionBrief"];
             /** @description The skip record that covers the tick */
             skip?: components["schemas"]["SkippedFire"];
@@ -9284,11 +9305,11 @@ export interface operations {
                     /** @description At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit) */
                     concurrency?: unknown;
                     /**
-                     * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
+                     * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), replace (cancel the running one), or queue (wait and start when it ends; at most one waits, later fires are skipped as overlap_queue_full)
                      * @default allow
                      * @enum {string}
                      */
-                    concurrency_policy?: "allow" | "forbid" | "replace";
+                    concurrency_policy?: "allow" | "forbid" | "replace" | "queue";
                     /** Format: date-time */
                     created_at?: $Read<string>;
                     /** @description Where the declaration that last changed the job came from (a file, a program on a host) */
@@ -9448,11 +9469,11 @@ export interface operations {
                     /** @description At most limit of the job's tasks with the same key run at once, across all agents and replicas (absent: no such limit) */
                     concurrency?: unknown;
                     /**
-                     * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), or replace (cancel the running one)
+                     * @description What a fire does while the previous run is unfinished: allow it, forbid (skip and record), replace (cancel the running one), or queue (wait and start when it ends; at most one waits, later fires are skipped as overlap_queue_full)
                      * @default allow
                      * @enum {string}
                      */
-                    concurrency_policy?: "allow" | "forbid" | "replace";
+                    concurrency_policy?: "allow" | "forbid" | "replace" | "queue";
                     /** Format: date-time */
                     created_at?: $Read<string>;
                     /** @description Where the declaration that last changed the job came from (a file, a program on a host) */
