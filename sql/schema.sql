@@ -1660,6 +1660,9 @@ CREATE VIEW ax.all_tasks AS
     task.log_bytes,
     task.lost_leases,
     task.error_code,
+    task.concurrency_scope,
+    task.concurrency_key,
+    task.concurrency_limit,
     NULL::timestamp with time zone AS retain_until
    FROM ax.task
 UNION ALL
@@ -1695,6 +1698,9 @@ UNION ALL
     task_history.log_bytes,
     task_history.lost_leases,
     task_history.error_code,
+    task_history.concurrency_scope,
+    task_history.concurrency_key,
+    task_history.concurrency_limit,
     task_history.retain_until
    FROM ax.task_history;
 

@@ -1362,6 +1362,9 @@ type AxAllTask struct {
 	LogBytes          int64
 	LostLeases        int32
 	ErrorCode         *string
+	ConcurrencyScope  *string
+	ConcurrencyKey    *string
+	ConcurrencyLimit  *int32
 	RetainUntil       *time.Time
 }
 

@@ -1294,7 +1294,7 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxAllTask, error) {
@@ -1339,6 +1339,9 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.LogBytes,
 			&i.LostLeases,
 			&i.ErrorCode,
+			&i.ConcurrencyScope,
+			&i.ConcurrencyKey,
+			&i.ConcurrencyLimit,
 			&i.RetainUntil,
 		); err != nil {
 			return nil, err
