@@ -929,6 +929,16 @@ WITH starved AS (
     ORDER BY t.not_before
     LIMIT $11::integer
     FOR UPDATE OF t SKIP LOCKED
+), keyed_running AS (
+    -- Leased and running keyed tasks, each with its key's count: read
+    -- once, as hashed sets, so that stepping over a task whose key is at
+    -- its limit costs a hash probe, not a count (a long backlog behind a
+    -- few keys is stepped over on every keyed lease). Only read when a
+    -- keyed task is pending.
+    SELECT k.concurrency_scope, k.concurrency_key, k.concurrency_limit,
+           count(*) OVER (PARTITION BY k.concurrency_scope, k.concurrency_key) AS running
+    FROM ax.task k
+    WHERE k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')
 ), keyed_scan AS (
     -- Keyed tasks (concurrency keys) apart, from their own index: those
     -- of a key at its limit are stepped over, not counted against @max.
@@ -945,25 +955,47 @@ WITH starved AS (
             WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
               AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) AS running
     FROM ax.task t
-    JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND t.id <> ALL($4::uuid[])
       AND t.not_before <= coalesce($1::timestamptz, now())
-      AND (SELECT count(*) FROM ax.task k
-           WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
-             AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit
-      AND (t.preferred_agent_id = ANY($9::uuid[]) OR j.target_labels <@ $6::jsonb)
-      AND j.executor_kind::text = ANY($7::text[])
-      AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
-           OR (NOT t.pinned
-               AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
-                    OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
-          SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class
-            AND t.priority < coalesce(c.manual_min_priority,
-                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+      -- One CASE, not ANDed clauses, and the job read inside it, not
+      -- joined: the planner guesses 1/2 for a CASE, where the product of
+      -- the clauses' guesses (preference, rate class, running < limit)
+      -- came to ~1 row of thousands, and a join with ax.job made it hash
+      -- and sort. Either way it read and sorted every pending keyed task
+      -- (a running count each: 55-100 ms a lease); now it walks the index
+      -- in order and stops at the limit. Whether the key has room is asked
+      -- first (tasks of full keys are the most stepped over):
+      -- keyed_running answers it unless the task's limit differs from
+      -- those of its key's running tasks (a group shared by jobs of
+      -- different limits): then a count.
+      AND CASE WHEN CASE WHEN (t.concurrency_scope, t.concurrency_key) NOT IN (SELECT r.concurrency_scope, r.concurrency_key FROM keyed_running r)
+                                  THEN true
+                             WHEN (t.concurrency_scope, t.concurrency_key, t.concurrency_limit) IN (
+                                  SELECT r.concurrency_scope, r.concurrency_key, r.concurrency_limit FROM keyed_running r
+                                  WHERE r.running >= r.concurrency_limit)
+                                  THEN false
+                             WHEN (t.concurrency_scope, t.concurrency_key, t.concurrency_limit) IN (
+                                  SELECT r.concurrency_scope, r.concurrency_key, r.concurrency_limit FROM keyed_running r)
+                                  THEN true
+                             ELSE (SELECT count(*) FROM ax.task k
+                                   WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+                                     AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit END
+                    AND EXISTS (SELECT 1 FROM ax.job j
+                            WHERE j.id = t.job_id
+                              AND (t.preferred_agent_id = ANY($9::uuid[]) OR j.target_labels <@ $6::jsonb)
+                              AND j.executor_kind::text = ANY($7::text[])
+                              AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb))
+                    AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
+                         OR (NOT t.pinned
+                             AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
+                             AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
+                                  OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
+                    AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+                        SELECT 1 FROM ax.rate_class c
+                        WHERE c.name = t.rate_class
+                          AND t.priority < coalesce(c.manual_min_priority,
+                                                    CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+               THEN true ELSE false END
     ORDER BY t.priority DESC, t.created_at
     LIMIT $11::integer + 32
     FOR UPDATE OF t SKIP LOCKED
