@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -229,6 +230,9 @@ type jobView struct {
 	Explain    *client.TickExplanation
 	ExplainErr string
 	Definition string
+	// Graph pictures the jobs it runs after and those that run after it
+	// ("" when none).
+	Graph template.HTML
 }
 
 func (c *Console) job(w http.ResponseWriter, r *http.Request, s *session) {
@@ -260,6 +264,12 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	v.Skipped = list(skipped.JSON200.Skipped)
+	graph, err := c.api.GetJobGraphWithResponse(ctx, id, s.auth)
+	if err := answer(graph, err); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	v.Graph = jobGraph(*graph.JSON200)
 	if at := r.URL.Query().Get("explain"); at != "" {
 		v.ExplainAt = at
 		v.Explain, v.ExplainErr = c.explain(ctx, s, id, at)
