@@ -29,7 +29,8 @@ func jobDefinition(j *Job, id uuid.UUID) *axtype.Job {
 	misfire := deref(j.Misfire)
 	trig := deref(j.Trigger)
 	if len(j.Triggers) > 0 { // the job's columns hold the first
-		trig = j.Triggers[0]
+		first := j.Triggers[0]
+		trig = JobTrigger{Kind: first.Kind, Cron: first.Cron, Timezone: first.Timezone, IntervalSeconds: first.IntervalSeconds}
 	}
 	out := &axtype.Job{
 		ID: id, Name: j.Name, Group: j.Group, Owner: j.Owner, Description: j.Description,

@@ -67,15 +67,24 @@ func (e fieldErrors) has(location, message string) bool {
 // addInvalid adds the fields of the engine's *axtype.InvalidError (none
 // for another error or nil), under prefix.
 func (e *fieldErrors) addInvalid(prefix *huma.PathBuffer, err error) {
+	e.addInvalidAt(prefix.String(), err)
+}
+
+// addInvalidAt is addInvalid under a prefix given as a string ("body").
+func (e *fieldErrors) addInvalidAt(prefix string, err error) {
 	var invalid *axtype.InvalidError
 	if !errors.As(err, &invalid) {
 		return
 	}
 	for _, f := range invalid.Fields {
-		if e.has(fieldAt(prefix, f.Field), f.Message) {
+		at := f.Field
+		if prefix != "" {
+			at = prefix + "." + f.Field
+		}
+		if e.has(at, f.Message) {
 			continue // found by the request's own checks already
 		}
-		e.add(fieldAt(prefix, f.Field), f.Message, f.Value)
+		e.add(at, f.Message, f.Value)
 	}
 }
 

@@ -31,7 +31,11 @@ func ValidateJob(j *axtype.Job, now time.Time) error {
 	if strings.TrimSpace(j.Name) == "" {
 		v.add("name", "must not be blank", j.Name)
 	}
-	v.trigger(j, now)
+	if j.Triggers != nil {
+		v.triggers(j)
+	} else {
+		v.trigger(j, now)
+	}
 	v.executor(j)
 	for k := range j.TargetLabels {
 		if !labelKeyPattern.MatchString(k) {
@@ -52,7 +56,7 @@ func ValidateJob(j *axtype.Job, now time.Time) error {
 			fmt.Sprintf("has %d entries but shards.count is %d: give one param per shard or none", len(j.ShardParams), count),
 			j.ShardParams)
 	}
-	if j.TriggerKind == axtype.TriggerInterval && j.IntervalSeconds > 0 && int64(j.JitterSeconds) >= j.IntervalSeconds {
+	if j.Triggers == nil && j.TriggerKind == axtype.TriggerInterval && j.IntervalSeconds > 0 && int64(j.JitterSeconds) >= j.IntervalSeconds {
 		v.add("jitter_seconds", "must be less than trigger.interval_seconds: a jittered run must start before the next tick", j.JitterSeconds)
 	}
 	if j.ActiveFrom != nil && j.ActiveUntil != nil && !j.ActiveUntil.After(*j.ActiveFrom) {

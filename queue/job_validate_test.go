@@ -71,3 +71,51 @@ func fields(e *axtype.InvalidError) []string {
 	}
 	return out
 }
+
+// TestValidateJobChecksEachOfSeveralTriggers: a list of triggers is the
+// engine's to check, whoever sends it: each entry, duplicates and the
+// jitter against every interval; a good list fills the job's trigger
+// fields with its first.
+func TestValidateJobChecksEachOfSeveralTriggers(t *testing.T) {
+	job := func(ts ...axtype.TriggerSpec) *axtype.Job {
+		j := &axtype.Job{Name: "n", Triggers: ts, ExecutorKind: axtype.ExecutorShell, Executor: axtype.ExecutorConfig{Command: "true"}}
+		j.FillDefaults()
+		return j
+	}
+	cronAt := func(expr, zone string) axtype.TriggerSpec {
+		return axtype.TriggerSpec{Kind: axtype.TriggerCron, CronExpr: expr, Timezone: zone}
+	}
+	every := func(s int64) axtype.TriggerSpec {
+		return axtype.TriggerSpec{Kind: axtype.TriggerInterval, IntervalSeconds: s}
+	}
+	for name, c := range map[string]struct {
+		job  *axtype.Job
+		want []string
+	}{
+		"bad cron":         {job(cronAt("0 9 * * 1-5", "UTC"), cronAt("0 99 * * *", "UTC")), []string{"triggers[1].cron"}},
+		"bad zone":         {job(cronAt("0 9 * * *", "Mars/Olympus"), every(60)), []string{"triggers[0].timezone"}},
+		"delay":            {job(every(60), axtype.TriggerSpec{Kind: axtype.TriggerDelay}), []string{"triggers[1].kind"}},
+		"twice":            {job(cronAt("0 12 * * *", "Europe/Paris"), cronAt("0 12 * * *", "Europe//./Paris")), []string{"triggers[1]"}},
+		"same":             {job(every(60), every(60)), []string{"triggers[1]"}},
+		"only one":         {job(every(60)), []string{"triggers"}},
+		"cron on interval": {job(every(60), axtype.TriggerSpec{Kind: axtype.TriggerInterval, IntervalSeconds: 5, CronExpr: "* * * * *"}), []string{"triggers[1].cron"}},
+		"jitter":           {func() *axtype.Job { j := job(cronAt("0 9 * * *", "UTC"), every(30)); j.JitterSeconds = 30; return j }(), []string{"jitter_seconds"}},
+		"other first": {func() *axtype.Job {
+			j := job(every(60), every(90))
+			j.TriggerKind, j.IntervalSeconds = axtype.TriggerInterval, 90
+			return j
+		}(), []string{"trigger"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var invalid *axtype.InvalidError
+			require.ErrorAs(t, queue.ValidateJob(c.job, time.Now()), &invalid)
+			require.ElementsMatch(t, c.want, fields(invalid))
+		})
+	}
+
+	j := job(cronAt("0 9 * * 1-5", "Europe//./Paris"), cronAt("0 12 * * 0,6", "Europe/Paris"))
+	require.NoError(t, queue.ValidateJob(j, time.Now()))
+	require.Equal(t, "Europe/Paris", j.Triggers[0].Timezone)
+	require.Equal(t, []any{axtype.TriggerCron, "0 9 * * 1-5", "Europe/Paris"}, []any{j.TriggerKind, j.CronExpr, j.Timezone},
+		"the job's trigger fields hold the first")
+}
