@@ -108,26 +108,23 @@ func traceParentFor(id uuid.UUID, given string) string {
 	return "00-" + strings.ReplaceAll(id.String(), "-", "") + "-" + hex.EncodeToString(span[:]) + "-01"
 }
 
-// ExecutionRerunOf returns the run that id re-runs; nil when id is not a
-// re-run.
-func ExecutionRerunOf(ctx context.Context, e Executor, id uuid.UUID) (*uuid.UUID, error) {
-	of, err := queries.ExecutionRerunOf(ctx, e, id)
+// ExecutionLineage returns, in one statement, what run id re-runs, its
+// re-runs (oldest first, at most 100), the backfill that made it and what
+// it waited behind.
+func ExecutionLineage(ctx context.Context, e Executor, id uuid.UUID) (*axtype.RunLineage, error) {
+	r, err := queries.ExecutionLineage(ctx, e, id)
 	if err != nil {
-		if err = mapErr(err); errors.Is(err, axtype.ErrNotFound) {
-			return nil, nil
+		return nil, fmt.Errorf("error reading the lineage of run %s: %w", id, mapErr(err))
+	}
+	out := &axtype.RunLineage{RerunOf: r.RerunOf, Reruns: r.Reruns, Backfill: r.BackfillID}
+	if r.QueuedJobID != nil && r.QueuedAt != nil {
+		out.Wait = &axtype.QueuedRun{ExecutionID: id, JobID: *r.QueuedJobID, QueuedAt: r.QueuedAt.UTC(),
+			ReleasedAt: utcPtr(r.QueuedReleasedAt)}
+		if r.QueuedBehindID != nil {
+			out.Wait.BehindID = *r.QueuedBehindID
 		}
-		return nil, fmt.Errorf("error reading what %s re-runs: %w", id, err)
 	}
-	return &of, nil
-}
-
-// ExecutionRerunsOf returns the re-runs of id, oldest first (at most 100).
-func ExecutionRerunsOf(ctx context.Context, e Executor, id uuid.UUID) ([]uuid.UUID, error) {
-	ids, err := queries.ExecutionRerunsOf(ctx, e, id)
-	if err != nil {
-		return nil, fmt.Errorf("error listing re-runs of %s: %w", id, mapErr(err))
-	}
-	return ids, nil
+	return out, nil
 }
 
 // RerunCandidateParams filters the runs of a bulk re-run; nil and empty

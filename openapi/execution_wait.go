@@ -3,6 +3,7 @@ package openapi
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -40,16 +41,39 @@ func (h *executionHandlers) getExecution(ctx context.Context, in *executionGetIn
 	} else if !errors.Is(err, axtype.ErrNotFound) {
 		return nil, err
 	}
+	var ended *axtype.Execution
 	if wait > 0 {
-		if _, err := h.waiter.Wait(ctx, id, wait); err != nil {
+		exec, err := h.waiter.Wait(ctx, id, wait)
+		if err != nil {
 			return nil, executionError(err)
 		}
+		if exec.State.Ended() { // it changes no more: not read again
+			ended = exec
+		}
 	}
-	return h.showExecution(ctx, id)
+	return h.showExecution(ctx, id, ended)
 }
 
-func (h *executionHandlers) showExecution(ctx context.Context, id uuid.UUID) (*executionOutput, error) {
-	exec, tasks, err := h.execs.Get(ctx, id)
+// showExecution reads the run (unless given, ended), its tasks, its
+// callback and its lineage. The callback and the lineage are read beside the run, not after it: a
+// ?wait= answer waited for each read in turn, a round trip each, which
+// under load came to hundreds of milliseconds.
+func (h *executionHandlers) showExecution(ctx context.Context, id uuid.UUID, ended *axtype.Execution) (*executionOutput, error) {
+	var (
+		cb             *axtype.Callback
+		lineage        *axtype.RunLineage
+		cbErr, lineErr error
+		beside         sync.WaitGroup
+	)
+	beside.Go(func() { cb, cbErr = h.callbacks.Get(ctx, id) })
+	beside.Go(func() { lineage, lineErr = h.execs.Lineage(ctx, id) })
+	defer beside.Wait() // on an early return too: they write these variables
+	exec, tasks, err := ended, []*axtype.Task(nil), error(nil)
+	if exec != nil {
+		tasks, err = h.execs.Tasks(ctx, id)
+	} else {
+		exec, tasks, err = h.execs.Get(ctx, id)
+	}
 	if err != nil {
 		return nil, executionError(err)
 	}
@@ -57,16 +81,19 @@ func (h *executionHandlers) showExecution(ctx context.Context, id uuid.UUID) (*e
 	if err != nil {
 		return nil, err
 	}
-	cb, err := h.callbacks.Get(ctx, id)
+	causedBy, err := h.execs.CausedBy(ctx, exec)
 	if err != nil {
 		return nil, err
+	}
+	beside.Wait()
+	if cbErr != nil {
+		return nil, cbErr
+	}
+	if lineErr != nil {
+		return nil, lineErr
 	}
 	out.Callback = callbackFromDB(cb)
-	lineage, err := h.execs.Lineage(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	showLineage(out, lineage)
+	showLineage(out, lineage, causedBy)
 	return &executionOutput{Body: out}, nil
 }
 

@@ -226,7 +226,7 @@ func (h *executionHandlers) rerunMany(ctx context.Context, in *bulkRerunInput) (
 }
 
 // showLineage fills in how a run relates to re-runs and backfills.
-func showLineage(out *Execution, l *queue.Lineage) {
+func showLineage(out *Execution, l *axtype.RunLineage, causedBy []axtype.AfterRun) {
 	if l.RerunOf != nil {
 		out.RerunOf = l.RerunOf.String()
 	}
@@ -236,7 +236,7 @@ func showLineage(out *Execution, l *queue.Lineage) {
 	if l.Backfill != nil {
 		out.BackfillID = l.Backfill.String()
 	}
-	for _, r := range l.CausedBy {
+	for _, r := range causedBy {
 		out.CausedBy = append(out.CausedBy, CausingRun{ExecutionID: r.ID.String(), JobID: r.JobID.String(),
 			Job: r.Group + "/" + r.Name, State: r.State, ScheduledFor: r.ScheduledFor, FinishedAt: r.FinishedAt})
 	}

@@ -187,44 +187,8 @@ func (s *ExecutionService) BulkRerun(ctx context.Context, req *BulkRerunRequest)
 	return out, nil
 }
 
-// Lineage is how a run relates to re-runs and backfills.
-type Lineage struct {
-	RerunOf  *uuid.UUID  // the run this one re-runs
-	Reruns   []uuid.UUID // runs that re-run this one, oldest first
-	Backfill *uuid.UUID  // the backfill that made this run
-	// CausedBy are the upstream runs that fired this run (after triggers).
-	CausedBy []axtype.AfterRun
-	// Wait: the run waited (or waits) behind an unfinished run of its job
-	// (concurrency policy queue); nil when it did not.
-	Wait *axtype.QueuedRun
-}
-
-// Lineage returns what run id re-runs, its re-runs, its backfill and
-// what it waited behind.
-func (s *ExecutionService) Lineage(ctx context.Context, id uuid.UUID) (*Lineage, error) {
-	out := &Lineage{}
-	var err error
-	if out.RerunOf, err = db.ExecutionRerunOf(ctx, s.pool, id); err != nil {
-		return nil, err
-	}
-	if out.Reruns, err = db.ExecutionRerunsOf(ctx, s.pool, id); err != nil {
-		return nil, err
-	}
-	if out.Backfill, err = db.BackfillOfExecution(ctx, s.pool, id); err != nil {
-		return nil, err
-	}
-	if out.Wait, err = db.QueuedRunGet(ctx, s.pool, id); errors.Is(err, axtype.ErrNotFound) {
-		out.Wait, err = nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	exec, err := db.ExecutionGetByID(ctx, s.pool, id)
-	if err != nil {
-		return nil, err
-	}
-	if out.CausedBy, err = s.CausedBy(ctx, exec); err != nil {
-		return nil, err
-	}
-	return out, nil
+// Lineage returns what run id re-runs, its re-runs, its backfill and what
+// it waited behind, in one statement (CausedBy says what fired it).
+func (s *ExecutionService) Lineage(ctx context.Context, id uuid.UUID) (*axtype.RunLineage, error) {
+	return db.ExecutionLineage(ctx, s.pool, id)
 }

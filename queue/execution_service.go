@@ -222,6 +222,11 @@ func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*axtype.Execu
 	return exec, tasks, nil
 }
 
+// Tasks returns the tasks of execution id.
+func (s *ExecutionService) Tasks(ctx context.Context, id uuid.UUID) ([]*axtype.Task, error) {
+	return db.TaskListByExecution(ctx, s.pool, id)
+}
+
 // gone turns err, a lookup of execution id, into one wrapping
 // axtype.ErrRemoved when the execution is not found because history retention
 // removed it.

@@ -27,3 +27,14 @@ type QueuedRun struct {
 // QueuedRunForget is how long a released wait stays explained: the rows
 // of older ones are deleted by the sweep.
 const QueuedRunForget = 30 * 24 * time.Hour
+
+// RunLineage is how a run relates to others: what it re-runs, its
+// re-runs, the backfill that made it, what it waited behind.
+type RunLineage struct {
+	RerunOf  *uuid.UUID  // the run this one re-runs
+	Reruns   []uuid.UUID // runs that re-run this one, oldest first
+	Backfill *uuid.UUID  // the backfill that made this run
+	// Wait: the run waited (or waits) behind an unfinished run of its job
+	// (concurrency policy queue); nil when it did not.
+	Wait *QueuedRun
+}

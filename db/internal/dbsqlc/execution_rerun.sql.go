@@ -12,6 +12,47 @@ import (
 	"github.com/google/uuid"
 )
 
+const executionLineage = `-- name: ExecutionLineage :one
+SELECT r.rerun_of, b.backfill_id,
+       q.job_id AS queued_job_id, q.behind_id AS queued_behind_id,
+       q.queued_at AS queued_at, q.released_at AS queued_released_at,
+       ARRAY(SELECT o.execution_id FROM ax.execution_rerun o
+             WHERE o.rerun_of = x.id ORDER BY o.execution_id LIMIT 100)::uuid[] AS reruns
+FROM (SELECT $1::uuid AS id) x
+LEFT JOIN ax.execution_rerun r ON r.execution_id = x.id
+LEFT JOIN ax.backfill_run b ON b.execution_id = x.id
+LEFT JOIN ax.queued_run q ON q.execution_id = x.id
+`
+
+type ExecutionLineageRow struct {
+	RerunOf          *uuid.UUID
+	BackfillID       *uuid.UUID
+	QueuedJobID      *uuid.UUID
+	QueuedBehindID   *uuid.UUID
+	QueuedAt         *time.Time
+	QueuedReleasedAt *time.Time
+	Reruns           []uuid.UUID
+}
+
+// ExecutionLineage reads in one statement what ExecutionRerunOf,
+// ExecutionRerunsOf, BackfillOfExecution and QueuedRunGet read of one
+// run: showing a run (and answering ?wait=) then costs one round trip
+// for its lineage, not four.
+func (q *Queries) ExecutionLineage(ctx context.Context, db DBTX, executionID uuid.UUID) (ExecutionLineageRow, error) {
+	row := db.QueryRow(ctx, executionLineage, executionID)
+	var i ExecutionLineageRow
+	err := row.Scan(
+		&i.RerunOf,
+		&i.BackfillID,
+		&i.QueuedJobID,
+		&i.QueuedBehindID,
+		&i.QueuedAt,
+		&i.QueuedReleasedAt,
+		&i.Reruns,
+	)
+	return i, err
+}
+
 const executionRerunByKey = `-- name: ExecutionRerunByKey :one
 SELECT execution_id FROM ax.execution_rerun
 WHERE rerun_of = $1 AND request_key = $2
@@ -167,46 +208,6 @@ func (q *Queries) ExecutionRerunInsert(ctx context.Context, db DBTX, arg Executi
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
-}
-
-const executionRerunOf = `-- name: ExecutionRerunOf :one
-SELECT rerun_of FROM ax.execution_rerun WHERE execution_id = $1
-`
-
-// ExecutionRerunOf returns the run that @execution_id re-runs, if any.
-func (q *Queries) ExecutionRerunOf(ctx context.Context, db DBTX, executionID uuid.UUID) (uuid.UUID, error) {
-	row := db.QueryRow(ctx, executionRerunOf, executionID)
-	var rerun_of uuid.UUID
-	err := row.Scan(&rerun_of)
-	return rerun_of, err
-}
-
-const executionRerunsOf = `-- name: ExecutionRerunsOf :many
-SELECT execution_id FROM ax.execution_rerun
-WHERE rerun_of = $1
-ORDER BY execution_id
-LIMIT 100
-`
-
-// ExecutionRerunsOf returns the re-runs of @rerun_of, oldest first.
-func (q *Queries) ExecutionRerunsOf(ctx context.Context, db DBTX, rerunOf uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, executionRerunsOf, rerunOf)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []uuid.UUID
-	for rows.Next() {
-		var execution_id uuid.UUID
-		if err := rows.Scan(&execution_id); err != nil {
-			return nil, err
-		}
-		items = append(items, execution_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const taskPlanForRerun = `-- name: TaskPlanForRerun :many
