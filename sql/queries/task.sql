@@ -853,7 +853,8 @@ WITH execs AS (
            j.executor_kind, j.agentless, j.timeout_mode,
            j.concurrency_key, j.concurrency_limit, j.concurrency_group
     FROM ax.execution e
-    JOIN ax.job j ON j.id = e.job_id
+    -- A probe of job_pkey per run, as in ExecutionInsertMany (see there).
+    CROSS JOIN LATERAL (SELECT * FROM ax.job j WHERE j.id = e.job_id LIMIT 1) j
     WHERE e.id = ANY(@execution_ids::uuid[])
 ), generated AS (
     SELECT unnest(@generated_ids::uuid[]) AS execution_id, unnest(@generated_params::jsonb[]) AS params

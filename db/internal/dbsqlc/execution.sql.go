@@ -13,6 +13,7 @@ import (
 )
 
 const executionCancel = `-- name: ExecutionCancel :many
+
 WITH pending_locked AS MATERIALIZED (
     -- Locks are taken in three steps, each in id order, before any row is
     -- written. First the pending tasks: a lease holds the tasks it picked
@@ -81,6 +82,7 @@ type ExecutionCancelRow struct {
 	State AxExecutionState
 }
 
+// see above
 // ExecutionCancel stops the unfinished executions in @ids and those of
 // @job_ids: pending tasks are cancelled at once; leased and running tasks
 // are flagged so their agents stop them, and their execution stays
@@ -407,7 +409,7 @@ FROM (
            unnest($9::text[]) AS traceparent,
            unnest($10::smallint[]) AS trigger_index
 ) e
-JOIN ax.job j ON j.id = e.job_id
+CROSS JOIN LATERAL (SELECT j.params, j.shard_count, j.priority FROM ax.job j WHERE j.id = e.job_id LIMIT 1) j
 WHERE e.cause NOT IN ('schedule', 'catch_up')
    OR NOT EXISTS (SELECT 1 FROM ax.trigger t
                   WHERE t.job_id = e.job_id AND t.last_scheduled_for >= e.scheduled_for)
@@ -417,7 +419,8 @@ RETURNING id, job_id, scheduled_for, fired_at, shard_count
 SELECT i.id, i.job_id, i.scheduled_for, i.fired_at, i.shard_count,
        j.shard_generator, j.shard_window_seconds, j.timezone
 FROM inserted i
-JOIN ax.job j ON j.id = i.job_id
+CROSS JOIN LATERAL (SELECT j.shard_generator, j.shard_window_seconds, j.timezone
+                    FROM ax.job j WHERE j.id = i.job_id LIMIT 1) j
 `
 
 type ExecutionInsertManyParams struct {
@@ -451,6 +454,10 @@ type ExecutionInsertManyRow struct {
 // whatever races. Returns the executions actually inserted.
 // The rows come back with what rendering a shard generator needs
 // (db.ShardGenerator).
+// Each job by its key, whatever the planner guesses: joined, a batch of
+// 500 fires read all of ax.job (a hash join, 100-300 ms at 50,000 jobs)
+// while the table's statistics were stale after many new jobs; LIMIT 1
+// keeps the lateral read a probe of job_pkey.
 // A tick at or before the trigger's last fired tick fired already, even
 // when its run has moved to history or been removed by retention: every
 // scheduled fire holds the trigger row (TriggerClaimDue), so this check

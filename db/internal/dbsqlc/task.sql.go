@@ -1585,7 +1585,8 @@ WITH execs AS (
            j.executor_kind, j.agentless, j.timeout_mode,
            j.concurrency_key, j.concurrency_limit, j.concurrency_group
     FROM ax.execution e
-    JOIN ax.job j ON j.id = e.job_id
+    -- A probe of job_pkey per run, as in ExecutionInsertMany (see there).
+    CROSS JOIN LATERAL (SELECT id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group FROM ax.job j WHERE j.id = e.job_id LIMIT 1) j
     WHERE e.id = ANY($1::uuid[])
 ), generated AS (
     SELECT unnest($2::uuid[]) AS execution_id, unnest($3::jsonb[]) AS params
