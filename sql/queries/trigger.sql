@@ -75,7 +75,10 @@ FROM (
            unnest(@last_scheduled_fors::timestamptz[]) AS last_scheduled_for,
            unnest(@last_execution_ids::uuid[]) AS last_execution_id
 ) u
-WHERE t.job_id = u.job_id;
+-- The = ANY lets the planner find the rows by job_pkey's index: with
+-- the join alone it read all of ax.trigger while its statistics were
+-- stale after many new jobs (as ExecutionInsertMany did ax.job).
+WHERE t.job_id = u.job_id AND t.job_id = ANY(@job_ids::uuid[]);
 
 -- TriggerNextDue says how long until the earliest tick (a paused job's
 -- too: it is recorded as it passes) or pending delayed run, by the database clock (negative when something is

@@ -27,7 +27,7 @@ FROM (
            unnest($5::timestamptz[]) AS last_scheduled_for,
            unnest($6::uuid[]) AS last_execution_id
 ) u
-WHERE t.job_id = u.job_id
+WHERE t.job_id = u.job_id AND t.job_id = ANY($1::uuid[])
 `
 
 type TriggerAdvanceManyParams struct {
@@ -41,6 +41,9 @@ type TriggerAdvanceManyParams struct {
 
 // TriggerAdvanceMany moves each claimed trigger to its next tick (none
 // when has_next is false) and records its last fire.
+// The = ANY lets the planner find the rows by job_pkey's index: with
+// the join alone it read all of ax.trigger while its statistics were
+// stale after many new jobs (as ExecutionInsertMany did ax.job).
 func (q *Queries) TriggerAdvanceMany(ctx context.Context, db DBTX, arg TriggerAdvanceManyParams) error {
 	_, err := db.Exec(ctx, triggerAdvanceMany,
 		arg.JobIds,
