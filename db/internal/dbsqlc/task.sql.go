@@ -930,15 +930,22 @@ WITH starved AS (
     LIMIT $11::integer
     FOR UPDATE OF t SKIP LOCKED
 ), keyed_running AS (
-    -- Leased and running keyed tasks, each with its key's count: read
-    -- once, as hashed sets, so that stepping over a task whose key is at
-    -- its limit costs a hash probe, not a count (a long backlog behind a
-    -- few keys is stepped over on every keyed lease). Only read when a
-    -- keyed task is pending.
-    SELECT k.concurrency_scope, k.concurrency_key, k.concurrency_limit,
-           count(*) OVER (PARTITION BY k.concurrency_scope, k.concurrency_key) AS running
+    -- Leased and running keyed tasks counted per key, from their index in
+    -- its order (rows as many as such tasks).
+    SELECT k.concurrency_scope, k.concurrency_key, count(*)::integer AS running
     FROM ax.task k
     WHERE k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')
+    GROUP BY k.concurrency_scope, k.concurrency_key
+), keyed_full AS (
+    -- The keys at their limit, as (scope, key, limit) for every limit the
+    -- key's running count reaches (a key of 3 running: limits 1, 2 and
+    -- 3), so that whatever limit a task has (jobs of different limits
+    -- share a group's keys), whether its key is full is one probe of a
+    -- set hashed once per statement. (unnest, not generate_series: the
+    -- planner takes it for 10 rows a key, not 1,000, and so hashes it.)
+    SELECT r.concurrency_scope, r.concurrency_key, u.lim::integer AS concurrency_limit
+    FROM keyed_running r
+    CROSS JOIN LATERAL unnest(array_fill(0, ARRAY[r.running])) WITH ORDINALITY u(z, lim)
 ), keyed_scan AS (
     -- Keyed tasks (concurrency keys) apart, from their own index: those
     -- of a key at its limit are stepped over, not counted against @max.
@@ -950,36 +957,20 @@ WITH starved AS (
            t.preferred_agent_id, t.fallback_agent_id,
            CASE WHEN t.preferred_agent_id IS NULL THEN 2
                 WHEN t.preferred_agent_id = ANY($9::uuid[]) THEN 1 ELSE 3 END AS grp,
-           t.concurrency_scope, t.concurrency_key, t.concurrency_limit,
-           (SELECT count(*) FROM ax.task k
-            WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
-              AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) AS running
+           t.concurrency_scope, t.concurrency_key, t.concurrency_limit
     FROM ax.task t
     WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND t.id <> ALL($4::uuid[])
       AND t.not_before <= coalesce($1::timestamptz, now())
       -- One CASE, not ANDed clauses, and the job read inside it, not
       -- joined: the planner guesses 1/2 for a CASE, where the product of
-      -- the clauses' guesses (preference, rate class, running < limit)
+      -- the clauses' guesses (preference, rate class, key with room)
       -- came to ~1 row of thousands, and a join with ax.job made it hash
-      -- and sort. Either way it read and sorted every pending keyed task
-      -- (a running count each: 55-100 ms a lease); now it walks the index
-      -- in order and stops at the limit. Whether the key has room is asked
-      -- first (tasks of full keys are the most stepped over):
-      -- keyed_running answers it unless the task's limit differs from
-      -- those of its key's running tasks (a group shared by jobs of
-      -- different limits): then a count.
-      AND CASE WHEN CASE WHEN (t.concurrency_scope, t.concurrency_key) NOT IN (SELECT r.concurrency_scope, r.concurrency_key FROM keyed_running r)
-                                  THEN true
-                             WHEN (t.concurrency_scope, t.concurrency_key, t.concurrency_limit) IN (
-                                  SELECT r.concurrency_scope, r.concurrency_key, r.concurrency_limit FROM keyed_running r
-                                  WHERE r.running >= r.concurrency_limit)
-                                  THEN false
-                             WHEN (t.concurrency_scope, t.concurrency_key, t.concurrency_limit) IN (
-                                  SELECT r.concurrency_scope, r.concurrency_key, r.concurrency_limit FROM keyed_running r)
-                                  THEN true
-                             ELSE (SELECT count(*) FROM ax.task k
-                                   WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
-                                     AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit END
+      -- and sort. Either way it read and sorted every pending keyed task;
+      -- this walks the index in order and stops at the limit. Whether
+      -- the key has room is asked first (tasks of full keys are the most
+      -- stepped over), of keyed_full.
+      AND CASE WHEN (t.concurrency_scope, t.concurrency_key, t.concurrency_limit) NOT IN (
+                        SELECT f.concurrency_scope, f.concurrency_key, f.concurrency_limit FROM keyed_full f)
                     AND EXISTS (SELECT 1 FROM ax.job j
                             WHERE j.id = t.job_id
                               AND (t.preferred_agent_id = ANY($9::uuid[]) OR j.target_labels <@ $6::jsonb)
@@ -1007,9 +998,12 @@ WITH starved AS (
     SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned,
            s.preferred_agent_id, s.fallback_agent_id, s.grp, s.running + s.nth AS fair,
            s.concurrency_scope, s.concurrency_key, s.concurrency_limit
-    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, concurrency_scope, concurrency_key, concurrency_limit, running, row_number() OVER (PARTITION BY concurrency_scope, concurrency_key
-                                       ORDER BY priority DESC, created_at) AS nth
-          FROM keyed_scan) s
+    FROM (SELECT c.id, c.execution_id, c.rate_class, c.priority, c.created_at, c.not_before, c.pinned, c.preferred_agent_id, c.fallback_agent_id, c.grp, c.concurrency_scope, c.concurrency_key, c.concurrency_limit, coalesce(r.running, 0) AS running,
+                 row_number() OVER (PARTITION BY c.concurrency_scope, c.concurrency_key
+                                    ORDER BY c.priority DESC, c.created_at) AS nth
+          FROM keyed_scan c
+          LEFT JOIN keyed_running r
+                 ON r.concurrency_scope = c.concurrency_scope AND r.concurrency_key = c.concurrency_key) s
     WHERE s.running + s.nth <= s.concurrency_limit
     ORDER BY s.running + s.nth, s.priority DESC, s.created_at
     LIMIT $11::integer
