@@ -90,6 +90,7 @@ func (s *ExecutionService) Rerun(ctx context.Context, req *RerunRequest) (*Rerun
 		return nil, err
 	}
 	if !out.Replayed {
+		s.notifier.AfterCommit(notify.TaskReadyChannel) // as Trigger
 		s.metrics.Fires.WithLabelValues(string(axtype.CauseRerun)).Inc()
 		s.logger.InfoContext(ctx, "execution re-run", "execution_id", id, "rerun_of", req.ExecutionID,
 			"job_id", out.Execution.JobID, "shards", string(r.Shards), "tasks", len(out.Tasks))

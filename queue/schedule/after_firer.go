@@ -132,6 +132,9 @@ func (f *AfterFirer) FireReady(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("error firing downstream jobs: %w", err)
 	}
+	if made > 0 {
+		f.notifier.AfterCommit(notify.TaskReadyChannel) // as FireDue
+	}
 	return made, nil
 }
 

@@ -170,6 +170,9 @@ func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("error releasing backfills: %w", err)
 	}
+	if made > 0 {
+		r.notifier.AfterCommit(notify.TaskReadyChannel) // as FireDue
+	}
 	return made, nil
 }
 

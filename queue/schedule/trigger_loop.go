@@ -204,6 +204,11 @@ func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("error firing due jobs: %w", err)
 	}
+	if b != nil && len(b.inserted) > 0 {
+		// While notifications are lost, this replica's lease polls need
+		// not wait for the next poll to see the new tasks.
+		l.notifier.AfterCommit(notify.TaskReadyChannel)
+	}
 	return b.report(ctx, l.cfg, "fired due jobs"), nil
 }
 

@@ -554,3 +554,34 @@ func TestAStreamIsFiredWithoutAskingForTheNextFireEachPass(t *testing.T) {
 	require.LessOrEqual(t, asked, 6, "questions over %d passes", passes)
 	t.Logf("%d passes, %d questions", passes, asked)
 }
+
+// TestFireDueWakesItsReplicasLeasePollsWhileNotificationsAreLost: behind
+// a transaction pooler without a direct URL no NOTIFY arrives, and lease
+// polls are woken every PollEvery; a fire wakes this replica's at once
+// (Notifier.AfterCommit), so a scheduled run is leased without waiting
+// for the next poll.
+func TestFireDueWakesItsReplicasLeasePollsWhileNotificationsAreLost(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	n := notify.NewNotifierWith(pool, notify.NotifierConfig{NoDelivery: true, PollEvery: notify.MaxPollEvery},
+		notify.TaskReadyChannel)
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(n.Stop)
+	e := &env{t: t, pool: pool, loop: schedule.NewTriggerLoop(pool, n, schedule.TriggerLoopConfig{FireAhead: -1})}
+	j := e.job(axtype.TriggerInterval, nil)
+	ready, unsubscribe := n.Subscribe(notify.TaskReadyChannel)
+	defer unsubscribe()
+	e.behind(j.ID, 0)
+	select { // a poll's wakeup, if one came already
+	case <-ready:
+	default:
+	}
+	fired := time.Now()
+	require.Equal(t, 1, e.fire())
+	select {
+	case <-ready:
+		require.Less(t, time.Since(fired), notify.MaxPollEvery/2, "woken by the fire, not by a poll")
+	case <-time.After(notify.MaxPollEvery / 2):
+		t.Fatal("the fire did not wake the lease polls")
+	}
+}
