@@ -106,6 +106,9 @@ type PoolOptions struct {
 	// Name tells the pool apart in the wait's log lines (engine,
 	// requests, direct).
 	Name string
+	// Tracer, when set, sees every statement of the pool's connections
+	// (tests count and time them on a pool set up as ax's are).
+	Tracer pgx.QueryTracer
 }
 
 // OpenPoolWith connects a pool to url as opts say and checks that the
@@ -128,6 +131,9 @@ func OpenPoolWith(ctx context.Context, url string, opts PoolOptions) (*pgxpool.P
 		return nil, fmt.Errorf("pool min conns %d is more than the max conns %d", cfg.MinConns, cfg.MaxConns)
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "ax" // poolers pass it on
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
+	}
 	if opts.BehindPooler {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 		// A pooled server session may listen for another client that

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
@@ -118,11 +119,7 @@ func TestIdleLongPollCostsNoTransactions(t *testing.T) {
 // statement to statements.
 func tracedPool(t *testing.T, statements *statementLog) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dbtest.NewURL(t))
-	require.NoError(t, err)
-	cfg.MaxConns++ // the notifier's, as db.Open adds
-	cfg.ConnConfig.Tracer = statements
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := db.OpenPoolWith(context.Background(), dbtest.NewURL(t), db.PoolOptions{Tracer: statements})
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool
