@@ -73,11 +73,15 @@ func newMaintainCommand() *cobra.Command {
 			return fmt.Errorf("this role may not make or drop history partitions: run ax maintain as %s, their owner", owner)
 		}
 		cfg.Logger = newLogger(true)
-		if err := history.Apply(ctx, pool, cfg); err != nil {
+		// Storing new settings makes the partitions they need: counted
+		// with the pass's, which makes only what came due since.
+		made, madeKeyed, err := history.ApplyCounting(ctx, pool, cfg)
+		if err != nil {
 			return err
 		}
 		rep, err := history.Maintain(ctx, pool, cfg)
 		if rep != nil {
+			rep.Made, rep.MadeKeyed = rep.Made+made, rep.MadeKeyed+madeKeyed
 			fmt.Fprintf(cmd.OutOrStdout(), "made %d history partitions ahead and %d keyed ones; moved %d ended runs\n",
 				rep.Made, rep.MadeKeyed, rep.Moved)
 			tables := make([]string, 0, len(rep.Dropped))

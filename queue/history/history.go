@@ -120,13 +120,21 @@ func (c Config) Interval() time.Duration {
 // change is logged, as replicas should agree) and makes the partitions
 // they need.
 func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
+	_, _, err := ApplyCounting(ctx, pool, cfg)
+	return err
+}
+
+// ApplyCounting is Apply that also says how many partitions it made: of
+// each history table, and keyed ones (events, callbacks, attempts, skip
+// records) all together.
+func ApplyCounting(ctx context.Context, pool *pgxpool.Pool, cfg Config) (made, madeKeyed int, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
-		return err
+		return 0, 0, err
 	}
 	before, err := db.HistorySettingGet(ctx, pool)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	want := &axtype.HistorySetting{Retention: cfg.Retention, FailedRetention: cfg.FailedRetention, PartitionWidth: cfg.PartitionWidth}
 	if before.Retention != want.Retention || before.FailedRetention != want.FailedRetention ||
@@ -137,12 +145,12 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 			"was_retention", before.Retention.String(), "was_failed_retention", before.FailedRetention.String(),
 			"was_partition_width", before.PartitionWidth.String())
 		if err := db.HistorySettingApply(ctx, pool, want); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
 	owned, owner, err := db.HistoryOwned(ctx, pool)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	if !owned {
 		// Making, re-partitioning and dropping need the tables' owner:
@@ -151,7 +159,7 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 		cfg.Logger.WarnContext(ctx, "this database role may not make or drop history partitions: "+
 			"run `ax maintain` as their owner at least daily (see the managed Postgres guide)",
 			"owner", owner, "partition_width", want.PartitionWidth.String(), "stored_width", before.PartitionWidth.String())
-		return nil
+		return 0, 0, nil
 	}
 	if before.PartitionWidth != want.PartitionWidth {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -164,20 +172,20 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg Config) error {
 				"partition_width", before.PartitionWidth.String(), "wanted", want.PartitionWidth.String(),
 				"lock_timeout", cfg.LockTimeout.String())
 		} else if err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
-	if _, err := makePartitions(ctx, pool, cfg); errors.Is(err, errLockWait) {
+	if made, err = makePartitions(ctx, pool, cfg); errors.Is(err, errLockWait) {
 		// The migration made partitions well ahead; maintenance tries again.
 		cfg.Logger.WarnContext(ctx, "making history partitions waited too long for a lock; maintenance tries again",
 			"lock_timeout", cfg.LockTimeout.String())
 	} else if err != nil {
-		return err
+		return made, 0, err
 	}
 	// (A table whose lock wait was too long is logged; its spill
 	// partition takes what comes until maintenance makes them.)
-	_, _, err = makeKeyed(ctx, pool, cfg)
-	return err
+	madeKeyed, _, err = makeKeyed(ctx, pool, cfg)
+	return made, madeKeyed, err
 }
 
 // makePartitions makes the partitions ahead, a batch per short
