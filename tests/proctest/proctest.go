@@ -43,6 +43,13 @@ func Binary(t testing.TB, name string) string {
 	return filepath.Join(binDir, name)
 }
 
+// RaceBuilt says whether Binary builds the processes with the race
+// detector (AX_PROCTEST_RACE=1, as CI does). Tests that bound a
+// process's latency scale the bound then: the race detector makes a
+// program 2 to 20 times slower (https://go.dev/doc/articles/race_detector,
+// "Runtime Overhead").
+func RaceBuilt() bool { return os.Getenv("AX_PROCTEST_RACE") == "1" }
+
 // Cleanup removes the built binaries when they were built into a
 // temporary folder; call it from TestMain after m.Run.
 func Cleanup() {
@@ -57,7 +64,7 @@ func build() {
 	// The processes' code runs under -race in the in-process tests
 	// (openapi, queue…); building the binaries with it too makes every
 	// end-to-end process several times slower, so it is opt-in: CI sets it.
-	race := os.Getenv("AX_PROCTEST_RACE") == "1"
+	race := RaceBuilt()
 	binDir, tempBin, buildErr = buildDir(root, race)
 	if buildErr != nil {
 		return
