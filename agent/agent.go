@@ -362,13 +362,15 @@ func (a *Agent) waitForTasks(grace time.Duration) bool {
 // hands their leases back, so another agent takes them at once instead of
 // after the lease expires.
 func (a *Agent) releaseUnfinished(ctx context.Context) {
-	refs := a.running.releaseRunning()
+	refs := a.running.stopForDrain()
 	a.log.WarnContext(ctx, "drain grace over: stopping and handing back the tasks still running", "tasks", len(refs))
 	// Give them time to stop before another agent may start them.
 	if !waitGroupFor(&a.tasks, a.cfg.KillGrace+outputDrainWait+time.Second) {
 		a.log.WarnContext(ctx, "some tasks ignored cancellation; handing them back anyway")
 	}
-	a.release(ctx, refs, "agent drained")
+	// Those that ended with success as they were stopped are reported
+	// instead: their work is done.
+	a.release(ctx, a.running.handBackStopped(refs), "agent drained")
 }
 
 // release hands leases back, retrying for a while.

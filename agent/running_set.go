@@ -32,6 +32,7 @@ type heldTask struct {
 	state     taskState
 	cancel    context.CancelCauseFunc
 	cancelled bool      // a cancel was already requested
+	draining  bool      // the drain stopped it: handed back unless it succeeds all the same
 	deadline  time.Time // end of the lease unless renewed, on the agent's clock
 	result    TaskResult
 	sending   bool // the result is in a request on its way
@@ -166,20 +167,45 @@ func (s *runningSet) cancel(ids []string) []LeasedTask {
 	return stopped
 }
 
-// releaseRunning cancels every executing task for the drain and returns
-// their leases to hand back; their results will never be reported.
-func (s *runningSet) releaseRunning() []TaskRef {
+// stopForDrain cancels every executing task for the drain and returns
+// their leases. Each is handed back (handBackStopped) unless it ends with
+// success all the same: a handler that finished as the cancel came did
+// its work, and handing it back would run it a second time.
+func (s *runningSet) stopForDrain() []TaskRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var refs []TaskRef
 	for _, h := range s.tasks {
 		if h.state == taskRunning {
-			h.state = taskReleased
+			h.draining = true
 			h.cancel(errDrained)
 			refs = append(refs, h.task.Ref())
 		}
 	}
 	return refs
+}
+
+// handBackStopped returns those of refs (from stopForDrain) to hand back:
+// the tasks that stopped without success, or still run (they ignored the
+// cancel). None of them will be reported.
+func (s *runningSet) handBackStopped(refs []TaskRef) []TaskRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []TaskRef
+	for _, ref := range refs {
+		h, ok := s.tasks[ref.TaskID]
+		switch {
+		case !ok, h.task.LeaseToken != ref.LeaseToken:
+			// Lost meanwhile, or released already: nothing to hand back.
+		case h.state == taskRunning:
+			h.state = taskReleased
+			out = append(out, ref)
+		case h.state == taskReleased:
+			delete(s.tasks, ref.TaskID)
+			out = append(out, ref)
+		}
+	}
+	return out
 }
 
 // finish records that a task stopped executing with result (which names
@@ -198,6 +224,10 @@ func (s *runningSet) finish(result TaskResult) bool {
 	}
 	if h.state != taskRunning {
 		delete(s.tasks, id)
+		return false
+	}
+	if h.draining && result.State != StateSucceeded {
+		h.state = taskReleased // handed back by handBackStopped
 		return false
 	}
 	h.state, h.result = taskFinished, result

@@ -148,10 +148,30 @@ func TestRunningSetCancelAndRelease(t *testing.T) {
 	require.ErrorIs(t, context.Cause(ctxs["a"]), errCancelledByServer)
 	require.True(t, s.finish(result("a")), "a cancelled task is reported")
 
-	refs := s.releaseRunning()
+	refs := s.stopForDrain()
 	require.Equal(t, []TaskRef{{TaskID: "b", LeaseToken: "tok-b"}}, refs)
 	require.ErrorIs(t, context.Cause(ctxs["b"]), errDrained)
-	require.False(t, s.finish(result("b")), "a released task is not reported")
+	stopped := result("b")
+	stopped.State = StateFailed // its handler returned the cancel
+	require.False(t, s.finish(stopped), "a task stopped by the drain is not reported")
+	require.Equal(t, refs, s.handBackStopped(refs), "it is handed back")
+	require.Empty(t, s.handBackStopped(refs), "once")
+}
+
+// TestRunningSetDrainReportsTasksThatSucceededAsTheyWereStopped: a
+// handler that ends with success as the drain's cancel comes did its
+// work: it is reported, not handed back (another agent would run it
+// again). One that ignores the cancel is handed back and never reported.
+func TestRunningSetDrainReportsTasksThatSucceededAsTheyWereStopped(t *testing.T) {
+	t.Parallel()
+	s, _, _ := setupSet(t)
+	refs := s.stopForDrain()
+	require.Len(t, refs, 2)
+	require.True(t, s.finish(result("a")), "a succeeded as it was stopped: reported")
+	require.Equal(t, []TaskRef{{TaskID: "b", LeaseToken: "tok-b"}}, s.handBackStopped(refs),
+		"b still runs (it ignored the cancel): handed back; a is not")
+	require.False(t, s.finish(result("b")), "b, handed back, is never reported")
+	require.Equal(t, []TaskResult{result("a")}, s.takeResults(10, 1<<20))
 }
 
 func TestRunningSetBatchesResultsBySize(t *testing.T) {

@@ -78,6 +78,7 @@ interface Held {
   leaseExpires: number; // Date.now() when the lease ends unless renewed
   abort: AbortController;
   executing: boolean;
+  reported?: boolean; // its result is queued to be reported
   done: Promise<void>;
   timer?: NodeJS.Timeout;
 }
@@ -396,17 +397,21 @@ export class Agent {
       clearTimeout(held.timer);
     }
     const reason = cancelReason(t.signal);
-    if (reason === "lease_lost" || reason === "drain") {
-      held.executing = false; // lose or drain forgot its lease already
+    const report = outcome(held, result, failed, error, reason);
+    // A handler that ended with success as the drain stopped it did its
+    // work: it is reported, not handed back (another agent would run it
+    // again). Lost leases are never reported.
+    if (reason === "lease_lost" || (reason === "drain" && report.state !== "succeeded")) {
+      held.executing = false; // lose or drain forgets its lease
       this.wake.fire();
       this.log.warn("task stopped and not reported", { ...this.taskFields(t), reason });
       return;
     }
-    const report = outcome(held, result, failed, error, reason);
     await this.flushLogsOf(t.taskId);
     held.executing = false;
     this.wake.fire();
-    if (this.held.get(t.taskId) !== held) return; // the lease was lost meanwhile
+    if (this.held.get(t.taskId) !== held) return; // the lease was lost or handed back meanwhile
+    held.reported = true;
     this.pendingResults.push(report);
     this.resultsReady.fire();
   }
@@ -599,8 +604,10 @@ export class Agent {
       for (const h of unfinished) this.cancel(h, "drain");
       // Give them a moment to stop before another agent may start them.
       await Promise.race([Promise.all(unfinished.map((h) => h.done)), sleep(5000)]);
-      for (const h of unfinished) this.held.delete(h.task.taskId);
-      await this.release(unfinished.map((h) => h.ref), "agent drained");
+      // Those that ended with success as they were stopped are reported instead.
+      const handBack = unfinished.filter((h) => !h.reported);
+      for (const h of handBack) this.held.delete(h.task.taskId);
+      await this.release(handBack.map((h) => h.ref), "agent drained");
     }
     this.stopping = true;
     const deadline = Date.now() + (this.leaseSeconds + 1) * 1000;

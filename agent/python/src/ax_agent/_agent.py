@@ -52,6 +52,7 @@ class _Held:
     is_async: bool
     aio: asyncio.Task[None] | None = None
     executing: bool = True
+    reported: bool = False  # its result is queued to be reported
     timer: asyncio.TimerHandle | None = None
 
     def ref(self) -> dict[str, str]:
@@ -418,17 +419,21 @@ class Agent:
             if held.timer is not None:
                 held.timer.cancel()
         reason = t.cancellation.reason
-        if reason in ("lease_lost", "drain"):
-            held.executing = False  # _lose or _drain forgot its lease already
+        report = self._outcome(t, result, error)
+        # A handler that ended with success as the drain stopped it did its
+        # work: it is reported, not handed back (another agent would run it
+        # again). Lost leases are never reported.
+        if reason == "lease_lost" or (reason == "drain" and report["state"] != "succeeded"):
+            held.executing = False  # _lose or _drain forgets its lease
             self._wake.set()
             self._log.warning("task stopped and not reported", extra={**self._task_extra(t), "reason": reason})
             return
-        report = self._outcome(t, result, error)
         await self._flush_logs_of(t)
         held.executing = False
         self._wake.set()
-        if self._held.get(t.task_id) is not held:  # the lease was lost meanwhile
+        if self._held.get(t.task_id) is not held:  # the lease was lost or handed back meanwhile
             return
+        held.reported = True
         self._pending_results.append(report)
         self._results_ready.set()
 
@@ -634,16 +639,17 @@ class Agent:
         if unfinished:
             self._log.warning("drain grace over: stopping and handing back the tasks still running",
                               extra={"tasks": len(unfinished)})
-            refs = [h.ref() for h in unfinished]
             for h in unfinished:
                 self._cancel(h, "drain")
             # Give them a moment to stop before another agent may start them.
             pending = [h.aio for h in unfinished if h.aio is not None]
             if pending:
                 await asyncio.wait(pending, timeout=5)
-            for h in unfinished:
+            # Those that ended with success as they were stopped are reported instead.
+            hand_back = [h for h in unfinished if not h.reported]
+            for h in hand_back:
                 self._held.pop(h.task.task_id, None)
-            await self._release(refs, "agent drained")
+            await self._release([h.ref() for h in hand_back], "agent drained")
         self._stopping = True
         deadline = time.monotonic() + self._lease_seconds + 1
         # Results are pending until delivered (or given up): their held entry goes then.
