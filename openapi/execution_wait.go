@@ -55,9 +55,9 @@ func (h *executionHandlers) getExecution(ctx context.Context, in *executionGetIn
 }
 
 // showExecution reads the run (unless given, ended), its tasks, its
-// callback and its lineage. The callback and the lineage are read beside the run, not after it: a
-// ?wait= answer waited for each read in turn, a round trip each, which
-// under load came to hundreds of milliseconds.
+// callback and its lineage. The callback and the lineage are read beside
+// the run, not after it: a ?wait= answer waited for each read in turn, a
+// round trip each, which under load came to hundreds of milliseconds.
 func (h *executionHandlers) showExecution(ctx context.Context, id uuid.UUID, ended *axtype.Execution) (*executionOutput, error) {
 	var (
 		cb             *axtype.Callback
