@@ -27,6 +27,7 @@ var cases = []conformanceCase{
 	{"cancellation", caseCancellation},
 	{"fencing", caseFencing},
 	{"drain", caseDrain},
+	{"drain-reports-success", caseDrainReportsSuccess},
 	{"declared-jobs", caseDeclaredJobs},
 	{"label-bound-key", caseLabelBoundKey},
 	{"demo-1000-tasks", caseDemo},
@@ -221,6 +222,25 @@ func caseDrain(t *testing.T, s *server, fx fixture, pool string) {
 	require.NoError(t, s.pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM ax.task_event WHERE execution_id = $1 AND message = 'released by its agent'`, execID).Scan(&released))
 	require.Equal(t, 1, released)
+}
+
+// caseDrainReportsSuccess: a handler that goes on after the drain told it
+// to stop (grace 0) and ends with success did its work: its result is
+// reported, not handed back for another agent to run again. (Handed
+// back, it would wait here for an agent that never comes.)
+func caseDrainReportsSuccess(t *testing.T, s *server, fx fixture, pool string) {
+	p := fx.start(t, s, pool, "pool="+pool, "", "AX_DRAIN_GRACE_MS=0")
+	agentID := s.agentID(t, pool)
+	execID := s.runJob(t, pool, "stubborn", map[string]any{"ms": 1500}, nil)
+	held := s.waitTaskRunning(t, execID)
+	waitOutput(t, p, time.Minute, "STARTED "+held.ID)
+	p.Signal(syscall.SIGTERM)
+	require.NoError(t, p.Wait(time.Minute), "the agent exits cleanly after draining")
+	require.Contains(t, p.Output(), "DONE "+held.ID)
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, 10*time.Second))
+	task := s.tasks(t, execID)[0]
+	require.Equal(t, agentID, task.AgentID)
+	require.Equal(t, 1, task.Attempt)
 }
 
 // caseDeclaredJobs: jobs declared in code appear with the program's first

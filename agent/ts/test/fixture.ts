@@ -65,6 +65,15 @@ agent.handle("sleep", async (task: Task) => {
   return { slept_ms: ms };
 });
 
+// stubborn sleeps params.ms whether or not it is told to stop.
+agent.handle("stubborn", async (task: Task) => {
+  const ms = Number((task.params as { ms?: number } | null)?.ms);
+  console.log(`STARTED ${task.taskId}`);
+  await new Promise<void>((resolve) => setTimeout(resolve, ms));
+  console.log(`DONE ${task.taskId}`);
+  return { slept_ms: ms };
+});
+
 agent.handle("fail", (task: Task) => {
   const p = task.params as { message: string; code: string };
   throw new TaskError(p.message, p.code);

@@ -4,6 +4,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 
 from ax_agent import Agent, JobSpec, Task, TaskError
 
@@ -60,6 +61,15 @@ def main() -> None:
         except asyncio.CancelledError:
             say(f"CANCELLED {task.task_id} {task.cancellation.reason}")
             raise
+        say(f"DONE {task.task_id}")
+        return {"slept_ms": ms}
+
+    @agent.handler("stubborn")
+    def stubborn(task: Task) -> dict:
+        """Sleeps params.ms whether or not it is told to stop."""
+        ms = task.params["ms"]
+        say(f"STARTED {task.task_id}")
+        time.sleep(ms / 1000)
         say(f"DONE {task.task_id}")
         return {"slept_ms": ms}
 

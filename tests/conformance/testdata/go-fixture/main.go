@@ -42,6 +42,7 @@ func run() error {
 	a.Handle("echo", echo)
 	a.Handle("sleep", sleep)
 	a.Handle("fail", fail)
+	a.Handle("stubborn", stubborn)
 	a.Handle("noop", func(context.Context, agent.Task) (agent.Result, error) { return nil, nil })
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -78,6 +79,18 @@ func sleep(ctx context.Context, t agent.Task) (agent.Result, error) {
 		fmt.Printf("CANCELLED %s %v\n", t.TaskID, context.Cause(ctx))
 		return nil, context.Cause(ctx)
 	}
+}
+
+// stubborn sleeps params.ms whether or not it is told to stop.
+func stubborn(_ context.Context, t agent.Task) (agent.Result, error) {
+	var p struct{ Ms int }
+	if err := t.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	fmt.Printf("STARTED %s\n", t.TaskID)
+	time.Sleep(time.Duration(p.Ms) * time.Millisecond)
+	fmt.Printf("DONE %s\n", t.TaskID)
+	return map[string]any{"slept_ms": p.Ms}, nil
 }
 
 func fail(_ context.Context, t agent.Task) (agent.Result, error) {
