@@ -81,32 +81,51 @@ func (v *jobErrors) triggerList(ts []axtype.TriggerSpec) {
 // listedTrigger checks t, the trigger of a list at path (triggers[1]).
 func (v *jobErrors) listedTrigger(path string, t *axtype.TriggerSpec) {
 	at := func(f string) string { return path + "." + f }
-	if canon, err := cron.CanonicalZone(t.Timezone); err != nil {
-		v.add(at("timezone"), err.Error(), t.Timezone)
-	} else {
-		t.Timezone = canon
-	}
+	v.zone(at, &t.Timezone)
 	switch t.Kind {
 	case axtype.TriggerCron:
 		if t.IntervalSeconds != 0 {
 			v.add(at("interval_seconds"), "is only used with trigger kind interval", nil)
 		}
-		if t.CronExpr == "" {
-			v.add(at("cron"), "is required with trigger kind cron", nil)
-		} else if _, err := cron.Parse(t.CronExpr, t.Timezone); err != nil {
-			var fe *cron.FieldError
-			if !errors.As(err, &fe) || fe.Field != "timezone" { // a bad zone is named above
-				v.add(at("cron"), CronReason(err), t.CronExpr)
-			}
-		}
+		v.cronExpr(at, t.CronExpr, t.Timezone)
 	case axtype.TriggerInterval:
 		if t.CronExpr != "" {
 			v.add(at("cron"), "is only used with trigger kind cron", nil)
 		}
-		if t.IntervalSeconds < 1 {
-			v.add(at("interval_seconds"), "is required with trigger kind interval and must be at least 1", t.IntervalSeconds)
-		}
+		v.interval(at, t.IntervalSeconds)
 	default:
 		v.add(at("kind"), "must be cron or interval in a list of triggers (a delay or manual job has one trigger)", string(t.Kind))
+	}
+}
+
+// The checks a trigger of the job's fields and one of a list share; at
+// names a field under the trigger ("trigger.cron", "triggers[1].cron").
+
+// zone checks a trigger's timezone and stores its canonical name (as
+// Postgres reads it: "Europe//./Paris" is Europe/Paris).
+func (v *jobErrors) zone(at func(string) string, zone *string) {
+	if canon, err := cron.CanonicalZone(*zone); err != nil {
+		v.add(at("timezone"), err.Error(), *zone)
+	} else {
+		*zone = canon
+	}
+}
+
+// cronExpr checks the expression of a cron trigger in zone.
+func (v *jobErrors) cronExpr(at func(string) string, expr, zone string) {
+	if expr == "" {
+		v.add(at("cron"), "is required with trigger kind cron", nil)
+	} else if _, err := cron.Parse(expr, zone); err != nil {
+		var fe *cron.FieldError
+		if !errors.As(err, &fe) || fe.Field != "timezone" { // a bad zone is named by zone
+			v.add(at("cron"), CronReason(err), expr)
+		}
+	}
+}
+
+// interval checks the period of an interval trigger.
+func (v *jobErrors) interval(at func(string) string, seconds int64) {
+	if seconds < 1 {
+		v.add(at("interval_seconds"), "is required with trigger kind interval and must be at least 1", seconds)
 	}
 }

@@ -94,11 +94,7 @@ func (v *jobErrors) add(field, message string, value any) {
 
 func (v *jobErrors) trigger(j *axtype.Job, now time.Time) {
 	at := func(f string) string { return "trigger." + f }
-	if canon, err := cron.CanonicalZone(j.Timezone); err != nil {
-		v.add(at("timezone"), err.Error(), j.Timezone)
-	} else {
-		j.Timezone = canon
-	}
+	v.zone(at, &j.Timezone)
 	kind := j.TriggerKind
 	onlyFor := func(field string, only axtype.TriggerKind, set bool) {
 		if set && kind != only {
@@ -112,18 +108,9 @@ func (v *jobErrors) trigger(j *axtype.Job, now time.Time) {
 	onlyFor("mode", axtype.TriggerAfter, j.AfterMode != "")
 	switch kind {
 	case axtype.TriggerCron:
-		if j.CronExpr == "" {
-			v.add(at("cron"), "is required with trigger kind cron", nil)
-		} else if _, err := cron.Parse(j.CronExpr, j.Timezone); err != nil {
-			var fe *cron.FieldError
-			if !errors.As(err, &fe) || fe.Field != "timezone" { // a bad zone is named above
-				v.add(at("cron"), CronReason(err), j.CronExpr)
-			}
-		}
+		v.cronExpr(at, j.CronExpr, j.Timezone)
 	case axtype.TriggerInterval:
-		if j.IntervalSeconds < 1 {
-			v.add(at("interval_seconds"), "is required with trigger kind interval and must be at least 1", j.IntervalSeconds)
-		}
+		v.interval(at, j.IntervalSeconds)
 	case axtype.TriggerDelay:
 		if j.RunAt == nil {
 			v.add(at("run_at"), "is required with trigger kind delay", nil)
