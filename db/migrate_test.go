@@ -112,3 +112,46 @@ func schemaObjects(t *testing.T, pool *pgxpool.Pool) []string {
 	require.NoError(t, rows.Err())
 	return out
 }
+
+// TestMigrationParksKeyedBacklog: keyed tasks written before migration
+// 00063 are parked by it past their key's places (its leased and running
+// tasks, then its pending ones in lease order), and every parked key is
+// recorded for the first lease to look at.
+func TestMigrationParksKeyedBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptyDatabase(t)
+	m, err := db.NewMigrator(pool, nil)
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	for {
+		res, err := m.Down(ctx)
+		require.NoError(t, err)
+		if res.Source.Version == 63 {
+			break
+		}
+	}
+	_, err = pool.Exec(ctx, `
+		WITH j AS (INSERT INTO ax.job (name, trigger_kind, executor_kind, executor, agentless)
+		           VALUES ('backlog', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false) RETURNING id),
+		     e AS (INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
+		           SELECT gen_random_uuid(), id, 'manual', now(), 6, 0 FROM j RETURNING id, job_id)
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
+		                     state, lease_token, lease_expires_at, created_at, concurrency_scope, concurrency_key, concurrency_limit)
+		SELECT e.id, e.job_id, x.i, 6, 0, 1, 60, x.state::ax.task_state,
+		       CASE WHEN x.state = 'running' THEN gen_random_uuid() END, CASE WHEN x.state = 'running' THEN now() + interval '1 minute' END,
+		       now() + x.i * interval '1 ms', 'job:x', x.key, x.lim
+		FROM e, (VALUES (0, 'running', 'k', 1), (1, 'pending', 'k', 1), (2, 'pending', 'k', 1),
+		                (3, 'pending', 'l', 2), (4, 'pending', 'l', 2), (5, 'pending', 'l', 2)) x(i, state, key, lim)`)
+	require.NoError(t, err)
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	var parked []int32
+	require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(shard_index ORDER BY shard_index) FROM ax.task WHERE key_parked`).Scan(&parked))
+	require.Equal(t, []int32{1, 2, 5}, parked)
+	var keys []string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(DISTINCT concurrency_key ORDER BY concurrency_key) FROM ax.concurrency_key_freed`).Scan(&keys))
+	require.Equal(t, []string{"k", "l"}, keys)
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,6 +55,10 @@ type TaskLeasePickParams struct {
 	Caps map[string]int
 	// Taken are tasks picked already in this transaction: not picked again.
 	Taken []uuid.UUID
+	// LockKeys locks the concurrency keys of the keyed tasks picked, for
+	// TaskLeaseTake to count them under; false when the transaction picks
+	// again and locks them all at once after (TaskConcurrencyLock).
+	LockKeys bool
 	// Now, when set, replaces the database clock (tests); nil: now().
 	Now *time.Time
 }
@@ -91,6 +93,7 @@ func pickParams(p *TaskLeasePickParams) (dbsqlc.TaskLeasePickParams, error) {
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
 		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{}, Now: p.Now,
 		Taken: append([]uuid.UUID{}, p.Taken...), AgentIds: p.AgentIDs, Maxes: make([]int32, len(p.Maxes)),
+		LockKeys: p.LockKeys, LockClass: concurrencyLockClass,
 	}
 	for i, n := range p.Maxes {
 		q.Maxes[i] = int32(n)
@@ -106,6 +109,11 @@ func pickParams(p *TaskLeasePickParams) (dbsqlc.TaskLeasePickParams, error) {
 // TaskLeaseTakeParams leases picked tasks: TaskIDs[i] to AgentIDs[i].
 type TaskLeaseTakeParams struct {
 	TaskIDs, AgentIDs []uuid.UUID
+	// KeyNths[i] is TaskIDs[i]'s place among the tasks of its concurrency
+	// key in TaskIDs (1, 2, ...), 0 without a key: a keyed task is leased
+	// only while its key has room, counted under the key's lock (taken by
+	// TaskLeasePick or TaskConcurrencyLock).
+	KeyNths []int32
 	// ExecutionIDs are the runs of those tasks, each once: they start.
 	ExecutionIDs []uuid.UUID
 	Lease        time.Duration
@@ -118,11 +126,19 @@ type TaskLeaseTakeParams struct {
 // is left out, and its run does not start.
 func TaskLeaseTake(ctx context.Context, tx pgx.Tx, p *TaskLeaseTakeParams) ([]*axtype.LeasedTask, error) {
 	rows, err := queries.TaskLeaseTake(ctx, tx, dbsqlc.TaskLeaseTakeParams{LeaseSeconds: p.Lease.Seconds(), Now: p.Now,
-		TaskIds: p.TaskIDs, AgentIds: p.AgentIDs, ExecutionIds: p.ExecutionIDs})
+		TaskIds: p.TaskIDs, AgentIds: p.AgentIDs, ExecutionIds: p.ExecutionIDs, KeyNths: keyNths(p)})
 	if err != nil {
 		return nil, fmt.Errorf("error leasing tasks: %w", mapErr(err))
 	}
 	return leasedTasks(rows)
+}
+
+// keyNths is p.KeyNths, or zeros when it was not given.
+func keyNths(p *TaskLeaseTakeParams) []int32 {
+	if len(p.KeyNths) == len(p.TaskIDs) {
+		return p.KeyNths
+	}
+	return make([]int32, len(p.TaskIDs))
 }
 
 // AgentsLeasable returns which of ids may lease now (active, see the
@@ -140,43 +156,36 @@ func AgentsLeasable(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) ([]uuid.UUI
 // migrations): "ax" and this feature's migration number.
 const concurrencyLockClass = 0x61780057
 
-// TaskConcurrencyAdmit locks, in tx, the keys of keyed tasks picked to be
-// leased (in hash order, see TaskConcurrencyLock) and returns those their
-// keys have room for (TaskConcurrencyAdmit): the limit holds across
-// replicas leasing at once. Two keys of the same hash share a lock: they
-// serialize their leases, nothing worse.
-func TaskConcurrencyAdmit(ctx context.Context, tx pgx.Tx, keyed []axtype.LeaseCandidate) (map[uuid.UUID]bool, error) {
-	seen := map[int32]bool{}
-	hashes := make([]int32, 0, len(keyed))
-	p := dbsqlc.TaskConcurrencyAdmitParams{}
+// TaskConcurrencyLock locks, in tx, the concurrency keys of the keyed
+// tasks picked to be leased (all at once, in hash order: see the query),
+// for TaskLeaseTake to count them under.
+func TaskConcurrencyLock(ctx context.Context, tx pgx.Tx, keyed []axtype.LeaseCandidate) error {
+	p := dbsqlc.TaskConcurrencyLockParams{LockClass: concurrencyLockClass}
 	for _, c := range keyed {
-		h := fnv.New32a()
-		h.Write([]byte(c.ConcurrencyScope))
-		h.Write([]byte{0})
-		h.Write([]byte(c.ConcurrencyKey))
-		if v := int32(h.Sum32()); !seen[v] {
-			seen[v] = true
-			hashes = append(hashes, v)
-		}
-		p.Ids = append(p.Ids, c.ID)
 		p.Scopes = append(p.Scopes, c.ConcurrencyScope)
 		p.Keys = append(p.Keys, c.ConcurrencyKey)
-		p.Limits = append(p.Limits, int32(c.ConcurrencyLimit))
 	}
-	slices.Sort(hashes)
-	if err := queries.TaskConcurrencyLock(ctx, tx, dbsqlc.TaskConcurrencyLockParams{
-		LockClass: concurrencyLockClass, Hashes: hashes}); err != nil {
-		return nil, fmt.Errorf("error locking concurrency keys: %w", mapErr(err))
+	if err := queries.TaskConcurrencyLock(ctx, tx, p); err != nil {
+		return fmt.Errorf("error locking concurrency keys: %w", mapErr(err))
 	}
-	ids, err := queries.TaskConcurrencyAdmit(ctx, tx, p)
+	return nil
+}
+
+// ConcurrencyUnparkKeys bounds the freed-key records one unpark consumes:
+// the rest wait for the next.
+const ConcurrencyUnparkKeys = 1000
+
+// TaskConcurrencyUnpark unparks the tasks waiting behind their key's limit
+// that the places freed since the last call have room for, in a
+// transaction of its own (e autocommits, or is a pool), and returns how
+// many freed-key records it consumed (ConcurrencyUnparkKeys: maybe more).
+func TaskConcurrencyUnpark(ctx context.Context, e Executor) (int, error) {
+	n, err := queries.TaskConcurrencyUnpark(ctx, e, dbsqlc.TaskConcurrencyUnparkParams{
+		LockClass: concurrencyLockClass, MaxKeys: ConcurrencyUnparkKeys})
 	if err != nil {
-		return nil, fmt.Errorf("error admitting keyed tasks: %w", mapErr(err))
+		return 0, fmt.Errorf("error unparking keyed tasks: %w", mapErr(err))
 	}
-	admitted := make(map[uuid.UUID]bool, len(ids))
-	for _, id := range ids {
-		admitted[id] = true
-	}
-	return admitted, nil
+	return int(n), nil
 }
 
 func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*axtype.LeasedTask, error) {

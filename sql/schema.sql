@@ -401,8 +401,121 @@ CREATE FUNCTION ax.concurrency_key_freed() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    -- A retry or a hand-back keeps its place: nothing freed. Recorded
+    -- whether or not the key has tasks parked: one parked by a
+    -- transaction still running is not seen here, and would wait until
+    -- another of the key's places freed.
+    -- ax_key_freed before ax_task_ready: a replica learns that a lease
+    -- must unpark before its waiting polls wake to lease.
+    IF TG_OP = 'DELETE' OR NEW.state <> 'pending' THEN
+        INSERT INTO ax.concurrency_key_freed (concurrency_scope, concurrency_key)
+        VALUES (OLD.concurrency_scope, OLD.concurrency_key);
+        PERFORM pg_notify('ax_key_freed', '');
+    END IF;
     PERFORM pg_notify('ax_task_ready', '');
     RETURN NULL;
+END;
+$$;
+
+--
+-- Name: concurrency_park(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.concurrency_park() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF ax.concurrency_places(NEW.concurrency_scope, NEW.concurrency_key, NEW.concurrency_limit)
+       >= NEW.concurrency_limit THEN
+        IF NOT EXISTS (SELECT 1 FROM ax.task k
+                       WHERE k.concurrency_scope = NEW.concurrency_scope AND k.concurrency_key = NEW.concurrency_key
+                         AND k.key_parked AND k.state = 'pending' AND k.created_at = now())
+           AND (EXISTS (SELECT 1 FROM ax.task k
+                        WHERE k.concurrency_scope = NEW.concurrency_scope AND k.concurrency_key = NEW.concurrency_key
+                          AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running'))
+                OR EXISTS (SELECT 1 FROM ax.task k
+                           WHERE k.concurrency_scope = NEW.concurrency_scope AND k.concurrency_key = NEW.concurrency_key
+                             AND k.concurrency_key IS NOT NULL AND k.state = 'pending' AND NOT k.agentless
+                             AND NOT k.key_parked AND k.created_at <> now())) THEN
+            INSERT INTO ax.concurrency_key_freed (concurrency_scope, concurrency_key)
+            VALUES (NEW.concurrency_scope, NEW.concurrency_key);
+            PERFORM pg_notify('ax_key_freed', '');
+        END IF;
+        NEW.key_parked := true;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+--
+-- Name: concurrency_places(text, text, integer); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.concurrency_places(scope text, key text, lim integer) RETURNS integer
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM ax.task k
+                                  WHERE k.concurrency_scope = scope AND k.concurrency_key = key
+                                    AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')
+                                  LIMIT lim) r)::integer
+         + (SELECT count(*) FROM (SELECT 1 FROM ax.task k
+                                  WHERE k.concurrency_scope = scope AND k.concurrency_key = key
+                                    AND k.concurrency_key IS NOT NULL AND k.state = 'pending'
+                                    AND NOT k.agentless AND NOT k.key_parked
+                                  LIMIT lim) p)::integer;
+$$;
+
+--
+-- Name: concurrency_unpark(integer, integer); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.concurrency_unpark(lock_class integer, max_keys integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    scopes   text[];
+    keys     text[];
+    consumed integer;
+    n        integer;
+BEGIN
+    WITH taken AS (
+        DELETE FROM ax.concurrency_key_freed
+        WHERE id IN (SELECT f.id FROM ax.concurrency_key_freed f ORDER BY f.id LIMIT max_keys FOR UPDATE SKIP LOCKED)
+        RETURNING concurrency_scope, concurrency_key
+    )
+    SELECT array_agg(k.concurrency_scope), sum(k.n), array_agg(k.concurrency_key) INTO scopes, consumed, keys
+    FROM (SELECT concurrency_scope, concurrency_key, count(*) AS n FROM taken
+          GROUP BY concurrency_scope, concurrency_key) k;
+    IF scopes IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM count(pg_advisory_xact_lock(lock_class, x.h))
+    FROM (SELECT DISTINCT hashtext(u.scope || chr(31) || u.key) AS h
+          FROM unnest(scopes, keys) u(scope, key) ORDER BY h) x;
+    -- After the locks, so from a snapshot that has every lease and park
+    -- of these keys that committed before: each key's room counted once.
+    -- The head's limit is what the key's waiting tasks wait on (jobs of
+    -- one group may differ).
+    UPDATE ax.task t SET key_parked = false
+    FROM (SELECT p.id
+          FROM unnest(scopes, keys) u(scope, key)
+          CROSS JOIN LATERAL (
+              SELECT h.concurrency_limit AS lim FROM ax.task h
+              WHERE h.concurrency_scope = u.scope AND h.concurrency_key = u.key AND h.key_parked AND h.state = 'pending'
+              ORDER BY h.priority DESC, h.created_at
+              LIMIT 1) head
+          CROSS JOIN LATERAL (
+              SELECT p.id FROM ax.task p
+              WHERE p.concurrency_scope = u.scope AND p.concurrency_key = u.key AND p.key_parked AND p.state = 'pending'
+              ORDER BY p.priority DESC, p.created_at
+              LIMIT greatest(0, head.lim - ax.concurrency_places(u.scope, u.key, head.lim))
+              FOR UPDATE SKIP LOCKED) p) x
+    WHERE t.id = x.id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        PERFORM pg_notify('ax_task_ready', '');
+    END IF;
+    RETURN consumed;
 END;
 $$;
 
@@ -653,8 +766,8 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, u.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -715,8 +828,8 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, u.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -804,8 +917,8 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN 0;
     END IF;
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, k.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, k.until
     FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
     WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
@@ -1567,6 +1680,7 @@ CREATE TABLE ax.task (
     concurrency_scope text,
     concurrency_key text,
     concurrency_limit integer,
+    key_parked boolean DEFAULT false NOT NULL,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
     CONSTRAINT task_concurrency_key_length CHECK ((octet_length(concurrency_key) <= 256)),
     CONSTRAINT task_concurrency_set CHECK ((((concurrency_key IS NULL) = (concurrency_limit IS NULL)) AND ((concurrency_key IS NULL) = (concurrency_scope IS NULL)))),
@@ -1618,6 +1732,7 @@ CREATE TABLE ax.task_history (
     concurrency_scope text,
     concurrency_key text,
     concurrency_limit integer,
+    key_parked boolean DEFAULT false NOT NULL,
     CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 )
@@ -1663,6 +1778,7 @@ CREATE VIEW ax.all_tasks AS
     task.concurrency_scope,
     task.concurrency_key,
     task.concurrency_limit,
+    task.key_parked,
     NULL::timestamp with time zone AS retain_until
    FROM ax.task
 UNION ALL
@@ -1701,6 +1817,7 @@ UNION ALL
     task_history.concurrency_scope,
     task_history.concurrency_key,
     task_history.concurrency_limit,
+    task_history.key_parked,
     task_history.retain_until
    FROM ax.task_history;
 
@@ -2002,6 +2119,29 @@ CREATE VIEW ax.callbacks_failing AS
      JOIN ax.job j ON ((j.id = c.job_id)))
   WHERE ((c.state = 'callback_failed'::ax.callback_state) OR ((c.state = 'pending'::ax.callback_state) AND (c.attempts > 0)))
   ORDER BY c.updated_at DESC;
+
+--
+-- Name: concurrency_key_freed; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.concurrency_key_freed (
+    id bigint NOT NULL,
+    concurrency_scope text NOT NULL,
+    concurrency_key text NOT NULL
+);
+
+--
+-- Name: concurrency_key_freed_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.concurrency_key_freed ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ax.concurrency_key_freed_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 --
 -- Name: console_session; Type: TABLE; Schema: ax; Owner: -
@@ -2702,9 +2842,9 @@ UNION ALL
         END) || ' at limit '::text) || t.concurrency_limit) AS reason
    FROM (ax.task t
      JOIN ax.job j ON ((j.id = t.job_id)))
-  WHERE ((t.concurrency_key IS NOT NULL) AND (t.state = 'pending'::ax.task_state) AND (NOT t.agentless) AND (( SELECT count(*) AS count
+  WHERE ((t.concurrency_key IS NOT NULL) AND (t.state = 'pending'::ax.task_state) AND (NOT t.agentless) AND (t.key_parked OR (( SELECT count(*) AS count
            FROM ax.task r
-          WHERE ((r.concurrency_scope = t.concurrency_scope) AND (r.concurrency_key = t.concurrency_key) AND (r.concurrency_key IS NOT NULL) AND (r.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])))) >= t.concurrency_limit) AND (EXISTS ( SELECT 1
+          WHERE ((r.concurrency_scope = t.concurrency_scope) AND (r.concurrency_key = t.concurrency_key) AND (r.concurrency_key IS NOT NULL) AND (r.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])))) >= t.concurrency_limit)) AND (EXISTS ( SELECT 1
            FROM ax.agent a
           WHERE ((a.state = ANY (ARRAY['active'::ax.agent_state, 'quarantined'::ax.agent_state])) AND (j.target_labels <@ a.labels) AND ((NOT a.label_bound) OR (j.target_labels <> '{}'::jsonb)) AND ((j.executor_kind)::text = ANY (a.executors))))));
 
@@ -2906,6 +3046,13 @@ ALTER TABLE ONLY ax.callback
 
 ALTER TABLE ONLY ax.callback_sequence
     ADD CONSTRAINT callback_sequence_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: concurrency_key_freed concurrency_key_freed_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.concurrency_key_freed
+    ADD CONSTRAINT concurrency_key_freed_pkey PRIMARY KEY (id);
 
 --
 -- Name: console_session console_session_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
@@ -3473,10 +3620,22 @@ CREATE INDEX task_agentless_cancel_idx ON ax.task USING btree (execution_id) WHE
 CREATE INDEX task_class_pending_idx ON ax.task USING btree (rate_class, not_before) WHERE ((state = 'pending'::ax.task_state) AND (rate_class IS NOT NULL));
 
 --
+-- Name: task_concurrency_parked_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_concurrency_parked_idx ON ax.task USING btree (concurrency_scope, concurrency_key, priority DESC, created_at) WHERE (key_parked AND (state = 'pending'::ax.task_state));
+
+--
 -- Name: task_concurrency_pending_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless));
+CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked));
+
+--
+-- Name: task_concurrency_ready_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_concurrency_ready_idx ON ax.task USING btree (concurrency_scope, concurrency_key) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked));
 
 --
 -- Name: task_concurrency_running_idx; Type: INDEX; Schema: ax; Owner: -
@@ -3632,13 +3791,19 @@ CREATE TRIGGER rate_class_loosened AFTER UPDATE ON ax.rate_class FOR EACH ROW WH
 -- Name: task task_concurrency_key_freed; Type: TRIGGER; Schema: ax; Owner: -
 --
 
-CREATE TRIGGER task_concurrency_key_freed AFTER UPDATE OF state ON ax.task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) AND (new.state <> ALL (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])))) EXECUTE FUNCTION ax.concurrency_key_freed();
+CREATE TRIGGER task_concurrency_key_freed AFTER UPDATE OF state ON ax.task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (((old.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) AND (new.state <> ALL (ARRAY['leased'::ax.task_state, 'running'::ax.task_state]))) OR ((old.state = 'pending'::ax.task_state) AND (NOT old.key_parked) AND (NOT old.agentless) AND (new.state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))))) EXECUTE FUNCTION ax.concurrency_key_freed();
 
 --
 -- Name: task task_concurrency_key_moved; Type: TRIGGER; Schema: ax; Owner: -
 --
 
-CREATE TRIGGER task_concurrency_key_moved AFTER DELETE ON ax.task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])))) EXECUTE FUNCTION ax.concurrency_key_freed();
+CREATE TRIGGER task_concurrency_key_moved AFTER DELETE ON ax.task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND ((old.state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state])) OR ((old.state = 'pending'::ax.task_state) AND (NOT old.key_parked) AND (NOT old.agentless))))) EXECUTE FUNCTION ax.concurrency_key_freed();
+
+--
+-- Name: task task_concurrency_park; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER task_concurrency_park BEFORE INSERT ON ax.task FOR EACH ROW WHEN (((new.concurrency_key IS NOT NULL) AND (new.state = 'pending'::ax.task_state) AND (NOT new.agentless))) EXECUTE FUNCTION ax.concurrency_park();
 
 --
 -- Name: after_edge after_edge_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

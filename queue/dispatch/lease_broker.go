@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -101,7 +102,18 @@ type LeaseBroker struct {
 	outlooks *outlooks                                         // the waiting polls' checks, read together
 	leases   *batches[axtype.LeaseAgent, []*axtype.LeasedTask] // the due polls' leases, taken together
 	results  *batches[agentResults, []axtype.CompletedTask]    // the agents' results, recorded together
+	// keyFreed has a value after a concurrency key freed a place (nil
+	// without a notifier: every lease unparks); unparkMore says the last
+	// unpark left records; lastUnpark (unix nanoseconds) bounds the wait
+	// should a notification be lost.
+	keyFreed   <-chan struct{}
+	unparkMore atomic.Bool
+	lastUnpark atomic.Int64
 }
+
+// unparkEvery is how often a replica's leases unpark keyed tasks when no
+// notification said a key freed a place (one lost is then not a stall).
+const unparkEvery = time.Second
 
 // NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
 // poll every 250 ms while waiting), logger and metrics too.
@@ -117,6 +129,9 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	s.outlooks = &outlooks{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
 		return db.TaskNextLeasable(ctx, s.pool, agentIDs, s.cfg.StealAfter, s.clock.Now())
 	}}
+	if notifier != nil {
+		s.keyFreed, _ = notifier.Subscribe(notify.KeyFreedChannel) // for the broker's life
+	}
 	s.leases = &batches[axtype.LeaseAgent, []*axtype.LeasedTask]{run: s.serveLeases}
 	s.results = &batches[agentResults, []axtype.CompletedTask]{run: s.serveResults, split: oneReportPerTask}
 	return s
@@ -348,9 +363,39 @@ func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *LeaseBa
 		return nil, err
 	}
 	batch.Grants = grants
+	if err := s.unpark(ctx); err != nil {
+		s.classes.giveBack(ctx, grants, nil)
+		return nil, err
+	}
+	batch.SkipUnpark = true
 	got, err := LeaseMany(ctx, e, batch)
 	s.classes.giveBack(ctx, grants, slices.Concat(got...))
 	return got, err
+}
+
+// unpark unparks the keyed tasks that freed places have room for, in a
+// transaction of its own (db.TaskConcurrencyUnpark), when a key freed a
+// place since the last time (its notification), the last time left
+// records, or unparkEvery passed: a lease of a replica whose keys freed
+// nothing costs no round trip more.
+func (s *LeaseBroker) unpark(ctx context.Context) error {
+	due := s.keyFreed == nil || s.unparkMore.Load() ||
+		time.Since(time.Unix(0, s.lastUnpark.Load())) >= unparkEvery
+	if !due {
+		select {
+		case <-s.keyFreed:
+			due = true
+		default:
+			return nil
+		}
+	}
+	s.lastUnpark.Store(time.Now().UnixNano())
+	n, err := db.TaskConcurrencyUnpark(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	s.unparkMore.Store(n >= db.ConcurrencyUnparkKeys)
+	return nil
 }
 
 // errNoProbeTask rolls a probe back when no task was there to take.

@@ -67,6 +67,9 @@ type LeaseBatch struct {
 	Lease, StealAfter, StarveAfter time.Duration
 	Grants                         map[string]int
 	Now                            *time.Time
+	// SkipUnpark leaves parked keyed tasks as they are (the caller
+	// unparked them, or knows no key freed a place); false: unpark first.
+	SkipUnpark bool
 }
 
 // LeaseMany leases tasks for every agent of batch in one transaction of
@@ -80,6 +83,18 @@ func LeaseMany(ctx context.Context, b db.TxBeginner, batch *LeaseBatch) ([][]*ax
 	for _, a := range batch.Agents {
 		total += a.Max
 	}
+	// Tasks waiting behind their key's limit that freed places have room
+	// for are unparked first, in a transaction of their own: its key
+	// locks and the lease's in one transaction could wait on another
+	// lease's crosswise. Within a caller's transaction (a probe) this is
+	// left to the next lease.
+	if e, ok := b.(db.Executor); ok && !batch.SkipUnpark {
+		if _, inTx := b.(pgx.Tx); !inTx {
+			if _, err := db.TaskConcurrencyUnpark(ctx, e); err != nil {
+				return nil, fmt.Errorf("error leasing tasks: %w", err)
+			}
+		}
+	}
 	out := make([][]*axtype.LeasedTask, len(batch.Agents))
 	_, err := db.WithBatchTxV(ctx, b, total, func(tx pgx.Tx) (struct{}, error) {
 		take := db.TaskLeaseTakeParams{Lease: batch.Lease, Now: batch.Now}
@@ -92,11 +107,16 @@ func LeaseMany(ctx context.Context, b db.TxBeginner, batch *LeaseBatch) ([][]*ax
 				return struct{}{}, err
 			}
 		}
-		for _, group := range leaseGroups(batch.Agents) {
+		groups := leaseGroups(batch.Agents)
+		for _, group := range groups {
 			pick := h.pickParams(group)
 			if len(pick.AgentIDs) == 0 {
 				continue
 			}
+			// One pick locks its keys itself; several lock them all in
+			// one pass after (two passes could wait on another
+			// lease's crosswise).
+			pick.LockKeys = len(groups) == 1
 			picked, err := db.TaskLeasePick(ctx, tx, pick)
 			if err != nil {
 				return struct{}{}, err
@@ -114,12 +134,13 @@ func LeaseMany(ctx context.Context, b db.TxBeginner, batch *LeaseBatch) ([][]*ax
 		}
 		if len(keyed) > 0 {
 			// Only what the keys still have room for, counted under their
-			// locks, is leased; the rest stays pending.
-			admitted, err := db.TaskConcurrencyAdmit(ctx, tx, keyed)
-			if err != nil {
-				return struct{}{}, err
+			// locks, is leased (TaskLeaseTake); the rest stays pending.
+			if len(groups) > 1 {
+				if err := db.TaskConcurrencyLock(ctx, tx, keyed); err != nil {
+					return struct{}{}, err
+				}
 			}
-			take.TaskIDs, take.AgentIDs = keepAdmitted(take.TaskIDs, take.AgentIDs, keyed, admitted)
+			take.KeyNths = keyNths(take.TaskIDs, keyed)
 		}
 		if len(take.TaskIDs) == 0 {
 			return struct{}{}, nil
@@ -285,23 +306,22 @@ func (h *leaseHand) withRoom(group []int, id uuid.UUID) int {
 	return -1
 }
 
-// keepAdmitted leaves out of the lease the keyed tasks not admitted (they
-// stay pending, for a later lease); the others are kept in order.
-func keepAdmitted(tasks, agents []uuid.UUID, keyed []axtype.LeaseCandidate, admitted map[uuid.UUID]bool) (keptTasks, keptAgents []uuid.UUID) {
-	out := make(map[uuid.UUID]bool, len(keyed))
+// keyNths gives each of tasks its place among the tasks of its
+// concurrency key in tasks (1, 2, ...; keyed are the keyed ones), 0 to
+// those without a key.
+func keyNths(tasks []uuid.UUID, keyed []axtype.LeaseCandidate) []int32 {
+	type key struct{ scope, key string }
+	keyOf := make(map[uuid.UUID]key, len(keyed))
 	for _, c := range keyed {
-		if !admitted[c.ID] {
-			out[c.ID] = true
-		}
+		keyOf[c.ID] = key{c.ConcurrencyScope, c.ConcurrencyKey}
 	}
-	if len(out) == 0 {
-		return tasks, agents
-	}
+	seen := map[key]int32{}
+	nths := make([]int32, len(tasks))
 	for i, id := range tasks {
-		if !out[id] {
-			keptTasks = append(keptTasks, id)
-			keptAgents = append(keptAgents, agents[i])
+		if k, ok := keyOf[id]; ok {
+			seen[k]++
+			nths[i] = seen[k]
 		}
 	}
-	return keptTasks, keptAgents
+	return nths
 }

@@ -10,6 +10,12 @@ package notify
 // lease requests wake at once.
 const TaskReadyChannel = "ax_task_ready"
 
+// KeyFreedChannel is NOTIFYed by the database (migration 00063) when a
+// concurrency key's place frees, or a task is parked that must be looked
+// at again: the next lease unparks what the keys have room for. Sent
+// before the TaskReadyChannel notification of the same transaction.
+const KeyFreedChannel = "ax_key_freed"
+
 // ExecutionEndedChannel is NOTIFYed by the database (trigger
 // execution_ended) in every transaction that ends executions, with their
 // ids comma-separated: long polls of GET /v1/executions/{id}?wait= wake on
@@ -34,7 +40,7 @@ const APIKeyRevokedChannel = "ax_api_key_revoked"
 // ServeChannels are the channels an ax serve replica listens on: its one
 // Notifier subscribes to all of them.
 func ServeChannels() []string {
-	return []string{JobChangedChannel, TaskReadyChannel, ExecutionEndedChannel, APIKeyRevokedChannel, RunScheduledChannel,
+	return []string{JobChangedChannel, TaskReadyChannel, KeyFreedChannel, ExecutionEndedChannel, APIKeyRevokedChannel, RunScheduledChannel,
 		BackfillChannel, AfterReadyChannel}
 }
 

@@ -24,10 +24,11 @@
 -- locks do not make this one skip them.
 --
 -- Concurrency keys: tasks with a key are read apart (keyed_scan, keyed:
--- their own partial index, so jobs without keys read nothing more), and
--- only while their key runs fewer than its limit; keys take turns (see
--- keyed). The limit is only read here, without a lock: TaskConcurrencyLock
--- and TaskConcurrencyAdmit hold it across replicas before the lease.
+-- their own partial index, so jobs without keys read nothing more). Only
+-- the tasks their keys have places for are in that index (the others are
+-- parked, migration 00063), so none is stepped over; keys take turns
+-- (see keyed). The limit is not checked here: TaskLeaseTake holds it
+-- across replicas, under the keys' locks (see @lock_keys).
 --
 -- steal: 0, only the preferred agent (or anyone when there is none) may
 -- take the task; 1, its runner-up (fallback_agent_id) too; 2, anyone.
@@ -38,6 +39,11 @@
 -- locked for microseconds, not for the lease) and their priority is at
 -- or above the class's floor (manual, or automatic while degraded); at
 -- most @caps of a class's tasks are returned.
+--
+-- @lock_keys: the keys of the keyed tasks returned are locked (the
+-- advisory locks of TaskConcurrencyLock, in hash order, after the pick)
+-- for TaskLeaseTake to count them under; false when the caller picks
+-- more than once in its transaction and locks them all in one pass.
 --
 -- Picking and leasing are separate statements so that the second reads
 -- tasks and runs from bound arrays (= ANY of a constant, hashed: linear
@@ -136,49 +142,27 @@ WITH starved AS (
     ORDER BY t.not_before
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
-), keyed_running AS (
-    -- Leased and running keyed tasks counted per key, from their index in
-    -- its order (rows as many as such tasks).
-    SELECT k.concurrency_scope, k.concurrency_key, count(*)::integer AS running
-    FROM ax.task k
-    WHERE k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')
-    GROUP BY k.concurrency_scope, k.concurrency_key
-), keyed_full AS (
-    -- The keys at their limit, as (scope, key, limit) for every limit the
-    -- key's running count reaches (a key of 3 running: limits 1, 2 and
-    -- 3), so that whatever limit a task has (jobs of different limits
-    -- share a group's keys), whether its key is full is one probe of a
-    -- set hashed once per statement. (unnest, not generate_series: the
-    -- planner takes it for 10 rows a key, not 1,000, and so hashes it.)
-    SELECT r.concurrency_scope, r.concurrency_key, u.lim::integer AS concurrency_limit
-    FROM keyed_running r
-    CROSS JOIN LATERAL unnest(array_fill(0, ARRAY[r.running])) WITH ORDINALITY u(z, lim)
 ), keyed_scan AS (
-    -- Keyed tasks (concurrency keys) apart, from their own index: those
-    -- of a key at its limit are stepped over, not counted against @max.
+    -- Keyed tasks (concurrency keys) apart, from their own index, which
+    -- holds only those their keys have places for (the rest are parked).
     -- Whichever group a task would be in (routed here, unassigned, or
-    -- stealable by the same rules as above), it is read here. 32 more
-    -- than @max are read (and locked, so that concurrent leases take
-    -- others) so that keys can take turns among them.
+    -- stealable by the same rules as above), it is read here.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id,
            CASE WHEN t.preferred_agent_id IS NULL THEN 2
                 WHEN t.preferred_agent_id = ANY(@agent_ids::uuid[]) THEN 1 ELSE 3 END AS grp,
            t.concurrency_scope, t.concurrency_key, t.concurrency_limit
     FROM ax.task t
-    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND t.id <> ALL(@taken::uuid[])
+    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked
+      AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
       -- One CASE, not ANDed clauses, and the job read inside it, not
       -- joined: the planner guesses 1/2 for a CASE, where the product of
       -- the clauses' guesses (preference, rate class, key with room)
       -- came to ~1 row of thousands, and a join with ax.job made it hash
       -- and sort. Either way it read and sorted every pending keyed task;
-      -- this walks the index in order and stops at the limit. Whether
-      -- the key has room is asked first (tasks of full keys are the most
-      -- stepped over), of keyed_full.
-      AND CASE WHEN (t.concurrency_scope, t.concurrency_key, t.concurrency_limit) NOT IN (
-                        SELECT f.concurrency_scope, f.concurrency_key, f.concurrency_limit FROM keyed_full f)
-                    AND EXISTS (SELECT 1 FROM ax.job j
+      -- this walks the index in order and stops at the limit.
+      AND CASE WHEN EXISTS (SELECT 1 FROM ax.job j
                             WHERE j.id = t.job_id
                               AND (t.preferred_agent_id = ANY(@agent_ids::uuid[]) OR j.target_labels <@ @agent_labels::jsonb)
                               AND j.executor_kind::text = ANY(@executors::text[])
@@ -195,25 +179,20 @@ WITH starved AS (
                                                     CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
                THEN true ELSE false END
     ORDER BY t.priority DESC, t.created_at
-    LIMIT sqlc.arg('max')::integer + 32
+    LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
 ), keyed AS (
-    -- Fair between keys: each key's tasks up to its room, the keys with
-    -- the fewest running first (a key's 2nd task after every other key's
-    -- 1st). TaskConcurrencyAdmit checks the limit again under the key's
-    -- lock before the lease.
+    -- Fair between keys: a key has no more tasks unparked than places,
+    -- and among those read, a key's 2nd comes after every other key's
+    -- 1st. TaskLeaseTake checks the limit under the key's lock.
     SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned,
-           s.preferred_agent_id, s.fallback_agent_id, s.grp, s.running + s.nth AS fair,
+           s.preferred_agent_id, s.fallback_agent_id, s.grp, s.nth AS fair,
            s.concurrency_scope, s.concurrency_key, s.concurrency_limit
-    FROM (SELECT c.*, coalesce(r.running, 0) AS running,
+    FROM (SELECT c.*,
                  row_number() OVER (PARTITION BY c.concurrency_scope, c.concurrency_key
                                     ORDER BY c.priority DESC, c.created_at) AS nth
-          FROM keyed_scan c
-          LEFT JOIN keyed_running r
-                 ON r.concurrency_scope = c.concurrency_scope AND r.concurrency_key = c.concurrency_key) s
-    WHERE s.running + s.nth <= s.concurrency_limit
-    ORDER BY s.running + s.nth, s.priority DESC, s.created_at
-    LIMIT sqlc.arg('max')::integer
+          FROM keyed_scan c) s
+    WHERE s.nth <= s.concurrency_limit
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
     SELECT DISTINCT ON (id) *
@@ -234,6 +213,12 @@ WITH starved AS (
     LEFT JOIN (SELECT unnest(@classes::text[]) AS name, unnest(@caps::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
+), key_locks AS (
+    SELECT count(pg_advisory_xact_lock(sqlc.arg('lock_class')::integer, x.h))::integer AS n
+    FROM (SELECT DISTINCT hashtext(k.concurrency_scope || chr(31) || k.concurrency_key) AS h
+          FROM picked k
+          WHERE @lock_keys::boolean AND k.concurrency_key IS NOT NULL
+          ORDER BY h) x
 )
 SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
        preferred_agent_id, fallback_agent_id,
@@ -245,13 +230,19 @@ SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
                   AND not_before > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision) THEN 1
              ELSE 2 END)::integer AS steal
 FROM picked
+WHERE (SELECT n FROM key_locks) >= 0
 ORDER BY grp, fair, priority DESC, created_at;
 
 -- TaskLeaseTake leases the tasks TaskLeasePick locked (@task_ids, of runs
 -- @execution_ids) to the agents the caller handed them to (@agent_ids,
 -- one per task): each gets a fresh token and an expiry from the database
 -- clock, an event, and its run starts. An agent drained or marked offline
--- while its poll waited gets nothing.
+-- while its poll waited gets nothing. A keyed task is leased only while
+-- its key has room (the fence of concurrency keys): @key_nths[i] is its
+-- place among the tasks of its key in @task_ids (0: no key), and the
+-- key's leased and running tasks are counted by this statement, after
+-- the keys' locks were taken (TaskLeasePick or TaskConcurrencyLock), so
+-- from a snapshot with every lease of the key that committed before.
 -- name: TaskLeaseTake :many
 WITH leased AS (
     UPDATE ax.task t
@@ -268,9 +259,14 @@ WITH leased AS (
     -- The agent is read here once for both uses: it must still be active
     -- or quarantined, and its host goes into the event (a probe of
     -- ax.agent per task in events cost 2 of the lease's 36 blocks a task).
-    FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@agent_ids::uuid[]) AS agent_id) x
+    FROM (SELECT unnest(@task_ids::uuid[]) AS id, unnest(@agent_ids::uuid[]) AS agent_id,
+                 unnest(@key_nths::integer[]) AS nth) x
     JOIN ax.agent a ON a.id = x.agent_id
     WHERE t.id = x.id AND a.state IN ('active', 'quarantined')
+      AND (x.nth = 0
+           OR x.nth + (SELECT count(*) FROM ax.task r
+                       WHERE r.concurrency_scope = t.concurrency_scope AND r.concurrency_key = t.concurrency_key
+                         AND r.concurrency_key IS NOT NULL AND r.state IN ('leased', 'running')) <= t.concurrency_limit)
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
               t.preferred_agent_id, t.not_before, t.rate_class, t.leased_at,
@@ -320,28 +316,22 @@ JOIN ax.job j ON j.id = l.job_id
 JOIN runs r ON r.id = l.execution_id;
 
 -- TaskConcurrencyLock takes the transaction's advisory locks of the
--- concurrency keys it is about to lease (@hashes: one per key, sorted by
--- the caller so that two leases never wait on each other crosswise), in
--- the lock class @lock_class. Held until the lease commits: a lease of
--- another replica for the same key waits, then counts this one's tasks.
+-- concurrency keys it is about to lease (@scopes[i], @keys[i]), in the
+-- lock class @lock_class, one per key hash in hash order, so that two
+-- leases never wait on each other crosswise (TaskLeasePick's and
+-- ax.concurrency_unpark's are taken the same way). Held until the lease
+-- commits: a lease of another replica for the same key waits, then
+-- counts this one's tasks. Two keys of one hash share a lock.
 -- name: TaskConcurrencyLock :exec
-SELECT count(pg_advisory_xact_lock(@lock_class::integer, h)) FROM unnest(@hashes::integer[]) h;
+SELECT count(pg_advisory_xact_lock(@lock_class::integer, x.h))
+FROM (SELECT DISTINCT hashtext(u.scope || chr(31) || u.key) AS h
+      FROM (SELECT unnest(@scopes::text[]) AS scope, unnest(@keys::text[]) AS key) u
+      ORDER BY h) x;
 
--- TaskConcurrencyAdmit returns those of the picked keyed tasks (@ids, in
--- hand-out order, with their key's scope, key and limit) that their keys
--- have room for: the tasks of a key leased or running now, counted in
--- this statement (so after TaskConcurrencyLock: the snapshot includes
--- every lease of the key that committed before), plus those ahead of it
--- in @ids, stay within the limit. The fence of concurrency keys.
--- name: TaskConcurrencyAdmit :many
-SELECT x.id::uuid AS id
-FROM (SELECT u.id, u.scope, u.key, u.lim,
-             row_number() OVER (PARTITION BY u.scope, u.key ORDER BY u.n) AS nth
-      FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@scopes::text[]) AS scope, unnest(@keys::text[]) AS key,
-                   unnest(@limits::integer[]) AS lim, generate_series(1, cardinality(@ids::uuid[])) AS n) u) x
-WHERE x.nth + (SELECT count(*) FROM ax.task r
-               WHERE r.concurrency_scope = x.scope AND r.concurrency_key = x.key
-                 AND r.concurrency_key IS NOT NULL AND r.state IN ('leased', 'running')) <= x.lim;
+-- TaskConcurrencyUnpark unparks the waiting tasks of keys that freed a
+-- place (ax.concurrency_unpark, migration 00063), in its own transaction.
+-- name: TaskConcurrencyUnpark :one
+SELECT ax.concurrency_unpark(@lock_class::integer, @max_keys::integer)::integer AS unparked;
 
 -- TaskConcurrencyWaiting counts, per concurrency scope (a group, or a
 -- job shown as job:<group>/<name>), the keys at their limit that have
@@ -792,7 +782,9 @@ SELECT a.id, a.state::text AS state, a.ready,
              AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
              AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
              -- A task whose key is at its limit is not leasable until one
-             -- of the key's ends (TaskComplete and the reaper NOTIFY then).
+             -- of the key's ends (TaskComplete and the reaper NOTIFY then);
+             -- a parked one not until a lease unparks it.
+             AND NOT t.key_parked
              AND (t.concurrency_key IS NULL
                   OR (SELECT count(*) FROM ax.task k
                       WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key

@@ -50,7 +50,7 @@ func BenchmarkLeaseWithRateLimit(b *testing.B) {
 }
 
 // seedAgents registers n active, ready agents and returns them.
-func seedAgents(b *testing.B, pool *pgxpool.Pool, n int) []*axtype.Agent {
+func seedAgents(b testing.TB, pool *pgxpool.Pool, n int) []*axtype.Agent {
 	b.Helper()
 	ctx := context.Background()
 	var keyID uuid.UUID
@@ -107,7 +107,7 @@ func seedTasks(b *testing.B, pool *pgxpool.Pool, n int, class string) {
 
 // drainRate leases want tasks with one leaser per agent, batch at a time,
 // and returns tasks leased per second.
-func drainRate(b *testing.B, broker *dispatch.LeaseBroker, agents []*axtype.Agent, want, batch int) float64 {
+func drainRate(b testing.TB, broker *dispatch.LeaseBroker, agents []*axtype.Agent, want, batch int) float64 {
 	b.Helper()
 	ctx := context.Background()
 	var leased atomic.Int64

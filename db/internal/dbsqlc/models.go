@@ -1365,6 +1365,7 @@ type AxAllTask struct {
 	ConcurrencyScope  *string
 	ConcurrencyKey    *string
 	ConcurrencyLimit  *int32
+	KeyParked         bool
 	RetainUntil       *time.Time
 }
 
@@ -1489,6 +1490,12 @@ type AxCallbacksFailing struct {
 	NextAttemptAt *time.Time
 	FailedAt      *time.Time
 	UpdatedAt     time.Time
+}
+
+type AxConcurrencyKeyFreed struct {
+	ID               int64
+	ConcurrencyScope string
+	ConcurrencyKey   string
 }
 
 type AxConsoleSession struct {
@@ -1893,6 +1900,7 @@ type AxTask struct {
 	ConcurrencyScope  *string
 	ConcurrencyKey    *string
 	ConcurrencyLimit  *int32
+	KeyParked         bool
 }
 
 type AxTaskEvent struct {
@@ -1950,6 +1958,7 @@ type AxTaskHistory struct {
 	ConcurrencyScope  *string
 	ConcurrencyKey    *string
 	ConcurrencyLimit  *int32
+	KeyParked         bool
 }
 
 type AxTaskResult struct {

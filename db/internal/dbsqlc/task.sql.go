@@ -360,72 +360,47 @@ func (q *Queries) TaskComplete(ctx context.Context, db DBTX, arg TaskCompletePar
 	return items, nil
 }
 
-const taskConcurrencyAdmit = `-- name: TaskConcurrencyAdmit :many
-SELECT x.id::uuid AS id
-FROM (SELECT u.id, u.scope, u.key, u.lim,
-             row_number() OVER (PARTITION BY u.scope, u.key ORDER BY u.n) AS nth
-      FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS scope, unnest($3::text[]) AS key,
-                   unnest($4::integer[]) AS lim, generate_series(1, cardinality($1::uuid[])) AS n) u) x
-WHERE x.nth + (SELECT count(*) FROM ax.task r
-               WHERE r.concurrency_scope = x.scope AND r.concurrency_key = x.key
-                 AND r.concurrency_key IS NOT NULL AND r.state IN ('leased', 'running')) <= x.lim
-`
-
-type TaskConcurrencyAdmitParams struct {
-	Ids    []uuid.UUID
-	Scopes []string
-	Keys   []string
-	Limits []int32
-}
-
-// TaskConcurrencyAdmit returns those of the picked keyed tasks (@ids, in
-// hand-out order, with their key's scope, key and limit) that their keys
-// have room for: the tasks of a key leased or running now, counted in
-// this statement (so after TaskConcurrencyLock: the snapshot includes
-// every lease of the key that committed before), plus those ahead of it
-// in @ids, stay within the limit. The fence of concurrency keys.
-func (q *Queries) TaskConcurrencyAdmit(ctx context.Context, db DBTX, arg TaskConcurrencyAdmitParams) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, taskConcurrencyAdmit,
-		arg.Ids,
-		arg.Scopes,
-		arg.Keys,
-		arg.Limits,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const taskConcurrencyLock = `-- name: TaskConcurrencyLock :exec
-SELECT count(pg_advisory_xact_lock($1::integer, h)) FROM unnest($2::integer[]) h
+SELECT count(pg_advisory_xact_lock($1::integer, x.h))
+FROM (SELECT DISTINCT hashtext(u.scope || chr(31) || u.key) AS h
+      FROM (SELECT unnest($2::text[]) AS scope, unnest($3::text[]) AS key) u
+      ORDER BY h) x
 `
 
 type TaskConcurrencyLockParams struct {
 	LockClass int32
-	Hashes    []int32
+	Scopes    []string
+	Keys      []string
 }
 
 // TaskConcurrencyLock takes the transaction's advisory locks of the
-// concurrency keys it is about to lease (@hashes: one per key, sorted by
-// the caller so that two leases never wait on each other crosswise), in
-// the lock class @lock_class. Held until the lease commits: a lease of
-// another replica for the same key waits, then counts this one's tasks.
+// concurrency keys it is about to lease (@scopes[i], @keys[i]), in the
+// lock class @lock_class, one per key hash in hash order, so that two
+// leases never wait on each other crosswise (TaskLeasePick's and
+// ax.concurrency_unpark's are taken the same way). Held until the lease
+// commits: a lease of another replica for the same key waits, then
+// counts this one's tasks. Two keys of one hash share a lock.
 func (q *Queries) TaskConcurrencyLock(ctx context.Context, db DBTX, arg TaskConcurrencyLockParams) error {
-	_, err := db.Exec(ctx, taskConcurrencyLock, arg.LockClass, arg.Hashes)
+	_, err := db.Exec(ctx, taskConcurrencyLock, arg.LockClass, arg.Scopes, arg.Keys)
 	return err
+}
+
+const taskConcurrencyUnpark = `-- name: TaskConcurrencyUnpark :one
+SELECT ax.concurrency_unpark($1::integer, $2::integer)::integer AS unparked
+`
+
+type TaskConcurrencyUnparkParams struct {
+	LockClass int32
+	MaxKeys   int32
+}
+
+// TaskConcurrencyUnpark unparks the waiting tasks of keys that freed a
+// place (ax.concurrency_unpark, migration 00063), in its own transaction.
+func (q *Queries) TaskConcurrencyUnpark(ctx context.Context, db DBTX, arg TaskConcurrencyUnparkParams) (int32, error) {
+	row := db.QueryRow(ctx, taskConcurrencyUnpark, arg.LockClass, arg.MaxKeys)
+	var unparked int32
+	err := row.Scan(&unparked)
+	return unparked, err
 }
 
 const taskConcurrencyWaiting = `-- name: TaskConcurrencyWaiting :many
@@ -929,49 +904,27 @@ WITH starved AS (
     ORDER BY t.not_before
     LIMIT $11::integer
     FOR UPDATE OF t SKIP LOCKED
-), keyed_running AS (
-    -- Leased and running keyed tasks counted per key, from their index in
-    -- its order (rows as many as such tasks).
-    SELECT k.concurrency_scope, k.concurrency_key, count(*)::integer AS running
-    FROM ax.task k
-    WHERE k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')
-    GROUP BY k.concurrency_scope, k.concurrency_key
-), keyed_full AS (
-    -- The keys at their limit, as (scope, key, limit) for every limit the
-    -- key's running count reaches (a key of 3 running: limits 1, 2 and
-    -- 3), so that whatever limit a task has (jobs of different limits
-    -- share a group's keys), whether its key is full is one probe of a
-    -- set hashed once per statement. (unnest, not generate_series: the
-    -- planner takes it for 10 rows a key, not 1,000, and so hashes it.)
-    SELECT r.concurrency_scope, r.concurrency_key, u.lim::integer AS concurrency_limit
-    FROM keyed_running r
-    CROSS JOIN LATERAL unnest(array_fill(0, ARRAY[r.running])) WITH ORDINALITY u(z, lim)
 ), keyed_scan AS (
-    -- Keyed tasks (concurrency keys) apart, from their own index: those
-    -- of a key at its limit are stepped over, not counted against @max.
+    -- Keyed tasks (concurrency keys) apart, from their own index, which
+    -- holds only those their keys have places for (the rest are parked).
     -- Whichever group a task would be in (routed here, unassigned, or
-    -- stealable by the same rules as above), it is read here. 32 more
-    -- than @max are read (and locked, so that concurrent leases take
-    -- others) so that keys can take turns among them.
+    -- stealable by the same rules as above), it is read here.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id,
            CASE WHEN t.preferred_agent_id IS NULL THEN 2
                 WHEN t.preferred_agent_id = ANY($9::uuid[]) THEN 1 ELSE 3 END AS grp,
            t.concurrency_scope, t.concurrency_key, t.concurrency_limit
     FROM ax.task t
-    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND t.id <> ALL($4::uuid[])
+    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked
+      AND t.id <> ALL($4::uuid[])
       AND t.not_before <= coalesce($1::timestamptz, now())
       -- One CASE, not ANDed clauses, and the job read inside it, not
       -- joined: the planner guesses 1/2 for a CASE, where the product of
       -- the clauses' guesses (preference, rate class, key with room)
       -- came to ~1 row of thousands, and a join with ax.job made it hash
       -- and sort. Either way it read and sorted every pending keyed task;
-      -- this walks the index in order and stops at the limit. Whether
-      -- the key has room is asked first (tasks of full keys are the most
-      -- stepped over), of keyed_full.
-      AND CASE WHEN (t.concurrency_scope, t.concurrency_key, t.concurrency_limit) NOT IN (
-                        SELECT f.concurrency_scope, f.concurrency_key, f.concurrency_limit FROM keyed_full f)
-                    AND EXISTS (SELECT 1 FROM ax.job j
+      -- this walks the index in order and stops at the limit.
+      AND CASE WHEN EXISTS (SELECT 1 FROM ax.job j
                             WHERE j.id = t.job_id
                               AND (t.preferred_agent_id = ANY($9::uuid[]) OR j.target_labels <@ $6::jsonb)
                               AND j.executor_kind::text = ANY($7::text[])
@@ -988,25 +941,20 @@ WITH starved AS (
                                                     CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
                THEN true ELSE false END
     ORDER BY t.priority DESC, t.created_at
-    LIMIT $11::integer + 32
+    LIMIT $11::integer
     FOR UPDATE OF t SKIP LOCKED
 ), keyed AS (
-    -- Fair between keys: each key's tasks up to its room, the keys with
-    -- the fewest running first (a key's 2nd task after every other key's
-    -- 1st). TaskConcurrencyAdmit checks the limit again under the key's
-    -- lock before the lease.
+    -- Fair between keys: a key has no more tasks unparked than places,
+    -- and among those read, a key's 2nd comes after every other key's
+    -- 1st. TaskLeaseTake checks the limit under the key's lock.
     SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned,
-           s.preferred_agent_id, s.fallback_agent_id, s.grp, s.running + s.nth AS fair,
+           s.preferred_agent_id, s.fallback_agent_id, s.grp, s.nth AS fair,
            s.concurrency_scope, s.concurrency_key, s.concurrency_limit
-    FROM (SELECT c.id, c.execution_id, c.rate_class, c.priority, c.created_at, c.not_before, c.pinned, c.preferred_agent_id, c.fallback_agent_id, c.grp, c.concurrency_scope, c.concurrency_key, c.concurrency_limit, coalesce(r.running, 0) AS running,
+    FROM (SELECT c.id, c.execution_id, c.rate_class, c.priority, c.created_at, c.not_before, c.pinned, c.preferred_agent_id, c.fallback_agent_id, c.grp, c.concurrency_scope, c.concurrency_key, c.concurrency_limit,
                  row_number() OVER (PARTITION BY c.concurrency_scope, c.concurrency_key
                                     ORDER BY c.priority DESC, c.created_at) AS nth
-          FROM keyed_scan c
-          LEFT JOIN keyed_running r
-                 ON r.concurrency_scope = c.concurrency_scope AND r.concurrency_key = c.concurrency_key) s
-    WHERE s.running + s.nth <= s.concurrency_limit
-    ORDER BY s.running + s.nth, s.priority DESC, s.created_at
-    LIMIT $11::integer
+          FROM keyed_scan c) s
+    WHERE s.nth <= s.concurrency_limit
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
     SELECT DISTINCT ON (id) id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit
@@ -1027,6 +975,12 @@ WITH starved AS (
     LEFT JOIN (SELECT unnest($10::text[]) AS name, unnest($13::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
+), key_locks AS (
+    SELECT count(pg_advisory_xact_lock($14::integer, x.h))::integer AS n
+    FROM (SELECT DISTINCT hashtext(k.concurrency_scope || chr(31) || k.concurrency_key) AS h
+          FROM picked k
+          WHERE $15::boolean AND k.concurrency_key IS NOT NULL
+          ORDER BY h) x
 )
 SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
        preferred_agent_id, fallback_agent_id,
@@ -1038,6 +992,7 @@ SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
                   AND not_before > coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision) THEN 1
              ELSE 2 END)::integer AS steal
 FROM picked
+WHERE (SELECT n FROM key_locks) >= 0
 ORDER BY grp, fair, priority DESC, created_at
 `
 
@@ -1055,6 +1010,8 @@ type TaskLeasePickParams struct {
 	Max             int32
 	Maxes           []int32
 	Caps            []int32
+	LockClass       int32
+	LockKeys        bool
 }
 
 type TaskLeasePickRow struct {
@@ -1095,10 +1052,11 @@ type TaskLeasePickRow struct {
 // locks do not make this one skip them.
 //
 // Concurrency keys: tasks with a key are read apart (keyed_scan, keyed:
-// their own partial index, so jobs without keys read nothing more), and
-// only while their key runs fewer than its limit; keys take turns (see
-// keyed). The limit is only read here, without a lock: TaskConcurrencyLock
-// and TaskConcurrencyAdmit hold it across replicas before the lease.
+// their own partial index, so jobs without keys read nothing more). Only
+// the tasks their keys have places for are in that index (the others are
+// parked, migration 00063), so none is stepped over; keys take turns
+// (see keyed). The limit is not checked here: TaskLeaseTake holds it
+// across replicas, under the keys' locks (see @lock_keys).
 //
 // steal: 0, only the preferred agent (or anyone when there is none) may
 // take the task; 1, its runner-up (fallback_agent_id) too; 2, anyone.
@@ -1109,6 +1067,11 @@ type TaskLeasePickRow struct {
 // locked for microseconds, not for the lease) and their priority is at
 // or above the class's floor (manual, or automatic while degraded); at
 // most @caps of a class's tasks are returned.
+//
+// @lock_keys: the keys of the keyed tasks returned are locked (the
+// advisory locks of TaskConcurrencyLock, in hash order, after the pick)
+// for TaskLeaseTake to count them under; false when the caller picks
+// more than once in its transaction and locks them all in one pass.
 //
 // Picking and leasing are separate statements so that the second reads
 // tasks and runs from bound arrays (= ANY of a constant, hashed: linear
@@ -1131,6 +1094,8 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 		arg.Max,
 		arg.Maxes,
 		arg.Caps,
+		arg.LockClass,
+		arg.LockKeys,
 	)
 	if err != nil {
 		return nil, err
@@ -1176,9 +1141,14 @@ WITH leased AS (
     -- The agent is read here once for both uses: it must still be active
     -- or quarantined, and its host goes into the event (a probe of
     -- ax.agent per task in events cost 2 of the lease's 36 blocks a task).
-    FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::uuid[]) AS agent_id) x
+    FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::uuid[]) AS agent_id,
+                 unnest($5::integer[]) AS nth) x
     JOIN ax.agent a ON a.id = x.agent_id
     WHERE t.id = x.id AND a.state IN ('active', 'quarantined')
+      AND (x.nth = 0
+           OR x.nth + (SELECT count(*) FROM ax.task r
+                       WHERE r.concurrency_scope = t.concurrency_scope AND r.concurrency_key = t.concurrency_key
+                         AND r.concurrency_key IS NOT NULL AND r.state IN ('leased', 'running')) <= t.concurrency_limit)
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
               t.preferred_agent_id, t.not_before, t.rate_class, t.leased_at,
@@ -1209,7 +1179,7 @@ WITH leased AS (
     -- read by = ANY, a generic plan took it for 10 rows and joined it with
     -- the leased tasks in a nested loop.
     SELECT r.id, r.params, r.scheduled_for, r.priority, r.traceparent
-    FROM ax.leased_runs($5::uuid[]) r
+    FROM ax.leased_runs($6::uuid[]) r
 )
 SELECT l.id, l.execution_id, l.job_id, l.shard_index, l.shard_total, l.shard_param, l.attempt,
        l.max_attempts, l.timeout_seconds, l.lease_token::uuid AS lease_token,
@@ -1233,6 +1203,7 @@ type TaskLeaseTakeParams struct {
 	LeaseSeconds float64
 	TaskIds      []uuid.UUID
 	AgentIds     []uuid.UUID
+	KeyNths      []int32
 	ExecutionIds []uuid.UUID
 }
 
@@ -1267,13 +1238,19 @@ type TaskLeaseTakeRow struct {
 // @execution_ids) to the agents the caller handed them to (@agent_ids,
 // one per task): each gets a fresh token and an expiry from the database
 // clock, an event, and its run starts. An agent drained or marked offline
-// while its poll waited gets nothing.
+// while its poll waited gets nothing. A keyed task is leased only while
+// its key has room (the fence of concurrency keys): @key_nths[i] is its
+// place among the tasks of its key in @task_ids (0: no key), and the
+// key's leased and running tasks are counted by this statement, after
+// the keys' locks were taken (TaskLeasePick or TaskConcurrencyLock), so
+// from a snapshot with every lease of the key that committed before.
 func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeParams) ([]TaskLeaseTakeRow, error) {
 	rows, err := db.Query(ctx, taskLeaseTake,
 		arg.Now,
 		arg.LeaseSeconds,
 		arg.TaskIds,
 		arg.AgentIds,
+		arg.KeyNths,
 		arg.ExecutionIds,
 	)
 	if err != nil {
@@ -1320,7 +1297,7 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxAllTask, error) {
@@ -1368,6 +1345,7 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.ConcurrencyScope,
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
+			&i.KeyParked,
 			&i.RetainUntil,
 		); err != nil {
 			return nil, err
@@ -1497,7 +1475,9 @@ SELECT a.id, a.state::text AS state, a.ready,
              AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
              AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
              -- A task whose key is at its limit is not leasable until one
-             -- of the key's ends (TaskComplete and the reaper NOTIFY then).
+             -- of the key's ends (TaskComplete and the reaper NOTIFY then);
+             -- a parked one not until a lease unparks it.
+             AND NOT t.key_parked
              AND (t.concurrency_key IS NULL
                   OR (SELECT count(*) FROM ax.task k
                       WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
