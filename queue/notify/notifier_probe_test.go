@@ -123,18 +123,13 @@ func TestAfterCommitWakesAtOnceOnlyWhileLost(t *testing.T) {
 	defer unsubscribeMine()
 	other, unsubscribeOther := lost.SubscribeKey(notify.ExecutionEndedChannel, "e9")
 	defer unsubscribeOther()
-	drain := func(chs ...<-chan struct{}) {
-		for _, ch := range chs {
-			select {
-			case <-ch:
-			default:
-			}
-		}
-	}
-	// Polls wake everyone every second: look right after a poll's wake-up.
+	// Polls wake everyone every second: look right after a poll's
+	// wake-up, once it has woken all three (it wakes the keys' subscribers
+	// after the channels': draining them after the first alone raced it).
 	<-tasks
+	<-mine
+	<-other
 	polled := time.Now()
-	drain(mine, other)
 	lost.AfterCommit(notify.TaskReadyChannel)
 	lost.AfterCommit(notify.ExecutionEndedChannel, "e0", "e1")
 	for _, ch := range []<-chan struct{}{tasks, mine} {
