@@ -363,10 +363,7 @@ func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *LeaseBa
 		return nil, err
 	}
 	batch.Grants = grants
-	if err := s.unpark(ctx); err != nil {
-		s.classes.giveBack(ctx, grants, nil)
-		return nil, err
-	}
+	s.unpark(ctx)
 	batch.SkipUnpark = true
 	got, err := LeaseMany(ctx, e, batch)
 	s.classes.giveBack(ctx, grants, slices.Concat(got...))
@@ -377,25 +374,29 @@ func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *LeaseBa
 // transaction of its own (db.TaskConcurrencyUnpark), when a key freed a
 // place since the last time (its notification), the last time left
 // records, or unparkEvery passed: a lease of a replica whose keys freed
-// nothing costs no round trip more.
-func (s *LeaseBroker) unpark(ctx context.Context) error {
+// nothing costs no round trip more. A failure is logged, not the lease's:
+// the records stay for the next.
+func (s *LeaseBroker) unpark(ctx context.Context) {
 	due := s.keyFreed == nil || s.unparkMore.Load() ||
 		time.Since(time.Unix(0, s.lastUnpark.Load())) >= unparkEvery
+	select {
+	case <-s.keyFreed:
+		due = true
+	default:
+	}
 	if !due {
-		select {
-		case <-s.keyFreed:
-			due = true
-		default:
-			return nil
-		}
+		return
 	}
 	s.lastUnpark.Store(time.Now().UnixNano())
 	n, err := db.TaskConcurrencyUnpark(ctx, s.pool)
 	if err != nil {
-		return err
+		s.unparkMore.Store(true)
+		if ctx.Err() == nil {
+			s.logger.WarnContext(ctx, "unparking keyed tasks failed; the next lease tries again", "error", err)
+		}
+		return
 	}
 	s.unparkMore.Store(n >= db.ConcurrencyUnparkKeys)
-	return nil
 }
 
 // errNoProbeTask rolls a probe back when no task was there to take.
