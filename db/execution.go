@@ -161,7 +161,7 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*axtype.NewExe
 		p.Params = append(p.Params, []byte(x.Params))
 		p.Priorities = append(p.Priorities, int32(deref(x.Priority)))
 		p.PrioritySet = append(p.PrioritySet, x.Priority != nil)
-		p.Traceparents = append(p.Traceparents, x.TraceParent)
+		p.Traceparents = append(p.Traceparents, traceParentFor(x.ID, x.TraceParent))
 		p.TriggerIndexes = append(p.TriggerIndexes, int16(derefOr(x.TriggerIndex, -1)))
 	}
 	rows, err := queries.ExecutionInsertMany(ctx, e, p)

@@ -98,7 +98,8 @@ func ExecutionRerunInsert(ctx context.Context, e Executor, r *NewRerun, route ax
 }
 
 // traceParentFor is the caller's trace context, else a new one whose trace
-// id is the execution id (as ExecutionInsertMany makes).
+// id is the execution id and whose span id is random (every fire's and
+// re-run's).
 func traceParentFor(id uuid.UUID, given string) string {
 	if given != "" {
 		return given

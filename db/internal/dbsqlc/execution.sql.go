@@ -394,8 +394,9 @@ INSERT INTO ax.execution (id, job_id, cause, scheduled_for, misfired, params, sh
 SELECT e.id, e.job_id, e.cause::ax.execution_cause, e.scheduled_for, e.misfired,
        j.params || coalesce(e.params, '{}'::jsonb), j.shard_count,
        CASE WHEN e.priority_set THEN e.priority ELSE j.priority END, clock_timestamp(),
-       coalesce(nullif(e.traceparent, ''),
-                '00-' || replace(e.id::text, '-', '') || '-' || substr(md5(e.id::text || random()::text), 1, 16) || '-01'),
+       -- Made in Go (traceParentFor), not per row here: an md5 and four
+       -- string operations a fire.
+       e.traceparent,
        CASE WHEN e.trigger_index >= 0 THEN e.trigger_index END
 FROM (
     SELECT unnest($1::uuid[]) AS id,
@@ -448,8 +449,8 @@ type ExecutionInsertManyRow struct {
 }
 
 // ExecutionInsertMany inserts fires (params: the job's, overlaid by the
-// fire's own; trace context: the caller's, else one whose trace id is the
-// execution id); a scheduled tick that already has an
+// fire's own; trace context: @traceparents, made by the caller); a
+// scheduled tick that already has an
 // execution is skipped (execution_tick_once_idx), so a tick fires once
 // whatever races. Returns the executions actually inserted.
 // The rows come back with what rendering a shard generator needs
