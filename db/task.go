@@ -426,7 +426,8 @@ func TaskNextLeasable(ctx context.Context, e Executor, agentIDs []uuid.UUID, ste
 	}
 	out := make(map[uuid.UUID]*axtype.LeaseOutlook, len(rows))
 	for _, r := range rows {
-		out[r.ID] = &axtype.LeaseOutlook{State: axtype.AgentState(r.State), Ready: r.Ready, Next: time.Duration(r.Millis) * time.Millisecond}
+		out[r.ID] = &axtype.LeaseOutlook{State: axtype.AgentState(r.State), Ready: r.Ready,
+			Next: time.Duration(r.Millis) * time.Millisecond, KeysFreed: r.KeysFreed}
 	}
 	return out, nil
 }

@@ -218,6 +218,9 @@ type LeaseOutlook struct {
 	// leasable: labels, routing, steal delays, class floors and tokens
 	// considered (an hour when none).
 	Next time.Duration
+	// KeysFreed says concurrency keys freed places that no lease has
+	// unparked their waiting tasks into yet: a lease is due now.
+	KeysFreed bool
 }
 
 // Backlog is the ready pending tasks of one rate class ("" for none) and

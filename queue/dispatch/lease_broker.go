@@ -103,17 +103,11 @@ type LeaseBroker struct {
 	leases   *batches[axtype.LeaseAgent, []*axtype.LeasedTask] // the due polls' leases, taken together
 	results  *batches[agentResults, []axtype.CompletedTask]    // the agents' results, recorded together
 	// keyFreed has a value after a concurrency key freed a place (nil
-	// without a notifier: every lease unparks); unparkMore says the last
-	// unpark left records; lastUnpark (unix nanoseconds) bounds the wait
-	// should a notification be lost.
+	// without a notifier: every lease unparks); unparkMore says a lease
+	// must unpark (the last left records, or a poll's check saw some).
 	keyFreed   <-chan struct{}
 	unparkMore atomic.Bool
-	lastUnpark atomic.Int64
 }
-
-// unparkEvery is how often a replica's leases unpark keyed tasks when no
-// notification said a key freed a place (one lost is then not a stall).
-const unparkEvery = time.Second
 
 // NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
 // poll every 250 ms while waiting), logger and metrics too.
@@ -264,6 +258,12 @@ func (s *LeaseBroker) waitLeasable(ctx context.Context, agent *axtype.Agent, dea
 		}
 		agent.State, agent.Ready = o.State, o.Ready
 		next := o.Next
+		if o.KeysFreed && agent.Ready {
+			// Places freed that no lease has unparked into: the next
+			// lease does, whatever notifications said.
+			s.unparkMore.Store(true)
+			next = 0
+		}
 		switch {
 		case agent.State != axtype.AgentActive && agent.State != axtype.AgentQuarantined:
 			return false, nil // drained or offline while waiting
@@ -371,23 +371,24 @@ func (s *LeaseBroker) lease(ctx context.Context, e db.TxBeginner, batch *LeaseBa
 }
 
 // unpark unparks the keyed tasks that freed places have room for, in a
-// transaction of its own (db.TaskConcurrencyUnpark), when a key freed a
-// place since the last time (its notification), the last time left
-// records, or unparkEvery passed: a lease of a replica whose keys freed
-// nothing costs no round trip more. A failure is logged, not the lease's:
-// the records stay for the next.
+// transaction of its own (db.TaskConcurrencyUnpark), before a lease that
+// may take them: when a key freed a place since the last time (its
+// notification, while notifications arrive), the last unpark left
+// records, or a poll's check saw records (TaskNextLeasable: this also
+// covers a notification lost). A lease of a replica whose keys freed
+// nothing costs no round trip more; while notifications are lost (polled:
+// every subscriber is woken every poll) only the checks count. A failure
+// is logged, not the lease's: the records stay for the next.
 func (s *LeaseBroker) unpark(ctx context.Context) {
-	due := s.keyFreed == nil || s.unparkMore.Load() ||
-		time.Since(time.Unix(0, s.lastUnpark.Load())) >= unparkEvery
+	due := s.keyFreed == nil || s.unparkMore.Swap(false)
 	select {
 	case <-s.keyFreed:
-		due = true
+		due = due || s.notifier.Degraded() == ""
 	default:
 	}
 	if !due {
 		return
 	}
-	s.lastUnpark.Store(time.Now().UnixNano())
 	n, err := db.TaskConcurrencyUnpark(ctx, s.pool)
 	if err != nil {
 		s.unparkMore.Store(true)
@@ -396,7 +397,9 @@ func (s *LeaseBroker) unpark(ctx context.Context) {
 		}
 		return
 	}
-	s.unparkMore.Store(n >= db.ConcurrencyUnparkKeys)
+	if n >= db.ConcurrencyUnparkKeys {
+		s.unparkMore.Store(true)
+	}
 }
 
 // errNoProbeTask rolls a probe back when no task was there to take.

@@ -7,11 +7,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -183,4 +185,45 @@ func TestTasksWithoutAgentNameParkedTasks(t *testing.T) {
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT array_agg(reason ORDER BY task_id) FROM ax.tasks_without_agent
 		WHERE task_id = ANY($1)`, ids[1:]).Scan(&reasons))
 	require.Equal(t, []string{"concurrency key customer=carol at limit 1", "concurrency key customer=carol at limit 1"}, reasons)
+}
+
+// TestLeaseBrokerWaitingPollGetsUnparkedTask: an agent's long poll waits
+// while the only task it could take is parked behind a running one; when
+// that one ends, the poll (woken by the notification, whose check sees the
+// key freed) leases the waiting task within the same poll, though no
+// other lease ran to unpark it.
+func TestLeaseBrokerWaitingPollGetsUnparkedTask(t *testing.T) {
+	t.Parallel()
+	f := newKeyedFixture(t)
+	ctx := context.Background()
+	notifier := notify.NewNotifier(f.pool, nil, notify.ServeChannels()...)
+	require.NoError(t, notifier.Start(ctx))
+	t.Cleanup(notifier.Stop)
+	broker := dispatch.NewLeaseBroker(f.pool, notifier, dispatch.AgentConfig{StealAfter: time.Minute}, nil, nil)
+	_, err := f.pool.Exec(ctx, `UPDATE ax.agent SET ready = true WHERE id = $1`, f.agentID)
+	require.NoError(t, err)
+	agent, err := broker.Get(ctx, f.agentID)
+	require.NoError(t, err)
+
+	ids := f.tasks(f.pool, "customer=erin", 1, 2)
+	running, err := broker.Lease(ctx, agent, 10, 0)
+	require.NoError(t, err)
+	require.Equal(t, ids[:1], leasedIDs(running))
+
+	got := make(chan []*axtype.LeasedTask, 1)
+	go func() {
+		tasks, err := broker.Lease(ctx, agent, 10, 20*time.Second)
+		assert.NoError(t, err)
+		got <- tasks
+	}()
+	time.Sleep(200 * time.Millisecond) // the poll is waiting (nothing it may take)
+	_, err = db.TaskComplete(ctx, f.pool, []axtype.TaskResult{{
+		TaskRef: axtype.TaskRef{ID: running[0].ID, Token: running[0].LeaseToken}, State: axtype.TaskSucceeded}})
+	require.NoError(t, err)
+	select {
+	case tasks := <-got:
+		require.Equal(t, ids[1:], leasedIDs(tasks))
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiting poll did not get the task its key's freed place unparked")
+	}
 }

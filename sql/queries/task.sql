@@ -762,6 +762,9 @@ SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean A
 -- share of one short transaction per check. An agent not found has no row.
 -- name: TaskNextLeasable :many
 SELECT a.id, a.state::text AS state, a.ready,
+       -- A key freed places that no lease has unparked yet: a lease now
+       -- unparks its waiting tasks (see LeaseBroker.unpark).
+       EXISTS (SELECT 1 FROM ax.concurrency_key_freed)::boolean AS keys_freed,
        coalesce((extract(epoch FROM (
            SELECT min(greatest(
                       CASE WHEN t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id THEN t.not_before

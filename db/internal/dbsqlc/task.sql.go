@@ -1455,6 +1455,9 @@ func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendP
 
 const taskNextLeasable = `-- name: TaskNextLeasable :many
 SELECT a.id, a.state::text AS state, a.ready,
+       -- A key freed places that no lease has unparked yet: a lease now
+       -- unparks its waiting tasks (see LeaseBroker.unpark).
+       EXISTS (SELECT 1 FROM ax.concurrency_key_freed)::boolean AS keys_freed,
        coalesce((extract(epoch FROM (
            SELECT min(greatest(
                       CASE WHEN t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id THEN t.not_before
@@ -1500,10 +1503,11 @@ type TaskNextLeasableParams struct {
 }
 
 type TaskNextLeasableRow struct {
-	ID     uuid.UUID
-	State  string
-	Ready  bool
-	Millis int64
+	ID        uuid.UUID
+	State     string
+	Ready     bool
+	KeysFreed bool
+	Millis    int64
 }
 
 // TaskNextLeasable is what the waiting long polls of the agents
@@ -1539,6 +1543,7 @@ func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLea
 			&i.ID,
 			&i.State,
 			&i.Ready,
+			&i.KeysFreed,
 			&i.Millis,
 		); err != nil {
 			return nil, err
