@@ -12,7 +12,7 @@
 -- place that frees (a leased or running task ends, a ready one is
 -- cancelled) writes the key to ax.concurrency_key_freed, and the next
 -- lease unparks the key's first waiting tasks under the key's lock
--- (TaskConcurrencyUnpark). Leasing, retrying and handing back a task
+-- (ax.concurrency_unpark). Leasing, retrying and handing back a task
 -- change nothing: it keeps its place. A task waiting to retry keeps its
 -- key's place, so the key's next run starts after it, not around it.
 ALTER TABLE ax.task ADD COLUMN key_parked boolean NOT NULL DEFAULT false;
@@ -76,14 +76,14 @@ $$;
 -- ax.concurrency_unpark unparks the first waiting tasks of the keys freed
 -- (up to max_keys of the oldest records), as many as each key has places
 -- free, wakes waiting long polls when it unparked any, and returns how
--- many records it consumed (max_keys: there may be more). The keys are looked at under their
--- advisory locks (lock_class, as the lease's), taken in hash
--- order in one pass: two calls for one key do not both count its free
--- place, and a lease never waits on it crosswise. Run in a transaction of
--- its own (the lease's locks come in a second pass, and two passes in
--- one transaction could wait on another's crosswise). Set-based: a
--- statement a step, whatever the number of keys (a loop over 1,000 keys
--- cost 3 ms a lease).
+-- many records it consumed (max_keys: there may be more). The keys are
+-- looked at under their advisory locks (lock_class, as the lease's),
+-- taken in hash order in one pass: two calls for one key do not both
+-- count its free place, and a lease never waits on it crosswise. Run in
+-- a transaction of its own (the lease's locks come in a second pass, and
+-- two passes in one transaction could wait on another's crosswise).
+-- Set-based: a statement a step, whatever the number of keys (a loop
+-- over 1,000 keys cost 3 ms a lease).
 -- +goose StatementBegin
 CREATE FUNCTION ax.concurrency_unpark(lock_class integer, max_keys integer) RETURNS integer
 LANGUAGE plpgsql AS $$
