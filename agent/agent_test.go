@@ -123,7 +123,15 @@ func TestAgentLostLeaseStopsTaskAndNeverReportsIt(t *testing.T) {
 	close(g.open)
 	eventually(t, func() bool { _, ok := d.resultOf("kept"); return ok }, "the other task is reported")
 
-	time.Sleep(50 * time.Millisecond) // a few more heartbeats and flushes
+	// A heartbeat sent after the task stopped (a sleep of 50 ms saw none
+	// under a full make test, and read the one that learned of the loss).
+	var beats int
+	d.snapshot(func(d *serverDouble) { beats = len(d.heartbeats) })
+	eventually(t, func() bool {
+		var n int
+		d.snapshot(func(d *serverDouble) { n = len(d.heartbeats) })
+		return n > beats
+	}, "a heartbeat after the task stopped")
 	d.snapshot(func(d *serverDouble) {
 		for _, batch := range d.completes {
 			for _, r := range batch {
