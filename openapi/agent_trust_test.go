@@ -190,11 +190,12 @@ func TestAgentsLeaseOnlyTheExecutorsTheyAccept(t *testing.T) {
 // agent that could not lease the task (it would only wait to be stolen).
 func TestRoutingSkipsAgentsWithoutTheExecutor(t *testing.T) {
 	t.Parallel()
-	// Steal after 2 s, not 0.5 s: the lease below must come before s2's
-	// preference expires, and the first fire on a fresh database (cold
-	// catalog caches, more relations since the run-keyed partitions) can
-	// take longer than 0.5 s under the whole suite with -race.
-	env := setupRoutedSteal(t, 2*time.Second)
+	// Steal after 30 s: the lease below must come before s2's preference
+	// expires, and this test waits for no steal. Under the whole suite
+	// with -race the fires and leases here took over 2 s (failed twice
+	// at 2 s; first at 0.5 s: the first fire on a fresh database, cold
+	// catalog caches).
+	env := setupRoutedSteal(t, 30*time.Second)
 	shellers := []*agentClient{env.registerAgent("s1", nil, 4), env.registerAgent("s2", nil, 4)} // shell, http, handler
 	plain := env.registerWith(env.key(openapi.ScopeAgent), "plain", nil)                         // handler, http
 
