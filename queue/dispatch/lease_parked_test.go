@@ -18,7 +18,8 @@ import (
 )
 
 // keyedFixture is a database with one agent and one job whose tasks are
-// written straight into ax.task with a concurrency key.
+// written straight into ax.task with a concurrency key (scope
+// job:parked: jobs of one group share it the same way).
 type keyedFixture struct {
 	t       *testing.T
 	pool    *pgxpool.Pool
