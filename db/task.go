@@ -179,9 +179,11 @@ const ConcurrencyUnparkKeys = 1000
 // that the places freed since the last call have room for, in a
 // transaction of its own (e autocommits, or is a pool), and returns how
 // many freed-key records it consumed (ConcurrencyUnparkKeys: maybe more).
-func TaskConcurrencyUnpark(ctx context.Context, e Executor) (int, error) {
+// An unparked task is ready from now (nil: the database's clock), and
+// leased in that order among its keys' ready tasks.
+func TaskConcurrencyUnpark(ctx context.Context, e Executor, now *time.Time) (int, error) {
 	n, err := queries.TaskConcurrencyUnpark(ctx, e, dbsqlc.TaskConcurrencyUnparkParams{
-		LockClass: concurrencyLockClass, MaxKeys: ConcurrencyUnparkKeys})
+		LockClass: concurrencyLockClass, MaxKeys: ConcurrencyUnparkKeys, Now: now})
 	if err != nil {
 		return 0, fmt.Errorf("error unparking keyed tasks: %w", mapErr(err))
 	}

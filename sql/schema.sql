@@ -466,10 +466,10 @@ CREATE FUNCTION ax.concurrency_places(scope text, key text, lim integer) RETURNS
 $$;
 
 --
--- Name: concurrency_unpark(integer, integer); Type: FUNCTION; Schema: ax; Owner: -
+-- Name: concurrency_unpark(integer, integer, timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
 --
 
-CREATE FUNCTION ax.concurrency_unpark(lock_class integer, max_keys integer) RETURNS integer
+CREATE FUNCTION ax.concurrency_unpark(lock_class integer, max_keys integer, at timestamp with time zone) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -496,7 +496,7 @@ BEGIN
     -- of these keys that committed before: each key's room counted once.
     -- The head's limit is what the key's waiting tasks wait on (jobs of
     -- one group may differ).
-    UPDATE ax.task t SET key_parked = false
+    UPDATE ax.task t SET key_parked = false, not_before = greatest(t.not_before, coalesce(at, now()))
     FROM (SELECT p.id
           FROM unnest(scopes, keys) u(scope, key)
           CROSS JOIN LATERAL (
@@ -3629,7 +3629,7 @@ CREATE INDEX task_concurrency_parked_idx ON ax.task USING btree (concurrency_sco
 -- Name: task_concurrency_pending_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked));
+CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (priority DESC, not_before) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked));
 
 --
 -- Name: task_concurrency_ready_idx; Type: INDEX; Schema: ax; Owner: -

@@ -389,7 +389,7 @@ func (s *LeaseBroker) unpark(ctx context.Context) {
 	if !due {
 		return
 	}
-	n, err := db.TaskConcurrencyUnpark(ctx, s.pool)
+	n, err := db.TaskConcurrencyUnpark(ctx, s.pool, s.clock.Now())
 	if err != nil {
 		s.unparkMore.Store(true)
 		if ctx.Err() == nil {

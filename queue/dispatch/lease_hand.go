@@ -90,7 +90,7 @@ func LeaseMany(ctx context.Context, b db.TxBeginner, batch *LeaseBatch) ([][]*ax
 	// left to the next lease.
 	if e, ok := b.(db.Executor); ok && !batch.SkipUnpark {
 		if _, inTx := b.(pgx.Tx); !inTx {
-			if _, err := db.TaskConcurrencyUnpark(ctx, e); err != nil {
+			if _, err := db.TaskConcurrencyUnpark(ctx, e, batch.Now); err != nil {
 				return nil, fmt.Errorf("error leasing tasks: %w", err)
 			}
 		}

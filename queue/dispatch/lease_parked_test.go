@@ -70,8 +70,13 @@ func (f *keyedFixture) tasks(e db.Executor, key string, lim, n int) []uuid.UUID 
 // lease leases as an agent's long poll does, without waiting.
 func (f *keyedFixture) lease() []*axtype.LeasedTask {
 	f.t.Helper()
+	return f.leaseUpTo(10)
+}
+
+func (f *keyedFixture) leaseUpTo(n int) []*axtype.LeasedTask {
+	f.t.Helper()
 	got, err := dispatch.Lease(context.Background(), f.pool, &dispatch.LeaseParams{AgentID: f.agentID,
-		AgentExecutors: []string{"shell"}, Max: 10, Lease: 30 * time.Second, StealAfter: time.Minute, StarveAfter: time.Hour})
+		AgentExecutors: []string{"shell"}, Max: n, Lease: 30 * time.Second, StealAfter: time.Minute, StarveAfter: time.Hour})
 	require.NoError(f.t, err)
 	return got
 }
@@ -145,6 +150,41 @@ func TestLeaseParksBehindKeyLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, behind, leasedIDs(f.lease()))
 	require.Equal(t, more, f.parked(more...), "customer=acme is still full")
+}
+
+// TestLeaseKeysTakeTurns: keys of limit 1 — acme with 3 runs, then bob
+// with 2, then carol with 1 — leased one task a call. acme's and bob's
+// first go; when acme's ends, its second run is unparked, but it became
+// ready after carol's, which goes first (oldest first would have run
+// acme's whole backlog before carol's); then acme's second, then bob's.
+func TestLeaseKeysTakeTurns(t *testing.T) {
+	t.Parallel()
+	f := newKeyedFixture(t)
+	ctx := context.Background()
+	var acme, bob, carol []uuid.UUID
+	for range 3 {
+		acme = append(acme, f.tasks(f.pool, "customer=acme", 1, 1)...)
+	}
+	for range 2 {
+		bob = append(bob, f.tasks(f.pool, "customer=bob", 1, 1)...)
+	}
+	carol = f.tasks(f.pool, "customer=carol", 1, 1)
+
+	first := f.leaseUpTo(1)
+	require.Equal(t, []uuid.UUID{acme[0]}, leasedIDs(first))
+	require.Equal(t, []uuid.UUID{bob[0]}, leasedIDs(f.leaseUpTo(1)))
+	_, err := db.TaskComplete(ctx, f.pool, []axtype.TaskResult{{
+		TaskRef: axtype.TaskRef{ID: acme[0], Token: first[0].LeaseToken}, State: axtype.TaskSucceeded}})
+	require.NoError(t, err)
+
+	next := f.leaseUpTo(1)
+	require.Equal(t, []uuid.UUID{carol[0]}, leasedIDs(next), "carol's run waited longer than acme's second")
+	require.Empty(t, f.parked(acme[1]), "acme's second was unparked by that lease")
+	after := f.leaseUpTo(1)
+	require.Equal(t, []uuid.UUID{acme[1]}, leasedIDs(after))
+	assert.True(t, after[0].ReadyAt.After(next[0].ReadyAt), "ready when unparked: %s, after carol's %s",
+		after[0].ReadyAt, next[0].ReadyAt)
+	require.Empty(t, f.leaseUpTo(1), "acme and bob at their limits, carol's done leasing")
 }
 
 // TestLeaseUnparksTaskParkedWhileItsKeyFreed: a task is parked by a

@@ -178,7 +178,9 @@ WITH starved AS (
                           AND t.priority < coalesce(c.manual_min_priority,
                                                     CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
                THEN true ELSE false END
-    ORDER BY t.priority DESC, t.created_at
+    -- Ready since (not_before: unparking sets it), not age: a key whose
+    -- place freed goes behind the keys already waiting (migration 00064).
+    ORDER BY t.priority DESC, t.not_before
     LIMIT sqlc.arg('max')::integer
     FOR UPDATE OF t SKIP LOCKED
 ), keyed AS (
@@ -190,7 +192,7 @@ WITH starved AS (
            s.concurrency_scope, s.concurrency_key, s.concurrency_limit
     FROM (SELECT c.*,
                  row_number() OVER (PARTITION BY c.concurrency_scope, c.concurrency_key
-                                    ORDER BY c.priority DESC, c.created_at) AS nth
+                                    ORDER BY c.priority DESC, c.not_before) AS nth
           FROM keyed_scan c) s
     WHERE s.nth <= s.concurrency_limit
 ), candidates AS (
@@ -329,9 +331,10 @@ FROM (SELECT DISTINCT hashtext(u.scope || chr(31) || u.key) AS h
       ORDER BY h) x;
 
 -- TaskConcurrencyUnpark unparks the waiting tasks of keys that freed a
--- place (ax.concurrency_unpark, migration 00063), in its own transaction.
+-- place (ax.concurrency_unpark, migrations 00063 and 00064), in its own
+-- transaction; @now is the lease's clock (nil: the database's).
 -- name: TaskConcurrencyUnpark :one
-SELECT ax.concurrency_unpark(@lock_class::integer, @max_keys::integer)::integer AS unparked;
+SELECT ax.concurrency_unpark(@lock_class::integer, @max_keys::integer, sqlc.narg('now')::timestamptz)::integer AS unparked;
 
 -- TaskConcurrencyWaiting counts, per concurrency scope (a group, or a
 -- job shown as job:<group>/<name>), the keys at their limit that have

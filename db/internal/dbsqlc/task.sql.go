@@ -386,18 +386,20 @@ func (q *Queries) TaskConcurrencyLock(ctx context.Context, db DBTX, arg TaskConc
 }
 
 const taskConcurrencyUnpark = `-- name: TaskConcurrencyUnpark :one
-SELECT ax.concurrency_unpark($1::integer, $2::integer)::integer AS unparked
+SELECT ax.concurrency_unpark($1::integer, $2::integer, $3::timestamptz)::integer AS unparked
 `
 
 type TaskConcurrencyUnparkParams struct {
 	LockClass int32
 	MaxKeys   int32
+	Now       *time.Time
 }
 
 // TaskConcurrencyUnpark unparks the waiting tasks of keys that freed a
-// place (ax.concurrency_unpark, migration 00063), in its own transaction.
+// place (ax.concurrency_unpark, migrations 00063 and 00064), in its own
+// transaction; @now is the lease's clock (nil: the database's).
 func (q *Queries) TaskConcurrencyUnpark(ctx context.Context, db DBTX, arg TaskConcurrencyUnparkParams) (int32, error) {
-	row := db.QueryRow(ctx, taskConcurrencyUnpark, arg.LockClass, arg.MaxKeys)
+	row := db.QueryRow(ctx, taskConcurrencyUnpark, arg.LockClass, arg.MaxKeys, arg.Now)
 	var unparked int32
 	err := row.Scan(&unparked)
 	return unparked, err
@@ -940,7 +942,9 @@ WITH starved AS (
                           AND t.priority < coalesce(c.manual_min_priority,
                                                     CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
                THEN true ELSE false END
-    ORDER BY t.priority DESC, t.created_at
+    -- Ready since (not_before: unparking sets it), not age: a key whose
+    -- place freed goes behind the keys already waiting (migration 00064).
+    ORDER BY t.priority DESC, t.not_before
     LIMIT $11::integer
     FOR UPDATE OF t SKIP LOCKED
 ), keyed AS (
@@ -952,7 +956,7 @@ WITH starved AS (
            s.concurrency_scope, s.concurrency_key, s.concurrency_limit
     FROM (SELECT c.id, c.execution_id, c.rate_class, c.priority, c.created_at, c.not_before, c.pinned, c.preferred_agent_id, c.fallback_agent_id, c.grp, c.concurrency_scope, c.concurrency_key, c.concurrency_limit,
                  row_number() OVER (PARTITION BY c.concurrency_scope, c.concurrency_key
-                                    ORDER BY c.priority DESC, c.created_at) AS nth
+                                    ORDER BY c.priority DESC, c.not_before) AS nth
           FROM keyed_scan c) s
     WHERE s.nth <= s.concurrency_limit
 ), candidates AS (
