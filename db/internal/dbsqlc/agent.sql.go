@@ -125,8 +125,15 @@ SET last_heartbeat_at = coalesce($1::timestamptz, now()), running = $2::integer,
     ready = coalesce($8::boolean, ready),
     state = CASE WHEN state <> 'offline' THEN state
                  -- A heartbeat that passed a replica's key cache just
-                 -- before the key was revoked does not bring it back.
-                 WHEN EXISTS (SELECT 1 FROM ax.api_key k WHERE k.id = a.api_key_id AND k.revoked_at IS NOT NULL)
+                 -- before the key was revoked does not bring it back. Nor
+                 -- does one whose statement began before the agent went
+                 -- offline and waited on its row: that snapshot shows the
+                 -- token unrevoked (Postgres re-reads only the updated
+                 -- row), but a token minted at registration (minted_by,
+                 -- which never changes) is revoked in the transaction
+                 -- that marks its agent offline (migration 00043).
+                 WHEN EXISTS (SELECT 1 FROM ax.api_key k WHERE k.id = a.api_key_id
+                                AND (k.revoked_at IS NOT NULL OR k.minted_by IS NOT NULL))
                       THEN state
                  WHEN drained_at IS NOT NULL THEN 'draining'
                  WHEN quarantined_at IS NOT NULL THEN 'quarantined'
@@ -149,7 +156,8 @@ type AgentHeartbeatParams struct {
 
 // AgentHeartbeat records an agent's load and that it is alive; an agent
 // marked offline comes back as active, or as draining or quarantined when
-// an operator's drain or a quarantine holds (see AgentInsert). Its
+// an operator's drain or a quarantine holds (see AgentInsert), unless it
+// holds a token minted at registration (it registers again). Its
 // smoothed load moves toward this heartbeat's sample (the busiest of
 // running/capacity, CPU and memory use) by 1 - e^(-elapsed/smoothing_seconds):
 // an exponential moving average whose weights do not depend on how often
