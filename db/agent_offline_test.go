@@ -44,11 +44,10 @@ func TestHeartbeatWaitingOnOfflineKeepsItOffline(t *testing.T) {
 		err   error
 	}
 	done := make(chan beat, 1)
-	var pid uint32
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	pid = conn.Conn().PgConn().PID()
+	pid := conn.Conn().PgConn().PID()
 	go func() {
 		st, err := db.AgentHeartbeat(ctx, conn, agentID, &axtype.AgentLoad{Running: 0}, nil)
 		done <- beat{st, err}

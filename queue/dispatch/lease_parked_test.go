@@ -156,7 +156,8 @@ func TestLeaseParksBehindKeyLimit(t *testing.T) {
 // with 2, then carol with 1 — leased one task a call. acme's and bob's
 // first go; when acme's ends, its second run is unparked, but it became
 // ready after carol's, which goes first (oldest first would have run
-// acme's whole backlog before carol's); then acme's second, then bob's.
+// acme's whole backlog before carol's); then acme's second, and nothing
+// more while acme's and bob's first hold their keys.
 func TestLeaseKeysTakeTurns(t *testing.T) {
 	t.Parallel()
 	f := newKeyedFixture(t)
