@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +31,11 @@ type TriggerLoopConfig struct {
 	// BatchSize is how many due triggers one transaction claims. Defaults
 	// to 500.
 	BatchSize int
+	// Claimers is how many batches a pass may write at once: a claim that
+	// comes back full (a burst of ticks due together) starts the next
+	// batch's claim beside it, as another replica's loop would (SKIP
+	// LOCKED splits the work), up to Claimers. Defaults to 2.
+	Claimers int
 	// MisfireThreshold is how late a tick may fire and still be on time;
 	// later ones follow the job's misfire policy. Defaults to 5 seconds.
 	MisfireThreshold time.Duration
@@ -63,6 +69,7 @@ type TriggerLoopConfig struct {
 func (c *TriggerLoopConfig) withDefaults() TriggerLoopConfig {
 	out := *c
 	out.BatchSize = cmp.Or(out.BatchSize, 500)
+	out.Claimers = max(cmp.Or(out.Claimers, 2), 1)
 	out.MisfireThreshold = cmp.Or(out.MisfireThreshold, 5*time.Second)
 	out.MaxSleep = cmp.Or(out.MaxSleep, 5*time.Second)
 	out.FireAhead = max(cmp.Or(out.FireAhead, 250*time.Millisecond), 0)
@@ -126,7 +133,7 @@ func (l *TriggerLoop) Stop() { l.bg.Stop() }
 
 func (l *TriggerLoop) run(ctx context.Context, jobsChanged, runsScheduled <-chan struct{}) {
 	for ctx.Err() == nil {
-		fired, err := l.FireDue(ctx)
+		fired, full, err := l.fireDueTogether(ctx)
 		runs, runsErr := l.FireDueRuns(ctx)
 		_, releaseErr := l.ReleaseWaiting(ctx)
 		if err = errors.Join(err, runsErr, releaseErr); err != nil && ctx.Err() == nil {
@@ -134,7 +141,7 @@ func (l *TriggerLoop) run(ctx context.Context, jobsChanged, runsScheduled <-chan
 			notify.Sleep(ctx, time.Second, jobsChanged, runsScheduled)
 			continue
 		}
-		if fired == l.cfg.BatchSize || runs == l.cfg.BatchSize {
+		if full || runs == l.cfg.BatchSize {
 			continue // more may be due right now
 		}
 		if (fired > 0 || runs > 0) && l.cfg.FireAhead > 0 {
@@ -187,11 +194,56 @@ const fireAheadSlices = 5
 // The batch is written in one set-based pass; only when that fails is it
 // split in halves under savepoints until the failing jobs are found.
 func (l *TriggerLoop) FireDue(ctx context.Context) (int, error) {
+	return l.fireDue(ctx, nil)
+}
+
+// fireDueTogether is a pass's FireDue: a claim that comes back full
+// starts another batch beside it (up to Claimers), so that a burst of
+// ticks due at one instant is written on as many connections, not one
+// batch after another: with 1,000 every-second jobs, one loop took 77 ms
+// to the last fire of each second (p99 of BenchmarkFireLag without
+// fire-ahead). It returns how many triggers the batches claimed and
+// whether any was full (more may be due).
+func (l *TriggerLoop) fireDueTogether(ctx context.Context) (fired int, full bool, err error) {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		started = 1
+		claim   func()
+	)
+	beside := func() { // called by a claim that came back full
+		mu.Lock()
+		defer mu.Unlock()
+		if started < l.cfg.Claimers {
+			started++
+			wg.Go(claim)
+		}
+	}
+	claim = func() {
+		n, err := l.fireDue(ctx, beside)
+		mu.Lock()
+		defer mu.Unlock()
+		fired += n
+		full = full || n == l.cfg.BatchSize
+		errs = append(errs, err)
+	}
+	wg.Go(claim)
+	wg.Wait()
+	return fired, full, errors.Join(errs...)
+}
+
+// fireDue is FireDue; full, when not nil, is called as soon as the claim
+// comes back full, before the batch is written.
+func (l *TriggerLoop) fireDue(ctx context.Context, full func()) (int, error) {
 	var b *batch
 	err := db.WithTx(ctx, l.pool, func(tx pgx.Tx) error {
 		due, err := db.TriggerClaimDue(ctx, tx, l.cfg.BatchSize, l.cfg.FireAhead, l.cfg.Clock.Now())
 		if err != nil || len(due) == 0 {
 			return err
+		}
+		if full != nil && len(due) == l.cfg.BatchSize {
+			full()
 		}
 		if err := l.calendars.resolve(ctx, tx, due); err != nil {
 			return err

@@ -343,6 +343,36 @@ func TestConcurrentReplicasFireEachTickOnce(t *testing.T) {
 	}
 }
 
+// TestPassClaimsBesideAFullBatch: 5 jobs due at once, batches of 2. A
+// loop of 1 claimer fires one batch a pass (2). Then one of 2 claimers:
+// its pass's first claim comes back full and starts a second beside it,
+// which takes the last one (3 in the pass, and more may be due); its next
+// pass finds none. Each tick fires once.
+func TestPassClaimsBesideAFullBatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	for range 5 {
+		j := e.job(axtype.TriggerInterval, nil)
+		e.behind(j.ID, 0)
+	}
+	one := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{BatchSize: 2, Claimers: 1, FireAhead: -1})
+	fired, full, err := one.FirePass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []any{2, true}, []any{fired, full}, "one claimer: one batch a pass")
+
+	two := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{BatchSize: 2, Claimers: 2, FireAhead: -1})
+	fired, full, err = two.FirePass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []any{3, true}, []any{fired, full}, "a full claim started one beside it: the 3 left, 2 + 1")
+	fired, full, err = two.FirePass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []any{0, false}, []any{fired, full})
+	require.Equal(t, 5, e.count(`SELECT count(*) FROM ax.all_executions`))
+	require.Zero(t, e.count(`SELECT count(*) FROM (SELECT job_id, scheduled_for FROM ax.all_executions
+		GROUP BY 1, 2 HAVING count(*) > 1) d`), "no tick fired twice")
+}
+
 // TestFireAhead: a tick due within the fire-ahead window fires now, and
 // its tasks are held until the tick. (The tick is 5 s ahead and the
 // window 10 s: with 150 ms and 250 ms, a loaded machine took longer than
