@@ -764,17 +764,52 @@ SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean A
 -- all the waiting polls of a replica together), so an idle poll costs a
 -- share of one short transaction per check. An agent not found has no row.
 -- name: TaskNextLeasable :many
+WITH pending AS MATERIALIZED (
+    -- What the min below needs of the pending tasks, read once for all
+    -- the agents checking (and only when some agent has nothing leasable
+    -- now: a CTE is read as it is scanned): the earliest not_before of
+    -- each group of tasks alike for every rule below, with its job's
+    -- labels and executor and its class's next token. A probe of ax.job
+    -- per task and agent cost 5 ms a check with 2,000 pending tasks routed
+    -- to other agents (BenchmarkManyAgents); a group is mostly a job's
+    -- tasks routed to one agent.
+    SELECT g.preferred_agent_id, g.fallback_agent_id, g.pinned, g.not_before,
+           j.target_labels, j.executor_kind::text AS executor_kind,
+           -- A dry class's next token (level from its lazy refill); null,
+           -- so ignored by greatest, without a class.
+           coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
+               * greatest(0, extract(epoch FROM coalesce(sqlc.narg('now')::timestamptz, now()) - c.refilled_at)))) / c.rate)) AS token_at
+    FROM (SELECT t.job_id, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.rate_class,
+                 CASE WHEN t.rate_class IS NOT NULL THEN t.priority END AS priority,
+                 t.concurrency_scope, t.concurrency_key, t.concurrency_limit, min(t.not_before) AS not_before
+          FROM ax.task t
+          -- A parked task is not leasable until a lease unparks it.
+          WHERE t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked
+          GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
+    JOIN ax.job j ON j.id = g.job_id
+    LEFT JOIN ax.rate_class c ON c.name = g.rate_class
+    -- A task whose key is at its limit is not leasable until one of the
+    -- key's ends (TaskComplete and the reaper NOTIFY then).
+    WHERE (g.concurrency_key IS NULL
+           OR (SELECT count(*) FROM ax.task k
+               WHERE k.concurrency_scope = g.concurrency_scope AND k.concurrency_key = g.concurrency_key
+                 AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < g.concurrency_limit)
+      AND (g.rate_class IS NULL
+           OR (c.name IS NOT NULL
+               AND g.priority >= coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
+                                          g.priority)))
+)
 SELECT a.id, a.state::text AS state, a.ready,
        -- A key freed places that no lease has unparked yet: a lease now
        -- unparks its waiting tasks (see LeaseBroker.unpark).
        EXISTS (SELECT 1 FROM ax.concurrency_key_freed)::boolean AS keys_freed,
        CASE WHEN EXISTS (
-           -- Leasable now, found by the first task that is (a poll that
-           -- leased nothing while a backlog waits, when another agent's
-           -- lease took the rows it would have): the min below reads
-           -- every pending task the agent could take, 11 ms a check with
-           -- 2,000 pending and 200 agents polling (BenchmarkManyAgents).
-           -- Same rules as the min; a task of a rate class is left to it.
+           -- A task leasable now (a poll that leased nothing while a
+           -- backlog waits, when another agent's lease took the rows it
+           -- would have) answers 0 from the first such row, without the
+           -- min below. Same rules as the min; a task of a rate class is
+           -- left to it.
            SELECT 1
            FROM ax.task t
            JOIN ax.job j ON j.id = t.job_id
@@ -798,36 +833,17 @@ SELECT a.id, a.state::text AS state, a.ready,
        THEN 0::bigint ELSE
        coalesce((extract(epoch FROM (
            SELECT min(greatest(
-                      CASE WHEN t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id THEN t.not_before
-                           WHEN t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id
-                                THEN t.not_before + make_interval(secs => sqlc.arg('steal_seconds')::double precision)
-                           ELSE t.not_before + make_interval(secs => sqlc.arg('steal_any_seconds')::double precision)
+                      CASE WHEN p.preferred_agent_id IS NULL OR p.preferred_agent_id = a.id THEN p.not_before
+                           WHEN p.fallback_agent_id IS NULL OR p.fallback_agent_id = a.id
+                                THEN p.not_before + make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+                           ELSE p.not_before + make_interval(secs => sqlc.arg('steal_any_seconds')::double precision)
                       END,
-                      -- A dry class's next token (level from its lazy refill);
-                      -- null, so ignored, without a class.
-                      coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
-                                  * greatest(0, extract(epoch FROM coalesce(sqlc.narg('now')::timestamptz, now()) - c.refilled_at)))) / c.rate))))
-           FROM ax.task t
-           JOIN ax.job j ON j.id = t.job_id
-           LEFT JOIN ax.rate_class c ON c.name = t.rate_class
-           WHERE t.state = 'pending' AND NOT t.agentless
-             AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
-             AND j.executor_kind::text = ANY(a.executors)
-             AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
-             AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
-             -- A task whose key is at its limit is not leasable until one
-             -- of the key's ends (TaskComplete and the reaper NOTIFY then);
-             -- a parked one not until a lease unparks it.
-             AND NOT t.key_parked
-             AND (t.concurrency_key IS NULL
-                  OR (SELECT count(*) FROM ax.task k
-                      WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
-                        AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit)
-             AND (t.rate_class IS NULL
-                  OR (c.name IS NOT NULL
-                      AND t.priority >= coalesce(c.manual_min_priority,
-                                                 CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
-                                                 t.priority)))
+                      p.token_at))
+           FROM pending p
+           WHERE (p.preferred_agent_id = a.id OR p.target_labels <@ a.labels)
+             AND p.executor_kind = ANY(a.executors)
+             AND (NOT a.label_bound OR p.target_labels <> '{}'::jsonb)
+             AND NOT (p.pinned AND p.preferred_agent_id <> a.id)
        ) - coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())) * 1000)::bigint, 3600000) END::bigint AS millis
 FROM ax.agent a
 WHERE a.id = ANY(@agent_ids::uuid[]);
