@@ -55,7 +55,12 @@ const (
 //   - STEP-blks-per-task: the shared buffers the step's backend read or
 //     hit (pg_stat_database of the benchmark's database, flushed at the
 //     end of each step), which counts what the statements read as well
-//     as what they write.
+//     as what they write;
+//   - STEP-heap-rows-per-task and STEP-index-entries-per-task: the row
+//     versions written (inserted, updated, HOT or not, deleted) and the
+//     b-tree entries inserted, counted from the step's WAL records
+//     (pg_walinspect's pg_get_wal_stats, Postgres 15 and later; left out
+//     with a log line where the extension cannot be created).
 //
 // They measure work, not time: a change that saves CPU without saving
 // writes or reads (a cheaper plan over the same rows) shows in CPU alone.
@@ -103,20 +108,30 @@ func BenchmarkWritePath(b *testing.B) {
 type workMeter struct {
 	pool         *pgxpool.Pool
 	canFlush     bool // pg_stat_force_next_flush exists (Postgres 15 and later)
+	canInspect   bool // pg_walinspect is there: rows and index entries are counted
 	wal, blocks  map[string]int64
+	rows, index  map[string]int64
 	walAt, blkAt int64 // the counters when the step began
 }
 
 func newWorkMeter(b *testing.B, pool *pgxpool.Pool) *workMeter {
 	b.Helper()
-	m := &workMeter{pool: pool, wal: map[string]int64{}, blocks: map[string]int64{}}
-	err := pool.QueryRow(context.Background(),
+	ctx := context.Background()
+	m := &workMeter{pool: pool, wal: map[string]int64{}, blocks: map[string]int64{},
+		rows: map[string]int64{}, index: map[string]int64{}}
+	err := pool.QueryRow(ctx,
 		"SELECT to_regproc('pg_catalog.pg_stat_force_next_flush') IS NOT NULL").Scan(&m.canFlush)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if !m.canFlush {
 		b.Log("no pg_stat_force_next_flush (Postgres before 15): blks-per-task lags by up to a second of statistics")
+	}
+	// In the benchmark's own database, dropped with it.
+	if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_walinspect"); err != nil {
+		b.Logf("no pg_walinspect (%v): heap rows and index entries per task are not counted", err)
+	} else {
+		m.canInspect = true
 	}
 	return m
 }
@@ -170,12 +185,39 @@ func (m *workMeter) end(b *testing.B, step string) {
 	wal, blocks := m.read(b)
 	m.wal[step] += wal - m.walAt
 	m.blocks[step] += blocks - m.blkAt
+	if m.canInspect {
+		rows, entries := m.records(b, m.walAt, wal)
+		m.rows[step] += rows
+		m.index[step] += entries
+	}
+}
+
+// records counts, in the WAL between two insert positions, the heap
+// records that write a row version or delete one, and the b-tree records
+// that insert an entry (a split inserts the entry that caused it).
+func (m *workMeter) records(b *testing.B, from, to int64) (rows, entries int64) {
+	b.Helper()
+	err := m.pool.QueryRow(context.Background(), `
+		SELECT coalesce(sum(count) FILTER (WHERE "resource_manager/record_type"
+		                   ~ '^Heap/(INSERT|UPDATE|HOT_UPDATE|DELETE)(\+INIT)?$'), 0)::bigint,
+		       coalesce(sum(count) FILTER (WHERE "resource_manager/record_type"
+		                   ~ '^Btree/(INSERT_LEAF|INSERT_POST|SPLIT_L|SPLIT_R)$'), 0)::bigint
+		FROM pg_get_wal_stats('0/0'::pg_lsn + $1::numeric, '0/0'::pg_lsn + $2::numeric, true)`,
+		from, to).Scan(&rows, &entries)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rows, entries
 }
 
 func (m *workMeter) report(b *testing.B, tasks int) {
 	for _, step := range []string{"fire", "lease", "complete"} {
 		b.ReportMetric(float64(m.wal[step])/float64(tasks), step+"-wal-bytes-per-task")
 		b.ReportMetric(float64(m.blocks[step])/float64(tasks), step+"-blks-per-task")
+		if m.canInspect {
+			b.ReportMetric(float64(m.rows[step])/float64(tasks), step+"-heap-rows-per-task")
+			b.ReportMetric(float64(m.index[step])/float64(tasks), step+"-index-entries-per-task")
+		}
 	}
 }
 
