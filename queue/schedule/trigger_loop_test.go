@@ -353,7 +353,9 @@ func TestPassClaimsBesideAFullBatch(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	for range 5 {
-		j := e.job(axtype.TriggerInterval, nil)
+		// Hourly: the default interval (1 s) makes the next ticks due
+		// while the test runs.
+		j := e.job(axtype.TriggerInterval, func(j *axtype.Job) { j.IntervalSeconds = 3600 })
 		e.behind(j.ID, 0)
 	}
 	one := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{BatchSize: 2, Claimers: 1, FireAhead: -1})
