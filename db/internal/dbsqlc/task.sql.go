@@ -1695,8 +1695,9 @@ WITH execs AS (
            CASE WHEN tm.samples > 0
                 THEN least(x.timeout_seconds, greatest(5, ceil(3 * tm.p95_ms / 1000.0)))::integer
                 ELSE x.timeout_seconds END AS timeout_seconds,
-           -- A scheduled run's tasks wait for its tick plus the job's jitter.
-           greatest(x.scheduled_for + CASE WHEN x.cause IN ('schedule', 'catch_up')
+           -- A scheduled run's tasks wait for its tick plus the job's jitter
+           -- (the offset's md5 only for a job that has jitter: 3 µs a run).
+           greatest(x.scheduled_for + CASE WHEN x.cause IN ('schedule', 'catch_up') AND x.jitter_seconds > 0
                                            THEN ax.jitter_offset(x.job_id, x.scheduled_for, x.jitter_seconds)
                                            ELSE interval '0' END, now()) AS not_before,
            s.agent_id AS pinned_agent_id, coalesce(x.rate_limit_class, '') AS rate_class, x.agentless,
