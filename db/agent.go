@@ -45,6 +45,23 @@ func AgentGetByID(ctx context.Context, e Executor, id uuid.UUID) (*axtype.Agent,
 	return agentFromRow(r, 0)
 }
 
+// AgentGetMany returns the agents of ids that exist, by id.
+func AgentGetMany(ctx context.Context, e Executor, ids []uuid.UUID) (map[uuid.UUID]*axtype.Agent, error) {
+	rows, err := queries.AgentGetMany(ctx, e, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error getting %d agents: %w", len(ids), mapErr(err))
+	}
+	out := make(map[uuid.UUID]*axtype.Agent, len(rows))
+	for _, r := range rows {
+		a, err := agentFromRow(r, 0)
+		if err != nil {
+			return nil, err
+		}
+		out[a.ID] = a
+	}
+	return out, nil
+}
+
 // AgentHeartbeat records that an agent is alive and its load; it returns
 // the agent's state. now, when set, replaces the database clock (tests).
 func AgentHeartbeat(ctx context.Context, e Executor, id uuid.UUID, l *axtype.AgentLoad, now *time.Time) (string, error) {

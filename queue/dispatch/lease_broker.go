@@ -99,7 +99,8 @@ type LeaseBroker struct {
 	outbox   *delivery.Outbox                                  // enqueues callbacks of executions results end; nil: none
 	clock    *clock.Clock                                      // nil: the database's now()
 	classes  *RateClasses                                      // admission: tokens before a lease
-	outlooks *outlooks                                         // the waiting polls' checks, read together
+	outlooks *readTogether[*axtype.LeaseOutlook]               // the waiting polls' checks, read together
+	agents   *readTogether[*axtype.Agent]                      // the agent rows calls start with, read together
 	leases   *batches[axtype.LeaseAgent, []*axtype.LeasedTask] // the due polls' leases, taken together
 	results  *batches[agentResults, []axtype.CompletedTask]    // the agents' results, recorded together
 	// keyFreed has a value after a concurrency key freed a place (nil
@@ -120,8 +121,11 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	}
 	s := &LeaseBroker{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m,
 		classes: NewRateClasses(pool, logger)}
-	s.outlooks = &outlooks{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
+	s.outlooks = &readTogether[*axtype.LeaseOutlook]{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
 		return db.TaskNextLeasable(ctx, s.pool, agentIDs, s.cfg.StealAfter, s.clock.Now())
+	}}
+	s.agents = &readTogether[*axtype.Agent]{read: func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*axtype.Agent, error) {
+		return db.AgentGetMany(ctx, s.pool, ids)
 	}}
 	if notifier != nil {
 		s.keyFreed, _ = notifier.Subscribe(notify.KeyFreedChannel) // for the broker's life
@@ -152,9 +156,14 @@ func (s *LeaseBroker) Register(ctx context.Context, a *axtype.Agent) (*axtype.Ag
 	return agent, nil
 }
 
-// Get returns an agent.
+// Get returns an agent as of a read that began after the call (read
+// with the other calls' agents of the moment, see readTogether).
 func (s *LeaseBroker) Get(ctx context.Context, id uuid.UUID) (*axtype.Agent, error) {
-	return db.AgentGetByID(ctx, s.pool, id)
+	a, err := s.agents.get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("error getting agent %s: %w", id, err)
+	}
+	return a, nil
 }
 
 // List returns every agent.

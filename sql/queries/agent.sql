@@ -26,6 +26,11 @@ RETURNING *;
 -- name: AgentGetByID :one
 SELECT * FROM ax.agent WHERE id = @id;
 
+-- AgentGetMany returns the agents of @ids that exist (the lease broker
+-- reads the agents of calls that arrive together in one statement).
+-- name: AgentGetMany :many
+SELECT * FROM ax.agent WHERE id = ANY(@ids::uuid[]);
+
 -- AgentHeartbeat records an agent's load and that it is alive; an agent
 -- marked offline comes back as active, or as draining or quarantined when
 -- an operator's drain or a quarantine holds (see AgentInsert), unless it

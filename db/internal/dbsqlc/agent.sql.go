@@ -112,6 +112,60 @@ func (q *Queries) AgentGetByID(ctx context.Context, db DBTX, id uuid.UUID) (AxAg
 	return i, err
 }
 
+const agentGetMany = `-- name: AgentGetMany :many
+SELECT id, name, labels, capacity, version, state, ready, api_key_id, running, cpu, load1, memory, registered_at, last_heartbeat_at, weight, health_since, quarantined_at, last_probe_at, executors, registered_by, drained_at, label_bound, load, load_at, disk_free_bytes, host_name, host_ip FROM ax.agent WHERE id = ANY($1::uuid[])
+`
+
+// AgentGetMany returns the agents of @ids that exist (the lease broker
+// reads the agents of calls that arrive together in one statement).
+func (q *Queries) AgentGetMany(ctx context.Context, db DBTX, ids []uuid.UUID) ([]AxAgent, error) {
+	rows, err := db.Query(ctx, agentGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AxAgent
+	for rows.Next() {
+		var i AxAgent
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Labels,
+			&i.Capacity,
+			&i.Version,
+			&i.State,
+			&i.Ready,
+			&i.ApiKeyID,
+			&i.Running,
+			&i.Cpu,
+			&i.Load1,
+			&i.Memory,
+			&i.RegisteredAt,
+			&i.LastHeartbeatAt,
+			&i.Weight,
+			&i.HealthSince,
+			&i.QuarantinedAt,
+			&i.LastProbeAt,
+			&i.Executors,
+			&i.RegisteredBy,
+			&i.DrainedAt,
+			&i.LabelBound,
+			&i.Load,
+			&i.LoadAt,
+			&i.DiskFreeBytes,
+			&i.HostName,
+			&i.HostIp,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const agentHeartbeat = `-- name: AgentHeartbeat :one
 UPDATE ax.agent a
 SET last_heartbeat_at = coalesce($1::timestamptz, now()), running = $2::integer, cpu = $3, load1 = $4, memory = $5,

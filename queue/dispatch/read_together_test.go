@@ -12,16 +12,16 @@ import (
 	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
-// Checks made while a read is out are answered together by the next read,
-// each with its own agent's outlook; an agent the read does not find gets
+// Calls made while a read is out are answered together by the next read,
+// each with its own row; an id the read does not find gets
 // axtype.ErrNotFound.
-func TestOutlooksReadTheWaitingChecksTogether(t *testing.T) {
+func TestReadTogetherAnswersWaitingCallsWithOneRead(t *testing.T) {
 	t.Parallel()
 	first := make(chan struct{})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var reads [][]uuid.UUID
-	o := &outlooks{read: func(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
+	o := &readTogether[*axtype.LeaseOutlook]{read: func(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
 		mu.Lock()
 		reads = append(reads, ids)
 		n := len(reads)
