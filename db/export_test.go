@@ -87,3 +87,6 @@ func TaskLeasePlan(ctx context.Context, e Executor, p *TaskLeasePickParams) (str
 	}
 	return x.plan, nil
 }
+
+// MapErrForTest is mapErr: what callers get of a driver's error.
+func MapErrForTest(err error) error { return mapErr(err) }

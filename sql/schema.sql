@@ -560,6 +560,45 @@ BEGIN
 END $$;
 
 --
+-- Name: execution_job_deleted(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.execution_job_deleted() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM ax.execution e WHERE e.job_id IN (SELECT o.id FROM old_rows o);
+    RETURN NULL;
+END $$;
+
+--
+-- Name: execution_job_exists(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.execution_job_exists() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    jobs    uuid[];
+    locked  integer;
+    missing uuid;
+BEGIN
+    jobs := ARRAY(SELECT DISTINCT r.job_id FROM new_rows r ORDER BY r.job_id);
+    -- By = ANY of an array: a probe of job_pkey per job, whatever the plan.
+    PERFORM 1 FROM ax.job j WHERE j.id = ANY(jobs) ORDER BY j.id FOR KEY SHARE;
+    GET DIAGNOSTICS locked = ROW_COUNT;
+    IF locked < cardinality(jobs) THEN
+        SELECT u.id INTO missing FROM unnest(jobs) AS u(id)
+        WHERE NOT EXISTS (SELECT 1 FROM ax.job j WHERE j.id = u.id)
+        LIMIT 1;
+        RAISE EXCEPTION 'insert or update on table "execution" violates foreign key constraint "execution_job_id_fkey"'
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'execution_job_id_fkey', TABLE = 'execution',
+                  SCHEMA = 'ax', DETAIL = format('Key (job_id)=(%s) is not present in table "job".', missing);
+    END IF;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: history_define_move(); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -3728,6 +3767,18 @@ CREATE TRIGGER console_session_key_revoked AFTER UPDATE OF revoked_at ON ax.api_
 CREATE TRIGGER execution_ended AFTER UPDATE ON ax.execution REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.execution_ended();
 
 --
+-- Name: job execution_job_deleted; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER execution_job_deleted AFTER DELETE ON ax.job REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.execution_job_deleted();
+
+--
+-- Name: execution execution_job_exists; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER execution_job_exists AFTER INSERT ON ax.execution REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.execution_job_exists();
+
+--
 -- Name: job job_calendar_sync_insert; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -3881,13 +3932,6 @@ ALTER TABLE ONLY ax.console_session
 
 ALTER TABLE ONLY ax.delayed_run
     ADD CONSTRAINT delayed_run_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
-
---
--- Name: execution execution_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
---
-
-ALTER TABLE ONLY ax.execution
-    ADD CONSTRAINT execution_job_id_fkey FOREIGN KEY (job_id) REFERENCES ax.job(id) ON DELETE CASCADE;
 
 --
 -- Name: http_task_slot_wait http_task_slot_wait_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -
