@@ -202,7 +202,11 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*axtype.NewExe
 func taskRouteAndInsert(ctx context.Context, e Executor, planned []dbsqlc.TaskPlanForExecutionsRow, route axtype.RouteFunc) ([]*axtype.NewTask, error) {
 	tasks := make([]*axtype.NewTask, len(planned))
 	for i, r := range planned {
-		tasks[i] = &axtype.NewTask{ID: r.ID, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("error generating task id: %w", err)
+		}
+		tasks[i] = &axtype.NewTask{ID: id, ExecutionID: r.ExecutionID, JobID: r.JobID, JobName: r.JobName,
 			JobGroup: r.GroupName, ShardIndex: int(r.ShardIndex), ShardTotal: int(r.ShardTotal),
 			ShardParam: r.ShardParam, Pinned: r.PinnedAgentID != nil, Agentless: r.Agentless,
 			RouteStrategy: axtype.RouteStrategy(r.RouteStrategy), ExecutorKind: axtype.ExecutorKind(r.ExecutorKind),
@@ -260,7 +264,7 @@ func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPla
 		RateClasses: make([]string, n), Agentless: make([]bool, n), ConcurrencyScopes: make([]string, n),
 		ConcurrencyKeys: make([]string, n), ConcurrencyLimits: make([]int32, n), KeyErrors: make([]string, n)}
 	for i, r := range planned {
-		p.Ids[i], p.ExecutionIds[i], p.JobIds[i] = r.ID, r.ExecutionID, r.JobID
+		p.Ids[i], p.ExecutionIds[i], p.JobIds[i] = tasks[i].ID, r.ExecutionID, r.JobID
 		p.ShardIndexes[i], p.ShardTotals[i], p.ShardParams[i] = r.ShardIndex, r.ShardTotal, r.ShardParam
 		p.Priorities[i], p.MaxAttempts[i], p.TimeoutSeconds[i] = r.Priority, r.MaxAttempts, r.TimeoutSeconds
 		p.NotBefores[i], p.RateClasses[i], p.Agentless[i] = r.NotBefore, r.RateClass, r.Agentless
@@ -275,7 +279,7 @@ func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPla
 				p.ConcurrencyLimits[i] = int32(t.ConcurrencyLimit)
 			}
 		}
-		switch route := byTask[r.ID]; {
+		switch route := byTask[tasks[i].ID]; {
 		case r.PinnedAgentID != nil:
 			p.Preferred[i], p.Pinned[i] = *r.PinnedAgentID, true
 		case route != nil:

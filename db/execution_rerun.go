@@ -83,7 +83,7 @@ func ExecutionRerunInsert(ctx context.Context, e Executor, r *NewRerun, route ax
 	}
 	planned := make([]dbsqlc.TaskPlanForExecutionsRow, len(rows))
 	for i, x := range rows {
-		planned[i] = dbsqlc.TaskPlanForExecutionsRow{ID: x.ID, ExecutionID: x.ExecutionID, JobID: x.JobID,
+		planned[i] = dbsqlc.TaskPlanForExecutionsRow{ExecutionID: x.ExecutionID, JobID: x.JobID,
 			ShardIndex: x.ShardIndex, ShardTotal: x.ShardTotal, ShardParam: x.ShardParam, Priority: x.Priority,
 			MaxAttempts: x.MaxAttempts, TimeoutSeconds: x.TimeoutSeconds, NotBefore: x.NotBefore,
 			RateClass: x.RateClass, Agentless: x.Agentless, RouteStrategy: x.RouteStrategy, RouteKey: x.RouteKey,

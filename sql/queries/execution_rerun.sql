@@ -29,9 +29,10 @@ RETURNING id;
 -- not succeed, each with its shard index, total and param; a broadcast
 -- shard stays pinned to its agent. Attempts and timeout are the job's
 -- now (an adaptive job's ceiling). The rows have the shape of
--- TaskPlanForExecutions', so routing and the insert are shared.
+-- TaskPlanForExecutions' (no id: the caller makes it), so routing and
+-- the insert are shared.
 -- name: TaskPlanForRerun :many
-SELECT ax.uuid_v7() AS id, e.id AS execution_id, e.job_id, o.shard_index, o.shard_total, o.shard_param,
+SELECT e.id AS execution_id, e.job_id, o.shard_index, o.shard_total, o.shard_param,
        e.priority, j.retry_max_attempts AS max_attempts, j.timeout_seconds,
        now()::timestamptz AS not_before,
        o.pinned, o.preferred_agent_id,

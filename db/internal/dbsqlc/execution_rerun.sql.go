@@ -211,7 +211,7 @@ func (q *Queries) ExecutionRerunInsert(ctx context.Context, db DBTX, arg Executi
 }
 
 const taskPlanForRerun = `-- name: TaskPlanForRerun :many
-SELECT ax.uuid_v7() AS id, e.id AS execution_id, e.job_id, o.shard_index, o.shard_total, o.shard_param,
+SELECT e.id AS execution_id, e.job_id, o.shard_index, o.shard_total, o.shard_param,
        e.priority, j.retry_max_attempts AS max_attempts, j.timeout_seconds,
        now()::timestamptz AS not_before,
        o.pinned, o.preferred_agent_id,
@@ -234,7 +234,6 @@ type TaskPlanForRerunParams struct {
 }
 
 type TaskPlanForRerunRow struct {
-	ID                  uuid.UUID
 	ExecutionID         uuid.UUID
 	JobID               uuid.UUID
 	ShardIndex          int32
@@ -265,7 +264,8 @@ type TaskPlanForRerunRow struct {
 // not succeed, each with its shard index, total and param; a broadcast
 // shard stays pinned to its agent. Attempts and timeout are the job's
 // now (an adaptive job's ceiling). The rows have the shape of
-// TaskPlanForExecutions', so routing and the insert are shared.
+// TaskPlanForExecutions' (no id: the caller makes it), so routing and
+// the insert are shared.
 func (q *Queries) TaskPlanForRerun(ctx context.Context, db DBTX, arg TaskPlanForRerunParams) ([]TaskPlanForRerunRow, error) {
 	rows, err := db.Query(ctx, taskPlanForRerun, arg.ExecutionID, arg.RerunOf, arg.FailedOnly)
 	if err != nil {
@@ -276,7 +276,6 @@ func (q *Queries) TaskPlanForRerun(ctx context.Context, db DBTX, arg TaskPlanFor
 	for rows.Next() {
 		var i TaskPlanForRerunRow
 		if err := rows.Scan(
-			&i.ID,
 			&i.ExecutionID,
 			&i.JobID,
 			&i.ShardIndex,
