@@ -157,13 +157,16 @@ func (s *LeaseBroker) Register(ctx context.Context, a *axtype.Agent) (*axtype.Ag
 }
 
 // Get returns an agent as of a read that began after the call (read
-// with the other calls' agents of the moment, see readTogether).
+// with the other calls' agents of the moment, see readTogether). Each
+// caller gets a copy of its own: a lease poll updates the agent's state
+// and readiness as it checks, and calls of one agent share a read.
 func (s *LeaseBroker) Get(ctx context.Context, id uuid.UUID) (*axtype.Agent, error) {
 	a, err := s.agents.get(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("error getting agent %s: %w", id, err)
 	}
-	return a, nil
+	own := *a
+	return &own, nil
 }
 
 // List returns every agent.

@@ -81,3 +81,50 @@ func TestReadTogetherAnswersWaitingCallsWithOneRead(t *testing.T) {
 
 // gone is an agent no read finds.
 var gone = uuid.MustParse("0190a0a0-0000-7000-8000-00000000dead")
+
+// Two calls of one agent answered by one read get agents of their own: a
+// lease poll updates its agent's state as it checks (waitLeasable), and
+// another call of the same agent must not see it, nor race with it.
+func TestLeaseBrokerGetGivesEachCallItsOwnAgent(t *testing.T) {
+	t.Parallel()
+	id, other := uuid.New(), uuid.New()
+	first := make(chan struct{})
+	release := make(chan struct{})
+	s := &LeaseBroker{agents: &readTogether[*axtype.Agent]{read: func(_ context.Context, ids []uuid.UUID) (map[uuid.UUID]*axtype.Agent, error) {
+		if ids[0] == other {
+			close(first)
+			<-release // the two calls of id queue up meanwhile, for one read
+		}
+		out := map[uuid.UUID]*axtype.Agent{}
+		for _, x := range ids {
+			out[x] = &axtype.Agent{ID: x, State: axtype.AgentActive, Ready: true}
+		}
+		return out, nil
+	}}}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := s.Get(ctx, other)
+		require.NoError(t, err)
+	})
+	<-first
+	got := make([]*axtype.Agent, 2)
+	for i := range got {
+		wg.Go(func() {
+			a, err := s.Get(ctx, id)
+			require.NoError(t, err)
+			got[i] = a
+		})
+	}
+	require.Eventually(t, func() bool {
+		s.agents.mu.Lock()
+		defer s.agents.mu.Unlock()
+		return len(s.agents.waiting[id]) == 2
+	}, 5*time.Second, time.Millisecond, "both calls wait for the next read")
+	close(release)
+	wg.Wait()
+	require.NotSame(t, got[0], got[1])
+	got[0].State, got[0].Ready = axtype.AgentDraining, false
+	require.Equal(t, axtype.AgentActive, got[1].State)
+	require.True(t, got[1].Ready)
+}
