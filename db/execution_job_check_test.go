@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -86,22 +87,28 @@ func TestRunsHoldTheirJob(t *testing.T) {
 		require.Equal(t, 1, others, "another job's run stays")
 	})
 
-	t.Run("fire waits for the deletion", func(t *testing.T) {
-		job := testfactory.Job(ctx, t, pool, nil)
+	// fireDuringDeletion deletes job in a transaction it returns, then
+	// fires it on another connection and returns the fire's error once
+	// the fire waits on the deletion's lock.
+	fireDuringDeletion := func(t *testing.T, job uuid.UUID) (pgx.Tx, <-chan error) {
 		del, err := pool.Begin(ctx)
 		require.NoError(t, err)
-		defer func() { _ = del.Rollback(ctx) }()
-		require.NoError(t, db.JobDelete(ctx, del, job.ID))
-
+		t.Cleanup(func() { _ = del.Rollback(ctx) })
+		require.NoError(t, db.JobDelete(ctx, del, job))
 		conn, err := pool.Acquire(ctx)
 		require.NoError(t, err)
-		defer conn.Release()
 		fired := make(chan error, 1)
 		go func() {
-			_, err := insertRun(ctx, conn, job.ID)
+			_, err := insertRun(ctx, conn, job)
+			conn.Release()
 			fired <- err
 		}()
 		waitOnLock(t, pool, conn.Conn().PgConn().PID(), "the fire waits for the deletion's transaction")
+		return del, fired
+	}
+
+	t.Run("fire waits for the deletion", func(t *testing.T) {
+		del, fired := fireDuringDeletion(t, testfactory.Job(ctx, t, pool, nil).ID)
 		require.NoError(t, del.Commit(ctx))
 		var bad *axtype.ConstraintError
 		require.ErrorAs(t, db.MapErrForTest(<-fired), &bad)
@@ -109,20 +116,7 @@ func TestRunsHoldTheirJob(t *testing.T) {
 	})
 
 	t.Run("fire of a job deleted and rolled back", func(t *testing.T) {
-		job := testfactory.Job(ctx, t, pool, nil)
-		del, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = del.Rollback(ctx) }()
-		require.NoError(t, db.JobDelete(ctx, del, job.ID))
-		conn, err := pool.Acquire(ctx)
-		require.NoError(t, err)
-		defer conn.Release()
-		fired := make(chan error, 1)
-		go func() {
-			_, err := insertRun(ctx, conn, job.ID)
-			fired <- err
-		}()
-		waitOnLock(t, pool, conn.Conn().PgConn().PID(), "the fire waits for the deletion's transaction")
+		del, fired := fireDuringDeletion(t, testfactory.Job(ctx, t, pool, nil).ID)
 		require.NoError(t, del.Rollback(ctx))
 		require.NoError(t, <-fired, "the job is still there")
 	})
