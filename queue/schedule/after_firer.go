@@ -74,20 +74,8 @@ func NewAfterFirer(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AfterFirer
 
 // Start runs the firer in the background until Stop.
 func (f *AfterFirer) Start(ctx context.Context) error {
-	var ready <-chan struct{}
-	unsubscribe := func() {}
-	if f.notifier != nil {
-		ready, unsubscribe = f.notifier.Subscribe(notify.AfterReadyChannel)
-	}
-	f.bg.Start(ctx, func(ctx context.Context) {
-		defer unsubscribe()
-		for ctx.Err() == nil {
-			if _, err := f.FireReady(ctx); err != nil && ctx.Err() == nil {
-				f.cfg.Logger.ErrorContext(ctx, "error firing downstream jobs", "error", err)
-			}
-			notify.Sleep(ctx, f.cfg.MaxSleep, ready, nil)
-		}
-	})
+	passLoop{notifier: f.notifier, channels: []string{notify.AfterReadyChannel}, maxSleep: f.cfg.MaxSleep,
+		logger: f.cfg.Logger, msg: "error firing downstream jobs", pass: f.FireReady}.start(ctx, &f.bg)
 	return nil
 }
 

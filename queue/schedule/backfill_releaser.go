@@ -110,24 +110,9 @@ func NewBackfillReleaser(pool *pgxpool.Pool, notifier *notify.Notifier, cfg Back
 
 // Start runs the releaser in the background until Stop.
 func (r *BackfillReleaser) Start(ctx context.Context) error {
-	var ended, created <-chan struct{}
-	unsubscribe := func() {}
-	if r.notifier != nil {
-		var stopEnded, stopCreated func()
-		ended, stopEnded = r.notifier.Subscribe(notify.ExecutionEndedChannel)
-		created, stopCreated = r.notifier.Subscribe(notify.BackfillChannel)
-		unsubscribe = func() { stopEnded(); stopCreated() }
-	}
-	r.bg.Start(ctx, func(ctx context.Context) {
-		defer unsubscribe()
-		for ctx.Err() == nil {
-			if _, err := r.ReleaseDue(ctx); err != nil && ctx.Err() == nil {
-				r.cfg.Logger.ErrorContext(ctx, "error releasing backfills", "error", err)
-			}
-			notify.Sleep(ctx, r.cfg.MinSleep, nil, nil)
-			notify.Sleep(ctx, r.cfg.MaxSleep, ended, created)
-		}
-	})
+	passLoop{notifier: r.notifier, channels: []string{notify.ExecutionEndedChannel, notify.BackfillChannel},
+		minSleep: r.cfg.MinSleep, maxSleep: r.cfg.MaxSleep, logger: r.cfg.Logger, msg: "error releasing backfills",
+		pass: r.ReleaseDue}.start(ctx, &r.bg)
 	return nil
 }
 

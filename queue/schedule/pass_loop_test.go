@@ -1,0 +1,91 @@
+package schedule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/queue/internal/startstop"
+	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/tests/dbtest"
+)
+
+// lockedBuffer is a log sink the loop's goroutine and the test share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// The after-firer's and the backfill releaser's loop: a pass at once, the
+// next when a notification comes on either of its channels (long before
+// maxSleep, a minute here), and a failed pass is logged and followed by
+// the next all the same.
+func TestPassLoopWakesOnEitherChannel(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	n := notify.NewNotifier(pool, nil, notify.ExecutionEndedChannel, notify.BackfillChannel)
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(n.Stop)
+
+	passes := make(chan int, 100)
+	var count int
+	var logs lockedBuffer
+	loop := passLoop{notifier: n, channels: []string{notify.ExecutionEndedChannel, notify.BackfillChannel},
+		minSleep: time.Millisecond, maxSleep: time.Minute, logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		msg: "error releasing test passes", pass: func(context.Context) (int, error) {
+			count++
+			passes <- count
+			if count == 1 {
+				return 0, errors.New("the first pass fails")
+			}
+			return 0, nil
+		}}
+	var bg startstop.Runner
+	loop.start(context.Background(), &bg)
+	t.Cleanup(bg.Stop)
+
+	waitPass := func(channel string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			// Sent until a pass comes: the notifier's LISTEN may come after
+			// the first notifications.
+			_, err := pool.Exec(context.Background(), "SELECT pg_notify($1, '')", channel)
+			require.NoError(t, err)
+			select {
+			case <-passes:
+				return
+			case <-time.After(50 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("no pass after a notification on %s", channel)
+			}
+		}
+	}
+	require.Equal(t, 1, <-passes, "the first pass runs at once")
+	waitPass(notify.BackfillChannel)
+	waitPass(notify.ExecutionEndedChannel)
+	for len(passes) > 0 { // passes the connect's wake-up or extra notifications made
+		<-passes
+	}
+	waitPass(notify.BackfillChannel)
+	require.Contains(t, logs.String(), "error releasing test passes")
+	require.Contains(t, logs.String(), "the first pass fails")
+}
