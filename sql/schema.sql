@@ -3452,7 +3452,7 @@ CREATE INDEX delayed_run_cancelled_idx ON ax.delayed_run USING btree (cancelled_
 -- Name: delayed_run_due_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX delayed_run_due_idx ON ax.delayed_run USING btree (run_at) WHERE ((cancelled_at IS NULL) AND (NOT held));
+CREATE INDEX delayed_run_due_idx ON ax.delayed_run USING btree (run_at, id) WHERE ((cancelled_at IS NULL) AND (NOT held));
 
 --
 -- Name: delayed_run_job_idx; Type: INDEX; Schema: ax; Owner: -

@@ -12,8 +12,10 @@ SELECT unnest(@ids::uuid[]), unnest(@job_ids::uuid[]), unnest(@run_ats::timestam
        nullif(jsonb_array_elements(@params::jsonb), 'null'::jsonb);
 
 -- DelayedRunClaimDue locks up to @max pending runs due by now plus
--- @ahead_ms, earliest first (skipping rows other replicas hold), with what
--- planning their fires needs. Read through delayed_run_due_idx.
+-- @ahead_ms, earliest first and, among runs of one instant, in the order
+-- they were scheduled (skipping rows other replicas hold), with what
+-- planning their fires needs. Read through delayed_run_due_idx, in its
+-- order (run_at, id).
 -- name: DelayedRunClaimDue :many
 SELECT d.id, d.job_id, d.run_at, d.params, d.priority, d.traceparent,
        j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds,
@@ -27,7 +29,7 @@ JOIN ax.job j ON j.id = d.job_id
 JOIN ax.trigger t ON t.job_id = d.job_id
 WHERE d.run_at <= coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => sqlc.arg('ahead_ms')::bigint / 1000.0)
   AND d.cancelled_at IS NULL AND NOT d.held
-ORDER BY d.run_at
+ORDER BY d.run_at, d.id
 LIMIT @max
 FOR UPDATE OF d SKIP LOCKED;
 

@@ -178,7 +178,7 @@ JOIN ax.job j ON j.id = d.job_id
 JOIN ax.trigger t ON t.job_id = d.job_id
 WHERE d.run_at <= coalesce($1::timestamptz, now()) + make_interval(secs => $2::bigint / 1000.0)
   AND d.cancelled_at IS NULL AND NOT d.held
-ORDER BY d.run_at
+ORDER BY d.run_at, d.id
 LIMIT $3
 FOR UPDATE OF d SKIP LOCKED
 `
@@ -205,8 +205,10 @@ type DelayedRunClaimDueRow struct {
 }
 
 // DelayedRunClaimDue locks up to @max pending runs due by now plus
-// @ahead_ms, earliest first (skipping rows other replicas hold), with what
-// planning their fires needs. Read through delayed_run_due_idx.
+// @ahead_ms, earliest first and, among runs of one instant, in the order
+// they were scheduled (skipping rows other replicas hold), with what
+// planning their fires needs. Read through delayed_run_due_idx, in its
+// order (run_at, id).
 func (q *Queries) DelayedRunClaimDue(ctx context.Context, db DBTX, arg DelayedRunClaimDueParams) ([]DelayedRunClaimDueRow, error) {
 	rows, err := db.Query(ctx, delayedRunClaimDue, arg.Now, arg.AheadMs, arg.Max)
 	if err != nil {
