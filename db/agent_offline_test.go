@@ -3,7 +3,6 @@ package db_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -52,11 +51,7 @@ func TestHeartbeatWaitingOnOfflineKeepsItOffline(t *testing.T) {
 		st, err := db.AgentHeartbeat(ctx, conn, agentID, &axtype.AgentLoad{Running: 0}, nil)
 		done <- beat{st, err}
 	}()
-	require.Eventually(t, func() bool {
-		var waiting bool
-		_ = pool.QueryRow(ctx, `SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
-		return waiting
-	}, 10*time.Second, 5*time.Millisecond, "the heartbeat waits on the agent's row")
+	waitOnLock(t, pool, pid, "the heartbeat waits on the agent's row")
 	require.NoError(t, tx.Commit(ctx))
 
 	got := <-done

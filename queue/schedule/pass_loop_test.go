@@ -1,11 +1,9 @@
 package schedule
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,8 @@ import (
 	"github.com/ax-scheduler/ax/queue/internal/startstop"
 	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/testlog"
 )
-
-// lockedBuffer is a log sink the loop's goroutine and the test share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // The after-firer's and the backfill releaser's loop: a pass at once, the
 // next when a notification comes on either of its channels (long before
@@ -47,7 +28,7 @@ func TestPassLoopWakesOnEitherChannel(t *testing.T) {
 
 	passes := make(chan int, 100)
 	var count int
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	loop := passLoop{notifier: n, channels: []string{notify.ExecutionEndedChannel, notify.BackfillChannel},
 		minSleep: time.Millisecond, maxSleep: time.Minute, logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		msg: "error releasing test passes", pass: func(context.Context) (int, error) {
