@@ -174,7 +174,7 @@ func TestAgentLeaseExpiryFencesTheOldToken(t *testing.T) {
 	b.complete(second[0], "succeeded").must(t, http.StatusOK)
 	var results int
 	require.NoError(t, env.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM ax.task_event WHERE execution_id = $1 AND state = 'succeeded'`, exec["id"]).Scan(&results))
+		`SELECT count(*) FROM ax.all_task_events WHERE execution_id = $1 AND state = 'succeeded'`, exec["id"]).Scan(&results))
 	require.Equal(t, 1, results, "the execution records exactly one result")
 	final := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
 	require.Equal(t, "succeeded", final["state"])

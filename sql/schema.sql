@@ -312,6 +312,44 @@ BEGIN
 END $$;
 
 --
+-- Name: agent_leases(uuid, timestamp with time zone, integer); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.agent_leases(p_agent uuid, p_since timestamp with time zone, p_limit integer) RETURNS TABLE(at timestamp with time zone, routed boolean)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT o.at, o.routed
+    FROM ((SELECT e.at, e.message IN ('routed here', 'unassigned') AS routed
+           FROM ax.task_event e
+           WHERE e.agent_id = p_agent AND e.kind = 'state' AND e.state = 'leased' AND e.at > p_since
+           ORDER BY e.at DESC
+           LIMIT p_limit)
+          UNION ALL
+          (SELECT t.leased_at, t.preferred_agent_id IS NULL OR t.preferred_agent_id = t.agent_id
+           FROM ax.task_history t
+           WHERE t.agent_id = p_agent AND t.lease_event_id IS NOT NULL AND t.finished_at > p_since
+             AND t.leased_at > p_since
+           ORDER BY t.finished_at DESC
+           LIMIT p_limit)
+          UNION ALL
+          (SELECT t.leased_at, t.preferred_agent_id IS NULL OR t.preferred_agent_id = t.agent_id
+           FROM ax.task t
+           WHERE t.agent_id = p_agent AND t.lease_event_id IS NOT NULL AND t.finished_at IS NOT NULL
+             AND t.finished_at > p_since AND t.leased_at > p_since
+           ORDER BY t.finished_at DESC
+           LIMIT p_limit)
+          UNION ALL
+          (SELECT t.leased_at, t.preferred_agent_id IS NULL OR t.preferred_agent_id = t.agent_id
+           FROM ax.task t
+           WHERE t.agent_id = p_agent AND t.state IN ('leased', 'running') AND t.lease_event_id IS NOT NULL
+             AND t.leased_at > p_since
+           ORDER BY t.leased_at DESC
+           LIMIT p_limit)) o
+    ORDER BY o.at DESC
+    LIMIT p_limit
+$$;
+
+--
 -- Name: agent_offline_revokes_token(); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -323,6 +361,39 @@ BEGIN
     WHERE id = NEW.api_key_id AND minted_by IS NOT NULL AND revoked_at IS NULL;
     RETURN NULL;
 END $$;
+
+--
+-- Name: agent_outcomes(uuid, timestamp with time zone, ax.task_state[], integer); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.agent_outcomes(p_agent uuid, p_since timestamp with time zone, p_states ax.task_state[], p_limit integer) RETURNS TABLE(at timestamp with time zone, state ax.task_state, error_code text, duration_ms bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT o.at, o.state, o.error_code, o.duration_ms
+    FROM ((SELECT e.at, e.state, e.error_code, e.duration_ms
+           FROM ax.task_event e
+           WHERE e.agent_id = p_agent AND e.kind = 'state' AND e.state = ANY(p_states) AND e.at > p_since
+           ORDER BY e.at DESC
+           LIMIT p_limit)
+          UNION ALL
+          (SELECT t.finished_at, 'succeeded'::ax.task_state, t.error_code,
+                  (extract(epoch FROM t.finished_at - t.leased_at) * 1000)::bigint
+           FROM ax.task_history t
+           WHERE 'succeeded' = ANY(p_states) AND t.agent_id = p_agent AND t.lease_event_id IS NOT NULL
+             AND t.end_event_id IS NOT NULL AND t.finished_at > p_since
+           ORDER BY t.finished_at DESC
+           LIMIT p_limit)
+          UNION ALL
+          (SELECT t.finished_at, 'succeeded'::ax.task_state, t.error_code,
+                  (extract(epoch FROM t.finished_at - t.leased_at) * 1000)::bigint
+           FROM ax.task t
+           WHERE 'succeeded' = ANY(p_states) AND t.agent_id = p_agent AND t.lease_event_id IS NOT NULL
+             AND t.finished_at IS NOT NULL AND t.end_event_id IS NOT NULL AND t.finished_at > p_since
+           ORDER BY t.finished_at DESC
+           LIMIT p_limit)) o
+    ORDER BY o.at DESC
+    LIMIT p_limit
+$$;
 
 --
 -- Name: agent_task_result; Type: VIEW; Schema: ax; Owner: -
@@ -634,6 +705,8 @@ BEGIN
                         WHEN 'updated_at' THEN 'CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END'
                         WHEN 'lease_token' THEN 'CASE WHEN f.id IS NULL THEN t.lease_token END'
                         WHEN 'lease_expires_at' THEN 'CASE WHEN f.id IS NULL THEN t.lease_expires_at END'
+                        WHEN 'end_event_id' THEN 'CASE WHEN f.id IS NULL THEN t.end_event_id
+                                                       WHEN f.state = ''succeeded'' THEN nextval(''ax.task_event_id_seq'') END'
                         ELSE 't.' || quote_ident(attname) END, ', ' ORDER BY attnum) INTO tcols_ended
     FROM pg_attribute WHERE attrelid = 'ax.task'::regclass AND attnum > 0 AND NOT attisdropped;
 
@@ -805,8 +878,9 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, u.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, CASE WHEN f.id IS NULL THEN t.end_event_id
+                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -867,8 +941,9 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, u.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, CASE WHEN f.id IS NULL THEN t.end_event_id
+                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -956,8 +1031,8 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN 0;
     END IF;
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, k.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, k.until
     FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
     WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
@@ -1043,6 +1118,18 @@ BEGIN
     SELECT DISTINCT NEW.id, n FROM unnest(NEW.exclude) AS n;
     RETURN NULL;
 END
+$$;
+
+--
+-- Name: lease_message(uuid, uuid); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.lease_message(p_preferred uuid, p_agent uuid) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT CASE WHEN p_preferred IS NULL THEN 'unassigned'
+                WHEN p_preferred = p_agent THEN 'routed here'
+                ELSE 'taken over from agent ' || p_preferred END
 $$;
 
 --
@@ -1720,6 +1807,10 @@ CREATE TABLE ax.task (
     concurrency_key text,
     concurrency_limit integer,
     key_parked boolean DEFAULT false NOT NULL,
+    worker_host text,
+    worker_ip inet,
+    lease_event_id bigint,
+    end_event_id bigint,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
     CONSTRAINT task_concurrency_key_length CHECK ((octet_length(concurrency_key) <= 256)),
     CONSTRAINT task_concurrency_set CHECK ((((concurrency_key IS NULL) = (concurrency_limit IS NULL)) AND ((concurrency_key IS NULL) = (concurrency_scope IS NULL)))),
@@ -1772,6 +1863,10 @@ CREATE TABLE ax.task_history (
     concurrency_key text,
     concurrency_limit integer,
     key_parked boolean DEFAULT false NOT NULL,
+    worker_host text,
+    worker_ip inet,
+    lease_event_id bigint,
+    end_event_id bigint,
     CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 )
@@ -1782,83 +1877,172 @@ PARTITION BY RANGE (retain_until);
 --
 
 CREATE VIEW ax.all_tasks AS
- SELECT task.id,
-    task.execution_id,
-    task.job_id,
-    task.shard_index,
-    task.shard_total,
-    task.shard_param,
-    task.state,
-    task.priority,
-    task.attempt,
-    task.max_attempts,
-    task.timeout_seconds,
-    task.not_before,
-    task.started_at,
-    task.finished_at,
-    task.cancel_requested_at,
-    task.result,
-    task.error,
-    task.created_at,
-    task.updated_at,
-    task.agent_id,
-    task.lease_token,
-    task.lease_expires_at,
-    task.leased_at,
-    task.preferred_agent_id,
-    task.fallback_agent_id,
-    task.pinned,
-    task.route_key,
-    task.rate_class,
-    task.agentless,
-    task.log_bytes,
-    task.lost_leases,
-    task.error_code,
-    task.concurrency_scope,
-    task.concurrency_key,
-    task.concurrency_limit,
-    task.key_parked,
+ SELECT t.id,
+    t.execution_id,
+    t.job_id,
+    t.shard_index,
+    t.shard_total,
+    t.shard_param,
+    t.state,
+    t.priority,
+    t.attempt,
+    t.max_attempts,
+    t.timeout_seconds,
+    t.not_before,
+    t.started_at,
+    t.finished_at,
+    t.cancel_requested_at,
+    t.result,
+    t.error,
+    t.created_at,
+    t.updated_at,
+    t.agent_id,
+    t.lease_token,
+    t.lease_expires_at,
+    t.leased_at,
+    t.preferred_agent_id,
+    t.fallback_agent_id,
+    t.pinned,
+    t.route_key,
+    t.rate_class,
+    t.agentless,
+    t.log_bytes,
+    t.lost_leases,
+    t.error_code,
+    t.concurrency_scope,
+    t.concurrency_key,
+    t.concurrency_limit,
+    t.key_parked,
+    t.worker_host,
+    t.worker_ip,
+    t.lease_event_id,
+    t.end_event_id,
     NULL::timestamp with time zone AS retain_until
-   FROM ax.task
+   FROM ax.task t
 UNION ALL
- SELECT task_history.id,
-    task_history.execution_id,
-    task_history.job_id,
-    task_history.shard_index,
-    task_history.shard_total,
-    task_history.shard_param,
-    task_history.state,
-    task_history.priority,
-    task_history.attempt,
-    task_history.max_attempts,
-    task_history.timeout_seconds,
-    task_history.not_before,
-    task_history.started_at,
-    task_history.finished_at,
-    task_history.cancel_requested_at,
-    task_history.result,
-    task_history.error,
-    task_history.created_at,
-    task_history.updated_at,
-    task_history.agent_id,
-    task_history.lease_token,
-    task_history.lease_expires_at,
-    task_history.leased_at,
-    task_history.preferred_agent_id,
-    task_history.fallback_agent_id,
-    task_history.pinned,
-    task_history.route_key,
-    task_history.rate_class,
-    task_history.agentless,
-    task_history.log_bytes,
-    task_history.lost_leases,
-    task_history.error_code,
-    task_history.concurrency_scope,
-    task_history.concurrency_key,
-    task_history.concurrency_limit,
-    task_history.key_parked,
-    task_history.retain_until
-   FROM ax.task_history;
+ SELECT t.id,
+    t.execution_id,
+    t.job_id,
+    t.shard_index,
+    t.shard_total,
+    t.shard_param,
+    t.state,
+    t.priority,
+    t.attempt,
+    t.max_attempts,
+    t.timeout_seconds,
+    t.not_before,
+    t.started_at,
+    t.finished_at,
+    t.cancel_requested_at,
+    t.result,
+    t.error,
+    t.created_at,
+    t.updated_at,
+    t.agent_id,
+    t.lease_token,
+    t.lease_expires_at,
+    t.leased_at,
+    t.preferred_agent_id,
+    t.fallback_agent_id,
+    t.pinned,
+    t.route_key,
+    t.rate_class,
+    t.agentless,
+    t.log_bytes,
+    t.lost_leases,
+    t.error_code,
+    t.concurrency_scope,
+    t.concurrency_key,
+    t.concurrency_limit,
+    t.key_parked,
+    t.worker_host,
+    t.worker_ip,
+    t.lease_event_id,
+    t.end_event_id,
+    t.retain_until
+   FROM ax.task_history t;
+
+--
+-- Name: task_event; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_event (
+    id bigint NOT NULL,
+    task_id uuid NOT NULL,
+    execution_id uuid NOT NULL,
+    shard_index integer NOT NULL,
+    attempt integer NOT NULL,
+    kind ax.task_event_kind NOT NULL,
+    state ax.task_state,
+    agent_id uuid,
+    stream text,
+    message text DEFAULT ''::text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    worker_host text,
+    worker_ip inet,
+    error_code text,
+    duration_ms bigint
+)
+PARTITION BY RANGE (execution_id);
+
+--
+-- Name: all_task_events; Type: VIEW; Schema: ax; Owner: -
+--
+
+CREATE VIEW ax.all_task_events AS
+ SELECT e.id,
+    e.task_id,
+    e.execution_id,
+    e.shard_index,
+    e.attempt,
+    e.kind,
+    e.state,
+    e.agent_id,
+    e.stream,
+    e.message,
+    e.at,
+    e.worker_host,
+    e.worker_ip,
+    e.error_code,
+    e.duration_ms
+   FROM ax.task_event e
+UNION ALL
+ SELECT t.lease_event_id AS id,
+    t.id AS task_id,
+    t.execution_id,
+    t.shard_index,
+    t.attempt,
+    'state'::ax.task_event_kind AS kind,
+    'leased'::ax.task_state AS state,
+    t.agent_id,
+    NULL::text AS stream,
+    ax.lease_message(t.preferred_agent_id, t.agent_id) AS message,
+    t.leased_at AS at,
+    t.worker_host,
+    t.worker_ip,
+    NULL::text AS error_code,
+    NULL::bigint AS duration_ms
+   FROM ax.all_tasks t
+  WHERE (t.lease_event_id IS NOT NULL)
+UNION ALL
+ SELECT t.end_event_id AS id,
+    t.id AS task_id,
+    t.execution_id,
+    t.shard_index,
+    t.attempt,
+    'state'::ax.task_event_kind AS kind,
+    'succeeded'::ax.task_state AS state,
+    t.agent_id,
+    NULL::text AS stream,
+    COALESCE(t.error, ''::text) AS message,
+    t.finished_at AS at,
+    t.worker_host,
+    t.worker_ip,
+    t.error_code,
+    ((EXTRACT(epoch FROM (t.finished_at - t.leased_at)) * (1000)::numeric))::bigint AS duration_ms
+   FROM ax.all_tasks t
+  WHERE (t.end_event_id IS NOT NULL);
 
 --
 -- Name: api_key; Type: TABLE; Schema: ax; Owner: -
@@ -2804,29 +2988,6 @@ CREATE VIEW ax.skipped_today AS
   ORDER BY s.recorded_at DESC;
 
 --
--- Name: task_event; Type: TABLE; Schema: ax; Owner: -
---
-
-CREATE TABLE ax.task_event (
-    id bigint NOT NULL,
-    task_id uuid NOT NULL,
-    execution_id uuid NOT NULL,
-    shard_index integer NOT NULL,
-    attempt integer NOT NULL,
-    kind ax.task_event_kind NOT NULL,
-    state ax.task_state,
-    agent_id uuid,
-    stream text,
-    message text DEFAULT ''::text NOT NULL,
-    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
-    worker_host text,
-    worker_ip inet,
-    error_code text,
-    duration_ms bigint
-)
-PARTITION BY RANGE (execution_id);
-
---
 -- Name: task_event_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
 --
 
@@ -3641,6 +3802,12 @@ CREATE INDEX river_notification_topic_id_idx ON ax.river_notification USING btre
 CREATE INDEX skipped_fire_job_idx ON ONLY ax.skipped_fire USING btree (job_id, first_tick);
 
 --
+-- Name: task_agent_ended_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_agent_ended_idx ON ax.task USING btree (agent_id, finished_at) WHERE ((lease_event_id IS NOT NULL) AND (finished_at IS NOT NULL));
+
+--
 -- Name: task_agent_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -3687,6 +3854,12 @@ CREATE INDEX task_concurrency_running_idx ON ax.task USING btree (concurrency_sc
 --
 
 CREATE INDEX task_event_agent_idx ON ONLY ax.task_event USING btree (agent_id, at) WHERE ((kind = 'state'::ax.task_event_kind) AND (agent_id IS NOT NULL));
+
+--
+-- Name: task_history_agent_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_history_agent_idx ON ONLY ax.task_history USING btree (agent_id, finished_at) WHERE (lease_event_id IS NOT NULL);
 
 --
 -- Name: task_leased_idx; Type: INDEX; Schema: ax; Owner: -

@@ -204,7 +204,7 @@ func TestAdaptiveTimeoutDoublesAfterTimeout(t *testing.T) {
 		Attempt        int
 		State, Message string
 	}
-	rows, err = e.pool.Query(context.Background(), `SELECT attempt, state::text, message FROM ax.task_event
+	rows, err = e.pool.Query(context.Background(), `SELECT attempt, state::text, message FROM ax.all_task_events
 		WHERE task_id = $1 AND kind = 'state' AND state IN ('timed_out', 'failed', 'succeeded') ORDER BY id`, task.ID)
 	require.NoError(t, err)
 	ends, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ended])

@@ -161,11 +161,11 @@ func (e *clockEnv) succeed(job *axtype.Job, a *axtype.Agent, ago, took time.Dura
 	_, err := e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: task.ID, Token: leased[0].LeaseToken},
 		State: axtype.TaskSucceeded}})
 	require.NoError(e.t, err)
-	// The run is in history now; what routing reads is the success's
-	// event: when it was and how long it took.
-	_, err = e.pool.Exec(ctx, `UPDATE ax.task_event SET at = now() - $2 * interval '1 second',
-		duration_ms = ($3 * 1000)::bigint
-		WHERE task_id = $1 AND state = 'succeeded'`, task.ID, ago.Seconds(), took.Seconds())
+	// The run is in history now; what routing reads is the success as its
+	// task's row holds it: when it ended and how long from its lease.
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task_history SET finished_at = now() - $2 * interval '1 second',
+		leased_at = now() - $2 * interval '1 second' - $3 * interval '1 second'
+		WHERE id = $1 AND end_event_id IS NOT NULL`, task.ID, ago.Seconds(), took.Seconds())
 	require.NoError(e.t, err)
 }
 

@@ -10,7 +10,9 @@ FROM (
     SELECT e.id, e.task_id, e.execution_id, e.shard_index, e.attempt, e.kind, e.state, e.agent_id, e.stream,
            e.message, e.at, e.worker_host, e.worker_ip,
            (coalesce(sum(octet_length(e.message)) OVER (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::bigint AS bytes_before
-    FROM ax.task_event e
+    -- Every event: the rows of ax.task_event and the leases and successes
+    -- held on the tasks' rows (migration 00067).
+    FROM ax.all_task_events e
     WHERE e.execution_id = @execution_id AND e.id > @after_id
       AND (sqlc.narg('kind')::text IS NULL OR e.kind = sqlc.narg('kind')::ax.task_event_kind)
     ORDER BY e.id

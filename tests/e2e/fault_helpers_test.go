@@ -192,7 +192,7 @@ func tasksOf(t *testing.T, pool *pgxpool.Pool, execID string) []taskRow {
 	return out
 }
 
-// stateEvent is one state change of a task, from ax.task_event.
+// stateEvent is one state change of a task, from ax.all_task_events.
 type stateEvent struct {
 	State, AgentID, Message string
 	Attempt                 int
@@ -204,7 +204,7 @@ func stateEvents(t *testing.T, pool *pgxpool.Pool, taskID string) []stateEvent {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 		SELECT state::text, coalesce(agent_id::text, ''), message, attempt, at
-		FROM ax.task_event WHERE task_id = $1 AND kind = 'state' ORDER BY id`, taskID)
+		FROM ax.all_task_events WHERE task_id = $1 AND kind = 'state' ORDER BY id`, taskID)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []stateEvent

@@ -122,11 +122,11 @@ func requireNothingLost(t *testing.T, pool *pgxpool.Pool, down, up time.Time) {
 	require.NoError(t, pool.QueryRow(ctx, `
 		SELECT count(*) FROM ax.all_tasks t
 		WHERE t.state <> 'succeeded'
-		   OR (SELECT count(*) FROM ax.task_event e WHERE e.task_id = t.id AND e.kind = 'state'
+		   OR (SELECT count(*) FROM ax.all_task_events e WHERE e.task_id = t.id AND e.kind = 'state'
 		       AND e.state = 'succeeded') <> 1
 		   -- A retry (a lease that ran out in the outage) ends its attempt
 		   -- with a result of its own; no attempt has two.
-		   OR EXISTS (SELECT FROM ax.task_event e WHERE e.task_id = t.id AND e.kind = 'state'
+		   OR EXISTS (SELECT FROM ax.all_task_events e WHERE e.task_id = t.id AND e.kind = 'state'
 		              AND e.state IN ('succeeded', 'failed', 'cancelled', 'timed_out')
 		              GROUP BY e.attempt HAVING count(*) > 1)`).Scan(&badTasks))
 	require.Zero(t, badTasks, "every task has exactly one success, and no attempt two results")

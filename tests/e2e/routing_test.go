@@ -297,7 +297,7 @@ func TestNotReadyAgentGetsNoTasks(t *testing.T) {
 	require.Equal(t, 0, served(a))
 	var events int
 	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM ax.task_event WHERE agent_id = $1`, unreadyID).Scan(&events))
+		`SELECT count(*) FROM ax.all_task_events WHERE agent_id = $1`, unreadyID).Scan(&events))
 	require.Zero(t, events, "nothing was ever leased to, routed to or run by the unready agent")
 	for _, r := range routesOf(t, pool, early) {
 		require.NotEqual(t, unreadyID, r.Preferred)

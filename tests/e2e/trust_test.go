@@ -73,7 +73,7 @@ func TestAgentProcessesRunOnlyTheirExecutors(t *testing.T) {
 	require.Equal(t, s.agentReady(t, "sheller"), tasksOf(t, pool, exec)[0].AgentID)
 	var plainEvents int
 	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM ax.task_event WHERE execution_id = $1 AND agent_id = $2`, exec, plainID).Scan(&plainEvents))
+		`SELECT count(*) FROM ax.all_task_events WHERE execution_id = $1 AND agent_id = $2`, exec, plainID).Scan(&plainEvents))
 	require.Zero(t, plainEvents, "the plain agent never leased the shell task")
 
 	// A server that hands a shell task to an agent without shell (here: it

@@ -327,27 +327,25 @@ SELECT a.id, a.name, a.labels, a.capacity, a.version, a.state, a.ready, a.api_ke
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce(s.succeeded, 0)::bigint AS recent_succeeded,
        coalesce(s.failed, 0)::bigint AS recent_failed,
-       coalesce(s.leases, 0)::bigint AS recent_leases,
-       coalesce(s.routed_here, 0)::bigint AS recent_routed,
+       coalesce(l.leases, 0)::bigint AS recent_leases,
+       coalesce(l.routed_here, 0)::bigint AS recent_routed,
        coalesce(d.avg_seconds, 0)::double precision AS recent_avg_seconds
 FROM ax.agent a
 LEFT JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE e.state = 'succeeded') AS succeeded,
-           count(*) FILTER (WHERE e.state IN ('failed', 'timed_out')) AS failed,
-           count(*) FILTER (WHERE e.state = 'leased') AS leases,
-           count(*) FILTER (WHERE e.state = 'leased' AND e.message IN ('routed here', 'unassigned')) AS routed_here
-    FROM (SELECT e.state, e.message
-          FROM ax.task_event e
-          WHERE e.agent_id = a.id AND e.kind = 'state'
-            AND e.at > now() - make_interval(secs => $1::double precision)
-          ORDER BY e.at DESC
-          LIMIT $2::integer) e
+    SELECT count(*) FILTER (WHERE o.state = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE o.state IN ('failed', 'timed_out')) AS failed
+    FROM ax.agent_outcomes(a.id, now() - make_interval(secs => $1::double precision),
+                           '{succeeded,failed,timed_out}', $2::integer) o
 ) s ON true
 LEFT JOIN LATERAL (
-    SELECT avg(e.duration_ms) / 1000.0 AS avg_seconds
-    FROM (SELECT e.duration_ms FROM ax.task_event e
-          WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded' AND e.duration_ms IS NOT NULL
-          ORDER BY e.at DESC LIMIT 50) e
+    SELECT count(*) AS leases, count(*) FILTER (WHERE l.routed) AS routed_here
+    FROM ax.agent_leases(a.id, now() - make_interval(secs => $1::double precision),
+                         $2::integer) l
+) l ON true
+LEFT JOIN LATERAL (
+    SELECT avg(o.duration_ms) / 1000.0 AS avg_seconds
+    FROM ax.agent_outcomes(a.id, '-infinity', '{succeeded}', 50) o
+    WHERE o.duration_ms IS NOT NULL
 ) d ON true
 ORDER BY a.name, a.id
 `
@@ -394,11 +392,12 @@ type AgentListRow struct {
 }
 
 // AgentList returns every agent with what it runs now and its record
-// over the last @window_seconds (from task events): outcomes, average
-// duration of successes, tasks routed to it and tasks it took. The record
-// counts each agent's newest @sample state events in the window at most,
-// read newest first through task_event_agent_idx: a call costs the same
-// at any rate (a busy agent writes millions in ten minutes).
+// over the last @window_seconds (from its tasks' rows and events):
+// outcomes, average duration of successes, tasks routed to it and tasks
+// it took. The record counts each agent's newest @sample outcomes and
+// @sample leases in the window at most, read newest first through
+// indexes (ax.agent_outcomes, ax.agent_leases): a call costs the same at
+// any rate (a busy agent ends millions of tasks in ten minutes).
 func (q *Queries) AgentList(ctx context.Context, db DBTX, arg AgentListParams) ([]AgentListRow, error) {
 	rows, err := db.Query(ctx, agentList, arg.WindowSeconds, arg.Sample)
 	if err != nil {
@@ -457,12 +456,9 @@ const agentListCandidates = `-- name: AgentListCandidates :many
 SELECT a.id, a.labels, a.executors, a.label_bound, a.capacity, a.weight, a.state, a.ready, a.running, a.load,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
        coalesce((SELECT avg(r.duration_ms) / 1000.0
-                 FROM (SELECT e.duration_ms FROM ax.task_event e
-                       WHERE e.agent_id = a.id AND e.kind = 'state' AND e.state = 'succeeded'
-                         AND e.at > coalesce($1::timestamptz, now())
-                                    - make_interval(secs => $2::double precision)
-                       ORDER BY e.at DESC
-                       LIMIT $3::integer) r), 0)::double precision AS avg_seconds
+                 FROM ax.agent_outcomes(a.id, coalesce($1::timestamptz, now())
+                                              - make_interval(secs => $2::double precision),
+                                        '{succeeded}', $3::integer) r), 0)::double precision AS avg_seconds
 FROM ax.agent a
 WHERE a.state IN ('active', 'quarantined')
   AND a.last_heartbeat_at > coalesce($1::timestamptz, now()) - make_interval(secs => $4::double precision)
@@ -494,11 +490,10 @@ type AgentListCandidatesRow struct {
 // quarantined (unhealthy), heard from within @live_seconds, with their
 // labels, executors, load, weight and average task duration: the mean of
 // their last @duration_sample successes within @duration_window_seconds
-// (read newest first through task_event_agent_idx, so the cost per agent
-// is bounded however busy the window was), each from lease to result as
-// the success's event recorded it (duration_ms; started_at waits for the
-// first heartbeat, so it would miss up to an interval of every task, all
-// of a short one). Events only: the tasks themselves may be in history.
+// (read newest first through indexes by ax.agent_outcomes, so the cost
+// per agent is bounded however busy the window was), each from lease to
+// result (duration_ms; started_at waits for the first heartbeat, so it
+// would miss up to an interval of every task, all of a short one).
 func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, arg AgentListCandidatesParams) ([]AgentListCandidatesRow, error) {
 	rows, err := db.Query(ctx, agentListCandidates,
 		arg.Now,
@@ -582,15 +577,9 @@ FROM (
                               AND (cardinality($4::text[]) = 0
                                    OR e.error_code = ANY($4::text[]))) AS matching
     FROM ax.agent a2
-    CROSS JOIN LATERAL (
-        SELECT e.state, e.error_code
-        FROM ax.task_event e
-        WHERE e.agent_id = a2.id AND e.kind = 'state'
-          AND e.state IN ('succeeded', 'failed', 'timed_out')
-          AND e.at > greatest(a2.health_since, now() - make_interval(secs => $5::double precision))
-        ORDER BY e.at DESC
-        LIMIT $6::integer
-    ) e
+    CROSS JOIN LATERAL ax.agent_outcomes(
+        a2.id, greatest(a2.health_since, now() - make_interval(secs => $5::double precision)),
+        '{succeeded,failed,timed_out}', $6::integer) e
     WHERE a2.state = 'active'
     GROUP BY a2.id
 ) s
@@ -625,9 +614,9 @@ type AgentQuarantineFailingRow struct {
 // more (0: off). A failure matches when @error_codes is empty (any
 // failure) or its event's error code (as the attempt reported it, or the
 // reaper's) is one of them. The outcomes are read newest first through
-// task_event_agent_idx, at most @sample per agent: the check runs every
-// reaper sweep, and counting a busy agent's whole window would read every
-// event it wrote in it (millions at full speed).
+// indexes (ax.agent_outcomes), at most @sample per agent: the check runs
+// every reaper sweep, and counting a busy agent's whole window would read
+// every task it ended in it (millions at full speed).
 func (q *Queries) AgentQuarantineFailing(ctx context.Context, db DBTX, arg AgentQuarantineFailingParams) ([]AgentQuarantineFailingRow, error) {
 	rows, err := db.Query(ctx, agentQuarantineFailing,
 		arg.MinResults,
@@ -665,10 +654,8 @@ UPDATE ax.agent a
 SET state = 'active', quarantined_at = NULL, health_since = now()
 WHERE a.state = 'quarantined'
   AND (SELECT count(*) FILTER (WHERE r.state = 'succeeded') = $1::integer
-       FROM (SELECT e.state FROM ax.task_event e
-             WHERE e.agent_id = a.id AND e.kind = 'state' AND e.at > a.quarantined_at
-               AND e.state IN ('succeeded', 'failed', 'timed_out')
-             ORDER BY e.at DESC LIMIT $1::integer) r)
+       FROM ax.agent_outcomes(a.id, a.quarantined_at, '{succeeded,failed,timed_out}',
+                              $1::integer) r)
 RETURNING a.id
 `
 

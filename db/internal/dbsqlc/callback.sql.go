@@ -69,7 +69,7 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
                      ORDER BY t.shard_index)
-                 FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
+                 FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, retain_until FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
                        ORDER BY t.shard_index LIMIT $1::integer) t), '[]')::jsonb AS shards
 FROM ax.callback c
 JOIN ax.all_executions e ON e.id = c.execution_id

@@ -1366,7 +1366,29 @@ type AxAllTask struct {
 	ConcurrencyKey    *string
 	ConcurrencyLimit  *int32
 	KeyParked         bool
+	WorkerHost        *string
+	WorkerIp          *netip.Addr
+	LeaseEventID      *int64
+	EndEventID        *int64
 	RetainUntil       *time.Time
+}
+
+type AxAllTaskEvent struct {
+	ID          int64
+	TaskID      uuid.UUID
+	ExecutionID uuid.UUID
+	ShardIndex  int32
+	Attempt     int32
+	Kind        AxTaskEventKind
+	State       *AxTaskState
+	AgentID     *uuid.UUID
+	Stream      *string
+	Message     string
+	At          time.Time
+	WorkerHost  *string
+	WorkerIp    *netip.Addr
+	ErrorCode   *string
+	DurationMs  *int64
 }
 
 type AxApiKey struct {
@@ -1901,6 +1923,10 @@ type AxTask struct {
 	ConcurrencyKey    *string
 	ConcurrencyLimit  *int32
 	KeyParked         bool
+	WorkerHost        *string
+	WorkerIp          *netip.Addr
+	LeaseEventID      *int64
+	EndEventID        *int64
 }
 
 type AxTaskEvent struct {
@@ -1959,6 +1985,10 @@ type AxTaskHistory struct {
 	ConcurrencyKey    *string
 	ConcurrencyLimit  *int32
 	KeyParked         bool
+	WorkerHost        *string
+	WorkerIp          *netip.Addr
+	LeaseEventID      *int64
+	EndEventID        *int64
 }
 
 type AxTaskResult struct {

@@ -14,8 +14,10 @@ import (
 
 const taskAwaitTarget = `-- name: TaskAwaitTarget :many
 WITH locked AS (
-    -- In id order (see TaskRenew).
-    SELECT t.id FROM ax.task t
+    -- In id order (see TaskRenew), with the lease as it is: the row gives
+    -- up its agent, so the lease is written down as its event below.
+    SELECT t.id, t.lease_event_id, t.leased_at, t.preferred_agent_id, t.worker_host, t.worker_ip
+    FROM ax.task t
     WHERE t.id = ANY($1::uuid[]) AND t.lease_token = ANY($2::uuid[]) AND t.agent_id = $3
     ORDER BY t.id
     FOR UPDATE
@@ -24,18 +26,25 @@ WITH locked AS (
     SET agent_id = NULL, state = 'running', started_at = coalesce(t.started_at, t.leased_at),
         lease_expires_at = coalesce(t.started_at, t.leased_at)
                            + make_interval(secs => t.timeout_seconds + $4::double precision),
-        updated_at = now()
+        updated_at = now(), lease_event_id = NULL, worker_host = NULL, worker_ip = NULL
     FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token) a, ax.job j
     WHERE t.id = ANY($1::uuid[]) AND t.id = a.id AND t.lease_token = a.token AND t.agent_id = $3
       AND t.state IN ('leased', 'running') AND j.id = t.job_id AND j.executor_kind::text = 'http'
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.timeout_seconds
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
-                               worker_host, worker_ip)
-    SELECT a.id, a.execution_id, a.shard_index, a.attempt, 'state', 'running', $3,
-           'accepted by its target (202): its result is awaited at the completion URL',
-           nullif(w.host_name, ''), w.host_ip
+    INSERT INTO ax.task_event (id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip, at)
+    SELECT k.lease_event_id, a.id, a.execution_id, a.shard_index, a.attempt, 'state'::ax.task_event_kind,
+           'leased'::ax.task_state, $3,
+           ax.lease_message(k.preferred_agent_id, $3), k.worker_host, k.worker_ip, k.leased_at
+    FROM accepted a
+    JOIN locked k ON k.id = a.id
+    WHERE k.lease_event_id IS NOT NULL
+    UNION ALL
+    SELECT nextval('ax.task_event_id_seq'), a.id, a.execution_id, a.shard_index, a.attempt,
+           'state'::ax.task_event_kind, 'running'::ax.task_state, $3, 'accepted by its target (202): its result is awaited at the completion URL',
+           nullif(w.host_name, ''), w.host_ip, clock_timestamp()
     FROM accepted a
     LEFT JOIN ax.agent w ON w.id = $3
 )
@@ -200,7 +209,8 @@ WITH input AS (
     -- cost three blocks a task each time (BenchmarkWritePath's
     -- complete-blks-per-task).
     SELECT t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.max_attempts,
-           t.cancel_requested_at, t.agent_id, t.leased_at, t.lease_token
+           t.cancel_requested_at, t.agent_id, t.leased_at, t.lease_token, t.lease_event_id,
+           t.preferred_agent_id, t.worker_host, t.worker_ip
     FROM ax.task t
     WHERE t.id = ANY($1::uuid[]) AND t.lease_token = ANY($2::uuid[])
       AND (SELECT count(*) FROM locked) >= 0
@@ -211,6 +221,7 @@ WITH input AS (
     -- the lease, not just knows its token (@agent_ids' nil UUID: ax's own
     -- results, not checked); retry says the task goes back to pending.
     SELECT l.id, l.execution_id, l.shard_index, l.shard_total, l.attempt, l.agent_id, l.leased_at,
+           l.lease_event_id, l.preferred_agent_id, l.worker_host, l.worker_ip,
            i.state AS reported, i.result, nullif(i.error, '') AS error, nullif(i.error_code, '') AS error_code,
            (i.state IN ('failed', 'timed_out') AND l.attempt < l.max_attempts AND l.cancel_requested_at IS NULL
             -- a result Postgres cannot store fails the same way again
@@ -236,14 +247,20 @@ WITH input AS (
                                THEN least(j.timeout_seconds, t.timeout_seconds * 2)
                                ELSE t.timeout_seconds END,
         result = c.result, error = c.error, error_code = c.error_code,
-        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now(),
+        -- A retry's lease is written down as its event (events, below):
+        -- the row's columns take the next one. A success's event is
+        -- end_event_id with finished_at (migration 00067).
+        lease_event_id = CASE WHEN c.retry THEN NULL ELSE t.lease_event_id END,
+        end_event_id = CASE WHEN NOT c.retry AND c.reported = 'succeeded' THEN nextval('ax.task_event_id_seq') END
     FROM checked c, ax.job j
     -- Joined by primary key alone (see TaskLeaseTake): the array holds
     -- the ids to write, each read once.
     WHERE t.id = ANY(ARRAY(SELECT w.id FROM checked w WHERE w.shard_total > 1 OR w.retry))
       AND t.id = c.id AND j.id = t.job_id
     RETURNING t.id, t.execution_id, t.shard_index, t.shard_total, t.attempt, t.state, t.agent_id, t.error,
-              t.error_code, t.not_before, c.reported, t.timeout_seconds, j.timeout_mode, c.leased_at
+              t.error_code, t.not_before, c.reported, t.timeout_seconds, j.timeout_mode, c.leased_at,
+              c.lease_event_id, c.preferred_agent_id, c.worker_host, c.worker_ip
 ), ending AS (
     -- Results that end a run of one shard: the task, locked above, is not
     -- updated (see above).
@@ -252,29 +269,39 @@ WITH input AS (
     FROM checked c
     WHERE c.shard_total = 1 AND NOT c.retry
 ), events AS (
-    -- The attempt's own outcome (with the host that reported it; a
-    -- success with its time from lease to result), then (for a retry) the
-    -- new pending attempt.
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
-                               worker_host, worker_ip, error_code, duration_ms)
-    SELECT d.id, d.execution_id, d.shard_index, CASE WHEN d.state = 'pending' THEN d.attempt - 1 ELSE d.attempt END,
+    -- For a retry, the attempt's lease (its columns, with their event's
+    -- id); the attempt's own outcome unless a success (with the host that
+    -- reported it; a success is the row's end_event_id), then (for a
+    -- retry) the new pending attempt.
+    INSERT INTO ax.task_event (id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip, error_code, duration_ms, at)
+    SELECT d.lease_event_id, d.id, d.execution_id, d.shard_index, d.attempt - 1, 'state'::ax.task_event_kind,
+           'leased'::ax.task_state, d.agent_id, ax.lease_message(d.preferred_agent_id, d.agent_id),
+           d.worker_host, d.worker_ip, NULL::text, NULL::bigint, d.leased_at
+    FROM done d
+    WHERE d.state = 'pending' AND d.lease_event_id IS NOT NULL
+    UNION ALL
+    SELECT nextval('ax.task_event_id_seq'), d.id, d.execution_id, d.shard_index,
+           CASE WHEN d.state = 'pending' THEN d.attempt - 1 ELSE d.attempt END,
            'state'::ax.task_event_kind, d.reported::ax.task_state, d.agent_id, coalesce(d.error, ''),
-           nullif(w.host_name, ''), w.host_ip, d.error_code,
-           CASE WHEN d.reported = 'succeeded' THEN (extract(epoch FROM now() - d.leased_at) * 1000)::bigint END
+           nullif(w.host_name, ''), w.host_ip, d.error_code, NULL, clock_timestamp()
     FROM done d
     LEFT JOIN ax.agent w ON w.id = d.agent_id
+    WHERE d.state <> 'succeeded'
     UNION ALL
-    SELECT n.id, n.execution_id, n.shard_index, n.attempt, 'state'::ax.task_event_kind, n.reported::ax.task_state,
-           n.agent_id, coalesce(n.error, ''), nullif(w.host_name, ''), w.host_ip, n.error_code,
-           CASE WHEN n.reported = 'succeeded' THEN (extract(epoch FROM now() - n.leased_at) * 1000)::bigint END
+    SELECT nextval('ax.task_event_id_seq'), n.id, n.execution_id, n.shard_index, n.attempt, 'state'::ax.task_event_kind,
+           n.reported::ax.task_state, n.agent_id, coalesce(n.error, ''), nullif(w.host_name, ''), w.host_ip,
+           n.error_code, NULL, clock_timestamp()
     FROM ending n
     LEFT JOIN ax.agent w ON w.id = n.agent_id
+    WHERE n.reported <> 'succeeded'
     UNION ALL
-    SELECT id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind, 'pending'::ax.task_state, agent_id,
+    SELECT nextval('ax.task_event_id_seq'), id, execution_id, shard_index, attempt, 'state'::ax.task_event_kind,
+           'pending'::ax.task_state, agent_id,
            'retry after backoff, not before ' || to_char(not_before AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
            || CASE WHEN reported = 'timed_out' AND timeout_mode = 'adaptive'
                    THEN ', with twice the timeout (at most timeout_seconds): ' || timeout_seconds || ' s' ELSE '' END,
-           NULL, NULL, NULL, NULL
+           NULL, NULL, NULL, NULL, clock_timestamp()
     FROM done WHERE state = 'pending'
 )
 SELECT id, execution_id, state::text AS state, shard_total, coalesce(error_code, '')::text AS error_code,
@@ -1135,7 +1162,12 @@ WITH leased AS (
     SET state = 'leased', agent_id = x.agent_id, lease_token = gen_random_uuid(),
         lease_expires_at = coalesce($1::timestamptz, now()) + make_interval(secs => $2::double precision),
         -- A new attempt: its timeout counts from its own start.
-        leased_at = coalesce($1::timestamptz, now()), started_at = NULL, updated_at = now()
+        leased_at = coalesce($1::timestamptz, now()), started_at = NULL, updated_at = now(),
+        -- The lease's event is these columns (migration 00067): its id,
+        -- from the events' sequence, places it among the run's logs, and
+        -- the host is the agent's as it leased.
+        lease_event_id = nextval('ax.task_event_id_seq'), worker_host = nullif(a.host_name, ''),
+        worker_ip = a.host_ip
     -- (No state = 'pending' here: the rows are TaskLeasePick's, locked in
     -- this transaction, and saying so would invite a read of every
     -- pending task through the partial indexes.)
@@ -1143,8 +1175,8 @@ WITH leased AS (
     -- each task's index probe read the whole array again (60 ms of a
     -- 479-task lease's 90).
     -- The agent is read here once for both uses: it must still be active
-    -- or quarantined, and its host goes into the event (a probe of
-    -- ax.agent per task in events cost 2 of the lease's 36 blocks a task).
+    -- or quarantined, and its host goes into the row (a probe of ax.agent
+    -- per task cost 2 of the lease's 36 blocks a task).
     FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::uuid[]) AS agent_id,
                  unnest($5::integer[]) AS nth) x
     JOIN ax.agent a ON a.id = x.agent_id
@@ -1155,8 +1187,7 @@ WITH leased AS (
                          AND r.concurrency_key IS NOT NULL AND r.state IN ('leased', 'running')) <= t.concurrency_limit)
     RETURNING t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.attempt,
               t.max_attempts, t.timeout_seconds, t.lease_token, t.lease_expires_at, t.agent_id,
-              t.preferred_agent_id, t.not_before, t.rate_class, t.leased_at,
-              nullif(a.host_name, '') AS worker_host, a.host_ip AS worker_ip
+              t.preferred_agent_id, t.not_before, t.rate_class, t.leased_at
 ), started AS (
     -- A run starts with its first lease: in place (a HOT update, see
     -- migration 00011). Only runs of tasks leased here (an agent drained
@@ -1166,15 +1197,6 @@ WITH leased AS (
     UPDATE ax.execution e
     SET state = 'running', started_at = coalesce(e.started_at, now()), updated_at = now()
     WHERE e.id = ANY(ARRAY(SELECT l.execution_id FROM leased l)) AND e.state = 'pending'
-), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
-                               worker_host, worker_ip)
-    SELECT l.id, l.execution_id, l.shard_index, l.attempt, 'state', 'leased', l.agent_id,
-           CASE WHEN l.preferred_agent_id IS NULL THEN 'unassigned'
-                WHEN l.preferred_agent_id = l.agent_id THEN 'routed here'
-                ELSE 'taken over from agent ' || l.preferred_agent_id END,
-           l.worker_host, l.worker_ip
-    FROM leased l
 ), runs AS MATERIALIZED (
     -- What agents need of the runs, read once from the bound array (before
     -- this statement's own update). Inlined, it became a probe per task
@@ -1301,7 +1323,7 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxAllTask, error) {
@@ -1350,6 +1372,10 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
 			&i.KeyParked,
+			&i.WorkerHost,
+			&i.WorkerIp,
+			&i.LeaseEventID,
+			&i.EndEventID,
 			&i.RetainUntil,
 		); err != nil {
 			return nil, err
@@ -1649,8 +1675,10 @@ WITH execs AS (
                   ORDER BY e.finished_at DESC
                   LIMIT 100) r
             CROSS JOIN LATERAL (
+                -- (The view reads the run's tasks in history and its
+                -- success events written before migration 00067.)
                 SELECT ev.duration_ms, ev.at
-                FROM ax.task_event ev
+                FROM ax.all_task_events ev
                 WHERE ev.execution_id = r.id AND ev.kind = 'state' AND ev.state = 'succeeded'
                   AND ev.duration_ms IS NOT NULL
                 LIMIT 100) t
@@ -1794,7 +1822,7 @@ type TaskPlanForExecutionsRow struct {
 // minute a job reads its latest successful runs from history, at most
 // 100 and none older than 24 h (each history partition's (job_id,
 // finished_at) index), and the durations their success events recorded
-// (task_event_pkey: execution_id, id), at most 100. One fire measures at most @measure_max_jobs
+// (their tasks' rows, or task_event_pkey: execution_id, id), at most 100. One fire measures at most @measure_max_jobs
 // jobs (never measured first, then the oldest measures), so a burst of
 // adaptive jobs does not hold up a fire; the others use their stored
 // measure (or the ceiling) until a later fire. Fires of fixed jobs read
@@ -1852,7 +1880,10 @@ func (q *Queries) TaskPlanForExecutions(ctx context.Context, db DBTX, arg TaskPl
 
 const taskReapExpired = `-- name: TaskReapExpired :many
 WITH expired AS (
+    -- (With the lease as it is, read under the row's lock: a retry's or
+    -- rerun's is written down as its event below.)
     SELECT t.id, k.timed_out, k.lost, t.lost_leases + k.lost::integer AS lost_leases,
+           t.lease_event_id, t.leased_at, t.preferred_agent_id, t.worker_host, t.worker_ip,
            CASE WHEN k.lost THEN 'lease lost: agent offline or silent'
                 WHEN NOT k.timed_out THEN 'lease expired'
                 ELSE 'timed out after ' || t.timeout_seconds || ' s' END AS why,
@@ -1924,33 +1955,45 @@ WITH expired AS (
         error_code = CASE WHEN x.timed_out THEN 'timeout'
                           WHEN x.outcome IN ('rerun', 'lost') THEN 'lost'
                           WHEN t.cancel_requested_at IS NULL THEN 'lease_expired' END,
-        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now(),
+        lease_event_id = CASE WHEN x.outcome IN ('retry', 'rerun') THEN NULL ELSE t.lease_event_id END
     FROM expired x, ax.job j
     WHERE t.id = x.id AND j.id = t.job_id
       AND t.execution_id IN (SELECT id FROM locked)
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.state, t.agent_id, t.error, t.error_code,
-              t.lost_leases, x.timed_out, x.outcome, t.timeout_seconds, j.timeout_mode
+              t.lost_leases, x.timed_out, x.outcome, t.timeout_seconds, j.timeout_mode,
+              x.lease_event_id, x.leased_at, x.preferred_agent_id, x.worker_host, x.worker_ip
 ), events AS (
     -- A retry first records the attempt's own end (timed out, or failed
     -- when its lease ran out), as a result its agent reported would: the
-    -- pending event below is the next attempt's.
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
-                               worker_host, worker_ip, error_code)
-    SELECT r.id, r.execution_id, r.shard_index, r.attempt - 1, 'state'::ax.task_event_kind,
+    -- pending event below is the next attempt's. Before both, the lease
+    -- of a retry or rerun, from its columns (the row takes the next one).
+    INSERT INTO ax.task_event (id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip, error_code, at)
+    SELECT r.lease_event_id, r.id, r.execution_id, r.shard_index,
+           CASE WHEN r.outcome = 'retry' THEN r.attempt - 1 ELSE r.attempt END, 'state'::ax.task_event_kind,
+           'leased'::ax.task_state, r.agent_id, ax.lease_message(r.preferred_agent_id, r.agent_id),
+           r.worker_host, r.worker_ip, NULL::text, r.leased_at
+    FROM reaped r
+    WHERE r.outcome IN ('retry', 'rerun') AND r.lease_event_id IS NOT NULL
+    UNION ALL
+    SELECT nextval('ax.task_event_id_seq'), r.id, r.execution_id, r.shard_index, r.attempt - 1,
+           'state'::ax.task_event_kind,
            (CASE WHEN r.timed_out THEN 'timed_out' ELSE 'failed' END)::ax.task_state, r.agent_id, r.error,
-           nullif(w.host_name, ''), w.host_ip, r.error_code
+           nullif(w.host_name, ''), w.host_ip, r.error_code, clock_timestamp()
     FROM reaped r
     LEFT JOIN ax.agent w ON w.id = r.agent_id
     WHERE r.outcome = 'retry'
     UNION ALL
-    SELECT r.id, r.execution_id, r.shard_index, r.attempt, 'state'::ax.task_event_kind, r.state, r.agent_id,
+    SELECT nextval('ax.task_event_id_seq'), r.id, r.execution_id, r.shard_index, r.attempt,
+           'state'::ax.task_event_kind, r.state, r.agent_id,
            CASE WHEN r.outcome = 'rerun'
                 THEN r.error || ': runs again at once on the same attempt (lost leases: ' || r.lost_leases || ' of '
                      || $1::integer || ')'
                 WHEN r.timed_out AND r.outcome = 'retry' AND r.timeout_mode = 'adaptive'
                 THEN r.error || '; the retry gets twice the timeout (at most timeout_seconds): ' || r.timeout_seconds || ' s'
                 ELSE r.error END,
-           nullif(w.host_name, ''), w.host_ip, r.error_code
+           nullif(w.host_name, ''), w.host_ip, r.error_code, clock_timestamp()
     FROM reaped r
     LEFT JOIN ax.agent w ON w.id = r.agent_id
 )
@@ -2026,7 +2069,8 @@ func (q *Queries) TaskReapExpired(ctx context.Context, db DBTX, arg TaskReapExpi
 const taskRecordEnd = `-- name: TaskRecordEnd :exec
 UPDATE ax.task t
 SET state = f.state::ax.task_state, result = f.result, error = nullif(f.error, ''), error_code = nullif(f.error_code, ''),
-    finished_at = now(), lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    finished_at = now(), lease_token = NULL, lease_expires_at = NULL, updated_at = now(),
+    end_event_id = CASE WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END
 FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS state, unnest($3::jsonb[]) AS result,
              unnest($4::text[]) AS error, unnest($5::text[]) AS error_code) f
 WHERE t.id = ANY($1::uuid[]) AND t.id = f.id
@@ -2057,24 +2101,34 @@ func (q *Queries) TaskRecordEnd(ctx context.Context, db DBTX, arg TaskRecordEndP
 
 const taskRelease = `-- name: TaskRelease :many
 WITH locked AS (
-    -- In id order (see TaskRenew).
-    SELECT t.id FROM ax.task t
+    -- In id order (see TaskRenew), with the lease as it is: written down
+    -- as its event below (the row takes the next one).
+    SELECT t.id, t.lease_event_id, t.leased_at, t.preferred_agent_id, t.worker_host, t.worker_ip
+    FROM ax.task t
     WHERE t.id = ANY($1::uuid[]) AND t.lease_token = ANY($2::uuid[]) AND t.agent_id = $3
     ORDER BY t.id
     FOR UPDATE
 ), released AS (
     UPDATE ax.task t
-    SET state = 'pending', lease_token = NULL, lease_expires_at = NULL, not_before = now(), updated_at = now()
+    SET state = 'pending', lease_token = NULL, lease_expires_at = NULL, not_before = now(), updated_at = now(),
+        lease_event_id = NULL
     FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS token) r
     WHERE t.id = r.id AND t.lease_token = r.token AND t.agent_id = $3
       AND t.state IN ('leased', 'running') AND t.cancel_requested_at IS NULL
       AND (SELECT count(*) FROM locked) >= 0
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.agent_id
 ), events AS (
-    INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
-                               worker_host, worker_ip)
-    SELECT r.id, r.execution_id, r.shard_index, r.attempt, 'state', 'pending', r.agent_id, 'released by its agent',
-           nullif(w.host_name, ''), w.host_ip
+    INSERT INTO ax.task_event (id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               worker_host, worker_ip, at)
+    SELECT k.lease_event_id, r.id, r.execution_id, r.shard_index, r.attempt, 'state'::ax.task_event_kind,
+           'leased'::ax.task_state, r.agent_id,
+           ax.lease_message(k.preferred_agent_id, r.agent_id), k.worker_host, k.worker_ip, k.leased_at
+    FROM released r
+    JOIN locked k ON k.id = r.id
+    WHERE k.lease_event_id IS NOT NULL
+    UNION ALL
+    SELECT nextval('ax.task_event_id_seq'), r.id, r.execution_id, r.shard_index, r.attempt, 'state'::ax.task_event_kind,
+           'pending'::ax.task_state, r.agent_id, 'released by its agent', nullif(w.host_name, ''), w.host_ip, clock_timestamp()
     FROM released r
     LEFT JOIN ax.agent w ON w.id = r.agent_id
 )

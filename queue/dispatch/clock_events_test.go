@@ -1,0 +1,181 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
+)
+
+// seenEvent is what a reader of a run's events learns from one: the page
+// reader behind the API's events (and so `ax exec logs -states` and the
+// console), and the view ax.all_task_events an operator reads with psql.
+type seenEvent struct {
+	Kind, State, Agent, Host, Stream, Message string
+	Attempt                                   int
+}
+
+// A task's lease and success are columns of its row (migration 00067);
+// its other transitions are event rows, and a lease its row gives up for
+// the next is written down as one. The readers show every fact the event
+// rows showed before, in the same order, whatever the mix: here a failed
+// attempt retried, a lease lost with its agent and run again, a success
+// with logs between its lease and its result, and a run cancelled while
+// leased. Only the last attempt's lease and its success are not rows of
+// ax.task_event.
+func TestEventsShowEveryTransitionOfARun(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	ctx := context.Background()
+	names := map[uuid.UUID]string{}
+	agentOn := func(name, host, ip string) *axtype.Agent {
+		key, err := db.APIKeyInsert(ctx, e.pool, &db.APIKeyInsertParams{ID: uuid.New(), Name: name,
+			Hash: []byte(uuid.NewString()), Prefix: "ax_", Scopes: []string{"agent"}})
+		require.NoError(t, err)
+		a, err := e.broker.Register(ctx, &axtype.Agent{Name: name, Capacity: 4, Weight: 1, APIKeyID: key.ID,
+			Executors: []string{"shell"}, HostName: host, HostIP: ip})
+		require.NoError(t, err)
+		e.heartbeat(a)
+		names[a.ID] = name
+		return a
+	}
+	seen := func(run uuid.UUID) (page, view []seenEvent, ids []int64) {
+		events, err := db.TaskEventListByExecution(ctx, e.pool, &db.TaskEventListParams{
+			ExecutionID: run, Limit: 100, MaxBytes: 1 << 20})
+		require.NoError(t, err)
+		for _, ev := range events {
+			s := seenEvent{Kind: string(ev.Kind), State: string(ev.State), Host: ev.WorkerHost, Stream: ev.Stream,
+				Message: ev.Message, Attempt: ev.Attempt}
+			if ev.AgentID != nil {
+				s.Agent = names[*ev.AgentID]
+			}
+			page = append(page, s)
+			ids = append(ids, ev.ID)
+		}
+		rows, err := e.pool.Query(ctx, `
+			SELECT kind::text, coalesce(state::text, ''), agent_id, coalesce(worker_host, ''), coalesce(stream, ''),
+			       message, attempt
+			FROM ax.all_task_events WHERE execution_id = $1 ORDER BY id`, run)
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var s seenEvent
+			var agent *uuid.UUID
+			require.NoError(t, rows.Scan(&s.Kind, &s.State, &agent, &s.Host, &s.Stream, &s.Message, &s.Attempt))
+			if agent != nil {
+				s.Agent = names[*agent]
+			}
+			view = append(view, s)
+		}
+		require.NoError(t, rows.Err())
+		return page, view, ids
+	}
+	rowsOf := func(run uuid.UUID) (n int) {
+		require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM ax.task_event WHERE execution_id = $1", run).Scan(&n))
+		return n
+	}
+	complete := func(a *axtype.Agent, l *axtype.LeasedTask, state axtype.TaskState, msg string) {
+		_, err := e.broker.Complete(ctx, a.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: l.ID, Token: l.LeaseToken},
+			State: state, Error: msg}})
+		require.NoError(t, err)
+	}
+	logLine := func(a *axtype.Agent, l *axtype.LeasedTask, line string) {
+		_, err := e.broker.Logs(ctx, a.ID, []axtype.LogChunk{{TaskRef: axtype.TaskRef{ID: l.ID, Token: l.LeaseToken},
+			Stream: "stdout", Data: line}})
+		require.NoError(t, err)
+	}
+
+	alpha := agentOn("alpha", "host-a", "192.0.2.1")
+	beta := agentOn("beta", "host-b", "192.0.2.2")
+	task := e.trigger(3, time.Minute)
+
+	// Attempt 1 fails on alpha and is retried.
+	first := e.lease(alpha)
+	require.Len(t, first, 1)
+	logLine(alpha, first[0], "one\n")
+	complete(alpha, first[0], axtype.TaskFailed, "boom")
+	var retryAt time.Time
+	require.NoError(t, e.pool.QueryRow(ctx, "SELECT not_before FROM ax.task WHERE id = $1", task.ID).Scan(&retryAt))
+
+	// Attempt 2 goes to beta, which falls silent: the lease is lost and
+	// the attempt runs again at once.
+	e.clock.Advance(time.Minute + time.Second)
+	e.heartbeat(alpha)
+	second := e.lease(beta)
+	require.Len(t, second, 1)
+	require.Equal(t, 2, second[0].Attempt)
+	e.clock.Advance(e.cfg.Lease + time.Second)
+	e.heartbeat(alpha)
+	e.sweep()
+
+	// Attempt 2 again, on alpha: output, then success.
+	third := e.lease(alpha)
+	require.Len(t, third, 1)
+	require.Equal(t, 2, third[0].Attempt)
+	logLine(alpha, third[0], "two\n")
+	complete(alpha, third[0], axtype.TaskSucceeded, "")
+
+	page, view, ids := seen(task.ExecutionID)
+	want := []seenEvent{
+		{Kind: "state", State: "leased", Agent: "alpha", Host: "host-a", Message: "unassigned", Attempt: 1},
+		{Kind: "log", Agent: "alpha", Stream: "stdout", Message: "one\n", Attempt: 1},
+		{Kind: "state", State: "failed", Agent: "alpha", Host: "host-a", Message: "boom", Attempt: 1},
+		{Kind: "state", State: "pending", Agent: "alpha", Attempt: 2,
+			Message: "retry after backoff, not before " + retryAt.UTC().Format("2006-01-02T15:04:05Z")},
+		{Kind: "state", State: "leased", Agent: "beta", Host: "host-b", Message: "unassigned", Attempt: 2},
+		{Kind: "state", State: "pending", Agent: "beta", Host: "host-b", Attempt: 2,
+			Message: "lease lost: agent offline or silent: runs again at once on the same attempt (lost leases: 1 of 3)"},
+		{Kind: "state", State: "leased", Agent: "alpha", Host: "host-a", Message: "unassigned", Attempt: 2},
+		{Kind: "log", Agent: "alpha", Stream: "stdout", Message: "two\n", Attempt: 2},
+		{Kind: "state", State: "succeeded", Agent: "alpha", Host: "host-a", Attempt: 2},
+	}
+	require.Equal(t, want, page, "the page reader (API, CLI, console)")
+	require.Equal(t, want, view, "the view (psql)")
+	require.IsIncreasing(t, ids, "ids give the order, as the pages follow them")
+	require.Equal(t, len(want)-2, rowsOf(task.ExecutionID),
+		"the last lease and the success are the row's columns; every other fact is an event row")
+
+	var durationMs int64
+	var leasedAt, finishedAt time.Time
+	require.NoError(t, e.pool.QueryRow(ctx, `
+		SELECT v.duration_ms, t.leased_at, t.finished_at
+		FROM ax.all_task_events v JOIN ax.all_tasks t ON t.id = v.task_id
+		WHERE v.execution_id = $1 AND v.state = 'succeeded'`, task.ExecutionID).Scan(&durationMs, &leasedAt, &finishedAt))
+	require.InDelta(t, finishedAt.Sub(leasedAt).Milliseconds(), durationMs, 1, "a success lasts from its lease to its result")
+
+	// A run cancelled while alpha holds it: alpha's lease, then the cancel
+	// alpha reports.
+	cancelled := e.trigger(1, time.Minute)
+	held := e.lease(alpha)
+	require.Len(t, held, 1)
+	e.cancel(cancelled.ExecutionID, "operator")
+	complete(alpha, held[0], axtype.TaskCancelled, "cancelled by its agent")
+	page, view, _ = seen(cancelled.ExecutionID)
+	want = []seenEvent{
+		{Kind: "state", State: "leased", Agent: "alpha", Host: "host-a", Message: "unassigned", Attempt: 1},
+		{Kind: "state", State: "cancelled", Agent: "alpha", Host: "host-a", Message: "cancelled by its agent", Attempt: 1},
+	}
+	require.Equal(t, want, page)
+	require.Equal(t, want, view)
+
+	// The agents' records count the same facts: alpha one success and one
+	// failure in the window (a cancel is neither), three leases of its
+	// own; beta one lease and no outcome.
+	agents, err := e.broker.List(ctx)
+	require.NoError(t, err)
+	record := map[string]string{}
+	for _, a := range agents {
+		record[a.Name] = fmt.Sprintf("succeeded=%d failed=%d leases=%d routed=%d", a.Recent.Succeeded, a.Recent.Failed,
+			a.Recent.Leases, a.Recent.Routed)
+	}
+	require.Equal(t, map[string]string{
+		"alpha": "succeeded=1 failed=1 leases=3 routed=3",
+		"beta":  "succeeded=0 failed=0 leases=1 routed=1",
+	}, record)
+}
