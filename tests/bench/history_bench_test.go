@@ -58,8 +58,8 @@ func historyRuns(b *testing.B) int {
 // per task, full over empty; goal: at most 1.05; the name keeps "10M"
 // whatever AX_BENCH_HISTORY_RUNS is, the log says the size), the same
 // ratio of wall time, and bytes-per-run: the table and index bytes of the
-// history partitions per run filled, with task_event (two state events
-// per run) reported apart and in bytes-per-run-with-events.
+// history partitions per run filled, with task_event (a failure's event;
+// one run in 20) reported apart and in bytes-per-run-with-events.
 func BenchmarkLeaseWithHistory(b *testing.B) {
 	runs := historyRuns(b)
 	emptyURL := dbtest.NewURL(b)
@@ -156,18 +156,18 @@ func clearLive(b *testing.B, pool *pgxpool.Pool) {
 }
 
 // fillHistory writes runs finished single-shard runs into the history of
-// the database at dbURL, as ax would have left them: an execution, its
-// task and two state events (leased, then the outcome) each, on 1,000
-// jobs and 50 agents. One run in 20 failed; the others succeeded. Runs
+// the database at dbURL, as ax would have left them: an execution and
+// its task each (with its lease and, for a success, its end as columns),
+// and a failure's event, on 1,000 jobs and 50 agents. One run in 20 failed; the others succeeded. Runs
 // ended at a steady rate over the default retentions up to now
 // (succeeded: the last 7 days, failed: the last 30), in the order of
 // their numbers, so retain_until (end + retention) spreads over the
 // partitions from now on as in a server that has run that long.
 // Execution ids are time-ordered like the uuid v7 ids ax gives them (48
 // bits of the end in ms, then an md5 of the run number), task ids too
-// (from the fire, 2 s before the end). Executions, tasks and each kind of
-// event are written by four connections at once, historyChunk runs per
-// statement; then VACUUM ANALYZE.
+// (from the fire, 2 s before the end). Executions, tasks and events are
+// written by three connections at once, historyChunk runs per statement;
+// then VACUUM ANALYZE.
 func fillHistory(b *testing.B, dbURL string, runs int) {
 	b.Helper()
 	ctx := context.Background()
@@ -184,7 +184,7 @@ func fillHistory(b *testing.B, dbURL string, runs int) {
 	now := time.Now() // one clock for all statements: they compute the same runs
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
-	for _, insert := range []string{fillExecutions, fillTasks, fillLeasedEvents, fillEndEvents} {
+	for _, insert := range []string{fillExecutions, fillTasks, fillEndEvents} {
 		wg.Go(func() {
 			for lo := 1; lo <= runs; lo += historyChunk {
 				hi := min(lo+historyChunk-1, runs)
@@ -198,6 +198,9 @@ func fillHistory(b *testing.B, dbURL string, runs int) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "SELECT setval('ax.task_event_id_seq', $1)", 2*runs+2); err != nil {
 		b.Fatal(err)
 	}
 	for _, table := range []string{"ax.execution_history", "ax.task_history", "ax.task_event"} {
@@ -255,26 +258,28 @@ FROM run`
 const fillTasks = `
 INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority,
     attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, result, error,
-    created_at, updated_at, agent_id, leased_at, preferred_agent_id, route_key, log_bytes, retain_until)
+    created_at, updated_at, agent_id, leased_at, preferred_agent_id, route_key, log_bytes, retain_until,
+    worker_host, worker_ip, lease_event_id, end_event_id)
 SELECT task_id, execution_id, job_id, 0, 1, '',
        CASE WHEN failed THEN 'failed' ELSE 'succeeded' END::ax.task_state, 0,
        1, 1, 3600, finished_at - interval '2 seconds', finished_at - interval '1 second', finished_at,
        CASE WHEN failed THEN NULL ELSE '{"ok": true}'::jsonb END,
        CASE WHEN failed THEN 'exit status 1' END,
        finished_at - interval '2 seconds', finished_at, agent_id, finished_at - interval '1 second',
-       agent_id, '', 0, retain_until
+       agent_id, '', 0, retain_until,
+       'host-' || i % 50, ('10.0.0.' || i % 50)::inet, 2 * i, CASE WHEN NOT failed THEN 2 * i + 1 END
 FROM run`
 
-const fillLeasedEvents = `
-INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message, at)
-SELECT task_id, execution_id, 0, 1, 'state', 'leased', agent_id, 'routed here', finished_at - interval '1 second'
-FROM run`
-
+// fillEndEvents writes the failures' outcomes: a lease and a success are
+// columns of the task's row (migration 00067; their event ids are 2i and
+// 2i + 1, the sequence set past them after the fill).
 const fillEndEvents = `
-INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, agent_id, message, at)
-SELECT task_id, execution_id, 0, 1, 'state', CASE WHEN failed THEN 'failed' ELSE 'succeeded' END::ax.task_state,
-       agent_id, CASE WHEN failed THEN 'exit status 1' ELSE '' END, finished_at
-FROM run`
+INSERT INTO ax.task_event (id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, message, at,
+                           worker_host, worker_ip)
+SELECT 2 * i + 1, task_id, execution_id, 0, 1, 'state', 'failed', agent_id, 'exit status 1', finished_at,
+       'host-' || i % 50, ('10.0.0.' || i % 50)::inet
+FROM run
+WHERE failed`
 
 // historyBytes returns the table and index bytes (pg_total_relation_size,
 // TOAST included) of the partitions of execution_history and task_history
