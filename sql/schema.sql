@@ -316,8 +316,10 @@ END $$;
 --
 
 CREATE FUNCTION ax.agent_leases(p_agent uuid, p_since timestamp with time zone, p_limit integer) RETURNS TABLE(at timestamp with time zone, routed boolean)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
+BEGIN
+    RETURN QUERY
     SELECT o.at, o.routed
     FROM ((SELECT e.at, e.message IN ('routed here', 'unassigned') AS routed
            FROM ax.task_event e
@@ -346,8 +348,8 @@ CREATE FUNCTION ax.agent_leases(p_agent uuid, p_since timestamp with time zone, 
            ORDER BY t.leased_at DESC
            LIMIT p_limit)) o
     ORDER BY o.at DESC
-    LIMIT p_limit
-$$;
+    LIMIT p_limit;
+END $$;
 
 --
 -- Name: agent_offline_revokes_token(); Type: FUNCTION; Schema: ax; Owner: -
@@ -367,8 +369,10 @@ END $$;
 --
 
 CREATE FUNCTION ax.agent_outcomes(p_agent uuid, p_since timestamp with time zone, p_states ax.task_state[], p_limit integer) RETURNS TABLE(at timestamp with time zone, state ax.task_state, error_code text, duration_ms bigint)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
+BEGIN
+    RETURN QUERY
     SELECT o.at, o.state, o.error_code, o.duration_ms
     FROM ((SELECT e.at, e.state, e.error_code, e.duration_ms
            FROM ax.task_event e
@@ -392,8 +396,8 @@ CREATE FUNCTION ax.agent_outcomes(p_agent uuid, p_since timestamp with time zone
            ORDER BY t.finished_at DESC
            LIMIT p_limit)) o
     ORDER BY o.at DESC
-    LIMIT p_limit
-$$;
+    LIMIT p_limit;
+END $$;
 
 --
 -- Name: agent_task_result; Type: VIEW; Schema: ax; Owner: -
@@ -1119,6 +1123,39 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+--
+-- Name: job_success_p95(uuid); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.job_success_p95(p_job uuid) RETURNS TABLE(samples integer, p95_ms bigint)
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT count(*)::integer, (percentile_disc(0.95) WITHIN GROUP (ORDER BY d.ms))::bigint
+    FROM (
+        SELECT s.ms
+        FROM (SELECT e.id, e.retain_until
+              FROM ax.execution_history e
+              WHERE e.job_id = p_job AND e.state = 'succeeded' AND e.finished_at > now() - interval '24 hours'
+              ORDER BY e.finished_at DESC
+              LIMIT 100) r
+        CROSS JOIN LATERAL (
+            (SELECT (extract(epoch FROM t.finished_at - t.leased_at) * 1000)::bigint AS ms, t.finished_at AS at
+             FROM ax.task_history t
+             WHERE t.execution_id = r.id AND t.retain_until = r.retain_until AND t.end_event_id IS NOT NULL
+             LIMIT 100)
+            UNION ALL
+            (SELECT ev.duration_ms, ev.at
+             FROM ax.task_event ev
+             WHERE ev.execution_id = r.id AND ev.kind = 'state' AND ev.state = 'succeeded'
+               AND ev.duration_ms IS NOT NULL
+             LIMIT 100)) s
+        ORDER BY s.at DESC
+        LIMIT 100
+    ) d;
+END $$;
 
 --
 -- Name: lease_message(uuid, uuid); Type: FUNCTION; Schema: ax; Owner: -

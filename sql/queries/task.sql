@@ -913,9 +913,8 @@ WHERE a.id = ANY(@agent_ids::uuid[]);
 -- measure (ax.job_timeout_measure) is missing or older than
 -- @measure_max_age_seconds, and the new measure stored: at most once a
 -- minute a job reads its latest successful runs from history, at most
--- 100 and none older than 24 h (each history partition's (job_id,
--- finished_at) index), and the durations their success events recorded
--- (their tasks' rows, or task_event_pkey: execution_id, id), at most 100. One fire measures at most @measure_max_jobs
+-- 100 and none older than 24 h, and their durations (ax.job_success_p95).
+-- One fire measures at most @measure_max_jobs
 -- jobs (never measured first, then the oldest measures), so a burst of
 -- adaptive jobs does not hold up a fire; the others use their stored
 -- measure (or the ceiling) until a later fire. Fires of fixed jobs read
@@ -952,31 +951,9 @@ WITH execs AS (
     -- adaptive would be applied after the lateral join.)
     SELECT a.job_id, h.samples, h.p95_ms
     FROM to_measure a
-    CROSS JOIN LATERAL (
-        SELECT count(*)::integer AS samples,
-               (percentile_disc(0.95) WITHIN GROUP (ORDER BY d.ms))::bigint AS p95_ms
-        FROM (
-            -- The job's latest successes within 24 h (in history: a run
-            -- moves there as it ends), and their attempts' times from
-            -- lease to result as their success events recorded them.
-            SELECT t.duration_ms AS ms
-            FROM (SELECT e.id
-                  FROM ax.execution_history e
-                  WHERE e.job_id = a.job_id AND e.state = 'succeeded' AND e.finished_at > now() - interval '24 hours'
-                  ORDER BY e.finished_at DESC
-                  LIMIT 100) r
-            CROSS JOIN LATERAL (
-                -- (The view reads the run's tasks in history and its
-                -- success events written before migration 00067.)
-                SELECT ev.duration_ms, ev.at
-                FROM ax.all_task_events ev
-                WHERE ev.execution_id = r.id AND ev.kind = 'state' AND ev.state = 'succeeded'
-                  AND ev.duration_ms IS NOT NULL
-                LIMIT 100) t
-            ORDER BY t.at DESC
-            LIMIT 100
-        ) d
-    ) h
+    -- A function (migration 00068): the history's partitions are planned
+    -- only when an adaptive job is measured, not for every fire.
+    CROSS JOIN LATERAL ax.job_success_p95(a.job_id) AS h(samples, p95_ms)
 ), stored AS (
     -- In job order, so fires of several jobs never wait on each other crosswise.
     INSERT INTO ax.job_timeout_measure AS m (job_id, samples, p95_ms, computed_at)
