@@ -27,8 +27,8 @@ type seenEvent struct {
 // rows showed before, in the same order, whatever the mix: here a failed
 // attempt retried, a lease lost with its agent and run again, a success
 // with logs between its lease and its result, and a run cancelled while
-// leased. Only the last attempt's lease and its success are not rows of
-// ax.task_event.
+// leased, and a run its agent hands back. Only the last attempt's lease
+// and its success are not rows of ax.task_event.
 func TestEventsShowEveryTransitionOfARun(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
@@ -164,9 +164,31 @@ func TestEventsShowEveryTransitionOfARun(t *testing.T) {
 	require.Equal(t, want, page)
 	require.Equal(t, want, view)
 
-	// The agents' records count the same facts: alpha one success and one
-	// failure in the window (a cancel is neither), three leases of its
-	// own; beta one lease and no outcome.
+	// A run beta hands back (a draining agent's release), then alpha runs.
+	handed := e.trigger(1, time.Minute)
+	e.heartbeat(beta) // back after its silence
+	back := e.lease(beta)
+	require.Len(t, back, 1)
+	released, err := e.broker.Release(ctx, beta.ID, []axtype.TaskRef{{ID: back[0].ID, Token: back[0].LeaseToken}})
+	require.NoError(t, err)
+	require.Len(t, released, 1)
+	again := e.lease(alpha)
+	require.Len(t, again, 1)
+	complete(alpha, again[0], axtype.TaskSucceeded, "")
+	page, view, _ = seen(handed.ExecutionID)
+	want = []seenEvent{
+		{Kind: "state", State: "leased", Agent: "beta", Host: "host-b", Message: "unassigned", Attempt: 1},
+		{Kind: "state", State: "pending", Agent: "beta", Host: "host-b", Message: "released by its agent", Attempt: 1},
+		{Kind: "state", State: "leased", Agent: "alpha", Host: "host-a", Message: "unassigned", Attempt: 1},
+		{Kind: "state", State: "succeeded", Agent: "alpha", Host: "host-a", Attempt: 1},
+	}
+	require.Equal(t, want, page)
+	require.Equal(t, want, view)
+	require.Equal(t, 2, rowsOf(handed.ExecutionID), "the released lease is written down before the next")
+
+	// The agents' records count the same facts: alpha two successes and
+	// one failure in the window (a cancel is neither), four leases of its
+	// own; beta two leases and no outcome.
 	agents, err := e.broker.List(ctx)
 	require.NoError(t, err)
 	record := map[string]string{}
@@ -175,7 +197,7 @@ func TestEventsShowEveryTransitionOfARun(t *testing.T) {
 			a.Recent.Leases, a.Recent.Routed)
 	}
 	require.Equal(t, map[string]string{
-		"alpha": "succeeded=1 failed=1 leases=3 routed=3",
-		"beta":  "succeeded=0 failed=0 leases=1 routed=1",
+		"alpha": "succeeded=2 failed=1 leases=4 routed=4",
+		"beta":  "succeeded=0 failed=0 leases=2 routed=2",
 	}, record)
 }
