@@ -11,7 +11,7 @@ import (
 // few milliseconds of waiting for company are paid back many times under
 // load; at rest a lone result leaves after resultFlushDelay.
 const (
-	resultBatchMax   = 200
+	resultBatchMax   = 1000
 	resultBatchBytes = 4 << 20 // the server takes 8 MiB per request; JSON escaping may grow text
 	resultFlushDelay = 5 * time.Millisecond
 )
