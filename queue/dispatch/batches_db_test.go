@@ -4,11 +4,13 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -119,4 +121,50 @@ func TestResultsReportedTogetherAreRecordedTogether(t *testing.T) {
 		require.Equal(t, axtype.TaskSucceeded, task.State, "task %d", i)
 		require.Equal(t, agents[i].ID, e.agentOf(lt.ID))
 	}
+}
+
+// A stream of runs that become leasable one at a time, taken by an agent
+// with slots to spare that polls again as soon as it has its tasks, is
+// leased at the broker's pace: each lease takes what came since the last,
+// rather than one lease statement per run (dispatch.BatchPace).
+func TestAStreamIsLeasedAtPace(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	a := e.agent(nil, nil) // 100 slots
+	job := e.job(nil)
+	const runs = 60
+
+	type poll struct {
+		tasks int
+		err   error
+	}
+	polls := make(chan poll, runs)
+	began := time.Now()
+	go func() {
+		for got := 0; got < runs; {
+			tasks, err := e.broker.Lease(ctx, a, 100, 10*time.Second)
+			polls <- poll{tasks: len(tasks), err: err}
+			if err != nil || len(tasks) == 0 {
+				return
+			}
+			got += len(tasks)
+		}
+		close(polls)
+	}()
+	for range runs {
+		e.trigger(job.ID)
+		time.Sleep(2 * time.Millisecond)
+	}
+	leases, got := 0, 0
+	for p := range polls {
+		require.NoError(t, p.err)
+		require.Positive(t, p.tasks, "a poll of 10 s ended empty")
+		leases++
+		got += p.tasks
+	}
+	elapsed := time.Since(began)
+	require.Equal(t, runs, got)
+	require.LessOrEqual(t, leases, int(elapsed/dispatch.BatchPace)+2,
+		"%d runs over %s: leases at most one per pace", runs, elapsed)
+	t.Logf("%d runs over %s leased in %d leases", runs, elapsed, leases)
 }

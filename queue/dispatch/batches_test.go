@@ -21,7 +21,7 @@ func TestBatchesServeTheWaitingAsksTogether(t *testing.T) {
 	started := make(chan struct{}, 10)
 	var mu sync.Mutex
 	var seen [][]uuid.UUID
-	b := &batches[uuid.UUID, uuid.UUID]{run: func(_ context.Context, asks []*batchAsk[uuid.UUID, uuid.UUID]) {
+	b := &batches[uuid.UUID, uuid.UUID]{run: func(_ context.Context, asks []*batchAsk[uuid.UUID, uuid.UUID]) bool {
 		mu.Lock()
 		var ids []uuid.UUID
 		for _, a := range asks {
@@ -37,6 +37,7 @@ func TestBatchesServeTheWaitingAsksTogether(t *testing.T) {
 		for _, a := range asks {
 			a.answer(a.q, nil)
 		}
+		return false
 	}}
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -94,4 +95,71 @@ func TestBatchesServeTheWaitingAsksTogether(t *testing.T) {
 		defer b.mu.Unlock()
 		return b.running == 0
 	}, 5*time.Second, time.Millisecond, "no batch is left running")
+}
+
+// After a small batch, the next waits until pace has passed since the
+// small one started and serves together the asks that came meanwhile;
+// after a batch that was not small (a backlog's, or one that served
+// nothing), the next starts at once.
+func TestBatchesKeepPaceAfterSmallBatches(t *testing.T) {
+	t.Parallel()
+	const pace = 300 * time.Millisecond
+	type batch struct {
+		at  time.Time
+		ids []uuid.UUID
+	}
+	var mu sync.Mutex
+	var seen []batch
+	small := true
+	b := &batches[uuid.UUID, uuid.UUID]{pace: pace, run: func(_ context.Context, asks []*batchAsk[uuid.UUID, uuid.UUID]) bool {
+		mu.Lock()
+		bt := batch{at: time.Now()}
+		for _, a := range asks {
+			bt.ids = append(bt.ids, a.q)
+		}
+		seen = append(seen, bt)
+		s := small
+		mu.Unlock()
+		for _, a := range asks {
+			a.answer(a.q, nil)
+		}
+		return s
+	}}
+	ctx := context.Background()
+	ask := func(id uuid.UUID) {
+		got, err := b.do(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, id, got)
+	}
+	last := func() batch {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[len(seen)-1]
+	}
+
+	first := uuid.New()
+	ask(first) // nothing before it: served at once, and small
+	firstAt := last().at
+	second, third := uuid.New(), uuid.New()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ask(second) }()
+	go func() {
+		defer wg.Done()
+		time.Sleep(pace / 3)
+		ask(third)
+	}()
+	wg.Wait()
+	paced := last()
+	require.ElementsMatch(t, []uuid.UUID{second, third}, paced.ids,
+		"the asks that came while the batch kept pace are served together")
+	require.GreaterOrEqual(t, paced.at.Sub(firstAt), pace, "the next batch waited out the pace")
+
+	mu.Lock()
+	small = false
+	mu.Unlock()
+	ask(uuid.New()) // waits out the pace after the small one, and is not small
+	notSmallAt := last().at
+	ask(uuid.New())
+	require.Less(t, last().at.Sub(notSmallAt), pace/2, "after a batch that was not small, the next starts at once")
 }

@@ -130,8 +130,9 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	if notifier != nil {
 		s.keyFreed, _ = notifier.Subscribe(notify.KeyFreedChannel) // for the broker's life
 	}
-	s.leases = &batches[axtype.LeaseAgent, []*axtype.LeasedTask]{run: s.serveLeases}
-	s.results = &batches[agentResults, []axtype.CompletedTask]{run: s.serveResults, split: oneReportPerTask}
+	s.leases = &batches[axtype.LeaseAgent, []*axtype.LeasedTask]{run: s.serveLeases, pace: batchPace}
+	s.results = &batches[agentResults, []axtype.CompletedTask]{run: s.serveResults, split: oneReportPerTask,
+		pace: batchPace}
 	return s
 }
 
@@ -347,19 +348,28 @@ func (s *LeaseBroker) leaseBatch(asks ...axtype.LeaseAgent) *LeaseBatch {
 }
 
 // serveLeases leases for a coalesced batch of asks and answers each.
-func (s *LeaseBroker) serveLeases(ctx context.Context, asks []*batchAsk[axtype.LeaseAgent, []*axtype.LeasedTask]) {
+//
+// It is small when it leased a few tasks and left slots free: tasks came
+// slower than the agents could take them, and the next lease may wait a
+// little for company (batches.pace). A lease that filled every ask (a
+// backlog) is not: its agents' slots would wait.
+func (s *LeaseBroker) serveLeases(ctx context.Context, asks []*batchAsk[axtype.LeaseAgent, []*axtype.LeasedTask]) (small bool) {
 	batch := s.leaseBatch()
 	for _, a := range asks {
 		batch.Agents = append(batch.Agents, a.q)
 	}
 	got, err := s.lease(ctx, s.pool, batch)
+	leased, short := 0, false
 	for i, a := range asks {
 		if err != nil {
 			a.answer(nil, err)
 		} else {
 			a.answer(got[i], nil)
+			leased += len(got[i])
+			short = short || len(got[i]) < a.q.Max
 		}
 	}
+	return leased > 0 && leased < batchSmall && short
 }
 
 // lease takes tokens of the rate classes that have tasks waiting (see
@@ -588,11 +598,17 @@ func oneReportPerTask(waiting []*batchAsk[agentResults, []axtype.CompletedTask])
 // serveResults records a coalesced batch of calls' results and answers
 // each. Should the batch fail, each call is recorded alone: one agent's
 // results that the database refuses must not fail the others'.
-func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentResults, []axtype.CompletedTask]) {
+//
+// It is small when it recorded fewer than batchSmall results: the next
+// may wait a little for company (batches.pace). A result waiting holds
+// no slot (an agent counts only the tasks it executes), only the time at
+// which its run is seen to end.
+func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentResults, []axtype.CompletedTask]) (small bool) {
 	calls := make([]agentResults, len(asks))
 	for i, a := range asks {
 		calls[i] = a.q
 	}
+	recorded := 0
 	done, err := s.record(ctx, calls)
 	if err != nil && len(asks) > 1 {
 		for _, a := range asks {
@@ -601,17 +617,20 @@ func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentRe
 				a.answer(nil, err)
 			} else {
 				a.answer(one[0], nil)
+				recorded += len(one[0])
 			}
 		}
-		return
+		return recorded > 0 && recorded < batchSmall
 	}
 	for i, a := range asks {
 		if err != nil {
 			a.answer(nil, err)
 		} else {
 			a.answer(done[i], nil)
+			recorded += len(done[i])
 		}
 	}
+	return recorded > 0 && recorded < batchSmall
 }
 
 // record records the results of calls in one transaction; out[i] are
