@@ -774,14 +774,20 @@ BEGIN
     WITH gone AS (
         DELETE FROM ax.execution e
         WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND %7$s
-        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+        RETURNING e.*
     ), k AS (
-        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
-               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+        SELECT g.*, f.state AS final_state, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN f.state IN ('failed', 'timed_out')
                                   THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
                                   ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
                      s.made_until - interval '1 microsecond') AS until
         FROM gone g
+        -- A run's final state by a join: array_position, per run, read
+        -- p_ids from its start, quadratic in the batch (migration 00069).
+        -- The first state given for a run is its state.
+        JOIN (SELECT DISTINCT ON (x.id) x.id, x.state
+              FROM unnest(p_ids, p_states) WITH ORDINALITY AS x(id, state, n)
+              ORDER BY x.id, x.n) f ON f.id = g.id
         LEFT JOIN ax.job j ON j.id = g.job_id
         CROSS JOIN ax.history_setting s
     ), moved AS (
@@ -854,14 +860,20 @@ BEGIN
     WITH gone AS (
         DELETE FROM ax.execution e
         WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND NOT (e.id = ANY(busy))
-        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+        RETURNING e.*
     ), k AS (
-        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
-               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+        SELECT g.*, f.state AS final_state, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN f.state IN ('failed', 'timed_out')
                                   THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
                                   ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
                      s.made_until - interval '1 microsecond') AS until
         FROM gone g
+        -- A run's final state by a join: array_position, per run, read
+        -- p_ids from its start, quadratic in the batch (migration 00069).
+        -- The first state given for a run is its state.
+        JOIN (SELECT DISTINCT ON (x.id) x.id, x.state
+              FROM unnest(p_ids, p_states) WITH ORDINALITY AS x(id, state, n)
+              ORDER BY x.id, x.n) f ON f.id = g.id
         LEFT JOIN ax.job j ON j.id = g.job_id
         CROSS JOIN ax.history_setting s
     ), moved AS (
@@ -917,14 +929,20 @@ BEGIN
     WITH gone AS (
         DELETE FROM ax.execution e
         WHERE e.id = ANY(p_ids) AND e.state IN ('pending', 'running') AND e.shard_count = 1
-        RETURNING e.*, p_states[array_position(p_ids, e.id)] AS final_state
+        RETURNING e.*
     ), k AS (
-        SELECT g.*, j.callback_url IS NOT NULL AS has_callback,
-               least(now() + CASE WHEN g.final_state IN ('failed', 'timed_out')
+        SELECT g.*, f.state AS final_state, j.callback_url IS NOT NULL AS has_callback,
+               least(now() + CASE WHEN f.state IN ('failed', 'timed_out')
                                   THEN coalesce(make_interval(secs => j.history_failed_retention_seconds), s.failed_retention)
                                   ELSE coalesce(make_interval(secs => j.history_retention_seconds), s.finished_retention) END,
                      s.made_until - interval '1 microsecond') AS until
         FROM gone g
+        -- A run's final state by a join: array_position, per run, read
+        -- p_ids from its start, quadratic in the batch (migration 00069).
+        -- The first state given for a run is its state.
+        JOIN (SELECT DISTINCT ON (x.id) x.id, x.state
+              FROM unnest(p_ids, p_states) WITH ORDINALITY AS x(id, state, n)
+              ORDER BY x.id, x.n) f ON f.id = g.id
         LEFT JOIN ax.job j ON j.id = g.job_id
         CROSS JOIN ax.history_setting s
     ), moved AS (
