@@ -1,4 +1,4 @@
 package dispatch
 
 // BatchPace is batchPace, for the tests of package dispatch_test.
-var BatchPace = batchPace
+const BatchPace = batchPace
