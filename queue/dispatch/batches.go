@@ -108,8 +108,12 @@ func (b *batches[Q, A]) do(ctx context.Context, q Q) (A, error) {
 // serve runs batches of the waiting asks until none waits.
 func (b *batches[Q, A]) serve() {
 	for {
-		b.waitPace()
 		b.mu.Lock()
+		if wait := b.paceLeft(); wait > 0 {
+			b.mu.Unlock()
+			time.Sleep(wait)
+			continue // another batch may have started meanwhile
+		}
 		asks := b.waiting
 		b.waiting = nil
 		if b.split != nil && len(asks) > 1 {
@@ -131,19 +135,11 @@ func (b *batches[Q, A]) serve() {
 	}
 }
 
-// waitPace waits out what is left of pace after the last batch's start,
-// while the stream goes on (see pace).
-func (b *batches[Q, A]) waitPace() {
-	if b.pace <= 0 {
-		return
+// paceLeft is how long the next batch waits to keep pace (see pace);
+// b.mu is held.
+func (b *batches[Q, A]) paceLeft() time.Duration {
+	if b.pace <= 0 || !b.lastSmall {
+		return 0
 	}
-	b.mu.Lock()
-	wait := time.Until(b.lastStart.Add(b.pace))
-	if !b.lastSmall {
-		wait = 0
-	}
-	b.mu.Unlock()
-	if wait > 0 {
-		time.Sleep(wait)
-	}
+	return time.Until(b.lastStart.Add(b.pace))
 }

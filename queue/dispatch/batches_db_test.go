@@ -164,7 +164,42 @@ func TestAStreamIsLeasedAtPace(t *testing.T) {
 	}
 	elapsed := time.Since(began)
 	require.Equal(t, runs, got)
-	require.LessOrEqual(t, leases, int(elapsed/dispatch.BatchPace)+2,
-		"%d runs over %s: leases at most one per pace", runs, elapsed)
+	require.LessOrEqual(t, leases, int(elapsed/dispatch.BatchPace)+3,
+		"%d runs over %s in %d leases: at most one per pace", runs, elapsed, leases)
 	t.Logf("%d runs over %s leased in %d leases", runs, elapsed, leases)
+}
+
+// Results reported one by one in a stream (each call a few ms after the
+// last, none waiting for another) are recorded at the broker's pace: each
+// completion statement takes the calls that came since the last, rather
+// than one statement per call or two.
+func TestAStreamOfResultsIsRecordedAtPace(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	statements := &dbtest.Statements{}
+	broker := e.brokerTracedBy(statements)
+	a := e.agent(nil, nil)
+	const results = 40
+	e.trigger(e.job(func(j *axtype.Job) { j.ShardCount = results }).ID)
+	leased := e.lease(a, results)
+	require.Len(t, leased, results)
+
+	errs := make(chan error, results)
+	began := time.Now()
+	for _, lt := range leased {
+		go func() {
+			_, err := broker.Complete(ctx, a.ID, []axtype.TaskResult{
+				{TaskRef: axtype.TaskRef{ID: lt.ID, Token: lt.LeaseToken}, State: axtype.TaskSucceeded}})
+			errs <- err
+		}()
+		time.Sleep(2 * time.Millisecond)
+	}
+	for range results {
+		require.NoError(t, <-errs)
+	}
+	elapsed := time.Since(began)
+	completes := statements.Count("TaskComplete")
+	require.LessOrEqual(t, completes, int(elapsed/dispatch.BatchPace)+3,
+		"%d calls over %s in %d completions: at most one per pace", results, elapsed, completes)
+	t.Logf("%d calls over %s recorded by %d completion statements", results, elapsed, completes)
 }
