@@ -285,6 +285,7 @@ func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPla
 		case route != nil:
 			p.Preferred[i], p.Fallback[i], p.RouteKeys[i] = route.Preferred, route.Fallback, route.RouteKey
 		}
+		tasks[i].Preferred, tasks[i].NotBefore = p.Preferred[i], r.NotBefore
 	}
 	if err := queries.TaskInsertPlanned(ctx, e, p); err != nil {
 		return fmt.Errorf("error inserting tasks: %w", mapErr(err))

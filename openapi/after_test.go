@@ -47,7 +47,7 @@ func (e *afterEnv) tick(name string, at time.Time) string {
 	e.t.Helper()
 	id := uuid.Must(uuid.NewV7())
 	inserted, err := dispatch.InsertExecutions(context.Background(), e.pool, nil, nil, []*axtype.NewExecution{{
-		ID: id, JobID: uuid.MustParse(e.ids[name]), Cause: axtype.CauseSchedule, ScheduledFor: at}})
+		ID: id, JobID: uuid.MustParse(e.ids[name]), Cause: axtype.CauseSchedule, ScheduledFor: at}}, nil)
 	require.NoError(e.t, err)
 	require.Len(e.t, inserted, 1)
 	return id.String()

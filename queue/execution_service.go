@@ -165,10 +165,11 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if err != nil {
 		return nil, err
 	}
+	var ready notify.Targets
 	inserted, err := dispatch.InsertExecutions(ctx, tx, s.router, s.outbox, []*axtype.NewExecution{{
 		ID: id, JobID: job.ID, Cause: axtype.CauseManual, ScheduledFor: now, Params: req.Params, Priority: req.Priority,
 		TraceParent: req.TraceParent,
-	}})
+	}}, &ready)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +182,7 @@ func (s *ExecutionService) fireNow(ctx context.Context, tx pgx.Tx, req *TriggerR
 	if err := db.TriggerRecordFire(ctx, tx, job.ID, id, now); err != nil {
 		return nil, err
 	}
-	if err := db.Notify(ctx, tx, notify.TaskReadyChannel, ""); err != nil {
+	if err := db.Notify(ctx, tx, notify.TaskReadyChannel, ready.Payload()); err != nil {
 		return nil, err
 	}
 	return db.ExecutionGetByID(ctx, tx, id)

@@ -57,6 +57,13 @@ type NewTask struct {
 	ConcurrencyScope    string
 	ConcurrencyKey      string
 	ConcurrencyError    string
+	// Preferred is the agent the task was written routed to (its pinned
+	// agent, or routing's choice); uuid.Nil: any matching agent may take
+	// it at once.
+	Preferred uuid.UUID
+	// NotBefore is when it was written leasable from (the database's
+	// clock).
+	NotBefore time.Time
 }
 
 // TaskRoute is one routing decision; nil agent ids mean no preference.

@@ -305,7 +305,7 @@ func TestAdaptiveTimeoutMeasuresBoundedPerFire(t *testing.T) {
 		tx, err := e.pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		_, err = dispatch.InsertExecutions(ctx, tx, nil, nil, execs)
+		_, err = dispatch.InsertExecutions(ctx, tx, nil, nil, execs, nil)
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))
 		ids := make([]uuid.UUID, n)

@@ -20,6 +20,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/clock"
 	"github.com/ax-scheduler/ax/queue/delivery"
 	"github.com/ax-scheduler/ax/queue/metrics"
+	"github.com/ax-scheduler/ax/queue/notify"
 	"github.com/ax-scheduler/ax/routing"
 )
 
@@ -327,7 +328,10 @@ const defaultLive = 10 * time.Second
 // InsertExecutions records fires, makes their tasks (shard generators
 // rendered by GeneratedShardParams) routed as they are written, and hands
 // agentless HTTP tasks to the outbox, all in e (the fire's transaction).
-func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*axtype.NewExecution) ([]axtype.InsertedExecution, error) {
+// It adds to ready (nil: none) whom the fire's task-ready notification is
+// for (ReadyFor).
+func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, outbox *delivery.Outbox, execs []*axtype.NewExecution,
+	ready *notify.Targets) ([]axtype.InsertedExecution, error) {
 	live := defaultLive
 	if router != nil {
 		live = router.Live()
@@ -336,5 +340,39 @@ func InsertExecutions(ctx context.Context, e db.Executor, router *TaskRouter, ou
 	if err != nil {
 		return inserted, err
 	}
+	if ready != nil {
+		ReadyFor(ready, tasks, time.Now())
+	}
 	return inserted, outbox.Fired(ctx, e, tasks)
 }
+
+// ReadyFor adds to ready the waiting polls that new tasks are for: the
+// agent each is routed to (by ReadyKey when it may lease the task at now,
+// by LaterKey when later), or everyone for a task any agent may take at
+// once, or one of a concurrency key (a lease of any agent may unpark or
+// take it). Agentless tasks and tasks written failed are for no one. The
+// other polls look when the routed tasks may be stolen
+// (notify.Notifier.Target).
+func ReadyFor(ready *notify.Targets, tasks []*axtype.NewTask, now time.Time) {
+	for _, t := range tasks {
+		switch {
+		case t.Agentless || t.ConcurrencyError != "":
+		case t.ConcurrencyTemplate != "" || t.Preferred == uuid.Nil:
+			ready.Add("")
+		case t.NotBefore.After(now):
+			ready.Add(LaterKey(t.Preferred))
+		default:
+			ready.Add(ReadyKey(t.Preferred))
+		}
+	}
+}
+
+// ReadyKey names an agent in a task-ready notification of tasks it may
+// lease at once: its waiting polls lease without a check first.
+func ReadyKey(agent uuid.UUID) string { return agent.String() }
+
+// LaterKey names an agent in a task-ready notification of tasks it may
+// lease later (a fire made ahead of its tick): its waiting polls check
+// when they may, and sleep until then (leasing at once would find
+// nothing, and cost a lease).
+func LaterKey(agent uuid.UUID) string { return "later:" + agent.String() }

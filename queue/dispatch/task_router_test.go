@@ -130,7 +130,7 @@ func TestRoutedTasksAreWrittenOnce(t *testing.T) {
 	sharded, pinned := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	_, err = dispatch.InsertExecutions(ctx, tx, router, nil, []*axtype.NewExecution{
 		{ID: sharded, JobID: shardedJob.ID, Cause: axtype.CauseManual, ScheduledFor: now},
-		{ID: pinned, JobID: pinnedJob.ID, Cause: axtype.CauseManual, ScheduledFor: now}})
+		{ID: pinned, JobID: pinnedJob.ID, Cause: axtype.CauseManual, ScheduledFor: now}}, nil)
 	require.NoError(t, err)
 	var inserted, updated int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables

@@ -36,6 +36,7 @@ type Metrics struct {
 	Dispatched       *prometheus.CounterVec // by class ("none" without one)
 	PickupLatency    prometheus.Histogram
 	DispatchFailures prometheus.Counter
+	LeaseChecks      prometheus.Counter // waiting polls' checks of when they could lease
 	TaskResults      *TaskResultCounter // by state and error code, the codes capped
 	Retries          prometheus.Counter
 	LeaseExpiries    prometheus.Counter
@@ -143,6 +144,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.DispatchFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_dispatch_failures_total", Help: "Lease requests that failed with an error.",
 	})
+	m.LeaseChecks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_lease_checks_total",
+		Help: "Checks by waiting lease requests of when they could lease (read together, a share of one statement each).",
+	})
 	m.TaskResults = newTaskResultCounter(MaxErrorCodeLabels)
 	m.Retries = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_task_retries_total", Help: "Task attempts scheduled again after a failure, timeout or a lease its live agent let expire.",
@@ -178,7 +183,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
-			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
+			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.LeaseChecks, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
 			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped, m.DeclarationConflicts, m.Vacuums, m.VacuumSeconds,
 			m.VacuumDenied, m.HistoryMaintenanceDenied, m.NotificationsLost)
 	}

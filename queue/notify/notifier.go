@@ -42,6 +42,9 @@ type Notifier struct {
 	mu    sync.Mutex
 	subs  map[string]map[chan struct{}]struct{}
 	keyed keyedSubs // subscriptions to one payload of a channel
+	// targets are the channels whose notifications wake whom they name
+	// (Target).
+	targets targets
 	// payloads are subscriptions to every payload of a channel.
 	payloads payloadSubs
 
@@ -167,7 +170,10 @@ func (n *Notifier) Start(ctx context.Context) error {
 
 // Stop ends listening and waits for the connection to close. It is safe
 // to call twice or without Start.
-func (n *Notifier) Stop() { n.bg.Stop() }
+func (n *Notifier) Stop() {
+	n.bg.Stop()
+	n.stopLate()
+}
 
 func (n *Notifier) run(ctx context.Context) {
 	const firstBackoff = 100 * time.Millisecond
@@ -246,8 +252,7 @@ func (n *Notifier) listen(ctx context.Context, connected func()) error {
 			} // else an old probe's, or another replica's
 			continue
 		}
-		n.wake(note.Channel)
-		n.wakeKeys(note.Channel, note.Payload)
+		n.wakeFor(note.Channel, note.Payload)
 		n.sendPayload(note.Channel, note.Payload)
 	}
 }

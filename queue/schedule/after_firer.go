@@ -155,7 +155,7 @@ func (f *AfterFirer) fire(ctx context.Context, tx pgx.Tx, w *axtype.AfterWait) (
 		return f.cascade(ctx, tx, w, id, params)
 	}
 	inserted, err := dispatch.InsertExecutions(ctx, tx, f.cfg.Router, f.cfg.Outbox, []*axtype.NewExecution{{
-		ID: id, JobID: job.ID, Cause: axtype.CauseAfter, ScheduledFor: w.LogicalTime, Params: params}})
+		ID: id, JobID: job.ID, Cause: axtype.CauseAfter, ScheduledFor: w.LogicalTime, Params: params}}, nil)
 	if err != nil {
 		return false, err
 	}

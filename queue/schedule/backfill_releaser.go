@@ -188,7 +188,7 @@ func (r *BackfillReleaser) release(ctx context.Context, tx pgx.Tx, b *db.Claimed
 	if err != nil {
 		return 0, err
 	}
-	inserted, err := dispatch.InsertExecutions(ctx, tx, r.cfg.Router, r.cfg.Outbox, step.fires)
+	inserted, err := dispatch.InsertExecutions(ctx, tx, r.cfg.Router, r.cfg.Outbox, step.fires, nil)
 	if err != nil {
 		return 0, err
 	}

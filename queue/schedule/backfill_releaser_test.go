@@ -103,12 +103,12 @@ func TestBackfillOverFallBackMakesTheJobsTicks(t *testing.T) {
 		id := uuid.Must(uuid.NewV7())
 		ranIDs = append(ranIDs, id)
 		_, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*axtype.NewExecution{{ID: id, JobID: job.ID,
-			Cause: axtype.CauseSchedule, ScheduledFor: tick}})
+			Cause: axtype.CauseSchedule, ScheduledFor: tick}}, nil)
 		require.NoError(t, err)
 	}
 	e.endRuns(ranIDs[1:])
 	_, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*axtype.NewExecution{{ID: uuid.Must(uuid.NewV7()),
-		JobID: job.ID, Cause: axtype.CauseManual, ScheduledFor: want[4]}})
+		JobID: job.ID, Cause: axtype.CauseManual, ScheduledFor: want[4]}}, nil)
 	require.NoError(t, err)
 
 	backfills := queue.NewBackfillService(e.pool, nil, nil)
@@ -205,7 +205,7 @@ func TestBackfillOverSpringForwardFiresAtTheGapsEnd(t *testing.T) {
 	require.Contains(t, all, time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC))
 
 	inserted, err := dispatch.InsertExecutions(ctx, e.pool, nil, nil, []*axtype.NewExecution{{ID: uuid.Must(uuid.NewV7()),
-		JobID: job.ID, Cause: axtype.CauseSchedule, ScheduledFor: all[14]}})
+		JobID: job.ID, Cause: axtype.CauseSchedule, ScheduledFor: all[14]}}, nil)
 	require.NoError(t, err)
 	require.Empty(t, inserted, "the tick has its backfilled run")
 }

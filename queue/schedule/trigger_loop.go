@@ -335,6 +335,7 @@ type batch struct {
 	setAside []setAside
 	failed   []failedRun
 	inserted []axtype.InsertedExecution
+	ready    notify.Targets // whom the fires' task-ready notification is for
 	router   *dispatch.TaskRouter
 	outbox   *delivery.Outbox
 }
@@ -462,7 +463,7 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	if len(b.inserted) > 0 {
-		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
+		return db.Notify(ctx, tx, notify.TaskReadyChannel, b.ready.Payload())
 	}
 	return nil
 }
@@ -479,7 +480,7 @@ func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) 
 	var inserted []axtype.InsertedExecution
 	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 		var err error
-		inserted, err = writeFires(ctx, sp, b.router, b.outbox, fires)
+		inserted, err = writeFires(ctx, sp, b.router, b.outbox, fires, &b.ready)
 		return err
 	})
 	switch {
@@ -506,7 +507,10 @@ func (b *batch) writeIsolated(ctx context.Context, tx pgx.Tx, fires []*jobFire) 
 // writeFires stores fires in tx: cancellations for replace first, so they
 // never touch the new executions. It panics never: a panic in routing or
 // the outbox comes back as an error.
-func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, outbox *delivery.Outbox, fires []*jobFire) (inserted []axtype.InsertedExecution, err error) {
+// The fires' tasks are added to ready (a savepoint rolled back leaves
+// them there: a poll woken for nothing looks, and sleeps again).
+func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, outbox *delivery.Outbox, fires []*jobFire,
+	ready *notify.Targets) (inserted []axtype.InsertedExecution, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			inserted, err = nil, fmt.Errorf("panic: %v", p)
@@ -547,7 +551,7 @@ func writeFires(ctx context.Context, tx pgx.Tx, router *dispatch.TaskRouter, out
 			return nil, err
 		}
 	}
-	if inserted, err = dispatch.InsertExecutions(ctx, tx, router, outbox, execs); err != nil {
+	if inserted, err = dispatch.InsertExecutions(ctx, tx, router, outbox, execs, ready); err != nil {
 		return nil, err
 	}
 	keepInsertedAsLast(fires, inserted)

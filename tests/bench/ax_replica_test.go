@@ -290,15 +290,17 @@ func (r *axReplica) fireJob(jobID uuid.UUID, n int) error {
 		for i := range execs {
 			execs[i] = &axtype.NewExecution{ID: uuid.Must(uuid.NewV7()), JobID: jobID, Cause: axtype.CauseManual, ScheduledFor: now}
 		}
-		inserted, _, err := db.ExecutionInsertMany(ctx, tx, execs, r.router.Live(), dispatch.GeneratedShardParams,
-			r.router.RouteFunc(tx))
+		// As the trigger loop fires: the notification names the agents
+		// the tasks are routed to.
+		var ready notify.Targets
+		inserted, err := dispatch.InsertExecutions(ctx, tx, r.router, nil, execs, &ready)
 		if err != nil {
 			return err
 		}
 		if len(inserted) != n {
 			return fmt.Errorf("inserted %d executions of %d", len(inserted), n)
 		}
-		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
+		return db.Notify(ctx, tx, notify.TaskReadyChannel, ready.Payload())
 	})
 	if err != nil {
 		return fmt.Errorf("error firing %d executions: %w", n, err)

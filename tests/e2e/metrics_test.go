@@ -55,7 +55,7 @@ func TestMetricsMoveAsJobsFire(t *testing.T) {
 	before := scrape(t, s.url)
 	for _, name := range []string{`ax_fires_total{cause="schedule"}`, `ax_fires_total{cause="manual"}`,
 		`ax_misfires_total`, `ax_skipped_ticks_total{reason="misfire"}`, `ax_fire_lag_seconds_count`,
-		`ax_tasks_dispatched_total{class="none"}`, `ax_dispatch_failures_total`, `ax_task_results_total{error_code="",state="succeeded"}`,
+		`ax_tasks_dispatched_total{class="none"}`, `ax_dispatch_failures_total`, `ax_lease_checks_total`, `ax_task_results_total{error_code="",state="succeeded"}`,
 		`ax_task_results_total{error_code="timeout",state="timed_out"}`, `ax_task_retries_total`, `ax_lease_expiries_total`,
 		`ax_queue_depth{class="none",priority="0"}`, `ax_queue_oldest_wait_seconds{class="none",priority="0"}`} {
 		require.Contains(t, before, name)
