@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/metrics"
 	"github.com/ax-scheduler/ax/queue/notify"
+	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
 // TestAFireWakesThePollsItIsFor: a fire's task-ready notification names
@@ -35,7 +37,13 @@ func TestAFireWakesThePollsItIsFor(t *testing.T) {
 	require.NoError(t, notifier.Start(ctx))
 	t.Cleanup(notifier.Stop)
 	m := metrics.New(nil)
-	broker := dispatch.NewLeaseBroker(e.pool, notifier, e.cfg, nil, m)
+	statements := &dbtest.Statements{}
+	traced := e.pool.Config().Copy()
+	traced.ConnConfig.Tracer = statements
+	pool, err := pgxpool.NewWithConfig(ctx, traced)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	broker := dispatch.NewLeaseBroker(pool, notifier, e.cfg, nil, m)
 	checks := func() int { return int(counter(t, m.LeaseChecks)) }
 
 	const n = 5
@@ -110,21 +118,26 @@ func TestAFireWakesThePollsItIsFor(t *testing.T) {
 	}
 
 	// A run made ahead of its tick, routed to an agent still waiting: its
-	// poll checks, and leases when the tick comes, not before.
+	// poll checks, and leases when the tick comes, not before (nor tries
+	// to: no lease statement before it).
 	const ahead = time.Second
 	waiting := 1
 	if thief == 1 {
 		waiting = 2
 	}
-	before := checks()
+	time.Sleep(300 * time.Millisecond) // the polls that lost the steal look again, and sleep
+	before, picks := checks(), statements.Count("TaskLeasePick")
 	fired = e.fireRoutedTo(job.ID, agents[waiting].ID, ahead)
+	time.Sleep(ahead / 2)
+	require.Equal(t, picks, statements.Count("TaskLeasePick"), "no lease before the tick")
+	require.GreaterOrEqual(t, checks(), before+1, "its poll checked")
 	select {
 	case l := <-leases:
 		require.Equal(t, waiting, l.agent)
 		require.Len(t, l.tasks, 1)
 		require.GreaterOrEqual(t, l.at.Sub(fired), ahead-100*time.Millisecond, "at its tick")
 		require.Less(t, l.at.Sub(fired), steal, "not when the others look")
-		require.GreaterOrEqual(t, checks(), before+1, "its poll checked first")
+
 	case <-time.After(10 * time.Second):
 		t.Fatal("the routed agent's waiting poll did not lease the run made ahead")
 	}
