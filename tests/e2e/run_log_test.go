@@ -98,7 +98,16 @@ func TestRunLogLines(t *testing.T) {
 	lines := waitLines(t, srv, "both agents heartbeating", func(l []map[string]any) bool { return heartbeats(l) >= 2 })
 	startBeats, startInfo, started := heartbeats(lines), len(levelLines(lines, "INFO")), time.Now()
 	lines = waitLines(t, srv, "8 more heartbeats", func(l []map[string]any) bool { return heartbeats(l) >= startBeats+8 })
-	idleInfo := levelLines(lines, "INFO")[startInfo:]
+	// Partitions dropped are the first maintenance pass catching up once
+	// (a database copied from a template made before midnight drops the
+	// day's partitions it no longer needs), not idle chatter: at 00:22
+	// UTC three such lines failed this test.
+	var idleInfo []map[string]any
+	for _, l := range levelLines(lines, "INFO")[startInfo:] {
+		if msg, _ := l["msg"].(string); !strings.HasSuffix(msg, "partition dropped") {
+			idleInfo = append(idleInfo, l)
+		}
+	}
 	window := time.Since(started)
 	perMinute := float64(len(idleInfo)) / window.Minutes()
 	t.Logf("idle: %d info lines in %s with %d heartbeats (%.1f a minute)", len(idleInfo), window.Round(time.Millisecond),
