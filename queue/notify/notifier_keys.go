@@ -50,10 +50,16 @@ func (n *Notifier) wakeKeys(channel, payload string) {
 	}
 }
 
+// The keys of a targeted channel (Target) are left to their plain
+// subscriptions: a key can say more than "look again" (a lease poll's
+// "lease now"), and everyone woken at once must look first.
 func (n *Notifier) wakeAllKeys() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, byKey := range n.keyed {
+	for channel, byKey := range n.keyed {
+		if n.targets[channel] != nil {
+			continue
+		}
 		for _, subs := range byKey {
 			for ch := range subs {
 				signal(ch)

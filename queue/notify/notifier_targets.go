@@ -20,8 +20,9 @@ type target struct {
 // keys wakes the subscribers of those keys (SubscribeKey) at once, and the
 // channel's plain subscribers (Subscribe) within late rather than at
 // once; one with an empty payload, for everyone, wakes the plain
-// subscribers at once and no key's (a subscriber of keys that wants to
-// hear those subscribes plainly too: a key can say more, as "lease now"). A task-ready notification names the agents its tasks are
+// subscribers at once and no key's, and so do a reconnect and the polls
+// while notifications are lost (a subscriber of keys that wants to hear
+// those subscribes plainly too: a key can say more, as "lease now"). A task-ready notification names the agents its tasks are
 // routed to: the other waiting polls need only look when those tasks may
 // be stolen (AgentConfig.StealAfter). With 200 agents waiting, each fire
 // woke all 200 polls to check whether they could lease: a check each, for

@@ -1,6 +1,7 @@
 package notify_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,13 @@ func TestTargetedNotificationsWakeWhomTheyName(t *testing.T) {
 	require.True(t, woken(plain, 5*time.Second), "an empty payload wakes the plain subscribers at once")
 	require.False(t, woken(mine, 0), "and no key's")
 	require.False(t, woken(theirs, 0))
+
+	// So does a reconnect (notifications sent meanwhile were lost).
+	_, err := e.pool.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`)
+	require.NoError(t, err)
+	require.True(t, woken(plain, 10*time.Second), "a reconnect wakes the plain subscribers")
+	require.False(t, woken(mine, 200*time.Millisecond), "and no key of a targeted channel")
 }
 
 func TestTargetsPayload(t *testing.T) {
