@@ -25,7 +25,13 @@ RETURNING id`
 // (its River timeout plus a margin): a job still running there belongs to
 // a replica that died.
 func RiverJobRescue(ctx context.Context, e Executor, kind string, olderThan time.Duration) ([]int64, error) {
-	rows, err := e.Query(ctx, riverJobRescue, kind, olderThan.Seconds())
+	return riverJobIDs(ctx, e, kind, riverJobRescue, olderThan)
+}
+
+// riverJobIDs runs a rescue query over the River jobs of kind and returns
+// the ids it made available.
+func riverJobIDs(ctx context.Context, e Executor, kind, query string, olderThan time.Duration) ([]int64, error) {
+	rows, err := e.Query(ctx, query, kind, olderThan.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("error rescuing river jobs of kind %s: %w", kind, err)
 	}
@@ -39,4 +45,30 @@ func RiverJobRescue(ctx context.Context, e Executor, kind string, olderThan time
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// riverJobRescueUnsent makes running River jobs of agentless HTTP requests
+// available again when they started before @older_than ago and their
+// task is still pending at their attempt: the worker that fetched the job
+// leases the task first thing, so such a job's replica died between
+// River's fetch and the lease. Taking it again sends nothing twice: the
+// lease is fenced (pending, at that attempt), and a slow worker that
+// leases after all leaves the rescued job nothing to send.
+const riverJobRescueUnsent = `
+UPDATE ax.river_job j
+SET state = 'available', scheduled_at = now(),
+    errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', j.attempt,
+        'error', 'rescued by ax: its replica stopped before it leased its task', 'trace', ''))
+WHERE j.state = 'running' AND j.kind = $1 AND j.attempted_at < now() - make_interval(secs => $2::double precision)
+  AND EXISTS (SELECT 1 FROM ax.task t
+              WHERE t.id = (j.args->>'task_id')::uuid AND t.attempt = (j.args->>'attempt')::integer
+                AND t.state = 'pending')
+RETURNING j.id`
+
+// RiverJobRescueUnsent makes the running River jobs of kind (agentless
+// HTTP requests: args task_id and attempt) that started more than
+// olderThan ago without leasing their task available again, and returns
+// their ids.
+func RiverJobRescueUnsent(ctx context.Context, e Executor, kind string, olderThan time.Duration) ([]int64, error) {
+	return riverJobIDs(ctx, e, kind, riverJobRescueUnsent, olderThan)
 }

@@ -24,13 +24,20 @@ import (
 //     MaxAgentlessHTTPTimeout); its River job by that plus the lease grace
 //     and workMargin; River's rescuer takes it past that, at its next run.
 //     ax's reaper has timed its task out (and scheduled the retry the
-//     rescued job then enqueues) by then.
+//     rescued job then enqueues) by then. A job whose replica died after
+//     River fetched it but before it leased its task has no lease for the
+//     reaper to end: ax's own pass takes it once it has run
+//     unsentRescueAfter with its task still pending.
 //
 // A job is never rescued while its worker may still run it: the rescue
 // comes rescueMargin after River has cancelled the work.
 const (
 	workMargin   = 5 * time.Second
 	rescueMargin = 10 * time.Second
+	// unsentRescueAfter is far past the few statements between River's
+	// fetch and the task's lease; a live worker slower than that only
+	// costs a rescued job that finds its task leased.
+	unsentRescueAfter = 10 * time.Second
 )
 
 // callbackJobTimeout is how long River lets a callback delivery run: the
@@ -64,6 +71,9 @@ type rescueWorker struct {
 }
 
 func (w *rescueWorker) Work(ctx context.Context, _ *river.Job[rescueArgs]) error {
+	if err := w.rescueUnsent(ctx); err != nil {
+		return err
+	}
 	ids, err := db.RiverJobRescue(ctx, w.pool, CallbackArgs{}.Kind(), w.after)
 	if err != nil || len(ids) == 0 {
 		return err
@@ -71,4 +81,17 @@ func (w *rescueWorker) Work(ctx context.Context, _ *river.Job[rescueArgs]) error
 	w.cfg.Logger.WarnContext(ctx, "callback deliveries of a replica that stopped handed to another",
 		"river_job_ids", ids, "running_for_more_than", w.after)
 	return notifyQueue(ctx, w.pool, callbackQueue)
+}
+
+// rescueUnsent hands on the agentless HTTP requests a replica fetched and
+// never sent: their runs would otherwise wait for River's rescuer, more
+// than a minute.
+func (w *rescueWorker) rescueUnsent(ctx context.Context) error {
+	ids, err := db.RiverJobRescueUnsent(ctx, w.pool, HTTPTaskArgs{}.Kind(), unsentRescueAfter)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	w.cfg.Logger.WarnContext(ctx, "http requests of a replica that stopped before sending them handed to another",
+		"river_job_ids", ids, "running_for_more_than", unsentRescueAfter)
+	return notifyQueue(ctx, w.pool, httpQueue)
 }

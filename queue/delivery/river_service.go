@@ -68,8 +68,9 @@ type RiverConfig struct {
 	// hook did. Defaults to 5 s.
 	FlushInterval time.Duration
 	// RescueInterval is how often the leader hands callback deliveries
-	// still running past their timeout (their replica died) to another
-	// replica. Defaults to 5 s.
+	// still running past their timeout, and HTTP requests fetched and
+	// never sent (their replica died), to another replica. Defaults to
+	// 5 s.
 	RescueInterval time.Duration
 	// CleanupInterval is how often expired nonces, idempotency keys and
 	// idle breakers are deleted. Defaults to 1 minute.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
@@ -109,15 +110,23 @@ func TestAfterDAGAcrossReplicas(t *testing.T) {
 	}
 
 	// Every logical time of the extracts is settled: its runs ended, and
-	// its load (and its report) ran or was skipped.
-	var unsettled int
-	require.Eventually(t, func() bool {
+	// its load (and its report) ran or was skipped. A run the victim held
+	// ends by its timeout (5 s); one whose request it had fetched and not
+	// sent is handed on within about 30 s of the kill (ax's rescue, after
+	// a new River leader if the victim led).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var unsettled []string
 		err := pool.QueryRow(context.Background(), `
-			SELECT (SELECT count(*) FROM ax.execution WHERE job_id = ANY($1::uuid[]))
-			     + (SELECT count(*) FROM ax.after_wait WHERE state = 'ready')`,
+			SELECT coalesce(array_agg(u), '{}') FROM (
+				SELECT 'run ' || e.id || ' ' || e.state || ', tasks: ' || coalesce((
+				           SELECT string_agg(t.state || ' attempt ' || t.attempt, ', ') FROM ax.task t WHERE t.execution_id = e.id), 'none')
+				FROM ax.execution e WHERE e.job_id = ANY($1::uuid[])
+				UNION ALL
+				SELECT 'wait of job ' || w.job_id || ' ready' FROM ax.after_wait w WHERE w.state = 'ready') x(u)`,
 			[]string{extracts[0], extracts[1], extracts[2], load, report}).Scan(&unsettled)
-		return err == nil && unsettled == 0
-	}, 30*time.Second, 100*time.Millisecond, "every run ended (%d not)", unsettled)
+		require.NoError(c, err)
+		assert.Empty(c, unsettled, "not settled")
+	}, 60*time.Second, 100*time.Millisecond, "every run ended")
 
 	type logical struct {
 		at                  time.Time
