@@ -11,6 +11,8 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/delivery"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
 // seenEvent is what a reader of a run's events learns from one: the page
@@ -34,48 +36,8 @@ func TestEventsShowEveryTransitionOfARun(t *testing.T) {
 	e := setupClock(t)
 	ctx := context.Background()
 	names := map[uuid.UUID]string{}
-	agentOn := func(name, host, ip string) *axtype.Agent {
-		key, err := db.APIKeyInsert(ctx, e.pool, &db.APIKeyInsertParams{ID: uuid.New(), Name: name,
-			Hash: []byte(uuid.NewString()), Prefix: "ax_", Scopes: []string{"agent"}})
-		require.NoError(t, err)
-		a, err := e.broker.Register(ctx, &axtype.Agent{Name: name, Capacity: 4, Weight: 1, APIKeyID: key.ID,
-			Executors: []string{"shell"}, HostName: host, HostIP: ip})
-		require.NoError(t, err)
-		e.heartbeat(a)
-		names[a.ID] = name
-		return a
-	}
-	seen := func(run uuid.UUID) (page, view []seenEvent, ids []int64) {
-		events, err := db.TaskEventListByExecution(ctx, e.pool, &db.TaskEventListParams{
-			ExecutionID: run, Limit: 100, MaxBytes: 1 << 20})
-		require.NoError(t, err)
-		for _, ev := range events {
-			s := seenEvent{Kind: string(ev.Kind), State: string(ev.State), Host: ev.WorkerHost, Stream: ev.Stream,
-				Message: ev.Message, Attempt: ev.Attempt}
-			if ev.AgentID != nil {
-				s.Agent = names[*ev.AgentID]
-			}
-			page = append(page, s)
-			ids = append(ids, ev.ID)
-		}
-		rows, err := e.pool.Query(ctx, `
-			SELECT kind::text, coalesce(state::text, ''), agent_id, coalesce(worker_host, ''), coalesce(stream, ''),
-			       message, attempt
-			FROM ax.all_task_events WHERE execution_id = $1 ORDER BY id`, run)
-		require.NoError(t, err)
-		defer rows.Close()
-		for rows.Next() {
-			var s seenEvent
-			var agent *uuid.UUID
-			require.NoError(t, rows.Scan(&s.Kind, &s.State, &agent, &s.Host, &s.Stream, &s.Message, &s.Attempt))
-			if agent != nil {
-				s.Agent = names[*agent]
-			}
-			view = append(view, s)
-		}
-		require.NoError(t, rows.Err())
-		return page, view, ids
-	}
+	agentOn := func(name, host, ip string) *axtype.Agent { return eventsAgent(t, e, names, name, host, ip, nil) }
+	seen := func(run uuid.UUID) (page, view []seenEvent, ids []int64) { return seenEvents(t, e, names, run) }
 	rowsOf := func(run uuid.UUID) (n int) {
 		require.NoError(t, e.pool.QueryRow(ctx, "SELECT count(*) FROM ax.task_event WHERE execution_id = $1", run).Scan(&n))
 		return n
@@ -200,4 +162,109 @@ func TestEventsShowEveryTransitionOfARun(t *testing.T) {
 		"alpha": "succeeded=2 failed=1 leases=4 routed=4",
 		"beta":  "succeeded=0 failed=0 leases=2 routed=2",
 	}, record)
+}
+
+// eventsAgent registers an agent on host (ip) with labels, running shell
+// and HTTP tasks, and names it in names.
+func eventsAgent(t *testing.T, e *clockEnv, names map[uuid.UUID]string, name, host, ip string,
+	labels map[string]string) *axtype.Agent {
+	t.Helper()
+	ctx := context.Background()
+	key, err := db.APIKeyInsert(ctx, e.pool, &db.APIKeyInsertParams{ID: uuid.New(), Name: name,
+		Hash: []byte(uuid.NewString()), Prefix: "ax_", Scopes: []string{"agent"}})
+	require.NoError(t, err)
+	a, err := e.broker.Register(ctx, &axtype.Agent{Name: name, Capacity: 4, Weight: 1, APIKeyID: key.ID,
+		Executors: []string{"shell", "http"}, HostName: host, HostIP: ip, Labels: labels})
+	require.NoError(t, err)
+	e.heartbeat(a)
+	names[a.ID] = name
+	return a
+}
+
+// seenEvents is a run's events as the page reader and the view show them,
+// agents by their names, and the events' ids.
+func seenEvents(t *testing.T, e *clockEnv, names map[uuid.UUID]string, run uuid.UUID) (page, view []seenEvent, ids []int64) {
+	t.Helper()
+	ctx := context.Background()
+	events, err := db.TaskEventListByExecution(ctx, e.pool, &db.TaskEventListParams{
+		ExecutionID: run, Limit: 100, MaxBytes: 1 << 20})
+	require.NoError(t, err)
+	for _, ev := range events {
+		s := seenEvent{Kind: string(ev.Kind), State: string(ev.State), Host: ev.WorkerHost, Stream: ev.Stream,
+			Message: ev.Message, Attempt: ev.Attempt}
+		if ev.AgentID != nil {
+			s.Agent = names[*ev.AgentID]
+		}
+		page = append(page, s)
+		ids = append(ids, ev.ID)
+	}
+	rows, err := e.pool.Query(ctx, `
+		SELECT kind::text, coalesce(state::text, ''), agent_id, coalesce(worker_host, ''), coalesce(stream, ''),
+		       message, attempt
+		FROM ax.all_task_events WHERE execution_id = $1 ORDER BY id`, run)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var s seenEvent
+		var agent *uuid.UUID
+		require.NoError(t, rows.Scan(&s.Kind, &s.State, &agent, &s.Host, &s.Stream, &s.Message, &s.Attempt))
+		if agent != nil {
+			s.Agent = names[*agent]
+		}
+		view = append(view, s)
+	}
+	require.NoError(t, rows.Err())
+	return page, view, ids
+}
+
+// An HTTP task whose target answers 202 leaves its agent: the row gives up
+// the agent, so its lease is written down as an event (by the agent, from
+// its host, at the lease's time) before the event that hands it to its
+// target, and the target's result posted later ends it. The page reader
+// and the view show the same facts.
+func TestEventsShowAnHTTPTaskItsTargetAccepted(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	ctx := context.Background()
+	names := map[uuid.UUID]string{}
+	alpha := eventsAgent(t, e, names, "alpha", "host-a", "192.0.2.1", map[string]string{"pool": "web"})
+	job := e.create(func(j *axtype.Job) {
+		j.ExecutorKind = axtype.ExecutorHTTP
+		j.Executor = axtype.ExecutorConfig{URL: "https://target.example/run", Method: "POST"}
+		j.TargetLabels = map[string]string{"pool": "web"}
+		j.TimeoutSeconds = 3600
+	})
+	task := e.fire(job)
+	leased := e.lease(alpha)
+	require.Len(t, leased, 1)
+	e.clock.Advance(time.Second)
+	ref := axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}
+	done, err := e.broker.Complete(ctx, alpha.ID, []axtype.TaskResult{{TaskRef: ref, State: dispatch.ResultAccepted}})
+	require.NoError(t, err)
+	require.Len(t, done, 1)
+	require.Equal(t, axtype.TaskRunning, done[0].State, "awaiting its target")
+
+	var agent *uuid.UUID
+	var leasedAt, leaseEventAt time.Time
+	require.NoError(t, e.pool.QueryRow(ctx, `
+		SELECT t.agent_id, t.leased_at, (SELECT v.at FROM ax.task_event v WHERE v.task_id = t.id AND v.state = 'leased')
+		FROM ax.task t WHERE t.id = $1`, task.ID).Scan(&agent, &leasedAt, &leaseEventAt))
+	require.Nil(t, agent, "no agent holds a task its target accepted")
+	require.True(t, leaseEventAt.Equal(leasedAt), "the lease's event keeps the lease's time: %s, %s", leaseEventAt, leasedAt)
+
+	state, err := delivery.NewTaskCompleter(e.pool, nil, nil, nil).Complete(ctx,
+		axtype.TaskResult{TaskRef: ref, State: axtype.TaskSucceeded})
+	require.NoError(t, err)
+	require.Equal(t, axtype.TaskSucceeded, state)
+
+	page, view, ids := seenEvents(t, e, names, task.ExecutionID)
+	want := []seenEvent{
+		{Kind: "state", State: "leased", Agent: "alpha", Host: "host-a", Message: "unassigned", Attempt: 1},
+		{Kind: "state", State: "running", Agent: "alpha", Host: "host-a", Attempt: 1,
+			Message: "accepted by its target (202): its result is awaited at the completion URL"},
+		{Kind: "state", State: "succeeded", Attempt: 1},
+	}
+	require.Equal(t, want, page, "the page reader (API, CLI, console)")
+	require.Equal(t, want, view, "the view (psql)")
+	require.IsIncreasing(t, ids)
 }
