@@ -60,8 +60,12 @@ SET state = 'available', scheduled_at = now(),
     errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', j.attempt,
         'error', 'rescued by ax: its replica stopped before it leased its task', 'trace', ''))
 WHERE j.state = 'running' AND j.kind = $1 AND j.attempted_at < now() - make_interval(secs => $2::double precision)
+  -- The casts are guarded: a job whose arguments are not ax's (written
+  -- by hand) is left to River's rescuer, and fails no pass.
   AND EXISTS (SELECT 1 FROM ax.task t
-              WHERE t.id = (j.args->>'task_id')::uuid AND t.attempt = (j.args->>'attempt')::integer
+              WHERE t.id = CASE WHEN j.args->>'task_id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                                THEN (j.args->>'task_id')::uuid END
+                AND t.attempt = CASE WHEN j.args->>'attempt' ~ '^[0-9]{1,9}$' THEN (j.args->>'attempt')::integer END
                 AND t.state = 'pending')
 RETURNING j.id`
 

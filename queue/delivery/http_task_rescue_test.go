@@ -63,3 +63,35 @@ func TestHTTPRequestFetchedByADeadReplicaIsSentByAnother(t *testing.T) {
 			WHERE kind = 'ax_http_task' AND args->>'execution_id' = $1::text`, leased.ID),
 	}, "a leased request's job is the reaper's, not the rescue's")
 }
+
+// A running River job of an HTTP request whose arguments are not ax's
+// (written by hand) fails no rescue pass: it is left to River's rescuer,
+// and the callback deliveries of a replica that stopped are still handed
+// on beside it.
+func TestRescuePassOutlivesAJobWithForeignArguments(t *testing.T) {
+	t.Parallel()
+	env := setup(t, func(c *delivery.RiverConfig) { c.RescueInterval = 100 * time.Millisecond })
+	ctx := context.Background()
+	env.trigger(env.job(nil).ID) // a pending task: the pass has tasks to look among
+	var foreign, callback int64
+	require.NoError(t, env.pool.QueryRow(ctx, `
+		INSERT INTO ax.river_job (kind, queue, args, state, attempt, attempted_at, attempted_by, max_attempts)
+		VALUES ('ax_http_task', 'ax_http', '{"task_id": "not-a-uuid", "attempt": "first"}', 'running', 1,
+		        now() - interval '30 seconds', ARRAY['a_replica_that_died'], 1)
+		RETURNING id`).Scan(&foreign))
+	require.NoError(t, env.pool.QueryRow(ctx, `
+		INSERT INTO ax.river_job (kind, queue, args, state, attempt, attempted_at, attempted_by, max_attempts)
+		VALUES ('ax_callback', 'ax_callback', jsonb_build_object('execution_id', gen_random_uuid(), 'delivery', 1),
+		        'running', 1, now() - interval '40 seconds', ARRAY['a_replica_that_died'], 1)
+		RETURNING id`).Scan(&callback))
+
+	env.eventually("rescued by ax: its replica stopped working on it", 10*time.Second,
+		`SELECT coalesce(errors[1]->>'error', '') FROM ax.river_job WHERE id = $1`, callback)
+	require.Equal(t, []any{"running", true}, []any{
+		env.scalar(`SELECT state::text FROM ax.river_job WHERE id = $1`, foreign),
+		env.scalar(`SELECT errors IS NULL OR cardinality(errors) = 0 FROM ax.river_job WHERE id = $1`, foreign),
+	}, "a job whose arguments are not ax's is River's rescuer's")
+	// The pass's statement reads past it without an error.
+	_, err := db.RiverJobRescueUnsent(ctx, env.pool, delivery.HTTPTaskArgs{}.Kind(), 10*time.Second)
+	require.NoError(t, err, "the rescue of unsent requests beside a job not of ax")
+}

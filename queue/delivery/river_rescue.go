@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -70,10 +71,15 @@ type rescueWorker struct {
 	cfg   RiverConfig
 }
 
+// Work runs both rescues: one that fails does not keep the other from
+// its work (the callbacks of every job are not held up by one request).
 func (w *rescueWorker) Work(ctx context.Context, _ *river.Job[rescueArgs]) error {
-	if err := w.rescueUnsent(ctx); err != nil {
-		return err
-	}
+	return errors.Join(w.rescueUnsent(ctx), w.rescueCallbacks(ctx))
+}
+
+// rescueCallbacks hands on the callback deliveries of a replica that
+// stopped.
+func (w *rescueWorker) rescueCallbacks(ctx context.Context) error {
 	ids, err := db.RiverJobRescue(ctx, w.pool, CallbackArgs{}.Kind(), w.after)
 	if err != nil || len(ids) == 0 {
 		return err
