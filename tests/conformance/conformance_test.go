@@ -31,6 +31,7 @@ var cases = []conformanceCase{
 	{"declared-jobs", caseDeclaredJobs},
 	{"label-bound-key", caseLabelBoundKey},
 	{"demo-1000-tasks", caseDemo},
+	{"large-results", caseLargeResults},
 }
 
 // TestConformance runs every case for every SDK on one `ax serve`, all in
@@ -100,6 +101,30 @@ func caseShards(t *testing.T, s *server, fx fixture, pool string) {
 		require.Equal(t, shardParams[i], task.Result["shard_param"])
 		require.Equal(t, fmt.Sprintf("%s:%d", execID, i), task.Result["idempotency_key"])
 		require.Equal(t, map[string]any{"day": "mon"}, task.Result["params"])
+	}
+}
+
+// caseLargeResults: results that finish together and are more than one
+// request may carry (the server takes 8 MiB a request) are all
+// delivered, in requests the server takes: 60 shards on 64 slots each
+// return a 200 KiB result, 12 MB in all.
+func caseLargeResults(t *testing.T, s *server, fx fixture, pool string) {
+	fx.start(t, s, pool, "pool="+pool, "", "AX_CAPACITY=64")
+	agentID := s.agentID(t, pool)
+	pad := strings.Repeat("x", 200<<10)
+	execID := s.runJob(t, pool, "echo", map[string]any{"pad": pad},
+		map[string]any{"shards": map[string]any{"count": 60}, "timeout_seconds": 120})
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, 90*time.Second))
+	tasks := s.tasks(t, execID)
+	require.Len(t, tasks, 60)
+	for _, task := range tasks {
+		require.Equal(t, pad, task.Result["params"].(map[string]any)["pad"], "shard %v", task.Result["shard_index"])
+		require.Equal(t, 1, task.Attempt)
+	}
+	for line := range strings.Lines(s.proc.Output()) {
+		if strings.Contains(line, "/v1/agents/"+agentID+"/complete") {
+			require.NotContains(t, line, `"status":413`, "a batch of results too large for a request")
+		}
 	}
 }
 

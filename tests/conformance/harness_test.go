@@ -48,6 +48,7 @@ func repoRoot() string {
 type server struct {
 	url, dbURL, key string
 	pool            *pgxpool.Pool
+	proc            *proctest.Process
 	// tb is the test or benchmark the server lives as long as.
 	tb testing.TB
 }
@@ -71,7 +72,7 @@ func startServer(t testing.TB) *server {
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return &server{url: u, dbURL: dbURL, key: key, pool: pool, tb: t}
+	return &server{url: u, dbURL: dbURL, key: key, pool: pool, proc: proc, tb: t}
 }
 
 // newKey creates an API key (`ax key create`) and returns its secret.

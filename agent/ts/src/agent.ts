@@ -84,8 +84,11 @@ interface Held {
 }
 
 // Batching: the server records a batch in one statement, so a few
-// milliseconds of waiting for company pay off under load.
-const resultBatchMax = 200;
+// milliseconds of waiting for company pay off under load. A batch is also
+// bounded by its size: the server takes 8 MiB a request, and refuses a
+// larger one before reading it (resultBatchBytes leaves room to spare).
+const resultBatchMax = 1000;
+const resultBatchBytes = 4 << 20;
 const resultFlushDelayMs = 5;
 const logFlushDelayMs = 50;
 const logBatchMax = 1000;
@@ -484,9 +487,21 @@ export class Agent {
       await Promise.race([this.resultsReady.next(), stopped]);
       if (this.pendingResults.length < resultBatchMax) await sleep(resultFlushDelayMs);
       while (this.pendingResults.length > 0) {
-        await this.deliver(this.pendingResults.splice(0, resultBatchMax));
+        await this.deliver(this.takeResults());
       }
     }
+  }
+
+  /** takeResults is the next batch of pending results: up to resultBatchMax and about resultBatchBytes, and at least one. */
+  private takeResults(): TaskResult[] {
+    let size = 0;
+    let n = 0;
+    for (const r of this.pendingResults.slice(0, resultBatchMax)) {
+      size += resultSize(r);
+      if (n > 0 && size > resultBatchBytes) break;
+      n++;
+    }
+    return this.pendingResults.splice(0, n);
   }
 
   /** reportable keeps the results whose lease is still held: a stale result is never sent. */
@@ -668,6 +683,14 @@ export class Agent {
       await sleep(backoff(attempt), stop);
     }
   }
+}
+
+/** resultSize is about the bytes a result takes in a request body. */
+function resultSize(r: TaskResult): number {
+  let size = 256;
+  if (r.result !== undefined && r.result !== null) size += Buffer.byteLength(JSON.stringify(r.result));
+  if (r.error) size += Buffer.byteLength(JSON.stringify(r.error));
+  return size;
 }
 
 function outcome(held: Held, result: unknown, failed: boolean, error: unknown, reason: CancelReason | undefined): TaskResult {

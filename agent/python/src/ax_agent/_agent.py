@@ -29,8 +29,12 @@ H = TypeVar("H", bound=Handler)
 
 # Batching of results and logs: the server records a batch in one
 # statement, so a few milliseconds of waiting for company pay off under
-# load; a lone result still leaves after RESULT_FLUSH_DELAY.
-RESULT_BATCH_MAX = 200
+# load; a lone result still leaves after RESULT_FLUSH_DELAY. A batch is
+# also bounded by its size: the server takes 8 MiB a request, and refuses
+# a larger one before reading it (RESULT_BATCH_BYTES leaves room for
+# JSON's escapes).
+RESULT_BATCH_MAX = 1000
+RESULT_BATCH_BYTES = 4 << 20
 RESULT_FLUSH_DELAY = 0.005
 LOG_FLUSH_DELAY = 0.05
 LOG_BATCH_MAX = 1000
@@ -523,9 +527,20 @@ class Agent:
             if len(self._pending_results) < RESULT_BATCH_MAX:
                 await asyncio.sleep(RESULT_FLUSH_DELAY)
             while self._pending_results:
-                batch = self._pending_results[:RESULT_BATCH_MAX]
-                del self._pending_results[:RESULT_BATCH_MAX]
-                await self._deliver(batch)
+                await self._deliver(self._take_results())
+
+    def _take_results(self) -> list[dict[str, Any]]:
+        """The next batch of pending results: up to RESULT_BATCH_MAX and
+        about RESULT_BATCH_BYTES, and at least one."""
+        size, n = 0, 0
+        for r in self._pending_results[:RESULT_BATCH_MAX]:
+            size += _result_size(r)
+            if n > 0 and size > RESULT_BATCH_BYTES:
+                break
+            n += 1
+        batch = self._pending_results[:n]
+        del self._pending_results[:n]
+        return batch
 
     def _reportable(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Results whose lease is still held: a stale result must never be sent."""
@@ -697,6 +712,16 @@ class Agent:
             return
         self._log.info("jobs declared", extra={"managed_by": self._job_set, "version": self._version,
                                                "changed": report.get("changed"), "counts": report.get("counts")})
+
+
+def _result_size(r: dict[str, Any]) -> int:
+    """About the bytes a result takes in a request body, which is encoded
+    as here (json.dumps escapes every non-ASCII character) but compact."""
+    size = 256
+    for field in ("result", "error"):
+        if r.get(field) is not None:
+            size += len(json.dumps(r[field]))
+    return size
 
 
 def _backoff(attempt: int) -> float:
