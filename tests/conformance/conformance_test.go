@@ -32,6 +32,7 @@ var cases = []conformanceCase{
 	{"label-bound-key", caseLabelBoundKey},
 	{"demo-1000-tasks", caseDemo},
 	{"large-results", caseLargeResults},
+	{"large-logs", caseLargeLogs},
 }
 
 // TestConformance runs every case for every SDK on one `ax serve`, all in
@@ -124,6 +125,40 @@ func caseLargeResults(t *testing.T, s *server, fx fixture, pool string) {
 	for line := range strings.Lines(s.proc.Output()) {
 		if strings.Contains(line, "/v1/agents/"+agentID+"/complete") {
 			require.NotContains(t, line, `"status":413`, "a batch of results too large for a request")
+		}
+	}
+}
+
+// caseLargeLogs: output that piles up faster than it is shipped, more
+// than one request may carry, all reaches the server, in requests it
+// takes: 12 tasks at once each write 900 KB (under the server's 1 MiB a
+// task) in pieces of 100 KB.
+func caseLargeLogs(t *testing.T, s *server, fx fixture, pool string) {
+	fx.start(t, s, pool, "pool="+pool, "", "AX_CAPACITY=12")
+	agentID := s.agentID(t, pool)
+	const size, count = 100_000, 9
+	execID := s.runJob(t, pool, "print", map[string]any{"size": size, "count": count},
+		map[string]any{"shards": map[string]any{"count": 12}, "timeout_seconds": 120})
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, 90*time.Second))
+	rows, err := s.pool.Query(context.Background(), `
+		SELECT t.shard_index, coalesce(sum(length(e.message)), 0)
+		FROM ax.all_tasks t LEFT JOIN ax.task_event e ON e.execution_id = t.execution_id AND e.task_id = t.id AND e.kind = 'log'
+		WHERE t.execution_id = $1 GROUP BY t.shard_index ORDER BY t.shard_index`, execID)
+	require.NoError(t, err)
+	stored := map[int]int{}
+	for rows.Next() {
+		var shard, n int
+		require.NoError(t, rows.Scan(&shard, &n))
+		stored[shard] = n
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, stored, 12)
+	for shard, n := range stored {
+		require.Equal(t, size*count, n, "the output of shard %d", shard)
+	}
+	for line := range strings.Lines(s.proc.Output()) {
+		if strings.Contains(line, "/v1/agents/"+agentID+"/logs") {
+			require.NotContains(t, line, `"status":413`, "a batch of output too large for a request")
 		}
 	}
 }

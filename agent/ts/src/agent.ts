@@ -92,6 +92,7 @@ const resultBatchBytes = 4 << 20;
 const resultFlushDelayMs = 5;
 const logFlushDelayMs = 50;
 const logBatchMax = 1000;
+const logBatchBytes = 512 << 10;
 const maxChunkChars = 256 << 10;
 const maxErrorChars = 60 << 10;
 const maxResultBytes = 1 << 20;
@@ -577,11 +578,27 @@ export class Agent {
     if (this.logChunks.some((c) => c.task_id === taskId)) await this.shipLogs();
   }
 
+  /**
+   * takeLogChunks is the next batch of queued output: up to logBatchMax chunks and about logBatchBytes, and at
+   * least one, so that a burst of output never makes a request the server refuses as too large (8 MiB), which
+   * would lose the whole batch.
+   */
+  private takeLogChunks(): LogChunk[] {
+    let size = 0;
+    let n = 0;
+    for (const c of this.logChunks.slice(0, logBatchMax)) {
+      size += 128 + Buffer.byteLength(JSON.stringify(c.data));
+      if (n > 0 && size > logBatchBytes) break;
+      n++;
+    }
+    return this.logChunks.splice(0, n);
+  }
+
   /** shipLogs sends what is queued, one send at a time: a flush waits for the one under way. */
   private shipLogs(): Promise<void> {
     this.logSend = this.logSend.then(async () => {
       while (this.logChunks.length > 0) {
-        const chunks = this.logChunks.splice(0, logBatchMax).filter((c) => this.held.has(c.task_id));
+        const chunks = this.takeLogChunks().filter((c) => this.held.has(c.task_id));
         if (chunks.length === 0) continue;
         for (let attempt = 1; attempt <= 5; attempt++) {
           try {

@@ -79,6 +79,14 @@ agent.handle("fail", (task: Task) => {
   throw new TaskError(p.message, p.code);
 });
 
+// print writes params.count pieces of params.size characters to its log.
+agent.handle("print", (task: Task) => {
+  const p = task.params as { size: number; count: number };
+  const piece = "x".repeat(p.size - 1) + "\n";
+  for (let i = 0; i < p.count; i++) task.log(piece);
+  return { written: p.size * p.count };
+});
+
 agent.handle("noop", async () => undefined);
 
 agent.run().catch((e: unknown) => {

@@ -77,6 +77,15 @@ def main() -> None:
     def fail(task: Task) -> None:
         raise TaskError(task.params["message"], code=task.params["code"])
 
+    @agent.handler("print")
+    def print_(task: Task) -> dict:
+        """Writes params.count pieces of params.size characters to its log."""
+        size, count = task.params["size"], task.params["count"]
+        piece = "x" * (size - 1) + "\n"
+        for _ in range(count):
+            task.log(piece)
+        return {"written": size * count}
+
     @agent.handler("noop")
     async def noop(task: Task) -> None:
         return None

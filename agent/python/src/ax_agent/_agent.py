@@ -38,6 +38,7 @@ RESULT_BATCH_BYTES = 4 << 20
 RESULT_FLUSH_DELAY = 0.005
 LOG_FLUSH_DELAY = 0.05
 LOG_BATCH_MAX = 1000
+LOG_BATCH_BYTES = 512 << 10
 MAX_CHUNK_CHARS = 256 << 10
 # The server takes errors up to 65,536 characters and results up to 1 MiB.
 MAX_ERROR_CHARS = 60 << 10
@@ -612,12 +613,26 @@ class Agent:
         if queued:
             await self._ship_logs()
 
+    def _take_log_chunks(self) -> list[dict[str, Any]]:
+        """The next batch of queued output (under _log_lock): up to
+        LOG_BATCH_MAX chunks and about LOG_BATCH_BYTES, and at least one,
+        so that a burst of output never makes a request the server refuses
+        as too large (8 MiB), which would lose the whole batch."""
+        size, n = 0, 0
+        for c in self._log_chunks[:LOG_BATCH_MAX]:
+            size += 128 + len(json.dumps(c["data"]))
+            if n > 0 and size > LOG_BATCH_BYTES:
+                break
+            n += 1
+        chunks = self._log_chunks[:n]
+        del self._log_chunks[:n]
+        return chunks
+
     async def _ship_logs(self) -> None:
         async with self._logs_send:  # one send at a time: a flush waits for the one under way
             while True:
                 with self._log_lock:
-                    chunks = self._log_chunks[:LOG_BATCH_MAX]
-                    del self._log_chunks[:LOG_BATCH_MAX]
+                    chunks = self._take_log_chunks()
                 chunks = [c for c in chunks if c["task_id"] in self._held]
                 if not chunks:
                     return

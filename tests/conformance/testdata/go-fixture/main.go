@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -43,6 +44,7 @@ func run() error {
 	a.Handle("sleep", sleep)
 	a.Handle("fail", fail)
 	a.Handle("stubborn", stubborn)
+	a.Handle("print", printPieces)
 	a.Handle("noop", func(context.Context, agent.Task) (agent.Result, error) { return nil, nil })
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -58,6 +60,21 @@ func echo(_ context.Context, t agent.Task) (agent.Result, error) {
 	return map[string]any{"params": params, "shard_index": t.ShardIndex, "shard_total": t.ShardTotal,
 		"shard_param": t.ShardParam, "attempt": t.Attempt, "idempotency_key": t.IdempotencyKey(),
 		"execution_id": t.ExecutionID, "deadline": t.Deadline.Format(time.RFC3339Nano)}, nil
+}
+
+// printPieces writes params.count pieces of params.size bytes to its log.
+func printPieces(_ context.Context, t agent.Task) (agent.Result, error) {
+	var p struct{ Size, Count int }
+	if err := t.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	piece := strings.Repeat("x", p.Size-1) + "\n"
+	for range p.Count {
+		if _, err := io.WriteString(t.Output, piece); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]any{"written": p.Size * p.Count}, nil
 }
 
 func sleep(ctx context.Context, t agent.Task) (agent.Result, error) {
