@@ -488,21 +488,9 @@ export class Agent {
       await Promise.race([this.resultsReady.next(), stopped]);
       if (this.pendingResults.length < resultBatchMax) await sleep(resultFlushDelayMs);
       while (this.pendingResults.length > 0) {
-        await this.deliver(this.takeResults());
+        await this.deliver(takeBatch(this.pendingResults, resultBatchMax, resultBatchBytes, resultSize));
       }
     }
-  }
-
-  /** takeResults is the next batch of pending results: up to resultBatchMax and about resultBatchBytes, and at least one. */
-  private takeResults(): TaskResult[] {
-    let size = 0;
-    let n = 0;
-    for (const r of this.pendingResults.slice(0, resultBatchMax)) {
-      size += resultSize(r);
-      if (n > 0 && size > resultBatchBytes) break;
-      n++;
-    }
-    return this.pendingResults.splice(0, n);
   }
 
   /** reportable keeps the results whose lease is still held: a stale result is never sent. */
@@ -578,27 +566,11 @@ export class Agent {
     if (this.logChunks.some((c) => c.task_id === taskId)) await this.shipLogs();
   }
 
-  /**
-   * takeLogChunks is the next batch of queued output: up to logBatchMax chunks and about logBatchBytes, and at
-   * least one, so that a burst of output never makes a request the server refuses as too large (8 MiB), which
-   * would lose the whole batch.
-   */
-  private takeLogChunks(): LogChunk[] {
-    let size = 0;
-    let n = 0;
-    for (const c of this.logChunks.slice(0, logBatchMax)) {
-      size += 128 + Buffer.byteLength(JSON.stringify(c.data));
-      if (n > 0 && size > logBatchBytes) break;
-      n++;
-    }
-    return this.logChunks.splice(0, n);
-  }
-
   /** shipLogs sends what is queued, one send at a time: a flush waits for the one under way. */
   private shipLogs(): Promise<void> {
     this.logSend = this.logSend.then(async () => {
       while (this.logChunks.length > 0) {
-        const chunks = this.takeLogChunks().filter((c) => this.held.has(c.task_id));
+        const chunks = takeBatch(this.logChunks, logBatchMax, logBatchBytes, logChunkSize).filter((c) => this.held.has(c.task_id));
         if (chunks.length === 0) continue;
         for (let attempt = 1; attempt <= 5; attempt++) {
           try {
@@ -700,6 +672,26 @@ export class Agent {
       await sleep(backoff(attempt), stop);
     }
   }
+}
+
+/**
+ * takeBatch takes the next batch off the front of queue: up to maxItems and about maxBytes by size, and at least
+ * one. The server refuses a request over 8 MiB before reading it, and the whole batch with it.
+ */
+function takeBatch<T>(queue: T[], maxItems: number, maxBytes: number, size: (item: T) => number): T[] {
+  let total = 0;
+  let n = 0;
+  for (const item of queue.slice(0, maxItems)) {
+    total += size(item);
+    if (n > 0 && total > maxBytes) break;
+    n++;
+  }
+  return queue.splice(0, n);
+}
+
+/** logChunkSize is about the bytes an output chunk takes in a request body. */
+function logChunkSize(c: LogChunk): number {
+  return 128 + Buffer.byteLength(JSON.stringify(c.data));
 }
 
 /** resultSize is about the bytes a result takes in a request body. */

@@ -528,20 +528,7 @@ class Agent:
             if len(self._pending_results) < RESULT_BATCH_MAX:
                 await asyncio.sleep(RESULT_FLUSH_DELAY)
             while self._pending_results:
-                await self._deliver(self._take_results())
-
-    def _take_results(self) -> list[dict[str, Any]]:
-        """The next batch of pending results: up to RESULT_BATCH_MAX and
-        about RESULT_BATCH_BYTES, and at least one."""
-        size, n = 0, 0
-        for r in self._pending_results[:RESULT_BATCH_MAX]:
-            size += _result_size(r)
-            if n > 0 and size > RESULT_BATCH_BYTES:
-                break
-            n += 1
-        batch = self._pending_results[:n]
-        del self._pending_results[:n]
-        return batch
+                await self._deliver(_take_batch(self._pending_results, RESULT_BATCH_MAX, RESULT_BATCH_BYTES, _result_size))
 
     def _reportable(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Results whose lease is still held: a stale result must never be sent."""
@@ -613,26 +600,11 @@ class Agent:
         if queued:
             await self._ship_logs()
 
-    def _take_log_chunks(self) -> list[dict[str, Any]]:
-        """The next batch of queued output (under _log_lock): up to
-        LOG_BATCH_MAX chunks and about LOG_BATCH_BYTES, and at least one,
-        so that a burst of output never makes a request the server refuses
-        as too large (8 MiB), which would lose the whole batch."""
-        size, n = 0, 0
-        for c in self._log_chunks[:LOG_BATCH_MAX]:
-            size += 128 + len(json.dumps(c["data"]))
-            if n > 0 and size > LOG_BATCH_BYTES:
-                break
-            n += 1
-        chunks = self._log_chunks[:n]
-        del self._log_chunks[:n]
-        return chunks
-
     async def _ship_logs(self) -> None:
         async with self._logs_send:  # one send at a time: a flush waits for the one under way
             while True:
                 with self._log_lock:
-                    chunks = self._take_log_chunks()
+                    chunks = _take_batch(self._log_chunks, LOG_BATCH_MAX, LOG_BATCH_BYTES, _log_chunk_size)
                 chunks = [c for c in chunks if c["task_id"] in self._held]
                 if not chunks:
                     return
@@ -727,6 +699,27 @@ class Agent:
             return
         self._log.info("jobs declared", extra={"managed_by": self._job_set, "version": self._version,
                                                "changed": report.get("changed"), "counts": report.get("counts")})
+
+
+def _take_batch(queue: list[dict[str, Any]], max_items: int, max_bytes: int,
+                size: Callable[[dict[str, Any]], int]) -> list[dict[str, Any]]:
+    """Takes the next batch off the front of queue: up to max_items and
+    about max_bytes by size, and at least one. The server refuses a
+    request over 8 MiB before reading it, and the whole batch with it."""
+    total, n = 0, 0
+    for item in queue[:max_items]:
+        total += size(item)
+        if n > 0 and total > max_bytes:
+            break
+        n += 1
+    batch = queue[:n]
+    del queue[:n]
+    return batch
+
+
+def _log_chunk_size(c: dict[str, Any]) -> int:
+    """About the bytes an output chunk takes in a request body."""
+    return 128 + len(json.dumps(c["data"]))
 
 
 def _result_size(r: dict[str, Any]) -> int:
