@@ -89,6 +89,12 @@ func (b *batches[Q, A]) do(ctx context.Context, q Q) (A, error) {
 	}
 	select {
 	case a := <-ask.done:
+		// An answer that came as the call ended (both ready: select
+		// picks either) goes back with the call's error too: its caller
+		// is gone, and a lease's tasks are then handed back.
+		if a.err == nil {
+			a.err = ctx.Err()
+		}
 		return a.v, a.err
 	case <-ctx.Done():
 	}

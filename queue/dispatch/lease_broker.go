@@ -562,9 +562,11 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []a
 // that agents report at the same time are recorded together (batches).
 func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results []axtype.TaskResult) ([]axtype.CompletedTask, error) {
 	done, err := s.results.do(ctx, agentResults{agentID: agentID, results: results})
-	if err != nil {
+	if err != nil && len(done) == 0 {
 		return nil, err
 	}
+	// Results recorded as the call ended (err) are counted and woken for
+	// all the same: they are committed, whoever hears of it.
 	s.wakeAfterResults(done)
 	for _, d := range done {
 		switch d.State {
@@ -587,7 +589,7 @@ func (s *LeaseBroker) Complete(ctx context.Context, agentID uuid.UUID, results [
 		s.logger.DebugContext(ctx, "task completed", "agent_id", agentID, "task_id", d.ID,
 			"execution_id", d.ExecutionID, "state", d.State, "error_code", d.ErrorCode)
 	}
-	return done, nil
+	return done, err
 }
 
 // wakeAfterResults wakes this replica's waiters on the executions the
