@@ -33,6 +33,7 @@ var cases = []conformanceCase{
 	{"demo-1000-tasks", caseDemo},
 	{"large-results", caseLargeResults},
 	{"large-logs", caseLargeLogs},
+	{"proxy-body-limit", caseProxyBodyLimit},
 }
 
 // TestConformance runs every case for every SDK on one `ax serve`, all in
@@ -107,25 +108,31 @@ func caseShards(t *testing.T, s *server, fx fixture, pool string) {
 
 // caseLargeResults: results that finish together and are more than one
 // request may carry (the server takes 8 MiB a request) are all
-// delivered, in requests the server takes: 60 shards on 64 slots each
-// return a 200 KiB result, 12 MB in all.
+// delivered, in requests the server takes: 48 shards on 48 slots each
+// return 200 KiB, 9.6 MB in all.
 func caseLargeResults(t *testing.T, s *server, fx fixture, pool string) {
-	fx.start(t, s, pool, "pool="+pool, "", "AX_CAPACITY=64")
+	fx.start(t, s, pool, "pool="+pool, "", "AX_CAPACITY=48")
 	agentID := s.agentID(t, pool)
-	pad := strings.Repeat("x", 200<<10)
-	execID := s.runJob(t, pool, "echo", map[string]any{"pad": pad},
-		map[string]any{"shards": map[string]any{"count": 60}, "timeout_seconds": 120})
+	const size = 200 << 10
+	execID := s.runJob(t, pool, "blob", map[string]any{"size": size},
+		map[string]any{"shards": map[string]any{"count": 48}, "timeout_seconds": 120})
 	require.Equal(t, "succeeded", s.waitExecution(t, execID, 90*time.Second))
-	tasks := s.tasks(t, execID)
-	require.Len(t, tasks, 60)
-	for _, task := range tasks {
-		require.Equal(t, pad, task.Result["params"].(map[string]any)["pad"], "shard %v", task.Result["shard_index"])
-		require.Equal(t, 1, task.Attempt)
-	}
+	requireBlobs(t, s.tasks(t, execID), 48, size)
 	for line := range strings.Lines(s.proc.Output()) {
 		if strings.Contains(line, "/v1/agents/"+agentID+"/complete") {
 			require.NotContains(t, line, `"status":413`, "a batch of results too large for a request")
 		}
+	}
+}
+
+// requireBlobs checks that each of n tasks returned its blob whole on its
+// first attempt.
+func requireBlobs(t *testing.T, tasks []task, n, size int) {
+	t.Helper()
+	require.Len(t, tasks, n)
+	for _, task := range tasks {
+		require.Len(t, task.Result["blob"], size, "task %s", task.ID)
+		require.Equal(t, 1, task.Attempt)
 	}
 }
 
@@ -161,6 +168,21 @@ func caseLargeLogs(t *testing.T, s *server, fx fixture, pool string) {
 			require.NotContains(t, line, `"status":413`, "a batch of output too large for a request")
 		}
 	}
+}
+
+// caseProxyBodyLimit: behind a proxy that takes less a request than ax
+// (1 MiB, nginx's default client_max_body_size), answering 413 and
+// closing without reading the rest, results that finish together are
+// still all delivered, in smaller calls: 24 shards of 100 KiB results,
+// 2.4 MB in all, on 24 slots.
+func caseProxyBodyLimit(t *testing.T, s *server, fx fixture, pool string) {
+	proxy := bodyLimitProxy(t, s.url, 1<<20)
+	fx.start(t, s, pool, "pool="+pool, "", "AX_CAPACITY=24", "AX_SERVER="+proxy)
+	const size = 100 << 10
+	execID := s.runJob(t, pool, "blob", map[string]any{"size": size},
+		map[string]any{"shards": map[string]any{"count": 24}, "timeout_seconds": 120})
+	require.Equal(t, "succeeded", s.waitExecution(t, execID, 90*time.Second))
+	requireBlobs(t, s.tasks(t, execID), 24, size)
 }
 
 // caseRaisingHandler: a handler that raises fails its task with the

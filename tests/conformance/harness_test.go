@@ -11,6 +11,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +54,26 @@ type server struct {
 	proc            *proctest.Process
 	// tb is the test or benchmark the server lives as long as.
 	tb testing.TB
+}
+
+// bodyLimitProxy is a reverse proxy to target on loopback that refuses a
+// request body over limit bytes as proxies do: 413 at once, the body left
+// unread, the connection closed.
+func bodyLimitProxy(t testing.TB, target string, limit int64) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	forward := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "413 Request Entity Too Large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // Lease is the suite's lease length and Heartbeat its heartbeat interval

@@ -87,6 +87,9 @@ agent.handle("print", (task: Task) => {
   return { written: p.size * p.count };
 });
 
+// blob returns params.size characters.
+agent.handle("blob", (task: Task) => ({ blob: "x".repeat((task.params as { size: number }).size) }));
+
 agent.handle("noop", async () => undefined);
 
 agent.run().catch((e: unknown) => {

@@ -86,6 +86,11 @@ def main() -> None:
             task.log(piece)
         return {"written": size * count}
 
+    @agent.handler("blob")
+    def blob(task: Task) -> dict:
+        """Returns params.size characters."""
+        return {"blob": "x" * task.params["size"]}
+
     @agent.handler("noop")
     async def noop(task: Task) -> None:
         return None

@@ -45,6 +45,7 @@ func run() error {
 	a.Handle("fail", fail)
 	a.Handle("stubborn", stubborn)
 	a.Handle("print", printPieces)
+	a.Handle("blob", blob)
 	a.Handle("noop", func(context.Context, agent.Task) (agent.Result, error) { return nil, nil })
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -75,6 +76,15 @@ func printPieces(_ context.Context, t agent.Task) (agent.Result, error) {
 		}
 	}
 	return map[string]any{"written": p.Size * p.Count}, nil
+}
+
+// blob returns params.size bytes.
+func blob(_ context.Context, t agent.Task) (agent.Result, error) {
+	var p struct{ Size int }
+	if err := t.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	return map[string]any{"blob": strings.Repeat("x", p.Size)}, nil
 }
 
 func sleep(ctx context.Context, t agent.Task) (agent.Result, error) {
