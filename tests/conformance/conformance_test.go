@@ -118,9 +118,16 @@ func caseLargeResults(t *testing.T, s *server, fx fixture, pool string) {
 		map[string]any{"shards": map[string]any{"count": 48}, "timeout_seconds": 120})
 	require.Equal(t, "succeeded", s.waitExecution(t, execID, 90*time.Second))
 	requireBlobs(t, s.tasks(t, execID), 48, size)
+	requireNoneTooLarge(t, s, agentID, "complete")
+}
+
+// requireNoneTooLarge checks in the server's request log that none of the
+// agent's calls to /v1/agents/{id}/<call> was refused as too large (413).
+func requireNoneTooLarge(t *testing.T, s *server, agentID, call string) {
+	t.Helper()
 	for line := range strings.Lines(s.proc.Output()) {
-		if strings.Contains(line, "/v1/agents/"+agentID+"/complete") {
-			require.NotContains(t, line, `"status":413`, "a batch of results too large for a request")
+		if strings.Contains(line, "/v1/agents/"+agentID+"/"+call) {
+			require.NotContains(t, line, `"status":413`, "a batch too large for a request")
 		}
 	}
 }
@@ -163,11 +170,7 @@ func caseLargeLogs(t *testing.T, s *server, fx fixture, pool string) {
 	for shard, n := range stored {
 		require.Equal(t, size*count, n, "the output of shard %d", shard)
 	}
-	for line := range strings.Lines(s.proc.Output()) {
-		if strings.Contains(line, "/v1/agents/"+agentID+"/logs") {
-			require.NotContains(t, line, `"status":413`, "a batch of output too large for a request")
-		}
-	}
+	requireNoneTooLarge(t, s, agentID, "logs")
 }
 
 // caseProxyBodyLimit: behind a proxy that takes less a request than ax
