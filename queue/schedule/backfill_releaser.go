@@ -120,8 +120,9 @@ func (r *BackfillReleaser) Start(ctx context.Context) error {
 // without Start.
 func (r *BackfillReleaser) Stop() { r.bg.Stop() }
 
-// ReleaseDue runs one pass: it holds up to BatchSize running backfills and
-// releases what each may run now. It returns how many runs it made. A
+// ReleaseDue runs one pass: it holds up to BatchSize running backfills
+// that have room (those served longest ago first) and releases what each
+// may run now. It returns how many runs it made. A
 // backfill whose release fails is logged and left for the next pass; the
 // others go on.
 func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {

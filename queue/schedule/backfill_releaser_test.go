@@ -209,3 +209,48 @@ func TestBackfillOverSpringForwardFiresAtTheGapsEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, inserted, "the tick has its backfilled run")
 }
+
+// TestBackfillsAtTheirLimitHoldNoneBack: the releaser holds two backfills
+// a pass (BatchSize 2). Two older backfills stay at their max_concurrent
+// (their runs do not end); a third, made after them, is served on the
+// next pass. Each pass took the two oldest running backfills before, and
+// the third was never served while their runs lasted.
+func TestBackfillsAtTheirLimitHoldNoneBack(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	from := time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC)
+	to := from.AddDate(0, 0, 10)
+	backfills := queue.NewBackfillService(e.pool, nil, nil)
+	var ids []uuid.UUID
+	for range 3 {
+		b, err := backfills.Create(ctx, &queue.BackfillRequest{JobID: e.londonNightly().ID, From: from, To: to, MaxConcurrent: 1})
+		require.NoError(t, err)
+		ids = append(ids, b.ID)
+	}
+	releaser := schedule.NewBackfillReleaser(e.pool, nil, schedule.BackfillReleaserConfig{BatchSize: 2})
+	n, err := releaser.ReleaseDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the two oldest, one run each")
+	for range 3 {
+		n, err = releaser.ReleaseDue(ctx)
+		require.NoError(t, err)
+		if n > 0 {
+			break
+		}
+	}
+	require.Equal(t, 1, n, "the third backfill's first run")
+	for i, id := range ids {
+		unfinished, _ := e.backfillRuns(id)
+		require.Len(t, unfinished, 1, "backfill %d: one run at a time", i)
+	}
+	// When a run ends, its backfill has room again and is served.
+	first, _ := e.backfillRuns(ids[0])
+	e.endRuns(first)
+	n, err = releaser.ReleaseDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	unfinished, all := e.backfillRuns(ids[0])
+	require.Len(t, unfinished, 1)
+	require.Len(t, all, 2)
+}

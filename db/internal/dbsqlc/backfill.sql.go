@@ -82,14 +82,18 @@ func (q *Queries) BackfillCancel(ctx context.Context, db DBTX, id uuid.UUID) ([]
 }
 
 const backfillClaim = `-- name: BackfillClaim :many
-SELECT b.id, b.job_id, b.range_to, b.max_concurrent, b.overlap, b.next_tick,
-       (SELECT count(*) FROM ax.execution e
-        WHERE e.job_id = b.job_id AND e.finished_at IS NULL AND e.cause = 'backfill'
-          AND EXISTS (SELECT 1 FROM ax.backfill_run r WHERE r.execution_id = e.id AND r.backfill_id = b.id))::integer AS in_flight,
-       EXISTS (SELECT 1 FROM ax.execution e WHERE e.job_id = b.job_id AND e.finished_at IS NULL)::boolean AS job_busy
+SELECT b.id, b.job_id, b.range_to, b.max_concurrent, b.overlap, b.next_tick, c.in_flight, c.job_busy
 FROM ax.backfill b
+CROSS JOIN LATERAL (
+    SELECT (SELECT count(*) FROM ax.execution e
+            WHERE e.job_id = b.job_id AND e.finished_at IS NULL AND e.cause = 'backfill'
+              AND EXISTS (SELECT 1 FROM ax.backfill_run r WHERE r.execution_id = e.id AND r.backfill_id = b.id))::integer AS in_flight,
+           EXISTS (SELECT 1 FROM ax.execution e WHERE e.job_id = b.job_id AND e.finished_at IS NULL)::boolean AS job_busy
+) c
 WHERE b.state = 'running'
-ORDER BY b.id
+  AND c.in_flight < b.max_concurrent
+  AND NOT (b.overlap = 'forbid' AND c.job_busy AND b.next_tick < b.range_to)
+ORDER BY b.updated_at, b.id
 LIMIT $1
 FOR UPDATE OF b SKIP LOCKED
 `
@@ -108,6 +112,11 @@ type BackfillClaimRow struct {
 // BackfillClaim locks up to @max running backfills (skipping those other
 // replicas hold) with how many of their runs are unfinished, and for an
 // overlap forbid backfill whether the job has any unfinished run.
+// A backfill that can release nothing now (at max_concurrent, or a
+// forbid one whose job is busy while ticks are left) is not taken: the
+// oldest backfills, held at their limit by runs that take days, took
+// every claim and no later one was ever served. Of the others, those
+// served longest ago (updated_at, which every release sets) come first.
 func (q *Queries) BackfillClaim(ctx context.Context, db DBTX, max int32) ([]BackfillClaimRow, error) {
 	rows, err := db.Query(ctx, backfillClaim, max)
 	if err != nil {
