@@ -338,6 +338,40 @@ func TestJSONPatchCopyBomb(t *testing.T) {
 	require.Equal(t, "ops", job["owner"])
 }
 
+// TestShorthandPatchIndexBomb: the shorthand library grows an array to
+// any index it is given, so a 20-byte patch asked for 64 GB and the
+// server was killed; an index before an array's start panicked. Both
+// are 422s that cost nothing, and an index in range still patches.
+func TestShorthandPatchIndexBomb(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	id := s.createJob(t, map[string]any{"name": "index-bomb", "trigger": map[string]any{"kind": "manual"},
+		"executor": map[string]any{"kind": "shell", "command": "true"}})
+	patch := func(body string) int {
+		status, err := rawRequest(s.addr(), "PATCH", "/v1/jobs/"+id,
+			map[string]string{"Authorization": "Bearer " + s.key, "Content-Type": "application/merge-patch+shorthand"},
+			strings.NewReader(body), int64(len(body)), 20*time.Second)
+		require.NoError(t, err, body)
+		return status
+	}
+	status, _ := s.api(t, "POST", "/v1/calendars", map[string]any{"name": "a", "entries": []any{map[string]any{"date": "2026-12-25"}}})
+	require.Equal(t, http.StatusCreated, status)
+	patch(`{owner: warm}`) // warm the path up
+	for _, bomb := range []string{`{x[4000000000]: 1}`, `{x[50000000]: 1}`, `{exclude[^99999999]: a}`,
+		`{x[99999999999999999999]: 1}`, `{x[-5]: 1}`, `{exclude[-3]: a}`} {
+		before := resetPeakMem(t, s.proc.PID())
+		status := patch(bomb)
+		_, hwm := procMem(t, s.proc.PID())
+		require.Less(t, hwm-before, memGrowthLimit, "%s: peak RSS grew by %d MiB", bomb, (hwm-before)/mib)
+		require.Equal(t, http.StatusUnprocessableEntity, status, bomb)
+	}
+	require.Equal(t, http.StatusOK, patch(`{exclude[0]: a, owner: ops}`))
+	status, job := s.api(t, "GET", "/v1/jobs/"+id, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "ops", job["owner"])
+	require.Equal(t, []any{"a"}, job["exclude"])
+}
+
 func TestTaskCompletionChecksTokenBeforeBody(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
