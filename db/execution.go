@@ -201,7 +201,11 @@ func ExecutionInsertMany(ctx context.Context, e Executor, execs []*axtype.NewExe
 // writes them once with their routes; it returns them as routing saw them.
 func taskRouteAndInsert(ctx context.Context, e Executor, planned []dbsqlc.TaskPlanForExecutionsRow, route axtype.RouteFunc) ([]*axtype.NewTask, error) {
 	tasks := make([]*axtype.NewTask, len(planned))
+	var params []byte // the run's, on its first row only: its tasks share them
 	for i, r := range planned {
+		if i == 0 || r.ExecutionID != planned[i-1].ExecutionID {
+			params = r.Params
+		}
 		id, err := uuid.NewV7()
 		if err != nil {
 			return nil, fmt.Errorf("error generating task id: %w", err)
@@ -210,7 +214,7 @@ func taskRouteAndInsert(ctx context.Context, e Executor, planned []dbsqlc.TaskPl
 			JobGroup: r.GroupName, ShardIndex: int(r.ShardIndex), ShardTotal: int(r.ShardTotal),
 			ShardParam: r.ShardParam, Pinned: r.PinnedAgentID != nil, Agentless: r.Agentless,
 			RouteStrategy: axtype.RouteStrategy(r.RouteStrategy), ExecutorKind: axtype.ExecutorKind(r.ExecutorKind),
-			RouteKey: r.RouteKey, Params: r.Params}
+			RouteKey: r.RouteKey, Params: params}
 		if r.ConcurrencyTemplate != "" && !r.Agentless {
 			tasks[i].ConcurrencyTemplate, tasks[i].ConcurrencyLimit = r.ConcurrencyTemplate, int(r.ConcurrencyLimit)
 			tasks[i].ConcurrencyScope = axtype.ConcurrencyScope(r.JobID, r.ConcurrencyGroup)

@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -43,11 +41,12 @@ func parseConcurrencyKey(key string) (*template.Template, error) {
 // missing param, an empty or too long key): such a task is written
 // failed, since it could not be held to a limit.
 func renderConcurrencyKeys(tasks []*axtype.NewTask) {
+	params := runParams{}
 	for _, t := range tasks {
 		if t.ConcurrencyTemplate == "" {
 			continue
 		}
-		key, err := renderConcurrencyKey(t)
+		key, err := renderConcurrencyKey(t, params)
 		switch {
 		case err != nil:
 			t.ConcurrencyError = err.Error()
@@ -62,7 +61,7 @@ func renderConcurrencyKeys(tasks []*axtype.NewTask) {
 	}
 }
 
-func renderConcurrencyKey(t *axtype.NewTask) (string, error) {
+func renderConcurrencyKey(t *axtype.NewTask, params runParams) (string, error) {
 	if !strings.Contains(t.ConcurrencyTemplate, "{{") {
 		return t.ConcurrencyTemplate, nil
 	}
@@ -70,16 +69,12 @@ func renderConcurrencyKey(t *axtype.NewTask) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("concurrency key %q: %w", t.ConcurrencyTemplate, err)
 	}
-	params := map[string]any{}
-	if len(t.Params) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(t.Params))
-		dec.UseNumber() // customer ids stay exact, not float64
-		if err := dec.Decode(&params); err != nil {
-			return "", fmt.Errorf("error decoding params: %w", err)
-		}
+	p, err := params.of(t)
+	if err != nil {
+		return "", err
 	}
 	data := map[string]any{
-		"params": params,
+		"params": p,
 		"shard":  map[string]any{"index": t.ShardIndex, "total": t.ShardTotal, "param": t.ShardParam},
 		"job":    map[string]any{"id": t.JobID.String(), "name": t.JobName, "group": t.JobGroup},
 	}

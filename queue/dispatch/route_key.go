@@ -8,6 +8,9 @@ import (
 	"sync"
 	"text/template"
 
+	"github.com/google/uuid"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/jobtemplate"
 )
 
@@ -39,38 +42,54 @@ func parseRouteKey(key string) (*template.Template, error) {
 	return t, nil
 }
 
-// routeKeyInput is what a route key template sees.
-type routeKeyInput struct {
-	JobID, JobName, JobGroup string
-	Params                   json.RawMessage
-	ShardIndex, ShardTotal   int
-	ShardParam               string
+// runParams decodes each run's params once for the key templates of all
+// its tasks, which only read them: decoded for each task, a run of 10,000
+// shards with params of 256 KiB decoded 2.5 GB of JSON.
+type runParams map[uuid.UUID]decodedParams
+
+type decodedParams struct {
+	params map[string]any
+	err    error
 }
 
-// renderRouteKey expands key for one task. A key without "{{" is used as
-// it is, without decoding the params.
-func renderRouteKey(key string, in *routeKeyInput) (string, error) {
+// of returns the params of task t's run, decoded.
+func (c runParams) of(t *axtype.NewTask) (map[string]any, error) {
+	if d, ok := c[t.ExecutionID]; ok {
+		return d.params, d.err
+	}
+	d := decodedParams{params: map[string]any{}}
+	if len(t.Params) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(t.Params))
+		dec.UseNumber() // customer ids stay exact, not float64
+		if err := dec.Decode(&d.params); err != nil {
+			d.err = fmt.Errorf("error decoding params: %w", err)
+		}
+	}
+	c[t.ExecutionID] = d
+	return d.params, d.err
+}
+
+// renderRouteKey expands task t's route key; params are its run's. A key
+// without "{{" is used as it is, without decoding the params.
+func renderRouteKey(t *axtype.NewTask, params runParams) (string, error) {
+	key := t.RouteKey
 	if !strings.Contains(key, "{{") {
 		return key, nil
 	}
-	t, err := parseRouteKey(key)
+	tmpl, err := parseRouteKey(key)
 	if err != nil {
 		return "", err
 	}
-	params := map[string]any{}
-	if len(in.Params) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(in.Params))
-		dec.UseNumber() // customer ids stay exact, not float64
-		if err := dec.Decode(&params); err != nil {
-			return "", fmt.Errorf("error decoding params: %w", err)
-		}
+	p, err := params.of(t)
+	if err != nil {
+		return "", err
 	}
 	data := map[string]any{
-		"params": params,
-		"shard":  map[string]any{"index": in.ShardIndex, "total": in.ShardTotal, "param": in.ShardParam},
-		"job":    map[string]any{"id": in.JobID, "name": in.JobName, "group": in.JobGroup},
+		"params": p,
+		"shard":  map[string]any{"index": t.ShardIndex, "total": t.ShardTotal, "param": t.ShardParam},
+		"job":    map[string]any{"id": t.JobID.String(), "name": t.JobName, "group": t.JobGroup},
 	}
-	out, err := jobtemplate.RouteKey.Execute(t, data)
+	out, err := jobtemplate.RouteKey.Execute(tmpl, data)
 	if err != nil {
 		return "", fmt.Errorf("route key %q: %w", key, err)
 	}

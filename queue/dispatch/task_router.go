@@ -161,13 +161,12 @@ func (r *TaskRouter) candidates(ctx context.Context, e db.Executor) ([]*axtype.C
 // that does not render is "" and its task is left unassigned.
 func (r *TaskRouter) renderKeys(ctx context.Context, tasks []*axtype.NewTask) []routeKeyResult {
 	keys := make([]routeKeyResult, len(tasks))
+	params := runParams{}
 	for i, t := range tasks {
 		if !routable(t) {
 			continue
 		}
-		key, err := renderRouteKey(t.RouteKey, &routeKeyInput{JobID: t.JobID.String(), JobName: t.JobName,
-			JobGroup: t.JobGroup, Params: t.Params, ShardIndex: t.ShardIndex, ShardTotal: t.ShardTotal,
-			ShardParam: t.ShardParam})
+		key, err := renderRouteKey(t, params)
 		if err != nil {
 			// A params mismatch is the job's problem, not a reason to lose
 			// the fire: the task runs unassigned and the log says why.

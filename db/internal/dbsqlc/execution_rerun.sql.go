@@ -216,7 +216,10 @@ SELECT e.id AS execution_id, e.job_id, o.shard_index, o.shard_total, o.shard_par
        now()::timestamptz AS not_before,
        o.pinned, o.preferred_agent_id,
        coalesce(j.rate_limit_class, '')::text AS rate_class, j.agentless, j.route_strategy, j.route_key,
-       j.target_labels, e.params, j.name AS job_name, j.group_name, j.executor_kind::text AS executor_kind,
+       j.target_labels,
+       -- The params once, on the first row (see TaskPlanForExecutions).
+       (CASE WHEN row_number() OVER (ORDER BY o.shard_index) = 1 THEN e.params END)::jsonb AS params,
+       j.name AS job_name, j.group_name, j.executor_kind::text AS executor_kind,
        j.concurrency_key AS concurrency_template, coalesce(j.concurrency_limit, 0)::integer AS concurrency_limit,
        j.concurrency_group
 FROM ax.all_tasks o

@@ -1734,7 +1734,11 @@ WITH execs AS (
 SELECT p.execution_id, p.job_id, p.shard_index::integer AS shard_index, p.shard_total,
        p.shard_param::text AS shard_param, p.priority, p.max_attempts, p.timeout_seconds::integer AS timeout_seconds,
        p.not_before::timestamptz AS not_before, p.pinned_agent_id, p.rate_class::text AS rate_class,
-       p.agentless, p.route_strategy, p.route_key, p.target_labels, p.params, p.job_name, p.group_name, p.executor_kind,
+       p.agentless, p.route_strategy, p.route_key, p.target_labels,
+       -- The run's params once, on its first shard (the caller gives them
+       -- to the rest): on every row, a run of 10,000 shards with params
+       -- of 256 KiB brought 2.5 GB into the server.
+       (CASE WHEN p.shard_index = 0 THEN p.params END)::jsonb AS params, p.job_name, p.group_name, p.executor_kind,
        p.concurrency_key AS concurrency_template, coalesce(p.concurrency_limit, 0)::integer AS concurrency_limit,
        p.concurrency_group
 FROM planned p
