@@ -8,7 +8,7 @@ import (
 // AgentRegistration introduces an agent to the server.
 type AgentRegistration struct {
 	Name     string            `json:"name" minLength:"1" maxLength:"200" example:"worker-17" doc:"Human name, e.g. the host name"`
-	Labels   map[string]string `json:"labels,omitempty" example:"{\"pool\":\"billing\"}" doc:"Jobs target agents by these labels"`
+	Labels   map[string]string `json:"labels,omitempty" maxProperties:"100" example:"{\"pool\":\"billing\"}" doc:"Jobs target agents by these labels: at most 100, keys of 1-100 bytes, values of at most 255"`
 	Capacity int               `json:"capacity" minimum:"1" maximum:"10000" doc:"Tasks it runs at once"`
 	Weight   int               `json:"weight,omitempty" minimum:"1" maximum:"1000" default:"1" doc:"Share of work under the weighted strategy"`
 	Version  string            `json:"version,omitempty" maxLength:"100"`

@@ -39,7 +39,47 @@ type agentRegisterInput struct {
 // none.
 func (in *agentRegisterInput) Resolve(ctx huma.Context) []error {
 	in.peer = ctx.RemoteAddr()
-	return nil
+	return checkAgentLabels(in.Body.Labels)
+}
+
+// Agent labels are read on every lease and heartbeat of the agent and by
+// every replica's router about once a second: unbounded, one registration
+// could carry 8 MiB of them. (Keys are not held to the pattern of a job's
+// target labels, which only such keys can match: agents that register
+// others keep working.)
+const (
+	maxAgentLabelKey   = 100
+	maxAgentLabelValue = 255
+)
+
+// checkAgentLabels refuses label keys and values longer than an agent's
+// may be (the count is the schema's, maxProperties).
+func checkAgentLabels(labels map[string]string) []error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		switch v := labels[k]; {
+		case len(k) == 0 || len(k) > maxAgentLabelKey:
+			errs = append(errs, &huma.ErrorDetail{Location: "body.labels", Value: truncateForError(k),
+				Message: fmt.Sprintf("label keys are 1-%d bytes", maxAgentLabelKey)})
+		case len(v) > maxAgentLabelValue:
+			errs = append(errs, &huma.ErrorDetail{Location: "body.labels." + k, Value: truncateForError(v),
+				Message: fmt.Sprintf("label values are at most %d bytes", maxAgentLabelValue)})
+		}
+		if len(errs) >= 10 {
+			break
+		}
+	}
+	return errs
+}
+
+// truncateForError shortens a refused value for its problem: the value
+// may be most of an 8 MiB body.
+func truncateForError(s string) string {
+	const most = 120
+	if len(s) <= most {
+		return s
+	}
+	return strings.ToValidUTF8(s[:most], "") + "…"
 }
 
 // hostIP is the IP an agent registers with: the one it names, else the

@@ -2,7 +2,9 @@ package openapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,4 +313,44 @@ func TestLeaseMaxIsWhatAgentsAsk(t *testing.T) {
 	a := env.registerAgent("big", nil, 5000)
 	a.post("/lease", map[string]any{"max": agent.MaxLeasePerCall, "wait_seconds": 0}).must(t, http.StatusOK)
 	a.post("/lease", map[string]any{"max": agent.MaxLeasePerCall + 1, "wait_seconds": 0}).must(t, http.StatusUnprocessableEntity)
+}
+
+// TestAgentLabelsAreBounded: an agent's labels are read on each of its
+// leases and heartbeats and by every router about once a second; a
+// registration may carry at most 100, keys of 1-100 bytes and values of at
+// most 255. A refused registration makes no agent.
+func TestAgentLabelsAreBounded(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	register := func(labels map[string]string) *response {
+		return env.call("POST", "/v1/agents/register", env.key("agent"), map[string]any{"name": "labels", "labels": labels, "capacity": 1})
+	}
+	many := map[string]string{}
+	for i := range 101 {
+		many[fmt.Sprintf("k%d", i)] = "v"
+	}
+	for name, labels := range map[string]map[string]string{
+		"101 labels":   many,
+		"a long key":   {strings.Repeat("k", 101): "v"},
+		"an empty key": {"": "v"},
+		"a long value": {"pool": strings.Repeat("v", 256)},
+		"200,000 labels": func() map[string]string {
+			m := map[string]string{}
+			for i := range 200_000 {
+				m[fmt.Sprintf("key-%d", i)] = "value"
+			}
+			return m
+		}(),
+	} {
+		body := register(labels).must(t, http.StatusUnprocessableEntity)
+		require.Contains(t, fmt.Sprint(body["errors"]), "body.labels", name)
+	}
+	body := env.call("GET", "/v1/agents", env.key("read"), nil).must(t, http.StatusOK)
+	require.Empty(t, body["agents"], "no agent was registered")
+
+	most := map[string]string{strings.Repeat("k", 100): strings.Repeat("v", 255)}
+	for i := range 99 {
+		most[fmt.Sprintf("k%d", i)] = "v"
+	}
+	register(most).must(t, http.StatusCreated)
 }

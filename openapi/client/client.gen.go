@@ -1408,7 +1408,7 @@ type AgentRegistration struct {
 	// Example: worker-17.example.com
 	HostName *string `json:"host_name,omitempty"`
 
-	// Labels Jobs target agents by these labels
+	// Labels Jobs target agents by these labels: at most 100, keys of 1-100 bytes, values of at most 255
 	//
 	// Example: {"pool":"billing"}
 	Labels *map[string]string `json:"labels,omitempty"`

@@ -1344,7 +1344,7 @@ export interface components {
              */
             host_name?: string;
             /**
-             * @description Jobs target agents by these labels
+             * @description Jobs target agents by these labels: at most 100, keys of 1-100 bytes, values of at most 255
              * @example {
              *       "pool": "billing"
              *     }
