@@ -163,6 +163,16 @@ func AfterWaitFired(ctx context.Context, e Executor, w *axtype.AfterWait, state 
 	return nil
 }
 
+// AfterWaitRequeue puts ready wait w, whose fire failed, behind the other
+// ready waits.
+func AfterWaitRequeue(ctx context.Context, e Executor, w *axtype.AfterWait) error {
+	err := queries.AfterWaitRequeue(ctx, e, dbsqlc.AfterWaitRequeueParams{JobID: w.JobID, LogicalTime: w.LogicalTime})
+	if err != nil {
+		return fmt.Errorf("error requeueing the wait of job %s for %s: %w", w.JobID, w.LogicalTime, mapErr(err))
+	}
+	return nil
+}
+
 func afterWaitFromRow(r dbsqlc.AxAfterWait) (*axtype.AfterWait, error) {
 	w := &axtype.AfterWait{JobID: r.JobID, LogicalTime: r.LogicalTime.UTC(), State: r.State,
 		ExecutionID: r.ExecutionID, SkipRun: r.SkipRun, CascadeFrom: r.CascadeFrom}

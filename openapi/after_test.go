@@ -269,3 +269,43 @@ func TestAfterFiresOncePerLogicalTime(t *testing.T) {
 	require.Len(t, e.runsOf("first", t1), 2, "any fired once, and once more by the cascade")
 	require.False(t, strings.Contains(jsonOf(e.runsOf("load", t2)), t1.Format(time.RFC3339)))
 }
+
+// TestAfterWaitsThatFailGoBehindTheOthers: the firer takes two ready
+// waits a pass. Two downstream jobs' fires fail every time (an injected
+// fault); a third job's wait, ready after theirs, fires within two passes.
+// The failing waits stayed the oldest ready ones and took every claim
+// before: no other downstream job fired while they failed.
+func TestAfterWaitsThatFailGoBehindTheOthers(t *testing.T) {
+	t.Parallel()
+	e := setupAfter(t)
+	e.firer = schedule.NewAfterFirer(e.pool, nil, schedule.AfterFirerConfig{BatchSize: 2})
+	e.job("up", nil, nil)
+	e.job("up2", nil, nil)
+	e.job("bad1", after("all", "success", "up"), nil)
+	e.job("bad2", after("all", "success", "up"), nil)
+	e.job("good", after("all", "success", "up2"), nil)
+	_, err := e.pool.Exec(context.Background(), `
+		CREATE FUNCTION public.poison_run() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.job_id IN ('`+e.ids["bad1"]+`', '`+e.ids["bad2"]+`') THEN
+				RAISE EXCEPTION 'injected fault' USING ERRCODE = '22003';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER poison BEFORE INSERT ON ax.execution FOR EACH ROW EXECUTE FUNCTION public.poison_run()`)
+	require.NoError(t, err)
+	at := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
+	e.tick("up", at)
+	require.Zero(t, e.endAll(nil, nil), "the two failing waits")
+	e.tick("up2", at)
+	made := e.endAll(nil, nil)
+	for range 2 {
+		n, err := e.firer.FireReady(context.Background())
+		require.NoError(t, err)
+		made += n
+	}
+	require.Equal(t, 1, made)
+	require.Len(t, e.runsOf("good", at), 1)
+	require.Empty(t, e.runsOf("bad1", at))
+	require.Empty(t, e.runsOf("bad2", at))
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // MaxParamsDepth is how deeply params may nest: the params object is level
@@ -16,7 +18,7 @@ const MaxParamsDepth = 64
 // them (trigger, ad-hoc and delayed runs, each run of a batch, each job
 // of a declaration). Params travel with every lease of every task and
 // into the HTTP body and callback of every run.
-const MaxParamsBytes = 256 << 10
+const MaxParamsBytes = axtype.MaxParamsBytes
 
 // maxBodyDepth refuses a request body before it is decoded at all:
 // params at their limit sit two levels down in the deepest body, and

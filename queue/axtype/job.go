@@ -135,6 +135,12 @@ type FailingJob struct {
 // every task and compared in every lease of its key.
 const MaxConcurrencyKeyBytes = 256
 
+// MaxParamsBytes bounds a run's params: as sent (a job's, and a run's
+// overlay of them) and as a downstream job's templates render them.
+// Params travel with every lease of every task and into the HTTP body
+// and callback of every run.
+const MaxParamsBytes = 256 << 10
+
 // MaxConcurrencyLimit caps a job's concurrency limit (ax.job's check).
 const MaxConcurrencyLimit = 10000
 

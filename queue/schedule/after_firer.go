@@ -107,9 +107,15 @@ func (f *AfterFirer) FireReady(ctx context.Context) (int, error) {
 			case ctx.Err() != nil || db.Transient(err):
 				return err
 			default:
-				// Left ready: logged and tried again on the next pass.
+				// Left ready, logged, and tried again behind the other
+				// ready waits: first in line (the oldest), waits that
+				// failed every time took every claim, and no other
+				// downstream job fired.
 				f.cfg.Logger.ErrorContext(ctx, "error firing a downstream job", "job_id", w.JobID,
 					"logical_time", w.LogicalTime, "error", err)
+				if err := db.AfterWaitRequeue(ctx, tx, w); err != nil {
+					return err
+				}
 			}
 		}
 		if made > 0 {
@@ -244,35 +250,59 @@ func RenderAfterParams(params json.RawMessage, runs []axtype.AfterRun, logicalTi
 			"scheduled_for": r.ScheduledFor.Format(time.RFC3339Nano)}
 	}
 	data := map[string]any{"upstream": upstream, "logical_time": logicalTime.UTC().Format(time.RFC3339Nano)}
-	out, err := renderValue(doc, data)
+	r := &paramsRenderer{data: data, left: axtype.MaxParamsBytes}
+	out, err := r.value(doc)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(out)
+	rendered, err := json.Marshal(out)
+	if err == nil && len(rendered) > axtype.MaxParamsBytes {
+		err = errRenderedParamsTooLarge
+	}
+	return rendered, err
 }
 
-func renderValue(v any, data map[string]any) (any, error) {
+// errRenderedParamsTooLarge: each template's output is bounded, their
+// number was not; 8,000 templates of an upstream's 60 KB result rendered
+// about 500 MB, carried by every lease and callback of the run.
+var errRenderedParamsTooLarge = fmt.Errorf("the rendered params would be larger than the %d bytes params may be", axtype.MaxParamsBytes)
+
+// paramsRenderer renders the templates of a params document; left is
+// how many bytes of rendered text may still come.
+type paramsRenderer struct {
+	data map[string]any
+	left int
+}
+
+func (r *paramsRenderer) value(v any) (any, error) {
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "{{") {
 			return x, nil
 		}
-		return renderParam(x, data)
+		out, err := renderParam(x, r.data)
+		if err != nil {
+			return nil, err
+		}
+		if r.left -= len(out); r.left < 0 {
+			return nil, errRenderedParamsTooLarge
+		}
+		return out, nil
 	case map[string]any:
 		for k, e := range x {
-			r, err := renderValue(e, data)
+			rendered, err := r.value(e)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
-			x[k] = r
+			x[k] = rendered
 		}
 	case []any:
 		for i, e := range x {
-			r, err := renderValue(e, data)
+			rendered, err := r.value(e)
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}
-			x[i] = r
+			x[i] = rendered
 		}
 	}
 	return v, nil

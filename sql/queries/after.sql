@@ -74,6 +74,13 @@ ORDER BY updated_at
 LIMIT @max
 FOR UPDATE SKIP LOCKED;
 
+-- AfterWaitRequeue puts the ready wait of (@job_id, @logical_time), whose
+-- fire failed, behind the other ready waits: it is tried again after
+-- them.
+-- name: AfterWaitRequeue :exec
+UPDATE ax.after_wait SET updated_at = clock_timestamp()
+WHERE job_id = @job_id AND logical_time = @logical_time AND state = 'ready';
+
 -- AfterWaitFired records that the wait of (@job_id, @logical_time) made
 -- run @execution_id, or (@state skipped) that it made none.
 -- name: AfterWaitFired :exec

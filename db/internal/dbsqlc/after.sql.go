@@ -399,3 +399,21 @@ func (q *Queries) AfterWaitGet(ctx context.Context, db DBTX, arg AfterWaitGetPar
 	)
 	return i, err
 }
+
+const afterWaitRequeue = `-- name: AfterWaitRequeue :exec
+UPDATE ax.after_wait SET updated_at = clock_timestamp()
+WHERE job_id = $1 AND logical_time = $2 AND state = 'ready'
+`
+
+type AfterWaitRequeueParams struct {
+	JobID       uuid.UUID
+	LogicalTime time.Time
+}
+
+// AfterWaitRequeue puts the ready wait of (@job_id, @logical_time), whose
+// fire failed, behind the other ready waits: it is tried again after
+// them.
+func (q *Queries) AfterWaitRequeue(ctx context.Context, db DBTX, arg AfterWaitRequeueParams) error {
+	_, err := db.Exec(ctx, afterWaitRequeue, arg.JobID, arg.LogicalTime)
+	return err
+}
