@@ -3,6 +3,7 @@ package cron
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -109,9 +110,22 @@ func compileFields(parts []string, seconds bool) (expression, error) {
 	e.gronx = strings.Join(canon, " ")
 	e.timeline = e.clock[2] == hour.all()
 	e.everyDay = canon[3] == "*" && canon[4] == "*" && canon[5] == "*"
-	e.dom, e.mon, e.dow = canon[3], canon[4], canon[5]
+	e.dom, e.mon, e.dow = distinctItems(canon[3]), canon[4], canon[5]
 	e.lastDayForms = hasLastDayForm(e.dom)
 	return e, nil
+}
+
+// distinctItems drops repeated items of a list field: each is tried on
+// each date the search for the next fire looks at.
+func distinctItems(field string) string {
+	items := strings.Split(field, ",")
+	kept := items[:0]
+	for _, item := range items {
+		if !slices.Contains(kept, item) {
+			kept = append(kept, item)
+		}
+	}
+	return strings.Join(kept, ",")
 }
 
 func fieldErr(i int, seconds bool, text string, err error) error {
