@@ -30,9 +30,9 @@ func CallbackTakeUnenqueued(ctx context.Context, e Executor, max int) ([]axtype.
 // CallbackGetForDelivery returns the delivery state of an execution's
 // callback with up to maxShards shards; ErrNotFound when there is none
 // (the execution was deleted).
-func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UUID, maxShards int) (*axtype.CallbackDelivery, error) {
+func CallbackGetForDelivery(ctx context.Context, e Executor, executionID uuid.UUID, maxShards int, maxShardBytes int64) (*axtype.CallbackDelivery, error) {
 	r, err := queries.CallbackGetForDelivery(ctx, e, dbsqlc.CallbackGetForDeliveryParams{
-		ExecutionID: executionID, MaxShards: int32(maxShards)})
+		ExecutionID: executionID, MaxShards: int32(maxShards), MaxShardBytes: maxShardBytes})
 	if err != nil {
 		return nil, fmt.Errorf("error getting callback of execution %s: %w", executionID, mapErr(err))
 	}

@@ -116,7 +116,7 @@ func TestRerunFailedShardsRunsExactlyThose(t *testing.T) {
 	// Its callback, as any run's, names the run it re-runs.
 	rerunID, err := uuid.Parse(rerun["id"].(string))
 	require.NoError(t, err)
-	cb, err := db.CallbackGetForDelivery(context.Background(), env.pool, rerunID, 10)
+	cb, err := db.CallbackGetForDelivery(context.Background(), env.pool, rerunID, 10, 4<<20)
 	require.NoError(t, err)
 	require.Equal(t, orig, cb.RerunOf)
 	after := env.call("GET", "/v1/executions/"+orig, env.admin, nil).must(t, http.StatusOK)

@@ -51,7 +51,7 @@ type CallbackTimings struct {
 }
 
 // CallbackShards summarizes the shards: counts by state, and the first
-// MaxShards of them.
+// MaxShards of them, as many as MaxShardBytes holds (CallbackConfig).
 type CallbackShards struct {
 	Total   int            `json:"total"`
 	ByState map[string]int `json:"by_state"`
@@ -78,9 +78,9 @@ type CallbackShard struct {
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 }
 
-// callbackPayload builds the body of d's callback, listing at most
-// maxShards shards.
-func callbackPayload(d *axtype.CallbackDelivery, maxShards int) ([]byte, error) {
+// callbackPayload builds the body of d's callback, listing the shards d
+// holds (CallbackConfig's MaxShards and MaxShardBytes).
+func callbackPayload(d *axtype.CallbackDelivery) ([]byte, error) {
 	p := &CallbackPayload{Type: "execution.ended", ExecutionID: d.ExecutionID.String(), JobID: d.JobID.String(),
 		JobName: d.JobName, JobGroup: d.JobGroup, Sequence: d.Sequence, Cause: string(d.Cause), RerunOf: d.RerunOf, ScheduledFor: d.ScheduledFor, Misfired: d.Misfired,
 		State: string(d.ExecutionState), Params: d.Params, Error: d.Error, Result: json.RawMessage("null"),
@@ -96,7 +96,6 @@ func callbackPayload(d *axtype.CallbackDelivery, maxShards int) ([]byte, error) 
 	for _, n := range d.ShardCounts {
 		p.Shards.Total += n
 	}
-	p.Shards.Truncated = p.Shards.Total > maxShards
 	if err := summarizeShards(p); err != nil {
 		return nil, fmt.Errorf("error reading shards of execution %s: %w", d.ExecutionID, err)
 	}
@@ -129,5 +128,6 @@ func summarizeShards(p *CallbackPayload) error {
 	if p.Shards.Total == 1 && len(shards) == 1 && len(shards[0].Result) > 0 {
 		p.Result = shards[0].Result
 	}
+	p.Shards.Truncated = p.Shards.Total > len(shards)
 	return nil
 }

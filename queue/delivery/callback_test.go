@@ -396,3 +396,35 @@ func TestCallbackForEveryWayAnExecutionEnds(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"failed", "failed", "cancelled"}, states)
 }
+
+// TestCallbackListsTheShardsItsByteBudgetHolds: a callback lists shards
+// while their results and errors fit in MaxShardBytes (the first
+// whatever its size), and says the list is truncated; all are counted.
+// 1,000 shards of 200 KiB made a payload of 200 MB before, held several
+// times over in memory by each delivery.
+func TestCallbackListsTheShardsItsByteBudgetHolds(t *testing.T) {
+	t.Parallel()
+	env := setup(t, func(c *delivery.RiverConfig) { c.Callback.MaxShardBytes = 1000 })
+	rc := newReceiver(t, nil)
+	ctx := context.Background()
+	job := env.job(func(j *axtype.Job) { j.CallbackURL, j.ShardCount = rc.URL, 6 })
+	exec := env.trigger(job.ID)
+	_, err := env.pool.Exec(ctx, `UPDATE ax.task SET result = jsonb_build_object('blob', repeat('x', 400))
+		WHERE execution_id = $1`, exec.ID)
+	require.NoError(t, err)
+	env.cancel(exec.ID)
+	env.eventually("delivered", 10*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", exec.ID)
+	got := rc.requests()
+	require.Len(t, got, 1)
+	var payload delivery.CallbackPayload
+	require.NoError(t, json.Unmarshal(got[0].body, &payload))
+	require.Equal(t, 6, payload.Shards.Total)
+	require.True(t, payload.Shards.Truncated)
+	var items []delivery.CallbackShard
+	require.NoError(t, json.Unmarshal(payload.Shards.Items, &items))
+	require.Len(t, items, 2, "two results of 412 bytes fit in 1,000; three do not")
+	for i, s := range items {
+		require.Equal(t, i, s.Index)
+		require.Contains(t, string(s.Result), strings.Repeat("x", 400))
+	}
+}

@@ -57,6 +57,9 @@ type CallbackConfig struct {
 	// MaxShards caps the shards listed in a payload (all are counted).
 	// Defaults to 1000.
 	MaxShards int
+	// MaxShardBytes caps the results and errors of the shards listed (the
+	// first is listed whatever its size). Defaults to 4 MiB.
+	MaxShardBytes int64
 	// ShowAttempts is how many recent attempts the execution API shows.
 	// Defaults to 50.
 	ShowAttempts int
@@ -76,6 +79,7 @@ func (c CallbackConfig) withDefaults() CallbackConfig {
 	c.BreakerProbeTimeout = cmp.Or(c.BreakerProbeTimeout, time.Minute)
 	c.HoldRecheck = cmp.Or(c.HoldRecheck, time.Second)
 	c.MaxShards = cmp.Or(c.MaxShards, 1000)
+	c.MaxShardBytes = cmp.Or(c.MaxShardBytes, 4<<20)
 	c.ShowAttempts = cmp.Or(c.ShowAttempts, 50)
 	return c
 }
@@ -144,7 +148,7 @@ func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { retur
 // Work makes one delivery attempt of the callback, unless its host's
 // breaker holds it.
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
-	d, err := db.CallbackGetForDelivery(ctx, w.pool, job.Args.ExecutionID, w.cfg.MaxShards)
+	d, err := db.CallbackGetForDelivery(ctx, w.pool, job.Args.ExecutionID, w.cfg.MaxShards, w.cfg.MaxShardBytes)
 	if errors.Is(err, axtype.ErrNotFound) {
 		return nil // the execution (and its job) was deleted
 	}
@@ -173,7 +177,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		}
 		return cmp.Or(err, river.JobSnooze(adm.hold))
 	}
-	body, err := callbackPayload(d, w.cfg.MaxShards)
+	body, err := callbackPayload(d)
 	if err != nil {
 		return w.giveUp(ctx, d, err.Error())
 	}

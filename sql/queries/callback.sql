@@ -39,7 +39,8 @@ RETURNING c.execution_id, c.delivery;
 -- valid now (the previous one while a rotation lasts), the count of shards
 -- by state and by error code (of shards that ended without succeeding) and
 -- the first @max_shards shards as the payload lists them (each with its
--- task's idempotency key, as httptask.IdempotencyKey makes it).
+-- task's idempotency key, as httptask.IdempotencyKey makes it), as many
+-- as fit in @max_shard_bytes.
 -- name: CallbackGetForDelivery :one
 SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
        coalesce(c.sequence, 0)::bigint AS sequence,
@@ -71,8 +72,16 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
                      ORDER BY t.shard_index)
-                 FROM (SELECT * FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
-                       ORDER BY t.shard_index LIMIT sqlc.arg('max_shards')::integer) t), '[]')::jsonb AS shards
+                 -- Only as many as fit in @max_shard_bytes of results and
+                 -- errors (the first whatever its size): 1,000 shards of
+                 -- 200 KiB made a payload of 200 MB, held several times
+                 -- over in memory by each delivery.
+                 FROM (SELECT t.*, sum(coalesce(octet_length(t.result::text), 0) + coalesce(octet_length(t.error), 0))
+                                       OVER (ORDER BY t.shard_index) AS listed_bytes,
+                              row_number() OVER (ORDER BY t.shard_index) AS nth
+                       FROM (SELECT * FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
+                             ORDER BY t.shard_index LIMIT sqlc.arg('max_shards')::integer) t) t
+                 WHERE t.nth = 1 OR t.listed_bytes <= sqlc.arg('max_shard_bytes')::bigint), '[]')::jsonb AS shards
 FROM ax.callback c
 JOIN ax.all_executions e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id

@@ -69,8 +69,16 @@ SELECT c.execution_id, c.job_id, c.state, c.delivery, c.attempts,
                      'started_at', to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                      'finished_at', to_char(t.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
                      ORDER BY t.shard_index)
-                 FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, retain_until FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
-                       ORDER BY t.shard_index LIMIT $1::integer) t), '[]')::jsonb AS shards
+                 -- Only as many as fit in @max_shard_bytes of results and
+                 -- errors (the first whatever its size): 1,000 shards of
+                 -- 200 KiB made a payload of 200 MB, held several times
+                 -- over in memory by each delivery.
+                 FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.retain_until, sum(coalesce(octet_length(t.result::text), 0) + coalesce(octet_length(t.error), 0))
+                                       OVER (ORDER BY t.shard_index) AS listed_bytes,
+                              row_number() OVER (ORDER BY t.shard_index) AS nth
+                       FROM (SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, retain_until FROM ax.all_tasks t WHERE t.execution_id = c.execution_id
+                             ORDER BY t.shard_index LIMIT $1::integer) t) t
+                 WHERE t.nth = 1 OR t.listed_bytes <= $2::bigint), '[]')::jsonb AS shards
 FROM ax.callback c
 JOIN ax.all_executions e ON e.id = c.execution_id
 JOIN ax.job j ON j.id = c.job_id
@@ -80,12 +88,13 @@ LEFT JOIN LATERAL (
     WHERE j.callback_ordered AND c.delivery = 1 AND p.job_id = c.job_id AND p.state = 'pending'
       AND p.sequence < c.sequence AND p.delivery = 1
     ORDER BY p.sequence LIMIT 1) w ON true
-WHERE c.execution_id = $2
+WHERE c.execution_id = $3
 `
 
 type CallbackGetForDeliveryParams struct {
-	MaxShards   int32
-	ExecutionID uuid.UUID
+	MaxShards     int32
+	MaxShardBytes int64
+	ExecutionID   uuid.UUID
 }
 
 type CallbackGetForDeliveryRow struct {
@@ -125,9 +134,10 @@ type CallbackGetForDeliveryRow struct {
 // valid now (the previous one while a rotation lasts), the count of shards
 // by state and by error code (of shards that ended without succeeding) and
 // the first @max_shards shards as the payload lists them (each with its
-// task's idempotency key, as httptask.IdempotencyKey makes it).
+// task's idempotency key, as httptask.IdempotencyKey makes it), as many
+// as fit in @max_shard_bytes.
 func (q *Queries) CallbackGetForDelivery(ctx context.Context, db DBTX, arg CallbackGetForDeliveryParams) (CallbackGetForDeliveryRow, error) {
-	row := db.QueryRow(ctx, callbackGetForDelivery, arg.MaxShards, arg.ExecutionID)
+	row := db.QueryRow(ctx, callbackGetForDelivery, arg.MaxShards, arg.MaxShardBytes, arg.ExecutionID)
 	var i CallbackGetForDeliveryRow
 	err := row.Scan(
 		&i.ExecutionID,
