@@ -428,3 +428,39 @@ func TestCallbackListsTheShardsItsByteBudgetHolds(t *testing.T) {
 		require.Contains(t, string(s.Result), strings.Repeat("x", 400))
 	}
 }
+
+// TestASlowReceiverHoldsNoOtherJobsCallbacks: with 4 callback workers and
+// 2 deliveries a host at once, 6 callbacks to a receiver that does not
+// answer yet hold 2 workers; another job's callback to another receiver
+// is delivered meanwhile. Without the per-host bound the slow receiver's
+// callbacks took every worker and the other waited for its answers.
+func TestASlowReceiverHoldsNoOtherJobsCallbacks(t *testing.T) {
+	t.Parallel()
+	env := setup(t, func(c *delivery.RiverConfig) {
+		c.CallbackWorkers = 4
+		c.Callback.MaxPerHost = 2
+		c.Policy.Timeout = 30 * time.Second // the slow receiver's attempts do not time out meanwhile
+	})
+	release := make(chan struct{})
+	var inFlight, most atomic.Int32
+	slow := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		return true
+	})
+	defer close(release)
+	fast := newReceiver(t, nil)
+	slowJob := env.job(func(j *axtype.Job) { j.CallbackURL = slow.URL })
+	for range 6 {
+		env.cancel(env.trigger(slowJob.ID).ID)
+	}
+	require.True(t, waitUntil(10*time.Second, func() bool { return inFlight.Load() >= 2 }), "deliveries reach the slow receiver")
+	other := env.trigger(env.job(func(j *axtype.Job) { j.CallbackURL = fast.URL }).ID)
+	env.cancel(other.ID)
+	env.eventually("delivered", 5*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", other.ID)
+	require.Len(t, fast.requests(), 1)
+	require.EqualValues(t, 2, most.Load(), "at most two at once to the slow receiver")
+}

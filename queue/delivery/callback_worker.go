@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,6 +55,9 @@ type CallbackConfig struct {
 	// looks again (each wait gets up to as much random spread). Defaults
 	// to 1 s.
 	HoldRecheck time.Duration
+	// MaxPerHost caps the deliveries this replica has in flight to one
+	// host; more wait (snooze HoldRecheck) for a slot. Defaults to 16.
+	MaxPerHost int
 	// MaxShards caps the shards listed in a payload (all are counted).
 	// Defaults to 1000.
 	MaxShards int
@@ -79,6 +83,7 @@ func (c CallbackConfig) withDefaults() CallbackConfig {
 	c.BreakerProbeTimeout = cmp.Or(c.BreakerProbeTimeout, time.Minute)
 	c.HoldRecheck = cmp.Or(c.HoldRecheck, time.Second)
 	c.MaxShards = cmp.Or(c.MaxShards, 1000)
+	c.MaxPerHost = cmp.Or(c.MaxPerHost, 16)
 	c.MaxShardBytes = cmp.Or(c.MaxShardBytes, 4<<20)
 	c.ShowAttempts = cmp.Or(c.ShowAttempts, 50)
 	return c
@@ -132,6 +137,7 @@ type callbackWorker struct {
 	client  *http.Client
 	cfg     CallbackConfig
 	breaker *breaker
+	hosts   hostSlots
 	outbox  *Outbox
 	logger  *slog.Logger
 	metrics *metrics.OutboundMetrics
@@ -170,6 +176,11 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	if err != nil {
 		return w.giveUp(ctx, d, err.Error())
 	}
+	if !w.hosts.take(target.Host, w.cfg.MaxPerHost) {
+		w.metrics.CallbacksHeld.Inc()
+		return river.JobSnooze(w.cfg.jittered(w.cfg.HoldRecheck))
+	}
+	defer w.hosts.give(target.Host)
 	adm, err := w.breaker.admit(ctx, target.Host)
 	if err != nil || adm.hold > 0 {
 		if adm.hold > 0 {
@@ -183,6 +194,39 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	}
 	res := w.send(ctx, d, body)
 	return w.settle(ctx, d, target.Host, adm, res)
+}
+
+// hostSlots counts a replica's deliveries in flight by host. Without a
+// bound, a receiver that answered after 29 s (a 2xx, so its breaker
+// stayed closed) held every callback worker once its job's runs ended
+// faster than the workers could wait out its answers, and every other
+// job's callbacks queued behind it.
+type hostSlots struct {
+	mu       sync.Mutex
+	inFlight map[string]int
+}
+
+// take takes one of host's max slots, if one is free.
+func (s *hostSlots) take(host string, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[host] >= max {
+		return false
+	}
+	if s.inFlight == nil {
+		s.inFlight = map[string]int{}
+	}
+	s.inFlight[host]++
+	return true
+}
+
+// give returns a slot take took.
+func (s *hostSlots) give(host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[host]--; s.inFlight[host] <= 0 {
+		delete(s.inFlight, host)
+	}
 }
 
 // orderedWait is how long a callback held by an earlier one of its job

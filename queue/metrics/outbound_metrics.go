@@ -13,7 +13,7 @@ type OutboundMetrics struct {
 	CallbackAttempts   *prometheus.CounterVec // by outcome: delivered, failed, blocked
 	CallbacksDelivered prometheus.Counter
 	CallbacksFailed    prometheus.Counter
-	CallbacksHeld      prometheus.Counter     // snoozes while a breaker was open or probing
+	CallbacksHeld      prometheus.Counter     // snoozes while a breaker was open or probing, or the host had its most in flight
 	CallbackLatency    prometheus.Histogram   // of answered attempts
 	BreakerChanges     *prometheus.CounterVec // by state entered: open, closed
 	HTTPTaskRequests   *prometheus.CounterVec // by outcome: succeeded, accepted (202), failed
@@ -36,7 +36,7 @@ func NewOutboundMetrics(reg prometheus.Registerer) *OutboundMetrics {
 			Help: "Callbacks given up after every retry (state callback_failed): alert when it moves.",
 		}),
 		CallbacksHeld: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ax_callbacks_held_total", Help: "Deliveries held back while their host's circuit breaker was open or probing.",
+			Name: "ax_callbacks_held_total", Help: "Deliveries held back while their host's circuit breaker was open or probing, or while the replica had as many in flight to the host as it may.",
 		}),
 		CallbackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "ax_callback_latency_seconds", Help: "Time for a receiver to answer a callback.",
