@@ -49,7 +49,7 @@ func (in *agentRegisterInput) Resolve(ctx huma.Context) []error {
 // others keep working.)
 const (
 	maxAgentLabelKey   = 100
-	maxAgentLabelValue = 255
+	maxAgentLabelValue = queue.MaxLabelValueBytes
 )
 
 // checkAgentLabels refuses label keys and values longer than an agent's

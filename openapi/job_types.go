@@ -85,7 +85,7 @@ type JobExecutor struct {
 
 // JobTarget selects agents by label.
 type JobTarget struct {
-	Labels map[string]string `json:"labels,omitempty" example:"{\"pool\":\"billing\"}" doc:"Only agents carrying all these labels may run the job"`
+	Labels map[string]string `json:"labels,omitempty" maxProperties:"100" example:"{\"pool\":\"billing\"}" doc:"Only agents carrying all these labels may run the job: at most 100, keys of 1-100 of A-Z a-z 0-9 _ . - /, values of at most 255 bytes"`
 }
 
 // JobConcurrency limits how many of a job's tasks with the same key run

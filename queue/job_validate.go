@@ -3,8 +3,10 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +24,16 @@ import (
 
 var labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,100}$`)
 
+// MaxTargetLabels and MaxLabelValueBytes bound a job's target labels as
+// an agent's are bounded (an agent that matches carries the same). The
+// values were unbounded: the metric of agents by pool takes its label
+// values from the jobs' target pools, and one job could put 500 KB into
+// every scrape of every replica.
+const (
+	MaxTargetLabels    = 100
+	MaxLabelValueBytes = 255
+)
+
 // ValidateJob checks j, a definition with or without its defaults filled,
 // and returns an *axtype.InvalidError naming every field that is wrong,
 // or nil. It stores the timezone's canonical name in j (as Postgres reads
@@ -37,9 +49,15 @@ func ValidateJob(j *axtype.Job, now time.Time) error {
 		v.trigger(j, now)
 	}
 	v.executor(j)
-	for k := range j.TargetLabels {
-		if !labelKeyPattern.MatchString(k) {
+	if len(j.TargetLabels) > MaxTargetLabels {
+		v.add("target.labels", fmt.Sprintf("at most %d labels", MaxTargetLabels), len(j.TargetLabels))
+	}
+	for _, k := range slices.Sorted(maps.Keys(j.TargetLabels)) {
+		switch value := j.TargetLabels[k]; {
+		case !labelKeyPattern.MatchString(k):
 			v.add("target.labels", "label keys are 1-100 of A-Z a-z 0-9 _ . - /", k)
+		case len(value) > MaxLabelValueBytes:
+			v.add("target.labels."+k, fmt.Sprintf("label values are at most %d bytes", MaxLabelValueBytes), len(value))
 		}
 	}
 	v.route(j)

@@ -3,6 +3,8 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +120,31 @@ func TestValidateJobChecksEachOfSeveralTriggers(t *testing.T) {
 	require.Equal(t, "Europe/Paris", j.Triggers[0].Timezone)
 	require.Equal(t, []any{axtype.TriggerCron, "0 9 * * 1-5", "Europe/Paris"}, []any{j.TriggerKind, j.CronExpr, j.Timezone},
 		"the job's trigger fields hold the first")
+}
+
+// TestValidateJobBoundsTargetLabels: a job may target at most 100 labels,
+// each value at most 255 bytes, as an agent may carry; at the bounds it
+// passes. (The agents-by-pool metric takes its label values from the
+// jobs' pools: one job put 500 KB into every scrape.)
+func TestValidateJobBoundsTargetLabels(t *testing.T) {
+	t.Parallel()
+	labels := func(n, valueBytes int) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m[fmt.Sprintf("k%d", i)] = strings.Repeat("v", valueBytes)
+		}
+		return m
+	}
+	check := func(l map[string]string) []string {
+		j := newJob(func(j *axtype.Job) { j.TargetLabels = l })
+		var invalid *axtype.InvalidError
+		if err := queue.ValidateJob(j, time.Now()); err != nil {
+			require.ErrorAs(t, err, &invalid)
+			return fields(invalid)
+		}
+		return nil
+	}
+	require.Empty(t, check(labels(100, 255)))
+	require.Equal(t, []string{"target.labels"}, check(labels(101, 1)))
+	require.Equal(t, []string{"target.labels.pool"}, check(map[string]string{"pool": strings.Repeat("p", 256)}))
 }

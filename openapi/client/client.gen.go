@@ -2532,7 +2532,7 @@ type JobShards struct {
 
 // JobTarget defines model for JobTarget.
 type JobTarget struct {
-	// Labels Only agents carrying all these labels may run the job
+	// Labels Only agents carrying all these labels may run the job: at most 100, keys of 1-100 of A-Z a-z 0-9 _ . - /, values of at most 255 bytes
 	//
 	// Example: {"pool":"billing"}
 	Labels *map[string]string `json:"labels,omitempty"`

@@ -2694,7 +2694,7 @@ export interface components {
         };
         JobTarget: {
             /**
-             * @description Only agents carrying all these labels may run the job
+             * @description Only agents carrying all these labels may run the job: at most 100, keys of 1-100 of A-Z a-z 0-9 _ . - /, values of at most 255 bytes
              * @example {
              *       "pool": "billing"
              *     }
