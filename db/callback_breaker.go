@@ -44,7 +44,8 @@ func CallbackBreakerSuccess(ctx context.Context, e Executor, host string) (axtyp
 	return axtype.BreakerState(rows[0]), nil
 }
 
-// CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
+// CallbackBreakerDeleteIdle forgets breakers untouched for a day,
+// whatever their state.
 func CallbackBreakerDeleteIdle(ctx context.Context, e Executor) (int64, error) {
 	n, err := queries.CallbackBreakerDeleteIdle(ctx, e)
 	if err != nil {

@@ -271,6 +271,15 @@ func TestStateCollectorReportsOpenCallbackBreakers(t *testing.T) {
 
 	e.requireGauge(1, "ax_callback_breaker_open", map[string]string{"host": "down.example"})
 	e.requireGauge(0, "ax_callback_breaker_open", map[string]string{"host": "back.example"})
+
+	// A day without a delivery to either host: both are forgotten, the
+	// open one too (its series said 1 for ever), and neither is reported.
+	e.exec(`UPDATE ax.callback_breaker SET updated_at = now() - interval '25 hours'`)
+	n, err := db.CallbackBreakerDeleteIdle(ctx, e.pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	_, ok := e.gauge("ax_callback_breaker_open", map[string]string{"host": "down.example"})
+	require.False(t, ok)
 }
 
 func (e *env) count(sql string, args ...any) int {

@@ -63,10 +63,16 @@ FROM (SELECT pb.host, pb.state FROM ax.callback_breaker pb WHERE pb.host = @host
 WHERE b.host = prev.host AND (b.state <> 'closed' OR b.consecutive_failures > 0)
 RETURNING prev.state::text AS prev_state;
 
--- CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
+-- CallbackBreakerDeleteIdle forgets breakers untouched for a day, open
+-- ones too: no delivery went to the host for a day (a held one turns an
+-- open breaker half-open once its time is up), and a later one starts
+-- from a closed breaker and fails its way open again. (Only closed ones
+-- went: a receiver taken down for good left its breaker open for ever and
+-- the metric of open breakers said 1 for it, one series for every host
+-- and port a job's callbacks ever failed on.)
 -- name: CallbackBreakerDeleteIdle :execrows
 DELETE FROM ax.callback_breaker
-WHERE state = 'closed' AND updated_at < now() - interval '1 day';
+WHERE updated_at < now() - interval '1 day';
 
 -- CallbackBreakerListRecent lists callback hosts whose circuit breaker is not
 -- closed, or changed within a day (so a closed one reads 0, not gone).

@@ -64,10 +64,16 @@ func (q *Queries) CallbackBreakerAdmit(ctx context.Context, db DBTX, arg Callbac
 
 const callbackBreakerDeleteIdle = `-- name: CallbackBreakerDeleteIdle :execrows
 DELETE FROM ax.callback_breaker
-WHERE state = 'closed' AND updated_at < now() - interval '1 day'
+WHERE updated_at < now() - interval '1 day'
 `
 
-// CallbackBreakerDeleteIdle forgets closed breakers untouched for a day.
+// CallbackBreakerDeleteIdle forgets breakers untouched for a day, open
+// ones too: no delivery went to the host for a day (a held one turns an
+// open breaker half-open once its time is up), and a later one starts
+// from a closed breaker and fails its way open again. (Only closed ones
+// went: a receiver taken down for good left its breaker open for ever and
+// the metric of open breakers said 1 for it, one series for every host
+// and port a job's callbacks ever failed on.)
 func (q *Queries) CallbackBreakerDeleteIdle(ctx context.Context, db DBTX) (int64, error) {
 	result, err := db.Exec(ctx, callbackBreakerDeleteIdle)
 	if err != nil {
