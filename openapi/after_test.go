@@ -2,6 +2,7 @@ package openapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/openapi"
+	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/queue/schedule"
@@ -308,4 +311,39 @@ func TestAfterWaitsThatFailGoBehindTheOthers(t *testing.T) {
 	require.Len(t, e.runsOf("good", at), 1)
 	require.Empty(t, e.runsOf("bad1", at))
 	require.Empty(t, e.runsOf("bad2", at))
+}
+
+// TestALimitedKeyNamesNoUpstreamOutsideItsGroups: a downstream job's
+// params render its upstreams' results, so a key limited to group etl may
+// not make a job run after ops/secret: refused as if there were no such
+// job (as ops/missing is), in a job's create and update and in a
+// declaration. An upstream in its own group is taken.
+func TestALimitedKeyNamesNoUpstreamOutsideItsGroups(t *testing.T) {
+	t.Parallel()
+	e := setupAfter(t)
+	e.call("POST", "/v1/jobs", e.admin, map[string]any{"name": "secret", "group": "ops", "trigger": map[string]any{"kind": "manual"},
+		"executor": map[string]any{"kind": "shell", "command": "true"}}).must(t, http.StatusCreated)
+	e.job("src", nil, nil)
+	limited := e.limitedKey(queue.KeyLimits{Groups: []string{"etl"}}, openapi.ScopeSubmit)
+	job := func(name, upstream string) map[string]any {
+		return map[string]any{"name": name, "group": "etl",
+			"trigger":  map[string]any{"kind": "after", "mode": "all", "upstream": []map[string]any{{"job": upstream, "on": "success"}}},
+			"params":   map[string]any{"copy": `{{index .upstream "` + upstream + `" "result"}}`},
+			"executor": map[string]any{"kind": "shell", "command": "true"}}
+	}
+	refused := func(r *response, at, name string) {
+		t.Helper()
+		r.must(t, http.StatusUnprocessableEntity)
+		require.Equal(t, []string{at}, r.errorLocations())
+		require.Contains(t, fmt.Sprint(r.body["errors"]), fmt.Sprintf("names no job: %q", name))
+	}
+	refused(e.call("POST", "/v1/jobs", limited, job("reader", "ops/secret")), "body.trigger.upstream[0].job", "ops/secret")
+	refused(e.call("POST", "/v1/jobs", limited, job("reader", "ops/missing")), "body.trigger.upstream[0].job", "ops/missing")
+	id := e.call("POST", "/v1/jobs", limited, job("reader", "etl/src")).must(t, http.StatusCreated)["id"].(string)
+	refused(e.call("PUT", "/v1/jobs/"+id, limited, job("reader", "ops/secret")), "body.trigger.upstream[0].job", "ops/secret")
+	refused(e.call("POST", "/v1/declarations", limited, declaration("etl-set", "1", false, job("decl", "ops/secret"))),
+		"body.jobs[0].trigger.upstream[0].job", "ops/secret")
+	var edges int
+	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.after_edge").Scan(&edges))
+	require.Equal(t, 1, edges, "only etl/reader after etl/src")
 }

@@ -153,6 +153,7 @@ func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) 
 		if !allows(ctx, def.Group) {
 			errs.add(at+"group", "is not one of the key's groups", def.Group)
 		}
+		errs = append(errs, upstreamProblems(ctx, def, at)...)
 		key := axtype.JobKey{Group: def.Group, Name: def.Name}
 		if first, dup := seen[key]; dup {
 			errs.add(at+"name", fmt.Sprintf("is declared twice in group %q (also jobs[%d])", def.Group, first), def.Name)

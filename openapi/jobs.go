@@ -132,6 +132,9 @@ func (h *jobHandlers) create(ctx context.Context, in *jobBodyInput) (*jobCreated
 	if err := writable(ctx, def.Group, "body.group"); err != nil {
 		return nil, err
 	}
+	if err := upstreamsVisible(ctx, def); err != nil {
+		return nil, err
+	}
 	job, err := h.jobs.Create(ctx, def)
 	if err != nil {
 		return nil, jobError(err, &in.Body)
@@ -215,6 +218,9 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 		return nil, jobError(err, &in.Body)
 	}
 	if err := writable(ctx, def.Group, "body.group"); err != nil {
+		return nil, err
+	}
+	if err := upstreamsVisible(ctx, def); err != nil {
 		return nil, err
 	}
 	job, err := h.jobs.Update(ctx, def, in.Force)

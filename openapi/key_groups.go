@@ -3,7 +3,9 @@ package openapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -44,6 +46,33 @@ func writable(ctx context.Context, group, location string) error {
 	}
 	return huma.Error403Forbidden("this API key is limited to other job groups",
 		&huma.ErrorDetail{Location: location, Value: group, Message: "is not one of the key's groups"})
+}
+
+// upstreamProblems refuses, for a key limited to groups, the upstream jobs
+// of def in other groups, as if they did not exist ("names no job"): a
+// downstream job's params render its upstreams' results, so such a key
+// could read another group's results, and learn which of its jobs exist.
+// at prefixes each field (body., body.jobs[i].).
+func upstreamProblems(ctx context.Context, def *axtype.Job, at string) fieldErrors {
+	if keyGroups(ctx) == nil {
+		return nil
+	}
+	var errs fieldErrors
+	for i, u := range def.AfterUpstream {
+		group, _, _ := strings.Cut(u.Job, "/")
+		if !allows(ctx, group) {
+			errs.add(fmt.Sprintf("%strigger.upstream[%d].job", at, i), fmt.Sprintf("names no job: %q", u.Job), u.Job)
+		}
+	}
+	return errs
+}
+
+// upstreamsVisible is upstreamProblems as one 422 for a job's own call.
+func upstreamsVisible(ctx context.Context, def *axtype.Job) error {
+	if errs := upstreamProblems(ctx, def, "body."); len(errs) > 0 {
+		return huma.Error422UnprocessableEntity("invalid upstream jobs", errs...)
+	}
+	return nil
 }
 
 // job answers 404 when the caller may not see job id.
