@@ -240,3 +240,37 @@ func TestLargeBatchPlansReadRunsByKey(t *testing.T) {
 	}
 	require.Equal(t, 1, seen, "auto_explain's plan of the lease")
 }
+
+// TestLiveAgentsAreReadThroughAnIndex: with 20,000 offline agents (agents
+// are never deleted, and a restarted pod registers a new one), the
+// router's read of the live agents, which runs once a second inside
+// fires, and the reaper's of the silent ones read agent_present_idx, not
+// the whole table: their predicates did not imply agent_live_idx's.
+func TestLiveAgentsAreReadThroughAnIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPlanEnv(t)
+	_, err := e.conn.Exec(ctx, `
+		INSERT INTO ax.agent (id, name, capacity, api_key_id, executors, state, last_heartbeat_at)
+		SELECT gen_random_uuid(), 'gone-' || i, 1, a.api_key_id, '{shell}', 'offline', now() - interval '2 days'
+		FROM generate_series(1, 20000) AS i, (SELECT api_key_id FROM ax.agent LIMIT 1) a`)
+	require.NoError(t, err)
+	_, err = e.conn.Exec(ctx, "ANALYZE ax.agent")
+	require.NoError(t, err)
+	e.explainPlans(e.conn)
+	_, err = db.AgentListCandidates(ctx, e.conn, &db.CandidateQuery{Live: 30 * time.Second, DurationWindow: time.Hour, DurationSample: 50})
+	require.NoError(t, err)
+	_, err = db.AgentMarkOffline(ctx, e.conn, 30*time.Second, nil)
+	require.NoError(t, err)
+	var reads []string
+	for _, p := range e.plans() {
+		if strings.Contains(p, "AgentListCandidates") || strings.Contains(p, "AgentMarkOffline") {
+			reads = append(reads, p)
+		}
+	}
+	require.Len(t, reads, 2)
+	for _, p := range reads {
+		require.Contains(t, p, "agent_present_idx", p)
+		require.NotContains(t, p, "Seq Scan on agent", p)
+	}
+}

@@ -3587,10 +3587,10 @@ CREATE INDEX after_wait_ready_idx ON ax.after_wait USING btree (updated_at) WHER
 CREATE INDEX agent_identity_idx ON ax.agent USING btree (registered_by, name, registered_at DESC);
 
 --
--- Name: agent_live_idx; Type: INDEX; Schema: ax; Owner: -
+-- Name: agent_present_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX agent_live_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (state = ANY (ARRAY['active'::ax.agent_state, 'draining'::ax.agent_state]));
+CREATE INDEX agent_present_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (state = ANY (ARRAY['active'::ax.agent_state, 'draining'::ax.agent_state, 'quarantined'::ax.agent_state]));
 
 --
 -- Name: api_key_minted_by_idx; Type: INDEX; Schema: ax; Owner: -
