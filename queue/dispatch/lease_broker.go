@@ -655,12 +655,12 @@ func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentRe
 	done, err := s.record(ctx, calls)
 	if err != nil && len(asks) > 1 {
 		for _, a := range asks {
-			one, err := s.record(ctx, []agentResults{a.q})
+			one, err := s.recordAlone(a.q)
 			if err != nil {
 				a.answer(nil, err)
 			} else {
-				a.answer(one[0], nil)
-				recorded += len(one[0])
+				a.answer(one, nil)
+				recorded += len(one)
 			}
 		}
 		return recorded > 0 && recorded < batchSmall
@@ -674,6 +674,19 @@ func (s *LeaseBroker) serveResults(ctx context.Context, asks []*batchAsk[agentRe
 		}
 	}
 	return recorded > 0 && recorded < batchSmall
+}
+
+// recordAlone records one call's results after its batch failed, in a
+// time of its own: the batch's may be what ran out (a statement one call
+// made slow), and every call retried within it then failed at once.
+func (s *LeaseBroker) recordAlone(call agentResults) ([]axtype.CompletedTask, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	done, err := s.record(ctx, []agentResults{call})
+	if err != nil {
+		return nil, err
+	}
+	return done[0], nil
 }
 
 // record records the results of calls in one transaction; out[i] are

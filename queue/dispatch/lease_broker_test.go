@@ -213,3 +213,42 @@ func TestLongPollWakesWhenATaskIsReady(t *testing.T) {
 		t.Fatal("the poll was not woken by the new task")
 	}
 }
+
+// TestResultsOfABatchThatTimedOutAreRecordedOneByOne: two agents' results
+// in one batch, one of which makes the statement slower than the batch's
+// time (a task whose move to history sleeps 2 s; the batch's context
+// ends at 1 s). Each call is then recorded alone, in a time of its own:
+// both are recorded. The calls were retried in the batch's expired
+// context before, and both failed at once.
+func TestResultsOfABatchThatTimedOutAreRecordedOneByOne(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	slowAgent, quickAgent := e.agent(nil, nil), e.agent(nil, nil)
+	var results [][]axtype.TaskResult
+	for _, a := range []*axtype.Agent{slowAgent, quickAgent} {
+		e.trigger(e.job(nil).ID)
+		leased := e.lease(a, 1)
+		require.Len(t, leased, 1)
+		results = append(results, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken},
+			State: axtype.TaskSucceeded}})
+	}
+	_, err := e.pool.Exec(ctx, `
+		CREATE FUNCTION public.slow_history() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.id = '`+results[0][0].ID.String()+`' THEN
+				PERFORM pg_sleep(2);
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER slow BEFORE INSERT ON ax.task_history FOR EACH ROW EXECUTE FUNCTION public.slow_history()`)
+	require.NoError(t, err)
+
+	batchCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	done, errs := e.broker.ServeResults(batchCtx, []uuid.UUID{slowAgent.ID, quickAgent.ID}, results)
+	for _, i := range []int{1, 0} { // the quick agent's first: the other agent's slow result cost it its own
+		require.NoError(t, errs[i], "call %d", i)
+		require.Len(t, done[i], 1, "call %d", i)
+		require.Equal(t, axtype.TaskSucceeded, e.task(results[i][0].ID).State)
+	}
+}
