@@ -89,7 +89,7 @@ func DelayedRunClaimDue(ctx context.Context, e Executor, max int, ahead time.Dur
 		}
 		out[i] = &axtype.DueDelayedRun{DelayedRun: d, ConcurrencyPolicy: axtype.ConcurrencyPolicy(r.ConcurrencyPolicy),
 			MisfirePolicy: axtype.MisfirePolicy(r.MisfirePolicy), MisfireWindowSeconds: int(r.MisfireWindowSeconds),
-			Paused: r.Paused, HasUnfinished: r.HasUnfinished, Now: r.DbNow.UTC()}
+			Paused: r.Paused, HasUnfinished: r.HasUnfinished, Now: r.DbNow.UTC(), ShardCount: int(r.ShardCount)}
 	}
 	return out, nil
 }

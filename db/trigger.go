@@ -78,6 +78,7 @@ func TriggerClaimDue(ctx context.Context, e Executor, max int, ahead time.Durati
 			HasWaiting: r.HasWaiting,
 			Paused:     r.Paused, PausedAt: utcPtr(r.PausedAt),
 			ActiveFrom: utcPtr(r.ActiveFrom), ActiveUntil: utcPtr(r.ActiveUntil), Exclude: r.Exclude,
+			ShardCount: int(r.ShardCount),
 		}
 		if out[i].Triggers, err = triggersFromJSON(r.ID, r.Triggers); err != nil {
 			return nil, err

@@ -147,7 +147,7 @@ type JobHistory struct {
 type JobMisfire struct {
 	Policy        string `json:"policy,omitempty" enum:"fire_once,skip,fire_all" default:"fire_once" doc:"fire_once: one catch-up run; skip: record the missed fires as skipped; fire_all: run each missed fire, up to max_fires"`
 	WindowSeconds int    `json:"window_seconds,omitempty" minimum:"1" maximum:"31536000" default:"86400" doc:"Missed fires older than this are skipped whatever the policy"`
-	MaxFires      int    `json:"max_fires,omitempty" minimum:"1" maximum:"10000" default:"100" doc:"Cap on catch-up runs under fire_all"`
+	MaxFires      int    `json:"max_fires,omitempty" minimum:"1" maximum:"10000" default:"100" doc:"Cap on catch-up runs under fire_all; times the shards a run, at most 50,000 (a catch-up is written at once)"`
 }
 
 // JobCallback says where results are announced.

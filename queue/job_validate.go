@@ -69,6 +69,10 @@ func ValidateJob(j *axtype.Job, now time.Time) error {
 			v.add("executor.body", err.Error(), j.Executor.Body)
 		}
 	}
+	if shards := max(j.ShardCount, 1); j.MisfirePolicy == axtype.MisfireFireAll && j.MisfireMaxFires*shards > axtype.MaxTasksPerBatch {
+		v.add("misfire.max_fires", fmt.Sprintf("with %d shards a run, fire_all may catch up at most %d runs (%d tasks at once)",
+			shards, max(axtype.MaxTasksPerBatch/shards, 1), axtype.MaxTasksPerBatch), j.MisfireMaxFires)
+	}
 	if count := max(j.ShardCount, 1); len(j.ShardParams) > 0 && len(j.ShardParams) != count {
 		v.add("shards.params",
 			fmt.Sprintf("has %d entries but shards.count is %d: give one param per shard or none", len(j.ShardParams), count),

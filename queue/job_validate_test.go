@@ -148,3 +148,24 @@ func TestValidateJobBoundsTargetLabels(t *testing.T) {
 	require.Equal(t, []string{"target.labels"}, check(labels(101, 1)))
 	require.Equal(t, []string{"target.labels.pool"}, check(map[string]string{"pool": strings.Repeat("p", 256)}))
 }
+
+// TestValidateJobBoundsFireAllCatchUp: a fire_all catch-up of max_fires
+// runs of every shard is written in one batch, of at most
+// axtype.MaxTasksPerBatch tasks: 100 runs of 1,000 shards are refused,
+// 50 are taken.
+func TestValidateJobBoundsFireAllCatchUp(t *testing.T) {
+	t.Parallel()
+	check := func(maxFires int) []string {
+		j := newJob(func(j *axtype.Job) {
+			j.ShardCount, j.MisfirePolicy, j.MisfireMaxFires = 1000, axtype.MisfireFireAll, maxFires
+		})
+		var invalid *axtype.InvalidError
+		if err := queue.ValidateJob(j, time.Now()); err != nil {
+			require.ErrorAs(t, err, &invalid)
+			return fields(invalid)
+		}
+		return nil
+	}
+	require.Equal(t, []string{"misfire.max_fires"}, check(100))
+	require.Empty(t, check(50))
+}

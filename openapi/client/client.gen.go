@@ -2468,7 +2468,7 @@ type JobList struct {
 
 // JobMisfire defines model for JobMisfire.
 type JobMisfire struct {
-	// MaxFires Cap on catch-up runs under fire_all
+	// MaxFires Cap on catch-up runs under fire_all; times the shards a run, at most 50,000 (a catch-up is written at once)
 	MaxFires *int64 `json:"max_fires,omitempty"`
 
 	// Policy fire_once: one catch-up run; skip: record the missed fires as skipped; fire_all: run each missed fire, up to max_fires

@@ -31,4 +31,5 @@ type DueDelayedRun struct {
 	Paused               bool // its job is paused: hold it
 	HasUnfinished        bool // the job has an unfinished execution (policies other than allow)
 	Now                  time.Time
+	ShardCount           int // the job's shards a run (a broadcast's: 1)
 }

@@ -135,6 +135,15 @@ type FailingJob struct {
 // every task and compared in every lease of its key.
 const MaxConcurrencyKeyBytes = 256
 
+// MaxTasksPerBatch bounds the tasks one batch of fires writes (the
+// trigger loop's transaction): 500 delayed runs of a job of 10,000 shards
+// due together made 5 million tasks in one, past any statement timeout,
+// and failing, the same batch was claimed again and no other job's fire
+// went through. A batch leaves the jobs and runs past it for the next
+// pass (it writes at least one), and a job's fire_all catch-up (max_fires
+// runs of all its shards) may not exceed it.
+const MaxTasksPerBatch = 50_000
+
 // MaxParamsBytes bounds a run's params: as sent (a job's, and a run's
 // overlay of them) and as a downstream job's templates render them.
 // Params travel with every lease of every task and into the HTTP body

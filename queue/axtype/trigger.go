@@ -19,6 +19,8 @@ type DueTrigger struct {
 	MisfirePolicy        MisfirePolicy
 	MisfireWindowSeconds int
 	MisfireMaxFires      int
+	// ShardCount is the job's shards a run (a broadcast's: 1).
+	ShardCount int
 	// ActiveFrom and ActiveUntil are the job's active window (Job).
 	ActiveFrom, ActiveUntil *time.Time
 	NextFireAt              time.Time

@@ -32,17 +32,40 @@ func (l *TriggerLoop) FireDueRuns(ctx context.Context) (int, error) {
 		if err != nil || len(due) == 0 {
 			return err
 		}
+		claimed := len(due)
+		due = withinTasks(due, l.cfg.MaxTasks)
 		fires, held := planDelayed(due, l.cfg.MisfireThreshold)
 		if err := db.DelayedRunHold(ctx, tx, held); err != nil {
 			return err
 		}
-		b = &batch{claimed: len(due), fires: fires, router: l.cfg.Router, outbox: l.cfg.Outbox}
+		b = &batch{claimed: claimed, deferred: claimed - len(due), fires: fires, router: l.cfg.Router, outbox: l.cfg.Outbox}
 		return b.write(ctx, tx)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("error firing delayed runs: %w", err)
 	}
-	return b.report(ctx, l.cfg, "fired delayed runs"), nil
+	if b != nil && b.deferred > 0 {
+		l.cfg.Logger.InfoContext(ctx, "due delayed runs left for the next pass: the batch has its most tasks", "runs", b.deferred)
+	}
+	return b.pass(ctx, l.cfg, "fired delayed runs"), nil
+}
+
+// withinTasks is the first of due (earliest first) whose runs' tasks fit
+// in most (at least one run); the others stay pending, due, for the next
+// pass. Held runs make no task.
+func withinTasks(due []*axtype.DueDelayedRun, most int) []*axtype.DueDelayedRun {
+	tasks := 0
+	for i, r := range due {
+		if r.Paused {
+			continue
+		}
+		n := max(r.ShardCount, 1)
+		if i > 0 && tasks+n > most {
+			return due[:i]
+		}
+		tasks += n
+	}
+	return due
 }
 
 // planDelayed decides each claimed run (earliest first): fire, skip (with

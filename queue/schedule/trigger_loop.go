@@ -45,6 +45,10 @@ type TriggerLoopConfig struct {
 	// turns it off. A job paused within this window before a tick still
 	// runs that tick.
 	FireAhead time.Duration
+	// MaxTasks bounds the tasks one batch writes (see
+	// axtype.MaxTasksPerBatch, the default): the jobs and delayed runs
+	// past it wait for the next pass.
+	MaxTasks int
 	// MaxSleep caps how long the loop sleeps without checking the table,
 	// as a fallback for a lost notification. Defaults to 5 seconds.
 	MaxSleep time.Duration
@@ -72,6 +76,7 @@ func (c *TriggerLoopConfig) withDefaults() TriggerLoopConfig {
 	out.Claimers = max(cmp.Or(out.Claimers, 2), 1)
 	out.MisfireThreshold = cmp.Or(out.MisfireThreshold, 5*time.Second)
 	out.MaxSleep = cmp.Or(out.MaxSleep, 5*time.Second)
+	out.MaxTasks = cmp.Or(out.MaxTasks, axtype.MaxTasksPerBatch)
 	out.FireAhead = max(cmp.Or(out.FireAhead, 250*time.Millisecond), 0)
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
@@ -256,12 +261,15 @@ func (l *TriggerLoop) fireDue(ctx context.Context, full func()) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("error firing due jobs: %w", err)
 	}
+	if b != nil && b.deferred > 0 {
+		l.cfg.Logger.InfoContext(ctx, "due jobs left for the next pass: the batch has its most tasks", "jobs", b.deferred)
+	}
 	if b != nil && len(b.inserted) > 0 {
 		// While notifications are lost, this replica's lease polls need
 		// not wait for the next poll to see the new tasks.
 		l.notifier.AfterCommit(notify.TaskReadyChannel)
 	}
-	return b.report(ctx, l.cfg, "fired due jobs"), nil
+	return b.pass(ctx, l.cfg, "fired due jobs"), nil
 }
 
 // releaseBatch bounds the jobs one ReleaseWaiting pass looks at and the
@@ -305,6 +313,17 @@ func (l *TriggerLoop) ReleaseWaiting(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// pass is report for the loop: the claimed count, or BatchSize when the
+// batch left some of its claims for the next pass (they are due now: the
+// loop looks again at once, as after a full claim).
+func (b *batch) pass(ctx context.Context, cfg TriggerLoopConfig, msg string) int {
+	n := b.report(ctx, cfg, msg)
+	if b != nil && b.deferred > 0 {
+		n = max(n, cfg.BatchSize)
+	}
+	return n
+}
+
 // report counts and logs a committed batch (nil: nothing was due) and
 // returns how many rows it claimed.
 func (b *batch) report(ctx context.Context, cfg TriggerLoopConfig, msg string) int {
@@ -330,6 +349,7 @@ const maxSetAsideReason = 2000
 // batch is the outcome of planning one claim.
 type batch struct {
 	claimed  int
+	deferred int // claimed jobs or runs left for the next pass (MaxTasks)
 	fires    []*jobFire
 	written  []*jobFire
 	setAside []setAside
@@ -375,12 +395,21 @@ func newSetAside(jobID uuid.UUID, step, reason string) setAside {
 
 func (l *TriggerLoop) planBatch(due []*axtype.DueTrigger) (*batch, error) {
 	b := &batch{claimed: len(due), router: l.cfg.Router, outbox: l.cfg.Outbox}
-	for _, t := range due {
+	tasks := 0
+	for i, t := range due {
 		f, err := l.planOne(t)
 		if err != nil {
 			b.setAside = append(b.setAside, newSetAside(t.JobID, metrics.SetAsidePlan, "planning its fires failed: "+err.Error()))
 			continue
 		}
+		n := len(f.executions) * max(t.ShardCount, 1)
+		if len(b.fires) > 0 && tasks+n > l.cfg.MaxTasks {
+			// This job and the rest stay as they are, due: the next pass
+			// takes them, in their order.
+			b.deferred = len(due) - i
+			break
+		}
+		tasks += n
 		b.fires = append(b.fires, f)
 	}
 	return b, nil

@@ -616,3 +616,45 @@ func TestFireDueWakesItsReplicasLeasePollsWhileNotificationsAreLost(t *testing.T
 		t.Fatal("the fire did not wake the lease polls")
 	}
 }
+
+// TestABatchWritesAtMostItsTasks: a batch writes at most MaxTasks tasks
+// (here 10; jobs of 4 shards), at least one job's or run's, and leaves
+// the rest, due, for the next pass: 5 jobs due at once fire 2, 2 and 1 a
+// pass, and so do 5 delayed runs; each fires once. A batch of 500 runs of
+// a 10,000-shard job wrote 5 million tasks in one transaction before, past
+// any statement timeout, and was claimed again on every failure.
+func TestABatchWritesAtMostItsTasks(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	loop := schedule.NewTriggerLoop(e.pool, nil, schedule.TriggerLoopConfig{FireAhead: -1, MaxTasks: 10})
+	fourShards := func(j *axtype.Job) { j.IntervalSeconds, j.ShardCount = 3600, 4 }
+	var jobs []uuid.UUID
+	for range 5 {
+		j := e.job(axtype.TriggerInterval, fourShards)
+		e.behind(j.ID, 0)
+		jobs = append(jobs, j.ID)
+	}
+	runs := func(sql string, args ...any) int { return e.count(sql, args...) }
+	for _, want := range []int{2, 4, 5, 5} {
+		_, err := loop.FireDue(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, runs(`SELECT count(*) FROM ax.execution WHERE job_id = ANY($1)`, jobs))
+	}
+	require.Equal(t, 20, runs(`SELECT count(*) FROM ax.task WHERE job_id = ANY($1)`, jobs))
+
+	delayed := e.job(axtype.TriggerManual, func(j *axtype.Job) { j.ShardCount = 4 })
+	now, err := db.Now(ctx, e.pool)
+	require.NoError(t, err)
+	var stream []*axtype.DelayedRun
+	for i := range 5 {
+		stream = append(stream, &axtype.DelayedRun{ID: uuid.Must(uuid.NewV7()), JobID: delayed.ID, RunAt: now.Add(time.Duration(i-10) * time.Millisecond)})
+	}
+	require.NoError(t, db.DelayedRunInsertMany(ctx, e.pool, stream))
+	for _, want := range []int{2, 4, 5, 5} {
+		_, err := loop.FireDueRuns(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, runs(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, delayed.ID))
+	}
+	require.Zero(t, runs(`SELECT count(*) FROM ax.delayed_run WHERE job_id = $1`, delayed.ID))
+}

@@ -18,7 +18,7 @@ SELECT unnest(@ids::uuid[]), unnest(@job_ids::uuid[]), unnest(@run_ats::timestam
 -- order (run_at, id).
 -- name: DelayedRunClaimDue :many
 SELECT d.id, d.job_id, d.run_at, d.params, d.priority, d.traceparent,
-       j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds,
+       j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.shard_count,
        t.paused,
        coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (

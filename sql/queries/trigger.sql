@@ -40,7 +40,7 @@ WHERE job_id = @job_id AND NOT paused;
 -- name: TriggerClaimDue :many
 SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers,
        j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
-       j.active_from, j.active_until, j.exclude,
+       j.active_from, j.active_until, j.exclude, j.shard_count,
        t.next_fire_at::timestamptz AS next_fire_at, t.paused, t.paused_at,
        coalesce(sqlc.narg('now')::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (

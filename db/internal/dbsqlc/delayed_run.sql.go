@@ -167,7 +167,7 @@ func (q *Queries) DelayedRunCancelMany(ctx context.Context, db DBTX, arg Delayed
 
 const delayedRunClaimDue = `-- name: DelayedRunClaimDue :many
 SELECT d.id, d.job_id, d.run_at, d.params, d.priority, d.traceparent,
-       j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds,
+       j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.shard_count,
        t.paused,
        coalesce($1::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (
@@ -199,6 +199,7 @@ type DelayedRunClaimDueRow struct {
 	ConcurrencyPolicy    AxConcurrencyPolicy
 	MisfirePolicy        AxMisfirePolicy
 	MisfireWindowSeconds int32
+	ShardCount           int32
 	Paused               bool
 	DbNow                time.Time
 	HasUnfinished        bool
@@ -228,6 +229,7 @@ func (q *Queries) DelayedRunClaimDue(ctx context.Context, db DBTX, arg DelayedRu
 			&i.ConcurrencyPolicy,
 			&i.MisfirePolicy,
 			&i.MisfireWindowSeconds,
+			&i.ShardCount,
 			&i.Paused,
 			&i.DbNow,
 			&i.HasUnfinished,

@@ -59,7 +59,7 @@ func (q *Queries) TriggerAdvanceMany(ctx context.Context, db DBTX, arg TriggerAd
 const triggerClaimDue = `-- name: TriggerClaimDue :many
 SELECT j.id, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.triggers,
        j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires,
-       j.active_from, j.active_until, j.exclude,
+       j.active_from, j.active_until, j.exclude, j.shard_count,
        t.next_fire_at::timestamptz AS next_fire_at, t.paused, t.paused_at,
        coalesce($1::timestamptz, now())::timestamptz AS db_now,
        (j.concurrency_policy <> 'allow' AND EXISTS (
@@ -98,6 +98,7 @@ type TriggerClaimDueRow struct {
 	ActiveFrom           *time.Time
 	ActiveUntil          *time.Time
 	Exclude              []string
+	ShardCount           int32
 	NextFireAt           time.Time
 	Paused               bool
 	PausedAt             *time.Time
@@ -134,6 +135,7 @@ func (q *Queries) TriggerClaimDue(ctx context.Context, db DBTX, arg TriggerClaim
 			&i.ActiveFrom,
 			&i.ActiveUntil,
 			&i.Exclude,
+			&i.ShardCount,
 			&i.NextFireAt,
 			&i.Paused,
 			&i.PausedAt,

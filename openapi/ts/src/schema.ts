@@ -2616,7 +2616,7 @@ export interface components {
         JobMisfire: {
             /**
              * Format: int64
-             * @description Cap on catch-up runs under fire_all
+             * @description Cap on catch-up runs under fire_all; times the shards a run, at most 50,000 (a catch-up is written at once)
              * @default 100
              */
             max_fires?: number;
