@@ -51,8 +51,8 @@ func (l *TriggerLoop) FireDueRuns(ctx context.Context) (int, error) {
 }
 
 // withinTasks is the first of due (earliest first) whose runs' tasks fit
-// in most (at least one run); the others stay pending, due, for the next
-// pass. Held runs make no task.
+// in most (at least one run that makes tasks); the others stay pending,
+// due, for the next pass. Held runs make no task.
 func withinTasks(due []*axtype.DueDelayedRun, most int) []*axtype.DueDelayedRun {
 	tasks := 0
 	for i, r := range due {
@@ -60,7 +60,7 @@ func withinTasks(due []*axtype.DueDelayedRun, most int) []*axtype.DueDelayedRun 
 			continue
 		}
 		n := max(r.ShardCount, 1)
-		if i > 0 && tasks+n > most {
+		if tasks > 0 && tasks+n > most {
 			return due[:i]
 		}
 		tasks += n

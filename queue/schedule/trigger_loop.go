@@ -403,7 +403,7 @@ func (l *TriggerLoop) planBatch(due []*axtype.DueTrigger) (*batch, error) {
 			continue
 		}
 		n := len(f.executions) * max(t.ShardCount, 1)
-		if len(b.fires) > 0 && tasks+n > l.cfg.MaxTasks {
+		if tasks > 0 && tasks+n > l.cfg.MaxTasks {
 			// This job and the rest stay as they are, due: the next pass
 			// takes them, in their order.
 			b.deferred = len(due) - i

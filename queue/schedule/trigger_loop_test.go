@@ -657,4 +657,16 @@ func TestABatchWritesAtMostItsTasks(t *testing.T) {
 		require.Equal(t, want, runs(`SELECT count(*) FROM ax.execution WHERE job_id = $1`, delayed.ID))
 	}
 	require.Zero(t, runs(`SELECT count(*) FROM ax.delayed_run WHERE job_id = $1`, delayed.ID))
+
+	// A run of more shards than the bound fires alone, even after a run
+	// held for its paused job (which makes no task).
+	paused := e.job(axtype.TriggerManual, nil)
+	require.NoError(t, db.TriggerPause(ctx, e.pool, paused.ID))
+	big := e.job(axtype.TriggerManual, func(j *axtype.Job) { j.ShardCount = 20 })
+	require.NoError(t, db.DelayedRunInsertMany(ctx, e.pool, []*axtype.DelayedRun{
+		{ID: uuid.Must(uuid.NewV7()), JobID: paused.ID, RunAt: now.Add(-2 * time.Second)},
+		{ID: uuid.Must(uuid.NewV7()), JobID: big.ID, RunAt: now.Add(-time.Second)}}))
+	_, err = loop.FireDueRuns(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 20, runs(`SELECT count(*) FROM ax.task WHERE job_id = $1`, big.ID))
 }
