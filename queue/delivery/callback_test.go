@@ -430,10 +430,11 @@ func TestCallbackListsTheShardsItsByteBudgetHolds(t *testing.T) {
 }
 
 // TestASlowReceiverHoldsNoOtherJobsCallbacks: with 4 callback workers and
-// 2 deliveries a host at once, 6 callbacks to a receiver that does not
-// answer yet hold 2 workers; another job's callback to another receiver
-// is delivered meanwhile. Without the per-host bound the slow receiver's
-// callbacks took every worker and the other waited for its answers.
+// 2 deliveries a host at once, 6 callbacks to receivers on two ports of
+// one host that do not answer yet hold 2 workers; another job's callback
+// to another host is delivered meanwhile. Without the per-host bound the
+// slow receivers' callbacks took every worker and the other waited for
+// their answers.
 func TestASlowReceiverHoldsNoOtherJobsCallbacks(t *testing.T) {
 	t.Parallel()
 	env := setup(t, func(c *delivery.RiverConfig) {
@@ -443,24 +444,31 @@ func TestASlowReceiverHoldsNoOtherJobsCallbacks(t *testing.T) {
 	})
 	release := make(chan struct{})
 	var inFlight, most atomic.Int32
-	slow := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+	hang := func(_ int, w http.ResponseWriter, _ *http.Request) bool {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
 		<-release
 		return true
-	})
+	}
+	// Two slow receivers on two ports of one host: its slots are shared.
+	slow, slow2 := newReceiver(t, hang), newReceiver(t, hang)
 	defer close(release)
 	fast := newReceiver(t, nil)
-	slowJob := env.job(func(j *axtype.Job) { j.CallbackURL = slow.URL })
-	for range 6 {
-		env.cancel(env.trigger(slowJob.ID).ID)
+	// Slots are by host name: the other receiver is on another name (the
+	// same loopback address).
+	fastURL := strings.Replace(fast.URL, "127.0.0.1", "localhost", 1)
+	for _, url := range []string{slow.URL, slow2.URL} {
+		slowJob := env.job(func(j *axtype.Job) { j.CallbackURL = url })
+		for range 3 {
+			env.cancel(env.trigger(slowJob.ID).ID)
+		}
 	}
 	require.True(t, waitUntil(10*time.Second, func() bool { return inFlight.Load() >= 2 }), "deliveries reach the slow receiver")
-	other := env.trigger(env.job(func(j *axtype.Job) { j.CallbackURL = fast.URL }).ID)
+	other := env.trigger(env.job(func(j *axtype.Job) { j.CallbackURL = fastURL }).ID)
 	env.cancel(other.ID)
 	env.eventually("delivered", 5*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", other.ID)
 	require.Len(t, fast.requests(), 1)
-	require.EqualValues(t, 2, most.Load(), "at most two at once to the slow receiver")
+	require.EqualValues(t, 2, most.Load(), "at most two at once to the slow receivers' host")
 }

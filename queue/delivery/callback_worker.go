@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,7 +153,7 @@ type callbackWorker struct {
 func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { return w.timeout }
 
 // Work makes one delivery attempt of the callback, unless its host's
-// breaker holds it.
+// breaker holds it or the replica has MaxPerHost in flight to the host.
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
 	d, err := db.CallbackGetForDelivery(ctx, w.pool, job.Args.ExecutionID, w.cfg.MaxShards, w.cfg.MaxShardBytes)
 	if errors.Is(err, axtype.ErrNotFound) {
@@ -176,11 +177,14 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	if err != nil {
 		return w.giveUp(ctx, d, err.Error())
 	}
-	if !w.hosts.take(target.Host, w.cfg.MaxPerHost) {
+	// By host name, whatever the port or case: a job whose URLs named
+	// other ports of one host would get a share per port.
+	host := strings.ToLower(target.Hostname())
+	if !w.hosts.take(host, w.cfg.MaxPerHost) {
 		w.metrics.CallbacksHeld.Inc()
 		return river.JobSnooze(w.cfg.jittered(w.cfg.HoldRecheck))
 	}
-	defer w.hosts.give(target.Host)
+	defer w.hosts.give(host)
 	adm, err := w.breaker.admit(ctx, target.Host)
 	if err != nil || adm.hold > 0 {
 		if adm.hold > 0 {
