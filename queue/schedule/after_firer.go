@@ -256,10 +256,13 @@ func RenderAfterParams(params json.RawMessage, runs []axtype.AfterRun, logicalTi
 		return nil, err
 	}
 	rendered, err := json.Marshal(out)
-	if err == nil && len(rendered) > axtype.MaxParamsBytes {
-		err = errRenderedParamsTooLarge
+	switch {
+	case err != nil:
+		return nil, err
+	case len(rendered) > axtype.MaxParamsBytes:
+		return nil, errRenderedParamsTooLarge
 	}
-	return rendered, err
+	return rendered, nil
 }
 
 // errRenderedParamsTooLarge: each template's output is bounded, their
