@@ -80,6 +80,7 @@ type ClaimedBackfill struct {
 	NextTick      time.Time
 	InFlight      int  // its runs not yet ended
 	JobBusy       bool // the job has an unfinished run (any cause)
+	ShardCount    int  // the job's shards a run
 }
 
 // BackfillClaim locks up to limit running backfills other replicas do not
@@ -92,7 +93,8 @@ func BackfillClaim(ctx context.Context, e Executor, limit int) ([]*ClaimedBackfi
 	out := make([]*ClaimedBackfill, len(rows))
 	for i, r := range rows {
 		out[i] = &ClaimedBackfill{ID: r.ID, JobID: r.JobID, To: r.RangeTo.UTC(), MaxConcurrent: int(r.MaxConcurrent),
-			Overlap: axtype.BackfillOverlap(r.Overlap), NextTick: r.NextTick.UTC(), InFlight: int(r.InFlight), JobBusy: r.JobBusy}
+			Overlap: axtype.BackfillOverlap(r.Overlap), NextTick: r.NextTick.UTC(), InFlight: int(r.InFlight), JobBusy: r.JobBusy,
+			ShardCount: int(r.ShardCount)}
 	}
 	return out, nil
 }

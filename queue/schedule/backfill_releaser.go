@@ -56,6 +56,10 @@ func BackfillTicks(expr, tz string, from, to time.Time) (first time.Time, count 
 type BackfillReleaserConfig struct {
 	// BatchSize is how many running backfills one pass holds. Defaults to 50.
 	BatchSize int
+	// MaxTasks bounds the tasks one pass writes, all backfills together
+	// (see axtype.MaxTasksPerBatch, the default); each backfill makes at
+	// least one run when it has a slot.
+	MaxTasks int
 	// TicksPerPass bounds the runs one pass makes for one backfill, so a
 	// backfill with a large max_concurrent is written in short
 	// transactions. Defaults to 1000.
@@ -79,6 +83,7 @@ func (c *BackfillReleaserConfig) withDefaults() BackfillReleaserConfig {
 	out := *c
 	out.BatchSize = cmp.Or(out.BatchSize, 50)
 	out.TicksPerPass = cmp.Or(out.TicksPerPass, 1000)
+	out.MaxTasks = cmp.Or(out.MaxTasks, axtype.MaxTasksPerBatch)
 	out.MaxSleep = cmp.Or(out.MaxSleep, 2*time.Second)
 	out.MinSleep = cmp.Or(out.MinSleep, 20*time.Millisecond)
 	if out.Logger == nil {
@@ -132,16 +137,22 @@ func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {
 		if err != nil {
 			return err
 		}
+		tasks := 0
 		for _, b := range claimed {
+			shards := max(b.ShardCount, 1)
+			if tasks > 0 && tasks+shards > r.cfg.MaxTasks {
+				break // the rest are left as they are, for the next pass
+			}
 			var n int
 			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
 				var err error
-				n, err = r.release(ctx, sp, b)
+				n, err = r.release(ctx, sp, b, max((r.cfg.MaxTasks-tasks)/shards, 1))
 				return err
 			})
 			switch {
 			case err == nil:
 				made += n
+				tasks += n * shards
 			case ctx.Err() != nil || db.Transient(err):
 				return err
 			default:
@@ -162,9 +173,10 @@ func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {
 	return made, nil
 }
 
-// release makes the runs one backfill may start now and moves it on.
-func (r *BackfillReleaser) release(ctx context.Context, tx pgx.Tx, b *db.ClaimedBackfill) (int, error) {
-	slots := min(b.MaxConcurrent-b.InFlight, r.cfg.TicksPerPass)
+// release makes the runs one backfill may start now, at most most of
+// them, and moves it on.
+func (r *BackfillReleaser) release(ctx context.Context, tx pgx.Tx, b *db.ClaimedBackfill, most int) (int, error) {
+	slots := min(b.MaxConcurrent-b.InFlight, r.cfg.TicksPerPass, most)
 	if b.Overlap == axtype.BackfillOverlapForbid {
 		slots = 1
 		if b.JobBusy {

@@ -254,3 +254,26 @@ func TestBackfillsAtTheirLimitHoldNoneBack(t *testing.T) {
 	require.Len(t, unfinished, 1)
 	require.Len(t, all, 2)
 }
+
+// TestABackfillPassWritesAtMostItsTasks: a pass writes at most MaxTasks
+// tasks (here 10, a job of 4 shards): a backfill of max_concurrent 10
+// releases 2 runs a pass, not 10. A pass released up to 1,000 runs of any
+// number of shards before (10 million tasks of a 10,000-shard job), past
+// any statement timeout.
+func TestABackfillPassWritesAtMostItsTasks(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	job := e.job(axtype.TriggerCron, func(j *axtype.Job) { j.CronExpr, j.Timezone, j.ShardCount = "0 30 1 * * ?", "Europe/London", 4 })
+	from := time.Date(2026, 10, 10, 0, 0, 0, 0, time.UTC)
+	b, err := queue.NewBackfillService(e.pool, nil, nil).Create(ctx,
+		&queue.BackfillRequest{JobID: job.ID, From: from, To: from.AddDate(0, 0, 10), MaxConcurrent: 10})
+	require.NoError(t, err)
+	releaser := schedule.NewBackfillReleaser(e.pool, nil, schedule.BackfillReleaserConfig{MaxTasks: 10})
+	for _, want := range []int{2, 4, 6} {
+		_, err := releaser.ReleaseDue(ctx)
+		require.NoError(t, err)
+		unfinished, _ := e.backfillRuns(b.ID)
+		require.Len(t, unfinished, want)
+	}
+}

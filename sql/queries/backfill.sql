@@ -45,7 +45,8 @@ SELECT id FROM ax.backfill WHERE job_id = @job_id ORDER BY id DESC LIMIT @max;
 -- every claim and no later one was ever served. Of the others, those
 -- served longest ago (updated_at, which every release sets) come first.
 -- name: BackfillClaim :many
-SELECT b.id, b.job_id, b.range_to, b.max_concurrent, b.overlap, b.next_tick, c.in_flight, c.job_busy
+SELECT b.id, b.job_id, b.range_to, b.max_concurrent, b.overlap, b.next_tick, c.in_flight, c.job_busy,
+       (SELECT j.shard_count FROM ax.job j WHERE j.id = b.job_id)::integer AS shard_count
 FROM ax.backfill b
 CROSS JOIN LATERAL (
     SELECT (SELECT count(*) FROM ax.execution e

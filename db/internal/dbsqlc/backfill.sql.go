@@ -82,7 +82,8 @@ func (q *Queries) BackfillCancel(ctx context.Context, db DBTX, id uuid.UUID) ([]
 }
 
 const backfillClaim = `-- name: BackfillClaim :many
-SELECT b.id, b.job_id, b.range_to, b.max_concurrent, b.overlap, b.next_tick, c.in_flight, c.job_busy
+SELECT b.id, b.job_id, b.range_to, b.max_concurrent, b.overlap, b.next_tick, c.in_flight, c.job_busy,
+       (SELECT j.shard_count FROM ax.job j WHERE j.id = b.job_id)::integer AS shard_count
 FROM ax.backfill b
 CROSS JOIN LATERAL (
     SELECT (SELECT count(*) FROM ax.execution e
@@ -107,6 +108,7 @@ type BackfillClaimRow struct {
 	NextTick      time.Time
 	InFlight      int32
 	JobBusy       bool
+	ShardCount    int32
 }
 
 // BackfillClaim locks up to @max running backfills (skipping those other
@@ -135,6 +137,7 @@ func (q *Queries) BackfillClaim(ctx context.Context, db DBTX, max int32) ([]Back
 			&i.NextTick,
 			&i.InFlight,
 			&i.JobBusy,
+			&i.ShardCount,
 		); err != nil {
 			return nil, err
 		}
