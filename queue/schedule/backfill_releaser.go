@@ -57,8 +57,9 @@ type BackfillReleaserConfig struct {
 	// BatchSize is how many running backfills one pass holds. Defaults to 50.
 	BatchSize int
 	// MaxTasks bounds the tasks one pass writes, all backfills together
-	// (see axtype.MaxTasksPerBatch, the default); each backfill makes at
-	// least one run when it has a slot.
+	// (see axtype.MaxTasksPerBatch, the default; the first backfill served
+	// makes at least one run). The backfills past it are served first in
+	// the next pass.
 	MaxTasks int
 	// TicksPerPass bounds the runs one pass makes for one backfill, so a
 	// backfill with a large max_concurrent is written in short
