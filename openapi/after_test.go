@@ -313,6 +313,38 @@ func TestAfterWaitsThatFailGoBehindTheOthers(t *testing.T) {
 	require.Empty(t, e.runsOf("bad2", at))
 }
 
+// TestADownstreamPassWritesAtMostItsTasks: five downstream jobs of four
+// shards each become ready together; under a bound of 10 tasks a pass
+// makes two runs (8 tasks), leaving the others ready for the next. With no
+// bound one pass made all five: 100 waits of jobs of 10,000 shards wrote a
+// million tasks in one transaction, past a statement timeout, and the
+// failed pass held the same waits again.
+func TestADownstreamPassWritesAtMostItsTasks(t *testing.T) {
+	t.Parallel()
+	e := setupAfter(t)
+	e.firer = schedule.NewAfterFirer(e.pool, nil, schedule.AfterFirerConfig{MaxTasks: 10})
+	e.job("up", nil, nil)
+	for i := range 5 {
+		name := fmt.Sprintf("down%d", i)
+		body := map[string]any{"name": name, "group": "etl", "trigger": after("all", "success", "up"),
+			"shards":   map[string]any{"count": 4},
+			"executor": map[string]any{"kind": "shell", "command": "true"}}
+		e.ids[name] = e.call("POST", "/v1/jobs", e.admin, body).must(t, http.StatusCreated)["id"].(string)
+	}
+	at := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
+	e.tick("up", at)
+	made := []int{e.endAll(nil, nil)}
+	for range 3 {
+		n, err := e.firer.FireReady(context.Background())
+		require.NoError(t, err)
+		made = append(made, n)
+	}
+	require.Equal(t, []int{2, 2, 1, 0}, made)
+	for i := range 5 {
+		require.Len(t, e.runsOf(fmt.Sprintf("down%d", i), at), 1)
+	}
+}
+
 // TestALimitedKeyNamesNoUpstreamOutsideItsGroups: a downstream job's
 // params render its upstreams' results, so a key limited to group etl may
 // not make a job run after ops/secret: refused as if there were no such

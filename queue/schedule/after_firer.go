@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -27,6 +29,11 @@ import (
 type AfterFirerConfig struct {
 	// BatchSize is how many ready waits one pass holds. Defaults to 100.
 	BatchSize int
+	// MaxTasks bounds the tasks one pass writes, all its runs together
+	// (see axtype.MaxTasksPerBatch, the default; the first run is made
+	// whatever its shards). The waits past it stay ready, and the next
+	// pass starts at once.
+	MaxTasks int
 	// MaxSleep is how long the firer sleeps when no notification wakes
 	// it: the fallback for a lost one. Defaults to 1 second.
 	MaxSleep time.Duration
@@ -42,6 +49,7 @@ type AfterFirerConfig struct {
 func (c *AfterFirerConfig) withDefaults() AfterFirerConfig {
 	out := *c
 	out.BatchSize = cmp.Or(out.BatchSize, 100)
+	out.MaxTasks = cmp.Or(out.MaxTasks, axtype.MaxTasksPerBatch)
 	out.MaxSleep = cmp.Or(out.MaxSleep, time.Second)
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
@@ -75,7 +83,7 @@ func NewAfterFirer(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AfterFirer
 // Start runs the firer in the background until Stop.
 func (f *AfterFirer) Start(ctx context.Context) error {
 	passLoop{notifier: f.notifier, channels: []string{notify.AfterReadyChannel}, maxSleep: f.cfg.MaxSleep,
-		logger: f.cfg.Logger, msg: "error firing downstream jobs", pass: f.FireReady}.start(ctx, &f.bg)
+		logger: f.cfg.Logger, msg: "error firing downstream jobs", pass: f.fireReady}.start(ctx, &f.bg)
 	return nil
 }
 
@@ -84,26 +92,46 @@ func (f *AfterFirer) Start(ctx context.Context) error {
 func (f *AfterFirer) Stop() { f.bg.Stop() }
 
 // FireReady runs one pass: it holds up to BatchSize ready waits and makes
-// the run of each. It returns how many runs it made.
+// the run of each, within MaxTasks. It returns how many runs it made.
 func (f *AfterFirer) FireReady(ctx context.Context) (int, error) {
-	made := 0
-	err := db.WithTx(ctx, f.pool, func(tx pgx.Tx) error {
+	made, _, err := f.fireReady(ctx)
+	return made, err
+}
+
+// errPastTaskBound: the wait's run would take the pass past MaxTasks.
+var errPastTaskBound = errors.New("the run would take the pass past its task bound")
+
+// fireReady is FireReady; more says it stopped at MaxTasks with held
+// waits left ready. Unbounded, a pass of 100 waits of jobs of 10,000
+// shards wrote a million tasks in one transaction, past any statement
+// timeout; failing as transient, the same waits were held again, and no
+// other downstream job fired.
+func (f *AfterFirer) fireReady(ctx context.Context) (made int, more bool, err error) {
+	err = db.WithTx(ctx, f.pool, func(tx pgx.Tx) error {
 		waits, err := db.AfterWaitClaimReady(ctx, tx, f.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
+		tasks := 0
 		for _, w := range waits {
-			var fired bool
+			var wrote int
 			err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+				room := f.cfg.MaxTasks - tasks
+				if tasks == 0 {
+					room = math.MaxInt // the first run is made whatever its shards
+				}
 				var err error
-				fired, err = f.fire(ctx, sp, w)
+				wrote, err = f.fire(ctx, sp, w, room)
 				return err
 			})
 			switch {
 			case err == nil:
-				if fired {
+				if wrote > 0 {
 					made++
+					tasks += wrote
 				}
+			case errors.Is(err, errPastTaskBound):
+				more = true
 			case ctx.Err() != nil || db.Transient(err):
 				return err
 			default:
@@ -117,6 +145,9 @@ func (f *AfterFirer) FireReady(ctx context.Context) (int, error) {
 					return err
 				}
 			}
+			if more {
+				break // the rest stay ready, for the next pass
+			}
 		}
 		if made > 0 {
 			return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
@@ -124,38 +155,44 @@ func (f *AfterFirer) FireReady(ctx context.Context) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("error firing downstream jobs: %w", err)
+		return 0, false, fmt.Errorf("error firing downstream jobs: %w", err)
 	}
 	if made > 0 {
 		f.notifier.AfterCommit(notify.TaskReadyChannel) // as FireDue
 	}
-	return made, nil
+	return made, more, nil
 }
 
 // fire makes the run of one ready wait: a new run (cause after) of its
 // logical time, or, when an upstream re-run with cascade made it ready
 // again after it had fired, a re-run of the run it made. A paused job's
-// time is recorded as skipped.
-func (f *AfterFirer) fire(ctx context.Context, tx pgx.Tx, w *axtype.AfterWait) (bool, error) {
+// time is recorded as skipped. It returns how many tasks it wrote, and
+// errPastTaskBound, having written nothing, when they would be more than
+// room.
+func (f *AfterFirer) fire(ctx context.Context, tx pgx.Tx, w *axtype.AfterWait, room int) (int, error) {
 	job, err := db.JobGetByIDForUpdate(ctx, tx, w.JobID)
 	if err != nil {
-		return false, err
+		return 0, err
+	}
+	shards := max(job.ShardCount, 1)
+	if !job.Paused && shards > room {
+		return 0, errPastTaskBound
 	}
 	if job.Paused {
 		skip := &axtype.SkippedFire{JobID: job.ID, Reason: axtype.SkipPaused, FirstTick: w.LogicalTime,
 			LastTick: w.LogicalTime, TickCount: 1, Detail: "the job was paused when its upstreams ended"}
 		if err := db.SkippedFireInsertMany(ctx, tx, []*axtype.SkippedFire{skip}); err != nil {
-			return false, err
+			return 0, err
 		}
-		return false, db.AfterWaitFired(ctx, tx, w, axtype.AfterSkipped, nil)
+		return 0, db.AfterWaitFired(ctx, tx, w, axtype.AfterSkipped, nil)
 	}
 	params, err := f.params(ctx, tx, job, w)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return false, fmt.Errorf("error generating execution id: %w", err)
+		return 0, fmt.Errorf("error generating execution id: %w", err)
 	}
 	if w.ExecutionID != nil && w.CascadeFrom != nil {
 		return f.cascade(ctx, tx, w, id, params)
@@ -163,45 +200,45 @@ func (f *AfterFirer) fire(ctx context.Context, tx pgx.Tx, w *axtype.AfterWait) (
 	inserted, err := dispatch.InsertExecutions(ctx, tx, f.cfg.Router, f.cfg.Outbox, []*axtype.NewExecution{{
 		ID: id, JobID: job.ID, Cause: axtype.CauseAfter, ScheduledFor: w.LogicalTime, Params: params}}, nil)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if len(inserted) == 0 {
 		// The logical time has its run already (the unique tick index):
 		// nothing more to make.
-		return false, db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, nil)
+		return 0, db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, nil)
 	}
 	if err := db.TriggerRecordFire(ctx, tx, job.ID, id, w.LogicalTime); err != nil {
-		return false, err
+		return 0, err
 	}
 	f.cfg.Metrics.Fires.WithLabelValues(string(axtype.CauseAfter)).Inc()
 	f.cfg.Logger.InfoContext(ctx, "downstream job fired", "job_id", job.ID, "execution_id", id,
 		"logical_time", w.LogicalTime)
-	return true, db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, &id)
+	return shards, db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, &id)
 }
 
 // cascade re-runs the run wait w made, for the upstream re-run that made
 // it ready again; the re-run cascades in turn.
-func (f *AfterFirer) cascade(ctx context.Context, tx pgx.Tx, w *axtype.AfterWait, id uuid.UUID, params json.RawMessage) (bool, error) {
+func (f *AfterFirer) cascade(ctx context.Context, tx pgx.Tx, w *axtype.AfterWait, id uuid.UUID, params json.RawMessage) (int, error) {
 	r := &db.NewRerun{ID: id, RerunOf: *w.ExecutionID, RequestKey: "cascade:" + w.CascadeFrom.String(),
 		Shards: axtype.RerunAll, Params: params, Cascade: true}
 	prior, err := db.ExecutionRerunClaim(ctx, tx, r)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if prior != uuid.Nil {
-		return false, db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, &prior)
+		return 0, db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, &prior)
 	}
 	tasks, err := db.ExecutionRerunInsert(ctx, tx, r, f.cfg.Router.RouteFunc(tx))
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if err := f.cfg.Outbox.Fired(ctx, tx, tasks); err != nil {
-		return false, err
+		return 0, err
 	}
 	f.cfg.Metrics.Fires.WithLabelValues(string(axtype.CauseRerun)).Inc()
 	f.cfg.Logger.InfoContext(ctx, "downstream job re-run by cascade", "job_id", w.JobID, "execution_id", id,
 		"rerun_of", *w.ExecutionID, "upstream_execution_id", *w.CascadeFrom, "logical_time", w.LogicalTime)
-	return true, db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, &id)
+	return max(len(tasks), 1), db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, &id)
 }
 
 // params renders the templates among the string values of the job's

@@ -118,7 +118,7 @@ func NewBackfillReleaser(pool *pgxpool.Pool, notifier *notify.Notifier, cfg Back
 func (r *BackfillReleaser) Start(ctx context.Context) error {
 	passLoop{notifier: r.notifier, channels: []string{notify.ExecutionEndedChannel, notify.BackfillChannel},
 		minSleep: r.cfg.MinSleep, maxSleep: r.cfg.MaxSleep, logger: r.cfg.Logger, msg: "error releasing backfills",
-		pass: r.ReleaseDue}.start(ctx, &r.bg)
+		pass: r.releaseDue}.start(ctx, &r.bg)
 	return nil
 }
 
@@ -132,8 +132,14 @@ func (r *BackfillReleaser) Stop() { r.bg.Stop() }
 // backfill whose release fails is logged and left for the next pass; the
 // others go on.
 func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {
-	made := 0
-	err := db.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
+	made, _, err := r.releaseDue(ctx)
+	return made, err
+}
+
+// releaseDue is ReleaseDue; more says it stopped at MaxTasks with claimed
+// backfills left, so the next pass comes at once.
+func (r *BackfillReleaser) releaseDue(ctx context.Context) (made int, more bool, err error) {
+	err = db.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
 		claimed, err := db.BackfillClaim(ctx, tx, r.cfg.BatchSize)
 		if err != nil {
 			return err
@@ -142,6 +148,7 @@ func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {
 		for _, b := range claimed {
 			shards := max(b.ShardCount, 1)
 			if tasks > 0 && tasks+shards > r.cfg.MaxTasks {
+				more = true
 				break // the rest are left as they are, for the next pass
 			}
 			var n int
@@ -154,6 +161,8 @@ func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {
 			case err == nil:
 				made += n
 				tasks += n * shards
+				// At the bound, this backfill may have had more to release.
+				more = more || tasks+shards > r.cfg.MaxTasks
 			case ctx.Err() != nil || db.Transient(err):
 				return err
 			default:
@@ -166,12 +175,12 @@ func (r *BackfillReleaser) ReleaseDue(ctx context.Context) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("error releasing backfills: %w", err)
+		return 0, false, fmt.Errorf("error releasing backfills: %w", err)
 	}
 	if made > 0 {
 		r.notifier.AfterCommit(notify.TaskReadyChannel) // as FireDue
 	}
-	return made, nil
+	return made, more, nil
 }
 
 // release makes the runs one backfill may start now, at most most of

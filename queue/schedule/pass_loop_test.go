@@ -31,13 +31,13 @@ func TestPassLoopWakesOnEitherChannel(t *testing.T) {
 	var logs testlog.Buffer
 	loop := passLoop{notifier: n, channels: []string{notify.ExecutionEndedChannel, notify.BackfillChannel},
 		minSleep: time.Millisecond, maxSleep: time.Minute, logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		msg: "error releasing test passes", pass: func(context.Context) (int, error) {
+		msg: "error releasing test passes", pass: func(context.Context) (int, bool, error) {
 			count++
 			passes <- count
 			if count == 1 {
-				return 0, errors.New("the first pass fails")
+				return 0, false, errors.New("the first pass fails")
 			}
-			return 0, nil
+			return 0, false, nil
 		}}
 	var bg startstop.Runner
 	loop.start(context.Background(), &bg)
@@ -69,4 +69,35 @@ func TestPassLoopWakesOnEitherChannel(t *testing.T) {
 	waitPass(notify.BackfillChannel)
 	require.Contains(t, logs.String(), "error releasing test passes")
 	require.Contains(t, logs.String(), "the first pass fails")
+}
+
+// A pass that stopped at its task bound with work left says so (more),
+// and the next pass comes at once, not after maxSleep (a minute here,
+// with no notifier): the work past the bound of a pass is not held back.
+func TestPassLoopGoesOnAtOnceAfterAPassWithMore(t *testing.T) {
+	t.Parallel()
+	passes := make(chan int, 100)
+	var count int
+	loop := passLoop{minSleep: time.Millisecond, maxSleep: time.Minute, logger: slog.New(slog.DiscardHandler),
+		pass: func(context.Context) (int, bool, error) {
+			count++
+			passes <- count
+			return 1, count < 4, nil
+		}}
+	var bg startstop.Runner
+	loop.start(context.Background(), &bg)
+	t.Cleanup(bg.Stop)
+	for want := 1; want <= 4; want++ {
+		select {
+		case got := <-passes:
+			require.Equal(t, want, got)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("pass %d did not come at once after a pass with more", want)
+		}
+	}
+	select {
+	case <-passes:
+		t.Fatal("a pass with nothing more was followed at once")
+	case <-time.After(200 * time.Millisecond):
+	}
 }
