@@ -78,7 +78,8 @@ func TaskLeasePick(ctx context.Context, tx pgx.Tx, p *TaskLeasePickParams) ([]ax
 	for i, r := range rows {
 		out[i] = axtype.LeaseCandidate{ID: r.ID, ExecutionID: r.ExecutionID, RateClass: r.RateClass,
 			PreferredAgentID: r.PreferredAgentID, FallbackAgentID: r.FallbackAgentID, Steal: axtype.LeaseSteal(r.Steal),
-			ConcurrencyKey: r.ConcurrencyKey, ConcurrencyScope: r.ConcurrencyScope, ConcurrencyLimit: int(r.ConcurrencyLimit)}
+			ConcurrencyKey: r.ConcurrencyKey, ConcurrencyScope: r.ConcurrencyScope, ConcurrencyLimit: int(r.ConcurrencyLimit),
+			ParamsBytes: int(r.ParamsBytes)}
 	}
 	return out, nil
 }

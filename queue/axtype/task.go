@@ -144,7 +144,22 @@ type LeaseCandidate struct {
 	// held to ConcurrencyLimit among the tasks of ConcurrencyScope.
 	ConcurrencyKey, ConcurrencyScope string
 	ConcurrencyLimit                 int
+	// ParamsBytes is the size of its run's params (0: none): what it
+	// adds to the lease's answer, held to MaxLeaseParamsBytes.
+	ParamsBytes int
 }
+
+// MaxLeaseParamsBytes bounds the run params one agent's lease hands
+// out, over its tasks (each task carries its run's params), and
+// MaxLeaseBatchParamsBytes those of a batch of agents' leases (one
+// statement's answer). An agent's first task is handed out whatever
+// its params: one lease of 1,000 tasks of a run with params of 256 KiB
+// answered 256 MB, read and written by a replica that serves every
+// other agent too.
+const (
+	MaxLeaseParamsBytes      = 4 << 20
+	MaxLeaseBatchParamsBytes = 16 << 20
+)
 
 // TaskRef names a leased task with its fencing token.
 type TaskRef struct {

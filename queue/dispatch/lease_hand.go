@@ -198,17 +198,27 @@ func executorsOr(kinds []string) []string {
 }
 
 // leaseHand hands picked tasks to the agents of a batch: each agent gets
-// at most its Max, and the rate class grants are shared by all.
+// at most its Max, the rate class grants are shared by all, and the run
+// params the tasks carry stay within axtype.MaxLeaseParamsBytes an agent
+// and axtype.MaxLeaseBatchParamsBytes the batch (an agent's first task
+// whatever its params). A task past them stays pending for a later lease.
 type leaseHand struct {
-	batch  *LeaseBatch
-	room   []int
-	grants map[string]int
-	owner  map[uuid.UUID]int // task → index of the agent it was handed to
+	batch       *LeaseBatch
+	room        []int
+	handed      []int // tasks handed to each agent
+	paramsBytes []int // their run params, each agent's
+	batchBytes  int   // all agents' together
+	grants      map[string]int
+	owner       map[uuid.UUID]int // task → index of the agent it was handed to
+	// maxParamsBytes and maxBatchParamsBytes are the budgets (tests
+	// lower them).
+	maxParamsBytes, maxBatchParamsBytes int
 }
 
 func newLeaseHand(batch *LeaseBatch) *leaseHand {
-	h := &leaseHand{batch: batch, room: make([]int, len(batch.Agents)), grants: maps.Clone(batch.Grants),
-		owner: map[uuid.UUID]int{}}
+	h := &leaseHand{batch: batch, room: make([]int, len(batch.Agents)), handed: make([]int, len(batch.Agents)),
+		paramsBytes: make([]int, len(batch.Agents)), grants: maps.Clone(batch.Grants), owner: map[uuid.UUID]int{},
+		maxParamsBytes: axtype.MaxLeaseParamsBytes, maxBatchParamsBytes: axtype.MaxLeaseBatchParamsBytes}
 	for i, a := range batch.Agents {
 		h.room[i] = a.Max
 	}
@@ -272,15 +282,15 @@ func (h *leaseHand) handTo(group []int, c axtype.LeaseCandidate) int {
 	}
 	chosen := -1
 	if c.PreferredAgentID != nil {
-		chosen = h.withRoom(group, *c.PreferredAgentID)
+		chosen = h.withRoom(group, *c.PreferredAgentID, c.ParamsBytes)
 	}
 	switch {
 	case chosen >= 0:
 	case c.Steal == axtype.LeaseStealRunnerUp && c.FallbackAgentID != nil:
-		chosen = h.withRoom(group, *c.FallbackAgentID)
+		chosen = h.withRoom(group, *c.FallbackAgentID, c.ParamsBytes)
 	case c.Steal == axtype.LeaseStealAny:
 		for _, i := range group {
-			if h.room[i] > 0 && (chosen < 0 || h.room[i] > h.room[chosen]) {
+			if h.mayTake(i, c.ParamsBytes) && (chosen < 0 || h.room[i] > h.room[chosen]) {
 				chosen = i
 			}
 		}
@@ -289,6 +299,9 @@ func (h *leaseHand) handTo(group []int, c axtype.LeaseCandidate) int {
 		return -1
 	}
 	h.room[chosen]--
+	h.handed[chosen]++
+	h.paramsBytes[chosen] += c.ParamsBytes
+	h.batchBytes += c.ParamsBytes
 	h.owner[c.ID] = chosen
 	if c.RateClass != "" {
 		h.grants[c.RateClass]--
@@ -296,14 +309,27 @@ func (h *leaseHand) handTo(group []int, c axtype.LeaseCandidate) int {
 	return chosen
 }
 
-// withRoom returns the index of agent id in group when it has room, or -1.
-func (h *leaseHand) withRoom(group []int, id uuid.UUID) int {
+// withRoom returns the index of agent id in group when it may take a
+// task of paramsBytes, or -1.
+func (h *leaseHand) withRoom(group []int, id uuid.UUID, paramsBytes int) int {
 	for _, i := range group {
-		if h.batch.Agents[i].ID == id && h.room[i] > 0 {
+		if h.batch.Agents[i].ID == id && h.mayTake(i, paramsBytes) {
 			return i
 		}
 	}
 	return -1
+}
+
+// mayTake says whether agent i has room for a task whose run params are
+// paramsBytes, within the params budgets (its first task always fits).
+func (h *leaseHand) mayTake(i, paramsBytes int) bool {
+	switch {
+	case h.room[i] <= 0:
+		return false
+	case h.handed[i] == 0 || paramsBytes == 0:
+		return true
+	}
+	return h.paramsBytes[i]+paramsBytes <= h.maxParamsBytes && h.batchBytes+paramsBytes <= h.maxBatchParamsBytes
 }
 
 // keyNths gives each of tasks its place among the tasks of its

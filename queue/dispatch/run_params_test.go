@@ -75,3 +75,63 @@ func TestARunsParamsAreReadOnceForAllItsShards(t *testing.T) {
 	t.Logf("the re-run allocated %d MiB", bytes>>20)
 	require.Equal(t, shards-10, keyed(rerun))
 }
+
+// TestALeaseHandsOutRunParamsWithinItsBudget: each leased task carries
+// its run's params, so one lease of 1,000 tasks of a run with params of
+// 256 KiB answered 256 MB. A run of 200 shards with params of 200 KiB:
+// one agent asking for 1,000 gets as many as 4 MiB of params hold (20),
+// then the next 20; a batch of five agents gets 16 MiB's worth (81), at
+// most 20 each; a run without params is not held back. Before, the first
+// lease took all 200.
+func TestALeaseHandsOutRunParamsWithinItsBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	params, err := json.Marshal(map[string]any{"pad": strings.Repeat("x", 200<<10)})
+	require.NoError(t, err)
+	big := testfactory.Job(ctx, t, pool, &testfactory.JobOpts{Edit: func(j *axtype.Job) {
+		j.ShardCount, j.Params = 200, params
+	}})
+	small := testfactory.Job(ctx, t, pool, &testfactory.JobOpts{Edit: func(j *axtype.Job) { j.ShardCount = 30 }})
+	for _, job := range []*axtype.Job{big, small} {
+		_, err := dispatch.InsertExecutions(ctx, pool, nil, nil, []*axtype.NewExecution{{ID: uuid.Must(uuid.NewV7()),
+			JobID: job.ID, Cause: axtype.CauseManual, ScheduledFor: time.Now()}}, nil)
+		require.NoError(t, err)
+	}
+	var agents []axtype.LeaseAgent
+	for range 5 {
+		a := testfactory.Agent(ctx, t, pool, &testfactory.AgentOpts{Capacity: 1000})
+		agents = append(agents, axtype.LeaseAgent{ID: a.ID, Executors: []string{"shell"}, Max: 1000})
+	}
+	count := func(tasks []*axtype.LeasedTask) (withParams, without int) {
+		for _, task := range tasks {
+			if task.JobID == big.ID {
+				require.Len(t, task.Params, len(params)+1, "jsonb adds a space after the key") // {"pad": "x…"}
+				withParams++
+			} else {
+				without++
+			}
+		}
+		return withParams, without
+	}
+	lease := func(agents ...axtype.LeaseAgent) [][]*axtype.LeasedTask {
+		got, err := dispatch.LeaseMany(ctx, pool, &dispatch.LeaseBatch{Agents: agents,
+			Lease: time.Minute, StealAfter: time.Minute, StarveAfter: time.Hour})
+		require.NoError(t, err)
+		return got
+	}
+
+	withParams, without := count(lease(agents[0])[0])
+	require.Equal(t, 20, withParams, "4 MiB of 200 KiB params")
+	require.Equal(t, 30, without)
+	withParams, _ = count(lease(agents[0])[0])
+	require.Equal(t, 20, withParams)
+
+	total := 0
+	for _, got := range lease(agents...) {
+		n, _ := count(got)
+		require.LessOrEqual(t, n, 20)
+		total += n
+	}
+	require.Equal(t, axtype.MaxLeaseBatchParamsBytes/(len(params)+1), total, "16 MiB a batch")
+}

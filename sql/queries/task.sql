@@ -55,7 +55,7 @@
 WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[])
@@ -83,7 +83,7 @@ WITH starved AS (
     CROSS JOIN LATERAL (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
                t.preferred_agent_id, t.fallback_agent_id, 1 AS grp, 0::bigint AS fair,
-               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
         WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
@@ -101,7 +101,7 @@ WITH starved AS (
     -- Read only when the agents' own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id, 2 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
@@ -123,7 +123,7 @@ WITH starved AS (
     -- when own and unassigned tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id, 3 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[])
@@ -151,7 +151,7 @@ WITH starved AS (
            t.preferred_agent_id, t.fallback_agent_id,
            CASE WHEN t.preferred_agent_id IS NULL THEN 2
                 WHEN t.preferred_agent_id = ANY(@agent_ids::uuid[]) THEN 1 ELSE 3 END AS grp,
-           t.concurrency_scope, t.concurrency_key, t.concurrency_limit
+           t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
     FROM ax.task t
     WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked
       AND t.id <> ALL(@taken::uuid[])
@@ -189,7 +189,7 @@ WITH starved AS (
     -- 1st. TaskLeaseTake checks the limit under the key's lock.
     SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned,
            s.preferred_agent_id, s.fallback_agent_id, s.grp, s.nth AS fair,
-           s.concurrency_scope, s.concurrency_key, s.concurrency_limit
+           s.concurrency_scope, s.concurrency_key, s.concurrency_limit, s.params_bytes
     FROM (SELECT c.*,
                  row_number() OVER (PARTITION BY c.concurrency_scope, c.concurrency_key
                                     ORDER BY c.priority DESC, c.not_before) AS nth
@@ -226,6 +226,8 @@ SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
        preferred_agent_id, fallback_agent_id,
        coalesce(concurrency_scope, '')::text AS concurrency_scope, coalesce(concurrency_key, '')::text AS concurrency_key,
        concurrency_limit::integer AS concurrency_limit,
+       -- Its share of the lease's answer (dispatch's params budget).
+       coalesce(params_bytes, 0)::integer AS params_bytes,
        (CASE WHEN preferred_agent_id IS NULL THEN 2
              WHEN pinned OR not_before > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision) THEN 0
              WHEN fallback_agent_id IS NOT NULL
@@ -1039,18 +1041,20 @@ ORDER BY p.execution_id, p.shard_index;
 -- preferred one) and their rendered concurrency keys ('' scope: none). A
 -- task whose key did not render (@key_errors not '') is written failed
 -- with error code concurrency_key_invalid: it could not be held to its
--- limit, and a fire must not stop for one run's params.
+-- limit, and a fire must not stop for one run's params. @params_bytes is
+-- the size of each task's run params (0: none), for the lease's budget.
 -- name: TaskInsertPlanned :exec
 INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
                      timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
                      rate_class, agentless, concurrency_scope, concurrency_key, concurrency_limit,
-                     state, error, error_code, finished_at)
+                     params_bytes, state, error, error_code, finished_at)
 SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
        timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
        nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless,
        CASE WHEN key_error = '' THEN nullif(scope, '') END,
        CASE WHEN key_error = '' AND scope <> '' THEN key END,
        CASE WHEN key_error = '' AND scope <> '' THEN key_limit END,
+       nullif(params_bytes, 0),
        CASE WHEN key_error = '' THEN 'pending' ELSE 'failed' END::ax.task_state,
        nullif(key_error, ''),
        CASE WHEN key_error <> '' THEN 'concurrency_key_invalid' END,
@@ -1074,7 +1078,8 @@ FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@concurrency_scopes::text[]) AS scope,
              unnest(@concurrency_keys::text[]) AS key,
              unnest(@concurrency_limits::integer[]) AS key_limit,
-             unnest(@key_errors::text[]) AS key_error) t;
+             unnest(@key_errors::text[]) AS key_error,
+             unnest(@params_bytes::integer[]) AS params_bytes) t;
 
 -- name: TaskListByExecution :many
 SELECT * FROM ax.all_tasks WHERE execution_id = @execution_id ORDER BY shard_index;

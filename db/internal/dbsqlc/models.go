@@ -1370,6 +1370,7 @@ type AxAllTask struct {
 	WorkerIp          *netip.Addr
 	LeaseEventID      *int64
 	EndEventID        *int64
+	ParamsBytes       *int32
 	RetainUntil       *time.Time
 }
 
@@ -1927,6 +1928,7 @@ type AxTask struct {
 	WorkerIp          *netip.Addr
 	LeaseEventID      *int64
 	EndEventID        *int64
+	ParamsBytes       *int32
 }
 
 type AxTaskEvent struct {
@@ -1989,6 +1991,7 @@ type AxTaskHistory struct {
 	WorkerIp          *netip.Addr
 	LeaseEventID      *int64
 	EndEventID        *int64
+	ParamsBytes       *int32
 }
 
 type AxTaskResult struct {

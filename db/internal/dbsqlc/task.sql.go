@@ -641,13 +641,14 @@ const taskInsertPlanned = `-- name: TaskInsertPlanned :exec
 INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
                      timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
                      rate_class, agentless, concurrency_scope, concurrency_key, concurrency_limit,
-                     state, error, error_code, finished_at)
+                     params_bytes, state, error, error_code, finished_at)
 SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
        timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
        nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless,
        CASE WHEN key_error = '' THEN nullif(scope, '') END,
        CASE WHEN key_error = '' AND scope <> '' THEN key END,
        CASE WHEN key_error = '' AND scope <> '' THEN key_limit END,
+       nullif(params_bytes, 0),
        CASE WHEN key_error = '' THEN 'pending' ELSE 'failed' END::ax.task_state,
        nullif(key_error, ''),
        CASE WHEN key_error <> '' THEN 'concurrency_key_invalid' END,
@@ -671,7 +672,8 @@ FROM (SELECT unnest($1::uuid[]) AS id,
              unnest($17::text[]) AS scope,
              unnest($18::text[]) AS key,
              unnest($19::integer[]) AS key_limit,
-             unnest($20::text[]) AS key_error) t
+             unnest($20::text[]) AS key_error,
+             unnest($21::integer[]) AS params_bytes) t
 `
 
 type TaskInsertPlannedParams struct {
@@ -695,6 +697,7 @@ type TaskInsertPlannedParams struct {
 	ConcurrencyKeys   []string
 	ConcurrencyLimits []int32
 	KeyErrors         []string
+	ParamsBytes       []int32
 }
 
 // TaskInsertPlanned writes the tasks TaskPlanForExecutions planned, with
@@ -702,7 +705,8 @@ type TaskInsertPlannedParams struct {
 // preferred one) and their rendered concurrency keys (” scope: none). A
 // task whose key did not render (@key_errors not ”) is written failed
 // with error code concurrency_key_invalid: it could not be held to its
-// limit, and a fire must not stop for one run's params.
+// limit, and a fire must not stop for one run's params. @params_bytes is
+// the size of each task's run params (0: none), for the lease's budget.
 func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsertPlannedParams) error {
 	_, err := db.Exec(ctx, taskInsertPlanned,
 		arg.Ids,
@@ -725,6 +729,7 @@ func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsert
 		arg.ConcurrencyKeys,
 		arg.ConcurrencyLimits,
 		arg.KeyErrors,
+		arg.ParamsBytes,
 	)
 	return err
 }
@@ -849,7 +854,7 @@ const taskLeasePick = `-- name: TaskLeasePick :many
 WITH starved AS (
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[])
@@ -872,12 +877,12 @@ WITH starved AS (
     FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     -- Each agent's routed tasks, up to its own max.
-    SELECT o.id, o.execution_id, o.rate_class, o.priority, o.created_at, o.not_before, o.pinned, o.preferred_agent_id, o.fallback_agent_id, o.grp, o.fair, o.concurrency_scope, o.concurrency_key, o.concurrency_limit
+    SELECT o.id, o.execution_id, o.rate_class, o.priority, o.created_at, o.not_before, o.pinned, o.preferred_agent_id, o.fallback_agent_id, o.grp, o.fair, o.concurrency_scope, o.concurrency_key, o.concurrency_limit, o.params_bytes
     FROM (SELECT unnest($9::uuid[]) AS id, unnest($12::integer[]) AS max) a
     CROSS JOIN LATERAL (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
                t.preferred_agent_id, t.fallback_agent_id, 1 AS grp, 0::bigint AS fair,
-               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
         WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
@@ -895,7 +900,7 @@ WITH starved AS (
     -- Read only when the agents' own tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id, 2 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
@@ -917,7 +922,7 @@ WITH starved AS (
     -- when own and unassigned tasks leave room.
     SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
            t.preferred_agent_id, t.fallback_agent_id, 3 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit
+           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
     WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[])
@@ -945,7 +950,7 @@ WITH starved AS (
            t.preferred_agent_id, t.fallback_agent_id,
            CASE WHEN t.preferred_agent_id IS NULL THEN 2
                 WHEN t.preferred_agent_id = ANY($9::uuid[]) THEN 1 ELSE 3 END AS grp,
-           t.concurrency_scope, t.concurrency_key, t.concurrency_limit
+           t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
     FROM ax.task t
     WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked
       AND t.id <> ALL($4::uuid[])
@@ -983,27 +988,27 @@ WITH starved AS (
     -- 1st. TaskLeaseTake checks the limit under the key's lock.
     SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned,
            s.preferred_agent_id, s.fallback_agent_id, s.grp, s.nth AS fair,
-           s.concurrency_scope, s.concurrency_key, s.concurrency_limit
-    FROM (SELECT c.id, c.execution_id, c.rate_class, c.priority, c.created_at, c.not_before, c.pinned, c.preferred_agent_id, c.fallback_agent_id, c.grp, c.concurrency_scope, c.concurrency_key, c.concurrency_limit,
+           s.concurrency_scope, s.concurrency_key, s.concurrency_limit, s.params_bytes
+    FROM (SELECT c.id, c.execution_id, c.rate_class, c.priority, c.created_at, c.not_before, c.pinned, c.preferred_agent_id, c.fallback_agent_id, c.grp, c.concurrency_scope, c.concurrency_key, c.concurrency_limit, c.params_bytes,
                  row_number() OVER (PARTITION BY c.concurrency_scope, c.concurrency_key
                                     ORDER BY c.priority DESC, c.not_before) AS nth
           FROM keyed_scan c) s
     WHERE s.nth <= s.concurrency_limit
 ), candidates AS (
     -- A starved task can also be routed here or unassigned: keep it once.
-    SELECT DISTINCT ON (id) id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit
-    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM starved UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM own UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM unassigned
-          UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM stealable UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit FROM keyed) c
+    SELECT DISTINCT ON (id) id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes
+    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes FROM starved UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes FROM own UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes FROM unassigned
+          UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes FROM stealable UNION ALL SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes FROM keyed) c
     ORDER BY id, grp
 ), firsts AS (
-    SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit
+    SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes
     FROM candidates
     ORDER BY grp, fair, priority DESC, created_at
     LIMIT $11::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
-    SELECT f.id, f.execution_id, f.rate_class, f.priority, f.created_at, f.not_before, f.pinned, f.preferred_agent_id, f.fallback_agent_id, f.grp, f.fair, f.concurrency_scope, f.concurrency_key, f.concurrency_limit, f.rank
-    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit,
+    SELECT f.id, f.execution_id, f.rate_class, f.priority, f.created_at, f.not_before, f.pinned, f.preferred_agent_id, f.fallback_agent_id, f.grp, f.fair, f.concurrency_scope, f.concurrency_key, f.concurrency_limit, f.params_bytes, f.rank
+    FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, fair, priority DESC, created_at) AS rank
           FROM firsts) f
     LEFT JOIN (SELECT unnest($10::text[]) AS name, unnest($13::integer[]) AS cap) g
@@ -1020,6 +1025,8 @@ SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
        preferred_agent_id, fallback_agent_id,
        coalesce(concurrency_scope, '')::text AS concurrency_scope, coalesce(concurrency_key, '')::text AS concurrency_key,
        concurrency_limit::integer AS concurrency_limit,
+       -- Its share of the lease's answer (dispatch's params budget).
+       coalesce(params_bytes, 0)::integer AS params_bytes,
        (CASE WHEN preferred_agent_id IS NULL THEN 2
              WHEN pinned OR not_before > coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision) THEN 0
              WHEN fallback_agent_id IS NOT NULL
@@ -1057,6 +1064,7 @@ type TaskLeasePickRow struct {
 	ConcurrencyScope string
 	ConcurrencyKey   string
 	ConcurrencyLimit int32
+	ParamsBytes      int32
 	Steal            int32
 }
 
@@ -1147,6 +1155,7 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 			&i.ConcurrencyScope,
 			&i.ConcurrencyKey,
 			&i.ConcurrencyLimit,
+			&i.ParamsBytes,
 			&i.Steal,
 		); err != nil {
 			return nil, err
@@ -1326,7 +1335,7 @@ func (q *Queries) TaskLeaseTake(ctx context.Context, db DBTX, arg TaskLeaseTakeP
 }
 
 const taskListByExecution = `-- name: TaskListByExecution :many
-SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
+SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, retain_until FROM ax.all_tasks WHERE execution_id = $1 ORDER BY shard_index
 `
 
 func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID uuid.UUID) ([]AxAllTask, error) {
@@ -1379,6 +1388,7 @@ func (q *Queries) TaskListByExecution(ctx context.Context, db DBTX, executionID 
 			&i.WorkerIp,
 			&i.LeaseEventID,
 			&i.EndEventID,
+			&i.ParamsBytes,
 			&i.RetainUntil,
 		); err != nil {
 			return nil, err
