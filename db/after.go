@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +53,17 @@ func afterSave(ctx context.Context, e Executor, job *axtype.Job) error {
 		}
 		ids[i], positions[i], ons[i] = id, int32(i), string(u.On)
 		job.AfterUpstream[i].JobID = id
+	}
+	full, err := queries.AfterDownstreamsFull(ctx, e, dbsqlc.AfterDownstreamsFullParams{
+		UpstreamIds: ids, JobID: job.ID, Most: axtype.MaxAfterDownstreams})
+	if err != nil {
+		return fmt.Errorf("error counting downstream jobs: %w", mapErr(err))
+	}
+	for i, id := range ids {
+		if slices.Contains(full, id) {
+			return &axtype.AfterUpstreamError{Index: i, Reason: fmt.Sprintf(
+				"%q already has %d downstream jobs, the most a job may have", names[i], axtype.MaxAfterDownstreams)}
+		}
 	}
 	cycle, err := queries.AfterReaches(ctx, e, dbsqlc.AfterReachesParams{UpstreamIds: ids, JobID: job.ID})
 	if err != nil {

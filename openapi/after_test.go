@@ -313,6 +313,38 @@ func TestAfterWaitsThatFailGoBehindTheOthers(t *testing.T) {
 	require.Empty(t, e.runsOf("bad2", at))
 }
 
+// TestAJobHasAtMostItsDownstreamJobs: each end of a run of a job updates
+// the wait of every job after it, inside the statement that ends other
+// jobs' runs too, so a job has at most axtype.MaxAfterDownstreams. The
+// next is refused naming its upstream (and changes nothing); a job already
+// after it may still be saved, and another upstream takes the new job.
+func TestAJobHasAtMostItsDownstreamJobs(t *testing.T) {
+	t.Parallel()
+	e := setupAfter(t)
+	e.job("up", nil, nil)
+	e.job("other", nil, nil)
+	for i := range axtype.MaxAfterDownstreams {
+		e.job(fmt.Sprintf("down%d", i), after("all", "success", "up"), nil)
+	}
+	edges := func() (n int) {
+		require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.after_edge").Scan(&n))
+		return n
+	}
+	require.Equal(t, axtype.MaxAfterDownstreams, edges())
+	body := map[string]any{"name": "one-more", "group": "etl", "trigger": after("all", "success", "other", "up"),
+		"executor": map[string]any{"kind": "shell", "command": "true"}}
+	resp := e.call("POST", "/v1/jobs", e.admin, body)
+	resp.must(t, http.StatusUnprocessableEntity)
+	require.Contains(t, resp.errorLocations(), "body.trigger.upstream[1].job")
+	require.Contains(t, string(resp.raw), "already has 100 downstream jobs")
+	require.Equal(t, axtype.MaxAfterDownstreams, edges(), "refused: nothing changed")
+
+	body["name"], body["trigger"] = "down0", after("any", "completion", "up")
+	e.call("PUT", "/v1/jobs/"+e.ids["down0"], e.admin, body).must(t, http.StatusOK)
+	e.job("one-more", after("all", "success", "other"), nil)
+	require.Equal(t, axtype.MaxAfterDownstreams+1, edges())
+}
+
 // TestADownstreamPassWritesAtMostItsTasks: five downstream jobs of four
 // shards each become ready together; under a bound of 10 tasks a pass
 // makes two runs (8 tasks), leaving the others ready for the next. With no

@@ -31,6 +31,13 @@ const (
 // MaxAfterUpstreams bounds the upstreams of one job.
 const MaxAfterUpstreams = 50
 
+// MaxAfterDownstreams bounds the jobs that run after one job: each run of
+// it that ends updates the wait of each of them (about six statements a
+// job) inside the statement that ends it, which ends other jobs' runs
+// too. 10,000 jobs after one made every end of its runs 60,000 statements
+// in a batch shared with every agent's results.
+const MaxAfterDownstreams = 100
+
 // AfterUpstream is one job a downstream job runs after.
 type AfterUpstream struct {
 	JobID uuid.UUID // resolved from Job when the job is saved

@@ -35,6 +35,15 @@ WITH RECURSIVE up(job) AS (
 )
 SELECT EXISTS (SELECT 1 FROM up WHERE up.job = @job_id::uuid)::boolean;
 
+-- AfterDownstreamsFull returns those of @upstream_ids that already have
+-- @most downstream jobs other than @job_id.
+-- name: AfterDownstreamsFull :many
+SELECT e.upstream_job_id
+FROM ax.after_edge e
+WHERE e.upstream_job_id = ANY(@upstream_ids::uuid[]) AND e.job_id <> @job_id::uuid
+GROUP BY e.upstream_job_id
+HAVING count(*) >= @most::integer;
+
 -- AfterLockGraph serializes changes of the job graph, so two saves cannot
 -- each close half a cycle.
 -- name: AfterLockGraph :exec

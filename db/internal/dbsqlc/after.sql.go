@@ -12,6 +12,42 @@ import (
 	"github.com/google/uuid"
 )
 
+const afterDownstreamsFull = `-- name: AfterDownstreamsFull :many
+SELECT e.upstream_job_id
+FROM ax.after_edge e
+WHERE e.upstream_job_id = ANY($1::uuid[]) AND e.job_id <> $2::uuid
+GROUP BY e.upstream_job_id
+HAVING count(*) >= $3::integer
+`
+
+type AfterDownstreamsFullParams struct {
+	UpstreamIds []uuid.UUID
+	JobID       uuid.UUID
+	Most        int32
+}
+
+// AfterDownstreamsFull returns those of @upstream_ids that already have
+// @most downstream jobs other than @job_id.
+func (q *Queries) AfterDownstreamsFull(ctx context.Context, db DBTX, arg AfterDownstreamsFullParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, afterDownstreamsFull, arg.UpstreamIds, arg.JobID, arg.Most)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var upstream_job_id uuid.UUID
+		if err := rows.Scan(&upstream_job_id); err != nil {
+			return nil, err
+		}
+		items = append(items, upstream_job_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const afterDownstreamsOf = `-- name: AfterDownstreamsOf :many
 SELECT e.job_id, (d.group_name || '/' || d.name)::text AS job_name, e.on_state, t.mode
 FROM ax.after_edge e
