@@ -1273,30 +1273,36 @@ CREATE FUNCTION ax.notice_add(p_target ax.notice_target, p_event ax.notice_event
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    sent integer;
-    last_sent bigint;
-    held integer;
+    per_minute integer;
+    sent       integer;
+    last_sent  bigint;
+    newest     ax.notice;
+    held       integer;
 BEGIN
     IF NOT (p_event = ANY(p_target.events)) THEN
         RETURN;
     END IF;
+    SELECT s.per_minute INTO per_minute FROM ax.notice_setting s;
     SELECT count(*) INTO sent
-    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
-    WHERE t.url = p_target.url AND n.state <> 'rate_limited'
-      AND n.created_at > now() - interval '1 minute';
-    IF sent >= (SELECT per_minute FROM ax.notice_setting) THEN
-        INSERT INTO ax.notice (job_id, target_id, event, execution_id, detail, failed_runs, state)
-        VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, 'rate_limited');
+    FROM (SELECT n.created_at FROM ax.notice n
+          WHERE n.url = p_target.url AND n.state <> 'rate_limited'
+          ORDER BY n.id DESC LIMIT per_minute) r
+    WHERE r.created_at > now() - interval '1 minute';
+    SELECT max(n.id) INTO last_sent
+    FROM ax.notice n WHERE n.url = p_target.url AND n.state <> 'rate_limited';
+    SELECT * INTO newest
+    FROM ax.notice n WHERE n.url = p_target.url AND n.state = 'rate_limited'
+    ORDER BY n.id DESC LIMIT 1;
+    held := CASE WHEN newest.id > coalesce(last_sent, 0) THEN newest.coalesced + 1 ELSE 0 END;
+    IF sent >= per_minute THEN
+        INSERT INTO ax.notice (job_id, target_id, url, event, execution_id, detail, failed_runs, coalesced, state)
+        VALUES (p_target.job_id, p_target.id, p_target.url, p_event, p_execution, left(p_detail, 1000),
+                p_failed_runs, held, 'rate_limited');
         RETURN;
     END IF;
-    SELECT max(n.id) INTO last_sent
-    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
-    WHERE t.url = p_target.url AND n.state <> 'rate_limited';
-    SELECT count(*) INTO held
-    FROM ax.notice_target t JOIN ax.notice n ON n.target_id = t.id
-    WHERE t.url = p_target.url AND n.state = 'rate_limited' AND n.id > coalesce(last_sent, 0);
-    INSERT INTO ax.notice (job_id, target_id, event, execution_id, detail, failed_runs, coalesced)
-    VALUES (p_target.job_id, p_target.id, p_event, p_execution, left(p_detail, 1000), p_failed_runs, held);
+    INSERT INTO ax.notice (job_id, target_id, url, event, execution_id, detail, failed_runs, coalesced)
+    VALUES (p_target.job_id, p_target.id, p_target.url, p_event, p_execution, left(p_detail, 1000),
+            p_failed_runs, held);
 END $$;
 
 --
@@ -2724,7 +2730,8 @@ CREATE TABLE ax.notice (
     delivered_at timestamp with time zone,
     failed_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    url text NOT NULL
 );
 
 --
@@ -3793,6 +3800,18 @@ CREATE INDEX notice_target_url_idx ON ax.notice_target USING btree (url);
 --
 
 CREATE INDEX notice_unenqueued_idx ON ax.notice USING btree (id) WHERE ((enqueued_at IS NULL) AND (state = 'pending'::ax.notice_state));
+
+--
+-- Name: notice_url_held_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX notice_url_held_idx ON ax.notice USING btree (url, id) WHERE (state = 'rate_limited'::ax.notice_state);
+
+--
+-- Name: notice_url_sent_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX notice_url_sent_idx ON ax.notice USING btree (url, id) WHERE (state <> 'rate_limited'::ax.notice_state);
 
 --
 -- Name: queued_run_one_waiting; Type: INDEX; Schema: ax; Owner: -

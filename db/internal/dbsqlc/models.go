@@ -1791,6 +1791,7 @@ type AxNotice struct {
 	FailedAt      *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	Url           string
 }
 
 type AxNoticeSetting struct {
