@@ -58,8 +58,9 @@ type rescueArgs struct{}
 
 func (rescueArgs) Kind() string { return "ax_rescue" }
 
+// InsertOpts: unique per interval (oncePer), given where it is enqueued.
 func (rescueArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: maintenanceQueue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: pendingStates}}
+	return river.InsertOpts{Queue: maintenanceQueue, MaxAttempts: 1}
 }
 
 type rescueWorker struct {

@@ -213,18 +213,31 @@ func (s *RiverService) workers(pool *pgxpool.Pool, cfg RiverConfig) (*river.Work
 func periodicJobs(cfg RiverConfig) []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.FlushInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return flushArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) { return flushArgs{}, oncePer(cfg.FlushInterval) },
 			&river.PeriodicJobOpts{ID: "ax_outbox_flush", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.CleanupInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) { return cleanupArgs{}, oncePer(cfg.CleanupInterval) },
 			&river.PeriodicJobOpts{ID: "ax_cleanup", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.RescueInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return rescueArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) { return rescueArgs{}, oncePer(cfg.RescueInterval) },
 			&river.PeriodicJobOpts{ID: "ax_rescue", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.History.Interval()),
 			func() (river.JobArgs, *river.InsertOpts) { return historyArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "ax_history", RunOnStart: true}),
 	}
+}
+
+// oncePer makes a periodic job unique within its interval (at least a
+// second, River's least), not while one is running: a replica killed
+// while it ran one (or River's completer had not yet recorded its end)
+// leaves it running until River's rescuer takes it, up to 100 s later
+// (RescueStuckJobsAfter and River's 30 s interval), and unique by state
+// no other was enqueued until then: no rescue of the dead replica's
+// callbacks and HTTP requests, and no outbox flush. Runs of these may
+// overlap; each is a pass that is safe twice. (History maintenance keeps
+// one at a time: a late one costs nothing, and its passes can be long.)
+func oncePer(interval time.Duration) *river.InsertOpts {
+	return &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByPeriod: max(interval, time.Second)}}
 }
 
 // callbackAttemptTimeout is how long one callback attempt may take.
@@ -275,11 +288,13 @@ type flushArgs struct{}
 
 func (flushArgs) Kind() string { return "ax_outbox_flush" }
 
+// InsertOpts: unique per interval (oncePer), given where it is enqueued.
 func (flushArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: maintenanceQueue, UniqueOpts: river.UniqueOpts{ByState: pendingStates}}
+	return river.InsertOpts{Queue: maintenanceQueue}
 }
 
-// pendingStates make periodic jobs unique while one is waiting or running.
+// pendingStates make a periodic job unique while one is waiting or
+// running (history maintenance).
 var pendingStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
 	rivertype.JobStateRetryable, rivertype.JobStateScheduled}
 
@@ -298,8 +313,9 @@ type cleanupArgs struct{}
 
 func (cleanupArgs) Kind() string { return "ax_cleanup" }
 
+// InsertOpts: unique per interval (oncePer), given where it is enqueued.
 func (cleanupArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: maintenanceQueue, UniqueOpts: river.UniqueOpts{ByState: pendingStates}}
+	return river.InsertOpts{Queue: maintenanceQueue}
 }
 
 type cleanupWorker struct {

@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -52,4 +53,28 @@ func TestSnoozedWorkStartsWithoutAPoll(t *testing.T) {
 		require.GreaterOrEqual(t, gap, c.wait, "%s: retried before its wait", c.name)
 		require.Less(t, gap, c.max, "%s: retried %s after the first attempt (the queue is polled once an hour)", c.name, gap)
 	}
+}
+
+// A periodic job a killed replica left running holds back no other: the
+// rescue of dead replicas' callbacks and HTTP requests (and the outbox
+// flush) was unique while one was running, so a replica killed while it
+// ran one left no other enqueued until River's rescuer took it, up to
+// 100 s later. Here the last rescue run is made to look like a dead
+// replica's (running, attempted by a client that is gone); the next runs
+// all the same, a second later.
+func TestAPeriodicJobLeftRunningHoldsBackNoOther(t *testing.T) {
+	t.Parallel()
+	env := setup(t, func(c *delivery.RiverConfig) { c.RescueInterval = time.Second })
+	var stuck int64
+	require.Eventually(t, func() bool {
+		err := env.pool.QueryRow(context.Background(), `SELECT id FROM ax.river_job
+			WHERE kind = 'ax_rescue' AND state = 'completed' ORDER BY id DESC LIMIT 1`).Scan(&stuck)
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "a rescue runs")
+	_, err := env.pool.Exec(context.Background(), `UPDATE ax.river_job
+		SET state = 'running', finalized_at = NULL, attempted_by = '{dead-replica}', attempted_at = now()
+		WHERE id = $1`, stuck)
+	require.NoError(t, err)
+	env.eventually(true, 10*time.Second, `SELECT EXISTS (SELECT 1 FROM ax.river_job
+		WHERE kind = 'ax_rescue' AND state = 'completed' AND id > $1)`, stuck)
 }
