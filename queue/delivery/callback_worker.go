@@ -138,7 +138,7 @@ type callbackWorker struct {
 	client  *http.Client
 	cfg     CallbackConfig
 	breaker *breaker
-	hosts   hostSlots
+	hosts   *hostSlots // shared with the notices' worker
 	outbox  *Outbox
 	logger  *slog.Logger
 	metrics *metrics.OutboundMetrics

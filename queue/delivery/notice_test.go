@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -231,4 +232,46 @@ func TestNoticeConcurrentEndsDoNotDeadlock(t *testing.T) {
 	var notices int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM ax.notice").Scan(&notices))
 	require.Equal(t, 2, notices, "one failed notice per job")
+}
+
+// Notices take the callbacks' slots per host: they share the callback
+// workers, and notices to a receiver that answers slowly (2xx, no breaker
+// trips) held every worker, so other jobs' callbacks waited. With 4
+// workers and 2 slots a host, six notices hung at one host leave room for
+// another job's callback, delivered within 5 s; before, it stayed pending.
+func TestSlowNoticesHoldNoOtherJobsCallbacks(t *testing.T) {
+	t.Parallel()
+	env := setup(t, func(c *delivery.RiverConfig) {
+		c.CallbackWorkers = 4
+		c.Callback.MaxPerHost = 2
+		c.Policy.Timeout = 30 * time.Second
+	})
+	release := make(chan struct{})
+	var inFlight, most atomic.Int32
+	slow := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		return true
+	})
+	defer close(release)
+	backend := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusInternalServerError)
+		return false
+	})
+	for i := range 6 {
+		j := env.httpJob(backend.URL, nil)
+		env.setTargets(j.ID, axtype.NoticeTarget{Kind: axtype.NoticeWebhook, URL: fmt.Sprintf("%s/hook%d", slow.URL, i)})
+		env.runEnds(j.ID, "failed")
+	}
+	require.True(t, waitUntil(10*time.Second, func() bool { return inFlight.Load() >= 2 }), "notices reach the slow receiver")
+	fast := newReceiver(t, nil)
+	fastURL := strings.Replace(fast.URL, "127.0.0.1", "localhost", 1)
+	other := env.trigger(env.job(func(j *axtype.Job) { j.CallbackURL = fastURL }).ID)
+	env.cancel(other.ID)
+	env.eventually("delivered", 5*time.Second, "SELECT state::text FROM ax.callback WHERE execution_id = $1", other.ID)
+	require.Len(t, fast.requests(), 1)
+	require.EqualValues(t, 2, most.Load(), "at most two at once to the slow receiver's host")
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -43,9 +44,15 @@ func (NoticeArgs) InsertOpts() river.InsertOpts {
 // next on failure, on the callbacks' retry schedule.
 type noticeWorker struct {
 	river.WorkerDefaults[NoticeArgs]
-	pool    *pgxpool.Pool
-	client  *http.Client
-	cfg     CallbackConfig
+	pool   *pgxpool.Pool
+	client *http.Client
+	cfg    CallbackConfig
+	// hosts are the callbacks' slots per host, which notices take too:
+	// they share the callback workers, and a receiver that answers after
+	// 29 s (no breaker trips on a slow 2xx) held one each, so a flood of
+	// notices to one host (ten a minute per URL, any number of URLs) could
+	// hold every worker and every other job's callbacks waited.
+	hosts   *hostSlots
 	logger  *slog.Logger
 	agent   string
 	timeout time.Duration
@@ -69,6 +76,13 @@ func (w *noticeWorker) Work(ctx context.Context, job *river.Job[NoticeArgs]) err
 	body, err := NoticeBody(n, time.Now())
 	if err != nil {
 		return err
+	}
+	if target, err := url.Parse(n.URL); err == nil {
+		host := strings.ToLower(target.Hostname())
+		if !w.hosts.take(host, w.cfg.MaxPerHost) {
+			return river.JobSnooze(w.cfg.jittered(w.cfg.HoldRecheck))
+		}
+		defer w.hosts.give(host)
 	}
 	res := w.send(ctx, n, body)
 	attempt := n.Attempts + 1

@@ -194,11 +194,14 @@ func (s *RiverService) workers(pool *pgxpool.Pool, cfg RiverConfig) (*river.Work
 	}
 	agent := "ax/" + cfg.Version
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &callbackWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger, outbox: s.outbox,
+	// Callbacks and notices share the callback workers, and so one
+	// replica's slots per host (CallbackConfig.MaxPerHost).
+	hosts := &hostSlots{}
+	river.AddWorker(workers, &callbackWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger, outbox: s.outbox, hosts: hosts,
 		timeout: callbackJobTimeout(callbackAttemptTimeout(cfg)),
 		metrics: cfg.OutboundMetrics, agent: agent + " (callback)",
 		breaker: &breaker{pool: pool, cfg: cfg.Callback, logger: cfg.Logger, metrics: cfg.OutboundMetrics}})
-	river.AddWorker(workers, &noticeWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger,
+	river.AddWorker(workers, &noticeWorker{pool: pool, client: callbacks, cfg: cfg.Callback, logger: cfg.Logger, hosts: hosts,
 		timeout: callbackJobTimeout(callbackAttemptTimeout(cfg)), agent: agent + " (notice)"})
 	river.AddWorker(workers, &httpTaskWorker{pool: pool, client: requests, cfg: cfg.HTTP, outbox: s.outbox,
 		logger: cfg.Logger, metrics: cfg.Metrics, out: cfg.OutboundMetrics, agent: agent + " (http task)"})
