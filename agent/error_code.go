@@ -11,8 +11,8 @@ import (
 
 // Error codes the agent gives on its own.
 const (
-	errorCodeTimeout        = axtype.ErrorCodeTimeout // stopped at its timeout, or an HTTP call ran out of time
-	errorCodeResultTooLarge = "result_too_large"      // the result passed maxResultBytes
+	errorCodeTimeout        = axtype.ErrorCodeTimeout        // stopped at its timeout, or an HTTP call ran out of time
+	errorCodeResultTooLarge = axtype.ErrorCodeResultTooLarge // the result passed maxResultBytes
 	// ErrorCodeBadResult: the server refused the task's result again and
 	// again; the failure it is reported as instead carries the reason.
 	ErrorCodeBadResult = axtype.ErrorCodeBadResult

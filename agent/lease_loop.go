@@ -8,13 +8,15 @@ import (
 	"log/slog"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
 // Limits on what one result carries: the server takes errors up to 65,536
 // characters, and a request of results up to 8 MiB.
 const (
 	maxErrorBytes  = 60 << 10
-	maxResultBytes = 1 << 20
+	maxResultBytes = axtype.MaxResultBytes
 )
 
 // leaseLoop asks for work while there is room for it, until ctx ends.

@@ -18,19 +18,26 @@ import (
 
 // storableResults returns results with each one whose result or error
 // Postgres cannot store replaced by a failure with ErrorCodeBadResult and
-// the reason: one statement carries a whole batch, and a single value
-// jsonb refuses would fail every result in it. results is not changed.
+// the reason (one statement carries a whole batch, and a single value
+// jsonb refuses would fail every result in it), and each whose result is
+// larger than axtype.MaxResultBytes by one with ErrorCodeResultTooLarge
+// (checked first: nothing of it is read). results is not changed.
 func storableResults(results []axtype.TaskResult) []axtype.TaskResult {
 	out := results
 	for i, r := range results {
-		reason := unstorableReason(r)
-		if reason == "" {
+		var bad axtype.TaskResult
+		if len(r.Result) > axtype.MaxResultBytes {
+			bad = axtype.TaskResult{TaskRef: r.TaskRef, State: axtype.TaskFailed, ErrorCode: axtype.ErrorCodeResultTooLarge,
+				Error: fmt.Sprintf("the task's result is %d bytes, more than the %d a result may be", len(r.Result), axtype.MaxResultBytes)}
+		} else if reason := unstorableReason(r); reason != "" {
+			bad = badResult(r, reason)
+		} else {
 			continue
 		}
 		if &out[0] == &results[0] {
 			out = slices.Clone(results)
 		}
-		out[i] = badResult(r, reason)
+		out[i] = bad
 	}
 	return out
 }
@@ -111,11 +118,11 @@ func taskCompleteRows(ctx context.Context, e Executor, agents []uuid.UUID, resul
 }
 
 // badResultErrors maps the tasks among results that failed with
-// ErrorCodeBadResult to their error.
+// ErrorCodeBadResult or ErrorCodeResultTooLarge to their error.
 func badResultErrors(results []axtype.TaskResult) map[uuid.UUID]string {
 	var m map[uuid.UUID]string
 	for _, r := range results {
-		if r.ErrorCode == axtype.ErrorCodeBadResult {
+		if r.ErrorCode == axtype.ErrorCodeBadResult || r.ErrorCode == axtype.ErrorCodeResultTooLarge {
 			if m == nil {
 				m = map[uuid.UUID]string{}
 			}

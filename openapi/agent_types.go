@@ -118,9 +118,10 @@ type ResultOutcome struct {
 	TaskID string `json:"task_id" format:"uuid"`
 	Status string `json:"status" enum:"accepted,conflict" doc:"conflict: the lease token is not current; nothing was recorded"`
 	// ErrorCode is bad_result when the result was accepted as a failure
-	// because Postgres cannot store what it carried.
-	ErrorCode string `json:"error_code,omitempty" doc:"With accepted: bad_result when the result or error could not be stored (a lone UTF-16 surrogate, NUL, invalid UTF-8, a number beyond numeric…); the task was recorded as failed with that code and the reason, and is not retried"`
-	Error     string `json:"error,omitempty" doc:"With error_code bad_result: why the result could not be stored"`
+	// because Postgres cannot store what it carried, result_too_large
+	// when it was larger than a result may be.
+	ErrorCode string `json:"error_code,omitempty" doc:"With accepted: bad_result when the result or error could not be stored (a lone UTF-16 surrogate, NUL, invalid UTF-8, a number beyond numeric…), recorded as failed with that code and the reason and not retried; result_too_large when the result was more than 1 MiB (1,048,576 bytes), recorded as failed without it and retried as any failure"`
+	Error     string `json:"error,omitempty" doc:"With error_code bad_result or result_too_large: why the result was not stored"`
 }
 
 // CompleteReply lists the outcome of each result.

@@ -429,7 +429,7 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 		o := ResultOutcome{TaskID: r.ID.String(), Status: "conflict"}
 		if d, ok := accepted[r.ID]; ok {
 			o.Status = "accepted"
-			if d.ErrorCode == axtype.ErrorCodeBadResult {
+			if d.ErrorCode == axtype.ErrorCodeBadResult || d.ErrorCode == axtype.ErrorCodeResultTooLarge {
 				o.ErrorCode, o.Error = d.ErrorCode, d.Error
 			}
 		}

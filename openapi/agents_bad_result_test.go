@@ -1,13 +1,16 @@
 package openapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
 )
 
@@ -63,6 +66,48 @@ func TestCompleteOneBadResultCostsOnlyItself(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]int{"succeeded": 198, "failed": 2}, states)
+}
+
+// TestAResultLargerThanAResultMayBeIsNotStored: a request of results may
+// be 8 MiB, and nothing bounded one result, so a run of 1,000 shards could
+// hold 8 GB of results, read whole by each callback delivery, explain and
+// re-run. A result of 1 MiB and one byte (the SDKs' own bound) is
+// recorded as a failure with result_too_large and without the result,
+// retried as any failure; the result beside it is stored. Before, both
+// were stored.
+func TestAResultLargerThanAResultMayBeIsNotStored(t *testing.T) {
+	t.Parallel()
+	env := setupWithAgents(t, dispatch.AgentConfig{})
+	job := cronJob("large", "0 0 * * *", "UTC")
+	job["shards"] = map[string]any{"count": 2}
+	job["retry"] = map[string]any{"max_attempts": 2, "backoff_seconds": 1}
+	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+	a := env.registerAgent("worker", nil, 10)
+	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
+	tasks := a.lease(10, 0)
+	require.Len(t, tasks, 2)
+	large := json.RawMessage(`"` + strings.Repeat("x", axtype.MaxResultBytes-1) + `"`) // 1 MiB + 1 byte
+	reply := a.post("/complete", map[string]any{"results": []map[string]any{
+		{"task_id": tasks[0]["task_id"], "lease_token": tasks[0]["lease_token"], "state": "succeeded", "result": large},
+		{"task_id": tasks[1]["task_id"], "lease_token": tasks[1]["lease_token"], "state": "succeeded", "result": map[string]any{"ok": true}},
+	}}).must(t, http.StatusOK)
+	outcomes := reply["results"].([]any)
+	require.Equal(t, "result_too_large", outcomes[0].(map[string]any)["error_code"])
+	require.Contains(t, outcomes[0].(map[string]any)["error"], "1048577 bytes")
+	require.Nil(t, outcomes[1].(map[string]any)["error_code"])
+
+	var bytes int
+	var state string
+	require.NoError(t, env.pool.QueryRow(context.Background(), `SELECT coalesce(octet_length(result::text), 0), state::text
+		FROM ax.all_tasks WHERE id = $1`, tasks[0]["task_id"]).Scan(&bytes, &state))
+	require.Zero(t, bytes, "the large result is not stored")
+	require.Equal(t, "pending", state, "retried as any failure")
+	done := env.call("GET", "/v1/executions/"+exec["id"].(string), env.admin, nil).must(t, http.StatusOK)
+	for _, task := range done["tasks"].([]any) {
+		if task := task.(map[string]any); task["id"] == tasks[1]["task_id"] {
+			require.Equal(t, map[string]any{"ok": true}, task["result"])
+		}
+	}
 }
 
 // TestLogChunksAreMadeStorable: task output is any bytes. A chunk with a

@@ -50,6 +50,11 @@ const (
 	// and is not retried: the same run gives the same answer, and a retry
 	// would repeat the task's side effects for nothing.
 	ErrorCodeBadResult = "bad_result"
+	// ErrorCodeResultTooLarge: the task's result was larger than
+	// MaxResultBytes; the attempt failed without it, and is retried as any
+	// failure (the SDKs check the same bound before they send, and report
+	// the same code).
+	ErrorCodeResultTooLarge = "result_too_large"
 	// ErrorCodeConcurrencyKeyInvalid: the job's concurrency key did not
 	// render for the run's params (a missing param, or longer than
 	// MaxConcurrencyKeyBytes); the task failed when the run was made,

@@ -52,6 +52,13 @@ func CheckStorableText(s string) error {
 	return nil
 }
 
+// MaxResultBytes bounds a task's result as an agent reports it: a request
+// of results may be 8 MiB, and without a bound of its own one result of
+// that size per shard made a run of 1,000 shards hold 8 GB, read whole by
+// every callback delivery, explain and re-run of it. The SDKs refuse
+// larger results before they send them (result_too_large).
+const MaxResultBytes = 1 << 20
+
 // CheckStorableJSON returns an *UnstorableError when b is not a JSON value
 // that Postgres's jsonb stores. Go's decoder accepts more than jsonb does:
 // a lone UTF-16 surrogate escape (\ud800), \u0000, numbers beyond

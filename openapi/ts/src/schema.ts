@@ -3024,9 +3024,9 @@ export interface components {
             shards?: "all" | "failed";
         };
         ResultOutcome: {
-            /** @description With error_code bad_result: why the result could not be stored */
+            /** @description With error_code bad_result or result_too_large: why the result was not stored */
             error?: string;
-            /** @description With accepted: bad_result when the result or error could not be stored (a lone UTF-16 surrogate, NUL, invalid UTF-8, a number beyond numeric…); the task was recorded as failed with that code and the reason, and is not retried */
+            /** @description With accepted: bad_result when the result or error could not be stored (a lone UTF-16 surrogate, NUL, invalid UTF-8, a number beyond numeric…), recorded as failed with that code and the reason and not retried; result_too_large when the result was more than 1 MiB (1,048,576 bytes), recorded as failed without it and retried as any failure */
             error_code?: string;
             /**
              * @description conflict: the lease token is not current; nothing was recorded
