@@ -34,6 +34,7 @@ var cases = []conformanceCase{
 	{"large-results", caseLargeResults},
 	{"large-logs", caseLargeLogs},
 	{"proxy-body-limit", caseProxyBodyLimit},
+	{"cut-answer", caseCutAnswer},
 }
 
 // TestConformance runs every case for every SDK on one `ax serve`, all in
@@ -186,6 +187,27 @@ func caseProxyBodyLimit(t *testing.T, s *server, fx fixture, pool string) {
 		map[string]any{"shards": map[string]any{"count": 24}, "timeout_seconds": 120})
 	require.Equal(t, "succeeded", s.waitExecution(t, execID, 90*time.Second))
 	requireBlobs(t, s.tasks(t, execID), 24, size)
+}
+
+// caseCutAnswer: the answer to the agent's first report of results is cut
+// off halfway (a proxy dropping the connection): the server recorded the
+// result, and the agent cannot know. It takes the cut as a network
+// error, like any other: it sends the results again (the server answers
+// that their leases are no longer current) and goes on, so a run started
+// after the cut succeeds too. An agent that took it for anything else
+// stopped reporting results for good.
+func caseCutAnswer(t *testing.T, s *server, fx fixture, pool string) {
+	proxy, cut := cutAnswerProxy(t, s.url, "/complete")
+	fx.start(t, s, pool, "pool="+pool, "", "AX_SERVER="+proxy)
+	first := s.runJob(t, pool, "echo", nil, nil)
+	require.Equal(t, "succeeded", s.waitExecution(t, first, time.Minute))
+	select {
+	case <-cut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first report of results was not cut")
+	}
+	second := s.runJob(t, pool, "echo", nil, nil)
+	require.Equal(t, "succeeded", s.waitExecution(t, second, time.Minute), "results are reported after the cut")
 }
 
 // caseRaisingHandler: a handler that raises fails its task with the

@@ -76,6 +76,45 @@ func bodyLimitProxy(t testing.TB, target string, limit int64) string {
 	return srv.URL
 }
 
+// cutAnswerProxy is a reverse proxy to target on loopback that cuts off
+// its first answer to a request whose path ends in suffix: the request
+// reaches the server and is done, and the agent gets the status line, the
+// headers and half the body before the connection closes (a proxy or
+// load balancer dropping it). It reports on cut when it has cut.
+func cutAnswerProxy(t testing.TB, target, suffix string) (addr string, cut <-chan struct{}) {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	forward := httputil.NewSingleHostReverseProxy(u)
+	done := make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := false
+		if strings.HasSuffix(r.URL.Path, suffix) {
+			once.Do(func() { first = true })
+		}
+		if !first {
+			forward.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		forward.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err) // httptest's HTTP/1.1 server always hijacks
+		}
+		defer conn.Close()
+		fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+			rec.Code, http.StatusText(rec.Code), rec.Header().Get("Content-Type"), len(body))
+		_, _ = buf.Write(body[:len(body)/2])
+		_ = buf.Flush()
+		close(done)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, done
+}
+
 // Lease is the suite's lease length and Heartbeat its heartbeat interval
 // (whole seconds, as the server takes them): short, so that lost leases
 // and long tasks show within seconds.

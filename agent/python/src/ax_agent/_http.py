@@ -107,6 +107,13 @@ class Client:
                 if attempt == 2:
                     raise
                 continue
+            except http.client.HTTPException as e:
+                # An answer cut off (IncompleteRead) or garbled on the way
+                # is a network error like any other, retried by the caller:
+                # it is no OSError, and escaping as itself it ended the
+                # loop that reports results, for good.
+                self._drop()
+                raise ConnectionError(f"{method} {path}: broken answer: {e!r}") from e
             except BaseException:
                 self._drop()
                 raise
@@ -121,7 +128,10 @@ class Client:
     @staticmethod
     def _decode(method: str, path: str, status: int, raw: bytes) -> Any:
         if 200 <= status < 300:
-            return json.loads(raw) if raw else None
+            try:
+                return json.loads(raw) if raw else None
+            except ValueError as e:  # not what ax answers: broken on the way
+                raise ConnectionError(f"{method} {path}: answer is not JSON: {e}") from e
         text = raw[:_MAX_ERROR_BODY].decode("utf-8", "replace")
         try:
             problem = json.loads(text)
