@@ -110,6 +110,10 @@ type LeaseBroker struct {
 	unparkMore atomic.Bool
 }
 
+// maxLostLogged is how many lost leases of one heartbeat are logged one
+// by one; the rest are counted in one line.
+const maxLostLogged = 10
+
 // NewLeaseBroker returns an LeaseBroker; notifier may be nil (leases then
 // poll every 250 ms while waiting), logger and metrics too.
 func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConfig, logger *slog.Logger, m *metrics.Metrics) *LeaseBroker {
@@ -549,7 +553,14 @@ func (s *LeaseBroker) Heartbeat(ctx context.Context, agentID uuid.UUID, refs []a
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range res.Lost {
+	for i, id := range res.Lost {
+		if i == maxLostLogged {
+			// A heartbeat may name 10,000 tasks: one line each was 2 MB of
+			// log a call, written while every request of the replica waits
+			// on the same handler.
+			s.logger.InfoContext(ctx, "leases lost", "agent_id", agentID, "more", len(res.Lost)-maxLostLogged)
+			break
+		}
 		s.logger.InfoContext(ctx, "lease lost", "agent_id", agentID, "task_id", id)
 	}
 	return res, nil
