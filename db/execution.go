@@ -217,7 +217,7 @@ func taskRouteAndInsert(ctx context.Context, e Executor, planned []dbsqlc.TaskPl
 			RouteKey: r.RouteKey, Params: params}
 		if r.ConcurrencyTemplate != "" && !r.Agentless {
 			tasks[i].ConcurrencyTemplate, tasks[i].ConcurrencyLimit = r.ConcurrencyTemplate, int(r.ConcurrencyLimit)
-			tasks[i].ConcurrencyScope = axtype.ConcurrencyScope(r.JobID, r.ConcurrencyGroup)
+			tasks[i].ConcurrencyScope = axtype.ConcurrencyScope(r.JobID, r.GroupName, r.ConcurrencyGroup)
 		}
 		if err := json.Unmarshal(r.TargetLabels, &tasks[i].TargetLabels); err != nil {
 			return nil, fmt.Errorf("error decoding target labels of job %s: %w", r.JobID, err)

@@ -93,7 +93,7 @@ type JobTarget struct {
 type JobConcurrency struct {
 	Key   string `json:"key" minLength:"1" maxLength:"1000" example:"customer={{.params.customer}}" doc:"Concurrency key: the route key's template (over .params, .shard and .job, the same subset), rendered once per task when its run is made and stored on the task; at most 256 bytes rendered. A task whose key does not render (a missing param) or renders empty or longer fails at once with error code concurrency_key_invalid"`
 	Limit int    `json:"limit" minimum:"1" maximum:"10000" example:"2" doc:"At most this many tasks with the same key value are leased or running at once; the others wait (ax.tasks_without_agent says why) and keys take turns"`
-	Group string `json:"group,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" example:"exports" doc:"Share the keys' limits with every job of the same concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit). Absent: the job's keys are its own"`
+	Group string `json:"group,omitempty" maxLength:"100" pattern:"^[A-Za-z0-9_.-]*$" example:"exports" doc:"Share the keys' limits with every job of the same job group and concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit); jobs of other job groups naming the same concurrency group count apart. Absent: the job's keys are its own"`
 }
 
 // JobRoute picks the agent for each task.

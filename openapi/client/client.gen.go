@@ -2353,7 +2353,7 @@ type JobCallback struct {
 
 // JobConcurrency defines model for JobConcurrency.
 type JobConcurrency struct {
-	// Group Share the keys' limits with every job of the same concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit). Absent: the job's keys are its own
+	// Group Share the keys' limits with every job of the same job group and concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit); jobs of other job groups naming the same concurrency group count apart. Absent: the job's keys are its own
 	//
 	// Example: exports
 	Group *string `json:"group,omitempty"`

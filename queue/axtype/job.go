@@ -153,11 +153,15 @@ const MaxParamsBytes = 256 << 10
 // MaxConcurrencyLimit caps a job's concurrency limit (ax.job's check).
 const MaxConcurrencyLimit = 10000
 
-// ConcurrencyScope is where a job's concurrency keys count: its group's
-// (shared by the jobs of the group), else its own.
-func ConcurrencyScope(jobID uuid.UUID, group string) string {
-	if group != "" {
-		return "group:" + group
+// ConcurrencyScope is where a job's concurrency keys count: its
+// concurrency group's within its job group (shared by the jobs of both),
+// else its own. Within its job group: a concurrency group named the same
+// by jobs of every group let a key limited to its own groups run tasks
+// under another team's key, at a limit of its own choosing, and hold
+// that team's places.
+func ConcurrencyScope(jobID uuid.UUID, jobGroup, concurrencyGroup string) string {
+	if concurrencyGroup != "" {
+		return "group:" + jobGroup + "/" + concurrencyGroup
 	}
 	return "job:" + jobID.String()
 }

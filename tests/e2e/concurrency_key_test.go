@@ -170,11 +170,11 @@ func TestConcurrencyGroupSharedAcrossJobs(t *testing.T) {
 		return pool.QueryRow(ctx, `SELECT reason FROM ax.tasks_without_agent WHERE execution_id = $1`,
 			waiting).Scan(&reason) == nil
 	}, 30*time.Second, 50*time.Millisecond)
-	require.Equal(t, "concurrency key customer=acme of group exports at limit 1", reason)
+	require.Equal(t, "concurrency key customer=acme of group default/exports at limit 1", reason)
 	require.Eventually(t, func() bool {
 		m, err := tryScrape(s.url)
-		return err == nil && m[`ax_concurrency_keys_at_limit{scope="group:exports"}`] == 1 &&
-			m[`ax_concurrency_waiting_tasks{scope="group:exports"}`] == 1
+		return err == nil && m[`ax_concurrency_keys_at_limit{scope="group:default/exports"}`] == 1 &&
+			m[`ax_concurrency_waiting_tasks{scope="group:default/exports"}`] == 1
 	}, 30*time.Second, 100*time.Millisecond, "the metric shows the group's key at its limit")
 	var state string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT state::text FROM ax.task WHERE execution_id = $1`, waiting).Scan(&state))

@@ -2510,7 +2510,7 @@ export interface components {
         };
         JobConcurrency: {
             /**
-             * @description Share the keys' limits with every job of the same concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit). Absent: the job's keys are its own
+             * @description Share the keys' limits with every job of the same job group and concurrency group: tasks of such jobs with the same key value count together (each task held to its own job's limit); jobs of other job groups naming the same concurrency group count apart. Absent: the job's keys are its own
              * @example exports
              */
             group?: string;
