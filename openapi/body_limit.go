@@ -40,9 +40,10 @@ var errBodyTooLarge = errors.New("request body is too large")
 //
 // Bodies share a memory budget (see Config.BodyMemoryBudget): a body is
 // counted from before it is read (its Content-Length, or its operation's
-// limit when it has none) until its request is answered, and one that
-// would take the bodies in flight past the budget is refused with 503 and
-// Retry-After before a byte of it is read.
+// limit when it has none, until it is read whole) until its request is
+// answered (a long poll's until it is read), and one that would take the
+// bodies in flight past the budget is refused with 503 and Retry-After
+// before a byte of it is read.
 type bodyGuard struct {
 	mux     *http.ServeMux
 	api     huma.API
@@ -97,7 +98,18 @@ func (b *bodyBudget) release(n int64) {
 type bodyLimit struct {
 	op    *huma.Operation
 	bytes int64
+	// freedOnceRead: the operation's input is a few bounded fields, and
+	// its handler may then wait long (a long poll), so its body leaves
+	// the budget once read. Counted until answered, two chunked lease
+	// polls (each counted at the operation's 8 MiB) waiting 25 s held the
+	// whole budget of a replica with 16 MiB, and every other agent's
+	// heartbeat and results got 503.
+	freedOnceRead bool
 }
+
+// freedOnceRead are the operations whose bodies leave the budget once
+// read (bodyLimit.freedOnceRead).
+var freedOnceRead = map[string]bool{"lease-tasks": true}
 
 func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration, budget int64, logger *slog.Logger) *bodyGuard {
 	g := &bodyGuard{mux: mux, api: api, limits: map[string]bodyLimit{}, timeout: timeout, budget: &bodyBudget{limit: budget},
@@ -109,7 +121,7 @@ func newBodyGuard(mux *http.ServeMux, api huma.API, timeout time.Duration, budge
 				if op.RequestBody == nil || limit <= 0 {
 					limit = max(limit, noBodyLimit)
 				}
-				g.limits[op.Method+" "+op.Path] = bodyLimit{op: op, bytes: limit}
+				g.limits[op.Method+" "+op.Path] = bodyLimit{op: op, bytes: limit, freedOnceRead: freedOnceRead[op.OperationID]}
 			}
 		}
 	}
@@ -146,11 +158,25 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the server is busy with other large requests (bodies of %d bytes at once at most): retry later", g.budget.limit))
 		return
 	}
-	defer g.budget.release(size)
+	// Counted until answered, but a chunked body (counted at its
+	// operation's limit) only as what it was once read whole, and a long
+	// poll's not at all (freedOnceRead).
+	var held atomic.Int64
+	held.Store(size)
+	defer func() { g.budget.release(held.Swap(0)) }()
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.timeout))
 	// One byte past the limit, so that readers that read limit+1 to tell
 	// "too large" (huma, readLimited) see it and answer 413 themselves.
 	body := &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit.bytes+1)}
+	body.onEOF = func(read int64) {
+		keep := read
+		if limit.freedOnceRead {
+			keep = 0
+		}
+		if was := held.Load(); keep < was && held.CompareAndSwap(was, keep) {
+			g.budget.release(was - keep)
+		}
+	}
 	r.Body = body
 	if r.ProtoMajor != 1 {
 		g.mux.ServeHTTP(w, r) // HTTP/2 streams have no body to drain first
@@ -165,12 +191,16 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type trackedBody struct {
 	io.ReadCloser
 	done atomic.Bool
+	read int64 // bytes read so far (by the one reader of a body)
+	// onEOF, when set, is told the body's size once it is read whole.
+	onEOF func(read int64)
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.done.Store(true)
+	b.read += int64(n)
+	if err == io.EOF && !b.done.Swap(true) && b.onEOF != nil {
+		b.onEOF(b.read)
 	}
 	return n, err
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,4 +180,38 @@ func TestBodyMemoryBudget(t *testing.T) {
 	env.call("POST", "/v1/jobs", env.admin, bigProbe).must(t, http.StatusUnprocessableEntity)
 	require.NoError(t, env.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.delayed_run").Scan(&runs))
 	require.Equal(t, 2000, runs)
+}
+
+// Long polls hold no share of the body memory budget while they wait: a
+// lease body sent chunked is counted at the operation's 8 MiB while it is
+// read, and two such polls waiting 25 s held a 16 MiB budget whole, so
+// every other agent's heartbeat (and results) got 503 for as long as
+// they waited. Now, while they wait, another agent's heartbeat is served.
+func TestWaitingLongPollsHoldNoBodyBudget(t *testing.T) {
+	t.Parallel()
+	env := setupConfig(t, func(c *openapiConfig) { c.BodyMemoryBudget = 16 << 20 })
+	hog, other := env.registerAgent("hog", nil, 10), env.registerAgent("other", nil, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var polls sync.WaitGroup
+	for range 2 {
+		req, err := http.NewRequestWithContext(ctx, "POST", env.url+"/v1/agents/"+hog.id+"/lease",
+			io.MultiReader(strings.NewReader(`{"max": 10, "wait_seconds": 25}`))) // unknown length: chunked
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+hog.token)
+		req.Header.Set("Content-Type", "application/json")
+		require.EqualValues(t, 0, req.ContentLength)
+		polls.Go(func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // both polls read and waiting
+	for range 3 {
+		got := other.heartbeat(nil)
+		require.Equal(t, http.StatusOK, got.status, "%.300s", got.raw)
+	}
+	cancel()
+	polls.Wait()
 }
