@@ -142,10 +142,12 @@ func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) 
 		DryRun: in.DryRun, Force: in.Force, Adopt: in.Adopt, Groups: keyGroups(ctx), Jobs: make([]*axtype.Job, len(in.Jobs))}
 	var errs fieldErrors
 	seen := make(map[axtype.JobKey]int, len(in.Jobs))
+	urls := h.urls.checks(ctx) // each URL once, all within urlCheckTime
+	defer urls.done()
 	for i := range in.Jobs {
 		j := &in.Jobs[i]
 		at := fmt.Sprintf("body.jobs[%d].", i)
-		errs = append(errs, h.urls.problems(ctx, j, at)...)
+		errs = append(errs, urls.problems(j, at)...)
 		def, err := jobToDB(j, uuid.Nil)
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -441,4 +443,50 @@ func signRequest(req *http.Request, body []byte, keyID uuid.UUID, secret string,
 	req.Header.Set(openapi.HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
 	req.Header.Set(openapi.HeaderNonce, n)
 	req.Header.Set(openapi.HeaderSignature, openapi.RequestSignature(secret, req.Method, req.URL.EscapedPath(), req.URL.RawQuery, at.Unix(), n, body))
+}
+
+// stallingResolver never answers: a name server that does not respond.
+// It counts the lookups it was asked for.
+type stallingResolver struct{ lookups *atomic.Int32 }
+
+func (r stallingResolver) LookupIPAddr(ctx context.Context, _ string) ([]net.IPAddr, error) {
+	r.lookups.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestADeclarationChecksItsURLsWithinABound: a declaration's URLs are
+// checked once each, all within 10 s. Forty jobs whose callbacks name
+// hosts of a name server that never answers are refused within that
+// bound (each URL named: not checked in time), and the same URL named by
+// forty jobs is looked up once. Before, each lookup waited on the request's
+// own context, so the declaration was answered never (hours, with a real
+// resolver's timeouts, for 2,000 URLs).
+func TestADeclarationChecksItsURLsWithinABound(t *testing.T) {
+	t.Parallel()
+	var lookups atomic.Int32
+	env := setupConfig(t, func(c *openapiConfig) { c.Outbound = outbound.Policy{Resolver: stallingResolver{&lookups}} })
+	jobs := func(host func(i int) string) []map[string]any {
+		var out []map[string]any
+		for i := range 40 {
+			j := intervalJob(fmt.Sprintf("hooked-%d", i), 3600)
+			j["callback"] = map[string]any{"url": "http://" + host(i) + "/hook"}
+			out = append(out, j)
+		}
+		return out
+	}
+	began := time.Now()
+	r := env.call("POST", "/v1/declarations", env.admin,
+		declaration("sdk:hooks", "1", false, jobs(func(i int) string { return fmt.Sprintf("h%d.stalled.test", i) })...))
+	r.must(t, http.StatusUnprocessableEntity)
+	require.Less(t, time.Since(began), 20*time.Second)
+	require.Len(t, r.errorLocations(), 40)
+	require.Contains(t, string(r.raw), "took longer than 10s to check")
+
+	lookups.Store(0)
+	r = env.call("POST", "/v1/declarations", env.admin,
+		declaration("sdk:hooks", "1", false, jobs(func(int) string { return "one.stalled.test" })...))
+	r.must(t, http.StatusUnprocessableEntity)
+	require.EqualValues(t, 1, lookups.Load(), "one URL, one lookup")
+	require.Equal(t, 0, env.countJobs())
 }

@@ -2,7 +2,10 @@ package openapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -31,18 +34,65 @@ func (c *urlChecker) check(ctx context.Context, j *Job) error {
 	return huma.Error422UnprocessableEntity("the job names a URL ax may not call", errs...)
 }
 
+// urlCheckTime bounds the name lookups of one request's URL checks, all
+// together: a declaration of 1,000 jobs naming 2,000 hosts of a name
+// server that does not answer took hours, holding its request (and its
+// share of the body memory budget) all along.
+const urlCheckTime = 10 * time.Second
+
+// urlChecks checks the URLs of one request: each distinct URL once,
+// all of them within urlCheckTime.
+type urlChecks struct {
+	c      *urlChecker
+	ctx    context.Context
+	cancel context.CancelFunc
+	seen   map[string]error
+}
+
+// checks starts the URL checks of one request; the caller calls done.
+func (c *urlChecker) checks(ctx context.Context) *urlChecks {
+	ctx, cancel := context.WithTimeout(ctx, urlCheckTime)
+	return &urlChecks{c: c, ctx: ctx, cancel: cancel, seen: map[string]error{}}
+}
+
+func (u *urlChecks) done() { u.cancel() }
+
+// validate checks raw once per request.
+func (u *urlChecks) validate(raw string) error {
+	if err, ok := u.seen[raw]; ok {
+		return err
+	}
+	_, err := u.c.policy.ValidateURL(u.ctx, raw)
+	if err != nil && u.ctx.Err() != nil {
+		err = errURLCheckTimedOut
+	}
+	u.seen[raw] = err
+	return err
+}
+
+// errURLCheckTimedOut: the request's URLs took longer than urlCheckTime
+// to check.
+var errURLCheckTimedOut = fmt.Errorf("was not checked: the request's URLs took longer than %s to check", urlCheckTime)
+
 // problems lists what check refuses, each located under prefix
 // ("body.", "body.jobs[2].").
 func (c *urlChecker) problems(ctx context.Context, j *Job, prefix string) fieldErrors {
+	u := c.checks(ctx)
+	defer u.done()
+	return u.problems(j, prefix)
+}
+
+// problems is urlChecker.problems within these checks.
+func (u *urlChecks) problems(j *Job, prefix string) fieldErrors {
 	var errs fieldErrors
 	if j.Callback != nil && j.Callback.URL != "" {
-		if _, err := c.policy.ValidateURL(ctx, j.Callback.URL); err != nil {
-			errs.add(prefix+"callback.url", c.refused(ctx, "callback.url", err), j.Callback.URL)
+		if err := u.validate(j.Callback.URL); err != nil {
+			errs.add(prefix+"callback.url", u.c.refused(u.ctx, "callback.url", err), j.Callback.URL)
 		}
 	}
 	if agentlessHTTP(j) {
-		if _, err := c.policy.ValidateURL(ctx, j.Executor.URL); err != nil {
-			errs.add(prefix+"executor.url", c.refused(ctx, "executor.url", err), j.Executor.URL)
+		if err := u.validate(j.Executor.URL); err != nil {
+			errs.add(prefix+"executor.url", u.c.refused(u.ctx, "executor.url", err), j.Executor.URL)
 		}
 		if err := httptask.ParseBodyTemplate(j.Executor.Body); err != nil {
 			errs.add(prefix+"executor.body", "is not a valid template: "+err.Error(), j.Executor.Body)
@@ -56,6 +106,9 @@ func (c *urlChecker) problems(ctx context.Context, j *Job, prefix string) fieldE
 func (c *urlChecker) refused(ctx context.Context, field string, err error) string {
 	if c.logger != nil {
 		c.logger.InfoContext(ctx, "job URL refused", "field", field, "error", err)
+	}
+	if errors.Is(err, errURLCheckTimedOut) {
+		return err.Error()
 	}
 	return queue.ExplainOutbound(err)
 }
