@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -115,11 +116,39 @@ func cmpSlice(s, fallback []string) []string {
 	return s
 }
 
-// AgentList returns every agent with its current lease count and its
-// record over the last window (its newest AgentRecordSample state events
-// in it at most).
-func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*axtype.Agent, error) {
-	rows, err := queries.AgentList(ctx, e, dbsqlc.AgentListParams{WindowSeconds: window.Seconds(), Sample: axtype.AgentRecordSample})
+// AgentListParams says which agents AgentList returns: a page of them
+// in (name, id) order.
+type AgentListParams struct {
+	// State, when set, is the state of the agents listed; nil: the agents
+	// not offline, or with IDs, agents in any state.
+	State *axtype.AgentState
+	// IDs, when set, are the agents listed (those that exist).
+	IDs []uuid.UUID
+	// After is the last agent of the previous page.
+	After *uuid.UUID
+	Limit int
+	// Window is how far back each agent's record counts.
+	Window time.Duration
+}
+
+// presentStates are the states of agents not offline; allStates every
+// state.
+var (
+	presentStates = []string{string(axtype.AgentActive), string(axtype.AgentDraining), string(axtype.AgentQuarantined)}
+	allStates     = append(slices.Clip(presentStates), string(axtype.AgentOffline))
+)
+
+// AgentList returns a page of agents with their current lease counts and
+// their records over p.Window (their newest AgentRecordSample state
+// events in it at most). An After that names no agent is
+// axtype.ErrNotFound.
+func AgentList(ctx context.Context, e Executor, p *AgentListParams) ([]*axtype.Agent, error) {
+	ids, err := agentPage(ctx, e, p)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := queries.AgentList(ctx, e, dbsqlc.AgentListParams{Ids: ids, WindowSeconds: p.Window.Seconds(),
+		Sample: axtype.AgentRecordSample})
 	if err != nil {
 		return nil, fmt.Errorf("error listing agents: %w", mapErr(err))
 	}
@@ -140,6 +169,44 @@ func AgentList(ctx context.Context, e Executor, window time.Duration) ([]*axtype
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// agentPage returns the ids of p's page, each kind of page through an
+// index that yields it without reading the offline agents it leaves out.
+func agentPage(ctx context.Context, e Executor, p *AgentListParams) ([]uuid.UUID, error) {
+	var afterName string
+	var afterID uuid.UUID // the first page: after ("", the nil id), before every agent
+	if p.After != nil {
+		prev, err := AgentGetByID(ctx, e, *p.After)
+		if err != nil {
+			return nil, err
+		}
+		afterName, afterID = prev.Name, prev.ID
+	}
+	states := presentStates
+	switch {
+	case p.State != nil:
+		states = []string{string(*p.State)}
+	case p.IDs != nil:
+		states = allStates
+	}
+	var ids []uuid.UUID
+	var err error
+	switch {
+	case p.IDs != nil:
+		ids, err = queries.AgentPageByIDs(ctx, e, dbsqlc.AgentPageByIDsParams{Ids: p.IDs, States: states,
+			AfterName: afterName, AfterID: afterID, Max: int32(p.Limit)})
+	case p.State != nil && *p.State == axtype.AgentOffline:
+		ids, err = queries.AgentPageOffline(ctx, e, dbsqlc.AgentPageOfflineParams{AfterName: afterName,
+			AfterID: afterID, Max: int32(p.Limit)})
+	default:
+		ids, err = queries.AgentPagePresent(ctx, e, dbsqlc.AgentPagePresentParams{States: states,
+			AfterName: afterName, AfterID: afterID, Max: int32(p.Limit)})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("error listing agents: %w", mapErr(err))
+	}
+	return ids, nil
 }
 
 // AgentMarkOffline marks agents silent for longer than silent offline;

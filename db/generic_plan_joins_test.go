@@ -274,3 +274,73 @@ func TestLiveAgentsAreReadThroughAnIndex(t *testing.T) {
 		require.NotContains(t, p, "Seq Scan on agent", p)
 	}
 }
+
+// TestAgentPagesAreReadThroughAnIndex: with 20,000 offline agents, each
+// page GET /v1/agents asks for reads the agents it lists through an
+// index, with custom plans and generic ones (a connection's prepared
+// statement after five runs): the agents not offline (the default, or
+// one such state) through agent_present_idx, the offline ones in order
+// through agent_offline_idx, agents by id by key, and their records by
+// key. Before migration 00073 every call read and returned all 20,000.
+func TestAgentPagesAreReadThroughAnIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPlanEnv(t)
+	_, err := e.conn.Exec(ctx, `
+		INSERT INTO ax.agent (id, name, capacity, api_key_id, executors, state, last_heartbeat_at)
+		SELECT gen_random_uuid(), 'gone-' || (i % 1000), 1, a.api_key_id, '{shell}', 'offline', now() - interval '2 days'
+		FROM generate_series(1, 20000) AS i, (SELECT api_key_id FROM ax.agent LIMIT 1) a`)
+	require.NoError(t, err)
+	_, err = e.conn.Exec(ctx, "ANALYZE ax.agent")
+	require.NoError(t, err)
+	var offline []uuid.UUID
+	rows, err := e.conn.Query(ctx, "SELECT id FROM ax.agent WHERE state = 'offline' ORDER BY name, id LIMIT 3")
+	require.NoError(t, err)
+	offline, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+
+	active, gone := axtype.AgentActive, axtype.AgentOffline
+	pages := map[string]struct {
+		p     db.AgentListParams
+		index string
+		want  []uuid.UUID
+	}{
+		"not offline":   {db.AgentListParams{Limit: 101}, "agent_present_idx", []uuid.UUID{e.agentID}},
+		"active":        {db.AgentListParams{State: &active, Limit: 101}, "agent_present_idx", []uuid.UUID{e.agentID}},
+		"offline":       {db.AgentListParams{State: &gone, Limit: 2}, "agent_offline_idx", offline[:2]},
+		"offline after": {db.AgentListParams{State: &gone, After: &offline[0], Limit: 2}, "agent_offline_idx", offline[1:3]},
+		"by id":         {db.AgentListParams{IDs: []uuid.UUID{offline[1], e.agentID}, Limit: 101}, "agent_pkey", []uuid.UUID{offline[1], e.agentID}},
+	}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		_, err := e.conn.Exec(ctx, "SET plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		for name, page := range pages {
+			e.mu.Lock()
+			e.notices = nil
+			e.mu.Unlock()
+			e.explainPlans(e.conn)
+			agents, err := db.AgentList(ctx, e.conn, &page.p)
+			require.NoError(t, err)
+			_, err = e.conn.Exec(ctx, "SET client_min_messages = notice")
+			require.NoError(t, err)
+			got := make([]uuid.UUID, len(agents))
+			for i, a := range agents {
+				got[i] = a.ID
+			}
+			require.Equal(t, page.want, got, "%s, %s", name, mode)
+
+			var reads []string
+			for _, p := range e.plans() {
+				if strings.Contains(p, "-- name: AgentPage") || strings.Contains(p, "-- name: AgentList ") {
+					reads = append(reads, p)
+				}
+			}
+			require.Len(t, reads, 2, "%s, %s: auto_explain's plans of the page and its records", name, mode)
+			require.Contains(t, reads[0], page.index, "%s, %s", name, mode)
+			require.Contains(t, reads[1], "agent_pkey", "%s, %s", name, mode)
+			for _, p := range reads {
+				require.NotContains(t, p, "Seq Scan on agent", "%s, %s:\n%s", name, mode, p)
+			}
+		}
+	}
+}

@@ -181,10 +181,21 @@ type AgentRecentRecord struct {
 	AvgDurationSeconds float64 `json:"avg_duration_seconds" doc:"Mean duration, from lease to result, of its last 50 successful tasks"`
 }
 
+type agentListInput struct {
+	State  string   `query:"state" enum:"active,draining,offline,quarantined" doc:"Only agents in this state; without it, the agents not offline (active, draining, quarantined), or with id, agents in any state"`
+	ID     []string `query:"id,explode" format:"uuid" maxItems:"100" doc:"Only the agents of these ids, at most 100 (repeat the parameter: id=…&id=…)"`
+	Limit  int      `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size"`
+	Cursor string   `query:"cursor" maxLength:"100" doc:"next_cursor of the previous page"`
+}
+
+// AgentList is one page of agents, by name (then id).
+type AgentList struct {
+	Agents     []AgentInfo `json:"agents"`
+	NextCursor string      `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page"`
+}
+
 type agentListOutput struct {
-	Body struct {
-		Agents []AgentInfo `json:"agents"`
-	}
+	Body AgentList
 }
 
 // agentBodyLimit bounds an agent's call (results and logs of many tasks).
@@ -231,8 +242,10 @@ func (h *agentHandlers) register(api huma.API) {
 		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound}}, ScopeAdmin), h.resume)
 	huma.Register(api, requireScope(huma.Operation{OperationID: "list-agents", Method: http.MethodGet,
 		Path: "/v1/agents", Tags: []string{"Agents"}, Summary: "List agents",
-		Description: "Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, " +
-			"executors, load, running tasks against capacity and recent success rate."}, ScopeRead), h.list)
+		Description: "Agents with their state (active, draining, offline, quarantined), readiness, labels, " +
+			"executors, load, running tasks against capacity and recent success rate, by name, a page at a time (next_cursor). " +
+			"Offline agents are listed only when asked for (state=offline, or by id): each registration is a new agent, " +
+			"and a restarted one leaves its old registration offline for good."}, ScopeRead), h.list)
 }
 
 func (h *agentHandlers) registerAgent(ctx context.Context, in *agentRegisterInput) (*agentRegisterOutput, error) {
@@ -511,22 +524,65 @@ func (h *agentHandlers) resume(ctx context.Context, in *agentIDInput) (*struct{}
 	return nil, err
 }
 
-func (h *agentHandlers) list(ctx context.Context, _ *struct{}) (*agentListOutput, error) {
-	agents, err := h.agents.List(ctx)
+func (h *agentHandlers) list(ctx context.Context, in *agentListInput) (*agentListOutput, error) {
+	p, err := in.params()
 	if err != nil {
 		return nil, err
 	}
-	out := &agentListOutput{}
-	out.Body.Agents = make([]AgentInfo, 0, len(agents))
+	agents, err := h.agents.List(ctx, p)
+	if errors.Is(err, axtype.ErrNotFound) { // the cursor's agent
+		return nil, invalidCursor(in.Cursor)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &agentListOutput{Body: AgentList{Agents: make([]AgentInfo, 0, len(agents))}}
+	if len(agents) > in.Limit {
+		agents = agents[:in.Limit]
+		out.Body.NextCursor = encodeCursor(agents[len(agents)-1].ID)
+	}
 	for _, a := range agents {
-		out.Body.Agents = append(out.Body.Agents, AgentInfo{ID: a.ID.String(), Name: a.Name, Labels: a.Labels,
-			State: string(a.State), Ready: a.Ready, Capacity: a.Capacity, Weight: a.Weight, Running: a.Leased, CPU: a.CPU,
-			Load1: a.Load1, Memory: a.Mem, Load: a.Load, DiskFreeBytes: a.DiskFreeBytes, HostName: a.HostName,
-			HostIP: a.HostIP, Version: a.Version, RegisteredAt: a.RegisteredAt,
-			LastHeartbeatAt: a.LastHeartbeatAt, Executors: a.Executors, QuarantinedAt: a.QuarantinedAt,
-			DrainedAt: a.DrainedAt, Recent: recentRecord(a.Recent)})
+		out.Body.Agents = append(out.Body.Agents, agentInfo(a))
 	}
 	return out, nil
+}
+
+// params is the page in asks for, and one agent more: there is a next
+// page when it comes.
+func (in *agentListInput) params() (*queue.AgentListParams, error) {
+	p := &queue.AgentListParams{Limit: in.Limit + 1}
+	if in.State != "" {
+		s := axtype.AgentState(in.State)
+		p.State = &s
+	}
+	if in.ID != nil {
+		p.IDs = make([]uuid.UUID, len(in.ID))
+		for i, raw := range in.ID {
+			id, err := uuid.Parse(raw)
+			if err != nil {
+				return nil, huma.Error422UnprocessableEntity("invalid id",
+					&huma.ErrorDetail{Location: fmt.Sprintf("query.id[%d]", i), Message: "must be a UUID", Value: raw})
+			}
+			p.IDs[i] = id
+		}
+	}
+	if in.Cursor != "" {
+		after, err := decodeCursor(in.Cursor)
+		if err != nil {
+			return nil, invalidCursor(in.Cursor)
+		}
+		p.After = &after
+	}
+	return p, nil
+}
+
+func agentInfo(a *axtype.Agent) AgentInfo {
+	return AgentInfo{ID: a.ID.String(), Name: a.Name, Labels: a.Labels,
+		State: string(a.State), Ready: a.Ready, Capacity: a.Capacity, Weight: a.Weight, Running: a.Leased, CPU: a.CPU,
+		Load1: a.Load1, Memory: a.Mem, Load: a.Load, DiskFreeBytes: a.DiskFreeBytes, HostName: a.HostName,
+		HostIP: a.HostIP, Version: a.Version, RegisteredAt: a.RegisteredAt,
+		LastHeartbeatAt: a.LastHeartbeatAt, Executors: a.Executors, QuarantinedAt: a.QuarantinedAt,
+		DrainedAt: a.DrainedAt, Recent: recentRecord(a.Recent)}
 }
 
 func recentRecord(r axtype.AgentRecord) AgentRecentRecord {

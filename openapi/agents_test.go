@@ -2,12 +2,14 @@ package openapi_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/agent"
@@ -267,13 +269,11 @@ func TestReaperTimesOutTasksAndMarksSilentAgentsOffline(t *testing.T) {
 
 	c.Advance(1100 * time.Millisecond)
 	require.NoError(t, reaper.Sweep(context.Background()))
-	agents := env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
-	require.Equal(t, "offline", agents[0].(map[string]any)["state"])
+	require.Equal(t, "offline", env.agentInfo(a.id)["state"])
 	// Its token went with it: the agent must register again.
 	a.heartbeat(nil).must(t, http.StatusUnauthorized)
 	a.post("/lease", map[string]any{"max": 1}).must(t, http.StatusUnauthorized)
-	agents = env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any)
-	require.Equal(t, "offline", agents[0].(map[string]any)["state"], "a heartbeat of the old token brings it not back")
+	require.Equal(t, "offline", env.agentInfo(a.id)["state"], "a heartbeat of the old token brings it not back")
 	env.registerAgent("a", nil, 1)
 }
 
@@ -295,11 +295,7 @@ func TestDeregisterRevokesTheAgentToken(t *testing.T) {
 		a.post("/lease", map[string]any{"max": 1}).must(t, http.StatusUnauthorized)
 		a.post("/complete", map[string]any{"results": []map[string]any{{"task_id": jobID, "lease_token": jobID,
 			"state": "succeeded"}}}).must(t, http.StatusUnauthorized)
-		for _, ag := range env.call("GET", "/v1/agents", env.admin, nil).must(t, http.StatusOK)["agents"].([]any) {
-			if ag := ag.(map[string]any); ag["id"] == a.id {
-				require.Equal(t, "offline", ag["state"], by)
-			}
-		}
+		require.Equal(t, "offline", env.agentInfo(a.id)["state"], by)
 	}
 	env.trigger(jobID, "", "").must(t, http.StatusAccepted)
 	require.Len(t, env.registerAgent("again", nil, 1).lease(1, 5), 1, "a new registration works")
@@ -353,4 +349,84 @@ func TestAgentLabelsAreBounded(t *testing.T) {
 		most[fmt.Sprintf("k%d", i)] = "v"
 	}
 	register(most).must(t, http.StatusCreated)
+}
+
+// agentNames returns the names of a page of GET /v1/agents (query after
+// the ?) and its next_cursor.
+func (e *apiEnv) agentNames(query string) (names []string, next string) {
+	e.t.Helper()
+	body := e.call("GET", "/v1/agents?"+query, e.admin, nil).must(e.t, http.StatusOK)
+	for _, a := range body["agents"].([]any) {
+		a := a.(map[string]any)
+		names = append(names, a["name"].(string)+":"+a["state"].(string))
+	}
+	next, _ = body["next_cursor"].(string)
+	return names, next
+}
+
+// TestAgentListPages: GET /v1/agents pages as the other lists do (limit,
+// cursor, next_cursor; 422 for a cursor it did not give), by name, and
+// lists the agents not offline unless asked for a state; by id, agents in
+// any state. Before, it answered every agent ever registered, offline
+// ones included, in one body.
+func TestAgentListPages(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	byName := map[string]*agentClient{}
+	for _, name := range []string{"d", "b", "a", "c", "e"} {
+		byName[name] = env.registerAgent(name, nil, 1)
+	}
+	// Two registrations of b and d ended (restarted pods) and one of e
+	// drains.
+	env.call("POST", "/v1/agents/"+byName["b"].id+"/deregister", env.admin, nil).must(t, http.StatusNoContent)
+	env.call("POST", "/v1/agents/"+byName["d"].id+"/deregister", env.admin, nil).must(t, http.StatusNoContent)
+	env.call("POST", "/v1/agents/"+byName["e"].id+"/drain", env.admin, nil).must(t, http.StatusNoContent)
+	byName["b2"] = env.registerAgent("b", nil, 1)
+
+	page, next := env.agentNames("")
+	require.Equal(t, []string{"a:active", "b:active", "c:active", "e:draining"}, page, "not offline, by name")
+	require.Empty(t, next)
+
+	var all []string
+	cursor := ""
+	for range 10 {
+		page, next := env.agentNames("limit=1&cursor=" + cursor)
+		require.LessOrEqual(t, len(page), 1)
+		all = append(all, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Equal(t, []string{"a:active", "b:active", "c:active", "e:draining"}, all, "one at a time, each once")
+
+	page, next = env.agentNames("state=offline&limit=1")
+	require.Equal(t, []string{"b:offline"}, page)
+	require.NotEmpty(t, next)
+	page, next = env.agentNames("state=offline&limit=1&cursor=" + next)
+	require.Equal(t, []string{"d:offline"}, page)
+	require.Empty(t, next, "the last page")
+	page, _ = env.agentNames("state=draining")
+	require.Equal(t, []string{"e:draining"}, page)
+
+	// By id: in any state, unless one is asked for.
+	ids := "id=" + byName["d"].id + "&id=" + byName["a"].id + "&id=" + byName["b2"].id
+	page, _ = env.agentNames(ids)
+	require.Equal(t, []string{"a:active", "b:active", "d:offline"}, page)
+	page, _ = env.agentNames(ids + "&state=offline")
+	require.Equal(t, []string{"d:offline"}, page)
+
+	// A cursor this API did not give, and one of its form that names no
+	// agent.
+	nobody := uuid.MustParse("00000000-0000-7000-8000-000000000000")
+	for _, bad := range []string{"%21%21", base64.RawURLEncoding.EncodeToString(nobody[:])} {
+		problem := env.call("GET", "/v1/agents?cursor="+bad, env.admin, nil)
+		require.Equal(t, "invalid cursor", problem.must(t, http.StatusUnprocessableEntity)["detail"], bad)
+		require.Equal(t, []string{"query.cursor"}, problem.errorLocations(), bad)
+	}
+	env.call("GET", "/v1/agents?limit=1001", env.admin, nil).must(t, http.StatusUnprocessableEntity)
+	env.call("GET", "/v1/agents?state=gone", env.admin, nil).must(t, http.StatusUnprocessableEntity)
+	env.call("GET", "/v1/agents?id=nope", env.admin, nil).must(t, http.StatusUnprocessableEntity)
+	many := strings.Repeat("&id="+byName["a"].id, 101)
+	env.call("GET", "/v1/agents?"+many[1:], env.admin, nil).must(t, http.StatusUnprocessableEntity)
 }

@@ -257,8 +257,7 @@ func (h *executionHandlers) listScheduled(ctx context.Context, in *scheduledList
 	afterAt, afterID := time.Time{}, uuid.Nil
 	if in.Cursor != "" {
 		if afterAt, afterID, err = decodeRunCursor(in.Cursor); err != nil {
-			return nil, huma.Error422UnprocessableEntity("invalid cursor",
-				&huma.ErrorDetail{Location: "query.cursor", Message: "is not a cursor returned by this API", Value: in.Cursor})
+			return nil, invalidCursor(in.Cursor)
 		}
 	}
 	runs, err := h.execs.ScheduledRuns(ctx, id, afterAt, afterID, in.Limit+1)

@@ -383,8 +383,7 @@ func (h *executionHandlers) page(ctx context.Context, p *queue.ExecutionListPara
 	if cursor != "" {
 		before, err := decodeCursor(cursor)
 		if err != nil {
-			return nil, huma.Error422UnprocessableEntity("invalid cursor",
-				&huma.ErrorDetail{Location: "query.cursor", Message: "is not a cursor returned by this API", Value: cursor})
+			return nil, invalidCursor(cursor)
 		}
 		p.Before = &before
 	}

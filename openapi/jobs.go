@@ -151,8 +151,7 @@ func (h *jobHandlers) list(ctx context.Context, in *jobListInput) (*jobListOutpu
 	if in.Cursor != "" {
 		after, err := decodeCursor(in.Cursor)
 		if err != nil {
-			return nil, huma.Error422UnprocessableEntity("invalid cursor",
-				&huma.ErrorDetail{Location: "query.cursor", Message: "is not a cursor returned by this API", Value: in.Cursor})
+			return nil, invalidCursor(in.Cursor)
 		}
 		p.After = &after
 	}
@@ -362,6 +361,12 @@ func parseID(s string) (uuid.UUID, error) {
 // Cursors are opaque to clients so the paging key can change later.
 func encodeCursor(id uuid.UUID) string {
 	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+// invalidCursor is the problem of a cursor this API did not return.
+func invalidCursor(cursor string) error {
+	return huma.Error422UnprocessableEntity("invalid cursor",
+		&huma.ErrorDetail{Location: "query.cursor", Message: "is not a cursor returned by this API", Value: cursor})
 }
 
 func decodeCursor(s string) (uuid.UUID, error) {

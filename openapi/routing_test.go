@@ -257,9 +257,11 @@ func TestFailingAgentIsQuarantinedThenRestored(t *testing.T) {
 	require.EqualValues(t, 12, recent["served"])
 }
 
+// agentInfo returns the agent of id, in any state, as GET /v1/agents
+// shows it.
 func (e *apiEnv) agentInfo(id string) map[string]any {
 	e.t.Helper()
-	for _, a := range e.call("GET", "/v1/agents", e.admin, nil).must(e.t, http.StatusOK)["agents"].([]any) {
+	for _, a := range e.call("GET", "/v1/agents?id="+id, e.admin, nil).must(e.t, http.StatusOK)["agents"].([]any) {
 		if a.(map[string]any)["id"] == id {
 			return a.(map[string]any)
 		}

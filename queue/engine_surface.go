@@ -27,6 +27,7 @@ type (
 
 // Types the API's inputs and outputs are made of.
 type (
+	AgentListParams     = db.AgentListParams
 	ExecutionListParams = db.ExecutionListParams
 	JobListParams       = db.JobListParams
 	RerunFilter         = db.RerunCandidateParams

@@ -3598,6 +3598,12 @@ CREATE INDEX after_wait_ready_idx ON ax.after_wait USING btree (updated_at) WHER
 CREATE INDEX agent_identity_idx ON ax.agent USING btree (registered_by, name, registered_at DESC);
 
 --
+-- Name: agent_offline_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX agent_offline_idx ON ax.agent USING btree (name, id) WHERE (state = 'offline'::ax.agent_state);
+
+--
 -- Name: agent_present_idx; Type: INDEX; Schema: ax; Owner: -
 --
 

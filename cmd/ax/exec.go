@@ -177,20 +177,32 @@ func parseExecutionID(s string) (uuid.UUID, error) {
 	return id, nil
 }
 
-// agentNames reads the names of the agents that ran exec's tasks (one
-// call); an agent that cannot be read is shown by its id.
+// agentNames reads the names of the agents that ran exec's tasks, in any
+// state (GET /v1/agents by id, maxAgentIDs a call); an agent that cannot
+// be read is shown by its id.
 func agentNames(ctx context.Context, c *client.ClientWithResponses, exec client.Execution) map[uuid.UUID]string {
 	names := map[uuid.UUID]string{}
-	if !slices.ContainsFunc(deref(exec.Tasks), func(t client.Task) bool { return t.AgentId != nil }) {
-		return names
+	var ids []uuid.UUID
+	for _, t := range deref(exec.Tasks) {
+		if t.AgentId != nil && !slices.Contains(ids, *t.AgentId) {
+			ids = append(ids, *t.AgentId)
+		}
 	}
-	if r, err := c.ListAgentsWithResponse(ctx); err == nil && r.JSON200 != nil {
+	limit := int64(maxAgentIDs)
+	for chunk := range slices.Chunk(ids, maxAgentIDs) {
+		r, err := c.ListAgentsWithResponse(ctx, &client.ListAgentsParams{Id: &chunk, Limit: &limit})
+		if err != nil || r.JSON200 == nil {
+			break
+		}
 		for _, a := range deref(r.JSON200.Agents) {
 			names[a.Id] = a.Name
 		}
 	}
 	return names
 }
+
+// maxAgentIDs is how many ids GET /v1/agents takes at once.
+const maxAgentIDs = 100
 
 // showExecutions prints execs as a table, each job by its name in names
 // (by id when names has none).

@@ -1095,6 +1095,30 @@ func (e TickExplanationVerdict) Valid() bool {
 	}
 }
 
+// Defines values for ListAgentsParamsState.
+const (
+	ListAgentsParamsStateActive      ListAgentsParamsState = "active"
+	ListAgentsParamsStateDraining    ListAgentsParamsState = "draining"
+	ListAgentsParamsStateOffline     ListAgentsParamsState = "offline"
+	ListAgentsParamsStateQuarantined ListAgentsParamsState = "quarantined"
+)
+
+// Valid indicates whether the value is a known member of the ListAgentsParamsState enum.
+func (e ListAgentsParamsState) Valid() bool {
+	switch e {
+	case ListAgentsParamsStateActive:
+		return true
+	case ListAgentsParamsStateDraining:
+		return true
+	case ListAgentsParamsStateOffline:
+		return true
+	case ListAgentsParamsStateQuarantined:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListExecutionsParamsState.
 const (
 	ListExecutionsParamsStateCancelled ListExecutionsParamsState = "cancelled"
@@ -1362,9 +1386,12 @@ type AgentInfo struct {
 // AgentInfoState defines model for AgentInfo.State.
 type AgentInfoState string
 
-// AgentListOutputBody defines model for AgentListOutputBody.
-type AgentListOutputBody struct {
+// AgentList defines model for AgentList.
+type AgentList struct {
 	Agents *[]AgentInfo `json:"agents"`
+
+	// NextCursor Pass as cursor to get the next page; absent on the last page
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // AgentRecentRecord defines model for AgentRecentRecord.
@@ -3231,6 +3258,24 @@ type TriggerTick struct {
 	Trigger JobTrigger `json:"trigger"`
 }
 
+// ListAgentsParams defines parameters for ListAgents.
+type ListAgentsParams struct {
+	// State Only agents in this state; without it, the agents not offline (active, draining, quarantined), or with id, agents in any state
+	State *ListAgentsParamsState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Id Only the agents of these ids, at most 100 (repeat the parameter: id=…&id=…)
+	Id *[]openapi_types.UUID `form:"id,omitempty" json:"id,omitempty"`
+
+	// Limit Page size
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListAgentsParamsState defines parameters for ListAgents.
+type ListAgentsParamsState string
+
 // PatchCalendarApplicationJSONPatchPlusJSONBody defines parameters for PatchCalendar.
 type PatchCalendarApplicationJSONPatchPlusJSONBody = []JsonPatchOp
 
@@ -3830,10 +3875,10 @@ type ClientInterface interface {
 
 	// ListAgents List agents
 	//
-	// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+	// Agents with their state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate, by name, a page at a time (next_cursor). Offline agents are listed only when asked for (state=offline, or by id): each registration is a new agent, and a restarted one leaves its old registration offline for good. Needs an API key with scope `read`.
 	//
 	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
-	ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListAgents(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RegisterAgentWithBody Register an agent
 	//
@@ -4711,11 +4756,11 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 
 // ListAgents List agents
 //
-// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+// Agents with their state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate, by name, a page at a time (next_cursor). Offline agents are listed only when asked for (state=offline, or by id): each registration is a new agent, and a restarted one leaves its old registration offline for good. Needs an API key with scope `read`.
 //
 // Corresponds with GET /v1/agents (the `ListAgents` operationId).
-func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListAgentsRequest(c.Server)
+func (c *Client) ListAgents(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAgentsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6630,7 +6675,7 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 }
 
 // NewListAgentsRequest constructs an http.Request for the ListAgents method
-func NewListAgentsRequest(server string) (*http.Request, error) {
+func NewListAgentsRequest(server string, params *ListAgentsParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6646,6 +6691,69 @@ func NewListAgentsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -9975,12 +10083,12 @@ type ClientWithResponsesInterface interface {
 
 	// ListAgentsWithResponse List agents
 	//
-	// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+	// Agents with their state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate, by name, a page at a time (next_cursor). Offline agents are listed only when asked for (state=offline, or by id): each registration is a new agent, and a restarted one leaves its old registration offline for good. Needs an API key with scope `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
-	ListAgentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error)
+	ListAgentsWithResponse(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error)
 
 	// RegisterAgentWithBodyWithResponse Register an agent
 	//
@@ -11013,17 +11121,19 @@ type ListAgentsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *AgentListOutputBody
+	JSON200 *AgentList
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListAgentsResponse) GetJSON200() *AgentListOutputBody {
+func (r ListAgentsResponse) GetJSON200() *AgentList {
 	return r.JSON200
 }
 
@@ -11035,6 +11145,11 @@ func (r ListAgentsResponse) GetApplicationproblemJSON401() *ErrorModel {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r ListAgentsResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListAgentsResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -16127,13 +16242,13 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 
 // ListAgentsWithResponse List agents
 //
-// Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+// Agents with their state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate, by name, a page at a time (next_cursor). Offline agents are listed only when asked for (state=offline, or by id): each registration is a new agent, and a restarted one leaves its old registration offline for good. Needs an API key with scope `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/agents (the `ListAgents` operationId).
-func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error) {
-	rsp, err := c.ListAgents(ctx, reqEditors...)
+func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, params *ListAgentsParams, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error) {
+	rsp, err := c.ListAgents(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -17757,7 +17872,7 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest AgentListOutputBody
+		var dest AgentList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17776,6 +17891,13 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorModel

@@ -579,3 +579,69 @@ func TestHomeAndRerun(t *testing.T) {
 	rerun := strings.TrimSuffix(strings.TrimPrefix(to, "/ui/executions/"), "?done=rerun")
 	require.Contains(t, admin.get("/ui/executions/"+runs[0]).body, `href="/ui/executions/`+rerun+`"`)
 }
+
+// agent registers an agent that runs shell tasks, makes it ready and
+// returns its id and token.
+func (e *env) agent(name string) (id, token string) {
+	e.t.Helper()
+	status, creds := e.api("POST", "/v1/agents/register", map[string]any{"name": name, "capacity": 1,
+		"executors": []string{"shell"}})
+	require.Equal(e.t, http.StatusCreated, status, creds)
+	id, token = creds["agent_id"].(string), creds["token"].(string)
+	e.agentCall(token, id, "heartbeat", map[string]any{"tasks": []any{}, "running": 0, "ready": true})
+	return id, token
+}
+
+// agentCall posts an agent protocol call with the agent's token.
+func (e *env) agentCall(token, id, call string, body any) map[string]any {
+	e.t.Helper()
+	raw, err := json.Marshal(body)
+	require.NoError(e.t, err)
+	req, err := http.NewRequest("POST", e.url+"/v1/agents/"+id+"/"+call, bytes.NewReader(raw))
+	require.NoError(e.t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	require.Less(e.t, resp.StatusCode, 300, call)
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return out
+}
+
+// The agents page lists the agents not offline unless asked for a state,
+// and a run's page names the agent that ran it though it is offline now
+// (GET /v1/agents by id): before, both read every agent ever registered.
+func TestAgentsPageAndOfflineAgentNames(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.agent("serving-worker")
+	retiredID, token := e.agent("retired-worker")
+	job := e.job("once", "ops", map[string]any{"kind": "manual"}, nil)
+	status, run := e.api("POST", "/v1/jobs/"+job+"/trigger", nil)
+	require.Equal(t, http.StatusAccepted, status, run)
+	leased := e.agentCall(token, retiredID, "lease", map[string]any{"max": 1, "wait_seconds": 5})["tasks"].([]any)
+	require.Len(t, leased, 1)
+	task := leased[0].(map[string]any)
+	e.agentCall(token, retiredID, "complete", map[string]any{"results": []any{map[string]any{
+		"task_id": task["task_id"], "lease_token": task["lease_token"], "state": "succeeded"}}})
+	e.agentCall(token, retiredID, "deregister", nil)
+
+	b := e.browser()
+	b.login(e.admin)
+	p := b.get("/ui/agents")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, `data-agent="serving-worker"`)
+	require.NotContains(t, p.body, `data-agent="retired-worker"`, "offline agents only when asked for")
+	p = b.get("/ui/agents?state=offline")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, `data-agent="retired-worker"`)
+	require.NotContains(t, p.body, `data-agent="serving-worker"`)
+	require.Equal(t, http.StatusUnprocessableEntity, b.get("/ui/agents?state=gone").status)
+
+	p = b.get("/ui/executions/" + run["id"].(string))
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, "retired-worker", "the run's agent by its name")
+	require.NotContains(t, p.body, retiredID, "not by its id")
+}

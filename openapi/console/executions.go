@@ -235,13 +235,13 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 		v.Job = refs[e.JobId]
 	}
 	loc := zoneOf(v.Job.Zone)
-	agents, err := c.agentNames(ctx, s)
-	if err != nil {
+	logs, err := c.api.GetExecutionLogsWithResponse(ctx, id, &client.GetExecutionLogsParams{Limit: ptr(int64(maxLogEvents))}, s.auth)
+	if err := answer(logs, err); err != nil {
 		c.fail(w, r, s, err)
 		return
 	}
-	logs, err := c.api.GetExecutionLogsWithResponse(ctx, id, &client.GetExecutionLogsParams{Limit: ptr(int64(maxLogEvents))}, s.auth)
-	if err := answer(logs, err); err != nil {
+	agents, err := c.agentNames(ctx, s, agentIDs(list(e.Tasks), list(logs.JSON200.Events)))
+	if err != nil {
 		c.fail(w, r, s, err)
 		return
 	}
@@ -277,17 +277,28 @@ func (c *Console) execution(w http.ResponseWriter, r *http.Request, s *session) 
 	c.render(w, r, s, http.StatusOK, "execution", "Execution "+shortID(id.String()), v)
 }
 
-// agentNames maps agent ids to names, for the shards' rows.
-func (c *Console) agentNames(ctx context.Context, s *session) (map[string]string, error) {
-	res, err := c.api.ListAgentsWithResponse(ctx, s.auth)
-	if err := answer(res, err); err != nil {
-		return nil, err
+// agentIDs returns the agents that hold, or last held, tasks' leases and
+// those behind events, each once.
+func agentIDs(tasks []client.Task, events []client.TaskEvent) []uuid.UUID {
+	seen := map[uuid.UUID]bool{}
+	var ids []uuid.UUID
+	add := func(id uuid.UUID) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
 	}
-	names := map[string]string{}
-	for _, a := range list(res.JSON200.Agents) {
-		names[a.Id.String()] = a.Name
+	for _, t := range tasks {
+		if t.AgentId != nil {
+			add(*t.AgentId)
+		}
 	}
-	return names, nil
+	for _, ev := range events {
+		if id, err := uuid.Parse(val(ev.AgentId)); err == nil {
+			add(id)
+		}
+	}
+	return ids
 }
 
 func (c *Console) cancelExecution(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {

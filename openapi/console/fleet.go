@@ -2,26 +2,101 @@ package console
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ax-scheduler/ax/openapi/client"
+	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
+// agentStates are the states the agents page filters by; none: the
+// agents not offline, as the API lists them unless asked.
+var agentStates = []string{string(axtype.AgentActive), string(axtype.AgentDraining),
+	string(axtype.AgentQuarantined), string(axtype.AgentOffline)}
+
 type agentsView struct {
-	Agents []client.AgentInfo
+	Agents      []client.AgentInfo
+	State       string
+	AgentStates []string
+	Next        string
 }
 
+// agents lists the agents a page at a time (the API's), by name: those
+// not offline, or those of the state asked for (offline ones pile up:
+// each registration is a new agent).
 func (c *Console) agents(w http.ResponseWriter, r *http.Request, s *session) {
-	res, err := c.api.ListAgentsWithResponse(r.Context(), s.auth)
+	q := r.URL.Query()
+	p := &client.ListAgentsParams{}
+	state := q.Get("state")
+	if state != "" {
+		if !slices.Contains(agentStates, state) {
+			c.problem(w, r, s, http.StatusUnprocessableEntity, "invalid filter", fmt.Sprintf("state: one of %v", agentStates))
+			return
+		}
+		p.State = ptr(client.ListAgentsParamsState(state))
+	}
+	if cursor := q.Get("cursor"); cursor != "" {
+		if len(cursor) > maxFilterLen {
+			c.problem(w, r, s, http.StatusUnprocessableEntity, "invalid filter",
+				fmt.Sprintf("cursor: at most %d characters", maxFilterLen))
+			return
+		}
+		p.Cursor = &cursor
+	}
+	res, err := c.api.ListAgentsWithResponse(r.Context(), p, s.auth)
 	if err := answer(res, err); err != nil {
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, s, http.StatusOK, "agents", "Agents", agentsView{Agents: list(res.JSON200.Agents)})
+	v := agentsView{Agents: list(res.JSON200.Agents), State: state, AgentStates: agentStates}
+	if next := res.JSON200.NextCursor; next != nil {
+		q.Set("cursor", *next)
+		v.Next = Prefix + "/agents?" + q.Encode()
+	}
+	c.render(w, r, s, http.StatusOK, "agents", "Agents", v)
 }
+
+// presentAgents returns the agents not offline, by name, up to
+// maxChartAgents of them.
+func (c *Console) presentAgents(ctx context.Context, s *session) ([]client.AgentInfo, error) {
+	p := &client.ListAgentsParams{Limit: ptr(int64(maxChartAgents))}
+	res, err := c.api.ListAgentsWithResponse(ctx, p, s.auth)
+	if err := answer(res, err); err != nil {
+		return nil, err
+	}
+	return list(res.JSON200.Agents), nil
+}
+
+// maxChartAgents is how many agents the home page charts: one page of the
+// API's largest.
+const maxChartAgents = 1000
+
+// agentNames maps the agents of ids to their names, whatever their state,
+// asking the API for at most maxAgentIDs at a time.
+func (c *Console) agentNames(ctx context.Context, s *session, ids []uuid.UUID) (map[string]string, error) {
+	names := map[string]string{}
+	for chunk := range slices.Chunk(ids, maxAgentIDs) {
+		p := &client.ListAgentsParams{Id: &chunk, Limit: ptr(int64(maxAgentIDs))}
+		res, err := c.api.ListAgentsWithResponse(ctx, p, s.auth)
+		if err := answer(res, err); err != nil {
+			return nil, err
+		}
+		for _, a := range list(res.JSON200.Agents) {
+			names[a.Id.String()] = a.Name
+		}
+	}
+	return names, nil
+}
+
+// maxAgentIDs is how many ids GET /v1/agents takes at once.
+const maxAgentIDs = 100
 
 func (c *Console) drainAgent(_ http.ResponseWriter, r *http.Request, s *session) (string, error) {
 	id, err := formID(r)

@@ -1,12 +1,16 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/ax-scheduler/ax/openapi/client"
 )
@@ -28,11 +32,9 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	ctx := r.Context()
-	agents, err := c.agentNames(ctx, s)
-	if err != nil {
-		c.fail(w, r, s, err)
-		return
-	}
+	// The agents behind the lines are named as they come (names: by id;
+	// "" when the API knows no such agent).
+	agents := map[string]string{}
 	// The lines' times are shown in the job's timezone, as on the page.
 	loc := time.UTC
 	if exec, err := c.api.GetExecutionWithResponse(ctx, id, &client.GetExecutionParams{}, s.auth); answer(exec, err) == nil {
@@ -55,6 +57,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, s *session) {
 			sendEvent(w, "failure", 0, err.Error())
 			return
 		}
+		c.nameAgents(ctx, s, agents, list(logs.JSON200.Events))
 		for _, ev := range list(logs.JSON200.Events) {
 			sendEvent(w, "log", ev.Id, toLine(ev, agents, loc))
 		}
@@ -76,6 +79,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, s *session) {
 			// more so none is missed, then close.
 			if final, err := c.api.GetExecutionLogsWithResponse(ctx, id,
 				&client.GetExecutionLogsParams{After: &after, Limit: ptr(int64(500))}, s.auth); answer(final, err) == nil {
+				c.nameAgents(ctx, s, agents, list(final.JSON200.Events))
 				for _, ev := range list(final.JSON200.Events) {
 					sendEvent(w, "log", ev.Id, toLine(ev, agents, loc))
 				}
@@ -95,6 +99,29 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, s *session) {
 		case <-time.After(c.cfg.LogPoll):
 		}
 	}
+}
+
+// nameAgents adds to names the agents behind events it has no entry for
+// yet. One that cannot be read is named by its host or id (toLine).
+func (c *Console) nameAgents(ctx context.Context, s *session, names map[string]string, events []client.TaskEvent) {
+	var missing []uuid.UUID
+	for _, ev := range events {
+		id := val(ev.AgentId)
+		if _, known := names[id]; !known && id != "" {
+			names[id] = ""
+			if u, err := uuid.Parse(id); err == nil {
+				missing = append(missing, u)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	found, err := c.agentNames(ctx, s, missing)
+	if err != nil {
+		return
+	}
+	maps.Copy(names, found)
 }
 
 // lastEventID is where a stream starts: after the Last-Event-ID the

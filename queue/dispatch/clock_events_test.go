@@ -151,7 +151,7 @@ func TestEventsShowEveryTransitionOfARun(t *testing.T) {
 	// The agents' records count the same facts: alpha two successes and
 	// one failure in the window (a cancel is neither), four leases of its
 	// own; beta two leases and no outcome.
-	agents, err := e.broker.List(ctx)
+	agents, err := e.broker.List(ctx, &db.AgentListParams{Limit: 10})
 	require.NoError(t, err)
 	record := map[string]string{}
 	for _, a := range agents {

@@ -178,9 +178,12 @@ func (s *LeaseBroker) Get(ctx context.Context, id uuid.UUID) (*axtype.Agent, err
 	return &own, nil
 }
 
-// List returns every agent.
-func (s *LeaseBroker) List(ctx context.Context) ([]*axtype.Agent, error) {
-	return db.AgentList(ctx, s.pool, s.cfg.RecordWindow)
+// List returns a page of agents with their records over RecordWindow
+// (p.Window is ignored).
+func (s *LeaseBroker) List(ctx context.Context, p *db.AgentListParams) ([]*axtype.Agent, error) {
+	q := *p
+	q.Window = s.cfg.RecordWindow
+	return db.AgentList(ctx, s.pool, &q)
 }
 
 // Lease hands the agent up to limit tasks, waiting up to wait for some to be

@@ -79,13 +79,48 @@ SET state = @state::ax.agent_state,
     health_since = CASE WHEN @state = 'active' AND state <> 'active' THEN now() ELSE health_since END
 WHERE id = @id;
 
--- AgentList returns every agent with what it runs now and its record
--- over the last @window_seconds (from its tasks' rows and events):
--- outcomes, average duration of successes, tasks routed to it and tasks
--- it took. The record counts each agent's newest @sample outcomes and
--- @sample leases in the window at most, read newest first through
--- indexes (ax.agent_outcomes, ax.agent_leases): a call costs the same at
--- any rate (a busy agent ends millions of tasks in ten minutes).
+-- AgentPagePresent returns a page of the agents not offline whose state
+-- is one of @states, in (name, id) order after (@after_name, @after_id).
+-- They are read through agent_present_idx (its predicate is this one's)
+-- and sorted: as many rows as the fleet, never the offline ones, which
+-- are most of the table.
+-- name: AgentPagePresent :many
+SELECT a.id FROM ax.agent a
+WHERE a.state IN ('active', 'draining', 'quarantined')
+  AND a.state::text = ANY(@states::text[])
+  AND (a.name, a.id) > (@after_name::text, @after_id::uuid)
+ORDER BY a.name, a.id
+LIMIT @max;
+
+-- AgentPageOffline returns a page of the offline agents in (name, id)
+-- order after (@after_name, @after_id), read in that order from
+-- agent_offline_idx: a page costs the same however many there are.
+-- name: AgentPageOffline :many
+SELECT a.id FROM ax.agent a
+WHERE a.state = 'offline'
+  AND (a.name, a.id) > (@after_name::text, @after_id::uuid)
+ORDER BY a.name, a.id
+LIMIT @max;
+
+-- AgentPageByIDs returns a page of the agents of @ids whose state is one
+-- of @states, in (name, id) order after (@after_name, @after_id), read
+-- by key.
+-- name: AgentPageByIDs :many
+SELECT a.id FROM ax.agent a
+WHERE a.id = ANY(@ids::uuid[])
+  AND a.state::text = ANY(@states::text[])
+  AND (a.name, a.id) > (@after_name::text, @after_id::uuid)
+ORDER BY a.name, a.id
+LIMIT @max;
+
+-- AgentList returns the agents of @ids (a page), in (name, id) order,
+-- with what each runs now and its record over the last @window_seconds
+-- (from its tasks' rows and events): outcomes, average duration of
+-- successes, tasks routed to it and tasks it took. The record counts each
+-- agent's newest @sample outcomes and @sample leases in the window at
+-- most, read newest first through indexes (ax.agent_outcomes,
+-- ax.agent_leases): a call costs the same at any rate (a busy agent ends
+-- millions of tasks in ten minutes).
 -- name: AgentList :many
 SELECT a.*,
        (SELECT count(*) FROM ax.task t WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))::integer AS leased,
@@ -111,6 +146,7 @@ LEFT JOIN LATERAL (
     FROM ax.agent_outcomes(a.id, '-infinity', '{succeeded}', 50) o
     WHERE o.duration_ms IS NOT NULL
 ) d ON true
+WHERE a.id = ANY(@ids::uuid[])
 ORDER BY a.name, a.id;
 
 -- AgentListCandidates returns the agents routing may prefer: active or

@@ -74,14 +74,17 @@ func (s *server) agentReady(t *testing.T, name string) string {
 }
 
 // agentNamed returns the agent called name as GET /v1/agents shows it, or
-// nil.
+// nil: the one not offline, else an offline one (listed only when asked
+// for).
 func (s *server) agentNamed(t *testing.T, name string) map[string]any {
 	t.Helper()
-	status, out := s.api(t, "GET", "/v1/agents", nil)
-	require.Equal(t, http.StatusOK, status, out)
-	for _, a := range out["agents"].([]any) {
-		if a := a.(map[string]any); a["name"] == name {
-			return a
+	for _, query := range []string{"?limit=1000", "?limit=1000&state=offline"} {
+		status, out := s.api(t, "GET", "/v1/agents"+query, nil)
+		require.Equal(t, http.StatusOK, status, out)
+		for _, a := range out["agents"].([]any) {
+			if a := a.(map[string]any); a["name"] == name {
+				return a
+			}
 		}
 	}
 	return nil

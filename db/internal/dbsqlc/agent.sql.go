@@ -347,12 +347,14 @@ LEFT JOIN LATERAL (
     FROM ax.agent_outcomes(a.id, '-infinity', '{succeeded}', 50) o
     WHERE o.duration_ms IS NOT NULL
 ) d ON true
+WHERE a.id = ANY($3::uuid[])
 ORDER BY a.name, a.id
 `
 
 type AgentListParams struct {
 	WindowSeconds float64
 	Sample        int32
+	Ids           []uuid.UUID
 }
 
 type AgentListRow struct {
@@ -391,15 +393,16 @@ type AgentListRow struct {
 	RecentAvgSeconds float64
 }
 
-// AgentList returns every agent with what it runs now and its record
-// over the last @window_seconds (from its tasks' rows and events):
-// outcomes, average duration of successes, tasks routed to it and tasks
-// it took. The record counts each agent's newest @sample outcomes and
-// @sample leases in the window at most, read newest first through
-// indexes (ax.agent_outcomes, ax.agent_leases): a call costs the same at
-// any rate (a busy agent ends millions of tasks in ten minutes).
+// AgentList returns the agents of @ids (a page), in (name, id) order,
+// with what each runs now and its record over the last @window_seconds
+// (from its tasks' rows and events): outcomes, average duration of
+// successes, tasks routed to it and tasks it took. The record counts each
+// agent's newest @sample outcomes and @sample leases in the window at
+// most, read newest first through indexes (ax.agent_outcomes,
+// ax.agent_leases): a call costs the same at any rate (a busy agent ends
+// millions of tasks in ten minutes).
 func (q *Queries) AgentList(ctx context.Context, db DBTX, arg AgentListParams) ([]AgentListRow, error) {
-	rows, err := db.Query(ctx, agentList, arg.WindowSeconds, arg.Sample)
+	rows, err := db.Query(ctx, agentList, arg.WindowSeconds, arg.Sample, arg.Ids)
 	if err != nil {
 		return nil, err
 	}
@@ -548,6 +551,135 @@ type AgentMarkOfflineParams struct {
 // offline and returns them; a quarantine holds when they come back.
 func (q *Queries) AgentMarkOffline(ctx context.Context, db DBTX, arg AgentMarkOfflineParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, agentMarkOffline, arg.Now, arg.SilentSeconds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentPageByIDs = `-- name: AgentPageByIDs :many
+SELECT a.id FROM ax.agent a
+WHERE a.id = ANY($1::uuid[])
+  AND a.state::text = ANY($2::text[])
+  AND (a.name, a.id) > ($3::text, $4::uuid)
+ORDER BY a.name, a.id
+LIMIT $5
+`
+
+type AgentPageByIDsParams struct {
+	Ids       []uuid.UUID
+	States    []string
+	AfterName string
+	AfterID   uuid.UUID
+	Max       int32
+}
+
+// AgentPageByIDs returns a page of the agents of @ids whose state is one
+// of @states, in (name, id) order after (@after_name, @after_id), read
+// by key.
+func (q *Queries) AgentPageByIDs(ctx context.Context, db DBTX, arg AgentPageByIDsParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, agentPageByIDs,
+		arg.Ids,
+		arg.States,
+		arg.AfterName,
+		arg.AfterID,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentPageOffline = `-- name: AgentPageOffline :many
+SELECT a.id FROM ax.agent a
+WHERE a.state = 'offline'
+  AND (a.name, a.id) > ($1::text, $2::uuid)
+ORDER BY a.name, a.id
+LIMIT $3
+`
+
+type AgentPageOfflineParams struct {
+	AfterName string
+	AfterID   uuid.UUID
+	Max       int32
+}
+
+// AgentPageOffline returns a page of the offline agents in (name, id)
+// order after (@after_name, @after_id), read in that order from
+// agent_offline_idx: a page costs the same however many there are.
+func (q *Queries) AgentPageOffline(ctx context.Context, db DBTX, arg AgentPageOfflineParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, agentPageOffline, arg.AfterName, arg.AfterID, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentPagePresent = `-- name: AgentPagePresent :many
+SELECT a.id FROM ax.agent a
+WHERE a.state IN ('active', 'draining', 'quarantined')
+  AND a.state::text = ANY($1::text[])
+  AND (a.name, a.id) > ($2::text, $3::uuid)
+ORDER BY a.name, a.id
+LIMIT $4
+`
+
+type AgentPagePresentParams struct {
+	States    []string
+	AfterName string
+	AfterID   uuid.UUID
+	Max       int32
+}
+
+// AgentPagePresent returns a page of the agents not offline whose state
+// is one of @states, in (name, id) order after (@after_name, @after_id).
+// They are read through agent_present_idx (its predicate is this one's)
+// and sorted: as many rows as the fleet, never the offline ones, which
+// are most of the table.
+func (q *Queries) AgentPagePresent(ctx context.Context, db DBTX, arg AgentPagePresentParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, agentPagePresent,
+		arg.States,
+		arg.AfterName,
+		arg.AfterID,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}

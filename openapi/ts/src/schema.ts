@@ -67,7 +67,7 @@ export interface paths {
         };
         /**
          * List agents
-         * @description Every registered agent with its state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate. Needs an API key with scope `read`.
+         * @description Agents with their state (active, draining, offline, quarantined), readiness, labels, executors, load, running tasks against capacity and recent success rate, by name, a page at a time (next_cursor). Offline agents are listed only when asked for (state=offline, or by id): each registration is a new agent, and a restarted one leaves its old registration offline for good. Needs an API key with scope `read`.
          */
         get: operations["list-agents"];
         put?: never;
@@ -1284,8 +1284,10 @@ export interface components {
              */
             weight: number;
         };
-        AgentListOutputBody: {
+        AgentList: {
             agents: components["schemas"]["AgentInfo"][] | null;
+            /** @description Pass as cursor to get the next page; absent on the last page */
+            next_cursor?: string;
         };
         AgentRecentRecord: {
             /**
@@ -3561,7 +3563,16 @@ export interface operations {
     };
     "list-agents": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only agents in this state; without it, the agents not offline (active, draining, quarantined), or with id, agents in any state */
+                state?: "active" | "draining" | "offline" | "quarantined";
+                /** @description Only the agents of these ids, at most 100 (repeat the parameter: id=…&id=…) */
+                id?: string[] | null;
+                /** @description Page size */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3608,7 +3619,7 @@ export interface operations {
                      *       ]
                      *     }
                      */
-                    "application/json": components["schemas"]["AgentListOutputBody"];
+                    "application/json": components["schemas"]["AgentList"];
                 };
             };
             /** @description Unauthorized */
@@ -3638,6 +3649,29 @@ export interface operations {
                      *       "detail": "API key ci lacks scope admin (it has read)",
                      *       "status": 403,
                      *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
