@@ -322,3 +322,13 @@ func AgentCountByState(ctx context.Context, e Executor) (counts []axtype.AgentCo
 	}
 	return counts, pools, nil
 }
+
+// AgentListGone returns which of ids are gone: offline, or not an agent
+// at all.
+func AgentListGone(ctx context.Context, e Executor, ids []uuid.UUID) ([]uuid.UUID, error) {
+	gone, err := queries.AgentListGone(ctx, e, ids)
+	if err != nil {
+		return nil, fmt.Errorf("error finding %d agents gone: %w", len(ids), mapErr(err))
+	}
+	return gone, nil
+}

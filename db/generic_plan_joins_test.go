@@ -344,3 +344,44 @@ func TestAgentPagesAreReadThroughAnIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestGoneAgentsAreFoundByKey: each replica asks every few seconds which
+// of the agents its metrics have series of are gone; with 20,000 offline
+// agents, asking about 1,000 reads them by key, not the whole table.
+func TestGoneAgentsAreFoundByKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPlanEnv(t)
+	rows, err := e.conn.Query(ctx, `
+		INSERT INTO ax.agent (id, name, capacity, api_key_id, executors, state, last_heartbeat_at)
+		SELECT gen_random_uuid(), 'gone-' || i, 1, a.api_key_id, '{shell}', 'offline', now() - interval '2 days'
+		FROM generate_series(1, 20000) AS i, (SELECT api_key_id FROM ax.agent LIMIT 1) a
+		RETURNING id`)
+	require.NoError(t, err)
+	offline, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	_, err = e.conn.Exec(ctx, "ANALYZE ax.agent")
+	require.NoError(t, err)
+	ids := append([]uuid.UUID{e.agentID, uuid.New()}, offline[:998]...)
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		_, err := e.conn.Exec(ctx, "SET plan_cache_mode = "+mode)
+		require.NoError(t, err)
+		e.mu.Lock()
+		e.notices = nil
+		e.mu.Unlock()
+		e.explainPlans(e.conn)
+		gone, err := db.AgentListGone(ctx, e.conn, ids)
+		require.NoError(t, err)
+		_, err = e.conn.Exec(ctx, "SET client_min_messages = notice")
+		require.NoError(t, err)
+		require.ElementsMatch(t, ids[1:], gone, "%s: all but the live agent", mode)
+		var seen int
+		for _, p := range e.plans() {
+			if strings.Contains(p, "-- name: AgentListGone ") {
+				seen++
+				require.NotContains(t, p, "Seq Scan on agent", "%s:\n%s", mode, p)
+			}
+		}
+		require.Equal(t, 1, seen, "%s: auto_explain's plan of AgentListGone", mode)
+	}
+}

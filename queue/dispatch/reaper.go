@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -63,6 +64,11 @@ type ReaperConfig struct {
 	// minutes moves little in a few seconds. Defaults to 5 s; every sweep
 	// when shorter than Interval.
 	HealthEvery time.Duration
+	// ForgetEvery is how often this replica removes from its metrics the
+	// series of agents gone offline (metrics.Metrics.ForgetAgents). Every
+	// replica does, whichever marked them offline: each has series of the
+	// agents it served. Defaults to 10 s.
+	ForgetEvery time.Duration
 	// Outbox enqueues the callbacks of executions a sweep ends; nil: none
 	// (a replica running River flushes them later).
 	Outbox *delivery.Outbox
@@ -89,6 +95,8 @@ type Reaper struct {
 	healthMu  sync.Mutex
 	healthDue time.Time // the next sweep at or after this judges health
 
+	forgetDue time.Time // the loop forgets gone agents' series at or after this (its goroutine's)
+
 	bg startstop.Runner
 }
 
@@ -109,6 +117,7 @@ func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reap
 	cfg.Quarantine.FailureRate = cmp.Or(cfg.Quarantine.FailureRate, 0.5)
 	cfg.RestoreAfter = cmp.Or(cfg.RestoreAfter, 2)
 	cfg.HealthEvery = cmp.Or(cfg.HealthEvery, 5*time.Second)
+	cfg.ForgetEvery = cmp.Or(cfg.ForgetEvery, 10*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -134,6 +143,12 @@ func (r *Reaper) Start(ctx context.Context) error {
 		for {
 			if err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
 				r.cfg.Logger.ErrorContext(ctx, "error reaping", "error", err)
+			}
+			if now := time.Now(); !now.Before(r.forgetDue) {
+				r.forgetDue = now.Add(r.cfg.ForgetEvery)
+				if err := r.ForgetGoneAgents(ctx); err != nil && ctx.Err() == nil {
+					r.cfg.Logger.ErrorContext(ctx, "error forgetting the metrics of agents gone", "error", err)
+				}
 			}
 			select {
 			case <-ctx.Done():
@@ -182,6 +197,31 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// ForgetGoneAgents removes from this replica's metrics the series of the
+// agents they have series of that are gone: offline, or not agents at all.
+// Run by every replica's loop, every ForgetEvery.
+func (r *Reaper) ForgetGoneAgents(ctx context.Context) error {
+	var ids []uuid.UUID
+	for _, s := range r.cfg.Metrics.AgentSeries() {
+		if id, err := uuid.Parse(s); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	gone, err := db.AgentListGone(ctx, r.pool, ids)
+	if err != nil {
+		return err
+	}
+	forget := make([]string, len(gone))
+	for i, id := range gone {
+		forget[i] = id.String()
+	}
+	r.cfg.Metrics.ForgetAgents(forget)
+	return nil
 }
 
 // record counts and logs what a sweep reaped.

@@ -109,3 +109,93 @@ func TestReaperTakesSilentAgentsOffline(t *testing.T) {
 	require.Equal(t, "active", state.State, "a heartbeat brings it back")
 	require.Len(t, e.lease(a, 1), 1)
 }
+
+// agentSeries returns the agent label of each series of reg's metric
+// name.
+func agentSeries(t *testing.T, reg *prometheus.Registry, name string) []string {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var agents []string
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "agent" {
+					agents = append(agents, l.GetValue())
+				}
+			}
+		}
+	}
+	return agents
+}
+
+// TestGoneAgentsLeaveTheMetricsOfEveryReplica: the series an agent has in
+// ax_agent_leases_total and ax_tasks_routed_total go once it is offline,
+// from every replica that has them, not only the one whose reaper marked
+// it offline; a live agent's stay. Agent ids change with every
+// registration, so before, each replica's /metrics grew by the agents of
+// every restart and kept them for good.
+func TestGoneAgentsLeaveTheMetricsOfEveryReplica(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	type replica struct {
+		reg    *prometheus.Registry
+		m      *metrics.Metrics
+		broker *dispatch.LeaseBroker
+		reaper *dispatch.Reaper
+	}
+	replicas := make([]*replica, 2)
+	for i := range replicas {
+		reg := prometheus.NewPedanticRegistry()
+		m := metrics.New(reg)
+		replicas[i] = &replica{reg: reg, m: m, broker: dispatch.NewLeaseBroker(e.pool, nil, e.cfg, nil, m),
+			reaper: dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{Metrics: m, Interval: 10 * time.Millisecond,
+				ForgetEvery: 10 * time.Millisecond})}
+	}
+	// The first replica routes the run: two tasks to each agent.
+	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Refresh: time.Nanosecond}, nil, replicas[0].m)
+	require.NoError(t, err)
+	e.router = router
+	gone, stays := e.agent(nil, nil), e.agent(nil, nil)
+	e.trigger(e.job(func(j *axtype.Job) { j.ShardCount = 4 }).ID)
+	for _, r := range replicas {
+		for _, a := range []*axtype.Agent{gone, stays} {
+			leased, err := r.broker.Lease(ctx, a, 1, 0)
+			require.NoError(t, err)
+			require.Len(t, leased, 1)
+		}
+	}
+	both := []string{gone.ID.String(), stays.ID.String()}
+	for _, r := range replicas {
+		require.ElementsMatch(t, both, agentSeries(t, r.reg, "ax_agent_leases_total"))
+	}
+	require.ElementsMatch(t, both, agentSeries(t, replicas[0].reg, "ax_tasks_routed_total"))
+
+	// One agent falls silent; the first replica's reaper marks it offline.
+	_, err = e.pool.Exec(ctx, "UPDATE ax.agent SET last_heartbeat_at = now() - interval '1 minute' WHERE id = $1", gone.ID)
+	require.NoError(t, err)
+	require.NoError(t, replicas[0].reaper.Sweep(ctx))
+	got, err := e.broker.Get(ctx, gone.ID)
+	require.NoError(t, err)
+	require.Equal(t, axtype.AgentOffline, got.State)
+
+	for _, r := range replicas {
+		require.NoError(t, r.reaper.Start(ctx))
+		t.Cleanup(r.reaper.Stop)
+	}
+	e.eventually(func() bool {
+		for _, r := range replicas {
+			if len(agentSeries(t, r.reg, "ax_agent_leases_total")) != 1 {
+				return false
+			}
+		}
+		return len(agentSeries(t, replicas[0].reg, "ax_tasks_routed_total")) == 1
+	}, "the offline agent's series to go from both replicas")
+	for i, r := range replicas {
+		require.Equal(t, []string{stays.ID.String()}, agentSeries(t, r.reg, "ax_agent_leases_total"), "replica %d", i)
+	}
+	require.Equal(t, []string{stays.ID.String()}, agentSeries(t, replicas[0].reg, "ax_tasks_routed_total"))
+}

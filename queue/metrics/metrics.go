@@ -5,11 +5,14 @@ package metrics
 import (
 	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ax-scheduler/ax/db"
 
@@ -42,9 +45,11 @@ type Metrics struct {
 	LeaseExpiries    prometheus.Counter
 	LostLeases       prometheus.Counter // leases lost with their agent
 
+	// TasksRouted and AgentLeases have series per agent id: the reaper of
+	// every replica removes those of agents gone offline (ForgetAgents).
 	TasksRouted *prometheus.CounterVec // by strategy and preferred agent
 	AgentLeases *prometheus.CounterVec // by agent and how the task came to it
-	AgentHealth *prometheus.CounterVec // quarantines and restores
+	AgentHealth *prometheus.CounterVec // quarantines and restores (no agent label)
 	// HistoryRowsDropped counts rows of finished runs removed by retention:
 	// of the history tables, events, callbacks, callback attempts and skip
 	// records.
@@ -188,6 +193,52 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.VacuumDenied, m.HistoryMaintenanceDenied, m.NotificationsLost)
 	}
 	return m
+}
+
+// AgentSeries returns the agent ids that have series of their own in
+// TasksRouted or AgentLeases, each once.
+func (m *Metrics) AgentSeries() []string {
+	seen := map[string]bool{}
+	for _, vec := range []*prometheus.CounterVec{m.TasksRouted, m.AgentLeases} {
+		for _, id := range labelValues(vec, "agent") {
+			seen[id] = true
+		}
+	}
+	return slices.Collect(maps.Keys(seen))
+}
+
+// ForgetAgents removes the series of the agents ids from TasksRouted and
+// AgentLeases. Their ids are never seen again (an agent that registers
+// again gets a new one), and without this a replica would keep a series
+// of every agent that ever leased or was routed a task from it, and put
+// them all in every scrape.
+func (m *Metrics) ForgetAgents(ids []string) {
+	for _, id := range ids {
+		m.TasksRouted.DeletePartialMatch(prometheus.Labels{"agent": id})
+		m.AgentLeases.DeletePartialMatch(prometheus.Labels{"agent": id})
+	}
+}
+
+// labelValues returns the values label takes in c's series.
+func labelValues(c prometheus.Collector, label string) []string {
+	ch := make(chan prometheus.Metric)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	var values []string
+	for metric := range ch {
+		var d dto.Metric
+		if metric.Write(&d) != nil {
+			continue
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == label {
+				values = append(values, l.GetValue())
+			}
+		}
+	}
+	return values
 }
 
 // StateCollector reports on each scrape what lives in the database and

@@ -261,3 +261,12 @@ GROUP BY 1, 2, 3;
 -- name: AgentsLeasable :many
 SELECT a.id FROM ax.agent a
 WHERE a.id = ANY(@ids::uuid[]) AND a.state IN ('active', 'quarantined');
+
+-- AgentListGone returns which of @ids are gone: offline, or not an
+-- agent at all. Each replica asks about the agents its metrics have
+-- series of; the agents not offline are read by key or through
+-- agent_present_idx (whose predicate this is), never the offline ones.
+-- name: AgentListGone :many
+SELECT u.id::uuid FROM unnest(@ids::uuid[]) AS u(id)
+WHERE NOT EXISTS (SELECT 1 FROM ax.agent a
+                  WHERE a.id = u.id AND a.state IN ('active', 'draining', 'quarantined'));

@@ -535,6 +535,36 @@ func (q *Queries) AgentListCandidates(ctx context.Context, db DBTX, arg AgentLis
 	return items, nil
 }
 
+const agentListGone = `-- name: AgentListGone :many
+SELECT u.id::uuid FROM unnest($1::uuid[]) AS u(id)
+WHERE NOT EXISTS (SELECT 1 FROM ax.agent a
+                  WHERE a.id = u.id AND a.state IN ('active', 'draining', 'quarantined'))
+`
+
+// AgentListGone returns which of @ids are gone: offline, or not an
+// agent at all. Each replica asks about the agents its metrics have
+// series of; the agents not offline are read by key or through
+// agent_present_idx (whose predicate this is), never the offline ones.
+func (q *Queries) AgentListGone(ctx context.Context, db DBTX, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, agentListGone, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var u_id uuid.UUID
+		if err := rows.Scan(&u_id); err != nil {
+			return nil, err
+		}
+		items = append(items, u_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const agentMarkOffline = `-- name: AgentMarkOffline :many
 UPDATE ax.agent SET state = 'offline'
 WHERE state IN ('active', 'draining', 'quarantined')
