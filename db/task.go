@@ -13,9 +13,18 @@ import (
 	"github.com/ax-scheduler/ax/queue/axtype"
 )
 
-// TaskListByExecution returns an execution's tasks in shard order.
+// TaskListByExecution returns an execution's tasks in shard order, with
+// the results and errors that fit in axtype.MaxListedResults and
+// axtype.MaxListedResultBytes (Task.ResultOmitted says which do not).
 func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID) ([]*axtype.Task, error) {
-	rows, err := queries.TaskListByExecution(ctx, e, executionID)
+	return TaskListByExecutionFrom(ctx, e, executionID, 0)
+}
+
+// TaskListByExecutionFrom is TaskListByExecution listing results and
+// errors from shard from on.
+func TaskListByExecutionFrom(ctx context.Context, e Executor, executionID uuid.UUID, from int) ([]*axtype.Task, error) {
+	rows, err := queries.TaskListByExecution(ctx, e, dbsqlc.TaskListByExecutionParams{ExecutionID: executionID,
+		ShardsFrom: int32(max(from, 0)), MaxListed: axtype.MaxListedResults, MaxBytes: axtype.MaxListedResultBytes})
 	if err != nil {
 		return nil, fmt.Errorf("error listing tasks of execution %s: %w", executionID, mapErr(err))
 	}
@@ -27,8 +36,9 @@ func TaskListByExecution(ctx context.Context, e Executor, executionID uuid.UUID)
 			Priority: int(r.Priority), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
 			LostLeases: int(r.LostLeases), TimeoutSeconds: int(r.TimeoutSeconds), NotBefore: r.NotBefore.UTC(),
 			AgentID: r.AgentID, LeasedAt: utcPtr(r.LeasedAt), StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
-			CancelRequestedAt: utcPtr(r.CancelRequestedAt), Result: r.Result, Error: deref(r.Error),
+			CancelRequestedAt: utcPtr(r.CancelRequestedAt), Result: r.Result, Error: r.Error,
 			ErrorCode: deref(r.ErrorCode), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+			ResultOmitted: r.Omitted,
 		}
 	}
 	return out, nil

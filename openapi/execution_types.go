@@ -77,6 +77,7 @@ type Task struct {
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 	Result         json.RawMessage `json:"result,omitempty" doc:"What the task reported"`
 	Error          string          `json:"error,omitempty"`
+	ResultOmitted  bool            `json:"result_omitted,omitempty" doc:"The task has a result or error this answer leaves out: one answer gives at most 1,000 tasks' results and errors, as many as 8 MiB hold; ask again with shards_from"`
 	ErrorCode      string          `json:"error_code,omitempty" example:"exit_3" doc:"Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, or what a handler or target reported"`
 }
 
@@ -106,6 +107,7 @@ func executionFromDB(e *axtype.Execution, tasks []*axtype.Task) (*Execution, err
 			State:          string(t.State), Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, LostLeases: t.LostLeases,
 			TimeoutSeconds: t.TimeoutSeconds, NotBefore: t.NotBefore, LeasedAt: t.LeasedAt,
 			StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Result: t.Result, Error: t.Error, ErrorCode: t.ErrorCode,
+			ResultOmitted: t.ResultOmitted,
 		}
 		if t.AgentID != nil {
 			task.AgentID = t.AgentID.String()

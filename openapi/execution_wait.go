@@ -18,6 +18,8 @@ const maxWait = 60 * time.Second
 type executionGetInput struct {
 	ID   string `path:"id" format:"uuid" doc:"Execution id"`
 	Wait string `query:"wait" maxLength:"10" pattern:"^[0-9]+(ms|s|m)$" example:"30s" doc:"Long poll: answer as soon as the execution has ended, or after this long (at most 60s) with its state then"`
+	// ShardsFrom pages the tasks' results (axtype.MaxListedResults).
+	ShardsFrom int `query:"shards_from" minimum:"0" maximum:"100000" doc:"Give the tasks' results and errors from this shard index on (every task is listed; a task whose result or error is left out has result_omitted). A listing gives at most 1,000 tasks' results and errors, as many as 8 MiB hold (the first whatever its size)"`
 }
 
 // getExecution answers GET /v1/executions/{id}: the execution with its
@@ -51,14 +53,14 @@ func (h *executionHandlers) getExecution(ctx context.Context, in *executionGetIn
 			ended = exec
 		}
 	}
-	return h.showExecution(ctx, id, ended)
+	return h.showExecution(ctx, id, ended, in.ShardsFrom)
 }
 
 // showExecution reads the run (unless given, ended), its tasks, its
 // callback and its lineage. The callback and the lineage are read beside
 // the run, not after it: a ?wait= answer waited for each read in turn, a
 // round trip each, which under load came to hundreds of milliseconds.
-func (h *executionHandlers) showExecution(ctx context.Context, id uuid.UUID, ended *axtype.Execution) (*executionOutput, error) {
+func (h *executionHandlers) showExecution(ctx context.Context, id uuid.UUID, ended *axtype.Execution, shardsFrom int) (*executionOutput, error) {
 	var (
 		cb             *axtype.Callback
 		lineage        *axtype.RunLineage
@@ -70,9 +72,9 @@ func (h *executionHandlers) showExecution(ctx context.Context, id uuid.UUID, end
 	defer beside.Wait() // on an early return too: they write these variables
 	exec, tasks, err := ended, []*axtype.Task(nil), error(nil)
 	if exec != nil {
-		tasks, err = h.execs.Tasks(ctx, id)
+		tasks, err = h.execs.Tasks(ctx, id, shardsFrom)
 	} else {
-		exec, tasks, err = h.execs.Get(ctx, id)
+		exec, tasks, err = h.execs.Get(ctx, id, shardsFrom)
 	}
 	if err != nil {
 		return nil, executionError(err)

@@ -314,7 +314,7 @@ func (h *executionHandlers) runView(ctx context.Context, id uuid.UUID) (*Executi
 	if !errors.Is(err, axtype.ErrNotFound) {
 		return nil, err
 	}
-	exec, _, err := h.execs.Get(ctx, id)
+	exec, err := h.execs.Execution(ctx, id) // its tasks are not shown
 	if err != nil {
 		return nil, executionError(err)
 	}

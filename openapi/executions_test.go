@@ -127,3 +127,49 @@ func TestTriggerQueueOverlap(t *testing.T) {
 	require.Equal(t, false, q["waiting"])
 	require.NotNil(t, q["released_at"])
 }
+
+// TestAnExecutionGivesTheResultsThatFitItsAnswer: a run of 40 shards, each
+// with a result of about 1 MiB that Postgres does not compress (hex from
+// md5) and a short error on one. GET /v1/executions/{id} lists every task
+// but gives the results of only as many as 8 MiB hold (the rest marked
+// result_omitted); shards_from gives the later ones. Before, one GET read
+// every result into the replica: 10 GB for 10,000 shards of 1 MiB.
+func TestAnExecutionGivesTheResultsThatFitItsAnswer(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	job := cronJob("big-results", "0 0 * * *", "UTC")
+	job["shards"] = map[string]any{"count": 40}
+	id := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
+	exec := env.trigger(id, "", "").must(t, http.StatusAccepted)["id"].(string)
+	_, err := env.pool.Exec(context.Background(), `
+		UPDATE ax.task SET state = 'succeeded', finished_at = now(),
+		       result = to_jsonb((SELECT string_agg(md5(random()::text || i || shard_index), '')
+		                          FROM generate_series(1, 32000) AS i))
+		WHERE execution_id = $1`, exec)
+	require.NoError(t, err)
+	listed := func(query string) (given []int, omitted []int, bytes int) {
+		resp := env.call("GET", "/v1/executions/"+exec+query, env.admin, nil)
+		body := resp.must(t, http.StatusOK)
+		for _, raw := range body["tasks"].([]any) {
+			task := raw.(map[string]any)
+			i := int(task["shard_index"].(float64))
+			switch {
+			case task["result"] != nil:
+				require.Nil(t, task["result_omitted"])
+				given = append(given, i)
+			default:
+				require.Equal(t, true, task["result_omitted"], "shard %d", i)
+				omitted = append(omitted, i)
+			}
+		}
+		return given, omitted, len(resp.raw)
+	}
+	given, omitted, size := listed("")
+	require.Len(t, given, 8, "8 results of 1 MiB in 8 MiB")
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, given)
+	require.Len(t, omitted, 32)
+	require.Less(t, size, 9<<20)
+	given, omitted, _ = listed("?shards_from=36")
+	require.Equal(t, []int{36, 37, 38, 39}, given)
+	require.Len(t, omitted, 36)
+}

@@ -210,22 +210,32 @@ func holdIfUnfinished(ctx context.Context, tx pgx.Tx, job *axtype.Job, execID uu
 	return nil
 }
 
-// Get returns an execution with its tasks.
-func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID) (*axtype.Execution, []*axtype.Task, error) {
-	exec, err := db.ExecutionGetByID(ctx, s.pool, id)
+// Get returns an execution with its tasks, their results and errors from
+// shard shardsFrom on (as many as a listing holds: db.TaskListByExecution).
+func (s *ExecutionService) Get(ctx context.Context, id uuid.UUID, shardsFrom int) (*axtype.Execution, []*axtype.Task, error) {
+	exec, err := s.Execution(ctx, id)
 	if err != nil {
-		return nil, nil, s.gone(ctx, id, err)
+		return nil, nil, err
 	}
-	tasks, err := db.TaskListByExecution(ctx, s.pool, id)
+	tasks, err := db.TaskListByExecutionFrom(ctx, s.pool, id, shardsFrom)
 	if err != nil {
 		return nil, nil, err
 	}
 	return exec, tasks, nil
 }
 
-// Tasks returns the tasks of execution id.
-func (s *ExecutionService) Tasks(ctx context.Context, id uuid.UUID) ([]*axtype.Task, error) {
-	return db.TaskListByExecution(ctx, s.pool, id)
+// Execution returns an execution without its tasks.
+func (s *ExecutionService) Execution(ctx context.Context, id uuid.UUID) (*axtype.Execution, error) {
+	exec, err := db.ExecutionGetByID(ctx, s.pool, id)
+	if err != nil {
+		return nil, s.gone(ctx, id, err)
+	}
+	return exec, nil
+}
+
+// Tasks returns the tasks of execution id, as Get does.
+func (s *ExecutionService) Tasks(ctx context.Context, id uuid.UUID, shardsFrom int) ([]*axtype.Task, error) {
+	return db.TaskListByExecutionFrom(ctx, s.pool, id, shardsFrom)
 }
 
 // gone turns err, a lookup of execution id, into one wrapping

@@ -3099,10 +3099,13 @@ type Task struct {
 	NotBefore time.Time `json:"not_before"`
 
 	// Result What the task reported
-	Result     interface{} `json:"result,omitempty"`
-	ShardIndex int64       `json:"shard_index"`
-	ShardParam *string     `json:"shard_param,omitempty"`
-	ShardTotal int64       `json:"shard_total"`
+	Result interface{} `json:"result,omitempty"`
+
+	// ResultOmitted The task has a result or error this answer leaves out: one answer gives at most 1,000 tasks' results and errors, as many as 8 MiB hold; ask again with shards_from
+	ResultOmitted *bool   `json:"result_omitted,omitempty"`
+	ShardIndex    int64   `json:"shard_index"`
+	ShardParam    *string `json:"shard_param,omitempty"`
+	ShardTotal    int64   `json:"shard_total"`
 
 	// StartedAt When the agent first reported the latest attempt running (its first heartbeat); absent when the attempt ended before one, as short tasks do, whose start is then leased_at
 	StartedAt *time.Time `json:"started_at,omitempty"`
@@ -3382,6 +3385,9 @@ type RerunExecutionsParams struct {
 type GetExecutionParams struct {
 	// Wait Long poll: answer as soon as the execution has ended, or after this long (at most 60s) with its state then
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// ShardsFrom Give the tasks' results and errors from this shard index on (every task is listed; a task whose result or error is left out has result_omitted). A listing gives at most 1,000 tasks' results and errors, as many as 8 MiB hold (the first whatever its size)
+	ShardsFrom *int64 `form:"shards_from,omitempty" json:"shards_from,omitempty"`
 }
 
 // GetExecutionLogsParams defines parameters for GetExecutionLogs.
@@ -8084,6 +8090,18 @@ func NewGetExecutionRequest(server string, id openapi_types.UUID, params *GetExe
 		if params.Wait != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ShardsFrom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "shards_from", *params.ShardsFrom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

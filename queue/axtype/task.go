@@ -33,7 +33,20 @@ type Task struct {
 	ErrorCode         string // "" when the outcome carried none (see MaxErrorCodeLength)
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	// ResultOmitted: the task has a result or error that a listing of its
+	// run left out (MaxListedResults, MaxListedResultBytes).
+	ResultOmitted bool
 }
+
+// A listing of a run's tasks gives the results and errors of at most
+// MaxListedResults tasks, as many as MaxListedResultBytes hold (the first
+// whatever its size): the rest are omitted, and a listing may start
+// further on. A run of 10,000 shards with results of 1 MiB was 10 GB in
+// one answer.
+const (
+	MaxListedResults     = 1000
+	MaxListedResultBytes = 8 << 20
+)
 
 // NewTask is a task just made, with what routing needs to place it.
 type NewTask struct {

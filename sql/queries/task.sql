@@ -1081,8 +1081,36 @@ FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@key_errors::text[]) AS key_error,
              unnest(@params_bytes::integer[]) AS params_bytes) t;
 
+-- TaskListByExecution returns an execution's tasks in shard order, their
+-- results and errors (listed) only from shard @shards_from on, for at
+-- most @max_listed tasks and while their size stays within @max_bytes
+-- (the first one whatever its size); omitted says a task has a result or
+-- error not given. Unbounded, a run of 10,000 shards with results of 1
+-- MiB was 10 GB read into the replica for one GET. The size is measured
+-- without reading the values: an error's octet_length, and a result's
+-- stored size, ten times (at most 1 MiB, the most a result may be) when
+-- Postgres compressed it, as text may be many times its compressed size.
 -- name: TaskListByExecution :many
-SELECT * FROM ax.all_tasks WHERE execution_id = @execution_id ORDER BY shard_index;
+SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority,
+       t.attempt, t.max_attempts, t.lost_leases, t.timeout_seconds, t.not_before, t.agent_id, t.leased_at,
+       t.started_at, t.finished_at, t.cancel_requested_at,
+       (CASE WHEN t.listed THEN t.result END)::jsonb AS result,
+       coalesce(CASE WHEN t.listed THEN t.error END, '')::text AS error,
+       t.error_code, t.created_at, t.updated_at,
+       (NOT t.listed AND (t.result IS NOT NULL OR t.error IS NOT NULL))::boolean AS omitted
+FROM (SELECT t.*,
+             (t.shard_index >= @shards_from::integer
+              AND (t.nth = 1 OR (t.nth <= @max_listed::integer AND t.listed_bytes <= @max_bytes::bigint))) AS listed
+      FROM (SELECT t.*,
+                   count(*) FILTER (WHERE t.shard_index >= @shards_from::integer) OVER w AS nth,
+                   sum(coalesce(CASE WHEN pg_column_compression(t.result) IS NULL THEN pg_column_size(t.result)
+                                     ELSE least(pg_column_size(t.result) * 10, 1048576) END, 0)
+                       + coalesce(octet_length(t.error), 0))
+                       FILTER (WHERE t.shard_index >= @shards_from::integer) OVER w AS listed_bytes
+            FROM ax.all_tasks t
+            WHERE t.execution_id = @execution_id
+            WINDOW w AS (ORDER BY t.shard_index)) t) t
+ORDER BY t.shard_index;
 
 -- TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
 -- job says to skip rather than wait, with the reason in the task's error
