@@ -385,3 +385,38 @@ func TestGoneAgentsAreFoundByKey(t *testing.T) {
 		require.Equal(t, 1, seen, "%s: auto_explain's plan of AgentListGone", mode)
 	}
 }
+
+// TestTheAgentsMetricIsReadThroughIndexes: the agents metric (every
+// scrape of every replica) counts the agents not offline and those
+// offline heard from in the last day. With 20,000 agents offline for two
+// days it reads neither them nor the table: before, its one OR read the
+// whole table (a sequential scan of the 20,000). The counts are right.
+func TestTheAgentsMetricIsReadThroughIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPlanEnv(t)
+	_, err := e.conn.Exec(ctx, `
+		INSERT INTO ax.agent (id, name, capacity, api_key_id, executors, state, last_heartbeat_at)
+		SELECT gen_random_uuid(), 'gone-' || i, 1, a.api_key_id, '{shell}', 'offline',
+		       now() - CASE WHEN i <= 3 THEN interval '1 hour' ELSE interval '2 days' END
+		FROM generate_series(1, 20000) AS i, (SELECT api_key_id FROM ax.agent LIMIT 1) a;
+		ANALYZE ax.agent`)
+	require.NoError(t, err)
+	e.explainPlans(e.conn)
+	counts, _, err := db.AgentCountByState(ctx, e.conn)
+	require.NoError(t, err)
+	byState := map[axtype.AgentState]int64{}
+	for _, c := range counts {
+		byState[c.State] += c.Agents
+	}
+	require.Equal(t, map[axtype.AgentState]int64{axtype.AgentActive: 1, axtype.AgentOffline: 3}, byState)
+	var read []string
+	for _, p := range e.plans() {
+		if strings.Contains(p, "AgentCountByState") {
+			read = append(read, p)
+		}
+	}
+	require.Len(t, read, 1)
+	require.NotContains(t, read[0], "Seq Scan on agent", read[0])
+	require.Contains(t, read[0], "agent_offline_recent_idx", read[0])
+}

@@ -3604,6 +3604,12 @@ CREATE INDEX agent_identity_idx ON ax.agent USING btree (registered_by, name, re
 CREATE INDEX agent_offline_idx ON ax.agent USING btree (name, id) WHERE (state = 'offline'::ax.agent_state);
 
 --
+-- Name: agent_offline_recent_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX agent_offline_recent_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (state = 'offline'::ax.agent_state);
+
+--
 -- Name: agent_present_idx; Type: INDEX; Schema: ax; Owner: -
 --
 

@@ -246,13 +246,19 @@ SET state = CASE WHEN state = 'offline' THEN state ELSE 'active' END,
     drained_at = NULL, quarantined_at = NULL, health_since = now()
 WHERE id = @id;
 
--- AgentCountByState counts agents by state, readiness and pool label.
+-- AgentCountByState counts agents by state, readiness and pool label:
+-- those not offline, and those offline heard from in the last day.
 -- A metrics query: every replica reads the same shared rows, so all
--- replicas report the same numbers.
+-- replicas report the same numbers. Each part is read through an index
+-- of its own (agent_present_idx, agent_offline_recent_idx): as one OR,
+-- every scrape of every replica read the whole table, offline agents of
+-- years included (they are never deleted).
 -- name: AgentCountByState :many
-SELECT state::text AS state, ready, coalesce(labels ->> 'pool', '')::text AS pool, count(*)::bigint AS agents
-FROM ax.agent
-WHERE state <> 'offline' OR last_heartbeat_at > now() - interval '1 day'
+SELECT a.state::text AS state, a.ready, coalesce(a.labels ->> 'pool', '')::text AS pool, count(*)::bigint AS agents
+FROM (SELECT p.state, p.ready, p.labels FROM ax.agent p WHERE p.state IN ('active', 'draining', 'quarantined')
+      UNION ALL
+      SELECT o.state, o.ready, o.labels FROM ax.agent o
+      WHERE o.state = 'offline' AND o.last_heartbeat_at > now() - interval '1 day') a
 GROUP BY 1, 2, 3;
 
 -- AgentsLeasable returns which of @ids may lease now (active or

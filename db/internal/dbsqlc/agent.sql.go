@@ -14,9 +14,11 @@ import (
 )
 
 const agentCountByState = `-- name: AgentCountByState :many
-SELECT state::text AS state, ready, coalesce(labels ->> 'pool', '')::text AS pool, count(*)::bigint AS agents
-FROM ax.agent
-WHERE state <> 'offline' OR last_heartbeat_at > now() - interval '1 day'
+SELECT a.state::text AS state, a.ready, coalesce(a.labels ->> 'pool', '')::text AS pool, count(*)::bigint AS agents
+FROM (SELECT p.state, p.ready, p.labels FROM ax.agent p WHERE p.state IN ('active', 'draining', 'quarantined')
+      UNION ALL
+      SELECT o.state, o.ready, o.labels FROM ax.agent o
+      WHERE o.state = 'offline' AND o.last_heartbeat_at > now() - interval '1 day') a
 GROUP BY 1, 2, 3
 `
 
@@ -27,9 +29,13 @@ type AgentCountByStateRow struct {
 	Agents int64
 }
 
-// AgentCountByState counts agents by state, readiness and pool label.
+// AgentCountByState counts agents by state, readiness and pool label:
+// those not offline, and those offline heard from in the last day.
 // A metrics query: every replica reads the same shared rows, so all
-// replicas report the same numbers.
+// replicas report the same numbers. Each part is read through an index
+// of its own (agent_present_idx, agent_offline_recent_idx): as one OR,
+// every scrape of every replica read the whole table, offline agents of
+// years included (they are never deleted).
 func (q *Queries) AgentCountByState(ctx context.Context, db DBTX) ([]AgentCountByStateRow, error) {
 	rows, err := db.Query(ctx, agentCountByState)
 	if err != nil {
