@@ -1088,8 +1088,11 @@ FROM (SELECT unnest(@ids::uuid[]) AS id,
 -- error not given. Unbounded, a run of 10,000 shards with results of 1
 -- MiB was 10 GB read into the replica for one GET. The size is measured
 -- without reading the values: an error's octet_length, and a result's
--- stored size, ten times (at most 1 MiB, the most a result may be) when
--- Postgres compressed it, as text may be many times its compressed size.
+-- stored size, 32 times (at most 1 MiB, the most a result may be) when
+-- Postgres compressed it. Text may be many times its compressed size: 1
+-- MiB of one repeated character is stored in 12 KB (pglz, 87:1), so such
+-- results may fill an answer of about 25 MiB; realistic JSON rows
+-- compress about 8:1 and count as what they are.
 -- name: TaskListByExecution :many
 SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority,
        t.attempt, t.max_attempts, t.lost_leases, t.timeout_seconds, t.not_before, t.agent_id, t.leased_at,
@@ -1104,7 +1107,7 @@ FROM (SELECT t.*,
       FROM (SELECT t.*,
                    count(*) FILTER (WHERE t.shard_index >= @shards_from::integer) OVER w AS nth,
                    sum(coalesce(CASE WHEN pg_column_compression(t.result) IS NULL THEN pg_column_size(t.result)
-                                     ELSE least(pg_column_size(t.result) * 10, 1048576) END, 0)
+                                     ELSE least(pg_column_size(t.result) * 32, 1048576) END, 0)
                        + coalesce(octet_length(t.error), 0))
                        FILTER (WHERE t.shard_index >= @shards_from::integer) OVER w AS listed_bytes
             FROM ax.all_tasks t
