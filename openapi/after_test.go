@@ -343,6 +343,15 @@ func TestAJobHasAtMostItsDownstreamJobs(t *testing.T) {
 	e.call("PUT", "/v1/jobs/"+e.ids["down0"], e.admin, body).must(t, http.StatusOK)
 	e.job("one-more", after("all", "success", "other"), nil)
 	require.Equal(t, axtype.MaxAfterDownstreams+1, edges())
+
+	// An upstream past the bound (made before it was set) keeps its
+	// downstream jobs, and each may still be saved: only a new edge to it
+	// is refused.
+	_, err := e.pool.Exec(context.Background(), `INSERT INTO ax.after_edge (job_id, upstream_job_id, position, on_state)
+		VALUES ($1, $2, 1, 'success')`, e.ids["one-more"], e.ids["up"])
+	require.NoError(t, err)
+	body["trigger"] = after("all", "success", "up")
+	e.call("PUT", "/v1/jobs/"+e.ids["down0"], e.admin, body).must(t, http.StatusOK)
 }
 
 // TestADownstreamPassWritesAtMostItsTasks: five downstream jobs of four

@@ -36,11 +36,15 @@ WITH RECURSIVE up(job) AS (
 SELECT EXISTS (SELECT 1 FROM up WHERE up.job = @job_id::uuid)::boolean;
 
 -- AfterDownstreamsFull returns those of @upstream_ids that already have
--- @most downstream jobs other than @job_id.
+-- @most downstream jobs other than @job_id and are not already upstream of
+-- it: a save that keeps an edge is never refused for it (an upstream past
+-- the bound before it was set keeps its downstream jobs, and they may be
+-- saved again).
 -- name: AfterDownstreamsFull :many
 SELECT e.upstream_job_id
 FROM ax.after_edge e
 WHERE e.upstream_job_id = ANY(@upstream_ids::uuid[]) AND e.job_id <> @job_id::uuid
+  AND NOT EXISTS (SELECT 1 FROM ax.after_edge m WHERE m.job_id = @job_id::uuid AND m.upstream_job_id = e.upstream_job_id)
 GROUP BY e.upstream_job_id
 HAVING count(*) >= @most::integer;
 

@@ -16,6 +16,7 @@ const afterDownstreamsFull = `-- name: AfterDownstreamsFull :many
 SELECT e.upstream_job_id
 FROM ax.after_edge e
 WHERE e.upstream_job_id = ANY($1::uuid[]) AND e.job_id <> $2::uuid
+  AND NOT EXISTS (SELECT 1 FROM ax.after_edge m WHERE m.job_id = $2::uuid AND m.upstream_job_id = e.upstream_job_id)
 GROUP BY e.upstream_job_id
 HAVING count(*) >= $3::integer
 `
@@ -27,7 +28,10 @@ type AfterDownstreamsFullParams struct {
 }
 
 // AfterDownstreamsFull returns those of @upstream_ids that already have
-// @most downstream jobs other than @job_id.
+// @most downstream jobs other than @job_id and are not already upstream of
+// it: a save that keeps an edge is never refused for it (an upstream past
+// the bound before it was set keeps its downstream jobs, and they may be
+// saved again).
 func (q *Queries) AfterDownstreamsFull(ctx context.Context, db DBTX, arg AfterDownstreamsFullParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, afterDownstreamsFull, arg.UpstreamIds, arg.JobID, arg.Most)
 	if err != nil {
