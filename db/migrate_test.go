@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -154,4 +155,60 @@ func TestMigrationParksKeyedBacklog(t *testing.T) {
 	var keys []string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(DISTINCT concurrency_key ORDER BY concurrency_key) FROM ax.concurrency_key_freed`).Scan(&keys))
 	require.Equal(t, []string{"k", "l"}, keys)
+}
+
+// TestMigrationsOfLiveTasks: what migrations 00071 and 00074 do to the
+// tasks of a database with work in flight. 00071 records the params' size
+// on every task of a live run that may be leased again (pending, leased,
+// running). 00074 moves group-scoped concurrency keys into their job's
+// group, and records every parked key of such a scope for the next lease
+// to look at: team a's task, parked behind team b's running one under the
+// old shared scope, would otherwise wait for a place of its new scope to
+// free, which nothing would ever do.
+func TestMigrationsOfLiveTasks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := emptyDatabase(t)
+	m, err := db.NewMigrator(pool, nil)
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	_, err = m.DownTo(ctx, 70)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+		WITH j AS (INSERT INTO ax.job (name, group_name, trigger_kind, executor_kind, executor, agentless)
+		           VALUES ('export', 'team-a', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false),
+		                  ('export', 'team-b', 'manual', 'shell', '{"kind": "shell", "command": "true"}', false)
+		           RETURNING id, group_name),
+		     e AS (INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority, params)
+		           SELECT gen_random_uuid(), id, 'manual', now(), 1, 0, '{"customer": "acme"}' FROM j
+		           RETURNING id, job_id)
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
+		                     state, lease_token, lease_expires_at, key_parked, concurrency_scope, concurrency_key, concurrency_limit)
+		SELECT e.id, e.job_id, 0, 1, 0, 1, 60, CASE WHEN j.group_name = 'team-b' THEN 'running' ELSE 'pending' END::ax.task_state,
+		       CASE WHEN j.group_name = 'team-b' THEN gen_random_uuid() END,
+		       CASE WHEN j.group_name = 'team-b' THEN now() + interval '1 minute' END,
+		       j.group_name = 'team-a', 'group:exports', 'customer=acme', 1
+		FROM e JOIN j ON j.id = e.job_id`)
+	require.NoError(t, err)
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	rows, err := pool.Query(ctx, `SELECT t.state::text, t.params_bytes, t.concurrency_scope FROM ax.task t ORDER BY t.state`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var state, scope string
+		var size *int32
+		require.NoError(t, rows.Scan(&state, &size, &scope))
+		require.NotNil(t, size, state)
+		got = append(got, fmt.Sprintf("%s %d %s", state, *size, scope))
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"pending 20 group:team-a/exports", "running 20 group:team-b/exports"}, got)
+	var freed []string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(concurrency_scope || ' ' || concurrency_key)
+		FROM ax.concurrency_key_freed`).Scan(&freed))
+	require.Equal(t, []string{"group:team-a/exports customer=acme"}, freed)
 }

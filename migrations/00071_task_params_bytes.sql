@@ -9,10 +9,11 @@
 -- the task (NULL: the run has none).
 ALTER TABLE ax.task ADD COLUMN params_bytes integer;
 ALTER TABLE ax.task_history ADD COLUMN params_bytes integer;
--- The tasks still to lease count too (their runs are live).
+-- The tasks of live runs count too: those still to lease, and those
+-- leased or running now, which may be leased again (a retry, a lost lease).
 UPDATE ax.task t SET params_bytes = octet_length(e.params::text)
 FROM ax.execution e
-WHERE e.id = t.execution_id AND t.state = 'pending' AND e.params IS NOT NULL;
+WHERE e.id = t.execution_id AND t.state IN ('pending', 'leased', 'running') AND e.params IS NOT NULL;
 
 -- The views show it before retain_until, as every column of the task
 -- (TestHistoryTablesMatchLiveTables); ax.all_task_events reads

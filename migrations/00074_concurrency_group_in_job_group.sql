@@ -19,6 +19,14 @@ JOIN ax.task t ON t.concurrency_key = f.concurrency_key AND t.state = 'pending'
               AND t.concurrency_scope LIKE 'group:%/' || substr(f.concurrency_scope, 7)
 WHERE f.concurrency_scope LIKE 'group:%' AND f.concurrency_scope NOT LIKE 'group:%/%';
 DELETE FROM ax.concurrency_key_freed WHERE concurrency_scope LIKE 'group:%' AND concurrency_scope NOT LIKE 'group:%/%';
+-- A task parked behind another team's task of the old scope would wait
+-- for a place of its new scope to free, which may never come: every
+-- parked key of a group scope is looked at again by the next lease (a
+-- key without room stays parked: the unpark counts under its lock).
+INSERT INTO ax.concurrency_key_freed (concurrency_scope, concurrency_key)
+SELECT DISTINCT t.concurrency_scope, t.concurrency_key
+FROM ax.task t
+WHERE t.state = 'pending' AND t.key_parked AND t.concurrency_scope LIKE 'group:%/%';
 
 -- +goose Down
 UPDATE ax.task SET concurrency_scope = 'group:' || substr(concurrency_scope, strpos(concurrency_scope, '/') + 1)
