@@ -316,7 +316,7 @@ func taskComplete(ctx context.Context, e Executor, agents []uuid.UUID, results [
 			return nil, err
 		}
 	}
-	bad := badResultErrors(written)
+	bad := badResultErrors(results, written)
 	for i := range out {
 		out[i].Finalized = ended[out[i].ExecutionID]
 		out[i].Error = bad[out[i].ID]

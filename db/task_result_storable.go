@@ -117,12 +117,15 @@ func taskCompleteRows(ctx context.Context, e Executor, agents []uuid.UUID, resul
 	return rows, results, err
 }
 
-// badResultErrors maps the tasks among results that failed with
-// ErrorCodeBadResult or ErrorCodeResultTooLarge to their error.
-func badResultErrors(results []axtype.TaskResult) map[uuid.UUID]string {
+// badResultErrors maps the tasks among written (sent as sent, in the same
+// order) that failed with ErrorCodeBadResult, or with
+// ErrorCodeResultTooLarge in place of what was sent, to their error: an
+// agent that reported result_too_large itself is not told of it again.
+func badResultErrors(sent, written []axtype.TaskResult) map[uuid.UUID]string {
 	var m map[uuid.UUID]string
-	for _, r := range results {
-		if r.ErrorCode == axtype.ErrorCodeBadResult || r.ErrorCode == axtype.ErrorCodeResultTooLarge {
+	for i, r := range written {
+		if r.ErrorCode == axtype.ErrorCodeBadResult ||
+			r.ErrorCode == axtype.ErrorCodeResultTooLarge && sent[i].ErrorCode != axtype.ErrorCodeResultTooLarge {
 			if m == nil {
 				m = map[uuid.UUID]string{}
 			}

@@ -442,7 +442,9 @@ func (h *agentHandlers) complete(ctx context.Context, in *completeInput) (*compl
 		o := ResultOutcome{TaskID: r.ID.String(), Status: "conflict"}
 		if d, ok := accepted[r.ID]; ok {
 			o.Status = "accepted"
-			if d.ErrorCode == axtype.ErrorCodeBadResult || d.ErrorCode == axtype.ErrorCodeResultTooLarge {
+			// The server's own verdicts on what was sent: result_too_large
+			// carries a reason only when the server gave it.
+			if d.ErrorCode == axtype.ErrorCodeBadResult || d.ErrorCode == axtype.ErrorCodeResultTooLarge && d.Error != "" {
 				o.ErrorCode, o.Error = d.ErrorCode, d.Error
 			}
 		}

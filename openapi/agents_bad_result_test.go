@@ -79,22 +79,26 @@ func TestAResultLargerThanAResultMayBeIsNotStored(t *testing.T) {
 	t.Parallel()
 	env := setupWithAgents(t, dispatch.AgentConfig{})
 	job := cronJob("large", "0 0 * * *", "UTC")
-	job["shards"] = map[string]any{"count": 2}
+	job["shards"] = map[string]any{"count": 3}
 	job["retry"] = map[string]any{"max_attempts": 2, "backoff_seconds": 1}
 	jobID := env.call("POST", "/v1/jobs", env.admin, job).must(t, http.StatusCreated)["id"].(string)
 	a := env.registerAgent("worker", nil, 10)
 	exec := env.trigger(jobID, "", "").must(t, http.StatusAccepted)
 	tasks := a.lease(10, 0)
-	require.Len(t, tasks, 2)
+	require.Len(t, tasks, 3)
 	large := json.RawMessage(`"` + strings.Repeat("x", axtype.MaxResultBytes-1) + `"`) // 1 MiB + 1 byte
 	reply := a.post("/complete", map[string]any{"results": []map[string]any{
 		{"task_id": tasks[0]["task_id"], "lease_token": tasks[0]["lease_token"], "state": "succeeded", "result": large},
 		{"task_id": tasks[1]["task_id"], "lease_token": tasks[1]["lease_token"], "state": "succeeded", "result": map[string]any{"ok": true}},
+		// An SDK that refused a large result itself: not told of it again.
+		{"task_id": tasks[2]["task_id"], "lease_token": tasks[2]["lease_token"], "state": "failed",
+			"error": "result is more than 1048576 bytes", "error_code": "result_too_large"},
 	}}).must(t, http.StatusOK)
 	outcomes := reply["results"].([]any)
 	require.Equal(t, "result_too_large", outcomes[0].(map[string]any)["error_code"])
 	require.Contains(t, outcomes[0].(map[string]any)["error"], "1048577 bytes")
 	require.Nil(t, outcomes[1].(map[string]any)["error_code"])
+	require.Nil(t, outcomes[2].(map[string]any)["error_code"])
 
 	var bytes int
 	var state string

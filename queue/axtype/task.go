@@ -206,7 +206,8 @@ type CompletedTask struct {
 	ExecutionID uuid.UUID
 	State       TaskState
 	ErrorCode   string // as recorded ("" for none)
-	// Error is the reason of an ErrorCodeBadResult ("" otherwise).
+	// Error is the reason of an ErrorCodeBadResult, or of an
+	// ErrorCodeResultTooLarge the server gave ("" otherwise).
 	Error string
 	// Finalized is true when this result ended its execution.
 	Finalized bool
