@@ -144,6 +144,11 @@ func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) 
 	seen := make(map[axtype.JobKey]int, len(in.Jobs))
 	urls := h.urls.checks(ctx) // each URL once, all within urlCheckTime
 	defer urls.done()
+	var all []string
+	for i := range in.Jobs {
+		all = append(all, checkedURLs(&in.Jobs[i])...)
+	}
+	urls.prefetch(all)
 	for i := range in.Jobs {
 		j := &in.Jobs[i]
 		at := fmt.Sprintf("body.jobs[%d].", i)

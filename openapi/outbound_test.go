@@ -490,3 +490,33 @@ func TestADeclarationChecksItsURLsWithinABound(t *testing.T) {
 	require.EqualValues(t, 1, lookups.Load(), "one URL, one lookup")
 	require.Equal(t, 0, env.countJobs())
 }
+
+// slowResolver answers every name with a public address after delay.
+type slowResolver struct{ delay time.Duration }
+
+func (r slowResolver) LookupIPAddr(ctx context.Context, _ string) ([]net.IPAddr, error) {
+	select {
+	case <-time.After(r.delay):
+		return []net.IPAddr{{IP: net.ParseIP("93.184.216.34")}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestADeclarationLooksItsHostsUpAFewAtOnce: 80 callbacks on 80 hosts
+// whose names take 300 ms each to look up are all checked within the
+// 10 s bound (a few at once), and the declaration is applied. One after
+// another they took 24 s, and the last ones were refused as not checked
+// in time.
+func TestADeclarationLooksItsHostsUpAFewAtOnce(t *testing.T) {
+	t.Parallel()
+	env := setupConfig(t, func(c *openapiConfig) { c.Outbound = outbound.Policy{Resolver: slowResolver{300 * time.Millisecond}} })
+	var jobs []map[string]any
+	for i := range 80 {
+		j := intervalJob(fmt.Sprintf("hooked-%d", i), 3600)
+		j["callback"] = map[string]any{"url": fmt.Sprintf("http://h%d.slow.test/hook", i)}
+		jobs = append(jobs, j)
+	}
+	env.call("POST", "/v1/declarations", env.admin, declaration("sdk:slow", "1", false, jobs...)).must(t, http.StatusOK)
+	require.Equal(t, 80, env.countJobs())
+}
