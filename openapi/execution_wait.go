@@ -19,7 +19,7 @@ type executionGetInput struct {
 	ID   string `path:"id" format:"uuid" doc:"Execution id"`
 	Wait string `query:"wait" maxLength:"10" pattern:"^[0-9]+(ms|s|m)$" example:"30s" doc:"Long poll: answer as soon as the execution has ended, or after this long (at most 60s) with its state then"`
 	// ShardsFrom pages the tasks' results (axtype.MaxListedResults).
-	ShardsFrom int `query:"shards_from" minimum:"0" maximum:"100000" doc:"Give the tasks' results and errors from this shard index on (every task is listed; a task whose result or error is left out has result_omitted). A listing gives at most 1,000 tasks' results and errors, as many as 8 MiB hold (the first whatever its size)"`
+	ShardsFrom int `query:"shards_from" minimum:"0" maximum:"100000" doc:"Give the tasks' results and errors from this shard index on (every task is listed; a task whose result or error is left out has result_omitted). A listing gives at most 1,000 tasks' results and errors, as many as 8 MiB hold by their stored size (the first whatever its size; see the submitting-work guide)"`
 }
 
 // getExecution answers GET /v1/executions/{id}: the execution with its

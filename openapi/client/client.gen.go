@@ -3101,7 +3101,7 @@ type Task struct {
 	// Result What the task reported
 	Result interface{} `json:"result,omitempty"`
 
-	// ResultOmitted The task has a result or error this answer leaves out: one answer gives at most 1,000 tasks' results and errors, as many as 8 MiB hold; ask again with shards_from
+	// ResultOmitted The task has a result or error this answer leaves out: one answer gives at most 1,000 tasks' results and errors, as many as 8 MiB hold by their stored size (see the submitting-work guide); ask again with shards_from
 	ResultOmitted *bool   `json:"result_omitted,omitempty"`
 	ShardIndex    int64   `json:"shard_index"`
 	ShardParam    *string `json:"shard_param,omitempty"`
@@ -3386,7 +3386,7 @@ type GetExecutionParams struct {
 	// Wait Long poll: answer as soon as the execution has ended, or after this long (at most 60s) with its state then
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 
-	// ShardsFrom Give the tasks' results and errors from this shard index on (every task is listed; a task whose result or error is left out has result_omitted). A listing gives at most 1,000 tasks' results and errors, as many as 8 MiB hold (the first whatever its size)
+	// ShardsFrom Give the tasks' results and errors from this shard index on (every task is listed; a task whose result or error is left out has result_omitted). A listing gives at most 1,000 tasks' results and errors, as many as 8 MiB hold by their stored size (the first whatever its size; see the submitting-work guide)
 	ShardsFrom *int64 `form:"shards_from,omitempty" json:"shards_from,omitempty"`
 }
 

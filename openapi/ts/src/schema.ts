@@ -3244,7 +3244,7 @@ export interface components {
             not_before: string;
             /** @description What the task reported */
             result?: unknown;
-            /** @description The task has a result or error this answer leaves out: one answer gives at most 1,000 tasks' results and errors, as many as 8 MiB hold; ask again with shards_from */
+            /** @description The task has a result or error this answer leaves out: one answer gives at most 1,000 tasks' results and errors, as many as 8 MiB hold by their stored size (see the submitting-work guide); ask again with shards_from */
             result_omitted?: boolean;
             /** Format: int64 */
             shard_index: number;
@@ -7761,7 +7761,7 @@ export interface operations {
             query?: {
                 /** @description Long poll: answer as soon as the execution has ended, or after this long (at most 60s) with its state then */
                 wait?: string;
-                /** @description Give the tasks' results and errors from this shard index on (every task is listed; a task whose result or error is left out has result_omitted). A listing gives at most 1,000 tasks' results and errors, as many as 8 MiB hold (the first whatever its size) */
+                /** @description Give the tasks' results and errors from this shard index on (every task is listed; a task whose result or error is left out has result_omitted). A listing gives at most 1,000 tasks' results and errors, as many as 8 MiB hold by their stored size (the first whatever its size; see the submitting-work guide) */
                 shards_from?: number;
             };
             header?: never;
