@@ -267,7 +267,7 @@ func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPla
 		Fallback: make([]uuid.UUID, n), RouteKeys: make([]string, n), Pinned: make([]bool, n),
 		RateClasses: make([]string, n), Agentless: make([]bool, n), ConcurrencyScopes: make([]string, n),
 		ConcurrencyKeys: make([]string, n), ConcurrencyLimits: make([]int32, n), KeyErrors: make([]string, n),
-		ParamsBytes: make([]int32, n)}
+		ParamsBytes: make([]int32, n), NoAgent: make([]bool, n)}
 	for i, r := range planned {
 		p.Ids[i], p.ExecutionIds[i], p.JobIds[i] = tasks[i].ID, r.ExecutionID, r.JobID
 		p.ShardIndexes[i], p.ShardTotals[i], p.ShardParams[i] = r.ShardIndex, r.ShardTotal, r.ShardParam
@@ -290,6 +290,7 @@ func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPla
 			p.Preferred[i], p.Pinned[i] = *r.PinnedAgentID, true
 		case route != nil:
 			p.Preferred[i], p.Fallback[i], p.RouteKeys[i] = route.Preferred, route.Fallback, route.RouteKey
+			p.NoAgent[i] = route.NoAgent
 		}
 		tasks[i].Preferred, tasks[i].NotBefore = p.Preferred[i], r.NotBefore
 	}

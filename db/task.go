@@ -201,6 +201,31 @@ func TaskConcurrencyUnpark(ctx context.Context, e Executor, now *time.Time) (int
 	return int(n), nil
 }
 
+// NoAgentUnpark says how far a TaskNoAgentUnpark call went.
+type NoAgentUnpark struct {
+	// Jobs is how many jobs with parked tasks it looked at, LastJob the
+	// last of them (id order).
+	Jobs    int
+	LastJob uuid.UUID
+	// Unparked is how many tasks it unparked.
+	Unparked int
+}
+
+// TaskNoAgentUnpark unparks the tasks parked for want of an agent
+// (axtype.TaskRoute.NoAgent) whose jobs a live agent can take now: an
+// agent heard from within live, by the router's rules. It looks at up to
+// maxJobs jobs with parked tasks after job id after (uuid.Nil: from the
+// first) and unparks at most maxTasks tasks; now nil is the database's
+// clock.
+func TaskNoAgentUnpark(ctx context.Context, e Executor, after uuid.UUID, maxJobs, maxTasks int, live time.Duration, now *time.Time) (NoAgentUnpark, error) {
+	r, err := queries.TaskNoAgentUnpark(ctx, e, dbsqlc.TaskNoAgentUnparkParams{After: after, MaxJobs: int32(maxJobs),
+		MaxTasks: int32(maxTasks), LiveSeconds: live.Seconds(), Now: now})
+	if err != nil {
+		return NoAgentUnpark{}, fmt.Errorf("error unparking tasks an agent can take: %w", mapErr(err))
+	}
+	return NoAgentUnpark{Jobs: int(r.Jobs), LastJob: r.LastJob, Unparked: int(r.Unparked)}, nil
+}
+
 func leasedTasks(rows []dbsqlc.TaskLeaseTakeRow) ([]*axtype.LeasedTask, error) {
 	out := make([]*axtype.LeasedTask, len(rows))
 	for i, r := range rows {

@@ -894,9 +894,9 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, retain_until)
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, retain_until)
     SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, CASE WHEN f.id IS NULL THEN t.end_event_id
-                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, u.until
+                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -963,9 +963,9 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, retain_until)
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, retain_until)
     SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, CASE WHEN f.id IS NULL THEN t.end_event_id
-                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, u.until
+                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -1053,8 +1053,8 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN 0;
     END IF;
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, k.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, k.until
     FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
     WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
@@ -1873,6 +1873,7 @@ CREATE TABLE ax.task (
     lease_event_id bigint,
     end_event_id bigint,
     params_bytes integer,
+    no_agent boolean DEFAULT false NOT NULL,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
     CONSTRAINT task_concurrency_key_length CHECK ((octet_length(concurrency_key) <= 256)),
     CONSTRAINT task_concurrency_set CHECK ((((concurrency_key IS NULL) = (concurrency_limit IS NULL)) AND ((concurrency_key IS NULL) = (concurrency_scope IS NULL)))),
@@ -1882,6 +1883,12 @@ CREATE TABLE ax.task (
     CONSTRAINT task_shard_index_range CHECK (((shard_index >= 0) AND (shard_index < shard_total)))
 )
 WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='1000');
+
+--
+-- Name: COLUMN task.no_agent; Type: COMMENT; Schema: ax; Owner: -
+--
+
+COMMENT ON COLUMN ax.task.no_agent IS 'parked: no live agent could take the task (labels, executor kind) when it was written; the reaper clears it once one can';
 
 --
 -- Name: task_history; Type: TABLE; Schema: ax; Owner: -
@@ -1930,6 +1937,7 @@ CREATE TABLE ax.task_history (
     lease_event_id bigint,
     end_event_id bigint,
     params_bytes integer,
+    no_agent boolean DEFAULT false NOT NULL,
     CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 )
@@ -1981,6 +1989,7 @@ CREATE VIEW ax.all_tasks AS
     t.lease_event_id,
     t.end_event_id,
     t.params_bytes,
+    t.no_agent,
     NULL::timestamp with time zone AS retain_until
    FROM ax.task t
 UNION ALL
@@ -2025,6 +2034,7 @@ UNION ALL
     t.lease_event_id,
     t.end_event_id,
     t.params_bytes,
+    t.no_agent,
     t.retain_until
    FROM ax.task_history t;
 
@@ -3925,7 +3935,7 @@ CREATE INDEX task_concurrency_parked_idx ON ax.task USING btree (concurrency_sco
 -- Name: task_concurrency_pending_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (priority DESC, not_before) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked));
+CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (priority DESC, not_before) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked) AND (NOT no_agent));
 
 --
 -- Name: task_concurrency_ready_idx; Type: INDEX; Schema: ax; Owner: -
@@ -3958,22 +3968,28 @@ CREATE INDEX task_history_agent_idx ON ONLY ax.task_history USING btree (agent_i
 CREATE INDEX task_leased_idx ON ax.task USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::ax.task_state, 'running'::ax.task_state]));
 
 --
+-- Name: task_no_agent_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_no_agent_idx ON ax.task USING btree (job_id) WHERE (no_agent AND (state = 'pending'::ax.task_state));
+
+--
 -- Name: task_pending_age_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_pending_age_idx ON ax.task USING btree (not_before) WHERE (state = 'pending'::ax.task_state);
+CREATE INDEX task_pending_age_idx ON ax.task USING btree (not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent));
 
 --
 -- Name: task_preferred_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL) AND (concurrency_key IS NULL));
+CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL) AND (concurrency_key IS NULL) AND (NOT no_agent));
 
 --
 -- Name: task_unassigned_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless) AND (concurrency_key IS NULL));
+CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless) AND (concurrency_key IS NULL) AND (NOT no_agent));
 
 --
 -- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -

@@ -84,6 +84,10 @@ type TaskRoute struct {
 	TaskID              uuid.UUID
 	Preferred, Fallback uuid.UUID
 	RouteKey            string
+	// NoAgent: no live agent could take the task (none has the job's
+	// labels and accepts its executor kind). It is written parked, out of
+	// every lease's way, until one can (db.TaskNoAgentUnpark).
+	NoAgent bool
 }
 
 // RouteFunc decides the preferred agents of new tasks before they are

@@ -162,7 +162,25 @@ func (s *LeaseBroker) Register(ctx context.Context, a *axtype.Agent) (*axtype.Ag
 	}
 	s.logger.InfoContext(ctx, "agent registered", "agent_id", agent.ID, "name", agent.Name, "capacity", agent.Capacity,
 		"executors", agent.Executors, "state", agent.State)
+	s.unparkFor(ctx, agent)
 	return agent, nil
+}
+
+// unparkFor unparks the tasks parked for want of an agent (no candidate
+// when they were written) that a just registered agent can take, at once
+// rather than at the reaper's next sweep, which does the rest past the
+// bounds of one sweep (and all of it if this fails: the registration
+// stands). Live as the router's default: two heartbeats.
+func (s *LeaseBroker) unparkFor(ctx context.Context, agent *axtype.Agent) {
+	u, err := db.TaskNoAgentUnpark(ctx, s.pool, uuid.Nil, UnparkJobs, UnparkTasks, 2*s.cfg.HeartbeatInterval, s.clock.Now())
+	if err == nil && u.Unparked > 0 {
+		s.logger.InfoContext(ctx, "tasks an agent can take now unparked", "agent_id", agent.ID, "tasks", u.Unparked)
+		err = db.Notify(ctx, s.pool, notify.TaskReadyChannel, "")
+	}
+	if err != nil && ctx.Err() == nil {
+		s.logger.WarnContext(ctx, "tasks parked for want of an agent not unparked at registration; the reaper will",
+			"agent_id", agent.ID, "error", err)
+	}
 }
 
 // Get returns an agent as of a read that began after the call (read

@@ -28,6 +28,11 @@ type ReaperConfig struct {
 	// OfflineAfter is how long an agent may be silent before it is
 	// offline. Defaults to 3 heartbeat intervals of AgentConfig.
 	OfflineAfter time.Duration
+	// Live is how recently an agent must have heartbeated to take tasks
+	// parked for want of one (TaskRouterConfig.Live, whose default it
+	// shares: 2 heartbeat intervals of AgentConfig). Each sweep unparks
+	// the tasks of up to UnparkJobs such jobs, UnparkTasks tasks at most.
+	Live time.Duration
 	// BatchSize bounds one sweep's expired leases. Defaults to 1000.
 	BatchSize int
 	// MaxLostLeases is how many times a task may lose its lease with its
@@ -97,6 +102,9 @@ type Reaper struct {
 
 	forgetDue time.Time // the loop forgets gone agents' series at or after this (its goroutine's)
 
+	unparkMu    sync.Mutex
+	unparkAfter uuid.UUID // the next sweep's unpark looks at the jobs after this one
+
 	bg startstop.Runner
 }
 
@@ -108,6 +116,7 @@ const reaperLockID = 0x61785f7265617072 // "ax_reapr"
 func NewReaper(pool *pgxpool.Pool, agentCfg AgentConfig, cfg ReaperConfig) *Reaper {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
 	cfg.OfflineAfter = cmp.Or(cfg.OfflineAfter, 3*agentCfg.withDefaults().HeartbeatInterval)
+	cfg.Live = cmp.Or(cfg.Live, 2*agentCfg.withDefaults().HeartbeatInterval)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	cfg.MaxLostLeases = cmp.Or(cfg.MaxLostLeases, DefaultMaxLostLeases)
 	cfg.TimeoutGrace = max(cmp.Or(cfg.TimeoutGrace, DefaultTimeoutGrace), 0)
@@ -192,11 +201,47 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err := r.cfg.Outbox.Flush(ctx, tx); err != nil {
 			return err
 		}
-		if reaped.Retried > 0 {
+		unparked, err := r.unparkServed(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if reaped.Retried > 0 || unparked > 0 {
 			return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 		}
 		return nil
 	})
+}
+
+// Unpark bounds: jobs looked at and tasks unparked by one sweep, so a
+// sweep stays short with many parked jobs or a large parked backlog; the
+// rest are the next sweeps' (a second later by default).
+const (
+	UnparkJobs  = 1000
+	UnparkTasks = 10_000
+)
+
+// unparkServed unparks the tasks parked for want of an agent whose jobs
+// a live agent can take now, going through the parked jobs a part each
+// sweep (after the last one looked at; from the first once through), and
+// returns how many it unparked.
+func (r *Reaper) unparkServed(ctx context.Context, tx pgx.Tx) (int, error) {
+	r.unparkMu.Lock()
+	defer r.unparkMu.Unlock()
+	u, err := db.TaskNoAgentUnpark(ctx, tx, r.unparkAfter, UnparkJobs, UnparkTasks, r.cfg.Live, r.cfg.Clock.Now())
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case u.Unparked >= UnparkTasks: // the same jobs again: some have more
+	case u.Jobs < UnparkJobs:
+		r.unparkAfter = uuid.Nil
+	default:
+		r.unparkAfter = u.LastJob
+	}
+	if u.Unparked > 0 {
+		r.cfg.Logger.InfoContext(ctx, "tasks an agent can take now unparked", "tasks", u.Unparked)
+	}
+	return u.Unparked, nil
 }
 
 // ForgetGoneAgents removes from this replica's metrics the series of the

@@ -101,9 +101,11 @@ func (r *TaskRouter) Live() time.Duration { return r.cfg.Live }
 
 // Route decides the preferred agents of new tasks, before they are
 // written (a axtype.RouteFunc, with e the transaction that makes them: the
-// candidates are read with it). Tasks with no healthy candidate, or only
-// one, get no route: any matching agent may take them. Pinned and
-// agentless tasks are not routed.
+// candidates are read with it). Tasks with no candidate at all are
+// written parked (axtype.TaskRoute.NoAgent) until the reaper finds one
+// (db.TaskNoAgentUnpark). Tasks with no healthy candidate, or only one,
+// get no route: any matching agent may take them. Pinned and agentless
+// tasks are not routed.
 func (r *TaskRouter) Route(ctx context.Context, e db.Executor, tasks []*axtype.NewTask) ([]axtype.TaskRoute, error) {
 	if !slices.ContainsFunc(tasks, routable) {
 		return nil, nil
@@ -207,8 +209,11 @@ func (r *TaskRouter) decide(ctx context.Context, agents []*axtype.Candidate, tas
 }
 
 // decideOne routes one task by its rendered key; false leaves it
-// unassigned.
+// unassigned. A task no candidate could take is parked (NoAgent).
 func (r *TaskRouter) decideOne(bp *batchPool, t *axtype.NewTask, key string) (axtype.TaskRoute, bool) {
+	if len(bp.agents) == 0 {
+		return axtype.TaskRoute{TaskID: t.ID, RouteKey: key, NoAgent: true}, true
+	}
 	if bp.healthy < 2 {
 		return axtype.TaskRoute{}, false
 	}

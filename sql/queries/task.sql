@@ -18,7 +18,10 @@
 -- says so), whatever routing preferred. Agents registered with a key
 -- bound to labels (@label_bound) take no untargeted job: they serve their
 -- pools only. Each group reads the job by primary key per candidate, in
--- index order, until it has enough: no scan of the backlog.
+-- index order, until it has enough: no scan of the backlog. Tasks no live
+-- agent could take when they were written (no_agent, migration 00076)
+-- are not in the indexes read here: every lease read them and dropped
+-- them on their job's labels, oldest first in the starved group.
 --
 -- @taken are tasks an earlier pick of the same transaction holds: its
 -- locks do not make this one skip them.
@@ -58,7 +61,7 @@ WITH starved AS (
            NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[])
+    WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
@@ -86,7 +89,7 @@ WITH starved AS (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
           AND j.executor_kind::text = ANY(@executors::text[])
           AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
           AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
@@ -104,7 +107,7 @@ WITH starved AS (
            NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
+    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
       AND j.target_labels <@ @agent_labels::jsonb
       AND j.executor_kind::text = ANY(@executors::text[])
@@ -126,7 +129,7 @@ WITH starved AS (
            NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND t.id <> ALL(@taken::uuid[])
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
       AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
@@ -153,7 +156,7 @@ WITH starved AS (
                 WHEN t.preferred_agent_id = ANY(@agent_ids::uuid[]) THEN 1 ELSE 3 END AS grp,
            t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
     FROM ax.task t
-    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked
+    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
       AND t.id <> ALL(@taken::uuid[])
       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
       -- One CASE, not ANDed clauses, and the job read inside it, not
@@ -827,8 +830,9 @@ WITH pending AS MATERIALIZED (
                  CASE WHEN t.rate_class IS NOT NULL THEN t.priority END AS priority,
                  t.concurrency_scope, t.concurrency_key, t.concurrency_limit, min(t.not_before) AS not_before
           FROM ax.task t
-          -- A parked task is not leasable until a lease unparks it.
-          WHERE t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked
+          -- A parked task is not leasable until a lease unparks it (behind
+          -- its key) or the reaper does (no agent: TaskNoAgentUnpark).
+          WHERE t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
     LEFT JOIN ax.rate_class c ON c.name = g.rate_class
@@ -862,7 +866,7 @@ SELECT a.id, a.state::text AS state, a.ready,
              AND j.executor_kind::text = ANY(a.executors)
              AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
              AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
-             AND NOT t.key_parked
+             AND NOT t.key_parked AND NOT t.no_agent
              AND ((t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id)
                       AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
                   OR (t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id)
@@ -1043,18 +1047,20 @@ ORDER BY p.execution_id, p.shard_index;
 -- with error code concurrency_key_invalid: it could not be held to its
 -- limit, and a fire must not stop for one run's params. @params_bytes is
 -- the size of each task's run params (0: none), for the lease's budget.
+-- @no_agent parks a task no live agent could take (the router found no
+-- candidate for its job): see TaskNoAgentUnpark.
 -- name: TaskInsertPlanned :exec
 INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
                      timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
                      rate_class, agentless, concurrency_scope, concurrency_key, concurrency_limit,
-                     params_bytes, state, error, error_code, finished_at)
+                     params_bytes, no_agent, state, error, error_code, finished_at)
 SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
        timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
        nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless,
        CASE WHEN key_error = '' THEN nullif(scope, '') END,
        CASE WHEN key_error = '' AND scope <> '' THEN key END,
        CASE WHEN key_error = '' AND scope <> '' THEN key_limit END,
-       nullif(params_bytes, 0),
+       nullif(params_bytes, 0), no_agent,
        CASE WHEN key_error = '' THEN 'pending' ELSE 'failed' END::ax.task_state,
        nullif(key_error, ''),
        CASE WHEN key_error <> '' THEN 'concurrency_key_invalid' END,
@@ -1079,7 +1085,8 @@ FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@concurrency_keys::text[]) AS key,
              unnest(@concurrency_limits::integer[]) AS key_limit,
              unnest(@key_errors::text[]) AS key_error,
-             unnest(@params_bytes::integer[]) AS params_bytes) t;
+             unnest(@params_bytes::integer[]) AS params_bytes,
+             unnest(@no_agent::boolean[]) AS no_agent) t;
 
 -- TaskListByExecution returns an execution's tasks in shard order, their
 -- results and errors (listed) only from shard @shards_from on, for at
@@ -1138,15 +1145,20 @@ WITH floors AS (
 SELECT DISTINCT execution_id FROM skipped;
 
 -- TaskCountBacklog counts ready pending tasks per rate class and priority,
--- with the oldest wait of each (read through task_pending_idx).
+-- with the oldest wait of each, parked tasks (no agent) too: in two
+-- parts, each read through an index (task_pending_age_idx holds no
+-- parked task, task_no_agent_idx only those).
 -- A metrics query: every replica reads the same shared rows, so all
 -- replicas report the same numbers.
 -- name: TaskCountBacklog :many
 SELECT coalesce(rate_class, '')::text AS class, priority,
        count(*)::bigint AS depth,
        coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
-FROM ax.task
-WHERE state = 'pending' AND not_before <= now()
+FROM (SELECT rate_class, priority, not_before FROM ax.task
+      WHERE state = 'pending' AND NOT no_agent AND not_before <= now()
+      UNION ALL
+      SELECT rate_class, priority, not_before FROM ax.task
+      WHERE state = 'pending' AND no_agent AND not_before <= now()) t
 GROUP BY 1, 2;
 
 -- Agentless HTTP tasks: tasks of jobs with executor http and no target
@@ -1327,3 +1339,50 @@ SELECT t.job_id, coalesce(j.executor->>'url', '')::text AS url
 FROM ax.task t
 JOIN ax.job j ON j.id = t.job_id
 WHERE t.id = @id;
+
+-- TaskNoAgentUnpark unparks the tasks of jobs a live agent can take again
+-- (TaskInsertPlanned parked them: no candidate when they were written).
+-- It looks at up to @max_jobs jobs with parked tasks, in id order after
+-- @after (a skip scan of task_no_agent_idx, one probe a job), and
+-- unparks at most @max_tasks tasks of those a candidate serves: active
+-- or quarantined, heard from within @live_seconds, labels including the
+-- job's, accepting its executor kind, and not label-bound for an
+-- untargeted job (the router's candidates, and TaskLeasePick's rules).
+-- The caller goes on after last_job next time, or from the start when
+-- jobs < @max_jobs; it stays put when unparked = @max_tasks. Row locks
+-- are skipped: a task being cancelled is not waited for.
+-- name: TaskNoAgentUnpark :one
+WITH RECURSIVE parked(job_id) AS (
+    (SELECT t.job_id FROM ax.task t
+     WHERE t.no_agent AND t.state = 'pending' AND t.job_id > @after::uuid
+     ORDER BY t.job_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.job_id FROM ax.task t
+            WHERE t.no_agent AND t.state = 'pending' AND t.job_id > p.job_id
+            ORDER BY t.job_id LIMIT 1)
+    FROM parked p
+    WHERE p.job_id IS NOT NULL
+), checked AS MATERIALIZED (
+    SELECT job_id FROM parked WHERE job_id IS NOT NULL LIMIT @max_jobs::integer
+), served AS (
+    SELECT c.job_id
+    FROM checked c
+    JOIN ax.job j ON j.id = c.job_id
+    WHERE EXISTS (SELECT 1 FROM ax.agent a
+                  WHERE a.state IN ('active', 'quarantined')
+                    AND a.last_heartbeat_at > coalesce(sqlc.narg('now')::timestamptz, now())
+                                              - make_interval(secs => sqlc.arg('live_seconds')::double precision)
+                    AND j.target_labels <@ a.labels
+                    AND j.executor_kind::text = ANY(a.executors)
+                    AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb))
+), unparked AS (
+    UPDATE ax.task t SET no_agent = false
+    WHERE t.id IN (SELECT u.id FROM ax.task u
+                   WHERE u.job_id IN (SELECT job_id FROM served) AND u.no_agent AND u.state = 'pending'
+                   LIMIT @max_tasks::integer
+                   FOR UPDATE SKIP LOCKED)
+    RETURNING t.id
+)
+SELECT (SELECT count(*) FROM checked)::integer AS jobs,
+       coalesce((SELECT c.job_id FROM checked c ORDER BY c.job_id DESC LIMIT 1), '00000000-0000-0000-0000-000000000000')::uuid AS last_job,
+       (SELECT count(*) FROM unparked)::integer AS unparked;

@@ -1371,6 +1371,7 @@ type AxAllTask struct {
 	LeaseEventID      *int64
 	EndEventID        *int64
 	ParamsBytes       *int32
+	NoAgent           bool
 	RetainUntil       *time.Time
 }
 
@@ -1930,6 +1931,8 @@ type AxTask struct {
 	LeaseEventID      *int64
 	EndEventID        *int64
 	ParamsBytes       *int32
+	// parked: no live agent could take the task (labels, executor kind) when it was written; the reaper clears it once one can
+	NoAgent bool
 }
 
 type AxTaskEvent struct {
@@ -1993,6 +1996,7 @@ type AxTaskHistory struct {
 	LeaseEventID      *int64
 	EndEventID        *int64
 	ParamsBytes       *int32
+	NoAgent           bool
 }
 
 type AxTaskResult struct {

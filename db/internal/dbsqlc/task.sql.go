@@ -493,8 +493,11 @@ const taskCountBacklog = `-- name: TaskCountBacklog :many
 SELECT coalesce(rate_class, '')::text AS class, priority,
        count(*)::bigint AS depth,
        coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
-FROM ax.task
-WHERE state = 'pending' AND not_before <= now()
+FROM (SELECT rate_class, priority, not_before FROM ax.task
+      WHERE state = 'pending' AND NOT no_agent AND not_before <= now()
+      UNION ALL
+      SELECT rate_class, priority, not_before FROM ax.task
+      WHERE state = 'pending' AND no_agent AND not_before <= now()) t
 GROUP BY 1, 2
 `
 
@@ -506,7 +509,9 @@ type TaskCountBacklogRow struct {
 }
 
 // TaskCountBacklog counts ready pending tasks per rate class and priority,
-// with the oldest wait of each (read through task_pending_idx).
+// with the oldest wait of each, parked tasks (no agent) too: in two
+// parts, each read through an index (task_pending_age_idx holds no
+// parked task, task_no_agent_idx only those).
 // A metrics query: every replica reads the same shared rows, so all
 // replicas report the same numbers.
 func (q *Queries) TaskCountBacklog(ctx context.Context, db DBTX) ([]TaskCountBacklogRow, error) {
@@ -641,14 +646,14 @@ const taskInsertPlanned = `-- name: TaskInsertPlanned :exec
 INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
                      timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
                      rate_class, agentless, concurrency_scope, concurrency_key, concurrency_limit,
-                     params_bytes, state, error, error_code, finished_at)
+                     params_bytes, no_agent, state, error, error_code, finished_at)
 SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
        timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
        nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless,
        CASE WHEN key_error = '' THEN nullif(scope, '') END,
        CASE WHEN key_error = '' AND scope <> '' THEN key END,
        CASE WHEN key_error = '' AND scope <> '' THEN key_limit END,
-       nullif(params_bytes, 0),
+       nullif(params_bytes, 0), no_agent,
        CASE WHEN key_error = '' THEN 'pending' ELSE 'failed' END::ax.task_state,
        nullif(key_error, ''),
        CASE WHEN key_error <> '' THEN 'concurrency_key_invalid' END,
@@ -673,7 +678,8 @@ FROM (SELECT unnest($1::uuid[]) AS id,
              unnest($18::text[]) AS key,
              unnest($19::integer[]) AS key_limit,
              unnest($20::text[]) AS key_error,
-             unnest($21::integer[]) AS params_bytes) t
+             unnest($21::integer[]) AS params_bytes,
+             unnest($22::boolean[]) AS no_agent) t
 `
 
 type TaskInsertPlannedParams struct {
@@ -698,6 +704,7 @@ type TaskInsertPlannedParams struct {
 	ConcurrencyLimits []int32
 	KeyErrors         []string
 	ParamsBytes       []int32
+	NoAgent           []bool
 }
 
 // TaskInsertPlanned writes the tasks TaskPlanForExecutions planned, with
@@ -707,6 +714,8 @@ type TaskInsertPlannedParams struct {
 // with error code concurrency_key_invalid: it could not be held to its
 // limit, and a fire must not stop for one run's params. @params_bytes is
 // the size of each task's run params (0: none), for the lease's budget.
+// @no_agent parks a task no live agent could take (the router found no
+// candidate for its job): see TaskNoAgentUnpark.
 func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsertPlannedParams) error {
 	_, err := db.Exec(ctx, taskInsertPlanned,
 		arg.Ids,
@@ -730,6 +739,7 @@ func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsert
 		arg.ConcurrencyLimits,
 		arg.KeyErrors,
 		arg.ParamsBytes,
+		arg.NoAgent,
 	)
 	return err
 }
@@ -857,7 +867,7 @@ WITH starved AS (
            NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[])
+    WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($4::uuid[])
       AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $5::double precision)
       AND j.target_labels <@ $6::jsonb
       AND j.executor_kind::text = ANY($7::text[])
@@ -885,7 +895,7 @@ WITH starved AS (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
           AND j.executor_kind::text = ANY($7::text[])
           AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb)
           AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
@@ -903,7 +913,7 @@ WITH starved AS (
            NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
+    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
       AND (SELECT count(*) FROM own) < $11::integer
       AND j.target_labels <@ $6::jsonb
       AND j.executor_kind::text = ANY($7::text[])
@@ -925,7 +935,7 @@ WITH starved AS (
            NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
     FROM ax.task t
     JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND t.id <> ALL($4::uuid[])
+    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($4::uuid[])
       AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
       AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $11::integer
       AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
@@ -952,7 +962,7 @@ WITH starved AS (
                 WHEN t.preferred_agent_id = ANY($9::uuid[]) THEN 1 ELSE 3 END AS grp,
            t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
     FROM ax.task t
-    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked
+    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
       AND t.id <> ALL($4::uuid[])
       AND t.not_before <= coalesce($1::timestamptz, now())
       -- One CASE, not ANDed clauses, and the job read inside it, not
@@ -1088,7 +1098,10 @@ type TaskLeasePickRow struct {
 // says so), whatever routing preferred. Agents registered with a key
 // bound to labels (@label_bound) take no untargeted job: they serve their
 // pools only. Each group reads the job by primary key per candidate, in
-// index order, until it has enough: no scan of the backlog.
+// index order, until it has enough: no scan of the backlog. Tasks no live
+// agent could take when they were written (no_agent, migration 00076)
+// are not in the indexes read here: every lease read them and dropped
+// them on their job's labels, oldest first in the starved group.
 //
 // @taken are tasks an earlier pick of the same transaction holds: its
 // locks do not make this one skip them.
@@ -1342,10 +1355,10 @@ SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_par
        coalesce(CASE WHEN t.listed THEN t.error END, '')::text AS error,
        t.error_code, t.created_at, t.updated_at,
        (NOT t.listed AND (t.result IS NOT NULL OR t.error IS NOT NULL))::boolean AS omitted
-FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.retain_until, t.nth, t.listed_bytes,
+FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.retain_until, t.nth, t.listed_bytes,
              (t.shard_index >= $1::integer
               AND (t.nth = 1 OR (t.nth <= $2::integer AND t.listed_bytes <= $3::bigint))) AS listed
-      FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.retain_until,
+      FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.retain_until,
                    count(*) FILTER (WHERE t.shard_index >= $1::integer) OVER w AS nth,
                    sum(coalesce(CASE WHEN pg_column_compression(t.result) IS NULL THEN pg_column_size(t.result)
                                      ELSE least(pg_column_size(t.result) * 32, 1048576) END, 0)
@@ -1568,8 +1581,9 @@ WITH pending AS MATERIALIZED (
                  CASE WHEN t.rate_class IS NOT NULL THEN t.priority END AS priority,
                  t.concurrency_scope, t.concurrency_key, t.concurrency_limit, min(t.not_before) AS not_before
           FROM ax.task t
-          -- A parked task is not leasable until a lease unparks it.
-          WHERE t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked
+          -- A parked task is not leasable until a lease unparks it (behind
+          -- its key) or the reaper does (no agent: TaskNoAgentUnpark).
+          WHERE t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
     LEFT JOIN ax.rate_class c ON c.name = g.rate_class
@@ -1603,7 +1617,7 @@ SELECT a.id, a.state::text AS state, a.ready,
              AND j.executor_kind::text = ANY(a.executors)
              AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
              AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
-             AND NOT t.key_parked
+             AND NOT t.key_parked AND NOT t.no_agent
              AND ((t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id)
                       AND t.not_before <= coalesce($1::timestamptz, clock_timestamp())
                   OR (t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id)
@@ -1693,6 +1707,81 @@ func (q *Queries) TaskNextLeasable(ctx context.Context, db DBTX, arg TaskNextLea
 		return nil, err
 	}
 	return items, nil
+}
+
+const taskNoAgentUnpark = `-- name: TaskNoAgentUnpark :one
+WITH RECURSIVE parked(job_id) AS (
+    (SELECT t.job_id FROM ax.task t
+     WHERE t.no_agent AND t.state = 'pending' AND t.job_id > $1::uuid
+     ORDER BY t.job_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.job_id FROM ax.task t
+            WHERE t.no_agent AND t.state = 'pending' AND t.job_id > p.job_id
+            ORDER BY t.job_id LIMIT 1)
+    FROM parked p
+    WHERE p.job_id IS NOT NULL
+), checked AS MATERIALIZED (
+    SELECT job_id FROM parked WHERE job_id IS NOT NULL LIMIT $2::integer
+), served AS (
+    SELECT c.job_id
+    FROM checked c
+    JOIN ax.job j ON j.id = c.job_id
+    WHERE EXISTS (SELECT 1 FROM ax.agent a
+                  WHERE a.state IN ('active', 'quarantined')
+                    AND a.last_heartbeat_at > coalesce($3::timestamptz, now())
+                                              - make_interval(secs => $4::double precision)
+                    AND j.target_labels <@ a.labels
+                    AND j.executor_kind::text = ANY(a.executors)
+                    AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb))
+), unparked AS (
+    UPDATE ax.task t SET no_agent = false
+    WHERE t.id IN (SELECT u.id FROM ax.task u
+                   WHERE u.job_id IN (SELECT job_id FROM served) AND u.no_agent AND u.state = 'pending'
+                   LIMIT $5::integer
+                   FOR UPDATE SKIP LOCKED)
+    RETURNING t.id
+)
+SELECT (SELECT count(*) FROM checked)::integer AS jobs,
+       coalesce((SELECT c.job_id FROM checked c ORDER BY c.job_id DESC LIMIT 1), '00000000-0000-0000-0000-000000000000')::uuid AS last_job,
+       (SELECT count(*) FROM unparked)::integer AS unparked
+`
+
+type TaskNoAgentUnparkParams struct {
+	After       uuid.UUID
+	MaxJobs     int32
+	Now         *time.Time
+	LiveSeconds float64
+	MaxTasks    int32
+}
+
+type TaskNoAgentUnparkRow struct {
+	Jobs     int32
+	LastJob  uuid.UUID
+	Unparked int32
+}
+
+// TaskNoAgentUnpark unparks the tasks of jobs a live agent can take again
+// (TaskInsertPlanned parked them: no candidate when they were written).
+// It looks at up to @max_jobs jobs with parked tasks, in id order after
+// @after (a skip scan of task_no_agent_idx, one probe a job), and
+// unparks at most @max_tasks tasks of those a candidate serves: active
+// or quarantined, heard from within @live_seconds, labels including the
+// job's, accepting its executor kind, and not label-bound for an
+// untargeted job (the router's candidates, and TaskLeasePick's rules).
+// The caller goes on after last_job next time, or from the start when
+// jobs < @max_jobs; it stays put when unparked = @max_tasks. Row locks
+// are skipped: a task being cancelled is not waited for.
+func (q *Queries) TaskNoAgentUnpark(ctx context.Context, db DBTX, arg TaskNoAgentUnparkParams) (TaskNoAgentUnparkRow, error) {
+	row := db.QueryRow(ctx, taskNoAgentUnpark,
+		arg.After,
+		arg.MaxJobs,
+		arg.Now,
+		arg.LiveSeconds,
+		arg.MaxTasks,
+	)
+	var i TaskNoAgentUnparkRow
+	err := row.Scan(&i.Jobs, &i.LastJob, &i.Unparked)
+	return i, err
 }
 
 const taskPlanForExecutions = `-- name: TaskPlanForExecutions :many
