@@ -453,6 +453,18 @@ func TaskReapExpired(ctx context.Context, e Executor, p axtype.ReapPolicy) (axty
 	return r, ExecutionFinalize(ctx, e, execs)
 }
 
+// TaskFailPinnedOfOffline fails up to max pending tasks pinned to agents
+// that went offline (error code axtype.ErrorCodeAgentOffline: no other
+// agent may take them) and finalizes their runs; it returns how many runs
+// it failed tasks of. now nil is the database's clock.
+func TaskFailPinnedOfOffline(ctx context.Context, e Executor, max int, now *time.Time) (int, error) {
+	execs, err := queries.TaskFailPinnedOfOffline(ctx, e, dbsqlc.TaskFailPinnedOfOfflineParams{Max: int32(max), Now: now})
+	if err != nil {
+		return 0, fmt.Errorf("error failing the tasks pinned to agents gone offline: %w", mapErr(err))
+	}
+	return len(execs), ExecutionFinalize(ctx, e, execs)
+}
+
 // TaskNextLeasable reads the state of each agent of agentIDs and how long
 // until it could lease a task, in one statement; an agent not found is
 // left out. now, when set, replaces the database clock (tests).

@@ -3980,6 +3980,12 @@ CREATE INDEX task_no_agent_idx ON ax.task USING btree (job_id) WHERE (no_agent A
 CREATE INDEX task_pending_age_idx ON ax.task USING btree (not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent));
 
 --
+-- Name: task_pinned_pending_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_pinned_pending_idx ON ax.task USING btree (preferred_agent_id) WHERE (pinned AND (state = 'pending'::ax.task_state));
+
+--
 -- Name: task_preferred_idx; Type: INDEX; Schema: ax; Owner: -
 --
 

@@ -60,4 +60,8 @@ const (
 	// MaxConcurrencyKeyBytes); the task failed when the run was made,
 	// without running: it could not be held to its key's limit.
 	ErrorCodeConcurrencyKeyInvalid = "concurrency_key_invalid"
+	// ErrorCodeAgentOffline: the task was pinned to its agent (a broadcast
+	// run's), and the agent went offline before it leased the task; no
+	// other agent may take it, so it failed without running.
+	ErrorCodeAgentOffline = "agent_offline"
 )

@@ -198,6 +198,13 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 			return err
 		}
 		r.record(ctx, reaped)
+		orphaned, err := db.TaskFailPinnedOfOffline(ctx, tx, r.cfg.BatchSize, r.cfg.Clock.Now())
+		if err != nil {
+			return err
+		}
+		if orphaned > 0 {
+			r.cfg.Logger.WarnContext(ctx, "tasks pinned to agents gone offline failed", "runs", orphaned)
+		}
 		if err := r.cfg.Outbox.Flush(ctx, tx); err != nil {
 			return err
 		}

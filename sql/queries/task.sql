@@ -1386,3 +1386,55 @@ WITH RECURSIVE parked(job_id) AS (
 SELECT (SELECT count(*) FROM checked)::integer AS jobs,
        coalesce((SELECT c.job_id FROM checked c ORDER BY c.job_id DESC LIMIT 1), '00000000-0000-0000-0000-000000000000')::uuid AS last_job,
        (SELECT count(*) FROM unparked)::integer AS unparked;
+
+-- TaskFailPinnedOfOffline fails the pending tasks pinned to agents that
+-- went offline (a broadcast run's share of an agent gone before it leased
+-- it, or of one that deregistered). No other agent may take such a task,
+-- so it waited for good and its run never ended (a job forbidding overlap
+-- never fired again). The agents are found by a skip scan of
+-- task_pinned_pending_idx, one probe an agent with pinned tasks waiting
+-- (and one of ax.agent), so a sweep reads no other task; at most @max
+-- tasks a call. Runs being completed right now are skipped, their tasks
+-- failed by a later call. Returns the runs of the tasks failed, for
+-- ExecutionFinalize.
+-- name: TaskFailPinnedOfOffline :many
+WITH RECURSIVE pinned_to(agent_id) AS (
+    (SELECT t.preferred_agent_id FROM ax.task t
+     WHERE t.pinned AND t.state = 'pending'
+     ORDER BY t.preferred_agent_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.preferred_agent_id FROM ax.task t
+            WHERE t.pinned AND t.state = 'pending' AND t.preferred_agent_id > p.agent_id
+            ORDER BY t.preferred_agent_id LIMIT 1)
+    FROM pinned_to p
+    WHERE p.agent_id IS NOT NULL
+), gone AS (
+    SELECT a.id FROM pinned_to p JOIN ax.agent a ON a.id = p.agent_id WHERE a.state = 'offline'
+), orphaned AS (
+    SELECT t.id, t.execution_id
+    FROM ax.task t
+    WHERE t.pinned AND t.state = 'pending' AND t.preferred_agent_id IN (SELECT id FROM gone)
+    LIMIT @max::integer
+    FOR UPDATE OF t SKIP LOCKED
+), locked AS (
+    SELECT e.id
+    FROM ax.execution e
+    WHERE e.id IN (SELECT execution_id FROM orphaned)
+    ORDER BY e.id
+    FOR UPDATE SKIP LOCKED
+), failed AS (
+    UPDATE ax.task t
+    SET state = 'failed',
+        error = 'its agent went offline before it leased the task (pinned to it: no other agent may take it)',
+        error_code = 'agent_offline', finished_at = coalesce(sqlc.narg('now')::timestamptz, now()), updated_at = now()
+    FROM orphaned o
+    WHERE t.id = o.id AND t.execution_id IN (SELECT id FROM locked)
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.preferred_agent_id, t.error, t.error_code
+), events AS (
+    INSERT INTO ax.task_event (id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               error_code, at)
+    SELECT nextval('ax.task_event_id_seq'), f.id, f.execution_id, f.shard_index, f.attempt, 'state'::ax.task_event_kind,
+           'failed'::ax.task_state, f.preferred_agent_id, f.error, f.error_code, clock_timestamp()
+    FROM failed f
+)
+SELECT DISTINCT execution_id FROM failed;

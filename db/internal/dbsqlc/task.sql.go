@@ -539,6 +539,84 @@ func (q *Queries) TaskCountBacklog(ctx context.Context, db DBTX) ([]TaskCountBac
 	return items, nil
 }
 
+const taskFailPinnedOfOffline = `-- name: TaskFailPinnedOfOffline :many
+WITH RECURSIVE pinned_to(agent_id) AS (
+    (SELECT t.preferred_agent_id FROM ax.task t
+     WHERE t.pinned AND t.state = 'pending'
+     ORDER BY t.preferred_agent_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.preferred_agent_id FROM ax.task t
+            WHERE t.pinned AND t.state = 'pending' AND t.preferred_agent_id > p.agent_id
+            ORDER BY t.preferred_agent_id LIMIT 1)
+    FROM pinned_to p
+    WHERE p.agent_id IS NOT NULL
+), gone AS (
+    SELECT a.id FROM pinned_to p JOIN ax.agent a ON a.id = p.agent_id WHERE a.state = 'offline'
+), orphaned AS (
+    SELECT t.id, t.execution_id
+    FROM ax.task t
+    WHERE t.pinned AND t.state = 'pending' AND t.preferred_agent_id IN (SELECT id FROM gone)
+    LIMIT $1::integer
+    FOR UPDATE OF t SKIP LOCKED
+), locked AS (
+    SELECT e.id
+    FROM ax.execution e
+    WHERE e.id IN (SELECT execution_id FROM orphaned)
+    ORDER BY e.id
+    FOR UPDATE SKIP LOCKED
+), failed AS (
+    UPDATE ax.task t
+    SET state = 'failed',
+        error = 'its agent went offline before it leased the task (pinned to it: no other agent may take it)',
+        error_code = 'agent_offline', finished_at = coalesce($2::timestamptz, now()), updated_at = now()
+    FROM orphaned o
+    WHERE t.id = o.id AND t.execution_id IN (SELECT id FROM locked)
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.preferred_agent_id, t.error, t.error_code
+), events AS (
+    INSERT INTO ax.task_event (id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
+                               error_code, at)
+    SELECT nextval('ax.task_event_id_seq'), f.id, f.execution_id, f.shard_index, f.attempt, 'state'::ax.task_event_kind,
+           'failed'::ax.task_state, f.preferred_agent_id, f.error, f.error_code, clock_timestamp()
+    FROM failed f
+)
+SELECT DISTINCT execution_id FROM failed
+`
+
+type TaskFailPinnedOfOfflineParams struct {
+	Max int32
+	Now *time.Time
+}
+
+// TaskFailPinnedOfOffline fails the pending tasks pinned to agents that
+// went offline (a broadcast run's share of an agent gone before it leased
+// it, or of one that deregistered). No other agent may take such a task,
+// so it waited for good and its run never ended (a job forbidding overlap
+// never fired again). The agents are found by a skip scan of
+// task_pinned_pending_idx, one probe an agent with pinned tasks waiting
+// (and one of ax.agent), so a sweep reads no other task; at most @max
+// tasks a call. Runs being completed right now are skipped, their tasks
+// failed by a later call. Returns the runs of the tasks failed, for
+// ExecutionFinalize.
+func (q *Queries) TaskFailPinnedOfOffline(ctx context.Context, db DBTX, arg TaskFailPinnedOfOfflineParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, taskFailPinnedOfOffline, arg.Max, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var execution_id uuid.UUID
+		if err := rows.Scan(&execution_id); err != nil {
+			return nil, err
+		}
+		items = append(items, execution_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskGetHTTPTarget = `-- name: TaskGetHTTPTarget :one
 SELECT t.job_id, coalesce(j.executor->>'url', '')::text AS url
 FROM ax.task t
