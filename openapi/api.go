@@ -54,7 +54,8 @@ type Config struct {
 	// with 503 and Retry-After before it is read. Serving a body takes a
 	// few times its size in memory (decoded, validated, encoded for
 	// Postgres), so this bounds what concurrent large requests (batches,
-	// declarations, agents' results) may take. Defaults to
+	// declarations, agents' results) may take; bodies no API key stands
+	// for may take a quarter of it at most. Defaults to
 	// DefaultBodyMemoryBudget (64 MiB); negative: no budget.
 	BodyMemoryBudget int64
 	// MetricsHandler, when set, is served at GET /metrics (Prometheus).

@@ -44,6 +44,16 @@ var errBodyTooLarge = errors.New("request body is too large")
 // answered (a long poll's until it is read), and one that would take the
 // bodies in flight past the budget is refused with 503 and Retry-After
 // before a byte of it is read.
+//
+// Bodies no credential stands for (operations that take no API key, such
+// as an HTTP target's POST /v1/tasks/{id}/complete, and paths of no
+// operation) share a quarter of the budget at most (anonymousShare).
+// Anyone can send them, slowly: about 480 such bodies of 136 KiB, each
+// held until the read timeout, took the whole budget, and every agent's
+// heartbeat and results got 503. Bodies of operations that need a key
+// are refused before they are read when the key is missing or wrong (the
+// authenticator answers before the handler reads), so only a key holder
+// can hold the rest.
 type bodyGuard struct {
 	mux     *http.ServeMux
 	api     huma.API
@@ -71,6 +81,43 @@ const bodyBudgetRetryAfter = 2 * time.Second
 type bodyBudget struct {
 	limit int64 // < 0: unbounded
 	used  atomic.Int64
+	// anonymous counts the bodies of them no credential stands for, which
+	// may be anonymousShare of limit at most.
+	anonymous atomic.Int64
+}
+
+// anonymousShare is the part of the budget bodies no credential stands
+// for may hold together (bodyGuard): a quarter, 16 MiB of the default
+// budget, about 120 HTTP task completions of the largest size at once.
+const anonymousShare = 4
+
+// takeAnonymous counts n bytes of a body no credential stands for, unless
+// that would pass the budget or its anonymous share.
+func (b *bodyBudget) takeAnonymous(n int64) bool {
+	if b.limit < 0 {
+		return true
+	}
+	for {
+		used := b.anonymous.Load()
+		if used+n > b.limit/anonymousShare {
+			return false
+		}
+		if b.anonymous.CompareAndSwap(used, used+n) {
+			break
+		}
+	}
+	if !b.take(n) {
+		b.anonymous.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *bodyBudget) releaseAnonymous(n int64) {
+	if b.limit >= 0 {
+		b.anonymous.Add(-n)
+		b.used.Add(-n)
+	}
 }
 
 // take counts n bytes in, unless that would pass the budget.
@@ -105,6 +152,14 @@ type bodyLimit struct {
 	// whole budget of a replica with 16 MiB, and every other agent's
 	// heartbeat and results got 503.
 	freedOnceRead bool
+}
+
+// keyed reports whether a credential stands for the body: the operation
+// needs an API key (bearer or signed), so a request without a valid one
+// is answered before its body is read.
+func (l bodyLimit) keyed() bool {
+	scope, _ := l.op.Metadata[scopeMetadataKey].(string)
+	return scope != ""
 }
 
 // freedOnceRead are the operations whose bodies leave the budget once
@@ -149,9 +204,15 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if size < 0 { // chunked: as much as the operation takes
 		size = limit.bytes
 	}
-	if !g.budget.take(size) {
+	anonymous := !limit.keyed()
+	take, release := g.budget.take, g.budget.release
+	if anonymous {
+		take, release = g.budget.takeAnonymous, g.budget.releaseAnonymous
+	}
+	if !take(size) {
 		g.logger.WarnContext(r.Context(), "request refused: the body memory budget is spent", "method", r.Method,
-			"path", r.URL.Path, "body_bytes", size, "budget_bytes", g.budget.limit, "in_use_bytes", g.budget.used.Load())
+			"path", r.URL.Path, "body_bytes", size, "budget_bytes", g.budget.limit, "in_use_bytes", g.budget.used.Load(),
+			"anonymous", anonymous, "anonymous_bytes", g.budget.anonymous.Load())
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", strconv.Itoa(int(bodyBudgetRetryAfter/time.Second)))
 		_ = huma.WriteErr(g.api, humago.NewContext(limit.op, r, w), http.StatusServiceUnavailable,
@@ -163,7 +224,7 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// poll's not at all (freedOnceRead).
 	var held atomic.Int64
 	held.Store(size)
-	defer func() { g.budget.release(held.Swap(0)) }()
+	defer func() { release(held.Swap(0)) }()
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.timeout))
 	// One byte past the limit, so that readers that read limit+1 to tell
 	// "too large" (huma, readLimited) see it and answer 413 themselves.
@@ -174,7 +235,7 @@ func (g *bodyGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			keep = 0
 		}
 		if was := held.Load(); keep < was && held.CompareAndSwap(was, keep) {
-			g.budget.release(was - keep)
+			release(was - keep)
 		}
 	}
 	r.Body = body

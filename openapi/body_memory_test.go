@@ -10,9 +10,11 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/testlog"
@@ -214,4 +216,50 @@ func TestWaitingLongPollsHoldNoBodyBudget(t *testing.T) {
 	}
 	cancel()
 	polls.Wait()
+}
+
+// Bodies no credential stands for hold a quarter of the budget at most.
+// POST /v1/tasks/{id}/complete takes no API key (its token is in the
+// body), so anyone could send such bodies slowly: 70 of 120 KiB held an
+// 8 MiB budget whole (until huma's 5 s body timeout, and again), and a
+// key holder's request of 400 KiB got 503. Now the 18th and later are
+// refused (2 MiB: a quarter), and key holders' requests are served.
+func TestAnonymousBodiesHoldAShareOfTheBudget(t *testing.T) {
+	t.Parallel()
+	env := setupConfig(t, func(c *openapiConfig) { c.BodyMemoryBudget = 8 << 20 })
+	agent := env.registerAgent("busy", nil, 10)
+	const size = 120 << 10
+	path := "/v1/tasks/" + uuid.NewString() + "/complete"
+	ctx, cancel := context.WithCancel(context.Background())
+	var slow sync.WaitGroup
+	var answered atomic.Int64
+	t.Cleanup(func() { cancel(); slow.Wait() })
+	for range 70 {
+		pr, pw := io.Pipe() // nothing is written: the body never comes
+		t.Cleanup(func() { _ = pw.CloseWithError(io.ErrUnexpectedEOF) })
+		req, err := http.NewRequestWithContext(ctx, "POST", env.url+path, pr)
+		require.NoError(t, err)
+		req.ContentLength = size
+		req.Header.Set("Content-Type", "application/json")
+		slow.Go(func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				answered.Add(1)
+				resp.Body.Close()
+			}
+		})
+	}
+	// 17 fit in the share (fewer when they arrive together: a refused
+	// one counts for a moment too); the others are refused at once. Before
+	// the share, 68 were held and 2 refused.
+	for deadline := time.Now().Add(4 * time.Second); answered.Load() < 70-17; {
+		require.True(t, time.Now().Before(deadline), "%d of 70 refused", answered.Load())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.LessOrEqual(t, answered.Load(), int64(70-10), "the share holds anonymous bodies too")
+	// Validation refuses it (422) once it is read: it changes nothing.
+	job := `{"name":"probe"}` + strings.Repeat(" ", 400<<10)
+	got := env.call("POST", "/v1/jobs", env.admin, job)
+	require.Equal(t, http.StatusUnprocessableEntity, got.status, "%.300s", got.raw)
+	got = agent.heartbeat(nil)
+	require.Equal(t, http.StatusOK, got.status, "%.300s", got.raw)
 }
