@@ -48,7 +48,7 @@ type BulkRerunRequest struct {
 	From       *time.Time `json:"from,omitempty" doc:"Only runs scheduled at or after this instant"`
 	To         *time.Time `json:"to,omitempty" doc:"Only runs scheduled before this instant"`
 	Shards     string     `json:"shards,omitempty" enum:"all,failed" default:"all" doc:"Which shards of each run to run again"`
-	Max        int        `json:"max,omitempty" minimum:"1" maximum:"1000" default:"100" doc:"The cap: at most this many runs (oldest first); truncated says more matched"`
+	Max        int        `json:"max,omitempty" minimum:"1" maximum:"1000" default:"100" doc:"The cap: at most this many runs (oldest first), and no more once the re-runs made 50,000 tasks (the one that passes it is made whole); truncated says more matched"`
 	DryRun     bool       `json:"dry_run,omitempty" doc:"List what would be re-run and change nothing"`
 	RequestKey string     `json:"request_key,omitempty" maxLength:"200" doc:"Each run is re-run once per key, so a retried bulk call re-runs nothing twice. Defaults to the Idempotency-Key header, else to a hash of this body"`
 }
@@ -92,7 +92,7 @@ type bulkRerunOutput struct {
 		DryRun     bool            `json:"dry_run"`
 		RequestKey string          `json:"request_key" doc:"The key the re-runs were made under: send it again to retry safely"`
 		Runs       []BulkRerunItem `json:"runs"`
-		Truncated  bool            `json:"truncated" doc:"More runs matched than max"`
+		Truncated  bool            `json:"truncated" doc:"More runs matched than max, or the re-runs made reached 50,000 tasks first: call again with the same request key to go on"`
 	}
 }
 

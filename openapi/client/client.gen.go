@@ -1586,7 +1586,7 @@ type BulkRerunOutputBody struct {
 	RequestKey string           `json:"request_key"`
 	Runs       *[]BulkRerunItem `json:"runs"`
 
-	// Truncated More runs matched than max
+	// Truncated More runs matched than max, or the re-runs made reached 50,000 tasks first: call again with the same request key to go on
 	Truncated bool `json:"truncated"`
 }
 
@@ -1607,7 +1607,7 @@ type BulkRerunRequest struct {
 	// JobId Only runs of this job
 	JobId *openapi_types.UUID `json:"job_id,omitempty"`
 
-	// Max The cap: at most this many runs (oldest first); truncated says more matched
+	// Max The cap: at most this many runs (oldest first), and no more once the re-runs made 50,000 tasks (the one that passes it is made whole); truncated says more matched
 	Max *int64 `json:"max,omitempty"`
 
 	// RequestKey Each run is re-run once per key, so a retried bulk call re-runs nothing twice. Defaults to the Idempotency-Key header, else to a hash of this body

@@ -1527,7 +1527,7 @@ export interface components {
             /** @description The key the re-runs were made under: send it again to retry safely */
             request_key: string;
             runs: components["schemas"]["BulkRerunItem"][] | null;
-            /** @description More runs matched than max */
+            /** @description More runs matched than max, or the re-runs made reached 50,000 tasks first: call again with the same request key to go on */
             truncated: boolean;
         };
         BulkRerunRequest: {
@@ -1549,7 +1549,7 @@ export interface components {
             job_id?: string;
             /**
              * Format: int64
-             * @description The cap: at most this many runs (oldest first); truncated says more matched
+             * @description The cap: at most this many runs (oldest first), and no more once the re-runs made 50,000 tasks (the one that passes it is made whole); truncated says more matched
              * @default 100
              */
             max?: number;
