@@ -31,7 +31,7 @@ func TestEnumsMatchSchema(t *testing.T) {
 		"degrade_action": {strs(axtype.DegradeWait, axtype.DegradeSkip), strs(dbsqlc.AllAxDegradeActionValues()...)},
 		"timeout_mode":   {strs(axtype.TimeoutFixed, axtype.TimeoutAdaptive), strs(dbsqlc.AllAxTimeoutModeValues()...)},
 		"skip_reason": {strs(axtype.SkipMisfire, axtype.SkipOverlap, axtype.SkipPaused, axtype.SkipDSTGap, axtype.SkipCalendar,
-			axtype.SkipOverlapQueueFull, axtype.SkipUpstreamFailed), strs(dbsqlc.AllAxSkipReasonValues()...)},
+			axtype.SkipOverlapQueueFull, axtype.SkipUpstreamFailed, axtype.SkipCascadeBound), strs(dbsqlc.AllAxSkipReasonValues()...)},
 		"agent_state": {strs(axtype.AgentActive, axtype.AgentDraining, axtype.AgentOffline, axtype.AgentQuarantined),
 			strs(dbsqlc.AllAxAgentStateValues()...)},
 		"callback_state": {strs(axtype.CallbackPending, axtype.CallbackDelivered, axtype.CallbackFailed),

@@ -34,14 +34,22 @@ type NewRerun struct {
 	// Cascade makes the re-run, once it ends, fire its job's downstream
 	// jobs again for its logical time (after triggers).
 	Cascade bool
+	// CascadeRoot is the re-run whose cascade made this one (uuid.Nil: it
+	// starts a cascade of its own, when Cascade).
+	CascadeRoot uuid.UUID
 }
 
 // ExecutionRerunClaim links r.ID to the run it re-runs under r's key. It
 // returns uuid.Nil when it did, or the re-run an earlier request with
 // that key made (having waited for that request to commit).
 func ExecutionRerunClaim(ctx context.Context, e Executor, r *NewRerun) (uuid.UUID, error) {
+	var root *uuid.UUID
+	if r.CascadeRoot != uuid.Nil {
+		root = &r.CascadeRoot
+	}
 	_, err := queries.ExecutionRerunClaim(ctx, e, dbsqlc.ExecutionRerunClaimParams{
-		ExecutionID: r.ID, RerunOf: r.RerunOf, RequestKey: r.RequestKey, Shards: string(r.Shards), Cascade: r.Cascade})
+		ExecutionID: r.ID, RerunOf: r.RerunOf, RequestKey: r.RequestKey, Shards: string(r.Shards), Cascade: r.Cascade,
+		CascadeRoot: root})
 	if err == nil {
 		return uuid.Nil, nil
 	}
@@ -53,6 +61,24 @@ func ExecutionRerunClaim(ctx context.Context, e Executor, r *NewRerun) (uuid.UUI
 		return uuid.Nil, fmt.Errorf("error reading re-run of %s: %w", r.RerunOf, mapErr(err))
 	}
 	return prior, nil
+}
+
+// ExecutionRerunCascade returns the root of the cascade re-run id belongs
+// to (id itself when it starts one, or is not a re-run) and how many
+// re-runs that cascade made, its root's included, counting up to most.
+func ExecutionRerunCascade(ctx context.Context, e Executor, id uuid.UUID, most int) (root uuid.UUID, made int, err error) {
+	root, err = queries.ExecutionRerunCascadeRoot(ctx, e, id)
+	if err = mapErr(err); errors.Is(err, axtype.ErrNotFound) {
+		root, err = id, nil
+	}
+	if err != nil {
+		return uuid.Nil, 0, fmt.Errorf("error reading the cascade of re-run %s: %w", id, err)
+	}
+	n, err := queries.ExecutionRerunCascadeCount(ctx, e, dbsqlc.ExecutionRerunCascadeCountParams{Root: &root, Most: int32(most)})
+	if err != nil {
+		return uuid.Nil, 0, fmt.Errorf("error counting the cascade of re-run %s: %w", root, mapErr(err))
+	}
+	return root, int(n), nil
 }
 
 // ExecutionRerunInsert makes the execution of re-run r and its tasks (the

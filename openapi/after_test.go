@@ -420,3 +420,53 @@ func TestALimitedKeyNamesNoUpstreamOutsideItsGroups(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(context.Background(), "SELECT count(*) FROM ax.after_edge").Scan(&edges))
 	require.Equal(t, 1, edges, "only etl/reader after etl/src")
 }
+
+// TestACascadeMakesAtMostItsBoundOfReruns: C runs after B1, B2 and B3,
+// which run after A; D runs after C. A cascading re-run of A re-runs the
+// three Bs, and C once for each of them as they end one by one, and D once
+// for each C: 9 re-runs from one call, w^(depth-1) through deeper graphs.
+// Under a bound of 4 the cascade makes the Bs and the first C, and records
+// the rest as skipped (cascade_bound) naming the cascade's root.
+func TestACascadeMakesAtMostItsBoundOfReruns(t *testing.T) {
+	t.Parallel()
+	e := setupAfter(t)
+	e.firer = schedule.NewAfterFirer(e.pool, nil, schedule.AfterFirerConfig{MaxCascadeReruns: 4})
+	e.job("a", nil, nil)
+	for _, b := range []string{"b1", "b2", "b3"} {
+		e.job(b, after("all", "success", "a"), nil)
+	}
+	e.job("c", after("all", "success", "b1", "b2", "b3"), nil)
+	e.job("d", after("all", "success", "c"), nil)
+	t1 := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
+	run := e.tick("a", t1)
+	for e.endAll(nil, nil) > 0 {
+	}
+	require.Len(t, e.runsOf("d", t1), 1, "the graph ran once")
+
+	root := e.call("POST", "/v1/executions/"+run+"/rerun", e.admin, map[string]any{"request_key": "c", "cascade": true}).
+		must(t, http.StatusAccepted)["id"].(string)
+	// One task at a time, the firer after each: the Bs end apart.
+	for {
+		tasks := e.agent.lease(1, 0)
+		if len(tasks) == 0 {
+			break
+		}
+		e.agent.post("/complete", map[string]any{"results": []map[string]any{{
+			"task_id": tasks[0]["task_id"], "lease_token": tasks[0]["lease_token"], "state": "succeeded"}}}).
+			must(t, http.StatusOK)
+		_, err := e.firer.FireReady(context.Background())
+		require.NoError(t, err)
+	}
+	reruns := func(name string) int { return len(e.runsOf(name, t1)) - 1 }
+	require.Equal(t, []int{1, 1, 1, 1, 0}, []int{reruns("b1"), reruns("b2"), reruns("b3"), reruns("c"), reruns("d")})
+	var skips []string
+	for _, name := range []string{"c", "d"} {
+		for _, s := range e.call("GET", "/v1/jobs/"+e.ids[name]+"/skipped", e.admin, nil).must(t, http.StatusOK)["skipped"].([]any) {
+			s := s.(map[string]any)
+			require.Equal(t, "cascade_bound", s["reason"])
+			require.Contains(t, s["detail"], "the cascade of re-run "+root)
+			skips = append(skips, name)
+		}
+	}
+	require.Equal(t, []string{"c", "c", "d"}, skips)
+}

@@ -83,7 +83,7 @@ type Task struct {
 
 // SkippedFire is a run of ticks that did not fire, with why.
 type SkippedFire struct {
-	Reason     string    `json:"reason" enum:"misfire,overlap,overlap_queue_full,paused,dst_gap,calendar,upstream_failed"`
+	Reason     string    `json:"reason" enum:"misfire,overlap,overlap_queue_full,paused,dst_gap,calendar,upstream_failed,cascade_bound"`
 	FirstTick  time.Time `json:"first_tick"`
 	LastTick   time.Time `json:"last_tick" doc:"Last skipped tick, or the end of the range when the ticks were too many to count"`
 	TickCount  int       `json:"tick_count,omitempty" doc:"How many ticks; absent when too many to count"`

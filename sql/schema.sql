@@ -189,7 +189,8 @@ CREATE TYPE ax.skip_reason AS ENUM (
     'dst_gap',
     'calendar',
     'overlap_queue_full',
-    'upstream_failed'
+    'upstream_failed',
+    'cascade_bound'
 );
 
 --
@@ -2567,6 +2568,7 @@ CREATE TABLE ax.execution_rerun (
     shards text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     cascade boolean DEFAULT false NOT NULL,
+    cascade_root uuid,
     CONSTRAINT execution_rerun_request_key_length CHECK (((length(request_key) >= 1) AND (length(request_key) <= 255))),
     CONSTRAINT execution_rerun_shards_known CHECK ((shards = ANY (ARRAY['all'::text, 'failed'::text])))
 );
@@ -3714,6 +3716,12 @@ CREATE INDEX delayed_run_job_idx ON ax.delayed_run USING btree (job_id, run_at);
 --
 
 CREATE INDEX execution_job_idx ON ax.execution USING btree (job_id, id DESC);
+
+--
+-- Name: execution_rerun_cascade_root_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX execution_rerun_cascade_root_idx ON ax.execution_rerun USING btree (cascade_root) WHERE (cascade_root IS NOT NULL);
 
 --
 -- Name: execution_scheduled_idx; Type: INDEX; Schema: ax; Owner: -

@@ -900,6 +900,7 @@ func (e RunCancelResultState) Valid() bool {
 // Defines values for SkippedFireReason.
 const (
 	SkippedFireReasonCalendar         SkippedFireReason = "calendar"
+	SkippedFireReasonCascadeBound     SkippedFireReason = "cascade_bound"
 	SkippedFireReasonDstGap           SkippedFireReason = "dst_gap"
 	SkippedFireReasonMisfire          SkippedFireReason = "misfire"
 	SkippedFireReasonOverlap          SkippedFireReason = "overlap"
@@ -912,6 +913,8 @@ const (
 func (e SkippedFireReason) Valid() bool {
 	switch e {
 	case SkippedFireReasonCalendar:
+		return true
+	case SkippedFireReasonCascadeBound:
 		return true
 	case SkippedFireReasonDstGap:
 		return true

@@ -38,6 +38,15 @@ const MaxAfterUpstreams = 50
 // in a batch shared with every agent's results.
 const MaxAfterDownstreams = 100
 
+// MaxCascadeReruns bounds the re-runs one cascading re-run makes, all the
+// way down (schedule.AfterFirer). A job after several upstreams of a
+// cascade is re-run once per upstream that re-ran, and so is all that
+// follows it: w^(depth-1) runs through layers of width w, millions from
+// one call at the graph's bounds. Past it, a downstream's time is
+// recorded as skipped (SkipCascadeBound) instead. Concurrent passes may
+// pass it by a few.
+const MaxCascadeReruns = 1000
+
 // AfterUpstream is one job a downstream job runs after.
 type AfterUpstream struct {
 	JobID uuid.UUID // resolved from Job when the job is saved

@@ -152,6 +152,9 @@ const (
 	// SkipOverlapQueueFull: a fire of a queue job while one of its runs
 	// already waited behind an unfinished one.
 	SkipOverlapQueueFull SkipReason = "overlap_queue_full"
+	// SkipCascadeBound: a cascading re-run's cascade had made
+	// MaxCascadeReruns re-runs; the downstream run was not re-run.
+	SkipCascadeBound SkipReason = "cascade_bound"
 )
 
 // AgentState is the lifecycle state of an agent, ax.agent_state.

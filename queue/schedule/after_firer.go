@@ -29,6 +29,9 @@ import (
 type AfterFirerConfig struct {
 	// BatchSize is how many ready waits one pass holds. Defaults to 100.
 	BatchSize int
+	// MaxCascadeReruns bounds the re-runs one cascade makes (see
+	// axtype.MaxCascadeReruns, the default).
+	MaxCascadeReruns int
 	// MaxTasks bounds the tasks one pass writes, all its runs together
 	// (see axtype.MaxTasksPerBatch, the default; the first run is made
 	// whatever its shards). The waits past it stay ready, and the next
@@ -50,6 +53,7 @@ func (c *AfterFirerConfig) withDefaults() AfterFirerConfig {
 	out := *c
 	out.BatchSize = cmp.Or(out.BatchSize, 100)
 	out.MaxTasks = cmp.Or(out.MaxTasks, axtype.MaxTasksPerBatch)
+	out.MaxCascadeReruns = cmp.Or(out.MaxCascadeReruns, axtype.MaxCascadeReruns)
 	out.MaxSleep = cmp.Or(out.MaxSleep, time.Second)
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
@@ -217,10 +221,26 @@ func (f *AfterFirer) fire(ctx context.Context, tx pgx.Tx, w *axtype.AfterWait, r
 }
 
 // cascade re-runs the run wait w made, for the upstream re-run that made
-// it ready again; the re-run cascades in turn.
+// it ready again; the re-run cascades in turn, within its cascade's bound
+// of re-runs (past it, the time is recorded as skipped).
 func (f *AfterFirer) cascade(ctx context.Context, tx pgx.Tx, w *axtype.AfterWait, id uuid.UUID, params json.RawMessage) (int, error) {
+	root, made, err := db.ExecutionRerunCascade(ctx, tx, *w.CascadeFrom, f.cfg.MaxCascadeReruns+1)
+	if err != nil {
+		return 0, err
+	}
+	if made > f.cfg.MaxCascadeReruns { // the root and as many re-runs as the bound
+		skip := &axtype.SkippedFire{JobID: w.JobID, Reason: axtype.SkipCascadeBound, FirstTick: w.LogicalTime,
+			LastTick: w.LogicalTime, TickCount: 1, Detail: fmt.Sprintf("the cascade of re-run %s made %d re-runs, its bound: "+
+				"run %s was not re-run for upstream re-run %s", root, f.cfg.MaxCascadeReruns, *w.ExecutionID, *w.CascadeFrom)}
+		if err := db.SkippedFireInsertMany(ctx, tx, []*axtype.SkippedFire{skip}); err != nil {
+			return 0, err
+		}
+		f.cfg.Logger.WarnContext(ctx, "cascade re-run not made: the cascade reached its bound", "job_id", w.JobID,
+			"execution_id", *w.ExecutionID, "cascade_root", root, "upstream_execution_id", *w.CascadeFrom)
+		return 0, db.AfterWaitFired(ctx, tx, w, axtype.AfterFired, w.ExecutionID)
+	}
 	r := &db.NewRerun{ID: id, RerunOf: *w.ExecutionID, RequestKey: "cascade:" + w.CascadeFrom.String(),
-		Shards: axtype.RerunAll, Params: params, Cascade: true}
+		Shards: axtype.RerunAll, Params: params, Cascade: true, CascadeRoot: root}
 	prior, err := db.ExecutionRerunClaim(ctx, tx, r)
 	if err != nil {
 		return 0, err

@@ -1,12 +1,26 @@
 -- ExecutionRerunClaim links the re-run @execution_id to the run it
 -- re-runs under @request_key. When another request with the same key
 -- linked one first it returns nothing (and waits for that request's
--- transaction, so a retry never doubles a run still being made).
+-- transaction, so a retry never doubles a run still being made). A
+-- cascading re-run records the root of its cascade: @cascade_root, or
+-- itself when it starts one (nil).
 -- name: ExecutionRerunClaim :one
-INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards, cascade)
-VALUES (@execution_id, @rerun_of, @request_key, @shards, @cascade)
+INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards, cascade, cascade_root)
+VALUES (@execution_id, @rerun_of, @request_key, @shards, @cascade,
+        CASE WHEN @cascade::boolean THEN coalesce(sqlc.narg('cascade_root')::uuid, @execution_id) END)
 ON CONFLICT (rerun_of, request_key) DO NOTHING
 RETURNING execution_id;
+
+-- ExecutionRerunCascadeRoot returns the root of the cascade re-run @id
+-- belongs to: its cascade_root, or itself when it has none (a re-run made
+-- before migration 00078). None when @id is not a re-run.
+-- name: ExecutionRerunCascadeRoot :one
+SELECT coalesce(cascade_root, execution_id)::uuid AS root FROM ax.execution_rerun WHERE execution_id = @id;
+
+-- ExecutionRerunCascadeCount counts the re-runs of the cascade of @root
+-- (the root's own included), reading @most of them at most.
+-- name: ExecutionRerunCascadeCount :one
+SELECT count(*)::integer FROM (SELECT 1 FROM ax.execution_rerun WHERE cascade_root = @root LIMIT @most::integer) r;
 
 -- ExecutionRerunByKey returns the re-run made for (@rerun_of, @request_key).
 -- name: ExecutionRerunByKey :one

@@ -145,9 +145,42 @@ func (q *Queries) ExecutionRerunCandidates(ctx context.Context, db DBTX, arg Exe
 	return items, nil
 }
 
+const executionRerunCascadeCount = `-- name: ExecutionRerunCascadeCount :one
+SELECT count(*)::integer FROM (SELECT 1 FROM ax.execution_rerun WHERE cascade_root = $1 LIMIT $2::integer) r
+`
+
+type ExecutionRerunCascadeCountParams struct {
+	Root *uuid.UUID
+	Most int32
+}
+
+// ExecutionRerunCascadeCount counts the re-runs of the cascade of @root
+// (the root's own included), reading @most of them at most.
+func (q *Queries) ExecutionRerunCascadeCount(ctx context.Context, db DBTX, arg ExecutionRerunCascadeCountParams) (int32, error) {
+	row := db.QueryRow(ctx, executionRerunCascadeCount, arg.Root, arg.Most)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const executionRerunCascadeRoot = `-- name: ExecutionRerunCascadeRoot :one
+SELECT coalesce(cascade_root, execution_id)::uuid AS root FROM ax.execution_rerun WHERE execution_id = $1
+`
+
+// ExecutionRerunCascadeRoot returns the root of the cascade re-run @id
+// belongs to: its cascade_root, or itself when it has none (a re-run made
+// before migration 00078). None when @id is not a re-run.
+func (q *Queries) ExecutionRerunCascadeRoot(ctx context.Context, db DBTX, id uuid.UUID) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, executionRerunCascadeRoot, id)
+	var root uuid.UUID
+	err := row.Scan(&root)
+	return root, err
+}
+
 const executionRerunClaim = `-- name: ExecutionRerunClaim :one
-INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards, cascade)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO ax.execution_rerun (execution_id, rerun_of, request_key, shards, cascade, cascade_root)
+VALUES ($1, $2, $3, $4, $5,
+        CASE WHEN $5::boolean THEN coalesce($6::uuid, $1) END)
 ON CONFLICT (rerun_of, request_key) DO NOTHING
 RETURNING execution_id
 `
@@ -158,12 +191,15 @@ type ExecutionRerunClaimParams struct {
 	RequestKey  string
 	Shards      string
 	Cascade     bool
+	CascadeRoot *uuid.UUID
 }
 
 // ExecutionRerunClaim links the re-run @execution_id to the run it
 // re-runs under @request_key. When another request with the same key
 // linked one first it returns nothing (and waits for that request's
-// transaction, so a retry never doubles a run still being made).
+// transaction, so a retry never doubles a run still being made). A
+// cascading re-run records the root of its cascade: @cascade_root, or
+// itself when it starts one (nil).
 func (q *Queries) ExecutionRerunClaim(ctx context.Context, db DBTX, arg ExecutionRerunClaimParams) (uuid.UUID, error) {
 	row := db.QueryRow(ctx, executionRerunClaim,
 		arg.ExecutionID,
@@ -171,6 +207,7 @@ func (q *Queries) ExecutionRerunClaim(ctx context.Context, db DBTX, arg Executio
 		arg.RequestKey,
 		arg.Shards,
 		arg.Cascade,
+		arg.CascadeRoot,
 	)
 	var execution_id uuid.UUID
 	err := row.Scan(&execution_id)

@@ -923,6 +923,7 @@ const (
 	AxSkipReasonCalendar         AxSkipReason = "calendar"
 	AxSkipReasonOverlapQueueFull AxSkipReason = "overlap_queue_full"
 	AxSkipReasonUpstreamFailed   AxSkipReason = "upstream_failed"
+	AxSkipReasonCascadeBound     AxSkipReason = "cascade_bound"
 )
 
 func (e *AxSkipReason) Scan(src interface{}) error {
@@ -968,7 +969,8 @@ func (e AxSkipReason) Valid() bool {
 		AxSkipReasonDstGap,
 		AxSkipReasonCalendar,
 		AxSkipReasonOverlapQueueFull,
-		AxSkipReasonUpstreamFailed:
+		AxSkipReasonUpstreamFailed,
+		AxSkipReasonCascadeBound:
 		return true
 	}
 	return false
@@ -983,6 +985,7 @@ func AllAxSkipReasonValues() []AxSkipReason {
 		AxSkipReasonCalendar,
 		AxSkipReasonOverlapQueueFull,
 		AxSkipReasonUpstreamFailed,
+		AxSkipReasonCascadeBound,
 	}
 }
 
@@ -1633,6 +1636,7 @@ type AxExecutionRerun struct {
 	Shards      string
 	CreatedAt   time.Time
 	Cascade     bool
+	CascadeRoot *uuid.UUID
 }
 
 type AxExecutionsByState struct {

@@ -3193,7 +3193,7 @@ export interface components {
              */
             last_tick: string;
             /** @enum {string} */
-            reason: "misfire" | "overlap" | "overlap_queue_full" | "paused" | "dst_gap" | "calendar" | "upstream_failed";
+            reason: "misfire" | "overlap" | "overlap_queue_full" | "paused" | "dst_gap" | "calendar" | "upstream_failed" | "cascade_bound";
             /** Format: date-time */
             recorded_at: string;
             /**
