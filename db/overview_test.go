@@ -200,3 +200,51 @@ func TestOverviewPlanBounded(t *testing.T) {
 	require.Equal(t, 2, scans, "the runs and the durations each read ax.execution by its primary key")
 	t.Logf("db.Overview over a million runs took %s; plans:\n%s", took.Round(time.Millisecond), strings.Join(plans, "\n\n"))
 }
+
+// TestOverviewQueueDepthReadsThroughIndexes: the queue depth counts the
+// pending tasks, parked ones (no agent) with them, through the two
+// partial indexes that hold them, not by reading every task: here 30,000
+// running tasks and 200 pending, half parked. With one query of state
+// 'pending' it read the whole table once migration 00076 left parked
+// tasks out of task_pending_age_idx.
+func TestOverviewQueueDepthReadsThroughIndexes(t *testing.T) {
+	t.Parallel()
+	e := newPlanEnv(t)
+	ctx := context.Background()
+	job := e.overviewJob("billing", "depth")
+	_, err := e.conn.Exec(ctx, `
+		WITH x AS (
+		    INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority, state, started_at)
+		    SELECT ax.uuid_v7(), $1, 'manual', now(), 10000, 0, 'running', now() FROM generate_series(1, 3)
+		    RETURNING id, job_id
+		)
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds,
+		                     state, lease_token, lease_expires_at, leased_at, started_at)
+		SELECT id, job_id, i, 10000, 0, 1, 60, 'running', gen_random_uuid(), now() + interval '1 minute', now(), now()
+		FROM x, generate_series(0, 9999) i`, job)
+	require.NoError(t, err)
+	e.addPending(job, 200, 3, "")
+	_, err = e.conn.Exec(ctx, `UPDATE ax.task SET no_agent = true
+		WHERE id IN (SELECT id FROM ax.task WHERE state = 'pending' LIMIT 100)`)
+	require.NoError(t, err)
+	_, err = e.conn.Exec(ctx, "ANALYZE ax.task")
+	require.NoError(t, err)
+
+	e.explainPlans(e.conn)
+	o, err := db.Overview(ctx, e.conn, db.OverviewParams{MaxJobs: 8, MaxRows: 50})
+	require.NoError(t, err)
+	var depth int64
+	for _, d := range o.Queue {
+		depth += d.Tasks
+	}
+	require.EqualValues(t, 200, depth, "pending tasks, parked ones too")
+	found := false
+	for _, plan := range e.plans() {
+		if !strings.Contains(plan, "OverviewQueueDepth") {
+			continue
+		}
+		found = true
+		require.NotContains(t, plan, "Seq Scan on task", "the queue depth reads every task:\n%s", plan)
+	}
+	require.True(t, found, "auto_explain's plan of OverviewQueueDepth")
+}

@@ -48,12 +48,16 @@ GROUP BY t.job_id, j.group_name, j.name, t.hour
 ORDER BY j.group_name, j.name, t.hour;
 
 -- OverviewQueueDepth counts the pending tasks by rate class ('' for
--- none) and priority, the @max_rows largest groups.
+-- none) and priority, the @max_rows largest groups; parked tasks (no
+-- agent) too, in a second part: each part is read through an index
+-- (task_pending_age_idx holds no parked task, task_no_agent_idx only
+-- those; migration 00076).
 -- name: OverviewQueueDepth :many
 SELECT coalesce(t.rate_class, '')::text AS rate_class, t.priority, count(*)::bigint AS tasks
-FROM ax.task t
-WHERE t.state = 'pending'
-  AND (sqlc.narg('groups')::text[] IS NULL
+FROM (SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND NOT p.no_agent
+      UNION ALL
+      SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND p.no_agent) t
+WHERE (sqlc.narg('groups')::text[] IS NULL
        OR t.job_id IN (SELECT j.id FROM ax.job j WHERE j.group_name = ANY(sqlc.narg('groups')::text[])))
 GROUP BY 1, 2
 ORDER BY 1, 2 DESC

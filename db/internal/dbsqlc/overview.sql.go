@@ -85,9 +85,10 @@ func (q *Queries) OverviewDurations(ctx context.Context, db DBTX, arg OverviewDu
 
 const overviewQueueDepth = `-- name: OverviewQueueDepth :many
 SELECT coalesce(t.rate_class, '')::text AS rate_class, t.priority, count(*)::bigint AS tasks
-FROM ax.task t
-WHERE t.state = 'pending'
-  AND ($1::text[] IS NULL
+FROM (SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND NOT p.no_agent
+      UNION ALL
+      SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND p.no_agent) t
+WHERE ($1::text[] IS NULL
        OR t.job_id IN (SELECT j.id FROM ax.job j WHERE j.group_name = ANY($1::text[])))
 GROUP BY 1, 2
 ORDER BY 1, 2 DESC
@@ -106,7 +107,10 @@ type OverviewQueueDepthRow struct {
 }
 
 // OverviewQueueDepth counts the pending tasks by rate class (” for
-// none) and priority, the @max_rows largest groups.
+// none) and priority, the @max_rows largest groups; parked tasks (no
+// agent) too, in a second part: each part is read through an index
+// (task_pending_age_idx holds no parked task, task_no_agent_idx only
+// those; migration 00076).
 func (q *Queries) OverviewQueueDepth(ctx context.Context, db DBTX, arg OverviewQueueDepthParams) ([]OverviewQueueDepthRow, error) {
 	rows, err := db.Query(ctx, overviewQueueDepth, arg.Groups, arg.MaxRows)
 	if err != nil {
