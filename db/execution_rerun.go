@@ -164,6 +164,9 @@ type RerunCandidateParams struct {
 	ErrorCodes []string   // a shard ended with one of these
 	Groups     []string   // a key limited to groups sees only these
 	Limit      int
+	// RequestKey leaves out the re-runs made under this key (a bulk call
+	// again with its key: see ExecutionRerunCandidates in SQL).
+	RequestKey string
 }
 
 // ExecutionRerunCandidates returns the ended runs p selects, oldest first.
@@ -178,7 +181,7 @@ func ExecutionRerunCandidates(ctx context.Context, e Executor, p *RerunCandidate
 	}
 	rows, err := queries.ExecutionRerunCandidates(ctx, e, dbsqlc.ExecutionRerunCandidatesParams{
 		JobID: p.JobID, GroupName: p.Group, States: states, From: p.From, To: p.To, ErrorCodes: codes,
-		Groups: p.Groups, Max: int32(p.Limit)})
+		Groups: p.Groups, Max: int32(p.Limit), RequestKey: p.RequestKey})
 	if err != nil {
 		return nil, fmt.Errorf("error selecting runs to re-run: %w", mapErr(err))
 	}

@@ -170,6 +170,7 @@ func (s *ExecutionService) BulkRerun(ctx context.Context, req *BulkRerunRequest)
 	limit := req.Filter.Limit
 	filter := req.Filter
 	filter.Limit = limit + 1
+	filter.RequestKey = req.RequestKey
 	found, err := db.ExecutionRerunCandidates(ctx, s.pool, &filter)
 	if err != nil {
 		return nil, err

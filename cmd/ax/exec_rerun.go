@@ -175,7 +175,10 @@ func rerunMany(ctx context.Context, c *client.ClientWithResponses, af *apiFlags,
 		fmt.Printf("%d run(s) re-run under key %s (run the same command again: nothing is re-run twice)\n", n, out.RequestKey)
 	}
 	if out.Truncated {
-		fmt.Printf("more runs matched than --max %d\n", a.Max)
+		// Not "raise --max": the key is of the arguments, and a new key
+		// would re-run again what this call re-ran.
+		fmt.Printf("stopped: more runs matched than --max %d, or the re-runs made reached the bound of a call "+
+			"(50,000 tasks); run the same command again to go on\n", a.Max)
 	}
 	return nil
 }

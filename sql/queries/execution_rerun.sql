@@ -68,7 +68,10 @@ ORDER BY o.shard_index;
 -- first, at most @max: of job @job_id or of the jobs of group @group_name,
 -- in one of @states, scheduled in [@from, @to), with a shard that ended
 -- with one of @error_codes; @groups (a key limited to groups) keeps runs
--- of those groups only. A null filter matches all.
+-- of those groups only. A null filter matches all. The re-runs made under
+-- @request_key are left out: a call stopped by its task bound is called
+-- again with its key, and a re-run it made (one that failed, say) matches
+-- the same filter; re-run again, the same work would run twice.
 -- name: ExecutionRerunCandidates :many
 SELECT e.id, e.job_id, e.state::text AS state, e.scheduled_for
 FROM ax.all_executions e
@@ -82,6 +85,7 @@ WHERE (sqlc.narg('job_id')::uuid IS NULL OR e.job_id = sqlc.narg('job_id')::uuid
        OR EXISTS (SELECT 1 FROM ax.all_tasks t
                   WHERE t.execution_id = e.id AND t.error_code = ANY(sqlc.narg('error_codes')::text[])))
   AND (sqlc.narg('groups')::text[] IS NULL OR j.group_name = ANY(sqlc.narg('groups')::text[]))
+  AND NOT EXISTS (SELECT 1 FROM ax.execution_rerun r WHERE r.execution_id = e.id AND r.request_key = @request_key)
 ORDER BY e.id
 LIMIT @max;
 

@@ -84,8 +84,9 @@ WHERE ($1::uuid IS NULL OR e.job_id = $1::uuid)
        OR EXISTS (SELECT 1 FROM ax.all_tasks t
                   WHERE t.execution_id = e.id AND t.error_code = ANY($6::text[])))
   AND ($7::text[] IS NULL OR j.group_name = ANY($7::text[]))
+  AND NOT EXISTS (SELECT 1 FROM ax.execution_rerun r WHERE r.execution_id = e.id AND r.request_key = $8)
 ORDER BY e.id
-LIMIT $8
+LIMIT $9
 `
 
 type ExecutionRerunCandidatesParams struct {
@@ -96,6 +97,7 @@ type ExecutionRerunCandidatesParams struct {
 	To         *time.Time
 	ErrorCodes []string
 	Groups     []string
+	RequestKey string
 	Max        int32
 }
 
@@ -110,7 +112,10 @@ type ExecutionRerunCandidatesRow struct {
 // first, at most @max: of job @job_id or of the jobs of group @group_name,
 // in one of @states, scheduled in [@from, @to), with a shard that ended
 // with one of @error_codes; @groups (a key limited to groups) keeps runs
-// of those groups only. A null filter matches all.
+// of those groups only. A null filter matches all. The re-runs made under
+// @request_key are left out: a call stopped by its task bound is called
+// again with its key, and a re-run it made (one that failed, say) matches
+// the same filter; re-run again, the same work would run twice.
 func (q *Queries) ExecutionRerunCandidates(ctx context.Context, db DBTX, arg ExecutionRerunCandidatesParams) ([]ExecutionRerunCandidatesRow, error) {
 	rows, err := db.Query(ctx, executionRerunCandidates,
 		arg.JobID,
@@ -120,6 +125,7 @@ func (q *Queries) ExecutionRerunCandidates(ctx context.Context, db DBTX, arg Exe
 		arg.To,
 		arg.ErrorCodes,
 		arg.Groups,
+		arg.RequestKey,
 		arg.Max,
 	)
 	if err != nil {
