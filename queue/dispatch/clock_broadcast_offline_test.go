@@ -16,7 +16,8 @@ import (
 // A broadcast run's task is pinned to its agent: no other may take it.
 // When that agent goes offline before it leased the task, the task fails
 // (error code agent_offline) and the run ends, instead of waiting pending
-// for an agent that may never come back, its run open for good.
+// for an agent that may never come back, its run open for good. The
+// failure is not the agent's: its event names no agent.
 func TestBroadcastTaskOfAnAgentGoneOfflineFails(t *testing.T) {
 	t.Parallel()
 	e := setupClock(t)
@@ -46,6 +47,11 @@ func TestBroadcastTaskOfAnAgentGoneOfflineFails(t *testing.T) {
 	var code string
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT error_code FROM ax.all_tasks WHERE id = $1`, goesTask).Scan(&code))
 	require.Equal(t, axtype.ErrorCodeAgentOffline, code)
+	var events, ofAgent int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*), count(agent_id) FROM ax.all_task_events
+		WHERE task_id = $1 AND state = 'failed'`, goesTask).Scan(&events, &ofAgent))
+	require.Equal(t, 1, events, "the failure is an event of the task")
+	require.Zero(t, ofAgent, "not the agent's: it did not run the task (its health must not count it)")
 	var runState string
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT state::text FROM ax.all_executions WHERE id = $1`, run.ID).Scan(&runState))
 	require.Equal(t, "failed", runState, "the run ends")

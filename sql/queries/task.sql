@@ -1425,16 +1425,18 @@ WITH RECURSIVE pinned_to(agent_id) AS (
 ), failed AS (
     UPDATE ax.task t
     SET state = 'failed',
-        error = 'its agent went offline before it leased the task (pinned to it: no other agent may take it)',
+        error = 'its agent went offline before running it (pinned to that agent: no other may take it)',
         error_code = 'agent_offline', finished_at = coalesce(sqlc.narg('now')::timestamptz, now()), updated_at = now()
     FROM orphaned o
     WHERE t.id = o.id AND t.execution_id IN (SELECT id FROM locked)
-    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.preferred_agent_id, t.error, t.error_code
+    RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.error, t.error_code
 ), events AS (
     INSERT INTO ax.task_event (id, task_id, execution_id, shard_index, attempt, kind, state, agent_id, message,
                                error_code, at)
+    -- No agent_id: the agent did not run the task, and its health
+    -- (ax.agent_outcomes) must not count this failure as its own.
     SELECT nextval('ax.task_event_id_seq'), f.id, f.execution_id, f.shard_index, f.attempt, 'state'::ax.task_event_kind,
-           'failed'::ax.task_state, f.preferred_agent_id, f.error, f.error_code, clock_timestamp()
+           'failed'::ax.task_state, NULL::uuid, f.error, f.error_code, clock_timestamp()
     FROM failed f
 )
 SELECT DISTINCT execution_id FROM failed;
