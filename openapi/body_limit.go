@@ -52,8 +52,10 @@ var errBodyTooLarge = errors.New("request body is too large")
 // held until the read timeout, took the whole budget, and every agent's
 // heartbeat and results got 503. Bodies of operations that need a key
 // are refused before they are read when the key is missing or wrong (the
-// authenticator answers before the handler reads), so only a key holder
-// can hold the rest.
+// authenticator answers before the handler reads; a signed request's
+// body is read once its signing key id is known, before its signature is
+// checked), so only who holds a key, or knows a signing key's id, can
+// hold the rest.
 type bodyGuard struct {
 	mux     *http.ServeMux
 	api     huma.API
