@@ -10,7 +10,10 @@
 -- reaper unparks a job's tasks once a live agent can take them (see
 -- TaskNoAgentUnpark). The default (false) is the old behaviour, so rows
 -- written before this migration, and tasks written without a router,
--- stay leasable as they were; adding the column rewrites nothing.
+-- stay leasable as they were; adding the column rewrites nothing. The
+-- old build's pick and long-poll check do not say NOT no_agent, so the
+-- rebuilt indexes no longer match them: until its replicas are replaced,
+-- their leases read ax.task whole (the production guide says so).
 ALTER TABLE ax.task ADD COLUMN no_agent boolean NOT NULL DEFAULT false;
 COMMENT ON COLUMN ax.task.no_agent IS
     'parked: no live agent could take the task (labels, executor kind) when it was written; the reaper clears it once one can';
