@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // TestAdaptiveTimeoutOnRealAgent: an adaptive job whose successes took
@@ -18,9 +19,9 @@ import (
 // `ax job get` shows the computed timeout and how it came about.
 func TestAdaptiveTimeoutOnRealAgent(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	pool := openPool(t, s.dbURL)
-	status, job := s.api(t, "POST", "/v1/jobs", map[string]any{
+	s := e2ekit.StartServer(t)
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	status, job := s.API(t, "POST", "/v1/jobs", map[string]any{
 		"name":         "adaptive",
 		"trigger":      map[string]any{"kind": "manual"},
 		"executor":     map[string]any{"kind": "shell", "command": `sleep 7; echo "attempt $AX_ATTEMPT finished"`},
@@ -34,15 +35,15 @@ func TestAdaptiveTimeoutOnRealAgent(t *testing.T) {
 	dbtest.EndedRuns(t, pool, uuid.MustParse(id), time.Minute, "succeeded",
 		time.Second, time.Second, time.Second, time.Second, time.Second)
 
-	s.startAgent(t, "a1", "1")
-	status, exec := s.api(t, "POST", "/v1/jobs/"+id+"/trigger", nil)
+	startAgent(t, s, "a1", "1")
+	status, exec := s.API(t, "POST", "/v1/jobs/"+id+"/trigger", nil)
 	require.Equal(t, http.StatusAccepted, status, exec)
 	execID := exec["id"].(string)
 	require.Eventually(t, func() bool {
-		_, got := s.api(t, "GET", "/v1/executions/"+execID, nil)
+		_, got := s.API(t, "GET", "/v1/executions/"+execID, nil)
 		return got["state"] == "succeeded" || got["state"] == "failed" || got["state"] == "timed_out"
 	}, 60*time.Second, 200*time.Millisecond)
-	_, got := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	_, got := s.API(t, "GET", "/v1/executions/"+execID, nil)
 	require.Equal(t, "succeeded", got["state"], got)
 	task := got["tasks"].([]any)[0].(map[string]any)
 	require.Equal(t, float64(2), task["attempt"])
@@ -51,7 +52,7 @@ func TestAdaptiveTimeoutOnRealAgent(t *testing.T) {
 	// Attempt 1 was stopped at its 5 s, not at the command's 7 s.
 	var leased, stopped time.Time
 	var why string
-	for _, e := range stateEvents(t, pool, task["id"].(string)) {
+	for _, e := range e2ekit.StateEvents(t, pool, task["id"].(string)) {
 		switch {
 		case e.Attempt == 1 && e.State == "leased":
 			leased = e.At
@@ -64,11 +65,11 @@ func TestAdaptiveTimeoutOnRealAgent(t *testing.T) {
 	require.Less(t, stopped.Sub(leased), 7*time.Second)
 	require.GreaterOrEqual(t, stopped.Sub(leased), 5*time.Second)
 
-	out, err := s.ax(t, "job", "get", id)
+	out, err := s.AX(t, "job", "get", id)
 	require.NoError(t, err)
 	require.Contains(t, out, "adaptive 5s (max 60s)")
 	require.Contains(t, out, "3 × P95 of 5 successful attempts (3 × 1 s = 3 s) is under the 5 s floor: 5 s")
-	out, err = s.ax(t, "job", "get", id, "-o", "json")
+	out, err = s.AX(t, "job", "get", id, "-o", "json")
 	require.NoError(t, err)
 	require.True(t, strings.Contains(out, `"basis": "floor"`) || strings.Contains(out, `"basis":"floor"`), out)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -31,8 +32,8 @@ func TestAfterDAGAcrossReplicas(t *testing.T) {
 	}
 	t.Parallel()
 	const loopback = "AX_OUTBOUND_ALLOW_LOOPBACK=true"
-	first := startServerOn(t, dbtest.NewURL(t), loopback)
-	pool, err := pgxpool.New(context.Background(), first.dbURL)
+	first := e2ekit.StartServerOn(t, dbtest.NewURL(t), loopback)
+	pool, err := pgxpool.New(context.Background(), first.DBURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	// The two other replicas start side by side.
@@ -41,7 +42,7 @@ func TestAfterDAGAcrossReplicas(t *testing.T) {
 	for range 2 {
 		addr := proctest.FreeAddr(t)
 		replicas = append(replicas, proctest.Start(t, proctest.Binary(t, "ax"),
-			[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + addr, loopback}, "serve"))
+			[]string{"DATABASE_URL=" + first.DBURL, "AX_ADDR=" + addr, loopback}, "serve"))
 		addrs = append(addrs, addr)
 	}
 	for _, addr := range addrs {
@@ -64,7 +65,7 @@ func TestAfterDAGAcrossReplicas(t *testing.T) {
 	}))
 	t.Cleanup(target.Close)
 	job := func(name string, trigger map[string]any) string {
-		return first.createJob(t, map[string]any{"name": name, "group": "dag", "trigger": trigger,
+		return first.CreateJob(t, map[string]any{"name": name, "group": "dag", "trigger": trigger,
 			"timeout_seconds": 5, "retry": map[string]any{"max_attempts": 1},
 			"executor": map[string]any{"kind": "http", "url": target.URL + "/" + name}})
 	}
@@ -80,7 +81,7 @@ func TestAfterDAGAcrossReplicas(t *testing.T) {
 	var extracts []string
 	for _, n := range []string{"ex1", "ex2", "ex3"} {
 		id := job(n, map[string]any{"kind": "cron", "cron": "*/2 * * * * *"})
-		status, _ := first.api(t, "POST", "/v1/jobs/"+id+"/pause", nil)
+		status, _ := first.API(t, "POST", "/v1/jobs/"+id+"/pause", nil)
 		require.Equal(t, http.StatusOK, status)
 		extracts = append(extracts, id)
 	}
@@ -90,7 +91,7 @@ func TestAfterDAGAcrossReplicas(t *testing.T) {
 	// ticks from here on count.
 	begin := time.Now()
 	for _, id := range extracts {
-		status, _ := first.api(t, "POST", "/v1/jobs/"+id+"/resume", nil)
+		status, _ := first.API(t, "POST", "/v1/jobs/"+id+"/resume", nil)
 		require.Equal(t, http.StatusOK, status)
 	}
 
@@ -105,7 +106,7 @@ func TestAfterDAGAcrossReplicas(t *testing.T) {
 	require.Eventually(t, func() bool { return ex3Calls.Load() >= 7 }, 30*time.Second, 100*time.Millisecond,
 		"the extracts go on after the kill")
 	for _, id := range extracts {
-		status, _ := first.api(t, "POST", "/v1/jobs/"+id+"/pause", nil)
+		status, _ := first.API(t, "POST", "/v1/jobs/"+id+"/pause", nil)
 		require.Equal(t, http.StatusOK, status)
 	}
 

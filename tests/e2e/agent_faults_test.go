@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // Process-level faults of agents (issue #4): real `ax serve` and ax-agent
@@ -31,74 +32,74 @@ var shortLease = []string{"AX_LEASE=3s", "AX_HEARTBEAT_INTERVAL=1s"}
 // result, the rescuer's.
 func TestAgentKilledMidTask(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), shortLease...)
-	pool := openPool(t, s.dbURL)
-	dir := taskDir(t)
-	proxy := newAgentProxy(t, s.url)
-	victim := s.runAgent(t, "victim", proxy.url)
-	victimID := s.agentReady(t, "victim")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), shortLease...)
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	dir := e2ekit.TaskDir(t)
+	proxy := newAgentProxy(t, s.URL)
+	victim := s.RunAgent(t, "victim", proxy.url)
+	victimID := s.AgentReady(t, "victim")
 
 	// The first run sleeps for a minute; the run after it finishes at
 	// once. No retry policy: the defaults.
-	jobID := s.createJob(t, map[string]any{
+	jobID := s.CreateJob(t, map[string]any{
 		"name":    "long",
 		"trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": `echo "run attempt=$AX_ATTEMPT"
 if mkdir ` + dir + `/$AX_TASK_ID.first 2>/dev/null; then echo $$ > ` + dir + `/$AX_TASK_ID.pid; exec sleep 60; fi
 echo "run again"`},
 	})
-	execID := s.trigger(t, jobID)
-	var task taskRow
+	execID := s.Trigger(t, jobID)
+	var task e2ekit.TaskRow
 	require.Eventually(t, func() bool {
-		tasks := tasksOf(t, pool, execID)
+		tasks := e2ekit.TasksOf(t, pool, execID)
 		task = tasks[0]
 		return task.AgentID == victimID && (task.State == "leased" || task.State == "running")
 	}, 30*time.Second, 50*time.Millisecond, "the victim leases the task")
-	waitFile(t, filepath.Join(dir, task.ID+".pid"), 30*time.Second)
+	e2ekit.WaitFile(t, filepath.Join(dir, task.ID+".pid"), 30*time.Second)
 	// The victim ships output in batches; what it had not sent when killed
 	// is lost, so wait for the first run's line before the kill.
-	require.Eventually(t, func() bool { return strings.Contains(s.output(t, execID), "run attempt=1") },
+	require.Eventually(t, func() bool { return strings.Contains(s.Output(t, execID), "run attempt=1") },
 		30*time.Second, 50*time.Millisecond, "the first run's output reaches the server")
 	oldToken := task.LeaseToken
 	agentID, agentToken := proxy.credentials(t)
 	require.Equal(t, victimID, agentID)
 
-	s.runAgent(t, "rescuer", s.url)
-	rescuerID := s.agentReady(t, "rescuer")
+	s.RunAgent(t, "rescuer", s.URL)
+	rescuerID := s.AgentReady(t, "rescuer")
 	killed := time.Now()
 	victim.Signal(syscall.SIGKILL)
 	require.Error(t, victim.Wait(10*time.Second), "SIGKILLed")
 
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 30*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, execID, 30*time.Second))
 	t.Logf("task run again and succeeded %s after the SIGKILL (lease 3 s)", time.Since(killed).Round(time.Millisecond))
-	done := tasksOf(t, pool, execID)[0]
+	done := e2ekit.TasksOf(t, pool, execID)[0]
 	require.Equal(t, "succeeded", done.State)
 	require.Equal(t, rescuerID, done.AgentID, "the rescuer ran it")
 	require.Equal(t, 1, done.Attempt, "the lease lost with its agent cost no attempt")
-	_, exec := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	_, exec := s.API(t, "GET", "/v1/executions/"+execID, nil)
 	shard := exec["tasks"].([]any)[0].(map[string]any)
 	require.EqualValues(t, 1, shard["attempt"])
 	require.EqualValues(t, 4, shard["max_attempts"], "the default policy: 3 retries, all left")
 	require.EqualValues(t, 1, shard["lost_leases"], "the loss is on record")
 
 	// The killed agent's late result, with its own key and its old token.
-	events := stateEvents(t, pool, task.ID)
-	status, problem := postAs(t, s.url+"/v1/agents/"+victimID+"/complete", agentToken, map[string]any{
+	events := e2ekit.StateEvents(t, pool, task.ID)
+	status, problem := e2ekit.PostAs(t, s.URL+"/v1/agents/"+victimID+"/complete", agentToken, map[string]any{
 		"results": []map[string]any{{"task_id": task.ID, "lease_token": oldToken, "state": "failed",
 			"result": map[string]any{"exit_code": 137}, "error": "late result of a dead agent"}},
 	})
 	// Offline, the dead agent lost its token too (issue #36): 401.
 	require.Equal(t, http.StatusUnauthorized, status, problem)
-	require.Equal(t, done, tasksOf(t, pool, execID)[0], "the stale result changed nothing")
-	require.Equal(t, events, stateEvents(t, pool, task.ID), "the stale result recorded nothing")
-	_, exec = s.api(t, "GET", "/v1/executions/"+execID, nil)
+	require.Equal(t, done, e2ekit.TasksOf(t, pool, execID)[0], "the stale result changed nothing")
+	require.Equal(t, events, e2ekit.StateEvents(t, pool, task.ID), "the stale result recorded nothing")
+	_, exec = s.API(t, "GET", "/v1/executions/"+execID, nil)
 	require.Equal(t, "succeeded", exec["state"])
 
 	// What happened, as task_event tells it: leased by the victim, reaped
 	// when its lease was lost with it, leased by the rescuer, one result,
 	// all on attempt 1.
 	require.Len(t, results(events), 1, "exactly one result: %+v", events)
-	require.Equal(t, stateEvent{State: "succeeded", AgentID: rescuerID, Attempt: 1, At: results(events)[0].At},
+	require.Equal(t, e2ekit.StateEvent{State: "succeeded", AgentID: rescuerID, Attempt: 1, At: results(events)[0].At},
 		results(events)[0])
 	var states []string
 	for _, e := range events {
@@ -111,7 +112,7 @@ echo "run again"`},
 	}
 	require.Equal(t, []string{"leased/" + victimID, "pending/" + victimID, "leased/" + rescuerID, "succeeded/" + rescuerID},
 		states)
-	out := s.output(t, execID)
+	out := s.Output(t, execID)
 	require.Equal(t, 2, strings.Count(out, "run attempt=1"), out)
 	require.Equal(t, 1, strings.Count(out, "run again"), out)
 	require.NotContains(t, out, "run attempt=2", out)
@@ -123,19 +124,19 @@ echo "run again"`},
 // agent recovers.
 func TestAgentStoppedPastLease(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), shortLease...)
-	pool := openPool(t, s.dbURL)
-	dir := taskDir(t)
-	proxy := newAgentProxy(t, s.url)
-	sleeper := s.runAgent(t, "sleeper", proxy.url)
-	sleeperID := s.agentReady(t, "sleeper")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), shortLease...)
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	dir := e2ekit.TaskDir(t)
+	proxy := newAgentProxy(t, s.URL)
+	sleeper := s.RunAgent(t, "sleeper", proxy.url)
+	sleeperID := s.AgentReady(t, "sleeper")
 
 	// The first run, in its own process group, lasts until the test has
 	// stopped its agent (the file go), so it finishes while its agent is
 	// stopped (a fixed 5 s was over before the stop on a loaded machine);
 	// later runs finish at once.
 	goOn := filepath.Join(dir, "go")
-	jobID := s.createJob(t, map[string]any{
+	jobID := s.CreateJob(t, map[string]any{
 		"name":    "stopped",
 		"trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": `if mkdir ` + dir + `/$AX_TASK_ID.first 2>/dev/null; then
@@ -143,28 +144,28 @@ echo "first run attempt=$AX_ATTEMPT"; echo $$ > ` + dir + `/$AX_TASK_ID.pid
 while [ ! -e ` + goOn + ` ]; do sleep 0.05; done; echo first-run-done; touch ` + dir + `/$AX_TASK_ID.done
 else echo "run again attempt=$AX_ATTEMPT"; fi`},
 	})
-	execID := s.trigger(t, jobID)
+	execID := s.Trigger(t, jobID)
 	var taskID string
 	require.Eventually(t, func() bool {
-		task := tasksOf(t, pool, execID)[0]
+		task := e2ekit.TasksOf(t, pool, execID)[0]
 		taskID = task.ID
 		return task.AgentID == sleeperID && (task.State == "leased" || task.State == "running")
 	}, 30*time.Second, 50*time.Millisecond, "the sleeper leases the task")
-	waitFile(t, filepath.Join(dir, taskID+".pid"), 30*time.Second)
+	e2ekit.WaitFile(t, filepath.Join(dir, taskID+".pid"), 30*time.Second)
 	// Its first output is shipped while the lease holds.
-	require.Eventually(t, func() bool { return strings.Contains(s.output(t, execID), "first run attempt=1") },
+	require.Eventually(t, func() bool { return strings.Contains(s.Output(t, execID), "first run attempt=1") },
 		10*time.Second, 50*time.Millisecond)
 
-	s.runAgent(t, "other", s.url)
-	otherID := s.agentReady(t, "other")
+	s.RunAgent(t, "other", s.URL)
+	otherID := s.AgentReady(t, "other")
 	sleeper.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
 	t.Cleanup(func() { sleeper.Signal(syscall.SIGCONT) }) // so that it can be killed
 	require.NoError(t, os.WriteFile(goOn, nil, 0o600))
 
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 60*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, execID, 60*time.Second))
 	// The first run ends while its agent is still stopped.
-	waitFile(t, filepath.Join(dir, taskID+".done"), 30*time.Second)
+	e2ekit.WaitFile(t, filepath.Join(dir, taskID+".done"), 30*time.Second)
 	require.True(t, sleeper.Running())
 	t.Logf("stopped for %s", time.Since(stopped).Round(time.Millisecond))
 	resumed := time.Now()
@@ -218,7 +219,7 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 				"a result under the lost lease (or the revoked token): %s → %s", c.Req, c.Resp)
 		}
 	}
-	events := stateEvents(t, pool, taskID)
+	events := e2ekit.StateEvents(t, pool, taskID)
 	require.Len(t, results(events), 1, "exactly one result: %+v", events)
 	require.Equal(t, "succeeded", results(events)[0].State)
 	require.Equal(t, otherID, results(events)[0].AgentID, "the result is the other agent's")
@@ -227,7 +228,7 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 			require.Contains(t, []string{"leased", "pending"}, e.State, "the sleeper's events: %+v", events)
 		}
 	}
-	task := tasksOf(t, pool, execID)[0]
+	task := e2ekit.TasksOf(t, pool, execID)[0]
 	require.Equal(t, otherID, task.AgentID)
 	// The stopped agent's lease was lost with it (silent for a whole
 	// lease): the task ran again on the same attempt. The run again may
@@ -244,7 +245,7 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 			t.Logf("the stopped agent was handed the task again by a long poll answered while it was stopped")
 		}
 	}
-	out := s.output(t, execID)
+	out := s.Output(t, execID)
 	require.NotContains(t, out, "first-run-done", "output printed after the lease was lost is not recorded")
 	require.Equal(t, 1, strings.Count(out, "first run attempt=1"), "the first run's output, shipped while its lease held: %s", out)
 	require.Equal(t, 1, strings.Count(out, "run again attempt=1"), "and the last run's: %s", out)
@@ -256,36 +257,36 @@ else echo "run again attempt=$AX_ATTEMPT"; fi`},
 // first lease, and the agent exits cleanly.
 func TestAgentDrainLetsTasksFinish(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_LEASE=60s")
-	pool := openPool(t, s.dbURL)
-	dir := taskDir(t)
-	proxy := newAgentProxy(t, s.url)
-	draining := s.runAgent(t, "draining", proxy.url) // default grace: 90 s
-	drainingID := s.agentReady(t, "draining")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_LEASE=60s")
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	dir := e2ekit.TaskDir(t)
+	proxy := newAgentProxy(t, s.URL)
+	draining := s.RunAgent(t, "draining", proxy.url) // default grace: 90 s
+	drainingID := s.AgentReady(t, "draining")
 
 	// Two shards that run until the test lets them finish.
 	finish := filepath.Join(dir, "finish")
-	jobID := s.createJob(t, map[string]any{
+	jobID := s.CreateJob(t, map[string]any{
 		"name":    "two-shards",
 		"trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": `echo "started $AX_SHARD_INDEX"
 while [ ! -e ` + finish + ` ]; do sleep 0.1; done; echo "finished $AX_SHARD_INDEX"`},
 		"shards": map[string]any{"count": 2},
 	})
-	execID := s.trigger(t, jobID)
+	execID := s.Trigger(t, jobID)
 	require.Eventually(t, func() bool {
-		out := s.output(t, execID)
+		out := s.Output(t, execID)
 		return strings.Contains(out, "started 0") && strings.Contains(out, "started 1")
 	}, 30*time.Second, 50*time.Millisecond, "both shards run on the draining agent")
-	for _, task := range tasksOf(t, pool, execID) {
+	for _, task := range e2ekit.TasksOf(t, pool, execID) {
 		require.Equal(t, drainingID, task.AgentID)
 	}
-	s.runAgent(t, "other", s.url)
-	otherID := s.agentReady(t, "other")
+	s.RunAgent(t, "other", s.URL)
+	otherID := s.AgentReady(t, "other")
 
 	sigterm := time.Now()
 	draining.Signal(syscall.SIGTERM)
-	require.Eventually(t, func() bool { return s.agentNamed(t, "draining")["state"] == "draining" },
+	require.Eventually(t, func() bool { return s.AgentNamed(t, "draining")["state"] == "draining" },
 		10*time.Second, 50*time.Millisecond, "the server hears the agent drains")
 	// The agent said so itself, with its own token, once.
 	require.Eventually(t, func() bool { return len(proxy.callsTo("/v1/agents/"+drainingID+"/drain")) > 0 },
@@ -295,37 +296,37 @@ while [ ! -e ` + finish + ` ]; do sleep 0.1; done; echo "finished $AX_SHARD_INDE
 	require.Equal(t, http.StatusNoContent, drains[0].Status, string(drains[0].Resp))
 
 	// New work goes to the other agent while the draining one finishes.
-	quick := s.createJob(t, map[string]any{
+	quick := s.CreateJob(t, map[string]any{
 		"name":     "quick",
 		"trigger":  map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "echo quick"},
 	})
-	quickExec := s.trigger(t, quick)
-	require.Equal(t, "succeeded", s.waitExecution(t, quickExec, 30*time.Second))
-	require.Equal(t, otherID, tasksOf(t, pool, quickExec)[0].AgentID)
-	for _, task := range tasksOf(t, pool, execID) {
+	quickExec := s.Trigger(t, quick)
+	require.Equal(t, "succeeded", s.WaitExecution(t, quickExec, 30*time.Second))
+	require.Equal(t, otherID, e2ekit.TasksOf(t, pool, quickExec)[0].AgentID)
+	for _, task := range e2ekit.TasksOf(t, pool, execID) {
 		require.Contains(t, []string{"leased", "running"}, task.State, "the drained tasks still run")
 		require.Equal(t, drainingID, task.AgentID)
 	}
 	require.True(t, draining.Running(), "the agent waits for its tasks")
 
 	require.NoError(t, os.WriteFile(finish, nil, 0o644))
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 30*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, execID, 30*time.Second))
 	require.NoError(t, draining.Wait(30*time.Second), "the drained agent exits cleanly")
 	t.Logf("drained in %s", time.Since(sigterm).Round(time.Millisecond))
-	for _, task := range tasksOf(t, pool, execID) {
+	for _, task := range e2ekit.TasksOf(t, pool, execID) {
 		require.Equal(t, drainingID, task.AgentID, "finished where it ran")
 		require.Equal(t, 1, task.Attempt)
 		var states []string
-		for _, e := range stateEvents(t, pool, task.ID) {
+		for _, e := range e2ekit.StateEvents(t, pool, task.ID) {
 			states = append(states, e.State)
 		}
 		require.Equal(t, []string{"leased", "succeeded"}, states, "never handed back nor reaped")
 	}
-	out := s.output(t, execID)
+	out := s.Output(t, execID)
 	require.Contains(t, out, "finished 0")
 	require.Contains(t, out, "finished 1")
-	require.Eventually(t, func() bool { return s.agentNamed(t, "draining")["state"] == "offline" },
+	require.Eventually(t, func() bool { return s.AgentNamed(t, "draining")["state"] == "offline" },
 		10*time.Second, 50*time.Millisecond, "the agent deregistered")
 }
 
@@ -335,15 +336,15 @@ while [ ! -e ` + finish + ` ]; do sleep 0.1; done; echo "finished $AX_SHARD_INDE
 // expire, without using up an attempt.
 func TestAgentDrainHandsBackAtGraceEnd(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_LEASE=60s")
-	pool := openPool(t, s.dbURL)
-	dir := taskDir(t)
-	draining := s.runAgent(t, "draining", s.url, "AX_DRAIN_GRACE=1s")
-	drainingID := s.agentReady(t, "draining")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_LEASE=60s")
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	dir := e2ekit.TaskDir(t)
+	draining := s.RunAgent(t, "draining", s.URL, "AX_DRAIN_GRACE=1s")
+	drainingID := s.AgentReady(t, "draining")
 
 	// The first run of each task sleeps for a minute; a run after it
 	// (same attempt: a hand-back is not a failure) finishes at once.
-	jobID := s.createJob(t, map[string]any{
+	jobID := s.CreateJob(t, map[string]any{
 		"name":    "handed-back",
 		"trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": `if mkdir ` + dir + `/$AX_TASK_ID 2>/dev/null; then
@@ -351,10 +352,10 @@ echo $$ > ` + dir + `/$AX_TASK_ID.pid; echo "first run $AX_SHARD_INDEX"; exec sl
 echo "run again $AX_SHARD_INDEX attempt=$AX_ATTEMPT"`},
 		"shards": map[string]any{"count": 2},
 	})
-	execID := s.trigger(t, jobID)
-	var tasks []taskRow
+	execID := s.Trigger(t, jobID)
+	var tasks []e2ekit.TaskRow
 	require.Eventually(t, func() bool {
-		tasks = tasksOf(t, pool, execID)
+		tasks = e2ekit.TasksOf(t, pool, execID)
 		for _, task := range tasks {
 			if _, err := os.Stat(filepath.Join(dir, task.ID+".pid")); err != nil || task.AgentID != drainingID {
 				return false
@@ -362,21 +363,21 @@ echo "run again $AX_SHARD_INDEX attempt=$AX_ATTEMPT"`},
 		}
 		return true
 	}, 30*time.Second, 50*time.Millisecond, "both shards run on the draining agent")
-	s.runAgent(t, "other", s.url)
-	otherID := s.agentReady(t, "other")
+	s.RunAgent(t, "other", s.URL)
+	otherID := s.AgentReady(t, "other")
 
 	sigterm := time.Now()
 	draining.Signal(syscall.SIGTERM)
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 30*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, execID, 30*time.Second))
 	rerun := time.Since(sigterm)
 	t.Logf("handed back and run again %s after SIGTERM (grace 1 s, lease 60 s)", rerun.Round(time.Millisecond))
 	require.Less(t, rerun, 15*time.Second, "no task waited for its lease to expire")
 	require.NoError(t, draining.Wait(30*time.Second), "the drained agent exits cleanly")
 
-	for _, task := range tasksOf(t, pool, execID) {
+	for _, task := range e2ekit.TasksOf(t, pool, execID) {
 		require.Equal(t, otherID, task.AgentID)
 		require.Equal(t, 1, task.Attempt, "a hand-back uses up no attempt")
-		events := stateEvents(t, pool, task.ID)
+		events := e2ekit.StateEvents(t, pool, task.ID)
 		var states []string
 		for _, e := range events {
 			states = append(states, e.State+"/"+e.AgentID)
@@ -386,7 +387,7 @@ echo "run again $AX_SHARD_INDEX attempt=$AX_ATTEMPT"`},
 		require.Equal(t, "released by its agent", events[1].Message, "handed back, not reaped")
 		require.Less(t, events[1].At.Sub(sigterm), 10*time.Second, "handed back once the grace ended")
 	}
-	out := s.output(t, execID)
+	out := s.Output(t, execID)
 	require.Contains(t, out, "run again 0 attempt=1")
 	require.Contains(t, out, "run again 1 attempt=1")
 }

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -11,35 +9,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
-// api calls the server with the bootstrap admin key and decodes the answer.
-func (s *server) api(t *testing.T, method, path string, body any) (int, map[string]any) {
-	t.Helper()
-	var buf bytes.Buffer
-	if body != nil {
-		require.NoError(t, json.NewEncoder(&buf).Encode(body))
-	}
-	req, err := http.NewRequest(method, s.url+path, &buf)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+s.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
-}
-
 // startAgent runs an ax-agent process against s.
-func (s *server) startAgent(t *testing.T, name string, capacity string) *proctest.Process {
+func startAgent(t *testing.T, s *e2ekit.Server, name string, capacity string) *proctest.Process {
 	t.Helper()
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", "agent").Output()
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.URL, "--key", s.Key, "create", "--scope", "agent").Output()
 	require.NoError(t, err)
 	return proctest.Start(t, proctest.Binary(t, "ax-agent"), []string{
-		"AX_SERVER=" + s.url, "AX_AGENT_KEY=" + strings.TrimSpace(string(out)),
+		"AX_SERVER=" + s.URL, "AX_AGENT_KEY=" + strings.TrimSpace(string(out)),
 		"AX_AGENT_NAME=" + name, "AX_AGENT_CAPACITY=" + capacity,
 		"AX_EXECUTORS=shell,http,handler", // these tests run shell jobs
 	})
@@ -50,30 +30,30 @@ func (s *server) startAgent(t *testing.T, name string, capacity string) *proctes
 // execution succeeds.
 func TestShardedJobOnRealAgents(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := e2ekit.StartServer(t)
 	for _, name := range []string{"a1", "a2", "a3"} {
-		s.startAgent(t, name, "2")
+		startAgent(t, s, name, "2")
 	}
 	params := []string{"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"}
-	status, job := s.api(t, "POST", "/v1/jobs", map[string]any{
+	status, job := s.API(t, "POST", "/v1/jobs", map[string]any{
 		"name":     "sharded",
 		"trigger":  map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": `echo "shard=$AX_SHARD_INDEX/$AX_SHARD_TOTAL param=$AX_SHARD_PARAM exec=$AX_EXECUTION_ID"`},
 		"shards":   map[string]any{"count": 10, "params": params},
 	})
 	require.Equal(t, http.StatusCreated, status, job)
-	status, exec := s.api(t, "POST", "/v1/jobs/"+job["id"].(string)+"/trigger", nil)
+	status, exec := s.API(t, "POST", "/v1/jobs/"+job["id"].(string)+"/trigger", nil)
 	require.Equal(t, http.StatusAccepted, status, exec)
 	execID := exec["id"].(string)
 
 	require.Eventually(t, func() bool {
-		_, got := s.api(t, "GET", "/v1/executions/"+execID, nil)
+		_, got := s.API(t, "GET", "/v1/executions/"+execID, nil)
 		return got["state"] == "succeeded" || got["state"] == "failed"
 	}, 60*time.Second, 200*time.Millisecond)
-	_, got := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	_, got := s.API(t, "GET", "/v1/executions/"+execID, nil)
 	require.Equal(t, "succeeded", got["state"], got)
 
-	_, logs := s.api(t, "GET", "/v1/executions/"+execID+"/logs?kind=log", nil)
+	_, logs := s.API(t, "GET", "/v1/executions/"+execID+"/logs?kind=log", nil)
 	var output strings.Builder
 	for _, e := range logs["events"].([]any) {
 		output.WriteString(e.(map[string]any)["message"].(string))
@@ -82,6 +62,6 @@ func TestShardedJobOnRealAgents(t *testing.T) {
 		line := "shard=" + string(rune('0'+i)) + "/10 param=" + p + " exec=" + execID
 		require.Equal(t, 1, strings.Count(output.String(), line), "shard %d runs once with its own index and param", i)
 	}
-	_, agents := s.api(t, "GET", "/v1/agents", nil)
+	_, agents := s.API(t, "GET", "/v1/agents", nil)
 	require.Len(t, agents["agents"], 3)
 }

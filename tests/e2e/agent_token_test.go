@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // TestAgentMarkedOfflineRegistersAgain: a real ax-agent whose row goes
@@ -18,10 +19,10 @@ import (
 // registration runs the next job.
 func TestAgentMarkedOfflineRegistersAgain(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_HEARTBEAT_INTERVAL=1s", "AX_LEASE=10s")
-	s.runAgent(t, "phoenix", s.url)
-	old := s.agentReady(t, "phoenix")
-	pool, err := pgxpool.New(context.Background(), s.dbURL)
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_HEARTBEAT_INTERVAL=1s", "AX_LEASE=10s")
+	s.RunAgent(t, "phoenix", s.URL)
+	old := s.AgentReady(t, "phoenix")
+	pool, err := pgxpool.New(context.Background(), s.DBURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
@@ -43,11 +44,11 @@ func TestAgentMarkedOfflineRegistersAgain(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT state::text FROM ax.agent WHERE id = $1`, old).Scan(&state))
 	require.Equal(t, "offline", state, "the old registration stays offline")
 
-	job := s.createJob(t, map[string]any{"name": "after-offline", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("echo back")})
-	exec := s.trigger(t, job)
-	require.Equal(t, "succeeded", s.waitExecution(t, exec, 30*time.Second))
-	status, out := s.api(t, "GET", "/v1/executions/"+exec, nil)
+	job := s.CreateJob(t, map[string]any{"name": "after-offline", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("echo back")})
+	exec := s.Trigger(t, job)
+	require.Equal(t, "succeeded", s.WaitExecution(t, exec, 30*time.Second))
+	status, out := s.API(t, "GET", "/v1/executions/"+exec, nil)
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, again, out["tasks"].([]any)[0].(map[string]any)["agent_id"], "run by the new registration")
 }

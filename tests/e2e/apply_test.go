@@ -12,20 +12,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
 // axStdin runs the CLI against s with stdin and returns its stdout.
-func (s *server) axStdin(t *testing.T, stdin string, args ...string) (string, error) {
+func axStdin(t *testing.T, s *e2ekit.Server, stdin string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(proctest.Binary(t, "ax"), args...)
-	cmd.Env = append(os.Environ(), "AX_SERVER="+s.url, "AX_API_KEY="+s.key)
+	cmd.Env = append(os.Environ(), "AX_SERVER="+s.URL, "AX_API_KEY="+s.Key)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return string(out), &cliError{err: err, stderr: stderr.String()}
+		return string(out), &e2ekit.CLIError{Err: err, Stderr: stderr.String()}
 	}
 	return string(out), nil
 }
@@ -95,12 +96,12 @@ jobs:
 // what --prune finds gone, and takes back what ax job get -o yaml prints.
 func TestApplyFile(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	pool := openPool(t, s.dbURL)
+	s := e2ekit.StartServer(t)
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	file := filepath.Join(t.TempDir(), "jobs.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(applyFile), 0o644))
 
-	out, err := s.ax(t, "apply", "-f", file)
+	out, err := s.AX(t, "apply", "-f", file)
 	require.NoError(t, err, out)
 	requireLine(t, out, "created", "billing/nightly")
 	requireLine(t, out, "created", "billing/hourly")
@@ -110,7 +111,7 @@ func TestApplyFile(t *testing.T) {
 	require.Equal(t, "file:jobs.yaml", created["nightly"].managedBy)
 
 	// Again: nothing to change, and nothing written.
-	out, err = s.ax(t, "apply", "-f", file)
+	out, err = s.AX(t, "apply", "-f", file)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "file:jobs.yaml: 2 unchanged (nothing to change)")
 	require.Equal(t, created, jobRows(t, pool))
@@ -118,14 +119,14 @@ func TestApplyFile(t *testing.T) {
 	// A change, on a dry run: the diff, and nothing written.
 	changed := strings.Replace(applyFile, "interval_seconds: 3600", "interval_seconds: 600", 1)
 	require.NoError(t, os.WriteFile(file, []byte(changed), 0o644))
-	out, err = s.ax(t, "apply", "-f", file, "--dry-run")
+	out, err = s.AX(t, "apply", "-f", file, "--dry-run")
 	require.NoError(t, err, out)
 	requireLine(t, out, "updated", "billing/hourly")
 	require.Contains(t, out, "trigger.interval_seconds: 3600 → 600")
 	require.Contains(t, out, "1 updated, 1 unchanged (dry run: nothing changed)")
 	require.Equal(t, created, jobRows(t, pool))
 
-	out, err = s.ax(t, "apply", "-f", file)
+	out, err = s.AX(t, "apply", "-f", file)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "trigger.interval_seconds: 3600 → 600")
 	updated := jobRows(t, pool)
@@ -136,15 +137,15 @@ func TestApplyFile(t *testing.T) {
 	// paused (not deleted), with the reason.
 	onlyHourly := changed[strings.Index(changed, "jobs:"):]
 	require.NoError(t, os.WriteFile(file, []byte(onlyHourly), 0o644))
-	out, err = s.ax(t, "apply", "-f", file)
+	out, err = s.AX(t, "apply", "-f", file)
 	require.NoError(t, err, out)
 	require.NotContains(t, out, "nightly")
 	require.False(t, jobRows(t, pool)["nightly"].paused)
-	out, err = s.ax(t, "apply", "-f", file, "--prune", "--dry-run")
+	out, err = s.AX(t, "apply", "-f", file, "--prune", "--dry-run")
 	require.NoError(t, err, out)
 	requireLine(t, out, "paused", "billing/nightly", "left out of declaration set file:jobs.yaml")
 	require.False(t, jobRows(t, pool)["nightly"].paused)
-	out, err = s.ax(t, "apply", "-f", file, "--prune")
+	out, err = s.AX(t, "apply", "-f", file, "--prune")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "paused: false → true")
 	pruned := jobRows(t, pool)
@@ -153,11 +154,11 @@ func TestApplyFile(t *testing.T) {
 	require.Len(t, pruned, 2, "pruning never deletes")
 
 	// The job API shows it, and refuses an edit of a managed job.
-	out, err = s.ax(t, "job", "get", pruned["nightly"].id, "-o", "yaml")
+	out, err = s.AX(t, "job", "get", pruned["nightly"].id, "-o", "yaml")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "managed_by: file:jobs.yaml")
 	require.Contains(t, out, "n: 12345678901234567890", "params keep every digit")
-	_, err = s.ax(t, "job", "delete", pruned["nightly"].id)
+	_, err = s.AX(t, "job", "delete", pruned["nightly"].id)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "409")
 	require.Contains(t, err.Error(), "managed by file:jobs.yaml")
@@ -167,9 +168,9 @@ func TestApplyFile(t *testing.T) {
 	// Round trip: what get -o yaml (or json) prints, apply takes back
 	// unchanged — through stdin, the set named by the output's managed_by.
 	for _, format := range []string{"yaml", "json"} {
-		got, err := s.ax(t, "job", "get", pruned["hourly"].id, "-o", format)
+		got, err := s.AX(t, "job", "get", pruned["hourly"].id, "-o", format)
 		require.NoError(t, err, got)
-		out, err = s.axStdin(t, got, "apply", "-f", "-")
+		out, err = axStdin(t, s, got, "apply", "-f", "-")
 		require.NoError(t, err, out)
 		requireLine(t, out, "unchanged", "billing/hourly")
 		require.Contains(t, out, "file:jobs.yaml: 1 unchanged (nothing to change)", format)
@@ -177,9 +178,9 @@ func TestApplyFile(t *testing.T) {
 	require.Equal(t, pruned, jobRows(t, pool))
 
 	// A list of jobs round-trips too.
-	list, err := s.ax(t, "job", "list", "-o", "yaml")
+	list, err := s.AX(t, "job", "list", "-o", "yaml")
 	require.NoError(t, err, list)
-	out, err = s.axStdin(t, list, "apply", "-f", "-", "--dry-run")
+	out, err = axStdin(t, s, list, "apply", "-f", "-", "--dry-run")
 	require.NoError(t, err, out)
 	requireLine(t, out, "unchanged", "billing/hourly")
 
@@ -188,13 +189,13 @@ func TestApplyFile(t *testing.T) {
     trigger: {kind: cron, cron: "0 0 30 2 *"}
     executor: {kind: shell, command: "true"}
 `), 0o644))
-	_, err = s.ax(t, "apply", "-f", file)
+	_, err = s.AX(t, "apply", "-f", file)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "body.jobs[1].trigger.cron")
 	require.Equal(t, pruned, jobRows(t, pool))
 
 	// --force deletes a managed job all the same.
-	out, err = s.ax(t, "job", "delete", "--force", pruned["nightly"].id)
+	out, err = s.AX(t, "job", "delete", "--force", pruned["nightly"].id)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "deleted "+pruned["nightly"].id)
 	require.NotContains(t, jobRows(t, pool), "nightly")
@@ -205,31 +206,31 @@ func TestApplyFile(t *testing.T) {
 // and the refusal names the flag.
 func TestApplyAdoptsOnlyWithAdopt(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := e2ekit.StartServer(t)
 	dir := t.TempDir()
 	jobFile := filepath.Join(dir, "job.json")
 	require.NoError(t, os.WriteFile(jobFile, []byte(`{"name":"report","group":"billing",
 		"trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`), 0o644))
-	_, err := s.ax(t, "job", "create", "-f", jobFile)
+	_, err := s.AX(t, "job", "create", "-f", jobFile)
 	require.NoError(t, err)
-	out, err := s.ax(t, "job", "get", "billing/report", "-o", "yaml")
+	out, err := s.AX(t, "job", "get", "billing/report", "-o", "yaml")
 	require.NoError(t, err)
 	yamlFile := filepath.Join(dir, "job.yaml")
 	require.NoError(t, os.WriteFile(yamlFile, []byte(out), 0o644))
 
-	_, err = s.ax(t, "apply", "-f", yamlFile)
-	var cliErr *cliError
+	_, err = s.AX(t, "apply", "-f", yamlFile)
+	var cliErr *e2ekit.CLIError
 	require.ErrorAs(t, err, &cliErr)
-	require.Equal(t, 4, cliErr.err.(*exec.ExitError).ExitCode(), cliErr.stderr)
-	require.Contains(t, cliErr.stderr, "--adopt")
-	out, err = s.ax(t, "job", "get", "billing/report", "-o", "json")
+	require.Equal(t, 4, cliErr.Err.(*exec.ExitError).ExitCode(), cliErr.Stderr)
+	require.Contains(t, cliErr.Stderr, "--adopt")
+	out, err = s.AX(t, "job", "get", "billing/report", "-o", "json")
 	require.NoError(t, err)
 	require.NotContains(t, out, "managed_by", "a refused apply changes nothing")
 
-	out, err = s.ax(t, "apply", "-f", yamlFile, "--adopt")
+	out, err = s.AX(t, "apply", "-f", yamlFile, "--adopt")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "billing/report")
-	out, err = s.ax(t, "job", "get", "billing/report", "-o", "json")
+	out, err = s.AX(t, "job", "get", "billing/report", "-o", "json")
 	require.NoError(t, err)
 	require.Contains(t, out, `"managed_by": "file:job.yaml"`)
 }

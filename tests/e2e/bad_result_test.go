@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // loneSurrogate is an answer Go's JSON decoder accepts and Postgres's
@@ -26,9 +27,9 @@ const loneSurrogate = `{"x":"\ud800"}`
 // worker failed and called it again 15 minutes later).
 func TestBadResultCostsOnlyItself(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
-	s.runAgent(t, "worker", s.url, "AX_AGENT_LABELS=pool=w")
-	s.agentReady(t, "worker")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.RunAgent(t, "worker", s.URL, "AX_AGENT_LABELS=pool=w")
+	s.AgentReady(t, "worker")
 	var calls atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
@@ -43,7 +44,7 @@ func TestBadResultCostsOnlyItself(t *testing.T) {
 		if target != nil {
 			job["target"] = target
 		}
-		status, created := s.api(t, "POST", "/v1/jobs", job)
+		status, created := s.API(t, "POST", "/v1/jobs", job)
 		require.Equal(t, http.StatusCreated, status, created)
 		return created["id"].(string)
 	}
@@ -51,27 +52,27 @@ func TestBadResultCostsOnlyItself(t *testing.T) {
 	shell := create("echo", map[string]any{"kind": "shell", "command": "echo hi"}, onAgent)
 	badAgentless := create("bad-agentless", map[string]any{"kind": "http", "url": target.URL}, nil)
 
-	bad := s.trigger(t, badOnAgent)
+	bad := s.Trigger(t, badOnAgent)
 	var echoes []string
 	for range 3 {
-		echoes = append(echoes, s.trigger(t, shell))
+		echoes = append(echoes, s.Trigger(t, shell))
 	}
 	start := time.Now()
 	for _, id := range echoes {
-		require.Equal(t, "succeeded", s.waitExecution(t, id, 30*time.Second))
+		require.Equal(t, "succeeded", s.WaitExecution(t, id, 30*time.Second))
 	}
 	t.Logf("the three shell tasks succeeded within %s", time.Since(start))
 	require.Less(t, time.Since(start), 15*time.Second, "within seconds")
 	requireBadResult(t, s, bad)
 
-	agentless := s.trigger(t, badAgentless)
+	agentless := s.Trigger(t, badAgentless)
 	requireBadResult(t, s, agentless)
 	// Nothing is left that would call the target again: each bad task
 	// ended on its first attempt (a retry, after its 1 s backoff, would
 	// have kept its run going), and the agentless task's River job is done
 	// once River has recorded it, not waiting to retry (before, it was
 	// retryable and called the target again 15 minutes later).
-	pool := openPool(t, s.dbURL)
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	ctx := context.Background()
 	for _, exec := range []string{bad, agentless} {
 		var failed, attempts int
@@ -90,10 +91,10 @@ func TestBadResultCostsOnlyItself(t *testing.T) {
 	require.Equal(t, int32(2), calls.Load(), "each bad task called its target once: a bad result is not retried")
 }
 
-func requireBadResult(t *testing.T, s *server, execID string) {
+func requireBadResult(t *testing.T, s *e2ekit.Server, execID string) {
 	t.Helper()
-	require.Equal(t, "failed", s.waitExecution(t, execID, 30*time.Second))
-	_, exec := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	require.Equal(t, "failed", s.WaitExecution(t, execID, 30*time.Second))
+	_, exec := s.API(t, "GET", "/v1/executions/"+execID, nil)
 	tasks := exec["tasks"].([]any)
 	require.Len(t, tasks, 1)
 	task := tasks[0].(map[string]any)

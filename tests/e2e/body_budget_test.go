@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // budgetAnswer is what one request of TestBodyMemoryBudgetOnServe got.
@@ -27,16 +28,16 @@ type budgetAnswer struct {
 
 // send posts body to s with the admin key, from r (a pipe, to hold it
 // half sent) when given.
-func (s *server) send(path string, body string, r io.Reader) budgetAnswer {
+func send(s *e2ekit.Server, path string, body string, r io.Reader) budgetAnswer {
 	if r == nil {
 		r = strings.NewReader(body)
 	}
-	req, err := http.NewRequest("POST", s.url+path, r)
+	req, err := http.NewRequest("POST", s.URL+path, r)
 	if err != nil {
 		return budgetAnswer{err: err}
 	}
 	req.ContentLength = int64(len(body))
-	req.Header.Set("Authorization", "Bearer "+s.key)
+	req.Header.Set("Authorization", "Bearer "+s.Key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -55,8 +56,8 @@ func (s *server) send(path string, body string, r io.Reader) budgetAnswer {
 // store nothing; the two are served, and then the others fit.
 func TestBodyMemoryBudgetOnServe(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_BODY_MEMORY_BUDGET=16777216")
-	id := s.createJob(t, map[string]any{"name": "budget", "trigger": map[string]any{"kind": "manual"},
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_BODY_MEMORY_BUDGET=16777216")
+	id := s.CreateJob(t, map[string]any{"name": "budget", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "true"}})
 	var b strings.Builder
 	b.WriteString(`{"runs":[`)
@@ -78,7 +79,7 @@ func TestBodyMemoryBudgetOnServe(t *testing.T) {
 		pr, pw := io.Pipe()
 		writers[i] = pw
 		t.Cleanup(func() { _ = pw.CloseWithError(io.ErrUnexpectedEOF) })
-		held.Go(func() { answers[i] = s.send("/v1/runs/batch", batch, pr) })
+		held.Go(func() { answers[i] = send(s, "/v1/runs/batch", batch, pr) })
 		_, err := pw.Write([]byte(batch[:len(batch)/2]))
 		require.NoError(t, err)
 	}
@@ -86,7 +87,7 @@ func TestBodyMemoryBudgetOnServe(t *testing.T) {
 	// size (refused with 422 when it fits, changing nothing) tells when.
 	probe := `{"name":"probe"}` + strings.Repeat(" ", 300<<10)
 	deadline := time.Now().Add(30 * time.Second)
-	for a := s.send("/v1/jobs", probe, nil); a.status != http.StatusServiceUnavailable; a = s.send("/v1/jobs", probe, nil) {
+	for a := send(s, "/v1/jobs", probe, nil); a.status != http.StatusServiceUnavailable; a = send(s, "/v1/jobs", probe, nil) {
 		require.NoError(t, a.err)
 		require.Equal(t, http.StatusUnprocessableEntity, a.status)
 		require.True(t, time.Now().Before(deadline), "the held batches are never counted")
@@ -98,7 +99,7 @@ func TestBodyMemoryBudgetOnServe(t *testing.T) {
 	refused := make([]budgetAnswer, 4)
 	began := time.Now()
 	for i := range refused {
-		more.Go(func() { refused[i] = s.send("/v1/runs/batch", batch, nil) })
+		more.Go(func() { refused[i] = send(s, "/v1/runs/batch", batch, nil) })
 	}
 	more.Wait()
 	for _, a := range refused {
@@ -108,7 +109,7 @@ func TestBodyMemoryBudgetOnServe(t *testing.T) {
 		require.Contains(t, a.problem["detail"], "busy")
 	}
 	t.Logf("four batches refused in %s", time.Since(began).Round(time.Millisecond))
-	require.Zero(t, s.delayedRuns(t), "nothing of a refused batch is stored")
+	require.Zero(t, delayedRuns(t, s), "nothing of a refused batch is stored")
 
 	// The held two are served; then two more fit, one after the other.
 	for _, pw := range writers {
@@ -122,16 +123,16 @@ func TestBodyMemoryBudgetOnServe(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, a.status, a.problem)
 	}
 	for range 2 {
-		a := s.send("/v1/runs/batch", batch, nil)
+		a := send(s, "/v1/runs/batch", batch, nil)
 		require.Equal(t, http.StatusAccepted, a.status, a.problem)
 	}
-	require.Equal(t, 4000, s.delayedRuns(t))
+	require.Equal(t, 4000, delayedRuns(t, s))
 }
 
 // delayedRuns counts the runs waiting in s's database.
-func (s *server) delayedRuns(t *testing.T) int {
+func delayedRuns(t *testing.T, s *e2ekit.Server) int {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), s.dbURL)
+	conn, err := pgx.Connect(context.Background(), s.DBURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	var n int

@@ -8,15 +8,17 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // exitCodeOf is the exit status of a failed ax run.
 func exitCodeOf(t *testing.T, err error) int {
 	t.Helper()
-	var ce *cliError
+	var ce *e2ekit.CLIError
 	require.ErrorAs(t, err, &ce)
 	var ee *exec.ExitError
-	require.ErrorAs(t, ce.err, &ee)
+	require.ErrorAs(t, ce.Err, &ee)
 	return ee.ExitCode()
 }
 
@@ -26,14 +28,14 @@ func exitCodeOf(t *testing.T, err error) int {
 // one.
 func TestCalendarCommands(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	out, err := s.ax(t, "calendar", "create", "cn-holidays", "--timezone", "Asia/Shanghai",
+	s := e2ekit.StartServer(t)
+	out, err := s.AX(t, "calendar", "create", "cn-holidays", "--timezone", "Asia/Shanghai",
 		"--date", "2026-12-25", "--range", "2026-10-01..2026-10-07", "--yearly", "01-01")
 	require.NoError(t, err, out)
 	require.Regexp(t, `cn-holidays\s+Asia/Shanghai\s+3\s+1`, out)
 	require.Contains(t, out, "2026-10-01..2026-10-07")
 
-	out, err = s.ax(t, "calendar", "get", "cn-holidays", "-o", "json")
+	out, err = s.AX(t, "calendar", "get", "cn-holidays", "-o", "json")
 	require.NoError(t, err, out)
 	var cal map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &cal))
@@ -51,20 +53,20 @@ name: plant-shutdown
 entries:
   - {from: "2027-07-01", to: "2027-07-14"}
 `), 0o600))
-	out, err = s.ax(t, "calendar", "apply", "-f", file)
+	out, err = s.AX(t, "calendar", "apply", "-f", file)
 	require.NoError(t, err, out)
-	out, err = s.ax(t, "calendar", "list")
+	out, err = s.AX(t, "calendar", "list")
 	require.NoError(t, err, out)
 	require.Regexp(t, `cn-holidays\s+Asia/Shanghai\s+1\s+2`, out)
 	require.Regexp(t, `plant-shutdown\s+UTC\s+1\s+1`, out)
-	out, err = s.ax(t, "calendar", "list", "-o", "yaml")
+	out, err = s.AX(t, "calendar", "list", "-o", "yaml")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "name: plant-shutdown")
 
-	out, err = s.ax(t, "calendar", "create", "bad", "--date", "2026-13-01")
+	out, err = s.AX(t, "calendar", "create", "bad", "--date", "2026-13-01")
 	require.Equal(t, 7, exitCodeOf(t, err), "422 naming the field: %s", out)
 	require.ErrorContains(t, err, "body.entries[0].date")
-	_, err = s.ax(t, "calendar", "create", "bad", "--range", "2026-01-01")
+	_, err = s.AX(t, "calendar", "create", "bad", "--range", "2026-01-01")
 	require.Equal(t, 2, exitCodeOf(t, err), "a range without .. is a usage error")
 
 	// A job excludes it: delete is refused (409, exit 4) naming the job.
@@ -73,14 +75,14 @@ entries:
  "trigger": {"kind": "cron", "cron": "0 0 18 * * *"},
  "executor": {"kind": "shell", "command": "true"},
  "exclude": ["cn-holidays"]}`), 0o600))
-	out, err = s.ax(t, "job", "create", "-f", job)
+	out, err = s.AX(t, "job", "create", "-f", job)
 	require.NoError(t, err, out)
-	_, err = s.ax(t, "calendar", "delete", "cn-holidays")
+	_, err = s.AX(t, "calendar", "delete", "cn-holidays")
 	require.Equal(t, 4, exitCodeOf(t, err))
 	require.ErrorContains(t, err, "default/settlement")
 
-	out, err = s.ax(t, "calendar", "delete", "plant-shutdown")
+	out, err = s.AX(t, "calendar", "delete", "plant-shutdown")
 	require.NoError(t, err, out)
-	_, err = s.ax(t, "calendar", "get", "plant-shutdown")
+	_, err = s.AX(t, "calendar", "get", "plant-shutdown")
 	require.Equal(t, 3, exitCodeOf(t, err))
 }

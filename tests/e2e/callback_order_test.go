@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // sequencedCall is one request a callback receiver got.
@@ -69,15 +70,15 @@ func (c *sequenceSink) snapshot() ([]sequencedCall, []int64) {
 
 // runThree makes a job of an agentless HTTP call answered at once with a
 // callback to sink, and runs it three times, one run after the other.
-func runThree(t *testing.T, s *server, name, target string, callback map[string]any) []string {
+func runThree(t *testing.T, s *e2ekit.Server, name, target string, callback map[string]any) []string {
 	t.Helper()
-	job := s.createJob(t, map[string]any{"name": name, "trigger": map[string]any{"kind": "manual"},
+	job := s.CreateJob(t, map[string]any{"name": name, "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "http", "url": target}, "retry": map[string]any{"max_attempts": 1},
 		"callback": callback})
 	execs := make([]string, 3)
 	for i := range execs {
-		execs[i] = s.trigger(t, job)
-		require.Equal(t, "succeeded", s.waitExecution(t, execs[i], 60*time.Second))
+		execs[i] = s.Trigger(t, job)
+		require.Equal(t, "succeeded", s.WaitExecution(t, execs[i], 60*time.Second))
 	}
 	return execs
 }
@@ -89,7 +90,7 @@ func runThree(t *testing.T, s *server, name, target string, callback map[string]
 // and in order, with sequences 1, 2, 3 in the header and the body.
 func TestCallbacksOrderedBySequence(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true", "AX_CALLBACK_RETRY_SCHEDULE=3s,3s,3s")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true", "AX_CALLBACK_RETRY_SCHEDULE=3s,3s,3s")
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}))
@@ -120,7 +121,7 @@ func TestCallbacksOrderedBySequence(t *testing.T) {
 // sequence: 1, 2, 3 in the header and the body.
 func TestCallbacksUnorderedCarryGapFreeSequences(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true", "AX_CALLBACK_RETRY_SCHEDULE=3s,3s,3s")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true", "AX_CALLBACK_RETRY_SCHEDULE=3s,3s,3s")
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}))

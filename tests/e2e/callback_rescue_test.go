@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -30,11 +31,11 @@ func TestCallbackOfKilledReplicaDeliveredByAnother(t *testing.T) {
 	}
 	t.Parallel()
 	const loopback = "AX_OUTBOUND_ALLOW_LOOPBACK=true"
-	first := startServerOn(t, dbtest.NewURL(t), loopback)
-	pool, err := pgxpool.New(context.Background(), first.dbURL)
+	first := e2ekit.StartServerOn(t, dbtest.NewURL(t), loopback)
+	pool, err := pgxpool.New(context.Background(), first.DBURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	victim := fmt.Sprintf("_pid%d_", first.proc.PID())
+	victim := fmt.Sprintf("_pid%d_", first.Proc.PID())
 	// Alone, the first replica is River's leader.
 	require.Eventually(t, func() bool {
 		var leader string
@@ -73,9 +74,9 @@ func TestCallbackOfKilledReplicaDeliveredByAnother(t *testing.T) {
 	}))
 	t.Cleanup(target.Close)
 
-	job := first.createJob(t, map[string]any{"name": "slow-callback", "trigger": map[string]any{"kind": "manual"},
+	job := first.CreateJob(t, map[string]any{"name": "slow-callback", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "http", "url": target.URL}, "callback": map[string]any{"url": receiver.URL + "/hook"}})
-	exec := first.trigger(t, job)
+	exec := first.Trigger(t, job)
 	select {
 	case <-held:
 	case <-time.After(60 * time.Second):
@@ -84,7 +85,7 @@ func TestCallbackOfKilledReplicaDeliveredByAnother(t *testing.T) {
 	for range 2 {
 		addr := proctest.FreeAddr(t)
 		p := proctest.Start(t, proctest.Binary(t, "ax"),
-			[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + addr, loopback}, "serve")
+			[]string{"DATABASE_URL=" + first.DBURL, "AX_ADDR=" + addr, loopback}, "serve")
 		proctest.WaitHTTP(t, "http://"+addr+"/readyz", 90*time.Second)
 		_ = p
 	}
@@ -94,9 +95,9 @@ func TestCallbackOfKilledReplicaDeliveredByAnother(t *testing.T) {
 		exec).Scan(&attemptedBy))
 	require.Contains(t, attemptedBy[len(attemptedBy)-1], victim, "the first replica delivers")
 
-	first.proc.Signal(syscall.SIGKILL)
+	first.Proc.Signal(syscall.SIGKILL)
 	killed := time.Now()
-	require.Error(t, first.proc.Wait(10*time.Second), "killed")
+	require.Error(t, first.Proc.Wait(10*time.Second), "killed")
 
 	var state string
 	require.Eventually(t, func() bool {

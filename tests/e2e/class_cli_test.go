@@ -5,21 +5,23 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // TestClassCommands: `ax class` creates, shows, degrades, restores and
 // deletes a rate class against a real server.
 func TestClassCommands(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	out, err := s.ax(t, "class", "create", "billing-db", "--rate", "5", "--burst", "10",
+	s := e2ekit.StartServer(t)
+	out, err := s.AX(t, "class", "create", "billing-db", "--rate", "5", "--burst", "10",
 		"--auto-min-priority", "3", "--auto-depth", "100")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "billing-db")
 
-	out, err = s.ax(t, "class", "degrade", "billing-db", "--min-priority", "5")
+	out, err = s.AX(t, "class", "degrade", "billing-db", "--min-priority", "5")
 	require.NoError(t, err, out)
-	out, err = s.ax(t, "class", "get", "billing-db", "-o", "json")
+	out, err = s.AX(t, "class", "get", "billing-db", "-o", "json")
 	require.NoError(t, err, out)
 	var class map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &class))
@@ -27,19 +29,19 @@ func TestClassCommands(t *testing.T) {
 	require.EqualValues(t, 10, class["tokens"])
 	require.EqualValues(t, 100, class["auto_degrade"].(map[string]any)["depth"])
 
-	out, err = s.ax(t, "class", "restore", "billing-db", "-o", "json")
+	out, err = s.AX(t, "class", "restore", "billing-db", "-o", "json")
 	require.NoError(t, err, out)
 	require.NotContains(t, out, "effective_min_priority")
 
-	out, err = s.ax(t, "class", "list")
+	out, err = s.AX(t, "class", "list")
 	require.NoError(t, err, out)
 	require.Regexp(t, `billing-db\s+5\s+10\s+10\.0\s+0`, out)
 
-	out, err = s.ax(t, "class", "create", "bad", "--rate", "5", "--auto-depth", "3")
+	out, err = s.AX(t, "class", "create", "bad", "--rate", "5", "--auto-depth", "3")
 	require.Error(t, err, "an automatic floor needs its priority")
 	_ = out
-	out, err = s.ax(t, "class", "delete", "billing-db")
+	out, err = s.AX(t, "class", "delete", "billing-db")
 	require.NoError(t, err, out)
-	_, err = s.ax(t, "class", "get", "billing-db")
+	_, err = s.AX(t, "class", "get", "billing-db")
 	require.ErrorContains(t, err, "404")
 }

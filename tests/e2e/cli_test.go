@@ -12,63 +12,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
-func TestMain(m *testing.M) {
-	proctest.WidenParallel(4)
-	code := dbtest.Run(m)
-	proctest.Cleanup() // the binaries it built; os.Exit skips deferred calls
-	os.Exit(code)
-}
-
-// server is an `ax serve` process on a database of its own.
-type server struct {
-	url, dbURL, key string
-	proc            *proctest.Process
-	// caFile, when set, is the certificate the CLI must trust to reach a
-	// server serving TLS with a self-signed one.
-	caFile string
-}
-
-func startServer(t *testing.T) *server {
-	t.Helper()
-	dbURL := dbtest.NewURL(t)
-	key := "ax_e2e_bootstrap_admin_key_0123456789"
-	proc := proctest.Start(t, proctest.Binary(t, "ax"),
-		[]string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key, "AX_ADDR=127.0.0.1:0"}, "serve")
-	// Generous: a loaded machine running race-built processes once took
-	// over 30 s to start a server.
-	url := "http://" + proctest.WaitServing(t, proc, 90*time.Second)
-	proctest.WaitHTTP(t, url+"/readyz", 90*time.Second)
-	return &server{url: url, dbURL: dbURL, key: key, proc: proc}
-}
-
-// ax runs the CLI against s and returns its stdout.
-func (s *server) ax(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(proctest.Binary(t, "ax"), args...)
-	cmd.Env = append(os.Environ(), "AX_SERVER="+s.url, "AX_API_KEY="+s.key, "DATABASE_URL="+s.dbURL)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), &cliError{err: err, stderr: stderr.String()}
-	}
-	return string(out), nil
-}
-
-type cliError struct {
-	err    error
-	stderr string
-}
-
-func (e *cliError) Error() string { return e.err.Error() + ": " + e.stderr }
+func TestMain(m *testing.M) { e2ekit.Main(m) }
 
 func TestCLIJobsAgainstServer(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := e2ekit.StartServer(t)
 	dir := t.TempDir()
 	jobFile := filepath.Join(dir, "job.json")
 	require.NoError(t, os.WriteFile(jobFile, []byte(`{
@@ -78,7 +30,7 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 		"executor": {"kind": "shell", "command": "make coffee"}
 	}`), 0o644))
 
-	out, err := s.ax(t, "job", "create", "-f", jobFile, "-o", "json")
+	out, err := s.AX(t, "job", "create", "-f", jobFile, "-o", "json")
 	require.NoError(t, err)
 	var created struct {
 		ID         string    `json:"id"`
@@ -88,29 +40,29 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 	require.Equal(t, 0, created.NextFireAt.Hour(), "08:00 Shanghai is 00:00 UTC")
 	require.True(t, created.NextFireAt.After(time.Now()))
 
-	out, err = s.ax(t, "job", "list")
+	out, err = s.AX(t, "job", "list")
 	require.NoError(t, err)
 	require.Contains(t, out, "breakfast")
 	require.Contains(t, out, `cron "0 0 8 * * ?" Asia/Shanghai`)
 	require.Contains(t, out, created.NextFireAt.UTC().Format("2006-01-02 15:04:05"))
 
-	out, err = s.ax(t, "job", "get", created.ID)
+	out, err = s.AX(t, "job", "get", created.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, "kitchen")
 
 	// Bad input: the CLI shows the field and the reason; nothing is stored.
 	require.NoError(t, os.WriteFile(jobFile, []byte(`{"name":"bad","trigger":{"kind":"cron","cron":"0 0 30 2 *"},"executor":{"kind":"shell","command":"x"}}`), 0o644))
-	_, err = s.ax(t, "job", "create", "-f", jobFile)
+	_, err = s.AX(t, "job", "create", "-f", jobFile)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "body.trigger.cron")
 
 	// "Why didn't it run at 08:30?": not a tick (08:00 Shanghai is).
-	out, err = s.ax(t, "job", "why", created.ID, "--at", "2030-01-02T08:30:00")
+	out, err = s.AX(t, "job", "why", created.ID, "--at", "2030-01-02T08:30:00")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "2030-01-02T08:30:00+08:00 (2030-01-02T00:30:00Z): not_a_tick")
 	require.Contains(t, out, "the next tick after it is 2030-01-03T08:00:00+08:00")
 
-	out, err = s.ax(t, "job", "trigger", created.ID, "--params", `{"day":"monday"}`, "-o", "json")
+	out, err = s.AX(t, "job", "trigger", created.ID, "--params", `{"day":"monday"}`, "-o", "json")
 	require.NoError(t, err)
 	var exec struct {
 		ID     string         `json:"id"`
@@ -120,30 +72,30 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &exec))
 	require.Equal(t, "manual", exec.Cause)
 	require.Equal(t, "monday", exec.Params["day"])
-	out, err = s.ax(t, "exec", "get", exec.ID)
+	out, err = s.AX(t, "exec", "get", exec.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, "manual")
 	require.Contains(t, out, "0/1") // the one shard
-	out, err = s.ax(t, "exec", "list", "--job", created.ID)
+	out, err = s.AX(t, "exec", "list", "--job", created.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, exec.ID)
 	require.Contains(t, out, "kitchen/breakfast", "the job by its group and name, not its id")
 	require.NotContains(t, out, created.ID)
-	out, err = s.ax(t, "exec", "cancel", exec.ID)
+	out, err = s.AX(t, "exec", "cancel", exec.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, "cancelled")
 
-	out, err = s.ax(t, "job", "pause", created.ID, "-o", "json")
+	out, err = s.AX(t, "job", "pause", created.ID, "-o", "json")
 	require.NoError(t, err)
 	require.Contains(t, out, `"paused": true`)
 
-	out, err = s.ax(t, "job", "list", "-o", "json", "--all")
+	out, err = s.AX(t, "job", "list", "-o", "json", "--all")
 	require.NoError(t, err)
 	var jobs []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &jobs))
 	require.Len(t, jobs, 1)
 
-	out, err = s.ax(t, "job", "delete", created.ID)
+	out, err = s.AX(t, "job", "delete", created.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, "deleted")
 }
@@ -152,11 +104,11 @@ func TestCLIJobsAgainstServer(t *testing.T) {
 // no DATABASE_URL reaches the CLI.
 func TestKeyCommandsOverAPI(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := e2ekit.StartServer(t)
 	axAPI := func(key string, args ...string) (string, int) {
 		cmd := exec.Command(proctest.Binary(t, "ax"), args...)
 		cmd.Env = append(withoutEnv(os.Environ(), "DATABASE_URL", "AX_SERVER", "AX_API_KEY"),
-			"AX_SERVER="+s.url, "AX_API_KEY="+key)
+			"AX_SERVER="+s.URL, "AX_API_KEY="+key)
 		out, err := cmd.Output()
 		if exit, ok := err.(*exec.ExitError); ok {
 			return string(out) + string(exit.Stderr), exit.ExitCode()
@@ -164,16 +116,16 @@ func TestKeyCommandsOverAPI(t *testing.T) {
 		require.NoError(t, err)
 		return string(out), 0
 	}
-	out, code := axAPI(s.key, "key", "create", "--scope", "read", "--name", "dashboard")
+	out, code := axAPI(s.Key, "key", "create", "--scope", "read", "--name", "dashboard")
 	require.Equal(t, 0, code, out)
 	readKey := strings.TrimSpace(out)
 	require.True(t, strings.HasPrefix(readKey, "ax_"))
 
-	list, code := axAPI(s.key, "key", "list")
+	list, code := axAPI(s.Key, "key", "list")
 	require.Equal(t, 0, code, list)
 	require.Contains(t, list, "dashboard")
 	require.Contains(t, list, "bootstrap-admin")
-	out, code = axAPI(s.key, "key", "list", "-o", "yaml")
+	out, code = axAPI(s.Key, "key", "list", "-o", "yaml")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "name: dashboard")
 
@@ -192,7 +144,7 @@ func TestKeyCommandsOverAPI(t *testing.T) {
 		ID   string `json:"id"`
 		Name string `json:"name"`
 	}
-	out, code = axAPI(s.key, "key", "list", "-o", "json")
+	out, code = axAPI(s.Key, "key", "list", "-o", "json")
 	require.Equal(t, 0, code, out)
 	require.NoError(t, json.Unmarshal([]byte(out), &keys))
 	var readID string
@@ -202,14 +154,14 @@ func TestKeyCommandsOverAPI(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, readID)
-	out, code = axAPI(s.key, "key", "revoke", readID)
+	out, code = axAPI(s.Key, "key", "revoke", readID)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "revoked "+readID)
 	out, code = axAPI(readKey, "job", "list")
 	require.Equal(t, 6, code, "a revoked key is refused: %s", out)
-	out, code = axAPI(s.key, "key", "revoke", readID)
+	out, code = axAPI(s.Key, "key", "revoke", readID)
 	require.Equal(t, 3, code, "a revoked key is not found again: %s", out)
-	list, _ = axAPI(s.key, "key", "list")
+	list, _ = axAPI(s.Key, "key", "list")
 	require.Regexp(t, `dashboard\s.*revoked`, list)
 }
 
@@ -218,41 +170,41 @@ func TestKeyCommandsOverAPI(t *testing.T) {
 // exits with its own code.
 func TestJobByGroupAndName(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := e2ekit.StartServer(t)
 	dir := t.TempDir()
 	for _, group := range []string{"kitchen", "garden"} {
 		file := filepath.Join(dir, group+".json")
 		require.NoError(t, os.WriteFile(file, []byte(`{"name":"water","group":"`+group+`",
 			"trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`), 0o644))
-		_, err := s.ax(t, "job", "create", "-f", file)
+		_, err := s.AX(t, "job", "create", "-f", file)
 		require.NoError(t, err)
 	}
 	file := filepath.Join(dir, "sweep.json")
 	require.NoError(t, os.WriteFile(file, []byte(`{"name":"sweep","group":"kitchen",
 		"trigger":{"kind":"manual"},"executor":{"kind":"shell","command":"true"}}`), 0o644))
-	_, err := s.ax(t, "job", "create", "-f", file)
+	_, err := s.AX(t, "job", "create", "-f", file)
 	require.NoError(t, err)
 
-	out, err := s.ax(t, "job", "get", "kitchen/water", "-o", "json")
+	out, err := s.AX(t, "job", "get", "kitchen/water", "-o", "json")
 	require.NoError(t, err)
 	require.Contains(t, out, `"group": "kitchen"`)
-	out, err = s.ax(t, "job", "get", "sweep", "-o", "yaml")
+	out, err = s.AX(t, "job", "get", "sweep", "-o", "yaml")
 	require.NoError(t, err, "a bare name one group alone has")
 	require.Contains(t, out, "name: sweep")
-	out, err = s.ax(t, "job", "pause", "garden/water", "-o", "json")
+	out, err = s.AX(t, "job", "pause", "garden/water", "-o", "json")
 	require.NoError(t, err)
 	require.Contains(t, out, `"paused": true`)
 	require.Contains(t, out, `"group": "garden"`)
-	out, err = s.ax(t, "job", "trigger", "kitchen/water", "-o", "json")
+	out, err = s.AX(t, "job", "trigger", "kitchen/water", "-o", "json")
 	require.NoError(t, err)
 	var run struct {
 		ID string `json:"id"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &run))
-	out, err = s.ax(t, "exec", "list", "--job", "kitchen/water")
+	out, err = s.AX(t, "exec", "list", "--job", "kitchen/water")
 	require.NoError(t, err)
 	require.Contains(t, out, run.ID)
-	out, err = s.ax(t, "exec", "get", run.ID)
+	out, err = s.AX(t, "exec", "get", run.ID)
 	require.NoError(t, err)
 	require.Contains(t, out, "AGENT")
 	require.Contains(t, out, "DURATION")
@@ -260,13 +212,13 @@ func TestJobByGroupAndName(t *testing.T) {
 
 	requireExit := func(code int, args ...string) string {
 		t.Helper()
-		_, err := s.ax(t, args...)
-		var cliErr *cliError
+		_, err := s.AX(t, args...)
+		var cliErr *e2ekit.CLIError
 		require.ErrorAs(t, err, &cliErr, "%v", args)
-		exit, ok := cliErr.err.(*exec.ExitError)
+		exit, ok := cliErr.Err.(*exec.ExitError)
 		require.True(t, ok, "%v: %v", args, err)
-		require.Equal(t, code, exit.ExitCode(), "%v: %s", args, cliErr.stderr)
-		return cliErr.stderr
+		require.Equal(t, code, exit.ExitCode(), "%v: %s", args, cliErr.Stderr)
+		return cliErr.Stderr
 	}
 	stderr := requireExit(2, "job", "get", "water")
 	require.Contains(t, stderr, "GROUP/NAME", "ambiguous: more than one group has it")
@@ -283,7 +235,7 @@ func TestJobByGroupAndName(t *testing.T) {
 	requireExit(4, "job", "create", "-f", filepath.Join(dir, "dup.json"))
 	requireExit(5, "job", "list", "--server", "http://127.0.0.1:1")
 
-	out, err = s.ax(t, "job", "delete", "kitchen/sweep")
+	out, err = s.AX(t, "job", "delete", "kitchen/sweep")
 	require.NoError(t, err)
 	require.Contains(t, out, "deleted kitchen/sweep")
 	requireExit(3, "job", "get", "sweep")

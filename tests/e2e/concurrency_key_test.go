@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // Concurrency keys (issue #41 item 6) on real processes: ax serve, three
@@ -26,12 +28,12 @@ import (
 // task is named in ax.tasks_without_agent with its key.
 func TestConcurrencyKeyLimitAndTurns(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	jobID := s.createJob(t, map[string]any{
-		"name": "per-customer", "trigger": manual, "executor": shell("sleep 0.2"),
+	s := e2ekit.StartServer(t)
+	jobID := s.CreateJob(t, map[string]any{
+		"name": "per-customer", "trigger": e2ekit.Manual, "executor": e2ekit.Shell("sleep 0.2"),
 		"concurrency": map[string]any{"key": "customer={{.params.customer}}", "limit": 2},
 	})
-	pool := openPool(t, s.dbURL)
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	ctx := context.Background()
 
 	// Sample until every run has ended.
@@ -81,14 +83,14 @@ func TestConcurrencyKeyLimitAndTurns(t *testing.T) {
 	var ids []string
 	for _, c := range customers {
 		for range 10 {
-			ids = append(ids, s.fire(t, jobID, map[string]any{"customer": c}))
+			ids = append(ids, s.Fire(t, jobID, map[string]any{"customer": c}))
 		}
 	}
 	for _, name := range []string{"k1", "k2", "k3"} {
-		s.runAgent(t, name, s.url, "AX_AGENT_CAPACITY=1")
+		s.RunAgent(t, name, s.URL, "AX_AGENT_CAPACITY=1")
 	}
 	for _, id := range ids {
-		require.Equal(t, "succeeded", s.waitExecution(t, id, 120*time.Second), "run %s", id)
+		require.Equal(t, "succeeded", s.WaitExecution(t, id, 120*time.Second), "run %s", id)
 	}
 	close(stop)
 	<-sampled
@@ -138,32 +140,32 @@ func TestConcurrencyKeyLimitAndTurns(t *testing.T) {
 // runs at once; when the first ends, the waiting one runs.
 func TestConcurrencyGroupSharedAcrossJobs(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := e2ekit.StartServer(t)
 	for _, name := range []string{"g1", "g2", "g3"} {
-		s.runAgent(t, name, s.url, "AX_AGENT_CAPACITY=2")
+		s.RunAgent(t, name, s.URL, "AX_AGENT_CAPACITY=2")
 	}
 	for _, name := range []string{"g1", "g2", "g3"} {
-		s.agentReady(t, name)
+		s.AgentReady(t, name)
 	}
-	dir := taskDir(t)
+	dir := e2ekit.TaskDir(t)
 	gate := filepath.Join(dir, "go")
 	concurrency := map[string]any{"key": "customer={{.params.customer}}", "limit": 1, "group": "exports"}
 	// The first job's run says it started and waits for the gate.
-	holder := s.createJob(t, map[string]any{
-		"name": "export-full", "trigger": manual, "concurrency": concurrency,
-		"executor": shell(`touch ` + filepath.Join(dir, "held") + `; while [ ! -f ` + gate + ` ]; do sleep 0.05; done`),
+	holder := s.CreateJob(t, map[string]any{
+		"name": "export-full", "trigger": e2ekit.Manual, "concurrency": concurrency,
+		"executor": e2ekit.Shell(`touch ` + filepath.Join(dir, "held") + `; while [ ! -f ` + gate + ` ]; do sleep 0.05; done`),
 	})
-	other := s.createJob(t, map[string]any{
-		"name": "export-delta", "trigger": manual, "concurrency": concurrency,
-		"executor": shell(`touch ` + dir + `/ran-$AX_EXECUTION_ID`),
+	other := s.CreateJob(t, map[string]any{
+		"name": "export-delta", "trigger": e2ekit.Manual, "concurrency": concurrency,
+		"executor": e2ekit.Shell(`touch ` + dir + `/ran-$AX_EXECUTION_ID`),
 	})
-	held := s.fire(t, holder, map[string]any{"customer": "acme"})
-	waitFile(t, filepath.Join(dir, "held"), 60*time.Second)
-	waiting := s.fire(t, other, map[string]any{"customer": "acme"})
-	free := s.fire(t, other, map[string]any{"customer": "bob"})
-	require.Equal(t, "succeeded", s.waitExecution(t, free, 60*time.Second), "another key of the group runs at once")
+	held := s.Fire(t, holder, map[string]any{"customer": "acme"})
+	e2ekit.WaitFile(t, filepath.Join(dir, "held"), 60*time.Second)
+	waiting := s.Fire(t, other, map[string]any{"customer": "acme"})
+	free := s.Fire(t, other, map[string]any{"customer": "bob"})
+	require.Equal(t, "succeeded", s.WaitExecution(t, free, 60*time.Second), "another key of the group runs at once")
 
-	pool := openPool(t, s.dbURL)
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	ctx := context.Background()
 	var reason string
 	require.Eventually(t, func() bool {
@@ -172,7 +174,7 @@ func TestConcurrencyGroupSharedAcrossJobs(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, "concurrency key customer=acme of group default/exports at limit 1", reason)
 	require.Eventually(t, func() bool {
-		m, err := tryScrape(s.url)
+		m, err := tryScrape(s.URL)
 		return err == nil && m[`ax_concurrency_keys_at_limit{scope="group:default/exports"}`] == 1 &&
 			m[`ax_concurrency_waiting_tasks{scope="group:default/exports"}`] == 1
 	}, 30*time.Second, 100*time.Millisecond, "the metric shows the group's key at its limit")
@@ -183,13 +185,13 @@ func TestConcurrencyGroupSharedAcrossJobs(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "it has not run")
 
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	require.Equal(t, "succeeded", s.waitExecution(t, held, 60*time.Second))
-	require.Equal(t, "succeeded", s.waitExecution(t, waiting, 60*time.Second), "the waiting run runs once the key is free")
+	require.Equal(t, "succeeded", s.WaitExecution(t, held, 60*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, waiting, 60*time.Second), "the waiting run runs once the key is free")
 
 	// A run whose key does not render (no customer param) fails at once,
 	// without running, with the error code and the reason.
-	broken := s.fire(t, other, map[string]any{"region": "eu"})
-	require.Equal(t, "failed", s.waitExecution(t, broken, 60*time.Second))
+	broken := s.Fire(t, other, map[string]any{"region": "eu"})
+	require.Equal(t, "failed", s.WaitExecution(t, broken, 60*time.Second))
 	var code, msg string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT error_code, error FROM ax.all_tasks WHERE execution_id = $1`,
 		broken).Scan(&code, &msg))
@@ -200,12 +202,12 @@ func TestConcurrencyGroupSharedAcrossJobs(t *testing.T) {
 
 	// A key outside the template subset is refused, naming the field, and
 	// makes no job.
-	status, problem := s.api(t, "POST", "/v1/jobs", map[string]any{
-		"name": "bad-key", "trigger": manual, "executor": shell("true"),
+	status, problem := s.API(t, "POST", "/v1/jobs", map[string]any{
+		"name": "bad-key", "trigger": e2ekit.Manual, "executor": e2ekit.Shell("true"),
 		"concurrency": map[string]any{"key": "{{range .params}}x{{end}}", "limit": 1},
 	})
 	require.Equal(t, http.StatusUnprocessableEntity, status, problem)
 	require.Contains(t, fmt.Sprint(problem["errors"]), "body.concurrency.key")
-	_, jobs := s.api(t, "GET", "/v1/jobs?name=bad-key", nil)
+	_, jobs := s.API(t, "GET", "/v1/jobs?name=bad-key", nil)
 	require.NotContains(t, fmt.Sprint(jobs), "bad-key")
 }

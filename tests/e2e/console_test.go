@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -52,34 +53,34 @@ func TestWebConsole(t *testing.T) {
 	}))
 	t.Cleanup(receiver.Close)
 
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true",
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true",
 		// Agents hear of a cancel at their next heartbeat; a callback that
 		// fails twice is callback_failed at once.
 		"AX_HEARTBEAT_INTERVAL=1s", "AX_LEASE=10s", "AX_CALLBACK_RETRY_SCHEDULE=100ms")
-	s.runAgent(t, "console-runner", s.url)
-	s.runAgent(t, "console-spare", s.url)
-	s.agentReady(t, "console-runner")
-	s.agentReady(t, "console-spare")
-	readKey, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", "read").Output()
+	s.RunAgent(t, "console-runner", s.URL)
+	s.RunAgent(t, "console-spare", s.URL)
+	s.AgentReady(t, "console-runner")
+	s.AgentReady(t, "console-spare")
+	readKey, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.URL, "--key", s.Key, "create", "--scope", "read").Output()
 	require.NoError(t, err)
 
 	shell := func(cmd string) map[string]any { return map[string]any{"kind": "shell", "command": cmd} }
-	job := s.createJob(t, map[string]any{"name": "report", "group": "billing", "owner": "team-billing",
+	job := s.CreateJob(t, map[string]any{"name": "report", "group": "billing", "owner": "team-billing",
 		"trigger":  map[string]any{"kind": "cron", "cron": "0 3 * * *", "timezone": "Europe/Paris"},
 		"executor": shell(`for i in 1 2 3; do echo "report line $i"; sleep 2; done`)})
-	slow := s.createJob(t, map[string]any{"name": "slow", "group": "ops", "trigger": map[string]any{"kind": "manual"},
+	slow := s.CreateJob(t, map[string]any{"name": "slow", "group": "ops", "trigger": map[string]any{"kind": "manual"},
 		"executor": shell("echo started; sleep 120")})
-	notify := s.createJob(t, map[string]any{"name": "notify", "group": "ops", "trigger": map[string]any{"kind": "manual"},
+	notify := s.CreateJob(t, map[string]any{"name": "notify", "group": "ops", "trigger": map[string]any{"kind": "manual"},
 		"executor": shell("echo notified"), "callback": map[string]any{"url": receiver.URL + "/hook"}})
-	status, out := s.api(t, "POST", "/v1/classes", map[string]any{"name": "billing-db", "rate": 10, "burst": 10})
+	status, out := s.API(t, "POST", "/v1/classes", map[string]any{"name": "billing-db", "rate": 10, "burst": 10})
 	require.Equal(t, http.StatusCreated, status, out)
-	backlog := s.createJob(t, map[string]any{"name": "backlog", "group": "ops", "trigger": map[string]any{"kind": "manual"},
+	backlog := s.CreateJob(t, map[string]any{"name": "backlog", "group": "ops", "trigger": map[string]any{"kind": "manual"},
 		"executor": shell("true")})
-	home := seedHome(t, openPool(t, s.dbURL), []string{job, slow, notify}, backlog)
+	home := seedHome(t, e2ekit.OpenPool(t, s.DBURL), []string{job, slow, notify}, backlog)
 
 	shots := consoleShots(t)
 	proc := proctest.Start(t, node, []string{
-		"AX_URL=" + s.url, "AX_READ_KEY=" + strings.TrimSpace(string(readKey)), "AX_ADMIN_KEY=" + s.key,
+		"AX_URL=" + s.URL, "AX_READ_KEY=" + strings.TrimSpace(string(readKey)), "AX_ADMIN_KEY=" + s.Key,
 		"AX_JOB_ID=" + job, "AX_SLOW_JOB_ID=" + slow, "AX_NOTIFY_JOB_ID=" + notify, "AX_RECEIVER_URL=" + receiver.URL,
 		"AX_CLASS=billing-db", "AX_DRAIN_AGENT=console-spare", "AX_SHOTS=" + shots, "AX_CHROMIUM=" + chromium,
 		"AX_HOME_EXPECT=" + home,

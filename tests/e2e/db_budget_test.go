@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -73,7 +74,7 @@ func TestReplicaWaitsForAConnectionSlot(t *testing.T) {
 func limitedRole(t *testing.T, dbURL string, limit int) string {
 	t.Helper()
 	ctx := context.Background()
-	admin := openPool(t, dbURL)
+	admin := e2ekit.OpenPool(t, dbURL)
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	role := "ax_budget_" + strings.ToLower(rand.Text()[:10])

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // TestDBPoolMetricsUnderLoad runs `ax serve` with an engine pool of 3
@@ -22,9 +23,9 @@ import (
 func TestDBPoolMetricsUnderLoad(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
-	s := startServerOn(t, dbURL, "AX_DB_MAX_CONNS=3", "AX_DB_MIN_CONNS=1", "AX_DB_REQUEST_CONNS=2")
+	s := e2ekit.StartServerOn(t, dbURL, "AX_DB_MAX_CONNS=3", "AX_DB_MIN_CONNS=1", "AX_DB_REQUEST_CONNS=2")
 	requests := func(name string) string { return name + `{pool="requests"}` }
-	before := scrape(t, s.url)
+	before := scrape(t, s.URL)
 	require.Equal(t, 3.0, before[`ax_db_pool_max_conns{pool="engine"}`])
 	require.Equal(t, 2.0, before[requests("ax_db_pool_max_conns")])
 	for _, name := range []string{"ax_db_pool_acquired_conns", "ax_db_pool_idle_conns", "ax_db_pool_empty_acquire_total",
@@ -33,13 +34,13 @@ func TestDBPoolMetricsUnderLoad(t *testing.T) {
 		require.Contains(t, before, requests(name))
 	}
 	get := func() int {
-		code, _ := s.api(t, http.MethodGet, "/v1/jobs", nil)
+		code, _ := s.API(t, http.MethodGet, "/v1/jobs", nil)
 		return code
 	}
 	require.Equal(t, http.StatusOK, get(), "the key is authenticated (and cached) before the lock")
 
 	ctx := context.Background()
-	lock, err := openPool(t, dbURL).Begin(ctx)
+	lock, err := e2ekit.OpenPool(t, dbURL).Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = lock.Rollback(ctx) }()
 	_, err = lock.Exec(ctx, "LOCK TABLE ax.job IN ACCESS EXCLUSIVE MODE")
@@ -52,7 +53,7 @@ func TestDBPoolMetricsUnderLoad(t *testing.T) {
 		wg.Go(func() { codes <- get() })
 	}
 	require.Eventually(t, func() bool {
-		m := scrape(t, s.url)
+		m := scrape(t, s.URL)
 		return m[requests("ax_db_pool_acquired_conns")] == 2 && m[requests("ax_db_pool_idle_conns")] == 0
 	}, 30*time.Second, 100*time.Millisecond, "every request connection is taken by a waiting request, and /metrics still answers")
 	require.Never(t, func() bool { return len(codes) > 0 }, 300*time.Millisecond, 50*time.Millisecond,
@@ -66,7 +67,7 @@ func TestDBPoolMetricsUnderLoad(t *testing.T) {
 	}
 	var after map[string]float64
 	require.Eventually(t, func() bool {
-		after = scrape(t, s.url)
+		after = scrape(t, s.URL)
 		return after[requests("ax_db_pool_acquired_conns")] == 0
 	}, 10*time.Second, 100*time.Millisecond, "the connections come back")
 	require.Equal(t, 2.0, after[requests("ax_db_pool_idle_conns")], "kept open")

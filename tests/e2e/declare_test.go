@@ -12,24 +12,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
 // startDeclaringAgent runs the SDK program of testdata/declaring-agent in
 // phase (its version: "1" declares tick, report and cleanup; "2" changes
 // tick and drops cleanup).
-func (s *server) startDeclaringAgent(t *testing.T, key, phase string) *proctest.Process {
+func startDeclaringAgent(t *testing.T, s *e2ekit.Server, key, phase string) *proctest.Process {
 	t.Helper()
 	return proctest.Start(t, proctest.Binary(t, "declaring-agent"), []string{
-		"AX_SERVER=" + s.url, "AX_AGENT_KEY=" + key, "AX_AGENT_NAME=declaring-" + phase, "DECLARE_PHASE=" + phase,
+		"AX_SERVER=" + s.URL, "AX_AGENT_KEY=" + key, "AX_AGENT_NAME=declaring-" + phase, "DECLARE_PHASE=" + phase,
 	})
 }
 
 // declaredJobs returns the jobs of group declared, by name, as the API
 // shows them.
-func (s *server) declaredJobs(t *testing.T) map[string]map[string]any {
+func declaredJobs(t *testing.T, s *e2ekit.Server) map[string]map[string]any {
 	t.Helper()
-	status, out := s.api(t, "GET", "/v1/jobs?group=declared", nil)
+	status, out := s.API(t, "GET", "/v1/jobs?group=declared", nil)
 	require.Equal(t, http.StatusOK, status, out)
 	jobs := map[string]map[string]any{}
 	for _, j := range out["jobs"].([]any) {
@@ -56,17 +57,17 @@ func succeededOn(t *testing.T, pool *pgxpool.Pool, jobID, agentID string) int {
 // nothing.
 func TestAgentDeclaresJobs(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	pool := openPool(t, s.dbURL)
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create",
+	s := e2ekit.StartServer(t)
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.URL, "--key", s.Key, "create",
 		"--scope", "agent,submit").Output()
 	require.NoError(t, err)
 	key := strings.TrimSpace(string(out))
 
-	v1 := s.startDeclaringAgent(t, key, "1")
-	agentID := s.agentReady(t, "declaring-1")
+	v1 := startDeclaringAgent(t, s, key, "1")
+	agentID := s.AgentReady(t, "declaring-1")
 	var jobs map[string]map[string]any
-	require.Eventually(t, func() bool { jobs = s.declaredJobs(t); return len(jobs) == 3 }, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { jobs = declaredJobs(t, s); return len(jobs) == 3 }, 30*time.Second, 100*time.Millisecond)
 	for name, j := range jobs {
 		require.Equal(t, "sdk:declaring-agent", j["managed_by"], name)
 		require.Equal(t, "1", j["declared_version"], name)
@@ -90,10 +91,10 @@ func TestAgentDeclaresJobs(t *testing.T) {
 
 	// Version 2: tick changed, report unchanged (not written), cleanup
 	// dropped: paused, with the reason, not deleted.
-	v2 := s.startDeclaringAgent(t, key, "2")
-	agent2 := s.agentReady(t, "declaring-2")
+	v2 := startDeclaringAgent(t, s, key, "2")
+	agent2 := s.AgentReady(t, "declaring-2")
 	require.Eventually(t, func() bool {
-		jobs = s.declaredJobs(t)
+		jobs = declaredJobs(t, s)
 		return jobs["tick"]["declared_version"] == "2" && jobs["cleanup"]["paused"] == true
 	}, 30*time.Second, 100*time.Millisecond)
 	require.Len(t, jobs, 3)
@@ -111,7 +112,7 @@ func TestAgentDeclaresJobs(t *testing.T) {
 	// The API refuses to edit a managed job, saying where it is declared.
 	tick := jobs["tick"]
 	tick["description"] = "edited by hand"
-	status, problem := s.api(t, "PUT", "/v1/jobs/"+tickID, tick)
+	status, problem := s.API(t, "PUT", "/v1/jobs/"+tickID, tick)
 	require.Equal(t, http.StatusConflict, status, problem)
 	require.Contains(t, problem["detail"], "managed by sdk:declaring-agent, declared in declaring-agent on")
 	require.Contains(t, problem["detail"], "?force=true")
@@ -120,26 +121,26 @@ func TestAgentDeclaresJobs(t *testing.T) {
 	// as older, nothing changes, the conflict is shown and counted.
 	v2.Signal(syscall.SIGTERM)
 	require.NoError(t, v2.Wait(30*time.Second))
-	old := s.startDeclaringAgent(t, key, "1")
+	old := startDeclaringAgent(t, s, key, "1")
 	require.Eventually(t, func() bool { return strings.Contains(old.Output(), `"msg":"jobs not declared"`) },
 		30*time.Second, 100*time.Millisecond)
 	require.Contains(t, old.Output(), "is older and was not applied")
-	after := s.declaredJobs(t)
+	after := declaredJobs(t, s)
 	require.Equal(t, float64(7), after["tick"]["priority"])
 	require.Equal(t, true, after["cleanup"]["paused"])
-	status, sets := s.api(t, "GET", "/v1/declarations", nil)
+	status, sets := s.API(t, "GET", "/v1/declarations", nil)
 	require.Equal(t, http.StatusOK, status, sets)
 	set := sets["sets"].([]any)[0].(map[string]any)
 	require.Equal(t, "2", set["version"])
 	require.Equal(t, "1", set["conflict"].(map[string]any)["version"])
-	require.Equal(t, 1.0, scrape(t, s.url)[`ax_declaration_conflicts_total{reason="older_version"}`])
+	require.Equal(t, 1.0, scrape(t, s.URL)[`ax_declaration_conflicts_total{reason="older_version"}`])
 }
 
 // createKey makes a key with `ax key create` and returns its secret.
-func (s *server) createKey(t *testing.T, args ...string) string {
+func createKey(t *testing.T, s *e2ekit.Server, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(proctest.Binary(t, "ax"),
-		append([]string{"key", "--server", s.url, "--key", s.key, "create"}, args...)...).Output()
+		append([]string{"key", "--server", s.URL, "--key", s.Key, "create"}, args...)...).Output()
 	require.NoError(t, err)
 	return strings.TrimSpace(string(out))
 }
@@ -151,39 +152,39 @@ func (s *server) createKey(t *testing.T, args ...string) string {
 // agent's next version still declares (no 409), and runs its jobs.
 func TestSDKAgentKeepsItsSet(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	pool := openPool(t, s.dbURL)
-	teamKey := s.createKey(t, "--scope", "agent,submit", "--groups", "declared")
+	s := e2ekit.StartServer(t)
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	teamKey := createKey(t, s, "--scope", "agent,submit", "--groups", "declared")
 	attacker := *s
-	attacker.key = s.createKey(t, "--scope", "submit", "--groups", "other")
+	attacker.Key = createKey(t, s, "--scope", "submit", "--groups", "other")
 
-	v1 := s.startDeclaringAgent(t, teamKey, "1")
-	s.agentReady(t, "declaring-1")
-	require.Eventually(t, func() bool { return len(s.declaredJobs(t)) == 3 }, 30*time.Second, 100*time.Millisecond)
+	v1 := startDeclaringAgent(t, s, teamKey, "1")
+	s.AgentReady(t, "declaring-1")
+	require.Eventually(t, func() bool { return len(declaredJobs(t, s)) == 3 }, 30*time.Second, 100*time.Millisecond)
 	v1.Signal(syscall.SIGTERM)
 	require.NoError(t, v1.Wait(30*time.Second))
 
-	status, problem := attacker.api(t, "POST", "/v1/declarations",
+	status, problem := attacker.API(t, "POST", "/v1/declarations",
 		map[string]any{"managed_by": "sdk:declaring-agent", "version": "99999", "prune": true, "jobs": []any{}})
 	require.Equal(t, http.StatusForbidden, status, problem)
-	for name, j := range s.declaredJobs(t) {
+	for name, j := range declaredJobs(t, s) {
 		require.Equal(t, false, j["paused"], name)
 	}
-	status, sets := attacker.api(t, "GET", "/v1/declarations", nil)
+	status, sets := attacker.API(t, "GET", "/v1/declarations", nil)
 	require.Equal(t, http.StatusOK, status, sets)
 	require.Empty(t, sets["sets"], "the other group's key sees no set")
 
-	v2 := s.startDeclaringAgent(t, teamKey, "2")
-	agent2 := s.agentReady(t, "declaring-2")
+	v2 := startDeclaringAgent(t, s, teamKey, "2")
+	agent2 := s.AgentReady(t, "declaring-2")
 	var jobs map[string]map[string]any
 	require.Eventually(t, func() bool {
-		jobs = s.declaredJobs(t)
+		jobs = declaredJobs(t, s)
 		return jobs["tick"]["declared_version"] == "2" && jobs["cleanup"]["paused"] == true
 	}, 30*time.Second, 100*time.Millisecond, "version 2 is declared: %s", v2.Output())
 	require.NotContains(t, v2.Output(), `"msg":"jobs not declared`)
 	require.Eventually(t, func() bool { return succeededOn(t, pool, jobs["tick"]["id"].(string), agent2) >= 1 },
 		30*time.Second, 200*time.Millisecond, "tick runs on version 2")
-	status, sets = s.api(t, "GET", "/v1/declarations", nil)
+	status, sets = s.API(t, "GET", "/v1/declarations", nil)
 	require.Equal(t, http.StatusOK, status, sets)
 	set := sets["sets"].([]any)[0].(map[string]any)
 	require.Equal(t, "2", set["version"])
@@ -195,15 +196,15 @@ func TestSDKAgentKeepsItsSet(t *testing.T) {
 // jobs were not declared, and declares nothing.
 func TestSDKAgentLogsForbiddenSet(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	status, out := s.api(t, "POST", "/v1/declarations",
+	s := e2ekit.StartServer(t)
+	status, out := s.API(t, "POST", "/v1/declarations",
 		map[string]any{"managed_by": "sdk:declaring-agent", "version": "1", "jobs": []any{}})
 	require.Equal(t, http.StatusOK, status, out)
-	agent := s.startDeclaringAgent(t, s.createKey(t, "--scope", "agent,submit", "--groups", "declared"), "1")
+	agent := startDeclaringAgent(t, s, createKey(t, s, "--scope", "agent,submit", "--groups", "declared"), "1")
 	require.Eventually(t, func() bool {
 		return strings.Contains(agent.Output(),
 			`"msg":"jobs not declared: the declaration set belongs to other job groups than the key's"`)
 	}, 30*time.Second, 100*time.Millisecond)
 	require.Contains(t, agent.Output(), "server answered 403")
-	require.Empty(t, s.declaredJobs(t))
+	require.Empty(t, declaredJobs(t, s))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // A run for later outlives the server that took it: stored by one `ax
@@ -20,30 +21,30 @@ import (
 func TestDelayedRunSurvivesARestart(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
-	first := startServerOn(t, dbURL)
-	job := first.createJob(t, map[string]any{"name": "close-order", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("echo closing")})
-	status, run := first.api(t, "POST", "/v1/jobs/"+job+"/trigger", map[string]any{"delay_seconds": 3600, "params": map[string]any{"order": 7}})
+	first := e2ekit.StartServerOn(t, dbURL)
+	job := first.CreateJob(t, map[string]any{"name": "close-order", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("echo closing")})
+	status, run := first.API(t, "POST", "/v1/jobs/"+job+"/trigger", map[string]any{"delay_seconds": 3600, "params": map[string]any{"order": 7}})
 	require.Equal(t, http.StatusAccepted, status, run)
 	require.Equal(t, "scheduled", run["state"])
 	id := run["id"].(string)
 
-	first.proc.Signal(syscall.SIGTERM)
-	require.NoError(t, first.proc.Wait(30*time.Second))
+	first.Proc.Signal(syscall.SIGTERM)
+	require.NoError(t, first.Proc.Wait(30*time.Second))
 	// Down at its time, and past the misfire threshold (5 s): its time is
 	// moved back rather than waited for, as no server runs meanwhile.
-	pool := openPool(t, dbURL)
+	pool := e2ekit.OpenPool(t, dbURL)
 	tag, err := pool.Exec(context.Background(),
 		`UPDATE ax.delayed_run SET run_at = now() - interval '10 seconds' WHERE id = $1`, id)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tag.RowsAffected(), "the run waits in ax.delayed_run")
 
-	second := startServerOn(t, dbURL)
-	second.runAgent(t, "closer", second.url)
-	require.Equal(t, "succeeded", second.waitExecution(t, id, 30*time.Second))
-	_, got := second.api(t, "GET", "/v1/executions/"+id, nil)
+	second := e2ekit.StartServerOn(t, dbURL)
+	second.RunAgent(t, "closer", second.URL)
+	require.Equal(t, "succeeded", second.WaitExecution(t, id, 30*time.Second))
+	_, got := second.API(t, "GET", "/v1/executions/"+id, nil)
 	require.Equal(t, "delayed", got["cause"])
 	require.Equal(t, true, got["misfired"])
 	require.Equal(t, float64(7), got["params"].(map[string]any)["order"])
-	require.Contains(t, second.output(t, id), "closing")
+	require.Contains(t, second.Output(t, id), "closing")
 }

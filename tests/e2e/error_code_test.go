@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // callbackSink records the callback bodies a loopback receiver gets.
@@ -61,9 +62,9 @@ func refusedAddr(t *testing.T) string {
 // callback and ax_task_results_total.
 func TestErrorCodesEndToEnd(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
-	s.runAgent(t, "coder", s.url, "AX_AGENT_LABELS=pool=codes")
-	s.agentReady(t, "coder")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.RunAgent(t, "coder", s.URL, "AX_AGENT_LABELS=pool=codes")
+	s.AgentReady(t, "coder")
 	callbacks := newCallbackSink(t)
 	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "try again later", http.StatusServiceUnavailable)
@@ -85,7 +86,7 @@ func TestErrorCodesEndToEnd(t *testing.T) {
 		{"agentless-http-503", map[string]any{"kind": "http", "url": busy.URL + "/run"}, nil, "http_503"},
 		{"agentless-http-refused", map[string]any{"kind": "http", "url": refused}, nil, "connect"},
 	}
-	before := scrape(t, s.url)
+	before := scrape(t, s.URL)
 	execs := make([]string, len(cases))
 	for i, c := range cases {
 		job := map[string]any{"name": c.name, "trigger": map[string]any{"kind": "manual"}, "executor": c.executor,
@@ -93,17 +94,17 @@ func TestErrorCodesEndToEnd(t *testing.T) {
 		if c.target != nil {
 			job["target"] = c.target
 		}
-		execs[i] = s.trigger(t, s.createJob(t, job))
+		execs[i] = s.Trigger(t, s.CreateJob(t, job))
 	}
 
 	for i, c := range cases {
-		require.Equal(t, "failed", s.waitExecution(t, execs[i], 60*time.Second), c.name)
-		_, exec := s.api(t, "GET", "/v1/executions/"+execs[i], nil)
+		require.Equal(t, "failed", s.WaitExecution(t, execs[i], 60*time.Second), c.name)
+		_, exec := s.API(t, "GET", "/v1/executions/"+execs[i], nil)
 		task := exec["tasks"].([]any)[0].(map[string]any)
 		require.Equal(t, c.code, task["error_code"], "%s: %v", c.name, task)
 		require.Equal(t, map[string]any{c.code: float64(1)}, exec["error_codes"], c.name)
 
-		out, err := s.ax(t, "exec", "get", execs[i])
+		out, err := s.AX(t, "exec", "get", execs[i])
 		require.NoError(t, err)
 		require.Contains(t, out, " "+c.code+" ", c.name)
 		require.Contains(t, out, "error codes: "+c.code+"=1", c.name)
@@ -117,7 +118,7 @@ func TestErrorCodesEndToEnd(t *testing.T) {
 		require.Equal(t, c.code, shards["items"].([]any)[0].(map[string]any)["error_code"], c.name)
 	}
 
-	after := scrape(t, s.url)
+	after := scrape(t, s.URL)
 	want := map[string]float64{}
 	for _, c := range cases {
 		want[c.code]++

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -22,20 +23,20 @@ import (
 // its output.
 func TestCLIExecLogs(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	s.startAgent(t, "logger", "2")
+	s := e2ekit.StartServer(t)
+	startAgent(t, s, "logger", "2")
 	dir := t.TempDir()
 	finish := filepath.Join(dir, "finish")
-	jobID := s.createJob(t, map[string]any{
-		"name": "talkative", "trigger": manual, "shards": map[string]any{"count": 2},
-		"executor": shell(`echo "first of $AX_SHARD_INDEX"
+	jobID := s.CreateJob(t, map[string]any{
+		"name": "talkative", "trigger": e2ekit.Manual, "shards": map[string]any{"count": 2},
+		"executor": e2ekit.Shell(`echo "first of $AX_SHARD_INDEX"
 while [ ! -e ` + finish + ` ]; do sleep 0.1; done
 echo "second of $AX_SHARD_INDEX"; printf 'warn %s' "$AX_SHARD_INDEX" >&2`),
 	})
-	execID := s.trigger(t, jobID)
+	execID := s.Trigger(t, jobID)
 
 	cmd := exec.Command(proctest.Binary(t, "ax"), "exec", "logs", execID, "-f", "--interval", "200ms")
-	cmd.Env = append(os.Environ(), "AX_SERVER="+s.url, "AX_API_KEY="+s.key)
+	cmd.Env = append(os.Environ(), "AX_SERVER="+s.URL, "AX_API_KEY="+s.Key)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -67,7 +68,7 @@ echo "second of $AX_SHARD_INDEX"; printf 'warn %s' "$AX_SHARD_INDEX" >&2`),
 	// run is still running.
 	first := []string{next(), next()}
 	require.ElementsMatch(t, []string{"shard 0 [stdout] first of 0", "shard 1 [stdout] first of 1"}, first)
-	_, run := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	_, run := s.API(t, "GET", "/v1/executions/"+execID, nil)
 	require.Equal(t, "running", run["state"], "the lines were followed, not printed at the end")
 
 	require.NoError(t, os.WriteFile(finish, nil, 0o644))
@@ -81,25 +82,25 @@ echo "second of $AX_SHARD_INDEX"; printf 'warn %s' "$AX_SHARD_INDEX" >&2`),
 		"shard 0 [stdout] second of 0", "shard 1 [stdout] second of 1",
 		"shard 0 [stderr] warn 0", "shard 1 [stderr] warn 1", // no newline: printed once the run ended
 	}, got)
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 5*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, execID, 5*time.Second))
 
 	// The whole log again, one event per request.
-	out, err := s.ax(t, "exec", "logs", execID, "--page-size", "1")
+	out, err := s.AX(t, "exec", "logs", execID, "--page-size", "1")
 	require.NoError(t, err)
 	require.ElementsMatch(t, got, strings.Split(strings.TrimSpace(out), "\n"))
 
 	// A run that fails: its output, then exit status 1.
-	failing := s.createJob(t, map[string]any{
-		"name": "failing", "trigger": manual, "executor": shell(`echo "about to fail"; exit 3`),
+	failing := s.CreateJob(t, map[string]any{
+		"name": "failing", "trigger": e2ekit.Manual, "executor": e2ekit.Shell(`echo "about to fail"; exit 3`),
 		"retry": map[string]any{"max_attempts": 1},
 	})
-	failedID := s.trigger(t, failing)
-	out, err = s.ax(t, "exec", "logs", failedID, "-f")
+	failedID := s.Trigger(t, failing)
+	out, err = s.AX(t, "exec", "logs", failedID, "-f")
 	require.Equal(t, "shard 0 [stdout] about to fail\n", out)
-	var cliErr *cliError
+	var cliErr *e2ekit.CLIError
 	require.ErrorAs(t, err, &cliErr)
 	var exitErr *exec.ExitError
-	require.True(t, errors.As(cliErr.err, &exitErr))
+	require.True(t, errors.As(cliErr.Err, &exitErr))
 	require.Equal(t, 1, exitErr.ExitCode())
-	require.Contains(t, cliErr.stderr, "execution "+failedID+" failed")
+	require.Contains(t, cliErr.Stderr, "execution "+failedID+" failed")
 }

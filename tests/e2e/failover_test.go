@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -66,20 +67,20 @@ synchronous_standby_names = ''
 
 	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/ax?target_session_attrs=read-write",
 		primaryPort, standbyPort)
-	var replicas []*server
+	var replicas []*e2ekit.Server
 	for range 3 {
-		replicas = append(replicas, startServerOn(t, dbURL))
+		replicas = append(replicas, e2ekit.StartServerOn(t, dbURL))
 	}
 	s := replicas[0]
 	ranFile := filepath.Join(dir, "ran.log")
 	for i, r := range replicas[:2] {
-		s.runAgent(t, "failover-agent-"+strconv.Itoa(i), r.url)
+		s.RunAgent(t, "failover-agent-"+strconv.Itoa(i), r.URL)
 	}
 	var jobs []string
 	for i := range 3 {
-		job := everySecond("failover-" + strconv.Itoa(i))
-		job["executor"] = shell(`echo "$AX_EXECUTION_ID" >> ` + ranFile)
-		jobs = append(jobs, s.createJob(t, job))
+		job := e2ekit.EverySecond("failover-" + strconv.Itoa(i))
+		job["executor"] = e2ekit.Shell(`echo "$AX_EXECUTION_ID" >> ` + ranFile)
+		jobs = append(jobs, s.CreateJob(t, job))
 	}
 	waitFor(t, 5*time.Second)
 
@@ -88,9 +89,9 @@ synchronous_standby_names = ''
 	promoted := time.Now()
 	waitFor(t, 10*time.Second)
 
-	newPrimary := openPool(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ax", standbyPort))
+	newPrimary := e2ekit.OpenPool(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ax", standbyPort))
 	for _, id := range jobs {
-		status, out := replicas[2].api(t, "POST", "/v1/jobs/"+id+"/pause", nil)
+		status, out := replicas[2].API(t, "POST", "/v1/jobs/"+id+"/pause", nil)
 		require.Equal(t, 200, status, out)
 	}
 	require.Eventually(t, func() bool {

@@ -9,13 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-)
 
-// everySecond is a healthy job that fires each second.
-func everySecond(name string) map[string]any {
-	return map[string]any{"name": name, "trigger": map[string]any{"kind": "cron", "cron": "* * * * * *"},
-		"executor": shell("true")}
-}
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
+)
 
 // executionsOf counts a job's executions.
 func executionsOf(t *testing.T, pool *pgxpool.Pool, jobID string) int {
@@ -48,13 +44,13 @@ func requireFiresOnTime(t *testing.T, pool *pgxpool.Pool, jobID string, n int) {
 // and so roll back every batch it was in: no job fired while it existed.
 func TestFullInt64ShardRangeFiresBesideHealthyJob(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	pool := openPool(t, s.dbURL)
-	healthy := s.createJob(t, everySecond("healthy"))
-	wide := everySecond("whole-bigint")
+	s := e2ekit.StartServer(t)
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	healthy := s.CreateJob(t, e2ekit.EverySecond("healthy"))
+	wide := e2ekit.EverySecond("whole-bigint")
 	wide["shards"] = map[string]any{"count": 4,
 		"range": map[string]any{"from": int64(-1 << 63), "to": int64(1<<63 - 1)}}
-	wideID := s.createJob(t, wide)
+	wideID := s.CreateJob(t, wide)
 
 	requireFiresOnTime(t, pool, healthy, 3)
 	requireFiresOnTime(t, pool, wideID, 2)
@@ -74,7 +70,7 @@ func TestFullInt64ShardRangeFiresBesideHealthyJob(t *testing.T) {
 		"-1-4611686018427387903",
 		"4611686018427387903-9223372036854775807",
 	}, params, "the shards split the whole range")
-	_, job := s.api(t, "GET", "/v1/jobs/"+wideID, nil)
+	_, job := s.API(t, "GET", "/v1/jobs/"+wideID, nil)
 	require.NotContains(t, job, "set_aside_at")
 }
 
@@ -84,8 +80,8 @@ func TestFullInt64ShardRangeFiresBesideHealthyJob(t *testing.T) {
 // the mark and it fires again.
 func TestFailingJobIsSetAsideAndOthersFireOnTime(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	pool := openPool(t, s.dbURL)
+	s := e2ekit.StartServer(t)
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `
 		CREATE FUNCTION public.poison_task() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -98,14 +94,14 @@ func TestFailingJobIsSetAsideAndOthersFireOnTime(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `CREATE TRIGGER poison BEFORE INSERT ON ax.task FOR EACH ROW EXECUTE FUNCTION public.poison_task()`)
 	require.NoError(t, err)
-	broken := everySecond("broken")
-	brokenID := s.createJob(t, broken)
-	healthy := s.createJob(t, everySecond("healthy"))
+	broken := e2ekit.EverySecond("broken")
+	brokenID := s.CreateJob(t, broken)
+	healthy := s.CreateJob(t, e2ekit.EverySecond("healthy"))
 
 	requireFiresOnTime(t, pool, healthy, 3)
 	var job map[string]any
 	require.Eventually(t, func() bool {
-		_, job = s.api(t, "GET", "/v1/jobs/"+brokenID, nil)
+		_, job = s.API(t, "GET", "/v1/jobs/"+brokenID, nil)
 		return job["set_aside_at"] != nil
 	}, 10*time.Second, 50*time.Millisecond, "the broken job is set aside")
 	require.Contains(t, job["set_aside_reason"], "injected fault for job "+brokenID)
@@ -113,20 +109,20 @@ func TestFailingJobIsSetAsideAndOthersFireOnTime(t *testing.T) {
 	var reason string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT set_aside_reason FROM ax.set_aside_jobs WHERE job_id = $1`, brokenID).Scan(&reason))
 	require.Contains(t, reason, "injected fault")
-	samples := scrape(t, s.url)
+	samples := scrape(t, s.URL)
 	require.GreaterOrEqual(t, samples[`ax_trigger_set_aside_total{step="write"}`], 1.0)
 	require.Equal(t, 1.0, samples[`ax_triggers_set_aside`], "the gauge behind alert AxJobSetAside")
-	require.Contains(t, s.proc.Output(), "job set aside")
-	require.Contains(t, s.proc.Output(), brokenID)
+	require.Contains(t, s.Proc.Output(), "job set aside")
+	require.Contains(t, s.Proc.Output(), brokenID)
 
 	// Fixed and updated: it fires again.
 	_, err = pool.Exec(ctx, `DROP TRIGGER poison ON ax.task`)
 	require.NoError(t, err)
 	broken["description"] = "fixed"
-	status, out := s.api(t, "PUT", "/v1/jobs/"+brokenID, broken)
+	status, out := s.API(t, "PUT", "/v1/jobs/"+brokenID, broken)
 	require.Equal(t, http.StatusOK, status, out)
 	require.NotContains(t, out, "set_aside_at")
 	require.Eventually(t, func() bool { return executionsOf(t, pool, brokenID) > 0 },
 		10*time.Second, 50*time.Millisecond, "the updated job fires again")
-	require.False(t, strings.Contains(s.proc.Output(), "panic"))
+	require.False(t, strings.Contains(s.Proc.Output(), "panic"))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // TestHistoryRetentionRemovesOldRuns runs `ax serve` with a retention of
@@ -23,46 +24,46 @@ import (
 func TestHistoryRetentionRemovesOldRuns(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
-	s := startServerOn(t, dbURL, "AX_HISTORY_RETENTION=4s", "AX_HISTORY_FAILED_RETENTION=5m",
+	s := e2ekit.StartServerOn(t, dbURL, "AX_HISTORY_RETENTION=4s", "AX_HISTORY_FAILED_RETENTION=5m",
 		"AX_HISTORY_PARTITION_WIDTH=2s")
-	s.runAgent(t, "a1", s.url, "AX_AGENT_CAPACITY=4")
-	s.agentReady(t, "a1")
-	pool := openPool(t, dbURL)
+	s.RunAgent(t, "a1", s.URL, "AX_AGENT_CAPACITY=4")
+	s.AgentReady(t, "a1")
+	pool := e2ekit.OpenPool(t, dbURL)
 
-	quick := s.createJob(t, map[string]any{"name": "quick", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("echo done"), "retry": map[string]any{"max_attempts": 1}})
-	kept := s.createJob(t, map[string]any{"name": "kept", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("echo done"), "retry": map[string]any{"max_attempts": 1},
+	quick := s.CreateJob(t, map[string]any{"name": "quick", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("echo done"), "retry": map[string]any{"max_attempts": 1}})
+	kept := s.CreateJob(t, map[string]any{"name": "kept", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("echo done"), "retry": map[string]any{"max_attempts": 1},
 		"history": map[string]any{"retention_seconds": 300}})
-	failing := s.createJob(t, map[string]any{"name": "failing", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("exit 3"), "retry": map[string]any{"max_attempts": 1}})
-	slow := s.createJob(t, map[string]any{"name": "slow", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("sleep 60"), "retry": map[string]any{"max_attempts": 1}})
+	failing := s.CreateJob(t, map[string]any{"name": "failing", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("exit 3"), "retry": map[string]any{"max_attempts": 1}})
+	slow := s.CreateJob(t, map[string]any{"name": "slow", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("sleep 60"), "retry": map[string]any{"max_attempts": 1}})
 
-	status, job := s.api(t, "GET", "/v1/jobs/"+kept, nil)
+	status, job := s.API(t, "GET", "/v1/jobs/"+kept, nil)
 	require.Equal(t, http.StatusOK, status, job)
 	require.Equal(t, map[string]any{"retention_seconds": float64(300)}, job["history"], "the job's override is shown")
 
-	running := s.trigger(t, slow)
-	removed, keptRun, failed := s.trigger(t, quick), s.trigger(t, kept), s.trigger(t, failing)
-	require.Equal(t, "succeeded", s.waitExecution(t, removed, 30*time.Second))
-	require.Equal(t, "succeeded", s.waitExecution(t, keptRun, 30*time.Second))
-	require.Equal(t, "failed", s.waitExecution(t, failed, 30*time.Second))
+	running := s.Trigger(t, slow)
+	removed, keptRun, failed := s.Trigger(t, quick), s.Trigger(t, kept), s.Trigger(t, failing)
+	require.Equal(t, "succeeded", s.WaitExecution(t, removed, 30*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, keptRun, 30*time.Second))
+	require.Equal(t, "failed", s.WaitExecution(t, failed, 30*time.Second))
 
 	// Retention 4 s, partitions 2 s wide, maintenance every second: gone
 	// within about 7 s of its end.
 	require.Eventually(t, func() bool {
-		status, _ := s.api(t, "GET", "/v1/executions/"+removed, nil)
+		status, _ := s.API(t, "GET", "/v1/executions/"+removed, nil)
 		return status == http.StatusGone
 	}, 30*time.Second, 200*time.Millisecond, "the succeeded run is removed")
-	status, gone := s.api(t, "GET", "/v1/executions/"+removed, nil)
+	status, gone := s.API(t, "GET", "/v1/executions/"+removed, nil)
 	require.Equal(t, http.StatusGone, status)
 	require.Contains(t, gone["detail"], "history retention")
-	status, _ = s.api(t, "GET", "/v1/executions/01900000-0000-7000-8000-000000000000", nil)
+	status, _ = s.API(t, "GET", "/v1/executions/01900000-0000-7000-8000-000000000000", nil)
 	require.Equal(t, http.StatusNotFound, status, "an id that never was is not found, not gone")
 
 	for id, want := range map[string]string{running: "running", keptRun: "succeeded", failed: "failed"} {
-		status, got := s.api(t, "GET", "/v1/executions/"+id, nil)
+		status, got := s.API(t, "GET", "/v1/executions/"+id, nil)
 		require.Equal(t, http.StatusOK, status, got)
 		require.Equal(t, want, got["state"], id)
 	}
@@ -85,7 +86,7 @@ func TestHistoryRetentionRemovesOldRuns(t *testing.T) {
 	require.Equal(t, 1, live, "only the run in flight is live")
 	require.Equal(t, 2, history, "the kept and the failed run are in history")
 
-	out, err := s.ax(t, "exec", "list")
+	out, err := s.AX(t, "exec", "list")
 	require.NoError(t, err, out)
 	for _, id := range []string{running, keptRun, failed} {
 		require.Contains(t, out, id)
@@ -95,7 +96,7 @@ func TestHistoryRetentionRemovesOldRuns(t *testing.T) {
 	// Two 2 s partitions are dropped every 2 s, most of them empty: ask for
 	// enough drops to reach back to the run's on a slow machine (the
 	// default shows the latest 20, 20 s of them).
-	status, hist := s.api(t, "GET", "/v1/history?drops=1000", nil)
+	status, hist := s.API(t, "GET", "/v1/history?drops=1000", nil)
 	require.Equal(t, http.StatusOK, status, hist)
 	require.Equal(t, float64(4), hist["retention_seconds"])
 	require.Equal(t, float64(300), hist["failed_retention_seconds"])
@@ -104,5 +105,5 @@ func TestHistoryRetentionRemovesOldRuns(t *testing.T) {
 		dropRows += d.(map[string]any)["rows"].(float64)
 	}
 	require.GreaterOrEqual(t, dropRows, float64(2))
-	require.True(t, strings.Contains(s.proc.Output(), `"msg":"history partition dropped"`), "drops are logged")
+	require.True(t, strings.Contains(s.Proc.Output(), `"msg":"history partition dropped"`), "drops are logged")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -163,23 +164,24 @@ func (r *stalledReader) Read(p []byte) (int, error) {
 func (r *stalledReader) stop() { r.once.Do(func() { close(r.done) }) }
 
 // keyWithScope creates an API key with scope through the CLI.
-func (s *server) keyWithScope(t *testing.T, scope string) string {
+func keyWithScope(t *testing.T, s *e2ekit.Server, scope string) string {
 	t.Helper()
-	cmd := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", scope)
-	if s.caFile != "" { // ax key talks to the API, over TLS here
-		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.caFile)
+	cmd := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.URL, "--key", s.Key, "create", "--scope", scope)
+	if s.CAFile != "" { // ax key talks to the API, over TLS here
+		cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.CAFile)
 	}
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	return strings.TrimSpace(string(out))
 }
 
-func (s *server) addr() string { return strings.TrimPrefix(s.url, "http://") }
+// addrOf is where s listens, host:port, for a raw request.
+func addrOf(s *e2ekit.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 
 func TestPatchWithoutKeyIsRefusedBeforeItsBody(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	id := s.createJob(t, map[string]any{"name": "patched", "trigger": map[string]any{"kind": "manual"},
+	s := e2ekit.StartServer(t)
+	id := s.CreateJob(t, map[string]any{"name": "patched", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "true"}})
 
 	// The body never comes: only a server that answers before reading it
@@ -187,7 +189,7 @@ func TestPatchWithoutKeyIsRefusedBeforeItsBody(t *testing.T) {
 	// key is even looked at.)
 	for _, length := range []int64{100 << 10, -1} {
 		began := time.Now()
-		status, err := rawRequest(s.addr(), "PATCH", "/v1/jobs/"+id,
+		status, err := rawRequest(addrOf(s), "PATCH", "/v1/jobs/"+id,
 			map[string]string{"Content-Type": "application/merge-patch+json"}, stalled(`{"owner":`), length, 3*time.Second)
 		require.NoError(t, err, "PATCH without a key must be answered before its body arrives")
 		require.Equal(t, http.StatusUnauthorized, status)
@@ -195,8 +197,8 @@ func TestPatchWithoutKeyIsRefusedBeforeItsBody(t *testing.T) {
 	}
 
 	// A read key may not PATCH either, and learns it before sending.
-	status, err := rawRequest(s.addr(), "PATCH", "/v1/jobs/"+id,
-		map[string]string{"Content-Type": "application/merge-patch+json", "Authorization": "Bearer " + s.keyWithScope(t, "read")},
+	status, err := rawRequest(addrOf(s), "PATCH", "/v1/jobs/"+id,
+		map[string]string{"Content-Type": "application/merge-patch+json", "Authorization": "Bearer " + keyWithScope(t, s, "read")},
 		stalled(`{"owner":`), 100, 3*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusForbidden, status)
@@ -204,11 +206,11 @@ func TestPatchWithoutKeyIsRefusedBeforeItsBody(t *testing.T) {
 
 func TestLargeBodiesAreRefusedWithoutMemory(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	id := s.createJob(t, map[string]any{"name": "big", "trigger": map[string]any{"kind": "manual"},
+	s := e2ekit.StartServer(t)
+	id := s.CreateJob(t, map[string]any{"name": "big", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "true"}})
-	admin := map[string]string{"Authorization": "Bearer " + s.key, "Content-Type": "application/json"}
-	merge := map[string]string{"Authorization": "Bearer " + s.key, "Content-Type": "application/merge-patch+json"}
+	admin := map[string]string{"Authorization": "Bearer " + s.Key, "Content-Type": "application/json"}
+	merge := map[string]string{"Authorization": "Bearer " + s.Key, "Content-Type": "application/merge-patch+json"}
 	anon := map[string]string{"Content-Type": "application/json"}
 	cases := []struct {
 		name, method, path string
@@ -230,7 +232,7 @@ func TestLargeBodiesAreRefusedWithoutMemory(t *testing.T) {
 	// Warm up every path with a small body, so that what grows later is
 	// the big bodies' doing.
 	for _, c := range cases {
-		_, err := rawRequest(s.addr(), c.method, c.path, c.header, strings.NewReader("{}"), 2, 5*time.Second)
+		_, err := rawRequest(addrOf(s), c.method, c.path, c.header, strings.NewReader("{}"), 2, 5*time.Second)
 		require.NoError(t, err, c.name)
 	}
 	for _, c := range cases {
@@ -241,9 +243,9 @@ func TestLargeBodiesAreRefusedWithoutMemory(t *testing.T) {
 		// Each case's own peak: counted from the cases before, the server's
 		// other work (the race detector's shadow memory of its heap)
 		// added up to more than one case may use.
-		before := resetPeakMem(t, s.proc.PID())
-		status, err := rawRequest(s.addr(), c.method, c.path, c.header, io.LimitReader(repeatReader("x"), 64*mib), length, 10*time.Second)
-		_, hwm := procMem(t, s.proc.PID())
+		before := resetPeakMem(t, s.Proc.PID())
+		status, err := rawRequest(addrOf(s), c.method, c.path, c.header, io.LimitReader(repeatReader("x"), 64*mib), length, 10*time.Second)
+		_, hwm := procMem(t, s.Proc.PID())
 		require.Less(t, hwm-before, memGrowthLimit, "%s: peak RSS grew by %d MiB", c.name, (hwm-before)/mib)
 		require.NoError(t, err, c.name)
 		require.Contains(t, c.want, status, c.name)
@@ -252,8 +254,8 @@ func TestLargeBodiesAreRefusedWithoutMemory(t *testing.T) {
 
 func TestSlowBodyIsCutOff(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	id := s.createJob(t, map[string]any{"name": "slow", "trigger": map[string]any{"kind": "manual"},
+	s := e2ekit.StartServer(t)
+	id := s.CreateJob(t, map[string]any{"name": "slow", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "true"}})
 	// One byte every 500 ms of a 1000-byte body: it would take 8 minutes.
 	trickle := func() io.Reader { return &slowReader{every: 500 * time.Millisecond, done: make(chan struct{})} }
@@ -264,8 +266,8 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	} {
 		wg.Go(func() {
 			began := time.Now()
-			status, err := rawRequest(s.addr(), c.method, c.path,
-				map[string]string{"Authorization": "Bearer " + s.key, "Content-Type": c.ct}, trickle(), 1000, 9*time.Second)
+			status, err := rawRequest(addrOf(s), c.method, c.path,
+				map[string]string{"Authorization": "Bearer " + s.Key, "Content-Type": c.ct}, trickle(), 1000, 9*time.Second)
 			if err == nil {
 				assert.Equal(t, http.StatusRequestTimeout, status, c.method+" "+c.path)
 			} else {
@@ -299,8 +301,8 @@ func (r *slowReader) stop() { r.once.Do(func() { close(r.done) }) }
 
 func TestJSONPatchCopyBomb(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	id := s.createJob(t, map[string]any{"name": "bomb", "trigger": map[string]any{"kind": "manual"},
+	s := e2ekit.StartServer(t)
+	id := s.CreateJob(t, map[string]any{"name": "bomb", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "true"}})
 	// 1 KiB, then each copy doubles it: 14 copies make 16 MiB.
 	ops := []map[string]any{{"op": "add", "path": "/b", "value": []any{strings.Repeat("y", 1024)}}}
@@ -310,30 +312,30 @@ func TestJSONPatchCopyBomb(t *testing.T) {
 	bomb, err := json.Marshal(ops)
 	require.NoError(t, err)
 	patch := func(key string, body []byte) int {
-		status, err := rawRequest(s.addr(), "PATCH", "/v1/jobs/"+id,
+		status, err := rawRequest(addrOf(s), "PATCH", "/v1/jobs/"+id,
 			map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json-patch+json"},
 			bytes.NewReader(body), int64(len(body)), 20*time.Second)
 		require.NoError(t, err)
 		return status
 	}
-	read := s.keyWithScope(t, "read")
+	read := keyWithScope(t, s, "read")
 	patch(read, []byte(`[]`)) // warm the path up
-	before := resetPeakMem(t, s.proc.PID())
+	before := resetPeakMem(t, s.Proc.PID())
 
 	status := patch(read, bomb)
-	_, hwm := procMem(t, s.proc.PID())
+	_, hwm := procMem(t, s.Proc.PID())
 	require.Less(t, hwm-before, memGrowthLimit, "read key: peak RSS grew by %d MiB", (hwm-before)/mib)
 	require.Equal(t, http.StatusForbidden, status, "a read key may not patch")
 
-	before = resetPeakMem(t, s.proc.PID())
-	status = patch(s.key, bomb)
-	_, hwm = procMem(t, s.proc.PID())
+	before = resetPeakMem(t, s.Proc.PID())
+	status = patch(s.Key, bomb)
+	_, hwm = procMem(t, s.Proc.PID())
 	require.Less(t, hwm-before, memGrowthLimit, "admin key: peak RSS grew by %d MiB", (hwm-before)/mib)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, "copies stop at the job size limit")
 
 	// A patch within the limits still works.
-	require.Equal(t, http.StatusOK, patch(s.key, []byte(`[{"op":"add","path":"/owner","value":"ops"}]`)))
-	status, job := s.api(t, "GET", "/v1/jobs/"+id, nil)
+	require.Equal(t, http.StatusOK, patch(s.Key, []byte(`[{"op":"add","path":"/owner","value":"ops"}]`)))
+	status, job := s.API(t, "GET", "/v1/jobs/"+id, nil)
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "ops", job["owner"])
 }
@@ -344,29 +346,29 @@ func TestJSONPatchCopyBomb(t *testing.T) {
 // are 422s that cost nothing, and an index in range still patches.
 func TestShorthandPatchIndexBomb(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	id := s.createJob(t, map[string]any{"name": "index-bomb", "trigger": map[string]any{"kind": "manual"},
+	s := e2ekit.StartServer(t)
+	id := s.CreateJob(t, map[string]any{"name": "index-bomb", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "true"}})
 	patch := func(body string) int {
-		status, err := rawRequest(s.addr(), "PATCH", "/v1/jobs/"+id,
-			map[string]string{"Authorization": "Bearer " + s.key, "Content-Type": "application/merge-patch+shorthand"},
+		status, err := rawRequest(addrOf(s), "PATCH", "/v1/jobs/"+id,
+			map[string]string{"Authorization": "Bearer " + s.Key, "Content-Type": "application/merge-patch+shorthand"},
 			strings.NewReader(body), int64(len(body)), 20*time.Second)
 		require.NoError(t, err, body)
 		return status
 	}
-	status, _ := s.api(t, "POST", "/v1/calendars", map[string]any{"name": "a", "entries": []any{map[string]any{"date": "2026-12-25"}}})
+	status, _ := s.API(t, "POST", "/v1/calendars", map[string]any{"name": "a", "entries": []any{map[string]any{"date": "2026-12-25"}}})
 	require.Equal(t, http.StatusCreated, status)
 	patch(`{owner: warm}`) // warm the path up
 	for _, bomb := range []string{`{x[4000000000]: 1}`, `{x[50000000]: 1}`, `{exclude[^99999999]: a}`,
 		`{x[99999999999999999999]: 1}`, `{x[-5]: 1}`, `{exclude[-3]: a}`} {
-		before := resetPeakMem(t, s.proc.PID())
+		before := resetPeakMem(t, s.Proc.PID())
 		status := patch(bomb)
-		_, hwm := procMem(t, s.proc.PID())
+		_, hwm := procMem(t, s.Proc.PID())
 		require.Less(t, hwm-before, memGrowthLimit, "%s: peak RSS grew by %d MiB", bomb, (hwm-before)/mib)
 		require.Equal(t, http.StatusUnprocessableEntity, status, bomb)
 	}
 	require.Equal(t, http.StatusOK, patch(`{exclude[0]: a, owner: ops}`))
-	status, job := s.api(t, "GET", "/v1/jobs/"+id, nil)
+	status, job := s.API(t, "GET", "/v1/jobs/"+id, nil)
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "ops", job["owner"])
 	require.Equal(t, []any{"a"}, job["exclude"])
@@ -374,28 +376,28 @@ func TestShorthandPatchIndexBomb(t *testing.T) {
 
 func TestTaskCompletionChecksTokenBeforeBody(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := e2ekit.StartServer(t)
 	// Big bodies, in parallel, with no key: refused without decoding.
-	before := resetPeakMem(t, s.proc.PID())
+	before := resetPeakMem(t, s.Proc.PID())
 	began := time.Now()
 	prefix := `"token":"` + uuid.NewString() + `","state":"succeeded",`
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
-			status, err := rawRequest(s.addr(), "POST", "/v1/tasks/"+uuid.NewString()+"/complete",
+			status, err := rawRequest(addrOf(s), "POST", "/v1/tasks/"+uuid.NewString()+"/complete",
 				map[string]string{"Content-Type": "application/json"}, filler(prefix, 4*mib), fillerLen(prefix, 4*mib), 20*time.Second)
 			assert.NoError(t, err)
 			assert.Equal(t, http.StatusRequestEntityTooLarge, status)
 		})
 	}
 	wg.Wait()
-	_, hwm := procMem(t, s.proc.PID())
+	_, hwm := procMem(t, s.Proc.PID())
 	t.Logf("big bodies refused after %s; peak RSS grew by %d KiB", time.Since(began).Round(time.Millisecond), (hwm-before)>>10)
 	require.Less(t, hwm-before, memGrowthLimit, "peak RSS grew by %d MiB", (hwm-before)/mib)
 
 	// A token that is not current gets its answer before the body is sent.
 	began = time.Now()
-	status, err := rawRequest(s.addr(), "POST", "/v1/tasks/"+uuid.NewString()+"/complete",
+	status, err := rawRequest(addrOf(s), "POST", "/v1/tasks/"+uuid.NewString()+"/complete",
 		map[string]string{"Content-Type": "application/json", "Ax-Completion-Token": uuid.NewString()},
 		stalled(`{"token":`), 100<<10, 3*time.Second)
 	require.NoError(t, err, "a bad token must be refused before the body arrives")

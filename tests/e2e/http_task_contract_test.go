@@ -20,6 +20,7 @@ import (
 
 	"github.com/ax-scheduler/ax/queue/webhook"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // contractRequest is one HTTP task request a receiver verified.
@@ -142,16 +143,16 @@ func shape(v any) any {
 // posts the result to the completion URL they carry.
 func TestHTTPTaskContractIsTheSameWhoeverSends(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
-	s.runAgent(t, "sender", s.url, "AX_AGENT_LABELS=pool=contract")
-	agentID := s.agentReady(t, "sender")
-	pool := openPool(t, s.dbURL)
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.RunAgent(t, "sender", s.URL, "AX_AGENT_LABELS=pool=contract")
+	agentID := s.AgentReady(t, "sender")
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	recv := newContractReceiver(t)
 
 	job := map[string]any{"name": "contract", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "http", "url": recv.URL + "/run", "headers": map[string]string{"X-Team": "billing"}},
 		"retry":    map[string]any{"max_attempts": 1}, "timeout_seconds": 120}
-	status, created := s.api(t, "POST", "/v1/jobs", job)
+	status, created := s.API(t, "POST", "/v1/jobs", job)
 	require.Equal(t, http.StatusCreated, status, created)
 	jobID := created["id"].(string)
 	secret, err := webhook.ParseSecret(created["signing_secret"].(string))
@@ -161,7 +162,7 @@ func TestHTTPTaskContractIsTheSameWhoeverSends(t *testing.T) {
 	// run triggers the job, takes its request, waits until ax holds the
 	// 202 (awaited) and posts the result, and checks the run ends with it.
 	run := func(sender string, awaited func(taskID string) bool) contractRequest {
-		execID := s.trigger(t, jobID)
+		execID := s.Trigger(t, jobID)
 		req := recv.next(t)
 		require.Equal(t, execID, req.envelope["execution_id"], sender)
 		taskID := req.envelope["task_id"].(string)
@@ -170,8 +171,8 @@ func TestHTTPTaskContractIsTheSameWhoeverSends(t *testing.T) {
 		status, reply := recv.complete(t, req, map[string]any{"via": sender})
 		require.Equal(t, http.StatusOK, status, "%s: %v", sender, reply)
 		require.Equal(t, "succeeded", reply["state"], sender)
-		require.Equal(t, "succeeded", s.waitExecution(t, execID, 60*time.Second), sender)
-		_, exec := s.api(t, "GET", "/v1/executions/"+execID, nil)
+		require.Equal(t, "succeeded", s.WaitExecution(t, execID, 60*time.Second), sender)
+		_, exec := s.API(t, "GET", "/v1/executions/"+execID, nil)
 		task := exec["tasks"].([]any)[0].(map[string]any)
 		require.Equal(t, map[string]any{"via": sender}, task["result"], sender)
 		status, again := recv.complete(t, req, map[string]any{"via": "twice"})
@@ -184,12 +185,12 @@ func TestHTTPTaskContractIsTheSameWhoeverSends(t *testing.T) {
 		return rows.State == "running" && rows.AgentID == ""
 	})
 	job["target"] = map[string]any{"labels": map[string]string{"pool": "contract"}}
-	status, updated := s.api(t, "PUT", "/v1/jobs/"+jobID, job)
+	status, updated := s.API(t, "PUT", "/v1/jobs/"+jobID, job)
 	require.Equal(t, http.StatusOK, status, updated)
 	onAgent := run("agent", func(taskID string) bool {
 		// The agent reported the 202: the task is handed to its target,
 		// held by no agent (its slot is free), awaiting the result.
-		for _, e := range stateEvents(t, pool, taskID) {
+		for _, e := range e2ekit.StateEvents(t, pool, taskID) {
 			if strings.HasPrefix(e.Message, "accepted by its target (202)") {
 				require.Equal(t, agentID, e.AgentID)
 				row := tasksOfTask(t, pool, taskID)
@@ -211,7 +212,7 @@ func TestHTTPTaskContractIsTheSameWhoeverSends(t *testing.T) {
 		require.Equal(t, "billing", req.headers.Get("X-Team"), "%s: the job's headers", who)
 		require.Equal(t, "application/json", req.headers.Get("Content-Type"), who)
 		require.NotEmpty(t, req.headers.Get("traceparent"), who)
-		require.Equal(t, s.url+"/v1/tasks/"+req.envelope["task_id"].(string)+"/complete", req.headers.Get("Ax-Completion-Url"), who)
+		require.Equal(t, s.URL+"/v1/tasks/"+req.envelope["task_id"].(string)+"/complete", req.headers.Get("Ax-Completion-Url"), who)
 		require.Equal(t, jobID, req.envelope["job_id"], who)
 		require.Equal(t, "contract", req.envelope["job_name"], who)
 	}
@@ -228,9 +229,9 @@ func headerNames(h http.Header) []string {
 }
 
 // tasksOfTask returns one task's row.
-func tasksOfTask(t *testing.T, pool *pgxpool.Pool, taskID string) taskRow {
+func tasksOfTask(t *testing.T, pool *pgxpool.Pool, taskID string) e2ekit.TaskRow {
 	t.Helper()
-	var r taskRow
+	var r e2ekit.TaskRow
 	require.NoError(t, pool.QueryRow(context.Background(), `
 		SELECT id::text, state::text, coalesce(agent_id::text, ''), attempt
 		FROM ax.all_tasks WHERE id = $1`, taskID).Scan(&r.ID, &r.State, &r.AgentID, &r.Attempt))

@@ -16,16 +16,17 @@ import (
 
 	"github.com/ax-scheduler/ax/agent"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
 // runHandlerAgent runs an SDK agent in this process whose handler "key"
 // answers the task's IdempotencyKey, until the test ends.
-func runHandlerAgent(t *testing.T, s *server, name, pool string) {
+func runHandlerAgent(t *testing.T, s *e2ekit.Server, name, pool string) {
 	t.Helper()
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "create", "--scope", "agent").Output()
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.URL, "--key", s.Key, "create", "--scope", "agent").Output()
 	require.NoError(t, err)
-	a, err := agent.New(agent.Config{URL: s.url, InsecureHTTP: true, Key: strings.TrimSpace(string(out)), Name: name,
+	a, err := agent.New(agent.Config{URL: s.URL, InsecureHTTP: true, Key: strings.TrimSpace(string(out)), Name: name,
 		Labels: map[string]string{"pool": pool}, Executors: []string{agent.KindHandler},
 		Logger: slog.New(slog.DiscardHandler), DrainGrace: time.Second})
 	require.NoError(t, err)
@@ -48,11 +49,11 @@ func runHandlerAgent(t *testing.T, s *server, name, pool string) {
 // "<execution id>" for one shard, "<execution id>:<shard index>" for more.
 func TestOneIdempotencyKeyPerTask(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
-	s.runAgent(t, "keys-http", s.url, "AX_AGENT_LABELS=pool=keys-http")
-	s.agentReady(t, "keys-http")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.RunAgent(t, "keys-http", s.URL, "AX_AGENT_LABELS=pool=keys-http")
+	s.AgentReady(t, "keys-http")
 	runHandlerAgent(t, s, "keys-handler", "keys-handler")
-	s.agentReady(t, "keys-handler")
+	s.AgentReady(t, "keys-handler")
 	// The HTTP target answers the keys it was sent.
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{
@@ -80,8 +81,8 @@ func TestOneIdempotencyKeyPerTask(t *testing.T) {
 			if sender.target != nil {
 				job["target"] = sender.target
 			}
-			execID := s.trigger(t, s.createJob(t, job))
-			require.Equal(t, "succeeded", s.waitExecution(t, execID, 60*time.Second), name)
+			execID := s.Trigger(t, s.CreateJob(t, job))
+			require.Equal(t, "succeeded", s.WaitExecution(t, execID, 60*time.Second), name)
 
 			want := map[int]string{}
 			for i := range shards {
@@ -90,7 +91,7 @@ func TestOneIdempotencyKeyPerTask(t *testing.T) {
 					want[i] = fmt.Sprintf("%s:%d", execID, i)
 				}
 			}
-			_, run := s.api(t, "GET", "/v1/executions/"+execID, nil)
+			_, run := s.API(t, "GET", "/v1/executions/"+execID, nil)
 			for _, raw := range run["tasks"].([]any) {
 				task := raw.(map[string]any)
 				i := int(task["shard_index"].(float64))

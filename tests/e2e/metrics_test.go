@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // scrape returns the value of each sample on /metrics, keyed by its name
@@ -49,10 +51,22 @@ func tryScrape(url string) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
+// missAMinute makes the job's trigger look as after a minute-long outage:
+// its next fire a minute in the past, and its last fired tick before it.
+// (Moving only the next fire raced with the loop: a tick it had fired
+// since the job was made was later than the missed one, which then
+// counted as fired already and was not caught up.)
+func missAMinute(t *testing.T, pool *pgxpool.Pool, jobID string) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `UPDATE ax.trigger SET next_fire_at = now() - interval '60 seconds',
+		last_scheduled_for = now() - interval '61 seconds' WHERE job_id = $1`, jobID)
+	require.NoError(t, err)
+}
+
 func TestMetricsMoveAsJobsFire(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	before := scrape(t, s.url)
+	s := e2ekit.StartServer(t)
+	before := scrape(t, s.URL)
 	for _, name := range []string{`ax_fires_total{cause="schedule"}`, `ax_fires_total{cause="manual"}`,
 		`ax_misfires_total`, `ax_skipped_ticks_total{reason="misfire"}`, `ax_fire_lag_seconds_count`,
 		`ax_tasks_dispatched_total{class="none"}`, `ax_dispatch_failures_total`, `ax_lease_checks_total`, `ax_task_results_total{error_code="",state="succeeded"}`,
@@ -62,8 +76,8 @@ func TestMetricsMoveAsJobsFire(t *testing.T) {
 	}
 
 	create := func(body string) string {
-		req, _ := http.NewRequest("POST", s.url+"/v1/jobs", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+s.key)
+		req, _ := http.NewRequest("POST", s.URL+"/v1/jobs", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+s.Key)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
@@ -78,20 +92,20 @@ func TestMetricsMoveAsJobsFire(t *testing.T) {
 	late := create(`{"name":"late","trigger":{"kind":"interval","interval_seconds":1},"misfire":{"policy":"fire_once"},"executor":{"kind":"shell","command":"true"}}`)
 
 	// An outage for one job: its next fire a minute in the past.
-	pool, err := pgxpool.New(context.Background(), s.dbURL)
+	pool, err := pgxpool.New(context.Background(), s.DBURL)
 	require.NoError(t, err)
 	defer pool.Close()
 	missAMinute(t, pool, late)
 
-	req, _ := http.NewRequest("POST", s.url+"/v1/jobs/"+manual+"/trigger", bytes.NewReader(nil))
-	req.Header.Set("Authorization", "Bearer "+s.key)
+	req, _ := http.NewRequest("POST", s.URL+"/v1/jobs/"+manual+"/trigger", bytes.NewReader(nil))
+	req.Header.Set("Authorization", "Bearer "+s.Key)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 
 	require.Eventually(t, func() bool {
-		after := scrape(t, s.url)
+		after := scrape(t, s.URL)
 		return after[`ax_fires_total{cause="schedule"}`] >= before[`ax_fires_total{cause="schedule"}`]+2 &&
 			after[`ax_fires_total{cause="manual"}`] == before[`ax_fires_total{cause="manual"}`]+1 &&
 			after[`ax_fires_total{cause="catch_up"}`] >= 1 &&

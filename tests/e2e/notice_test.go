@@ -15,6 +15,7 @@ import (
 
 	"github.com/ax-scheduler/ax/queue/webhook"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // noticeSink is a loopback webhook receiver that keeps only the notices
@@ -70,7 +71,7 @@ func (s *noticeSink) events() (events []string, rejected int) {
 // lists both, delivered, with the target URL's credentials redacted.
 func TestNoticeFailedThenRecovered(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
 	var healthy atomic.Bool
 	var attempts atomic.Int64
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -84,7 +85,7 @@ func TestNoticeFailedThenRecovered(t *testing.T) {
 	t.Cleanup(target.Close)
 	sink := newNoticeSink(t)
 
-	status, created := s.api(t, "POST", "/v1/jobs", map[string]any{"name": "noticed", "trigger": map[string]any{"kind": "manual"},
+	status, created := s.API(t, "POST", "/v1/jobs", map[string]any{"name": "noticed", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "http", "url": target.URL},
 		"retry":    map[string]any{"max_attempts": 3, "backoff_seconds": 1, "backoff_max_seconds": 1}})
 	require.Equal(t, http.StatusCreated, status, created)
@@ -96,31 +97,31 @@ func TestNoticeFailedThenRecovered(t *testing.T) {
 	sink.mu.Unlock()
 
 	hookURL := sink.URL + "/ax?token=s3cret"
-	status, out := s.api(t, "PUT", "/v1/jobs/"+jobID+"/notice-targets", map[string]any{
+	status, out := s.API(t, "PUT", "/v1/jobs/"+jobID+"/notice-targets", map[string]any{
 		"targets": []any{map[string]any{"kind": "webhook", "url": hookURL, "events": []string{"failed", "recovered"}}}})
 	require.Equal(t, http.StatusOK, status, out)
 	shown := out["targets"].([]any)[0].(map[string]any)["url"].(string)
 	require.NotContains(t, shown, "s3cret", "the URL's credentials are write-only")
 
 	// Sent back as read, the redacted URL keeps the stored one.
-	status, out = s.api(t, "PUT", "/v1/jobs/"+jobID+"/notice-targets", map[string]any{
+	status, out = s.API(t, "PUT", "/v1/jobs/"+jobID+"/notice-targets", map[string]any{
 		"targets": []any{map[string]any{"kind": "webhook", "url": shown, "events": []string{"failed", "recovered"}}}})
 	require.Equal(t, http.StatusOK, status, out)
 
-	require.Equal(t, "failed", s.waitExecution(t, s.trigger(t, jobID), 90*time.Second))
+	require.Equal(t, "failed", s.WaitExecution(t, s.Trigger(t, jobID), 90*time.Second))
 	require.EqualValues(t, 3, attempts.Load(), "three attempts")
 	require.Eventually(t, func() bool { ev, _ := sink.events(); return len(ev) == 1 }, 60*time.Second, 50*time.Millisecond)
-	require.Equal(t, "failed", s.waitExecution(t, s.trigger(t, jobID), 90*time.Second), "a second failed run")
+	require.Equal(t, "failed", s.WaitExecution(t, s.Trigger(t, jobID), 90*time.Second), "a second failed run")
 
 	healthy.Store(true)
-	require.Equal(t, "succeeded", s.waitExecution(t, s.trigger(t, jobID), 90*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, s.Trigger(t, jobID), 90*time.Second))
 	require.Eventually(t, func() bool { ev, _ := sink.events(); return len(ev) == 2 }, 60*time.Second, 50*time.Millisecond)
-	require.Equal(t, "succeeded", s.waitExecution(t, s.trigger(t, jobID), 90*time.Second), "a second success")
+	require.Equal(t, "succeeded", s.WaitExecution(t, s.Trigger(t, jobID), 90*time.Second), "a second success")
 
 	// Every notice the API knows of is settled: nothing more is coming.
 	var listed []any
 	require.Eventually(t, func() bool {
-		status, out = s.api(t, "GET", "/v1/jobs/"+jobID+"/notices", nil)
+		status, out = s.API(t, "GET", "/v1/jobs/"+jobID+"/notices", nil)
 		require.Equal(t, http.StatusOK, status, out)
 		listed = out["notices"].([]any)
 		for _, n := range listed {
@@ -151,12 +152,12 @@ func TestNoticeFailedThenRecovered(t *testing.T) {
 // field, and change nothing. (Addresses are literal, public ones: no DNS.)
 func TestNoticeTargetsValidation(t *testing.T) {
 	t.Parallel()
-	s := startServer(t) // loopback not allowed
-	jobID := s.createJob(t, map[string]any{"name": "validated", "trigger": map[string]any{"kind": "manual"},
+	s := e2ekit.StartServer(t) // loopback not allowed
+	jobID := s.CreateJob(t, map[string]any{"name": "validated", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "true"}})
 	path := "/v1/jobs/" + jobID + "/notice-targets"
 	good := map[string]any{"kind": "slack", "url": "https://93.184.216.34/services/T0/B0/abc"}
-	status, out := s.api(t, "PUT", path, map[string]any{"targets": []any{good}})
+	status, out := s.API(t, "PUT", path, map[string]any{"targets": []any{good}})
 	require.Equal(t, http.StatusOK, status, out)
 
 	many := make([]any, 11)
@@ -179,28 +180,28 @@ func TestNoticeTargetsValidation(t *testing.T) {
 		"url too long":  {[]any{map[string]any{"kind": "slack", "url": "https://93.184.216.34/" + strings.Repeat("a", 2100)}}, "body.targets[0].url"},
 	}
 	for name, c := range cases {
-		status, out := s.api(t, "PUT", path, map[string]any{"targets": c.targets})
+		status, out := s.API(t, "PUT", path, map[string]any{"targets": c.targets})
 		require.Equal(t, http.StatusUnprocessableEntity, status, "%s: %v", name, out)
 		require.Contains(t, locations(out), c.location, "%s: %v", name, out)
 	}
 
 	// A redacted query value with no stored target behind it.
-	status, out = s.api(t, "GET", path, nil)
+	status, out = s.API(t, "GET", path, nil)
 	require.Equal(t, http.StatusOK, status, out)
-	status, out = s.api(t, "PUT", path, map[string]any{"targets": []any{good,
+	status, out = s.API(t, "PUT", path, map[string]any{"targets": []any{good,
 		map[string]any{"kind": "webhook", "url": "https://93.184.216.35/x?token=s3cret"}}})
 	require.Equal(t, http.StatusOK, status, out)
 	redacted := out["targets"].([]any)[1].(map[string]any)["url"].(string)
 	require.NotContains(t, redacted, "s3cret")
-	status, out = s.api(t, "PUT", path, map[string]any{"targets": []any{
+	status, out = s.API(t, "PUT", path, map[string]any{"targets": []any{
 		map[string]any{"kind": "slack", "url": redacted}}})
 	require.Equal(t, http.StatusUnprocessableEntity, status, "a slack target has no stored URL to restore: %v", out)
 	require.Contains(t, locations(out), "body.targets[0].url", out)
 
-	status, out = s.api(t, "GET", path, nil)
+	status, out = s.API(t, "GET", path, nil)
 	require.Equal(t, http.StatusOK, status, out)
 	require.Len(t, out["targets"], 2, "bad input changed nothing")
-	status, out = s.api(t, "GET", "/v1/jobs/00000000-0000-7000-8000-000000000000/notice-targets", nil)
+	status, out = s.API(t, "GET", "/v1/jobs/00000000-0000-7000-8000-000000000000/notice-targets", nil)
 	require.Equal(t, http.StatusNotFound, status, out)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ax-scheduler/ax/queue/monitoring"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // sum adds the samples of a metric family whose labels contain every
@@ -40,46 +41,46 @@ func sum(samples map[string]float64, family string, labels ...string) float64 {
 // alert rules and the dashboard use is exported.
 func TestEveryMetricMovesAsRunsHappen(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_LEASE=3s", "AX_HEARTBEAT_INTERVAL=1s")
-	before := scrape(t, s.url)
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_LEASE=3s", "AX_HEARTBEAT_INTERVAL=1s")
+	before := scrape(t, s.URL)
 
-	s.runAgent(t, "worker", s.url, "AX_AGENT_LABELS=pool=blue")
-	victim := s.runAgent(t, "victim", s.url, "AX_AGENT_LABELS=pool=doomed")
-	s.agentReady(t, "worker")
-	s.agentReady(t, "victim")
+	s.RunAgent(t, "worker", s.URL, "AX_AGENT_LABELS=pool=blue")
+	victim := s.RunAgent(t, "victim", s.URL, "AX_AGENT_LABELS=pool=doomed")
+	s.AgentReady(t, "worker")
+	s.AgentReady(t, "victim")
 
-	status, _ := s.api(t, "POST", "/v1/classes", map[string]any{"name": "db", "rate": 100, "burst": 100})
+	status, _ := s.API(t, "POST", "/v1/classes", map[string]any{"name": "db", "rate": 100, "burst": 100})
 	require.Equal(t, http.StatusCreated, status)
 	blue := map[string]any{"labels": map[string]string{"pool": "blue"}}
-	s.createJob(t, map[string]any{"name": "tick", "trigger": map[string]any{"kind": "cron", "cron": "* * * * * *"},
-		"executor": shell("true"), "target": blue, "rate_limit_class": "db"})
-	failing := s.createJob(t, map[string]any{"name": "flaky", "owner": "team-pay", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("exit 3"), "target": blue, "retry": map[string]any{"max_attempts": 2, "backoff_seconds": 1}})
-	slow := s.createJob(t, map[string]any{"name": "slow", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("sleep 30"), "target": blue, "timeout_seconds": 1,
+	s.CreateJob(t, map[string]any{"name": "tick", "trigger": map[string]any{"kind": "cron", "cron": "* * * * * *"},
+		"executor": e2ekit.Shell("true"), "target": blue, "rate_limit_class": "db"})
+	failing := s.CreateJob(t, map[string]any{"name": "flaky", "owner": "team-pay", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("exit 3"), "target": blue, "retry": map[string]any{"max_attempts": 2, "backoff_seconds": 1}})
+	slow := s.CreateJob(t, map[string]any{"name": "slow", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("sleep 30"), "target": blue, "timeout_seconds": 1,
 		"retry": map[string]any{"max_attempts": 1}})
-	doomed := s.createJob(t, map[string]any{"name": "doomed", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("sleep 30"), "target": map[string]any{"labels": map[string]string{"pool": "doomed"}}})
-	late := s.createJob(t, map[string]any{"name": "late", "trigger": map[string]any{"kind": "interval", "interval_seconds": 1},
-		"executor": shell("true"), "target": blue})
-	pool := openPool(t, s.dbURL)
+	doomed := s.CreateJob(t, map[string]any{"name": "doomed", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("sleep 30"), "target": map[string]any{"labels": map[string]string{"pool": "doomed"}}})
+	late := s.CreateJob(t, map[string]any{"name": "late", "trigger": map[string]any{"kind": "interval", "interval_seconds": 1},
+		"executor": e2ekit.Shell("true"), "target": blue})
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	missAMinute(t, pool, late)
 
 	var failed []string
 	for range 3 {
-		failed = append(failed, s.trigger(t, failing))
+		failed = append(failed, s.Trigger(t, failing))
 	}
-	timedOut := s.trigger(t, slow)
-	lost := s.trigger(t, doomed)
+	timedOut := s.Trigger(t, slow)
+	lost := s.Trigger(t, doomed)
 	require.Eventually(t, func() bool {
-		tasks := tasksOf(t, pool, lost)
+		tasks := e2ekit.TasksOf(t, pool, lost)
 		return len(tasks) == 1 && tasks[0].State == "running"
 	}, 30*time.Second, 100*time.Millisecond)
 	victim.Signal(syscall.SIGKILL)
 	for _, id := range failed {
-		require.Equal(t, "failed", s.waitExecution(t, id, 30*time.Second))
+		require.Equal(t, "failed", s.WaitExecution(t, id, 30*time.Second))
 	}
-	require.Equal(t, "timed_out", s.waitExecution(t, timedOut, 30*time.Second))
+	require.Equal(t, "timed_out", s.WaitExecution(t, timedOut, 30*time.Second))
 
 	moved := map[string]func(before, after map[string]float64) bool{
 		"fires scheduled":   grew("ax_fires_total", `cause="schedule"`),
@@ -115,7 +116,7 @@ func TestEveryMetricMovesAsRunsHappen(t *testing.T) {
 	var after map[string]float64
 	var still []string
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		scraped, err := tryScrape(s.url)
+		scraped, err := tryScrape(s.URL)
 		if err != nil {
 			require.False(t, time.Now().After(deadline), "the last scrape failed: %v", err)
 			t.Logf("scrape failed, trying again: %v", err)

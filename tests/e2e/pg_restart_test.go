@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db/pglocal"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -32,23 +33,23 @@ func TestPostgresRestartDuringRun(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, pg.Stop()) }) // last: after the processes using it
 
-	s := startServerOn(t, pg.URL)
-	agents := []*proctest.Process{s.runAgent(t, "a1", s.url), s.runAgent(t, "a2", s.url)}
-	s.agentReady(t, "a1")
-	s.agentReady(t, "a2")
+	s := e2ekit.StartServerOn(t, pg.URL)
+	agents := []*proctest.Process{s.RunAgent(t, "a1", s.URL), s.RunAgent(t, "a2", s.URL)}
+	s.AgentReady(t, "a1")
+	s.AgentReady(t, "a2")
 	jobs := []string{
-		s.createJob(t, map[string]any{
+		s.CreateJob(t, map[string]any{
 			"name":     "every-second-interval",
 			"trigger":  map[string]any{"kind": "interval", "interval_seconds": 1},
 			"executor": map[string]any{"kind": "shell", "command": `echo "tick $AX_EXECUTION_ID"`},
 		}),
-		s.createJob(t, map[string]any{
+		s.CreateJob(t, map[string]any{
 			"name":     "every-second-cron",
 			"trigger":  map[string]any{"kind": "cron", "cron": "* * * * * *"},
 			"executor": map[string]any{"kind": "shell", "command": `echo "tick $AX_EXECUTION_ID"`},
 		}),
 	}
-	pool := openPool(t, pg.URL)
+	pool := e2ekit.OpenPool(t, pg.URL)
 	succeededSince := func(since time.Time) (n int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -67,7 +68,7 @@ func TestPostgresRestartDuringRun(t *testing.T) {
 
 	down := time.Now()
 	require.NoError(t, pg.Halt())
-	require.Eventually(t, func() bool { return httpStatus(s.url+"/readyz") != http.StatusOK }, 10*time.Second,
+	require.Eventually(t, func() bool { return httpStatus(s.URL+"/readyz") != http.StatusOK }, 10*time.Second,
 		50*time.Millisecond, "the server notices the database is away")
 	// The outage: longer than the 5 s misfire threshold, so that the ticks of
 	// its start are missed (one catch-up fire, the rest recorded as skipped)
@@ -77,14 +78,14 @@ func TestPostgresRestartDuringRun(t *testing.T) {
 	up := time.Now()
 	t.Logf("Postgres away for %s", up.Sub(down).Round(time.Millisecond))
 
-	require.Eventually(t, func() bool { return httpStatus(s.url+"/readyz") == http.StatusOK }, 20*time.Second,
+	require.Eventually(t, func() bool { return httpStatus(s.URL+"/readyz") == http.StatusOK }, 20*time.Second,
 		50*time.Millisecond, "the server is ready again")
 	require.Eventually(t, func() bool { return succeededSince(up) >= 3 }, 40*time.Second, 100*time.Millisecond,
 		"both jobs fire and run again after the restart")
 	t.Logf("fires run again %s after Postgres came back", time.Since(up).Round(time.Millisecond))
 
 	for _, id := range jobs {
-		status, out := s.api(t, "POST", "/v1/jobs/"+id+"/pause", nil)
+		status, out := s.API(t, "POST", "/v1/jobs/"+id+"/pause", nil)
 		require.Equal(t, http.StatusOK, status, out)
 	}
 	require.Eventually(t, func() bool {
@@ -94,7 +95,7 @@ func TestPostgresRestartDuringRun(t *testing.T) {
 		return err == nil && unfinished == 0
 	}, 40*time.Second, 100*time.Millisecond, "every execution ends")
 
-	require.True(t, s.proc.Running(), "the server survived the restart")
+	require.True(t, s.Proc.Running(), "the server survived the restart")
 	for _, a := range agents {
 		require.True(t, a.Running(), "the agents survived the restart")
 	}

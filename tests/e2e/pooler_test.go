@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/pgbouncertest"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
@@ -37,11 +38,11 @@ func TestThroughTransactionPooler(t *testing.T) {
 			if direct {
 				env = append(env, "AX_DIRECT_DATABASE_URL="+directURL)
 			}
-			s := startServerOn(t, pooledURL, env...)
+			s := e2ekit.StartServerOn(t, pooledURL, env...)
 
-			status, ready := getJSON(t, s.url+"/readyz")
+			status, ready := getJSON(t, s.URL+"/readyz")
 			require.Equal(t, http.StatusOK, status, ready)
-			metrics := scrape(t, s.url)
+			metrics := scrape(t, s.URL)
 			if direct {
 				require.Nil(t, ready["degraded"], "with a direct URL notifications arrive")
 				require.Equal(t, 0.0, metrics["ax_notifications_lost"])
@@ -50,8 +51,8 @@ func TestThroughTransactionPooler(t *testing.T) {
 				require.Equal(t, 1.0, metrics["ax_notifications_lost"])
 			}
 
-			s.startAgent(t, "pooled-agent", "4")
-			s.agentReady(t, "pooled-agent")
+			startAgent(t, s, "pooled-agent", "4")
+			s.AgentReady(t, "pooled-agent")
 			requireEverySecondOnTime(t, s, directURL)
 			// The issue's 1 s; with race-built processes (CI) 2 s: the
 			// race detector's overhead, not ax's, then fills the second
@@ -72,18 +73,18 @@ func TestThroughTransactionPooler(t *testing.T) {
 // requireEverySecondOnTime fires an every-second job for 10 s and checks
 // that its runs succeed and that tasks were leased within 1 s of becoming
 // leasable at p99 (ax_pickup_latency_seconds; 2.5 s when race-built).
-func requireEverySecondOnTime(t *testing.T, s *server, directURL string) {
+func requireEverySecondOnTime(t *testing.T, s *e2ekit.Server, directURL string) {
 	t.Helper()
-	jobID := s.createJob(t, everySecond("pooled-tick"))
+	jobID := s.CreateJob(t, e2ekit.EverySecond("pooled-tick"))
 	began := time.Now()
 	require.Eventually(t, func() bool { return time.Since(began) >= 10*time.Second }, 15*time.Second, 200*time.Millisecond)
-	status, _ := s.api(t, "POST", "/v1/jobs/"+jobID+"/pause", nil)
+	status, _ := s.API(t, "POST", "/v1/jobs/"+jobID+"/pause", nil)
 	require.Equal(t, http.StatusOK, status)
 	// Ticks are by the second: 10 s hold 10 or 11 of them (one on the
 	// pause's edge may still fire), each run once on the agent.
 	var succeeded int
 	require.Eventually(t, func() bool {
-		_, out := s.api(t, "GET", "/v1/executions?job_id="+jobID+"&limit=100", nil)
+		_, out := s.API(t, "GET", "/v1/executions?job_id="+jobID+"&limit=100", nil)
 		runs, _ := out["executions"].([]any)
 		succeeded = 0
 		for _, r := range runs {
@@ -103,14 +104,14 @@ func requireEverySecondOnTime(t *testing.T, s *server, directURL string) {
 	if proctest.RaceBuilt() {
 		bucket = "2.5"
 	}
-	m := scrape(t, s.url)
+	m := scrape(t, s.URL)
 	total := m["ax_pickup_latency_seconds_count"]
 	withinSecond := m[`ax_pickup_latency_seconds_bucket{le="`+bucket+`"}`]
 	require.GreaterOrEqual(t, total, 8.0)
 	if withinSecond/total < 0.99 {
 		// Which ticks, and when they fired and were leased, for the
 		// failure's reader.
-		rows, err := openPool(t, directURL).Query(context.Background(), `
+		rows, err := e2ekit.OpenPool(t, directURL).Query(context.Background(), `
 			SELECT e.scheduled_for, e.fired_at, t.not_before, t.leased_at
 			FROM ax.all_executions e JOIN ax.all_tasks t ON t.execution_id = e.id
 			WHERE e.job_id = $1 ORDER BY e.scheduled_for`, jobID)
@@ -140,16 +141,16 @@ func requireEverySecondOnTime(t *testing.T, s *server, directURL string) {
 // trigger, the lease, the result and the answer, which is why the answer
 // reads its run's parts side by side (showExecution). Where the time went
 // is logged.
-func requireManualRunWaitedFor(t *testing.T, s *server, bound time.Duration) (execID string) {
+func requireManualRunWaitedFor(t *testing.T, s *e2ekit.Server, bound time.Duration) (execID string) {
 	t.Helper()
-	jobID := s.createJob(t, map[string]any{"name": "pooled-manual", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("true")})
+	jobID := s.CreateJob(t, map[string]any{"name": "pooled-manual", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("true")})
 	var tooks []time.Duration
 	for range 3 {
 		began := time.Now()
-		execID = s.trigger(t, jobID)
+		execID = s.Trigger(t, jobID)
 		triggered := time.Since(began)
-		status, out := s.api(t, "GET", "/v1/executions/"+execID+"?wait=20s", nil)
+		status, out := s.API(t, "GET", "/v1/executions/"+execID+"?wait=20s", nil)
 		took := time.Since(began)
 		require.Equal(t, http.StatusOK, status, out)
 		require.Equal(t, "succeeded", out["state"], out)
@@ -180,34 +181,34 @@ func requireManualRunWaitedFor(t *testing.T, s *server, bound time.Duration) (ex
 // without one, it does not start (a session lock through the pooler
 // would stay on a server connection other clients get next), and the
 // replica says so once at start.
-func requireRunEndLogged(t *testing.T, s *server, execID string, direct bool) {
+func requireRunEndLogged(t *testing.T, s *e2ekit.Server, execID string, direct bool) {
 	t.Helper()
 	const warning = "no run-end log lines: behind a transaction pooler they need AX_DIRECT_DATABASE_URL"
 	if !direct {
-		require.Len(t, matching(logLines(s.proc), "WARN", warning, nil), 1)
+		require.Len(t, matching(logLines(s.Proc), "WARN", warning, nil), 1)
 		return
 	}
-	waitLines(t, s.proc, "the manual run's end logged", func(l []map[string]any) bool {
+	waitLines(t, s.Proc, "the manual run's end logged", func(l []map[string]any) bool {
 		return len(matching(l, "INFO", "run ended", map[string]any{"execution_id": execID})) == 1
 	})
-	require.Empty(t, matching(logLines(s.proc), "WARN", warning, nil))
+	require.Empty(t, matching(logLines(s.Proc), "WARN", warning, nil))
 }
 
 // requireDeclarationsAndIdempotency declares a set of jobs twice (the
 // second unchanged) and creates a job twice with one Idempotency-Key.
-func requireDeclarationsAndIdempotency(t *testing.T, s *server) {
+func requireDeclarationsAndIdempotency(t *testing.T, s *e2ekit.Server) {
 	t.Helper()
 	decl := map[string]any{"managed_by": "sdk:pooled", "version": "1", "jobs": []any{
 		map[string]any{"name": "declared-one", "group": "pooled", "trigger": map[string]any{"kind": "manual"},
-			"executor": shell("true")}}}
-	status, out := s.api(t, "POST", "/v1/declarations", decl)
+			"executor": e2ekit.Shell("true")}}}
+	status, out := s.API(t, "POST", "/v1/declarations", decl)
 	require.Equal(t, http.StatusOK, status, out)
 	require.Equal(t, true, out["changed"], out)
-	status, out = s.api(t, "POST", "/v1/declarations", decl)
+	status, out = s.API(t, "POST", "/v1/declarations", decl)
 	require.Equal(t, http.StatusOK, status, out)
 	require.Equal(t, false, out["changed"], "the same declaration again changes nothing: %v", out)
 
-	job := map[string]any{"name": "idempotent", "trigger": map[string]any{"kind": "manual"}, "executor": shell("true")}
+	job := map[string]any{"name": "idempotent", "trigger": map[string]any{"kind": "manual"}, "executor": e2ekit.Shell("true")}
 	firstStatus, first := postWithKey(t, s, "/v1/jobs", "pooled-key-1", job)
 	require.Equal(t, http.StatusCreated, firstStatus, first)
 	againStatus, again := postWithKey(t, s, "/v1/jobs", "pooled-key-1", job)
@@ -216,13 +217,13 @@ func requireDeclarationsAndIdempotency(t *testing.T, s *server) {
 }
 
 // postWithKey POSTs body with an Idempotency-Key.
-func postWithKey(t *testing.T, s *server, path, key string, body any) (int, map[string]any) {
+func postWithKey(t *testing.T, s *e2ekit.Server, path, key string, body any) (int, map[string]any) {
 	t.Helper()
 	raw, err := json.Marshal(body)
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, s.url+path, bytes.NewReader(raw))
+	req, err := http.NewRequest(http.MethodPost, s.URL+path, bytes.NewReader(raw))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+s.key)
+	req.Header.Set("Authorization", "Bearer "+s.Key)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)

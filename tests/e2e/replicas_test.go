@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -41,11 +42,11 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 	// behind at once, and every job's tick of that second fired marked
 	// misfired. The lag is logged.
 	const misfireThreshold = "AX_MISFIRE_THRESHOLD=1m"
-	first := startServerOn(t, dbtest.NewURL(t), misfireThreshold)
+	first := e2ekit.StartServerOn(t, dbtest.NewURL(t), misfireThreshold)
 	replica := func() (*proctest.Process, string) {
 		addr := proctest.FreeAddr(t)
 		p := proctest.Start(t, proctest.Binary(t, "ax"),
-			[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + addr, misfireThreshold}, "serve")
+			[]string{"DATABASE_URL=" + first.DBURL, "AX_ADDR=" + addr, misfireThreshold}, "serve")
 		proctest.WaitHTTP(t, "http://"+addr+"/readyz", 90*time.Second)
 		return p, addr
 	}
@@ -59,8 +60,8 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 			"trigger":  map[string]any{"kind": "cron", "cron": "* * * * * *"},
 			"executor": map[string]any{"kind": "shell", "command": "true"},
 		})
-		req, _ := http.NewRequest("POST", first.url+"/v1/jobs", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+first.key)
+		req, _ := http.NewRequest("POST", first.URL+"/v1/jobs", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+first.Key)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
@@ -69,7 +70,7 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 	}
 	start := time.Now().Truncate(time.Second).Add(2 * time.Second)
 
-	pool, err := pgxpool.New(context.Background(), first.dbURL)
+	pool, err := pgxpool.New(context.Background(), first.DBURL)
 	require.NoError(t, err)
 	defer pool.Close()
 	// firedTo waits until the replicas have fired a tick at or after at:
@@ -90,7 +91,7 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 	require.Error(t, victim.Wait(10*time.Second), "killed")
 	firedTo(time.Now().Add(downFor), "the two others fire while it is down")
 	restarted := proctest.Start(t, proctest.Binary(t, "ax"),
-		[]string{"DATABASE_URL=" + first.dbURL, "AX_ADDR=" + victimAddr, misfireThreshold}, "serve")
+		[]string{"DATABASE_URL=" + first.DBURL, "AX_ADDR=" + victimAddr, misfireThreshold}, "serve")
 	proctest.WaitHTTP(t, "http://"+victimAddr+"/readyz", 30*time.Second)
 	firedTo(start.Add(window), "the three fire again after the restart")
 	end := start.Add(window - 2*time.Second)

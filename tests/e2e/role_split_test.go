@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -29,7 +30,7 @@ func TestOwnerAndRuntimeRoles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	adminURL := dbtest.NewBlank(t).Config().ConnString()
-	admin := openPool(t, adminURL)
+	admin := e2ekit.OpenPool(t, adminURL)
 	suffix := strings.ToLower(rand.Text()[:8])
 	owner, runtime := "ax_owner_"+suffix, "ax_runtime_"+suffix
 	dbName := strings.TrimPrefix(mustParse(t, adminURL).Path, "/")
@@ -87,40 +88,40 @@ func TestOwnerAndRuntimeRoles(t *testing.T) {
 	key := "ax_e2e_bootstrap_admin_key_0123456789"
 	proc := proctest.Start(t, proctest.Binary(t, "ax"), append([]string{"DATABASE_URL=" + runtimeURL, "AX_ADMIN_KEY=" + key,
 		"AX_ADDR=127.0.0.1:0"}, retention...), "serve", "--no-migrate")
-	s := &server{url: "http://" + proctest.WaitServing(t, proc, 90*time.Second), dbURL: runtimeURL, key: key, proc: proc}
-	proctest.WaitHTTP(t, s.url+"/readyz", 30*time.Second)
-	s.startAgent(t, "runtime-agent", "2")
-	s.agentReady(t, "runtime-agent")
-	jobID := s.createJob(t, map[string]any{"name": "as-runtime", "trigger": map[string]any{"kind": "manual"},
-		"executor": shell("echo ran as runtime")})
-	execID := s.trigger(t, jobID)
-	require.Equal(t, "succeeded", s.waitExecution(t, execID, 60*time.Second))
-	require.Contains(t, s.output(t, execID), "ran as runtime")
+	s := &e2ekit.Server{URL: "http://" + proctest.WaitServing(t, proc, 90*time.Second), DBURL: runtimeURL, Key: key, Proc: proc}
+	proctest.WaitHTTP(t, s.URL+"/readyz", 30*time.Second)
+	startAgent(t, s, "runtime-agent", "2")
+	s.AgentReady(t, "runtime-agent")
+	jobID := s.CreateJob(t, map[string]any{"name": "as-runtime", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("echo ran as runtime")})
+	execID := s.Trigger(t, jobID)
+	require.Equal(t, "succeeded", s.WaitExecution(t, execID, 60*time.Second))
+	require.Contains(t, s.Output(t, execID), "ran as runtime")
 
 	var m map[string]float64
 	require.Eventually(t, func() bool {
-		m = scrape(t, s.url)
+		m = scrape(t, s.URL)
 		return m[`ax_vacuum_denied{table="task"}`] == 1
 	}, 30*time.Second, 200*time.Millisecond, "the vacuumer reports it may not vacuum")
 	for name := range m {
 		require.False(t, strings.HasPrefix(name, "ax_vacuums_total{") && m[name] > 0, "no vacuum counted: %s", name)
 	}
-	require.Equal(t, 1, strings.Count(s.proc.Output(), `"not allowed to vacuum a hot table`+
+	require.Equal(t, 1, strings.Count(s.Proc.Output(), `"not allowed to vacuum a hot table`+
 		`: its dead rows are left to autovacuum; vacuuming needs the table's or the database's owner (see the managed Postgres guide)","table":"task"`),
 		"said once per table")
-	status, _ := s.api(t, http.MethodGet, "/v1/jobs", nil)
+	status, _ := s.API(t, http.MethodGet, "/v1/jobs", nil)
 	require.Equal(t, http.StatusOK, status)
 
 	// History maintenance: the runtime role may not make or drop
 	// partitions; the replica says so once (and by a metric) instead of
 	// failing every pass, and the owner's `ax maintain` does it.
 	require.Eventually(t, func() bool {
-		return scrape(t, s.url)["ax_history_maintenance_denied"] == 1
+		return scrape(t, s.URL)["ax_history_maintenance_denied"] == 1
 	}, 30*time.Second, 200*time.Millisecond, "maintenance reports it may not make partitions")
-	require.Equal(t, 1, strings.Count(s.proc.Output(), `"history maintenance may not make or drop partitions as this role`),
+	require.Equal(t, 1, strings.Count(s.Proc.Output(), `"history maintenance may not make or drop partitions as this role`),
 		"said once")
-	require.Contains(t, s.proc.Output(), `"owner":"`+owner+`"`)
-	require.NotContains(t, s.proc.Output(), "permission denied")
+	require.Contains(t, s.Proc.Output(), `"owner":"`+owner+`"`)
+	require.NotContains(t, s.Proc.Output(), "permission denied")
 	said, err = maintain(ownerURL)
 	require.NoError(t, err, said)
 	require.Regexp(t, `made [1-9][0-9]* history partitions ahead`, said, "seconds later the owner makes the next ones")

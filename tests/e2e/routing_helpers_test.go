@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // Helpers of the routing tests (issue #5): fires with params, where each
@@ -17,34 +19,16 @@ import (
 // second (offline after 3 s, no longer routed to after 2 s), leases last
 // 4 s, and a task routed to an agent waits steal before another may take
 // it.
-func routedServer(t *testing.T, dbURL, steal string, env ...string) *server {
+func routedServer(t *testing.T, dbURL, steal string, env ...string) *e2ekit.Server {
 	t.Helper()
-	return startServerOn(t, dbURL, append([]string{"AX_LEASE=4s", "AX_HEARTBEAT_INTERVAL=1s",
+	return e2ekit.StartServerOn(t, dbURL, append([]string{"AX_LEASE=4s", "AX_HEARTBEAT_INTERVAL=1s",
 		"AX_STEAL_AFTER=" + steal}, env...)...)
 }
 
-// manual is the trigger of jobs run by hand.
-var manual = map[string]any{"kind": "manual"}
-
-// shell is a shell executor running command.
-func shell(command string) map[string]any { return map[string]any{"kind": "shell", "command": command} }
-
-// fire triggers a job with params and returns the execution id.
-func (s *server) fire(t *testing.T, jobID string, params map[string]any) string {
-	t.Helper()
-	var body any
-	if params != nil {
-		body = map[string]any{"params": params}
-	}
-	status, out := s.api(t, "POST", "/v1/jobs/"+jobID+"/trigger", body)
-	require.Equal(t, http.StatusAccepted, status, out)
-	return out["id"].(string)
-}
-
 // fireAndWait fires n runs at once and waits until each has succeeded.
-func (s *server) fireAndWait(t *testing.T, jobID string, n int, params map[string]any) []string {
+func fireAndWait(t *testing.T, s *e2ekit.Server, jobID string, n int, params map[string]any) []string {
 	t.Helper()
-	ids, states := s.fireAndSettle(t, jobID, n, params)
+	ids, states := fireAndSettle(t, s, jobID, n, params)
 	for i, id := range ids {
 		require.Equal(t, "succeeded", states[i], "execution %s", id)
 	}
@@ -53,15 +37,15 @@ func (s *server) fireAndWait(t *testing.T, jobID string, n int, params map[strin
 
 // fireAndSettle fires n runs at once, waits until each has ended, and
 // returns them with their final states.
-func (s *server) fireAndSettle(t *testing.T, jobID string, n int, params map[string]any) (ids, states []string) {
+func fireAndSettle(t *testing.T, s *e2ekit.Server, jobID string, n int, params map[string]any) (ids, states []string) {
 	t.Helper()
 	ids = make([]string, n)
 	for i := range ids {
-		ids[i] = s.fire(t, jobID, params)
+		ids[i] = s.Fire(t, jobID, params)
 	}
 	states = make([]string, n)
 	for i, id := range ids {
-		states[i] = s.waitExecution(t, id, 30*time.Second)
+		states[i] = s.WaitExecution(t, id, 30*time.Second)
 	}
 	return ids, states
 }
@@ -81,9 +65,9 @@ type lease struct {
 }
 
 // leaseOf returns the last lease of the run's task and its result.
-func (s *server) leaseOf(t *testing.T, execID string) lease {
+func leaseOf(t *testing.T, s *e2ekit.Server, execID string) lease {
 	t.Helper()
-	status, out := s.api(t, "GET", "/v1/executions/"+execID+"/logs?kind=state", nil)
+	status, out := s.API(t, "GET", "/v1/executions/"+execID+"/logs?kind=state", nil)
 	require.Equal(t, http.StatusOK, status, out)
 	var l lease
 	for _, raw := range out["events"].([]any) {
@@ -101,11 +85,11 @@ func (s *server) leaseOf(t *testing.T, execID string) lease {
 }
 
 // ranOn counts the runs by the agent that reported their result.
-func (s *server) ranOn(t *testing.T, execIDs []string) map[string]int {
+func ranOn(t *testing.T, s *e2ekit.Server, execIDs []string) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
 	for _, id := range execIDs {
-		counts[s.leaseOf(t, id).ResultBy]++
+		counts[leaseOf(t, s, id).ResultBy]++
 	}
 	return counts
 }
@@ -129,11 +113,11 @@ func routesOf(t *testing.T, pool *pgxpool.Pool, execIDs []string) []route {
 }
 
 // agentState waits until the agent called name is in state.
-func (s *server) waitAgentState(t *testing.T, name, state string, timeout time.Duration) map[string]any {
+func waitAgentState(t *testing.T, s *e2ekit.Server, name, state string, timeout time.Duration) map[string]any {
 	t.Helper()
 	var a map[string]any
 	require.Eventually(t, func() bool {
-		a = s.agentNamed(t, name)
+		a = s.AgentNamed(t, name)
 		return a != nil && a["state"] == state
 	}, timeout, 100*time.Millisecond, "agent %s becomes %s", name, state)
 	return a

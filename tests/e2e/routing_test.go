@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -31,17 +32,17 @@ import (
 func TestConsistentHashKeyStaysOnOneAgent(t *testing.T) {
 	t.Parallel()
 	s := routedServer(t, dbtest.NewURL(t), "3s")
-	pool := openPool(t, s.dbURL)
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	procs := map[string]*proctest.Process{}
 	for _, name := range []string{"k1", "k2", "k3"} {
-		procs[name] = s.runAgent(t, name, s.url, "AX_AGENT_CAPACITY=10")
+		procs[name] = s.RunAgent(t, name, s.URL, "AX_AGENT_CAPACITY=10")
 	}
 	names := map[string]string{} // agent id → name
 	for name := range procs {
-		names[s.agentReady(t, name)] = name
+		names[s.AgentReady(t, name)] = name
 	}
-	jobID := s.createJob(t, map[string]any{
-		"name": "per-customer", "trigger": manual, "executor": shell("echo customer run"),
+	jobID := s.CreateJob(t, map[string]any{
+		"name": "per-customer", "trigger": e2ekit.Manual, "executor": e2ekit.Shell("echo customer run"),
 		"route": map[string]any{"strategy": "consistent_hash", "key": "customer_id={{.params.customer_id}}"},
 	})
 	customer := map[string]any{"customer_id": 9527}
@@ -49,7 +50,7 @@ func TestConsistentHashKeyStaysOnOneAgent(t *testing.T) {
 	began := time.Now()
 	var before []string
 	for range 10 { // 10 at a time, so that none waits past the steal delay
-		before = append(before, s.fireAndWait(t, jobID, 10, customer)...)
+		before = append(before, fireAndWait(t, s, jobID, 10, customer)...)
 	}
 	t.Logf("100 runs in %s", time.Since(began).Round(time.Millisecond))
 	routes := routesOf(t, pool, before)
@@ -61,14 +62,14 @@ func TestConsistentHashKeyStaysOnOneAgent(t *testing.T) {
 		require.Equal(t, route{Preferred: owner, Fallback: runnerUp, Key: "customer_id=9527"}, r)
 	}
 	for _, id := range before {
-		require.Equal(t, lease{By: owner, How: "routed here", ResultBy: owner, Result: "succeeded"}, s.leaseOf(t, id))
+		require.Equal(t, lease{By: owner, How: "routed here", ResultBy: owner, Result: "succeeded"}, leaseOf(t, s, id))
 	}
 	for id, name := range names {
 		want := 0
 		if id == owner {
 			want = 100
 		}
-		require.Equal(t, want, served(s.agentNamed(t, name)), "tasks %s leased", name)
+		require.Equal(t, want, served(s.AgentNamed(t, name)), "tasks %s leased", name)
 	}
 
 	// The owner dies. Runs go on at 4 a second until the server has marked
@@ -80,30 +81,30 @@ func TestConsistentHashKeyStaysOnOneAgent(t *testing.T) {
 	var offline time.Time
 	for offline.IsZero() || time.Since(offline) < routerRefresh {
 		require.Less(t, time.Since(killed), 30*time.Second, "the killed agent goes offline")
-		after = append(after, s.fire(t, jobID, customer))
-		if offline.IsZero() && s.agentNamed(t, names[owner])["state"] == "offline" {
+		after = append(after, s.Fire(t, jobID, customer))
+		if offline.IsZero() && s.AgentNamed(t, names[owner])["state"] == "offline" {
 			offline = time.Now()
 			t.Logf("%s offline %s after the SIGKILL", names[owner], offline.Sub(killed).Round(time.Millisecond))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	for _, id := range after {
-		require.Equal(t, "succeeded", s.waitExecution(t, id, 30*time.Second))
+		require.Equal(t, "succeeded", s.WaitExecution(t, id, 30*time.Second))
 	}
 	var settled []string
 	for range 2 {
-		settled = append(settled, s.fireAndWait(t, jobID, 10, customer)...)
+		settled = append(settled, fireAndWait(t, s, jobID, 10, customer)...)
 	}
 
-	first := s.leaseOf(t, after[0])
+	first := leaseOf(t, s, after[0])
 	require.Equal(t, lease{By: runnerUp, How: "taken over from agent " + owner, ResultBy: runnerUp, Result: "succeeded"}, first,
 		"a run routed to the dead owner is taken over by the key's runner-up")
-	ran := s.ranOn(t, append(append([]string{}, after...), settled...))
+	ran := ranOn(t, s, append(append([]string{}, after...), settled...))
 	require.Equal(t, map[string]int{runnerUp: len(after) + len(settled)}, ran,
 		"after the kill the key runs on one agent, the runner-up")
 	for i, r := range routesOf(t, pool, settled) {
 		require.Equal(t, runnerUp, r.Preferred, "the key is now routed to the runner-up")
-		require.Equal(t, "routed here", s.leaseOf(t, settled[i]).How)
+		require.Equal(t, "routed here", leaseOf(t, s, settled[i]).How)
 	}
 	t.Logf("after the SIGKILL: %d runs, all on %s (the runner-up); %s from the kill to the last",
 		len(after)+len(settled), names[runnerUp], time.Since(killed).Round(time.Millisecond))
@@ -115,26 +116,26 @@ func TestConsistentHashKeyStaysOnOneAgent(t *testing.T) {
 func TestLeastActiveAvoidsBusyAgent(t *testing.T) {
 	t.Parallel()
 	s := routedServer(t, dbtest.NewURL(t), "30s")
-	pool := openPool(t, s.dbURL)
-	dir := taskDir(t)
-	s.runAgent(t, "busy", s.url, "AX_AGENT_CAPACITY=4")
-	busyID := s.agentReady(t, "busy")
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	dir := e2ekit.TaskDir(t)
+	s.RunAgent(t, "busy", s.URL, "AX_AGENT_CAPACITY=4")
+	busyID := s.AgentReady(t, "busy")
 	finish := filepath.Join(dir, "finish")
-	long := s.createJob(t, map[string]any{
-		"name": "long", "trigger": manual, "shards": map[string]any{"count": 3},
-		"executor": shell(`echo $$ > ` + dir + `/$AX_TASK_ID.pid; while [ ! -e ` + finish + ` ]; do sleep 0.2; done`),
+	long := s.CreateJob(t, map[string]any{
+		"name": "long", "trigger": e2ekit.Manual, "shards": map[string]any{"count": 3},
+		"executor": e2ekit.Shell(`echo $$ > ` + dir + `/$AX_TASK_ID.pid; while [ ! -e ` + finish + ` ]; do sleep 0.2; done`),
 	})
-	longExec := s.trigger(t, long)
+	longExec := s.Trigger(t, long)
 	require.Eventually(t, func() bool {
-		a := s.agentNamed(t, "busy")
+		a := s.AgentNamed(t, "busy")
 		return a["running"] == float64(3)
 	}, 30*time.Second, 100*time.Millisecond, "the busy agent runs the 3 long tasks")
 
-	s.runAgent(t, "idle", s.url, "AX_AGENT_CAPACITY=4")
-	idleID := s.agentReady(t, "idle")
+	s.RunAgent(t, "idle", s.URL, "AX_AGENT_CAPACITY=4")
+	idleID := s.AgentReady(t, "idle")
 	time.Sleep(routerRefresh)
-	short := s.createJob(t, map[string]any{
-		"name": "short", "trigger": manual, "executor": shell("echo short"),
+	short := s.CreateJob(t, map[string]any{
+		"name": "short", "trigger": e2ekit.Manual, "executor": e2ekit.Shell("echo short"),
 		"route": map[string]any{"strategy": "least_active"},
 	})
 	var shorts []string
@@ -142,23 +143,23 @@ func TestLeastActiveAvoidsBusyAgent(t *testing.T) {
 	// With 3 at a time, a router refresh while 3 shorts ran saw a tie,
 	// and a short went to the busy agent.
 	for range 6 {
-		shorts = append(shorts, s.fireAndWait(t, short, 2, nil)...)
+		shorts = append(shorts, fireAndWait(t, s, short, 2, nil)...)
 	}
 	for i, id := range shorts {
-		require.Equal(t, lease{By: idleID, How: "routed here", ResultBy: idleID, Result: "succeeded"}, s.leaseOf(t, id),
+		require.Equal(t, lease{By: idleID, How: "routed here", ResultBy: idleID, Result: "succeeded"}, leaseOf(t, s, id),
 			"short run %d", i)
 	}
 	for _, r := range routesOf(t, pool, shorts) {
 		require.Equal(t, idleID, r.Preferred)
 	}
-	busy := s.agentNamed(t, "busy")
+	busy := s.AgentNamed(t, "busy")
 	require.Equal(t, busyID, busy["id"])
 	require.Equal(t, 3, served(busy), "the busy agent leased only its long tasks")
 	require.Equal(t, float64(3), busy["running"])
-	require.Equal(t, len(shorts), served(s.agentNamed(t, "idle")))
+	require.Equal(t, len(shorts), served(s.AgentNamed(t, "idle")))
 
 	require.NoError(t, os.WriteFile(finish, nil, 0o644))
-	require.Equal(t, "succeeded", s.waitExecution(t, longExec, 30*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, longExec, 30*time.Second))
 }
 
 // TestFailingAgentQuarantinedThenRestored: an agent whose tasks fail 80%
@@ -172,14 +173,14 @@ func TestFailingAgentQuarantinedThenRestored(t *testing.T) {
 	s := routedServer(t, dbtest.NewURL(t), "1s", "AX_PROBE_EVERY=1s", "AX_HEALTH_CHECK_EVERY=1s")
 	broken := filepath.Join(t.TempDir(), "tools-broken")
 	require.NoError(t, os.WriteFile(broken, nil, 0o644))
-	s.runAgent(t, "flaky", s.url, "BROKEN_TOOLS="+broken)
-	s.runAgent(t, "steady", s.url, "AX_AGENT_CAPACITY=1")
-	flakyID := s.agentReady(t, "flaky")
-	steadyID := s.agentReady(t, "steady")
+	s.RunAgent(t, "flaky", s.URL, "BROKEN_TOOLS="+broken)
+	s.RunAgent(t, "steady", s.URL, "AX_AGENT_CAPACITY=1")
+	flakyID := s.AgentReady(t, "flaky")
+	steadyID := s.AgentReady(t, "steady")
 	// On the flaky agent while the file exists, runs 1-4 of every 5 fail.
-	jobID := s.createJob(t, map[string]any{
-		"name": "work", "trigger": manual, "route": map[string]any{"strategy": "round_robin"},
-		"executor": shell(`if [ -n "$BROKEN_TOOLS" ] && [ -e "$BROKEN_TOOLS" ]; then
+	jobID := s.CreateJob(t, map[string]any{
+		"name": "work", "trigger": e2ekit.Manual, "route": map[string]any{"strategy": "round_robin"},
+		"executor": e2ekit.Shell(`if [ -n "$BROKEN_TOOLS" ] && [ -e "$BROKEN_TOOLS" ]; then
   echo run >> "$BROKEN_TOOLS.runs"; n=$(wc -l < "$BROKEN_TOOLS.runs")
   if [ $((n % 5)) -ne 0 ]; then echo "tools broken (run $n)" >&2; exit 1; fi
 fi
@@ -189,11 +190,11 @@ sleep 0.3; echo done`),
 
 	// Round robin: one run of each pair is the flaky agent's.
 	var failedOnFlaky, ranOnFlaky int
-	for round := 0; s.agentNamed(t, "flaky")["state"] != "quarantined"; round++ {
+	for round := 0; s.AgentNamed(t, "flaky")["state"] != "quarantined"; round++ {
 		require.Less(t, round, 15, "the flaky agent is quarantined")
-		ids, states := s.fireAndSettle(t, jobID, 2, nil)
+		ids, states := fireAndSettle(t, s, jobID, 2, nil)
 		for i, id := range ids {
-			l := s.leaseOf(t, id)
+			l := leaseOf(t, s, id)
 			require.Equal(t, states[i], l.Result)
 			if l.ResultBy == flakyID {
 				ranOnFlaky++
@@ -206,13 +207,13 @@ sleep 0.3; echo done`),
 		}
 	}
 	quarantined := time.Now()
-	flaky := s.agentNamed(t, "flaky")
+	flaky := s.AgentNamed(t, "flaky")
 	t.Logf("quarantined after %d of its runs failed out of %d; recent record %v", failedOnFlaky, ranOnFlaky, flaky["recent"])
 	require.NotEmpty(t, flaky["quarantined_at"])
 	require.GreaterOrEqual(t, ranOnFlaky, 5, "at least 5 outcomes before a quarantine")
 	require.GreaterOrEqual(t, float64(failedOnFlaky)/float64(ranOnFlaky), 0.5)
 	require.LessOrEqual(t, flaky["recent"].(map[string]any)["success_rate"], 0.5)
-	require.Equal(t, "active", s.agentNamed(t, "steady")["state"])
+	require.Equal(t, "active", s.AgentNamed(t, "steady")["state"])
 
 	// Still broken: bursts of 6 runs of 0.3 s, a backlog that outlasts
 	// AX_PROBE_EVERY on the steady agent's one slot, so that a probe finds
@@ -223,14 +224,14 @@ sleep 0.3; echo done`),
 	time.Sleep(routerRefresh) // runs fired before the router saw the quarantine may still be routed to it
 	var probes int
 	for time.Since(quarantined) < 5*time.Second {
-		ids, _ := s.fireAndSettle(t, jobID, 6, nil)
+		ids, _ := fireAndSettle(t, s, jobID, 6, nil)
 		for _, id := range ids {
-			if l := s.leaseOf(t, id); l.By == flakyID {
+			if l := leaseOf(t, s, id); l.By == flakyID {
 				probes++
 				require.NotEqual(t, "routed here", l.How, "no work is routed to a quarantined agent")
 			}
 		}
-		require.Equal(t, "quarantined", s.agentNamed(t, "flaky")["state"], "failing probes keep it quarantined")
+		require.Equal(t, "quarantined", s.AgentNamed(t, "flaky")["state"], "failing probes keep it quarantined")
 	}
 	require.Positive(t, probes, "a quarantined agent is probed")
 	require.LessOrEqual(t, probes, int(time.Since(quarantined)/time.Second)+1, "one probe per AX_PROBE_EVERY")
@@ -239,25 +240,25 @@ sleep 0.3; echo done`),
 	// Fixed: its probes succeed and it is restored.
 	require.NoError(t, os.Remove(broken))
 	fixed := time.Now()
-	for s.agentNamed(t, "flaky")["state"] != "active" {
+	for s.AgentNamed(t, "flaky")["state"] != "active" {
 		require.Less(t, time.Since(fixed), 30*time.Second, "the fixed agent is restored")
-		s.fireAndWait(t, jobID, 6, nil)
+		fireAndWait(t, s, jobID, 6, nil)
 	}
-	restored := s.agentNamed(t, "flaky")
+	restored := s.AgentNamed(t, "flaky")
 	require.Nil(t, restored["quarantined_at"])
 	t.Logf("restored %s after the fix", time.Since(fixed).Round(time.Millisecond))
 
 	// Routed work comes back to it.
 	time.Sleep(routerRefresh)
-	back := s.fireAndWait(t, jobID, 6, nil)
+	back := fireAndWait(t, s, jobID, 6, nil)
 	routedToFlaky := 0
 	for _, id := range back {
-		if l := s.leaseOf(t, id); l.By == flakyID && l.How == "routed here" {
+		if l := leaseOf(t, s, id); l.By == flakyID && l.How == "routed here" {
 			routedToFlaky++
 		}
 	}
 	require.Positive(t, routedToFlaky, "a restored agent gets routed work again")
-	ran := s.ranOn(t, back)
+	ran := ranOn(t, s, back)
 	require.Equal(t, len(back), ran[flakyID]+ran[steadyID])
 }
 
@@ -268,31 +269,31 @@ sleep 0.3; echo done`),
 func TestNotReadyAgentGetsNoTasks(t *testing.T) {
 	t.Parallel()
 	s := routedServer(t, dbtest.NewURL(t), "2s")
-	pool := openPool(t, s.dbURL)
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	installed := filepath.Join(t.TempDir(), "tools-installed")
-	unready := s.runAgent(t, "unready", s.url, "AX_READY_COMMAND=test -e "+installed, "AX_READY_RETRY=300ms")
-	s.runAgent(t, "ready", s.url)
-	readyID := s.agentReady(t, "ready")
+	unready := s.RunAgent(t, "unready", s.URL, "AX_READY_COMMAND=test -e "+installed, "AX_READY_RETRY=300ms")
+	s.RunAgent(t, "ready", s.URL)
+	readyID := s.AgentReady(t, "ready")
 	var unreadyID string
 	require.Eventually(t, func() bool {
-		a := s.agentNamed(t, "unready")
+		a := s.AgentNamed(t, "unready")
 		if a == nil || a["state"] != "active" || a["ready"] != false {
 			return false
 		}
 		unreadyID = a["id"].(string)
 		return strings.Contains(unready.Output(), "self-check failed: agent not ready")
 	}, 30*time.Second, 100*time.Millisecond, "the unready agent is registered, alive and not ready")
-	jobID := s.createJob(t, map[string]any{
-		"name": "work", "trigger": manual, "executor": shell("echo work"),
+	jobID := s.CreateJob(t, map[string]any{
+		"name": "work", "trigger": e2ekit.Manual, "executor": e2ekit.Shell("echo work"),
 		"route": map[string]any{"strategy": "round_robin"},
 	})
 
 	var early []string
 	for range 3 {
-		early = append(early, s.fireAndWait(t, jobID, 4, nil)...)
+		early = append(early, fireAndWait(t, s, jobID, 4, nil)...)
 	}
-	require.Equal(t, map[string]int{readyID: len(early)}, s.ranOn(t, early), "the ready agent runs everything")
-	a := s.agentNamed(t, "unready")
+	require.Equal(t, map[string]int{readyID: len(early)}, ranOn(t, s, early), "the ready agent runs everything")
+	a := s.AgentNamed(t, "unready")
 	require.Equal(t, false, a["ready"])
 	require.Equal(t, 0, served(a))
 	var events int
@@ -305,12 +306,12 @@ func TestNotReadyAgentGetsNoTasks(t *testing.T) {
 
 	// Its tools arrive: the check passes, and it gets work.
 	require.NoError(t, os.WriteFile(installed, nil, 0o644))
-	require.Equal(t, unreadyID, s.agentReady(t, "unready"))
+	require.Equal(t, unreadyID, s.AgentReady(t, "unready"))
 	time.Sleep(routerRefresh)
-	later := s.fireAndWait(t, jobID, 8, nil)
+	later := fireAndWait(t, s, jobID, 8, nil)
 	routedHere := 0
 	for _, id := range later {
-		if l := s.leaseOf(t, id); l.ResultBy == unreadyID && l.How == "routed here" {
+		if l := leaseOf(t, s, id); l.ResultBy == unreadyID && l.How == "routed here" {
 			routedHere++
 		}
 	}
@@ -324,26 +325,26 @@ func TestNotReadyAgentGetsNoTasks(t *testing.T) {
 func TestWeightedAgentGetsItsShare(t *testing.T) {
 	t.Parallel()
 	s := routedServer(t, dbtest.NewURL(t), "30s")
-	pool := openPool(t, s.dbURL)
-	s.runAgent(t, "heavy", s.url, "AX_AGENT_WEIGHT=3", "AX_AGENT_CAPACITY=8")
-	s.runAgent(t, "light", s.url, "AX_AGENT_WEIGHT=1", "AX_AGENT_CAPACITY=8")
-	heavyID := s.agentReady(t, "heavy")
-	lightID := s.agentReady(t, "light")
-	require.Equal(t, float64(3), s.agentNamed(t, "heavy")["weight"])
-	require.Equal(t, float64(1), s.agentNamed(t, "light")["weight"])
-	jobID := s.createJob(t, map[string]any{
-		"name": "weighted", "trigger": manual, "executor": shell("echo w"),
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	s.RunAgent(t, "heavy", s.URL, "AX_AGENT_WEIGHT=3", "AX_AGENT_CAPACITY=8")
+	s.RunAgent(t, "light", s.URL, "AX_AGENT_WEIGHT=1", "AX_AGENT_CAPACITY=8")
+	heavyID := s.AgentReady(t, "heavy")
+	lightID := s.AgentReady(t, "light")
+	require.Equal(t, float64(3), s.AgentNamed(t, "heavy")["weight"])
+	require.Equal(t, float64(1), s.AgentNamed(t, "light")["weight"])
+	jobID := s.CreateJob(t, map[string]any{
+		"name": "weighted", "trigger": e2ekit.Manual, "executor": e2ekit.Shell("echo w"),
 		"route": map[string]any{"strategy": "weighted"},
 	})
 	var runs []string
 	for range 5 {
-		runs = append(runs, s.fireAndWait(t, jobID, 8, nil)...)
+		runs = append(runs, fireAndWait(t, s, jobID, 8, nil)...)
 	}
 	routed := map[string]int{}
 	for _, r := range routesOf(t, pool, runs) {
 		routed[r.Preferred]++
 	}
-	require.Equal(t, routed, s.ranOn(t, runs), "each run ran where it was routed")
+	require.Equal(t, routed, ranOn(t, s, runs), "each run ran where it was routed")
 	t.Logf("40 weighted runs: heavy %d, light %d", routed[heavyID], routed[lightID])
 	require.Equal(t, len(runs), routed[heavyID]+routed[lightID])
 	// Binomial(40, 3/4): heavy ≤ light has a probability near 1e-4.

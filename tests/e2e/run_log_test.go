@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -75,7 +76,7 @@ func TestRunLogLines(t *testing.T) {
 		"AX_ADDR=127.0.0.1:0", "AX_LOG_FORMAT=json", "AX_LOG_LEVEL=debug", "AX_HEARTBEAT_INTERVAL=1s"}, "serve")
 	url := "http://" + proctest.WaitServing(t, srv, 90*time.Second)
 	proctest.WaitHTTP(t, url+"/readyz", 90*time.Second)
-	s := &server{url: url, key: key, proc: srv}
+	s := &e2ekit.Server{URL: url, Key: key, Proc: srv}
 	agentKey, err := exec.Command(proctest.Binary(t, "ax"), "key", "create", "--server", url, "--key", key, "--scope", "agent").Output()
 	require.NoError(t, err)
 	var agents []*proctest.Process
@@ -127,7 +128,7 @@ func TestRunLogLines(t *testing.T) {
 
 	// A cron job every second for 5 s, a manual run, and a run whose first
 	// attempt fails and is retried.
-	status, cron := s.api(t, "POST", "/v1/jobs", map[string]any{"name": "tick", "group": "clock",
+	status, cron := s.API(t, "POST", "/v1/jobs", map[string]any{"name": "tick", "group": "clock",
 		"trigger":  map[string]any{"kind": "cron", "cron": "* * * * * *", "timezone": "UTC"},
 		"executor": map[string]any{"kind": "shell", "command": "echo tick"}})
 	require.Equal(t, http.StatusCreated, status, cron)
@@ -136,7 +137,7 @@ func TestRunLogLines(t *testing.T) {
 		return len(matching(l, "INFO", "run fired", map[string]any{"job_id": cronID})) >= 5 &&
 			len(matching(l, "INFO", "run ended", map[string]any{"job": "clock/tick", "state": "succeeded"})) >= 5
 	})
-	status, _ = s.api(t, "POST", "/v1/jobs/"+cronID+"/pause", nil)
+	status, _ = s.API(t, "POST", "/v1/jobs/"+cronID+"/pause", nil)
 	require.Equal(t, http.StatusOK, status)
 	ended := matching(lines, "INFO", "run ended", map[string]any{"job": "clock/tick", "state": "succeeded"})[0]
 	require.NotEmpty(t, ended["execution_id"])
@@ -144,12 +145,12 @@ func TestRunLogLines(t *testing.T) {
 	require.Equal(t, float64(1), ended["attempt"])
 	require.Equal(t, "schedule", ended["cause"])
 
-	status, manual := s.api(t, "POST", "/v1/jobs", map[string]any{"name": "flaky", "group": "ops",
+	status, manual := s.API(t, "POST", "/v1/jobs", map[string]any{"name": "flaky", "group": "ops",
 		"trigger":  map[string]any{"kind": "manual"},
 		"retry":    map[string]any{"max_attempts": 2, "backoff_seconds": 1},
 		"executor": map[string]any{"kind": "shell", "command": "exit 3"}})
 	require.Equal(t, http.StatusCreated, status, manual)
-	status, run := s.api(t, "POST", "/v1/jobs/"+manual["id"].(string)+"/trigger", map[string]any{})
+	status, run := s.API(t, "POST", "/v1/jobs/"+manual["id"].(string)+"/trigger", map[string]any{})
 	require.Equal(t, http.StatusAccepted, status, run)
 	runID := run["id"].(string)
 	lines = waitLines(t, srv, "the manual run's end", func(l []map[string]any) bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // TestShardCountChangeWhileARunIsUnfinished: a real ax serve. A run of a
@@ -22,7 +23,7 @@ import (
 // only the next run has one shard (key <exec>).
 func TestShardCountChangeWhileARunIsUnfinished(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var got []string // "<Ax-Shard-Total> <Idempotency-Key>" of each request
@@ -44,21 +45,21 @@ func TestShardCountChangeWhileARunIsUnfinished(t *testing.T) {
 	seen := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
 	callbacks := newCallbackSink(t)
 
-	job := s.createJob(t, map[string]any{"name": "reshard", "trigger": map[string]any{"kind": "manual"},
+	job := s.CreateJob(t, map[string]any{"name": "reshard", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "http", "url": target.URL}, "shards": map[string]any{"count": 3},
 		"retry": map[string]any{"max_attempts": 1}, "callback": map[string]any{"url": callbacks.URL}})
-	first := s.trigger(t, job)
+	first := s.Trigger(t, job)
 	require.Eventually(t, func() bool { return len(seen()) == 3 }, 30*time.Second, 20*time.Millisecond,
 		"the three shards' requests are in flight")
 
-	status, out := s.api(t, "PATCH", "/v1/jobs/"+job, map[string]any{"shards": map[string]any{"count": 1}})
+	status, out := s.API(t, "PATCH", "/v1/jobs/"+job, map[string]any{"shards": map[string]any{"count": 1}})
 	require.Equal(t, http.StatusOK, status, out)
 	require.EqualValues(t, 1, out["shards"].(map[string]any)["count"])
 	close(release)
 
-	require.Equal(t, "succeeded", s.waitExecution(t, first, 60*time.Second))
+	require.Equal(t, "succeeded", s.WaitExecution(t, first, 60*time.Second))
 	require.ElementsMatch(t, []string{"3 " + first + ":0", "3 " + first + ":1", "3 " + first + ":2"}, seen())
-	_, run := s.api(t, "GET", "/v1/executions/"+first, nil)
+	_, run := s.API(t, "GET", "/v1/executions/"+first, nil)
 	require.EqualValues(t, 3, run["shard_count"])
 	require.Len(t, run["tasks"], 3)
 	for _, raw := range run["tasks"].([]any) {
@@ -74,9 +75,9 @@ func TestShardCountChangeWhileARunIsUnfinished(t *testing.T) {
 	require.Len(t, shards["items"], 3)
 	require.Equal(t, "succeeded", body["state"])
 
-	second := s.trigger(t, job)
-	require.Equal(t, "succeeded", s.waitExecution(t, second, 60*time.Second))
-	_, run = s.api(t, "GET", "/v1/executions/"+second, nil)
+	second := s.Trigger(t, job)
+	require.Equal(t, "succeeded", s.WaitExecution(t, second, 60*time.Second))
+	_, run = s.API(t, "GET", "/v1/executions/"+second, nil)
 	require.EqualValues(t, 1, run["shard_count"])
 	require.Equal(t, "1 "+second, seen()[3], "the next run has the new count")
 }

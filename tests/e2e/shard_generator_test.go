@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // TestGeneratedShardParamsReachAgents: the shards of a mod job's run, run
@@ -16,9 +18,9 @@ import (
 // for that fire.
 func TestGeneratedShardParamsReachAgents(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	s.startAgent(t, "gen", "4")
-	status, job := s.api(t, "POST", "/v1/jobs", map[string]any{
+	s := e2ekit.StartServer(t)
+	startAgent(t, s, "gen", "4")
+	status, job := s.API(t, "POST", "/v1/jobs", map[string]any{
 		"name":     "mod-sharded",
 		"trigger":  map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": `echo "shard=$AX_SHARD_INDEX param=$AX_SHARD_PARAM"`},
@@ -26,20 +28,20 @@ func TestGeneratedShardParamsReachAgents(t *testing.T) {
 	})
 	require.Equal(t, http.StatusCreated, status, job)
 	jobID := job["id"].(string)
-	status, exec := s.api(t, "POST", "/v1/jobs/"+jobID+"/trigger", nil)
+	status, exec := s.API(t, "POST", "/v1/jobs/"+jobID+"/trigger", nil)
 	require.Equal(t, http.StatusAccepted, status, exec)
 	execID := exec["id"].(string)
 
 	require.Eventually(t, func() bool {
-		_, got := s.api(t, "GET", "/v1/executions/"+execID, nil)
+		_, got := s.API(t, "GET", "/v1/executions/"+execID, nil)
 		return got["state"] == "succeeded" || got["state"] == "failed"
 	}, 60*time.Second, 200*time.Millisecond)
-	_, got := s.api(t, "GET", "/v1/executions/"+execID, nil)
+	_, got := s.API(t, "GET", "/v1/executions/"+execID, nil)
 	require.Equal(t, "succeeded", got["state"], got)
 
-	status, preview := s.api(t, "POST", "/v1/jobs/"+jobID+"/shards/preview", map[string]any{"at": got["scheduled_for"]})
+	status, preview := s.API(t, "POST", "/v1/jobs/"+jobID+"/shards/preview", map[string]any{"at": got["scheduled_for"]})
 	require.Equal(t, http.StatusOK, status, preview)
-	_, logs := s.api(t, "GET", "/v1/executions/"+execID+"/logs?kind=log", nil)
+	_, logs := s.API(t, "GET", "/v1/executions/"+execID+"/logs?kind=log", nil)
 	var output strings.Builder
 	for _, e := range logs["events"].([]any) {
 		output.WriteString(e.(map[string]any)["message"].(string))

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -54,7 +55,7 @@ func TestServeTLSAndAgentOverHTTPS(t *testing.T) {
 	proc := proctest.Start(t, proctest.Binary(t, "ax"), []string{"DATABASE_URL=" + dbURL, "AX_ADMIN_KEY=" + key,
 		"AX_ADDR=127.0.0.1:0"}, "serve", "--tls-cert", certFile, "--tls-key", keyFile)
 	addr := proctest.WaitServing(t, proc, 90*time.Second)
-	s := &server{url: "https://" + addr, dbURL: dbURL, key: key, proc: proc, caFile: certFile}
+	s := &e2ekit.Server{URL: "https://" + addr, DBURL: dbURL, Key: key, Proc: proc, CAFile: certFile}
 
 	pemCert, err := os.ReadFile(certFile)
 	require.NoError(t, err)
@@ -62,7 +63,7 @@ func TestServeTLSAndAgentOverHTTPS(t *testing.T) {
 	require.True(t, roots.AppendCertsFromPEM(pemCert))
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 2 * time.Second}
 	require.Eventually(t, func() bool {
-		resp, err := client.Get(s.url + "/readyz")
+		resp, err := client.Get(s.URL + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -73,7 +74,7 @@ func TestServeTLSAndAgentOverHTTPS(t *testing.T) {
 	// HTTP/2 gets the same limits: a 64 MiB job is refused unread.
 	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true},
 		Timeout: 10 * time.Second}
-	req, _ := http.NewRequest("POST", s.url+"/v1/jobs", io.LimitReader(repeatReader("x"), 64*mib))
+	req, _ := http.NewRequest("POST", s.URL+"/v1/jobs", io.LimitReader(repeatReader("x"), 64*mib))
 	req.ContentLength = 64 * mib
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
@@ -91,11 +92,11 @@ func TestServeTLSAndAgentOverHTTPS(t *testing.T) {
 	}
 
 	// An agent trusting the certificate registers over https.
-	agentKey := s.keyWithScope(t, "agent")
-	proctest.Start(t, proctest.Binary(t, "ax-agent"), []string{"AX_SERVER=" + s.url, "AX_AGENT_KEY=" + agentKey,
+	agentKey := keyWithScope(t, s, "agent")
+	proctest.Start(t, proctest.Binary(t, "ax-agent"), []string{"AX_SERVER=" + s.URL, "AX_AGENT_KEY=" + agentKey,
 		"AX_AGENT_NAME=tls-agent", "SSL_CERT_FILE=" + certFile})
 	require.Eventually(t, func() bool {
-		req, _ := http.NewRequest("GET", s.url+"/v1/agents", nil)
+		req, _ := http.NewRequest("GET", s.URL+"/v1/agents", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := client.Do(req)
 		if err != nil {
@@ -129,9 +130,9 @@ func TestAgentRefusesPlainHTTPOffLoopback(t *testing.T) {
 
 func TestMetricsKeyRequired(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_METRICS_AUTH=true")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_METRICS_AUTH=true")
 	get := func(path, key string) int {
-		req, _ := http.NewRequest("GET", s.url+path, nil)
+		req, _ := http.NewRequest("GET", s.URL+path, nil)
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
@@ -141,14 +142,14 @@ func TestMetricsKeyRequired(t *testing.T) {
 		return resp.StatusCode
 	}
 	require.Equal(t, http.StatusUnauthorized, get("/metrics", ""))
-	require.Equal(t, http.StatusForbidden, get("/metrics", s.keyWithScope(t, "agent")))
-	require.Equal(t, http.StatusOK, get("/metrics", s.keyWithScope(t, "read")))
+	require.Equal(t, http.StatusForbidden, get("/metrics", keyWithScope(t, s, "agent")))
+	require.Equal(t, http.StatusOK, get("/metrics", keyWithScope(t, s, "read")))
 	require.Equal(t, http.StatusOK, get("/readyz", ""), "probes stay open")
 	require.Equal(t, http.StatusOK, get("/healthz", ""))
 
 	// By default /metrics is open, as Prometheus expects.
-	open := startServer(t)
-	resp, err := http.Get(open.url + "/metrics")
+	open := e2ekit.StartServer(t)
+	resp, err := http.Get(open.URL + "/metrics")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -156,15 +157,15 @@ func TestMetricsKeyRequired(t *testing.T) {
 
 func TestLongPollOutlivesReadTimeout(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_READ_TIMEOUT=1s")
-	status, reg := s.api(t, "POST", "/v1/agents/register", map[string]any{"name": "poller", "capacity": 1})
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_READ_TIMEOUT=1s")
+	status, reg := s.API(t, "POST", "/v1/agents/register", map[string]any{"name": "poller", "capacity": 1})
 	require.Equal(t, http.StatusCreated, status, reg)
 	token := reg["token"].(string)
 
 	// A lease request waits 3 s for work: past the 1 s read timeout and
 	// the read deadlines of its body; it must still get its (empty) answer.
 	began := time.Now()
-	req, _ := http.NewRequest("POST", s.url+"/v1/agents/"+reg["agent_id"].(string)+"/lease",
+	req, _ := http.NewRequest("POST", s.URL+"/v1/agents/"+reg["agent_id"].(string)+"/lease",
 		strings.NewReader(`{"max":1,"wait_seconds":3}`))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")

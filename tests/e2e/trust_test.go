@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -31,16 +32,16 @@ import (
 // rewritten on the way to claim shell) refuses to run it.
 func TestAgentProcessesRunOnlyTheirExecutors(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
-	pool := openPool(t, s.dbURL)
+	s := e2ekit.StartServer(t)
+	pool := e2ekit.OpenPool(t, s.DBURL)
 	dir := t.TempDir()
 	ran := filepath.Join(dir, "ran")
 
-	s.runAgent(t, "plain", s.url, "AX_EXECUTORS=", "AX_AGENT_LABELS=pool=plain") // the default: handler,http
-	plainID := s.agentReady(t, "plain")
-	job := s.createJob(t, map[string]any{"name": "sh", "trigger": map[string]any{"kind": "manual"},
+	s.RunAgent(t, "plain", s.URL, "AX_EXECUTORS=", "AX_AGENT_LABELS=pool=plain") // the default: handler,http
+	plainID := s.AgentReady(t, "plain")
+	job := s.CreateJob(t, map[string]any{"name": "sh", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "touch " + ran}})
-	exec := s.trigger(t, job)
+	exec := s.Trigger(t, job)
 
 	// It waits: unassigned (one agent is too few to route to), it was
 	// leasable at once, yet the plain agent has not taken it. The proof
@@ -52,25 +53,25 @@ func TestAgentProcessesRunOnlyTheirExecutors(t *testing.T) {
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}))
 	t.Cleanup(target.Close)
-	later := s.trigger(t, s.createJob(t, map[string]any{"name": "later", "trigger": map[string]any{"kind": "manual"},
+	later := s.Trigger(t, s.CreateJob(t, map[string]any{"name": "later", "trigger": map[string]any{"kind": "manual"},
 		"target":   map[string]any{"labels": map[string]string{"pool": "plain"}},
 		"executor": map[string]any{"kind": "http", "url": target.URL}}))
-	require.Equal(t, "succeeded", s.waitExecution(t, later, 15*time.Second), "the plain agent polls and runs what it can")
-	require.Equal(t, plainID, tasksOf(t, pool, later)[0].AgentID)
-	tasks := tasksOf(t, pool, exec)
+	require.Equal(t, "succeeded", s.WaitExecution(t, later, 15*time.Second), "the plain agent polls and runs what it can")
+	require.Equal(t, plainID, e2ekit.TasksOf(t, pool, later)[0].AgentID)
+	tasks := e2ekit.TasksOf(t, pool, exec)
 	require.Len(t, tasks, 1)
 	require.Equal(t, "pending", tasks[0].State, "no agent without shell leases a shell task")
 	require.NoFileExists(t, ran)
-	require.Equal(t, []any{"handler", "http"}, s.agentNamed(t, "plain")["executors"])
+	require.Equal(t, []any{"handler", "http"}, s.AgentNamed(t, "plain")["executors"])
 	var reason string
 	require.NoError(t, pool.QueryRow(context.Background(),
 		"SELECT reason FROM ax.tasks_without_agent WHERE execution_id = $1", exec).Scan(&reason))
 	require.Contains(t, reason, "accepts executor shell")
 
-	s.runAgent(t, "sheller", s.url, "AX_EXECUTORS=shell")
-	require.Equal(t, "succeeded", s.waitExecution(t, exec, 15*time.Second))
+	s.RunAgent(t, "sheller", s.URL, "AX_EXECUTORS=shell")
+	require.Equal(t, "succeeded", s.WaitExecution(t, exec, 15*time.Second))
 	require.FileExists(t, ran)
-	require.Equal(t, s.agentReady(t, "sheller"), tasksOf(t, pool, exec)[0].AgentID)
+	require.Equal(t, s.AgentReady(t, "sheller"), e2ekit.TasksOf(t, pool, exec)[0].AgentID)
 	var plainEvents int
 	require.NoError(t, pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM ax.all_task_events WHERE execution_id = $1 AND agent_id = $2`, exec, plainID).Scan(&plainEvents))
@@ -79,17 +80,17 @@ func TestAgentProcessesRunOnlyTheirExecutors(t *testing.T) {
 	// A server that hands a shell task to an agent without shell (here: it
 	// was told the agent accepts shell) gets the task refused, not run.
 	forged := filepath.Join(dir, "forged")
-	proxy := newExecutorClaimProxy(t, s.url)
-	s.runAgent(t, "liar", proxy, "AX_EXECUTORS=handler,http", "AX_AGENT_LABELS=pool=liar")
-	s.agentReady(t, "liar")
-	job = s.createJob(t, map[string]any{"name": "forged", "trigger": map[string]any{"kind": "manual"},
+	proxy := newExecutorClaimProxy(t, s.URL)
+	s.RunAgent(t, "liar", proxy, "AX_EXECUTORS=handler,http", "AX_AGENT_LABELS=pool=liar")
+	s.AgentReady(t, "liar")
+	job = s.CreateJob(t, map[string]any{"name": "forged", "trigger": map[string]any{"kind": "manual"},
 		"target":   map[string]any{"labels": map[string]string{"pool": "liar"}},
 		"executor": map[string]any{"kind": "shell", "command": "touch " + forged},
 		"retry":    map[string]any{"max_attempts": 1}})
-	exec = s.trigger(t, job)
-	require.Equal(t, "failed", s.waitExecution(t, exec, 15*time.Second))
+	exec = s.Trigger(t, job)
+	require.Equal(t, "failed", s.WaitExecution(t, exec, 15*time.Second))
 	require.NoFileExists(t, forged)
-	require.Contains(t, tasksOf(t, pool, exec)[0].Error, `executor kind "shell" is not enabled on this agent`)
+	require.Contains(t, e2ekit.TasksOf(t, pool, exec)[0].Error, `executor kind "shell" is not enabled on this agent`)
 }
 
 // newExecutorClaimProxy forwards to target, adding shell to the executors
@@ -125,35 +126,35 @@ func newExecutorClaimProxy(t *testing.T, target string) string {
 // labels, and `ax key revoke` of that key stops the agent's own token.
 func TestKeyCommandLimits(t *testing.T) {
 	t.Parallel()
-	s := startServer(t)
+	s := e2ekit.StartServer(t)
 	key := func(args ...string) string {
-		cmd := exec.Command(proctest.Binary(t, "ax"), append([]string{"key", "--server", s.url, "--key", s.key, "create"}, args...)...)
+		cmd := exec.Command(proctest.Binary(t, "ax"), append([]string{"key", "--server", s.URL, "--key", s.Key, "create"}, args...)...)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		require.NoError(t, err)
 		return strings.TrimSpace(string(out))
 	}
 	billing := key("--scope", "submit", "--groups", "billing,invoices")
-	reports := s.createJob(t, map[string]any{"name": "r", "group": "reports", "trigger": map[string]any{"kind": "manual"},
+	reports := s.CreateJob(t, map[string]any{"name": "r", "group": "reports", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "handler", "handler": "r"}})
-	status, _ := getAs(t, s.url+"/v1/jobs/"+reports, billing)
+	status, _ := getAs(t, s.URL+"/v1/jobs/"+reports, billing)
 	require.Equal(t, http.StatusNotFound, status)
-	status, _ = postAs(t, s.url+"/v1/jobs", billing, map[string]any{"name": "i", "group": "invoices",
+	status, _ = e2ekit.PostAs(t, s.URL+"/v1/jobs", billing, map[string]any{"name": "i", "group": "invoices",
 		"trigger": map[string]any{"kind": "manual"}, "executor": map[string]any{"kind": "handler", "handler": "i"}})
 	require.Equal(t, http.StatusCreated, status)
 
 	agentKey := key("--scope", "agent", "--labels", "pool=billing")
-	status, body := postAs(t, s.url+"/v1/agents/register", agentKey, map[string]any{"name": "x", "capacity": 1,
+	status, body := e2ekit.PostAs(t, s.URL+"/v1/agents/register", agentKey, map[string]any{"name": "x", "capacity": 1,
 		"labels": map[string]string{"pool": "payments"}})
 	require.Equal(t, http.StatusForbidden, status, body)
-	status, creds := postAs(t, s.url+"/v1/agents/register", agentKey, map[string]any{"name": "x", "capacity": 1,
+	status, creds := e2ekit.PostAs(t, s.URL+"/v1/agents/register", agentKey, map[string]any{"name": "x", "capacity": 1,
 		"labels": map[string]string{"pool": "billing"}})
 	require.Equal(t, http.StatusCreated, status, creds)
-	beat := s.url + "/v1/agents/" + creds["agent_id"].(string) + "/heartbeat"
-	status, _ = postAs(t, beat, creds["token"].(string), map[string]any{"tasks": []any{}, "running": 0})
+	beat := s.URL + "/v1/agents/" + creds["agent_id"].(string) + "/heartbeat"
+	status, _ = e2ekit.PostAs(t, beat, creds["token"].(string), map[string]any{"tasks": []any{}, "running": 0})
 	require.Equal(t, http.StatusOK, status)
 
-	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "list").Output()
+	out, err := exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.URL, "--key", s.Key, "list").Output()
 	require.NoError(t, err)
 	var keyID string
 	for _, line := range strings.Split(string(out), "\n") {
@@ -162,9 +163,9 @@ func TestKeyCommandLimits(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, keyID, "ax key list shows the binding: %s", out)
-	require.NoError(t, exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.url, "--key", s.key, "revoke", keyID).Run())
+	require.NoError(t, exec.Command(proctest.Binary(t, "ax"), "key", "--server", s.URL, "--key", s.Key, "revoke", keyID).Run())
 	require.Eventually(t, func() bool {
-		status, _ := postAs(t, beat, creds["token"].(string), map[string]any{"tasks": []any{}, "running": 0})
+		status, _ := e2ekit.PostAs(t, beat, creds["token"].(string), map[string]any{"tasks": []any{}, "running": 0})
 		return status == http.StatusUnauthorized
 	}, time.Second, 20*time.Millisecond, "the agent's token dies with its key")
 }

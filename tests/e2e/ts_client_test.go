@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
@@ -27,12 +28,12 @@ func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	dir := tsClientDir(t)
 	node := requireNode(t, dir)
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
-	s.runAgent(t, "ts-agent", s.url)
-	s.agentReady(t, "ts-agent")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.RunAgent(t, "ts-agent", s.URL)
+	s.AgentReady(t, "ts-agent")
 
 	script := compileTS(t, node, dir)
-	proc := proctest.Start(t, node, []string{"AX_SERVER=" + s.url, "AX_API_KEY=" + s.key}, script)
+	proc := proctest.Start(t, node, []string{"AX_SERVER=" + s.URL, "AX_API_KEY=" + s.Key}, script)
 	// On failure proctest logs what node printed (the failed assertion).
 	require.NoError(t, proc.Wait(2*time.Minute), "node %s", script)
 	t.Logf("node %s: %s", filepath.Base(script), proc.Output())
@@ -93,9 +94,9 @@ func TestTypeScriptExample(t *testing.T) {
 	t.Parallel()
 	dir := tsClientDir(t)
 	node := requireNode(t, dir)
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
-	s.runAgent(t, "ts-example-agent", s.url)
-	s.agentReady(t, "ts-example-agent")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s.RunAgent(t, "ts-example-agent", s.URL)
+	s.AgentReady(t, "ts-example-agent")
 
 	pkg := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -111,7 +112,7 @@ func TestTypeScriptExample(t *testing.T) {
 	}
 	require.NoError(t, os.Symlink(filepath.Join(dir, "node_modules"), filepath.Join(pkg, "node_modules")))
 
-	proc := proctest.Start(t, node, []string{"AX_SERVER=" + s.url, "AX_API_KEY=" + s.key}, filepath.Join(pkg, "example.mjs"))
+	proc := proctest.Start(t, node, []string{"AX_SERVER=" + s.URL, "AX_API_KEY=" + s.Key}, filepath.Join(pkg, "example.mjs"))
 	require.NoError(t, proc.Wait(2*time.Minute), "node example.mjs")
 	out := proc.Output()
 	t.Logf("node example.mjs:\n%s", out)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
+	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
 )
 
 // TestWriteOnlySecretsSurviveTheRoundTrip: an HTTP job's header value and
@@ -16,7 +17,7 @@ import (
 // sends carries the stored Authorization header and query value.
 func TestWriteOnlySecretsSurviveTheRoundTrip(t *testing.T) {
 	t.Parallel()
-	s := startServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
+	s := e2ekit.StartServerOn(t, dbtest.NewURL(t), "AX_OUTBOUND_ALLOW_LOOPBACK=true")
 	type seen struct{ auth, sig string }
 	got := make(chan seen, 4)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -30,20 +31,20 @@ func TestWriteOnlySecretsSurviveTheRoundTrip(t *testing.T) {
 		"name": "secret", "trigger": map[string]any{"kind": "manual"}, "retry": map[string]any{"max_attempts": 1},
 		"executor": map[string]any{"kind": "http", "url": recv.URL + "/run?sig=s3cret-sig",
 			"headers": map[string]string{"Authorization": "Bearer s3cret-header"}}}}}
-	status, report := s.api(t, "POST", "/v1/declarations", decl)
+	status, report := s.API(t, "POST", "/v1/declarations", decl)
 	require.Equal(t, http.StatusOK, status, report)
 	id := report["jobs"].([]any)[0].(map[string]any)["id"].(string)
 
-	out, err := s.ax(t, "job", "get", id, "-o", "yaml")
+	out, err := s.AX(t, "job", "get", id, "-o", "yaml")
 	require.NoError(t, err, out)
 	require.NotContains(t, out, "s3cret")
 	require.Contains(t, out, "Authorization: ax-redacted")
 	require.Contains(t, out, "sig=ax-redacted")
-	applied, err := s.axStdin(t, out, "apply", "-f", "-")
+	applied, err := axStdin(t, s, out, "apply", "-f", "-")
 	require.NoError(t, err, applied)
 	require.Contains(t, applied, "1 unchanged")
 
-	exec := s.trigger(t, id)
-	require.Equal(t, "succeeded", s.waitExecution(t, exec, 60e9))
+	exec := s.Trigger(t, id)
+	require.Equal(t, "succeeded", s.WaitExecution(t, exec, 60e9))
 	require.Equal(t, seen{auth: "Bearer s3cret-header", sig: "s3cret-sig"}, <-got)
 }
