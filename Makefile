@@ -16,8 +16,9 @@ SPEC_LINT := openapi/lint
 # Tests start processes and databases: keep the suite inside 10 minutes.
 TEST_TIMEOUT ?= 9m
 # How many test packages run at once (go test -p; its default is the number
-# of CPUs): tests/e2e mostly waits on its processes, so on two cores a third
-# package keeps both busy meanwhile.
+# of CPUs): the end-to-end packages (tests/e2e and tests/e2e/cluster) mostly
+# wait on their processes, so on two cores a third package keeps both busy
+# meanwhile.
 TEST_P ?= 3
 BENCH ?= .
 BENCH_COUNT ?= 3
@@ -66,11 +67,11 @@ test: build ## Run every test with -race against Postgres (DATABASE_URL, 127.0.0
 # whatever this is (the testing package checks after each test).
 test-go: export GORACE ?= atexit_sleep_ms=0
 test-go:
-	@# tests/e2e first: its longest test runs 30 s of wall clock, it must not start last.
-	$(AX) dev exec -- $(GO) test -race -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./tests/e2e/ ./...
+	@# The end-to-end packages first: their longest tests run up to a minute of wall clock, they must not start last.
+	$(AX) dev exec -- $(GO) test -race -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./tests/e2e/cluster/ ./tests/e2e/ ./...
 
 faults: build ## Run the fault tests too long for make test: failover to a promoted synchronous standby (Postgres 15 binaries).
-	$(GO) test -tags faults -count=1 -timeout 15m -run 'TestFailover' ./tests/e2e/
+	$(GO) test -tags faults -count=1 -timeout 15m -run 'TestFailover' ./tests/e2e/cluster/
 
 fuzz: build ## Fuzz job definitions (JSON → validation → store → fire), cron + time-zone parsing and task results through complete (FUZZ_JOB_EXECS, FUZZ_CRON_EXECS, FUZZ_RESULT_EXECS), all at once.
 	@$(MAKE) --no-print-directory -j3 --output-sync=target fuzz-job fuzz-cron fuzz-result

@@ -1,6 +1,6 @@
 //go:build faults
 
-package e2e
+package cluster
 
 import (
 	"context"
