@@ -45,6 +45,12 @@ func TestTasksNoAgentCanTakeStayOutOfOtherLeases(t *testing.T) {
 		return n
 	}
 	require.Equal(t, 20_000, parked(gpu.ID), "no agent has the labels: written parked")
+	// Writing 20,000 tasks under -race on a loaded machine can take longer
+	// than the two heartbeats an agent stays a routing candidate without
+	// one: it heartbeats, as a live agent does.
+	ready := true
+	_, err = e.broker.Heartbeat(ctx, other.ID, nil, &axtype.AgentLoad{Ready: &ready})
+	require.NoError(t, err)
 	mine := e.job(nil)
 	run := e.trigger(mine.ID)
 	require.Zero(t, parked(mine.ID), "an agent can take it")
