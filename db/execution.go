@@ -267,13 +267,14 @@ func taskInsertPlanned(ctx context.Context, e Executor, planned []dbsqlc.TaskPla
 		Fallback: make([]uuid.UUID, n), RouteKeys: make([]string, n), Pinned: make([]bool, n),
 		RateClasses: make([]string, n), Agentless: make([]bool, n), ConcurrencyScopes: make([]string, n),
 		ConcurrencyKeys: make([]string, n), ConcurrencyLimits: make([]int32, n), KeyErrors: make([]string, n),
-		ParamsBytes: make([]int32, n), NoAgent: make([]bool, n)}
+		ParamsBytes: make([]int32, n), NoAgent: make([]bool, n), PoolIds: make([]int32, n)}
 	for i, r := range planned {
 		p.Ids[i], p.ExecutionIds[i], p.JobIds[i] = tasks[i].ID, r.ExecutionID, r.JobID
 		p.ShardIndexes[i], p.ShardTotals[i], p.ShardParams[i] = r.ShardIndex, r.ShardTotal, r.ShardParam
 		p.Priorities[i], p.MaxAttempts[i], p.TimeoutSeconds[i] = r.Priority, r.MaxAttempts, r.TimeoutSeconds
 		p.NotBefores[i], p.RateClasses[i], p.Agentless[i] = r.NotBefore, r.RateClass, r.Agentless
 		p.ParamsBytes[i] = int32(len(tasks[i].Params))
+		p.PoolIds[i] = r.PoolID
 		if t := tasks[i]; t.ConcurrencyTemplate != "" {
 			switch {
 			case t.ConcurrencyError != "":

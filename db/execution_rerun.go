@@ -115,7 +115,7 @@ func ExecutionRerunInsert(ctx context.Context, e Executor, r *NewRerun, route ax
 			RateClass: x.RateClass, Agentless: x.Agentless, RouteStrategy: x.RouteStrategy, RouteKey: x.RouteKey,
 			TargetLabels: x.TargetLabels, Params: x.Params, JobName: x.JobName, GroupName: x.GroupName,
 			ExecutorKind: x.ExecutorKind, ConcurrencyTemplate: x.ConcurrencyTemplate,
-			ConcurrencyLimit: x.ConcurrencyLimit, ConcurrencyGroup: x.ConcurrencyGroup}
+			ConcurrencyLimit: x.ConcurrencyLimit, ConcurrencyGroup: x.ConcurrencyGroup, PoolID: x.PoolID}
 		if x.Pinned {
 			planned[i].PinnedAgentID = x.PreferredAgentID
 		}

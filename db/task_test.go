@@ -45,10 +45,25 @@ func TestLeaseQueryIsIndexDriven(t *testing.T) {
 	require.NoError(t, err)
 	t.Log(plan)
 	for _, line := range strings.Split(plan, "\n") {
-		require.False(t, strings.Contains(line, "Seq Scan on task"), "no sequential scan of tasks:\n%s", plan)
+		require.False(t, strings.Contains(line, "Seq Scan on task "), "no sequential scan of tasks:\n%s", plan)
 	}
 	for _, idx := range []string{"task_unassigned_idx", "task_preferred_idx", "task_pending_age_idx"} {
 		require.True(t, slices.ContainsFunc(strings.Split(plan, "\n"), func(l string) bool { return strings.Contains(l, idx) }),
 			"%s is used:\n%s", idx, plan)
 	}
+
+	// With many pools (migration 00079), an agent's are found through the
+	// labels' index, not by reading them all.
+	_, err = pool.Exec(ctx, `
+		INSERT INTO ax.task_pool (target_labels, executor_kind, labels_digest)
+		SELECT l, 'shell', md5(l::text)::uuid
+		FROM (SELECT jsonb_build_object('pool', 'gpu', 'n', i::text) AS l FROM generate_series(1, 20000) AS i) x;
+		ANALYZE ax.task_pool`)
+	require.NoError(t, err)
+	plan, err = db.TaskLeasePlan(ctx, pool, &db.TaskLeasePickParams{AgentIDs: []uuid.UUID{uuid.New()}, Maxes: []int{10},
+		Labels: map[string]string{"pool": "cpu", "zone": "a"}, StealAfter: 2 * time.Second, StarveAfter: 5 * time.Minute,
+		Executors: []string{"shell"}})
+	require.NoError(t, err)
+	require.NotContains(t, plan, "Seq Scan on task_pool", "the pools are read whole:\n%s", plan)
+	require.Contains(t, plan, "task_pool_labels_idx", "the pools are found by their labels:\n%s", plan)
 }

@@ -895,9 +895,9 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, retain_until)
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, retain_until)
     SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, CASE WHEN f.id IS NULL THEN t.end_event_id
-                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, u.until
+                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, t.pool_id, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -964,9 +964,9 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, retain_until)
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, retain_until)
     SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, CASE WHEN f.id IS NULL THEN t.end_event_id
-                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, u.until
+                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, t.pool_id, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -1054,8 +1054,8 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN 0;
     END IF;
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, k.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.pool_id, k.until
     FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
     WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
@@ -1142,6 +1142,32 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+--
+-- Name: job_pool_moved(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.job_pool_moved() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE ax.task t SET pool_id = NEW.pool_id
+    WHERE t.execution_id IN (SELECT e.id FROM ax.execution e WHERE e.job_id = NEW.id AND e.finished_at IS NULL)
+      AND t.state = 'pending' AND NOT t.agentless AND t.pool_id <> NEW.pool_id;
+    RETURN NULL;
+END $$;
+
+--
+-- Name: job_pool_set(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.job_pool_set() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NEW.pool_id := ax.task_pool_for(NEW.target_labels, NEW.executor_kind);
+    RETURN NEW;
+END $$;
 
 --
 -- Name: job_success_p95(uuid); Type: FUNCTION; Schema: ax; Owner: -
@@ -1620,6 +1646,32 @@ CREATE FUNCTION ax.river_job_state_in_bitmask(bitmask bit, state ax.river_job_st
 $$;
 
 --
+-- Name: task_pool_for(jsonb, ax.executor_kind); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.task_pool_for(labels jsonb, kind ax.executor_kind) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    pid integer;
+    digest uuid := md5(labels::text)::uuid;
+BEGIN
+    LOOP
+        SELECT p.id INTO pid FROM ax.task_pool p WHERE p.labels_digest = digest AND p.executor_kind = kind;
+        IF FOUND THEN
+            RETURN pid;
+        END IF;
+        INSERT INTO ax.task_pool (target_labels, executor_kind, labels_digest)
+        VALUES (labels, kind, digest)
+        ON CONFLICT DO NOTHING
+        RETURNING id INTO pid;
+        IF pid IS NOT NULL THEN
+            RETURN pid;
+        END IF;
+    END LOOP;
+END $$;
+
+--
 -- Name: task_result; Type: VIEW; Schema: ax; Owner: -
 --
 
@@ -1875,6 +1927,7 @@ CREATE TABLE ax.task (
     end_event_id bigint,
     params_bytes integer,
     no_agent boolean DEFAULT false NOT NULL,
+    pool_id integer DEFAULT 0 NOT NULL,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
     CONSTRAINT task_concurrency_key_length CHECK ((octet_length(concurrency_key) <= 256)),
     CONSTRAINT task_concurrency_set CHECK ((((concurrency_key IS NULL) = (concurrency_limit IS NULL)) AND ((concurrency_key IS NULL) = (concurrency_scope IS NULL)))),
@@ -1890,6 +1943,12 @@ WITH (fillfactor='80', autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_
 --
 
 COMMENT ON COLUMN ax.task.no_agent IS 'parked: no live agent could take the task (labels, executor kind) when it was written; the reaper clears it once one can';
+
+--
+-- Name: COLUMN task.pool_id; Type: COMMENT; Schema: ax; Owner: -
+--
+
+COMMENT ON COLUMN ax.task.pool_id IS 'its job''s pool (ax.task_pool) when it was written: where a lease looks for it; 0: every lease looks (written by a build before pools), -1: none (agentless)';
 
 --
 -- Name: task_history; Type: TABLE; Schema: ax; Owner: -
@@ -1939,6 +1998,7 @@ CREATE TABLE ax.task_history (
     end_event_id bigint,
     params_bytes integer,
     no_agent boolean DEFAULT false NOT NULL,
+    pool_id integer DEFAULT 0 NOT NULL,
     CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 )
@@ -1991,6 +2051,7 @@ CREATE VIEW ax.all_tasks AS
     t.end_event_id,
     t.params_bytes,
     t.no_agent,
+    t.pool_id,
     NULL::timestamp with time zone AS retain_until
    FROM ax.task t
 UNION ALL
@@ -2036,6 +2097,7 @@ UNION ALL
     t.end_event_id,
     t.params_bytes,
     t.no_agent,
+    t.pool_id,
     t.retain_until
    FROM ax.task_history t;
 
@@ -2353,6 +2415,7 @@ CREATE TABLE ax.job (
     concurrency_key text DEFAULT ''::text NOT NULL,
     concurrency_limit integer,
     concurrency_group text DEFAULT ''::text NOT NULL,
+    pool_id integer NOT NULL,
     CONSTRAINT job_active_window_order CHECK ((active_until > active_from)),
     CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
     CONSTRAINT job_concurrency_limit_range CHECK (((concurrency_limit >= 1) AND (concurrency_limit <= 10000))),
@@ -3083,6 +3146,36 @@ CREATE SEQUENCE ax.task_event_id_seq
 ALTER SEQUENCE ax.task_event_id_seq OWNED BY ax.task_event.id;
 
 --
+-- Name: task_pool; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.task_pool (
+    id integer NOT NULL,
+    target_labels jsonb NOT NULL,
+    executor_kind ax.executor_kind NOT NULL,
+    labels_digest uuid NOT NULL
+);
+
+--
+-- Name: TABLE task_pool; Type: COMMENT; Schema: ax; Owner: -
+--
+
+COMMENT ON TABLE ax.task_pool IS 'a job target (labels and executor kind): tasks carry theirs (pool_id) so a lease reads only the pools its agents match';
+
+--
+-- Name: task_pool_id_seq; Type: SEQUENCE; Schema: ax; Owner: -
+--
+
+ALTER TABLE ax.task_pool ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME ax.task_pool_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: tasks_without_agent; Type: VIEW; Schema: ax; Owner: -
 --
 
@@ -3564,6 +3657,20 @@ ALTER TABLE ONLY ax.task
     ADD CONSTRAINT task_pkey PRIMARY KEY (id);
 
 --
+-- Name: task_pool task_pool_labels_digest_executor_kind_key; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_pool
+    ADD CONSTRAINT task_pool_labels_digest_executor_kind_key UNIQUE (labels_digest, executor_kind);
+
+--
+-- Name: task_pool task_pool_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.task_pool
+    ADD CONSTRAINT task_pool_pkey PRIMARY KEY (id);
+
+--
 -- Name: task task_shard_once; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -3943,7 +4050,7 @@ CREATE INDEX task_concurrency_parked_idx ON ax.task USING btree (concurrency_sco
 -- Name: task_concurrency_pending_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (priority DESC, not_before) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked) AND (NOT no_agent));
+CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (pool_id, priority DESC, not_before) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked) AND (NOT no_agent));
 
 --
 -- Name: task_concurrency_ready_idx; Type: INDEX; Schema: ax; Owner: -
@@ -3985,13 +4092,19 @@ CREATE INDEX task_no_agent_idx ON ax.task USING btree (job_id) WHERE (no_agent A
 -- Name: task_pending_age_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_pending_age_idx ON ax.task USING btree (not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent));
+CREATE INDEX task_pending_age_idx ON ax.task USING btree (pool_id, not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent));
 
 --
 -- Name: task_pinned_pending_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
 CREATE INDEX task_pinned_pending_idx ON ax.task USING btree (preferred_agent_id) WHERE (pinned AND (state = 'pending'::ax.task_state));
+
+--
+-- Name: task_pool_labels_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_pool_labels_idx ON ax.task_pool USING gin (target_labels jsonb_path_ops);
 
 --
 -- Name: task_preferred_idx; Type: INDEX; Schema: ax; Owner: -
@@ -4003,7 +4116,7 @@ CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, prio
 -- Name: task_unassigned_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_unassigned_idx ON ax.task USING btree (priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless) AND (concurrency_key IS NULL) AND (NOT no_agent));
+CREATE INDEX task_unassigned_idx ON ax.task USING btree (pool_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless) AND (concurrency_key IS NULL) AND (NOT no_agent));
 
 --
 -- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -
@@ -4088,6 +4201,18 @@ CREATE TRIGGER job_calendar_sync_update AFTER UPDATE OF exclude ON ax.job FOR EA
 --
 
 CREATE TRIGGER job_callback_sequence_drop AFTER DELETE ON ax.job FOR EACH ROW EXECUTE FUNCTION ax.callback_sequence_drop();
+
+--
+-- Name: job job_pool_moved; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER job_pool_moved AFTER UPDATE OF target_labels, executor_kind ON ax.job FOR EACH ROW WHEN ((old.pool_id IS DISTINCT FROM new.pool_id)) EXECUTE FUNCTION ax.job_pool_moved();
+
+--
+-- Name: job job_pool_set; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER job_pool_set BEFORE INSERT OR UPDATE OF target_labels, executor_kind ON ax.job FOR EACH ROW EXECUTE FUNCTION ax.job_pool_set();
 
 --
 -- Name: callback notice_callback_failed; Type: TRIGGER; Schema: ax; Owner: -

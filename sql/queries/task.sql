@@ -21,7 +21,9 @@
 -- index order, until it has enough: no scan of the backlog. Tasks no live
 -- agent could take when they were written (no_agent, migration 00076)
 -- are not in the indexes read here: every lease read them and dropped
--- them on their job's labels, oldest first in the starved group.
+-- them on their job's labels, oldest first in the starved group. Nor are
+-- the tasks of pools these agents cannot take (pools): a busy pool's
+-- backlog was read the same way by every other pool's lease.
 --
 -- @taken are tasks an earlier pick of the same transaction holds: its
 -- locks do not make this one skip them.
@@ -55,30 +57,58 @@
 -- the planner rescanned whole tables per row: a 15 ms lease took 1.7 s
 -- until the next ANALYZE (TestLeaseAndCompleteStayLinearOnStaleStatistics).
 -- name: TaskLeasePick :many
-WITH starved AS (
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
-    FROM ax.task t
-    JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[])
-      AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
-      AND j.target_labels <@ @agent_labels::jsonb
-      AND j.executor_kind::text = ANY(@executors::text[])
-      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY(@agent_ids::uuid[])
-           OR (NOT t.pinned
-               AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
-                    OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
-          SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class
-            AND t.priority < coalesce(c.manual_min_priority,
-                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-    ORDER BY t.not_before
+WITH pools AS MATERIALIZED (
+    -- The pools these agents may take from (migration 00079): pool 0
+    -- (tasks written by a build before pools), the untargeted pool unless
+    -- they are label-bound, and the pools whose labels are a subset of
+    -- theirs (one probe of the labels' GIN index per agent label). Every
+    -- group but own (read by agent) reads each pool in index order apart:
+    -- tasks of pools these agents cannot take are never read.
+    SELECT 0 AS id
+    UNION
+    SELECT p.id FROM ax.task_pool p
+    WHERE p.labels_digest = md5('{}')::uuid AND NOT @label_bound::boolean
+      AND p.executor_kind::text = ANY(@executors::text[])
+    UNION
+    SELECT m.id
+    FROM jsonb_each(@agent_labels::jsonb) l
+    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
+                        WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
+                          AND p.target_labels <@ @agent_labels::jsonb
+                          AND p.executor_kind::text = ANY(@executors::text[])
+                        -- Not flattened: joined, the planner guessed one
+                        -- pool for <@ and read them all.
+                        OFFSET 0) m
+), starved AS (
+    SELECT x.*
+    FROM pools p
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[])
+          AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
+          AND j.target_labels <@ @agent_labels::jsonb
+          AND j.executor_kind::text = ANY(@executors::text[])
+          AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY(@agent_ids::uuid[])
+               OR (NOT t.pinned
+                   AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+                   AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
+                        OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
+              SELECT 1 FROM ax.rate_class c
+              WHERE c.name = t.rate_class
+                AND t.priority < coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+        ORDER BY t.not_before
+        LIMIT sqlc.arg('max')::integer
+        FOR UPDATE OF t SKIP LOCKED
+    ) x
+    ORDER BY x.not_before
     LIMIT sqlc.arg('max')::integer
-    FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     -- Each agent's routed tasks, up to its own max.
     SELECT o.*
@@ -102,90 +132,108 @@ WITH starved AS (
         FOR UPDATE OF t SKIP LOCKED) o
 ), unassigned AS (
     -- Read only when the agents' own tasks leave room.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 2 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
-    FROM ax.task t
-    JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
-      AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
-      AND j.target_labels <@ @agent_labels::jsonb
-      AND j.executor_kind::text = ANY(@executors::text[])
-      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
-          SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class
-            AND t.priority < coalesce(c.manual_min_priority,
-                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-    ORDER BY t.priority DESC, t.created_at
+    SELECT x.*
+    FROM pools p
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id, 2 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
+          AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
+          AND j.target_labels <@ @agent_labels::jsonb
+          AND j.executor_kind::text = ANY(@executors::text[])
+          AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
+              SELECT 1 FROM ax.rate_class c
+              WHERE c.name = t.rate_class
+                AND t.priority < coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+        ORDER BY t.priority DESC, t.created_at
+        LIMIT sqlc.arg('max')::integer
+        FOR UPDATE OF t SKIP LOCKED
+    ) x
+    ORDER BY x.priority DESC, x.created_at
     LIMIT sqlc.arg('max')::integer
-    FOR UPDATE OF t SKIP LOCKED
 ), stealable AS (
     -- Tasks routed elsewhere (or to one of these agents, past its own
     -- max) that waited past the steal delay, oldest first; read only
     -- when own and unassigned tasks leave room.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 3 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
-    FROM ax.task t
-    JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[])
-      AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
-      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
-      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
-           OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
-      AND j.target_labels <@ @agent_labels::jsonb
-      AND j.executor_kind::text = ANY(@executors::text[])
-      AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
-          SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class
-            AND t.priority < coalesce(c.manual_min_priority,
-                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-    ORDER BY t.not_before
+    SELECT x.*
+    FROM pools p
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id, 3 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[])
+          AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+          AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
+          AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
+               OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
+          AND j.target_labels <@ @agent_labels::jsonb
+          AND j.executor_kind::text = ANY(@executors::text[])
+          AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
+              SELECT 1 FROM ax.rate_class c
+              WHERE c.name = t.rate_class
+                AND t.priority < coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+        ORDER BY t.not_before
+        LIMIT sqlc.arg('max')::integer
+        FOR UPDATE OF t SKIP LOCKED
+    ) x
+    ORDER BY x.not_before
     LIMIT sqlc.arg('max')::integer
-    FOR UPDATE OF t SKIP LOCKED
 ), keyed_scan AS (
     -- Keyed tasks (concurrency keys) apart, from their own index, which
     -- holds only those their keys have places for (the rest are parked).
     -- Whichever group a task would be in (routed here, unassigned, or
     -- stealable by the same rules as above), it is read here.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id,
-           CASE WHEN t.preferred_agent_id IS NULL THEN 2
-                WHEN t.preferred_agent_id = ANY(@agent_ids::uuid[]) THEN 1 ELSE 3 END AS grp,
-           t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
-    FROM ax.task t
-    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
-      AND t.id <> ALL(@taken::uuid[])
-      AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
-      -- One CASE, not ANDed clauses, and the job read inside it, not
-      -- joined: the planner guesses 1/2 for a CASE, where the product of
-      -- the clauses' guesses (preference, rate class, key with room)
-      -- came to ~1 row of thousands, and a join with ax.job made it hash
-      -- and sort. Either way it read and sorted every pending keyed task;
-      -- this walks the index in order and stops at the limit.
-      AND CASE WHEN EXISTS (SELECT 1 FROM ax.job j
-                            WHERE j.id = t.job_id
-                              AND (t.preferred_agent_id = ANY(@agent_ids::uuid[]) OR j.target_labels <@ @agent_labels::jsonb)
-                              AND j.executor_kind::text = ANY(@executors::text[])
-                              AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb))
-                    AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY(@agent_ids::uuid[])
-                         OR (NOT t.pinned
-                             AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
-                             AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
-                                  OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
-                    AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
-                        SELECT 1 FROM ax.rate_class c
-                        WHERE c.name = t.rate_class
-                          AND t.priority < coalesce(c.manual_min_priority,
-                                                    CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-               THEN true ELSE false END
-    -- Ready since (not_before: unparking sets it), not age: a key whose
-    -- place freed goes behind the keys already waiting (migration 00064).
-    ORDER BY t.priority DESC, t.not_before
+    SELECT x.*
+    FROM pools p
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id,
+               CASE WHEN t.preferred_agent_id IS NULL THEN 2
+                    WHEN t.preferred_agent_id = ANY(@agent_ids::uuid[]) THEN 1 ELSE 3 END AS grp,
+               t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
+        FROM ax.task t
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
+          AND t.id <> ALL(@taken::uuid[])
+          AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
+          -- One CASE, not ANDed clauses, and the job read inside it, not
+          -- joined: the planner guesses 1/2 for a CASE, where the product of
+          -- the clauses' guesses (preference, rate class, key with room)
+          -- came to ~1 row of thousands, and a join with ax.job made it hash
+          -- and sort. Either way it read and sorted every pending keyed task;
+          -- this walks the index in order and stops at the limit.
+          AND CASE WHEN EXISTS (SELECT 1 FROM ax.job j
+                                WHERE j.id = t.job_id
+                                  AND (t.preferred_agent_id = ANY(@agent_ids::uuid[]) OR j.target_labels <@ @agent_labels::jsonb)
+                                  AND j.executor_kind::text = ANY(@executors::text[])
+                                  AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb))
+                        AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY(@agent_ids::uuid[])
+                             OR (NOT t.pinned
+                                 AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+                                 AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
+                                      OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))))
+                        AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
+                            SELECT 1 FROM ax.rate_class c
+                            WHERE c.name = t.rate_class
+                              AND t.priority < coalesce(c.manual_min_priority,
+                                                        CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+                   THEN true ELSE false END
+        -- Ready since (not_before: unparking sets it), not age: a key whose
+        -- place freed goes behind the keys already waiting (migration 00064).
+        ORDER BY t.priority DESC, t.not_before
+        LIMIT sqlc.arg('max')::integer
+        FOR UPDATE OF t SKIP LOCKED
+    ) x
+    ORDER BY x.priority DESC, x.not_before
     LIMIT sqlc.arg('max')::integer
-    FOR UPDATE OF t SKIP LOCKED
 ), keyed AS (
     -- Fair between keys: a key has no more tasks unparked than places,
     -- and among those read, a key's 2nd comes after every other key's
@@ -811,7 +859,30 @@ SELECT execution_id, state, timed_out, (outcome IN ('rerun', 'lost'))::boolean A
 -- all the waiting polls of a replica together), so an idle poll costs a
 -- share of one short transaction per check. An agent not found has no row.
 -- name: TaskNextLeasable :many
-WITH pending AS MATERIALIZED (
+WITH agents AS MATERIALIZED (
+    SELECT a.id, a.state, a.ready, a.labels, a.executors, a.label_bound
+    FROM ax.agent a
+    WHERE a.id = ANY(@agent_ids::uuid[])
+), agent_pools AS MATERIALIZED (
+    -- Each agent's pools, as TaskLeasePick's: tasks of other pools are
+    -- never read here (a busy pool's backlog was read whole by every
+    -- other pool's idle poll).
+    SELECT a.id AS agent_id, 0 AS pool_id FROM agents a
+    UNION
+    SELECT a.id, p.id
+    FROM agents a
+    JOIN ax.task_pool p ON p.labels_digest = md5('{}')::uuid AND p.executor_kind::text = ANY(a.executors)
+    WHERE NOT a.label_bound
+    UNION
+    SELECT a.id, m.id
+    FROM agents a
+    CROSS JOIN LATERAL jsonb_each(a.labels) l
+    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
+                        WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
+                          AND p.target_labels <@ a.labels
+                          AND p.executor_kind::text = ANY(a.executors)
+                        OFFSET 0) m
+), pending AS MATERIALIZED (
     -- What the min below needs of the pending tasks, read once for all
     -- the agents checking (and only when some agent has nothing leasable
     -- now: a CTE is read as it is scanned): the earliest not_before of
@@ -832,7 +903,19 @@ WITH pending AS MATERIALIZED (
           FROM ax.task t
           -- A parked task is not leasable until a lease unparks it (behind
           -- its key) or the reaper does (no agent: TaskNoAgentUnpark).
-          WHERE t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
+          -- The agents' pools, and the tasks pinned to them (in a pool
+          -- an agent matched when its broadcast run was planned).
+          -- (Pool by pool, each a probe of task_pending_age_idx: as a
+          -- semi-join on pool_id, a plan could read every pending task.)
+          WHERE t.id IN (SELECT u.id
+                         FROM (SELECT DISTINCT pool_id FROM agent_pools) ap
+                         CROSS JOIN LATERAL (SELECT u.id FROM ax.task u
+                                             WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent
+                                             OFFSET 0) u
+                         UNION
+                         SELECT u.id FROM ax.task u
+                         WHERE u.pinned AND u.state = 'pending' AND u.preferred_agent_id = ANY(@agent_ids::uuid[]))
+            AND t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
     LEFT JOIN ax.rate_class c ON c.name = g.rate_class
@@ -858,26 +941,37 @@ SELECT a.id, a.state::text AS state, a.ready,
            -- would have) answers 0 from the first such row, without the
            -- min below. Same rules as the min; a task of a rate class is
            -- left to it.
+           -- Read pool by pool, in a lateral a join cannot turn into a
+           -- read of every pending task (a task pinned to the agent in a
+           -- pool it no longer matches is left to the min).
            SELECT 1
-           FROM ax.task t
-           JOIN ax.job j ON j.id = t.job_id
-           WHERE t.state = 'pending' AND NOT t.agentless AND t.rate_class IS NULL
-             AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
-             AND j.executor_kind::text = ANY(a.executors)
-             AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
-             AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
-             AND NOT t.key_parked AND NOT t.no_agent
-             AND ((t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id)
-                      AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
-                  OR (t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id)
-                      AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
-                                          - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
-                  OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
-                                     - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
-             AND (t.concurrency_key IS NULL
-                  OR (SELECT count(*) FROM ax.task k
-                      WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
-                        AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit))
+           FROM agent_pools ap
+           CROSS JOIN LATERAL (
+               SELECT 1
+               FROM ax.task t
+               JOIN ax.job j ON j.id = t.job_id
+               WHERE t.pool_id = ap.pool_id
+                 AND t.state = 'pending' AND NOT t.agentless AND t.rate_class IS NULL
+                 -- (Implied by the rules below: bounds the index's range.)
+                 AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
+                 AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
+                 AND j.executor_kind::text = ANY(a.executors)
+                 AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
+                 AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
+                 AND NOT t.key_parked AND NOT t.no_agent
+                 AND ((t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id)
+                          AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
+                      OR (t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id)
+                          AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
+                                              - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
+                      OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
+                                         - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
+                 AND (t.concurrency_key IS NULL
+                      OR (SELECT count(*) FROM ax.task k
+                          WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+                            AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit)
+               LIMIT 1) x
+           WHERE ap.agent_id = a.id)
        THEN 0::bigint ELSE
        coalesce((extract(epoch FROM (
            SELECT min(greatest(
@@ -893,8 +987,7 @@ SELECT a.id, a.state::text AS state, a.ready,
              AND (NOT a.label_bound OR p.target_labels <> '{}'::jsonb)
              AND NOT (p.pinned AND p.preferred_agent_id <> a.id)
        ) - coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())) * 1000)::bigint, 3600000) END::bigint AS millis
-FROM ax.agent a
-WHERE a.id = ANY(@agent_ids::uuid[]);
+FROM agents a;
 
 -- TaskPlanForExecutions plans the pending tasks of each execution in
 -- @execution_ids, not leasable before its scheduled time (a fire made
@@ -935,7 +1028,7 @@ WITH execs AS (
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
            j.executor_kind, j.agentless, j.timeout_mode,
-           j.concurrency_key, j.concurrency_limit, j.concurrency_group
+           j.concurrency_key, j.concurrency_limit, j.concurrency_group, j.pool_id
     FROM ax.execution e
     -- A probe of job_pkey per run, as in ExecutionInsertMany (see there).
     CROSS JOIN LATERAL (SELECT * FROM ax.job j WHERE j.id = e.job_id LIMIT 1) j
@@ -1009,7 +1102,7 @@ WITH execs AS (
            s.agent_id AS pinned_agent_id, coalesce(x.rate_limit_class, '') AS rate_class, x.agentless,
            x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
            x.executor_kind::text AS executor_kind,
-           x.concurrency_key, x.concurrency_limit, x.concurrency_group
+           x.concurrency_key, x.concurrency_limit, x.concurrency_group, x.pool_id
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
     LEFT JOIN generated g ON g.execution_id = s.execution_id
@@ -1036,7 +1129,9 @@ SELECT p.execution_id, p.job_id, p.shard_index::integer AS shard_index, p.shard_
        -- of 256 KiB brought 2.5 GB into the server.
        (CASE WHEN p.shard_index = 0 THEN p.params END)::jsonb AS params, p.job_name, p.group_name, p.executor_kind,
        p.concurrency_key AS concurrency_template, coalesce(p.concurrency_limit, 0)::integer AS concurrency_limit,
-       p.concurrency_group
+       p.concurrency_group,
+       -- Where leases look for it (migration 00079); agentless: nowhere.
+       (CASE WHEN p.agentless THEN -1 ELSE p.pool_id END)::integer AS pool_id
 FROM planned p
 ORDER BY p.execution_id, p.shard_index;
 
@@ -1049,18 +1144,19 @@ ORDER BY p.execution_id, p.shard_index;
 -- the size of each task's run params (0: none), for the lease's budget.
 -- @no_agent parks a task no live agent could take (the router found no
 -- candidate for its job): see TaskNoAgentUnpark.
+-- @pool_ids are the tasks' pools (the plan's pool_id: migration 00079).
 -- name: TaskInsertPlanned :exec
 INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
                      timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
                      rate_class, agentless, concurrency_scope, concurrency_key, concurrency_limit,
-                     params_bytes, no_agent, state, error, error_code, finished_at)
+                     params_bytes, no_agent, pool_id, state, error, error_code, finished_at)
 SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
        timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
        nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless,
        CASE WHEN key_error = '' THEN nullif(scope, '') END,
        CASE WHEN key_error = '' AND scope <> '' THEN key END,
        CASE WHEN key_error = '' AND scope <> '' THEN key_limit END,
-       nullif(params_bytes, 0), no_agent,
+       nullif(params_bytes, 0), no_agent, pool_id,
        CASE WHEN key_error = '' THEN 'pending' ELSE 'failed' END::ax.task_state,
        nullif(key_error, ''),
        CASE WHEN key_error <> '' THEN 'concurrency_key_invalid' END,
@@ -1086,7 +1182,8 @@ FROM (SELECT unnest(@ids::uuid[]) AS id,
              unnest(@concurrency_limits::integer[]) AS key_limit,
              unnest(@key_errors::text[]) AS key_error,
              unnest(@params_bytes::integer[]) AS params_bytes,
-             unnest(@no_agent::boolean[]) AS no_agent) t;
+             unnest(@no_agent::boolean[]) AS no_agent,
+             unnest(@pool_ids::integer[]) AS pool_id) t;
 
 -- TaskListByExecution returns an execution's tasks in shard order, their
 -- results and errors (listed) only from shard @shards_from on, for at

@@ -88,7 +88,7 @@ func (q *Queries) JobExisting(ctx context.Context, db DBTX, ids []uuid.UUID) ([]
 }
 
 const jobGetByID = `-- name: JobGetByID :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, j.pool_id, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -162,6 +162,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 		&i.AxJob.ConcurrencyKey,
 		&i.AxJob.ConcurrencyLimit,
 		&i.AxJob.ConcurrencyGroup,
+		&i.AxJob.PoolID,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -182,7 +183,7 @@ func (q *Queries) JobGetByID(ctx context.Context, db DBTX, id uuid.UUID) (JobGet
 }
 
 const jobGetByIDForUpdate = `-- name: JobGetByIDForUpdate :one
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, j.pool_id, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -262,6 +263,7 @@ func (q *Queries) JobGetByIDForUpdate(ctx context.Context, db DBTX, id uuid.UUID
 		&i.AxJob.ConcurrencyKey,
 		&i.AxJob.ConcurrencyLimit,
 		&i.AxJob.ConcurrencyGroup,
+		&i.AxJob.PoolID,
 		&i.AxTrigger.JobID,
 		&i.AxTrigger.NextFireAt,
 		&i.AxTrigger.Paused,
@@ -319,7 +321,7 @@ INSERT INTO ax.job (
     $39, $40, $41, $42, $43, $44::text[],
     $45, $46, $47
 )
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group, pool_id
 `
 
 type JobInsertParams struct {
@@ -476,12 +478,13 @@ func (q *Queries) JobInsert(ctx context.Context, db DBTX, arg JobInsertParams) (
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
 		&i.ConcurrencyGroup,
+		&i.PoolID,
 	)
 	return i, err
 }
 
 const jobList = `-- name: JobList :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, j.pool_id, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -589,6 +592,7 @@ func (q *Queries) JobList(ctx context.Context, db DBTX, arg JobListParams) ([]Jo
 			&i.AxJob.ConcurrencyKey,
 			&i.AxJob.ConcurrencyLimit,
 			&i.AxJob.ConcurrencyGroup,
+			&i.AxJob.PoolID,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -674,7 +678,7 @@ func (q *Queries) JobListFailing(ctx context.Context, db DBTX, windowSeconds flo
 }
 
 const jobListForDeclaration = `-- name: JobListForDeclaration :many
-SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
+SELECT j.id, j.name, j.group_name, j.owner, j.description, j.trigger_kind, j.cron_expr, j.timezone, j.interval_seconds, j.run_at, j.executor_kind, j.executor, j.target_labels, j.route_strategy, j.route_key, j.shard_count, j.shard_params, j.priority, j.timeout_seconds, j.retry_max_attempts, j.retry_backoff_seconds, j.retry_backoff_max_seconds, j.concurrency_policy, j.misfire_policy, j.misfire_window_seconds, j.misfire_max_fires, j.rate_limit_class, j.callback_url, j.params, j.created_at, j.updated_at, j.shard_range_from, j.shard_range_to, j.degrade_action, j.agentless, j.timeout_mode, j.shard_generator, j.shard_window_seconds, j.history_retention_seconds, j.history_failed_retention_seconds, j.managed_by, j.declared_version, j.declared_in, j.callback_ordered, j.active_from, j.active_until, j.jitter_seconds, j.triggers, j.exclude, j.concurrency_key, j.concurrency_limit, j.concurrency_group, j.pool_id, t.job_id, t.next_fire_at, t.paused, t.paused_at, t.last_fire_at, t.last_scheduled_for, t.updated_at, t.last_execution_id, t.set_aside_at, t.set_aside_reason, t.paused_reason,
        coalesce((SELECT e.state::text FROM ax.all_executions e WHERE e.id = t.last_execution_id), '')::text AS last_state,
        m.samples AS timeout_samples, m.p95_ms AS timeout_p95_ms, m.computed_at AS timeout_computed_at
 FROM ax.job j
@@ -766,6 +770,7 @@ func (q *Queries) JobListForDeclaration(ctx context.Context, db DBTX, arg JobLis
 			&i.AxJob.ConcurrencyKey,
 			&i.AxJob.ConcurrencyLimit,
 			&i.AxJob.ConcurrencyGroup,
+			&i.AxJob.PoolID,
 			&i.AxTrigger.JobID,
 			&i.AxTrigger.NextFireAt,
 			&i.AxTrigger.Paused,
@@ -871,7 +876,7 @@ UPDATE ax.job SET
     concurrency_group = $46,
     updated_at = now()
 WHERE id = $47
-RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group
+RETURNING id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group, pool_id
 `
 
 type JobUpdateParams struct {
@@ -1028,6 +1033,7 @@ func (q *Queries) JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) (
 		&i.ConcurrencyKey,
 		&i.ConcurrencyLimit,
 		&i.ConcurrencyGroup,
+		&i.PoolID,
 	)
 	return i, err
 }

@@ -1375,6 +1375,7 @@ type AxAllTask struct {
 	EndEventID        *int64
 	ParamsBytes       *int32
 	NoAgent           bool
+	PoolID            int32
 	RetainUntil       *time.Time
 }
 
@@ -1748,6 +1749,7 @@ type AxJob struct {
 	ConcurrencyKey                string
 	ConcurrencyLimit              *int32
 	ConcurrencyGroup              string
+	PoolID                        int32
 }
 
 type AxJobCalendar struct {
@@ -1937,6 +1939,8 @@ type AxTask struct {
 	ParamsBytes       *int32
 	// parked: no live agent could take the task (labels, executor kind) when it was written; the reaper clears it once one can
 	NoAgent bool
+	// its job's pool (ax.task_pool) when it was written: where a lease looks for it; 0: every lease looks (written by a build before pools), -1: none (agentless)
+	PoolID int32
 }
 
 type AxTaskEvent struct {
@@ -2001,6 +2005,15 @@ type AxTaskHistory struct {
 	EndEventID        *int64
 	ParamsBytes       *int32
 	NoAgent           bool
+	PoolID            int32
+}
+
+// a job target (labels and executor kind): tasks carry theirs (pool_id) so a lease reads only the pools its agents match
+type AxTaskPool struct {
+	ID           int32
+	TargetLabels []byte
+	ExecutorKind AxExecutorKind
+	LabelsDigest uuid.UUID
 }
 
 type AxTaskResult struct {

@@ -726,14 +726,14 @@ const taskInsertPlanned = `-- name: TaskInsertPlanned :exec
 INSERT INTO ax.task (id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
                      timeout_seconds, not_before, preferred_agent_id, fallback_agent_id, route_key, pinned,
                      rate_class, agentless, concurrency_scope, concurrency_key, concurrency_limit,
-                     params_bytes, no_agent, state, error, error_code, finished_at)
+                     params_bytes, no_agent, pool_id, state, error, error_code, finished_at)
 SELECT id, execution_id, job_id, shard_index, shard_total, shard_param, priority, max_attempts,
        timeout_seconds, not_before, nullif(preferred, '00000000-0000-0000-0000-000000000000'),
        nullif(fallback, '00000000-0000-0000-0000-000000000000'), route_key, pinned, nullif(rate_class, ''), agentless,
        CASE WHEN key_error = '' THEN nullif(scope, '') END,
        CASE WHEN key_error = '' AND scope <> '' THEN key END,
        CASE WHEN key_error = '' AND scope <> '' THEN key_limit END,
-       nullif(params_bytes, 0), no_agent,
+       nullif(params_bytes, 0), no_agent, pool_id,
        CASE WHEN key_error = '' THEN 'pending' ELSE 'failed' END::ax.task_state,
        nullif(key_error, ''),
        CASE WHEN key_error <> '' THEN 'concurrency_key_invalid' END,
@@ -759,7 +759,8 @@ FROM (SELECT unnest($1::uuid[]) AS id,
              unnest($19::integer[]) AS key_limit,
              unnest($20::text[]) AS key_error,
              unnest($21::integer[]) AS params_bytes,
-             unnest($22::boolean[]) AS no_agent) t
+             unnest($22::boolean[]) AS no_agent,
+             unnest($23::integer[]) AS pool_id) t
 `
 
 type TaskInsertPlannedParams struct {
@@ -785,6 +786,7 @@ type TaskInsertPlannedParams struct {
 	KeyErrors         []string
 	ParamsBytes       []int32
 	NoAgent           []bool
+	PoolIds           []int32
 }
 
 // TaskInsertPlanned writes the tasks TaskPlanForExecutions planned, with
@@ -796,6 +798,7 @@ type TaskInsertPlannedParams struct {
 // the size of each task's run params (0: none), for the lease's budget.
 // @no_agent parks a task no live agent could take (the router found no
 // candidate for its job): see TaskNoAgentUnpark.
+// @pool_ids are the tasks' pools (the plan's pool_id: migration 00079).
 func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsertPlannedParams) error {
 	_, err := db.Exec(ctx, taskInsertPlanned,
 		arg.Ids,
@@ -820,6 +823,7 @@ func (q *Queries) TaskInsertPlanned(ctx context.Context, db DBTX, arg TaskInsert
 		arg.KeyErrors,
 		arg.ParamsBytes,
 		arg.NoAgent,
+		arg.PoolIds,
 	)
 	return err
 }
@@ -941,30 +945,58 @@ func (q *Queries) TaskLeaseAgentless(ctx context.Context, db DBTX, arg TaskLease
 }
 
 const taskLeasePick = `-- name: TaskLeasePick :many
-WITH starved AS (
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
-    FROM ax.task t
-    JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($4::uuid[])
-      AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $5::double precision)
-      AND j.target_labels <@ $6::jsonb
-      AND j.executor_kind::text = ANY($7::text[])
-      AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
-           OR (NOT t.pinned
-               AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
-               AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
-                    OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
-          SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class
-            AND t.priority < coalesce(c.manual_min_priority,
-                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-    ORDER BY t.not_before
+WITH pools AS MATERIALIZED (
+    -- The pools these agents may take from (migration 00079): pool 0
+    -- (tasks written by a build before pools), the untargeted pool unless
+    -- they are label-bound, and the pools whose labels are a subset of
+    -- theirs (one probe of the labels' GIN index per agent label). Every
+    -- group but own (read by agent) reads each pool in index order apart:
+    -- tasks of pools these agents cannot take are never read.
+    SELECT 0 AS id
+    UNION
+    SELECT p.id FROM ax.task_pool p
+    WHERE p.labels_digest = md5('{}')::uuid AND NOT $4::boolean
+      AND p.executor_kind::text = ANY($5::text[])
+    UNION
+    SELECT m.id
+    FROM jsonb_each($6::jsonb) l
+    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
+                        WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
+                          AND p.target_labels <@ $6::jsonb
+                          AND p.executor_kind::text = ANY($5::text[])
+                        -- Not flattened: joined, the planner guessed one
+                        -- pool for <@ and read them all.
+                        OFFSET 0) m
+), starved AS (
+    SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
+    FROM pools p
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($7::uuid[])
+          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision)
+          AND j.target_labels <@ $6::jsonb
+          AND j.executor_kind::text = ANY($5::text[])
+          AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
+               OR (NOT t.pinned
+                   AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
+                   AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
+                        OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+              SELECT 1 FROM ax.rate_class c
+              WHERE c.name = t.rate_class
+                AND t.priority < coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+        ORDER BY t.not_before
+        LIMIT $11::integer
+        FOR UPDATE OF t SKIP LOCKED
+    ) x
+    ORDER BY x.not_before
     LIMIT $11::integer
-    FOR UPDATE OF t SKIP LOCKED
 ), own AS (
     -- Each agent's routed tasks, up to its own max.
     SELECT o.id, o.execution_id, o.rate_class, o.priority, o.created_at, o.not_before, o.pinned, o.preferred_agent_id, o.fallback_agent_id, o.grp, o.fair, o.concurrency_scope, o.concurrency_key, o.concurrency_limit, o.params_bytes
@@ -975,9 +1007,9 @@ WITH starved AS (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
-          AND j.executor_kind::text = ANY($7::text[])
-          AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb)
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($7::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
+          AND j.executor_kind::text = ANY($5::text[])
+          AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
           AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
               SELECT 1 FROM ax.rate_class c
               WHERE c.name = t.rate_class
@@ -988,90 +1020,108 @@ WITH starved AS (
         FOR UPDATE OF t SKIP LOCKED) o
 ), unassigned AS (
     -- Read only when the agents' own tasks leave room.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 2 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
-    FROM ax.task t
-    JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($4::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
-      AND (SELECT count(*) FROM own) < $11::integer
-      AND j.target_labels <@ $6::jsonb
-      AND j.executor_kind::text = ANY($7::text[])
-      AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
-          SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class
-            AND t.priority < coalesce(c.manual_min_priority,
-                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-    ORDER BY t.priority DESC, t.created_at
+    SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
+    FROM pools p
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id, 2 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($7::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
+          AND (SELECT count(*) FROM own) < $11::integer
+          AND j.target_labels <@ $6::jsonb
+          AND j.executor_kind::text = ANY($5::text[])
+          AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+              SELECT 1 FROM ax.rate_class c
+              WHERE c.name = t.rate_class
+                AND t.priority < coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+        ORDER BY t.priority DESC, t.created_at
+        LIMIT $11::integer
+        FOR UPDATE OF t SKIP LOCKED
+    ) x
+    ORDER BY x.priority DESC, x.created_at
     LIMIT $11::integer
-    FOR UPDATE OF t SKIP LOCKED
 ), stealable AS (
     -- Tasks routed elsewhere (or to one of these agents, past its own
     -- max) that waited past the steal delay, oldest first; read only
     -- when own and unassigned tasks leave room.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id, 3 AS grp, 0::bigint AS fair,
-           NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
-    FROM ax.task t
-    JOIN ax.job j ON j.id = t.job_id
-    WHERE t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($4::uuid[])
-      AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
-      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $11::integer
-      AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
-           OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))
-      AND j.target_labels <@ $6::jsonb
-      AND j.executor_kind::text = ANY($7::text[])
-      AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb)
-      AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
-          SELECT 1 FROM ax.rate_class c
-          WHERE c.name = t.rate_class
-            AND t.priority < coalesce(c.manual_min_priority,
-                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-    ORDER BY t.not_before
+    SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
+    FROM pools p
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id, 3 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($7::uuid[])
+          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
+          AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $11::integer
+          AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
+               OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))
+          AND j.target_labels <@ $6::jsonb
+          AND j.executor_kind::text = ANY($5::text[])
+          AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+              SELECT 1 FROM ax.rate_class c
+              WHERE c.name = t.rate_class
+                AND t.priority < coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+        ORDER BY t.not_before
+        LIMIT $11::integer
+        FOR UPDATE OF t SKIP LOCKED
+    ) x
+    ORDER BY x.not_before
     LIMIT $11::integer
-    FOR UPDATE OF t SKIP LOCKED
 ), keyed_scan AS (
     -- Keyed tasks (concurrency keys) apart, from their own index, which
     -- holds only those their keys have places for (the rest are parked).
     -- Whichever group a task would be in (routed here, unassigned, or
     -- stealable by the same rules as above), it is read here.
-    SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
-           t.preferred_agent_id, t.fallback_agent_id,
-           CASE WHEN t.preferred_agent_id IS NULL THEN 2
-                WHEN t.preferred_agent_id = ANY($9::uuid[]) THEN 1 ELSE 3 END AS grp,
-           t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
-    FROM ax.task t
-    WHERE t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
-      AND t.id <> ALL($4::uuid[])
-      AND t.not_before <= coalesce($1::timestamptz, now())
-      -- One CASE, not ANDed clauses, and the job read inside it, not
-      -- joined: the planner guesses 1/2 for a CASE, where the product of
-      -- the clauses' guesses (preference, rate class, key with room)
-      -- came to ~1 row of thousands, and a join with ax.job made it hash
-      -- and sort. Either way it read and sorted every pending keyed task;
-      -- this walks the index in order and stops at the limit.
-      AND CASE WHEN EXISTS (SELECT 1 FROM ax.job j
-                            WHERE j.id = t.job_id
-                              AND (t.preferred_agent_id = ANY($9::uuid[]) OR j.target_labels <@ $6::jsonb)
-                              AND j.executor_kind::text = ANY($7::text[])
-                              AND (NOT $8::boolean OR j.target_labels <> '{}'::jsonb))
-                    AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
-                         OR (NOT t.pinned
-                             AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
-                             AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
-                                  OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
-                    AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
-                        SELECT 1 FROM ax.rate_class c
-                        WHERE c.name = t.rate_class
-                          AND t.priority < coalesce(c.manual_min_priority,
-                                                    CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
-               THEN true ELSE false END
-    -- Ready since (not_before: unparking sets it), not age: a key whose
-    -- place freed goes behind the keys already waiting (migration 00064).
-    ORDER BY t.priority DESC, t.not_before
+    SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
+    FROM pools p
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id,
+               CASE WHEN t.preferred_agent_id IS NULL THEN 2
+                    WHEN t.preferred_agent_id = ANY($9::uuid[]) THEN 1 ELSE 3 END AS grp,
+               t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
+        FROM ax.task t
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
+          AND t.id <> ALL($7::uuid[])
+          AND t.not_before <= coalesce($1::timestamptz, now())
+          -- One CASE, not ANDed clauses, and the job read inside it, not
+          -- joined: the planner guesses 1/2 for a CASE, where the product of
+          -- the clauses' guesses (preference, rate class, key with room)
+          -- came to ~1 row of thousands, and a join with ax.job made it hash
+          -- and sort. Either way it read and sorted every pending keyed task;
+          -- this walks the index in order and stops at the limit.
+          AND CASE WHEN EXISTS (SELECT 1 FROM ax.job j
+                                WHERE j.id = t.job_id
+                                  AND (t.preferred_agent_id = ANY($9::uuid[]) OR j.target_labels <@ $6::jsonb)
+                                  AND j.executor_kind::text = ANY($5::text[])
+                                  AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb))
+                        AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
+                             OR (NOT t.pinned
+                                 AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
+                                 AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
+                                      OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
+                        AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+                            SELECT 1 FROM ax.rate_class c
+                            WHERE c.name = t.rate_class
+                              AND t.priority < coalesce(c.manual_min_priority,
+                                                        CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+                   THEN true ELSE false END
+        -- Ready since (not_before: unparking sets it), not age: a key whose
+        -- place freed goes behind the keys already waiting (migration 00064).
+        ORDER BY t.priority DESC, t.not_before
+        LIMIT $11::integer
+        FOR UPDATE OF t SKIP LOCKED
+    ) x
+    ORDER BY x.priority DESC, x.not_before
     LIMIT $11::integer
-    FOR UPDATE OF t SKIP LOCKED
 ), keyed AS (
     -- Fair between keys: a key has no more tasks unparked than places,
     -- and among those read, a key's 2nd comes after every other key's
@@ -1131,11 +1181,11 @@ type TaskLeasePickParams struct {
 	Now             *time.Time
 	StealSeconds    float64
 	StealAnySeconds float64
+	LabelBound      bool
+	Executors       []string
+	AgentLabels     []byte
 	Taken           []uuid.UUID
 	StarveSeconds   float64
-	AgentLabels     []byte
-	Executors       []string
-	LabelBound      bool
 	AgentIds        []uuid.UUID
 	Classes         []string
 	Max             int32
@@ -1181,7 +1231,9 @@ type TaskLeasePickRow struct {
 // index order, until it has enough: no scan of the backlog. Tasks no live
 // agent could take when they were written (no_agent, migration 00076)
 // are not in the indexes read here: every lease read them and dropped
-// them on their job's labels, oldest first in the starved group.
+// them on their job's labels, oldest first in the starved group. Nor are
+// the tasks of pools these agents cannot take (pools): a busy pool's
+// backlog was read the same way by every other pool's lease.
 //
 // @taken are tasks an earlier pick of the same transaction holds: its
 // locks do not make this one skip them.
@@ -1219,11 +1271,11 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 		arg.Now,
 		arg.StealSeconds,
 		arg.StealAnySeconds,
+		arg.LabelBound,
+		arg.Executors,
+		arg.AgentLabels,
 		arg.Taken,
 		arg.StarveSeconds,
-		arg.AgentLabels,
-		arg.Executors,
-		arg.LabelBound,
 		arg.AgentIds,
 		arg.Classes,
 		arg.Max,
@@ -1435,10 +1487,10 @@ SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_par
        coalesce(CASE WHEN t.listed THEN t.error END, '')::text AS error,
        t.error_code, t.created_at, t.updated_at,
        (NOT t.listed AND (t.result IS NOT NULL OR t.error IS NOT NULL))::boolean AS omitted
-FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.retain_until, t.nth, t.listed_bytes,
+FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.pool_id, t.retain_until, t.nth, t.listed_bytes,
              (t.shard_index >= $1::integer
               AND (t.nth = 1 OR (t.nth <= $2::integer AND t.listed_bytes <= $3::bigint))) AS listed
-      FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.retain_until,
+      FROM (SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.pool_id, t.retain_until,
                    count(*) FILTER (WHERE t.shard_index >= $1::integer) OVER w AS nth,
                    sum(coalesce(CASE WHEN pg_column_compression(t.result) IS NULL THEN pg_column_size(t.result)
                                      ELSE least(pg_column_size(t.result) * 32, 1048576) END, 0)
@@ -1642,7 +1694,30 @@ func (q *Queries) TaskLogAppend(ctx context.Context, db DBTX, arg TaskLogAppendP
 }
 
 const taskNextLeasable = `-- name: TaskNextLeasable :many
-WITH pending AS MATERIALIZED (
+WITH agents AS MATERIALIZED (
+    SELECT a.id, a.state, a.ready, a.labels, a.executors, a.label_bound
+    FROM ax.agent a
+    WHERE a.id = ANY($4::uuid[])
+), agent_pools AS MATERIALIZED (
+    -- Each agent's pools, as TaskLeasePick's: tasks of other pools are
+    -- never read here (a busy pool's backlog was read whole by every
+    -- other pool's idle poll).
+    SELECT a.id AS agent_id, 0 AS pool_id FROM agents a
+    UNION
+    SELECT a.id, p.id
+    FROM agents a
+    JOIN ax.task_pool p ON p.labels_digest = md5('{}')::uuid AND p.executor_kind::text = ANY(a.executors)
+    WHERE NOT a.label_bound
+    UNION
+    SELECT a.id, m.id
+    FROM agents a
+    CROSS JOIN LATERAL jsonb_each(a.labels) l
+    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
+                        WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
+                          AND p.target_labels <@ a.labels
+                          AND p.executor_kind::text = ANY(a.executors)
+                        OFFSET 0) m
+), pending AS MATERIALIZED (
     -- What the min below needs of the pending tasks, read once for all
     -- the agents checking (and only when some agent has nothing leasable
     -- now: a CTE is read as it is scanned): the earliest not_before of
@@ -1663,7 +1738,19 @@ WITH pending AS MATERIALIZED (
           FROM ax.task t
           -- A parked task is not leasable until a lease unparks it (behind
           -- its key) or the reaper does (no agent: TaskNoAgentUnpark).
-          WHERE t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
+          -- The agents' pools, and the tasks pinned to them (in a pool
+          -- an agent matched when its broadcast run was planned).
+          -- (Pool by pool, each a probe of task_pending_age_idx: as a
+          -- semi-join on pool_id, a plan could read every pending task.)
+          WHERE t.id IN (SELECT u.id
+                         FROM (SELECT DISTINCT pool_id FROM agent_pools) ap
+                         CROSS JOIN LATERAL (SELECT u.id FROM ax.task u
+                                             WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent
+                                             OFFSET 0) u
+                         UNION
+                         SELECT u.id FROM ax.task u
+                         WHERE u.pinned AND u.state = 'pending' AND u.preferred_agent_id = ANY($4::uuid[]))
+            AND t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
     LEFT JOIN ax.rate_class c ON c.name = g.rate_class
@@ -1689,26 +1776,37 @@ SELECT a.id, a.state::text AS state, a.ready,
            -- would have) answers 0 from the first such row, without the
            -- min below. Same rules as the min; a task of a rate class is
            -- left to it.
+           -- Read pool by pool, in a lateral a join cannot turn into a
+           -- read of every pending task (a task pinned to the agent in a
+           -- pool it no longer matches is left to the min).
            SELECT 1
-           FROM ax.task t
-           JOIN ax.job j ON j.id = t.job_id
-           WHERE t.state = 'pending' AND NOT t.agentless AND t.rate_class IS NULL
-             AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
-             AND j.executor_kind::text = ANY(a.executors)
-             AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
-             AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
-             AND NOT t.key_parked AND NOT t.no_agent
-             AND ((t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id)
-                      AND t.not_before <= coalesce($1::timestamptz, clock_timestamp())
-                  OR (t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id)
-                      AND t.not_before <= coalesce($1::timestamptz, clock_timestamp())
-                                          - make_interval(secs => $2::double precision)
-                  OR t.not_before <= coalesce($1::timestamptz, clock_timestamp())
-                                     - make_interval(secs => $3::double precision))
-             AND (t.concurrency_key IS NULL
-                  OR (SELECT count(*) FROM ax.task k
-                      WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
-                        AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit))
+           FROM agent_pools ap
+           CROSS JOIN LATERAL (
+               SELECT 1
+               FROM ax.task t
+               JOIN ax.job j ON j.id = t.job_id
+               WHERE t.pool_id = ap.pool_id
+                 AND t.state = 'pending' AND NOT t.agentless AND t.rate_class IS NULL
+                 -- (Implied by the rules below: bounds the index's range.)
+                 AND t.not_before <= coalesce($1::timestamptz, clock_timestamp())
+                 AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
+                 AND j.executor_kind::text = ANY(a.executors)
+                 AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
+                 AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
+                 AND NOT t.key_parked AND NOT t.no_agent
+                 AND ((t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id)
+                          AND t.not_before <= coalesce($1::timestamptz, clock_timestamp())
+                      OR (t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id)
+                          AND t.not_before <= coalesce($1::timestamptz, clock_timestamp())
+                                              - make_interval(secs => $2::double precision)
+                      OR t.not_before <= coalesce($1::timestamptz, clock_timestamp())
+                                         - make_interval(secs => $3::double precision))
+                 AND (t.concurrency_key IS NULL
+                      OR (SELECT count(*) FROM ax.task k
+                          WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+                            AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit)
+               LIMIT 1) x
+           WHERE ap.agent_id = a.id)
        THEN 0::bigint ELSE
        coalesce((extract(epoch FROM (
            SELECT min(greatest(
@@ -1724,8 +1822,7 @@ SELECT a.id, a.state::text AS state, a.ready,
              AND (NOT a.label_bound OR p.target_labels <> '{}'::jsonb)
              AND NOT (p.pinned AND p.preferred_agent_id <> a.id)
        ) - coalesce($1::timestamptz, clock_timestamp())) * 1000)::bigint, 3600000) END::bigint AS millis
-FROM ax.agent a
-WHERE a.id = ANY($4::uuid[])
+FROM agents a
 `
 
 type TaskNextLeasableParams struct {
@@ -1870,10 +1967,10 @@ WITH execs AS (
            j.shard_params, j.shard_range_from, j.shard_range_to, j.retry_max_attempts, j.timeout_seconds,
            j.route_strategy, j.route_key, j.target_labels, j.name AS job_name, j.group_name, j.rate_limit_class,
            j.executor_kind, j.agentless, j.timeout_mode,
-           j.concurrency_key, j.concurrency_limit, j.concurrency_group
+           j.concurrency_key, j.concurrency_limit, j.concurrency_group, j.pool_id
     FROM ax.execution e
     -- A probe of job_pkey per run, as in ExecutionInsertMany (see there).
-    CROSS JOIN LATERAL (SELECT id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group FROM ax.job j WHERE j.id = e.job_id LIMIT 1) j
+    CROSS JOIN LATERAL (SELECT id, name, group_name, owner, description, trigger_kind, cron_expr, timezone, interval_seconds, run_at, executor_kind, executor, target_labels, route_strategy, route_key, shard_count, shard_params, priority, timeout_seconds, retry_max_attempts, retry_backoff_seconds, retry_backoff_max_seconds, concurrency_policy, misfire_policy, misfire_window_seconds, misfire_max_fires, rate_limit_class, callback_url, params, created_at, updated_at, shard_range_from, shard_range_to, degrade_action, agentless, timeout_mode, shard_generator, shard_window_seconds, history_retention_seconds, history_failed_retention_seconds, managed_by, declared_version, declared_in, callback_ordered, active_from, active_until, jitter_seconds, triggers, exclude, concurrency_key, concurrency_limit, concurrency_group, pool_id FROM ax.job j WHERE j.id = e.job_id LIMIT 1) j
     WHERE e.id = ANY($1::uuid[])
 ), generated AS (
     SELECT unnest($2::uuid[]) AS execution_id, unnest($3::jsonb[]) AS params
@@ -1944,7 +2041,7 @@ WITH execs AS (
            s.agent_id AS pinned_agent_id, coalesce(x.rate_limit_class, '') AS rate_class, x.agentless,
            x.route_strategy, x.route_key, x.target_labels, x.params, x.job_name, x.group_name,
            x.executor_kind::text AS executor_kind,
-           x.concurrency_key, x.concurrency_limit, x.concurrency_group
+           x.concurrency_key, x.concurrency_limit, x.concurrency_group, x.pool_id
     FROM shards s
     JOIN execs x ON x.id = s.execution_id
     LEFT JOIN generated g ON g.execution_id = s.execution_id
@@ -1971,7 +2068,9 @@ SELECT p.execution_id, p.job_id, p.shard_index::integer AS shard_index, p.shard_
        -- of 256 KiB brought 2.5 GB into the server.
        (CASE WHEN p.shard_index = 0 THEN p.params END)::jsonb AS params, p.job_name, p.group_name, p.executor_kind,
        p.concurrency_key AS concurrency_template, coalesce(p.concurrency_limit, 0)::integer AS concurrency_limit,
-       p.concurrency_group
+       p.concurrency_group,
+       -- Where leases look for it (migration 00079); agentless: nowhere.
+       (CASE WHEN p.agentless THEN -1 ELSE p.pool_id END)::integer AS pool_id
 FROM planned p
 ORDER BY p.execution_id, p.shard_index
 `
@@ -2008,6 +2107,7 @@ type TaskPlanForExecutionsRow struct {
 	ConcurrencyTemplate string
 	ConcurrencyLimit    int32
 	ConcurrencyGroup    string
+	PoolID              int32
 }
 
 // TaskPlanForExecutions plans the pending tasks of each execution in
@@ -2082,6 +2182,7 @@ func (q *Queries) TaskPlanForExecutions(ctx context.Context, db DBTX, arg TaskPl
 			&i.ConcurrencyTemplate,
 			&i.ConcurrencyLimit,
 			&i.ConcurrencyGroup,
+			&i.PoolID,
 		); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,117 @@
+package dispatch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ax-scheduler/ax/db"
+	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/dispatch"
+)
+
+// TestABusyPoolStaysOutOfOtherPoolsLeases: a pool=gpu job fired with
+// 20,000 shards while its two live agents are busy (registered,
+// heartbeating, not polling), plus 1,000 keyed shards of another gpu job, all waiting an
+// hour, a quarter of them unassigned. Another agent's lease reads a few
+// task rows to find its own task, and so does its idle long poll's check:
+// before migration 00079 the lease read 40,003 (the starved and
+// stealable groups walk every pending task oldest first and drop them on
+// their job's labels) and the check 40,000. The gpu agents still lease
+// them; when the job's labels change, its pending tasks follow it to the
+// new pool and that pool's agent leases them.
+func TestABusyPoolStaysOutOfOtherPoolsLeases(t *testing.T) {
+	e := setup(t, nil)
+	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Refresh: time.Nanosecond}, nil, nil)
+	require.NoError(t, err)
+	e.router = router
+	ctx := context.Background()
+	other := e.agent(nil, nil)
+	gpuAgent := e.agent(map[string]string{"pool": "gpu"}, nil)
+	gpuAgent2 := e.agent(map[string]string{"pool": "gpu"}, nil)
+	ready := true
+	heartbeat := func(agents ...*axtype.Agent) {
+		for _, a := range agents {
+			_, err := e.broker.Heartbeat(ctx, a.ID, nil, &axtype.AgentLoad{Ready: &ready})
+			require.NoError(t, err)
+		}
+	}
+
+	gpu := e.job(func(j *axtype.Job) {
+		j.TargetLabels, j.ShardCount, j.Priority = map[string]string{"pool": "gpu"}, 10_000, 9
+	})
+	heartbeat(gpuAgent, gpuAgent2)
+	e.trigger(gpu.ID)
+	heartbeat(gpuAgent, gpuAgent2)
+	e.trigger(gpu.ID)
+	keyed := e.job(func(j *axtype.Job) {
+		j.TargetLabels, j.ShardCount, j.Priority = map[string]string{"pool": "gpu"}, 1_000, 9
+		j.ConcurrencyKey, j.ConcurrencyLimit = "shard-{{.shard.index}}", 1
+	})
+	heartbeat(gpuAgent, gpuAgent2)
+	e.trigger(keyed.ID)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET not_before = not_before - interval '1 hour',
+		preferred_agent_id = CASE WHEN shard_index % 4 = 0 THEN NULL ELSE preferred_agent_id END
+		WHERE job_id IN ($1, $2)`, gpu.ID, keyed.ID)
+	require.NoError(t, err)
+	var waiting, parked, routed int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE no_agent OR key_parked),
+		count(*) FILTER (WHERE preferred_agent_id IN ($3, $4))
+		FROM ax.task WHERE job_id IN ($1, $2) AND state = 'pending'`, gpu.ID, keyed.ID, gpuAgent.ID, gpuAgent2.ID).
+		Scan(&waiting, &parked, &routed))
+	require.Equal(t, 21_000, waiting)
+	require.Zero(t, parked, "a live agent can take them, and each key has room")
+	require.Equal(t, 15_750, routed, "routed to the gpu agents but for the quarter made unassigned")
+
+	heartbeat(other)
+	mine := e.job(nil)
+	run := e.trigger(mine.ID)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
+	// The backend's counts since they were last flushed (Postgres 15): the
+	// lease's are the difference.
+	read := func() int64 {
+		var n int64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT idx_tup_fetch + seq_tup_read FROM pg_stat_xact_user_tables
+			WHERE relid = 'ax.task'::regclass`).Scan(&n))
+		return n
+	}
+	before := read()
+	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
+		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, run.ID, got[0].ExecutionID)
+	require.Less(t, read()-before, int64(100), "task rows the lease read")
+	before = read()
+	outlook, err := db.TaskNextLeasable(ctx, tx, []uuid.UUID{other.ID}, 2*time.Second, nil)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, outlook[other.ID].Next, "nothing the agent could lease")
+	require.Less(t, read()-before, int64(100), "task rows the long poll's check read")
+	require.NoError(t, tx.Rollback(ctx))
+
+	leased := e.lease(gpuAgent, 5)
+	require.Len(t, leased, 5)
+	for _, lt := range leased {
+		require.Contains(t, []uuid.UUID{gpu.ID, keyed.ID}, lt.JobID)
+	}
+
+	// The job moves to another pool, and its pending tasks with it.
+	tpuAgent := e.agent(map[string]string{"pool": "tpu"}, nil)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.job SET target_labels = '{"pool": "tpu"}' WHERE id = $1`, gpu.ID)
+	require.NoError(t, err)
+	var stale int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM ax.task t JOIN ax.job j ON j.id = t.job_id
+		WHERE t.job_id = $1 AND t.state = 'pending' AND t.pool_id <> j.pool_id`, gpu.ID).Scan(&stale))
+	require.Zero(t, stale, "pending tasks follow their job's pool")
+	leased = e.lease(tpuAgent, 5)
+	require.Len(t, leased, 5, "stolen from the gpu agent they were routed to, or unassigned")
+	for _, lt := range leased {
+		require.Equal(t, gpu.ID, lt.JobID)
+	}
+}
