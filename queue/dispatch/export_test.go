@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/google/uuid"
 
@@ -26,4 +27,12 @@ func (s *LeaseBroker) ServeResults(ctx context.Context, agents []uuid.UUID, resu
 		done[i], errs[i] = answer.v, answer.err
 	}
 	return done, errs
+}
+
+// LeaseChecksForTest is how many checks waiting polls have begun
+// (metrics.LeaseChecks).
+func (s *LeaseBroker) LeaseChecksForTest() float64 {
+	var m dto.Metric
+	_ = s.metrics.LeaseChecks.Write(&m)
+	return m.GetCounter().GetValue()
 }

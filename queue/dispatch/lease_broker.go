@@ -126,7 +126,13 @@ func NewLeaseBroker(pool *pgxpool.Pool, notifier *notify.Notifier, cfg AgentConf
 	s := &LeaseBroker{pool: pool, notifier: notifier, cfg: cfg.withDefaults(), logger: logger, metrics: m,
 		classes: NewRateClasses(pool, logger)}
 	s.outlooks = &readTogether[*axtype.LeaseOutlook]{read: func(ctx context.Context, agentIDs []uuid.UUID) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
-		return db.TaskNextLeasable(ctx, s.pool, agentIDs, s.cfg.StealAfter, s.clock.Now())
+		// With a generic plan, as a small lease's statements: left to
+		// Postgres, the check was planned afresh every time, 1.0-1.7 ms
+		// of planning to 0.15 ms of reading a small queue (each pool's
+		// lateral is a read by key whatever the plan).
+		return db.WithBatchTxV(ctx, s.pool, 1, func(tx pgx.Tx) (map[uuid.UUID]*axtype.LeaseOutlook, error) {
+			return db.TaskNextLeasable(ctx, tx, agentIDs, s.cfg.StealAfter, s.clock.Now())
+		})
 	}}
 	s.agents = &readTogether[*axtype.Agent]{read: func(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*axtype.Agent, error) {
 		return db.AgentGetMany(ctx, s.pool, ids)

@@ -164,7 +164,6 @@ func TestLongPollEndsWhenTheAgentIsDrained(t *testing.T) {
 	ctx := context.Background()
 	job := e.job(nil)
 	a := e.agent(nil, nil)
-	since := e.dbNow()
 	got := make(chan []*axtype.LeasedTask, 1)
 	go func() {
 		tasks, err := e.broker.Lease(ctx, a, 10, 30*time.Second)
@@ -173,7 +172,7 @@ func TestLongPollEndsWhenTheAgentIsDrained(t *testing.T) {
 		}
 		got <- tasks
 	}()
-	e.pollWaiting(since)
+	e.pollWaiting()
 	require.NoError(t, e.broker.DrainHold(ctx, a.ID))
 	exec := e.trigger(job.ID) // wakes the poll
 
@@ -193,7 +192,6 @@ func TestLongPollWakesWhenATaskIsReady(t *testing.T) {
 	e := setup(t, nil)
 	job := e.job(nil)
 	a := e.agent(nil, nil)
-	since := e.dbNow()
 	got := make(chan []*axtype.LeasedTask, 1)
 	go func() {
 		tasks, err := e.broker.Lease(context.Background(), a, 10, 30*time.Second)
@@ -202,7 +200,7 @@ func TestLongPollWakesWhenATaskIsReady(t *testing.T) {
 		}
 		got <- tasks
 	}()
-	e.pollWaiting(since)
+	e.pollWaiting()
 	exec := e.trigger(job.ID)
 
 	select {

@@ -93,6 +93,14 @@ func TestABusyPoolStaysOutOfOtherPoolsLeases(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Hour, outlook[other.ID].Next, "nothing the agent could lease")
 	require.Less(t, read()-before, int64(100), "task rows the long poll's check read")
+	// The broker checks with a generic plan (db.WithBatchTxV): read the
+	// same way.
+	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off`)
+	require.NoError(t, err)
+	before = read()
+	_, err = db.TaskNextLeasable(ctx, tx, []uuid.UUID{other.ID}, 2*time.Second, nil)
+	require.NoError(t, err)
+	require.Less(t, read()-before, int64(100), "task rows the check read with a generic plan")
 	require.NoError(t, tx.Rollback(ctx))
 
 	leased := e.lease(gpuAgent, 5)

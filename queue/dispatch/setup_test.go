@@ -170,24 +170,15 @@ func (e *env) dbNow() time.Time {
 	return now
 }
 
-// pollWaiting waits until a long poll of this test's database has checked
-// for leasable tasks since since and gone to sleep: the connection that
-// ran TaskNextLeasable sits idle with it as its last statement. It looks
-// through a connection of its own: one from the pool could be the poll's,
-// and its own query would hide the poll's.
-func (e *env) pollWaiting(since time.Time) {
+// pollWaiting waits until a long poll of this test's broker has leased
+// nothing and begun checking for leasable tasks: a task written from then
+// on is found by that check or wakes the poll's wait by its NOTIFY (the
+// poll subscribed before its first lease). The check's own statement is
+// no longer the last of its connection (it runs in a transaction with
+// generic plans), so the broker's count of checks says so.
+func (e *env) pollWaiting() {
 	e.t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig)
-	require.NoError(e.t, err)
-	defer conn.Close(ctx)
-	e.eventually(func() bool {
-		var n int
-		require.NoError(e.t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND state = 'idle' AND state_change > $1
-			  AND query LIKE '-- name: TaskNextLeasable %'`, since).Scan(&n))
-		return n > 0
-	}, "the long poll to wait")
+	e.eventually(func() bool { return e.broker.LeaseChecksForTest() > 0 }, "the long poll to wait")
 }
 
 func ids(tasks []*axtype.LeasedTask) []uuid.UUID {
