@@ -14,7 +14,7 @@ func RateClassInsert(ctx context.Context, e Executor, c *axtype.RateClass) (*axt
 	r, err := queries.RateClassInsert(ctx, e, dbsqlc.RateClassInsertParams{
 		Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		ManualMinPriority: int32Ptr(c.ManualMinPriority), AutoMinPriority: int32Ptr(c.AutoMinPriority),
-		AutoDepth: int32Ptr(c.AutoDepth), AutoAgeSeconds: secondsPtr(c.AutoAge)})
+		AutoDepth: int32Ptr(c.AutoDepth), AutoAgeSeconds: secondsPtr(c.AutoAge), Groups: c.Groups})
 	if err != nil {
 		return nil, fmt.Errorf("error inserting rate class %q: %w", c.Name, mapErr(err))
 	}
@@ -27,7 +27,7 @@ func RateClassUpdate(ctx context.Context, e Executor, c *axtype.RateClass) (*axt
 	r, err := queries.RateClassUpdate(ctx, e, dbsqlc.RateClassUpdateParams{
 		Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		ManualMinPriority: int32Ptr(c.ManualMinPriority), AutoMinPriority: int32Ptr(c.AutoMinPriority),
-		AutoDepth: int32Ptr(c.AutoDepth), AutoAgeSeconds: secondsPtr(c.AutoAge)})
+		AutoDepth: int32Ptr(c.AutoDepth), AutoAgeSeconds: secondsPtr(c.AutoAge), Groups: c.Groups})
 	if err != nil {
 		return nil, fmt.Errorf("error updating rate class %q: %w", c.Name, mapErr(err))
 	}
@@ -43,6 +43,16 @@ func RateClassSetManualFloor(ctx context.Context, e Executor, name string, minPr
 		return nil, fmt.Errorf("error setting the floor of rate class %q: %w", name, mapErr(err))
 	}
 	return rateClassFromRow(r), nil
+}
+
+// RateClassGroups returns the job groups class name is kept to (nil:
+// any); axtype.ErrNotFound when there is no such class.
+func RateClassGroups(ctx context.Context, e Executor, name string) ([]string, error) {
+	groups, err := queries.RateClassGroups(ctx, e, name)
+	if err != nil {
+		return nil, fmt.Errorf("error reading the groups of rate class %q: %w", name, mapErr(err))
+	}
+	return groups, nil
 }
 
 // RateClassDelete removes a class; jobs that name it block the delete
@@ -105,7 +115,7 @@ func rateClassFromRow(r dbsqlc.AxRateClass) *axtype.RateClass {
 	c := &axtype.RateClass{Name: r.Name, Description: r.Description, Rate: r.Rate, Burst: r.Burst,
 		ManualMinPriority: intPtr(r.ManualMinPriority), AutoMinPriority: intPtr(r.AutoMinPriority),
 		AutoDepth: intPtr(r.AutoDepth), DegradedSince: utcPtr(r.DegradedSince),
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), TokensNow: r.Tokens}
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), TokensNow: r.Tokens, Groups: r.Groups}
 	if r.AutoAgeSeconds != nil {
 		d := time.Duration(*r.AutoAgeSeconds) * time.Second
 		c.AutoAge = &d

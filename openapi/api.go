@@ -94,10 +94,10 @@ func New(cfg Config) (http.Handler, huma.API) {
 	api.UseMiddleware(auth.middleware, storableBodies(api), idem.middleware)
 
 	urls := &urlChecker{policy: cfg.Outbound, logger: cfg.Logger}
-	guard := groupGuard{jobs: eng.Jobs, execs: eng.Executions}
+	guard := groupGuard{jobs: eng.Jobs, execs: eng.Executions, classes: eng.Classes}
 	jobs := &jobHandlers{jobs: eng.Jobs, urls: urls, guard: guard}
 	jobs.register(api)
-	(&declarationHandlers{decls: eng.Declarations, urls: urls}).register(api)
+	(&declarationHandlers{decls: eng.Declarations, urls: urls, guard: guard}).register(api)
 	(&executionHandlers{execs: eng.Executions, waiter: eng.Waiter, callbacks: eng.Callbacks, guard: guard}).register(api)
 	(&outboundHandlers{jobs: eng.Jobs, execs: eng.Executions, callbacks: eng.Callbacks, urls: urls, logger: cfg.Logger,
 		guard: guard, completer: eng.Completer}).register(api)

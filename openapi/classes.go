@@ -3,6 +3,7 @@ package openapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -22,6 +23,7 @@ type RateClass struct {
 	// MinPriority is the operator's floor (ax class degrade).
 	MinPriority *int         `json:"min_priority,omitempty" minimum:"-1000" maximum:"1000" doc:"Operator's floor: while set, tasks below this priority wait (or skip, per job)"`
 	Auto        *AutoDegrade `json:"auto_degrade,omitempty" doc:"Floor applied automatically while the class is under pressure"`
+	Groups      []string     `json:"groups,omitempty" minItems:"1" maxItems:"100" doc:"Only jobs of these job groups may name the class, so no other team's jobs take its tokens. Absent: jobs of any group, but not written with a key limited to groups"`
 
 	// Read-only state.
 	Tokens           float64    `json:"tokens" readOnly:"true" doc:"Tokens in the bucket now"`
@@ -129,6 +131,9 @@ func (h *classHandlers) register(api huma.API) {
 }
 
 func (h *classHandlers) create(ctx context.Context, in *classBodyInput) (*classOutput, error) {
+	if err := groupsProblem(in.Body.Groups); err != nil {
+		return nil, err
+	}
 	c, err := h.classes.Create(ctx, classToDB(&in.Body, in.Body.Name))
 	if errors.Is(err, axtype.ErrConflict) {
 		return nil, huma.Error409Conflict("rate class exists",
@@ -155,7 +160,25 @@ func (h *classHandlers) get(ctx context.Context, in *classNameInput) (*classOutp
 }
 
 func (h *classHandlers) update(ctx context.Context, in *classUpdateInput) (*classOutput, error) {
+	if err := groupsProblem(in.Body.Groups); err != nil {
+		return nil, err
+	}
 	return classResponse(h.classes.Update(ctx, classToDB(&in.Body, in.Name)))
+}
+
+// groupsProblem refuses a class's groups that cannot be a job's group
+// (1 to 200 characters, as a job's group field).
+func groupsProblem(groups []string) error {
+	var errs fieldErrors
+	for i, g := range groups {
+		if g == "" || len(g) > 200 {
+			errs.add(fmt.Sprintf("body.groups[%d]", i), "is a job group: 1 to 200 characters", g)
+		}
+	}
+	if len(errs) > 0 {
+		return huma.Error422UnprocessableEntity("invalid groups", errs...)
+	}
+	return nil
 }
 
 func (h *classHandlers) delete(ctx context.Context, in *classNameInput) (*struct{}, error) {
@@ -191,6 +214,9 @@ func classError(err error) error {
 		return nil
 	case errors.Is(err, axtype.ErrNotFound):
 		return huma.Error404NotFound("rate class not found")
+	case errors.As(err, &ce) && ce.Constraint == "rate_class_groups_in_use":
+		return huma.Error409Conflict("jobs of other groups name this class: move them first",
+			&huma.ErrorDetail{Location: "body.groups", Message: "leaves out the " + ce.Detail + " of a job naming the class"})
 	case errors.As(err, &ce):
 		return huma.Error422UnprocessableEntity("the class breaks rule "+ce.Constraint,
 			&huma.ErrorDetail{Location: "body", Message: "violates " + ce.Constraint})
@@ -200,7 +226,7 @@ func classError(err error) error {
 
 func classToDB(c *RateClass, name string) *axtype.RateClass {
 	out := &axtype.RateClass{Name: name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
-		ManualMinPriority: c.MinPriority}
+		ManualMinPriority: c.MinPriority, Groups: c.Groups}
 	if a := c.Auto; a != nil {
 		out.AutoMinPriority, out.AutoDepth = &a.MinPriority, a.Depth
 		if a.AgeSeconds != nil {
@@ -215,7 +241,7 @@ func classFromDB(c *axtype.RateClass) *RateClass {
 	out := &RateClass{Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		MinPriority: c.ManualMinPriority, Tokens: c.TokensNow, Waiting: c.Waiting,
 		OldestWait: c.OldestWait.Seconds(), Degraded: c.DegradedSince != nil, DegradedSince: c.DegradedSince,
-		EffectiveMinimum: queue.FloorInForce(c), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		EffectiveMinimum: queue.FloorInForce(c), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, Groups: c.Groups}
 	if c.AutoMinPriority != nil {
 		out.Auto = &AutoDegrade{MinPriority: *c.AutoMinPriority, Depth: c.AutoDepth}
 		if c.AutoAge != nil {

@@ -96,6 +96,7 @@ type declarationSetsOutput struct {
 type declarationHandlers struct {
 	decls *queue.DeclarationService
 	urls  *urlChecker
+	guard groupGuard
 }
 
 func (h *declarationHandlers) register(api huma.API) {
@@ -161,6 +162,11 @@ func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) 
 			errs.add(at+"group", "is not one of the key's groups", def.Group)
 		}
 		errs = append(errs, upstreamProblems(ctx, def, at)...)
+		classErrs, err := h.guard.classProblems(ctx, def.RateLimitClass, at+"rate_limit_class")
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, classErrs...)
 		key := axtype.JobKey{Group: def.Group, Name: def.Name}
 		if first, dup := seen[key]; dup {
 			errs.add(at+"name", fmt.Sprintf("is declared twice in group %q (also jobs[%d])", def.Group, first), def.Name)

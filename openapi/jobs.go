@@ -132,6 +132,9 @@ func (h *jobHandlers) create(ctx context.Context, in *jobBodyInput) (*jobCreated
 	if err := writable(ctx, def.Group, "body.group"); err != nil {
 		return nil, err
 	}
+	if err := h.guard.class(ctx, def.RateLimitClass, "body.rate_limit_class"); err != nil {
+		return nil, err
+	}
 	if err := upstreamsVisible(ctx, def); err != nil {
 		return nil, err
 	}
@@ -217,6 +220,9 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 		return nil, jobError(err, &in.Body)
 	}
 	if err := writable(ctx, def.Group, "body.group"); err != nil {
+		return nil, err
+	}
+	if err := h.guard.class(ctx, def.RateLimitClass, "body.rate_limit_class"); err != nil {
 		return nil, err
 	}
 	if err := upstreamsVisible(ctx, def); err != nil {
@@ -326,6 +332,10 @@ func jobErrorAt(err error, in *Job, prefix string) error {
 			&huma.ErrorDetail{Location: prefix + "name", Message: "is taken in this group", Value: in.Name})
 	case errors.As(err, &ce) && ce.Constraint == "job_calendar_calendar_fk" && in != nil:
 		return jobExcludeError(ce.Detail, in, prefix)
+	case errors.As(err, &ce) && ce.Constraint == "job_rate_class_groups" && in != nil:
+		return huma.Error422UnprocessableEntity("the rate class is kept to other job groups",
+			&huma.ErrorDetail{Location: prefix + "rate_limit_class", Message: "is not open to this job's group (the class's groups list who may name it)",
+				Value: in.RateLimitClass})
 	case errors.As(err, &ce) && ce.Constraint == "job_rate_limit_class_fk" && in != nil:
 		return huma.Error422UnprocessableEntity("unknown rate class",
 			&huma.ErrorDetail{Location: prefix + "rate_limit_class", Message: "names no rate class: create it first (POST /v1/classes)",

@@ -20,8 +20,9 @@ import (
 // names; creating a job in another group is refused with 403 naming the
 // field. Keys without groups are not slowed down: the checks read nothing.
 type groupGuard struct {
-	jobs  *queue.JobService
-	execs *queue.ExecutionService
+	jobs    *queue.JobService
+	execs   *queue.ExecutionService
+	classes *queue.ClassService
 }
 
 // keyGroups returns the groups the caller's key is limited to; nil: all.
@@ -46,6 +47,39 @@ func writable(ctx context.Context, group, location string) error {
 	}
 	return huma.Error403Forbidden("this API key is limited to other job groups",
 		&huma.ErrorDetail{Location: location, Value: group, Message: "is not one of the key's groups"})
+}
+
+// classProblems refuses, for a key limited to groups, a rate class open
+// to every group (no groups of its own): such a key's jobs would take the
+// tokens of a class other teams' jobs rely on. A class kept to groups is
+// held to them by the database for every writer (job_rate_class_groups).
+// location names the field (body.rate_limit_class).
+func (g groupGuard) classProblems(ctx context.Context, class, location string) (fieldErrors, error) {
+	if class == "" || keyGroups(ctx) == nil {
+		return nil, nil
+	}
+	groups, err := g.classes.Groups(ctx, class)
+	switch {
+	case errors.Is(err, axtype.ErrNotFound):
+		return nil, nil // the write says the job names no class
+	case err != nil:
+		return nil, err
+	case groups == nil:
+		var errs fieldErrors
+		errs.add(location, "is open to every job group; a key limited to groups may name only a class kept to "+
+			"groups (ask an admin to set the class's groups)", class)
+		return errs, nil
+	}
+	return nil, nil
+}
+
+// class is classProblems as a problem response (422).
+func (g groupGuard) class(ctx context.Context, class, location string) error {
+	errs, err := g.classProblems(ctx, class, location)
+	if err != nil || len(errs) == 0 {
+		return err
+	}
+	return huma.Error422UnprocessableEntity("the rate class is open to every group", errs...)
 }
 
 // upstreamProblems refuses, for a key limited to groups, the upstream jobs

@@ -101,6 +101,9 @@ func (h *outboundHandlers) run(ctx context.Context, in *runInput) (*runOutput, e
 	if err := writable(ctx, cmp.Or(def.Group, queue.RunGroup), "body.group"); err != nil {
 		return nil, err
 	}
+	if err := h.guard.class(ctx, def.RateLimitClass, "body.rate_limit_class"); err != nil {
+		return nil, err
+	}
 	req := &queue.TriggerRequest{IdempotencyKey: in.IdempotencyKey, Method: http.MethodPost, Path: "/v1/runs"}
 	if in.IdempotencyKey != "" {
 		if req.APIKeyID, req.RequestHash, err = requestIdentity(ctx, in.Body); err != nil {
@@ -166,5 +169,5 @@ func runError(err error, in *runInput) error {
 		return huma.Error409Conflict("a job named "+in.Body.Name+" already exists in group "+in.Body.Group,
 			&huma.ErrorDetail{Location: "body.name", Message: "is taken in this group", Value: in.Body.Name})
 	}
-	return jobError(err, nil)
+	return jobError(err, in.Body.job())
 }

@@ -46,6 +46,13 @@ func (s *ClassService) Get(ctx context.Context, name string) (*axtype.RateClass,
 	return db.RateClassGet(ctx, s.pool, name)
 }
 
+// Groups returns the job groups class name is kept to (nil: any);
+// axtype.ErrNotFound when there is no such class. It reads the class's
+// row alone, not its backlog as Get does.
+func (s *ClassService) Groups(ctx context.Context, name string) ([]string, error) {
+	return db.RateClassGroups(ctx, s.pool, name)
+}
+
 // List returns every class with its bucket level and backlog now.
 func (s *ClassService) List(ctx context.Context) ([]*axtype.RateClass, error) {
 	return db.RateClassList(ctx, s.pool, "")

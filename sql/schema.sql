@@ -1170,6 +1170,25 @@ BEGIN
 END $$;
 
 --
+-- Name: job_rate_class_groups(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.job_rate_class_groups() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    allowed text[];
+BEGIN
+    SELECT c.groups INTO allowed FROM ax.rate_class c WHERE c.name = NEW.rate_limit_class FOR KEY SHARE;
+    IF allowed IS NOT NULL AND NOT NEW.group_name = ANY(allowed) THEN
+        RAISE EXCEPTION 'rate class % is kept to groups %', NEW.rate_limit_class, allowed
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'job_rate_class_groups',
+                  DETAIL = format('job group %s is not one of them', NEW.group_name);
+    END IF;
+    RETURN NEW;
+END $$;
+
+--
 -- Name: job_success_p95(uuid); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -1505,6 +1524,28 @@ BEGIN
         PERFORM pg_notify('ax_task_ready', '');
     END IF;
     RETURN n;
+END $$;
+
+--
+-- Name: rate_class_groups_in_use(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.rate_class_groups_in_use() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    outside text;
+BEGIN
+    PERFORM 1 FROM ax.rate_class c WHERE c.name = OLD.name FOR UPDATE;
+    SELECT j.group_name INTO outside FROM ax.job j
+    WHERE j.rate_limit_class = OLD.name AND NOT j.group_name = ANY(NEW.groups)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'jobs of group % name rate class %', outside, OLD.name
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'rate_class_groups_in_use',
+                  DETAIL = format('group %s', outside);
+    END IF;
+    RETURN NEW;
 END $$;
 
 --
@@ -2876,12 +2917,20 @@ CREATE TABLE ax.rate_class (
     degraded_since timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    groups text[],
     CONSTRAINT rate_class_auto_complete CHECK (((auto_min_priority IS NULL) = ((auto_depth IS NULL) AND (auto_age_seconds IS NULL)))),
     CONSTRAINT rate_class_burst_range CHECK ((burst >= (1)::double precision)),
+    CONSTRAINT rate_class_groups_size CHECK (((groups IS NULL) OR (((cardinality(groups) >= 1) AND (cardinality(groups) <= 100)) AND (array_position(groups, NULL::text) IS NULL)))),
     CONSTRAINT rate_class_name_format CHECK ((name ~ '^[A-Za-z0-9_.-]{1,100}$'::text)),
     CONSTRAINT rate_class_rate_positive CHECK ((rate > (0)::double precision)),
     CONSTRAINT rate_class_tokens_range CHECK (((tokens >= (0)::double precision) AND (tokens <= burst)))
 );
+
+--
+-- Name: COLUMN rate_class.groups; Type: COMMENT; Schema: ax; Owner: -
+--
+
+COMMENT ON COLUMN ax.rate_class.groups IS 'the job groups whose jobs may name the class; NULL: any (but not through keys limited to groups)';
 
 --
 -- Name: rate_class_status; Type: VIEW; Schema: ax; Owner: -
@@ -4215,6 +4264,12 @@ CREATE TRIGGER job_pool_moved AFTER UPDATE OF target_labels, executor_kind ON ax
 CREATE TRIGGER job_pool_set BEFORE INSERT OR UPDATE OF target_labels, executor_kind ON ax.job FOR EACH ROW EXECUTE FUNCTION ax.job_pool_set();
 
 --
+-- Name: job job_rate_class_groups; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER job_rate_class_groups BEFORE INSERT OR UPDATE OF rate_limit_class, group_name ON ax.job FOR EACH ROW WHEN ((new.rate_limit_class IS NOT NULL)) EXECUTE FUNCTION ax.job_rate_class_groups();
+
+--
 -- Name: callback notice_callback_failed; Type: TRIGGER; Schema: ax; Owner: -
 --
 
@@ -4249,6 +4304,12 @@ CREATE TRIGGER queued_run_after_delete AFTER DELETE ON ax.execution REFERENCING 
 --
 
 CREATE TRIGGER queued_run_after_update AFTER UPDATE ON ax.execution REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ax.queued_run_after_end();
+
+--
+-- Name: rate_class rate_class_groups_in_use; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER rate_class_groups_in_use BEFORE UPDATE OF groups ON ax.rate_class FOR EACH ROW WHEN ((new.groups IS NOT NULL)) EXECUTE FUNCTION ax.rate_class_groups_in_use();
 
 --
 -- Name: rate_class rate_class_loosened; Type: TRIGGER; Schema: ax; Owner: -

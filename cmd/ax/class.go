@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -33,12 +34,21 @@ func classSet(verb string) *cobra.Command {
 		autoMin := fs.String("auto-min-priority", "", "floor applied automatically under pressure (with --auto-depth or --auto-age)")
 		autoDepth := fs.Int("auto-depth", 0, "degrade while more ready tasks than this wait")
 		autoAge := fs.Int("auto-age", 0, "degrade while the oldest ready task has waited more than this many seconds")
+		groups := fs.String("groups", "", "only jobs of these job groups may name the class, g1,g2; default: any group "+
+			"(but not through keys limited to groups), or on update the class's groups as they are")
+		anyGroup := false
+		if verb == "update" {
+			fs.BoolVar(&anyGroup, "any-group", false, "open the class to jobs of every group (drops its groups)")
+		}
 		cmd.RunE = func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if *rate <= 0 {
 				return usageErrorf("usage: ax class %s NAME --rate R [--burst B] [--auto-min-priority P --auto-depth N | --auto-age S]", verb)
 			}
 			body := client.RateClass{Name: args[0], Rate: *rate, Burst: max(*burst, *rate, 1), Description: desc}
+			if g := splitList(*groups); g != nil {
+				body.Groups = &g
+			}
 			if (*autoDepth > 0 || *autoAge > 0) != (*autoMin != "") {
 				return usageErrorf("--auto-min-priority goes with --auto-depth or --auto-age: the floor and when it applies")
 			}
@@ -71,6 +81,21 @@ func classSet(verb string) *cobra.Command {
 				}
 				status, raw, class = resp.StatusCode(), resp.Body, resp.JSON201
 			} else {
+				// An update replaces the class; its groups stay unless
+				// given (or dropped on purpose): a change of rate must
+				// not open a class kept to a team.
+				if body.Groups == nil && !anyGroup {
+					old, err := c.GetClassWithResponse(ctx, body.Name)
+					if err != nil {
+						return unreachable(err)
+					}
+					if old.JSON200 == nil {
+						return apiError(old.StatusCode(), old.Body)
+					}
+					body.Groups = old.JSON200.Groups
+				} else if body.Groups != nil && anyGroup {
+					return usageErrorf("--groups and --any-group: give one")
+				}
 				resp, err := c.UpdateClassWithResponse(ctx, body.Name, body)
 				if err != nil {
 					return unreachable(err)
@@ -189,14 +214,18 @@ func showClasses(output outputFormat, classes ...client.RateClass) error {
 
 func classTable(classes []client.RateClass) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tRATE/S\tBURST\tTOKENS\tWAITING\tOLDEST WAIT\tMIN PRIORITY\tDEGRADED")
+	fmt.Fprintln(w, "NAME\tRATE/S\tBURST\tTOKENS\tWAITING\tOLDEST WAIT\tMIN PRIORITY\tDEGRADED\tGROUPS")
 	for _, c := range classes {
 		floor := "-"
 		if c.EffectiveMinPriority != nil {
 			floor = strconv.FormatInt(*c.EffectiveMinPriority, 10)
 		}
-		fmt.Fprintf(w, "%s\t%g\t%g\t%.1f\t%d\t%.1fs\t%s\t%t\n", c.Name, c.Rate, c.Burst, deref(c.Tokens),
-			deref(c.Waiting), deref(c.OldestWaitSeconds), floor, deref(c.Degraded))
+		groups := "any"
+		if c.Groups != nil {
+			groups = strings.Join(*c.Groups, ",")
+		}
+		fmt.Fprintf(w, "%s\t%g\t%g\t%.1f\t%d\t%.1fs\t%s\t%t\t%s\n", c.Name, c.Rate, c.Burst, deref(c.Tokens),
+			deref(c.Waiting), deref(c.OldestWaitSeconds), floor, deref(c.Degraded), groups)
 	}
 	return w.Flush()
 }

@@ -2839,6 +2839,9 @@ type RateClass struct {
 	// EffectiveMinPriority The floor in force now, if any
 	EffectiveMinPriority *int64 `json:"effective_min_priority,omitempty"`
 
+	// Groups Only jobs of these job groups may name the class, so no other team's jobs take its tokens. Absent: jobs of any group, but not written with a key limited to groups
+	Groups *[]string `json:"groups,omitempty"`
+
 	// MinPriority Operator's floor: while set, tasks below this priority wait (or skip, per job)
 	MinPriority *int64 `json:"min_priority,omitempty"`
 
@@ -3331,6 +3334,9 @@ type PatchClassApplicationMergePatchPlusJSONBody struct {
 
 	// EffectiveMinPriority The floor in force now, if any
 	EffectiveMinPriority *int64 `json:"effective_min_priority,omitempty"`
+
+	// Groups Only jobs of these job groups may name the class, so no other team's jobs take its tokens. Absent: jobs of any group, but not written with a key limited to groups
+	Groups *[]string `json:"groups,omitempty"`
 
 	// MinPriority Operator's floor: while set, tasks below this priority wait (or skip, per job)
 	MinPriority *int64 `json:"min_priority,omitempty"`

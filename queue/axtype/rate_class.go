@@ -17,8 +17,11 @@ type RateClass struct {
 	AutoDepth       *int
 	AutoAge         *time.Duration
 	DegradedSince   *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// Groups are the job groups whose jobs may name the class (migration
+	// 00080); nil: any, but not through a key limited to groups.
+	Groups    []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 
 	// Read by RateClassList.
 	TokensNow  float64       // the bucket's level now

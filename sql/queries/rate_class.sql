@@ -1,8 +1,9 @@
 -- name: RateClassInsert :one
 INSERT INTO ax.rate_class (name, description, rate, burst, tokens, manual_min_priority,
-                           auto_min_priority, auto_depth, auto_age_seconds)
+                           auto_min_priority, auto_depth, auto_age_seconds, groups)
 VALUES (@name, @description, @rate, @burst, @burst, sqlc.narg('manual_min_priority'),
-        sqlc.narg('auto_min_priority'), sqlc.narg('auto_depth'), sqlc.narg('auto_age_seconds'))
+        sqlc.narg('auto_min_priority'), sqlc.narg('auto_depth'), sqlc.narg('auto_age_seconds'),
+        sqlc.narg('groups')::text[])
 RETURNING *;
 
 -- RateClassUpdate changes a class's settings; the bucket keeps its level,
@@ -14,7 +15,7 @@ SET description = @description, rate = @rate, burst = @burst,
     refilled_at = greatest(refilled_at, now()),
     manual_min_priority = sqlc.narg('manual_min_priority'),
     auto_min_priority = sqlc.narg('auto_min_priority'), auto_depth = sqlc.narg('auto_depth'),
-    auto_age_seconds = sqlc.narg('auto_age_seconds'),
+    auto_age_seconds = sqlc.narg('auto_age_seconds'), groups = sqlc.narg('groups')::text[],
     degraded_since = CASE WHEN sqlc.narg('auto_min_priority')::integer IS NULL THEN NULL ELSE degraded_since END,
     updated_at = now()
 WHERE name = @name
@@ -26,6 +27,10 @@ RETURNING *;
 UPDATE ax.rate_class SET manual_min_priority = sqlc.narg('min_priority'), updated_at = now()
 WHERE name = @name
 RETURNING *;
+
+-- RateClassGroups returns the job groups a class is kept to (NULL: any).
+-- name: RateClassGroups :one
+SELECT groups FROM ax.rate_class WHERE name = @name;
 
 -- name: RateClassDelete :execrows
 DELETE FROM ax.rate_class WHERE name = @name;
@@ -80,7 +85,11 @@ WITH level AS (
     WHERE c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)) >= 1
       AND EXISTS (SELECT 1 FROM ax.task t
                   WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now())
-    FOR UPDATE OF c
+    -- NO KEY: a job written naming the class holds its row FOR KEY SHARE
+    -- (the foreign key, migration 00080) until it commits; FOR UPDATE
+    -- waited for it, and a declaration of a thousand jobs held the
+    -- class's leases up for its whole transaction.
+    FOR NO KEY UPDATE OF c
 )
 UPDATE ax.rate_class c
 SET tokens = l.level - least(sqlc.arg('max')::integer, floor(l.level)), refilled_at = greatest(c.refilled_at, now())

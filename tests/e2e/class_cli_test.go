@@ -37,6 +37,25 @@ func TestClassCommands(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Regexp(t, `billing-db\s+5\s+10\s+10\.0\s+0`, out)
 
+	// Kept to groups: an update that does not name them keeps them, and
+	// --any-group opens the class again.
+	groupsOf := func() any {
+		out, err := s.AX(t, "class", "get", "billing-db", "-o", "json")
+		require.NoError(t, err, out)
+		var c map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &c))
+		return c["groups"]
+	}
+	out, err = s.AX(t, "class", "update", "billing-db", "--rate", "5", "--groups", "billing,reports")
+	require.NoError(t, err, out)
+	require.Regexp(t, `billing,reports`, out)
+	out, err = s.AX(t, "class", "update", "billing-db", "--rate", "6")
+	require.NoError(t, err, out)
+	require.Equal(t, []any{"billing", "reports"}, groupsOf(), "an update keeps the class's groups")
+	out, err = s.AX(t, "class", "update", "billing-db", "--rate", "6", "--any-group")
+	require.NoError(t, err, out)
+	require.Nil(t, groupsOf(), "--any-group opens the class")
+
 	out, err = s.AX(t, "class", "create", "bad", "--rate", "5", "--auto-depth", "3")
 	require.Error(t, err, "an automatic floor needs its priority")
 	_ = out

@@ -1842,6 +1842,8 @@ type AxRateClass struct {
 	DegradedSince     *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	// the job groups whose jobs may name the class; NULL: any (but not through keys limited to groups)
+	Groups []string
 }
 
 type AxRateClassStatus struct {

@@ -99,12 +99,25 @@ func (q *Queries) RateClassGiveBack(ctx context.Context, db DBTX, arg RateClassG
 	return err
 }
 
+const rateClassGroups = `-- name: RateClassGroups :one
+SELECT groups FROM ax.rate_class WHERE name = $1
+`
+
+// RateClassGroups returns the job groups a class is kept to (NULL: any).
+func (q *Queries) RateClassGroups(ctx context.Context, db DBTX, name string) ([]string, error) {
+	row := db.QueryRow(ctx, rateClassGroups, name)
+	var groups []string
+	err := row.Scan(&groups)
+	return groups, err
+}
+
 const rateClassInsert = `-- name: RateClassInsert :one
 INSERT INTO ax.rate_class (name, description, rate, burst, tokens, manual_min_priority,
-                           auto_min_priority, auto_depth, auto_age_seconds)
+                           auto_min_priority, auto_depth, auto_age_seconds, groups)
 VALUES ($1, $2, $3, $4, $4, $5,
-        $6, $7, $8)
-RETURNING name, description, rate, burst, tokens, refilled_at, manual_min_priority, auto_min_priority, auto_depth, auto_age_seconds, degraded_since, created_at, updated_at
+        $6, $7, $8,
+        $9::text[])
+RETURNING name, description, rate, burst, tokens, refilled_at, manual_min_priority, auto_min_priority, auto_depth, auto_age_seconds, degraded_since, created_at, updated_at, groups
 `
 
 type RateClassInsertParams struct {
@@ -116,6 +129,7 @@ type RateClassInsertParams struct {
 	AutoMinPriority   *int32
 	AutoDepth         *int32
 	AutoAgeSeconds    *int32
+	Groups            []string
 }
 
 func (q *Queries) RateClassInsert(ctx context.Context, db DBTX, arg RateClassInsertParams) (AxRateClass, error) {
@@ -128,6 +142,7 @@ func (q *Queries) RateClassInsert(ctx context.Context, db DBTX, arg RateClassIns
 		arg.AutoMinPriority,
 		arg.AutoDepth,
 		arg.AutoAgeSeconds,
+		arg.Groups,
 	)
 	var i AxRateClass
 	err := row.Scan(
@@ -144,12 +159,13 @@ func (q *Queries) RateClassInsert(ctx context.Context, db DBTX, arg RateClassIns
 		&i.DegradedSince,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Groups,
 	)
 	return i, err
 }
 
 const rateClassList = `-- name: RateClassList :many
-SELECT c.name, c.description, c.rate, c.burst, c.tokens, c.refilled_at, c.manual_min_priority, c.auto_min_priority, c.auto_depth, c.auto_age_seconds, c.degraded_since, c.created_at, c.updated_at,
+SELECT c.name, c.description, c.rate, c.burst, c.tokens, c.refilled_at, c.manual_min_priority, c.auto_min_priority, c.auto_depth, c.auto_age_seconds, c.degraded_since, c.created_at, c.updated_at, c.groups,
        least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)))::double precision AS tokens_now,
        coalesce(w.waiting, 0)::bigint AS waiting,
        coalesce(w.oldest_seconds, 0)::double precision AS oldest_wait_seconds
@@ -195,6 +211,7 @@ func (q *Queries) RateClassList(ctx context.Context, db DBTX, name *string) ([]R
 			&i.AxRateClass.DegradedSince,
 			&i.AxRateClass.CreatedAt,
 			&i.AxRateClass.UpdatedAt,
+			&i.AxRateClass.Groups,
 			&i.TokensNow,
 			&i.Waiting,
 			&i.OldestWaitSeconds,
@@ -212,7 +229,7 @@ func (q *Queries) RateClassList(ctx context.Context, db DBTX, name *string) ([]R
 const rateClassSetManualFloor = `-- name: RateClassSetManualFloor :one
 UPDATE ax.rate_class SET manual_min_priority = $1, updated_at = now()
 WHERE name = $2
-RETURNING name, description, rate, burst, tokens, refilled_at, manual_min_priority, auto_min_priority, auto_depth, auto_age_seconds, degraded_since, created_at, updated_at
+RETURNING name, description, rate, burst, tokens, refilled_at, manual_min_priority, auto_min_priority, auto_depth, auto_age_seconds, degraded_since, created_at, updated_at, groups
 `
 
 type RateClassSetManualFloorParams struct {
@@ -239,6 +256,7 @@ func (q *Queries) RateClassSetManualFloor(ctx context.Context, db DBTX, arg Rate
 		&i.DegradedSince,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Groups,
 	)
 	return i, err
 }
@@ -250,7 +268,11 @@ WITH level AS (
     WHERE c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)) >= 1
       AND EXISTS (SELECT 1 FROM ax.task t
                   WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now())
-    FOR UPDATE OF c
+    -- NO KEY: a job written naming the class holds its row FOR KEY SHARE
+    -- (the foreign key, migration 00080) until it commits; FOR UPDATE
+    -- waited for it, and a declaration of a thousand jobs held the
+    -- class's leases up for its whole transaction.
+    FOR NO KEY UPDATE OF c
 )
 UPDATE ax.rate_class c
 SET tokens = l.level - least($1::integer, floor(l.level)), refilled_at = greatest(c.refilled_at, now())
@@ -296,11 +318,11 @@ SET description = $1, rate = $2, burst = $3,
     refilled_at = greatest(refilled_at, now()),
     manual_min_priority = $4,
     auto_min_priority = $5, auto_depth = $6,
-    auto_age_seconds = $7,
+    auto_age_seconds = $7, groups = $8::text[],
     degraded_since = CASE WHEN $5::integer IS NULL THEN NULL ELSE degraded_since END,
     updated_at = now()
-WHERE name = $8
-RETURNING name, description, rate, burst, tokens, refilled_at, manual_min_priority, auto_min_priority, auto_depth, auto_age_seconds, degraded_since, created_at, updated_at
+WHERE name = $9
+RETURNING name, description, rate, burst, tokens, refilled_at, manual_min_priority, auto_min_priority, auto_depth, auto_age_seconds, degraded_since, created_at, updated_at, groups
 `
 
 type RateClassUpdateParams struct {
@@ -311,6 +333,7 @@ type RateClassUpdateParams struct {
 	AutoMinPriority   *int32
 	AutoDepth         *int32
 	AutoAgeSeconds    *int32
+	Groups            []string
 	Name              string
 }
 
@@ -325,6 +348,7 @@ func (q *Queries) RateClassUpdate(ctx context.Context, db DBTX, arg RateClassUpd
 		arg.AutoMinPriority,
 		arg.AutoDepth,
 		arg.AutoAgeSeconds,
+		arg.Groups,
 		arg.Name,
 	)
 	var i AxRateClass
@@ -342,6 +366,7 @@ func (q *Queries) RateClassUpdate(ctx context.Context, db DBTX, arg RateClassUpd
 		&i.DegradedSince,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Groups,
 	)
 	return i, err
 }

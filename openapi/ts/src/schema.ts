@@ -2967,6 +2967,8 @@ export interface components {
              * @description The floor in force now, if any
              */
             effective_min_priority?: $Read<number>;
+            /** @description Only jobs of these job groups may name the class, so no other team's jobs take its tokens. Absent: jobs of any group, but not written with a key limited to groups */
+            groups?: string[] | null;
             /**
              * Format: int64
              * @description Operator's floor: while set, tasks below this priority wait (or skip, per job)
@@ -6684,6 +6686,8 @@ export interface operations {
                      * @description The floor in force now, if any
                      */
                     effective_min_priority?: $Read<number>;
+                    /** @description Only jobs of these job groups may name the class, so no other team's jobs take its tokens. Absent: jobs of any group, but not written with a key limited to groups */
+                    groups?: string[];
                     /**
                      * Format: int64
                      * @description Operator's floor: while set, tasks below this priority wait (or skip, per job)
@@ -6746,6 +6750,8 @@ export interface operations {
                      * @description The floor in force now, if any
                      */
                     effective_min_priority?: $Read<number>;
+                    /** @description Only jobs of these job groups may name the class, so no other team's jobs take its tokens. Absent: jobs of any group, but not written with a key limited to groups */
+                    groups?: string[];
                     /**
                      * Format: int64
                      * @description Operator's floor: while set, tasks below this priority wait (or skip, per job)
