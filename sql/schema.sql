@@ -1151,9 +1151,12 @@ CREATE FUNCTION ax.job_pool_moved() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    UPDATE ax.task t SET pool_id = NEW.pool_id
-    WHERE t.execution_id IN (SELECT e.id FROM ax.execution e WHERE e.job_id = NEW.id AND e.finished_at IS NULL)
-      AND t.state = 'pending' AND NOT t.agentless AND t.pool_id <> NEW.pool_id;
+    UPDATE ax.task t SET pool_id = m.pool_id
+    FROM (SELECT u.id, ax.task_pool_for(NEW.target_labels, NEW.executor_kind, u.rate_class) AS pool_id
+          FROM ax.task u
+          WHERE u.execution_id IN (SELECT e.id FROM ax.execution e WHERE e.job_id = NEW.id AND e.finished_at IS NULL)
+            AND u.state = 'pending' AND NOT u.agentless) m
+    WHERE t.id = m.id AND t.pool_id <> m.pool_id;
     RETURN NULL;
 END $$;
 
@@ -1165,7 +1168,7 @@ CREATE FUNCTION ax.job_pool_set() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    NEW.pool_id := ax.task_pool_for(NEW.target_labels, NEW.executor_kind);
+    NEW.pool_id := ax.task_pool_for(NEW.target_labels, NEW.executor_kind, NEW.rate_limit_class);
     RETURN NEW;
 END $$;
 
@@ -1232,6 +1235,32 @@ CREATE FUNCTION ax.lease_message(p_preferred uuid, p_agent uuid) RETURNS text
                 WHEN p_preferred = p_agent THEN 'routed here'
                 ELSE 'taken over from agent ' || p_preferred END
 $$;
+
+--
+-- Name: lease_pools(jsonb, text[], boolean, text[]); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.lease_pools(labels jsonb, executors text[], label_bound boolean, classes text[]) RETURNS SETOF integer
+    LANGUAGE plpgsql STABLE ROWS 4
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT p.id FROM ax.task_pool p
+    WHERE p.labels_digest = md5('{}')::uuid AND NOT label_bound
+      AND p.executor_kind::text = ANY(executors)
+      AND (p.rate_class IS NULL OR p.rate_class = ANY(classes))
+    UNION
+    SELECT m.id
+    FROM jsonb_each(labels) l
+    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
+                        WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
+                          AND p.target_labels <@ labels
+                          AND p.executor_kind::text = ANY(executors)
+                          AND (p.rate_class IS NULL OR p.rate_class = ANY(classes))
+                        -- Not flattened: joined, the planner guessed one
+                        -- pool for <@ and read them all.
+                        OFFSET 0) m;
+END $$;
 
 --
 -- Name: uuid_v7(); Type: FUNCTION; Schema: ax; Owner: -
@@ -1687,10 +1716,25 @@ CREATE FUNCTION ax.river_job_state_in_bitmask(bitmask bit, state ax.river_job_st
 $$;
 
 --
--- Name: task_pool_for(jsonb, ax.executor_kind); Type: FUNCTION; Schema: ax; Owner: -
+-- Name: task_pool_default(); Type: FUNCTION; Schema: ax; Owner: -
 --
 
-CREATE FUNCTION ax.task_pool_for(labels jsonb, kind ax.executor_kind) RETURNS integer
+CREATE FUNCTION ax.task_pool_default() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    SELECT CASE WHEN NEW.agentless THEN -1 ELSE ax.task_pool_for(j.target_labels, j.executor_kind, NEW.rate_class) END
+    INTO NEW.pool_id
+    FROM ax.job j WHERE j.id = NEW.job_id;
+    NEW.pool_id := coalesce(NEW.pool_id, 0);
+    RETURN NEW;
+END $$;
+
+--
+-- Name: task_pool_for(jsonb, ax.executor_kind, text); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.task_pool_for(labels jsonb, kind ax.executor_kind, class text) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -1698,12 +1742,13 @@ DECLARE
     digest uuid := md5(labels::text)::uuid;
 BEGIN
     LOOP
-        SELECT p.id INTO pid FROM ax.task_pool p WHERE p.labels_digest = digest AND p.executor_kind = kind;
+        SELECT p.id INTO pid FROM ax.task_pool p
+        WHERE p.labels_digest = digest AND p.executor_kind = kind AND coalesce(p.rate_class, '') = coalesce(class, '');
         IF FOUND THEN
             RETURN pid;
         END IF;
-        INSERT INTO ax.task_pool (target_labels, executor_kind, labels_digest)
-        VALUES (labels, kind, digest)
+        INSERT INTO ax.task_pool (target_labels, executor_kind, labels_digest, rate_class)
+        VALUES (labels, kind, digest, class)
         ON CONFLICT DO NOTHING
         RETURNING id INTO pid;
         IF pid IS NOT NULL THEN
@@ -3202,7 +3247,8 @@ CREATE TABLE ax.task_pool (
     id integer NOT NULL,
     target_labels jsonb NOT NULL,
     executor_kind ax.executor_kind NOT NULL,
-    labels_digest uuid NOT NULL
+    labels_digest uuid NOT NULL,
+    rate_class text
 );
 
 --
@@ -3706,13 +3752,6 @@ ALTER TABLE ONLY ax.task
     ADD CONSTRAINT task_pkey PRIMARY KEY (id);
 
 --
--- Name: task_pool task_pool_labels_digest_executor_kind_key; Type: CONSTRAINT; Schema: ax; Owner: -
---
-
-ALTER TABLE ONLY ax.task_pool
-    ADD CONSTRAINT task_pool_labels_digest_executor_kind_key UNIQUE (labels_digest, executor_kind);
-
---
 -- Name: task_pool task_pool_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
 --
 
@@ -4150,6 +4189,12 @@ CREATE INDEX task_pending_age_idx ON ax.task USING btree (pool_id, not_before) W
 CREATE INDEX task_pinned_pending_idx ON ax.task USING btree (preferred_agent_id) WHERE (pinned AND (state = 'pending'::ax.task_state));
 
 --
+-- Name: task_pool_key; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE UNIQUE INDEX task_pool_key ON ax.task_pool USING btree (labels_digest, executor_kind, COALESCE(rate_class, ''::text));
+
+--
 -- Name: task_pool_labels_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
@@ -4255,13 +4300,13 @@ CREATE TRIGGER job_callback_sequence_drop AFTER DELETE ON ax.job FOR EACH ROW EX
 -- Name: job job_pool_moved; Type: TRIGGER; Schema: ax; Owner: -
 --
 
-CREATE TRIGGER job_pool_moved AFTER UPDATE OF target_labels, executor_kind ON ax.job FOR EACH ROW WHEN ((old.pool_id IS DISTINCT FROM new.pool_id)) EXECUTE FUNCTION ax.job_pool_moved();
+CREATE TRIGGER job_pool_moved AFTER UPDATE OF target_labels, executor_kind, rate_limit_class ON ax.job FOR EACH ROW WHEN ((old.pool_id IS DISTINCT FROM new.pool_id)) EXECUTE FUNCTION ax.job_pool_moved();
 
 --
 -- Name: job job_pool_set; Type: TRIGGER; Schema: ax; Owner: -
 --
 
-CREATE TRIGGER job_pool_set BEFORE INSERT OR UPDATE OF target_labels, executor_kind ON ax.job FOR EACH ROW EXECUTE FUNCTION ax.job_pool_set();
+CREATE TRIGGER job_pool_set BEFORE INSERT OR UPDATE OF target_labels, executor_kind, rate_limit_class ON ax.job FOR EACH ROW EXECUTE FUNCTION ax.job_pool_set();
 
 --
 -- Name: job job_rate_class_groups; Type: TRIGGER; Schema: ax; Owner: -
@@ -4334,6 +4379,12 @@ CREATE TRIGGER task_concurrency_key_moved AFTER DELETE ON ax.task FOR EACH ROW W
 --
 
 CREATE TRIGGER task_concurrency_park BEFORE INSERT ON ax.task FOR EACH ROW WHEN (((new.concurrency_key IS NOT NULL) AND (new.state = 'pending'::ax.task_state) AND (NOT new.agentless))) EXECUTE FUNCTION ax.concurrency_park();
+
+--
+-- Name: task task_pool_default; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER task_pool_default BEFORE INSERT ON ax.task FOR EACH ROW WHEN ((new.pool_id = 0)) EXECUTE FUNCTION ax.task_pool_default();
 
 --
 -- Name: after_edge after_edge_job_id_fkey; Type: FK CONSTRAINT; Schema: ax; Owner: -

@@ -123,3 +123,57 @@ func TestABusyPoolStaysOutOfOtherPoolsLeases(t *testing.T) {
 		require.Equal(t, gpu.ID, lt.JobID)
 	}
 }
+
+// TestADryRateClassStaysOutOfOtherLeases: 20,000 high-priority tasks of a
+// rate class out of tokens (one a thousand seconds), waiting an hour
+// among everyone's untargeted tasks. Another job's lease reads a few task
+// rows to find its task: before migration 00081 the class's tasks were in
+// the pool of their labels, and the lease read every one of them (the
+// starved group, oldest first) and dropped it, as the class had granted
+// it nothing. Once the class has a token, its task is leased (first:
+// it has waited longest), and the other job's after.
+func TestADryRateClassStaysOutOfOtherLeases(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	other := e.agent(nil, nil)
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "slow", Rate: 0.001, Burst: 1})
+	require.NoError(t, err)
+	slow := e.job(func(j *axtype.Job) {
+		j.ShardCount, j.Priority, j.RateLimitClass = 10_000, 9, "slow"
+	})
+	e.trigger(slow.ID)
+	e.trigger(slow.ID)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET not_before = not_before - interval '1 hour' WHERE job_id = $1`, slow.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET tokens = 0, refilled_at = now() WHERE name = 'slow'`)
+	require.NoError(t, err)
+	mine := e.job(nil)
+	run := e.trigger(mine.ID)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
+	read := func() int64 {
+		var n int64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT idx_tup_fetch + seq_tup_read FROM pg_stat_xact_user_tables
+			WHERE relid = 'ax.task'::regclass`).Scan(&n))
+		return n
+	}
+	before := read()
+	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
+		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, run.ID, got[0].ExecutionID)
+	require.Less(t, read()-before, int64(100), "task rows the lease read")
+	require.NoError(t, tx.Rollback(ctx))
+
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET tokens = 1 WHERE name = 'slow'`)
+	require.NoError(t, err)
+	leased := e.lease(other, 10)
+	require.Len(t, leased, 1, "one of the class's tasks, for its one token")
+	require.Equal(t, slow.ID, leased[0].JobID)
+	leased = e.lease(other, 10)
+	require.Len(t, leased, 1)
+	require.Equal(t, mine.ID, leased[0].JobID)
+}

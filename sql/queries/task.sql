@@ -58,27 +58,15 @@
 -- until the next ANALYZE (TestLeaseAndCompleteStayLinearOnStaleStatistics).
 -- name: TaskLeasePick :many
 WITH pools AS MATERIALIZED (
-    -- The pools these agents may take from (migration 00079): pool 0
-    -- (tasks written by a build before pools), the untargeted pool unless
-    -- they are label-bound, and the pools whose labels are a subset of
-    -- theirs (one probe of the labels' GIN index per agent label). Every
-    -- group but own (read by agent) reads each pool in index order apart:
-    -- tasks of pools these agents cannot take are never read.
-    SELECT 0 AS id
-    UNION
-    SELECT p.id FROM ax.task_pool p
-    WHERE p.labels_digest = md5('{}')::uuid AND NOT @label_bound::boolean
-      AND p.executor_kind::text = ANY(@executors::text[])
-    UNION
-    SELECT m.id
-    FROM jsonb_each(@agent_labels::jsonb) l
-    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
-                        WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
-                          AND p.target_labels <@ @agent_labels::jsonb
-                          AND p.executor_kind::text = ANY(@executors::text[])
-                        -- Not flattened: joined, the planner guessed one
-                        -- pool for <@ and read them all.
-                        OFFSET 0) m
+    -- The pools these agents may take from (migration 00079): the
+    -- untargeted pool unless they are label-bound, and the pools whose
+    -- labels are a subset of theirs (one probe of the labels' GIN index
+    -- per agent label); of those, the pools of no rate class and of the
+    -- classes this call was granted tokens of (00081). Every group but
+    -- own (read by agent) reads each pool in index order apart: tasks of
+    -- pools these agents cannot take, or of classes out of tokens, are
+    -- never read.
+    SELECT p.id FROM ax.lease_pools(@agent_labels::jsonb, @executors::text[], @label_bound::boolean, @classes::text[]) AS p(id)
 ), starved AS (
     SELECT x.*
     FROM pools p
@@ -867,17 +855,15 @@ WITH agents AS MATERIALIZED (
     -- Each agent's pools, as TaskLeasePick's: tasks of other pools are
     -- never read here (a busy pool's backlog was read whole by every
     -- other pool's idle poll).
-    SELECT a.id AS agent_id, 0 AS pool_id FROM agents a
-    UNION
-    SELECT a.id, p.id
+    SELECT a.id AS agent_id, p.id AS pool_id, p.rate_class IS NOT NULL AS classed
     FROM agents a
     JOIN ax.task_pool p ON p.labels_digest = md5('{}')::uuid AND p.executor_kind::text = ANY(a.executors)
     WHERE NOT a.label_bound
     UNION
-    SELECT a.id, m.id
+    SELECT a.id, m.id, m.classed
     FROM agents a
     CROSS JOIN LATERAL jsonb_each(a.labels) l
-    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
+    CROSS JOIN LATERAL (SELECT p.id, p.rate_class IS NOT NULL AS classed FROM ax.task_pool p
                         WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
                           AND p.target_labels <@ a.labels
                           AND p.executor_kind::text = ANY(a.executors)
@@ -943,7 +929,8 @@ SELECT a.id, a.state::text AS state, a.ready,
            -- left to it.
            -- Read pool by pool, in a lateral a join cannot turn into a
            -- read of every pending task (a task pinned to the agent in a
-           -- pool it no longer matches is left to the min).
+           -- pool it no longer matches is left to the min), and only the
+           -- pools of no rate class (00081).
            SELECT 1
            FROM agent_pools ap
            CROSS JOIN LATERAL (
@@ -971,7 +958,7 @@ SELECT a.id, a.state::text AS state, a.ready,
                           WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
                             AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit)
                LIMIT 1) x
-           WHERE ap.agent_id = a.id)
+           WHERE ap.agent_id = a.id AND NOT ap.classed)
        THEN 0::bigint ELSE
        coalesce((extract(epoch FROM (
            SELECT min(greatest(

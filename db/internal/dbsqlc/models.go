@@ -2016,6 +2016,7 @@ type AxTaskPool struct {
 	TargetLabels []byte
 	ExecutorKind AxExecutorKind
 	LabelsDigest uuid.UUID
+	RateClass    *string
 }
 
 type AxTaskResult struct {

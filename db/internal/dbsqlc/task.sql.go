@@ -946,27 +946,15 @@ func (q *Queries) TaskLeaseAgentless(ctx context.Context, db DBTX, arg TaskLease
 
 const taskLeasePick = `-- name: TaskLeasePick :many
 WITH pools AS MATERIALIZED (
-    -- The pools these agents may take from (migration 00079): pool 0
-    -- (tasks written by a build before pools), the untargeted pool unless
-    -- they are label-bound, and the pools whose labels are a subset of
-    -- theirs (one probe of the labels' GIN index per agent label). Every
-    -- group but own (read by agent) reads each pool in index order apart:
-    -- tasks of pools these agents cannot take are never read.
-    SELECT 0 AS id
-    UNION
-    SELECT p.id FROM ax.task_pool p
-    WHERE p.labels_digest = md5('{}')::uuid AND NOT $4::boolean
-      AND p.executor_kind::text = ANY($5::text[])
-    UNION
-    SELECT m.id
-    FROM jsonb_each($6::jsonb) l
-    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
-                        WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
-                          AND p.target_labels <@ $6::jsonb
-                          AND p.executor_kind::text = ANY($5::text[])
-                        -- Not flattened: joined, the planner guessed one
-                        -- pool for <@ and read them all.
-                        OFFSET 0) m
+    -- The pools these agents may take from (migration 00079): the
+    -- untargeted pool unless they are label-bound, and the pools whose
+    -- labels are a subset of theirs (one probe of the labels' GIN index
+    -- per agent label); of those, the pools of no rate class and of the
+    -- classes this call was granted tokens of (00081). Every group but
+    -- own (read by agent) reads each pool in index order apart: tasks of
+    -- pools these agents cannot take, or of classes out of tokens, are
+    -- never read.
+    SELECT p.id FROM ax.lease_pools($4::jsonb, $5::text[], $6::boolean, $7::text[]) AS p(id)
 ), starved AS (
     SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
     FROM pools p
@@ -976,17 +964,17 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($7::uuid[])
-          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision)
-          AND j.target_labels <@ $6::jsonb
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($8::uuid[])
+          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $9::double precision)
+          AND j.target_labels <@ $4::jsonb
           AND j.executor_kind::text = ANY($5::text[])
-          AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
-          AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
+          AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($10::uuid[])
                OR (NOT t.pinned
                    AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
-                   AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
+                   AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($10::uuid[])
                         OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
-          AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
               SELECT 1 FROM ax.rate_class c
               WHERE c.name = t.rate_class
                 AND t.priority < coalesce(c.manual_min_priority,
@@ -1000,17 +988,17 @@ WITH pools AS MATERIALIZED (
 ), own AS (
     -- Each agent's routed tasks, up to its own max.
     SELECT o.id, o.execution_id, o.rate_class, o.priority, o.created_at, o.not_before, o.pinned, o.preferred_agent_id, o.fallback_agent_id, o.grp, o.fair, o.concurrency_scope, o.concurrency_key, o.concurrency_limit, o.params_bytes
-    FROM (SELECT unnest($9::uuid[]) AS id, unnest($12::integer[]) AS max) a
+    FROM (SELECT unnest($10::uuid[]) AS id, unnest($12::integer[]) AS max) a
     CROSS JOIN LATERAL (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
                t.preferred_agent_id, t.fallback_agent_id, 1 AS grp, 0::bigint AS fair,
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($7::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($8::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
           AND j.executor_kind::text = ANY($5::text[])
-          AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
-          AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+          AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
               SELECT 1 FROM ax.rate_class c
               WHERE c.name = t.rate_class
                 AND t.priority < coalesce(c.manual_min_priority,
@@ -1028,12 +1016,12 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($7::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($8::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
           AND (SELECT count(*) FROM own) < $11::integer
-          AND j.target_labels <@ $6::jsonb
+          AND j.target_labels <@ $4::jsonb
           AND j.executor_kind::text = ANY($5::text[])
-          AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
-          AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+          AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
               SELECT 1 FROM ax.rate_class c
               WHERE c.name = t.rate_class
                 AND t.priority < coalesce(c.manual_min_priority,
@@ -1056,15 +1044,15 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($7::uuid[])
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL($8::uuid[])
           AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
           AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $11::integer
-          AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
+          AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($10::uuid[])
                OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))
-          AND j.target_labels <@ $6::jsonb
+          AND j.target_labels <@ $4::jsonb
           AND j.executor_kind::text = ANY($5::text[])
-          AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb)
-          AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+          AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
               SELECT 1 FROM ax.rate_class c
               WHERE c.name = t.rate_class
                 AND t.priority < coalesce(c.manual_min_priority,
@@ -1086,11 +1074,11 @@ WITH pools AS MATERIALIZED (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
                t.preferred_agent_id, t.fallback_agent_id,
                CASE WHEN t.preferred_agent_id IS NULL THEN 2
-                    WHEN t.preferred_agent_id = ANY($9::uuid[]) THEN 1 ELSE 3 END AS grp,
+                    WHEN t.preferred_agent_id = ANY($10::uuid[]) THEN 1 ELSE 3 END AS grp,
                t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
         FROM ax.task t
         WHERE t.pool_id = p.id AND t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
-          AND t.id <> ALL($7::uuid[])
+          AND t.id <> ALL($8::uuid[])
           AND t.not_before <= coalesce($1::timestamptz, now())
           -- One CASE, not ANDed clauses, and the job read inside it, not
           -- joined: the planner guesses 1/2 for a CASE, where the product of
@@ -1100,15 +1088,15 @@ WITH pools AS MATERIALIZED (
           -- this walks the index in order and stops at the limit.
           AND CASE WHEN EXISTS (SELECT 1 FROM ax.job j
                                 WHERE j.id = t.job_id
-                                  AND (t.preferred_agent_id = ANY($9::uuid[]) OR j.target_labels <@ $6::jsonb)
+                                  AND (t.preferred_agent_id = ANY($10::uuid[]) OR j.target_labels <@ $4::jsonb)
                                   AND j.executor_kind::text = ANY($5::text[])
-                                  AND (NOT $4::boolean OR j.target_labels <> '{}'::jsonb))
-                        AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($9::uuid[])
+                                  AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb))
+                        AND (t.preferred_agent_id IS NULL OR t.preferred_agent_id = ANY($10::uuid[])
                              OR (NOT t.pinned
                                  AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
-                                 AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($9::uuid[])
+                                 AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($10::uuid[])
                                       OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))))
-                        AND (t.rate_class IS NULL OR (t.rate_class = ANY($10::text[]) AND NOT EXISTS (
+                        AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
                             SELECT 1 FROM ax.rate_class c
                             WHERE c.name = t.rate_class
                               AND t.priority < coalesce(c.manual_min_priority,
@@ -1151,7 +1139,7 @@ WITH pools AS MATERIALIZED (
     FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, fair, priority DESC, created_at) AS rank
           FROM firsts) f
-    LEFT JOIN (SELECT unnest($10::text[]) AS name, unnest($13::integer[]) AS cap) g
+    LEFT JOIN (SELECT unnest($7::text[]) AS name, unnest($13::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 ), key_locks AS (
@@ -1181,13 +1169,13 @@ type TaskLeasePickParams struct {
 	Now             *time.Time
 	StealSeconds    float64
 	StealAnySeconds float64
-	LabelBound      bool
-	Executors       []string
 	AgentLabels     []byte
+	Executors       []string
+	LabelBound      bool
+	Classes         []string
 	Taken           []uuid.UUID
 	StarveSeconds   float64
 	AgentIds        []uuid.UUID
-	Classes         []string
 	Max             int32
 	Maxes           []int32
 	Caps            []int32
@@ -1271,13 +1259,13 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 		arg.Now,
 		arg.StealSeconds,
 		arg.StealAnySeconds,
-		arg.LabelBound,
-		arg.Executors,
 		arg.AgentLabels,
+		arg.Executors,
+		arg.LabelBound,
+		arg.Classes,
 		arg.Taken,
 		arg.StarveSeconds,
 		arg.AgentIds,
-		arg.Classes,
 		arg.Max,
 		arg.Maxes,
 		arg.Caps,
@@ -1702,17 +1690,15 @@ WITH agents AS MATERIALIZED (
     -- Each agent's pools, as TaskLeasePick's: tasks of other pools are
     -- never read here (a busy pool's backlog was read whole by every
     -- other pool's idle poll).
-    SELECT a.id AS agent_id, 0 AS pool_id FROM agents a
-    UNION
-    SELECT a.id, p.id
+    SELECT a.id AS agent_id, p.id AS pool_id, p.rate_class IS NOT NULL AS classed
     FROM agents a
     JOIN ax.task_pool p ON p.labels_digest = md5('{}')::uuid AND p.executor_kind::text = ANY(a.executors)
     WHERE NOT a.label_bound
     UNION
-    SELECT a.id, m.id
+    SELECT a.id, m.id, m.classed
     FROM agents a
     CROSS JOIN LATERAL jsonb_each(a.labels) l
-    CROSS JOIN LATERAL (SELECT p.id FROM ax.task_pool p
+    CROSS JOIN LATERAL (SELECT p.id, p.rate_class IS NOT NULL AS classed FROM ax.task_pool p
                         WHERE p.target_labels @> jsonb_build_object(l.key, l.value)
                           AND p.target_labels <@ a.labels
                           AND p.executor_kind::text = ANY(a.executors)
@@ -1778,7 +1764,8 @@ SELECT a.id, a.state::text AS state, a.ready,
            -- left to it.
            -- Read pool by pool, in a lateral a join cannot turn into a
            -- read of every pending task (a task pinned to the agent in a
-           -- pool it no longer matches is left to the min).
+           -- pool it no longer matches is left to the min), and only the
+           -- pools of no rate class (00081).
            SELECT 1
            FROM agent_pools ap
            CROSS JOIN LATERAL (
@@ -1806,7 +1793,7 @@ SELECT a.id, a.state::text AS state, a.ready,
                           WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
                             AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit)
                LIMIT 1) x
-           WHERE ap.agent_id = a.id)
+           WHERE ap.agent_id = a.id AND NOT ap.classed)
        THEN 0::bigint ELSE
        coalesce((extract(epoch FROM (
            SELECT min(greatest(
