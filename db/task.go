@@ -465,6 +465,22 @@ func TaskFailPinnedOfOffline(ctx context.Context, e Executor, max int, now *time
 	return len(execs), ExecutionFinalize(ctx, e, execs)
 }
 
+// PoolCatchUpWindow is how long after a job's pool changed the reaper
+// moves its unfinished tasks again (TaskPoolCatchUp): longer than a fire's
+// transaction that read the old pool.
+const PoolCatchUpWindow = 30 * time.Second
+
+// TaskPoolCatchUp moves to their job's pool the unfinished tasks of jobs
+// whose pool changed within PoolCatchUpWindow (fires that raced the
+// change), and returns how many it moved.
+func TaskPoolCatchUp(ctx context.Context, e Executor) (int, error) {
+	n, err := queries.TaskPoolCatchUp(ctx, e, PoolCatchUpWindow.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("error moving tasks to their job's new pool: %w", mapErr(err))
+	}
+	return int(n), nil
+}
+
 // TaskNextLeasable reads the state of each agent of agentIDs and how long
 // until it could lease a task, in one statement; an agent not found is
 // left out. now, when set, replaces the database clock (tests).

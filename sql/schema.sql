@@ -1155,8 +1155,10 @@ BEGIN
     FROM (SELECT u.id, ax.task_pool_for(NEW.target_labels, NEW.executor_kind, u.rate_class) AS pool_id
           FROM ax.task u
           WHERE u.execution_id IN (SELECT e.id FROM ax.execution e WHERE e.job_id = NEW.id AND e.finished_at IS NULL)
-            AND u.state = 'pending' AND NOT u.agentless) m
+            AND u.state IN ('pending', 'leased', 'running') AND NOT u.agentless AND NOT u.pinned) m
     WHERE t.id = m.id AND t.pool_id <> m.pool_id;
+    INSERT INTO ax.job_pool_change (job_id, changed_at) VALUES (NEW.id, now())
+    ON CONFLICT (job_id) DO UPDATE SET changed_at = excluded.changed_at;
     RETURN NULL;
 END $$;
 
@@ -2831,6 +2833,21 @@ CREATE TABLE ax.job_calendar (
 );
 
 --
+-- Name: job_pool_change; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.job_pool_change (
+    job_id uuid NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE job_pool_change; Type: COMMENT; Schema: ax; Owner: -
+--
+
+COMMENT ON TABLE ax.job_pool_change IS 'jobs whose pool changed lately: the reaper moves their unfinished tasks for 30 s (fires that raced the change)';
+
+--
 -- Name: job_secret; Type: TABLE; Schema: ax; Owner: -
 --
 
@@ -3617,6 +3634,13 @@ ALTER TABLE ONLY ax.job
 
 ALTER TABLE ONLY ax.job
     ADD CONSTRAINT job_pkey PRIMARY KEY (id);
+
+--
+-- Name: job_pool_change job_pool_change_pkey; Type: CONSTRAINT; Schema: ax; Owner: -
+--
+
+ALTER TABLE ONLY ax.job_pool_change
+    ADD CONSTRAINT job_pool_change_pkey PRIMARY KEY (job_id);
 
 --
 -- Name: job_secret job_secret_pkey; Type: CONSTRAINT; Schema: ax; Owner: -

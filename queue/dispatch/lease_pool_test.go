@@ -177,3 +177,61 @@ func TestADryRateClassStaysOutOfOtherLeases(t *testing.T) {
 	require.Len(t, leased, 1)
 	require.Equal(t, mine.ID, leased[0].JobID)
 }
+
+// TestTasksFollowTheirJobsPool: when a job moves from pool=gpu to
+// pool=tpu, its tasks follow it in every state (migration 00082): one
+// leased on a gpu agent at the change and handed back later is leased by
+// the tpu agent, and so are tasks a fire wrote in the old pool after the change
+// (a fire reads the job's pool without a lock), once the reaper's sweep
+// moved them. A broadcast task pinned to the gpu agent stays in its pool
+// and that agent leases it, keyed or not. Before 00082 the handed-back task and
+// the late fire's tasks stayed in the gpu pool, where no agent that may
+// take them looks, and the keyed pinned task was read by no lease.
+func TestTasksFollowTheirJobsPool(t *testing.T) {
+	e := setup(t, nil)
+	router, err := dispatch.NewTaskRouter(e.cfg, dispatch.TaskRouterConfig{Refresh: time.Nanosecond}, nil, nil)
+	require.NoError(t, err)
+	e.router = router
+	ctx := context.Background()
+	gpuAgent := e.agent(map[string]string{"pool": "gpu"}, nil)
+	job := e.job(func(j *axtype.Job) { j.TargetLabels, j.ShardCount = map[string]string{"pool": "gpu"}, 2 })
+	pinned := e.job(func(j *axtype.Job) {
+		j.TargetLabels, j.RouteStrategy = map[string]string{"pool": "gpu"}, axtype.RouteBroadcast
+		j.ConcurrencyKey, j.ConcurrencyLimit = "host-{{.shard.index}}", 1
+	})
+	e.trigger(job.ID)
+	held := e.lease(gpuAgent, 1)
+	require.Len(t, held, 1)
+	require.Equal(t, job.ID, held[0].JobID)
+	e.trigger(pinned.ID)
+
+	_, err = e.pool.Exec(ctx, `UPDATE ax.job SET target_labels = '{"pool": "tpu"}' WHERE id = ANY($1)`,
+		[]uuid.UUID{job.ID, pinned.ID})
+	require.NoError(t, err)
+	// The held task is handed back (as a draining agent does): pending
+	// again.
+	released, err := e.broker.Release(ctx, gpuAgent.ID, []axtype.TaskRef{{ID: held[0].ID, Token: held[0].LeaseToken}})
+	require.NoError(t, err)
+	require.Len(t, released, 1)
+	require.Equal(t, axtype.TaskState("pending"), e.task(held[0].ID).State)
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
+
+	// A fire that read the old pool and committed after the change.
+	late := e.trigger(job.ID)
+	var gpuPool int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM ax.task_pool
+		WHERE target_labels = '{"pool": "gpu"}' AND executor_kind = 'shell' AND rate_class IS NULL`).Scan(&gpuPool))
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET pool_id = $1 WHERE execution_id = $2`, gpuPool, late.ID)
+	require.NoError(t, err)
+	require.NoError(t, reaper.Sweep(ctx))
+
+	tpuAgent := e.agent(map[string]string{"pool": "tpu"}, nil)
+	got := e.lease(tpuAgent, 10)
+	require.Len(t, got, 4, "the handed-back task, its sibling and the late fire's two")
+	for _, lt := range got {
+		require.Equal(t, job.ID, lt.JobID)
+	}
+	got = e.lease(gpuAgent, 10)
+	require.Len(t, got, 1, "the task pinned to the gpu agent")
+	require.Equal(t, pinned.ID, got[0].JobID)
+}

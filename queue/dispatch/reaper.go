@@ -212,7 +212,11 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if reaped.Retried > 0 || unparked > 0 {
+		moved, err := db.TaskPoolCatchUp(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if reaped.Retried > 0 || unparked > 0 || moved > 0 {
 			return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 		}
 		return nil

@@ -56,7 +56,10 @@ SELECT e.id AS execution_id, e.job_id, o.shard_index, o.shard_total, o.shard_par
        (CASE WHEN row_number() OVER (ORDER BY o.shard_index) = 1 THEN e.params END)::jsonb AS params,
        j.name AS job_name, j.group_name, j.executor_kind::text AS executor_kind,
        j.concurrency_key AS concurrency_template, coalesce(j.concurrency_limit, 0)::integer AS concurrency_limit,
-       j.concurrency_group, (CASE WHEN j.agentless THEN -1 ELSE j.pool_id END)::integer AS pool_id
+       j.concurrency_group,
+       -- A pinned shard stays in its pool: its agent matched that one
+       -- (migration 00082); 0 from history before pools is its job's.
+       (CASE WHEN j.agentless THEN -1 WHEN o.pinned THEN o.pool_id ELSE j.pool_id END)::integer AS pool_id
 FROM ax.all_tasks o
 JOIN ax.execution e ON e.id = @execution_id
 JOIN ax.job j ON j.id = e.job_id

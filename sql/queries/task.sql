@@ -1524,3 +1524,32 @@ WITH RECURSIVE pinned_to(agent_id) AS (
     FROM failed f
 )
 SELECT DISTINCT execution_id FROM failed;
+
+-- TaskPoolCatchUp moves the unfinished tasks of jobs whose pool changed in
+-- the last @window_seconds (ax.job_pool_change, migration 00082) to their
+-- job's pool now, and forgets older changes: a fire that read the job's
+-- pool before the change and committed after it wrote its tasks in the
+-- old pool, where no agent that may take them looks. At most 100 jobs a
+-- call, oldest change first; each is read again every call within the
+-- window (a fire's transaction is short). Pinned tasks stay where they
+-- were written (their agent matched that pool). Returns the tasks moved.
+-- name: TaskPoolCatchUp :one
+WITH changed AS MATERIALIZED (
+    SELECT c.job_id, c.changed_at FROM ax.job_pool_change c ORDER BY c.changed_at LIMIT 100
+), moved AS (
+    UPDATE ax.task t SET pool_id = m.pool_id
+    FROM (SELECT u.id, ax.task_pool_for(j.target_labels, j.executor_kind, u.rate_class) AS pool_id
+          FROM changed c
+          JOIN ax.job j ON j.id = c.job_id
+          JOIN ax.execution e ON e.job_id = j.id AND e.finished_at IS NULL
+          JOIN ax.task u ON u.execution_id = e.id
+          WHERE u.state IN ('pending', 'leased', 'running') AND NOT u.agentless AND NOT u.pinned) m
+    WHERE t.id = m.id AND t.pool_id <> m.pool_id
+    RETURNING t.id
+), forgotten AS (
+    DELETE FROM ax.job_pool_change c
+    USING changed d
+    WHERE c.job_id = d.job_id AND c.changed_at = d.changed_at
+      AND d.changed_at < now() - make_interval(secs => @window_seconds::double precision)
+)
+SELECT count(*)::integer FROM moved;

@@ -1757,6 +1757,12 @@ type AxJobCalendar struct {
 	CalendarName string
 }
 
+// jobs whose pool changed lately: the reaper moves their unfinished tasks for 30 s (fires that raced the change)
+type AxJobPoolChange struct {
+	JobID     uuid.UUID
+	ChangedAt time.Time
+}
+
 type AxJobSecret struct {
 	JobID             uuid.UUID
 	Secret            string
