@@ -28,6 +28,11 @@ func RateClassUpdate(ctx context.Context, e Executor, c *axtype.RateClass) (*axt
 		Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
 		ManualMinPriority: int32Ptr(c.ManualMinPriority), AutoMinPriority: int32Ptr(c.AutoMinPriority),
 		AutoDepth: int32Ptr(c.AutoDepth), AutoAgeSeconds: secondsPtr(c.AutoAge), Groups: c.Groups})
+	if IsLockTimeout(err) {
+		// A change of groups does not wait for jobs being written that
+		// name the class (migration 00083).
+		return nil, fmt.Errorf("error updating rate class %q: jobs naming it are being written: %w", c.Name, axtype.ErrBusy)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("error updating rate class %q: %w", c.Name, mapErr(err))
 	}

@@ -62,7 +62,18 @@ func TestRateClassKeptToGroups(t *testing.T) {
 	// with the open class.
 	billing := jobIn(limited, "bill", "billing", "billing-db").must(t, http.StatusCreated)["id"].(string)
 	jobIn(env.admin, "bill-too", "billing", "billing-db").must(t, http.StatusCreated)
+	shared := jobIn(env.admin, "bill-shared-old", "billing", "shared-api").must(t, http.StatusCreated)
 	jobIn(env.admin, "pay-shared", "payments", "shared-api").must(t, http.StatusCreated)
+	// A limited key may still edit its group's job that names the open
+	// class already (a job from before classes had groups); naming it anew
+	// is refused.
+	shared["owner"] = "team-billing"
+	env.call("PUT", "/v1/jobs/"+shared["id"].(string), limited, shared).must(t, http.StatusOK)
+	bill := env.call("GET", "/v1/jobs/"+billing, env.admin, nil).must(t, http.StatusOK)
+	bill["rate_limit_class"] = "shared-api"
+	r = env.call("PUT", "/v1/jobs/"+billing, limited, bill)
+	r.must(t, http.StatusUnprocessableEntity)
+	require.Equal(t, []string{"body.rate_limit_class"}, r.errorLocations(), string(r.raw))
 
 	// Moving billing's job to another group, or the class away from
 	// billing, is refused while the job names it.

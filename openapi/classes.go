@@ -214,6 +214,9 @@ func classError(err error) error {
 		return nil
 	case errors.Is(err, axtype.ErrNotFound):
 		return huma.Error404NotFound("rate class not found")
+	case errors.Is(err, axtype.ErrBusy):
+		return huma.Error409Conflict("jobs naming this class are being written: try again in a moment",
+			&huma.ErrorDetail{Location: "body.groups", Message: "could not be checked against jobs being written"})
 	case errors.As(err, &ce) && ce.Constraint == "rate_class_groups_in_use":
 		return huma.Error409Conflict("jobs of other groups name this class: move them first",
 			&huma.ErrorDetail{Location: "body.groups", Message: "leaves out the " + ce.Detail + " of a job naming the class"})

@@ -222,7 +222,7 @@ func (h *jobHandlers) update(ctx context.Context, in *jobUpdateInput) (*jobOutpu
 	if err := writable(ctx, def.Group, "body.group"); err != nil {
 		return nil, err
 	}
-	if err := h.guard.class(ctx, def.RateLimitClass, "body.rate_limit_class"); err != nil {
+	if err := h.guard.classKept(ctx, id, def.RateLimitClass, "body.rate_limit_class"); err != nil {
 		return nil, err
 	}
 	if err := upstreamsVisible(ctx, def); err != nil {

@@ -82,6 +82,21 @@ func (g groupGuard) class(ctx context.Context, class, location string) error {
 	return huma.Error422UnprocessableEntity("the rate class is open to every group", errs...)
 }
 
+// classKept is class for a change of job id: a class the job names
+// already is kept (a job written before migration 00080, or before its
+// class lost its groups, stays editable); only a class it did not name is
+// checked.
+func (g groupGuard) classKept(ctx context.Context, id uuid.UUID, class, location string) error {
+	if class == "" || keyGroups(ctx) == nil {
+		return nil
+	}
+	stored, err := g.jobs.Get(ctx, id)
+	if err == nil && stored.RateLimitClass == class {
+		return nil
+	}
+	return g.class(ctx, class, location)
+}
+
 // upstreamProblems refuses, for a key limited to groups, the upstream jobs
 // of def in other groups, as if they did not exist ("names no job"): a
 // downstream job's params render its upstreams' results, so such a key

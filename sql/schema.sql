@@ -1567,7 +1567,7 @@ CREATE FUNCTION ax.rate_class_groups_in_use() RETURNS trigger
 DECLARE
     outside text;
 BEGIN
-    PERFORM 1 FROM ax.rate_class c WHERE c.name = OLD.name FOR UPDATE;
+    PERFORM 1 FROM ax.rate_class c WHERE c.name = OLD.name FOR UPDATE NOWAIT;
     SELECT j.group_name INTO outside FROM ax.job j
     WHERE j.rate_limit_class = OLD.name AND NOT j.group_name = ANY(NEW.groups)
     LIMIT 1;
@@ -4378,7 +4378,7 @@ CREATE TRIGGER queued_run_after_update AFTER UPDATE ON ax.execution REFERENCING 
 -- Name: rate_class rate_class_groups_in_use; Type: TRIGGER; Schema: ax; Owner: -
 --
 
-CREATE TRIGGER rate_class_groups_in_use BEFORE UPDATE OF groups ON ax.rate_class FOR EACH ROW WHEN ((new.groups IS NOT NULL)) EXECUTE FUNCTION ax.rate_class_groups_in_use();
+CREATE TRIGGER rate_class_groups_in_use BEFORE UPDATE OF groups ON ax.rate_class FOR EACH ROW WHEN (((new.groups IS NOT NULL) AND (old.groups IS DISTINCT FROM new.groups))) EXECUTE FUNCTION ax.rate_class_groups_in_use();
 
 --
 -- Name: rate_class rate_class_loosened; Type: TRIGGER; Schema: ax; Owner: -

@@ -15,6 +15,9 @@ var (
 	// ErrRemoved means the row asked for existed and was removed by
 	// history retention (see db.ExecutionRemoved).
 	ErrRemoved = errors.New("removed by history retention")
+	// ErrBusy means a write would have waited for other transactions and
+	// did not: try again.
+	ErrBusy = errors.New("busy")
 )
 
 // ConstraintError is a check constraint that refused a write; Constraint

@@ -88,8 +88,10 @@ WITH level AS (
     -- NO KEY: a job written naming the class holds its row FOR KEY SHARE
     -- (the foreign key, migration 00080) until it commits; FOR UPDATE
     -- waited for it, and a declaration of a thousand jobs held the
-    -- class's leases up for its whole transaction.
-    FOR NO KEY UPDATE OF c
+    -- class's leases up for its whole transaction. SKIP LOCKED: a change
+    -- of the class's groups holds it for a moment (00083); this lease
+    -- then gets none of its tokens rather than waiting.
+    FOR NO KEY UPDATE OF c SKIP LOCKED
 )
 UPDATE ax.rate_class c
 SET tokens = l.level - least(sqlc.arg('max')::integer, floor(l.level)), refilled_at = greatest(c.refilled_at, now())
