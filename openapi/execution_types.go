@@ -78,7 +78,7 @@ type Task struct {
 	Result         json.RawMessage `json:"result,omitempty" doc:"What the task reported"`
 	Error          string          `json:"error,omitempty"`
 	ResultOmitted  bool            `json:"result_omitted,omitempty" doc:"The task has a result or error this answer leaves out: one answer gives at most 1,000 tasks' results and errors, as many as 8 MiB hold by their stored size (see the submitting-work guide); ask again with shards_from"`
-	ErrorCode      string          `json:"error_code,omitempty" example:"exit_3" doc:"Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, agent_offline (a broadcast task whose agent went offline before leasing it), or what a handler or target reported"`
+	ErrorCode      string          `json:"error_code,omitempty" example:"exit_3" doc:"Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, lost (its lease lost too often, its agent offline or silent), concurrency_key_invalid (its key did not render), agent_offline (a broadcast task whose agent went offline before leasing it), or what a handler or target reported"`
 }
 
 // SkippedFire is a run of ticks that did not fire, with why.

@@ -3084,7 +3084,7 @@ type Task struct {
 	Attempt int64               `json:"attempt"`
 	Error   *string             `json:"error,omitempty"`
 
-	// ErrorCode Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, agent_offline (a broadcast task whose agent went offline before leasing it), or what a handler or target reported
+	// ErrorCode Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, lost (its lease lost too often, its agent offline or silent), concurrency_key_invalid (its key did not render), agent_offline (a broadcast task whose agent went offline before leasing it), or what a handler or target reported
 	//
 	// Example: exit_3
 	ErrorCode  *string            `json:"error_code,omitempty"`

@@ -3217,7 +3217,7 @@ export interface components {
             attempt: number;
             error?: string;
             /**
-             * @description Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, agent_offline (a broadcast task whose agent went offline before leasing it), or what a handler or target reported
+             * @description Machine-readable reason of the last attempt's failure: exit_<n>, signal_<name> (shell), http_<status>, connect, timeout (HTTP), lease_expired, lost (its lease lost too often, its agent offline or silent), concurrency_key_invalid (its key did not render), agent_offline (a broadcast task whose agent went offline before leasing it), or what a handler or target reported
              * @example exit_3
              */
             error_code?: string;
