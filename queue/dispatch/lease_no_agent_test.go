@@ -58,15 +58,7 @@ func TestTasksNoAgentCanTakeStayOutOfOtherLeases(t *testing.T) {
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
-	// The backend's counts since they were last flushed (Postgres 15), so
-	// the lease's are the difference; nothing is flushed inside a
-	// transaction.
-	read := func() int64 {
-		var n int64
-		require.NoError(t, tx.QueryRow(ctx, `SELECT idx_tup_fetch + seq_tup_read FROM pg_stat_xact_user_tables
-			WHERE relid = 'ax.task'::regclass`).Scan(&n))
-		return n
-	}
+	read := func() int64 { return taskRowsRead(t, tx) }
 	before := read()
 	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
 		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute})

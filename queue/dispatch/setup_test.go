@@ -181,6 +181,17 @@ func (e *env) pollWaiting() {
 	e.eventually(func() bool { return e.broker.LeaseChecksForTest() > 0 }, "the long poll to wait")
 }
 
+// taskRowsRead is how many task rows tx's backend has read: its counts
+// since they were last flushed (Postgres 15), and nothing is flushed
+// inside a transaction, so a statement's reads are the difference.
+func taskRowsRead(t *testing.T, tx pgx.Tx) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, tx.QueryRow(context.Background(), `SELECT idx_tup_fetch + seq_tup_read
+		FROM pg_stat_xact_user_tables WHERE relid = 'ax.task'::regclass`).Scan(&n))
+	return n
+}
+
 func ids(tasks []*axtype.LeasedTask) []uuid.UUID {
 	out := make([]uuid.UUID, len(tasks))
 	for i, t := range tasks {
