@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -26,9 +27,12 @@ func TestDevCreatesMissingDatabase(t *testing.T) {
 	conn, err := pgx.Connect(ctx, admin)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-		_, _ = conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
-		conn.Close(ctx)
+		// Not ctx: t.Context is cancelled before cleanups run, and with
+		// it these drops did nothing (a database and a role left a run).
+		bg := context.Background()
+		_, _ = conn.Exec(bg, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		_, _ = conn.Exec(bg, "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+		conn.Close(bg)
 	})
 
 	require.NoError(t, ensureURLDatabase(ctx, url))
