@@ -4204,7 +4204,7 @@ CREATE INDEX task_no_agent_idx ON ax.task USING btree (job_id) WHERE (no_agent A
 -- Name: task_pending_age_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_pending_age_idx ON ax.task USING btree (pool_id, not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent));
+CREATE INDEX task_pending_age_idx ON ax.task USING btree (pool_id, not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent) AND (NOT key_parked));
 
 --
 -- Name: task_pinned_pending_idx; Type: INDEX; Schema: ax; Owner: -

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ax-scheduler/ax/db"
@@ -81,19 +82,9 @@ func TestABusyPoolStaysOutOfOtherPoolsLeases(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, run.ID, got[0].ExecutionID)
 	require.Less(t, read()-before, int64(100), "task rows the lease read")
-	before = read()
-	outlook, err := db.TaskNextLeasable(ctx, tx, []uuid.UUID{other.ID}, 2*time.Second, nil)
-	require.NoError(t, err)
-	require.Equal(t, time.Hour, outlook[other.ID].Next, "nothing the agent could lease")
-	require.Less(t, read()-before, int64(100), "task rows the long poll's check read")
-	// The broker checks with a generic plan (db.WithBatchTxV): read the
-	// same way.
-	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off`)
-	require.NoError(t, err)
-	before = read()
-	_, err = db.TaskNextLeasable(ctx, tx, []uuid.UUID{other.ID}, 2*time.Second, nil)
-	require.NoError(t, err)
-	require.Less(t, read()-before, int64(100), "task rows the check read with a generic plan")
+	checkReads(t, tx, other.ID, func(next time.Duration) {
+		require.Equal(t, time.Hour, next, "nothing the agent could lease")
+	})
 	require.NoError(t, tx.Rollback(ctx))
 
 	leased := e.lease(gpuAgent, 5)
@@ -222,4 +213,95 @@ func TestTasksFollowTheirJobsPool(t *testing.T) {
 	got = e.lease(gpuAgent, 10)
 	require.Len(t, got, 1, "the task pinned to the gpu agent")
 	require.Equal(t, pinned.ID, got[0].JobID)
+}
+
+// TestAKeysBacklogStaysOutOfOtherLeases: 20,000 runs of one concurrency
+// key of limit 1, waiting an hour, one of them running on a busy agent:
+// the others are parked behind the key. Another agent's lease reads a few
+// task rows to find its own task, and its idle long poll's check a few
+// to say it has nothing: before migration 00084 parked tasks were in
+// task_pending_age_idx, and the lease read 40,000 (the starved group
+// walks it oldest first and drops keyed tasks) and the check 39,998. The
+// backlog still counts them, and when the running one ends, the next of
+// the key is leased.
+func TestAKeysBacklogStaysOutOfOtherLeases(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	other := e.agent(nil, nil)
+	busy := e.agent(nil, nil)
+	keyed := e.job(func(j *axtype.Job) {
+		j.ShardCount, j.Priority = 10_000, 9
+		j.ConcurrencyKey, j.ConcurrencyLimit = "acme", 1
+	})
+	e.trigger(keyed.ID)
+	e.trigger(keyed.ID)
+	running := e.lease(busy, 10)
+	require.Len(t, running, 1, "the key's one place")
+	_, err := e.pool.Exec(ctx, `UPDATE ax.task SET not_before = not_before - interval '1 hour' WHERE job_id = $1`, keyed.ID)
+	require.NoError(t, err)
+	var parked int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM ax.task WHERE job_id = $1 AND key_parked`, keyed.ID).Scan(&parked))
+	require.Equal(t, 19_999, parked)
+	mine := e.job(nil)
+	run := e.trigger(mine.ID)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
+	before := taskRowsRead(t, tx)
+	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
+		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, run.ID, got[0].ExecutionID)
+	require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the lease read")
+	checkReads(t, tx, other.ID, func(next time.Duration) {
+		require.Equal(t, time.Hour, next, "nothing until the key frees a place (keys_freed wakes it)")
+	})
+	require.NoError(t, tx.Rollback(ctx))
+
+	backlog, err := db.TaskCountBacklog(ctx, e.pool)
+	require.NoError(t, err)
+	var depth int64
+	for _, b := range backlog {
+		if b.Priority == 9 {
+			depth += b.Depth
+		}
+	}
+	require.EqualValues(t, 19_999, depth, "parked tasks are in the backlog")
+
+	_, err = e.broker.Complete(ctx, busy.ID, []axtype.TaskResult{{TaskRef: axtype.TaskRef{ID: running[0].ID,
+		Token: running[0].LeaseToken}, State: axtype.TaskSucceeded}})
+	require.NoError(t, err)
+	leased := e.lease(other, 10)
+	require.Len(t, leased, 1)
+	require.Equal(t, mine.ID, leased[0].JobID)
+	// The key's freed place: a waiting poll's check sees it, and its
+	// lease unparks the key's next task.
+	leased, err = e.broker.Lease(ctx, other, 10, 10*time.Second)
+	require.NoError(t, err)
+	require.Len(t, leased, 1)
+	require.Equal(t, keyed.ID, leased[0].JobID, "the key's next")
+
+}
+
+// checkReads runs the long poll's check for agent in tx, with Postgres's
+// choice of plan and then with the generic plan the broker uses
+// (db.WithBatchTxV), asserts on its answer with want, and that each read
+// fewer than 100 task rows.
+func checkReads(t *testing.T, tx pgx.Tx, agent uuid.UUID, want func(next time.Duration)) {
+	t.Helper()
+	ctx := context.Background()
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		_, err := tx.Exec(ctx, `SELECT set_config('plan_cache_mode', $1, true)`, mode)
+		require.NoError(t, err)
+		before := taskRowsRead(t, tx)
+		outlook, err := db.TaskNextLeasable(ctx, tx, []uuid.UUID{agent}, 2*time.Second, nil)
+		require.NoError(t, err)
+		require.Contains(t, outlook, agent)
+		want(outlook[agent].Next)
+		require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the long poll's check read (%s)", mode)
+	}
+	_, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = auto`)
+	require.NoError(t, err)
 }

@@ -49,12 +49,15 @@ ORDER BY j.group_name, j.name, t.hour;
 
 -- OverviewQueueDepth counts the pending tasks by rate class ('' for
 -- none) and priority, the @max_rows largest groups; parked tasks (no
--- agent) too, in a second part: each part is read through an index
--- (task_pending_age_idx holds no parked task, task_no_agent_idx only
--- those; migration 00076).
+-- agent, or behind their key) too, in parts of their own: each part is
+-- read through an index (task_pending_age_idx holds no parked task,
+-- task_no_agent_idx and task_concurrency_parked_idx each one kind;
+-- migrations 00076 and 00084).
 -- name: OverviewQueueDepth :many
 SELECT coalesce(t.rate_class, '')::text AS rate_class, t.priority, count(*)::bigint AS tasks
-FROM (SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND NOT p.no_agent
+FROM (SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND NOT p.no_agent AND NOT p.key_parked
+      UNION ALL
+      SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND p.key_parked AND NOT p.no_agent
       UNION ALL
       SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND p.no_agent) t
 WHERE (sqlc.narg('groups')::text[] IS NULL

@@ -76,7 +76,9 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[])
+        -- (NOT key_parked: implied by the key's absence, but said for
+        -- task_pending_age_idx, which leaves parked tasks out, 00084.)
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND t.id <> ALL(@taken::uuid[])
           AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
           AND j.target_labels <@ @agent_labels::jsonb
           AND j.executor_kind::text = ANY(@executors::text[])
@@ -156,7 +158,7 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[])
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND t.id <> ALL(@taken::uuid[])
           AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
           AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
           AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
@@ -896,7 +898,7 @@ WITH agents AS MATERIALIZED (
           WHERE t.id IN (SELECT u.id
                          FROM (SELECT DISTINCT pool_id FROM agent_pools) ap
                          CROSS JOIN LATERAL (SELECT u.id FROM ax.task u
-                                             WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent
+                                             WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent AND NOT u.key_parked
                                              OFFSET 0) u
                          UNION
                          SELECT u.id FROM ax.task u
@@ -1229,9 +1231,10 @@ WITH floors AS (
 SELECT DISTINCT execution_id FROM skipped;
 
 -- TaskCountBacklog counts ready pending tasks per rate class and priority,
--- with the oldest wait of each, parked tasks (no agent) too: in two
--- parts, each read through an index (task_pending_age_idx holds no
--- parked task, task_no_agent_idx only those).
+-- with the oldest wait of each, parked tasks (no agent, or behind their
+-- key) too: in three parts, each read through an index
+-- (task_pending_age_idx holds neither, task_no_agent_idx and
+-- task_concurrency_parked_idx each one kind).
 -- A metrics query: every replica reads the same shared rows, so all
 -- replicas report the same numbers.
 -- name: TaskCountBacklog :many
@@ -1239,7 +1242,10 @@ SELECT coalesce(rate_class, '')::text AS class, priority,
        count(*)::bigint AS depth,
        coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
 FROM (SELECT rate_class, priority, not_before FROM ax.task
-      WHERE state = 'pending' AND NOT no_agent AND not_before <= now()
+      WHERE state = 'pending' AND NOT no_agent AND NOT key_parked AND not_before <= now()
+      UNION ALL
+      SELECT rate_class, priority, not_before FROM ax.task
+      WHERE state = 'pending' AND key_parked AND NOT no_agent AND not_before <= now()
       UNION ALL
       SELECT rate_class, priority, not_before FROM ax.task
       WHERE state = 'pending' AND no_agent AND not_before <= now()) t
