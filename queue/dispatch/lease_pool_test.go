@@ -114,8 +114,11 @@ func TestABusyPoolStaysOutOfOtherPoolsLeases(t *testing.T) {
 // rows to find its task: before migration 00081 the class's tasks were in
 // the pool of their labels, and the lease read every one of them (the
 // starved group, oldest first) and dropped it, as the class had granted
-// it nothing. Once the class has a token, its task is leased (first:
-// it has waited longest), and the other job's after.
+// it nothing. Then its idle long poll's check reads a few rows to say
+// "in 1,000 s, the class's next token": before it read 40,000 (the
+// class's pool whole, for the earliest task of each kind). Once the class
+// has a token, its task is leased (first: it has waited longest), and
+// the other job's after.
 func TestADryRateClassStaysOutOfOtherLeases(t *testing.T) {
 	e := setup(t, nil)
 	ctx := context.Background()
@@ -145,6 +148,9 @@ func TestADryRateClassStaysOutOfOtherLeases(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, run.ID, got[0].ExecutionID)
 	require.Less(t, read()-before, int64(100), "task rows the lease read")
+	checkReads(t, tx, other.ID, func(next time.Duration) {
+		require.InDelta(t, 1000, next.Seconds(), 5, "until the class's next token")
+	})
 	require.NoError(t, tx.Rollback(ctx))
 
 	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET tokens = 1 WHERE name = 'slow'`)
@@ -155,6 +161,20 @@ func TestADryRateClassStaysOutOfOtherLeases(t *testing.T) {
 	leased = e.lease(other, 10)
 	require.Len(t, leased, 1)
 	require.Equal(t, mine.ID, leased[0].JobID)
+
+	// Only the class's tasks wait now: the check says when its next
+	// token comes, and once it has one, that they are leasable.
+	tx, err = e.pool.Begin(ctx)
+	require.NoError(t, err)
+	checkReads(t, tx, other.ID, func(next time.Duration) {
+		require.InDelta(t, 1000, next.Seconds(), 5, "until the class's next token")
+	})
+	_, err = tx.Exec(ctx, `UPDATE ax.rate_class SET tokens = 1 WHERE name = 'slow'`)
+	require.NoError(t, err)
+	checkReads(t, tx, other.ID, func(next time.Duration) {
+		require.LessOrEqual(t, next, time.Duration(0), "the class has a token: its tasks are leasable now")
+	})
+	require.NoError(t, tx.Rollback(ctx))
 }
 
 // TestTasksFollowTheirJobsPool: when a job moves from pool=gpu to

@@ -1709,6 +1709,42 @@ WITH agents AS MATERIALIZED (
                           AND p.target_labels <@ a.labels
                           AND p.executor_kind::text = ANY(a.executors)
                         OFFSET 0) m
+), class_heads AS MATERIALIZED (
+    -- A rate class out of tokens (its next token at least the steal
+    -- delays away from its pool's first waiting task that passes the
+    -- rules) answers its token's time to every agent of its pool: its
+    -- pool is read to that task, not whole. Read whole, a dry class's
+    -- backlog (20,000 tasks) was read by every idle check of every agent
+    -- of its labels. Pinned tasks are left to pending, read by agent. A
+    -- pool whose first task is nearer (it becomes leasable by the steal
+    -- rules before the token, for some agent) is read whole, as before:
+    -- for at most the steal delays after its tasks were written.
+    SELECT ap.pool_id, h.not_before, h.target_labels, h.executor_kind, tk.token_at
+    FROM (SELECT DISTINCT pool_id FROM agent_pools WHERE classed) ap
+    JOIN ax.task_pool p ON p.id = ap.pool_id
+    JOIN ax.rate_class c ON c.name = p.rate_class
+    CROSS JOIN LATERAL (
+        SELECT coalesce($1::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
+                   * greatest(0, extract(epoch FROM coalesce($1::timestamptz, now()) - c.refilled_at)))) / c.rate)) AS token_at
+    ) tk
+    LEFT JOIN LATERAL (
+        SELECT t.not_before, j.target_labels, j.executor_kind::text AS executor_kind
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.pool_id = ap.pool_id AND t.state = 'pending' AND NOT t.no_agent AND NOT t.key_parked
+          AND NOT t.agentless AND NOT t.pinned
+          AND t.priority >= coalesce(c.manual_min_priority,
+                                     CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
+                                     t.priority)
+          AND (t.concurrency_key IS NULL
+               OR (SELECT count(*) FROM ax.task k
+                   WHERE k.concurrency_scope = t.concurrency_scope AND k.concurrency_key = t.concurrency_key
+                     AND k.concurrency_key IS NOT NULL AND k.state IN ('leased', 'running')) < t.concurrency_limit)
+        ORDER BY t.not_before
+        LIMIT 1
+    ) h ON true
+    WHERE h.not_before IS NULL
+       OR h.not_before + make_interval(secs => $3::double precision) <= tk.token_at
 ), pending AS MATERIALIZED (
     -- What the min below needs of the pending tasks, read once for all
     -- the agents checking (and only when some agent has nothing leasable
@@ -1735,7 +1771,7 @@ WITH agents AS MATERIALIZED (
           -- (Pool by pool, each a probe of task_pending_age_idx: as a
           -- semi-join on pool_id, a plan could read every pending task.)
           WHERE t.id IN (SELECT u.id
-                         FROM (SELECT DISTINCT pool_id FROM agent_pools) ap
+                         FROM (SELECT pool_id FROM agent_pools EXCEPT SELECT pool_id FROM class_heads) ap
                          CROSS JOIN LATERAL (SELECT u.id FROM ax.task u
                                              WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent AND NOT u.key_parked
                                              OFFSET 0) u
@@ -1757,6 +1793,12 @@ WITH agents AS MATERIALIZED (
                AND g.priority >= coalesce(c.manual_min_priority,
                                           CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
                                           g.priority)))
+    UNION ALL
+    -- A dry class's pool: its first task, as if for anyone now (the token
+    -- comes after it is leasable for every agent).
+    SELECT NULL, NULL, false, h.not_before, h.target_labels, h.executor_kind, h.token_at
+    FROM class_heads h
+    WHERE h.not_before IS NOT NULL
 )
 SELECT a.id, a.state::text AS state, a.ready,
        -- A key freed places that no lease has unparked yet: a lease now
