@@ -906,6 +906,37 @@ WITH agents AS MATERIALIZED (
     ) h ON true
     WHERE h.not_before IS NULL
        OR h.not_before + make_interval(secs => sqlc.arg('steal_any_seconds')::double precision) <= tk.token_at
+), pool_rows AS MATERIALIZED (
+    -- Each pool's first 1,000 waiting tasks in not_before order, pool by
+    -- pool (each a probe of task_pending_age_idx: as a semi-join on
+    -- pool_id, a plan could read every pending task). Read whole, a
+    -- tenant's 20,000 tasks waiting to retry in ten minutes were read by
+    -- every idle check of every agent of their pool: 60,000 rows, 21 ms
+    -- a check. The rest of a longer pool is stood for by pool_bounds.
+    -- The columns pending needs are read here: joined back to ax.task
+    -- by id, a plan on stale statistics read every pending task into a
+    -- hash.
+    SELECT ap.pool_id, u.*
+    FROM (SELECT pool_id FROM agent_pools EXCEPT SELECT pool_id FROM class_heads) ap
+    CROSS JOIN LATERAL (SELECT u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority,
+                               u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
+                        FROM ax.task u
+                        WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent AND NOT u.key_parked
+                        ORDER BY u.not_before
+                        LIMIT 1000) u
+), pool_bounds AS (
+    -- A pool with more: no task left unread is ready before the last one
+    -- read, so that time answers for them, as if any agent could take
+    -- them then. Early, never late: a poll that wakes to find nothing
+    -- leases nothing and checks again (backing off), where a late answer
+    -- would leave a task waiting.
+    SELECT b.not_before, p.target_labels, p.executor_kind::text AS executor_kind,
+           coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
+               * greatest(0, extract(epoch FROM coalesce(sqlc.narg('now')::timestamptz, now()) - c.refilled_at)))) / c.rate)) AS token_at
+    FROM (SELECT r.pool_id, max(r.not_before) AS not_before FROM pool_rows r GROUP BY r.pool_id HAVING count(*) >= 1000) b
+    JOIN ax.task_pool p ON p.id = b.pool_id
+    LEFT JOIN ax.rate_class c ON c.name = p.rate_class
+    WHERE p.rate_class IS NULL OR c.name IS NOT NULL
 ), pending AS MATERIALIZED (
     -- What the min below needs of the pending tasks, read once for all
     -- the agents checking (and only when some agent has nothing leasable
@@ -924,22 +955,22 @@ WITH agents AS MATERIALIZED (
     FROM (SELECT t.job_id, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.rate_class,
                  CASE WHEN t.rate_class IS NOT NULL THEN t.priority END AS priority,
                  t.concurrency_scope, t.concurrency_key, t.concurrency_limit, min(t.not_before) AS not_before
-          FROM ax.task t
-          -- A parked task is not leasable until a lease unparks it (behind
-          -- its key) or the reaper does (no agent: TaskNoAgentUnpark).
-          -- The agents' pools, and the tasks pinned to them (in a pool
-          -- an agent matched when its broadcast run was planned).
-          -- (Pool by pool, each a probe of task_pending_age_idx: as a
-          -- semi-join on pool_id, a plan could read every pending task.)
-          WHERE t.id IN (SELECT u.id
-                         FROM (SELECT pool_id FROM agent_pools EXCEPT SELECT pool_id FROM class_heads) ap
-                         CROSS JOIN LATERAL (SELECT u.id FROM ax.task u
-                                             WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent AND NOT u.key_parked
-                                             OFFSET 0) u
-                         UNION
-                         SELECT u.id FROM ax.task u
-                         WHERE u.pinned AND u.state = 'pending' AND u.preferred_agent_id = ANY(@agent_ids::uuid[]))
-            AND t.state = 'pending' AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
+          -- The agents' pools (pool_rows), and the tasks pinned to them
+          -- (in a pool an agent matched when its broadcast run was
+          -- planned; one in the agents' pools is read twice, which the
+          -- min does not mind). A parked task is not leasable until a
+          -- lease unparks it (behind its key) or the reaper does (no
+          -- agent: TaskNoAgentUnpark).
+          FROM (SELECT r.job_id, r.preferred_agent_id, r.fallback_agent_id, r.pinned, r.rate_class, r.priority,
+                       r.concurrency_scope, r.concurrency_key, r.concurrency_limit, r.not_before, r.agentless
+                FROM pool_rows r
+                UNION ALL
+                SELECT u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority,
+                       u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
+                FROM ax.task u
+                WHERE u.pinned AND u.state = 'pending' AND u.preferred_agent_id = ANY(@agent_ids::uuid[])
+                  AND NOT u.key_parked AND NOT u.no_agent) t
+          WHERE NOT t.agentless
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
     LEFT JOIN ax.rate_class c ON c.name = g.rate_class
@@ -960,6 +991,9 @@ WITH agents AS MATERIALIZED (
     SELECT NULL, NULL, false, h.not_before, h.target_labels, h.executor_kind, h.token_at
     FROM class_heads h
     WHERE h.not_before IS NOT NULL
+    UNION ALL
+    SELECT NULL, NULL, false, b.not_before, b.target_labels, b.executor_kind, b.token_at
+    FROM pool_bounds b
 )
 SELECT a.id, a.state::text AS state, a.ready,
        -- A key freed places that no lease has unparked yet: a lease now
@@ -983,8 +1017,10 @@ SELECT a.id, a.state::text AS state, a.ready,
                JOIN ax.job j ON j.id = t.job_id
                WHERE t.pool_id = ap.pool_id
                  AND t.state = 'pending' AND NOT t.agentless AND t.rate_class IS NULL
-                 -- (Implied by the rules below: bounds the index's range.)
-                 AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
+                 -- (Implied by the rules below: bounds the index's range,
+                 -- which clock_timestamp(), volatile, did not: a pool's
+                 -- tasks waiting to retry were read whole, 20,000 rows.)
+                 AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, statement_timestamp())
                  AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
                  AND j.executor_kind::text = ANY(a.executors)
                  AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
