@@ -1144,6 +1144,120 @@ END
 $$;
 
 --
+-- Name: job; Type: TABLE; Schema: ax; Owner: -
+--
+
+CREATE TABLE ax.job (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    group_name text DEFAULT 'default'::text NOT NULL,
+    owner text DEFAULT ''::text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    trigger_kind ax.trigger_kind NOT NULL,
+    cron_expr text,
+    timezone text DEFAULT 'UTC'::text NOT NULL,
+    interval_seconds bigint,
+    run_at timestamp with time zone,
+    executor_kind ax.executor_kind NOT NULL,
+    executor jsonb DEFAULT '{}'::jsonb NOT NULL,
+    target_labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    route_strategy ax.route_strategy DEFAULT 'round_robin'::ax.route_strategy NOT NULL,
+    route_key text DEFAULT ''::text NOT NULL,
+    shard_count integer DEFAULT 1 NOT NULL,
+    shard_params jsonb DEFAULT '[]'::jsonb NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    timeout_seconds integer DEFAULT 3600 NOT NULL,
+    retry_max_attempts integer DEFAULT 4 NOT NULL,
+    retry_backoff_seconds integer DEFAULT 5 NOT NULL,
+    retry_backoff_max_seconds integer DEFAULT 600 NOT NULL,
+    concurrency_policy ax.concurrency_policy DEFAULT 'allow'::ax.concurrency_policy NOT NULL,
+    misfire_policy ax.misfire_policy DEFAULT 'fire_once'::ax.misfire_policy NOT NULL,
+    misfire_window_seconds integer DEFAULT 86400 NOT NULL,
+    misfire_max_fires integer DEFAULT 100 NOT NULL,
+    rate_limit_class text,
+    callback_url text,
+    params jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    shard_range_from bigint DEFAULT 0 NOT NULL,
+    shard_range_to bigint DEFAULT '4294967296'::bigint NOT NULL,
+    degrade_action ax.degrade_action DEFAULT 'wait'::ax.degrade_action NOT NULL,
+    agentless boolean NOT NULL,
+    timeout_mode ax.timeout_mode DEFAULT 'fixed'::ax.timeout_mode NOT NULL,
+    shard_generator text,
+    shard_window_seconds integer,
+    history_retention_seconds integer,
+    history_failed_retention_seconds integer,
+    managed_by text,
+    declared_version text,
+    declared_in text,
+    callback_ordered boolean DEFAULT false NOT NULL,
+    active_from timestamp with time zone,
+    active_until timestamp with time zone,
+    jitter_seconds integer DEFAULT 0 NOT NULL,
+    triggers jsonb,
+    exclude text[] DEFAULT '{}'::text[] NOT NULL,
+    concurrency_key text DEFAULT ''::text NOT NULL,
+    concurrency_limit integer,
+    concurrency_group text DEFAULT ''::text NOT NULL,
+    pool_id integer NOT NULL,
+    CONSTRAINT job_active_window_order CHECK ((active_until > active_from)),
+    CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
+    CONSTRAINT job_concurrency_limit_range CHECK (((concurrency_limit >= 1) AND (concurrency_limit <= 10000))),
+    CONSTRAINT job_concurrency_set CHECK ((((concurrency_key = ''::text) = (concurrency_limit IS NULL)) AND ((concurrency_key <> ''::text) OR (concurrency_group = ''::text)))),
+    CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
+    CONSTRAINT job_declared_has_manager CHECK (((managed_by IS NOT NULL) OR ((declared_version IS NULL) AND (declared_in IS NULL)))),
+    CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
+    CONSTRAINT job_exclude_bounds CHECK ((cardinality(exclude) <= 16)),
+    CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
+    CONSTRAINT job_history_retention_range CHECK ((((history_retention_seconds IS NULL) OR ((history_retention_seconds >= 1) AND (history_retention_seconds <= (400 * 86400)))) AND ((history_failed_retention_seconds IS NULL) OR ((history_failed_retention_seconds >= 1) AND (history_failed_retention_seconds <= (400 * 86400)))))),
+    CONSTRAINT job_interval_positive CHECK (((trigger_kind <> 'interval'::ax.trigger_kind) OR (interval_seconds >= 1))),
+    CONSTRAINT job_jitter_bounds CHECK (((jitter_seconds >= 0) AND (jitter_seconds <= 86400))),
+    CONSTRAINT job_misfire_bounds CHECK (((misfire_window_seconds >= 0) AND ((misfire_max_fires >= 1) AND (misfire_max_fires <= 10000)))),
+    CONSTRAINT job_name_not_blank CHECK ((length(btrim(name)) > 0)),
+    CONSTRAINT job_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
+    CONSTRAINT job_retry_attempts_range CHECK (((retry_max_attempts >= 1) AND (retry_max_attempts <= 100))),
+    CONSTRAINT job_retry_backoff_range CHECK (((retry_backoff_seconds >= 0) AND (retry_backoff_max_seconds >= retry_backoff_seconds))),
+    CONSTRAINT job_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
+    CONSTRAINT job_shard_generator_kind CHECK ((shard_generator = ANY (ARRAY['time_window'::text, 'mod'::text]))),
+    CONSTRAINT job_shard_params_is_array CHECK ((jsonb_typeof(shard_params) = 'array'::text)),
+    CONSTRAINT job_shard_range_order CHECK ((shard_range_from < shard_range_to)),
+    CONSTRAINT job_shard_window_only_time_window CHECK (((NOT (shard_generator IS DISTINCT FROM 'time_window'::text)) = (shard_window_seconds IS NOT NULL))),
+    CONSTRAINT job_shard_window_range CHECK (((shard_window_seconds >= 1) AND (shard_window_seconds <= 31622400))),
+    CONSTRAINT job_shard_window_whole_seconds CHECK (((shard_window_seconds % shard_count) = 0)),
+    CONSTRAINT job_target_labels_is_object CHECK ((jsonb_typeof(target_labels) = 'object'::text)),
+    CONSTRAINT job_timeout_positive CHECK ((timeout_seconds > 0)),
+    CONSTRAINT job_triggers_list CHECK (((triggers IS NULL) OR ((jsonb_typeof(triggers) = 'array'::text) AND ((jsonb_array_length(triggers) >= 2) AND (jsonb_array_length(triggers) <= 16)))))
+);
+
+--
+-- Name: job_pool_follow(ax.job); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.job_pool_follow(j ax.job) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    WITH live AS MATERIALIZED (
+        SELECT u.id, u.pool_id, u.rate_class
+        FROM ax.task u
+        WHERE u.execution_id IN (SELECT e.id FROM ax.execution e WHERE e.job_id = j.id AND e.finished_at IS NULL)
+          AND u.state IN ('pending', 'leased', 'running') AND NOT u.agentless AND NOT u.pinned
+    ), pools AS MATERIALIZED (
+        SELECT c.rate_class,
+               CASE WHEN c.rate_class IS NOT DISTINCT FROM j.rate_limit_class THEN j.pool_id
+                    ELSE ax.task_pool_for(j.target_labels, j.executor_kind, c.rate_class) END AS pool_id
+        FROM (SELECT DISTINCT l.rate_class FROM live l) c
+    ), moved AS (
+        UPDATE ax.task t SET pool_id = p.pool_id
+        FROM live l
+        JOIN pools p ON p.rate_class IS NOT DISTINCT FROM l.rate_class
+        WHERE t.id = l.id AND l.pool_id <> p.pool_id
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM moved
+$$;
+
+--
 -- Name: job_pool_moved(); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -1151,12 +1265,7 @@ CREATE FUNCTION ax.job_pool_moved() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    UPDATE ax.task t SET pool_id = m.pool_id
-    FROM (SELECT u.id, ax.task_pool_for(NEW.target_labels, NEW.executor_kind, u.rate_class) AS pool_id
-          FROM ax.task u
-          WHERE u.execution_id IN (SELECT e.id FROM ax.execution e WHERE e.job_id = NEW.id AND e.finished_at IS NULL)
-            AND u.state IN ('pending', 'leased', 'running') AND NOT u.agentless AND NOT u.pinned) m
-    WHERE t.id = m.id AND t.pool_id <> m.pool_id;
+    PERFORM ax.job_pool_follow(NEW);
     INSERT INTO ax.job_pool_change (job_id, changed_at) VALUES (NEW.id, now())
     ON CONFLICT (job_id) DO UPDATE SET changed_at = excluded.changed_at;
     RETURN NULL;
@@ -2444,93 +2553,6 @@ CREATE TABLE ax.callback_sequence (
     job_id uuid NOT NULL,
     last_sequence bigint NOT NULL,
     CONSTRAINT callback_sequence_positive CHECK ((last_sequence >= 1))
-);
-
---
--- Name: job; Type: TABLE; Schema: ax; Owner: -
---
-
-CREATE TABLE ax.job (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    name text NOT NULL,
-    group_name text DEFAULT 'default'::text NOT NULL,
-    owner text DEFAULT ''::text NOT NULL,
-    description text DEFAULT ''::text NOT NULL,
-    trigger_kind ax.trigger_kind NOT NULL,
-    cron_expr text,
-    timezone text DEFAULT 'UTC'::text NOT NULL,
-    interval_seconds bigint,
-    run_at timestamp with time zone,
-    executor_kind ax.executor_kind NOT NULL,
-    executor jsonb DEFAULT '{}'::jsonb NOT NULL,
-    target_labels jsonb DEFAULT '{}'::jsonb NOT NULL,
-    route_strategy ax.route_strategy DEFAULT 'round_robin'::ax.route_strategy NOT NULL,
-    route_key text DEFAULT ''::text NOT NULL,
-    shard_count integer DEFAULT 1 NOT NULL,
-    shard_params jsonb DEFAULT '[]'::jsonb NOT NULL,
-    priority integer DEFAULT 0 NOT NULL,
-    timeout_seconds integer DEFAULT 3600 NOT NULL,
-    retry_max_attempts integer DEFAULT 4 NOT NULL,
-    retry_backoff_seconds integer DEFAULT 5 NOT NULL,
-    retry_backoff_max_seconds integer DEFAULT 600 NOT NULL,
-    concurrency_policy ax.concurrency_policy DEFAULT 'allow'::ax.concurrency_policy NOT NULL,
-    misfire_policy ax.misfire_policy DEFAULT 'fire_once'::ax.misfire_policy NOT NULL,
-    misfire_window_seconds integer DEFAULT 86400 NOT NULL,
-    misfire_max_fires integer DEFAULT 100 NOT NULL,
-    rate_limit_class text,
-    callback_url text,
-    params jsonb DEFAULT '{}'::jsonb NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    shard_range_from bigint DEFAULT 0 NOT NULL,
-    shard_range_to bigint DEFAULT '4294967296'::bigint NOT NULL,
-    degrade_action ax.degrade_action DEFAULT 'wait'::ax.degrade_action NOT NULL,
-    agentless boolean NOT NULL,
-    timeout_mode ax.timeout_mode DEFAULT 'fixed'::ax.timeout_mode NOT NULL,
-    shard_generator text,
-    shard_window_seconds integer,
-    history_retention_seconds integer,
-    history_failed_retention_seconds integer,
-    managed_by text,
-    declared_version text,
-    declared_in text,
-    callback_ordered boolean DEFAULT false NOT NULL,
-    active_from timestamp with time zone,
-    active_until timestamp with time zone,
-    jitter_seconds integer DEFAULT 0 NOT NULL,
-    triggers jsonb,
-    exclude text[] DEFAULT '{}'::text[] NOT NULL,
-    concurrency_key text DEFAULT ''::text NOT NULL,
-    concurrency_limit integer,
-    concurrency_group text DEFAULT ''::text NOT NULL,
-    pool_id integer NOT NULL,
-    CONSTRAINT job_active_window_order CHECK ((active_until > active_from)),
-    CONSTRAINT job_adaptive_timeout_ceiling CHECK (((timeout_mode <> 'adaptive'::ax.timeout_mode) OR (timeout_seconds >= 5))),
-    CONSTRAINT job_concurrency_limit_range CHECK (((concurrency_limit >= 1) AND (concurrency_limit <= 10000))),
-    CONSTRAINT job_concurrency_set CHECK ((((concurrency_key = ''::text) = (concurrency_limit IS NULL)) AND ((concurrency_key <> ''::text) OR (concurrency_group = ''::text)))),
-    CONSTRAINT job_cron_has_expr CHECK (((trigger_kind <> 'cron'::ax.trigger_kind) OR (cron_expr IS NOT NULL))),
-    CONSTRAINT job_declared_has_manager CHECK (((managed_by IS NOT NULL) OR ((declared_version IS NULL) AND (declared_in IS NULL)))),
-    CONSTRAINT job_delay_has_run_at CHECK (((trigger_kind <> 'delay'::ax.trigger_kind) OR (run_at IS NOT NULL))),
-    CONSTRAINT job_exclude_bounds CHECK ((cardinality(exclude) <= 16)),
-    CONSTRAINT job_executor_is_object CHECK ((jsonb_typeof(executor) = 'object'::text)),
-    CONSTRAINT job_history_retention_range CHECK ((((history_retention_seconds IS NULL) OR ((history_retention_seconds >= 1) AND (history_retention_seconds <= (400 * 86400)))) AND ((history_failed_retention_seconds IS NULL) OR ((history_failed_retention_seconds >= 1) AND (history_failed_retention_seconds <= (400 * 86400)))))),
-    CONSTRAINT job_interval_positive CHECK (((trigger_kind <> 'interval'::ax.trigger_kind) OR (interval_seconds >= 1))),
-    CONSTRAINT job_jitter_bounds CHECK (((jitter_seconds >= 0) AND (jitter_seconds <= 86400))),
-    CONSTRAINT job_misfire_bounds CHECK (((misfire_window_seconds >= 0) AND ((misfire_max_fires >= 1) AND (misfire_max_fires <= 10000)))),
-    CONSTRAINT job_name_not_blank CHECK ((length(btrim(name)) > 0)),
-    CONSTRAINT job_params_is_object CHECK ((jsonb_typeof(params) = 'object'::text)),
-    CONSTRAINT job_retry_attempts_range CHECK (((retry_max_attempts >= 1) AND (retry_max_attempts <= 100))),
-    CONSTRAINT job_retry_backoff_range CHECK (((retry_backoff_seconds >= 0) AND (retry_backoff_max_seconds >= retry_backoff_seconds))),
-    CONSTRAINT job_shard_count_range CHECK (((shard_count >= 1) AND (shard_count <= 10000))),
-    CONSTRAINT job_shard_generator_kind CHECK ((shard_generator = ANY (ARRAY['time_window'::text, 'mod'::text]))),
-    CONSTRAINT job_shard_params_is_array CHECK ((jsonb_typeof(shard_params) = 'array'::text)),
-    CONSTRAINT job_shard_range_order CHECK ((shard_range_from < shard_range_to)),
-    CONSTRAINT job_shard_window_only_time_window CHECK (((NOT (shard_generator IS DISTINCT FROM 'time_window'::text)) = (shard_window_seconds IS NOT NULL))),
-    CONSTRAINT job_shard_window_range CHECK (((shard_window_seconds >= 1) AND (shard_window_seconds <= 31622400))),
-    CONSTRAINT job_shard_window_whole_seconds CHECK (((shard_window_seconds % shard_count) = 0)),
-    CONSTRAINT job_target_labels_is_object CHECK ((jsonb_typeof(target_labels) = 'object'::text)),
-    CONSTRAINT job_timeout_positive CHECK ((timeout_seconds > 0)),
-    CONSTRAINT job_triggers_list CHECK (((triggers IS NULL) OR ((jsonb_typeof(triggers) = 'array'::text) AND ((jsonb_array_length(triggers) >= 2) AND (jsonb_array_length(triggers) <= 16)))))
 );
 
 --

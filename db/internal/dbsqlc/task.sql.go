@@ -2268,23 +2268,19 @@ func (q *Queries) TaskPlanForExecutions(ctx context.Context, db DBTX, arg TaskPl
 const taskPoolCatchUp = `-- name: TaskPoolCatchUp :one
 WITH changed AS MATERIALIZED (
     SELECT c.job_id, c.changed_at FROM ax.job_pool_change c ORDER BY c.changed_at LIMIT 100
-), moved AS (
-    UPDATE ax.task t SET pool_id = m.pool_id
-    FROM (SELECT u.id, ax.task_pool_for(j.target_labels, j.executor_kind, u.rate_class) AS pool_id
-          FROM changed c
-          JOIN ax.job j ON j.id = c.job_id
-          JOIN ax.execution e ON e.job_id = j.id AND e.finished_at IS NULL
-          JOIN ax.task u ON u.execution_id = e.id
-          WHERE u.state IN ('pending', 'leased', 'running') AND NOT u.agentless AND NOT u.pinned) m
-    WHERE t.id = m.id AND t.pool_id <> m.pool_id
-    RETURNING t.id
+), moved AS MATERIALIZED (
+    -- Pools looked up per rate class, not per task (ax.job_pool_follow,
+    -- migration 00085).
+    SELECT ax.job_pool_follow(j) AS n
+    FROM changed c
+    JOIN ax.job j ON j.id = c.job_id
 ), forgotten AS (
     DELETE FROM ax.job_pool_change c
     USING changed d
     WHERE c.job_id = d.job_id AND c.changed_at = d.changed_at
       AND d.changed_at < now() - make_interval(secs => $1::double precision)
 )
-SELECT count(*)::integer FROM moved
+SELECT coalesce(sum(n), 0)::integer FROM moved
 `
 
 // TaskPoolCatchUp moves the unfinished tasks of jobs whose pool changed in
