@@ -431,3 +431,41 @@ func TestAJobsPoolChangeLooksUpPoolsPerClass(t *testing.T) {
 	require.EqualValues(t, 1, lookups(tx)-before, "the old class's pool, once")
 	require.NoError(t, tx.Commit(ctx))
 }
+
+// TestADryClassPoolAnswersForEveryAgentOfItsLabels: a dry class's pool
+// {pool: gpu} whose oldest tasks are those of a job that has since moved
+// to {pool: gpu, zone: a} (a fire that raced the move left them there,
+// until the reaper's catch-up). A {pool: gpu} agent's check says "at the
+// class's next token" (another job's tasks there are its to lease then).
+// When the pool's answer carried the first task's job's labels, the
+// agent was told nothing: an hour.
+func TestADryClassPoolAnswersForEveryAgentOfItsLabels(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "slow", Rate: 0.01, Burst: 1})
+	require.NoError(t, err)
+	gpu := map[string]string{"pool": "gpu"}
+	agent := e.agent(gpu, nil)
+	moved := e.job(func(j *axtype.Job) { j.TargetLabels, j.RateLimitClass = gpu, "slow" })
+	stays := e.job(func(j *axtype.Job) { j.TargetLabels, j.RateLimitClass = gpu, "slow" })
+	e.trigger(moved.ID)
+	e.trigger(stays.ID)
+	var pool int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT pool_id FROM ax.job WHERE id = $1`, moved.ID).Scan(&pool))
+	_, err = e.pool.Exec(ctx, `UPDATE ax.job SET target_labels = '{"pool": "gpu", "zone": "a"}' WHERE id = $1`, moved.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET pool_id = $2, not_before = not_before - interval '1 minute'
+		WHERE job_id = $1`, moved.ID, pool)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET not_before = not_before - interval '30 seconds' WHERE job_id = $1`, stays.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET tokens = 0, refilled_at = now() WHERE name = 'slow'`)
+	require.NoError(t, err)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // reads only
+	checkReads(t, tx, agent.ID, func(next time.Duration) {
+		require.InDelta(t, 100, next.Seconds(), 2, "the class's next token, when the other job's task is the agent's")
+	})
+}

@@ -880,7 +880,11 @@ WITH agents AS MATERIALIZED (
     -- pool whose first task is nearer (it becomes leasable by the steal
     -- rules before the token, for some agent) is read whole, as before:
     -- for at most the steal delays after its tasks were written.
-    SELECT ap.pool_id, h.not_before, h.target_labels, h.executor_kind, tk.token_at
+    -- The pool's labels and executor kind stand for its tasks (a task
+    -- whose job moved since, left here by a fire that raced the move, is
+    -- caught up by the reaper): with the first task's job's, an agent
+    -- the moved job no longer matches was told nothing of the pool.
+    SELECT ap.pool_id, h.not_before, p.target_labels, p.executor_kind::text AS executor_kind, tk.token_at
     FROM (SELECT DISTINCT pool_id FROM agent_pools WHERE classed) ap
     JOIN ax.task_pool p ON p.id = ap.pool_id
     JOIN ax.rate_class c ON c.name = p.rate_class
@@ -888,10 +892,15 @@ WITH agents AS MATERIALIZED (
         SELECT coalesce(sqlc.narg('now')::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
                    * greatest(0, extract(epoch FROM coalesce(sqlc.narg('now')::timestamptz, now()) - c.refilled_at)))) / c.rate)) AS token_at
     ) tk
+    -- (Walked to its first task that passes, however far: a degraded
+    -- class's backlog below its floor is read whole, as the lease reads
+    -- past it. Stopped at a cap, the pool would have to be called empty,
+    -- missing a task above the floor further on, or left to pool_rows,
+    -- whose early answer would send each idle poll to lease in vain
+    -- about once a second.)
     LEFT JOIN LATERAL (
-        SELECT t.not_before, j.target_labels, j.executor_kind::text AS executor_kind
+        SELECT t.not_before
         FROM ax.task t
-        JOIN ax.job j ON j.id = t.job_id
         WHERE t.pool_id = ap.pool_id AND t.state = 'pending' AND NOT t.no_agent AND NOT t.key_parked
           AND NOT t.agentless AND NOT t.pinned
           AND t.priority >= coalesce(c.manual_min_priority,
