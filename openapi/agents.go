@@ -209,38 +209,38 @@ func (h *agentHandlers) register(api huma.API) {
 			MaxBodyBytes: agentBodyLimit, BodyReadTimeout: largeBodyReadTimeout,
 			Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}}, ScopeAgent)
 	}
-	huma.Register(api, showsSecret(op("register-agent", "/v1/agents/register", "Register an agent",
+	register(api, showsSecret(op("register-agent", "/v1/agents/register", "Register an agent",
 		"Needs a key with scope agent. Returns the agent's id and its own token (shown once), used from then on.",
 		http.StatusCreated), "token"), h.registerAgent)
-	huma.Register(api, notReplayed(op("lease-tasks", "/v1/agents/{id}/lease", "Lease tasks (long poll)",
+	register(api, notReplayed(op("lease-tasks", "/v1/agents/{id}/lease", "Lease tasks (long poll)",
 		"Hands out up to max tasks, highest priority first, waiting up to wait_seconds for some. Each lease has a fencing token and an expiry from the database clock. "+
 			"An HTTP task comes with its job's signing secrets and completion URL (http), so the agent sends the request ax serve would (webhook HTTPTask).",
 		http.StatusOK)), h.lease)
-	huma.Register(api, op("heartbeat-agent", "/v1/agents/{id}/heartbeat", "Renew leases and report load",
+	register(api, op("heartbeat-agent", "/v1/agents/{id}/heartbeat", "Renew leases and report load",
 		"Renews the lease of every listed task the agent still holds; lists the lost ones (stop them, do not report) and those to cancel.",
 		http.StatusOK), h.heartbeat)
-	huma.Register(api, checksOwnValues(op("complete-tasks", "/v1/agents/{id}/complete", "Report task results",
+	register(api, checksOwnValues(op("complete-tasks", "/v1/agents/{id}/complete", "Report task results",
 		"Records each result whose lease token is current and held by this agent; a stale token, or another agent's task, is a conflict and changes nothing. 409 when every result was a conflict.",
 		http.StatusOK)), h.complete)
-	huma.Register(api, checksOwnValues(op("append-task-logs", "/v1/agents/{id}/logs", "Append task output",
+	register(api, checksOwnValues(op("append-task-logs", "/v1/agents/{id}/logs", "Append task output",
 		"Chunks of tasks whose lease is not current, or is held by another agent, are dropped; 409 when every chunk was.",
 		http.StatusNoContent)), h.logs)
-	huma.Register(api, op("release-tasks", "/v1/agents/{id}/release", "Hand leases back",
+	register(api, op("release-tasks", "/v1/agents/{id}/release", "Hand leases back",
 		"A draining agent's unfinished tasks: pending again at once, without using up an attempt.",
 		http.StatusNoContent), h.release)
-	huma.Register(api, op("deregister-agent", "/v1/agents/{id}/deregister", "Deregister an agent",
+	register(api, op("deregister-agent", "/v1/agents/{id}/deregister", "Deregister an agent",
 		"The agent is offline from now and its token is revoked (401 from then on: an agent registers again to come back); leases it still holds expire and are reaped.", http.StatusNoContent), h.deregister)
-	huma.Register(api, requireScope(huma.Operation{OperationID: "drain-agent", Method: http.MethodPost,
+	register(api, requireScope(huma.Operation{OperationID: "drain-agent", Method: http.MethodPost,
 		Path: "/v1/agents/{id}/drain", Tags: []string{"Agents"}, Summary: "Drain an agent",
 		Description: "It gets no new tasks; running ones finish. An admin or the agent itself (on SIGTERM) may call it. " +
 			"An admin's drain holds: deregistering, going offline or registering again under the same name and key " +
 			"lifts it not; resume does.",
 		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound}}, ScopeAgent), h.drain)
-	huma.Register(api, requireScope(huma.Operation{OperationID: "resume-agent", Method: http.MethodPost,
+	register(api, requireScope(huma.Operation{OperationID: "resume-agent", Method: http.MethodPost,
 		Path: "/v1/agents/{id}/resume", Tags: []string{"Agents"}, Summary: "Resume a drained or quarantined agent",
 		Description:   "Lifts an admin's drain and a quarantine: the agent gets tasks again (once it is heard from).",
 		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound}}, ScopeAdmin), h.resume)
-	huma.Register(api, requireScope(huma.Operation{OperationID: "list-agents", Method: http.MethodGet,
+	register(api, requireScope(huma.Operation{OperationID: "list-agents", Method: http.MethodGet,
 		Path: "/v1/agents", Tags: []string{"Agents"}, Summary: "List agents",
 		Description: "Agents with their state (active, draining, offline, quarantined), readiness, labels, " +
 			"executors, load, running tasks against capacity and recent success rate, by name, a page at a time (next_cursor). " +

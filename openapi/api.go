@@ -62,6 +62,14 @@ type Config struct {
 	MetricsHandler http.Handler
 	// MetricsAuth makes /metrics require an API key with scope read.
 	MetricsAuth bool
+	// RequestTurns is how many calls other than agents' run at once on
+	// this replica, the request pool's connections: while more wait,
+	// they go API key by API key in turn (fairTurns). 0: as they come.
+	RequestTurns int
+	// Turns hears the turns' waits and refusals. Nil: no one.
+	Turns TurnObserver
+	// turnGranted, set by tests (LogTurns), hears each turn given.
+	turnGranted func(keyID [16]byte)
 	// PublicURL is where targets of HTTP jobs reach this API: the
 	// completion URL of the HTTP tasks leased to agents is on it (ax
 	// serve's own requests take theirs from delivery.HTTPTaskConfig, set
@@ -90,6 +98,9 @@ func New(cfg Config) (http.Handler, huma.API) {
 	api := humago.New(mux, apiConfig(cfg.Logger))
 	auth := &authenticator{keys: eng.Keys, signing: eng.SigningKeys, api: api, logger: cfg.Logger}
 	auth.cache.revoked = eng.KeyRevocations()
+	if cfg.RequestTurns > 0 {
+		auth.turns = newFairTurns(cfg.RequestTurns, cfg.turnGranted, cfg.Turns)
+	}
 	idem := &idempotency{store: eng.Idempotency, api: api, logger: cfg.Logger}
 	api.UseMiddleware(auth.middleware, storableBodies(api), idem.middleware)
 

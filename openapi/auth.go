@@ -66,6 +66,7 @@ type authenticator struct {
 	api     huma.API
 	logger  *slog.Logger
 	cache   keyCache
+	turns   *fairTurns // nil: calls run as they come
 }
 
 type principalKey struct{}
@@ -120,7 +121,11 @@ func (a *authenticator) authorize(ctx huma.Context, key *axtype.APIKey, scope st
 		a.deny(ctx, http.StatusForbidden, "API key "+key.Name+" lacks scope "+scope+" (it has "+strings.Join(key.Scopes, ", ")+")")
 		return
 	}
-	next(huma.WithValue(ctx, principalKey{}, key))
+	ctx = huma.WithValue(ctx, principalKey{}, key)
+	if a.turns != nil {
+		ctx = huma.WithValue(ctx, fairTurnsKey{}, a.turns)
+	}
+	next(ctx)
 }
 
 func (a *authenticator) deny(ctx huma.Context, status int, msg string) {

@@ -111,7 +111,7 @@ type backfillListOutput struct {
 }
 
 func (h *backfillHandlers) register(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "backfill-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/backfill", Tags: []string{"Backfills"},
 		Summary: "Run a cron job's past ticks that have no run", DefaultStatus: http.StatusAccepted,
 		Description: "Every tick of the job's cron trigger in [from, to), in its timezone and daylight-saving rules, " +
@@ -121,17 +121,17 @@ func (h *backfillHandlers) register(api huma.API) {
 			"it at the Location URL, stop it with POST /v1/backfills/{id}/cancel.",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.create)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-backfill", Method: http.MethodGet, Path: "/v1/backfills/{id}", Tags: []string{"Backfills"},
 		Summary: "A backfill and its progress", Errors: []int{http.StatusNotFound},
 	}, ScopeRead), h.get)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "cancel-backfill", Method: http.MethodPost, Path: "/v1/backfills/{id}/cancel", Tags: []string{"Backfills"},
 		Summary:     "Stop a backfill",
 		Description: "No more of its ticks are released, and its unfinished runs are cancelled. A backfill that ended is left as it is.",
 		Errors:      []int{http.StatusNotFound},
 	}, ScopeSubmit), h.cancel)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-job-backfills", Method: http.MethodGet, Path: "/v1/jobs/{id}/backfills", Tags: []string{"Backfills"},
 		Summary: "A job's backfills, newest first", Errors: []int{http.StatusNotFound},
 	}, ScopeRead), h.listForJob)

@@ -100,30 +100,30 @@ const calendarBodyLimit = 256 << 10
 
 func (h *calendarHandlers) register(api huma.API) {
 	tags := []string{"Calendars"}
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "create-calendar", Method: http.MethodPost, Path: "/v1/calendars", Tags: tags,
 		Summary: "Create a calendar", DefaultStatus: http.StatusCreated, MaxBodyBytes: calendarBodyLimit,
 		Description: "Stores a named list of excluded days that jobs name in exclude. " +
 			"A key limited to job groups cannot change calendars: every group's jobs may use them.",
 		Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.create)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-calendars", Method: http.MethodGet, Path: "/v1/calendars", Tags: tags,
 		Summary: "List calendars", Description: "Every calendar with its entries, by name.",
 	}, ScopeRead), h.list)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-calendar", Method: http.MethodGet, Path: "/v1/calendars/{name}", Tags: tags,
 		Summary: "Get a calendar", Errors: []int{http.StatusNotFound},
 		Description: "The calendar's timezone and entries; what GET returns may be sent back with PUT.",
 	}, ScopeRead), h.get)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "update-calendar", Method: http.MethodPut, Path: "/v1/calendars/{name}", Tags: tags,
 		Summary: "Replace a calendar", MaxBodyBytes: calendarBodyLimit,
 		Description: "Replaces the timezone and entries. Every job that excludes the calendar follows the change " +
 			"from its next tick; the jobs are not changed.",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.update)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "delete-calendar", Method: http.MethodDelete, Path: "/v1/calendars/{name}", Tags: tags,
 		Summary: "Delete a calendar", DefaultStatus: http.StatusNoContent,
 		Description: "Refused with 409 naming the jobs while any job excludes the calendar: take it out of their exclude first.",

@@ -53,7 +53,7 @@ type callbackOutput struct {
 }
 
 func (h *outboundHandlers) registerCallbacks(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "redeliver-callback", Method: http.MethodPost, Path: "/v1/executions/{id}/callback/redeliver",
 		Tags: []string{"Executions"}, Summary: "Deliver an execution's callback again", DefaultStatus: http.StatusAccepted,
 		Description: "Starts a new delivery (with a fresh retry schedule) to the job's current callback URL, whatever " +

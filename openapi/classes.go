@@ -91,39 +91,39 @@ func (a *AutoDegrade) Resolve(_ huma.Context, prefix *huma.PathBuffer) []error {
 
 func (h *classHandlers) register(api huma.API) {
 	tags := []string{"Flow control"}
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "create-class", Method: http.MethodPost, Path: "/v1/classes", Tags: tags,
 		Summary: "Create a rate class", DefaultStatus: http.StatusCreated,
 		Description: "A token bucket shared by every job that names it; it starts full.",
 		Errors:      []int{http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeAdmin), h.create)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-classes", Method: http.MethodGet, Path: "/v1/classes", Tags: tags,
 		Summary: "List rate classes", Description: "With each bucket's tokens, waiting depth and floor now.",
 	}, ScopeRead), h.list)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-class", Method: http.MethodGet, Path: "/v1/classes/{name}", Tags: tags,
 		Summary: "Get a rate class", Errors: []int{http.StatusNotFound},
 		Description: "The class's rate, burst and priority floor, and its tokens now.",
 	}, ScopeRead), h.get)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "update-class", Method: http.MethodPut, Path: "/v1/classes/{name}", Tags: tags,
 		Summary: "Change a rate class", Description: "The bucket keeps its level, capped at the new burst.",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, ScopeAdmin), h.update)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "delete-class", Method: http.MethodDelete, Path: "/v1/classes/{name}", Tags: tags,
 		Summary: "Delete a rate class", DefaultStatus: http.StatusNoContent,
 		Description: "Refused with 409 while any job names the class: move those jobs to another class first.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict},
 	}, ScopeAdmin), h.delete)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "degrade-class", Method: http.MethodPost, Path: "/v1/classes/{name}/degrade", Tags: tags,
 		Summary:     "Switch an operator's priority floor on",
 		Description: "Until restored, the class leases only tasks at or above min_priority.",
 		Errors:      []int{http.StatusNotFound},
 	}, ScopeAdmin), h.degrade)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "restore-class", Method: http.MethodPost, Path: "/v1/classes/{name}/restore", Tags: tags,
 		Summary: "Switch an operator's priority floor off", Errors: []int{http.StatusNotFound},
 		Description: "Undoes degrade-class: every priority of the class may lease again. Restoring a class that is not degraded changes nothing.",

@@ -65,7 +65,7 @@ type cronPreviewHandlers struct {
 
 func registerCronPreview(api huma.API, calendars *queue.CalendarService) {
 	h := &cronPreviewHandlers{calendars: calendars}
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "preview-cron", Method: http.MethodPost, Path: "/v1/cron/preview", Tags: []string{"Jobs"},
 		Summary:     "List the next fire times of a cron expression",
 		Description: "See what an expression means in a timezone, daylight-saving changes included, before saving a job.",

@@ -101,7 +101,7 @@ type declarationHandlers struct {
 
 func (h *declarationHandlers) register(api huma.API) {
 	tags := []string{"Declarations"}
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "declare-jobs", Method: http.MethodPost, Path: "/v1/declarations", Tags: tags,
 		Summary: "Declare a set of jobs", MaxBodyBytes: declarationBodyLimit, BodyReadTimeout: largeBodyReadTimeout,
 		Description: "Creates, updates and (with prune) pauses the jobs of a declaration set in one transaction, " +
@@ -112,7 +112,7 @@ func (h *declarationHandlers) register(api huma.API) {
 			"and all groups of the set's jobs is refused (403) and changes nothing. The agent SDK and ax apply call it.",
 		Errors: []int{http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.declare)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-declarations", Method: http.MethodGet, Path: "/v1/declarations", Tags: tags,
 		Summary: "List declaration sets",
 		Description: "Each set's version, source and job count, and the last declaration of it that was refused. " +
@@ -149,7 +149,7 @@ func (h *declarationHandlers) declaration(ctx context.Context, in *Declaration) 
 	for i := range in.Jobs {
 		all = append(all, checkedURLs(&in.Jobs[i])...)
 	}
-	urls.prefetch(all)
+	awayWhile(ctx, func() { urls.prefetch(all) }) // name lookups, up to urlCheckTime
 	for i := range in.Jobs {
 		j := &in.Jobs[i]
 		at := fmt.Sprintf("body.jobs[%d].", i)

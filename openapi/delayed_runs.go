@@ -128,7 +128,7 @@ type scheduledListOutput struct {
 }
 
 func (h *executionHandlers) registerDelayed(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "submit-run-batch", Method: http.MethodPost, Path: "/v1/runs/batch", Tags: []string{"Executions"},
 		Summary: "Schedule up to 1,000 runs of jobs at once", DefaultStatus: http.StatusAccepted,
 		MaxBodyBytes: runBatchBodyLimit, BodyReadTimeout: largeBodyReadTimeout,
@@ -138,13 +138,13 @@ func (h *executionHandlers) registerDelayed(api huma.API) {
 			"as executions with the ids answered here. Cancel them by id or by idempotency_key (POST /v1/runs/cancel).",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.runBatch)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "cancel-runs-by-key", Method: http.MethodPost, Path: "/v1/runs/cancel", Tags: []string{"Executions"},
 		Summary:     "Cancel scheduled runs by their Idempotency-Keys",
 		Description: "\"The order was paid\": each scheduled run created with one of the keys (by this API key) is cancelled before it fires. Each key costs two primary-key lookups, however many runs wait. A run that fired already is answered fired, with its execution id.",
 		Errors:      []int{http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.cancelRunsByKey)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-scheduled-runs", Method: http.MethodGet, Path: "/v1/jobs/{id}/scheduled", Tags: []string{"Jobs"},
 		Summary: "List a job's scheduled (delayed) runs", Errors: []int{http.StatusNotFound},
 		Description: "Runs made for later (run_at or delay) that have not fired yet, earliest first, a page at a time (next_cursor).",

@@ -45,7 +45,13 @@ func (h *executionHandlers) getExecution(ctx context.Context, in *executionGetIn
 	}
 	var ended *axtype.Execution
 	if wait > 0 {
+		// Waiting holds no connection: the turn goes to other calls
+		// meanwhile (a minute's long polls held them all).
+		back := awayFromTurn(ctx)
 		exec, err := h.waiter.Wait(ctx, id, wait)
+		if berr := back(); berr != nil {
+			return nil, huma.Error503ServiceUnavailable("the request ended while it waited for its turn")
+		}
 		if err != nil {
 			return nil, executionError(err)
 		}

@@ -137,7 +137,7 @@ func (h *executionHandlers) register(api huma.API) {
 	h.registerLogs(api)
 	h.registerDelayed(api)
 	h.registerReruns(api)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "trigger-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/trigger", Tags: []string{"Jobs"},
 		Summary: "Run a job now, or later", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
 		Description: "Creates an execution at once and answers 202 with it; poll the Location URL for its state. " +
@@ -150,35 +150,35 @@ func (h *executionHandlers) register(api huma.API) {
 			"(POST /v1/runs/cancel), which lives until a day after run_at.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.trigger)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-execution", Method: http.MethodGet, Path: "/v1/executions/{id}", Tags: []string{"Executions"},
 		Summary: "Get an execution with its tasks and callback", Errors: []int{http.StatusNotFound, http.StatusGone},
 		Description: "The status query of a run. With wait=30s it long-polls: it answers as soon as the execution " +
 			"has ended (or after the wait, with its state then). 410 Gone: the run ended longer ago than its history " +
 			"retention and was removed.",
 	}, ScopeRead), h.getExecution)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-executions", Method: http.MethodGet, Path: "/v1/executions", Tags: []string{"Executions"},
 		Summary: "List executions", Description: "Newest first; filter by job, state and scheduled time.",
 	}, ScopeRead), h.list)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-job-executions", Method: http.MethodGet, Path: "/v1/jobs/{id}/executions", Tags: []string{"Jobs"},
 		Summary: "List a job's executions", Errors: []int{http.StatusNotFound},
 		Description: "The job's runs, newest first, in flight and ended (history included), filtered by state and scheduled time, a page at a time (next_cursor).",
 	}, ScopeRead), h.listForJob)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "cancel-execution", Method: http.MethodPost, Path: "/v1/executions/{id}/cancel", Tags: []string{"Executions"},
 		Summary:     "Cancel an execution",
 		Description: "Pending tasks are cancelled at once; running ones are told to stop and the execution stays running until they do. Cancelling a finished execution changes nothing. A scheduled delayed run is cancelled before it fires (state cancelled, kept a day).",
 		Errors:      []int{http.StatusNotFound},
 	}, ScopeSubmit), h.cancel)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-skipped-fires", Method: http.MethodGet, Path: "/v1/jobs/{id}/skipped", Tags: []string{"Jobs"},
 		Summary:     "List ticks that did not fire, with why",
 		Description: "Misfires, overlaps, pauses: newest first. Answers \"why did it not run at 03:00?\"",
 		Errors:      []int{http.StatusNotFound},
 	}, ScopeRead), h.skipped)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "explain-tick", Method: http.MethodGet, Path: "/v1/jobs/{id}/explain", Tags: []string{"Jobs"},
 		Summary: "Say what became of one instant of a job's schedule",
 		Description: "\"Why didn't it run at 03:00?\" in one call, from the records: the run fired for that tick and its state, " +
@@ -472,7 +472,7 @@ type executionLogsOutput struct {
 }
 
 func (h *executionHandlers) registerLogs(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-execution-logs", Method: http.MethodGet, Path: "/v1/executions/{id}/logs", Tags: []string{"Executions"},
 		Summary: "An execution's task events and output",
 		Description: "State changes and log chunks of every task, oldest first. Poll with after= to follow. " +

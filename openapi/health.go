@@ -57,7 +57,7 @@ type healthOutput struct {
 }
 
 func (h *healthHandlers) register(api huma.API) {
-	huma.Register(api, huma.Operation{
+	register(api, huma.Operation{
 		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"Operations"},
 		Summary: "Liveness: the process serves HTTP",
 		// 422: an unknown query parameter (RejectUnknownQueryParameters).
@@ -66,7 +66,7 @@ func (h *healthHandlers) register(api huma.API) {
 	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		return &healthOutput{Status: http.StatusOK, Body: HealthStatus{Status: "ok", Version: h.version}}, nil
 	})
-	huma.Register(api, huma.Operation{
+	register(api, huma.Operation{
 		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"Operations"},
 		Summary:     "Readiness: the database answers and its schema is current",
 		Description: "Needs no API key. 503 with a reason while this replica cannot serve; while it serves in a lesser way (polling because database notifications do not reach it), 200 listing how under degraded.",

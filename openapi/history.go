@@ -42,7 +42,7 @@ type historyOutput struct {
 }
 
 func (h *historyHandlers) register(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-history", Method: http.MethodGet, Path: "/v1/history", Tags: []string{"Executions"},
 		Summary: "Show the history retention in force and the latest partitions dropped",
 		Description: "Ended runs move to history tables partitioned by when they may be removed; maintenance drops " +

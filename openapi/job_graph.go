@@ -32,7 +32,7 @@ type jobGraphOutput struct {
 }
 
 func (h *jobHandlers) registerGraph(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-job-graph", Method: http.MethodGet, Path: "/v1/jobs/{id}/graph", Tags: []string{"Jobs"},
 		Summary: "The jobs a job runs after, and those that run after it",
 		Description: "A job of trigger kind after lists its upstream jobs (each with the end its runs must reach) and its " +

@@ -76,22 +76,22 @@ type jobListOutput struct {
 func (h *jobHandlers) register(api huma.API) {
 	tags := []string{"Jobs"}
 	h.registerGraph(api)
-	huma.Register(api, showsSecret(requireScope(huma.Operation{
+	register(api, showsSecret(requireScope(huma.Operation{
 		OperationID: "create-job", Method: http.MethodPost, Path: "/v1/jobs", Tags: tags,
 		Summary: "Create a job", DefaultStatus: http.StatusCreated, MaxBodyBytes: jobBodyLimit,
 		Description: "Validates the definition, stores it and computes its first fire time from the database clock.",
 		Errors:      []int{http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), "signing_secret"), h.create)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-jobs", Method: http.MethodGet, Path: "/v1/jobs", Tags: tags,
 		Summary: "List jobs", Description: "Pages in creation order; filter by group, owner and paused.",
 	}, ScopeRead), h.list)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-job", Method: http.MethodGet, Path: "/v1/jobs/{id}", Tags: tags,
 		Summary: "Get a job", Errors: []int{http.StatusNotFound},
 		Description: "The job's definition with its next fire time; what GET returns may be sent back with PUT unchanged (read-only fields are ignored).",
 	}, ScopeRead), h.get)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "update-job", Method: http.MethodPut, Path: "/v1/jobs/{id}", Tags: tags,
 		Summary: "Replace a job's definition", MaxBodyBytes: jobBodyLimit,
 		Description: "Read-only fields are ignored. The next fire time is recomputed only when the trigger changed. " +
@@ -99,18 +99,18 @@ func (h *jobHandlers) register(api huma.API) {
 			"is refused with 409 naming the set and where it is declared, unless ?force=true.",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.update)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "pause-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/pause", Tags: tags,
 		Summary: "Pause a job", Description: "A paused job does not fire. Pausing twice is harmless.",
 		Errors: []int{http.StatusNotFound},
 	}, ScopeSubmit), h.pause)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "resume-job", Method: http.MethodPost, Path: "/v1/jobs/{id}/resume", Tags: tags,
 		Summary:     "Resume a paused job",
 		Description: "Fires that fell due while paused are handled under the job's misfire policy.",
 		Errors:      []int{http.StatusNotFound},
 	}, ScopeSubmit), h.resume)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "delete-job", Method: http.MethodDelete, Path: "/v1/jobs/{id}", Tags: tags,
 		Summary: "Delete a job", DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound, http.StatusConflict},
 		Description: "A job managed by a declaration set (managed_by) is refused with 409 unless ?force=true.",

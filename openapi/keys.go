@@ -83,23 +83,23 @@ type signingKeyOutput struct {
 // key cannot be limited to groups, so no limited key mints a wider one).
 func (h *keyHandlers) register(api huma.API) {
 	tags := []string{"Keys"}
-	huma.Register(api, showsSecret(requireScope(huma.Operation{
+	register(api, showsSecret(requireScope(huma.Operation{
 		OperationID: "create-key", Method: http.MethodPost, Path: "/v1/keys", Tags: tags,
 		Summary: "Create an API key", DefaultStatus: http.StatusCreated,
 		Description: "Stores a new key with its scopes and limits and answers its secret.",
 		Errors:      []int{http.StatusUnprocessableEntity},
 	}, ScopeAdmin), "secret"), h.create)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-keys", Method: http.MethodGet, Path: "/v1/keys", Tags: tags,
 		Summary: "List API keys", Description: "Every key, revoked ones included, oldest first; secrets are never shown.",
 	}, ScopeAdmin), h.list)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "revoke-key", Method: http.MethodPost, Path: "/v1/keys/{id}/revoke", Tags: tags,
 		Summary: "Revoke an API key", DefaultStatus: http.StatusNoContent,
 		Description: "The key stops working on every replica at once, and so do the agent tokens it minted.",
 		Errors:      []int{http.StatusNotFound},
 	}, ScopeAdmin), h.revoke)
-	huma.Register(api, showsSecret(requireScope(huma.Operation{
+	register(api, showsSecret(requireScope(huma.Operation{
 		OperationID: "create-signing-key", Method: http.MethodPost, Path: "/v1/keys/{id}/signing-keys", Tags: tags,
 		Summary: "Create a signing key", DefaultStatus: http.StatusCreated,
 		Description: "A secret for HMAC-signed requests (headers Ax-Key-Id, Ax-Timestamp, Ax-Nonce, Ax-Signature) acting for the API key.",

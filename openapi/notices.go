@@ -78,13 +78,13 @@ type noticeListOutput struct {
 
 func (h *noticeHandlers) register(api huma.API) {
 	tags := []string{"Notices"}
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "get-notice-targets", Method: http.MethodGet, Path: "/v1/jobs/{id}/notice-targets", Tags: tags,
 		Summary:     "A job's failure-notice targets",
 		Description: "The targets with credentials in their URLs redacted, and the incident each last saw.",
 		Errors:      []int{http.StatusNotFound},
 	}, ScopeRead), h.get)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "set-notice-targets", Method: http.MethodPut, Path: "/v1/jobs/{id}/notice-targets", Tags: tags,
 		Summary: "Set where a job's failure notices go",
 		Description: "Replaces the job's targets (at most 10). Each gets one notice per incident: failed when a run " +
@@ -94,7 +94,7 @@ func (h *noticeHandlers) register(api huma.API) {
 			"credentials and sent again keeps the stored one.",
 		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.set)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "list-job-notices", Method: http.MethodGet, Path: "/v1/jobs/{id}/notices", Tags: tags,
 		Summary:     "A job's failure notices, newest first",
 		Description: "Each notice with its event, target (credentials redacted), delivery state, attempts and last error.",
@@ -153,7 +153,9 @@ func (h *noticeHandlers) validate(ctx context.Context, in []NoticeTarget) ([]axt
 		}
 		seen[key] = i
 		if !containsPlaceholder(t.URL) {
-			if _, err := h.urls.policy.ValidateURL(ctx, t.URL); err != nil {
+			var err error
+			awayWhile(ctx, func() { _, err = h.urls.policy.ValidateURL(ctx, t.URL) }) // a name lookup
+			if err != nil {
 				errs.add(loc, h.urls.refused(ctx, "notice target url", err), t.URL)
 			}
 		}

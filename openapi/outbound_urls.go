@@ -111,7 +111,9 @@ var errURLCheckTimedOut = fmt.Errorf("was not checked: the request's URLs took l
 func (c *urlChecker) problems(ctx context.Context, j *Job, prefix string) fieldErrors {
 	u := c.checks(ctx)
 	defer u.done()
-	return u.problems(j, prefix)
+	var errs fieldErrors
+	awayWhile(ctx, func() { errs = u.problems(j, prefix) }) // name lookups, up to urlCheckTime
+	return errs
 }
 
 // checkedURLs are the URLs of j that problems checks.

@@ -97,7 +97,7 @@ type bulkRerunOutput struct {
 }
 
 func (h *executionHandlers) registerReruns(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "rerun-execution", Method: http.MethodPost, Path: "/v1/executions/{id}/rerun", Tags: []string{"Executions"},
 		Summary: "Re-run an ended run", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
 		Description: "Makes a new execution (cause rerun) of the run's job with its params (overlaid by params) and its " +
@@ -108,7 +108,7 @@ func (h *executionHandlers) registerReruns(api huma.API) {
 			"A job whose concurrency policy is queue makes the re-run wait behind its unfinished run (409 when one waits already).",
 		Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusGone, http.StatusUnprocessableEntity},
 	}, ScopeSubmit), h.rerun)
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "rerun-executions", Method: http.MethodPost, Path: "/v1/executions/rerun", Tags: []string{"Executions"},
 		Summary: "Re-run the ended runs a filter selects",
 		Description: "Selects ended runs of a job or group by state, error code and scheduled time, oldest first, at most max; " +

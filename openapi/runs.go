@@ -75,7 +75,7 @@ type runOutput struct {
 }
 
 func (h *outboundHandlers) registerRuns(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "submit-run", Method: http.MethodPost, Path: "/v1/runs", Tags: []string{"Executions"},
 		Summary: "Submit an ad-hoc run", DefaultStatus: http.StatusAccepted, MaxBodyBytes: jobBodyLimit,
 		Description: "Runs a job definition once, now or later (run_at, delay_seconds: the answer's execution is then scheduled " +

@@ -41,7 +41,7 @@ type shardPreviewOutput struct {
 }
 
 func (h *jobHandlers) registerShardPreview(api huma.API) {
-	huma.Register(api, requireScope(huma.Operation{
+	register(api, requireScope(huma.Operation{
 		OperationID: "preview-job-shards", Method: http.MethodPost, Path: "/v1/jobs/{id}/shards/preview", Tags: []string{"Jobs"},
 		Summary: "Show the shard params of a fire of a job",
 		Description: "Renders what each task of a fire scheduled at `at` (default: the job's next fire) gets as its shard_param, " +

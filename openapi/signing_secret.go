@@ -31,7 +31,7 @@ type rotateOutput struct {
 }
 
 func (h *outboundHandlers) registerSecretRotation(api huma.API) {
-	huma.Register(api, showsSecret(requireScope(huma.Operation{
+	register(api, showsSecret(requireScope(huma.Operation{
 		OperationID: "rotate-signing-secret", Method: http.MethodPost, Path: "/v1/jobs/{id}/signing-secret/rotate",
 		Tags: []string{"Jobs"}, Summary: "Rotate a job's signing secret",
 		Description: "Makes a new whsec_ secret (shown in this answer only) sign the job's callbacks and HTTP requests. " +

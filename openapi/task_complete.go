@@ -52,7 +52,7 @@ type taskCompleteOutput struct {
 }
 
 func (h *outboundHandlers) registerTaskCompletion(api huma.API) {
-	huma.Register(api, checksOwnValues(huma.Operation{
+	register(api, checksOwnValues(huma.Operation{
 		OperationID: "complete-http-task", Method: http.MethodPost, Path: "/v1/tasks/{id}/complete",
 		Tags: []string{"Executions"}, Summary: "Report the result of an HTTP task that answered 202",
 		Description: "For targets of HTTP jobs run by ax itself. A target that answers 202 keeps the task running; " +

@@ -40,10 +40,16 @@ type Metrics struct {
 	PickupLatency    prometheus.Histogram
 	DispatchFailures prometheus.Counter
 	LeaseChecks      prometheus.Counter // waiting polls' checks of when they could lease
-	TaskResults      *TaskResultCounter // by state and error code, the codes capped
-	Retries          prometheus.Counter
-	LeaseExpiries    prometheus.Counter
-	LostLeases       prometheus.Counter // leases lost with their agent
+	// APITurnWait is how long API calls other than agents' waited for
+	// their turn (0 for a call that had one at once); APITurnsRefused
+	// counts the calls refused (429) with too many of their key's
+	// waiting.
+	APITurnWait     prometheus.Histogram
+	APITurnsRefused prometheus.Counter
+	TaskResults     *TaskResultCounter // by state and error code, the codes capped
+	Retries         prometheus.Counter
+	LeaseExpiries   prometheus.Counter
+	LostLeases      prometheus.Counter // leases lost with their agent
 
 	// TasksRouted and AgentLeases have series per agent id: the reaper of
 	// every replica removes those of agents gone offline (ForgetAgents).
@@ -153,6 +159,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "ax_lease_checks_total",
 		Help: "Checks by waiting lease requests of when they could lease (read together, a share of one statement each).",
 	})
+	m.APITurnWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ax_api_turn_wait_seconds",
+		Help:    "Time API calls other than agents' waited for a turn (the request pool's connections), API key by API key in turn.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	})
+	m.APITurnsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_api_turns_refused_total",
+		Help: "API calls refused (429) because their API key had too many calls waiting for a turn on this replica.",
+	})
 	m.TaskResults = newTaskResultCounter(MaxErrorCodeLabels)
 	m.Retries = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_task_retries_total", Help: "Task attempts scheduled again after a failure, timeout or a lease its live agent let expire.",
@@ -190,10 +205,16 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Fires, m.Misfire, m.Skipped, m.FireLag, m.SetAside,
 			m.Dispatched, m.PickupLatency, m.DispatchFailures, m.LeaseChecks, m.TaskResults, m.Retries, m.LeaseExpiries, m.LostLeases,
 			m.TasksRouted, m.AgentLeases, m.AgentHealth, m.HistoryRowsDropped, m.DeclarationConflicts, m.Vacuums, m.VacuumSeconds,
-			m.VacuumDenied, m.HistoryMaintenanceDenied, m.NotificationsLost)
+			m.VacuumDenied, m.HistoryMaintenanceDenied, m.NotificationsLost, m.APITurnWait, m.APITurnsRefused)
 	}
 	return m
 }
+
+// APITurnWaited records how long an API call waited for its turn.
+func (m *Metrics) APITurnWaited(d time.Duration) { m.APITurnWait.Observe(d.Seconds()) }
+
+// APITurnRefused counts an API call refused with its key's calls waiting.
+func (m *Metrics) APITurnRefused() { m.APITurnsRefused.Inc() }
 
 // AgentSeries returns the agent ids that have series of their own in
 // TasksRouted or AgentLeases, each once.

@@ -71,7 +71,8 @@ func TestMetricsMoveAsJobsFire(t *testing.T) {
 		`ax_misfires_total`, `ax_skipped_ticks_total{reason="misfire"}`, `ax_fire_lag_seconds_count`,
 		`ax_tasks_dispatched_total{class="none"}`, `ax_dispatch_failures_total`, `ax_lease_checks_total`, `ax_task_results_total{error_code="",state="succeeded"}`,
 		`ax_task_results_total{error_code="timeout",state="timed_out"}`, `ax_task_retries_total`, `ax_lease_expiries_total`,
-		`ax_queue_depth{class="none",priority="0"}`, `ax_queue_oldest_wait_seconds{class="none",priority="0"}`} {
+		`ax_queue_depth{class="none",priority="0"}`, `ax_queue_oldest_wait_seconds{class="none",priority="0"}`,
+		`ax_api_turn_wait_seconds_count`, `ax_api_turns_refused_total`} {
 		require.Contains(t, before, name)
 	}
 
