@@ -23,15 +23,16 @@ const maxWaitingPerKey = 64
 var errTooManyWaiting = errors.New("too many requests of this API key are waiting")
 
 // fairTurns admits the API's calls that read or write the database (all
-// but the agents', which have the engine's pool) a few at a time, as many
-// as the request pool has connections, and while calls wait, takes them
-// key by key in turn, each key's in the order they came. The request pool
-// hands its connections out first come, first served: one key's hundred
-// slow calls (large history pages) made every other key's call wait for
-// all of them. Now another key's call waits for the calls already running
-// and one more turn at most. A call takes its turn after its body is read
-// and validated (a slow sender holds no turn) and gives it back when its
-// handler returns, or while it waits for something else (a run's end).
+// but the agents', which have the engine's pool) a few at a time
+// (TurnsFor the request pool's connections), and while calls wait, takes
+// them key by key in turn, each key's in the order they came. The
+// request pool hands its connections out first come, first served: one
+// key's hundred slow calls (large history pages) made every other key's
+// call wait for all of them. Now another key's call waits for the calls
+// already running and one turn of each key ahead of it at most. A call
+// takes its turn after its body is read and validated (a slow sender
+// holds no turn) and gives it back when its handler returns, or while it
+// waits for something else (a run's end, name lookups).
 type fairTurns struct {
 	mu      sync.Mutex
 	free    int                      // turns not held

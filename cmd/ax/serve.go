@@ -295,9 +295,10 @@ func serve(ctx context.Context, logger *slog.Logger, cfg serveConfig) error {
 		MetricsHandler: metricsHandler(logger), MetricsAuth: cfg.MetricsAuth, PublicURL: cfg.publicURL(),
 		BodyReadTimeout:  min(cmp.Or(cfg.ReadTimeout, 30*time.Second), 10*time.Second),
 		BodyMemoryBudget: cfg.BodyMemoryBudget,
-		// As many calls at once as the request pool has connections; the
-		// rest wait their key's turn, not behind one key's flood.
-		RequestTurns: int(requestPool.Config().MaxConns), Turns: m,
+		// Twice as many calls at once as the request pool has
+		// connections; the rest wait their key's turn, not behind one
+		// key's flood.
+		RequestTurns: openapi.TurnsFor(int(requestPool.Config().MaxConns)), Turns: m,
 	})
 	ui, err := console.New(console.Config{API: apiHandler, Keys: engine.Keys, Overview: engine.Overview, Logger: logger,
 		TrustedProxies: cfg.TrustedProxies})

@@ -131,9 +131,9 @@ func startReplicaWith(b *testing.B, dbURL string, withRiver bool) *axReplica {
 	b.Cleanup(requestPool.Close)
 	engine := queue.NewEngine(queue.EngineConfig{Pool: pool, RequestPool: requestPool, Logger: logger,
 		Metrics: metrics, Notifier: notifier, Agent: agentCfg, Router: router, Outbox: outbox})
-	// Calls take turns as in ax serve: one per request connection.
+	// Calls take turns as in ax serve.
 	api, _ := openapi.New(openapi.Config{Engine: engine, Logger: logger, Version: "bench",
-		RequestTurns: int(requestPool.Config().MaxConns), Turns: metrics})
+		RequestTurns: openapi.TurnsFor(int(requestPool.Config().MaxConns)), Turns: metrics})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", api)

@@ -18,8 +18,9 @@ import (
 // ax.job: each GET /v1/jobs then keeps a request connection while it
 // waits, the request pool runs out, and /metrics (which reads the pools
 // without a query) still answers, showing both its connections acquired.
-// Once the lock goes, the connections come back, and the calls beyond
-// the two turns (one per request connection) are counted as having
+// Once the lock goes, the connections come back; the calls that had a
+// turn (four: two per request connection) but no connection are counted
+// as having waited for one, and the calls beyond the turns as having
 // waited for theirs. Each pool's series carry its name.
 func TestDBPoolMetricsUnderLoad(t *testing.T) {
 	t.Parallel()
@@ -72,12 +73,17 @@ func TestDBPoolMetricsUnderLoad(t *testing.T) {
 		return after[requests("ax_db_pool_acquired_conns")] == 0
 	}, 10*time.Second, 100*time.Millisecond, "the connections come back")
 	require.Equal(t, 2.0, after[requests("ax_db_pool_idle_conns")], "kept open")
-	// Calls take turns, as many as the request pool has connections: the
-	// ones beyond it waited for a turn, not for a connection.
+	// Calls take turns, twice as many as the request pool has
+	// connections: two of the four with turns waited for a connection,
+	// and the two calls beyond the turns waited for theirs.
+	require.GreaterOrEqual(t, after[requests("ax_db_pool_empty_acquire_total")], before[requests("ax_db_pool_empty_acquire_total")]+2,
+		"the calls with a turn beyond the pool waited for a connection")
+	require.Greater(t, after[requests("ax_db_pool_acquire_duration_seconds_sum")], before[requests("ax_db_pool_acquire_duration_seconds_sum")]+0.3,
+		"their wait is in the acquire time")
 	require.GreaterOrEqual(t, after["ax_api_turn_wait_seconds_count"], before["ax_api_turn_wait_seconds_count"]+waiting,
 		"every call took a turn")
-	require.Greater(t, after["ax_api_turn_wait_seconds_sum"], before["ax_api_turn_wait_seconds_sum"]+4*0.3,
-		"the four calls beyond the two turns waited for theirs")
+	require.Greater(t, after["ax_api_turn_wait_seconds_sum"], before["ax_api_turn_wait_seconds_sum"]+2*0.3,
+		"the two calls beyond the four turns waited for theirs")
 	require.Equal(t, before["ax_api_turns_refused_total"], after["ax_api_turns_refused_total"], "none refused")
 	require.Contains(t, after, `ax_queue_depth{class="none",priority="0"}`, "state gauges are back")
 }

@@ -1717,8 +1717,9 @@ WITH agents AS MATERIALIZED (
     -- backlog (20,000 tasks) was read by every idle check of every agent
     -- of its labels. Pinned tasks are left to pending, read by agent. A
     -- pool whose first task is nearer (it becomes leasable by the steal
-    -- rules before the token, for some agent) is read whole, as before:
-    -- for at most the steal delays after its tasks were written.
+    -- rules before the token, for some agent) is read as the other pools
+    -- are (pool_rows), for at most the steal delays after its tasks were
+    -- written.
     -- The pool's labels and executor kind stand for its tasks (a task
     -- whose job moved since, left here by a fire that raced the move, is
     -- caught up by the reaper): with the first task's job's, an agent
