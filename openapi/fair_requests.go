@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -211,6 +212,9 @@ func register[I, O any](api huma.API, op huma.Operation, handler func(context.Co
 	if scope == "" || scope == ScopeAgent {
 		huma.Register(api, op, handler)
 		return
+	}
+	if !slices.Contains(op.Errors, http.StatusTooManyRequests) {
+		op.Errors = append(slices.Clip(op.Errors), http.StatusTooManyRequests) // tooManyWaiting, in the spec
 	}
 	huma.Register(api, op, func(ctx context.Context, in *I) (*O, error) {
 		turns, _ := ctx.Value(fairTurnsKey{}).(*fairTurns)

@@ -2,6 +2,7 @@ package openapi_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
+	"github.com/ax-scheduler/ax/queue/outbound"
 	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
@@ -123,4 +125,68 @@ func TestOneKeysFloodWaitsItsTurn(t *testing.T) {
 	require.Len(t, turns, 65, "A's 64 waiting calls and B's")
 	require.Equal(t, b.ID, turns[1], "B's turn comes after one more of A's: %v", turns)
 	require.Contains(t, order, "B")
+}
+
+// hangingResolver answers no lookup until release is closed.
+type hangingResolver struct {
+	asked   chan struct{}
+	release chan struct{}
+}
+
+func (r *hangingResolver) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error) {
+	r.asked <- struct{}{}
+	select {
+	case <-r.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return []net.IPAddr{{IP: net.ParseIP("93.184.216.34")}}, nil
+}
+
+// TestANameLookupHoldsNoTurn: with one turn, key A saves a job whose
+// callback names a host whose name server does not answer; while the
+// lookup waits, key B's call is answered. A call gives its turn back
+// while it looks names up (up to 10 s); holding it, B's call waited for
+// the lookup.
+func TestANameLookupHoldsNoTurn(t *testing.T) {
+	resolver := &hangingResolver{asked: make(chan struct{}, 1), release: make(chan struct{})}
+	env := setupConfig(t, func(c *openapiConfig) {
+		c.RequestTurns = 1
+		c.Outbound = outbound.Policy{Resolver: resolver}
+	})
+	keyA, keyB := env.key(openapi.ScopeAdmin), env.key(openapi.ScopeRead)
+	env.call("GET", "/v1/jobs", keyB, nil).must(t, http.StatusOK) // B's key is known (cached)
+
+	saved := make(chan *response, 1)
+	go func() {
+		job := cronJob("hooked", "0 0 * * *", "UTC")
+		job["callback"] = map[string]any{"url": "https://slow-dns.example/hook"}
+		req, err := env.request("POST", "/v1/jobs", keyA, job)
+		if err != nil {
+			panic(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		r, err := decodeResponse(resp)
+		if err != nil {
+			panic(err)
+		}
+		saved <- r
+	}()
+	<-resolver.asked
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := env.request("GET", "/v1/jobs", keyB, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	require.NoError(t, err, "B's call is answered while A's lookup waits")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, resp.Body.Close())
+
+	close(resolver.release)
+	(<-saved).must(t, http.StatusCreated)
 }

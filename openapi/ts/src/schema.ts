@@ -3681,6 +3681,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -4919,6 +4935,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -5048,6 +5080,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -5187,6 +5235,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -5271,6 +5335,22 @@ export interface operations {
                      *       "detail": "API key ci lacks scope admin (it has read)",
                      *       "status": 403,
                      *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -5420,6 +5500,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -5542,6 +5638,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -5693,6 +5805,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -5812,6 +5940,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -6022,6 +6166,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -6102,6 +6262,22 @@ export interface operations {
                      *       "detail": "API key ci lacks scope admin (it has read)",
                      *       "status": 403,
                      *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -6238,6 +6414,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -6356,6 +6548,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -6495,6 +6703,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -6614,6 +6838,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -6882,6 +7122,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -7014,6 +7270,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -7132,6 +7404,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -7258,6 +7546,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -7332,6 +7636,22 @@ export interface operations {
                      *       "detail": "API key ci lacks scope admin (it has read)",
                      *       "status": 403,
                      *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -7489,6 +7809,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -7609,6 +7945,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -7739,6 +8091,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -7890,6 +8258,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -8026,6 +8410,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -8175,6 +8575,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -8302,6 +8718,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -8478,6 +8910,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -8584,6 +9032,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -8710,6 +9174,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -8859,6 +9339,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -8982,6 +9478,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -9152,6 +9664,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -9274,6 +9802,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -9766,6 +10310,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -9914,6 +10474,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -10049,6 +10625,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -10192,6 +10784,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -10309,6 +10917,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -10444,6 +11068,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -10561,6 +11201,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -10697,6 +11353,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -10846,6 +11518,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -10968,6 +11656,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -11101,6 +11805,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -11224,6 +11944,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -11365,6 +12101,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -11493,6 +12245,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -11608,6 +12376,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -11733,6 +12517,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -11895,6 +12695,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -11973,6 +12789,22 @@ export interface operations {
                      *       "detail": "API key ci lacks scope admin (it has read)",
                      *       "status": 403,
                      *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -12093,6 +12925,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -12196,6 +13044,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -12313,6 +13177,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
@@ -12463,6 +13343,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -12595,6 +13491,22 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
             /** @description Internal Server Error */
             500: {
                 headers: {
@@ -12702,6 +13614,22 @@ export interface operations {
                      *       ],
                      *       "status": 422,
                      *       "title": "Unprocessable Entity"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "too many requests: retry after the Retry-After header's seconds",
+                     *       "status": 429,
+                     *       "title": "Too Many Requests"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
