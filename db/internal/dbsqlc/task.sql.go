@@ -1709,6 +1709,12 @@ WITH agents AS MATERIALIZED (
                           AND p.target_labels <@ a.labels
                           AND p.executor_kind::text = ANY(a.executors)
                         OFFSET 0) m
+), class_tokens AS MATERIALIZED (
+    -- When each class has its next token (the level from its lazy
+    -- refill): class_heads, pool_bounds and pending read it here.
+    SELECT c.name, coalesce($1::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
+                   * greatest(0, extract(epoch FROM coalesce($1::timestamptz, now()) - c.refilled_at)))) / c.rate)) AS token_at
+    FROM ax.rate_class c
 ), class_heads AS MATERIALIZED (
     -- A rate class out of tokens (its next token at least the steal
     -- delays away from its pool's first waiting task that passes the
@@ -1728,10 +1734,7 @@ WITH agents AS MATERIALIZED (
     FROM (SELECT DISTINCT pool_id FROM agent_pools WHERE classed) ap
     JOIN ax.task_pool p ON p.id = ap.pool_id
     JOIN ax.rate_class c ON c.name = p.rate_class
-    CROSS JOIN LATERAL (
-        SELECT coalesce($1::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
-                   * greatest(0, extract(epoch FROM coalesce($1::timestamptz, now()) - c.refilled_at)))) / c.rate)) AS token_at
-    ) tk
+    JOIN class_tokens tk ON tk.name = p.rate_class
     -- (Walked to its first task that passes, however far: a degraded
     -- class's backlog below its floor is read whole, as the lease reads
     -- past it. Stopped at a cap, the pool would have to be called empty,
@@ -1780,11 +1783,10 @@ WITH agents AS MATERIALIZED (
     -- leases nothing and checks again (backing off), where a late answer
     -- would leave a task waiting.
     SELECT b.not_before, p.target_labels, p.executor_kind::text AS executor_kind,
-           coalesce($1::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
-               * greatest(0, extract(epoch FROM coalesce($1::timestamptz, now()) - c.refilled_at)))) / c.rate)) AS token_at
+           c.token_at
     FROM (SELECT r.pool_id, max(r.not_before) AS not_before FROM pool_rows r GROUP BY r.pool_id HAVING count(*) >= 1000) b
     JOIN ax.task_pool p ON p.id = b.pool_id
-    LEFT JOIN ax.rate_class c ON c.name = p.rate_class
+    LEFT JOIN class_tokens c ON c.name = p.rate_class
     WHERE p.rate_class IS NULL OR c.name IS NOT NULL
 ), pending AS MATERIALIZED (
     -- What the min below needs of the pending tasks, read once for all
@@ -1797,10 +1799,9 @@ WITH agents AS MATERIALIZED (
     -- tasks routed to one agent.
     SELECT g.preferred_agent_id, g.fallback_agent_id, g.pinned, g.not_before,
            j.target_labels, j.executor_kind::text AS executor_kind,
-           -- A dry class's next token (level from its lazy refill); null,
-           -- so ignored by greatest, without a class.
-           coalesce($1::timestamptz, now()) + make_interval(secs => greatest(0, (1 - least(c.burst, c.tokens + c.rate
-               * greatest(0, extract(epoch FROM coalesce($1::timestamptz, now()) - c.refilled_at)))) / c.rate)) AS token_at
+           -- A dry class's next token; null, so ignored by greatest,
+           -- without a class.
+           tk.token_at
     FROM (SELECT t.job_id, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.rate_class,
                  CASE WHEN t.rate_class IS NOT NULL THEN t.priority END AS priority,
                  t.concurrency_scope, t.concurrency_key, t.concurrency_limit, min(t.not_before) AS not_before
@@ -1823,6 +1824,7 @@ WITH agents AS MATERIALIZED (
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
     LEFT JOIN ax.rate_class c ON c.name = g.rate_class
+    LEFT JOIN class_tokens tk ON tk.name = g.rate_class
     -- A task whose key is at its limit is not leasable until one of the
     -- key's ends (TaskComplete and the reaper NOTIFY then).
     WHERE (g.concurrency_key IS NULL
