@@ -28,6 +28,15 @@ func TestTargetedNotificationsWakeWhomTheyName(t *testing.T) {
 	defer stopTheirs()
 	sentinel, stopSentinel := e.notifier.SubscribeKey(notify.ExecutionEndedChannel, "sentinel")
 	defer stopSentinel()
+	// setup's notifyUntil sends again every 20 ms until one arrives: on a
+	// loaded machine more than one was sent, and the late ones (empty
+	// payloads) woke the plain subscriber "at once" below. Notifications
+	// come in order: past a sentinel, none of setup's is left.
+	e.send(notify.ExecutionEndedChannel, "sentinel")
+	require.True(t, woken(sentinel, 5*time.Second))
+	drain(plain)
+	drain(mine)
+	drain(theirs)
 
 	sent := time.Now()
 	e.send(notify.TaskReadyChannel, "agent-0,agent-1")
