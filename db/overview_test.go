@@ -202,11 +202,12 @@ func TestOverviewPlanBounded(t *testing.T) {
 }
 
 // TestOverviewQueueDepthReadsThroughIndexes: the queue depth counts the
-// pending tasks, parked ones (no agent) with them, through the two
-// partial indexes that hold them, not by reading every task: here 30,000
-// running tasks and 200 pending, half parked. With one query of state
-// 'pending' it read the whole table once migration 00076 left parked
-// tasks out of task_pending_age_idx.
+// pending tasks, parked ones (no agent) and ones held below their class's
+// floor with them, through the partial indexes that hold them, not by
+// reading every task: here 30,000 running tasks and 200 pending, half
+// parked and a quarter held. With one query of state 'pending' it read
+// the whole table once migration 00076 left parked tasks out of
+// task_pending_age_idx.
 func TestOverviewQueueDepthReadsThroughIndexes(t *testing.T) {
 	t.Parallel()
 	e := newPlanEnv(t)
@@ -227,6 +228,9 @@ func TestOverviewQueueDepthReadsThroughIndexes(t *testing.T) {
 	_, err = e.conn.Exec(ctx, `UPDATE ax.task SET no_agent = true
 		WHERE id IN (SELECT id FROM ax.task WHERE state = 'pending' LIMIT 100)`)
 	require.NoError(t, err)
+	_, err = e.conn.Exec(ctx, `UPDATE ax.task SET floor_held = true
+		WHERE id IN (SELECT id FROM ax.task WHERE state = 'pending' AND NOT no_agent LIMIT 50)`)
+	require.NoError(t, err)
 	_, err = e.conn.Exec(ctx, "ANALYZE ax.task")
 	require.NoError(t, err)
 
@@ -237,7 +241,7 @@ func TestOverviewQueueDepthReadsThroughIndexes(t *testing.T) {
 	for _, d := range o.Queue {
 		depth += d.Tasks
 	}
-	require.EqualValues(t, 200, depth, "pending tasks, parked ones too")
+	require.EqualValues(t, 200, depth, "pending tasks, parked and held ones too")
 	found := false
 	for _, plan := range e.plans() {
 		if !strings.Contains(plan, "OverviewQueueDepth") {

@@ -508,6 +508,27 @@ func TaskSkipBelowFloor(ctx context.Context, e Executor) ([]uuid.UUID, error) {
 	return ids, nil
 }
 
+// TaskFloorHold holds up to max waiting tasks below their class's floor
+// out of every lease's and long poll's way (ax.task.floor_held) and
+// returns how many it held. Run after TaskSkipBelowFloor.
+func TaskFloorHold(ctx context.Context, e Executor, max int) (int, error) {
+	n, err := queries.TaskFloorHold(ctx, e, int32(max))
+	if err != nil {
+		return 0, fmt.Errorf("error holding tasks below their class's floor: %w", mapErr(err))
+	}
+	return int(n), nil
+}
+
+// TaskFloorRelease releases up to max held tasks their class's floor no
+// longer turns away and returns how many it released.
+func TaskFloorRelease(ctx context.Context, e Executor, max int) (int, error) {
+	n, err := queries.TaskFloorRelease(ctx, e, int32(max))
+	if err != nil {
+		return 0, fmt.Errorf("error releasing tasks held below their class's floor: %w", mapErr(err))
+	}
+	return int(n), nil
+}
+
 // TaskCountBacklog returns the ready backlog by class and priority.
 func TaskCountBacklog(ctx context.Context, e Executor) ([]axtype.Backlog, error) {
 	rows, err := queries.TaskCountBacklog(ctx, e)

@@ -895,9 +895,9 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, retain_until)
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, floor_held, retain_until)
     SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, CASE WHEN f.id IS NULL THEN t.end_event_id
-                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, t.pool_id, u.until
+                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, t.pool_id, t.floor_held, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -964,9 +964,9 @@ BEGIN
         DELETE FROM ax.task t WHERE t.execution_id = ANY(ended)
         RETURNING t.*
     )
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, retain_until)
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, floor_held, retain_until)
     SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, coalesce(f.state::ax.task_state, t.state), t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, CASE WHEN f.id IS NULL THEN t.finished_at ELSE now() END, t.cancel_requested_at, CASE WHEN f.id IS NULL THEN t.result ELSE f.result END, CASE WHEN f.id IS NULL THEN t.error ELSE nullif(f.error, '') END, t.created_at, CASE WHEN f.id IS NULL THEN t.updated_at ELSE now() END, t.agent_id, CASE WHEN f.id IS NULL THEN t.lease_token END, CASE WHEN f.id IS NULL THEN t.lease_expires_at END, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, CASE WHEN f.id IS NULL THEN t.error_code ELSE nullif(f.code, '') END, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, CASE WHEN f.id IS NULL THEN t.end_event_id
-                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, t.pool_id, u.until
+                                                       WHEN f.state = 'succeeded' THEN nextval('ax.task_event_id_seq') END, t.params_bytes, t.no_agent, t.pool_id, t.floor_held, u.until
     FROM tasks_gone t
     JOIN unnest(ended, keep) AS u(id, until) ON u.id = t.execution_id
     LEFT JOIN unnest(p_task_ids, p_task_states, p_task_results, p_task_errors, p_task_codes)
@@ -1054,8 +1054,8 @@ BEGIN
     IF cardinality(ids) = 0 THEN
         RETURN 0;
     END IF;
-    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, retain_until)
-    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.pool_id, k.until
+    INSERT INTO ax.task_history (id, execution_id, job_id, shard_index, shard_total, shard_param, state, priority, attempt, max_attempts, timeout_seconds, not_before, started_at, finished_at, cancel_requested_at, result, error, created_at, updated_at, agent_id, lease_token, lease_expires_at, leased_at, preferred_agent_id, fallback_agent_id, pinned, route_key, rate_class, agentless, log_bytes, lost_leases, error_code, concurrency_scope, concurrency_key, concurrency_limit, key_parked, worker_host, worker_ip, lease_event_id, end_event_id, params_bytes, no_agent, pool_id, floor_held, retain_until)
+    SELECT t.id, t.execution_id, t.job_id, t.shard_index, t.shard_total, t.shard_param, t.state, t.priority, t.attempt, t.max_attempts, t.timeout_seconds, t.not_before, t.started_at, t.finished_at, t.cancel_requested_at, t.result, t.error, t.created_at, t.updated_at, t.agent_id, t.lease_token, t.lease_expires_at, t.leased_at, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.route_key, t.rate_class, t.agentless, t.log_bytes, t.lost_leases, t.error_code, t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.key_parked, t.worker_host, t.worker_ip, t.lease_event_id, t.end_event_id, t.params_bytes, t.no_agent, t.pool_id, t.floor_held, k.until
     FROM ax.task t JOIN unnest(ids, keep) AS k(id, until) ON k.id = t.execution_id
     WHERE t.execution_id = ANY(ids);
     DELETE FROM ax.task t WHERE t.execution_id = ANY(ids);
@@ -2125,6 +2125,7 @@ CREATE TABLE ax.task (
     params_bytes integer,
     no_agent boolean DEFAULT false NOT NULL,
     pool_id integer DEFAULT 0 NOT NULL,
+    floor_held boolean DEFAULT false NOT NULL,
     CONSTRAINT task_attempt_range CHECK (((attempt >= 1) AND (attempt <= max_attempts))),
     CONSTRAINT task_concurrency_key_length CHECK ((octet_length(concurrency_key) <= 256)),
     CONSTRAINT task_concurrency_set CHECK ((((concurrency_key IS NULL) = (concurrency_limit IS NULL)) AND ((concurrency_key IS NULL) = (concurrency_scope IS NULL)))),
@@ -2146,6 +2147,12 @@ COMMENT ON COLUMN ax.task.no_agent IS 'parked: no live agent could take the task
 --
 
 COMMENT ON COLUMN ax.task.pool_id IS 'its job''s pool (ax.task_pool) when it was written: where a lease looks for it; 0: every lease looks (written by a build before pools), -1: none (agentless)';
+
+--
+-- Name: COLUMN task.floor_held; Type: COMMENT; Schema: ax; Owner: -
+--
+
+COMMENT ON COLUMN ax.task.floor_held IS 'held: below its rate class''s priority floor when the reaper last looked; out of every lease''s way until the floor lifts';
 
 --
 -- Name: task_history; Type: TABLE; Schema: ax; Owner: -
@@ -2196,6 +2203,7 @@ CREATE TABLE ax.task_history (
     params_bytes integer,
     no_agent boolean DEFAULT false NOT NULL,
     pool_id integer DEFAULT 0 NOT NULL,
+    floor_held boolean DEFAULT false NOT NULL,
     CONSTRAINT task_error_code_format CHECK ((error_code ~ '^[a-z0-9_.-]{1,64}$'::text)),
     CONSTRAINT task_history_finished CHECK ((state <> ALL (ARRAY['pending'::ax.task_state, 'leased'::ax.task_state, 'running'::ax.task_state])))
 )
@@ -2249,6 +2257,7 @@ CREATE VIEW ax.all_tasks AS
     t.params_bytes,
     t.no_agent,
     t.pool_id,
+    t.floor_held,
     NULL::timestamp with time zone AS retain_until
    FROM ax.task t
 UNION ALL
@@ -2295,6 +2304,7 @@ UNION ALL
     t.params_bytes,
     t.no_agent,
     t.pool_id,
+    t.floor_held,
     t.retain_until
    FROM ax.task_history t;
 
@@ -4184,7 +4194,7 @@ CREATE INDEX task_concurrency_parked_idx ON ax.task USING btree (concurrency_sco
 -- Name: task_concurrency_pending_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (pool_id, priority DESC, not_before) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked) AND (NOT no_agent));
+CREATE INDEX task_concurrency_pending_idx ON ax.task USING btree (pool_id, priority DESC, not_before) WHERE ((concurrency_key IS NOT NULL) AND (state = 'pending'::ax.task_state) AND (NOT agentless) AND (NOT key_parked) AND (NOT no_agent) AND (NOT floor_held));
 
 --
 -- Name: task_concurrency_ready_idx; Type: INDEX; Schema: ax; Owner: -
@@ -4203,6 +4213,18 @@ CREATE INDEX task_concurrency_running_idx ON ax.task USING btree (concurrency_sc
 --
 
 CREATE INDEX task_event_agent_idx ON ONLY ax.task_event USING btree (agent_id, at) WHERE ((kind = 'state'::ax.task_event_kind) AND (agent_id IS NOT NULL));
+
+--
+-- Name: task_floor_held_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_floor_held_idx ON ax.task USING btree (rate_class, priority) WHERE ((state = 'pending'::ax.task_state) AND floor_held);
+
+--
+-- Name: task_floor_unheld_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX task_floor_unheld_idx ON ax.task USING btree (rate_class, priority) WHERE ((state = 'pending'::ax.task_state) AND (rate_class IS NOT NULL) AND (NOT floor_held));
 
 --
 -- Name: task_history_agent_idx; Type: INDEX; Schema: ax; Owner: -
@@ -4226,7 +4248,7 @@ CREATE INDEX task_no_agent_idx ON ax.task USING btree (job_id) WHERE (no_agent A
 -- Name: task_pending_age_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_pending_age_idx ON ax.task USING btree (pool_id, not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent) AND (NOT key_parked));
+CREATE INDEX task_pending_age_idx ON ax.task USING btree (pool_id, not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent) AND (NOT key_parked) AND (NOT floor_held));
 
 --
 -- Name: task_pinned_pending_idx; Type: INDEX; Schema: ax; Owner: -
@@ -4250,13 +4272,13 @@ CREATE INDEX task_pool_labels_idx ON ax.task_pool USING gin (target_labels jsonb
 -- Name: task_preferred_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL) AND (concurrency_key IS NULL) AND (NOT no_agent));
+CREATE INDEX task_preferred_idx ON ax.task USING btree (preferred_agent_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NOT NULL) AND (concurrency_key IS NULL) AND (NOT no_agent) AND (NOT floor_held));
 
 --
 -- Name: task_unassigned_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_unassigned_idx ON ax.task USING btree (pool_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless) AND (concurrency_key IS NULL) AND (NOT no_agent));
+CREATE INDEX task_unassigned_idx ON ax.task USING btree (pool_id, priority DESC, created_at) WHERE ((state = 'pending'::ax.task_state) AND (preferred_agent_id IS NULL) AND (NOT agentless) AND (concurrency_key IS NULL) AND (NOT no_agent) AND (NOT floor_held));
 
 --
 -- Name: trigger_due_idx; Type: INDEX; Schema: ax; Owner: -

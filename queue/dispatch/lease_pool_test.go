@@ -469,3 +469,115 @@ func TestADryClassPoolAnswersForEveryAgentOfItsLabels(t *testing.T) {
 		require.InDelta(t, 100, next.Seconds(), 2, "the class's next token, when the other job's task is the agent's")
 	})
 }
+
+// TestADegradedClassBacklogStaysOutOfOtherLeases: a class degraded to
+// priority 8 has 20,000 tasks of priority 1 waiting an hour (half routed
+// to the agent below), one task at 9, and tokens to spare. Once the
+// reaper's sweeps held the backlog below the floor (migration 00086), a
+// lease given the class's tokens reads a few task rows to take the task
+// at 9 and another tenant's, and the idle check a few to say nothing is
+// leasable, and the reaper's next sweep a few to skip, hold and release.
+// Before, the lease read 60,004 task rows (its groups walk the backlog
+// and drop it on the floor), the check 40,000 (20,000 with the generic
+// plan) and each sweep's skip 20,002 (another job of the class skips
+// rather than waits: its task is skipped). The backlog is still counted, and a
+// restore releases it: its tasks lease at once.
+func TestADegradedClassBacklogStaysOutOfOtherLeases(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	other := e.agent(nil, nil)
+	floor := 8
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "billing", Rate: 1000, Burst: 1000,
+		ManualMinPriority: &floor})
+	require.NoError(t, err)
+	low := e.job(func(j *axtype.Job) {
+		j.ShardCount, j.Priority, j.RateLimitClass = 10_000, 1, "billing"
+	})
+	e.trigger(low.ID)
+	e.trigger(low.ID)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET not_before = not_before - interval '1 hour',
+		preferred_agent_id = CASE WHEN shard_index % 2 = 0 THEN $2::uuid END WHERE job_id = $1`, low.ID, other.ID)
+	require.NoError(t, err)
+	high := e.job(func(j *axtype.Job) { j.Priority, j.RateLimitClass = 9, "billing" })
+	e.trigger(high.ID)
+	skip := e.job(func(j *axtype.Job) {
+		j.Priority, j.RateLimitClass, j.DegradeAction = 1, "billing", axtype.DegradeSkip
+	})
+	skipRun := e.trigger(skip.ID)
+	mine := e.job(nil)
+	e.trigger(mine.ID)
+
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
+	heldCount := func() (n int) {
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM ax.task WHERE floor_held`).Scan(&n))
+		return n
+	}
+	for range 20_000/dispatch.FloorMoveTasks + 1 {
+		require.NoError(t, reaper.Sweep(ctx))
+	}
+	require.Equal(t, 20_000, heldCount(), "the backlog below the floor is held")
+	var skippedState string
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT state FROM ax.all_tasks WHERE execution_id = $1`,
+		skipRun.ID).Scan(&skippedState))
+	require.Equal(t, "cancelled", skippedState, "a job that skips rather than waits: skipped")
+	// and the sweeps after do not read it again.
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // a failed assertion leaves it open: the pool's close would wait for it
+	before := taskRowsRead(t, tx)
+	skipped, err := db.TaskSkipBelowFloor(ctx, tx)
+	require.NoError(t, err)
+	require.Empty(t, skipped)
+	held, err := db.TaskFloorHold(ctx, tx, dispatch.FloorMoveTasks)
+	require.NoError(t, err)
+	require.Zero(t, held)
+	released, err := db.TaskFloorRelease(ctx, tx, dispatch.FloorMoveTasks)
+	require.NoError(t, err)
+	require.Zero(t, released)
+	require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the sweep's skip, hold and release read")
+	require.NoError(t, tx.Rollback(ctx))
+
+	tx, err = e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
+	before = taskRowsRead(t, tx)
+	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
+		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute,
+		Grants: map[string]int{"billing": 10}})
+	require.NoError(t, err)
+	jobs := []uuid.UUID{}
+	for _, lt := range got {
+		jobs = append(jobs, lt.JobID)
+	}
+	require.ElementsMatch(t, []uuid.UUID{high.ID, mine.ID}, jobs)
+	require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the lease read")
+	checkReads(t, tx, other.ID, func(next time.Duration) {
+		require.Equal(t, time.Hour, next, "nothing leasable: the backlog is below the floor")
+	})
+	require.NoError(t, tx.Rollback(ctx))
+
+	backlog, err := db.TaskCountBacklog(ctx, e.pool)
+	require.NoError(t, err)
+	var depth int64
+	for _, b := range backlog {
+		if b.Class == "billing" && b.Priority == 1 {
+			depth += b.Depth
+		}
+	}
+	require.EqualValues(t, 20_000, depth, "held tasks are counted, once")
+
+	// A restore releases what it can at once (the reaper the rest), and
+	// the class's tasks lease.
+	_, err = dispatch.NewRateClasses(e.pool, nil).Restore(ctx, "billing")
+	require.NoError(t, err)
+	require.Equal(t, 20_000-dispatch.FloorMoveTasks, heldCount())
+	leased := e.lease(other, 10)
+	require.Len(t, leased, 10)
+	for _, lt := range leased {
+		require.Equal(t, low.ID, lt.JobID)
+	}
+	for range 20_000/dispatch.FloorMoveTasks + 1 {
+		require.NoError(t, reaper.Sweep(ctx))
+	}
+	require.Zero(t, heldCount())
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/notify"
 )
 
 // RateClasses is the engine's one owner of rate classes, everything about
@@ -22,8 +23,9 @@ import (
 //     back the unused ones (admit, giveBack);
 //   - the priority floor in force: an operator's (Degrade, Restore), else
 //     the automatic one while the class is degraded (FloorInForce);
-//   - automatic degradation by pressure and skipping the tasks a floor
-//     turns away, run by the reaper's sweep (degradeByPressure).
+//   - automatic degradation by pressure, and skipping or holding the
+//     tasks a floor turns away, run by the reaper's sweep
+//     (degradeByPressure).
 //
 // The bucket arithmetic, the floor check of each task and the fencing stay
 // in SQL (RateClassTake, TaskLease, TaskSkipBelowFloor,
@@ -61,13 +63,37 @@ func FloorInForce(c *axtype.RateClass) *int {
 // tasks at or above minPriority (jobs that skip rather than wait have the
 // others skipped by the next sweep).
 func (c *RateClasses) Degrade(ctx context.Context, class string, minPriority int) (*axtype.RateClass, error) {
-	return db.RateClassSetManualFloor(ctx, c.pool, class, &minPriority)
+	rc, err := db.RateClassSetManualFloor(ctx, c.pool, class, &minPriority)
+	if err == nil {
+		c.releaseHeld(ctx) // a floor lowered
+	}
+	return rc, err
 }
 
 // Restore switches an operator's floor off; the automatic floor, if the
 // class has one, still applies while the class is degraded.
 func (c *RateClasses) Restore(ctx context.Context, class string) (*axtype.RateClass, error) {
-	return db.RateClassSetManualFloor(ctx, c.pool, class, nil)
+	rc, err := db.RateClassSetManualFloor(ctx, c.pool, class, nil)
+	if err == nil {
+		c.releaseHeld(ctx)
+	}
+	return rc, err
+}
+
+// releaseHeld releases at once the tasks an operator's new floor no longer
+// turns away, rather than at the reaper's next sweep; that sweep releases
+// what this leaves (more than FloorMoveTasks, or an error).
+func (c *RateClasses) releaseHeld(ctx context.Context) {
+	err := db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+		n, err := db.TaskFloorRelease(ctx, tx, FloorMoveTasks)
+		if err != nil || n == 0 {
+			return err
+		}
+		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
+	})
+	if err != nil {
+		c.logger.WarnContext(ctx, "tasks held below a floor left to the reaper", "error", err)
+	}
 }
 
 // admit takes up to max tokens of each rate class that has tasks waiting,
@@ -99,13 +125,20 @@ func (c *RateClasses) giveBack(ctx context.Context, grants map[string]int, tasks
 	}
 }
 
+// FloorMoveTasks bounds the tasks one sweep holds below their class's
+// floor, and those it releases, so a sweep stays short when a deep class
+// degrades or recovers; the rest are the next sweeps'.
+const FloorMoveTasks = 5000
+
 // degradeByPressure switches rate classes' automatic priority floors by
-// their pressure and skips waiting tasks below a floor whose jobs say so,
-// in the reaper's transaction.
-func (c *RateClasses) degradeByPressure(ctx context.Context, tx pgx.Tx) error {
+// their pressure, skips waiting tasks below a floor whose jobs say so and
+// holds the others out of the leases' way (releasing those a floor no
+// longer turns away), in the reaper's transaction. It returns how many
+// tasks it released: they are leasable now.
+func (c *RateClasses) degradeByPressure(ctx context.Context, tx pgx.Tx) (int, error) {
 	changes, err := db.RateClassDegradeAuto(ctx, tx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, ch := range changes {
 		if ch.Degraded {
@@ -116,13 +149,30 @@ func (c *RateClasses) degradeByPressure(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	skipped, err := db.TaskSkipBelowFloor(ctx, tx)
-	if err != nil || len(skipped) == 0 {
-		return err
+	if err != nil {
+		return 0, err
 	}
 	for _, id := range skipped {
 		c.logger.InfoContext(ctx, "tasks skipped below their class's priority floor", "execution_id", id)
 	}
-	return db.ExecutionFinalize(ctx, tx, skipped)
+	if len(skipped) > 0 {
+		if err := db.ExecutionFinalize(ctx, tx, skipped); err != nil {
+			return 0, err
+		}
+	}
+	held, err := db.TaskFloorHold(ctx, tx, FloorMoveTasks)
+	if err != nil {
+		return 0, err
+	}
+	released, err := db.TaskFloorRelease(ctx, tx, FloorMoveTasks)
+	if err != nil {
+		return 0, err
+	}
+	if held > 0 || released > 0 {
+		c.logger.InfoContext(ctx, "tasks held below their class's priority floor, or released", "held", held,
+			"released", released)
+	}
+	return released, nil
 }
 
 // classPresence remembers for a second whether any rate class exists, so

@@ -189,7 +189,8 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err := r.checkHealth(ctx, tx); err != nil {
 			return err
 		}
-		if err := r.classes.degradeByPressure(ctx, tx); err != nil {
+		released, err := r.classes.degradeByPressure(ctx, tx)
+		if err != nil {
 			return err
 		}
 		reaped, err := db.TaskReapExpired(ctx, tx, axtype.ReapPolicy{Max: r.cfg.BatchSize, SilentFor: r.lease,
@@ -216,7 +217,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if reaped.Retried > 0 || unparked > 0 || moved > 0 {
+		if reaped.Retried > 0 || unparked > 0 || moved > 0 || released > 0 {
 			return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 		}
 		return nil

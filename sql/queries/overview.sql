@@ -49,13 +49,16 @@ ORDER BY j.group_name, j.name, t.hour;
 
 -- OverviewQueueDepth counts the pending tasks by rate class ('' for
 -- none) and priority, the @max_rows largest groups; parked tasks (no
--- agent, or behind their key) too, in parts of their own: each part is
--- read through an index (task_pending_age_idx holds no parked task,
--- task_no_agent_idx and task_concurrency_parked_idx each one kind;
--- migrations 00076 and 00084).
+-- agent, or behind their key) and tasks held below their class's floor
+-- too, in parts of their own: each part is read through an index
+-- (task_pending_age_idx holds none of them, task_no_agent_idx,
+-- task_concurrency_parked_idx and task_floor_held_idx each one kind;
+-- migrations 00076, 00084 and 00086).
 -- name: OverviewQueueDepth :many
 SELECT coalesce(t.rate_class, '')::text AS rate_class, t.priority, count(*)::bigint AS tasks
-FROM (SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND NOT p.no_agent AND NOT p.key_parked
+FROM (SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND NOT p.no_agent AND NOT p.key_parked AND NOT p.floor_held
+      UNION ALL
+      SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND p.floor_held AND NOT p.key_parked AND NOT p.no_agent
       UNION ALL
       SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND p.key_parked AND NOT p.no_agent
       UNION ALL

@@ -23,7 +23,9 @@
 -- are not in the indexes read here: every lease read them and dropped
 -- them on their job's labels, oldest first in the starved group. Nor are
 -- the tasks of pools these agents cannot take (pools): a busy pool's
--- backlog was read the same way by every other pool's lease.
+-- backlog was read the same way by every other pool's lease;
+-- nor tasks held below their class's floor (floor_held, migration 00086):
+-- every lease given the class's tokens read past them in each group.
 --
 -- @taken are tasks an earlier pick of the same transaction holds: its
 -- locks do not make this one skip them.
@@ -78,7 +80,7 @@ WITH pools AS MATERIALIZED (
         JOIN ax.job j ON j.id = t.job_id
         -- (NOT key_parked: implied by the key's absence, but said for
         -- task_pending_age_idx, which leaves parked tasks out, 00084.)
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND t.id <> ALL(@taken::uuid[])
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND t.id <> ALL(@taken::uuid[])
           AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)
           AND j.target_labels <@ @agent_labels::jsonb
           AND j.executor_kind::text = ANY(@executors::text[])
@@ -109,7 +111,7 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.floor_held AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) AND NOT t.agentless
           AND j.executor_kind::text = ANY(@executors::text[])
           AND (NOT @label_bound::boolean OR j.target_labels <> '{}'::jsonb)
           AND (t.rate_class IS NULL OR (t.rate_class = ANY(@classes::text[]) AND NOT EXISTS (
@@ -130,7 +132,7 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.floor_held AND t.id <> ALL(@taken::uuid[]) AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
           AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
           AND j.target_labels <@ @agent_labels::jsonb
           AND j.executor_kind::text = ANY(@executors::text[])
@@ -158,7 +160,7 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND t.id <> ALL(@taken::uuid[])
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND t.id <> ALL(@taken::uuid[])
           AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
           AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
           AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
@@ -191,7 +193,7 @@ WITH pools AS MATERIALIZED (
                     WHEN t.preferred_agent_id = ANY(@agent_ids::uuid[]) THEN 1 ELSE 3 END AS grp,
                t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
         FROM ax.task t
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent AND NOT t.floor_held
           AND t.id <> ALL(@taken::uuid[])
           AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
           -- One CASE, not ANDed clauses, and the job read inside it, not
@@ -896,16 +898,18 @@ WITH agents AS MATERIALIZED (
     JOIN ax.task_pool p ON p.id = ap.pool_id
     JOIN ax.rate_class c ON c.name = p.rate_class
     JOIN class_tokens tk ON tk.name = p.rate_class
-    -- (Walked to its first task that passes, however far: a degraded
-    -- class's backlog below its floor is read whole, as the lease reads
-    -- past it. Stopped at a cap, the pool would have to be called empty,
-    -- missing a task above the floor further on, or left to pool_rows,
-    -- whose early answer would send each idle poll to lease in vain
-    -- about once a second.)
+    -- (Walked to its first task that passes: a degraded class's tasks
+    -- below its floor are held by the reaper (TaskFloorHold, migration
+    -- 00086) and out of this index, so only those written since its last
+    -- sweep are read past. Before, the backlog below the floor was read
+    -- whole: 20,001 rows a check. Stopped at a cap instead, the pool
+    -- would have to be called empty, missing a task above the floor
+    -- further on, or left to pool_rows, whose early answer would send
+    -- each idle poll to lease in vain about once a second.)
     LEFT JOIN LATERAL (
         SELECT t.not_before
         FROM ax.task t
-        WHERE t.pool_id = ap.pool_id AND t.state = 'pending' AND NOT t.no_agent AND NOT t.key_parked
+        WHERE t.pool_id = ap.pool_id AND t.state = 'pending' AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held
           AND NOT t.agentless AND NOT t.pinned
           AND t.priority >= coalesce(c.manual_min_priority,
                                      CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
@@ -934,7 +938,7 @@ WITH agents AS MATERIALIZED (
     CROSS JOIN LATERAL (SELECT u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority,
                                u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
                         FROM ax.task u
-                        WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent AND NOT u.key_parked
+                        WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent AND NOT u.key_parked AND NOT u.floor_held
                         ORDER BY u.not_before
                         LIMIT 1000) u
 ), pool_bounds AS (
@@ -980,7 +984,7 @@ WITH agents AS MATERIALIZED (
                        u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
                 FROM ax.task u
                 WHERE u.pinned AND u.state = 'pending' AND u.preferred_agent_id = ANY(@agent_ids::uuid[])
-                  AND NOT u.key_parked AND NOT u.no_agent) t
+                  AND NOT u.key_parked AND NOT u.no_agent AND NOT u.floor_held) t
           WHERE NOT t.agentless
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
@@ -1037,7 +1041,7 @@ SELECT a.id, a.state::text AS state, a.ready,
                  AND j.executor_kind::text = ANY(a.executors)
                  AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
                  AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
-                 AND NOT t.key_parked AND NOT t.no_agent
+                 AND NOT t.key_parked AND NOT t.no_agent AND NOT t.floor_held
                  AND ((t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id)
                           AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, clock_timestamp())
                       OR (t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id)
@@ -1300,7 +1304,9 @@ ORDER BY t.shard_index;
 
 -- TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
 -- job says to skip rather than wait, with the reason in the task's error
--- and events.
+-- and events. Held tasks (TaskFloorHold) are not read: their jobs waited
+-- when they were held (a job switched to skip since leaves them to
+-- wait), and read every sweep they were the whole backlog again.
 -- name: TaskSkipBelowFloor :many
 WITH floors AS (
     SELECT name, coalesce(manual_min_priority,
@@ -1312,7 +1318,7 @@ WITH floors AS (
         error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor, error_code = NULL
     FROM floors f, ax.job j
     WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
-      AND j.id = t.job_id AND j.degrade_action = 'skip'
+      AND NOT t.floor_held AND j.id = t.job_id AND j.degrade_action = 'skip'
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.error
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
@@ -1320,11 +1326,88 @@ WITH floors AS (
 )
 SELECT DISTINCT execution_id FROM skipped;
 
+-- TaskFloorHold holds up to @max waiting tasks below their class's floor
+-- (floor_held, migration 00086): they leave the indexes of the lease's
+-- pick and of the long polls' check. Before, every lease given the
+-- class's tokens, and every idle agent's check of its labels, read past
+-- them: a class degrades when its backlog is deep, so exactly then.
+-- Agentless tasks are not held (ax serve leases them by id, checking the
+-- floor itself). Each class is read in its index's range below its
+-- floor (task_floor_unheld_idx), so neither tasks at or above it nor
+-- those held already are read. Run by the reaper after
+-- TaskSkipBelowFloor, so what it holds are tasks of jobs that wait. Row
+-- locks are skipped: a task being leased or cancelled is held by a later
+-- sweep, if still pending. Returns how many it held.
+-- name: TaskFloorHold :one
+WITH floors AS MATERIALIZED (
+    SELECT c.name, coalesce(c.manual_min_priority,
+                            CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END) AS floor
+    FROM ax.rate_class c
+), held AS (
+    UPDATE ax.task t SET floor_held = true
+    FROM (SELECT u.id
+          FROM floors f
+          CROSS JOIN LATERAL (
+              SELECT u.id FROM ax.task u
+              WHERE u.rate_class = f.name AND u.priority < f.floor
+                AND u.state = 'pending' AND NOT u.agentless AND NOT u.floor_held
+              LIMIT @max::integer
+              FOR UPDATE OF u SKIP LOCKED) u
+          WHERE f.floor IS NOT NULL
+          LIMIT @max::integer) h
+    WHERE t.id = h.id
+    RETURNING 1
+)
+SELECT count(*)::integer FROM held;
+
+-- TaskFloorRelease releases up to @max held tasks (TaskFloorHold) that
+-- their class's floor no longer turns away: the class was restored, its
+-- floor lowered, or the class is gone. Highest priority first. Each class
+-- is read in its held index's range at or above its floor. Returns how
+-- many it released.
+-- name: TaskFloorRelease :one
+WITH RECURSIVE held_classes(name) AS (
+    -- The classes with held tasks (a skip scan of task_floor_held_idx, one
+    -- probe a class), so a class deleted since is released too.
+    (SELECT t.rate_class FROM ax.task t
+     WHERE t.floor_held AND t.state = 'pending'
+     ORDER BY t.rate_class LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.rate_class FROM ax.task t
+            WHERE t.floor_held AND t.state = 'pending' AND t.rate_class > h.name
+            ORDER BY t.rate_class LIMIT 1)
+    FROM held_classes h
+    WHERE h.name IS NOT NULL
+), floors AS MATERIALIZED (
+    SELECT h.name, coalesce(c.manual_min_priority,
+                            CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END,
+                            -2147483648) AS floor
+    FROM held_classes h
+    LEFT JOIN ax.rate_class c ON c.name = h.name
+    WHERE h.name IS NOT NULL
+), released AS (
+    UPDATE ax.task t SET floor_held = false
+    FROM (SELECT u.id
+          FROM floors f
+          CROSS JOIN LATERAL (
+              SELECT u.id FROM ax.task u
+              WHERE u.rate_class = f.name AND u.priority >= f.floor
+                AND u.state = 'pending' AND u.floor_held
+              ORDER BY u.priority DESC
+              LIMIT @max::integer
+              FOR UPDATE OF u SKIP LOCKED) u
+          LIMIT @max::integer) r
+    WHERE t.id = r.id
+    RETURNING 1
+)
+SELECT count(*)::integer FROM released;
+
 -- TaskCountBacklog counts ready pending tasks per rate class and priority,
 -- with the oldest wait of each, parked tasks (no agent, or behind their
--- key) too: in three parts, each read through an index
--- (task_pending_age_idx holds neither, task_no_agent_idx and
--- task_concurrency_parked_idx each one kind).
+-- key) and tasks held below their class's floor too: in four parts, each
+-- read through an index (task_pending_age_idx holds none of them,
+-- task_no_agent_idx, task_concurrency_parked_idx and task_floor_held_idx
+-- each one kind; a task is counted in the first part that has it).
 -- A metrics query: every replica reads the same shared rows, so all
 -- replicas report the same numbers.
 -- name: TaskCountBacklog :many
@@ -1332,7 +1415,10 @@ SELECT coalesce(rate_class, '')::text AS class, priority,
        count(*)::bigint AS depth,
        coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
 FROM (SELECT rate_class, priority, not_before FROM ax.task
-      WHERE state = 'pending' AND NOT no_agent AND NOT key_parked AND not_before <= now()
+      WHERE state = 'pending' AND NOT no_agent AND NOT key_parked AND NOT floor_held AND not_before <= now()
+      UNION ALL
+      SELECT rate_class, priority, not_before FROM ax.task
+      WHERE state = 'pending' AND floor_held AND NOT key_parked AND NOT no_agent AND not_before <= now()
       UNION ALL
       SELECT rate_class, priority, not_before FROM ax.task
       WHERE state = 'pending' AND key_parked AND NOT no_agent AND not_before <= now()

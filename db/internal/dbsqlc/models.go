@@ -1376,6 +1376,7 @@ type AxAllTask struct {
 	ParamsBytes       *int32
 	NoAgent           bool
 	PoolID            int32
+	FloorHeld         bool
 	RetainUntil       *time.Time
 }
 
@@ -1949,6 +1950,8 @@ type AxTask struct {
 	NoAgent bool
 	// its job's pool (ax.task_pool) when it was written: where a lease looks for it; 0: every lease looks (written by a build before pools), -1: none (agentless)
 	PoolID int32
+	// held: below its rate class's priority floor when the reaper last looked; out of every lease's way until the floor lifts
+	FloorHeld bool
 }
 
 type AxTaskEvent struct {
@@ -2014,6 +2017,7 @@ type AxTaskHistory struct {
 	ParamsBytes       *int32
 	NoAgent           bool
 	PoolID            int32
+	FloorHeld         bool
 }
 
 // a job target (labels and executor kind): tasks carry theirs (pool_id) so a lease reads only the pools its agents match
