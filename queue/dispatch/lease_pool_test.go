@@ -581,3 +581,52 @@ func TestADegradedClassBacklogStaysOutOfOtherLeases(t *testing.T) {
 	}
 	require.Zero(t, heldCount())
 }
+
+// TestAutoDegradeCountsToItsThreshold: a class degrading past 1,000
+// waiting tasks has 20,000 waiting. The sweep's pressure check reads the
+// class's backlog to one past the threshold and degrades it; before, it
+// counted all 20,000 every sweep, in the reaper's transaction. Raised
+// past the backlog, the threshold lifts the degradation, and an oldest
+// wait past its own threshold degrades it again.
+func TestAutoDegradeCountsToItsThreshold(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	minPriority, depth := 5, 1000
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "bulk", Rate: 1, Burst: 1,
+		AutoMinPriority: &minPriority, AutoDepth: &depth})
+	require.NoError(t, err)
+	job := e.job(func(j *axtype.Job) { j.ShardCount, j.Priority, j.RateLimitClass = 10_000, 1, "bulk" })
+	e.trigger(job.ID)
+	e.trigger(job.ID)
+
+	degrade := func(most int64) []axtype.DegradeChange {
+		t.Helper()
+		tx, err := e.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below; a failed assertion leaves it open
+		before := taskRowsRead(t, tx)
+		changes, err := db.RateClassDegradeAuto(ctx, tx)
+		require.NoError(t, err)
+		require.LessOrEqual(t, taskRowsRead(t, tx)-before, most, "task rows the pressure check read")
+		require.NoError(t, tx.Commit(ctx))
+		return changes
+	}
+	changes := degrade(1002)
+	require.Len(t, changes, 1)
+	require.True(t, changes[0].Degraded, "20,000 waiting, past 1,000")
+	require.Empty(t, degrade(1002), "still past it")
+
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET auto_depth = 30000 WHERE name = 'bulk'`)
+	require.NoError(t, err)
+	changes = degrade(20_001)
+	require.Len(t, changes, 1)
+	require.False(t, changes[0].Degraded, "20,000 waiting, under 30,000")
+
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET auto_age_seconds = 60 WHERE name = 'bulk'`)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET not_before = not_before - interval '1 hour' WHERE job_id = $1`, job.ID)
+	require.NoError(t, err)
+	changes = degrade(20_002)
+	require.Len(t, changes, 1)
+	require.True(t, changes[0].Degraded, "the oldest waited an hour, past 60 s")
+}

@@ -53,18 +53,30 @@ ORDER BY c.name;
 
 -- RateClassDegradeAuto turns automatic degradation on for classes whose
 -- waiting depth or oldest wait is above their thresholds, and off for
--- those back under them. Returns the classes that changed.
+-- those back under them. Returns the classes that changed. The depth is
+-- counted to one past the threshold, no further (whether it is over is
+-- all that counts), and the oldest wait is the first ready task of the
+-- class's index: counted whole, a class's backlog (held tasks too) was
+-- read by every sweep, in the reaper's transaction.
 -- name: RateClassDegradeAuto :many
 WITH pressure AS (
     SELECT c.name,
            (c.auto_depth IS NOT NULL AND coalesce(w.waiting, 0) > c.auto_depth)
-           OR (c.auto_age_seconds IS NOT NULL AND coalesce(w.oldest_seconds, 0) > c.auto_age_seconds) AS over
+           OR (c.auto_age_seconds IS NOT NULL AND coalesce(o.oldest_seconds, 0) > c.auto_age_seconds) AS over
     FROM ax.rate_class c
     LEFT JOIN LATERAL (
-        SELECT count(*) AS waiting, extract(epoch FROM now() - min(t.not_before)) AS oldest_seconds
+        SELECT count(*) AS waiting
+        FROM (SELECT 1 FROM ax.task t
+              WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now()
+              LIMIT coalesce(c.auto_depth, 0) + 1) d
+    ) w ON c.auto_depth IS NOT NULL
+    LEFT JOIN LATERAL (
+        SELECT extract(epoch FROM now() - t.not_before) AS oldest_seconds
         FROM ax.task t
         WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now()
-    ) w ON true
+        ORDER BY t.not_before
+        LIMIT 1
+    ) o ON c.auto_age_seconds IS NOT NULL
     WHERE c.auto_min_priority IS NOT NULL
 )
 UPDATE ax.rate_class c
