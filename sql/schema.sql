@@ -4248,13 +4248,13 @@ CREATE INDEX task_no_agent_idx ON ax.task USING btree (job_id) WHERE (no_agent A
 -- Name: task_pending_age_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_pending_age_idx ON ax.task USING btree (pool_id, not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent) AND (NOT key_parked) AND (NOT floor_held));
+CREATE INDEX task_pending_age_idx ON ax.task USING btree (pool_id, not_before) WHERE ((state = 'pending'::ax.task_state) AND (NOT no_agent) AND (NOT key_parked) AND (NOT floor_held) AND (NOT pinned));
 
 --
 -- Name: task_pinned_pending_idx; Type: INDEX; Schema: ax; Owner: -
 --
 
-CREATE INDEX task_pinned_pending_idx ON ax.task USING btree (preferred_agent_id) WHERE (pinned AND (state = 'pending'::ax.task_state));
+CREATE INDEX task_pinned_pending_idx ON ax.task USING btree (preferred_agent_id, not_before) WHERE (pinned AND (state = 'pending'::ax.task_state));
 
 --
 -- Name: task_pool_key; Type: INDEX; Schema: ax; Owner: -

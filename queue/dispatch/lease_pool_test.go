@@ -630,3 +630,60 @@ func TestAutoDegradeCountsToItsThreshold(t *testing.T) {
 	require.Len(t, changes, 1)
 	require.True(t, changes[0].Degraded, "the oldest waited an hour, past 60 s")
 }
+
+// TestABusyAgentsPinnedTasksStayOutOfOtherLeases: 5,000 pinned tasks (a
+// broadcast job's shares of one busy agent) have waited an hour. Another
+// agent's lease reads a few task rows to take its own task, and its idle
+// check a few to say nothing is leasable. Before migration 00087 the
+// lease read 10,002 rows (the starved and stealable groups walked the
+// pool's pinned tasks and dropped them) and the check 11,000, answering
+// that a task had been leasable for an hour: its long polls woke to
+// lease nothing. The busy agent still takes its own oldest first, ahead
+// of a fresher task of higher priority routed to it.
+func TestABusyAgentsPinnedTasksStayOutOfOtherLeases(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	busy := e.agent(nil, nil)
+	other := e.agent(nil, nil)
+	shares := e.job(func(j *axtype.Job) { j.ShardCount, j.Priority = 5000, 1 })
+	e.trigger(shares.ID)
+	_, err := e.pool.Exec(ctx, `UPDATE ax.task SET pinned = true, preferred_agent_id = $2,
+		not_before = now() - interval '1 hour' + make_interval(secs => shard_index / 10.0) WHERE job_id = $1`, shares.ID, busy.ID)
+	require.NoError(t, err)
+	hot := e.job(func(j *axtype.Job) { j.Priority = 9 })
+	e.trigger(hot.ID)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET preferred_agent_id = $2 WHERE job_id = $1`, hot.ID, busy.ID)
+	require.NoError(t, err)
+	mine := e.job(nil)
+	e.trigger(mine.ID)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
+	before := taskRowsRead(t, tx)
+	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
+		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, mine.ID, got[0].JobID)
+	require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the lease read")
+	checkReads(t, tx, other.ID, func(next time.Duration) {
+		// The hot task is routed to the busy agent: stealable after 2 s.
+		require.InDelta(t, 2, next.Seconds(), 1, "nothing leasable but the busy agent's routed task, in 2 s")
+	})
+	require.NoError(t, tx.Rollback(ctx))
+
+	var first uuid.UUID
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM ax.task WHERE job_id = $1 AND shard_index = 0`,
+		shares.ID).Scan(&first))
+	leased := e.lease(busy, 1)
+	require.Len(t, leased, 1)
+	require.Equal(t, first, leased[0].ID, "the busy agent's oldest pinned task, starved, ahead of the hot one")
+	backlog, err := db.TaskCountBacklog(ctx, e.pool)
+	require.NoError(t, err)
+	var depth int64
+	for _, b := range backlog {
+		depth += b.Depth
+	}
+	require.EqualValues(t, 4999+1+1, depth, "pinned tasks are counted, once")
+}

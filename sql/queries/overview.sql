@@ -49,14 +49,17 @@ ORDER BY j.group_name, j.name, t.hour;
 
 -- OverviewQueueDepth counts the pending tasks by rate class ('' for
 -- none) and priority, the @max_rows largest groups; parked tasks (no
--- agent, or behind their key) and tasks held below their class's floor
--- too, in parts of their own: each part is read through an index
--- (task_pending_age_idx holds none of them, task_no_agent_idx,
--- task_concurrency_parked_idx and task_floor_held_idx each one kind;
--- migrations 00076, 00084 and 00086).
+-- agent, or behind their key), pinned ones and tasks held below their
+-- class's floor too, in parts of their own: each part is read through an
+-- index (task_pending_age_idx holds none of them, task_no_agent_idx,
+-- task_concurrency_parked_idx, task_pinned_pending_idx and
+-- task_floor_held_idx each one kind; migrations 00076, 00084, 00086 and
+-- 00087).
 -- name: OverviewQueueDepth :many
 SELECT coalesce(t.rate_class, '')::text AS rate_class, t.priority, count(*)::bigint AS tasks
-FROM (SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND NOT p.no_agent AND NOT p.key_parked AND NOT p.floor_held
+FROM (SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND NOT p.no_agent AND NOT p.key_parked AND NOT p.floor_held AND NOT p.pinned
+      UNION ALL
+      SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND p.pinned AND NOT p.floor_held AND NOT p.key_parked AND NOT p.no_agent
       UNION ALL
       SELECT p.rate_class, p.priority, p.job_id FROM ax.task p WHERE p.state = 'pending' AND p.floor_held AND NOT p.key_parked AND NOT p.no_agent
       UNION ALL

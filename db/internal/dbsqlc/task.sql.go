@@ -494,7 +494,10 @@ SELECT coalesce(rate_class, '')::text AS class, priority,
        count(*)::bigint AS depth,
        coalesce(extract(epoch FROM clock_timestamp() - min(not_before)), 0)::double precision AS oldest_seconds
 FROM (SELECT rate_class, priority, not_before FROM ax.task
-      WHERE state = 'pending' AND NOT no_agent AND NOT key_parked AND NOT floor_held AND not_before <= now()
+      WHERE state = 'pending' AND NOT no_agent AND NOT key_parked AND NOT floor_held AND NOT pinned AND not_before <= now()
+      UNION ALL
+      SELECT rate_class, priority, not_before FROM ax.task
+      WHERE state = 'pending' AND pinned AND NOT floor_held AND NOT key_parked AND NOT no_agent AND not_before <= now()
       UNION ALL
       SELECT rate_class, priority, not_before FROM ax.task
       WHERE state = 'pending' AND floor_held AND NOT key_parked AND NOT no_agent AND not_before <= now()
@@ -516,10 +519,11 @@ type TaskCountBacklogRow struct {
 
 // TaskCountBacklog counts ready pending tasks per rate class and priority,
 // with the oldest wait of each, parked tasks (no agent, or behind their
-// key) and tasks held below their class's floor too: in four parts, each
-// read through an index (task_pending_age_idx holds none of them,
-// task_no_agent_idx, task_concurrency_parked_idx and task_floor_held_idx
-// each one kind; a task is counted in the first part that has it).
+// key), pinned ones and tasks held below their class's floor too: in
+// five parts, each read through an index (task_pending_age_idx holds
+// none of them, task_no_agent_idx, task_concurrency_parked_idx,
+// task_floor_held_idx and task_pinned_pending_idx each one kind; a task
+// is counted in one part).
 // A metrics query: every replica reads the same shared rows, so all
 // replicas report the same numbers.
 func (q *Queries) TaskCountBacklog(ctx context.Context, db DBTX) ([]TaskCountBacklogRow, error) {
@@ -1057,6 +1061,7 @@ WITH pools AS MATERIALIZED (
     SELECT p.id FROM ax.lease_pools($4::jsonb, $5::text[], $6::boolean, $7::text[]) AS p(id)
 ), starved AS (
     SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
+    FROM (SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned, s.preferred_agent_id, s.fallback_agent_id, s.grp, s.fair, s.concurrency_scope, s.concurrency_key, s.concurrency_limit, s.params_bytes
     FROM pools p
     CROSS JOIN LATERAL (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
@@ -1065,8 +1070,9 @@ WITH pools AS MATERIALIZED (
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
         -- (NOT key_parked: implied by the key's absence, but said for
-        -- task_pending_age_idx, which leaves parked tasks out, 00084.)
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND t.id <> ALL($8::uuid[])
+        -- task_pending_age_idx, which leaves parked tasks out, 00084, as
+        -- it leaves out pinned ones, read below, 00087.)
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND NOT t.pinned AND t.id <> ALL($8::uuid[])
           AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $9::double precision)
           AND j.target_labels <@ $4::jsonb
           AND j.executor_kind::text = ANY($5::text[])
@@ -1084,7 +1090,34 @@ WITH pools AS MATERIALIZED (
         ORDER BY t.not_before
         LIMIT $11::integer
         FOR UPDATE OF t SKIP LOCKED
-    ) x
+    ) s
+    UNION ALL
+    -- Each agent's starved pinned tasks (a broadcast run's share), by
+    -- agent: in the pools, every other agent's lease read them and
+    -- dropped them (5,000 of a busy agent's: 10,002 rows a lease).
+    SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned, s.preferred_agent_id, s.fallback_agent_id, s.grp, s.fair, s.concurrency_scope, s.concurrency_key, s.concurrency_limit, s.params_bytes
+    FROM (SELECT unnest($10::uuid[]) AS id, unnest($12::integer[]) AS max) a
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
+               t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
+               NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
+        FROM ax.task t
+        JOIN ax.job j ON j.id = t.job_id
+        WHERE t.pinned AND t.state = 'pending' AND t.preferred_agent_id = a.id
+          AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held
+          AND t.id <> ALL($8::uuid[])
+          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $9::double precision)
+          AND j.executor_kind::text = ANY($5::text[])
+          AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
+          AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
+              SELECT 1 FROM ax.rate_class c
+              WHERE c.name = t.rate_class
+                AND t.priority < coalesce(c.manual_min_priority,
+                                          CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
+        ORDER BY t.not_before
+        LIMIT a.max
+        FOR UPDATE OF t SKIP LOCKED
+    ) s) x
     ORDER BY x.not_before
     LIMIT $11::integer
 ), own AS (
@@ -1874,6 +1907,7 @@ WITH agents AS MATERIALIZED (
                                u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
                         FROM ax.task u
                         WHERE u.pool_id = ap.pool_id AND u.state = 'pending' AND NOT u.no_agent AND NOT u.key_parked AND NOT u.floor_held
+                          AND NOT u.pinned
                         ORDER BY u.not_before
                         LIMIT 1000) u
 ), pool_bounds AS (
@@ -1905,10 +1939,9 @@ WITH agents AS MATERIALIZED (
     FROM (SELECT t.job_id, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.rate_class,
                  CASE WHEN t.rate_class IS NOT NULL THEN t.priority END AS priority,
                  t.concurrency_scope, t.concurrency_key, t.concurrency_limit, min(t.not_before) AS not_before
-          -- The agents' pools (pool_rows), and the tasks pinned to them
-          -- (in a pool an agent matched when its broadcast run was
-          -- planned; one in the agents' pools is read twice, which the
-          -- min does not mind). A parked task is not leasable until a
+          -- The agents' pools (pool_rows), and the tasks pinned to them,
+          -- read by agent (pool_rows leaves pinned tasks out: another
+          -- agent's were read and dropped, migration 00087). A parked task is not leasable until a
           -- lease unparks it (behind its key) or the reaper does (no
           -- agent: TaskNoAgentUnpark).
           FROM (SELECT r.job_id, r.preferred_agent_id, r.fallback_agent_id, r.pinned, r.rate_class, r.priority,
@@ -1957,9 +1990,10 @@ SELECT a.id, a.state::text AS state, a.ready,
            -- min below. Same rules as the min; a task of a rate class is
            -- left to it.
            -- Read pool by pool, in a lateral a join cannot turn into a
-           -- read of every pending task (a task pinned to the agent in a
-           -- pool it no longer matches is left to the min), and only the
-           -- pools of no rate class (00081).
+           -- read of every pending task (a task pinned to the agent is
+           -- left to the min, which reads them by agent: in the pools,
+           -- another agent's pinned tasks were read and dropped, 00087),
+           -- and only the pools of no rate class (00081).
            SELECT 1
            FROM agent_pools ap
            CROSS JOIN LATERAL (
@@ -1975,8 +2009,7 @@ SELECT a.id, a.state::text AS state, a.ready,
                  AND (t.preferred_agent_id = a.id OR j.target_labels <@ a.labels)
                  AND j.executor_kind::text = ANY(a.executors)
                  AND (NOT a.label_bound OR j.target_labels <> '{}'::jsonb)
-                 AND NOT (t.pinned AND t.preferred_agent_id <> a.id)
-                 AND NOT t.key_parked AND NOT t.no_agent AND NOT t.floor_held
+                 AND NOT t.pinned AND NOT t.key_parked AND NOT t.no_agent AND NOT t.floor_held
                  AND ((t.preferred_agent_id IS NULL OR t.preferred_agent_id = a.id)
                           AND t.not_before <= coalesce($1::timestamptz, clock_timestamp())
                       OR (t.fallback_agent_id IS NULL OR t.fallback_agent_id = a.id)
