@@ -498,10 +498,10 @@ func TaskNextLeasable(ctx context.Context, e Executor, agentIDs []uuid.UUID, ste
 	return out, nil
 }
 
-// TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
-// job skips rather than waits; it returns their executions.
-func TaskSkipBelowFloor(ctx context.Context, e Executor) ([]uuid.UUID, error) {
-	ids, err := queries.TaskSkipBelowFloor(ctx, e)
+// TaskSkipBelowFloor cancels up to max waiting tasks under their class's
+// floor whose job skips rather than waits; it returns their executions.
+func TaskSkipBelowFloor(ctx context.Context, e Executor, max int) ([]uuid.UUID, error) {
+	ids, err := queries.TaskSkipBelowFloor(ctx, e, int32(max))
 	if err != nil {
 		return nil, fmt.Errorf("error skipping tasks below their class's floor: %w", mapErr(err))
 	}
@@ -509,10 +509,12 @@ func TaskSkipBelowFloor(ctx context.Context, e Executor) ([]uuid.UUID, error) {
 }
 
 // TaskFloorHold holds up to max waiting tasks below their class's floor
-// out of every lease's and long poll's way (ax.task.floor_held) and
-// returns how many it held. Run after TaskSkipBelowFloor.
-func TaskFloorHold(ctx context.Context, e Executor, max int) (int, error) {
-	n, err := queries.TaskFloorHold(ctx, e, int32(max))
+// out of every lease's and long poll's way (ax.task.floor_held), those of
+// an automatic floor once it has been in force for settle, and returns
+// how many it held. Tasks of jobs that skip are left to
+// TaskSkipBelowFloor.
+func TaskFloorHold(ctx context.Context, e Executor, max int, settle time.Duration) (int, error) {
+	n, err := queries.TaskFloorHold(ctx, e, dbsqlc.TaskFloorHoldParams{SettleSeconds: settle.Seconds(), Max: int32(max)})
 	if err != nil {
 		return 0, fmt.Errorf("error holding tasks below their class's floor: %w", mapErr(err))
 	}

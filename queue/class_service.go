@@ -38,6 +38,9 @@ func (s *ClassService) Create(ctx context.Context, c *axtype.RateClass) (*axtype
 // the new burst) and returns it with its live state.
 func (s *ClassService) Update(ctx context.Context, c *axtype.RateClass) (*axtype.RateClass, error) {
 	written, err := db.RateClassUpdate(ctx, s.pool, c)
+	if err == nil {
+		s.classes.ReleaseHeld(ctx) // a floor lowered or lifted
+	}
 	return s.reread(ctx, written, err)
 }
 
@@ -61,7 +64,11 @@ func (s *ClassService) List(ctx context.Context) ([]*axtype.RateClass, error) {
 // Delete removes a class; while jobs name it the delete fails with a
 // *axtype.ConstraintError.
 func (s *ClassService) Delete(ctx context.Context, name string) error {
-	return db.RateClassDelete(ctx, s.pool, name)
+	if err := db.RateClassDelete(ctx, s.pool, name); err != nil {
+		return err
+	}
+	s.classes.ReleaseHeld(ctx) // its floor is gone
+	return nil
 }
 
 // Degrade switches an operator's floor on (see dispatch.RateClasses) and

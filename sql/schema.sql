@@ -1303,6 +1303,20 @@ BEGIN
 END $$;
 
 --
+-- Name: job_skips_below_floor(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.job_skips_below_floor() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE ax.task t SET floor_held = false
+    WHERE t.execution_id IN (SELECT e.id FROM ax.execution e WHERE e.job_id = NEW.id AND e.finished_at IS NULL)
+      AND t.floor_held AND t.state = 'pending';
+    RETURN NULL;
+END $$;
+
+--
 -- Name: job_success_p95(uuid); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -4381,6 +4395,12 @@ CREATE TRIGGER job_pool_set BEFORE INSERT OR UPDATE OF target_labels, executor_k
 --
 
 CREATE TRIGGER job_rate_class_groups BEFORE INSERT OR UPDATE OF rate_limit_class, group_name ON ax.job FOR EACH ROW WHEN ((new.rate_limit_class IS NOT NULL)) EXECUTE FUNCTION ax.job_rate_class_groups();
+
+--
+-- Name: job job_skips_below_floor; Type: TRIGGER; Schema: ax; Owner: -
+--
+
+CREATE TRIGGER job_skips_below_floor AFTER UPDATE OF degrade_action ON ax.job FOR EACH ROW WHEN (((new.degrade_action = 'skip'::ax.degrade_action) AND (old.degrade_action IS DISTINCT FROM new.degrade_action))) EXECUTE FUNCTION ax.job_skips_below_floor();
 
 --
 -- Name: callback notice_callback_failed; Type: TRIGGER; Schema: ax; Owner: -

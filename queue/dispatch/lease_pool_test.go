@@ -506,6 +506,10 @@ func TestADegradedClassBacklogStaysOutOfOtherLeases(t *testing.T) {
 	skipRun := e.trigger(skip.ID)
 	mine := e.job(nil)
 	e.trigger(mine.ID)
+	// Statistics taken while the backlog waits unheld (as autovacuum's
+	// may be): the sweeps' plans must still read it in index order.
+	_, err = e.pool.Exec(ctx, "ANALYZE ax.task")
+	require.NoError(t, err)
 
 	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
 	heldCount := func() (n int) {
@@ -525,10 +529,10 @@ func TestADegradedClassBacklogStaysOutOfOtherLeases(t *testing.T) {
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // a failed assertion leaves it open: the pool's close would wait for it
 	before := taskRowsRead(t, tx)
-	skipped, err := db.TaskSkipBelowFloor(ctx, tx)
+	skipped, err := db.TaskSkipBelowFloor(ctx, tx, dispatch.FloorMoveTasks)
 	require.NoError(t, err)
 	require.Empty(t, skipped)
-	held, err := db.TaskFloorHold(ctx, tx, dispatch.FloorMoveTasks)
+	held, err := db.TaskFloorHold(ctx, tx, dispatch.FloorMoveTasks, dispatch.FloorHoldSettle)
 	require.NoError(t, err)
 	require.Zero(t, held)
 	released, err := db.TaskFloorRelease(ctx, tx, dispatch.FloorMoveTasks)
@@ -615,6 +619,17 @@ func TestAutoDegradeCountsToItsThreshold(t *testing.T) {
 	require.Len(t, changes, 1)
 	require.True(t, changes[0].Degraded, "20,000 waiting, past 1,000")
 	require.Empty(t, degrade(1002), "still past it")
+	// Its tasks are held once the floor has held FloorHoldSettle, not at
+	// once: a class that hovers at its threshold is not rewritten both
+	// ways every sweep.
+	held, err := db.TaskFloorHold(ctx, e.pool, dispatch.FloorMoveTasks, dispatch.FloorHoldSettle)
+	require.NoError(t, err)
+	require.Zero(t, held, "degraded a moment ago")
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET degraded_since = now() - interval '1 minute' WHERE name = 'bulk'`)
+	require.NoError(t, err)
+	held, err = db.TaskFloorHold(ctx, e.pool, dispatch.FloorMoveTasks, dispatch.FloorHoldSettle)
+	require.NoError(t, err)
+	require.Equal(t, dispatch.FloorMoveTasks, held, "degraded a minute ago")
 
 	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET auto_depth = 30000 WHERE name = 'bulk'`)
 	require.NoError(t, err)
@@ -686,4 +701,107 @@ func TestABusyAgentsPinnedTasksStayOutOfOtherLeases(t *testing.T) {
 		depth += b.Depth
 	}
 	require.EqualValues(t, 4999+1+1, depth, "pinned tasks are counted, once")
+}
+
+// TestASkipJobsTasksBelowTheFloorAreSkippedNotHeld: a job that skips
+// rather than waits has its tasks below the floor skipped, never held,
+// both when a fire commits between the sweep's skip and its hold (each
+// statement of the sweep sees what committed before it) and when the
+// job switches from waiting to skipping while its tasks are held.
+// Before, such tasks were held and the skip, which reads no held task,
+// never skipped them: they ran once the floor lifted.
+func TestASkipJobsTasksBelowTheFloorAreSkippedNotHeld(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	floor := 8
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "billing", Rate: 1000, Burst: 1000,
+		ManualMinPriority: &floor})
+	require.NoError(t, err)
+	skip := e.job(func(j *axtype.Job) {
+		j.Priority, j.RateLimitClass, j.DegradeAction = 1, "billing", axtype.DegradeSkip
+	})
+	switched := e.job(func(j *axtype.Job) { j.Priority, j.RateLimitClass = 1, "billing" })
+	waited := e.trigger(switched.ID)
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
+	require.NoError(t, reaper.Sweep(ctx))
+	state := func(run uuid.UUID) (state string, held bool) {
+		t.Helper()
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT state, floor_held FROM ax.all_tasks WHERE execution_id = $1`,
+			run).Scan(&state, &held))
+		return state, held
+	}
+	_, held := state(waited.ID)
+	require.True(t, held, "a job that waits: its task is held")
+
+	// The sweep's skip, then a fire of the skipping job, then its hold.
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below; a failed assertion leaves it open
+	skipped, err := db.TaskSkipBelowFloor(ctx, tx, dispatch.FloorMoveTasks)
+	require.NoError(t, err)
+	require.Empty(t, skipped)
+	late := e.trigger(skip.ID)
+	n, err := db.TaskFloorHold(ctx, tx, dispatch.FloorMoveTasks, dispatch.FloorHoldSettle)
+	require.NoError(t, err)
+	require.Zero(t, n, "the skipping job's task is left to the skip")
+	require.NoError(t, tx.Commit(ctx))
+
+	_, err = e.pool.Exec(ctx, `UPDATE ax.job SET degrade_action = 'skip' WHERE id = $1`, switched.ID)
+	require.NoError(t, err)
+	require.NoError(t, reaper.Sweep(ctx))
+	for _, run := range []uuid.UUID{late.ID, waited.ID} {
+		s, held := state(run)
+		require.Equal(t, "cancelled", s, "a job that skips rather than waits: skipped (held: %v)", held)
+	}
+}
+
+// TestAgentlessTasksBelowTheFloorAreHeld: 10,000 agentless (HTTP) tasks
+// below their class's floor are held as agents' tasks are, so the
+// sweeps after read none of them; ax serve still leases one once the
+// floor lifts. Left unheld, every sweep's hold read all 10,000 again.
+func TestAgentlessTasksBelowTheFloorAreHeld(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	floor := 8
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "billing", Rate: 1000, Burst: 1000,
+		ManualMinPriority: &floor})
+	require.NoError(t, err)
+	web := e.job(func(j *axtype.Job) {
+		j.ShardCount, j.Priority, j.RateLimitClass = 10_000, 1, "billing"
+		j.ExecutorKind, j.Executor = axtype.ExecutorHTTP, axtype.ExecutorConfig{URL: "http://127.0.0.1:9/", Method: "POST"}
+	})
+	run := e.trigger(web.ID)
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
+	for range 10_000/dispatch.FloorMoveTasks + 1 {
+		require.NoError(t, reaper.Sweep(ctx))
+	}
+	var held int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM ax.task WHERE agentless AND floor_held`).Scan(&held))
+	require.Equal(t, 10_000, held)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read only what the sweep's statements read
+	before := taskRowsRead(t, tx)
+	_, err = db.TaskSkipBelowFloor(ctx, tx, dispatch.FloorMoveTasks)
+	require.NoError(t, err)
+	n, err := db.TaskFloorHold(ctx, tx, dispatch.FloorMoveTasks, dispatch.FloorHoldSettle)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the sweep's skip and hold read")
+	require.NoError(t, tx.Rollback(ctx))
+
+	// Restored, ax serve leases a task still held (the release has not
+	// reached it): the lease clears floor_held.
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET manual_min_priority = NULL WHERE name = 'billing'`)
+	require.NoError(t, err)
+	var id uuid.UUID
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM ax.task WHERE execution_id = $1 AND shard_index = 0`,
+		run.ID).Scan(&id))
+	leased, err := db.TaskLeaseAgentless(ctx, e.pool, id, 1, time.Minute)
+	require.NoError(t, err)
+	require.NotNil(t, leased)
+	var stillHeld bool
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT floor_held FROM ax.task WHERE id = $1`, id).Scan(&stillHeld))
+	require.False(t, stillHeld)
 }

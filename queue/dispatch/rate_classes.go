@@ -65,7 +65,7 @@ func FloorInForce(c *axtype.RateClass) *int {
 func (c *RateClasses) Degrade(ctx context.Context, class string, minPriority int) (*axtype.RateClass, error) {
 	rc, err := db.RateClassSetManualFloor(ctx, c.pool, class, &minPriority)
 	if err == nil {
-		c.releaseHeld(ctx) // a floor lowered
+		c.ReleaseHeld(ctx) // a floor lowered
 	}
 	return rc, err
 }
@@ -75,25 +75,37 @@ func (c *RateClasses) Degrade(ctx context.Context, class string, minPriority int
 func (c *RateClasses) Restore(ctx context.Context, class string) (*axtype.RateClass, error) {
 	rc, err := db.RateClassSetManualFloor(ctx, c.pool, class, nil)
 	if err == nil {
-		c.releaseHeld(ctx)
+		c.ReleaseHeld(ctx)
 	}
 	return rc, err
 }
 
-// releaseHeld releases at once the tasks an operator's new floor no longer
-// turns away, rather than at the reaper's next sweep; that sweep releases
-// what this leaves (more than FloorMoveTasks, or an error).
-func (c *RateClasses) releaseHeld(ctx context.Context) {
+// ReleaseHeld releases at once the tasks held below a floor that an
+// operator's change (a restore, a lower floor, new automatic settings, the
+// class deleted) no longer turns away, rather than at the reaper's next
+// sweep; that sweep releases what this leaves (more than FloorMoveTasks,
+// or a hold uncommitted as the change was made, or an error).
+func (c *RateClasses) ReleaseHeld(ctx context.Context) {
+	if err := c.release(ctx); err != nil {
+		c.logger.WarnContext(ctx, "tasks held below a floor left to the reaper", "error", err)
+	}
+}
+
+// release releases up to FloorMoveTasks held tasks their floor no longer
+// turns away, and wakes the long polls when it did.
+func (c *RateClasses) release(ctx context.Context) error {
+	var n int
 	err := db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
-		n, err := db.TaskFloorRelease(ctx, tx, FloorMoveTasks)
-		if err != nil || n == 0 {
+		var err error
+		if n, err = db.TaskFloorRelease(ctx, tx, FloorMoveTasks); err != nil || n == 0 {
 			return err
 		}
 		return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 	})
-	if err != nil {
-		c.logger.WarnContext(ctx, "tasks held below a floor left to the reaper", "error", err)
+	if err == nil && n > 0 {
+		c.logger.InfoContext(ctx, "tasks held below their class's priority floor released", "tasks", n)
 	}
+	return err
 }
 
 // admit takes up to max tokens of each rate class that has tasks waiting,
@@ -125,20 +137,25 @@ func (c *RateClasses) giveBack(ctx context.Context, grants map[string]int, tasks
 	}
 }
 
-// FloorMoveTasks bounds the tasks one sweep holds below their class's
-// floor, and those it releases, so a sweep stays short when a deep class
-// degrades or recovers; the rest are the next sweeps'.
-const FloorMoveTasks = 5000
+// FloorMoveTasks bounds the tasks one sweep skips, holds or releases below
+// their class's floor, so each of its statements stays short (5,000 took
+// about 100 ms: each is an update of every index of ax.task) when a deep
+// class degrades or recovers; the rest are the next sweeps'.
+const FloorMoveTasks = 2000
+
+// FloorHoldSettle is how long an automatic floor is in force before its
+// tasks are held: a class whose depth hovers at its threshold, degrading
+// and recovering sweep after sweep, would otherwise have its backlog
+// rewritten both ways each time.
+const FloorHoldSettle = 10 * time.Second
 
 // degradeByPressure switches rate classes' automatic priority floors by
-// their pressure, skips waiting tasks below a floor whose jobs say so and
-// holds the others out of the leases' way (releasing those a floor no
-// longer turns away), in the reaper's transaction. It returns how many
-// tasks it released: they are leasable now.
-func (c *RateClasses) degradeByPressure(ctx context.Context, tx pgx.Tx) (int, error) {
+// their pressure and skips waiting tasks below a floor whose jobs say so,
+// in the reaper's transaction.
+func (c *RateClasses) degradeByPressure(ctx context.Context, tx pgx.Tx) error {
 	changes, err := db.RateClassDegradeAuto(ctx, tx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for _, ch := range changes {
 		if ch.Degraded {
@@ -148,31 +165,35 @@ func (c *RateClasses) degradeByPressure(ctx context.Context, tx pgx.Tx) (int, er
 			c.logger.InfoContext(ctx, "rate class recovered: all priorities lease again", "class", ch.Name)
 		}
 	}
-	skipped, err := db.TaskSkipBelowFloor(ctx, tx)
-	if err != nil {
-		return 0, err
+	skipped, err := db.TaskSkipBelowFloor(ctx, tx, FloorMoveTasks)
+	if err != nil || len(skipped) == 0 {
+		return err
 	}
 	for _, id := range skipped {
 		c.logger.InfoContext(ctx, "tasks skipped below their class's priority floor", "execution_id", id)
 	}
-	if len(skipped) > 0 {
-		if err := db.ExecutionFinalize(ctx, tx, skipped); err != nil {
-			return 0, err
-		}
-	}
-	held, err := db.TaskFloorHold(ctx, tx, FloorMoveTasks)
+	return db.ExecutionFinalize(ctx, tx, skipped)
+}
+
+// moveHeld holds waiting tasks below their class's floor out of the
+// leases' way and releases those a floor no longer turns away, each in a
+// short transaction of its own, after the reaper's: in its transaction,
+// 5,000 rows held or released delayed the expiry of every tenant's
+// leases by about 100 ms, and kept those rows locked as long.
+func (c *RateClasses) moveHeld(ctx context.Context) error {
+	var held int
+	err := db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		held, err = db.TaskFloorHold(ctx, tx, FloorMoveTasks, FloorHoldSettle)
+		return err
+	})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	released, err := db.TaskFloorRelease(ctx, tx, FloorMoveTasks)
-	if err != nil {
-		return 0, err
+	if held > 0 {
+		c.logger.InfoContext(ctx, "tasks held below their class's priority floor", "tasks", held)
 	}
-	if held > 0 || released > 0 {
-		c.logger.InfoContext(ctx, "tasks held below their class's priority floor, or released", "held", held,
-			"released", released)
-	}
-	return released, nil
+	return c.release(ctx)
 }
 
 // classPresence remembers for a second whether any rate class exists, so

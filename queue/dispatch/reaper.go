@@ -173,12 +173,16 @@ func (r *Reaper) Start(ctx context.Context) error {
 func (r *Reaper) Stop() { r.bg.Stop() }
 
 // Sweep runs one pass, unless another replica is sweeping right now.
+// Tasks below their class's floor are held and released after its
+// transaction, each in one of their own (RateClasses.moveHeld).
 func (r *Reaper) Sweep(ctx context.Context) error {
-	return db.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
+	var swept bool
+	err := db.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
 		leader, err := db.TryXactLock(ctx, tx, reaperLockID)
 		if err != nil || !leader {
 			return err
 		}
+		swept = true
 		offline, err := db.AgentMarkOffline(ctx, tx, r.cfg.OfflineAfter, r.cfg.Clock.Now())
 		if err != nil {
 			return err
@@ -189,8 +193,7 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err := r.checkHealth(ctx, tx); err != nil {
 			return err
 		}
-		released, err := r.classes.degradeByPressure(ctx, tx)
-		if err != nil {
+		if err := r.classes.degradeByPressure(ctx, tx); err != nil {
 			return err
 		}
 		reaped, err := db.TaskReapExpired(ctx, tx, axtype.ReapPolicy{Max: r.cfg.BatchSize, SilentFor: r.lease,
@@ -217,11 +220,15 @@ func (r *Reaper) Sweep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if reaped.Retried > 0 || unparked > 0 || moved > 0 || released > 0 {
+		if reaped.Retried > 0 || unparked > 0 || moved > 0 {
 			return db.Notify(ctx, tx, notify.TaskReadyChannel, "")
 		}
 		return nil
 	})
+	if err != nil || !swept {
+		return err
+	}
+	return r.classes.moveHeld(ctx)
 }
 
 // Unpark bounds: jobs looked at and tasks unparked by one sweep, so a

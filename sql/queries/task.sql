@@ -1331,23 +1331,39 @@ FROM (SELECT t.*,
             WINDOW w AS (ORDER BY t.shard_index)) t) t
 ORDER BY t.shard_index;
 
--- TaskSkipBelowFloor cancels waiting tasks under their class's floor whose
--- job says to skip rather than wait, with the reason in the task's error
--- and events. Held tasks (TaskFloorHold) are not read: their jobs waited
--- when they were held (a job switched to skip since leaves them to
--- wait), and read every sweep they were the whole backlog again.
+-- TaskSkipBelowFloor cancels up to @max waiting tasks under their
+-- class's floor whose job says to skip rather than wait, with the reason
+-- in the task's error and events. Each class is read in its index's
+-- range below its floor (task_floor_unheld_idx, in index order: a plan on
+-- statistics taken while the backlog was not yet held read ax.task
+-- whole), and held tasks are not read: their jobs waited when the hold
+-- (below) looked, and a job switched to skip since lets go of its held
+-- tasks (ax.job_skips_below_floor, migration 00088). Read every sweep,
+-- the held backlog was read whole every sweep. Rows being changed are
+-- skipped for the next sweep.
 -- name: TaskSkipBelowFloor :many
-WITH floors AS (
-    SELECT name, coalesce(manual_min_priority,
-                          CASE WHEN degraded_since IS NOT NULL THEN auto_min_priority END) AS floor
-    FROM ax.rate_class
+WITH floors AS MATERIALIZED (
+    SELECT c.name, coalesce(c.manual_min_priority,
+                            CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END) AS floor
+    FROM ax.rate_class c
+), doomed AS (
+    SELECT u.id, f.name, f.floor
+    FROM floors f
+    CROSS JOIN LATERAL (
+        SELECT u.id FROM ax.task u
+        JOIN ax.job j ON j.id = u.job_id
+        WHERE u.rate_class = f.name AND u.priority < f.floor AND u.state = 'pending' AND NOT u.floor_held
+          AND j.degrade_action = 'skip'
+        ORDER BY u.priority
+        LIMIT @max::integer
+        FOR UPDATE OF u SKIP LOCKED) u
+    WHERE f.floor IS NOT NULL
 ), skipped AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), updated_at = now(),
-        error = 'skipped: rate class ' || f.name || ' is degraded to priority >= ' || f.floor, error_code = NULL
-    FROM floors f, ax.job j
-    WHERE f.floor IS NOT NULL AND t.state = 'pending' AND t.rate_class = f.name AND t.priority < f.floor
-      AND NOT t.floor_held AND j.id = t.job_id AND j.degrade_action = 'skip'
+        error = 'skipped: rate class ' || d.name || ' is degraded to priority >= ' || d.floor, error_code = NULL
+    FROM doomed d
+    WHERE t.id = d.id
     RETURNING t.id, t.execution_id, t.shard_index, t.attempt, t.error
 ), events AS (
     INSERT INTO ax.task_event (task_id, execution_id, shard_index, attempt, kind, state, message)
@@ -1360,17 +1376,22 @@ SELECT DISTINCT execution_id FROM skipped;
 -- pick and of the long polls' check. Before, every lease given the
 -- class's tokens, and every idle agent's check of its labels, read past
 -- them: a class degrades when its backlog is deep, so exactly then.
--- Agentless tasks are not held (ax serve leases them by id, checking the
--- floor itself). Each class is read in its index's range below its
--- floor (task_floor_unheld_idx), so neither tasks at or above it nor
--- those held already are read. Run by the reaper after
--- TaskSkipBelowFloor, so what it holds are tasks of jobs that wait. Row
--- locks are skipped: a task being leased or cancelled is held by a later
--- sweep, if still pending. Returns how many it held.
+-- Tasks of jobs that skip rather than wait are left to the skip (the
+-- job's row is read, as a fire may commit one between the two). An
+-- automatic floor holds once it has been in force @settle_seconds: a
+-- class whose depth hovers at its threshold, degrading and recovering
+-- sweep after sweep, would have its backlog rewritten both ways each
+-- time. Each class is read in its index's range below its floor
+-- (task_floor_unheld_idx, in index order), so neither tasks at or above
+-- it nor those held already are read. Agentless tasks are held too
+-- (TaskLeaseAgentless leases by id, checks the floor itself and clears
+-- floor_held). Row locks are skipped: a task being leased or cancelled is
+-- held by a later call, if still pending. Returns how many it held.
 -- name: TaskFloorHold :one
 WITH floors AS MATERIALIZED (
     SELECT c.name, coalesce(c.manual_min_priority,
-                            CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END) AS floor
+                            CASE WHEN c.degraded_since <= now() - make_interval(secs => @settle_seconds::double precision)
+                                 THEN c.auto_min_priority END) AS floor
     FROM ax.rate_class c
 ), held AS (
     UPDATE ax.task t SET floor_held = true
@@ -1378,8 +1399,10 @@ WITH floors AS MATERIALIZED (
           FROM floors f
           CROSS JOIN LATERAL (
               SELECT u.id FROM ax.task u
+              JOIN ax.job j ON j.id = u.job_id
               WHERE u.rate_class = f.name AND u.priority < f.floor
-                AND u.state = 'pending' AND NOT u.agentless AND NOT u.floor_held
+                AND u.state = 'pending' AND NOT u.floor_held AND j.degrade_action <> 'skip'
+              ORDER BY u.priority
               LIMIT @max::integer
               FOR UPDATE OF u SKIP LOCKED) u
           WHERE f.floor IS NOT NULL
@@ -1492,6 +1515,8 @@ WITH candidate AS (
     UPDATE ax.task t
     SET state = 'running', lease_token = gen_random_uuid(), agent_id = NULL,
         leased_at = now(), started_at = now(), cancel_requested_at = NULL,
+        -- Held below a floor that lifted since (TaskFloorHold): leased now.
+        floor_held = false,
         lease_expires_at = now() + make_interval(secs => t.timeout_seconds + sqlc.arg('grace_seconds')::double precision),
         updated_at = now()
     FROM candidate x
