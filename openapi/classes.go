@@ -40,8 +40,8 @@ type RateClass struct {
 // threshold, and off once both are back under.
 type AutoDegrade struct {
 	MinPriority int  `json:"min_priority" minimum:"-1000" maximum:"1000" doc:"Floor while degraded"`
-	Depth       *int `json:"depth,omitempty" minimum:"1" doc:"Degrade while more ready tasks than this wait"`
-	AgeSeconds  *int `json:"age_seconds,omitempty" minimum:"1" doc:"Degrade while the oldest ready task has waited longer than this"`
+	Depth       *int `json:"depth,omitempty" minimum:"1" maximum:"1000000000" doc:"Degrade while more ready tasks than this wait"`
+	AgeSeconds  *int `json:"age_seconds,omitempty" minimum:"1" maximum:"31536000" doc:"Degrade while the oldest ready task has waited longer than this (at most a year)"`
 }
 
 // DegradeRequest switches an operator's floor on.

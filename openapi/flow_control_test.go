@@ -202,6 +202,13 @@ func TestRateClassAPI(t *testing.T) {
 		"auto_degrade": map[string]any{"min_priority": 3}})
 	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
 	require.Subset(t, bad.errorLocations(), []string{"body.rate", "body.burst", "body.auto_degrade"})
+	// Past an int32 the depth was stored wrapped (3,000,000,000 as a
+	// negative number), and the largest integer overflowed the sweep's
+	// pressure check: bounded now, refused with the field named.
+	huge := env.call("POST", "/v1/classes", env.admin, map[string]any{"name": "x", "rate": 1, "burst": 1,
+		"auto_degrade": map[string]any{"min_priority": 3, "depth": 3_000_000_000, "age_seconds": 3_000_000_000}})
+	require.Equal(t, http.StatusUnprocessableEntity, huge.status)
+	require.Subset(t, huge.errorLocations(), []string{"body.auto_degrade.depth", "body.auto_degrade.age_seconds"})
 
 	noClass := env.call("POST", "/v1/jobs", env.admin, map[string]any{"name": "j", "trigger": map[string]any{"kind": "manual"},
 		"executor": map[string]any{"kind": "shell", "command": "true"}, "rate_limit_class": "nope"})

@@ -1458,7 +1458,7 @@ type AgentRegistrationExecutors string
 
 // AutoDegrade defines model for AutoDegrade.
 type AutoDegrade struct {
-	// AgeSeconds Degrade while the oldest ready task has waited longer than this
+	// AgeSeconds Degrade while the oldest ready task has waited longer than this (at most a year)
 	AgeSeconds *int64 `json:"age_seconds,omitempty"`
 
 	// Depth Degrade while more ready tasks than this wait

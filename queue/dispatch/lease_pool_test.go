@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -804,4 +805,104 @@ func TestAgentlessTasksBelowTheFloorAreHeld(t *testing.T) {
 	var stillHeld bool
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT floor_held FROM ax.task WHERE id = $1`, id).Scan(&stillHeld))
 	require.False(t, stillHeld)
+}
+
+// TestAutoDegradeAtTheLargestDepth: a class whose automatic threshold is
+// the largest integer. The pressure check counted to the threshold plus
+// one, in integers: it overflowed, and the error rolled back every sweep,
+// so no lease expired (a review of 59bd1af found it).
+func TestAutoDegradeAtTheLargestDepth(t *testing.T) {
+	e := setup(t, func(c *dispatch.AgentConfig) { c.Lease = 200 * time.Millisecond })
+	ctx := context.Background()
+	minPriority, depth := 5, math.MaxInt32
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "bulk", Rate: 1, Burst: 1,
+		AutoMinPriority: &minPriority, AutoDepth: &depth})
+	require.NoError(t, err)
+	run := e.trigger(e.job(nil).ID)
+	leased := e.lease(e.agent(nil, nil), 1)
+	require.Len(t, leased, 1)
+	require.Equal(t, run.ID, leased[0].ExecutionID)
+	time.Sleep(300 * time.Millisecond)
+	_, err = db.RateClassDegradeAuto(ctx, e.pool)
+	require.NoError(t, err, "the pressure check")
+	reaper := dispatch.NewReaper(e.pool, dispatch.AgentConfig{Lease: time.Minute}, dispatch.ReaperConfig{})
+	require.NoError(t, reaper.Sweep(ctx), "the sweep")
+	require.NotEqual(t, axtype.TaskState("leased"), e.task(leased[0].ID).State, "the expired lease reaped")
+}
+
+// TestAJobSwitchedToSkipDuringAHoldIsSkipped: a job switches from
+// waiting to skipping while a hold runs. Its update's trigger let go of
+// the job's held tasks before the hold, whose snapshot still said
+// "wait", held its task: never skipped, it ran once the floor lifted (a
+// review of 7e37162 found it). The hold now passes over a job whose row
+// is being changed.
+func TestAJobSwitchedToSkipDuringAHoldIsSkipped(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	floor := 8
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "billing", Rate: 1000, Burst: 1000,
+		ManualMinPriority: &floor})
+	require.NoError(t, err)
+	job := e.job(func(j *axtype.Job) { j.Priority, j.RateLimitClass = 1, "billing" })
+	run := e.trigger(job.ID)
+	sw, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer sw.Rollback(ctx) //nolint:errcheck // committed below; a failed assertion leaves it open
+	_, err = sw.Exec(ctx, `UPDATE ax.job SET degrade_action = 'skip' WHERE id = $1`, job.ID)
+	require.NoError(t, err)
+	n, err := db.TaskFloorHold(ctx, e.pool, dispatch.FloorMoveTasks, dispatch.FloorHoldSettle)
+	require.NoError(t, err)
+	require.Zero(t, n, "the job's row is being changed: passed over")
+	require.NoError(t, sw.Commit(ctx))
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
+	require.NoError(t, reaper.Sweep(ctx))
+	var state string
+	var held bool
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT state, floor_held FROM ax.all_tasks WHERE execution_id = $1`,
+		run.ID).Scan(&state, &held))
+	require.Equal(t, "cancelled", state, "a job that skips: skipped (held: %v)", held)
+}
+
+// TestTheSkipReadsABoundedPartWhileTheFloorSettles: an automatic floor
+// holds its class's tasks only once it has been in force 10 s, 2,000 a
+// sweep. Meanwhile each sweep's skip read the class's whole backlog
+// below the floor to find a skipping job's task (40,002 rows here, a
+// review of 7e37162 found it); it reads its first 2,000 now, and the
+// skipping job's task is skipped once the hold has moved those before it.
+func TestTheSkipReadsABoundedPartWhileTheFloorSettles(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	minPriority, depth := 5, 1000
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "bulk", Rate: 1, Burst: 1,
+		AutoMinPriority: &minPriority, AutoDepth: &depth})
+	require.NoError(t, err)
+	job := e.job(func(j *axtype.Job) { j.ShardCount, j.Priority, j.RateLimitClass = 10_000, 1, "bulk" })
+	e.trigger(job.ID)
+	e.trigger(job.ID)
+	skip := e.job(func(j *axtype.Job) { j.Priority, j.RateLimitClass, j.DegradeAction = 1, "bulk", axtype.DegradeSkip })
+	run := e.trigger(skip.ID)
+	_, err = e.pool.Exec(ctx, `ANALYZE ax.task`)
+	require.NoError(t, err)
+	reaper := dispatch.NewReaper(e.pool, e.cfg, dispatch.ReaperConfig{})
+	require.NoError(t, reaper.Sweep(ctx)) // degrades it
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // reads only
+	before := taskRowsRead(t, tx)
+	_, err = db.TaskSkipBelowFloor(ctx, tx, dispatch.FloorMoveTasks)
+	require.NoError(t, err)
+	require.LessOrEqual(t, taskRowsRead(t, tx)-before, int64(dispatch.FloorMoveTasks+100),
+		"task rows the sweep's skip read while the floor settles")
+	require.NoError(t, tx.Rollback(ctx))
+
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET degraded_since = now() - interval '1 minute' WHERE name = 'bulk'`)
+	require.NoError(t, err)
+	for range 20_000/dispatch.FloorMoveTasks + 2 {
+		require.NoError(t, reaper.Sweep(ctx))
+	}
+	var state string
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT state FROM ax.all_tasks WHERE execution_id = $1`,
+		run.ID).Scan(&state))
+	require.Equal(t, "cancelled", state, "the skipping job's task, once the backlog before it is held")
 }

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"sync"
@@ -182,18 +183,16 @@ func (c *RateClasses) degradeByPressure(ctx context.Context, tx pgx.Tx) error {
 // leases by about 100 ms, and kept those rows locked as long.
 func (c *RateClasses) moveHeld(ctx context.Context) error {
 	var held int
-	err := db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
+	holdErr := db.WithTx(ctx, c.pool, func(tx pgx.Tx) error {
 		var err error
 		held, err = db.TaskFloorHold(ctx, tx, FloorMoveTasks, FloorHoldSettle)
 		return err
 	})
-	if err != nil {
-		return err
-	}
 	if held > 0 {
 		c.logger.InfoContext(ctx, "tasks held below their class's priority floor", "tasks", held)
 	}
-	return c.release(ctx)
+	// A failed hold does not keep tasks whose floor lifted from leasing.
+	return errors.Join(holdErr, c.release(ctx))
 }
 
 // classPresence remembers for a second whether any rate class exists, so

@@ -30,7 +30,8 @@ WITH pressure AS (
         SELECT count(*) AS waiting
         FROM (SELECT 1 FROM ax.task t
               WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now()
-              LIMIT coalesce(c.auto_depth, 0) + 1) d
+              -- (bigint: an auto_depth of the largest integer overflowed.)
+              LIMIT greatest(coalesce(c.auto_depth, 0)::bigint + 1, 0)) d
     ) w ON c.auto_depth IS NOT NULL
     LEFT JOIN LATERAL (
         SELECT extract(epoch FROM now() - t.not_before) AS oldest_seconds

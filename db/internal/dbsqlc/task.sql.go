@@ -648,7 +648,12 @@ WITH floors AS MATERIALIZED (
                 AND u.state = 'pending' AND NOT u.floor_held AND j.degrade_action <> 'skip'
               ORDER BY u.priority
               LIMIT $2::integer
-              FOR UPDATE OF u SKIP LOCKED) u
+              -- The job's row shared: a job switching to skip (its
+              -- update holds the row) is passed over until it commits,
+              -- else its task was held after its trigger let go of the
+              -- job's held tasks, and never skipped.
+              FOR UPDATE OF u SKIP LOCKED
+              FOR SHARE OF j SKIP LOCKED) u
           WHERE f.floor IS NOT NULL
           LIMIT $2::integer) h
     WHERE t.id = h.id
@@ -2815,17 +2820,26 @@ WITH floors AS MATERIALIZED (
                             CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END) AS floor
     FROM ax.rate_class c
 ), doomed AS (
+    -- Each class's first @max tasks in the range, whatever their job
+    -- says, and of those the skipping jobs', locked: the range holds the
+    -- waiting jobs' tasks too until the hold has moved them (an automatic
+    -- floor's after 10 s, 2,000 a sweep), and read to the skipping jobs'
+    -- tasks it was the class's whole backlog every sweep meanwhile
+    -- (40,002 rows). A skipping job's task further on is skipped once the
+    -- hold has moved those before it.
     SELECT u.id, f.name, f.floor
     FROM floors f
     CROSS JOIN LATERAL (
-        SELECT u.id FROM ax.task u
-        JOIN ax.job j ON j.id = u.job_id
-        WHERE u.rate_class = f.name AND u.priority < f.floor AND u.state = 'pending' AND NOT u.floor_held
-          AND j.degrade_action = 'skip'
-        ORDER BY u.priority
-        LIMIT $1::integer
-        FOR UPDATE OF u SKIP LOCKED) u
-    WHERE f.floor IS NOT NULL
+        SELECT c.id
+        FROM (SELECT v.id, v.job_id FROM ax.task v
+              WHERE v.rate_class = f.name AND v.priority < f.floor AND v.state = 'pending' AND NOT v.floor_held
+              ORDER BY v.priority
+              LIMIT $1::integer) c
+        JOIN ax.job j ON j.id = c.job_id
+        WHERE j.degrade_action = 'skip') c
+    JOIN ax.task u ON u.id = c.id
+    WHERE f.floor IS NOT NULL AND u.state = 'pending' AND NOT u.floor_held
+    FOR UPDATE OF u SKIP LOCKED
 ), skipped AS (
     UPDATE ax.task t
     SET state = 'cancelled', finished_at = now(), updated_at = now(),

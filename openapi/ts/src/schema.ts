@@ -1370,7 +1370,7 @@ export interface components {
         AutoDegrade: {
             /**
              * Format: int64
-             * @description Degrade while the oldest ready task has waited longer than this
+             * @description Degrade while the oldest ready task has waited longer than this (at most a year)
              */
             age_seconds?: number;
             /**
