@@ -269,13 +269,10 @@ func TestAKeysBacklogStaysOutOfOtherLeases(t *testing.T) {
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
-	before := taskRowsRead(t, tx)
-	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
-		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute})
-	require.NoError(t, err)
+	got, reads := leaseReading(t, tx, other.ID, nil)
 	require.Len(t, got, 1)
 	require.Equal(t, run.ID, got[0].ExecutionID)
-	require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the lease read")
+	require.Less(t, reads, int64(100), "task rows the lease read")
 	checkReads(t, tx, other.ID, func(next time.Duration) {
 		require.Equal(t, time.Hour, next, "nothing until the key frees a place (keys_freed wakes it)")
 	})
@@ -304,6 +301,19 @@ func TestAKeysBacklogStaysOutOfOtherLeases(t *testing.T) {
 	require.Len(t, leased, 1)
 	require.Equal(t, keyed.ID, leased[0].JobID, "the key's next")
 
+}
+
+// leaseReading leases up to 10 tasks for agent (a shell agent without
+// labels) in tx, with grants of rate class tokens, and returns them with
+// the task rows the lease read.
+func leaseReading(t *testing.T, tx pgx.Tx, agent uuid.UUID, grants map[string]int) ([]*axtype.LeasedTask, int64) {
+	t.Helper()
+	before := taskRowsRead(t, tx)
+	got, err := dispatch.Lease(context.Background(), tx, &dispatch.LeaseParams{AgentID: agent,
+		AgentExecutors: []string{"shell"}, Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second,
+		StarveAfter: time.Minute, Grants: grants})
+	require.NoError(t, err)
+	return got, taskRowsRead(t, tx) - before
 }
 
 // checkReads runs the long poll's check for agent in tx, with Postgres's
@@ -545,17 +555,13 @@ func TestADegradedClassBacklogStaysOutOfOtherLeases(t *testing.T) {
 	tx, err = e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
-	before = taskRowsRead(t, tx)
-	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
-		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute,
-		Grants: map[string]int{"billing": 10}})
-	require.NoError(t, err)
+	got, reads := leaseReading(t, tx, other.ID, map[string]int{"billing": 10})
 	jobs := []uuid.UUID{}
 	for _, lt := range got {
 		jobs = append(jobs, lt.JobID)
 	}
 	require.ElementsMatch(t, []uuid.UUID{high.ID, mine.ID}, jobs)
-	require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the lease read")
+	require.Less(t, reads, int64(100), "task rows the lease read")
 	checkReads(t, tx, other.ID, func(next time.Duration) {
 		require.Equal(t, time.Hour, next, "nothing leasable: the backlog is below the floor")
 	})
@@ -676,13 +682,10 @@ func TestABusyAgentsPinnedTasksStayOutOfOtherLeases(t *testing.T) {
 	tx, err := e.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read; its changes go
-	before := taskRowsRead(t, tx)
-	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: other.ID, AgentExecutors: []string{"shell"},
-		Max: 10, Lease: 30 * time.Second, StealAfter: 2 * time.Second, StarveAfter: time.Minute})
-	require.NoError(t, err)
+	got, reads := leaseReading(t, tx, other.ID, nil)
 	require.Len(t, got, 1)
 	require.Equal(t, mine.ID, got[0].JobID)
-	require.Less(t, taskRowsRead(t, tx)-before, int64(100), "task rows the lease read")
+	require.Less(t, reads, int64(100), "task rows the lease read")
 	checkReads(t, tx, other.ID, func(next time.Duration) {
 		// The hot task is routed to the busy agent: stealable after 2 s.
 		require.InDelta(t, 2, next.Seconds(), 1, "nothing leasable but the busy agent's routed task, in 2 s")

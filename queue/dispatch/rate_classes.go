@@ -26,7 +26,8 @@ import (
 //     the automatic one while the class is degraded (FloorInForce);
 //   - automatic degradation by pressure, and skipping or holding the
 //     tasks a floor turns away, run by the reaper's sweep
-//     (degradeByPressure).
+//     (degradeByPressure, then moveHeld), and releasing them when an
+//     operator lifts or lowers a floor (ReleaseHeld).
 //
 // The bucket arithmetic, the floor check of each task and the fencing stay
 // in SQL (RateClassTake, TaskLease, TaskSkipBelowFloor,
