@@ -126,7 +126,8 @@ type Process struct {
 }
 
 // Start runs bin with args and env (added to this process's environment)
-// and stops it when the test ends.
+// and stops it when the test ends. An `ax serve` first waits for one of
+// the run's server slots (see serverSlots) and holds it until it exits.
 func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -134,11 +135,16 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	out := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var slot *os.File
+	if filepath.Base(bin) == "ax" && len(args) > 0 && args[0] == "serve" {
+		slot = holdServerSlot(t)
+	}
 	if err := cmd.Start(); err != nil {
+		releaseSlot(slot)
 		t.Fatalf("proctest: error starting %s: %v", bin, err)
 	}
 	p := &Process{t: t, cmd: cmd, output: out, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
+	go func() { p.err = cmd.Wait(); releaseSlot(slot); close(p.done) }()
 	t.Cleanup(func() {
 		p.Signal(syscall.SIGKILL)
 		<-p.done
@@ -234,5 +240,73 @@ func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
 			t.Fatalf("proctest: %s did not answer 200 within %s (last error: %v)", url, timeout, err)
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// serverSlots is how many `ax serve` processes all the test binaries of a
+// run keep at once (AX_TEST_SERVER_SLOTS to change it). Each holds about
+// 8 connections (the engine's 5, the requests' 2, the notifier's), and
+// the packages run at once (go test -p) started up to 11 of them: with
+// the test binaries' own pools that ran a CI's Postgres (max_connections
+// 100) out of connections, failing whichever test asked next. Seven hold
+// about 56 and leave some 40 for the rest (the openapi tests alone were
+// seen holding 34).
+const serverSlots = 7
+
+// slotWait is how long a server waits for a slot before it starts
+// without one: tests that start several servers take their slots one by
+// one, so a few of them could each hold some and wait for the rest.
+const slotWait = 2 * time.Minute
+
+// holdServerSlot takes one of the run's server slots, shared by every
+// test process of the user's. Nil: it waited slotWait and goes on
+// without one.
+func holdServerSlot(t testing.TB) *os.File {
+	t.Helper()
+	n := serverSlots
+	if v, err := strconv.Atoi(os.Getenv("AX_TEST_SERVER_SLOTS")); err == nil && v > 0 {
+		n = v
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ax-test-server-slots-%d", os.Getuid()))
+	f, err := holdSlot(dir, n, slotWait)
+	if err != nil {
+		t.Fatalf("proctest: %v", err)
+	}
+	if f == nil {
+		t.Logf("proctest: no server slot of %d free after %s; starting without one", n, slotWait)
+	}
+	return f
+}
+
+// holdSlot takes an flock on one of n files in dir, waiting up to wait
+// for one (nil, nil: none came free). A lock goes when its process dies,
+// so a killed test binary leaves none behind.
+func holdSlot(dir string, n int, wait time.Duration) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		for i := range n {
+			f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(i)), os.O_CREATE|os.O_RDWR, 0o600)
+			if err != nil {
+				return nil, err
+			}
+			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+				return f, nil
+			}
+			f.Close()
+		}
+		if time.Now().After(deadline) {
+			return nil, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// releaseSlot gives a slot back (closing the file drops its lock).
+func releaseSlot(f *os.File) {
+	if f != nil {
+		f.Close()
 	}
 }
