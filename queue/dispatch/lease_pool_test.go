@@ -707,6 +707,70 @@ func TestABusyAgentsPinnedTasksStayOutOfOtherLeases(t *testing.T) {
 	require.EqualValues(t, 4999+1+1, depth, "pinned tasks are counted, once")
 }
 
+// TestAWaitingPinnedBacklogStaysOutOfTheSharedCheck: 5,000 tasks pinned
+// to one agent wait to retry in ten minutes. The check that a replica
+// runs for all its waiting polls at once reads that agent's first 1,000
+// and answers ten minutes for it, or a little before, and the other
+// agent's answer is unchanged. Before, the check read all 5,000 for the
+// agent, in the statement it shares with every agent checking beside it.
+func TestAWaitingPinnedBacklogStaysOutOfTheSharedCheck(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	waiting := e.agent(nil, nil)
+	other := e.agent(nil, nil)
+	shares := e.job(func(j *axtype.Job) { j.ShardCount = 5000 })
+	e.trigger(shares.ID)
+	_, err := e.pool.Exec(ctx, `UPDATE ax.task SET pinned = true, preferred_agent_id = $2,
+		not_before = now() + interval '10 minutes' + make_interval(secs => shard_index / 100.0) WHERE job_id = $1`,
+		shares.ID, waiting.ID)
+	require.NoError(t, err)
+
+	check := func(want func(outlook map[uuid.UUID]*axtype.LeaseOutlook)) {
+		t.Helper()
+		tx, err := e.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck // reads only
+		for _, mode := range []string{"auto", "force_generic_plan"} {
+			_, err := tx.Exec(ctx, `SELECT set_config('plan_cache_mode', $1, true)`, mode)
+			require.NoError(t, err)
+			before := taskRowsRead(t, tx)
+			outlook, err := db.TaskNextLeasable(ctx, tx, []uuid.UUID{waiting.ID, other.ID}, 2*time.Second, nil)
+			require.NoError(t, err)
+			want(outlook)
+			require.Less(t, taskRowsRead(t, tx)-before, int64(1_100), "task rows the check read (%s)", mode)
+		}
+	}
+	check(func(outlook map[uuid.UUID]*axtype.LeaseOutlook) {
+		next := outlook[waiting.ID].Next
+		require.InDelta(t, (10 * time.Minute).Seconds(), next.Seconds(), 3, "its first pinned task's time")
+		require.LessOrEqual(t, next, 10*time.Minute, "never later")
+		require.Equal(t, time.Hour, outlook[other.ID].Next, "nothing for the other agent")
+	})
+
+	// Its first 1,000 not leasable by a rule the check applies after the
+	// read (a concurrency key at its limit): the 1,000th's time answers for
+	// the rest, early, never late.
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET concurrency_scope = 'test', concurrency_key = 'k', concurrency_limit = 1
+		WHERE job_id = $1 AND shard_index <= 1000`, shares.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET state = 'leased', lease_token = gen_random_uuid(),
+		lease_expires_at = now() + interval '1 hour', agent_id = $2 WHERE job_id = $1 AND shard_index = 1000`,
+		shares.ID, waiting.ID)
+	require.NoError(t, err)
+	check(func(outlook map[uuid.UUID]*axtype.LeaseOutlook) {
+		next := outlook[waiting.ID].Next
+		require.InDelta(t, (10*time.Minute + 10*time.Second).Seconds(), next.Seconds(), 3, "the first of the rest")
+		require.LessOrEqual(t, next, 10*time.Minute+10*time.Second+10*time.Millisecond, "never later")
+	})
+
+	mine := e.job(nil)
+	e.trigger(mine.ID)
+	check(func(outlook map[uuid.UUID]*axtype.LeaseOutlook) {
+		require.Zero(t, outlook[other.ID].Next, "its task is due")
+		require.Zero(t, outlook[waiting.ID].Next, "for either agent")
+	})
+}
+
 // TestASkipJobsTasksBelowTheFloorAreSkippedNotHeld: a job that skips
 // rather than waits has its tasks below the floor skipped, never held,
 // both when a fire commits between the sweep's skip and its hold (each

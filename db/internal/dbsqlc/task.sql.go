@@ -1941,6 +1941,20 @@ WITH agents AS MATERIALIZED (
     JOIN ax.task_pool p ON p.id = b.pool_id
     LEFT JOIN class_tokens c ON c.name = p.rate_class
     WHERE p.rate_class IS NULL OR c.name IS NOT NULL
+), pinned_rows AS MATERIALIZED (
+    -- Each checking agent's first 1,000 pinned tasks in not_before order
+    -- (task_pinned_pending_idx), agent by agent, as pool_rows reads a
+    -- pool: read whole, an agent's 5,000 pinned tasks waiting to retry
+    -- were read by every check, which a replica's waiting polls share.
+    SELECT a.id AS agent_id, u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority, u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
+    FROM agents a
+    CROSS JOIN LATERAL (SELECT u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority,
+                               u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
+                        FROM ax.task u
+                        WHERE u.pinned AND u.state = 'pending' AND u.preferred_agent_id = a.id
+                          AND NOT u.key_parked AND NOT u.no_agent AND NOT u.floor_held
+                        ORDER BY u.not_before
+                        LIMIT 1000) u
 ), pending AS MATERIALIZED (
     -- What the min below needs of the pending tasks, read once for all
     -- the agents checking (and only when some agent has nothing leasable
@@ -1954,12 +1968,12 @@ WITH agents AS MATERIALIZED (
            j.target_labels, j.executor_kind::text AS executor_kind,
            -- A dry class's next token; null, so ignored by greatest,
            -- without a class.
-           tk.token_at
+           tk.token_at, NULL::uuid AS bound_for
     FROM (SELECT t.job_id, t.preferred_agent_id, t.fallback_agent_id, t.pinned, t.rate_class,
                  CASE WHEN t.rate_class IS NOT NULL THEN t.priority END AS priority,
                  t.concurrency_scope, t.concurrency_key, t.concurrency_limit, min(t.not_before) AS not_before
           -- The agents' pools (pool_rows), and the tasks pinned to them,
-          -- read by agent (pool_rows leaves pinned tasks out: another
+          -- read by agent (pinned_rows; pool_rows leaves pinned tasks out: another
           -- agent's were read and dropped, migration 00087). A parked task is not leasable until a
           -- lease unparks it (behind its key) or the reaper does (no
           -- agent: TaskNoAgentUnpark).
@@ -1969,9 +1983,7 @@ WITH agents AS MATERIALIZED (
                 UNION ALL
                 SELECT u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority,
                        u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
-                FROM ax.task u
-                WHERE u.pinned AND u.state = 'pending' AND u.preferred_agent_id = ANY($4::uuid[])
-                  AND NOT u.key_parked AND NOT u.no_agent AND NOT u.floor_held) t
+                FROM pinned_rows u) t
           WHERE NOT t.agentless
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
@@ -1991,12 +2003,22 @@ WITH agents AS MATERIALIZED (
     UNION ALL
     -- A dry class's pool: its first task, as if for anyone now (the token
     -- comes after it is leasable for every agent).
-    SELECT NULL, NULL, false, h.not_before, h.target_labels, h.executor_kind, h.token_at
+    SELECT NULL, NULL, false, h.not_before, h.target_labels, h.executor_kind, h.token_at, NULL
     FROM class_heads h
     WHERE h.not_before IS NOT NULL
     UNION ALL
-    SELECT NULL, NULL, false, b.not_before, b.target_labels, b.executor_kind, b.token_at
+    SELECT NULL, NULL, false, b.not_before, b.target_labels, b.executor_kind, b.token_at, NULL
     FROM pool_bounds b
+    UNION ALL
+    -- An agent with more pinned tasks than pinned_rows read: no task left
+    -- unread is ready before the last one read, so that time answers for
+    -- them, for that agent alone (bound_for; its own tasks pass the label
+    -- and executor rules as its pinned tasks did when written). Early,
+    -- never late, as pool_bounds.
+    SELECT NULL, NULL, false, max(r.not_before), NULL, NULL, NULL, r.agent_id
+    FROM pinned_rows r
+    GROUP BY r.agent_id
+    HAVING count(*) >= 1000
 )
 SELECT a.id, a.state::text AS state, a.ready,
        -- A key freed places that no lease has unparked yet: a lease now
@@ -2052,10 +2074,12 @@ SELECT a.id, a.state::text AS state, a.ready,
                       END,
                       p.token_at))
            FROM pending p
-           WHERE (p.preferred_agent_id = a.id OR p.target_labels <@ a.labels)
-             AND p.executor_kind = ANY(a.executors)
-             AND (NOT a.label_bound OR p.target_labels <> '{}'::jsonb)
-             AND NOT (p.pinned AND p.preferred_agent_id <> a.id)
+           WHERE p.bound_for = a.id
+              OR p.bound_for IS NULL
+                 AND (p.preferred_agent_id = a.id OR p.target_labels <@ a.labels)
+                 AND p.executor_kind = ANY(a.executors)
+                 AND (NOT a.label_bound OR p.target_labels <> '{}'::jsonb)
+                 AND NOT (p.pinned AND p.preferred_agent_id <> a.id)
        ) - coalesce($1::timestamptz, clock_timestamp())) * 1000)::bigint, 3600000) END::bigint AS millis
 FROM agents a
 `
