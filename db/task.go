@@ -472,7 +472,8 @@ const PoolCatchUpWindow = 30 * time.Second
 
 // TaskPoolCatchUp moves to their job's pool the unfinished tasks of jobs
 // whose pool changed within PoolCatchUpWindow (fires that raced the
-// change), and returns how many it moved.
+// change), each at once and then at intervals doubling from its change,
+// and returns how many it moved.
 func TaskPoolCatchUp(ctx context.Context, e Executor) (int, error) {
 	n, err := queries.TaskPoolCatchUp(ctx, e, PoolCatchUpWindow.Seconds())
 	if err != nil {

@@ -1266,8 +1266,8 @@ CREATE FUNCTION ax.job_pool_moved() RETURNS trigger
     AS $$
 BEGIN
     PERFORM ax.job_pool_follow(NEW);
-    INSERT INTO ax.job_pool_change (job_id, changed_at) VALUES (NEW.id, now())
-    ON CONFLICT (job_id) DO UPDATE SET changed_at = excluded.changed_at;
+    INSERT INTO ax.job_pool_change (job_id, changed_at, next_at) VALUES (NEW.id, now(), now())
+    ON CONFLICT (job_id) DO UPDATE SET changed_at = excluded.changed_at, next_at = excluded.next_at;
     RETURN NULL;
 END $$;
 
@@ -2884,14 +2884,15 @@ CREATE TABLE ax.job_calendar (
 
 CREATE TABLE ax.job_pool_change (
     job_id uuid NOT NULL,
-    changed_at timestamp with time zone DEFAULT now() NOT NULL
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    next_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --
 -- Name: TABLE job_pool_change; Type: COMMENT; Schema: ax; Owner: -
 --
 
-COMMENT ON TABLE ax.job_pool_change IS 'jobs whose pool changed lately: the reaper moves their unfinished tasks for 30 s (fires that raced the change)';
+COMMENT ON TABLE ax.job_pool_change IS 'jobs whose pool changed lately: the reaper moves their unfinished tasks at next_at, then at doubling intervals, until 30 s have passed (fires that raced the change)';
 
 --
 -- Name: job_secret; Type: TABLE; Schema: ax; Owner: -

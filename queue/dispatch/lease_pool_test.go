@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -441,6 +442,84 @@ func TestAJobsPoolChangeLooksUpPoolsPerClass(t *testing.T) {
 	require.Zero(t, moved)
 	require.EqualValues(t, 1, lookups(tx)-before, "the old class's pool, once")
 	require.NoError(t, tx.Commit(ctx))
+}
+
+// TestAPoolCatchUpBacksOff: a job with 20,000 unfinished tasks moves to
+// new labels. The reaper's catch-up reads its tasks at once, and then
+// at intervals that double from the change (migration 00089): a sweep
+// a moment later reads none of them, one 10 s after the change reads
+// them and is next due 10 s later, and a fire that raced the change is
+// caught up at the next pass. The last pass, past the window, forgets
+// the change. Before, every sweep for 30 s read all 20,000 (33-39 ms
+// each, in the reaper's transaction that expires every tenant's leases).
+func TestAPoolCatchUpBacksOff(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	job := e.job(func(j *axtype.Job) { j.TargetLabels, j.ShardCount = map[string]string{"pool": "gpu"}, 10_000 })
+	e.trigger(job.ID)
+	e.trigger(job.ID)
+	_, err := e.pool.Exec(ctx, `UPDATE ax.job SET target_labels = '{"pool": "tpu"}' WHERE id = $1`, job.ID)
+	require.NoError(t, err)
+
+	// pass runs the catch-up as the reaper does, and returns what it moved
+	// and how many task rows it read, and when the change is due next
+	// (false: forgotten).
+	pass := func() (moved int, reads int64, next time.Duration, kept bool) {
+		t.Helper()
+		tx, err := e.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck // committed below
+		before := taskRowsRead(t, tx)
+		moved, err = db.TaskPoolCatchUp(ctx, tx)
+		require.NoError(t, err)
+		reads = taskRowsRead(t, tx) - before
+		var secs float64
+		err = tx.QueryRow(ctx, `SELECT extract(epoch FROM next_at - now()) FROM ax.job_pool_change WHERE job_id = $1`,
+			job.ID).Scan(&secs)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			require.NoError(t, err)
+			kept = true
+		}
+		require.NoError(t, tx.Commit(ctx))
+		return moved, reads, time.Duration(secs * float64(time.Second)), kept
+	}
+	// since makes the change as if it had been d ago, and due now.
+	since := func(d time.Duration) {
+		t.Helper()
+		_, err := e.pool.Exec(ctx, `UPDATE ax.job_pool_change SET changed_at = now() - $2::interval, next_at = now()
+			WHERE job_id = $1`, job.ID, d)
+		require.NoError(t, err)
+	}
+
+	moved, reads, next, kept := pass()
+	require.Zero(t, moved, "the change's own update moved them")
+	require.GreaterOrEqual(t, reads, int64(20_000), "the first pass reads the job's tasks")
+	require.True(t, kept)
+	require.InDelta(t, 1, next.Seconds(), 0.5, "next due a second on")
+
+	_, reads, _, kept = pass()
+	require.Less(t, reads, int64(100), "a sweep a moment later reads none of them")
+	require.True(t, kept)
+
+	// A fire that read the old pool and committed after the change.
+	late := e.trigger(job.ID)
+	var gpuPool int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT id FROM ax.task_pool
+		WHERE target_labels = '{"pool": "gpu"}' AND executor_kind = 'shell' AND rate_class IS NULL`).Scan(&gpuPool))
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET pool_id = $1 WHERE execution_id = $2`, gpuPool, late.ID)
+	require.NoError(t, err)
+	since(10 * time.Second)
+	moved, _, next, kept = pass()
+	require.Equal(t, 10_000, moved, "the late fire's tasks, at the next pass")
+	require.True(t, kept)
+	require.InDelta(t, 10, next.Seconds(), 0.5, "next due as long again as the change is old")
+	_, reads, _, _ = pass()
+	require.Less(t, reads, int64(100))
+
+	since(db.PoolCatchUpWindow + time.Second)
+	_, reads, _, kept = pass()
+	require.GreaterOrEqual(t, reads, int64(30_000), "a last pass past the window")
+	require.False(t, kept, "then the change is forgotten")
 }
 
 // TestADryClassPoolAnswersForEveryAgentOfItsLabels: a dry class's pool

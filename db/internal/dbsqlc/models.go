@@ -1758,10 +1758,11 @@ type AxJobCalendar struct {
 	CalendarName string
 }
 
-// jobs whose pool changed lately: the reaper moves their unfinished tasks for 30 s (fires that raced the change)
+// jobs whose pool changed lately: the reaper moves their unfinished tasks at next_at, then at doubling intervals, until 30 s have passed (fires that raced the change)
 type AxJobPoolChange struct {
 	JobID     uuid.UUID
 	ChangedAt time.Time
+	NextAt    time.Time
 }
 
 type AxJobSecret struct {

@@ -2455,7 +2455,7 @@ func (q *Queries) TaskPlanForExecutions(ctx context.Context, db DBTX, arg TaskPl
 
 const taskPoolCatchUp = `-- name: TaskPoolCatchUp :one
 WITH changed AS MATERIALIZED (
-    SELECT c.job_id, c.changed_at FROM ax.job_pool_change c ORDER BY c.changed_at LIMIT 100
+    SELECT c.job_id, c.changed_at FROM ax.job_pool_change c WHERE c.next_at <= now() ORDER BY c.next_at LIMIT 100
 ), moved AS MATERIALIZED (
     -- Pools looked up per rate class, not per task (ax.job_pool_follow,
     -- migration 00085).
@@ -2467,6 +2467,11 @@ WITH changed AS MATERIALIZED (
     USING changed d
     WHERE c.job_id = d.job_id AND c.changed_at = d.changed_at
       AND d.changed_at < now() - make_interval(secs => $1::double precision)
+), later AS (
+    UPDATE ax.job_pool_change c SET next_at = now() + greatest(interval '1 second', now() - c.changed_at)
+    FROM changed d
+    WHERE c.job_id = d.job_id AND c.changed_at = d.changed_at
+      AND d.changed_at >= now() - make_interval(secs => $1::double precision)
 )
 SELECT coalesce(sum(n), 0)::integer FROM moved
 `
@@ -2476,9 +2481,12 @@ SELECT coalesce(sum(n), 0)::integer FROM moved
 // job's pool now, and forgets older changes: a fire that read the job's
 // pool before the change and committed after it wrote its tasks in the
 // old pool, where no agent that may take them looks. At most 100 jobs a
-// call, oldest change first; each is read again every call within the
-// window (a fire's transaction is short). Pinned tasks stay where they
-// were written (their agent matched that pool). Returns the tasks moved.
+// call, those due first. A job is read at once and then at intervals that
+// double from its change (next_at, migration 00089), not every call:
+// each pass reads all its unfinished tasks, and most such fires commit
+// within a second of the change. Its last pass comes after the window.
+// Pinned tasks stay where they were written (their agent matched that
+// pool). Returns the tasks moved.
 func (q *Queries) TaskPoolCatchUp(ctx context.Context, db DBTX, windowSeconds float64) (int32, error) {
 	row := db.QueryRow(ctx, taskPoolCatchUp, windowSeconds)
 	var column_1 int32
