@@ -73,17 +73,22 @@ func RateClassDelete(ctx context.Context, e Executor, name string) error {
 	return nil
 }
 
+// RateClassWaitingCap is how far RateClassList counts a class's ready
+// tasks: past it, the class says "more than this" (WaitingCapped).
+const RateClassWaitingCap = 10_000
+
 // RateClassList returns every class (or the one named) with its bucket
-// level and backlog now.
+// level and backlog now, counted to RateClassWaitingCap.
 func RateClassList(ctx context.Context, e Executor, name string) ([]*axtype.RateClass, error) {
-	rows, err := queries.RateClassList(ctx, e, nilIfEmpty(name))
+	rows, err := queries.RateClassList(ctx, e, dbsqlc.RateClassListParams{Name: nilIfEmpty(name), WaitingCap: RateClassWaitingCap})
 	if err != nil {
 		return nil, fmt.Errorf("error listing rate classes: %w", mapErr(err))
 	}
 	out := make([]*axtype.RateClass, len(rows))
 	for i, r := range rows {
 		c := rateClassFromRow(r.AxRateClass)
-		c.TokensNow, c.Waiting = r.TokensNow, r.Waiting
+		c.TokensNow, c.Waiting = r.TokensNow, min(r.Waiting, RateClassWaitingCap)
+		c.WaitingCapped = r.Waiting > RateClassWaitingCap
 		c.OldestWait = time.Duration(r.OldestWaitSeconds * float64(time.Second))
 		out[i] = c
 	}

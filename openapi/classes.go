@@ -27,7 +27,8 @@ type RateClass struct {
 
 	// Read-only state.
 	Tokens           float64    `json:"tokens" readOnly:"true" doc:"Tokens in the bucket now"`
-	Waiting          int64      `json:"waiting" readOnly:"true" doc:"Ready tasks waiting for this class"`
+	Waiting          int64      `json:"waiting" readOnly:"true" doc:"Ready tasks waiting for this class, counted to 10,000"`
+	WaitingCapped    bool       `json:"waiting_capped" readOnly:"true" doc:"More ready tasks wait than waiting says (it stops counting at 10,000)"`
 	OldestWait       float64    `json:"oldest_wait_seconds" readOnly:"true" doc:"How long the oldest waiting task has waited"`
 	Degraded         bool       `json:"degraded" readOnly:"true" doc:"Whether the automatic floor is in force"`
 	DegradedSince    *time.Time `json:"degraded_since,omitempty" readOnly:"true"`
@@ -242,7 +243,7 @@ func classToDB(c *RateClass, name string) *axtype.RateClass {
 
 func classFromDB(c *axtype.RateClass) *RateClass {
 	out := &RateClass{Name: c.Name, Description: c.Description, Rate: c.Rate, Burst: c.Burst,
-		MinPriority: c.ManualMinPriority, Tokens: c.TokensNow, Waiting: c.Waiting,
+		MinPriority: c.ManualMinPriority, Tokens: c.TokensNow, Waiting: c.Waiting, WaitingCapped: c.WaitingCapped,
 		OldestWait: c.OldestWait.Seconds(), Degraded: c.DegradedSince != nil, DegradedSince: c.DegradedSince,
 		EffectiveMinimum: queue.FloorInForce(c), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, Groups: c.Groups}
 	if c.AutoMinPriority != nil {

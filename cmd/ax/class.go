@@ -224,8 +224,12 @@ func classTable(classes []client.RateClass) error {
 		if c.Groups != nil {
 			groups = strings.Join(*c.Groups, ",")
 		}
-		fmt.Fprintf(w, "%s\t%g\t%g\t%.1f\t%d\t%.1fs\t%s\t%t\t%s\n", c.Name, c.Rate, c.Burst, deref(c.Tokens),
-			deref(c.Waiting), deref(c.OldestWaitSeconds), floor, deref(c.Degraded), groups)
+		waiting := strconv.FormatInt(deref(c.Waiting), 10)
+		if deref(c.WaitingCapped) {
+			waiting = "more than " + waiting
+		}
+		fmt.Fprintf(w, "%s\t%g\t%g\t%.1f\t%s\t%.1fs\t%s\t%t\t%s\n", c.Name, c.Rate, c.Burst, deref(c.Tokens),
+			waiting, deref(c.OldestWaitSeconds), floor, deref(c.Degraded), groups)
 	}
 	return w.Flush()
 }

@@ -2862,8 +2862,11 @@ type RateClass struct {
 	Tokens    *float64   `json:"tokens,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 
-	// Waiting Ready tasks waiting for this class
+	// Waiting Ready tasks waiting for this class, counted to 10,000
 	Waiting *int64 `json:"waiting,omitempty"`
+
+	// WaitingCapped More ready tasks wait than waiting says (it stops counting at 10,000)
+	WaitingCapped *bool `json:"waiting_capped,omitempty"`
 }
 
 // ReleaseRequest defines model for ReleaseRequest.
@@ -3358,8 +3361,11 @@ type PatchClassApplicationMergePatchPlusJSONBody struct {
 	Tokens    *float64   `json:"tokens,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 
-	// Waiting Ready tasks waiting for this class
+	// Waiting Ready tasks waiting for this class, counted to 10,000
 	Waiting *int64 `json:"waiting,omitempty"`
+
+	// WaitingCapped More ready tasks wait than waiting says (it stops counting at 10,000)
+	WaitingCapped *bool `json:"waiting_capped,omitempty"`
 }
 
 // ListExecutionsParams defines parameters for ListExecutions.

@@ -24,9 +24,10 @@ type RateClass struct {
 	UpdatedAt time.Time
 
 	// Read by RateClassList.
-	TokensNow  float64       // the bucket's level now
-	Waiting    int64         // ready tasks waiting
-	OldestWait time.Duration // how long the oldest has waited
+	TokensNow     float64       // the bucket's level now
+	Waiting       int64         // ready tasks waiting, at most db.RateClassWaitingCap
+	WaitingCapped bool          // more than Waiting wait
+	OldestWait    time.Duration // how long the oldest has waited
 }
 
 // DegradeChange is a class whose automatic degradation turned on or off.

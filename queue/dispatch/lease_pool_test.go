@@ -672,6 +672,43 @@ func TestADegradedClassBacklogStaysOutOfOtherLeases(t *testing.T) {
 	require.Zero(t, heldCount())
 }
 
+// TestClassListingCountsToItsCap: listing the classes (ax class list, the
+// console, GET /v1/classes) counts a class's ready tasks to 10,000 and
+// says "more than" past it; a small class's count is exact, and the
+// oldest wait is the oldest's. Before, each call read every class's
+// backlog whole: 20,000 rows here, on each call of any key that may read
+// classes.
+func TestClassListingCountsToItsCap(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	for _, name := range []string{"bulk", "small"} {
+		_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: name, Rate: 1, Burst: 1})
+		require.NoError(t, err)
+	}
+	bulk := e.job(func(j *axtype.Job) { j.ShardCount, j.RateLimitClass = 10_000, "bulk" })
+	e.trigger(bulk.ID)
+	e.trigger(bulk.ID)
+	_, err := e.pool.Exec(ctx, `UPDATE ax.task SET not_before = now() - interval '1 hour'
+		WHERE job_id = $1 AND shard_index = 9999`, bulk.ID)
+	require.NoError(t, err)
+	e.trigger(e.job(func(j *axtype.Job) { j.ShardCount, j.RateLimitClass = 3, "small" }).ID)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // reads only
+	before := taskRowsRead(t, tx)
+	classes, err := db.RateClassList(ctx, tx, "")
+	require.NoError(t, err)
+	require.Less(t, taskRowsRead(t, tx)-before, int64(db.RateClassWaitingCap+100), "task rows the listing read")
+	require.Len(t, classes, 2)
+	require.Equal(t, "bulk", classes[0].Name)
+	require.EqualValues(t, db.RateClassWaitingCap, classes[0].Waiting)
+	require.True(t, classes[0].WaitingCapped, "more than 10,000 wait")
+	require.InDelta(t, time.Hour.Seconds(), classes[0].OldestWait.Seconds(), 5, "the oldest's wait")
+	require.EqualValues(t, 3, classes[1].Waiting)
+	require.False(t, classes[1].WaitingCapped)
+}
+
 // TestAutoDegradeCountsToItsThreshold: a class degrading past 1,000
 // waiting tasks has 20,000 waiting. The sweep's pressure check reads the
 // class's backlog to one past the threshold and degrades it; before, it

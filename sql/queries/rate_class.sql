@@ -36,18 +36,30 @@ SELECT groups FROM ax.rate_class WHERE name = @name;
 DELETE FROM ax.rate_class WHERE name = @name;
 
 -- RateClassList returns classes with their refilled token level, the
--- ready tasks waiting in each and how long the oldest has waited.
+-- ready tasks waiting in each, counted to one past @waiting_cap (the
+-- caller says "more than the cap" then), and how long the oldest has
+-- waited (the first ready task of the class's index). Counted whole,
+-- each call of any key that may read classes read every class's backlog
+-- (100,000 rows for a class with 100,000 waiting).
 -- name: RateClassList :many
 SELECT sqlc.embed(c),
        least(c.burst, c.tokens + c.rate * greatest(0, extract(epoch FROM now() - c.refilled_at)))::double precision AS tokens_now,
        coalesce(w.waiting, 0)::bigint AS waiting,
-       coalesce(w.oldest_seconds, 0)::double precision AS oldest_wait_seconds
+       coalesce(o.oldest_seconds, 0)::double precision AS oldest_wait_seconds
 FROM ax.rate_class c
 LEFT JOIN LATERAL (
-    SELECT count(*) AS waiting, extract(epoch FROM clock_timestamp() - min(t.not_before)) AS oldest_seconds
+    SELECT count(*) AS waiting
+    FROM (SELECT 1 FROM ax.task t
+          WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now()
+          LIMIT sqlc.arg('waiting_cap')::bigint + 1) d
+) w ON true
+LEFT JOIN LATERAL (
+    SELECT extract(epoch FROM clock_timestamp() - t.not_before) AS oldest_seconds
     FROM ax.task t
     WHERE t.state = 'pending' AND t.rate_class = c.name AND t.not_before <= now()
-) w ON true
+    ORDER BY t.not_before
+    LIMIT 1
+) o ON true
 WHERE sqlc.narg('name')::text IS NULL OR c.name = sqlc.narg('name')::text
 ORDER BY c.name;
 

@@ -2999,9 +2999,11 @@ export interface components {
             updated_at: $Read<string>;
             /**
              * Format: int64
-             * @description Ready tasks waiting for this class
+             * @description Ready tasks waiting for this class, counted to 10,000
              */
             waiting: $Read<number>;
+            /** @description More ready tasks wait than waiting says (it stops counting at 10,000) */
+            waiting_capped: $Read<boolean>;
         };
         ReleaseRequest: {
             tasks: components["schemas"]["TaskRef"][] | null;
@@ -6227,7 +6229,8 @@ export interface operations {
                      *           "rate": 10,
                      *           "tokens": 1.5,
                      *           "updated_at": "2026-12-04T08:00:00Z",
-                     *           "waiting": 1
+                     *           "waiting": 1,
+                     *           "waiting_capped": false
                      *         }
                      *       ]
                      *     }
@@ -6337,7 +6340,8 @@ export interface operations {
                      *       "rate": 10,
                      *       "tokens": 1.5,
                      *       "updated_at": "2026-12-04T08:00:00Z",
-                     *       "waiting": 1
+                     *       "waiting": 1,
+                     *       "waiting_capped": false
                      *     }
                      */
                     "application/json": components["schemas"]["RateClass"];
@@ -6476,7 +6480,8 @@ export interface operations {
                      *       "rate": 10,
                      *       "tokens": 1.5,
                      *       "updated_at": "2026-12-04T08:00:00Z",
-                     *       "waiting": 1
+                     *       "waiting": 1,
+                     *       "waiting_capped": false
                      *     }
                      */
                     "application/json": components["schemas"]["RateClass"];
@@ -6626,7 +6631,8 @@ export interface operations {
                      *       "rate": 10,
                      *       "tokens": 1.5,
                      *       "updated_at": "2026-12-04T08:00:00Z",
-                     *       "waiting": 1
+                     *       "waiting": 1,
+                     *       "waiting_capped": false
                      *     }
                      */
                     "application/json": components["schemas"]["RateClass"];
@@ -6958,9 +6964,11 @@ export interface operations {
                     updated_at?: $Read<string>;
                     /**
                      * Format: int64
-                     * @description Ready tasks waiting for this class
+                     * @description Ready tasks waiting for this class, counted to 10,000
                      */
                     waiting?: $Read<number>;
+                    /** @description More ready tasks wait than waiting says (it stops counting at 10,000) */
+                    waiting_capped?: $Read<boolean>;
                 };
                 /**
                  * @example {
@@ -7022,9 +7030,11 @@ export interface operations {
                     updated_at?: $Read<string>;
                     /**
                      * Format: int64
-                     * @description Ready tasks waiting for this class
+                     * @description Ready tasks waiting for this class, counted to 10,000
                      */
                     waiting?: $Read<number>;
+                    /** @description More ready tasks wait than waiting says (it stops counting at 10,000) */
+                    waiting_capped?: $Read<boolean>;
                 };
             };
         };
@@ -7045,7 +7055,8 @@ export interface operations {
                      *       "rate": 10,
                      *       "tokens": 1.5,
                      *       "updated_at": "2026-12-04T08:00:00Z",
-                     *       "waiting": 1
+                     *       "waiting": 1,
+                     *       "waiting_capped": false
                      *     }
                      */
                     "application/json": components["schemas"]["RateClass"];
@@ -7193,7 +7204,8 @@ export interface operations {
                      *       "rate": 10,
                      *       "tokens": 1.5,
                      *       "updated_at": "2026-12-04T08:00:00Z",
-                     *       "waiting": 1
+                     *       "waiting": 1,
+                     *       "waiting_capped": false
                      *     }
                      */
                     "application/json": components["schemas"]["RateClass"];
@@ -7332,7 +7344,8 @@ export interface operations {
                      *       "rate": 10,
                      *       "tokens": 1.5,
                      *       "updated_at": "2026-12-04T08:00:00Z",
-                     *       "waiting": 1
+                     *       "waiting": 1,
+                     *       "waiting_capped": false
                      *     }
                      */
                     "application/json": components["schemas"]["RateClass"];
