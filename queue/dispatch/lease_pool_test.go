@@ -887,6 +887,58 @@ func TestAWaitingPinnedBacklogStaysOutOfTheSharedCheck(t *testing.T) {
 	})
 }
 
+// TestAPinnedBacklogReadyButNotLeasableIsNotNow: 1,000 tasks pinned to
+// an agent are ready, but none is leasable: their class is out of
+// tokens, then their job's executor is one the agent no longer accepts.
+// The check answers the class's next token, then an hour, as it does for
+// 999. When it answered the 1,000th task's time for the rest (past), the
+// agent's poll leased nothing and checked again about once a second
+// (a review's test: 13 checks in a 6 s poll).
+func TestAPinnedBacklogReadyButNotLeasableIsNotNow(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	_, err := db.RateClassInsert(ctx, e.pool, &axtype.RateClass{Name: "slow", Rate: 0.01, Burst: 1})
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET tokens = 0, refilled_at = now() WHERE name = 'slow'`)
+	require.NoError(t, err)
+	agent := e.agent(nil, nil)
+	other := e.agent(nil, nil)
+	shares := e.job(func(j *axtype.Job) { j.ShardCount, j.RateLimitClass = 1000, "slow" })
+	e.trigger(shares.ID)
+	// Shard 999 is another agent's at first: 999, then 1,000, are this one's.
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET pinned = true, not_before = now() - interval '1 minute',
+		preferred_agent_id = CASE WHEN shard_index = 999 THEN $3 ELSE $2 END::uuid WHERE job_id = $1`,
+		shares.ID, agent.ID, other.ID)
+	require.NoError(t, err)
+	next := func() time.Duration {
+		t.Helper()
+		outlook, err := db.TaskNextLeasable(ctx, e.pool, []uuid.UUID{agent.ID}, 2*time.Second, nil)
+		require.NoError(t, err)
+		return outlook[agent.ID].Next
+	}
+	toShard999 := func() {
+		t.Helper()
+		_, err := e.pool.Exec(ctx, `UPDATE ax.task SET preferred_agent_id = $2 WHERE job_id = $1 AND shard_index = 999`,
+			shares.ID, agent.ID)
+		require.NoError(t, err)
+	}
+	require.InDelta(t, 100, next().Seconds(), 2, "999 pinned: the class's next token")
+	toShard999()
+	require.InDelta(t, 100, next().Seconds(), 2, "1,000 pinned: the same")
+
+	_, err = e.pool.Exec(ctx, `UPDATE ax.rate_class SET tokens = 1 WHERE name = 'slow'`)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.task SET preferred_agent_id = $2 WHERE job_id = $1 AND shard_index = 999`,
+		shares.ID, other.ID)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `UPDATE ax.job SET executor_kind = 'http',
+		executor = '{"kind": "http", "url": "http://127.0.0.1:9/x", "method": "POST"}' WHERE id = $1`, shares.ID)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, next(), "999 pinned of an executor it does not take: nothing")
+	toShard999()
+	require.Equal(t, time.Hour, next(), "1,000: the same")
+}
+
 // TestASkipJobsTasksBelowTheFloorAreSkippedNotHeld: a job that skips
 // rather than waits has its tasks below the floor skipped, never held,
 // both when a fire commits between the sweep's skip and its hold (each

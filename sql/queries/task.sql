@@ -997,6 +997,27 @@ WITH agents AS MATERIALIZED (
                           AND NOT u.key_parked AND NOT u.no_agent AND NOT u.floor_held
                         ORDER BY u.not_before
                         LIMIT 1000) u
+), pinned_bounds AS MATERIALIZED (
+    -- The agents with more pinned tasks than pinned_rows read, and the
+    -- last one read's time: no unread task is ready before it.
+    SELECT r.agent_id, max(r.not_before) AS not_before
+    FROM pinned_rows r
+    GROUP BY r.agent_id
+    HAVING count(*) >= 1000
+), pinned_rest AS MATERIALIZED (
+    -- An agent whose first 1,000 are all ready yet none was leasable (its
+    -- class out of tokens, its job's executor changed): that time, past,
+    -- would answer "now" to every check, and its poll would lease nothing
+    -- and check again, on and on. Its rest is read, as before pinned_rows.
+    SELECT b.agent_id, u.*
+    FROM pinned_bounds b
+    CROSS JOIN LATERAL (SELECT u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority,
+                               u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
+                        FROM ax.task u
+                        WHERE u.pinned AND u.state = 'pending' AND u.preferred_agent_id = b.agent_id
+                          AND NOT u.key_parked AND NOT u.no_agent AND NOT u.floor_held
+                          AND u.not_before >= b.not_before) u
+    WHERE b.not_before <= coalesce(sqlc.narg('now')::timestamptz, statement_timestamp())
 ), pending AS MATERIALIZED (
     -- What the min below needs of the pending tasks, read once for all
     -- the agents checking (and only when some agent has nothing leasable
@@ -1025,7 +1046,11 @@ WITH agents AS MATERIALIZED (
                 UNION ALL
                 SELECT u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority,
                        u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
-                FROM pinned_rows u) t
+                FROM pinned_rows u
+                UNION ALL
+                SELECT u.job_id, u.preferred_agent_id, u.fallback_agent_id, u.pinned, u.rate_class, u.priority,
+                       u.concurrency_scope, u.concurrency_key, u.concurrency_limit, u.not_before, u.agentless
+                FROM pinned_rest u) t
           WHERE NOT t.agentless
           GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9) g
     JOIN ax.job j ON j.id = g.job_id
@@ -1052,15 +1077,14 @@ WITH agents AS MATERIALIZED (
     SELECT NULL, NULL, false, b.not_before, b.target_labels, b.executor_kind, b.token_at, NULL
     FROM pool_bounds b
     UNION ALL
-    -- An agent with more pinned tasks than pinned_rows read: no task left
-    -- unread is ready before the last one read, so that time answers for
-    -- them, for that agent alone (bound_for; its own tasks pass the label
-    -- and executor rules as its pinned tasks did when written). Early,
-    -- never late, as pool_bounds.
-    SELECT NULL, NULL, false, max(r.not_before), NULL, NULL, NULL, r.agent_id
-    FROM pinned_rows r
-    GROUP BY r.agent_id
-    HAVING count(*) >= 1000
+    -- An agent with more pinned tasks than pinned_rows read, the last one
+    -- read ahead: no task left unread is ready before it, so that time
+    -- answers for them, for that agent alone (bound_for; the rules are
+    -- not applied to tasks not read). Early, never late, as pool_bounds,
+    -- and ahead: the poll wakes then, once, and checks again.
+    SELECT NULL, NULL, false, b.not_before, NULL, NULL, NULL, b.agent_id
+    FROM pinned_bounds b
+    WHERE b.not_before > coalesce(sqlc.narg('now')::timestamptz, statement_timestamp())
 )
 SELECT a.id, a.state::text AS state, a.ready,
        -- A key freed places that no lease has unparked yet: a lease now
