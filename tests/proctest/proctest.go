@@ -127,7 +127,8 @@ type Process struct {
 
 // Start runs bin with args and env (added to this process's environment)
 // and stops it when the test ends. An `ax serve` first waits for one of
-// the run's server slots (see serverSlots) and holds it until it exits.
+// the run's server slots (see serverSlots) and holds it until it exits,
+// unless its test reserved its slots (ReserveServers).
 func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -136,7 +137,7 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var slot *os.File
-	if filepath.Base(bin) == "ax" && len(args) > 0 && args[0] == "serve" {
+	if _, reserved := reservations.Load(t); !reserved && filepath.Base(bin) == "ax" && len(args) > 0 && args[0] == "serve" {
 		slot = holdServerSlot(t)
 	}
 	if err := cmd.Start(); err != nil {
@@ -258,44 +259,96 @@ const serverSlots = 7
 // one, so a few of them could each hold some and wait for the rest.
 const slotWait = 2 * time.Minute
 
-// holdServerSlot takes one of the run's server slots, shared by every
-// test process of the user's. Nil: it waited slotWait and goes on
-// without one.
-func holdServerSlot(t testing.TB) *os.File {
+// reservations are the tests holding server slots of their own
+// (ReserveServers): their servers start without waiting.
+var reservations sync.Map // testing.TB → struct{}
+
+// ReserveServers takes n of the run's server slots for t, all at once,
+// and holds them until t ends; t's servers then start without waiting. A
+// test that runs several servers calls it before its first: taking them
+// one by one, a later server could wait for a slot in the middle of a
+// step with a deadline (a webhook delivery held open while replicas
+// start, a replica's restart), and tests holding some could each wait
+// for the rest. After slotWait it goes on without them.
+func ReserveServers(t testing.TB, n int) {
 	t.Helper()
-	n := serverSlots
-	if v, err := strconv.Atoi(os.Getenv("AX_TEST_SERVER_SLOTS")); err == nil && v > 0 {
-		n = v
-	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ax-test-server-slots-%d", os.Getuid()))
-	f, err := holdSlot(dir, n, slotWait)
+	total := slotCount()
+	files, err := holdSlots(slotDir(), total, min(n, total), slotWait)
 	if err != nil {
 		t.Fatalf("proctest: %v", err)
 	}
-	if f == nil {
-		t.Logf("proctest: no server slot of %d free after %s; starting without one", n, slotWait)
+	if files == nil {
+		t.Logf("proctest: %d server slots of %d not free together after %s; going on without them", n, total, slotWait)
 	}
-	return f
+	reservations.Store(t, struct{}{})
+	t.Cleanup(func() { // after the servers' (cleanups run last first)
+		reservations.Delete(t)
+		for _, f := range files {
+			releaseSlot(f)
+		}
+	})
 }
 
-// holdSlot takes an flock on one of n files in dir, waiting up to wait
-// for one (nil, nil: none came free). A lock goes when its process dies,
-// so a killed test binary leaves none behind.
-func holdSlot(dir string, n int, wait time.Duration) (*os.File, error) {
+// slotCount is how many server slots the run has: serverSlots, or
+// AX_TEST_SERVER_SLOTS.
+func slotCount() int {
+	if v, err := strconv.Atoi(os.Getenv("AX_TEST_SERVER_SLOTS")); err == nil && v > 0 {
+		return v
+	}
+	return serverSlots
+}
+
+// slotDir holds the slots' files, shared by every test process of the
+// user's.
+func slotDir() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("ax-test-server-slots-%d", os.Getuid()))
+}
+
+// holdServerSlot takes one of the run's server slots. Nil: it waited
+// slotWait and goes on without one.
+func holdServerSlot(t testing.TB) *os.File {
+	t.Helper()
+	files, err := holdSlots(slotDir(), slotCount(), 1, slotWait)
+	if err != nil {
+		t.Fatalf("proctest: %v", err)
+	}
+	if files == nil {
+		t.Logf("proctest: no server slot of %d free after %s; starting without one", slotCount(), slotWait)
+		return nil
+	}
+	return files[0]
+}
+
+// holdSlots takes flocks on n of the total files in dir, all or none,
+// waiting up to wait for them (nil, nil: they did not come free
+// together). A lock goes when its process dies, so a killed test binary
+// leaves none behind.
+func holdSlots(dir string, total, n int, wait time.Duration) ([]*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		for i := range n {
+		var held []*os.File
+		for i := 0; i < total && len(held) < n; i++ {
 			f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(i)), os.O_CREATE|os.O_RDWR, 0o600)
 			if err != nil {
+				for _, h := range held {
+					releaseSlot(h)
+				}
 				return nil, err
 			}
 			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-				return f, nil
+				held = append(held, f)
+			} else {
+				f.Close()
 			}
-			f.Close()
+		}
+		if len(held) == n {
+			return held, nil
+		}
+		for _, h := range held {
+			releaseSlot(h)
 		}
 		if time.Now().After(deadline) {
 			return nil, nil

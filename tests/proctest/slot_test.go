@@ -2,7 +2,9 @@ package proctest
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -10,34 +12,66 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// one takes one of total slots in dir, waiting up to wait (nil: none).
+func one(t *testing.T, dir string, total int, wait time.Duration) *os.File {
+	t.Helper()
+	files, err := holdSlots(dir, total, 1, wait)
+	require.NoError(t, err)
+	if files == nil {
+		return nil
+	}
+	return files[0]
+}
+
 func TestSlotsAreHeldUntilReleased(t *testing.T) {
 	dir := t.TempDir()
-	a, err := holdSlot(dir, 2, time.Second)
-	require.NoError(t, err)
+	a := one(t, dir, 2, time.Second)
 	require.NotNil(t, a)
-	b, err := holdSlot(dir, 2, time.Second)
-	require.NoError(t, err)
+	b := one(t, dir, 2, time.Second)
 	require.NotNil(t, b)
 
 	start := time.Now()
-	c, err := holdSlot(dir, 2, 300*time.Millisecond)
-	require.NoError(t, err)
-	require.Nil(t, c, "both slots are held")
+	require.Nil(t, one(t, dir, 2, 300*time.Millisecond), "both slots are held")
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "it waited first")
 
 	got := make(chan error, 1)
 	go func() {
-		f, err := holdSlot(dir, 2, 10*time.Second)
-		if err == nil && f == nil {
+		files, err := holdSlots(dir, 2, 1, 10*time.Second)
+		if err == nil && files == nil {
 			err = errors.New("no slot came free")
 		}
-		releaseSlot(f)
+		for _, f := range files {
+			releaseSlot(f)
+		}
 		got <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
 	releaseSlot(a)
 	require.NoError(t, <-got, "a released slot is taken by the waiter")
 	releaseSlot(b)
+}
+
+// A test's reservation takes its slots all at once or none: with one of
+// two held elsewhere, a reservation of two waits and then holds none, so
+// the free one is still free; once both are free it takes both.
+func TestSlotsAreReservedAllOrNone(t *testing.T) {
+	dir := t.TempDir()
+	a := one(t, dir, 2, time.Second)
+	require.NotNil(t, a)
+	files, err := holdSlots(dir, 2, 2, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Nil(t, files, "one of two is held elsewhere")
+	b := one(t, dir, 2, 0)
+	require.NotNil(t, b, "the reservation left the free one free")
+	releaseSlot(a)
+	releaseSlot(b)
+	files, err = holdSlots(dir, 2, 2, time.Second)
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	require.Nil(t, one(t, dir, 2, 0))
+	for _, f := range files {
+		releaseSlot(f)
+	}
 }
 
 // Another process's lock counts too (the test binaries of a run share the
@@ -52,18 +86,24 @@ func TestASlotHeldByAnotherProcessGoesWithIt(t *testing.T) {
 	holder := exec.Command(flock, "--exclusive", "--close", dir+"/0", "sleep", "60")
 	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, holder.Start())
-	kill := func() { _ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL); _ = holder.Wait() }
-	t.Cleanup(kill) // flock and its sleep, by process group
-	require.Eventually(t, func() bool {
-		f, err := holdSlot(dir, 1, 0)
-		require.NoError(t, err)
+	var once sync.Once
+	kill := func() { // flock and its sleep, by process group, once
+		once.Do(func() { _ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL); _ = holder.Wait() })
+	}
+	t.Cleanup(kill)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f := one(t, dir, 1, 0)
+		if f == nil {
+			break // the other process holds slot 0
+		}
 		releaseSlot(f)
-		return f == nil
-	}, 5*time.Second, 20*time.Millisecond, "the other process holds slot 0")
+		require.True(t, time.Now().Before(deadline), "flock took the slot")
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	kill()
-	f, err := holdSlot(dir, 1, 5*time.Second)
-	require.NoError(t, err)
+	f := one(t, dir, 1, 5*time.Second)
 	require.NotNil(t, f, "its slot went with it")
 	releaseSlot(f)
 }

@@ -32,6 +32,7 @@ func TestAfterDAGAcrossReplicas(t *testing.T) {
 	}
 	t.Parallel()
 	const loopback = "AX_OUTBOUND_ALLOW_LOOPBACK=true"
+	proctest.ReserveServers(t, 3)
 	first := e2ekit.StartServerOn(t, dbtest.NewURL(t), loopback)
 	pool, err := pgxpool.New(context.Background(), first.DBURL)
 	require.NoError(t, err)

@@ -31,6 +31,8 @@ func TestCallbackOfKilledReplicaDeliveredByAnother(t *testing.T) {
 	}
 	t.Parallel()
 	const loopback = "AX_OUTBOUND_ALLOW_LOOPBACK=true"
+	// Before the first: two more start while a delivery is held open.
+	proctest.ReserveServers(t, 3)
 	first := e2ekit.StartServerOn(t, dbtest.NewURL(t), loopback)
 	pool, err := pgxpool.New(context.Background(), first.DBURL)
 	require.NoError(t, err)

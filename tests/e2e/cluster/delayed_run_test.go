@@ -11,6 +11,7 @@ import (
 
 	"github.com/ax-scheduler/ax/tests/dbtest"
 	"github.com/ax-scheduler/ax/tests/e2e/e2ekit"
+	"github.com/ax-scheduler/ax/tests/proctest"
 )
 
 // A run for later outlives the server that took it: stored by one `ax
@@ -21,6 +22,7 @@ import (
 func TestDelayedRunSurvivesARestart(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewURL(t)
+	proctest.ReserveServers(t, 2)
 	first := e2ekit.StartServerOn(t, dbURL)
 	job := first.CreateJob(t, map[string]any{"name": "close-order", "trigger": map[string]any{"kind": "manual"},
 		"executor": e2ekit.Shell("echo closing")})

@@ -42,6 +42,8 @@ func TestReplicasFireEveryTickOnce(t *testing.T) {
 	// behind at once, and every job's tick of that second fired marked
 	// misfired. The lag is logged.
 	const misfireThreshold = "AX_MISFIRE_THRESHOLD=1m"
+	// Before the first: a killed replica restarts within the window.
+	proctest.ReserveServers(t, 3)
 	first := e2ekit.StartServerOn(t, dbtest.NewURL(t), misfireThreshold)
 	replica := func() (*proctest.Process, string) {
 		addr := proctest.FreeAddr(t)
