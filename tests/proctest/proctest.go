@@ -136,16 +136,20 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	out := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var slot *os.File
 	if _, reserved := reservations.Load(t); !reserved && filepath.Base(bin) == "ax" && len(args) > 0 && args[0] == "serve" {
-		slot = holdServerSlot(t)
+		if slot := holdServerSlot(t); slot != nil {
+			// The server holds the lock (an inherited descriptor it never
+			// uses), this process closes its own: the slot goes when the
+			// server exits, also when it outlives a killed test binary.
+			cmd.ExtraFiles = []*os.File{slot}
+			defer releaseSlot(slot)
+		}
 	}
 	if err := cmd.Start(); err != nil {
-		releaseSlot(slot)
 		t.Fatalf("proctest: error starting %s: %v", bin, err)
 	}
 	p := &Process{t: t, cmd: cmd, output: out, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); releaseSlot(slot); close(p.done) }()
+	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Signal(syscall.SIGKILL)
 		<-p.done
@@ -301,6 +305,9 @@ func slotCount() int {
 // slotDir holds the slots' files, shared by every test process of the
 // user's.
 func slotDir() string {
+	if dir := os.Getenv("AX_TEST_SERVER_SLOT_DIR"); dir != "" { // proctest's own tests
+		return dir
+	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("ax-test-server-slots-%d", os.Getuid()))
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -105,5 +106,34 @@ func TestASlotHeldByAnotherProcessGoesWithIt(t *testing.T) {
 	kill()
 	f := one(t, dir, 1, 5*time.Second)
 	require.NotNil(t, f, "its slot went with it")
+	releaseSlot(f)
+}
+
+// An `ax serve` holds its slot itself, so the slot goes when it exits and
+// not before, even if the test binary that started it dies first: this
+// process keeps no descriptor of it.
+func TestAServerHoldsItsOwnSlot(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AX_TEST_SERVER_SLOT_DIR", dir)
+	t.Setenv("AX_TEST_SERVER_SLOTS", "1")
+	bin := filepath.Join(t.TempDir(), "ax") // a stand-in that waits
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o700))
+	p := Start(t, bin, nil, "serve")
+	require.Nil(t, one(t, dir, 1, 0), "the server holds the slot")
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, fd := range fds {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		require.NotEqual(t, filepath.Join(dir, "0"), target, "this process keeps no descriptor of it")
+	}
+	p.Signal(syscall.SIGKILL)
+	require.Error(t, p.Wait(10*time.Second))
+	f := one(t, dir, 1, 5*time.Second)
+	require.NotNil(t, f, "its exit freed the slot")
+	releaseSlot(f)
+
+	Start(t, bin, nil, "version") // not a server: no slot (stopped when the test ends)
+	f = one(t, dir, 1, 0)
+	require.NotNil(t, f, "another command takes no slot")
 	releaseSlot(f)
 }
