@@ -258,9 +258,11 @@ func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
 // seen holding 34).
 const serverSlots = 7
 
-// slotWait is how long a server waits for a slot before it starts
-// without one: tests that start several servers take their slots one by
-// one, so a few of them could each hold some and wait for the rest.
+// slotWait is how long a server waits for a slot, or a reservation for
+// its slots, before going on without: at worst the run is as it was
+// before slots, never stuck (a test of several servers that reserved
+// none takes them one by one, and a few such could each hold some and
+// wait for the rest).
 const slotWait = 2 * time.Minute
 
 // reservations are the tests holding server slots of their own
