@@ -137,3 +137,21 @@ func TestAServerHoldsItsOwnSlot(t *testing.T) {
 	require.NotNil(t, f, "another command takes no slot")
 	releaseSlot(f)
 }
+
+// A test that reserved its slots starts its servers at once, on them:
+// with the only slot reserved, a server that waited for one of its own
+// would wait slotWait (2 minutes) and start without.
+func TestAReservingTestsServersStartAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AX_TEST_SERVER_SLOT_DIR", dir)
+	t.Setenv("AX_TEST_SERVER_SLOTS", "1")
+	bin := filepath.Join(t.TempDir(), "ax") // a stand-in that waits
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o700))
+	ReserveServers(t, 1)
+	require.Nil(t, one(t, dir, 1, 0), "the test holds the slot")
+	start := time.Now()
+	for range 2 {
+		require.True(t, Start(t, bin, nil, "serve").Running())
+	}
+	require.Less(t, time.Since(start), 10*time.Second, "no server waited for a slot")
+}
