@@ -495,6 +495,39 @@ func TestClassesPageShowsNumbers(t *testing.T) {
 	require.Regexp(t, `<td>billing-db</td><td>5</td><td>10</td><td>(10\.0|9\.\d)</td>`, p.body)
 }
 
+// A class with more ready tasks than the listing counts (10,000) says
+// "more than 10000" on the classes page, and waiting_capped in the API;
+// a class under it shows its count.
+func TestClassesPageSaysMoreThanTheCap(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, name := range []string{"bulk", "small"} {
+		status, out := e.api("POST", "/v1/classes", map[string]any{"name": name, "rate": 1, "burst": 1})
+		require.Equal(t, http.StatusCreated, status, out)
+	}
+	job := e.job("load", "bulk", map[string]any{"kind": "manual"}, nil)
+	_, err := e.pool.Exec(context.Background(), `
+		WITH e AS (
+			INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
+			SELECT gen_random_uuid(), $1, 'manual', now(), 1, 0 FROM generate_series(1, $2 + 3)
+			RETURNING id)
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds, rate_class)
+		SELECT id, $1, 0, 1, 0, 1, 60, CASE WHEN row_number() OVER () <= 3 THEN 'small' ELSE 'bulk' END FROM e`,
+		job, db.RateClassWaitingCap+1)
+	require.NoError(t, err)
+
+	status, out := e.api("GET", "/v1/classes/bulk", nil)
+	require.Equal(t, http.StatusOK, status, out)
+	require.EqualValues(t, db.RateClassWaitingCap, out["waiting"])
+	require.Equal(t, true, out["waiting_capped"])
+	b := e.browser()
+	b.login(e.admin)
+	p := b.get("/ui/classes")
+	require.Equal(t, http.StatusOK, p.status)
+	require.Contains(t, p.body, `<td data-role="waiting">more than 10000</td>`)
+	require.Contains(t, p.body, `<td data-role="waiting">3</td>`)
+}
+
 // The executions filter takes a job by GROUP/NAME or a unique NAME, as the
 // CLI does; an unknown name is refused naming the field.
 func TestExecutionsFilterByJobName(t *testing.T) {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -36,6 +37,23 @@ func TestClassCommands(t *testing.T) {
 	out, err = s.AX(t, "class", "list")
 	require.NoError(t, err, out)
 	require.Regexp(t, `billing-db\s+5\s+10\s+10\.0\s+0`, out)
+
+	// Past the count's cap (10,000), the listing says "more than".
+	out, err = s.AX(t, "class", "create", "bulk", "--rate", "1", "--burst", "1")
+	require.NoError(t, err, out)
+	job := s.CreateJob(t, map[string]any{"name": "load", "trigger": map[string]any{"kind": "manual"},
+		"executor": e2ekit.Shell("true")})
+	_, err = e2ekit.OpenPool(t, s.DBURL).Exec(context.Background(), `
+		WITH e AS (
+			INSERT INTO ax.execution (id, job_id, cause, scheduled_for, shard_count, priority)
+			SELECT gen_random_uuid(), $1, 'manual', now(), 1, 0 FROM generate_series(1, 10001)
+			RETURNING id)
+		INSERT INTO ax.task (execution_id, job_id, shard_index, shard_total, priority, max_attempts, timeout_seconds, rate_class)
+		SELECT id, $1, 0, 1, 0, 1, 60, 'bulk' FROM e`, job)
+	require.NoError(t, err)
+	out, err = s.AX(t, "class", "list")
+	require.NoError(t, err, out)
+	require.Regexp(t, `bulk\s+1\s+1\s+\S+\s+more than 10000\s`, out)
 
 	// Kept to groups: an update that does not name them keeps them, and
 	// --any-group opens the class again.
