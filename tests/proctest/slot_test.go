@@ -109,15 +109,23 @@ func TestASlotHeldByAnotherProcessGoesWithIt(t *testing.T) {
 	releaseSlot(f)
 }
 
+// oneSlotAndAStandIn gives t a run of one server slot in a folder of its
+// own, and a stand-in `ax` that waits (it runs whatever its arguments).
+func oneSlotAndAStandIn(t *testing.T) (dir, bin string) {
+	t.Helper()
+	dir = t.TempDir()
+	t.Setenv("AX_TEST_SERVER_SLOT_DIR", dir)
+	t.Setenv("AX_TEST_SERVER_SLOTS", "1")
+	bin = filepath.Join(t.TempDir(), "ax")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o700))
+	return dir, bin
+}
+
 // An `ax serve` holds its slot itself, so the slot goes when it exits and
 // not before, even if the test binary that started it dies first: this
 // process keeps no descriptor of it.
 func TestAServerHoldsItsOwnSlot(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("AX_TEST_SERVER_SLOT_DIR", dir)
-	t.Setenv("AX_TEST_SERVER_SLOTS", "1")
-	bin := filepath.Join(t.TempDir(), "ax") // a stand-in that waits
-	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o700))
+	dir, bin := oneSlotAndAStandIn(t)
 	p := Start(t, bin, nil, "serve")
 	require.Nil(t, one(t, dir, 1, 0), "the server holds the slot")
 	fds, err := os.ReadDir("/proc/self/fd")
@@ -142,11 +150,7 @@ func TestAServerHoldsItsOwnSlot(t *testing.T) {
 // with the only slot reserved, a server that waited for one of its own
 // would wait slotWait (2 minutes) and start without.
 func TestAReservingTestsServersStartAtOnce(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("AX_TEST_SERVER_SLOT_DIR", dir)
-	t.Setenv("AX_TEST_SERVER_SLOTS", "1")
-	bin := filepath.Join(t.TempDir(), "ax") // a stand-in that waits
-	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o700))
+	dir, bin := oneSlotAndAStandIn(t)
 	ReserveServers(t, 1)
 	require.Nil(t, one(t, dir, 1, 0), "the test holds the slot")
 	start := time.Now()
