@@ -1141,3 +1141,125 @@ func TestTheSkipReadsABoundedPartWhileTheFloorSettles(t *testing.T) {
 		run.ID).Scan(&state))
 	require.Equal(t, "cancelled", state, "the skipping job's task, once the backlog before it is held")
 }
+
+// TestALeaseLocksOnlyTheTasksItTakesAcrossPools: an agent whose labels
+// match four pools, each with 60 ready tasks of its own priority, asks
+// for 100. Whether the tasks are unassigned, starved or routed to
+// another agent past the steal delay, it gets the 60 of the first pool
+// in its group's order and 40 of the next, and its transaction holds no
+// lock on a task it did not take. Before, each pool's read locked up to
+// the whole 100 before the pools were merged: 140 tasks locked and left
+// pending, kept from every other lease until this one committed. With
+// 30 tasks routed to it, it takes those and 20 unassigned, and locks no
+// more (the unassigned reads asked for its whole room before).
+func TestALeaseLocksOnlyTheTasksItTakesAcrossPools(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	a := e.agent(map[string]string{"a": "1", "b": "1", "c": "1"}, nil)
+	other := e.agent(nil, nil)
+	jobs := map[int]uuid.UUID{}
+	for priority, labels := range map[int]map[string]string{
+		9: nil, 8: {"a": "1"}, 7: {"b": "1"}, 6: {"c": "1"},
+	} {
+		j := e.job(func(j *axtype.Job) { j.TargetLabels, j.ShardCount, j.Priority = labels, 60, priority })
+		e.trigger(j.ID)
+		jobs[priority] = j.ID
+	}
+	var pools int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(DISTINCT pool_id) FROM ax.task WHERE state = 'pending'`).Scan(&pools))
+	require.Equal(t, 4, pools)
+
+	for _, c := range []struct {
+		name string
+		// set writes every pending task anew (the rolled-back lease
+		// before left its xid in the rows it locked): $1 is a, $2 other,
+		// $3 the priority-6 job.
+		set  string
+		max  int
+		want map[int]int // tasks leased per job, by the job's priority
+	}{{
+		name: "unassigned",
+		set:  `preferred_agent_id = NULL, fallback_agent_id = NULL, not_before = now() - interval '10 seconds'`,
+		max:  100, want: map[int]int{9: 60, 8: 40},
+	}, {
+		name: "starved, oldest first",
+		set: `preferred_agent_id = NULL, fallback_agent_id = NULL,
+			not_before = now() - interval '2 hours' - priority * interval '1 minute'`,
+		max: 100, want: map[int]int{9: 60, 8: 40},
+	}, {
+		name: "stolen, oldest first",
+		set: `preferred_agent_id = $2, fallback_agent_id = NULL,
+			not_before = now() - interval '10 seconds' - priority * interval '1 second'`,
+		max: 100, want: map[int]int{9: 60, 8: 40},
+	}, {
+		name: "its own first, then the room left",
+		set: `preferred_agent_id = CASE WHEN id IN (SELECT id FROM ax.task WHERE job_id = $3 ORDER BY shard_index LIMIT 30)
+			THEN $1::uuid END, fallback_agent_id = NULL, not_before = now() - interval '10 seconds'`,
+		max: 50, want: map[int]int{6: 30, 9: 20},
+	}} {
+		_, err := e.pool.Exec(ctx, `UPDATE ax.task SET `+c.set+` WHERE state = 'pending' AND $1::uuid IS NOT NULL
+			AND $2::uuid IS NOT NULL AND $3::uuid IS NOT NULL`, a.ID, other.ID, jobs[6])
+		require.NoError(t, err, c.name)
+		tx, err := e.pool.Begin(ctx)
+		require.NoError(t, err)
+		got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: a.ID, AgentLabels: a.Labels,
+			AgentExecutors: []string{"shell"}, Max: c.max, Lease: 30 * time.Second, StealAfter: 2 * time.Second,
+			StarveAfter: time.Hour})
+		require.NoError(t, err, c.name)
+		perJob := map[int]int{}
+		for _, lt := range got {
+			for priority, id := range jobs {
+				if lt.JobID == id {
+					perJob[priority]++
+				}
+			}
+		}
+		require.Equal(t, c.want, perJob, c.name)
+		// (The lease locked in a subtransaction of tx, a savepoint, under
+		// an xid of its own; set left every pending row's version an xmax
+		// of 0.)
+		var lockedPending int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM ax.task
+			WHERE state = 'pending' AND xmax <> '0'::xid`).Scan(&lockedPending))
+		require.NoError(t, tx.Rollback(ctx))
+		require.Zero(t, lockedPending, "%s: tasks the lease locked and did not take", c.name)
+	}
+}
+
+// TestALeaseOfOneBusyPoolAmongSeveralReadsItOnce: an agent of two
+// pools, one of them with 300 unassigned ready tasks and the other with
+// none, reads each task it leases once: a pool's share of the lease is
+// counted beforehand only when more than one pool has tasks of the
+// group (a probe of each pool's index says so). The lease reads each
+// task twice, to pick it and to lease it by key (200 rows for 100, as
+// before the shares), and a row of the probe; counted always, the busy
+// pool was read a third time: 300.
+func TestALeaseOfOneBusyPoolAmongSeveralReadsItOnce(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	a := e.agent(map[string]string{"a": "1"}, nil)
+	e.job(nil) // the untargeted pool's, idle
+	busy := e.job(func(j *axtype.Job) { j.TargetLabels, j.ShardCount = map[string]string{"a": "1"}, 300 })
+	e.trigger(busy.ID)
+	_, err := e.pool.Exec(ctx, `UPDATE ax.task SET preferred_agent_id = NULL, fallback_agent_id = NULL,
+		not_before = now() - interval '10 seconds'`)
+	require.NoError(t, err)
+	var pools int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(DISTINCT p) FROM ax.lease_pools($1, '{shell}', false, '{}') AS p`,
+		`{"a": "1"}`).Scan(&pools))
+	require.Equal(t, 2, pools, "the agent's pools: the idle job's and the busy one's")
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read only what the lease read
+	before := taskRowsRead(t, tx)
+	got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: a.ID, AgentLabels: a.Labels,
+		AgentExecutors: []string{"shell"}, Max: 100, Lease: 30 * time.Second, StealAfter: 2 * time.Second,
+		StarveAfter: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, got, 100)
+	for _, lt := range got {
+		require.Equal(t, busy.ID, lt.JobID)
+	}
+	require.Less(t, taskRowsRead(t, tx)-before, int64(250), "task rows the lease read")
+}

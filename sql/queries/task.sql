@@ -30,6 +30,15 @@
 -- @taken are tasks an earlier pick of the same transaction holds: its
 -- locks do not make this one skip them.
 --
+-- Locks: a group locks no more tasks than it may return. Where more than
+-- one of the agents' pools has tasks of the group, each pool's share of
+-- the group's room is counted first, without locks (starved_shares,
+-- unassigned_shares, stealable_shares: ax.lease_pool_shares, which
+-- repeats this statement's rules), and each pool's locking read takes
+-- its share; unassigned and stealable take only the room the groups
+-- before them leave. (keyed_scan still locks up to @max a pool:
+-- its fairness between keys is decided after the read.)
+--
 -- Concurrency keys: tasks with a key are read apart (keyed_scan, keyed:
 -- their own partial index, so jobs without keys read nothing more). Only
 -- the tasks their keys have places for are in that index (the others are
@@ -69,6 +78,37 @@ WITH pools AS MATERIALIZED (
     -- pools these agents cannot take, or of classes out of tokens, are
     -- never read.
     SELECT p.id FROM ax.lease_pools(@agent_labels::jsonb, @executors::text[], @label_bound::boolean, @classes::text[]) AS p(id)
+), pool_heads AS MATERIALIZED (
+    -- With more than one pool: each pool's first waiting task
+    -- (task_pending_age_idx), to tell which pools may have tasks of a
+    -- group (a head past the starve or steal delay; any head for the
+    -- unassigned): a group's shares are counted only when more than one
+    -- may. One index probe a pool.
+    SELECT p.id, h.not_before
+    FROM pools p
+    CROSS JOIN LATERAL (SELECT t.not_before FROM ax.task t
+                        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND NOT t.pinned
+                        ORDER BY t.not_before
+                        LIMIT 1) h
+    WHERE (SELECT count(*) FROM pools) > 1
+), starved_shares AS MATERIALIZED (
+    -- With more than one pool of starved tasks, each pool's share of the
+    -- oldest max (ax.lease_pool_shares, migration 00090, which says why):
+    -- its locking read in starved takes that many, not max. Nothing when
+    -- one pool or none has starved tasks (most leases): then starved reads
+    -- as before, and nothing twice. (So unassigned_shares and
+    -- stealable_shares, for the room the groups before them leave.)
+    SELECT s.share_pool, s.share
+    FROM ax.lease_pool_shares('starved',
+                                 ARRAY(SELECT h.id FROM pool_heads h
+                                       WHERE h.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)),
+                                 sqlc.arg('max')::integer,
+                                 @agent_labels::jsonb, @executors::text[], @label_bound::boolean, @classes::text[],
+                                 @agent_ids::uuid[], @taken::uuid[], '{}'::uuid[], coalesce(sqlc.narg('now')::timestamptz, now()),
+                                 sqlc.arg('starve_seconds')::double precision, sqlc.arg('steal_seconds')::double precision,
+                                 sqlc.arg('steal_any_seconds')::double precision) AS s(share_pool, share)
+    WHERE (SELECT count(*) FROM pool_heads h
+           WHERE h.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)) > 1
 ), starved AS (
     SELECT x.*
     FROM (SELECT s.*
@@ -98,7 +138,9 @@ WITH pools AS MATERIALIZED (
                 AND t.priority < coalesce(c.manual_min_priority,
                                           CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
         ORDER BY t.not_before
-        LIMIT sqlc.arg('max')::integer
+        LIMIT CASE WHEN (SELECT count(*) FROM starved_shares) > 0
+                   THEN coalesce((SELECT h.share FROM starved_shares h WHERE h.share_pool = p.id), 0)
+                   ELSE sqlc.arg('max')::integer END
         FOR UPDATE OF t SKIP LOCKED
     ) s
     UNION ALL
@@ -151,8 +193,22 @@ WITH pools AS MATERIALIZED (
         ORDER BY t.priority DESC, t.created_at
         LIMIT a.max
         FOR UPDATE OF t SKIP LOCKED) o
+), unassigned_shares AS MATERIALIZED (
+    SELECT s.share_pool, s.share
+    FROM ax.lease_pool_shares('unassigned',
+                                 ARRAY(SELECT h.id FROM pool_heads h
+                                       WHERE h.not_before IS NOT NULL),
+                                 greatest(0, sqlc.arg('max')::integer - (SELECT count(*) FROM own))::integer,
+                                 @agent_labels::jsonb, @executors::text[], @label_bound::boolean, @classes::text[],
+                                 @agent_ids::uuid[], @taken::uuid[], '{}'::uuid[], coalesce(sqlc.narg('now')::timestamptz, now()),
+                                 sqlc.arg('starve_seconds')::double precision, sqlc.arg('steal_seconds')::double precision,
+                                 sqlc.arg('steal_any_seconds')::double precision) AS s(share_pool, share)
+    WHERE (SELECT count(*) FROM pool_heads h
+           WHERE h.not_before IS NOT NULL) > 1
+      AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
 ), unassigned AS (
-    -- Read only when the agents' own tasks leave room.
+    -- Read only when the agents' own tasks leave room, and no more than
+    -- that room (own's tasks are routed, never unassigned).
     SELECT x.*
     FROM pools p
     CROSS JOIN LATERAL (
@@ -172,15 +228,31 @@ WITH pools AS MATERIALIZED (
                 AND t.priority < coalesce(c.manual_min_priority,
                                           CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
         ORDER BY t.priority DESC, t.created_at
-        LIMIT sqlc.arg('max')::integer
+        LIMIT CASE WHEN (SELECT count(*) FROM unassigned_shares) > 0
+                   THEN coalesce((SELECT s.share FROM unassigned_shares s WHERE s.share_pool = p.id), 0)
+                   ELSE greatest(0, sqlc.arg('max')::integer - (SELECT count(*) FROM own)) END
         FOR UPDATE OF t SKIP LOCKED
     ) x
     ORDER BY x.priority DESC, x.created_at
     LIMIT sqlc.arg('max')::integer
+), stealable_shares AS MATERIALIZED (
+    SELECT s.share_pool, s.share
+    FROM ax.lease_pool_shares('stealable',
+                                 ARRAY(SELECT h.id FROM pool_heads h
+                                       WHERE h.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)),
+                                 greatest(0, sqlc.arg('max')::integer - (SELECT count(*) FROM own) - (SELECT count(*) FROM unassigned))::integer,
+                                 @agent_labels::jsonb, @executors::text[], @label_bound::boolean, @classes::text[],
+                                 @agent_ids::uuid[], @taken::uuid[], ARRAY(SELECT o.id FROM own o), coalesce(sqlc.narg('now')::timestamptz, now()),
+                                 sqlc.arg('starve_seconds')::double precision, sqlc.arg('steal_seconds')::double precision,
+                                 sqlc.arg('steal_any_seconds')::double precision) AS s(share_pool, share)
+    WHERE (SELECT count(*) FROM pool_heads h
+           WHERE h.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)) > 1
+      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
 ), stealable AS (
     -- Tasks routed elsewhere (or to one of these agents, past its own
-    -- max) that waited past the steal delay, oldest first; read only
-    -- when own and unassigned tasks leave room.
+    -- max: not those own took) that waited past the steal delay, oldest
+    -- first; read only when own and unassigned tasks leave room, and no
+    -- more than that room.
     SELECT x.*
     FROM pools p
     CROSS JOIN LATERAL (
@@ -192,6 +264,7 @@ WITH pools AS MATERIALIZED (
         WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND t.id <> ALL(@taken::uuid[])
           AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)
           AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
+          AND t.id <> ALL(ARRAY(SELECT o.id FROM own o))
           AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY(@agent_ids::uuid[])
                OR t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision))
           AND j.target_labels <@ @agent_labels::jsonb
@@ -203,7 +276,9 @@ WITH pools AS MATERIALIZED (
                 AND t.priority < coalesce(c.manual_min_priority,
                                           CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
         ORDER BY t.not_before
-        LIMIT sqlc.arg('max')::integer
+        LIMIT CASE WHEN (SELECT count(*) FROM stealable_shares) > 0
+                   THEN coalesce((SELECT h.share FROM stealable_shares h WHERE h.share_pool = p.id), 0)
+                   ELSE greatest(0, sqlc.arg('max')::integer - (SELECT count(*) FROM own) - (SELECT count(*) FROM unassigned)) END
         FOR UPDATE OF t SKIP LOCKED
     ) x
     ORDER BY x.not_before

@@ -1078,6 +1078,37 @@ WITH pools AS MATERIALIZED (
     -- pools these agents cannot take, or of classes out of tokens, are
     -- never read.
     SELECT p.id FROM ax.lease_pools($4::jsonb, $5::text[], $6::boolean, $7::text[]) AS p(id)
+), pool_heads AS MATERIALIZED (
+    -- With more than one pool: each pool's first waiting task
+    -- (task_pending_age_idx), to tell which pools may have tasks of a
+    -- group (a head past the starve or steal delay; any head for the
+    -- unassigned): a group's shares are counted only when more than one
+    -- may. One index probe a pool.
+    SELECT p.id, h.not_before
+    FROM pools p
+    CROSS JOIN LATERAL (SELECT t.not_before FROM ax.task t
+                        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND NOT t.pinned
+                        ORDER BY t.not_before
+                        LIMIT 1) h
+    WHERE (SELECT count(*) FROM pools) > 1
+), starved_shares AS MATERIALIZED (
+    -- With more than one pool of starved tasks, each pool's share of the
+    -- oldest max (ax.lease_pool_shares, migration 00090, which says why):
+    -- its locking read in starved takes that many, not max. Nothing when
+    -- one pool or none has starved tasks (most leases): then starved reads
+    -- as before, and nothing twice. (So unassigned_shares and
+    -- stealable_shares, for the room the groups before them leave.)
+    SELECT s.share_pool, s.share
+    FROM ax.lease_pool_shares('starved',
+                                 ARRAY(SELECT h.id FROM pool_heads h
+                                       WHERE h.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision)),
+                                 $9::integer,
+                                 $4::jsonb, $5::text[], $6::boolean, $7::text[],
+                                 $10::uuid[], $11::uuid[], '{}'::uuid[], coalesce($1::timestamptz, now()),
+                                 $8::double precision, $2::double precision,
+                                 $3::double precision) AS s(share_pool, share)
+    WHERE (SELECT count(*) FROM pool_heads h
+           WHERE h.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision)) > 1
 ), starved AS (
     SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
     FROM (SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned, s.preferred_agent_id, s.fallback_agent_id, s.grp, s.fair, s.concurrency_scope, s.concurrency_key, s.concurrency_limit, s.params_bytes
@@ -1091,8 +1122,8 @@ WITH pools AS MATERIALIZED (
         -- (NOT key_parked: implied by the key's absence, but said for
         -- task_pending_age_idx, which leaves parked tasks out, 00084, as
         -- it leaves out pinned ones, read below, 00087.)
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND NOT t.pinned AND t.id <> ALL($8::uuid[])
-          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $9::double precision)
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND NOT t.pinned AND t.id <> ALL($11::uuid[])
+          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision)
           AND j.target_labels <@ $4::jsonb
           AND j.executor_kind::text = ANY($5::text[])
           AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
@@ -1107,7 +1138,9 @@ WITH pools AS MATERIALIZED (
                 AND t.priority < coalesce(c.manual_min_priority,
                                           CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
         ORDER BY t.not_before
-        LIMIT $11::integer
+        LIMIT CASE WHEN (SELECT count(*) FROM starved_shares) > 0
+                   THEN coalesce((SELECT h.share FROM starved_shares h WHERE h.share_pool = p.id), 0)
+                   ELSE $9::integer END
         FOR UPDATE OF t SKIP LOCKED
     ) s
     UNION ALL
@@ -1124,8 +1157,8 @@ WITH pools AS MATERIALIZED (
         JOIN ax.job j ON j.id = t.job_id
         WHERE t.pinned AND t.state = 'pending' AND t.preferred_agent_id = a.id
           AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held
-          AND t.id <> ALL($8::uuid[])
-          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $9::double precision)
+          AND t.id <> ALL($11::uuid[])
+          AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision)
           AND j.executor_kind::text = ANY($5::text[])
           AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
           AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
@@ -1138,7 +1171,7 @@ WITH pools AS MATERIALIZED (
         FOR UPDATE OF t SKIP LOCKED
     ) s) x
     ORDER BY x.not_before
-    LIMIT $11::integer
+    LIMIT $9::integer
 ), own AS (
     -- Each agent's routed tasks, up to its own max.
     SELECT o.id, o.execution_id, o.rate_class, o.priority, o.created_at, o.not_before, o.pinned, o.preferred_agent_id, o.fallback_agent_id, o.grp, o.fair, o.concurrency_scope, o.concurrency_key, o.concurrency_limit, o.params_bytes
@@ -1149,7 +1182,7 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.floor_held AND t.id <> ALL($8::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
+        WHERE t.state = 'pending' AND t.preferred_agent_id = a.id AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.floor_held AND t.id <> ALL($11::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now()) AND NOT t.agentless
           AND j.executor_kind::text = ANY($5::text[])
           AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
           AND (t.rate_class IS NULL OR (t.rate_class = ANY($7::text[]) AND NOT EXISTS (
@@ -1160,8 +1193,22 @@ WITH pools AS MATERIALIZED (
         ORDER BY t.priority DESC, t.created_at
         LIMIT a.max
         FOR UPDATE OF t SKIP LOCKED) o
+), unassigned_shares AS MATERIALIZED (
+    SELECT s.share_pool, s.share
+    FROM ax.lease_pool_shares('unassigned',
+                                 ARRAY(SELECT h.id FROM pool_heads h
+                                       WHERE h.not_before IS NOT NULL),
+                                 greatest(0, $9::integer - (SELECT count(*) FROM own))::integer,
+                                 $4::jsonb, $5::text[], $6::boolean, $7::text[],
+                                 $10::uuid[], $11::uuid[], '{}'::uuid[], coalesce($1::timestamptz, now()),
+                                 $8::double precision, $2::double precision,
+                                 $3::double precision) AS s(share_pool, share)
+    WHERE (SELECT count(*) FROM pool_heads h
+           WHERE h.not_before IS NOT NULL) > 1
+      AND (SELECT count(*) FROM own) < $9::integer
 ), unassigned AS (
-    -- Read only when the agents' own tasks leave room.
+    -- Read only when the agents' own tasks leave room, and no more than
+    -- that room (own's tasks are routed, never unassigned).
     SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
     FROM pools p
     CROSS JOIN LATERAL (
@@ -1170,8 +1217,8 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.floor_held AND t.id <> ALL($8::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
-          AND (SELECT count(*) FROM own) < $11::integer
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND t.preferred_agent_id IS NULL AND NOT t.agentless AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.floor_held AND t.id <> ALL($11::uuid[]) AND t.not_before <= coalesce($1::timestamptz, now())
+          AND (SELECT count(*) FROM own) < $9::integer
           AND j.target_labels <@ $4::jsonb
           AND j.executor_kind::text = ANY($5::text[])
           AND (NOT $6::boolean OR j.target_labels <> '{}'::jsonb)
@@ -1181,15 +1228,31 @@ WITH pools AS MATERIALIZED (
                 AND t.priority < coalesce(c.manual_min_priority,
                                           CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
         ORDER BY t.priority DESC, t.created_at
-        LIMIT $11::integer
+        LIMIT CASE WHEN (SELECT count(*) FROM unassigned_shares) > 0
+                   THEN coalesce((SELECT s.share FROM unassigned_shares s WHERE s.share_pool = p.id), 0)
+                   ELSE greatest(0, $9::integer - (SELECT count(*) FROM own)) END
         FOR UPDATE OF t SKIP LOCKED
     ) x
     ORDER BY x.priority DESC, x.created_at
-    LIMIT $11::integer
+    LIMIT $9::integer
+), stealable_shares AS MATERIALIZED (
+    SELECT s.share_pool, s.share
+    FROM ax.lease_pool_shares('stealable',
+                                 ARRAY(SELECT h.id FROM pool_heads h
+                                       WHERE h.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)),
+                                 greatest(0, $9::integer - (SELECT count(*) FROM own) - (SELECT count(*) FROM unassigned))::integer,
+                                 $4::jsonb, $5::text[], $6::boolean, $7::text[],
+                                 $10::uuid[], $11::uuid[], ARRAY(SELECT o.id FROM own o), coalesce($1::timestamptz, now()),
+                                 $8::double precision, $2::double precision,
+                                 $3::double precision) AS s(share_pool, share)
+    WHERE (SELECT count(*) FROM pool_heads h
+           WHERE h.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)) > 1
+      AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $9::integer
 ), stealable AS (
     -- Tasks routed elsewhere (or to one of these agents, past its own
-    -- max) that waited past the steal delay, oldest first; read only
-    -- when own and unassigned tasks leave room.
+    -- max: not those own took) that waited past the steal delay, oldest
+    -- first; read only when own and unassigned tasks leave room, and no
+    -- more than that room.
     SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
     FROM pools p
     CROSS JOIN LATERAL (
@@ -1198,9 +1261,10 @@ WITH pools AS MATERIALIZED (
                NULL::text AS concurrency_scope, NULL::text AS concurrency_key, 0 AS concurrency_limit, t.params_bytes
         FROM ax.task t
         JOIN ax.job j ON j.id = t.job_id
-        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND t.id <> ALL($8::uuid[])
+        WHERE t.pool_id = p.id AND t.state = 'pending' AND NOT t.pinned AND t.preferred_agent_id IS NOT NULL AND t.concurrency_key IS NULL AND NOT t.no_agent AND NOT t.key_parked AND NOT t.floor_held AND t.id <> ALL($11::uuid[])
           AND t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)
-          AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $11::integer
+          AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $9::integer
+          AND t.id <> ALL(ARRAY(SELECT o.id FROM own o))
           AND (t.fallback_agent_id IS NULL OR t.fallback_agent_id = ANY($10::uuid[])
                OR t.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision))
           AND j.target_labels <@ $4::jsonb
@@ -1212,11 +1276,13 @@ WITH pools AS MATERIALIZED (
                 AND t.priority < coalesce(c.manual_min_priority,
                                           CASE WHEN c.degraded_since IS NOT NULL THEN c.auto_min_priority END))))
         ORDER BY t.not_before
-        LIMIT $11::integer
+        LIMIT CASE WHEN (SELECT count(*) FROM stealable_shares) > 0
+                   THEN coalesce((SELECT h.share FROM stealable_shares h WHERE h.share_pool = p.id), 0)
+                   ELSE greatest(0, $9::integer - (SELECT count(*) FROM own) - (SELECT count(*) FROM unassigned)) END
         FOR UPDATE OF t SKIP LOCKED
     ) x
     ORDER BY x.not_before
-    LIMIT $11::integer
+    LIMIT $9::integer
 ), keyed_scan AS (
     -- Keyed tasks (concurrency keys) apart, from their own index, which
     -- holds only those their keys have places for (the rest are parked).
@@ -1232,7 +1298,7 @@ WITH pools AS MATERIALIZED (
                t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
         FROM ax.task t
         WHERE t.pool_id = p.id AND t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent AND NOT t.floor_held
-          AND t.id <> ALL($8::uuid[])
+          AND t.id <> ALL($11::uuid[])
           AND t.not_before <= coalesce($1::timestamptz, now())
           -- One CASE, not ANDed clauses, and the job read inside it, not
           -- joined: the planner guesses 1/2 for a CASE, where the product of
@@ -1259,11 +1325,11 @@ WITH pools AS MATERIALIZED (
         -- Ready since (not_before: unparking sets it), not age: a key whose
         -- place freed goes behind the keys already waiting (migration 00064).
         ORDER BY t.priority DESC, t.not_before
-        LIMIT $11::integer
+        LIMIT $9::integer
         FOR UPDATE OF t SKIP LOCKED
     ) x
     ORDER BY x.priority DESC, x.not_before
-    LIMIT $11::integer
+    LIMIT $9::integer
 ), keyed AS (
     -- Fair between keys: a key has no more tasks unparked than places,
     -- and among those read, a key's 2nd comes after every other key's
@@ -1286,7 +1352,7 @@ WITH pools AS MATERIALIZED (
     SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes
     FROM candidates
     ORDER BY grp, fair, priority DESC, created_at
-    LIMIT $11::integer
+    LIMIT $9::integer
 ), picked AS (
     -- A class's tasks up to the tokens granted to this call.
     SELECT f.id, f.execution_id, f.rate_class, f.priority, f.created_at, f.not_before, f.pinned, f.preferred_agent_id, f.fallback_agent_id, f.grp, f.fair, f.concurrency_scope, f.concurrency_key, f.concurrency_limit, f.params_bytes, f.rank
@@ -1327,10 +1393,10 @@ type TaskLeasePickParams struct {
 	Executors       []string
 	LabelBound      bool
 	Classes         []string
-	Taken           []uuid.UUID
 	StarveSeconds   float64
-	AgentIds        []uuid.UUID
 	Max             int32
+	AgentIds        []uuid.UUID
+	Taken           []uuid.UUID
 	Maxes           []int32
 	Caps            []int32
 	LockClass       int32
@@ -1382,6 +1448,15 @@ type TaskLeasePickRow struct {
 // @taken are tasks an earlier pick of the same transaction holds: its
 // locks do not make this one skip them.
 //
+// Locks: a group locks no more tasks than it may return. Where more than
+// one of the agents' pools has tasks of the group, each pool's share of
+// the group's room is counted first, without locks (starved_shares,
+// unassigned_shares, stealable_shares: ax.lease_pool_shares, which
+// repeats this statement's rules), and each pool's locking read takes
+// its share; unassigned and stealable take only the room the groups
+// before them leave. (keyed_scan still locks up to @max a pool:
+// its fairness between keys is decided after the read.)
+//
 // Concurrency keys: tasks with a key are read apart (keyed_scan, keyed:
 // their own partial index, so jobs without keys read nothing more). Only
 // the tasks their keys have places for are in that index (the others are
@@ -1419,10 +1494,10 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 		arg.Executors,
 		arg.LabelBound,
 		arg.Classes,
-		arg.Taken,
 		arg.StarveSeconds,
-		arg.AgentIds,
 		arg.Max,
+		arg.AgentIds,
+		arg.Taken,
 		arg.Maxes,
 		arg.Caps,
 		arg.LockClass,
