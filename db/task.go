@@ -69,29 +69,39 @@ type TaskLeasePickParams struct {
 	// TaskLeaseTake to count them under; false when the transaction picks
 	// again and locks them all at once after (TaskConcurrencyLock).
 	LockKeys bool
+	// NoShares picks as before pool shares (migration 00090): each pool's
+	// read up to the whole room, and no keyed task. For a second pick,
+	// when the first came short (TaskLeasePick's short).
+	NoShares bool
 	// Now, when set, replaces the database clock (tests); nil: now().
 	Now *time.Time
 }
 
 // TaskLeasePick picks and locks pending tasks for p, in tx, in the order
-// the query gives; TaskLeaseTake leases those handed out.
-func TaskLeasePick(ctx context.Context, tx pgx.Tx, p *TaskLeasePickParams) ([]axtype.LeaseCandidate, error) {
+// the query gives; TaskLeaseTake leases those handed out. short: the
+// pick counted pool shares and came short of its room, maybe for tasks
+// other leases hold; pick again with NoShares for what is left.
+func TaskLeasePick(ctx context.Context, tx pgx.Tx, p *TaskLeasePickParams) (picked []axtype.LeaseCandidate, short bool, err error) {
 	q, err := pickParams(p)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rows, err := queries.TaskLeasePick(ctx, tx, q)
 	if err != nil {
-		return nil, fmt.Errorf("error picking tasks to lease: %w", mapErr(err))
+		return nil, false, fmt.Errorf("error picking tasks to lease: %w", mapErr(err))
 	}
-	out := make([]axtype.LeaseCandidate, len(rows))
-	for i, r := range rows {
-		out[i] = axtype.LeaseCandidate{ID: r.ID, ExecutionID: r.ExecutionID, RateClass: r.RateClass,
+	picked = make([]axtype.LeaseCandidate, 0, len(rows))
+	for _, r := range rows {
+		if r.ID == uuid.Nil {
+			short = true // a sign, not a task
+			continue
+		}
+		picked = append(picked, axtype.LeaseCandidate{ID: r.ID, ExecutionID: r.ExecutionID, RateClass: r.RateClass,
 			PreferredAgentID: r.PreferredAgentID, FallbackAgentID: r.FallbackAgentID, Steal: axtype.LeaseSteal(r.Steal),
 			ConcurrencyKey: r.ConcurrencyKey, ConcurrencyScope: r.ConcurrencyScope, ConcurrencyLimit: int(r.ConcurrencyLimit),
-			ParamsBytes: int(r.ParamsBytes)}
+			ParamsBytes: int(r.ParamsBytes)})
 	}
-	return out, nil
+	return picked, short, nil
 }
 
 func pickParams(p *TaskLeasePickParams) (dbsqlc.TaskLeasePickParams, error) {
@@ -104,7 +114,7 @@ func pickParams(p *TaskLeasePickParams) (dbsqlc.TaskLeasePickParams, error) {
 		StealSeconds: p.StealAfter.Seconds(), StealAnySeconds: 3 * p.StealAfter.Seconds(),
 		StarveSeconds: p.StarveAfter.Seconds(), Classes: []string{}, Caps: []int32{}, Now: p.Now,
 		Taken: append([]uuid.UUID{}, p.Taken...), AgentIds: p.AgentIDs, Maxes: make([]int32, len(p.Maxes)),
-		LockKeys: p.LockKeys, LockClass: concurrencyLockClass,
+		LockKeys: p.LockKeys, LockClass: concurrencyLockClass, NoShares: p.NoShares,
 	}
 	for i, n := range p.Maxes {
 		q.Maxes[i] = int32(n)

@@ -117,19 +117,35 @@ func LeaseMany(ctx context.Context, b db.TxBeginner, batch *LeaseBatch) ([][]*ax
 			// one pass after (two passes could wait on another
 			// lease's crosswise).
 			pick.LockKeys = len(groups) == 1
-			picked, err := db.TaskLeasePick(ctx, tx, pick)
+			picked, short, err := db.TaskLeasePick(ctx, tx, pick)
 			if err != nil {
 				return struct{}{}, err
 			}
-			for _, c := range picked {
-				if i := h.handTo(group, c); i >= 0 {
-					take.TaskIDs = append(take.TaskIDs, c.ID)
-					take.AgentIDs = append(take.AgentIDs, batch.Agents[i].ID)
-					run[c.ID] = c.ExecutionID
-					if c.ConcurrencyKey != "" {
-						keyed = append(keyed, c)
+			hand := func(picked []axtype.LeaseCandidate) {
+				for _, c := range picked {
+					if i := h.handTo(group, c); i >= 0 {
+						take.TaskIDs = append(take.TaskIDs, c.ID)
+						take.AgentIDs = append(take.AgentIDs, batch.Agents[i].ID)
+						run[c.ID] = c.ExecutionID
+						if c.ConcurrencyKey != "" {
+							keyed = append(keyed, c)
+						}
 					}
 				}
+			}
+			hand(picked)
+			if !short {
+				continue
+			}
+			// Pool shares came short, maybe for tasks another lease holds
+			// (counted in a share, not taken): the room left is picked as
+			// before shares. No keyed task, so no key to lock.
+			if again := h.pickParams(group); len(again.AgentIDs) > 0 {
+				again.NoShares = true
+				if picked, _, err = db.TaskLeasePick(ctx, tx, again); err != nil {
+					return struct{}{}, err
+				}
+				hand(picked)
 			}
 		}
 		if len(keyed) > 0 {

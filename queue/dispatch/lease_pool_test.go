@@ -1263,3 +1263,42 @@ func TestALeaseOfOneBusyPoolAmongSeveralReadsItOnce(t *testing.T) {
 	}
 	require.Less(t, taskRowsRead(t, tx)-before, int64(250), "task rows the lease read")
 }
+
+// TestALeaseBesideAnotherFillsItsRoomFromOtherPools: an agent of two
+// pools, one with 100 unassigned tasks of priority 9 and the other with
+// 300 of priority 5, leases 100 (the 100 of priority 9) and has not
+// committed when a second lease for it asks for 100. The second gets
+// 100 of priority 5. Its pool shares counted the first lease's tasks (a
+// read without locks sees them pending) and gave the other pool none:
+// before it picked again without shares, it got nothing.
+func TestALeaseBesideAnotherFillsItsRoomFromOtherPools(t *testing.T) {
+	e := setup(t, nil)
+	ctx := context.Background()
+	a := e.agent(map[string]string{"a": "1"}, nil)
+	high := e.job(func(j *axtype.Job) { j.TargetLabels, j.ShardCount, j.Priority = map[string]string{"a": "1"}, 100, 9 })
+	low := e.job(func(j *axtype.Job) { j.ShardCount, j.Priority = 300, 5 })
+	e.trigger(high.ID)
+	e.trigger(low.ID)
+	_, err := e.pool.Exec(ctx, `UPDATE ax.task SET preferred_agent_id = NULL, fallback_agent_id = NULL,
+		not_before = now() - interval '10 seconds'`)
+	require.NoError(t, err)
+	lease := func(tx pgx.Tx) map[uuid.UUID]int {
+		got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: a.ID, AgentLabels: a.Labels,
+			AgentExecutors: []string{"shell"}, Max: 100, Lease: 30 * time.Second, StealAfter: 2 * time.Second,
+			StarveAfter: time.Hour})
+		require.NoError(t, err)
+		perJob := map[uuid.UUID]int{}
+		for _, lt := range got {
+			perJob[lt.JobID]++
+		}
+		return perJob
+	}
+	first, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer first.Rollback(ctx) //nolint:errcheck // held open beside the second
+	require.Equal(t, map[uuid.UUID]int{high.ID: 100}, lease(first))
+	second, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer second.Rollback(ctx) //nolint:errcheck // only what it got is looked at
+	require.Equal(t, map[uuid.UUID]int{low.ID: 100}, lease(second), "the second lease, beside the first")
+}

@@ -30,14 +30,18 @@
 -- @taken are tasks an earlier pick of the same transaction holds: its
 -- locks do not make this one skip them.
 --
--- Locks: a group locks no more tasks than it may return. Where more than
--- one of the agents' pools has tasks of the group, each pool's share of
--- the group's room is counted first, without locks (starved_shares,
--- unassigned_shares, stealable_shares: ax.lease_pool_shares, which
--- repeats this statement's rules), and each pool's locking read takes
--- its share; unassigned and stealable take only the room the groups
--- before them leave. (keyed_scan still locks up to @max a pool:
--- its fairness between keys is decided after the read.)
+-- Locks: where more than one of the agents' pools has tasks of a group,
+-- each pool's share of the group's window (the first max, for
+-- unassigned the room own leaves) is counted first, without locks
+-- (starved_shares, unassigned_shares, stealable_shares:
+-- ax.lease_pool_shares, which repeats this statement's rules), and each
+-- pool's locking read takes its share, not the whole window. Before,
+-- each pool locked up to max. Groups still overlap (a starved task is
+-- unassigned too), so a lease can lock more than it takes, but not P
+-- times. A pick that comes short under shares says so (the nil id), and
+-- the caller picks again without them (@no_shares). (keyed_scan still
+-- locks up to @max a pool: its fairness between keys is decided after
+-- the read.)
 --
 -- Concurrency keys: tasks with a key are read apart (keyed_scan, keyed:
 -- their own partial index, so jobs without keys read nothing more). Only
@@ -96,8 +100,8 @@ WITH pools AS MATERIALIZED (
     -- oldest max (ax.lease_pool_shares, migration 00090, which says why):
     -- its locking read in starved takes that many, not max. Nothing when
     -- one pool or none has starved tasks (most leases): then starved reads
-    -- as before, and nothing twice. (So unassigned_shares and
-    -- stealable_shares, for the room the groups before them leave.)
+    -- as before, and nothing twice. (So unassigned_shares, of the room
+    -- own leaves, and stealable_shares.)
     SELECT s.share_pool, s.share
     FROM ax.lease_pool_shares('starved',
                                  ARRAY(SELECT h.id FROM pool_heads h
@@ -107,7 +111,8 @@ WITH pools AS MATERIALIZED (
                                  @agent_ids::uuid[], @taken::uuid[], '{}'::uuid[], coalesce(sqlc.narg('now')::timestamptz, now()),
                                  sqlc.arg('starve_seconds')::double precision, sqlc.arg('steal_seconds')::double precision,
                                  sqlc.arg('steal_any_seconds')::double precision) AS s(share_pool, share)
-    WHERE (SELECT count(*) FROM pool_heads h
+    WHERE NOT @no_shares::boolean
+      AND (SELECT count(*) FROM pool_heads h
            WHERE h.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('starve_seconds')::double precision)) > 1
 ), starved AS (
     SELECT x.*
@@ -203,7 +208,8 @@ WITH pools AS MATERIALIZED (
                                  @agent_ids::uuid[], @taken::uuid[], '{}'::uuid[], coalesce(sqlc.narg('now')::timestamptz, now()),
                                  sqlc.arg('starve_seconds')::double precision, sqlc.arg('steal_seconds')::double precision,
                                  sqlc.arg('steal_any_seconds')::double precision) AS s(share_pool, share)
-    WHERE (SELECT count(*) FROM pool_heads h
+    WHERE NOT @no_shares::boolean
+      AND (SELECT count(*) FROM pool_heads h
            WHERE h.not_before IS NOT NULL) > 1
       AND (SELECT count(*) FROM own) < sqlc.arg('max')::integer
 ), unassigned AS (
@@ -240,19 +246,21 @@ WITH pools AS MATERIALIZED (
     FROM ax.lease_pool_shares('stealable',
                                  ARRAY(SELECT h.id FROM pool_heads h
                                        WHERE h.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)),
-                                 greatest(0, sqlc.arg('max')::integer - (SELECT count(*) FROM own) - (SELECT count(*) FROM unassigned))::integer,
+                                 sqlc.arg('max')::integer,
                                  @agent_labels::jsonb, @executors::text[], @label_bound::boolean, @classes::text[],
                                  @agent_ids::uuid[], @taken::uuid[], ARRAY(SELECT o.id FROM own o), coalesce(sqlc.narg('now')::timestamptz, now()),
                                  sqlc.arg('starve_seconds')::double precision, sqlc.arg('steal_seconds')::double precision,
                                  sqlc.arg('steal_any_seconds')::double precision) AS s(share_pool, share)
-    WHERE (SELECT count(*) FROM pool_heads h
+    WHERE NOT @no_shares::boolean
+      AND (SELECT count(*) FROM pool_heads h
            WHERE h.not_before <= coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_seconds')::double precision)) > 1
       AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < sqlc.arg('max')::integer
 ), stealable AS (
     -- Tasks routed elsewhere (or to one of these agents, past its own
     -- max: not those own took) that waited past the steal delay, oldest
-    -- first; read only when own and unassigned tasks leave room, and no
-    -- more than that room.
+    -- first; read only when own and unassigned tasks leave room. (The
+    -- oldest max, not the room: within the group the highest priority
+    -- goes first.)
     SELECT x.*
     FROM pools p
     CROSS JOIN LATERAL (
@@ -278,7 +286,7 @@ WITH pools AS MATERIALIZED (
         ORDER BY t.not_before
         LIMIT CASE WHEN (SELECT count(*) FROM stealable_shares) > 0
                    THEN coalesce((SELECT h.share FROM stealable_shares h WHERE h.share_pool = p.id), 0)
-                   ELSE greatest(0, sqlc.arg('max')::integer - (SELECT count(*) FROM own) - (SELECT count(*) FROM unassigned)) END
+                   ELSE sqlc.arg('max')::integer END
         FOR UPDATE OF t SKIP LOCKED
     ) x
     ORDER BY x.not_before
@@ -298,6 +306,9 @@ WITH pools AS MATERIALIZED (
                t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
         FROM ax.task t
         WHERE t.pool_id = p.id AND t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent AND NOT t.floor_held
+          -- (A pick again without shares leaves keyed tasks to the next
+          -- lease: the first pick read them, and locked their keys.)
+          AND NOT @no_shares::boolean
           AND t.id <> ALL(@taken::uuid[])
           AND t.not_before <= coalesce(sqlc.narg('now')::timestamptz, now())
           -- One CASE, not ANDed clauses, and the job read inside it, not
@@ -368,6 +379,26 @@ WITH pools AS MATERIALIZED (
           FROM picked k
           WHERE @lock_keys::boolean AND k.concurrency_key IS NOT NULL
           ORDER BY h) x
+), answer AS (
+    SELECT p.id, p.execution_id, p.rate_class, p.priority, p.created_at, p.not_before, p.pinned,
+           p.preferred_agent_id, p.fallback_agent_id, p.grp, p.fair, p.concurrency_scope, p.concurrency_key,
+           p.concurrency_limit, p.params_bytes
+    FROM picked p
+    WHERE (SELECT n FROM key_locks) >= 0
+    UNION ALL
+    -- A sign, not a task (the nil id, first): shares were counted and the
+    -- pick came short of its room. A task another lease holds is counted
+    -- in its pool's share, and the pool's locking read steps past it to
+    -- the pool's next, but not to another pool: with a pool's share all
+    -- held, the room it had is left. The caller picks again for what is
+    -- left, without shares (@no_shares: each pool's read up to that room,
+    -- as before shares; keyed tasks are left to the next lease).
+    SELECT '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, NULL::text,
+           0, now(), now(), false, NULL::uuid, NULL::uuid, -1, 0::bigint, NULL::text, NULL::text, 0, NULL::integer
+    WHERE NOT @no_shares::boolean
+      AND (SELECT count(*) FROM starved_shares) + (SELECT count(*) FROM unassigned_shares)
+          + (SELECT count(*) FROM stealable_shares) > 0
+      AND (SELECT count(*) FROM firsts) < sqlc.arg('max')::integer
 )
 SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
        preferred_agent_id, fallback_agent_id,
@@ -380,8 +411,7 @@ SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
              WHEN fallback_agent_id IS NOT NULL
                   AND not_before > coalesce(sqlc.narg('now')::timestamptz, now()) - make_interval(secs => sqlc.arg('steal_any_seconds')::double precision) THEN 1
              ELSE 2 END)::integer AS steal
-FROM picked
-WHERE (SELECT n FROM key_locks) >= 0
+FROM answer
 ORDER BY grp, fair, priority DESC, created_at;
 
 -- TaskLeaseTake leases the tasks TaskLeasePick locked (@task_ids, of runs

@@ -1096,8 +1096,8 @@ WITH pools AS MATERIALIZED (
     -- oldest max (ax.lease_pool_shares, migration 00090, which says why):
     -- its locking read in starved takes that many, not max. Nothing when
     -- one pool or none has starved tasks (most leases): then starved reads
-    -- as before, and nothing twice. (So unassigned_shares and
-    -- stealable_shares, for the room the groups before them leave.)
+    -- as before, and nothing twice. (So unassigned_shares, of the room
+    -- own leaves, and stealable_shares.)
     SELECT s.share_pool, s.share
     FROM ax.lease_pool_shares('starved',
                                  ARRAY(SELECT h.id FROM pool_heads h
@@ -1107,7 +1107,8 @@ WITH pools AS MATERIALIZED (
                                  $10::uuid[], $11::uuid[], '{}'::uuid[], coalesce($1::timestamptz, now()),
                                  $8::double precision, $2::double precision,
                                  $3::double precision) AS s(share_pool, share)
-    WHERE (SELECT count(*) FROM pool_heads h
+    WHERE NOT $12::boolean
+      AND (SELECT count(*) FROM pool_heads h
            WHERE h.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $8::double precision)) > 1
 ), starved AS (
     SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
@@ -1148,7 +1149,7 @@ WITH pools AS MATERIALIZED (
     -- agent: in the pools, every other agent's lease read them and
     -- dropped them (5,000 of a busy agent's: 10,002 rows a lease).
     SELECT s.id, s.execution_id, s.rate_class, s.priority, s.created_at, s.not_before, s.pinned, s.preferred_agent_id, s.fallback_agent_id, s.grp, s.fair, s.concurrency_scope, s.concurrency_key, s.concurrency_limit, s.params_bytes
-    FROM (SELECT unnest($10::uuid[]) AS id, unnest($12::integer[]) AS max) a
+    FROM (SELECT unnest($10::uuid[]) AS id, unnest($13::integer[]) AS max) a
     CROSS JOIN LATERAL (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
                t.preferred_agent_id, t.fallback_agent_id, 0 AS grp, 0::bigint AS fair,
@@ -1175,7 +1176,7 @@ WITH pools AS MATERIALIZED (
 ), own AS (
     -- Each agent's routed tasks, up to its own max.
     SELECT o.id, o.execution_id, o.rate_class, o.priority, o.created_at, o.not_before, o.pinned, o.preferred_agent_id, o.fallback_agent_id, o.grp, o.fair, o.concurrency_scope, o.concurrency_key, o.concurrency_limit, o.params_bytes
-    FROM (SELECT unnest($10::uuid[]) AS id, unnest($12::integer[]) AS max) a
+    FROM (SELECT unnest($10::uuid[]) AS id, unnest($13::integer[]) AS max) a
     CROSS JOIN LATERAL (
         SELECT t.id, t.execution_id, t.rate_class, t.priority, t.created_at, t.not_before, t.pinned,
                t.preferred_agent_id, t.fallback_agent_id, 1 AS grp, 0::bigint AS fair,
@@ -1203,7 +1204,8 @@ WITH pools AS MATERIALIZED (
                                  $10::uuid[], $11::uuid[], '{}'::uuid[], coalesce($1::timestamptz, now()),
                                  $8::double precision, $2::double precision,
                                  $3::double precision) AS s(share_pool, share)
-    WHERE (SELECT count(*) FROM pool_heads h
+    WHERE NOT $12::boolean
+      AND (SELECT count(*) FROM pool_heads h
            WHERE h.not_before IS NOT NULL) > 1
       AND (SELECT count(*) FROM own) < $9::integer
 ), unassigned AS (
@@ -1240,19 +1242,21 @@ WITH pools AS MATERIALIZED (
     FROM ax.lease_pool_shares('stealable',
                                  ARRAY(SELECT h.id FROM pool_heads h
                                        WHERE h.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)),
-                                 greatest(0, $9::integer - (SELECT count(*) FROM own) - (SELECT count(*) FROM unassigned))::integer,
+                                 $9::integer,
                                  $4::jsonb, $5::text[], $6::boolean, $7::text[],
                                  $10::uuid[], $11::uuid[], ARRAY(SELECT o.id FROM own o), coalesce($1::timestamptz, now()),
                                  $8::double precision, $2::double precision,
                                  $3::double precision) AS s(share_pool, share)
-    WHERE (SELECT count(*) FROM pool_heads h
+    WHERE NOT $12::boolean
+      AND (SELECT count(*) FROM pool_heads h
            WHERE h.not_before <= coalesce($1::timestamptz, now()) - make_interval(secs => $2::double precision)) > 1
       AND (SELECT count(*) FROM own) + (SELECT count(*) FROM unassigned) < $9::integer
 ), stealable AS (
     -- Tasks routed elsewhere (or to one of these agents, past its own
     -- max: not those own took) that waited past the steal delay, oldest
-    -- first; read only when own and unassigned tasks leave room, and no
-    -- more than that room.
+    -- first; read only when own and unassigned tasks leave room. (The
+    -- oldest max, not the room: within the group the highest priority
+    -- goes first.)
     SELECT x.id, x.execution_id, x.rate_class, x.priority, x.created_at, x.not_before, x.pinned, x.preferred_agent_id, x.fallback_agent_id, x.grp, x.fair, x.concurrency_scope, x.concurrency_key, x.concurrency_limit, x.params_bytes
     FROM pools p
     CROSS JOIN LATERAL (
@@ -1278,7 +1282,7 @@ WITH pools AS MATERIALIZED (
         ORDER BY t.not_before
         LIMIT CASE WHEN (SELECT count(*) FROM stealable_shares) > 0
                    THEN coalesce((SELECT h.share FROM stealable_shares h WHERE h.share_pool = p.id), 0)
-                   ELSE greatest(0, $9::integer - (SELECT count(*) FROM own) - (SELECT count(*) FROM unassigned)) END
+                   ELSE $9::integer END
         FOR UPDATE OF t SKIP LOCKED
     ) x
     ORDER BY x.not_before
@@ -1298,6 +1302,9 @@ WITH pools AS MATERIALIZED (
                t.concurrency_scope, t.concurrency_key, t.concurrency_limit, t.params_bytes
         FROM ax.task t
         WHERE t.pool_id = p.id AND t.state = 'pending' AND t.concurrency_key IS NOT NULL AND NOT t.agentless AND NOT t.key_parked AND NOT t.no_agent AND NOT t.floor_held
+          -- (A pick again without shares leaves keyed tasks to the next
+          -- lease: the first pick read them, and locked their keys.)
+          AND NOT $12::boolean
           AND t.id <> ALL($11::uuid[])
           AND t.not_before <= coalesce($1::timestamptz, now())
           -- One CASE, not ANDed clauses, and the job read inside it, not
@@ -1359,15 +1366,35 @@ WITH pools AS MATERIALIZED (
     FROM (SELECT id, execution_id, rate_class, priority, created_at, not_before, pinned, preferred_agent_id, fallback_agent_id, grp, fair, concurrency_scope, concurrency_key, concurrency_limit, params_bytes,
                  row_number() OVER (PARTITION BY rate_class ORDER BY grp, fair, priority DESC, created_at) AS rank
           FROM firsts) f
-    LEFT JOIN (SELECT unnest($7::text[]) AS name, unnest($13::integer[]) AS cap) g
+    LEFT JOIN (SELECT unnest($7::text[]) AS name, unnest($14::integer[]) AS cap) g
            ON g.name = f.rate_class
     WHERE f.rate_class IS NULL OR f.rank <= coalesce(g.cap, 0)
 ), key_locks AS (
-    SELECT count(pg_advisory_xact_lock($14::integer, x.h))::integer AS n
+    SELECT count(pg_advisory_xact_lock($15::integer, x.h))::integer AS n
     FROM (SELECT DISTINCT hashtext(k.concurrency_scope || chr(31) || k.concurrency_key) AS h
           FROM picked k
-          WHERE $15::boolean AND k.concurrency_key IS NOT NULL
+          WHERE $16::boolean AND k.concurrency_key IS NOT NULL
           ORDER BY h) x
+), answer AS (
+    SELECT p.id, p.execution_id, p.rate_class, p.priority, p.created_at, p.not_before, p.pinned,
+           p.preferred_agent_id, p.fallback_agent_id, p.grp, p.fair, p.concurrency_scope, p.concurrency_key,
+           p.concurrency_limit, p.params_bytes
+    FROM picked p
+    WHERE (SELECT n FROM key_locks) >= 0
+    UNION ALL
+    -- A sign, not a task (the nil id, first): shares were counted and the
+    -- pick came short of its room. A task another lease holds is counted
+    -- in its pool's share, and the pool's locking read steps past it to
+    -- the pool's next, but not to another pool: with a pool's share all
+    -- held, the room it had is left. The caller picks again for what is
+    -- left, without shares (@no_shares: each pool's read up to that room,
+    -- as before shares; keyed tasks are left to the next lease).
+    SELECT '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, NULL::text,
+           0, now(), now(), false, NULL::uuid, NULL::uuid, -1, 0::bigint, NULL::text, NULL::text, 0, NULL::integer
+    WHERE NOT $12::boolean
+      AND (SELECT count(*) FROM starved_shares) + (SELECT count(*) FROM unassigned_shares)
+          + (SELECT count(*) FROM stealable_shares) > 0
+      AND (SELECT count(*) FROM firsts) < $9::integer
 )
 SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
        preferred_agent_id, fallback_agent_id,
@@ -1380,8 +1407,7 @@ SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
              WHEN fallback_agent_id IS NOT NULL
                   AND not_before > coalesce($1::timestamptz, now()) - make_interval(secs => $3::double precision) THEN 1
              ELSE 2 END)::integer AS steal
-FROM picked
-WHERE (SELECT n FROM key_locks) >= 0
+FROM answer
 ORDER BY grp, fair, priority DESC, created_at
 `
 
@@ -1397,6 +1423,7 @@ type TaskLeasePickParams struct {
 	Max             int32
 	AgentIds        []uuid.UUID
 	Taken           []uuid.UUID
+	NoShares        bool
 	Maxes           []int32
 	Caps            []int32
 	LockClass       int32
@@ -1448,14 +1475,18 @@ type TaskLeasePickRow struct {
 // @taken are tasks an earlier pick of the same transaction holds: its
 // locks do not make this one skip them.
 //
-// Locks: a group locks no more tasks than it may return. Where more than
-// one of the agents' pools has tasks of the group, each pool's share of
-// the group's room is counted first, without locks (starved_shares,
-// unassigned_shares, stealable_shares: ax.lease_pool_shares, which
-// repeats this statement's rules), and each pool's locking read takes
-// its share; unassigned and stealable take only the room the groups
-// before them leave. (keyed_scan still locks up to @max a pool:
-// its fairness between keys is decided after the read.)
+// Locks: where more than one of the agents' pools has tasks of a group,
+// each pool's share of the group's window (the first max, for
+// unassigned the room own leaves) is counted first, without locks
+// (starved_shares, unassigned_shares, stealable_shares:
+// ax.lease_pool_shares, which repeats this statement's rules), and each
+// pool's locking read takes its share, not the whole window. Before,
+// each pool locked up to max. Groups still overlap (a starved task is
+// unassigned too), so a lease can lock more than it takes, but not P
+// times. A pick that comes short under shares says so (the nil id), and
+// the caller picks again without them (@no_shares). (keyed_scan still
+// locks up to @max a pool: its fairness between keys is decided after
+// the read.)
 //
 // Concurrency keys: tasks with a key are read apart (keyed_scan, keyed:
 // their own partial index, so jobs without keys read nothing more). Only
@@ -1498,6 +1529,7 @@ func (q *Queries) TaskLeasePick(ctx context.Context, db DBTX, arg TaskLeasePickP
 		arg.Max,
 		arg.AgentIds,
 		arg.Taken,
+		arg.NoShares,
 		arg.Maxes,
 		arg.Caps,
 		arg.LockClass,
