@@ -14,6 +14,7 @@ import (
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/axtype"
 	"github.com/ax-scheduler/ax/queue/dispatch"
+	"github.com/ax-scheduler/ax/tests/dbtest"
 )
 
 // TestABusyPoolStaysOutOfOtherPoolsLeases: a pool=gpu job fired with
@@ -1270,7 +1271,8 @@ func TestALeaseOfOneBusyPoolAmongSeveralReadsItOnce(t *testing.T) {
 // committed when a second lease for it asks for 100. The second gets
 // 100 of priority 5. Its pool shares counted the first lease's tasks (a
 // read without locks sees them pending) and gave the other pool none:
-// before it picked again without shares, it got nothing.
+// before it picked again without shares, it got nothing. A lease that
+// takes all its shares counted picks once, though it asked for more.
 func TestALeaseBesideAnotherFillsItsRoomFromOtherPools(t *testing.T) {
 	e := setup(t, nil)
 	ctx := context.Background()
@@ -1282,9 +1284,11 @@ func TestALeaseBesideAnotherFillsItsRoomFromOtherPools(t *testing.T) {
 	_, err := e.pool.Exec(ctx, `UPDATE ax.task SET preferred_agent_id = NULL, fallback_agent_id = NULL,
 		not_before = now() - interval '10 seconds'`)
 	require.NoError(t, err)
-	lease := func(tx pgx.Tx) map[uuid.UUID]int {
+	statements := &dbtest.Statements{}
+	traced := e.poolTracedBy(statements)
+	lease := func(tx pgx.Tx, max int) map[uuid.UUID]int {
 		got, err := dispatch.Lease(ctx, tx, &dispatch.LeaseParams{AgentID: a.ID, AgentLabels: a.Labels,
-			AgentExecutors: []string{"shell"}, Max: 100, Lease: 30 * time.Second, StealAfter: 2 * time.Second,
+			AgentExecutors: []string{"shell"}, Max: max, Lease: 30 * time.Second, StealAfter: 2 * time.Second,
 			StarveAfter: time.Hour})
 		require.NoError(t, err)
 		perJob := map[uuid.UUID]int{}
@@ -1293,12 +1297,23 @@ func TestALeaseBesideAnotherFillsItsRoomFromOtherPools(t *testing.T) {
 		}
 		return perJob
 	}
-	first, err := e.pool.Begin(ctx)
+	// Alone, asking for more than the pools hold, a lease takes all the
+	// shares counted: short of its max, not of its shares, so one pick.
+	alone, err := traced.Begin(ctx)
+	require.NoError(t, err)
+	defer alone.Rollback(ctx) //nolint:errcheck // rolled back below; this when a check fails first
+	require.Equal(t, map[uuid.UUID]int{high.ID: 100, low.ID: 300}, lease(alone, 500))
+	require.Equal(t, 1, statements.Count("TaskLeasePick"), "picks of a lease that took its shares")
+	require.NoError(t, alone.Rollback(ctx))
+
+	first, err := traced.Begin(ctx)
 	require.NoError(t, err)
 	defer first.Rollback(ctx) //nolint:errcheck // held open beside the second
-	require.Equal(t, map[uuid.UUID]int{high.ID: 100}, lease(first))
-	second, err := e.pool.Begin(ctx)
+	require.Equal(t, map[uuid.UUID]int{high.ID: 100}, lease(first, 100))
+	require.Equal(t, 2, statements.Count("TaskLeasePick"))
+	second, err := traced.Begin(ctx)
 	require.NoError(t, err)
 	defer second.Rollback(ctx) //nolint:errcheck // only what it got is looked at
-	require.Equal(t, map[uuid.UUID]int{low.ID: 100}, lease(second), "the second lease, beside the first")
+	require.Equal(t, map[uuid.UUID]int{low.ID: 100}, lease(second, 100), "the second lease, beside the first")
+	require.Equal(t, 4, statements.Count("TaskLeasePick"), "the second came short of its shares: it picked twice")
 }

@@ -204,12 +204,19 @@ func ids(tasks []*axtype.LeasedTask) []uuid.UUID {
 // statements tracer sees.
 func (e *env) brokerTracedBy(tracer pgx.QueryTracer) *dispatch.LeaseBroker {
 	e.t.Helper()
+	return dispatch.NewLeaseBroker(e.poolTracedBy(tracer), nil, e.cfg, nil, nil)
+}
+
+// poolTracedBy is a pool of the test's database whose statements tracer
+// sees.
+func (e *env) poolTracedBy(tracer pgx.QueryTracer) *pgxpool.Pool {
+	e.t.Helper()
 	cfg := e.pool.Config().Copy()
 	cfg.ConnConfig.Tracer = tracer
 	traced, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(e.t, err)
 	e.t.Cleanup(traced.Close)
-	return dispatch.NewLeaseBroker(traced, nil, e.cfg, nil, nil)
+	return traced
 }
 
 // agentsAndTasks registers n ready agents and fires a run of n shards,

@@ -386,18 +386,21 @@ WITH pools AS MATERIALIZED (
     FROM picked p
     WHERE (SELECT n FROM key_locks) >= 0
     UNION ALL
-    -- A sign, not a task (the nil id, first): shares were counted and the
-    -- pick came short of its room. A task another lease holds is counted
-    -- in its pool's share, and the pool's locking read steps past it to
-    -- the pool's next, but not to another pool: with a pool's share all
-    -- held, the room it had is left. The caller picks again for what is
-    -- left, without shares (@no_shares: each pool's read up to that room,
-    -- as before shares; keyed tasks are left to the next lease).
+    -- A sign, not a task (the nil id, first): a group read fewer tasks
+    -- than its shares counted, and the pick came short of its room. A
+    -- task another lease holds is counted in its pool's share, and the
+    -- pool's locking read steps past it to the pool's next, but not to
+    -- another pool: with a pool's share all held, the room it had is
+    -- left. The caller picks again for what is left, without shares
+    -- (@no_shares: each pool's read up to that room, as before shares;
+    -- keyed tasks are left to the next lease). A pick that took all its
+    -- shares counted is not short, however few they were.
     SELECT '00000000-0000-0000-0000-000000000000'::uuid, '00000000-0000-0000-0000-000000000000'::uuid, NULL::text,
            0, now(), now(), false, NULL::uuid, NULL::uuid, -1, 0::bigint, NULL::text, NULL::text, 0, NULL::integer
     WHERE NOT @no_shares::boolean
-      AND (SELECT count(*) FROM starved_shares) + (SELECT count(*) FROM unassigned_shares)
-          + (SELECT count(*) FROM stealable_shares) > 0
+      AND ((SELECT coalesce(sum(h.share), 0) FROM starved_shares h) > (SELECT count(*) FROM starved)
+           OR (SELECT coalesce(sum(h.share), 0) FROM unassigned_shares h) > (SELECT count(*) FROM unassigned)
+           OR (SELECT coalesce(sum(h.share), 0) FROM stealable_shares h) > (SELECT count(*) FROM stealable))
       AND (SELECT count(*) FROM firsts) < sqlc.arg('max')::integer
 )
 SELECT id, execution_id, coalesce(rate_class, '')::text AS rate_class,
