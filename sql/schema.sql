@@ -980,6 +980,17 @@ BEGIN
 END $$;
 
 --
+-- Name: history_horizon(timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.history_horizon(p_now timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT p_now - 2 * s.partition_width - ax.longest_retention()
+    FROM ax.history_setting s
+$$;
+
+--
 -- Name: history_make_partitions(timestamp with time zone); Type: FUNCTION; Schema: ax; Owner: -
 --
 
@@ -1566,6 +1577,20 @@ BEGIN
     FROM ax.execution e
     WHERE e.id = ANY(p_ids);
 END $$;
+
+--
+-- Name: longest_retention(); Type: FUNCTION; Schema: ax; Owner: -
+--
+
+CREATE FUNCTION ax.longest_retention() RETURNS interval
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT greatest(s.finished_retention, s.failed_retention,
+                    coalesce((SELECT make_interval(secs => max(greatest(coalesce(j.history_retention_seconds, 0),
+                                                                   coalesce(j.history_failed_retention_seconds, 0))))
+                              FROM ax.job j), interval '0'))
+    FROM ax.history_setting s
+$$;
 
 --
 -- Name: notice_target; Type: TABLE; Schema: ax; Owner: -
@@ -3991,6 +4016,12 @@ CREATE INDEX after_edge_upstream_idx ON ax.after_edge USING btree (upstream_job_
 --
 
 CREATE INDEX after_wait_ready_idx ON ax.after_wait USING btree (updated_at) WHERE (state = 'ready'::text);
+
+--
+-- Name: agent_api_key_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX agent_api_key_idx ON ax.agent USING btree (api_key_id);
 
 --
 -- Name: agent_identity_idx; Type: INDEX; Schema: ax; Owner: -

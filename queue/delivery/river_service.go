@@ -338,7 +338,12 @@ func (w *cleanupWorker) Work(ctx context.Context, _ *river.Job[cleanupArgs]) err
 		w.logger.DebugContext(ctx, "expired records deleted", "nonces", nonces, "idempotency_keys", keys,
 			"breakers", breakers, "http_task_slots", slots, "cancelled_delayed_runs", cancelled, "console_sessions", sessions)
 	}
-	return errors.Join(err1, err2, err3, err4, err5, err6)
+	pruned, err7 := db.PruneGone(ctx, w.pool, db.PruneBatch)
+	if pruned.Total() > 0 {
+		w.logger.InfoContext(ctx, "records of what is past the history horizon deleted", "agents", pruned.Agents,
+			"notices", pruned.Notices, "backfill_runs", pruned.BackfillRuns, "reruns", pruned.Reruns)
+	}
+	return errors.Join(err1, err2, err3, err4, err5, err6, err7)
 }
 
 // historyArgs is the periodic job that keeps history within its retention

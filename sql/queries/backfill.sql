@@ -119,3 +119,19 @@ WHERE e.finished_at IS NULL;
 -- BackfillOfExecution returns the backfill that made run @execution_id.
 -- name: BackfillOfExecution :one
 SELECT backfill_id FROM ax.backfill_run WHERE execution_id = @execution_id;
+
+-- BackfillRunPrune deletes up to @max links of a backfill to runs fired
+-- before the history horizon (ax.history_horizon, migration 00091) that
+-- are no longer live nor in history: one a backfilled tick, for as long
+-- as ax ran. BackfillGet joins its links with the runs, so it counted
+-- none of these, but read each one. Oldest first, by key.
+-- name: BackfillRunPrune :execrows
+DELETE FROM ax.backfill_run b
+WHERE b.execution_id = ANY(ARRAY(
+    SELECT r.execution_id
+    FROM ax.backfill_run r
+    WHERE r.execution_id < ax.uuid_v7_floor(ax.history_horizon(now()))
+      AND NOT EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = r.execution_id)
+      AND NOT EXISTS (SELECT 1 FROM ax.execution_history e WHERE e.id = r.execution_id)
+    ORDER BY r.execution_id
+    LIMIT sqlc.arg('max')::integer));

@@ -106,3 +106,23 @@ FROM (SELECT sqlc.arg('execution_id')::uuid AS id) x
 LEFT JOIN ax.execution_rerun r ON r.execution_id = x.id
 LEFT JOIN ax.backfill_run b ON b.execution_id = x.id
 LEFT JOIN ax.queued_run q ON q.execution_id = x.id;
+
+-- ExecutionRerunPrune deletes up to @max re-run records whose re-run was
+-- fired before the history horizon (ax.history_horizon, migration 00091)
+-- and whose run and re-run are both no longer live nor in history: one a
+-- re-run, for as long as ax ran. Both, not the re-run alone: a succeeded
+-- re-run leaves history before its failed run (7 days against 30 by
+-- default), and the record is what makes a retried request with the
+-- same key (rerun_of, request_key) the same re-run. Oldest first, by key.
+-- name: ExecutionRerunPrune :execrows
+DELETE FROM ax.execution_rerun x
+WHERE x.execution_id = ANY(ARRAY(
+    SELECT r.execution_id
+    FROM ax.execution_rerun r
+    WHERE r.execution_id < ax.uuid_v7_floor(ax.history_horizon(now()))
+      AND NOT EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = r.execution_id)
+      AND NOT EXISTS (SELECT 1 FROM ax.execution_history e WHERE e.id = r.execution_id)
+      AND NOT EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = r.rerun_of)
+      AND NOT EXISTS (SELECT 1 FROM ax.execution_history e WHERE e.id = r.rerun_of)
+    ORDER BY r.execution_id
+    LIMIT sqlc.arg('max')::integer));

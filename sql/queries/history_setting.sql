@@ -29,10 +29,7 @@ SELECT ax.history_set_width(make_interval(secs => sqlc.arg('width_seconds')::dou
 -- name: HistoryMakePartitions :one
 SELECT ax.history_make_partitions(least(
            coalesce(sqlc.narg('now')::timestamptz, now()) + 2 * s.partition_width
-           + greatest(s.finished_retention, s.failed_retention,
-                      coalesce((SELECT make_interval(secs => max(greatest(coalesce(j.history_retention_seconds, 0),
-                                                                     coalesce(j.history_failed_retention_seconds, 0))))
-                                FROM ax.job j), interval '0')),
+           + ax.longest_retention(),
            coalesce(sqlc.narg('now')::timestamptz, now()) + 1000 * s.partition_width,
            greatest(s.made_until, coalesce(sqlc.narg('now')::timestamptz, now())) + 50 * s.partition_width))::integer AS made
 FROM ax.history_setting s;

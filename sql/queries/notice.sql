@@ -69,3 +69,22 @@ FROM ax.notice n JOIN ax.notice_target t ON t.id = n.target_id
 WHERE n.job_id = @job_id
 ORDER BY n.id DESC
 LIMIT @max;
+
+-- NoticePrune deletes up to @max failure notices, sent, failed or held,
+-- written before the history horizon (ax.history_horizon, migration
+-- 00091): one an incident (or a recovery, a set-aside trigger, a callback
+-- given up) and target, for as long as ax ran. Pending ones stay (still
+-- to be sent). Oldest first, target by target through
+-- notice_by_target_idx. ax.notice_add reads a URL's newest notices only
+-- (migration 00072): the deleted are older than any of them.
+-- name: NoticePrune :execrows
+DELETE FROM ax.notice n
+WHERE n.id = ANY(ARRAY(
+    SELECT x.id
+    FROM ax.notice_target t
+    CROSS JOIN LATERAL (SELECT m.id FROM ax.notice m
+                        WHERE m.target_id = t.id AND m.created_at < ax.history_horizon(now())
+                          AND m.state <> 'pending'
+                        ORDER BY m.created_at
+                        LIMIT sqlc.arg('max')::integer) x
+    LIMIT sqlc.arg('max')::integer));

@@ -734,6 +734,67 @@ func (q *Queries) AgentPagePresent(ctx context.Context, db DBTX, arg AgentPagePr
 	return items, nil
 }
 
+const agentPruneGone = `-- name: AgentPruneGone :one
+WITH gone AS MATERIALIZED (
+    SELECT a.id, a.api_key_id
+    FROM ax.agent a
+    WHERE a.state = 'offline' AND a.last_heartbeat_at < ax.history_horizon(now())
+      AND NOT EXISTS (SELECT 1 FROM ax.task t
+                      WHERE t.agent_id = a.id AND t.state IN ('leased', 'running'))
+      AND NOT EXISTS (SELECT 1 FROM ax.task t
+                      WHERE t.preferred_agent_id = a.id AND t.pinned AND t.state = 'pending')
+      -- Older rows of an identity go first: a newer one is what
+      -- AgentInsert reads; the last one goes only when it carries no
+      -- drain or quarantine. (Equality, not IS NOT DISTINCT FROM, which
+      -- agent_identity_idx cannot serve: an agent registered by no key
+      -- is no identity's, AgentInsert reads none for it.)
+      AND (a.registered_by IS NULL
+           OR EXISTS (SELECT 1 FROM ax.agent n
+                      WHERE n.registered_by = a.registered_by AND n.name = a.name
+                        AND n.registered_at > a.registered_at)
+           OR (a.drained_at IS NULL AND a.quarantined_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM ax.agent o
+                               WHERE o.registered_by = a.registered_by AND o.name = a.name AND o.id <> a.id)))
+    ORDER BY a.last_heartbeat_at
+    LIMIT $1::integer
+    FOR UPDATE OF a SKIP LOCKED
+), tokens AS (
+    -- The agent's own token (minted at registration, used by no other
+    -- agent); deleting it deletes the agent too (ON DELETE CASCADE), as
+    -- does the delete below. Both by key from an array (= ANY): a join
+    -- with gone was planned as a hash of the whole table.
+    DELETE FROM ax.api_key k
+    WHERE k.id = ANY(ARRAY(SELECT g.api_key_id FROM gone g)) AND k.minted_by IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM ax.agent o
+                      WHERE o.api_key_id = k.id AND NOT (o.id = ANY(ARRAY(SELECT g.id FROM gone g))))
+    RETURNING k.id
+), agents AS (
+    DELETE FROM ax.agent a
+    WHERE a.id = ANY(ARRAY(SELECT g.id FROM gone g))
+    RETURNING a.id
+)
+SELECT count(*)::integer AS deleted FROM agents WHERE (SELECT count(*) FROM tokens) >= 0
+`
+
+// AgentPruneGone deletes up to @max agents gone offline before the
+// history horizon (ax.history_horizon, migration 00091: no run kept in
+// history was leased by them, so no answer names them), with the token
+// minted at their registration. Every registration is a new agent and a
+// new token (a restart, a pod rescheduled), so without this both tables
+// grew by a row per agent start for as long as ax ran, and GET /v1/keys
+// lists every key. Kept, whatever their age: an agent with a task leased
+// or running, or with pinned tasks pending (TaskFailPinnedOfOffline ends
+// those by the agent's row); and the last row of an identity (its key and
+// name) that an operator drained or that was quarantined, which a new
+// registration takes on (AgentInsert). Read oldest first through
+// agent_offline_recent_idx. Returns how many agents it deleted.
+func (q *Queries) AgentPruneGone(ctx context.Context, db DBTX, max int32) (int32, error) {
+	row := db.QueryRow(ctx, agentPruneGone, max)
+	var deleted int32
+	err := row.Scan(&deleted)
+	return deleted, err
+}
+
 const agentQuarantineFailing = `-- name: AgentQuarantineFailing :many
 UPDATE ax.agent a
 SET state = 'quarantined', quarantined_at = now(), last_probe_at = now()

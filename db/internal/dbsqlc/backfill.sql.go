@@ -365,6 +365,31 @@ func (q *Queries) BackfillRunInsertMany(ctx context.Context, db DBTX, arg Backfi
 	return err
 }
 
+const backfillRunPrune = `-- name: BackfillRunPrune :execrows
+DELETE FROM ax.backfill_run b
+WHERE b.execution_id = ANY(ARRAY(
+    SELECT r.execution_id
+    FROM ax.backfill_run r
+    WHERE r.execution_id < ax.uuid_v7_floor(ax.history_horizon(now()))
+      AND NOT EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = r.execution_id)
+      AND NOT EXISTS (SELECT 1 FROM ax.execution_history e WHERE e.id = r.execution_id)
+    ORDER BY r.execution_id
+    LIMIT $1::integer))
+`
+
+// BackfillRunPrune deletes up to @max links of a backfill to runs fired
+// before the history horizon (ax.history_horizon, migration 00091) that
+// are no longer live nor in history: one a backfilled tick, for as long
+// as ax ran. BackfillGet joins its links with the runs, so it counted
+// none of these, but read each one. Oldest first, by key.
+func (q *Queries) BackfillRunPrune(ctx context.Context, db DBTX, max int32) (int64, error) {
+	result, err := db.Exec(ctx, backfillRunPrune, max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const backfillTicksRun = `-- name: BackfillTicksRun :many
 SELECT DISTINCT e.scheduled_for
 FROM ax.all_executions e

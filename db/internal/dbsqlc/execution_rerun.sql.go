@@ -253,6 +253,35 @@ func (q *Queries) ExecutionRerunInsert(ctx context.Context, db DBTX, arg Executi
 	return id, err
 }
 
+const executionRerunPrune = `-- name: ExecutionRerunPrune :execrows
+DELETE FROM ax.execution_rerun x
+WHERE x.execution_id = ANY(ARRAY(
+    SELECT r.execution_id
+    FROM ax.execution_rerun r
+    WHERE r.execution_id < ax.uuid_v7_floor(ax.history_horizon(now()))
+      AND NOT EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = r.execution_id)
+      AND NOT EXISTS (SELECT 1 FROM ax.execution_history e WHERE e.id = r.execution_id)
+      AND NOT EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = r.rerun_of)
+      AND NOT EXISTS (SELECT 1 FROM ax.execution_history e WHERE e.id = r.rerun_of)
+    ORDER BY r.execution_id
+    LIMIT $1::integer))
+`
+
+// ExecutionRerunPrune deletes up to @max re-run records whose re-run was
+// fired before the history horizon (ax.history_horizon, migration 00091)
+// and whose run and re-run are both no longer live nor in history: one a
+// re-run, for as long as ax ran. Both, not the re-run alone: a succeeded
+// re-run leaves history before its failed run (7 days against 30 by
+// default), and the record is what makes a retried request with the
+// same key (rerun_of, request_key) the same re-run. Oldest first, by key.
+func (q *Queries) ExecutionRerunPrune(ctx context.Context, db DBTX, max int32) (int64, error) {
+	result, err := db.Exec(ctx, executionRerunPrune, max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const taskPlanForRerun = `-- name: TaskPlanForRerun :many
 SELECT e.id AS execution_id, e.job_id, o.shard_index, o.shard_total, o.shard_param,
        e.priority, j.retry_max_attempts AS max_attempts, j.timeout_seconds,

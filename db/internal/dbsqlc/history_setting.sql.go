@@ -48,10 +48,7 @@ func (q *Queries) HistoryDetachedLeftovers(ctx context.Context, db DBTX) ([]stri
 const historyMakePartitions = `-- name: HistoryMakePartitions :one
 SELECT ax.history_make_partitions(least(
            coalesce($1::timestamptz, now()) + 2 * s.partition_width
-           + greatest(s.finished_retention, s.failed_retention,
-                      coalesce((SELECT make_interval(secs => max(greatest(coalesce(j.history_retention_seconds, 0),
-                                                                     coalesce(j.history_failed_retention_seconds, 0))))
-                                FROM ax.job j), interval '0')),
+           + ax.longest_retention(),
            coalesce($1::timestamptz, now()) + 1000 * s.partition_width,
            greatest(s.made_until, coalesce($1::timestamptz, now())) + 50 * s.partition_width))::integer AS made
 FROM ax.history_setting s

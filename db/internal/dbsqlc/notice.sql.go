@@ -151,6 +151,34 @@ func (q *Queries) NoticeList(ctx context.Context, db DBTX, arg NoticeListParams)
 	return items, nil
 }
 
+const noticePrune = `-- name: NoticePrune :execrows
+DELETE FROM ax.notice n
+WHERE n.id = ANY(ARRAY(
+    SELECT x.id
+    FROM ax.notice_target t
+    CROSS JOIN LATERAL (SELECT m.id FROM ax.notice m
+                        WHERE m.target_id = t.id AND m.created_at < ax.history_horizon(now())
+                          AND m.state <> 'pending'
+                        ORDER BY m.created_at
+                        LIMIT $1::integer) x
+    LIMIT $1::integer))
+`
+
+// NoticePrune deletes up to @max failure notices, sent, failed or held,
+// written before the history horizon (ax.history_horizon, migration
+// 00091): one an incident (or a recovery, a set-aside trigger, a callback
+// given up) and target, for as long as ax ran. Pending ones stay (still
+// to be sent). Oldest first, target by target through
+// notice_by_target_idx. ax.notice_add reads a URL's newest notices only
+// (migration 00072): the deleted are older than any of them.
+func (q *Queries) NoticePrune(ctx context.Context, db DBTX, max int32) (int64, error) {
+	result, err := db.Exec(ctx, noticePrune, max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const noticeRecordAttempt = `-- name: NoticeRecordAttempt :exec
 UPDATE ax.notice
 SET state = $1::ax.notice_state, attempts = $2, last_status = $3,
