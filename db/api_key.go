@@ -78,9 +78,20 @@ func APIKeyAuthenticate(ctx context.Context, e Executor, hash []byte) (*axtype.A
 	return &axtype.APIKey{ID: r.ID, Name: r.Name, Scopes: r.Scopes, Labels: labels, Groups: r.Groups, MintedBy: r.MintedBy}, nil
 }
 
-// APIKeyList returns every key, revoked ones included.
-func APIKeyList(ctx context.Context, e Executor) ([]*axtype.APIKey, error) {
-	rows, err := queries.APIKeyList(ctx, e)
+// APIKeyList returns up to max keys, revoked ones included, oldest first,
+// after the key after (nil: from the first); an error wrapping
+// axtype.ErrNotFound when after is no key.
+func APIKeyList(ctx context.Context, e Executor, after *uuid.UUID, max int) ([]*axtype.APIKey, error) {
+	if after != nil {
+		ok, err := queries.APIKeyExists(ctx, e, *after)
+		if err != nil {
+			return nil, fmt.Errorf("error listing api keys: %w", mapErr(err))
+		}
+		if !ok {
+			return nil, fmt.Errorf("error listing api keys after %s: %w", after, axtype.ErrNotFound)
+		}
+	}
+	rows, err := queries.APIKeyList(ctx, e, dbsqlc.APIKeyListParams{After: after, Max: int32(max)})
 	if err != nil {
 		return nil, fmt.Errorf("error listing api keys: %w", mapErr(err))
 	}

@@ -69,9 +69,15 @@ type keyCreatedOutput struct {
 	Body *CreatedKey
 }
 
+type keyListInput struct {
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size"`
+	Cursor string `query:"cursor" maxLength:"100" doc:"next_cursor of the previous page"`
+}
+
 type keyListOutput struct {
 	Body struct {
-		Keys []*APIKey `json:"keys"`
+		Keys       []*APIKey `json:"keys"`
+		NextCursor string    `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page"`
 	}
 }
 
@@ -91,7 +97,7 @@ func (h *keyHandlers) register(api huma.API) {
 	}, ScopeAdmin), "secret"), h.create)
 	register(api, requireScope(huma.Operation{
 		OperationID: "list-keys", Method: http.MethodGet, Path: "/v1/keys", Tags: tags,
-		Summary: "List API keys", Description: "Every key, revoked ones included, oldest first; secrets are never shown.",
+		Summary: "List API keys", Description: "One page of keys, revoked ones included, oldest first; secrets are never shown. Each agent registration mints a key (its token), kept until the agent is pruned (see the history guide).",
 	}, ScopeAdmin), h.list)
 	register(api, requireScope(huma.Operation{
 		OperationID: "revoke-key", Method: http.MethodPost, Path: "/v1/keys/{id}/revoke", Tags: tags,
@@ -124,12 +130,27 @@ func (h *keyHandlers) create(ctx context.Context, in *keyCreateInput) (*keyCreat
 	return &keyCreatedOutput{Body: &CreatedKey{APIKey: *keyFromDB(key), Secret: secret}}, nil
 }
 
-func (h *keyHandlers) list(ctx context.Context, _ *struct{}) (*keyListOutput, error) {
-	keys, err := h.keys.List(ctx)
+func (h *keyHandlers) list(ctx context.Context, in *keyListInput) (*keyListOutput, error) {
+	var after *uuid.UUID
+	if in.Cursor != "" {
+		id, err := decodeCursor(in.Cursor)
+		if err != nil {
+			return nil, invalidCursor(in.Cursor)
+		}
+		after = &id
+	}
+	keys, err := h.keys.List(ctx, after, in.Limit+1)
+	if errors.Is(err, axtype.ErrNotFound) { // the cursor's key
+		return nil, invalidCursor(in.Cursor)
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := &keyListOutput{}
+	if len(keys) > in.Limit {
+		keys = keys[:in.Limit]
+		out.Body.NextCursor = encodeCursor(keys[len(keys)-1].ID)
+	}
 	out.Body.Keys = make([]*APIKey, len(keys))
 	for i, k := range keys {
 		out.Body.Keys[i] = keyFromDB(k)

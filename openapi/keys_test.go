@@ -74,3 +74,58 @@ func TestListJobsByName(t *testing.T) {
 	require.Len(t, jobs, 1)
 	require.Equal(t, "b", jobs[0].(map[string]any)["group"])
 }
+
+// GET /v1/keys is paged, oldest first: following next_cursor lists every
+// key once; a cursor that is not one, or whose key was deleted since (an
+// agent's token pruned with its agent), is refused naming query.cursor.
+func TestKeyListPages(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	for _, name := range []string{"k1", "k2", "k3", "k4", "k5"} {
+		env.call("POST", "/v1/keys", env.admin, map[string]any{"name": name, "scopes": []string{"read"}}).
+			must(t, http.StatusCreated)
+	}
+	var want []string
+	rows, err := env.pool.Query(t.Context(), "SELECT id::text FROM ax.api_key ORDER BY created_at, id")
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		want = append(want, id)
+	}
+	require.NoError(t, rows.Err())
+	require.GreaterOrEqual(t, len(want), 6, "the admin key and five more")
+
+	var got []string
+	var cursors []string
+	path := "/v1/keys?limit=2"
+	for range len(want) {
+		page := env.call("GET", path, env.admin, nil).must(t, http.StatusOK)
+		keys := page["keys"].([]any)
+		require.LessOrEqual(t, len(keys), 2)
+		for _, k := range keys {
+			got = append(got, k.(map[string]any)["id"].(string))
+		}
+		next, _ := page["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursors = append(cursors, next)
+		path = "/v1/keys?limit=2&cursor=" + next
+	}
+	require.Equal(t, want, got, "every key once, oldest first")
+
+	r := env.call("GET", "/v1/keys?cursor=bm90LWEtY3Vyc29y", env.admin, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
+	require.Contains(t, r.errorLocations(), "query.cursor", string(r.raw))
+
+	// The last full page's last key (one of the five: the admin key is
+	// the oldest) deleted: its cursor names no key now.
+	last := len(cursors) - 1
+	_, err = env.pool.Exec(t.Context(), "DELETE FROM ax.api_key WHERE id = $1", got[2*last+1])
+	require.NoError(t, err)
+	r = env.call("GET", "/v1/keys?limit=2&cursor="+cursors[last], env.admin, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, string(r.raw))
+	require.Contains(t, r.errorLocations(), "query.cursor", string(r.raw))
+	env.call("GET", "/v1/keys?limit=1001", env.admin, nil).must(t, http.StatusUnprocessableEntity)
+}

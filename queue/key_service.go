@@ -230,9 +230,11 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// List returns every key, revoked ones included, oldest first.
-func (s *KeyService) List(ctx context.Context) ([]*axtype.APIKey, error) {
-	return db.APIKeyList(ctx, s.pool)
+// List returns up to max keys, revoked ones included, oldest first, after
+// the key after (nil: from the first); an error wrapping
+// axtype.ErrNotFound when after is no key.
+func (s *KeyService) List(ctx context.Context, after *uuid.UUID, max int) ([]*axtype.APIKey, error) {
+	return db.APIKeyList(ctx, s.pool, after, max)
 }
 
 // Revoke revokes a live key and the agent tokens it minted; an error

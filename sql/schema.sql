@@ -4048,6 +4048,12 @@ CREATE INDEX agent_offline_recent_idx ON ax.agent USING btree (last_heartbeat_at
 CREATE INDEX agent_present_idx ON ax.agent USING btree (last_heartbeat_at) WHERE (state = ANY (ARRAY['active'::ax.agent_state, 'draining'::ax.agent_state, 'quarantined'::ax.agent_state]));
 
 --
+-- Name: api_key_created_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX api_key_created_idx ON ax.api_key USING btree (created_at, id);
+
+--
 -- Name: api_key_minted_by_idx; Type: INDEX; Schema: ax; Owner: -
 --
 

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/ax-scheduler/ax/openapi/client"
 	"github.com/ax-scheduler/ax/queue"
 )
 
@@ -111,18 +112,33 @@ func newKeyListCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		resp, err := c.ListKeysWithResponse(cmd.Context())
-		if err != nil {
-			return unreachable(err)
-		}
-		if resp.StatusCode() != http.StatusOK {
-			return apiError(resp.StatusCode(), resp.Body)
-		}
+		// Every key: the pages one after another, the largest the server
+		// gives.
 		var list struct {
 			Keys []apiKey `json:"keys"`
 		}
-		if err := json.Unmarshal(resp.Body, &list); err != nil {
-			return fmt.Errorf("error decoding keys: %w", err)
+		pageSize := int64(1000)
+		params := &client.ListKeysParams{Limit: &pageSize}
+		for {
+			resp, err := c.ListKeysWithResponse(cmd.Context(), params)
+			if err != nil {
+				return unreachable(err)
+			}
+			if resp.StatusCode() != http.StatusOK {
+				return apiError(resp.StatusCode(), resp.Body)
+			}
+			var page struct {
+				Keys       []apiKey `json:"keys"`
+				NextCursor string   `json:"next_cursor"`
+			}
+			if err := json.Unmarshal(resp.Body, &page); err != nil {
+				return fmt.Errorf("error decoding keys: %w", err)
+			}
+			list.Keys = append(list.Keys, page.Keys...)
+			if page.NextCursor == "" {
+				break
+			}
+			params.Cursor = &page.NextCursor
 		}
 		return render(af.output, nonNil(list.Keys), func() error {
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)

@@ -2657,6 +2657,9 @@ type KeyCreateRequestScopes string
 // KeyListOutputBody defines model for KeyListOutputBody.
 type KeyListOutputBody struct {
 	Keys *[]APIKey `json:"keys"`
+
+	// NextCursor Pass as cursor to get the next page; absent on the last page
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // LeaseRequest defines model for LeaseRequest.
@@ -3689,6 +3692,15 @@ type TriggerJobParams struct {
 	Traceparent *string `json:"traceparent,omitempty"`
 }
 
+// ListKeysParams defines parameters for ListKeys.
+type ListKeysParams struct {
+	// Limit Page size
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // SubmitRunParams defines parameters for SubmitRun.
 type SubmitRunParams struct {
 	// IdempotencyKey Same key and body: the same run, not a second one; same key, other body: 422
@@ -4631,10 +4643,10 @@ type ClientInterface interface {
 
 	// ListKeys List API keys
 	//
-	// Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
+	// One page of keys, revoked ones included, oldest first; secrets are never shown. Each agent registration mints a key (its token), kept until the agent is pruned (see the history guide). Needs an API key with scope `admin`.
 	//
 	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
-	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListKeys(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateKeyWithBody Create an API key
 	//
@@ -6402,11 +6414,11 @@ func (c *Client) TriggerJob(ctx context.Context, id openapi_types.UUID, params *
 
 // ListKeys List API keys
 //
-// Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
+// One page of keys, revoked ones included, oldest first; secrets are never shown. Each agent registration mints a key (its token), kept until the agent is pruned (see the history guide). Needs an API key with scope `admin`.
 //
 // Corresponds with GET /v1/keys (the `ListKeys` operationId).
-func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListKeysRequest(c.Server)
+func (c *Client) ListKeys(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListKeysRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -9721,7 +9733,7 @@ func NewTriggerJobRequestWithBody(server string, id openapi_types.UUID, params *
 }
 
 // NewListKeysRequest constructs an http.Request for the ListKeys method
-func NewListKeysRequest(server string) (*http.Request, error) {
+func NewListKeysRequest(server string, params *ListKeysParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -9737,6 +9749,45 @@ func NewListKeysRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -10917,12 +10968,12 @@ type ClientWithResponsesInterface interface {
 
 	// ListKeysWithResponse List API keys
 	//
-	// Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
+	// One page of keys, revoked ones included, oldest first; secrets are never shown. Each agent registration mints a key (its token), kept until the agent is pruned (see the history guide). Needs an API key with scope `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
-	ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
+	ListKeysWithResponse(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
 
 	// CreateKeyWithBodyWithResponse Create an API key
 	//
@@ -16028,6 +16079,8 @@ type ListKeysResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -16047,6 +16100,11 @@ func (r ListKeysResponse) GetApplicationproblemJSON401() *ErrorModel {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r ListKeysResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -18016,13 +18074,13 @@ func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, id ope
 
 // ListKeysWithResponse List API keys
 //
-// Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
+// One page of keys, revoked ones included, oldest first; secrets are never shown. Each agent registration mints a key (its token), kept until the agent is pruned (see the history guide). Needs an API key with scope `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/keys (the `ListKeys` operationId).
-func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error) {
-	rsp, err := c.ListKeys(ctx, reqEditors...)
+func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*ListKeysResponse, error) {
+	rsp, err := c.ListKeys(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -22368,6 +22426,13 @@ func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel

@@ -21,10 +21,23 @@ WITH found AS (
 )
 SELECT found.id, found.name, found.scopes::text[] AS scopes, found.labels, found.groups, found.minted_by FROM found;
 
+-- APIKeyList returns up to @max keys, revoked ones included, oldest first
+-- (by creation, then id), after the key @after (none: from the first),
+-- through api_key_created_idx (migration 00092). An @after that is no
+-- key lists from the first: the caller checks it first (APIKeyExists).
 -- name: APIKeyList :many
-SELECT id, name, key_prefix, scopes::text[] AS scopes, labels, groups, minted_by, created_at, last_used_at, revoked_at
-FROM ax.api_key
-ORDER BY created_at, id;
+SELECT k.id, k.name, k.key_prefix, k.scopes::text[] AS scopes, k.labels, k.groups, k.minted_by, k.created_at,
+       k.last_used_at, k.revoked_at
+FROM ax.api_key k
+WHERE (k.created_at, k.id) > (coalesce((SELECT c.created_at FROM ax.api_key c WHERE c.id = sqlc.narg('after')::uuid),
+                                        '-infinity'),
+                               coalesce(sqlc.narg('after')::uuid, '00000000-0000-0000-0000-000000000000'))
+ORDER BY k.created_at, k.id
+LIMIT sqlc.arg('max')::integer;
+
+-- APIKeyExists says whether a key of this id exists, revoked or not.
+-- name: APIKeyExists :one
+SELECT EXISTS (SELECT 1 FROM ax.api_key WHERE id = @id)::boolean;
 
 -- APIKeyRevoke revokes a key; the trigger api_key_revoked revokes the
 -- agent tokens it minted with it, and every replica forgets its cache.

@@ -78,6 +78,18 @@ func (q *Queries) APIKeyEnsure(ctx context.Context, db DBTX, arg APIKeyEnsurePar
 	return err
 }
 
+const aPIKeyExists = `-- name: APIKeyExists :one
+SELECT EXISTS (SELECT 1 FROM ax.api_key WHERE id = $1)::boolean
+`
+
+// APIKeyExists says whether a key of this id exists, revoked or not.
+func (q *Queries) APIKeyExists(ctx context.Context, db DBTX, id uuid.UUID) (bool, error) {
+	row := db.QueryRow(ctx, aPIKeyExists, id)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const aPIKeyInsert = `-- name: APIKeyInsert :one
 
 INSERT INTO ax.api_key (id, name, key_hash, key_prefix, scopes, labels, groups, minted_by)
@@ -140,10 +152,20 @@ func (q *Queries) APIKeyInsert(ctx context.Context, db DBTX, arg APIKeyInsertPar
 }
 
 const aPIKeyList = `-- name: APIKeyList :many
-SELECT id, name, key_prefix, scopes::text[] AS scopes, labels, groups, minted_by, created_at, last_used_at, revoked_at
-FROM ax.api_key
-ORDER BY created_at, id
+SELECT k.id, k.name, k.key_prefix, k.scopes::text[] AS scopes, k.labels, k.groups, k.minted_by, k.created_at,
+       k.last_used_at, k.revoked_at
+FROM ax.api_key k
+WHERE (k.created_at, k.id) > (coalesce((SELECT c.created_at FROM ax.api_key c WHERE c.id = $1::uuid),
+                                        '-infinity'),
+                               coalesce($1::uuid, '00000000-0000-0000-0000-000000000000'))
+ORDER BY k.created_at, k.id
+LIMIT $2::integer
 `
+
+type APIKeyListParams struct {
+	After *uuid.UUID
+	Max   int32
+}
 
 type APIKeyListRow struct {
 	ID         uuid.UUID
@@ -158,8 +180,12 @@ type APIKeyListRow struct {
 	RevokedAt  *time.Time
 }
 
-func (q *Queries) APIKeyList(ctx context.Context, db DBTX) ([]APIKeyListRow, error) {
-	rows, err := db.Query(ctx, aPIKeyList)
+// APIKeyList returns up to @max keys, revoked ones included, oldest first
+// (by creation, then id), after the key @after (none: from the first),
+// through api_key_created_idx (migration 00092). An @after that is no
+// key lists from the first: the caller checks it first (APIKeyExists).
+func (q *Queries) APIKeyList(ctx context.Context, db DBTX, arg APIKeyListParams) ([]APIKeyListRow, error) {
+	rows, err := db.Query(ctx, aPIKeyList, arg.After, arg.Max)
 	if err != nil {
 		return nil, err
 	}

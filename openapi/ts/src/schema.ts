@@ -1007,7 +1007,7 @@ export interface paths {
         };
         /**
          * List API keys
-         * @description Every key, revoked ones included, oldest first; secrets are never shown. Needs an API key with scope `admin`.
+         * @description One page of keys, revoked ones included, oldest first; secrets are never shown. Each agent registration mints a key (its token), kept until the agent is pruned (see the history guide). Needs an API key with scope `admin`.
          */
         get: operations["list-keys"];
         put?: never;
@@ -2787,6 +2787,8 @@ export interface components {
         };
         KeyListOutputBody: {
             keys: components["schemas"]["APIKey"][] | null;
+            /** @description Pass as cursor to get the next page; absent on the last page */
+            next_cursor?: string;
         };
         LeaseRequest: {
             /**
@@ -12744,7 +12746,12 @@ export interface operations {
     };
     "list-keys": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -12802,6 +12809,29 @@ export interface operations {
                      *       "detail": "API key ci lacks scope admin (it has read)",
                      *       "status": 403,
                      *       "title": "Forbidden"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "detail": "validation failed",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body.trigger.cron",
+                     *           "message": "expression never fires: 0 0 30 2 *",
+                     *           "value": "0 0 30 2 *"
+                     *         }
+                     *       ],
+                     *       "status": 422,
+                     *       "title": "Unprocessable Entity"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["ErrorModel"];
