@@ -73,7 +73,8 @@ type RiverConfig struct {
 	// 5 s.
 	RescueInterval time.Duration
 	// CleanupInterval is how often expired nonces, idempotency keys and
-	// idle breakers are deleted. Defaults to 1 minute.
+	// idle breakers are deleted, and what is past the history horizon
+	// pruned (db.PruneGone). Defaults to 1 minute.
 	CleanupInterval time.Duration
 	// History is the retention maintenance runs with (history.Maintain,
 	// a periodic job every History.Interval()).

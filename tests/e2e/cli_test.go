@@ -163,6 +163,22 @@ func TestKeyCommandsOverAPI(t *testing.T) {
 	require.Equal(t, 3, code, "a revoked key is not found again: %s", out)
 	list, _ = axAPI(s.Key, "key", "list")
 	require.Regexp(t, `dashboard\s.*revoked`, list)
+
+	// More keys than a page (the API's pages are 1,000 at most): the list
+	// follows them to the last.
+	pool := e2ekit.OpenPool(t, s.DBURL)
+	_, err := pool.Exec(t.Context(), `INSERT INTO ax.api_key (name, key_hash, key_prefix, scopes, revoked_at, created_at)
+		SELECT 'bulk-' || i, sha256(('bulk-' || i)::bytea), 'ax_bulk', '{read}', now(), now() + i * interval '1 ms'
+		FROM generate_series(1, 1200) i`)
+	require.NoError(t, err)
+	var stored int
+	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM ax.api_key").Scan(&stored))
+	out, code = axAPI(s.Key, "key", "list", "-o", "json")
+	require.Equal(t, 0, code, out)
+	keys = nil
+	require.NoError(t, json.Unmarshal([]byte(out), &keys))
+	require.Equal(t, stored, len(keys), "every key, over two pages")
+	require.Equal(t, "bulk-1200", keys[len(keys)-1].Name, "oldest first: the last one inserted, last")
 }
 
 // A job is addressed by group/name, or by its bare name where one group
