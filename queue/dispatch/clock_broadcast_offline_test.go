@@ -10,6 +10,7 @@ import (
 
 	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/queue/axtype"
+	"github.com/ax-scheduler/ax/queue/dispatch"
 	"github.com/ax-scheduler/ax/tests/testfactory"
 )
 
@@ -55,4 +56,48 @@ func TestBroadcastTaskOfAnAgentGoneOfflineFails(t *testing.T) {
 	var runState string
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT state::text FROM ax.all_executions WHERE id = $1`, run.ID).Scan(&runState))
 	require.Equal(t, "failed", runState, "the run ends")
+}
+
+// A re-run of a broadcast shard pins it to its agent again. Once the
+// cleanup has deleted that agent (offline past the history horizon: its
+// run can outlive it when the run's other shards ran long), the task was
+// pinned to no agent at all, and the sweep, which looked for offline
+// agents, left it pending for good, its re-run never ending. It fails as
+// a shard of an offline agent does.
+func TestRerunShardOfAnAgentNoMoreFails(t *testing.T) {
+	t.Parallel()
+	e := setupClock(t)
+	ctx := context.Background()
+	stays, goes := e.agent("stays"), e.agent("goes")
+	job := e.create(func(j *axtype.Job) { j.RouteStrategy = axtype.RouteBroadcast })
+	run := testfactory.Execution(ctx, t, e.pool, job.ID, fireOpts(nil))
+	leased := e.lease(stays)
+	require.Len(t, leased, 1)
+	_, err := db.TaskComplete(ctx, e.pool, []axtype.TaskResult{{
+		TaskRef: axtype.TaskRef{ID: leased[0].ID, Token: leased[0].LeaseToken}, State: axtype.TaskSucceeded}})
+	require.NoError(t, err)
+	e.clock.Advance(3*e.broker.Config().HeartbeatInterval + time.Second)
+	e.heartbeat(stays)
+	e.sweep()
+	var runState string
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT state::text FROM ax.all_executions WHERE id = $1`, run.ID).Scan(&runState))
+	require.Equal(t, "failed", runState, "the offline agent's shard failed")
+
+	_, err = e.pool.Exec(ctx, `DELETE FROM ax.agent WHERE id = $1`, goes.ID) // as AgentPruneGone does
+	require.NoError(t, err)
+	rerun := uuid.Must(uuid.NewV7())
+	tasks, err := db.ExecutionRerunInsert(ctx, e.pool, &db.NewRerun{ID: rerun, RerunOf: run.ID, Shards: axtype.RerunFailed},
+		(*dispatch.TaskRouter)(nil).RouteFunc(e.pool))
+	require.NoError(t, err)
+	require.Len(t, tasks, 1, "the failed shard, pinned to its agent")
+
+	e.heartbeat(stays)
+	e.sweep()
+	state, _ := e.task(tasks[0].ID)
+	require.Equal(t, "failed", state, "pinned to an agent that is no more, it fails")
+	var code string
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT error_code FROM ax.all_tasks WHERE id = $1`, tasks[0].ID).Scan(&code))
+	require.Equal(t, axtype.ErrorCodeAgentOffline, code)
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT state::text FROM ax.all_executions WHERE id = $1`, rerun).Scan(&runState))
+	require.Equal(t, "failed", runState, "the re-run ends")
 }

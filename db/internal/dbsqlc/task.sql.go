@@ -563,7 +563,13 @@ WITH RECURSIVE pinned_to(agent_id) AS (
     FROM pinned_to p
     WHERE p.agent_id IS NOT NULL
 ), gone AS (
-    SELECT a.id FROM pinned_to p JOIN ax.agent a ON a.id = p.agent_id WHERE a.state = 'offline'
+    -- Offline, or no agent at all: the cleanup deletes agents offline
+    -- past the history horizon (AgentPruneGone), and a re-run of a
+    -- broadcast shard pins it to its agent again (TaskPlanForRerun).
+    SELECT p.agent_id AS id
+    FROM pinned_to p
+    LEFT JOIN ax.agent a ON a.id = p.agent_id
+    WHERE p.agent_id IS NOT NULL AND (a.id IS NULL OR a.state = 'offline')
 ), orphaned AS (
     SELECT t.id, t.execution_id
     FROM ax.task t
@@ -602,8 +608,8 @@ type TaskFailPinnedOfOfflineParams struct {
 }
 
 // TaskFailPinnedOfOffline fails the pending tasks pinned to agents that
-// went offline (a broadcast run's share of an agent gone before it leased
-// it, or of one that deregistered). No other agent may take such a task,
+// went offline or are no more (a broadcast run's share of an agent gone
+// before it leased it, or of one that deregistered). No other agent may take such a task,
 // so it waited for good and its run never ended (a job forbidding overlap
 // never fired again). The agents are found by a skip scan of
 // task_pinned_pending_idx, one probe an agent with pinned tasks waiting
