@@ -146,7 +146,10 @@ func TestAFireWakesThePollsItIsFor(t *testing.T) {
 // fireRoutedTo fires a run of job jobID for ahead from now (a fire made
 // ahead of its tick) whose tasks are routed to agent agentID, and sends
 // its task-ready notification as the trigger loop does (naming the
-// agent); it returns when the fire committed.
+// agent). It returns when the fire committed, the instant the run's tick
+// is ahead of: the database's now in the fire's transaction. (The time
+// after the commit was that instant plus the commit's wait: 150 ms of it
+// on a loaded CI run, and the lease at the tick came "850 ms" after.)
 func (e *env) fireRoutedTo(jobID, agentID uuid.UUID, ahead time.Duration) time.Time {
 	e.t.Helper()
 	ctx := context.Background()
@@ -157,11 +160,13 @@ func (e *env) fireRoutedTo(jobID, agentID uuid.UUID, ahead time.Duration) time.T
 		}
 		return routes, nil
 	}
+	var fired time.Time
 	require.NoError(e.t, db.WithTx(ctx, e.pool, func(tx pgx.Tx) error {
 		now, err := db.Now(ctx, tx)
 		if err != nil {
 			return err
 		}
+		fired = now
 		_, tasks, err := db.ExecutionInsertMany(ctx, tx, []*axtype.NewExecution{{ID: uuid.Must(uuid.NewV7()), JobID: jobID,
 			Cause: axtype.CauseManual, ScheduledFor: now.Add(ahead)}}, 10*time.Second, dispatch.GeneratedShardParams, route)
 		if err != nil {
@@ -176,7 +181,7 @@ func (e *env) fireRoutedTo(jobID, agentID uuid.UUID, ahead time.Duration) time.T
 		require.Equal(e.t, key, ready.Payload(), "the notification names the agent")
 		return db.Notify(ctx, tx, notify.TaskReadyChannel, ready.Payload())
 	}))
-	return time.Now()
+	return fired
 }
 
 // TestReadyForNamesWhomTasksAreFor: routed and pinned tasks name their
