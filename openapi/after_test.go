@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ax-scheduler/ax/db"
 	"github.com/ax-scheduler/ax/openapi"
 	"github.com/ax-scheduler/ax/queue"
 	"github.com/ax-scheduler/ax/queue/axtype"
@@ -469,4 +470,66 @@ func TestACascadeMakesAtMostItsBoundOfReruns(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"c", "c", "d"}, skips)
+}
+
+// TestAfterWaitsPastTheHorizonArePruned: the cleanup deletes a
+// downstream job's waits for logical times past the history horizon (32
+// days by default), once their run, if they made one, is gone too; a
+// recent wait stays. Explain then says that no record is kept of such a
+// time rather than "waiting", and an upstream backfilled for it makes a
+// new wait, whose downstream runs for it again (as a cron job's backfill
+// fills a tick whose run retention removed).
+func TestAfterWaitsPastTheHorizonArePruned(t *testing.T) {
+	t.Parallel()
+	e := setupAfter(t)
+	ctx := context.Background()
+	e.job("ex1", nil, nil)
+	e.job("ex2", nil, nil)
+	e.job("load", after("all", "success", "ex1", "ex2"), nil)
+	today := time.Now().UTC().Truncate(time.Hour)
+	old, older, recent := today.Add(-40*24*time.Hour), today.Add(-39*24*time.Hour), today.Add(-24*time.Hour)
+
+	e.tick("ex1", old)
+	e.tick("ex2", old)
+	require.Equal(t, 1, e.endAll(nil, nil), "the old time's load")
+	require.Equal(t, 0, e.endAll(nil, nil), "its load ends")
+	loads := e.runsOf("load", old)
+	require.Len(t, loads, 1)
+	e.tick("ex1", older)
+	e.tick("ex1", recent)
+	require.Equal(t, 0, e.endAll(nil, nil), "both wait on ex2")
+	_, err := e.pool.Exec(ctx, `UPDATE ax.after_wait SET updated_at = now() - interval '40 days'
+		WHERE logical_time = ANY($1)`, []time.Time{old, older})
+	require.NoError(t, err)
+
+	pruned, err := db.PruneGone(ctx, e.pool, db.PruneBatch)
+	require.NoError(t, err)
+	require.Equal(t, db.Pruned{AfterWaits: 1}, pruned, "the older time's wait; the old one's run is in history")
+	_, err = e.pool.Exec(ctx, `DELETE FROM ax.execution_history WHERE id = $1`, loads[0]["id"]) // as retention would
+	require.NoError(t, err)
+	pruned, err = db.PruneGone(ctx, e.pool, db.PruneBatch)
+	require.NoError(t, err)
+	require.Equal(t, db.Pruned{AfterWaits: 1}, pruned, "the old time's wait, its run gone")
+	var left []time.Time
+	rows, err := e.pool.Query(ctx, `SELECT logical_time FROM ax.after_wait`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var at time.Time
+		require.NoError(t, rows.Scan(&at))
+		left = append(left, at.UTC())
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []time.Time{recent}, left)
+
+	x := e.explain("load", older)
+	require.Equal(t, "no_record", x["verdict"])
+	require.Contains(t, x["reason"], "older than the longest history retention")
+	x = e.explain("load", recent)
+	require.Equal(t, "waiting", x["verdict"])
+	require.Contains(t, x["reason"], "waiting on etl/ex2")
+
+	e.tick("ex1", old)
+	e.tick("ex2", old)
+	require.Equal(t, 1, e.endAll(nil, nil), "backfilled upstreams run the old time's load again")
+	require.Len(t, e.runsOf("load", old), 1)
 }

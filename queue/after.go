@@ -75,6 +75,20 @@ func (s *ExecutionService) explainAfter(ctx context.Context, job *axtype.Job, ou
 	if err != nil {
 		return err
 	}
+	if w == nil {
+		// The cleanup deletes waits past the history horizon (with the
+		// runs they name): no record says what happened then.
+		horizon, err := db.HistoryHorizon(ctx, s.pool)
+		if err != nil {
+			return err
+		}
+		if out.At.Before(horizon) {
+			out.Verdict = VerdictNoRecord
+			out.Reason = "neither a run, a skip nor a wait is recorded for this logical time: it is older than " +
+				"the longest history retention, whose records are removed with its runs"
+			return nil
+		}
+	}
 	var waiting, arrived []string
 	for _, u := range job.AfterUpstream {
 		a, ok := axtype.AfterArrival{}, false

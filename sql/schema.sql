@@ -4018,6 +4018,12 @@ CREATE INDEX after_edge_upstream_idx ON ax.after_edge USING btree (upstream_job_
 CREATE INDEX after_wait_ready_idx ON ax.after_wait USING btree (updated_at) WHERE (state = 'ready'::text);
 
 --
+-- Name: after_wait_settled_idx; Type: INDEX; Schema: ax; Owner: -
+--
+
+CREATE INDEX after_wait_settled_idx ON ax.after_wait USING btree (updated_at) WHERE (state <> 'ready'::text);
+
+--
 -- Name: agent_api_key_idx; Type: INDEX; Schema: ax; Owner: -
 --
 

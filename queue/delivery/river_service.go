@@ -342,7 +342,8 @@ func (w *cleanupWorker) Work(ctx context.Context, _ *river.Job[cleanupArgs]) err
 	pruned, err7 := db.PruneGone(ctx, w.pool, db.PruneBatch)
 	if pruned.Total() > 0 {
 		w.logger.InfoContext(ctx, "records of what is past the history horizon deleted", "agents", pruned.Agents,
-			"notices", pruned.Notices, "backfill_runs", pruned.BackfillRuns, "reruns", pruned.Reruns)
+			"notices", pruned.Notices, "backfill_runs", pruned.BackfillRuns, "reruns", pruned.Reruns,
+			"after_waits", pruned.AfterWaits)
 	}
 	return errors.Join(err1, err2, err3, err4, err5, err6, err7)
 }

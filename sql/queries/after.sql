@@ -117,3 +117,30 @@ SELECT x.id, x.job_id, coalesce(j.name, '')::text AS job_name, coalesce(j.group_
 FROM ax.all_executions x
 LEFT JOIN ax.job j ON j.id = x.job_id
 WHERE x.id = ANY(@ids::uuid[]);
+
+-- AfterWaitPrune deletes up to @max waits last written before the history
+-- horizon (ax.history_horizon, migration 00091) for a logical time before
+-- it, none ready: one a downstream job and logical time, for as long as
+-- ax ran. Every upstream run that arrived ended before the wait was last
+-- written, so none is kept in history any more: the wait could no longer
+-- make a run with its upstreams' results, nor say which ran. A fired
+-- wait goes once its run is neither live nor in history. An upstream
+-- backfilled for such a time later makes a new wait, and its downstream
+-- runs again for it, as a backfill of a cron job fills a tick whose run
+-- retention removed. Oldest first, through after_wait_settled_idx
+-- (migration 00093).
+-- name: AfterWaitPrune :execrows
+DELETE FROM ax.after_wait w
+-- By the locked rows' ctids (a TID scan): matched on the key, the delete
+-- was planned as a hash of the whole table.
+WHERE w.ctid = ANY(ARRAY(
+    SELECT o.ctid
+    FROM ax.after_wait o
+    WHERE o.state <> 'ready' AND o.updated_at < ax.history_horizon(now())
+      AND o.logical_time < ax.history_horizon(now())
+      AND (o.execution_id IS NULL
+           OR (NOT EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = o.execution_id)
+               AND NOT EXISTS (SELECT 1 FROM ax.execution_history e WHERE e.id = o.execution_id)))
+    ORDER BY o.updated_at
+    LIMIT sqlc.arg('max')::integer
+    FOR UPDATE OF o SKIP LOCKED));

@@ -34,6 +34,11 @@ SELECT ax.history_make_partitions(least(
            greatest(s.made_until, coalesce(sqlc.narg('now')::timestamptz, now())) + 50 * s.partition_width))::integer AS made
 FROM ax.history_setting s;
 
+-- HistoryHorizon is the instant before which no run is kept in history
+-- (ax.history_horizon, migration 00091).
+-- name: HistoryHorizon :one
+SELECT ax.history_horizon(now())::timestamptz AS horizon;
+
 -- HistoryPartitionsPassed lists the history partitions whose whole range
 -- is at or before @now: every row in them may be removed.
 -- name: HistoryPartitionsPassed :many

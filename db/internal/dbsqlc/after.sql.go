@@ -440,6 +440,42 @@ func (q *Queries) AfterWaitGet(ctx context.Context, db DBTX, arg AfterWaitGetPar
 	return i, err
 }
 
+const afterWaitPrune = `-- name: AfterWaitPrune :execrows
+DELETE FROM ax.after_wait w
+WHERE w.ctid = ANY(ARRAY(
+    SELECT o.ctid
+    FROM ax.after_wait o
+    WHERE o.state <> 'ready' AND o.updated_at < ax.history_horizon(now())
+      AND o.logical_time < ax.history_horizon(now())
+      AND (o.execution_id IS NULL
+           OR (NOT EXISTS (SELECT 1 FROM ax.execution e WHERE e.id = o.execution_id)
+               AND NOT EXISTS (SELECT 1 FROM ax.execution_history e WHERE e.id = o.execution_id)))
+    ORDER BY o.updated_at
+    LIMIT $1::integer
+    FOR UPDATE OF o SKIP LOCKED))
+`
+
+// AfterWaitPrune deletes up to @max waits last written before the history
+// horizon (ax.history_horizon, migration 00091) for a logical time before
+// it, none ready: one a downstream job and logical time, for as long as
+// ax ran. Every upstream run that arrived ended before the wait was last
+// written, so none is kept in history any more: the wait could no longer
+// make a run with its upstreams' results, nor say which ran. A fired
+// wait goes once its run is neither live nor in history. An upstream
+// backfilled for such a time later makes a new wait, and its downstream
+// runs again for it, as a backfill of a cron job fills a tick whose run
+// retention removed. Oldest first, through after_wait_settled_idx
+// (migration 00093).
+// By the locked rows' ctids (a TID scan): matched on the key, the delete
+// was planned as a hash of the whole table.
+func (q *Queries) AfterWaitPrune(ctx context.Context, db DBTX, max int32) (int64, error) {
+	result, err := db.Exec(ctx, afterWaitPrune, max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const afterWaitRequeue = `-- name: AfterWaitRequeue :exec
 UPDATE ax.after_wait SET updated_at = clock_timestamp()
 WHERE job_id = $1 AND logical_time = $2 AND state = 'ready'

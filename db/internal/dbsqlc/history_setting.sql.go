@@ -45,6 +45,19 @@ func (q *Queries) HistoryDetachedLeftovers(ctx context.Context, db DBTX) ([]stri
 	return items, nil
 }
 
+const historyHorizon = `-- name: HistoryHorizon :one
+SELECT ax.history_horizon(now())::timestamptz AS horizon
+`
+
+// HistoryHorizon is the instant before which no run is kept in history
+// (ax.history_horizon, migration 00091).
+func (q *Queries) HistoryHorizon(ctx context.Context, db DBTX) (time.Time, error) {
+	row := db.QueryRow(ctx, historyHorizon)
+	var horizon time.Time
+	err := row.Scan(&horizon)
+	return horizon, err
+}
+
 const historyMakePartitions = `-- name: HistoryMakePartitions :one
 SELECT ax.history_make_partitions(least(
            coalesce($1::timestamptz, now()) + 2 * s.partition_width
