@@ -82,7 +82,11 @@ func APIKeyAuthenticate(ctx context.Context, e Executor, hash []byte) (*axtype.A
 // after the key after (nil: from the first); an error wrapping
 // axtype.ErrNotFound when after is no key.
 func APIKeyList(ctx context.Context, e Executor, after *uuid.UUID, max int) ([]*axtype.APIKey, error) {
-	if after != nil {
+	rows, err := queries.APIKeyList(ctx, e, dbsqlc.APIKeyListParams{After: after, Max: int32(max)})
+	if err != nil {
+		return nil, fmt.Errorf("error listing api keys: %w", mapErr(err))
+	}
+	if after != nil && len(rows) == 0 { // the end, or a cursor naming no key
 		ok, err := queries.APIKeyExists(ctx, e, *after)
 		if err != nil {
 			return nil, fmt.Errorf("error listing api keys: %w", mapErr(err))
@@ -90,10 +94,6 @@ func APIKeyList(ctx context.Context, e Executor, after *uuid.UUID, max int) ([]*
 		if !ok {
 			return nil, fmt.Errorf("error listing api keys after %s: %w", after, axtype.ErrNotFound)
 		}
-	}
-	rows, err := queries.APIKeyList(ctx, e, dbsqlc.APIKeyListParams{After: after, Max: int32(max)})
-	if err != nil {
-		return nil, fmt.Errorf("error listing api keys: %w", mapErr(err))
 	}
 	keys := make([]*axtype.APIKey, 0, len(rows))
 	for _, r := range rows {

@@ -24,13 +24,15 @@ SELECT found.id, found.name, found.scopes::text[] AS scopes, found.labels, found
 -- APIKeyList returns up to @max keys, revoked ones included, oldest first
 -- (by creation, then id), after the key @after (none: from the first),
 -- through api_key_created_idx (migration 00092). An @after that is no
--- key lists from the first: the caller checks it first (APIKeyExists).
+-- key lists none (the caller tells that from the end with APIKeyExists),
+-- never from the first again.
 -- name: APIKeyList :many
 SELECT k.id, k.name, k.key_prefix, k.scopes::text[] AS scopes, k.labels, k.groups, k.minted_by, k.created_at,
        k.last_used_at, k.revoked_at
 FROM ax.api_key k
 WHERE (k.created_at, k.id) > (coalesce((SELECT c.created_at FROM ax.api_key c WHERE c.id = sqlc.narg('after')::uuid),
-                                        '-infinity'),
+                                        CASE WHEN sqlc.narg('after')::uuid IS NULL THEN '-infinity'::timestamptz
+                                             ELSE 'infinity'::timestamptz END),
                                coalesce(sqlc.narg('after')::uuid, '00000000-0000-0000-0000-000000000000'))
 ORDER BY k.created_at, k.id
 LIMIT sqlc.arg('max')::integer;

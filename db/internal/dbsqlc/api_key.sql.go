@@ -156,7 +156,8 @@ SELECT k.id, k.name, k.key_prefix, k.scopes::text[] AS scopes, k.labels, k.group
        k.last_used_at, k.revoked_at
 FROM ax.api_key k
 WHERE (k.created_at, k.id) > (coalesce((SELECT c.created_at FROM ax.api_key c WHERE c.id = $1::uuid),
-                                        '-infinity'),
+                                        CASE WHEN $1::uuid IS NULL THEN '-infinity'::timestamptz
+                                             ELSE 'infinity'::timestamptz END),
                                coalesce($1::uuid, '00000000-0000-0000-0000-000000000000'))
 ORDER BY k.created_at, k.id
 LIMIT $2::integer
@@ -183,7 +184,8 @@ type APIKeyListRow struct {
 // APIKeyList returns up to @max keys, revoked ones included, oldest first
 // (by creation, then id), after the key @after (none: from the first),
 // through api_key_created_idx (migration 00092). An @after that is no
-// key lists from the first: the caller checks it first (APIKeyExists).
+// key lists none (the caller tells that from the end with APIKeyExists),
+// never from the first again.
 func (q *Queries) APIKeyList(ctx context.Context, db DBTX, arg APIKeyListParams) ([]APIKeyListRow, error) {
 	rows, err := db.Query(ctx, aPIKeyList, arg.After, arg.Max)
 	if err != nil {
