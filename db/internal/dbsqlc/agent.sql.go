@@ -777,14 +777,18 @@ SELECT count(*)::integer AS deleted FROM agents WHERE (SELECT count(*) FROM toke
 `
 
 // AgentPruneGone deletes up to @max agents gone offline before the
-// history horizon (ax.history_horizon, migration 00091: no run kept in
-// history was leased by them, so no answer names them), with the token
+// history horizon (ax.history_horizon, migration 00091: what they leased
+// ended before it, so its runs are gone from history, but for a run whose
+// other shards ran long after; that one shows the agent's id, not its
+// name, and a re-run of its broadcast shard fails as for an offline
+// agent, TaskFailPinnedOfOffline), with the token
 // minted at their registration. Every registration is a new agent and a
 // new token (a restart, a pod rescheduled), so without this both tables
 // grew by a row per agent start for as long as ax ran, and GET /v1/keys
 // lists every key. Kept, whatever their age: an agent with a task leased
-// or running, or with pinned tasks pending (TaskFailPinnedOfOffline ends
-// those by the agent's row); and the last row of an identity (its key and
+// or running (the reaper reads its row to call a lease lost), or with
+// pinned tasks pending (the sweep fails those first); and the last row
+// of an identity (its key and
 // name) that an operator drained or that was quarantined, which a new
 // registration takes on (AgentInsert). Read oldest first through
 // agent_offline_recent_idx. Returns how many agents it deleted.
